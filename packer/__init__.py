@@ -1,0 +1,2 @@
+"""From sources to packs: adapters decode inputs, the writer shards them, ``build`` runs it all,
+``validate`` checks finished packs."""

@@ -1,0 +1,8 @@
+"""One module per input family; each turns its input manifest into ``PackedSample``s.
+
+``ADAPTERS`` maps the name used by ``speechpack build NAME`` to the adapter's entry points.
+"""
+
+from packer.adapters.wesep import load_wesep_sample, read_wesep_list
+
+__all__ = ["load_wesep_sample", "read_wesep_list"]

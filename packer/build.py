@@ -1,0 +1,237 @@
+"""Running a build: decode items in a process pool, append them in input order, commit or leave nothing.
+
+The output is a pure function of the input and the options that shape it: results are consumed in input order
+whatever ``workers`` is, so ``--workers 1`` and ``--workers 8`` give byte-identical packs.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import multiprocessing
+import os
+import shutil
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator, Sequence
+
+from tqdm import tqdm
+
+from packer.adapters.wesep import load_wesep_sample, read_wesep_list
+from packer.audio import AudioError
+from packer.sample import PackedSample
+from packer.writer import PackWriter, hash_file
+from schemas.constants import (
+    DEFAULT_SAMPLE_RATE,
+    DEFAULT_SHARD_BYTES,
+    MANIFEST_NAME,
+    SHARD_DIR_PREFIX,
+    SKIPPED_NAME,
+    TEMP_PREFIX,
+    TOOL_NAME,
+    tool_version,
+)
+from schemas.errors import BuildError, SpeechpackError
+from schemas.format import Manifest
+from schemas.units import format_bytes
+from schemas.wesep_list import LineProblem
+
+#: Items in flight per worker: enough to hide decode jitter, few enough to bound memory.
+_IN_FLIGHT_PER_WORKER = 4
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """Options shared by every ``speechpack build`` command.
+
+    ``workers`` and ``progress`` change how a build runs, never what it writes; everything else is recorded in
+    the manifest's provenance.
+    """
+
+    out: str
+    sample_rate: int = DEFAULT_SAMPLE_RATE
+    shard_bytes: int = DEFAULT_SHARD_BYTES
+    workers: int = 1
+    skip_bad: bool = False
+    overwrite: bool = False
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.sample_rate <= 0:
+            raise SpeechpackError(f"sample_rate must be a positive number of Hz, got {self.sample_rate}")
+        if self.shard_bytes <= 0:
+            raise SpeechpackError(f"shard size must be positive, got {self.shard_bytes} bytes")
+        if self.workers < 1:
+            raise SpeechpackError(f"workers must be at least 1, got {self.workers}")
+
+    def recorded(self) -> dict:
+        """The options that shape the bytes of the pack (provenance)."""
+        return {"sample_rate": self.sample_rate, "shard_bytes": self.shard_bytes, "skip_bad": self.skip_bad}
+
+
+@dataclass(frozen=True)
+class BuildSummary:
+    out: str
+    manifest: Manifest
+    skipped: list[LineProblem] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def describe(self) -> str:
+        totals = self.manifest.totals
+        text = (f"packed {totals['samples']} samples ({totals['hours']:.3f} h, {totals['speakers']} speakers) into "
+                f"{len(self.manifest.shards)} shard(s), {format_bytes(totals['bytes'])}, in {self.seconds:.1f} s "
+                f"-> {self.out}")
+        if self.skipped:
+            text += f"\nskipped {len(self.skipped)} bad line(s); see {os.path.join(self.out, SKIPPED_NAME)}"
+        return text
+
+
+def build_wesep(list_path: str, options: BuildOptions, root: str | None = None) -> BuildSummary:
+    """``speechpack build wesep``: a WeSep raw list to a ``tse`` or ``sources`` pack."""
+    if not os.path.isfile(list_path):
+        raise SpeechpackError(f"{list_path}: list file not found")
+    wesep_list = read_wesep_list(list_path, root)
+    recorded = options.recorded()
+    if root:
+        recorded["root"] = os.path.abspath(root)
+    return run_build(
+        items=wesep_list.lines,
+        problems=wesep_list.problems,
+        load=functools.partial(load_wesep_sample, sample_rate=options.sample_rate),
+        kind=wesep_list.kind,
+        input_path=list_path,
+        command="build wesep",
+        recorded_options=recorded,
+        options=options,
+    )
+
+
+def run_build(*, items: Sequence, problems: Sequence[LineProblem], load: Callable[[object], PackedSample],
+              kind: str, input_path: str, command: str, recorded_options: dict,
+              options: BuildOptions) -> BuildSummary:
+    """Load every item, write the pack, commit it; or raise ``BuildError`` and leave no pack behind.
+
+    ``items`` need ``line`` and ``key`` attributes; ``load`` must be picklable and raise ``AudioError`` for bad
+    input.  By default every problem is collected (decoding goes on after the first) and nothing is published;
+    with ``skip_bad`` the good items are packed and the problems recorded in ``skipped.json``.
+    """
+    started = time.monotonic()
+    problems = list(problems)
+    if not items and not problems:
+        raise SpeechpackError(f"{input_path}: the list holds no samples")
+    created = _prepare_output(options.out, options.overwrite)
+    try:
+        with PackWriter(options.out, kind, options.sample_rate, options.shard_bytes) as writer:
+            results = _load_in_order(load, items, options.workers)
+            for result in tqdm(results, total=len(items), unit="sample", disable=not options.progress,
+                               desc=f"{TOOL_NAME} {command}"):
+                if isinstance(result, LineProblem):
+                    problems.append(result)
+                elif not problems or options.skip_bad:
+                    writer.add(result)
+                # else: the build will fail; keep decoding only to report every problem in one pass
+            problems.sort(key=lambda p: p.line)
+            if problems and not options.skip_bad:
+                raise BuildError(f"{input_path}: {len(problems)} bad line(s); nothing was packed "
+                                 f"(fix them, or pass --skip-bad to pack the rest)", problems)
+            if writer.num_samples == 0:
+                raise BuildError(f"{input_path}: every line was bad; nothing to pack", problems)
+            manifest = writer.finish(
+                provenance=_provenance(input_path, command, recorded_options),
+                skipped=[p.to_dict() for p in problems],
+            )
+    except BaseException:
+        _discard_output(options.out, created)
+        raise
+    return BuildSummary(out=options.out, manifest=manifest, skipped=problems, seconds=time.monotonic() - started)
+
+
+def _provenance(input_path: str, command: str, recorded_options: dict) -> dict:
+    return {
+        "input": {"path": os.path.abspath(input_path), "sha256": hash_file(input_path).sha256},
+        "tool": TOOL_NAME,
+        "tool_version": tool_version(),
+        "command": command,
+        "options": recorded_options,
+    }
+
+
+def _load_one(load: Callable, item) -> PackedSample | LineProblem:
+    """Run ``load`` on one item in a worker; bad input becomes a ``LineProblem``, anything else propagates."""
+    try:
+        return load(item)
+    except AudioError as err:
+        return LineProblem(item.line, item.key, err.path, err.reason)
+
+
+def _load_in_order(load: Callable, items: Sequence, workers: int) -> Iterator:
+    """Yield ``_load_one(load, item)`` for every item, in input order, with at most a few items in flight."""
+    if workers == 1:
+        yield from (_load_one(load, item) for item in items)
+        return
+    # forkserver: the progress bar's monitor thread makes plain fork unsafe.
+    context = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        pending: collections.deque = collections.deque()
+        iterator: Iterable = iter(items)
+        for item in iterator:
+            pending.append(pool.submit(_load_one, load, item))
+            if len(pending) >= workers * _IN_FLIGHT_PER_WORKER:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
+def _is_pack_entry(name: str) -> bool:
+    return (name in (MANIFEST_NAME, SKIPPED_NAME) or name.startswith(SHARD_DIR_PREFIX)
+            or name.startswith(TEMP_PREFIX))
+
+
+def _prepare_output(out: str, overwrite: bool) -> bool:
+    """Make ``out`` an empty directory; return whether it was created.
+
+    A non-empty ``out`` is refused unless ``overwrite``; even then only a pack's own files are removed
+    (``dataset.json`` first, so the old pack stops being a pack before its shards go).
+    """
+    if not os.path.exists(out):
+        os.makedirs(out)
+        return True
+    if not os.path.isdir(out):
+        raise SpeechpackError(f"{out}: exists and is not a directory")
+    entries = sorted(os.listdir(out))
+    if not entries:
+        return False
+    if not overwrite:
+        raise SpeechpackError(f"{out}: directory is not empty; pass --overwrite to replace the pack in it")
+    foreign = [name for name in entries if not _is_pack_entry(name)]
+    if foreign:
+        raise SpeechpackError(f"{out}: holds files that are not part of a pack ({', '.join(foreign[:5])}); "
+                              f"refusing to delete them")
+    _remove_pack_entries(out)
+    return False
+
+
+def _remove_pack_entries(out: str) -> None:
+    manifest = os.path.join(out, MANIFEST_NAME)
+    if os.path.exists(manifest):
+        os.remove(manifest)
+    for name in sorted(os.listdir(out)):
+        if _is_pack_entry(name):
+            path = os.path.join(out, name)
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+            else:
+                os.remove(path)
+
+
+def _discard_output(out: str, created: bool) -> None:
+    """After a failed build: remove what it wrote (the directory too, if the build made it)."""
+    if not os.path.isdir(out):
+        return
+    _remove_pack_entries(out)
+    if created and not os.listdir(out):
+        os.rmdir(out)
+
+
+__all__ = ["BuildOptions", "BuildSummary", "build_wesep", "run_build"]

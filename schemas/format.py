@@ -1,0 +1,354 @@
+"""The speechpack pack format, version 1.  This docstring is the normative specification; ``docs/format.md``
+adds an annotated example.  The key words MUST, MUST NOT, SHOULD and MAY are used as in RFC 2119.
+
+Goal: a pack must be straightforward to read without speechpack.  Datasets outlive the programs that made them,
+so everything is plain JSON and plain ``.npy`` (numpy format 1.0) files.
+
+Layout
+------
+::
+
+    PACK/
+      dataset.json            the commit record, written last
+      skipped.json            only when the build skipped bad input (``--skip-bad``)
+      shard-000000/
+        index.json            one record per sample, in storage order
+        mix.npy               one file per stream: a flat 1-D array
+        target.npy
+      shard-000001/
+      ...
+
+A directory without ``dataset.json`` is not a pack.  A writer MUST write every other file first and then
+``dataset.json`` atomically (temporary file, fsync, rename).  Names starting with ``.tmp-`` belong to an
+unfinished write and are not part of the pack; a reader MUST ignore them.
+
+dataset.json
+------------
+A JSON object with exactly these keys:
+
+``format``         the string ``"speechpack"``.
+``format_version`` integer major version.  A reader MUST refuse a major it does not know and say which it reads.
+``format_minor``   integer minor version.  Minor versions only add optional content; a reader MAY ignore it.
+``kind``           ``"tse"`` (fixed mixtures, one target per speaker) or ``"sources"`` (single-speaker
+                   utterances).
+``sample_rate``    integer Hz of every audio stream.
+``streams``        list of ``{"name", "dtype", "row_shape", "file"}``: the catalogue.  ``dtype`` is a numpy
+                   dtype string (``"<i2"``), ``row_shape`` the shape of one element of axis 0 (``[]`` for flat
+                   audio), ``file`` the file name inside every shard directory.
+``shards``         list of ``{"directory", "samples", "files"}`` in order; ``files`` maps every file of the
+                   shard directory to ``{"size": bytes, "sha256": hex digest}``.
+``totals``         ``{"samples", "hours", "speakers", "bytes"}``; ``speakers`` counts distinct speaker ids.
+``provenance``     ``{"input": {"path", "sha256"}, "tool": "speechpack", "tool_version", "command",
+                   "options"}``; ``options`` holds every option that influences the bytes of the pack.
+``skipped``        ``{"count": n}`` plus ``"file": "skipped.json"`` with its size and hash when ``n > 0``.
+
+Keys are sorted and the JSON is indented by one space, so equal packs have byte-identical manifests.
+
+Streams and shards
+------------------
+Every stream of v1 is audio: dtype ``<i2`` (int16), ``row_shape`` ``[]``.  A stream file is a 1-D array; each
+audio segment occupies ``channels * length`` consecutive elements, **channel-major** (all of channel 0, then
+channel 1, ...), so a segment reads back as ``array[offset : offset + channels * length].reshape(channels,
+length)`` without copying.  Segments of one stream are stored in sample order with no gaps: the first starts at
+0 and each next one starts where the previous ended; the file holds exactly the sum of their sizes.
+
+A stored value ``v`` decodes to the float ``v / 32768 * scale``.  ``scale`` is 1.0 unless the audio would
+have clipped: then it is the smallest factor that keeps the peak representable, and a reader MUST apply it.
+
+Kinds and their streams
+~~~~~~~~~~~~~~~~~~~~~~~
+``tse``      ``mix`` (one segment per sample, all mixture channels) and ``target`` (one mono segment per
+             speaker, in the sample's speaker order).  All segments of a sample have the same length.
+``sources``  ``source`` (one mono segment per sample, one speaker).
+
+index.json
+----------
+``{"format_version": 1, "shard": "shard-000000", "samples": [record, ...]}`` where a record is::
+
+    {"key": str,                       unique within the pack
+     "speakers": [str, ...],           ordered; slot i of the sample is speakers[i]
+     "num_frames": int,                samples per channel at the pack's sample_rate
+     "duration": float,                num_frames / sample_rate, seconds
+     "orig_sample_rate": int,          rate of the input files before resampling
+     "line": int,                      1-based line of the input list (provenance)
+     "provenance": {...},              the input paths exactly as listed
+     "streams": {name: [segment, ...]}}
+
+and a segment is ``{"offset", "channels", "length", "scale", "mean", "rms", "peak"}``: element offset into
+the stream file (64-bit), channel count, samples per channel, the decode scale, and statistics of the decoded
+audio over all its channels: ``mean``; then, after removing that mean, ``rms`` and ``peak`` (max absolute).
+Statistics MUST be computed from the stored int16 exactly as a reader decodes it, so a reader can reproduce a
+whole-recording normalisation from any slice.
+
+Version history
+---------------
+1.0  first version.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from schemas.constants import (
+    AUDIO_DTYPE,
+    FORMAT_MINOR,
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    HASH_NAME,
+    KINDS,
+    STREAMS_BY_KIND,
+    SUPPORTED_MAJOR_VERSIONS,
+    stream_file_name,
+)
+from schemas.errors import PackFormatError
+
+
+def _require(obj: Any, keys: set[str], where: str, optional: set[str] = frozenset()) -> None:
+    """Check that ``obj`` is a dict with exactly ``keys`` (plus any of ``optional``), naming what differs."""
+    if not isinstance(obj, dict):
+        raise PackFormatError(f"{where}: expected an object, got {type(obj).__name__}")
+    missing = sorted(keys - obj.keys())
+    unknown = sorted(obj.keys() - keys - set(optional))
+    if missing:
+        raise PackFormatError(f"{where}: missing key(s) {', '.join(missing)}")
+    if unknown:
+        raise PackFormatError(f"{where}: unknown key(s) {', '.join(unknown)}")
+
+
+def _typed(obj: dict, key: str, kind: type | tuple, where: str) -> Any:
+    value = obj[key]
+    # bool is an int in Python; a count or a rate must not be true/false.
+    if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+        raise PackFormatError(f"{where}.{key}: expected {_type_name(kind)}, got {value!r}")
+    if not isinstance(value, kind):
+        raise PackFormatError(f"{where}.{key}: expected {_type_name(kind)}, got {value!r}")
+    return value
+
+
+def _type_name(kind: type | tuple) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join(k.__name__ for k in kinds)
+
+
+def check_version(manifest: dict, where: str) -> None:
+    """Refuse anything that is not a speechpack manifest of a major version this code reads."""
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
+        got = manifest.get("format") if isinstance(manifest, dict) else manifest
+        raise PackFormatError(f"{where}: not a speechpack manifest (format is {got!r}, expected {FORMAT_NAME!r})")
+    version = manifest.get("format_version")
+    if version not in SUPPORTED_MAJOR_VERSIONS:
+        readable = ", ".join(str(v) for v in SUPPORTED_MAJOR_VERSIONS)
+        raise PackFormatError(
+            f"{where}: format_version {version!r} is not supported; this speechpack reads format_version {readable}"
+        )
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    """One entry of the stream catalogue."""
+
+    name: str
+    dtype: str = AUDIO_DTYPE.str
+    row_shape: tuple[int, ...] = ()
+
+    @property
+    def file(self) -> str:
+        return stream_file_name(self.name)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "dtype": self.dtype, "row_shape": list(self.row_shape), "file": self.file}
+
+    @classmethod
+    def from_dict(cls, obj: Any, where: str) -> "StreamSpec":
+        _require(obj, {"name", "dtype", "row_shape", "file"}, where)
+        spec = cls(
+            name=_typed(obj, "name", str, where),
+            dtype=_typed(obj, "dtype", str, where),
+            row_shape=tuple(_typed(obj, "row_shape", list, where)),
+        )
+        if obj["file"] != spec.file:
+            raise PackFormatError(f"{where}.file: expected {spec.file!r}, got {obj['file']!r}")
+        return spec
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """Size and content hash of one file of the pack."""
+
+    size: int
+    sha256: str
+
+    def to_dict(self) -> dict:
+        return {"size": self.size, HASH_NAME: self.sha256}
+
+    @classmethod
+    def from_dict(cls, obj: Any, where: str) -> "FileEntry":
+        _require(obj, {"size", HASH_NAME}, where)
+        size = _typed(obj, "size", int, where)
+        digest = _typed(obj, HASH_NAME, str, where)
+        if size < 0 or len(digest) != 64:
+            raise PackFormatError(f"{where}: bad size {size!r} or {HASH_NAME} {digest!r}")
+        return cls(size=size, sha256=digest)
+
+
+@dataclass(frozen=True)
+class ShardEntry:
+    directory: str
+    samples: int
+    files: dict[str, FileEntry]
+
+    def to_dict(self) -> dict:
+        return {
+            "directory": self.directory,
+            "samples": self.samples,
+            "files": {name: entry.to_dict() for name, entry in sorted(self.files.items())},
+        }
+
+    @classmethod
+    def from_dict(cls, obj: Any, where: str) -> "ShardEntry":
+        _require(obj, {"directory", "samples", "files"}, where)
+        files = _typed(obj, "files", dict, where)
+        return cls(
+            directory=_typed(obj, "directory", str, where),
+            samples=_typed(obj, "samples", int, where),
+            files={name: FileEntry.from_dict(entry, f"{where}.files[{name!r}]") for name, entry in files.items()},
+        )
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """``dataset.json``: what a pack holds and how to check it."""
+
+    kind: str
+    sample_rate: int
+    streams: tuple[StreamSpec, ...]
+    shards: tuple[ShardEntry, ...]
+    totals: dict
+    provenance: dict
+    skipped: dict = field(default_factory=lambda: {"count": 0})
+    format_version: int = FORMAT_VERSION
+    format_minor: int = FORMAT_MINOR
+
+    _KEYS = frozenset(
+        {"format", "format_version", "format_minor", "kind", "sample_rate", "streams", "shards", "totals",
+         "provenance", "skipped"}
+    )
+    _TOTALS = frozenset({"samples", "hours", "speakers", "bytes"})
+    _PROVENANCE = frozenset({"input", "tool", "tool_version", "command", "options"})
+
+    def stream(self, name: str) -> StreamSpec:
+        for spec in self.streams:
+            if spec.name == name:
+                return spec
+        raise PackFormatError(f"pack has no stream {name!r} (streams: {', '.join(s.name for s in self.streams)})")
+
+    @property
+    def num_samples(self) -> int:
+        return self.totals["samples"]
+
+    def to_dict(self) -> dict:
+        return {
+            "format": FORMAT_NAME,
+            "format_version": self.format_version,
+            "format_minor": self.format_minor,
+            "kind": self.kind,
+            "sample_rate": self.sample_rate,
+            "streams": [spec.to_dict() for spec in self.streams],
+            "shards": [shard.to_dict() for shard in self.shards],
+            "totals": dict(self.totals),
+            "provenance": self.provenance,
+            "skipped": dict(self.skipped),
+        }
+
+    @classmethod
+    def from_dict(cls, obj: Any, where: str = "dataset.json") -> "Manifest":
+        """Parse and check a manifest: version first, then the exact key set and every type."""
+        check_version(obj, where)
+        _require(obj, set(cls._KEYS), where)
+        kind = _typed(obj, "kind", str, where)
+        if kind not in KINDS:
+            raise PackFormatError(f"{where}.kind: {kind!r} is not one of {', '.join(KINDS)}")
+        sample_rate = _typed(obj, "sample_rate", int, where)
+        if sample_rate <= 0:
+            raise PackFormatError(f"{where}.sample_rate: must be positive, got {sample_rate}")
+        streams = tuple(
+            StreamSpec.from_dict(s, f"{where}.streams[{i}]") for i, s in enumerate(_typed(obj, "streams", list, where))
+        )
+        expected = STREAMS_BY_KIND[kind]
+        if tuple(s.name for s in streams) != expected:
+            raise PackFormatError(
+                f"{where}.streams: kind {kind!r} has streams {list(expected)}, got {[s.name for s in streams]}"
+            )
+        for i, spec in enumerate(streams):
+            if spec.dtype != AUDIO_DTYPE.str or spec.row_shape != ():
+                raise PackFormatError(
+                    f"{where}.streams[{i}]: audio stream {spec.name!r} must be dtype {AUDIO_DTYPE.str!r} with "
+                    f"row_shape [], got {spec.dtype!r} {list(spec.row_shape)}"
+                )
+        shards = tuple(
+            ShardEntry.from_dict(s, f"{where}.shards[{i}]") for i, s in enumerate(_typed(obj, "shards", list, where))
+        )
+        totals = _typed(obj, "totals", dict, where)
+        _require(totals, set(cls._TOTALS), f"{where}.totals")
+        provenance = _typed(obj, "provenance", dict, where)
+        _require(provenance, set(cls._PROVENANCE), f"{where}.provenance")
+        skipped = _typed(obj, "skipped", dict, where)
+        _require(skipped, {"count"}, f"{where}.skipped", optional={"file"})
+        if sum(shard.samples for shard in shards) != totals["samples"]:
+            raise PackFormatError(
+                f"{where}: shards hold {sum(s.samples for s in shards)} samples but totals.samples is "
+                f"{totals['samples']}"
+            )
+        return cls(
+            kind=kind,
+            sample_rate=sample_rate,
+            streams=streams,
+            shards=shards,
+            totals=totals,
+            provenance=provenance,
+            skipped=skipped,
+            format_version=obj["format_version"],
+            format_minor=_typed(obj, "format_minor", int, where),
+        )
+
+
+SEGMENT_KEYS = frozenset({"offset", "channels", "length", "scale", "mean", "rms", "peak"})
+RECORD_KEYS = frozenset(
+    {"key", "speakers", "num_frames", "duration", "orig_sample_rate", "line", "provenance", "streams"}
+)
+SHARD_INDEX_KEYS = frozenset({"format_version", "shard", "samples"})
+
+
+def check_shard_index(obj: Any, kind: str, where: str) -> list[dict]:
+    """Check a shard's ``index.json`` structure and return its sample records."""
+    _require(obj, set(SHARD_INDEX_KEYS), where)
+    if obj["format_version"] not in SUPPORTED_MAJOR_VERSIONS:
+        raise PackFormatError(f"{where}.format_version: {obj['format_version']!r} is not supported")
+    records = _typed(obj, "samples", list, where)
+    streams = STREAMS_BY_KIND[kind]
+    for i, record in enumerate(records):
+        at = f"{where}.samples[{i}]"
+        _require(record, set(RECORD_KEYS), at)
+        _typed(record, "key", str, at)
+        speakers = _typed(record, "speakers", list, at)
+        if not speakers or not all(isinstance(s, str) for s in speakers):
+            raise PackFormatError(f"{at}.speakers: expected a non-empty list of strings, got {speakers!r}")
+        for name in ("num_frames", "orig_sample_rate", "line"):
+            _typed(record, name, int, at)
+        _typed(record, "duration", (int, float), at)
+        segments = _typed(record, "streams", dict, at)
+        if set(segments) != set(streams):
+            raise PackFormatError(f"{at}.streams: expected {list(streams)}, got {sorted(segments)}")
+        for name, segs in segments.items():
+            if not isinstance(segs, list) or not segs:
+                raise PackFormatError(f"{at}.streams.{name}: expected a non-empty list of segments")
+            for j, seg in enumerate(segs):
+                seg_at = f"{at}.streams.{name}[{j}]"
+                _require(seg, set(SEGMENT_KEYS), seg_at)
+                for key in ("offset", "channels", "length"):
+                    if _typed(seg, key, int, seg_at) < 0:
+                        raise PackFormatError(f"{seg_at}.{key}: negative value {seg[key]}")
+                for key in ("scale", "mean", "rms", "peak"):
+                    _typed(seg, key, (int, float), seg_at)
+    return records

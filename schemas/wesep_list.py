@@ -1,0 +1,120 @@
+"""WeSep raw list lines (``raw.list`` / ``samples.jsonl``): the input contract of ``speechpack build wesep``.
+
+A mixture line::
+
+    {"key": "mixA", "spk": ["s1", "s2"], "mix": {"default": ["/m.wav"]},
+     "src": {"s1": ["/a.wav"], "s2": ["/b.wav"]}}
+
+``spk`` orders the target slots; ``mix.default`` files are concatenated along channels; each target is the
+first channel of the first file of ``src[spk]``.  A single-speaker line has no ``mix``, exactly one speaker and
+exactly one source file (WeSep's online-mixing input).  Other keys are kept as provenance, never interpreted.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from schemas.constants import KIND_SOURCES, KIND_TSE
+
+
+@dataclass(frozen=True)
+class LineProblem:
+    """One offending input line: where it is and why it was refused."""
+
+    line: int
+    key: str | None
+    path: str | None
+    reason: str
+
+    def to_dict(self) -> dict:
+        return {"line": self.line, "key": self.key, "path": self.path, "reason": self.reason}
+
+    def describe(self, list_path: str) -> str:
+        where = f"{list_path}:{self.line}"
+        if self.key is not None:
+            where += f" key {self.key!r}"
+        if self.path is not None:
+            where += f" file {self.path}"
+        return f"{where}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class WesepLine:
+    """A parsed line: the kind it implies, the files to read, and what to keep as provenance."""
+
+    line: int
+    key: str
+    speakers: tuple[str, ...]
+    mix_paths: tuple[str, ...]  # empty for a single-speaker line
+    target_paths: tuple[str, ...]  # first file of src[spk] for each speaker, in slot order
+    provenance: dict
+
+    @property
+    def kind(self) -> str:
+        return KIND_TSE if self.mix_paths else KIND_SOURCES
+
+
+def _string_list(value, what: str) -> list[str]:
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+        raise ValueError(f"{what} must be a non-empty list of non-empty strings, got {value!r}")
+    return value
+
+
+def parse_wesep_line(text: str, line: int) -> WesepLine:
+    """Parse one list line; raise ``ValueError`` with the reason (the caller adds file and line)."""
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"not valid JSON ({err.msg} at column {err.colno})") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+    key = obj.get("key")
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"key 'key' must be a non-empty string, got {key!r}")
+    if "spk" not in obj:
+        raise ValueError("missing key 'spk'")
+    speakers = _string_list(obj["spk"], "key 'spk'")
+    if len(set(speakers)) != len(speakers):
+        raise ValueError(f"key 'spk' lists a speaker twice: {speakers!r}")
+    src = obj.get("src")
+    if not isinstance(src, dict):
+        raise ValueError(f"key 'src' must be an object mapping speaker to files, got {src!r}")
+    for spk in speakers:
+        if spk not in src:
+            raise ValueError(f"speaker {spk!r} in 'spk' has no entry in 'src'")
+        _string_list(src[spk], f"key 'src.{spk}'")
+    mix_paths: list[str] = []
+    if "mix" in obj:
+        mix = obj["mix"]
+        if not isinstance(mix, dict) or "default" not in mix:
+            raise ValueError(f"key 'mix' must be an object with a 'default' list, got {mix!r}")
+        mix_paths = _string_list(mix["default"], "key 'mix.default'")
+    else:
+        if len(speakers) != 1:
+            raise ValueError(f"a line without 'mix' is a single-speaker source and needs exactly one speaker, "
+                             f"got {len(speakers)}")
+        if len(src[speakers[0]]) != 1:
+            raise ValueError(f"a single-speaker source needs exactly one file in 'src.{speakers[0]}', "
+                             f"got {len(src[speakers[0]])}")
+    provenance = {"src": {spk: list(src[spk]) for spk in speakers}}
+    if mix_paths:
+        provenance["mix"] = list(mix_paths)
+    return WesepLine(
+        line=line,
+        key=key,
+        speakers=tuple(speakers),
+        mix_paths=tuple(mix_paths),
+        target_paths=tuple(src[spk][0] for spk in speakers),
+        provenance=provenance,
+    )
+
+
+def best_effort_key(text: str) -> str | None:
+    """The ``key`` of a line that failed to parse, when one can still be read (for error messages)."""
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    key = obj.get("key") if isinstance(obj, dict) else None
+    return key if isinstance(key, str) else None
