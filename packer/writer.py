@@ -39,6 +39,14 @@ def dump_json(obj, fp) -> None:
     fp.write("\n")
 
 
+def dump_shard_index(shard: str, records: list[dict], fp) -> None:
+    """``index.json``: the same sorted-key JSON, one compact sample record per line (grep- and diff-friendly,
+    a third of the indented size)."""
+    fp.write(f'{{"format_version":{FORMAT_VERSION},"shard":{json.dumps(shard)},"samples":[\n')
+    fp.write(",\n".join(json.dumps(r, sort_keys=True, separators=(",", ":"), ensure_ascii=False) for r in records))
+    fp.write("\n]}\n")
+
+
 def write_json_atomic(path: str, obj) -> None:
     """Write JSON to ``path`` through a temporary file, fsync and rename: readers see all of it or nothing."""
     directory, name = os.path.split(path)
@@ -161,7 +169,7 @@ class ShardWriter:
             growing.close()
         index_path = os.path.join(self.temp_dir, SHARD_INDEX_NAME)
         with open(index_path, "w", encoding="utf-8") as fp:
-            dump_json({"format_version": FORMAT_VERSION, "shard": self.name, "samples": self.records}, fp)
+            dump_shard_index(self.name, self.records, fp)
             fp.flush()
             os.fsync(fp.fileno())
         files = {name: hash_file(os.path.join(self.temp_dir, name)) for name in sorted(os.listdir(self.temp_dir))}

@@ -63,7 +63,8 @@ Kinds and their streams
 
 index.json
 ----------
-``{"format_version": 1, "shard": "shard-000000", "samples": [record, ...]}`` where a record is::
+``{"format_version": 1, "shard": "shard-000000", "samples": [record, ...]}``, written with sorted keys and
+one compact record per line, where a record is::
 
     {"key": str,                       unique within the pack
      "speakers": [str, ...],           ordered; slot i of the sample is speakers[i]

@@ -1,0 +1,363 @@
+"""``speechpack validate``: check finished packs file by file, without going through the loader.
+
+Every problem is collected (not just the first) and names the file it was found in.  Checks, per pack:
+``dataset.json`` against its schema; every shard file present, of the recorded size and (unless disabled)
+hash; ``.npy`` headers against the stream catalogue and the file size; ``index.json`` structure; segment offsets
+contiguous and in bounds; unique keys; statistics recomputed from the stored int16 and equal; totals; non-finite
+values in the index; samples at int16 full scale (reported as clipping, a warning).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.lib import format as npy_format
+
+from loader.pack import read_manifest
+from packer.audio import int16_statistics
+from packer.writer import dump_json, hash_file
+from schemas.constants import (
+    AUDIO_DTYPE,
+    KIND_TSE,
+    MANIFEST_NAME,
+    SHARD_DIR_PREFIX,
+    SHARD_INDEX_NAME,
+    SKIPPED_NAME,
+    STREAM_MIX,
+    STREAM_SOURCE,
+    STREAM_TARGET,
+    TEMP_PREFIX,
+)
+from schemas.errors import PackFormatError
+from schemas.format import FileEntry, Manifest, StreamSpec, check_shard_index
+
+#: Tolerance when comparing recomputed statistics: they are exact-integer sums, so only JSON float printing
+#: could differ, and Python's repr round-trips; the margin only covers a different numpy's sqrt.
+_STAT_RTOL = 1e-9
+_PERCENTILES = (0, 5, 50, 95, 100)
+
+
+@dataclass
+class Issue:
+    file: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.message}"
+
+
+@dataclass
+class PackReport:
+    path: str
+    errors: list[Issue] = field(default_factory=list)
+    warnings: list[Issue] = field(default_factory=list)
+    summary: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def error(self, file: str, message: str) -> None:
+        self.errors.append(Issue(file, message))
+
+    def warn(self, file: str, message: str) -> None:
+        self.warnings.append(Issue(file, message))
+
+    def to_dict(self) -> dict:
+        return {"path": self.path, "ok": self.ok, "errors": [vars(i) for i in self.errors],
+                "warnings": [vars(i) for i in self.warnings], "summary": self.summary}
+
+    def describe(self) -> str:
+        lines = [f"{'OK  ' if self.ok else 'FAIL'} {self.path}"]
+        s = self.summary
+        if "samples" in s:
+            lines.append(f"     {s['kind']} pack: {s['samples']} samples, {s['hours']:.3f} h, {s['speakers']} speakers, "
+                         f"{s['shards']} shard(s), {s['bytes']} bytes, {s['sample_rate']} Hz")
+        if "duration_s" in s:
+            lines.append("     duration s  " + _percentile_row(s["duration_s"]))
+        for stream, levels in s.get("levels", {}).items():
+            lines.append(f"     {stream:<7} rms dBFS " + _percentile_row(levels["rms_dbfs"]))
+            lines.append(f"     {stream:<7} peak dBFS " + _percentile_row(levels["peak_dbfs"]))
+            lines.append(f"     {stream:<7} full-scale samples {levels['full_scale_samples']}, "
+                         f"rescaled segments {levels['rescaled_segments']}")
+        if s.get("hashes_checked") is False:
+            lines.append("     hashes not checked (--no-hash)")
+        lines += [f"     error: {issue}" for issue in self.errors]
+        lines += [f"     warning: {issue}" for issue in self.warnings]
+        return "\n".join(lines)
+
+
+@dataclass
+class ValidationReport:
+    packs: list[PackReport]
+
+    @property
+    def ok(self) -> bool:
+        return all(p.ok for p in self.packs)
+
+    def describe(self) -> str:
+        errors = sum(len(p.errors) for p in self.packs)
+        body = "\n".join(p.describe() for p in self.packs)
+        verdict = "all packs valid" if self.ok else f"{errors} error(s) in {sum(not p.ok for p in self.packs)} pack(s)"
+        return f"{body}\n{verdict}"
+
+    def to_dict(self) -> dict:
+        return {"ok": self.ok, "packs": [p.to_dict() for p in self.packs]}
+
+    def write_json(self, path: str) -> None:
+        with open(path, "w", encoding="utf-8") as fp:
+            dump_json(self.to_dict(), fp)
+
+
+def _percentile_row(values: dict) -> str:
+    return "  ".join(f"p{p}={values[f'p{p}']:.2f}" for p in _PERCENTILES)
+
+
+def _percentiles(values: np.ndarray) -> dict:
+    if values.size == 0:
+        return {f"p{p}": float("nan") for p in _PERCENTILES}
+    return {f"p{p}": float(np.percentile(values, p)) for p in _PERCENTILES}
+
+
+def validate_packs(paths: list[str], check_hashes: bool = True) -> ValidationReport:
+    return ValidationReport([validate_pack(path, check_hashes) for path in paths])
+
+
+def validate_pack(path: str, check_hashes: bool = True) -> PackReport:
+    """Run every check on one pack and return what was found (never raises for a bad pack)."""
+    report = PackReport(path)
+    try:
+        manifest = read_manifest(path)
+    except PackFormatError as err:
+        report.error(os.path.join(path, MANIFEST_NAME), str(err).split(": ", 1)[-1])
+        return report
+    _check_directory_entries(path, manifest, report)
+    _check_skipped(path, manifest, report, check_hashes)
+    keys: dict[str, str] = {}
+    speakers: set[str] = set()
+    durations: list[float] = []
+    frames = 0
+    levels = {name: {"rms": [], "peak": [], "full_scale": 0, "rescaled": 0} for name in _stream_names(manifest)}
+    for shard in manifest.shards:
+        shard_dir = os.path.join(path, shard.directory)
+        if not os.path.isdir(shard_dir):
+            report.error(shard_dir, "shard directory missing")
+            continue
+        _check_files(shard_dir, shard.files, report, check_hashes)
+        records = _read_index(shard_dir, manifest, shard.samples, report)
+        arrays = {spec.name: _open_stream(shard_dir, spec, report) for spec in manifest.streams}
+        if records is None:
+            continue
+        for record in records:
+            at = f"{os.path.join(shard_dir, SHARD_INDEX_NAME)} key {record['key']!r}"
+            if record["key"] in keys:
+                report.error(at, f"duplicate key (also in {keys[record['key']]})")
+            keys[record["key"]] = shard.directory
+            speakers.update(record["speakers"])
+            durations.append(record["num_frames"] / manifest.sample_rate)
+            frames += record["num_frames"]
+            _check_record_shape(record, manifest, at, report)
+        for spec in manifest.streams:
+            _check_stream(shard_dir, spec, records, arrays[spec.name], levels[spec.name], report)
+    _check_totals(path, manifest, len(keys), speakers, frames, report)
+    report.summary = _summary(manifest, durations, levels, check_hashes)
+    return report
+
+
+def _stream_names(manifest: Manifest) -> list[str]:
+    return [spec.name for spec in manifest.streams]
+
+
+def _check_directory_entries(path: str, manifest: Manifest, report: PackReport) -> None:
+    listed = {shard.directory for shard in manifest.shards}
+    for name in sorted(os.listdir(path)):
+        full = os.path.join(path, name)
+        if name.startswith(TEMP_PREFIX):
+            report.warn(full, "leftover of an interrupted write (safe to delete)")
+        elif name.startswith(SHARD_DIR_PREFIX) and name not in listed:
+            report.error(full, f"shard directory not listed in {MANIFEST_NAME}")
+
+
+def _check_skipped(path: str, manifest: Manifest, report: PackReport, check_hashes: bool) -> None:
+    entry = manifest.skipped.get("file")
+    skipped_path = os.path.join(path, SKIPPED_NAME)
+    if manifest.skipped["count"] and entry is None:
+        report.error(os.path.join(path, MANIFEST_NAME), "skipped.count > 0 but no skipped file recorded")
+    if entry is None:
+        return
+    expected = FileEntry(size=entry.get("size", -1), sha256=entry.get("sha256", ""))
+    _check_file(skipped_path, expected, report, check_hashes)
+
+
+def _check_file(file_path: str, expected: FileEntry, report: PackReport, check_hashes: bool) -> None:
+    if not os.path.isfile(file_path):
+        report.error(file_path, "file missing")
+        return
+    size = os.path.getsize(file_path)
+    if size != expected.size:
+        report.error(file_path, f"size {size} bytes, {MANIFEST_NAME} records {expected.size}")
+    elif check_hashes:
+        actual = hash_file(file_path)
+        if actual.sha256 != expected.sha256:
+            report.error(file_path, f"sha256 {actual.sha256} does not match {MANIFEST_NAME} ({expected.sha256}): "
+                                    f"the file changed after the pack was written")
+
+
+def _check_files(shard_dir: str, files: dict[str, FileEntry], report: PackReport, check_hashes: bool) -> None:
+    for name in sorted(set(os.listdir(shard_dir)) - set(files)):
+        report.error(os.path.join(shard_dir, name), f"file not listed in {MANIFEST_NAME}")
+    for name, expected in sorted(files.items()):
+        _check_file(os.path.join(shard_dir, name), expected, report, check_hashes)
+
+
+def _read_index(shard_dir: str, manifest: Manifest, expected_samples: int, report: PackReport) -> list[dict] | None:
+    index_path = os.path.join(shard_dir, SHARD_INDEX_NAME)
+    try:
+        with open(index_path, encoding="utf-8") as fp:
+            raw = json.load(fp)
+        records = check_shard_index(raw, manifest.kind, index_path)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, PackFormatError) as err:
+        report.error(index_path, str(err).replace(f"{index_path}: ", "").replace(index_path, "index"))
+        return None
+    if raw["shard"] != os.path.basename(shard_dir):
+        report.error(index_path, f"names shard {raw['shard']!r}")
+    if len(records) != expected_samples:
+        report.error(index_path, f"holds {len(records)} samples, {MANIFEST_NAME} says {expected_samples}")
+    return records
+
+
+def _open_stream(shard_dir: str, spec: StreamSpec, report: PackReport) -> np.ndarray | None:
+    """Check the ``.npy`` header against the catalogue and the file size, then map it."""
+    file_path = os.path.join(shard_dir, spec.file)
+    try:
+        with open(file_path, "rb") as fp:
+            version = npy_format.read_magic(fp)
+            if version == (1, 0):
+                shape, fortran, dtype = npy_format.read_array_header_1_0(fp)
+            else:
+                shape, fortran, dtype = npy_format.read_array_header_2_0(fp)
+            data_start = fp.tell()
+    except (OSError, ValueError) as err:
+        report.error(file_path, f"unreadable .npy header ({err})")
+        return None
+    if dtype.str != spec.dtype or fortran or len(shape) != 1 + len(spec.row_shape) \
+            or tuple(shape[1:]) != spec.row_shape:
+        report.error(file_path, f"header says {dtype.str} {shape} (fortran={fortran}); the catalogue says "
+                                f"{spec.dtype} rows of {list(spec.row_shape)}")
+        return None
+    expected_size = data_start + int(np.prod(shape)) * dtype.itemsize
+    actual_size = os.path.getsize(file_path)
+    if actual_size != expected_size:
+        report.error(file_path, f"header promises {expected_size} bytes, file has {actual_size} "
+                                f"({'truncated' if actual_size < expected_size else 'trailing bytes'})")
+        return None
+    return np.load(file_path, mmap_mode="r", allow_pickle=False)
+
+
+def _check_record_shape(record: dict, manifest: Manifest, at: str, report: PackReport) -> None:
+    """Per-kind rules: one mix segment and one mono target per speaker; or one mono source and one speaker."""
+    streams = record["streams"]
+    n_speakers = len(record["speakers"])
+    if manifest.kind == KIND_TSE:
+        if len(streams[STREAM_MIX]) != 1:
+            report.error(at, f"has {len(streams[STREAM_MIX])} mix segments, expected 1")
+        if len(streams[STREAM_TARGET]) != n_speakers:
+            report.error(at, f"has {len(streams[STREAM_TARGET])} targets for {n_speakers} speakers")
+        mono = streams[STREAM_TARGET]
+    else:
+        if n_speakers != 1 or len(streams[STREAM_SOURCE]) != 1:
+            report.error(at, f"a sources sample needs one speaker and one segment, got {n_speakers} and "
+                             f"{len(streams[STREAM_SOURCE])}")
+        mono = streams[STREAM_SOURCE]
+    if any(seg["channels"] != 1 for seg in mono):
+        report.error(at, "targets and sources must be mono")
+    for name, segments in streams.items():
+        for seg in segments:
+            if seg["length"] != record["num_frames"]:
+                report.error(at, f"{name} segment has {seg['length']} samples, num_frames is {record['num_frames']}")
+            bad = [k for k in ("scale", "mean", "rms", "peak") if not math.isfinite(seg[k])]
+            if bad or seg["scale"] <= 0:
+                report.error(at, f"{name} segment has non-finite or invalid {', '.join(bad) or 'scale'}")
+    expected_duration = record["num_frames"] / manifest.sample_rate
+    if not math.isclose(record["duration"], expected_duration, rel_tol=1e-12):
+        report.error(at, f"duration {record['duration']} != num_frames / sample_rate = {expected_duration}")
+
+
+def _check_stream(shard_dir: str, spec: StreamSpec, records: list[dict], array: np.ndarray | None,
+                  levels: dict, report: PackReport) -> None:
+    """Offsets contiguous and in bounds; statistics recomputed from the stored data and equal."""
+    file_path = os.path.join(shard_dir, spec.file)
+    position = 0
+    for record in records:
+        for slot, seg in enumerate(record["streams"][spec.name]):
+            at = f"{file_path} key {record['key']!r} {spec.name}[{slot}]"
+            size = seg["channels"] * seg["length"]
+            if seg["offset"] != position:
+                report.error(at, f"offset {seg['offset']}, expected {position} (segments must be contiguous)")
+            position = seg["offset"] + size
+            if array is None:
+                continue
+            if position > array.shape[0]:
+                report.error(at, f"ends at element {position}, the file holds {array.shape[0]}")
+                continue
+            stored = array[seg["offset"]:position]
+            mean, rms, peak = int16_statistics(stored, seg["scale"])
+            for name, value in (("mean", mean), ("rms", rms), ("peak", peak)):
+                if not math.isclose(value, seg[name], rel_tol=_STAT_RTOL, abs_tol=1e-12):
+                    report.error(at, f"{name} recorded {seg[name]!r}, recomputed {value!r}")
+            levels["rms"].append(rms)
+            levels["peak"].append(peak)
+            if seg["scale"] != 1.0:
+                levels["rescaled"] += 1
+            elif stored.size:
+                clipped = int(np.count_nonzero((stored == np.iinfo(AUDIO_DTYPE).max)
+                                               | (stored == np.iinfo(AUDIO_DTYPE).min)))
+                if clipped:
+                    levels["full_scale"] += clipped
+                    report.warn(at, f"{clipped} sample(s) at int16 full scale: the input itself was clipped")
+    if array is not None and position != array.shape[0]:
+        report.error(file_path, f"index covers {position} elements, the file holds {array.shape[0]}")
+
+
+def _check_totals(path: str, manifest: Manifest, samples: int, speakers: set[str], frames: int,
+                  report: PackReport) -> None:
+    at = os.path.join(path, MANIFEST_NAME)
+    totals = manifest.totals
+    if totals["samples"] != samples:
+        report.error(at, f"totals.samples {totals['samples']}, the shards hold {samples}")
+    if totals["speakers"] != len(speakers):
+        report.error(at, f"totals.speakers {totals['speakers']}, the shards name {len(speakers)}")
+    hours = frames / manifest.sample_rate / 3600.0
+    if not math.isclose(totals["hours"], hours, rel_tol=1e-9, abs_tol=1e-12):
+        report.error(at, f"totals.hours {totals['hours']}, the shards hold {hours}")
+    recorded_bytes = sum(entry.size for shard in manifest.shards for entry in shard.files.values())
+    if totals["bytes"] != recorded_bytes:
+        report.error(at, f"totals.bytes {totals['bytes']}, the shard files add up to {recorded_bytes}")
+
+
+def _dbfs(values: list[float]) -> np.ndarray:
+    return 20 * np.log10(np.maximum(np.asarray(values, dtype=np.float64), 1e-10))
+
+
+def _summary(manifest: Manifest, durations: list[float], levels: dict, check_hashes: bool) -> dict:
+    return {
+        "kind": manifest.kind,
+        "sample_rate": manifest.sample_rate,
+        "samples": manifest.totals["samples"],
+        "hours": manifest.totals["hours"],
+        "speakers": manifest.totals["speakers"],
+        "shards": len(manifest.shards),
+        "bytes": manifest.totals["bytes"],
+        "skipped": manifest.skipped["count"],
+        "hashes_checked": check_hashes,
+        "duration_s": _percentiles(np.asarray(durations)),
+        "levels": {
+            name: {"rms_dbfs": _percentiles(_dbfs(lv["rms"])), "peak_dbfs": _percentiles(_dbfs(lv["peak"])),
+                   "full_scale_samples": lv["full_scale"], "rescaled_segments": lv["rescaled"]}
+            for name, lv in levels.items()
+        },
+    }
