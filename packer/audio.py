@@ -135,10 +135,12 @@ def quantise(data: np.ndarray) -> tuple[np.ndarray, float]:
     int16 input read by soundfile round-trips bit-exactly (scale 1.0).  Audio that a resampler pushed past full
     scale, or float audio above 1.0, keeps its shape: the returned ``scale`` undoes the division on read.
     """
-    peak = float(np.max(np.abs(data))) if data.size else 0.0
+    high = float(data.max()) if data.size else 0.0
+    low = float(data.min()) if data.size else 0.0
     scale = 1.0
-    if round(peak * AUDIO_FULL_SCALE) > _INT16_MAX:
-        scale = peak * AUDIO_FULL_SCALE / _INT16_MAX
+    # int16 is asymmetric: -32768 fits, +32768 does not; rescale only when a side would really clip.
+    if round(high * AUDIO_FULL_SCALE) > _INT16_MAX or round(low * AUDIO_FULL_SCALE) < -AUDIO_FULL_SCALE:
+        scale = max(high * AUDIO_FULL_SCALE / _INT16_MAX, -low)
         scaled = data.astype(np.float64) * (AUDIO_FULL_SCALE / scale)
     else:
         scaled = data * np.float32(AUDIO_FULL_SCALE)

@@ -1,0 +1,406 @@
+"""Packing throughput: audio hours packed per second, against decoding and resampling the same files.
+
+    python bench/pack_throughput.py [--minutes 15] [--repeats 5] [--workers 1]
+
+The corpus is built from real recordings installed by Debian packages (see
+``/work/shared/reference/test-data.md``)::
+
+    apt-get install -y --no-install-recommends pocketsphinx-testdata alsa-utils codec2-examples
+
+16 kHz LibriVox/cards clips, 48 kHz ALSA voice prompts and 8 kHz codec2 speech are cut into pieces of at most
+``--max-piece`` seconds; pieces of the same rate are paired, cropped to a common length and mixed, and every
+mixture and its two sources are written as PCM_16 WAV to a temporary directory.  A WeSep raw list then repeats
+those mixtures under distinct keys until each rate holds a third of ``--minutes`` of mixture audio, so packing
+to 16 kHz resamples 8 kHz and 48 kHz input (and passes 16 kHz input through).
+
+Two jobs run on the same list, alternating, after one untimed warm-up of each (page cache, imports):
+
+- baseline: for every line, ``soundfile.read(path, dtype="float32", always_2d=True)`` of the mixture and both
+  sources and ``soxr.resample(data, rate, 16000)`` of each: the decode and resample work a pack has to do;
+- pack: ``packer.build.build_wesep(list, BuildOptions(out=..., workers=N, progress=False))``, fsync and
+  hashing included.
+
+Both count the same hours (the mixtures' duration), so the ratio of throughputs is
+``baseline seconds / pack seconds``; the target is at least 0.8 (packing costs at most 25 % over decoding).
+With ``--workers N > 1`` the baseline runs in a pool of N forkserver processes too.  Missing the target prints
+``BELOW TARGET`` and still exits 0; only errors exit non-zero.
+
+Finally one pack is run in-process with every stage wrapped in a timer that charges *exclusive* time to the
+innermost stage, so the stage times add up to the wall time of that run (``--profile`` also prints cProfile's
+top functions for one more run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import cProfile
+import functools
+import glob
+import io
+import json
+import multiprocessing
+import os
+import pstats
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+import soundfile
+import soxr
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import packer.adapters.wesep as wesep_module  # noqa: E402
+import packer.audio as audio_module  # noqa: E402
+import packer.build as build_module  # noqa: E402
+import packer.writer as writer_module  # noqa: E402
+from packer.build import BuildOptions, build_wesep  # noqa: E402
+
+TARGET_RATIO = 0.8
+PACK_RATE = 16000
+SOURCE_GLOBS = (
+    "/usr/share/pocketsphinx/test/data/librivox/*.wav",  # 16 kHz, LibriVox readers
+    "/usr/share/pocketsphinx/test/data/cards/*.wav",  # 16 kHz
+    "/usr/share/codec2/raw/speech_orig_16k.wav",  # 16 kHz
+    "/usr/share/sounds/alsa/*.wav",  # 48 kHz, one voice (and Noise.wav)
+    "/usr/share/codec2/wav/*.wav",  # 8 kHz (one mu-law file; wia_16kHz.wav is 16 kHz)
+)
+RATES = (8000, 16000, 48000)
+
+
+# ---------------------------------------------------------------------------------------------------- corpus
+
+def _pieces(paths: list[str], max_seconds: float, min_seconds: float) -> dict[int, list[tuple[str, np.ndarray]]]:
+    """Every recording cut into consecutive pieces of at most ``max_seconds``, grouped by sample rate."""
+    by_rate: dict[int, list[tuple[str, np.ndarray]]] = collections.defaultdict(list)
+    for path in paths:
+        data, rate = soundfile.read(path, dtype="float32", always_2d=True)
+        mono = data[:, 0]
+        step = int(max_seconds * rate)
+        for index, start in enumerate(range(0, len(mono), step)):
+            piece = mono[start:start + step]
+            if len(piece) >= min_seconds * rate:
+                name = f"{os.path.splitext(os.path.basename(path))[0]}-{index:02d}"
+                by_rate[rate].append((name, piece))
+    return by_rate
+
+
+def build_corpus(workdir: str, minutes: float, max_piece: float, seed: int) -> tuple[str, dict]:
+    """Write the WAV files and the WeSep list; return the list path and a description of the corpus."""
+    paths = sorted(p for pattern in SOURCE_GLOBS for p in glob.glob(pattern))
+    if not paths:
+        raise SystemExit("no source recordings found; install pocketsphinx-testdata, alsa-utils, codec2-examples")
+    by_rate = _pieces(paths, max_piece, min_seconds=1.0)
+    missing = [rate for rate in RATES if len(by_rate.get(rate, ())) < 2]
+    if missing:
+        raise SystemExit(f"need at least two recordings at {missing} Hz; see the module docstring")
+    rng = np.random.default_rng(seed)
+    wav_dir = os.path.join(workdir, "wav")
+    os.makedirs(wav_dir)
+    lines = []
+    described = {"source_files": len(paths), "rates": {}}
+    per_rate_seconds = minutes * 60.0 / len(RATES)
+    for rate in RATES:
+        pieces = by_rate[rate]
+        mixtures = []  # (mix, s1, s2, seconds)
+        half = max(1, len(pieces) // 2)
+        for i, (name1, a) in enumerate(pieces):
+            name2, b = pieces[(i + half) % len(pieces)]
+            if name2 == name1:
+                continue
+            n = min(len(a), len(b))
+            a = a[:n]
+            b = b[len(b) - n:]  # crop the other from its end: different phonetic content per pair
+            gain = 10 ** (rng.uniform(-5, 5) / 20)  # SIR in [-5, 5] dB
+            s1, s2 = a / (1 + gain), b * (gain / (1 + gain))  # the mixture's peak stays below full scale
+            stem = f"{rate // 1000}k-{i:03d}"
+            files = []
+            for role, signal in (("mix", s1 + s2), ("s1", s1), ("s2", s2)):
+                path = os.path.join(wav_dir, f"{stem}-{role}.wav")
+                soundfile.write(path, np.clip(signal, -1.0, 32767 / 32768), rate, subtype="PCM_16")
+                files.append(path)
+            mixtures.append((files, (name1, name2), n / rate))
+        seconds = 0.0
+        count = 0
+        while seconds < per_rate_seconds:
+            (mix_path, s1_path, s2_path), (spk1, spk2), duration = mixtures[count % len(mixtures)]
+            key = f"{rate // 1000}k-{count:05d}"
+            spk1, spk2 = spk1.rsplit("-", 1)[0], spk2.rsplit("-", 1)[0]
+            if spk1 == spk2:
+                spk2 += "-b"
+            lines.append({"key": key, "spk": [spk1, spk2], "mix": {"default": [mix_path]},
+                          "src": {spk1: [s1_path], spk2: [s2_path]}, "_seconds": duration})
+            seconds += duration
+            count += 1
+        described["rates"][rate] = {"unique_mixtures": len(mixtures), "lines": count, "seconds": seconds}
+    # Interleave rates so that neither job sees all the cheap or all the expensive lines at once.
+    lines.sort(key=lambda obj: (int(obj["key"].split("-")[1]), obj["key"]))
+    list_path = os.path.join(workdir, "raw.list")
+    with open(list_path, "w", encoding="utf-8") as fp:
+        for obj in lines:
+            obj = dict(obj)
+            obj.pop("_seconds")
+            fp.write(json.dumps(obj) + "\n")
+    described["lines"] = len(lines)
+    described["hours"] = sum(obj["_seconds"] for obj in lines) / 3600.0
+    described["wav_bytes"] = sum(os.path.getsize(p) for p in glob.glob(os.path.join(wav_dir, "*.wav")))
+    return list_path, described
+
+
+def read_list(list_path: str) -> list[list[str]]:
+    """The files of every line in the order the packer reads them: mixture files, then one source per speaker."""
+    out = []
+    with open(list_path, encoding="utf-8") as fp:
+        for text in fp:
+            obj = json.loads(text)
+            out.append(list(obj["mix"]["default"]) + [obj["src"][spk][0] for spk in obj["spk"]])
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------- the jobs
+
+def decode_and_resample(files: list[str], sample_rate: int = PACK_RATE) -> int:
+    """The baseline for one line: decode every file to float32 and resample it to ``sample_rate``."""
+    frames = 0
+    for path in files:
+        data, rate = soundfile.read(path, dtype="float32", always_2d=True)
+        if rate != sample_rate:
+            data = soxr.resample(data, rate, sample_rate)
+        frames += data.shape[0]
+    return frames
+
+
+def run_baseline(lines: list[list[str]], workers: int) -> float:
+    started = time.perf_counter()
+    if workers == 1:
+        for files in lines:
+            decode_and_resample(files)
+    else:
+        context = multiprocessing.get_context("forkserver")  # what packer.build uses
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            for _ in pool.map(decode_and_resample, lines, chunksize=1):
+                pass
+    return time.perf_counter() - started
+
+
+def run_pack(list_path: str, out: str, workers: int, expect_samples: int) -> float:
+    if os.path.exists(out):
+        shutil.rmtree(out)
+    started = time.perf_counter()
+    summary = build_wesep(list_path, BuildOptions(out=out, workers=workers, progress=False))
+    seconds = time.perf_counter() - started
+    if summary.manifest.totals["samples"] != expect_samples:
+        raise RuntimeError(f"packed {summary.manifest.totals['samples']} samples, expected {expect_samples}")
+    return seconds
+
+
+def warm_page_cache(lines: list[list[str]]) -> None:
+    for path in sorted({p for files in lines for p in files}):
+        with open(path, "rb") as fp:
+            while fp.read(1 << 20):
+                pass
+
+
+# ---------------------------------------------------------------------------------------------------- stages
+
+class StageClock:
+    """Charges wall time to the innermost active stage (exclusive time): the stages add up to the total."""
+
+    OUTSIDE = "other (build driver, mkdir/rename, tqdm)"
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = collections.defaultdict(float)
+        self.calls: dict[str, int] = collections.defaultdict(int)
+        self._stack: list[str] = []
+        self._last = 0.0
+
+    def start(self) -> None:
+        self._last = time.perf_counter()
+
+    def _tick(self) -> None:
+        now = time.perf_counter()
+        self.seconds[self._stack[-1] if self._stack else self.OUTSIDE] += now - self._last
+        self._last = now
+
+    def stop(self) -> None:
+        self._tick()
+
+    def wrap(self, stage: str, func):
+        @functools.wraps(func)
+        def timed(*args, **kwargs):
+            self._tick()
+            self._stack.append(stage)
+            self.calls[stage] += 1
+            try:
+                return func(*args, **kwargs)
+            finally:
+                self._tick()
+                self._stack.pop()
+        return timed
+
+
+def _patches(clock: StageClock) -> list[tuple[object, str, str]]:
+    """(object, attribute, stage) for every stage of a pack; nested stages get the time of their inner calls."""
+    return [
+        (build_module, "read_wesep_list", "list parsing"),
+        (build_module, "_load_one", "adapter glue (concat, shape checks, target copy, PackedSample)"),
+        (wesep_module, "read_audio", "read_audio checks (exists, isfinite)"),
+        (audio_module, "_read_soundfile", "decode: [T,C] -> [C,T] copy"),
+        (soundfile, "read", "decode: soundfile.read"),
+        (wesep_module, "resample", "resample: wrapper copies"),
+        (soxr, "resample", "resample: soxr"),
+        (wesep_module, "to_segment", "to_segment wrapper"),
+        (audio_module, "quantise", "quantise (peak, scale, rint, clip, int16)"),
+        (audio_module, "int16_statistics", "int16_statistics (int64 sums)"),
+        (writer_module.PackWriter, "add", "writer: records/bookkeeping"),
+        (writer_module._GrowingNpy, "append", "writer: write .npy payload"),
+        (writer_module._GrowingNpy, "close", "writer: rewrite .npy header, close"),
+        (writer_module, "dump_json", "writer: index.json/dataset.json dump"),
+        (writer_module, "hash_file", "sha256 (hash_file re-reads)"),
+        (build_module, "hash_file", "sha256 (hash_file re-reads)"),
+        (os, "fsync", "fsync"),
+    ]
+
+
+def instrumented(list_path: str, out: str, lines: list[list[str]], expect_samples: int) -> tuple[StageClock, StageClock]:
+    """One pack (workers=1, in-process) and one baseline pass with every stage timed."""
+    results = []
+    for job in ("pack", "baseline"):
+        clock = StageClock()
+        patches = _patches(clock) if job == "pack" else [
+            (soundfile, "read", "decode: soundfile.read"), (soxr, "resample", "resample: soxr")]
+        saved = [(obj, name, getattr(obj, name)) for obj, name, _ in patches]
+        try:
+            for obj, name, stage in patches:
+                setattr(obj, name, clock.wrap(stage, getattr(obj, name)))
+            # decode_and_resample looks soundfile.read/soxr.resample up at call time, so it sees the wrappers.
+            if os.path.exists(out):
+                shutil.rmtree(out)  # outside the clock, like in the timed runs
+            clock.start()
+            if job == "pack":
+                run_pack(list_path, out, 1, expect_samples)
+            else:
+                for files in lines:
+                    decode_and_resample(files)
+            clock.stop()
+        finally:
+            for obj, name, original in reversed(saved):
+                setattr(obj, name, original)
+        results.append(clock)
+    return results[0], results[1]
+
+
+def print_stages(pack: StageClock, base: StageClock) -> None:
+    total = sum(pack.seconds.values())
+    base_total = sum(base.seconds.values())
+    print(f"\nwhere pack time goes (one in-process pack, workers=1, exclusive time per stage; "
+          f"total {total:.3f} s, baseline pass {base_total:.3f} s)")
+    print(f"  {'stage':<66} {'seconds':>8} {'share':>6} {'calls':>6}   baseline s")
+    for stage, seconds in sorted(pack.seconds.items(), key=lambda kv: -kv[1]):
+        base_seconds = base.seconds.get(stage)
+        base_text = f"{base_seconds:10.3f}" if base_seconds is not None else ""
+        print(f"  {stage:<66} {seconds:8.3f} {seconds / total:6.1%} {pack.calls.get(stage, 0):6d}   {base_text}")
+    shared = sum(pack.seconds.get(s, 0.0) for s in ("decode: soundfile.read", "resample: soxr"))
+    print(f"  {'= decode + resample (the baseline work)':<66} {shared:8.3f} {shared / total:6.1%}")
+    print(f"  {'= everything else (packing overhead)':<66} {total - shared:8.3f} {(total - shared) / total:6.1%}")
+    print(f"  (baseline pass other: {base.seconds.get(StageClock.OUTSIDE, 0.0):.3f} s)")
+
+
+# ---------------------------------------------------------------------------------------------------- main
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=15.0, help="mixture audio in the list (default 15)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs of each job, alternating (default 5)")
+    parser.add_argument("--workers", type=int, default=1, help="packer workers, and baseline processes (default 1)")
+    parser.add_argument("--max-piece", type=float, default=10.0, help="longest mixture in seconds (default 10)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tmp-dir", default=None, help="where corpus and packs go (default: system temp; "
+                                                        "fsync makes the file system matter)")
+    parser.add_argument("--no-stages", action="store_true", help="skip the stage breakdown")
+    parser.add_argument("--profile", action="store_true", help="also print cProfile's top functions of one pack")
+    parser.add_argument("--keep", action="store_true", help="keep the corpus and the last pack")
+    args = parser.parse_args(argv)
+    if args.repeats < 1 or args.workers < 1 or args.minutes <= 0:
+        parser.error("--repeats and --workers must be at least 1, --minutes positive")
+
+    workdir = tempfile.mkdtemp(prefix="speechpack-bench-", dir=args.tmp_dir)
+    try:
+        list_path, corpus = build_corpus(workdir, args.minutes, args.max_piece, args.seed)
+        lines = read_list(list_path)
+        hours = corpus["hours"]
+        out = os.path.join(workdir, "pack")
+        print(f"corpus: {corpus['lines']} mixture lines x 3 files, {hours * 60:.1f} min of mixtures "
+              f"({hours:.4f} h), from {corpus['source_files']} recordings; "
+              f"{corpus['wav_bytes'] / 1e6:.1f} MB of unique WAV in {workdir}")
+        for rate, info in corpus["rates"].items():
+            print(f"  {rate:>5} Hz: {info['unique_mixtures']:3d} unique mixtures, {info['lines']:4d} lines, "
+                  f"{info['seconds'] / 60:5.1f} min")
+        print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, numpy {np.__version__}, "
+              f"soundfile {soundfile.__version__} (libsndfile {soundfile.__libsndfile_version__}), "
+              f"soxr {soxr.__version__}; workers={args.workers}")
+
+        warm_page_cache(lines)
+        run_baseline(lines, args.workers)  # warm-up, untimed
+        run_pack(list_path, out, args.workers, len(lines))
+        pack_bytes = sum(os.path.getsize(p) for p in glob.glob(os.path.join(out, "**", "*"), recursive=True)
+                         if os.path.isfile(p))
+        with open(os.path.join(out, "dataset.json"), encoding="utf-8") as fp:
+            manifest_hours = json.load(fp)["totals"]["hours"]
+
+        baseline_s, pack_s = [], []
+        for repeat in range(args.repeats):
+            order = ("baseline", "pack") if repeat % 2 == 0 else ("pack", "baseline")
+            for job in order:
+                if job == "baseline":
+                    baseline_s.append(run_baseline(lines, args.workers))
+                else:
+                    pack_s.append(run_pack(list_path, out, args.workers, len(lines)))
+
+        print(f"\npack: {pack_bytes / 1e6:.1f} MB written per run (manifest says {manifest_hours:.4f} h at "
+              f"{PACK_RATE} Hz)")
+        print(f"{args.repeats} timed runs of each, alternating; hours = {hours:.4f} h of mixtures for both jobs\n")
+        print(f"  {'':<28} {'best s':>8} {'median s':>9} {'best h/s':>9} {'median h/s':>11}")
+        for name, times in (("baseline (soundfile+soxr)", baseline_s), ("pack (build_wesep)", pack_s)):
+            best, median = min(times), statistics.median(times)
+            print(f"  {name:<28} {best:8.3f} {median:9.3f} {hours / best:9.3f} {hours / median:11.3f}")
+        ratio_best = min(baseline_s) / min(pack_s)
+        ratio_median = statistics.median(baseline_s) / statistics.median(pack_s)
+        paired = statistics.median(b / p for b, p in zip(baseline_s, pack_s))
+        print(f"\n  ratio pack/baseline throughput: best-of-{args.repeats} {ratio_best:.3f}, "
+              f"median {ratio_median:.3f}, median of paired runs {paired:.3f}")
+        print(f"  realtime factor of the pack: {hours * 3600 / min(pack_s):.0f}x "
+              f"(baseline {hours * 3600 / min(baseline_s):.0f}x)")
+        verdict = "PASS" if ratio_best >= TARGET_RATIO else "BELOW TARGET"
+        print(f"  target >= {TARGET_RATIO} (best-of-{args.repeats}): {verdict}")
+
+        if not args.no_stages:
+            pack_clock, base_clock = instrumented(list_path, out, lines, len(lines))
+            print_stages(pack_clock, base_clock)
+        if args.profile:
+            profiler = cProfile.Profile()
+            if os.path.exists(out):
+                shutil.rmtree(out)
+            profiler.enable()
+            build_wesep(list_path, BuildOptions(out=out, workers=1, progress=False))
+            profiler.disable()
+            text = io.StringIO()
+            pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(20)
+            print("\ncProfile of one pack (workers=1), top 20 by own time:")
+            print(text.getvalue())
+    finally:
+        if args.keep:
+            print(f"kept {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
