@@ -1,5 +1,17 @@
-"""From packs to batches.  ``open_pack`` is the read path that training code and the tools share."""
+"""From packs to batches.
+
+``open_pack`` is the read path the tools share (numpy only); ``build_loader`` is what training code imports
+(it pulls in torch on first use, so ``import loader`` stays light for packing and validation).
+"""
 
 from loader.pack import Pack, Sample, open_pack
 
-__all__ = ["Pack", "Sample", "open_pack"]
+
+def build_loader(config, state, *, rank=0, world_size=1, num_workers=0, seed=0):
+    """See :func:`loader.torch.build_loader`."""
+    from loader.torch import build_loader as _build_loader
+
+    return _build_loader(config, state, rank=rank, world_size=world_size, num_workers=num_workers, seed=seed)
+
+
+__all__ = ["Pack", "Sample", "build_loader", "open_pack"]

@@ -8,6 +8,7 @@ workers forked from a process holding a ``Pack`` do not dirty copy-on-write page
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 from dataclasses import dataclass
@@ -91,10 +92,16 @@ class Sample:
     targets: np.ndarray
 
 
+#: Stream files a Pack keeps mapped at once (per process).  Each mapping costs a file descriptor and one entry
+#: of ``vm.max_map_count`` (65530 by default); least recently used files are unmapped beyond this.
+MAX_OPEN_STREAM_FILES = 256
+
+
 class Pack:
     """A read-only view of a pack.  Build it with :func:`open_pack`."""
 
-    def __init__(self, path: str, manifest: Manifest, records_per_shard: list[list[dict]]):
+    def __init__(self, path: str, manifest: Manifest, records_per_shard: list[list[dict]],
+                 max_open_files: int = MAX_OPEN_STREAM_FILES):
         self.path = path
         self.manifest = manifest
         self.kind = manifest.kind
@@ -112,7 +119,8 @@ class Pack:
         self.speakers = np.asarray([s for r in records for s in r["speakers"]], dtype=np.str_)
         self.streams = {name: SegmentTable.from_records(name, records_per_shard) for name in STREAMS_BY_KIND[self.kind]}
         self._shard_dirs = [os.path.join(path, shard.directory) for shard in manifest.shards]
-        self._arrays: dict[tuple[int, str], np.ndarray] = {}
+        self._arrays: collections.OrderedDict[tuple[int, str], np.ndarray] = collections.OrderedDict()
+        self._max_open = max_open_files
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -129,10 +137,18 @@ class Pack:
         start = self.speaker_first[index]
         return tuple(str(s) for s in self.speakers[start:start + self.speaker_count[index]])
 
+    def __getstate__(self) -> dict:
+        """Pickling (DataLoader workers under spawn) carries the index, never open mappings."""
+        state = self.__dict__.copy()
+        state["_arrays"] = collections.OrderedDict()
+        return state
+
     def stream_array(self, shard: int, stream: str) -> np.ndarray:
-        """The memory-mapped stream file of a shard (opened once, then cached)."""
+        """The memory-mapped stream file of a shard: mapped on first use, kept in a bounded LRU."""
         cached = self._arrays.get((shard, stream))
-        if cached is None:
+        if cached is not None:
+            self._arrays.move_to_end((shard, stream))
+        else:
             spec = self.manifest.stream(stream)
             path = os.path.join(self._shard_dirs[shard], spec.file)
             try:
@@ -143,19 +159,27 @@ class Pack:
                 raise PackFormatError(f"{path}: holds {cached.dtype.str} {cached.shape}, the catalogue says "
                                       f"{spec.dtype} rows of {list(spec.row_shape)}")
             self._arrays[(shard, stream)] = cached
+            if len(self._arrays) > self._max_open:
+                self._arrays.popitem(last=False)
         return cached
+
+    def stored_segment(self, stream: str, segment: int) -> tuple[np.ndarray, float]:
+        """Segment ``segment`` of ``stream`` as the stored int16 ``[C, T]`` view (no copy) and its decode factor
+        (``scale / 32768``): ``view * factor`` is the audio."""
+        table = self.streams[stream]
+        channels, length = int(table.channels[segment]), int(table.length[segment])
+        array = self.stream_array(int(table.shard[segment]), stream)
+        offset = int(table.offset[segment])
+        return array[offset:offset + channels * length].reshape(channels, length), float(table.scale[segment]) / AUDIO_FULL_SCALE
 
     def read_segment(self, stream: str, segment: int, start: int = 0, stop: int | None = None) -> np.ndarray:
         """Decode samples ``[start, stop)`` of every channel of one segment to float32 ``[C, stop - start]``."""
-        table = self.streams[stream]
-        channels, length = int(table.channels[segment]), int(table.length[segment])
+        stored, factor = self.stored_segment(stream, segment)
+        length = stored.shape[1]
         stop = length if stop is None else stop
         if not 0 <= start <= stop <= length:
             raise IndexError(f"segment {segment} of {stream!r} has {length} samples; asked for [{start}, {stop})")
-        array = self.stream_array(int(table.shard[segment]), stream)
-        offset = int(table.offset[segment])
-        stored = array[offset:offset + channels * length].reshape(channels, length)[:, start:stop]
-        return stored.astype(np.float32) * np.float32(table.scale[segment] / AUDIO_FULL_SCALE)
+        return stored[:, start:stop].astype(np.float32) * np.float32(factor)
 
     def segments_of(self, stream: str, index: int) -> range:
         table = self.streams[stream]

@@ -10,6 +10,7 @@ import collections
 import functools
 import multiprocessing
 import os
+import re
 import shutil
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -26,6 +27,7 @@ from schemas.constants import (
     DEFAULT_SAMPLE_RATE,
     DEFAULT_SHARD_BYTES,
     MANIFEST_NAME,
+    SHARD_DIR_DIGITS,
     SHARD_DIR_PREFIX,
     SKIPPED_NAME,
     TEMP_PREFIX,
@@ -36,6 +38,9 @@ from schemas.errors import BuildError, SpeechpackError
 from schemas.format import Manifest
 from schemas.units import format_bytes
 from schemas.wesep_list import LineProblem
+
+_PACK_FILES = (MANIFEST_NAME, SKIPPED_NAME)
+_SHARD_NAME = re.compile(re.escape(SHARD_DIR_PREFIX) + r"\d{%d,}" % SHARD_DIR_DIGITS)
 
 #: Items in flight per worker: enough to hide decode jitter, few enough to bound memory.
 _IN_FLIGHT_PER_WORKER = 4
@@ -80,7 +85,7 @@ class BuildSummary:
     def describe(self) -> str:
         totals = self.manifest.totals
         text = (f"packed {totals['samples']} samples ({totals['hours']:.3f} h, {totals['speakers']} speakers) into "
-                f"{len(self.manifest.shards)} shard(s), {format_bytes(totals['bytes'])}, in {self.seconds:.1f} s "
+                f"{len(self.manifest.shards)} shard(s), {format_bytes(totals['bytes'])}, in {self.seconds:.2f} s "
                 f"-> {self.out}")
         if self.skipped:
             text += f"\nskipped {len(self.skipped)} bad line(s); see {os.path.join(self.out, SKIPPED_NAME)}"
@@ -184,8 +189,9 @@ def _load_in_order(load: Callable, items: Sequence, workers: int) -> Iterator:
 
 
 def _is_pack_entry(name: str) -> bool:
-    return (name in (MANIFEST_NAME, SKIPPED_NAME) or name.startswith(SHARD_DIR_PREFIX)
-            or name.startswith(TEMP_PREFIX))
+    """Whether ``name`` is a file a pack writer makes (so ``--overwrite`` may delete it)."""
+    return name in _PACK_FILES or _SHARD_NAME.fullmatch(name) is not None or (
+        name.startswith(TEMP_PREFIX) and _is_pack_entry(name[len(TEMP_PREFIX):]))
 
 
 def _prepare_output(out: str, overwrite: bool) -> bool:

@@ -33,6 +33,7 @@ from schemas.constants import (
     TEMP_PREFIX,
 )
 from schemas.errors import PackFormatError
+from schemas.units import format_bytes
 from schemas.format import FileEntry, Manifest, StreamSpec, check_shard_index
 
 #: Tolerance when comparing recomputed statistics: they are exact-integer sums, so only JSON float printing
@@ -76,7 +77,7 @@ class PackReport:
         s = self.summary
         if "samples" in s:
             lines.append(f"     {s['kind']} pack: {s['samples']} samples, {s['hours']:.3f} h, {s['speakers']} speakers, "
-                         f"{s['shards']} shard(s), {s['bytes']} bytes, {s['sample_rate']} Hz")
+                         f"{s['shards']} shard(s), {format_bytes(s['bytes'])}, {s['sample_rate']} Hz")
         if "duration_s" in s:
             lines.append("     duration s  " + _percentile_row(s["duration_s"]))
         for stream, levels in s.get("levels", {}).items():

@@ -113,8 +113,11 @@ def synthesize_utterance(voice: Voice, seconds: float, sample_rate: int, seed: i
         length = stop - start
         x = (np.arange(length) + 0.5) / length
         envelope[start:stop] = np.sin(np.pi * x) ** 0.7 * rng.uniform(0.6, 1.0)
-        # The vowel is held through the following pause: changes happen only at syllable starts.
-        vowel_of_sample[0 if number == 0 else start:starts[number + 1] if number + 1 < len(starts) else n] = vowel
+        # The vowel is held through the following pause (and the first one through the lead-in): vowels change
+        # only at syllable starts, which are further apart than a crossfade.
+        held_from = 0 if number == 0 else start
+        held_to = starts[number + 1] if number + 1 < len(starts) else n
+        vowel_of_sample[held_from:held_to] = vowel
         burst = min(length, int(rng.uniform(0.015, 0.05) * sr))
         onset_noise[start:start + burst] = np.linspace(1.0, 0.0, burst) * rng.uniform(0.0, 0.25)
 
@@ -130,7 +133,7 @@ def synthesize_utterance(voice: Voice, seconds: float, sample_rate: int, seed: i
     speech = _crossfade(vowel_outputs, vowel_of_sample, int(0.03 * sr))
     # Fricative-like onsets: high-passed noise, not shaped by the vowel (it is made in front of the tract).
     hiss = np.diff(rng.standard_normal(n + 1)) * onset_noise
-    speech += hiss * (np.max(np.abs(speech)) or 1.0) * 0.3
+    speech += hiss * (np.max(np.abs(speech)) or 1.0) * 0.15
 
     speech -= speech.mean()
     top = np.max(np.abs(speech))
@@ -189,11 +192,12 @@ def _formant_filter(source: np.ndarray, tract_scale: float, sr: float) -> np.nda
     The cascade of two-pole resonators ``(1 - 2 r cos(th) + r^2) / (1 - 2 r cos(th) z^-1 + r^2 z^-2)`` (unit gain
     at DC, Klatt 1980) is evaluated exactly on the grid of a short FFT and applied by overlap-add: blocks of
     ``3 * tail`` samples padded with ``tail`` zeros, where ``tail`` (at least 50 ms) is ten time constants of the
-    narrowest resonance (bandwidth >= 60 Hz, time constant <= 5.3 ms), so what wraps around is below -80 dB.
+    narrowest resonance of ``make_voices``' voices (bandwidth >= 60 Hz, time constant <= 5.3 ms), so what wraps
+    around is below -80 dB.
     Short FFTs keep both the transform and the transfer function evaluation cheap for long utterances.
     """
     n = source.size
-    tail = 1 << int(np.ceil(np.log2(0.05 * sr)))
+    tail = 1 << max(4, int(np.ceil(np.log2(0.05 * sr))))
     size = 4 * tail
     hop = size - tail
     blocks = -(-n // hop)

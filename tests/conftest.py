@@ -52,6 +52,14 @@ def _missing(path: str, package: str) -> None:
     pytest.skip(message)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    """Mark every test that uses real recordings ``real_data`` (before ``-m`` selects), wherever it lives."""
+    for item in items:
+        if "real_audio" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.real_data)
+
+
 @pytest.fixture
 def real_audio():
     """``real_audio(corpus, count=None)``: paths of installed real recordings of ``corpus`` (see ``REAL_CORPORA``).

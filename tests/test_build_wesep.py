@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from importlib.metadata import version
 from pathlib import Path
 
@@ -21,8 +22,6 @@ from conftest import FULL_SCALE, Mix, Source, at_rate, corpus_rate, pack_files
 from loader import open_pack
 from packer.build import BuildOptions, build_wesep
 from schemas.errors import PackFormatError, SpeechpackError
-
-pytestmark = pytest.mark.real_data
 
 RATE = 16000
 
@@ -356,14 +355,20 @@ def test_small_shard_size_gives_several_shards_and_never_splits_a_sample(real_au
 def test_mixture_above_full_scale_is_scaled_not_clipped(real_audio, wesep_list, tmp_path):
     a, b = real_audio("pocketsphinx", 2)
     case = wesep_list([Mix("loud", (a, b), gain=4.0), Mix("quiet", (a, b), gain=1.0, start=0.4)])
-    expected_peak = np.abs(case.lines[0].mix).max()
+    mix = case.lines[0].mix
+    expected_peak = np.abs(mix).max()
     assert expected_peak > 1.0  # the fixture really wrote a float mixture past full scale
     build(case, tmp_path / "pack")
     loud, quiet = all_records(tmp_path / "pack")
     (segment,) = loud["streams"]["mix"]
-    assert segment["scale"] > 1.0
-    # The smallest scale that keeps the peak representable: peak maps to 32767.
-    assert segment["scale"] == pytest.approx(expected_peak * FULL_SCALE / 32767, rel=1e-6)
+    scale = segment["scale"]
+    assert scale > 1.0
+    # Large enough: both extremes fit int16 (+32767, -32768) after dividing by the scale ...
+    assert np.rint(mix.max() * FULL_SCALE / scale) <= 32767
+    assert np.rint(mix.min() * FULL_SCALE / scale) >= -32768
+    # ... and the smallest such factor: one of the extremes lands on the edge of the int16 range.
+    smallest = max(mix.max() * FULL_SCALE / 32767, -mix.min())
+    assert scale == pytest.approx(smallest, rel=1e-6)
     assert quiet["streams"]["mix"][0]["scale"] == 1.0
     sample = open_pack(tmp_path / "pack").sample(0)
     assert np.abs(sample.mix).max() == pytest.approx(expected_peak, abs=segment["scale"] / FULL_SCALE)
@@ -386,6 +391,19 @@ def test_resampled_peak_over_full_scale_is_scaled(make_wav, write_list, tmp_path
     assert segment["scale"] > 1.0
     sample = open_pack(tmp_path / "pack").sample(0)
     assert_close_to(sample.targets, expected, segment["scale"], "resampled square")
+
+
+def test_full_scale_int16_source_round_trips_bit_exactly(make_wav, write_list, tmp_path):
+    """int16 is asymmetric: -32768 and +32767 both fit, so a full-scale PCM_16 file needs no scale."""
+    data = np.array([-32768, 32767, 0, -1, 1, 12345, -32768], dtype=np.int16)
+    path = make_wav("full.wav", data=np.tile(data, 100))
+    list_path = write_list([{"key": "full", "spk": ["s"], "src": {"s": [path]}}])
+    build_wesep(str(list_path), BuildOptions(out=str(tmp_path / "pack"), progress=False))
+    assert shard_index(tmp_path / "pack")["samples"][0]["streams"]["source"][0]["scale"] == 1.0
+    stored = np.load(tmp_path / "pack" / "shard-000000" / "source.npy")
+    np.testing.assert_array_equal(stored, np.tile(data, 100))
+    np.testing.assert_array_equal(open_pack(tmp_path / "pack").sample(0).targets[0],
+                                  np.tile(data, 100).astype(np.float32) / np.float32(FULL_SCALE))
 
 
 def test_statistics_match_the_decoded_stored_audio(real_audio, wesep_list, tmp_path):
@@ -528,26 +546,25 @@ def test_overwrite_needed_for_a_non_empty_out_dir(real_audio, wesep_list, tmp_pa
     check_readback(out, second)
 
 
-def test_overwrite_refuses_to_delete_foreign_files(small_pack, wesep_list, real_audio):
+@pytest.mark.parametrize("foreign", ["notes.txt", "shard-notes.txt", ".tmp-notes.txt", "shards"])
+def test_overwrite_refuses_to_delete_foreign_files(small_pack, wesep_list, real_audio, foreign):
     a, b = real_audio("pocketsphinx", 2)
     case = wesep_list([Mix("new", (b, a), seconds=1.0)], name="new.list")
-    (small_pack / "notes.txt").write_text("mine")
+    (small_pack / foreign).write_text("mine")
     before = pack_files(small_pack)
-    with pytest.raises(SpeechpackError, match=r"not part of a pack \(notes.txt\); refusing to delete"):
+    with pytest.raises(SpeechpackError, match=rf"not part of a pack \({re.escape(foreign)}\); refusing to delete"):
         build(case, small_pack, overwrite=True)
-    assert pack_files(small_pack) == before
+    assert pack_files(small_pack) == before  # nothing deleted, the user's file included
     assert open_pack(small_pack).sample(0).key == "m"  # the old pack is still whole
 
 
-@pytest.mark.xfail(strict=True, reason="library bug: packer/build.py _is_pack_entry treats any name starting with "
-                                       "'shard-' (or '.tmp-') as pack-owned, so --overwrite deletes a user's "
-                                       "'shard-notes.txt'")
-def test_overwrite_refuses_to_delete_foreign_files_named_like_shards(small_pack, wesep_list, real_audio):
+def test_overwrite_removes_the_old_pack_and_debris_of_a_killed_build(small_pack, wesep_list, real_audio):
     a, b = real_audio("pocketsphinx", 2)
     case = wesep_list([Mix("new", (b, a), seconds=1.0)], name="new.list")
-    (small_pack / "shard-notes.txt").write_text("mine")
-    try:
-        build(case, small_pack, overwrite=True)
-    except SpeechpackError:
-        pass
-    assert (small_pack / "shard-notes.txt").read_text() == "mine"
+    (small_pack / ".tmp-shard-000003").mkdir()
+    (small_pack / ".tmp-shard-000003" / "mix.npy").write_bytes(b"half")
+    (small_pack / ".tmp-dataset.json").write_text("{")
+    (small_pack / "shard-000007").mkdir()
+    build(case, small_pack, overwrite=True)
+    assert sorted(os.listdir(small_pack)) == ["dataset.json", "shard-000000"]
+    assert open_pack(small_pack).sample(0).key == "new"

@@ -1,0 +1,210 @@
+"""The torch glue: ``build_loader`` wraps the plan and the batch builder in a DataLoader.  The only module of
+speechpack that imports torch.
+
+How the pieces fit:
+- a sampler in the main process yields ``(epoch, batch)`` pairs, starting where a resumed run left off;
+- DataLoader workers receive whole batch indices round-robin (``batch_size=None``: batch-level fetch) and build
+  the batch from the plan, which they recompute from (seed, epoch) on first use: nothing about the epoch lives in
+  worker state, so persistent workers follow ``set_epoch`` and any ``num_workers`` gives the same batches;
+- ``SpeechLoader`` counts the batches it hands out, which is the whole resume state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass
+from typing import Iterator
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from loader.config import STATES, ConfigError, LoaderConfig
+from loader.pack import Pack, open_pack
+from loader.plan import EpochPlan, make_epoch_plan
+from loader.tse import ItemIndex, TseBatchBuilder, length_filter, tse_items
+from schemas.constants import MANIFEST_NAME
+from schemas.errors import SpeechpackError
+
+#: Version of ``SpeechLoader.state_dict()``; bump it when its meaning changes.
+STATE_VERSION = 1
+#: Batches each worker prepares ahead of the training loop.
+PREFETCH_PER_WORKER = 2
+
+
+class ResumeError(SpeechpackError):
+    """A loader state does not belong to this loader (different data, config, seed or world)."""
+
+
+@dataclass(frozen=True)
+class LoaderReport:
+    """What the plan does with the data, per epoch and rank."""
+
+    items: int
+    filtered: int
+    batches_per_rank: int
+    padded_rows: int
+    dropped_items: int
+
+
+class _PlannedBatches(Dataset):
+    """Map-style dataset over ``(epoch, batch)`` keys; caches one epoch's plan per process."""
+
+    def __init__(self, builder: TseBatchBuilder, num_items: int, seed: int, rank: int, world_size: int):
+        self.builder = builder
+        self.num_items = num_items
+        self.seed = seed
+        self.rank = rank
+        self.world_size = world_size
+        self._plan: tuple[int, EpochPlan] | None = None
+
+    def plan(self, epoch: int) -> EpochPlan:
+        if self._plan is None or self._plan[0] != epoch:
+            args = self.builder.args
+            self._plan = (epoch, make_epoch_plan(self.num_items, args.batch_size, self.seed, epoch, self.rank,
+                                                 self.world_size, args.shuffle, args.tail))
+        return self._plan[1]
+
+    def __len__(self) -> int:  # the DataLoader never asks: the sampler defines the length
+        raise TypeError("indexed by (epoch, batch); ask the SpeechLoader for its length")
+
+    def __getitem__(self, key: tuple[int, int]) -> dict:
+        epoch, batch = key
+        plan = self.plan(epoch)
+        arrays = self.builder.build(plan.items[batch], plan.valid[batch], epoch, int(plan.global_batch[batch]))
+        return {name: torch.from_numpy(value) if isinstance(value, np.ndarray) else value
+                for name, value in arrays.items()}
+
+
+class _EpochSampler(Sampler):
+    """Yields ``(epoch, batch)`` for ``batch`` in ``[start, count)``; set by the loader before each pass."""
+
+    def __init__(self) -> None:
+        self.epoch = 0
+        self.start = 0
+        self.count = 0
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        return iter([(self.epoch, b) for b in range(self.start, self.count)])
+
+    def __len__(self) -> int:
+        return self.count - self.start
+
+
+class SpeechLoader:
+    """Iterable of collated batches with ``len()``, ``set_epoch``, ``state_dict`` and ``load_state_dict``.
+
+    Every rank has the same ``len()``; one pass over the loader is one epoch of this rank's batches.  A state
+    saved mid-epoch resumes with exactly the remaining batches, whatever ``num_workers`` is then.
+    """
+
+    def __init__(self, config: LoaderConfig, state: str, packs: list[Pack], *, rank: int, world_size: int,
+                 num_workers: int, seed: int):
+        if state not in STATES:
+            raise ConfigError(f"state must be one of {', '.join(STATES)}, got {state!r}")
+        if seed < 0:
+            raise ConfigError(f"seed must be non-negative, got {seed}")
+        self.config = config
+        self.state = state
+        self.rank = rank
+        self.world_size = world_size
+        self.seed = seed
+        args = config.dataset_args
+        items = tse_items(packs, args.expand_targets)
+        keep = length_filter(items, packs, args, state)
+        self.items: ItemIndex = items.subset(keep)
+        self.filtered = int(len(keep) - keep.sum())
+        self.builder = TseBatchBuilder(packs, self.items, args, state, seed)
+        self.dataset = _PlannedBatches(self.builder, len(self.items), seed, rank, world_size)
+        self.dataset.plan(0)  # checks rank/world_size now, not in a worker
+        self._sampler = _EpochSampler()
+        self._fingerprint = _fingerprint(config, state, packs)
+        self._epoch = 0
+        self._consumed = 0
+        self._resume_at = 0
+        self.dataloader = DataLoader(
+            self.dataset,
+            batch_size=None,
+            sampler=self._sampler,
+            num_workers=num_workers,
+            persistent_workers=num_workers > 0,
+            prefetch_factor=PREFETCH_PER_WORKER if num_workers > 0 else None,
+            pin_memory=torch.cuda.is_available(),
+        )
+
+    def __len__(self) -> int:
+        return len(self.dataset.plan(self._epoch))
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the epoch whose batches the next pass yields (a new order when ``shuffle``)."""
+        if epoch < 0:
+            raise ConfigError(f"epoch must be non-negative, got {epoch}")
+        if epoch != self._epoch:
+            self._resume_at = 0
+        self._epoch = epoch
+
+    def report(self) -> LoaderReport:
+        plan = self.dataset.plan(self._epoch)
+        return LoaderReport(items=len(self.items), filtered=self.filtered, batches_per_rank=len(plan),
+                            padded_rows=plan.padded, dropped_items=plan.dropped)
+
+    def __iter__(self) -> Iterator[dict]:
+        self._sampler.epoch = self._epoch
+        self._sampler.count = len(self)
+        self._sampler.start = self._consumed = self._resume_at
+        self._resume_at = 0
+        for batch in self.dataloader:
+            self._consumed += 1
+            yield batch
+        self._consumed = 0
+
+    def state_dict(self) -> dict:
+        """A few numbers: enough to resume mid-epoch in O(1)."""
+        return {"state_version": STATE_VERSION, "epoch": self._epoch, "batches_consumed": self._consumed,
+                "seed": self.seed, "rank": self.rank, "world_size": self.world_size,
+                "fingerprint": self._fingerprint}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Resume: the next pass yields the batches of ``state["epoch"]`` after those already consumed."""
+        expected = {"state_version": STATE_VERSION, "seed": self.seed, "world_size": self.world_size,
+                    "fingerprint": self._fingerprint}
+        missing = sorted({"epoch", "batches_consumed", *expected} - set(state))
+        if missing:
+            raise ResumeError(f"loader state lacks {', '.join(missing)}")
+        for key, mine in expected.items():
+            if state[key] != mine:
+                raise ResumeError(f"loader state does not match this loader: {key} in state: {state[key]!r} / "
+                                  f"{key} in loader: {mine!r}")
+        self.set_epoch(int(state["epoch"]))
+        consumed = int(state["batches_consumed"])
+        if not 0 <= consumed <= len(self):
+            raise ResumeError(f"batches_consumed {consumed} is outside [0, {len(self)}]")
+        self._resume_at = self._consumed = consumed
+
+
+def _fingerprint(config: LoaderConfig, state: str, packs: list[Pack]) -> str:
+    """Hash of the packs' manifests and the config: a state only resumes the loader it came from."""
+    digest = hashlib.sha256()
+    digest.update(json.dumps({"config": asdict(config), "state": state}, sort_keys=True, default=str).encode())
+    for pack in packs:
+        with open(os.path.join(pack.path, MANIFEST_NAME), "rb") as fp:
+            digest.update(hashlib.sha256(fp.read()).digest())
+    return digest.hexdigest()[:16]
+
+
+def build_loader(config: dict | LoaderConfig, state: str, *, rank: int = 0, world_size: int = 1,
+                 num_workers: int = 0, seed: int = 0) -> SpeechLoader:
+    """The training loader: ``config`` is a dict (usually from YAML) with ``packs`` and ``dataset_args``."""
+    if not isinstance(config, LoaderConfig):
+        config = LoaderConfig.from_dict(config)
+    packs = [open_pack(source.path) for source in config.packs]
+    return SpeechLoader(config, state, packs, rank=rank, world_size=world_size, num_workers=num_workers, seed=seed)
+
+
+__all__ = ["LoaderReport", "ResumeError", "SpeechLoader", "build_loader"]

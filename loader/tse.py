@@ -1,0 +1,226 @@
+"""Target speaker extraction batches, with WeSep's semantics, built straight from the mapped int16 shards.
+
+The item universe is columnar (pack, sample, slot): one item per mixture, or one per (mixture, target) with
+``expand_targets``.  ``TseBatchBuilder.build`` turns one planned batch into collated numpy arrays, following
+WeSep's ``random_chunk`` and ``tse_collate_fn``:
+
+- train (not ``whole_utt``): one window of ``chunk_len`` samples shared by the mixture and all its targets;
+  its start is drawn from the batch's counter-based generator, re-drawn up to 3 times while the mixture chunk is
+  all zeros; shorter items are right-padded with zeros (``pad``) or kept whole (``keep``);
+- val/test, or ``whole_utt``: whole utterances;
+- rows are one per target speaker, mixture-major (m1s1, m1s2, m2s1, ...), aligned to the longest row with zeros
+  (or cropped to the shortest with ``collate.<field>.align: min``).
+
+Audio is decoded once, from the mapping straight into the batch array (normalisation folded into the same pass).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import soxr
+
+from loader.config import DatasetArgs
+from loader.normalize import muvap_gain
+from loader.pack import Pack
+from loader.plan import batch_rng
+from schemas.constants import KIND_SOURCES, KIND_TSE, STREAM_MIX, STREAM_SOURCE, STREAM_TARGET
+from schemas.errors import SpeechpackError
+
+#: WeSep's default chunk: 3 s at the loader's rate.
+DEFAULT_CHUNK_SECONDS = 3
+#: WeSep re-draws a training window at most this many times while the mixture chunk is silent.
+ZERO_CHUNK_REDRAWS = 3
+#: ``speaker_label`` of rows without a label (PyTorch's ignore_index).
+NO_LABEL = -100
+
+
+@dataclass(frozen=True)
+class ItemIndex:
+    """The item universe as parallel arrays.  ``slot`` is -1 for "every target of the mixture"."""
+
+    pack: np.ndarray
+    sample: np.ndarray
+    slot: np.ndarray
+    num_frames: np.ndarray  # at the pack's rate
+
+    def __len__(self) -> int:
+        return len(self.pack)
+
+    def subset(self, keep: np.ndarray) -> "ItemIndex":
+        return ItemIndex(self.pack[keep], self.sample[keep], self.slot[keep], self.num_frames[keep])
+
+
+def tse_items(packs: list[Pack], expand_targets: bool) -> ItemIndex:
+    """One item per sample of every pack (pack order, then storage order); per target with ``expand_targets``."""
+    packs_col, samples_col, slots_col, frames_col = [], [], [], []
+    for pack_id, pack in enumerate(packs):
+        n = len(pack)
+        samples = np.arange(n, dtype=np.int64)
+        if expand_targets:
+            counts = pack.speaker_count
+            samples = np.repeat(samples, counts)
+            slots = (np.arange(len(samples)) - np.repeat(pack.speaker_first, counts)).astype(np.int32)
+        else:
+            slots = np.full(n, -1, dtype=np.int32)
+        packs_col.append(np.full(len(samples), pack_id, dtype=np.int32))
+        samples_col.append(samples)
+        slots_col.append(slots)
+        frames_col.append(pack.num_frames[samples])
+    return ItemIndex(np.concatenate(packs_col), np.concatenate(samples_col), np.concatenate(slots_col),
+                     np.concatenate(frames_col))
+
+
+def length_filter(items: ItemIndex, packs: list[Pack], args: DatasetArgs, state: str) -> np.ndarray:
+    """WeSep's ``filter_len`` (train, ``whole_utt`` only): keep items within [min, max] seconds, inclusive."""
+    keep = np.ones(len(items), dtype=bool)
+    if state == "train" and args.whole_utt and args.filter_len:
+        rates = np.asarray([p.sample_rate for p in packs], dtype=np.float64)[items.pack]
+        seconds = items.num_frames / rates
+        keep = (seconds >= args.min_num_seconds) & (seconds <= args.max_num_seconds)
+    return keep
+
+
+@dataclass(frozen=True)
+class _Window:
+    """Where one item's rows come from: samples ``[start, start + take)`` of the source, written at the row's
+    start, in a row of ``length`` samples (``length > take`` means right zero padding)."""
+
+    start: int
+    take: int
+    length: int
+    orig_len: int
+
+
+class TseBatchBuilder:
+    """Builds collated TSE batches from planned item ids.  Holds numpy columns only (cheap to fork)."""
+
+    def __init__(self, packs: list[Pack], items: ItemIndex, args: DatasetArgs, state: str, seed: int):
+        kinds = {p.kind for p in packs}
+        if not kinds <= {KIND_TSE, KIND_SOURCES} or len(kinds) != 1:
+            raise SpeechpackError(f"the TSE loader reads packs of one kind, tse or sources; got {sorted(kinds)}")
+        self.kind = kinds.pop()
+        self.packs = packs
+        self.items = items
+        self.args = args
+        self.state = state
+        self.seed = seed
+        rates = {p.sample_rate for p in packs}
+        self.rate = args.resample_rate or (rates.pop() if len(rates) == 1 else None)
+        if self.rate is None:
+            raise SpeechpackError(f"packs have different sample rates {sorted(rates)}: set dataset_args.resample_rate")
+        self.needs_resample = any(p.sample_rate != self.rate for p in packs)
+        if self.needs_resample:
+            warnings.warn(f"resampling at load time to {self.rate} Hz (packs are at "
+                          f"{sorted({p.sample_rate for p in packs})} Hz): packing at the training rate is much faster",
+                          stacklevel=2)
+        self.chunk = not args.whole_utt and state == "train"
+        self.chunk_len = args.chunk_len or DEFAULT_CHUNK_SECONDS * self.rate
+        self.mix_stream = STREAM_MIX if self.kind == KIND_TSE else STREAM_SOURCE
+        self.target_stream = STREAM_TARGET if self.kind == KIND_TSE else STREAM_SOURCE
+
+    # -- reading -------------------------------------------------------------------------------------------
+
+    def _sources(self, pack_id: int, sample: int, slot: int) -> tuple[tuple, list[tuple], list[str], str]:
+        """(mix, [targets], speakers, key) where each audio is ``(int16 view or float array, factor, mean, gain)``."""
+        pack = self.packs[pack_id]
+        mix_seg = pack.segments_of(self.mix_stream, sample)[0]
+        target_segs = list(pack.segments_of(self.target_stream, sample))
+        speakers = list(pack.speakers_of(sample))
+        if slot >= 0:
+            target_segs, speakers = [target_segs[slot]], [speakers[slot]]
+        mix_table = pack.streams[self.mix_stream]
+        gain = 1.0
+        if self.args.normalize == "muvap":
+            # Mixture and targets share the mixture's gain, so the mixture stays the sum of its targets.
+            gain = float(muvap_gain(mix_table.rms[mix_seg], mix_table.peak[mix_seg]))
+        mix = self._audio(pack, self.mix_stream, mix_seg, gain)
+        targets = [self._audio(pack, self.target_stream, j, gain) for j in target_segs]
+        return mix, targets, speakers, str(pack.keys[sample])
+
+    def _audio(self, pack: Pack, stream: str, segment: int, gain: float) -> tuple:
+        stored, factor = pack.stored_segment(stream, segment)
+        mean = float(pack.streams[stream].mean[segment]) if self.args.normalize else 0.0
+        if pack.sample_rate != self.rate:
+            decoded = soxr.resample(np.ascontiguousarray((stored * np.float32(factor)).T), pack.sample_rate, self.rate)
+            return np.ascontiguousarray(decoded.T, dtype=np.float32), 1.0, mean, gain
+        return stored, factor, mean, gain
+
+    # -- windows -------------------------------------------------------------------------------------------
+
+    def _window(self, mix: np.ndarray, draws: np.ndarray) -> _Window:
+        total = mix.shape[1]
+        length = self.chunk_len
+        if not self.chunk:
+            return _Window(0, total, total, total)
+        if total >= length:
+            start = 0
+            if self.args.chunk_random_start:
+                for attempt in range(ZERO_CHUNK_REDRAWS + 1):
+                    start = int(draws[attempt] * (total - length + 1))
+                    if mix[:, start:start + length].any():
+                        break
+            return _Window(start, length, length, total)
+        if self.args.chunk_short_policy == "pad":
+            return _Window(0, total, length, total)
+        return _Window(0, total, total, total)
+
+    # -- the batch -----------------------------------------------------------------------------------------
+
+    def build(self, item_ids: np.ndarray, valid: np.ndarray, epoch: int, global_batch: int) -> dict:
+        """Collated numpy arrays and lists for one batch (see ``docs/loader.md`` for the fields)."""
+        draws = batch_rng(self.seed, epoch, global_batch).random((len(item_ids), ZERO_CHUNK_REDRAWS + 1))
+        rows = []  # (item position, mix, target, speaker, key, num_speaker, window)
+        for position, item in enumerate(item_ids):
+            mix, targets, speakers, key = self._sources(int(self.items.pack[item]), int(self.items.sample[item]),
+                                                        int(self.items.slot[item]))
+            window = self._window(mix[0], draws[position])
+            for target, speaker in zip(targets, speakers):
+                rows.append((position, mix, target, speaker, key, len(targets), window))
+        channels = {row[1][0].shape[0] for row in rows}
+        if len(channels) > 1:
+            keys = sorted({row[4] for row in rows})
+            raise SpeechpackError(f"mixtures with different channel counts {sorted(channels)} in one batch "
+                                  f"({', '.join(keys[:4])}...): pack them separately")
+        lengths = np.asarray([row[6].length for row in rows], dtype=np.int64)
+        wav_mix = self._collate([row[1] for row in rows], [row[6] for row in rows], lengths,
+                                self.args.align_of("wav_mix"), mixture_of=[row[0] for row in rows])
+        wav_target = self._collate([row[2] for row in rows], [row[6] for row in rows], lengths,
+                                   self.args.align_of("wav_target"))
+        real = np.asarray([row[6].take for row in rows], dtype=np.int64)
+        return {
+            "wav_mix": wav_mix,
+            "wav_target": wav_target,
+            "spk": [row[3] for row in rows],
+            "key": [row[4] for row in rows],
+            "num_speaker": [row[5] for row in rows],
+            "speaker_label": np.full(len(rows), NO_LABEL, dtype=np.int64),
+            "valid": np.asarray([bool(valid[row[0]]) for row in rows], dtype=bool),
+            "lengths": np.minimum(real, wav_target.shape[-1]),
+            "chunk_ratio": [{"start_ratio": w.start / w.orig_len, "end_ratio": (w.start + w.length) / w.orig_len
+                             if w.length > w.take else (w.start + w.take) / w.orig_len,
+                             "orig_len": w.orig_len, "chunk_len": w.length} for w in (row[6] for row in rows)],
+        }
+
+    @staticmethod
+    def _collate(sources: list[tuple], windows: list[_Window], lengths: np.ndarray, align: str,
+                 mixture_of: list[int] | None = None) -> np.ndarray:
+        """Decode every row once into a zero-filled ``[rows, C, T]`` float32 array (T by ``align``)."""
+        out_len = int(lengths.max() if align == "max" else lengths.min()) if len(lengths) else 0
+        channels = sources[0][0].shape[0] if sources else 1
+        out = np.zeros((len(sources), channels, out_len), dtype=np.float32)
+        previous = None
+        for r, ((audio, factor, mean, gain), window) in enumerate(zip(sources, windows)):
+            if mixture_of is not None and previous is not None and mixture_of[r] == mixture_of[r - 1]:
+                out[r] = out[r - 1]  # the same mixture repeated for its next target
+                continue
+            take = min(window.take, out_len)
+            dest = out[r, :, :take]
+            np.multiply(audio[:, window.start:window.start + take], np.float32(factor * gain), out=dest,
+                        casting="unsafe")
+            if mean and gain:
+                dest -= np.float32(mean * gain)
+            previous = r
+        return out
