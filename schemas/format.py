@@ -138,7 +138,7 @@ def check_version(manifest: dict, where: str) -> None:
         got = manifest.get("format") if isinstance(manifest, dict) else manifest
         raise PackFormatError(f"{where}: not a speechpack manifest (format is {got!r}, expected {FORMAT_NAME!r})")
     version = manifest.get("format_version")
-    if version not in SUPPORTED_MAJOR_VERSIONS:
+    if type(version) is not int or version not in SUPPORTED_MAJOR_VERSIONS:  # True == 1 and 1.0 == 1 in Python
         readable = ", ".join(str(v) for v in SUPPORTED_MAJOR_VERSIONS)
         raise PackFormatError(
             f"{where}: format_version {version!r} is not supported; this speechpack reads format_version {readable}"
@@ -324,7 +324,7 @@ SHARD_INDEX_KEYS = frozenset({"format_version", "shard", "samples"})
 def check_shard_index(obj: Any, kind: str, where: str) -> list[dict]:
     """Check a shard's ``index.json`` structure and return its sample records."""
     _require(obj, set(SHARD_INDEX_KEYS), where)
-    if obj["format_version"] not in SUPPORTED_MAJOR_VERSIONS:
+    if type(obj["format_version"]) is not int or obj["format_version"] not in SUPPORTED_MAJOR_VERSIONS:
         raise PackFormatError(f"{where}.format_version: {obj['format_version']!r} is not supported")
     records = _typed(obj, "samples", list, where)
     streams = STREAMS_BY_KIND[kind]

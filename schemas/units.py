@@ -16,6 +16,8 @@ _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$")
 
 def parse_size(text: str | int) -> int:
     """Parse ``1GB`` (decimal), ``512MiB`` (binary) or a plain byte count into bytes, rounding half up."""
+    if isinstance(text, bool):
+        raise SpeechpackError(f"cannot read size {text!r}")
     if isinstance(text, int):
         value, unit = float(text), ""
     else:

@@ -18,6 +18,10 @@ from dataclasses import dataclass
 from schemas.constants import KIND_SOURCES, KIND_TSE
 
 
+#: Keys of a list line that the packer interprets; any other key is kept verbatim under ``provenance.extra``.
+_INTERPRETED_KEYS = frozenset({"key", "spk", "mix", "src"})
+
+
 @dataclass(frozen=True)
 class LineProblem:
     """One offending input line: where it is and why it was refused."""
@@ -100,6 +104,9 @@ def parse_wesep_line(text: str, line: int) -> WesepLine:
     provenance = {"src": {spk: list(src[spk]) for spk in speakers}}
     if mix_paths:
         provenance["mix"] = list(mix_paths)
+    extra = {name: value for name, value in obj.items() if name not in _INTERPRETED_KEYS}
+    if extra:
+        provenance["extra"] = extra
     return WesepLine(
         line=line,
         key=key,

@@ -52,7 +52,7 @@ def problems_by_line(problems) -> dict[int, object]:
 
 @pytest.fixture
 def bad_tse_list(make_wav, write_list, tmp_path):
-    """A ``tse`` list: good lines 1 and 14, a bad line of every kind in between.
+    """A ``tse`` list: good lines 1 and 14, a bad line of every kind around them.
 
     Returns ``(list_path, expected)`` where ``expected`` maps each bad line number to (key, path, reason part).
     """
@@ -89,6 +89,7 @@ def bad_tse_list(make_wav, write_list, tmp_path):
         mixture_line("ok2", [mix], {"b": [s2], "a": [s1]}, spk=["b", "a"]),  # 14
         source_line("lonely", "a", s1),  # 15 a sources line in a tse list
         mixture_line("srcrate", [mix], {"a": [s1], "b": [s2_8k]}),  # 16
+        mixture_line("directory", [str(tmp_path)], src),  # 17
     ]
     expected = {
         2: ("missing", missing, "file not found"),
@@ -104,6 +105,7 @@ def bad_tse_list(make_wav, write_list, tmp_path):
         13: ("m4a", str(corrupt_m4a), "cannot decode audio"),
         15: ("lonely", None, "a sources line in a list of tse lines"),
         16: ("srcrate", s2_8k, "source sample rate 8000 Hz differs from the mixture's 16000 Hz"),
+        17: ("directory", str(tmp_path), "not a regular file"),
     }
     return write_list(lines), expected
 
@@ -112,7 +114,7 @@ def bad_tse_list(make_wav, write_list, tmp_path):
 def test_every_bad_line_reported_in_one_pass(bad_tse_list, tmp_path, workers):
     list_path, expected = bad_tse_list
     out = tmp_path / "pack"
-    with pytest.raises(BuildError, match=r"13 bad line\(s\); nothing was packed") as caught:
+    with pytest.raises(BuildError, match=r"14 bad line\(s\); nothing was packed") as caught:
         build_wesep(str(list_path), options(out, workers=workers))
     found = problems_by_line(caught.value.problems)
     assert sorted(found) == sorted(expected)  # every bad line, and no good one
@@ -132,7 +134,7 @@ def test_cli_reports_every_bad_line_on_stderr(bad_tse_list, tmp_path):
     result = CliRunner().invoke(main, ["build", "wesep", "--list", str(list_path), "--out", str(out),
                                        "--no-progress"])
     assert result.exit_code == 1, result.output
-    assert "13 bad line(s)" in result.stderr and "--skip-bad" in result.stderr
+    assert "14 bad line(s)" in result.stderr and "--skip-bad" in result.stderr
     assert result.stdout == ""
     for line, (key, path, reason) in expected.items():
         (reported,) = [text for text in result.stderr.splitlines() if text.strip().startswith(f"line {line}:")]
@@ -218,7 +220,7 @@ def test_skip_bad_packs_the_rest_and_records_what_it_skipped(bad_tse_list, tmp_p
     }
     assert manifest["provenance"]["options"]["skip_bad"] is True
     assert manifest["totals"]["samples"] == 2
-    assert "skipped 13 bad line(s)" in summary.describe()
+    assert "skipped 14 bad line(s)" in summary.describe()
 
 
 def test_cli_skip_bad_summary_says_how_many(bad_sources_list, tmp_path):
