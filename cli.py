@@ -107,6 +107,32 @@ def validate(packs, json_path, no_hash):
 
 
 @main.command()
+@click.argument("config_path", metavar="CONFIG", type=click.Path(dir_okay=False, exists=True))
+@click.option("--state", type=click.Choice(["train", "val", "test"]), default="train", show_default=True)
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0))
+@click.option("--save-wavs", type=click.Path(file_okay=False), help="Write the batch's rows as WAV files here.")
+def peek(config_path, state, seed, save_wavs):
+    """Print one model-ready batch of a loader CONFIG (YAML): field, shape, dtype, range."""
+    from loader import build_loader
+    from loader.peek import describe_batch, load_config, save_batch_wavs
+
+    try:
+        loader = build_loader(load_config(config_path), state, seed=seed)
+        report = loader.report()
+        click.echo(f"{state}: {report.items} items, {report.filtered} filtered out, {len(loader)} batches per "
+                   f"rank, {report.padded_rows} padded rows, {report.dropped_items} dropped")
+        batch = next(iter(loader), None)
+        if batch is None:
+            raise SpeechpackError(f"{config_path}: the {state} plan holds no batch")
+        click.echo(describe_batch(batch))
+        if save_wavs:
+            paths = save_batch_wavs(batch, loader.builder.rate, save_wavs)
+            click.echo(f"wrote {len(paths)} WAV files to {save_wavs}")
+    except SpeechpackError as err:
+        _fail(err)
+
+
+@main.command()
 @click.option("--out", "out", default="demo-out", show_default=True, type=click.Path(file_okay=False),
               help="Working directory for the generated corpus and its pack (replaced if it holds an old demo).")
 def demo(out):

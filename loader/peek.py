@@ -1,0 +1,64 @@
+"""``speechpack peek``: show one model-ready batch (WeSep's ``tools/test_dataset.py``), optionally as WAV files.
+
+Check a config here before launching a training run: field names, shapes, dtypes and value ranges are what the
+model will receive.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+import soundfile
+import yaml
+
+from schemas.errors import SpeechpackError
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def load_config(path: str) -> dict:
+    """Read a YAML (or JSON) loader config, naming the file on error."""
+    try:
+        with open(path, encoding="utf-8") as fp:
+            config = yaml.safe_load(fp)
+    except OSError as err:
+        raise SpeechpackError(f"{path}: cannot read config ({err.strerror})") from None
+    except yaml.YAMLError as err:
+        raise SpeechpackError(f"{path}: not valid YAML ({err})") from None
+    if not isinstance(config, dict):
+        raise SpeechpackError(f"{path}: a config is a mapping with packs and dataset_args")
+    return config
+
+
+def describe_batch(batch: dict) -> str:
+    """One line per field: shape, dtype and range for tensors; length and first values for lists."""
+    lines = []
+    for name, value in batch.items():
+        if hasattr(value, "shape"):
+            array = value.numpy() if hasattr(value, "numpy") else np.asarray(value)
+            if array.size and array.dtype != bool:
+                span = f"range [{array.min():.4g}, {array.max():.4g}]"
+            elif array.size:
+                span = f"{int(array.sum())} of {array.size} true"
+            else:
+                span = "empty"
+            lines.append(f"{name:<14} {str(tuple(array.shape)):<18} {str(array.dtype):<8} {span}")
+        else:
+            shown = ", ".join(repr(v) for v in value[:4]) + (", ..." if len(value) > 4 else "")
+            lines.append(f"{name:<14} list[{len(value)}]{'':<9} {shown}")
+    return "\n".join(lines)
+
+
+def save_batch_wavs(batch: dict, sample_rate: int, out_dir: str) -> list[str]:
+    """Write every row's mixture (all channels) and target as float WAV files; return their paths."""
+    os.makedirs(out_dir, exist_ok=True)
+    written = []
+    for row, (key, speaker) in enumerate(zip(batch["key"], batch["spk"])):
+        stem = os.path.join(out_dir, f"{row:03d}_{_UNSAFE.sub('_', key)}_{_UNSAFE.sub('_', speaker)}")
+        for field in ("wav_mix", "wav_target"):
+            path = f"{stem}_{field.split('_')[1]}.wav"
+            soundfile.write(path, batch[field][row].numpy().T, sample_rate, subtype="FLOAT")
+            written.append(path)
+    return written
