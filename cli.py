@@ -120,7 +120,7 @@ def peek(config_path, state, seed, save_wavs):
         loader = build_loader(load_config(config_path), state, seed=seed)
         report = loader.report()
         click.echo(f"{state}: {report.items} items, {report.filtered} filtered out, {len(loader)} batches per "
-                   f"rank, {report.padded_rows} padded rows, {report.dropped_items} dropped")
+                   f"rank, {report.padded_items} padded items, {report.dropped_items} dropped")
         batch = next(iter(loader), None)
         if batch is None:
             raise SpeechpackError(f"{config_path}: the {state} plan holds no batch")

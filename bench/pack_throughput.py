@@ -107,7 +107,7 @@ def build_corpus(workdir: str, minutes: float, max_piece: float, seed: int) -> t
     per_rate_seconds = minutes * 60.0 / len(RATES)
     for rate in RATES:
         pieces = by_rate[rate]
-        mixtures = []  # (mix, s1, s2, seconds)
+        mixtures = []  # ([mix, s1, s2 paths], (piece 1, piece 2), seconds)
         half = max(1, len(pieces) // 2)
         for i, (name1, a) in enumerate(pieces):
             name2, b = pieces[(i + half) % len(pieces)]
@@ -188,11 +188,16 @@ def run_baseline(lines: list[list[str]], workers: int) -> float:
     return time.perf_counter() - started
 
 
-def run_pack(list_path: str, out: str, workers: int, expect_samples: int) -> float:
+def pack_options(out: str, workers: int, shard_bytes: int | None = None) -> BuildOptions:
+    extra = {} if shard_bytes is None else {"shard_bytes": shard_bytes}
+    return BuildOptions(out=out, workers=workers, progress=False, **extra)
+
+
+def run_pack(list_path: str, out: str, workers: int, expect_samples: int, shard_bytes: int | None = None) -> float:
     if os.path.exists(out):
         shutil.rmtree(out)
     started = time.perf_counter()
-    summary = build_wesep(list_path, BuildOptions(out=out, workers=workers, progress=False))
+    summary = build_wesep(list_path, pack_options(out, workers, shard_bytes))
     seconds = time.perf_counter() - started
     if summary.manifest.totals["samples"] != expect_samples:
         raise RuntimeError(f"packed {summary.manifest.totals['samples']} samples, expected {expect_samples}")
@@ -275,7 +280,8 @@ def _all_patches() -> list[tuple[object, str, str]]:
     ]
 
 
-def instrumented(list_path: str, out: str, lines: list[list[str]], expect_samples: int) -> tuple[StageClock, StageClock]:
+def instrumented(list_path: str, out: str, lines: list[list[str]], expect_samples: int,
+                 shard_bytes: int | None = None) -> tuple[StageClock, StageClock]:
     """One pack (workers=1, in-process) and one baseline pass with every stage timed."""
     results = []
     for job in ("pack", "baseline"):
@@ -291,7 +297,7 @@ def instrumented(list_path: str, out: str, lines: list[list[str]], expect_sample
                 shutil.rmtree(out)  # outside the clock, like in the timed runs
             clock.start()
             if job == "pack":
-                run_pack(list_path, out, 1, expect_samples)
+                run_pack(list_path, out, 1, expect_samples, shard_bytes)
             else:
                 for files in lines:
                     decode_and_resample(files)
@@ -328,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5, help="timed runs of each job, alternating (default 5)")
     parser.add_argument("--workers", type=int, default=1, help="packer workers, and baseline processes (default 1)")
     parser.add_argument("--max-piece", type=float, default=10.0, help="longest mixture in seconds (default 10)")
+    parser.add_argument("--shard-bytes", type=int, default=None,
+                        help="shard size in bytes (default: the packer's, 1 GB: one shard for this corpus)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tmp-dir", default=None, help="where corpus and packs go (default: system temp; "
                                                         "fsync makes the file system matter)")
@@ -356,11 +364,12 @@ def main(argv: list[str] | None = None) -> int:
 
         warm_page_cache(lines)
         run_baseline(lines, args.workers)  # warm-up, untimed
-        run_pack(list_path, out, args.workers, len(lines))
+        run_pack(list_path, out, args.workers, len(lines), args.shard_bytes)
         pack_bytes = sum(os.path.getsize(p) for p in glob.glob(os.path.join(out, "**", "*"), recursive=True)
                          if os.path.isfile(p))
         with open(os.path.join(out, "dataset.json"), encoding="utf-8") as fp:
-            manifest_hours = json.load(fp)["totals"]["hours"]
+            manifest = json.load(fp)
+        manifest_hours, shard_count = manifest["totals"]["hours"], len(manifest["shards"])
 
         baseline_s, pack_s = [], []
         for repeat in range(args.repeats):
@@ -369,10 +378,10 @@ def main(argv: list[str] | None = None) -> int:
                 if job == "baseline":
                     baseline_s.append(run_baseline(lines, args.workers))
                 else:
-                    pack_s.append(run_pack(list_path, out, args.workers, len(lines)))
+                    pack_s.append(run_pack(list_path, out, args.workers, len(lines), args.shard_bytes))
 
-        print(f"\npack: {pack_bytes / 1e6:.1f} MB written per run (manifest says {manifest_hours:.4f} h at "
-              f"{PACK_RATE} Hz)")
+        print(f"\npack: {pack_bytes / 1e6:.1f} MB in {shard_count} shard(s) written per run (manifest says "
+              f"{manifest_hours:.4f} h at {PACK_RATE} Hz)")
         print(f"{args.repeats} timed runs of each, alternating; hours = {hours:.4f} h of mixtures for both jobs\n")
         print(f"  {'':<28} {'best s':>8} {'median s':>9} {'best h/s':>9} {'median h/s':>11}")
         for name, times in (("baseline (soundfile+soxr)", baseline_s), ("pack (build_wesep)", pack_s)):
@@ -389,14 +398,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  target >= {TARGET_RATIO} (best-of-{args.repeats}): {verdict}")
 
         if not args.no_stages:
-            pack_clock, base_clock = instrumented(list_path, out, lines, len(lines))
+            pack_clock, base_clock = instrumented(list_path, out, lines, len(lines), args.shard_bytes)
             print_stages(pack_clock, base_clock)
         if args.profile:
             profiler = cProfile.Profile()
             if os.path.exists(out):
                 shutil.rmtree(out)
             profiler.enable()
-            build_wesep(list_path, BuildOptions(out=out, workers=1, progress=False))
+            build_wesep(list_path, pack_options(out, 1, args.shard_bytes))
             profiler.disable()
             text = io.StringIO()
             pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(20)

@@ -45,7 +45,7 @@ class LoaderReport:
     items: int
     filtered: int
     batches_per_rank: int
-    padded_rows: int
+    padded_items: int
     dropped_items: int
 
 
@@ -146,13 +146,13 @@ class SpeechLoader:
         if epoch < 0:
             raise ConfigError(f"epoch must be non-negative, got {epoch}")
         if epoch != self._epoch:
-            self._resume_at = 0
+            self._resume_at = self._consumed = 0
         self._epoch = epoch
 
     def report(self) -> LoaderReport:
         plan = self.dataset.plan(self._epoch)
         return LoaderReport(items=len(self.items), filtered=self.filtered, batches_per_rank=len(plan),
-                            padded_rows=plan.padded, dropped_items=plan.dropped)
+                            padded_items=plan.padded, dropped_items=plan.dropped)
 
     def __iter__(self) -> Iterator[dict]:
         self._sampler.epoch = self._epoch
@@ -162,10 +162,10 @@ class SpeechLoader:
         for batch in self.dataloader:
             self._consumed += 1
             yield batch
-        self._consumed = 0
 
     def state_dict(self) -> dict:
-        """A few numbers: enough to resume mid-epoch in O(1)."""
+        """A few numbers: enough to resume mid-epoch in O(1).  After a finished pass ``batches_consumed`` equals
+        ``len(self)``: resuming then yields nothing until ``set_epoch`` moves on."""
         return {"state_version": STATE_VERSION, "epoch": self._epoch, "batches_consumed": self._consumed,
                 "seed": self.seed, "rank": self.rank, "world_size": self.world_size,
                 "fingerprint": self._fingerprint}
@@ -189,9 +189,13 @@ class SpeechLoader:
 
 
 def _fingerprint(config: LoaderConfig, state: str, packs: list[Pack]) -> str:
-    """Hash of the packs' manifests and the config: a state only resumes the loader it came from."""
+    """Hash of the packs' manifests and ``dataset_args``: a state only resumes the loader it came from.
+
+    Pack paths are left out on purpose, so a state still resumes after the packs are copied to node-local disk.
+    """
     digest = hashlib.sha256()
-    digest.update(json.dumps({"config": asdict(config), "state": state}, sort_keys=True, default=str).encode())
+    digest.update(json.dumps({"dataset_args": asdict(config.dataset_args), "state": state}, sort_keys=True,
+                             default=str).encode())
     for pack in packs:
         with open(os.path.join(pack.path, MANIFEST_NAME), "rb") as fp:
             digest.update(hashlib.sha256(fp.read()).digest())
