@@ -53,6 +53,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import glob
+import inspect
 import io
 import json
 import os
@@ -60,6 +61,7 @@ import pstats
 import random
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -71,8 +73,9 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import packer.audio as audio_module  # noqa: E402
+import packer.sample as sample_module  # noqa: E402
 from loader import build_loader, open_pack  # noqa: E402
-from packer.audio import to_segment  # noqa: E402
 from packer.build import BuildOptions, build_wesep  # noqa: E402
 from packer.sample import PackedSample  # noqa: E402
 from packer.writer import PackWriter  # noqa: E402
@@ -483,16 +486,40 @@ def cmd_throughput(args, workdir: str) -> str:
 
 # ------------------------------------------------------------------------------------------ memory
 
+def _stored(data: np.ndarray):
+    """What a PackedSample holds per segment, for either writer API (``to_segment`` before the shard-plan writer,
+    ``to_stored`` after it)."""
+    if hasattr(audio_module, "to_segment"):
+        return audio_module.to_segment(data)
+    return audio_module.to_stored(audio_module.Audio(data, RATE))
+
+
+def _tiny_writer(out: str, samples: int):
+    """A PackWriter for ``samples`` tiny samples: planned up front where the writer takes shard plans."""
+    if "shard_plans" not in inspect.signature(PackWriter).parameters:
+        return PackWriter(out, KIND_SOURCES, RATE, DEFAULT_SHARD_BYTES)
+    from packer.plan import plan_shards
+
+    plans = [sample_module.SamplePlan(line=i + 1, key=_tiny_key(i), num_frames=TINY_FRAMES,
+                                      elements={STREAM_SOURCE: TINY_FRAMES}) for i in range(samples)]
+    shards = plan_shards([2 * TINY_FRAMES] * samples, DEFAULT_SHARD_BYTES)
+    return PackWriter(out, KIND_SOURCES, RATE, [plans[r.start:r.stop] for r in shards])
+
+
+def _tiny_key(i: int) -> str:
+    return f"utt-{i:08d}"
+
+
 def build_tiny_pack(out: str, samples: int, seed: int) -> float:
     """A ``sources`` pack of ``samples`` 0.02 s samples, written directly with PackWriter (no WAV files)."""
     rng = np.random.default_rng(seed)
-    segments = [to_segment((rng.standard_normal((1, TINY_FRAMES)) * 0.1).astype(np.float32))
+    segments = [_stored((rng.standard_normal((1, TINY_FRAMES)) * 0.1).astype(np.float32))
                 for _ in range(TINY_DISTINCT)]
     started = time.perf_counter()
     os.makedirs(out)
-    with PackWriter(out, KIND_SOURCES, RATE, DEFAULT_SHARD_BYTES) as writer:
+    with _tiny_writer(out, samples) as writer:
         for i in range(samples):
-            writer.add(PackedSample(key=f"utt-{i:08d}", speakers=(f"spk{i % 997:03d}",), line=i + 1,
+            writer.add(PackedSample(key=_tiny_key(i), speakers=(f"spk{i % 997:03d}",), line=i + 1,
                                     orig_sample_rate=RATE, num_frames=TINY_FRAMES, provenance={},
                                     streams={STREAM_SOURCE: [segments[i % TINY_DISTINCT]]}))
         writer.finish(provenance={"input": {"path": "synthetic", "sha256": "0" * 64}, "tool": "speechpack",
@@ -550,15 +577,30 @@ def private_kb(pid: int, pack_dir: str) -> dict[str, int]:
     return totals
 
 
+def _run_child(command: str, args, **paths: str) -> None:
+    """Run a measurement in a fresh interpreter, so that what this process did before (building packs, the
+    throughput jobs) leaves nothing in the heap the DataLoader workers are forked from."""
+    argv = [sys.executable, os.path.abspath(__file__), command, "--batch-size", str(args.batch_size),
+            "--repeats", str(args.repeats), "--memory-batch-size", str(args.memory_batch_size),
+            "--fraction", str(args.fraction), "--samples", str(args.samples)]
+    for name, value in paths.items():
+        argv += [f"--{name.replace('_', '-')}", value]
+    if args.profile:
+        argv.append("--profile")
+    sys.stdout.flush()
+    subprocess.run(argv, check=True)
+
+
 def cmd_memory(args, big_pack: str) -> None:
+    """The worker's private memory over an epoch of the big pack (run in a fresh interpreter: ``memory-child``)."""
     warm_files(pack_files(big_pack))
     batch_size = args.memory_batch_size
     config = loader_config(big_pack, batch_size, chunk_short_policy="keep")
     loader = build_loader(config, "train", num_workers=1, seed=0)
     total_batches = len(loader)
     stop = max(1, int(total_batches * args.fraction))
-    marks = {max(1, int(stop * k / 10)) for k in range(1, 11)}
-    before = set(_children(os.getpid()))  # e.g. the forkserver a parallel build_wesep left behind
+    marks = {m for m in (10, 100, 1000) if m < stop} | {max(1, int(stop * k / 10)) for k in range(1, 11)}
+    before = set(_children(os.getpid()))
     iterator = iter(loader)
     next(iterator)
     workers = sorted(set(_children(os.getpid())) - before)
@@ -576,28 +618,41 @@ def cmd_memory(args, big_pack: str) -> None:
         if done >= stop:
             break
     seconds = time.perf_counter() - started
+    iterator.close()
+    _shutdown(loader)
     last = curve[-1][1]
     samples = (done - 1) * batch_size
-    _log(f"\nworker memory (num_workers=1, batch_size {batch_size}, pid {worker}): {done:,} of {total_batches:,} "
-         f"batches ({done * batch_size:,} samples) in {seconds:.1f} s")
-    _log(f"  {'batches':>9} {'samples':>11} {'private MB':>11} {'pack files MB':>14} {'rest MB':>9} "
-         f"{'rest dirty MB':>14} {'anon MB':>9}")
+    _log(f"\nworker memory (num_workers=1, batch_size {batch_size}, chunk_len {CHUNK_LEN} with chunk_short_policy "
+         f"keep, pid {worker}): {done:,} of {total_batches:,} batches ({done * batch_size:,} samples) in "
+         f"{seconds:.1f} s after the first")
+    _log(f"  {'batches':>9} {'samples':>11} {'private':>9} {'pack files':>11} {'rest':>8} {'rest dirty':>11} "
+         f"{'rest clean':>11} {'anonymous':>10}   (MB; private = Private_Clean + Private_Dirty)")
     for batches, kb in curve:
-        _log(f"  {batches:9,} {batches * batch_size:11,} {kb['total'] / 1024:11.1f} {kb['pack_files'] / 1024:14.1f} "
-             f"{kb['rest'] / 1024:9.1f} {kb['rest_dirty'] / 1024:14.1f} {kb['anonymous'] / 1024:9.1f}")
-    grow_rest = (last["rest"] - first["rest"]) / 1024
-    grow_total = (last["total"] - first["total"]) / 1024
-    per_m_rest = grow_rest * 1e6 / samples
-    per_m_total = grow_total * 1e6 / samples
-    scale = "" if samples >= 1_000_000 else f" (extrapolated from {samples:,} samples)"
-    _log(f"\n  growth from the first batch to the end, over {samples:,} samples{scale}:")
-    _log(f"    private memory without the pack's mapped stream files: {grow_rest:+.2f} MB = {per_m_rest:+.2f} MB "
-         f"per 1M samples   target <= {TARGET_MB_PER_1M:g} MB: "
-         f"{'PASS' if per_m_rest <= TARGET_MB_PER_1M else 'BELOW TARGET'}")
-    _log(f"    all private memory (Private_Clean + Private_Dirty):   {grow_total:+.2f} MB = {per_m_total:+.2f} MB "
-         f"per 1M samples (includes page-cache pages of the stream files that only this worker maps)")
-    iterator.close()
-    del iterator, loader
+        _log(f"  {batches:9,} {batches * batch_size:11,} {kb['total'] / 1024:9.2f} {kb['pack_files'] / 1024:11.2f} "
+             f"{kb['rest'] / 1024:8.2f} {kb['rest_dirty'] / 1024:11.2f} {(kb['rest'] - kb['rest_dirty']) / 1024:11.2f} "
+             f"{kb['anonymous'] / 1024:10.2f}")
+
+    def per_million(key: str, a: dict, b: dict, n: int) -> tuple[float, float]:
+        grown = (b[key] - a[key]) / 1024
+        return grown, grown * 1e6 / n
+
+    scale = "" if samples >= 1_000_000 else f", extrapolated from {samples:,} samples"
+    _log(f"\n  growth from the first batch to the end ({samples:,} samples{scale}):")
+    grown, per_m = per_million("rest", first, last, samples)
+    _log(f"    private memory without the pack's mapped stream files: {grown:+.2f} MB = {per_m:+.2f} MB per 1M samples"
+         f"   target <= {TARGET_MB_PER_1M:g} MB: {'PASS' if per_m <= TARGET_MB_PER_1M else 'BELOW TARGET'}")
+    for key, what in (("rest_dirty", "  of which Private_Dirty (heap, copy-on-write breaks)"),
+                      ("anonymous", "anonymous memory (new allocations only, shared or not)"),
+                      ("total", "all private memory, stream file pages included")):
+        grown, per_m = per_million(key, first, last, samples)
+        _log(f"    {what:<55}{grown:+.2f} MB = {per_m:+.2f} MB per 1M samples")
+    tenth = next(((b, kb) for b, kb in curve if b >= max(1, int(stop / 10))), None)
+    if tenth is not None and tenth[0] < done:
+        n = (done - tenth[0]) * batch_size
+        grown, per_m = per_million("rest", tenth[1], last, n)
+        _log(f"  steady state, from batch {tenth[0]:,} to the end ({n:,} samples): {grown:+.2f} MB = {per_m:+.2f} MB "
+             f"per 1M samples   target <= {TARGET_MB_PER_1M:g} MB: "
+             f"{'PASS' if per_m <= TARGET_MB_PER_1M else 'BELOW TARGET'}")
 
 
 # ------------------------------------------------------------------------------------------ first batch
@@ -609,49 +664,56 @@ def _shutdown(loader) -> None:
     loader.dataloader._iterator = None
 
 
-def time_to_first_batch(pack: str, batch_size: int, repeats: int) -> tuple[list[float], list[float]]:
+def time_to_first_batch(pack: str, batch_size: int, repeats: int) -> dict[str, list[float]]:
+    """Seconds from the ``build_loader()`` call to the first batch, split at the return of ``build_loader``."""
     config = loader_config(pack, batch_size)
-    firsts, opens = [], []
+    times: dict[str, list[float]] = {"first": [], "build": [], "open": []}
     for _ in range(repeats):
         started = time.perf_counter()
         open_pack(pack)
-        opens.append(time.perf_counter() - started)
+        times["open"].append(time.perf_counter() - started)
         started = time.perf_counter()
         loader = build_loader(config, "train", num_workers=2, seed=0)
+        built = time.perf_counter()
         iterator = iter(loader)
         batch = next(iterator)
-        firsts.append(time.perf_counter() - started)
-        assert batch["wav_mix"].shape[0] == 2 * batch_size or batch["wav_mix"].shape[0] == batch_size
+        times["first"].append(time.perf_counter() - started)
+        times["build"].append(built - started)
+        if batch["wav_mix"].shape[0] not in (batch_size, 2 * batch_size):
+            raise SystemExit(f"unexpected first batch of {batch['wav_mix'].shape[0]} rows")
         iterator.close()
         _shutdown(loader)
         del iterator, loader, batch
-    return firsts, opens
+    return times
 
 
 def cmd_first_batch(args, packs: list[tuple[str, str]]) -> None:
+    """Time to first batch on each pack (run in a fresh interpreter: ``first-batch-child``)."""
     _log(f"\ntime to first batch (num_workers=2, batch_size {args.batch_size}, from the build_loader() call to the "
          f"first batch in hand; {args.repeats} runs, warm page cache, torch already imported)")
-    _log(f"  {'pack':<44} {'best s':>8} {'median s':>9} {'open_pack s':>12}   target <= {TARGET_FIRST_BATCH_S:g} s")
+    _log(f"  {'pack':<40} {'best s':>7} {'median s':>9} {'build_loader s':>15} {'open_pack s':>12}   "
+         f"target <= {TARGET_FIRST_BATCH_S:g} s")
     for name, pack in packs:
         warm_files(pack_files(pack))
-        firsts, opens = time_to_first_batch(pack, args.batch_size, args.repeats)
-        verdict = "PASS" if min(firsts) <= TARGET_FIRST_BATCH_S else "BELOW TARGET"
-        _log(f"  {name:<44} {min(firsts):8.3f} {statistics.median(firsts):9.3f} {statistics.median(opens):12.3f}   "
-             f"{verdict}")
-    if args.profile:
-        name, pack = packs[0]
-        profiler = cProfile.Profile()
-        profiler.enable()
-        loader = build_loader(loader_config(pack, args.batch_size), "train", num_workers=2, seed=0)
-        iterator = iter(loader)
-        next(iterator)
-        profiler.disable()
-        iterator.close()
-        _shutdown(loader)
-        text = io.StringIO()
-        pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(25)
-        _log(f"\ncProfile of build_loader + first batch on {name} (main process), top 25 by cumulative time:")
-        _log(text.getvalue())
+        times = time_to_first_batch(pack, args.batch_size, args.repeats)
+        verdict = "PASS" if min(times["first"]) <= TARGET_FIRST_BATCH_S else "BELOW TARGET"
+        _log(f"  {name:<40} {min(times['first']):7.3f} {statistics.median(times['first']):9.3f} "
+             f"{statistics.median(times['build']):15.3f} {statistics.median(times['open']):12.3f}   {verdict}")
+
+
+def profile_first_batch(pack: str, batch_size: int) -> None:
+    profiler = cProfile.Profile()
+    profiler.enable()
+    loader = build_loader(loader_config(pack, batch_size), "train", num_workers=2, seed=0)
+    iterator = iter(loader)
+    next(iterator)
+    profiler.disable()
+    iterator.close()
+    _shutdown(loader)
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(20)
+    _log(f"\ncProfile of build_loader + first batch on {pack} (main process), top 20 by own time:")
+    _log(text.getvalue())
 
 
 # ------------------------------------------------------------------------------------------ main
@@ -659,7 +721,9 @@ def cmd_first_batch(args, packs: list[tuple[str, str]]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", nargs="?", default="all", choices=("all", "throughput", "memory", "first-batch"))
+    parser.add_argument("command", nargs="?", default="all",
+                        choices=("all", "throughput", "memory", "first-batch", "memory-child", "first-batch-child"),
+                        help="what to measure (the *-child commands are internal: one measurement, given packs)")
     parser.add_argument("--lines", type=int, default=640, help="mixture lines in the list (default 640)")
     parser.add_argument("--batch-size", type=int, default=16, help="mixtures per batch (default 16)")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per job (default 5)")
@@ -669,6 +733,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fraction", type=float, default=1.0, help="share of the epoch the memory run iterates")
     parser.add_argument("--memory-batch-size", type=int, default=16, help="batch size of the memory run")
     parser.add_argument("--big-pack", default=None, help="where to keep (or reuse) the big pack")
+    parser.add_argument("--small-pack", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tmp-dir", default=None, help="where corpus and packs go (default: system temp)")
     parser.add_argument("--profile", action="store_true", help="print cProfile's top functions")
@@ -676,23 +741,29 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.lines < 1 or args.batch_size < 1 or args.samples < 1 or not 0 < args.fraction <= 1:
         parser.error("--repeats, --lines, --batch-size and --samples must be at least 1, --fraction in (0, 1]")
+    if args.command == "memory-child":
+        cmd_memory(args, args.big_pack)
+        return 0
+    if args.command == "first-batch-child":
+        cmd_first_batch(args, [(f"big synthetic pack ({len(open_pack(args.big_pack)):,} samples)", args.big_pack),
+                               ("throughput pack (real mixtures)", args.small_pack)])
+        if args.profile:
+            profile_first_batch(args.big_pack, args.batch_size)
+        return 0
 
     workdir = tempfile.mkdtemp(prefix="speechpack-loader-bench-", dir=args.tmp_dir)
     try:
         small = None
-        if args.command in ("all", "throughput", "first-batch"):
-            if args.command == "first-batch":
-                args_small = argparse.Namespace(**{**vars(args), "repeats": 1, "profile": False})
-                small = build_small_only(args_small, workdir)
-            else:
-                small = cmd_throughput(args, workdir)
+        if args.command in ("all", "throughput"):
+            small = cmd_throughput(args, workdir)
+        elif args.command == "first-batch":
+            small = build_small_only(args, workdir)
         if args.command in ("all", "memory", "first-batch"):
             big = ensure_big_pack(args, workdir)
             if args.command in ("all", "memory"):
-                cmd_memory(args, big)
+                _run_child("memory-child", args, big_pack=big)
             if args.command in ("all", "first-batch"):
-                cmd_first_batch(args, [(f"big synthetic pack ({args.samples:,} samples)", big),
-                                       ("throughput pack (real mixtures)", small)])
+                _run_child("first-batch-child", args, big_pack=big, small_pack=small)
     finally:
         if args.keep:
             _log(f"kept {workdir}")

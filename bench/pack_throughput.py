@@ -25,9 +25,8 @@ Both count the same hours (the mixtures' duration), so the ratio of throughputs 
 With ``--workers N > 1`` the baseline runs in a pool of N forkserver processes too.  Missing the target prints
 ``BELOW TARGET`` and still exits 0; only errors exit non-zero.
 
-Finally one pack is run in-process with every stage wrapped in a timer that charges *exclusive* time to the
-innermost stage, so the stage times add up to the wall time of that run (``--profile`` also prints cProfile's
-top functions for one more run).
+Finally each phase of a build runs alone, one after the other, to show where the time goes (``--profile``
+also prints cProfile's top functions for one more run).
 """
 
 from __future__ import annotations
@@ -35,7 +34,6 @@ from __future__ import annotations
 import argparse
 import collections
 import cProfile
-import functools
 import glob
 import io
 import json
@@ -55,10 +53,6 @@ import soxr
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import packer.adapters.wesep as wesep_module  # noqa: E402
-import packer.audio as audio_module  # noqa: E402
-import packer.build as build_module  # noqa: E402
-import packer.writer as writer_module  # noqa: E402
 from packer.build import BuildOptions, build_wesep  # noqa: E402
 
 TARGET_RATIO = 0.8
@@ -213,116 +207,45 @@ def warm_page_cache(lines: list[list[str]]) -> None:
 
 # ---------------------------------------------------------------------------------------------------- stages
 
-class StageClock:
-    """Charges wall time to the innermost active stage (exclusive time): the stages add up to the total."""
+def phase_breakdown(list_path: str, out: str, lines: list[list[str]], shard_bytes: int | None) -> None:
+    """Each phase of a build run alone, one after the other, in this process (workers=1).
 
-    OUTSIDE = "other (build driver, mkdir/rename, tqdm)"
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = collections.defaultdict(float)
-        self.calls: dict[str, int] = collections.defaultdict(int)
-        self._stack: list[str] = []
-        self._last = 0.0
-
-    def start(self) -> None:
-        self._last = time.perf_counter()
-
-    def _tick(self) -> None:
-        now = time.perf_counter()
-        self.seconds[self._stack[-1] if self._stack else self.OUTSIDE] += now - self._last
-        self._last = now
-
-    def stop(self) -> None:
-        self._tick()
-
-    def wrap(self, stage: str, func):
-        @functools.wraps(func)
-        def timed(*args, **kwargs):
-            self._tick()
-            self._stack.append(stage)
-            self.calls[stage] += 1
-            try:
-                return func(*args, **kwargs)
-            finally:
-                self._tick()
-                self._stack.pop()
-        return timed
-
-
-def _patches() -> list[tuple[object, str, str]]:
-    """(object, attribute, stage) for every stage of a pack; nested stages get the time of their inner calls.
-
-    Attributes a version of the packer does not have are skipped (their time lands in the enclosing stage).
+    A real build overlaps the writer thread with decoding, so its wall time is less than the sum printed here.
     """
-    return [patch for patch in _all_patches() if hasattr(patch[0], patch[1])]
+    from packer.adapters.wesep import load_wesep_sample, plan_wesep_sample, read_wesep_list
+    from packer.plan import plan_shards
+    from packer.writer import PackWriter
 
-
-def _all_patches() -> list[tuple[object, str, str]]:
-    return [
-        (build_module, "read_wesep_list", "list parsing"),
-        (build_module, "_load_one", "adapter glue (concat, shape checks, target copy, PackedSample)"),
-        (wesep_module, "read_audio", "read_audio checks (exists, isfinite)"),
-        (audio_module, "_read_soundfile", "decode: [T,C] -> [C,T] copy"),
-        (soundfile, "read", "decode: soundfile.read"),
-        (wesep_module, "resample", "resample: wrapper copies"),
-        (soxr, "resample", "resample: soxr"),
-        (wesep_module, "to_segment", "to_segment wrapper"),
-        (audio_module, "quantise", "quantise (max/min, scale, rint, clip, int16)"),
-        (audio_module, "int16_statistics", "int16_statistics (int64 sums)"),
-        (writer_module.PackWriter, "add", "writer: records/bookkeeping"),
-        (writer_module._GrowingNpy, "append", "writer: write .npy payload"),
-        (writer_module._GrowingNpy, "close", "writer: rewrite .npy header, close"),
-        (writer_module, "dump_json", "writer: index.json/dataset.json dump"),
-        (writer_module, "dump_shard_index", "writer: index.json/dataset.json dump"),
-        (writer_module, "hash_file", "sha256 (hash_file re-reads)"),
-        (build_module, "hash_file", "sha256 (hash_file re-reads)"),
-        (os, "fsync", "fsync"),
-    ]
-
-
-def instrumented(list_path: str, out: str, lines: list[list[str]], expect_samples: int,
-                 shard_bytes: int | None = None) -> tuple[StageClock, StageClock]:
-    """One pack (workers=1, in-process) and one baseline pass with every stage timed."""
-    results = []
-    for job in ("pack", "baseline"):
-        clock = StageClock()
-        patches = _patches() if job == "pack" else [
-            (soundfile, "read", "decode: soundfile.read"), (soxr, "resample", "resample: soxr")]
-        saved = [(obj, name, getattr(obj, name)) for obj, name, _ in patches]
-        try:
-            for obj, name, stage in patches:
-                setattr(obj, name, clock.wrap(stage, getattr(obj, name)))
-            # decode_and_resample looks soundfile.read/soxr.resample up at call time, so it sees the wrappers.
-            if os.path.exists(out):
-                shutil.rmtree(out)  # outside the clock, like in the timed runs
-            clock.start()
-            if job == "pack":
-                run_pack(list_path, out, 1, expect_samples, shard_bytes)
-            else:
-                for files in lines:
-                    decode_and_resample(files)
-            clock.stop()
-        finally:
-            for obj, name, original in reversed(saved):
-                setattr(obj, name, original)
-        results.append(clock)
-    return results[0], results[1]
-
-
-def print_stages(pack: StageClock, base: StageClock) -> None:
-    total = sum(pack.seconds.values())
-    base_total = sum(base.seconds.values())
-    print(f"\nwhere pack time goes (one in-process pack, workers=1, exclusive time per stage; "
-          f"total {total:.3f} s, baseline pass {base_total:.3f} s)")
-    print(f"  {'stage':<66} {'seconds':>8} {'share':>6} {'calls':>6}   baseline s")
-    for stage, seconds in sorted(pack.seconds.items(), key=lambda kv: -kv[1]):
-        base_seconds = base.seconds.get(stage)
-        base_text = f"{base_seconds:10.3f}" if base_seconds is not None else ""
-        print(f"  {stage:<66} {seconds:8.3f} {seconds / total:6.1%} {pack.calls.get(stage, 0):6d}   {base_text}")
-    shared = sum(pack.seconds.get(s, 0.0) for s in ("decode: soundfile.read", "resample: soxr"))
-    print(f"  {'= decode + resample (the baseline work)':<66} {shared:8.3f} {shared / total:6.1%}")
-    print(f"  {'= everything else (packing overhead)':<66} {total - shared:8.3f} {(total - shared) / total:6.1%}")
-    print(f"  (baseline pass other: {base.seconds.get(StageClock.OUTSIDE, 0.0):.3f} s)")
+    rows = []
+    clock = time.perf_counter()
+    for files in lines:
+        decode_and_resample(files)
+    rows.append(("baseline: soundfile.read + soxr.resample", time.perf_counter() - clock))
+    clock = time.perf_counter()
+    parsed = read_wesep_list(list_path)
+    rows.append(("parse the list", time.perf_counter() - clock))
+    clock = time.perf_counter()
+    plans = [plan_wesep_sample(line, PACK_RATE) for line in parsed.lines]
+    rows.append(("probe headers, check lines, size samples", time.perf_counter() - clock))
+    clock = time.perf_counter()
+    samples = [load_wesep_sample(line, PACK_RATE) for line in parsed.lines]
+    rows.append(("decode + resample + quantise (load_wesep_sample)", time.perf_counter() - clock))
+    if os.path.exists(out):
+        shutil.rmtree(out)
+    os.makedirs(out)
+    shard_plans = [[plans[i] for i in shard]
+                   for shard in plan_shards([p.nbytes for p in plans], shard_bytes or pack_options(out, 1).shard_bytes)]
+    clock = time.perf_counter()
+    with PackWriter(out, parsed.kind, PACK_RATE, shard_plans) as writer:
+        for sample in samples:
+            writer.add(sample)
+        writer.finish(provenance={"input": {}, "tool": "bench", "tool_version": "", "command": "", "options": {}},
+                      skipped=[])
+    rows.append(("write: statistics, .npy, sha256, fsync, index (writer thread)", time.perf_counter() - clock))
+    baseline = rows[0][1]
+    print("\nphases run alone, one after the other (workers=1; a build overlaps the writer with decoding):")
+    for name, seconds in rows:
+        print(f"  {name:<66} {seconds:7.3f} s  {seconds / baseline:6.2f}x baseline")
 
 
 # ---------------------------------------------------------------------------------------------------- main
@@ -398,8 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  target >= {TARGET_RATIO} (best-of-{args.repeats}): {verdict}")
 
         if not args.no_stages:
-            pack_clock, base_clock = instrumented(list_path, out, lines, len(lines), args.shard_bytes)
-            print_stages(pack_clock, base_clock)
+            phase_breakdown(list_path, out, lines, args.shard_bytes)
         if args.profile:
             profiler = cProfile.Profile()
             if os.path.exists(out):

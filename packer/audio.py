@@ -1,7 +1,8 @@
-"""Audio in, int16 segments out: decode (soundfile, PyAV for what libsndfile cannot read), resample (soxr),
-quantise without silent clipping, and measure the statistics the loader normalises with.
+"""Audio in, int16 out: probe headers, decode (soundfile, PyAV for what libsndfile cannot read), resample
+(soxr), quantise without silent clipping, and measure the statistics the loader normalises with.
 
 Everything here is a pure function of its input, so packs are byte-identical however many processes run it.
+Probing reads headers only, so a build can check every line and plan its shards before decoding anything.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import soundfile
 import soxr
 
 from schemas.constants import AUDIO_DTYPE, AUDIO_FULL_SCALE
+from schemas.errors import InternalError
 
 #: Largest magnitude an int16 holds on both sides; a peak above it (after rounding) needs a scale factor.
 _INT16_MAX = 32767
@@ -30,9 +32,25 @@ class AudioError(Exception):
         self.reason = reason
 
 
+#: libsndfile subtypes that store integers: they cannot hold NaN/Inf, so decoding them needs no finiteness check.
+_INTEGER_SUBTYPES = ("PCM_S8", "PCM_U8", "PCM_16", "PCM_24", "PCM_32", "ULAW", "ALAW", "DWVW_12", "DWVW_16",
+                     "DWVW_24", "DPCM_8", "DPCM_16")
+
+
+@dataclass(frozen=True)
+class AudioInfo:
+    """What a file's header says: rate, frames per channel, channels, and whether it is plain 16-bit PCM."""
+
+    sample_rate: int
+    frames: int
+    channels: int
+    pcm16: bool
+
+
 @dataclass(frozen=True)
 class Audio:
-    """Decoded float32 audio, channel-first ``[C, T]``, at ``sample_rate``."""
+    """Decoded audio, channel-first ``[C, T]``, at ``sample_rate``: float32 in [-1, 1), or int16 when read
+    directly from 16-bit PCM (``read_audio(..., as_int16=True)``)."""
 
     data: np.ndarray
     sample_rate: int
@@ -46,31 +64,63 @@ class Audio:
         return self.data.shape[1]
 
 
-def read_audio(path: str) -> Audio:
-    """Decode ``path`` to float32 ``[C, T]``; raise ``AudioError`` for a missing, unreadable or unusable file."""
+def _check_path(path: str) -> None:
     if not os.path.exists(path):
         raise AudioError(path, "file not found")
     if not os.path.isfile(path):
         raise AudioError(path, "not a regular file")
-    extension = os.path.splitext(path)[1].lower()
-    if extension in _SOUNDFILE_EXTENSIONS:
-        audio = _read_soundfile(path)
+
+
+def _uses_soundfile(path: str) -> bool:
+    return os.path.splitext(path)[1].lower() in _SOUNDFILE_EXTENSIONS
+
+
+def probe_audio(path: str) -> AudioInfo:
+    """Read ``path``'s header (libsndfile), or decode it once (PyAV formats, whose headers may not say the exact
+    length); raise ``AudioError`` for a missing, unreadable or empty file."""
+    _check_path(path)
+    if _uses_soundfile(path):
+        try:
+            with soundfile.SoundFile(path) as sound:  # cheaper than soundfile.info, which formats descriptions
+                result = AudioInfo(int(sound.samplerate), int(sound.frames), int(sound.channels),
+                                   sound.subtype == "PCM_16")
+        except (soundfile.LibsndfileError, RuntimeError, ValueError) as err:
+            raise AudioError(path, f"cannot decode audio ({err})") from None
     else:
         audio = _read_pyav(path)
+        result = AudioInfo(audio.sample_rate, audio.num_frames, audio.channels, False)
+    if result.frames == 0:
+        raise AudioError(path, "empty audio (0 samples)")
+    return result
+
+
+def read_audio(path: str, as_int16: bool = False) -> Audio:
+    """Decode ``path`` to ``[C, T]``: float32, or int16 when ``as_int16`` and the file is 16-bit PCM (the
+    stored values then pass through untouched).  Raise ``AudioError`` for a missing, unreadable or unusable file."""
+    _check_path(path)
+    if _uses_soundfile(path):
+        audio, integer_coded = _read_soundfile(path, as_int16)
+    else:
+        audio, integer_coded = _read_pyav(path), False
     if audio.num_frames == 0:
         raise AudioError(path, "empty audio (0 samples)")
-    if not np.isfinite(audio.data).all():
-        bad = int(np.size(audio.data) - np.count_nonzero(np.isfinite(audio.data)))
-        raise AudioError(path, f"audio holds {bad} NaN/Inf value(s)")
+    if not integer_coded:
+        finite = np.isfinite(audio.data)
+        if not finite.all():
+            raise AudioError(path, f"audio holds {int(finite.size - np.count_nonzero(finite))} NaN/Inf value(s)")
     return audio
 
 
-def _read_soundfile(path: str) -> Audio:
+def _read_soundfile(path: str, as_int16: bool) -> tuple[Audio, bool]:
     try:
-        data, rate = soundfile.read(path, dtype="float32", always_2d=True)
+        with soundfile.SoundFile(path) as sound:
+            integer_coded = sound.subtype in _INTEGER_SUBTYPES
+            dtype = "int16" if as_int16 and sound.subtype == "PCM_16" else "float32"
+            data = sound.read(dtype=dtype, always_2d=True)
+            rate = sound.samplerate
     except (soundfile.LibsndfileError, RuntimeError, ValueError) as err:
         raise AudioError(path, f"cannot decode audio ({err})") from None
-    return Audio(np.ascontiguousarray(data.T), int(rate))
+    return Audio(np.ascontiguousarray(data.T), int(rate)), integer_coded
 
 
 def _read_pyav(path: str) -> Audio:
@@ -95,23 +145,30 @@ def _read_pyav(path: str) -> Audio:
     return Audio(np.ascontiguousarray(np.concatenate(planes, axis=1), dtype=np.float32), int(rate))
 
 
+def resampled_length(frames: int, rate: int, new_rate: int) -> int:
+    """Frames soxr returns when resampling ``frames`` from ``rate`` to ``new_rate``: ``frames * new_rate /
+    rate`` rounded half up, in exact integer arithmetic (checked against soxr for many lengths and rate pairs)."""
+    if rate == new_rate:
+        return frames
+    return (2 * frames * new_rate + rate) // (2 * rate)
+
+
 def resample(audio: Audio, sample_rate: int) -> Audio:
-    """Resample with soxr (HQ) to ``sample_rate``; a no-op when the rate already matches."""
+    """Resample float audio with soxr (HQ) to ``sample_rate``; a no-op when the rate already matches."""
     if audio.sample_rate == sample_rate:
         return audio
+    if audio.data.dtype != np.float32:
+        raise InternalError(f"resample expects float32 audio, got {audio.data.dtype}")
     resampled = soxr.resample(audio.data.T, audio.sample_rate, sample_rate)
     return Audio(np.ascontiguousarray(resampled.T, dtype=np.float32), sample_rate)
 
 
 @dataclass(frozen=True)
-class Segment:
-    """One stored audio segment: int16 ``[C, T]``, its decode scale and its statistics."""
+class StoredAudio:
+    """Audio as it will be stored: int16 ``[C, T]`` and the scale that decodes it (``v / 32768 * scale``)."""
 
     data: np.ndarray
     scale: float
-    mean: float
-    rms: float
-    peak: float
 
     @property
     def channels(self) -> int:
@@ -122,11 +179,11 @@ class Segment:
         return self.data.shape[1]
 
 
-def to_segment(data: np.ndarray) -> Segment:
-    """Quantise float ``[C, T]`` audio to int16 with no silent clipping, and measure it as the reader will."""
-    quantised, scale = quantise(data)
-    mean, rms, peak = int16_statistics(quantised, scale)
-    return Segment(data=quantised, scale=scale, mean=mean, rms=rms, peak=peak)
+def to_stored(audio: Audio) -> StoredAudio:
+    """int16 audio passes through (bit-exact, scale 1); float audio is quantised with :func:`quantise`."""
+    if audio.data.dtype == AUDIO_DTYPE:
+        return StoredAudio(np.ascontiguousarray(audio.data), 1.0)
+    return StoredAudio(*quantise(audio.data))
 
 
 def quantise(data: np.ndarray) -> tuple[np.ndarray, float]:
@@ -142,17 +199,25 @@ def quantise(data: np.ndarray) -> tuple[np.ndarray, float]:
     if round(high * AUDIO_FULL_SCALE) > _INT16_MAX or round(low * AUDIO_FULL_SCALE) < -AUDIO_FULL_SCALE:
         scale = max(high * AUDIO_FULL_SCALE / _INT16_MAX, -low)
         scaled = data.astype(np.float64) * (AUDIO_FULL_SCALE / scale)
-    else:
-        scaled = data * np.float32(AUDIO_FULL_SCALE)
-    quantised = np.clip(np.rint(scaled), -AUDIO_FULL_SCALE, _INT16_MAX).astype(AUDIO_DTYPE)
-    return np.ascontiguousarray(quantised), scale
+        quantised = np.clip(np.rint(scaled), -AUDIO_FULL_SCALE, _INT16_MAX).astype(AUDIO_DTYPE)
+        return np.ascontiguousarray(quantised), scale
+    # The range test above guarantees every rounded value fits: no clip pass, one rounding pass into int16.
+    quantised = np.empty(data.shape, dtype=AUDIO_DTYPE)
+    np.rint(data * np.float32(AUDIO_FULL_SCALE), out=quantised, casting="unsafe")
+    return quantised, scale
+
+
+#: Samples per chunk in :func:`int16_statistics`: 2**22 squares of int16 values (each at most 2**30) sum to at
+#: most 2**52, so every partial sum a float64 dot product forms is an exact integer, in any summation order.
+_EXACT_CHUNK = 1 << 22
 
 
 def int16_statistics(stored: np.ndarray, scale: float) -> tuple[float, float, float]:
     """``(mean, rms, peak)`` of the decoded audio ``stored / 32768 * scale``; rms and peak after DC removal.
 
-    Sums are exact integers, so the result does not depend on summation order, BLAS or the machine: the
-    validator recomputes it and must get the same floats.
+    The sums are exact integers (float64 BLAS on chunks small enough that no partial sum can round), so the
+    result does not depend on summation order, BLAS or the machine: the validator recomputes it and must get the
+    same floats.
     """
     n = int(stored.size)
     if n == 0:
@@ -160,8 +225,8 @@ def int16_statistics(stored: np.ndarray, scale: float) -> tuple[float, float, fl
     flat = stored.reshape(-1)
     total = 0
     total_sq = 0
-    for start in range(0, n, 1 << 20):  # int64 squares, a chunk at a time, keep memory flat
-        chunk = flat[start:start + (1 << 20)].astype(np.int64)
+    for start in range(0, n, _EXACT_CHUNK):
+        chunk = flat[start:start + _EXACT_CHUNK].astype(np.float64)
         total += int(chunk.sum())
         total_sq += int(np.dot(chunk, chunk))
     unit = scale / AUDIO_FULL_SCALE

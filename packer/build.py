@@ -6,22 +6,21 @@ whatever ``workers`` is, so ``--workers 1`` and ``--workers 8`` give byte-identi
 
 from __future__ import annotations
 
-import collections
 import functools
-import multiprocessing
 import os
 import re
 import shutil
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Sequence
 
 from tqdm import tqdm
 
-from packer.adapters.wesep import load_wesep_sample, read_wesep_list
+from packer.adapters.wesep import load_wesep_sample, plan_wesep_sample, read_wesep_list
 from packer.audio import AudioError
-from packer.sample import PackedSample
+from packer.executor import BackgroundConsumer, map_in_order
+from packer.plan import plan_shards
+from packer.sample import PackedSample, SamplePlan
 from packer.writer import PackWriter, hash_file
 from schemas.constants import (
     DEFAULT_SAMPLE_RATE,
@@ -41,9 +40,6 @@ from schemas.wesep_list import LineProblem
 
 _PACK_FILES = (MANIFEST_NAME, SKIPPED_NAME)
 _SHARD_NAME = re.compile(re.escape(SHARD_DIR_PREFIX) + r"\d{%d,}" % SHARD_DIR_DIGITS)
-
-#: Items in flight per worker: enough to hide decode jitter, few enough to bound memory.
-_IN_FLIGHT_PER_WORKER = 4
 
 
 @dataclass(frozen=True)
@@ -103,6 +99,7 @@ def build_wesep(list_path: str, options: BuildOptions, root: str | None = None) 
     return run_build(
         items=wesep_list.lines,
         problems=wesep_list.problems,
+        plan=functools.partial(plan_wesep_sample, sample_rate=options.sample_rate),
         load=functools.partial(load_wesep_sample, sample_rate=options.sample_rate),
         kind=wesep_list.kind,
         input_path=list_path,
@@ -112,30 +109,56 @@ def build_wesep(list_path: str, options: BuildOptions, root: str | None = None) 
     )
 
 
-def run_build(*, items: Sequence, problems: Sequence[LineProblem], load: Callable[[object], PackedSample],
-              kind: str, input_path: str, command: str, recorded_options: dict,
-              options: BuildOptions) -> BuildSummary:
-    """Load every item, write the pack, commit it; or raise ``BuildError`` and leave no pack behind.
+def run_build(*, items: Sequence, problems: Sequence[LineProblem], plan: Callable[[object], SamplePlan],
+              load: Callable[[object], PackedSample], kind: str, input_path: str, command: str,
+              recorded_options: dict, options: BuildOptions) -> BuildSummary:
+    """Check and size every item from headers, plan the shards, decode and write; commit, or raise
+    ``BuildError`` and leave no pack behind.
 
-    ``items`` need ``line`` and ``key`` attributes; ``load`` must be picklable and raise ``AudioError`` for bad
-    input.  By default every problem is collected (decoding goes on after the first) and nothing is published;
-    with ``skip_bad`` the good items are packed and the problems recorded in ``skipped.json``.
+    ``items`` need ``line`` and ``key`` attributes; ``plan`` and ``load`` must be picklable and raise
+    ``AudioError`` for bad input.  By default every problem is collected (decoding goes on after the first, to
+    find the problems only decoding shows) and nothing is published; with ``skip_bad`` the good items are packed
+    and the problems recorded in ``skipped.json``.
     """
     started = time.monotonic()
     problems = list(problems)
     if not items and not problems:
         raise SpeechpackError(f"{input_path}: the list holds no samples")
+    progress = functools.partial(tqdm, unit="sample", disable=not options.progress)
+    planned_items, plans = [], []
+    probes = map_in_order(functools.partial(_guarded, plan), items, options.workers, chunksize=64)
+    for item, result in zip(items, progress(probes, total=len(items), desc=f"{TOOL_NAME} {command}: checking")):
+        if isinstance(result, LineProblem):
+            problems.append(result)
+        else:
+            planned_items.append(item)
+            plans.append(result)
+    shard_plans = [[plans[i] for i in shard] for shard in plan_shards([p.nbytes for p in plans], options.shard_bytes)]
     created = _prepare_output(options.out, options.overwrite)
     try:
-        with PackWriter(options.out, kind, options.sample_rate, options.shard_bytes) as writer:
-            results = _load_in_order(load, items, options.workers)
-            for result in tqdm(results, total=len(items), unit="sample", disable=not options.progress,
-                               desc=f"{TOOL_NAME} {command}"):
-                if isinstance(result, LineProblem):
-                    problems.append(result)
-                elif not problems or options.skip_bad:
-                    writer.add(result)
-                # else: the build will fail; keep decoding only to report every problem in one pass
+        with PackWriter(options.out, kind, options.sample_rate, shard_plans) as writer:
+            write = not problems or options.skip_bad
+            consumer = BackgroundConsumer(lambda sample: writer.add(sample) if sample is not None else writer.skip())
+            try:
+                decoded = map_in_order(functools.partial(_guarded, load), planned_items, options.workers)
+                for sample_plan, result in zip(plans, progress(decoded, total=len(plans),
+                                                               desc=f"{TOOL_NAME} {command}: packing")):
+                    if isinstance(result, PackedSample) and result.elements != sample_plan.elements:
+                        result = LineProblem(result.line, result.key, None,
+                                             f"decoded to {result.num_frames} samples per channel, the file headers "
+                                             f"promised {sample_plan.num_frames} (a file changed, or its header lies)")
+                    if isinstance(result, LineProblem):
+                        problems.append(result)
+                        write = write and options.skip_bad
+                        if write:
+                            consumer.submit(None)
+                    elif write:
+                        consumer.submit(result)
+                    # else: the build will fail; keep decoding only to report every problem in one pass
+            except BaseException:
+                consumer.abandon()
+                raise
+            consumer.close()
             problems.sort(key=lambda p: p.line)
             if problems and not options.skip_bad:
                 raise BuildError(f"{input_path}: {len(problems)} bad line(s); nothing was packed "
@@ -162,30 +185,12 @@ def _provenance(input_path: str, command: str, recorded_options: dict) -> dict:
     }
 
 
-def _load_one(load: Callable, item) -> PackedSample | LineProblem:
-    """Run ``load`` on one item in a worker; bad input becomes a ``LineProblem``, anything else propagates."""
+def _guarded(fn: Callable, item):
+    """Run ``fn`` on one item (in a worker): bad input becomes a ``LineProblem``, anything else propagates."""
     try:
-        return load(item)
+        return fn(item)
     except AudioError as err:
         return LineProblem(item.line, item.key, err.path, err.reason)
-
-
-def _load_in_order(load: Callable, items: Sequence, workers: int) -> Iterator:
-    """Yield ``_load_one(load, item)`` for every item, in input order, with at most a few items in flight."""
-    if workers == 1:
-        yield from (_load_one(load, item) for item in items)
-        return
-    # forkserver: the progress bar's monitor thread makes plain fork unsafe.
-    context = multiprocessing.get_context("forkserver")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        pending: collections.deque = collections.deque()
-        iterator: Iterable = iter(items)
-        for item in iterator:
-            pending.append(pool.submit(_load_one, load, item))
-            if len(pending) >= workers * _IN_FLIGHT_PER_WORKER:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
 
 
 def _is_pack_entry(name: str) -> bool:

@@ -1,12 +1,15 @@
 """Writing packs: shards under temporary names renamed into place, hashes, and ``dataset.json`` last.
 
-Memory stays flat: each stream file is written as it grows (an ``.npy`` header sized for any length first,
-rewritten with the final shape on close), so a 1 GB shard never sits in memory.
+The shard plan (``packer.plan``) fixes every shard's length before a byte is written, so each stream file gets
+its final ``.npy`` header first and is hashed as it streams out: no file is read back.  Memory stays flat (a 1 GB
+shard never sits in memory), and data is flushed to disk as it goes, so closing a shard costs little.  The writer
+also measures each segment (``int16_statistics``): it is the one place that sees exactly the stored bytes.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -15,7 +18,8 @@ from typing import BinaryIO
 import numpy as np
 from numpy.lib import format as npy_format
 
-from packer.sample import PackedSample
+from packer.audio import int16_statistics
+from packer.sample import PackedSample, SamplePlan
 from schemas.constants import (
     AUDIO_DTYPE,
     FORMAT_VERSION,
@@ -31,6 +35,9 @@ from schemas.errors import InternalError
 from schemas.format import FileEntry, Manifest, ShardEntry, StreamSpec
 
 _HASH_BLOCK = 1 << 22
+#: Bytes written to a stream file between fsyncs: the writer thread waits for the disk while decoding goes on,
+#: and the final fsync of a shard has little left to do.
+_FSYNC_EVERY = 8 << 20
 
 
 def dump_json(obj, fp) -> None:
@@ -76,44 +83,69 @@ def hash_file(path: str) -> FileEntry:
     return FileEntry(size=os.path.getsize(path), sha256=digest.hexdigest())
 
 
-class _GrowingNpy:
-    """A 1-D ``.npy`` file appended to in pieces; the header is rewritten with the final length on close.
+class _NpyStream:
+    """A 1-D ``.npy`` file written in pieces and hashed as it goes.
 
-    numpy pads version-1.0 headers so that the length field can grow to 21 digits without moving the data,
-    which is what makes rewriting in place safe; ``close`` checks it anyway.
+    The header is written first for the planned length.  If fewer elements arrive (a sample failed to decode
+    under ``--skip-bad``), ``close`` rewrites the header with the real length (numpy pads version-1.0 headers so
+    the length can grow to 21 digits without moving the data; checked anyway) and hashes the file again.
     """
 
-    def __init__(self, path: str, dtype: np.dtype):
+    def __init__(self, path: str, dtype: np.dtype, planned: int):
         self.path = path
         self.dtype = np.dtype(dtype)
+        self.planned = planned
         self.count = 0
         self._fp: BinaryIO = open(path, "wb")
-        self._header_size = self._write_header(0)
+        self._digest = hashlib.sha256()
+        header = self._header(planned)
+        self._header_size = len(header)
+        self._write(header)
+        self._unsynced = 0
 
-    def _write_header(self, count: int) -> int:
-        self._fp.seek(0)
+    def _header(self, count: int) -> bytes:
+        buffer = io.BytesIO()
         npy_format.write_array_header_1_0(
-            self._fp, {"descr": npy_format.dtype_to_descr(self.dtype), "fortran_order": False, "shape": (count,)}
+            buffer, {"descr": npy_format.dtype_to_descr(self.dtype), "fortran_order": False, "shape": (count,)}
         )
-        return self._fp.tell()
+        return buffer.getvalue()
+
+    def _write(self, data) -> None:
+        self._fp.write(data)
+        self._digest.update(data)
 
     def append(self, array: np.ndarray) -> int:
         """Append ``array`` (C-contiguous, this file's dtype) flattened; return its element offset."""
         if array.dtype != self.dtype or not array.flags.c_contiguous:
             raise InternalError(f"{self.path}: appending {array.dtype} (contiguous={array.flags.c_contiguous})")
+        if self.count + array.size > self.planned:
+            raise InternalError(f"{self.path}: more elements than planned ({self.count + array.size} > {self.planned})")
         offset = self.count
-        self._fp.write(memoryview(array).cast("B"))
+        self._write(memoryview(array).cast("B"))
         self.count += array.size
+        self._unsynced += array.nbytes
+        if self._unsynced >= _FSYNC_EVERY:
+            self._fp.flush()
+            os.fsync(self._fp.fileno())
+            self._unsynced = 0
         return offset
 
-    def close(self) -> None:
-        end = self._fp.tell()
-        if self._write_header(self.count) != self._header_size:
-            raise InternalError(f"{self.path}: .npy header changed size when rewritten")
-        self._fp.seek(end)
+    def close(self) -> FileEntry:
+        """Flush, fsync and return the file's size and hash."""
+        short = self.count != self.planned
+        if short:
+            header = self._header(self.count)
+            if len(header) != self._header_size:
+                raise InternalError(f"{self.path}: .npy header changed size when rewritten")
+            self._fp.seek(0)
+            self._fp.write(header)
+            self._fp.truncate(self._header_size + self.count * self.dtype.itemsize)
         self._fp.flush()
         os.fsync(self._fp.fileno())
         self._fp.close()
+        if short:
+            return hash_file(self.path)
+        return FileEntry(size=self._header_size + self.count * self.dtype.itemsize, sha256=self._digest.hexdigest())
 
     def abort(self) -> None:
         self._fp.close()
@@ -122,7 +154,7 @@ class _GrowingNpy:
 class ShardWriter:
     """One shard directory, written under ``.tmp-shard-NNNNNN`` and renamed to ``shard-NNNNNN`` by ``finish``."""
 
-    def __init__(self, pack_dir: str, shard_id: int, kind: str, sample_rate: int):
+    def __init__(self, pack_dir: str, shard_id: int, kind: str, sample_rate: int, planned: dict[str, int]):
         self.name = shard_dir_name(shard_id)
         self.final_dir = os.path.join(pack_dir, self.name)
         self.temp_dir = os.path.join(pack_dir, TEMP_PREFIX + self.name)
@@ -131,9 +163,8 @@ class ShardWriter:
             shutil.rmtree(self.temp_dir)
         os.makedirs(self.temp_dir)
         self.records: list[dict] = []
-        self.payload_bytes = 0
         self._files = {
-            stream: _GrowingNpy(os.path.join(self.temp_dir, stream_file_name(stream)), AUDIO_DTYPE)
+            stream: _NpyStream(os.path.join(self.temp_dir, stream_file_name(stream)), AUDIO_DTYPE, planned[stream])
             for stream in STREAMS_BY_KIND[kind]
         }
 
@@ -148,8 +179,9 @@ class ShardWriter:
             entries = []
             for seg in segments:
                 offset = self._files[stream].append(seg.data)
+                mean, rms, peak = int16_statistics(seg.data, seg.scale)
                 entries.append({"offset": offset, "channels": seg.channels, "length": seg.length,
-                                "scale": seg.scale, "mean": seg.mean, "rms": seg.rms, "peak": seg.peak})
+                                "scale": seg.scale, "mean": mean, "rms": rms, "peak": peak})
             streams[stream] = entries
         self.records.append({
             "key": sample.key,
@@ -161,22 +193,23 @@ class ShardWriter:
             "provenance": sample.provenance,
             "streams": streams,
         })
-        self.payload_bytes += sample.nbytes
 
     def finish(self) -> ShardEntry:
-        """Close every file, write ``index.json``, hash everything, and rename the directory into place."""
-        for growing in self._files.values():
-            growing.close()
+        """Close every file, write ``index.json``, and rename the directory into place."""
+        files = {stream_file_name(stream): growing.close() for stream, growing in self._files.items()}
         index_path = os.path.join(self.temp_dir, SHARD_INDEX_NAME)
-        with open(index_path, "w", encoding="utf-8") as fp:
-            dump_shard_index(self.name, self.records, fp)
+        buffer = io.StringIO()
+        dump_shard_index(self.name, self.records, buffer)
+        encoded = buffer.getvalue().encode("utf-8")
+        with open(index_path, "wb") as fp:
+            fp.write(encoded)
             fp.flush()
             os.fsync(fp.fileno())
-        files = {name: hash_file(os.path.join(self.temp_dir, name)) for name in sorted(os.listdir(self.temp_dir))}
+        files[SHARD_INDEX_NAME] = FileEntry(size=len(encoded), sha256=hashlib.sha256(encoded).hexdigest())
         if os.path.exists(self.final_dir):
             shutil.rmtree(self.final_dir)
         os.replace(self.temp_dir, self.final_dir)
-        return ShardEntry(directory=self.name, samples=len(self.records), files=files)
+        return ShardEntry(directory=self.name, samples=len(self.records), files=dict(sorted(files.items())))
 
     def abort(self) -> None:
         for growing in self._files.values():
@@ -185,18 +218,22 @@ class ShardWriter:
 
 
 class PackWriter:
-    """Appends samples to shards that close near ``shard_bytes`` (a sample is never split), then commits.
+    """Writes samples into the planned shards, in plan order, then commits the pack.
 
-    Use as a context manager: leaving the block with an exception removes the shard being written and never
-    writes ``dataset.json``, so an interrupted build cannot look complete.
+    ``shard_plans`` lists each shard's sample plans.  Every planned sample must be either ``add``-ed or
+    ``skip``-ped, in order; a shard is published as soon as its last sample is through, and a shard whose every
+    sample was skipped is not created (shard numbers stay contiguous).  Use as a context manager: leaving the block
+    with an exception removes the shard being written and never writes ``dataset.json``.
     """
 
-    def __init__(self, pack_dir: str, kind: str, sample_rate: int, shard_bytes: int):
+    def __init__(self, pack_dir: str, kind: str, sample_rate: int, shard_plans: list[list[SamplePlan]]):
         self.pack_dir = pack_dir
         self.kind = kind
         self.sample_rate = sample_rate
-        self.shard_bytes = shard_bytes
         self.shards: list[ShardEntry] = []
+        self._plans = shard_plans
+        self._shard = 0  # index into shard_plans
+        self._position = 0  # next sample within it
         self._current: ShardWriter | None = None
         self._speakers: set[str] = set()
         self._frames = 0
@@ -214,24 +251,44 @@ class PackWriter:
     def num_samples(self) -> int:
         return self._samples
 
+    def _expect(self) -> SamplePlan:
+        if self._shard >= len(self._plans):
+            raise InternalError("more samples than planned")
+        return self._plans[self._shard][self._position]
+
     def add(self, sample: PackedSample) -> None:
-        current = self._current
-        # Same rule as MuVAP's writer: close a non-empty shard if this sample would push it past the limit.
-        if current is not None and len(current) and current.payload_bytes + sample.nbytes > self.shard_bytes:
-            self.shards.append(current.finish())
-            current = None
-        if current is None:
-            current = self._current = ShardWriter(self.pack_dir, len(self.shards), self.kind, self.sample_rate)
-        current.add(sample)
+        plan = self._expect()
+        if (sample.line, sample.key) != (plan.line, plan.key) or sample.elements != plan.elements:
+            raise InternalError(f"sample {sample.key!r} (line {sample.line}, {sample.elements}) does not match the "
+                                f"plan ({plan.key!r}, line {plan.line}, {plan.elements})")
+        if self._current is None:
+            planned = {stream: sum(p.elements[stream] for p in self._plans[self._shard])
+                       for stream in STREAMS_BY_KIND[self.kind]}
+            self._current = ShardWriter(self.pack_dir, len(self.shards), self.kind, self.sample_rate, planned)
+        self._current.add(sample)
         self._speakers.update(sample.speakers)
         self._frames += sample.num_frames
         self._samples += 1
+        self._advance()
+
+    def skip(self) -> None:
+        """The next planned sample failed to decode (``--skip-bad``): leave it out."""
+        self._expect()
+        self._advance()
+
+    def _advance(self) -> None:
+        self._position += 1
+        if self._position == len(self._plans[self._shard]):
+            if self._current is not None:
+                self.shards.append(self._current.finish())
+                self._current = None
+            self._shard += 1
+            self._position = 0
 
     def finish(self, provenance: dict, skipped: list[dict]) -> Manifest:
-        """Publish the last shard, ``skipped.json`` if anything was skipped, and ``dataset.json`` last."""
-        if self._current is not None:
-            self.shards.append(self._current.finish())
-            self._current = None
+        """Publish ``skipped.json`` if anything was skipped, and ``dataset.json`` last."""
+        if self._shard != len(self._plans):
+            raise InternalError(f"finishing after {self._shard} of {len(self._plans)} planned shards")
         skipped_entry: dict = {"count": len(skipped)}
         if skipped:
             skipped_path = os.path.join(self.pack_dir, SKIPPED_NAME)

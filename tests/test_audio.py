@@ -8,7 +8,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from packer.audio import AudioError, decode_segment, int16_statistics, quantise, read_audio, resample, to_segment
+from packer.audio import (
+    Audio,
+    AudioError,
+    decode_segment,
+    int16_statistics,
+    probe_audio,
+    quantise,
+    read_audio,
+    resample,
+    resampled_length,
+    to_stored,
+)
 
 finite_audio = arrays(
     np.float32, st.tuples(st.integers(1, 3), st.integers(1, 400)),
@@ -41,12 +52,13 @@ def test_int16_input_round_trips_bit_exactly():
 @settings(max_examples=100, deadline=None)
 @given(finite_audio)
 def test_statistics_equal_a_float64_recomputation_of_the_decoded_audio(data):
-    segment = to_segment(data)
-    decoded = segment.data.astype(np.float64) * (segment.scale / 32768)
+    stored = to_stored(Audio(data, 16000))
+    mean, rms, peak = int16_statistics(stored.data, stored.scale)
+    decoded = stored.data.astype(np.float64) * (stored.scale / 32768)
     centred = decoded - decoded.mean()
-    assert segment.mean == pytest.approx(decoded.mean(), rel=1e-9, abs=1e-12)
-    assert segment.rms == pytest.approx(np.sqrt(np.mean(centred ** 2)), rel=1e-7, abs=1e-9)
-    assert segment.peak == pytest.approx(np.max(np.abs(centred)), rel=1e-9, abs=1e-12)
+    assert mean == pytest.approx(decoded.mean(), rel=1e-9, abs=1e-12)
+    assert rms == pytest.approx(np.sqrt(np.mean(centred ** 2)), rel=1e-7, abs=1e-9)
+    assert peak == pytest.approx(np.max(np.abs(centred)), rel=1e-9, abs=1e-12)
 
 
 def test_statistics_do_not_depend_on_chunking():
@@ -98,3 +110,22 @@ def test_resample_uses_soxr_and_is_a_no_op_at_the_same_rate(make_wav):
     assert resample(audio, 48000) is audio
     down = resample(audio, 16000)
     assert down.sample_rate == 16000 and down.num_frames == 4800 and down.data.dtype == np.float32
+
+
+def test_probe_reads_headers_and_predicts_soxr_lengths(make_wav):
+    path = make_wav("probe.wav", rate=22050, seconds=0.731, channels=2)
+    info = probe_audio(path)
+    assert (info.sample_rate, info.frames, info.channels, info.pcm16) == (22050, 16119, 2, True)
+    audio = read_audio(path)
+    for rate in (8000, 16000, 44100, 48000):
+        assert resample(audio, rate).num_frames == resampled_length(info.frames, 22050, rate)
+
+
+def test_pcm16_reads_as_int16_untouched(make_wav):
+    path = make_wav("ints.wav", kind="noise", amplitude=1.0)
+    as_float = read_audio(path)
+    as_int = read_audio(path, as_int16=True)
+    assert as_int.data.dtype == np.int16
+    stored = to_stored(as_int)
+    assert stored.scale == 1.0
+    np.testing.assert_array_equal(stored.data, to_stored(as_float).data)

@@ -287,10 +287,9 @@ def test_exception_mid_build_leaves_no_dataset_json(good_list, tmp_path, monkeyp
     def add_then_fail(self, sample):
         calls.append(sample.key)
         if len(calls) == fail_at:
-            # One sample per shard: the first is still under its temporary name when the second arrives (the
-            # writer closes a shard when the next sample does not fit); by the third, shard-000000 is in place.
+            # One sample per shard, planned up front: a shard is published as soon as its last sample is written.
             written = sorted(os.listdir(out))
-            assert written == ([".tmp-shard-000000"] if fail_at == 2 else [".tmp-shard-000001", "shard-000000"])
+            assert written == [f"shard-{i:06d}" for i in range(fail_at - 1)]
             raise error
         original_add(self, sample)
 
@@ -333,3 +332,51 @@ def test_failed_build_over_an_old_pack_leaves_no_half_pack(good_list, bad_tse_li
     assert_nothing_published(out)
     with pytest.raises(SpeechpackError, match="not a pack"):
         open_pack(out)
+
+
+def _nan_mixture_list(make_wav, write_list):
+    """Five mixtures of one shard; the third mixture's float mixture file holds a NaN (found only by decoding)."""
+    lines = []
+    for i in range(5):
+        if i == 2:
+            data = np.full(8000, 0.1, dtype=np.float32)
+            data[4000] = np.nan
+            mix = make_wav(f"nanmix{i}.wav", subtype="FLOAT", data=data)
+        else:
+            mix = make_wav(f"okmix{i}.wav", kind="noise", seed=i, amplitude=0.2)
+        lines.append(mixture_line(f"k{i}", [mix], {"a": [make_wav(f"okA{i}.wav", freq=200 + i)]}))
+    return write_list(lines, name="nan.list")
+
+
+def test_skip_bad_after_decoding_shortens_the_planned_shard(make_wav, write_list, tmp_path):
+    """A sample planned into a shard but failing to decode is left out; the shard's files still verify."""
+    from packer.validate import validate_pack
+
+    out = tmp_path / "pack"
+    summary = build_wesep(str(_nan_mixture_list(make_wav, write_list)), options(out, skip_bad=True))
+    assert [p.key for p in summary.skipped] == ["k2"] and "NaN" in summary.skipped[0].reason
+    pack = open_pack(str(out))
+    assert list(pack.keys) == ["k0", "k1", "k3", "k4"] and len(pack.manifest.shards) == 1
+    report = validate_pack(str(out))
+    assert report.ok, report.describe()
+    mix = np.load(out / "shard-000000" / "mix.npy", mmap_mode="r")
+    assert mix.shape == (4 * 8000,)
+
+
+def test_a_header_that_disagrees_with_the_decoded_audio_is_reported(make_wav, write_list, tmp_path, monkeypatch):
+    import packer.adapters.wesep as wesep
+    from packer.audio import AudioInfo
+
+    path = make_wav("liar.wav", seconds=0.5)
+    real_probe = wesep.probe_audio
+
+    def lying_probe(p):
+        info = real_probe(p)
+        return AudioInfo(info.sample_rate, info.frames + 10, info.channels, info.pcm16) if p == path else info
+
+    monkeypatch.setattr(wesep, "probe_audio", lying_probe)
+    lst = write_list([source_line("s1", "a", path), source_line("s2", "b", make_wav("fine.wav"))])
+    with pytest.raises(BuildError) as caught:
+        build_wesep(str(lst), options(tmp_path / "pack"))
+    (problem,) = caught.value.problems
+    assert problem.key == "s1" and "headers promised 8010" in problem.reason

@@ -15,9 +15,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from packer.audio import Audio, AudioError, read_audio, resample, to_segment
-from packer.sample import PackedSample
-from schemas.constants import KIND_SOURCES, KIND_TSE, STREAM_MIX, STREAM_SOURCE, STREAM_TARGET
+from packer.audio import (
+    Audio,
+    AudioError,
+    AudioInfo,
+    probe_audio,
+    read_audio,
+    resample,
+    resampled_length,
+    to_stored,
+)
+from packer.sample import PackedSample, SamplePlan
+from schemas.constants import AUDIO_FULL_SCALE, KIND_SOURCES, KIND_TSE, STREAM_MIX, STREAM_SOURCE, STREAM_TARGET
 from schemas.wesep_list import LineProblem, WesepLine, best_effort_key, parse_wesep_line
 
 
@@ -82,6 +91,29 @@ def _resolve(parsed: WesepLine, root: str) -> WesepLine:
                      provenance=parsed.provenance)
 
 
+def plan_wesep_sample(parsed: WesepLine, sample_rate: int) -> SamplePlan:
+    """Check a line against WeSep's strict policy from file headers only, and size its sample."""
+    if parsed.mix_paths:
+        reference_path = parsed.mix_paths[0]
+        reference = probe_audio(reference_path)
+        channels = reference.channels
+        for path in parsed.mix_paths[1:]:
+            info = probe_audio(path)
+            _check_same_shape(info, reference, path, reference_path, "mixture file")
+            channels += info.channels
+        for path in parsed.target_paths:
+            _check_same_shape(probe_audio(path), reference, path, reference_path, "source")
+        frames = resampled_length(reference.frames, reference.sample_rate, sample_rate)
+        elements = {STREAM_MIX: channels * frames, STREAM_TARGET: len(parsed.target_paths) * frames}
+    else:
+        path = parsed.target_paths[0]
+        info = probe_audio(path)
+        _check_mono(info, path)
+        frames = resampled_length(info.frames, info.sample_rate, sample_rate)
+        elements = {STREAM_SOURCE: frames}
+    return SamplePlan(line=parsed.line, key=parsed.key, num_frames=frames, elements=elements)
+
+
 def load_wesep_sample(parsed: WesepLine, sample_rate: int) -> PackedSample:
     """Decode, check, resample and quantise one line; raise ``AudioError`` naming the offending file."""
     if parsed.mix_paths:
@@ -89,21 +121,33 @@ def load_wesep_sample(parsed: WesepLine, sample_rate: int) -> PackedSample:
     return _load_source(parsed, sample_rate)
 
 
+def _read(path: str, sample_rate: int) -> Audio:
+    """Decode; 16-bit PCM already at the pack's rate is read as int16 and stored untouched (no float round
+    trip, same bytes)."""
+    audio = read_audio(path, as_int16=True)
+    if audio.data.dtype != np.float32 and audio.sample_rate != sample_rate:
+        audio = Audio(audio.data.astype(np.float32) / np.float32(AUDIO_FULL_SCALE), audio.sample_rate)
+    return audio
+
+
 def _load_mixture(parsed: WesepLine, sample_rate: int) -> PackedSample:
     reference_path = parsed.mix_paths[0]
     mix_parts = []
     reference: Audio | None = None
     for path in parsed.mix_paths:
-        audio = read_audio(path)
+        audio = _read(path, sample_rate)
         if reference is None:
             reference = audio
         else:
             _check_same_shape(audio, reference, path, reference_path, "mixture file")
         mix_parts.append(audio.data)
+    if len({part.dtype for part in mix_parts}) > 1:  # some files int16, some float: decode all as float
+        mix_parts = [p if p.dtype == np.float32 else p.astype(np.float32) / np.float32(AUDIO_FULL_SCALE)
+                     for p in mix_parts]
     mix = Audio(np.concatenate(mix_parts, axis=0) if len(mix_parts) > 1 else mix_parts[0], reference.sample_rate)
     targets = []
     for path in parsed.target_paths:
-        audio = read_audio(path)
+        audio = _read(path, sample_rate)
         _check_same_shape(audio, reference, path, reference_path, "source")
         targets.append(Audio(np.ascontiguousarray(audio.data[:1]), audio.sample_rate))
     mix = resample(mix, sample_rate)
@@ -115,27 +159,37 @@ def _load_mixture(parsed: WesepLine, sample_rate: int) -> PackedSample:
         num_frames=mix.num_frames,
         provenance=parsed.provenance,
         streams={
-            STREAM_MIX: [to_segment(mix.data)],
-            STREAM_TARGET: [to_segment(resample(t, sample_rate).data) for t in targets],
+            STREAM_MIX: [to_stored(mix)],
+            STREAM_TARGET: [to_stored(resample(t, sample_rate)) for t in targets],
         },
     )
 
 
-def _check_same_shape(audio: Audio, reference: Audio, path: str, reference_path: str, what: str) -> None:
+def _check_same_shape(audio: Audio | AudioInfo, reference: Audio | AudioInfo, path: str, reference_path: str,
+                      what: str) -> None:
     """WeSep's strict policy: every file of a sample shares the mixture's sample rate and length."""
+    frames, reference_frames = _frames(audio), _frames(reference)
     if audio.sample_rate != reference.sample_rate:
         raise AudioError(path, f"{what} sample rate {audio.sample_rate} Hz differs from the mixture's "
                                f"{reference.sample_rate} Hz ({reference_path})")
-    if audio.num_frames != reference.num_frames:
-        raise AudioError(path, f"{what} length {audio.num_frames} samples differs from the mixture's "
-                               f"{reference.num_frames} ({reference_path})")
+    if frames != reference_frames:
+        raise AudioError(path, f"{what} length {frames} samples differs from the mixture's "
+                               f"{reference_frames} ({reference_path})")
+
+
+def _frames(audio: Audio | AudioInfo) -> int:
+    return audio.frames if isinstance(audio, AudioInfo) else audio.num_frames
+
+
+def _check_mono(audio: Audio | AudioInfo, path: str) -> None:
+    if audio.channels != 1:
+        raise AudioError(path, f"a single-speaker source must be mono, got {audio.channels} channels")
 
 
 def _load_source(parsed: WesepLine, sample_rate: int) -> PackedSample:
     path = parsed.target_paths[0]
-    audio = read_audio(path)
-    if audio.channels != 1:
-        raise AudioError(path, f"a single-speaker source must be mono, got {audio.channels} channels")
+    audio = _read(path, sample_rate)
+    _check_mono(audio, path)
     resampled = resample(audio, sample_rate)
     return PackedSample(
         key=parsed.key,
@@ -144,5 +198,5 @@ def _load_source(parsed: WesepLine, sample_rate: int) -> PackedSample:
         orig_sample_rate=audio.sample_rate,
         num_frames=resampled.num_frames,
         provenance=parsed.provenance,
-        streams={STREAM_SOURCE: [to_segment(resampled.data)]},
+        streams={STREAM_SOURCE: [to_stored(resampled)]},
     )
