@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import glob
 import inspect
 import io
@@ -94,7 +95,7 @@ SOURCE_GLOBS = (
     ("/usr/share/codec2/wav/*.wav", "8 kHz codec2 speech (files under 8 s concatenated)"),
     ("/usr/share/sounds/alsa/*.wav", "48 kHz ALSA voice prompts, one voice (concatenated, Noise.wav left out)"),
 )
-PIECE_SECONDS = (8.0, 12.0)
+PIECE_SECONDS = (8.0, 12.0)  # --piece-seconds
 #: Tiny samples of the memory pack: 0.02 s at 16 kHz.
 TINY_FRAMES = 320
 TINY_DISTINCT = 1000
@@ -116,8 +117,8 @@ def _read_16k(path: str) -> np.ndarray:
     return mono
 
 
-def speaker_streams() -> list[tuple[str, np.ndarray]]:
-    """One 16 kHz stream per recording of 8 s or more; shorter recordings of a directory are concatenated."""
+def speaker_streams(min_seconds: float) -> list[tuple[str, np.ndarray]]:
+    """One 16 kHz stream per recording of ``min_seconds`` or more; shorter ones of a directory are concatenated."""
     streams = []
     for pattern, _what in SOURCE_GLOBS:
         paths = sorted(p for p in glob.glob(pattern) if os.path.basename(p) != "Noise.wav")
@@ -127,7 +128,7 @@ def speaker_streams() -> list[tuple[str, np.ndarray]]:
         short = []
         for path in paths:
             audio = _read_16k(path)
-            if len(audio) >= PIECE_SECONDS[0] * RATE:
+            if len(audio) >= min_seconds * RATE:
                 streams.append((os.path.splitext(os.path.basename(path))[0], audio))
             else:
                 short.append(audio)
@@ -137,15 +138,15 @@ def speaker_streams() -> list[tuple[str, np.ndarray]]:
     return streams
 
 
-def build_corpus(workdir: str, lines: int, seed: int) -> tuple[str, dict]:
+def build_corpus(workdir: str, lines: int, seed: int, piece_seconds=PIECE_SECONDS) -> tuple[str, dict]:
     """Write unique 2-speaker mixtures as PCM_16 WAV and a WeSep raw list of ``lines`` lines reusing them."""
     rng = np.random.default_rng(seed)
-    streams = speaker_streams()
+    streams = speaker_streams(piece_seconds[0])
     pieces = []  # (speaker, audio)
     for name, audio in streams:
         start = 0
         while True:
-            length = int(rng.uniform(*PIECE_SECONDS) * RATE)
+            length = int(rng.uniform(*piece_seconds) * RATE)
             if start + length > len(audio):
                 break
             pieces.append((name, audio[start:start + length]))
@@ -377,15 +378,23 @@ class Limit:
         return self.arrays[(shard, stream)], int(table.offset[segment]) + start, np.float32(table.scale[segment] / 32768.0)
 
     def epoch(self, fresh: bool = False) -> int:
-        """Copy every recorded batch; ``fresh`` allocates the output per batch (like a real loader must)."""
+        """Copy every recorded batch into one preallocated output (the limit).
+
+        With ``fresh``, allocate ``wav_mix`` and ``wav_target`` per batch (``np.empty``) while the previous batch
+        is still referenced, as a loader that hands its batches out must (and as the consumer loop of
+        ``speechpack_epoch`` does): the destination is then cold memory, not a buffer the cache already holds.
+        """
         mixtures = 0
         out = self.out
+        held = None
         for rows in self.batches:
             if fresh:
-                out = np.empty_like(self.out)
-            flat = out.reshape(-1, CHUNK_LEN)
+                out = (np.empty(self.out.shape[1:], dtype=np.float32), np.empty(self.out.shape[1:], dtype=np.float32))
+            half = len(rows) // 2
             for r, (array, start, factor) in enumerate(rows):
-                np.multiply(array[start:start + CHUNK_LEN], factor, out=flat[r], casting="unsafe")
+                dest = out[0 if r < half else 1][r % half, 0]
+                np.multiply(array[start:start + CHUNK_LEN], factor, out=dest, casting="unsafe")
+            held = out  # noqa: F841 (the consumer's reference to the last batch)
             mixtures += len(rows) // 4
         return mixtures
 
@@ -400,7 +409,7 @@ class Limit:
 def cmd_throughput(args, workdir: str) -> str:
     lines = -(-args.lines // args.batch_size) * args.batch_size  # whole batches: no tail padding to count
     started = time.perf_counter()
-    list_path, corpus = build_corpus(workdir, lines, args.seed)
+    list_path, corpus = build_corpus(workdir, lines, args.seed, tuple(args.piece_seconds))
     corpus_s = time.perf_counter() - started
     pack_path = os.path.join(workdir, "pack")
     started = time.perf_counter()
@@ -439,7 +448,7 @@ def cmd_throughput(args, workdir: str) -> str:
         "speechpack": lambda e: speechpack_epoch(loader, e),
         "(a) WeSep raw (soundfile)": lambda e: wesep_epoch(list_lines, args.batch_size, e),
         "(b) limit (int16 mmap -> f32)": lambda e: limit.epoch(),
-        "(b') limit, fresh output array": lambda e: limit.epoch(fresh=True),
+        "(b') limit, fresh arrays per batch": lambda e: limit.epoch(fresh=True),
     }
     seconds = {name: [] for name in jobs}
     for repeat in range(args.repeats):
@@ -463,13 +472,14 @@ def cmd_throughput(args, workdir: str) -> str:
     sp, base, lim = (seconds[n] for n in ("speechpack", "(a) WeSep raw (soundfile)", "(b) limit (int16 mmap -> f32)"))
     ratio_a = min(base) / min(sp)
     ratio_b = min(lim) / min(sp)
-    ratio_b2 = min(seconds["(b') limit, fresh output array"]) / min(sp)
+    ratio_b2 = min(seconds["(b') limit, fresh arrays per batch"]) / min(sp)
     _log("")
     _log(f"  speechpack / (a) WeSep raw: {ratio_a:6.1f}x  (median {statistics.median(base) / statistics.median(sp):.1f}x)"
          f"   target >= {TARGET_VS_WESEP:g}x: {'PASS' if ratio_a >= TARGET_VS_WESEP else 'BELOW TARGET'}")
     _log(f"  speechpack / (b) limit:     {ratio_b:6.2f}   (median {statistics.median(lim) / statistics.median(sp):.2f})"
          f"   target >= {TARGET_VS_LIMIT:g}: {'PASS' if ratio_b >= TARGET_VS_LIMIT else 'BELOW TARGET'}")
-    _log(f"  speechpack / (b') limit with a fresh output array per batch: {ratio_b2:.2f} (for reference)")
+    _log(f"  speechpack / (b') limit with fresh output arrays per batch, previous batch held: {ratio_b2:.2f} "
+         f"(for reference: what a loader that hands batches out can reach)")
     _log(f"  realtime factor of speechpack in one process: {best['speechpack']:,.0f}x")
 
     if args.profile:
@@ -587,8 +597,67 @@ def _run_child(command: str, args, **paths: str) -> None:
         argv += [f"--{name.replace('_', '-')}", value]
     if args.profile:
         argv.append("--profile")
+    if args.gc_freeze:
+        argv.append("--gc-freeze")
     sys.stdout.flush()
     subprocess.run(argv, check=True)
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+_PFN_MASK = (1 << 55) - 1
+
+
+def page_snapshot(pid: int, pack_dir: str) -> dict[str, np.ndarray] | None:
+    """Every present page of ``pid`` outside the pack's stream files: virtual page number, frame number, whether
+    it is mapped by this process only (``/proc/<pid>/pagemap`` bit 56) and whether it is anonymous.
+
+    Comparing two snapshots tells who made a page private: a page that was shared and is now private with the
+    same frame was copied by the *other* process (the parent wrote its copy); a new frame means this process
+    wrote it (copy-on-write) or allocated it.  Frame numbers need root; returns None without them.
+    """
+    pack_dir = os.path.realpath(pack_dir) + os.sep
+    vpages, entries, anon = [], [], []
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/pagemap", "rb", buffering=0) as pagemap:
+        for line in maps:
+            parts = line.split(None, 5)
+            path = parts[5].strip() if len(parts) == 6 else ""
+            if path.startswith(pack_dir) or parts[1].startswith("---") or path == "[vsyscall]":
+                continue
+            start, end = (int(x, 16) for x in parts[0].split("-"))
+            if end - start > 64 << 30:
+                continue  # address-space reservations, never touched
+            pagemap.seek(start // _PAGE * 8)
+            raw = np.frombuffer(pagemap.read((end - start) // _PAGE * 8), dtype=np.uint64)
+            present = (raw >> np.uint64(63)) & np.uint64(1) == 1
+            vpages.append(np.nonzero(present)[0].astype(np.int64) + start // _PAGE)
+            entries.append(raw[present])
+            anon.append(np.full(int(present.sum()), not path or path.startswith("["), dtype=bool))
+    entry = np.concatenate(entries)
+    pfn = entry & np.uint64(_PFN_MASK)
+    if len(pfn) and not pfn.any():
+        return None
+    order = np.argsort(np.concatenate(vpages), kind="stable")
+    return {"vpage": np.concatenate(vpages)[order], "pfn": pfn[order],
+            "exclusive": ((entry >> np.uint64(56)) & np.uint64(1) == 1)[order], "anon": np.concatenate(anon)[order]}
+
+
+def attribute_growth(first: dict, last: dict) -> dict[str, float]:
+    """MB of pages private at the end but not at first, split by who caused it; and MB released."""
+    mb = _PAGE / 2**20
+    common, i_first, i_last = np.intersect1d(first["vpage"], last["vpage"], assume_unique=True, return_indices=True)
+    was_private = np.zeros(len(last["vpage"]), dtype=bool)
+    same_frame = np.zeros(len(last["vpage"]), dtype=bool)
+    was_private[i_last] = first["exclusive"][i_first]
+    same_frame[i_last] = first["pfn"][i_first] == last["pfn"][i_last]
+    newly = last["exclusive"] & ~was_private
+    by_parent = newly & same_frame
+    by_worker = newly & ~same_frame
+    still = np.zeros(len(first["vpage"]), dtype=bool)
+    still[i_first] = last["exclusive"][i_last]
+    released = first["exclusive"] & ~still
+    return {"worker_anon": float((by_worker & last["anon"]).sum() * mb),
+            "worker_file": float((by_worker & ~last["anon"]).sum() * mb),
+            "parent": float(by_parent.sum() * mb), "released": float(released.sum() * mb)}
 
 
 def cmd_memory(args, big_pack: str) -> None:
@@ -601,6 +670,9 @@ def cmd_memory(args, big_pack: str) -> None:
     stop = max(1, int(total_batches * args.fraction))
     marks = {m for m in (10, 100, 1000) if m < stop} | {max(1, int(stop * k / 10)) for k in range(1, 11)}
     before = set(_children(os.getpid()))
+    if args.gc_freeze:
+        gc.collect()
+        gc.freeze()
     iterator = iter(loader)
     next(iterator)
     workers = sorted(set(_children(os.getpid())) - before)
@@ -608,6 +680,8 @@ def cmd_memory(args, big_pack: str) -> None:
         raise SystemExit(f"expected one new child process (the DataLoader worker), found {workers}")
     worker = workers[0]
     first = private_kb(worker, big_pack)
+    first_pages = page_snapshot(worker, big_pack)
+    tenth_mark, tenth_pages = max(1, int(stop / 10)), None
     curve = [(1, first)]
     started = time.perf_counter()
     done = 1
@@ -615,15 +689,20 @@ def cmd_memory(args, big_pack: str) -> None:
         done += 1
         if done in marks:
             curve.append((done, private_kb(worker, big_pack)))
+        if done == tenth_mark:
+            tenth_pages = page_snapshot(worker, big_pack)
         if done >= stop:
             break
     seconds = time.perf_counter() - started
+    last_pages = page_snapshot(worker, big_pack)
+    if curve[-1][0] != done:
+        curve.append((done, private_kb(worker, big_pack)))
     iterator.close()
     _shutdown(loader)
     last = curve[-1][1]
     samples = (done - 1) * batch_size
     _log(f"\nworker memory (num_workers=1, batch_size {batch_size}, chunk_len {CHUNK_LEN} with chunk_short_policy "
-         f"keep, pid {worker}): {done:,} of {total_batches:,} batches ({done * batch_size:,} samples) in "
+         f"keep{', gc.freeze() in the parent before the fork' if args.gc_freeze else ''}, pid {worker}): {done:,} of {total_batches:,} batches ({done * batch_size:,} samples) in "
          f"{seconds:.1f} s after the first")
     _log(f"  {'batches':>9} {'samples':>11} {'private':>9} {'pack files':>11} {'rest':>8} {'rest dirty':>11} "
          f"{'rest clean':>11} {'anonymous':>10}   (MB; private = Private_Clean + Private_Dirty)")
@@ -636,7 +715,7 @@ def cmd_memory(args, big_pack: str) -> None:
         grown = (b[key] - a[key]) / 1024
         return grown, grown * 1e6 / n
 
-    scale = "" if samples >= 1_000_000 else f", extrapolated from {samples:,} samples"
+    scale = "" if done * batch_size >= 1_000_000 else ", per 1M extrapolated linearly"
     _log(f"\n  growth from the first batch to the end ({samples:,} samples{scale}):")
     grown, per_m = per_million("rest", first, last, samples)
     _log(f"    private memory without the pack's mapped stream files: {grown:+.2f} MB = {per_m:+.2f} MB per 1M samples"
@@ -646,13 +725,31 @@ def cmd_memory(args, big_pack: str) -> None:
                       ("total", "all private memory, stream file pages included")):
         grown, per_m = per_million(key, first, last, samples)
         _log(f"    {what:<55}{grown:+.2f} MB = {per_m:+.2f} MB per 1M samples")
-    tenth = next(((b, kb) for b, kb in curve if b >= max(1, int(stop / 10))), None)
-    if tenth is not None and tenth[0] < done:
-        n = (done - tenth[0]) * batch_size
+    if first_pages is None or last_pages is None:
+        _log("    (who made pages private: needs page frame numbers in /proc/<pid>/pagemap, i.e. root)")
+    else:
+        who = attribute_growth(first_pages, last_pages)
+        worker_net = who["worker_anon"] + who["worker_file"] - who["released"]
+        _log(f"  which process made those pages private (from /proc/<pid>/pagemap frame numbers):")
+        _log(f"    the worker, new or copied-on-write anonymous pages:  {who['worker_anon']:+.2f} MB")
+        _log(f"    the worker, first touch of file pages (library code): {who['worker_file']:+.2f} MB")
+        _log(f"    the worker, pages released:                           {-who['released']:+.2f} MB")
+        _log(f"    the parent, writing its copy of a shared page:        {who['parent']:+.2f} MB")
+        _log(f"    worker-caused net growth: {worker_net:+.2f} MB = {worker_net * 1e6 / samples:+.2f} MB per 1M samples"
+             f"   target <= {TARGET_MB_PER_1M:g} MB: "
+             f"{'PASS' if worker_net * 1e6 / samples <= TARGET_MB_PER_1M else 'BELOW TARGET'}")
+    tenth = next(((b, kb) for b, kb in curve if b == tenth_mark), None)
+    if tenth is not None and tenth_mark < done:
+        n = (done - tenth_mark) * batch_size
         grown, per_m = per_million("rest", tenth[1], last, n)
-        _log(f"  steady state, from batch {tenth[0]:,} to the end ({n:,} samples): {grown:+.2f} MB = {per_m:+.2f} MB "
-             f"per 1M samples   target <= {TARGET_MB_PER_1M:g} MB: "
-             f"{'PASS' if per_m <= TARGET_MB_PER_1M else 'BELOW TARGET'}")
+        _log(f"  after warm-up, from batch {tenth_mark:,} (a tenth of the run) to the end ({n:,} samples):")
+        _log(f"    private memory without the pack's mapped stream files: {grown:+.2f} MB = {per_m:+.2f} MB per 1M "
+             f"samples   target <= {TARGET_MB_PER_1M:g} MB: {'PASS' if per_m <= TARGET_MB_PER_1M else 'BELOW TARGET'}")
+        if tenth_pages is not None and last_pages is not None:
+            who = attribute_growth(tenth_pages, last_pages)
+            worker_net = who["worker_anon"] + who["worker_file"] - who["released"]
+            _log(f"    worker-caused net growth: {worker_net:+.2f} MB = {worker_net * 1e6 / n:+.2f} MB per 1M samples; "
+                 f"parent-caused {who['parent']:+.2f} MB")
 
 
 # ------------------------------------------------------------------------------------------ first batch
@@ -726,6 +823,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="what to measure (the *-child commands are internal: one measurement, given packs)")
     parser.add_argument("--lines", type=int, default=640, help="mixture lines in the list (default 640)")
     parser.add_argument("--batch-size", type=int, default=16, help="mixtures per batch (default 16)")
+    parser.add_argument("--piece-seconds", type=float, nargs=2, default=list(PIECE_SECONDS), metavar=("MIN", "MAX"),
+                        help="length range of the mixtures in seconds (default 8 12)")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per job (default 5)")
     parser.add_argument("--pack-workers", type=int, default=min(4, os.cpu_count() or 1),
                         help="build_wesep workers for the throughput pack (does not change the pack)")
@@ -733,6 +832,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fraction", type=float, default=1.0, help="share of the epoch the memory run iterates")
     parser.add_argument("--memory-batch-size", type=int, default=16, help="batch size of the memory run")
     parser.add_argument("--big-pack", default=None, help="where to keep (or reuse) the big pack")
+    parser.add_argument("--gc-freeze", action="store_true",
+                        help="memory what-if: gc.collect(); gc.freeze() in the parent before the worker forks")
     parser.add_argument("--small-pack", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tmp-dir", default=None, help="where corpus and packs go (default: system temp)")
@@ -774,7 +875,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def build_small_only(args, workdir: str) -> str:
     lines = -(-args.lines // args.batch_size) * args.batch_size
-    list_path, _ = build_corpus(workdir, lines, args.seed)
+    list_path, _ = build_corpus(workdir, lines, args.seed, tuple(args.piece_seconds))
     pack_path = os.path.join(workdir, "pack")
     build_wesep(list_path, BuildOptions(out=pack_path, workers=args.pack_workers, progress=False))
     return pack_path

@@ -19,15 +19,14 @@ from schemas.constants import (
     AUDIO_FULL_SCALE,
     KIND_TSE,
     MANIFEST_NAME,
-    OFFSET_DTYPE,
-    SHARD_INDEX_NAME,
     STREAM_MIX,
     STREAM_SOURCE,
     STREAM_TARGET,
     STREAMS_BY_KIND,
 )
+from schemas.columns import COLUMNS_DIR, KEYS_FILE, SAMPLES_FILE, SPEAKERS_FILE, column_files
 from schemas.errors import PackFormatError
-from schemas.format import Manifest, check_shard_index
+from schemas.format import Manifest
 
 
 @dataclass(frozen=True)
@@ -49,36 +48,36 @@ class SegmentTable:
     first: np.ndarray
     count: np.ndarray
 
-    _FIELDS = ("offset", "channels", "length", "scale", "mean", "rms", "peak")
-
     @classmethod
-    def from_records(cls, stream: str, records_per_shard: list[list[dict]]) -> "SegmentTable":
-        columns: dict[str, list] = {name: [] for name in cls._FIELDS}
-        shard_ids: list[int] = []
-        counts: list[int] = []
-        for shard_id, records in enumerate(records_per_shard):
-            for record in records:
-                segments = record["streams"][stream]
-                counts.append(len(segments))
-                shard_ids.extend([shard_id] * len(segments))
-                for seg in segments:
-                    for name in cls._FIELDS:
-                        columns[name].append(seg[name])
-        count = np.asarray(counts, dtype=OFFSET_DTYPE)
-        first = np.zeros(len(counts), dtype=OFFSET_DTYPE)
-        np.cumsum(count[:-1], out=first[1:])
-        return cls(
-            shard=np.asarray(shard_ids, dtype=np.int32),
-            offset=np.asarray(columns["offset"], dtype=OFFSET_DTYPE),
-            channels=np.asarray(columns["channels"], dtype=np.int32),
-            length=np.asarray(columns["length"], dtype=OFFSET_DTYPE),
-            scale=np.asarray(columns["scale"], dtype=np.float64),
-            mean=np.asarray(columns["mean"], dtype=np.float64),
-            rms=np.asarray(columns["rms"], dtype=np.float64),
-            peak=np.asarray(columns["peak"], dtype=np.float64),
-            first=first,
-            count=count,
-        )
+    def from_columns(cls, segments: np.ndarray, first: np.ndarray, count: np.ndarray) -> "SegmentTable":
+        """Split a ``columns/<stream>.npy`` table into contiguous per-field arrays (fast to index)."""
+        return cls(**{name: np.ascontiguousarray(segments[name]) for name in segments.dtype.names},
+                   first=np.ascontiguousarray(first), count=np.ascontiguousarray(count))
+
+
+class StringColumn:
+    """UTF-8 strings stored as one numpy bytes array: one allocation, not a Python object per string."""
+
+    def __init__(self, values: np.ndarray):
+        self._values = values
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [v.decode("utf-8") for v in self._values[index]]
+        return self._values[index].decode("utf-8")
+
+    def __iter__(self):
+        return (v.decode("utf-8") for v in self._values)
+
+    def tolist(self) -> list[str]:
+        return list(self)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(repr(v) for v in self[:3])
+        return f"StringColumn([{shown}{', ...' if len(self) > 3 else ''}], n={len(self)})"
 
 
 @dataclass(frozen=True)
@@ -100,24 +99,23 @@ MAX_OPEN_STREAM_FILES = 256
 class Pack:
     """A read-only view of a pack.  Build it with :func:`open_pack`."""
 
-    def __init__(self, path: str, manifest: Manifest, records_per_shard: list[list[dict]],
+    def __init__(self, path: str, manifest: Manifest, columns: dict[str, np.ndarray],
                  max_open_files: int = MAX_OPEN_STREAM_FILES):
         self.path = path
         self.manifest = manifest
         self.kind = manifest.kind
         self.sample_rate = manifest.sample_rate
-        records = [r for shard in records_per_shard for r in shard]
-        self.keys = np.asarray([r["key"] for r in records], dtype=np.str_)
-        self.shard = np.repeat(np.arange(len(records_per_shard), dtype=np.int32),
-                               [len(shard) for shard in records_per_shard])
-        self.num_frames = np.asarray([r["num_frames"] for r in records], dtype=OFFSET_DTYPE)
-        self.orig_sample_rate = np.asarray([r["orig_sample_rate"] for r in records], dtype=np.int64)
-        speaker_counts = np.asarray([len(r["speakers"]) for r in records], dtype=OFFSET_DTYPE)
-        self.speaker_first = np.zeros(len(records), dtype=OFFSET_DTYPE)
-        np.cumsum(speaker_counts[:-1], out=self.speaker_first[1:])
-        self.speaker_count = speaker_counts
-        self.speakers = np.asarray([s for r in records for s in r["speakers"]], dtype=np.str_)
-        self.streams = {name: SegmentTable.from_records(name, records_per_shard) for name in STREAMS_BY_KIND[self.kind]}
+        samples = columns[SAMPLES_FILE]
+        self.keys = StringColumn(columns[KEYS_FILE])
+        self.speakers = StringColumn(columns[SPEAKERS_FILE])
+        self.shard = np.ascontiguousarray(samples["shard"])
+        self.num_frames = np.ascontiguousarray(samples["num_frames"])
+        self.orig_sample_rate = np.ascontiguousarray(samples["orig_sample_rate"])
+        self.speaker_first = np.ascontiguousarray(samples["speaker_first"])
+        self.speaker_count = np.ascontiguousarray(samples["speaker_count"])
+        self.streams = {name: SegmentTable.from_columns(columns[f"{name}.npy"], samples[f"{name}_first"],
+                                                        samples[f"{name}_count"])
+                        for name in STREAMS_BY_KIND[self.kind]}
         self._shard_dirs = [os.path.join(path, shard.directory) for shard in manifest.shards]
         self._arrays: collections.OrderedDict[tuple[int, str], np.ndarray] = collections.OrderedDict()
         self._max_open = max_open_files
@@ -134,8 +132,8 @@ class Pack:
         return self.num_frames / self.sample_rate
 
     def speakers_of(self, index: int) -> tuple[str, ...]:
-        start = self.speaker_first[index]
-        return tuple(str(s) for s in self.speakers[start:start + self.speaker_count[index]])
+        start = int(self.speaker_first[index])
+        return tuple(self.speakers[start:start + int(self.speaker_count[index])])
 
     def __getstate__(self) -> dict:
         """Pickling (DataLoader workers under spawn) carries the index, never open mappings."""
@@ -153,7 +151,7 @@ class Pack:
             path = os.path.join(self._shard_dirs[shard], spec.file)
             try:
                 cached = np.load(path, mmap_mode="r", allow_pickle=False)
-            except (OSError, ValueError) as err:
+            except Exception as err:  # noqa: BLE001 - a corrupt .npy header raises ValueError, SyntaxError, TokenError...
                 raise PackFormatError(f"{path}: cannot map stream file ({err})") from None
             if cached.dtype.str != spec.dtype or cached.ndim != 1 + len(spec.row_shape):
                 raise PackFormatError(f"{path}: holds {cached.dtype.str} {cached.shape}, the catalogue says "
@@ -198,7 +196,7 @@ class Pack:
         else:
             mix = None
             targets = self.read_segment(STREAM_SOURCE, self.segments_of(STREAM_SOURCE, index)[0])
-        return Sample(key=str(self.keys[index]), speakers=self.speakers_of(index), mix=mix, targets=targets)
+        return Sample(key=self.keys[index], speakers=self.speakers_of(index), mix=mix, targets=targets)
 
 
 def read_manifest(path: str) -> Manifest:
@@ -216,24 +214,30 @@ def read_manifest(path: str) -> Manifest:
     return Manifest.from_dict(raw, manifest_path)
 
 
-def read_shard_index(path: str, manifest: Manifest, shard: int) -> list[dict]:
-    """Parse and check one shard's ``index.json`` against the manifest."""
-    entry = manifest.shards[shard]
-    index_path = os.path.join(path, entry.directory, SHARD_INDEX_NAME)
-    try:
-        with open(index_path, encoding="utf-8") as fp:
-            raw = json.load(fp)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise PackFormatError(f"{index_path}: cannot read shard index ({err})") from None
-    records = check_shard_index(raw, manifest.kind, index_path)
-    if len(records) != entry.samples:
-        raise PackFormatError(f"{index_path}: holds {len(records)} samples, {MANIFEST_NAME} says {entry.samples}")
-    return records
+def read_columns(path: str, manifest: Manifest) -> dict[str, np.ndarray]:
+    """Load ``columns/*.npy`` (no pickles), checking sizes and row counts against the manifest."""
+    columns = {}
+    for name in column_files(manifest.kind):
+        file_path = os.path.join(path, COLUMNS_DIR, name)
+        try:
+            if os.path.getsize(file_path) != manifest.columns[name].size:
+                raise PackFormatError(f"{file_path}: size differs from {MANIFEST_NAME} (validate the pack)")
+            columns[name] = np.load(file_path, allow_pickle=False)
+        except Exception as err:  # noqa: BLE001 - a corrupt .npy header raises ValueError, SyntaxError, TokenError...
+            raise PackFormatError(f"{file_path}: cannot read column ({err})") from None
+    samples = columns[SAMPLES_FILE]
+    if len(samples) != manifest.num_samples or len(columns[KEYS_FILE]) != manifest.num_samples:
+        raise PackFormatError(f"{os.path.join(path, COLUMNS_DIR)}: {len(samples)} rows, {MANIFEST_NAME} says "
+                              f"{manifest.num_samples} samples")
+    return columns
 
 
 def open_pack(path: str | os.PathLike) -> Pack:
-    """Open the pack at ``path`` for reading; refuses unknown major versions and malformed indexes."""
+    """Open the pack at ``path`` for reading; refuses unknown major versions and inconsistent columns.
+
+    Start-up reads ``dataset.json`` and the column files only (milliseconds for a million samples); the
+    shard indexes are for people and for ``speechpack validate``.
+    """
     path = os.fspath(path)
     manifest = read_manifest(path)
-    records = [read_shard_index(path, manifest, shard) for shard in range(len(manifest.shards))]
-    return Pack(path, manifest, records)
+    return Pack(path, manifest, read_columns(path, manifest))

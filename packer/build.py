@@ -33,12 +33,13 @@ from schemas.constants import (
     TOOL_NAME,
     tool_version,
 )
+from schemas.columns import COLUMNS_DIR
 from schemas.errors import BuildError, SpeechpackError
 from schemas.format import Manifest
 from schemas.units import format_bytes
 from schemas.wesep_list import LineProblem
 
-_PACK_FILES = (MANIFEST_NAME, SKIPPED_NAME)
+_PACK_FILES = (MANIFEST_NAME, SKIPPED_NAME, COLUMNS_DIR)
 _SHARD_NAME = re.compile(re.escape(SHARD_DIR_PREFIX) + r"\d{%d,}" % SHARD_DIR_DIGITS)
 
 

@@ -20,6 +20,7 @@ from numpy.lib import format as npy_format
 from loader.pack import read_manifest
 from packer.audio import int16_statistics
 from packer.writer import dump_json, hash_file
+from schemas.columns import COLUMNS_DIR, ColumnBuilder
 from schemas.constants import (
     AUDIO_DTYPE,
     KIND_TSE,
@@ -143,17 +144,22 @@ def validate_pack(path: str, check_hashes: bool = True) -> PackReport:
     durations: list[float] = []
     frames = 0
     levels = {name: {"rms": [], "peak": [], "full_scale": 0, "rescaled": 0} for name in _stream_names(manifest)}
-    for shard in manifest.shards:
+    columns: ColumnBuilder | None = ColumnBuilder(manifest.kind)  # None once a shard index is unreadable
+    for shard_id, shard in enumerate(manifest.shards):
         shard_dir = os.path.join(path, shard.directory)
         if not os.path.isdir(shard_dir):
             report.error(shard_dir, "shard directory missing")
+            columns = None
             continue
         _check_files(shard_dir, shard.files, report, check_hashes)
         records = _read_index(shard_dir, manifest, shard.samples, report)
         arrays = {spec.name: _open_stream(shard_dir, spec, report) for spec in manifest.streams}
         if records is None:
+            columns = None
             continue
         for record in records:
+            if columns is not None:
+                columns.add(shard_id, record)
             at = f"{os.path.join(shard_dir, SHARD_INDEX_NAME)} key {record['key']!r}"
             if record["key"] in keys:
                 report.error(at, f"duplicate key (also in {keys[record['key']]})")
@@ -164,6 +170,7 @@ def validate_pack(path: str, check_hashes: bool = True) -> PackReport:
             _check_record_shape(record, manifest, at, report)
         for spec in manifest.streams:
             _check_stream(shard_dir, spec, records, arrays[spec.name], levels[spec.name], report)
+    _check_columns(path, manifest, columns, report, check_hashes)
     _check_totals(path, manifest, len(keys), speakers, frames, report)
     report.summary = _summary(manifest, durations, levels, check_hashes)
     return report
@@ -242,7 +249,7 @@ def _open_stream(shard_dir: str, spec: StreamSpec, report: PackReport) -> np.nda
             else:
                 shape, fortran, dtype = npy_format.read_array_header_2_0(fp)
             data_start = fp.tell()
-    except (OSError, ValueError) as err:
+    except Exception as err:  # noqa: BLE001 - a corrupt .npy header raises ValueError, SyntaxError, TokenError...
         report.error(file_path, f"unreadable .npy header ({err})")
         return None
     if dtype.str != spec.dtype or fortran or len(shape) != 1 + len(spec.row_shape) \
@@ -322,6 +329,31 @@ def _check_stream(shard_dir: str, spec: StreamSpec, records: list[dict], array: 
                     report.warn(at, f"{clipped} sample(s) at int16 full scale: the input itself was clipped")
     if array is not None and position != array.shape[0]:
         report.error(file_path, f"index covers {position} elements, the file holds {array.shape[0]}")
+
+
+def _check_columns(path: str, manifest: Manifest, expected: ColumnBuilder | None, report: PackReport,
+                   check_hashes: bool) -> None:
+    """The column files are present, intact, and say exactly what the shard indexes say."""
+    directory = os.path.join(path, COLUMNS_DIR)
+    if not os.path.isdir(directory):
+        report.error(directory, "columns directory missing")
+        return
+    for name in sorted(set(os.listdir(directory)) - set(manifest.columns)):
+        report.error(os.path.join(directory, name), f"file not listed in {MANIFEST_NAME}")
+    for name, entry in sorted(manifest.columns.items()):
+        _check_file(os.path.join(directory, name), entry, report, check_hashes)
+    if expected is None:
+        return  # a shard index could not be read; that error is already reported
+    for name, array in expected.arrays().items():
+        file_path = os.path.join(directory, name)
+        try:
+            stored = np.load(file_path, allow_pickle=False)
+        except Exception as err:  # noqa: BLE001 - a corrupt .npy header raises ValueError, SyntaxError, TokenError...
+            report.error(file_path, f"cannot read column ({err})")
+            continue
+        if stored.dtype != array.dtype or stored.shape != array.shape or not np.array_equal(stored, array):
+            report.error(file_path, f"column disagrees with the shard indexes ({stored.dtype} {stored.shape} stored, "
+                                    f"{array.dtype} {array.shape} from index.json)")
 
 
 def _check_totals(path: str, manifest: Manifest, samples: int, speakers: set[str], frames: int,

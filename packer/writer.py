@@ -31,6 +31,7 @@ from schemas.constants import (
     shard_dir_name,
     stream_file_name,
 )
+from schemas.columns import COLUMNS_DIR, ColumnBuilder
 from schemas.errors import InternalError
 from schemas.format import FileEntry, Manifest, ShardEntry, StreamSpec
 
@@ -81,6 +82,31 @@ def hash_file(path: str) -> FileEntry:
         while block := fp.read(_HASH_BLOCK):
             digest.update(block)
     return FileEntry(size=os.path.getsize(path), sha256=digest.hexdigest())
+
+
+def save_npy(path: str, array: np.ndarray) -> FileEntry:
+    """``np.save`` to ``path`` (fsynced), returning its size and hash computed from the bytes written."""
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    data = buffer.getvalue()
+    with open(path, "wb") as fp:
+        fp.write(data)
+        fp.flush()
+        os.fsync(fp.fileno())
+    return FileEntry(size=len(data), sha256=hashlib.sha256(data).hexdigest())
+
+
+def write_columns(pack_dir: str, columns: ColumnBuilder) -> dict[str, FileEntry]:
+    """Write ``columns/`` under a temporary name, then rename it into place."""
+    final = os.path.join(pack_dir, COLUMNS_DIR)
+    temp = os.path.join(pack_dir, TEMP_PREFIX + COLUMNS_DIR)
+    for stale in (temp, final):
+        if os.path.exists(stale):
+            shutil.rmtree(stale)
+    os.makedirs(temp)
+    entries = {name: save_npy(os.path.join(temp, name), array) for name, array in columns.arrays().items()}
+    os.replace(temp, final)
+    return entries
 
 
 class _NpyStream:
@@ -235,6 +261,7 @@ class PackWriter:
         self._shard = 0  # index into shard_plans
         self._position = 0  # next sample within it
         self._current: ShardWriter | None = None
+        self._columns = ColumnBuilder(kind)
         self._speakers: set[str] = set()
         self._frames = 0
         self._samples = 0
@@ -281,6 +308,8 @@ class PackWriter:
         if self._position == len(self._plans[self._shard]):
             if self._current is not None:
                 self.shards.append(self._current.finish())
+                for record in self._current.records:
+                    self._columns.add(len(self.shards) - 1, record)
                 self._current = None
             self._shard += 1
             self._position = 0
@@ -294,6 +323,7 @@ class PackWriter:
             skipped_path = os.path.join(self.pack_dir, SKIPPED_NAME)
             write_json_atomic(skipped_path, {"skipped": skipped})
             skipped_entry["file"] = {"name": SKIPPED_NAME, **hash_file(skipped_path).to_dict()}
+        columns = write_columns(self.pack_dir, self._columns)
         total_bytes = sum(entry.size for shard in self.shards for entry in shard.files.values())
         manifest = Manifest(
             kind=self.kind,
@@ -307,6 +337,7 @@ class PackWriter:
                 "bytes": total_bytes,
             },
             provenance=provenance,
+            columns=columns,
             skipped=skipped_entry,
         )
         _fsync_dir(self.pack_dir)

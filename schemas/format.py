@@ -11,6 +11,7 @@ Layout
     PACK/
       dataset.json            the commit record, written last
       skipped.json            only when the build skipped bad input (``--skip-bad``)
+      columns/                every index.json as numpy columns (schemas/columns.py)
       shard-000000/
         index.json            one record per sample, in storage order
         mix.npy               one file per stream: a flat 1-D array
@@ -40,6 +41,7 @@ A JSON object with exactly these keys:
 ``totals``         ``{"samples", "hours", "speakers", "bytes"}``; ``speakers`` counts distinct speaker ids.
 ``provenance``     ``{"input": {"path", "sha256"}, "tool": "speechpack", "tool_version", "command",
                    "options"}``; ``options`` holds every option that influences the bytes of the pack.
+``columns``        ``{"directory": "columns", "files": {name: {"size", "sha256"}}}``: the columnar index (below).
 ``skipped``        ``{"count": n}`` plus ``"file": "skipped.json"`` with its size and hash when ``n > 0``.
 
 Keys are sorted and the JSON is indented by one space, so equal packs have byte-identical manifests.
@@ -81,6 +83,11 @@ audio over all its channels: ``mean``; then, after removing that mean, ``rms`` a
 Statistics MUST be computed from the stored int16 exactly as a reader decodes it, so a reader can reproduce a
 whole-recording normalisation from any slice.
 
+columns/
+--------
+The shard indexes again, as plain ``.npy`` arrays a reader loads in milliseconds; the file list and dtypes are
+defined in ``schemas/columns.py``.  They MUST equal what the shard indexes say; a reader MAY use either.
+
 Version history
 ---------------
 1.0  first version.
@@ -91,6 +98,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from schemas.columns import COLUMNS_DIR, column_files
 from schemas.constants import (
     AUDIO_DTYPE,
     FORMAT_MINOR,
@@ -227,13 +235,14 @@ class Manifest:
     shards: tuple[ShardEntry, ...]
     totals: dict
     provenance: dict
+    columns: dict[str, FileEntry] = field(default_factory=dict)
     skipped: dict = field(default_factory=lambda: {"count": 0})
     format_version: int = FORMAT_VERSION
     format_minor: int = FORMAT_MINOR
 
     _KEYS = frozenset(
         {"format", "format_version", "format_minor", "kind", "sample_rate", "streams", "shards", "totals",
-         "provenance", "skipped"}
+         "provenance", "columns", "skipped"}
     )
     _TOTALS = frozenset({"samples", "hours", "speakers", "bytes"})
     _PROVENANCE = frozenset({"input", "tool", "tool_version", "command", "options"})
@@ -259,6 +268,8 @@ class Manifest:
             "shards": [shard.to_dict() for shard in self.shards],
             "totals": dict(self.totals),
             "provenance": self.provenance,
+            "columns": {"directory": COLUMNS_DIR,
+                        "files": {name: entry.to_dict() for name, entry in sorted(self.columns.items())}},
             "skipped": dict(self.skipped),
         }
 
@@ -294,6 +305,15 @@ class Manifest:
         _require(totals, set(cls._TOTALS), f"{where}.totals")
         provenance = _typed(obj, "provenance", dict, where)
         _require(provenance, set(cls._PROVENANCE), f"{where}.provenance")
+        columns = _typed(obj, "columns", dict, where)
+        _require(columns, {"directory", "files"}, f"{where}.columns")
+        if columns["directory"] != COLUMNS_DIR:
+            raise PackFormatError(f"{where}.columns.directory: expected {COLUMNS_DIR!r}, got {columns['directory']!r}")
+        column_entries = {name: FileEntry.from_dict(entry, f"{where}.columns.files[{name!r}]")
+                          for name, entry in _typed(columns, "files", dict, f"{where}.columns").items()}
+        if set(column_entries) != set(column_files(kind)):
+            raise PackFormatError(f"{where}.columns.files: expected {sorted(column_files(kind))}, "
+                                  f"got {sorted(column_entries)}")
         skipped = _typed(obj, "skipped", dict, where)
         _require(skipped, {"count"}, f"{where}.skipped", optional={"file"})
         if sum(shard.samples for shard in shards) != totals["samples"]:
@@ -308,6 +328,7 @@ class Manifest:
             shards=shards,
             totals=totals,
             provenance=provenance,
+            columns=column_entries,
             skipped=skipped,
             format_version=obj["format_version"],
             format_minor=_typed(obj, "format_minor", int, where),

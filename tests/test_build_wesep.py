@@ -450,7 +450,7 @@ def test_dataset_json_fields(real_audio, wesep_list, tmp_path):
     # sorted keys, one-space indent, trailing newline: equal packs have equal bytes
     assert text == json.dumps(manifest, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
     assert set(manifest) == {"format", "format_version", "format_minor", "kind", "sample_rate", "streams",
-                             "shards", "totals", "provenance", "skipped"}
+                             "shards", "totals", "provenance", "columns", "skipped"}
     assert manifest["format"] == "speechpack"
     assert manifest["format_version"] == 1
     assert manifest["format_minor"] == 0
@@ -487,8 +487,14 @@ def test_dataset_json_fields(real_audio, wesep_list, tmp_path):
         "options": {"sample_rate": RATE, "shard_bytes": 200_000, "skip_bad": False},
     }
     assert manifest["skipped"] == {"count": 0}
+    assert manifest["columns"]["directory"] == "columns"
+    assert sorted(manifest["columns"]["files"]) == sorted(os.listdir(out / "columns")) == [
+        "keys.npy", "mix.npy", "samples.npy", "speakers.npy", "target.npy"]
+    for name, entry in manifest["columns"]["files"].items():
+        data = (out / "columns" / name).read_bytes()
+        assert entry == {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     # Nothing else in the pack: no skipped.json, no temporary debris.
-    assert sorted(os.listdir(out)) == ["dataset.json"] + [s["directory"] for s in manifest["shards"]]
+    assert sorted(os.listdir(out)) == ["columns", "dataset.json"] + [s["directory"] for s in manifest["shards"]]
     # The library's Manifest reads what it wrote.
     assert open_pack(out).manifest.to_dict() == manifest
 
@@ -566,5 +572,5 @@ def test_overwrite_removes_the_old_pack_and_debris_of_a_killed_build(small_pack,
     (small_pack / ".tmp-dataset.json").write_text("{")
     (small_pack / "shard-000007").mkdir()
     build(case, small_pack, overwrite=True)
-    assert sorted(os.listdir(small_pack)) == ["dataset.json", "shard-000000"]
+    assert sorted(os.listdir(small_pack)) == ["columns", "dataset.json", "shard-000000"]
     assert open_pack(small_pack).sample(0).key == "new"

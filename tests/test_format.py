@@ -9,6 +9,7 @@ import pytest
 
 from schemas.constants import FORMAT_MINOR, FORMAT_VERSION, SUPPORTED_MAJOR_VERSIONS
 from schemas.errors import PackFormatError, SpeechpackError
+from schemas.columns import column_files
 from schemas.format import FileEntry, Manifest, ShardEntry, StreamSpec, check_shard_index
 from schemas.units import format_bytes, parse_size, seconds_to_samples
 from schemas.wesep_list import LineProblem, best_effort_key, parse_wesep_line
@@ -32,6 +33,7 @@ def make_manifest(kind: str = "tse", shards: int = 2, skipped: int = 0) -> Manif
         provenance={"input": {"path": "/data/raw.list", "sha256": DIGEST}, "tool": "speechpack",
                     "tool_version": "0.1.0", "command": "build wesep",
                     "options": {"sample_rate": 16000, "shard_bytes": 10**9, "skip_bad": False}},
+        columns={name: FileEntry(size=200, sha256=DIGEST) for name in column_files(kind)},
         skipped={"count": skipped, **({"file": {"name": "skipped.json", "size": 10, "sha256": DIGEST}}
                                       if skipped else {})},
     )

@@ -150,3 +150,16 @@ def test_leftover_temp_directory_is_a_warning_not_an_error(built_pack):
     report = validate_pack(str(built_pack))
     assert report.ok
     assert any(".tmp-shard-000005" in str(w) for w in report.warnings)
+
+
+def test_columns_must_agree_with_the_shard_indexes(built_pack):
+    import numpy as np
+
+    keys_path = built_pack / "columns" / "keys.npy"
+    keys = np.load(keys_path)
+    keys[0] = b"m9"  # same width, same file size: only the comparison with index.json can tell
+    np.save(keys_path, keys)
+    errors = _errors(built_pack, check_hashes=False)
+    assert any(str(keys_path) in e and "disagrees with the shard indexes" in e for e in errors), errors
+    (built_pack / "columns" / "extra.npy").write_bytes(b"")
+    assert any("extra.npy" in e and "not listed" in e for e in _errors(built_pack, check_hashes=False))

@@ -1,0 +1,85 @@
+"""The pack's columnar index: ``PACK/columns/*.npy``, every shard's ``index.json`` as a few numpy arrays.
+
+``index.json`` is the human-readable record; the columns say the same thing in a form a reader loads in
+milliseconds (parsing a million JSON records takes many seconds, and start-up time is a training job's idle GPU).
+Both are written by the build and hashed in the manifest; ``speechpack validate`` recomputes the columns from the
+shard indexes and requires them to be equal.
+
+Files (all plain ``.npy``, no pickled objects):
+
+``samples.npy``   one row per sample, in pack order: ``shard``, ``num_frames``, ``orig_sample_rate``, ``line``,
+                  ``speaker_first``, ``speaker_count``, and per stream ``<stream>_first``, ``<stream>_count`` (the
+                  sample's rows in that stream's table).
+``keys.npy``      UTF-8 key per sample (numpy bytes, ``|S<n>``).
+``speakers.npy``  UTF-8 speaker id per slot, every sample's slots one after another (``|S<n>``).
+``<stream>.npy``  one row per segment: ``shard``, ``offset``, ``channels``, ``length``, ``scale``, ``mean``,
+                  ``rms``, ``peak``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from schemas.constants import STREAMS_BY_KIND
+
+COLUMNS_DIR = "columns"
+SAMPLES_FILE = "samples.npy"
+KEYS_FILE = "keys.npy"
+SPEAKERS_FILE = "speakers.npy"
+
+SEGMENT_DTYPE = np.dtype([
+    ("shard", "<i4"), ("offset", "<i8"), ("channels", "<i4"), ("length", "<i8"),
+    ("scale", "<f8"), ("mean", "<f8"), ("rms", "<f8"), ("peak", "<f8"),
+])
+_SEGMENT_FIELDS = ("offset", "channels", "length", "scale", "mean", "rms", "peak")
+
+
+def sample_dtype(kind: str) -> np.dtype:
+    fields = [("shard", "<i4"), ("num_frames", "<i8"), ("orig_sample_rate", "<i4"), ("line", "<i8"),
+              ("speaker_first", "<i8"), ("speaker_count", "<i4")]
+    for stream in STREAMS_BY_KIND[kind]:
+        fields += [(f"{stream}_first", "<i8"), (f"{stream}_count", "<i4")]
+    return np.dtype(fields)
+
+
+def column_files(kind: str) -> tuple[str, ...]:
+    """The file names of a pack's columns, in a fixed order."""
+    return (SAMPLES_FILE, KEYS_FILE, SPEAKERS_FILE) + tuple(f"{s}.npy" for s in STREAMS_BY_KIND[kind])
+
+
+class ColumnBuilder:
+    """Accumulates sample records (``index.json`` form) and turns them into the column arrays."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self._samples: list[tuple] = []
+        self._keys: list[bytes] = []
+        self._speakers: list[bytes] = []
+        self._segments: dict[str, list[tuple]] = {s: [] for s in STREAMS_BY_KIND[kind]}
+
+    def add(self, shard: int, record: dict) -> None:
+        row = [shard, record["num_frames"], record["orig_sample_rate"], record["line"], len(self._speakers),
+               len(record["speakers"])]
+        for stream, rows in self._segments.items():
+            segments = record["streams"][stream]
+            row += [len(rows), len(segments)]
+            rows.extend((shard, *(seg[f] for f in _SEGMENT_FIELDS)) for seg in segments)
+        self._samples.append(tuple(row))
+        self._keys.append(record["key"].encode("utf-8"))
+        self._speakers.extend(s.encode("utf-8") for s in record["speakers"])
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """File name -> array, for every column file."""
+        result = {
+            SAMPLES_FILE: np.array(self._samples, dtype=sample_dtype(self.kind)),
+            KEYS_FILE: _bytes_array(self._keys),
+            SPEAKERS_FILE: _bytes_array(self._speakers),
+        }
+        for stream, rows in self._segments.items():
+            result[f"{stream}.npy"] = np.array(rows, dtype=SEGMENT_DTYPE)
+        return result
+
+
+def _bytes_array(values: list[bytes]) -> np.ndarray:
+    width = max((len(v) for v in values), default=1) or 1
+    return np.array(values, dtype=f"|S{width}")
