@@ -8,6 +8,7 @@ Probing reads headers only, so a build can check every line and plan its shards 
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -207,28 +208,43 @@ def quantise(data: np.ndarray) -> tuple[np.ndarray, float]:
     return quantised, scale
 
 
-#: Samples per chunk in :func:`int16_statistics`: 2**22 squares of int16 values (each at most 2**30) sum to at
-#: most 2**52, so every partial sum a float64 dot product forms is an exact integer, in any summation order.
-_EXACT_CHUNK = 1 << 22
+#: Samples per chunk in :func:`int16_statistics`.  At most 2**22 squares of int16 values (each at most 2**30)
+#: sum to at most 2**52, so every partial sum of a float64 reduction over a chunk is an exact integer, in any
+#: summation order; 2**20 keeps the scratch buffer (8 MB) in cache.
+_EXACT_CHUNK = 1 << 20
+_scratch = threading.local()
+
+
+def _scratch_buffer() -> np.ndarray:
+    """A float64 buffer reused by each thread: a fresh 8 MB array per call costs more in page faults (and in
+    contention for the process's memory map, with the writer thread and the decoder faulting at once) than the
+    arithmetic does."""
+    buffer = getattr(_scratch, "buffer", None)
+    if buffer is None:
+        buffer = _scratch.buffer = np.empty(_EXACT_CHUNK, dtype=np.float64)
+    return buffer
 
 
 def int16_statistics(stored: np.ndarray, scale: float) -> tuple[float, float, float]:
     """``(mean, rms, peak)`` of the decoded audio ``stored / 32768 * scale``; rms and peak after DC removal.
 
-    The sums are exact integers (float64 BLAS on chunks small enough that no partial sum can round), so the
-    result does not depend on summation order, BLAS or the machine: the validator recomputes it and must get the
-    same floats.
+    The sums are exact integers (float64 reductions over chunks small enough that no partial sum can round), so
+    the result does not depend on summation order or the machine: the validator recomputes it and must get the
+    same floats.  ``einsum`` rather than ``dot``: BLAS would start threads that compete with the decoder.
     """
     n = int(stored.size)
     if n == 0:
         return 0.0, 0.0, 0.0
     flat = stored.reshape(-1)
+    buffer = _scratch_buffer()
     total = 0
     total_sq = 0
     for start in range(0, n, _EXACT_CHUNK):
-        chunk = flat[start:start + _EXACT_CHUNK].astype(np.float64)
+        piece = flat[start:start + _EXACT_CHUNK]
+        chunk = buffer[:piece.size]
+        np.copyto(chunk, piece, casting="safe")
         total += int(chunk.sum())
-        total_sq += int(np.dot(chunk, chunk))
+        total_sq += int(np.einsum("i,i->", chunk, chunk))
     unit = scale / AUDIO_FULL_SCALE
     mean_int = total / n
     variance_int = (n * total_sq - total * total) / (n * n)  # exact numerator, one rounding
