@@ -598,7 +598,7 @@ def _run_child(command: str, args, **paths: str) -> None:
     if args.profile:
         argv.append("--profile")
     if args.gc_freeze:
-        argv.append("--gc-freeze")
+        argv += ["--gc-freeze", args.gc_freeze]
     sys.stdout.flush()
     subprocess.run(argv, check=True)
 
@@ -660,6 +660,10 @@ def attribute_growth(first: dict, last: dict) -> dict[str, float]:
             "parent": float(by_parent.sum() * mb), "released": float(released.sum() * mb)}
 
 
+def _freeze_gc(_worker_id: int) -> None:
+    gc.freeze()  # what-if: the worker's collector never walks (and so never writes to) the objects it inherited
+
+
 def cmd_memory(args, big_pack: str) -> None:
     """The worker's private memory over an epoch of the big pack (run in a fresh interpreter: ``memory-child``)."""
     warm_files(pack_files(big_pack))
@@ -670,9 +674,11 @@ def cmd_memory(args, big_pack: str) -> None:
     stop = max(1, int(total_batches * args.fraction))
     marks = {m for m in (10, 100, 1000) if m < stop} | {max(1, int(stop * k / 10)) for k in range(1, 11)}
     before = set(_children(os.getpid()))
-    if args.gc_freeze:
+    if args.gc_freeze == "parent":
         gc.collect()
         gc.freeze()
+    elif args.gc_freeze == "worker":
+        loader.dataloader.worker_init_fn = _freeze_gc
     iterator = iter(loader)
     next(iterator)
     workers = sorted(set(_children(os.getpid())) - before)
@@ -701,8 +707,9 @@ def cmd_memory(args, big_pack: str) -> None:
     _shutdown(loader)
     last = curve[-1][1]
     samples = (done - 1) * batch_size
+    freeze = f", gc.freeze() in the {args.gc_freeze}" if args.gc_freeze else ""
     _log(f"\nworker memory (num_workers=1, batch_size {batch_size}, chunk_len {CHUNK_LEN} with chunk_short_policy "
-         f"keep{', gc.freeze() in the parent before the fork' if args.gc_freeze else ''}, pid {worker}): {done:,} of {total_batches:,} batches ({done * batch_size:,} samples) in "
+         f"keep{freeze}, pid {worker}): {done:,} of {total_batches:,} batches ({done * batch_size:,} samples) in "
          f"{seconds:.1f} s after the first")
     _log(f"  {'batches':>9} {'samples':>11} {'private':>9} {'pack files':>11} {'rest':>8} {'rest dirty':>11} "
          f"{'rest clean':>11} {'anonymous':>10}   (MB; private = Private_Clean + Private_Dirty)")
@@ -832,8 +839,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fraction", type=float, default=1.0, help="share of the epoch the memory run iterates")
     parser.add_argument("--memory-batch-size", type=int, default=16, help="batch size of the memory run")
     parser.add_argument("--big-pack", default=None, help="where to keep (or reuse) the big pack")
-    parser.add_argument("--gc-freeze", action="store_true",
-                        help="memory what-if: gc.collect(); gc.freeze() in the parent before the worker forks")
+    parser.add_argument("--gc-freeze", choices=("parent", "worker"), default=None,
+                        help="memory what-if: gc.collect(); gc.freeze() in the parent before the worker forks, or "
+                             "gc.freeze() first thing in the worker (worker_init_fn)")
     parser.add_argument("--small-pack", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tmp-dir", default=None, help="where corpus and packs go (default: system temp)")

@@ -64,6 +64,8 @@ class Audio:
     def num_frames(self) -> int:
         return self.data.shape[1]
 
+    frames = num_frames  # the name AudioInfo uses, so checks read either
+
 
 def _check_path(path: str) -> None:
     if not os.path.exists(path):

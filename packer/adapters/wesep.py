@@ -151,34 +151,28 @@ def _load_mixture(parsed: WesepLine, sample_rate: int) -> PackedSample:
         _check_same_shape(audio, reference, path, reference_path, "source")
         targets.append(Audio(np.ascontiguousarray(audio.data[:1]), audio.sample_rate))
     mix = resample(mix, sample_rate)
-    return PackedSample(
-        key=parsed.key,
-        speakers=parsed.speakers,
-        line=parsed.line,
-        orig_sample_rate=reference.sample_rate,
-        num_frames=mix.num_frames,
-        provenance=parsed.provenance,
-        streams={
-            STREAM_MIX: [to_stored(mix)],
-            STREAM_TARGET: [to_stored(resample(t, sample_rate)) for t in targets],
-        },
-    )
+    return _packed(parsed, reference.sample_rate, {
+        STREAM_MIX: [to_stored(mix)],
+        STREAM_TARGET: [to_stored(resample(t, sample_rate)) for t in targets],
+    })
+
+
+def _packed(parsed: WesepLine, orig_sample_rate: int, streams: dict) -> PackedSample:
+    return PackedSample(key=parsed.key, speakers=parsed.speakers, line=parsed.line,
+                        orig_sample_rate=orig_sample_rate, num_frames=streams[next(iter(streams))][0].length,
+                        provenance=parsed.provenance, streams=streams)
 
 
 def _check_same_shape(audio: Audio | AudioInfo, reference: Audio | AudioInfo, path: str, reference_path: str,
                       what: str) -> None:
     """WeSep's strict policy: every file of a sample shares the mixture's sample rate and length."""
-    frames, reference_frames = _frames(audio), _frames(reference)
+    frames, reference_frames = audio.frames, reference.frames
     if audio.sample_rate != reference.sample_rate:
         raise AudioError(path, f"{what} sample rate {audio.sample_rate} Hz differs from the mixture's "
                                f"{reference.sample_rate} Hz ({reference_path})")
     if frames != reference_frames:
         raise AudioError(path, f"{what} length {frames} samples differs from the mixture's "
                                f"{reference_frames} ({reference_path})")
-
-
-def _frames(audio: Audio | AudioInfo) -> int:
-    return audio.frames if isinstance(audio, AudioInfo) else audio.num_frames
 
 
 def _check_mono(audio: Audio | AudioInfo, path: str) -> None:
@@ -190,13 +184,4 @@ def _load_source(parsed: WesepLine, sample_rate: int) -> PackedSample:
     path = parsed.target_paths[0]
     audio = _read(path, sample_rate)
     _check_mono(audio, path)
-    resampled = resample(audio, sample_rate)
-    return PackedSample(
-        key=parsed.key,
-        speakers=parsed.speakers,
-        line=parsed.line,
-        orig_sample_rate=audio.sample_rate,
-        num_frames=resampled.num_frames,
-        provenance=parsed.provenance,
-        streams={STREAM_SOURCE: [to_stored(resampled)]},
-    )
+    return _packed(parsed, audio.sample_rate, {STREAM_SOURCE: [to_stored(resample(audio, sample_rate))]})
