@@ -1,20 +1,22 @@
 """Training-loader throughput, worker memory and time to first batch, against a WeSep-style raw baseline.
 
     python bench/loader_throughput.py throughput [--lines 640] [--batch-size 16] [--repeats 5] [--profile]
-    python bench/loader_throughput.py memory [--samples 1000000]
-    python bench/loader_throughput.py first-batch [--samples 1000000]
+    python bench/loader_throughput.py memory [--samples 1000000] [--big-pack DIR] [--gc-freeze parent|worker]
+    python bench/loader_throughput.py first-batch [--samples 1000000] [--big-pack DIR] [--profile]
     python bench/loader_throughput.py all            # the three above, sharing the packs
 
-Everything runs in one process on a warm page cache (every file is read once before timing).
+Warm page cache throughout (every file is read once before timing).  Results and their reading:
+``bench/RESULTS-loader.md``.
 
-**throughput** (num_workers=0, 4 s chunks, state ``train``, collated float32 batches).  The corpus is built from
-real recordings installed by Debian packages (``pocketsphinx-testdata``, ``codec2-examples``, ``alsa-utils``):
-LibriVox clips (16 kHz), codec2 speech (8 kHz) and the ALSA voice prompts (48 kHz) are brought to 16 kHz with
-soxr, cut into pieces of 8-12 s and paired across recordings into 2-speaker mixtures (SIR in [-5, 5] dB), each
-mixture and its two sources written as PCM_16 16 kHz WAV.  A WeSep raw list repeats those mixtures under distinct
-keys (``--lines``) and ``packer.build.build_wesep`` packs it.  Three jobs deliver the same thing, an epoch of
-batches ``wav_mix`` and ``wav_target`` of shape ``[2 * batch_size, 1, 64000]`` (float32, one row per target,
-mixture-major), and are timed alternately, one epoch per run, after an untimed warm-up run of each:
+**throughput** (one process, num_workers=0, 4 s chunks, state ``train``, collated float32 batches).  The corpus
+is built from real recordings installed by Debian packages (``pocketsphinx-testdata``, ``codec2-examples``,
+``alsa-utils``): LibriVox clips (16 kHz), codec2 speech (8 kHz) and the ALSA voice prompts (48 kHz) are brought to
+16 kHz with soxr, cut into pieces of 8-12 s (``--piece-seconds``) and paired across recordings into 2-speaker
+mixtures (SIR in [-5, 5] dB), each mixture and its two sources written as PCM_16 16 kHz WAV.  A WeSep raw list
+repeats those mixtures under distinct keys (``--lines``, rounded up to whole batches) and
+``packer.build.build_wesep`` packs it.  The jobs deliver the same thing, an epoch of batches ``wav_mix`` and
+``wav_target`` of shape ``[2 * batch_size, 1, 64000]`` (float32, one row per target, mixture-major), and are timed
+alternately, one epoch per run, after an untimed warm-up run of each:
 
 - speechpack: ``loader.build_loader(config, "train", num_workers=0, seed=0)`` built once, one epoch per run
   (``set_epoch``), every batch consumed;
@@ -23,27 +25,33 @@ mixture-major), and are timed alternately, one epoch per run, after an untimed w
   ``torchaudio.load`` returns) into ``[1, T]`` tensors, the strict same-length check, a shuffle buffer, WeSep's
   ``random_chunk`` (one random 4 s window shared by mixture and targets, re-drawn while the mixture chunk is all
   zero, each chunk cloned) and ``tse_collate_fn`` (rows per target, ``torch.stack`` of the per-row tensors);
-- (b) the limit: the windows speechpack delivered in the warm-up epoch, copied straight from the pack's stream
-  files (``np.load(mmap_mode="r")``) into a preallocated float32 batch with one
-  ``np.multiply(int16_view, factor, out=row, casting="unsafe")`` per output row, nothing else.
+- (b) the limit: the windows speechpack delivered in the warm-up epoch (checked to reproduce its first batch bit
+  for bit), copied straight from the pack's stream files (``np.load(mmap_mode="r")``) into one preallocated
+  float32 batch with one ``np.multiply(int16_view, factor, out=row, casting="unsafe")`` per output row;
+- (b') for reference, the same copy into ``wav_mix``/``wav_target`` arrays allocated per batch (``np.empty``)
+  while the previous batch is still referenced: what a loader that hands its batches out can reach.
 
 Unit: **audio seconds per second = mixtures delivered x 4 s / wall seconds** (a mixture delivers its 4 s chunk
 once, whatever its number of targets; rows/s is twice that here).  Targets: speechpack >= 15x (a) and >= 0.5x (b),
 on the best of ``--repeats`` runs (medians printed too).  ``--profile`` adds cProfile's top functions of one
 speechpack epoch.
 
-**memory** (num_workers=1): a synthetic ``sources`` pack of ``--samples`` tiny samples (0.02 s each) is written
-directly with ``packer.writer.PackWriter`` from in-memory ``PackedSample`` objects (``packer.audio.to_segment``
-of 1000 short random arrays, reused under distinct keys; no WAV files).  One epoch (``--fraction`` of it) is
-iterated with ``chunk_len`` 64000 and ``chunk_short_policy: keep`` (rows stay 0.02 s), and the worker's private
-memory is read from ``/proc/<pid>/smaps`` at the first batch, at every tenth of the epoch and at the end.
-Private memory is split into the pack's mapped stream files (clean page-cache pages that only the worker maps;
-the kernel drops them under pressure) and everything else (heap, anonymous, other files): the target, at most
-1 MB of growth per 1M samples, applies to the second; both are printed.
+**memory** (num_workers=1, in a fresh interpreter): a synthetic ``sources`` pack of ``--samples`` tiny samples
+(0.02 s each) is written directly with ``packer.writer.PackWriter`` from in-memory ``PackedSample`` objects (1000
+short random arrays quantised once and reused under distinct keys; no WAV files).  One epoch (``--fraction`` of
+it) is iterated with ``chunk_len`` 64000 and ``chunk_short_policy: keep`` (rows stay 0.02 s), and the worker's
+private memory (Private_Clean + Private_Dirty, ``/proc/<pid>/smaps``) is read at the first batch, after 10, 100
+and 1000 batches, at every tenth of the epoch and at the end.  It is split into the pack's mapped files (clean
+page-cache pages only the worker maps; the kernel drops them under pressure) and the rest, which the target (at
+most 1 MB of growth per 1M samples) is about.  Pages can turn private in the worker because the *parent* wrote its
+own copy of a page they shared since the fork, so ``/proc/<pid>/pagemap`` (frame numbers; needs root) is compared
+between the first batch and the end to say which process made each page private.  ``--gc-freeze`` is a what-if:
+``gc.freeze()`` in the parent before the fork, or in the worker (``worker_init_fn``).
 
-**first-batch** (num_workers=2): wall time from the ``build_loader()`` call to the first batch in hand, on the
-big synthetic pack and on the throughput pack (best and median of ``--repeats``, target <= 1 s), with the time
-spent in ``open_pack`` alone; ``--profile`` adds cProfile's top functions of ``build_loader`` on the big pack.
+**first-batch** (num_workers=2, in a fresh interpreter): wall time from the ``build_loader()`` call to the first
+batch in hand, on the big synthetic pack and on the throughput pack (best and median of ``--repeats``, target
+<= 1 s), with ``build_loader`` and ``open_pack`` alone; ``--profile`` adds cProfile's top functions of
+``build_loader`` and the first batch on the big pack.
 
 Missing a target prints ``BELOW TARGET`` and still exits 0; only errors exit non-zero.
 """
@@ -185,7 +193,8 @@ def build_corpus(workdir: str, lines: int, seed: int, piece_seconds=PIECE_SECOND
                                  "src": {spk1: [p1], spk2: [p2]}}) + "\n")
             seconds += duration
     return list_path, {
-        "recordings": sum(len(glob.glob(p)) for p, _ in SOURCE_GLOBS), "streams": len(streams),
+        "recordings": sum(1 for p, _ in SOURCE_GLOBS for f in glob.glob(p) if os.path.basename(f) != "Noise.wav"),
+        "streams": len(streams),
         "pieces": len(pieces), "unique_mixtures": len(mixtures), "lines": lines, "hours": seconds / 3600,
         "min_s": min(m[2] for m in mixtures), "max_s": max(m[2] for m in mixtures),
         "wav_bytes": sum(os.path.getsize(p) for p in glob.glob(os.path.join(wav_dir, "*.wav"))),
@@ -214,13 +223,16 @@ def loader_config(pack: str, batch_size: int, **extra) -> dict:
 # ------------------------------------------------------------------------------------------ the three jobs
 
 def speechpack_epoch(loader, epoch: int, record: list | None = None) -> int:
-    """One epoch of the speechpack loader; returns the mixtures delivered (rows / num_speaker)."""
+    """One epoch of the speechpack loader; returns the mixtures delivered."""
     loader.set_epoch(epoch)
     mixtures = 0
     for batch in loader:
-        rows = batch["wav_mix"].shape[0]
-        mixtures += rows // 2
-        if record is not None:  # the windows only (and the first batch whole, to check the limit job)
+        keys = batch["key"]  # rows are mixture-major: a mixture is a run of rows with its key
+        mixtures += sum(1 for i, key in enumerate(keys) if i == 0 or key != keys[i - 1])
+        if record is not None:
+            if set(batch["num_speaker"]) != {2}:
+                raise SystemExit("the benchmark corpus has two speakers per mixture")
+            # the windows only (and the first batch whole, to check the limit job against it)
             record.append({"key": batch["key"], "chunk_ratio": batch["chunk_ratio"],
                            "audio": None if record else torch.cat([batch["wav_mix"], batch["wav_target"]])})
     return mixtures
@@ -362,7 +374,8 @@ class Limit:
                 mix_seg = pack.segments_of(STREAM_MIX, sample)[0]
                 mix = self._source(pack, STREAM_MIX, mix_seg, start)
                 mix_rows += [mix, mix]
-                target_rows += [self._source(pack, STREAM_TARGET, j, start) for j in pack.segments_of(STREAM_TARGET, sample)]
+                target_rows += [self._source(pack, STREAM_TARGET, j, start)
+                                for j in pack.segments_of(STREAM_TARGET, sample)]
             self.batches.append(mix_rows + target_rows)
         rows = 2 * batch_size
         self.out = np.zeros((2, rows, 1, CHUNK_LEN), dtype=np.float32)
@@ -375,7 +388,8 @@ class Limit:
             self.arrays[(shard, stream)] = np.load(path, mmap_mode="r")
         if int(table.channels[segment]) != 1:
             raise SystemExit("the limit job expects mono segments")
-        return self.arrays[(shard, stream)], int(table.offset[segment]) + start, np.float32(table.scale[segment] / 32768.0)
+        factor = np.float32(table.scale[segment] / 32768.0)
+        return self.arrays[(shard, stream)], int(table.offset[segment]) + start, factor
 
     def epoch(self, fresh: bool = False) -> int:
         """Copy every recorded batch into one preallocated output (the limit).
@@ -389,7 +403,7 @@ class Limit:
         held = None
         for rows in self.batches:
             if fresh:
-                out = (np.empty(self.out.shape[1:], dtype=np.float32), np.empty(self.out.shape[1:], dtype=np.float32))
+                out = tuple(np.empty(self.out.shape[1:], dtype=np.float32) for _ in range(2))
             half = len(rows) // 2
             for r, (array, start, factor) in enumerate(rows):
                 dest = out[0 if r < half else 1][r % half, 0]
@@ -463,18 +477,19 @@ def cmd_throughput(args, workdir: str) -> str:
     _log(f"\none epoch = {expected} mixtures x {CHUNK_SECONDS} s = {audio} audio-s, "
          f"batches of {args.batch_size} mixtures = {2 * args.batch_size} rows x 1 x {CHUNK_LEN} float32 "
          f"(wav_mix and wav_target); {args.repeats} timed epochs per job, alternating, after one warm-up each\n")
-    _log(f"  {'job':<32} {'best s':>8} {'median s':>9} {'best audio-s/s':>15} {'median audio-s/s':>17}")
+    _log(f"  {'job':<36} {'best s':>8} {'median s':>9} {'best audio-s/s':>15} {'median audio-s/s':>17}")
     best = {}
     for name, times in seconds.items():
         best[name] = audio / min(times)
-        _log(f"  {name:<32} {min(times):8.4f} {statistics.median(times):9.4f} {best[name]:15,.0f} "
+        _log(f"  {name:<36} {min(times):8.4f} {statistics.median(times):9.4f} {best[name]:15,.0f} "
              f"{audio / statistics.median(times):17,.0f}")
     sp, base, lim = (seconds[n] for n in ("speechpack", "(a) WeSep raw (soundfile)", "(b) limit (int16 mmap -> f32)"))
     ratio_a = min(base) / min(sp)
     ratio_b = min(lim) / min(sp)
     ratio_b2 = min(seconds["(b') limit, fresh arrays per batch"]) / min(sp)
     _log("")
-    _log(f"  speechpack / (a) WeSep raw: {ratio_a:6.1f}x  (median {statistics.median(base) / statistics.median(sp):.1f}x)"
+    median_a = statistics.median(base) / statistics.median(sp)
+    _log(f"  speechpack / (a) WeSep raw: {ratio_a:6.1f}x  (median {median_a:.1f}x)"
          f"   target >= {TARGET_VS_WESEP:g}x: {'PASS' if ratio_a >= TARGET_VS_WESEP else 'BELOW TARGET'}")
     _log(f"  speechpack / (b) limit:     {ratio_b:6.2f}   (median {statistics.median(lim) / statistics.median(sp):.2f})"
          f"   target >= {TARGET_VS_LIMIT:g}: {'PASS' if ratio_b >= TARGET_VS_LIMIT else 'BELOW TARGET'}")

@@ -84,8 +84,9 @@ def _pieces(paths: list[str], max_seconds: float, min_seconds: float) -> dict[in
     return by_rate
 
 
-def build_corpus(workdir: str, minutes: float, max_piece: float, seed: int) -> tuple[str, dict]:
-    """Write the WAV files and the WeSep list; return the list path and a description of the corpus."""
+def build_corpus(workdir: str, minutes: float, max_piece: float, seed: int, audio_format: str = "wav"
+                 ) -> tuple[str, dict]:
+    """Write the audio files (16-bit WAV or FLAC) and the WeSep list; return the list path and a description."""
     paths = sorted(p for pattern in SOURCE_GLOBS for p in glob.glob(pattern))
     if not paths:
         raise SystemExit("no source recordings found; install pocketsphinx-testdata, alsa-utils, codec2-examples")
@@ -115,7 +116,7 @@ def build_corpus(workdir: str, minutes: float, max_piece: float, seed: int) -> t
             stem = f"{rate // 1000}k-{i:03d}"
             files = []
             for role, signal in (("mix", s1 + s2), ("s1", s1), ("s2", s2)):
-                path = os.path.join(wav_dir, f"{stem}-{role}.wav")
+                path = os.path.join(wav_dir, f"{stem}-{role}.{audio_format}")
                 soundfile.write(path, np.clip(signal, -1.0, 32767 / 32768), rate, subtype="PCM_16")
                 files.append(path)
             mixtures.append((files, (name1, name2), n / rate))
@@ -142,7 +143,7 @@ def build_corpus(workdir: str, minutes: float, max_piece: float, seed: int) -> t
             fp.write(json.dumps(obj) + "\n")
     described["lines"] = len(lines)
     described["hours"] = sum(obj["_seconds"] for obj in lines) / 3600.0
-    described["wav_bytes"] = sum(os.path.getsize(p) for p in glob.glob(os.path.join(wav_dir, "*.wav")))
+    described["wav_bytes"] = sum(os.path.getsize(p) for p in glob.glob(os.path.join(wav_dir, f"*.{audio_format}")))
     return list_path, described
 
 
@@ -260,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shard-bytes", type=int, default=None,
                         help="shard size in bytes (default: the packer's, 1 GB: one shard for this corpus)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--format", dest="audio_format", choices=("wav", "flac"), default="wav",
+                        help="how the corpus is stored: 16-bit WAV (cheapest decode: the hardest case for the "
+                             "ratio) or FLAC (as LibriSpeech-derived corpora are)")
     parser.add_argument("--tmp-dir", default=None, help="where corpus and packs go (default: system temp; "
                                                         "fsync makes the file system matter)")
     parser.add_argument("--no-stages", action="store_true", help="skip the stage breakdown")
@@ -271,13 +275,13 @@ def main(argv: list[str] | None = None) -> int:
 
     workdir = tempfile.mkdtemp(prefix="speechpack-bench-", dir=args.tmp_dir)
     try:
-        list_path, corpus = build_corpus(workdir, args.minutes, args.max_piece, args.seed)
+        list_path, corpus = build_corpus(workdir, args.minutes, args.max_piece, args.seed, args.audio_format)
         lines = read_list(list_path)
         hours = corpus["hours"]
         out = os.path.join(workdir, "pack")
         print(f"corpus: {corpus['lines']} mixture lines x 3 files, {hours * 60:.1f} min of mixtures "
               f"({hours:.4f} h), from {corpus['source_files']} recordings; "
-              f"{corpus['wav_bytes'] / 1e6:.1f} MB of unique WAV in {workdir}")
+              f"{corpus['wav_bytes'] / 1e6:.1f} MB of unique {args.audio_format.upper()} in {workdir}")
         for rate, info in corpus["rates"].items():
             print(f"  {rate:>5} Hz: {info['unique_mixtures']:3d} unique mixtures, {info['lines']:4d} lines, "
                   f"{info['seconds'] / 60:5.1f} min")

@@ -156,6 +156,9 @@ class Pack:
             if cached.dtype.str != spec.dtype or cached.ndim != 1 + len(spec.row_shape):
                 raise PackFormatError(f"{path}: holds {cached.dtype.str} {cached.shape}, the catalogue says "
                                       f"{spec.dtype} rows of {list(spec.row_shape)}")
+            # A plain ndarray view of the mapping (it keeps the mapping alive): np.memmap runs Python code on
+            # every slice, which costs more than the copy of a short chunk.
+            cached = cached.view(np.ndarray)
             self._arrays[(shard, stream)] = cached
             if len(self._arrays) > self._max_open:
                 self._arrays.popitem(last=False)

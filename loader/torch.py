@@ -11,6 +11,7 @@ How the pieces fit:
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
@@ -32,6 +33,19 @@ from schemas.errors import SpeechpackError
 STATE_VERSION = 1
 #: Batches each worker prepares ahead of the training loop.
 PREFETCH_PER_WORKER = 2
+#: Arrays at least this large leave a worker as shared-memory tensors; smaller ones as pickled numpy arrays.
+_SHARED_MIN = 1 << 16
+
+
+def _as_is(batch: dict) -> dict:
+    """The DataLoader's collate_fn: batches are collated already (torch's default would walk every field)."""
+    return batch
+
+
+def _freeze_gc(worker_id: int) -> None:
+    """Worker start-up: move everything inherited from the parent out of the garbage collector's reach, so its
+    passes do not touch (and copy) the parent's pages."""
+    gc.freeze()
 
 
 class ResumeError(SpeechpackError):
@@ -74,8 +88,10 @@ class _PlannedBatches(Dataset):
         epoch, batch = key
         plan = self.plan(epoch)
         arrays = self.builder.build(plan.items[batch], plan.valid[batch], epoch, int(plan.global_batch[batch]))
-        return {name: torch.from_numpy(value) if isinstance(value, np.ndarray) else value
-                for name, value in arrays.items()}
+        # Audio becomes tensors here (a worker sends them through shared memory, cheaper than pickling); small
+        # arrays travel pickled as numpy, since each shared-memory tensor costs about a millisecond to set up.
+        return {name: torch.from_numpy(value) if isinstance(value, np.ndarray) and value.nbytes >= _SHARED_MIN
+                else value for name, value in arrays.items()}
 
 
 class _EpochSampler(Sampler):
@@ -132,6 +148,8 @@ class SpeechLoader:
             persistent_workers=num_workers > 0,
             prefetch_factor=PREFETCH_PER_WORKER if num_workers > 0 else None,
             pin_memory=torch.cuda.is_available(),
+            collate_fn=_as_is,
+            worker_init_fn=_freeze_gc,
         )
 
     def __len__(self) -> int:
@@ -161,7 +179,8 @@ class SpeechLoader:
         self._resume_at = 0
         for batch in self.dataloader:
             self._consumed += 1
-            yield batch
+            yield {name: torch.from_numpy(value) if isinstance(value, np.ndarray) else value
+                   for name, value in batch.items()}
 
     def state_dict(self) -> dict:
         """A few numbers: enough to resume mid-epoch in O(1).  After a finished pass ``batches_consumed`` equals

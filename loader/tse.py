@@ -160,7 +160,7 @@ class TseBatchBuilder:
             if self.args.chunk_random_start:
                 for attempt in range(ZERO_CHUNK_REDRAWS + 1):
                     start = int(draws[attempt] * (total - length + 1))
-                    if mix[:, start:start + length].any():
+                    if np.count_nonzero(mix[:, start:start + length]):
                         break
             return _Window(start, length, length, total)
         if self.args.chunk_short_policy == "pad":
@@ -207,10 +207,10 @@ class TseBatchBuilder:
     @staticmethod
     def _collate(sources: list[tuple], windows: list[_Window], lengths: np.ndarray, align: str,
                  mixture_of: list[int] | None = None) -> np.ndarray:
-        """Decode every row once into a zero-filled ``[rows, C, T]`` float32 array (T by ``align``)."""
+        """Decode every row once into a ``[rows, C, T]`` float32 array (T by ``align``), zero-padded on the right."""
         out_len = int(lengths.max() if align == "max" else lengths.min()) if len(lengths) else 0
         channels = sources[0][0].shape[0] if sources else 1
-        out = np.zeros((len(sources), channels, out_len), dtype=np.float32)
+        out = np.empty((len(sources), channels, out_len), dtype=np.float32)
         previous = None
         for r, ((audio, factor, mean, gain), window) in enumerate(zip(sources, windows)):
             if mixture_of is not None and previous is not None and mixture_of[r] == mixture_of[r - 1]:
@@ -222,5 +222,6 @@ class TseBatchBuilder:
                         casting="unsafe")
             if mean and gain:
                 dest -= np.float32(mean * gain)
+            out[r, :, take:] = 0.0  # zero only the padding: the rest is written once
             previous = r
         return out
