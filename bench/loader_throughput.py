@@ -5,8 +5,8 @@
     python bench/loader_throughput.py first-batch [--samples 1000000] [--big-pack DIR] [--profile]
     python bench/loader_throughput.py all            # the three above, sharing the packs
 
-Warm page cache throughout (every file is read once before timing).  Results and their reading:
-``bench/RESULTS-loader.md``.
+Warm page cache throughout (every file is read once before timing).  Measured figures and their
+reading: ``docs/performance.md``.
 
 **throughput** (one process, num_workers=0, 4 s chunks, state ``train``, collated float32 batches).  The corpus
 is built from real recordings installed by Debian packages (``pocketsphinx-testdata``, ``codec2-examples``,

@@ -51,7 +51,7 @@ class AudioInfo:
 @dataclass(frozen=True)
 class Audio:
     """Decoded audio, channel-first ``[C, T]``, at ``sample_rate``: float32 in [-1, 1), or int16 when read
-    directly from 16-bit PCM (``read_audio(..., as_int16=True)``)."""
+    directly from 16-bit PCM at the pack's rate (``read_audio(..., int16_at=rate)``)."""
 
     data: np.ndarray
     sample_rate: int
@@ -97,12 +97,12 @@ def probe_audio(path: str) -> AudioInfo:
     return result
 
 
-def read_audio(path: str, as_int16: bool = False) -> Audio:
-    """Decode ``path`` to ``[C, T]``: float32, or int16 when ``as_int16`` and the file is 16-bit PCM (the
-    stored values then pass through untouched).  Raise ``AudioError`` for a missing, unreadable or unusable file."""
+def read_audio(path: str, int16_at: int | None = None) -> Audio:
+    """Decode ``path`` to ``[C, T]``: float32, or int16 when the file is 16-bit PCM at the rate ``int16_at``
+    (nothing to resample: the stored values pass through untouched).  Raise ``AudioError`` for a missing, unreadable or unusable file."""
     _check_path(path)
     if _uses_soundfile(path):
-        audio, integer_coded = _read_soundfile(path, as_int16)
+        audio, integer_coded = _read_soundfile(path, int16_at)
     else:
         audio, integer_coded = _read_pyav(path), False
     if audio.num_frames == 0:
@@ -114,11 +114,11 @@ def read_audio(path: str, as_int16: bool = False) -> Audio:
     return audio
 
 
-def _read_soundfile(path: str, as_int16: bool) -> tuple[Audio, bool]:
+def _read_soundfile(path: str, int16_at: int | None) -> tuple[Audio, bool]:
     try:
         with soundfile.SoundFile(path) as sound:
             integer_coded = sound.subtype in _INTEGER_SUBTYPES
-            dtype = "int16" if as_int16 and sound.subtype == "PCM_16" else "float32"
+            dtype = "int16" if sound.subtype == "PCM_16" and sound.samplerate == int16_at else "float32"
             data = sound.read(dtype=dtype, always_2d=True)
             rate = sound.samplerate
     except (soundfile.LibsndfileError, RuntimeError, ValueError) as err:

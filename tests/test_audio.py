@@ -124,7 +124,8 @@ def test_probe_reads_headers_and_predicts_soxr_lengths(make_wav):
 def test_pcm16_reads_as_int16_untouched(make_wav):
     path = make_wav("ints.wav", kind="noise", amplitude=1.0)
     as_float = read_audio(path)
-    as_int = read_audio(path, as_int16=True)
+    as_int = read_audio(path, int16_at=16000)
+    assert read_audio(path, int16_at=8000).data.dtype == np.float32  # to be resampled: decoded as float
     assert as_int.data.dtype == np.int16
     stored = to_stored(as_int)
     assert stored.scale == 1.0

@@ -124,10 +124,7 @@ def load_wesep_sample(parsed: WesepLine, sample_rate: int) -> PackedSample:
 def _read(path: str, sample_rate: int) -> Audio:
     """Decode; 16-bit PCM already at the pack's rate is read as int16 and stored untouched (no float round
     trip, same bytes)."""
-    audio = read_audio(path, as_int16=True)
-    if audio.data.dtype != np.float32 and audio.sample_rate != sample_rate:
-        audio = Audio(audio.data.astype(np.float32) / np.float32(AUDIO_FULL_SCALE), audio.sample_rate)
-    return audio
+    return read_audio(path, int16_at=sample_rate)
 
 
 def _load_mixture(parsed: WesepLine, sample_rate: int) -> PackedSample:
