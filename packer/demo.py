@@ -46,6 +46,8 @@ SNR_DB = (-5.0, 5.0)
 #: Small on purpose, so that even this tiny corpus spreads over several shards.
 SHARD_BYTES = 800_000
 SEED = 20240611
+#: Training window of the loader step, in seconds.
+DEMO_CHUNK_SECONDS = 1
 
 
 @dataclass(frozen=True)
@@ -157,13 +159,47 @@ def run_demo(out: str, echo: Callable[[str], None] = print) -> DemoResult:
     echo("")
     _read_back(tse_pack, sources_pack, corpus, mixtures, echo)
 
+    # 6. Load training batches.
+    echo("")
+    config_path = _load_batches(tse_pack, out, echo)
+
     seconds = time.monotonic() - started
     echo("")
     echo(f"Done in {seconds:.1f} s.  Try:  speechpack validate {tse_pack}")
-    echo(f"     python -c \"from loader.pack import open_pack; p = open_pack('{tse_pack}'); "
-         f"print(p, p.sample(0).targets.shape)\"")
+    echo(f"                   speechpack peek {config_path} --save-wavs {os.path.join(out, 'batch-wavs')}")
     return DemoResult(out=out, corpus=corpus, tse_list=tse_list, sources_list=sources_list, tse_pack=tse_pack,
                       sources_pack=sources_pack, voices=tuple(voices), seconds=seconds)
+
+
+def _load_batches(tse_pack: str, out: str, echo: Callable[[str], None]) -> str:
+    """Write a loader config for the tse pack, load one training epoch through ``build_loader`` and describe it.
+
+    One mixture per batch: the demo has a two-channel mixture, and mixtures of different channel counts cannot
+    share a batch (as in WeSep).
+    """
+    import yaml
+
+    from loader import build_loader  # imported here: torch is only needed from this step on
+    from loader.peek import describe_batch
+
+    step = time.monotonic()
+    config = {"packs": [{"path": tse_pack}],
+              "dataset_args": {"chunk_len": DEMO_CHUNK_SECONDS * DEFAULT_SAMPLE_RATE, "batch_size": 1, "normalize": "muvap"}}
+    config_path = os.path.join(out, "train.yaml")
+    with open(config_path, "w", encoding="utf-8") as fp:
+        yaml.safe_dump(config, fp, sort_keys=False)
+    loader = build_loader(config, "train", seed=0)
+    loader.set_epoch(0)
+    batches = list(loader)
+    rows = sum(len(batch["key"]) for batch in batches)
+    echo(f"6. Loaded one training epoch with build_loader ({os.path.relpath(config_path, out)}: "
+         f"{DEMO_CHUNK_SECONDS} s chunks, MuVAP normalisation, one mixture per batch):")
+    echo(f"   {len(batches)} batches, {rows} rows (one per target speaker), every mixture exactly once  "
+         f"[{time.monotonic() - step:.2f} s]")
+    echo("   first batch:")
+    for line in describe_batch(batches[0]).splitlines():
+        echo(f"     {line}")
+    return config_path
 
 
 def _prepare_directory(out: str) -> None:

@@ -46,6 +46,9 @@ def test_demo_prints_every_step(demo):
                      "4. Validated both packs",
                      "all packs valid",
                      "5. Opened the packs",
+                     "6. Loaded one training epoch with build_loader",
+                     f"{len(MIXTURE_SPEAKERS)} batches, {sum(MIXTURE_SPEAKERS)} rows (one per target speaker)",
+                     "wav_mix        (", "speechpack peek",
                      "Done in"):
         assert expected in text, f"missing {expected!r} in:\n{text}"
     for rate in RATES:
