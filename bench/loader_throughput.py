@@ -752,7 +752,7 @@ def cmd_memory(args, big_pack: str) -> None:
     else:
         who = attribute_growth(first_pages, last_pages)
         worker_net = who["worker_anon"] + who["worker_file"] - who["released"]
-        _log(f"  which process made those pages private (from /proc/<pid>/pagemap frame numbers):")
+        _log("  which process made those pages private (from /proc/<pid>/pagemap frame numbers):")
         _log(f"    the worker, new or copied-on-write anonymous pages:  {who['worker_anon']:+.2f} MB")
         _log(f"    the worker, first touch of file pages (library code): {who['worker_file']:+.2f} MB")
         _log(f"    the worker, pages released:                           {-who['released']:+.2f} MB")

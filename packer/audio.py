@@ -252,8 +252,3 @@ def int16_statistics(stored: np.ndarray, scale: float) -> tuple[float, float, fl
     variance_int = (n * total_sq - total * total) / (n * n)  # exact numerator, one rounding
     peak_int = max(float(flat.max()) - mean_int, mean_int - float(flat.min()))
     return mean_int * unit, float(np.sqrt(max(variance_int, 0.0))) * unit, peak_int * unit
-
-
-def decode_segment(stored: np.ndarray, scale: float) -> np.ndarray:
-    """Reader side of :func:`quantise`: int16 to float32 in [-scale, scale)."""
-    return stored.astype(np.float32) * np.float32(scale / AUDIO_FULL_SCALE)

@@ -11,7 +11,6 @@ from hypothesis.extra.numpy import arrays
 from packer.audio import (
     Audio,
     AudioError,
-    decode_segment,
     int16_statistics,
     probe_audio,
     quantise,
@@ -32,7 +31,7 @@ finite_audio = arrays(
 def test_quantise_keeps_the_peak_and_stays_within_half_a_step(data):
     stored, scale = quantise(data)
     assert stored.dtype == np.int16 and stored.shape == data.shape
-    decoded = decode_segment(stored, scale)
+    decoded = stored.astype(np.float32) * np.float32(scale / 32768)  # the reader's decoding (format.md)
     step = scale / 32768
     assert np.max(np.abs(decoded - data)) <= step * 0.5 + 1e-6 * scale
     if round(float(data.max()) * 32768) > 32767 or round(float(data.min()) * 32768) < -32768:
