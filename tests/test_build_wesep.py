@@ -122,6 +122,25 @@ def test_cli_summary_counts_shards(real_audio, wesep_list, tmp_path):
     assert json.loads((out / "dataset.json").read_text())["provenance"]["options"]["shard_bytes"] == 200_000
 
 
+def test_cli_sample_rate_and_workers(real_audio, wesep_list, tmp_path):
+    """--sample-rate 8000 downsamples the 16 kHz recordings; --workers 2 gives the same pack as the default."""
+    a, b, c = real_audio("pocketsphinx", 3)
+    case = wesep_list([Mix("m1", (a, b)), Mix("m2", (b, c))])
+    outputs = []
+    for extra in ([], ["--workers", "2"]):
+        out = tmp_path / f"pack{len(outputs)}"
+        result = CliRunner().invoke(main, ["build", "wesep", "--list", str(case.list_path), "--out", str(out),
+                                           "--sample-rate", "8000", "--no-progress", *extra])
+        assert result.exit_code == 0, result.output
+        outputs.append(out)
+    pack = open_pack(outputs[0])
+    assert pack.sample_rate == 8000 and list(pack.num_frames) == [12000, 12000]
+    assert list(pack.orig_sample_rate) == [16000, 16000]
+    expected = at_rate(case.lines[0].targets, 16000, 8000)
+    assert np.max(np.abs(pack.sample(0).targets - expected)) <= 1 / FULL_SCALE
+    assert pack_files(outputs[0]) == pack_files(outputs[1])
+
+
 def test_cli_rejects_bad_flags(real_audio, wesep_list, tmp_path):
     a, b = real_audio("pocketsphinx", 2)
     case = wesep_list([Mix("mixA", (a, b))])

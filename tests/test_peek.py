@@ -60,3 +60,9 @@ def test_peek_names_a_bad_config(tmp_path, config_path):
     broken.write_text("packs: [unclosed")
     result = CliRunner().invoke(main, ["peek", str(broken)])
     assert result.exit_code == 1 and "not valid YAML" in result.output
+
+
+def test_peek_seed_changes_the_training_windows(config_path):
+    outputs = [CliRunner().invoke(main, ["peek", str(config_path), "--seed", str(seed)]).output for seed in (0, 0, 7)]
+    ratios = [next(line for line in text.splitlines() if line.startswith("chunk_ratio")) for text in outputs]
+    assert ratios[0] == ratios[1] and ratios[0] != ratios[2]
