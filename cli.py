@@ -13,6 +13,7 @@ import click
 from schemas.constants import DEFAULT_SAMPLE_RATE, tool_version
 from schemas.errors import BuildError, SpeechpackError
 from schemas.units import parse_size
+from schemas.wesep_list import LineProblem
 
 
 class _Size(click.ParamType):
@@ -34,8 +35,11 @@ def _fail(err: SpeechpackError) -> None:
     click.echo(f"error: {err}", err=True)
     if isinstance(err, BuildError):
         for problem in err.problems:
-            click.echo(f"  line {problem.line}: key {problem.key!r}"
-                       + (f", file {problem.path}" if problem.path else "") + f": {problem.reason}", err=True)
+            if isinstance(problem, LineProblem):
+                click.echo(f"  line {problem.line}: key {problem.key!r}"
+                           + (f", file {problem.path}" if problem.path else "") + f": {problem.reason}", err=True)
+            else:  # a cue problem names its cue, key and file itself
+                click.echo(f"  {problem}", err=True)
     sys.exit(1)
 
 
@@ -75,16 +79,22 @@ def _build_options(func):
 @click.option("--list", "list_path", required=True, type=click.Path(dir_okay=False),
               help="WeSep raw list (JSON lines: key, spk, mix.default, src).")
 @click.option("--root", type=click.Path(file_okay=False, exists=True),
-              help="Resolve relative audio paths against this directory (default: the current directory).")
+              help="Resolve relative audio, cue resource and cue file paths against this directory "
+                   "(default: the current directory).")
+@click.option("--cues", "cues_path", type=click.Path(dir_okay=False),
+              help="The split's cues.yaml: pack every cue resource it points to into PACK/cues/.")
+@click.option("--allow-pickle", is_flag=True,
+              help="Unpickle spatial cue files that are pickled dicts (runs code from them: trusted files only).")
 @_build_options
-def build_wesep_command(list_path, root, out, sample_rate, shard_bytes, workers, skip_bad, overwrite, progress):
+def build_wesep_command(list_path, root, cues_path, allow_pickle, out, sample_rate, shard_bytes, workers, skip_bad,
+                        overwrite, progress):
     """Pack a WeSep raw list: mixture lines make a `tse` pack, single-speaker lines a `sources` pack."""
     from packer.build import BuildOptions, build_wesep
 
     try:
         options = BuildOptions(out=out, sample_rate=sample_rate, shard_bytes=shard_bytes, workers=workers,
                                skip_bad=skip_bad, overwrite=overwrite, progress=progress)
-        summary = build_wesep(list_path, options, root=root)
+        summary = build_wesep(list_path, options, root=root, cues=cues_path, allow_pickle=allow_pickle)
     except SpeechpackError as err:
         _fail(err)
     click.echo(summary.describe())

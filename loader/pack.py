@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from loader.cuebank import CueBank, PackCues, SpeakerLabels, open_cues
 from schemas.constants import (
     AUDIO_FULL_SCALE,
     KIND_TSE,
@@ -25,6 +26,7 @@ from schemas.constants import (
     STREAMS_BY_KIND,
 )
 from schemas.columns import COLUMNS_DIR, KEYS_FILE, SAMPLES_FILE, SPEAKERS_FILE, column_files
+from schemas.cues import CuesConfig
 from schemas.errors import PackFormatError
 from schemas.format import Manifest
 
@@ -97,10 +99,16 @@ MAX_OPEN_STREAM_FILES = 256
 
 
 class Pack:
-    """A read-only view of a pack.  Build it with :func:`open_pack`."""
+    """A read-only view of a pack.  Build it with :func:`open_pack`.
+
+    Speaker cues (packs built with ``--cues``): ``cues`` maps each cue name of the pack's ``cues.yaml`` to its
+    :class:`~loader.cuebank.CueBank` (empty without cues); ``cues_config`` is that ``cues.yaml`` parsed
+    (``schemas.cues.CuesConfig``, None without cues); ``speaker_labels`` maps speaker id to class index (a
+    read-only mapping, None when the pack has no ``labels.speaker_label``) and ``speaker_label(spk)`` looks one up.
+    """
 
     def __init__(self, path: str, manifest: Manifest, columns: dict[str, np.ndarray],
-                 max_open_files: int = MAX_OPEN_STREAM_FILES):
+                 max_open_files: int = MAX_OPEN_STREAM_FILES, cues: PackCues | None = None):
         self.path = path
         self.manifest = manifest
         self.kind = manifest.kind
@@ -119,6 +127,10 @@ class Pack:
         self._shard_dirs = [os.path.join(path, shard.directory) for shard in manifest.shards]
         self._arrays: collections.OrderedDict[tuple[int, str], np.ndarray] = collections.OrderedDict()
         self._max_open = max_open_files
+        cues = cues or PackCues(config=None, banks={}, labels=None)
+        self.cues: dict[str, CueBank] = cues.banks
+        self.cues_config: CuesConfig | None = cues.config
+        self.speaker_labels: SpeakerLabels | None = cues.labels
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -130,6 +142,11 @@ class Pack:
     def duration(self) -> np.ndarray:
         """Seconds per sample."""
         return self.num_frames / self.sample_rate
+
+    def speaker_label(self, speaker: str) -> int | None:
+        """``labels.speaker_label`` of ``speaker``; None when the pack has no speaker labels.  A speaker the labels
+        lack raises ``KeyError`` (as WeSep does; a build checks that every speaker of its list has one)."""
+        return None if self.speaker_labels is None else self.speaker_labels[speaker]
 
     def speakers_of(self, index: int) -> tuple[str, ...]:
         start = int(self.speaker_first[index])
@@ -238,9 +255,9 @@ def read_columns(path: str, manifest: Manifest) -> dict[str, np.ndarray]:
 def open_pack(path: str | os.PathLike) -> Pack:
     """Open the pack at ``path`` for reading; refuses unknown major versions and inconsistent columns.
 
-    Start-up reads ``dataset.json`` and the column files only (milliseconds for a million samples); the
-    shard indexes are for people and for ``speechpack validate``.
+    Start-up reads ``dataset.json``, the column files and the cue banks' index files only (milliseconds for a
+    million samples); the shard indexes are for people and for ``speechpack validate``.
     """
     path = os.fspath(path)
     manifest = read_manifest(path)
-    return Pack(path, manifest, read_columns(path, manifest))
+    return Pack(path, manifest, read_columns(path, manifest), cues=open_cues(path, manifest))

@@ -33,26 +33,31 @@ def load_config(path: str) -> dict:
 
 
 def describe_batch(batch: dict) -> str:
-    """One line per field: shape, dtype and range for tensors; length and first values for lists."""
+    """One line per field: shape, dtype and range for tensors (integers exactly, ``_present`` flags as a count);
+    length and first values for lists."""
+    width = max([14, *(len(name) + 1 for name in batch)])
     lines = []
     for name, value in batch.items():
         if hasattr(value, "shape"):
             array = value.numpy() if hasattr(value, "numpy") else np.asarray(value)
-            if array.size and array.dtype != bool:
-                span = f"range [{array.min():.4g}, {array.max():.4g}]"
-            elif array.size:
+            if array.size and array.dtype == bool:
                 span = f"{int(array.sum())} of {array.size} true"
+            elif array.size and array.dtype.kind in "iu":
+                span = f"range [{int(array.min())}, {int(array.max())}]"
+            elif array.size:
+                span = f"range [{array.min():.4g}, {array.max():.4g}]"
             else:
                 span = "empty"
-            lines.append(f"{name:<14} {str(tuple(array.shape)):<18} {str(array.dtype):<8} {span}")
+            lines.append(f"{name:<{width}} {str(tuple(array.shape)):<18} {str(array.dtype):<8} {span}")
         else:
             shown = ", ".join(repr(v) for v in value[:4]) + (", ..." if len(value) > 4 else "")
-            lines.append(f"{name:<14} list[{len(value)}]{'':<9} {shown}")
+            lines.append(f"{name:<{width}} list[{len(value)}]{'':<9} {shown}")
     return "\n".join(lines)
 
 
 def save_batch_wavs(batch: dict, sample_rate: int, out_dir: str) -> list[str]:
-    """Write every row's mixture (all channels) and target as float WAV files; return their paths."""
+    """Write every row's mixture (all channels), target and waveform enrollment (when the batch has one) as float
+    WAV files; return their paths."""
     os.makedirs(out_dir, exist_ok=True)
     written = []
     for row, (key, speaker) in enumerate(zip(batch["key"], batch["spk"])):
@@ -60,5 +65,11 @@ def save_batch_wavs(batch: dict, sample_rate: int, out_dir: str) -> list[str]:
         for field in ("wav_mix", "wav_target"):
             path = f"{stem}_{field.split('_')[1]}.wav"
             soundfile.write(path, batch[field][row].numpy().T, sample_rate, subtype="FLOAT")
+            written.append(path)
+        enroll = batch.get("audio_aux")
+        present = batch.get("audio_aux_present")
+        if enroll is not None and enroll.ndim == 3 and (present is None or bool(present[row])):
+            path = f"{stem}_enroll.wav"  # a waveform audio cue (not an embedding), as the model sees it
+            soundfile.write(path, enroll[row].numpy().T, sample_rate, subtype="FLOAT")
             written.append(path)
     return written

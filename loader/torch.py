@@ -213,8 +213,11 @@ def _fingerprint(config: LoaderConfig, state: str, packs: list[Pack]) -> str:
     Pack paths are left out on purpose, so a state still resumes after the packs are copied to node-local disk.
     """
     digest = hashlib.sha256()
-    digest.update(json.dumps({"dataset_args": asdict(config.dataset_args), "state": state}, sort_keys=True,
-                             default=str).encode())
+    args = asdict(config.dataset_args)
+    for key in ("cues", "field_collate"):  # left out when unset, so states saved before cues existed still resume
+        if not args[key]:
+            del args[key]
+    digest.update(json.dumps({"dataset_args": args, "state": state}, sort_keys=True, default=str).encode())
     for pack in packs:
         with open(os.path.join(pack.path, MANIFEST_NAME), "rb") as fp:
             digest.update(hashlib.sha256(fp.read()).digest())

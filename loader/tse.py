@@ -9,7 +9,9 @@ WeSep's ``random_chunk`` and ``tse_collate_fn``:
   all zeros; shorter items are right-padded with zeros (``pad``) or kept whole (``keep``);
 - val/test, or ``whole_utt``: whole utterances;
 - rows are one per target speaker, mixture-major (m1s1, m1s2, m2s1, ...), aligned to the longest row with zeros
-  (or cropped to the shortest with ``collate.<field>.align: min``).
+  (or cropped to the shortest with ``collate.<field>.align: min``);
+- ``speaker_label`` from the packs' labels, then the used speaker cues per row (``loader.cues``), collated by
+  WeSep's table (``loader.collate``); a batch without cues or labels skips both.
 
 Audio is decoded once, from the mapping straight into the batch array (normalisation folded into the same pass).
 """
@@ -22,7 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 import soxr
 
+from loader.collate import collate_field
 from loader.config import DatasetArgs
+from loader.cues import DRAWS_PER_CUE, ChunkInfo, label_field, resolve_cues
 from loader.normalize import muvap_gain
 from loader.pack import Pack
 from loader.plan import batch_rng
@@ -33,8 +37,6 @@ from schemas.errors import SpeechpackError
 DEFAULT_CHUNK_SECONDS = 3
 #: WeSep re-draws a training window at most this many times while the mixture chunk is silent.
 ZERO_CHUNK_REDRAWS = 3
-#: ``speaker_label`` of rows without a label (PyTorch's ignore_index).
-NO_LABEL = -100
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,10 @@ class TseBatchBuilder:
         self.chunk_len = args.chunk_len or DEFAULT_CHUNK_SECONDS * self.rate
         self.mix_stream = STREAM_MIX if self.kind == KIND_TSE else STREAM_SOURCE
         self.target_stream = STREAM_TARGET if self.kind == KIND_TSE else STREAM_SOURCE
+        self.cues = resolve_cues(args, packs)  # the used cues, checked against every pack's cues.yaml
+        self.label_spec = label_field(args)
+        self.has_labels = any(p.cues_config is not None and p.cues_config.speaker_label_resource is not None
+                              for p in packs)
 
     # -- reading -------------------------------------------------------------------------------------------
 
@@ -171,14 +177,16 @@ class TseBatchBuilder:
 
     def build(self, item_ids: np.ndarray, valid: np.ndarray, epoch: int, global_batch: int) -> dict:
         """Collated numpy arrays and lists for one batch (see ``docs/loader.md`` for the fields)."""
-        draws = batch_rng(self.seed, epoch, global_batch).random((len(item_ids), ZERO_CHUNK_REDRAWS + 1))
-        rows = []  # (item position, mix, target, speaker, key, num_speaker, window)
+        rng = batch_rng(self.seed, epoch, global_batch)
+        draws = rng.random((len(item_ids), ZERO_CHUNK_REDRAWS + 1))
+        rows = []  # (item position, mix, target, speaker, key, num_speaker, window, pack)
         for position, item in enumerate(item_ids):
-            mix, targets, speakers, key = self._sources(int(self.items.pack[item]), int(self.items.sample[item]),
+            pack_id = int(self.items.pack[item])
+            mix, targets, speakers, key = self._sources(pack_id, int(self.items.sample[item]),
                                                         int(self.items.slot[item]))
             window = self._window(mix[0], draws[position])
             for target, speaker in zip(targets, speakers):
-                rows.append((position, mix, target, speaker, key, len(targets), window))
+                rows.append((position, mix, target, speaker, key, len(targets), window, pack_id))
         channels = {row[1][0].shape[0] for row in rows}
         if len(channels) > 1:
             keys = sorted({row[4] for row in rows})
@@ -190,19 +198,50 @@ class TseBatchBuilder:
         wav_target = self._collate([row[2] for row in rows], [row[6] for row in rows], lengths,
                                    self.args.align_of("wav_target"))
         real = np.asarray([row[6].take for row in rows], dtype=np.int64)
-        return {
+        chunk_ratio = [{"start_ratio": w.start / w.orig_len, "end_ratio": (w.start + w.length) / w.orig_len
+                        if w.length > w.take else (w.start + w.take) / w.orig_len,
+                        "orig_len": w.orig_len, "chunk_len": w.length} for w in (row[6] for row in rows)]
+        batch = {
             "wav_mix": wav_mix,
             "wav_target": wav_target,
             "spk": [row[3] for row in rows],
             "key": [row[4] for row in rows],
             "num_speaker": [row[5] for row in rows],
-            "speaker_label": np.full(len(rows), NO_LABEL, dtype=np.int64),
-            "valid": np.asarray([bool(valid[row[0]]) for row in rows], dtype=bool),
-            "lengths": np.minimum(real, wav_target.shape[-1]),
-            "chunk_ratio": [{"start_ratio": w.start / w.orig_len, "end_ratio": (w.start + w.length) / w.orig_len
-                             if w.length > w.take else (w.start + w.take) / w.orig_len,
-                             "orig_len": w.orig_len, "chunk_len": w.length} for w in (row[6] for row in rows)],
         }
+        self._labels(rows, batch)
+        if self.cues:
+            self._cues(rows, chunk_ratio, rng, batch)
+        batch["valid"] = np.asarray([bool(valid[row[0]]) for row in rows], dtype=bool)
+        batch["lengths"] = np.minimum(real, wav_target.shape[-1])
+        batch["chunk_ratio"] = chunk_ratio
+        return batch
+
+    def _labels(self, rows: list[tuple], batch: dict) -> None:
+        """``speaker_label`` from the packs' labels (``-100``, or the configured fill, where there is none)."""
+        spec = self.label_spec
+        if not self.has_labels and not spec.emit_present:
+            batch["speaker_label"] = np.full(len(rows), spec.fill_value,
+                                             dtype=np.int64 if isinstance(spec.fill_value, int) else np.float32)
+            return
+        values = []
+        for row in rows:
+            label = self.packs[row[7]].speaker_label(row[3]) if self.has_labels else None
+            values.append(None if label is None else np.asarray(label, dtype=np.int64))
+        batch["speaker_label"], present = collate_field(values, spec, batch["key"])
+        if spec.emit_present:
+            batch["speaker_label_present"] = present
+
+    def _cues(self, rows: list[tuple], chunk_ratio: list[dict], rng: np.random.Generator, batch: dict) -> None:
+        """Every used cue of every row (WeSep's cue layer), collated; draws continue the batch's generator."""
+        draws = rng.random((len(rows), len(self.cues), DRAWS_PER_CUE))
+        chunks = [ChunkInfo(ratio["start_ratio"], ratio["end_ratio"], ratio["orig_len"], self.rate)
+                  for ratio in chunk_ratio]
+        for c, cue in enumerate(self.cues):
+            values = [cue.read(row[7], self.packs[row[7]].path, row[4], row[3], chunk, draws[r, c])
+                      for r, (row, chunk) in enumerate(zip(rows, chunks))]
+            batch[cue.field.name], present = collate_field(values, cue.field, batch["key"])
+            if cue.field.emit_present:
+                batch[f"{cue.field.name}_present"] = present
 
     @staticmethod
     def _collate(sources: list[tuple], windows: list[_Window], lengths: np.ndarray, align: str,

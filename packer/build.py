@@ -16,8 +16,9 @@ from typing import Callable, Sequence
 
 from tqdm import tqdm
 
-from packer.adapters.wesep import load_wesep_sample, plan_wesep_sample, read_wesep_list
+from packer.adapters.wesep import load_wesep_sample, plan_wesep_sample, read_wesep_list, speaker_slots
 from packer.audio import AudioError
+from packer.cues import CueBuild, CueProblem, prepare_cues, write_cues
 from packer.executor import BackgroundConsumer, map_in_order
 from packer.plan import plan_shards
 from packer.sample import PackedSample, SamplePlan
@@ -34,12 +35,13 @@ from schemas.constants import (
     tool_version,
 )
 from schemas.columns import COLUMNS_DIR
+from schemas.cues import CUES_DIR, LABELS_DIR
 from schemas.errors import BuildError, SpeechpackError
 from schemas.format import Manifest
 from schemas.units import format_bytes
 from schemas.wesep_list import LineProblem
 
-_PACK_FILES = (MANIFEST_NAME, SKIPPED_NAME, COLUMNS_DIR)
+_PACK_FILES = (MANIFEST_NAME, SKIPPED_NAME, COLUMNS_DIR, CUES_DIR)
 _SHARD_NAME = re.compile(re.escape(SHARD_DIR_PREFIX) + r"\d{%d,}" % SHARD_DIR_DIGITS)
 
 
@@ -84,20 +86,36 @@ class BuildSummary:
         text = (f"packed {totals['samples']} samples ({totals['hours']:.3f} h, {totals['speakers']} speakers) into "
                 f"{len(self.manifest.shards)} shard(s), {format_bytes(totals['bytes'])}, in {self.seconds:.2f} s "
                 f"-> {self.out}")
+        banks = sorted({name.split("/")[0] for name in self.manifest.cues if "/" in name} - {LABELS_DIR})
+        if self.manifest.cues:
+            labelled = any(name.startswith(f"{LABELS_DIR}/") for name in self.manifest.cues)
+            labels = " and speaker labels" if labelled else ""
+            text += f"\ncues: {', '.join(banks) or 'none'}{labels} in {os.path.join(self.out, CUES_DIR)}"
         if self.skipped:
             text += f"\nskipped {len(self.skipped)} bad line(s); see {os.path.join(self.out, SKIPPED_NAME)}"
         return text
 
 
-def build_wesep(list_path: str, options: BuildOptions, root: str | None = None) -> BuildSummary:
-    """``speechpack build wesep``: a WeSep raw list to a ``tse`` or ``sources`` pack."""
+def build_wesep(list_path: str, options: BuildOptions, root: str | None = None, cues: str | None = None,
+                allow_pickle: bool = False) -> BuildSummary:
+    """``speechpack build wesep``: a WeSep raw list to a ``tse`` or ``sources`` pack.
+
+    ``cues`` is the split's ``cues.yaml``: every resource it points to is packed into ``cues/`` (see
+    ``packer.cues``), after checking that each guaranteed cue has a lookup key for every slot of the list.
+    ``allow_pickle`` lets spatial resources that are pickled dicts be unpickled (only for files you trust).
+    """
     if not os.path.isfile(list_path):
         raise SpeechpackError(f"{list_path}: list file not found")
     wesep_list = read_wesep_list(list_path, root)
     recorded = options.recorded()
     if root:
         recorded["root"] = os.path.abspath(root)
+    cue_build = None
+    if cues is not None:
+        cue_build = prepare_cues(cues, list(speaker_slots(wesep_list.lines)), root, options.sample_rate, allow_pickle)
+        recorded.update(cue_build.recorded())
     return run_build(
+        cues=cue_build,
         items=wesep_list.lines,
         problems=wesep_list.problems,
         plan=functools.partial(plan_wesep_sample, sample_rate=options.sample_rate),
@@ -112,14 +130,15 @@ def build_wesep(list_path: str, options: BuildOptions, root: str | None = None) 
 
 def run_build(*, items: Sequence, problems: Sequence[LineProblem], plan: Callable[[object], SamplePlan],
               load: Callable[[object], PackedSample], kind: str, input_path: str, command: str,
-              recorded_options: dict, options: BuildOptions) -> BuildSummary:
+              recorded_options: dict, options: BuildOptions, cues: CueBuild | None = None) -> BuildSummary:
     """Check and size every item from headers, plan the shards, decode and write; commit, or raise
     ``BuildError`` and leave no pack behind.
 
     ``items`` need ``line`` and ``key`` attributes; ``plan`` and ``load`` must be picklable and raise
     ``AudioError`` for bad input.  By default every problem is collected (decoding goes on after the first, to
     find the problems only decoding shows) and nothing is published; with ``skip_bad`` the good items are packed
-    and the problems recorded in ``skipped.json``.
+    and the problems recorded in ``skipped.json``.  ``cues`` are written after the shards, before
+    ``dataset.json``; a cue problem always fails the build (``skip_bad`` is about list lines).
     """
     started = time.monotonic()
     problems = list(problems)
@@ -161,19 +180,34 @@ def run_build(*, items: Sequence, problems: Sequence[LineProblem], plan: Callabl
                 raise
             consumer.close()
             problems.sort(key=lambda p: p.line)
-            if problems and not options.skip_bad:
-                raise BuildError(f"{input_path}: {len(problems)} bad line(s); nothing was packed "
-                                 f"(fix them, or pass --skip-bad to pack the rest)", problems)
+            cue_files, cue_problems = {}, []
+            if cues is not None:  # decoded even after bad lines, to report every problem in one pass
+                cue_files, cue_problems = write_cues(cues, options.out, options.workers, options.progress,
+                                                     desc=f"{TOOL_NAME} {command}: cues")
+            if cue_problems or (problems and not options.skip_bad):
+                raise BuildError(_failure(input_path, problems, cue_problems, options.skip_bad),
+                                 problems + cue_problems)
             if writer.num_samples == 0:
                 raise BuildError(f"{input_path}: every line was bad; nothing to pack", problems)
             manifest = writer.finish(
                 provenance=_provenance(input_path, command, recorded_options),
                 skipped=[p.to_dict() for p in problems],
+                cues=cue_files,
             )
     except BaseException:
         _discard_output(options.out, created)
         raise
     return BuildSummary(out=options.out, manifest=manifest, skipped=problems, seconds=time.monotonic() - started)
+
+
+def _failure(input_path: str, problems: list[LineProblem], cue_problems: list[CueProblem], skip_bad: bool) -> str:
+    """The one-line summary of a failed build (the problems themselves travel in the ``BuildError``)."""
+    if not cue_problems:
+        return (f"{input_path}: {len(problems)} bad line(s); nothing was packed "
+                f"(fix them, or pass --skip-bad to pack the rest)")
+    counts = [f"{len(problems)} bad line(s)"] if problems and not skip_bad else []
+    counts.append(f"{len(cue_problems)} cue problem(s)")
+    return f"{input_path}: {' and '.join(counts)}; nothing was packed"
 
 
 def _provenance(input_path: str, command: str, recorded_options: dict) -> dict:

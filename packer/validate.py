@@ -4,7 +4,9 @@ Every problem is collected (not just the first) and names the file it was found 
 ``dataset.json`` against its schema; every shard file present, of the recorded size and (unless disabled)
 hash; ``.npy`` headers against the stream catalogue and the file size; ``index.json`` structure; segment offsets
 contiguous and in bounds; unique keys; statistics recomputed from the stored int16 and equal; totals; non-finite
-values in the index; samples at int16 full scale (reported as clipping, a warning).
+values in the index; samples at int16 full scale (reported as clipping, a warning).  Speaker cues: every file of
+``cues/`` listed, of its size and hash, and each bank as ``schemas/cues.py`` specifies it (``.npy`` headers, sorted
+unique keys, entries and payloads in bounds, no NaN/Inf in float payloads; ``loader.cuecheck``).
 """
 
 from __future__ import annotations
@@ -17,10 +19,21 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.lib import format as npy_format
 
+from loader.cuebank import read_cues_config
+from loader.cuecheck import bank_files, label_issues, read_bank
 from loader.pack import read_manifest
 from packer.audio import int16_statistics
 from packer.writer import dump_json, hash_file
 from schemas.columns import COLUMNS_DIR, ColumnBuilder
+from schemas.cues import (
+    CUES_DIR,
+    CUES_YAML,
+    DATA_NAME,
+    LABEL_SPEAKERS_NAME,
+    LABEL_VALUES_NAME,
+    LABELS_DIR,
+    PAYLOAD_DTYPES,
+)
 from schemas.constants import (
     AUDIO_DTYPE,
     KIND_TSE,
@@ -86,6 +99,9 @@ class PackReport:
             lines.append(f"     {stream:<7} peak dBFS " + _percentile_row(levels["peak_dbfs"]))
             lines.append(f"     {stream:<7} full-scale samples {levels['full_scale_samples']}, "
                          f"rescaled segments {levels['rescaled_segments']}")
+        for name, bank in s.get("cues", {}).items():
+            lines.append(f"     cue {name}: {bank['representation']}, {bank['keys']} keys, {bank['entries']} entries, "
+                         f"{bank['items']} items")
         if s.get("hashes_checked") is False:
             lines.append("     hashes not checked (--no-hash)")
         lines += [f"     error: {issue}" for issue in self.errors]
@@ -172,7 +188,10 @@ def validate_pack(path: str, check_hashes: bool = True) -> PackReport:
             _check_stream(shard_dir, spec, records, arrays[spec.name], levels[spec.name], report)
     _check_columns(path, manifest, columns, report, check_hashes)
     _check_totals(path, manifest, len(keys), speakers, frames, report)
+    cues = _check_cues(path, manifest, report, check_hashes)
     report.summary = _summary(manifest, durations, levels, check_hashes)
+    if cues:
+        report.summary["cues"] = cues
     return report
 
 
@@ -354,6 +373,71 @@ def _check_columns(path: str, manifest: Manifest, expected: ColumnBuilder | None
         if stored.dtype != array.dtype or stored.shape != array.shape or not np.array_equal(stored, array):
             report.error(file_path, f"column disagrees with the shard indexes ({stored.dtype} {stored.shape} stored, "
                                     f"{array.dtype} {array.shape} from index.json)")
+
+
+#: Elements per chunk when scanning a float payload for NaN/Inf (bounds the temporary mask).
+_SCAN_CHUNK = 1 << 24
+
+
+def _check_cues(path: str, manifest: Manifest, report: PackReport, check_hashes: bool) -> dict:
+    """Every file of ``cues/`` listed and intact, then each bank's structure; returns a per-cue summary."""
+    directory = os.path.join(path, CUES_DIR)
+    if not manifest.cues:
+        if os.path.exists(directory):
+            report.error(directory, f"cues directory present, but {MANIFEST_NAME} lists no cues")
+        return {}
+    if not os.path.isdir(directory):
+        report.error(directory, "cues directory missing")
+        return {}
+    on_disk = {os.path.relpath(os.path.join(root, name), directory).replace(os.sep, "/")
+               for root, _dirs, names in os.walk(directory) for name in names}
+    for name in sorted(on_disk - set(manifest.cues)):
+        report.error(os.path.join(directory, name), f"file not listed in {MANIFEST_NAME}")
+    for name, entry in sorted(manifest.cues.items()):
+        _check_file(os.path.join(directory, name), entry, report, check_hashes)
+    try:
+        config = read_cues_config(path)
+    except PackFormatError as err:
+        report.error(os.path.join(directory, CUES_YAML), str(err).split(": ", 1)[-1])
+        return {}
+    expected = {CUES_YAML} | {f"{spec.name}/{name}" for spec in config.cues for name in bank_files(spec.representation)}
+    if config.speaker_label_resource is not None:
+        expected |= {f"{LABELS_DIR}/{LABEL_SPEAKERS_NAME}", f"{LABELS_DIR}/{LABEL_VALUES_NAME}"}
+    for name in sorted(expected - set(manifest.cues)):
+        report.error(os.path.join(directory, name), f"part of the cues, but not listed in {MANIFEST_NAME}")
+    for name in sorted(set(manifest.cues) - expected):
+        report.error(os.path.join(directory, name), f"listed in {MANIFEST_NAME}, but no part of the cues.yaml's banks")
+    summary = {}
+    for spec in config.cues:
+        bank_dir = os.path.join(directory, spec.name)
+        files, issues = read_bank(bank_dir, spec, manifest.sample_rate)
+        for file_path, message in issues:
+            report.error(file_path, message)
+        if files is None:
+            continue
+        summary[spec.name] = {"representation": spec.representation,
+                              **{key: files.meta.get(key) for key in ("keys", "entries", "items")}}
+        if not issues and PAYLOAD_DTYPES[spec.representation].kind == "f":
+            _check_finite(os.path.join(bank_dir, DATA_NAME), report)
+    if config.speaker_label_resource is not None:
+        labels_dir = os.path.join(directory, LABELS_DIR)
+        try:
+            speakers, labels = (np.load(os.path.join(labels_dir, name), allow_pickle=False)
+                                for name in (LABEL_SPEAKERS_NAME, LABEL_VALUES_NAME))
+        except Exception as err:  # noqa: BLE001 - a corrupt .npy header raises ValueError, SyntaxError, TokenError...
+            report.error(labels_dir, f"cannot read the speaker labels ({err})")
+        else:
+            for file_path, message in label_issues(labels_dir, speakers, labels):
+                report.error(file_path, message)
+    return summary
+
+
+def _check_finite(file_path: str, report: PackReport) -> None:
+    data = np.load(file_path, mmap_mode="r", allow_pickle=False).reshape(-1)
+    bad = sum(int(data.size - np.count_nonzero(np.isfinite(data[start:start + _SCAN_CHUNK])))
+              for start in range(0, data.size, _SCAN_CHUNK))
+    if bad:
+        report.error(file_path, f"{bad} NaN/Inf value(s) in a float cue payload")
 
 
 def _check_totals(path: str, manifest: Manifest, samples: int, speakers: set[str], frames: int,

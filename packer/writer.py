@@ -22,6 +22,7 @@ from packer.audio import int16_statistics
 from packer.sample import PackedSample, SamplePlan
 from schemas.constants import (
     AUDIO_DTYPE,
+    FORMAT_MINOR,
     FORMAT_VERSION,
     MANIFEST_NAME,
     SHARD_INDEX_NAME,
@@ -33,7 +34,7 @@ from schemas.constants import (
 )
 from schemas.columns import COLUMNS_DIR, ColumnBuilder
 from schemas.errors import InternalError
-from schemas.format import FileEntry, Manifest, ShardEntry, StreamSpec
+from schemas.format import MINOR_CUES, FileEntry, Manifest, ShardEntry, StreamSpec
 
 _HASH_BLOCK = 1 << 22
 #: Bytes written to a stream file between fsyncs: the writer thread waits for the disk while decoding goes on,
@@ -64,10 +65,10 @@ def write_json_atomic(path: str, obj) -> None:
         fp.flush()
         os.fsync(fp.fileno())
     os.replace(temp, path)
-    _fsync_dir(directory)
+    fsync_dir(directory)
 
 
-def _fsync_dir(directory: str) -> None:
+def fsync_dir(directory: str) -> None:
     fd = os.open(directory or ".", os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -109,22 +110,25 @@ def write_columns(pack_dir: str, columns: ColumnBuilder) -> dict[str, FileEntry]
     return entries
 
 
-class _NpyStream:
-    """A 1-D ``.npy`` file written in pieces and hashed as it goes.
+class NpyStream:
+    """A ``.npy`` file written in pieces (rows along axis 0) and hashed as it goes.
 
-    The header is written first for the planned length.  If fewer elements arrive (a sample failed to decode
-    under ``--skip-bad``), ``close`` rewrites the header with the real length (numpy pads version-1.0 headers so
-    the length can grow to 21 digits without moving the data; checked anyway) and hashes the file again.
+    The header is written first for the planned number of rows (``planned=None``: unknown, the header says 0).
+    If another number arrives (a sample failed to decode under ``--skip-bad``, or the length was not known),
+    ``close`` rewrites the header with the real count (numpy pads version-1.0 headers so axis 0 can grow to 21
+    digits without moving the data; checked anyway) and hashes the file again.
     """
 
-    def __init__(self, path: str, dtype: np.dtype, planned: int):
+    def __init__(self, path: str, dtype: np.dtype, planned: int | None, row_shape: tuple[int, ...] = ()):
         self.path = path
         self.dtype = np.dtype(dtype)
+        self.row_shape = tuple(row_shape)
         self.planned = planned
         self.count = 0
+        self._row_size = int(np.prod(self.row_shape, dtype=np.int64))
         self._fp: BinaryIO = open(path, "wb")
         self._digest = hashlib.sha256()
-        header = self._header(planned)
+        header = self._header(planned or 0)
         self._header_size = len(header)
         self._write(header)
         self._unsynced = 0
@@ -132,7 +136,8 @@ class _NpyStream:
     def _header(self, count: int) -> bytes:
         buffer = io.BytesIO()
         npy_format.write_array_header_1_0(
-            buffer, {"descr": npy_format.dtype_to_descr(self.dtype), "fortran_order": False, "shape": (count,)}
+            buffer, {"descr": npy_format.dtype_to_descr(self.dtype), "fortran_order": False,
+                     "shape": (count, *self.row_shape)}
         )
         return buffer.getvalue()
 
@@ -141,14 +146,18 @@ class _NpyStream:
         self._digest.update(data)
 
     def append(self, array: np.ndarray) -> int:
-        """Append ``array`` (C-contiguous, this file's dtype) flattened; return its element offset."""
+        """Append ``array`` (C-contiguous, this file's dtype; flat, or rows of ``row_shape``); return the row
+        offset it starts at (the element offset of a 1-D file)."""
         if array.dtype != self.dtype or not array.flags.c_contiguous:
             raise InternalError(f"{self.path}: appending {array.dtype} (contiguous={array.flags.c_contiguous})")
-        if self.count + array.size > self.planned:
-            raise InternalError(f"{self.path}: more elements than planned ({self.count + array.size} > {self.planned})")
+        if self.row_shape and array.shape[-len(self.row_shape):] != self.row_shape:
+            raise InternalError(f"{self.path}: appending shape {array.shape} to rows of {self.row_shape}")
+        rows = array.size // self._row_size if self._row_size else 0
+        if self.planned is not None and self.count + rows > self.planned:
+            raise InternalError(f"{self.path}: more elements than planned ({self.count + rows} > {self.planned})")
         offset = self.count
         self._write(memoryview(array).cast("B"))
-        self.count += array.size
+        self.count += rows
         self._unsynced += array.nbytes
         if self._unsynced >= _FSYNC_EVERY:
             self._fp.flush()
@@ -158,20 +167,21 @@ class _NpyStream:
 
     def close(self) -> FileEntry:
         """Flush, fsync and return the file's size and hash."""
-        short = self.count != self.planned
-        if short:
+        size = self._header_size + self.count * self._row_size * self.dtype.itemsize
+        rewrite = self.count != (self.planned or 0)
+        if rewrite:
             header = self._header(self.count)
             if len(header) != self._header_size:
                 raise InternalError(f"{self.path}: .npy header changed size when rewritten")
             self._fp.seek(0)
             self._fp.write(header)
-            self._fp.truncate(self._header_size + self.count * self.dtype.itemsize)
+            self._fp.truncate(size)
         self._fp.flush()
         os.fsync(self._fp.fileno())
         self._fp.close()
-        if short:
+        if rewrite:
             return hash_file(self.path)
-        return FileEntry(size=self._header_size + self.count * self.dtype.itemsize, sha256=self._digest.hexdigest())
+        return FileEntry(size=size, sha256=self._digest.hexdigest())
 
     def abort(self) -> None:
         self._fp.close()
@@ -190,7 +200,7 @@ class ShardWriter:
         os.makedirs(self.temp_dir)
         self.records: list[dict] = []
         self._files = {
-            stream: _NpyStream(os.path.join(self.temp_dir, stream_file_name(stream)), AUDIO_DTYPE, planned[stream])
+            stream: NpyStream(os.path.join(self.temp_dir, stream_file_name(stream)), AUDIO_DTYPE, planned[stream])
             for stream in STREAMS_BY_KIND[kind]
         }
 
@@ -314,8 +324,9 @@ class PackWriter:
             self._shard += 1
             self._position = 0
 
-    def finish(self, provenance: dict, skipped: list[dict]) -> Manifest:
-        """Publish ``skipped.json`` if anything was skipped, and ``dataset.json`` last."""
+    def finish(self, provenance: dict, skipped: list[dict], cues: dict[str, FileEntry] | None = None) -> Manifest:
+        """Publish ``skipped.json`` if anything was skipped, and ``dataset.json`` last.  ``cues`` lists the files of
+        the ``cues/`` directory, already in place (``packer.cues.write_cues``)."""
         if self._shard != len(self._plans):
             raise InternalError(f"finishing after {self._shard} of {len(self._plans)} planned shards")
         skipped_entry: dict = {"count": len(skipped)}
@@ -339,7 +350,9 @@ class PackWriter:
             provenance=provenance,
             columns=columns,
             skipped=skipped_entry,
+            cues=dict(cues or {}),
+            format_minor=MINOR_CUES if cues else FORMAT_MINOR,
         )
-        _fsync_dir(self.pack_dir)
+        fsync_dir(self.pack_dir)
         write_json_atomic(os.path.join(self.pack_dir, MANIFEST_NAME), manifest.to_dict())
         return manifest

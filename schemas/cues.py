@@ -18,17 +18,24 @@ Rules (WeSep's ``cues._cue_common``): only the six (type, format) pairs of ``REP
 ``speaker``; ``policy.type``, ``policy.key`` and ``policy.resource`` are required; audio allows ``random`` and
 ``fixed``, the others ``fixed`` only (textual randomness comes from ``selection``); ``guaranteed`` defaults to true.
 
+Resource paths: ``policy.resource``, ``labels.speaker_label.resource`` and every ``path`` inside a resource are
+used as written when absolute; a relative one is resolved against the build's ``--root`` when given, else against
+the current directory (the rule for the audio paths of the list).
+
 In a pack, ``PACK/cues/`` holds ``cues.yaml`` verbatim and one directory per cue (a *cue bank*)::
 
-    cues/<cue>/meta.json          {"type", "format", "items", "entries", "sample_rate"?, "fields"?}
-    cues/<cue>/lookup_keys.npy    |S<n>  the resource's lookup keys, sorted (UTF-8)
+    cues/<cue>/meta.json          {"type", "format", "keys", "entries", "items", "resource": {"path", "sha256"},
+                                   "sample_rate"? (waveform), "fields"? (fields: the field names, sorted)}
+    cues/<cue>/lookup_keys.npy    |S<n>  the resource's lookup keys, sorted (UTF-8 bytes), unique
     cues/<cue>/lookup_first.npy   <i8    per key: its first row of entries
     cues/<cue>/lookup_count.npy   <i8    per key: its number of entries (1 for dict-valued resources)
     cues/<cue>/entries.npy        <i8    per entry: the bank item it points to, in the resource's list order
     cues/<cue>/entry_utt_ids.npy  |S<n>  per entry: its utt_id ("" when the resource gives none)
     cues/<cue>/items.npy          per bank item, the representation's ITEM_DTYPES row
     cues/<cue>/data.npy           the representation's payload (PAYLOAD_DTYPES)
-    cues/<cue>/sources.json       per bank item, the source path(s) it was read from (provenance)
+    cues/<cue>/sources.json       {"items": [{"path": ...}, ...]}: per bank item, the file it was read from (for
+                                  dae_keyword_phoneme: the resource JSON, plus the item's "words" and
+                                  "normalized_text", which no array keeps)
 
 plus, for ``dae_keyword_phoneme``, ``words.npy`` (per word: ``phn_offset``, ``phn_length`` into ``data.npy``) and
 ``keywords.npy`` (``<i8`` word indices of ``kw_candidate``, items point into it); for ``fields``, ``values.npy``
@@ -36,6 +43,30 @@ plus, for ``dae_keyword_phoneme``, ``words.npy`` (per word: ``phn_offset``, ``ph
 a file used by many lookup keys is stored once.  ``labels.speaker_label`` becomes ``cues/labels/speakers.npy``
 (``|S<n>``, sorted) and ``cues/labels/labels.npy`` (``<i8``).  Nothing in a pack is pickled: spatial resources
 that are pickled dicts are unpickled at build time only with ``--allow-pickle`` and stored as plain arrays.
+
+Bank invariants (a writer MUST produce them, ``speechpack validate`` checks them): lookup keys strictly increase;
+the entries of key ``k`` are rows ``lookup_first[k] : lookup_first[k] + lookup_count[k]``, keys' entries stored in
+key order (``lookup_first`` is the running sum of ``lookup_count``, every count at least 1); every entry names an
+item below ``meta.items``; every item's payload lies inside ``data.npy``.  Items are numbered in the order they are
+first reached walking the sorted keys and their entries, so equal resources give byte-identical banks.
+
+Payloads, per representation (item ``i`` is ``items[i]``):
+
+``waveform``             ``data[offset : offset + channels * length]`` as ``[channels, length]`` int16 at the pack's
+                         sample rate (``meta.sample_rate``), decoding as ``v / 32768 * scale``; every channel of the
+                         file is kept.
+``spk_embedding``        ``data[row]``: float32 ``[D]`` (``data`` is ``[items, D]``; ``[1, D]`` inputs are squeezed).
+``raw_video``            uint8 RGB ``[frames, height, width, 3]`` (decoded with PyAV at build time) and its average
+                         frame rate ``fps``.
+``muse_frontend``        float32 of shape ``shape[:ndim]`` (2 <= ndim <= 4) and the resource's ``duration_sec``.
+``fields``               per field ``f`` (``meta.fields[f]``) with ``values[i, f].present``: float32
+                         ``data[offset : offset + length]``, or the scalar ``data[offset]`` when ``length`` is -1;
+                         ``duration_sec`` is NaN when the resource gives none.
+``dae_keyword_phoneme``  the item's words ``words[word_first : word_first + word_count]``, each the phoneme ids
+                         ``data[phn_offset : phn_offset + phn_length]`` (int64); its keyword candidates
+                         ``keywords[kw_first : kw_first + kw_count]`` (indices into the item's words).
+
+The manifest lists every file under ``cues/`` (``dataset.json["cues"]``, see ``schemas/format.py``).
 """
 
 from __future__ import annotations
@@ -50,6 +81,26 @@ from schemas.errors import ManifestError
 CUES_DIR = "cues"
 CUES_YAML = "cues.yaml"
 LABELS_DIR = "labels"
+
+#: The files of a cue bank (``cues/<cue>/``); ``BANK_FILES`` are in every bank, ``EXTRA_BANK_FILES`` per representation.
+META_NAME = "meta.json"
+LOOKUP_KEYS_NAME = "lookup_keys.npy"
+LOOKUP_FIRST_NAME = "lookup_first.npy"
+LOOKUP_COUNT_NAME = "lookup_count.npy"
+ENTRIES_NAME = "entries.npy"
+ENTRY_UTT_IDS_NAME = "entry_utt_ids.npy"
+ITEMS_NAME = "items.npy"
+DATA_NAME = "data.npy"
+SOURCES_NAME = "sources.json"
+WORDS_NAME = "words.npy"
+KEYWORDS_NAME = "keywords.npy"
+VALUES_NAME = "values.npy"
+BANK_FILES = (META_NAME, LOOKUP_KEYS_NAME, LOOKUP_FIRST_NAME, LOOKUP_COUNT_NAME, ENTRIES_NAME, ENTRY_UTT_IDS_NAME,
+              ITEMS_NAME, DATA_NAME, SOURCES_NAME)
+EXTRA_BANK_FILES = {"dae_keyword_phoneme": (WORDS_NAME, KEYWORDS_NAME), "fields": (VALUES_NAME,)}
+#: ``cues/labels/``: speaker ids (sorted) and their labels, row for row.
+LABEL_SPEAKERS_NAME = "speakers.npy"
+LABEL_VALUES_NAME = "labels.npy"
 
 #: (type, format) -> representation name, for the six representations WeSep implements.
 REPRESENTATIONS = {
@@ -69,6 +120,9 @@ CUE_REPRESENTATIONS = {
 }
 POLICY_TYPES = {"audio": ("random", "fixed"), "visual": ("fixed",), "spatial": ("fixed",), "textual": ("fixed",)}
 POLICY_KEYS = ("spk_id", "mix_spk_id")
+#: Representations whose resource maps a lookup key to one dict (WeSep's spatial and textual resources); the
+#: others map it to a non-empty list of entries.
+DICT_VALUED = frozenset({"fields", "dae_keyword_phoneme"})
 #: The separator of ``mix_spk_id`` lookup keys: ``f"{key}::{speaker}"``.
 MIX_SPK_SEPARATOR = "::"
 
@@ -92,6 +146,8 @@ PAYLOAD_DTYPES = {
     "fields": np.dtype("<f4"),
     "dae_keyword_phoneme": np.dtype("<i8"),  # phoneme ids
 }
+#: Dtype of lookup_first, lookup_count, entries and keywords, and of ``labels.npy``.
+INDEX_DTYPE = np.dtype("<i8")
 WORD_DTYPE = np.dtype([("phn_offset", "<i8"), ("phn_length", "<i8")])
 #: ``length`` -1 marks a scalar field; ``present`` False a field the item's resource lacks.
 FIELD_VALUE_DTYPE = np.dtype([("offset", "<i8"), ("length", "<i8"), ("present", "?")])
@@ -160,6 +216,8 @@ class CueSpec:
             raise ManifestError(f"{where}: give both type and format" + ("" if default else f" (cue {name!r} has no "
                                                                                               f"default)"))
         pair = (obj["type"], obj["format"]) if "type" in obj else default
+        if not all(isinstance(part, str) for part in pair):
+            raise ManifestError(f"{where}: type and format must be strings, got {pair[0]!r} and {pair[1]!r}")
         if pair not in REPRESENTATIONS or REPRESENTATIONS[pair] not in allowed:
             raise ManifestError(f"{where}: unknown (cue, type, format) triple ({name}, {pair[0]}, {pair[1]}); "
                                 f"{name} accepts " + ", ".join(f"{t}/{f}" for (t, f), r in REPRESENTATIONS.items()
@@ -181,8 +239,9 @@ class CueSpec:
         if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields):
             raise ManifestError(f"{where}.fields: expected a list of field names, got {fields!r}")
         defaults = obj.get("field_defaults", {})
-        if not isinstance(defaults, dict):
-            raise ManifestError(f"{where}.field_defaults: expected a mapping, got {defaults!r}")
+        if not isinstance(defaults, dict) or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in defaults.values()):
+            raise ManifestError(f"{where}.field_defaults: expected a mapping of field name to number, got {defaults!r}")
         selection = obj.get("selection")
         if selection is not None:
             _take(selection, f"{where}.selection", {"type"}, {"word_range"})
@@ -226,6 +285,8 @@ class CuesConfig:
             if "speaker_label" in labels:
                 label_resource = _take(labels["speaker_label"], f"{where}.labels.speaker_label", {"resource"},
                                        set())["resource"]
+                if not isinstance(label_resource, str) or not label_resource:
+                    raise ManifestError(f"{where}.labels.speaker_label.resource: a spk2label JSON path is required")
         return cls(cues=specs, speaker_label_resource=label_resource)
 
 

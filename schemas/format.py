@@ -12,6 +12,7 @@ Layout
       dataset.json            the commit record, written last
       skipped.json            only when the build skipped bad input (``--skip-bad``)
       columns/                every index.json as numpy columns (schemas/columns.py)
+      cues/                   only when built with a cues.yaml: speaker-cue banks (schemas/cues.py)
       shard-000000/
         index.json            one record per sample, in storage order
         mix.npy               one file per stream: a flat 1-D array
@@ -25,7 +26,7 @@ unfinished write and are not part of the pack; a reader MUST ignore them.
 
 dataset.json
 ------------
-A JSON object with exactly these keys:
+A JSON object with exactly these keys, plus the optional ones after them:
 
 ``format``         the string ``"speechpack"``.
 ``format_version`` integer major version.  A reader MUST refuse a major it does not know and say which it reads.
@@ -43,6 +44,15 @@ A JSON object with exactly these keys:
                    "options"}``; ``options`` holds every option that influences the bytes of the pack.
 ``columns``        ``{"directory": "columns", "files": {name: {"size", "sha256"}}}``: the columnar index (below).
 ``skipped``        ``{"count": n}`` plus ``"file": "skipped.json"`` with its size and hash when ``n > 0``.
+
+and, since 1.1, optionally:
+
+``cues``           ``{"directory": "cues", "files": {path: {"size", "sha256"}}}``: every file under ``cues/``, by its
+                   ``/``-separated path relative to that directory (``cues.yaml``, ``audio/data.npy``, ...).  Present
+                   exactly when the pack has cues; the layout of ``cues/`` is specified in ``schemas/cues.py``.
+
+A writer records the lowest minor version that describes the pack (as numpy's ``.npy`` writer picks format 1.0
+unless the array needs 2.0): a pack without cues is 1.0, so its bytes do not change.
 
 Keys are sorted and the JSON is indented by one space, so equal packs have byte-identical manifests.
 
@@ -91,6 +101,8 @@ defined in ``schemas/columns.py``.  They MUST equal what the shard indexes say; 
 Version history
 ---------------
 1.0  first version.
+1.1  optional ``cues`` (speaker-cue banks, ``cues/``).  A 1.0 reader, which requires the exact key set, refuses
+     such a pack instead of misreading it.
 """
 
 from __future__ import annotations
@@ -99,6 +111,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.columns import COLUMNS_DIR, column_files
+from schemas.cues import CUES_DIR, CUES_YAML
 from schemas.constants import (
     AUDIO_DTYPE,
     FORMAT_MINOR,
@@ -111,6 +124,9 @@ from schemas.constants import (
     stream_file_name,
 )
 from schemas.errors import PackFormatError
+
+#: The minor version that introduced the optional ``cues`` key (see "Version history").
+MINOR_CUES = 1
 
 
 def _require(obj: Any, keys: set[str], where: str, optional: set[str] = frozenset()) -> None:
@@ -239,11 +255,14 @@ class Manifest:
     skipped: dict = field(default_factory=lambda: {"count": 0})
     format_version: int = FORMAT_VERSION
     format_minor: int = FORMAT_MINOR
+    #: Every file under ``cues/`` by its ``/``-separated relative path; empty when the pack has no cues.
+    cues: dict[str, FileEntry] = field(default_factory=dict)
 
     _KEYS = frozenset(
         {"format", "format_version", "format_minor", "kind", "sample_rate", "streams", "shards", "totals",
          "provenance", "columns", "skipped"}
     )
+    _OPTIONAL_KEYS = frozenset({"cues"})
     _TOTALS = frozenset({"samples", "hours", "speakers", "bytes"})
     _PROVENANCE = frozenset({"input", "tool", "tool_version", "command", "options"})
 
@@ -258,7 +277,8 @@ class Manifest:
         return self.totals["samples"]
 
     def to_dict(self) -> dict:
-        return {
+        """The JSON object of ``dataset.json``; ``cues`` only when the pack has cues."""
+        obj = {
             "format": FORMAT_NAME,
             "format_version": self.format_version,
             "format_minor": self.format_minor,
@@ -272,12 +292,16 @@ class Manifest:
                         "files": {name: entry.to_dict() for name, entry in sorted(self.columns.items())}},
             "skipped": dict(self.skipped),
         }
+        if self.cues:
+            obj["cues"] = {"directory": CUES_DIR,
+                           "files": {name: entry.to_dict() for name, entry in sorted(self.cues.items())}}
+        return obj
 
     @classmethod
     def from_dict(cls, obj: Any, where: str = "dataset.json") -> "Manifest":
         """Parse and check a manifest: version first, then the exact key set and every type."""
         check_version(obj, where)
-        _require(obj, set(cls._KEYS), where)
+        _require(obj, set(cls._KEYS), where, optional=set(cls._OPTIONAL_KEYS))
         kind = _typed(obj, "kind", str, where)
         if kind not in KINDS:
             raise PackFormatError(f"{where}.kind: {kind!r} is not one of {', '.join(KINDS)}")
@@ -322,6 +346,7 @@ class Manifest:
                 f"{totals['samples']}"
             )
         return cls(
+            cues=_cue_files(obj["cues"], f"{where}.cues") if "cues" in obj else {},
             kind=kind,
             sample_rate=sample_rate,
             streams=streams,
@@ -333,6 +358,22 @@ class Manifest:
             format_version=obj["format_version"],
             format_minor=_typed(obj, "format_minor", int, where),
         )
+
+
+def _cue_files(obj: Any, where: str) -> dict[str, FileEntry]:
+    """``dataset.json["cues"]``: relative paths that stay inside ``cues/``, and ``cues.yaml`` among them."""
+    _require(obj, {"directory", "files"}, where)
+    if obj["directory"] != CUES_DIR:
+        raise PackFormatError(f"{where}.directory: expected {CUES_DIR!r}, got {obj['directory']!r}")
+    files = {}
+    for name, entry in _typed(obj, "files", dict, where).items():
+        parts = name.split("/")
+        if not name or name.startswith("/") or any(part in ("", ".", "..") or "\\" in part for part in parts):
+            raise PackFormatError(f"{where}.files: {name!r} is not a relative path inside {CUES_DIR}/")
+        files[name] = FileEntry.from_dict(entry, f"{where}.files[{name!r}]")
+    if CUES_YAML not in files:
+        raise PackFormatError(f"{where}.files: {CUES_YAML} is missing")
+    return files
 
 
 SEGMENT_KEYS = frozenset({"offset", "channels", "length", "scale", "mean", "rms", "peak"})

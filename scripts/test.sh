@@ -4,17 +4,31 @@
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 debian_packages=(pocketsphinx-testdata alsa-utils codec2-examples)
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
 missing=()
 for pkg in "${debian_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
   echo "installing test recordings: ${missing[*]}"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+# The real talking-face video: kphotoalbum's demo movie.avi.  Installing kphotoalbum pulls KDE, so its .deb is
+# downloaded and only the movie is kept, in a cache outside git (once; later runs reuse it).
+video="$repo/.cache/test-data/kphotoalbum/movie.avi"
+if [ ! -f "$video" ]; then
+  echo "extracting the test video from the kphotoalbum package"
+  unpack="$(mktemp -d)"
+  ( cd "$unpack"
+    apt-get download kphotoalbum >/dev/null 2>&1 || { $sudo apt-get update -qq && apt-get download kphotoalbum >/dev/null 2>&1; }
+    dpkg-deb -x kphotoalbum_*.deb x )
+  mkdir -p "$(dirname "$video")"
+  cp "$unpack/x/usr/share/kphotoalbum/demo/movie.avi" "$video.part" && mv "$video.part" "$video"
+  rm -rf "$unpack"
+fi
+export SPEECHPACK_TEST_VIDEO="$video"
 # shellcheck disable=SC1091
 . "$repo/scripts/setup.sh" dev
 cd "$repo"

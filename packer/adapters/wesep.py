@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Iterator, NamedTuple
 
 import numpy as np
 
@@ -81,14 +82,33 @@ def _majority_kind(lines: list[WesepLine]) -> str:
     return KIND_TSE if mixtures * 2 >= len(lines) and mixtures else KIND_SOURCES
 
 
-def _resolve(parsed: WesepLine, root: str) -> WesepLine:
-    def join(path: str) -> str:
-        return path if os.path.isabs(path) else os.path.join(root, path)
+def resolve_path(path: str, root: str | None) -> str:
+    """A path as the build opens it: absolute as written; relative against ``root`` when given, else left to the
+    current directory.  The one rule for list audio, cue resources and the files they point to."""
+    return path if not root or os.path.isabs(path) else os.path.join(root, path)
 
+
+def _resolve(parsed: WesepLine, root: str) -> WesepLine:
     return WesepLine(line=parsed.line, key=parsed.key, speakers=parsed.speakers,
-                     mix_paths=tuple(join(p) for p in parsed.mix_paths),
-                     target_paths=tuple(join(p) for p in parsed.target_paths),
+                     mix_paths=tuple(resolve_path(p, root) for p in parsed.mix_paths),
+                     target_paths=tuple(resolve_path(p, root) for p in parsed.target_paths),
                      provenance=parsed.provenance)
+
+
+class SpeakerSlot(NamedTuple):
+    """One speaker slot of one list line: what a cue lookup key (``schemas.cues.lookup_key``) is made of."""
+
+    line: int
+    sample_key: str
+    speaker: str
+
+
+def speaker_slots(lines: list[WesepLine]) -> Iterator[SpeakerSlot]:
+    """Every slot of every line, in list order.  A mixture's slots use its key (WeSep's ``key::spk``); a
+    sources line's key is the source key its online mixtures look cues up with (``source_key_spk{i}::spk``)."""
+    for parsed in lines:
+        for speaker in parsed.speakers:
+            yield SpeakerSlot(parsed.line, parsed.key, speaker)
 
 
 def plan_wesep_sample(parsed: WesepLine, sample_rate: int) -> SamplePlan:
