@@ -12,7 +12,6 @@ import os
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.lib import format as npy_format
 
 from schemas.cues import (
     BANK_FILES,
@@ -38,6 +37,7 @@ from schemas.cues import (
     WORDS_NAME,
     CueSpec,
 )
+from schemas.npyfile import read_npy_header
 
 #: One problem found in a cue file: ``(file path, message)``.
 Issue = tuple[str, str]
@@ -50,13 +50,10 @@ def bank_files(representation: str) -> tuple[str, ...]:
 
 def _npy_header(path: str) -> tuple[tuple[int, ...], np.dtype, int]:
     """``(shape, dtype, expected file size)`` from an ``.npy`` header, without reading the data."""
-    with open(path, "rb") as fp:
-        version = npy_format.read_magic(fp)
-        read = npy_format.read_array_header_1_0 if version == (1, 0) else npy_format.read_array_header_2_0
-        shape, fortran, dtype = read(fp)
-        if fortran:
-            raise ValueError("Fortran-ordered array")
-        return shape, dtype, fp.tell() + math.prod(shape) * dtype.itemsize
+    header = read_npy_header(path)
+    if header.fortran_order:
+        raise ValueError("Fortran-ordered array")
+    return header.shape, header.dtype, header.expected_size
 
 
 @dataclass(frozen=True)

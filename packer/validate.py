@@ -17,7 +17,6 @@ import os
 from dataclasses import dataclass, field
 
 import numpy as np
-from numpy.lib import format as npy_format
 
 from loader.cuebank import read_cues_config
 from loader.cuecheck import bank_files, label_issues, read_bank
@@ -48,6 +47,7 @@ from schemas.constants import (
 )
 from schemas.errors import PackFormatError
 from schemas.units import format_bytes
+from schemas.npyfile import read_npy_header
 from schemas.format import FileEntry, Manifest, StreamSpec, check_shard_index
 
 #: Tolerance when comparing recomputed statistics: they are exact-integer sums, so only JSON float printing
@@ -261,22 +261,17 @@ def _open_stream(shard_dir: str, spec: StreamSpec, report: PackReport) -> np.nda
     """Check the ``.npy`` header against the catalogue and the file size, then map it."""
     file_path = os.path.join(shard_dir, spec.file)
     try:
-        with open(file_path, "rb") as fp:
-            version = npy_format.read_magic(fp)
-            if version == (1, 0):
-                shape, fortran, dtype = npy_format.read_array_header_1_0(fp)
-            else:
-                shape, fortran, dtype = npy_format.read_array_header_2_0(fp)
-            data_start = fp.tell()
+        header = read_npy_header(file_path)
     except Exception as err:  # noqa: BLE001 - a corrupt .npy header raises ValueError, SyntaxError, TokenError...
         report.error(file_path, f"unreadable .npy header ({err})")
         return None
+    shape, dtype, fortran = header.shape, header.dtype, header.fortran_order
     if dtype.str != spec.dtype or fortran or len(shape) != 1 + len(spec.row_shape) \
             or tuple(shape[1:]) != spec.row_shape:
         report.error(file_path, f"header says {dtype.str} {shape} (fortran={fortran}); the catalogue says "
                                 f"{spec.dtype} rows of {list(spec.row_shape)}")
         return None
-    expected_size = data_start + int(np.prod(shape)) * dtype.itemsize
+    expected_size = header.expected_size
     actual_size = os.path.getsize(file_path)
     if actual_size != expected_size:
         report.error(file_path, f"header promises {expected_size} bytes, file has {actual_size} "

@@ -97,14 +97,21 @@ def save_npy(path: str, array: np.ndarray) -> FileEntry:
     return FileEntry(size=len(data), sha256=hashlib.sha256(data).hexdigest())
 
 
-def write_columns(pack_dir: str, columns: ColumnBuilder) -> dict[str, FileEntry]:
-    """Write ``columns/`` under a temporary name, then rename it into place."""
-    final = os.path.join(pack_dir, COLUMNS_DIR)
-    temp = os.path.join(pack_dir, TEMP_PREFIX + COLUMNS_DIR)
+def fresh_temp_dir(pack_dir: str, name: str) -> tuple[str, str]:
+    """``(temporary, final)`` paths of a pack directory written as a whole and renamed into place when complete;
+    stale copies of both (an earlier, killed build) are removed and the temporary one is created empty."""
+    final = os.path.join(pack_dir, name)
+    temp = os.path.join(pack_dir, TEMP_PREFIX + name)
     for stale in (temp, final):
         if os.path.exists(stale):
             shutil.rmtree(stale)
     os.makedirs(temp)
+    return temp, final
+
+
+def write_columns(pack_dir: str, columns: ColumnBuilder) -> dict[str, FileEntry]:
+    """Write ``columns/`` under a temporary name, then rename it into place."""
+    temp, final = fresh_temp_dir(pack_dir, COLUMNS_DIR)
     entries = {name: save_npy(os.path.join(temp, name), array) for name, array in columns.arrays().items()}
     os.replace(temp, final)
     return entries

@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import itertools
 import os
-import shutil
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -25,8 +24,7 @@ from packer.cues.problem import CueProblem
 from packer.cues.representations import MODULES
 from packer.cues.resource import EntryContext, Resource, read_resource
 from packer.executor import map_in_order
-from packer.writer import fsync_dir, hash_file
-from schemas.constants import TEMP_PREFIX
+from packer.writer import fresh_temp_dir, fsync_dir, hash_file
 from schemas.cues import CUES_DIR, CUES_YAML, LABELS_DIR, CuesConfig, CueSpec, lookup_key
 from schemas.errors import ManifestError, SpeechpackError
 from schemas.format import FileEntry
@@ -129,12 +127,7 @@ def write_cues(build: CueBuild, pack_dir: str, workers: int, progress: bool = Fa
     was wrong.  Returns the manifest's file list (``/``-separated paths) and every problem, including
     ``build.problems``; with problems, the temporary directory is left for the caller's clean-up."""
     problems = list(build.problems)
-    final = os.path.join(pack_dir, CUES_DIR)
-    temp = os.path.join(pack_dir, TEMP_PREFIX + CUES_DIR)
-    for stale in (temp, final):
-        if os.path.exists(stale):
-            shutil.rmtree(stale)
-    os.makedirs(temp)
+    temp, final = fresh_temp_dir(pack_dir, CUES_DIR)
     with open(os.path.join(temp, CUES_YAML), "wb") as fp:
         fp.write(build.yaml_bytes)  # verbatim: comments, order and all
         fp.flush()

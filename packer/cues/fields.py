@@ -21,6 +21,7 @@ from packer.cues.problem import CueInputError
 from packer.cues.resource import EntryContext, ItemSource, entry_duration, entry_path
 from packer.writer import save_npy
 from schemas.cues import FIELD_VALUE_DTYPE, VALUES_NAME
+from schemas.npyfile import read_npy_header
 
 READS_FILES = True
 provenance = file_provenance
@@ -41,10 +42,7 @@ def _file_kind(path: str) -> str:
             return "npz"
         if magic != npy_format.MAGIC_PREFIX:
             return "other"
-        fp.seek(0)
-        version = npy_format.read_magic(fp)
-        read_header = npy_format.read_array_header_1_0 if version == (1, 0) else npy_format.read_array_header_2_0
-        return "pickled npy" if read_header(fp)[2].hasobject else "npy"
+    return "pickled npy" if read_npy_header(path).dtype.hasobject else "npy"
 
 
 def _read_mapping(path: str, allow_pickle: bool) -> dict:
