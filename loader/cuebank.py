@@ -118,6 +118,9 @@ class CueBank:
         return self._data
 
     def read(self, item: int):
+        """Item ``item`` in WeSep's resource shape (see the module docstring).  A copy, except raw video: its frames
+        are a read-only view of the mapped bank, because a clip is large and a training chunk needs a few frames
+        of it (copying whole clips was a quarter of a video batch's time); copy what you keep."""
         if not 0 <= item < self.num_items:
             raise IndexError(f"cue {self.name!r} has {self.num_items} items; asked for {item}")
         return getattr(self, f"_read_{self.representation}")(item, self.data())
@@ -136,7 +139,7 @@ class CueBank:
     def _read_raw_video(self, item: int, data: np.ndarray) -> tuple[np.ndarray, float]:
         shape = tuple(int(self._field(n, item)) for n in ("frames", "height", "width", "channels"))
         offset = int(self._field("offset", item))
-        return np.array(data[offset:offset + math.prod(shape)].reshape(shape)), float(self._field("fps", item))
+        return data[offset:offset + math.prod(shape)].reshape(shape), float(self._field("fps", item))
 
     def _read_muse_frontend(self, item: int, data: np.ndarray) -> tuple[np.ndarray, float]:
         shape = tuple(int(d) for d in self._field("shape", item)[:int(self._field("ndim", item))])

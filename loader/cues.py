@@ -276,7 +276,8 @@ def video_chunk(frames: np.ndarray, fps: float, chunk: ChunkInfo) -> np.ndarray:
         window = frames[available - 1:available]
     if len(window) < need:
         window = np.concatenate([window, np.repeat(window[-1:], need - len(window), axis=0)], axis=0)
-    return np.ascontiguousarray(np.moveaxis(window, 0, -1), dtype=np.uint8)
+    # Always a copy: ``frames`` may be a read-only view of the mapped cue bank.
+    return np.moveaxis(window, 0, -1).astype(np.uint8, order="C", copy=True)
 
 
 def spatial_value(values: dict[str, np.ndarray], duration_sec: float | None, fields: tuple[str, ...],
