@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Shared set-up for scripts/demo.sh and scripts/test.sh: a virtual environment in .venv with the CPU build of
 # torch first (an unpinned torch would pull a multi-GB CUDA build), then speechpack itself, editable.
-# Sourced, not run: it activates the environment for the caller.
+# Sourced, not run: it activates the environment for the caller.  Extras to install come from SPEECHPACK_EXTRAS
+# (not from arguments: a sourced script sees its caller's arguments).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${SPEECHPACK_VENV:-$repo/.venv}"
-extras="${1:-}"
+extras="${SPEECHPACK_EXTRAS:-}"
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi

@@ -30,6 +30,6 @@ if [ ! -f "$video" ]; then
 fi
 export SPEECHPACK_TEST_VIDEO="$video"
 # shellcheck disable=SC1091
-. "$repo/scripts/setup.sh" dev
+SPEECHPACK_EXTRAS=dev . "$repo/scripts/setup.sh"
 cd "$repo"
 exec python -m pytest -q "$@"
