@@ -32,15 +32,20 @@ TEMP_PREFIX = ".tmp-"
 #: Pack kinds defined by format v1.
 KIND_TSE = "tse"  # fixed mixtures with one target per speaker
 KIND_SOURCES = "sources"  # single-speaker utterances (inputs to online mixing)
-KINDS = (KIND_TSE, KIND_SOURCES)
+KIND_NOISE = "noise"  # a noise bank for online augmentation (format 1.2)
+KIND_RIR = "rir"  # a room-impulse-response bank for online reverberation (format 1.2)
+KINDS = (KIND_TSE, KIND_SOURCES, KIND_NOISE, KIND_RIR)
 
 #: Stream names of format v1.
 STREAM_MIX = "mix"
 STREAM_TARGET = "target"
 STREAM_SOURCE = "source"
+STREAM_AUDIO = "audio"
 STREAMS_BY_KIND = {
     KIND_TSE: (STREAM_MIX, STREAM_TARGET),
     KIND_SOURCES: (STREAM_SOURCE,),
+    KIND_NOISE: (STREAM_AUDIO,),
+    KIND_RIR: (STREAM_AUDIO,),
 }
 
 #: Audio is stored as little-endian int16; a stored value v decodes to ``v / AUDIO_FULL_SCALE * scale``.
