@@ -100,6 +100,74 @@ def build_wesep_command(list_path, root, cues_path, allow_pickle, out, sample_ra
     click.echo(summary.describe())
 
 
+@build.command("wesep-shards")
+@click.option("--list", "list_path", required=True, type=click.Path(dir_okay=False),
+              help="WeSep shard list: one uncompressed tar path per line (relative to the current directory).")
+@_build_options
+def build_wesep_shards_command(list_path, out, sample_rate, shard_bytes, workers, skip_bad, overwrite, progress):
+    """Pack WeSep tar shards (offline: key.spk<i>, key.<ext>, key_spk<i>.<ext>; online: key.spk, key.<ext>);
+    the same samples as a raw list give the same shards.  Members are read in memory, never extracted."""
+    from packer.build import BuildOptions, build_wesep_shards
+
+    try:
+        options = BuildOptions(out=out, sample_rate=sample_rate, shard_bytes=shard_bytes, workers=workers,
+                               skip_bad=skip_bad, overwrite=overwrite, progress=progress)
+        summary = build_wesep_shards(list_path, options)
+    except SpeechpackError as err:
+        _fail(err)
+    click.echo(summary.describe())
+
+
+@build.command("audio-bank")
+@click.argument("source", metavar="[DIR_OR_LIST]", required=False, type=click.Path(exists=True))
+@click.option("--kind", required=True, type=click.Choice(["noise", "rir"]),
+              help="Pack kind: a noise bank or a room-impulse-response bank.")
+@click.option("--simulate", type=click.IntRange(min=1), metavar="N",
+              help="Instead of files: simulate N shoebox-room RIRs with pyroomacoustics (--kind rir).")
+@click.option("--room-min", type=(float, float, float), default=None, metavar="X Y Z",
+              help="Smallest room, metres (default 3 3 2.5).")
+@click.option("--room-max", type=(float, float, float), default=None, metavar="X Y Z",
+              help="Largest room, metres (default 8 6 3.5).")
+@click.option("--rt60", type=(float, float), default=None, metavar="LO HI", help="RT60 range, s (default 0.2 0.6).")
+@click.option("--distance", type=(float, float), default=None, metavar="LO HI",
+              help="Source-microphone distance range, metres (default 0.5 3).")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Seed of the simulation.")
+@_build_options
+def build_audio_bank_command(source, kind, simulate, room_min, room_max, rt60, distance, seed, out, sample_rate,
+                             shard_bytes, workers, skip_bad, overwrite, progress):
+    """Pack every audio file of a directory (recursively, sorted) or a list file (one path per line) as a noise or
+    RIR bank: one sample per file, all channels, resampled, nothing normalised.  Keys are the paths relative to the
+    directory (or as listed); each sample's one "speaker" is the kind name."""
+    from packer.adapters.audio_bank import SimulationOptions
+    from packer.build import BuildOptions, build_audio_bank, build_simulated_rirs
+
+    simulation_flags = {"--room-min": room_min, "--room-max": room_max, "--rt60": rt60, "--distance": distance}
+    if simulate is None:
+        if source is None:
+            raise click.UsageError("give DIR_OR_LIST, or --simulate N (with --kind rir)")
+        given = [flag for flag, value in simulation_flags.items() if value is not None]
+        if given:
+            raise click.UsageError(f"{', '.join(given)} only apply with --simulate")
+    else:
+        if source is not None:
+            raise click.UsageError("give DIR_OR_LIST or --simulate N, not both")
+        if kind != "rir":
+            raise click.UsageError("--simulate makes RIRs: use --kind rir")
+    try:
+        options = BuildOptions(out=out, sample_rate=sample_rate, shard_bytes=shard_bytes, workers=workers,
+                               skip_bad=skip_bad, overwrite=overwrite, progress=progress)
+        if simulate is None:
+            summary = build_audio_bank(source, kind, options)
+        else:
+            ranges = {name: tuple(value) for name, value in
+                      (("room_min", room_min), ("room_max", room_max), ("rt60", rt60), ("distance", distance))
+                      if value is not None}
+            summary = build_simulated_rirs(SimulationOptions(count=simulate, seed=seed, **ranges), options)
+    except SpeechpackError as err:
+        _fail(err)
+    click.echo(summary.describe())
+
+
 @main.command()
 @click.argument("packs", nargs=-1, required=True, type=click.Path())
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Also write the full report as JSON.")

@@ -18,8 +18,11 @@ import numpy as np
 from loader.cuebank import CueBank, PackCues, SpeakerLabels, open_cues
 from schemas.constants import (
     AUDIO_FULL_SCALE,
+    KIND_NOISE,
+    KIND_RIR,
     KIND_TSE,
     MANIFEST_NAME,
+    STREAM_AUDIO,
     STREAM_MIX,
     STREAM_SOURCE,
     STREAM_TARGET,
@@ -85,7 +88,8 @@ class StringColumn:
 @dataclass(frozen=True)
 class Sample:
     """One sample read back as float32: ``mix`` ``[C, T]`` (None in a sources pack) and ``targets`` ``[N, T]``,
-    one row per speaker (a sources pack's single row is its source)."""
+    one row per speaker (a sources pack's single row is its source).  In a ``noise`` or ``rir`` bank, ``mix`` is
+    None and ``targets`` is the audio ``[C, T]``, every channel of the file; ``speakers`` is ``(kind,)``."""
 
     key: str
     speakers: tuple[str, ...]
@@ -213,6 +217,9 @@ class Pack:
             mix = self.read_segment(STREAM_MIX, self.segments_of(STREAM_MIX, index)[0])
             targets = np.concatenate([self.read_segment(STREAM_TARGET, j)
                                       for j in self.segments_of(STREAM_TARGET, index)], axis=0)
+        elif self.kind in (KIND_NOISE, KIND_RIR):  # a bank: the audio, all its channels
+            mix = None
+            targets = self.read_segment(STREAM_AUDIO, self.segments_of(STREAM_AUDIO, index)[0])
         else:
             mix = None
             targets = self.read_segment(STREAM_SOURCE, self.segments_of(STREAM_SOURCE, index)[0])

@@ -7,6 +7,7 @@ Probing reads headers only, so a build can check every line and plan its shards 
 
 from __future__ import annotations
 
+import io
 import os
 import threading
 from dataclasses import dataclass
@@ -82,18 +83,28 @@ def probe_audio(path: str) -> AudioInfo:
     """Read ``path``'s header (libsndfile), or decode it once (PyAV formats, whose headers may not say the exact
     length); raise ``AudioError`` for a missing, unreadable or empty file."""
     _check_path(path)
-    if _uses_soundfile(path):
+    return _probe(path, path)
+
+
+def probe_audio_bytes(data: bytes, name: str) -> AudioInfo:
+    """:func:`probe_audio` for an encoded file held in memory (a tar member): ``name`` picks the decoder by its
+    extension and names the file in errors."""
+    return _probe(io.BytesIO(data), name)
+
+
+def _probe(source, name: str) -> AudioInfo:
+    if _uses_soundfile(name):
         try:
-            with soundfile.SoundFile(path) as sound:  # cheaper than soundfile.info, which formats descriptions
+            with soundfile.SoundFile(source) as sound:  # cheaper than soundfile.info, which formats descriptions
                 result = AudioInfo(int(sound.samplerate), int(sound.frames), int(sound.channels),
                                    sound.subtype == "PCM_16")
-        except (soundfile.LibsndfileError, RuntimeError, ValueError) as err:
-            raise AudioError(path, f"cannot decode audio ({err})") from None
+        except (soundfile.LibsndfileError, RuntimeError, ValueError, TypeError) as err:
+            raise AudioError(name, f"cannot decode audio ({err})") from None
     else:
-        audio = _read_pyav(path)
+        audio = _read_pyav(source, name)
         result = AudioInfo(audio.sample_rate, audio.num_frames, audio.channels, False)
     if result.frames == 0:
-        raise AudioError(path, "empty audio (0 samples)")
+        raise AudioError(name, "empty audio (0 samples)")
     return result
 
 
@@ -101,39 +112,49 @@ def read_audio(path: str, int16_at: int | None = None) -> Audio:
     """Decode ``path`` to ``[C, T]``: float32, or int16 when the file is 16-bit PCM at the rate ``int16_at``
     (nothing to resample: the stored values pass through untouched).  Raise ``AudioError`` for a missing, unreadable or unusable file."""
     _check_path(path)
-    if _uses_soundfile(path):
-        audio, integer_coded = _read_soundfile(path, int16_at)
+    return _read(path, path, int16_at)
+
+
+def read_audio_bytes(data: bytes, name: str, int16_at: int | None = None) -> Audio:
+    """:func:`read_audio` for an encoded file held in memory (a tar member); ``name`` as in
+    :func:`probe_audio_bytes`."""
+    return _read(io.BytesIO(data), name, int16_at)
+
+
+def _read(source, name: str, int16_at: int | None) -> Audio:
+    if _uses_soundfile(name):
+        audio, integer_coded = _read_soundfile(source, name, int16_at)
     else:
-        audio, integer_coded = _read_pyav(path), False
+        audio, integer_coded = _read_pyav(source, name), False
     if audio.num_frames == 0:
-        raise AudioError(path, "empty audio (0 samples)")
+        raise AudioError(name, "empty audio (0 samples)")
     if not integer_coded:
         finite = np.isfinite(audio.data)
         if not finite.all():
-            raise AudioError(path, f"audio holds {int(finite.size - np.count_nonzero(finite))} NaN/Inf value(s)")
+            raise AudioError(name, f"audio holds {int(finite.size - np.count_nonzero(finite))} NaN/Inf value(s)")
     return audio
 
 
-def _read_soundfile(path: str, int16_at: int | None) -> tuple[Audio, bool]:
+def _read_soundfile(source, name: str, int16_at: int | None) -> tuple[Audio, bool]:
     try:
-        with soundfile.SoundFile(path) as sound:
+        with soundfile.SoundFile(source) as sound:
             integer_coded = sound.subtype in _INTEGER_SUBTYPES
             dtype = "int16" if sound.subtype == "PCM_16" and sound.samplerate == int16_at else "float32"
             data = sound.read(dtype=dtype, always_2d=True)
             rate = sound.samplerate
-    except (soundfile.LibsndfileError, RuntimeError, ValueError) as err:
-        raise AudioError(path, f"cannot decode audio ({err})") from None
+    except (soundfile.LibsndfileError, RuntimeError, ValueError, TypeError) as err:
+        raise AudioError(name, f"cannot decode audio ({err})") from None
     return Audio(np.ascontiguousarray(data.T), int(rate)), integer_coded
 
 
-def _read_pyav(path: str) -> Audio:
+def _read_pyav(source, name: str) -> Audio:
     import av  # imported lazily: most corpora are WAV/FLAC and never need FFmpeg
 
     planes = []
     try:
-        with av.open(path) as container:
+        with av.open(source) as container:
             if not container.streams.audio:
-                raise AudioError(path, "no audio stream")
+                raise AudioError(name, "no audio stream")
             stream = container.streams.audio[0]
             # swresample converts any sample format to float planar with libsndfile's scaling (s16 / 32768).
             to_float = av.AudioResampler(format="fltp")
@@ -142,9 +163,9 @@ def _read_pyav(path: str) -> Audio:
             planes.extend(out.to_ndarray() for out in to_float.resample(None))
             rate = stream.codec_context.sample_rate
     except av.error.FFmpegError as err:
-        raise AudioError(path, f"cannot decode audio ({err})") from None
+        raise AudioError(name, f"cannot decode audio ({err})") from None
     if not planes:
-        raise AudioError(path, "empty audio (0 samples)")
+        raise AudioError(name, "empty audio (0 samples)")
     return Audio(np.ascontiguousarray(np.concatenate(planes, axis=1), dtype=np.float32), int(rate))
 
 

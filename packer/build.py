@@ -16,6 +16,17 @@ from typing import Callable, Sequence
 
 from tqdm import tqdm
 
+from packer.adapters.audio_bank import (
+    SimulationOptions,
+    _pyroomacoustics,
+    check_bank_kind,
+    draw_rooms,
+    load_bank_file,
+    load_simulated,
+    plan_bank_file,
+    plan_simulated,
+    read_bank_input,
+)
 from packer.adapters.wesep import load_wesep_sample, plan_wesep_sample, read_wesep_list, speaker_slots
 from packer.audio import AudioError
 from packer.cues import CueBuild, CueProblem, prepare_cues, write_cues
@@ -26,6 +37,7 @@ from packer.writer import PackWriter, hash_file
 from schemas.constants import (
     DEFAULT_SAMPLE_RATE,
     DEFAULT_SHARD_BYTES,
+    KIND_RIR,
     MANIFEST_NAME,
     SHARD_DIR_DIGITS,
     SHARD_DIR_PREFIX,
@@ -128,9 +140,71 @@ def build_wesep(list_path: str, options: BuildOptions, root: str | None = None, 
     )
 
 
+def build_audio_bank(source: str, kind: str, options: BuildOptions) -> BuildSummary:
+    """``speechpack build audio-bank``: every audio file of a directory (recursively, sorted) or of a list file
+    (one path per line) to a ``noise`` or ``rir`` pack, one sample per file (``packer.adapters.audio_bank``)."""
+    check_bank_kind(kind)
+    bank = read_bank_input(source)
+    recorded = {**options.recorded(), "kind": kind}
+    is_dir = os.path.isdir(source)
+    return run_build(
+        items=bank.items,
+        problems=bank.problems,
+        plan=functools.partial(plan_bank_file, sample_rate=options.sample_rate),
+        load=functools.partial(load_bank_file, sample_rate=options.sample_rate, kind=kind),
+        kind=kind,
+        input_path=os.path.abspath(source) if is_dir else source,
+        command="build audio-bank",
+        recorded_options=recorded,
+        options=options,
+        input_sha256=bank.sha256 if is_dir else None,
+    )
+
+
+def build_simulated_rirs(simulation: SimulationOptions, options: BuildOptions) -> BuildSummary:
+    """``speechpack build audio-bank --kind rir --simulate N``: N shoebox-room RIRs simulated with
+    pyroomacoustics, drawn deterministically from the seed."""
+    _pyroomacoustics()  # fail before planning when the optional dependency is missing
+    recorded = {**options.recorded(), "kind": KIND_RIR, "simulate": simulation.recorded()}
+    return run_build(
+        items=draw_rooms(simulation),
+        problems=[],
+        plan=functools.partial(plan_simulated, sample_rate=options.sample_rate),
+        load=functools.partial(load_simulated, sample_rate=options.sample_rate),
+        kind=KIND_RIR,
+        input_path=f"<simulate {simulation.count}>",
+        command="build audio-bank",
+        recorded_options=recorded,
+        options=options,
+        input_sha256=simulation.sha256(),
+    )
+
+
+def build_wesep_shards(list_path: str, options: BuildOptions) -> BuildSummary:
+    """``speechpack build wesep-shards``: WeSep tar shards (``shard.list``, one tar path per line) to the pack
+    the same samples give as a raw list (same shard ``.npy`` files and ``columns/``; see ``wesep_shards``)."""
+    from packer.adapters.wesep_shards import read_wesep_shards
+
+    if not os.path.isfile(list_path):
+        raise SpeechpackError(f"{list_path}: shard list not found")
+    shards = read_wesep_shards(list_path)
+    return run_build(
+        items=shards.lines,
+        problems=shards.problems,
+        plan=functools.partial(plan_wesep_sample, sample_rate=options.sample_rate),
+        load=functools.partial(load_wesep_sample, sample_rate=options.sample_rate),
+        kind=shards.kind,
+        input_path=list_path,
+        command="build wesep-shards",
+        recorded_options=options.recorded(),
+        options=options,
+    )
+
+
 def run_build(*, items: Sequence, problems: Sequence[LineProblem], plan: Callable[[object], SamplePlan],
               load: Callable[[object], PackedSample], kind: str, input_path: str, command: str,
-              recorded_options: dict, options: BuildOptions, cues: CueBuild | None = None) -> BuildSummary:
+              recorded_options: dict, options: BuildOptions, cues: CueBuild | None = None,
+              input_sha256: str | None = None) -> BuildSummary:
     """Check and size every item from headers, plan the shards, decode and write; commit, or raise
     ``BuildError`` and leave no pack behind.
 
@@ -138,7 +212,9 @@ def run_build(*, items: Sequence, problems: Sequence[LineProblem], plan: Callabl
     ``AudioError`` for bad input.  By default every problem is collected (decoding goes on after the first, to
     find the problems only decoding shows) and nothing is published; with ``skip_bad`` the good items are packed
     and the problems recorded in ``skipped.json``.  ``cues`` are written after the shards, before
-    ``dataset.json``; a cue problem always fails the build (``skip_bad`` is about list lines).
+    ``dataset.json``; a cue problem always fails the build (``skip_bad`` is about list lines).  ``input_sha256``
+    replaces the hash of ``input_path`` in the provenance when the input is not one file (a directory, a
+    simulation).
     """
     started = time.monotonic()
     problems = list(problems)
@@ -190,7 +266,7 @@ def run_build(*, items: Sequence, problems: Sequence[LineProblem], plan: Callabl
             if writer.num_samples == 0:
                 raise BuildError(f"{input_path}: every line was bad; nothing to pack", problems)
             manifest = writer.finish(
-                provenance=_provenance(input_path, command, recorded_options),
+                provenance=_provenance(input_path, command, recorded_options, input_sha256),
                 skipped=[p.to_dict() for p in problems],
                 cues=cue_files,
             )
@@ -210,9 +286,10 @@ def _failure(input_path: str, problems: list[LineProblem], cue_problems: list[Cu
     return f"{input_path}: {' and '.join(counts)}; nothing was packed"
 
 
-def _provenance(input_path: str, command: str, recorded_options: dict) -> dict:
+def _provenance(input_path: str, command: str, recorded_options: dict, input_sha256: str | None = None) -> dict:
     return {
-        "input": {"path": os.path.abspath(input_path), "sha256": hash_file(input_path).sha256},
+        "input": {"path": os.path.abspath(input_path) if input_sha256 is None else input_path,
+                  "sha256": input_sha256 or hash_file(input_path).sha256},
         "tool": TOOL_NAME,
         "tool_version": tool_version(),
         "command": command,
@@ -280,4 +357,4 @@ def _discard_output(out: str, created: bool) -> None:
         os.rmdir(out)
 
 
-__all__ = ["BuildOptions", "BuildSummary", "build_wesep", "run_build"]
+__all__ = ["BuildOptions", "BuildSummary", "build_audio_bank", "build_simulated_rirs", "build_wesep", "run_build"]

@@ -35,11 +35,14 @@ from schemas.cues import (
 )
 from schemas.constants import (
     AUDIO_DTYPE,
+    KIND_NOISE,
+    KIND_RIR,
     KIND_TSE,
     MANIFEST_NAME,
     SHARD_DIR_PREFIX,
     SHARD_INDEX_NAME,
     SKIPPED_NAME,
+    STREAM_AUDIO,
     STREAM_MIX,
     STREAM_SOURCE,
     STREAM_TARGET,
@@ -281,10 +284,16 @@ def _open_stream(shard_dir: str, spec: StreamSpec, report: PackReport) -> np.nda
 
 
 def _check_record_shape(record: dict, manifest: Manifest, at: str, report: PackReport) -> None:
-    """Per-kind rules: one mix segment and one mono target per speaker; or one mono source and one speaker."""
+    """Per-kind rules: one mix segment and one mono target per speaker; one mono source and one speaker; or (noise
+    and rir banks) one ``audio`` segment of any channel count and the kind name as the one speaker."""
     streams = record["streams"]
     n_speakers = len(record["speakers"])
-    if manifest.kind == KIND_TSE:
+    if manifest.kind in (KIND_NOISE, KIND_RIR):
+        if record["speakers"] != [manifest.kind] or len(streams[STREAM_AUDIO]) != 1:
+            report.error(at, f"a {manifest.kind} sample needs the one speaker {manifest.kind!r} and one audio "
+                             f"segment, got {record['speakers']!r} and {len(streams[STREAM_AUDIO])}")
+        mono = []
+    elif manifest.kind == KIND_TSE:
         if len(streams[STREAM_MIX]) != 1:
             report.error(at, f"has {len(streams[STREAM_MIX])} mix segments, expected 1")
         if len(streams[STREAM_TARGET]) != n_speakers:

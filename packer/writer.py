@@ -22,7 +22,6 @@ from packer.audio import int16_statistics
 from packer.sample import PackedSample, SamplePlan
 from schemas.constants import (
     AUDIO_DTYPE,
-    FORMAT_MINOR,
     FORMAT_VERSION,
     MANIFEST_NAME,
     SHARD_INDEX_NAME,
@@ -34,7 +33,7 @@ from schemas.constants import (
 )
 from schemas.columns import COLUMNS_DIR, ColumnBuilder
 from schemas.errors import InternalError
-from schemas.format import MINOR_CUES, FileEntry, Manifest, ShardEntry, StreamSpec
+from schemas.format import FileEntry, Manifest, ShardEntry, StreamSpec, lowest_minor
 
 _HASH_BLOCK = 1 << 22
 #: Bytes written to a stream file between fsyncs: the writer thread waits for the disk while decoding goes on,
@@ -358,7 +357,7 @@ class PackWriter:
             columns=columns,
             skipped=skipped_entry,
             cues=dict(cues or {}),
-            format_minor=MINOR_CUES if cues else FORMAT_MINOR,
+            format_minor=lowest_minor(self.kind, bool(cues)),
         )
         fsync_dir(self.pack_dir)
         write_json_atomic(os.path.join(self.pack_dir, MANIFEST_NAME), manifest.to_dict())

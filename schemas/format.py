@@ -31,8 +31,8 @@ A JSON object with exactly these keys, plus the optional ones after them:
 ``format``         the string ``"speechpack"``.
 ``format_version`` integer major version.  A reader MUST refuse a major it does not know and say which it reads.
 ``format_minor``   integer minor version.  Minor versions only add optional content; a reader MAY ignore it.
-``kind``           ``"tse"`` (fixed mixtures, one target per speaker) or ``"sources"`` (single-speaker
-                   utterances).
+``kind``           ``"tse"`` (fixed mixtures, one target per speaker), ``"sources"`` (single-speaker
+                   utterances), or, since 1.2, ``"noise"`` or ``"rir"`` (audio banks for online augmentation).
 ``sample_rate``    integer Hz of every audio stream.
 ``streams``        list of ``{"name", "dtype", "row_shape", "file"}``: the catalogue.  ``dtype`` is a numpy
                    dtype string (``"<i2"``), ``row_shape`` the shape of one element of axis 0 (``[]`` for flat
@@ -41,7 +41,10 @@ A JSON object with exactly these keys, plus the optional ones after them:
                    shard directory to ``{"size": bytes, "sha256": hex digest}``.
 ``totals``         ``{"samples", "hours", "speakers", "bytes"}``; ``speakers`` counts distinct speaker ids.
 ``provenance``     ``{"input": {"path", "sha256"}, "tool": "speechpack", "tool_version", "command",
-                   "options"}``; ``options`` holds every option that influences the bytes of the pack.
+                   "options"}``; ``options`` holds every option that influences the bytes of the pack.  The input
+                   hash is that of the list file; an audio bank built from a directory hashes its listing (each
+                   packed file's relative path and size, one per line), and a simulated RIR bank has the path
+                   ``"<simulate N>"`` and hashes its simulation options (``options.simulate``).
 ``columns``        ``{"directory": "columns", "files": {name: {"size", "sha256"}}}``: the columnar index (below).
 ``skipped``        ``{"count": n}`` plus ``"file": "skipped.json"`` with its size and hash when ``n > 0``.
 
@@ -52,7 +55,8 @@ and, since 1.1, optionally:
                    exactly when the pack has cues; the layout of ``cues/`` is specified in ``schemas/cues.py``.
 
 A writer records the lowest minor version that describes the pack (as numpy's ``.npy`` writer picks format 1.0
-unless the array needs 2.0): a pack without cues is 1.0, so its bytes do not change.
+unless the array needs 2.0): a ``tse`` or ``sources`` pack without cues is 1.0, so its bytes do not change; with
+cues it is 1.1; a ``noise`` or ``rir`` pack is 1.2 (``lowest_minor``).
 
 Keys are sorted and the JSON is indented by one space, so equal packs have byte-identical manifests.
 
@@ -72,6 +76,10 @@ Kinds and their streams
 ``tse``      ``mix`` (one segment per sample, all mixture channels) and ``target`` (one mono segment per
              speaker, in the sample's speaker order).  All segments of a sample have the same length.
 ``sources``  ``source`` (one mono segment per sample, one speaker).
+``noise``    ``audio`` (one segment per sample: one input file, all its channels).  A bank has no speakers, but
+             ``speakers`` must be a non-empty list: it is ``["noise"]``, the kind name.  Since 1.2.
+``rir``      ``audio``, as ``noise`` (``speakers`` is ``["rir"]``): one room impulse response per sample, stored as
+             decoded (not normalised; its level is in the statistics).  Since 1.2.
 
 index.json
 ----------
@@ -84,7 +92,8 @@ one compact record per line, where a record is::
      "duration": float,                num_frames / sample_rate, seconds
      "orig_sample_rate": int,          rate of the input files before resampling
      "line": int,                      1-based line of the input list (provenance)
-     "provenance": {...},              the input paths exactly as listed
+     "provenance": {...},              the input paths exactly as listed (a bank: {"path": ...}, or
+                                       {"simulated": {room, rt60, source, microphone, distance}})
      "streams": {name: [segment, ...]}}
 
 and a segment is ``{"offset", "channels", "length", "scale", "mean", "rms", "peak"}``: element offset into
@@ -103,6 +112,7 @@ Version history
 1.0  first version.
 1.1  optional ``cues`` (speaker-cue banks, ``cues/``).  A 1.0 reader, which requires the exact key set, refuses
      such a pack instead of misreading it.
+1.2  kinds ``noise`` and ``rir`` (stream ``audio``).  A 1.0 or 1.1 reader, which checks the kind, refuses them.
 """
 
 from __future__ import annotations
@@ -118,6 +128,8 @@ from schemas.constants import (
     FORMAT_NAME,
     FORMAT_VERSION,
     HASH_NAME,
+    KIND_NOISE,
+    KIND_RIR,
     KINDS,
     STREAMS_BY_KIND,
     SUPPORTED_MAJOR_VERSIONS,
@@ -127,6 +139,18 @@ from schemas.errors import PackFormatError
 
 #: The minor version that introduced the optional ``cues`` key (see "Version history").
 MINOR_CUES = 1
+#: The minor version that introduced the ``noise`` and ``rir`` kinds (audio banks).
+MINOR_BANKS = 2
+
+
+def lowest_minor(kind: str, has_cues: bool) -> int:
+    """The lowest minor version that describes a pack of ``kind`` (with or without cues)."""
+    minor = FORMAT_MINOR
+    if has_cues:
+        minor = max(minor, MINOR_CUES)
+    if kind in (KIND_NOISE, KIND_RIR):
+        minor = max(minor, MINOR_BANKS)
+    return minor
 
 
 def _require(obj: Any, keys: set[str], where: str, optional: set[str] = frozenset()) -> None:

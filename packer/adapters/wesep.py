@@ -6,6 +6,8 @@
 - Single-speaker lines (no ``mix``) give a ``sources`` sample: one mono file.
 
 Unlike WeSep, which logged and dropped unreadable samples, every problem is reported with its line and key.
+A line's audio is a file path or, for tar shards (``packer.adapters.wesep_shards``), a ``TarMember`` read in
+memory; both go through the same probe, decode and checks.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from packer.audio import (
     AudioError,
     AudioInfo,
     probe_audio,
+    probe_audio_bytes,
     read_audio,
+    read_audio_bytes,
     resample,
     resampled_length,
     to_stored,
@@ -95,6 +99,45 @@ def _resolve(parsed: WesepLine, root: str) -> WesepLine:
                      provenance=parsed.provenance)
 
 
+@dataclass(frozen=True)
+class TarMember:
+    """An audio file stored in a tar shard, read in memory (never extracted): where its bytes are, so a worker
+    process reopens the tar and seeks to them.  ``str()`` is ``tar:member``, the name errors give."""
+
+    tar_path: str
+    name: str
+    offset: int  # of the member's data in the (uncompressed) tar
+    size: int
+
+    def __str__(self) -> str:
+        return f"{self.tar_path}:{self.name}"
+
+    def read_bytes(self) -> bytes:
+        try:
+            with open(self.tar_path, "rb") as fp:
+                fp.seek(self.offset)
+                data = fp.read(self.size)
+        except OSError as err:
+            raise AudioError(str(self), f"cannot read the tar member ({err.strerror or err})") from None
+        if len(data) != self.size:
+            raise AudioError(str(self), f"truncated tar member ({len(data)} of {self.size} bytes)")
+        return data
+
+
+def probe_source(source: str | TarMember) -> AudioInfo:
+    """Header facts of a file path or a tar member (one set of checks serves both)."""
+    if isinstance(source, TarMember):
+        return probe_audio_bytes(source.read_bytes(), str(source))
+    return probe_audio(source)
+
+
+def read_source(source: str | TarMember, int16_at: int | None = None) -> Audio:
+    """Decode a file path or a tar member."""
+    if isinstance(source, TarMember):
+        return read_audio_bytes(source.read_bytes(), str(source), int16_at=int16_at)
+    return read_audio(source, int16_at=int16_at)
+
+
 class SpeakerSlot(NamedTuple):
     """One speaker slot of one list line: what a cue lookup key (``schemas.cues.lookup_key``) is made of."""
 
@@ -112,22 +155,24 @@ def speaker_slots(lines: list[WesepLine]) -> Iterator[SpeakerSlot]:
 
 
 def plan_wesep_sample(parsed: WesepLine, sample_rate: int) -> SamplePlan:
-    """Check a line against WeSep's strict policy from file headers only, and size its sample."""
+    """Check a line against WeSep's strict policy from file headers only, and size its sample.
+
+    ``mix_paths`` and ``target_paths`` may hold ``TarMember`` sources as well as paths (``wesep_shards``)."""
     if parsed.mix_paths:
         reference_path = parsed.mix_paths[0]
-        reference = probe_audio(reference_path)
+        reference = probe_source(reference_path)
         channels = reference.channels
         for path in parsed.mix_paths[1:]:
-            info = probe_audio(path)
+            info = probe_source(path)
             _check_same_shape(info, reference, path, reference_path, "mixture file")
             channels += info.channels
         for path in parsed.target_paths:
-            _check_same_shape(probe_audio(path), reference, path, reference_path, "source")
+            _check_same_shape(probe_source(path), reference, path, reference_path, "source")
         frames = resampled_length(reference.frames, reference.sample_rate, sample_rate)
         elements = {STREAM_MIX: channels * frames, STREAM_TARGET: len(parsed.target_paths) * frames}
     else:
         path = parsed.target_paths[0]
-        info = probe_audio(path)
+        info = probe_source(path)
         _check_mono(info, path)
         frames = resampled_length(info.frames, info.sample_rate, sample_rate)
         elements = {STREAM_SOURCE: frames}
@@ -141,10 +186,10 @@ def load_wesep_sample(parsed: WesepLine, sample_rate: int) -> PackedSample:
     return _load_source(parsed, sample_rate)
 
 
-def _read(path: str, sample_rate: int) -> Audio:
+def _read(path: str | TarMember, sample_rate: int) -> Audio:
     """Decode; 16-bit PCM already at the pack's rate is read as int16 and stored untouched (no float round
     trip, same bytes)."""
-    return read_audio(path, int16_at=sample_rate)
+    return read_source(path, int16_at=sample_rate)
 
 
 def _load_mixture(parsed: WesepLine, sample_rate: int) -> PackedSample:
@@ -180,9 +225,10 @@ def _packed(parsed: WesepLine, orig_sample_rate: int, streams: dict) -> PackedSa
                         provenance=parsed.provenance, streams=streams)
 
 
-def _check_same_shape(audio: Audio | AudioInfo, reference: Audio | AudioInfo, path: str, reference_path: str,
-                      what: str) -> None:
+def _check_same_shape(audio: Audio | AudioInfo, reference: Audio | AudioInfo, path: str | TarMember,
+                      reference_path: str | TarMember, what: str) -> None:
     """WeSep's strict policy: every file of a sample shares the mixture's sample rate and length."""
+    path = str(path)
     frames, reference_frames = audio.frames, reference.frames
     if audio.sample_rate != reference.sample_rate:
         raise AudioError(path, f"{what} sample rate {audio.sample_rate} Hz differs from the mixture's "
@@ -192,7 +238,8 @@ def _check_same_shape(audio: Audio | AudioInfo, reference: Audio | AudioInfo, pa
                                f"{reference_frames} ({reference_path})")
 
 
-def _check_mono(audio: Audio | AudioInfo, path: str) -> None:
+def _check_mono(audio: Audio | AudioInfo, path: str | TarMember) -> None:
+    path = str(path)
     if audio.channels != 1:
         raise AudioError(path, f"a single-speaker source must be mono, got {audio.channels} channels")
 

@@ -1,0 +1,220 @@
+"""``speechpack build wesep-shards`` on real speech: WeSep tar shards pack to the same samples as the raw list.
+
+Shards are written from the ``wesep_list`` cases of conftest.py by ``write_shards`` (WeSep's
+``make_shards_from_samples.py`` layout), so each test can compare the two packs file by file.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tarfile
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cli import main
+from conftest import Mix, Source, pack_files
+from packer.adapters.wesep_shards import read_wesep_shards, write_shards
+from packer.build import BuildOptions, build_wesep, build_wesep_shards
+from schemas.errors import BuildError, SpeechpackError
+
+
+def options(out: Path, **kwargs) -> BuildOptions:
+    kwargs.setdefault("progress", False)
+    return BuildOptions(out=str(out), **kwargs)
+
+
+def same_audio_files(raw: Path, shards: Path) -> None:
+    """Shard ``.npy`` files and ``columns/`` identical; only ``dataset.json`` and ``index.json`` (provenance)
+    may differ."""
+    raw_files, shard_files = pack_files(raw), pack_files(shards)
+    assert sorted(raw_files) == sorted(shard_files)
+    compared = [name for name in raw_files if not name.endswith(("dataset.json", "index.json"))]
+    assert any(name.endswith(".npy") and name.startswith("shard-") for name in compared)
+    assert any(name.startswith("columns/") for name in compared)
+    for name in compared:
+        assert raw_files[name] == shard_files[name], name
+    for name in raw_files:
+        if name.endswith("index.json"):
+            raw_index, shard_index = (json.loads(f[name]) for f in (raw_files, shard_files))
+            for a, b in zip(raw_index["samples"], shard_index["samples"]):
+                assert set(b["provenance"]) == {"tar", "members"}
+                a.pop("provenance"), b.pop("provenance")
+            assert raw_index == shard_index
+
+
+def tar_members(tar_path: str) -> list[tuple[str, bytes]]:
+    with tarfile.open(tar_path) as tar:
+        return [(m.name, tar.extractfile(m).read()) for m in tar.getmembers()]
+
+
+def rewrite_tar(tar_path: str, members: list[tuple[str, bytes]]) -> None:
+    with tarfile.open(tar_path, "w") as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def test_offline_shards_pack_like_the_raw_list(real_audio, wesep_list, tmp_path):
+    a, b, c = real_audio("pocketsphinx", 3)
+    case = wesep_list([Mix("mixA", (a, b)), Mix("mixB", (b, c), layout="two_files", start=0.4),
+                       Mix("mixC", (a, c), layout="stereo", subtype="PCM_16", src_stereo=True)])
+    shard_list = write_shards(str(case.list_path), str(tmp_path / "tars"), samples_per_shard=2)
+    assert len(open(shard_list).read().split()) == 2
+    build_wesep(str(case.list_path), options(tmp_path / "raw", shard_bytes=100_000))
+    summary = build_wesep_shards(shard_list, options(tmp_path / "shards", shard_bytes=100_000))
+    assert summary.manifest.totals["samples"] == 3
+    same_audio_files(tmp_path / "raw", tmp_path / "shards")
+    build_wesep_shards(shard_list, options(tmp_path / "parallel", shard_bytes=100_000, workers=3))
+    assert pack_files(tmp_path / "shards") == pack_files(tmp_path / "parallel")
+    index = json.loads((tmp_path / "shards" / "shard-000000" / "index.json").read_text())
+    first = index["samples"][0]["provenance"]
+    assert first["tar"].endswith("shards_000000000.tar")
+    assert first["members"] == ["mixA.spk1", "mixA.spk2", "mixA.wav", "mixA_spk1.wav", "mixA_spk2.wav"]
+
+
+def test_resampled_shards_match_the_raw_list(real_audio, wesep_list, tmp_path):
+    a, b = real_audio("alsa", 2)
+    case = wesep_list([Mix("m48", (a, b), seconds=1.0)])
+    shard_list = write_shards(str(case.list_path), str(tmp_path / "tars"))
+    build_wesep(str(case.list_path), options(tmp_path / "raw", sample_rate=16000))
+    build_wesep_shards(shard_list, options(tmp_path / "shards", sample_rate=16000))
+    same_audio_files(tmp_path / "raw", tmp_path / "shards")
+
+
+def test_online_shards_pack_like_the_raw_list(real_audio, wesep_list, tmp_path):
+    paths = real_audio("pocketsphinx", 3)
+    case = wesep_list([Source(f"utt{i}", p, start=0.1 * i) for i, p in enumerate(paths)])
+    shard_list = write_shards(str(case.list_path), str(tmp_path / "tars"))
+    names = [name for name, _ in tar_members(open(shard_list).read().split()[0])]
+    assert names[:2] == ["utt0.spk", "utt0.wav"]
+    build_wesep(str(case.list_path), options(tmp_path / "raw"))
+    summary = build_wesep_shards(shard_list, options(tmp_path / "shards"))
+    assert summary.manifest.kind == "sources"
+    same_audio_files(tmp_path / "raw", tmp_path / "shards")
+
+
+def test_a_corrupt_member_is_reported_and_skipped(real_audio, wesep_list, tmp_path):
+    a, b, c = real_audio("pocketsphinx", 3)
+    case = wesep_list([Mix("m1", (a, b)), Mix("m2", (b, c)), Mix("m3", (a, c))])
+    shard_list = write_shards(str(case.list_path), str(tmp_path / "tars"))
+    tar_path = open(shard_list).read().split()[0]
+    rewrite_tar(tar_path, [(n, b"not audio at all" if n == "m2_spk2.wav" else d) for n, d in tar_members(tar_path)])
+    with pytest.raises(BuildError) as failure:
+        build_wesep_shards(shard_list, options(tmp_path / "pack"))
+    [problem] = failure.value.problems
+    assert (problem.line, problem.key, problem.path) == (2, "m2", f"{tar_path}:m2_spk2.wav")
+    assert "cannot decode" in problem.reason
+    assert not (tmp_path / "pack").exists()
+    summary = build_wesep_shards(shard_list, options(tmp_path / "pack", skip_bad=True))
+    assert summary.manifest.totals["samples"] == 2
+    skipped = json.loads((tmp_path / "pack" / "skipped.json").read_text())
+    assert [(s["line"], s["key"], s["path"]) for s in skipped["skipped"]] == [(2, "m2", f"{tar_path}:m2_spk2.wav")]
+
+
+def test_structural_problems_name_the_sample(real_audio, wesep_list, tmp_path):
+    a, b, c = real_audio("pocketsphinx", 3)
+    case = wesep_list([Mix("m1", (a, b)), Mix("m2", (b, c)), Mix("m3", (a, c), seconds=1.0)])
+    shard_list = write_shards(str(case.list_path), str(tmp_path / "tars"))
+    tar_path = open(shard_list).read().split()[0]
+    members = tar_members(tar_path)
+    short = dict(members)["m3_spk1.wav"]
+    long = dict(members)["m1_spk1.wav"]
+    members = [(n, d) for n, d in members if n != "m1.spk2"]  # m1: a missing speaker id
+    members = [(n, long if n == "m3_spk1.wav" else d) for n, d in members]  # m3: a source longer than its mix
+    assert short != long
+    rewrite_tar(tar_path, members)
+    shards = read_wesep_shards(shard_list)
+    assert [(p.line, p.key) for p in shards.problems] == [(1, "m1")]
+    assert shards.problems[0].reason == "source member(s) for slot(s) [2] without a speaker id member"
+    assert shards.problems[0].path == f"{tar_path}:m1.spk1"
+    with pytest.raises(BuildError) as failure:
+        build_wesep_shards(shard_list, options(tmp_path / "pack"))
+    problems = failure.value.problems
+    assert [(p.line, p.key) for p in problems] == [(1, "m1"), (3, "m3")]
+    assert problems[1].path == f"{tar_path}:m3_spk1.wav" and "length" in problems[1].reason
+
+
+def test_mixture_keys_ending_in_spk_n(real_audio, wesep_list, tmp_path):
+    """WeSep's reader misparses ``mix_spk1.wav`` as source 1 of ``mix``; here it is the mixture of ``mix_spk1``."""
+    a, b, c = real_audio("pocketsphinx", 3)
+    case = wesep_list([Mix("mix", (a, b)), Mix("mix_spk1", (b, c)), Mix("x_spk2", (a, c))])
+    shard_list = write_shards(str(case.list_path), str(tmp_path / "tars"))
+    build_wesep(str(case.list_path), options(tmp_path / "raw"))
+    build_wesep_shards(shard_list, options(tmp_path / "shards"))
+    same_audio_files(tmp_path / "raw", tmp_path / "shards")
+
+
+def test_members_are_never_extracted(real_audio, wesep_list, tmp_path, monkeypatch):
+    a, b = real_audio("pocketsphinx", 2)
+    case = wesep_list([Mix("m1", (a, b))])
+    shard_list = write_shards(str(case.list_path), str(tmp_path / "tars"))
+    tar_path = open(shard_list).read().split()[0]
+    members = tar_members(tar_path)
+    wav = dict(members)["m1.wav"]
+    rewrite_tar(tar_path, [("../evil.spk1", b"eve"), ("../evil.wav", wav), ("/tmp/abs_evil.wav", wav)] + members)
+    work = tmp_path / "work" / "deep"
+    work.mkdir(parents=True)
+    monkeypatch.chdir(work)
+    before = {p for p in tmp_path.rglob("*")}
+    summary = build_wesep_shards(os.path.abspath(shard_list), options(work / "pack", skip_bad=True))
+    assert summary.manifest.totals["samples"] == 1
+    created = {p for p in tmp_path.rglob("*")} - before
+    assert all(work / "pack" in p.parents or p == work / "pack" for p in created), created
+    assert not any("evil" in p.name for p in tmp_path.rglob("*"))
+    assert not os.path.exists("/tmp/abs_evil.wav")
+    assert [p.key for p in summary.skipped] == ["../evil", "/tmp/abs_evil"]
+
+
+def test_bad_shard_lists_are_refused(tmp_path):
+    urls = tmp_path / "urls.list"
+    urls.write_text("https://example.com/shards_000000000.tar\n")
+    with pytest.raises(SpeechpackError, match="URLs are not supported"):
+        build_wesep_shards(str(urls), options(tmp_path / "pack"))
+    missing = tmp_path / "missing.list"
+    missing.write_text("nowhere.tar\n")
+    with pytest.raises(SpeechpackError, match="not found"):
+        build_wesep_shards(str(missing), options(tmp_path / "pack"))
+    gz = tmp_path / "s.tar"
+    gz.write_bytes(b"\x1f\x8b" + b"junk" * 100)
+    garbage = tmp_path / "garbage.list"
+    garbage.write_text(f"{gz}\n")
+    with pytest.raises(SpeechpackError, match="uncompressed tar"):
+        build_wesep_shards(str(garbage), options(tmp_path / "pack"))
+
+
+def test_cli(real_audio, wesep_list, tmp_path, monkeypatch):
+    a, b = real_audio("pocketsphinx", 2)
+    case = wesep_list([Mix("m1", (a, b))])
+    write_shards(str(case.list_path), str(tmp_path / "tars"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "rel.list").write_text("tars/shards_000000000.tar\n")  # relative to the current directory
+    result = CliRunner().invoke(main, ["build", "wesep-shards", "--list", "rel.list", "--out", "pack",
+                                       "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "packed 1 samples" in result.output
+
+
+def test_members_decode_in_memory_like_files(real_audio, tmp_path):
+    """The bytes path of ``packer.audio`` gives what the file path gives, for libsndfile and PyAV formats."""
+    import numpy as np
+    import soundfile
+
+    from packer.audio import probe_audio, probe_audio_bytes, read_audio, read_audio_bytes
+
+    [path] = real_audio("pocketsphinx", 1)
+    data, rate = soundfile.read(path, dtype="int16")
+    flac = tmp_path / "a.flac"
+    soundfile.write(flac, data[:rate], rate)
+    encoded = flac.read_bytes()
+    assert probe_audio_bytes(encoded, "t.tar:a.flac") == probe_audio(str(flac))
+    assert np.array_equal(read_audio_bytes(encoded, "t.tar:a.flac", int16_at=rate).data,
+                          read_audio(str(flac), int16_at=rate).data)
+    via_pyav = read_audio_bytes(encoded, "t.tar:a.m4a")  # the extension picks PyAV, which probes the content
+    assert np.allclose(via_pyav.data, read_audio(str(flac)).data, atol=1e-6)
+    with pytest.raises(Exception, match="t.tar:b.wav: cannot decode"):
+        read_audio_bytes(b"junk", "t.tar:b.wav")
