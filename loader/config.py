@@ -107,6 +107,12 @@ class DatasetArgs:
     #: ``collate.<field>`` overrides of the per-row fields (cue fields, ``speaker_label``):
     #: ``((field, ((key, value), ...)), ...)``.
     field_collate: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
+    #: ``online_mix: true``: the online mixing settings (``None`` when off); see ``MixArgs``.
+    mix: "MixArgs | None" = None
+
+    @property
+    def online_mix(self) -> bool:
+        return self.mix is not None
 
     def align_of(self, name: str) -> str:
         return dict(self.align)[name]
@@ -129,13 +135,14 @@ class DatasetArgs:
             "shuffle_args": None,
             "batch_size": 1, "tail": "pad", "expand_targets": False, "normalize": None, "collate": None,
             "cues": None,
-            # WeSep keys of features that are not built yet: present and false is fine, true is an error.
-            "online_mix": False, "cue_processing": None,
+            "online_mix": False, "num_speakers": None, "timeline": None, "mix_snr": None,
+            # WeSep keys of features that are not built yet: present and off is fine, on is an error.
+            "cue_processing": None, "reverb_prob": 0, "noise_prob": 0, "rir_banks": None, "noise_banks": None,
+            "noise_snr": None, "reverb_keep_dry": False,
         })
         for key in ("whole_utt", "chunk_random_start", "filter_len", "shuffle", "expand_targets", "online_mix"):
             _check_type(v[key], bool, f"{where}.{key}")
-        if v["online_mix"]:
-            raise ConfigError(f"{where}.online_mix: online mixing is not supported by this version of the loader")
+        mix = _mix(v, where)
         if v["resample_rate"] is not None and (_check_type(v["resample_rate"], int, f"{where}.resample_rate") <= 0):
             raise ConfigError(f"{where}.resample_rate: must be a positive number of Hz")
         if v["chunk_len"] is not None and _check_type(v["chunk_len"], int, f"{where}.chunk_len") <= 0:
@@ -170,7 +177,140 @@ class DatasetArgs:
             align=align,
             cues=cues,
             field_collate=field_collate,
+            mix=mix,
         )
+
+
+#: WeSep's default ``mix_snr`` (dB): interferer SNR range and the mixture's final gain range.
+DEFAULT_MIX_SNR = {"range": [-5, 10], "gain": [-12, 0]}
+#: WeSep's ``add_noise`` SNR range (dB) of non-speech noise.
+DEFAULT_NOISE_SNR = (-5.0, 25.0)
+#: Timeline positions of a two-speaker overlap, in the order of ``timeline.position_weights`` as a list.
+TIMELINE_POSITIONS = ("head", "middle", "tail")
+
+
+@dataclass(frozen=True)
+class TimelineArgs:
+    """``dataset_args.timeline`` (WeSep's generator; see docs/loader.md "Online mixing")."""
+
+    overlap_ratio: tuple[float, float] = (0.0, 1.0)
+    #: weights of head, middle, tail for two speakers
+    position_weights: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    #: probability that a ``middle`` overlap is a containment (else a crossing)
+    containment_prob: float = 0.5
+    extra_speaker_activity: tuple[float, float] = (0.5, 1.0)
+
+
+@dataclass(frozen=True)
+class MixArgs:
+    """The online mixing settings (``online_mix: true``), all in WeSep's units."""
+
+    #: P(1 speaker), P(2 speakers), P(3..max_speakers speakers, uniform)
+    distribution: tuple[float, ...] = (0.0, 1.0, 0.0)
+    max_speakers: int = 3
+    snr_range: tuple[float, float] = (-5.0, 10.0)
+    gain_range: tuple[float, float] = (-12.0, 0.0)
+    timeline: TimelineArgs | None = None
+    reverb_prob: float = 0.0
+    rir_banks: tuple[str, ...] = ()
+    reverb_keep_dry: bool = False
+    noise_prob: float = 0.0
+    noise_banks: tuple[str, ...] = ()
+    noise_snr: tuple[float, float] = (-5.0, 25.0)
+
+
+def _range(value: Any, where: str, lo: float | None = None, hi: float | None = None) -> tuple[float, float]:
+    """A ``[lo, hi]`` pair of numbers, ``lo <= hi``, optionally within ``[lo, hi]`` bounds."""
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        raise ConfigError(f"{where}: expected [low, high], got {value!r}")
+    for x in value:
+        _check_type(x, (int, float), where)
+    a, b = float(value[0]), float(value[1])
+    if a > b:
+        raise ConfigError(f"{where}: low {a} > high {b}")
+    if (lo is not None and a < lo) or (hi is not None and b > hi):
+        raise ConfigError(f"{where}: must lie within [{lo}, {hi}], got {value!r}")
+    return a, b
+
+
+def _banks(value: Any, where: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not value:
+        raise ConfigError(f"{where}: expected a non-empty list of {{path: ...}}")
+    return tuple(PackSource.from_dict(entry, f"{where}[{i}]").path for i, entry in enumerate(value))
+
+
+def _prob(value: Any, where: str) -> float:
+    if not 0 <= _check_type(value, (int, float), where) <= 1:
+        raise ConfigError(f"{where}: must be in [0, 1], got {value}")
+    return float(value)
+
+
+def _mix(v: dict, where: str) -> MixArgs | None:
+    """``online_mix`` and its keys: ``num_speakers``, ``timeline``, ``mix_snr``, reverberation and noise."""
+    reverb_prob = _prob(v["reverb_prob"], f"{where}.reverb_prob")
+    noise_prob = _prob(v["noise_prob"], f"{where}.noise_prob")
+    rir_banks = _banks(v["rir_banks"], f"{where}.rir_banks")
+    noise_banks = _banks(v["noise_banks"], f"{where}.noise_banks")
+    keep_dry = _check_type(v["reverb_keep_dry"], bool, f"{where}.reverb_keep_dry")
+    noise_snr = DEFAULT_NOISE_SNR if v["noise_snr"] is None else _range(v["noise_snr"], f"{where}.noise_snr")
+    if not v["online_mix"]:
+        for key in ("num_speakers", "timeline", "mix_snr", "rir_banks", "noise_banks", "noise_snr"):
+            if v[key] is not None:
+                raise ConfigError(f"{where}.{key}: only used with online_mix: true")
+        for key in ("reverb_prob", "noise_prob"):
+            if v[key] != 0:
+                raise ConfigError(f"{where}.{key}: reverberation and noise are only built for online_mix: true")
+        return None
+    if reverb_prob > 0 and not rir_banks:
+        raise ConfigError(f"{where}.reverb_prob: {reverb_prob} needs rir_banks: [{{path: <rir bank pack>}}]")
+    if noise_prob > 0 and not noise_banks:
+        raise ConfigError(f"{where}.noise_prob: {noise_prob} needs noise_banks: [{{path: <noise bank pack>}}]")
+    if v["num_speakers"] is None:
+        raise ConfigError(f"{where}.num_speakers: online_mix needs {{distribution: [p1, p2, p3], max_speakers: N}}")
+    spk = _take(v["num_speakers"], f"{where}.num_speakers", {"distribution": None, "max_speakers": 3})
+    dist = spk["distribution"]
+    if (not isinstance(dist, (list, tuple)) or len(dist) != 3
+            or not all(isinstance(p, (int, float)) and not isinstance(p, bool) and p >= 0 for p in dist)
+            or abs(sum(dist) - 1.0) > 1e-6):
+        raise ConfigError(f"{where}.num_speakers.distribution: expected 3 non-negative probabilities summing to 1 "
+                          f"(1, 2, 3..max_speakers speakers), got {dist!r}")
+    max_speakers = _check_type(spk["max_speakers"], int, f"{where}.num_speakers.max_speakers")
+    if max_speakers < 1 or (dist[2] > 0 and max_speakers < 3) or (dist[1] > 0 and max_speakers < 2):
+        raise ConfigError(f"{where}.num_speakers.max_speakers: {max_speakers} is below the speaker counts the "
+                          f"distribution {list(dist)} asks for")
+    snr = _take(v["mix_snr"] if v["mix_snr"] is not None else DEFAULT_MIX_SNR, f"{where}.mix_snr",
+                {"range": DEFAULT_MIX_SNR["range"], "gain": DEFAULT_MIX_SNR["gain"]})
+    timeline = None
+    if v["timeline"] is not None:
+        at = f"{where}.timeline"
+        t = _take(v["timeline"], at, {"overlap_ratio": [0.0, 1.0], "position_weights": None,
+                                      "containment_prob": 0.5, "extra_speaker_activity": [0.5, 1.0]})
+        weights = t["position_weights"]
+        if weights is None:
+            weights = [1.0, 1.0, 1.0]
+        elif isinstance(weights, dict):
+            weights = [_take(weights, f"{at}.position_weights", dict.fromkeys(TIMELINE_POSITIONS, 0.0))[name]
+                       for name in TIMELINE_POSITIONS]
+        if (not isinstance(weights, (list, tuple)) or len(weights) != 3
+                or not all(isinstance(w, (int, float)) and not isinstance(w, bool) and w >= 0 for w in weights)
+                or sum(weights) <= 0):
+            raise ConfigError(f"{at}.position_weights: expected {{head, middle, tail}} (or a list of 3) non-negative "
+                              f"weights, not all 0, got {weights!r}")
+        prob = _check_type(t["containment_prob"], (int, float), f"{at}.containment_prob")
+        if not 0 <= prob <= 1:
+            raise ConfigError(f"{at}.containment_prob: must be in [0, 1], got {prob}")
+        timeline = TimelineArgs(
+            overlap_ratio=_range(t["overlap_ratio"], f"{at}.overlap_ratio", 0.0, 1.0),
+            position_weights=tuple(float(w) for w in weights),
+            containment_prob=float(prob),
+            extra_speaker_activity=_range(t["extra_speaker_activity"], f"{at}.extra_speaker_activity", 0.0, 1.0))
+    return MixArgs(distribution=tuple(float(p) for p in dist), max_speakers=max_speakers,
+                   snr_range=_range(snr["range"], f"{where}.mix_snr.range"),
+                   gain_range=_range(snr["gain"], f"{where}.mix_snr.gain"), timeline=timeline,
+                   reverb_prob=reverb_prob, rir_banks=rir_banks, reverb_keep_dry=keep_dry,
+                   noise_prob=noise_prob, noise_banks=noise_banks, noise_snr=noise_snr)
 
 
 def _normalize(value: Any, where: str) -> str | None:

@@ -74,11 +74,13 @@ class CueField:
         return self.request.name
 
     def read(self, pack_id: int, pack_path: str, sample_key: str, speaker: str, chunk: ChunkInfo,
-             draws: np.ndarray) -> np.ndarray | None:
-        """The slot's cue value, or ``None`` when it is missing and neither required nor guaranteed."""
+             draws: np.ndarray, source_key: str | None = None) -> np.ndarray | None:
+        """The slot's cue value, or ``None`` when it is missing and neither required nor guaranteed.
+
+        ``source_key``: an online mixture's source utterance (``mix_spk_id`` lookups use it, not the mix key)."""
         bank, spec = self.banks[pack_id], self.specs[pack_id]
         strict = self.required or spec.guaranteed
-        key = lookup_key(spec.policy_key, sample_key, speaker)
+        key = lookup_key(spec.policy_key, sample_key, speaker, source_key)
         entries = bank.find(key)
         if len(entries) == 0:
             if strict:

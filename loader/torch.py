@@ -214,7 +214,7 @@ def _fingerprint(config: LoaderConfig, state: str, packs: list[Pack]) -> str:
     """
     digest = hashlib.sha256()
     args = asdict(config.dataset_args)
-    for key in ("cues", "field_collate"):  # left out when unset, so states saved before cues existed still resume
+    for key in ("cues", "field_collate", "mix"):  # left out when unset, so older states still resume
         if not args[key]:
             del args[key]
     digest.update(json.dumps({"dataset_args": args, "state": state}, sort_keys=True, default=str).encode())

@@ -27,10 +27,13 @@ import soxr
 from loader.collate import collate_field
 from loader.config import DatasetArgs
 from loader.cues import DRAWS_PER_CUE, ChunkInfo, label_field, resolve_cues
+from loader.mixing import (GROUP_ATTEMPTS, MIN_ENERGY, MixError, SpeakerIndex, add_noise, choose_group, energies,
+                           fit_noise, item_rng, make_timeline, reverberate, snr_mix, timeline_masks)
 from loader.normalize import muvap_gain
-from loader.pack import Pack
+from loader.pack import Pack, open_pack
 from loader.plan import batch_rng
-from schemas.constants import KIND_SOURCES, KIND_TSE, STREAM_MIX, STREAM_SOURCE, STREAM_TARGET
+from schemas.constants import (KIND_NOISE, KIND_RIR, KIND_SOURCES, KIND_TSE, STREAM_AUDIO, STREAM_MIX, STREAM_SOURCE,
+                               STREAM_TARGET)
 from schemas.errors import SpeechpackError
 
 #: WeSep's default chunk: 3 s at the loader's rate.
@@ -126,6 +129,51 @@ class TseBatchBuilder:
         self.label_spec = label_field(args)
         self.has_labels = any(p.cues_config is not None and p.cues_config.speaker_label_resource is not None
                               for p in packs)
+        self.online = args.online_mix and state == "train"
+        self.speaker_index = self._speaker_index() if self.online else None
+        self.rir_bank = self._bank(args.mix.rir_banks, KIND_RIR) if self.online else ([], np.zeros((0, 2), np.int64))
+        self.noise_bank = (self._bank(args.mix.noise_banks, KIND_NOISE) if self.online
+                           else ([], np.zeros((0, 2), np.int64)))
+
+    def _bank(self, paths: tuple[str, ...], kind: str) -> tuple[list[Pack], np.ndarray]:
+        """A bank's packs and its entries as ``[(pack, audio segment)]`` rows (channel 0 of each is used)."""
+        packs, entries = [], []
+        for path in paths:
+            pack = open_pack(path)
+            if pack.kind != kind:
+                raise MixError(f"{path}: a {kind} bank is needed here, this pack is {pack.kind}")
+            table = pack.streams[STREAM_AUDIO]
+            first = np.asarray(table.first, dtype=np.int64)
+            entries.append(np.stack([np.full(len(pack), len(packs), dtype=np.int64), first], axis=1))
+            packs.append(pack)
+        rows = np.concatenate(entries) if entries else np.zeros((0, 2), np.int64)
+        if paths and not len(rows):
+            raise MixError(f"the {kind} banks {list(paths)} are empty")
+        return packs, rows
+
+    def _bank_audio(self, bank: tuple[list[Pack], np.ndarray], draw: float) -> np.ndarray:
+        """Channel 0 of a bank entry drawn uniformly, float64 at the loader's rate."""
+        packs, rows = bank
+        pack_id, segment = rows[min(int(draw * len(rows)), len(rows) - 1)]
+        pack = packs[int(pack_id)]
+        audio = pack.read_segment(STREAM_AUDIO, int(segment))[0].astype(np.float64)
+        if pack.sample_rate != self.rate:
+            audio = soxr.resample(audio, pack.sample_rate, self.rate)
+        return audio
+
+    def _speaker_index(self) -> SpeakerIndex:
+        """Online mixing: the items' speakers (one per source utterance), grouped."""
+        if self.kind != KIND_SOURCES:
+            raise MixError(f"dataset_args.online_mix mixes single-speaker sources packs; these packs are {self.kind}")
+        width = max(p.speakers._values.dtype.itemsize for p in self.packs)
+        speakers = np.empty(len(self.items), dtype=f"S{max(width, 1)}")
+        for pack_id, pack in enumerate(self.packs):
+            mine = self.items.pack == pack_id
+            samples = self.items.sample[mine]
+            if np.any(pack.speaker_count[samples] != 1):
+                raise MixError(f"online_mix: pack {pack.path} has samples with other than one speaker")
+            speakers[mine] = pack.speakers._values[pack.speaker_first[samples]]
+        return SpeakerIndex.from_speakers(speakers)
 
     # -- reading -------------------------------------------------------------------------------------------
 
@@ -177,6 +225,8 @@ class TseBatchBuilder:
 
     def build(self, item_ids: np.ndarray, valid: np.ndarray, epoch: int, global_batch: int) -> dict:
         """Collated numpy arrays and lists for one batch (see ``docs/loader.md`` for the fields)."""
+        if self.online:
+            return self._build_online(item_ids, valid, epoch, global_batch)
         rng = batch_rng(self.seed, epoch, global_batch)
         draws = rng.random((len(item_ids), ZERO_CHUNK_REDRAWS + 1))
         rows = []  # (item position, mix, target, speaker, key, num_speaker, window, pack)
@@ -231,13 +281,15 @@ class TseBatchBuilder:
         if spec.emit_present:
             batch["speaker_label_present"] = present
 
-    def _cues(self, rows: list[tuple], chunk_ratio: list[dict], rng: np.random.Generator, batch: dict) -> None:
+    def _cues(self, rows: list[tuple], chunk_ratio: list[dict], rng: np.random.Generator, batch: dict,
+              source_keys: list[str] | None = None) -> None:
         """Every used cue of every row (WeSep's cue layer), collated; draws continue the batch's generator."""
         draws = rng.random((len(rows), len(self.cues), DRAWS_PER_CUE))
         chunks = [ChunkInfo(ratio["start_ratio"], ratio["end_ratio"], ratio["orig_len"], self.rate)
                   for ratio in chunk_ratio]
         for c, cue in enumerate(self.cues):
-            values = [cue.read(row[7], self.packs[row[7]].path, row[4], row[3], chunk, draws[r, c])
+            values = [cue.read(row[7], self.packs[row[7]].path, row[4], row[3], chunk, draws[r, c],
+                               source_keys[r] if source_keys else None)
                       for r, (row, chunk) in enumerate(zip(rows, chunks))]
             batch[cue.field.name], present = collate_field(values, cue.field, batch["key"])
             if cue.field.emit_present:
@@ -264,3 +316,130 @@ class TseBatchBuilder:
             out[r, :, take:] = 0.0  # zero only the padding: the rest is written once
             previous = r
         return out
+
+    # -- online mixing -------------------------------------------------------------------------------------
+
+    def _member(self, item: int, rng: np.random.Generator) -> tuple[np.ndarray, _Window, str, str, int]:
+        """One source of a group: (float64 samples of its window, window, speaker, key, pack)."""
+        pack_id = int(self.items.pack[item])
+        _mix, targets, speakers, key = self._sources(pack_id, int(self.items.sample[item]), -1)
+        audio, factor, mean, gain = targets[0]
+        if audio.shape[0] != 1:
+            raise MixError(f"online_mix: source {key} has {audio.shape[0]} channels; WeSep mixes mono sources")
+        window = self._window(audio, rng.random(ZERO_CHUNK_REDRAWS + 1))
+        samples = audio[0, window.start:window.start + window.take].astype(np.float64) * (factor * gain)
+        if mean and gain:
+            samples -= mean * gain
+        return samples, window, speakers[0], key, pack_id
+
+    def _group(self, item: int, rng: np.random.Generator) -> dict:
+        """One mixture's sources (chunked, padded to the group's longest, masked by the timeline), redrawn while
+        a source has no energy; plus its SNR and gain draws."""
+        mix_args = self.args.mix
+        for _attempt in range(GROUP_ATTEMPTS):
+            members = [self._member(int(m), rng) for m in choose_group(rng, item, self.speaker_index, mix_args)]
+            length = max(w.length for _s, w, *_ in members)
+            sources = np.zeros((len(members), length), dtype=np.float64)
+            for i, (samples, *_rest) in enumerate(members):
+                sources[i, :len(samples)] = samples
+            segments = make_timeline(rng, len(members), None if self.args.whole_utt else mix_args.timeline)
+            sources *= timeline_masks(segments, length)
+            dry = None
+            reverb, rir_draws = rng.random() < mix_args.reverb_prob, rng.random(len(members))
+            if reverb:
+                wet = reverberate(sources, [self._bank_audio(self.rir_bank, d) for d in rir_draws])
+                sources, dry = wet, (sources if mix_args.reverb_keep_dry else None)
+            if np.all(energies(sources) > MIN_ENERGY):
+                snr = rng.uniform(*mix_args.snr_range, size=len(members))
+                gain = float(rng.uniform(*mix_args.gain_range))
+                noise_on, noise_draws = rng.random() < mix_args.noise_prob, rng.random(3)
+                noise = None
+                if noise_on:
+                    noise = (fit_noise(self._bank_audio(self.noise_bank, noise_draws[0]), length, noise_draws[1]),
+                             float(mix_args.noise_snr[0] + noise_draws[2] * (mix_args.noise_snr[1]
+                                                                             - mix_args.noise_snr[0])))
+                windows = [_Window(w.start, w.take, length, w.orig_len) for _s, w, *_ in members]
+                return {"sources": sources, "dry": dry, "noise": noise,
+                        "snr": snr, "gain": gain, "segments": segments, "windows": windows,
+                        "speakers": [m[2] for m in members], "keys": [m[3] for m in members],
+                        "packs": [m[4] for m in members], "real": max(w.take for _s, w, *_ in members)}
+        key = str(self.packs[int(self.items.pack[item])].keys[int(self.items.sample[item])])
+        raise MixError(f"online_mix: no group with energy in every source for target {key} after {GROUP_ATTEMPTS} "
+                       f"attempts (is the utterance silent?)")
+
+    def _build_online(self, item_ids: np.ndarray, valid: np.ndarray, epoch: int, global_batch: int) -> dict:
+        """One mixture per planned source utterance (its target), rows one per speaker, mixture-major."""
+        groups = [self._group(int(item), item_rng(self.seed, epoch, global_batch, position))
+                  for position, item in enumerate(item_ids)]
+        count = max(len(g["keys"]) for g in groups)
+        longest = max(g["sources"].shape[1] for g in groups)
+        sources = np.zeros((len(groups), count, longest), dtype=np.float64)
+        present = np.zeros((len(groups), count), dtype=bool)
+        snr = np.zeros((len(groups), count), dtype=np.float64)
+        for g, group in enumerate(groups):
+            n, length = group["sources"].shape
+            sources[g, :n, :length] = group["sources"]
+            present[g, :n] = True
+            snr[g, :n] = group["snr"]
+        mix, scaled, factor = snr_mix(sources, present, snr, np.asarray([g["gain"] for g in groups]))
+        for g, group in enumerate(groups):
+            n, length = group["sources"].shape
+            if group["dry"] is not None:  # reverb_keep_dry: the targets are the dry sources, scaled alike
+                scaled[g, :n, :length] = group["dry"] * factor[g, :n, None]
+            if group["noise"] is not None:  # the mixture only (WeSep's add_noise)
+                mix[g, :length] = add_noise(mix[g, :length], *group["noise"])
+        rows, source_keys, timeline, chunk_ratio, lengths, real = [], [], [], [], [], []
+        for g, group in enumerate(groups):
+            key = "mix_" + "_".join(group["keys"])
+            n = len(group["keys"])
+            for i in range(n):
+                rows.append((g, None, None, group["speakers"][i], key, n, group["windows"][i], group["packs"][i]))
+                source_keys.append(group["keys"][i])
+                timeline.append([[float(group["segments"][i, 0]), float(group["segments"][i, 1])]])
+                w = group["windows"][i]
+                chunk_ratio.append({"start_ratio": w.start / w.orig_len,
+                                    "end_ratio": (w.start + w.length) / w.orig_len if w.length > w.take
+                                    else (w.start + w.take) / w.orig_len,
+                                    "orig_len": w.orig_len, "chunk_len": w.length})
+                lengths.append(group["sources"].shape[1])
+                real.append(group["real"])
+        lengths = np.asarray(lengths, dtype=np.int64)
+        wav_mix = self._place([mix[row[0]] for row in rows], lengths, self.args.align_of("wav_mix"))
+        wav_target = self._place([scaled[row[0], i] for row, i in zip(rows, _slots(rows))], lengths,
+                                 self.args.align_of("wav_target"))
+        batch = {
+            "wav_mix": wav_mix,
+            "wav_target": wav_target,
+            "spk": [row[3] for row in rows],
+            "key": [row[4] for row in rows],
+            "num_speaker": [row[5] for row in rows],
+            "source_key": source_keys,
+        }
+        self._labels(rows, batch)
+        if self.cues:
+            self._cues(rows, chunk_ratio, batch_rng(self.seed, epoch, global_batch), batch, source_keys)
+        batch["valid"] = np.asarray([bool(valid[row[0]]) for row in rows], dtype=bool)
+        batch["lengths"] = np.minimum(np.asarray(real, dtype=np.int64), wav_target.shape[-1])
+        batch["chunk_ratio"] = chunk_ratio
+        batch["timeline"] = timeline
+        return batch
+
+    @staticmethod
+    def _place(signals: list[np.ndarray], lengths: np.ndarray, align: str) -> np.ndarray:
+        """``[rows, 1, T]`` float32 (T by ``align``): each row's first ``lengths[r]`` samples, zero-padded."""
+        out_len = int(lengths.max() if align == "max" else lengths.min())
+        out = np.zeros((len(signals), 1, out_len), dtype=np.float32)
+        for r, (signal, length) in enumerate(zip(signals, lengths)):
+            take = min(int(length), out_len)
+            out[r, 0, :take] = signal[:take]
+        return out
+
+
+def _slots(rows: list[tuple]) -> list[int]:
+    """Each row's speaker slot within its mixture (rows are mixture-major)."""
+    slots, previous, slot = [], None, 0
+    for row in rows:
+        slot = slot + 1 if row[0] == previous else 0
+        previous = row[0]
+        slots.append(slot)
+    return slots
