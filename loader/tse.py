@@ -98,6 +98,13 @@ class _Window:
     length: int
     orig_len: int
 
+    def chunk_ratio(self) -> dict:
+        """WeSep's chunk metadata: ``{start_ratio, end_ratio, orig_len, chunk_len}`` (``end_ratio > 1`` when
+        padded)."""
+        end = self.start + (self.length if self.length > self.take else self.take)
+        return {"start_ratio": self.start / self.orig_len, "end_ratio": end / self.orig_len,
+                "orig_len": self.orig_len, "chunk_len": self.length}
+
 
 class TseBatchBuilder:
     """Builds collated TSE batches from planned item ids.  Holds numpy columns only (cheap to fork)."""
@@ -248,9 +255,7 @@ class TseBatchBuilder:
         wav_target = self._collate([row[2] for row in rows], [row[6] for row in rows], lengths,
                                    self.args.align_of("wav_target"))
         real = np.asarray([row[6].take for row in rows], dtype=np.int64)
-        chunk_ratio = [{"start_ratio": w.start / w.orig_len, "end_ratio": (w.start + w.length) / w.orig_len
-                        if w.length > w.take else (w.start + w.take) / w.orig_len,
-                        "orig_len": w.orig_len, "chunk_len": w.length} for w in (row[6] for row in rows)]
+        chunk_ratio = [row[6].chunk_ratio() for row in rows]
         batch = {
             "wav_mix": wav_mix,
             "wav_target": wav_target,
@@ -396,11 +401,7 @@ class TseBatchBuilder:
                 rows.append((g, None, None, group["speakers"][i], key, n, group["windows"][i], group["packs"][i]))
                 source_keys.append(group["keys"][i])
                 timeline.append([[float(group["segments"][i, 0]), float(group["segments"][i, 1])]])
-                w = group["windows"][i]
-                chunk_ratio.append({"start_ratio": w.start / w.orig_len,
-                                    "end_ratio": (w.start + w.length) / w.orig_len if w.length > w.take
-                                    else (w.start + w.take) / w.orig_len,
-                                    "orig_len": w.orig_len, "chunk_len": w.length})
+                chunk_ratio.append(group["windows"][i].chunk_ratio())
                 lengths.append(group["sources"].shape[1])
                 real.append(group["real"])
         lengths = np.asarray(lengths, dtype=np.int64)

@@ -68,6 +68,11 @@ def read_wesep_list(list_path: str, root: str | None = None) -> WesepList:
                 continue
             first_line_of_key[parsed.key] = number
             lines.append(_resolve(parsed, root) if root else parsed)
+    return one_kind(lines, problems, "line")
+
+
+def one_kind(lines: list[WesepLine], problems: list[LineProblem], unit: str) -> WesepList:
+    """Keep the lines of the majority kind; report the others (a pack holds one kind) with every problem, in order."""
     kind = _majority_kind(lines)
     usable = []
     for parsed in lines:
@@ -75,7 +80,7 @@ def read_wesep_list(list_path: str, root: str | None = None) -> WesepList:
             usable.append(parsed)
         else:
             problems.append(LineProblem(parsed.line, parsed.key, None,
-                                        f"a {parsed.kind} line in a list of {kind} lines: a pack holds one kind"))
+                                        f"a {parsed.kind} {unit} in a list of {kind} {unit}s: a pack holds one kind"))
     problems.sort(key=lambda p: p.line)
     return WesepList(lines=usable, problems=problems, kind=kind)
 

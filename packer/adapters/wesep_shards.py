@@ -23,7 +23,7 @@ import re
 import tarfile
 from dataclasses import dataclass, field
 
-from packer.adapters.wesep import TarMember, WesepList, _majority_kind
+from packer.adapters.wesep import TarMember, WesepList, one_kind
 from schemas.errors import SpeechpackError
 from schemas.wesep_list import LineProblem, WesepLine
 
@@ -92,16 +92,7 @@ def read_wesep_shards(list_path: str) -> WesepList:
             continue
         first_of_key[parsed.key] = ordinal
         lines.append(parsed)
-    kind = _majority_kind(lines)
-    usable = []
-    for parsed in lines:
-        if parsed.kind == kind:
-            usable.append(parsed)
-        else:
-            problems.append(LineProblem(parsed.line, parsed.key, None,
-                                        f"a {parsed.kind} sample in shards of {kind} samples: a pack holds one kind"))
-    problems.sort(key=lambda p: p.line)
-    return WesepList(lines=usable, problems=problems, kind=kind)
+    return one_kind(lines, problems, "sample")
 
 
 def _open_tar(tar_path: str) -> tarfile.TarFile:
