@@ -210,6 +210,29 @@ def peek(config_path, state, seed, save_wavs):
         _fail(err)
 
 
+@main.command("plan")
+@click.argument("config_path", metavar="CONFIG", type=click.Path(dir_okay=False, exists=True))
+@click.option("--state", type=click.Choice(["train", "val", "test"]), default="train", show_default=True)
+@click.option("--world-size", default=1, show_default=True, type=click.IntRange(min=1), help="Ranks to plan for.")
+@click.option("--epochs", default=1, show_default=True, type=click.IntRange(min=1), help="Epochs to plan.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0))
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
+              help="Write batch-size and padding histograms to this PNG (needs matplotlib: speechpack[plot]).")
+def plan_command(config_path, state, world_size, epochs, seed, plot_path):
+    """Dry-run the epoch plan of a loader CONFIG (YAML), reading no audio: batches, padding, utilisation."""
+    from loader.peek import load_config
+    from loader.planning_report import plan_report
+
+    try:
+        report = plan_report(load_config(config_path), state, world_size=world_size, epochs=epochs, seed=seed)
+        click.echo(report.describe())
+        if plot_path:
+            report.plot(plot_path)
+            click.echo(f"wrote {plot_path}")
+    except SpeechpackError as err:
+        _fail(err)
+
+
 @main.command()
 @click.option("--out", "out", default="demo-out", show_default=True, type=click.Path(file_okay=False),
               help="Working directory for the generated corpus and its pack (replaced if it holds an old demo).")

@@ -9,11 +9,14 @@ Defaults follow WeSep where WeSep has the key (``chunk_len`` = 3 s, ``chunk_shor
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loader.collate import ALIGNS as FIELD_ALIGNS
 from loader.collate import BASE_FIELDS, CUE_FIELDS, OVERRIDE_KEYS, PAD_MODES
 from schemas.errors import SpeechpackError
+
+if TYPE_CHECKING:  # loader.batching imports this module; the real import is inside _batching
+    from loader.batching import BudgetArgs
 
 STATES = ("train", "val", "test")
 SHORT_POLICIES = ("pad", "keep")
@@ -62,18 +65,103 @@ def _choice(value: Any, choices: tuple, where: str) -> str:
     return value
 
 
+#: Keys of a ``packs`` entry that set its count per epoch (at most one each; see loader.weighting).
+WEIGHT_KEYS = ("weight", "hours_beta", "repeat", "choose")
+
+
 @dataclass(frozen=True)
 class PackSource:
-    """One entry of ``packs``."""
+    """One entry of ``packs``: its path and, optionally, how many items it gives each epoch.
+
+    At most one of ``weight`` (relative share of the epoch), ``hours_beta: true`` (share by Omnilingual's
+    hours ** beta rule, betas in the top-level ``weighting``), ``repeat`` (multiplier of the pack's items) or
+    ``choose`` (items per epoch).  ``corpus`` and ``language`` group packs for ``hours_beta`` and the report;
+    both default to the path.
+    """
 
     path: str
+    weight: float | None = None
+    hours_beta: bool = False
+    repeat: float | None = None
+    choose: int | None = None
+    corpus: str | None = None
+    language: str | None = None
+
+    @property
+    def weighted(self) -> bool:
+        """Whether the entry sets any weighting key."""
+        return (self.weight is not None or self.hours_beta or self.repeat is not None or self.choose is not None)
+
+    @property
+    def corpus_name(self) -> str:
+        return self.corpus if self.corpus is not None else self.path
+
+    @property
+    def language_name(self) -> str:
+        return self.language if self.language is not None else self.path
 
     @classmethod
-    def from_dict(cls, obj: Any, where: str) -> "PackSource":
-        values = _take(obj, where, {"path": None})
+    def from_dict(cls, obj: Any, where: str, weighting: bool = False) -> "PackSource":
+        """``weighting`` False (banks: rir_banks, noise_banks) accepts ``path`` only."""
+        known = {"path": None}
+        if weighting:
+            known.update({"weight": None, "hours_beta": False, "repeat": None, "choose": None, "corpus": None,
+                          "language": None})
+        values = _take(obj, where, known)
         if not isinstance(values["path"], str) or not values["path"]:
             raise ConfigError(f"{where}.path: a pack directory is required")
-        return cls(path=values["path"])
+        if not weighting:
+            return cls(path=values["path"])
+        given = [key for key in WEIGHT_KEYS if values[key] is not None and values[key] is not False]
+        if len(given) > 1:
+            raise ConfigError(f"{where}: {' and '.join(given)} together; set at most one of "
+                              f"{', '.join(WEIGHT_KEYS)}")
+        for key in ("weight", "repeat"):
+            if values[key] is not None and _check_type(values[key], (int, float), f"{where}.{key}") < 0:
+                raise ConfigError(f"{where}.{key}: must be non-negative, got {values[key]}")
+        if values["choose"] is not None and _check_type(values["choose"], int, f"{where}.choose") < 0:
+            raise ConfigError(f"{where}.choose: must be a non-negative number of items, got {values['choose']}")
+        _check_type(values["hours_beta"], bool, f"{where}.hours_beta")
+        for key in ("corpus", "language"):
+            if values[key] is not None and (not isinstance(values[key], str) or not values[key]):
+                raise ConfigError(f"{where}.{key}: expected a non-empty string, got {values[key]!r}")
+        return cls(path=values["path"],
+                   weight=None if values["weight"] is None else float(values["weight"]),
+                   hours_beta=values["hours_beta"],
+                   repeat=None if values["repeat"] is None else float(values["repeat"]),
+                   choose=values["choose"], corpus=values["corpus"], language=values["language"])
+
+
+@dataclass(frozen=True)
+class Weighting:
+    """Top-level ``weighting``: the betas of ``hours_beta`` (Omnilingual recipes use 0.5) and ``epoch_items``,
+    the epoch size of proportional weighting (default: the sum of the packs' sizes)."""
+
+    beta_corpus: float = 0.5
+    beta_language: float = 0.5
+    epoch_items: int | None = None
+
+    @classmethod
+    def from_dict(cls, obj: Any, where: str, packs: tuple[PackSource, ...], packs_where: str) -> "Weighting":
+        v = _take(obj, where, {"beta_corpus": 0.5, "beta_language": 0.5, "epoch_items": None})
+        for key in ("beta_corpus", "beta_language"):
+            if _check_type(v[key], (int, float), f"{where}.{key}") < 0:
+                raise ConfigError(f"{where}.{key}: must be non-negative, got {v[key]}")
+        if v["epoch_items"] is not None and _check_type(v["epoch_items"], int, f"{where}.epoch_items") < 1:
+            raise ConfigError(f"{where}.epoch_items: must be at least 1, got {v['epoch_items']}")
+        modes = {"weight" if p.weight is not None else "hours_beta" if p.hours_beta
+                 else "repeat/choose/none" for p in packs}
+        if len(modes) > 1 and modes & {"weight", "hours_beta"}:
+            raise ConfigError(f"{packs_where}: proportions are all or none: every entry sets weight, or every "
+                              f"entry sets hours_beta: true, or none does (got {', '.join(sorted(modes))})")
+        proportional = bool(modes & {"weight", "hours_beta"})
+        if proportional and sum(p.weight or 0.0 for p in packs) <= 0 and "weight" in modes:
+            raise ConfigError(f"{packs_where}: the weights sum to 0")
+        if v["epoch_items"] is not None and not proportional:
+            raise ConfigError(f"{where}.epoch_items: only with weight or hours_beta entries (with repeat/choose "
+                              f"the epoch size is the sum of the packs' counts)")
+        return cls(beta_corpus=float(v["beta_corpus"]), beta_language=float(v["beta_language"]),
+                   epoch_items=v["epoch_items"])
 
 
 @dataclass(frozen=True)
@@ -109,6 +197,12 @@ class DatasetArgs:
     field_collate: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
     #: ``online_mix: true``: the online mixing settings (``None`` when off); see ``MixArgs``.
     mix: "MixArgs | None" = None
+    #: ``batching`` with ``type: budget`` (``None``: static batches of ``batch_size``); see ``loader.batching``.
+    batching: "BudgetArgs | None" = None
+    #: ``train_window``: train items longer than this many samples are tiled into near-equal chunks, each fed
+    #: with ``hist_frames`` samples of unscored context before it (``loader.batching.tile_windows``).
+    train_window: int | None = None
+    hist_frames: int = 0
 
     @property
     def online_mix(self) -> bool:
@@ -139,6 +233,7 @@ class DatasetArgs:
             # WeSep keys of features that are not built yet: present and off is fine, on is an error.
             "cue_processing": None, "reverb_prob": 0, "noise_prob": 0, "rir_banks": None, "noise_banks": None,
             "noise_snr": None, "reverb_keep_dry": False,
+            "batching": None, "train_window": None, "hist_frames": 0,
         })
         for key in ("whole_utt", "chunk_random_start", "filter_len", "shuffle", "expand_targets", "online_mix"):
             _check_type(v[key], bool, f"{where}.{key}")
@@ -160,6 +255,8 @@ class DatasetArgs:
         _cue_processing(v["cue_processing"], f"{where}.cue_processing")
         cues = _cues(v["cues"], f"{where}.cues")
         align, field_collate = _collate(v["collate"], f"{where}.collate", cues)
+        batch_size, batching = _batching(v["batching"], v["batch_size"], f"{where}.batching")
+        train_window, hist = _train_window(v, mix, where)
         return cls(
             resample_rate=v["resample_rate"],
             whole_utt=v["whole_utt"],
@@ -170,7 +267,7 @@ class DatasetArgs:
             min_num_seconds=float(filter_args["min_num_seconds"]),
             max_num_seconds=float(filter_args["max_num_seconds"]),
             shuffle=v["shuffle"],
-            batch_size=v["batch_size"],
+            batch_size=batch_size,
             tail=_choice(v["tail"], TAIL_POLICIES, f"{where}.tail"),
             expand_targets=v["expand_targets"],
             normalize=_normalize(v["normalize"], f"{where}.normalize"),
@@ -178,7 +275,72 @@ class DatasetArgs:
             cues=cues,
             field_collate=field_collate,
             mix=mix,
+            batching=batching,
+            train_window=train_window,
+            hist_frames=hist,
         )
+
+
+def _positive_int(value: Any, where: str, minimum: int = 1) -> int:
+    if _check_type(value, int, where) < minimum:
+        raise ConfigError(f"{where}: must be at least {minimum}, got {value}")
+    return value
+
+
+def _batching(obj: Any, batch_size: int, where: str) -> tuple[int, "BudgetArgs | None"]:
+    """``batching``: ``{type: static, batch_size}`` or ``{type: budget, max_frames | max_num_elements, cost,
+    min_batch, max_batch, num_seqs_multiple_of, sort_window}`` (see ``loader.batching``)."""
+    from loader.batching import BATCH_TYPES, COSTS, DEFAULT_WINDOW_ITEMS, BudgetArgs
+    if obj is None:
+        return batch_size, None
+    if not isinstance(obj, dict):
+        raise ConfigError(f"{where}: expected a mapping with type: static or budget, got {type(obj).__name__}")
+    kind = _choice(obj.get("type"), BATCH_TYPES, f"{where}.type")
+    if kind == "static":
+        v = _take(obj, where, {"type": None, "batch_size": None})
+        if v["batch_size"] is None:
+            raise ConfigError(f"{where}.batch_size: static batching needs a batch size")
+        size = _positive_int(v["batch_size"], f"{where}.batch_size")
+        if batch_size not in (1, size):
+            raise ConfigError(f"{where}.batch_size: {size} differs from dataset_args.batch_size {batch_size}; "
+                              f"set one of them")
+        return size, None
+    v = _take(obj, where, {"type": None, "max_frames": None, "max_num_elements": None, "cost": "linear",
+                           "min_batch": 1, "max_batch": None, "num_seqs_multiple_of": 1,
+                           "sort_window": DEFAULT_WINDOW_ITEMS})
+    if (v["max_frames"] is None) == (v["max_num_elements"] is None):
+        raise ConfigError(f"{where}: budget batching needs exactly one of max_frames, max_num_elements")
+    key = "max_frames" if v["max_frames"] is not None else "max_num_elements"
+    budget = _positive_int(v[key], f"{where}.{key}")
+    min_batch = _positive_int(v["min_batch"], f"{where}.min_batch")
+    max_batch = None if v["max_batch"] is None else _positive_int(v["max_batch"], f"{where}.max_batch")
+    multiple = _positive_int(v["num_seqs_multiple_of"], f"{where}.num_seqs_multiple_of")
+    if max_batch is not None and (max_batch < min_batch or max_batch < multiple):
+        raise ConfigError(f"{where}.max_batch: {max_batch} is below min_batch {min_batch} or "
+                          f"num_seqs_multiple_of {multiple}")
+    if batch_size != 1:
+        raise ConfigError(f"{where}: dataset_args.batch_size {batch_size} is set too; budget batching sizes its "
+                          f"own batches")
+    return 1, BudgetArgs(budget=budget, cost=_choice(v["cost"], COSTS, f"{where}.cost"), min_batch=min_batch,
+                         max_batch=max_batch, multiple_of=multiple,
+                         window_items=_positive_int(v["sort_window"], f"{where}.sort_window"))
+
+
+def _train_window(v: dict, mix: "MixArgs | None", where: str) -> tuple[int | None, int]:
+    """``train_window`` and ``hist_frames`` (samples at the loader rate for TSE packs)."""
+    hist = _positive_int(v["hist_frames"], f"{where}.hist_frames", minimum=0)
+    if v["train_window"] is None:
+        if hist:
+            raise ConfigError(f"{where}.hist_frames: only used with train_window")
+        return None, 0
+    window = _positive_int(v["train_window"], f"{where}.train_window")
+    if v["chunk_len"] is not None:
+        raise ConfigError(f"{where}.train_window: an alternative to chunk_len (random windows); set one of them")
+    if v["whole_utt"]:
+        raise ConfigError(f"{where}.train_window: whole_utt: true feeds whole utterances; unset one of them")
+    if mix is not None:
+        raise ConfigError(f"{where}.train_window: not supported with online_mix yet")
+    return window, hist
 
 
 #: WeSep's default ``mix_snr`` (dB): interferer SNR range and the mixture's final gain range.
@@ -449,14 +611,23 @@ def _collate(obj: Any, where: str, cues: tuple[CueRequest, ...]
 class LoaderConfig:
     packs: tuple[PackSource, ...]
     dataset_args: DatasetArgs = field(default_factory=DatasetArgs)
+    #: ``weighting``: betas and epoch size of the packs' weighting (docs/loader.md "Weighting").
+    weighting: Weighting = field(default_factory=Weighting)
+
+    @property
+    def weighted(self) -> bool:
+        """Whether any ``packs`` entry sets a weighting key (else every item once per epoch, as before)."""
+        return any(p.weighted for p in self.packs)
 
     @classmethod
     def from_dict(cls, obj: Any, where: str = "config") -> "LoaderConfig":
-        values = _take(obj, where, {"packs": None, "dataset_args": None})
+        values = _take(obj, where, {"packs": None, "dataset_args": None, "weighting": None})
         packs = values["packs"]
         if not isinstance(packs, list) or not packs:
             raise ConfigError(f"{where}.packs: a non-empty list of {{path: ...}} is required")
+        sources = tuple(PackSource.from_dict(p, f"{where}.packs[{i}]", weighting=True) for i, p in enumerate(packs))
         return cls(
-            packs=tuple(PackSource.from_dict(p, f"{where}.packs[{i}]") for i, p in enumerate(packs)),
+            packs=sources,
             dataset_args=DatasetArgs.from_dict(values["dataset_args"], f"{where}.dataset_args"),
+            weighting=Weighting.from_dict(values["weighting"], f"{where}.weighting", sources, f"{where}.packs"),
         )

@@ -125,45 +125,93 @@ def timeline_masks(segments: np.ndarray, length: int) -> np.ndarray:
     return ((t >= starts[:, None]) & (t < ends[:, None])).astype(np.float64)
 
 
+def apply_timeline(sources: np.ndarray, segments: np.ndarray) -> None:
+    """Zero each source outside ``[round(s * T), round(e * T))``, in place: what multiplying by
+    ``timeline_masks`` does, without building the masks (and nothing at all for whole-length segments)."""
+    length = sources.shape[-1]
+    for source, (start, end) in zip(sources, segments):
+        first, last = int(np.round(start * length)), int(np.round(end * length))
+        source[:max(first, 0)] = 0.0
+        source[max(last, 0):] = 0.0
+
+
 def energies(sources: np.ndarray) -> np.ndarray:
-    """Σ s² over the last axis (float64)."""
-    return np.einsum("...t,...t->...", sources, sources, dtype=np.float64)
+    """Σ s² over the last axis.  ``einsum`` and not ``dot``: no BLAS threads competing with the loader."""
+    return np.einsum("...t,...t->...", sources, sources).astype(np.float64)
+
+
+def snr_scales(energy: np.ndarray, snr_db: np.ndarray) -> np.ndarray:
+    """WeSep's interferer scaling: source 0 (the target) as is, source i scaled to the target's energy over the
+    whole length and ``snr_db[i]`` below it (``snr_db[0]`` is unused)."""
+    scale = np.ones(len(energy), dtype=np.float64)
+    scale[1:] = np.sqrt(energy[0] / energy[1:]) * 10.0 ** (-np.asarray(snr_db[1:], dtype=np.float64) / 20.0)
+    return scale
+
+
+def mix_sources(sources: np.ndarray, scale: np.ndarray, gain_db: float, out: np.ndarray | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """WeSep's ``snr_mixer`` for one group: ``mix = Σ scale_i s_i``, then everything divided by
+    ``max(|mix|, |scale_i s_i|)`` and multiplied by ``10 ** (gain / 20)``.
+
+    ``sources`` ``[N, T]`` float32 (every source with energy above ``MIN_ENERGY``).  Returns ``(mix [T] float32,
+    factors [N])``: the target rows are ``sources[i] * factors[i]`` (or a dry copy times the same factor).  The
+    mixture is computed in ``out`` (``[T]`` float32) when given: a row of the batch, written once.
+    """
+    mix = np.multiply(sources[0], np.float32(scale[0]), out=out)
+    for source, s in zip(sources[1:], scale[1:]):
+        mix += source * np.float32(s)
+    source_peaks = np.maximum(sources.max(axis=1), -sources.min(axis=1)).astype(np.float64) * scale
+    peak = max(float(mix.max()), -float(mix.min()), float(source_peaks.max()))
+    factor = 10.0 ** (float(gain_db) / 20.0) / peak
+    mix *= np.float32(factor)
+    return mix, scale * factor
 
 
 def snr_mix(sources: np.ndarray, present: np.ndarray, snr_db: np.ndarray, gain_db: np.ndarray
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """WeSep's ``snr_mixer`` over a batch of groups.
+    """:func:`mix_sources` over a batch of groups ``[G, N, T]`` (absent speakers, ``present`` False, are zero):
+    returns ``(mix [G, T], scaled [G, N, T], factor [G, N])``.  A reference for tests; the loader mixes group by
+    group straight into the batch."""
+    mixes, scaled, factors = [], [], []
+    for group, here, snr, gain in zip(sources, present, snr_db, gain_db):
+        members = np.ascontiguousarray(group[here], dtype=np.float32)
+        e = energies(members)
+        if np.any(e <= MIN_ENERGY):
+            raise MixError("snr_mix: a present source has no energy")
+        mix, factor = mix_sources(members, snr_scales(e, snr[here]), gain)
+        full = np.zeros(here.shape, dtype=np.float64)
+        full[here] = factor
+        mixes.append(mix)
+        factors.append(full)
+        scaled.append(group * full[:, None])
+    return np.stack(mixes), np.stack(scaled), np.stack(factors)
 
-    ``sources`` ``[G, N, T]`` float64 (absent speakers and padding zero), ``present`` ``[G, N]`` bool, ``snr_db``
-    ``[G, N]`` (column 0 unused), ``gain_db`` ``[G]``.  Interferer i is scaled to the target's energy (over the
-    whole length) and SNR ``snr_db[:, i]``; the mixture is the sum; everything is divided by
-    ``max(|mix|, |s_i|)`` and multiplied by ``10 ** (gain / 20)``.  Returns ``(mix [G, T], scaled [G, N, T],
-    factor [G, N])`` with ``scaled = sources * factor`` (``factor`` also scales dry copies of reverberant sources).
-    Every present source must have energy above ``MIN_ENERGY`` (the caller redraws groups that do not).
-    """
-    e = energies(sources)
-    if np.any(e[present] <= MIN_ENERGY):
-        raise MixError("snr_mix: a present source has no energy")
-    scale = np.zeros(e.shape, dtype=np.float64)
-    scale[:, 0] = 1.0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        scale[:, 1:] = np.sqrt(e[:, :1] / e[:, 1:]) * 10.0 ** (-snr_db[:, 1:] / 20.0)
-    scale[~present] = 0.0
-    scaled = sources * scale[:, :, None]
-    mix = scaled.sum(axis=1)
-    peak = np.maximum(np.abs(mix).max(axis=-1), np.abs(scaled).max(axis=(1, 2)))
-    factor = 10.0 ** (np.asarray(gain_db, dtype=np.float64) / 20.0) / peak
-    return mix * factor[:, None], scaled * factor[:, None, None], scale * factor[:, None]
+
+def fast_fft_size(n: int) -> int:
+    """The smallest 2^a 3^b 5^c >= ``n``: an FFT size numpy's pocketfft handles fast, often much smaller than
+    the next power of two (80,000 instead of 131,072 for a 4 s chunk and a 1 s RIR)."""
+    best = 1 << max(int(np.ceil(np.log2(max(n, 1)))), 0)
+    power5 = 1
+    while power5 < best:
+        power35 = power5
+        while power35 < best:
+            size = power35
+            while size < n:
+                size *= 2
+            best = min(best, size)
+            power35 *= 3
+        power5 *= 5
+    return best
 
 
 def reverberate(sources: np.ndarray, rirs: list[np.ndarray]) -> np.ndarray:
     """Each source ``[N, T]`` convolved with its own RIR (``rirs[i]`` 1-D), "full" then cropped to ``T`` (FFT)."""
     length = sources.shape[1]
     longest = max(len(h) for h in rirs)
-    size = 1 << int(np.ceil(np.log2(max(length + longest - 1, 1))))
+    size = fast_fft_size(length + longest - 1)
     spectra = np.fft.rfft(sources, size, axis=-1)
     kernels = np.stack([np.fft.rfft(np.asarray(h, dtype=np.float64), size) for h in rirs])
-    return np.fft.irfft(spectra * kernels, size, axis=-1)[:, :length]
+    return np.fft.irfft(spectra * kernels, size, axis=-1)[:, :length].astype(sources.dtype, copy=False)
 
 
 def fit_noise(noise: np.ndarray, length: int, offset_draw: float) -> np.ndarray:
@@ -179,8 +227,10 @@ def add_noise(mix: np.ndarray, noise: np.ndarray, snr_db: float) -> np.ndarray:
     e_noise = float(energies(noise))
     if e_noise <= MIN_ENERGY:
         return mix
-    return mix + noise * np.sqrt(float(energies(mix)) / (e_noise * 10.0 ** (snr_db / 10.0)))
+    factor = np.sqrt(float(energies(mix)) / (e_noise * 10.0 ** (snr_db / 10.0)))
+    return mix + noise.astype(mix.dtype, copy=False) * mix.dtype.type(factor)
 
 
-__all__ = ["GROUP_ATTEMPTS", "MixError", "SpeakerIndex", "add_noise", "choose_group", "draw_num_speakers",
-           "energies", "fit_noise", "item_rng", "make_timeline", "reverberate", "snr_mix", "timeline_masks"]
+__all__ = ["GROUP_ATTEMPTS", "MixError", "SpeakerIndex", "add_noise", "apply_timeline", "choose_group",
+           "draw_num_speakers", "energies", "fast_fft_size", "fit_noise", "item_rng", "make_timeline", "mix_sources",
+           "reverberate", "snr_mix", "snr_scales", "timeline_masks"]

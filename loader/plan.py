@@ -29,6 +29,9 @@ class EpochPlan:
 
     ``items[b]`` are indices into the item universe, ``valid[b]`` flags real rows (False for tail repeats), and
     ``global_batch[b]`` is the batch's number across all ranks: the key of its random draws.
+
+    Ragged plans (``loader.batching``, batches of different sizes) set ``offsets``: ``items`` and ``valid`` are
+    then flat, and batch ``b`` is ``items[offsets[b]:offsets[b + 1]]``.  ``batch(b)`` reads either form.
     """
 
     items: np.ndarray
@@ -36,9 +39,17 @@ class EpochPlan:
     global_batch: np.ndarray
     padded: int
     dropped: int
+    offsets: np.ndarray | None = None
 
     def __len__(self) -> int:
-        return len(self.items)
+        return len(self.items) if self.offsets is None else len(self.offsets) - 1
+
+    def batch(self, b: int) -> tuple[np.ndarray, np.ndarray]:
+        """Batch ``b``'s (items, valid)."""
+        if self.offsets is None:
+            return self.items[b], self.valid[b]
+        lo, hi = int(self.offsets[b]), int(self.offsets[b + 1])
+        return self.items[lo:hi], self.valid[lo:hi]
 
 
 def epoch_permutation(num_items: int, seed: int, epoch: int, shuffle: bool) -> np.ndarray:

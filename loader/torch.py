@@ -15,7 +15,7 @@ import gc
 import hashlib
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Iterator
 
 import numpy as np
@@ -24,8 +24,10 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from loader.config import STATES, ConfigError, LoaderConfig
 from loader.pack import Pack, open_pack
+from loader.batching import make_budget_plan
 from loader.plan import EpochPlan, make_epoch_plan
 from loader.tse import ItemIndex, TseBatchBuilder, length_filter, tse_items
+from loader.weighting import PackWeighting
 from schemas.constants import MANIFEST_NAME
 from schemas.errors import SpeechpackError
 
@@ -61,24 +63,47 @@ class LoaderReport:
     batches_per_rank: int
     padded_items: int
     dropped_items: int
+    #: With weighting (``packs`` entries with weight, hours_beta, repeat or choose): the epoch's selection,
+    #: realised per pack, corpus and language (``PackWeighting.report``); None without.
+    weighting: dict | None = None
 
 
 class _PlannedBatches(Dataset):
     """Map-style dataset over ``(epoch, batch)`` keys; caches one epoch's plan per process."""
 
-    def __init__(self, builder: TseBatchBuilder, num_items: int, seed: int, rank: int, world_size: int):
+    def __init__(self, builder: TseBatchBuilder, num_items: int, seed: int, rank: int, world_size: int,
+                 weighting: PackWeighting | None = None):
         self.builder = builder
         self.num_items = num_items
+        self.weighting = weighting
         self.seed = seed
         self.rank = rank
         self.world_size = world_size
         self._plan: tuple[int, EpochPlan] | None = None
+        self._lengths: np.ndarray | None = None
 
     def plan(self, epoch: int) -> EpochPlan:
         if self._plan is None or self._plan[0] != epoch:
             args = self.builder.args
-            self._plan = (epoch, make_epoch_plan(self.num_items, args.batch_size, self.seed, epoch, self.rank,
-                                                 self.world_size, args.shuffle, args.tail))
+            # Item selection (weighting): the plan runs over the epoch's selected items, then maps back to ids.
+            chosen = None if self.weighting is None else self.weighting.items(self.seed, epoch)
+            # train_window: the units are chunks of items (chosen items become their chunks).
+            windows = self.builder.windows
+            if chosen is not None and windows is not None:
+                chosen = windows.units_of(chosen)
+            if args.batching is None:
+                num_units = self.builder.num_units() if chosen is None else len(chosen)
+                plan = make_epoch_plan(num_units, args.batch_size, self.seed, epoch, self.rank, self.world_size,
+                                       args.shuffle, args.tail)
+            else:  # budget batching (loader.batching): ragged batches of similar-length units
+                if self._lengths is None:
+                    self._lengths = self.builder.unit_lengths()
+                lengths = self._lengths if chosen is None else self._lengths[chosen]
+                plan = make_budget_plan(lengths, args.batching, self.seed, epoch, self.rank, self.world_size,
+                                        args.shuffle, args.tail)
+            if chosen is not None:
+                plan = replace(plan, items=chosen[plan.items])
+            self._plan = (epoch, plan)
         return self._plan[1]
 
     def __len__(self) -> int:  # the DataLoader never asks: the sampler defines the length
@@ -87,7 +112,8 @@ class _PlannedBatches(Dataset):
     def __getitem__(self, key: tuple[int, int]) -> dict:
         epoch, batch = key
         plan = self.plan(epoch)
-        arrays = self.builder.build(plan.items[batch], plan.valid[batch], epoch, int(plan.global_batch[batch]))
+        items, valid = plan.batch(batch)
+        arrays = self.builder.build(items, valid, epoch, int(plan.global_batch[batch]))
         # Audio becomes tensors here (a worker sends them through shared memory, cheaper than pickling); small
         # arrays travel pickled as numpy, since each shared-memory tensor costs about a millisecond to set up.
         return {name: torch.from_numpy(value) if isinstance(value, np.ndarray) and value.nbytes >= _SHARED_MIN
@@ -133,7 +159,12 @@ class SpeechLoader:
         self.items: ItemIndex = items.subset(keep)
         self.filtered = int(len(keep) - keep.sum())
         self.builder = TseBatchBuilder(packs, self.items, args, state, seed)
-        self.dataset = _PlannedBatches(self.builder, len(self.items), seed, rank, world_size)
+        self.weighting: PackWeighting | None = None
+        if config.weighted:
+            sizes = np.bincount(self.items.pack, minlength=len(packs))
+            hours = [float(p.manifest.totals["hours"]) for p in packs]
+            self.weighting = PackWeighting.resolve(config, sizes, hours)
+        self.dataset = _PlannedBatches(self.builder, len(self.items), seed, rank, world_size, self.weighting)
         self.dataset.plan(0)  # checks rank/world_size now, not in a worker
         self._sampler = _EpochSampler()
         self._fingerprint = _fingerprint(config, state, packs)
@@ -169,8 +200,10 @@ class SpeechLoader:
 
     def report(self) -> LoaderReport:
         plan = self.dataset.plan(self._epoch)
+        weighting = (None if self.weighting is None
+                     else self.weighting.report(self.weighting.items(self.seed, self._epoch)))
         return LoaderReport(items=len(self.items), filtered=self.filtered, batches_per_rank=len(plan),
-                            padded_items=plan.padded, dropped_items=plan.dropped)
+                            padded_items=plan.padded, dropped_items=plan.dropped, weighting=weighting)
 
     def __iter__(self) -> Iterator[dict]:
         self._sampler.epoch = self._epoch
@@ -214,10 +247,14 @@ def _fingerprint(config: LoaderConfig, state: str, packs: list[Pack]) -> str:
     """
     digest = hashlib.sha256()
     args = asdict(config.dataset_args)
-    for key in ("cues", "field_collate", "mix"):  # left out when unset, so older states still resume
+    # Left out when unset, so older states still resume.
+    for key in ("cues", "field_collate", "mix", "batching", "train_window", "hist_frames"):
         if not args[key]:
             del args[key]
     digest.update(json.dumps({"dataset_args": args, "state": state}, sort_keys=True, default=str).encode())
+    if config.weighted:  # hashed only when set, so older states still resume; paths left out as below
+        weights = [{k: v for k, v in asdict(p).items() if k != "path"} for p in config.packs]
+        digest.update(json.dumps({"packs": weights, "weighting": asdict(config.weighting)}, sort_keys=True).encode())
     for pack in packs:
         with open(os.path.join(pack.path, MANIFEST_NAME), "rb") as fp:
             digest.update(hashlib.sha256(fp.read()).digest())

@@ -24,11 +24,26 @@ from dataclasses import dataclass
 import numpy as np
 import soxr
 
+from loader.batching import Windows, tile_windows
 from loader.collate import collate_field
 from loader.config import DatasetArgs
 from loader.cues import DRAWS_PER_CUE, ChunkInfo, label_field, resolve_cues
-from loader.mixing import (GROUP_ATTEMPTS, MIN_ENERGY, MixError, SpeakerIndex, add_noise, choose_group, energies,
-                           fit_noise, item_rng, make_timeline, reverberate, snr_mix, timeline_masks)
+from loader.mixing import (
+    GROUP_ATTEMPTS,
+    MIN_ENERGY,
+    MixError,
+    SpeakerIndex,
+    add_noise,
+    apply_timeline,
+    choose_group,
+    energies,
+    fit_noise,
+    item_rng,
+    make_timeline,
+    mix_sources,
+    reverberate,
+    snr_scales,
+)
 from loader.normalize import muvap_gain
 from loader.pack import Pack, open_pack
 from loader.plan import batch_rng
@@ -130,6 +145,13 @@ class TseBatchBuilder:
                           stacklevel=2)
         self.chunk = not args.whole_utt and state == "train"
         self.chunk_len = args.chunk_len or DEFAULT_CHUNK_SECONDS * self.rate
+        # train_window (train only): the plan's units are chunks of items, not items.
+        self.windows: Windows | None = None
+        if args.train_window is not None and state == "train":
+            if self.needs_resample:
+                raise SpeechpackError("dataset_args.train_window needs packs at the loader's rate (pack at "
+                                      f"{self.rate} Hz, or unset resample_rate)")
+            self.windows = tile_windows(items.num_frames, args.train_window, args.hist_frames)
         self.mix_stream = STREAM_MIX if self.kind == KIND_TSE else STREAM_SOURCE
         self.target_stream = STREAM_TARGET if self.kind == KIND_TSE else STREAM_SOURCE
         self.cues = resolve_cues(args, packs)  # the used cues, checked against every pack's cues.yaml
@@ -211,6 +233,28 @@ class TseBatchBuilder:
 
     # -- windows -------------------------------------------------------------------------------------------
 
+    def num_units(self) -> int:
+        """Size of the plan's universe: items, or train-window chunks."""
+        return len(self.items) if self.windows is None else len(self.windows)
+
+    def unit_lengths(self) -> np.ndarray:
+        """Per plan unit, the row length the batch will have (samples at the loader's rate): the fed chunk
+        (train_window), ``chunk_len`` (train, ``pad``), ``min(length, chunk_len)`` (``keep``), else whole."""
+        if self.windows is not None:
+            return self.windows.fed_length
+        rates = np.asarray([p.sample_rate for p in self.packs], dtype=np.float64)[self.items.pack]
+        whole = np.round(self.items.num_frames * (self.rate / rates)).astype(np.int64)
+        if not self.chunk:
+            return whole
+        if self.args.chunk_short_policy == "pad":
+            return np.full(len(whole), self.chunk_len, dtype=np.int64)
+        return np.minimum(whole, self.chunk_len)
+
+    def _unit_window(self, unit: int, total: int) -> _Window:
+        w = self.windows
+        fed, stop = int(w.fed_start[unit]), int(w.stop[unit])
+        return _Window(fed, stop - fed, stop - fed, total)
+
     def _window(self, mix: np.ndarray, draws: np.ndarray) -> _Window:
         total = mix.shape[1]
         length = self.chunk_len
@@ -236,12 +280,16 @@ class TseBatchBuilder:
             return self._build_online(item_ids, valid, epoch, global_batch)
         rng = batch_rng(self.seed, epoch, global_batch)
         draws = rng.random((len(item_ids), ZERO_CHUNK_REDRAWS + 1))
+        units = None
+        if self.windows is not None:
+            units, item_ids = item_ids, self.windows.item[item_ids]
         rows = []  # (item position, mix, target, speaker, key, num_speaker, window, pack)
         for position, item in enumerate(item_ids):
             pack_id = int(self.items.pack[item])
             mix, targets, speakers, key = self._sources(pack_id, int(self.items.sample[item]),
                                                         int(self.items.slot[item]))
-            window = self._window(mix[0], draws[position])
+            window = (self._window(mix[0], draws[position]) if units is None
+                      else self._unit_window(int(units[position]), mix[0].shape[-1]))
             for target, speaker in zip(targets, speakers):
                 rows.append((position, mix, target, speaker, key, len(targets), window, pack_id))
         channels = {row[1][0].shape[0] for row in rows}
@@ -269,6 +317,13 @@ class TseBatchBuilder:
         batch["valid"] = np.asarray([bool(valid[row[0]]) for row in rows], dtype=bool)
         batch["lengths"] = np.minimum(real, wav_target.shape[-1])
         batch["chunk_ratio"] = chunk_ratio
+        if units is not None:  # scored samples: the chunk itself, not its history
+            scored = np.zeros((len(rows), wav_target.shape[-1]), dtype=bool)
+            for r, row in enumerate(rows):
+                unit = int(units[row[0]])
+                lo = int(self.windows.start[unit] - self.windows.fed_start[unit])
+                scored[r, lo:lo + int(self.windows.stop[unit] - self.windows.start[unit])] = True
+            batch["scored"] = scored
         return batch
 
     def _labels(self, rows: list[tuple], batch: dict) -> None:
@@ -324,18 +379,15 @@ class TseBatchBuilder:
 
     # -- online mixing -------------------------------------------------------------------------------------
 
-    def _member(self, item: int, rng: np.random.Generator) -> tuple[np.ndarray, _Window, str, str, int]:
-        """One source of a group: (float64 samples of its window, window, speaker, key, pack)."""
+    def _member(self, item: int, rng: np.random.Generator) -> tuple[tuple, _Window, str, str, int]:
+        """One source of a group, not yet decoded: ((stored view, factor, mean, gain), window, speaker, key, pack)."""
         pack_id = int(self.items.pack[item])
         _mix, targets, speakers, key = self._sources(pack_id, int(self.items.sample[item]), -1)
         audio, factor, mean, gain = targets[0]
         if audio.shape[0] != 1:
             raise MixError(f"online_mix: source {key} has {audio.shape[0]} channels; WeSep mixes mono sources")
         window = self._window(audio, rng.random(ZERO_CHUNK_REDRAWS + 1))
-        samples = audio[0, window.start:window.start + window.take].astype(np.float64) * (factor * gain)
-        if mean and gain:
-            samples -= mean * gain
-        return samples, window, speakers[0], key, pack_id
+        return targets[0], window, speakers[0], key, pack_id
 
     def _group(self, item: int, rng: np.random.Generator) -> dict:
         """One mixture's sources (chunked, padded to the group's longest, masked by the timeline), redrawn while
@@ -344,17 +396,23 @@ class TseBatchBuilder:
         for _attempt in range(GROUP_ATTEMPTS):
             members = [self._member(int(m), rng) for m in choose_group(rng, item, self.speaker_index, mix_args)]
             length = max(w.length for _s, w, *_ in members)
-            sources = np.zeros((len(members), length), dtype=np.float64)
-            for i, (samples, *_rest) in enumerate(members):
-                sources[i, :len(samples)] = samples
+            sources = np.empty((len(members), length), dtype=np.float32)
+            for row, ((audio, factor, mean, gain), window, *_rest) in zip(sources, members):
+                # Decoded straight from the mapping into the group (one pass), normalised, zero-padded.
+                np.multiply(audio[0, window.start:window.start + window.take], np.float32(factor * gain),
+                            out=row[:window.take], casting="unsafe")
+                if mean and gain:
+                    row[:window.take] -= np.float32(mean * gain)
+                row[window.take:] = 0.0
             segments = make_timeline(rng, len(members), None if self.args.whole_utt else mix_args.timeline)
-            sources *= timeline_masks(segments, length)
+            apply_timeline(sources, segments)
             dry = None
             reverb, rir_draws = rng.random() < mix_args.reverb_prob, rng.random(len(members))
             if reverb:
                 wet = reverberate(sources, [self._bank_audio(self.rir_bank, d) for d in rir_draws])
                 sources, dry = wet, (sources if mix_args.reverb_keep_dry else None)
-            if np.all(energies(sources) > MIN_ENERGY):
+            energy = energies(sources)
+            if np.all(energy > MIN_ENERGY):
                 snr = rng.uniform(*mix_args.snr_range, size=len(members))
                 gain = float(rng.uniform(*mix_args.gain_range))
                 noise_on, noise_draws = rng.random() < mix_args.noise_prob, rng.random(3)
@@ -364,7 +422,7 @@ class TseBatchBuilder:
                              float(mix_args.noise_snr[0] + noise_draws[2] * (mix_args.noise_snr[1]
                                                                              - mix_args.noise_snr[0])))
                 windows = [_Window(w.start, w.take, length, w.orig_len) for _s, w, *_ in members]
-                return {"sources": sources, "dry": dry, "noise": noise,
+                return {"sources": sources, "energy": energy, "dry": dry, "noise": noise,
                         "snr": snr, "gain": gain, "segments": segments, "windows": windows,
                         "speakers": [m[2] for m in members], "keys": [m[3] for m in members],
                         "packs": [m[4] for m in members], "real": max(w.take for _s, w, *_ in members)}
@@ -376,23 +434,6 @@ class TseBatchBuilder:
         """One mixture per planned source utterance (its target), rows one per speaker, mixture-major."""
         groups = [self._group(int(item), item_rng(self.seed, epoch, global_batch, position))
                   for position, item in enumerate(item_ids)]
-        count = max(len(g["keys"]) for g in groups)
-        longest = max(g["sources"].shape[1] for g in groups)
-        sources = np.zeros((len(groups), count, longest), dtype=np.float64)
-        present = np.zeros((len(groups), count), dtype=bool)
-        snr = np.zeros((len(groups), count), dtype=np.float64)
-        for g, group in enumerate(groups):
-            n, length = group["sources"].shape
-            sources[g, :n, :length] = group["sources"]
-            present[g, :n] = True
-            snr[g, :n] = group["snr"]
-        mix, scaled, factor = snr_mix(sources, present, snr, np.asarray([g["gain"] for g in groups]))
-        for g, group in enumerate(groups):
-            n, length = group["sources"].shape
-            if group["dry"] is not None:  # reverb_keep_dry: the targets are the dry sources, scaled alike
-                scaled[g, :n, :length] = group["dry"] * factor[g, :n, None]
-            if group["noise"] is not None:  # the mixture only (WeSep's add_noise)
-                mix[g, :length] = add_noise(mix[g, :length], *group["noise"])
         rows, source_keys, timeline, chunk_ratio, lengths, real = [], [], [], [], [], []
         for g, group in enumerate(groups):
             key = "mix_" + "_".join(group["keys"])
@@ -405,9 +446,7 @@ class TseBatchBuilder:
                 lengths.append(group["sources"].shape[1])
                 real.append(group["real"])
         lengths = np.asarray(lengths, dtype=np.int64)
-        wav_mix = self._place([mix[row[0]] for row in rows], lengths, self.args.align_of("wav_mix"))
-        wav_target = self._place([scaled[row[0], i] for row, i in zip(rows, _slots(rows))], lengths,
-                                 self.args.align_of("wav_target"))
+        wav_mix, wav_target = self._mix_into_batch(groups, lengths)
         batch = {
             "wav_mix": wav_mix,
             "wav_target": wav_target,
@@ -425,15 +464,44 @@ class TseBatchBuilder:
         batch["timeline"] = timeline
         return batch
 
-    @staticmethod
-    def _place(signals: list[np.ndarray], lengths: np.ndarray, align: str) -> np.ndarray:
-        """``[rows, 1, T]`` float32 (T by ``align``): each row's first ``lengths[r]`` samples, zero-padded."""
-        out_len = int(lengths.max() if align == "max" else lengths.min())
-        out = np.zeros((len(signals), 1, out_len), dtype=np.float32)
-        for r, (signal, length) in enumerate(zip(signals, lengths)):
-            take = min(int(length), out_len)
-            out[r, 0, :take] = signal[:take]
-        return out
+    def _mix_into_batch(self, groups: list[dict], lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """WeSep's SNR mixer (and mixture noise) group by group, written straight into the batch's
+        ``wav_mix`` and ``wav_target`` ``[rows, 1, T]`` float32 (rows mixture-major, T by each field's align)."""
+        outputs = []
+        for name in ("wav_mix", "wav_target"):
+            align = self.args.align_of(name)
+            outputs.append(np.empty((len(lengths), 1, int(lengths.max() if align == "max" else lengths.min())),
+                                    dtype=np.float32))
+        wav_mix, wav_target = outputs
+        row = 0
+        for group in groups:
+            sources = group["sources"]
+            length = sources.shape[1]
+            first = wav_mix[row, 0]
+            in_place = group["noise"] is None and len(first) >= length  # mix straight into the batch row
+            mix, factors = mix_sources(sources, snr_scales(group["energy"], group["snr"]), group["gain"],
+                                       out=first[:length] if in_place else None)
+            if group["noise"] is not None:  # the mixture only (WeSep's add_noise)
+                mix = add_noise(mix, *group["noise"])
+            targets = group["dry"] if group["dry"] is not None else sources  # reverb_keep_dry: dry, scaled alike
+            for i, factor in enumerate(factors):
+                if in_place and i == 0:
+                    first[length:] = 0.0
+                else:
+                    _put(wav_mix[row + i, 0], mix)
+                _put(wav_target[row + i, 0], targets[i], np.float32(factor))
+            row += len(factors)
+        return wav_mix, wav_target
+
+
+def _put(out: np.ndarray, signal: np.ndarray, factor: np.float32 | None = None) -> None:
+    """``out[:n] = signal[:n] (* factor)`` and zeros after it, for a row of the batch."""
+    take = min(len(out), len(signal))
+    if factor is None:
+        out[:take] = signal[:take]
+    else:
+        np.multiply(signal[:take], factor, out=out[:take])
+    out[take:] = 0.0
 
 
 def _slots(rows: list[tuple]) -> list[int]:

@@ -735,8 +735,8 @@ def test_unknown_config_key_is_named(two_packs, cfg, name):
 
 def test_unknown_pack_entry_key_and_bad_values(two_packs):
     packs, _ = two_packs
-    with pytest.raises(ConfigError, match="weight"):
-        build({"packs": [{"path": packs[0], "weight": 2}]})
+    with pytest.raises(ConfigError, match="weights"):
+        build({"packs": [{"path": packs[0], "weights": 2}]})
     with pytest.raises(ConfigError, match="align"):
         build(config(packs[0], collate={"wav_mix": {"align": "mean"}}))
     with pytest.raises(ConfigError, match="chunk_short_policy"):

@@ -251,11 +251,12 @@ def test_snr_mix_vectorised_and_silent_groups_redrawn():
     sources[~present] = 0
     snr = np.array([[0, 3, -2], [0, 5, 0], [0, 0, 0]], dtype=np.float64)
     mix, scaled, _factor = snr_mix(sources, present, snr, np.array([-6.0, 0.0, -1.0]))
-    np.testing.assert_allclose(mix, scaled.sum(axis=1), atol=1e-12)
+    # The mixer works in float32 (what the batch holds): sums agree to float32 rounding.
+    np.testing.assert_allclose(mix, scaled.sum(axis=1), atol=1e-6)
     peaks = np.maximum(np.abs(mix).max(-1), np.abs(scaled).max(axis=(1, 2)))
-    np.testing.assert_allclose(20 * np.log10(peaks), [-6.0, 0.0, -1.0], atol=1e-9)
+    np.testing.assert_allclose(20 * np.log10(peaks), [-6.0, 0.0, -1.0], atol=1e-5)
     e = (scaled ** 2).sum(-1)
-    np.testing.assert_allclose(10 * np.log10(e[0, 0] / e[0, 1:]), [3, -2])
+    np.testing.assert_allclose(10 * np.log10(e[0, 0] / e[0, 1:]), [3, -2], atol=1e-5)
     masks = timeline_masks(np.array([[0.25, 0.5]]), 8)
     np.testing.assert_array_equal(masks[0], [0, 0, 1, 1, 0, 0, 0, 0])
     assert make_timeline(item_rng(0, 0, 0, 0), 3, None).tolist() == [[0, 1]] * 3

@@ -1,0 +1,222 @@
+"""Length-aware batching and train windows, as pure functions of (lengths, seed, epoch, rank, world size).
+
+Train windows (``tile_windows``, MuVAP's chunking): an item of ``M`` samples longer than ``window`` is cut into
+``n = ceil(M / window)`` near-equal chunks with edges ``floor(k * M / n + 1/2)`` (MuVAP's
+``round(linspace(0, M, n + 1))`` up to ties), so the chunks tile every sample exactly once.  With ``hist`` each
+chunk is fed with up to ``hist`` samples before it as unscored context (none before the item's start): the fed
+length is ``stop - max(0, start - hist)``, and that is the length the batcher plans with.
+
+Budget batching (``make_budget_plan``), every step drawn from ``loader.plan.batch_rng(seed, epoch, -1)``:
+
+1. shuffle the items (the same permutation ``make_epoch_plan`` uses), cut the order into windows of
+   ``window_items`` items and sort each window by length, longest first;
+2. cut each window greedily: a batch starting at an item of length ``T`` (the batch's longest) takes
+   ``budget // cost(T)`` items (``cost`` = ``T`` or ``T**2``), clamped to ``[min_batch, max_batch]`` and
+   rounded down to a multiple of ``num_seqs_multiple_of`` (the multiple wins over ``min_batch``).  An item longer than the budget forms a batch alone
+   (or with ``num_seqs_multiple_of - 1`` others, the smallest size allowed): the only way the budget is exceeded,
+   besides a ``min_batch`` larger than what fits, which wins over the budget;
+3. a window's last batch may be short; when it is not a multiple of ``num_seqs_multiple_of`` its items are left
+   over and cut again, all windows' leftovers together, at the end; the final remainder (fewer than the multiple)
+   is padded with repeats of its own items flagged ``valid = False`` (``tail: pad``) or dropped (``tail: drop``);
+4. the batches are shuffled, and their count is made a multiple of the world size: ``pad`` appends repeats of
+   the first batches, all rows ``valid = False``; ``drop`` leaves the last batches out (their items counted in
+   ``dropped``).  Global batch ``g`` goes to rank ``g % world_size``: every rank has the same number of batches
+   and every item is valid exactly once (``pad``).
+
+Planning is vectorised apart from one cheap Python step per batch: a 10M-item epoch plans in about a second
+(bench/plan_throughput.py).  Lengths are planning units' padded lengths; with ``cost: quadratic`` a batch
+costs ``B * T_max**2``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from loader.plan import EpochPlan, PlanError, batch_rng
+
+BATCH_TYPES = ("static", "budget")
+COSTS = ("linear", "quadratic")
+#: Items sorted together in step 1: large enough that neighbours have similar lengths, small enough that
+#: composition changes a lot between epochs.
+DEFAULT_WINDOW_ITEMS = 1 << 18
+
+
+@dataclass(frozen=True)
+class Windows:
+    """Train-window chunks as parallel arrays: chunk ``c`` feeds samples ``[fed_start, stop)`` of item
+    ``item[c]`` and scores ``[start, stop)``."""
+
+    item: np.ndarray
+    start: np.ndarray
+    stop: np.ndarray
+    fed_start: np.ndarray
+    #: item ``i``'s chunks are ``first[i]:first[i + 1]``
+    first: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.item)
+
+    def units_of(self, items: np.ndarray) -> np.ndarray:
+        """The chunk ids of ``items`` (in that order, repeats kept)."""
+        items = np.asarray(items, dtype=np.int64)
+        counts = self.first[items + 1] - self.first[items]
+        return np.repeat(self.first[items] - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
+
+    @property
+    def fed_length(self) -> np.ndarray:
+        return self.stop - self.fed_start
+
+
+def tile_windows(lengths: np.ndarray, window: int, hist: int = 0) -> Windows:
+    """Chunks of every item (see the module docstring); an item no longer than ``window`` is one chunk."""
+    if window < 1 or hist < 0:
+        raise PlanError(f"train window must be >= 1 and hist >= 0, got window={window}, hist={hist}")
+    lengths = np.asarray(lengths, dtype=np.int64)
+    counts = np.maximum(-(-lengths // window), 1)
+    item = np.repeat(np.arange(len(lengths), dtype=np.int64), counts)
+    first = np.cumsum(counts) - counts
+    start = np.zeros(len(item), dtype=np.int64)
+    stop = lengths[item]
+    # Only items of several chunks need the edges formula (most items are one chunk).
+    multi = np.flatnonzero(counts > 1)
+    if len(multi):
+        c = counts[multi]
+        rows = np.repeat(first[multi] - (np.cumsum(c) - c), c) + np.arange(int(c.sum()), dtype=np.int64)
+        k = rows - np.repeat(first[multi], c)
+        m, n = np.repeat(lengths[multi], c), np.repeat(c, c)
+        start[rows] = (2 * k * m + n) // (2 * n)
+        stop[rows] = (2 * (k + 1) * m + n) // (2 * n)
+    return Windows(item=item, start=start, stop=stop, fed_start=np.maximum(start - hist, 0),
+                   first=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
+
+
+@dataclass(frozen=True)
+class BudgetArgs:
+    """``dataset_args.batching`` with ``type: budget`` (see the module docstring)."""
+
+    budget: int
+    cost: str = "linear"
+    min_batch: int = 1
+    max_batch: int | None = None
+    multiple_of: int = 1
+    window_items: int = DEFAULT_WINDOW_ITEMS
+
+
+def _cost(lengths: np.ndarray, cost: str) -> np.ndarray:
+    lengths = lengths.astype(np.int64)
+    return lengths * lengths if cost == "quadratic" else lengths
+
+
+def _cut(order: np.ndarray, costs: np.ndarray, args: BudgetArgs, sizes: list, leftovers: list) -> int:
+    """Greedy cut of one window (``order`` sorted by cost, largest first): batch sizes appended to ``sizes``, a
+    last batch that is not a multiple appended to ``leftovers``; returns the items cut into batches."""
+    n = len(order)
+    fits = np.maximum(args.budget // np.maximum(costs[order], 1), 1)
+    cap = n if args.max_batch is None else args.max_batch
+    fits = np.clip(fits, args.min_batch, cap)
+    m = args.multiple_of
+    if m > 1:
+        fits = np.maximum(fits // m * m, m)
+    fits = fits.tolist()
+    i = 0
+    while i < n:
+        size = fits[i]
+        if i + size > n:
+            size = n - i
+            if size % m:
+                leftovers.append(order[i:])
+                return i
+        sizes.append(size)
+        i += size
+    return i
+
+
+def make_budget_plan(lengths: np.ndarray, args: BudgetArgs, seed: int, epoch: int, rank: int, world_size: int,
+                     shuffle: bool, tail: str) -> EpochPlan:
+    """Rank ``rank``'s ragged batches of ``epoch`` (see the module docstring)."""
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise PlanError(f"rank must be in [0, {world_size - 1}] for world_size {world_size}, got {rank}")
+    if tail not in ("pad", "drop"):
+        raise PlanError(f"tail must be 'pad' or 'drop', got {tail!r}")
+    lengths = np.asarray(lengths, dtype=np.int64)
+    num_items = len(lengths)
+    rng = batch_rng(seed, epoch, -1)
+    order = rng.permutation(num_items).astype(np.int64) if shuffle else np.arange(num_items, dtype=np.int64)
+    costs = _cost(lengths, args.cost)
+    # Sort within windows, longest first: one argsort per window (ties in shuffled order).
+    for w0 in range(0, num_items, args.window_items):
+        part = order[w0:w0 + args.window_items]
+        order[w0:w0 + args.window_items] = part[np.argsort(-costs[part], kind="stable")]
+    sizes: list[int] = []
+    leftovers: list[np.ndarray] = []
+    pieces = []
+    for w0 in range(0, num_items, args.window_items):
+        chunk = order[w0:w0 + args.window_items]
+        pieces.append(chunk[:_cut(chunk, costs, args, sizes, leftovers)])
+    valid_flat = [np.ones(sum(len(p) for p in pieces), dtype=bool)]
+    padded = dropped = 0
+    if leftovers:
+        rest = np.concatenate(leftovers)
+        rest = rest[np.argsort(-costs[rest], kind="stable")]
+        tail_left: list[np.ndarray] = []
+        cut = _cut(rest, costs, args, sizes, tail_left)
+        pieces.append(rest[:cut])
+        valid_flat.append(np.ones(cut, dtype=bool))
+        if tail_left:
+            last = tail_left[0]
+            if tail == "pad":
+                extra = args.multiple_of - len(last)
+                pieces.append(np.resize(last, args.multiple_of))
+                valid_flat.append(np.arange(args.multiple_of) < len(last))
+                sizes.append(args.multiple_of)
+                padded += extra
+            else:
+                dropped += len(last)
+    flat = np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
+    valid = np.concatenate(valid_flat)
+    sizes_a = np.asarray(sizes, dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(sizes_a)])
+    # Shuffle the batch order, then equalise the count across ranks.
+    batch_order = rng.permutation(len(sizes_a)) if shuffle else np.arange(len(sizes_a))
+    count = len(sizes_a)
+    if tail == "pad":
+        total = -(-count // world_size) * world_size
+        extra_batches = np.resize(batch_order, total - count) if count else batch_order[:0]
+        keep = np.concatenate([batch_order, extra_batches]).astype(np.int64)
+        batch_valid = np.arange(total) < count
+        padded += int(sizes_a[extra_batches].sum())
+    else:
+        total = count // world_size * world_size
+        keep = batch_order[:total].astype(np.int64)
+        batch_valid = np.ones(total, dtype=bool)
+        dropped += int(sizes_a[batch_order[total:]].sum()) - int((~valid[_rows(offsets, batch_order[total:])]).sum())
+    mine = np.arange(rank, total, world_size, dtype=np.int64)
+    chosen = keep[mine]
+    rows = _rows(offsets, chosen)
+    my_sizes = sizes_a[chosen]
+    my_valid = valid[rows] & np.repeat(batch_valid[mine], my_sizes)
+    return EpochPlan(items=flat[rows], valid=my_valid, global_batch=mine, padded=padded, dropped=dropped,
+                     offsets=np.concatenate([[0], np.cumsum(my_sizes)]).astype(np.int64))
+
+
+def _rows(offsets: np.ndarray, batches: np.ndarray) -> np.ndarray:
+    """Flat row positions of ``batches`` (in that order)."""
+    sizes = offsets[batches + 1] - offsets[batches]
+    if not len(sizes):
+        return np.zeros(0, np.int64)
+    starts = np.repeat(offsets[batches] - (np.cumsum(sizes) - sizes), sizes)
+    return starts + np.arange(int(sizes.sum()), dtype=np.int64)
+
+
+def plan_lengths(lengths: np.ndarray, plan: EpochPlan) -> np.ndarray:
+    """Per batch of ``plan``: (rows, padded length = the longest row)."""
+    sizes = np.diff(plan.offsets)
+    if not len(sizes):
+        return np.zeros((0, 2), np.int64)
+    longest = np.maximum.reduceat(np.asarray(lengths)[plan.items], plan.offsets[:-1]) if len(plan.items) else sizes
+    return np.stack([sizes, longest], axis=1)
+
+
+__all__ = ["BATCH_TYPES", "COSTS", "BudgetArgs", "Windows", "make_budget_plan", "plan_lengths", "tile_windows"]
