@@ -255,7 +255,10 @@ class TseBatchBuilder:
         fed, stop = int(w.fed_start[unit]), int(w.stop[unit])
         return _Window(fed, stop - fed, stop - fed, total)
 
-    def _window(self, mix: np.ndarray, draws: np.ndarray) -> _Window:
+    def _window(self, mix: np.ndarray, draws: np.ndarray, redraw_silence: bool = True) -> _Window:
+        """WeSep's ``random_chunk`` window.  ``redraw_silence``: re-draw (up to 3 times) while the chunk is all
+        zeros — WeSep does this only when a sample has a mixture, so online-mixing sources skip it (a silent group
+        is redrawn after mixing instead)."""
         total = mix.shape[1]
         length = self.chunk_len
         if not self.chunk:
@@ -265,7 +268,7 @@ class TseBatchBuilder:
             if self.args.chunk_random_start:
                 for attempt in range(ZERO_CHUNK_REDRAWS + 1):
                     start = int(draws[attempt] * (total - length + 1))
-                    if np.count_nonzero(mix[:, start:start + length]):
+                    if not redraw_silence or np.count_nonzero(mix[:, start:start + length]):
                         break
             return _Window(start, length, length, total)
         if self.args.chunk_short_policy == "pad":
@@ -386,7 +389,7 @@ class TseBatchBuilder:
         audio, factor, mean, gain = targets[0]
         if audio.shape[0] != 1:
             raise MixError(f"online_mix: source {key} has {audio.shape[0]} channels; WeSep mixes mono sources")
-        window = self._window(audio, rng.random(ZERO_CHUNK_REDRAWS + 1))
+        window = self._window(audio, rng.random(ZERO_CHUNK_REDRAWS + 1), redraw_silence=False)
         return targets[0], window, speakers[0], key, pack_id
 
     def _group(self, item: int, rng: np.random.Generator) -> dict:
