@@ -307,19 +307,7 @@ class TseBatchBuilder:
                                    self.args.align_of("wav_target"))
         real = np.asarray([row[6].take for row in rows], dtype=np.int64)
         chunk_ratio = [row[6].chunk_ratio() for row in rows]
-        batch = {
-            "wav_mix": wav_mix,
-            "wav_target": wav_target,
-            "spk": [row[3] for row in rows],
-            "key": [row[4] for row in rows],
-            "num_speaker": [row[5] for row in rows],
-        }
-        self._labels(rows, batch)
-        if self.cues:
-            self._cues(rows, chunk_ratio, rng, batch)
-        batch["valid"] = np.asarray([bool(valid[row[0]]) for row in rows], dtype=bool)
-        batch["lengths"] = np.minimum(real, wav_target.shape[-1])
-        batch["chunk_ratio"] = chunk_ratio
+        batch = self._assemble(rows, wav_mix, wav_target, chunk_ratio, real, valid, rng)
         if units is not None:  # scored samples: the chunk itself, not its history
             scored = np.zeros((len(rows), wav_target.shape[-1]), dtype=bool)
             for r, row in enumerate(rows):
@@ -450,21 +438,30 @@ class TseBatchBuilder:
                 real.append(group["real"])
         lengths = np.asarray(lengths, dtype=np.int64)
         wav_mix, wav_target = self._mix_into_batch(groups, lengths)
+        batch = self._assemble(rows, wav_mix, wav_target, chunk_ratio, np.asarray(real, dtype=np.int64), valid,
+                               batch_rng(self.seed, epoch, global_batch), source_keys)
+        batch["timeline"] = timeline
+        return batch
+
+    def _assemble(self, rows: list[tuple], wav_mix: np.ndarray, wav_target: np.ndarray, chunk_ratio: list[dict],
+                  real: np.ndarray, valid: np.ndarray, rng: np.random.Generator,
+                  source_keys: list[str] | None = None) -> dict:
+        """The batch dict in WeSep's field order: audio, row metadata, labels, cues, then valid/lengths/ratios."""
         batch = {
             "wav_mix": wav_mix,
             "wav_target": wav_target,
             "spk": [row[3] for row in rows],
             "key": [row[4] for row in rows],
             "num_speaker": [row[5] for row in rows],
-            "source_key": source_keys,
         }
+        if source_keys is not None:
+            batch["source_key"] = source_keys
         self._labels(rows, batch)
         if self.cues:
-            self._cues(rows, chunk_ratio, batch_rng(self.seed, epoch, global_batch), batch, source_keys)
+            self._cues(rows, chunk_ratio, rng, batch, source_keys)
         batch["valid"] = np.asarray([bool(valid[row[0]]) for row in rows], dtype=bool)
-        batch["lengths"] = np.minimum(np.asarray(real, dtype=np.int64), wav_target.shape[-1])
+        batch["lengths"] = np.minimum(real, wav_target.shape[-1])
         batch["chunk_ratio"] = chunk_ratio
-        batch["timeline"] = timeline
         return batch
 
     def _mix_into_batch(self, groups: list[dict], lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
