@@ -68,7 +68,8 @@ class SpeakerIndex:
 
 def draw_num_speakers(rng: np.random.Generator, args: MixArgs, available: int) -> int:
     """WeSep's bucket draw: 1, 2, or ``randint(3, max_speakers)``; clamped to the speakers available."""
-    bucket = int(rng.choice(3, p=np.asarray(args.distribution) / np.sum(args.distribution)))
+    cumulative = np.cumsum(args.distribution) / np.sum(args.distribution)
+    bucket = min(int(np.searchsorted(cumulative, rng.random(), side="right")), 2)  # rng.choice(3, p=...), faster
     count = bucket + 1 if bucket < 2 else int(rng.integers(3, args.max_speakers + 1))
     return max(1, min(count, available))
 
@@ -77,7 +78,10 @@ def choose_group(rng: np.random.Generator, target: int, index: SpeakerIndex, arg
     """Item ids of one group: ``target`` first, then one utterance of each of the other, distinct speakers."""
     count = draw_num_speakers(rng, args, index.num_speakers)
     own = int(index.code[target])
-    others = rng.choice(index.num_speakers - 1, size=count - 1, replace=False)
+    if count == 2:  # the common case, without rng.choice's overhead
+        others = rng.integers(index.num_speakers - 1, size=1)
+    else:
+        others = rng.choice(index.num_speakers - 1, size=count - 1, replace=False)
     speakers = others + (others >= own)
     picks = (rng.random(count - 1) * index.count[speakers]).astype(np.int64)
     return np.concatenate([[target], index.order[index.first[speakers] + picks]]).astype(np.int64)
@@ -158,8 +162,10 @@ def mix_sources(sources: np.ndarray, scale: np.ndarray, gain_db: float, out: np.
     mixture is computed in ``out`` (``[T]`` float32) when given: a row of the batch, written once.
     """
     mix = np.multiply(sources[0], np.float32(scale[0]), out=out)
-    for source, s in zip(sources[1:], scale[1:]):
-        mix += source * np.float32(s)
+    if len(sources) > 1:
+        product = np.empty_like(mix)
+        for source, s in zip(sources[1:], scale[1:]):
+            mix += np.multiply(source, np.float32(s), out=product)
     source_peaks = np.maximum(sources.max(axis=1), -sources.min(axis=1)).astype(np.float64) * scale
     peak = max(float(mix.max()), -float(mix.min()), float(source_peaks.max()))
     factor = 10.0 ** (float(gain_db) / 20.0) / peak
