@@ -64,10 +64,8 @@ import json
 import os
 import pstats
 import random
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 
 import av
@@ -82,6 +80,7 @@ sys.path.insert(0, _BENCH)
 
 import loader.cuebank as cuebank_module  # noqa: E402
 from loader import build_loader  # noqa: E402
+from workdir import bench_workdir  # noqa: E402
 from loader_throughput import (  # noqa: E402
     CHUNK_LEN,
     CHUNK_SECONDS,
@@ -94,6 +93,7 @@ from loader_throughput import (  # noqa: E402
     _wesep_random_chunk,
     _wesep_resample,
     _wesep_shuffle,
+    _log,
     loader_config,
     pack_files,
     speechpack_epoch,
@@ -111,10 +111,6 @@ PIECE_SECONDS = (8.0, 12.0)
 ENROLL_SECONDS = (2.5, 6.0)
 _REPO = os.path.dirname(_BENCH)
 _DEFAULT_MOVIE = os.path.join(_REPO, ".cache", "test-data", "kphotoalbum", "movie.avi")
-
-
-def _log(text: str) -> None:
-    print(text, flush=True)
 
 
 # ------------------------------------------------------------------------------------------ corpus
@@ -557,14 +553,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if min(args.lines, args.batch_size, args.videos, args.enrollments, args.repeats, args.baseline_batches) < 1:
         parser.error("--lines, --batch-size, --videos, --enrollments, --repeats and --baseline-batches must be >= 1")
-    workdir = tempfile.mkdtemp(prefix="speechpack-cue-bench-", dir=args.tmp_dir)
-    try:
+    with bench_workdir("speechpack-cue-bench-", args.tmp_dir, args.keep, _log) as workdir:
         run(args, workdir)
-    finally:
-        if args.keep:
-            _log(f"kept {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
     return 0
 
 

@@ -68,11 +68,9 @@ import json
 import os
 import pstats
 import random
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -81,12 +79,14 @@ import soxr
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import packer.audio as audio_module  # noqa: E402
 import packer.sample as sample_module  # noqa: E402
 from loader import build_loader, open_pack  # noqa: E402
 from packer.build import BuildOptions, build_wesep  # noqa: E402
 from packer.sample import PackedSample  # noqa: E402
+from workdir import bench_workdir  # noqa: E402
 from packer.writer import PackWriter  # noqa: E402
 from schemas.constants import DEFAULT_SHARD_BYTES, KIND_SOURCES, STREAM_MIX, STREAM_SOURCE, STREAM_TARGET  # noqa: E402
 
@@ -875,8 +875,7 @@ def main(argv: list[str] | None = None) -> int:
             profile_first_batch(args.big_pack, args.batch_size)
         return 0
 
-    workdir = tempfile.mkdtemp(prefix="speechpack-loader-bench-", dir=args.tmp_dir)
-    try:
+    with bench_workdir("speechpack-loader-bench-", args.tmp_dir, args.keep, _log) as workdir:
         small = None
         if args.command in ("all", "throughput"):
             small = cmd_throughput(args, workdir)
@@ -888,11 +887,6 @@ def main(argv: list[str] | None = None) -> int:
                 _run_child("memory-child", args, big_pack=big)
             if args.command in ("all", "first-batch"):
                 _run_child("first-batch-child", args, big_pack=big, small_pack=small)
-    finally:
-        if args.keep:
-            _log(f"kept {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
     return 0
 
 

@@ -37,10 +37,8 @@ import io
 import json
 import os
 import pstats
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -51,6 +49,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from loader_throughput import (CHUNK_LEN, CHUNK_SECONDS, PIECE_SECONDS, _log, build_corpus,  # noqa: E402
                                loader_config, pack_files, speechpack_epoch, warm_files)
+from workdir import bench_workdir  # noqa: E402
 from loader import build_loader  # noqa: E402
 from packer.adapters.audio_bank import SimulationOptions  # noqa: E402
 from packer.build import BuildOptions, build_audio_bank, build_simulated_rirs, build_wesep  # noqa: E402
@@ -124,14 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     if min(args.repeats, args.lines, args.batch_size, args.noise_stride, args.simulated_rirs) < 1 \
             or args.augment_repeats < 0:
         parser.error("--repeats, --lines, --batch-size, --noise-stride and --simulated-rirs must be at least 1")
-    workdir = tempfile.mkdtemp(prefix="speechpack-online-mix-bench-", dir=args.tmp_dir)
-    try:
+    with bench_workdir("speechpack-online-mix-bench-", args.tmp_dir, args.keep, _log) as workdir:
         run(args, workdir)
-    finally:
-        if args.keep:
-            _log(f"kept {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
     return 0
 
 

@@ -43,7 +43,6 @@ import pstats
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 
@@ -52,8 +51,10 @@ import soundfile
 import soxr
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from packer.build import BuildOptions, build_wesep  # noqa: E402
+from workdir import bench_workdir  # noqa: E402
 
 TARGET_RATIO = 0.8
 PACK_RATE = 16000
@@ -273,8 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeats < 1 or args.workers < 1 or args.minutes <= 0:
         parser.error("--repeats and --workers must be at least 1, --minutes positive")
 
-    workdir = tempfile.mkdtemp(prefix="speechpack-bench-", dir=args.tmp_dir)
-    try:
+    with bench_workdir("speechpack-bench-", args.tmp_dir, args.keep) as workdir:
         list_path, corpus = build_corpus(workdir, args.minutes, args.max_piece, args.seed, args.audio_format)
         lines = read_list(list_path)
         hours = corpus["hours"]
@@ -337,11 +337,6 @@ def main(argv: list[str] | None = None) -> int:
             pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(20)
             print("\ncProfile of one pack (workers=1), top 20 by own time:")
             print(text.getvalue())
-    finally:
-        if args.keep:
-            print(f"kept {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
     return 0
 
 

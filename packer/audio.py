@@ -22,7 +22,7 @@ from schemas.errors import InternalError
 #: Largest magnitude an int16 holds on both sides; a peak above it (after rounding) needs a scale factor.
 _INT16_MAX = 32767
 #: Extensions libsndfile reads; anything else goes to PyAV (m4a, wma, aac, g722, mp4 ...).
-_SOUNDFILE_EXTENSIONS = {"." + fmt.lower() for fmt in soundfile.available_formats()} | {".oga", ".opus", ".aif"}
+SOUNDFILE_EXTENSIONS = {"." + fmt.lower() for fmt in soundfile.available_formats()} | {".oga", ".opus", ".aif"}
 
 
 class AudioError(Exception):
@@ -76,7 +76,7 @@ def _check_path(path: str) -> None:
 
 
 def _uses_soundfile(path: str) -> bool:
-    return os.path.splitext(path)[1].lower() in _SOUNDFILE_EXTENSIONS
+    return os.path.splitext(path)[1].lower() in SOUNDFILE_EXTENSIONS
 
 
 def probe_audio(path: str) -> AudioInfo:

@@ -108,6 +108,12 @@ class BuildSummary:
         return text
 
 
+def _wesep_steps(sample_rate: int) -> dict:
+    """The plan and load steps of a WeSep sample, whether it comes from a raw list or from tar shards."""
+    return {"plan": functools.partial(plan_wesep_sample, sample_rate=sample_rate),
+            "load": functools.partial(load_wesep_sample, sample_rate=sample_rate)}
+
+
 def build_wesep(list_path: str, options: BuildOptions, root: str | None = None, cues: str | None = None,
                 allow_pickle: bool = False) -> BuildSummary:
     """``speechpack build wesep``: a WeSep raw list to a ``tse`` or ``sources`` pack.
@@ -130,8 +136,7 @@ def build_wesep(list_path: str, options: BuildOptions, root: str | None = None, 
         cues=cue_build,
         items=wesep_list.lines,
         problems=wesep_list.problems,
-        plan=functools.partial(plan_wesep_sample, sample_rate=options.sample_rate),
-        load=functools.partial(load_wesep_sample, sample_rate=options.sample_rate),
+        **_wesep_steps(options.sample_rate),
         kind=wesep_list.kind,
         input_path=list_path,
         command="build wesep",
@@ -191,8 +196,7 @@ def build_wesep_shards(list_path: str, options: BuildOptions) -> BuildSummary:
     return run_build(
         items=shards.lines,
         problems=shards.problems,
-        plan=functools.partial(plan_wesep_sample, sample_rate=options.sample_rate),
-        load=functools.partial(load_wesep_sample, sample_rate=options.sample_rate),
+        **_wesep_steps(options.sample_rate),
         kind=shards.kind,
         input_path=list_path,
         command="build wesep-shards",

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from packer.audio import (
-    _SOUNDFILE_EXTENSIONS,
+    SOUNDFILE_EXTENSIONS,
     Audio,
     AudioError,
     probe_audio,
@@ -39,7 +39,7 @@ from schemas.wesep_list import LineProblem
 
 BANK_KINDS = (KIND_NOISE, KIND_RIR)
 #: Files a directory scan takes: what libsndfile reads, plus the containers PyAV decodes that hold audio.
-AUDIO_EXTENSIONS = frozenset(_SOUNDFILE_EXTENSIONS | {".mp3", ".m4a", ".aac", ".wma", ".mka", ".webm", ".mp4",
+AUDIO_EXTENSIONS = frozenset(SOUNDFILE_EXTENSIONS | {".mp3", ".m4a", ".aac", ".wma", ".mka", ".webm", ".mp4",
                                                        ".opus", ".ac3", ".amr"})
 
 
