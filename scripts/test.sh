@@ -3,7 +3,7 @@
 # recordings the tests use (docs/testing.md), the Python environment, then runs pytest.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-debian_packages=(pocketsphinx-testdata alsa-utils codec2-examples qabcs-data jconvolver-config-files)
+debian_packages=(pocketsphinx-testdata alsa-utils codec2-examples qabcs-data jconvolver-config-files opencv-data)
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 missing=()
@@ -30,6 +30,6 @@ if [ ! -f "$video" ]; then
 fi
 export SPEECHPACK_TEST_VIDEO="$video"
 # shellcheck disable=SC1091
-SPEECHPACK_EXTRAS=dev,rir,plot . "$repo/scripts/setup.sh"
+SPEECHPACK_EXTRAS=dev,rir,plot,parquet,sentencepiece,lightning,ray . "$repo/scripts/setup.sh"
 cd "$repo"
 exec python -m pytest -q "$@"
