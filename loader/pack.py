@@ -17,7 +17,10 @@ import numpy as np
 
 from loader.cuebank import CueBank, PackCues, SpeakerLabels, open_cues
 from schemas.constants import (
+    ATTRIBUTES_BY_KIND,
     AUDIO_FULL_SCALE,
+    KIND_ASD,
+    KIND_ASR,
     KIND_NOISE,
     KIND_RIR,
     KIND_TSE,
@@ -26,9 +29,10 @@ from schemas.constants import (
     STREAM_MIX,
     STREAM_SOURCE,
     STREAM_TARGET,
+    STREAM_TYPES,
     STREAMS_BY_KIND,
 )
-from schemas.columns import COLUMNS_DIR, KEYS_FILE, SAMPLES_FILE, SPEAKERS_FILE, column_files
+from schemas.columns import COLUMNS_DIR, KEYS_FILE, SAMPLES_FILE, SPEAKERS_FILE, attr_file, column_files
 from schemas.cues import CuesConfig
 from schemas.errors import PackFormatError
 from schemas.format import Manifest
@@ -56,6 +60,23 @@ class SegmentTable:
     @classmethod
     def from_columns(cls, segments: np.ndarray, first: np.ndarray, count: np.ndarray) -> "SegmentTable":
         """Split a ``columns/<stream>.npy`` table into contiguous per-field arrays (fast to index)."""
+        return cls(**{name: np.ascontiguousarray(segments[name]) for name in segments.dtype.names},
+                   first=np.ascontiguousarray(first), count=np.ascontiguousarray(count))
+
+
+@dataclass(frozen=True)
+class DataSegmentTable:
+    """Every segment of a data stream (faces, labels, text): segment ``j`` is ``length[j]`` rows from row
+    ``offset[j]`` of shard ``shard[j]``'s file; sample ``i`` owns segments ``first[i] : first[i] + count[i]``."""
+
+    shard: np.ndarray
+    offset: np.ndarray
+    length: np.ndarray
+    first: np.ndarray
+    count: np.ndarray
+
+    @classmethod
+    def from_columns(cls, segments: np.ndarray, first: np.ndarray, count: np.ndarray) -> "DataSegmentTable":
         return cls(**{name: np.ascontiguousarray(segments[name]) for name in segments.dtype.names},
                    first=np.ascontiguousarray(first), count=np.ascontiguousarray(count))
 
@@ -89,12 +110,15 @@ class StringColumn:
 class Sample:
     """One sample read back as float32: ``mix`` ``[C, T]`` (None in a sources pack) and ``targets`` ``[N, T]``,
     one row per speaker (a sources pack's single row is its source).  In a ``noise`` or ``rir`` bank, ``mix`` is
-    None and ``targets`` is the audio ``[C, T]``, every channel of the file; ``speakers`` is ``(kind,)``."""
+    None and ``targets`` is the audio ``[C, T]``, every channel of the file; ``speakers`` is ``(kind,)``.  In an
+    ``asd`` or ``asr`` pack ``targets`` is the audio ``[C, T]`` and the data streams are in ``data`` (views of the
+    stored rows: ``faces`` ``[F, 112, 112]`` uint8 and ``labels`` ``[F]``, or ``text`` UTF-8 bytes)."""
 
     key: str
     speakers: tuple[str, ...]
     mix: np.ndarray | None
     targets: np.ndarray
+    data: dict[str, np.ndarray] | None = None
 
 
 #: Stream files a Pack keeps mapped at once (per process).  Each mapping costs a file descriptor and one entry
@@ -109,6 +133,10 @@ class Pack:
     :class:`~loader.cuebank.CueBank` (empty without cues); ``cues_config`` is that ``cues.yaml`` parsed
     (``schemas.cues.CuesConfig``, None without cues); ``speaker_labels`` maps speaker id to class index (a
     read-only mapping, None when the pack has no ``labels.speaker_label``) and ``speaker_label(spk)`` looks one up.
+
+    ``streams`` maps each stream to its :class:`SegmentTable` (audio) or :class:`DataSegmentTable` (faces, labels,
+    text).  ``attrs`` holds the kind's per-sample attributes (``asd``: ``source_fps``, ``start_sec``, ``clip``;
+    ``asr``: ``language``, ``corpus``): float64 arrays and :class:`StringColumn` s.
     """
 
     def __init__(self, path: str, manifest: Manifest, columns: dict[str, np.ndarray],
@@ -125,9 +153,13 @@ class Pack:
         self.orig_sample_rate = np.ascontiguousarray(samples["orig_sample_rate"])
         self.speaker_first = np.ascontiguousarray(samples["speaker_first"])
         self.speaker_count = np.ascontiguousarray(samples["speaker_count"])
-        self.streams = {name: SegmentTable.from_columns(columns[f"{name}.npy"], samples[f"{name}_first"],
-                                                        samples[f"{name}_count"])
-                        for name in STREAMS_BY_KIND[self.kind]}
+        self.streams: dict[str, SegmentTable | DataSegmentTable] = {
+            name: (SegmentTable if STREAM_TYPES[name].audio else DataSegmentTable).from_columns(
+                columns[f"{name}.npy"], samples[f"{name}_first"], samples[f"{name}_count"])
+            for name in STREAMS_BY_KIND[self.kind]}
+        self.attrs: dict[str, np.ndarray | StringColumn] = {
+            name: StringColumn(columns[attr_file(name)]) if kind is str else np.ascontiguousarray(columns[attr_file(name)])
+            for name, kind in ATTRIBUTES_BY_KIND.get(self.kind, {}).items()}
         self._shard_dirs = [os.path.join(path, shard.directory) for shard in manifest.shards]
         self._arrays: collections.OrderedDict[tuple[int, str], np.ndarray] = collections.OrderedDict()
         self._max_open = max_open_files
@@ -203,6 +235,16 @@ class Pack:
             raise IndexError(f"segment {segment} of {stream!r} has {length} samples; asked for [{start}, {stop})")
         return stored[:, start:stop].astype(np.float32) * np.float32(factor)
 
+    def read_rows(self, stream: str, segment: int, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """Rows ``[start, stop)`` of one segment of a data stream, as a read-only view of the mapping (no copy)."""
+        table = self.streams[stream]
+        length = int(table.length[segment])
+        stop = length if stop is None else stop
+        if not 0 <= start <= stop <= length:
+            raise IndexError(f"segment {segment} of {stream!r} has {length} rows; asked for [{start}, {stop})")
+        offset = int(table.offset[segment])
+        return self.stream_array(int(table.shard[segment]), stream)[offset + start:offset + stop]
+
     def segments_of(self, stream: str, index: int) -> range:
         table = self.streams[stream]
         first = int(table.first[index])
@@ -217,9 +259,13 @@ class Pack:
             mix = self.read_segment(STREAM_MIX, self.segments_of(STREAM_MIX, index)[0])
             targets = np.concatenate([self.read_segment(STREAM_TARGET, j)
                                       for j in self.segments_of(STREAM_TARGET, index)], axis=0)
-        elif self.kind in (KIND_NOISE, KIND_RIR):  # a bank: the audio, all its channels
+        elif self.kind in (KIND_NOISE, KIND_RIR, KIND_ASD, KIND_ASR):  # the audio, all its channels
             mix = None
             targets = self.read_segment(STREAM_AUDIO, self.segments_of(STREAM_AUDIO, index)[0])
+            data = {name: self.read_rows(name, self.segments_of(name, index)[0])
+                    for name in STREAMS_BY_KIND[self.kind] if not STREAM_TYPES[name].audio}
+            return Sample(key=self.keys[index], speakers=self.speakers_of(index), mix=mix, targets=targets,
+                          data=data or None)
         else:
             mix = None
             targets = self.read_segment(STREAM_SOURCE, self.segments_of(STREAM_SOURCE, index)[0])

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import numpy as np
 
 from packer.audio import StoredAudio
+from schemas.constants import STREAM_TYPES
 
 
 @dataclass(frozen=True)
 class SamplePlan:
     """A sample's size as probed from file headers, before decoding: what the shard plan is made of.
 
-    ``elements`` maps each stream to the int16 elements the sample will add to it (channels x frames, summed
-    over its segments).
+    ``elements`` maps each stream to the rows the sample will add to it: channels x frames for an audio stream
+    (summed over its segments), frames for faces and labels, bytes for text.
     """
 
     line: int
@@ -22,15 +25,29 @@ class SamplePlan:
 
     @property
     def nbytes(self) -> int:
-        return 2 * sum(self.elements.values())
+        return sum(rows * STREAM_TYPES[stream].row_bytes for stream, rows in self.elements.items())
+
+
+@dataclass(frozen=True)
+class StoredArray:
+    """A segment of a data stream (faces, labels, text): ``data`` is C-contiguous ``[rows, *row_shape]`` of the
+    stream's dtype, stored as is."""
+
+    data: np.ndarray
+
+    @property
+    def length(self) -> int:
+        return self.data.shape[0]
 
 
 @dataclass(frozen=True)
 class PackedSample:
     """One sample, decoded and quantised, ready to append to a shard.
 
-    ``streams`` maps a stream name to its audio in slot order (one ``mix``; one ``target`` per speaker; one
-    ``source``).  Every segment of a sample has ``num_frames`` samples per channel.
+    ``streams`` maps a stream name to its segments in slot order (one ``mix``; one ``target`` per speaker; one
+    ``source``; an ``asd`` track's ``audio``, ``faces`` and ``labels``...): :class:`~packer.audio.StoredAudio` for
+    audio streams, :class:`StoredArray` for data streams.  Every audio segment of a sample has ``num_frames``
+    samples per channel.  ``attrs`` holds the kind's per-sample attributes (``ATTRIBUTES_BY_KIND``).
     """
 
     key: str
@@ -39,7 +56,8 @@ class PackedSample:
     orig_sample_rate: int
     num_frames: int
     provenance: dict
-    streams: dict[str, list[StoredAudio]]
+    streams: dict[str, list[StoredAudio | StoredArray]]
+    attrs: dict = field(default_factory=dict)
 
     @property
     def nbytes(self) -> int:
@@ -47,4 +65,6 @@ class PackedSample:
 
     @property
     def elements(self) -> dict[str, int]:
-        return {name: sum(seg.data.size for seg in segs) for name, segs in self.streams.items()}
+        """Rows per stream, as :attr:`SamplePlan.elements` counts them."""
+        return {name: sum(seg.data.size if STREAM_TYPES[name].audio else seg.length for seg in segs)
+                for name, segs in self.streams.items()}

@@ -35,6 +35,8 @@ from schemas.cues import (
 )
 from schemas.constants import (
     AUDIO_DTYPE,
+    KIND_ASD,
+    KIND_ASR,
     KIND_NOISE,
     KIND_RIR,
     KIND_TSE,
@@ -46,6 +48,8 @@ from schemas.constants import (
     STREAM_MIX,
     STREAM_SOURCE,
     STREAM_TARGET,
+    STREAM_TEXT,
+    STREAM_TYPES,
     TEMP_PREFIX,
 )
 from schemas.errors import PackFormatError
@@ -162,7 +166,9 @@ def validate_pack(path: str, check_hashes: bool = True) -> PackReport:
     speakers: set[str] = set()
     durations: list[float] = []
     frames = 0
-    levels = {name: {"rms": [], "peak": [], "full_scale": 0, "rescaled": 0} for name in _stream_names(manifest)}
+    levels = {name: {"rms": [], "peak": [], "full_scale": 0, "rescaled": 0} for name in _stream_names(manifest)
+              if STREAM_TYPES[name].audio}
+    asr_totals = _AsrTotals() if manifest.kind == KIND_ASR else None
     columns: ColumnBuilder | None = ColumnBuilder(manifest.kind)  # None once a shard index is unreadable
     for shard_id, shard in enumerate(manifest.shards):
         shard_dir = os.path.join(path, shard.directory)
@@ -188,7 +194,14 @@ def validate_pack(path: str, check_hashes: bool = True) -> PackReport:
             frames += record["num_frames"]
             _check_record_shape(record, manifest, at, report)
         for spec in manifest.streams:
-            _check_stream(shard_dir, spec, records, arrays[spec.name], levels[spec.name], report)
+            if STREAM_TYPES[spec.name].audio:
+                _check_stream(shard_dir, spec, records, arrays[spec.name], levels[spec.name], report)
+            else:
+                _check_data_stream(shard_dir, spec, records, arrays[spec.name], report)
+        if asr_totals is not None:
+            asr_totals.add(shard_dir, records, arrays[STREAM_TEXT], report)
+    if asr_totals is not None:
+        asr_totals.check(path, manifest, report)
     _check_columns(path, manifest, columns, report, check_hashes)
     _check_totals(path, manifest, len(keys), speakers, frames, report)
     cues = _check_cues(path, manifest, report, check_hashes)
@@ -284,11 +297,15 @@ def _open_stream(shard_dir: str, spec: StreamSpec, report: PackReport) -> np.nda
 
 
 def _check_record_shape(record: dict, manifest: Manifest, at: str, report: PackReport) -> None:
-    """Per-kind rules: one mix segment and one mono target per speaker; one mono source and one speaker; or (noise
-    and rir banks) one ``audio`` segment of any channel count and the kind name as the one speaker."""
+    """Per-kind rules: one mix segment and one mono target per speaker; one mono source and one speaker; (noise
+    and rir banks) one ``audio`` segment of any channel count and the kind name as the one speaker; (asd) one
+    segment per stream, mono audio, the track as its speaker, as many labels as faces; (asr) one audio and one
+    non-empty text segment, one speaker."""
     streams = record["streams"]
     n_speakers = len(record["speakers"])
-    if manifest.kind in (KIND_NOISE, KIND_RIR):
+    if manifest.kind in (KIND_ASD, KIND_ASR):
+        mono = _check_track_shape(record, manifest.kind, at, report)
+    elif manifest.kind in (KIND_NOISE, KIND_RIR):
         if record["speakers"] != [manifest.kind] or len(streams[STREAM_AUDIO]) != 1:
             report.error(at, f"a {manifest.kind} sample needs the one speaker {manifest.kind!r} and one audio "
                              f"segment, got {record['speakers']!r} and {len(streams[STREAM_AUDIO])}")
@@ -305,8 +322,10 @@ def _check_record_shape(record: dict, manifest: Manifest, at: str, report: PackR
                              f"{len(streams[STREAM_SOURCE])}")
         mono = streams[STREAM_SOURCE]
     if any(seg["channels"] != 1 for seg in mono):
-        report.error(at, "targets and sources must be mono")
+        report.error(at, "targets, sources and asd track audio must be mono")
     for name, segments in streams.items():
+        if not STREAM_TYPES[name].audio:
+            continue
         for seg in segments:
             if seg["length"] != record["num_frames"]:
                 report.error(at, f"{name} segment has {seg['length']} samples, num_frames is {record['num_frames']}")
@@ -316,6 +335,77 @@ def _check_record_shape(record: dict, manifest: Manifest, at: str, report: PackR
     expected_duration = record["num_frames"] / manifest.sample_rate
     if not math.isclose(record["duration"], expected_duration, rel_tol=1e-12):
         report.error(at, f"duration {record['duration']} != num_frames / sample_rate = {expected_duration}")
+
+
+def _check_track_shape(record: dict, kind: str, at: str, report: PackReport) -> list[dict]:
+    """The asd/asr part of :func:`_check_record_shape`; returns the segments that must be mono."""
+    streams = record["streams"]
+    counts = {name: len(segments) for name, segments in streams.items()}
+    if any(count != 1 for count in counts.values()) or len(record["speakers"]) != 1:
+        report.error(at, f"an {kind} sample needs one speaker and one segment per stream, got "
+                         f"{len(record['speakers'])} speaker(s) and {counts}")
+        return []
+    if kind == KIND_ASD:
+        if record["speakers"] != [record["key"]]:
+            report.error(at, f"an asd sample's speaker is its track key, got {record['speakers']!r}")
+        faces, labels = streams["faces"][0]["length"], streams["labels"][0]["length"]
+        if faces != labels or faces == 0:
+            report.error(at, f"{faces} faces and {labels} labels: a track needs one label per face, at least one")
+        return streams[STREAM_AUDIO]
+    if streams[STREAM_TEXT][0]["length"] == 0:
+        report.error(at, "empty transcript")
+    return []
+
+
+def _check_data_stream(shard_dir: str, spec: StreamSpec, records: list[dict], array: np.ndarray | None,
+                       report: PackReport) -> None:
+    """Rows of a data stream (faces, labels, text): contiguous and in bounds."""
+    file_path = os.path.join(shard_dir, spec.file)
+    position = 0
+    for record in records:
+        for slot, seg in enumerate(record["streams"][spec.name]):
+            if seg["offset"] != position:
+                report.error(f"{file_path} key {record['key']!r} {spec.name}[{slot}]",
+                             f"offset {seg['offset']}, expected {position} (segments must be contiguous)")
+            position = seg["offset"] + seg["length"]
+    if array is not None and position != array.shape[0]:
+        report.error(file_path, f"index covers {position} rows, the file holds {array.shape[0]}")
+
+
+class _AsrTotals:
+    """Recomputes an asr pack's ``hours_by_corpus`` and ``char_counts`` from the shards (and checks UTF-8)."""
+
+    def __init__(self) -> None:
+        self.frames: dict[tuple[str, str], int] = {}
+        self.chars: dict[str, int] = {}
+
+    def add(self, shard_dir: str, records: list[dict], text: np.ndarray | None, report: PackReport) -> None:
+        for record in records:
+            group = (record["attrs"]["corpus"], record["attrs"]["language"])
+            self.frames[group] = self.frames.get(group, 0) + record["num_frames"]
+            seg = record["streams"][STREAM_TEXT][0]
+            if text is None or seg["offset"] + seg["length"] > text.shape[0]:
+                continue
+            try:
+                decoded = bytes(text[seg["offset"]:seg["offset"] + seg["length"]]).decode("utf-8")
+            except UnicodeDecodeError as err:
+                report.error(f"{os.path.join(shard_dir, 'text.npy')} key {record['key']!r}",
+                             f"transcript is not valid UTF-8 ({err.reason} at byte {err.start})")
+                continue
+            for char in decoded:
+                self.chars[char] = self.chars.get(char, 0) + 1
+
+    def check(self, path: str, manifest: Manifest, report: PackReport) -> None:
+        at = os.path.join(path, MANIFEST_NAME)
+        recorded = {(c, lang): hours for c, langs in manifest.hours_by_corpus.items() for lang, hours in langs.items()}
+        measured = {group: frames / manifest.sample_rate / 3600.0 for group, frames in self.frames.items()}
+        if set(recorded) != set(measured) or any(
+                not math.isclose(recorded[g], measured[g], rel_tol=1e-9, abs_tol=1e-12) for g in measured):
+            report.error(at, f"hours_by_corpus does not match the shards (recorded {sorted(recorded.items())}, "
+                             f"measured {sorted(measured.items())})")
+        if manifest.char_counts != self.chars:
+            differ = sorted(set(manifest.char_counts.items()) ^ set(self.chars.items()))[:5]
+            report.error(at, f"char_counts does not match the transcripts (first differences: {differ})")
 
 
 def _check_stream(shard_dir: str, spec: StreamSpec, records: list[dict], array: np.ndarray | None,

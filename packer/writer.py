@@ -8,6 +8,7 @@ also measures each segment (``int16_statistics``): it is the one place that sees
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import io
 import json
@@ -21,11 +22,14 @@ from numpy.lib import format as npy_format
 from packer.audio import int16_statistics
 from packer.sample import PackedSample, SamplePlan
 from schemas.constants import (
-    AUDIO_DTYPE,
+    ATTRIBUTES_BY_KIND,
     FORMAT_VERSION,
+    KIND_ASR,
     MANIFEST_NAME,
     SHARD_INDEX_NAME,
     SKIPPED_NAME,
+    STREAM_TEXT,
+    STREAM_TYPES,
     STREAMS_BY_KIND,
     TEMP_PREFIX,
     shard_dir_name,
@@ -205,8 +209,10 @@ class ShardWriter:
             shutil.rmtree(self.temp_dir)
         os.makedirs(self.temp_dir)
         self.records: list[dict] = []
+        self._attributes = ATTRIBUTES_BY_KIND.get(kind)
         self._files = {
-            stream: NpyStream(os.path.join(self.temp_dir, stream_file_name(stream)), AUDIO_DTYPE, planned[stream])
+            stream: NpyStream(os.path.join(self.temp_dir, stream_file_name(stream)), STREAM_TYPES[stream].dtype,
+                              planned[stream], STREAM_TYPES[stream].row_shape)
             for stream in STREAMS_BY_KIND[kind]
         }
 
@@ -216,16 +222,23 @@ class ShardWriter:
     def add(self, sample: PackedSample) -> None:
         if set(sample.streams) != set(self._files):
             raise InternalError(f"sample {sample.key!r} has streams {sorted(sample.streams)}, shard {sorted(self._files)}")
+        if self._attributes is not None and set(sample.attrs) != set(self._attributes):
+            raise InternalError(f"sample {sample.key!r} has attributes {sorted(sample.attrs)}, the kind "
+                                f"{sorted(self._attributes)}")
         streams = {}
         for stream, segments in sample.streams.items():
             entries = []
+            audio = STREAM_TYPES[stream].audio
             for seg in segments:
                 offset = self._files[stream].append(seg.data)
-                mean, rms, peak = int16_statistics(seg.data, seg.scale)
-                entries.append({"offset": offset, "channels": seg.channels, "length": seg.length,
-                                "scale": seg.scale, "mean": mean, "rms": rms, "peak": peak})
+                if audio:
+                    mean, rms, peak = int16_statistics(seg.data, seg.scale)
+                    entries.append({"offset": offset, "channels": seg.channels, "length": seg.length,
+                                    "scale": seg.scale, "mean": mean, "rms": rms, "peak": peak})
+                else:
+                    entries.append({"offset": offset, "length": seg.length})
             streams[stream] = entries
-        self.records.append({
+        record = {
             "key": sample.key,
             "speakers": list(sample.speakers),
             "num_frames": sample.num_frames,
@@ -234,7 +247,10 @@ class ShardWriter:
             "line": sample.line,
             "provenance": sample.provenance,
             "streams": streams,
-        })
+        }
+        if self._attributes is not None:
+            record["attrs"] = dict(sample.attrs)
+        self.records.append(record)
 
     def finish(self) -> ShardEntry:
         """Close every file, write ``index.json``, and rename the directory into place."""
@@ -281,6 +297,9 @@ class PackWriter:
         self._speakers: set[str] = set()
         self._frames = 0
         self._samples = 0
+        # asr packs: what corpus/language weighting and the character vocabulary need (format 1.3)
+        self._frames_by_corpus: dict[tuple[str, str], int] = collections.Counter()
+        self._char_counts: collections.Counter[str] = collections.Counter()
 
     def __enter__(self) -> "PackWriter":
         return self
@@ -309,6 +328,10 @@ class PackWriter:
                        for stream in STREAMS_BY_KIND[self.kind]}
             self._current = ShardWriter(self.pack_dir, len(self.shards), self.kind, self.sample_rate, planned)
         self._current.add(sample)
+        if self.kind == KIND_ASR:
+            self._frames_by_corpus[(sample.attrs["corpus"], sample.attrs["language"])] += sample.num_frames
+            for segment in sample.streams[STREAM_TEXT]:
+                self._char_counts.update(segment.data.tobytes().decode("utf-8"))
         self._speakers.update(sample.speakers)
         self._frames += sample.num_frames
         self._samples += 1
@@ -345,7 +368,8 @@ class PackWriter:
         manifest = Manifest(
             kind=self.kind,
             sample_rate=self.sample_rate,
-            streams=tuple(StreamSpec(name) for name in STREAMS_BY_KIND[self.kind]),
+            streams=tuple(StreamSpec(name, STREAM_TYPES[name].dtype.str, STREAM_TYPES[name].row_shape)
+                          for name in STREAMS_BY_KIND[self.kind]),
             shards=tuple(self.shards),
             totals={
                 "samples": self._samples,
@@ -358,7 +382,17 @@ class PackWriter:
             skipped=skipped_entry,
             cues=dict(cues or {}),
             format_minor=lowest_minor(self.kind, bool(cues)),
+            **self._asr_totals(),
         )
         fsync_dir(self.pack_dir)
         write_json_atomic(os.path.join(self.pack_dir, MANIFEST_NAME), manifest.to_dict())
         return manifest
+
+    def _asr_totals(self) -> dict:
+        """``hours_by_corpus`` and ``char_counts`` of an asr pack (sorted, so equal packs have equal manifests)."""
+        if self.kind != KIND_ASR:
+            return {}
+        hours: dict[str, dict[str, float]] = {}
+        for (corpus, language), frames in sorted(self._frames_by_corpus.items()):
+            hours.setdefault(corpus, {})[language] = frames / self.sample_rate / 3600.0
+        return {"hours_by_corpus": hours, "char_counts": dict(sorted(self._char_counts.items()))}

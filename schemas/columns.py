@@ -12,15 +12,18 @@ Files (all plain ``.npy``, no pickled objects):
                   sample's rows in that stream's table).
 ``keys.npy``      UTF-8 key per sample (numpy bytes, ``|S<n>``).
 ``speakers.npy``  UTF-8 speaker id per slot, every sample's slots one after another (``|S<n>``).
-``<stream>.npy``  one row per segment: ``shard``, ``offset``, ``channels``, ``length``, ``scale``, ``mean``,
-                  ``rms``, ``peak``.
+``<stream>.npy``  one row per segment.  Audio streams: ``shard``, ``offset``, ``channels``, ``length``,
+                  ``scale``, ``mean``, ``rms``, ``peak``; data streams (faces, labels, text): ``shard``, ``offset``,
+                  ``length`` (in rows).
+``attr_<name>.npy`` kinds with per-sample attributes (``asd``, ``asr``; ``ATTRIBUTES_BY_KIND``): one value per
+                  sample, ``<f8`` for numbers, UTF-8 ``|S<n>`` for strings.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from schemas.constants import STREAMS_BY_KIND
+from schemas.constants import ATTRIBUTES_BY_KIND, STREAM_TYPES, STREAMS_BY_KIND
 
 COLUMNS_DIR = "columns"
 SAMPLES_FILE = "samples.npy"
@@ -32,6 +35,22 @@ SEGMENT_DTYPE = np.dtype([
     ("scale", "<f8"), ("mean", "<f8"), ("rms", "<f8"), ("peak", "<f8"),
 ])
 _SEGMENT_FIELDS = ("offset", "channels", "length", "scale", "mean", "rms", "peak")
+DATA_SEGMENT_DTYPE = np.dtype([("shard", "<i4"), ("offset", "<i8"), ("length", "<i8")])
+_DATA_SEGMENT_FIELDS = ("offset", "length")
+ATTR_PREFIX = "attr_"
+
+
+def segment_fields(stream: str) -> tuple[str, ...]:
+    """The keys of a segment record of ``stream`` (besides the shard, which the columns add)."""
+    return _SEGMENT_FIELDS if STREAM_TYPES[stream].audio else _DATA_SEGMENT_FIELDS
+
+
+def segment_dtype(stream: str) -> np.dtype:
+    return SEGMENT_DTYPE if STREAM_TYPES[stream].audio else DATA_SEGMENT_DTYPE
+
+
+def attr_file(name: str) -> str:
+    return f"{ATTR_PREFIX}{name}.npy"
 
 
 def sample_dtype(kind: str) -> np.dtype:
@@ -44,7 +63,8 @@ def sample_dtype(kind: str) -> np.dtype:
 
 def column_files(kind: str) -> tuple[str, ...]:
     """The file names of a pack's columns, in a fixed order."""
-    return (SAMPLES_FILE, KEYS_FILE, SPEAKERS_FILE) + tuple(f"{s}.npy" for s in STREAMS_BY_KIND[kind])
+    return ((SAMPLES_FILE, KEYS_FILE, SPEAKERS_FILE) + tuple(f"{s}.npy" for s in STREAMS_BY_KIND[kind])
+            + tuple(attr_file(name) for name in ATTRIBUTES_BY_KIND.get(kind, {})))
 
 
 class ColumnBuilder:
@@ -56,6 +76,7 @@ class ColumnBuilder:
         self._keys: list[bytes] = []
         self._speakers: list[bytes] = []
         self._segments: dict[str, list[tuple]] = {s: [] for s in STREAMS_BY_KIND[kind]}
+        self._attrs: dict[str, list] = {name: [] for name in ATTRIBUTES_BY_KIND.get(kind, {})}
 
     def add(self, shard: int, record: dict) -> None:
         row = [shard, record["num_frames"], record["orig_sample_rate"], record["line"], len(self._speakers),
@@ -63,7 +84,10 @@ class ColumnBuilder:
         for stream, rows in self._segments.items():
             segments = record["streams"][stream]
             row += [len(rows), len(segments)]
-            rows.extend((shard, *(seg[f] for f in _SEGMENT_FIELDS)) for seg in segments)
+            fields = segment_fields(stream)
+            rows.extend((shard, *(seg[f] for f in fields)) for seg in segments)
+        for name, values in self._attrs.items():
+            values.append(record["attrs"][name])
         self._samples.append(tuple(row))
         self._keys.append(record["key"].encode("utf-8"))
         self._speakers.extend(s.encode("utf-8") for s in record["speakers"])
@@ -76,7 +100,12 @@ class ColumnBuilder:
             SPEAKERS_FILE: _bytes_array(self._speakers),
         }
         for stream, rows in self._segments.items():
-            result[f"{stream}.npy"] = np.array(rows, dtype=SEGMENT_DTYPE)
+            result[f"{stream}.npy"] = np.array(rows, dtype=segment_dtype(stream))
+        for name, values in self._attrs.items():
+            if ATTRIBUTES_BY_KIND[self.kind][name] is str:
+                result[attr_file(name)] = _bytes_array([v.encode("utf-8") for v in values])
+            else:
+                result[attr_file(name)] = np.array(values, dtype="<f8")
         return result
 
 

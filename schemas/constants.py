@@ -6,6 +6,8 @@ a dtype or a version number.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 #: Value of ``dataset.json["format"]``.
@@ -34,23 +36,71 @@ KIND_TSE = "tse"  # fixed mixtures with one target per speaker
 KIND_SOURCES = "sources"  # single-speaker utterances (inputs to online mixing)
 KIND_NOISE = "noise"  # a noise bank for online augmentation (format 1.2)
 KIND_RIR = "rir"  # a room-impulse-response bank for online reverberation (format 1.2)
-KINDS = (KIND_TSE, KIND_SOURCES, KIND_NOISE, KIND_RIR)
+KIND_ASD = "asd"  # active-speaker-detection face tracks: audio, faces, labels (format 1.3)
+KIND_ASR = "asr"  # transcribed utterances: audio and text (format 1.3)
+KINDS = (KIND_TSE, KIND_SOURCES, KIND_NOISE, KIND_RIR, KIND_ASD, KIND_ASR)
 
 #: Stream names of format v1.
 STREAM_MIX = "mix"
 STREAM_TARGET = "target"
 STREAM_SOURCE = "source"
 STREAM_AUDIO = "audio"
+STREAM_FACES = "faces"
+STREAM_LABELS = "labels"
+STREAM_TEXT = "text"
 STREAMS_BY_KIND = {
     KIND_TSE: (STREAM_MIX, STREAM_TARGET),
     KIND_SOURCES: (STREAM_SOURCE,),
     KIND_NOISE: (STREAM_AUDIO,),
     KIND_RIR: (STREAM_AUDIO,),
+    KIND_ASD: (STREAM_AUDIO, STREAM_FACES, STREAM_LABELS),
+    KIND_ASR: (STREAM_AUDIO, STREAM_TEXT),
 }
 
 #: Audio is stored as little-endian int16; a stored value v decodes to ``v / AUDIO_FULL_SCALE * scale``.
 AUDIO_DTYPE = np.dtype("<i2")
 AUDIO_FULL_SCALE = 32768.0
+
+#: The face crop of ``asd`` packs: square, grayscale, uint8 (the ASD community's geometry).  A pack written at one
+#: size cannot be read at another, so the reader checks the catalogue's row shape against this.
+FACE_SIZE = 112
+FACE_SHAPE = (FACE_SIZE, FACE_SIZE)
+#: ``asd`` packs hold 16 kHz audio whatever the input rate (the rate ASD models are trained at).
+ASD_SAMPLE_RATE = 16000
+
+
+@dataclass(frozen=True)
+class StreamType:
+    """What a stream file holds: ``dtype`` rows of ``row_shape``.  ``audio`` streams are flat int16 with
+    channel-major segments and statistics; the others ("data" streams) are rows addressed by offset and length."""
+
+    dtype: np.dtype
+    row_shape: tuple[int, ...]
+    audio: bool
+
+    @property
+    def row_bytes(self) -> int:
+        return int(np.prod(self.row_shape, dtype=np.int64)) * self.dtype.itemsize
+
+
+_AUDIO_STREAM = StreamType(AUDIO_DTYPE, (), audio=True)
+STREAM_TYPES = {
+    STREAM_MIX: _AUDIO_STREAM,
+    STREAM_TARGET: _AUDIO_STREAM,
+    STREAM_SOURCE: _AUDIO_STREAM,
+    STREAM_AUDIO: _AUDIO_STREAM,
+    STREAM_FACES: StreamType(np.dtype("|u1"), FACE_SHAPE, audio=False),  # grayscale, one row per native frame
+    STREAM_LABELS: StreamType(np.dtype("|u1"), (), audio=False),  # 0/1 speaking, one per native frame
+    STREAM_TEXT: StreamType(np.dtype("|u1"), (), audio=False),  # UTF-8 bytes of the transcript
+}
+
+#: Per-sample attributes of a kind (``attrs`` of an index record, ``columns/attr_<name>.npy``): name -> type.
+ATTRIBUTES_BY_KIND: dict[str, dict[str, type]] = {
+    KIND_ASD: {"source_fps": float, "start_sec": float, "clip": str},
+    KIND_ASR: {"language": str, "corpus": str},
+}
+#: ``speakers`` of an asr sample whose input names no speaker.
+UNKNOWN_SPEAKER = "unknown"
 #: Offsets and lengths are 64-bit so a shard is never capped at 4 GiB (MosaicML's u32 offsets are).
 OFFSET_DTYPE = np.dtype("<i8")
 

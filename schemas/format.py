@@ -32,11 +32,12 @@ A JSON object with exactly these keys, plus the optional ones after them:
 ``format_version`` integer major version.  A reader MUST refuse a major it does not know and say which it reads.
 ``format_minor``   integer minor version.  Minor versions only add optional content; a reader MAY ignore it.
 ``kind``           ``"tse"`` (fixed mixtures, one target per speaker), ``"sources"`` (single-speaker
-                   utterances), or, since 1.2, ``"noise"`` or ``"rir"`` (audio banks for online augmentation).
+                   utterances), since 1.2 ``"noise"`` or ``"rir"`` (audio banks for online augmentation), since 1.3
+                   ``"asd"`` (face tracks for active speaker detection) or ``"asr"`` (transcribed utterances).
 ``sample_rate``    integer Hz of every audio stream.
 ``streams``        list of ``{"name", "dtype", "row_shape", "file"}``: the catalogue.  ``dtype`` is a numpy
                    dtype string (``"<i2"``), ``row_shape`` the shape of one element of axis 0 (``[]`` for flat
-                   audio), ``file`` the file name inside every shard directory.
+                   audio, ``[112, 112]`` for faces), ``file`` the file name inside every shard directory.
 ``shards``         list of ``{"directory", "samples", "files"}`` in order; ``files`` maps every file of the
                    shard directory to ``{"size": bytes, "sha256": hex digest}``.
 ``totals``         ``{"samples", "hours", "speakers", "bytes"}``; ``speakers`` counts distinct speaker ids.
@@ -54,22 +55,36 @@ and, since 1.1, optionally:
                    ``/``-separated path relative to that directory (``cues.yaml``, ``audio/data.npy``, ...).  Present
                    exactly when the pack has cues; the layout of ``cues/`` is specified in ``schemas/cues.py``.
 
+and, in ``asr`` packs (1.3), required there and absent elsewhere:
+
+``hours_by_corpus`` ``{corpus: {language: hours}}`` over the pack's samples: what corpus and language weighting
+                   needs, without a separate statistics file.
+``char_counts``    ``{character: count}`` over every transcript: the built-in character vocabulary is made from
+                   it (deterministically) when loading.
+
 A writer records the lowest minor version that describes the pack (as numpy's ``.npy`` writer picks format 1.0
 unless the array needs 2.0): a ``tse`` or ``sources`` pack without cues is 1.0, so its bytes do not change; with
-cues it is 1.1; a ``noise`` or ``rir`` pack is 1.2 (``lowest_minor``).
+cues it is 1.1; a ``noise`` or ``rir`` pack is 1.2; an ``asd`` or ``asr`` pack is 1.3 (``lowest_minor``).
 
 Keys are sorted and the JSON is indented by one space, so equal packs have byte-identical manifests.
 
 Streams and shards
 ------------------
-Every stream of v1 is audio: dtype ``<i2`` (int16), ``row_shape`` ``[]``.  A stream file is a 1-D array; each
-audio segment occupies ``channels * length`` consecutive elements, **channel-major** (all of channel 0, then
+Each stream name has one type (``schemas.constants.STREAM_TYPES``), and the catalogue MUST say exactly it.
+
+Audio streams (``mix``, ``target``, ``source``, ``audio``) have dtype ``<i2`` (int16) and ``row_shape`` ``[]``.
+An audio stream file is a 1-D array; each audio segment occupies ``channels * length`` consecutive elements, **channel-major** (all of channel 0, then
 channel 1, ...), so a segment reads back as ``array[offset : offset + channels * length].reshape(channels,
 length)`` without copying.  Segments of one stream are stored in sample order with no gaps: the first starts at
 0 and each next one starts where the previous ended; the file holds exactly the sum of their sizes.
 
 A stored value ``v`` decodes to the float ``v / 32768 * scale``.  ``scale`` is 1.0 unless the audio would
 have clipped: then it is the smallest factor that keeps the peak representable, and a reader MUST apply it.
+
+Data streams (since 1.3) hold rows: ``faces`` ``|u1`` rows of ``[112, 112]`` (a grayscale face crop per native
+video frame), ``labels`` ``|u1`` ``[]`` (0 or 1, speaking, per native video frame), ``text`` ``|u1`` ``[]``
+(the UTF-8 bytes of a transcript).  A data segment is ``length`` consecutive rows from row ``offset``; the same
+no-gap rule holds.
 
 Kinds and their streams
 ~~~~~~~~~~~~~~~~~~~~~~~
@@ -80,6 +95,15 @@ Kinds and their streams
              ``speakers`` must be a non-empty list: it is ``["noise"]``, the kind name.  Since 1.2.
 ``rir``      ``audio``, as ``noise`` (``speakers`` is ``["rir"]``): one room impulse response per sample, stored as
              decoded (not normalised; its level is in the statistics).  Since 1.2.
+``asd``      ``audio`` (one mono segment: the track's audio at 16 kHz, unnormalised, full duration), ``faces`` and
+             ``labels`` (one segment each of ``source_frames`` rows, at the native frame rate).  Invariants:
+             faces rows == labels rows == source_frames, and audio length == round(source_frames / source_fps *
+             16000).  ``speakers`` is ``[key]`` (the track); attributes ``source_fps``, ``start_sec`` (where the
+             track starts in its recording) and ``clip`` (the recording: tracks of one clip share audio).  The
+             sample rate is 16000.  Since 1.3.
+``asr``      ``audio`` (one segment, all channels) and ``text`` (one segment, at least one byte).  ``speakers`` is
+             ``[speaker]`` when the input names one, else ``["unknown"]``; attributes ``language`` and ``corpus``.
+             Since 1.3.
 
 index.json
 ----------
@@ -94,11 +118,13 @@ one compact record per line, where a record is::
      "line": int,                      1-based line of the input list (provenance)
      "provenance": {...},              the input paths exactly as listed (a bank: {"path": ...}, or
                                        {"simulated": {room, rt60, source, microphone, distance}})
-     "streams": {name: [segment, ...]}}
+     "streams": {name: [segment, ...]},
+     "attrs": {name: value}}           only in kinds with attributes (asd, asr): exactly the kind's names
 
-and a segment is ``{"offset", "channels", "length", "scale", "mean", "rms", "peak"}``: element offset into
+and an audio segment is ``{"offset", "channels", "length", "scale", "mean", "rms", "peak"}``: element offset into
 the stream file (64-bit), channel count, samples per channel, the decode scale, and statistics of the decoded
-audio over all its channels: ``mean``; then, after removing that mean, ``rms`` and ``peak`` (max absolute).
+audio over all its channels: ``mean``; then, after removing that mean, ``rms`` and ``peak`` (max absolute).  A data
+segment is ``{"offset", "length"}`` in rows.
 Statistics MUST be computed from the stored int16 exactly as a reader decodes it, so a reader can reproduce a
 whole-recording normalisation from any slice.
 
@@ -113,6 +139,8 @@ Version history
 1.1  optional ``cues`` (speaker-cue banks, ``cues/``).  A 1.0 reader, which requires the exact key set, refuses
      such a pack instead of misreading it.
 1.2  kinds ``noise`` and ``rir`` (stream ``audio``).  A 1.0 or 1.1 reader, which checks the kind, refuses them.
+1.3  kinds ``asd`` and ``asr``: data streams (``faces``, ``labels``, ``text``), per-sample ``attrs``, and the
+     ``asr`` manifest keys ``hours_by_corpus`` and ``char_counts``.  Older readers refuse the kinds.
 """
 
 from __future__ import annotations
@@ -123,14 +151,18 @@ from typing import Any
 from schemas.columns import COLUMNS_DIR, column_files
 from schemas.cues import CUES_DIR, CUES_YAML
 from schemas.constants import (
+    ATTRIBUTES_BY_KIND,
     AUDIO_DTYPE,
     FORMAT_MINOR,
     FORMAT_NAME,
     FORMAT_VERSION,
     HASH_NAME,
+    KIND_ASD,
+    KIND_ASR,
     KIND_NOISE,
     KIND_RIR,
     KINDS,
+    STREAM_TYPES,
     STREAMS_BY_KIND,
     SUPPORTED_MAJOR_VERSIONS,
     stream_file_name,
@@ -141,6 +173,10 @@ from schemas.errors import PackFormatError
 MINOR_CUES = 1
 #: The minor version that introduced the ``noise`` and ``rir`` kinds (audio banks).
 MINOR_BANKS = 2
+#: The minor version that introduced the ``asd`` and ``asr`` kinds (data streams, attributes).
+MINOR_TRACKS = 3
+#: Manifest keys of ``asr`` packs only.
+ASR_MANIFEST_KEYS = frozenset({"hours_by_corpus", "char_counts"})
 
 
 def lowest_minor(kind: str, has_cues: bool) -> int:
@@ -150,6 +186,8 @@ def lowest_minor(kind: str, has_cues: bool) -> int:
         minor = max(minor, MINOR_CUES)
     if kind in (KIND_NOISE, KIND_RIR):
         minor = max(minor, MINOR_BANKS)
+    if kind in (KIND_ASD, KIND_ASR):
+        minor = max(minor, MINOR_TRACKS)
     return minor
 
 
@@ -281,6 +319,9 @@ class Manifest:
     format_minor: int = FORMAT_MINOR
     #: Every file under ``cues/`` by its ``/``-separated relative path; empty when the pack has no cues.
     cues: dict[str, FileEntry] = field(default_factory=dict)
+    #: ``asr`` packs: ``{corpus: {language: hours}}`` and ``{character: count}``; None in other kinds.
+    hours_by_corpus: dict[str, dict[str, float]] | None = None
+    char_counts: dict[str, int] | None = None
 
     _KEYS = frozenset(
         {"format", "format_version", "format_minor", "kind", "sample_rate", "streams", "shards", "totals",
@@ -319,16 +360,24 @@ class Manifest:
         if self.cues:
             obj["cues"] = {"directory": CUES_DIR,
                            "files": {name: entry.to_dict() for name, entry in sorted(self.cues.items())}}
+        if self.kind == KIND_ASR:
+            obj["hours_by_corpus"] = self.hours_by_corpus
+            obj["char_counts"] = self.char_counts
         return obj
 
     @classmethod
     def from_dict(cls, obj: Any, where: str = "dataset.json") -> "Manifest":
         """Parse and check a manifest: version first, then the exact key set and every type."""
         check_version(obj, where)
-        _require(obj, set(cls._KEYS), where, optional=set(cls._OPTIONAL_KEYS))
+        _require(obj, set(cls._KEYS), where, optional=set(cls._OPTIONAL_KEYS | ASR_MANIFEST_KEYS))
         kind = _typed(obj, "kind", str, where)
         if kind not in KINDS:
             raise PackFormatError(f"{where}.kind: {kind!r} is not one of {', '.join(KINDS)}")
+        if kind == KIND_ASR:
+            _require(obj, set(cls._KEYS | ASR_MANIFEST_KEYS), where, optional=set(cls._OPTIONAL_KEYS))
+        elif ASR_MANIFEST_KEYS & obj.keys():
+            raise PackFormatError(f"{where}: {', '.join(sorted(ASR_MANIFEST_KEYS & obj.keys()))} only belong to "
+                                  f"asr packs, this one is {kind!r}")
         sample_rate = _typed(obj, "sample_rate", int, where)
         if sample_rate <= 0:
             raise PackFormatError(f"{where}.sample_rate: must be positive, got {sample_rate}")
@@ -341,10 +390,11 @@ class Manifest:
                 f"{where}.streams: kind {kind!r} has streams {list(expected)}, got {[s.name for s in streams]}"
             )
         for i, spec in enumerate(streams):
-            if spec.dtype != AUDIO_DTYPE.str or spec.row_shape != ():
+            expected_type = STREAM_TYPES[spec.name]
+            if spec.dtype != expected_type.dtype.str or spec.row_shape != expected_type.row_shape:
                 raise PackFormatError(
-                    f"{where}.streams[{i}]: audio stream {spec.name!r} must be dtype {AUDIO_DTYPE.str!r} with "
-                    f"row_shape [], got {spec.dtype!r} {list(spec.row_shape)}"
+                    f"{where}.streams[{i}]: stream {spec.name!r} must be dtype {expected_type.dtype.str!r} with "
+                    f"row_shape {list(expected_type.row_shape)}, got {spec.dtype!r} {list(spec.row_shape)}"
                 )
         shards = tuple(
             ShardEntry.from_dict(s, f"{where}.shards[{i}]") for i, s in enumerate(_typed(obj, "shards", list, where))
@@ -381,7 +431,30 @@ class Manifest:
             skipped=skipped,
             format_version=obj["format_version"],
             format_minor=_typed(obj, "format_minor", int, where),
+            hours_by_corpus=_hours_by_corpus(obj, where) if kind == KIND_ASR else None,
+            char_counts=_char_counts(obj, where) if kind == KIND_ASR else None,
         )
+
+
+def _hours_by_corpus(obj: dict, where: str) -> dict[str, dict[str, float]]:
+    table = _typed(obj, "hours_by_corpus", dict, where)
+    for corpus, languages in table.items():
+        at = f"{where}.hours_by_corpus[{corpus!r}]"
+        if not isinstance(languages, dict) or not languages:
+            raise PackFormatError(f"{at}: expected a non-empty object of language -> hours")
+        for language in languages:
+            hours = _typed(languages, language, (int, float), at)
+            if hours < 0:
+                raise PackFormatError(f"{at}[{language!r}]: negative hours {hours}")
+    return table
+
+
+def _char_counts(obj: dict, where: str) -> dict[str, int]:
+    counts = _typed(obj, "char_counts", dict, where)
+    for char in counts:
+        if len(char) != 1 or _typed(counts, char, int, f"{where}.char_counts") <= 0:
+            raise PackFormatError(f"{where}.char_counts: {char!r} must be one character with a positive count")
+    return counts
 
 
 def _cue_files(obj: Any, where: str) -> dict[str, FileEntry]:
@@ -401,9 +474,11 @@ def _cue_files(obj: Any, where: str) -> dict[str, FileEntry]:
 
 
 SEGMENT_KEYS = frozenset({"offset", "channels", "length", "scale", "mean", "rms", "peak"})
+DATA_SEGMENT_KEYS = frozenset({"offset", "length"})
 RECORD_KEYS = frozenset(
     {"key", "speakers", "num_frames", "duration", "orig_sample_rate", "line", "provenance", "streams"}
 )
+ATTRS_KEY = "attrs"
 SHARD_INDEX_KEYS = frozenset({"format_version", "shard", "samples"})
 
 
@@ -414,9 +489,13 @@ def check_shard_index(obj: Any, kind: str, where: str) -> list[dict]:
         raise PackFormatError(f"{where}.format_version: {obj['format_version']!r} is not supported")
     records = _typed(obj, "samples", list, where)
     streams = STREAMS_BY_KIND[kind]
+    attributes = ATTRIBUTES_BY_KIND.get(kind)
+    record_keys = set(RECORD_KEYS) | ({ATTRS_KEY} if attributes else set())
     for i, record in enumerate(records):
         at = f"{where}.samples[{i}]"
-        _require(record, set(RECORD_KEYS), at)
+        _require(record, record_keys, at)
+        if attributes:
+            _check_attrs(record[ATTRS_KEY], attributes, f"{at}.{ATTRS_KEY}")
         _typed(record, "key", str, at)
         speakers = _typed(record, "speakers", list, at)
         if not speakers or not all(isinstance(s, str) for s in speakers):
@@ -430,12 +509,19 @@ def check_shard_index(obj: Any, kind: str, where: str) -> list[dict]:
         for name, segs in segments.items():
             if not isinstance(segs, list) or not segs:
                 raise PackFormatError(f"{at}.streams.{name}: expected a non-empty list of segments")
+            audio = STREAM_TYPES[name].audio
             for j, seg in enumerate(segs):
                 seg_at = f"{at}.streams.{name}[{j}]"
-                _require(seg, set(SEGMENT_KEYS), seg_at)
-                for key in ("offset", "channels", "length"):
+                _require(seg, set(SEGMENT_KEYS if audio else DATA_SEGMENT_KEYS), seg_at)
+                for key in ("offset", "channels", "length") if audio else ("offset", "length"):
                     if _typed(seg, key, int, seg_at) < 0:
                         raise PackFormatError(f"{seg_at}.{key}: negative value {seg[key]}")
-                for key in ("scale", "mean", "rms", "peak"):
+                for key in ("scale", "mean", "rms", "peak") if audio else ():
                     _typed(seg, key, (int, float), seg_at)
     return records
+
+
+def _check_attrs(attrs: Any, attributes: dict[str, type], where: str) -> None:
+    _require(attrs, set(attributes), where)
+    for name, kind in attributes.items():
+        _typed(attrs, name, (int, float) if kind is float else kind, where)

@@ -142,7 +142,7 @@ MALFORMED = {
     "string rate": (_set(("sample_rate",), "16000"), r"sample_rate: expected int, got '16000'"),
     "streams of another kind": (_set(("streams",), [StreamSpec("source").to_dict()]),
                                 r"kind 'tse' has streams \['mix', 'target'\], got \['source'\]"),
-    "wrong dtype": (_set(("streams", 1, "dtype"), "<f4"), r"audio stream 'target' must be dtype '<i2'"),
+    "wrong dtype": (_set(("streams", 1, "dtype"), "<f4"), r"stream 'target' must be dtype '<i2'"),
     "wrong file name": (_set(("streams", 0, "file"), "mix.bin"), r"streams\[0\].file: expected 'mix.npy'"),
     "short digest": (_set(("shards", 0, "files", "index.json", "sha256"), "abc"), r"bad size 100 or sha256 'abc'"),
     "negative size": (_set(("shards", 0, "files", "index.json", "size"), -1), r"bad size -1"),
