@@ -610,9 +610,12 @@ def _collate(obj: Any, where: str, cues: tuple[CueRequest, ...]
 @dataclass(frozen=True)
 class LoaderConfig:
     packs: tuple[PackSource, ...]
-    dataset_args: DatasetArgs = field(default_factory=DatasetArgs)
+    #: The task's ``dataset_args`` dataclass (``DatasetArgs`` for ``tse``; see ``loader.tasks``).
+    dataset_args: Any = field(default_factory=DatasetArgs)
     #: ``weighting``: betas and epoch size of the packs' weighting (docs/loader.md "Weighting").
     weighting: Weighting = field(default_factory=Weighting)
+    #: ``task``: ``tse`` (default), ``asd`` or ``asr`` (``loader.tasks``).
+    task: str = "tse"
 
     @property
     def weighted(self) -> bool:
@@ -621,13 +624,18 @@ class LoaderConfig:
 
     @classmethod
     def from_dict(cls, obj: Any, where: str = "config") -> "LoaderConfig":
-        values = _take(obj, where, {"packs": None, "dataset_args": None, "weighting": None})
+        from loader.tasks import DEFAULT_TASK, task_module  # the task modules import this one
+
+        values = _take(obj, where, {"packs": None, "dataset_args": None, "weighting": None, "task": DEFAULT_TASK})
+        task = _check_type(values["task"], str, f"{where}.task")
+        module = task_module(task, f"{where}.task")
         packs = values["packs"]
         if not isinstance(packs, list) or not packs:
             raise ConfigError(f"{where}.packs: a non-empty list of {{path: ...}} is required")
         sources = tuple(PackSource.from_dict(p, f"{where}.packs[{i}]", weighting=True) for i, p in enumerate(packs))
         return cls(
             packs=sources,
-            dataset_args=DatasetArgs.from_dict(values["dataset_args"], f"{where}.dataset_args"),
+            dataset_args=module.parse_dataset_args(values["dataset_args"], f"{where}.dataset_args"),
             weighting=Weighting.from_dict(values["weighting"], f"{where}.weighting", sources, f"{where}.packs"),
+            task=task,
         )

@@ -116,7 +116,7 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
     builder = loader.builder
     lengths = builder.unit_lengths()
     windows = builder.windows
-    unit_pack = loader.items.pack if windows is None else loader.items.pack[windows.item]
+    unit_pack = loader.item_pack if windows is None else loader.item_pack[windows.item]
     packs = [source.path for source in loader.config.packs]
     per_pack = np.bincount(unit_pack, minlength=len(packs))
     datasets = [_PlannedBatches(builder, builder.num_units(), seed, r, world_size, loader.weighting)

@@ -26,7 +26,7 @@ from loader.config import STATES, ConfigError, LoaderConfig
 from loader.pack import Pack, open_pack
 from loader.batching import make_budget_plan
 from loader.plan import EpochPlan, make_epoch_plan
-from loader.tse import ItemIndex, TseBatchBuilder, length_filter, tse_items
+from loader.tasks import task_module
 from loader.weighting import PackWeighting
 from schemas.constants import MANIFEST_NAME
 from schemas.errors import SpeechpackError
@@ -60,6 +60,8 @@ class LoaderReport:
 
     items: int
     filtered: int
+    #: Items each filter removed (``{reason: count}``; the reasons are the task's).
+    filter_report: dict
     batches_per_rank: int
     padded_items: int
     dropped_items: int
@@ -71,7 +73,7 @@ class LoaderReport:
 class _PlannedBatches(Dataset):
     """Map-style dataset over ``(epoch, batch)`` keys; caches one epoch's plan per process."""
 
-    def __init__(self, builder: TseBatchBuilder, num_items: int, seed: int, rank: int, world_size: int,
+    def __init__(self, builder, num_items: int, seed: int, rank: int, world_size: int,
                  weighting: PackWeighting | None = None):
         self.builder = builder
         self.num_items = num_items
@@ -153,18 +155,18 @@ class SpeechLoader:
         self.rank = rank
         self.world_size = world_size
         self.seed = seed
-        args = config.dataset_args
-        items = tse_items(packs, args.expand_targets)
-        keep = length_filter(items, packs, args, state)
-        self.items: ItemIndex = items.subset(keep)
-        self.filtered = int(len(keep) - keep.sum())
-        self.builder = TseBatchBuilder(packs, self.items, args, state, seed)
+        prepared = task_module(config.task).prepare(config, state, packs, seed)
+        self.builder = prepared.builder
+        #: The pack of every item the filters kept (items are numbered in this order).
+        self.item_pack: np.ndarray = prepared.item_pack
+        self.filtered = prepared.filtered
+        self.filter_report = dict(prepared.filter_report)
         self.weighting: PackWeighting | None = None
         if config.weighted:
-            sizes = np.bincount(self.items.pack, minlength=len(packs))
+            sizes = np.bincount(self.item_pack, minlength=len(packs))
             hours = [float(p.manifest.totals["hours"]) for p in packs]
             self.weighting = PackWeighting.resolve(config, sizes, hours)
-        self.dataset = _PlannedBatches(self.builder, len(self.items), seed, rank, world_size, self.weighting)
+        self.dataset = _PlannedBatches(self.builder, len(self.item_pack), seed, rank, world_size, self.weighting)
         self.dataset.plan(0)  # checks rank/world_size now, not in a worker
         self._sampler = _EpochSampler()
         self._fingerprint = _fingerprint(config, state, packs)
@@ -202,7 +204,8 @@ class SpeechLoader:
         plan = self.dataset.plan(self._epoch)
         weighting = (None if self.weighting is None
                      else self.weighting.report(self.weighting.items(self.seed, self._epoch)))
-        return LoaderReport(items=len(self.items), filtered=self.filtered, batches_per_rank=len(plan),
+        return LoaderReport(items=len(self.item_pack), filtered=self.filtered, filter_report=self.filter_report,
+                            batches_per_rank=len(plan),
                             padded_items=plan.padded, dropped_items=plan.dropped, weighting=weighting)
 
     def __iter__(self) -> Iterator[dict]:
@@ -249,9 +252,12 @@ def _fingerprint(config: LoaderConfig, state: str, packs: list[Pack]) -> str:
     args = asdict(config.dataset_args)
     # Left out when unset, so older states still resume.
     for key in ("cues", "field_collate", "mix", "batching", "train_window", "hist_frames"):
-        if not args[key]:
+        if key in args and not args[key]:
             del args[key]
-    digest.update(json.dumps({"dataset_args": args, "state": state}, sort_keys=True, default=str).encode())
+    identity = {"dataset_args": args, "state": state}
+    if config.task != "tse":
+        identity["task"] = config.task
+    digest.update(json.dumps(identity, sort_keys=True, default=str).encode())
     if config.weighted:  # hashed only when set, so older states still resume; paths left out as below
         weights = [{k: v for k, v in asdict(p).items() if k != "path"} for p in config.packs]
         digest.update(json.dumps({"packs": weights, "weighting": asdict(config.weighting)}, sort_keys=True).encode())
@@ -263,7 +269,8 @@ def _fingerprint(config: LoaderConfig, state: str, packs: list[Pack]) -> str:
 
 def build_loader(config: dict | LoaderConfig, state: str, *, rank: int = 0, world_size: int = 1,
                  num_workers: int = 0, seed: int = 0) -> SpeechLoader:
-    """The training loader: ``config`` is a dict (usually from YAML) with ``packs`` and ``dataset_args``."""
+    """The training loader: ``config`` is a dict (usually from YAML) with ``packs``, ``dataset_args`` and
+    optionally ``task`` (``tse``, ``asd`` or ``asr``; see ``loader.tasks``) and ``weighting``."""
     if not isinstance(config, LoaderConfig):
         config = LoaderConfig.from_dict(config)
     packs = [open_pack(source.path) for source in config.packs]

@@ -1,0 +1,55 @@
+"""Loader tasks: what a pack kind needs between the epoch plan and a collated batch.
+
+A loader config names its task (``task: tse|asd|asr``, default ``tse``).  The task's module parses
+``dataset_args`` and turns the opened packs into a batch builder; ``loader.torch.SpeechLoader`` does everything
+else the same way for every task (planning, dealing batches to ranks and workers, resume state, weighting).
+
+A task module provides:
+
+``parse_dataset_args(obj, where)``
+    ``dataset_args`` (a dict or None) -> a frozen dataclass; unknown keys raise ``ConfigError`` naming the key.
+``prepare(config, state, packs, seed) -> Prepared``
+    the builder for ``state`` and what the filters removed.
+
+A builder provides ``args`` (with ``batch_size``, ``batching``, ``shuffle``, ``tail``), ``windows`` (a
+``loader.batching.Windows`` or None), ``num_units()``, ``unit_lengths()`` and ``build(items, valid, epoch,
+global_batch) -> dict`` (numpy arrays and lists; randomness only from the counter-based generators of
+``loader.plan`` / ``loader.mixing``, so a batch is the same whichever worker builds it).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from loader.config import ConfigError
+
+#: Task name -> the module that implements it.
+TASK_MODULES = {
+    "tse": "loader.tse_task",
+    "asd": "loader.asd.task",
+    "asr": "loader.asr.task",
+}
+DEFAULT_TASK = "tse"
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What a task hands to the loader: the batch builder, the pack of every item (for weighting), and how many
+    items the filters removed, per reason (reported, never silently lost)."""
+
+    builder: Any
+    item_pack: np.ndarray
+    filtered: int = 0
+    filter_report: dict[str, int] = field(default_factory=dict)
+
+
+def task_module(name: str, where: str = "config.task") -> ModuleType:
+    """The module of task ``name``."""
+    if name not in TASK_MODULES:
+        raise ConfigError(f"{where}: {name!r} is not one of {', '.join(TASK_MODULES)}")
+    return importlib.import_module(TASK_MODULES[name])

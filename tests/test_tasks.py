@@ -1,0 +1,36 @@
+"""Loader tasks (``loader.tasks``): the config's ``task`` selects how packs become batches; filters are reported."""
+
+from __future__ import annotations
+
+import pytest
+
+import loader
+from loader.config import ConfigError, DatasetArgs, LoaderConfig
+from loader.tasks import TASK_MODULES, task_module
+from test_loader import RATE, config, frames_list, mixture
+from test_loader import tse_pack  # noqa: F401
+
+
+def test_default_task_is_tse_and_unknown_tasks_are_named():
+    parsed = LoaderConfig.from_dict({"packs": [{"path": "x"}]})
+    assert parsed.task == "tse" and isinstance(parsed.dataset_args, DatasetArgs)
+    with pytest.raises(ConfigError, match=r"config.task: 'vad' is not one of tse, asd, asr"):
+        LoaderConfig.from_dict({"packs": [{"path": "x"}], "task": "vad"})
+    with pytest.raises(ConfigError, match="config.task"):
+        LoaderConfig.from_dict({"packs": [{"path": "x"}], "task": 3})
+
+
+def test_every_task_module_provides_the_interface():
+    for name in TASK_MODULES:
+        module = task_module(name)
+        assert callable(module.parse_dataset_args) and callable(module.prepare), name
+
+
+def test_filtered_items_are_reported_by_reason(tse_pack):
+    lengths = frames_list(6, 4000, 40000, seed=3)
+    path, _ = tse_pack("p", [mixture(f"m{i}", n) for i, n in enumerate(lengths)])
+    cfg = config(path, whole_utt=True, filter_len=True, filter_len_args={"min_num_seconds": 1.0})
+    report = loader.build_loader(cfg, "train").report()
+    too_short = sum(n < RATE for n in lengths)  # under min_num_seconds
+    assert report.filtered == too_short and report.items == len(lengths) - too_short
+    assert report.filter_report == ({"filter_len": too_short} if too_short else {})
