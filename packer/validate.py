@@ -119,6 +119,9 @@ class PackReport:
 @dataclass
 class ValidationReport:
     packs: list[PackReport]
+    #: asd packs: source vs normalised level distributions, compared across the valid asd packs
+    #: (``loader.asd.levels.asd_level_report``); None when there are none.
+    asd_levels: dict | None = None
 
     @property
     def ok(self) -> bool:
@@ -128,10 +131,18 @@ class ValidationReport:
         errors = sum(len(p.errors) for p in self.packs)
         body = "\n".join(p.describe() for p in self.packs)
         verdict = "all packs valid" if self.ok else f"{errors} error(s) in {sum(not p.ok for p in self.packs)} pack(s)"
+        if self.asd_levels is not None:
+            from loader.asd.levels import format_level_table
+
+            body += "\nasd levels, source vs normalised (large differences in normalised rms between packs usually " \
+                    "mean peak limiting, near-silence or malformed input):\n" + format_level_table(self.asd_levels)
         return f"{body}\n{verdict}"
 
     def to_dict(self) -> dict:
-        return {"ok": self.ok, "packs": [p.to_dict() for p in self.packs]}
+        obj = {"ok": self.ok, "packs": [p.to_dict() for p in self.packs]}
+        if self.asd_levels is not None:
+            obj["asd_levels"] = self.asd_levels
+        return obj
 
     def write_json(self, path: str) -> None:
         with open(path, "w", encoding="utf-8") as fp:
@@ -149,7 +160,16 @@ def _percentiles(values: np.ndarray) -> dict:
 
 
 def validate_packs(paths: list[str], check_hashes: bool = True) -> ValidationReport:
-    return ValidationReport([validate_pack(path, check_hashes) for path in paths])
+    """Validate every pack; asd packs that pass are also compared by level (what the loader's normalisation
+    makes of each)."""
+    reports = [validate_pack(path, check_hashes) for path in paths]
+    asd = [r.path for r in reports if r.ok and r.summary.get("kind") == KIND_ASD]
+    levels = None
+    if asd:
+        from loader.asd.levels import asd_level_report
+
+        levels = asd_level_report(asd)
+    return ValidationReport(reports, asd_levels=levels)
 
 
 def validate_pack(path: str, check_hashes: bool = True) -> PackReport:
@@ -170,6 +190,7 @@ def validate_pack(path: str, check_hashes: bool = True) -> PackReport:
               if STREAM_TYPES[name].audio}
     asr_totals = _AsrTotals() if manifest.kind == KIND_ASR else None
     columns: ColumnBuilder | None = ColumnBuilder(manifest.kind)  # None once a shard index is unreadable
+    records_by_shard: dict[str, list[dict]] = {}  # asd packs: what the kind's own checks read
     for shard_id, shard in enumerate(manifest.shards):
         shard_dir = os.path.join(path, shard.directory)
         if not os.path.isdir(shard_dir):
@@ -182,6 +203,8 @@ def validate_pack(path: str, check_hashes: bool = True) -> PackReport:
         if records is None:
             columns = None
             continue
+        if manifest.kind == KIND_ASD:
+            records_by_shard[shard.directory] = records
         for record in records:
             if columns is not None:
                 columns.add(shard_id, record)
@@ -202,6 +225,11 @@ def validate_pack(path: str, check_hashes: bool = True) -> PackReport:
             asr_totals.add(shard_dir, records, arrays[STREAM_TEXT], report)
     if asr_totals is not None:
         asr_totals.check(path, manifest, report)
+    if manifest.kind == KIND_ASD:
+        from packer.validate_asd import asd_issues
+
+        for file, message in asd_issues(path, manifest, records_by_shard):
+            report.error(file, message)
     _check_columns(path, manifest, columns, report, check_hashes)
     _check_totals(path, manifest, len(keys), speakers, frames, report)
     cues = _check_cues(path, manifest, report, check_hashes)
