@@ -1,8 +1,8 @@
 """Length-aware batching and train windows, as pure functions of (lengths, seed, epoch, rank, world size).
 
 Train windows (``tile_windows``, MuVAP's chunking): an item of ``M`` samples longer than ``window`` is cut into
-``n = ceil(M / window)`` near-equal chunks with edges ``floor(k * M / n + 1/2)`` (MuVAP's
-``round(linspace(0, M, n + 1))`` up to ties), so the chunks tile every sample exactly once.  With ``hist`` each
+``n = ceil(M / window)`` near-equal chunks with edges ``k * M / n`` rounded half to even (MuVAP's
+``round(linspace(0, M, n + 1))``, computed exactly in integers), so the chunks tile every sample exactly once.  With ``hist`` each
 chunk is fed with up to ``hist`` samples before it as unscored context (none before the item's start): the fed
 length is ``stop - max(0, start - hist)``, and that is the length the batcher plans with.
 
@@ -69,6 +69,13 @@ class Windows:
         return self.stop - self.fed_start
 
 
+def _round_half_even(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+    """``numerator / denominator`` rounded to the nearest integer, ties to even (numpy's ``round``), exactly."""
+    quotient, remainder = np.divmod(numerator, denominator)
+    up = (2 * remainder > denominator) | ((2 * remainder == denominator) & (quotient % 2 == 1))
+    return quotient + up
+
+
 def tile_windows(lengths: np.ndarray, window: int, hist: int = 0) -> Windows:
     """Chunks of every item (see the module docstring); an item no longer than ``window`` is one chunk."""
     if window < 1 or hist < 0:
@@ -86,8 +93,8 @@ def tile_windows(lengths: np.ndarray, window: int, hist: int = 0) -> Windows:
         rows = np.repeat(first[multi] - (np.cumsum(c) - c), c) + np.arange(int(c.sum()), dtype=np.int64)
         k = rows - np.repeat(first[multi], c)
         m, n = np.repeat(lengths[multi], c), np.repeat(c, c)
-        start[rows] = (2 * k * m + n) // (2 * n)
-        stop[rows] = (2 * (k + 1) * m + n) // (2 * n)
+        start[rows] = _round_half_even(k * m, n)
+        stop[rows] = _round_half_even((k + 1) * m, n)
     return Windows(item=item, start=start, stop=stop, fed_start=np.maximum(start - hist, 0),
                    first=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
 

@@ -1,0 +1,172 @@
+"""ASD batches on the 25 Hz model timeline, built straight from the mapped shards.
+
+``AsdBatchBuilder.build`` turns one planned batch into numpy arrays:
+
+- ``audio`` ``[B, 1, T * 640]`` float32: normalised (MuVAP's whole-recording gain) in the same pass that decodes
+  the int16 mapping, zero past the stored audio;
+- ``faces`` ``[B, T, 112, 112]`` **uint8**: faces stay bytes until the model, which scales them on the GPU
+  (``faces.float() / 255`` after the transfer): 4x less memory, copying and worker-to-trainer traffic than
+  MuVAP's float32 widening in the workers;
+- ``labels`` ``[B, T]`` uint8 (0/1) and ``scored`` ``[B, T]`` bool: the frames a loss counts;
+- ``key`` (list of str), ``model_frames`` ``[B]`` (the whole track's ``M``), ``start`` ``[B]`` (the first fed
+  model frame), ``source_frames`` and ``source_fps`` ``[B]`` (to score native frames), ``valid`` ``[B]``.
+
+Train (the plan's units are chunks, ``loader.asd.chunks``): every row is cropped to the batch's shortest fed
+chunk, because the model has no padding mask; ``scored`` is False on the history prefix.  Augmentation draws from
+``loader.mixing.item_rng(seed, epoch, batch, row)``.  Val/test (units are whole tracks): rows are right-padded to
+the longest track with zeros and ``scored`` False on the padding, so every model frame of every track is scored
+exactly once per pass; ``loader.asd.timeline.native_frame_scores`` maps them to every native frame.
+
+Rows flagged ``valid = False`` (the plan's tail padding, repeats of real rows) have ``scored`` all False too, so a
+loss weighted by ``scored`` counts every frame exactly once per epoch even across ranks; a loss that divides by
+``scored.sum()`` must guard against a batch of only such rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from loader.asd.args import AsdArgs
+from loader.asd.augment import AugmentError, DonorIndex, apply_visual, draw_visual, fit_donor, mix_at_snr
+from loader.asd.chunks import muvap_windows
+from loader.asd.timeline import SAMPLES_PER_MODEL_FRAME, read_audio_frames, source_frame_index
+from loader.asd.tracks import TrackIndex
+from loader.batching import Windows
+from loader.mixing import item_rng
+from loader.normalize import muvap_gain
+from loader.pack import Pack
+from schemas.constants import FACE_SHAPE, STREAM_AUDIO, STREAM_FACES, STREAM_LABELS
+
+#: Uniform draws each training row takes from its generator (a fixed count keeps rows independent of each other's
+#: choices): mix or not, donor, donor start, SNR; the visual draw follows.
+_AUDIO_DRAWS = 4
+
+
+class AsdBatchBuilder:
+    """Builds collated ASD batches from planned unit ids (chunks in train, tracks otherwise).  Holds numpy columns
+    and the opened packs only (cheap to fork)."""
+
+    def __init__(self, packs: list[Pack], tracks: TrackIndex, args: AsdArgs, state: str, seed: int):
+        self.packs = packs
+        self.tracks = tracks
+        self.asd_args = args
+        self.args = args.plan_args(state)
+        self.state = state
+        self.seed = seed
+        self.train = state == "train"
+        self.windows: Windows | None = None
+        if self.train and args.train_window is not None and len(tracks):
+            self.windows = muvap_windows(tracks.model_frames, args.train_window, args.hist_frames)
+        # Per-track normalisation from the packs' whole-recording statistics.
+        self.gain = np.ones(len(tracks), dtype=np.float64)
+        self.mean = np.zeros(len(tracks), dtype=np.float64)
+        if args.normalize == "muvap":
+            for pack_id, pack in enumerate(packs):
+                mine = np.flatnonzero(tracks.pack == pack_id)
+                table = pack.streams[STREAM_AUDIO]
+                segments = tracks.audio_segment[mine]
+                self.gain[mine] = muvap_gain(table.rms[segments], table.peak[segments])
+                self.mean[mine] = table.mean[segments]
+        self.mixing = self.train and args.audio_mix_prob > 0
+        self.donors = DonorIndex(tracks.clip) if self.mixing else None
+        if self.donors is not None and self.donors.num_clips < 2:
+            raise AugmentError(f"dataset_args.audio_mix_prob: {args.audio_mix_prob} needs tracks from at least two "
+                               f"clips (a second voice comes from a different clip); these packs have "
+                               f"{self.donors.num_clips}: set audio_mix_prob: 0")
+
+    # -- what the planner needs ----------------------------------------------------------------------------
+
+    def num_units(self) -> int:
+        return len(self.tracks) if self.windows is None else len(self.windows)
+
+    def unit_lengths(self) -> np.ndarray:
+        """Fed model frames per unit: the chunk with its history (train), or the whole track."""
+        return self.tracks.model_frames.copy() if self.windows is None else self.windows.fed_length
+
+    # -- reading -------------------------------------------------------------------------------------------
+
+    def _audio(self, track: int) -> tuple[np.ndarray, float]:
+        """The track's stored int16 samples (a view) and decode factor."""
+        pack = self.packs[int(self.tracks.pack[track])]
+        stored, factor = pack.stored_segment(STREAM_AUDIO, int(self.tracks.audio_segment[track]))
+        return stored[0], factor
+
+    def _fill_row(self, track: int, start: int, length: int, audio: np.ndarray, faces: np.ndarray,
+                  labels: np.ndarray) -> None:
+        """Model frames ``[start, start + length)`` of ``track`` into the row's first ``length`` frames."""
+        pack = self.packs[int(self.tracks.pack[track])]
+        index = source_frame_index(start, start + length, int(self.tracks.source_frames[track]),
+                                   float(self.tracks.source_fps[track]))
+        face_rows = pack.read_rows(STREAM_FACES, int(self.tracks.faces_segment[track]))
+        np.take(face_rows, index, axis=0, out=faces[:length])
+        label_rows = pack.read_rows(STREAM_LABELS, int(self.tracks.labels_segment[track]))
+        np.take(label_rows, index, out=labels[:length])
+        stored, factor = self._audio(track)
+        read_audio_frames(stored, factor, float(self.mean[track]), float(self.gain[track]), start, start + length,
+                          audio[:length * SAMPLES_PER_MODEL_FRAME])
+
+    # -- the batch -----------------------------------------------------------------------------------------
+
+    def build(self, unit_ids: np.ndarray, valid: np.ndarray, epoch: int, global_batch: int) -> dict:
+        """Collated numpy arrays and lists for one batch (see the module docstring for the fields)."""
+        unit_ids = np.asarray(unit_ids, dtype=np.int64)
+        if self.windows is not None:
+            tracks = self.windows.item[unit_ids]
+            fed_start = self.windows.fed_start[unit_ids]
+            scored_from = self.windows.start[unit_ids] - fed_start
+            fed_len = self.windows.stop[unit_ids] - fed_start
+        else:
+            tracks = unit_ids
+            fed_start = np.zeros(len(unit_ids), dtype=np.int64)
+            scored_from = np.zeros(len(unit_ids), dtype=np.int64)
+            fed_len = self.tracks.model_frames[unit_ids]
+        rows = len(unit_ids)
+        # Train crops to the shortest row (no padding mask in the model); val/test pads to the longest.
+        width = int(fed_len.min() if self.train else fed_len.max()) if rows else 0
+        audio = np.empty((rows, 1, width * SAMPLES_PER_MODEL_FRAME), dtype=np.float32)
+        faces = np.empty((rows, width, *FACE_SHAPE), dtype=np.uint8)
+        labels = np.empty((rows, width), dtype=np.uint8)
+        scored = np.zeros((rows, width), dtype=bool)
+        for r in range(rows):
+            track, take = int(tracks[r]), min(int(fed_len[r]), width)
+            self._fill_row(track, int(fed_start[r]), take, audio[r, 0], faces[r], labels[r])
+            faces[r, take:] = 0  # padding (val/test): zero, and never scored
+            labels[r, take:] = 0
+            audio[r, 0, take * SAMPLES_PER_MODEL_FRAME:] = 0.0
+            if valid[r]:
+                scored[r, int(scored_from[r]):take] = True
+            if self.train:
+                self._augment(r, track, audio[r, 0, :take * SAMPLES_PER_MODEL_FRAME], faces[r, :take],
+                              item_rng(self.seed, epoch, global_batch, r))
+        return {
+            "audio": audio,
+            "faces": faces,
+            "labels": labels,
+            "scored": scored,
+            "key": [str(self.packs[int(self.tracks.pack[t])].keys[int(self.tracks.sample[t])]) for t in tracks],
+            "model_frames": self.tracks.model_frames[tracks].astype(np.int64),
+            "start": fed_start.astype(np.int64),
+            "source_frames": self.tracks.source_frames[tracks].astype(np.int64),
+            "source_fps": self.tracks.source_fps[tracks].astype(np.float64),
+            "valid": np.asarray(valid, dtype=bool).copy(),
+        }
+
+    def _augment(self, r: int, track: int, audio: np.ndarray, faces: np.ndarray, rng: np.random.Generator) -> None:
+        """One training row's augmentation (``loader.asd.augment``), all draws from the row's own generator."""
+        u = rng.random(_AUDIO_DRAWS)
+        visual = draw_visual(rng)
+        args = self.asd_args
+        if self.mixing and u[0] < args.audio_mix_prob:
+            donor = self.donors.draw(track, float(u[1]))
+            stored, factor = self._audio(donor)
+            cut = fit_donor(stored, len(audio), float(u[2]))
+            donor_audio = cut.astype(np.float32) * np.float32(factor * self.gain[donor])
+            if self.mean[donor] and self.gain[donor]:
+                donor_audio -= np.float32(self.mean[donor] * self.gain[donor])
+            snr = args.audio_mix_snr[0] + float(u[3]) * (args.audio_mix_snr[1] - args.audio_mix_snr[0])
+            mix_at_snr(audio, donor_audio, snr)
+        if args.visual_aug:
+            apply_visual(faces, visual)
+
+
+__all__ = ["AsdBatchBuilder"]

@@ -1,0 +1,48 @@
+"""MuVAP's training chunks on the model timeline: ``train_window`` fed frames, ``hist_frames`` of them history.
+
+MuVAP (notes-muvap.md section 2, "Chunking") scores spans of ``span = train_window - hist_frames`` model frames:
+a track of ``M <= span`` frames is one chunk; a longer one is ``n = ceil(M / span)`` near-equal chunks with edges
+``round(linspace(0, M, n + 1))``, so every frame is scored exactly once per epoch.  Each chunk is fed with up to
+``hist_frames`` unscored frames before it (none before the track's start), so no fed chunk exceeds
+``train_window`` and a frame near a chunk boundary still sees real history.
+
+``loader.batching.tile_windows`` does the tiling, with MuVAP's edges exactly (numpy rounds half to even, and so
+does it).
+
+Tracks with no model frame cannot be chunked (a zero-length chunk would crash a model); ``split_empty`` sets them
+apart so the task can report them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from loader.batching import Windows, tile_windows
+from loader.config import ConfigError
+
+
+def scored_span(train_window: int, hist_frames: int) -> int:
+    """Scored frames per chunk: what is left of the fed window after its history."""
+    if train_window < 1 or hist_frames < 0:
+        raise ConfigError(f"train_window must be >= 1 and hist_frames >= 0, got {train_window}, {hist_frames}")
+    if hist_frames >= train_window:
+        raise ConfigError(f"hist_frames {hist_frames} leaves no scored frame in train_window {train_window} "
+                          f"(MuVAP scores train_window - hist_frames frames per chunk)")
+    return train_window - hist_frames
+
+
+def muvap_windows(model_frames: np.ndarray, train_window: int, hist_frames: int) -> Windows:
+    """Chunks of every track (``model_frames`` all positive), MuVAP's edges exactly."""
+    lengths = np.asarray(model_frames, dtype=np.int64)
+    if np.any(lengths < 1):
+        raise ConfigError("muvap_windows: tracks without model frames must be set apart first (split_empty)")
+    return tile_windows(lengths, scored_span(train_window, hist_frames), hist_frames)
+
+
+def split_empty(model_frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(positions of tracks with model frames, positions of tracks without any)."""
+    model_frames = np.asarray(model_frames, dtype=np.int64)
+    return np.flatnonzero(model_frames > 0), np.flatnonzero(model_frames <= 0)
+
+
+__all__ = ["muvap_windows", "scored_span", "split_empty"]

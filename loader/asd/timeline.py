@@ -1,0 +1,114 @@
+"""MuVAP's 25 Hz model timeline over a pack's native-rate face tracks (notes-muvap.md section 2).
+
+A pack keeps faces and labels at the source video's frame rate and audio at its full 16 kHz duration; the model
+sees a fixed 25 Hz timeline.  This module is the one place that maps between the two:
+
+- ``model_frame_count``: a track of ``F`` native frames at ``fps`` has ``M = floor(F / fps * 25 + 1e-9)`` model
+  frames (the epsilon keeps exact ratios such as 30 frames at 30 fps from flooring one frame short);
+- ``source_frame_index``: model frame ``k`` shows native frame ``clip(floor((k + 0.5) / 25 * fps), 0, F - 1)``;
+  faces AND labels use this one index, so a label always stays attached to the face it describes;
+- ``model_frame_index``: the inverse, for scoring every native frame: native frame ``j`` takes the score of model
+  frame ``clip(floor((j + 0.5) / fps * 25), 0, M - 1)``;
+- audio is never resampled: model frame ``k`` is samples ``[k * 640, (k + 1) * 640)`` (``16000 / 25``); reads
+  are clamped to the stored audio and right-zero-padded, so ``T`` frames always give exactly ``T * 640`` samples.
+
+A track with ``M == 0`` (one frame at 30 fps) cannot be fed to the model at all; the task reports such tracks
+(MuVAP drops them silently).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from schemas.constants import ASD_SAMPLE_RATE
+from schemas.errors import SpeechpackError
+
+#: The model's frame rate: every ASD batch is on this timeline, whatever the source video's rate.
+ASD_MODEL_FPS = 25
+#: Audio samples per model frame (640 at 16 kHz and 25 Hz).
+SAMPLES_PER_MODEL_FRAME = ASD_SAMPLE_RATE // ASD_MODEL_FPS
+if SAMPLES_PER_MODEL_FRAME * ASD_MODEL_FPS != ASD_SAMPLE_RATE:  # pragma: no cover - a constants edit gone wrong
+    raise ImportError(f"ASD_SAMPLE_RATE {ASD_SAMPLE_RATE} is not a multiple of ASD_MODEL_FPS {ASD_MODEL_FPS}")
+#: Added before flooring the model frame count, so float error never loses a frame on exact ratios (MuVAP's).
+FRAME_COUNT_EPSILON = 1e-9
+
+
+class TimelineError(SpeechpackError):
+    """A track's frame count or frame rate cannot be put on the model timeline."""
+
+
+def _check(source_frames, source_fps) -> tuple[np.ndarray, np.ndarray]:
+    frames = np.asarray(source_frames)
+    fps = np.asarray(source_fps, dtype=np.float64)
+    if frames.dtype.kind not in "iu":
+        raise TimelineError(f"source_frames must be integers, got {frames.dtype}")
+    if np.any(frames < 0):
+        raise TimelineError(f"source_frames must be non-negative, got {frames[frames < 0][:3].tolist()}")
+    bad = ~(np.isfinite(fps) & (fps > 0))
+    if np.any(bad):
+        raise TimelineError(f"source_fps must be finite and positive, got {fps[bad][:3].tolist()}")
+    return frames.astype(np.int64), fps
+
+
+def model_frame_count(source_frames, source_fps) -> np.ndarray:
+    """``M`` per track (vectorised): model frames of ``source_frames`` native frames at ``source_fps``."""
+    frames, fps = _check(source_frames, source_fps)
+    return np.floor(frames / fps * ASD_MODEL_FPS + FRAME_COUNT_EPSILON).astype(np.int64)
+
+
+def audio_sample_count(source_frames, source_fps) -> np.ndarray:
+    """The pack invariant: a track's stored audio has ``round(F / fps * 16000)`` samples (half to even, as
+    MuVAP's Python ``round``)."""
+    frames, fps = _check(source_frames, source_fps)
+    return np.round(frames / fps * ASD_SAMPLE_RATE).astype(np.int64)
+
+
+def source_frame_index(start: int, stop: int, source_frames: int, source_fps: float) -> np.ndarray:
+    """Native frame shown at each model frame of ``[start, stop)``: one index for faces and labels."""
+    frames, fps = _check(int(source_frames), float(source_fps))
+    if frames == 0:
+        raise TimelineError("a track without frames has no model frames to index")
+    k = np.arange(start, stop, dtype=np.float64)
+    return np.clip(np.floor((k + 0.5) / ASD_MODEL_FPS * fps), 0, int(frames) - 1).astype(np.int64)
+
+
+def model_frame_index(source_frames: int, source_fps: float) -> np.ndarray:
+    """For each of the ``source_frames`` native frames, the model frame whose score it takes."""
+    frames, fps = _check(int(source_frames), float(source_fps))
+    m = int(model_frame_count(frames, fps))
+    if m == 0:
+        raise TimelineError(f"{int(frames)} frames at {float(fps)} fps have no model frame to score from")
+    j = np.arange(int(frames), dtype=np.float64)
+    return np.clip(np.floor((j + 0.5) / fps * ASD_MODEL_FPS), 0, m - 1).astype(np.int64)
+
+
+def native_frame_scores(model_scores: np.ndarray, source_frames: int, source_fps: float) -> np.ndarray:
+    """One score per native frame from a track's ``[M, ...]`` model-frame scores (padding already stripped):
+    what an AVA-style evaluation compares with the native-rate ground truth."""
+    index = model_frame_index(source_frames, source_fps)
+    scores = np.asarray(model_scores)
+    if len(scores) != int(model_frame_count(source_frames, source_fps)):
+        raise TimelineError(f"expected {int(model_frame_count(source_frames, source_fps))} model-frame scores, "
+                            f"got {len(scores)}")
+    return scores[index]
+
+
+def read_audio_frames(stored: np.ndarray, factor: float, mean: float, gain: float, start: int, stop: int,
+                      out: np.ndarray) -> None:
+    """Write model frames ``[start, stop)`` of a mono stored int16 track into ``out`` (``(stop - start) * 640``
+    float32 samples): decoded (``* factor``), DC removed and scaled (``(x - mean) * gain``) in one pass, reads
+    clamped to the stored length and the rest zero.  Normalising before padding keeps the padding at 0 (MuVAP pads
+    first, so its padding becomes ``-mean * gain``)."""
+    lo, hi = start * SAMPLES_PER_MODEL_FRAME, stop * SAMPLES_PER_MODEL_FRAME
+    if len(out) != hi - lo:
+        raise TimelineError(f"output holds {len(out)} samples, frames [{start}, {stop}) need {hi - lo}")
+    take = max(0, min(hi, len(stored)) - lo)
+    dest = out[:take]
+    np.multiply(stored[lo:lo + take], np.float32(factor * gain), out=dest, casting="unsafe")
+    if mean and gain:
+        dest -= np.float32(mean * gain)
+    out[take:] = 0.0
+
+
+__all__ = ["ASD_MODEL_FPS", "SAMPLES_PER_MODEL_FRAME", "TimelineError", "audio_sample_count", "model_frame_count",
+           "model_frame_index", "native_frame_scores", "read_audio_frames", "source_frame_index"]
