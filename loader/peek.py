@@ -55,10 +55,36 @@ def describe_batch(batch: dict) -> str:
     return "\n".join(lines)
 
 
+def batch_sample_rate(builder) -> int:
+    """The rate of a batch's audio: the TSE builder's (it may resample), else its packs' (asd, asr)."""
+    rate = getattr(builder, "rate", None)
+    return int(rate) if rate is not None else int(builder.packs[0].sample_rate)
+
+
 def save_batch_wavs(batch: dict, sample_rate: int, out_dir: str) -> list[str]:
-    """Write every row's mixture (all channels), target and waveform enrollment (when the batch has one) as float
-    WAV files; return their paths."""
+    """Write the batch's audio as float WAV files and return their paths: per TSE row its mixture (all channels),
+    target and waveform enrollment (when the batch has one); per ASR row its waveform (``source_seqs`` up to its
+    length); per ASD row its audio."""
     os.makedirs(out_dir, exist_ok=True)
+    if "wav_mix" in batch:
+        return _save_tse(batch, sample_rate, out_dir)
+    if "source_seqs" in batch:
+        if batch["source_seqs"].ndim != 2:
+            raise SpeechpackError("--save-wavs: this ASR batch holds fbank features, not waveforms (use_fbank)")
+        rows = [batch["source_seqs"][row, :int(length)] for row, length in enumerate(batch["source_lengths"])]
+    elif "audio" in batch and "faces" in batch:
+        rows = [batch["audio"][row, 0] for row in range(len(batch["key"]))]
+    else:
+        raise SpeechpackError(f"--save-wavs: no audio field in this batch ({', '.join(batch)})")
+    written = []
+    for row, (key, audio) in enumerate(zip(batch["key"], rows)):
+        path = os.path.join(out_dir, f"{row:03d}_{_UNSAFE.sub('_', key)}.wav")
+        soundfile.write(path, np.asarray(audio), sample_rate, subtype="FLOAT")
+        written.append(path)
+    return written
+
+
+def _save_tse(batch: dict, sample_rate: int, out_dir: str) -> list[str]:
     written = []
     for row, (key, speaker) in enumerate(zip(batch["key"], batch["spk"])):
         stem = os.path.join(out_dir, f"{row:03d}_{_UNSAFE.sub('_', key)}_{_UNSAFE.sub('_', speaker)}")

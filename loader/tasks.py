@@ -39,13 +39,16 @@ DEFAULT_TASK = "tse"
 
 @dataclass(frozen=True)
 class Prepared:
-    """What a task hands to the loader: the batch builder, the pack of every item (for weighting), and how many
-    items the filters removed, per reason (reported, never silently lost)."""
+    """What a task hands to the loader: the batch builder, the pack of every item (for weighting), how many items
+    the filters removed, per reason (reported, never silently lost), and the task's own weighting when it weighs
+    something other than packs (ASR: (corpus, language) groups inside the packs); None lets the loader weigh
+    packs as the config's ``packs`` entries say."""
 
     builder: Any
     item_pack: np.ndarray
     filtered: int = 0
     filter_report: dict[str, int] = field(default_factory=dict)
+    weighting: Any = None
 
 
 def task_module(name: str, where: str = "config.task") -> ModuleType:

@@ -161,8 +161,8 @@ class SpeechLoader:
         self.item_pack: np.ndarray = prepared.item_pack
         self.filtered = prepared.filtered
         self.filter_report = dict(prepared.filter_report)
-        self.weighting: PackWeighting | None = None
-        if config.weighted:
+        self.weighting: PackWeighting | None = prepared.weighting
+        if self.weighting is None and config.weighted:
             sizes = np.bincount(self.item_pack, minlength=len(packs))
             hours = [float(p.manifest.totals["hours"]) for p in packs]
             self.weighting = PackWeighting.resolve(config, sizes, hours)

@@ -16,6 +16,10 @@ keyed by (seed, pack, cycle), the identity without ``shuffle``), and epoch ``e``
 ``[e * count, (e + 1) * count)`` of it.  So every item of a pack appears once before any repeats, a small
 upweighted pack cycles, and a large downweighted pack is covered over several epochs.  ``epoch_items`` is a pure
 function of (pack sizes, counts, seed, epoch): a resumed run recomputes it from the epoch alone.
+
+ASR packs hold several corpora and languages each (``hours_by_corpus`` in ``dataset.json``); there the same
+machinery runs over (corpus, language) groups instead of packs (``PackWeighting.from_groups``, used by
+``loader.asr.task``): a group is read as a pack would be.
 """
 
 from __future__ import annotations
@@ -152,6 +156,11 @@ class PackWeighting:
     def resolve(cls, config: LoaderConfig, sizes: Sequence[int], hours: Sequence[float]) -> "PackWeighting":
         """``sizes``: items per pack after filtering; ``hours``: the packs' manifest ``totals.hours``."""
         packs, w = config.packs, config.weighting
+        if config.task == "asr" and any(p.hours_beta for p in packs):
+            # ASR packs hold several corpora and languages: per-pack shares would silently weigh the wrong thing.
+            raise ConfigError("packs[].hours_beta with task asr weighs (corpus, language) groups inside the packs: "
+                              "the loader must apply the ASR task's weighting (loader.asr.task, builder.weighting), "
+                              "not per-pack shares")
         corpora = tuple(p.corpus_name for p in packs)
         languages = tuple(p.language_name for p in packs)
         if any(p.hours_beta for p in packs):
@@ -169,6 +178,29 @@ class PackWeighting:
         return cls(sizes=tuple(int(n) for n in sizes), counts=tuple(int(c) for c in counts),
                    targets=tuple(float(x) for x in shares), paths=tuple(p.path for p in packs), corpora=corpora,
                    languages=languages, shuffle=config.dataset_args.shuffle)
+
+    @classmethod
+    def from_groups(cls, sizes: Sequence[int], hours: Sequence[float], corpora: Sequence[str],
+                    languages: Sequence[str], beta_corpus: float, beta_language: float,
+                    epoch_size: int | None = None, shuffle: bool = True) -> "PackWeighting":
+        """Omnilingual's weighting over (corpus, language) groups rather than packs (ASR packs hold several).
+
+        Group ``g`` plays the part of a pack: its items must be numbered contiguously, group after group
+        (``sizes[g]`` items each, after filtering); ``hours[g]`` are its hours before filtering (the packs'
+        ``hours_by_corpus``, what Omnilingual's stats TSV holds).  A group whose items were all filtered out keeps
+        its place in the corpus shares but gets no items: its share goes to the others by largest remainder.
+        """
+        sizes = np.asarray(sizes, dtype=np.int64)
+        shares = hours_beta_weights(hours, corpora, languages, beta_corpus, beta_language)
+        usable = np.where(sizes > 0, shares, 0.0)
+        if usable.sum() <= 0:
+            raise ConfigError("weighting: every (corpus, language) group is empty after filtering")
+        total = int(sizes.sum()) if epoch_size is None else int(epoch_size)
+        counts = largest_remainder(usable, total)
+        names = tuple(f"{c}/{l}" for c, l in zip(corpora, languages))
+        return cls(sizes=tuple(int(n) for n in sizes), counts=tuple(int(c) for c in counts),
+                   targets=tuple(float(x) for x in shares), paths=names, corpora=tuple(corpora),
+                   languages=tuple(languages), shuffle=shuffle)
 
     def items(self, seed: int, epoch: int) -> np.ndarray:
         """The epoch's selected item ids (indices into the loader's item universe)."""

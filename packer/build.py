@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -28,41 +27,46 @@ from packer.adapters.audio_bank import (
     read_bank_input,
 )
 from packer.adapters.wesep import load_wesep_sample, plan_wesep_sample, read_wesep_list, speaker_slots
-from packer.audio import AudioError
+from packer.build_state import VerifiedShard, receipt_path, record_plan, write_cues_receipt
 from packer.cues import CueBuild, CueProblem, prepare_cues, write_cues
-from packer.executor import BackgroundConsumer, map_in_order
-from packer.plan import plan_shards
+from packer.executor import map_in_order, worker_pool
+from packer.finalize import commit_build, line_problem, verify_all
+from packer.output_dir import discard_output, prepare_output
+from packer.plan import BuildPlan, ShardSlice, plan_shards
 from packer.sample import PackedSample, SamplePlan
-from packer.writer import PackWriter, hash_file
+from packer.shard_runner import run_shard_jobs
+from packer.shard_task import guarded, shard_jobs
+from packer.writer import hash_file
 from schemas.constants import (
     DEFAULT_SAMPLE_RATE,
     DEFAULT_SHARD_BYTES,
     KIND_RIR,
-    MANIFEST_NAME,
-    SHARD_DIR_DIGITS,
-    SHARD_DIR_PREFIX,
     SKIPPED_NAME,
-    TEMP_PREFIX,
     TOOL_NAME,
+    shard_dir_name,
     tool_version,
 )
-from schemas.columns import COLUMNS_DIR
 from schemas.cues import CUES_DIR, LABELS_DIR
 from schemas.errors import BuildError, SpeechpackError
 from schemas.format import Manifest
 from schemas.units import format_bytes
 from schemas.wesep_list import LineProblem
 
-_PACK_FILES = (MANIFEST_NAME, SKIPPED_NAME, COLUMNS_DIR, CUES_DIR)
-_SHARD_NAME = re.compile(re.escape(SHARD_DIR_PREFIX) + r"\d{%d,}" % SHARD_DIR_DIGITS)
+
+
+#: Values of ``--executor``.
+EXECUTORS = ("local", "ray")
 
 
 @dataclass(frozen=True)
 class BuildOptions:
     """Options shared by every ``speechpack build`` command.
 
-    ``workers`` and ``progress`` change how a build runs, never what it writes; everything else is recorded in
-    the manifest's provenance.
+    ``workers``, ``executor``, ``ray_address``, ``shards``, ``resume`` and ``progress`` change how a build runs,
+    never what it writes; everything else is recorded in the manifest's provenance.  ``shards`` (``--shards i/n``)
+    builds one slice of the plan for a cluster array job and leaves the commit to ``speechpack finalize``;
+    ``resume`` keeps the shards of an interrupted build that verify against the plan (see ``docs/building.md``).
+    Both record the build's state (plan, receipts) in the pack directory while it is unfinished.
     """
 
     out: str
@@ -72,6 +76,10 @@ class BuildOptions:
     skip_bad: bool = False
     overwrite: bool = False
     progress: bool = True
+    executor: str = "local"
+    ray_address: str | None = None
+    shards: ShardSlice | None = None
+    resume: bool = False
 
     def __post_init__(self) -> None:
         if self.sample_rate <= 0:
@@ -80,6 +88,18 @@ class BuildOptions:
             raise SpeechpackError(f"shard size must be positive, got {self.shard_bytes} bytes")
         if self.workers < 1:
             raise SpeechpackError(f"workers must be at least 1, got {self.workers}")
+        if self.executor not in EXECUTORS:
+            raise SpeechpackError(f"executor must be one of {', '.join(EXECUTORS)}, got {self.executor!r}")
+        if self.ray_address is not None and self.executor != "ray":
+            raise SpeechpackError("--ray-address only applies with --executor ray")
+        if self.shards is not None and self.overwrite:
+            raise SpeechpackError("--overwrite cannot be combined with --shards: each array job would delete the "
+                                  "others' shards; empty the directory before starting the jobs")
+
+    @property
+    def stateful(self) -> bool:
+        """Whether the build records its plan and receipts (it may be continued by another process)."""
+        return self.resume or self.shards is not None
 
     def recorded(self) -> dict:
         """The options that shape the bytes of the pack (provenance)."""
@@ -88,16 +108,29 @@ class BuildOptions:
 
 @dataclass(frozen=True)
 class BuildSummary:
+    """What a build did.  ``manifest`` is ``None`` after a ``--shards i/n`` job (the pack is not committed yet);
+    ``built`` and ``kept`` count the shards this run wrote and the ones it found complete (``--resume``)."""
+
     out: str
-    manifest: Manifest
+    manifest: Manifest | None
     skipped: list[LineProblem] = field(default_factory=list)
     seconds: float = 0.0
+    built: int = 0
+    kept: int = 0
+    slice: ShardSlice | None = None
+    planned: int = 0
 
     def describe(self) -> str:
+        if self.manifest is None:
+            return (f"slice {self.slice}: built {self.built} and kept {self.kept} of the {self.planned} planned "
+                    f"shard(s) in {self.seconds:.2f} s -> {self.out}\nwhen every slice is done: "
+                    f"{TOOL_NAME} finalize {self.out}")
         totals = self.manifest.totals
         text = (f"packed {totals['samples']} samples ({totals['hours']:.3f} h, {totals['speakers']} speakers) into "
                 f"{len(self.manifest.shards)} shard(s), {format_bytes(totals['bytes'])}, in {self.seconds:.2f} s "
                 f"-> {self.out}")
+        if self.kept:
+            text += f"\nkept {self.kept} verified shard(s) of an earlier run, built {self.built}"
         banks = sorted({name.split("/")[0] for name in self.manifest.cues if "/" in name} - {LABELS_DIR})
         if self.manifest.cues:
             labelled = any(name.startswith(f"{LABELS_DIR}/") for name in self.manifest.cues)
@@ -219,65 +252,101 @@ def run_build(*, items: Sequence, problems: Sequence[LineProblem], plan: Callabl
     ``dataset.json``; a cue problem always fails the build (``skip_bad`` is about list lines).  ``input_sha256``
     replaces the hash of ``input_path`` in the provenance when the input is not one file (a directory, a
     simulation).
+
+    ``options.executor``, ``options.shards`` and ``options.resume`` choose where the shards are written and which
+    of them (see ``BuildOptions``); a ``--resume`` or ``--shards`` build that fails keeps its finished shards for
+    the next run, any other failed build leaves nothing.
     """
     started = time.monotonic()
     problems = list(problems)
     if not items and not problems:
         raise SpeechpackError(f"{input_path}: the list holds no samples")
-    progress = functools.partial(tqdm, unit="sample", disable=not options.progress)
+    with worker_pool(options.workers) as pool:
+        return _plan_and_build(items, problems, plan, load, kind, input_path, command, recorded_options, options,
+                               cues, input_sha256, pool, started)
+
+
+def _plan_and_build(items: Sequence, problems: list, plan: Callable, load: Callable, kind: str, input_path: str,
+                    command: str, recorded_options: dict, options: BuildOptions, cues: CueBuild | None,
+                    input_sha256: str | None, pool, started: float) -> BuildSummary:
+    """``run_build`` with one worker pool for the probing and the writing."""
+    planned_items, plans = _probe(items, plan, problems, options, f"{TOOL_NAME} {command}: checking", pool)
+    ranges = plan_shards([p.nbytes for p in plans], options.shard_bytes)
+    build_plan = BuildPlan(kind=kind, sample_rate=options.sample_rate,
+                           shards=tuple(tuple(plans[i] for i in shard) for shard in ranges),
+                           provenance=_provenance(input_path, command, recorded_options, input_sha256),
+                           problems=tuple(p.to_dict() for p in problems), skip_bad=options.skip_bad,
+                           cues=cues is not None)
+    selected = options.shards.select(build_plan.num_shards) if options.shards else range(build_plan.num_shards)
+    created = prepare_output(options.out, options.overwrite, resuming=options.stateful)
+    try:
+        fingerprint, kept = None, {}
+        if options.stateful:
+            fingerprint = record_plan(options.out, build_plan)
+            kept = _keep_verified(options.out, build_plan, fingerprint, selected, options.progress)
+        jobs = shard_jobs(options.out, kind, options.sample_rate, [k for k in selected if k not in kept],
+                          [[planned_items[i] for i in shard] for shard in ranges], build_plan.shards, load,
+                          options.skip_bad, fingerprint)
+        outcomes = run_shard_jobs(jobs, options.executor, options.workers, options.ray_address, options.progress,
+                                  publish=not problems or options.skip_bad, desc=f"{TOOL_NAME} {command}: packing",
+                                  pool=pool)
+        problems += [p for outcome in outcomes for p in outcome.problems]
+        problems += [line_problem(p) for shard in kept.values() for p in shard.problems]
+        problems.sort(key=lambda p: p.line)
+        cue_files, cue_problems = {}, []
+        if cues is not None and (options.shards is None or options.shards.builds_cues):
+            # decoded even after bad lines, to report every problem in one pass
+            cue_files, cue_problems = write_cues(cues, options.out, options.workers, options.progress,
+                                                 desc=f"{TOOL_NAME} {command}: cues")
+            if fingerprint is not None and not cue_problems:
+                write_cues_receipt(options.out, fingerprint, cue_files)
+        if cue_problems or (problems and not options.skip_bad):
+            raise BuildError(_failure(input_path, problems, cue_problems, options.skip_bad), problems + cue_problems)
+        if options.shards is not None:
+            return BuildSummary(out=options.out, manifest=None, skipped=problems, built=len(outcomes),
+                                kept=len(kept), slice=options.shards, planned=len(selected),
+                                seconds=time.monotonic() - started)
+        shards = dict(kept)
+        shards.update((o.shard_id, VerifiedShard(o.entry, o.records, ())) for o in outcomes)
+        manifest = commit_build(options.out, build_plan, [shards[k] for k in range(build_plan.num_shards)],
+                                problems, cue_files, stateful=options.stateful)
+    except BaseException:
+        if not options.stateful:
+            discard_output(options.out, created)
+        raise
+    return BuildSummary(out=options.out, manifest=manifest, skipped=problems, seconds=time.monotonic() - started,
+                        built=len(outcomes), kept=len(kept), planned=build_plan.num_shards)
+
+
+def _probe(items: Sequence, plan: Callable, problems: list, options: BuildOptions, desc: str,
+           pool=None) -> tuple[list, list]:
+    """Size every item from its headers (in ``workers`` processes): the items that can be planned and their
+    plans; the others' problems are appended to ``problems``."""
     planned_items, plans = [], []
-    probes = map_in_order(functools.partial(_guarded, plan), items, options.workers, chunksize=64)
-    for item, result in zip(items, progress(probes, total=len(items), desc=f"{TOOL_NAME} {command}: checking")):
+    probes = map_in_order(functools.partial(guarded, plan), items, options.workers, chunksize=64, pool=pool)
+    for item, result in zip(items, tqdm(probes, total=len(items), desc=desc, unit="sample",
+                                        disable=not options.progress)):
         if isinstance(result, LineProblem):
             problems.append(result)
         else:
             planned_items.append(item)
             plans.append(result)
-    shard_plans = [[plans[i] for i in shard] for shard in plan_shards([p.nbytes for p in plans], options.shard_bytes)]
-    created = _prepare_output(options.out, options.overwrite)
-    try:
-        with PackWriter(options.out, kind, options.sample_rate, shard_plans) as writer:
-            write = not problems or options.skip_bad
-            consumer = BackgroundConsumer(lambda sample: writer.add(sample) if sample is not None else writer.skip())
-            try:
-                decoded = map_in_order(functools.partial(_guarded, load), planned_items, options.workers)
-                for sample_plan, result in zip(plans, progress(decoded, total=len(plans),
-                                                               desc=f"{TOOL_NAME} {command}: packing")):
-                    if isinstance(result, PackedSample) and result.elements != sample_plan.elements:
-                        result = LineProblem(result.line, result.key, None,
-                                             f"decoded to {result.num_frames} samples per channel, the file headers "
-                                             f"promised {sample_plan.num_frames} (a file changed, or its header lies)")
-                    if isinstance(result, LineProblem):
-                        problems.append(result)
-                        write = write and options.skip_bad
-                        if write:
-                            consumer.submit(None)
-                    elif write:
-                        consumer.submit(result)
-                    # else: the build will fail; keep decoding only to report every problem in one pass
-            except BaseException:
-                consumer.abandon()
-                raise
-            consumer.close()
-            problems.sort(key=lambda p: p.line)
-            cue_files, cue_problems = {}, []
-            if cues is not None:  # decoded even after bad lines, to report every problem in one pass
-                cue_files, cue_problems = write_cues(cues, options.out, options.workers, options.progress,
-                                                     desc=f"{TOOL_NAME} {command}: cues")
-            if cue_problems or (problems and not options.skip_bad):
-                raise BuildError(_failure(input_path, problems, cue_problems, options.skip_bad),
-                                 problems + cue_problems)
-            if writer.num_samples == 0:
-                raise BuildError(f"{input_path}: every line was bad; nothing to pack", problems)
-            manifest = writer.finish(
-                provenance=_provenance(input_path, command, recorded_options, input_sha256),
-                skipped=[p.to_dict() for p in problems],
-                cues=cue_files,
-            )
-    except BaseException:
-        _discard_output(options.out, created)
-        raise
-    return BuildSummary(out=options.out, manifest=manifest, skipped=problems, seconds=time.monotonic() - started)
+    return planned_items, plans
+
+
+def _keep_verified(out: str, build_plan: BuildPlan, fingerprint: str, selected: Sequence[int],
+                   progress: bool) -> dict[int, VerifiedShard]:
+    """The selected shards already in ``out`` that verify against the plan; the others are removed (with their
+    receipts) so they are built again."""
+    present = [k for k in selected if os.path.isdir(os.path.join(out, shard_dir_name(k)))]
+    kept, failures = verify_all(out, build_plan, fingerprint, present, check_hashes=True, progress=progress)
+    for k in present:
+        if k not in kept:
+            shutil.rmtree(os.path.join(out, shard_dir_name(k)))
+            receipt = receipt_path(out, shard_dir_name(k))
+            if os.path.exists(receipt):
+                os.remove(receipt)
+    return kept
 
 
 def _failure(input_path: str, problems: list[LineProblem], cue_problems: list[CueProblem], skip_bad: bool) -> str:
@@ -299,66 +368,6 @@ def _provenance(input_path: str, command: str, recorded_options: dict, input_sha
         "command": command,
         "options": recorded_options,
     }
-
-
-def _guarded(fn: Callable, item):
-    """Run ``fn`` on one item (in a worker): bad input becomes a ``LineProblem``, anything else propagates."""
-    try:
-        return fn(item)
-    except AudioError as err:
-        return LineProblem(item.line, item.key, err.path, err.reason)
-
-
-def _is_pack_entry(name: str) -> bool:
-    """Whether ``name`` is a file a pack writer makes (so ``--overwrite`` may delete it)."""
-    return name in _PACK_FILES or _SHARD_NAME.fullmatch(name) is not None or (
-        name.startswith(TEMP_PREFIX) and _is_pack_entry(name[len(TEMP_PREFIX):]))
-
-
-def _prepare_output(out: str, overwrite: bool) -> bool:
-    """Make ``out`` an empty directory; return whether it was created.
-
-    A non-empty ``out`` is refused unless ``overwrite``; even then only a pack's own files are removed
-    (``dataset.json`` first, so the old pack stops being a pack before its shards go).
-    """
-    if not os.path.exists(out):
-        os.makedirs(out)
-        return True
-    if not os.path.isdir(out):
-        raise SpeechpackError(f"{out}: exists and is not a directory")
-    entries = sorted(os.listdir(out))
-    if not entries:
-        return False
-    if not overwrite:
-        raise SpeechpackError(f"{out}: directory is not empty; pass --overwrite to replace the pack in it")
-    foreign = [name for name in entries if not _is_pack_entry(name)]
-    if foreign:
-        raise SpeechpackError(f"{out}: holds files that are not part of a pack ({', '.join(foreign[:5])}); "
-                              f"refusing to delete them")
-    _remove_pack_entries(out)
-    return False
-
-
-def _remove_pack_entries(out: str) -> None:
-    manifest = os.path.join(out, MANIFEST_NAME)
-    if os.path.exists(manifest):
-        os.remove(manifest)
-    for name in sorted(os.listdir(out)):
-        if _is_pack_entry(name):
-            path = os.path.join(out, name)
-            if os.path.isdir(path):
-                shutil.rmtree(path)
-            else:
-                os.remove(path)
-
-
-def _discard_output(out: str, created: bool) -> None:
-    """After a failed build: remove what it wrote (the directory too, if the build made it)."""
-    if not os.path.isdir(out):
-        return
-    _remove_pack_entries(out)
-    if created and not os.listdir(out):
-        os.rmdir(out)
 
 
 __all__ = ["BuildOptions", "BuildSummary", "build_audio_bank", "build_simulated_rirs", "build_wesep", "run_build"]

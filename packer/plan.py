@@ -2,11 +2,25 @@
 
 Knowing every shard's size up front lets the writer put the final ``.npy`` header first and hash each file as it
 streams out (no second read), and makes a shard's content a pure function of the input list and the options.
+
+The same fact makes builds divisible: shard ``k`` of a ``BuildPlan`` can be written by any process on any machine
+(a pool worker, a Ray task, one job of a cluster array), and a build that was killed can keep every shard that is
+already complete.  ``BuildPlan.fingerprint`` is what two processes compare to know they are building the same pack.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
+from dataclasses import dataclass
 from typing import Sequence
+
+from packer.sample import SamplePlan
+from schemas.errors import SpeechpackError
+
+#: Version of the serialised plan (``.tmp-plan.json``); a different one is refused, never guessed at.
+PLAN_VERSION = 1
 
 
 def plan_shards(sample_bytes: Sequence[int], shard_bytes: int) -> list[range]:
@@ -23,3 +37,113 @@ def plan_shards(sample_bytes: Sequence[int], shard_bytes: int) -> list[range]:
     if start < len(sample_bytes):
         shards.append(range(start, len(sample_bytes)))
     return shards
+
+
+def _plan_to_dict(plan: SamplePlan) -> dict:
+    return {"line": plan.line, "key": plan.key, "num_frames": plan.num_frames, "elements": dict(plan.elements)}
+
+
+def _plan_from_dict(obj: dict) -> SamplePlan:
+    return SamplePlan(line=obj["line"], key=obj["key"], num_frames=obj["num_frames"], elements=dict(obj["elements"]))
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    """Everything that decides the bytes of a pack, known before any audio is decoded.
+
+    ``shards[k]`` lists the sample plans of shard ``k`` in storage order.  ``provenance`` is the manifest's
+    provenance (input path and hash, tool version, command and every byte-shaping option), ``problems`` the
+    input lines refused while probing headers (``LineProblem.to_dict()``), ``cues`` whether the build packs a
+    ``cues/`` directory.  Two processes with equal fingerprints write equal shards.
+    """
+
+    kind: str
+    sample_rate: int
+    shards: tuple[tuple[SamplePlan, ...], ...]
+    provenance: dict
+    problems: tuple[dict, ...] = ()
+    skip_bad: bool = False
+    cues: bool = False
+
+    @property
+    def num_shards(self) -> int:
+        return len(self.shards)
+
+    def to_dict(self) -> dict:
+        return {
+            "plan_version": PLAN_VERSION,
+            "kind": self.kind,
+            "sample_rate": self.sample_rate,
+            "provenance": self.provenance,
+            "problems": list(self.problems),
+            "skip_bad": self.skip_bad,
+            "cues": self.cues,
+            "shards": [[_plan_to_dict(p) for p in shard] for shard in self.shards],
+        }
+
+    @classmethod
+    def from_dict(cls, obj, where: str) -> "BuildPlan":
+        if not isinstance(obj, dict) or obj.get("plan_version") != PLAN_VERSION:
+            version = obj.get("plan_version") if isinstance(obj, dict) else None
+            raise SpeechpackError(f"{where}: plan_version {version!r}, this speechpack reads {PLAN_VERSION}")
+        try:
+            return cls(kind=obj["kind"], sample_rate=obj["sample_rate"], provenance=obj["provenance"],
+                       problems=tuple(obj["problems"]), skip_bad=obj["skip_bad"], cues=obj["cues"],
+                       shards=tuple(tuple(_plan_from_dict(p) for p in shard) for shard in obj["shards"]))
+        except (KeyError, TypeError) as err:
+            raise SpeechpackError(f"{where}: not a build plan (missing or bad field {err})") from None
+
+    def fingerprint(self) -> str:
+        """SHA-256 of the plan's canonical JSON: equal exactly when the plans are equal."""
+        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+    def describe(self) -> str:
+        """A short description for mismatch messages: the fields a person would compare."""
+        options = self.provenance.get("options", {})
+        digest = self.provenance.get("input", {}).get("sha256", "?")[:12]
+        return (f"{self.kind} pack, {sum(len(s) for s in self.shards)} samples in {self.num_shards} shard(s), "
+                f"input sha256 {digest}..., options {json.dumps(options, sort_keys=True)}, "
+                f"tool {self.provenance.get('tool_version')}")
+
+
+_SLICE = re.compile(r"(\d+)/(\d+)")
+
+
+@dataclass(frozen=True)
+class ShardSlice:
+    """``--shards i/n``: the shards ``k`` of the plan with ``k % n == i``.
+
+    Round-robin rather than contiguous ranges: neighbouring shards come from neighbouring input lines, which are
+    often alike (one speaker, one session, one source rate), so dealing them out spreads slow decodes over the
+    jobs; and the slice is known without knowing how many shards the plan has.
+    """
+
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if self.count < 1 or not 0 <= self.index < self.count:
+            raise SpeechpackError(f"--shards {self.index}/{self.count}: need 0 <= i < n")
+
+    @classmethod
+    def parse(cls, text: str) -> "ShardSlice":
+        match = _SLICE.fullmatch(text.strip())
+        if match is None:
+            raise SpeechpackError(f"--shards {text!r}: expected i/n, e.g. 0/8 (the first of 8 array jobs)")
+        return cls(int(match.group(1)), int(match.group(2)))
+
+    def select(self, num_shards: int) -> list[int]:
+        """The planned shard numbers this slice builds (possibly none: more jobs than shards)."""
+        return list(range(self.index, num_shards, self.count))
+
+    @property
+    def builds_cues(self) -> bool:
+        """The ``cues/`` directory is one unit of work; the first slice does it."""
+        return self.index == 0
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+__all__ = ["BuildPlan", "PLAN_VERSION", "ShardSlice", "plan_shards"]

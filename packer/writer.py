@@ -14,12 +14,13 @@ import io
 import json
 import os
 import shutil
-from typing import BinaryIO
+from typing import Callable, Sequence
 
 import numpy as np
-from numpy.lib import format as npy_format
 
 from packer.audio import int16_statistics
+from packer.checkpoints import checkpoint
+from packer.npy_stream import NpyStream, hash_file  # noqa: F401  (re-exported: the cue writers use them)
 from packer.sample import PackedSample, SamplePlan
 from schemas.constants import (
     ATTRIBUTES_BY_KIND,
@@ -39,10 +40,6 @@ from schemas.columns import COLUMNS_DIR, ColumnBuilder
 from schemas.errors import InternalError
 from schemas.format import FileEntry, Manifest, ShardEntry, StreamSpec, lowest_minor
 
-_HASH_BLOCK = 1 << 22
-#: Bytes written to a stream file between fsyncs: the writer thread waits for the disk while decoding goes on,
-#: and the final fsync of a shard has little left to do.
-_FSYNC_EVERY = 8 << 20
 
 
 def dump_json(obj, fp) -> None:
@@ -79,15 +76,6 @@ def fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
-def hash_file(path: str) -> FileEntry:
-    """Size and SHA-256 of a file, read in 4 MiB blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fp:
-        while block := fp.read(_HASH_BLOCK):
-            digest.update(block)
-    return FileEntry(size=os.path.getsize(path), sha256=digest.hexdigest())
-
-
 def save_npy(path: str, array: np.ndarray) -> FileEntry:
     """``np.save`` to ``path`` (fsynced), returning its size and hash computed from the bytes written."""
     buffer = io.BytesIO()
@@ -118,83 +106,6 @@ def write_columns(pack_dir: str, columns: ColumnBuilder) -> dict[str, FileEntry]
     entries = {name: save_npy(os.path.join(temp, name), array) for name, array in columns.arrays().items()}
     os.replace(temp, final)
     return entries
-
-
-class NpyStream:
-    """A ``.npy`` file written in pieces (rows along axis 0) and hashed as it goes.
-
-    The header is written first for the planned number of rows (``planned=None``: unknown, the header says 0).
-    If another number arrives (a sample failed to decode under ``--skip-bad``, or the length was not known),
-    ``close`` rewrites the header with the real count (numpy pads version-1.0 headers so axis 0 can grow to 21
-    digits without moving the data; checked anyway) and hashes the file again.
-    """
-
-    def __init__(self, path: str, dtype: np.dtype, planned: int | None, row_shape: tuple[int, ...] = ()):
-        self.path = path
-        self.dtype = np.dtype(dtype)
-        self.row_shape = tuple(row_shape)
-        self.planned = planned
-        self.count = 0
-        self._row_size = int(np.prod(self.row_shape, dtype=np.int64))
-        self._fp: BinaryIO = open(path, "wb")
-        self._digest = hashlib.sha256()
-        header = self._header(planned or 0)
-        self._header_size = len(header)
-        self._write(header)
-        self._unsynced = 0
-
-    def _header(self, count: int) -> bytes:
-        buffer = io.BytesIO()
-        npy_format.write_array_header_1_0(
-            buffer, {"descr": npy_format.dtype_to_descr(self.dtype), "fortran_order": False,
-                     "shape": (count, *self.row_shape)}
-        )
-        return buffer.getvalue()
-
-    def _write(self, data) -> None:
-        self._fp.write(data)
-        self._digest.update(data)
-
-    def append(self, array: np.ndarray) -> int:
-        """Append ``array`` (C-contiguous, this file's dtype; flat, or rows of ``row_shape``); return the row
-        offset it starts at (the element offset of a 1-D file)."""
-        if array.dtype != self.dtype or not array.flags.c_contiguous:
-            raise InternalError(f"{self.path}: appending {array.dtype} (contiguous={array.flags.c_contiguous})")
-        if self.row_shape and array.shape[-len(self.row_shape):] != self.row_shape:
-            raise InternalError(f"{self.path}: appending shape {array.shape} to rows of {self.row_shape}")
-        rows = array.size // self._row_size if self._row_size else 0
-        if self.planned is not None and self.count + rows > self.planned:
-            raise InternalError(f"{self.path}: more elements than planned ({self.count + rows} > {self.planned})")
-        offset = self.count
-        self._write(memoryview(array).cast("B"))
-        self.count += rows
-        self._unsynced += array.nbytes
-        if self._unsynced >= _FSYNC_EVERY:
-            self._fp.flush()
-            os.fsync(self._fp.fileno())
-            self._unsynced = 0
-        return offset
-
-    def close(self) -> FileEntry:
-        """Flush, fsync and return the file's size and hash."""
-        size = self._header_size + self.count * self._row_size * self.dtype.itemsize
-        rewrite = self.count != (self.planned or 0)
-        if rewrite:
-            header = self._header(self.count)
-            if len(header) != self._header_size:
-                raise InternalError(f"{self.path}: .npy header changed size when rewritten")
-            self._fp.seek(0)
-            self._fp.write(header)
-            self._fp.truncate(size)
-        self._fp.flush()
-        os.fsync(self._fp.fileno())
-        self._fp.close()
-        if rewrite:
-            return hash_file(self.path)
-        return FileEntry(size=size, sha256=self._digest.hexdigest())
-
-    def abort(self) -> None:
-        self._fp.close()
 
 
 class ShardWriter:
@@ -275,31 +186,125 @@ class ShardWriter:
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
 
-class PackWriter:
-    """Writes samples into the planned shards, in plan order, then commits the pack.
+class PackTotals:
+    """What ``columns/`` and ``dataset.json`` say about the samples, gathered shard by shard in plan order.
 
-    ``shard_plans`` lists each shard's sample plans.  Every planned sample must be either ``add``-ed or
-    ``skip``-ped, in order; a shard is published as soon as its last sample is through, and a shard whose every
-    sample was skipped is not created (shard numbers stay contiguous).  Use as a context manager: leaving the block
-    with an exception removes the shard being written and never writes ``dataset.json``.
+    Built from the shards' index records (and, for ``asr``, the stored text), never from decoded samples, so a
+    build in one process, on a Ray cluster, or from shards verified on disk (``--resume``, ``finalize``) commits
+    the same manifest.
     """
 
-    def __init__(self, pack_dir: str, kind: str, sample_rate: int, shard_plans: list[list[SamplePlan]]):
-        self.pack_dir = pack_dir
+    def __init__(self, kind: str, sample_rate: int):
         self.kind = kind
         self.sample_rate = sample_rate
         self.shards: list[ShardEntry] = []
+        self.columns = ColumnBuilder(kind)
+        self.samples = 0
+        self._speakers: set[str] = set()
+        self._frames = 0
+        # asr packs: what corpus/language weighting and the character vocabulary need (format 1.3)
+        self._frames_by_corpus: collections.Counter[tuple[str, str]] = collections.Counter()
+        self._char_counts: collections.Counter[str] = collections.Counter()
+
+    def add_shard(self, pack_dir: str, entry: ShardEntry, records: list[dict]) -> None:
+        """Count the next shard of the plan (already in place under ``pack_dir``)."""
+        index = len(self.shards)
+        self.shards.append(entry)
+        for record in records:
+            self.columns.add(index, record)
+            self._speakers.update(record["speakers"])
+            self._frames += record["num_frames"]
+            self.samples += 1
+        if self.kind == KIND_ASR and records:
+            text = np.load(os.path.join(pack_dir, entry.directory, stream_file_name(STREAM_TEXT)), mmap_mode="r")
+            for record in records:
+                self._frames_by_corpus[(record["attrs"]["corpus"], record["attrs"]["language"])] += \
+                    record["num_frames"]
+                for segment in record["streams"][STREAM_TEXT]:
+                    stop = segment["offset"] + segment["length"]
+                    self._char_counts.update(text[segment["offset"]:stop].tobytes().decode("utf-8"))
+
+    def totals(self) -> dict:
+        return {
+            "samples": self.samples,
+            "hours": self._frames / self.sample_rate / 3600.0,
+            "speakers": len(self._speakers),
+            "bytes": sum(entry.size for shard in self.shards for entry in shard.files.values()),
+        }
+
+    def asr_totals(self) -> dict:
+        """``hours_by_corpus`` and ``char_counts`` of an asr pack (sorted, so equal packs have equal manifests)."""
+        if self.kind != KIND_ASR:
+            return {}
+        hours: dict[str, dict[str, float]] = {}
+        for (corpus, language), frames in sorted(self._frames_by_corpus.items()):
+            hours.setdefault(corpus, {})[language] = frames / self.sample_rate / 3600.0
+        return {"hours_by_corpus": hours, "char_counts": dict(sorted(self._char_counts.items()))}
+
+
+def commit_pack(pack_dir: str, totals: PackTotals, provenance: dict, skipped: list[dict],
+                cues: dict[str, FileEntry] | None = None) -> Manifest:
+    """Publish ``skipped.json`` if anything was skipped, ``columns/``, and ``dataset.json`` last.  Every shard of
+    ``totals`` is in place; ``cues`` lists the files of the ``cues/`` directory, already in place
+    (``packer.cues.write_cues``)."""
+    skipped_entry: dict = {"count": len(skipped)}
+    if skipped:
+        skipped_path = os.path.join(pack_dir, SKIPPED_NAME)
+        write_json_atomic(skipped_path, {"skipped": skipped})
+        skipped_entry["file"] = {"name": SKIPPED_NAME, **hash_file(skipped_path).to_dict()}
+    columns = write_columns(pack_dir, totals.columns)
+    manifest = Manifest(
+        kind=totals.kind,
+        sample_rate=totals.sample_rate,
+        streams=tuple(StreamSpec(name, STREAM_TYPES[name].dtype.str, STREAM_TYPES[name].row_shape)
+                      for name in STREAMS_BY_KIND[totals.kind]),
+        shards=tuple(totals.shards),
+        totals=totals.totals(),
+        provenance=provenance,
+        columns=columns,
+        skipped=skipped_entry,
+        cues=dict(cues or {}),
+        format_minor=lowest_minor(totals.kind, bool(cues)),
+        **totals.asr_totals(),
+    )
+    fsync_dir(pack_dir)
+    checkpoint("columns")
+    write_json_atomic(os.path.join(pack_dir, MANIFEST_NAME), manifest.to_dict())
+    return manifest
+
+
+#: ``on_shard(shard_id, entry, records, problems)``: called when a planned shard is in place.
+ShardCallback = Callable[[int, ShardEntry, list, list], None]
+
+
+class PackWriter:
+    """Writes samples into the planned shards, in plan order, then commits the pack.
+
+    ``shard_plans`` lists each shard's sample plans; ``shard_ids`` their numbers in the build's plan (default
+    ``0, 1, ...``: a build of a subset of the plan, ``--resume`` or ``--shards i/n``, passes the ones it builds).
+    Every planned sample must be either ``add``-ed or ``skip``-ped, in order; a shard is published as soon as its
+    last sample is through, as ``shard-<its planned number>``, even when every sample was skipped (then empty):
+    a shard's name never depends on what other shards held, so any process can write any shard.  ``on_shard``
+    hears of every published shard.  Use as a context manager: leaving the block with an exception removes the
+    shard being written and never writes ``dataset.json``.
+    """
+
+    def __init__(self, pack_dir: str, kind: str, sample_rate: int, shard_plans: list[list[SamplePlan]],
+                 shard_ids: Sequence[int] | None = None, on_shard: ShardCallback | None = None):
+        self.pack_dir = pack_dir
+        self.kind = kind
+        self.sample_rate = sample_rate
         self._plans = shard_plans
+        self._ids = list(range(len(shard_plans)) if shard_ids is None else shard_ids)
+        if len(self._ids) != len(shard_plans):
+            raise InternalError(f"{len(shard_plans)} shard plans but {len(self._ids)} shard numbers")
+        self._on_shard = on_shard
         self._shard = 0  # index into shard_plans
         self._position = 0  # next sample within it
         self._current: ShardWriter | None = None
-        self._columns = ColumnBuilder(kind)
-        self._speakers: set[str] = set()
-        self._frames = 0
+        self._problems: list = []  # what skip() was told about the current shard
+        self._published: list[tuple[ShardEntry, list[dict]]] = []
         self._samples = 0
-        # asr packs: what corpus/language weighting and the character vocabulary need (format 1.3)
-        self._frames_by_corpus: dict[tuple[str, str], int] = collections.Counter()
-        self._char_counts: collections.Counter[str] = collections.Counter()
 
     def __enter__(self) -> "PackWriter":
         return self
@@ -310,6 +315,10 @@ class PackWriter:
             self._current = None
 
     @property
+    def shards(self) -> list[ShardEntry]:
+        return [entry for entry, _ in self._published]
+
+    @property
     def num_samples(self) -> int:
         return self._samples
 
@@ -318,81 +327,52 @@ class PackWriter:
             raise InternalError("more samples than planned")
         return self._plans[self._shard][self._position]
 
+    def _open_shard(self) -> ShardWriter:
+        planned = {stream: sum(p.elements[stream] for p in self._plans[self._shard])
+                   for stream in STREAMS_BY_KIND[self.kind]}
+        return ShardWriter(self.pack_dir, self._ids[self._shard], self.kind, self.sample_rate, planned)
+
     def add(self, sample: PackedSample) -> None:
         plan = self._expect()
         if (sample.line, sample.key) != (plan.line, plan.key) or sample.elements != plan.elements:
             raise InternalError(f"sample {sample.key!r} (line {sample.line}, {sample.elements}) does not match the "
                                 f"plan ({plan.key!r}, line {plan.line}, {plan.elements})")
         if self._current is None:
-            planned = {stream: sum(p.elements[stream] for p in self._plans[self._shard])
-                       for stream in STREAMS_BY_KIND[self.kind]}
-            self._current = ShardWriter(self.pack_dir, len(self.shards), self.kind, self.sample_rate, planned)
+            self._current = self._open_shard()
         self._current.add(sample)
-        if self.kind == KIND_ASR:
-            self._frames_by_corpus[(sample.attrs["corpus"], sample.attrs["language"])] += sample.num_frames
-            for segment in sample.streams[STREAM_TEXT]:
-                self._char_counts.update(segment.data.tobytes().decode("utf-8"))
-        self._speakers.update(sample.speakers)
-        self._frames += sample.num_frames
         self._samples += 1
+        checkpoint(f"sample:{sample.key}")
         self._advance()
 
-    def skip(self) -> None:
-        """The next planned sample failed to decode (``--skip-bad``): leave it out."""
+    def skip(self, problem=None) -> None:
+        """The next planned sample failed to decode (``--skip-bad``): leave it out (``problem`` says why; it is
+        handed to ``on_shard`` with the shard)."""
         self._expect()
+        if problem is not None:
+            self._problems.append(problem)
         self._advance()
 
     def _advance(self) -> None:
         self._position += 1
         if self._position == len(self._plans[self._shard]):
-            if self._current is not None:
-                self.shards.append(self._current.finish())
-                for record in self._current.records:
-                    self._columns.add(len(self.shards) - 1, record)
-                self._current = None
+            shard = self._current if self._current is not None else self._open_shard()
+            self._current = None
+            entry = shard.finish()
+            shard_id = self._ids[self._shard]
+            checkpoint(f"shard:{shard_id}")
+            self._published.append((entry, shard.records))
+            if self._on_shard is not None:
+                self._on_shard(shard_id, entry, shard.records, self._problems)
+            self._problems = []
             self._shard += 1
             self._position = 0
 
     def finish(self, provenance: dict, skipped: list[dict], cues: dict[str, FileEntry] | None = None) -> Manifest:
-        """Publish ``skipped.json`` if anything was skipped, and ``dataset.json`` last.  ``cues`` lists the files of
-        the ``cues/`` directory, already in place (``packer.cues.write_cues``)."""
-        if self._shard != len(self._plans):
-            raise InternalError(f"finishing after {self._shard} of {len(self._plans)} planned shards")
-        skipped_entry: dict = {"count": len(skipped)}
-        if skipped:
-            skipped_path = os.path.join(self.pack_dir, SKIPPED_NAME)
-            write_json_atomic(skipped_path, {"skipped": skipped})
-            skipped_entry["file"] = {"name": SKIPPED_NAME, **hash_file(skipped_path).to_dict()}
-        columns = write_columns(self.pack_dir, self._columns)
-        total_bytes = sum(entry.size for shard in self.shards for entry in shard.files.values())
-        manifest = Manifest(
-            kind=self.kind,
-            sample_rate=self.sample_rate,
-            streams=tuple(StreamSpec(name, STREAM_TYPES[name].dtype.str, STREAM_TYPES[name].row_shape)
-                          for name in STREAMS_BY_KIND[self.kind]),
-            shards=tuple(self.shards),
-            totals={
-                "samples": self._samples,
-                "hours": self._frames / self.sample_rate / 3600.0,
-                "speakers": len(self._speakers),
-                "bytes": total_bytes,
-            },
-            provenance=provenance,
-            columns=columns,
-            skipped=skipped_entry,
-            cues=dict(cues or {}),
-            format_minor=lowest_minor(self.kind, bool(cues)),
-            **self._asr_totals(),
-        )
-        fsync_dir(self.pack_dir)
-        write_json_atomic(os.path.join(self.pack_dir, MANIFEST_NAME), manifest.to_dict())
-        return manifest
-
-    def _asr_totals(self) -> dict:
-        """``hours_by_corpus`` and ``char_counts`` of an asr pack (sorted, so equal packs have equal manifests)."""
-        if self.kind != KIND_ASR:
-            return {}
-        hours: dict[str, dict[str, float]] = {}
-        for (corpus, language), frames in sorted(self._frames_by_corpus.items()):
-            hours.setdefault(corpus, {})[language] = frames / self.sample_rate / 3600.0
-        return {"hours_by_corpus": hours, "char_counts": dict(sorted(self._char_counts.items()))}
+        """Commit the pack (``commit_pack``); only when this writer wrote every shard of the plan."""
+        if self._shard != len(self._plans) or self._ids != list(range(len(self._plans))):
+            raise InternalError(f"finishing after {self._shard} of {len(self._plans)} planned shards "
+                                f"(numbers {self._ids[:5]}...)")
+        totals = PackTotals(self.kind, self.sample_rate)
+        for entry, records in self._published:
+            totals.add_shard(self.pack_dir, entry, records)
+        return commit_pack(self.pack_dir, totals, provenance, skipped, cues)

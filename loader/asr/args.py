@@ -1,0 +1,161 @@
+"""``dataset_args`` of the ASR task (``task: asr``): Omnilingual's ``AsrTaskConfig`` names and defaults.
+
+============================  =========  ===================================================================
+key                           default    meaning
+============================  =========  ===================================================================
+min_audio_len                 1          fewer samples (per channel, at the pack rate): filtered out
+max_audio_len                 800000     more samples: filtered out (50 s at 16 kHz)
+min_samples_per_char          160        fewer audio samples per transcript character: filtered out
+filter_long_text_threshold    None       more target tokens: filtered out (None: no limit)
+remove_unknown                False      delete unknown tokens from the targets (an item left empty is filtered)
+normalize_audio               False      zero mean, unit variance per utterance
+use_fbank                     False      80-bin Kaldi log-mel filterbank, standardised (``source_seqs`` [B, T, 80])
+spec_aug_p                    None       SpecAugment probability per utterance, train only (None: off)
+spec_aug_freq_mask_param      80         frequency mask width is below this (bins)
+spec_aug_time_mask_param      80         time mask width is below this (frames)
+batching_strategy             LENGTH     LENGTH: ``max_num_elements`` budget; STATIC: ``batch_size`` rows
+max_num_elements              3200000    LENGTH: rows x longest row (samples) per batch, at most
+num_seqs_multiple_of          8          LENGTH: rows per batch are a multiple of this
+batch_size                    8          STATIC: rows per batch
+drop_remainder                False      drop the epoch's incomplete last batch (else pad it, rows invalid)
+tokenizer                     char       ``char``, ``{char: PACK or [PACKS]}`` or ``{sentencepiece: MODEL}``
+shuffle                       True       a new order every epoch (from the seed)
+dataset_summary_path          None       Omnilingual's stats TSV: hours for weighting (default: the packs')
+dataset_summary_split         train      the TSV rows of this split count
+============================  =========  ===================================================================
+
+Omnilingual's pipeline knobs without a counterpart are refused with the reason, not ignored: the whole epoch is
+shuffled (``example_shuffle_window``, ``batch_shuffle_window``), DataLoader workers prefetch (``num_prefetch``,
+``npc``).  Corpus/language weighting is the loader's top-level ``weighting`` (see ``loader.asr.task``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from loader.asr.filters import FilterArgs
+from loader.batching import BudgetArgs
+from loader.config import ConfigError, _check_type, _take
+
+BATCHING_STRATEGIES = ("LENGTH", "STATIC")
+TOKENIZER_KINDS = ("char", "sentencepiece")
+#: Omnilingual keys that speechpack does differently, with the reason given when one is set.
+_SUPERSEDED = {
+    "example_shuffle_window": "the whole epoch is shuffled (shuffle: true)",
+    "batch_shuffle_window": "the epoch's batches are shuffled whole (shuffle: true)",
+    "num_prefetch": "DataLoader workers prefetch (num_workers)",
+    "npc": "DataLoader workers decode in parallel (num_workers)",
+}
+@dataclass(frozen=True)
+class TokenizerSpec:
+    """``char`` with the packs whose ``char_counts`` make the vocabulary (empty: the loaded packs), or
+    ``sentencepiece`` with a model path."""
+
+    kind: str = "char"
+    packs: tuple[str, ...] = ()
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class AsrArgs:
+    """The parsed ``dataset_args`` (module docstring)."""
+
+    min_audio_len: int = FilterArgs.min_audio_len  # the filters' defaults are defined once, in loader.asr.filters
+    max_audio_len: int = FilterArgs.max_audio_len
+    min_samples_per_char: int = FilterArgs.min_samples_per_char
+    filter_long_text_threshold: int | None = FilterArgs.filter_long_text_threshold
+    remove_unknown: bool = FilterArgs.remove_unknown
+    normalize_audio: bool = False
+    use_fbank: bool = False
+    spec_aug_p: float | None = None
+    spec_aug_freq_mask_param: int = 80
+    spec_aug_time_mask_param: int = 80
+    batching_strategy: str = "LENGTH"
+    max_num_elements: int = 3_200_000
+    num_seqs_multiple_of: int = 8
+    batch_size: int = 8
+    drop_remainder: bool = False
+    tokenizer: TokenizerSpec = TokenizerSpec()
+    shuffle: bool = True
+    dataset_summary_path: str | None = None
+    dataset_summary_split: str = "train"
+
+    @property
+    def batching(self) -> BudgetArgs | None:
+        """LENGTH: the plan's budget (linear cost: rows x longest row); STATIC: None (fixed ``batch_size``)."""
+        if self.batching_strategy != "LENGTH":
+            return None
+        return BudgetArgs(budget=self.max_num_elements, cost="linear", multiple_of=self.num_seqs_multiple_of)
+
+    @property
+    def tail(self) -> str:
+        return "drop" if self.drop_remainder else "pad"
+
+    @property
+    def filters(self) -> FilterArgs:
+        return FilterArgs(min_audio_len=self.min_audio_len, max_audio_len=self.max_audio_len,
+                          min_samples_per_char=self.min_samples_per_char,
+                          filter_long_text_threshold=self.filter_long_text_threshold,
+                          remove_unknown=self.remove_unknown)
+
+
+#: ``dataset_args`` keys and their defaults, as written in a config (the tokenizer as its short form).
+_DEFAULTS = {f.name: ("char" if f.name == "tokenizer" else f.default) for f in fields(AsrArgs)}
+
+
+def _tokenizer(value, where: str) -> TokenizerSpec:
+    if value == "char":
+        return TokenizerSpec()
+    if isinstance(value, dict) and len(value) == 1:
+        (kind, target), = value.items()
+        if kind == "sentencepiece":
+            if not isinstance(target, str) or not target:
+                raise ConfigError(f"{where}.sentencepiece: expected a model path, got {target!r}")
+            return TokenizerSpec(kind="sentencepiece", model=target)
+        if kind == "char":
+            paths = [target] if isinstance(target, str) else target
+            if not isinstance(paths, list) or not paths or not all(isinstance(p, str) and p for p in paths):
+                raise ConfigError(f"{where}.char: expected a pack path or a list of them, got {target!r}")
+            return TokenizerSpec(kind="char", packs=tuple(paths))
+    raise ConfigError(f"{where}: expected 'char', {{char: PACK}} or {{sentencepiece: MODEL}}, got {value!r}")
+
+
+def parse_dataset_args(obj, where: str) -> AsrArgs:
+    """``dataset_args`` of an ASR loader config; every key checked, unknown keys named."""
+    if isinstance(obj, dict):
+        for key, reason in _SUPERSEDED.items():
+            if key in obj:
+                raise ConfigError(f"{where}.{key}: not used by speechpack: {reason}")
+    v = _take(obj, where, _DEFAULTS)
+    for key in ("min_audio_len", "max_audio_len", "min_samples_per_char", "spec_aug_freq_mask_param",
+                "spec_aug_time_mask_param", "max_num_elements", "num_seqs_multiple_of", "batch_size"):
+        _check_type(v[key], int, f"{where}.{key}")
+    for key in ("remove_unknown", "normalize_audio", "use_fbank", "drop_remainder", "shuffle"):
+        _check_type(v[key], bool, f"{where}.{key}")
+    for key in ("min_audio_len", "min_samples_per_char", "spec_aug_freq_mask_param", "spec_aug_time_mask_param"):
+        if v[key] < 0:
+            raise ConfigError(f"{where}.{key}: must be non-negative, got {v[key]}")
+    for key in ("max_num_elements", "num_seqs_multiple_of", "batch_size"):
+        if v[key] < 1:
+            raise ConfigError(f"{where}.{key}: must be at least 1, got {v[key]}")
+    if v["max_audio_len"] < v["min_audio_len"]:
+        raise ConfigError(f"{where}.max_audio_len: {v['max_audio_len']} is below min_audio_len {v['min_audio_len']}")
+    threshold = v["filter_long_text_threshold"]
+    if threshold is not None and _check_type(threshold, int, f"{where}.filter_long_text_threshold") < 1:
+        raise ConfigError(f"{where}.filter_long_text_threshold: must be at least 1 token, got {threshold}")
+    p = v["spec_aug_p"]
+    if p is not None and not 0.0 <= _check_type(p, (int, float), f"{where}.spec_aug_p") <= 1.0:
+        raise ConfigError(f"{where}.spec_aug_p: must be in [0, 1], got {p}")
+    if v["dataset_summary_path"] is not None and not (isinstance(v["dataset_summary_path"], str)
+                                                      and v["dataset_summary_path"]):
+        raise ConfigError(f"{where}.dataset_summary_path: expected a TSV path, got {v['dataset_summary_path']!r}")
+    if not isinstance(v["dataset_summary_split"], str) or not v["dataset_summary_split"]:
+        raise ConfigError(f"{where}.dataset_summary_split: expected a split name, got {v['dataset_summary_split']!r}")
+    strategy = v["batching_strategy"]
+    if not isinstance(strategy, str) or strategy.upper() not in BATCHING_STRATEGIES:
+        raise ConfigError(f"{where}.batching_strategy: {strategy!r} is not one of {', '.join(BATCHING_STRATEGIES)}")
+    return AsrArgs(**{**v, "batching_strategy": strategy.upper(), "spec_aug_p": None if p is None else float(p),
+                      "tokenizer": _tokenizer(v["tokenizer"], f"{where}.tokenizer")})
+
+
+__all__ = ["AsrArgs", "BATCHING_STRATEGIES", "TokenizerSpec", "parse_dataset_args"]

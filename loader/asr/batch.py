@@ -1,0 +1,129 @@
+"""ASR batches (Omnilingual's ``Seq2SeqBatch``) built from planned item ids, straight from the mapped int16 shards.
+
+For one planned batch, in Omnilingual's order:
+
+1. each utterance is read from its shard view, mixed to mono (mean over channels) and written into a zero-padded
+   float32 ``[B, T]`` array (``T``: the batch's longest utterance);
+2. ``normalize_audio``: zero mean, unit variance per utterance (``loader.asr.waveform``);
+3. SpecAugment (train only, when ``spec_aug_p`` is set): on the features with ``use_fbank``, else through the
+   STFT round trip on the waveform (``loader.asr.specaugment``);
+4. ``use_fbank``: 80-bin Kaldi log-mel features, standardised (``loader.asr.fbank``), ``[B, F, 80]``.
+
+Steps 2-4 run in torch on the padded batch.  The batch's random draws come only from
+``loader.plan.batch_rng(seed, epoch, global_batch)``: whichever worker builds a batch, it is the same.
+
+The batch (numpy arrays, lists of str):
+
+``source_seqs``      float32 ``[B, T]`` (or ``[B, F, 80]`` with ``use_fbank``), zero past each row's length
+``source_lengths``   int64 ``[B]``: samples (or frames)
+``target_seqs``      int64 ``[B, S]``: token ids, padded with the tokenizer's pad id (0 when it has none)
+``target_lengths``   int64 ``[B]``
+``language``, ``corpus``, ``key``: one str per row
+``valid``            bool ``[B]``: False for the plan's padding rows (repeats that make the epoch's batches even)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from loader.asr.args import AsrArgs
+from loader.asr.fbank import fbank
+from loader.asr.items import AsrItems, segment_of
+from loader.asr.specaugment import spec_augment_features, spec_augment_waveforms
+from loader.asr.waveform import normalize_rows
+from loader.pack import Pack
+from loader.plan import batch_rng
+from schemas.constants import KIND_ASR, STREAM_AUDIO
+from schemas.errors import SpeechpackError
+
+
+class AsrBatchBuilder:
+    """Collated ASR batches from item ids (``loader.tasks`` builder protocol).  Holds numpy columns only."""
+
+    windows = None  # utterances are never cut into train windows
+
+    def __init__(self, packs: list[Pack], items: AsrItems, args: AsrArgs, state: str, seed: int, tokenizer, *,
+                 weighting=None, unknown_tokens_removed: int = 0):
+        kinds = sorted({p.kind for p in packs})
+        if kinds != [KIND_ASR]:
+            raise SpeechpackError(f"the ASR loader reads asr packs only; got {', '.join(kinds)}")
+        rates = sorted({p.sample_rate for p in packs})
+        if len(rates) != 1:
+            raise SpeechpackError(f"asr packs at different sample rates {rates}: pack them at one rate")
+        self.packs = packs
+        self.items = items
+        self.args = args
+        self.state = state
+        self.seed = seed
+        self.tokenizer = tokenizer
+        self.sample_rate = rates[0]
+        self.pad_id = tokenizer.pad_id if tokenizer.pad_id is not None and tokenizer.pad_id >= 0 else 0
+        self.spec_augment = args.spec_aug_p is not None and state == "train"
+        #: The (corpus, language) weighting the loader must apply (``PackWeighting.from_groups``), or None.
+        self.weighting = weighting
+        #: Unknown tokens ``remove_unknown`` deleted from the targets (reported; the items stay).
+        self.unknown_tokens_removed = unknown_tokens_removed
+
+    def num_units(self) -> int:
+        return len(self.items)
+
+    def unit_lengths(self) -> np.ndarray:
+        """Samples per utterance (per channel): what LENGTH batching budgets (rows x longest row)."""
+        return self.items.num_frames
+
+    def _waveforms(self, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        lengths = self.items.num_frames[items]
+        waves = np.zeros((len(items), int(lengths.max()) if len(items) else 0), dtype=np.float32)
+        for row, item in enumerate(items.tolist()):
+            pack = self.packs[int(self.items.pack[item])]
+            stored, factor = pack.stored_segment(STREAM_AUDIO, segment_of(pack, int(self.items.sample[item])))
+            out = waves[row, :stored.shape[1]]
+            if stored.shape[0] == 1:
+                np.multiply(stored[0], np.float32(factor), out=out, casting="unsafe")
+            else:  # mono by channel mean, scaled in the same pass
+                np.multiply(stored.sum(axis=0, dtype=np.float32), np.float32(factor / stored.shape[0]), out=out)
+        return waves, lengths.astype(np.int64)
+
+    def _targets(self, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        lengths = self.items.num_tokens[items].astype(np.int64)
+        targets = np.full((len(items), int(lengths.max()) if len(items) else 0), self.pad_id, dtype=np.int64)
+        for row, item in enumerate(items.tolist()):
+            targets[row, :lengths[row]] = self.items.targets(item)
+        return targets, lengths
+
+    def build(self, items: np.ndarray, valid: np.ndarray, epoch: int, global_batch: int) -> dict:
+        items = np.asarray(items, dtype=np.int64)
+        waves_np, lengths_np = self._waveforms(items)
+        waves, lengths = torch.from_numpy(waves_np), torch.from_numpy(lengths_np)
+        if self.args.normalize_audio:
+            waves = normalize_rows(waves, lengths)
+        rng = batch_rng(self.seed, epoch, global_batch)
+        args = self.args
+        if self.args.use_fbank:
+            source, lengths = fbank(waves, lengths, self.sample_rate)
+            if self.spec_augment:
+                source, _ = spec_augment_features(source, lengths.numpy(), rng, args.spec_aug_p,
+                                                  args.spec_aug_freq_mask_param, args.spec_aug_time_mask_param)
+        else:
+            source = waves
+            if self.spec_augment:
+                source, _ = spec_augment_waveforms(source, lengths_np, rng, args.spec_aug_p,
+                                                   args.spec_aug_freq_mask_param, args.spec_aug_time_mask_param)
+        targets, target_lengths = self._targets(items)
+        packs = self.items.pack[items].tolist()
+        samples = self.items.sample[items].tolist()
+        groups = [self.items.groups[g] for g in self.items.group[items].tolist()]
+        return {
+            "source_seqs": source.numpy().astype(np.float32, copy=False),
+            "source_lengths": lengths.numpy().astype(np.int64, copy=False),
+            "target_seqs": targets,
+            "target_lengths": target_lengths,
+            "language": [g[1] for g in groups],
+            "corpus": [g[0] for g in groups],
+            "key": [self.packs[p].keys[s] for p, s in zip(packs, samples)],
+            "valid": np.asarray(valid, dtype=bool),
+        }
+
+
+__all__ = ["AsrBatchBuilder"]

@@ -1,0 +1,150 @@
+"""Kaldi-compatible log-mel filterbanks over a padded batch, in torch (CPU or GPU), as Omnilingual ASR feeds them.
+
+Omnilingual ASR (through fairseq2's ``WaveformToFbankConverter``) computes 80 log-mel bins with kaldi-native-fbank
+on the waveform scaled by 2**15, then standardises every bin over the utterance's frames.  This module computes
+the same numbers for a whole padded batch at once, so the features can be made where the batch is (a DataLoader
+worker, or the GPU):
+
+- frames of 25 ms every 10 ms, ``snip_edges`` (an utterance of ``n`` samples has ``1 + (n - 400) // 160`` frames
+  at 16 kHz, none when shorter than one frame);
+- per frame: remove the DC offset, pre-emphasis 0.97 (the first sample is scaled by ``1 - 0.97``, Kaldi's rule),
+  Povey window (Hann to the power 0.85), zero-padded to the next power of two, power spectrum;
+- 80 triangular filters on Kaldi's mel scale ``1127 ln(1 + f / 700)`` from 20 Hz to Nyquist, over the FFT bins
+  below Nyquist; the log is floored at float32's machine epsilon (Kaldi's ``use_log_floor``; its
+  ``energy_floor`` only concerns the energy coefficient, which fbank does not emit);
+- no dither: features are a pure function of the audio, so a batch is the same whichever worker builds it
+  (kaldi-native-fbank's default dither of 3e-5 is the only deliberate difference);
+- ``standardize``: per utterance and bin, subtract the mean over its frames and divide by the standard deviation
+  (unbiased, as ``torch.std_mean``); padded frames are left at zero.  An utterance of one frame, or a bin that is
+  constant, is only centred (fairseq2 would divide by zero there).
+
+Everything is computed in the input's floating dtype (float32 normally; tests compare with kaldi-native-fbank).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+import torch
+
+#: Mel bins Omnilingual ASR uses.
+NUM_MEL_BINS = 80
+FRAME_LENGTH_MS = 25
+FRAME_SHIFT_MS = 10
+PREEMPHASIS = 0.97
+#: Exponent of the Povey window (a Hann window raised to it; Kaldi's default window).
+POVEY_POWER = 0.85
+LOW_FREQ_HZ = 20.0
+#: fairseq2's ``waveform_scale``: float audio in [-1, 1) back to the int16 range Kaldi's constants assume.
+WAVEFORM_SCALE = 2.0 ** 15
+#: Floor of the mel energies before the log (float32 machine epsilon, Kaldi's ``eps``).
+LOG_FLOOR = float(np.finfo(np.float32).eps)
+
+
+def frame_geometry(sample_rate: int) -> tuple[int, int, int]:
+    """(frame length, frame shift, FFT size) in samples at ``sample_rate``."""
+    if sample_rate < 100:
+        raise ValueError(f"fbank needs a sample rate of at least 100 Hz, got {sample_rate}")
+    length = int(sample_rate * FRAME_LENGTH_MS / 1000)
+    shift = int(sample_rate * FRAME_SHIFT_MS / 1000)
+    return length, shift, 1 << (length - 1).bit_length()
+
+
+def num_frames(lengths, sample_rate: int):
+    """Frames per utterance of ``lengths`` samples (numpy or torch integers; Kaldi's ``snip_edges``)."""
+    length, shift, _ = frame_geometry(sample_rate)
+    if isinstance(lengths, torch.Tensor):
+        return torch.where(lengths >= length, 1 + torch.div(lengths - length, shift, rounding_mode="floor"), 0)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    return np.where(lengths >= length, 1 + (lengths - length) // shift, 0)
+
+
+def _mel_scale(freq: np.ndarray) -> np.ndarray:
+    return 1127.0 * np.log1p(freq / 700.0)
+
+
+@functools.lru_cache(maxsize=8)
+def mel_weights(sample_rate: int, num_bins: int = NUM_MEL_BINS) -> np.ndarray:
+    """Kaldi's triangular filters, ``[num_bins, fft_size // 2]`` float64 (the Nyquist bin gets no weight)."""
+    _, _, fft_size = frame_geometry(sample_rate)
+    nyquist = sample_rate / 2
+    mel_low, mel_high = _mel_scale(np.float64(LOW_FREQ_HZ)), _mel_scale(np.float64(nyquist))
+    delta = (mel_high - mel_low) / (num_bins + 1)
+    mel = _mel_scale(np.arange(fft_size // 2) * (sample_rate / fft_size))[None, :]
+    left = mel_low + delta * np.arange(num_bins)[:, None]
+    center, right = left + delta, left + 2 * delta
+    rising = (mel - left) / (center - left)
+    falling = (right - mel) / (right - center)
+    weights = np.where(mel <= center, rising, falling)
+    return np.where((mel > left) & (mel < right), weights, 0.0)
+
+
+@functools.lru_cache(maxsize=8)
+def _povey_window(length: int) -> np.ndarray:
+    return (0.5 - 0.5 * np.cos(2 * math.pi * np.arange(length) / (length - 1))) ** POVEY_POWER
+
+
+def _frame_spectra(x: torch.Tensor, frame_len: int, shift: int, fft_size: int, scale: float) -> torch.Tensor:
+    """Spectra of Kaldi's processed frames (DC removed, pre-emphasis, Povey window), bins below Nyquist.
+
+    Per frame Kaldi computes ``w * P(x - m)`` (``P``: pre-emphasis with the first sample scaled by ``1 - c``).
+    ``P`` is linear and ``P1 = (1 - c) 1``, so this is ``w * (Px - m (1 - c))``: pre-emphasis runs once on the
+    whole row instead of once per overlapping frame (a frame's first sample then differs from Kaldi's, but the
+    Povey window is exactly 0 there).  The frames are materialised once (the subtraction) and windowed in place.
+    """
+    dtype, device = x.dtype, x.device
+    window = torch.as_tensor(_povey_window(frame_len) * scale, dtype=dtype, device=device)
+    emphasised = torch.empty_like(x)
+    emphasised[:, 1:] = x[:, 1:] - PREEMPHASIS * x[:, :-1]
+    emphasised[:, :1] = x[:, :1] * (1 - PREEMPHASIS)
+    frames = emphasised.unfold(1, frame_len, shift)  # a view [B, F, L]
+    means = x.unfold(1, frame_len, shift).mean(dim=-1)  # [B, F], a reduction over a view
+    processed = (frames - (means * (1 - PREEMPHASIS))[..., None]).mul_(window)
+    return torch.fft.rfft(processed, n=fft_size)[..., :fft_size // 2]
+
+
+def fbank(waves: torch.Tensor, lengths: torch.Tensor, sample_rate: int, *, num_bins: int = NUM_MEL_BINS,
+          waveform_scale: float = WAVEFORM_SCALE, standardize: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-mel features of a padded batch: ``waves`` ``[B, T]`` (float, samples past ``lengths[b]`` ignored) to
+    ``([B, F, num_bins], frames [B])`` with ``F`` the most frames of any row; rows past their frames are zero."""
+    if waves.ndim != 2 or not waves.is_floating_point():
+        raise ValueError(f"fbank expects a [batch, samples] float tensor, got {tuple(waves.shape)} {waves.dtype}")
+    lengths = torch.as_tensor(lengths, device=waves.device).to(torch.int64)
+    if lengths.shape != waves.shape[:1] or bool((lengths > waves.shape[1]).any()) or bool((lengths < 0).any()):
+        raise ValueError(f"lengths {lengths.tolist()} do not fit a batch of shape {tuple(waves.shape)}")
+    frame_len, shift, fft_size = frame_geometry(sample_rate)
+    frames = num_frames(lengths, sample_rate)
+    width = int(frames.max()) if len(frames) else 0
+    dtype, device = waves.dtype, waves.device
+    if width == 0:
+        return waves.new_zeros(waves.shape[0], 0, num_bins), frames
+    spectrum = _frame_spectra(waves[:, :(width - 1) * shift + frame_len], frame_len, shift, fft_size,
+                              waveform_scale)
+    power = spectrum.real.square().addcmul_(spectrum.imag, spectrum.imag)
+    weights = torch.as_tensor(mel_weights(sample_rate, num_bins), dtype=dtype, device=device)
+    feats = torch.log(torch.clamp_min(power @ weights.T, LOG_FLOOR))
+    valid = (torch.arange(width, device=device)[None, :] < frames[:, None]).unsqueeze(-1)  # [B, F, 1]
+    feats = feats * valid
+    if standardize:
+        feats = standardize_frames(feats, frames)
+    return feats, frames
+
+
+def standardize_frames(feats: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
+    """fairseq2's ``standardize``: per row and bin, zero mean and unit (unbiased) standard deviation over the row's
+    valid frames; invalid frames stay zero, and a row of one frame or a constant bin is only centred."""
+    width = feats.shape[1]
+    valid = (torch.arange(width, device=feats.device)[None, :] < frames[:, None]).unsqueeze(-1)
+    count = frames.to(feats.dtype)[:, None, None]
+    mean = (feats * valid).sum(dim=1, keepdim=True) / count.clamp_min(1)
+    centred = (feats - mean) * valid
+    var = centred.square().sum(dim=1, keepdim=True) / (count - 1).clamp_min(1)
+    std = torch.sqrt(var)
+    std = torch.where((std > 0) & (count > 1), std, torch.ones_like(std))
+    return centred / std
+
+
+__all__ = ["LOG_FLOOR", "NUM_MEL_BINS", "WAVEFORM_SCALE", "fbank", "frame_geometry", "mel_weights", "num_frames",
+           "standardize_frames"]

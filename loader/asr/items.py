@@ -1,0 +1,127 @@
+"""The ASR item universe: one item per utterance of every ``asr`` pack, as numpy columns with the tokenized
+targets, filtered (``loader.asr.filters``) and numbered group after group.
+
+Items are numbered pack after pack in storage order (what per-pack weighting needs), or, for corpus/language
+weighting (``PackWeighting.from_groups``), group after group (groups sorted by (corpus, language)), then pack, then
+storage order: each group's items contiguous.  Transcripts
+are read once, straight from the mapped ``text`` shards, and tokenized as one column; nothing here keeps a Python
+object per utterance (DataLoader workers fork from it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from loader.asr.filters import FilterArgs, FilterResult, asr_filter, drop_tokens
+from loader.asr.tokenizer import utf8_char_counts
+from loader.pack import Pack
+from schemas.constants import STREAM_AUDIO, STREAM_TEXT
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenated ``range(start, start + length)`` of every pair (vectorised)."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    ends = np.cumsum(lengths)
+    return np.repeat(np.asarray(starts, dtype=np.int64) - (ends - lengths), lengths) + np.arange(int(ends[-1]) if
+                                                                                                  len(ends) else 0)
+
+
+def pack_texts(pack: Pack) -> tuple[np.ndarray, np.ndarray]:
+    """Every transcript of ``pack`` (one text segment per sample) as flat UTF-8 bytes and byte offsets."""
+    table = pack.streams[STREAM_TEXT]
+    segments = np.asarray(table.first, dtype=np.int64)
+    lengths = np.asarray(table.length, dtype=np.int64)[segments]
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    out = np.empty(int(offsets[-1]), dtype=np.uint8)
+    shards = np.asarray(table.shard)[segments]
+    for shard in np.unique(shards).tolist():
+        mine = np.flatnonzero(shards == shard)
+        source = pack.stream_array(shard, STREAM_TEXT)
+        out[_ranges(offsets[mine], lengths[mine])] = source[_ranges(np.asarray(table.offset)[segments[mine]],
+                                                                    lengths[mine])]
+    return out, offsets
+
+
+@dataclass(frozen=True)
+class AsrItems:
+    """Items as parallel arrays; item ``i``'s targets are ``token_ids[token_offsets[i]:token_offsets[i + 1]]``."""
+
+    pack: np.ndarray
+    sample: np.ndarray
+    num_frames: np.ndarray
+    group: np.ndarray
+    token_ids: np.ndarray
+    token_offsets: np.ndarray
+    #: (corpus, language) of each group id, sorted
+    groups: tuple[tuple[str, str], ...]
+
+    def __len__(self) -> int:
+        return len(self.pack)
+
+    @property
+    def num_tokens(self) -> np.ndarray:
+        return np.diff(self.token_offsets)
+
+    def take(self, order: np.ndarray) -> "AsrItems":
+        """The items ``order`` (indices, in that order), targets re-sliced."""
+        order = np.asarray(order, dtype=np.int64)
+        lengths = self.num_tokens[order]
+        ids = self.token_ids[_ranges(self.token_offsets[order], lengths)] if len(order) else self.token_ids[:0]
+        return AsrItems(self.pack[order], self.sample[order], self.num_frames[order], self.group[order], ids,
+                        np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64), self.groups)
+
+    def targets(self, item: int) -> np.ndarray:
+        return self.token_ids[self.token_offsets[item]:self.token_offsets[item + 1]]
+
+
+def _labels(pack: Pack, name: str) -> np.ndarray:
+    """An attribute column as a numpy unicode array (one array, not a list of str; UTF-8 decoded)."""
+    return np.char.decode(np.asarray(pack.attrs[name]._values), "utf-8") if len(pack) else np.zeros(0, dtype=str)
+
+
+def asr_items(packs: list[Pack], tokenizer, filters: FilterArgs,
+              by_group: bool = False) -> tuple[AsrItems, FilterResult]:
+    """Every utterance of ``packs``, tokenized and filtered; returns the kept items and the filter result over all
+    of them (in pack order).  Kept items are in pack order (what per-pack weighting needs), or group after group
+    with ``by_group`` (what group weighting needs)."""
+    pack_col, sample_col, frames_col, corpus_col, language_col, texts, text_offsets = [], [], [], [], [], [], []
+    base = 0
+    for pack_id, pack in enumerate(packs):
+        n = len(pack)
+        pack_col.append(np.full(n, pack_id, dtype=np.int32))
+        sample_col.append(np.arange(n, dtype=np.int64))
+        frames_col.append(np.asarray(pack.num_frames, dtype=np.int64))
+        corpus_col.append(_labels(pack, "corpus"))
+        language_col.append(_labels(pack, "language"))
+        data, offsets = pack_texts(pack)
+        texts.append(data)
+        text_offsets.append(offsets[:-1] + base)
+        base += len(data)
+    data = np.concatenate(texts) if texts else np.zeros(0, np.uint8)
+    byte_offsets = np.concatenate(text_offsets + [np.array([base], dtype=np.int64)])
+    ids, token_offsets = tokenizer.encode_utf8(data, byte_offsets)
+    removed = 0
+    if filters.remove_unknown and tokenizer.unk_id is not None and tokenizer.unk_id >= 0:
+        ids, token_offsets, removed = drop_tokens(ids, token_offsets, tokenizer.unk_id)
+    frames = np.concatenate(frames_col)
+    result = asr_filter(frames, utf8_char_counts(data, byte_offsets), np.diff(token_offsets), filters, removed)
+    # Groups over every item (filtered ones too: a group can be emptied by the filters and still be weighed).
+    pairs = np.rec.fromarrays([np.concatenate(corpus_col), np.concatenate(language_col)], names="corpus,language")
+    unique, group = np.unique(pairs, return_inverse=True)
+    everything = AsrItems(np.concatenate(pack_col), np.concatenate(sample_col), frames,
+                          group.reshape(-1).astype(np.int32), ids, token_offsets,
+                          tuple((str(c), str(l)) for c, l in unique.tolist()))
+    kept = np.flatnonzero(result.keep)
+    if by_group:  # group after group; pack, then storage order inside a group
+        kept = kept[np.argsort(everything.group[kept], kind="stable")]
+    return everything.take(kept), result
+
+
+def segment_of(pack: Pack, sample: int) -> int:
+    """The audio segment of an asr sample (one per sample)."""
+    return int(pack.streams[STREAM_AUDIO].first[sample])
+
+
+__all__ = ["AsrItems", "asr_items", "pack_texts", "segment_of"]

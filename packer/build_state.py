@@ -1,0 +1,267 @@
+"""The on-disk state of a pack that is still being built: the plan it follows and a receipt per finished shard.
+
+Written only by builds that may be continued by another process (``--resume``, ``--shards i/n``)::
+
+    PACK/.tmp-plan.json                    the BuildPlan (packer.plan), written once, compared by every later job
+    PACK/.tmp-receipts/shard-000003.json   {plan fingerprint, the shard's ShardEntry (file sizes and hashes),
+                                            the lines it skipped}
+    PACK/.tmp-receipts/cues.json           {plan fingerprint, the files of cues/}
+
+Everything starts with ``.tmp-`` so a reader ignores it (``schemas.format``), and ``finalize`` removes it after
+``dataset.json`` is in place.  A shard directory is renamed into place complete (``ShardWriter.finish``), then
+its receipt is written: a shard without a receipt is one whose job died in between, and is rebuilt (resume) or
+reported (finalize).  ``verify_shard`` is the one check both use: the index matches the plan, the files match the
+index, and their hashes match the receipt; no audio is decoded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+
+from packer.plan import BuildPlan
+from packer.writer import fsync_dir, hash_file, write_json_atomic
+from schemas.constants import SHARD_INDEX_NAME, STREAM_TYPES, STREAMS_BY_KIND, TEMP_PREFIX, stream_file_name
+from schemas.errors import PackFormatError, SpeechpackError
+from schemas.format import FileEntry, ShardEntry, check_shard_index
+from schemas.npyfile import read_npy_header
+
+PLAN_FILE = f"{TEMP_PREFIX}plan.json"
+RECEIPTS_DIR = f"{TEMP_PREFIX}receipts"
+CUES_RECEIPT = "cues.json"
+#: Names a build in progress may leave at the pack root (``--overwrite`` may remove them).
+STATE_NAMES = (PLAN_FILE, RECEIPTS_DIR)
+
+
+# ------------------------------------------------------------------------------------------------------- plan
+
+def record_plan(pack_dir: str, plan: BuildPlan) -> str:
+    """Write ``plan`` as the pack's plan, or check it equals the one already there; return its fingerprint.
+
+    The file is created with ``os.link`` (fails if it exists), so of several array jobs starting at once exactly
+    one writes it and the others compare against it.
+    """
+    fingerprint = plan.fingerprint()
+    path = os.path.join(pack_dir, PLAN_FILE)
+    if not os.path.exists(path):
+        temp = f"{path}.{os.getpid()}"
+        with open(temp, "w", encoding="utf-8") as fp:
+            json.dump({"fingerprint": fingerprint, "plan": plan.to_dict()}, fp, sort_keys=True)
+            fp.flush()
+            os.fsync(fp.fileno())
+        try:
+            os.link(temp, path)
+            fsync_dir(pack_dir)
+        except FileExistsError:
+            pass  # another job was first: compare below
+        finally:
+            os.remove(temp)
+    recorded, recorded_fingerprint = load_plan(pack_dir)
+    if recorded_fingerprint != fingerprint:
+        raise SpeechpackError(
+            f"{path}: this build's plan differs from the one the pack is being built with (different input or "
+            f"options between jobs?)\n  recorded: {recorded.describe()}\n  this job: {plan.describe()}\n"
+            f"use the same input and options in every job, or start again with --overwrite")
+    return fingerprint
+
+
+def load_plan(pack_dir: str) -> tuple[BuildPlan, str]:
+    """The recorded plan and its fingerprint (recomputed: a hand-edited plan does not keep its old one)."""
+    path = os.path.join(pack_dir, PLAN_FILE)
+    if not os.path.isfile(path):
+        raise SpeechpackError(f"{pack_dir}: no {PLAN_FILE}: not a build in progress (only builds run with "
+                              f"--shards or --resume record their plan)")
+    with open(path, encoding="utf-8") as fp:
+        try:
+            obj = json.load(fp)
+        except json.JSONDecodeError as err:
+            raise SpeechpackError(f"{path}: not JSON ({err})") from None
+    plan = BuildPlan.from_dict(obj.get("plan") if isinstance(obj, dict) else None, path)
+    return plan, plan.fingerprint()
+
+
+def has_state(pack_dir: str) -> bool:
+    return any(os.path.exists(os.path.join(pack_dir, name)) for name in STATE_NAMES)
+
+
+def clear_state(pack_dir: str) -> None:
+    """Remove the plan and the receipts (after ``dataset.json`` is in place, or before a fresh build)."""
+    receipts = os.path.join(pack_dir, RECEIPTS_DIR)
+    if os.path.isdir(receipts):
+        shutil.rmtree(receipts)
+    plan = os.path.join(pack_dir, PLAN_FILE)
+    if os.path.exists(plan):
+        os.remove(plan)
+    fsync_dir(pack_dir)
+
+
+# --------------------------------------------------------------------------------------------------- receipts
+
+@dataclass(frozen=True)
+class ShardReceipt:
+    """What the job that wrote a shard knew when it finished: what to verify it against, and what it skipped."""
+
+    plan: str
+    shard: ShardEntry
+    problems: tuple[dict, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"plan": self.plan, "shard": self.shard.to_dict(), "problems": list(self.problems)}
+
+    @classmethod
+    def from_dict(cls, obj, where: str) -> "ShardReceipt":
+        if not isinstance(obj, dict) or set(obj) != {"plan", "shard", "problems"}:
+            raise PackFormatError(f"{where}: not a shard receipt")
+        return cls(plan=obj["plan"], shard=ShardEntry.from_dict(obj["shard"], f"{where}.shard"),
+                   problems=tuple(obj["problems"]))
+
+
+def receipt_path(pack_dir: str, name: str) -> str:
+    return os.path.join(pack_dir, RECEIPTS_DIR, f"{name}.json" if not name.endswith(".json") else name)
+
+
+def write_receipt(pack_dir: str, receipt: ShardReceipt) -> None:
+    os.makedirs(os.path.join(pack_dir, RECEIPTS_DIR), exist_ok=True)
+    write_json_atomic(receipt_path(pack_dir, receipt.shard.directory), receipt.to_dict())
+
+
+def read_receipt(pack_dir: str, shard_name: str) -> ShardReceipt | None:
+    """The shard's receipt, or ``None`` when there is none (its job died before writing it)."""
+    path = receipt_path(pack_dir, shard_name)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as fp:
+        try:
+            return ShardReceipt.from_dict(json.load(fp), path)
+        except json.JSONDecodeError as err:
+            raise PackFormatError(f"{path}: not JSON ({err})") from None
+
+
+def write_cues_receipt(pack_dir: str, fingerprint: str, files: dict[str, FileEntry]) -> None:
+    os.makedirs(os.path.join(pack_dir, RECEIPTS_DIR), exist_ok=True)
+    write_json_atomic(receipt_path(pack_dir, CUES_RECEIPT),
+                      {"plan": fingerprint, "files": {name: entry.to_dict() for name, entry in files.items()}})
+
+
+def read_cues_receipt(pack_dir: str) -> tuple[str, dict[str, FileEntry]] | None:
+    path = receipt_path(pack_dir, CUES_RECEIPT)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as fp:
+        obj = json.load(fp)
+    files = {name: FileEntry.from_dict(entry, f"{path}.files[{name!r}]") for name, entry in obj["files"].items()}
+    return obj["plan"], files
+
+
+# ------------------------------------------------------------------------------------------------ verification
+
+@dataclass(frozen=True)
+class VerifiedShard:
+    """A finished shard that matches the plan: its manifest entry, its index records and the lines it skipped."""
+
+    entry: ShardEntry
+    records: list[dict]
+    problems: tuple[dict, ...]
+
+
+class ShardMismatch(SpeechpackError):
+    """A shard on disk is incomplete or does not match the plan (the message says which file and why)."""
+
+
+def segment_elements(stream: str, segment: dict) -> int:
+    """Elements a segment record occupies in its stream file: ``channels * length`` for audio, rows for data."""
+    if STREAM_TYPES[stream].audio:
+        return segment["channels"] * segment["length"]
+    return segment["length"]
+
+
+def verify_shard(pack_dir: str, shard_id: int, plan: BuildPlan, fingerprint: str,
+                 check_hashes: bool = True) -> VerifiedShard:
+    """Check shard ``shard_id`` against the plan and its receipt; raise ``ShardMismatch`` naming the first
+    difference.
+
+    The index must list the planned samples in order (all of them, or, under ``--skip-bad``, all but the ones its
+    receipt says were skipped), each with the planned elements per stream; every stream file's ``.npy`` header
+    must hold exactly the index's elements; sizes and (unless ``check_hashes`` is false) SHA-256 must equal the
+    receipt's.
+    """
+    from schemas.constants import shard_dir_name
+
+    name = shard_dir_name(shard_id)
+    shard_dir = os.path.join(pack_dir, name)
+    if not os.path.isdir(shard_dir):
+        raise ShardMismatch(f"{shard_dir}: missing")
+    receipt = read_receipt(pack_dir, name)
+    if receipt is None:
+        raise ShardMismatch(f"{shard_dir}: no receipt in {RECEIPTS_DIR}/ (its job stopped before finishing it)")
+    if receipt.plan != fingerprint:
+        raise ShardMismatch(f"{receipt_path(pack_dir, name)}: written for another plan ({receipt.plan[:12]}..., "
+                            f"the pack's is {fingerprint[:12]}...): a job ran with other input or options")
+    streams = STREAMS_BY_KIND[plan.kind]
+    expected_files = {stream_file_name(s) for s in streams} | {SHARD_INDEX_NAME}
+    present = set(os.listdir(shard_dir))
+    if present != expected_files or set(receipt.shard.files) != expected_files:
+        raise ShardMismatch(f"{shard_dir}: holds {sorted(present)}, expected {sorted(expected_files)}")
+    index_path = os.path.join(shard_dir, SHARD_INDEX_NAME)
+    records = _read_index(index_path, plan.kind)
+    _match_plan(index_path, records, plan.shards[shard_id], receipt, plan.skip_bad)
+    for stream in streams:
+        path = os.path.join(shard_dir, stream_file_name(stream))
+        rows = sum(segment_elements(stream, seg) for record in records for seg in record["streams"][stream])
+        header = read_npy_header(path)
+        if header.shape[0] != rows:
+            raise ShardMismatch(f"{path}: holds {header.shape[0]} rows, its index says {rows}")
+    files = {}
+    for file_name, recorded in receipt.shard.files.items():
+        path = os.path.join(shard_dir, file_name)
+        size = os.path.getsize(path)
+        if size != recorded.size:
+            raise ShardMismatch(f"{path}: {size} bytes, its receipt says {recorded.size}")
+        files[file_name] = hash_file(path) if check_hashes else recorded
+        if files[file_name].sha256 != recorded.sha256:
+            raise ShardMismatch(f"{path}: sha256 {files[file_name].sha256[:12]}..., its receipt says "
+                                f"{recorded.sha256[:12]}... (changed or corrupted since it was written)")
+    if receipt.shard.samples != len(records) or receipt.shard.directory != name:
+        raise ShardMismatch(f"{receipt_path(pack_dir, name)}: describes {receipt.shard.directory} with "
+                            f"{receipt.shard.samples} samples; {index_path} holds {len(records)}")
+    return VerifiedShard(entry=ShardEntry(directory=name, samples=len(records), files=dict(sorted(files.items()))),
+                         records=records, problems=receipt.problems)
+
+
+def _read_index(index_path: str, kind: str) -> list[dict]:
+    with open(index_path, encoding="utf-8") as fp:
+        try:
+            obj = json.load(fp)
+        except json.JSONDecodeError as err:
+            raise ShardMismatch(f"{index_path}: not JSON ({err})") from None
+    try:
+        return check_shard_index(obj, kind, index_path)
+    except PackFormatError as err:
+        raise ShardMismatch(str(err)) from None
+
+
+def _match_plan(index_path: str, records: list[dict], planned, receipt: ShardReceipt, skip_bad: bool) -> None:
+    skipped = {(p["line"], p["key"]) for p in receipt.problems}
+    expected = [p for p in planned if (p.line, p.key) not in skipped]
+    if skipped and not skip_bad:
+        raise ShardMismatch(f"{receipt_path(os.path.dirname(os.path.dirname(index_path)), receipt.shard.directory)}"
+                            f": lists skipped lines, but the plan does not skip bad lines")
+    if len(records) != len(expected):
+        raise ShardMismatch(f"{index_path}: holds {len(records)} samples, the plan {len(expected)}")
+    for position, (record, sample) in enumerate(zip(records, expected)):
+        if (record["line"], record["key"], record["num_frames"]) != (sample.line, sample.key, sample.num_frames):
+            raise ShardMismatch(f"{index_path}: sample {position} is line {record['line']} key {record['key']!r} "
+                                f"({record['num_frames']} frames); the plan has line {sample.line} key "
+                                f"{sample.key!r} ({sample.num_frames} frames)")
+        elements = {stream: sum(segment_elements(stream, seg) for seg in segs)
+                    for stream, segs in record["streams"].items()}
+        if elements != dict(sample.elements):
+            raise ShardMismatch(f"{index_path}: sample {record['key']!r} has {elements} elements, the plan "
+                                f"{dict(sample.elements)}")
+
+
+__all__ = ["PLAN_FILE", "RECEIPTS_DIR", "STATE_NAMES", "ShardMismatch", "ShardReceipt", "VerifiedShard",
+           "clear_state", "has_state", "load_plan", "read_cues_receipt", "read_receipt", "record_plan",
+           "verify_shard", "write_cues_receipt", "write_receipt"]

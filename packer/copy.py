@@ -1,0 +1,541 @@
+"""``speechpack copy SRC DST``: stage a pack on node-local disk, verified byte for byte against its manifest.
+
+Clusters read packs from shared filesystems, where random reads are slow; training wants them on the node's own
+disk.  A plain ``cp``/``rsync`` trusts every byte it reads and leaves a half-copied directory that looks like a
+pack when it is interrupted.  This copy is driven only by ``dataset.json``'s file lists (shards, columns, cues,
+``skipped.json``), so it works for every pack kind, and it keeps the format's one promise: a directory with
+``dataset.json`` is a complete pack.
+
+- Every file is hashed while it is copied (the bytes read are the bytes written) and compared with the manifest;
+  it is written under a ``.tmp-`` name and renamed into place only when complete, fsynced and verified.
+- ``dataset.json`` is written last; before the first byte of an existing destination changes, its
+  ``dataset.json`` is removed, so an interrupted copy never leaves a complete-looking pack.
+- Idempotent: a file already at the destination with the right size is re-hashed and kept when it verifies; one
+  that does not is reported and replaced from the (verified) source.  A corrupt source file is reported by name
+  and the destination is not published.
+- The free space is checked before anything is written, counting files already present with their final size.
+- ``DST.lock`` (``fcntl.flock``, beside the destination) serialises copies: on a node where every rank runs the
+  same command, one copies while the others wait.  The copy that finishes records what it verified (manifest
+  hash, and each file's size, mtime and inode) in the lock file; a rank that *waited* trusts that record when
+  nothing changed since, instead of reading the whole pack again.  A later, separate run re-hashes: only a
+  verification made while we waited is trusted.
+
+There is deliberately no ``--trust-size``: a copy that trusts sizes accepts a flipped byte silently, and the one
+case where re-hashing is expensive (N ranks staging the same pack) is covered by the lock file's record.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+from tqdm import tqdm
+
+from packer.writer import fsync_dir
+from schemas.columns import COLUMNS_DIR
+from schemas.constants import (
+    HASH_NAME,
+    MANIFEST_NAME,
+    SHARD_DIR_DIGITS,
+    SHARD_DIR_PREFIX,
+    SKIPPED_NAME,
+    TEMP_PREFIX,
+)
+from schemas.cues import CUES_DIR
+from schemas.errors import PackFormatError, SpeechpackError
+from schemas.format import FileEntry, Manifest
+from schemas.units import format_bytes
+
+#: Suffix of the lock file that sits beside the destination directory (``/local/packs/train.lock``).
+LOCK_SUFFIX = ".lock"
+#: Bytes read and written per step; large enough that hashing and I/O release the GIL for most of the time.
+COPY_BLOCK = 4 << 20
+#: Default number of copy threads: enough to keep a network filesystem and a local NVMe busy at once.
+DEFAULT_JOBS = 4
+#: Version of the verification record kept in the lock file.
+_STAMP_VERSION = 1
+#: Entries a pack writer makes at the pack root; anything else in a destination is foreign and never touched.
+_ROOT_ENTRIES = (MANIFEST_NAME, SKIPPED_NAME, COLUMNS_DIR, CUES_DIR)
+_SHARD_NAME = re.compile(re.escape(SHARD_DIR_PREFIX) + r"\d{%d,}" % SHARD_DIR_DIGITS)
+
+
+class CopyError(SpeechpackError):
+    """The copy could not produce a verified pack; ``problems`` names every offending file."""
+
+    def __init__(self, message: str, problems: list[str] | None = None):
+        super().__init__(message + "".join(f"\n  {p}" for p in problems or []))
+        self.problems = list(problems or [])
+
+
+@dataclass
+class CopyReport:
+    """What a copy (or a verification) did, file by file."""
+
+    src: str
+    dst: str
+    files: int = 0
+    bytes_total: int = 0
+    files_copied: int = 0
+    bytes_copied: int = 0
+    files_kept: int = 0
+    repaired: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    trusted_record: bool = False
+    verify_only: bool = False
+    seconds: float = 0.0
+
+    def describe(self) -> str:
+        if self.verify_only:
+            return (f"{self.dst}: a verified copy of {self.src} ({self.files} files, {format_bytes(self.bytes_total)} "
+                    f"re-hashed in {self.seconds:.1f} s)")
+        if self.trusted_record:
+            head = (f"{self.dst}: verified pack ({self.files} files, {format_bytes(self.bytes_total)}), copied by "
+                    f"the process that held {self.dst}{LOCK_SUFFIX} while this one waited")
+        else:
+            copied = f"{self.files_copied} copied"
+            if self.bytes_copied and self.seconds > 0:
+                copied += f" ({format_bytes(self.bytes_copied)}, {self.bytes_copied / self.seconds / 1e6:.0f} MB/s)"
+            head = (f"{self.dst}: verified pack ({self.files} files, {format_bytes(self.bytes_total)}): {copied}, "
+                    f"{self.files_kept} already in place and verified, {self.seconds:.1f} s")
+        lines = [head]
+        lines += [f"  repaired: {item}" for item in self.repaired]
+        lines += [f"  removed (not in {MANIFEST_NAME}): {item}" for item in self.removed]
+        return "\n".join(lines)
+
+
+def pack_file_entries(manifest: Manifest) -> dict[str, FileEntry]:
+    """Every file of a pack except ``dataset.json``, by ``/``-separated relative path, with its size and hash.
+
+    This is the whole of what a copy needs to know about a pack, whatever its kind.
+    """
+    entries: dict[str, FileEntry] = {}
+    for shard in manifest.shards:
+        for name, entry in shard.files.items():
+            entries[f"{shard.directory}/{name}"] = entry
+    for name, entry in manifest.columns.items():
+        entries[f"{COLUMNS_DIR}/{name}"] = entry
+    for name, entry in manifest.cues.items():
+        entries[f"{CUES_DIR}/{name}"] = entry
+    skipped = manifest.skipped.get("file")
+    if skipped is not None:
+        entries[SKIPPED_NAME] = FileEntry(size=skipped["size"], sha256=skipped[HASH_NAME])
+    return entries
+
+
+@dataclass(frozen=True)
+class _Source:
+    """The source pack: ``dataset.json``'s exact bytes, parsed, and its file list."""
+
+    path: str
+    manifest_bytes: bytes
+    files: dict[str, FileEntry]
+
+    @property
+    def manifest_sha256(self) -> str:
+        return hashlib.sha256(self.manifest_bytes).hexdigest()
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(entry.size for entry in self.files.values())
+
+
+def _read_source(src: str) -> _Source:
+    manifest_path = os.path.join(src, MANIFEST_NAME)
+    if not os.path.isdir(src):
+        raise PackFormatError(f"{src}: no such pack directory")
+    try:
+        with open(manifest_path, "rb") as fp:
+            raw = fp.read()
+    except FileNotFoundError:
+        raise PackFormatError(f"{src}: not a pack (no {MANIFEST_NAME}; an unfinished build leaves none)") from None
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise PackFormatError(f"{manifest_path}: cannot read JSON ({err})") from None
+    manifest = Manifest.from_dict(obj, manifest_path)
+    return _Source(path=src, manifest_bytes=raw, files=pack_file_entries(manifest))
+
+
+def copy_pack(src: str, dst: str, jobs: int = DEFAULT_JOBS, progress: bool = True,
+              log: Callable[[str], None] = print) -> CopyReport:
+    """Copy the pack ``src`` to ``dst`` (created if absent), verifying every file; publish ``dataset.json`` last.
+
+    Raises :class:`CopyError` naming every corrupt or unreadable source file; ``dst`` is then not a pack.
+    """
+    if jobs < 1:
+        raise SpeechpackError(f"--jobs must be at least 1, got {jobs}")
+    src, dst = os.path.abspath(src), os.path.abspath(dst)
+    source = _read_source(src)
+    _check_distinct(src, dst)
+    with _locked(dst, exclusive=True, log=log) as lock:
+        started = time.perf_counter()
+        if lock.waited and _record_matches(lock, source, dst):
+            return CopyReport(src=src, dst=dst, files=len(source.files), bytes_total=source.total_bytes,
+                              trusted_record=True)
+        lock.clear_record()
+        report = CopyReport(src=src, dst=dst, files=len(source.files), bytes_total=source.total_bytes)
+        stage = _Staging(source, dst, report)
+        stage.prepare()
+        _check_free_space(dst, stage.bytes_to_write())
+        problems = _run_parallel(stage.process, sorted(source.files, key=lambda r: -source.files[r].size), jobs,
+                                 _progress_bar(stage.bytes_to_read(), progress, f"copy {os.path.basename(dst)}"))
+        if problems:
+            raise CopyError(f"{dst}: not published ({len(problems)} problem(s); {MANIFEST_NAME} was not written, "
+                            f"so the destination is not a pack)", problems)
+        stage.publish()
+        report.seconds = time.perf_counter() - started
+        lock.write_record(source, dst)
+        return report
+
+
+def verify_copy(src: str, dst: str, jobs: int = DEFAULT_JOBS, progress: bool = True,
+                log: Callable[[str], None] = print) -> CopyReport:
+    """Check that ``dst`` is a complete, byte-exact copy of ``src`` (every file re-hashed); change nothing.
+
+    Raises :class:`CopyError` naming every missing, extra or corrupt destination file.
+    """
+    if jobs < 1:
+        raise SpeechpackError(f"--jobs must be at least 1, got {jobs}")
+    src, dst = os.path.abspath(src), os.path.abspath(dst)
+    source = _read_source(src)
+    if not os.path.isdir(dst):
+        raise CopyError(f"{dst}: not a verified copy of {src}", [f"{dst}: no such directory"])
+    with _locked(dst, exclusive=False, log=log):
+        started = time.perf_counter()
+        problems = []
+        manifest_path = os.path.join(dst, MANIFEST_NAME)
+        try:
+            with open(manifest_path, "rb") as fp:
+                if fp.read() != source.manifest_bytes:
+                    problems.append(f"{manifest_path}: differs from {os.path.join(src, MANIFEST_NAME)}")
+        except FileNotFoundError:
+            problems.append(f"{manifest_path}: missing (the destination is not a complete pack)")
+        problems += [f"{os.path.join(dst, rel)}: not in {MANIFEST_NAME} (a leftover)"
+                     for rel in _unlisted_entries(dst, source)]
+
+        def check(rel: str, bar) -> str | None:
+            path = os.path.join(dst, rel)
+            outcome = _hash_existing(path, source.files[rel], bar)
+            return None if outcome is None else f"{path}: {outcome}"
+
+        bar = _progress_bar(source.total_bytes, progress, f"verify {os.path.basename(dst)}")
+        problems += _run_parallel(check, sorted(source.files), jobs, bar)
+        if problems:
+            raise CopyError(f"{dst}: not a verified copy of {src}", problems)
+        return CopyReport(src=src, dst=dst, files=len(source.files), bytes_total=source.total_bytes,
+                          files_kept=len(source.files), verify_only=True, seconds=time.perf_counter() - started)
+
+
+def _check_distinct(src: str, dst: str) -> None:
+    real_src, real_dst = os.path.realpath(src), os.path.realpath(dst)
+    if real_dst == real_src or real_dst.startswith(real_src + os.sep) or real_src.startswith(real_dst + os.sep):
+        raise SpeechpackError(f"{dst}: the destination must lie outside the source pack {src} (and not contain it)")
+
+
+class _Staging:
+    """The per-file work of one copy into ``dst`` (run by several threads) and the publication at the end."""
+
+    def __init__(self, source: _Source, dst: str, report: CopyReport):
+        self.source = source
+        self.dst = dst
+        self.report = report
+        self._present: set[str] = set()  # files at dst with their final size: hashed before anything is copied
+        self._unpublished = False
+        self._lock = threading.Lock()
+
+    def prepare(self) -> None:
+        """Refuse a destination holding foreign files; drop leftovers of interrupted copies and files the source
+        does not list (unpublishing first); note which files already have their final size."""
+        if os.path.exists(self.dst) and not os.path.isdir(self.dst):
+            raise SpeechpackError(f"{self.dst}: exists and is not a directory")
+        os.makedirs(self.dst, exist_ok=True)
+        foreign = [name for name in sorted(os.listdir(self.dst)) if not _is_pack_root_entry(name)]
+        if foreign:
+            raise SpeechpackError(f"{self.dst}: holds entries that are not part of a pack ({', '.join(foreign[:5])});"
+                                  f" copy into an empty directory or a copy of a pack")
+        manifest_path = os.path.join(self.dst, MANIFEST_NAME)
+        if os.path.exists(manifest_path) and _read_bytes(manifest_path) != self.source.manifest_bytes:
+            self.unpublish()  # another pack (or another version of this one) lives here: it stops being one now
+        for rel in _unlisted_entries(self.dst, self.source):
+            self.unpublish()
+            path = os.path.join(self.dst, rel)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.remove(path)
+            if not os.path.basename(rel).startswith(TEMP_PREFIX):
+                self.report.removed.append(path)
+        for rel, entry in self.source.files.items():
+            path = os.path.join(self.dst, rel)
+            if os.path.isfile(path) and os.path.getsize(path) == entry.size:
+                self._present.add(rel)
+
+    def bytes_to_write(self) -> int:
+        """What the copy may still write: every file not already present with its final size."""
+        return sum(e.size for rel, e in self.source.files.items() if rel not in self._present)
+
+    def bytes_to_read(self) -> int:
+        """What the progress bar counts: present files are hashed once, missing ones copied once."""
+        return self.source.total_bytes
+
+    def unpublish(self) -> None:
+        """Remove the destination's ``dataset.json`` (once) before the first change to its files."""
+        with self._lock:
+            if self._unpublished:
+                return
+            manifest_path = os.path.join(self.dst, MANIFEST_NAME)
+            if os.path.exists(manifest_path):
+                os.remove(manifest_path)
+                fsync_dir(self.dst)
+            self._unpublished = True
+
+    def process(self, rel: str, bar) -> str | None:
+        """Keep, repair or copy one file; return a problem (naming the file) or None."""
+        entry = self.source.files[rel]
+        target = os.path.join(self.dst, rel)
+        if rel in self._present:
+            outcome = _hash_existing(target, entry, bar)
+            if outcome is None:
+                with self._lock:
+                    self.report.files_kept += 1
+                return None
+            self.unpublish()
+            os.remove(target)  # bad bytes: never kept, never counted as a copy
+            with self._lock:
+                self.report.repaired.append(f"{target}: {outcome}; copied again from the source")
+            bar.total += entry.size
+            bar.refresh()
+        self.unpublish()
+        problem = _copy_verified(os.path.join(self.source.path, rel), target, entry, bar)
+        if problem is None:
+            with self._lock:
+                self.report.files_copied += 1
+                self.report.bytes_copied += entry.size
+        return problem
+
+    def publish(self) -> None:
+        """Write ``dataset.json`` last (temporary name, fsync, rename), exactly the source's bytes."""
+        manifest_path = os.path.join(self.dst, MANIFEST_NAME)
+        if os.path.exists(manifest_path):  # nothing changed: the pack was complete and verified
+            return
+        for directory in sorted({os.path.dirname(os.path.join(self.dst, rel)) for rel in self.source.files}):
+            fsync_dir(directory)
+        temp = os.path.join(self.dst, TEMP_PREFIX + MANIFEST_NAME)
+        with open(temp, "wb") as fp:
+            fp.write(self.source.manifest_bytes)
+            fp.flush()
+            os.fsync(fp.fileno())
+        os.replace(temp, manifest_path)
+        fsync_dir(self.dst)
+
+
+def _copy_verified(src_path: str, dst_path: str, entry: FileEntry, bar) -> str | None:
+    """Copy one file through a ``.tmp-`` name, hashing what is read; rename it into place only when it matches."""
+    directory, name = os.path.split(dst_path)
+    os.makedirs(directory, exist_ok=True)
+    temp = os.path.join(directory, TEMP_PREFIX + name)
+    digest = hashlib.sha256()
+    size = 0
+    buffer = bytearray(COPY_BLOCK)
+    view = memoryview(buffer)
+    try:
+        with open(src_path, "rb") as reader, open(temp, "wb") as writer:
+            while count := reader.readinto(buffer):
+                chunk = view[:count]
+                digest.update(chunk)
+                writer.write(chunk)
+                size += count
+                bar.update(count)
+            writer.flush()
+            os.fsync(writer.fileno())
+    except OSError as err:
+        _remove_quietly(temp)
+        return f"{src_path} -> {dst_path}: cannot copy ({err.filename or temp}: {err.strerror or err})"
+    mismatch = _mismatch(size, digest.hexdigest(), entry)
+    if mismatch:
+        _remove_quietly(temp)
+        return f"{src_path}: {mismatch}: the source file is corrupt, it was not copied"
+    os.replace(temp, dst_path)
+    return None
+
+
+def _hash_existing(path: str, entry: FileEntry, bar) -> str | None:
+    """Hash a file in place; return what is wrong with it (missing, size, hash) or None when it verifies."""
+    digest = hashlib.sha256()
+    size = 0
+    buffer = bytearray(COPY_BLOCK)
+    try:
+        with open(path, "rb") as reader:
+            while count := reader.readinto(buffer):
+                digest.update(memoryview(buffer)[:count])
+                size += count
+                bar.update(count)
+    except FileNotFoundError:
+        return "missing"
+    except OSError as err:
+        return f"cannot read ({err.strerror or err})"
+    return _mismatch(size, digest.hexdigest(), entry)
+
+
+def _mismatch(size: int, sha256: str, entry: FileEntry) -> str | None:
+    if size != entry.size:
+        return f"{size} bytes, {MANIFEST_NAME} records {entry.size}"
+    if sha256 != entry.sha256:
+        return f"sha256 {sha256} does not match {MANIFEST_NAME} ({entry.sha256})"
+    return None
+
+
+def _run_parallel(work: Callable[[str, object], str | None], items: list[str], jobs: int, bar) -> list[str]:
+    """Run ``work(item, bar)`` on ``jobs`` threads; return every problem, in the order of ``items``."""
+    with bar, concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        results = list(pool.map(lambda item: work(item, bar), items))
+    return [problem for problem in results if problem is not None]
+
+
+def _progress_bar(total: int, enabled: bool, label: str):
+    return tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=label, disable=not enabled,
+                leave=False)
+
+
+def _check_free_space(dst: str, needed: int) -> None:
+    free = shutil.disk_usage(dst).free
+    if needed > free:
+        raise SpeechpackError(f"{dst}: the copy needs {format_bytes(needed)} more, but only {format_bytes(free)} "
+                              f"is free there (files already in place with their final size are counted as present)")
+
+
+def _is_pack_root_entry(name: str) -> bool:
+    if name.startswith(TEMP_PREFIX):
+        name = name[len(TEMP_PREFIX):]
+    return name in _ROOT_ENTRIES or _SHARD_NAME.fullmatch(name) is not None
+
+
+def _unlisted_entries(dst: str, source: _Source) -> list[str]:
+    """Relative paths under ``dst``'s pack directories that the source does not list (``.tmp-`` leftovers, old
+    shards, stray files), outermost first; ``dataset.json`` itself is not included."""
+    if not os.path.isdir(dst):
+        return []
+    listed_dirs = {os.path.dirname(rel) for rel in source.files}
+    listed_dirs |= {parent for rel in listed_dirs for parent in _parents(rel)}
+    unlisted = []
+    for name in sorted(os.listdir(dst)):
+        if name == MANIFEST_NAME or not _is_pack_root_entry(name):
+            continue
+        stack = [name]
+        while stack:
+            rel = stack.pop()
+            path = os.path.join(dst, rel)
+            if os.path.isdir(path) and not os.path.islink(path):
+                if rel not in listed_dirs:
+                    unlisted.append(rel)
+                else:
+                    stack.extend(f"{rel}/{child}" for child in sorted(os.listdir(path), reverse=True))
+            elif rel not in source.files:
+                unlisted.append(rel)
+    return unlisted
+
+
+def _parents(rel: str) -> Iterator[str]:
+    while "/" in rel:
+        rel = rel.rsplit("/", 1)[0]
+        yield rel
+
+
+def _read_bytes(path: str) -> bytes:
+    with open(path, "rb") as fp:
+        return fp.read()
+
+
+def _remove_quietly(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(path)
+
+
+class _DestinationLock:
+    """An ``flock`` on ``DST.lock``, whose content records the last verified copy into ``DST``."""
+
+    def __init__(self, fd: int, path: str, waited: bool):
+        self.fd = fd
+        self.path = path
+        self.waited = waited
+
+    def read_record(self) -> dict | None:
+        os.lseek(self.fd, 0, os.SEEK_SET)
+        raw = b""
+        while chunk := os.read(self.fd, 1 << 20):
+            raw += chunk
+        try:
+            record = json.loads(raw.decode("utf-8")) if raw else None
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return None
+        return record if isinstance(record, dict) and record.get("version") == _STAMP_VERSION else None
+
+    def clear_record(self) -> None:
+        os.ftruncate(self.fd, 0)
+
+    def write_record(self, source: _Source, dst: str) -> None:
+        record = {"version": _STAMP_VERSION, "manifest_sha256": source.manifest_sha256,
+                  "files": {rel: _file_identity(os.path.join(dst, rel)) for rel in sorted(source.files)}}
+        os.ftruncate(self.fd, 0)
+        os.lseek(self.fd, 0, os.SEEK_SET)
+        os.write(self.fd, json.dumps(record, sort_keys=True).encode("utf-8"))
+        os.fsync(self.fd)
+
+
+def _file_identity(path: str) -> list[int]:
+    """Size, mtime and inode: what changes when a file is rewritten or replaced after it was verified."""
+    stat = os.stat(path)
+    return [stat.st_size, stat.st_mtime_ns, stat.st_ino]
+
+
+def _record_matches(lock: _DestinationLock, source: _Source, dst: str) -> bool:
+    """Whether the copy that held the lock verified exactly this source into ``dst``, untouched since."""
+    record = lock.read_record()
+    if record is None or record.get("manifest_sha256") != source.manifest_sha256:
+        return False
+    manifest_path = os.path.join(dst, MANIFEST_NAME)
+    if not os.path.isfile(manifest_path) or _read_bytes(manifest_path) != source.manifest_bytes:
+        return False
+    files = record.get("files", {})
+    if set(files) != set(source.files):
+        return False
+    try:
+        return all(files[rel] == _file_identity(os.path.join(dst, rel)) for rel in source.files)
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def _locked(dst: str, exclusive: bool, log: Callable[[str], None]) -> Iterator[_DestinationLock]:
+    """Hold ``DST.lock`` (exclusive to copy, shared to verify), saying so when another process holds it."""
+    path = dst.rstrip(os.sep) + LOCK_SUFFIX
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as err:
+        raise SpeechpackError(f"{path}: cannot open the copy lock ({err.strerror or err})") from None
+    mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+    waited = False
+    try:
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+        except BlockingIOError:
+            waited = True
+            log(f"waiting for {path}: another process is copying or verifying {dst}")
+            fcntl.flock(fd, mode)
+        yield _DestinationLock(fd, path, waited)
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+__all__ = ["CopyError", "CopyReport", "copy_pack", "pack_file_entries", "verify_copy"]

@@ -1,0 +1,127 @@
+"""Committing a pack from its shards: the last step of every build, and ``speechpack finalize PACK`` after a
+cluster array job (``--shards i/n``) has written every slice.
+
+``finalize`` decodes nothing: it reads the plan the jobs recorded (``.tmp-plan.json``), verifies every planned
+shard against it and against its receipt (``packer.build_state.verify_shard``: index, ``.npy`` headers, sizes,
+hashes), checks ``cues/`` the same way when the plan has cues, and only then writes ``skipped.json``,
+``columns/`` and ``dataset.json``, and removes the build state.  Any shard that is missing or does not verify
+stops it, with the list of every such shard, so the jobs to rerun are known at once.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Sequence
+
+from tqdm import tqdm
+
+from packer.build_state import (
+    ShardMismatch,
+    VerifiedShard,
+    clear_state,
+    load_plan,
+    read_cues_receipt,
+    verify_shard,
+)
+from packer.checkpoints import checkpoint
+from packer.plan import BuildPlan
+from packer.writer import PackTotals, commit_pack, hash_file
+from schemas.constants import MANIFEST_NAME, TOOL_NAME
+from schemas.cues import CUES_DIR
+from schemas.errors import BuildError, SpeechpackError
+from schemas.format import FileEntry, Manifest
+from schemas.wesep_list import LineProblem
+
+#: How many unverified shards a finalize error lists before it says "and N more".
+_LISTED = 20
+
+
+def line_problem(obj: dict) -> LineProblem:
+    """A ``LineProblem`` back from its ``to_dict()`` form (plans and receipts store them as JSON)."""
+    return LineProblem(line=obj["line"], key=obj["key"], path=obj["path"], reason=obj["reason"])
+
+
+def commit_build(pack_dir: str, plan: BuildPlan, shards: Sequence[VerifiedShard], problems: Sequence[LineProblem],
+                 cue_files: dict[str, FileEntry], stateful: bool) -> Manifest:
+    """Write ``columns/``, ``skipped.json`` and ``dataset.json`` for ``shards`` (every shard of the plan, in
+    order); then remove the build state if there is one.  Raises ``BuildError`` when every line was bad."""
+    if len(shards) != plan.num_shards:
+        raise SpeechpackError(f"{pack_dir}: committing {len(shards)} of {plan.num_shards} planned shards")
+    totals = PackTotals(plan.kind, plan.sample_rate)
+    for shard in shards:
+        totals.add_shard(pack_dir, shard.entry, shard.records)
+    ordered = sorted(problems, key=lambda p: p.line)
+    if totals.samples == 0:
+        raise BuildError(f"{plan.provenance['input']['path']}: every line was bad; nothing to pack", ordered)
+    manifest = commit_pack(pack_dir, totals, plan.provenance, [p.to_dict() for p in ordered], cue_files)
+    checkpoint("manifest")
+    if stateful:
+        clear_state(pack_dir)
+    return manifest
+
+
+def verify_cues(pack_dir: str, fingerprint: str, check_hashes: bool = True) -> dict[str, FileEntry]:
+    """The files of ``cues/`` as its receipt lists them, after checking that they are all there and unchanged."""
+    receipt = read_cues_receipt(pack_dir)
+    cues_dir = os.path.join(pack_dir, CUES_DIR)
+    if receipt is None or not os.path.isdir(cues_dir):
+        raise ShardMismatch(f"{cues_dir}: missing or without a receipt (the job of slice 0/N builds the cues; "
+                            f"rerun it with --resume)")
+    plan_fingerprint, files = receipt
+    if plan_fingerprint != fingerprint:
+        raise ShardMismatch(f"{cues_dir}: built for another plan ({plan_fingerprint[:12]}...)")
+    for name, recorded in files.items():
+        path = os.path.join(cues_dir, *name.split("/"))
+        if not os.path.isfile(path) or os.path.getsize(path) != recorded.size:
+            raise ShardMismatch(f"{path}: missing or not {recorded.size} bytes as its receipt says")
+        if check_hashes and hash_file(path).sha256 != recorded.sha256:
+            raise ShardMismatch(f"{path}: sha256 differs from its receipt (changed or corrupted)")
+    return files
+
+
+def verify_all(pack_dir: str, plan: BuildPlan, fingerprint: str, shard_ids: Sequence[int], check_hashes: bool,
+               progress: bool = False) -> tuple[dict[int, VerifiedShard], list[str]]:
+    """Verify the given planned shards; return the ones that verify and a message for each that does not."""
+    verified, failures = {}, []
+    for shard_id in tqdm(shard_ids, desc=f"{TOOL_NAME}: verifying shards", unit="shard", disable=not progress):
+        try:
+            verified[shard_id] = verify_shard(pack_dir, shard_id, plan, fingerprint, check_hashes)
+        except ShardMismatch as err:
+            failures.append(str(err))
+    return verified, failures
+
+
+def finalize_pack(pack_dir: str, check_hashes: bool = True, progress: bool = False):
+    """``speechpack finalize PACK``: verify every planned shard and commit the pack (see the module docstring)."""
+    from packer.build import BuildSummary
+
+    started = time.monotonic()
+    if not os.path.isdir(pack_dir):
+        raise SpeechpackError(f"{pack_dir}: not a directory")
+    plan, fingerprint = load_plan(pack_dir)
+    verified, failures = verify_all(pack_dir, plan, fingerprint, range(plan.num_shards), check_hashes, progress)
+    cue_files: dict[str, FileEntry] = {}
+    if plan.cues:
+        try:
+            cue_files = verify_cues(pack_dir, fingerprint, check_hashes)
+        except ShardMismatch as err:
+            failures.append(str(err))
+    if failures:
+        listed = failures[:_LISTED] + ([f"... and {len(failures) - _LISTED} more"] if len(failures) > _LISTED else [])
+        raise SpeechpackError(f"{pack_dir}: cannot finalize: {len(failures)} problem(s) with the planned "
+                              f"{plan.num_shards} shard(s); rerun the jobs that built them (with --resume):\n  "
+                              + "\n  ".join(listed))
+    problems = [line_problem(p) for p in plan.problems]
+    problems += [line_problem(p) for shard_id in range(plan.num_shards) for p in verified[shard_id].problems]
+    if problems and not plan.skip_bad:
+        raise BuildError(f"{pack_dir}: {len(problems)} bad line(s) and the plan does not skip them", problems)
+    if os.path.exists(os.path.join(pack_dir, MANIFEST_NAME)):
+        os.remove(os.path.join(pack_dir, MANIFEST_NAME))  # a finalize killed after writing it: write it again
+    manifest = commit_build(pack_dir, plan, [verified[k] for k in range(plan.num_shards)], problems, cue_files,
+                            stateful=True)
+    return BuildSummary(out=pack_dir, manifest=manifest, skipped=sorted(problems, key=lambda p: p.line),
+                        seconds=time.monotonic() - started, kept=plan.num_shards)
+
+
+__all__ = ["commit_build", "finalize_pack", "line_problem", "verify_all", "verify_cues"]

@@ -1,0 +1,113 @@
+"""Files written in pieces and hashed as they go: the ``.npy`` stream files of a shard, and file hashing.
+
+A shard's stream files are the bulk of every pack; writing each one once, front to back, with its final header
+first and its SHA-256 computed from the bytes on their way out, is what keeps packing close to decoding speed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+from typing import BinaryIO
+
+import numpy as np
+from numpy.lib import format as npy_format
+
+from schemas.errors import InternalError
+from schemas.format import FileEntry
+
+_HASH_BLOCK = 1 << 22
+#: Bytes written to a stream file between fsyncs: the writer thread waits for the disk while decoding goes on,
+#: and the final fsync of a shard has little left to do.
+_FSYNC_EVERY = 8 << 20
+
+
+def hash_file(path: str) -> FileEntry:
+    """Size and SHA-256 of a file, read in 4 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fp:
+        while block := fp.read(_HASH_BLOCK):
+            digest.update(block)
+    return FileEntry(size=os.path.getsize(path), sha256=digest.hexdigest())
+
+
+
+class NpyStream:
+    """A ``.npy`` file written in pieces (rows along axis 0) and hashed as it goes.
+
+    The header is written first for the planned number of rows (``planned=None``: unknown, the header says 0).
+    If another number arrives (a sample failed to decode under ``--skip-bad``, or the length was not known),
+    ``close`` rewrites the header with the real count (numpy pads version-1.0 headers so axis 0 can grow to 21
+    digits without moving the data; checked anyway) and hashes the file again.
+    """
+
+    def __init__(self, path: str, dtype: np.dtype, planned: int | None, row_shape: tuple[int, ...] = ()):
+        self.path = path
+        self.dtype = np.dtype(dtype)
+        self.row_shape = tuple(row_shape)
+        self.planned = planned
+        self.count = 0
+        self._row_size = int(np.prod(self.row_shape, dtype=np.int64))
+        self._fp: BinaryIO = open(path, "wb")
+        self._digest = hashlib.sha256()
+        header = self._header(planned or 0)
+        self._header_size = len(header)
+        self._write(header)
+        self._unsynced = 0
+
+    def _header(self, count: int) -> bytes:
+        buffer = io.BytesIO()
+        npy_format.write_array_header_1_0(
+            buffer, {"descr": npy_format.dtype_to_descr(self.dtype), "fortran_order": False,
+                     "shape": (count, *self.row_shape)}
+        )
+        return buffer.getvalue()
+
+    def _write(self, data) -> None:
+        self._fp.write(data)
+        self._digest.update(data)
+
+    def append(self, array: np.ndarray) -> int:
+        """Append ``array`` (C-contiguous, this file's dtype; flat, or rows of ``row_shape``); return the row
+        offset it starts at (the element offset of a 1-D file)."""
+        if array.dtype != self.dtype or not array.flags.c_contiguous:
+            raise InternalError(f"{self.path}: appending {array.dtype} (contiguous={array.flags.c_contiguous})")
+        if self.row_shape and array.shape[-len(self.row_shape):] != self.row_shape:
+            raise InternalError(f"{self.path}: appending shape {array.shape} to rows of {self.row_shape}")
+        rows = array.size // self._row_size if self._row_size else 0
+        if self.planned is not None and self.count + rows > self.planned:
+            raise InternalError(f"{self.path}: more elements than planned ({self.count + rows} > {self.planned})")
+        offset = self.count
+        self._write(memoryview(array).cast("B"))
+        self.count += rows
+        self._unsynced += array.nbytes
+        if self._unsynced >= _FSYNC_EVERY:
+            self._fp.flush()
+            os.fsync(self._fp.fileno())
+            self._unsynced = 0
+        return offset
+
+    def close(self) -> FileEntry:
+        """Flush, fsync and return the file's size and hash."""
+        size = self._header_size + self.count * self._row_size * self.dtype.itemsize
+        rewrite = self.count != (self.planned or 0)
+        if rewrite:
+            header = self._header(self.count)
+            if len(header) != self._header_size:
+                raise InternalError(f"{self.path}: .npy header changed size when rewritten")
+            self._fp.seek(0)
+            self._fp.write(header)
+            self._fp.truncate(size)
+        self._fp.flush()
+        os.fsync(self._fp.fileno())
+        self._fp.close()
+        if rewrite:
+            return hash_file(self.path)
+        return FileEntry(size=size, sha256=self._digest.hexdigest())
+
+    def abort(self) -> None:
+        self._fp.close()
+
+
+__all__ = ["NpyStream", "hash_file"]

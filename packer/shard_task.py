@@ -1,0 +1,114 @@
+"""One unit of distributed build work: "build shard k of the plan", done entirely where it runs.
+
+A worker (a Ray task, a process of a pool) decodes the shard's samples and writes the shard directory itself,
+under ``.tmp-`` and renamed into place, then writes its receipt when the build records its state.  Only small
+things travel back to the driver (the shard's manifest entry, its index records and its problems): decoded audio
+never crosses a process boundary, which is what makes a cluster build scale with the cluster and not with the
+driver's network link.  The shard's bytes are the same as when the local executor writes it (same ``ShardWriter``,
+same sample order), so every executor gives the same pack.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from packer.audio import AudioError
+from packer.build_state import ShardReceipt, write_receipt
+from packer.checkpoints import checkpoint
+from packer.sample import PackedSample, SamplePlan
+from packer.writer import PackWriter
+from schemas.format import ShardEntry
+from schemas.wesep_list import LineProblem
+
+
+def guarded(fn: Callable, item):
+    """Run ``fn`` on one item (in a worker): bad input becomes a ``LineProblem``, anything else propagates."""
+    try:
+        return fn(item)
+    except AudioError as err:
+        return LineProblem(item.line, item.key, err.path, err.reason)
+
+
+def check_decoded(result, plan: SamplePlan):
+    """A decoded sample, or a ``LineProblem`` when it is bad or does not have the size its headers promised
+    (the shard plan was made from them)."""
+    if isinstance(result, PackedSample) and result.elements != plan.elements:
+        return LineProblem(result.line, result.key, None,
+                           f"decoded to {result.num_frames} samples per channel, the file headers promised "
+                           f"{plan.num_frames} (a file changed, or its header lies)")
+    return result
+
+
+@dataclass(frozen=True)
+class ShardJob:
+    """Everything a worker needs to write planned shard ``shard_id`` (picklable: the items, their plans and the
+    adapter's ``load``).  ``fingerprint`` is the plan's, set when the build records receipts."""
+
+    pack_dir: str
+    kind: str
+    sample_rate: int
+    shard_id: int
+    items: tuple
+    plans: tuple[SamplePlan, ...]
+    load: Callable
+    skip_bad: bool
+    fingerprint: str | None = None
+
+
+@dataclass(frozen=True)
+class ShardOutcome:
+    """What comes back from a shard job: ``entry`` is ``None`` when the shard was not written (a bad sample
+    without ``--skip-bad``: its samples were still all decoded, to report every problem)."""
+
+    shard_id: int
+    entry: ShardEntry | None
+    records: list
+    problems: list[LineProblem]
+
+
+class _NotWritten(Exception):
+    """A bad sample without ``--skip-bad``: the shard must not be published."""
+
+
+def build_shard(job: ShardJob) -> ShardOutcome:
+    """Decode and write one planned shard; write its receipt when ``job.fingerprint`` is set."""
+    problems: list[LineProblem] = []
+    published: list[tuple[ShardEntry, list]] = []
+
+    def publish(shard_id: int, entry: ShardEntry, records: list, skipped: list) -> None:
+        if job.fingerprint is not None:
+            write_receipt(job.pack_dir, ShardReceipt(job.fingerprint, entry, tuple(p.to_dict() for p in skipped)))
+            checkpoint(f"receipt:{shard_id}")
+        published.append((entry, list(records)))
+
+    try:
+        with PackWriter(job.pack_dir, job.kind, job.sample_rate, [list(job.plans)], shard_ids=[job.shard_id],
+                        on_shard=publish) as writer:
+            writing = True
+            for item, plan in zip(job.items, job.plans):
+                result = check_decoded(guarded(job.load, item), plan)
+                if isinstance(result, LineProblem):
+                    problems.append(result)
+                    writing = writing and job.skip_bad
+                    if writing:
+                        writer.skip(result)
+                elif writing:
+                    writer.add(result)
+            if not writing:
+                raise _NotWritten  # leaving the block removes the half-written shard
+    except _NotWritten:
+        pass
+    if not published:
+        return ShardOutcome(job.shard_id, None, [], problems)
+    entry, records = published[0]
+    return ShardOutcome(job.shard_id, entry, records, problems)
+
+
+def shard_jobs(pack_dir: str, kind: str, sample_rate: int, shard_ids: Sequence[int], items_by_shard: Sequence,
+               plans_by_shard: Sequence, load: Callable, skip_bad: bool, fingerprint: str | None) -> list[ShardJob]:
+    return [ShardJob(pack_dir, kind, sample_rate, k, tuple(items_by_shard[k]), tuple(plans_by_shard[k]), load,
+                     skip_bad, fingerprint) for k in shard_ids]
+
+
+__all__ = ["ShardJob", "ShardOutcome", "build_shard", "check_decoded", "guarded", "shard_jobs"]

@@ -1,0 +1,36 @@
+"""loader.asr.filters: every removed item counted once, under the first reason it fails."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from loader.asr.filters import FILTER_REASONS, FilterArgs, asr_filter, drop_tokens
+
+
+def test_each_reason_and_its_boundaries():
+    args = FilterArgs(min_audio_len=1000, max_audio_len=50_000, min_samples_per_char=160,
+                      filter_long_text_threshold=10)
+    audio = np.array([999, 1000, 50_000, 50_001, 8000, 8000, 1600, 1599, 40_000, 40_000])
+    chars = np.array([1, 1, 1, 1, 0, 5, 10, 10, 11, 10])
+    tokens = np.array([1, 1, 1, 1, 0, 0, 10, 10, 11, 10])
+    result = asr_filter(audio, chars, tokens, args)
+    assert result.keep.tolist() == [False, True, True, False, False, False, True, False, False, True]
+    assert result.report == {"audio_too_short": 1, "audio_too_long": 1, "empty_text": 2, "too_fast": 1,
+                             "text_too_long": 1}
+    assert sum(result.report.values()) == int((~result.keep).sum())
+    assert list(result.report) == list(FILTER_REASONS)
+
+
+def test_first_failing_reason_wins_and_defaults_keep_everything_reasonable():
+    result = asr_filter([10], [1], [0], FilterArgs(min_audio_len=100))
+    assert result.report["audio_too_short"] == 1 and result.report["empty_text"] == 0
+    assert asr_filter([16000], [50], [50], FilterArgs()).keep.all()  # no text threshold by default
+
+
+def test_drop_tokens_deletes_unknowns_and_fixes_offsets():
+    ids = np.array([5, 1, 6, 1, 1, 7])
+    offsets = np.array([0, 3, 5, 6])
+    out, new_offsets, removed = drop_tokens(ids, offsets, 1)
+    assert out.tolist() == [5, 6, 7] and new_offsets.tolist() == [0, 2, 2, 3] and removed == 3
+    same, same_offsets, none = drop_tokens(out, new_offsets, 1)
+    assert same is out and none == 0

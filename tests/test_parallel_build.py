@@ -1,0 +1,221 @@
+"""Builds divided into slices: ``--shards i/n`` array jobs plus ``speechpack finalize`` give the pack one build
+gives, byte for byte; finalize refuses missing, corrupted or foreign shards and jobs run with other options; a
+shard whose every sample is skipped keeps its planned number.  Real recordings throughout."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from cli import main
+from packer import shard_runner
+from packer.build import BuildOptions, build_wesep
+from packer.build_state import PLAN_FILE, RECEIPTS_DIR
+from packer.plan import ShardSlice
+from packer.validate import validate_packs
+from schemas.errors import SpeechpackError
+from conftest import Mix, mixture_line, pack_files
+
+#: 0.5 s mixtures of two speakers at 16 kHz: 3 segments x 8000 x 2 bytes = 48 kB a sample, 2 samples a shard.
+SHARD_BYTES = "100000"
+
+
+@pytest.fixture
+def corpus(real_audio, wesep_list):
+    """Eight real two-speaker mixtures (16 kHz LibriVox, 48 kHz ALSA resampled): four shards of two."""
+    ps = real_audio("pocketsphinx", 4)
+    alsa = real_audio("alsa", 2)
+    items = []
+    for i in range(8):
+        sources = tuple(alsa) if i % 4 == 3 else (ps[i % 4], ps[(i + 1) % 4])
+        items.append(Mix(f"utt{i}", sources, seconds=0.5, start=0.2 + 0.05 * i))
+    return wesep_list(items)
+
+
+def build_cli(list_path, out, *extra) -> object:
+    result = CliRunner().invoke(main, ["build", "wesep", "--list", str(list_path), "--out", str(out),
+                                       "--shard-size", SHARD_BYTES, "--no-progress", *extra])
+    return result
+
+
+def finalize_cli(out, *extra):
+    return CliRunner().invoke(main, ["finalize", str(out), "--no-progress", *extra])
+
+
+def test_slices_then_finalize_equal_one_build(corpus, tmp_path):
+    reference, sliced = tmp_path / "one", tmp_path / "sliced"
+    assert build_cli(corpus.list_path, reference).exit_code == 0
+    for index in (2, 0, 1):  # any order: array jobs finish when they finish
+        result = build_cli(corpus.list_path, sliced, "--shards", f"{index}/3")
+        assert result.exit_code == 0, result.output
+        assert f"slice {index}/3" in result.output and "speechpack finalize" in result.output
+        assert not (sliced / "dataset.json").exists()
+    assert sorted(os.listdir(sliced / RECEIPTS_DIR)) == [f"shard-{k:06d}.json" for k in range(4)]
+    result = finalize_cli(sliced)
+    assert result.exit_code == 0, result.output
+    assert "packed 8 samples" in result.output
+    one, two = pack_files(reference), pack_files(sliced)
+    assert sorted(one) == sorted(two)  # build state removed: no .tmp- file left
+    for name in one:
+        assert one[name] == two[name], f"{name} differs between one build and slices + finalize"
+    assert validate_packs([str(sliced)]).ok
+
+
+@pytest.mark.parametrize("shard_tasks_from", [1, sys.maxsize], ids=["shard-tasks", "streamed"])
+def test_two_workers_equal_one_whichever_way_they_split_the_work(corpus, tmp_path, monkeypatch, shard_tasks_from):
+    """The local executor runs whole-shard tasks in its pool when there are enough shards, and otherwise streams
+    samples to one writer thread: the pack is the same."""
+    monkeypatch.setattr(shard_runner, "SHARD_TASKS_FROM", shard_tasks_from)
+    assert build_cli(corpus.list_path, tmp_path / "one").exit_code == 0
+    result = build_cli(corpus.list_path, tmp_path / "two", "--workers", "2")
+    assert result.exit_code == 0, result.output
+    assert pack_files(tmp_path / "one") == pack_files(tmp_path / "two")
+
+
+def test_more_jobs_than_shards(corpus, tmp_path):
+    out = tmp_path / "pack"
+    for index in range(6):
+        assert build_cli(corpus.list_path, out, "--shards", f"{index}/6").exit_code == 0
+    assert finalize_cli(out).exit_code == 0
+    assert len(json.loads((out / "dataset.json").read_text())["shards"]) == 4
+
+
+def test_finalize_lists_every_missing_shard(corpus, tmp_path):
+    out = tmp_path / "pack"
+    assert build_cli(corpus.list_path, out, "--shards", "1/2").exit_code == 0
+    result = finalize_cli(out)
+    assert result.exit_code == 1
+    assert "cannot finalize: 2 problem(s) with the planned 4 shard(s)" in result.output
+    assert "shard-000000: missing" in result.output and "shard-000002: missing" in result.output
+    assert not (out / "dataset.json").exists()
+
+
+def test_finalize_detects_a_corrupted_shard_file(corpus, tmp_path):
+    out = tmp_path / "pack"
+    for index in (0, 1):
+        assert build_cli(corpus.list_path, out, "--shards", f"{index}/2").exit_code == 0
+    target = out / "shard-000002" / "mix.npy"
+    data = bytearray(target.read_bytes())
+    data[-100] ^= 0x01
+    target.write_bytes(bytes(data))
+    result = finalize_cli(out)
+    assert result.exit_code == 1
+    assert f"{target}: sha256" in result.output and "changed or corrupted" in result.output
+    # --no-hash trusts the receipts' hashes: the same flipped bit passes (sizes and indexes still match)
+    assert finalize_cli(out, "--no-hash").exit_code == 0
+
+
+def test_finalize_detects_an_index_that_does_not_match_the_plan(corpus, tmp_path):
+    out = tmp_path / "pack"
+    for index in (0, 1):
+        assert build_cli(corpus.list_path, out, "--shards", f"{index}/2").exit_code == 0
+    index_path = out / "shard-000001" / "index.json"
+    index_path.write_text(index_path.read_text().replace('"key":"utt2"', '"key":"utt9"'))
+    result = finalize_cli(out)
+    assert result.exit_code == 1
+    assert "key 'utt9'" in result.output and "the plan has line 3 key 'utt2'" in result.output
+
+
+def test_jobs_with_other_options_are_refused(corpus, tmp_path):
+    out = tmp_path / "pack"
+    assert build_cli(corpus.list_path, out, "--shards", "0/2").exit_code == 0
+    result = build_cli(corpus.list_path, out, "--shards", "1/2", "--sample-rate", "8000")
+    assert result.exit_code == 1
+    assert "plan differs" in result.output
+    assert '"sample_rate": 16000' in result.output and '"sample_rate": 8000' in result.output
+
+
+def test_finalize_detects_a_shard_from_another_plan(corpus, tmp_path):
+    """Two jobs that raced past the plan check with different options: the receipt names the other plan."""
+    out, other = tmp_path / "pack", tmp_path / "other"
+    assert build_cli(corpus.list_path, out, "--shards", "0/2").exit_code == 0
+    assert build_cli(corpus.list_path, other, "--shards", "1/2", "--skip-bad").exit_code == 0
+    for k in (1, 3):
+        os.replace(other / f"shard-{k:06d}", out / f"shard-{k:06d}")
+        os.replace(other / RECEIPTS_DIR / f"shard-{k:06d}.json", out / RECEIPTS_DIR / f"shard-{k:06d}.json")
+    result = finalize_cli(out)
+    assert result.exit_code == 1
+    assert "written for another plan" in result.output and "shard-000001" in result.output
+
+
+def test_finalize_needs_a_build_in_progress(corpus, tmp_path):
+    out = tmp_path / "pack"
+    assert build_cli(corpus.list_path, out).exit_code == 0
+    result = finalize_cli(out)
+    assert result.exit_code == 1 and f"no {PLAN_FILE}" in result.output
+
+
+@pytest.mark.parametrize("value, message", [("2/2", "need 0 <= i < n"), ("1", "expected i/n"), ("a/b", "expected i/n")])
+def test_bad_shards_values_are_usage_errors(corpus, tmp_path, value, message):
+    result = build_cli(corpus.list_path, tmp_path / "pack", "--shards", value)
+    assert result.exit_code == 2 and message in result.output
+
+
+def test_shards_and_overwrite_do_not_mix(corpus, tmp_path):
+    result = build_cli(corpus.list_path, tmp_path / "pack", "--shards", "0/2", "--overwrite")
+    assert result.exit_code == 1 and "each array job would delete the others' shards" in result.output
+
+
+def test_slice_selection_is_round_robin():
+    assert ShardSlice.parse("1/3").select(8) == [1, 4, 7]
+    assert ShardSlice.parse(" 0/1 ").select(3) == [0, 1, 2]
+    assert ShardSlice(5, 6).select(4) == []
+    with pytest.raises(SpeechpackError, match="need 0 <= i < n"):
+        ShardSlice(0, 0)
+
+
+@pytest.fixture
+def corpus_with_bad_lines(real_audio, wesep_list, make_wav, tmp_path):
+    """The corpus plus a line whose file is missing (found while planning) and one holding NaN (found only when
+    decoding), in different shards."""
+    case = wesep_list([Mix(f"utt{i}", tuple(real_audio("pocketsphinx", 2)), seconds=0.5, start=0.2 + 0.1 * i)
+                       for i in range(6)])
+    good = case.lines[0].record
+    nan = make_wav("nan.wav", subtype="FLOAT", data=np.where(np.arange(8000) == 4000, np.nan, 0.1).astype(np.float32))
+    lines = [json.dumps(line.record) for line in case.lines]
+    lines.insert(1, json.dumps(mixture_line("missing", [str(tmp_path / "nowhere.wav")], good["src"])))
+    lines.insert(5, json.dumps(mixture_line("nan", [nan], {name: [nan] for name in good["src"]})))
+    case.list_path.write_text("\n".join(lines) + "\n")
+    return case.list_path
+
+
+def test_skipped_lines_travel_through_receipts(corpus_with_bad_lines, tmp_path):
+    reference, sliced = tmp_path / "one", tmp_path / "sliced"
+    assert build_cli(corpus_with_bad_lines, reference, "--skip-bad").exit_code == 0
+    skipped = json.loads((reference / "skipped.json").read_text())["skipped"]
+    assert [(p["line"], p["key"]) for p in skipped] == [(2, "missing"), (6, "nan")]
+    for index in (0, 1):
+        assert build_cli(corpus_with_bad_lines, sliced, "--skip-bad", "--shards", f"{index}/2").exit_code == 0
+    assert finalize_cli(sliced).exit_code == 0
+    assert pack_files(reference) == pack_files(sliced)
+
+
+def test_slice_without_skip_bad_fails_on_its_own_bad_lines(corpus_with_bad_lines, tmp_path):
+    result = build_cli(corpus_with_bad_lines, tmp_path / "pack", "--shards", "0/2")
+    assert result.exit_code == 1
+    assert "line 2: key 'missing'" in result.output and "nothing was packed" in result.output
+
+
+def test_a_shard_whose_every_sample_is_skipped_keeps_its_number(real_audio, wesep_list, make_wav, tmp_path):
+    """Shard names come from the plan, not from what earlier shards held: an all-bad shard is written empty, so
+    any process can write any shard.  The pack validates and opens."""
+    from loader.pack import open_pack
+
+    ps = real_audio("pocketsphinx", 2)
+    case = wesep_list([Mix(f"utt{i}", tuple(ps), seconds=0.5, start=0.2 + 0.1 * i) for i in range(2)])
+    nan = make_wav("nan.wav", subtype="FLOAT", data=np.where(np.arange(8000) == 4000, np.nan, 0.1).astype(np.float32))
+    lines = [json.dumps(line.record) for line in case.lines]
+    lines.insert(1, json.dumps(mixture_line("nan", [nan], {name: [nan] for name in case.lines[0].record["src"]})))
+    case.list_path.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "pack"
+    summary = build_wesep(str(case.list_path), BuildOptions(out=str(out), shard_bytes=48_000, skip_bad=True,
+                                                           progress=False))
+    assert [s.samples for s in summary.manifest.shards] == [1, 0, 1]
+    assert validate_packs([str(out)]).ok
+    pack = open_pack(out)
+    assert len(pack) == 2 and list(pack.shard) == [0, 2]
