@@ -91,6 +91,20 @@ class AsdBatchBuilder:
         stored, factor = pack.stored_segment(STREAM_AUDIO, int(self.tracks.audio_segment[track]))
         return stored[0], factor
 
+    def _will_need(self, track: int, start: int, length: int) -> None:
+        """Ask the kernel for exactly the rows and samples ``_fill_row`` will copy (on a cold page cache, plain mmap
+        readahead reads several times more; see ``Pack.will_need``)."""
+        if length <= 0:
+            return
+        pack = self.packs[int(self.tracks.pack[track])]
+        index = source_frame_index(start, start + length, int(self.tracks.source_frames[track]),
+                                   float(self.tracks.source_fps[track]))
+        first, stop = int(index[0]), int(index[-1]) + 1
+        pack.will_need(STREAM_FACES, int(self.tracks.faces_segment[track]), first, stop)
+        pack.will_need(STREAM_LABELS, int(self.tracks.labels_segment[track]), first, stop)
+        pack.will_need(STREAM_AUDIO, int(self.tracks.audio_segment[track]), start * SAMPLES_PER_MODEL_FRAME,
+                       (start + length) * SAMPLES_PER_MODEL_FRAME)
+
     def _fill_row(self, track: int, start: int, length: int, audio: np.ndarray, faces: np.ndarray,
                   labels: np.ndarray) -> None:
         """Model frames ``[start, start + length)`` of ``track`` into the row's first ``length`` frames."""
@@ -127,6 +141,8 @@ class AsdBatchBuilder:
         faces = np.empty((rows, width, *FACE_SHAPE), dtype=np.uint8)
         labels = np.empty((rows, width), dtype=np.uint8)
         scored = np.zeros((rows, width), dtype=bool)
+        for r in range(rows):  # every read of the batch is requested before the first copy waits on the disk
+            self._will_need(int(tracks[r]), int(fed_start[r]), min(int(fed_len[r]), width))
         for r in range(rows):
             track, take = int(tracks[r]), min(int(fed_len[r]), width)
             self._fill_row(track, int(fed_start[r]), take, audio[r, 0], faces[r], labels[r])

@@ -68,7 +68,7 @@ def asd_tracks(packs: list[Pack]) -> tuple[TrackIndex, TrackIndex]:
                 raise SpeechpackError(f"{pack.path}: every asd track has one {name} segment")
         frames = np.asarray(faces.length, dtype=np.int64)[faces.first]
         fps = np.asarray(pack.attrs["source_fps"], dtype=np.float64)
-        _names, clip = np.unique(np.asarray(pack.attrs["clip"]._values), return_inverse=True)
+        _names, clip = np.unique(np.asarray(pack.attrs["clip"].raw), return_inverse=True)
         columns["pack"].append(np.full(n, pack_id, dtype=np.int32))
         columns["sample"].append(np.arange(n, dtype=np.int64))
         columns["source_frames"].append(frames)

@@ -75,9 +75,12 @@ class AsrBatchBuilder:
     def _waveforms(self, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         lengths = self.items.num_frames[items]
         waves = np.zeros((len(items), int(lengths.max()) if len(items) else 0), dtype=np.float32)
-        for row, item in enumerate(items.tolist()):
-            pack = self.packs[int(self.items.pack[item])]
-            stored, factor = pack.stored_segment(STREAM_AUDIO, segment_of(pack, int(self.items.sample[item])))
+        segments = [(self.packs[int(self.items.pack[item])], int(self.items.sample[item])) for item in items.tolist()]
+        segments = [(pack, segment_of(pack, sample)) for pack, sample in segments]
+        for pack, segment in segments:  # request every read of the batch before the first copy waits on a cold disk
+            pack.will_need(STREAM_AUDIO, segment)
+        for row, (pack, segment) in enumerate(segments):
+            stored, factor = pack.stored_segment(STREAM_AUDIO, segment)
             out = waves[row, :stored.shape[1]]
             if stored.shape[0] == 1:
                 np.multiply(stored[0], np.float32(factor), out=out, casting="unsafe")

@@ -78,7 +78,7 @@ class AsrItems:
 
 def _labels(pack: Pack, name: str) -> np.ndarray:
     """An attribute column as a numpy unicode array (one array, not a list of str; UTF-8 decoded)."""
-    return np.char.decode(np.asarray(pack.attrs[name]._values), "utf-8") if len(pack) else np.zeros(0, dtype=str)
+    return np.char.decode(np.asarray(pack.attrs[name].raw), "utf-8") if len(pack) else np.zeros(0, dtype=str)
 
 
 def asr_items(packs: list[Pack], tokenizer, filters: FilterArgs,
