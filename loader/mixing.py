@@ -8,13 +8,18 @@ generator of its own, so a mixture depends on neither the worker that builds it 
   interfering speakers, then one utterance of each);
 - ``make_timeline`` / ``timeline_masks``: WeSep's ``timeline`` generator and ``apply_timeline``;
 - ``reverberate``: each source convolved with its own RIR (WeSep's ``add_reverb``, RIRs from a bank pack);
-- ``snr_mix``: WeSep's ``snr_mixer``, vectorised over the groups of a batch;
-- ``fit_noise`` / ``add_noise``: WeSep's ``add_noise`` (the mixture only), noise from a bank pack.
+- ``mix_sources`` / ``snr_mix``: WeSep's ``snr_mixer`` for one group (in caller-owned buffers) / a batch of groups;
+- ``fit_noise`` / ``add_noise``: WeSep's ``add_noise`` (the mixture only), noise from a bank pack;
+- ``Scratch`` / ``ByteBudgetCache``: the mixer's reused work area, and its cache of RIRs and RIR spectra.
 """
 
 from __future__ import annotations
 
+import bisect
+import collections
+import functools
 from dataclasses import dataclass
+from typing import Callable, Hashable
 
 import numpy as np
 
@@ -27,6 +32,9 @@ MIN_ENERGY = 1e-12
 GROUP_ATTEMPTS = 10
 #: Timeline boundaries are kept to this many decimals (WeSep's ``timeline_spk{i}``).
 TIMELINE_DECIMALS = 3
+#: Bytes of decoded RIRs and RIR spectra one loader process keeps for reuse (about a hundred 1 s RIRs' spectra
+#: at a 4 s chunk's FFT size, 640 kB each).
+RIR_CACHE_BYTES = 64 << 20
 
 
 class MixError(SpeechpackError):
@@ -41,6 +49,40 @@ def item_rng(seed: int, epoch: int, global_batch: int, position: int) -> np.rand
         raise MixError(f"seed, epoch and position must be non-negative, got {seed}, {epoch}, {position}")
     counter = np.array([0, position + 1, global_batch + 1, epoch], dtype=np.uint64)
     return np.random.Generator(np.random.Philox(key=seed, counter=counter))
+
+
+class ItemGenerators:
+    """``item_rng(seed, epoch, batch, position)`` for every position of a batch, from generator objects reused
+    batch after batch: the same streams, bit for bit.  Building a ``Philox`` draws OS entropy for a seed sequence
+    that an explicit key then overrides (about 8 µs, more than a 2-speaker group's other draws together);
+    resetting a kept one's counter costs about 1 µs.  The generators of one call are valid until the next call.
+    Pickles empty (a worker makes its own)."""
+
+    def __init__(self, seed: int) -> None:
+        if seed < 0:
+            raise MixError(f"seed must be non-negative, got {seed}")
+        self.seed = seed
+        self._generators: list[np.random.Generator] = []
+        self._state = item_rng(seed, 0, 0, 0).bit_generator.state  # a fresh generator's state, keyed by seed
+
+    def batch(self, epoch: int, global_batch: int, count: int) -> list[np.random.Generator]:
+        """The generators of positions ``0 .. count - 1`` of one batch, each at the start of its stream."""
+        if epoch < 0 or global_batch < 0:
+            raise MixError(f"epoch and batch must be non-negative, got {epoch}, {global_batch}")
+        while len(self._generators) < count:
+            self._generators.append(np.random.Generator(np.random.Philox(key=self.seed)))
+        state = self._state
+        for position, generator in enumerate(self._generators[:count]):
+            counter = np.array([0, position + 1, global_batch + 1, epoch], dtype=np.uint64)
+            generator.bit_generator.state = {**state, "state": {"counter": counter, "key": state["state"]["key"]},
+                                             "buffer": state["buffer"].copy()}
+        return self._generators[:count]
+
+    def __getstate__(self) -> dict:
+        return {"seed": self.seed}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["seed"])
 
 
 @dataclass(frozen=True)
@@ -66,10 +108,16 @@ class SpeakerIndex:
         return len(self.count)
 
 
+@functools.lru_cache(maxsize=64)
+def _bucket_cdf(distribution: tuple[float, ...]) -> list[float]:
+    """The speaker-count buckets' cumulative probabilities, computed once per distribution (not per mixture)."""
+    return (np.cumsum(distribution) / np.sum(distribution)).tolist()
+
+
 def draw_num_speakers(rng: np.random.Generator, args: MixArgs, available: int) -> int:
     """WeSep's bucket draw: 1, 2, or ``randint(3, max_speakers)``; clamped to the speakers available."""
-    cumulative = np.cumsum(args.distribution) / np.sum(args.distribution)
-    bucket = min(int(np.searchsorted(cumulative, rng.random(), side="right")), 2)  # rng.choice(3, p=...), faster
+    cumulative = _bucket_cdf(tuple(args.distribution))
+    bucket = min(bisect.bisect_right(cumulative, rng.random()), 2)  # rng.choice(3, p=...), faster
     count = bucket + 1 if bucket < 2 else int(rng.integers(3, args.max_speakers + 1))
     return max(1, min(count, available))
 
@@ -78,13 +126,25 @@ def choose_group(rng: np.random.Generator, target: int, index: SpeakerIndex, arg
     """Item ids of one group: ``target`` first, then one utterance of each of the other, distinct speakers."""
     count = draw_num_speakers(rng, args, index.num_speakers)
     own = int(index.code[target])
-    if count == 2:  # the common case, without rng.choice's overhead
-        others = rng.integers(index.num_speakers - 1, size=1)
-    else:
-        others = rng.choice(index.num_speakers - 1, size=count - 1, replace=False)
+    if count == 2:  # the common case in scalars, a third of the array path's cost; the same draws, same values
+        speaker = int(rng.integers(index.num_speakers - 1))
+        speaker += speaker >= own
+        pick = int(rng.random() * int(index.count[speaker]))
+        return np.array([target, index.order[index.first[speaker] + pick]], dtype=np.int64)
+    if count == 1:
+        return np.array([target], dtype=np.int64)
+    others = rng.choice(index.num_speakers - 1, size=count - 1, replace=False)
     speakers = others + (others >= own)
     picks = (rng.random(count - 1) * index.count[speakers]).astype(np.int64)
     return np.concatenate([[target], index.order[index.first[speakers] + picks]]).astype(np.int64)
+
+
+@functools.lru_cache(maxsize=None)
+def _whole_segments(count: int) -> np.ndarray:
+    """``count`` speakers active over the whole group: made once per count and shared, so read-only."""
+    segments = np.array([[0.0, 1.0]] * count)
+    segments.flags.writeable = False
+    return segments
 
 
 def make_timeline(rng: np.random.Generator, count: int, conf: TimelineArgs | None) -> np.ndarray:
@@ -96,9 +156,9 @@ def make_timeline(rng: np.random.Generator, count: int, conf: TimelineArgs | Non
     first) is a coin flip, so the target can be the inner one.  Speakers 3 and later get one segment of length
     ``U(extra_speaker_activity)`` at a uniform position.
     """
-    segments = np.tile(np.array([[0.0, 1.0]]), (count, 1))
     if conf is None or count < 2:
-        return segments
+        return _whole_segments(count)
+    segments = np.array([[0.0, 1.0]] * count)
     r = float(rng.uniform(*conf.overlap_ratio))
     weights = np.asarray(conf.position_weights, dtype=np.float64)
     position = int(rng.choice(3, p=weights / weights.sum()))
@@ -152,25 +212,41 @@ def snr_scales(energy: np.ndarray, snr_db: np.ndarray) -> np.ndarray:
     return scale
 
 
-def mix_sources(sources: np.ndarray, scale: np.ndarray, gain_db: float, out: np.ndarray | None = None
-                ) -> tuple[np.ndarray, np.ndarray]:
+def mix_sources(sources: np.ndarray, scale: np.ndarray, gain_db: float, out: np.ndarray | None = None,
+                work: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """WeSep's ``snr_mixer`` for one group: ``mix = Σ scale_i s_i``, then everything divided by
     ``max(|mix|, |scale_i s_i|)`` and multiplied by ``10 ** (gain / 20)``.
 
-    ``sources`` ``[N, T]`` float32 (every source with energy above ``MIN_ENERGY``).  Returns ``(mix [T] float32,
-    factors [N])``: the target rows are ``sources[i] * factors[i]`` (or a dry copy times the same factor).  The
-    mixture is computed in ``out`` (``[T]`` float32) when given: a row of the batch, written once.
+    ``sources`` ``[N, T]`` float32 (every source with energy above ``MIN_ENERGY``; ``scale`` from
+    :func:`snr_scales`, so ``scale[0]`` is 1).  Returns ``(mix [T] float32, factors [N])``: the target rows are
+    ``sources[i] * factors[i]`` (or a dry copy times the same factor).  The mixture is computed in ``out`` (``[T]``
+    float32) when given, and the third and later interferers are scaled in ``work`` (``[T]`` float32): with both
+    reused by the caller, mixing allocates nothing and every pass stays in cache.
+
+    The sum is ``(scale_0 s_0 + scale_1 s_1) + scale_2 s_2 + ...`` in float32, in that order: the second product
+    is written to ``out`` and ``s_0`` added to it (float addition commutes exactly), so with ``scale_0 = 1`` no copy
+    of ``s_0`` is made.
     """
-    mix = np.multiply(sources[0], np.float32(scale[0]), out=out)
-    if len(sources) > 1:
-        product = np.empty_like(mix)
-        for source, s in zip(sources[1:], scale[1:]):
-            mix += np.multiply(source, np.float32(s), out=product)
-    source_peaks = np.maximum(sources.max(axis=1), -sources.min(axis=1)).astype(np.float64) * scale
-    peak = max(float(mix.max()), -float(mix.min()), float(source_peaks.max()))
+    if out is None:
+        out = np.empty(sources.shape[1], dtype=np.float32)
+    if len(sources) == 1:
+        np.multiply(sources[0], np.float32(scale[0]), out=out)
+    else:
+        product = work
+        if product is None and (len(sources) > 2 or scale[0] != 1.0):
+            product = np.empty_like(out)
+        np.multiply(sources[1], np.float32(scale[1]), out=out)
+        np.add(out, sources[0] if scale[0] == 1.0 else np.multiply(sources[0], np.float32(scale[0]), out=product),
+               out=out)
+        for source, s in zip(sources[2:], scale[2:]):
+            out += np.multiply(source, np.float32(s), out=product)
+    # ufunc reductions called directly: ndarray.max/min add a layer of Python per call
+    source_peaks = np.maximum(np.maximum.reduce(sources, axis=1), -np.minimum.reduce(sources, axis=1))
+    source_peaks = source_peaks.astype(np.float64) * scale
+    peak = max(float(np.maximum.reduce(out)), -float(np.minimum.reduce(out)), float(source_peaks.max()))
     factor = 10.0 ** (float(gain_db) / 20.0) / peak
-    mix *= np.float32(factor)
-    return mix, scale * factor
+    out *= np.float32(factor)
+    return out, scale * factor
 
 
 def snr_mix(sources: np.ndarray, present: np.ndarray, snr_db: np.ndarray, gain_db: np.ndarray
@@ -210,14 +286,27 @@ def fast_fft_size(n: int) -> int:
     return best
 
 
-def reverberate(sources: np.ndarray, rirs: list[np.ndarray]) -> np.ndarray:
-    """Each source ``[N, T]`` convolved with its own RIR (``rirs[i]`` 1-D), "full" then cropped to ``T`` (FFT)."""
+def rir_spectrum(rir: np.ndarray, size: int) -> np.ndarray:
+    """The real FFT of one RIR, float64, zero-padded to ``size``: the kernel :func:`reverberate` multiplies by."""
+    return np.fft.rfft(np.asarray(rir, dtype=np.float64), size)
+
+
+def reverberate(sources: np.ndarray, rirs: list[np.ndarray],
+                spectrum: Callable[[int, int], np.ndarray] | None = None) -> np.ndarray:
+    """Each source ``[N, T]`` convolved with its own RIR (``rirs[i]`` 1-D), "full" then cropped to ``T`` (FFT).
+
+    ``spectrum(i, size)``, when given, returns ``rir_spectrum(rirs[i], size)`` from wherever the caller keeps it
+    (a cache: a bank holds few RIRs and each is drawn again and again, so a third of the FFTs need not be redone)."""
     length = sources.shape[1]
     longest = max(len(h) for h in rirs)
     size = fast_fft_size(length + longest - 1)
-    spectra = np.fft.rfft(sources, size, axis=-1)
-    kernels = np.stack([np.fft.rfft(np.asarray(h, dtype=np.float64), size) for h in rirs])
-    return np.fft.irfft(spectra * kernels, size, axis=-1)[:, :length].astype(sources.dtype, copy=False)
+    # float32 sources transform to complex64 (numpy 2): each product is taken in complex128, as the kernels are,
+    # row by row into one array (stacking the kernels first would copy them all once more)
+    transformed = np.fft.rfft(sources, size, axis=-1)
+    spectra = np.empty(transformed.shape, dtype=np.complex128)
+    for i, (row, rir) in enumerate(zip(transformed, rirs)):
+        np.multiply(row, rir_spectrum(rir, size) if spectrum is None else spectrum(i, size), out=spectra[i])
+    return np.fft.irfft(spectra, size, axis=-1)[:, :length].astype(sources.dtype, copy=False)
 
 
 def fit_noise(noise: np.ndarray, length: int, offset_draw: float) -> np.ndarray:
@@ -228,15 +317,84 @@ def fit_noise(noise: np.ndarray, length: int, offset_draw: float) -> np.ndarray:
     return noise[start:start + length]
 
 
-def add_noise(mix: np.ndarray, noise: np.ndarray, snr_db: float) -> np.ndarray:
-    """``mix + noise`` with the noise scaled to ``snr_db`` below the mixture's energy; a silent noise adds nothing."""
+def add_noise(mix: np.ndarray, noise: np.ndarray, snr_db: float, in_place: bool = False) -> np.ndarray:
+    """``mix + noise`` with the noise scaled to ``snr_db`` below the mixture's energy; a silent noise adds nothing.
+    ``in_place`` adds it into ``mix`` itself (the caller's work row) instead of a new array."""
     e_noise = float(energies(noise))
     if e_noise <= MIN_ENERGY:
         return mix
     factor = np.sqrt(float(energies(mix)) / (e_noise * 10.0 ** (snr_db / 10.0)))
-    return mix + noise.astype(mix.dtype, copy=False) * mix.dtype.type(factor)
+    scaled = noise.astype(mix.dtype, copy=False) * mix.dtype.type(factor)
+    return np.add(mix, scaled, out=mix if in_place else None)
 
 
-__all__ = ["GROUP_ATTEMPTS", "MixError", "SpeakerIndex", "add_noise", "apply_timeline", "choose_group",
-           "draw_num_speakers", "energies", "fast_fft_size", "fit_noise", "item_rng", "make_timeline", "mix_sources",
-           "reverberate", "snr_mix", "snr_scales", "timeline_masks"]
+class ByteBudgetCache:
+    """Read-only arrays by key, the least recently used dropped once they hold more than ``budget`` bytes.
+
+    The online mixer keeps decoded RIRs and their spectra here.  It pickles empty: each DataLoader worker fills
+    its own, and a spawned worker does not receive its parent's."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self._items: collections.OrderedDict = collections.OrderedDict()
+        self._bytes = 0
+
+    def get(self, key: Hashable, make: Callable[[], np.ndarray]) -> np.ndarray:
+        """The array under ``key``, made by ``make()`` (and kept, read-only) on a miss."""
+        value = self._items.get(key)
+        if value is not None:
+            self._items.move_to_end(key)
+            return value
+        value = make()
+        value.flags.writeable = False  # shared by every later group that draws it
+        if value.nbytes <= self.budget:
+            self._items[key] = value
+            self._bytes += value.nbytes
+            while self._bytes > self.budget:
+                _key, dropped = self._items.popitem(last=False)
+                self._bytes -= dropped.nbytes
+        return value
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getstate__(self) -> dict:
+        return {"budget": self.budget}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["budget"])
+
+
+class Scratch:
+    """A float32 work area reused from mixture to mixture: a group's sources, its mixture and one product row.
+
+    Reusing it keeps every pass over a group in cache and spares the page faults of fresh half-megabyte arrays
+    (the allocator hands such sizes out as new mappings).  It grows to the largest group seen and stays there
+    (1 MB for two 4 s sources at 16 kHz).  Nothing returned to a caller may alias it.  It pickles empty, so a
+    builder sent to a spawned worker does not carry its parent's buffer."""
+
+    def __init__(self) -> None:
+        self._buffer = np.empty(0, dtype=np.float32)
+
+    def rows(self, count: int, length: int) -> np.ndarray:
+        """A ``[count, length]`` float32 view of the work area (contents undefined), grown when too small."""
+        need = count * length
+        if need > self._buffer.size:
+            self._buffer = np.empty(need, dtype=np.float32)
+        return self._buffer[:need].reshape(count, length)
+
+    def __getstate__(self) -> dict:
+        return {}
+
+    def __setstate__(self, _state: dict) -> None:
+        self.__init__()
+
+
+__all__ = ["GROUP_ATTEMPTS", "RIR_CACHE_BYTES", "ByteBudgetCache", "ItemGenerators", "MixError", "Scratch",
+           "SpeakerIndex", "add_noise", "apply_timeline", "choose_group", "draw_num_speakers", "energies",
+           "fast_fft_size", "fit_noise", "item_rng", "make_timeline", "mix_sources", "reverberate", "rir_spectrum",
+           "snr_mix", "snr_scales", "timeline_masks"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import soxr
@@ -31,17 +32,21 @@ from loader.cues import DRAWS_PER_CUE, ChunkInfo, label_field, resolve_cues
 from loader.mixing import (
     GROUP_ATTEMPTS,
     MIN_ENERGY,
+    RIR_CACHE_BYTES,
+    ByteBudgetCache,
+    ItemGenerators,
     MixError,
+    Scratch,
     SpeakerIndex,
     add_noise,
     apply_timeline,
     choose_group,
     energies,
     fit_noise,
-    item_rng,
     make_timeline,
     mix_sources,
     reverberate,
+    rir_spectrum,
     snr_scales,
 )
 from loader.normalize import muvap_gain
@@ -55,6 +60,8 @@ from schemas.errors import SpeechpackError
 DEFAULT_CHUNK_SECONDS = 3
 #: WeSep re-draws a training window at most this many times while the mixture chunk is silent.
 ZERO_CHUNK_REDRAWS = 3
+#: Online mixing: rows of the work area before a group's sources (the mixture, and one scaled interferer).
+WORK_ROWS = 2
 
 
 @dataclass(frozen=True)
@@ -103,10 +110,10 @@ def length_filter(items: ItemIndex, packs: list[Pack], args: DatasetArgs, state:
     return keep
 
 
-@dataclass(frozen=True)
-class _Window:
+class _Window(NamedTuple):
     """Where one item's rows come from: samples ``[start, start + take)`` of the source, written at the row's
-    start, in a row of ``length`` samples (``length > take`` means right zero padding)."""
+    start, in a row of ``length`` samples (``length > take`` means right zero padding).  A named tuple: several
+    are made per mixture, and a frozen dataclass costs several times more to build."""
 
     start: int
     take: int
@@ -163,6 +170,11 @@ class TseBatchBuilder:
         self.rir_bank = self._bank(args.mix.rir_banks, KIND_RIR) if self.online else ([], np.zeros((0, 2), np.int64))
         self.noise_bank = (self._bank(args.mix.noise_banks, KIND_NOISE) if self.online
                            else ([], np.zeros((0, 2), np.int64)))
+        # the timeline applies to chunks, not whole utterances (WeSep)
+        self._timeline = args.mix.timeline if self.online and not args.whole_utt else None
+        self._scratch = Scratch()  # the online mixer's work area, reused from group to group
+        self._rir_cache = ByteBudgetCache(RIR_CACHE_BYTES)
+        self._item_rngs = ItemGenerators(seed) if self.online else None
 
     def _bank(self, paths: tuple[str, ...], kind: str) -> tuple[list[Pack], np.ndarray]:
         """A bank's packs and its entries as ``[(pack, audio segment)]`` rows (channel 0 of each is used)."""
@@ -182,8 +194,20 @@ class TseBatchBuilder:
 
     def _bank_audio(self, bank: tuple[list[Pack], np.ndarray], draw: float) -> np.ndarray:
         """Channel 0 of a bank entry drawn uniformly, float64 at the loader's rate."""
+        return self._bank_entry(bank, _bank_row(bank, draw))
+
+    def _reverberate(self, sources: np.ndarray, rir_draws: np.ndarray) -> np.ndarray:
+        """``sources`` convolved with the drawn RIRs, each RIR decoded and transformed once per process and FFT
+        size (``RIR_CACHE_BYTES`` of them kept): the FFTs of the sources are then the only ones left per group."""
+        entries = [_bank_row(self.rir_bank, d) for d in rir_draws]
+        rirs = [self._rir_cache.get(("rir", e), lambda e=e: self._bank_entry(self.rir_bank, e)) for e in entries]
+        return reverberate(sources, rirs, lambda i, size: self._rir_cache.get(
+            ("spectrum", entries[i], size), lambda: rir_spectrum(rirs[i], size)))
+
+    def _bank_entry(self, bank: tuple[list[Pack], np.ndarray], entry: int) -> np.ndarray:
+        """Channel 0 of bank entry ``entry``, float64 at the loader's rate."""
         packs, rows = bank
-        pack_id, segment = rows[min(int(draw * len(rows)), len(rows) - 1)]
+        pack_id, segment = rows[entry]
         pack = packs[int(pack_id)]
         audio = pack.read_segment(STREAM_AUDIO, int(segment))[0].astype(np.float64)
         if pack.sample_rate != self.rate:
@@ -371,73 +395,109 @@ class TseBatchBuilder:
     # -- online mixing -------------------------------------------------------------------------------------
 
     def _member(self, item: int, rng: np.random.Generator) -> tuple[tuple, _Window, str, str, int]:
-        """One source of a group, not yet decoded: ((stored view, factor, mean, gain), window, speaker, key, pack)."""
-        pack_id = int(self.items.pack[item])
-        _mix, targets, speakers, key = self._sources(pack_id, int(self.items.sample[item]), -1)
-        audio, factor, mean, gain = targets[0]
-        if audio.shape[0] != 1:
-            raise MixError(f"online_mix: source {key} has {audio.shape[0]} channels; WeSep mixes mono sources")
-        window = self._window(audio, rng.random(ZERO_CHUNK_REDRAWS + 1), redraw_silence=False)
-        return targets[0], window, speakers[0], key, pack_id
+        """One source of a group, not yet decoded: ((stored view, factor, mean, gain), window, speaker, key, pack).
+        A sources sample is one mono segment and one speaker, read straight from the columns."""
+        pack_id, sample = int(self.items.pack[item]), int(self.items.sample[item])
+        pack = self.packs[pack_id]
+        table = pack.streams[STREAM_SOURCE]
+        segment = int(table.first[sample])
+        gain = 1.0
+        if self.args.normalize == "muvap":
+            gain = float(muvap_gain(table.rms[segment], table.peak[segment]))
+        audio = self._audio(pack, STREAM_SOURCE, segment, gain)
+        key = str(pack.keys[sample])
+        if audio[0].shape[0] != 1:
+            raise MixError(f"online_mix: source {key} has {audio[0].shape[0]} channels; WeSep mixes mono sources")
+        window = self._window(audio[0], rng.random(ZERO_CHUNK_REDRAWS + 1), redraw_silence=False)
+        return audio, window, pack.speakers[int(pack.speaker_first[sample])], key, pack_id
 
-    def _group(self, item: int, rng: np.random.Generator) -> dict:
-        """One mixture's sources (chunked, padded to the group's longest, masked by the timeline), redrawn while
-        a source has no energy; plus its SNR and gain draws."""
+    def _draft(self, item: int, rng: np.random.Generator) -> _Draft:
+        """One attempt at a group, every draw made before any audio is decoded (the same draws, in the same
+        order, as deciding while decoding): members and windows, timeline, whether and with which RIRs to
+        reverberate.  Knowing the group sizes first lets the batch be allocated before mixing starts."""
         mix_args = self.args.mix
-        for _attempt in range(GROUP_ATTEMPTS):
-            members = [self._member(int(m), rng) for m in choose_group(rng, item, self.speaker_index, mix_args)]
-            length = max(w.length for _s, w, *_ in members)
-            sources = np.empty((len(members), length), dtype=np.float32)
-            for row, ((audio, factor, mean, gain), window, *_rest) in zip(sources, members):
-                # Decoded straight from the mapping into the group (one pass), normalised, zero-padded.
-                np.multiply(audio[0, window.start:window.start + window.take], np.float32(factor * gain),
-                            out=row[:window.take], casting="unsafe")
-                if mean and gain:
-                    row[:window.take] -= np.float32(mean * gain)
-                row[window.take:] = 0.0
-            segments = make_timeline(rng, len(members), None if self.args.whole_utt else mix_args.timeline)
-            apply_timeline(sources, segments)
+        members = [self._member(int(m), rng) for m in choose_group(rng, item, self.speaker_index, mix_args)]
+        segments = make_timeline(rng, len(members), self._timeline)
+        reverb, rir_draws = rng.random() < mix_args.reverb_prob, rng.random(len(members))
+        return _Draft(members, max(m[1].length for m in members), segments, rir_draws if reverb else None)
+
+    def _realise(self, item: int, rng: np.random.Generator, draft: _Draft, in_scratch: bool) -> _Group:
+        """A drafted group decoded (chunked, padded to the group's longest, masked by the timeline, reverberated),
+        redrawn while a source has no energy; plus its SNR, gain and noise draws.  ``in_scratch``: the sources
+        live in the builder's work area, valid until the next group (the caller mixes at once)."""
+        mix_args = self.args.mix
+        for attempt in range(GROUP_ATTEMPTS):
+            if attempt:
+                draft = self._draft(item, rng)
+            count = len(draft.members)
+            sources = (self._scratch.rows(WORK_ROWS + count, draft.length)[WORK_ROWS:] if in_scratch
+                       else np.empty((count, draft.length), dtype=np.float32))
+            _decode_members(draft.members, sources)
+            if self._timeline is not None:
+                apply_timeline(sources, draft.segments)
             dry = None
-            reverb, rir_draws = rng.random() < mix_args.reverb_prob, rng.random(len(members))
-            if reverb:
-                wet = reverberate(sources, [self._bank_audio(self.rir_bank, d) for d in rir_draws])
+            if draft.rir_draws is not None:
+                wet = self._reverberate(sources, draft.rir_draws)
                 sources, dry = wet, (sources if mix_args.reverb_keep_dry else None)
             energy = energies(sources)
-            if np.all(energy > MIN_ENERGY):
-                snr = rng.uniform(*mix_args.snr_range, size=len(members))
+            if energy.min() > MIN_ENERGY:
+                snr = rng.uniform(*mix_args.snr_range, size=count)
                 gain = float(rng.uniform(*mix_args.gain_range))
                 noise_on, noise_draws = rng.random() < mix_args.noise_prob, rng.random(3)
                 noise = None
                 if noise_on:
-                    noise = (fit_noise(self._bank_audio(self.noise_bank, noise_draws[0]), length, noise_draws[1]),
-                             float(mix_args.noise_snr[0] + noise_draws[2] * (mix_args.noise_snr[1]
-                                                                             - mix_args.noise_snr[0])))
-                windows = [_Window(w.start, w.take, length, w.orig_len) for _s, w, *_ in members]
-                return {"sources": sources, "energy": energy, "dry": dry, "noise": noise,
-                        "snr": snr, "gain": gain, "segments": segments, "windows": windows,
-                        "speakers": [m[2] for m in members], "keys": [m[3] for m in members],
-                        "packs": [m[4] for m in members], "real": max(w.take for _s, w, *_ in members)}
+                    low, high = mix_args.noise_snr
+                    noise = (fit_noise(self._bank_audio(self.noise_bank, noise_draws[0]), draft.length,
+                                       noise_draws[1]), float(low + noise_draws[2] * (high - low)))
+                return _Group(draft, sources, dry, energy, snr, gain, noise)
         key = str(self.packs[int(self.items.pack[item])].keys[int(self.items.sample[item])])
         raise MixError(f"online_mix: no group with energy in every source for target {key} after {GROUP_ATTEMPTS} "
                        f"attempts (is the utterance silent?)")
 
     def _build_online(self, item_ids: np.ndarray, valid: np.ndarray, epoch: int, global_batch: int) -> dict:
-        """One mixture per planned source utterance (its target), rows one per speaker, mixture-major."""
-        groups = [self._group(int(item), item_rng(self.seed, epoch, global_batch, position))
-                  for position, item in enumerate(item_ids)]
-        rows, source_keys, timeline, chunk_ratio, lengths, real = [], [], [], [], [], []
+        """One mixture per planned source utterance (its target), rows one per speaker, mixture-major.
+
+        Every group's draws come first (``_draft``), so the batch's rows are known before any audio is decoded.
+        When every row is ``chunk_len`` long (train chunks, ``pad``), each group is then decoded into the reused
+        work area, mixed there and written to its batch rows before the next one: every pass but the final write
+        stays in cache.  Otherwise (whole utterances, ``keep``) the rows' length depends on every group, so groups
+        are decoded into arrays of their own first and written out afterwards."""
+        rngs = self._item_rngs.batch(epoch, global_batch, len(item_ids))
+        drafts = [self._draft(int(item), rng) for item, rng in zip(item_ids, rngs)]
+        if self.chunk and self.args.chunk_short_policy == "pad":
+            sizes = [len(d.members) for d in drafts]
+            wav_mix, wav_target = self._online_outputs(np.full(sum(sizes), self.chunk_len, dtype=np.int64))
+            groups, row = [], 0
+            for g, (item, rng, draft) in enumerate(zip(item_ids, rngs, drafts)):
+                group = self._realise(int(item), rng, draft, in_scratch=True)
+                if group.size != sizes[g]:  # a redraw changed the speaker count: the rows after it move
+                    sizes[g] = group.size
+                    wav_mix, wav_target = (_with_rows(a, sum(sizes), row) for a in (wav_mix, wav_target))
+                self._render(group, wav_mix[row:row + group.size], wav_target[row:row + group.size])
+                groups.append(group)
+                row += group.size
+        else:
+            groups = [self._realise(int(item), rng, draft, in_scratch=False)
+                      for item, rng, draft in zip(item_ids, rngs, drafts)]
+            wav_mix, wav_target = self._online_outputs(
+                np.concatenate([np.full(g.size, g.draft.length, dtype=np.int64) for g in groups]))
+            row = 0
+            for group in groups:
+                self._render(group, wav_mix[row:row + group.size], wav_target[row:row + group.size])
+                row += group.size
+        rows, source_keys, timeline, chunk_ratio, real = [], [], [], [], []
         for g, group in enumerate(groups):
-            key = "mix_" + "_".join(group["keys"])
-            n = len(group["keys"])
-            for i in range(n):
-                rows.append((g, None, None, group["speakers"][i], key, n, group["windows"][i], group["packs"][i]))
-                source_keys.append(group["keys"][i])
-                timeline.append([[float(group["segments"][i, 0]), float(group["segments"][i, 1])]])
-                chunk_ratio.append(group["windows"][i].chunk_ratio())
-                lengths.append(group["sources"].shape[1])
-                real.append(group["real"])
-        lengths = np.asarray(lengths, dtype=np.int64)
-        wav_mix, wav_target = self._mix_into_batch(groups, lengths)
+            members, length = group.draft.members, group.draft.length
+            key = "mix_" + "_".join(m[3] for m in members)
+            longest_take = max(m[1].take for m in members)
+            segments = group.draft.segments.tolist()
+            for i, (_audio, window, speaker, source_key, pack_id) in enumerate(members):
+                padded = _Window(window.start, window.take, length, window.orig_len)
+                rows.append((g, None, None, speaker, key, len(members), padded, pack_id))
+                source_keys.append(source_key)
+                timeline.append([segments[i]])
+                chunk_ratio.append(padded.chunk_ratio())
+                real.append(longest_take)
         batch = self._assemble(rows, wav_mix, wav_target, chunk_ratio, np.asarray(real, dtype=np.int64), valid,
                                batch_rng(self.seed, epoch, global_batch), source_keys)
         batch["timeline"] = timeline
@@ -464,34 +524,84 @@ class TseBatchBuilder:
         batch["chunk_ratio"] = chunk_ratio
         return batch
 
-    def _mix_into_batch(self, groups: list[dict], lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """WeSep's SNR mixer (and mixture noise) group by group, written straight into the batch's
-        ``wav_mix`` and ``wav_target`` ``[rows, 1, T]`` float32 (rows mixture-major, T by each field's align)."""
+    def _online_outputs(self, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The batch's ``wav_mix`` and ``wav_target`` ``[rows, 1, T]`` float32, T by each field's align over the
+        rows' ``lengths`` (contents undefined: ``_render`` writes every sample)."""
         outputs = []
         for name in ("wav_mix", "wav_target"):
-            align = self.args.align_of(name)
-            outputs.append(np.empty((len(lengths), 1, int(lengths.max() if align == "max" else lengths.min())),
-                                    dtype=np.float32))
-        wav_mix, wav_target = outputs
-        row = 0
-        for group in groups:
-            sources = group["sources"]
-            length = sources.shape[1]
-            first = wav_mix[row, 0]
-            in_place = group["noise"] is None and len(first) >= length  # mix straight into the batch row
-            mix, factors = mix_sources(sources, snr_scales(group["energy"], group["snr"]), group["gain"],
-                                       out=first[:length] if in_place else None)
-            if group["noise"] is not None:  # the mixture only (WeSep's add_noise)
-                mix = add_noise(mix, *group["noise"])
-            targets = group["dry"] if group["dry"] is not None else sources  # reverb_keep_dry: dry, scaled alike
-            for i, factor in enumerate(factors):
-                if in_place and i == 0:
-                    first[length:] = 0.0
-                else:
-                    _put(wav_mix[row + i, 0], mix)
-                _put(wav_target[row + i, 0], targets[i], np.float32(factor))
-            row += len(factors)
-        return wav_mix, wav_target
+            out_len = int(lengths.max() if self.args.align_of(name) == "max" else lengths.min())
+            outputs.append(np.empty((len(lengths), 1, out_len), dtype=np.float32))
+        return outputs[0], outputs[1]
+
+    def _render(self, group: _Group, mix_rows: np.ndarray, target_rows: np.ndarray) -> None:
+        """WeSep's SNR mixer (and mixture noise) for one group, in the work area, then its batch rows written
+        once each: the mixture into every ``mix_rows`` row, each target scaled into its ``target_rows`` row
+        (cropped or zero-padded to the batch's length)."""
+        mix, work = self._scratch.rows(WORK_ROWS, group.draft.length)
+        mix, factors = mix_sources(group.sources, snr_scales(group.energy, group.snr), group.gain, out=mix, work=work)
+        if group.noise is not None:  # the mixture only (WeSep's add_noise)
+            add_noise(mix, *group.noise, in_place=True)
+        targets = group.dry if group.dry is not None else group.sources  # reverb_keep_dry: dry, scaled alike
+        for i, factor in enumerate(factors):
+            _put(mix_rows[i, 0], mix)
+            _put(target_rows[i, 0], targets[i], np.float32(factor))
+
+
+class _Draft(NamedTuple):
+    """One attempt at an online group before decoding: ``members`` ((audio, window, speaker, key, pack) per
+    speaker, the target first), the group's length (its longest window), the timeline segments ``[N, 2]`` and the
+    RIR draws (``None``: not reverberated)."""
+
+    members: list[tuple]
+    length: int
+    segments: np.ndarray
+    rir_draws: np.ndarray | None
+
+
+class _Group(NamedTuple):
+    """A drafted group decoded: ``sources`` ``[N, length]`` float32 (reverberant when reverberated), ``dry`` the
+    dry sources when they are kept as targets, their energies, and the SNR, gain and noise draws."""
+
+    draft: _Draft
+    sources: np.ndarray
+    dry: np.ndarray | None
+    energy: np.ndarray
+    snr: np.ndarray
+    gain: float
+    noise: tuple[np.ndarray, float] | None
+
+    @property
+    def size(self) -> int:
+        """Speakers in the group."""
+        return len(self.draft.members)
+
+
+def _bank_row(bank: tuple[list[Pack], np.ndarray], draw: float) -> int:
+    """The bank entry a uniform ``draw`` in [0, 1) picks."""
+    rows = bank[1]
+    return min(int(draw * len(rows)), len(rows) - 1)
+
+
+def _decode_members(members: list[tuple], rows: np.ndarray) -> None:
+    """Each member's window decoded from the mapping into its row (int16 to float32, scaled, normalised),
+    zero-padded to the row's length.  A cast copy then an in-place multiply: the same floats as one mixed-type
+    multiply, which numpy runs through a cast buffer, and faster."""
+    for row, ((audio, factor, mean, gain), window, *_rest) in zip(rows, members):
+        take = window.take
+        signal = row[:take]
+        signal[...] = audio[0, window.start:window.start + take]
+        signal *= np.float32(factor * gain)
+        if mean and gain:
+            signal -= np.float32(mean * gain)
+        if take < len(row):
+            row[take:] = 0.0
+
+
+def _with_rows(batch: np.ndarray, rows: int, written: int) -> np.ndarray:
+    """``batch`` with ``rows`` rows, its first ``written`` kept (a redraw changed a group's speaker count)."""
+    resized = np.empty((rows,) + batch.shape[1:], dtype=batch.dtype)
+    resized[:written] = batch[:written]
+    return resized
 
 
 def _put(out: np.ndarray, signal: np.ndarray, factor: np.float32 | None = None) -> None:
@@ -501,7 +611,8 @@ def _put(out: np.ndarray, signal: np.ndarray, factor: np.float32 | None = None) 
         out[:take] = signal[:take]
     else:
         np.multiply(signal[:take], factor, out=out[:take])
-    out[take:] = 0.0
+    if take < len(out):
+        out[take:] = 0.0
 
 
 def _slots(rows: list[tuple]) -> list[int]:

@@ -110,34 +110,67 @@ def mixtures(batch: dict):
     return groups
 
 
+def assert_mixtures_hold(batch: dict) -> None:
+    """notes-wesep.md section 7 item 16 for every mixture of a batch: distinct speakers, key naming, the mixture
+    repeated per row and equal to the sum of its targets, every SNR in range, the peak at the drawn gain."""
+    mix, tgt = batch["wav_mix"].numpy(), batch["wav_target"].numpy()
+    assert mix.shape == tgt.shape and mix.shape[1:] == (1, CHUNK)
+    assert {"source_key", "timeline", "chunk_ratio", "lengths", "valid", "speaker_label"} <= set(batch)
+    for rows in mixtures(batch):
+        keys = [batch["source_key"][r] for r in rows]
+        spks = [batch["spk"][r] for r in rows]
+        assert len(set(spks)) == len(spks), "speakers within a mixture are distinct"
+        assert all(batch["key"][r] == "mix_" + "_".join(keys) for r in rows)
+        assert all(batch["num_speaker"][r] == len(rows) for r in rows)
+        for r in rows[1:]:
+            np.testing.assert_array_equal(mix[r], mix[rows[0]])
+        np.testing.assert_allclose(mix[rows[0], 0], tgt[rows].sum(axis=0)[0], atol=1e-6)
+        norms = [np.linalg.norm(tgt[r, 0].astype(np.float64)) for r in rows]
+        for n in norms[1:]:
+            snr = 20 * np.log10(norms[0] / n)
+            assert SNR[0] - 1e-3 <= snr <= SNR[1] + 1e-3
+        peak = max(np.abs(mix[rows[0]]).max(), np.abs(tgt[rows]).max())
+        g = 20 * np.log10(peak)
+        assert GAIN[0] - 1e-3 <= g <= GAIN[1] + 1e-3
+
+
 def test_mixture_properties(sources_pack):
     path, case = sources_pack()
     ld = loader.build_loader(mix_config(path), "train", seed=3)
     seen_first = Counter()
-    for epoch_batches in [collect(ld)]:
-        for batch in epoch_batches:
-            mix, tgt = batch["wav_mix"].numpy(), batch["wav_target"].numpy()
-            assert mix.shape == tgt.shape and mix.shape[1:] == (1, CHUNK)
-            assert {"source_key", "timeline", "chunk_ratio", "lengths", "valid", "speaker_label"} <= set(batch)
-            for rows in mixtures(batch):
-                keys = [batch["source_key"][r] for r in rows]
-                spks = [batch["spk"][r] for r in rows]
-                assert len(set(spks)) == len(spks), "speakers within a mixture are distinct"
-                assert all(batch["key"][r] == "mix_" + "_".join(keys) for r in rows)
-                assert all(batch["num_speaker"][r] == len(rows) for r in rows)
-                for r in rows[1:]:
-                    np.testing.assert_array_equal(mix[r], mix[rows[0]])
-                np.testing.assert_allclose(mix[rows[0], 0], tgt[rows].sum(axis=0)[0], atol=1e-6)
-                norms = [np.linalg.norm(tgt[r, 0].astype(np.float64)) for r in rows]
-                for n in norms[1:]:
-                    snr = 20 * np.log10(norms[0] / n)
-                    assert SNR[0] - 1e-3 <= snr <= SNR[1] + 1e-3
-                peak = max(np.abs(mix[rows[0]]).max(), np.abs(tgt[rows]).max())
-                g = 20 * np.log10(peak)
-                assert GAIN[0] - 1e-3 <= g <= GAIN[1] + 1e-3
-                if batch["valid"][rows[0]]:
-                    seen_first[keys[0]] += 1
+    for batch in collect(ld):
+        assert_mixtures_hold(batch)
+        for rows in mixtures(batch):
+            if batch["valid"][rows[0]]:
+                seen_first[batch["source_key"][rows[0]]] += 1
     assert seen_first == Counter({line.key: 1 for line in case.lines}), "each source is a target once per epoch"
+
+
+def test_a_redraw_that_changes_the_speaker_count_keeps_the_batch_whole(real_audio, wesep_list, tmp_path,
+                                                                        monkeypatch):
+    """Batches are sized from the first draw of every group; a silent source redraws its group, possibly with
+    another speaker count, and the rows already mixed move into a resized batch intact."""
+    import loader.tse
+
+    silent = tmp_path / "silent.wav"
+    soundfile.write(silent, np.zeros(RATE, dtype=np.int16), RATE, subtype="PCM_16")
+    items = [Source(f"u{n}c{c}", path, seconds=0.8, start=0.1 + 0.8 * c)
+             for n, path in enumerate(real_audio("pocketsphinx")) for c in range(2)]
+    items += [{"key": f"quiet{n}", "spk": [f"nobody{n}"], "src": {f"nobody{n}": [str(silent)]}} for n in range(3)]
+    case = wesep_list(items)
+    out = tmp_path / "pack"
+    build_wesep(str(case.list_path), BuildOptions(out=str(out), sample_rate=RATE, progress=False))
+    resized = []
+    real_with_rows = loader.tse._with_rows
+    monkeypatch.setattr(loader.tse, "_with_rows", lambda *a: resized.append(a[1:]) or real_with_rows(*a))
+    builder = loader.build_loader(mix_config(str(out), batch_size=6), "train").builder
+    loud = [i for i, s in enumerate(builder.items.sample) if not str(builder.packs[0].keys[int(s)]).startswith("q")]
+    for batch_number in range(40):
+        batch = builder.build(np.asarray(loud[:6]), np.ones(6, dtype=bool), 0, batch_number)
+        assert_mixtures_hold({k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in batch.items()})
+        assert not any(k.startswith("quiet") for k in batch["source_key"])
+        assert len(batch["key"]) == sum(len(rows) for rows in mixtures(batch))
+    assert resized, "no redraw changed a group's speaker count: the test does not cover the resize"
 
 
 def test_each_source_target_once_two_ranks(sources_pack):
@@ -332,6 +365,80 @@ def test_reverb_replaces_or_keeps_the_dry_targets(sources_pack, banks):
                 c = a @ b / (b @ b)
                 assert c > 0
                 np.testing.assert_allclose(a, c * b, atol=1e-6)
+
+
+def test_rir_spectra_are_cached_without_changing_a_bit(sources_pack, banks, monkeypatch):
+    """Each RIR is decoded and transformed once per process and FFT size; batches equal those of a loader that
+    keeps nothing (a zero-byte cache recomputes every spectrum)."""
+    import loader.tse
+
+    path, _case = sources_pack()
+    rir, _noise = banks
+    cfg = mix_config(path, reverb_prob=1, rir_banks=[{"path": rir}])
+    cached = loader.build_loader(cfg, "train", seed=6)
+    with_cache = collect(cached)
+    cache = cached.builder._rir_cache
+    assert 0 < len(cache) <= 2 * 3 * 2  # 3 RIRs, decoded + one spectrum per FFT size (one chunk length here)
+    assert cache.nbytes <= cache.budget
+    monkeypatch.setattr(loader.tse, "RIR_CACHE_BYTES", 0)
+    uncached = loader.build_loader(cfg, "train", seed=6)
+    without = collect(uncached)
+    assert len(uncached.builder._rir_cache) == 0
+    for a, b in zip(with_cache, without):
+        assert torch.equal(a["wav_mix"], b["wav_mix"]) and torch.equal(a["wav_target"], b["wav_target"])
+
+
+def test_reused_item_generators_give_item_rng_streams():
+    """The loader's reused per-item generators draw exactly what fresh ``item_rng`` generators draw, whatever
+    was drawn from them in the batch before."""
+    import pickle
+
+    from loader.mixing import ItemGenerators
+
+    pool = ItemGenerators(seed=11)
+    for epoch, batch, count in [(0, 0, 3), (2, 5, 5), (2, 5, 2), (1, 0, 4)]:
+        generators = pool.batch(epoch, batch, count)
+        assert len(generators) == count
+        for position, generator in enumerate(generators):
+            fresh = item_rng(11, epoch, batch, position)
+            assert generator.random(3).tolist() == fresh.random(3).tolist()
+            assert generator.integers(7) == fresh.integers(7)  # a buffered 32-bit draw after 64-bit ones
+            assert generator.integers(1000, size=4).tolist() == fresh.integers(1000, size=4).tolist()
+    assert len(pickle.dumps(pool)) < 200
+    assert pickle.loads(pickle.dumps(pool)).batch(2, 5, 1)[0].random() == item_rng(11, 2, 5, 0).random()
+    with pytest.raises(MixError, match="non-negative"):
+        pool.batch(-1, 0, 1)
+
+
+def test_byte_budget_cache_and_scratch():
+    import pickle
+
+    from loader.mixing import ByteBudgetCache, Scratch
+
+    cache = ByteBudgetCache(budget=3 * 800)
+    made = []
+
+    def make(n):
+        made.append(n)
+        return np.full(100, n, dtype=np.float64)  # 800 bytes
+
+    for n in (0, 1, 2, 0, 3):  # 0 is used again before 3 arrives, so 1 is the least recently used
+        assert cache.get(n, lambda n=n: make(n))[0] == n
+    assert made == [0, 1, 2, 3] and len(cache) == 3 and cache.nbytes == 2400
+    cache.get(1, lambda: make(1))
+    assert made[-1] == 1, "1 was dropped"
+    with pytest.raises(ValueError):
+        cache.get(0, lambda: make(0))[0] = 5.0  # shared values are read-only
+    assert cache.get(9, lambda: np.zeros(1000)).size == 1000 and 9 not in cache._items  # larger than the budget
+    restored = pickle.loads(pickle.dumps(cache))
+    assert len(restored) == 0 and restored.budget == cache.budget
+    scratch = Scratch()
+    rows = scratch.rows(3, 10)
+    assert rows.shape == (3, 10) and rows.dtype == np.float32
+    assert np.shares_memory(scratch.rows(2, 10), rows), "reused, not reallocated"
+    assert scratch.rows(4, 100).shape == (4, 100)
+    assert pickle.loads(pickle.dumps(scratch)).rows(1, 1).shape == (1, 1)
+    assert len(pickle.dumps(scratch)) < 200, "a scratch pickles empty"
 
 
 def test_noise_is_added_to_the_mixture_only(sources_pack, banks):

@@ -51,8 +51,8 @@ def tar_members(tar_path: str) -> list[tuple[str, bytes]]:
         return [(m.name, tar.extractfile(m).read()) for m in tar.getmembers()]
 
 
-def rewrite_tar(tar_path: str, members: list[tuple[str, bytes]]) -> None:
-    with tarfile.open(tar_path, "w") as tar:
+def rewrite_tar(tar_path: str, members: list[tuple[str, bytes]], compress: bool = False) -> None:
+    with tarfile.open(tar_path, "w:gz" if compress else "w") as tar:
         for name, data in members:
             info = tarfile.TarInfo(name)
             info.size = len(data)
@@ -75,6 +75,56 @@ def test_offline_shards_pack_like_the_raw_list(real_audio, wesep_list, tmp_path)
     first = index["samples"][0]["provenance"]
     assert first["tar"].endswith("shards_000000000.tar")
     assert first["members"] == ["mixA.spk1", "mixA.spk2", "mixA.wav", "mixA_spk1.wav", "mixA_spk2.wav"]
+
+
+def test_gzip_shards_pack_like_the_raw_list(real_audio, wesep_list, tmp_path):
+    """``.tar.gz`` and ``.tgz`` shards are streamed once and read in memory: the same pack as the raw list, with
+    one process or several (the members' bytes travel to the workers)."""
+    from packer.adapters.wesep_shards import InMemoryTarMember, is_gzip
+
+    a, b, c = real_audio("pocketsphinx", 3)
+    case = wesep_list([Mix("mixA", (a, b)), Mix("mixB", (b, c), layout="two_files", start=0.4),
+                       Mix("mixC", (a, c), seconds=1.0)])
+    shard_list = write_shards(str(case.list_path), str(tmp_path / "tars"), samples_per_shard=2, compress=True)
+    first, second = open(shard_list).read().split()
+    assert first.endswith(".tar.gz") and is_gzip(first)
+    tgz = second[:-len(".tar.gz")] + ".tgz"
+    os.rename(second, tgz)
+    Path(shard_list).write_text(f"{first}\n{tgz}\n")
+    shards = read_wesep_shards(shard_list)
+    assert not shards.problems and len(shards.lines) == 3
+    assert all(isinstance(p, InMemoryTarMember) for line in shards.lines for p in line.target_paths)
+    assert str(shards.lines[2].target_paths[0]) == f"{tgz}:mixC_spk1.wav"
+    build_wesep(str(case.list_path), options(tmp_path / "raw", shard_bytes=100_000))
+    build_wesep_shards(shard_list, options(tmp_path / "shards", shard_bytes=100_000))
+    same_audio_files(tmp_path / "raw", tmp_path / "shards")
+    build_wesep_shards(shard_list, options(tmp_path / "parallel", shard_bytes=100_000, workers=2))
+    assert pack_files(tmp_path / "shards") == pack_files(tmp_path / "parallel")
+
+
+def test_gzip_shard_problems_are_reported(real_audio, wesep_list, tmp_path):
+    """A corrupt member of a compressed shard drops only its sample, named ``tar:member``; a truncated or
+    garbled compressed shard fails the build with its path."""
+    a, b, c = real_audio("pocketsphinx", 3)
+    case = wesep_list([Mix("m1", (a, b)), Mix("m2", (b, c)), Mix("m3", (a, c))])
+    shard_list = write_shards(str(case.list_path), str(tmp_path / "tars"))
+    plain = open(shard_list).read().split()[0]
+    members = [(n, b"not audio at all" if n == "m2_spk2.wav" else d) for n, d in tar_members(plain)]
+    gz = tmp_path / "bad.tar.gz"
+    with tarfile.open(gz, "w:gz") as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    (tmp_path / "gz.list").write_text(f"{gz}\n")
+    summary = build_wesep_shards(str(tmp_path / "gz.list"), options(tmp_path / "pack", skip_bad=True))
+    assert summary.manifest.totals["samples"] == 2
+    assert [(p.line, p.key, p.path) for p in summary.skipped] == [(2, "m2", f"{gz}:m2_spk2.wav")]
+    truncated = tmp_path / "truncated.tgz"
+    truncated.write_bytes(gz.read_bytes()[: gz.stat().st_size // 2])
+    (tmp_path / "truncated.list").write_text(f"{truncated}\n")
+    with pytest.raises(SpeechpackError, match=f"{truncated}: not a readable gzip-compressed tar"):
+        build_wesep_shards(str(tmp_path / "truncated.list"), options(tmp_path / "pack2"))
 
 
 def test_resampled_shards_match_the_raw_list(real_audio, wesep_list, tmp_path):
@@ -149,14 +199,17 @@ def test_mixture_keys_ending_in_spk_n(real_audio, wesep_list, tmp_path):
     same_audio_files(tmp_path / "raw", tmp_path / "shards")
 
 
-def test_members_are_never_extracted(real_audio, wesep_list, tmp_path, monkeypatch):
+@pytest.mark.parametrize("compress", [False, True], ids=["plain", "gzip"])
+def test_members_are_never_extracted(real_audio, wesep_list, tmp_path, monkeypatch, compress):
     a, b = real_audio("pocketsphinx", 2)
     case = wesep_list([Mix("m1", (a, b))])
     shard_list = write_shards(str(case.list_path), str(tmp_path / "tars"))
     tar_path = open(shard_list).read().split()[0]
     members = tar_members(tar_path)
     wav = dict(members)["m1.wav"]
-    rewrite_tar(tar_path, [("../evil.spk1", b"eve"), ("../evil.wav", wav), ("/tmp/abs_evil.wav", wav)] + members)
+    # gzip: the same ``.tar`` name, compressed content (a shard is told by its first bytes, not its name)
+    rewrite_tar(tar_path, [("../evil.spk1", b"eve"), ("../evil.wav", wav), ("/tmp/abs_evil.wav", wav)] + members,
+                compress=compress)
     work = tmp_path / "work" / "deep"
     work.mkdir(parents=True)
     monkeypatch.chdir(work)
@@ -180,10 +233,15 @@ def test_bad_shard_lists_are_refused(tmp_path):
     with pytest.raises(SpeechpackError, match="not found"):
         build_wesep_shards(str(missing), options(tmp_path / "pack"))
     gz = tmp_path / "s.tar"
-    gz.write_bytes(b"\x1f\x8b" + b"junk" * 100)
+    gz.write_bytes(b"\x1f\x8b" + b"junk" * 100)  # gzip magic, then garbage
     garbage = tmp_path / "garbage.list"
     garbage.write_text(f"{gz}\n")
-    with pytest.raises(SpeechpackError, match="uncompressed tar"):
+    with pytest.raises(SpeechpackError, match=f"{gz}: not a readable gzip-compressed tar"):
+        build_wesep_shards(str(garbage), options(tmp_path / "pack"))
+    junk = tmp_path / "j.tar"
+    junk.write_bytes(b"junk" * 100)
+    garbage.write_text(f"{junk}\n")
+    with pytest.raises(SpeechpackError, match=f"{junk}: not a readable uncompressed tar"):
         build_wesep_shards(str(garbage), options(tmp_path / "pack"))
 
 
@@ -197,6 +255,13 @@ def test_cli(real_audio, wesep_list, tmp_path, monkeypatch):
                                        "--no-progress"])
     assert result.exit_code == 0, result.output
     assert "packed 1 samples" in result.output
+    write_shards(str(case.list_path), str(tmp_path / "tgz"), compress=True)
+    (tmp_path / "gz.list").write_text("tgz/shards_000000000.tar.gz\n")
+    result = CliRunner().invoke(main, ["build", "wesep-shards", "--list", "gz.list", "--out", "gz-pack",
+                                       "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "packed 1 samples" in result.output
+    same_audio_files(tmp_path / "pack", tmp_path / "gz-pack")
 
 
 def test_members_decode_in_memory_like_files(real_audio, tmp_path):

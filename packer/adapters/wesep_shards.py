@@ -5,6 +5,11 @@ UTF-8 speaker id of slot i), ``{key}.{ext}`` for each mixture file (the same nam
 several, in order) and ``{key}_spk{i}.{ext}`` for each file of ``src[spk_i]``.  Online shards hold ``{key}.spk``
 and one mono ``{key}.{ext}``.  ``ext`` is one of ``AUDIO_EXTENSIONS``.
 
+A shard is a plain tar or a gzip-compressed one (``.tar.gz``/``.tgz``, told by its first bytes).  A plain tar's
+members are indexed and later read at their offsets; a compressed one is read through once in ``tarfile`` stream
+mode and its members stay in memory until the build ends, so compressed shards cost their uncompressed size in
+memory (keep corpora larger than memory in plain tars).
+
 Members are grouped like WeSep's reader (name split at the last dot; consecutive members with the same parsed
 key make one sample) and turned into ``WesepLine``s whose audio are ``TarMember``s, so the raw-list adapter's
 checks, decoding and policy apply unchanged.  Members are read in memory, never extracted.  Differences from
@@ -21,6 +26,7 @@ import json
 import os
 import re
 import tarfile
+import zlib
 from dataclasses import dataclass, field
 
 from packer.adapters.wesep import TarMember, WesepList, one_kind
@@ -29,6 +35,8 @@ from schemas.wesep_list import LineProblem, WesepLine
 
 #: Audio extensions WeSep's shard writer and reader accept.
 AUDIO_EXTENSIONS = ("wav", "flac", "mp3", "ogg", "opus", "m4a", "wma")
+#: The first bytes of a gzip stream (RFC 1952): how a compressed shard is told from a plain tar.
+GZIP_MAGIC = b"\x1f\x8b"
 
 _SPK_ID = re.compile(r"spk(\d+)")
 _SRC_SUFFIX = re.compile(r"_spk(\d+)$")
@@ -95,60 +103,94 @@ def read_wesep_shards(list_path: str) -> WesepList:
     return one_kind(lines, problems, "sample")
 
 
-def _open_tar(tar_path: str) -> tarfile.TarFile:
+@dataclass(frozen=True)
+class InMemoryTarMember(TarMember):
+    """A tar member with its bytes: every member of a gzip-compressed shard (a compressed tar has no offset a
+    worker could seek to, so the shard is streamed once, in ``tarfile`` stream mode, and its members are kept
+    until the build ends), and the few bytes of a plain tar's speaker-id members, read while the tar is open.
+    ``offset`` is the member's offset in the (decompressed) tar stream."""
+
+    data: bytes = field(repr=False, compare=False)
+
+    def read_bytes(self) -> bytes:
+        return self.data
+
+
+def is_gzip(path: str) -> bool:
+    """Whether ``path`` starts with the gzip magic bytes (whatever its name: ``.tar.gz``, ``.tgz``, ``.tar``)."""
+    with open(path, "rb") as fp:
+        return fp.read(len(GZIP_MAGIC)) == GZIP_MAGIC
+
+
+def _tar_entries(tar_path: str) -> list[TarMember]:
+    """Every regular file of a shard, in order.  A plain tar is indexed (audio members are read later, at their
+    offsets; speaker ids now); a gzip-compressed one is read through once, in stream mode, and held in memory."""
     try:
-        return tarfile.open(tar_path, mode="r:")  # plain tar: member data sits at a fixed offset a worker seeks to
-    except (tarfile.TarError, OSError) as err:
-        raise SpeechpackError(f"{tar_path}: not a readable uncompressed tar ({err})") from None
+        compressed = is_gzip(tar_path)
+    except OSError as err:
+        raise SpeechpackError(f"{tar_path}: cannot read the tar ({err.strerror or err})") from None
+    try:
+        if not compressed:
+            with tarfile.open(tar_path, mode="r:") as tar:
+                return [InMemoryTarMember(tar_path, m.name, m.offset_data, m.size, tar.extractfile(m).read())
+                        if _is_speaker_id(m.name) else TarMember(tar_path, m.name, m.offset_data, m.size)
+                        for m in tar.getmembers() if m.isfile()]
+        with tarfile.open(tar_path, mode="r|gz") as tar:
+            return [InMemoryTarMember(tar_path, m.name, m.offset_data, m.size, tar.extractfile(m).read())
+                    for m in tar if m.isfile()]
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as err:
+        what = "gzip-compressed" if compressed else "uncompressed"
+        raise SpeechpackError(f"{tar_path}: not a readable {what} tar ({str(err) or type(err).__name__})") from None
+
+
+def _is_speaker_id(name: str) -> bool:
+    """``{key}.spk`` (online) or ``{key}.spk<i>`` (offline)."""
+    postfix = name.rpartition(".")[2]
+    return postfix == "spk" or _SPK_ID.fullmatch(postfix) is not None
 
 
 def _groups_of(tar_path: str) -> list[_Group]:
     """WeSep's grouping of one tar, offline or online (decided by its spk-id members)."""
-    with _open_tar(tar_path) as tar:
-        try:
-            members = [m for m in tar.getmembers() if m.isfile()]
-        except (tarfile.TarError, OSError) as err:
-            raise SpeechpackError(f"{tar_path}: corrupt tar ({err})") from None
-        postfixes = {m.name.rpartition(".")[2] for m in members if "." in m.name}
-        online = "spk" in postfixes and not any(_SPK_ID.fullmatch(p) for p in postfixes)
-        groups: list[_Group] = []
-        current: _Group | None = None
-        for member in members:
-            prefix, dot, postfix = member.name.rpartition(".")
-            if not dot:
-                continue  # no extension: WeSep ignores it
-            audio = postfix.lower() in AUDIO_EXTENSIONS
-            slot = None
-            if online:
-                if postfix != "spk" and not audio:
-                    continue
-                key = prefix
-            elif _SPK_ID.fullmatch(postfix):
-                key = prefix
-            elif audio:
-                suffix = _SRC_SUFFIX.search(prefix)
-                # ``{key}.{ext}`` of a key that itself ends in ``_spk<n>``: the mixture of the open sample.
-                if suffix and not (current is not None and current.key == prefix and not current.src):
-                    key, slot = prefix[:suffix.start()], int(suffix.group(1))
-                else:
-                    key = prefix
-            else:
-                continue  # an unknown postfix: WeSep ignores it
-            if current is None or current.key != key:
-                current = _Group(key=key, tar_path=tar_path, online=online)
-                groups.append(current)
-            current.members.append(member.name)
-            if postfix == "spk" or _SPK_ID.fullmatch(postfix):
-                index = 0 if online else int(_SPK_ID.fullmatch(postfix).group(1))
-                if index in current.speaker_ids:
-                    current.faults.append(f"member {member.name} appears twice")
-                current.speaker_ids[index] = tar.extractfile(member).read()
+    members = _tar_entries(tar_path)
+    postfixes = {m.name.rpartition(".")[2] for m in members if "." in m.name}
+    online = "spk" in postfixes and not any(_SPK_ID.fullmatch(p) for p in postfixes)
+    groups: list[_Group] = []
+    current: _Group | None = None
+    for member in members:
+        prefix, dot, postfix = member.name.rpartition(".")
+        if not dot:
+            continue  # no extension: WeSep ignores it
+        audio = postfix.lower() in AUDIO_EXTENSIONS
+        slot = None
+        if online:
+            if postfix != "spk" and not audio:
                 continue
-            source = TarMember(tar_path, member.name, member.offset_data, member.size)
-            if slot is None:
-                current.mix.append(source)
+            key = prefix
+        elif _SPK_ID.fullmatch(postfix):
+            key = prefix
+        elif audio:
+            suffix = _SRC_SUFFIX.search(prefix)
+            # ``{key}.{ext}`` of a key that itself ends in ``_spk<n>``: the mixture of the open sample.
+            if suffix and not (current is not None and current.key == prefix and not current.src):
+                key, slot = prefix[:suffix.start()], int(suffix.group(1))
             else:
-                current.src.setdefault(slot, []).append(source)
+                key = prefix
+        else:
+            continue  # an unknown postfix: WeSep ignores it
+        if current is None or current.key != key:
+            current = _Group(key=key, tar_path=tar_path, online=online)
+            groups.append(current)
+        current.members.append(member.name)
+        if _is_speaker_id(member.name):
+            index = 0 if online else int(_SPK_ID.fullmatch(postfix).group(1))
+            if index in current.speaker_ids:
+                current.faults.append(f"member {member.name} appears twice")
+            current.speaker_ids[index] = member.read_bytes()  # in memory: read with the tar's index
+            continue
+        if slot is None:
+            current.mix.append(member)
+        else:
+            current.src.setdefault(slot, []).append(member)
     return groups
 
 
@@ -197,12 +239,13 @@ def _to_line(group: _Group, ordinal: int) -> WesepLine:
 
 
 def write_shards(list_path: str, out_dir: str, samples_per_shard: int = 1000, prefix: str = "shards",
-                 online: bool | None = None) -> str:
+                 online: bool | None = None, compress: bool = False) -> str:
     """WeSep-style tar shards of a raw list (what ``tools/make_shards_from_samples.py`` writes): files stored
     byte for byte, ``{prefix}_{i:09d}.tar`` in ``out_dir``; return the path of the ``shard.list`` written there.
 
     ``online`` writes single-speaker lines as ``{key}.spk`` + ``{key}.{ext}``; by default it is chosen when every
-    line lacks ``mix``.  Paths of the raw list are opened as written (relative to the current directory).
+    line lacks ``mix``.  ``compress`` writes gzip-compressed ``.tar.gz`` shards instead.  Paths of the raw list are
+    opened as written (relative to the current directory).
     """
     with open(list_path, encoding="utf-8") as fp:
         records = [json.loads(text) for text in fp if text.strip()]
@@ -211,8 +254,9 @@ def write_shards(list_path: str, out_dir: str, samples_per_shard: int = 1000, pr
     os.makedirs(out_dir, exist_ok=True)
     tar_paths = []
     for start in range(0, len(records), samples_per_shard):
-        tar_path = os.path.join(out_dir, f"{prefix}_{start // samples_per_shard:09d}.tar")
-        with tarfile.open(tar_path, mode="w") as tar:
+        suffix = ".tar.gz" if compress else ".tar"
+        tar_path = os.path.join(out_dir, f"{prefix}_{start // samples_per_shard:09d}{suffix}")
+        with tarfile.open(tar_path, mode="w:gz" if compress else "w") as tar:
             for record in records[start:start + samples_per_shard]:
                 for name, data in _sample_members(record, online):
                     info = tarfile.TarInfo(name)
