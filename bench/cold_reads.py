@@ -21,7 +21,9 @@ from the pages ``mincore`` finds resident afterwards; and the **time** of the re
 - ``speechpack``: ``Pack.read_segment(stream, segment, start, stop)`` (``MADV_WILLNEED`` on the window, then
   the copy);
 - ``speechpack, batch prefetch``: ``Pack.will_need`` for a whole batch of ``--batch`` windows first, then
-  ``Pack.stored_segment`` copies: the disk gets a batch of requests at once, as a builder that prefetches would.
+  ``Pack.stored_segment`` copies: the disk gets a batch of requests at once, as a builder that prefetches would;
+- ``speechpack, will_need_view per batch``: the same through ``loader.pack.will_need_view`` on the windows of the
+  stored views, which is what the TSE batch builder does (offline and online mixing) before it copies a batch.
 
 Then the same reads on a warm cache (everything resident), in microseconds per window: the price of the advice
 when there is nothing to fetch.  The throughput benchmark (``bench/loader_throughput.py``) is the warm-path check
@@ -47,7 +49,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from loader_throughput import CHUNK_LEN, _log, build_corpus  # noqa: E402
 from workdir import bench_workdir  # noqa: E402
-from loader.pack import open_pack  # noqa: E402
+from loader.pack import open_pack, will_need_view  # noqa: E402
 from packer.build import BuildOptions, build_wesep  # noqa: E402
 from schemas.npyfile import read_npy_header  # noqa: E402
 
@@ -226,6 +228,20 @@ class Reader:
         return run
 
 
+    def speechpack_views(self, batch: int):
+        pack = self._mapped_pack()
+
+        def run():
+            for first in range(0, len(self.windows), batch):
+                chunk = [(i, *pack.stored_segment(stream, segment), start)
+                         for i, (stream, segment, start) in enumerate(self.windows[first:first + batch], start=first)]
+                for _i, stored, _factor, start in chunk:
+                    will_need_view(stored[0, start:start + CHUNK_LEN])
+                for i, stored, factor, start in chunk:
+                    self._copy(i, stored[0, start:start + CHUNK_LEN], factor)
+        return run
+
+
 # -------------------------------------------------------------------------------------------------------- main
 
 def measure(reader: Reader, name: str, prepare, cold: bool) -> dict:
@@ -279,7 +295,9 @@ def main(argv: list[str] | None = None) -> int:
                    ("mmap + WILLNEED per window", reader.mmap_willneed), ("pread per window", reader.pread),
                    ("speechpack read_segment", reader.speechpack),
                    (f"speechpack, will_need per batch of {args.batch}",
-                    lambda: reader.speechpack_batched(args.batch))]
+                    lambda: reader.speechpack_batched(args.batch)),
+                   (f"speechpack, will_need_view per batch of {args.batch}",
+                    lambda: reader.speechpack_views(args.batch))]
         cold = {name: [] for name, _ in methods}
         for _ in range(args.repeats):
             for name, run in methods:  # alternating, so drift in the machine hits every method alike

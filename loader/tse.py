@@ -50,7 +50,7 @@ from loader.mixing import (
     snr_scales,
 )
 from loader.normalize import muvap_gain
-from loader.pack import Pack, open_pack
+from loader.pack import Pack, open_pack, will_need_view
 from loader.plan import batch_rng
 from schemas.constants import (KIND_NOISE, KIND_RIR, KIND_SOURCES, KIND_TSE, STREAM_AUDIO, STREAM_MIX, STREAM_SOURCE,
                                STREAM_TARGET)
@@ -218,14 +218,14 @@ class TseBatchBuilder:
         """Online mixing: the items' speakers (one per source utterance), grouped."""
         if self.kind != KIND_SOURCES:
             raise MixError(f"dataset_args.online_mix mixes single-speaker sources packs; these packs are {self.kind}")
-        width = max(p.speakers._values.dtype.itemsize for p in self.packs)
+        width = max(p.speakers.raw.dtype.itemsize for p in self.packs)
         speakers = np.empty(len(self.items), dtype=f"S{max(width, 1)}")
         for pack_id, pack in enumerate(self.packs):
             mine = self.items.pack == pack_id
             samples = self.items.sample[mine]
             if np.any(pack.speaker_count[samples] != 1):
                 raise MixError(f"online_mix: pack {pack.path} has samples with other than one speaker")
-            speakers[mine] = pack.speakers._values[pack.speaker_first[samples]]
+            speakers[mine] = pack.speakers.raw[pack.speaker_first[samples]]
         return SpeakerIndex.from_speakers(speakers)
 
     # -- reading -------------------------------------------------------------------------------------------
@@ -377,6 +377,8 @@ class TseBatchBuilder:
         out_len = int(lengths.max() if align == "max" else lengths.min()) if len(lengths) else 0
         channels = sources[0][0].shape[0] if sources else 1
         out = np.empty((len(sources), channels, out_len), dtype=np.float32)
+        for (audio, *_scaling), window in zip(sources, windows):  # a cold cache reads just these ranges, at once
+            will_need_view(audio[:, window.start:window.start + min(window.take, out_len)])
         previous = None
         for r, ((audio, factor, mean, gain), window) in enumerate(zip(sources, windows)):
             if mixture_of is not None and previous is not None and mixture_of[r] == mixture_of[r - 1]:
@@ -464,6 +466,9 @@ class TseBatchBuilder:
         are decoded into arrays of their own first and written out afterwards."""
         rngs = self._item_rngs.batch(epoch, global_batch, len(item_ids))
         drafts = [self._draft(int(item), rng) for item, rng in zip(item_ids, rngs)]
+        for draft in drafts:  # every window of the batch requested before the first decode (cold reads)
+            for (audio, *_scaling), window, *_rest in draft.members:
+                will_need_view(audio[0, window.start:window.start + window.take])
         if self.chunk and self.args.chunk_short_policy == "pad":
             sizes = [len(d.members) for d in drafts]
             wav_mix, wav_target = self._online_outputs(np.full(sum(sizes), self.chunk_len, dtype=np.int64))

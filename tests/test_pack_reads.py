@@ -11,7 +11,7 @@ import pytest
 import soundfile
 
 from conftest import Mix
-from loader.pack import map_stream, open_pack
+from loader.pack import map_stream, open_pack, will_need_view
 from packer.audio import StoredAudio
 from packer.build import BuildOptions, build_wesep
 from packer.sample import PackedSample, SamplePlan, StoredArray
@@ -80,6 +80,20 @@ def test_will_need_accepts_any_range_of_any_channel(real_pack):
     assert mapped.data_offset % 64 == 0 and mapped.row_bytes == 2  # .npy headers are 64-byte aligned, not pages
     mapped.will_need(1, 1)  # a range inside a page, off the page boundary
     mapped.will_need(0, 0)
+
+
+def test_will_need_view_advises_views_of_any_shape_and_leaves_bytes_alone(real_pack):
+    """The TSE builder hints the windows of its stored views (1-D, a channel-major window of a stereo segment,
+    empty, or a heap copy the kernel ignores); what is read afterwards is unchanged."""
+    pack = open_pack(real_pack)
+    table = pack.streams["mix"]
+    stereo = int(np.flatnonzero(table.channels == 2)[0])
+    stored, _factor = pack.stored_segment("mix", stereo)
+    expected = _reference(real_pack, pack, "mix", stereo)
+    _drop_page_cache(real_pack)
+    for view in (stored[:, 100:900], stored[0], stored[:, 5:5], stored[1, 17:18], stored.copy()):
+        will_need_view(view)
+    np.testing.assert_array_equal(stored, expected)
 
 
 def test_a_truncated_or_mismatched_stream_file_is_named(real_pack, tmp_path):
