@@ -8,6 +8,10 @@
    (gain-adjusted) sources, stored as float WAV.
 3. Pack both lists with ``build_wesep`` into small shards, validate both packs (hashes included), open the
    ``tse`` pack and read samples back, comparing a target with its source file resampled the same way.
+4. Load a training epoch of the ``tse`` pack with ``build_loader``.
+5. The same utterances as an ASR corpus: a JSON-lines manifest whose transcripts say which voice speaks (the
+   voices are synthetic: there are no words to transcribe), packed into an ``asr`` pack, validated, and loaded with
+   ``task: asr`` as 80-bin fbank features with character targets.
 
 Everything is deterministic, and every step is echoed, so the output doubles as a tour of what a build does.
 """
@@ -60,6 +64,7 @@ class DemoResult:
     sources_list: str
     tse_pack: str
     sources_pack: str
+    asr_pack: str
     voices: tuple[Voice, ...]
     seconds: float
 
@@ -163,12 +168,47 @@ def run_demo(out: str, echo: Callable[[str], None] = print) -> DemoResult:
     echo("")
     config_path = _load_batches(tse_pack, out, echo)
 
+    # 7. The same utterances as an ASR corpus.
+    echo("")
+    asr_pack = _asr(corpus, utterances, os.path.join(packs, "asr"), out, echo)
+
     seconds = time.monotonic() - started
     echo("")
     echo(f"Done in {seconds:.1f} s.  Try:  speechpack validate {tse_pack}")
     echo(f"                   speechpack peek {config_path} --save-wavs {os.path.join(out, 'batch-wavs')}")
     return DemoResult(out=out, corpus=corpus, tse_list=tse_list, sources_list=sources_list, tse_pack=tse_pack,
-                      sources_pack=sources_pack, voices=tuple(voices), seconds=seconds)
+                      sources_pack=sources_pack, asr_pack=asr_pack, voices=tuple(voices), seconds=seconds)
+
+
+def _asr(corpus: str, utterances: list[_Utterance], asr_pack: str, out: str, echo: Callable[[str], None]) -> str:
+    """Step 7: an ``asr`` pack of the utterances (``build asr-jsonl``), validated, and one fbank batch of it."""
+    from loader import build_loader
+    from loader.peek import describe_batch
+    from packer.adapters.asr_jsonl import build_asr_jsonl
+    from packer.validate import validate_packs
+
+    step = time.monotonic()
+    manifest = os.path.join(corpus, "asr.jsonl")
+    _write_lines(manifest, [{"key": os.path.splitext(os.path.basename(u.path))[0],
+                             "audio_filepath": os.path.join(corpus, u.path), "speaker": u.voice.name,
+                             "text": f"voice {u.voice.name} utterance {n % UTTERANCES_PER_VOICE + 1}",
+                             "language": "en", "corpus": "demo"} for n, u in enumerate(utterances)])
+    summary = build_asr_jsonl(manifest, BuildOptions(out=asr_pack, shard_bytes=SHARD_BYTES, progress=False))
+    report = validate_packs([asr_pack])
+    if not report.ok:
+        raise SpeechpackError(f"the demo's asr pack {asr_pack} failed validation:\n{report.describe()}")
+    config = {"task": "asr", "packs": [{"path": asr_pack}],
+              "dataset_args": {"use_fbank": True, "batching_strategy": "STATIC", "batch_size": 4, "shuffle": False}}
+    loader = build_loader(config, "val", seed=0)
+    batch = next(iter(loader))
+    echo(f"7. The same utterances as an ASR corpus (corpus/asr.jsonl; the transcripts name the voice, the voices "
+         f"being synthetic), packed, validated and loaded with task: asr:")
+    echo(f"     {summary.describe()}")
+    echo(f"   validated: OK (hashes, text UTF-8, hours per corpus and language); {len(loader)} batches of 4 as "
+         f"80-bin fbank with character targets  [{time.monotonic() - step:.2f} s]")
+    for line in describe_batch(batch).splitlines():
+        echo(f"     {line}")
+    return asr_pack
 
 
 def _load_batches(tse_pack: str, out: str, echo: Callable[[str], None]) -> str:

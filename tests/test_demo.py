@@ -49,13 +49,16 @@ def test_demo_prints_every_step(demo):
                      "6. Loaded one training epoch with build_loader",
                      f"{len(MIXTURE_SPEAKERS)} batches, {sum(MIXTURE_SPEAKERS)} rows (one per target speaker)",
                      "wav_mix        (", "speechpack peek",
+                     "7. The same utterances as an ASR corpus",
+                     f"packed {NUM_VOICES * UTTERANCES_PER_VOICE} samples",
+                     "validated: OK", "source_seqs", "(4, ", "target_seqs",
                      "Done in"):
         assert expected in text, f"missing {expected!r} in:\n{text}"
     for rate in RATES:
         assert f"at {rate} Hz" in text
     # Several shards each, or the demo does not show sharding.
     shards = [int(n) for n in re.findall(r"into (\d+) shard\(s\)", text)]
-    assert len(shards) == 2 and min(shards) >= 2, text
+    assert len(shards) == 3 and min(shards) >= 2, text  # tse, sources, asr
 
 
 def test_demo_read_back_matches_the_source_files(demo):
