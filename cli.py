@@ -409,14 +409,17 @@ def validate(packs, json_path, no_hash, plot_path):
 @main.command("finalize")
 @click.argument("pack", type=click.Path(file_okay=False, exists=True))
 @click.option("--no-hash", is_flag=True, help="Trust the receipts' hashes (sizes and indexes are still checked).")
+@click.option("--jobs", type=click.IntRange(min=1),
+              help="Shards verified at once (default: packer.finalize.DEFAULT_JOBS, 4).")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
-def finalize_command(pack, no_hash, progress):
+def finalize_command(pack, no_hash, jobs, progress):
     """Commit a pack built by array jobs (`build ... --shards i/n`): verify every planned shard against the plan
     and its receipt, then write columns/ and dataset.json.  Decodes nothing."""
     from packer.finalize import finalize_pack
 
     try:
-        summary = finalize_pack(pack, check_hashes=not no_hash, progress=progress)
+        summary = finalize_pack(pack, check_hashes=not no_hash, progress=progress,
+                                **({} if jobs is None else {"jobs": jobs}))
     except SpeechpackError as err:
         _fail(err)
     click.echo(summary.describe())

@@ -1,7 +1,7 @@
 """Parallel builds: pack throughput with ``--workers 2`` and with ``--executor ray`` against ``--workers 1``, and
 what array jobs (``--shards i/n`` + ``finalize``) and ``--resume`` cost, on one corpus.
 
-    python bench/parallel_build.py [--minutes 6] [--repeats 3] [--workers 2] [--shard-bytes 20MB] [--format flac]
+    python bench/parallel_build.py [--minutes 30] [--repeats 3] [--workers 2] [--shard-bytes 10MB] [--format flac]
 
 The corpus is ``bench/pack_throughput.py``'s: real recordings from Debian packages (pocketsphinx-testdata,
 alsa-utils, codec2-examples) cut, mixed and written as 16-bit WAV at 8, 16 and 48 kHz, so packing to 16 kHz
@@ -104,10 +104,11 @@ def prepare_killed_build(list_path: str, out: str, shard_bytes: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--minutes", type=float, default=6.0, help="mixture audio in the list (default 6)")
+    parser.add_argument("--minutes", type=float, default=30.0, help="mixture audio in the list (default 30)")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of each job, alternating (default 3)")
     parser.add_argument("--workers", type=int, default=2, help="workers, Ray CPUs and array jobs (default 2)")
-    parser.add_argument("--shard-bytes", default="20MB", help="shard size (default 20MB: several shards per job)")
+    parser.add_argument("--shard-bytes", default="10MB",
+                        help="shard size (default 10MB: 17 shards, enough for whole-shard tasks with 2 workers)")
     parser.add_argument("--max-piece", type=float, default=10.0, help="longest mixture in seconds (default 10)")
     parser.add_argument("--format", dest="audio_format", choices=("wav", "flac"), default="wav",
                         help="input audio format (flac: decoding costs more than writing)")
@@ -124,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         warm_page_cache(read_list(list_path))
         hours = described["hours"]
         print(f"corpus: {described['lines']} mixtures, {hours * 60:.1f} min of mixture audio, "
-              f"{described['wav_bytes'] / 1e6:.0f} MB of {args.audio_format.upper()}; shards of {args.shard_bytes}; {os.cpu_count()} CPUs")
+              f"{described['wav_bytes'] / 1e6:.0f} MB of {args.audio_format.upper()}; shards of {args.shard_bytes}; "
+              f"{os.cpu_count()} CPUs")
         jobs = {"local-1": (job_local, 1), f"local-{n}": (job_local, n), f"stream-{n}": (job_stream, n),
                 f"slices-{n}": (job_slices, n)}
         if not args.no_ray:

@@ -33,6 +33,7 @@ from packer.executor import map_in_order, worker_pool
 from packer.finalize import commit_build, line_problem, verify_all
 from packer.output_dir import discard_output, prepare_output
 from packer.plan import BuildPlan, ShardSlice, plan_shards
+from packer.ray_executor import import_ray
 from packer.sample import PackedSample, SamplePlan
 from packer.shard_runner import run_shard_jobs
 from packer.shard_task import guarded, shard_jobs
@@ -122,7 +123,7 @@ class BuildSummary:
 
     def describe(self) -> str:
         if self.manifest is None:
-            return (f"slice {self.slice}: built {self.built} and kept {self.kept} of the {self.planned} planned "
+            return (f"slice {self.slice}: built {self.built} and kept {self.kept} of its {self.planned} planned "
                     f"shard(s) in {self.seconds:.2f} s -> {self.out}\nwhen every slice is done: "
                     f"{TOOL_NAME} finalize {self.out}")
         totals = self.manifest.totals
@@ -261,6 +262,8 @@ def run_build(*, items: Sequence, problems: Sequence[LineProblem], plan: Callabl
     problems = list(problems)
     if not items and not problems:
         raise SpeechpackError(f"{input_path}: the list holds no samples")
+    if options.executor == "ray":
+        import_ray()  # a missing optional dependency is known before hours of header probing
     with worker_pool(options.workers) as pool:
         return _plan_and_build(items, problems, plan, load, kind, input_path, command, recorded_options, options,
                                cues, input_sha256, pool, started)
@@ -283,13 +286,12 @@ def _plan_and_build(items: Sequence, problems: list, plan: Callable, load: Calla
         fingerprint, kept = None, {}
         if options.stateful:
             fingerprint = record_plan(options.out, build_plan)
-            kept = _keep_verified(options.out, build_plan, fingerprint, selected, options.progress)
+            kept = _keep_verified(options.out, build_plan, fingerprint, selected, options.progress, options.workers)
         jobs = shard_jobs(options.out, kind, options.sample_rate, [k for k in selected if k not in kept],
                           [[planned_items[i] for i in shard] for shard in ranges], build_plan.shards, load,
-                          options.skip_bad, fingerprint)
+                          options.skip_bad, fingerprint, publish=not problems or options.skip_bad)
         outcomes = run_shard_jobs(jobs, options.executor, options.workers, options.ray_address, options.progress,
-                                  publish=not problems or options.skip_bad, desc=f"{TOOL_NAME} {command}: packing",
-                                  pool=pool)
+                                  desc=f"{TOOL_NAME} {command}: packing", pool=pool)
         problems += [p for outcome in outcomes for p in outcome.problems]
         problems += [line_problem(p) for shard in kept.values() for p in shard.problems]
         problems.sort(key=lambda p: p.line)
@@ -334,12 +336,12 @@ def _probe(items: Sequence, plan: Callable, problems: list, options: BuildOption
     return planned_items, plans
 
 
-def _keep_verified(out: str, build_plan: BuildPlan, fingerprint: str, selected: Sequence[int],
-                   progress: bool) -> dict[int, VerifiedShard]:
-    """The selected shards already in ``out`` that verify against the plan; the others are removed (with their
-    receipts) so they are built again."""
+def _keep_verified(out: str, build_plan: BuildPlan, fingerprint: str, selected: Sequence[int], progress: bool,
+                   jobs: int) -> dict[int, VerifiedShard]:
+    """The selected shards already in ``out`` that verify against the plan (``jobs`` at a time); the others are
+    removed (with their receipts) so they are built again."""
     present = [k for k in selected if os.path.isdir(os.path.join(out, shard_dir_name(k)))]
-    kept, failures = verify_all(out, build_plan, fingerprint, present, check_hashes=True, progress=progress)
+    kept, _ = verify_all(out, build_plan, fingerprint, present, check_hashes=True, progress=progress, jobs=jobs)
     for k in present:
         if k not in kept:
             shutil.rmtree(os.path.join(out, shard_dir_name(k)))

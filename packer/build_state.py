@@ -23,7 +23,14 @@ from dataclasses import dataclass
 
 from packer.plan import BuildPlan
 from packer.writer import fsync_dir, hash_file, write_json_atomic
-from schemas.constants import SHARD_INDEX_NAME, STREAM_TYPES, STREAMS_BY_KIND, TEMP_PREFIX, stream_file_name
+from schemas.constants import (
+    SHARD_INDEX_NAME,
+    STREAM_TYPES,
+    STREAMS_BY_KIND,
+    TEMP_PREFIX,
+    shard_dir_name,
+    stream_file_name,
+)
 from schemas.errors import PackFormatError, SpeechpackError
 from schemas.format import FileEntry, ShardEntry, check_shard_index
 from schemas.npyfile import read_npy_header
@@ -187,8 +194,6 @@ def verify_shard(pack_dir: str, shard_id: int, plan: BuildPlan, fingerprint: str
     must hold exactly the index's elements; sizes and (unless ``check_hashes`` is false) SHA-256 must equal the
     receipt's.
     """
-    from schemas.constants import shard_dir_name
-
     name = shard_dir_name(shard_id)
     shard_dir = os.path.join(pack_dir, name)
     if not os.path.isdir(shard_dir):

@@ -38,8 +38,10 @@ def run_shard_jobs_on_ray(jobs: Sequence[ShardJob], address: str | None = None, 
     ray = import_ray()
     started_here = not ray.is_initialized()
     if started_here:
+        # a local instance for this build needs no dashboard; a cluster is used as its owners configured it
+        local = {} if address else {"include_dashboard": False, "log_to_driver": False}
         try:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            ray.init(address=address, **local)
         except ConnectionError as err:
             raise SpeechpackError(f"--ray-address {address}: cannot connect to a Ray cluster ({err})") from None
     try:
@@ -56,8 +58,7 @@ def run_shard_jobs_on_ray(jobs: Sequence[ShardJob], address: str | None = None, 
                     except ray.exceptions.RayTaskError as err:
                         for other in pending:
                             ray.cancel(other, force=True)
-                        cause = err.as_instanceof_cause()
-                        raise (cause.cause if getattr(cause, "cause", None) is not None else cause) from None
+                        raise (err.cause if err.cause is not None else err) from None  # the task's own error
                     bar.update(1)
         return outcomes  # type: ignore[return-value]
     finally:

@@ -18,11 +18,9 @@ from typing import Sequence
 
 from tqdm import tqdm
 
-from packer.build_state import ShardReceipt, write_receipt
-from packer.checkpoints import checkpoint
 from packer.executor import BackgroundConsumer, map_in_order
 from packer.sample import PackedSample
-from packer.shard_task import ShardJob, ShardOutcome, build_shard, check_decoded, guarded
+from packer.shard_task import ShardJob, ShardOutcome, build_shard, check_decoded, guarded, record_receipt
 from packer.writer import PackWriter
 from schemas.format import ShardEntry
 from schemas.wesep_list import LineProblem
@@ -34,36 +32,30 @@ SHARD_TASKS_FROM = 2
 
 
 def run_shard_jobs(jobs: Sequence[ShardJob], executor: str, workers: int = 1, ray_address: str | None = None,
-                   show_progress: bool = False, publish: bool = True, desc: str = "packing",
+                   show_progress: bool = False, desc: str = "packing",
                    pool: ProcessPoolExecutor | None = None) -> list[ShardOutcome]:
     """Run the jobs (in order of ``jobs``) and return one outcome per job; locally in ``pool`` when given (a
-    ``worker_pool(workers)``), else in a pool made for the call.
-
-    With ``publish`` false nothing is written: every sample is still decoded, to report every problem of a build
-    that is going to fail anyway (bad lines without ``--skip-bad``).
-    """
+    ``worker_pool(workers)``), else in a pool made for the call."""
     if not jobs:
         return []
-    if executor == "ray" and publish:
+    if executor == "ray":
         from packer.ray_executor import run_shard_jobs_on_ray
 
         return run_shard_jobs_on_ray(jobs, ray_address, progress=show_progress, desc=desc)
-    if publish and workers > 1 and len(jobs) >= SHARD_TASKS_FROM * workers:
+    if workers > 1 and len(jobs) >= SHARD_TASKS_FROM * workers:
         outcomes = map_in_order(build_shard, jobs, workers, pool=pool)
         return list(tqdm(outcomes, total=len(jobs), desc=desc, unit="shard", disable=not show_progress))
-    return _stream_locally(jobs, workers, show_progress, publish, desc, pool)
+    return _stream_locally(jobs, workers, show_progress, desc, pool)
 
 
-def _stream_locally(jobs: Sequence[ShardJob], workers: int, show_progress: bool, publish: bool, desc: str,
+def _stream_locally(jobs: Sequence[ShardJob], workers: int, show_progress: bool, desc: str,
                     pool: ProcessPoolExecutor | None) -> list[ShardOutcome]:
     first = jobs[0]
     outcomes: dict[int, ShardOutcome] = {}
     problems: list[LineProblem] = []
 
     def published(shard_id: int, entry: ShardEntry, records: list, skipped: list) -> None:
-        if first.fingerprint is not None:
-            write_receipt(first.pack_dir, ShardReceipt(first.fingerprint, entry, tuple(p.to_dict() for p in skipped)))
-            checkpoint(f"receipt:{shard_id}")
+        record_receipt(first.pack_dir, first.fingerprint, shard_id, entry, skipped)
         outcomes[shard_id] = ShardOutcome(shard_id, entry, list(records), list(skipped))
 
     items = [item for job in jobs for item in job.items]
@@ -71,11 +63,11 @@ def _stream_locally(jobs: Sequence[ShardJob], workers: int, show_progress: bool,
     with PackWriter(first.pack_dir, first.kind, first.sample_rate, [list(job.plans) for job in jobs],
                     shard_ids=[job.shard_id for job in jobs], on_shard=published) as writer:
         consumer = BackgroundConsumer(lambda r: writer.add(r) if isinstance(r, PackedSample) else writer.skip(r))
-        writing = publish
+        writing = first.publish
         try:
             decoded = map_in_order(functools.partial(guarded, first.load), items, workers, pool=pool)
-            for plan, result in zip(plans, tqdm(decoded, total=len(plans), desc=desc, unit="sample",
-                                                      disable=not show_progress)):
+            progress = tqdm(decoded, total=len(plans), desc=desc, unit="sample", disable=not show_progress)
+            for plan, result in zip(plans, progress):
                 result = check_decoded(result, plan)
                 if isinstance(result, LineProblem):
                     problems.append(result)

@@ -43,7 +43,9 @@ def check_decoded(result, plan: SamplePlan):
 @dataclass(frozen=True)
 class ShardJob:
     """Everything a worker needs to write planned shard ``shard_id`` (picklable: the items, their plans and the
-    adapter's ``load``).  ``fingerprint`` is the plan's, set when the build records receipts."""
+    adapter's ``load``).  ``fingerprint`` is the plan's, set when the build records receipts.  With ``publish``
+    false nothing is written: the samples are only decoded, to report every problem of a build that fails anyway
+    (bad lines without ``--skip-bad``)."""
 
     pack_dir: str
     kind: str
@@ -54,6 +56,7 @@ class ShardJob:
     load: Callable
     skip_bad: bool
     fingerprint: str | None = None
+    publish: bool = True
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,14 @@ class ShardOutcome:
     problems: list[LineProblem]
 
 
+def record_receipt(pack_dir: str, fingerprint: str | None, shard_id: int, entry: ShardEntry,
+                   skipped: Sequence[LineProblem]) -> None:
+    """Once a shard is in place: its receipt, when the build records its state (``fingerprint`` set)."""
+    if fingerprint is not None:
+        write_receipt(pack_dir, ShardReceipt(fingerprint, entry, tuple(p.to_dict() for p in skipped)))
+        checkpoint(f"receipt:{shard_id}")
+
+
 class _NotWritten(Exception):
     """A bad sample without ``--skip-bad``: the shard must not be published."""
 
@@ -77,15 +88,13 @@ def build_shard(job: ShardJob) -> ShardOutcome:
     published: list[tuple[ShardEntry, list]] = []
 
     def publish(shard_id: int, entry: ShardEntry, records: list, skipped: list) -> None:
-        if job.fingerprint is not None:
-            write_receipt(job.pack_dir, ShardReceipt(job.fingerprint, entry, tuple(p.to_dict() for p in skipped)))
-            checkpoint(f"receipt:{shard_id}")
+        record_receipt(job.pack_dir, job.fingerprint, shard_id, entry, skipped)
         published.append((entry, list(records)))
 
     try:
         with PackWriter(job.pack_dir, job.kind, job.sample_rate, [list(job.plans)], shard_ids=[job.shard_id],
                         on_shard=publish) as writer:
-            writing = True
+            writing = job.publish
             for item, plan in zip(job.items, job.plans):
                 result = check_decoded(guarded(job.load, item), plan)
                 if isinstance(result, LineProblem):
@@ -106,9 +115,11 @@ def build_shard(job: ShardJob) -> ShardOutcome:
 
 
 def shard_jobs(pack_dir: str, kind: str, sample_rate: int, shard_ids: Sequence[int], items_by_shard: Sequence,
-               plans_by_shard: Sequence, load: Callable, skip_bad: bool, fingerprint: str | None) -> list[ShardJob]:
+               plans_by_shard: Sequence, load: Callable, skip_bad: bool, fingerprint: str | None,
+               publish: bool = True) -> list[ShardJob]:
+    """One job per planned shard in ``shard_ids`` (``items_by_shard[k]``, ``plans_by_shard[k]``: shard k's)."""
     return [ShardJob(pack_dir, kind, sample_rate, k, tuple(items_by_shard[k]), tuple(plans_by_shard[k]), load,
-                     skip_bad, fingerprint) for k in shard_ids]
+                     skip_bad, fingerprint, publish) for k in shard_ids]
 
 
-__all__ = ["ShardJob", "ShardOutcome", "build_shard", "check_decoded", "guarded", "shard_jobs"]
+__all__ = ["ShardJob", "ShardOutcome", "build_shard", "check_decoded", "guarded", "record_receipt", "shard_jobs"]

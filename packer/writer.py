@@ -132,7 +132,8 @@ class ShardWriter:
 
     def add(self, sample: PackedSample) -> None:
         if set(sample.streams) != set(self._files):
-            raise InternalError(f"sample {sample.key!r} has streams {sorted(sample.streams)}, shard {sorted(self._files)}")
+            raise InternalError(f"sample {sample.key!r} has streams {sorted(sample.streams)}, "
+                                f"shard {sorted(self._files)}")
         if self._attributes is not None and set(sample.attrs) != set(self._attributes):
             raise InternalError(f"sample {sample.key!r} has attributes {sorted(sample.attrs)}, the kind "
                                 f"{sorted(self._attributes)}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -20,6 +21,8 @@ from packer.plan import ShardSlice
 from packer.validate import validate_packs
 from schemas.errors import SpeechpackError
 from conftest import Mix, mixture_line, pack_files
+# The cue split of test_cues_build (real speech, a real talking-face video): its fixture, not a copy.
+from test_cues_build import build as build_with_cues, real_video, tse_split  # noqa: F401
 
 #: 0.5 s mixtures of two speakers at 16 kHz: 3 segments x 8000 x 2 bytes = 48 kB a sample, 2 samples a shard.
 SHARD_BYTES = "100000"
@@ -56,7 +59,7 @@ def test_slices_then_finalize_equal_one_build(corpus, tmp_path):
         assert f"slice {index}/3" in result.output and "speechpack finalize" in result.output
         assert not (sliced / "dataset.json").exists()
     assert sorted(os.listdir(sliced / RECEIPTS_DIR)) == [f"shard-{k:06d}.json" for k in range(4)]
-    result = finalize_cli(sliced)
+    result = finalize_cli(sliced, "--jobs", "3")
     assert result.exit_code == 0, result.output
     assert "packed 8 samples" in result.output
     one, two = pack_files(reference), pack_files(sliced)
@@ -219,3 +222,63 @@ def test_a_shard_whose_every_sample_is_skipped_keeps_its_number(real_audio, wese
     assert validate_packs([str(out)]).ok
     pack = open_pack(out)
     assert len(pack) == 2 and list(pack.shard) == [0, 2]
+
+
+def test_cues_are_built_by_slice_zero_and_checked_by_finalize(tse_split, tmp_path):
+    case, cues_path, root, _ = tse_split
+    reference, sliced = tmp_path / "one", tmp_path / "sliced"
+    build_with_cues(case, reference, cues_path, root=str(root), shard_bytes=100_000)
+    assert len(json.loads((reference / "dataset.json").read_text())["shards"]) > 1
+    summary = build_with_cues(case, sliced, cues_path, root=str(root), shard_bytes=100_000, shards=ShardSlice(1, 2))
+    assert summary.manifest is None and not (sliced / "cues").exists()
+    result = finalize_cli(sliced)
+    assert result.exit_code == 1 and "cues: missing or without a receipt" in result.output
+    build_with_cues(case, sliced, cues_path, root=str(root), shard_bytes=100_000, shards=ShardSlice(0, 2))
+    cue_file = next(p for p in sorted((sliced / "cues").rglob("*.npy")))
+    original = cue_file.read_bytes()
+    cue_file.write_bytes(original[:-1] + bytes([original[-1] ^ 1]))
+    result = finalize_cli(sliced)
+    assert result.exit_code == 1 and f"{cue_file}: sha256 differs from its receipt" in result.output
+    cue_file.write_bytes(original)
+    assert finalize_cli(sliced).exit_code == 0
+    assert pack_files(sliced) == pack_files(reference)
+
+
+def test_array_jobs_running_at_the_same_time(corpus, tmp_path):
+    """Two jobs started together race to create the directory and to record the plan: one records it, the other
+    checks against it, and finalize gives the one-build pack."""
+    reference, out = tmp_path / "one", tmp_path / "sliced"
+    assert build_cli(corpus.list_path, reference).exit_code == 0
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    jobs = [subprocess.Popen([sys.executable, "-m", "cli", "build", "wesep", "--list", str(corpus.list_path),
+                              "--out", str(out), "--shard-size", SHARD_BYTES, "--no-progress", "--shards", f"{i}/2"],
+                             cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    for job in jobs:
+        stdout, stderr = job.communicate(timeout=60)
+        assert job.returncode == 0, stderr
+    assert finalize_cli(out).exit_code == 0
+    assert pack_files(out) == pack_files(reference)
+
+
+def test_asr_slices_then_finalize_equal_one_build(tmp_path):
+    """An asr pack's extra totals (hours_by_corpus, char_counts) come out of finalize as out of one build: they are
+    gathered from the shards on disk, never from decoded samples."""
+    from test_asr_data import librivox_clips, write_jsonl_manifest
+
+    clips = librivox_clips()
+    manifest = write_jsonl_manifest(tmp_path / "train.jsonl", [
+        {"audio_filepath": clip.path, "text": clip.text, "language": "en" if i % 2 else "fr",
+         "corpus": "librivox" if i < 3 else "austen"} for i, clip in enumerate(clips)])
+
+    def build(out, *extra):
+        result = CliRunner().invoke(main, ["build", "asr-jsonl", "--list", str(manifest), "--out", str(out),
+                                           "--shard-size", "150000", "--no-progress", *extra])
+        assert result.exit_code == 0, result.output
+
+    build(tmp_path / "one")
+    for index in (1, 0):
+        build(tmp_path / "sliced", "--shards", f"{index}/2")
+    assert finalize_cli(tmp_path / "sliced").exit_code == 0
+    reference = json.loads((tmp_path / "one" / "dataset.json").read_text())
+    assert len(reference["shards"]) > 2 and set(reference["hours_by_corpus"]) == {"librivox", "austen"}
+    assert pack_files(tmp_path / "sliced") == pack_files(tmp_path / "one")

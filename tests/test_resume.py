@@ -145,3 +145,18 @@ def test_resume_refuses_to_build_among_foreign_files(corpus, tmp_path):
     (out / "notes.txt").write_text("mine")
     result = run_build(corpus.list_path, out, "--resume")
     assert result.returncode == 1 and "notes.txt" in result.stderr
+
+
+@pytest.mark.parametrize("kill_at", ["columns", "manifest"])
+def test_finalize_killed_and_run_again(corpus, reference, tmp_path, kill_at):
+    out = tmp_path / "pack"
+    for index in (0, 1):
+        assert run_build(corpus.list_path, out, "--shards", f"{index}/2").returncode == 0
+    env = {**os.environ, KILL_AT_ENV: kill_at}
+    killed = subprocess.run([sys.executable, "-m", "cli", "finalize", str(out), "--no-progress"], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert killed.returncode == -signal.SIGKILL
+    assert (out / PLAN_FILE).exists()
+    result = CliRunner().invoke(main, ["finalize", str(out), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert pack_files(out) == reference
