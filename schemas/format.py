@@ -39,7 +39,9 @@ A JSON object with exactly these keys, plus the optional ones after them:
                    dtype string (``"<i2"``), ``row_shape`` the shape of one element of axis 0 (``[]`` for flat
                    audio, ``[112, 112]`` for faces), ``file`` the file name inside every shard directory.
 ``shards``         list of ``{"directory", "samples", "files"}`` in order; ``files`` maps every file of the
-                   shard directory to ``{"size": bytes, "sha256": hex digest}``.
+                   shard directory to ``{"size": bytes, "sha256": hex digest}``.  Shard ``k`` is the ``k``-th shard
+                   of the build's plan, so its name never depends on what other shards hold: a shard whose every
+                   planned sample was skipped is present with zero samples (empty stream files).
 ``totals``         ``{"samples", "hours", "speakers", "bytes"}``; ``speakers`` counts distinct speaker ids.
 ``provenance``     ``{"input": {"path", "sha256"}, "tool": "speechpack", "tool_version", "command",
                    "options"}``; ``options`` holds every option that influences the bytes of the pack.  The input

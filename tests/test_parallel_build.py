@@ -282,3 +282,23 @@ def test_asr_slices_then_finalize_equal_one_build(tmp_path):
     reference = json.loads((tmp_path / "one" / "dataset.json").read_text())
     assert len(reference["shards"]) > 2 and set(reference["hours_by_corpus"]) == {"librivox", "austen"}
     assert pack_files(tmp_path / "sliced") == pack_files(tmp_path / "one")
+
+
+def test_asd_slices_then_finalize_equal_one_build(tmp_path):
+    """The scale options reach the asd builds too (their own options class hands them to run_build): AVCC
+    tracks cut from a real talking-face video, in slices, then finalize."""
+    from asd_inputs import write_avcc
+
+    inputs = write_avcc(tmp_path / "AVCC")
+
+    def build(out, *extra):
+        result = CliRunner().invoke(main, ["build", "avcc", "--loader", str(inputs.tsv), "--root", str(inputs.root),
+                                           "--out", str(out), "--shard-size", "40kB", "--no-progress", *extra])
+        assert result.exit_code == 0, result.output
+
+    build(tmp_path / "one")
+    for index in (0, 1):
+        build(tmp_path / "sliced", "--shards", f"{index}/2")
+    assert finalize_cli(tmp_path / "sliced").exit_code == 0
+    assert len(json.loads((tmp_path / "one" / "dataset.json").read_text())["shards"]) > 1
+    assert pack_files(tmp_path / "sliced") == pack_files(tmp_path / "one")
