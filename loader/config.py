@@ -38,7 +38,11 @@ class ConfigError(SpeechpackError):
     """A loader config key is unknown, missing or out of range (the message names it)."""
 
 
-def _take(obj: Any, where: str, known: dict[str, Any]) -> dict:
+# The checks below are shared by every task's ``dataset_args`` parser (loader/asd/args.py, loader/asr/args.py), so
+# a bad value reads the same whatever the task: the message names the key's full path (``where``).
+
+
+def take_known(obj: Any, where: str, known: dict[str, Any]) -> dict:
     """``obj``'s values for the keys of ``known`` (defaults where absent); any other key is an error."""
     if obj is None:
         obj = {}
@@ -50,7 +54,8 @@ def _take(obj: Any, where: str, known: dict[str, Any]) -> dict:
     return {key: obj.get(key, default) for key, default in known.items()}
 
 
-def _check_type(value: Any, kinds: type | tuple, where: str) -> Any:
+def check_type(value: Any, kinds: type | tuple, where: str) -> Any:
+    """``value`` if it is one of ``kinds`` (``True`` is not an int here), else a ``ConfigError`` naming ``where``."""
     kinds_t = kinds if isinstance(kinds, tuple) else (kinds,)
     if isinstance(value, bool) and bool not in kinds_t:
         raise ConfigError(f"{where}: expected {'/'.join(k.__name__ for k in kinds_t)}, got {value!r}")
@@ -59,7 +64,8 @@ def _check_type(value: Any, kinds: type | tuple, where: str) -> Any:
     return value
 
 
-def _choice(value: Any, choices: tuple, where: str) -> str:
+def check_choice(value: Any, choices: tuple, where: str) -> str:
+    """``value`` if it is one of ``choices``."""
     if value not in choices:
         raise ConfigError(f"{where}: {value!r} is not one of {', '.join(choices)}")
     return value
@@ -107,7 +113,7 @@ class PackSource:
         if weighting:
             known.update({"weight": None, "hours_beta": False, "repeat": None, "choose": None, "corpus": None,
                           "language": None})
-        values = _take(obj, where, known)
+        values = take_known(obj, where, known)
         if not isinstance(values["path"], str) or not values["path"]:
             raise ConfigError(f"{where}.path: a pack directory is required")
         if not weighting:
@@ -117,11 +123,11 @@ class PackSource:
             raise ConfigError(f"{where}: {' and '.join(given)} together; set at most one of "
                               f"{', '.join(WEIGHT_KEYS)}")
         for key in ("weight", "repeat"):
-            if values[key] is not None and _check_type(values[key], (int, float), f"{where}.{key}") < 0:
+            if values[key] is not None and check_type(values[key], (int, float), f"{where}.{key}") < 0:
                 raise ConfigError(f"{where}.{key}: must be non-negative, got {values[key]}")
-        if values["choose"] is not None and _check_type(values["choose"], int, f"{where}.choose") < 0:
+        if values["choose"] is not None and check_type(values["choose"], int, f"{where}.choose") < 0:
             raise ConfigError(f"{where}.choose: must be a non-negative number of items, got {values['choose']}")
-        _check_type(values["hours_beta"], bool, f"{where}.hours_beta")
+        check_type(values["hours_beta"], bool, f"{where}.hours_beta")
         for key in ("corpus", "language"):
             if values[key] is not None and (not isinstance(values[key], str) or not values[key]):
                 raise ConfigError(f"{where}.{key}: expected a non-empty string, got {values[key]!r}")
@@ -143,11 +149,11 @@ class Weighting:
 
     @classmethod
     def from_dict(cls, obj: Any, where: str, packs: tuple[PackSource, ...], packs_where: str) -> "Weighting":
-        v = _take(obj, where, {"beta_corpus": 0.5, "beta_language": 0.5, "epoch_items": None})
+        v = take_known(obj, where, {"beta_corpus": 0.5, "beta_language": 0.5, "epoch_items": None})
         for key in ("beta_corpus", "beta_language"):
-            if _check_type(v[key], (int, float), f"{where}.{key}") < 0:
+            if check_type(v[key], (int, float), f"{where}.{key}") < 0:
                 raise ConfigError(f"{where}.{key}: must be non-negative, got {v[key]}")
-        if v["epoch_items"] is not None and _check_type(v["epoch_items"], int, f"{where}.epoch_items") < 1:
+        if v["epoch_items"] is not None and check_type(v["epoch_items"], int, f"{where}.epoch_items") < 1:
             raise ConfigError(f"{where}.epoch_items: must be at least 1, got {v['epoch_items']}")
         modes = {"weight" if p.weight is not None else "hours_beta" if p.hours_beta
                  else "repeat/choose/none" for p in packs}
@@ -222,7 +228,7 @@ class DatasetArgs:
 
     @classmethod
     def from_dict(cls, obj: Any, where: str = "dataset_args") -> "DatasetArgs":
-        v = _take(obj, where, {
+        v = take_known(obj, where, {
             "resample_rate": None, "whole_utt": False, "chunk_len": None, "chunk_random_start": True,
             "chunk_short_policy": "pad", "filter_len": False, "filter_len_args": None, "shuffle": True,
             # Accepted for WeSep configs: the loader shuffles the whole epoch, so the buffer size has no role.
@@ -236,22 +242,22 @@ class DatasetArgs:
             "batching": None, "train_window": None, "hist_frames": 0,
         })
         for key in ("whole_utt", "chunk_random_start", "filter_len", "shuffle", "expand_targets", "online_mix"):
-            _check_type(v[key], bool, f"{where}.{key}")
+            check_type(v[key], bool, f"{where}.{key}")
         mix = _mix(v, where)
-        if v["resample_rate"] is not None and (_check_type(v["resample_rate"], int, f"{where}.resample_rate") <= 0):
+        if v["resample_rate"] is not None and (check_type(v["resample_rate"], int, f"{where}.resample_rate") <= 0):
             raise ConfigError(f"{where}.resample_rate: must be a positive number of Hz")
-        if v["chunk_len"] is not None and _check_type(v["chunk_len"], int, f"{where}.chunk_len") <= 0:
+        if v["chunk_len"] is not None and check_type(v["chunk_len"], int, f"{where}.chunk_len") <= 0:
             raise ConfigError(f"{where}.chunk_len: must be a positive number of samples")
-        if _check_type(v["batch_size"], int, f"{where}.batch_size") < 1:
+        if check_type(v["batch_size"], int, f"{where}.batch_size") < 1:
             raise ConfigError(f"{where}.batch_size: must be at least 1, got {v['batch_size']}")
-        filter_args = _take(v["filter_len_args"], f"{where}.filter_len_args",
+        filter_args = take_known(v["filter_len_args"], f"{where}.filter_len_args",
                             {"min_num_seconds": 1.0, "max_num_seconds": 1000.0})
         for key, value in filter_args.items():
-            _check_type(value, (int, float), f"{where}.filter_len_args.{key}")
+            check_type(value, (int, float), f"{where}.filter_len_args.{key}")
         if filter_args["min_num_seconds"] > filter_args["max_num_seconds"]:
             raise ConfigError(f"{where}.filter_len_args: min_num_seconds {filter_args['min_num_seconds']} > "
                               f"max_num_seconds {filter_args['max_num_seconds']}")
-        _take(v["shuffle_args"], f"{where}.shuffle_args", {"shuffle_size": None})
+        take_known(v["shuffle_args"], f"{where}.shuffle_args", {"shuffle_size": None})
         _cue_processing(v["cue_processing"], f"{where}.cue_processing")
         cues = _cues(v["cues"], f"{where}.cues")
         align, field_collate = _collate(v["collate"], f"{where}.collate", cues)
@@ -262,13 +268,13 @@ class DatasetArgs:
             whole_utt=v["whole_utt"],
             chunk_len=v["chunk_len"],
             chunk_random_start=v["chunk_random_start"],
-            chunk_short_policy=_choice(v["chunk_short_policy"], SHORT_POLICIES, f"{where}.chunk_short_policy"),
+            chunk_short_policy=check_choice(v["chunk_short_policy"], SHORT_POLICIES, f"{where}.chunk_short_policy"),
             filter_len=v["filter_len"],
             min_num_seconds=float(filter_args["min_num_seconds"]),
             max_num_seconds=float(filter_args["max_num_seconds"]),
             shuffle=v["shuffle"],
             batch_size=batch_size,
-            tail=_choice(v["tail"], TAIL_POLICIES, f"{where}.tail"),
+            tail=check_choice(v["tail"], TAIL_POLICIES, f"{where}.tail"),
             expand_targets=v["expand_targets"],
             normalize=_normalize(v["normalize"], f"{where}.normalize"),
             align=align,
@@ -281,8 +287,8 @@ class DatasetArgs:
         )
 
 
-def _positive_int(value: Any, where: str, minimum: int = 1) -> int:
-    if _check_type(value, int, where) < minimum:
+def positive_int(value: Any, where: str, minimum: int = 1) -> int:
+    if check_type(value, int, where) < minimum:
         raise ConfigError(f"{where}: must be at least {minimum}, got {value}")
     return value
 
@@ -295,45 +301,45 @@ def _batching(obj: Any, batch_size: int, where: str) -> tuple[int, "BudgetArgs |
         return batch_size, None
     if not isinstance(obj, dict):
         raise ConfigError(f"{where}: expected a mapping with type: static or budget, got {type(obj).__name__}")
-    kind = _choice(obj.get("type"), BATCH_TYPES, f"{where}.type")
+    kind = check_choice(obj.get("type"), BATCH_TYPES, f"{where}.type")
     if kind == "static":
-        v = _take(obj, where, {"type": None, "batch_size": None})
+        v = take_known(obj, where, {"type": None, "batch_size": None})
         if v["batch_size"] is None:
             raise ConfigError(f"{where}.batch_size: static batching needs a batch size")
-        size = _positive_int(v["batch_size"], f"{where}.batch_size")
+        size = positive_int(v["batch_size"], f"{where}.batch_size")
         if batch_size not in (1, size):
             raise ConfigError(f"{where}.batch_size: {size} differs from dataset_args.batch_size {batch_size}; "
                               f"set one of them")
         return size, None
-    v = _take(obj, where, {"type": None, "max_frames": None, "max_num_elements": None, "cost": "linear",
+    v = take_known(obj, where, {"type": None, "max_frames": None, "max_num_elements": None, "cost": "linear",
                            "min_batch": 1, "max_batch": None, "num_seqs_multiple_of": 1,
                            "sort_window": DEFAULT_WINDOW_ITEMS})
     if (v["max_frames"] is None) == (v["max_num_elements"] is None):
         raise ConfigError(f"{where}: budget batching needs exactly one of max_frames, max_num_elements")
     key = "max_frames" if v["max_frames"] is not None else "max_num_elements"
-    budget = _positive_int(v[key], f"{where}.{key}")
-    min_batch = _positive_int(v["min_batch"], f"{where}.min_batch")
-    max_batch = None if v["max_batch"] is None else _positive_int(v["max_batch"], f"{where}.max_batch")
-    multiple = _positive_int(v["num_seqs_multiple_of"], f"{where}.num_seqs_multiple_of")
+    budget = positive_int(v[key], f"{where}.{key}")
+    min_batch = positive_int(v["min_batch"], f"{where}.min_batch")
+    max_batch = None if v["max_batch"] is None else positive_int(v["max_batch"], f"{where}.max_batch")
+    multiple = positive_int(v["num_seqs_multiple_of"], f"{where}.num_seqs_multiple_of")
     if max_batch is not None and (max_batch < min_batch or max_batch < multiple):
         raise ConfigError(f"{where}.max_batch: {max_batch} is below min_batch {min_batch} or "
                           f"num_seqs_multiple_of {multiple}")
     if batch_size != 1:
         raise ConfigError(f"{where}: dataset_args.batch_size {batch_size} is set too; budget batching sizes its "
                           f"own batches")
-    return 1, BudgetArgs(budget=budget, cost=_choice(v["cost"], COSTS, f"{where}.cost"), min_batch=min_batch,
+    return 1, BudgetArgs(budget=budget, cost=check_choice(v["cost"], COSTS, f"{where}.cost"), min_batch=min_batch,
                          max_batch=max_batch, multiple_of=multiple,
-                         window_items=_positive_int(v["sort_window"], f"{where}.sort_window"))
+                         window_items=positive_int(v["sort_window"], f"{where}.sort_window"))
 
 
 def _train_window(v: dict, mix: "MixArgs | None", where: str) -> tuple[int | None, int]:
     """``train_window`` and ``hist_frames`` (samples at the loader rate for TSE packs)."""
-    hist = _positive_int(v["hist_frames"], f"{where}.hist_frames", minimum=0)
+    hist = positive_int(v["hist_frames"], f"{where}.hist_frames", minimum=0)
     if v["train_window"] is None:
         if hist:
             raise ConfigError(f"{where}.hist_frames: only used with train_window")
         return None, 0
-    window = _positive_int(v["train_window"], f"{where}.train_window")
+    window = positive_int(v["train_window"], f"{where}.train_window")
     if v["chunk_len"] is not None:
         raise ConfigError(f"{where}.train_window: an alternative to chunk_len (random windows); set one of them")
     if v["whole_utt"]:
@@ -381,12 +387,12 @@ class MixArgs:
     noise_snr: tuple[float, float] = (-5.0, 25.0)
 
 
-def _range(value: Any, where: str, lo: float | None = None, hi: float | None = None) -> tuple[float, float]:
+def value_range(value: Any, where: str, lo: float | None = None, hi: float | None = None) -> tuple[float, float]:
     """A ``[lo, hi]`` pair of numbers, ``lo <= hi``, optionally within ``[lo, hi]`` bounds."""
     if not isinstance(value, (list, tuple)) or len(value) != 2:
         raise ConfigError(f"{where}: expected [low, high], got {value!r}")
     for x in value:
-        _check_type(x, (int, float), where)
+        check_type(x, (int, float), where)
     a, b = float(value[0]), float(value[1])
     if a > b:
         raise ConfigError(f"{where}: low {a} > high {b}")
@@ -403,20 +409,20 @@ def _banks(value: Any, where: str) -> tuple[str, ...]:
     return tuple(PackSource.from_dict(entry, f"{where}[{i}]").path for i, entry in enumerate(value))
 
 
-def _prob(value: Any, where: str) -> float:
-    if not 0 <= _check_type(value, (int, float), where) <= 1:
+def probability(value: Any, where: str) -> float:
+    if not 0 <= check_type(value, (int, float), where) <= 1:
         raise ConfigError(f"{where}: must be in [0, 1], got {value}")
     return float(value)
 
 
 def _mix(v: dict, where: str) -> MixArgs | None:
     """``online_mix`` and its keys: ``num_speakers``, ``timeline``, ``mix_snr``, reverberation and noise."""
-    reverb_prob = _prob(v["reverb_prob"], f"{where}.reverb_prob")
-    noise_prob = _prob(v["noise_prob"], f"{where}.noise_prob")
+    reverb_prob = probability(v["reverb_prob"], f"{where}.reverb_prob")
+    noise_prob = probability(v["noise_prob"], f"{where}.noise_prob")
     rir_banks = _banks(v["rir_banks"], f"{where}.rir_banks")
     noise_banks = _banks(v["noise_banks"], f"{where}.noise_banks")
-    keep_dry = _check_type(v["reverb_keep_dry"], bool, f"{where}.reverb_keep_dry")
-    noise_snr = DEFAULT_NOISE_SNR if v["noise_snr"] is None else _range(v["noise_snr"], f"{where}.noise_snr")
+    keep_dry = check_type(v["reverb_keep_dry"], bool, f"{where}.reverb_keep_dry")
+    noise_snr = DEFAULT_NOISE_SNR if v["noise_snr"] is None else value_range(v["noise_snr"], f"{where}.noise_snr")
     if not v["online_mix"]:
         for key in ("num_speakers", "timeline", "mix_snr", "rir_banks", "noise_banks", "noise_snr"):
             if v[key] is not None:
@@ -431,46 +437,46 @@ def _mix(v: dict, where: str) -> MixArgs | None:
         raise ConfigError(f"{where}.noise_prob: {noise_prob} needs noise_banks: [{{path: <noise bank pack>}}]")
     if v["num_speakers"] is None:
         raise ConfigError(f"{where}.num_speakers: online_mix needs {{distribution: [p1, p2, p3], max_speakers: N}}")
-    spk = _take(v["num_speakers"], f"{where}.num_speakers", {"distribution": None, "max_speakers": 3})
+    spk = take_known(v["num_speakers"], f"{where}.num_speakers", {"distribution": None, "max_speakers": 3})
     dist = spk["distribution"]
     if (not isinstance(dist, (list, tuple)) or len(dist) != 3
             or not all(isinstance(p, (int, float)) and not isinstance(p, bool) and p >= 0 for p in dist)
             or abs(sum(dist) - 1.0) > 1e-6):
         raise ConfigError(f"{where}.num_speakers.distribution: expected 3 non-negative probabilities summing to 1 "
                           f"(1, 2, 3..max_speakers speakers), got {dist!r}")
-    max_speakers = _check_type(spk["max_speakers"], int, f"{where}.num_speakers.max_speakers")
+    max_speakers = check_type(spk["max_speakers"], int, f"{where}.num_speakers.max_speakers")
     if max_speakers < 1 or (dist[2] > 0 and max_speakers < 3) or (dist[1] > 0 and max_speakers < 2):
         raise ConfigError(f"{where}.num_speakers.max_speakers: {max_speakers} is below the speaker counts the "
                           f"distribution {list(dist)} asks for")
-    snr = _take(v["mix_snr"] if v["mix_snr"] is not None else DEFAULT_MIX_SNR, f"{where}.mix_snr",
+    snr = take_known(v["mix_snr"] if v["mix_snr"] is not None else DEFAULT_MIX_SNR, f"{where}.mix_snr",
                 {"range": DEFAULT_MIX_SNR["range"], "gain": DEFAULT_MIX_SNR["gain"]})
     timeline = None
     if v["timeline"] is not None:
         at = f"{where}.timeline"
-        t = _take(v["timeline"], at, {"overlap_ratio": [0.0, 1.0], "position_weights": None,
+        t = take_known(v["timeline"], at, {"overlap_ratio": [0.0, 1.0], "position_weights": None,
                                       "containment_prob": 0.5, "extra_speaker_activity": [0.5, 1.0]})
         weights = t["position_weights"]
         if weights is None:
             weights = [1.0, 1.0, 1.0]
         elif isinstance(weights, dict):
-            weights = [_take(weights, f"{at}.position_weights", dict.fromkeys(TIMELINE_POSITIONS, 0.0))[name]
+            weights = [take_known(weights, f"{at}.position_weights", dict.fromkeys(TIMELINE_POSITIONS, 0.0))[name]
                        for name in TIMELINE_POSITIONS]
         if (not isinstance(weights, (list, tuple)) or len(weights) != 3
                 or not all(isinstance(w, (int, float)) and not isinstance(w, bool) and w >= 0 for w in weights)
                 or sum(weights) <= 0):
             raise ConfigError(f"{at}.position_weights: expected {{head, middle, tail}} (or a list of 3) non-negative "
                               f"weights, not all 0, got {weights!r}")
-        prob = _check_type(t["containment_prob"], (int, float), f"{at}.containment_prob")
+        prob = check_type(t["containment_prob"], (int, float), f"{at}.containment_prob")
         if not 0 <= prob <= 1:
             raise ConfigError(f"{at}.containment_prob: must be in [0, 1], got {prob}")
         timeline = TimelineArgs(
-            overlap_ratio=_range(t["overlap_ratio"], f"{at}.overlap_ratio", 0.0, 1.0),
+            overlap_ratio=value_range(t["overlap_ratio"], f"{at}.overlap_ratio", 0.0, 1.0),
             position_weights=tuple(float(w) for w in weights),
             containment_prob=float(prob),
-            extra_speaker_activity=_range(t["extra_speaker_activity"], f"{at}.extra_speaker_activity", 0.0, 1.0))
+            extra_speaker_activity=value_range(t["extra_speaker_activity"], f"{at}.extra_speaker_activity", 0.0, 1.0))
     return MixArgs(distribution=tuple(float(p) for p in dist), max_speakers=max_speakers,
-                   snr_range=_range(snr["range"], f"{where}.mix_snr.range"),
-                   gain_range=_range(snr["gain"], f"{where}.mix_snr.gain"), timeline=timeline,
+                   snr_range=value_range(snr["range"], f"{where}.mix_snr.range"),
+                   gain_range=value_range(snr["gain"], f"{where}.mix_snr.gain"), timeline=timeline,
                    reverb_prob=reverb_prob, rir_banks=rir_banks, reverb_keep_dry=keep_dry,
                    noise_prob=noise_prob, noise_banks=noise_banks, noise_snr=noise_snr)
 
@@ -482,8 +488,8 @@ def _normalize(value: Any, where: str) -> str | None:
     if value is True:
         return "muvap"
     if isinstance(value, dict):
-        value = _take(value, where, {"type": "muvap"})["type"]
-    return _choice(value, NORMALIZE_TYPES, where)
+        value = take_known(value, where, {"type": "muvap"})["type"]
+    return check_choice(value, NORMALIZE_TYPES, where)
 
 
 @dataclass(frozen=True)
@@ -523,7 +529,7 @@ def _shape(value: Any, where: str) -> tuple[int, ...] | None:
 
 def _fill(value: Any, where: str) -> float | int | None:
     if value is not None:
-        _check_type(value, (int, float), where)
+        check_type(value, (int, float), where)
     return value
 
 
@@ -538,11 +544,11 @@ def _cues(obj: Any, where: str) -> tuple[CueRequest, ...]:
     for name, entry in obj.items():
         if name not in CUE_FIELDS:
             raise ConfigError(f"{where}: unknown cue {name!r} (known: {', '.join(CUE_FIELDS)})")
-        v = _take(entry, f"{where}.{name}", {key: None for key in CUE_REQUEST_KEYS})
-        use = False if v["use"] is None else _check_type(v["use"], bool, f"{where}.{name}.use")
+        v = take_known(entry, f"{where}.{name}", {key: None for key in CUE_REQUEST_KEYS})
+        use = False if v["use"] is None else check_type(v["use"], bool, f"{where}.{name}.use")
         for key in ("required", "emit_present"):
             if v[key] is not None:
-                _check_type(v[key], bool, f"{where}.{name}.{key}")
+                check_type(v[key], bool, f"{where}.{name}.{key}")
         requests.append(CueRequest(name=name, use=use, required=v["required"],
                                    default_shape=_shape(v["default_shape"], f"{where}.{name}.default_shape"),
                                    fill_value=_fill(v["fill_value"], f"{where}.{name}.fill_value"),
@@ -552,10 +558,10 @@ def _cues(obj: Any, where: str) -> tuple[CueRequest, ...]:
 
 def _cue_processing(obj: Any, where: str) -> None:
     """WeSep's enrollment augmentation: accepted when off (probabilities 0), an error otherwise."""
-    audio = _take(obj, where, {"audio": None})["audio"]
-    probs = _take(audio, f"{where}.audio", {"reverb_enroll_prob": 0, "noise_enroll_prob": 0})
+    audio = take_known(obj, where, {"audio": None})["audio"]
+    probs = take_known(audio, f"{where}.audio", {"reverb_enroll_prob": 0, "noise_enroll_prob": 0})
     for key, value in probs.items():
-        if _check_type(value, (int, float), f"{where}.audio.{key}") != 0:
+        if check_type(value, (int, float), f"{where}.audio.{key}") != 0:
             raise ConfigError(f"{where}.audio.{key}: enrollment augmentation is not supported by this version of "
                               f"the loader (set it to 0)")
 
@@ -567,11 +573,11 @@ def _collate(obj: Any, where: str, cues: tuple[CueRequest, ...]
     A per-row field can be overridden only when it is registered: ``speaker_label`` always, a cue field when its
     cue is used (WeSep's build_collect_keys refuses the rest).
     """
-    fields = _take(obj, where, {name: None for name in (*ALIGNABLE_FIELDS, *BASE_FIELDS)})
+    fields = take_known(obj, where, {name: None for name in (*ALIGNABLE_FIELDS, *BASE_FIELDS)})
     aligns = []
     for name in ALIGNABLE_FIELDS:
-        spec = _take(fields[name], f"{where}.{name}", {"align": "max"})
-        aligns.append((name, _choice(spec["align"], ALIGNS, f"{where}.{name}.align")))
+        spec = take_known(fields[name], f"{where}.{name}", {"align": "max"})
+        aligns.append((name, check_choice(spec["align"], ALIGNS, f"{where}.{name}.align")))
     used = {cue.field: cue.name for cue in cues if cue.use}
     overrides = []
     for name in BASE_FIELDS:
@@ -594,7 +600,7 @@ def _collate(obj: Any, where: str, cues: tuple[CueRequest, ...]
             if name == "speaker_label" and given["align"] is not None:
                 raise ConfigError(f"{at}.align: speaker_label is one number per row; align must be null")
         if "pad_mode" in given:
-            _choice(given["pad_mode"], PAD_MODES, f"{at}.pad_mode")
+            check_choice(given["pad_mode"], PAD_MODES, f"{at}.pad_mode")
         if "fill_value" in given:
             if given["fill_value"] is None:
                 raise ConfigError(f"{at}.fill_value: a number is required")
@@ -602,7 +608,7 @@ def _collate(obj: Any, where: str, cues: tuple[CueRequest, ...]
         if "default_shape" in given:
             given["default_shape"] = _shape(given["default_shape"], f"{at}.default_shape")
         if "emit_present" in given:
-            _check_type(given["emit_present"], bool, f"{at}.emit_present")
+            check_type(given["emit_present"], bool, f"{at}.emit_present")
         overrides.append((name, tuple((key, given[key]) for key in OVERRIDE_KEYS if key in given)))
     return tuple(aligns), tuple(overrides)
 
@@ -626,8 +632,8 @@ class LoaderConfig:
     def from_dict(cls, obj: Any, where: str = "config") -> "LoaderConfig":
         from loader.tasks import DEFAULT_TASK, task_module  # the task modules import this one
 
-        values = _take(obj, where, {"packs": None, "dataset_args": None, "weighting": None, "task": DEFAULT_TASK})
-        task = _check_type(values["task"], str, f"{where}.task")
+        values = take_known(obj, where, {"packs": None, "dataset_args": None, "weighting": None, "task": DEFAULT_TASK})
+        task = check_type(values["task"], str, f"{where}.task")
         module = task_module(task, f"{where}.task")
         packs = values["packs"]
         if not isinstance(packs, list) or not packs:

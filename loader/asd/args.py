@@ -29,12 +29,12 @@ from loader.batching import DEFAULT_WINDOW_ITEMS, BudgetArgs
 from loader.config import (
     TAIL_POLICIES,
     ConfigError,
-    _check_type,
-    _choice,
-    _positive_int,
-    _prob,
-    _range,
-    _take,
+    check_type,
+    check_choice,
+    positive_int,
+    probability,
+    value_range,
+    take_known,
 )
 
 NORMALIZE_CHOICES = ("muvap", "none")
@@ -94,35 +94,35 @@ def parse_dataset_args(obj: dict | None, where: str = "dataset_args") -> AsdArgs
     """Check ``dataset_args`` of an asd config; unknown keys and bad values raise ``ConfigError`` naming the key."""
     # The dataclass's defaults are the config's (val_frame_budget: None until resolved from frame_budget).
     known = {f.name: f.default for f in fields(AsdArgs)}
-    v = _take(obj, where, known)
+    v = take_known(obj, where, known)
     window = v["train_window"]
     if window is not None:
-        window = _positive_int(window, f"{where}.train_window")
-    hist = _positive_int(v["hist_frames"], f"{where}.hist_frames", minimum=0)
+        window = positive_int(window, f"{where}.train_window")
+    hist = positive_int(v["hist_frames"], f"{where}.hist_frames", minimum=0)
     if window is not None and hist >= window:
         raise ConfigError(f"{where}.hist_frames: {hist} leaves no scored frame in train_window {window} (each chunk "
                           f"scores train_window - hist_frames frames)")
-    budget = _positive_int(v["frame_budget"], f"{where}.frame_budget")
-    min_batch = _positive_int(v["min_batch"], f"{where}.min_batch")
-    max_batch = _positive_int(v["max_batch"], f"{where}.max_batch")
+    budget = positive_int(v["frame_budget"], f"{where}.frame_budget")
+    min_batch = positive_int(v["min_batch"], f"{where}.min_batch")
+    max_batch = positive_int(v["max_batch"], f"{where}.max_batch")
     if max_batch < min_batch:
         raise ConfigError(f"{where}.max_batch: {max_batch} is below min_batch {min_batch}")
     val_budget = (None if v["val_frame_budget"] is None
-                  else _positive_int(v["val_frame_budget"], f"{where}.val_frame_budget"))
+                  else positive_int(v["val_frame_budget"], f"{where}.val_frame_budget"))
     for key in ("shuffle", "visual_aug"):
-        _check_type(v[key], bool, f"{where}.{key}")
+        check_type(v[key], bool, f"{where}.{key}")
     normalize = v["normalize"]
     if normalize is None or normalize is False:
         normalize = "none"
     return AsdArgs(
         train_window=window, hist_frames=hist if window is not None else 0, frame_budget=budget,
         min_batch=min_batch, max_batch=max_batch, val_frame_budget=val_budget,
-        val_max_batch=_positive_int(v["val_max_batch"], f"{where}.val_max_batch"),
-        shuffle=v["shuffle"], tail=_choice(v["tail"], TAIL_POLICIES, f"{where}.tail"),
-        audio_mix_prob=_prob(v["audio_mix_prob"], f"{where}.audio_mix_prob"),
-        audio_mix_snr=_range(v["audio_mix_snr"], f"{where}.audio_mix_snr"),
-        visual_aug=v["visual_aug"], normalize=_choice(normalize, NORMALIZE_CHOICES, f"{where}.normalize"),
-        sort_window=_positive_int(v["sort_window"], f"{where}.sort_window"))
+        val_max_batch=positive_int(v["val_max_batch"], f"{where}.val_max_batch"),
+        shuffle=v["shuffle"], tail=check_choice(v["tail"], TAIL_POLICIES, f"{where}.tail"),
+        audio_mix_prob=probability(v["audio_mix_prob"], f"{where}.audio_mix_prob"),
+        audio_mix_snr=value_range(v["audio_mix_snr"], f"{where}.audio_mix_snr"),
+        visual_aug=v["visual_aug"], normalize=check_choice(normalize, NORMALIZE_CHOICES, f"{where}.normalize"),
+        sort_window=positive_int(v["sort_window"], f"{where}.sort_window"))
 
 
 __all__ = ["AsdArgs", "NORMALIZE_CHOICES", "PlanArgs", "parse_dataset_args"]

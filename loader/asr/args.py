@@ -35,7 +35,7 @@ from dataclasses import dataclass, fields
 
 from loader.asr.filters import FilterArgs
 from loader.batching import BudgetArgs
-from loader.config import ConfigError, _check_type, _take
+from loader.config import ConfigError, check_type, take_known
 
 BATCHING_STRATEGIES = ("LENGTH", "STATIC")
 TOKENIZER_KINDS = ("char", "sentencepiece")
@@ -126,12 +126,12 @@ def parse_dataset_args(obj, where: str) -> AsrArgs:
         for key, reason in _SUPERSEDED.items():
             if key in obj:
                 raise ConfigError(f"{where}.{key}: not used by speechpack: {reason}")
-    v = _take(obj, where, _DEFAULTS)
+    v = take_known(obj, where, _DEFAULTS)
     for key in ("min_audio_len", "max_audio_len", "min_samples_per_char", "spec_aug_freq_mask_param",
                 "spec_aug_time_mask_param", "max_num_elements", "num_seqs_multiple_of", "batch_size"):
-        _check_type(v[key], int, f"{where}.{key}")
+        check_type(v[key], int, f"{where}.{key}")
     for key in ("remove_unknown", "normalize_audio", "use_fbank", "drop_remainder", "shuffle"):
-        _check_type(v[key], bool, f"{where}.{key}")
+        check_type(v[key], bool, f"{where}.{key}")
     for key in ("min_audio_len", "min_samples_per_char", "spec_aug_freq_mask_param", "spec_aug_time_mask_param"):
         if v[key] < 0:
             raise ConfigError(f"{where}.{key}: must be non-negative, got {v[key]}")
@@ -141,10 +141,10 @@ def parse_dataset_args(obj, where: str) -> AsrArgs:
     if v["max_audio_len"] < v["min_audio_len"]:
         raise ConfigError(f"{where}.max_audio_len: {v['max_audio_len']} is below min_audio_len {v['min_audio_len']}")
     threshold = v["filter_long_text_threshold"]
-    if threshold is not None and _check_type(threshold, int, f"{where}.filter_long_text_threshold") < 1:
+    if threshold is not None and check_type(threshold, int, f"{where}.filter_long_text_threshold") < 1:
         raise ConfigError(f"{where}.filter_long_text_threshold: must be at least 1 token, got {threshold}")
     p = v["spec_aug_p"]
-    if p is not None and not 0.0 <= _check_type(p, (int, float), f"{where}.spec_aug_p") <= 1.0:
+    if p is not None and not 0.0 <= check_type(p, (int, float), f"{where}.spec_aug_p") <= 1.0:
         raise ConfigError(f"{where}.spec_aug_p: must be in [0, 1], got {p}")
     if v["dataset_summary_path"] is not None and not (isinstance(v["dataset_summary_path"], str)
                                                       and v["dataset_summary_path"]):
