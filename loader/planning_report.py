@@ -1,7 +1,9 @@
 """``speechpack plan``: a dry run of the epoch plan (no audio read) and what it does with the data.
 
 Per epoch, over all ranks: batches per rank, rows per batch, frame utilisation (real / padded elements, where a
-batch's padded size is rows x its longest row, in the loader's samples), the largest batch, the items padded or
+batch's padded size is rows x its longest row, in the loader's samples; for a builder that crops a batch to its
+shortest row instead, ``crops_to_shortest`` (ASD training), the frames kept / the frames offered, MuVAP's
+``sum |b| * min L / sum L``), the largest batch, the items padded or
 dropped, epochs consumed per pack (valid units of a pack / its units) and, with weighting, the realised
 selection per pack, corpus and language (``PackWeighting.report``).  A unit is an item (one mixture, or one
 target with ``expand_targets``) or, with ``train_window``, one chunk; rows are counted per unit.
@@ -31,9 +33,15 @@ class EpochStats:
     pack_epochs: dict[str, float]
     weighting: dict | None = None
     fill: np.ndarray | None = None  # per batch: real / padded elements
+    #: Batches crop to their shortest row: ``longest`` is then the batch's width (its shortest row), ``real`` the
+    #: frames kept and ``offered`` the frames its valid rows had.
+    cropped: bool = False
+    offered: int = 0
 
     @property
     def utilisation(self) -> float:
+        if self.cropped:
+            return self.real / self.offered if self.offered else 1.0
         return self.real / self.padded_elements if self.padded_elements else 1.0
 
 
@@ -54,8 +62,9 @@ class PlanReport:
                 f"epoch {e.epoch}: {e.batches_per_rank} batches per rank; rows per batch "
                 f"{int(e.rows.min()) if len(e.rows) else 0}-{int(e.rows.max()) if len(e.rows) else 0} "
                 f"(mean {e.rows.mean() if len(e.rows) else 0:.1f}); utilisation {100 * e.utilisation:.3f}% "
-                f"({e.real} real / {e.padded_elements} padded elements); largest batch "
-                f"{int(e.rows[big]) if len(cells) else 0} x {int(e.longest[big]) if len(cells) else 0} = "
+                + (f"({e.real} of {e.offered} frames kept: batches crop to their shortest row); largest batch "
+                   if e.cropped else f"({e.real} real / {e.padded_elements} padded elements); largest batch ")
+                + f"{int(e.rows[big]) if len(cells) else 0} x {int(e.longest[big]) if len(cells) else 0} = "
                 f"{int(cells[big]) if len(cells) else 0}; {e.padded_items} padded, {e.dropped_items} dropped")
             for pack, used in e.pack_epochs.items():
                 lines.append(f"  pack {pack}: {used:.3f} epochs consumed")
@@ -79,7 +88,8 @@ class PlanReport:
         a.set_xlabel("rows per batch")
         a.set_ylabel("batches")
         b.hist(1 - fill, bins=50)
-        b.set_xlabel("padding fraction of the batch")
+        cropped = any(e.cropped for e in self.epochs)
+        b.set_xlabel("cropped fraction of the batch's frames" if cropped else "padding fraction of the batch")
         fig.suptitle(f"{self.state}: {len(rows)} batches, longest up to {int(longest.max()) if len(longest) else 0}")
         fig.tight_layout()
         fig.savefig(path)
@@ -114,6 +124,7 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
         raise SpeechpackError(f"world size and epochs must be at least 1, got {world_size}, {epochs}")
     loader = build_loader(config, state, seed=seed)
     builder = loader.builder
+    cropped = bool(getattr(builder, "crops_to_shortest", False))
     lengths = builder.unit_lengths()
     windows = builder.windows
     unit_pack = loader.item_pack if windows is None else loader.item_pack[windows.item]
@@ -126,16 +137,23 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
     for epoch in range(epochs):
         plans: list[EpochPlan] = [d.plan(epoch) for d in datasets]
         rows, longest, fills, used = [], [], [], np.zeros(len(packs))
-        real = 0
+        real = offered = 0
         for plan in plans:
             for b in range(len(plan)):
                 items, valid = plan.batch(b)
                 lens = lengths[items]
                 rows.append(len(items))
-                longest.append(int(lens.max()) if len(lens) else 0)
-                real_b = int(lens[valid].sum())
+                if cropped:  # every row is cut to the shortest: what survives of the valid rows' frames
+                    longest.append(int(lens.min()) if len(lens) else 0)
+                    offered_b = int(lens[valid].sum())
+                    real_b = int(valid.sum()) * longest[-1]
+                    offered += offered_b
+                    fills.append(real_b / max(offered_b, 1))
+                else:
+                    longest.append(int(lens.max()) if len(lens) else 0)
+                    real_b = int(lens[valid].sum())
+                    fills.append(real_b / max(rows[-1] * longest[-1], 1))
                 real += real_b
-                fills.append(real_b / max(rows[-1] * longest[-1], 1))
                 used += np.bincount(unit_pack[items[valid]], minlength=len(packs))
         rows_a, longest_a = np.asarray(rows, dtype=np.int64), np.asarray(longest, dtype=np.int64)
         weighting = None
@@ -146,7 +164,7 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
                            dropped_items=plans[0].dropped,
                            pack_epochs={p: float(used[i] / per_pack[i]) if per_pack[i] else 0.0
                                         for i, p in enumerate(packs)}, weighting=weighting,
-                           fill=np.asarray(fills))
+                           fill=np.asarray(fills), cropped=cropped, offered=offered)
         report.epochs.append(stats)
     return report
 

@@ -596,3 +596,30 @@ def test_several_packs_with_weighting(tmp_path, real_audio):
                 sample = [t.key for t in TRACKS if (t.clip in ("c0", "c1")) == (pack == 0)].index(key)
                 got[(pack, sample)] = got.get((pack, sample), 0) + 1
     assert got == expected
+
+
+def test_plan_reports_crop_to_shortest_utilisation_for_asd_training(tmp_path):
+    """``speechpack plan`` on asd training: frames kept when every batch is cut to its shortest row (MuVAP's
+    sum |b| * min L / sum L), not padding; validation pads, as the TSE loader does."""
+    from asd_inputs import make_asd_pack
+    from loader.planning_report import plan_report
+    from loader.torch import build_loader as build
+
+    pack = make_asd_pack(tmp_path / "asd")
+    config = {"task": "asd", "packs": [{"path": pack}],
+              "dataset_args": {"train_window": 40, "hist_frames": 10, "frame_budget": 60, "min_batch": 1}}
+    report = plan_report(config, "train")
+    epoch = report.epochs[0]
+    assert epoch.cropped
+    loader = build(config, "train")
+    lengths = loader.builder.unit_lengths()
+    plan = loader.dataset.plan(0)
+    kept = offered = 0
+    for b in range(len(plan)):
+        items, valid = plan.batch(b)
+        kept += int(valid.sum()) * int(lengths[items].min())
+        offered += int(lengths[items][valid].sum())
+    assert (epoch.real, epoch.offered) == (kept, offered)
+    assert epoch.utilisation == pytest.approx(kept / offered)
+    assert "frames kept: batches crop to their shortest row" in report.describe()
+    assert not plan_report(config, "val").epochs[0].cropped

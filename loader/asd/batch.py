@@ -79,6 +79,12 @@ class AsdBatchBuilder:
     def num_units(self) -> int:
         return len(self.tracks) if self.windows is None else len(self.windows)
 
+    @property
+    def crops_to_shortest(self) -> bool:
+        """Training batches are cut to their shortest row (the model has no padding mask); ``speechpack plan``
+        measures utilisation accordingly."""
+        return self.train
+
     def unit_lengths(self) -> np.ndarray:
         """Fed model frames per unit: the chunk with its history (train), or the whole track."""
         return self.tracks.model_frames.copy() if self.windows is None else self.windows.fed_length
