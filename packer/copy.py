@@ -18,7 +18,7 @@ pack when it is interrupted.  This copy is driven only by ``dataset.json``'s fil
   same command, one copies while the others wait.  The copy that finishes records what it verified (manifest
   hash, and each file's size, mtime and inode) in the lock file; a rank that *waited* trusts that record when
   nothing changed since, instead of reading the whole pack again.  A later, separate run re-hashes: only a
-  verification made while we waited is trusted.
+  verification made while we waited is trusted (``packer.copy_lock``).
 
 There is deliberately no ``--trust-size``: a copy that trusts sizes accepts a flipped byte silently, and the one
 case where re-hashing is expensive (N ranks staging the same pack) is covered by the lock file's record.
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -41,6 +40,7 @@ from typing import Callable, Iterator
 
 from tqdm import tqdm
 
+from packer.copy_lock import LOCK_SUFFIX, locked, record_matches
 from packer.writer import fsync_dir
 from schemas.columns import COLUMNS_DIR
 from schemas.constants import (
@@ -56,14 +56,10 @@ from schemas.errors import PackFormatError, SpeechpackError
 from schemas.format import FileEntry, Manifest
 from schemas.units import format_bytes
 
-#: Suffix of the lock file that sits beside the destination directory (``/local/packs/train.lock``).
-LOCK_SUFFIX = ".lock"
 #: Bytes read and written per step; large enough that hashing and I/O release the GIL for most of the time.
 COPY_BLOCK = 4 << 20
 #: Default number of copy threads: enough to keep a network filesystem and a local NVMe busy at once.
 DEFAULT_JOBS = 4
-#: Version of the verification record kept in the lock file.
-_STAMP_VERSION = 1
 #: Entries a pack writer makes at the pack root; anything else in a destination is foreign and never touched.
 _ROOT_ENTRIES = (MANIFEST_NAME, SKIPPED_NAME, COLUMNS_DIR, CUES_DIR)
 _SHARD_NAME = re.compile(re.escape(SHARD_DIR_PREFIX) + r"\d{%d,}" % SHARD_DIR_DIGITS)
@@ -177,9 +173,9 @@ def copy_pack(src: str, dst: str, jobs: int = DEFAULT_JOBS, progress: bool = Tru
     src, dst = os.path.abspath(src), os.path.abspath(dst)
     source = _read_source(src)
     _check_distinct(src, dst)
-    with _locked(dst, exclusive=True, log=log) as lock:
+    with locked(dst, exclusive=True, log=log) as lock:
         started = time.perf_counter()
-        if lock.waited and _record_matches(lock, source, dst):
+        if lock.waited and record_matches(lock, source, dst):
             return CopyReport(src=src, dst=dst, files=len(source.files), bytes_total=source.total_bytes,
                               trusted_record=True)
         lock.clear_record()
@@ -210,7 +206,7 @@ def verify_copy(src: str, dst: str, jobs: int = DEFAULT_JOBS, progress: bool = T
     source = _read_source(src)
     if not os.path.isdir(dst):
         raise CopyError(f"{dst}: not a verified copy of {src}", [f"{dst}: no such directory"])
-    with _locked(dst, exclusive=False, log=log):
+    with locked(dst, exclusive=False, log=log):
         started = time.perf_counter()
         problems = []
         manifest_path = os.path.join(dst, MANIFEST_NAME)
@@ -459,83 +455,6 @@ def _read_bytes(path: str) -> bytes:
 def _remove_quietly(path: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.remove(path)
-
-
-class _DestinationLock:
-    """An ``flock`` on ``DST.lock``, whose content records the last verified copy into ``DST``."""
-
-    def __init__(self, fd: int, path: str, waited: bool):
-        self.fd = fd
-        self.path = path
-        self.waited = waited
-
-    def read_record(self) -> dict | None:
-        os.lseek(self.fd, 0, os.SEEK_SET)
-        raw = b""
-        while chunk := os.read(self.fd, 1 << 20):
-            raw += chunk
-        try:
-            record = json.loads(raw.decode("utf-8")) if raw else None
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            return None
-        return record if isinstance(record, dict) and record.get("version") == _STAMP_VERSION else None
-
-    def clear_record(self) -> None:
-        os.ftruncate(self.fd, 0)
-
-    def write_record(self, source: _Source, dst: str) -> None:
-        record = {"version": _STAMP_VERSION, "manifest_sha256": source.manifest_sha256,
-                  "files": {rel: _file_identity(os.path.join(dst, rel)) for rel in sorted(source.files)}}
-        os.ftruncate(self.fd, 0)
-        os.lseek(self.fd, 0, os.SEEK_SET)
-        os.write(self.fd, json.dumps(record, sort_keys=True).encode("utf-8"))
-        os.fsync(self.fd)
-
-
-def _file_identity(path: str) -> list[int]:
-    """Size, mtime and inode: what changes when a file is rewritten or replaced after it was verified."""
-    stat = os.stat(path)
-    return [stat.st_size, stat.st_mtime_ns, stat.st_ino]
-
-
-def _record_matches(lock: _DestinationLock, source: _Source, dst: str) -> bool:
-    """Whether the copy that held the lock verified exactly this source into ``dst``, untouched since."""
-    record = lock.read_record()
-    if record is None or record.get("manifest_sha256") != source.manifest_sha256:
-        return False
-    manifest_path = os.path.join(dst, MANIFEST_NAME)
-    if not os.path.isfile(manifest_path) or _read_bytes(manifest_path) != source.manifest_bytes:
-        return False
-    files = record.get("files", {})
-    if set(files) != set(source.files):
-        return False
-    try:
-        return all(files[rel] == _file_identity(os.path.join(dst, rel)) for rel in source.files)
-    except OSError:
-        return False
-
-
-@contextlib.contextmanager
-def _locked(dst: str, exclusive: bool, log: Callable[[str], None]) -> Iterator[_DestinationLock]:
-    """Hold ``DST.lock`` (exclusive to copy, shared to verify), saying so when another process holds it."""
-    path = dst.rstrip(os.sep) + LOCK_SUFFIX
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as err:
-        raise SpeechpackError(f"{path}: cannot open the copy lock ({err.strerror or err})") from None
-    mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
-    waited = False
-    try:
-        try:
-            fcntl.flock(fd, mode | fcntl.LOCK_NB)
-        except BlockingIOError:
-            waited = True
-            log(f"waiting for {path}: another process is copying or verifying {dst}")
-            fcntl.flock(fd, mode)
-        yield _DestinationLock(fd, path, waited)
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock
 
 
 __all__ = ["CopyError", "CopyReport", "copy_pack", "pack_file_entries", "verify_copy"]

@@ -22,6 +22,7 @@ from conftest import Mix
 from loader.pack import open_pack
 from packer.build import BuildOptions, build_audio_bank, build_wesep
 from packer.copy import CopyError, copy_pack, verify_copy
+from packer.copy_lock import LOCK_SUFFIX, DestinationLock, record_matches
 from packer.validate import validate_pack
 from schemas.errors import PackFormatError, SpeechpackError
 
@@ -185,14 +186,13 @@ def test_a_copy_killed_half_way_leaves_no_pack_and_the_next_run_finishes_it(tse_
 def test_a_rank_that_waited_trusts_the_record_but_not_a_file_changed_since(tse_pack, tmp_path):
     dst = tmp_path / "dst"
     copy_pack(str(tse_pack), str(dst), progress=False)
-    lock = copy_module._DestinationLock.__new__(copy_module._DestinationLock)
     source = copy_module._read_source(str(tse_pack))
-    fd = os.open(str(dst) + ".lock", os.O_RDWR)
+    fd = os.open(str(dst) + LOCK_SUFFIX, os.O_RDWR)
     try:
-        lock.__init__(fd, str(dst) + ".lock", waited=True)
-        assert copy_module._record_matches(lock, source, str(dst))
+        lock = DestinationLock(fd, str(dst) + LOCK_SUFFIX, waited=True)
+        assert record_matches(lock, source, str(dst))
         _flip(dst / "columns" / "samples.npy", position=-1)  # rewriting a file changes its mtime
-        assert not copy_module._record_matches(lock, source, str(dst))
+        assert not record_matches(lock, source, str(dst))
     finally:
         os.close(fd)
 
