@@ -377,8 +377,9 @@ class TseBatchBuilder:
         out_len = int(lengths.max() if align == "max" else lengths.min()) if len(lengths) else 0
         channels = sources[0][0].shape[0] if sources else 1
         out = np.empty((len(sources), channels, out_len), dtype=np.float32)
-        for (audio, *_scaling), window in zip(sources, windows):  # a cold cache reads just these ranges, at once
-            will_need_view(audio[:, window.start:window.start + min(window.take, out_len)])
+        for r, ((audio, *_scaling), window) in enumerate(zip(sources, windows)):  # cold cache: these ranges, at once
+            if mixture_of is None or r == 0 or mixture_of[r] != mixture_of[r - 1]:  # a repeated mixture is copied
+                will_need_view(audio[:, window.start:window.start + min(window.take, out_len)])
         previous = None
         for r, ((audio, factor, mean, gain), window) in enumerate(zip(sources, windows)):
             if mixture_of is not None and previous is not None and mixture_of[r] == mixture_of[r - 1]:

@@ -40,7 +40,7 @@ from typing import Callable, Iterator
 
 from tqdm import tqdm
 
-from packer.copy_lock import LOCK_SUFFIX, locked, record_matches
+from packer.copy_lock import LOCK_SUFFIX, locked, read_bytes, record_matches
 from packer.writer import fsync_dir
 from schemas.columns import COLUMNS_DIR
 from schemas.constants import (
@@ -260,7 +260,7 @@ class _Staging:
             raise SpeechpackError(f"{self.dst}: holds entries that are not part of a pack ({', '.join(foreign[:5])});"
                                   f" copy into an empty directory or a copy of a pack")
         manifest_path = os.path.join(self.dst, MANIFEST_NAME)
-        if os.path.exists(manifest_path) and _read_bytes(manifest_path) != self.source.manifest_bytes:
+        if os.path.exists(manifest_path) and read_bytes(manifest_path) != self.source.manifest_bytes:
             self.unpublish()  # another pack (or another version of this one) lives here: it stops being one now
         for rel in _unlisted_entries(self.dst, self.source):
             self.unpublish()
@@ -445,11 +445,6 @@ def _parents(rel: str) -> Iterator[str]:
     while "/" in rel:
         rel = rel.rsplit("/", 1)[0]
         yield rel
-
-
-def _read_bytes(path: str) -> bytes:
-    with open(path, "rb") as fp:
-        return fp.read()
 
 
 def _remove_quietly(path: str) -> None:

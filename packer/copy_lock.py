@@ -25,7 +25,8 @@ LOCK_SUFFIX = ".lock"
 RECORD_VERSION = 1
 
 
-def _read_bytes(path: str) -> bytes:
+def read_bytes(path: str) -> bytes:
+    """A small file's whole content (the manifest)."""
     with open(path, "rb") as fp:
         return fp.read()
 
@@ -73,7 +74,7 @@ def record_matches(lock: DestinationLock, source, dst: str) -> bool:
     if record is None or record.get("manifest_sha256") != source.manifest_sha256:
         return False
     manifest_path = os.path.join(dst, MANIFEST_NAME)
-    if not os.path.isfile(manifest_path) or _read_bytes(manifest_path) != source.manifest_bytes:
+    if not os.path.isfile(manifest_path) or read_bytes(manifest_path) != source.manifest_bytes:
         return False
     files = record.get("files", {})
     if set(files) != set(source.files):
@@ -107,4 +108,4 @@ def locked(dst: str, exclusive: bool, log: Callable[[str], None]) -> Iterator[De
         os.close(fd)  # closing the descriptor releases the lock
 
 
-__all__ = ["LOCK_SUFFIX", "DestinationLock", "locked", "record_matches"]
+__all__ = ["LOCK_SUFFIX", "DestinationLock", "locked", "read_bytes", "record_matches"]
