@@ -76,12 +76,12 @@ def _build_options(func):
 
 
 class _Slice(click.ParamType):
-    """``--shards i/n``: one slice of the shard plan (``packer.plan.ShardSlice``)."""
+    """``--shards i/n``: one slice of the shard plan (``packer.build.plan.ShardSlice``)."""
 
     name = "i/n"
 
     def convert(self, value, param, ctx):
-        from packer.plan import ShardSlice
+        from packer.build.plan import ShardSlice
 
         if isinstance(value, ShardSlice):
             return value
@@ -127,7 +127,7 @@ def _scale_options(func):
 def build_wesep_command(list_path, root, cues_path, allow_pickle, out, sample_rate, shard_bytes, workers, skip_bad,
                         overwrite, progress, **scale):
     """Pack a WeSep raw list: mixture lines make a `tse` pack, single-speaker lines a `sources` pack."""
-    from packer.build import BuildOptions, build_wesep
+    from packer.build.run import BuildOptions, build_wesep
 
     try:
         options = BuildOptions(out=out, sample_rate=sample_rate, shard_bytes=shard_bytes, workers=workers,
@@ -148,7 +148,7 @@ def build_wesep_shards_command(list_path, out, sample_rate, shard_bytes, workers
                                **scale):
     """Pack WeSep tar shards (offline: key.spk<i>, key.<ext>, key_spk<i>.<ext>; online: key.spk, key.<ext>);
     the same samples as a raw list give the same shards.  Members are read in memory, never extracted."""
-    from packer.build import BuildOptions, build_wesep_shards
+    from packer.build.run import BuildOptions, build_wesep_shards
 
     try:
         options = BuildOptions(out=out, sample_rate=sample_rate, shard_bytes=shard_bytes, workers=workers,
@@ -170,7 +170,7 @@ def build_parquet_command(path, split, out, sample_rate, shard_bytes, workers, s
     """Pack Omnilingual ASR parquet (audio_bytes, audio_size, text, split, language, corpus) into an `asr` pack
     (needs speechpack[parquet])."""
     from packer.adapters.asr_parquet import build_parquet
-    from packer.build import BuildOptions
+    from packer.build.run import BuildOptions
 
     try:
         options = BuildOptions(out=out, sample_rate=sample_rate, shard_bytes=shard_bytes, workers=workers,
@@ -193,7 +193,7 @@ def build_asr_jsonl_command(list_path, language, corpus, out, sample_rate, shard
                             progress, **scale):
     """Pack a one-utterance-per-line JSON manifest into an `asr` pack (offset/duration cut spans of long files)."""
     from packer.adapters.asr_jsonl import build_asr_jsonl
-    from packer.build import BuildOptions
+    from packer.build.run import BuildOptions
 
     try:
         options = BuildOptions(out=out, sample_rate=sample_rate, shard_bytes=shard_bytes, workers=workers,
@@ -226,7 +226,7 @@ def build_audio_bank_command(source, kind, simulate, room_min, room_max, rt60, d
     RIR bank: one sample per file, all channels, resampled, nothing normalised.  Keys are the paths relative to the
     directory (or as listed); each sample's one "speaker" is the kind name."""
     from packer.adapters.audio_bank import SimulationOptions
-    from packer.build import BuildOptions, build_audio_bank, build_simulated_rirs
+    from packer.build.run import BuildOptions, build_audio_bank, build_simulated_rirs
 
     simulation_flags = {"--room-min": room_min, "--room-max": room_max, "--rt60": rt60, "--distance": distance}
     if simulate is None:
@@ -410,12 +410,12 @@ def validate(packs, json_path, no_hash, plot_path):
 @click.argument("pack", type=click.Path(file_okay=False, exists=True))
 @click.option("--no-hash", is_flag=True, help="Trust the receipts' hashes (sizes and indexes are still checked).")
 @click.option("--jobs", type=click.IntRange(min=1),
-              help="Shards verified at once (default: packer.finalize.DEFAULT_JOBS, 4).")
+              help="Shards verified at once (default: packer.build.finalize.DEFAULT_JOBS, 4).")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
 def finalize_command(pack, no_hash, jobs, progress):
     """Commit a pack built by array jobs (`build ... --shards i/n`): verify every planned shard against the plan
     and its receipt, then write columns/ and dataset.json.  Decodes nothing."""
-    from packer.finalize import finalize_pack
+    from packer.build.finalize import finalize_pack
 
     try:
         summary = finalize_pack(pack, check_hashes=not no_hash, progress=progress,

@@ -20,7 +20,7 @@ says which).  The clips come in pairs of equal length, one length per pair, and 
 as one pair: its two ``mix_spk_id`` keys (``"<key>::<speaker>"``) point to that pair in ``visual.json``.  Clips are
 shared between mixtures (mp4 encoding is the slow part of making the corpus); the pack stores each clip once,
 and the baseline decodes the file of every target of every sample either way.
-``packer.build.build_wesep(list, BuildOptions(...), cues=cues.yaml)`` packs it.
+``packer.build.run.build_wesep(list, BuildOptions(...), cues=cues.yaml)`` packs it.
 
 **Jobs** (the same delivery: batches of ``--batch-size`` mixtures, one row per target, ``wav_mix`` and
 ``wav_target`` float32 ``[2 B, 1, 64000]``, ``audio_aux`` float32 ``[2 B, 1, T_min]`` (enrollments prefix-cropped
@@ -78,7 +78,7 @@ _BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(_BENCH))
 sys.path.insert(0, _BENCH)
 
-import loader.cuebank as cuebank_module  # noqa: E402
+import loader.tse.cues.bank as cuebank_module  # noqa: E402
 from loader import build_loader  # noqa: E402
 from workdir import bench_workdir  # noqa: E402
 from loader_throughput import (  # noqa: E402
@@ -100,7 +100,7 @@ from loader_throughput import (  # noqa: E402
     warm_files,
     wesep_collate,
 )
-from packer.build import BuildOptions, build_wesep  # noqa: E402
+from packer.build.run import BuildOptions, build_wesep  # noqa: E402
 
 TARGET_VS_WESEP = 20.0
 LIBRIVOX_GLOB = "/usr/share/pocketsphinx/test/data/librivox/*.wav"

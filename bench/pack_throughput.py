@@ -17,7 +17,7 @@ Two jobs run on the same list, alternating, after one untimed warm-up of each (p
 
 - baseline: for every line, ``soundfile.read(path, dtype="float32", always_2d=True)`` of the mixture and both
   sources and ``soxr.resample(data, rate, 16000)`` of each: the decode and resample work a pack has to do;
-- pack: ``packer.build.build_wesep(list, BuildOptions(out=..., workers=N, progress=False))``, fsync and
+- pack: ``packer.build.run.build_wesep(list, BuildOptions(out=..., workers=N, progress=False))``, fsync and
   hashing included.
 
 Both count the same hours (the mixtures' duration), so the ratio of throughputs is
@@ -53,7 +53,7 @@ import soxr
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from packer.build import BuildOptions, build_wesep  # noqa: E402
+from packer.build.run import BuildOptions, build_wesep  # noqa: E402
 from workdir import bench_workdir  # noqa: E402
 
 TARGET_RATIO = 0.8
@@ -177,7 +177,7 @@ def run_baseline(lines: list[list[str]], workers: int) -> float:
         for files in lines:
             decode_and_resample(files)
     else:
-        context = multiprocessing.get_context("forkserver")  # what packer.build uses
+        context = multiprocessing.get_context("forkserver")  # what packer.build.run uses
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
             for _ in pool.map(decode_and_resample, lines, chunksize=1):
                 pass
@@ -215,7 +215,7 @@ def phase_breakdown(list_path: str, out: str, lines: list[list[str]], shard_byte
     A real build overlaps the writer thread with decoding, so its wall time is less than the sum printed here.
     """
     from packer.adapters.wesep import load_wesep_sample, plan_wesep_sample, read_wesep_list
-    from packer.plan import plan_shards
+    from packer.build.plan import plan_shards
     from packer.writer import PackWriter
 
     rows = []

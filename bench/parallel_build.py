@@ -38,11 +38,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from pack_throughput import build_corpus, warm_page_cache, read_list  # noqa: E402
-from packer import shard_runner  # noqa: E402
-from packer.build import BuildOptions, build_wesep  # noqa: E402
-from packer.checkpoints import KILL_AT_ENV  # noqa: E402
-from packer.finalize import finalize_pack  # noqa: E402
-from packer.plan import ShardSlice  # noqa: E402
+from packer.build import shard_runner# noqa: E402
+from packer.build.run import BuildOptions, build_wesep  # noqa: E402
+from packer.build.checkpoints import KILL_AT_ENV  # noqa: E402
+from packer.build.finalize import finalize_pack  # noqa: E402
+from packer.build.plan import ShardSlice  # noqa: E402
 from schemas.units import parse_size  # noqa: E402
 from workdir import bench_workdir  # noqa: E402
 

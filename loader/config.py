@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from loader.collate import ALIGNS as FIELD_ALIGNS
-from loader.collate import BASE_FIELDS, CUE_FIELDS, OVERRIDE_KEYS, PAD_MODES
+from loader.tse.collate import ALIGNS as FIELD_ALIGNS
+from loader.tse.collate import BASE_FIELDS, CUE_FIELDS, OVERRIDE_KEYS, PAD_MODES
 from schemas.errors import SpeechpackError
 
 if TYPE_CHECKING:  # loader.batching imports this module; the real import is inside _batching
@@ -179,7 +179,7 @@ class DatasetArgs:
     (every sample is seen, training code masks the repeats), ``drop`` leaves the tail out (reported).
     ``cues`` selects speaker cues (WeSep's ``dataset_args.cues``); ``field_collate`` holds the ``collate.<field>``
     overrides of the cue fields and ``speaker_label``.  Checks that need the packs (the cue exists, ``required``
-    against ``guaranteed``) happen when the loader is built (``loader.cues.resolve_cues``).
+    against ``guaranteed``) happen when the loader is built (``loader.tse.cues.fields.resolve_cues``).
     """
 
     resample_rate: int | None = None

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from loader.cuebank import CueBank, PackCues, SpeakerLabels, open_cues
+from loader.tse.cues.bank import CueBank, PackCues, SpeakerLabels, open_cues
 from schemas.constants import (
     ATTRIBUTES_BY_KIND,
     AUDIO_FULL_SCALE,
@@ -217,7 +217,7 @@ class Pack:
     """A read-only view of a pack.  Build it with :func:`open_pack`.
 
     Speaker cues (packs built with ``--cues``): ``cues`` maps each cue name of the pack's ``cues.yaml`` to its
-    :class:`~loader.cuebank.CueBank` (empty without cues); ``cues_config`` is that ``cues.yaml`` parsed
+    :class:`~loader.tse.cues.bank.CueBank` (empty without cues); ``cues_config`` is that ``cues.yaml`` parsed
     (``schemas.cues.CuesConfig``, None without cues); ``speaker_labels`` maps speaker id to class index (a
     read-only mapping, None when the pack has no ``labels.speaker_label``) and ``speaker_label(spk)`` looks one up.
 

@@ -14,7 +14,7 @@ A task module provides:
 A builder provides ``args`` (with ``batch_size``, ``batching``, ``shuffle``, ``tail``), ``windows`` (a
 ``loader.batching.Windows`` or None), ``num_units()``, ``unit_lengths()`` and ``build(items, valid, epoch,
 global_batch) -> dict`` (numpy arrays and lists; randomness only from the counter-based generators of
-``loader.plan`` / ``loader.mixing``, so a batch is the same whichever worker builds it).
+``loader.plan`` / ``loader.tse.mixing``, so a batch is the same whichever worker builds it).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from loader.config import ConfigError
 
 #: Task name -> the module that implements it.
 TASK_MODULES = {
-    "tse": "loader.tse_task",
+    "tse": "loader.tse.task",
     "asd": "loader.asd.task",
     "asr": "loader.asr.task",
 }

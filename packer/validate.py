@@ -6,7 +6,7 @@ hash; ``.npy`` headers against the stream catalogue and the file size; ``index.j
 contiguous and in bounds; unique keys; statistics recomputed from the stored int16 and equal; totals; non-finite
 values in the index; samples at int16 full scale (reported as clipping, a warning).  Speaker cues: every file of
 ``cues/`` listed, of its size and hash, and each bank as ``schemas/cues.py`` specifies it (``.npy`` headers, sorted
-unique keys, entries and payloads in bounds, no NaN/Inf in float payloads; ``loader.cuecheck``).
+unique keys, entries and payloads in bounds, no NaN/Inf in float payloads; ``schemas.cuecheck``).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from loader.cuebank import read_cues_config
-from loader.cuecheck import bank_files, label_issues, read_bank
+from loader.tse.cues.bank import read_cues_config
+from schemas.cuecheck import bank_files, label_issues, read_bank
 from loader.pack import read_manifest
 from packer.audio import int16_statistics
 from packer.writer import dump_json, hash_file

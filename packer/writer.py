@@ -1,6 +1,6 @@
 """Writing packs: shards under temporary names renamed into place, hashes, and ``dataset.json`` last.
 
-The shard plan (``packer.plan``) fixes every shard's length before a byte is written, so each stream file gets
+The shard plan (``packer.build.plan``) fixes every shard's length before a byte is written, so each stream file gets
 its final ``.npy`` header first and is hashed as it streams out: no file is read back.  Memory stays flat (a 1 GB
 shard never sits in memory), and data is flushed to disk as it goes, so closing a shard costs little.  The writer
 also measures each segment (``int16_statistics``): it is the one place that sees exactly the stored bytes.
@@ -19,8 +19,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from packer.audio import int16_statistics
-from packer.checkpoints import checkpoint
-from packer.npy_stream import NpyStream, hash_file  # noqa: F401  (re-exported: the cue writers use them)
+from packer.build.checkpoints import checkpoint
+from packer.build.npy_stream import NpyStream, hash_file  # noqa: F401  (re-exported: the cue writers use them)
 from packer.sample import PackedSample, SamplePlan
 from schemas.constants import (
     ATTRIBUTES_BY_KIND,

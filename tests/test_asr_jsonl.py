@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from cli import main
 from loader import open_pack
 from packer.adapters.asr_jsonl import build_asr_jsonl, read_asr_manifest
-from packer.build import BuildOptions
+from packer.build.run import BuildOptions
 from packer.validate import validate_pack
 from schemas.constants import STREAM_AUDIO, STREAM_TEXT
 from schemas.errors import BuildError

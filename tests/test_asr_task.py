@@ -16,7 +16,7 @@ from loader.asr.task import prepare
 from loader.config import ConfigError, LoaderConfig
 from packer.adapters.asr_jsonl import build_asr_jsonl
 from packer.adapters.asr_parquet import build_parquet
-from packer.build import BuildOptions
+from packer.build.run import BuildOptions
 from schemas.constants import STREAM_AUDIO
 from test_asr_data import librivox_clips, require, write_jsonl_manifest, write_parquet_dataset
 

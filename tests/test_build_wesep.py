@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from cli import main
 from conftest import FULL_SCALE, Mix, Source, at_rate, corpus_rate, pack_files
 from loader import open_pack
-from packer.build import BuildOptions, build_wesep
+from packer.build.run import BuildOptions, build_wesep
 from schemas.errors import PackFormatError, SpeechpackError
 
 RATE = 16000

@@ -1,4 +1,4 @@
-"""``speechpack build wesep --cues``: every cue resource packed into ``cues/``, read back by ``loader.cuebank``
+"""``speechpack build wesep --cues``: every cue resource packed into ``cues/``, read back by ``loader.tse.cues.bank``
 equal to its source, byte-identical across rebuilds and workers, checked by ``validate``, and every bad input
 reported in one pass, naming the cue, the key and the file.
 
@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from cli import main
 from conftest import FULL_SCALE, Mix, Source, at_rate, pack_files
 from loader import open_pack
-from packer.build import BuildOptions, build_wesep
+from packer.build.run import BuildOptions, build_wesep
 from packer.validate import validate_pack
 from schemas.errors import BuildError, PackFormatError, SpeechpackError
 from schemas.format import Manifest

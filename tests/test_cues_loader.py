@@ -27,9 +27,9 @@ from click.testing import CliRunner
 from cli import main
 from conftest import Mix
 from loader import build_loader
-from loader.collate import BASE_FIELDS, CollateError, FieldSpec, collate_field, resolve_field
+from loader.tse.collate import BASE_FIELDS, CollateError, FieldSpec, collate_field, resolve_field
 from loader.config import ConfigError, DatasetArgs, LoaderConfig
-from loader.cues import (
+from loader.tse.cues.fields import (
     ChunkInfo,
     CueError,
     align_to_duration,
@@ -42,7 +42,7 @@ from loader.cues import (
     spatial_value,
     video_chunk,
 )
-from packer.build import BuildOptions, build_wesep
+from packer.build.run import BuildOptions, build_wesep
 
 RATE = 16000
 

@@ -32,7 +32,7 @@ from loader import open_pack
 from loader.config import ConfigError
 from loader.plan import PlanError, batch_rng
 from loader.torch import ResumeError
-from packer.build import BuildOptions, build_wesep
+from packer.build.run import BuildOptions, build_wesep
 from schemas.errors import PackFormatError, SpeechpackError
 
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")

@@ -14,10 +14,10 @@ import pytest
 from click.testing import CliRunner
 
 from cli import main
-from packer import shard_runner
-from packer.build import BuildOptions, build_wesep
-from packer.build_state import PLAN_FILE, RECEIPTS_DIR
-from packer.plan import ShardSlice
+from packer.build import shard_runner
+from packer.build.run import BuildOptions, build_wesep
+from packer.build.state import PLAN_FILE, RECEIPTS_DIR
+from packer.build.plan import ShardSlice
 from packer.validate import validate_packs
 from schemas.errors import SpeechpackError
 from conftest import Mix, mixture_line, pack_files

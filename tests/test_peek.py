@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from cli import main
 from conftest import Mix
-from packer.build import BuildOptions, build_wesep
+from packer.build.run import BuildOptions, build_wesep
 
 pytestmark = pytest.mark.real_data
 

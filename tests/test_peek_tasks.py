@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from asd_inputs import make_asd_pack
 from cli import main
-from packer.build import BuildOptions
+from packer.build.run import BuildOptions
 from packer.adapters.asr_parquet import build_parquet
 from schemas.constants import ASD_SAMPLE_RATE
 from test_asr_data import librivox_clips, require, write_parquet_dataset

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from conftest import Mix, mixture_line, pack_files
-from packer.build import BuildOptions, build_wesep
-from packer.finalize import finalize_pack
-from packer.plan import ShardSlice
+from packer.build.run import BuildOptions, build_wesep
+from packer.build.finalize import finalize_pack
+from packer.build.plan import ShardSlice
 from schemas.errors import BuildError, SpeechpackError
 
 try:
@@ -114,7 +114,7 @@ def explode(item):
 
 def test_a_failing_task_fails_the_build_with_its_error(local_ray, corpus, tmp_path):
     from packer.adapters.wesep import plan_wesep_sample, read_wesep_list
-    from packer.build import run_build
+    from packer.build.run import run_build
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # tests/ is not importable in Ray's workers
     lines = read_wesep_list(str(corpus)).lines

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from cli import main
 from conftest import Mix
-from packer.build import BuildOptions, build_wesep
+from packer.build.run import BuildOptions, build_wesep
 from packer.validate import validate_pack
 
 pytestmark = pytest.mark.real_data

@@ -13,7 +13,7 @@
 
 Train (the plan's units are chunks, ``loader.asd.chunks``): every row is cropped to the batch's shortest fed
 chunk, because the model has no padding mask; ``scored`` is False on the history prefix.  Augmentation draws from
-``loader.mixing.item_rng(seed, epoch, batch, row)``.  Val/test (units are whole tracks): rows are right-padded to
+``loader.tse.mixing.item_rng(seed, epoch, batch, row)``.  Val/test (units are whole tracks): rows are right-padded to
 the longest track with zeros and ``scored`` False on the padding, so every model frame of every track is scored
 exactly once per pass; ``loader.asd.timeline.native_frame_scores`` maps them to every native frame.
 
@@ -32,7 +32,7 @@ from loader.asd.chunks import muvap_windows
 from loader.asd.timeline import SAMPLES_PER_MODEL_FRAME, read_audio_frames, source_frame_index
 from loader.asd.tracks import TrackIndex
 from loader.batching import Windows
-from loader.mixing import item_rng
+from loader.tse.mixing import item_rng
 from loader.normalize import muvap_gain
 from loader.pack import Pack
 from schemas.constants import FACE_SHAPE, STREAM_AUDIO, STREAM_FACES, STREAM_LABELS

@@ -242,8 +242,8 @@ def load_asr_line(item: AsrLine, sample_rate: int) -> PackedSample:
 
 def build_asr_jsonl(manifest_path: str, options, language: str | None = None, corpus: str | None = None):
     """``speechpack build asr-jsonl``: a JSON-lines ASR manifest to an ``asr`` pack (``options``: the shared
-    ``packer.build.BuildOptions``)."""
-    from packer.build import run_build  # packer.build imports the adapters: import it when building only
+    ``packer.build.run.BuildOptions``)."""
+    from packer.build.run import run_build  # packer.build.run imports the adapters: import it when building only
 
     manifest = read_asr_manifest(manifest_path, language, corpus)
     recorded = {**options.recorded(), "language": language, "corpus": corpus}

@@ -260,10 +260,10 @@ def load_parquet_row(item: ParquetRow, sample_rate: int) -> PackedSample:
 
 def build_parquet(path: str, options, split: str | None = None):
     """``speechpack build parquet``: Omnilingual parquet files to an ``asr`` pack (``options``: the shared
-    ``packer.build.BuildOptions``)."""
+    ``packer.build.run.BuildOptions``)."""
     import hashlib
 
-    from packer.build import run_build  # packer.build imports the adapters: import it when building only
+    from packer.build.run import run_build  # packer.build.run imports the adapters: import it when building only
 
     source = read_parquet_input(path, split)
     listing = "".join(f"{os.path.relpath(f, path) if os.path.isdir(path) else os.path.basename(f)}\t"

@@ -39,8 +39,8 @@ from packer.adapters.avcc import (
 from schemas.errors import ManifestError, SpeechpackError
 from schemas.wesep_list import LineProblem
 
-if TYPE_CHECKING:  # run_build is imported when a build runs: packer.build may list these adapters
-    from packer.build import BuildSummary
+if TYPE_CHECKING:  # run_build is imported when a build runs: packer.build.run may list these adapters
+    from packer.build.run import BuildSummary
 
 #: AVA's annotation names and the label each packs to (``SPEAKING_NOT_AUDIBLE`` is negative; see the docstring).
 AVA_LABEL_NAMES = {"NOT_SPEAKING": 0, "SPEAKING_AUDIBLE": 1, "SPEAKING_NOT_AUDIBLE": 0}

@@ -53,8 +53,8 @@ from schemas.errors import BuildError, ManifestError, SpeechpackError
 from schemas.npyfile import read_npy_header
 from schemas.wesep_list import LineProblem
 
-if TYPE_CHECKING:  # run_build is imported when a build runs: packer.build may list these adapters
-    from packer.build import BuildSummary
+if TYPE_CHECKING:  # run_build is imported when a build runs: packer.build.run may list these adapters
+    from packer.build.run import BuildSummary
 
 #: Columns of the AVCC TSV: required, then optional.
 REQUIRED_COLUMNS = ("sample_id", "visual_path", "audio_path", "source_fps", "labels")
@@ -340,11 +340,11 @@ class AsdBuildOptions:
     overwrite: bool = False
     progress: bool = True
     #: Options for builds at scale (``executor``, ``ray_address``, ``shards``, ``resume``), handed to
-    #: ``packer.build.BuildOptions`` as they are: they change where shards are written, never what.
+    #: ``packer.build.run.BuildOptions`` as they are: they change where shards are written, never what.
     scale: dict = field(default_factory=dict)
 
     def build_options(self, skip_bad: bool | None = None):
-        from packer.build import BuildOptions
+        from packer.build.run import BuildOptions
 
         return BuildOptions(out=self.out, sample_rate=ASD_SAMPLE_RATE, shard_bytes=self.shard_bytes,
                             workers=self.workers, skip_bad=self.skip_bad if skip_bad is None else skip_bad,
@@ -385,7 +385,7 @@ def build_tracks(tracks: Sequence[AsdTrack], problems: Sequence[LineProblem], op
     other problem still fails the build (unless ``skip_bad``): every header problem is listed before anything is
     written, and a file that only fails to decode stops the build at its line.
     """
-    from packer.build import run_build
+    from packer.build.run import run_build
 
     tracks = list(tracks)
     missing = [problem for track in tracks for problem in missing_problems(track)]

@@ -44,8 +44,8 @@ from schemas.constants import FACE_SHAPE
 from schemas.errors import ManifestError, SpeechpackError
 from schemas.wesep_list import LineProblem
 
-if TYPE_CHECKING:  # run_build is imported when a build runs: packer.build may list these adapters
-    from packer.build import BuildSummary
+if TYPE_CHECKING:  # run_build is imported when a build runs: packer.build.run may list these adapters
+    from packer.build.run import BuildSummary
 
 DEFAULT_WINDOW_SEC = 30.0
 DEFAULT_OVERLAP_SEC = 10.0

@@ -3,7 +3,7 @@
 One module per representation (``waveform``, ``spk_embedding``, ``raw_video``, ``muse_frontend``, ``fields``,
 ``dae_keyword_phoneme``), ``resource`` (resource JSON to lookup structure), ``bank`` (one bank's files),
 ``labels`` (spk2label), and ``build`` (the two steps a build calls).  The layout is specified in
-``schemas/cues.py``; ``loader/cuebank.py`` reads it.
+``schemas/cues.py``; ``loader/tse/cues/bank.py`` reads it.
 """
 
 from packer.cues.build import CueBuild, prepare_cues, write_cues

@@ -23,7 +23,7 @@ from packer.cues.payload import LoadContext
 from packer.cues.problem import CueProblem
 from packer.cues.representations import MODULES
 from packer.cues.resource import EntryContext, Resource, read_resource
-from packer.executor import map_in_order
+from packer.build.executor import map_in_order
 from packer.writer import fresh_temp_dir, fsync_dir, hash_file
 from schemas.cues import CUES_DIR, CUES_YAML, LABELS_DIR, CuesConfig, CueSpec, lookup_key
 from schemas.errors import ManifestError, SpeechpackError

@@ -2,7 +2,7 @@
 cluster array job (``--shards i/n``) has written every slice.
 
 ``finalize`` decodes nothing: it reads the plan the jobs recorded (``.tmp-plan.json``), verifies every planned
-shard against it and against its receipt (``packer.build_state.verify_shard``: index, ``.npy`` headers, sizes,
+shard against it and against its receipt (``packer.build.state.verify_shard``: index, ``.npy`` headers, sizes,
 hashes), checks ``cues/`` the same way when the plan has cues, and only then writes ``skipped.json``,
 ``columns/`` and ``dataset.json``, and removes the build state.  Any shard that is missing or does not verify
 stops it, with the list of every such shard, so the jobs to rerun are known at once.
@@ -17,7 +17,7 @@ from typing import Sequence
 
 from tqdm import tqdm
 
-from packer.build_state import (
+from packer.build.state import (
     ShardMismatch,
     VerifiedShard,
     clear_state,
@@ -25,8 +25,8 @@ from packer.build_state import (
     read_cues_receipt,
     verify_shard,
 )
-from packer.checkpoints import checkpoint
-from packer.plan import BuildPlan
+from packer.build.checkpoints import checkpoint
+from packer.build.plan import BuildPlan
 from packer.writer import PackTotals, commit_pack, hash_file
 from schemas.constants import MANIFEST_NAME, TOOL_NAME
 from schemas.cues import CUES_DIR
@@ -104,7 +104,7 @@ def verify_all(pack_dir: str, plan: BuildPlan, fingerprint: str, shard_ids: Sequ
 def finalize_pack(pack_dir: str, check_hashes: bool = True, progress: bool = False, jobs: int = DEFAULT_JOBS):
     """``speechpack finalize PACK``: verify every planned shard (``jobs`` at a time) and commit the pack (see the
     module docstring)."""
-    from packer.build import BuildSummary
+    from packer.build.run import BuildSummary
 
     started = time.monotonic()
     if not os.path.isdir(pack_dir):

@@ -7,7 +7,7 @@ the same ``ShardWriter`` in plan order, so the pack does not depend on the execu
 appended by one writer thread, in order.  That keeps every worker busy even when the build has fewer shards than
 workers (a small pack, the last shards of a slice), which one-task-per-shard would not; on one machine the cost
 of shipping decoded audio to the writer is a memory copy.  ``ray`` runs one task per shard where the data is
-(``packer.ray_executor``).
+(``packer.build.ray_executor``).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from typing import Sequence
 
 from tqdm import tqdm
 
-from packer.executor import BackgroundConsumer, map_in_order
+from packer.build.executor import BackgroundConsumer, map_in_order
 from packer.sample import PackedSample
-from packer.shard_task import ShardJob, ShardOutcome, build_shard, check_decoded, guarded, record_receipt
+from packer.build.shard_task import ShardJob, ShardOutcome, build_shard, check_decoded, guarded, record_receipt
 from packer.writer import PackWriter
 from schemas.format import ShardEntry
 from schemas.wesep_list import LineProblem
@@ -39,7 +39,7 @@ def run_shard_jobs(jobs: Sequence[ShardJob], executor: str, workers: int = 1, ra
     if not jobs:
         return []
     if executor == "ray":
-        from packer.ray_executor import run_shard_jobs_on_ray
+        from packer.build.ray_executor import run_shard_jobs_on_ray
 
         return run_shard_jobs_on_ray(jobs, ray_address, progress=show_progress, desc=desc)
     if workers > 1 and len(jobs) >= SHARD_TASKS_FROM * workers:

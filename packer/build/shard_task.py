@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from packer.audio import AudioError
-from packer.build_state import ShardReceipt, write_receipt
-from packer.checkpoints import checkpoint
+from packer.build.state import ShardReceipt, write_receipt
+from packer.build.checkpoints import checkpoint
 from packer.sample import PackedSample, SamplePlan
 from packer.writer import PackWriter
 from schemas.format import ShardEntry

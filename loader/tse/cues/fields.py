@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import soxr
 
-from loader.collate import CUE_FIELDS, FieldSpec, resolve_field
+from loader.tse.collate import CUE_FIELDS, FieldSpec, resolve_field
 from loader.config import ConfigError, CueRequest, DatasetArgs
 from schemas.cues import CueSpec, lookup_key
 from schemas.errors import SpeechpackError
@@ -66,7 +66,7 @@ class CueField:
     field: FieldSpec
     representation: str
     required: bool
-    banks: list  # per pack: loader.cuebank.CueBank
+    banks: list  # per pack: loader.tse.cues.bank.CueBank
     specs: list[CueSpec]  # per pack
 
     @property

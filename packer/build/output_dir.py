@@ -11,7 +11,7 @@ import os
 import re
 import shutil
 
-from packer.build_state import PLAN_FILE, STATE_NAMES, has_state
+from packer.build.state import PLAN_FILE, STATE_NAMES, has_state
 from schemas.columns import COLUMNS_DIR
 from schemas.constants import MANIFEST_NAME, SHARD_DIR_DIGITS, SHARD_DIR_PREFIX, SKIPPED_NAME, TEMP_PREFIX
 from schemas.cues import CUES_DIR

@@ -3,7 +3,7 @@ and the speaker labels.  numpy only.
 
 A bank's index (lookup keys, entries, item rows) is loaded at open as numpy columns; ``data.npy`` is mapped
 read-only on first ``read``, and the mapping is not pickled, so DataLoader workers map it themselves.  Opening
-checks the structure (``loader.cuecheck``: sorted keys, entries and payloads in bounds); ``speechpack validate``
+checks the structure (``schemas.cuecheck``: sorted keys, entries and payloads in bounds); ``speechpack validate``
 runs the same checks and hashes every file.
 """
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import yaml
 
-from loader.cuecheck import BankFiles, Issue, bank_files, label_issues, read_bank
+from schemas.cuecheck import BankFiles, Issue, bank_files, label_issues, read_bank
 from schemas.constants import AUDIO_FULL_SCALE
 from schemas.cues import (
     CUES_DIR,

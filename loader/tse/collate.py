@@ -57,7 +57,7 @@ class FieldSpec:
 
 
 #: WeSep's ``BASE_COLLECT_KEYS`` for the per-row fields it stacks (``wav_mix``/``wav_target`` are decoded straight
-#: into the batch by ``loader.tse``; ``spk``, ``key``, ``num_speaker`` are lists).
+#: into the batch by ``loader.tse.batch``; ``spk``, ``key``, ``num_speaker`` are lists).
 BASE_FIELDS = {
     "speaker_label": FieldSpec("speaker_label", align=None, fill_value=NO_LABEL, default_shape=()),
     "audio_aux": FieldSpec("audio_aux", align="min", pad_mode="constant", fill_value=0.0, emit_present=True),

@@ -1,11 +1,11 @@
 """The TSE task (``task: tse``, the default): WeSep-style target speaker extraction from ``tse`` or ``sources``
-packs.  Items are mixtures (or one per target with ``expand_targets``); ``loader.tse`` builds the batches."""
+packs.  Items are mixtures (or one per target with ``expand_targets``); ``loader.tse.batch`` builds the batches."""
 
 from __future__ import annotations
 
 from loader.config import DatasetArgs
 from loader.tasks import Prepared
-from loader.tse import TseBatchBuilder, length_filter, tse_items
+from loader.tse.batch import TseBatchBuilder, length_filter, tse_items
 
 
 def parse_dataset_args(obj, where: str) -> DatasetArgs:

@@ -1,4 +1,4 @@
-"""``--executor ray``: the planned shards as Ray tasks, one task per shard (``packer.shard_task.build_shard``).
+"""``--executor ray``: the planned shards as Ray tasks, one task per shard (``packer.build.shard_task.build_shard``).
 
 Each task decodes its shard's samples and writes the shard directory where it runs, so the pack directory must be
 on a filesystem every Ray node mounts at the same path (as a cluster's shared storage is).  The driver only
@@ -17,7 +17,7 @@ from typing import Sequence
 
 from tqdm import tqdm
 
-from packer.shard_task import ShardJob, ShardOutcome, build_shard
+from packer.build.shard_task import ShardJob, ShardOutcome, build_shard
 from schemas.errors import SpeechpackError
 
 

@@ -10,8 +10,8 @@ WeSep's ``random_chunk`` and ``tse_collate_fn``:
 - val/test, or ``whole_utt``: whole utterances;
 - rows are one per target speaker, mixture-major (m1s1, m1s2, m2s1, ...), aligned to the longest row with zeros
   (or cropped to the shortest with ``collate.<field>.align: min``);
-- ``speaker_label`` from the packs' labels, then the used speaker cues per row (``loader.cues``), collated by
-  WeSep's table (``loader.collate``); a batch without cues or labels skips both.
+- ``speaker_label`` from the packs' labels, then the used speaker cues per row (``loader.tse.cues.fields``), collated by
+  WeSep's table (``loader.tse.collate``); a batch without cues or labels skips both.
 
 Audio is decoded once, from the mapping straight into the batch array (normalisation folded into the same pass).
 """
@@ -26,10 +26,10 @@ import numpy as np
 import soxr
 
 from loader.batching import Windows, tile_windows
-from loader.collate import collate_field
+from loader.tse.collate import collate_field
 from loader.config import DatasetArgs
-from loader.cues import DRAWS_PER_CUE, ChunkInfo, label_field, resolve_cues
-from loader.mixing import (
+from loader.tse.cues.fields import DRAWS_PER_CUE, ChunkInfo, label_field, resolve_cues
+from loader.tse.mixing import (
     GROUP_ATTEMPTS,
     MIN_ENERGY,
     RIR_CACHE_BYTES,

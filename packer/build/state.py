@@ -2,7 +2,7 @@
 
 Written only by builds that may be continued by another process (``--resume``, ``--shards i/n``)::
 
-    PACK/.tmp-plan.json                    the BuildPlan (packer.plan), written once, compared by every later job
+    PACK/.tmp-plan.json                    the BuildPlan (packer.build.plan), written once, compared by every later job
     PACK/.tmp-receipts/shard-000003.json   {plan fingerprint, the shard's ShardEntry (file sizes and hashes),
                                             the lines it skipped}
     PACK/.tmp-receipts/cues.json           {plan fingerprint, the files of cues/}
@@ -21,7 +21,7 @@ import os
 import shutil
 from dataclasses import dataclass
 
-from packer.plan import BuildPlan
+from packer.build.plan import BuildPlan
 from packer.writer import fsync_dir, hash_file, write_json_atomic
 from schemas.constants import (
     SHARD_INDEX_NAME,

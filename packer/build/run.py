@@ -27,16 +27,16 @@ from packer.adapters.audio_bank import (
     read_bank_input,
 )
 from packer.adapters.wesep import load_wesep_sample, plan_wesep_sample, read_wesep_list, speaker_slots
-from packer.build_state import VerifiedShard, receipt_path, record_plan, write_cues_receipt
+from packer.build.state import VerifiedShard, receipt_path, record_plan, write_cues_receipt
 from packer.cues import CueBuild, CueProblem, prepare_cues, write_cues
-from packer.executor import map_in_order, worker_pool
-from packer.finalize import commit_build, line_problem, verify_all
-from packer.output_dir import discard_output, prepare_output
-from packer.plan import BuildPlan, ShardSlice, plan_shards
-from packer.ray_executor import import_ray
+from packer.build.executor import map_in_order, worker_pool
+from packer.build.finalize import commit_build, line_problem, verify_all
+from packer.build.output_dir import discard_output, prepare_output
+from packer.build.plan import BuildPlan, ShardSlice, plan_shards
+from packer.build.ray_executor import import_ray
 from packer.sample import PackedSample, SamplePlan
-from packer.shard_runner import run_shard_jobs
-from packer.shard_task import guarded, shard_jobs
+from packer.build.shard_runner import run_shard_jobs
+from packer.build.shard_task import guarded, shard_jobs
 from packer.writer import hash_file
 from schemas.constants import (
     DEFAULT_SAMPLE_RATE,

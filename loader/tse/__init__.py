@@ -1,0 +1,1 @@
+"""Target speaker extraction (``task: tse``): WeSep's data pipeline over tse and sources packs."""
