@@ -164,12 +164,16 @@ from schemas.constants import (
     KIND_NOISE,
     KIND_RIR,
     KINDS,
+    SHARD_INDEX_NAME,
+    SKIPPED_NAME,
     STREAM_TYPES,
     STREAMS_BY_KIND,
     SUPPORTED_MAJOR_VERSIONS,
+    shard_dir_name,
     stream_file_name,
 )
 from schemas.errors import PackFormatError
+from schemas.names import check_component, check_relative_path, check_shard_directory
 
 #: The minor version that introduced the optional ``cues`` key (see "Version history").
 MINOR_CUES = 1
@@ -298,10 +302,14 @@ class ShardEntry:
     def from_dict(cls, obj: Any, where: str) -> "ShardEntry":
         _require(obj, {"directory", "samples", "files"}, where)
         files = _typed(obj, "files", dict, where)
+        samples = _typed(obj, "samples", int, where)
+        if samples < 0:
+            raise PackFormatError(f"{where}.samples: negative count {samples}")
         return cls(
-            directory=_typed(obj, "directory", str, where),
-            samples=_typed(obj, "samples", int, where),
-            files={name: FileEntry.from_dict(entry, f"{where}.files[{name!r}]") for name, entry in files.items()},
+            directory=check_shard_directory(obj["directory"], f"{where}.directory"),
+            samples=samples,
+            files={check_component(name, f"{where}.files"): FileEntry.from_dict(entry, f"{where}.files[{name!r}]")
+                   for name, entry in files.items()},
         )
 
 
@@ -401,6 +409,7 @@ class Manifest:
         shards = tuple(
             ShardEntry.from_dict(s, f"{where}.shards[{i}]") for i, s in enumerate(_typed(obj, "shards", list, where))
         )
+        _check_shard_names(shards, streams, where)
         totals = _typed(obj, "totals", dict, where)
         _require(totals, set(cls._TOTALS), f"{where}.totals")
         provenance = _typed(obj, "provenance", dict, where)
@@ -415,7 +424,7 @@ class Manifest:
             raise PackFormatError(f"{where}.columns.files: expected {sorted(column_files(kind))}, "
                                   f"got {sorted(column_entries)}")
         skipped = _typed(obj, "skipped", dict, where)
-        _require(skipped, {"count"}, f"{where}.skipped", optional={"file"})
+        _check_skipped(skipped, f"{where}.skipped")
         if sum(shard.samples for shard in shards) != totals["samples"]:
             raise PackFormatError(
                 f"{where}: shards hold {sum(s.samples for s in shards)} samples but totals.samples is "
@@ -436,6 +445,33 @@ class Manifest:
             hours_by_corpus=_hours_by_corpus(obj, where) if kind == KIND_ASR else None,
             char_counts=_char_counts(obj, where) if kind == KIND_ASR else None,
         )
+
+
+def _check_shard_names(shards: tuple[ShardEntry, ...], streams: tuple[StreamSpec, ...], where: str) -> None:
+    """Shard ``k`` is ``shard_dir_name(k)`` and holds exactly its index and one file per stream: the only names a
+    reader or a copy ever joins to the pack's path (``schemas.names`` has already refused anything unsafe)."""
+    expected_files = {SHARD_INDEX_NAME} | {spec.file for spec in streams}
+    for i, shard in enumerate(shards):
+        if shard.directory != shard_dir_name(i):
+            raise PackFormatError(f"{where}.shards[{i}].directory: expected {shard_dir_name(i)!r}, got "
+                                  f"{shard.directory!r} (shard k is the k-th shard of the plan)")
+        if set(shard.files) != expected_files:
+            raise PackFormatError(f"{where}.shards[{i}].files: expected {sorted(expected_files)}, got "
+                                  f"{sorted(shard.files)}")
+
+
+def _check_skipped(skipped: dict, where: str) -> None:
+    """``{"count": n}``, plus ``"file": {"name": "skipped.json", "size", "sha256"}`` when ``n > 0``."""
+    _require(skipped, {"count"}, where, optional={"file"})
+    count = _typed(skipped, "count", int, where)
+    if count < 0:
+        raise PackFormatError(f"{where}.count: negative count {count}")
+    if "file" in skipped:
+        entry = _typed(skipped, "file", dict, where)
+        _require(entry, {"name", "size", HASH_NAME}, f"{where}.file")
+        if entry["name"] != SKIPPED_NAME:
+            raise PackFormatError(f"{where}.file.name: expected {SKIPPED_NAME!r}, got {entry['name']!r}")
+        FileEntry.from_dict({"size": entry["size"], HASH_NAME: entry[HASH_NAME]}, f"{where}.file")
 
 
 def _hours_by_corpus(obj: dict, where: str) -> dict[str, dict[str, float]]:
@@ -466,10 +502,7 @@ def _cue_files(obj: Any, where: str) -> dict[str, FileEntry]:
         raise PackFormatError(f"{where}.directory: expected {CUES_DIR!r}, got {obj['directory']!r}")
     files = {}
     for name, entry in _typed(obj, "files", dict, where).items():
-        parts = name.split("/")
-        if not name or name.startswith("/") or any(part in ("", ".", "..") or "\\" in part for part in parts):
-            raise PackFormatError(f"{where}.files: {name!r} is not a relative path inside {CUES_DIR}/")
-        files[name] = FileEntry.from_dict(entry, f"{where}.files[{name!r}]")
+        files[check_relative_path(name, f"{where}.files")] = FileEntry.from_dict(entry, f"{where}.files[{name!r}]")
     if CUES_YAML not in files:
         raise PackFormatError(f"{where}.files: {CUES_YAML} is missing")
     return files
