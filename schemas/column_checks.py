@@ -1,0 +1,172 @@
+"""What a reader checks in ``columns/`` at open, beyond the hashes: every index into another array is in range, and
+every segment lies inside its shard's stream file.  Pure numpy, vectorised (tens of milliseconds for a million
+samples; ``docs/format.md``, "What a reader verifies").
+
+``open_pack`` first compares each column file's sha256 with ``dataset.json``, which refuses any edit of a column
+alone.  These checks cover what a hash cannot: a manifest rewritten to match edited columns, or a writer bug.
+Before them an edited ``offset``, ``length``, ``shard`` or ``scale`` opened fine and returned other audio, or
+failed deep inside a batch with "cannot reshape".
+
+The rules follow from the format (``schemas/format.py``): samples are stored shard after shard; every sample owns
+at least one speaker slot and one segment per stream, the next sample's right after; a segment lives in its
+sample's shard; segments of a stream follow each other with no gap from element (or row) 0, so a shard's stream
+file holds exactly their total, which :func:`check_columns` returns so that the reader can compare it with the
+file's ``.npy`` header when it maps the file; ``scale`` is finite and at least 1 (it only ever grows to avoid
+clipping).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from schemas.columns import KEYS_FILE, SAMPLES_FILE, SPEAKERS_FILE, attr_file, sample_dtype, segment_dtype
+from schemas.constants import ATTRIBUTES_BY_KIND, MANIFEST_NAME, STREAM_TYPES, STREAMS_BY_KIND
+from schemas.errors import PackFormatError
+from schemas.format import Manifest
+
+#: The largest ``.npy`` header a stream file may have: format 1.0 stores the header length in 16 bits.
+_MAX_NPY_HEADER = 10 + 0xFFFF
+_MIN_NPY_HEADER = 10
+
+
+def check_columns(manifest: Manifest, columns: dict[str, np.ndarray], columns_dir: str) -> dict[str, np.ndarray]:
+    """Check the loaded column arrays against each other and the manifest; raise ``PackFormatError`` naming the
+    column file, the row and both values.  Return, per stream, the row count each shard's stream file must have
+    (int64, one entry per shard)."""
+    kind = manifest.kind
+    n = manifest.num_samples
+    samples = columns[SAMPLES_FILE]
+    at = os.path.join(columns_dir, SAMPLES_FILE)
+    _dtype(samples, sample_dtype(kind), at)
+    _length(samples, n, at)
+    for name, width_kind in ((KEYS_FILE, "S"), (SPEAKERS_FILE, "S")):
+        array = columns[name]
+        if array.ndim != 1 or array.dtype.kind != width_kind:
+            raise PackFormatError(f"{os.path.join(columns_dir, name)}: expected 1-D UTF-8 bytes (|S<n>), got "
+                                  f"{array.dtype.str} {array.shape}")
+    _length(columns[KEYS_FILE], n, os.path.join(columns_dir, KEYS_FILE))
+    for name, kind_of in ATTRIBUTES_BY_KIND.get(kind, {}).items():
+        array = columns[attr_file(name)]
+        where = os.path.join(columns_dir, attr_file(name))
+        if array.ndim != 1 or (array.dtype.kind != "S" if kind_of is str else array.dtype.str != "<f8"):
+            raise PackFormatError(f"{where}: unexpected dtype {array.dtype.str} {array.shape}")
+        _length(array, n, where)
+
+    shard = samples["shard"]
+    _in_range(shard, len(manifest.shards), "shard", at)
+    if n and np.any(shard[1:] < shard[:-1]):
+        row = int(np.flatnonzero(shard[1:] < shard[:-1])[0]) + 1
+        raise PackFormatError(f"{at}: row {row}: shard {int(shard[row])} after shard {int(shard[row - 1])} "
+                              f"(samples are stored shard after shard)")
+    per_shard = np.bincount(shard, minlength=len(manifest.shards)) if n else np.zeros(len(manifest.shards), int)
+    expected = np.array([entry.samples for entry in manifest.shards], dtype=np.int64)
+    if not np.array_equal(per_shard, expected):
+        bad = int(np.flatnonzero(per_shard != expected)[0])
+        raise PackFormatError(f"{at}: {int(per_shard[bad])} samples in shard {bad}, {MANIFEST_NAME} says "
+                              f"{int(expected[bad])}")
+    _runs(samples["speaker_first"], samples["speaker_count"], len(columns[SPEAKERS_FILE]), "speaker", at)
+
+    rows = {}
+    for stream in STREAMS_BY_KIND[kind]:
+        table = columns[f"{stream}.npy"]
+        where = os.path.join(columns_dir, f"{stream}.npy")
+        _dtype(table, segment_dtype(stream), where)
+        counts = samples[f"{stream}_count"]
+        _runs(samples[f"{stream}_first"], counts, len(table), stream, at)
+        owner_shard = np.repeat(shard, counts.astype(np.int64))
+        if not np.array_equal(table["shard"], owner_shard):
+            row = int(np.flatnonzero(table["shard"] != owner_shard)[0])
+            raise PackFormatError(f"{where}: row {row}: shard {int(table['shard'][row])}, but its sample is in "
+                                  f"shard {int(owner_shard[row])}")
+        rows[stream] = _segment_rows(manifest, stream, table, where)
+    return rows
+
+
+def _segment_rows(manifest: Manifest, stream: str, table: np.ndarray, where: str) -> np.ndarray:
+    """Check offsets, lengths, channels and scales of one stream's segments; return each shard file's row count."""
+    stream_type = STREAM_TYPES[stream]
+    file_name = manifest.stream(stream).file
+    recorded = np.array([entry.files[file_name].size for entry in manifest.shards], dtype=np.int64)
+    max_rows = recorded // stream_type.row_bytes  # no segment can be longer than its file
+    shard = table["shard"].astype(np.int64)
+    offset, length = table["offset"], table["length"]
+    for name, values in (("offset", offset), ("length", length)):
+        if np.any(values < 0):
+            row = int(np.flatnonzero(values < 0)[0])
+            raise PackFormatError(f"{where}: row {row}: negative {name} {int(values[row])}")
+    if stream_type.audio:
+        channels = table["channels"]
+        if np.any(channels < 1):
+            row = int(np.flatnonzero(channels < 1)[0])
+            raise PackFormatError(f"{where}: row {row}: {int(channels[row])} channels")
+        scale = table["scale"]
+        bad = ~(np.isfinite(scale) & (scale >= 1.0))
+        if np.any(bad):
+            row = int(np.flatnonzero(bad)[0])
+            raise PackFormatError(f"{where}: row {row}: scale {float(scale[row])!r} (a scale is finite and at "
+                                  f"least 1.0)")
+        too_long = channels.astype(np.float64) * length.astype(np.float64) > max_rows[shard]
+    else:
+        too_long = length > max_rows[shard]
+    if np.any(too_long):
+        row = int(np.flatnonzero(too_long)[0])
+        raise PackFormatError(f"{where}: row {row}: a segment of length {int(length[row])} does not fit in "
+                              f"{manifest.shards[int(shard[row])].directory}/{file_name} "
+                              f"({int(recorded[shard[row]])} bytes in {MANIFEST_NAME})")
+    sizes = table["channels"].astype(np.int64) * length if stream_type.audio else length.astype(np.int64)
+    ends = np.cumsum(sizes)
+    starts = ends - sizes
+    boundaries = np.searchsorted(shard, np.arange(len(manifest.shards) + 1), side="left")
+    totals = np.concatenate([[0], ends])
+    group_start = totals[boundaries[:-1]]  # the cumulative size where each shard's segments begin
+    expected_offset = starts - group_start[shard] if len(table) else starts
+    if not np.array_equal(offset, expected_offset):
+        row = int(np.flatnonzero(offset != expected_offset)[0])
+        raise PackFormatError(f"{where}: row {row}: offset {int(offset[row])}, expected {int(expected_offset[row])} "
+                              f"(segments follow each other with no gap in "
+                              f"{manifest.shards[int(shard[row])].directory}/{file_name})")
+    rows = totals[boundaries[1:]] - totals[boundaries[:-1]]
+    header = recorded - rows * stream_type.row_bytes
+    bad = (header < _MIN_NPY_HEADER) | (header > _MAX_NPY_HEADER)
+    if np.any(bad):
+        k = int(np.flatnonzero(bad)[0])
+        raise PackFormatError(f"{where}: the segments of {manifest.shards[k].directory} need {int(rows[k])} rows of "
+                              f"{file_name}, but {MANIFEST_NAME} records {int(recorded[k])} bytes for it")
+    return rows
+
+
+def _runs(first: np.ndarray, count: np.ndarray, total: int, what: str, where: str) -> None:
+    """Sample ``i`` owns ``count[i] >= 1`` consecutive rows from ``first[i]``, right after sample ``i - 1``'s."""
+    if np.any(count < 1):
+        row = int(np.flatnonzero(count < 1)[0])
+        raise PackFormatError(f"{where}: row {row}: {what}_count is {int(count[row])}, at least 1 is required")
+    expected = np.cumsum(count, dtype=np.int64) - count
+    if not np.array_equal(first, expected):
+        row = int(np.flatnonzero(first != expected)[0])
+        raise PackFormatError(f"{where}: row {row}: {what}_first is {int(first[row])}, expected {int(expected[row])}")
+    used = int(np.sum(count, dtype=np.int64))
+    if used != total:
+        raise PackFormatError(f"{where}: the samples own {used} {what} rows, the {what} column has {total}")
+
+
+def _dtype(array: np.ndarray, expected: np.dtype, where: str) -> None:
+    if array.ndim != 1 or array.dtype != expected:
+        raise PackFormatError(f"{where}: expected a 1-D array of {expected.descr}, got {array.dtype.descr} "
+                              f"{array.shape}")
+
+
+def _length(array: np.ndarray, n: int, where: str) -> None:
+    if len(array) != n:
+        raise PackFormatError(f"{where}: {len(array)} rows, {MANIFEST_NAME} says {n} samples")
+
+
+def _in_range(values: np.ndarray, limit: int, name: str, where: str) -> None:
+    bad = (values < 0) | (values >= limit)
+    if np.any(bad):
+        row = int(np.flatnonzero(bad)[0])
+        raise PackFormatError(f"{where}: row {row}: {name} {int(values[row])} is not in [0, {limit})")
+
+
+__all__ = ["check_columns"]
