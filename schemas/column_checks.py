@@ -11,8 +11,9 @@ The rules follow from the format (``schemas/format.py``): samples are stored sha
 at least one speaker slot and one segment per stream, the next sample's right after; a segment lives in its
 sample's shard; segments of a stream follow each other with no gap from element (or row) 0, so a shard's stream
 file holds exactly their total, which :func:`check_columns` returns so that the reader can compare it with the
-file's ``.npy`` header when it maps the file; ``scale`` is finite and at least 1 (it only ever grows to avoid
-clipping).
+file's ``.npy`` header when it maps the file (at open, only the size ``dataset.json`` records is known: it must be
+that total plus an aligned ``.npy`` header, which catches any segment beyond the file by more than the header's
+slack); ``scale`` is finite and at least 1 (it only ever grows to avoid clipping).
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ from schemas.format import Manifest
 #: The largest ``.npy`` header a stream file may have: format 1.0 stores the header length in 16 bits.
 _MAX_NPY_HEADER = 10 + 0xFFFF
 _MIN_NPY_HEADER = 10
+#: The ``.npy`` format pads its header so the data is aligned: to 64 bytes since numpy 1.9 (what its format
+#: documentation now requires), to 16 before.  A recorded file size must leave room for such a header.
+_NPY_HEADER_ALIGN = 16
 
 
 def check_columns(manifest: Manifest, columns: dict[str, np.ndarray], columns_dir: str) -> dict[str, np.ndarray]:
@@ -129,7 +133,7 @@ def _segment_rows(manifest: Manifest, stream: str, table: np.ndarray, where: str
                               f"{manifest.shards[int(shard[row])].directory}/{file_name})")
     rows = totals[boundaries[1:]] - totals[boundaries[:-1]]
     header = recorded - rows * stream_type.row_bytes
-    bad = (header < _MIN_NPY_HEADER) | (header > _MAX_NPY_HEADER)
+    bad = (header < _MIN_NPY_HEADER) | (header > _MAX_NPY_HEADER) | (header % _NPY_HEADER_ALIGN != 0)
     if np.any(bad):
         k = int(np.flatnonzero(bad)[0])
         raise PackFormatError(f"{where}: the segments of {manifest.shards[k].directory} need {int(rows[k])} rows of "
