@@ -52,7 +52,7 @@ from schemas.constants import (
 )
 from schemas.columns import COLUMNS_DIR, KEYS_FILE, SAMPLES_FILE, SPEAKERS_FILE, attr_file, column_files
 from schemas.cues import CuesConfig
-from schemas.column_checks import check_columns
+from schemas.column_checks import check_column_types, check_column_values
 from schemas.errors import PackFormatError
 from schemas.format import FileEntry, Manifest
 from schemas.manifest_file import FileIdentity, read_manifest_file
@@ -243,10 +243,8 @@ class Pack:
 
     def __init__(self, path: str, manifest: Manifest, columns: dict[str, np.ndarray],
                  max_open_files: int = MAX_OPEN_STREAM_FILES, cues: PackCues | None = None,
-                 opened: "OpenedPack | None" = None):
+                 manifest_identity: FileIdentity | None = None, manifest_sha256: str | None = None):
         self.path = path
-        #: What the pack was when opened: checked against each stream file as it is mapped (``_check_mapped``).
-        self.opened = opened or OpenedPack.of(path, manifest, columns)
         self.manifest = manifest
         self.kind = manifest.kind
         self.sample_rate = manifest.sample_rate
@@ -272,6 +270,8 @@ class Pack:
         self.cues: dict[str, CueBank] = cues.banks
         self.cues_config: CuesConfig | None = cues.config
         self.speaker_labels: SpeakerLabels | None = cues.labels
+        #: The columns' values checked, and what each stream file must be when it is mapped (``OpenedPack``).
+        self.opened = OpenedPack.of(self, manifest_identity, manifest_sha256)
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -421,22 +421,36 @@ class OpenedPack:
     manifest_path: str
     manifest: FileIdentity | None
     stream_rows: dict[str, np.ndarray]
+    #: sha256 of the manifest's bytes: a ``dataset.json`` with another identity but these bytes (the same pack
+    #: staged again by ``copy``, the Pack unpickled on a node with its own verified copy) describes the same files.
+    manifest_sha256: str | None = None
 
     @classmethod
-    def of(cls, path: str, manifest: Manifest, columns: dict[str, np.ndarray],
-           identity: FileIdentity | None = None) -> "OpenedPack":
-        return cls(manifest_path=os.path.join(path, MANIFEST_NAME), manifest=identity,
-                   stream_rows=check_columns(manifest, columns, os.path.join(path, COLUMNS_DIR)))
+    def of(cls, pack: "Pack", identity: FileIdentity | None, manifest_sha256: str | None = None) -> "OpenedPack":
+        """Check ``pack``'s columns (``schemas.column_checks``, on the pack's own contiguous arrays) and record
+        ``identity``, the manifest's when it was read (None: the pack was not read from disk by ``open_pack``)."""
+        rows = check_column_values(pack.manifest, pack.shard, pack.speaker_first, pack.speaker_count,
+                                   len(pack.speakers), pack.streams, os.path.join(pack.path, COLUMNS_DIR))
+        return cls(manifest_path=os.path.join(pack.path, MANIFEST_NAME), manifest=identity, stream_rows=rows,
+                   manifest_sha256=manifest_sha256)
 
     def check_unchanged(self, file_path: str) -> None:
         """Raise ``PackFormatError`` when ``dataset.json`` is no longer the one this pack was opened from."""
         if self.manifest is None:
             return
         now = FileIdentity.of_path(self.manifest_path)
-        if now != self.manifest:
+        if now != self.manifest and not self._same_bytes():
             state = "is gone" if now is None else "was replaced"
             raise PackFormatError(f"{file_path}: pack changed since it was opened ({self.manifest_path} {state}); "
                                   f"open the pack again")
+
+    def _same_bytes(self) -> bool:
+        """Whether ``dataset.json`` now holds the bytes that were opened (read only when its identity changed)."""
+        try:
+            with open(self.manifest_path, "rb") as fp:
+                return self.manifest_sha256 is not None and hashlib.sha256(fp.read()).hexdigest() == self.manifest_sha256
+        except OSError:
+            return False
 
     def check_mapped(self, manifest: Manifest, shard: int, stream: str, file_path: str, mapped: MappedStream) -> None:
         """The freshly mapped ``file_path`` is the opened pack's shard ``shard`` ``stream`` file, whole."""
@@ -458,7 +472,9 @@ def read_columns(path: str, manifest: Manifest) -> dict[str, np.ndarray]:
     with ThreadPoolExecutor(max_workers=min(_HASH_THREADS, len(names))) as pool:
         arrays = pool.map(lambda name: _read_column(os.path.join(path, COLUMNS_DIR, name), manifest.columns[name]),
                           names)
-        return dict(zip(names, arrays))
+        columns = dict(zip(names, arrays))
+    check_column_types(manifest, columns, os.path.join(path, COLUMNS_DIR))
+    return columns
 
 
 def _read_column(file_path: str, entry: FileEntry) -> np.ndarray:
@@ -499,5 +515,5 @@ def open_pack(path: str | os.PathLike) -> Pack:
     manifest_file = read_manifest_file(path)
     manifest = manifest_file.manifest
     columns = read_columns(path, manifest)
-    opened = OpenedPack.of(path, manifest, columns, manifest_file.identity)
-    return Pack(path, manifest, columns, cues=open_cues(path, manifest), opened=opened)
+    return Pack(path, manifest, columns, cues=open_cues(path, manifest), manifest_identity=manifest_file.identity,
+                manifest_sha256=manifest_file.sha256)

@@ -49,7 +49,7 @@ A JSON object with exactly these keys, plus the optional ones after them:
                    packed file's relative path and size, one per line), and a simulated RIR bank has the path
                    ``"<simulate N>"`` and hashes its simulation options (``options.simulate``).
 ``columns``        ``{"directory": "columns", "files": {name: {"size", "sha256"}}}``: the columnar index (below).
-``skipped``        ``{"count": n}`` plus ``"file": "skipped.json"`` with its size and hash when ``n > 0``.
+``skipped``        ``{"count": n}`` plus ``"file": {"name": "skipped.json", "size", "sha256"}`` when ``n > 0``.
 
 and, since 1.1, optionally:
 
@@ -134,6 +134,23 @@ columns/
 --------
 The shard indexes again, as plain ``.npy`` arrays a reader loads in milliseconds; the file list and dtypes are
 defined in ``schemas/columns.py``.  They MUST equal what the shard indexes say; a reader MAY use either.
+
+Names
+-----
+Every name in ``dataset.json`` becomes part of a path, so a reader MUST check it before using it
+(``schemas/names.py``): ``shards[k].directory`` MUST be ``shard_dir_name(k)``; the keys of ``shards[k].files`` MUST be
+exactly ``index.json`` and the catalogue's stream files; ``columns`` MUST name ``columns`` and exactly the kind's
+column files; ``skipped.file.name`` MUST be ``skipped.json``; every ``cues`` path MUST be ``/``-joined components.
+Any name MUST be one path component of ASCII letters, digits, ``_``, ``-`` and ``.``, not starting with ``.`` (so no
+separator, no ``..``, no absolute path).  A reader refuses a manifest that breaks any of these, naming the field.
+
+What a reader verifies
+----------------------
+At open, a reader MUST compare every column file with its size and sha256 in ``dataset.json`` and SHOULD check the
+columns' internal consistency (``schemas/column_checks.py``): every index in range, every segment inside its
+shard's stream file.  When it maps a stream file it MUST check that the file's size is the recorded one and its
+``.npy`` header has exactly the rows the segments need, and SHOULD check that ``dataset.json`` is still the file it
+opened (``loader/pack.py``: a pack replaced under a reader is an error, never other audio).
 
 Version history
 ---------------

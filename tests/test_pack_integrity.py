@@ -169,3 +169,17 @@ def test_defect03_a_removed_pack_is_named_as_gone(real_pack):
     (real_pack / "dataset.json").unlink()
     with pytest.raises(PackFormatError, match=r"pack changed since it was opened \(.*dataset\.json is gone\)"):
         pack.sample(0)
+
+
+def test_defect03_the_same_pack_staged_again_keeps_reading(real_pack, tmp_path):
+    """A ``dataset.json`` with a new inode but the opened bytes describes the same files (a pack staged again by
+    ``copy``, or a Pack unpickled where its own verified copy lives): reading goes on, with the same audio."""
+    pack = open_pack(real_pack)
+    expected = [pack.sample(i).targets for i in range(len(pack))]
+    staged = tmp_path / "staged"
+    shutil.copytree(real_pack, staged)
+    shutil.rmtree(real_pack)
+    staged.rename(real_pack)
+    worker = pickle.loads(pickle.dumps(pack))
+    for i, targets in enumerate(expected):
+        np.testing.assert_array_equal(worker.sample(i).targets, targets)
