@@ -56,7 +56,7 @@ from schemas.column_checks import check_column_types, check_column_values
 from schemas.errors import PackFormatError
 from schemas.format import FileEntry, Manifest
 from schemas.manifest_file import FileIdentity, read_manifest_file
-from numpy.lib import format as npy_format
+from schemas.npyfile import read_npy_header_from
 
 
 @dataclass(frozen=True)
@@ -201,26 +201,21 @@ def map_stream(path: str, dtype: str, row_shape: tuple[int, ...]) -> MappedStrea
         raise PackFormatError(f"{path}: cannot map stream file ({err.strerror or err})") from None
     with fp:
         try:
-            version = npy_format.read_magic(fp)
-            read = npy_format.read_array_header_1_0 if version == (1, 0) else npy_format.read_array_header_2_0
-            shape, fortran_order, header_dtype = read(fp)
+            header = read_npy_header_from(fp)
         except Exception as err:  # noqa: BLE001 - a corrupt .npy header raises ValueError, SyntaxError, TokenError...
             raise PackFormatError(f"{path}: cannot map stream file ({err})") from None
-        shape = tuple(shape)
-        data_offset = fp.tell()
-        if (header_dtype.str != dtype or shape[1:] != tuple(row_shape) or len(shape) != 1 + len(row_shape)
-                or fortran_order):
-            raise PackFormatError(f"{path}: holds {header_dtype.str} {shape}, the catalogue says {dtype} rows of "
-                                  f"{list(row_shape)}")
+        if (header.dtype.str != dtype or tuple(header.shape[1:]) != tuple(row_shape)
+                or len(header.shape) != 1 + len(row_shape) or header.fortran_order):
+            raise PackFormatError(f"{path}: holds {header.dtype.str} {header.shape}, the catalogue says {dtype} rows "
+                                  f"of {list(row_shape)}")
         size = os.fstat(fp.fileno()).st_size
-        expected_size = data_offset + math.prod(shape) * header_dtype.itemsize
-        if size < expected_size:
+        if size < header.expected_size:
             raise PackFormatError(f"{path}: cannot map stream file ({size} bytes, its header promises "
-                                  f"{expected_size}: the file is truncated)")
+                                  f"{header.expected_size}: the file is truncated)")
         mapping = mmap.mmap(fp.fileno(), 0, access=mmap.ACCESS_READ)  # the mapping outlives the descriptor
-    array = np.frombuffer(mapping, dtype=header_dtype, count=math.prod(shape), offset=data_offset)
-    row_bytes = math.prod(row_shape) * header_dtype.itemsize
-    return MappedStream(array.reshape(shape), mapping, data_offset, row_bytes, size)
+    array = np.frombuffer(mapping, dtype=header.dtype, count=math.prod(header.shape), offset=header.data_offset)
+    row_bytes = math.prod(row_shape) * header.dtype.itemsize
+    return MappedStream(array.reshape(header.shape), mapping, header.data_offset, row_bytes, size)
 
 
 #: Stream files a Pack keeps mapped at once (per process).  Each mapping costs a file descriptor and one entry
@@ -491,13 +486,10 @@ def _read_column(file_path: str, entry: FileEntry) -> np.ndarray:
         raise PackFormatError(f"{file_path}: sha256 {digest} does not match {MANIFEST_NAME} ({entry.sha256}): the "
                               f"column changed after the pack was written")
     try:
-        header = io.BytesIO(data)
-        version = npy_format.read_magic(header)
-        read = npy_format.read_array_header_1_0 if version == (1, 0) else npy_format.read_array_header_2_0
-        shape, fortran_order, dtype = read(header)
-        if dtype.hasobject or fortran_order or len(shape) != 1:
-            raise ValueError(f"expected a 1-D array without objects, got {dtype.str} {shape}")
-        return np.frombuffer(data, dtype=dtype, count=shape[0], offset=header.tell())
+        header = read_npy_header_from(io.BytesIO(data))
+        if header.dtype.hasobject or header.fortran_order or len(header.shape) != 1:
+            raise ValueError(f"expected a 1-D array without objects, got {header.dtype.str} {header.shape}")
+        return np.frombuffer(data, dtype=header.dtype, count=header.shape[0], offset=header.data_offset)
     except Exception as err:  # noqa: BLE001 - a corrupt .npy header raises ValueError, SyntaxError, TokenError...
         raise PackFormatError(f"{file_path}: cannot read column ({err})") from None
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import BinaryIO
 
 import numpy as np
 from numpy.lib import format as npy_format
@@ -26,7 +27,13 @@ def read_npy_header(path: str) -> NpyHeader:
     """Parse ``path``'s header.  A corrupt header raises whatever numpy raises (``ValueError``, ``SyntaxError``,
     ``tokenize.TokenError``...): callers that report errors catch ``Exception``."""
     with open(path, "rb") as fp:
-        version = npy_format.read_magic(fp)
-        read = npy_format.read_array_header_1_0 if version == (1, 0) else npy_format.read_array_header_2_0
-        shape, fortran_order, dtype = read(fp)
-        return NpyHeader(tuple(shape), dtype, fortran_order, fp.tell())
+        return read_npy_header_from(fp)
+
+
+def read_npy_header_from(fp: BinaryIO) -> NpyHeader:
+    """Parse the header of an open ``.npy`` file (or buffer) at its start, leaving it at the data: for readers
+    that must take header, size and data from one descriptor.  Raises as :func:`read_npy_header`."""
+    version = npy_format.read_magic(fp)
+    read = npy_format.read_array_header_1_0 if version == (1, 0) else npy_format.read_array_header_2_0
+    shape, fortran_order, dtype = read(fp)
+    return NpyHeader(tuple(shape), dtype, fortran_order, fp.tell())
