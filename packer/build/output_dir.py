@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
@@ -104,7 +105,8 @@ class OutputClaim:
         elif recorded is not None and self.overwrite:
             self._discard_everything()
         elif recorded is not None:
-            record_plan(self.out, plan, hint="pass --overwrite to discard the unfinished build")  # raises
+            record_plan(self.out, plan, hint="pass --overwrite to discard the unfinished build",
+                        fingerprint=fingerprint)  # raises: the plans differ
         elif found.manifest is not None or found.incoming is not None:
             if not self.overwrite:
                 raise SpeechpackError(f"{self.out}: directory is not empty; pass --overwrite to replace the pack "
@@ -112,7 +114,7 @@ class OutputClaim:
             self._discard_everything()
         else:
             remove_entries(self.out, [rel for rel in found.entries if rel in RESERVED_NAMES])
-        return record_plan(self.out, plan, full=self.shared)
+        return record_plan(self.out, plan, full=self.shared, fingerprint=fingerprint)
 
     def _discard_everything(self) -> None:
         """Remove what the directory's records own: a finished pack first (it stops being one at once), then an
@@ -135,6 +137,10 @@ class OutputClaim:
             found, recorded = _survey(self.out)
             if recorded is not None and not found.foreign:
                 self._tidy(recorded, discard=isinstance(err, BuildError))
+        if isinstance(err, BrokenProcessPool):
+            return SpeechpackError(f"a worker process of the build died ({err}; killed by the system for lack of "
+                                   f"memory?); the shards finished so far are kept: run the same command again "
+                                   f"to resume")
         if isinstance(err, OSError):
             where = err.filename or self.out
             return SpeechpackError(f"{where}: {err.strerror or err} (the build stopped; the shards it finished are "

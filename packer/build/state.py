@@ -93,15 +93,16 @@ class RecordedPlan:
                                                              "provenance": self.provenance}}
 
 
-def record_plan(pack_dir: str, plan: BuildPlan, full: bool = False, hint: str = "start again with --overwrite") -> str:
+def record_plan(pack_dir: str, plan: BuildPlan, full: bool = False, hint: str = "start again with --overwrite",
+                fingerprint: str | None = None) -> str:
     """Write ``plan`` as the pack's plan, or check it equals the one already there; return its fingerprint.
 
     ``full`` records every sample's row (``--shards``: ``finalize`` needs them); otherwise only the fingerprint and
     the shard cuts (a few bytes per shard, where the rows cost about 80 bytes per sample).  The file is created
     with ``os.link`` (fails if it exists), so of several array jobs starting at once exactly one writes it and the
-    others compare against it.
+    others compare against it.  ``fingerprint``: the plan's, when the caller has it already.
     """
-    this = RecordedPlan.of(plan)
+    this = RecordedPlan.of(plan, fingerprint)
     path = os.path.join(pack_dir, PLAN_FILE)
     if not os.path.exists(path):
         temp = f"{path}.{os.getpid()}"
