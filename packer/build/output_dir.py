@@ -71,9 +71,21 @@ def check_writable(out: str) -> bool:
 
 
 def inputs_inside(out: str, inputs: Iterable[str]) -> list[str]:
-    """The inputs (files the build reads) that lie inside ``out``."""
+    """The inputs (files the build reads) that lie inside ``out``, through symbolic links too.
+
+    Resolving every input path would cost a system call per path component per input (minutes for millions of
+    lines); inputs share few directories, so each directory is resolved once.
+    """
     root = os.path.realpath(out) + os.sep
-    return sorted({path for path in inputs if os.path.realpath(path).startswith(root)})
+    resolved: dict[str, str] = {}
+    inside = set()
+    for path in inputs:
+        directory, name = os.path.split(os.path.abspath(path))
+        if directory not in resolved:
+            resolved[directory] = os.path.realpath(directory) + os.sep
+        if (resolved[directory] + name).startswith(root) or resolved[directory].startswith(root):
+            inside.add(path)
+    return sorted(inside)
 
 
 @dataclass
