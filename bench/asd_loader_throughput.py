@@ -50,7 +50,7 @@ sys.path.insert(0, _BENCH)
 from loader import build_loader  # noqa: E402
 from loader.asd.augment import apply_visual, draw_visual  # noqa: E402
 from loader.asd.chunks import muvap_windows  # noqa: E402
-from loader.asd.timeline import SAMPLES_PER_MODEL_FRAME, audio_sample_count, model_frame_count  # noqa: E402
+from schemas.timebase import SAMPLES_PER_MODEL_FRAME, audio_sample_count, model_frame_count  # noqa: E402
 from loader.normalize import muvap_gain  # noqa: E402
 from loader.pack import open_pack  # noqa: E402
 from packer.audio import StoredAudio  # noqa: E402
