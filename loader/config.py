@@ -27,7 +27,7 @@ ALIGNABLE_FIELDS = ("wav_mix", "wav_target")
 #: Keys of ``dataset_args.cues.<cue>`` (WeSep's experiment-side cue selection).
 CUE_REQUEST_KEYS = ("use", "required", "default_shape", "fill_value", "emit_present")
 
-#: MuVAP's loudness normalisation (notes-muvap.md section 2): target RMS, gain cap, peak cap.
+#: MuVAP's loudness normalisation (docs/loader.md, "Normalisation"): target RMS, gain cap, peak cap.
 NORMALIZE_TARGET_RMS_DBFS = -25.0
 NORMALIZE_MAX_GAIN_DB = 20.0
 NORMALIZE_PEAK_LIMIT = 0.99

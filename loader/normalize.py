@@ -1,4 +1,4 @@
-"""MuVAP's loudness normalisation from whole-recording statistics (notes-muvap.md, section 2).
+"""MuVAP's loudness normalisation from whole-recording statistics (docs/loader.md, "Normalisation").
 
 With the recording's mean ``mu``, DC-free rms ``sigma`` and DC-free peak ``p`` (all stored in the pack):
 ``g = 1`` if ``sigma`` or ``p`` is below 1e-8, else ``g = min(10**(-25/20) / sigma, 10**(20/20), 0.99 / p)``, and

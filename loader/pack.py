@@ -39,7 +39,7 @@ from schemas.constants import (
 )
 from schemas.columns import COLUMNS_DIR, KEYS_FILE, SAMPLES_FILE, SPEAKERS_FILE, attr_file, column_files
 from schemas.cues import CuesConfig
-from schemas.errors import PackFormatError
+from schemas.errors import NpyHeaderError, PackFormatError
 from schemas.format import Manifest
 from schemas.kinds import ATTRIBUTES_BY_KIND, KIND_SPECS, STREAMS_BY_KIND
 from schemas.npyfile import read_npy_header
@@ -181,8 +181,8 @@ def map_stream(path: str, dtype: str, row_shape: tuple[int, ...]) -> MappedStrea
     """Map a stream ``.npy`` read-only, checking its header against the catalogue entry."""
     try:
         header = read_npy_header(path)
-    except Exception as err:  # noqa: BLE001 - a corrupt .npy header raises ValueError, SyntaxError, TokenError...
-        raise PackFormatError(f"{path}: cannot map stream file ({err})") from None
+    except NpyHeaderError as err:
+        raise PackFormatError(f"{path}: cannot map stream file ({err.reason})") from None
     if (header.dtype.str != dtype or tuple(header.shape[1:]) != tuple(row_shape)
             or len(header.shape) != 1 + len(row_shape) or header.fortran_order):
         raise PackFormatError(f"{path}: holds {header.dtype.str} {header.shape}, the catalogue says {dtype} rows of "

@@ -1,5 +1,6 @@
-"""The torch glue: ``build_loader`` wraps the plan and the batch builder in a DataLoader.  The only module of
-speechpack that imports torch.
+"""The torch glue: ``build_loader`` wraps the plan and the batch builder in a DataLoader.  Besides this module, only
+the ASR modules that compute in torch import it (``loader/asr/``: ``fbank``, ``specaugment``, ``waveform``,
+``batch``); ``schemas/``, ``packer/`` and the rest of ``loader/`` never do (tests/test_layers.py checks it).
 
 How the pieces fit:
 - a sampler in the main process yields ``(epoch, batch)`` pairs, starting where a resumed run left off;

@@ -44,7 +44,7 @@ from schemas.constants import (
     TEMP_PREFIX,
     stream_file_name,
 )
-from schemas.errors import PackFormatError
+from schemas.errors import NpyHeaderError, PackFormatError
 from schemas.units import format_bytes
 from schemas.npyfile import read_npy_header
 from schemas.format import FileEntry, Manifest, StreamSpec, check_shard_index
@@ -308,8 +308,8 @@ def _open_stream(shard_dir: str, spec: StreamSpec, report: PackReport) -> np.nda
     file_path = os.path.join(shard_dir, spec.file)
     try:
         header = read_npy_header(file_path)
-    except Exception as err:  # noqa: BLE001 - a corrupt .npy header raises ValueError, SyntaxError, TokenError...
-        report.error(file_path, f"unreadable .npy header ({err})")
+    except NpyHeaderError as err:
+        report.error(file_path, f"unreadable .npy header ({err.reason})")
         return None
     shape, dtype, fortran = header.shape, header.dtype, header.fortran_order
     if dtype.str != spec.dtype or fortran or len(shape) != 1 + len(spec.row_shape) \

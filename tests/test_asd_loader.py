@@ -43,7 +43,13 @@ from packer.audio import StoredAudio
 from packer.sample import PackedSample, SamplePlan, StoredArray
 from packer.writer import PackWriter
 from schemas.constants import ASD_SAMPLE_RATE, FACE_SHAPE, KIND_ASD
-from schemas.timebase import ASD_MODEL_FPS, SAMPLES_PER_MODEL_FRAME, TimelineError, audio_sample_count, model_frame_count
+from schemas.timebase import (
+    ASD_MODEL_FPS,
+    SAMPLES_PER_MODEL_FRAME,
+    TimelineError,
+    audio_sample_count,
+    model_frame_count,
+)
 
 #: The pack below has one track without a model frame on purpose; the warning about it is tested once.
 pytestmark = pytest.mark.filterwarnings("ignore:.*no 25 Hz model frame:UserWarning")
@@ -144,7 +150,7 @@ def batches(config: dict, state: str, world_size: int = 1, epoch: int = 0, seed:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Conformance values (notes-muvap.md)
+# Conformance values (docs/asd.md, "The model timeline")
 # ---------------------------------------------------------------------------------------------------------------
 
 

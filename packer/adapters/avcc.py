@@ -48,7 +48,7 @@ from schemas.constants import (
     STREAM_FACES,
     STREAM_LABELS,
 )
-from schemas.errors import BuildError, ManifestError, SpeechpackError
+from schemas.errors import BuildError, ManifestError, NpyHeaderError, SpeechpackError
 from schemas.npyfile import read_npy_header
 from schemas.timebase import audio_sample_count, model_frame_count, track_start_sample
 from schemas.wesep_list import LineProblem
@@ -199,8 +199,8 @@ def _header_of(audio: TrackAudio) -> tuple[int, int]:
             raise AudioError(audio.path, "audio file not found")
         try:
             header = read_npy_header(audio.path)
-        except Exception as err:  # noqa: BLE001 - a corrupt .npy header raises ValueError, SyntaxError, TokenError...
-            raise AudioError(audio.path, f"unreadable .npy header ({err})") from None
+        except NpyHeaderError as err:
+            raise AudioError(audio.path, f"unreadable .npy header ({err.reason})") from None
         if len(header.shape) != 1 or header.dtype.kind not in "iuf" or header.shape[0] == 0:
             raise AudioError(audio.path, f".npy audio must be a non-empty 1-D numeric array, got {header.dtype} "
                                          f"{list(header.shape)}")
