@@ -418,7 +418,7 @@ class Manifest:
             skipped=skipped,
             format_version=obj["format_version"],
             format_minor=_typed(obj, "format_minor", int, where),
-            **{key: _EXTRA_KEY_PARSERS[key](obj, where) for key in sorted(extra_keys)},
+            **{key: parse(obj, where) for key, parse in _EXTRA_KEY_PARSERS.items() if key in extra_keys},
         )
 
 
