@@ -10,7 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from loader.config import NORMALIZE_MAX_GAIN_DB, NORMALIZE_PEAK_LIMIT, NORMALIZE_TARGET_RMS_DBFS
+#: ``normalize`` values of a TSE ``dataset_args`` (``false`` is off).
+NORMALIZE_TYPES = ("muvap",)
+#: MuVAP's loudness normalisation: target RMS (dBFS), gain cap (dB), peak cap (linear).
+NORMALIZE_TARGET_RMS_DBFS = -25.0
+NORMALIZE_MAX_GAIN_DB = 20.0
+NORMALIZE_PEAK_LIMIT = 0.99
 
 _SILENCE = 1e-8
 

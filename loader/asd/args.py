@@ -26,8 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from loader.batching import DEFAULT_WINDOW_ITEMS, BudgetArgs
-from loader.config import (
-    TAIL_POLICIES,
+from loader.config_checks import (
     ConfigError,
     check_type,
     check_choice,
@@ -36,6 +35,7 @@ from loader.config import (
     value_range,
     take_known,
 )
+from loader.static_plan import TAIL_POLICIES
 
 NORMALIZE_CHOICES = ("muvap", "none")
 #: The validation budget is this many times the training one unless set (MuVAP's default).

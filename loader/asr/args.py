@@ -35,7 +35,7 @@ from dataclasses import dataclass, fields
 
 from loader.asr.filters import FilterArgs
 from loader.batching import BudgetArgs
-from loader.config import ConfigError, check_type, take_known
+from loader.config_checks import ConfigError, check_type, take_known
 
 BATCHING_STRATEGIES = ("LENGTH", "STATIC")
 TOKENIZER_KINDS = ("char", "sentencepiece")
