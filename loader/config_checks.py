@@ -20,7 +20,7 @@ from schemas.errors import SpeechpackError
 
 #: Rows of one batch (``batch_size``, ``min_batch``, ``max_batch``, ``num_seqs_multiple_of`` ...).  A plan pads
 #: every round of ``batch_size * world_size`` rows, so this bounds the plan's arrays too.
-MAX_BATCH_ROWS = 1 << 16
+MAX_BATCH_ROWS = 1 << 20
 #: Any other count: samples, frames, budgets, items, windows (about 2.2 years of 16 kHz audio).
 MAX_COUNT = 1 << 40
 #: Items of one epoch (``weighting.epoch_items``, ``choose``): the plan holds one int64 per item.
@@ -29,7 +29,7 @@ MAX_EPOCH_ITEMS = 1 << 32
 #: the weighting's cycle counter room for any pack size).
 MAX_SEED = (1 << 63) - 1
 MAX_EPOCH = (1 << 31) - 1
-#: Decibel values (SNRs, gains) lie within +-this: 10 ** (dB / 20) stays a finite, meaningful factor.
+#: Decibel values (SNRs, gains) lie within +-this: beyond it one signal is below float32 resolution of the other.
 MAX_DB = 100.0
 
 

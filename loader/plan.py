@@ -26,8 +26,10 @@ import numpy as np
 from loader.batching import Windows, make_budget_plan
 from loader.static_plan import EpochPlan, PlanError, batch_rng, epoch_permutation, make_epoch_plan
 
-#: Largest world size a plan is made for: every round of the static plan holds ``batch_size * world_size`` rows.
+#: Largest world size a plan is made for.
 MAX_WORLD_SIZE = 1 << 20
+#: Largest round of the static plan (``batch_size * world_size`` rows): a padded round is allocated whole.
+MAX_ROUND_ROWS = 1 << 26
 
 if TYPE_CHECKING:  # annotation only: the plan calls ``weighting.items(seed, epoch)`` and nothing else
     from loader.weighting import PackWeighting
@@ -50,6 +52,9 @@ def plan_epoch(args: Any, seed: int, epoch: int, rank: int, world_size: int, *, 
     """
     if not 1 <= world_size <= MAX_WORLD_SIZE:
         raise PlanError(f"world_size must be in [1, {MAX_WORLD_SIZE}], got {world_size}")
+    if args.batching is None and args.batch_size * world_size > MAX_ROUND_ROWS:
+        raise PlanError(f"batch_size {args.batch_size} x world_size {world_size} is over {MAX_ROUND_ROWS} rows per "
+                        f"round of batches")
     if needs_lengths(args) and lengths is None:
         raise PlanError("budget batching plans by length: pass the units' lengths")
     chosen = None if weighting is None else weighting.items(seed, epoch)
@@ -66,5 +71,5 @@ def plan_epoch(args: Any, seed: int, epoch: int, rank: int, world_size: int, *, 
     return plan
 
 
-__all__ = ["MAX_WORLD_SIZE", "EpochPlan", "PlanError", "batch_rng", "epoch_permutation", "make_epoch_plan", "needs_lengths",
+__all__ = ["MAX_ROUND_ROWS", "MAX_WORLD_SIZE", "EpochPlan", "PlanError", "batch_rng", "epoch_permutation", "make_epoch_plan", "needs_lengths",
            "plan_epoch"]
