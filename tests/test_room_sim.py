@@ -8,7 +8,7 @@ import pytest
 import soundfile
 import soxr
 
-from loader.config import ConfigError
+from loader.config_checks import ConfigError
 from loader.tse.room_sim import (
     DEFAULT_MIC_DIST,
     DEFAULT_ROOM_MAX,

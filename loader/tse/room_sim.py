@@ -45,7 +45,7 @@ from typing import Mapping
 
 import numpy as np
 
-from loader.config import ConfigError
+from loader.config_checks import ConfigError
 
 #: Speed of sound, m/s (dry air at about 20 degrees C).
 SPEED_OF_SOUND = 343.0
