@@ -28,7 +28,8 @@ from cli import main
 from conftest import Mix
 from loader import build_loader
 from loader.tse.collate import BASE_FIELDS, CollateError, FieldSpec, collate_field, resolve_field
-from loader.config import ConfigError, DatasetArgs, LoaderConfig
+from loader.config import ConfigError, LoaderConfig
+from loader.tse.args import DatasetArgs
 from loader.tse.cues.fields import (
     ChunkInfo,
     CueError,

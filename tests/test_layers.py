@@ -37,8 +37,6 @@ TORCH_MODULES = frozenset({"loader.torch", "loader.asr.batch", "loader.asr.fbank
 EXPECTED = {
     # helper `registry` (issue 14 item 3): BuildSummary out of packer/build/run.py, so finalize no longer imports run
     ("cycle", ("packer.build.finalize", "packer.build.run")): "registry",
-    # helper `config` (issue 14 item 4): loader/config.py imports loader/tasks.py at the top, not the reverse
-    ("cycle", ("loader.config", "loader.tasks")): "config",
     # helper `registry` (issue 14 item 7): `demo` runs the loader end to end; it moves above packer/ with the CLI work
     ("layer", ("packer.demo", "loader.peek")): "registry",
     # helper `registry` (issue 14 item 7, `validate --plot` out of cli.py): the asd level comparison is the loader's

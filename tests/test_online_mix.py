@@ -205,7 +205,7 @@ def test_num_speaker_histogram(sources_pack):
 
 def test_num_speakers_clamped_to_speakers_available():
     index = SpeakerIndex.from_speakers(np.array([b"a", b"a", b"b"]))
-    from loader.config import MixArgs
+    from loader.tse.args import MixArgs
     args = MixArgs(distribution=(0.0, 0.0, 1.0), max_speakers=5)
     for position in range(20):
         group = choose_group(item_rng(0, 0, 0, position), 0, index, args)

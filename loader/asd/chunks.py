@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from loader.batching import Windows, tile_windows
-from loader.config import ConfigError
+from loader.config_checks import ConfigError
 
 
 def scored_span(train_window: int, hist_frames: int) -> int:

@@ -24,7 +24,7 @@ from typing import Callable, Hashable
 
 import numpy as np
 
-from loader.config import MixArgs, TimelineArgs
+from loader.tse.mix_args import MixArgs, TimelineArgs
 from schemas.errors import SpeechpackError
 
 #: A source with energy at or below this is silent (WeSep drops such groups; we redraw them).

@@ -30,7 +30,9 @@ import numpy as np
 import soxr
 
 from loader.tse.collate import CUE_FIELDS, FieldSpec, resolve_field
-from loader.config import ConfigError, CueRequest, DatasetArgs
+from loader.config_checks import ConfigError
+from loader.tse.args import DatasetArgs
+from loader.tse.cues.request import CueRequest
 from schemas.cues import CueSpec, lookup_key
 from schemas.errors import SpeechpackError
 
