@@ -29,13 +29,13 @@ from packer.writer import fsync_dir, hash_file, write_json_atomic
 from schemas.constants import (
     SHARD_INDEX_NAME,
     STREAM_TYPES,
-    STREAMS_BY_KIND,
     TEMP_PREFIX,
     shard_dir_name,
     stream_file_name,
 )
 from schemas.errors import PackFormatError, SpeechpackError
 from schemas.format import FileEntry, ShardEntry, check_shard_index
+from schemas.kinds import STREAMS_BY_KIND
 from schemas.npyfile import read_npy_header
 
 PLAN_FILE = f"{TEMP_PREFIX}plan.json"
