@@ -37,7 +37,6 @@ from schemas.constants import (
     SHARD_DIR_PREFIX,
     SHARD_INDEX_NAME,
     SKIPPED_NAME,
-    STREAMS_BY_KIND,
     TEMP_PREFIX,
     shard_dir_name,
     stream_file_name,
@@ -45,6 +44,7 @@ from schemas.constants import (
 from schemas.cues import CUES_DIR
 from schemas.errors import PackFormatError, SpeechpackError
 from schemas.format import FileEntry, Manifest
+from schemas.kinds import STREAMS_BY_KIND
 
 #: The manifest of a pack being copied into a directory (written before the copy's first change there).
 INCOMING_MANIFEST = f"{TEMP_PREFIX}incoming-{MANIFEST_NAME}"

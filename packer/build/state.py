@@ -344,5 +344,5 @@ def _match_plan(index_path: str, records: list[dict], planned, receipt: ShardRec
 
 
 __all__ = ["PLAN_FILE", "RECEIPTS_DIR", "STATE_NAMES", "RecordedPlan", "ShardMismatch", "ShardReceipt",
-           "VerifiedShard", "clear_state", "describe_plan", "has_state", "load_plan", "load_recorded_plan", "read_cues_receipt", "read_receipt", "record_plan",
-           "verify_shard", "write_cues_receipt", "write_receipt"]
+           "VerifiedShard", "clear_state", "describe_plan", "has_state", "load_plan", "load_recorded_plan",
+           "read_cues_receipt", "read_receipt", "record_plan", "verify_shard", "write_cues_receipt", "write_receipt"]
