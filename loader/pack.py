@@ -35,26 +35,16 @@ import numpy as np
 
 from loader.tse.cues.bank import CueBank, PackCues, SpeakerLabels, open_cues
 from schemas.constants import (
-    ATTRIBUTES_BY_KIND,
     AUDIO_FULL_SCALE,
-    KIND_ASD,
-    KIND_ASR,
-    KIND_NOISE,
-    KIND_RIR,
-    KIND_TSE,
     MANIFEST_NAME,
-    STREAM_AUDIO,
-    STREAM_MIX,
-    STREAM_SOURCE,
-    STREAM_TARGET,
     STREAM_TYPES,
-    STREAMS_BY_KIND,
 )
 from schemas.columns import COLUMNS_DIR, KEYS_FILE, SAMPLES_FILE, SPEAKERS_FILE, attr_file, column_files
 from schemas.cues import CuesConfig
 from schemas.column_checks import check_column_types, check_column_values
-from schemas.errors import PackFormatError
+from schemas.errors import NpyHeaderError, PackFormatError
 from schemas.format import FileEntry, Manifest
+from schemas.kinds import ATTRIBUTES_BY_KIND, KIND_SPECS, STREAMS_BY_KIND
 from schemas.manifest_file import FileIdentity, read_manifest_file
 from schemas.npyfile import read_npy_header_from
 
@@ -201,9 +191,9 @@ def map_stream(path: str, dtype: str, row_shape: tuple[int, ...]) -> MappedStrea
         raise PackFormatError(f"{path}: cannot map stream file ({err.strerror or err})") from None
     with fp:
         try:
-            header = read_npy_header_from(fp)
-        except Exception as err:  # noqa: BLE001 - a corrupt .npy header raises ValueError, SyntaxError, TokenError...
-            raise PackFormatError(f"{path}: cannot map stream file ({err})") from None
+            header = read_npy_header_from(fp, path)
+        except NpyHeaderError as err:
+            raise PackFormatError(f"{path}: cannot map stream file ({err.reason})") from None
         if (header.dtype.str != dtype or tuple(header.shape[1:]) != tuple(row_shape)
                 or len(header.shape) != 1 + len(row_shape) or header.fortran_order):
             raise PackFormatError(f"{path}: holds {header.dtype.str} {header.shape}, the catalogue says {dtype} rows "
@@ -372,21 +362,14 @@ class Pack:
         if not -len(self) <= index < len(self):
             raise IndexError(f"sample {index} out of range for a pack of {len(self)}")
         index %= len(self)
-        if self.kind == KIND_TSE:
-            mix = self.read_segment(STREAM_MIX, self.segments_of(STREAM_MIX, index)[0])
-            targets = np.concatenate([self.read_segment(STREAM_TARGET, j)
-                                      for j in self.segments_of(STREAM_TARGET, index)], axis=0)
-        elif self.kind in (KIND_NOISE, KIND_RIR, KIND_ASD, KIND_ASR):  # the audio, all its channels
-            mix = None
-            targets = self.read_segment(STREAM_AUDIO, self.segments_of(STREAM_AUDIO, index)[0])
-            data = {name: self.read_rows(name, self.segments_of(name, index)[0])
-                    for name in STREAMS_BY_KIND[self.kind] if not STREAM_TYPES[name].audio}
-            return Sample(key=self.keys[index], speakers=self.speakers_of(index), mix=mix, targets=targets,
-                          data=data or None)
-        else:
-            mix = None
-            targets = self.read_segment(STREAM_SOURCE, self.segments_of(STREAM_SOURCE, index)[0])
-        return Sample(key=self.keys[index], speakers=self.speakers_of(index), mix=mix, targets=targets)
+        spec = KIND_SPECS[self.kind]  # which streams are the mix, the targets and the data
+        mix = None if spec.mix is None else self.read_segment(spec.mix, self.segments_of(spec.mix, index)[0])
+        segments = self.segments_of(spec.targets, index)
+        targets = (self.read_segment(spec.targets, segments[0]) if len(segments) == 1 else
+                   np.concatenate([self.read_segment(spec.targets, j) for j in segments], axis=0))
+        data = {name: self.read_rows(name, self.segments_of(name, index)[0]) for name in spec.data_streams}
+        return Sample(key=self.keys[index], speakers=self.speakers_of(index), mix=mix, targets=targets,
+                      data=data or None)
 
 
 def read_manifest(path: str) -> Manifest:
@@ -486,7 +469,7 @@ def _read_column(file_path: str, entry: FileEntry) -> np.ndarray:
         raise PackFormatError(f"{file_path}: sha256 {digest} does not match {MANIFEST_NAME} ({entry.sha256}): the "
                               f"column changed after the pack was written")
     try:
-        header = read_npy_header_from(io.BytesIO(data))
+        header = read_npy_header_from(io.BytesIO(data), file_path)
         if header.dtype.hasobject or header.fortran_order or len(header.shape) != 1:
             raise ValueError(f"expected a 1-D array without objects, got {header.dtype.str} {header.shape}")
         return np.frombuffer(data, dtype=header.dtype, count=header.shape[0], offset=header.data_offset)

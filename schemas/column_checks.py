@@ -24,9 +24,10 @@ from typing import Any
 import numpy as np
 
 from schemas.columns import KEYS_FILE, SAMPLES_FILE, SPEAKERS_FILE, attr_file, sample_dtype, segment_dtype
-from schemas.constants import ATTRIBUTES_BY_KIND, MANIFEST_NAME, STREAM_TYPES, STREAMS_BY_KIND
+from schemas.constants import MANIFEST_NAME, STREAM_TYPES
 from schemas.errors import PackFormatError
 from schemas.format import Manifest
+from schemas.kinds import ATTRIBUTES_BY_KIND, STREAMS_BY_KIND
 
 #: The largest ``.npy`` header a stream file may have: format 1.0 stores the header length in 16 bits.
 _MAX_NPY_HEADER = 10 + 0xFFFF
