@@ -507,7 +507,8 @@ def _cue_files(obj: Any, where: str) -> dict[str, FileEntry]:
         raise PackFormatError(f"{where}.directory: expected {CUES_DIR!r}, got {obj['directory']!r}")
     files = {}
     for name, entry in _typed(obj, "files", dict, where).items():
-        files[check_relative_path(name, f"{where}.files")] = FileEntry.from_dict(entry, f"{where}.files[{name!r}]")
+        files[check_relative_path(name, f"{where}.files", f"{CUES_DIR}/")] = FileEntry.from_dict(
+            entry, f"{where}.files[{name!r}]")
     if CUES_YAML not in files:
         raise PackFormatError(f"{where}.files: {CUES_YAML} is missing")
     return files

@@ -31,7 +31,7 @@ MAX_NAME_BYTES = 255
 
 def check_component(name: object, where: str) -> str:
     """``name`` if it is one safe path component, else a ``PackFormatError`` naming ``where`` and the value."""
-    if not isinstance(name, str) or len(name) > MAX_NAME_BYTES or _COMPONENT.fullmatch(name) is None:
+    if not _is_component(name):
         raise PackFormatError(f"{where}: {name!r} is not a file name a pack may use (one path component of letters, "
                               f"digits, '_', '-' and '.', not starting with '.'; no '/', '\\', '..' or absolute path)")
     return name
@@ -46,13 +46,20 @@ def check_shard_directory(name: object, where: str) -> str:
     return name
 
 
-def check_relative_path(path: object, where: str) -> str:
-    """``path`` if it is safe components joined by ``/`` (a file under ``cues/``), else a ``PackFormatError``."""
+def check_relative_path(path: object, where: str, inside: str = "the pack") -> str:
+    """``path`` if it is safe components joined by ``/`` (a file under ``cues/``), else a ``PackFormatError``
+    saying it is not a relative path ``inside`` and which component is wrong."""
     if not isinstance(path, str) or not path:
-        raise PackFormatError(f"{where}: {path!r} is not a relative path inside the pack")
+        raise PackFormatError(f"{where}: {path!r} is not a relative path inside {inside}")
     for part in path.split("/"):
-        check_component(part, f"{where} (in {path!r})")
+        if not _is_component(part):
+            raise PackFormatError(f"{where}: {path!r} is not a relative path inside {inside} ({part!r} is not a "
+                                  f"file name a pack may use)")
     return path
+
+
+def _is_component(name: object) -> bool:
+    return isinstance(name, str) and len(name) <= MAX_NAME_BYTES and _COMPONENT.fullmatch(name) is not None
 
 
 __all__ = ["MAX_NAME_BYTES", "check_component", "check_relative_path", "check_shard_directory"]
