@@ -259,7 +259,8 @@ def run_build(*, items: Sequence, problems: Sequence[LineProblem], plan: Callabl
         raise SpeechpackError(f"{input_path}: the list holds no samples")
     if options.executor == "ray":
         import_ray()  # a missing optional dependency is known before hours of header probing
-    inputs = item_inputs(input_path, items, recorded_options.get("root"))
+    cue_inputs = (cues, *cues.resources.values()) if cues is not None else ()
+    inputs = item_inputs(input_path, [*items, *cue_inputs], recorded_options.get("root"))
     with claim_output(options.out, options.overwrite, options.resume, shared=options.shards is not None,
                       inputs=inputs) as claim:
         try:
