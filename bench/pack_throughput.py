@@ -375,10 +375,13 @@ def main(argv: list[str] | None = None) -> int:
         jobs = {"decode": lambda: run_baseline(lines, args.workers),
                 "write": lambda: run_write(contents, write_dir),
                 "pack": lambda: run_pack(list_path, out, args.workers, len(lines), args.shard_bytes)}
+        cpu: dict[str, list[float]] = {job: [] for job in times}  # this process's CPU time (all its threads)
         for repeat in range(args.repeats):
             order = ("decode", "write", "pack") if repeat % 2 == 0 else ("pack", "write", "decode")
             for job in order:
+                started_cpu = time.process_time()
                 times[job].append(jobs[job]())
+                cpu[job].append(time.process_time() - started_cpu)
         del contents
         load = os.getloadavg()
 
@@ -386,12 +389,13 @@ def main(argv: list[str] | None = None) -> int:
               f"written per run (manifest says {manifest_hours:.4f} h at {PACK_RATE} Hz)")
         print(f"{args.repeats} timed runs of each, alternating; hours = {hours:.4f} h of mixtures for every job; "
               f"load average after the runs {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}\n")
-        print(f"  {'':<34} {'best s':>8} {'median s':>9} {'best h/s':>9} {'median h/s':>11}")
+        print(f"  {'':<34} {'best s':>8} {'median s':>9} {'best h/s':>9} {'median h/s':>11} {'median CPU s':>13}")
         names = {"decode": "decode (soundfile+soxr)", "write": "write (same bytes, fsync per file)",
                  "pack": "pack (build_wesep)"}
         for job in ("decode", "write", "pack"):
             best, median = min(times[job]), statistics.median(times[job])
-            print(f"  {names[job]:<34} {best:8.3f} {median:9.3f} {hours / best:9.3f} {hours / median:11.3f}")
+            print(f"  {names[job]:<34} {best:8.3f} {median:9.3f} {hours / best:9.3f} {hours / median:11.3f} "
+                  f"{statistics.median(cpu[job]):13.3f}")
         baseline_s, pack_s = times["decode"], times["pack"]
         limits = [max(d, w) for d, w in zip(times["decode"], times["write"])]
         io_ratios = [p / limit for p, limit in zip(pack_s, limits)]
@@ -404,6 +408,10 @@ def main(argv: list[str] | None = None) -> int:
               f"(runs: {', '.join(f'{r:.2f}' for r in io_ratios)}), best-of-{args.repeats} {io_best:.3f}")
         verdict = "PASS" if io_median <= TARGET_IO_RATIO else "BELOW TARGET"
         print(f"  target pack <= {TARGET_IO_RATIO} x I/O limit (median): {verdict}")
+        if args.workers == 1:  # pool workers' CPU is not this process's
+            print(f"  CPU time, pack / decode: median {statistics.median(cpu['pack']) / statistics.median(cpu['decode']):.3f} "
+                  f"(what the build costs when no second core is free: the machine's load average says how "
+                  f"free they were)")
         ratio_best = min(baseline_s) / min(pack_s)
         ratio_median = statistics.median(baseline_s) / statistics.median(pack_s)
         paired = statistics.median(b / p for b, p in zip(baseline_s, pack_s))
