@@ -528,6 +528,43 @@ def plan_command(config_path, state, world_size, epochs, seed, plot_path):
         _fail(err)
 
 
+@main.group("import")
+def import_group() -> None:
+    """Convert a pack written by another tool into a speechpack pack, without decoding its media again."""
+
+
+@import_group.command("muvap")
+@click.argument("pack", type=click.Path(file_okay=False, exists=True))
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False),
+              help="Pack directory to create (must be empty or absent, unless --overwrite).")
+@click.option("--shard-size", "shard_bytes", default="1GB", show_default=True, type=_Size(),
+              help="Close a shard when the next track would push its payload past this size.")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Copying processes; the pack is byte-identical whatever the number.")
+@click.option("--skip-bad", is_flag=True,
+              help="Import the good tracks and record the bad records in skipped.json instead of failing.")
+@click.option("--strict-stats", is_flag=True,
+              help="Fail when MuVAP's recorded audio statistics or speaking ratio differ from the stored data "
+                   "(default: report every mismatch and keep the recomputed values).")
+@click.option("--overwrite", is_flag=True, help="Replace the pack already in --out.")
+@click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
+@_scale_options
+def import_muvap_command(pack, out, shard_bytes, workers, skip_bad, strict_stats, overwrite, progress, **scale):
+    """Convert a MuVAP ASD pack (muvap-asd-mmap v4: dataset.json, shard-NNNNNN/{faces,audio,labels}.npy,
+    index.json) into an asd pack: rows copied by range, statistics recomputed and compared (docs/asd.md)."""
+    from packer.build.run import BuildOptions
+    from packer.importers.muvap import import_muvap
+    from schemas.constants import ASD_SAMPLE_RATE
+
+    try:
+        options = BuildOptions(out=out, sample_rate=ASD_SAMPLE_RATE, shard_bytes=shard_bytes, workers=workers,
+                               skip_bad=skip_bad, overwrite=overwrite, progress=progress, **scale)
+        summary = import_muvap(pack, options, strict_stats=strict_stats)
+    except SpeechpackError as err:
+        _fail(err)
+    click.echo(summary.describe())
+
+
 @main.command()
 @click.option("--out", "out", default="demo-out", show_default=True, type=click.Path(file_okay=False),
               help="Working directory for the generated corpus and its pack (replaced if it holds an old demo).")
