@@ -364,14 +364,16 @@ build_wasd_command = _build_ava_like("wasd")
                    "visual_kind, audio_sample_rate].")
 @click.option("--root", required=True, type=click.Path(file_okay=False),
               help="Resolve the TSV's relative paths against this directory.")
-@_asd_build_options(None)
-def build_avcc_command(tsv_path, root, out, shard_bytes, workers, skip_bad, skip_missing, overwrite, progress,
+@click.option("--split", help="The split packed (train, val, ...): names the default --out, <root>/packed/<split>.")
+@_asd_build_options("Pack directory (default with --split: <root>/packed/<split>).")
+def build_avcc_command(tsv_path, root, split, out, shard_bytes, workers, skip_bad, skip_missing, overwrite, progress,
                        **scale):
     """Pack AVCC face tracks (npy or JPEG-directory faces, conversation audio cut at start_sec) as an asd pack."""
-    from packer.adapters.avcc import build_avcc
+    from packer.adapters.avcc import build_avcc, default_out
 
     try:
-        options = _asd_options(out, shard_bytes, workers, skip_bad, skip_missing, overwrite, progress, scale)
+        options = _asd_options(out or default_out(root, split), shard_bytes, workers, skip_bad, skip_missing,
+                               overwrite, progress, scale)
         summary = build_avcc(tsv_path, root, options)
     except SpeechpackError as err:
         _fail(err)

@@ -52,3 +52,15 @@ def test_msdwild_overlap_seconds_and_keep_tail(tmp_path):
     result = CliRunner().invoke(main, [*common[:4], "--window", "10", "--overlap-seconds", "0", "--output",
                                        str(tmp_path / "none")])
     assert result.exit_code == 1 and "--keep-tail keeps them" in result.output
+
+
+def test_avcc_output_defaults_to_root_packed_split(tmp_path):
+    from asd_inputs import write_avcc
+
+    inputs = write_avcc(tmp_path / "AVCC")
+    base = ["build", "avcc", "--loader", str(inputs.tsv), "--root", str(inputs.root), "--no-progress"]
+    missing = CliRunner().invoke(main, base)
+    assert missing.exit_code == 1 and "give --out (MuVAP: --output), or --split" in missing.output
+    result = CliRunner().invoke(main, [*base, "--split", "train"])
+    assert result.exit_code == 0, result.output
+    assert len(open_pack(str(tmp_path / "AVCC" / "packed" / "train"))) == 3
