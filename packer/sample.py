@@ -1,7 +1,7 @@
 """What an adapter hands to the build: a plan of each sample (from headers) and the decoded sample.
 
 Both check, whatever adapter made them, what every pack needs of a sample: a key and speaker names the pack can
-store (``schemas.names``: no control character, no lone surrogate) and at least one frame of audio.  Adapters
+store (``schemas.sample_names``: no control character, no lone surrogate) and at least one frame of audio.  Adapters
 check the same when they read their input, naming the field; these checks are the net that no input family
 slips through: they raise ``UnstorableSample``, an ``AudioError``, which the build turns into a problem of the
 sample's line (skippable with ``--skip-bad``).
@@ -15,7 +15,7 @@ import numpy as np
 
 from packer.audio import AudioError, StoredAudio
 from schemas.constants import STREAM_TYPES
-from schemas.names import name_problem
+from schemas.sample_names import name_problem
 
 
 class UnstorableSample(AudioError):
@@ -79,7 +79,7 @@ class PackedSample:
     ``streams`` maps a stream name to its segments in slot order (one ``mix``; one ``target`` per speaker; one
     ``source``; an ``asd`` track's ``audio``, ``faces`` and ``labels``...): :class:`~packer.audio.StoredAudio` for
     audio streams, :class:`StoredArray` for data streams.  Every audio segment of a sample has ``num_frames``
-    samples per channel.  ``attrs`` holds the kind's per-sample attributes (``ATTRIBUTES_BY_KIND``).
+    samples per channel.  ``attrs`` holds the kind's per-sample attributes (``schemas.kinds.ATTRIBUTES_BY_KIND``).
     """
 
     key: str

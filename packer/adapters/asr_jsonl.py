@@ -45,7 +45,7 @@ from packer.sample import PackedSample, SamplePlan, StoredArray
 from schemas.constants import KIND_ASR, STREAM_AUDIO, STREAM_TEXT, UNKNOWN_SPEAKER
 from schemas.errors import SpeechpackError
 from schemas.jsonlines import parse_json_line, read_lines
-from schemas.names import check_name, name_problem
+from schemas.sample_names import check_name, name_problem
 from schemas.units import seconds_to_samples
 from schemas.wesep_list import LineProblem
 
@@ -64,7 +64,7 @@ def check_text(value, field: str = "text") -> str:
 
 def check_label(value, field: str) -> str:
     """A language, corpus or speaker name: a non-empty string without surrounding space, and a name a pack can
-    store (``schemas.names``: no control character)."""
+    store (``schemas.sample_names``: no control character)."""
     if not isinstance(value, str) or not value or value != value.strip():
         raise ValueError(f"{field}: expected a non-empty name without surrounding spaces, got {value!r}")
     problem = name_problem(value)

@@ -34,7 +34,7 @@ from packer.audio import Audio, AudioError, AudioInfo, probe_audio_bytes, read_a
 from packer.sample import PackedSample, SamplePlan
 from schemas.constants import KIND_ASR
 from schemas.errors import SpeechpackError
-from schemas.names import name_problem
+from schemas.sample_names import name_problem
 from schemas.wesep_list import LineProblem
 
 #: LangASRSchema's column names.

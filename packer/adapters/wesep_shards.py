@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from packer.adapters.wesep import TarMember, WesepList, one_kind
 from schemas.errors import SpeechpackError
 from schemas.jsonlines import read_lines
-from schemas.names import check_name, name_problem
+from schemas.sample_names import check_name, name_problem
 from schemas.wesep_list import LineProblem, WesepLine
 
 #: Audio extensions WeSep's shard writer and reader accept.
