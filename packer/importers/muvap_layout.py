@@ -47,6 +47,7 @@ import numpy as np
 from schemas.constants import ASD_SAMPLE_RATE, FACE_SHAPE, SHARD_DIR_PREFIX, shard_dir_name
 from schemas.errors import NpyHeaderError, PackFormatError
 from schemas.npyfile import NpyHeader, read_npy_header
+from schemas.sample_names import name_problem
 from schemas.timebase import audio_sample_count, model_frame_count
 from schemas.wesep_list import LineProblem
 
@@ -67,8 +68,6 @@ RECORD_TYPES = {"dataset": str, "sample_id": str, "source_fps": (int, float), "s
                 "start_sec": (int, float), "model_frames": int, "face_offset": int, "audio_offset": int,
                 "audio_samples": int, "label_offset": int, "audio_mean": (int, float), "audio_rms": (int, float),
                 "audio_peak": (int, float), "speaking_ratio": (int, float)}
-#: Control characters (and lone surrogates) have no place in a key: they split log lines and break columns.
-_BAD_KEY_CHAR = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _SHARD_ENTRY = re.compile(re.escape(SHARD_DIR_PREFIX) + r".*")
 
 
@@ -200,9 +199,11 @@ def _record_problem(record: object, entry: int) -> str | None:
             return f"entry {entry}: key {key!r} is {value!r}, not {'an integer' if types is int else 'a ' + str(types)}"
         if isinstance(value, float) and not math.isfinite(value):
             return f"entry {entry}: key {key!r} is {value!r}"
-    bad = _BAD_KEY_CHAR.search(record["sample_id"])
-    if not record["sample_id"] or bad:
-        return f"entry {entry}: key 'sample_id' {record['sample_id']!r} is empty or holds a control character"
+    if not record["sample_id"]:
+        return f"entry {entry}: key 'sample_id' is empty"
+    problem = name_problem(record["sample_id"])
+    if problem is not None:
+        return f"entry {entry}: key 'sample_id' {record['sample_id']!r} {problem}"
     return None
 
 
