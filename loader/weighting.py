@@ -176,6 +176,9 @@ class PackWeighting:
             weights = np.array([p.weight for p in packs], dtype=np.float64)
             shares = weights / weights.sum()
             counts = pack_counts(sizes, weights=shares, epoch_size=w.epoch_items)
+        elif config.sample_num_per_epoch:  # WeSep's epoch size over unweighted packs: their natural proportions
+            shares = np.asarray(sizes, dtype=np.float64) / max(sum(sizes), 1)
+            counts = pack_counts(sizes, weights=shares, epoch_size=config.sample_num_per_epoch)
         else:
             counts = pack_counts(sizes, repeats=[p.repeat for p in packs], chooses=[p.choose for p in packs])
             if counts.sum() <= 0:
