@@ -52,7 +52,7 @@ class DatasetArgs:
     ``tail`` says what happens to the last, incomplete round of batches: ``pad`` fills it with repeats flagged
     ``valid = False`` (every sample is seen, training code masks the repeats), ``drop`` leaves the tail out
     (reported).  Checks that need the packs (the cue exists, ``required`` against ``guaranteed``) happen when the
-    loader is built (``loader.tse.cues.fields.resolve_cues``).
+    loader is built (``loader.tse.cues.resolve.resolve_cues``).
     """
 
     #: Hz of the batches; ``None``: the packs' rate (they must agree).  Another rate resamples at load (slow).

@@ -11,7 +11,7 @@ and ``tse_collate_fn``:
   (``loader.tse.decode``), aligned to the longest row with zeros (or cropped to the shortest with
   ``collate.<field>.align: min``);
 - ``online_mix`` in train: mixtures made from sources packs (``loader.tse.online``);
-- ``speaker_label`` from the packs' labels, then the used speaker cues per row (``loader.tse.cues.fields``),
+- ``speaker_label`` from the packs' labels, then the used speaker cues per row (``loader.tse.cues.resolve``),
   collated by WeSep's table (``loader.tse.collate``); a batch without cues or labels skips both.
 
 The item universe is ``loader.tse.items``; the builder holds numpy columns only (cheap to fork).
@@ -28,7 +28,7 @@ from loader.pack import Pack
 from loader.plan import batch_rng
 from loader.tse.args import DatasetArgs
 from loader.tse.collate import collate_field
-from loader.tse.cues.fields import DRAWS_PER_CUE, ChunkInfo, label_field, resolve_cues
+from loader.tse.cues.resolve import DRAWS_PER_CUE, ChunkInfo, label_field, resolve_cues
 from loader.tse.decode import Decoder, Row, collate_rows
 from loader.tse.items import ItemIndex
 from loader.tse.online import OnlineMixer
