@@ -210,6 +210,9 @@ def build_asr_jsonl_command(list_path, language, corpus, out, sample_rate, shard
               help="Pack kind: a noise bank or a room-impulse-response bank.")
 @click.option("--simulate", type=click.IntRange(min=1), metavar="N",
               help="Instead of files: simulate N shoebox-room RIRs with pyroomacoustics (--kind rir).")
+@click.option("--lmdb", "lmdb_path", type=click.Path(exists=True), metavar="PATH",
+              help="Instead of files: every entry of a WeSep noise LMDB (tools/make_lmdb.py), keys kept (--kind noise; "
+                   "needs speechpack[wesep]).")
 @click.option("--room-min", type=(float, float, float), default=None, metavar="X Y Z",
               help="Smallest room, metres (default 3 3 2.5).")
 @click.option("--room-max", type=(float, float, float), default=None, metavar="X Y Z",
@@ -220,15 +223,22 @@ def build_asr_jsonl_command(list_path, language, corpus, out, sample_rate, shard
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Seed of the simulation.")
 @_build_options
 @_scale_options
-def build_audio_bank_command(source, kind, simulate, room_min, room_max, rt60, distance, seed, out, sample_rate,
-                             shard_bytes, workers, skip_bad, overwrite, progress, **scale):
+def build_audio_bank_command(source, kind, simulate, lmdb_path, room_min, room_max, rt60, distance, seed, out,
+                             sample_rate, shard_bytes, workers, skip_bad, overwrite, progress, **scale):
     """Pack every audio file of a directory (recursively, sorted) or a list file (one path per line) as a noise or
     RIR bank: one sample per file, all channels, resampled, nothing normalised.  Keys are the paths relative to the
-    directory (or as listed); each sample's one "speaker" is the kind name."""
+    directory (or as listed); each sample's one "speaker" is the kind name.  --lmdb converts a WeSep noise LMDB
+    once: every entry decoded and checked, its key kept as the sample key."""
     from packer.adapters.audio_bank import SimulationOptions
     from packer.build.run import BuildOptions, build_audio_bank, build_simulated_rirs
 
     simulation_flags = {"--room-min": room_min, "--room-max": room_max, "--rt60": rt60, "--distance": distance}
+    if lmdb_path is not None:
+        if source is not None or simulate is not None:
+            raise click.UsageError("give one of DIR_OR_LIST, --simulate N or --lmdb PATH")
+        if kind != "noise":
+            raise click.UsageError("--lmdb reads a WeSep noise LMDB: use --kind noise")
+        source = lmdb_path  # the checks below see an input
     if simulate is None:
         if source is None:
             raise click.UsageError("give DIR_OR_LIST, or --simulate N (with --kind rir)")
@@ -243,7 +253,11 @@ def build_audio_bank_command(source, kind, simulate, room_min, room_max, rt60, d
     try:
         options = BuildOptions(out=out, sample_rate=sample_rate, shard_bytes=shard_bytes, workers=workers,
                                skip_bad=skip_bad, overwrite=overwrite, progress=progress, **scale)
-        if simulate is None:
+        if lmdb_path is not None:
+            from packer.adapters.noise_lmdb import build_noise_lmdb
+
+            summary = build_noise_lmdb(lmdb_path, options)
+        elif simulate is None:
             summary = build_audio_bank(source, kind, options)
         else:
             ranges = {name: tuple(value) for name, value in

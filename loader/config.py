@@ -2,7 +2,9 @@
 
 A config is a plain dict (usually loaded from YAML).  ``LoaderConfig.from_dict`` turns it into frozen
 dataclasses and refuses any key it does not know, naming it, so a typo never silently becomes a default.
-``dataset_args`` is parsed by the task's module (``loader.tse.args`` for ``tse``, see ``loader.tasks``).
+``dataset_args`` is parsed by the task's module (``loader.tse.args`` for ``tse``, see ``loader.tasks``); the value
+checks every parser shares are in ``loader.config_checks``.  Objects built directly are checked too
+(``__post_init__``), their keys named by field.
 """
 
 from __future__ import annotations
@@ -10,56 +12,54 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas.errors import SpeechpackError
-
-STATES = ("train", "val", "test")
-TAIL_POLICIES = ("pad", "drop")
-
-#: MuVAP's loudness normalisation (notes-muvap.md section 2): target RMS, gain cap, peak cap.
-NORMALIZE_TARGET_RMS_DBFS = -25.0
-NORMALIZE_MAX_GAIN_DB = 20.0
-NORMALIZE_PEAK_LIMIT = 0.99
-
-
-class ConfigError(SpeechpackError):
-    """A loader config key is unknown, missing or out of range (the message names it)."""
-
-
-# The checks below are shared by every task's ``dataset_args`` parser (loader/asd/args.py, loader/asr/args.py), so
-# a bad value reads the same whatever the task: the message names the key's full path (``where``).
-
-
-def take_known(obj: Any, where: str, known: dict[str, Any]) -> dict:
-    """``obj``'s values for the keys of ``known`` (defaults where absent); any other key is an error."""
-    if obj is None:
-        obj = {}
-    if not isinstance(obj, dict):
-        raise ConfigError(f"{where}: expected a mapping, got {type(obj).__name__}")
-    unknown = sorted(set(obj) - set(known))
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
-    return {key: obj.get(key, default) for key, default in known.items()}
-
-
-def check_type(value: Any, kinds: type | tuple, where: str) -> Any:
-    """``value`` if it is one of ``kinds`` (``True`` is not an int here), else a ``ConfigError`` naming ``where``."""
-    kinds_t = kinds if isinstance(kinds, tuple) else (kinds,)
-    if isinstance(value, bool) and bool not in kinds_t:
-        raise ConfigError(f"{where}: expected {'/'.join(k.__name__ for k in kinds_t)}, got {value!r}")
-    if not isinstance(value, kinds_t):
-        raise ConfigError(f"{where}: expected {'/'.join(k.__name__ for k in kinds_t)}, got {value!r}")
-    return value
-
-
-def check_choice(value: Any, choices: tuple, where: str) -> str:
-    """``value`` if it is one of ``choices``."""
-    if value not in choices:
-        raise ConfigError(f"{where}: {value!r} is not one of {', '.join(choices)}")
-    return value
-
+# The shared checks live in loader.config_checks; they are imported here by name too, so ``from loader.config
+# import ConfigError`` keeps working for existing code.
+from loader.config_checks import (  # noqa: F401 (re-exported)
+    MAX_EPOCH_ITEMS,
+    ConfigError,
+    check_choice,
+    check_type,
+    number,
+    positive_int,
+    probability,
+    take_known,
+    value_range,
+)
+from loader.static_plan import TAIL_POLICIES  # noqa: F401 (re-exported)
+from loader.tasks import DEFAULT_TASK, STATES, task_module  # noqa: F401 (STATES re-exported)
 
 #: Keys of a ``packs`` entry that set its count per epoch (at most one each; see loader.weighting).
 WEIGHT_KEYS = ("weight", "hours_beta", "repeat", "choose")
+#: Largest ``weighting.beta_corpus``/``beta_language``: hours ** beta stays finite for any corpus size (Omnilingual
+#: uses 0.5; 0 is uniform, 1 proportional to hours).
+MAX_BETA = 10.0
+
+
+def _values(obj: Any) -> dict[str, Any]:
+    """A dataclass's field values by name (what ``__post_init__`` checks)."""
+    return {name: getattr(obj, name) for name in obj.__dataclass_fields__}
+
+
+def _check_pack_entry(v: dict[str, Any], where: str) -> None:
+    """The rules of one ``packs`` entry (``v`` holds every PackSource field)."""
+    if not isinstance(v["path"], str) or not v["path"]:
+        raise ConfigError(f"{where}.path: a pack directory is required")
+    given = [key for key in WEIGHT_KEYS if v[key] is not None and v[key] is not False]
+    if len(given) > 1:
+        raise ConfigError(f"{where}: {' and '.join(given)} together; set at most one of {', '.join(WEIGHT_KEYS)}")
+    for key in ("weight", "repeat"):
+        if v[key] is not None:
+            if check_type(v[key], (int, float), f"{where}.{key}") < 0:
+                raise ConfigError(f"{where}.{key}: must be non-negative, got {v[key]}")
+            number(v[key], f"{where}.{key}", 0, MAX_EPOCH_ITEMS)
+    if v["choose"] is not None:
+        if check_type(v["choose"], int, f"{where}.choose") < 0:
+            raise ConfigError(f"{where}.choose: must be a non-negative number of items, got {v['choose']}")
+        positive_int(v["choose"], f"{where}.choose", minimum=0, maximum=MAX_EPOCH_ITEMS)
+    check_type(v["hours_beta"], bool, f"{where}.hours_beta")
+    for key in ("corpus", "language"):
+        if v[key] is not None and (not isinstance(v[key], str) or not v[key]):
+            raise ConfigError(f"{where}.{key}: expected a non-empty string, got {v[key]!r}")
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class PackSource:
     At most one of ``weight`` (relative share of the epoch), ``hours_beta: true`` (share by Omnilingual's
     hours ** beta rule, betas in the top-level ``weighting``), ``repeat`` (multiplier of the pack's items) or
     ``choose`` (items per epoch).  ``corpus`` and ``language`` group packs for ``hours_beta`` and the report;
-    both default to the path.
+    both default to the path.  Checked on construction, whether from a config or built directly.
     """
 
     path: str
@@ -79,6 +79,9 @@ class PackSource:
     choose: int | None = None
     corpus: str | None = None
     language: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_pack_entry(_values(self), "PackSource")
 
     @property
     def weighted(self) -> bool:
@@ -96,28 +99,10 @@ class PackSource:
     @classmethod
     def from_dict(cls, obj: Any, where: str, weighting: bool = False) -> "PackSource":
         """``weighting`` False (banks: rir_banks, noise_banks) accepts ``path`` only."""
-        known = {"path": None}
-        if weighting:
-            known.update({"weight": None, "hours_beta": False, "repeat": None, "choose": None, "corpus": None,
-                          "language": None})
-        values = take_known(obj, where, known)
-        if not isinstance(values["path"], str) or not values["path"]:
-            raise ConfigError(f"{where}.path: a pack directory is required")
-        if not weighting:
-            return cls(path=values["path"])
-        given = [key for key in WEIGHT_KEYS if values[key] is not None and values[key] is not False]
-        if len(given) > 1:
-            raise ConfigError(f"{where}: {' and '.join(given)} together; set at most one of "
-                              f"{', '.join(WEIGHT_KEYS)}")
-        for key in ("weight", "repeat"):
-            if values[key] is not None and check_type(values[key], (int, float), f"{where}.{key}") < 0:
-                raise ConfigError(f"{where}.{key}: must be non-negative, got {values[key]}")
-        if values["choose"] is not None and check_type(values["choose"], int, f"{where}.choose") < 0:
-            raise ConfigError(f"{where}.choose: must be a non-negative number of items, got {values['choose']}")
-        check_type(values["hours_beta"], bool, f"{where}.hours_beta")
-        for key in ("corpus", "language"):
-            if values[key] is not None and (not isinstance(values[key], str) or not values[key]):
-                raise ConfigError(f"{where}.{key}: expected a non-empty string, got {values[key]!r}")
+        defaults = {"path": None, "weight": None, "hours_beta": False, "repeat": None, "choose": None,
+                    "corpus": None, "language": None}
+        values = {**defaults, **take_known(obj, where, defaults if weighting else {"path": None})}
+        _check_pack_entry(values, where)  # first, so the message names the config path
         return cls(path=values["path"],
                    weight=None if values["weight"] is None else float(values["weight"]),
                    hours_beta=values["hours_beta"],
@@ -125,73 +110,76 @@ class PackSource:
                    choose=values["choose"], corpus=values["corpus"], language=values["language"])
 
 
+def _check_weighting(v: dict[str, Any], where: str) -> None:
+    for key in ("beta_corpus", "beta_language"):
+        if check_type(v[key], (int, float), f"{where}.{key}") < 0:
+            raise ConfigError(f"{where}.{key}: must be non-negative, got {v[key]}")
+        number(v[key], f"{where}.{key}", 0, MAX_BETA)
+    if v["epoch_items"] is not None:
+        if check_type(v["epoch_items"], int, f"{where}.epoch_items") < 1:
+            raise ConfigError(f"{where}.epoch_items: must be at least 1, got {v['epoch_items']}")
+        positive_int(v["epoch_items"], f"{where}.epoch_items", maximum=MAX_EPOCH_ITEMS)
+
+
 @dataclass(frozen=True)
 class Weighting:
     """Top-level ``weighting``: the betas of ``hours_beta`` (Omnilingual recipes use 0.5) and ``epoch_items``,
-    the epoch size of proportional weighting (default: the sum of the packs' sizes)."""
+    the epoch size of proportional weighting (default: the sum of the packs' sizes).  How it fits the ``packs``
+    entries is checked by ``LoaderConfig``."""
 
     beta_corpus: float = 0.5
     beta_language: float = 0.5
     epoch_items: int | None = None
 
+    def __post_init__(self) -> None:
+        _check_weighting(_values(self), "Weighting")
+
     @classmethod
-    def from_dict(cls, obj: Any, where: str, packs: tuple[PackSource, ...], packs_where: str) -> "Weighting":
+    def from_dict(cls, obj: Any, where: str) -> "Weighting":
         v = take_known(obj, where, {"beta_corpus": 0.5, "beta_language": 0.5, "epoch_items": None})
-        for key in ("beta_corpus", "beta_language"):
-            if check_type(v[key], (int, float), f"{where}.{key}") < 0:
-                raise ConfigError(f"{where}.{key}: must be non-negative, got {v[key]}")
-        if v["epoch_items"] is not None and check_type(v["epoch_items"], int, f"{where}.epoch_items") < 1:
-            raise ConfigError(f"{where}.epoch_items: must be at least 1, got {v['epoch_items']}")
-        modes = {"weight" if p.weight is not None else "hours_beta" if p.hours_beta
-                 else "repeat/choose/none" for p in packs}
-        if len(modes) > 1 and modes & {"weight", "hours_beta"}:
-            raise ConfigError(f"{packs_where}: proportions are all or none: every entry sets weight, or every "
-                              f"entry sets hours_beta: true, or none does (got {', '.join(sorted(modes))})")
-        proportional = bool(modes & {"weight", "hours_beta"})
-        if proportional and sum(p.weight or 0.0 for p in packs) <= 0 and "weight" in modes:
-            raise ConfigError(f"{packs_where}: the weights sum to 0")
-        if v["epoch_items"] is not None and not proportional:
-            raise ConfigError(f"{where}.epoch_items: only with weight or hours_beta entries (with repeat/choose "
-                              f"the epoch size is the sum of the packs' counts)")
+        _check_weighting(v, where)
         return cls(beta_corpus=float(v["beta_corpus"]), beta_language=float(v["beta_language"]),
                    epoch_items=v["epoch_items"])
 
 
-def positive_int(value: Any, where: str, minimum: int = 1) -> int:
-    if check_type(value, int, where) < minimum:
-        raise ConfigError(f"{where}: must be at least {minimum}, got {value}")
-    return value
-
-
-def value_range(value: Any, where: str, lo: float | None = None, hi: float | None = None) -> tuple[float, float]:
-    """A ``[lo, hi]`` pair of numbers, ``lo <= hi``, optionally within ``[lo, hi]`` bounds."""
-    if not isinstance(value, (list, tuple)) or len(value) != 2:
-        raise ConfigError(f"{where}: expected [low, high], got {value!r}")
-    for x in value:
-        check_type(x, (int, float), where)
-    a, b = float(value[0]), float(value[1])
-    if a > b:
-        raise ConfigError(f"{where}: low {a} > high {b}")
-    if (lo is not None and a < lo) or (hi is not None and b > hi):
-        raise ConfigError(f"{where}: must lie within [{lo}, {hi}], got {value!r}")
-    return a, b
-
-
-def probability(value: Any, where: str) -> float:
-    if not 0 <= check_type(value, (int, float), where) <= 1:
-        raise ConfigError(f"{where}: must be in [0, 1], got {value}")
-    return float(value)
+def _check_packs_weighting(packs: Any, weighting: Weighting, where: str) -> None:
+    """``packs`` is a non-empty sequence of ``PackSource`` whose weighting modes agree with ``weighting``."""
+    if not isinstance(packs, tuple) or not packs or not all(isinstance(p, PackSource) for p in packs):
+        raise ConfigError(f"{where}.packs: a non-empty list of {{path: ...}} is required")
+    if not isinstance(weighting, Weighting):
+        raise ConfigError(f"{where}.weighting: expected a Weighting, got {type(weighting).__name__}")
+    modes = {"weight" if p.weight is not None else "hours_beta" if p.hours_beta
+             else "repeat/choose/none" for p in packs}
+    if len(modes) > 1 and modes & {"weight", "hours_beta"}:
+        raise ConfigError(f"{where}.packs: proportions are all or none: every entry sets weight, or every "
+                          f"entry sets hours_beta: true, or none does (got {', '.join(sorted(modes))})")
+    proportional = bool(modes & {"weight", "hours_beta"})
+    if proportional and sum(p.weight or 0.0 for p in packs) <= 0 and "weight" in modes:
+        raise ConfigError(f"{where}.packs: the weights sum to 0")
+    if weighting.epoch_items is not None and not proportional:
+        raise ConfigError(f"{where}.weighting.epoch_items: only with weight or hours_beta entries (with "
+                          f"repeat/choose the epoch size is the sum of the packs' counts)")
 
 
 @dataclass(frozen=True)
 class LoaderConfig:
+    """A checked loader config: ``packs``, the task's ``dataset_args``, ``weighting`` and ``task``.
+
+    ``from_dict`` parses a config dict and names the key of any error by its path (``config.packs[1].weight``);
+    an object built directly is checked on construction too, its keys named by field.
+    """
+
     packs: tuple[PackSource, ...]
     #: The task's ``dataset_args`` dataclass (``DatasetArgs`` for ``tse``; see ``loader.tasks``).
     dataset_args: Any = field(default_factory=lambda: _default_dataset_args())
     #: ``weighting``: betas and epoch size of the packs' weighting (docs/loader.md "Weighting").
     weighting: Weighting = field(default_factory=Weighting)
     #: ``task``: ``tse`` (default), ``asd`` or ``asr`` (``loader.tasks``).
-    task: str = "tse"
+    task: str = DEFAULT_TASK
+
+    def __post_init__(self) -> None:
+        task_module(check_type(self.task, str, "LoaderConfig.task"), "LoaderConfig.task")
+        _check_packs_weighting(self.packs, self.weighting, "LoaderConfig")
 
     @property
     def weighted(self) -> bool:
@@ -200,8 +188,6 @@ class LoaderConfig:
 
     @classmethod
     def from_dict(cls, obj: Any, where: str = "config") -> "LoaderConfig":
-        from loader.tasks import DEFAULT_TASK, task_module  # the task modules import this one
-
         values = take_known(obj, where, {"packs": None, "dataset_args": None, "weighting": None, "task": DEFAULT_TASK})
         task = check_type(values["task"], str, f"{where}.task")
         module = task_module(task, f"{where}.task")
@@ -209,15 +195,12 @@ class LoaderConfig:
         if not isinstance(packs, list) or not packs:
             raise ConfigError(f"{where}.packs: a non-empty list of {{path: ...}} is required")
         sources = tuple(PackSource.from_dict(p, f"{where}.packs[{i}]", weighting=True) for i, p in enumerate(packs))
-        return cls(
-            packs=sources,
-            dataset_args=module.parse_dataset_args(values["dataset_args"], f"{where}.dataset_args"),
-            weighting=Weighting.from_dict(values["weighting"], f"{where}.weighting", sources, f"{where}.packs"),
-            task=task,
-        )
+        dataset_args = module.parse_dataset_args(values["dataset_args"], f"{where}.dataset_args")
+        weighting = Weighting.from_dict(values["weighting"], f"{where}.weighting")
+        _check_packs_weighting(sources, weighting, where)
+        return cls(packs=sources, dataset_args=dataset_args, weighting=weighting, task=task)
 
 
 def _default_dataset_args() -> Any:
-    """The default task's ``dataset_args`` with every default (the task modules import this one: a late import)."""
-    from loader.tasks import DEFAULT_TASK, task_module
+    """The default task's ``dataset_args`` with every default."""
     return task_module(DEFAULT_TASK).parse_dataset_args(None, "dataset_args")

@@ -28,8 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from loader.config import NORMALIZE_MAX_GAIN_DB, NORMALIZE_PEAK_LIMIT, NORMALIZE_TARGET_RMS_DBFS, ConfigError
+from loader.config_checks import ConfigError
 
+#: MuVAP's loudness normalisation: target RMS (dBFS), gain cap (dB), peak cap (linear); below ``_SILENCE`` (rms
+#: or peak) the gain is 1.
+NORMALIZE_TARGET_RMS_DBFS = -25.0
+NORMALIZE_MAX_GAIN_DB = 20.0
+NORMALIZE_PEAK_LIMIT = 0.99
 _SILENCE = 1e-8
 
 #: Every ``normalize`` value any task knows (the table above).

@@ -1,6 +1,6 @@
 """``dataset_args`` of an ``asd`` loader config (``task: asd``), checked key by key.
 
-Defaults are MuVAP's ``asd.yaml`` (notes-muvap.md sections 2-3), so a MuVAP experiment means the same thing here:
+Defaults are MuVAP's ``asd.yaml`` (docs/asd.md, "``dataset_args``"), so a MuVAP experiment means the same thing here:
 
 | key | default | meaning |
 |---|---|---|
@@ -26,8 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from loader.batching import DEFAULT_WINDOW_ITEMS, BudgetArgs
-from loader.config import (
-    TAIL_POLICIES,
+from loader.config_checks import (
     ConfigError,
     check_type,
     check_choice,
@@ -37,6 +36,7 @@ from loader.config import (
     take_known,
 )
 from loader.normalize import MUVAP, NONE, parse_normalize
+from loader.static_plan import TAIL_POLICIES
 
 #: ``normalize`` values the ASD task builds (``loader.normalize``), in the order its errors list them.
 NORMALIZE_CHOICES = (MUVAP, NONE)

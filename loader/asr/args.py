@@ -36,7 +36,7 @@ from dataclasses import dataclass, fields
 
 from loader.asr.filters import FilterArgs
 from loader.batching import BudgetArgs
-from loader.config import ConfigError, check_type, take_known
+from loader.config_checks import ConfigError, check_type, take_known
 from loader.normalize import NONE, UTTERANCE, parse_normalize
 
 BATCHING_STRATEGIES = ("LENGTH", "STATIC")

@@ -15,14 +15,10 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from loader.config import ConfigError, check_type
+from loader.config_checks import MAX_BATCH_ROWS, MAX_DB, ConfigError, check_type  # noqa: F401 (shared bounds)
 
 #: A window, chunk or history of at most 2**28 samples (about 4.7 hours at 16 kHz; 1 GiB as float32 per row).
 MAX_SAMPLES = 2 ** 28
-#: Rows (or items) of one batch: at most 2**20.
-MAX_BATCH_ROWS = 2 ** 20
-#: Decibel values (SNRs, gains) lie within +-100 dB: beyond it one signal is below float32 resolution of the other.
-MAX_DB = 100.0
 
 _WHERE: ContextVar[str] = ContextVar("tse_dataset_args_where", default="dataset_args")
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from loader.config import ConfigError
+from loader.config_checks import ConfigError
 from loader.tse.args import DatasetArgs
 from loader.tse.collate import CUE_FIELDS, FieldSpec, resolve_field
 from loader.tse.cues.chunk import ChunkInfo
