@@ -104,8 +104,8 @@ def _scale_options(func):
                      help="Build only the planned shards k with k % n == i (a cluster array job); then run "
                           "`speechpack finalize OUT` once every slice is done."),
         click.option("--resume", is_flag=True,
-                     help="Keep the shards of an interrupted build that verify against the plan; build the rest. "
-                          "Also records progress so that this build can be resumed."),
+                     help="Resume an interrupted build (a plain rerun does too): keep its shards that verify "
+                          "against the plan, build the rest; refuse a finished pack."),
     ]
     for option in reversed(options):
         func = option(func)

@@ -66,8 +66,8 @@ class BuildOptions:
     ``workers``, ``executor``, ``ray_address``, ``shards``, ``resume`` and ``progress`` change how a build runs,
     never what it writes; everything else is recorded in the manifest's provenance.  ``shards`` (``--shards i/n``)
     builds one slice of the plan for a cluster array job and leaves the commit to ``speechpack finalize``;
-    ``resume`` keeps the shards of an interrupted build that verify against the plan (see ``docs/building.md``).
-    Both record the build's state (plan, receipts) in the pack directory while it is unfinished.
+    ``resume`` requires the directory to hold an unfinished build (or nothing).  Every build records its state
+    (plan, receipts) while it is unfinished, so that a rerun keeps the shards that verify (``docs/building.md``).
     """
 
     out: str
@@ -96,11 +96,6 @@ class BuildOptions:
         if self.shards is not None and self.overwrite:
             raise SpeechpackError("--overwrite cannot be combined with --shards: each array job would delete the "
                                   "others' shards; empty the directory before starting the jobs")
-
-    @property
-    def stateful(self) -> bool:
-        """Whether the build records its plan and receipts (it may be continued by another process)."""
-        return self.resume or self.shards is not None
 
     def recorded(self) -> dict:
         """The options that shape the bytes of the pack (provenance)."""
@@ -264,7 +259,8 @@ def run_build(*, items: Sequence, problems: Sequence[LineProblem], plan: Callabl
         raise SpeechpackError(f"{input_path}: the list holds no samples")
     if options.executor == "ray":
         import_ray()  # a missing optional dependency is known before hours of header probing
-    inputs = item_inputs(input_path, items, recorded_options.get("root"))
+    cue_inputs = (cues, *cues.resources.values()) if cues is not None else ()
+    inputs = item_inputs(input_path, [*items, *cue_inputs], recorded_options.get("root"))
     with claim_output(options.out, options.overwrite, options.resume, shared=options.shards is not None,
                       inputs=inputs) as claim:
         try:
