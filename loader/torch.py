@@ -271,7 +271,7 @@ def _fingerprint(config: LoaderConfig, state: str, packs: list[Pack]) -> str:
     if config.task == "tse" and args.get("normalize") == "none":
         args["normalize"] = None  # spelt None before normalize had one vocabulary: older states still resume
     # Left out when unset, so older states still resume.
-    for key in ("cues", "field_collate", "mix", "batching", "train_window", "hist_frames"):
+    for key in ("cues", "field_collate", "mix", "augment", "batching", "train_window", "hist_frames"):
         if key in args and not args[key]:
             del args[key]
     identity = {"dataset_args": args, "state": state}

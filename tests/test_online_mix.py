@@ -214,8 +214,8 @@ def test_num_speakers_clamped_to_speakers_available():
 
 def test_timeline_masks_exactly_zero_outside(sources_pack):
     path, _case = sources_pack()
-    cfg = mix_config(path, timeline={"overlap_ratio": [0.2, 0.6],
-                                     "position_weights": {"head": 1, "middle": 2, "tail": 1},
+    cfg = mix_config(path, timeline={"two_speaker": {"overlap_ratio": [0.2, 0.6],
+                                                     "overlap_position": {"head": 1, "middle": 2, "tail": 1}},
                                      "extra_speaker_activity": [0.3, 0.7]})
     ld = loader.build_loader(cfg, "train", seed=2)
     partial = 0
@@ -232,7 +232,7 @@ def test_timeline_masks_exactly_zero_outside(sources_pack):
 
 def test_whole_utt_pads_to_group_max_without_timeline(sources_pack):
     path, _case = sources_pack(seconds=(0.6, 0.9, 1.2), name="varied")
-    cfg = mix_config(path, whole_utt=True, chunk_len=None, timeline={"overlap_ratio": [0.2, 0.3]})
+    cfg = mix_config(path, whole_utt=True, chunk_len=None, timeline={"two_speaker": {"overlap_ratio": [0.2, 0.3]}})
     ld = loader.build_loader(cfg, "train", seed=4)
     for batch in ld:
         for rows in mixtures(batch):
@@ -247,7 +247,7 @@ def test_whole_utt_pads_to_group_max_without_timeline(sources_pack):
 
 def test_determinism_across_workers_and_resume(sources_pack):
     path, _case = sources_pack()
-    cfg = mix_config(path, timeline={"overlap_ratio": [0.2, 0.6]})
+    cfg = mix_config(path, timeline={"two_speaker": {"overlap_ratio": [0.2, 0.6]}})
     a = collect(loader.build_loader(cfg, "train", seed=9, num_workers=0))
     b = collect(loader.build_loader(cfg, "train", seed=9, num_workers=2))
     assert len(a) == len(b) > 2
@@ -305,8 +305,8 @@ def test_snr_mix_vectorised_and_silent_groups_redrawn():
     ({"num_speakers": {"distribution": [0, 1, 0]}}, "online_mix"),
     ({"reverb_prob": 0.5}, "reverb_prob"),
     ({"noise_prob": 0.5}, "noise_prob"),
-    ({"rir_banks": [{"path": "x"}]}, "rir_banks"),
-    ({"online_mix": True, "num_speakers": {"distribution": [0, 1, 0]}, "reverb_prob": 0.5}, "rir_banks"),
+    ({"online_mix": True, "num_speakers": {"distribution": [0, 1, 0]}, "reverb_prob": 0.5,
+      "rir_banks": [{"path": "x"}], "reverb_conf": {"rt60": [0.2, 0.4]}}, "not both"),
     ({"online_mix": True, "num_speakers": {"distribution": [0, 1, 0]}, "noise_prob": 1.5}, "noise_prob"),
     ({"online_mix": True, "num_speakers": {"distribution": [0, 1, 0]}, "noise_prob": 1,
       "noise_banks": [{"path": "n"}], "noise_snr": [10, 0]}, "noise_snr"),

@@ -24,7 +24,9 @@ from loader.config_checks import MAX_COUNT, ConfigError, check_choice, check_typ
 from loader.static_plan import TAIL_POLICIES
 from loader.normalize import MUVAP, NONE, parse_normalize
 from loader.tse.ranges import MAX_BATCH_ROWS, MAX_SAMPLES, at, check_finite, check_int, where_set
-from loader.tse.cues.request import ALIGNS, CueRequest, parse_collate, parse_cue_processing, parse_cues
+from loader.tse.augment_args import AugmentArgs, parse_augment
+from loader.tse.cues.request import ALIGNS, CueRequest, parse_collate, parse_cues
+from loader.tse.legacy_keys import check_legacy
 from loader.tse.mix_args import MixArgs, TimelineArgs, parse_mix
 
 if TYPE_CHECKING:  # loader.batching imports loader.config; the real import is inside _batching
@@ -41,6 +43,8 @@ MIN_RATE, MAX_RATE = 1_000, 384_000
 MAX_SORT_WINDOW = 2 ** 31
 #: ``filter_len_args`` bound (seconds): a year.
 MAX_SECONDS = 365 * 24 * 3600.0
+#: ``shuffle_args.shuffle_size`` and ``online_buffer_size`` bound (items): accepted, not used (module docstring).
+MAX_BUFFER_ITEMS = 2 ** 31
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,8 @@ class DatasetArgs:
     field_collate: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
     #: ``online_mix: true``: the online mixing settings (``None`` when off); see ``MixArgs``.
     mix: MixArgs | None = None
+    #: Reverberation, noise and enrollment augmentation (``None``: none given); see ``AugmentArgs``.
+    augment: AugmentArgs | None = None
     #: ``batching`` with ``type: budget`` (``None``: static batches of ``batch_size``); see ``loader.batching``.
     batching: "BudgetArgs | None" = None
     #: ``train_window``: train items longer than this many samples are tiled into near-equal chunks, each fed
@@ -130,17 +136,19 @@ class DatasetArgs:
 
     @classmethod
     def from_dict(cls, obj: Any, where: str = "dataset_args") -> "DatasetArgs":
+        check_legacy(obj, where)  # an older pipeline's key: name its replacement, not just "unknown key"
         v = take_known(obj, where, {
             "resample_rate": None, "whole_utt": False, "chunk_len": None, "chunk_random_start": True,
             "chunk_short_policy": "pad", "filter_len": False, "filter_len_args": None, "shuffle": True,
-            # Accepted for WeSep configs: the loader shuffles the whole epoch, so the buffer size has no role.
-            "shuffle_args": None,
+            # Accepted for WeSep configs: the loader shuffles the whole epoch (and draws interferers from the
+            # whole pack), so the buffer sizes have no role (docs/loader.md "Shuffling").
+            "shuffle_args": None, "online_buffer_size": None,
             "batch_size": 1, "tail": "pad", "expand_targets": False, "normalize": None, "collate": None,
             "cues": None,
             "online_mix": False, "num_speakers": None, "timeline": None, "mix_snr": None,
-            # WeSep keys of features that are not built yet: present and off is fine, on is an error.
-            "cue_processing": None, "reverb_prob": 0, "noise_prob": 0, "rir_banks": None, "noise_banks": None,
-            "noise_snr": None, "reverb_keep_dry": False,
+            "cue_processing": None, "reverb_prob": 0, "reverb_conf": None, "rir_banks": None,
+            "reverb_keep_dry": False, "noise_prob": 0, "noise_lmdb_file": None, "noise_banks": None,
+            "noise_snr": None,
             "batching": None, "train_window": None, "hist_frames": 0,
         })
         with where_set(where):
@@ -155,8 +163,11 @@ class DatasetArgs:
                                      {"min_num_seconds": 1.0, "max_num_seconds": 1000.0})
             for key, value in filter_args.items():
                 check_type(value, (int, float), f"{where}.filter_len_args.{key}")
-            take_known(v["shuffle_args"], f"{where}.shuffle_args", {"shuffle_size": None})
-            parse_cue_processing(v["cue_processing"], f"{where}.cue_processing")
+            size = take_known(v["shuffle_args"], f"{where}.shuffle_args", {"shuffle_size": None})["shuffle_size"]
+            for key, value in (("shuffle_args.shuffle_size", size), ("online_buffer_size", v["online_buffer_size"])):
+                if value is not None:
+                    positive_int(value, f"{where}.{key}", maximum=MAX_BUFFER_ITEMS)
+            augment = parse_augment(v, where, v["online_mix"])
             cues = parse_cues(v["cues"], f"{where}.cues")
             align, field_collate = parse_collate(v["collate"], f"{where}.collate", cues)
             batch_size, batching = _batching(v["batching"], v["batch_size"], f"{where}.batching")
@@ -180,6 +191,7 @@ class DatasetArgs:
                 cues=cues,
                 field_collate=field_collate,
                 mix=mix,
+                augment=augment,
                 batching=batching,
                 train_window=train_window,
                 hist_frames=hist,

@@ -103,6 +103,7 @@ class TseBatchBuilder:
             batch = self._assemble(mixed.rows, mixed.wav_mix, mixed.wav_target, mixed.chunk_ratio, mixed.real, valid,
                                    batch_rng(self.seed, epoch, global_batch), mixed.source_keys)
             batch["timeline"] = mixed.timeline
+            batch["overlap_ratio_2spk"] = mixed.overlap_ratio_2spk
             return batch
         rng = batch_rng(self.seed, epoch, global_batch)
         draws = rng.random((len(item_ids), ZERO_CHUNK_REDRAWS + 1))

@@ -22,12 +22,14 @@ import soxr
 
 from loader.pack import Pack, open_pack, will_need_view
 from loader.tse.args import DatasetArgs
+from loader.tse.augment_args import AugmentArgs
 from loader.tse.decode import Audio, Decoder, Row, decode_into
 from loader.tse.items import ItemIndex
 from loader.tse.mixing import (
     GROUP_ATTEMPTS,
     MIN_ENERGY,
     RIR_CACHE_BYTES,
+    TIMELINE_DECIMALS,
     ByteBudgetCache,
     ItemGenerators,
     MixError,
@@ -46,6 +48,11 @@ from loader.tse.mixing import (
 )
 from loader.tse.windows import ZERO_CHUNK_REDRAWS, Chunking, Window
 from schemas.constants import KIND_NOISE, KIND_RIR, KIND_SOURCES, STREAM_AUDIO, STREAM_SOURCE
+from schemas.noise_lmdb import NOISE_SNR_DB
+
+#: ``overlap_ratio_2spk`` of a row whose mixture does not have two speakers (a number, not NaN, so batches compare
+#: equal and sums stay finite).
+NO_OVERLAP_RATIO = -1.0
 
 #: Rows of the work area before a group's sources (the mixture, and one scaled interferer).
 WORK_ROWS = 2
@@ -99,6 +106,9 @@ class OnlineBatch(NamedTuple):
     real: np.ndarray
     source_keys: list[str]
     timeline: list[list[list[float]]]
+    #: per row: the overlap of its mixture's two speakers (WeSep's ``overlap_ratio_2spk``); ``NO_OVERLAP_RATIO``
+    #: for other speaker counts
+    overlap_ratio_2spk: np.ndarray
 
 
 class Bank:
@@ -158,12 +168,13 @@ class OnlineMixer:
         self.items = items
         self.args = args
         self.mix_args = args.mix
+        self.augment = args.augment if args.augment is not None else AugmentArgs()
         self.rate = rate
         self.chunking = chunking
         self.decoder = decoder
         self.speaker_index = speaker_index(packs, items, kind)
-        self.rir_bank = Bank(args.mix.rir_banks, KIND_RIR)
-        self.noise_bank = Bank(args.mix.noise_banks, KIND_NOISE)
+        self.rir_bank = Bank(self.augment.rir_banks, KIND_RIR)
+        self.noise_bank = Bank(self.augment.noise_banks, KIND_NOISE)
         # the timeline applies to chunks, not whole utterances (WeSep)
         self.timeline = args.mix.timeline if not args.whole_utt else None
         self.scratch = Scratch()  # the work area, reused from group to group
@@ -188,7 +199,7 @@ class OnlineMixer:
         mixing starts."""
         members = [self.member(int(m), rng) for m in choose_group(rng, item, self.speaker_index, self.mix_args)]
         segments = make_timeline(rng, len(members), self.timeline)
-        reverb, rir_draws = rng.random() < self.mix_args.reverb_prob, rng.random(len(members))
+        reverb, rir_draws = rng.random() < self.augment.reverb_prob, rng.random(len(members))
         return Draft(members, max(m.window.length for m in members), segments, rir_draws if reverb else None)
 
     def reverberate(self, sources: np.ndarray, rir_draws: np.ndarray) -> np.ndarray:
@@ -216,15 +227,15 @@ class OnlineMixer:
             dry = None
             if draft.rir_draws is not None:
                 wet = self.reverberate(sources, draft.rir_draws)
-                sources, dry = wet, (sources if mix_args.reverb_keep_dry else None)
+                sources, dry = wet, (sources if self.augment.reverb_keep_dry else None)
             energy = energies(sources)
             if energy.min() > MIN_ENERGY:
                 snr = rng.uniform(*mix_args.snr_range, size=count)
                 gain = float(rng.uniform(*mix_args.gain_range))
-                noise_on, noise_draws = rng.random() < mix_args.noise_prob, rng.random(3)
+                noise_on, noise_draws = rng.random() < self.augment.noise_prob, rng.random(3)
                 noise = None
                 if noise_on:
-                    low, high = mix_args.noise_snr
+                    low, high = self.augment.noise_snr or NOISE_SNR_DB
                     entry = self.noise_bank.entry(noise_draws[0])
                     noise = (fit_noise(self.noise_bank.read(entry, self.rate), draft.length, noise_draws[1]),
                              float(low + noise_draws[2] * (high - low)))
@@ -268,12 +279,13 @@ class OnlineMixer:
             for group in groups:
                 self.render(group, wav_mix[row:row + group.size], wav_target[row:row + group.size])
                 row += group.size
-        rows, source_keys, timeline, chunk_ratio, real = [], [], [], [], []
+        rows, source_keys, timeline, chunk_ratio, real, overlap = [], [], [], [], [], []
         for g, group in enumerate(groups):
             members, length = group.draft.members, group.draft.length
             key = "mix_" + "_".join(m.key for m in members)
             longest_take = max(m.window.take for m in members)
             segments = group.draft.segments.tolist()
+            ratio = two_speaker_overlap(group.draft.segments)
             for i, member in enumerate(members):
                 padded = member.window.padded_to(length)
                 rows.append(Row(g, None, None, member.speaker, key, len(members), padded, member.pack))
@@ -281,8 +293,9 @@ class OnlineMixer:
                 timeline.append([segments[i]])
                 chunk_ratio.append(padded.chunk_ratio())
                 real.append(longest_take)
+                overlap.append(ratio)
         return OnlineBatch(rows, wav_mix, wav_target, chunk_ratio, np.asarray(real, dtype=np.int64), source_keys,
-                           timeline)
+                           timeline, np.asarray(overlap, dtype=np.float32))
 
     def outputs(self, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The batch's ``wav_mix`` and ``wav_target`` ``[rows, 1, T]`` float32, T by each field's align over the
@@ -307,6 +320,15 @@ class OnlineMixer:
             _put(target_rows[i, 0], targets[i], np.float32(factor))
 
 
+def two_speaker_overlap(segments: np.ndarray) -> float:
+    """WeSep's ``overlap_ratio_2spk``: the fraction of the group both speakers are active in (the drawn overlap
+    ratio, as the timeline rounds it); ``NO_OVERLAP_RATIO`` unless the group has exactly two speakers."""
+    if len(segments) != 2:
+        return NO_OVERLAP_RATIO
+    (s0, e0), (s1, e1) = segments
+    return round(max(0.0, min(e0, e1) - max(s0, s1)), TIMELINE_DECIMALS)
+
+
 def _with_rows(batch: np.ndarray, rows: int, written: int) -> np.ndarray:
     """``batch`` with ``rows`` rows, its first ``written`` kept (a redraw changed a group's speaker count)."""
     resized = np.empty((rows,) + batch.shape[1:], dtype=batch.dtype)
@@ -325,4 +347,5 @@ def _put(out: np.ndarray, signal: np.ndarray, factor: np.float32 | None = None) 
         out[take:] = 0.0
 
 
-__all__ = ["Bank", "Draft", "Group", "Member", "OnlineBatch", "OnlineMixer", "WORK_ROWS", "speaker_index"]
+__all__ = ["Bank", "Draft", "Group", "Member", "NO_OVERLAP_RATIO", "OnlineBatch", "OnlineMixer", "WORK_ROWS", "speaker_index",
+           "two_speaker_overlap"]
