@@ -123,8 +123,11 @@ def _scale_options(func):
 
 
 @build.command("wesep")
-@click.option("--list", "list_path", required=True, type=click.Path(dir_okay=False),
+@click.option("--list", "list_path", type=click.Path(dir_okay=False),
               help="WeSep raw list (JSON lines: key, spk, mix.default, src).")
+@click.option("--data-dir", type=click.Path(file_okay=False),
+              help="A WeSep split directory (data/train): its samples.jsonl, raw.list or shard.list, with its "
+                   "cues.yaml and spk2label.json, instead of --list and --cues.")
 @click.option("--root", type=click.Path(file_okay=False, exists=True),
               help="Resolve relative audio, cue resource and cue file paths against this directory "
                    "(default: the current directory).")
@@ -134,15 +137,23 @@ def _scale_options(func):
               help="Unpickle spatial cue files that are pickled dicts (runs code from them: trusted files only).")
 @_build_options
 @_scale_options
-def build_wesep_command(list_path, root, cues_path, allow_pickle, out, sample_rate, shard_bytes, workers, skip_bad,
-                        overwrite, progress, **scale):
+def build_wesep_command(list_path, data_dir, root, cues_path, allow_pickle, out, sample_rate, shard_bytes, workers,
+                        skip_bad, overwrite, progress, **scale):
     """Pack a WeSep raw list: mixture lines make a `tse` pack, single-speaker lines a `sources` pack."""
+    from packer.adapters.wesep_dir import build_wesep_dir
     from packer.build.run import BuildOptions, build_wesep
 
+    if (list_path is None) == (data_dir is None):
+        raise click.UsageError("give one of --list and --data-dir")
+    if data_dir is not None and cues_path is not None:
+        raise click.UsageError("--data-dir uses the split's cues.yaml; --cues is for --list")
     try:
         options = BuildOptions(out=out, sample_rate=sample_rate, shard_bytes=shard_bytes, workers=workers,
                                skip_bad=skip_bad, overwrite=overwrite, progress=progress, **scale)
-        summary = build_wesep(list_path, options, root=root, cues=cues_path, allow_pickle=allow_pickle)
+        if data_dir is not None:
+            summary = build_wesep_dir(data_dir, options, root=root, allow_pickle=allow_pickle)
+        else:
+            summary = build_wesep(list_path, options, root=root, cues=cues_path, allow_pickle=allow_pickle)
     except SpeechpackError as err:
         _fail(err)
     click.echo(summary.describe())

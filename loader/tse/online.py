@@ -347,5 +347,5 @@ def _put(out: np.ndarray, signal: np.ndarray, factor: np.float32 | None = None) 
         out[take:] = 0.0
 
 
-__all__ = ["Bank", "Draft", "Group", "Member", "NO_OVERLAP_RATIO", "OnlineBatch", "OnlineMixer", "WORK_ROWS", "speaker_index",
-           "two_speaker_overlap"]
+__all__ = ["Bank", "Draft", "Group", "Member", "NO_OVERLAP_RATIO", "OnlineBatch", "OnlineMixer", "WORK_ROWS",
+           "speaker_index", "two_speaker_overlap"]
