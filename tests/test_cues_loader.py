@@ -342,7 +342,7 @@ def test_cue_config_keys():
     ({"collate": {"visual_aux": {"fill_value": 1}}}, "cannot override unregistered field visual_aux"),
     ({"collate": {"speaker_label": {"align": "max"}}}, "align must be null"),
     ({"collate": {"wav_mix": {"fill_value": 1}}}, r"collate.wav_mix: unknown key\(s\) fill_value"),
-    ({"cue_processing": {"audio": {"reverb_enroll_prob": 0.5}}}, "enrollment augmentation is not supported"),
+    ({"cue_processing": {"audio": {"reverb_enroll_prob": 1.5}}}, r"cue_processing.audio.reverb_enroll_prob: must be"),
 ])
 def test_cue_config_errors_name_the_key(dataset_args, message):
     with pytest.raises(ConfigError, match=message):
