@@ -11,8 +11,10 @@ while planning) is a ``ConfigError`` naming the key before any pack is opened.  
 exist to stop nonsense, not to second-guess an experiment.  ``from_dict`` names keys under its ``where``
 (``config.dataset_args.chunk_len``); a directly built object under ``dataset_args``.
 
-The online mixing keys (``MixArgs``, ``TimelineArgs``) are parsed in ``loader.tse.mix_args``, the cue and collate
-keys (``CueRequest``) in ``loader.tse.cues.request``.
+The online mixing keys (``MixArgs``, ``TimelineArgs``) are parsed in ``loader.tse.mix_args``, reverberation, noise
+and enrollment augmentation (``AugmentArgs``) in ``loader.tse.augment_args``, the cue and collate keys
+(``CueRequest``) in ``loader.tse.cues.request``; keys of older WeSep configs are refused by
+``loader.tse.legacy_keys``, naming what replaces them.
 """
 
 from __future__ import annotations
