@@ -25,7 +25,7 @@ from loader.config_checks import (  # noqa: F401 (re-exported)
     take_known,
     value_range,
 )
-from loader.recipe import DataLoaderArgs, read_recipe
+from loader.recipe import DataLoaderArgs, check_state, read_recipe
 from loader.static_plan import TAIL_POLICIES  # noqa: F401 (re-exported)
 from loader.tasks import DEFAULT_TASK, STATES, task_module  # noqa: F401 (STATES re-exported)
 
@@ -83,6 +83,10 @@ class PackSource:
 
     def __post_init__(self) -> None:
         _check_pack_entry(_values(self), "PackSource")
+
+    def check_state(self, state: str) -> None:
+        """``state`` is one this config was read for (its ``val_dataset_args`` merged or not as ``state`` needs)."""
+        check_state(self.states, state)
 
     @property
     def weighted(self) -> bool:
@@ -186,6 +190,8 @@ class LoaderConfig:
     sample_num_per_epoch: int = 0
     #: Top-level sections of a recipe that belong to the trainer (ignored; listed in the loader's report).
     ignored: tuple[str, ...] = ()
+    #: With ``val_dataset_args``, the states this config was read for (``loader.recipe.check_state``); else None.
+    states: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         task_module(check_type(self.task, str, "LoaderConfig.task"), "LoaderConfig.task")
@@ -193,6 +199,10 @@ class LoaderConfig:
         positive_int(self.sample_num_per_epoch, "LoaderConfig.sample_num_per_epoch", minimum=0,
                      maximum=MAX_EPOCH_ITEMS)
         _check_per_epoch(self.packs, self.sample_num_per_epoch, "LoaderConfig")
+
+    def check_state(self, state: str) -> None:
+        """``state`` is one this config was read for (its ``val_dataset_args`` merged or not as ``state`` needs)."""
+        check_state(self.states, state)
 
     @property
     def weighted(self) -> bool:
@@ -218,7 +228,7 @@ class LoaderConfig:
         _check_per_epoch(sources, recipe.sample_num_per_epoch, f"{where}.dataset_args")
         return cls(packs=sources, dataset_args=dataset_args, weighting=weighting, task=task,
                    dataloader=recipe.dataloader, sample_num_per_epoch=recipe.sample_num_per_epoch,
-                   ignored=recipe.ignored)
+                   ignored=recipe.ignored, states=recipe.states)
 
 
 def _check_per_epoch(packs: tuple[PackSource, ...], per_epoch: int, where: str) -> None:

@@ -35,6 +35,7 @@ RECIPE_KEYS = ("dataloader_args", "val_dataset_args")
 TYPO_CUTOFF = 0.8
 #: States that read ``val_dataset_args`` merged over ``dataset_args`` (WeSep's train.py for validation).
 VAL_STATES = ("val", "test")
+TRAIN_STATES = ("train",)
 #: ``dataloader_args.prefetch_factor`` bound: batches a worker prepares ahead.
 MAX_PREFETCH = 1024
 #: ``dataloader_args.num_workers`` bound (DataLoader worker processes).
@@ -74,6 +75,8 @@ class Recipe:
     sample_num_per_epoch: int
     #: The trainer's top-level sections, in file order: ignored, reported once.
     ignored: tuple[str, ...]
+    #: With ``val_dataset_args``: the states this reading serves (``TRAIN_STATES`` or ``VAL_STATES``); else None.
+    states: tuple[str, ...] | None = None
 
 
 def deep_merge(base: Any, over: Any) -> Any:
@@ -126,7 +129,17 @@ def read_recipe(obj: Any, state: str, where: str = "config") -> Recipe:
                   dataloader=DataLoaderArgs(num_workers=loader_args["num_workers"],
                                             pin_memory=loader_args["pin_memory"],
                                             prefetch_factor=loader_args["prefetch_factor"]),
-                  sample_num_per_epoch=per_epoch, ignored=tuple(ignored))
+                  sample_num_per_epoch=per_epoch, ignored=tuple(ignored),
+                  states=None if not val else VAL_STATES if state in VAL_STATES else TRAIN_STATES)
+
+
+def check_state(states: tuple[str, ...] | None, state: str) -> None:
+    """A config read for some states (``Recipe.states``) is used for one of them, so ``val_dataset_args`` are
+    never silently left out (or in)."""
+    if states is not None and state not in states:
+        raise ConfigError(f"this config was read for {'/'.join(states)} and has val_dataset_args, which apply to "
+                          f"val and test only: read it for {state!r} (LoaderConfig.from_dict(obj, state={state!r}), "
+                          f"or pass the dict to build_loader)")
 
 
 def _fold(args: dict, key: str, value: Any, where: str, convert, source: str | None = None) -> None:
@@ -142,4 +155,4 @@ def _fold(args: dict, key: str, value: Any, where: str, convert, source: str | N
     args[key] = wanted
 
 
-__all__ = ["DataLoaderArgs", "Recipe", "deep_merge", "read_recipe"]
+__all__ = ["DataLoaderArgs", "Recipe", "check_state", "deep_merge", "read_recipe"]

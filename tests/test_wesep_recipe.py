@@ -317,6 +317,14 @@ def test_sample_num_per_epoch_with_weighted_packs_is_refused():
         LoaderConfig.from_dict({"packs": [{"path": "a", "weight": 1}], "dataset_args": {"sample_num_per_epoch": 5}})
 
 
+def test_a_config_read_for_train_is_not_used_for_val(corpus):  # noqa: F811
+    config = with_packs(recipe("visual"), family_pack(corpus, "visual"))
+    parsed = LoaderConfig.from_dict(config, state="train")
+    with pytest.raises(ConfigError, match="read for train and has val_dataset_args"):
+        build_loader(parsed, "val")
+    assert len(build_loader(LoaderConfig.from_dict(config, state="test"), "val")) == 2
+
+
 def test_val_dataset_args_is_deep_merged_for_val_and_test_only():
     base = {"chunk_len": 8000, "collate": {"wav_mix": {"align": "max"}}, "cues": {"audio": {"use": True}}}
     over = {"collate": {"wav_mix": {"align": "min"}, "wav_target": {"align": "min"}}}
