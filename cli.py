@@ -124,8 +124,11 @@ def _scale_options(func):
 
 
 @build.command("wesep")
-@click.option("--list", "list_path", required=True, type=click.Path(dir_okay=False),
+@click.option("--list", "list_path", type=click.Path(dir_okay=False),
               help="WeSep raw list (JSON lines: key, spk, mix.default, src).")
+@click.option("--data-dir", type=click.Path(file_okay=False),
+              help="A WeSep split directory (data/train): its samples.jsonl, raw.list or shard.list, with its "
+                   "cues.yaml and spk2label.json, instead of --list and --cues.")
 @click.option("--root", type=click.Path(file_okay=False, exists=True),
               help="Resolve relative audio, cue resource and cue file paths against this directory "
                    "(default: the current directory).")
@@ -135,15 +138,23 @@ def _scale_options(func):
               help="Unpickle spatial cue files that are pickled dicts (runs code from them: trusted files only).")
 @_build_options
 @_scale_options
-def build_wesep_command(list_path, root, cues_path, allow_pickle, out, sample_rate, shard_bytes, workers, skip_bad,
-                        overwrite, progress, **scale):
+def build_wesep_command(list_path, data_dir, root, cues_path, allow_pickle, out, sample_rate, shard_bytes, workers,
+                        skip_bad, overwrite, progress, **scale):
     """Pack a WeSep raw list: mixture lines make a `tse` pack, single-speaker lines a `sources` pack."""
+    from packer.adapters.wesep_dir import build_wesep_dir
     from packer.build.run import BuildOptions, build_wesep
 
+    if (list_path is None) == (data_dir is None):
+        raise click.UsageError("give one of --list and --data-dir")
+    if data_dir is not None and cues_path is not None:
+        raise click.UsageError("--data-dir uses the split's cues.yaml; --cues is for --list")
     try:
         options = BuildOptions(out=out, sample_rate=sample_rate, shard_bytes=shard_bytes, workers=workers,
                                skip_bad=skip_bad, overwrite=overwrite, progress=progress, **scale)
-        summary = build_wesep(list_path, options, root=root, cues=cues_path, allow_pickle=allow_pickle)
+        if data_dir is not None:
+            summary = build_wesep_dir(data_dir, options, root=root, allow_pickle=allow_pickle)
+        else:
+            summary = build_wesep(list_path, options, root=root, cues=cues_path, allow_pickle=allow_pickle)
     except SpeechpackError as err:
         _fail(err)
     click.echo(summary.describe())
@@ -520,21 +531,31 @@ def inspect_command(pack, plot_path, as_json, top):
         _fail(err)
 
 
+def _pack_option(func):
+    """``--pack``: the packs of a WeSep recipe read unchanged (a config without ``packs``)."""
+    return click.option("--pack", "packs", multiple=True, type=click.Path(file_okay=False),
+                        help="A pack directory for a config without packs (a WeSep recipe as it is); repeatable.")(func)
+
+
 @main.command()
 @click.argument("config_path", metavar="CONFIG", type=click.Path(dir_okay=False, exists=True))
 @click.option("--state", type=click.Choice(["train", "val", "test"]), default="train", show_default=True)
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0))
 @click.option("--save-wavs", type=click.Path(file_okay=False), help="Write the batch's rows as WAV files here.")
-def peek(config_path, state, seed, save_wavs):
+@_pack_option
+def peek(config_path, state, seed, save_wavs, packs):
     """Print one model-ready batch of a loader CONFIG (YAML): field, shape, dtype, range."""
     from loader import build_loader
     from loader.peek import batch_sample_rate, describe_batch, load_config, save_batch_wavs
+    from loader.planning_report import ignored_line
 
     try:
-        loader = build_loader(load_config(config_path), state, seed=seed)
+        loader = build_loader(load_config(config_path, packs), state, seed=seed, num_workers=0)
         report = loader.report()
         click.echo(f"{state}: {report.items} items, {report.filtered} filtered out, {len(loader)} batches per "
                    f"rank, {report.padded_items} padded items, {report.dropped_items} dropped")
+        if report.ignored:
+            click.echo(ignored_line(report.ignored))
         batch = next(iter(loader), None)
         if batch is None:
             raise SpeechpackError(f"{config_path}: the {state} plan holds no batch")
@@ -554,13 +575,14 @@ def peek(config_path, state, seed, save_wavs):
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0))
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
               help="Write batch-size and padding histograms to this PNG (needs matplotlib: speechpack[plot]).")
-def plan_command(config_path, state, world_size, epochs, seed, plot_path):
+@_pack_option
+def plan_command(config_path, state, world_size, epochs, seed, plot_path, packs):
     """Dry-run the epoch plan of a loader CONFIG (YAML), reading no audio: batches, padding, utilisation."""
     from loader.peek import load_config
     from loader.planning_report import plan_report
 
     try:
-        report = plan_report(load_config(config_path), state, world_size=world_size, epochs=epochs, seed=seed)
+        report = plan_report(load_config(config_path, packs), state, world_size=world_size, epochs=epochs, seed=seed)
         click.echo(report.describe())
         if plot_path:
             report.plot(plot_path)

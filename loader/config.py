@@ -25,6 +25,7 @@ from loader.config_checks import (  # noqa: F401 (re-exported)
     take_known,
     value_range,
 )
+from loader.recipe import DataLoaderArgs, check_state, read_recipe
 from loader.static_plan import TAIL_POLICIES  # noqa: F401 (re-exported)
 from loader.tasks import DEFAULT_TASK, STATES, task_module  # noqa: F401 (STATES re-exported)
 
@@ -82,6 +83,10 @@ class PackSource:
 
     def __post_init__(self) -> None:
         _check_pack_entry(_values(self), "PackSource")
+
+    def check_state(self, state: str) -> None:
+        """``state`` is one this config was read for (its ``val_dataset_args`` merged or not as ``state`` needs)."""
+        check_state(self.states, state)
 
     @property
     def weighted(self) -> bool:
@@ -165,8 +170,10 @@ def _check_packs_weighting(packs: Any, weighting: Weighting, where: str) -> None
 class LoaderConfig:
     """A checked loader config: ``packs``, the task's ``dataset_args``, ``weighting`` and ``task``.
 
-    ``from_dict`` parses a config dict and names the key of any error by its path (``config.packs[1].weight``);
-    an object built directly is checked on construction too, its keys named by field.
+    ``from_dict`` parses a config dict, or a WeSep recipe with ``packs`` added (``loader.recipe``: its
+    ``dataloader_args``, ``val_dataset_args`` and ``sample_num_per_epoch``; trainer sections ignored and listed in
+    ``ignored``), for one state, and names the key of any error by its path (``config.packs[1].weight``); an
+    object built directly is checked on construction too, its keys named by field.
     """
 
     packs: tuple[PackSource, ...]
@@ -176,19 +183,39 @@ class LoaderConfig:
     weighting: Weighting = field(default_factory=Weighting)
     #: ``task``: ``tse`` (default), ``asd`` or ``asr`` (``loader.tasks``).
     task: str = DEFAULT_TASK
+    #: ``dataloader_args``' DataLoader settings (``num_workers``, ``pin_memory``, ``prefetch_factor``).
+    dataloader: DataLoaderArgs = field(default_factory=DataLoaderArgs)
+    #: WeSep's ``sample_num_per_epoch``: 0, or the items of each epoch, drawn from the packs in their natural
+    #: proportions (``loader.weighting``: a small pack cycles, a large one is covered over several epochs).
+    sample_num_per_epoch: int = 0
+    #: Top-level sections of a recipe that belong to the trainer (ignored; listed in the loader's report).
+    ignored: tuple[str, ...] = ()
+    #: With ``val_dataset_args``, the states this config was read for (``loader.recipe.check_state``); else None.
+    states: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         task_module(check_type(self.task, str, "LoaderConfig.task"), "LoaderConfig.task")
         _check_packs_weighting(self.packs, self.weighting, "LoaderConfig")
+        positive_int(self.sample_num_per_epoch, "LoaderConfig.sample_num_per_epoch", minimum=0,
+                     maximum=MAX_EPOCH_ITEMS)
+        _check_per_epoch(self.packs, self.sample_num_per_epoch, "LoaderConfig")
+
+    def check_state(self, state: str) -> None:
+        """``state`` is one this config was read for (its ``val_dataset_args`` merged or not as ``state`` needs)."""
+        check_state(self.states, state)
 
     @property
     def weighted(self) -> bool:
-        """Whether any ``packs`` entry sets a weighting key (else every item once per epoch, as before)."""
-        return any(p.weighted for p in self.packs)
+        """Whether the epoch is weighted: a ``packs`` entry sets a weighting key, or ``sample_num_per_epoch`` sets
+        its size (else every item once per epoch, as before)."""
+        return self.sample_num_per_epoch > 0 or any(p.weighted for p in self.packs)
 
     @classmethod
-    def from_dict(cls, obj: Any, where: str = "config") -> "LoaderConfig":
-        values = take_known(obj, where, {"packs": None, "dataset_args": None, "weighting": None, "task": DEFAULT_TASK})
+    def from_dict(cls, obj: Any, where: str = "config", state: str = "train") -> "LoaderConfig":
+        """``obj`` read for ``state`` (``val_dataset_args`` applies to ``val`` and ``test``)."""
+        recipe = read_recipe(obj, state, where)
+        values = take_known(recipe.config, where, {"packs": None, "dataset_args": None, "weighting": None,
+                                                   "task": DEFAULT_TASK})
         task = check_type(values["task"], str, f"{where}.task")
         module = task_module(task, f"{where}.task")
         packs = values["packs"]
@@ -198,7 +225,17 @@ class LoaderConfig:
         dataset_args = module.parse_dataset_args(values["dataset_args"], f"{where}.dataset_args")
         weighting = Weighting.from_dict(values["weighting"], f"{where}.weighting")
         _check_packs_weighting(sources, weighting, where)
-        return cls(packs=sources, dataset_args=dataset_args, weighting=weighting, task=task)
+        _check_per_epoch(sources, recipe.sample_num_per_epoch, f"{where}.dataset_args")
+        return cls(packs=sources, dataset_args=dataset_args, weighting=weighting, task=task,
+                   dataloader=recipe.dataloader, sample_num_per_epoch=recipe.sample_num_per_epoch,
+                   ignored=recipe.ignored, states=recipe.states)
+
+
+def _check_per_epoch(packs: tuple[PackSource, ...], per_epoch: int, where: str) -> None:
+    """``sample_num_per_epoch`` sizes an unweighted epoch; with weighted ``packs`` entries, their own rules do."""
+    if per_epoch and any(p.weighted for p in packs):
+        raise ConfigError(f"{where}.sample_num_per_epoch: {per_epoch} with weighted packs entries; set the epoch "
+                          f"size with weighting.epoch_items (weight/hours_beta) or choose/repeat instead")
 
 
 def _default_dataset_args() -> Any:

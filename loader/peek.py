@@ -18,8 +18,11 @@ from schemas.errors import SpeechpackError
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-def load_config(path: str) -> dict:
-    """Read a YAML (or JSON) loader config, naming the file on error."""
+def load_config(path: str, packs: tuple[str, ...] = ()) -> dict:
+    """Read a YAML (or JSON) loader config, naming the file on error.
+
+    ``packs`` (``--pack``) are the pack directories of a WeSep recipe read unchanged: they become its ``packs``
+    entries (a config that has ``packs`` already is an error, so nothing is silently replaced)."""
     try:
         with open(path, encoding="utf-8") as fp:
             config = yaml.safe_load(fp)
@@ -29,6 +32,10 @@ def load_config(path: str) -> dict:
         raise SpeechpackError(f"{path}: not valid YAML ({err})") from None
     if not isinstance(config, dict):
         raise SpeechpackError(f"{path}: a config is a mapping with packs and dataset_args")
+    if packs:
+        if "packs" in config:
+            raise SpeechpackError(f"{path}: has packs already; --pack adds packs to a config without them")
+        config = {**config, "packs": [{"path": pack} for pack in packs]}
     return config
 
 

@@ -54,9 +54,13 @@ class PlanReport:
     units: int
     unit_name: str
     epochs: list[EpochStats] = field(default_factory=list)
+    #: A WeSep recipe's trainer sections, ignored by the loader.
+    ignored: tuple[str, ...] = ()
 
     def describe(self) -> str:
         lines = [f"{self.state}: {self.units} {self.unit_name}, world size {self.world_size}"]
+        if self.ignored:
+            lines.append(ignored_line(self.ignored))
         for e in self.epochs:
             cells = e.rows * e.longest
             big = int(np.argmax(cells)) if len(cells) else 0
@@ -98,6 +102,11 @@ class PlanReport:
         plt.close(fig)
 
 
+def ignored_line(keys) -> str:
+    """The one line that lists a recipe's trainer sections (``speechpack plan`` and ``peek``)."""
+    return f"ignored (trainer sections of the recipe): {', '.join(keys)}"
+
+
 def _weighting_lines(report: dict) -> list[str]:
     """Realised shares per corpus and language (``PackWeighting.report``); the raw dict if its shape differs."""
     lines = []
@@ -124,7 +133,7 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
     if world_size < 1 or epochs < 1:
         raise SpeechpackError(f"world size and epochs must be at least 1, got {world_size}, {epochs}")
     if not isinstance(config, LoaderConfig):
-        config = LoaderConfig.from_dict(config)
+        config = LoaderConfig.from_dict(config, state=state)
     prepared = prepare(config, state, [open_pack(source.path) for source in config.packs], seed)
     builder = prepared.builder
     cropped = bool(getattr(builder, "crops_to_shortest", False))
@@ -133,7 +142,7 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
     packs = [source.path for source in config.packs]
     per_pack = np.bincount(unit_pack, minlength=len(packs))
     report = PlanReport(state=state, world_size=world_size, units=builder.num_units(),
-                        unit_name="items" if windows is None else "train-window chunks")
+                        unit_name="items" if windows is None else "train-window chunks", ignored=config.ignored)
     for epoch in range(epochs):
         lengths = epoch_lengths(builder, epoch)  # the same every epoch, unless chunks move (ASD jitter)
         plans: list[EpochPlan] = [
@@ -172,4 +181,4 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
     return report
 
 
-__all__ = ["PlanReport", "plan_report"]
+__all__ = ["PlanReport", "ignored_line", "plan_report"]

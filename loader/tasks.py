@@ -72,6 +72,7 @@ def prepare(config, state: str, packs: list, seed: int) -> Prepared:
     if state not in STATES:
         raise ConfigError(f"state must be one of {', '.join(STATES)}, got {state!r}")
     seed = integer(seed, "seed", 0, MAX_SEED)
+    config.check_state(state)
     prepared = task_module(config.task).prepare(config, state, packs, seed)
     if prepared.weighting is None and config.weighted:
         sizes = np.bincount(prepared.item_pack, minlength=len(packs))

@@ -29,6 +29,7 @@ from loader.config import LoaderConfig
 from loader.config_checks import MAX_COUNT, MAX_EPOCH, ConfigError, integer
 from loader.pack import Pack, open_pack
 from loader.plan import EpochPlan, epoch_lengths, needs_lengths, plan_epoch
+from loader.recipe import MAX_PREFETCH, MAX_WORKERS
 from loader.tasks import prepare
 from loader.weighting import PackWeighting
 from schemas.constants import MANIFEST_NAME
@@ -71,6 +72,8 @@ class LoaderReport:
     #: With weighting (``packs`` entries with weight, hours_beta, repeat or choose): the epoch's selection,
     #: realised per pack, corpus and language (``PackWeighting.report``); None without.
     weighting: dict | None = None
+    #: A WeSep recipe's trainer sections (``model``, ``optimizer`` ...): read by the trainer, ignored here.
+    ignored: tuple[str, ...] = ()
 
 
 class _PlannedBatches(Dataset):
@@ -133,7 +136,14 @@ class SpeechLoader:
     """
 
     def __init__(self, config: LoaderConfig, state: str, packs: list[Pack], *, rank: int, world_size: int,
-                 num_workers: int, seed: int):
+                 num_workers: int | None, seed: int, pin_memory: bool | None = None,
+                 prefetch_factor: int | None = None):
+        # Explicit arguments win over the recipe's dataloader_args, which win over the defaults.
+        loader_args = config.dataloader
+        num_workers = _first(num_workers, loader_args.num_workers, 0)
+        num_workers = integer(num_workers, "num_workers", 0, MAX_WORKERS)
+        pin_memory = _first(pin_memory, loader_args.pin_memory, torch.cuda.is_available())
+        prefetch_factor = _first(prefetch_factor, loader_args.prefetch_factor, PREFETCH_PER_WORKER)
         prepared = prepare(config, state, packs, seed)  # checks state and seed
         self.config = config
         self.state = state
@@ -159,8 +169,8 @@ class SpeechLoader:
             sampler=self._sampler,
             num_workers=num_workers,
             persistent_workers=num_workers > 0,
-            prefetch_factor=PREFETCH_PER_WORKER if num_workers > 0 else None,
-            pin_memory=torch.cuda.is_available(),
+            prefetch_factor=integer(prefetch_factor, "prefetch_factor", 1, MAX_PREFETCH) if num_workers > 0 else None,
+            pin_memory=bool(pin_memory),
             collate_fn=_as_is,
             worker_init_fn=_freeze_gc,
         )
@@ -185,7 +195,8 @@ class SpeechLoader:
                      else self.weighting.report(self.weighting.items(self.seed, self._epoch)))
         return LoaderReport(items=len(self.item_pack), filtered=self.filtered, filter_report=self.filter_report,
                             batches_per_rank=len(plan),
-                            padded_items=plan.padded, dropped_items=plan.dropped, weighting=weighting)
+                            padded_items=plan.padded, dropped_items=plan.dropped, weighting=weighting,
+                            ignored=self.config.ignored)
 
     def __iter__(self) -> Iterator[dict]:
         self._sampler.epoch = self._epoch
@@ -229,6 +240,11 @@ class SpeechLoader:
         self._resume_at = self._consumed = consumed
 
 
+def _first(*values):
+    """The first value that is not None."""
+    return next(value for value in values if value is not None)
+
+
 def _same(value, mine) -> bool:
     """Whether a state's ``value`` is this loader's ``mine``: equal, and an integer where ``mine`` is one (never
     a bool or a float that happens to compare equal)."""
@@ -255,7 +271,7 @@ def _fingerprint(config: LoaderConfig, state: str, packs: list[Pack]) -> str:
     if config.task == "tse" and args.get("normalize") == "none":
         args["normalize"] = None  # spelt None before normalize had one vocabulary: older states still resume
     # Left out when unset, so older states still resume.
-    for key in ("cues", "field_collate", "mix", "batching", "train_window", "hist_frames"):
+    for key in ("cues", "field_collate", "mix", "augment", "batching", "train_window", "hist_frames"):
         if key in args and not args[key]:
             del args[key]
     identity = {"dataset_args": args, "state": state}
@@ -264,7 +280,10 @@ def _fingerprint(config: LoaderConfig, state: str, packs: list[Pack]) -> str:
     digest.update(json.dumps(identity, sort_keys=True, default=str).encode())
     if config.weighted:  # hashed only when set, so older states still resume; paths left out as below
         weights = [{k: v for k, v in asdict(p).items() if k != "path"} for p in config.packs]
-        digest.update(json.dumps({"packs": weights, "weighting": asdict(config.weighting)}, sort_keys=True).encode())
+        weighted = {"packs": weights, "weighting": asdict(config.weighting)}
+        if config.sample_num_per_epoch:
+            weighted["sample_num_per_epoch"] = config.sample_num_per_epoch
+        digest.update(json.dumps(weighted, sort_keys=True).encode())
     for pack in packs:
         with open(os.path.join(pack.path, MANIFEST_NAME), "rb") as fp:
             digest.update(hashlib.sha256(fp.read()).digest())
@@ -272,13 +291,18 @@ def _fingerprint(config: LoaderConfig, state: str, packs: list[Pack]) -> str:
 
 
 def build_loader(config: dict | LoaderConfig, state: str, *, rank: int = 0, world_size: int = 1,
-                 num_workers: int = 0, seed: int = 0) -> SpeechLoader:
+                 num_workers: int | None = None, seed: int = 0, pin_memory: bool | None = None,
+                 prefetch_factor: int | None = None) -> SpeechLoader:
     """The training loader: ``config`` is a dict (usually from YAML) with ``packs``, ``dataset_args`` and
-    optionally ``task`` (``tse``, ``asd`` or ``asr``; see ``loader.tasks``) and ``weighting``."""
+    optionally ``task`` (``tse``, ``asd`` or ``asr``; see ``loader.tasks``) and ``weighting``, or a WeSep recipe
+    with ``packs`` added (``loader.recipe``).  ``num_workers``, ``pin_memory`` and ``prefetch_factor`` default to
+    the recipe's ``dataloader_args``, else to 0 workers, pinning when CUDA is available, and
+    ``PREFETCH_PER_WORKER``."""
     if not isinstance(config, LoaderConfig):
-        config = LoaderConfig.from_dict(config)
+        config = LoaderConfig.from_dict(config, state=state)
     packs = [open_pack(source.path) for source in config.packs]
-    return SpeechLoader(config, state, packs, rank=rank, world_size=world_size, num_workers=num_workers, seed=seed)
+    return SpeechLoader(config, state, packs, rank=rank, world_size=world_size, num_workers=num_workers, seed=seed,
+                        pin_memory=pin_memory, prefetch_factor=prefetch_factor)
 
 
 __all__ = ["LoaderReport", "ResumeError", "SpeechLoader", "build_loader"]

@@ -10,6 +10,8 @@ Three ways to set a pack's count per epoch (docs/loader.md "Weighting"):
   within the corpus); packs of one (corpus, language) split its share by their hours (``hours_beta_weights``);
 - absolute (MosaicML's ``repeat`` / ``choose``): ``floor(repeat * size + 0.5)`` or ``choose`` items; an entry without
   either gives its natural size; the epoch size is the sum.
+- WeSep's ``sample_num_per_epoch: N`` (``LoaderConfig.sample_num_per_epoch``) with no weighted entry: the packs'
+  natural proportions (their sizes) scaled to ``N`` items.
 
 Which items: each pack is read as an endless stream of permutations of its items (cycle ``k`` is a permutation
 keyed by (seed, pack, cycle), the identity without ``shuffle``), and epoch ``e`` takes positions
@@ -176,6 +178,9 @@ class PackWeighting:
             weights = np.array([p.weight for p in packs], dtype=np.float64)
             shares = weights / weights.sum()
             counts = pack_counts(sizes, weights=shares, epoch_size=w.epoch_items)
+        elif config.sample_num_per_epoch:  # WeSep's epoch size over unweighted packs: their natural proportions
+            shares = np.asarray(sizes, dtype=np.float64) / max(sum(sizes), 1)
+            counts = pack_counts(sizes, weights=shares, epoch_size=config.sample_num_per_epoch)
         else:
             counts = pack_counts(sizes, repeats=[p.repeat for p in packs], chooses=[p.choose for p in packs])
             if counts.sum() <= 0:

@@ -721,7 +721,7 @@ def test_resample_at_load_warns_and_matches_soxr(tse_pack):
 
 
 @pytest.mark.parametrize("cfg, name", [
-    ({"dataset_args": {}, "sampler": {}}, "sampler"),
+    ({"dataset_args": {}, "dataset_arg": {}}, "dataset_arg"),  # other top-level keys are a recipe's trainer's
     ({"dataset_args": {"chunk_length": 100}}, "chunk_length"),
     ({"dataset_args": {"collate": {"wav_mixture": {"align": "min"}}}}, "wav_mixture"),
     ({"dataset_args": {"collate": {"wav_mix": {"alignment": "min"}}}}, "alignment"),

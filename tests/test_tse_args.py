@@ -50,10 +50,17 @@ BAD_VALUES = [
     ("noise_snr", {**ONLINE, "noise_snr": [-5, 1e30]}),
     ("reverb_prob", {**ONLINE, "reverb_prob": 1.5, "rir_banks": [{"path": "rirs"}]}),
     ("noise_prob", {**ONLINE, "noise_prob": -0.1, "noise_banks": [{"path": "noises"}]}),
-    ("timeline.containment_prob", {**ONLINE, "timeline": {"containment_prob": 2}}),
-    ("timeline.overlap_ratio", {**ONLINE, "timeline": {"overlap_ratio": [0.2, 3]}}),
+    ("timeline.two_speaker.middle_mode.containment", {**ONLINE, "timeline": {"two_speaker": {
+        "middle_mode": {"containment": "2"}}}}),
+    ("timeline.two_speaker.overlap_ratio", {**ONLINE, "timeline": {"two_speaker": {"overlap_ratio": [0.2, 3]}}}),
     ("timeline.extra_speaker_activity", {**ONLINE, "timeline": {"extra_speaker_activity": [math.nan, 1]}}),
-    ("timeline.position_weights", {**ONLINE, "timeline": {"position_weights": [1, math.inf, 1]}}),
+    ("timeline.two_speaker.overlap_position", {**ONLINE, "timeline": {"two_speaker": {
+        "overlap_position": {"head": 1, "middle": -1}}}}),
+    ("reverb_conf.rt60", {**ONLINE, "reverb_conf": {"rt60": [0.1, 1e6]}}),
+    ("reverb_conf.min_max_room", {**ONLINE, "reverb_conf": {"min_max_room": [[3, 3, 2.5], [1e9, 6, 4]]}}),
+    ("shuffle_args.shuffle_size", {"shuffle_args": {"shuffle_size": 0}}),
+    ("online_buffer_size", {"online_buffer_size": 10 ** 12}),
+    ("cue_processing.audio.noise_enroll_prob", {"cue_processing": {"audio": {"noise_enroll_prob": 2}}}),
     ("cues.audio.default_shape", {"cues": {"audio": {"use": True, "default_shape": [1, 10 ** 6, 10 ** 6]}}}),
     ("collate.audio_aux.default_shape", {"cues": {"audio": {"use": True}},
                                          "collate": {"audio_aux": {"default_shape": [10 ** 5, 10 ** 5]}}}),
@@ -85,8 +92,8 @@ def test_a_directly_built_args_object_is_checked_too():
         MixArgs(snr_range=(math.nan, 1.0))
     with pytest.raises(ConfigError, match=r"^dataset_args.num_speakers.max_speakers"):
         MixArgs(distribution=(0.0, 0.0, 1.0), max_speakers=2)
-    with pytest.raises(ConfigError, match=r"^dataset_args.timeline.containment_prob"):
-        TimelineArgs(containment_prob=-1.0)
+    with pytest.raises(ConfigError, match=r"^dataset_args.timeline.two_speaker.middle_mode"):
+        TimelineArgs(middle_mode=(-1.0, 1.0))
     with pytest.raises(ConfigError, match=r"^dataset_args.cues.visual.default_shape"):
         CueRequest(name="visual", default_shape=(2 ** 20, 2 ** 20))
 

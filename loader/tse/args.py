@@ -11,8 +11,10 @@ while planning) is a ``ConfigError`` naming the key before any pack is opened.  
 exist to stop nonsense, not to second-guess an experiment.  ``from_dict`` names keys under its ``where``
 (``config.dataset_args.chunk_len``); a directly built object under ``dataset_args``.
 
-The online mixing keys (``MixArgs``, ``TimelineArgs``) are parsed in ``loader.tse.mix_args``, the cue and collate
-keys (``CueRequest``) in ``loader.tse.cues.request``.
+The online mixing keys (``MixArgs``, ``TimelineArgs``) are parsed in ``loader.tse.mix_args``, reverberation, noise
+and enrollment augmentation (``AugmentArgs``) in ``loader.tse.augment_args``, the cue and collate keys
+(``CueRequest``) in ``loader.tse.cues.request``; keys of older WeSep configs are refused by
+``loader.tse.legacy_keys``, naming what replaces them.
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from loader.config_checks import ConfigError, check_choice, check_type, positive_int, take_known
+from loader.config_checks import MAX_COUNT, ConfigError, check_choice, check_type, positive_int, take_known
 from loader.static_plan import TAIL_POLICIES
 from loader.normalize import MUVAP, NONE, parse_normalize
 from loader.tse.ranges import MAX_BATCH_ROWS, MAX_SAMPLES, at, check_finite, check_int, where_set
-from loader.tse.cues.request import ALIGNS, CueRequest, parse_collate, parse_cue_processing, parse_cues
+from loader.tse.augment_args import AugmentArgs, parse_augment
+from loader.tse.cues.request import ALIGNS, CueRequest, parse_collate, parse_cues
+from loader.tse.legacy_keys import check_legacy
 from loader.tse.mix_args import MixArgs, TimelineArgs, parse_mix
 
 if TYPE_CHECKING:  # loader.batching imports loader.config; the real import is inside _batching
@@ -37,13 +41,12 @@ NORMALIZE_CHOICES = (MUVAP, NONE)
 DEFAULT_CHUNK_SECONDS = 3
 #: ``resample_rate`` bounds (Hz): telephone-band 1 kHz up to 384 kHz, the highest rate of common audio interfaces.
 MIN_RATE, MAX_RATE = 1_000, 384_000
-#: ``max_frames``/``max_num_elements`` bound: 2**40 elements, far above any batch that fits a device, and small
-#: enough that ``rows * length`` stays exact in int64.
-MAX_BUDGET = 2 ** 40
 #: ``sort_window`` bound (items sorted together): 2**31.
 MAX_SORT_WINDOW = 2 ** 31
 #: ``filter_len_args`` bound (seconds): a year.
 MAX_SECONDS = 365 * 24 * 3600.0
+#: ``shuffle_args.shuffle_size`` and ``online_buffer_size`` bound (items): accepted, not used (module docstring).
+MAX_BUFFER_ITEMS = 2 ** 31
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,7 @@ class DatasetArgs:
     ``tail`` says what happens to the last, incomplete round of batches: ``pad`` fills it with repeats flagged
     ``valid = False`` (every sample is seen, training code masks the repeats), ``drop`` leaves the tail out
     (reported).  Checks that need the packs (the cue exists, ``required`` against ``guaranteed``) happen when the
-    loader is built (``loader.tse.cues.fields.resolve_cues``).
+    loader is built (``loader.tse.cues.resolve.resolve_cues``).
     """
 
     #: Hz of the batches; ``None``: the packs' rate (they must agree).  Another rate resamples at load (slow).
@@ -82,6 +85,8 @@ class DatasetArgs:
     field_collate: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
     #: ``online_mix: true``: the online mixing settings (``None`` when off); see ``MixArgs``.
     mix: MixArgs | None = None
+    #: Reverberation, noise and enrollment augmentation (``None``: none given); see ``AugmentArgs``.
+    augment: AugmentArgs | None = None
     #: ``batching`` with ``type: budget`` (``None``: static batches of ``batch_size``); see ``loader.batching``.
     batching: "BudgetArgs | None" = None
     #: ``train_window``: train items longer than this many samples are tiled into near-equal chunks, each fed
@@ -133,17 +138,19 @@ class DatasetArgs:
 
     @classmethod
     def from_dict(cls, obj: Any, where: str = "dataset_args") -> "DatasetArgs":
+        check_legacy(obj, where)  # an older pipeline's key: name its replacement, not just "unknown key"
         v = take_known(obj, where, {
             "resample_rate": None, "whole_utt": False, "chunk_len": None, "chunk_random_start": True,
             "chunk_short_policy": "pad", "filter_len": False, "filter_len_args": None, "shuffle": True,
-            # Accepted for WeSep configs: the loader shuffles the whole epoch, so the buffer size has no role.
-            "shuffle_args": None,
+            # Accepted for WeSep configs: the loader shuffles the whole epoch (and draws interferers from the
+            # whole pack), so the buffer sizes have no role (docs/loader.md "Shuffling").
+            "shuffle_args": None, "online_buffer_size": None,
             "batch_size": 1, "tail": "pad", "expand_targets": False, "normalize": None, "collate": None,
             "cues": None,
             "online_mix": False, "num_speakers": None, "timeline": None, "mix_snr": None,
-            # WeSep keys of features that are not built yet: present and off is fine, on is an error.
-            "cue_processing": None, "reverb_prob": 0, "noise_prob": 0, "rir_banks": None, "noise_banks": None,
-            "noise_snr": None, "reverb_keep_dry": False,
+            "cue_processing": None, "reverb_prob": 0, "reverb_conf": None, "rir_banks": None,
+            "reverb_keep_dry": False, "noise_prob": 0, "noise_lmdb_file": None, "noise_banks": None,
+            "noise_snr": None,
             "batching": None, "train_window": None, "hist_frames": 0,
         })
         with where_set(where):
@@ -158,8 +165,11 @@ class DatasetArgs:
                                      {"min_num_seconds": 1.0, "max_num_seconds": 1000.0})
             for key, value in filter_args.items():
                 check_type(value, (int, float), f"{where}.filter_len_args.{key}")
-            take_known(v["shuffle_args"], f"{where}.shuffle_args", {"shuffle_size": None})
-            parse_cue_processing(v["cue_processing"], f"{where}.cue_processing")
+            size = take_known(v["shuffle_args"], f"{where}.shuffle_args", {"shuffle_size": None})["shuffle_size"]
+            for key, value in (("shuffle_args.shuffle_size", size), ("online_buffer_size", v["online_buffer_size"])):
+                if value is not None:
+                    positive_int(value, f"{where}.{key}", maximum=MAX_BUFFER_ITEMS)
+            augment = parse_augment(v, where, v["online_mix"])
             cues = parse_cues(v["cues"], f"{where}.cues")
             align, field_collate = parse_collate(v["collate"], f"{where}.collate", cues)
             batch_size, batching = _batching(v["batching"], v["batch_size"], f"{where}.batching")
@@ -183,6 +193,7 @@ class DatasetArgs:
                 cues=cues,
                 field_collate=field_collate,
                 mix=mix,
+                augment=augment,
                 batching=batching,
                 train_window=train_window,
                 hist_frames=hist,
@@ -213,7 +224,7 @@ def _batching(obj: Any, batch_size: int, where: str) -> tuple[int, "BudgetArgs |
     if (v["max_frames"] is None) == (v["max_num_elements"] is None):
         raise ConfigError(f"{where}: budget batching needs exactly one of max_frames, max_num_elements")
     key = "max_frames" if v["max_frames"] is not None else "max_num_elements"
-    budget = check_int(v[key], f"batching.{key}", 1, MAX_BUDGET)
+    budget = check_int(v[key], f"batching.{key}", 1, MAX_COUNT)
     min_batch = check_int(v["min_batch"], "batching.min_batch", 1, MAX_BATCH_ROWS)
     max_batch = None if v["max_batch"] is None else check_int(v["max_batch"], "batching.max_batch", 1, MAX_BATCH_ROWS)
     multiple = check_int(v["num_seqs_multiple_of"], "batching.num_seqs_multiple_of", 1, MAX_BATCH_ROWS)

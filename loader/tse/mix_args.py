@@ -1,5 +1,6 @@
-"""``dataset_args`` keys of online mixing (``online_mix: true``): ``num_speakers``, ``mix_snr``, ``timeline``,
-reverberation and noise, in WeSep's units (docs/loader.md "Online mixing").
+"""``dataset_args`` keys of online mixing (``online_mix: true``): ``num_speakers``, ``mix_snr`` and ``timeline``,
+in WeSep's names and units (docs/loader.md "Online mixing"); reverberation and noise are in
+``loader.tse.augment_args``.
 
 The dataclasses hold each default next to its field and check their ranges in ``__post_init__`` (keys named by
 their config path, see ``loader.tse.ranges``); ``parse_mix`` reads the config's shapes into them.
@@ -10,41 +11,58 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from loader.config import ConfigError, PackSource, check_type, probability, take_known, value_range
+from loader.config_checks import ConfigError, check_type, take_known, value_range
 from loader.tse.ranges import MAX_DB, at, check_finite, check_int, check_pair
 
-#: Timeline positions of a two-speaker overlap, in the order of ``timeline.position_weights`` as a list.
+#: ``timeline.two_speaker.overlap_position`` keys: where a two-speaker overlap sits, in the order weights are drawn.
 TIMELINE_POSITIONS = ("head", "middle", "tail")
+#: ``timeline.two_speaker.middle_mode`` keys: how a ``middle`` overlap is laid out.
+MIDDLE_MODES = ("crossing", "containment")
+#: Names of an earlier speechpack timeline -> WeSep's, which replace them.
+OLD_TIMELINE_KEYS = {"position_weights": "two_speaker.overlap_position: {head, middle, tail}",
+                     "containment_prob": "two_speaker.middle_mode: {crossing, containment}",
+                     "overlap_ratio": "two_speaker.overlap_ratio"}
 #: ``num_speakers.max_speakers`` bound: WeSep mixes a few speakers; 64 is far beyond any recipe.
 MAX_SPEAKERS = 64
+#: Largest weight of ``overlap_position`` / ``middle_mode`` (they are relative; this only stops nonsense).
+MAX_WEIGHT = 1e12
 
 
 @dataclass(frozen=True)
 class TimelineArgs:
-    """``dataset_args.timeline`` (WeSep's generator; see docs/loader.md "Online mixing")."""
+    """``dataset_args.timeline`` under WeSep's names (see docs/loader.md "Online mixing")."""
 
-    #: two speakers: the overlap ``r ~ U(lo, hi)``, a fraction of the group length
+    #: ``two_speaker.overlap_ratio``: the overlap ``r ~ U(lo, hi)``, a fraction of the group length
     overlap_ratio: tuple[float, float] = (0.0, 1.0)
-    #: weights of head, middle, tail for two speakers
-    position_weights: tuple[float, float, float] = (1.0, 1.0, 1.0)
-    #: probability that a ``middle`` overlap is a containment (else a crossing)
-    containment_prob: float = 0.5
-    #: speakers 3+: one active segment of this fraction of the group length
+    #: ``two_speaker.overlap_position``: weights of head, middle, tail
+    overlap_position: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    #: ``two_speaker.middle_mode``: weights of crossing, containment for a ``middle`` overlap
+    middle_mode: tuple[float, float] = (1.0, 1.0)
+    #: ``extra_speaker_activity``: speakers 3+ get one active segment of this fraction of the group length
     extra_speaker_activity: tuple[float, float] = (0.5, 1.0)
 
     def __post_init__(self) -> None:
-        check_pair(self.overlap_ratio, "timeline.overlap_ratio", 0.0, 1.0)
+        check_pair(self.overlap_ratio, "timeline.two_speaker.overlap_ratio", 0.0, 1.0)
         check_pair(self.extra_speaker_activity, "timeline.extra_speaker_activity", 0.0, 1.0)
-        check_finite(self.containment_prob, "timeline.containment_prob", 0.0, 1.0)
-        weights = self.position_weights
-        if len(weights) != 3 or sum(check_finite(w, "timeline.position_weights", 0.0, 1e12) for w in weights) <= 0:
-            raise ConfigError(f"{at('timeline.position_weights')}: expected 3 non-negative weights, not all 0, got "
-                              f"{list(weights)!r}")
+        for key, names in (("overlap_position", TIMELINE_POSITIONS), ("middle_mode", MIDDLE_MODES)):
+            weights = getattr(self, key)
+            where = f"timeline.two_speaker.{key}"
+            if (not isinstance(weights, (list, tuple)) or len(weights) != len(names)
+                    or sum(check_finite(w, where, 0.0, MAX_WEIGHT) for w in weights) <= 0):
+                raise ConfigError(f"{at(where)}: expected {len(names)} non-negative weights ({', '.join(names)}), "
+                                  f"not all 0, got {weights!r}")
+
+    @property
+    def containment_prob(self) -> float:
+        """P(a ``middle`` overlap is a containment)."""
+        crossing, containment = self.middle_mode
+        return containment / (crossing + containment)
 
 
 @dataclass(frozen=True)
 class MixArgs:
-    """The online mixing settings (``online_mix: true``), all in WeSep's units."""
+    """The online mixing settings (``online_mix: true``), all in WeSep's units.  Reverberation and noise are
+    ``loader.tse.augment_args.AugmentArgs`` (noise applies to pre-mixed training too)."""
 
     #: ``num_speakers.distribution``: P(1 speaker), P(2 speakers), P(3..max_speakers speakers, uniform)
     distribution: tuple[float, ...] = (0.0, 1.0, 0.0)
@@ -54,13 +72,6 @@ class MixArgs:
     #: ``mix_snr.gain`` (dB): the mixture's final gain (WeSep's default)
     gain_range: tuple[float, float] = (-12.0, 0.0)
     timeline: TimelineArgs | None = None
-    reverb_prob: float = 0.0
-    rir_banks: tuple[str, ...] = ()
-    reverb_keep_dry: bool = False
-    noise_prob: float = 0.0
-    noise_banks: tuple[str, ...] = ()
-    #: dB, mixture over noise: WeSep's ``add_noise`` range for non-speech noise
-    noise_snr: tuple[float, float] = (-5.0, 25.0)
 
     def __post_init__(self) -> None:
         dist = self.distribution
@@ -74,50 +85,22 @@ class MixArgs:
                               f"distribution {list(dist)} asks for")
         check_pair(self.snr_range, "mix_snr.range", -MAX_DB, MAX_DB)
         check_pair(self.gain_range, "mix_snr.gain", -MAX_DB, MAX_DB)
-        check_pair(self.noise_snr, "noise_snr", -MAX_DB, MAX_DB)
-        for key in ("reverb_prob", "noise_prob"):
-            check_finite(getattr(self, key), key, 0.0, 1.0)
-        check_type(self.reverb_keep_dry, bool, at("reverb_keep_dry"))
-        if self.reverb_prob > 0 and not self.rir_banks:
-            raise ConfigError(f"{at('reverb_prob')}: {self.reverb_prob} needs rir_banks: [{{path: <rir bank pack>}}]")
-        if self.noise_prob > 0 and not self.noise_banks:
-            raise ConfigError(f"{at('noise_prob')}: {self.noise_prob} needs noise_banks: "
-                              f"[{{path: <noise bank pack>}}]")
 
 
 #: WeSep's default ``mix_snr`` as a config writes it (the values are ``MixArgs``'s defaults).
 DEFAULT_MIX_SNR = {"range": list(MixArgs.snr_range), "gain": list(MixArgs.gain_range)}
-
-
-def _banks(value: Any, where: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list) or not value:
-        raise ConfigError(f"{where}: expected a non-empty list of {{path: ...}}")
-    return tuple(PackSource.from_dict(entry, f"{where}[{i}]").path for i, entry in enumerate(value))
+#: Keys that only online mixing reads.
+MIX_KEYS = ("num_speakers", "timeline", "mix_snr")
 
 
 def parse_mix(v: dict, where: str) -> MixArgs | None:
     """``online_mix`` and its keys from the ``dataset_args`` values ``v``; ``None`` when off (then the mixing
-    keys must be absent or off)."""
-    reverb_prob = probability(v["reverb_prob"], f"{where}.reverb_prob")
-    noise_prob = probability(v["noise_prob"], f"{where}.noise_prob")
-    rir_banks = _banks(v["rir_banks"], f"{where}.rir_banks")
-    noise_banks = _banks(v["noise_banks"], f"{where}.noise_banks")
-    keep_dry = check_type(v["reverb_keep_dry"], bool, f"{where}.reverb_keep_dry")
-    noise_snr = MixArgs.noise_snr if v["noise_snr"] is None else value_range(v["noise_snr"], f"{where}.noise_snr")
+    keys must be absent)."""
     if not v["online_mix"]:
-        for key in ("num_speakers", "timeline", "mix_snr", "rir_banks", "noise_banks", "noise_snr"):
+        for key in MIX_KEYS:
             if v[key] is not None:
                 raise ConfigError(f"{where}.{key}: only used with online_mix: true")
-        for key in ("reverb_prob", "noise_prob"):
-            if v[key] != 0:
-                raise ConfigError(f"{where}.{key}: reverberation and noise are only built for online_mix: true")
         return None
-    if reverb_prob > 0 and not rir_banks:
-        raise ConfigError(f"{where}.reverb_prob: {reverb_prob} needs rir_banks: [{{path: <rir bank pack>}}]")
-    if noise_prob > 0 and not noise_banks:
-        raise ConfigError(f"{where}.noise_prob: {noise_prob} needs noise_banks: [{{path: <noise bank pack>}}]")
     if v["num_speakers"] is None:
         raise ConfigError(f"{where}.num_speakers: online_mix needs {{distribution: [p1, p2, p3], max_speakers: N}}")
     spk = take_known(v["num_speakers"], f"{where}.num_speakers",
@@ -137,36 +120,38 @@ def parse_mix(v: dict, where: str) -> MixArgs | None:
     return MixArgs(distribution=tuple(float(p) for p in dist), max_speakers=max_speakers,
                    snr_range=value_range(snr["range"], f"{where}.mix_snr.range"),
                    gain_range=value_range(snr["gain"], f"{where}.mix_snr.gain"),
-                   timeline=None if v["timeline"] is None else _timeline(v["timeline"], f"{where}.timeline"),
-                   reverb_prob=reverb_prob, rir_banks=rir_banks, reverb_keep_dry=keep_dry,
-                   noise_prob=noise_prob, noise_banks=noise_banks, noise_snr=noise_snr)
+                   timeline=None if v["timeline"] is None else _timeline(v["timeline"], f"{where}.timeline"))
+
+
+def _weights(obj: Any, names: tuple[str, ...], at_: str) -> tuple[float, ...]:
+    """``{name: weight}`` for ``names`` (absent names weigh 0; none given: all equal)."""
+    if obj is None:
+        return (1.0,) * len(names)
+    values = take_known(obj, at_, dict.fromkeys(names, 0.0))
+    for name in names:
+        check_type(values[name], (int, float), f"{at_}.{name}")
+    if not all(v >= 0 for v in values.values()) or sum(values.values()) <= 0:
+        raise ConfigError(f"{at_}: expected non-negative weights of {', '.join(names)}, not all 0, got {obj!r}")
+    return tuple(float(values[name]) for name in names)
 
 
 def _timeline(obj: Any, at_: str) -> TimelineArgs:
-    """``timeline``: ``overlap_ratio``, ``position_weights`` (``{head, middle, tail}`` or a list of 3),
-    ``containment_prob``, ``extra_speaker_activity``."""
-    t = take_known(obj, at_, {"overlap_ratio": list(TimelineArgs.overlap_ratio), "position_weights": None,
-                              "containment_prob": TimelineArgs.containment_prob,
+    """``timeline``: ``two_speaker.{overlap_ratio, overlap_position, middle_mode}`` and ``extra_speaker_activity``
+    (WeSep's names); the earlier flat names are errors naming their replacement."""
+    if isinstance(obj, dict):
+        for old, new in OLD_TIMELINE_KEYS.items():
+            if old in obj:
+                raise ConfigError(f"{at_}.{old}: renamed; use {at_}.{new} (WeSep's names)")
+    t = take_known(obj, at_, {"two_speaker": None,
                               "extra_speaker_activity": list(TimelineArgs.extra_speaker_activity)})
-    weights = t["position_weights"]
-    if weights is None:
-        weights = list(TimelineArgs.position_weights)
-    elif isinstance(weights, dict):
-        weights = [take_known(weights, f"{at_}.position_weights", dict.fromkeys(TIMELINE_POSITIONS, 0.0))[name]
-                   for name in TIMELINE_POSITIONS]
-    if (not isinstance(weights, (list, tuple)) or len(weights) != 3
-            or not all(isinstance(w, (int, float)) and not isinstance(w, bool) and w >= 0 for w in weights)
-            or sum(weights) <= 0):
-        raise ConfigError(f"{at_}.position_weights: expected {{head, middle, tail}} (or a list of 3) non-negative "
-                          f"weights, not all 0, got {weights!r}")
-    prob = check_type(t["containment_prob"], (int, float), f"{at_}.containment_prob")
-    if not 0 <= prob <= 1:
-        raise ConfigError(f"{at_}.containment_prob: must be in [0, 1], got {prob}")
+    two = take_known(t["two_speaker"], f"{at_}.two_speaker",
+                     {"overlap_ratio": list(TimelineArgs.overlap_ratio), "overlap_position": None,
+                      "middle_mode": None})
     return TimelineArgs(
-        overlap_ratio=value_range(t["overlap_ratio"], f"{at_}.overlap_ratio", 0.0, 1.0),
-        position_weights=tuple(float(w) for w in weights),
-        containment_prob=float(prob),
+        overlap_ratio=value_range(two["overlap_ratio"], f"{at_}.two_speaker.overlap_ratio", 0.0, 1.0),
+        overlap_position=_weights(two["overlap_position"], TIMELINE_POSITIONS, f"{at_}.two_speaker.overlap_position"),
+        middle_mode=_weights(two["middle_mode"], MIDDLE_MODES, f"{at_}.two_speaker.middle_mode"),
         extra_speaker_activity=value_range(t["extra_speaker_activity"], f"{at_}.extra_speaker_activity", 0.0, 1.0))
 
 
-__all__ = ["MAX_SPEAKERS", "MixArgs", "TIMELINE_POSITIONS", "TimelineArgs", "parse_mix"]
+__all__ = ["MAX_SPEAKERS", "MIDDLE_MODES", "MIX_KEYS", "MixArgs", "TIMELINE_POSITIONS", "TimelineArgs", "parse_mix"]

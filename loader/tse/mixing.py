@@ -161,7 +161,7 @@ def make_timeline(rng: np.random.Generator, count: int, conf: TimelineArgs | Non
         return _whole_segments(count)
     segments = np.array([[0.0, 1.0]] * count)
     r = float(rng.uniform(*conf.overlap_ratio))
-    weights = np.asarray(conf.position_weights, dtype=np.float64)
+    weights = np.asarray(conf.overlap_position, dtype=np.float64)
     position = int(rng.choice(3, p=weights / weights.sum()))
     swap = bool(rng.random() < 0.5)
     if position == 0:  # head

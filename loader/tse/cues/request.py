@@ -2,7 +2,7 @@
 per-row fields are collated (WeSep's experiment-side cue selection and ``build_collect_keys`` overrides).
 
 Checks that need the packs (the cue exists, ``required`` against ``guaranteed``) happen when the loader is built
-(``loader.tse.cues.fields.resolve_cues``); the ones here need the config only.
+(``loader.tse.cues.resolve.resolve_cues``); the ones here need the config only.
 """
 
 from __future__ import annotations
@@ -100,16 +100,6 @@ def parse_cues(obj: Any, where: str) -> tuple[CueRequest, ...]:
     return tuple(requests)
 
 
-def parse_cue_processing(obj: Any, where: str) -> None:
-    """WeSep's enrollment augmentation: accepted when off (probabilities 0), an error otherwise."""
-    audio = take_known(obj, where, {"audio": None})["audio"]
-    probs = take_known(audio, f"{where}.audio", {"reverb_enroll_prob": 0, "noise_enroll_prob": 0})
-    for key, value in probs.items():
-        if check_type(value, (int, float), f"{where}.audio.{key}") != 0:
-            raise ConfigError(f"{where}.audio.{key}: enrollment augmentation is not supported by this version of "
-                              f"the loader (set it to 0)")
-
-
 def parse_collate(obj: Any, where: str, cues: tuple[CueRequest, ...]
              ) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]]:
     """``collate``: ``align`` of ``wav_mix``/``wav_target``; WeSep's spec keys of the per-row fields.
@@ -157,5 +147,5 @@ def parse_collate(obj: Any, where: str, cues: tuple[CueRequest, ...]
     return tuple(aligns), tuple(overrides)
 
 
-__all__ = ["ALIGNABLE_FIELDS", "ALIGNS", "CUE_REQUEST_KEYS", "CueRequest", "parse_collate", "parse_cue_processing",
+__all__ = ["ALIGNABLE_FIELDS", "ALIGNS", "CUE_REQUEST_KEYS", "CueRequest", "parse_collate",
            "parse_cues"]
