@@ -31,6 +31,8 @@ KEYS_ENTRY = b"__keys__"
 SPEECH_KEY_PREFIX = "speech"
 SPEECH_SNR_DB = (10.0, 30.0)
 NOISE_SNR_DB = (-5.0, 25.0)
+#: Enrollment noise (WeSep's ``noise_enroll_prob``): speech keys at :data:`SPEECH_SNR_DB`, the others at this.
+ENROLL_NOISE_SNR_DB = (0.0, 25.0)
 
 
 class NoiseLmdbError(SpeechpackError):
@@ -40,6 +42,11 @@ class NoiseLmdbError(SpeechpackError):
 def noise_snr_range(key: str) -> tuple[float, float]:
     """The SNR range (dB, mixture over noise) WeSep draws from for the noise stored under ``key``."""
     return SPEECH_SNR_DB if key.startswith(SPEECH_KEY_PREFIX) else NOISE_SNR_DB
+
+
+def enroll_noise_snr_range(key: str) -> tuple[float, float]:
+    """The SNR range (dB, enrollment over noise) for enrollment noise stored under ``key``."""
+    return SPEECH_SNR_DB if key.startswith(SPEECH_KEY_PREFIX) else ENROLL_NOISE_SNR_DB
 
 
 _SOUNDFILE_ERRORS = (soundfile.LibsndfileError, RuntimeError, ValueError, TypeError)
@@ -162,5 +169,5 @@ class NoiseLmdb:
         return decode_noise(self.raw(key), key, sample_rate)
 
 
-__all__ = ["KEYS_ENTRY", "NOISE_SNR_DB", "SPEECH_KEY_PREFIX", "SPEECH_SNR_DB", "NoiseLmdb", "NoiseLmdbError",
-           "decode_noise", "noise_snr_range", "probe_noise"]
+__all__ = ["ENROLL_NOISE_SNR_DB", "KEYS_ENTRY", "NOISE_SNR_DB", "SPEECH_KEY_PREFIX", "SPEECH_SNR_DB", "NoiseLmdb", "NoiseLmdbError",
+           "decode_noise", "enroll_noise_snr_range", "noise_snr_range", "probe_noise"]

@@ -361,22 +361,6 @@ def test_older_wesep_keys_name_their_replacement(args, message):
         LoaderConfig.from_dict({"packs": [{"path": "p"}], "dataset_args": args})
 
 
-@pytest.mark.parametrize("args, message", [
-    ({"noise_prob": 0.5, "noise_lmdb_file": "n.lmdb", "cues": {"audio": {"use": True}}}, "noise_prob: noise on pre-mixed"),
-    ({"online_mix": True, "num_speakers": {"distribution": [0, 1, 0]}, "reverb_prob": 0.5},
-     "reverb_conf: simulated same-room reverberation is not supported yet"),
-    ({"online_mix": True, "num_speakers": {"distribution": [0, 1, 0]}, "noise_prob": 0.5,
-      "noise_lmdb_file": "n.lmdb", "cues": {"audio": {"use": False}}}, "noise_lmdb_file: noise read from the LMDB"),
-    ({"cue_processing": {"audio": {"reverb_enroll_prob": 0.5}}}, "reverb_enroll_prob: enrollment augmentation"),
-])
-def test_augmentation_not_built_yet_is_refused_in_training(sources_pack, args, message):  # noqa: F811
-    path, _case = sources_pack()
-    config = {"packs": [{"path": path}], "dataset_args": args}
-    LoaderConfig.from_dict(config)  # parsed and checked
-    with pytest.raises(ConfigError, match=message):
-        build_loader(config, "train")
-
-
 def test_peek_and_plan_read_the_recipe_file_with_pack(corpus, tmp_path):  # noqa: F811
     pack = family_pack(corpus, "audio")
     path = tmp_path / "train.yaml"

@@ -27,10 +27,12 @@ from loader.batching import Windows, tile_windows
 from loader.pack import Pack
 from loader.plan import batch_rng
 from loader.tse.args import DatasetArgs
+from loader.tse.augment import ENROLL_DRAWS, NOISE_DRAWS, EnrollAugment, NoiseSource, noisy_mixture
 from loader.tse.collate import collate_field
 from loader.tse.cues.resolve import DRAWS_PER_CUE, ChunkInfo, label_field, resolve_cues
 from loader.tse.decode import Decoder, Row, collate_rows
 from loader.tse.items import ItemIndex
+from loader.tse.mixing import augment_rng
 from loader.tse.online import OnlineMixer
 from loader.tse.windows import ZERO_CHUNK_REDRAWS, Chunking, scored_mask, unit_window
 from schemas.constants import KIND_SOURCES, KIND_TSE, STREAM_MIX, STREAM_SOURCE, STREAM_TARGET
@@ -75,6 +77,13 @@ class TseBatchBuilder:
         self.label_spec = label_field(args)
         self.has_labels = any(p.cues_config is not None and p.cues_config.speaker_label_resource is not None
                               for p in packs)
+        train_augment = args.augment if state == "train" else None  # WeSep augments training batches only
+        # offline (pre-mixed) noise; online mixing adds its own noise while mixing
+        self.offline_noise = (NoiseSource(train_augment) if train_augment is not None and train_augment.noise_prob > 0
+                              and not (args.online_mix and state == "train") else None)
+        self.enroll_augment = (EnrollAugment(train_augment, self.rate) if train_augment is not None
+                               and (train_augment.reverb_enroll_prob > 0 or train_augment.noise_enroll_prob > 0)
+                               else None)
         self.online = (OnlineMixer(packs, items, args, self.kind, self.rate, self.chunking, self.decoder, seed)
                        if args.online_mix and state == "train" else None)
 
@@ -101,7 +110,7 @@ class TseBatchBuilder:
         if self.online is not None:
             mixed = self.online.build(item_ids, epoch, global_batch)
             batch = self._assemble(mixed.rows, mixed.wav_mix, mixed.wav_target, mixed.chunk_ratio, mixed.real, valid,
-                                   batch_rng(self.seed, epoch, global_batch), mixed.source_keys)
+                                   batch_rng(self.seed, epoch, global_batch), mixed.source_keys, epoch, global_batch)
             batch["timeline"] = mixed.timeline
             batch["overlap_ratio_2spk"] = mixed.overlap_ratio_2spk
             return batch
@@ -130,16 +139,36 @@ class TseBatchBuilder:
         wav_mix = collate_rows([row.mix for row in rows], windows, lengths, self.args.align_of("wav_mix"),
                                mixture_of=[row.item for row in rows])
         wav_target = collate_rows([row.target for row in rows], windows, lengths, self.args.align_of("wav_target"))
+        if self.offline_noise is not None:
+            self._add_noise(rows, wav_mix, augment_rng(self.seed, epoch, global_batch).random(
+                (len(item_ids), NOISE_DRAWS)))
         real = np.asarray([w.take for w in windows], dtype=np.int64)
         chunk_ratio = [w.chunk_ratio() for w in windows]
-        batch = self._assemble(rows, wav_mix, wav_target, chunk_ratio, real, valid, rng)
+        batch = self._assemble(rows, wav_mix, wav_target, chunk_ratio, real, valid, rng, epoch=epoch,
+                               global_batch=global_batch)
         if units is not None:  # scored samples: the chunk itself, not its history
             batch["scored"] = scored_mask(self.windows, [int(units[row.item]) for row in rows], wav_target.shape[-1])
         return batch
 
+    def _add_noise(self, rows: list[Row], wav_mix: np.ndarray, draws: np.ndarray) -> None:
+        """WeSep's ``add_noise`` on pre-mixed training: per mixture, with ``noise_prob``, noise over its chunk
+        (``window.length``, padding included, as WeSep adds it after chunking) in every row of that mixture; the
+        targets are untouched."""
+        first: dict[int, int] = {}
+        for r, row in enumerate(rows):
+            first.setdefault(row.item, r)
+        for item, r in first.items():
+            length = min(rows[r].window.length, wav_mix.shape[-1])
+            noisy = noisy_mixture(wav_mix[r, :, :length], draws[item], self.offline_noise,
+                                  self.args.augment.noise_prob, self.rate)
+            if noisy is not None:
+                for s, row in enumerate(rows):
+                    if row.item == item:
+                        wav_mix[s, :, :length] = noisy
+
     def _assemble(self, rows: list[Row], wav_mix: np.ndarray, wav_target: np.ndarray, chunk_ratio: list[dict],
                   real: np.ndarray, valid: np.ndarray, rng: np.random.Generator,
-                  source_keys: list[str] | None = None) -> dict:
+                  source_keys: list[str] | None = None, epoch: int = 0, global_batch: int = 0) -> dict:
         """The batch dict in WeSep's field order: audio, row metadata, labels, cues, then valid/lengths/ratios."""
         batch = {
             "wav_mix": wav_mix,
@@ -152,7 +181,7 @@ class TseBatchBuilder:
             batch["source_key"] = source_keys
         self._labels(rows, batch)
         if self.cues:
-            self._cues(rows, chunk_ratio, rng, batch, source_keys)
+            self._cues(rows, chunk_ratio, rng, batch, source_keys, epoch, global_batch)
         batch["valid"] = np.asarray([bool(valid[row.item]) for row in rows], dtype=bool)
         batch["lengths"] = np.minimum(real, wav_target.shape[-1])
         batch["chunk_ratio"] = chunk_ratio
@@ -174,15 +203,26 @@ class TseBatchBuilder:
             batch["speaker_label_present"] = present
 
     def _cues(self, rows: list[Row], chunk_ratio: list[dict], rng: np.random.Generator, batch: dict,
-              source_keys: list[str] | None = None) -> None:
-        """Every used cue of every row (WeSep's cue layer), collated; draws continue the batch's generator."""
+              source_keys: list[str] | None = None, epoch: int = 0, global_batch: int = 0) -> None:
+        """Every used cue of every row (WeSep's cue layer), collated; draws continue the batch's generator.
+        Waveform enrollments are augmented in training (``cue_processing.audio``), with draws from the batch's
+        augmentation stream after the offline noise's."""
         draws = rng.random((len(rows), len(self.cues), DRAWS_PER_CUE))
+        enroll_draws = None
+        if self.enroll_augment is not None:
+            aug = augment_rng(self.seed, epoch, global_batch)
+            if self.offline_noise is not None:
+                aug.random((len({row.item for row in rows}), NOISE_DRAWS))  # the offline noise's draws
+            enroll_draws = aug.random((len(rows), len(self.cues), ENROLL_DRAWS))
         chunks = [ChunkInfo(ratio["start_ratio"], ratio["end_ratio"], ratio["orig_len"], self.rate)
                   for ratio in chunk_ratio]
         for c, cue in enumerate(self.cues):
             values = [cue.read(row.pack, self.packs[row.pack].path, row.key, row.speaker, chunk, draws[r, c],
                                source_keys[r] if source_keys else None)
                       for r, (row, chunk) in enumerate(zip(rows, chunks))]
+            if enroll_draws is not None and cue.representation == "waveform":
+                values = [None if v is None else self.enroll_augment(v, enroll_draws[r, c])
+                          for r, v in enumerate(values)]
             batch[cue.field.name], present = collate_field(values, cue.field, batch["key"])
             if cue.field.emit_present:
                 batch[f"{cue.field.name}_present"] = present

@@ -52,6 +52,20 @@ def item_rng(seed: int, epoch: int, global_batch: int, position: int) -> np.rand
     return np.random.Generator(np.random.Philox(key=seed, counter=counter))
 
 
+#: Counter word 1 of the batch's augmentation stream (offline mixture noise, enrollment augmentation): above any
+#: item position, so it never meets ``item_rng`` or ``loader.plan.batch_rng`` (word 1 = 0).
+AUGMENT_STREAM_WORD = 1 << 63
+
+
+def augment_rng(seed: int, epoch: int, global_batch: int) -> np.random.Generator:
+    """The batch's augmentation generator: Philox keyed by the seed, counter (0, 2**63, batch + 1, epoch); a pure
+    function of (seed, epoch, batch), so augmentation is the same for any worker count and after a resume."""
+    if seed < 0 or epoch < 0 or global_batch < 0:
+        raise MixError(f"seed, epoch and batch must be non-negative, got {seed}, {epoch}, {global_batch}")
+    counter = np.array([0, AUGMENT_STREAM_WORD, global_batch + 1, epoch], dtype=np.uint64)
+    return np.random.Generator(np.random.Philox(key=seed, counter=counter))
+
+
 class ItemGenerators:
     """``item_rng(seed, epoch, batch, position)`` for every position of a batch, from generator objects reused
     batch after batch: the same streams, bit for bit.  Building a ``Philox`` draws OS entropy for a seed sequence
@@ -395,7 +409,7 @@ class Scratch:
         self.__init__()
 
 
-__all__ = ["GROUP_ATTEMPTS", "RIR_CACHE_BYTES", "ByteBudgetCache", "ItemGenerators", "MixError", "Scratch",
-           "SpeakerIndex", "add_noise", "apply_timeline", "choose_group", "draw_num_speakers", "energies",
+__all__ = ["AUGMENT_STREAM_WORD", "GROUP_ATTEMPTS", "RIR_CACHE_BYTES", "ByteBudgetCache", "ItemGenerators", "MixError", "Scratch",
+           "SpeakerIndex", "add_noise", "apply_timeline", "augment_rng", "choose_group", "draw_num_speakers", "energies",
            "fast_fft_size", "fit_noise", "item_rng", "make_timeline", "mix_sources", "reverberate", "rir_spectrum",
            "snr_mix", "snr_scales", "timeline_masks"]

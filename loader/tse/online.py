@@ -10,7 +10,7 @@ A group goes through three steps, kept apart so a batch can be allocated before 
   once.
 
 The pure mixing functions are ``loader.tse.mixing``; RIR and noise banks are packs of kind ``rir``/``noise``
-(``Bank``), and decoded RIRs and their spectra are kept in a per-process cache of ``RIR_CACHE_BYTES``.
+(``loader.tse.augment``: also the user's noise LMDB and simulated rooms), and decoded bank RIRs and their spectra are kept in a per-process cache of ``RIR_CACHE_BYTES``.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-import soxr
 
-from loader.pack import Pack, open_pack, will_need_view
+from loader.pack import Pack, will_need_view
 from loader.tse.args import DatasetArgs
+from loader.tse.augment import Bank, NoiseSource, RirSource
 from loader.tse.augment_args import AugmentArgs
 from loader.tse.decode import Audio, Decoder, Row, decode_into
 from loader.tse.items import ItemIndex
@@ -39,7 +39,6 @@ from loader.tse.mixing import (
     apply_timeline,
     choose_group,
     energies,
-    fit_noise,
     make_timeline,
     mix_sources,
     reverberate,
@@ -47,8 +46,7 @@ from loader.tse.mixing import (
     snr_scales,
 )
 from loader.tse.windows import ZERO_CHUNK_REDRAWS, Chunking, Window
-from schemas.constants import KIND_NOISE, KIND_RIR, KIND_SOURCES, STREAM_AUDIO, STREAM_SOURCE
-from schemas.noise_lmdb import NOISE_SNR_DB
+from schemas.constants import KIND_SOURCES, STREAM_SOURCE
 
 #: ``overlap_ratio_2spk`` of a row whose mixture does not have two speakers (a number, not NaN, so batches compare
 #: equal and sums stay finite).
@@ -111,38 +109,6 @@ class OnlineBatch(NamedTuple):
     overlap_ratio_2spk: np.ndarray
 
 
-class Bank:
-    """A noise or RIR bank: its packs and its entries as ``[(pack, audio segment)]`` rows (channel 0 is used)."""
-
-    def __init__(self, paths: tuple[str, ...], kind: str):
-        self.packs: list[Pack] = []
-        entries = []
-        for path in paths:
-            pack = open_pack(path)
-            if pack.kind != kind:
-                raise MixError(f"{path}: a {kind} bank is needed here, this pack is {pack.kind}")
-            table = pack.streams[STREAM_AUDIO]
-            first = np.asarray(table.first, dtype=np.int64)
-            entries.append(np.stack([np.full(len(pack), len(self.packs), dtype=np.int64), first], axis=1))
-            self.packs.append(pack)
-        self.rows = np.concatenate(entries) if entries else np.zeros((0, 2), np.int64)
-        if paths and not len(self.rows):
-            raise MixError(f"the {kind} banks {list(paths)} are empty")
-
-    def entry(self, draw: float) -> int:
-        """The entry a uniform ``draw`` in [0, 1) picks."""
-        return min(int(draw * len(self.rows)), len(self.rows) - 1)
-
-    def read(self, entry: int, rate: int) -> np.ndarray:
-        """Channel 0 of entry ``entry``, float64 at ``rate``."""
-        pack_id, segment = self.rows[entry]
-        pack = self.packs[int(pack_id)]
-        audio = pack.read_segment(STREAM_AUDIO, int(segment))[0].astype(np.float64)
-        if pack.sample_rate != rate:
-            audio = soxr.resample(audio, pack.sample_rate, rate)
-        return audio
-
-
 def speaker_index(packs: list[Pack], items: ItemIndex, kind: str) -> SpeakerIndex:
     """The items' speakers (one per source utterance), grouped."""
     if kind != KIND_SOURCES:
@@ -173,8 +139,9 @@ class OnlineMixer:
         self.chunking = chunking
         self.decoder = decoder
         self.speaker_index = speaker_index(packs, items, kind)
-        self.rir_bank = Bank(self.augment.rir_banks, KIND_RIR)
-        self.noise_bank = Bank(self.augment.noise_banks, KIND_NOISE)
+        self.rirs = RirSource(self.augment)
+        # the LMDB or noise packs are opened only when noise is used (recipes name an LMDB with noise_prob: 0)
+        self.noise = NoiseSource(self.augment) if self.augment.noise_prob > 0 else None
         # the timeline applies to chunks, not whole utterances (WeSep)
         self.timeline = args.mix.timeline if not args.whole_utt else None
         self.scratch = Scratch()  # the work area, reused from group to group
@@ -203,10 +170,15 @@ class OnlineMixer:
         return Draft(members, max(m.window.length for m in members), segments, rir_draws if reverb else None)
 
     def reverberate(self, sources: np.ndarray, rir_draws: np.ndarray) -> np.ndarray:
-        """``sources`` convolved with the drawn RIRs, each RIR decoded and transformed once per process and FFT
-        size (``RIR_CACHE_BYTES`` of them kept): the FFTs of the sources are then the only ones left per group."""
-        entries = [self.rir_bank.entry(d) for d in rir_draws]
-        rirs = [self.rir_cache.get(("rir", e), lambda e=e: self.rir_bank.read(e, self.rate)) for e in entries]
+        """``sources`` convolved with the drawn RIRs.  Simulated (``reverb_conf``): one room for the group, keyed
+        by the first draw, one RIR per source, all rows in one FFT each way.  Banks: each RIR decoded and
+        transformed once per process and FFT size (``RIR_CACHE_BYTES`` of them kept), so the FFTs of the sources
+        are the only ones left per group."""
+        if self.rirs.simulated:
+            return reverberate(sources, self.rirs.room_rirs(float(rir_draws[0]), len(sources), self.rate))
+        bank = self.rirs.bank
+        entries = [bank.entry(d) for d in rir_draws]
+        rirs = [self.rir_cache.get(("rir", e), lambda e=e: bank.read(e, self.rate)) for e in entries]
         return reverberate(sources, rirs, lambda i, size: self.rir_cache.get(
             ("spectrum", entries[i], size), lambda: rir_spectrum(rirs[i], size)))
 
@@ -234,11 +206,8 @@ class OnlineMixer:
                 gain = float(rng.uniform(*mix_args.gain_range))
                 noise_on, noise_draws = rng.random() < self.augment.noise_prob, rng.random(3)
                 noise = None
-                if noise_on:
-                    low, high = self.augment.noise_snr or NOISE_SNR_DB
-                    entry = self.noise_bank.entry(noise_draws[0])
-                    noise = (fit_noise(self.noise_bank.read(entry, self.rate), draft.length, noise_draws[1]),
-                             float(low + noise_draws[2] * (high - low)))
+                if noise_on:  # WeSep's SNR rule by the noise's key, unless noise_snr fixes a range
+                    noise = self.noise.draw(noise_draws, self.rate, draft.length)
                 return Group(draft, sources, dry, energy, snr, gain, noise)
         key = str(self.packs[int(self.items.pack[item])].keys[int(self.items.sample[item])])
         raise MixError(f"online_mix: no group with energy in every source for target {key} after {GROUP_ATTEMPTS} "

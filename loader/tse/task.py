@@ -14,26 +14,11 @@ __all__ = ["parse_dataset_args", "prepare", "unsupported"]
 
 
 def unsupported(args: DatasetArgs, state: str) -> str | None:
-    """What the config asks for that this version does not build yet (a message), else None.
+    """What the config asks for that this version does not build (a message), else None.
 
-    These keys are parsed and checked (``loader.tse.augment_args``), so a recipe that sets them to 0 loads; a
-    value that would change training batches is refused rather than silently ignored.  Validation and test never
-    augment (WeSep), so they load whatever the values are.
-    """
-    aug = args.augment
-    if aug is None or state != "train":
-        return None
-    if aug.noise_prob > 0 and args.mix is None:
-        return "noise_prob: noise on pre-mixed (offline) training is not supported yet (online_mix: true only)"
-    if aug.noise_prob > 0 and aug.noise_lmdb_file is not None:
-        return ("noise_lmdb_file: noise read from the LMDB at batch time is not supported yet; convert it once "
-                "(speechpack build audio-bank --kind noise --lmdb PATH) and give noise_banks: [{path: PACK}]")
-    if aug.reverb_prob > 0 and aug.reverb_conf is not None:
-        return ("reverb_conf: simulated same-room reverberation is not supported yet; give rir_banks: "
-                "[{path: PACK}] (speechpack build audio-bank --kind rir --simulate N)")
-    for key in ("reverb_enroll_prob", "noise_enroll_prob"):
-        if getattr(aug, key) > 0:
-            return f"cue_processing.audio.{key}: enrollment augmentation is not supported yet (set it to 0)"
+    Every augmentation key (``loader.tse.augment_args``) now changes batches: noise from an LMDB or noise packs,
+    online and offline; same-room reverberation from ``reverb_conf`` or ``rir_banks``; enrollment augmentation
+    (``loader.tse.augment``).  Kept as the one place a future key is refused instead of silently ignored."""
     return None
 
 

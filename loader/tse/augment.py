@@ -1,0 +1,213 @@
+"""Where noise and RIRs come from, and the augmentations that use them outside online mixing.
+
+WeSep adds noise to the mixture only (``noise_prob``), in pre-mixed (offline) training as in online mixing, and
+augments waveform enrollments (``cue_processing.audio.{reverb_enroll_prob, noise_enroll_prob}``).  The sources:
+
+- noise: the user's WeSep noise LMDB as it is (``noise_lmdb_file``; keys by cursor, entries decoded and resampled
+  at each draw) or noise packs (``noise_banks``, e.g. the LMDB converted once with ``speechpack build audio-bank
+  --kind noise --lmdb``: mapped int16, nothing to decode).  Either way the SNR follows WeSep's key rule
+  (``schemas.noise_lmdb``: ``speech*`` keys U[10, 30] dB, others U[-5, 25]; enrollments U[0, 25] for non-speech),
+  unless ``noise_snr`` fixes one range;
+- RIRs: one simulated room per mixture (``reverb_conf``, ``loader.tse.room_sim``), its generator keyed by one
+  uniform draw of the mixture's stream, or RIR packs (``rir_banks``).  Simulated RIRs are cut where their
+  remaining energy is ``RIR_TRIM_DB`` below the total (Schroeder backward integration), so FFTs stay short.
+
+Every draw comes from a counter-based stream (``loader.tse.mixing.item_rng`` / ``augment_rng``), in a fixed count
+per row, so batches are the same for any worker count and after a resume.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import soxr
+
+from loader.pack import Pack, open_pack
+from loader.tse.augment_args import AugmentArgs
+from loader.tse.mixing import MixError, energies, fast_fft_size, fit_noise
+from loader.tse.room_sim import simulate_room
+from schemas.constants import KIND_NOISE, KIND_RIR, STREAM_AUDIO
+from schemas.noise_lmdb import NoiseLmdb, enroll_noise_snr_range, noise_snr_range
+
+#: dB: a simulated RIR is cut where the energy left after it is this far below its total energy.
+RIR_TRIM_DB = 60.0
+#: WeSep peak-normalises a reverberated enrollment to this.
+ENROLL_PEAK = 0.9
+#: Uniform draws per mixture for offline noise: on/off, entry, offset, SNR.
+NOISE_DRAWS = 4
+#: Uniform draws per enrollment: reverb on/off, RIR (or room key), noise on/off, entry, offset, SNR.
+ENROLL_DRAWS = 6
+#: Bits of a uniform draw turned into a room generator's key.
+_ROOM_KEY_BITS = 53
+
+
+class Bank:
+    """A noise or RIR bank: its packs and its entries as ``[(pack, audio segment, sample)]`` rows (channel 0)."""
+
+    def __init__(self, paths: tuple[str, ...], kind: str):
+        self.packs: list[Pack] = []
+        entries = []
+        for path in paths:
+            pack = open_pack(path)
+            if pack.kind != kind:
+                raise MixError(f"{path}: a {kind} bank is needed here, this pack is {pack.kind}")
+            table = pack.streams[STREAM_AUDIO]
+            first = np.asarray(table.first, dtype=np.int64)
+            entries.append(np.stack([np.full(len(pack), len(self.packs), dtype=np.int64), first,
+                                     np.arange(len(pack), dtype=np.int64)], axis=1))
+            self.packs.append(pack)
+        self.rows = np.concatenate(entries) if entries else np.zeros((0, 3), np.int64)
+        if paths and not len(self.rows):
+            raise MixError(f"the {kind} banks {list(paths)} are empty")
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def entry(self, draw: float) -> int:
+        """The entry a uniform ``draw`` in [0, 1) picks."""
+        return min(int(draw * len(self.rows)), len(self.rows) - 1)
+
+    def key(self, entry: int) -> str:
+        """The sample key of ``entry`` (a converted LMDB keeps WeSep's keys, so the ``speech`` rule holds)."""
+        pack_id, _, sample = self.rows[entry]
+        return str(self.packs[int(pack_id)].keys[int(sample)])
+
+    def read(self, entry: int, rate: int) -> np.ndarray:
+        """Channel 0 of entry ``entry``, float64 at ``rate``."""
+        pack_id, segment, _ = self.rows[entry]
+        pack = self.packs[int(pack_id)]
+        audio = pack.read_segment(STREAM_AUDIO, int(segment))[0].astype(np.float64)
+        if pack.sample_rate != rate:
+            audio = soxr.resample(audio, pack.sample_rate, rate)
+        return audio
+
+
+class NoiseSource:
+    """Noise from a WeSep LMDB (``noise_lmdb_file``) or noise packs (``noise_banks``); ``draw`` gives a noise
+    fitted to a length and its SNR.  The LMDB's key list is read by cursor once per process (pickles as paths)."""
+
+    def __init__(self, augment: AugmentArgs):
+        self.lmdb = NoiseLmdb(augment.noise_lmdb_file) if augment.noise_lmdb_file is not None else None
+        self.bank = Bank(augment.noise_banks, KIND_NOISE)
+        self.snr = augment.noise_snr
+        self._keys: list[str] | None = None
+        if self.lmdb is not None:
+            len(self)  # a missing or empty LMDB is named when the loader is built, not in a worker
+
+    def __bool__(self) -> bool:
+        return self.lmdb is not None or len(self.bank) > 0
+
+    def _lmdb_keys(self) -> list[str]:
+        if self._keys is None:
+            self._keys = self.lmdb.keys()
+        return self._keys
+
+    def __len__(self) -> int:
+        return len(self._lmdb_keys()) if self.lmdb is not None else len(self.bank)
+
+    def key(self, entry: int) -> str:
+        return self._lmdb_keys()[entry] if self.lmdb is not None else self.bank.key(entry)
+
+    def read(self, entry: int, rate: int) -> np.ndarray:
+        """Channel 0 of ``entry``, float64 at ``rate``."""
+        if self.lmdb is None:
+            return self.bank.read(entry, rate)
+        audio, _ = self.lmdb.read(self._lmdb_keys()[entry], rate)
+        return audio[0].astype(np.float64)
+
+    def draw(self, draws: np.ndarray, rate: int, length: int, enroll: bool = False) -> tuple[np.ndarray, float]:
+        """``draws`` (3 uniforms: entry, offset, SNR) to a noise of ``length`` (wrapped or cropped) and its SNR
+        in dB, from ``noise_snr`` or WeSep's rule for the entry's key (mixture or enrollment ranges)."""
+        count = len(self)
+        entry = min(int(draws[0] * count), count - 1)
+        key = self.key(entry)
+        low, high = self.snr or (enroll_noise_snr_range(key) if enroll else noise_snr_range(key))
+        return fit_noise(self.read(entry, rate), length, float(draws[1])), float(low + draws[2] * (high - low))
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_keys": None}
+
+
+class RirSource:
+    """RIRs from simulated rooms (``reverb_conf``) or RIR packs (``rir_banks``)."""
+
+    def __init__(self, augment: AugmentArgs):
+        self.room = augment.reverb_conf
+        self.bank = Bank(augment.rir_banks, KIND_RIR)
+
+    @property
+    def simulated(self) -> bool:
+        return self.room is not None
+
+    def room_rirs(self, draw: float, count: int, rate: int) -> list[np.ndarray]:
+        """``count`` RIRs of one room (one per source), the room's generator keyed by the uniform ``draw``."""
+        rng = np.random.Generator(np.random.Philox(key=int(draw * (1 << _ROOM_KEY_BITS))))
+        return [trim_rir(rir) for rir in simulate_room(rng, self.room, count, rate).rirs]
+
+
+def trim_rir(rir: np.ndarray, trim_db: float = RIR_TRIM_DB) -> np.ndarray:
+    """``rir`` cut after the last sample whose remaining energy (Schroeder backward integration) is still above
+    ``trim_db`` below the total: what follows cannot be heard over the rest."""
+    remaining = np.cumsum((rir.astype(np.float64) ** 2)[::-1])[::-1]
+    keep = int(np.count_nonzero(remaining > remaining[0] * 10.0 ** (-trim_db / 10.0)))
+    return rir[:max(keep, 1)]
+
+
+def convolve_same(signal: np.ndarray, rir: np.ndarray) -> np.ndarray:
+    """Every row of ``signal`` ``[C, T]`` convolved with ``rir`` ("full", cropped to ``T``), one FFT each way."""
+    length = signal.shape[-1]
+    size = fast_fft_size(length + len(rir) - 1)
+    spectra = np.fft.rfft(signal, size, axis=-1) * np.fft.rfft(rir.astype(np.float64), size)
+    return np.fft.irfft(spectra, size, axis=-1)[..., :length].astype(np.float32)
+
+
+def add_scaled_noise(signal: np.ndarray, noise: np.ndarray, snr_db: float) -> np.ndarray:
+    """``signal`` ``[C, T]`` plus ``noise`` ``[T]`` (on every channel) at ``snr_db`` below the signal's energy
+    (over all channels, per channel); a silent signal or noise is left as it is."""
+    e_noise = float(energies(noise))
+    e_signal = float(energies(signal).sum()) / signal.shape[0]
+    if e_noise <= 0.0 or e_signal <= 0.0:
+        return signal
+    factor = np.float32(np.sqrt(e_signal / (e_noise * 10.0 ** (snr_db / 10.0))))
+    return signal + noise.astype(np.float32) * factor
+
+
+def noisy_mixture(mix: np.ndarray, draws: np.ndarray, noise: NoiseSource, prob: float, rate: int) -> np.ndarray | None:
+    """WeSep's ``add_noise`` on a pre-mixed chunk ``[C, L]``: with probability ``prob`` (``draws[0]``) the noisy
+    mixture, else ``None``.  ``draws``: ``NOISE_DRAWS`` uniforms."""
+    if not draws[0] < prob:
+        return None
+    sample, snr = noise.draw(draws[1:], rate, mix.shape[-1])
+    return add_scaled_noise(mix, sample, snr)
+
+
+class EnrollAugment:
+    """``cue_processing.audio``: reverberate (then peak-normalise to ``ENROLL_PEAK``, as WeSep) and/or add noise
+    to a waveform enrollment, from the same rooms or banks and noise sources as the mixtures."""
+
+    def __init__(self, augment: AugmentArgs, rate: int):
+        self.reverb_prob = augment.reverb_enroll_prob
+        self.noise_prob = augment.noise_enroll_prob
+        self.rate = rate
+        self.rirs = RirSource(augment) if self.reverb_prob > 0 else None
+        self.noise = NoiseSource(augment) if self.noise_prob > 0 else None
+
+    def __call__(self, audio: np.ndarray, draws: np.ndarray) -> np.ndarray:
+        """``audio`` ``[C, T]`` float32 augmented by ``draws`` (``ENROLL_DRAWS`` uniforms)."""
+        out = audio
+        if draws[0] < self.reverb_prob:
+            if self.rirs.simulated:
+                rir = self.rirs.room_rirs(float(draws[1]), 1, self.rate)[0]
+            else:
+                rir = self.rirs.bank.read(self.rirs.bank.entry(float(draws[1])), self.rate)
+            out = convolve_same(out, rir)
+            peak = float(np.abs(out).max())
+            if peak > 0:
+                out = out * np.float32(ENROLL_PEAK / peak)
+        if draws[2] < self.noise_prob:
+            sample, snr = self.noise.draw(draws[3:], self.rate, out.shape[-1], enroll=True)
+            out = add_scaled_noise(out, sample, snr)
+        return np.asarray(out, dtype=np.float32)
+
+
+__all__ = ["Bank", "ENROLL_DRAWS", "ENROLL_PEAK", "EnrollAugment", "NOISE_DRAWS", "NoiseSource", "RIR_TRIM_DB",
+           "RirSource", "add_scaled_noise", "convolve_same", "noisy_mixture", "trim_rir"]
