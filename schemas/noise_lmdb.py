@@ -99,6 +99,9 @@ def _environment(path: str):
     held = _ENVIRONMENTS.get(real)
     if held is not None and held[0] == os.getpid():
         return held[1]
+    if held is not None:  # inherited through fork: py-lmdb refuses a second open of a path its process holds, and
+        held[1].close()   # the parent's handle must not be used here; closing unmaps it in this process only
+        del _ENVIRONMENTS[real]
     try:
         import lmdb
     except ImportError:
