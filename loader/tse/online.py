@@ -21,7 +21,7 @@ import numpy as np
 
 from loader.pack import Pack, will_need_view
 from loader.tse.args import DatasetArgs
-from loader.tse.augment import Bank, NoiseSource, RirSource
+from loader.tse.augment import Bank, NoiseSource, RirSource, convolve_rows
 from loader.tse.augment_args import AugmentArgs
 from loader.tse.decode import Audio, Decoder, Row, decode_into
 from loader.tse.items import ItemIndex
@@ -175,7 +175,7 @@ class OnlineMixer:
         transformed once per process and FFT size (``RIR_CACHE_BYTES`` of them kept), so the FFTs of the sources
         are the only ones left per group."""
         if self.rirs.simulated:
-            return reverberate(sources, self.rirs.room_rirs(float(rir_draws[0]), len(sources), self.rate))
+            return convolve_rows(sources, self.rirs.room_rirs(float(rir_draws[0]), len(sources), self.rate))
         bank = self.rirs.bank
         entries = [bank.entry(d) for d in rir_draws]
         rirs = [self.rir_cache.get(("rir", e), lambda e=e: bank.read(e, self.rate)) for e in entries]
