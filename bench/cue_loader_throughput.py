@@ -100,7 +100,8 @@ from loader_throughput import (  # noqa: E402
     warm_files,
     wesep_collate,
 )
-from packer.build.run import BuildOptions, build_wesep  # noqa: E402
+from packer.adapters.wesep import build_wesep  # noqa: E402
+from packer.build.run import BuildOptions  # noqa: E402
 
 TARGET_VS_WESEP = 20.0
 LIBRIVOX_GLOB = "/usr/share/pocketsphinx/test/data/librivox/*.wav"

@@ -84,7 +84,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import packer.audio as audio_module  # noqa: E402
 import packer.sample as sample_module  # noqa: E402
 from loader import build_loader, open_pack  # noqa: E402
-from packer.build.run import BuildOptions, build_wesep  # noqa: E402
+from packer.adapters.wesep import build_wesep  # noqa: E402
+from packer.build.run import BuildOptions  # noqa: E402
 from packer.sample import PackedSample  # noqa: E402
 from workdir import bench_workdir  # noqa: E402
 from packer.writer import PackWriter  # noqa: E402

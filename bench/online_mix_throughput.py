@@ -52,7 +52,9 @@ from loader_throughput import (CHUNK_LEN, CHUNK_SECONDS, PIECE_SECONDS, _log, bu
 from workdir import bench_workdir  # noqa: E402
 from loader import build_loader  # noqa: E402
 from packer.adapters.audio_bank import SimulationOptions  # noqa: E402
-from packer.build.run import BuildOptions, build_audio_bank, build_simulated_rirs, build_wesep  # noqa: E402
+from packer.adapters.audio_bank import build_audio_bank, build_simulated_rirs  # noqa: E402
+from packer.adapters.wesep import build_wesep  # noqa: E402
+from packer.build.run import BuildOptions  # noqa: E402
 
 TARGET_VS_PREMIXED = 0.5
 NOISE_GLOB = "/usr/share/qabcs/abcs/all/noises/*.ogg"

@@ -53,7 +53,9 @@ import soxr
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from packer.build.run import BuildOptions, build_wesep  # noqa: E402
+from packer.adapters.wesep import build_wesep  # noqa: E402
+
+from packer.build.run import BuildOptions  # noqa: E402
 from workdir import bench_workdir  # noqa: E402
 
 TARGET_RATIO = 0.8

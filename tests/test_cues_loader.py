@@ -42,7 +42,8 @@ from loader.tse.cues.fields import (
     spatial_value,
     video_chunk,
 )
-from packer.build.run import BuildOptions, build_wesep
+from packer.adapters.wesep import build_wesep
+from packer.build.run import BuildOptions
 
 RATE = 16000
 

@@ -27,6 +27,7 @@ from packer.build.state import (
 )
 from packer.build.checkpoints import checkpoint
 from packer.build.plan import BuildPlan
+from packer.build.summary import BuildSummary
 from packer.writer import PackTotals, commit_pack, hash_file
 from schemas.constants import MANIFEST_NAME, TOOL_NAME
 from schemas.cues import CUES_DIR
@@ -101,11 +102,10 @@ def verify_all(pack_dir: str, plan: BuildPlan, fingerprint: str, shard_ids: Sequ
     return verified, [r for r in results if isinstance(r, str)]
 
 
-def finalize_pack(pack_dir: str, check_hashes: bool = True, progress: bool = False, jobs: int = DEFAULT_JOBS):
+def finalize_pack(pack_dir: str, check_hashes: bool = True, progress: bool = False,
+                  jobs: int = DEFAULT_JOBS) -> BuildSummary:
     """``speechpack finalize PACK``: verify every planned shard (``jobs`` at a time) and commit the pack (see the
     module docstring)."""
-    from packer.build.run import BuildSummary
-
     started = time.monotonic()
     if not os.path.isdir(pack_dir):
         raise SpeechpackError(f"{pack_dir}: not a directory")
