@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from loader.plan import EpochPlan, PlanError, batch_rng
+from loader.static_plan import EpochPlan, PlanError, batch_rng
 
 BATCH_TYPES = ("static", "budget")
 COSTS = ("linear", "quadratic")

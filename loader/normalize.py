@@ -1,18 +1,64 @@
-"""MuVAP's loudness normalisation from whole-recording statistics (notes-muvap.md, section 2).
+"""Audio normalisation for every task: one vocabulary (``normalize: none|muvap|utterance``) and MuVAP's gain.
 
-With the recording's mean ``mu``, DC-free rms ``sigma`` and DC-free peak ``p`` (all stored in the pack):
-``g = 1`` if ``sigma`` or ``p`` is below 1e-8, else ``g = min(10**(-25/20) / sigma, 10**(20/20), 0.99 / p)``, and
-``y = (x - mu) * g``.  Because the statistics describe the whole recording, a chunk gets the same gain as its
-recording would: gain computed from the chunk alone would drift with the chunk's content.
+Every task's ``dataset_args.normalize`` takes the same words, and each task supports the ones it builds:
+
+=============  =======================================================================  ===========
+value          what the loader does                                                     tasks
+=============  =======================================================================  ===========
+``none``       the stored audio, as packed                                              all
+``muvap``      MuVAP's loudness gain from whole-recording statistics (below)            tse, asd
+``utterance``  zero mean, unit variance over each whole utterance (Omnilingual's        asr
+               ``normalize_audio``; ``loader.asr.waveform.normalize_rows``)
+=============  =======================================================================  ===========
+
+Spellings accepted everywhere: ``false``/``null`` mean ``none``; ``true`` means the task's own normalisation
+(``muvap`` for tse and asd, ``utterance`` for asr); ``{type: <value>}`` means ``<value>``.  A seed system's own key
+stays an alias where a drop-in needs it: ASR's ``normalize_audio: true|false`` (Omnilingual's key).
+
+MuVAP's gain (docs/asd.md and docs/loader.md, ``normalize``): with the recording's mean ``mu``, DC-free rms
+``sigma`` and DC-free peak ``p`` (all stored in the pack): ``g = 1`` if ``sigma`` or ``p`` is below 1e-8, else
+``g = min(10**(-25/20) / sigma, 10**(20/20), 0.99 / p)``, and ``y = (x - mu) * g``.  Because the statistics
+describe the whole recording, a chunk gets the same gain as its recording would: gain computed from the chunk
+alone would drift with the chunk's content.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from loader.config import NORMALIZE_MAX_GAIN_DB, NORMALIZE_PEAK_LIMIT, NORMALIZE_TARGET_RMS_DBFS
+from loader.config_checks import ConfigError
 
+#: MuVAP's loudness normalisation: target RMS (dBFS), gain cap (dB), peak cap (linear); below ``_SILENCE`` (rms
+#: or peak) the gain is 1.
+NORMALIZE_TARGET_RMS_DBFS = -25.0
+NORMALIZE_MAX_GAIN_DB = 20.0
+NORMALIZE_PEAK_LIMIT = 0.99
 _SILENCE = 1e-8
+
+#: Every ``normalize`` value any task knows (the table above).
+NONE, MUVAP, UTTERANCE = "none", "muvap", "utterance"
+NORMALIZATIONS = (NONE, MUVAP, UTTERANCE)
+
+
+def parse_normalize(value: Any, where: str, supported: tuple[str, ...], default_on: str) -> str:
+    """A ``normalize`` value in the one vocabulary: one of ``supported`` (the task's, in the order its errors list
+    them); ``true`` is ``default_on``, ``false``/``null`` is ``none``, ``{type: X}`` is ``X``."""
+    if value is None or value is False:
+        value = NONE
+    elif value is True:
+        value = default_on
+    elif isinstance(value, dict):
+        unknown = sorted(set(value) - {"type"})
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (known: type)")
+        value = value.get("type", default_on)
+    if value not in supported:
+        built = (f" ({value} is not built for this task)" if isinstance(value, str) and value in NORMALIZATIONS
+                 else "")
+        raise ConfigError(f"{where}: {value!r} is not one of {', '.join(supported)}{built}")
+    return value
 
 
 def muvap_gain(rms: np.ndarray | float, peak: np.ndarray | float) -> np.ndarray:

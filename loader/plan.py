@@ -1,98 +1,75 @@
-"""The epoch plan: which items form which batch on which rank, as a pure function of its inputs.
+"""The epoch plan: which units form which batch on which rank, as one pure function of its inputs.
 
-``make_epoch_plan(num_items, batch_size, seed, epoch, rank, world_size, shuffle, tail)`` returns the rank's
-batches as small integer arrays.  Nothing here reads audio or holds per-sample Python objects, and nothing uses
-global random state, so every rank computes its share independently and a resumed run recomputes the same plan.
+``plan_epoch`` is the whole composition, in this order:
 
-Exactly-once: the epoch's permutation of the items is cut into rounds of ``batch_size * world_size``; global
-batch ``g`` goes to rank ``g % world_size``.  The last, incomplete round is either padded with repeats of the
-permutation's first items, flagged ``valid = False`` (``tail="pad"``: every item is seen once, every rank gets the
-same number of batches), or left out (``tail="drop"``: counted in ``dropped``).
+1. weighting (``loader.weighting``): when the packs are weighted, the epoch's selected items (repeats allowed)
+   replace the item universe; the plan runs over positions in that selection and maps back to item ids at the end;
+2. train windows (``loader.batching.Windows``): with ``train_window`` the planning units are chunks of items, so
+   selected items become their chunks;
+3. the plan itself: static batches of ``batch_size`` (``loader.static_plan.make_epoch_plan``) or, with
+   ``batching: budget``, ragged batches of similar-length units (``loader.batching.make_budget_plan``);
+4. the plan's rows become unit ids.
+
+Nothing here reads audio or imports torch: the DataLoader glue (``loader.torch``), the dry run (``speechpack plan``,
+``loader.planning_report``) and the tests call this same function, so what the dry run reports is what training
+gets.  The static plan's pieces (``EpochPlan``, ``PlanError``, ``batch_rng``, ``epoch_permutation``,
+``make_epoch_plan``) are re-exported here, the module training code and tests import them from.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from schemas.errors import SpeechpackError
+from loader.batching import Windows, make_budget_plan
+from loader.static_plan import EpochPlan, PlanError, batch_rng, epoch_permutation, make_epoch_plan
+
+#: Largest world size a plan is made for.
+MAX_WORLD_SIZE = 1 << 20
+#: Largest round of the static plan (``batch_size * world_size`` rows): a padded round is allocated whole.
+MAX_ROUND_ROWS = 1 << 26
+
+if TYPE_CHECKING:  # annotation only: the plan calls ``weighting.items(seed, epoch)`` and nothing else
+    from loader.weighting import PackWeighting
 
 
-class PlanError(SpeechpackError):
-    """The plan cannot be made as asked (bad rank, world size, epoch or seed)."""
+def needs_lengths(args: Any) -> bool:
+    """Whether ``plan_epoch`` needs the units' lengths for ``args`` (budget batching does; static does not), so
+    a caller computes them only when they are used."""
+    return args.batching is not None
 
 
-@dataclass(frozen=True)
-class EpochPlan:
-    """One rank's batches for one epoch.
+def plan_epoch(args: Any, seed: int, epoch: int, rank: int, world_size: int, *, num_units: int,
+               lengths: np.ndarray | None = None, windows: Windows | None = None,
+               weighting: "PackWeighting | None" = None) -> EpochPlan:
+    """Rank ``rank``'s batches of ``epoch`` (see the module docstring for the steps).
 
-    ``items[b]`` are indices into the item universe, ``valid[b]`` flags real rows (False for tail repeats), and
-    ``global_batch[b]`` is the batch's number across all ranks: the key of its random draws.
-
-    Ragged plans (``loader.batching``, batches of different sizes) set ``offsets``: ``items`` and ``valid`` are
-    then flat, and batch ``b`` is ``items[offsets[b]:offsets[b + 1]]``.  ``batch(b)`` reads either form.
+    ``args`` is a task's planning view: ``batch_size``, ``batching`` (``None`` or a ``loader.batching.BudgetArgs``),
+    ``shuffle`` and ``tail``.  ``num_units`` counts the planning units (items, or chunks with ``windows``);
+    ``lengths`` are their lengths, required when ``needs_lengths(args)``.  The plan's ``items`` are unit ids.
     """
-
-    items: np.ndarray
-    valid: np.ndarray
-    global_batch: np.ndarray
-    padded: int
-    dropped: int
-    offsets: np.ndarray | None = None
-
-    def __len__(self) -> int:
-        return len(self.items) if self.offsets is None else len(self.offsets) - 1
-
-    def batch(self, b: int) -> tuple[np.ndarray, np.ndarray]:
-        """Batch ``b``'s (items, valid)."""
-        if self.offsets is None:
-            return self.items[b], self.valid[b]
-        lo, hi = int(self.offsets[b]), int(self.offsets[b + 1])
-        return self.items[lo:hi], self.valid[lo:hi]
-
-
-def epoch_permutation(num_items: int, seed: int, epoch: int, shuffle: bool) -> np.ndarray:
-    """The epoch's order of ``range(num_items)``: a fresh permutation per (seed, epoch), or the identity."""
-    if not shuffle:
-        return np.arange(num_items, dtype=np.int64)
-    return batch_rng(seed, epoch, -1).permutation(num_items).astype(np.int64)
-
-
-def make_epoch_plan(num_items: int, batch_size: int, seed: int, epoch: int, rank: int, world_size: int,
-                    shuffle: bool, tail: str) -> EpochPlan:
-    """Rank ``rank``'s batches of ``epoch`` (see the module docstring for the rules)."""
-    if world_size < 1 or not 0 <= rank < world_size:
-        raise PlanError(f"rank must be in [0, {world_size - 1}] for world_size {world_size}, got {rank}")
-    if batch_size < 1:
-        raise PlanError(f"batch_size must be at least 1, got {batch_size}")
-    order = epoch_permutation(num_items, seed, epoch, shuffle)
-    round_size = batch_size * world_size
-    if tail == "pad":
-        total = -(-num_items // round_size) * round_size
-        padded, dropped = total - num_items, 0
-        order = np.resize(order, total) if num_items else order  # resize cycles through the order
-    elif tail == "drop":
-        total = num_items // round_size * round_size
-        padded, dropped = 0, num_items - total
-        order = order[:total]
+    if not 1 <= world_size <= MAX_WORLD_SIZE:
+        raise PlanError(f"world_size must be in [1, {MAX_WORLD_SIZE}], got {world_size}")
+    if args.batching is None and args.batch_size * world_size > MAX_ROUND_ROWS:
+        raise PlanError(f"batch_size {args.batch_size} x world_size {world_size} is over {MAX_ROUND_ROWS} rows per "
+                        f"round of batches")
+    if needs_lengths(args) and lengths is None:
+        raise PlanError("budget batching plans by length: pass the units' lengths")
+    chosen = None if weighting is None else weighting.items(seed, epoch)
+    if chosen is not None and windows is not None:
+        chosen = windows.units_of(chosen)
+    if args.batching is None:
+        count = num_units if chosen is None else len(chosen)
+        plan = make_epoch_plan(count, args.batch_size, seed, epoch, rank, world_size, args.shuffle, args.tail)
     else:
-        raise PlanError(f"tail must be 'pad' or 'drop', got {tail!r}")
-    valid = np.arange(total) < num_items
-    batches = order.reshape(-1, batch_size)
-    valid = valid.reshape(-1, batch_size)
-    mine = np.arange(rank, len(batches), world_size, dtype=np.int64)
-    return EpochPlan(items=batches[mine], valid=valid[mine], global_batch=mine, padded=padded, dropped=dropped)
+        planned = lengths if chosen is None else lengths[chosen]
+        plan = make_budget_plan(planned, args.batching, seed, epoch, rank, world_size, args.shuffle, args.tail)
+    if chosen is not None:
+        plan = replace(plan, items=chosen[plan.items])
+    return plan
 
 
-def batch_rng(seed: int, epoch: int, global_batch: int) -> np.random.Generator:
-    """A counter-based generator keyed by (seed, epoch, batch): the same draws whichever worker asks.
-
-    Philox's key is the seed; the counter's upper words hold the epoch and the batch, so streams of different
-    batches never overlap (each would need 2**128 draws to reach the next).  ``global_batch = -1`` is the
-    epoch's permutation.
-    """
-    if seed < 0 or epoch < 0:
-        raise PlanError(f"seed and epoch must be non-negative, got seed={seed}, epoch={epoch}")
-    counter = np.array([0, 0, global_batch + 1, epoch], dtype=np.uint64)
-    return np.random.Generator(np.random.Philox(key=seed, counter=counter))
+__all__ = ["MAX_ROUND_ROWS", "MAX_WORLD_SIZE", "EpochPlan", "PlanError", "batch_rng", "epoch_permutation", "make_epoch_plan", "needs_lengths",
+           "plan_epoch"]

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from loader.config import LoaderConfig
-from loader.plan import EpochPlan
+from loader.pack import open_pack
+from loader.plan import EpochPlan, plan_epoch
+from loader.tasks import prepare
 from schemas.errors import SpeechpackError
 
 
@@ -117,25 +119,26 @@ def _fill(e: EpochStats) -> np.ndarray:
 
 def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size: int = 1, epochs: int = 1,
                 seed: int = 0) -> PlanReport:
-    """Plan ``epochs`` epochs of every rank, reading only the packs' indexes."""
-    from loader.torch import _PlannedBatches, build_loader
-
+    """Plan ``epochs`` epochs of every rank, reading only the packs' indexes: the same ``plan_epoch`` the training
+    loader runs, without torch's DataLoader."""
     if world_size < 1 or epochs < 1:
         raise SpeechpackError(f"world size and epochs must be at least 1, got {world_size}, {epochs}")
-    loader = build_loader(config, state, seed=seed)
-    builder = loader.builder
+    if not isinstance(config, LoaderConfig):
+        config = LoaderConfig.from_dict(config)
+    prepared = prepare(config, state, [open_pack(source.path) for source in config.packs], seed)
+    builder = prepared.builder
     cropped = bool(getattr(builder, "crops_to_shortest", False))
     lengths = builder.unit_lengths()
     windows = builder.windows
-    unit_pack = loader.item_pack if windows is None else loader.item_pack[windows.item]
-    packs = [source.path for source in loader.config.packs]
+    unit_pack = prepared.item_pack if windows is None else prepared.item_pack[windows.item]
+    packs = [source.path for source in config.packs]
     per_pack = np.bincount(unit_pack, minlength=len(packs))
-    datasets = [_PlannedBatches(builder, builder.num_units(), seed, r, world_size, loader.weighting)
-                for r in range(world_size)]
     report = PlanReport(state=state, world_size=world_size, units=builder.num_units(),
                         unit_name="items" if windows is None else "train-window chunks")
     for epoch in range(epochs):
-        plans: list[EpochPlan] = [d.plan(epoch) for d in datasets]
+        plans: list[EpochPlan] = [
+            plan_epoch(builder.args, seed, epoch, rank, world_size, num_units=builder.num_units(), lengths=lengths,
+                       windows=windows, weighting=prepared.weighting) for rank in range(world_size)]
         rows, longest, fills, used = [], [], [], np.zeros(len(packs))
         real = offered = 0
         for plan in plans:
@@ -157,8 +160,8 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
                 used += np.bincount(unit_pack[items[valid]], minlength=len(packs))
         rows_a, longest_a = np.asarray(rows, dtype=np.int64), np.asarray(longest, dtype=np.int64)
         weighting = None
-        if loader.weighting is not None:
-            weighting = loader.weighting.report(loader.weighting.items(seed, epoch))
+        if prepared.weighting is not None:
+            weighting = prepared.weighting.report(prepared.weighting.items(seed, epoch))
         stats = EpochStats(epoch=epoch, batches_per_rank=len(plans[0]), rows=rows_a, longest=longest_a, real=real,
                            padded_elements=int((rows_a * longest_a).sum()), padded_items=plans[0].padded,
                            dropped_items=plans[0].dropped,

@@ -11,6 +11,10 @@ A task module provides:
 ``prepare(config, state, packs, seed) -> Prepared``
     the builder for ``state`` and what the filters removed.
 
+``loader.tasks.prepare`` calls the task's ``prepare`` and adds the packs' weighting when the task has none of its
+own: what the training loader (``loader.torch``) and the dry run (``loader.planning_report``) both start from,
+without torch.
+
 A builder provides ``args`` (with ``batch_size``, ``batching``, ``shuffle``, ``tail``), ``windows`` (a
 ``loader.batching.Windows`` or None), ``num_units()``, ``unit_lengths()`` and ``build(items, valid, epoch,
 global_batch) -> dict`` (numpy arrays and lists; randomness only from the counter-based generators of
@@ -20,13 +24,17 @@ global_batch) -> dict`` (numpy arrays and lists; randomness only from the counte
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-from loader.config import ConfigError
+from loader.config_checks import MAX_SEED, ConfigError, integer
+from loader.weighting import PackWeighting
+
+#: What a loader is built for (``build_loader(config, state)``).
+STATES = ("train", "val", "test")
 
 #: Task name -> the module that implements it.
 TASK_MODULES = {
@@ -56,3 +64,17 @@ def task_module(name: str, where: str = "config.task") -> ModuleType:
     if name not in TASK_MODULES:
         raise ConfigError(f"{where}: {name!r} is not one of {', '.join(TASK_MODULES)}")
     return importlib.import_module(TASK_MODULES[name])
+
+
+def prepare(config, state: str, packs: list, seed: int) -> Prepared:
+    """The task's ``Prepared`` for ``state`` with its ``weighting`` resolved: the task's own, else the packs' as
+    the config's ``packs`` entries say (None when no entry weighs)."""
+    if state not in STATES:
+        raise ConfigError(f"state must be one of {', '.join(STATES)}, got {state!r}")
+    seed = integer(seed, "seed", 0, MAX_SEED)
+    prepared = task_module(config.task).prepare(config, state, packs, seed)
+    if prepared.weighting is None and config.weighted:
+        sizes = np.bincount(prepared.item_pack, minlength=len(packs))
+        hours = [float(p.manifest.totals["hours"]) for p in packs]
+        prepared = replace(prepared, weighting=PackWeighting.resolve(config, sizes, hours))
+    return prepared

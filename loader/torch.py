@@ -1,5 +1,7 @@
-"""The torch glue: ``build_loader`` wraps the plan and the batch builder in a DataLoader.  The only module of
-speechpack that imports torch.
+"""The torch glue: ``build_loader`` wraps the epoch plan (``loader.plan.plan_epoch``) and the task's batch builder
+(``loader.tasks.prepare``) in a DataLoader, caching one epoch's plan per process.  Besides this module, only the
+ASR modules that compute in torch import it (``loader/asr/``: ``fbank``, ``specaugment``, ``waveform``,
+``batch``); ``schemas/``, ``packer/`` and the rest of ``loader/`` never do (tests/test_layers.py checks it).
 
 How the pieces fit:
 - a sampler in the main process yields ``(epoch, batch)`` pairs, starting where a resumed run left off;
@@ -15,18 +17,19 @@ import gc
 import hashlib
 import json
 import os
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
+from numbers import Integral
 from typing import Iterator
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from loader.config import STATES, ConfigError, LoaderConfig
+from loader.config import LoaderConfig
+from loader.config_checks import MAX_COUNT, MAX_EPOCH, ConfigError, integer
 from loader.pack import Pack, open_pack
-from loader.batching import make_budget_plan
-from loader.plan import EpochPlan, make_epoch_plan
-from loader.tasks import task_module
+from loader.plan import EpochPlan, needs_lengths, plan_epoch
+from loader.tasks import prepare
 from loader.weighting import PackWeighting
 from schemas.constants import MANIFEST_NAME
 from schemas.errors import SpeechpackError
@@ -71,12 +74,11 @@ class LoaderReport:
 
 
 class _PlannedBatches(Dataset):
-    """Map-style dataset over ``(epoch, batch)`` keys; caches one epoch's plan per process."""
+    """Map-style dataset over ``(epoch, batch)`` keys: caches one epoch's plan per process (``loader.plan.plan_epoch``,
+    recomputed from (seed, epoch) on first use in each worker) and builds the batch it names."""
 
-    def __init__(self, builder, num_items: int, seed: int, rank: int, world_size: int,
-                 weighting: PackWeighting | None = None):
+    def __init__(self, builder, seed: int, rank: int, world_size: int, weighting: PackWeighting | None = None):
         self.builder = builder
-        self.num_items = num_items
         self.weighting = weighting
         self.seed = seed
         self.rank = rank
@@ -87,24 +89,10 @@ class _PlannedBatches(Dataset):
     def plan(self, epoch: int) -> EpochPlan:
         if self._plan is None or self._plan[0] != epoch:
             args = self.builder.args
-            # Item selection (weighting): the plan runs over the epoch's selected items, then maps back to ids.
-            chosen = None if self.weighting is None else self.weighting.items(self.seed, epoch)
-            # train_window: the units are chunks of items (chosen items become their chunks).
-            windows = self.builder.windows
-            if chosen is not None and windows is not None:
-                chosen = windows.units_of(chosen)
-            if args.batching is None:
-                num_units = self.builder.num_units() if chosen is None else len(chosen)
-                plan = make_epoch_plan(num_units, args.batch_size, self.seed, epoch, self.rank, self.world_size,
-                                       args.shuffle, args.tail)
-            else:  # budget batching (loader.batching): ragged batches of similar-length units
-                if self._lengths is None:
-                    self._lengths = self.builder.unit_lengths()
-                lengths = self._lengths if chosen is None else self._lengths[chosen]
-                plan = make_budget_plan(lengths, args.batching, self.seed, epoch, self.rank, self.world_size,
-                                        args.shuffle, args.tail)
-            if chosen is not None:
-                plan = replace(plan, items=chosen[plan.items])
+            if self._lengths is None and needs_lengths(args):
+                self._lengths = self.builder.unit_lengths()
+            plan = plan_epoch(args, self.seed, epoch, self.rank, self.world_size, num_units=self.builder.num_units(),
+                              lengths=self._lengths, windows=self.builder.windows, weighting=self.weighting)
             self._plan = (epoch, plan)
         return self._plan[1]
 
@@ -146,27 +134,19 @@ class SpeechLoader:
 
     def __init__(self, config: LoaderConfig, state: str, packs: list[Pack], *, rank: int, world_size: int,
                  num_workers: int, seed: int):
-        if state not in STATES:
-            raise ConfigError(f"state must be one of {', '.join(STATES)}, got {state!r}")
-        if seed < 0:
-            raise ConfigError(f"seed must be non-negative, got {seed}")
+        prepared = prepare(config, state, packs, seed)  # checks state and seed
         self.config = config
         self.state = state
         self.rank = rank
         self.world_size = world_size
-        self.seed = seed
-        prepared = task_module(config.task).prepare(config, state, packs, seed)
+        self.seed = int(seed)
         self.builder = prepared.builder
         #: The pack of every item the filters kept (items are numbered in this order).
         self.item_pack: np.ndarray = prepared.item_pack
         self.filtered = prepared.filtered
         self.filter_report = dict(prepared.filter_report)
         self.weighting: PackWeighting | None = prepared.weighting
-        if self.weighting is None and config.weighted:
-            sizes = np.bincount(self.item_pack, minlength=len(packs))
-            hours = [float(p.manifest.totals["hours"]) for p in packs]
-            self.weighting = PackWeighting.resolve(config, sizes, hours)
-        self.dataset = _PlannedBatches(self.builder, len(self.item_pack), seed, rank, world_size, self.weighting)
+        self.dataset = _PlannedBatches(self.builder, seed, rank, world_size, self.weighting)
         self.dataset.plan(0)  # checks rank/world_size now, not in a worker
         self._sampler = _EpochSampler()
         self._fingerprint = _fingerprint(config, state, packs)
@@ -194,8 +174,7 @@ class SpeechLoader:
 
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch whose batches the next pass yields (a new order when ``shuffle``)."""
-        if epoch < 0:
-            raise ConfigError(f"epoch must be non-negative, got {epoch}")
+        epoch = integer(epoch, "epoch", 0, MAX_EPOCH)
         if epoch != self._epoch:
             self._resume_at = self._consumed = 0
         self._epoch = epoch
@@ -226,21 +205,44 @@ class SpeechLoader:
                 "fingerprint": self._fingerprint}
 
     def load_state_dict(self, state: dict) -> None:
-        """Resume: the next pass yields the batches of ``state["epoch"]`` after those already consumed."""
+        """Resume: the next pass yields the batches of ``state["epoch"]`` after those already consumed.
+
+        The whole state is checked before anything changes: a refused state (``ResumeError``, naming the key)
+        leaves the loader exactly as it was.  Counts must be integers; a float is refused, never truncated."""
+        if not isinstance(state, dict):
+            raise ResumeError(f"loader state must be a dict (SpeechLoader.state_dict()), got {type(state).__name__}")
         expected = {"state_version": STATE_VERSION, "seed": self.seed, "world_size": self.world_size,
                     "fingerprint": self._fingerprint}
         missing = sorted({"epoch", "batches_consumed", *expected} - set(state))
         if missing:
             raise ResumeError(f"loader state lacks {', '.join(missing)}")
         for key, mine in expected.items():
-            if state[key] != mine:
+            if not _same(state[key], mine):
                 raise ResumeError(f"loader state does not match this loader: {key} in state: {state[key]!r} / "
                                   f"{key} in loader: {mine!r}")
-        self.set_epoch(int(state["epoch"]))
-        consumed = int(state["batches_consumed"])
-        if not 0 <= consumed <= len(self):
-            raise ResumeError(f"batches_consumed {consumed} is outside [0, {len(self)}]")
+        epoch = _state_int(state, "epoch", MAX_EPOCH)
+        consumed = _state_int(state, "batches_consumed", MAX_COUNT)
+        batches = len(self.dataset.plan(epoch))
+        if consumed > batches:
+            raise ResumeError(f"batches_consumed {consumed} is outside [0, {batches}] (epoch {epoch})")
+        self.set_epoch(epoch)
         self._resume_at = self._consumed = consumed
+
+
+def _same(value, mine) -> bool:
+    """Whether a state's ``value`` is this loader's ``mine``: equal, and an integer where ``mine`` is one (never
+    a bool or a float that happens to compare equal)."""
+    if isinstance(mine, Integral):
+        return isinstance(value, Integral) and not isinstance(value, bool) and int(value) == int(mine)
+    return isinstance(value, type(mine)) and value == mine
+
+
+def _state_int(state: dict, key: str, maximum: int) -> int:
+    """``state[key]`` as an int in ``[0, maximum]``, else a ``ResumeError`` naming the key."""
+    try:
+        return integer(state[key], f"loader state {key}", 0, maximum)
+    except ConfigError as err:
+        raise ResumeError(str(err)) from None
 
 
 def _fingerprint(config: LoaderConfig, state: str, packs: list[Pack]) -> str:
@@ -250,6 +252,8 @@ def _fingerprint(config: LoaderConfig, state: str, packs: list[Pack]) -> str:
     """
     digest = hashlib.sha256()
     args = asdict(config.dataset_args)
+    if config.task == "tse" and args.get("normalize") == "none":
+        args["normalize"] = None  # spelt None before normalize had one vocabulary: older states still resume
     # Left out when unset, so older states still resume.
     for key in ("cues", "field_collate", "mix", "batching", "train_window", "hist_frames"):
         if key in args and not args[key]:

@@ -25,11 +25,14 @@ machinery runs over (corpus, language) groups instead of packs (``PackWeighting.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from loader.config import ConfigError, LoaderConfig
+from loader.config_checks import MAX_EPOCH_ITEMS, ConfigError
+
+if TYPE_CHECKING:  # annotation only: loader.config imports loader.tasks, which imports this module
+    from loader.config import LoaderConfig
 
 
 def largest_remainder(shares: Sequence[float], total: int) -> np.ndarray:
@@ -132,8 +135,11 @@ def pack_counts(sizes: Sequence[int], *, weights: Sequence[float] | None = None,
         return counts
     repeats = repeats or [None] * len(sizes)
     chooses = chooses or [None] * len(sizes)
-    counts = np.array([c if c is not None else (int(np.floor(r * n + 0.5)) if r is not None else int(n))
-                       for n, r, c in zip(sizes, repeats, chooses)], dtype=np.int64)
+    counts = [c if c is not None else (int(np.floor(r * n + 0.5)) if r is not None else int(n))
+              for n, r, c in zip(sizes, repeats, chooses)]
+    if sum(counts) > MAX_EPOCH_ITEMS:
+        raise ConfigError(f"packs: repeat/choose ask for {sum(counts)} items per epoch, more than {MAX_EPOCH_ITEMS}")
+    counts = np.array(counts, dtype=np.int64)
     bad = (counts > 0) & (sizes == 0)
     if bad.any():
         raise ConfigError(f"weighting: pack(s) {np.flatnonzero(bad).tolist()} have no items but choose > 0")

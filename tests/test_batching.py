@@ -16,7 +16,8 @@ from click.testing import CliRunner
 
 from cli import main
 from loader.batching import BudgetArgs, make_budget_plan, plan_lengths, tile_windows
-from loader.config import ConfigError, DatasetArgs
+from loader.config import ConfigError
+from loader.tse.args import DatasetArgs
 from test_loader import build, config, frames_list, mixture, tse_pack  # noqa: F401 (fixture)
 
 WORLD_SIZES = (1, 2, 3, 8)

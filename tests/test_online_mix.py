@@ -1,4 +1,4 @@
-"""Online mixing over sources packs (notes-wesep.md section 7, items 16-17), on real speech."""
+"""Online mixing over sources packs (docs/loader.md, "Online mixing"), on real speech."""
 
 from __future__ import annotations
 
@@ -112,7 +112,7 @@ def mixtures(batch: dict):
 
 
 def assert_mixtures_hold(batch: dict) -> None:
-    """notes-wesep.md section 7 item 16 for every mixture of a batch: distinct speakers, key naming, the mixture
+    """docs/loader.md ("Online mixing") for every mixture of a batch: distinct speakers, key naming, the mixture
     repeated per row and equal to the sum of its targets, every SNR in range, the peak at the drawn gain."""
     mix, tgt = batch["wav_mix"].numpy(), batch["wav_target"].numpy()
     assert mix.shape == tgt.shape and mix.shape[1:] == (1, CHUNK)
@@ -206,7 +206,7 @@ def test_num_speaker_histogram(sources_pack):
 
 def test_num_speakers_clamped_to_speakers_available():
     index = SpeakerIndex.from_speakers(np.array([b"a", b"a", b"b"]))
-    from loader.config import MixArgs
+    from loader.tse.args import MixArgs
     args = MixArgs(distribution=(0.0, 0.0, 1.0), max_speakers=5)
     for position in range(20):
         group = choose_group(item_rng(0, 0, 0, position), 0, index, args)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 import loader
-from loader.config import ConfigError, DatasetArgs, LoaderConfig
+from loader.config import ConfigError, LoaderConfig
+from loader.tse.args import DatasetArgs
 from loader.tasks import TASK_MODULES, task_module
 from test_loader import RATE, config, frames_list, mixture
 from test_loader import tse_pack  # noqa: F401

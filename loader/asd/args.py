@@ -1,6 +1,6 @@
 """``dataset_args`` of an ``asd`` loader config (``task: asd``), checked key by key.
 
-Defaults are MuVAP's ``asd.yaml`` (notes-muvap.md sections 2-3), so a MuVAP experiment means the same thing here:
+Defaults are MuVAP's ``asd.yaml`` (docs/asd.md, "``dataset_args``"), so a MuVAP experiment means the same thing here:
 
 | key | default | meaning |
 |---|---|---|
@@ -15,7 +15,7 @@ Defaults are MuVAP's ``asd.yaml`` (notes-muvap.md sections 2-3), so a MuVAP expe
 | ``audio_mix_prob`` | 0.5 | train: probability of mixing in a second voice from a different clip |
 | ``audio_mix_snr`` | [-5, 5] | dB range of that mix |
 | ``visual_aug`` | true | train: one of orig/flip/crop/rotate per chunk |
-| ``normalize`` | muvap | ``muvap`` (whole-recording gain, ``loader.normalize``) or ``none`` (the stored audio) |
+| ``normalize`` | muvap | ``muvap`` (whole-recording gain) or ``none`` (the stored audio); ``loader.normalize`` |
 | ``sort_window`` | 2**18 | chunks sorted by length together before batches are cut (``loader.batching``) |
 
 Validation and test ignore the training-only keys: whole tracks, no augmentation, no shuffle.
@@ -26,8 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from loader.batching import DEFAULT_WINDOW_ITEMS, BudgetArgs
-from loader.config import (
-    TAIL_POLICIES,
+from loader.config_checks import (
     ConfigError,
     check_type,
     check_choice,
@@ -36,8 +35,11 @@ from loader.config import (
     value_range,
     take_known,
 )
+from loader.normalize import MUVAP, NONE, parse_normalize
+from loader.static_plan import TAIL_POLICIES
 
-NORMALIZE_CHOICES = ("muvap", "none")
+#: ``normalize`` values the ASD task builds (``loader.normalize``), in the order its errors list them.
+NORMALIZE_CHOICES = (MUVAP, NONE)
 #: The validation budget is this many times the training one unless set (MuVAP's default).
 VAL_BUDGET_FACTOR = 4
 
@@ -59,7 +61,7 @@ class AsdArgs:
     audio_mix_prob: float = 0.5
     audio_mix_snr: tuple[float, float] = (-5.0, 5.0)
     visual_aug: bool = True
-    normalize: str = "muvap"
+    normalize: str = MUVAP
     #: Items sorted by length together before cutting batches (``loader.batching``, ``sort_window``).
     sort_window: int = DEFAULT_WINDOW_ITEMS
 
@@ -111,9 +113,6 @@ def parse_dataset_args(obj: dict | None, where: str = "dataset_args") -> AsdArgs
                   else positive_int(v["val_frame_budget"], f"{where}.val_frame_budget"))
     for key in ("shuffle", "visual_aug"):
         check_type(v[key], bool, f"{where}.{key}")
-    normalize = v["normalize"]
-    if normalize is None or normalize is False:
-        normalize = "none"
     return AsdArgs(
         train_window=window, hist_frames=hist if window is not None else 0, frame_budget=budget,
         min_batch=min_batch, max_batch=max_batch, val_frame_budget=val_budget,
@@ -121,7 +120,8 @@ def parse_dataset_args(obj: dict | None, where: str = "dataset_args") -> AsdArgs
         shuffle=v["shuffle"], tail=check_choice(v["tail"], TAIL_POLICIES, f"{where}.tail"),
         audio_mix_prob=probability(v["audio_mix_prob"], f"{where}.audio_mix_prob"),
         audio_mix_snr=value_range(v["audio_mix_snr"], f"{where}.audio_mix_snr"),
-        visual_aug=v["visual_aug"], normalize=check_choice(normalize, NORMALIZE_CHOICES, f"{where}.normalize"),
+        visual_aug=v["visual_aug"],
+        normalize=parse_normalize(v["normalize"], f"{where}.normalize", NORMALIZE_CHOICES, MUVAP),
         sort_window=positive_int(v["sort_window"], f"{where}.sort_window"))
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Iterator
 
-from loader.config import ConfigError
+from loader.config_checks import ConfigError
 from schemas.errors import SpeechpackError
 
 #: Splits a ``packed_asd`` mapping may name, and the loader state each one runs in.

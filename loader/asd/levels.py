@@ -25,8 +25,7 @@ import math
 
 import numpy as np
 
-from loader.config import NORMALIZE_MAX_GAIN_DB, NORMALIZE_PEAK_LIMIT
-from loader.normalize import muvap_gain
+from loader.normalize import NORMALIZE_MAX_GAIN_DB, NORMALIZE_PEAK_LIMIT, muvap_gain
 from loader.pack import Pack, open_pack
 from schemas.constants import KIND_ASD, STREAM_AUDIO, STREAM_LABELS
 from schemas.errors import SpeechpackError

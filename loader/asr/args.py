@@ -8,7 +8,8 @@ max_audio_len                 800000     more samples: filtered out (50 s at 16 
 min_samples_per_char          160        fewer audio samples per transcript character: filtered out
 filter_long_text_threshold    None       more target tokens: filtered out (None: no limit)
 remove_unknown                False      delete unknown tokens from the targets (an item left empty is filtered)
-normalize_audio               False      zero mean, unit variance per utterance
+normalize                     none       ``utterance``: zero mean, unit variance per utterance (``loader.normalize``)
+normalize_audio               False      Omnilingual's key for the same: ``true`` is ``normalize: utterance``
 use_fbank                     False      80-bin Kaldi log-mel filterbank, standardised (``source_seqs`` [B, T, 80])
 spec_aug_p                    None       SpecAugment probability per utterance, train only (None: off)
 spec_aug_freq_mask_param      80         frequency mask width is below this (bins)
@@ -35,7 +36,8 @@ from dataclasses import dataclass, fields
 
 from loader.asr.filters import FilterArgs
 from loader.batching import BudgetArgs
-from loader.config import ConfigError, check_type, take_known
+from loader.config_checks import ConfigError, check_type, take_known
+from loader.normalize import NONE, UTTERANCE, parse_normalize
 
 BATCHING_STRATEGIES = ("LENGTH", "STATIC")
 TOKENIZER_KINDS = ("char", "sentencepiece")
@@ -65,6 +67,7 @@ class AsrArgs:
     min_samples_per_char: int = FilterArgs.min_samples_per_char
     filter_long_text_threshold: int | None = FilterArgs.filter_long_text_threshold
     remove_unknown: bool = FilterArgs.remove_unknown
+    #: Omnilingual's key, kept as the stored form (``normalize`` reads it in the shared vocabulary).
     normalize_audio: bool = False
     use_fbank: bool = False
     spec_aug_p: float | None = None
@@ -79,6 +82,11 @@ class AsrArgs:
     shuffle: bool = True
     dataset_summary_path: str | None = None
     dataset_summary_split: str = "train"
+
+    @property
+    def normalize(self) -> str:
+        """``normalize`` in the vocabulary every task shares (``loader.normalize``): ``utterance`` or ``none``."""
+        return UTTERANCE if self.normalize_audio else NONE
 
     @property
     def batching(self) -> BudgetArgs | None:
@@ -101,6 +109,9 @@ class AsrArgs:
 
 #: ``dataset_args`` keys and their defaults, as written in a config (the tokenizer as its short form).
 _DEFAULTS = {f.name: ("char" if f.name == "tokenizer" else f.default) for f in fields(AsrArgs)}
+#: ``normalize`` values the ASR task builds, and the key of the shared vocabulary (``normalize_audio`` its alias).
+NORMALIZE_CHOICES = (UTTERANCE, NONE)
+_KEYS = {**_DEFAULTS, "normalize": None}
 
 
 def _tokenizer(value, where: str) -> TokenizerSpec:
@@ -126,7 +137,14 @@ def parse_dataset_args(obj, where: str) -> AsrArgs:
         for key, reason in _SUPERSEDED.items():
             if key in obj:
                 raise ConfigError(f"{where}.{key}: not used by speechpack: {reason}")
-    v = take_known(obj, where, _DEFAULTS)
+    v = take_known(obj, where, _KEYS)
+    normalize = v.pop("normalize")
+    if normalize is not None:
+        normalize = parse_normalize(normalize, f"{where}.normalize", NORMALIZE_CHOICES, UTTERANCE)
+        if isinstance(obj, dict) and "normalize_audio" in obj and v["normalize_audio"] != (normalize == UTTERANCE):
+            raise ConfigError(f"{where}.normalize: {normalize!r} contradicts normalize_audio: "
+                              f"{v['normalize_audio']!r} (its alias); set one of them")
+        v["normalize_audio"] = normalize == UTTERANCE
     for key in ("min_audio_len", "max_audio_len", "min_samples_per_char", "spec_aug_freq_mask_param",
                 "spec_aug_time_mask_param", "max_num_elements", "num_seqs_multiple_of", "batch_size"):
         check_type(v[key], int, f"{where}.{key}")
@@ -158,4 +176,4 @@ def parse_dataset_args(obj, where: str) -> AsrArgs:
                       "tokenizer": _tokenizer(v["tokenizer"], f"{where}.tokenizer")})
 
 
-__all__ = ["AsrArgs", "BATCHING_STRATEGIES", "TokenizerSpec", "parse_dataset_args"]
+__all__ = ["AsrArgs", "BATCHING_STRATEGIES", "NORMALIZE_CHOICES", "TokenizerSpec", "parse_dataset_args"]

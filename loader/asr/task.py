@@ -24,7 +24,7 @@ from loader.asr.batch import AsrBatchBuilder
 from loader.asr.items import asr_items
 from loader.asr.summary import read_summary
 from loader.asr.tokenizer import CharTokenizer, SentencePieceTokenizer
-from loader.config import ConfigError
+from loader.config_checks import ConfigError
 from loader.pack import Pack, open_pack
 from loader.tasks import Prepared
 from loader.weighting import PackWeighting

@@ -27,7 +27,7 @@ import soxr
 
 from loader.batching import Windows, tile_windows
 from loader.tse.collate import collate_field
-from loader.config import DatasetArgs
+from loader.tse.args import DatasetArgs
 from loader.tse.cues.fields import DRAWS_PER_CUE, ChunkInfo, label_field, resolve_cues
 from loader.tse.mixing import (
     GROUP_ATTEMPTS,
@@ -49,15 +49,13 @@ from loader.tse.mixing import (
     rir_spectrum,
     snr_scales,
 )
-from loader.normalize import muvap_gain
+from loader.normalize import MUVAP, muvap_gain
 from loader.pack import Pack, open_pack, will_need_view
 from loader.plan import batch_rng
 from schemas.constants import (KIND_NOISE, KIND_RIR, KIND_SOURCES, KIND_TSE, STREAM_AUDIO, STREAM_MIX, STREAM_SOURCE,
                                STREAM_TARGET)
 from schemas.errors import SpeechpackError
 
-#: WeSep's default chunk: 3 s at the loader's rate.
-DEFAULT_CHUNK_SECONDS = 3
 #: WeSep re-draws a training window at most this many times while the mixture chunk is silent.
 ZERO_CHUNK_REDRAWS = 3
 #: Online mixing: rows of the work area before a group's sources (the mixture, and one scaled interferer).
@@ -151,7 +149,7 @@ class TseBatchBuilder:
                           f"{sorted({p.sample_rate for p in packs})} Hz): packing at the training rate is much faster",
                           stacklevel=2)
         self.chunk = not args.whole_utt and state == "train"
-        self.chunk_len = args.chunk_len or DEFAULT_CHUNK_SECONDS * self.rate
+        self.chunk_len = args.chunk_samples(self.rate)
         # train_window (train only): the plan's units are chunks of items, not items.
         self.windows: Windows | None = None
         if args.train_window is not None and state == "train":
@@ -240,7 +238,7 @@ class TseBatchBuilder:
             target_segs, speakers = [target_segs[slot]], [speakers[slot]]
         mix_table = pack.streams[self.mix_stream]
         gain = 1.0
-        if self.args.normalize == "muvap":
+        if self.args.normalize == MUVAP:
             # Mixture and targets share the mixture's gain, so the mixture stays the sum of its targets.
             gain = float(muvap_gain(mix_table.rms[mix_seg], mix_table.peak[mix_seg]))
         mix = self._audio(pack, self.mix_stream, mix_seg, gain)
@@ -249,7 +247,7 @@ class TseBatchBuilder:
 
     def _audio(self, pack: Pack, stream: str, segment: int, gain: float) -> tuple:
         stored, factor = pack.stored_segment(stream, segment)
-        mean = float(pack.streams[stream].mean[segment]) if self.args.normalize else 0.0
+        mean = float(pack.streams[stream].mean[segment]) if self.args.normalize == MUVAP else 0.0
         if pack.sample_rate != self.rate:
             decoded = soxr.resample(np.ascontiguousarray((stored * np.float32(factor)).T), pack.sample_rate, self.rate)
             return np.ascontiguousarray(decoded.T, dtype=np.float32), 1.0, mean, gain
@@ -405,7 +403,7 @@ class TseBatchBuilder:
         table = pack.streams[STREAM_SOURCE]
         segment = int(table.first[sample])
         gain = 1.0
-        if self.args.normalize == "muvap":
+        if self.args.normalize == MUVAP:
             gain = float(muvap_gain(table.rms[segment], table.peak[segment]))
         audio = self._audio(pack, STREAM_SOURCE, segment, gain)
         key = str(pack.keys[sample])
@@ -619,13 +617,3 @@ def _put(out: np.ndarray, signal: np.ndarray, factor: np.float32 | None = None) 
         np.multiply(signal[:take], factor, out=out[:take])
     if take < len(out):
         out[take:] = 0.0
-
-
-def _slots(rows: list[tuple]) -> list[int]:
-    """Each row's speaker slot within its mixture (rows are mixture-major)."""
-    slots, previous, slot = [], None, 0
-    for row in rows:
-        slot = slot + 1 if row[0] == previous else 0
-        previous = row[0]
-        slots.append(slot)
-    return slots

@@ -3,13 +3,12 @@ packs.  Items are mixtures (or one per target with ``expand_targets``); ``loader
 
 from __future__ import annotations
 
-from loader.config import DatasetArgs
+from loader.tse.args import parse_dataset_args
 from loader.tasks import Prepared
 from loader.tse.batch import TseBatchBuilder, length_filter, tse_items
 
 
-def parse_dataset_args(obj, where: str) -> DatasetArgs:
-    return DatasetArgs.from_dict(obj, where)
+__all__ = ["parse_dataset_args", "prepare"]
 
 
 def prepare(config, state: str, packs: list, seed: int) -> Prepared:

@@ -33,6 +33,7 @@ from packer.audio import (
     resampled_length,
     to_stored,
 )
+from packer.adapters.noise_lmdb import build_noise_lmdb
 from packer.build.run import BuildOptions, BuildSummary, run_build
 from packer.sample import PackedSample, SamplePlan
 from schemas.constants import KIND_NOISE, KIND_RIR, STREAM_AUDIO
@@ -324,19 +325,25 @@ def build_simulated_rirs(simulation: SimulationOptions, options: BuildOptions) -
 
 
 def build_bank(options: BuildOptions, kind: str, source: str | None = None, simulate: int | None = None,
-               room_min: tuple | None = None, room_max: tuple | None = None, rt60: tuple | None = None,
-               distance: tuple | None = None, seed: int = 0) -> BuildSummary:
-    """``speechpack build audio-bank``: the files of ``source`` (``build_audio_bank``), or ``simulate`` RIRs
-    (``build_simulated_rirs``) drawn from ``seed`` within the given ranges (``None``: ``SimulationOptions``'
-    defaults).  Raise ``OptionError`` for options that do not go together."""
+               lmdb: str | None = None, room_min: tuple | None = None, room_max: tuple | None = None,
+               rt60: tuple | None = None, distance: tuple | None = None, seed: int = 0) -> BuildSummary:
+    """``speechpack build audio-bank``: the files of ``source`` (``build_audio_bank``), the entries of a WeSep noise
+    LMDB (``packer.adapters.noise_lmdb.build_noise_lmdb``), or ``simulate`` RIRs (``build_simulated_rirs``) drawn
+    from ``seed`` within the given ranges (``None``: ``SimulationOptions``' defaults).  Raise ``OptionError`` for
+    options that do not go together."""
     ranges = {"room_min": room_min, "room_max": room_max, "rt60": rt60, "distance": distance}
+    if lmdb is not None:
+        if source is not None or simulate is not None:
+            raise OptionError("give one of DIR_OR_LIST, --simulate N or --lmdb PATH")
+        if kind != KIND_NOISE:
+            raise OptionError("--lmdb reads a WeSep noise LMDB: use --kind noise")
     if simulate is None:
-        if source is None:
+        if source is None and lmdb is None:
             raise OptionError("give DIR_OR_LIST, or --simulate N (with --kind rir)")
         given = [f"--{name.replace('_', '-')}" for name, value in ranges.items() if value is not None]
         if given:
             raise OptionError(f"{', '.join(given)} only apply with --simulate")
-        return build_audio_bank(source, kind, options)
+        return build_noise_lmdb(lmdb, options) if lmdb is not None else build_audio_bank(source, kind, options)
     if source is not None:
         raise OptionError("give DIR_OR_LIST or --simulate N, not both")
     if kind != KIND_RIR:

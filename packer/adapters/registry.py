@@ -140,13 +140,17 @@ ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (
         build=audio_bank.build_bank,
         help="Pack every audio file of a directory (recursively, sorted) or a list file (one path per line) as a "
              "noise or RIR bank: one sample per file, all channels, resampled, nothing normalised.  Keys are the "
-             "paths relative to the directory (or as listed); each sample's one \"speaker\" is the kind name.",
+             "paths relative to the directory (or as listed); each sample's one \"speaker\" is the kind name.  --lmdb "
+             "converts a WeSep noise LMDB once: every entry decoded and checked, its key kept as the sample key.",
         params=(
             click.Argument(["source"], metavar="[DIR_OR_LIST]", required=False, type=click.Path(exists=True)),
             click.Option(["--kind"], required=True, type=click.Choice(audio_bank.BANK_KINDS),
                          help="Pack kind: a noise bank or a room-impulse-response bank."),
             click.Option(["--simulate"], type=click.IntRange(min=1), metavar="N",
                          help="Instead of files: simulate N shoebox-room RIRs with pyroomacoustics (--kind rir)."),
+            click.Option(["--lmdb", "lmdb"], type=click.Path(exists=True), metavar="PATH",
+                         help="Instead of files: every entry of a WeSep noise LMDB (tools/make_lmdb.py), keys kept "
+                              "(--kind noise; needs speechpack[wesep])."),
             _range_option("--room-min", 3, "X Y Z", audio_bank.DEFAULT_ROOM_MIN, "Smallest room, metres"),
             _range_option("--room-max", 3, "X Y Z", audio_bank.DEFAULT_ROOM_MAX, "Largest room, metres"),
             _range_option("--rt60", 2, "LO HI", audio_bank.DEFAULT_RT60, "RT60 range, s"),

@@ -1,0 +1,124 @@
+"""``ConfigError`` and the value checks every loader config parser shares, with the ranges they enforce.
+
+The generic config (``loader.config``) and each task's ``dataset_args`` parser (``loader.tse``, ``loader.asd.args``,
+``loader.asr.args``) use these, so a bad value reads the same whatever the task: the message names the key's full
+path (``where``), the value and what is allowed.
+
+Every number has a range, checked when the config is parsed (and again when an args object is built directly):
+a huge ``batch_size`` or budget would otherwise surface much later as a ``MemoryError`` or ``OverflowError`` deep
+inside planning, even in a dry run.  The limits are far above any real setting and far below what overflows
+64-bit arithmetic or memory; they are the only place these bounds are written.
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral
+from typing import Any
+
+from schemas.errors import SpeechpackError
+
+#: Rows of one batch (``batch_size``, ``min_batch``, ``max_batch``, ``num_seqs_multiple_of`` ...).  A plan pads
+#: every round of ``batch_size * world_size`` rows, so this bounds the plan's arrays too.
+MAX_BATCH_ROWS = 1 << 20
+#: Any other count: samples, frames, budgets, items, windows (about 2.2 years of 16 kHz audio).
+MAX_COUNT = 1 << 40
+#: Items of one epoch (``weighting.epoch_items``, ``choose``): the plan holds one int64 per item.
+MAX_EPOCH_ITEMS = 1 << 32
+#: Largest ``seed`` (the key of numpy's Philox generator is 64-bit) and ``epoch`` (a 32-bit counter word leaves
+#: the weighting's cycle counter room for any pack size).
+MAX_SEED = (1 << 63) - 1
+MAX_EPOCH = (1 << 31) - 1
+#: Decibel values (SNRs, gains) lie within +-this: beyond it one signal is below float32 resolution of the other.
+MAX_DB = 100.0
+
+
+class ConfigError(SpeechpackError):
+    """A loader config key is unknown, missing or out of range (the message names it)."""
+
+
+def take_known(obj: Any, where: str, known: dict[str, Any]) -> dict:
+    """``obj``'s values for the keys of ``known`` (defaults where absent); any other key is an error."""
+    if obj is None:
+        obj = {}
+    if not isinstance(obj, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(obj).__name__}")
+    unknown = sorted(set(obj) - set(known))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    return {key: obj.get(key, default) for key, default in known.items()}
+
+
+def check_type(value: Any, kinds: type | tuple, where: str) -> Any:
+    """``value`` if it is one of ``kinds`` (``True`` is not an int here), else a ``ConfigError`` naming ``where``."""
+    kinds_t = kinds if isinstance(kinds, tuple) else (kinds,)
+    if isinstance(value, bool) and bool not in kinds_t:
+        raise ConfigError(f"{where}: expected {'/'.join(k.__name__ for k in kinds_t)}, got {value!r}")
+    if not isinstance(value, kinds_t):
+        raise ConfigError(f"{where}: expected {'/'.join(k.__name__ for k in kinds_t)}, got {value!r}")
+    return value
+
+
+def check_choice(value: Any, choices: tuple, where: str) -> str:
+    """``value`` if it is one of ``choices``."""
+    if value not in choices:
+        raise ConfigError(f"{where}: {value!r} is not one of {', '.join(choices)}")
+    return value
+
+
+def positive_int(value: Any, where: str, minimum: int = 1, maximum: int = MAX_COUNT) -> int:
+    """An int in ``[minimum, maximum]`` (the default ceiling, ``MAX_COUNT``, holds for any count)."""
+    if check_type(value, int, where) < minimum:
+        raise ConfigError(f"{where}: must be at least {minimum}, got {value}")
+    if value > maximum:
+        raise ConfigError(f"{where}: must be at most {maximum}, got {value}")
+    return value
+
+
+def integer(value: Any, where: str, lo: int, hi: int) -> int:
+    """An integer (a Python or numpy one, not a bool) in ``[lo, hi]``, as an int: for arguments such as ``seed`` or
+    ``epoch`` that code passes rather than a config."""
+    if isinstance(value, bool) or not isinstance(value, Integral) or not lo <= value <= hi:
+        raise ConfigError(f"{where} must be an integer in [{lo}, {hi}], got {value!r}")
+    return int(value)
+
+
+def number(value: Any, where: str, lo: float, hi: float) -> float:
+    """A finite int or float in ``[lo, hi]``, as a float."""
+    check_type(value, (int, float), where)
+    if not (math.isfinite(value) and lo <= value <= hi):
+        raise ConfigError(f"{where}: must be a number in [{lo}, {hi}], got {value!r}")
+    return float(value)
+
+
+def probability(value: Any, where: str) -> float:
+    """A number in ``[0, 1]``, as a float."""
+    if not 0 <= check_type(value, (int, float), where) <= 1:
+        raise ConfigError(f"{where}: must be in [0, 1], got {value}")
+    return float(value)
+
+
+def value_range(value: Any, where: str, lo: float | None = None, hi: float | None = None) -> tuple[float, float]:
+    """A ``[low, high]`` pair of finite numbers, ``low <= high``, optionally within ``[lo, hi]`` bounds."""
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        raise ConfigError(f"{where}: expected [low, high], got {value!r}")
+    for x in value:
+        check_type(x, (int, float), where)
+        if not math.isfinite(x):
+            raise ConfigError(f"{where}: expected finite numbers, got {value!r}")
+    a, b = float(value[0]), float(value[1])
+    if a > b:
+        raise ConfigError(f"{where}: low {a} > high {b}")
+    if (lo is not None and a < lo) or (hi is not None and b > hi):
+        raise ConfigError(f"{where}: must lie within [{lo}, {hi}], got {value!r}")
+    return a, b
+
+
+def db_range(value: Any, where: str) -> tuple[float, float]:
+    """A ``[low, high]`` range of decibels within ``+-MAX_DB``."""
+    return value_range(value, where, -MAX_DB, MAX_DB)
+
+
+__all__ = ["MAX_BATCH_ROWS", "MAX_COUNT", "MAX_DB", "MAX_EPOCH", "MAX_EPOCH_ITEMS", "MAX_SEED", "ConfigError",
+           "check_choice", "check_type", "db_range", "integer", "number", "positive_int", "probability", "take_known",
+           "value_range"]

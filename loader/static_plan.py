@@ -1,0 +1,105 @@
+"""The static epoch plan and the pieces every plan shares: ``EpochPlan``, ``PlanError`` and ``batch_rng``.
+
+``loader.plan.plan_epoch`` composes a whole epoch (weighting, train windows, then this plan or the budget plan of
+``loader.batching``); both planners build on this module, which is why it sits below them and imports neither.
+
+``make_epoch_plan(num_items, batch_size, seed, epoch, rank, world_size, shuffle, tail)`` returns the rank's
+batches as small integer arrays.  Nothing here reads audio or holds per-sample Python objects, and nothing uses
+global random state, so every rank computes its share independently and a resumed run recomputes the same plan.
+
+Exactly-once: the epoch's permutation of the items is cut into rounds of ``batch_size * world_size``; global
+batch ``g`` goes to rank ``g % world_size``.  The last, incomplete round is either padded with repeats of the
+permutation's first items, flagged ``valid = False`` (``tail="pad"``: every item is seen once, every rank gets the
+same number of batches), or left out (``tail="drop"``: counted in ``dropped``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from schemas.errors import SpeechpackError
+
+
+#: ``tail`` values: what happens to the last, incomplete round of batches (module docstring).
+TAIL_POLICIES = ("pad", "drop")
+
+
+class PlanError(SpeechpackError):
+    """The plan cannot be made as asked (bad rank, world size, epoch or seed)."""
+
+
+@dataclass(frozen=True)
+class EpochPlan:
+    """One rank's batches for one epoch.
+
+    ``items[b]`` are indices into the item universe, ``valid[b]`` flags real rows (False for tail repeats), and
+    ``global_batch[b]`` is the batch's number across all ranks: the key of its random draws.
+
+    Ragged plans (``loader.batching``, batches of different sizes) set ``offsets``: ``items`` and ``valid`` are
+    then flat, and batch ``b`` is ``items[offsets[b]:offsets[b + 1]]``.  ``batch(b)`` reads either form.
+    """
+
+    items: np.ndarray
+    valid: np.ndarray
+    global_batch: np.ndarray
+    padded: int
+    dropped: int
+    offsets: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.items) if self.offsets is None else len(self.offsets) - 1
+
+    def batch(self, b: int) -> tuple[np.ndarray, np.ndarray]:
+        """Batch ``b``'s (items, valid)."""
+        if self.offsets is None:
+            return self.items[b], self.valid[b]
+        lo, hi = int(self.offsets[b]), int(self.offsets[b + 1])
+        return self.items[lo:hi], self.valid[lo:hi]
+
+
+def epoch_permutation(num_items: int, seed: int, epoch: int, shuffle: bool) -> np.ndarray:
+    """The epoch's order of ``range(num_items)``: a fresh permutation per (seed, epoch), or the identity."""
+    if not shuffle:
+        return np.arange(num_items, dtype=np.int64)
+    return batch_rng(seed, epoch, -1).permutation(num_items).astype(np.int64)
+
+
+def make_epoch_plan(num_items: int, batch_size: int, seed: int, epoch: int, rank: int, world_size: int,
+                    shuffle: bool, tail: str) -> EpochPlan:
+    """Rank ``rank``'s batches of ``epoch`` (see the module docstring for the rules)."""
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise PlanError(f"rank must be in [0, {world_size - 1}] for world_size {world_size}, got {rank}")
+    if batch_size < 1:
+        raise PlanError(f"batch_size must be at least 1, got {batch_size}")
+    order = epoch_permutation(num_items, seed, epoch, shuffle)
+    round_size = batch_size * world_size
+    if tail == "pad":
+        total = -(-num_items // round_size) * round_size
+        padded, dropped = total - num_items, 0
+        order = np.resize(order, total) if num_items else order  # resize cycles through the order
+    elif tail == "drop":
+        total = num_items // round_size * round_size
+        padded, dropped = 0, num_items - total
+        order = order[:total]
+    else:
+        raise PlanError(f"tail must be 'pad' or 'drop', got {tail!r}")
+    valid = np.arange(total) < num_items
+    batches = order.reshape(-1, batch_size)
+    valid = valid.reshape(-1, batch_size)
+    mine = np.arange(rank, len(batches), world_size, dtype=np.int64)
+    return EpochPlan(items=batches[mine], valid=valid[mine], global_batch=mine, padded=padded, dropped=dropped)
+
+
+def batch_rng(seed: int, epoch: int, global_batch: int) -> np.random.Generator:
+    """A counter-based generator keyed by (seed, epoch, batch): the same draws whichever worker asks.
+
+    Philox's key is the seed; the counter's upper words hold the epoch and the batch, so streams of different
+    batches never overlap (each would need 2**128 draws to reach the next).  ``global_batch = -1`` is the
+    epoch's permutation.
+    """
+    if seed < 0 or epoch < 0:
+        raise PlanError(f"seed and epoch must be non-negative, got seed={seed}, epoch={epoch}")
+    counter = np.array([0, 0, global_batch + 1, epoch], dtype=np.uint64)
+    return np.random.Generator(np.random.Philox(key=seed, counter=counter))

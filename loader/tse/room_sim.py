@@ -1,0 +1,305 @@
+"""Same-room reverberation: one simulated shoebox room per mixture, one room impulse response (RIR) per source.
+
+WeSep's online ``add_reverb`` simulates one room per mixture and gives every source its own RIR in it (same room,
+same microphone, different source positions), with FRA-RIR: Y. Luo and J. Yu, "FRA-RIR: Fast Random Approximation
+of the Image-source Method", Interspeech 2023, and its multi-channel form, Y. Luo and R. Gu, "Fast Random
+Approximation of Multi-channel Room Impulse Response", arXiv:2304.08052 (2023).  The method keeps the image-source
+picture of a RIR (a direct path plus virtual sources, each delayed by its distance and attenuated by ``1/d`` and by
+the walls it reflected off) but draws the virtual sources at random instead of enumerating them: their distances
+from a distribution that grows with distance, their reflection counts from their distance with a random
+perturbation, the wall reflection coefficient from the room's RT60.
+
+This module implements that method with numpy, vectorised over sources and virtual sources (no per-source loop), and
+calibrates the random draws so that the result has the physical properties a test can check:
+
+- **Virtual-source density.** A shoebox room has about ``4 pi d^2 / V`` image sources per metre of distance ``d``
+  (image sources fill space at one per room volume ``V``).  They are drawn with exactly that density while it is
+  below one per output sample (the sparse early reflections: every drawn one is a real one on average), and at one
+  per sample beyond (the dense tail), each weighted by the square root of the number of images it stands for, so
+  the energy per unit time is the room's (the direct-to-reverberant ratio follows volume, RT60 and distance, as
+  diffuse-field theory says: Kuttruff, *Room Acoustics*, ch. 5).  Distances start at the nearest first-order image
+  (the first wall reflection), never before it.
+- **Reflections.** A path of length ``d`` meets on average ``d / l`` walls, ``l = 4V / S`` being the mean free path
+  (``S``: wall area).  The reflection coefficient ``beta`` is Eyring's: the energy ``beta^(2 d / l)`` falls by
+  60 dB over ``d = c * RT60``, so the drawn RT60 is the RIR's decay time by construction.  As in FRA-RIR, each
+  virtual source's count is perturbed by ``U(-2, 2) * (d / d0)^0.25`` (narrowed so it never goes below one
+  reflection); its amplitude is divided by the perturbation's mean energy gain, so the random counts leave the
+  expected decay alone.
+- **Fractional delays** are two linear-interpolation taps at the output rate (FRA-RIR places impulses at 64 times
+  the rate and resamples down, which costs most of its time; linear taps are a mild low-pass, like air absorption).
+- **Low cut.** Every impulse is positive (rigid-wall images), which builds up a DC offset; like FRA-RIR the RIR is
+  high-passed at 80 Hz (a second-order Butterworth biquad, applied as its frequency response with enough zero
+  padding that its tail cannot wrap around).
+- Each RIR is scaled so its direct path has gain 1: the dry source keeps its level and the room adds to it.
+
+Every draw comes from the generator passed in (the mixture's counter-based stream, ``loader.tse.mixing.item_rng``),
+in a fixed order, so a room and its RIRs are a pure function of the generator's state.  WeSep's ``reverb_conf``
+keys and defaults are read by :meth:`RoomConfig.from_wesep`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from loader.config_checks import ConfigError
+
+#: Speed of sound, m/s (dry air at about 20 degrees C).
+SPEED_OF_SOUND = 343.0
+#: WeSep's ``reverb_conf`` defaults: rooms from 3 x 3 x 2.5 m to 10 x 6 x 4 m, RT60 0.1-0.7 s, source-microphone
+#: distance 0.2-5 m.
+DEFAULT_ROOM_MIN = (3.0, 3.0, 2.5)
+DEFAULT_ROOM_MAX = (10.0, 6.0, 4.0)
+DEFAULT_RT60 = (0.1, 0.7)
+DEFAULT_MIC_DIST = (0.2, 5.0)
+#: The keys of WeSep's ``reverb_conf``.
+WESEP_KEYS = ("min_max_room", "rt60", "mic_dist")
+#: The microphone and every source stay this far from each wall (metres).
+WALL_MARGIN = 0.3
+#: FRA-RIR's reflection-count perturbation: ``U(-PERTURB_HIGH, PERTURB_HIGH) * (d / d0) ** PERTURB_EXPONENT``.
+PERTURB_HIGH, PERTURB_EXPONENT = 2.0, 0.25
+#: FRA-RIR's low cut (Hz) and the zero padding (s) its frequency response is applied with.
+HIGHPASS_HZ = 80.0
+_HIGHPASS_PADDING_S = 0.05
+#: Random directions tried per source (each both ways) for one that holds the drawn distance.
+_DIRECTIONS = 4
+
+
+@dataclass(frozen=True)
+class RoomConfig:
+    """What rooms are drawn from (WeSep's ``reverb_conf``): room size per axis in ``[room_min, room_max]`` metres,
+    RT60 in ``rt60`` seconds, each source's distance to the microphone in ``mic_dist`` metres (a distance the
+    room cannot hold in the drawn direction is shortened to what fits)."""
+
+    room_min: tuple[float, float, float] = DEFAULT_ROOM_MIN
+    room_max: tuple[float, float, float] = DEFAULT_ROOM_MAX
+    rt60: tuple[float, float] = DEFAULT_RT60
+    mic_dist: tuple[float, float] = DEFAULT_MIC_DIST
+
+    def __post_init__(self) -> None:
+        for name, size in (("room_min", 3), ("room_max", 3), ("rt60", 2), ("mic_dist", 2)):
+            values = getattr(self, name)
+            if len(values) != size or not all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0
+                                               for v in values):
+                raise ConfigError(f"reverb_conf.{name} must be {size} positive numbers, got {list(values)}")
+        if any(lo > hi for lo, hi in zip(self.room_min, self.room_max)):
+            raise ConfigError(f"reverb_conf.min_max_room: smallest room {list(self.room_min)} exceeds the largest "
+                              f"{list(self.room_max)}")
+        if any(v <= 2 * WALL_MARGIN for v in self.room_min):
+            raise ConfigError(f"reverb_conf.min_max_room: every dimension of the smallest room must exceed "
+                              f"{2 * WALL_MARGIN} m, got {list(self.room_min)}")
+        for name in ("rt60", "mic_dist"):
+            lo, hi = getattr(self, name)
+            if lo > hi:
+                raise ConfigError(f"reverb_conf.{name}: low {lo} exceeds high {hi}")
+
+    @classmethod
+    def from_wesep(cls, conf: Mapping | None) -> RoomConfig:
+        """A ``reverb_conf`` block as WeSep recipes write it (``min_max_room: [[x, y, z], [x, y, z]]``,
+        ``rt60: [lo, hi]``, ``mic_dist: [lo, hi]``); a missing key keeps WeSep's default, an unknown one is an
+        error naming it."""
+        conf = {} if conf is None else conf
+        if not isinstance(conf, Mapping):
+            raise ConfigError(f"reverb_conf must be a mapping, got {conf!r}")
+        unknown = sorted(set(conf) - set(WESEP_KEYS))
+        if unknown:
+            raise ConfigError(f"reverb_conf: unknown key(s) {', '.join(map(str, unknown))} "
+                              f"(known: {', '.join(WESEP_KEYS)})")
+        values = {}
+        if "min_max_room" in conf:
+            rooms = conf["min_max_room"]
+            if not (isinstance(rooms, (list, tuple)) and len(rooms) == 2
+                    and all(isinstance(r, (list, tuple)) for r in rooms)):
+                raise ConfigError(f"reverb_conf.min_max_room must be [[x, y, z], [x, y, z]], got {rooms!r}")
+            values["room_min"], values["room_max"] = tuple(rooms[0]), tuple(rooms[1])
+        for key in ("rt60", "mic_dist"):
+            if key in conf:
+                if not isinstance(conf[key], (list, tuple)):
+                    raise ConfigError(f"reverb_conf.{key} must be [lo, hi], got {conf[key]!r}")
+                values[key] = tuple(conf[key])
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Room:
+    """One drawn room: its size (metres), RT60 (s), the microphone and the ``n`` source positions ``[n, 3]``;
+    ``distances`` are the source-microphone distances ``[n]``."""
+
+    size: np.ndarray
+    rt60: float
+    mic: np.ndarray
+    sources: np.ndarray
+    distances: np.ndarray
+
+    def direct_delays(self, sample_rate: int) -> np.ndarray:
+        """Where each source's direct path arrives, in (fractional) samples."""
+        return self.distances / SPEED_OF_SOUND * sample_rate
+
+    def first_reflections(self) -> np.ndarray:
+        """Each source's shortest first-order reflection path ``[n]`` (its image in the nearest-by-path wall)."""
+        best = np.full(len(self.sources), np.inf)
+        for axis in range(3):
+            for wall in (0.0, float(self.size[axis])):
+                mirrored = self.sources.copy()
+                mirrored[:, axis] = 2.0 * wall - self.sources[:, axis]
+                best = np.minimum(best, np.linalg.norm(mirrored - self.mic, axis=1))
+        return best
+
+
+def draw_room(rng: np.random.Generator, config: RoomConfig, n_sources: int) -> Room:
+    """A room, its RT60, a microphone and ``n_sources`` source positions, drawn from ``rng`` in a fixed order
+    (size, RT60, microphone, distances, candidate directions) so the number of draws never depends on the
+    values.  A distance no candidate direction holds is shortened to the most any of them does."""
+    if n_sources < 1:
+        raise ConfigError(f"a room needs at least one source, got {n_sources}")
+    size = rng.uniform(config.room_min, config.room_max)
+    rt60 = float(rng.uniform(*config.rt60))
+    low, high = np.full(3, WALL_MARGIN), size - WALL_MARGIN
+    mic = rng.uniform(low, high)
+    wanted = rng.uniform(*config.mic_dist, size=n_sources)
+    # Candidate directions (each also reversed): the first with room for the drawn distance, else the roomiest,
+    # with the distance cut to what fits there.
+    candidates = rng.normal(size=(n_sources, _DIRECTIONS, 3))
+    candidates /= np.maximum(np.linalg.norm(candidates, axis=2, keepdims=True), 1e-12)
+    candidates = np.concatenate([candidates, -candidates], axis=1)
+    room_left = _room_along(mic, candidates, low, high)
+    fits = room_left >= wanted[:, None]
+    choice = np.where(fits.any(axis=1), fits.argmax(axis=1), room_left.argmax(axis=1))
+    rows = np.arange(n_sources)
+    direction = candidates[rows, choice]
+    distances = np.minimum(wanted, room_left[rows, choice])
+    sources = mic + distances[:, None] * direction
+    return Room(size=size, rt60=rt60, mic=mic, sources=sources, distances=distances)
+
+
+def _room_along(start: np.ndarray, direction: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """How far from ``start`` one can go along each unit ``direction`` ``[..., 3]`` and stay in ``[low, high]``."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        steps = np.where(direction > 0, (high - start) / direction,
+                         np.where(direction < 0, (low - start) / direction, np.inf))
+    return steps.min(axis=-1)
+
+
+def room_rirs(room: Room, sample_rate: int, rng: np.random.Generator) -> np.ndarray:
+    """The RIR of every source of ``room`` at ``sample_rate``: float32 ``[n, L]``, ``L`` = the latest direct
+    path plus RT60 (the tail is 60 dB down there), direct path of gain 1 at :meth:`Room.direct_delays`."""
+    n = len(room.distances)
+    volume = float(np.prod(room.size))
+    area = 2.0 * float(room.size[0] * room.size[1] + room.size[1] * room.size[2] + room.size[0] * room.size[2])
+    free_path = 4.0 * volume / area
+    per_metre = sample_rate / SPEED_OF_SOUND  # one virtual source per output sample, as a density per metre
+    d0 = room.distances
+    d_end = float(d0.max()) + SPEED_OF_SOUND * room.rt60
+    length = int(math.ceil(d_end * per_metre)) + 2  # + 2: the second tap of the latest impulse fits
+
+    # Segment A (true image density 4 pi d^2 / V, below one per sample): [start, min(crossover, d_end)];
+    # segment B (one per sample): [max(start, crossover), d_end].
+    start = np.minimum(room.first_reflections(), d_end)
+    crossover = math.sqrt(volume * per_metre / (4.0 * math.pi))
+    a_end = np.minimum(np.maximum(start, crossover), d_end)
+    count_a = 4.0 * math.pi / (3.0 * volume) * (a_end ** 3 - start ** 3)
+    b_start = np.maximum(start, crossover)
+    count_b = per_metre * np.maximum(d_end - b_start, 0.0)
+    expected = count_a + count_b
+    counts = np.maximum(np.ceil(expected).astype(np.int64), 1)
+    width = int(counts.max())
+
+    # Inverse of the piecewise cumulative count: u * expected images lie before each drawn distance.
+    quota = rng.random((n, width)) * expected[:, None]
+    in_a = quota < count_a[:, None]
+    dist_a = np.cbrt(start[:, None] ** 3 + 3.0 * volume / (4.0 * math.pi) * quota)
+    dist_b = b_start[:, None] + (quota - count_a[:, None]) / per_metre
+    dist = np.where(in_a, dist_a, dist_b)
+    # Energy weight: images each drawn one stands for (1 in A, density ratio in B), times expected / drawn count.
+    share = np.where(in_a, 1.0, 4.0 * math.pi * dist ** 2 / (volume * per_metre)) * (expected / counts)[:, None]
+    share[np.arange(width)[None, :] >= counts[:, None]] = 0.0
+
+    # Reflection counts: the mean d / l, perturbed as FRA-RIR does, at least one wall.
+    log_beta = -3.0 * math.log(10.0) * free_path / (SPEED_OF_SOUND * room.rt60)  # ln beta per reflection
+    # The spread is narrowed where it would reach below one reflection, so no count needs clamping (a clamp would
+    # bias the early energy down and lengthen short decays).
+    mean = dist / free_path
+    spread = np.minimum(PERTURB_HIGH * (dist / d0[:, None]) ** PERTURB_EXPONENT, np.maximum(mean - 1.0, 0.0))
+    reflections = np.maximum(mean + rng.uniform(-1.0, 1.0, size=(n, width)) * spread, 1.0)
+    # E[beta^(2 delta)] for delta ~ U(-w, w) is sinh(w k) / (w k), k = -2 ln beta: divided out (in amplitude).
+    wk = np.maximum(spread * (-2.0 * log_beta), 1e-9)
+    compensation = np.sqrt(wk / np.sinh(np.minimum(wk, 700.0)))
+    amplitude = np.exp(reflections * log_beta) / dist * np.sqrt(share) * compensation
+
+    # Direct paths (gain 1/d0) and virtual sources, each as two linear-interpolation taps, summed per row.
+    delays = np.concatenate([d0[:, None], dist], axis=1) * per_metre
+    gains = np.concatenate([1.0 / d0[:, None], amplitude], axis=1)
+    whole = np.floor(delays).astype(np.int64)
+    frac = delays - whole
+    rows = np.arange(n, dtype=np.int64)[:, None] * length
+    index = np.concatenate([(rows + whole).ravel(), (rows + whole + 1).ravel()])
+    weight = np.concatenate([(gains * (1.0 - frac)).ravel(), (gains * frac).ravel()])
+    rirs = np.bincount(index, weights=weight, minlength=n * length).reshape(n, length)
+    rirs = highpass(rirs, sample_rate) * d0[:, None]  # direct path gain 1
+    return rirs.astype(np.float32)
+
+
+def highpass(rows: np.ndarray, sample_rate: int, cutoff: float = HIGHPASS_HZ) -> np.ndarray:
+    """``rows`` ``[n, L]`` through a second-order Butterworth high-pass at ``cutoff`` Hz (the bilinear-transform
+    biquad of R. Bristow-Johnson's "Audio EQ Cookbook", Q = 1/sqrt(2)), applied as its frequency response on a
+    zero-padded FFT: the same as running the filter, since its tail dies out within the padding."""
+    from loader.tse.mixing import fast_fft_size
+
+    length = rows.shape[-1]
+    size = fast_fft_size(length + int(_HIGHPASS_PADDING_S * sample_rate))
+    w0 = 2.0 * math.pi * cutoff / sample_rate
+    alpha = math.sin(w0) / math.sqrt(2.0)  # sin(w0) / (2 Q), Q = 1 / sqrt(2)
+    cos_w0 = math.cos(w0)
+    b = np.array([(1.0 + cos_w0) / 2.0, -(1.0 + cos_w0), (1.0 + cos_w0) / 2.0])
+    a = np.array([1.0 + alpha, -2.0 * cos_w0, 1.0 - alpha])
+    z = np.exp(-1j * np.linspace(0.0, math.pi, size // 2 + 1))  # z^-1 on the rfft bins
+    response = (b[0] + b[1] * z + b[2] * z * z) / (a[0] + a[1] * z + a[2] * z * z)
+    return np.fft.irfft(np.fft.rfft(rows, size, axis=-1) * response, size, axis=-1)[..., :length]
+
+
+@dataclass(frozen=True)
+class SimulatedRoom:
+    """A drawn room and its sources' RIRs ``[n, L]`` (float32) at ``sample_rate``."""
+
+    room: Room
+    rirs: np.ndarray
+    sample_rate: int
+
+
+def simulate_room(rng: np.random.Generator, config: RoomConfig, n_sources: int, sample_rate: int) -> SimulatedRoom:
+    """One room per mixture, one RIR per source (same room, same microphone, different positions): the draws of
+    :func:`draw_room` then :func:`room_rirs`, all from ``rng``."""
+    if sample_rate <= 0:
+        raise ConfigError(f"sample rate must be positive, got {sample_rate}")
+    room = draw_room(rng, config, n_sources)
+    return SimulatedRoom(room=room, rirs=room_rirs(room, sample_rate, rng), sample_rate=sample_rate)
+
+
+def convolve_rows(sources: np.ndarray, rirs: np.ndarray) -> np.ndarray:
+    """Row ``i`` of ``sources`` ``[n, T]`` convolved with row ``i`` of ``rirs`` ``[n, L]`` ("full", cropped to
+    ``T``, as WeSep's ``add_reverb``), all rows in one real FFT each way, in the sources' precision."""
+    from loader.tse.mixing import fast_fft_size
+
+    if sources.ndim != 2 or rirs.ndim != 2 or sources.shape[0] != rirs.shape[0]:
+        raise ValueError(f"convolve_rows needs [n, T] sources and [n, L] RIRs, got {sources.shape} and {rirs.shape}")
+    length = sources.shape[1]
+    size = fast_fft_size(length + rirs.shape[1] - 1)
+    spectra = np.fft.rfft(sources, size, axis=-1)
+    spectra *= np.fft.rfft(rirs.astype(sources.dtype, copy=False), size, axis=-1)
+    return np.fft.irfft(spectra, size, axis=-1)[:, :length].astype(sources.dtype, copy=False)
+
+
+def reverberate_room(rng: np.random.Generator, config: RoomConfig, sources: np.ndarray,
+                     sample_rate: int) -> tuple[np.ndarray, SimulatedRoom]:
+    """WeSep's ``add_reverb`` for one mixture: a room drawn for its ``[n, T]`` sources, each convolved with its
+    own RIR; returns the reverberant sources (which replace the dry ones) and the simulation."""
+    simulated = simulate_room(rng, config, sources.shape[0], sample_rate)
+    return convolve_rows(sources, simulated.rirs), simulated
+
+
+__all__ = ["DEFAULT_MIC_DIST", "DEFAULT_ROOM_MAX", "DEFAULT_ROOM_MIN", "DEFAULT_RT60", "HIGHPASS_HZ", "SPEED_OF_SOUND",
+           "WALL_MARGIN", "WESEP_KEYS", "Room", "RoomConfig", "SimulatedRoom", "convolve_rows", "draw_room",
+           "highpass", "reverberate_room", "room_rirs", "simulate_room"]

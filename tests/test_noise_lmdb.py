@@ -1,0 +1,243 @@
+"""WeSep's noise LMDB: read as it is (``schemas/noise_lmdb.py``) and converted once into a noise pack
+(``speechpack build audio-bank --kind noise --lmdb``), from an LMDB made exactly as WeSep's ``tools/make_lmdb.py``
+makes one (keys -> the bytes of real recordings, ``__keys__`` -> the pickled key list)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickle
+
+import numpy as np
+import pytest
+import soundfile
+import soxr
+from click.testing import CliRunner
+
+from cli import main
+from loader import open_pack
+from packer.validate import validate_pack
+from schemas.constants import KIND_NOISE, SKIPPED_NAME, STREAM_AUDIO
+from schemas.noise_lmdb import (
+    KEYS_ENTRY,
+    NOISE_SNR_DB,
+    SPEECH_SNR_DB,
+    NoiseLmdb,
+    NoiseLmdbError,
+    decode_noise,
+    noise_snr_range,
+)
+
+FULL_SCALE = 32768.0
+_QABCS = "/usr/share/qabcs/abcs/all/noises/{}.ogg"
+#: key -> (Debian package, real recording): qabcs-data noises (Ogg Vorbis, 11.025-96 kHz, mono and stereo), alsa's
+#: stationary noise, and speech (alsa's voice at 48 kHz, a librivox clip at 16 kHz) under ``speech*`` keys.
+RECORDINGS = {
+    "airplane": ("qabcs-data", _QABCS.format("airplane")),
+    "dolphin": ("qabcs-data", _QABCS.format("dolphin")),
+    "xun": ("qabcs-data", _QABCS.format("xun")),
+    "alsa_noise": ("alsa-utils", "/usr/share/sounds/alsa/Noise.wav"),
+    "speech_front_center": ("alsa-utils", "/usr/share/sounds/alsa/Front_Center.wav"),
+    "speech_librivox": ("pocketsphinx-testdata",
+                        "/usr/share/pocketsphinx/test/data/librivox/sense_and_sensibility_01_austen_64kb-0870.wav"),
+}
+
+
+def _lmdb():
+    try:
+        import lmdb
+    except ImportError:
+        message = "lmdb is missing: pip install 'speechpack[wesep]'"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return lmdb
+
+
+def _require(package: str, path: str) -> str:
+    if not os.path.isfile(path):
+        message = (f"real recording {path} is missing: install the Debian package {package} "
+                   f"(apt-get install -y --no-install-recommends {package})")
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+class _Tripwire:
+    """Unpickled, it creates the directory ``path``: proof, across processes, that someone unpickled it."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __reduce__(self):
+        return os.mkdir, (self.path,)
+
+
+def make_lmdb(path, entries: dict[str, bytes], keys_pickle: bytes | None = None) -> None:
+    """What WeSep's make_lmdb.py does: one write transaction putting every key's file bytes, then ``__keys__``
+    holding ``pickle.dumps`` of the key list (or ``keys_pickle``)."""
+    env = _lmdb().open(str(path), map_size=1 << 28)
+    with env.begin(write=True) as txn:
+        for key, data in entries.items():
+            txn.put(key.encode("utf-8"), data)
+        txn.put(KEYS_ENTRY, pickle.dumps(list(entries)) if keys_pickle is None else keys_pickle)
+    env.sync()
+    env.close()
+
+
+def _flac_bytes(path: str) -> bytes:
+    """A real recording re-encoded as FLAC in memory (an LMDB may hold any format libsndfile reads)."""
+    data, rate = soundfile.read(path, dtype="int16")
+    buffer = io.BytesIO()
+    soundfile.write(buffer, data, rate, format="FLAC")
+    return buffer.getvalue()
+
+
+@pytest.fixture
+def noise_lmdb(tmp_path):
+    """A make_lmdb.py LMDB of real recordings (one re-encoded to FLAC); returns (path, key -> bytes)."""
+    entries = {key: open(_require(package, path), "rb").read() for key, (package, path) in RECORDINGS.items()}
+    entries["speech_librivox_flac"] = _flac_bytes(RECORDINGS["speech_librivox"][1])
+    path = tmp_path / "noise.lmdb"
+    make_lmdb(path, entries)
+    return path, entries
+
+
+def _expected(data: bytes, rate: int) -> np.ndarray:
+    samples, orig = soundfile.read(io.BytesIO(data), dtype="float32", always_2d=True)
+    if orig != rate:
+        samples = soxr.resample(samples, orig, rate)
+    return np.ascontiguousarray(samples.T, dtype=np.float32)
+
+
+def _refuse_pickle(monkeypatch) -> None:
+    def refuse(*args, **kwargs):
+        raise AssertionError("the reader unpickled something")
+
+    monkeypatch.setattr(pickle, "loads", refuse)
+    monkeypatch.setattr(pickle, "load", refuse)
+
+
+@pytest.mark.real_data
+def test_keys_come_from_a_cursor_never_from_the_pickle(noise_lmdb, monkeypatch):
+    path, entries = noise_lmdb
+    _refuse_pickle(monkeypatch)
+    with NoiseLmdb(str(path)) as reader:
+        keys = reader.keys()
+    assert keys == sorted(entries)  # LMDB's byte order; __keys__ left out
+    assert "__keys__" not in keys
+
+
+@pytest.mark.real_data
+def test_entries_decode_and_resample(noise_lmdb):
+    path, entries = noise_lmdb
+    reader = NoiseLmdb(str(path))
+    for key, data in entries.items():
+        native, rate = reader.read(key)
+        assert rate == soundfile.info(io.BytesIO(data)).samplerate
+        np.testing.assert_array_equal(native, _expected(data, rate))
+        at_16k, rate = reader.read(key, 16000)
+        assert rate == 16000
+        np.testing.assert_allclose(at_16k, _expected(data, 16000), atol=1e-6)
+    assert reader.read("dolphin")[0].shape[0] == 2  # stereo kept
+    # the FLAC re-encoding decodes to the same samples as the WAV it came from
+    np.testing.assert_allclose(reader.read("speech_librivox_flac")[0], reader.read("speech_librivox")[0], atol=0)
+    reader.close()
+
+
+@pytest.mark.real_data
+def test_reader_pickles_as_its_path(noise_lmdb):
+    path, entries = noise_lmdb
+    reader = NoiseLmdb(str(path))
+    reader.keys()  # opened here
+    copy = pickle.loads(pickle.dumps(reader))  # a worker's copy opens its own environment
+    assert copy.path == str(path) and copy.keys() == sorted(entries)
+
+
+def test_speech_prefix_rule():
+    assert noise_snr_range("speech_babble_001") == SPEECH_SNR_DB == (10.0, 30.0)
+    assert noise_snr_range("speech") == SPEECH_SNR_DB
+    assert noise_snr_range("airplane") == NOISE_SNR_DB == (-5.0, 25.0)
+    assert noise_snr_range("Speech_upper") == NOISE_SNR_DB  # WeSep's startswith is case-sensitive
+    assert noise_snr_range("noise_speech") == NOISE_SNR_DB
+
+
+def test_reader_errors(tmp_path):
+    with pytest.raises(NoiseLmdbError, match="no such noise LMDB"):
+        NoiseLmdb(str(tmp_path / "absent")).keys()
+    only_keys = tmp_path / "only_keys.lmdb"
+    make_lmdb(only_keys, {})
+    with pytest.raises(NoiseLmdbError, match="holds no noise entries"):
+        NoiseLmdb(str(only_keys)).keys()
+    with pytest.raises(NoiseLmdbError, match="no noise 'nothing'"):
+        NoiseLmdb(str(only_keys)).raw("nothing")
+    with pytest.raises(NoiseLmdbError, match="noise 'junk': cannot decode audio"):
+        decode_noise(b"not audio at all", "junk")
+
+
+def _build(*args: str):
+    return CliRunner().invoke(main, ["build", "audio-bank", "--no-progress", *args], catch_exceptions=False)
+
+
+@pytest.mark.real_data
+def test_lmdb_converts_into_a_valid_noise_pack(noise_lmdb, tmp_path):
+    _, entries = noise_lmdb
+    # __keys__ holds a pickle that creates a directory when loaded, in whatever process loads it
+    tripwire = tmp_path / "unpickled"
+    path = tmp_path / "trapped.lmdb"
+    make_lmdb(path, entries, keys_pickle=pickle.dumps(_Tripwire(str(tripwire))))
+    out = tmp_path / "pack"
+    result = _build("--kind", "noise", "--lmdb", str(path), "--out", str(out), "--workers", "2")
+    assert result.exit_code == 0, result.output
+    assert f"packed {len(entries)} samples" in result.output
+    report = validate_pack(str(out))
+    assert report.ok, report.describe()
+    pack = open_pack(out)
+    assert pack.kind == KIND_NOISE
+    assert list(pack.keys) == sorted(entries)  # LMDB keys kept as sample keys
+    # so the SNR rule still applies from the pack
+    assert [noise_snr_range(k) == SPEECH_SNR_DB for k in pack.keys] == [k.startswith("speech") for k in pack.keys]
+    table = pack.streams[STREAM_AUDIO]
+    for index, key in enumerate(pack.keys):
+        expected = _expected(entries[key], 16000)
+        got = pack.sample(index).targets
+        assert got.shape == expected.shape, key
+        step = float(table.scale[pack.segments_of(STREAM_AUDIO, index)[0]]) / FULL_SCALE
+        np.testing.assert_allclose(got, expected, rtol=0, atol=0.5 * step + 1e-6, err_msg=key)
+    assert dict(zip(pack.keys, pack.orig_sample_rate))["xun"] == 96000
+    assert not tripwire.exists()
+
+
+@pytest.mark.real_data
+def test_a_corrupt_entry_is_named_and_can_be_skipped(noise_lmdb, tmp_path):
+    path, entries = noise_lmdb
+    entries = dict(entries, broken_fan=b"RIFF\x10\x00\x00\x00WAVEjunk" + bytes(64), empty_hum=b"")
+    broken = tmp_path / "broken.lmdb"
+    make_lmdb(broken, entries)
+    out = tmp_path / "pack"
+    result = _build("--kind", "noise", "--lmdb", str(broken), "--out", str(out))
+    assert result.exit_code == 1
+    assert "key 'broken_fan'" in result.output and "key 'empty_hum'" in result.output
+    assert "cannot decode audio" in result.output
+    assert not out.exists()  # no half-written pack
+    result = _build("--kind", "noise", "--lmdb", str(broken), "--out", str(out), "--skip-bad")
+    assert result.exit_code == 0, result.output
+    skipped = json.loads((out / SKIPPED_NAME).read_text())["skipped"]
+    assert sorted(entry["key"] for entry in skipped) == ["broken_fan", "empty_hum"]
+    assert sorted(open_pack(out).keys) == sorted(k for k in entries if k not in ("broken_fan", "empty_hum"))
+    assert validate_pack(str(out)).ok
+
+
+def test_lmdb_usage_errors(tmp_path):
+    make_lmdb(tmp_path / "x.lmdb", {})
+    lmdb_path = str(tmp_path / "x.lmdb")
+    assert _build("--kind", "rir", "--lmdb", lmdb_path, "--out", str(tmp_path / "o")).exit_code == 2
+    assert _build("--kind", "noise", str(tmp_path), "--lmdb", lmdb_path, "--out", str(tmp_path / "o")).exit_code == 2
+    result = _build("--kind", "noise", "--lmdb", lmdb_path, "--out", str(tmp_path / "o"))
+    assert result.exit_code == 1 and "holds no noise entries" in result.output
+    not_lmdb = tmp_path / "plain"
+    not_lmdb.mkdir()
+    result = _build("--kind", "noise", "--lmdb", str(not_lmdb), "--out", str(tmp_path / "o"))
+    assert result.exit_code == 1 and "cannot open as an LMDB" in result.output

@@ -1,0 +1,91 @@
+"""``loader.plan.plan_epoch``: the whole epoch plan (weighting -> train-window units -> static or budget plan ->
+unit ids) as one pure function, without torch, and the same one the loader and ``speechpack plan`` run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from loader.batching import BudgetArgs, make_budget_plan, tile_windows
+from loader.plan import MAX_WORLD_SIZE, PlanError, make_epoch_plan, needs_lengths, plan_epoch
+from loader.weighting import PackWeighting
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Args:
+    """A task's planning view (what ``plan_epoch`` reads of ``builder.args``)."""
+
+    batch_size: int = 3
+    batching: BudgetArgs | None = None
+    shuffle: bool = True
+    tail: str = "pad"
+
+
+LENGTHS = np.random.default_rng(0).integers(100, 3000, 41)
+
+
+def weighting(sizes=(30, 11), counts=(12, 20)) -> PackWeighting:
+    return PackWeighting(sizes=sizes, counts=counts, targets=(0.4, 0.6), paths=("a", "b"), corpora=("a", "b"),
+                         languages=("a", "b"), shuffle=True)
+
+
+def valid_units(plans) -> np.ndarray:
+    return np.sort(np.concatenate([p.items[p.valid] for p in plans]))
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3])
+def test_static_plan_is_make_epoch_plan(world_size):
+    for rank in range(world_size):
+        got = plan_epoch(Args(), 7, 2, rank, world_size, num_units=41)
+        want = make_epoch_plan(41, 3, 7, 2, rank, world_size, True, "pad")
+        np.testing.assert_array_equal(got.items, want.items)
+        np.testing.assert_array_equal(got.valid, want.valid)
+
+
+def test_budget_plan_is_make_budget_plan_and_needs_lengths():
+    args = Args(batch_size=1, batching=BudgetArgs(budget=5000, multiple_of=2))
+    assert needs_lengths(args) and not needs_lengths(Args())
+    got = plan_epoch(args, 7, 1, 0, 2, num_units=41, lengths=LENGTHS)
+    want = make_budget_plan(LENGTHS, args.batching, 7, 1, 0, 2, True, "pad")
+    np.testing.assert_array_equal(got.items, want.items)
+    np.testing.assert_array_equal(got.offsets, want.offsets)
+    with pytest.raises(PlanError, match="lengths"):
+        plan_epoch(args, 7, 1, 0, 2, num_units=41)
+
+
+@pytest.mark.parametrize("batching", [None, BudgetArgs(budget=4000)])
+def test_weighted_plan_covers_the_selection_once(batching):
+    """Over all ranks, the valid rows are exactly the weighting's selection (repeats included), as unit ids."""
+    w = weighting()
+    args = Args(batch_size=1 if batching else 3, batching=batching)
+    plans = [plan_epoch(args, 5, 3, r, 2, num_units=41, lengths=LENGTHS, weighting=w) for r in range(2)]
+    np.testing.assert_array_equal(valid_units(plans), np.sort(w.items(5, 3)))
+
+
+def test_weighted_windows_plan_the_selected_items_chunks():
+    windows = tile_windows(LENGTHS, 700, 50)
+    w = weighting()
+    args = Args(batch_size=1, batching=BudgetArgs(budget=3000))
+    plans = [plan_epoch(args, 5, 0, r, 3, num_units=len(windows), lengths=windows.fed_length, windows=windows,
+                        weighting=w) for r in range(3)]
+    np.testing.assert_array_equal(valid_units(plans), np.sort(windows.units_of(w.items(5, 0))))
+
+
+def test_world_size_is_bounded():
+    with pytest.raises(PlanError, match="world_size"):
+        plan_epoch(Args(), 0, 0, 0, MAX_WORLD_SIZE + 1, num_units=10)
+    with pytest.raises(PlanError, match="world_size"):
+        plan_epoch(Args(), 0, 0, 0, 0, num_units=10)
+
+
+def test_plan_and_planning_report_import_no_torch():
+    code = ("import sys, loader.plan, loader.planning_report, loader.config, loader.tasks; "
+            "assert 'torch' not in sys.modules, 'torch imported'")
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
