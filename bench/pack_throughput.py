@@ -17,7 +17,7 @@ Two jobs run on the same list, alternating, after one untimed warm-up of each (p
 
 - baseline: for every line, ``soundfile.read(path, dtype="float32", always_2d=True)`` of the mixture and both
   sources and ``soxr.resample(data, rate, 16000)`` of each: the decode and resample work a pack has to do;
-- pack: ``packer.build.run.build_wesep(list, BuildOptions(out=..., workers=N, progress=False))``, fsync and
+- pack: ``packer.adapters.wesep.build_wesep(list, BuildOptions(out=..., workers=N, progress=False))``, fsync and
   hashing included.
 
 Both count the same hours (the mixtures' duration), so the ratio of throughputs is
