@@ -41,7 +41,7 @@ def test_every_parameter_is_an_argument_of_its_build_function():
         assert required <= set(given), (name, required - set(given))
         if adapter.default_out is not None:
             names = set(inspect.signature(adapter.default_out).parameters)
-            assert names and names <= {param.name for param in adapter.params}, name
+            assert names and names <= {param.name for param in (*adapter.params, *adapter.out_params)}, name
 
 
 def test_asd_families_take_asd_options():
@@ -51,13 +51,14 @@ def test_asd_families_take_asd_options():
         flags = {flag for param in build.commands[name].params for flag in param.opts}
         assert ("--skip-missing" in flags) == (name in asd), name
         assert ("--sample-rate" in flags) == (name not in asd), name
+        assert ("--output" in flags) == ("--max-shard-gb" in flags) == (name in asd), name  # MuVAP's spellings
         assert {"--out", "--shard-size", "--workers", "--skip-bad", "--overwrite", "--executor", "--shards",
                 "--resume"} <= flags, name
 
 
 def test_asd_options_are_build_options_at_16_khz():
     options = AsdBuildOptions(out="x", skip_missing=True, resume=True)
-    assert isinstance(options, BuildOptions) and options.sample_rate == ASD_SAMPLE_RATE and options.stateful
+    assert isinstance(options, BuildOptions) and options.sample_rate == ASD_SAMPLE_RATE and options.resume
     assert options.recorded() == {"sample_rate": ASD_SAMPLE_RATE, "shard_bytes": options.shard_bytes,
                                   "skip_bad": False, "skip_missing": True}
     with pytest.raises(SpeechpackError, match=f"stored at {ASD_SAMPLE_RATE} Hz"):

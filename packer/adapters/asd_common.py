@@ -37,8 +37,8 @@ from schemas.npyfile import read_npy_header
 from schemas.timebase import audio_sample_count, model_frame_count, track_start_sample
 from schemas.wesep_list import LineProblem
 
-#: Where an asd pack goes by default, beside its corpus: ``<dataset root>/packed/<split>`` (each adapter says
-#: what its dataset root and split are).
+#: Where an asd pack goes by default, beside its corpus: ``<dataset root>/packed/<split>`` (MuVAP's ``--output``
+#: default; each adapter says what its dataset root and split are).
 PACKED_DIR = "packed"
 #: Reason prefix of a missing input: what ``--skip-missing`` skips (and nothing else).
 MISSING = "missing input"

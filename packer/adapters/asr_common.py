@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from packer.audio import Audio, resample, resampled_length, to_stored
+from packer.audio import Audio, resample, resampled_frames, to_stored
 from packer.sample import PackedSample, SamplePlan, StoredArray
 from schemas.constants import STREAM_AUDIO, STREAM_TEXT, UNKNOWN_SPEAKER
+from schemas.sample_names import name_problem
 
 
 def check_text(value, field: str = "text") -> str:
@@ -25,9 +26,13 @@ def check_text(value, field: str = "text") -> str:
 
 
 def check_label(value, field: str) -> str:
-    """A language, corpus or speaker name: a non-empty string without surrounding space."""
+    """A language, corpus or speaker name: a non-empty string without surrounding space, and a name a pack can
+    store (``schemas.sample_names``: no control character)."""
     if not isinstance(value, str) or not value or value != value.strip():
         raise ValueError(f"{field}: expected a non-empty name without surrounding spaces, got {value!r}")
+    problem = name_problem(value)
+    if problem is not None:
+        raise ValueError(f"{field}: {value!r} {problem}")
     return value
 
 
@@ -36,9 +41,11 @@ def text_array(text: str) -> np.ndarray:
     return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).copy()
 
 
-def asr_plan(line: int, key: str, channels: int, frames: int, rate: int, sample_rate: int, text: str) -> SamplePlan:
-    """The plan of an asr sample whose audio has ``channels`` x ``frames`` at ``rate`` before resampling."""
-    num_frames = resampled_length(frames, rate, sample_rate)
+def asr_plan(line: int, key: str, channels: int, frames: int, rate: int, sample_rate: int, text: str,
+             name: str) -> SamplePlan:
+    """The plan of an asr sample whose audio (the file ``name``) has ``channels`` x ``frames`` at ``rate`` before
+    resampling."""
+    num_frames = resampled_frames(frames, rate, sample_rate, name)
     return SamplePlan(line=line, key=key, num_frames=num_frames,
                       elements={STREAM_AUDIO: channels * num_frames, STREAM_TEXT: len(text.encode("utf-8"))})
 

@@ -24,7 +24,6 @@ field.
 from __future__ import annotations
 
 import functools
-import json
 import os
 from dataclasses import dataclass
 
@@ -37,6 +36,8 @@ from packer.build.run import BuildOptions, BuildSummary, run_build
 from packer.sample import PackedSample, SamplePlan
 from schemas.constants import KIND_ASR
 from schemas.errors import SpeechpackError
+from schemas.jsonlines import parse_json_line, read_lines
+from schemas.sample_names import check_name
 from schemas.units import seconds_to_samples
 from schemas.wesep_list import LineProblem
 
@@ -74,27 +75,29 @@ def read_asr_manifest(manifest_path: str, language: str | None = None, corpus: s
     lines: list[AsrLine] = []
     problems: list[LineProblem] = []
     first_line: dict[str, int] = {}
-    with open(manifest_path, encoding="utf-8") as fp:
-        for number, raw in enumerate(fp, start=1):
-            if not raw.strip():
-                continue
-            try:
-                parsed = _parse_line(raw, number, base, language, corpus)
-            except ValueError as err:
-                problems.append(LineProblem(number, _best_effort_key(raw), None, str(err)))
-                continue
-            if parsed.key in first_line:
-                problems.append(LineProblem(number, parsed.key, parsed.path,
-                                            f"duplicate key (first on line {first_line[parsed.key]})"))
-                continue
-            first_line[parsed.key] = number
-            lines.append(parsed)
+    for number, raw, undecodable in read_lines(manifest_path):
+        if undecodable is not None:
+            problems.append(LineProblem(number, None, None, undecodable))
+            continue
+        if not raw.strip():
+            continue
+        try:
+            parsed = _parse_line(raw, number, base, language, corpus)
+        except ValueError as err:
+            problems.append(LineProblem(number, _best_effort_key(raw), None, str(err)))
+            continue
+        if parsed.key in first_line:
+            problems.append(LineProblem(number, parsed.key, parsed.path,
+                                        f"duplicate key (first on line {first_line[parsed.key]})"))
+            continue
+        first_line[parsed.key] = number
+        lines.append(parsed)
     return AsrManifest(lines, problems)
 
 
 def _best_effort_key(raw: str) -> str | None:
     try:
-        obj = json.loads(raw)
+        obj = parse_json_line(raw)
     except ValueError:
         return None
     if isinstance(obj, dict):
@@ -113,10 +116,7 @@ def _seconds(obj: dict, field: str) -> float | None:
 
 
 def _parse_line(raw: str, number: int, base: str, language: str | None, corpus: str | None) -> AsrLine:
-    try:
-        obj = json.loads(raw)
-    except ValueError as err:
-        raise ValueError(f"not valid JSON ({err})") from None
+    obj = parse_json_line(raw)
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
     for field in ("audio_filepath", "text"):
@@ -140,6 +140,7 @@ def _parse_line(raw: str, number: int, base: str, language: str | None, corpus: 
         key = os.path.splitext(path)[0] + (f"@{offset:g}" if offset else "")
     if not isinstance(key, str) or not key:
         raise ValueError(f"key: expected a non-empty string, got {key!r}")
+    check_name(key, "key")
     return AsrLine(line=number, key=key, path=path if os.path.isabs(path) else os.path.join(base, path), text=text,
                    speaker=speaker, offset=offset, duration=duration,
                    extra={k: v for k, v in obj.items() if k not in _INTERPRETED}, **labels)
@@ -159,7 +160,8 @@ def plan_asr_line(item: AsrLine, sample_rate: int) -> SamplePlan:
     """Size a line's sample from the file header (span applied)."""
     info = probe_audio(item.path)
     start, stop = _span(item, info.frames, info.sample_rate)
-    return asr_plan(item.line, item.key, info.channels, stop - start, info.sample_rate, sample_rate, item.text)
+    return asr_plan(item.line, item.key, info.channels, stop - start, info.sample_rate, sample_rate, item.text,
+                    item.path)
 
 
 def _read_span(item: AsrLine, int16_at: int) -> Audio:

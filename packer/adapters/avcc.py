@@ -24,6 +24,7 @@ import math
 import os
 
 from packer.adapters.asd_common import (
+    PACKED_DIR,
     AsdBuildOptions,
     AsdTrack,
     JpegFaces,
@@ -107,6 +108,14 @@ def _avcc_track(row: dict, line: int, key: str, root: str) -> AsdTrack:
                     audio=TrackAudio(audio_path, start_sec, rate), provenance=provenance)
 
 
+def default_out(root: str, split: str | None) -> str:
+    """MuVAP's default for AVCC: ``<root>/packed/<split>``; without a split there is no default."""
+    if not split:
+        raise SpeechpackError("build avcc: give --out (MuVAP: --output), or --split to pack into "
+                              "<root>/packed/<split>")
+    return os.path.join(os.path.abspath(root), PACKED_DIR, split)
+
+
 def build_avcc(tsv_path: str, root: str, options: AsdBuildOptions) -> BuildSummary:
     """``speechpack build avcc``: an AVCC TSV (paths relative to ``root``) to an ``asd`` pack."""
     if not os.path.isdir(root):
@@ -116,4 +125,4 @@ def build_avcc(tsv_path: str, root: str, options: AsdBuildOptions) -> BuildSumma
                         recorded={"root": os.path.abspath(root)})
 
 
-__all__ = ["OPTIONAL_COLUMNS", "REQUIRED_COLUMNS", "VISUAL_KINDS", "build_avcc", "read_avcc_tsv"]
+__all__ = ["OPTIONAL_COLUMNS", "REQUIRED_COLUMNS", "VISUAL_KINDS", "build_avcc", "default_out", "read_avcc_tsv"]

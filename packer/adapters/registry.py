@@ -22,6 +22,7 @@ from packer.adapters import asr_jsonl, asr_parquet, audio_bank, ava, avcc, msdwi
 from packer.adapters.asd_common import AsdBuildOptions
 from packer.build.run import BuildOptions
 from packer.build.summary import BuildSummary
+from schemas import limits
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,8 @@ class Adapter:
     ``build`` is called with keyword arguments only: ``options`` and one per parameter of ``params`` (their click
     names) and of ``fixed``.  ``default_out``, when set, makes ``--out`` optional: it is called with the family
     values it names as arguments (``ava.default_out(visual_root, split)``) when ``--out`` is not given.
+    ``out_params`` are click parameters that only name that default (``avcc``'s ``--split``): they go to
+    ``default_out``, never to ``build``.
     """
 
     name: str
@@ -40,12 +43,20 @@ class Adapter:
     options: type[BuildOptions] = BuildOptions
     fixed: Mapping[str, object] = field(default_factory=dict)
     default_out: Callable[..., str] | None = None
+    out_params: tuple[click.Parameter, ...] = ()
     out_help: str | None = None
 
     @property
     def asd(self) -> bool:
         """An asd family: 16 kHz always (no ``--sample-rate``), ``--skip-missing``, and its inputs are tracks."""
         return issubclass(self.options, AsdBuildOptions)
+
+
+def range_type(limit: limits.Range) -> click.ParamType:
+    """The click type of a numeric option with its range from ``schemas.limits`` (the library checks it again)."""
+    if limit.integer:
+        return click.IntRange(int(limit.low), int(limit.high))
+    return click.FloatRange(limit.low, limit.high, min_open=limit.low_open)
 
 
 def _list_option(help_text: str, name: str = "list_path") -> click.Option:
@@ -76,10 +87,11 @@ def _ava_like(corpus: str) -> Adapter:
     )
 
 
-def _range_option(flag: str, arity: int, metavar: str, default: tuple, unit: str) -> click.Option:
-    """A ``--simulate`` range: ``arity`` floats, ``None`` when not given (the simulation's own default)."""
+def _range_option(flag: str, arity: int, metavar: str, default: tuple, unit: str, limit: limits.Range) -> click.Option:
+    """A ``--simulate`` range: ``arity`` numbers within ``limit``, ``None`` when not given (the simulation's own
+    default)."""
     shown = " ".join(f"{value:g}" for value in default)
-    return click.Option([flag], type=(float,) * arity, default=None, metavar=metavar,
+    return click.Option([flag], type=(range_type(limit),) * arity, default=None, metavar=metavar,
                         help=f"{unit} (default {shown}).")
 
 
@@ -146,17 +158,19 @@ ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (
             click.Argument(["source"], metavar="[DIR_OR_LIST]", required=False, type=click.Path(exists=True)),
             click.Option(["--kind"], required=True, type=click.Choice(audio_bank.BANK_KINDS),
                          help="Pack kind: a noise bank or a room-impulse-response bank."),
-            click.Option(["--simulate"], type=click.IntRange(min=1), metavar="N",
+            click.Option(["--simulate"], type=range_type(limits.SIMULATE), metavar="N",
                          help="Instead of files: simulate N shoebox-room RIRs with pyroomacoustics (--kind rir)."),
             click.Option(["--lmdb", "lmdb"], type=click.Path(exists=True), metavar="PATH",
                          help="Instead of files: every entry of a WeSep noise LMDB (tools/make_lmdb.py), keys kept "
                               "(--kind noise; needs speechpack[wesep])."),
-            _range_option("--room-min", 3, "X Y Z", audio_bank.DEFAULT_ROOM_MIN, "Smallest room, metres"),
-            _range_option("--room-max", 3, "X Y Z", audio_bank.DEFAULT_ROOM_MAX, "Largest room, metres"),
-            _range_option("--rt60", 2, "LO HI", audio_bank.DEFAULT_RT60, "RT60 range, s"),
+            _range_option("--room-min", 3, "X Y Z", audio_bank.DEFAULT_ROOM_MIN, "Smallest room, metres",
+                          limits.ROOM_SIZE),
+            _range_option("--room-max", 3, "X Y Z", audio_bank.DEFAULT_ROOM_MAX, "Largest room, metres",
+                          limits.ROOM_SIZE),
+            _range_option("--rt60", 2, "LO HI", audio_bank.DEFAULT_RT60, "RT60 range, s", limits.RT60),
             _range_option("--distance", 2, "LO HI", audio_bank.DEFAULT_DISTANCE,
-                          "Source-microphone distance range, metres"),
-            click.Option(["--seed"], default=0, show_default=True, type=click.IntRange(min=0),
+                          "Source-microphone distance range, metres", limits.DISTANCE),
+            click.Option(["--seed"], default=0, show_default=True, type=range_type(limits.SEED),
                          help="Seed of the simulation."),
         ),
     ),
@@ -175,13 +189,19 @@ ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (
             click.Option(["--root"], required=True, type=click.Path(file_okay=False),
                          help="Resolve the TSV's relative paths against this directory."),
         ),
+        default_out=avcc.default_out,
+        out_params=(
+            click.Option(["--split"],
+                         help="The split packed (train, val, ...): names the default --out, <root>/packed/<split>."),
+        ),
+        out_help="Pack directory (default with --split: <root>/packed/<split>).",
     ),
     Adapter(
         name="msdwild",
         build=msdwild.build_msdwild,
         options=AsdBuildOptions,
         help="Pack MSDWild: windows cut from each MP4 with its box CSV, tracks present in 90% of a window, labels "
-             "from the RTTM by frame centre; an incomplete final window is kept, unpadded (docs/asd.md).",
+             "from the RTTM by frame centre; an incomplete final window is discarded unless --keep-tail (docs/asd.md).",
         params=(
             click.Option(["--input", "input_dir"], required=True, type=click.Path(file_okay=False),
                          help="MSDWild's box directory: <video>.csv per video (and the MP4s, unless --video-root)."),
@@ -190,9 +210,13 @@ ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (
             click.Option(["--video-root"], type=click.Path(file_okay=False),
                          help="Where <video>.mp4 are (default: --input)."),
             click.Option(["--window", "window_sec"], default=msdwild.DEFAULT_WINDOW_SEC, show_default=True,
-                         type=click.FloatRange(min=0, min_open=True), help="Window length, seconds."),
-            click.Option(["--overlap", "overlap_sec"], default=msdwild.DEFAULT_OVERLAP_SEC, show_default=True,
-                         type=click.FloatRange(min=0), help="Overlap of consecutive windows, seconds."),
+                         type=range_type(limits.WINDOW_SECONDS), help="Window length, seconds."),
+            click.Option(["--overlap", "--overlap-seconds", "overlap_sec"], default=msdwild.DEFAULT_OVERLAP_SEC,
+                         show_default=True, type=range_type(limits.OVERLAP_SECONDS),
+                         help="Overlap of consecutive windows, seconds (--overlap-seconds: MuVAP's spelling)."),
+            click.Option(["--keep-tail"], is_flag=True,
+                         help="Keep an incomplete final window (unpadded) when it adds frames; by default it is "
+                              "discarded, as MuVAP's document says."),
             click.Option(["--box-format"], type=click.Choice(msdwild.BOX_FORMATS), default=msdwild.BOX_FORMATS[0],
                          show_default=True, help="The four box columns: x y width height, or x1 y1 x2 y2."),
         ),
@@ -203,4 +227,4 @@ ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (
 )}
 
 
-__all__ = ["ADAPTERS", "Adapter"]
+__all__ = ["ADAPTERS", "Adapter", "range_type"]
