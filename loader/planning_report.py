@@ -18,6 +18,7 @@ import numpy as np
 from loader.config import LoaderConfig
 from loader.pack import open_pack
 from loader.plan import EpochPlan, epoch_lengths, plan_epoch
+from loader.recipe import ignored_line
 from loader.tasks import prepare
 from schemas.errors import SpeechpackError
 
@@ -102,11 +103,6 @@ class PlanReport:
         plt.close(fig)
 
 
-def ignored_line(keys) -> str:
-    """The one line that lists a recipe's trainer sections (``speechpack plan`` and ``peek``)."""
-    return f"ignored (trainer sections of the recipe): {', '.join(keys)}"
-
-
 def _weighting_lines(report: dict) -> list[str]:
     """Realised shares per corpus and language (``PackWeighting.report``); the raw dict if its shape differs."""
     lines = []
@@ -181,4 +177,4 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
     return report
 
 
-__all__ = ["PlanReport", "ignored_line", "plan_report"]
+__all__ = ["PlanReport", "plan_report"]

@@ -133,6 +133,11 @@ def read_recipe(obj: Any, state: str, where: str = "config") -> Recipe:
                   states=None if not val else VAL_STATES if state in VAL_STATES else TRAIN_STATES)
 
 
+def ignored_line(keys) -> str:
+    """The one line that lists a recipe's trainer sections (``speechpack plan`` and ``peek``)."""
+    return f"ignored (trainer sections of the recipe): {', '.join(keys)}"
+
+
 def check_state(states: tuple[str, ...] | None, state: str) -> None:
     """A config read for some states (``Recipe.states``) is used for one of them, so ``val_dataset_args`` are
     never silently left out (or in)."""
@@ -155,4 +160,4 @@ def _fold(args: dict, key: str, value: Any, where: str, convert, source: str | N
     args[key] = wanted
 
 
-__all__ = ["DataLoaderArgs", "Recipe", "check_state", "deep_merge", "read_recipe"]
+__all__ = ["DataLoaderArgs", "Recipe", "check_state", "deep_merge", "ignored_line", "read_recipe"]

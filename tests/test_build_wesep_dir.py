@@ -13,9 +13,10 @@ from click.testing import CliRunner
 from cli import main
 from conftest import Mix, pack_files
 from loader import build_loader, open_pack
+from packer.adapters.wesep import build_wesep
 from packer.adapters.wesep_dir import find_split
 from packer.adapters.wesep_shards import write_shards
-from packer.build.run import BuildOptions, build_wesep
+from packer.build.run import BuildOptions
 from schemas.errors import SpeechpackError
 
 CUES_YAML = """cues:

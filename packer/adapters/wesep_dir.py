@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from schemas.errors import SpeechpackError
+from schemas.errors import OptionError, SpeechpackError
 
 #: The files of a WeSep split directory, in the order the list is chosen.
 LIST_NAMES = ("samples.jsonl", "raw.list", "shard.list")
@@ -105,7 +105,8 @@ def find_split(data_dir: str) -> WesepSplit:
 def build_wesep_dir(data_dir: str, options, root: str | None = None, allow_pickle: bool = False) -> WesepDirBuild:
     """Pack the split in ``data_dir`` (``find_split``) with its cues, as ``build wesep`` / ``build wesep-shards``
     would from the same files."""
-    from packer.build.run import build_wesep, build_wesep_shards
+    from packer.adapters.wesep import build_wesep
+    from packer.adapters.wesep_shards import build_wesep_shards
 
     split = find_split(data_dir)
     if split.list_kind == "shard":
@@ -115,4 +116,18 @@ def build_wesep_dir(data_dir: str, options, root: str | None = None, allow_pickl
     return WesepDirBuild(split=split, summary=summary)
 
 
-__all__ = ["WesepDirBuild", "WesepSplit", "build_wesep_dir", "find_split"]
+def build_wesep_command(options, list_path: str | None = None, data_dir: str | None = None, root: str | None = None,
+                        cues: str | None = None, allow_pickle: bool = False):
+    """``speechpack build wesep``: ``--list`` (with ``--cues``) or ``--data-dir``, exactly one."""
+    from packer.adapters.wesep import build_wesep
+
+    if (list_path is None) == (data_dir is None):
+        raise OptionError("give one of --list and --data-dir")
+    if data_dir is not None:
+        if cues is not None:
+            raise OptionError("--data-dir uses the split's cues.yaml; --cues is for --list")
+        return build_wesep_dir(data_dir, options, root=root, allow_pickle=allow_pickle)
+    return build_wesep(list_path, options, root=root, cues=cues, allow_pickle=allow_pickle)
+
+
+__all__ = ["WesepDirBuild", "WesepSplit", "build_wesep_command", "build_wesep_dir", "find_split"]
