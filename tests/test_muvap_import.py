@@ -148,6 +148,15 @@ def test_bad_records_are_listed_by_line_key_and_file(corpus, tmp_path):
     assert (tmp_path / "partial" / "skipped.json").is_file()
 
 
+def test_sample_ids_with_control_characters_are_refused(corpus, tmp_path):
+    pack = _copy(corpus, tmp_path)
+    edit_index(pack, 1, 0, sample_id="conv1:\x00spk2")
+    with pytest.raises(BuildError) as err:
+        import_muvap(str(pack), _options(tmp_path / "out"))
+    (problem,) = err.value.problems
+    assert problem.line == 2 and "holds a control character (U+0000" in problem.reason
+
+
 def test_labels_other_than_0_1_are_refused(corpus, tmp_path):
     pack = _copy(corpus, tmp_path)
     labels = np.load(pack / "shard-000001" / "labels.npy")
