@@ -10,6 +10,7 @@ import sys
 
 import click
 
+from schemas import limits
 from schemas.constants import DEFAULT_SAMPLE_RATE, tool_version
 from schemas.errors import BuildError, SpeechpackError
 from schemas.units import parse_size
@@ -22,12 +23,21 @@ class _Size(click.ParamType):
     name = "size"
 
     def convert(self, value, param, ctx):
-        if isinstance(value, int):
-            return value
         try:
-            return parse_size(value)
+            size = parse_size(value)
         except SpeechpackError as err:
             self.fail(str(err), param, ctx)
+        problem = limits.SHARD_BYTES.problem(size)
+        if problem is not None:
+            self.fail(problem, param, ctx)
+        return size
+
+
+def _range(limit: limits.Range) -> click.ParamType:
+    """The click type of a numeric option with its range from ``schemas.limits`` (the library checks it again)."""
+    if limit.integer:
+        return click.IntRange(int(limit.low), int(limit.high))
+    return click.FloatRange(limit.low, limit.high, min_open=limit.low_open)
 
 
 def _fail(err: SpeechpackError) -> None:
@@ -59,11 +69,11 @@ def _build_options(func):
     options = [
         click.option("--out", "out", required=True, type=click.Path(file_okay=False),
                      help="Pack directory to create (must be empty or absent, unless --overwrite)."),
-        click.option("--sample-rate", default=DEFAULT_SAMPLE_RATE, show_default=True, type=click.IntRange(min=1),
+        click.option("--sample-rate", default=DEFAULT_SAMPLE_RATE, show_default=True, type=_range(limits.SAMPLE_RATE),
                      help="Rate of the stored audio in Hz; inputs are resampled with soxr."),
         click.option("--shard-size", "shard_bytes", default="1GB", show_default=True, type=_Size(),
                      help="Close a shard when the next sample would push its audio past this size."),
-        click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
+        click.option("--workers", default=1, show_default=True, type=_range(limits.WORKERS),
                      help="Decoding processes; the pack is byte-identical whatever the number."),
         click.option("--skip-bad", is_flag=True,
                      help="Pack the good lines and record the bad ones in skipped.json instead of failing."),
@@ -208,19 +218,20 @@ def build_asr_jsonl_command(list_path, language, corpus, out, sample_rate, shard
 @click.argument("source", metavar="[DIR_OR_LIST]", required=False, type=click.Path(exists=True))
 @click.option("--kind", required=True, type=click.Choice(["noise", "rir"]),
               help="Pack kind: a noise bank or a room-impulse-response bank.")
-@click.option("--simulate", type=click.IntRange(min=1), metavar="N",
+@click.option("--simulate", type=_range(limits.SIMULATE), metavar="N",
               help="Instead of files: simulate N shoebox-room RIRs with pyroomacoustics (--kind rir).")
 @click.option("--lmdb", "lmdb_path", type=click.Path(exists=True), metavar="PATH",
               help="Instead of files: every entry of a WeSep noise LMDB (tools/make_lmdb.py), keys kept (--kind noise; "
                    "needs speechpack[wesep]).")
-@click.option("--room-min", type=(float, float, float), default=None, metavar="X Y Z",
+@click.option("--room-min", type=(_range(limits.ROOM_SIZE),) * 3, default=None, metavar="X Y Z",
               help="Smallest room, metres (default 3 3 2.5).")
-@click.option("--room-max", type=(float, float, float), default=None, metavar="X Y Z",
+@click.option("--room-max", type=(_range(limits.ROOM_SIZE),) * 3, default=None, metavar="X Y Z",
               help="Largest room, metres (default 8 6 3.5).")
-@click.option("--rt60", type=(float, float), default=None, metavar="LO HI", help="RT60 range, s (default 0.2 0.6).")
-@click.option("--distance", type=(float, float), default=None, metavar="LO HI",
+@click.option("--rt60", type=(_range(limits.RT60),) * 2, default=None, metavar="LO HI",
+              help="RT60 range, s (default 0.2 0.6).")
+@click.option("--distance", type=(_range(limits.DISTANCE),) * 2, default=None, metavar="LO HI",
               help="Source-microphone distance range, metres (default 0.5 3).")
-@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Seed of the simulation.")
+@click.option("--seed", default=0, show_default=True, type=_range(limits.SEED), help="Seed of the simulation.")
 @_build_options
 @_scale_options
 def build_audio_bank_command(source, kind, simulate, lmdb_path, room_min, room_max, rt60, distance, seed, out,
@@ -279,7 +290,7 @@ def _asd_build_options(out_help: str | None):
                          help=out_help or "Pack directory to create (must be empty or absent, unless --overwrite)."),
             click.option("--shard-size", "shard_bytes", default="1GB", show_default=True, type=_Size(),
                          help="Close a shard when the next track would push its payload past this size."),
-            click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
+            click.option("--workers", default=1, show_default=True, type=_range(limits.WORKERS),
                          help="Decoding processes; the pack is byte-identical whatever the number."),
             click.option("--skip-bad", is_flag=True,
                          help="Pack the good tracks and record the bad ones in skipped.json instead of failing."),
@@ -364,9 +375,9 @@ def build_avcc_command(tsv_path, root, out, shard_bytes, workers, skip_bad, skip
 @click.option("--rttm", "rttm_path", type=click.Path(dir_okay=False),
               help="Speech turns; its videos are the ones packed (default: INPUT/all.rttm).")
 @click.option("--video-root", type=click.Path(file_okay=False), help="Where <video>.mp4 are (default: --input).")
-@click.option("--window", "window_sec", default=30.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+@click.option("--window", "window_sec", default=30.0, show_default=True, type=_range(limits.WINDOW_SECONDS),
               help="Window length, seconds.")
-@click.option("--overlap", "overlap_sec", default=10.0, show_default=True, type=click.FloatRange(min=0),
+@click.option("--overlap", "overlap_sec", default=10.0, show_default=True, type=_range(limits.OVERLAP_SECONDS),
               help="Overlap of consecutive windows, seconds.")
 @click.option("--box-format", type=click.Choice(["xywh", "xyxy"]), default="xywh", show_default=True,
               help="The four box columns: x y width height, or x1 y1 x2 y2.")
@@ -423,7 +434,7 @@ def validate(packs, json_path, no_hash, plot_path):
 @main.command("finalize")
 @click.argument("pack", type=click.Path(file_okay=False, exists=True))
 @click.option("--no-hash", is_flag=True, help="Trust the receipts' hashes (sizes and indexes are still checked).")
-@click.option("--jobs", type=click.IntRange(min=1),
+@click.option("--jobs", type=_range(limits.JOBS),
               help="Shards verified at once (default: packer.build.finalize.DEFAULT_JOBS, 4).")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
 def finalize_command(pack, no_hash, jobs, progress):
@@ -442,7 +453,7 @@ def finalize_command(pack, no_hash, jobs, progress):
 @main.command("copy")
 @click.argument("src", type=click.Path(file_okay=False))
 @click.argument("dst", type=click.Path(file_okay=False))
-@click.option("--jobs", type=click.IntRange(min=1),
+@click.option("--jobs", type=_range(limits.JOBS),
               help="Files copied and hashed at once (default 4, packer.copy.DEFAULT_JOBS).")
 @click.option("--verify-only", is_flag=True, help="Re-hash DST against SRC's dataset.json; copy nothing.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar (bytes).")

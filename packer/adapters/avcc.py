@@ -343,6 +343,9 @@ class AsdBuildOptions:
     #: ``packer.build.run.BuildOptions`` as they are: they change where shards are written, never what.
     scale: dict = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        self.build_options()  # the shared options' ranges (schemas.limits), checked before any input is read
+
     def build_options(self, skip_bad: bool | None = None):
         from packer.build.run import BuildOptions
 

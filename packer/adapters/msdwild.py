@@ -42,6 +42,7 @@ from packer.adapters.avcc import AsdBuildOptions, AsdTrack, TrackAudio, build_tr
 from packer.faces import Box, FaceError, crop_square
 from schemas.constants import FACE_SHAPE
 from schemas.errors import ManifestError, SpeechpackError
+from schemas.limits import OVERLAP_SECONDS, WINDOW_SECONDS
 from schemas.wesep_list import LineProblem
 
 if TYPE_CHECKING:  # run_build is imported when a build runs: packer.build.run may list these adapters
@@ -256,6 +257,8 @@ def read_msdwild(input_dir: str, rttm_path: str, video_root: str, window_sec: fl
     """Every (window, track) of every video the RTTM names, and the problems found without decoding pixels."""
     if box_format not in BOX_FORMATS:
         raise SpeechpackError(f"box format {box_format!r} is not one of {', '.join(BOX_FORMATS)}")
+    WINDOW_SECONDS.check(window_sec)
+    OVERLAP_SECONDS.check(overlap_sec)
     if not window_sec > 0 or not 0 <= overlap_sec < window_sec:
         raise SpeechpackError(f"need window > 0 and 0 <= overlap < window seconds, got window {window_sec}, "
                               f"overlap {overlap_sec}")

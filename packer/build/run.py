@@ -50,6 +50,7 @@ from schemas.constants import (
 from schemas.cues import CUES_DIR, LABELS_DIR
 from schemas.errors import BuildError, SpeechpackError
 from schemas.format import Manifest
+from schemas.limits import SAMPLE_RATE, SHARD_BYTES, WORKERS
 from schemas.units import format_bytes
 from schemas.wesep_list import LineProblem
 
@@ -83,12 +84,8 @@ class BuildOptions:
     resume: bool = False
 
     def __post_init__(self) -> None:
-        if self.sample_rate <= 0:
-            raise SpeechpackError(f"sample_rate must be a positive number of Hz, got {self.sample_rate}")
-        if self.shard_bytes <= 0:
-            raise SpeechpackError(f"shard size must be positive, got {self.shard_bytes} bytes")
-        if self.workers < 1:
-            raise SpeechpackError(f"workers must be at least 1, got {self.workers}")
+        for limit, value in ((SAMPLE_RATE, self.sample_rate), (SHARD_BYTES, self.shard_bytes), (WORKERS, self.workers)):
+            limit.check(value)
         if self.executor not in EXECUTORS:
             raise SpeechpackError(f"executor must be one of {', '.join(EXECUTORS)}, got {self.executor!r}")
         if self.ray_address is not None and self.executor != "ray":
