@@ -34,7 +34,8 @@ straight into the batch (no per-row float arrays); torch ``DataLoader`` with ``b
 Shar are iterable: ``split_by_worker`` / ``split_for_dataloading``), ``persistent_workers`` and
 ``prefetch_factor=2`` as speechpack's loader.  **bare numpy** is the limit: the same windows read from
 speechpack's own mapped shards with offsets precomputed into arrays, copied into fresh ``np.empty`` batches in a
-plain loop.
+plain loop (each window a cast copy then an in-place multiply, the faster of numpy's two ways; a mixture decoded
+once and copied to its second row).  The peers' collate uses the same two steps.
 
 **Modes.** ``warm``: the job's files read once, one untimed epoch, then ``--epochs`` timed epochs (median).  ``cold``:
 the reader is built, the job's files are dropped from the page cache with ``posix_fadvise(POSIX_FADV_DONTNEED)``
@@ -185,9 +186,17 @@ def collate(rows: list) -> dict:
     target = np.empty((count, 1, CHUNK), dtype=np.float32)
     keys, r = [], 0
     for key, window, targets in rows:
+        first = r
         for t in targets:
-            np.multiply(window, INT16_SCALE, out=mix[r, 0], casting="unsafe")
-            np.multiply(t, INT16_SCALE, out=target[r, 0], casting="unsafe")
+            if r == first:
+                row = mix[r, 0]
+                row[...] = window
+                row *= INT16_SCALE
+            else:
+                mix[r, 0] = mix[first, 0]
+            row = target[r, 0]
+            row[...] = t
+            row *= INT16_SCALE
             keys.append(key)
             r += 1
     return {"key": keys, "wav_mix": torch.from_numpy(mix), "wav_target": torch.from_numpy(target)}
@@ -364,11 +373,15 @@ class BareNumpy:
             target = np.empty((rows, 1, CHUNK), dtype=np.float32)
             r = 0
             for i in range(first, min(first + BATCH, len(order))):
-                source = arrays[mix_a[i]][mix_o[i]:mix_o[i] + CHUNK]
+                row = mix[r, 0]  # decoded once (a cast copy, then an in-place multiply), then copied per target
+                row[...] = arrays[mix_a[i]][mix_o[i]:mix_o[i] + CHUNK]
+                row *= np.float32(mix_s[i])
                 for k in range(SPEAKERS):
-                    np.multiply(source, np.float32(mix_s[i]), out=mix[r, 0], casting="unsafe")
-                    np.multiply(arrays[tgt_a[i][k]][tgt_o[i][k]:tgt_o[i][k] + CHUNK], np.float32(tgt_s[i][k]),
-                                out=target[r, 0], casting="unsafe")
+                    if k:
+                        mix[r, 0] = row
+                    dest = target[r, 0]
+                    dest[...] = arrays[tgt_a[i][k]][tgt_o[i][k]:tgt_o[i][k] + CHUNK]
+                    dest *= np.float32(tgt_s[i][k])
                     r += 1
             batch = {"wav_mix": torch.from_numpy(mix), "wav_target": torch.from_numpy(target)}
             mixtures += len(batch["wav_mix"]) // SPEAKERS

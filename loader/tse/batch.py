@@ -51,6 +51,7 @@ from loader.tse.mixing import (
 )
 from loader.normalize import MUVAP, muvap_gain
 from loader.pack import Pack, open_pack, will_need_view
+from loader.readahead import will_need_views
 from loader.plan import batch_rng
 from schemas.constants import (KIND_NOISE, KIND_RIR, KIND_SOURCES, KIND_TSE, STREAM_AUDIO, STREAM_MIX, STREAM_SOURCE,
                                STREAM_TARGET)
@@ -290,7 +291,7 @@ class TseBatchBuilder:
             if self.args.chunk_random_start:
                 for attempt in range(ZERO_CHUNK_REDRAWS + 1):
                     start = int(draws[attempt] * (total - length + 1))
-                    if not redraw_silence or np.count_nonzero(mix[:, start:start + length]):
+                    if not redraw_silence or _sounds(mix[:, start:start + length]):
                         break
             return _Window(start, length, length, total)
         if self.args.chunk_short_policy == "pad":
@@ -375,9 +376,10 @@ class TseBatchBuilder:
         out_len = int(lengths.max() if align == "max" else lengths.min()) if len(lengths) else 0
         channels = sources[0][0].shape[0] if sources else 1
         out = np.empty((len(sources), channels, out_len), dtype=np.float32)
-        for r, ((audio, *_scaling), window) in enumerate(zip(sources, windows)):  # cold cache: these ranges, at once
-            if mixture_of is None or r == 0 or mixture_of[r] != mixture_of[r - 1]:  # a repeated mixture is copied
-                will_need_view(audio[:, window.start:window.start + min(window.take, out_len)])
+        # Cold cache: the batch's ranges announced at once, in one system call (a repeated mixture is copied).
+        will_need_views([audio[:, window.start:window.start + min(window.take, out_len)]
+                         for r, ((audio, *_scaling), window) in enumerate(zip(sources, windows))
+                         if mixture_of is None or r == 0 or mixture_of[r] != mixture_of[r - 1]])
         previous = None
         for r, ((audio, factor, mean, gain), window) in enumerate(zip(sources, windows)):
             if mixture_of is not None and previous is not None and mixture_of[r] == mixture_of[r - 1]:
@@ -385,8 +387,10 @@ class TseBatchBuilder:
                 continue
             take = min(window.take, out_len)
             dest = out[r, :, :take]
-            np.multiply(audio[:, window.start:window.start + take], np.float32(factor * gain), out=dest,
-                        casting="unsafe")
+            # A cast copy, then an in-place multiply: the same floats as one mixed-type multiply (which numpy
+            # runs through a cast buffer), about 1.5x faster.
+            dest[...] = audio[:, window.start:window.start + take]
+            dest *= np.float32(factor * gain)
             if mean and gain:
                 dest -= np.float32(mean * gain)
             out[r, :, take:] = 0.0  # zero only the padding: the rest is written once
@@ -599,6 +603,16 @@ def _decode_members(members: list[tuple], rows: np.ndarray) -> None:
             signal -= np.float32(mean * gain)
         if take < len(row):
             row[take:] = 0.0
+
+
+#: Stride of the first look for a non-zero sample in a window (any hit proves it is not silent).
+_SOUND_PROBE_STRIDE = 512
+
+
+def _sounds(chunk: np.ndarray) -> bool:
+    """Whether ``chunk`` has a non-zero sample: a strided look first (speech is rarely zero, so this decides
+    almost every window for a 64th of the reads), then the whole window only if that look saw zeros."""
+    return bool(np.count_nonzero(chunk[:, ::_SOUND_PROBE_STRIDE]) or np.count_nonzero(chunk))
 
 
 def _with_rows(batch: np.ndarray, rows: int, written: int) -> np.ndarray:
