@@ -6,6 +6,7 @@ message on stderr and exit status 1; bad flags are click's usage errors (exit st
 
 from __future__ import annotations
 
+import functools
 import sys
 
 import click
@@ -286,10 +287,13 @@ def _asd_build_options(out_help: str | None):
 
     def decorate(func):
         options = [
-            click.option("--out", "out", required=out_help is None, type=click.Path(file_okay=False),
-                         help=out_help or "Pack directory to create (must be empty or absent, unless --overwrite)."),
+            click.option("--out", "--output", "out", required=out_help is None, type=click.Path(file_okay=False),
+                         help=(out_help or "Pack directory to create (must be empty or absent, unless --overwrite).")
+                         + " --output is MuVAP's spelling."),
             click.option("--shard-size", "shard_bytes", default="1GB", show_default=True, type=_Size(),
                          help="Close a shard when the next track would push its payload past this size."),
+            click.option("--max-shard-gb", "max_shard_gb", type=click.FloatRange(min=0, min_open=True), default=None,
+                         help="MuVAP's spelling of --shard-size, in decimal GB (1.5 = --shard-size 1.5GB)."),
             click.option("--workers", default=1, show_default=True, type=_range(limits.WORKERS),
                          help="Decoding processes; the pack is byte-identical whatever the number."),
             click.option("--skip-bad", is_flag=True,
@@ -300,12 +304,32 @@ def _asd_build_options(out_help: str | None):
             click.option("--overwrite", is_flag=True, help="Replace the pack already in --out."),
             click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar."),
         ]
-        func = _scale_options(func)
+        func = _scale_options(_muvap_shard_size(func))
         for option in reversed(options):
             func = option(func)
         return func
 
     return decorate
+
+
+def _muvap_shard_size(func):
+    """``func`` with MuVAP's ``--max-shard-gb`` turned into ``shard_bytes`` (``round(gb * 1e9)``, as MuVAP's CLI
+    rounds it); giving it with ``--shard-size`` is a usage error."""
+
+    @functools.wraps(func)
+    def wrapper(*args, max_shard_gb=None, **values):
+        if max_shard_gb is not None:
+            source = click.get_current_context().get_parameter_source("shard_bytes")
+            if source is not None and source.name != "DEFAULT":
+                raise click.UsageError("--max-shard-gb and --shard-size set the same limit: give one of them")
+            size = parse_size(f"{max_shard_gb!r}GB")
+            problem = limits.SHARD_BYTES.problem(size)
+            if problem is not None:
+                raise click.BadParameter(problem, param_hint="--max-shard-gb")
+            values["shard_bytes"] = size
+        return func(*args, **values)
+
+    return wrapper
 
 
 def _asd_options(out, shard_bytes, workers, skip_bad, skip_missing, overwrite, progress, scale):
@@ -355,14 +379,16 @@ build_wasd_command = _build_ava_like("wasd")
                    "visual_kind, audio_sample_rate].")
 @click.option("--root", required=True, type=click.Path(file_okay=False),
               help="Resolve the TSV's relative paths against this directory.")
-@_asd_build_options(None)
-def build_avcc_command(tsv_path, root, out, shard_bytes, workers, skip_bad, skip_missing, overwrite, progress,
+@click.option("--split", help="The split packed (train, val, ...): names the default --out, <root>/packed/<split>.")
+@_asd_build_options("Pack directory (default with --split: <root>/packed/<split>).")
+def build_avcc_command(tsv_path, root, split, out, shard_bytes, workers, skip_bad, skip_missing, overwrite, progress,
                        **scale):
     """Pack AVCC face tracks (npy or JPEG-directory faces, conversation audio cut at start_sec) as an asd pack."""
-    from packer.adapters.avcc import build_avcc
+    from packer.adapters.avcc import build_avcc, default_out
 
     try:
-        options = _asd_options(out, shard_bytes, workers, skip_bad, skip_missing, overwrite, progress, scale)
+        options = _asd_options(out or default_out(root, split), shard_bytes, workers, skip_bad, skip_missing,
+                               overwrite, progress, scale)
         summary = build_avcc(tsv_path, root, options)
     except SpeechpackError as err:
         _fail(err)
@@ -377,16 +403,20 @@ def build_avcc_command(tsv_path, root, out, shard_bytes, workers, skip_bad, skip
 @click.option("--video-root", type=click.Path(file_okay=False), help="Where <video>.mp4 are (default: --input).")
 @click.option("--window", "window_sec", default=30.0, show_default=True, type=_range(limits.WINDOW_SECONDS),
               help="Window length, seconds.")
-@click.option("--overlap", "overlap_sec", default=10.0, show_default=True, type=_range(limits.OVERLAP_SECONDS),
-              help="Overlap of consecutive windows, seconds.")
+@click.option("--overlap", "--overlap-seconds", "overlap_sec", default=10.0, show_default=True,
+              type=_range(limits.OVERLAP_SECONDS),
+              help="Overlap of consecutive windows, seconds (--overlap-seconds: MuVAP's spelling).")
+@click.option("--keep-tail", is_flag=True,
+              help="Keep an incomplete final window (unpadded) when it adds frames; by default it is discarded, as "
+                   "MuVAP's document says.")
 @click.option("--box-format", type=click.Choice(["xywh", "xyxy"]), default="xywh", show_default=True,
               help="The four box columns: x y width height, or x1 y1 x2 y2.")
 @_asd_build_options("Pack directory (default: <dataset root>/packed/<rttm name>, the dataset root being the input's "
                     "parent).")
-def build_msdwild_command(input_dir, rttm_path, video_root, window_sec, overlap_sec, box_format, out, shard_bytes,
-                          workers, skip_bad, skip_missing, overwrite, progress, **scale):
+def build_msdwild_command(input_dir, rttm_path, video_root, window_sec, overlap_sec, keep_tail, box_format, out,
+                          shard_bytes, workers, skip_bad, skip_missing, overwrite, progress, **scale):
     """Pack MSDWild: windows cut from each MP4 with its box CSV, tracks present in 90% of a window, labels from
-    the RTTM by frame centre; an incomplete final window is kept, unpadded (docs/asd.md)."""
+    the RTTM by frame centre; an incomplete final window is discarded unless --keep-tail (docs/asd.md)."""
     import os
 
     from packer.adapters.msdwild import DEFAULT_RTTM, build_msdwild, default_out
@@ -396,7 +426,7 @@ def build_msdwild_command(input_dir, rttm_path, video_root, window_sec, overlap_
         options = _asd_options(out or default_out(input_dir, rttm), shard_bytes, workers, skip_bad, skip_missing,
                                overwrite, progress, scale)
         summary = build_msdwild(input_dir, options, rttm_path=rttm, video_root=video_root, window_sec=window_sec,
-                                overlap_sec=overlap_sec, box_format=box_format)
+                                overlap_sec=overlap_sec, box_format=box_format, keep_tail=keep_tail)
     except SpeechpackError as err:
         _fail(err)
     click.echo(summary.describe())
@@ -537,6 +567,43 @@ def plan_command(config_path, state, world_size, epochs, seed, plot_path):
             click.echo(f"wrote {plot_path}")
     except SpeechpackError as err:
         _fail(err)
+
+
+@main.group("import")
+def import_group() -> None:
+    """Convert a pack written by another tool into a speechpack pack, without decoding its media again."""
+
+
+@import_group.command("muvap")
+@click.argument("pack", type=click.Path(file_okay=False, exists=True))
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False),
+              help="Pack directory to create (must be empty or absent, unless --overwrite).")
+@click.option("--shard-size", "shard_bytes", default="1GB", show_default=True, type=_Size(),
+              help="Close a shard when the next track would push its payload past this size.")
+@click.option("--workers", default=1, show_default=True, type=_range(limits.WORKERS),
+              help="Copying processes; the pack is byte-identical whatever the number.")
+@click.option("--skip-bad", is_flag=True,
+              help="Import the good tracks and record the bad records in skipped.json instead of failing.")
+@click.option("--strict-stats", is_flag=True,
+              help="Fail when MuVAP's recorded audio statistics or speaking ratio differ from the stored data "
+                   "(default: report every mismatch and keep the recomputed values).")
+@click.option("--overwrite", is_flag=True, help="Replace the pack already in --out.")
+@click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
+@_scale_options
+def import_muvap_command(pack, out, shard_bytes, workers, skip_bad, strict_stats, overwrite, progress, **scale):
+    """Convert a MuVAP ASD pack (muvap-asd-mmap v4: dataset.json, shard-NNNNNN/{faces,audio,labels}.npy,
+    index.json) into an asd pack: rows copied by range, statistics recomputed and compared (docs/asd.md)."""
+    from packer.build.run import BuildOptions
+    from packer.importers.muvap import import_muvap
+    from schemas.constants import ASD_SAMPLE_RATE
+
+    try:
+        options = BuildOptions(out=out, sample_rate=ASD_SAMPLE_RATE, shard_bytes=shard_bytes, workers=workers,
+                               skip_bad=skip_bad, overwrite=overwrite, progress=progress, **scale)
+        summary = import_muvap(pack, options, strict_stats=strict_stats)
+    except SpeechpackError as err:
+        _fail(err)
+    click.echo(summary.describe())
 
 
 @main.command()

@@ -484,6 +484,19 @@ def _avcc_track(row: dict, line: int, key: str, root: str) -> AsdTrack:
                     audio=TrackAudio(audio_path, start_sec, rate), provenance=provenance)
 
 
+#: Where an asd pack goes by default, beside its corpus: ``<dataset root>/packed/<split>`` (MuVAP's ``--output``
+#: default; each adapter says what its dataset root and split are).
+PACKED_DIR = "packed"
+
+
+def default_out(root: str, split: str | None) -> str:
+    """MuVAP's default for AVCC: ``<root>/packed/<split>``; without a split there is no default."""
+    if not split:
+        raise SpeechpackError("build avcc: give --out (MuVAP: --output), or --split to pack into "
+                              "<root>/packed/<split>")
+    return os.path.join(os.path.abspath(root), PACKED_DIR, split)
+
+
 def build_avcc(tsv_path: str, root: str, options: AsdBuildOptions) -> BuildSummary:
     """``speechpack build avcc``: an AVCC TSV (paths relative to ``root``) to an ``asd`` pack."""
     if not os.path.isdir(root):
