@@ -22,7 +22,6 @@ system call (about a microsecond).
 from __future__ import annotations
 
 import collections
-import ctypes
 import hashlib
 import io
 import math
@@ -33,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from loader.readahead import view_ranges, will_need_ranges
 from loader.tse.cues.bank import CueBank, PackCues, SpeakerLabels, open_cues
 from schemas.constants import (
     AUDIO_FULL_SCALE,
@@ -137,27 +137,13 @@ class Sample:
     data: dict[str, np.ndarray] | None = None
 
 
-#: madvise on an address range (Python's ``mmap.madvise`` needs the mmap object; a view only knows its address).
-_LIBC = ctypes.CDLL(None, use_errno=True)
-_LIBC.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-
-
 def will_need_view(view: np.ndarray) -> None:
     """Ask the kernel to read the pages under ``view`` now, asynchronously: a 1-D view, or a 2-D view whose rows
     are contiguous (a window of a channel-major audio segment: one range per channel).  For builders that hold
-    views of :meth:`Pack.stored_segment` and know their windows only after choosing them.  Memory that is not a
-    file mapping (a resampled copy) is left alone by the kernel."""
-    if view.size == 0:
-        return
-    address = view.__array_interface__["data"][0]
-    if view.ndim == 1 or view.flags.c_contiguous:
-        ranges = [(address, view.nbytes)]
-    else:
-        row_bytes = view.shape[-1] * view.itemsize
-        ranges = [(address + r * view.strides[0], row_bytes) for r in range(view.shape[0])]
-    for start, length in ranges:
-        aligned = start - start % mmap.PAGESIZE
-        _LIBC.madvise(aligned, start + length - aligned, mmap.MADV_WILLNEED)
+    views of :meth:`Pack.stored_segment` and know their windows only after choosing them; a builder with a whole
+    batch of views calls ``loader.readahead.will_need_views`` once instead (one system call for the batch).
+    Memory that is not a file mapping (a resampled copy) is left alone by the kernel."""
+    will_need_ranges(view_ranges(view))
 
 
 class MappedStream:

@@ -65,7 +65,7 @@ class Chunking:
             if self.random_start:
                 for attempt in range(ZERO_CHUNK_REDRAWS + 1):
                     start = int(draws[attempt] * (total - length + 1))
-                    if not redraw_silence or np.count_nonzero(mix[:, start:start + length]):
+                    if not redraw_silence or _sounds(mix[:, start:start + length]):
                         break
             return Window(start, length, length, total)
         if self.short_policy == "pad":
@@ -102,3 +102,13 @@ def scored_mask(windows: Windows, units: list[int], length: int) -> np.ndarray:
 
 
 __all__ = ["Chunking", "Window", "ZERO_CHUNK_REDRAWS", "scored_mask", "unit_window"]
+
+
+#: Stride of the first look for a non-zero sample in a window (any hit proves it is not silent).
+_SOUND_PROBE_STRIDE = 512
+
+
+def _sounds(chunk: np.ndarray) -> bool:
+    """Whether ``chunk`` has a non-zero sample: a strided look first (speech is rarely zero, so this decides
+    almost every window for a 512th of the reads), then the whole window only if that look saw zeros."""
+    return bool(np.count_nonzero(chunk[:, ::_SOUND_PROBE_STRIDE]) or np.count_nonzero(chunk))
