@@ -6,6 +6,7 @@ message on stderr and exit status 1; bad flags are click's usage errors (exit st
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 
@@ -444,6 +445,12 @@ def validate(packs, json_path, no_hash, plot_path):
     from packer.validate import validate_packs
 
     report = validate_packs(list(packs), check_hashes=not no_hash)
+    level_paths = report.level_report_paths()
+    if level_paths:  # composed here: the level comparison is the loader's normalisation, above packer/
+        from loader.asd.levels import asd_level_report, format_level_table
+
+        levels = asd_level_report(level_paths)
+        report = dataclasses.replace(report, asd_levels=levels, asd_levels_table=format_level_table(levels))
     click.echo(report.describe())
     if json_path:
         report.write_json(json_path)
@@ -611,10 +618,13 @@ def import_muvap_command(pack, out, shard_bytes, workers, skip_bad, strict_stats
               help="Working directory for the generated corpus and its pack (replaced if it holds an old demo).")
 def demo(out):
     """Generate a small multi-voice corpus, pack it, validate it, open it and show what happened."""
+    from loader.demo import load_demo
     from packer.demo import run_demo
 
-    try:
-        run_demo(out, echo=click.echo)
+    try:  # the packing half, then the loading half: the demo as a whole sits above packer/ and loader/
+        made = run_demo(out, echo=click.echo)
+        load_demo(made.tse_pack, made.asr_pack, made.asr_summary, made.asr_seconds, made.out, made.started,
+                  echo=click.echo)
     except SpeechpackError as err:
         _fail(err)
 
