@@ -34,10 +34,7 @@ TORCH_MODULES = frozenset({"loader.torch", "loader.asr.batch", "loader.asr.fbank
                            "loader.asr.waveform"})
 
 #: Known violations, each removed by work in progress; remove an entry once it no longer occurs (the test says so).
-EXPECTED = {
-    # helper `registry` (issue 14 item 3): BuildSummary out of packer/build/run.py, so finalize no longer imports run
-    ("cycle", ("packer.build.finalize", "packer.build.run")): "registry",
-}
+EXPECTED: dict = {}
 
 
 def _modules() -> dict[str, str]:

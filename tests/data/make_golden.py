@@ -29,7 +29,9 @@ if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
 from packer.adapters.asr_jsonl import build_asr_jsonl  # noqa: E402
-from packer.build.run import BuildOptions, build_audio_bank, build_wesep  # noqa: E402
+from packer.adapters.audio_bank import build_audio_bank  # noqa: E402
+from packer.adapters.wesep import build_wesep  # noqa: E402
+from packer.build.run import BuildOptions  # noqa: E402
 from schemas.constants import DEFAULT_SAMPLE_RATE  # noqa: E402
 
 GOLDEN = os.path.join(REPO, "tests", "data", "golden")
