@@ -44,7 +44,7 @@ from schemas.constants import (
     TEMP_PREFIX,
     stream_file_name,
 )
-from schemas.errors import NpyHeaderError, PackFormatError, SpeechpackError
+from schemas.errors import NpyHeaderError, PackFormatError
 from schemas.units import format_bytes
 from schemas.npyfile import read_npy_header
 from schemas.format import FileEntry, Manifest, StreamSpec, check_shard_index
