@@ -8,6 +8,7 @@ input family.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import sys
 
@@ -206,12 +207,20 @@ def validate(packs, json_path, no_hash, plot_path):
     from packer.validate import validate_packs
 
     report = validate_packs(list(packs), check_hashes=not no_hash)
+    level_paths = report.level_report_paths()
+    if level_paths:  # composed here: the level comparison is the loader's normalisation, above packer/
+        from loader.asd.levels import asd_level_report, format_level_table
+
+        levels = asd_level_report(level_paths)
+        report = dataclasses.replace(report, asd_levels=levels, asd_levels_table=format_level_table(levels))
     click.echo(report.describe())
     if json_path:
         report.write_json(json_path)
     if plot_path:
+        from loader.asd.levels import plot_validated_levels
+
         try:
-            report.plot_levels(plot_path)
+            plot_validated_levels(report.asd_levels, plot_path)
         except SpeechpackError as err:
             _fail(err)
         click.echo(f"levels plotted to {plot_path}")
@@ -364,10 +373,13 @@ def import_muvap_command(pack, out, shard_bytes, workers, skip_bad, strict_stats
               help="Working directory for the generated corpus and its pack (replaced if it holds an old demo).")
 def demo(out):
     """Generate a small multi-voice corpus, pack it, validate it, open it and show what happened."""
+    from loader.demo import load_demo
     from packer.demo import run_demo
 
-    try:
-        run_demo(out, echo=click.echo)
+    try:  # the packing half, then the loading half: the demo as a whole sits above packer/ and loader/
+        made = run_demo(out, echo=click.echo)
+        load_demo(made.tse_pack, made.asr_pack, made.asr_summary, made.asr_seconds, made.out, made.started,
+                  echo=click.echo)
     except SpeechpackError as err:
         _fail(err)
 

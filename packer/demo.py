@@ -8,10 +8,12 @@
    (gain-adjusted) sources, stored as float WAV.
 3. Pack both lists with ``build_wesep`` into small shards, validate both packs (hashes included), open the
    ``tse`` pack and read samples back, comparing a target with its source file resampled the same way.
-4. Load a training epoch of the ``tse`` pack with ``build_loader``.
-5. The same utterances as an ASR corpus: a JSON-lines manifest whose transcripts say which voice speaks (the
-   voices are synthetic: there are no words to transcribe), packed into an ``asr`` pack, validated, and loaded with
-   ``task: asr`` as 80-bin fbank features with character targets.
+4. The same utterances as an ASR corpus: a JSON-lines manifest whose transcripts say which voice speaks (the
+   voices are synthetic: there are no words to transcribe), packed into an ``asr`` pack and validated.
+
+This module is the packing half: it reads packs only through the pack reader.  The loading half (a training
+epoch of the ``tse`` pack, an fbank batch of the ``asr`` pack) is ``loader/demo.py``, and the ``demo`` command
+in ``cli.py`` runs one after the other, since the demo as a whole sits above both packer/ and loader/.
 
 Everything is deterministic, and every step is echoed, so the output doubles as a tour of what a build does.
 """
@@ -51,8 +53,6 @@ SNR_DB = (-5.0, 5.0)
 #: Small on purpose, so that even this tiny corpus spreads over several shards.
 SHARD_BYTES = 800_000
 SEED = 20240611
-#: Training window of the loader step, in seconds.
-DEMO_CHUNK_SECONDS = 1
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,13 @@ class DemoResult:
     tse_pack: str
     sources_pack: str
     asr_pack: str
+    #: ``BuildSummary.describe()`` of the asr pack and the seconds its build and validation took, for the step
+    #: that loads it (``loader.demo``).
+    asr_summary: str
+    asr_seconds: float
     voices: tuple[Voice, ...]
+    #: ``time.monotonic()`` when the demo started, so the loading half can report the whole run's time.
+    started: float
     seconds: float
 
 
@@ -90,7 +96,9 @@ class _Mixture:
 
 
 def run_demo(out: str, echo: Callable[[str], None] = print) -> DemoResult:
-    """Generate, pack, validate and read back a small synthetic corpus in ``out``; echo each step.
+    """Generate, pack, validate and read back a small synthetic corpus in ``out``; echo steps 1-5.
+
+    The asr pack is built and validated here too, silently: ``loader.demo.load_demo`` echoes it as step 7.
 
     ``out`` is created; if it holds an earlier demo (its marker file) that demo is replaced, and anything else
     in it is refused with a ``SpeechpackError`` rather than deleted.  Raises ``SpeechpackError`` if a pack
@@ -165,30 +173,22 @@ def run_demo(out: str, echo: Callable[[str], None] = print) -> DemoResult:
     echo("")
     _read_back(tse_pack, sources_pack, corpus, mixtures, echo)
 
-    # 6. Load training batches.
-    echo("")
-    config_path = _load_batches(tse_pack, out, echo)
+    # The same utterances as an ASR corpus (echoed as step 7 by the loading half).
+    step = time.monotonic()
+    asr_pack, asr_summary = _asr(corpus, utterances, os.path.join(packs, "asr"))
+    asr_seconds = time.monotonic() - step
 
-    # 7. The same utterances as an ASR corpus.
-    echo("")
-    asr_pack = _asr(corpus, utterances, os.path.join(packs, "asr"), out, echo)
-
-    seconds = time.monotonic() - started
-    echo("")
-    echo(f"Done in {seconds:.1f} s.  Try:  speechpack validate {tse_pack}")
-    echo(f"                   speechpack peek {config_path} --save-wavs {os.path.join(out, 'batch-wavs')}")
     return DemoResult(out=out, corpus=corpus, tse_list=tse_list, sources_list=sources_list, tse_pack=tse_pack,
-                      sources_pack=sources_pack, asr_pack=asr_pack, voices=tuple(voices), seconds=seconds)
+                      sources_pack=sources_pack, asr_pack=asr_pack, asr_summary=asr_summary,
+                      asr_seconds=asr_seconds, voices=tuple(voices), started=started,
+                      seconds=time.monotonic() - started)
 
 
-def _asr(corpus: str, utterances: list[_Utterance], asr_pack: str, out: str, echo: Callable[[str], None]) -> str:
-    """Step 7: an ``asr`` pack of the utterances (``build asr-jsonl``), validated, and one fbank batch of it."""
-    from loader import build_loader
-    from loader.peek import describe_batch
+def _asr(corpus: str, utterances: list[_Utterance], asr_pack: str) -> tuple[str, str]:
+    """An ``asr`` pack of the utterances (``build asr-jsonl``), validated; returns its path and summary."""
     from packer.adapters.asr_jsonl import build_asr_jsonl
     from packer.validate import validate_packs
 
-    step = time.monotonic()
     manifest = os.path.join(corpus, "asr.jsonl")
     _write_lines(manifest, [{"key": os.path.splitext(os.path.basename(u.path))[0],
                              "audio_filepath": os.path.join(corpus, u.path), "speaker": u.voice.name,
@@ -198,49 +198,7 @@ def _asr(corpus: str, utterances: list[_Utterance], asr_pack: str, out: str, ech
     report = validate_packs([asr_pack])
     if not report.ok:
         raise SpeechpackError(f"the demo's asr pack {asr_pack} failed validation:\n{report.describe()}")
-    config = {"task": "asr", "packs": [{"path": asr_pack}],
-              "dataset_args": {"use_fbank": True, "batching_strategy": "STATIC", "batch_size": 4, "shuffle": False}}
-    loader = build_loader(config, "val", seed=0)
-    batch = next(iter(loader))
-    echo(f"7. The same utterances as an ASR corpus (corpus/asr.jsonl; the transcripts name the voice, the voices "
-         f"being synthetic), packed, validated and loaded with task: asr:")
-    echo(f"     {summary.describe()}")
-    echo(f"   validated: OK (hashes, text UTF-8, hours per corpus and language); {len(loader)} batches of 4 as "
-         f"80-bin fbank with character targets  [{time.monotonic() - step:.2f} s]")
-    for line in describe_batch(batch).splitlines():
-        echo(f"     {line}")
-    return asr_pack
-
-
-def _load_batches(tse_pack: str, out: str, echo: Callable[[str], None]) -> str:
-    """Write a loader config for the tse pack, load one training epoch through ``build_loader`` and describe it.
-
-    One mixture per batch: the demo has a two-channel mixture, and mixtures of different channel counts cannot
-    share a batch (as in WeSep).
-    """
-    import yaml
-
-    from loader import build_loader  # imported here: torch is only needed from this step on
-    from loader.peek import describe_batch
-
-    step = time.monotonic()
-    config = {"packs": [{"path": tse_pack}],
-              "dataset_args": {"chunk_len": DEMO_CHUNK_SECONDS * DEFAULT_SAMPLE_RATE, "batch_size": 1, "normalize": "muvap"}}
-    config_path = os.path.join(out, "train.yaml")
-    with open(config_path, "w", encoding="utf-8") as fp:
-        yaml.safe_dump(config, fp, sort_keys=False)
-    loader = build_loader(config, "train", seed=0)
-    loader.set_epoch(0)
-    batches = list(loader)
-    rows = sum(len(batch["key"]) for batch in batches)
-    echo(f"6. Loaded one training epoch with build_loader ({os.path.relpath(config_path, out)}: "
-         f"{DEMO_CHUNK_SECONDS} s chunks, MuVAP normalisation, one mixture per batch):")
-    echo(f"   {len(batches)} batches, {rows} rows (one per target speaker), every mixture exactly once  "
-         f"[{time.monotonic() - step:.2f} s]")
-    echo("   first batch:")
-    for line in describe_batch(batches[0]).splitlines():
-        echo(f"     {line}")
-    return config_path
+    return asr_pack, summary.describe()
 
 
 def _prepare_directory(out: str) -> None:

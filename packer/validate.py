@@ -44,7 +44,7 @@ from schemas.constants import (
     TEMP_PREFIX,
     stream_file_name,
 )
-from schemas.errors import NpyHeaderError, PackFormatError, SpeechpackError
+from schemas.errors import NpyHeaderError, PackFormatError
 from schemas.units import format_bytes
 from schemas.npyfile import read_npy_header
 from schemas.format import FileEntry, Manifest, StreamSpec, check_shard_index
@@ -119,22 +119,28 @@ class PackReport:
 class ValidationReport:
     packs: list[PackReport]
     #: asd packs: source vs normalised level distributions, compared across the valid asd packs
-    #: (``loader.asd.levels.asd_level_report``); None when there are none.
+    #: (``loader.asd.levels.asd_level_report``), and that comparison as a table
+    #: (``loader.asd.levels.format_level_table``); None when there are none.  The comparison is what the
+    #: loader's normalisation makes of each pack, so validate_packs leaves them empty and the ``validate``
+    #: command, which sits above packer/ and loader/, fills them in for ``level_report_paths()``.
     asd_levels: dict | None = None
+    asd_levels_table: str | None = None
 
     @property
     def ok(self) -> bool:
         return all(p.ok for p in self.packs)
 
+    def level_report_paths(self) -> list[str]:
+        """The packs whose levels are compared: the valid ones of a kind that has a level report."""
+        return [r.path for r in self.packs if r.ok and r.summary.get("kind") in _LEVEL_REPORT_KINDS]
+
     def describe(self) -> str:
         errors = sum(len(p.errors) for p in self.packs)
         body = "\n".join(p.describe() for p in self.packs)
         verdict = "all packs valid" if self.ok else f"{errors} error(s) in {sum(not p.ok for p in self.packs)} pack(s)"
-        if self.asd_levels is not None:
-            from loader.asd.levels import format_level_table
-
+        if self.asd_levels_table is not None:
             body += "\nasd levels, source vs normalised (large differences in normalised rms between packs usually " \
-                    "mean peak limiting, near-silence or malformed input):\n" + format_level_table(self.asd_levels)
+                    "mean peak limiting, near-silence or malformed input):\n" + self.asd_levels_table
         return f"{body}\n{verdict}"
 
     def to_dict(self) -> dict:
@@ -146,14 +152,6 @@ class ValidationReport:
     def write_json(self, path: str) -> None:
         with open(path, "w", encoding="utf-8") as fp:
             dump_json(self.to_dict(), fp)
-
-    def plot_levels(self, path: str) -> None:
-        """``validate --plot``: the asd packs' source vs normalised levels to a PNG (``speechpack[plot]``)."""
-        if self.asd_levels is None:
-            raise SpeechpackError("--plot compares asd packs' levels; no valid asd pack was given")
-        from loader.asd.levels import plot_levels
-
-        plot_levels(self.asd_levels, path)
 
 
 def _percentile_row(values: dict) -> str:
@@ -167,16 +165,8 @@ def _percentiles(values: np.ndarray) -> dict:
 
 
 def validate_packs(paths: list[str], check_hashes: bool = True) -> ValidationReport:
-    """Validate every pack; asd packs that pass are also compared by level (what the loader's normalisation
-    makes of each)."""
-    reports = [validate_pack(path, check_hashes) for path in paths]
-    asd = [r.path for r in reports if r.ok and r.summary.get("kind") in _LEVEL_REPORT_KINDS]
-    levels = None
-    if asd:
-        from loader.asd.levels import asd_level_report
-
-        levels = asd_level_report(asd)
-    return ValidationReport(reports, asd_levels=levels)
+    """Validate every pack.  The asd level comparison is left to the caller (see ``ValidationReport``)."""
+    return ValidationReport([validate_pack(path, check_hashes) for path in paths])
 
 
 def validate_pack(path: str, check_hashes: bool = True) -> PackReport:

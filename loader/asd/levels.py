@@ -143,6 +143,14 @@ def level_report_json(report: dict) -> str:
     return json.dumps(report, indent=2, sort_keys=True)
 
 
+def plot_validated_levels(report: dict | None, path: str) -> None:
+    """``validate --plot``: the level report of the validated asd packs to a PNG; None (no valid asd pack among
+    those validated) is an error rather than an empty plot."""
+    if report is None:
+        raise SpeechpackError("--plot compares asd packs' levels; no valid asd pack was given")
+    plot_levels(report, path)
+
+
 def plot_levels(report: dict, path: str) -> None:
     """One panel per metric, one column per pack: the p0-p100 range (thin), p1-p99 (thick) and the median (dot),
     to a PNG at ``path``.  Needs the ``plot`` extra (matplotlib)."""
@@ -177,4 +185,4 @@ def plot_levels(report: dict, path: str) -> None:
 
 
 __all__ = ["METRICS", "PERCENTILES", "asd_level_report", "format_level_table", "level_report_json",
-           "pack_level_summary", "plot_levels", "speaking_ratio", "track_levels"]
+           "pack_level_summary", "plot_levels", "plot_validated_levels", "speaking_ratio", "track_levels"]
