@@ -7,7 +7,7 @@
 from loader.pack import Pack, Sample, open_pack
 
 
-def build_loader(config, state, *, rank=0, world_size=1, num_workers=0, seed=0):
+def build_loader(config, state, *, rank=0, world_size=1, num_workers=None, seed=0):
     """See :func:`loader.torch.build_loader`."""
     from loader.torch import build_loader as _build_loader
 

@@ -70,6 +70,30 @@ class LoaderReport:
     #: With weighting (``packs`` entries with weight, hours_beta, repeat or choose): the epoch's selection,
     #: realised per pack, corpus and language (``PackWeighting.report``); None without.
     weighting: dict | None = None
+    #: The DataLoader's ``num_workers`` and ``prefetch_factor`` and where they came from (``dataloader_settings``).
+    dataloader: dict | None = None
+
+
+def dataloader_settings(args, num_workers: int | None) -> dict:
+    """The DataLoader's workers and per-worker prefetch: ``num_workers`` when given, else the config's ``npc``
+    (Omnilingual's parallel calls; ASR only), else 0; prefetch ``ceil(num_prefetch / workers)`` per worker, so
+    about ``num_prefetch`` batches wait in total (Omnilingual's ``num_prefetch``), else ``PREFETCH_PER_WORKER``.
+    Without workers nothing is prefetched: batches are built in the training process when asked for."""
+    npc, num_prefetch = getattr(args, "npc", None), getattr(args, "num_prefetch", None)
+    if num_workers is not None:
+        workers, source = integer(num_workers, "num_workers", 0, MAX_COUNT), "num_workers"
+    elif npc is not None:
+        workers, source = npc, "npc"
+    else:
+        workers, source = 0, "default"
+    if workers == 0:
+        prefetch, prefetch_source = None, "none without workers"
+    elif num_prefetch is not None:
+        prefetch, prefetch_source = max(1, -(-num_prefetch // workers)), "num_prefetch"
+    else:
+        prefetch, prefetch_source = PREFETCH_PER_WORKER, "default"
+    return {"num_workers": workers, "workers_from": source, "prefetch_factor": prefetch,
+            "prefetch_from": prefetch_source}
 
 
 class _PlannedBatches(Dataset):
@@ -132,7 +156,7 @@ class SpeechLoader:
     """
 
     def __init__(self, config: LoaderConfig, state: str, packs: list[Pack], *, rank: int, world_size: int,
-                 num_workers: int, seed: int):
+                 num_workers: int | None, seed: int):
         prepared = prepare(config, state, packs, seed)  # checks state and seed
         self.config = config
         self.state = state
@@ -152,13 +176,15 @@ class SpeechLoader:
         self._epoch = 0
         self._consumed = 0
         self._resume_at = 0
+        self.dataloader_settings = dataloader_settings(config.dataset_args, num_workers)
+        num_workers = self.dataloader_settings["num_workers"]
         self.dataloader = DataLoader(
             self.dataset,
             batch_size=None,
             sampler=self._sampler,
             num_workers=num_workers,
             persistent_workers=num_workers > 0,
-            prefetch_factor=PREFETCH_PER_WORKER if num_workers > 0 else None,
+            prefetch_factor=self.dataloader_settings["prefetch_factor"],
             pin_memory=torch.cuda.is_available(),
             collate_fn=_as_is,
             worker_init_fn=_freeze_gc,
@@ -184,7 +210,8 @@ class SpeechLoader:
                      else self.weighting.report(self.weighting.items(self.seed, self._epoch)))
         return LoaderReport(items=len(self.item_pack), filtered=self.filtered, filter_report=self.filter_report,
                             batches_per_rank=len(plan),
-                            padded_items=plan.padded, dropped_items=plan.dropped, weighting=weighting)
+                            padded_items=plan.padded, dropped_items=plan.dropped, weighting=weighting,
+                            dataloader=dict(self.dataloader_settings))
 
     def __iter__(self) -> Iterator[dict]:
         self._sampler.epoch = self._epoch
@@ -257,12 +284,15 @@ def _fingerprint(config: LoaderConfig, state: str, packs: list[Pack]) -> str:
     for key in ("cues", "field_collate", "mix", "batching", "train_window", "hist_frames"):
         if key in args and not args[key]:
             del args[key]
+    for key in ("npc", "num_prefetch"):  # how batches are fetched, not which: any worker count resumes
+        args.pop(key, None)
     identity = {"dataset_args": args, "state": state}
     if config.task != "tse":
         identity["task"] = config.task
     digest.update(json.dumps(identity, sort_keys=True, default=str).encode())
     if config.weighted:  # hashed only when set, so older states still resume; paths left out as below
-        weights = [{k: v for k, v in asdict(p).items() if k != "path"} for p in config.packs]
+        weights = [{k: v for k, v in asdict(p).items() if k != "path" and not (k == "split" and v is None)}
+                   for p in config.packs]
         digest.update(json.dumps({"packs": weights, "weighting": asdict(config.weighting)}, sort_keys=True).encode())
     for pack in packs:
         with open(os.path.join(pack.path, MANIFEST_NAME), "rb") as fp:
@@ -271,13 +301,15 @@ def _fingerprint(config: LoaderConfig, state: str, packs: list[Pack]) -> str:
 
 
 def build_loader(config: dict | LoaderConfig, state: str, *, rank: int = 0, world_size: int = 1,
-                 num_workers: int = 0, seed: int = 0) -> SpeechLoader:
+                 num_workers: int | None = None, seed: int = 0) -> SpeechLoader:
     """The training loader: ``config`` is a dict (usually from YAML) with ``packs``, ``dataset_args`` and
-    optionally ``task`` (``tse``, ``asd`` or ``asr``; see ``loader.tasks``) and ``weighting``."""
+    optionally ``task`` (``tse``, ``asd`` or ``asr``; see ``loader.tasks``) and ``weighting``, or Omnilingual's
+    ``dataset:`` block with ``packs`` (``loader.asr.recipe``).  ``num_workers`` None: the config's ``npc``, else 0
+    (``dataloader_settings``)."""
     if not isinstance(config, LoaderConfig):
         config = LoaderConfig.from_dict(config)
     packs = [open_pack(source.path) for source in config.packs]
     return SpeechLoader(config, state, packs, rank=rank, world_size=world_size, num_workers=num_workers, seed=seed)
 
 
-__all__ = ["LoaderReport", "ResumeError", "SpeechLoader", "build_loader"]
+__all__ = ["LoaderReport", "ResumeError", "SpeechLoader", "build_loader", "dataloader_settings"]
