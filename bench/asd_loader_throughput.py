@@ -15,7 +15,7 @@ speaking where the audio frame is louder than the track's median.  Written with 
 
 - speechpack: ``loader.build_loader({"task": "asd", ...}, "train", num_workers=W)``: columnar index, faces
   gathered from the mapping straight into a uint8 batch, audio normalised while decoding;
-- MuVAP-style (notes-muvap.md sections 2-3 and 7.5/7.11): a map-style torch ``Dataset`` holding one Python dict
+- MuVAP-style (docs/asd.md, "Speed"): a map-style torch ``Dataset`` holding one Python dict
   per chunk (sample id, clip, offsets, fps, statistics), shards opened with ``np.load(mmap_mode="r")``; an item
   reads its chunk, pads the audio and then normalises it, widens the faces to float32 in the worker, augments with
   module-level ``random``, and returns a tuple with a metadata dict; MuVAP's ``FrameBudgetBatchSampler`` (longest
@@ -50,7 +50,7 @@ sys.path.insert(0, _BENCH)
 from loader import build_loader  # noqa: E402
 from loader.asd.augment import apply_visual, draw_visual  # noqa: E402
 from loader.asd.chunks import muvap_windows  # noqa: E402
-from loader.asd.timeline import SAMPLES_PER_MODEL_FRAME, audio_sample_count, model_frame_count  # noqa: E402
+from schemas.timebase import SAMPLES_PER_MODEL_FRAME, audio_sample_count, model_frame_count  # noqa: E402
 from loader.normalize import muvap_gain  # noqa: E402
 from loader.pack import open_pack  # noqa: E402
 from packer.audio import StoredAudio  # noqa: E402

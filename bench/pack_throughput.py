@@ -3,7 +3,7 @@
     python bench/pack_throughput.py [--minutes 15] [--repeats 5] [--workers 1]
 
 The corpus is built from real recordings installed by Debian packages (see
-``/work/shared/reference/test-data.md``)::
+docs/testing.md, "Real recordings")::
 
     apt-get install -y --no-install-recommends pocketsphinx-testdata alsa-utils codec2-examples
 

@@ -33,25 +33,15 @@ import numpy as np
 
 from loader.tse.cues.bank import CueBank, PackCues, SpeakerLabels, open_cues
 from schemas.constants import (
-    ATTRIBUTES_BY_KIND,
     AUDIO_FULL_SCALE,
-    KIND_ASD,
-    KIND_ASR,
-    KIND_NOISE,
-    KIND_RIR,
-    KIND_TSE,
     MANIFEST_NAME,
-    STREAM_AUDIO,
-    STREAM_MIX,
-    STREAM_SOURCE,
-    STREAM_TARGET,
     STREAM_TYPES,
-    STREAMS_BY_KIND,
 )
 from schemas.columns import COLUMNS_DIR, KEYS_FILE, SAMPLES_FILE, SPEAKERS_FILE, attr_file, column_files
 from schemas.cues import CuesConfig
-from schemas.errors import PackFormatError
+from schemas.errors import NpyHeaderError, PackFormatError
 from schemas.format import Manifest
+from schemas.kinds import ATTRIBUTES_BY_KIND, KIND_SPECS, STREAMS_BY_KIND
 from schemas.npyfile import read_npy_header
 
 
@@ -191,8 +181,8 @@ def map_stream(path: str, dtype: str, row_shape: tuple[int, ...]) -> MappedStrea
     """Map a stream ``.npy`` read-only, checking its header against the catalogue entry."""
     try:
         header = read_npy_header(path)
-    except Exception as err:  # noqa: BLE001 - a corrupt .npy header raises ValueError, SyntaxError, TokenError...
-        raise PackFormatError(f"{path}: cannot map stream file ({err})") from None
+    except NpyHeaderError as err:
+        raise PackFormatError(f"{path}: cannot map stream file ({err.reason})") from None
     if (header.dtype.str != dtype or tuple(header.shape[1:]) != tuple(row_shape)
             or len(header.shape) != 1 + len(row_shape) or header.fortran_order):
         raise PackFormatError(f"{path}: holds {header.dtype.str} {header.shape}, the catalogue says {dtype} rows of "
@@ -353,21 +343,14 @@ class Pack:
         if not -len(self) <= index < len(self):
             raise IndexError(f"sample {index} out of range for a pack of {len(self)}")
         index %= len(self)
-        if self.kind == KIND_TSE:
-            mix = self.read_segment(STREAM_MIX, self.segments_of(STREAM_MIX, index)[0])
-            targets = np.concatenate([self.read_segment(STREAM_TARGET, j)
-                                      for j in self.segments_of(STREAM_TARGET, index)], axis=0)
-        elif self.kind in (KIND_NOISE, KIND_RIR, KIND_ASD, KIND_ASR):  # the audio, all its channels
-            mix = None
-            targets = self.read_segment(STREAM_AUDIO, self.segments_of(STREAM_AUDIO, index)[0])
-            data = {name: self.read_rows(name, self.segments_of(name, index)[0])
-                    for name in STREAMS_BY_KIND[self.kind] if not STREAM_TYPES[name].audio}
-            return Sample(key=self.keys[index], speakers=self.speakers_of(index), mix=mix, targets=targets,
-                          data=data or None)
-        else:
-            mix = None
-            targets = self.read_segment(STREAM_SOURCE, self.segments_of(STREAM_SOURCE, index)[0])
-        return Sample(key=self.keys[index], speakers=self.speakers_of(index), mix=mix, targets=targets)
+        spec = KIND_SPECS[self.kind]  # which streams are the mix, the targets and the data
+        mix = None if spec.mix is None else self.read_segment(spec.mix, self.segments_of(spec.mix, index)[0])
+        segments = self.segments_of(spec.targets, index)
+        targets = (self.read_segment(spec.targets, segments[0]) if len(segments) == 1 else
+                   np.concatenate([self.read_segment(spec.targets, j) for j in segments], axis=0))
+        data = {name: self.read_rows(name, self.segments_of(name, index)[0]) for name in spec.data_streams}
+        return Sample(key=self.keys[index], speakers=self.speakers_of(index), mix=mix, targets=targets,
+                      data=data or None)
 
 
 def read_manifest(path: str) -> Manifest:

@@ -1,6 +1,7 @@
 """The torch glue: ``build_loader`` wraps the epoch plan (``loader.plan.plan_epoch``) and the task's batch builder
-(``loader.tasks.prepare``) in a DataLoader, caching one epoch's plan per process.  The only module of
-speechpack that imports torch.
+(``loader.tasks.prepare``) in a DataLoader, caching one epoch's plan per process.  Besides this module, only the
+ASR modules that compute in torch import it (``loader/asr/``: ``fbank``, ``specaugment``, ``waveform``,
+``batch``); ``schemas/``, ``packer/`` and the rest of ``loader/`` never do (tests/test_layers.py checks it).
 
 How the pieces fit:
 - a sampler in the main process yields ``(epoch, batch)`` pairs, starting where a resumed run left off;

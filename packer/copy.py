@@ -31,7 +31,6 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import shutil
 import threading
 import time
@@ -41,17 +40,21 @@ from typing import Callable, Iterator
 from tqdm import tqdm
 
 from packer.copy_lock import LOCK_SUFFIX, locked, read_bytes, record_matches
+from packer.ownership import (
+    INCOMING_MANIFEST,
+    REPLACED_MANIFEST,
+    pack_file_entries,
+    remove_entries,
+    retire_manifest,
+    survey,
+    walk,
+)
 from packer.writer import fsync_dir
-from schemas.columns import COLUMNS_DIR
 from schemas.constants import (
     HASH_NAME,
     MANIFEST_NAME,
-    SHARD_DIR_DIGITS,
-    SHARD_DIR_PREFIX,
-    SKIPPED_NAME,
     TEMP_PREFIX,
 )
-from schemas.cues import CUES_DIR
 from schemas.errors import PackFormatError, SpeechpackError
 from schemas.format import FileEntry, Manifest
 from schemas.units import format_bytes
@@ -60,9 +63,6 @@ from schemas.units import format_bytes
 COPY_BLOCK = 4 << 20
 #: Default number of copy threads: enough to keep a network filesystem and a local NVMe busy at once.
 DEFAULT_JOBS = 4
-#: Entries a pack writer makes at the pack root; anything else in a destination is foreign and never touched.
-_ROOT_ENTRIES = (MANIFEST_NAME, SKIPPED_NAME, COLUMNS_DIR, CUES_DIR)
-_SHARD_NAME = re.compile(re.escape(SHARD_DIR_PREFIX) + r"\d{%d,}" % SHARD_DIR_DIGITS)
 
 
 class CopyError(SpeechpackError):
@@ -107,25 +107,6 @@ class CopyReport:
         lines += [f"  repaired: {item}" for item in self.repaired]
         lines += [f"  removed (not in {MANIFEST_NAME}): {item}" for item in self.removed]
         return "\n".join(lines)
-
-
-def pack_file_entries(manifest: Manifest) -> dict[str, FileEntry]:
-    """Every file of a pack except ``dataset.json``, by ``/``-separated relative path, with its size and hash.
-
-    This is the whole of what a copy needs to know about a pack, whatever its kind.
-    """
-    entries: dict[str, FileEntry] = {}
-    for shard in manifest.shards:
-        for name, entry in shard.files.items():
-            entries[f"{shard.directory}/{name}"] = entry
-    for name, entry in manifest.columns.items():
-        entries[f"{COLUMNS_DIR}/{name}"] = entry
-    for name, entry in manifest.cues.items():
-        entries[f"{CUES_DIR}/{name}"] = entry
-    skipped = manifest.skipped.get("file")
-    if skipped is not None:
-        entries[SKIPPED_NAME] = FileEntry(size=skipped["size"], sha256=skipped[HASH_NAME])
-    return entries
 
 
 @dataclass(frozen=True)
@@ -250,31 +231,57 @@ class _Staging:
         self._lock = threading.Lock()
 
     def prepare(self) -> None:
-        """Refuse a destination holding foreign files; drop leftovers of interrupted copies and files the source
-        does not list (unpublishing first); note which files already have their final size."""
+        """Refuse a destination holding anything no speechpack record lists (``packer.ownership``); finish an
+        interrupted removal; retire a different pack (or an interrupted copy of another one) that lives there,
+        keeping its files that the source lists with the same path; note which files already have their final
+        size.  The source's manifest is recorded (``.tmp-incoming-dataset.json``) before the first change."""
         if os.path.exists(self.dst) and not os.path.isdir(self.dst):
             raise SpeechpackError(f"{self.dst}: exists and is not a directory")
         os.makedirs(self.dst, exist_ok=True)
-        foreign = [name for name in sorted(os.listdir(self.dst)) if not _is_pack_root_entry(name)]
-        if foreign:
-            raise SpeechpackError(f"{self.dst}: holds entries that are not part of a pack ({', '.join(foreign[:5])});"
-                                  f" copy into an empty directory or a copy of a pack")
+        found = survey(self.dst)
+        found.refuse_foreign("copy a pack into it")
+        wanted = set(self.source.files)
+        if found.replaced is not None or os.path.exists(os.path.join(self.dst, REPLACED_MANIFEST)):
+            keep = set().union(*(pack_file_entries(m) for m in (found.manifest, found.incoming) if m is not None))
+            self._removed(retire_manifest(self.dst, REPLACED_MANIFEST, keep, fsync_dir))
+        incoming = os.path.join(self.dst, INCOMING_MANIFEST)
+        if os.path.exists(incoming) and read_bytes(incoming) != self.source.manifest_bytes:
+            keep = set(pack_file_entries(found.manifest)) if found.manifest is not None else set()
+            self._removed(retire_manifest(self.dst, INCOMING_MANIFEST, keep, fsync_dir))
         manifest_path = os.path.join(self.dst, MANIFEST_NAME)
-        if os.path.exists(manifest_path) and read_bytes(manifest_path) != self.source.manifest_bytes:
-            self.unpublish()  # another pack (or another version of this one) lives here: it stops being one now
-        for rel in _unlisted_entries(self.dst, self.source):
-            self.unpublish()
+        if found.empty:
+            pass  # the first write records the incoming manifest (unpublish)
+        elif found.manifest is None or read_bytes(manifest_path) != self.source.manifest_bytes:
+            self._record_incoming()  # from now on it owns what the copy writes (and what it keeps)
+            if found.manifest is not None:  # another pack (or another version of this one): retire it
+                self._removed(retire_manifest(self.dst, MANIFEST_NAME, wanted, fsync_dir))
+            self._unpublished = True
+        for rel in walk(self.dst):  # temporary files of an interrupted copy; anything the source does not list
+            name = rel.rsplit("/", 1)[-1]
             path = os.path.join(self.dst, rel)
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path)
-            else:
-                os.remove(path)
-            if not os.path.basename(rel).startswith(TEMP_PREFIX):
-                self.report.removed.append(path)
+            if rel in (MANIFEST_NAME, INCOMING_MANIFEST) or rel in wanted or not os.path.lexists(path):
+                continue
+            if name.startswith(TEMP_PREFIX):
+                remove_entries(self.dst, [rel])
+            elif not os.path.isdir(path) or not any(w.startswith(rel + "/") for w in wanted):
+                self.unpublish()
+                remove_entries(self.dst, [rel])
         for rel, entry in self.source.files.items():
             path = os.path.join(self.dst, rel)
             if os.path.isfile(path) and os.path.getsize(path) == entry.size:
                 self._present.add(rel)
+
+    def _removed(self, rels: list[str]) -> None:
+        self.report.removed += [os.path.join(self.dst, rel) for rel in rels]
+
+    def _record_incoming(self) -> None:
+        """Record the source's manifest in the destination: from now on it owns the files the copy writes."""
+        path = os.path.join(self.dst, INCOMING_MANIFEST)
+        with open(path, "wb") as fp:
+            fp.write(self.source.manifest_bytes)
+            fp.flush()
+            os.fsync(fp.fileno())
+        fsync_dir(self.dst)
 
     def bytes_to_write(self) -> int:
         """What the copy may still write: every file not already present with its final size."""
@@ -285,10 +292,13 @@ class _Staging:
         return self.source.total_bytes
 
     def unpublish(self) -> None:
-        """Remove the destination's ``dataset.json`` (once) before the first change to its files."""
+        """Before the first change to the destination's files (once): record the incoming manifest, then remove
+        the destination's ``dataset.json``."""
         with self._lock:
             if self._unpublished:
                 return
+            if not os.path.exists(os.path.join(self.dst, INCOMING_MANIFEST)):
+                self._record_incoming()  # owns every file the copy writes, before the first one
             manifest_path = os.path.join(self.dst, MANIFEST_NAME)
             if os.path.exists(manifest_path):
                 os.remove(manifest_path)
@@ -322,7 +332,11 @@ class _Staging:
     def publish(self) -> None:
         """Write ``dataset.json`` last (temporary name, fsync, rename), exactly the source's bytes."""
         manifest_path = os.path.join(self.dst, MANIFEST_NAME)
+        incoming = os.path.join(self.dst, INCOMING_MANIFEST)
         if os.path.exists(manifest_path):  # nothing changed: the pack was complete and verified
+            if os.path.exists(incoming):
+                os.remove(incoming)
+                fsync_dir(self.dst)
             return
         for directory in sorted({os.path.dirname(os.path.join(self.dst, rel)) for rel in self.source.files}):
             fsync_dir(directory)
@@ -332,6 +346,8 @@ class _Staging:
             fp.flush()
             os.fsync(fp.fileno())
         os.replace(temp, manifest_path)
+        if os.path.exists(incoming):
+            os.remove(incoming)
         fsync_dir(self.dst)
 
 
@@ -410,34 +426,18 @@ def _check_free_space(dst: str, needed: int) -> None:
                               f"is free there (files already in place with their final size are counted as present)")
 
 
-def _is_pack_root_entry(name: str) -> bool:
-    if name.startswith(TEMP_PREFIX):
-        name = name[len(TEMP_PREFIX):]
-    return name in _ROOT_ENTRIES or _SHARD_NAME.fullmatch(name) is not None
-
-
 def _unlisted_entries(dst: str, source: _Source) -> list[str]:
-    """Relative paths under ``dst``'s pack directories that the source does not list (``.tmp-`` leftovers, old
-    shards, stray files), outermost first; ``dataset.json`` itself is not included."""
+    """Relative paths under ``dst`` that the source does not list (leftovers, stray files), outermost first;
+    ``dataset.json`` itself is not included."""
     if not os.path.isdir(dst):
         return []
-    listed_dirs = {os.path.dirname(rel) for rel in source.files}
-    listed_dirs |= {parent for rel in listed_dirs for parent in _parents(rel)}
-    unlisted = []
-    for name in sorted(os.listdir(dst)):
-        if name == MANIFEST_NAME or not _is_pack_root_entry(name):
+    listed_dirs = {parent for rel in source.files for parent in _parents(rel)}
+    unlisted: list[str] = []
+    for rel in walk(dst):
+        if rel == MANIFEST_NAME or rel in source.files or rel in listed_dirs:
             continue
-        stack = [name]
-        while stack:
-            rel = stack.pop()
-            path = os.path.join(dst, rel)
-            if os.path.isdir(path) and not os.path.islink(path):
-                if rel not in listed_dirs:
-                    unlisted.append(rel)
-                else:
-                    stack.extend(f"{rel}/{child}" for child in sorted(os.listdir(path), reverse=True))
-            elif rel not in source.files:
-                unlisted.append(rel)
+        if not any(rel.startswith(outer + "/") for outer in unlisted):
+            unlisted.append(rel)
     return unlisted
 
 

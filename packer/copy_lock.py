@@ -86,8 +86,14 @@ def record_matches(lock: DestinationLock, source, dst: str) -> bool:
 
 
 @contextlib.contextmanager
-def locked(dst: str, exclusive: bool, log: Callable[[str], None]) -> Iterator[DestinationLock]:
-    """Hold ``DST.lock`` (exclusive to copy, shared to verify), saying so when another process holds it."""
+def locked(dst: str, exclusive: bool, log: Callable[[str], None] | None,
+           wait: bool = True) -> Iterator[DestinationLock]:
+    """Hold ``DST.lock`` (exclusive to copy or build, shared to verify or to run one slice of an array build),
+    saying so when another process holds it; with ``wait`` false, refuse instead of waiting.
+
+    One lock file per destination, taken by every speechpack command that writes there (``copy``, ``build``,
+    ``finalize``), so a copy never runs into a build of the same directory, nor two builds into each other.
+    """
     path = dst.rstrip(os.sep) + LOCK_SUFFIX
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     try:
@@ -100,8 +106,12 @@ def locked(dst: str, exclusive: bool, log: Callable[[str], None]) -> Iterator[De
         try:
             fcntl.flock(fd, mode | fcntl.LOCK_NB)
         except BlockingIOError:
+            if not wait:
+                raise SpeechpackError(f"{dst}: another speechpack process is writing there (it holds {path}): "
+                                      f"wait for it to finish, or choose another directory") from None
             waited = True
-            log(f"waiting for {path}: another process is copying or verifying {dst}")
+            if log is not None:
+                log(f"waiting for {path}: another process is copying or verifying {dst}")
             fcntl.flock(fd, mode)
         yield DestinationLock(fd, path, waited)
     finally:

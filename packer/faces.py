@@ -28,6 +28,7 @@ import numpy as np
 
 from packer.audio import AudioError
 from schemas.constants import FACE_SHAPE
+from schemas.errors import NpyHeaderError
 from schemas.npyfile import read_npy_header
 
 #: The grey of a face that is not there: MSDWild frames without a detection, and the padding of a crop square
@@ -112,8 +113,8 @@ def npy_face_count(path: str) -> int:
         raise FaceError(path, "face array not found" if not os.path.exists(path) else "not a regular file")
     try:
         header = read_npy_header(path)
-    except Exception as err:  # noqa: BLE001 - a corrupt .npy header raises ValueError, SyntaxError, TokenError...
-        raise FaceError(path, f"unreadable .npy header ({err})") from None
+    except NpyHeaderError as err:
+        raise FaceError(path, f"unreadable .npy header ({err.reason})") from None
     if header.dtype != np.uint8 or len(header.shape) != 3 or min(header.shape) == 0:
         raise FaceError(path, f"faces must be uint8 [frames, height, width] grayscale, got {header.dtype} "
                               f"{list(header.shape)}")

@@ -119,10 +119,9 @@ def inspect_pack(path: str, top: int = 10) -> InspectReport:
                                        "rescaled_segments": int(np.count_nonzero(table.scale != 1.0))}
     if pack.cues:
         figures["cues"] = _cue_figures(pack)
-    if pack.kind == KIND_ASR:
-        figures["asr"] = _asr_figures(pack, durations)
-    if pack.kind == KIND_ASD:
-        figures["asd"] = _asd_figures(pack)
+    kind_figures = _KIND_FIGURES.get(pack.kind)
+    if kind_figures is not None:
+        figures[pack.kind] = kind_figures(pack, durations)
     return InspectReport(figures=figures, durations=durations, speaker_hours=speaker_hours, levels_dbfs=levels)
 
 
@@ -201,7 +200,7 @@ def _asr_figures(pack: Pack, durations: np.ndarray) -> dict:
             "characters": {"distinct": len(chars), "total": int(sum(chars.values()))}}
 
 
-def _asd_figures(pack: Pack) -> dict:
+def _asd_figures(pack: Pack, durations: np.ndarray) -> dict:
     clips = np.asarray(pack.attrs["clip"].raw)
     _unique, tracks_per_clip = np.unique(clips, return_counts=True)
     fps, fps_count = np.unique(pack.attrs["source_fps"], return_counts=True)
@@ -215,6 +214,11 @@ def _asd_figures(pack: Pack) -> dict:
             "source_fps": {f"{f:g}": int(n) for f, n in zip(fps, fps_count)},
             "track_frames": distribution(labels.length[labels.first]),
             "speaking_fraction": speaking / frames if frames else 0.0}
+
+
+#: The figures only one kind has (``asr``: corpora, transcripts, characters; ``asd``: clips, frame rates,
+#: speaking fraction), under the kind's name: ``figures(pack, durations) -> dict``.
+_KIND_FIGURES = {KIND_ASR: _asr_figures, KIND_ASD: _asd_figures}
 
 
 def _percentile_text(dist: dict, unit: str = "", fmt="{:.2f}") -> str:

@@ -47,7 +47,7 @@ class PackedSample:
     ``streams`` maps a stream name to its segments in slot order (one ``mix``; one ``target`` per speaker; one
     ``source``; an ``asd`` track's ``audio``, ``faces`` and ``labels``...): :class:`~packer.audio.StoredAudio` for
     audio streams, :class:`StoredArray` for data streams.  Every audio segment of a sample has ``num_frames``
-    samples per channel.  ``attrs`` holds the kind's per-sample attributes (``ATTRIBUTES_BY_KIND``).
+    samples per channel.  ``attrs`` holds the kind's per-sample attributes (``schemas.kinds.ATTRIBUTES_BY_KIND``).
     """
 
     key: str

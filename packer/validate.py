@@ -36,31 +36,30 @@ from schemas.cues import (
 from schemas.constants import (
     AUDIO_DTYPE,
     KIND_ASD,
-    KIND_ASR,
-    KIND_NOISE,
-    KIND_RIR,
-    KIND_TSE,
     MANIFEST_NAME,
     SHARD_DIR_PREFIX,
     SHARD_INDEX_NAME,
     SKIPPED_NAME,
-    STREAM_AUDIO,
-    STREAM_MIX,
-    STREAM_SOURCE,
-    STREAM_TARGET,
-    STREAM_TEXT,
     STREAM_TYPES,
     TEMP_PREFIX,
+    stream_file_name,
 )
-from schemas.errors import PackFormatError
+from schemas.errors import NpyHeaderError, PackFormatError
 from schemas.units import format_bytes
 from schemas.npyfile import read_npy_header
 from schemas.format import FileEntry, Manifest, StreamSpec, check_shard_index
+from schemas.kinds import KIND_SPECS
+from packer.validate_asd import asd_issues
 
 #: Tolerance when comparing recomputed statistics: they are exact-integer sums, so only JSON float printing
 #: could differ, and Python's repr round-trips; the margin only covers a different numpy's sqrt.
 _STAT_RTOL = 1e-9
 _PERCENTILES = (0, 5, 50, 95, 100)
+#: Checks only one kind has, beyond what ``KIND_SPECS`` describes: ``check(path, manifest, records_by_shard)``
+#: yields ``(file, message)`` errors.
+_KIND_CHECKS = {KIND_ASD: asd_issues}
+#: Kinds whose valid packs are also compared by level, as the loader's normalisation sees them.
+_LEVEL_REPORT_KINDS = frozenset({KIND_ASD})
 
 
 @dataclass
@@ -163,7 +162,7 @@ def validate_packs(paths: list[str], check_hashes: bool = True) -> ValidationRep
     """Validate every pack; asd packs that pass are also compared by level (what the loader's normalisation
     makes of each)."""
     reports = [validate_pack(path, check_hashes) for path in paths]
-    asd = [r.path for r in reports if r.ok and r.summary.get("kind") == KIND_ASD]
+    asd = [r.path for r in reports if r.ok and r.summary.get("kind") in _LEVEL_REPORT_KINDS]
     levels = None
     if asd:
         from loader.asd.levels import asd_level_report
@@ -188,9 +187,11 @@ def validate_pack(path: str, check_hashes: bool = True) -> PackReport:
     frames = 0
     levels = {name: {"rms": [], "peak": [], "full_scale": 0, "rescaled": 0} for name in _stream_names(manifest)
               if STREAM_TYPES[name].audio}
-    asr_totals = _AsrTotals() if manifest.kind == KIND_ASR else None
+    extra = KIND_SPECS[manifest.kind].totals
+    extra_totals = extra() if extra is not None else None
+    own_checks = _KIND_CHECKS.get(manifest.kind)
     columns: ColumnBuilder | None = ColumnBuilder(manifest.kind)  # None once a shard index is unreadable
-    records_by_shard: dict[str, list[dict]] = {}  # asd packs: what the kind's own checks read
+    records_by_shard: dict[str, list[dict]] = {}  # what the kind's own checks read
     for shard_id, shard in enumerate(manifest.shards):
         shard_dir = os.path.join(path, shard.directory)
         if not os.path.isdir(shard_dir):
@@ -203,7 +204,7 @@ def validate_pack(path: str, check_hashes: bool = True) -> PackReport:
         if records is None:
             columns = None
             continue
-        if manifest.kind == KIND_ASD:
+        if own_checks is not None:
             records_by_shard[shard.directory] = records
         for record in records:
             if columns is not None:
@@ -221,14 +222,15 @@ def validate_pack(path: str, check_hashes: bool = True) -> PackReport:
                 _check_stream(shard_dir, spec, records, arrays[spec.name], levels[spec.name], report)
             else:
                 _check_data_stream(shard_dir, spec, records, arrays[spec.name], report)
-        if asr_totals is not None:
-            asr_totals.add(shard_dir, records, arrays[STREAM_TEXT], report)
-    if asr_totals is not None:
-        asr_totals.check(path, manifest, report)
-    if manifest.kind == KIND_ASD:
-        from packer.validate_asd import asd_issues
-
-        for file, message in asd_issues(path, manifest, records_by_shard):
+        if extra_totals is not None:
+            extra_totals.add(records, arrays.get, lambda record, stream, message, shard_dir=shard_dir: report.error(
+                f"{os.path.join(shard_dir, stream_file_name(stream))} key {record['key']!r}", message))
+    if extra_totals is not None:
+        recorded = {key: getattr(manifest, key) for key in KIND_SPECS[manifest.kind].manifest_keys}
+        for message in extra_totals.issues(recorded, manifest.sample_rate):
+            report.error(os.path.join(path, MANIFEST_NAME), message)
+    if own_checks is not None:
+        for file, message in own_checks(path, manifest, records_by_shard):
             report.error(file, message)
     _check_columns(path, manifest, columns, report, check_hashes)
     _check_totals(path, manifest, len(keys), speakers, frames, report)
@@ -306,8 +308,8 @@ def _open_stream(shard_dir: str, spec: StreamSpec, report: PackReport) -> np.nda
     file_path = os.path.join(shard_dir, spec.file)
     try:
         header = read_npy_header(file_path)
-    except Exception as err:  # noqa: BLE001 - a corrupt .npy header raises ValueError, SyntaxError, TokenError...
-        report.error(file_path, f"unreadable .npy header ({err})")
+    except NpyHeaderError as err:
+        report.error(file_path, f"unreadable .npy header ({err.reason})")
         return None
     shape, dtype, fortran = header.shape, header.dtype, header.fortran_order
     if dtype.str != spec.dtype or fortran or len(shape) != 1 + len(spec.row_shape) \
@@ -325,33 +327,12 @@ def _open_stream(shard_dir: str, spec: StreamSpec, report: PackReport) -> np.nda
 
 
 def _check_record_shape(record: dict, manifest: Manifest, at: str, report: PackReport) -> None:
-    """Per-kind rules: one mix segment and one mono target per speaker; one mono source and one speaker; (noise
-    and rir banks) one ``audio`` segment of any channel count and the kind name as the one speaker; (asd) one
-    segment per stream, mono audio, the track as its speaker, as many labels as faces; (asr) one audio and one
-    non-empty text segment, one speaker."""
-    streams = record["streams"]
-    n_speakers = len(record["speakers"])
-    if manifest.kind in (KIND_ASD, KIND_ASR):
-        mono = _check_track_shape(record, manifest.kind, at, report)
-    elif manifest.kind in (KIND_NOISE, KIND_RIR):
-        if record["speakers"] != [manifest.kind] or len(streams[STREAM_AUDIO]) != 1:
-            report.error(at, f"a {manifest.kind} sample needs the one speaker {manifest.kind!r} and one audio "
-                             f"segment, got {record['speakers']!r} and {len(streams[STREAM_AUDIO])}")
-        mono = []
-    elif manifest.kind == KIND_TSE:
-        if len(streams[STREAM_MIX]) != 1:
-            report.error(at, f"has {len(streams[STREAM_MIX])} mix segments, expected 1")
-        if len(streams[STREAM_TARGET]) != n_speakers:
-            report.error(at, f"has {len(streams[STREAM_TARGET])} targets for {n_speakers} speakers")
-        mono = streams[STREAM_TARGET]
-    else:
-        if n_speakers != 1 or len(streams[STREAM_SOURCE]) != 1:
-            report.error(at, f"a sources sample needs one speaker and one segment, got {n_speakers} and "
-                             f"{len(streams[STREAM_SOURCE])}")
-        mono = streams[STREAM_SOURCE]
-    if any(seg["channels"] != 1 for seg in mono):
-        report.error(at, "targets, sources and asd track audio must be mono")
-    for name, segments in streams.items():
+    """The kind's layout (``KindSpec.shape_issues``: speakers, segments per stream, mono streams, equal and
+    non-empty rows), then what every audio segment shares: the sample's length, finite statistics, a positive
+    scale."""
+    for message in KIND_SPECS[manifest.kind].shape_issues(record):
+        report.error(at, message)
+    for name, segments in record["streams"].items():
         if not STREAM_TYPES[name].audio:
             continue
         for seg in segments:
@@ -363,26 +344,6 @@ def _check_record_shape(record: dict, manifest: Manifest, at: str, report: PackR
     expected_duration = record["num_frames"] / manifest.sample_rate
     if not math.isclose(record["duration"], expected_duration, rel_tol=1e-12):
         report.error(at, f"duration {record['duration']} != num_frames / sample_rate = {expected_duration}")
-
-
-def _check_track_shape(record: dict, kind: str, at: str, report: PackReport) -> list[dict]:
-    """The asd/asr part of :func:`_check_record_shape`; returns the segments that must be mono."""
-    streams = record["streams"]
-    counts = {name: len(segments) for name, segments in streams.items()}
-    if any(count != 1 for count in counts.values()) or len(record["speakers"]) != 1:
-        report.error(at, f"an {kind} sample needs one speaker and one segment per stream, got "
-                         f"{len(record['speakers'])} speaker(s) and {counts}")
-        return []
-    if kind == KIND_ASD:
-        if record["speakers"] != [record["key"]]:
-            report.error(at, f"an asd sample's speaker is its track key, got {record['speakers']!r}")
-        faces, labels = streams["faces"][0]["length"], streams["labels"][0]["length"]
-        if faces != labels or faces == 0:
-            report.error(at, f"{faces} faces and {labels} labels: a track needs one label per face, at least one")
-        return streams[STREAM_AUDIO]
-    if streams[STREAM_TEXT][0]["length"] == 0:
-        report.error(at, "empty transcript")
-    return []
 
 
 def _check_data_stream(shard_dir: str, spec: StreamSpec, records: list[dict], array: np.ndarray | None,
@@ -398,42 +359,6 @@ def _check_data_stream(shard_dir: str, spec: StreamSpec, records: list[dict], ar
             position = seg["offset"] + seg["length"]
     if array is not None and position != array.shape[0]:
         report.error(file_path, f"index covers {position} rows, the file holds {array.shape[0]}")
-
-
-class _AsrTotals:
-    """Recomputes an asr pack's ``hours_by_corpus`` and ``char_counts`` from the shards (and checks UTF-8)."""
-
-    def __init__(self) -> None:
-        self.frames: dict[tuple[str, str], int] = {}
-        self.chars: dict[str, int] = {}
-
-    def add(self, shard_dir: str, records: list[dict], text: np.ndarray | None, report: PackReport) -> None:
-        for record in records:
-            group = (record["attrs"]["corpus"], record["attrs"]["language"])
-            self.frames[group] = self.frames.get(group, 0) + record["num_frames"]
-            seg = record["streams"][STREAM_TEXT][0]
-            if text is None or seg["offset"] + seg["length"] > text.shape[0]:
-                continue
-            try:
-                decoded = bytes(text[seg["offset"]:seg["offset"] + seg["length"]]).decode("utf-8")
-            except UnicodeDecodeError as err:
-                report.error(f"{os.path.join(shard_dir, 'text.npy')} key {record['key']!r}",
-                             f"transcript is not valid UTF-8 ({err.reason} at byte {err.start})")
-                continue
-            for char in decoded:
-                self.chars[char] = self.chars.get(char, 0) + 1
-
-    def check(self, path: str, manifest: Manifest, report: PackReport) -> None:
-        at = os.path.join(path, MANIFEST_NAME)
-        recorded = {(c, lang): hours for c, langs in manifest.hours_by_corpus.items() for lang, hours in langs.items()}
-        measured = {group: frames / manifest.sample_rate / 3600.0 for group, frames in self.frames.items()}
-        if set(recorded) != set(measured) or any(
-                not math.isclose(recorded[g], measured[g], rel_tol=1e-9, abs_tol=1e-12) for g in measured):
-            report.error(at, f"hours_by_corpus does not match the shards (recorded {sorted(recorded.items())}, "
-                             f"measured {sorted(measured.items())})")
-        if manifest.char_counts != self.chars:
-            differ = sorted(set(manifest.char_counts.items()) ^ set(self.chars.items()))[:5]
-            report.error(at, f"char_counts does not match the transcripts (first differences: {differ})")
 
 
 def _check_stream(shard_dir: str, spec: StreamSpec, records: list[dict], array: np.ndarray | None,

@@ -21,7 +21,6 @@ import os
 
 import numpy as np
 
-from loader.asd.timeline import audio_sample_count, model_frame_count
 from schemas.constants import (
     ASD_SAMPLE_RATE,
     FACE_SHAPE,
@@ -34,6 +33,7 @@ from schemas.constants import (
     stream_file_name,
 )
 from schemas.format import Manifest
+from schemas.timebase import audio_sample_count, model_frame_count
 
 #: Label values an asd pack may hold.
 LABEL_VALUES = (0, 1)

@@ -8,7 +8,6 @@ also measures each segment (``int16_statistics``): it is the one place that sees
 
 from __future__ import annotations
 
-import collections
 import hashlib
 import io
 import json
@@ -23,15 +22,11 @@ from packer.build.checkpoints import checkpoint
 from packer.build.npy_stream import NpyStream, hash_file  # noqa: F401  (re-exported: the cue writers use them)
 from packer.sample import PackedSample, SamplePlan
 from schemas.constants import (
-    ATTRIBUTES_BY_KIND,
     FORMAT_VERSION,
-    KIND_ASR,
     MANIFEST_NAME,
     SHARD_INDEX_NAME,
     SKIPPED_NAME,
-    STREAM_TEXT,
     STREAM_TYPES,
-    STREAMS_BY_KIND,
     TEMP_PREFIX,
     shard_dir_name,
     stream_file_name,
@@ -39,6 +34,7 @@ from schemas.constants import (
 from schemas.columns import COLUMNS_DIR, ColumnBuilder
 from schemas.errors import InternalError
 from schemas.format import FileEntry, Manifest, ShardEntry, StreamSpec, lowest_minor
+from schemas.kinds import ATTRIBUTES_BY_KIND, KIND_SPECS, STREAMS_BY_KIND
 
 
 
@@ -190,7 +186,8 @@ class ShardWriter:
 class PackTotals:
     """What ``columns/`` and ``dataset.json`` say about the samples, gathered shard by shard in plan order.
 
-    Built from the shards' index records (and, for ``asr``, the stored text), never from decoded samples, so a
+    Built from the shards' index records (and, for a kind with extra totals, its stored data: ``asr`` text), never
+    from decoded samples, so a
     build in one process, on a Ray cluster, or from shards verified on disk (``--resume``, ``finalize``) commits
     the same manifest.
     """
@@ -203,9 +200,9 @@ class PackTotals:
         self.samples = 0
         self._speakers: set[str] = set()
         self._frames = 0
-        # asr packs: what corpus/language weighting and the character vocabulary need (format 1.3)
-        self._frames_by_corpus: collections.Counter[tuple[str, str]] = collections.Counter()
-        self._char_counts: collections.Counter[str] = collections.Counter()
+        # the kind's extra manifest totals (asr: what corpus/language weighting and the character vocabulary need)
+        extra = KIND_SPECS[kind].totals
+        self._extra = extra() if extra is not None else None
 
     def add_shard(self, pack_dir: str, entry: ShardEntry, records: list[dict]) -> None:
         """Count the next shard of the plan (already in place under ``pack_dir``)."""
@@ -216,14 +213,9 @@ class PackTotals:
             self._speakers.update(record["speakers"])
             self._frames += record["num_frames"]
             self.samples += 1
-        if self.kind == KIND_ASR and records:
-            text = np.load(os.path.join(pack_dir, entry.directory, stream_file_name(STREAM_TEXT)), mmap_mode="r")
-            for record in records:
-                self._frames_by_corpus[(record["attrs"]["corpus"], record["attrs"]["language"])] += \
-                    record["num_frames"]
-                for segment in record["streams"][STREAM_TEXT]:
-                    stop = segment["offset"] + segment["length"]
-                    self._char_counts.update(text[segment["offset"]:stop].tobytes().decode("utf-8"))
+        if self._extra is not None:
+            self._extra.add(records, lambda stream: np.load(
+                os.path.join(pack_dir, entry.directory, stream_file_name(stream)), mmap_mode="r"))
 
     def totals(self) -> dict:
         return {
@@ -233,14 +225,9 @@ class PackTotals:
             "bytes": sum(entry.size for shard in self.shards for entry in shard.files.values()),
         }
 
-    def asr_totals(self) -> dict:
-        """``hours_by_corpus`` and ``char_counts`` of an asr pack (sorted, so equal packs have equal manifests)."""
-        if self.kind != KIND_ASR:
-            return {}
-        hours: dict[str, dict[str, float]] = {}
-        for (corpus, language), frames in sorted(self._frames_by_corpus.items()):
-            hours.setdefault(corpus, {})[language] = frames / self.sample_rate / 3600.0
-        return {"hours_by_corpus": hours, "char_counts": dict(sorted(self._char_counts.items()))}
+    def extra_totals(self) -> dict:
+        """The kind's extra manifest keys (asr: ``hours_by_corpus``, ``char_counts``); empty for other kinds."""
+        return self._extra.manifest_fields(self.sample_rate) if self._extra is not None else {}
 
 
 def commit_pack(pack_dir: str, totals: PackTotals, provenance: dict, skipped: list[dict],
@@ -266,7 +253,7 @@ def commit_pack(pack_dir: str, totals: PackTotals, provenance: dict, skipped: li
         skipped=skipped_entry,
         cues=dict(cues or {}),
         format_minor=lowest_minor(totals.kind, bool(cues)),
-        **totals.asr_totals(),
+        **totals.extra_totals(),
     )
     fsync_dir(pack_dir)
     checkpoint("columns")

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from schemas.constants import ATTRIBUTES_BY_KIND, STREAM_TYPES, STREAMS_BY_KIND
+from schemas.constants import STREAM_TYPES
+from schemas.kinds import ATTRIBUTES_BY_KIND, STREAMS_BY_KIND
 
 COLUMNS_DIR = "columns"
 SAMPLES_FILE = "samples.npy"

@@ -18,6 +18,12 @@ FORMAT_VERSION = 1
 FORMAT_MINOR = 0
 #: Major versions this code reads.
 SUPPORTED_MAJOR_VERSIONS = (1,)
+#: The minor version that introduced the optional ``cues`` key (``schemas/format.py``, "Version history").
+MINOR_CUES = 1
+#: The minor version that introduced the ``noise`` and ``rir`` kinds (audio banks).
+MINOR_BANKS = 2
+#: The minor version that introduced the ``asd`` and ``asr`` kinds (data streams, attributes).
+MINOR_TRACKS = 3
 
 #: The commit record of a pack; a directory without it is not a pack.
 MANIFEST_NAME = "dataset.json"
@@ -31,7 +37,7 @@ SHARD_DIR_DIGITS = 6
 #: Prefix of directories and files that are still being written; never part of a finished pack.
 TEMP_PREFIX = ".tmp-"
 
-#: Pack kinds defined by format v1.
+#: Pack kinds defined by format v1; what each kind holds is its row of ``schemas.kinds.KIND_SPECS``.
 KIND_TSE = "tse"  # fixed mixtures with one target per speaker
 KIND_SOURCES = "sources"  # single-speaker utterances (inputs to online mixing)
 KIND_NOISE = "noise"  # a noise bank for online augmentation (format 1.2)
@@ -48,14 +54,6 @@ STREAM_AUDIO = "audio"
 STREAM_FACES = "faces"
 STREAM_LABELS = "labels"
 STREAM_TEXT = "text"
-STREAMS_BY_KIND = {
-    KIND_TSE: (STREAM_MIX, STREAM_TARGET),
-    KIND_SOURCES: (STREAM_SOURCE,),
-    KIND_NOISE: (STREAM_AUDIO,),
-    KIND_RIR: (STREAM_AUDIO,),
-    KIND_ASD: (STREAM_AUDIO, STREAM_FACES, STREAM_LABELS),
-    KIND_ASR: (STREAM_AUDIO, STREAM_TEXT),
-}
 
 #: Audio is stored as little-endian int16; a stored value v decodes to ``v / AUDIO_FULL_SCALE * scale``.
 AUDIO_DTYPE = np.dtype("<i2")
@@ -94,11 +92,6 @@ STREAM_TYPES = {
     STREAM_TEXT: StreamType(np.dtype("|u1"), (), audio=False),  # UTF-8 bytes of the transcript
 }
 
-#: Per-sample attributes of a kind (``attrs`` of an index record, ``columns/attr_<name>.npy``): name -> type.
-ATTRIBUTES_BY_KIND: dict[str, dict[str, type]] = {
-    KIND_ASD: {"source_fps": float, "start_sec": float, "clip": str},
-    KIND_ASR: {"language": str, "corpus": str},
-}
 #: ``speakers`` of an asr sample whose input names no speaker.
 UNKNOWN_SPEAKER = "unknown"
 #: Offsets and lengths are 64-bit so a shard is never capped at 4 GiB (MosaicML's u32 offsets are).

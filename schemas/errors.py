@@ -27,5 +27,15 @@ class BuildError(SpeechpackError):
         self.problems = list(problems or [])
 
 
+class NpyHeaderError(SpeechpackError):
+    """An ``.npy`` file's header cannot be read (``schemas.npyfile.read_npy_header``): ``reason`` says why, in
+    numpy's words, and the message names the file."""
+
+    def __init__(self, path: str, reason: str):
+        super().__init__(f"{path}: unreadable .npy header ({reason})")
+        self.path = path
+        self.reason = reason
+
+
 class InternalError(RuntimeError):
     """A speechpack invariant broke: a bug, never the user's input."""

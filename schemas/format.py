@@ -90,6 +90,8 @@ no-gap rule holds.
 
 Kinds and their streams
 ~~~~~~~~~~~~~~~~~~~~~~~
+The same rules, as data, are the rows of ``schemas.kinds.KIND_SPECS``.
+
 ``tse``      ``mix`` (one segment per sample, all mixture channels) and ``target`` (one mono segment per
              speaker, in the sample's speaker order).  All segments of a sample have the same length.
 ``sources``  ``source`` (one mono segment per sample, one speaker).
@@ -152,45 +154,27 @@ from typing import Any
 
 from schemas.columns import COLUMNS_DIR, column_files
 from schemas.cues import CUES_DIR, CUES_YAML
-from schemas.constants import (
-    ATTRIBUTES_BY_KIND,
+from schemas.constants import (  # noqa: F401  (MINOR_*: the version history's names, re-exported)
     AUDIO_DTYPE,
     FORMAT_MINOR,
     FORMAT_NAME,
     FORMAT_VERSION,
     HASH_NAME,
-    KIND_ASD,
-    KIND_ASR,
-    KIND_NOISE,
-    KIND_RIR,
     KINDS,
+    MINOR_BANKS,
+    MINOR_CUES,
+    MINOR_TRACKS,
     STREAM_TYPES,
-    STREAMS_BY_KIND,
     SUPPORTED_MAJOR_VERSIONS,
     stream_file_name,
 )
 from schemas.errors import PackFormatError
-
-#: The minor version that introduced the optional ``cues`` key (see "Version history").
-MINOR_CUES = 1
-#: The minor version that introduced the ``noise`` and ``rir`` kinds (audio banks).
-MINOR_BANKS = 2
-#: The minor version that introduced the ``asd`` and ``asr`` kinds (data streams, attributes).
-MINOR_TRACKS = 3
-#: Manifest keys of ``asr`` packs only.
-ASR_MANIFEST_KEYS = frozenset({"hours_by_corpus", "char_counts"})
+from schemas.kinds import ATTRIBUTES_BY_KIND, EXTRA_MANIFEST_KEYS, KIND_SPECS, STREAMS_BY_KIND
 
 
 def lowest_minor(kind: str, has_cues: bool) -> int:
     """The lowest minor version that describes a pack of ``kind`` (with or without cues)."""
-    minor = FORMAT_MINOR
-    if has_cues:
-        minor = max(minor, MINOR_CUES)
-    if kind in (KIND_NOISE, KIND_RIR):
-        minor = max(minor, MINOR_BANKS)
-    if kind in (KIND_ASD, KIND_ASR):
-        minor = max(minor, MINOR_TRACKS)
-    return minor
+    return max(FORMAT_MINOR, MINOR_CUES if has_cues else FORMAT_MINOR, KIND_SPECS[kind].since_minor)
 
 
 def _require(obj: Any, keys: set[str], where: str, optional: set[str] = frozenset()) -> None:
@@ -362,24 +346,25 @@ class Manifest:
         if self.cues:
             obj["cues"] = {"directory": CUES_DIR,
                            "files": {name: entry.to_dict() for name, entry in sorted(self.cues.items())}}
-        if self.kind == KIND_ASR:
-            obj["hours_by_corpus"] = self.hours_by_corpus
-            obj["char_counts"] = self.char_counts
+        for key in KIND_SPECS[self.kind].manifest_keys:
+            obj[key] = getattr(self, key)
         return obj
 
     @classmethod
     def from_dict(cls, obj: Any, where: str = "dataset.json") -> "Manifest":
         """Parse and check a manifest: version first, then the exact key set and every type."""
         check_version(obj, where)
-        _require(obj, set(cls._KEYS), where, optional=set(cls._OPTIONAL_KEYS | ASR_MANIFEST_KEYS))
+        _require(obj, set(cls._KEYS), where, optional=set(cls._OPTIONAL_KEYS | EXTRA_MANIFEST_KEYS))
         kind = _typed(obj, "kind", str, where)
         if kind not in KINDS:
             raise PackFormatError(f"{where}.kind: {kind!r} is not one of {', '.join(KINDS)}")
-        if kind == KIND_ASR:
-            _require(obj, set(cls._KEYS | ASR_MANIFEST_KEYS), where, optional=set(cls._OPTIONAL_KEYS))
-        elif ASR_MANIFEST_KEYS & obj.keys():
-            raise PackFormatError(f"{where}: {', '.join(sorted(ASR_MANIFEST_KEYS & obj.keys()))} only belong to "
-                                  f"asr packs, this one is {kind!r}")
+        extra_keys = KIND_SPECS[kind].manifest_keys
+        foreign = (EXTRA_MANIFEST_KEYS - extra_keys) & obj.keys()
+        if foreign:
+            owners = sorted(k for k, spec in KIND_SPECS.items() if foreign & spec.manifest_keys)
+            raise PackFormatError(f"{where}: {', '.join(sorted(foreign))} only belong to {' and '.join(owners)} "
+                                  f"packs, this one is {kind!r}")
+        _require(obj, set(cls._KEYS | extra_keys), where, optional=set(cls._OPTIONAL_KEYS))
         sample_rate = _typed(obj, "sample_rate", int, where)
         if sample_rate <= 0:
             raise PackFormatError(f"{where}.sample_rate: must be positive, got {sample_rate}")
@@ -433,8 +418,7 @@ class Manifest:
             skipped=skipped,
             format_version=obj["format_version"],
             format_minor=_typed(obj, "format_minor", int, where),
-            hours_by_corpus=_hours_by_corpus(obj, where) if kind == KIND_ASR else None,
-            char_counts=_char_counts(obj, where) if kind == KIND_ASR else None,
+            **{key: parse(obj, where) for key, parse in _EXTRA_KEY_PARSERS.items() if key in extra_keys},
         )
 
 
@@ -457,6 +441,10 @@ def _char_counts(obj: dict, where: str) -> dict[str, int]:
         if len(char) != 1 or _typed(counts, char, int, f"{where}.char_counts") <= 0:
             raise PackFormatError(f"{where}.char_counts: {char!r} must be one character with a positive count")
     return counts
+
+
+#: How each extra manifest key (``KindSpec.manifest_keys``) is checked.
+_EXTRA_KEY_PARSERS = {"hours_by_corpus": _hours_by_corpus, "char_counts": _char_counts}
 
 
 def _cue_files(obj: Any, where: str) -> dict[str, FileEntry]:

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.lib import format as npy_format
 
+from schemas.errors import NpyHeaderError
+
 
 @dataclass(frozen=True)
 class NpyHeader:
@@ -23,10 +25,14 @@ class NpyHeader:
 
 
 def read_npy_header(path: str) -> NpyHeader:
-    """Parse ``path``'s header.  A corrupt header raises whatever numpy raises (``ValueError``, ``SyntaxError``,
-    ``tokenize.TokenError``...): callers that report errors catch ``Exception``."""
-    with open(path, "rb") as fp:
-        version = npy_format.read_magic(fp)
-        read = npy_format.read_array_header_1_0 if version == (1, 0) else npy_format.read_array_header_2_0
-        shape, fortran_order, dtype = read(fp)
-        return NpyHeader(tuple(shape), dtype, fortran_order, fp.tell())
+    """Parse ``path``'s header; raise :class:`NpyHeaderError` (naming the file, with numpy's reason) when the file
+    cannot be opened or its header is not a valid ``.npy`` header."""
+    try:
+        with open(path, "rb") as fp:
+            version = npy_format.read_magic(fp)
+            read = npy_format.read_array_header_1_0 if version == (1, 0) else npy_format.read_array_header_2_0
+            shape, fortran_order, dtype = read(fp)
+            return NpyHeader(tuple(shape), dtype, fortran_order, fp.tell())
+    except Exception as err:  # noqa: BLE001 - numpy's header parser raises ValueError, SyntaxError, TokenError...,
+        # an undocumented set: this is the one place that knows it, so callers catch one named error
+        raise NpyHeaderError(path, str(err)) from err

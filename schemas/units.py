@@ -35,7 +35,9 @@ def parse_size(text: str | int) -> int:
 
 
 def seconds_to_samples(seconds: float, sample_rate: int) -> int:
-    """Seconds to a sample count, rounding half up (lhotse's ``compute_num_samples`` rule)."""
+    """Seconds to a sample count, rounding half up (lhotse's ``compute_num_samples`` rule).  The one rule for
+    seconds -> samples, except the ASD time base (``schemas.timebase``), which keeps the half-to-even rule asd packs
+    were always cut by so that their bytes never change."""
     return int(seconds * sample_rate + 0.5)
 
 

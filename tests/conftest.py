@@ -1,6 +1,6 @@
 """Shared fixtures: real recordings from Debian packages, WeSep raw-list factories, generated audio.
 
-Real speech comes from installed Debian packages (see ``/work/shared/reference/test-data.md``); it is read from
+Real speech comes from installed Debian packages (see docs/testing.md, "Real recordings"); it is read from
 its installed path and cropped into ``tmp_path``, never copied into the repository.  When a recording is missing
 a test skips locally and fails in CI (``CI`` set), naming the package to install.
 """

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from loader.asd.datamodule import LightningLoader, loader_config
-from loader.asd.timeline import model_frame_count
+from schemas.timebase import model_frame_count
 from loader.config import ConfigError
 from schemas.errors import SpeechpackError
 from test_asd_loader import TRACKS, Track, write_asd_pack

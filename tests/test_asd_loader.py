@@ -29,11 +29,6 @@ from loader.asd.augment import (
 )
 from loader.asd.chunks import muvap_windows, scored_span
 from loader.asd.timeline import (
-    ASD_MODEL_FPS,
-    SAMPLES_PER_MODEL_FRAME,
-    TimelineError,
-    audio_sample_count,
-    model_frame_count,
     model_frame_index,
     native_frame_scores,
     read_audio_frames,
@@ -48,6 +43,13 @@ from packer.audio import StoredAudio
 from packer.sample import PackedSample, SamplePlan, StoredArray
 from packer.writer import PackWriter
 from schemas.constants import ASD_SAMPLE_RATE, FACE_SHAPE, KIND_ASD
+from schemas.timebase import (
+    ASD_MODEL_FPS,
+    SAMPLES_PER_MODEL_FRAME,
+    TimelineError,
+    audio_sample_count,
+    model_frame_count,
+)
 
 #: The pack below has one track without a model frame on purpose; the warning about it is tested once.
 pytestmark = pytest.mark.filterwarnings("ignore:.*no 25 Hz model frame:UserWarning")
@@ -148,7 +150,7 @@ def batches(config: dict, state: str, world_size: int = 1, epoch: int = 0, seed:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Conformance values (notes-muvap.md)
+# Conformance values (docs/asd.md, "The model timeline")
 # ---------------------------------------------------------------------------------------------------------------
 
 

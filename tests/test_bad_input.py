@@ -29,6 +29,17 @@ def options(out: Path, **kwargs) -> BuildOptions:
     return BuildOptions(out=str(out), **kwargs)
 
 
+def assert_only_what_resume_keeps(out: Path) -> list[str]:
+    """Issue 13: a build that failed for any reason but bad input keeps its plan, its receipts and the shards they
+    vouch for (a rerun resumes from them), and nothing else: no manifest, no temporary debris."""
+    left = sorted(os.listdir(out))
+    shards = [name for name in left if name.startswith("shard-")]
+    assert set(left) - set(shards) <= {".tmp-plan.json", ".tmp-receipts"}, left
+    receipts = sorted(os.listdir(out / ".tmp-receipts")) if shards else []
+    assert receipts == [f"{name}.json" for name in shards]
+    return shards
+
+
 def assert_nothing_published(out: Path) -> None:
     """No manifest, no shard and no temporary debris; the directory itself may be gone."""
     if not out.exists():
@@ -288,7 +299,7 @@ def test_exception_mid_build_leaves_no_dataset_json(good_list, tmp_path, monkeyp
         calls.append(sample.key)
         if len(calls) == fail_at:
             # One sample per shard, planned up front: a shard is published as soon as its last sample is written.
-            written = sorted(os.listdir(out))
+            written = sorted(n for n in os.listdir(out) if n.startswith("shard-"))
             assert written == [f"shard-{i:06d}" for i in range(fail_at - 1)]
             raise error
         original_add(self, sample)
@@ -298,11 +309,8 @@ def test_exception_mid_build_leaves_no_dataset_json(good_list, tmp_path, monkeyp
     with pytest.raises(type(error)):
         build_wesep(str(good_list), options(out, shard_bytes=50_000))
     assert len(calls) == fail_at
-    assert_nothing_published(out)
-    if existing_out:
-        assert os.listdir(out) == []  # the directory we made is left, empty
-    else:
-        assert not out.exists()
+    assert not (out / "dataset.json").exists()
+    assert assert_only_what_resume_keeps(out) == [f"shard-{i:06d}" for i in range(fail_at - 1)]
 
 
 def test_failure_while_committing_leaves_no_dataset_json(good_list, tmp_path, monkeypatch):
@@ -317,9 +325,10 @@ def test_failure_while_committing_leaves_no_dataset_json(good_list, tmp_path, mo
 
     monkeypatch.setattr(packer.writer, "write_json_atomic", fail_on_manifest)
     out = tmp_path / "pack"
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(SpeechpackError, match="No space left on device .*run the same command again to resume"):
         build_wesep(str(good_list), options(out))
-    assert_nothing_published(out)
+    assert not (out / "dataset.json").exists()
+    assert assert_only_what_resume_keeps(out)
 
 
 def test_failed_build_over_an_old_pack_leaves_no_half_pack(good_list, bad_tse_list, tmp_path):

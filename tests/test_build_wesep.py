@@ -577,19 +577,26 @@ def test_overwrite_refuses_to_delete_foreign_files(small_pack, wesep_list, real_
     case = wesep_list([Mix("new", (b, a), seconds=1.0)], name="new.list")
     (small_pack / foreign).write_text("mine")
     before = pack_files(small_pack)
-    with pytest.raises(SpeechpackError, match=rf"not part of a pack \({re.escape(foreign)}\); refusing to delete"):
+    with pytest.raises(SpeechpackError, match=rf"lists \({re.escape(foreign)}\); refusing to build into it"):
         build(case, small_pack, overwrite=True)
     assert pack_files(small_pack) == before  # nothing deleted, the user's file included
     assert open_pack(small_pack).sample(0).key == "m"  # the old pack is still whole
 
 
-def test_overwrite_removes_the_old_pack_and_debris_of_a_killed_build(small_pack, wesep_list, real_audio):
+def test_overwrite_refuses_pack_like_names_no_record_lists(small_pack, wesep_list, real_audio):
+    """Issue 13: a name that looks like a pack entry is not enough; the old pack's manifest does not list these
+    (a build records its plan before writing, so its own debris is always listed)."""
     a, b = real_audio("pocketsphinx", 2)
     case = wesep_list([Mix("new", (b, a), seconds=1.0)], name="new.list")
     (small_pack / ".tmp-shard-000003").mkdir()
     (small_pack / ".tmp-shard-000003" / "mix.npy").write_bytes(b"half")
     (small_pack / ".tmp-dataset.json").write_text("{")
     (small_pack / "shard-000007").mkdir()
+    with pytest.raises(SpeechpackError, match=r"\(.tmp-shard-000003/mix.npy, shard-000007\)"):
+        build(case, small_pack, overwrite=True)
+    (small_pack / ".tmp-shard-000003" / "mix.npy").unlink()
+    (small_pack / ".tmp-shard-000003").rmdir()
+    (small_pack / "shard-000007").rmdir()
     build(case, small_pack, overwrite=True)
     assert sorted(os.listdir(small_pack)) == ["columns", "dataset.json", "shard-000000"]
     assert open_pack(small_pack).sample(0).key == "new"

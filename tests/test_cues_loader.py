@@ -1,6 +1,6 @@
 """Speaker cues on the loader side: WeSep's cue layer and ``tse_collate_fn`` for the cue fields.
 
-What is pinned (notes-wesep.md sections 1.5-1.6, 2 step 5, 3 and 7 items 8-15):
+What is pinned (docs/loader.md, "Cues" and "Batches"):
 - collation, on plain arrays: enrollments prefix-cropped to the shortest, a missing optional row filled in the
   shape and dtype of the first real row (or ``default_shape``; without one an error), edge padding, -999.0 for
   spatial, int64 zero padding for textual, the precedence BASE < cues.yaml < dataset_args.cues <
@@ -54,7 +54,7 @@ def whole(seconds: float, rate: int = RATE) -> ChunkInfo:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Collation (notes-wesep.md section 3), on plain arrays
+# Collation (docs/loader.md, "Batches"), on plain arrays
 # ---------------------------------------------------------------------------------------------------------------
 
 
@@ -202,7 +202,7 @@ def test_emit_present_false_drops_the_flags_only():
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Per-slot values (notes-wesep.md section 1.6 and 2 step 5), on plain arrays
+# Per-slot values (docs/loader.md, "Cues"), on plain arrays
 # ---------------------------------------------------------------------------------------------------------------
 
 

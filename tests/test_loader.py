@@ -1,6 +1,6 @@
 """The training loader (``loader.build_loader``): packs in, WeSep-shaped TSE batches out.
 
-What is pinned (see notes-wesep.md sections 2-4 and 7, notes-muvap.md section 2):
+What is pinned (see docs/loader.md: "What one epoch is", "Batching", "Batches", "Normalisation", "Resume"):
 - exactly-once over ranks and workers, equal ``len()`` on every rank, the same batches whatever ``num_workers``;
 - resume from ``state_dict()`` gives exactly the remaining batches, and a foreign state is refused;
 - batches built from real recordings equal what was packed, row by row (mixture-major, WeSep's fields);
@@ -418,7 +418,7 @@ def test_real_recordings_round_trip(real_audio, wesep_list, tmp_path, corpus):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Chunking (notes-wesep.md section 7, items 5-7)
+# Chunking (docs/loader.md, "What one epoch is")
 # ---------------------------------------------------------------------------------------------------------------
 
 
@@ -587,7 +587,7 @@ def test_expand_targets_rows_equal_the_mixture_rows(two_packs):
 
 
 def muvap_reference(x: np.ndarray) -> tuple[float, float]:
-    """(mean, gain) of a whole recording in float64, as notes-muvap.md section 2 defines them."""
+    """(mean, gain) of a whole recording in float64, as docs/loader.md ("Normalisation") defines them."""
     mu = float(x.mean())
     sigma = float(np.sqrt(np.mean((x - mu) ** 2)))
     peak = float(np.abs(x - mu).max())

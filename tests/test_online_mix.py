@@ -1,4 +1,4 @@
-"""Online mixing over sources packs (notes-wesep.md section 7, items 16-17), on real speech."""
+"""Online mixing over sources packs (docs/loader.md, "Online mixing"), on real speech."""
 
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ def mixtures(batch: dict):
 
 
 def assert_mixtures_hold(batch: dict) -> None:
-    """notes-wesep.md section 7 item 16 for every mixture of a batch: distinct speakers, key naming, the mixture
+    """docs/loader.md ("Online mixing") for every mixture of a batch: distinct speakers, key naming, the mixture
     repeated per row and equal to the sum of its targets, every SNR in range, the peak at the drawn gain."""
     mix, tgt = batch["wav_mix"].numpy(), batch["wav_target"].numpy()
     assert mix.shape == tgt.shape and mix.shape[1:] == (1, CHUNK)

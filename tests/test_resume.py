@@ -75,15 +75,15 @@ def test_killed_and_resumed_build_is_byte_identical(corpus, reference, tmp_path,
 
 
 def test_plain_build_killed_then_resumed(corpus, reference, tmp_path):
-    """A build started without --resume records no plan or receipts: resuming it rebuilds every shard (a shard
-    without a receipt is never trusted), and still ends with the same pack."""
+    """Every build records its plan and receipts (issue 13): one started without --resume is resumed too, keeping
+    the shards with a receipt (shard 1 was renamed into place but has none: it is built again)."""
     out = tmp_path / "pack"
     killed = run_build(corpus.list_path, out, kill_at="shard:1")
     assert killed.returncode == -signal.SIGKILL
-    assert not (out / PLAN_FILE).exists() and (out / "shard-000001").is_dir()
+    assert (out / PLAN_FILE).exists() and (out / "shard-000001").is_dir()
     resumed = run_build(corpus.list_path, out, "--resume")
     assert resumed.returncode == 0, resumed.stderr
-    assert "kept" not in resumed.stdout
+    assert "kept 1 verified shard(s) of an earlier run, built 2" in resumed.stdout
     assert pack_files(out) == reference
 
 

@@ -1,6 +1,6 @@
 """``dataset_args`` of an ``asd`` loader config (``task: asd``), checked key by key.
 
-Defaults are MuVAP's ``asd.yaml`` (notes-muvap.md sections 2-3), so a MuVAP experiment means the same thing here:
+Defaults are MuVAP's ``asd.yaml`` (docs/asd.md, "``dataset_args``"), so a MuVAP experiment means the same thing here:
 
 | key | default | meaning |
 |---|---|---|

@@ -1,4 +1,4 @@
-"""Training augmentation of ASD chunks (MuVAP's, notes-muvap.md section 2 "Augmentation"), as pure functions.
+"""Training augmentation of ASD chunks (MuVAP's; docs/asd.md, "Normalisation and augmentation"), as pure functions.
 
 - Audio: with probability ``audio_mix_prob`` a second voice is added: a donor track from a *different clip*
   (WASD's face tracks of one clip share one clip-level WAV, so a donor from the same clip would be the same

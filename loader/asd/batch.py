@@ -29,13 +29,14 @@ import numpy as np
 from loader.asd.args import AsdArgs
 from loader.asd.augment import AugmentError, DonorIndex, apply_visual, draw_visual, fit_donor, mix_at_snr
 from loader.asd.chunks import muvap_windows
-from loader.asd.timeline import SAMPLES_PER_MODEL_FRAME, read_audio_frames, source_frame_index
+from loader.asd.timeline import read_audio_frames, source_frame_index
 from loader.asd.tracks import TrackIndex
 from loader.batching import Windows
 from loader.tse.mixing import item_rng
 from loader.normalize import muvap_gain
 from loader.pack import Pack
 from schemas.constants import FACE_SHAPE, STREAM_AUDIO, STREAM_FACES, STREAM_LABELS
+from schemas.timebase import SAMPLES_PER_MODEL_FRAME
 
 #: Uniform draws each training row takes from its generator (a fixed count keeps rows independent of each other's
 #: choices): mix or not, donor, donor start, SNR; the visual draw follows.

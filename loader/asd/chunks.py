@@ -1,6 +1,6 @@
 """MuVAP's training chunks on the model timeline: ``train_window`` fed frames, ``hist_frames`` of them history.
 
-MuVAP (notes-muvap.md section 2, "Chunking") scores spans of ``span = train_window - hist_frames`` model frames:
+MuVAP (docs/asd.md, "Training chunks and batches") scores spans of ``span = train_window - hist_frames`` model frames:
 a track of ``M <= span`` frames is one chunk; a longer one is ``n = ceil(M / span)`` near-equal chunks with edges
 ``round(linspace(0, M, n + 1))``, so every frame is scored exactly once per epoch.  Each chunk is fed with up to
 ``hist_frames`` unscored frames before it (none before the track's start), so no fed chunk exceeds

@@ -1,10 +1,9 @@
-"""MuVAP's 25 Hz model timeline over a pack's native-rate face tracks (notes-muvap.md section 2).
+"""MuVAP's 25 Hz model timeline over a pack's native-rate face tracks (docs/asd.md, "The model timeline").
 
 A pack keeps faces and labels at the source video's frame rate and audio at its full 16 kHz duration; the model
-sees a fixed 25 Hz timeline.  This module is the one place that maps between the two:
+sees a fixed 25 Hz timeline.  The pack-side rules (``ASD_MODEL_FPS``, ``model_frame_count``, ``audio_sample_count``)
+are contracts, defined in ``schemas.timebase``; this module maps batches between the two timelines:
 
-- ``model_frame_count``: a track of ``F`` native frames at ``fps`` has ``M = floor(F / fps * 25 + 1e-9)`` model
-  frames (the epsilon keeps exact ratios such as 30 frames at 30 fps from flooring one frame short);
 - ``source_frame_index``: model frame ``k`` shows native frame ``clip(floor((k + 0.5) / 25 * fps), 0, F - 1)``;
   faces AND labels use this one index, so a label always stays attached to the face it describes;
 - ``model_frame_index``: the inverse, for scoring every native frame: native frame ``j`` takes the score of model
@@ -20,47 +19,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from schemas.constants import ASD_SAMPLE_RATE
-from schemas.errors import SpeechpackError
-
-#: The model's frame rate: every ASD batch is on this timeline, whatever the source video's rate.
-ASD_MODEL_FPS = 25
-#: Audio samples per model frame (640 at 16 kHz and 25 Hz).
-SAMPLES_PER_MODEL_FRAME = ASD_SAMPLE_RATE // ASD_MODEL_FPS
-if SAMPLES_PER_MODEL_FRAME * ASD_MODEL_FPS != ASD_SAMPLE_RATE:  # pragma: no cover - a constants edit gone wrong
-    raise ImportError(f"ASD_SAMPLE_RATE {ASD_SAMPLE_RATE} is not a multiple of ASD_MODEL_FPS {ASD_MODEL_FPS}")
-#: Added before flooring the model frame count, so float error never loses a frame on exact ratios (MuVAP's).
-FRAME_COUNT_EPSILON = 1e-9
-
-
-class TimelineError(SpeechpackError):
-    """A track's frame count or frame rate cannot be put on the model timeline."""
-
-
-def _check(source_frames, source_fps) -> tuple[np.ndarray, np.ndarray]:
-    frames = np.asarray(source_frames)
-    fps = np.asarray(source_fps, dtype=np.float64)
-    if frames.dtype.kind not in "iu":
-        raise TimelineError(f"source_frames must be integers, got {frames.dtype}")
-    if np.any(frames < 0):
-        raise TimelineError(f"source_frames must be non-negative, got {frames[frames < 0][:3].tolist()}")
-    bad = ~(np.isfinite(fps) & (fps > 0))
-    if np.any(bad):
-        raise TimelineError(f"source_fps must be finite and positive, got {fps[bad][:3].tolist()}")
-    return frames.astype(np.int64), fps
-
-
-def model_frame_count(source_frames, source_fps) -> np.ndarray:
-    """``M`` per track (vectorised): model frames of ``source_frames`` native frames at ``source_fps``."""
-    frames, fps = _check(source_frames, source_fps)
-    return np.floor(frames / fps * ASD_MODEL_FPS + FRAME_COUNT_EPSILON).astype(np.int64)
-
-
-def audio_sample_count(source_frames, source_fps) -> np.ndarray:
-    """The pack invariant: a track's stored audio has ``round(F / fps * 16000)`` samples (half to even, as
-    MuVAP's Python ``round``)."""
-    frames, fps = _check(source_frames, source_fps)
-    return np.round(frames / fps * ASD_SAMPLE_RATE).astype(np.int64)
+from schemas.timebase import (
+    ASD_MODEL_FPS,
+    SAMPLES_PER_MODEL_FRAME,
+    TimelineError,
+    check_timing as _check,
+    model_frame_count,
+)
 
 
 def source_frame_index(start: int, stop: int, source_frames: int, source_fps: float) -> np.ndarray:
@@ -110,5 +75,4 @@ def read_audio_frames(stored: np.ndarray, factor: float, mean: float, gain: floa
     out[take:] = 0.0
 
 
-__all__ = ["ASD_MODEL_FPS", "SAMPLES_PER_MODEL_FRAME", "TimelineError", "audio_sample_count", "model_frame_count",
-           "model_frame_index", "native_frame_scores", "read_audio_frames", "source_frame_index"]
+__all__ = ["model_frame_index", "native_frame_scores", "read_audio_frames", "source_frame_index"]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from loader.asd.timeline import model_frame_count
+from schemas.timebase import model_frame_count
 from loader.pack import Pack
 from schemas.constants import ASD_SAMPLE_RATE, FACE_SHAPE, KIND_ASD, STREAM_AUDIO, STREAM_FACES, STREAM_LABELS
 from schemas.errors import SpeechpackError

@@ -617,13 +617,3 @@ def _put(out: np.ndarray, signal: np.ndarray, factor: np.float32 | None = None) 
         np.multiply(signal[:take], factor, out=out[:take])
     if take < len(out):
         out[take:] = 0.0
-
-
-def _slots(rows: list[tuple]) -> list[int]:
-    """Each row's speaker slot within its mixture (rows are mixture-major)."""
-    slots, previous, slot = [], None, 0
-    for row in rows:
-        slot = slot + 1 if row[0] == previous else 0
-        previous = row[0]
-        slots.append(slot)
-    return slots

@@ -7,8 +7,8 @@ A missing row (``None``: an optional cue the slot lacks) becomes ``fill_value`` 
 field's first real row in the batch, or ``default_shape`` when no row of the batch has the field (its dtype from
 the Python type of ``fill_value``: float gives float32, int int64, bool bool); with neither it is an error.
 
-The base table is WeSep's (notes-wesep.md section 3); ``resolve_field`` applies the overrides in WeSep's
-precedence: BASE < ``cues.yaml`` ``cues.<m>.collate`` < ``dataset_args.cues.<m>`` < ``dataset_args.collate.<field>``.
+The base table is WeSep's (``tse_collate_fn`` in github.com/wenet-e2e/wesep; docs/loader.md, "Batches");
+``resolve_field`` applies the overrides in WeSep's precedence: BASE < ``cues.yaml`` ``cues.<m>.collate`` < ``dataset_args.cues.<m>`` < ``dataset_args.collate.<field>``.
 Nothing here reads packs or imports torch, so every rule is tested on plain arrays.
 """
 

@@ -1,4 +1,5 @@
-"""Online mixing (WeSep's mix layer, notes-wesep.md section 2 step 4), as pure numpy functions.
+"""Online mixing (WeSep's mix layer, ``wesep/dataset/processor.py`` in github.com/wenet-e2e/wesep; docs/loader.md,
+"Online mixing"), as pure numpy functions.
 
 The plan's items are the source utterances: each is the target (speaker 0) of one mixture per epoch.  Its
 interferers, timeline, SNRs and gain are drawn from ``item_rng(seed, epoch, batch, position)``, a counter-based

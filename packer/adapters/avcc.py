@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 import numpy as np
 import soundfile
 
-from loader.asd.timeline import audio_sample_count, model_frame_count
 from packer.audio import SOUNDFILE_EXTENSIONS, Audio, AudioError, probe_audio, read_audio, resample, to_stored
 from packer.faces import FaceError, jpeg_frames, npy_face_count, read_jpeg_faces, read_npy_faces
 from packer.sample import PackedSample, SamplePlan, StoredArray
@@ -49,8 +48,9 @@ from schemas.constants import (
     STREAM_FACES,
     STREAM_LABELS,
 )
-from schemas.errors import BuildError, ManifestError, SpeechpackError
+from schemas.errors import BuildError, ManifestError, NpyHeaderError, SpeechpackError
 from schemas.npyfile import read_npy_header
+from schemas.timebase import audio_sample_count, model_frame_count, track_start_sample
 from schemas.wesep_list import LineProblem
 
 if TYPE_CHECKING:  # run_build is imported when a build runs: packer.build.run may list these adapters
@@ -199,8 +199,8 @@ def _header_of(audio: TrackAudio) -> tuple[int, int]:
             raise AudioError(audio.path, "audio file not found")
         try:
             header = read_npy_header(audio.path)
-        except Exception as err:  # noqa: BLE001 - a corrupt .npy header raises ValueError, SyntaxError, TokenError...
-            raise AudioError(audio.path, f"unreadable .npy header ({err})") from None
+        except NpyHeaderError as err:
+            raise AudioError(audio.path, f"unreadable .npy header ({err.reason})") from None
         if len(header.shape) != 1 or header.dtype.kind not in "iuf" or header.shape[0] == 0:
             raise AudioError(audio.path, f".npy audio must be a non-empty 1-D numeric array, got {header.dtype} "
                                          f"{list(header.shape)}")
@@ -223,7 +223,7 @@ def plan_track(track: AsdTrack) -> SamplePlan:
         raise FaceError(track.faces.path, f"{frames} frame(s) at {track.source_fps:g} fps is shorter than one "
                                           f"25 Hz model frame: the model cannot see this track")
     rate, available = _header_of(track.audio)
-    first = int(round(track.audio.start_sec * rate))
+    first = track_start_sample(track.audio.start_sec, rate)
     if track.audio.start_sec < 0 or first >= available:
         raise AudioError(track.audio.path, f"start_sec {track.audio.start_sec:g} is outside the recording "
                                            f"({available / rate:.3f} s long)")
@@ -280,7 +280,7 @@ def track_audio(audio: TrackAudio, rate: int, samples: int) -> tuple[np.ndarray,
     Resampling reads ``RESAMPLE_CONTEXT_SEC`` more on each side and cuts it away afterwards.  The context before
     is a whole number of resampling periods (``rate / gcd(rate, 16000)`` source frames make a whole number of
     output samples), so the cut falls exactly on the output sample the track starts at."""
-    first = int(round(audio.start_sec * rate))
+    first = track_start_sample(audio.start_sec, rate)
     if rate == ASD_SAMPLE_RATE:
         data = _source_frames(audio, first, samples, rate)
     else:

@@ -12,6 +12,7 @@ import contextlib
 import multiprocessing
 import os
 import queue
+import signal
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -41,7 +42,11 @@ def _alive(pid: int) -> bool:
 
 
 def _exit_with(build_pid: int) -> None:
-    """Pool initializer: end this worker soon after the build process dies.
+    """Pool initializer: end this worker soon after the build process dies, and leave Ctrl-C to the build.
+
+    A Ctrl-C at a terminal reaches every process of the foreground group.  Only the build process handles it:
+    it cancels the pending tasks, stops the running ones and then removes their half-written shards
+    (``worker_pool``); a worker that raised ``KeyboardInterrupt`` itself would print its own traceback.
 
     A build killed with SIGKILL (a scheduler's time limit, the OOM killer) runs no clean-up, and a
     ``ProcessPoolExecutor`` worker waiting for its next task never sees end-of-file: it holds both ends of the task
@@ -54,6 +59,7 @@ def _exit_with(build_pid: int) -> None:
             time.sleep(PARENT_POLL_SECONDS)
         os._exit(1)
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=watch, name="speechpack-parent-watch", daemon=True).start()
 
 
@@ -69,9 +75,29 @@ def worker_pool(workers: int) -> Iterator[ProcessPoolExecutor | None]:
         return
     # forkserver: the progress bar's monitor thread and the writer thread make plain fork unsafe.
     context = multiprocessing.get_context("forkserver")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_exit_with,
-                             initargs=(os.getpid(),)) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_exit_with,
+                               initargs=(os.getpid(),))
+    try:
         yield pool
+    except BaseException as err:
+        stop_pool(pool, terminate=isinstance(err, KeyboardInterrupt))
+        raise
+    pool.shutdown(wait=True)
+
+
+def stop_pool(pool: ProcessPoolExecutor, terminate: bool) -> None:
+    """Stop a pool after a failure, and return only once no task of it runs any more.
+
+    Pending tasks are cancelled (a plain ``shutdown`` would run every queued one first).  Running tasks finish
+    (a failed build's other shards are complete, and kept for resume) unless ``terminate``: after Ctrl-C the
+    user wants the build to stop now, so the workers are ended and their half-written shards removed by the
+    caller, which runs only after this returns (removing them while a worker still wrote would race it).
+    """
+    if terminate:
+        for process in list((getattr(pool, "_processes", None) or {}).values()):
+            with contextlib.suppress(Exception):
+                process.terminate()
+    pool.shutdown(wait=True, cancel_futures=True)
 
 
 def map_in_order(fn: Callable, items: Sequence, workers: int, chunksize: int = 1,

@@ -26,6 +26,7 @@ from packer.build.state import (
     verify_shard,
 )
 from packer.build.checkpoints import checkpoint
+from packer.copy_lock import locked
 from packer.build.plan import BuildPlan
 from packer.writer import PackTotals, commit_pack, hash_file
 from schemas.constants import MANIFEST_NAME, TOOL_NAME
@@ -104,11 +105,16 @@ def verify_all(pack_dir: str, plan: BuildPlan, fingerprint: str, shard_ids: Sequ
 def finalize_pack(pack_dir: str, check_hashes: bool = True, progress: bool = False, jobs: int = DEFAULT_JOBS):
     """``speechpack finalize PACK``: verify every planned shard (``jobs`` at a time) and commit the pack (see the
     module docstring)."""
-    from packer.build.run import BuildSummary
-
     started = time.monotonic()
     if not os.path.isdir(pack_dir):
         raise SpeechpackError(f"{pack_dir}: not a directory")
+    with locked(pack_dir, exclusive=True, log=None, wait=False):  # refused while a slice job still writes there
+        return _finalize(pack_dir, check_hashes, progress, jobs, started)
+
+
+def _finalize(pack_dir: str, check_hashes: bool, progress: bool, jobs: int, started: float):
+    from packer.build.run import BuildSummary
+
     plan, fingerprint = load_plan(pack_dir)
     verified, failures = verify_all(pack_dir, plan, fingerprint, range(plan.num_shards), check_hashes, progress,
                                     jobs)

@@ -1,87 +1,228 @@
-"""The pack directory a build writes into: made empty (or, for a build that continues another, checked to hold
-only an unfinished build), and cleaned up when a build fails.
+"""The pack directory a build writes into: claimed before any input is read, made ready once the plan is known,
+and tidied when the build fails.
 
-Only a pack's own files are ever deleted (``is_pack_entry``): a build pointed at the wrong directory stops instead
-of removing someone's data.
+``claim_output`` runs first, before hours of header probing could be wasted: it makes sure ``--out`` can be
+written, takes the destination's lock (``DST.lock``, the one ``speechpack copy`` takes too: a second build into the
+same directory is refused at once), refuses an ``--out`` that holds one of the build's own inputs, and refuses a
+directory holding anything that no speechpack record lists (``packer.ownership``): speechpack deletes only what
+its own records list, whatever the names look like, even with ``--overwrite``.
+
+``OutputClaim.prepare`` runs once the plan is known.  The directory then holds nothing, a finished pack
+(replaced only with ``--overwrite``), or an unfinished build: its recorded plan (``.tmp-plan.json``) is compared with
+this one, and when they are equal the build goes on where the other stopped, keeping every shard that verifies
+(with or without ``--resume``; a message says so).  Every build records its plan and receipts, so every build
+can be resumed.
+
+``OutputClaim.failed`` runs after the worker pool has stopped (``packer.build.executor.worker_pool``): a build
+that failed on bad input leaves nothing (its shards are useless once the input is fixed); any other failure
+(a full disk, Ctrl-C, a bug) leaves exactly what a resumed build keeps: the plan, the receipts and the shards they
+vouch for.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-import re
-import shutil
+import sys
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
 
-from packer.build.state import PLAN_FILE, STATE_NAMES, has_state
-from schemas.columns import COLUMNS_DIR
-from schemas.constants import MANIFEST_NAME, SHARD_DIR_DIGITS, SHARD_DIR_PREFIX, SKIPPED_NAME, TEMP_PREFIX
-from schemas.cues import CUES_DIR
-from schemas.errors import SpeechpackError
+from packer.build.plan import BuildPlan
+from packer.build.state import PLAN_FILE, RECEIPTS_DIR, RecordedPlan, load_recorded_plan, receipt_path, record_plan
+from packer.copy_lock import DestinationLock, locked
+from packer.ownership import (
+    INCOMING_MANIFEST,
+    REPLACED_MANIFEST,
+    RESERVED_NAMES,
+    Survey,
+    pack_file_entries,
+    remove_entries,
+    retire_manifest,
+    survey,
+)
+from packer.writer import fsync_dir
+from schemas.constants import MANIFEST_NAME, TEMP_PREFIX, shard_dir_name
+from schemas.errors import BuildError, SpeechpackError
 
-_PACK_FILES = (MANIFEST_NAME, SKIPPED_NAME, COLUMNS_DIR, CUES_DIR)
-_SHARD_NAME = re.compile(re.escape(SHARD_DIR_PREFIX) + r"\d{%d,}" % SHARD_DIR_DIGITS)
+
+def _survey(out: str) -> tuple[Survey, RecordedPlan | None]:
+    recorded = load_recorded_plan(out) if os.path.isdir(out) else None
+    found = survey(out, recorded.ownership() if recorded else None, PLAN_FILE, RECEIPTS_DIR)
+    return found, recorded
 
 
-def is_pack_entry(name: str) -> bool:
-    """Whether ``name`` is a file a pack writer makes (so ``--overwrite`` may delete it)."""
-    return (name in _PACK_FILES or name in STATE_NAMES or name.startswith(f"{PLAN_FILE}.")
-            or _SHARD_NAME.fullmatch(name) is not None
-            or (name.startswith(TEMP_PREFIX) and is_pack_entry(name[len(TEMP_PREFIX):])))
-
-
-def prepare_output(out: str, overwrite: bool, resuming: bool = False) -> bool:
-    """Make ``out`` an empty directory, or with ``resuming`` one that holds at most an unfinished build; return
-    whether it was created.
-
-    A non-empty ``out`` is refused unless ``overwrite``; even then only a pack's own files are removed
-    (``dataset.json`` first, so the old pack stops being a pack before its shards go).  A resumed build (or an
-    array job) may find shards, temporary files and the build state; a finished pack without build state is not
-    resumed (nothing is left to do, and its plan is unknown).
-    """
-    if not os.path.exists(out):
-        os.makedirs(out, exist_ok=resuming)  # array jobs may race to create it
-        return True
-    if not os.path.isdir(out):
+def check_writable(out: str) -> bool:
+    """Create ``out`` if needed and write a file in it; return whether it was created.  Raises a
+    ``SpeechpackError`` naming ``out`` and the reason (read-only, permission, full disk)."""
+    if os.path.exists(out) and not os.path.isdir(out):
         raise SpeechpackError(f"{out}: exists and is not a directory")
-    entries = sorted(os.listdir(out))
-    if not entries:
-        return False
-    foreign = [name for name in entries if not is_pack_entry(name)]
-    if foreign and (overwrite or resuming):
-        raise SpeechpackError(f"{out}: holds files that are not part of a pack ({', '.join(foreign[:5])}); "
-                              f"refusing to {'delete' if overwrite else 'build among'} them")
-    if overwrite:
-        remove_pack_entries(out)
-        return False
-    if not resuming:
-        raise SpeechpackError(f"{out}: directory is not empty; pass --overwrite to replace the pack in it")
-    if os.path.exists(os.path.join(out, MANIFEST_NAME)):
-        if not has_state(out):
-            raise SpeechpackError(f"{out}: already holds a finished pack (nothing to resume); pass --overwrite "
-                                  f"to rebuild it")
-        os.remove(os.path.join(out, MANIFEST_NAME))  # killed after committing: commit again
-    return False
+    created = not os.path.exists(out)
+    try:
+        os.makedirs(out, exist_ok=True)
+        probe = os.path.join(out, f"{TEMP_PREFIX}write-check-{os.getpid()}")
+        with open(probe, "wb") as fp:
+            fp.write(b"speechpack")
+        os.remove(probe)
+    except OSError as err:
+        raise SpeechpackError(f"{out}: cannot write the pack there ({err.strerror or err}); nothing was read or "
+                              f"written") from None
+    return created
 
 
-def remove_pack_entries(out: str) -> None:
-    manifest = os.path.join(out, MANIFEST_NAME)
-    if os.path.exists(manifest):
-        os.remove(manifest)
-    for name in sorted(os.listdir(out)):
-        if is_pack_entry(name):
-            path = os.path.join(out, name)
-            if os.path.isdir(path):
-                shutil.rmtree(path)
-            else:
-                os.remove(path)
+def inputs_inside(out: str, inputs: Iterable[str]) -> list[str]:
+    """The inputs (files the build reads) that lie inside ``out``, through symbolic links too.
+
+    Resolving every input path would cost a system call per path component per input (minutes for millions of
+    lines); inputs share few directories, so each directory is resolved once.
+    """
+    root = os.path.realpath(out) + os.sep
+    resolved: dict[str, str] = {}
+    inside = set()
+    for path in inputs:
+        directory, name = os.path.split(os.path.abspath(path))
+        if directory not in resolved:
+            resolved[directory] = os.path.realpath(directory) + os.sep
+        if (resolved[directory] + name).startswith(root) or resolved[directory].startswith(root):
+            inside.add(path)
+    return sorted(inside)
 
 
-def discard_output(out: str, created: bool) -> None:
-    """After a failed build: remove what it wrote (the directory too, if the build made it)."""
-    if not os.path.isdir(out):
-        return
-    remove_pack_entries(out)
-    if created and not os.listdir(out):
-        os.rmdir(out)
+@dataclass
+class OutputClaim:
+    """The build's hold on ``out``: the lock, and what the directory held when the build started."""
+
+    out: str
+    overwrite: bool
+    resume: bool
+    shared: bool  # one slice of an array build (--shards): other slices write here at the same time
+    created: bool
+    lock: DestinationLock
+    building: list[int] = field(default_factory=list)
+
+    def prepare(self, plan: BuildPlan) -> str:
+        """Make ``out`` ready for ``plan`` (see the module docstring) and record the plan; return its
+        fingerprint."""
+        found, recorded = _survey(self.out)
+        found.refuse_foreign("build into it")
+        fingerprint = plan.fingerprint()
+        if os.path.exists(os.path.join(self.out, REPLACED_MANIFEST)):  # an interrupted --overwrite: finish it
+            retire_manifest(self.out, REPLACED_MANIFEST, fsync_dir=fsync_dir)
+        if recorded is not None and recorded.fingerprint == fingerprint:
+            if not self.resume and not self.shared:
+                print(f"{self.out}: holds an unfinished build of the same input and options: resuming it (the "
+                      f"shards that verify are kept)", file=sys.stderr)
+            if found.manifest is not None:
+                os.remove(os.path.join(self.out, MANIFEST_NAME))  # killed after committing: commit again
+        elif recorded is not None and self.overwrite:
+            self._discard_everything()
+        elif recorded is not None:
+            record_plan(self.out, plan, hint="pass --overwrite to discard the unfinished build",
+                        fingerprint=fingerprint)  # raises: the plans differ
+        elif found.manifest is not None or found.incoming is not None:
+            if not self.overwrite:
+                raise SpeechpackError(f"{self.out}: directory is not empty; pass --overwrite to replace the pack "
+                                      f"in it")
+            self._discard_everything()
+        else:
+            remove_entries(self.out, [rel for rel in found.entries if rel in RESERVED_NAMES])
+        return record_plan(self.out, plan, full=self.shared, fingerprint=fingerprint)
+
+    def _discard_everything(self) -> None:
+        """Remove what the directory's records own: a finished pack first (it stops being one at once), then an
+        unfinished build's entries, its plan last; everything else was refused before."""
+        for record in (MANIFEST_NAME, INCOMING_MANIFEST):
+            if os.path.exists(os.path.join(self.out, record)):
+                retire_manifest(self.out, record, fsync_dir=fsync_dir)
+        found, recorded = _survey(self.out)
+        found.refuse_foreign("delete them")
+        top = {rel.split("/")[0] for rel in found.entries} - {PLAN_FILE}
+        remove_entries(self.out, top)
+        remove_entries(self.out, [PLAN_FILE] if recorded is not None else [])
+        fsync_dir(self.out)
+
+    def failed(self, err: BaseException) -> BaseException:
+        """Tidy ``out`` after a failed build (the worker pool has stopped); return the exception to raise."""
+        if not os.path.isdir(self.out):
+            return err
+        with contextlib.suppress(SpeechpackError):
+            found, recorded = _survey(self.out)
+            if recorded is not None and not found.foreign:
+                self._tidy(recorded, discard=isinstance(err, BuildError))
+        if isinstance(err, BrokenProcessPool):
+            return SpeechpackError(f"a worker process of the build died ({err}; killed by the system for lack of "
+                                   f"memory?); the shards finished so far are kept: run the same command again "
+                                   f"to resume")
+        if isinstance(err, OSError):
+            where = err.filename or self.out
+            return SpeechpackError(f"{where}: {err.strerror or err} (the build stopped; the shards it finished are "
+                                   f"kept: run the same command again to resume)")
+        return err
+
+    def _tidy(self, recorded: RecordedPlan, discard: bool) -> None:
+        """Leave what a resumed build keeps (or, with ``discard`` and no other slice at work, nothing)."""
+        if os.path.exists(os.path.join(self.out, MANIFEST_NAME)):
+            return  # committed (only the state's removal failed): the pack is whole, a rerun removes the state
+        mine = self.building if self.shared else range(recorded.num_shards)
+        removable = [TEMP_PREFIX + shard_dir_name(k) for k in mine]
+        removable += [shard_dir_name(k) for k in mine if not os.path.exists(receipt_path(self.out, shard_dir_name(k)))]
+        if not self.shared:
+            removable += [rel.split("/")[0] for rel in _survey(self.out)[0].entries
+                          if rel.startswith(TEMP_PREFIX) and rel not in (PLAN_FILE, RECEIPTS_DIR)
+                          and not rel.startswith(RECEIPTS_DIR + "/")]
+            removable += ["columns", "skipped.json"]
+        remove_entries(self.out, [r for r in removable if os.path.lexists(os.path.join(self.out, r))])
+        kept_shards = [k for k in range(recorded.num_shards) if os.path.isdir(os.path.join(self.out, shard_dir_name(k)))]
+        if not self.shared and (discard or not kept_shards):
+            remove_entries(self.out, [rel for rel in os.listdir(self.out) if rel != PLAN_FILE])
+            remove_entries(self.out, [PLAN_FILE])
+            if self.created and not os.listdir(self.out):
+                os.rmdir(self.out)
+        fsync_dir(self.out) if os.path.isdir(self.out) else None
 
 
-__all__ = ["discard_output", "is_pack_entry", "prepare_output", "remove_pack_entries"]
+@contextlib.contextmanager
+def claim_output(out: str, overwrite: bool, resume: bool, shared: bool = False,
+                 inputs: Iterable[str] = ()) -> Iterator[OutputClaim]:
+    """Claim ``out`` for a build, before any input is read (see the module docstring)."""
+    created = False
+    try:
+        created = check_writable(out)
+        with locked(out, exclusive=not shared, log=None, wait=False) as lock:
+            if not shared:
+                lock.clear_record()  # the directory is about to change: a copy's verification record no longer holds
+            inside = inputs_inside(out, inputs)
+            if inside:
+                raise SpeechpackError(f"{out}: holds {', '.join(inside[:5])}, an input of this build; refusing to "
+                                      f"build there (the build may replace what is in --out): choose another --out")
+            found, recorded = _survey(out)
+            found.refuse_foreign("build into it")
+            if recorded is None and found.manifest is not None:
+                if resume:
+                    raise SpeechpackError(f"{out}: already holds a finished pack (nothing to resume); pass "
+                                          f"--overwrite to rebuild it")
+                if not overwrite:
+                    raise SpeechpackError(f"{out}: directory is not empty; pass --overwrite to replace the pack "
+                                          f"in it")
+            yield OutputClaim(out=out, overwrite=overwrite, resume=resume, shared=shared, created=created, lock=lock)
+    except BaseException:
+        if created and os.path.isdir(out) and not os.listdir(out):
+            os.rmdir(out)
+        raise
+
+
+def item_inputs(input_path: str, items: Iterable, root: str | None = None) -> list[str]:
+    """The files a build reads, for ``inputs_inside``: the input file and every path its items name (dataclass
+    fields whose name says ``path``; relative ones against ``root``)."""
+    found = [input_path] if os.path.exists(input_path) else []
+    for item in items:
+        for name, value in getattr(item, "__dict__", {}).items():
+            if "path" not in name:
+                continue
+            for path in (value,) if isinstance(value, str) else (value if isinstance(value, (tuple, list)) else ()):
+                if isinstance(path, str) and path:
+                    found.append(path if os.path.isabs(path) or not root else os.path.join(root, path))
+    return found
+
+
+__all__ = ["OutputClaim", "check_writable", "claim_output", "inputs_inside", "item_inputs"]

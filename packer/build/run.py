@@ -27,11 +27,11 @@ from packer.adapters.audio_bank import (
     read_bank_input,
 )
 from packer.adapters.wesep import load_wesep_sample, plan_wesep_sample, read_wesep_list, speaker_slots
-from packer.build.state import VerifiedShard, receipt_path, record_plan, write_cues_receipt
+from packer.build.state import VerifiedShard, receipt_path, write_cues_receipt
 from packer.cues import CueBuild, CueProblem, prepare_cues, write_cues
 from packer.build.executor import map_in_order, worker_pool
 from packer.build.finalize import commit_build, line_problem, verify_all
-from packer.build.output_dir import discard_output, prepare_output
+from packer.build.output_dir import OutputClaim, claim_output, item_inputs
 from packer.build.plan import BuildPlan, ShardSlice, plan_shards
 from packer.build.ray_executor import import_ray
 from packer.sample import PackedSample, SamplePlan
@@ -264,14 +264,23 @@ def run_build(*, items: Sequence, problems: Sequence[LineProblem], plan: Callabl
         raise SpeechpackError(f"{input_path}: the list holds no samples")
     if options.executor == "ray":
         import_ray()  # a missing optional dependency is known before hours of header probing
-    with worker_pool(options.workers) as pool:
-        return _plan_and_build(items, problems, plan, load, kind, input_path, command, recorded_options, options,
-                               cues, input_sha256, pool, started)
+    inputs = item_inputs(input_path, items, recorded_options.get("root"))
+    with claim_output(options.out, options.overwrite, options.resume, shared=options.shards is not None,
+                      inputs=inputs) as claim:
+        try:
+            with worker_pool(options.workers) as pool:
+                return _plan_and_build(items, problems, plan, load, kind, input_path, command, recorded_options,
+                                       options, cues, input_sha256, pool, started, claim)
+        except BaseException as err:  # the pool has stopped: nothing writes into out any more
+            failure = claim.failed(err)
+            if failure is err:
+                raise
+            raise failure from err
 
 
 def _plan_and_build(items: Sequence, problems: list, plan: Callable, load: Callable, kind: str, input_path: str,
                     command: str, recorded_options: dict, options: BuildOptions, cues: CueBuild | None,
-                    input_sha256: str | None, pool, started: float) -> BuildSummary:
+                    input_sha256: str | None, pool, started: float, claim: OutputClaim) -> BuildSummary:
     """``run_build`` with one worker pool for the probing and the writing."""
     planned_items, plans = _probe(items, plan, problems, options, f"{TOOL_NAME} {command}: checking", pool)
     ranges = plan_shards([p.nbytes for p in plans], options.shard_bytes)
@@ -281,41 +290,35 @@ def _plan_and_build(items: Sequence, problems: list, plan: Callable, load: Calla
                            problems=tuple(p.to_dict() for p in problems), skip_bad=options.skip_bad,
                            cues=cues is not None)
     selected = options.shards.select(build_plan.num_shards) if options.shards else range(build_plan.num_shards)
-    created = prepare_output(options.out, options.overwrite, resuming=options.stateful)
-    try:
-        fingerprint, kept = None, {}
-        if options.stateful:
-            fingerprint = record_plan(options.out, build_plan)
-            kept = _keep_verified(options.out, build_plan, fingerprint, selected, options.progress, options.workers)
-        jobs = shard_jobs(options.out, kind, options.sample_rate, [k for k in selected if k not in kept],
-                          [[planned_items[i] for i in shard] for shard in ranges], build_plan.shards, load,
-                          options.skip_bad, fingerprint, publish=not problems or options.skip_bad)
-        outcomes = run_shard_jobs(jobs, options.executor, options.workers, options.ray_address, options.progress,
-                                  desc=f"{TOOL_NAME} {command}: packing", pool=pool)
-        problems += [p for outcome in outcomes for p in outcome.problems]
-        problems += [line_problem(p) for shard in kept.values() for p in shard.problems]
-        problems.sort(key=lambda p: p.line)
-        cue_files, cue_problems = {}, []
-        if cues is not None and (options.shards is None or options.shards.builds_cues):
-            # decoded even after bad lines, to report every problem in one pass
-            cue_files, cue_problems = write_cues(cues, options.out, options.workers, options.progress,
-                                                 desc=f"{TOOL_NAME} {command}: cues")
-            if fingerprint is not None and not cue_problems:
-                write_cues_receipt(options.out, fingerprint, cue_files)
-        if cue_problems or (problems and not options.skip_bad):
-            raise BuildError(_failure(input_path, problems, cue_problems, options.skip_bad), problems + cue_problems)
-        if options.shards is not None:
-            return BuildSummary(out=options.out, manifest=None, skipped=problems, built=len(outcomes),
-                                kept=len(kept), slice=options.shards, planned=len(selected),
-                                seconds=time.monotonic() - started)
-        shards = dict(kept)
-        shards.update((o.shard_id, VerifiedShard(o.entry, o.records, ())) for o in outcomes)
-        manifest = commit_build(options.out, build_plan, [shards[k] for k in range(build_plan.num_shards)],
-                                problems, cue_files, stateful=options.stateful)
-    except BaseException:
-        if not options.stateful:
-            discard_output(options.out, created)
-        raise
+    # every build records its plan and receipts, so that any build can be resumed
+    fingerprint = claim.prepare(build_plan)
+    kept = _keep_verified(options.out, build_plan, fingerprint, selected, options.progress, options.workers)
+    claim.building = [k for k in selected if k not in kept]
+    jobs = shard_jobs(options.out, kind, options.sample_rate, [k for k in selected if k not in kept],
+                      [[planned_items[i] for i in shard] for shard in ranges], build_plan.shards, load,
+                      options.skip_bad, fingerprint, publish=not problems or options.skip_bad)
+    outcomes = run_shard_jobs(jobs, options.executor, options.workers, options.ray_address, options.progress,
+                              desc=f"{TOOL_NAME} {command}: packing", pool=pool)
+    problems += [p for outcome in outcomes for p in outcome.problems]
+    problems += [line_problem(p) for shard in kept.values() for p in shard.problems]
+    problems.sort(key=lambda p: p.line)
+    cue_files, cue_problems = {}, []
+    if cues is not None and (options.shards is None or options.shards.builds_cues):
+        # decoded even after bad lines, to report every problem in one pass
+        cue_files, cue_problems = write_cues(cues, options.out, options.workers, options.progress,
+                                             desc=f"{TOOL_NAME} {command}: cues")
+        if fingerprint is not None and not cue_problems:
+            write_cues_receipt(options.out, fingerprint, cue_files)
+    if cue_problems or (problems and not options.skip_bad):
+        raise BuildError(_failure(input_path, problems, cue_problems, options.skip_bad), problems + cue_problems)
+    if options.shards is not None:
+        return BuildSummary(out=options.out, manifest=None, skipped=problems, built=len(outcomes),
+                            kept=len(kept), slice=options.shards, planned=len(selected),
+                            seconds=time.monotonic() - started)
+    shards = dict(kept)
+    shards.update((o.shard_id, VerifiedShard(o.entry, o.records, ())) for o in outcomes)
+    manifest = commit_build(options.out, build_plan, [shards[k] for k in range(build_plan.num_shards)],
+                            problems, cue_files, stateful=True)
     return BuildSummary(out=options.out, manifest=manifest, skipped=problems, seconds=time.monotonic() - started,
                         built=len(outcomes), kept=len(kept), planned=build_plan.num_shards)
 

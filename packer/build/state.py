@@ -1,8 +1,10 @@
 """The on-disk state of a pack that is still being built: the plan it follows and a receipt per finished shard.
 
-Written only by builds that may be continued by another process (``--resume``, ``--shards i/n``)::
+Written by every build, so that any build can be continued after a kill (``docs/building.md``)::
 
-    PACK/.tmp-plan.json                    the BuildPlan (packer.build.plan), written once, compared by every later job
+    PACK/.tmp-plan.json                    the plan's fingerprint and shard cuts (compact: a rerun probes the input
+                                           again and compares fingerprints); for ``--shards i/n`` the whole
+                                           BuildPlan (packer.build.plan), which ``finalize`` verifies shards against
     PACK/.tmp-receipts/shard-000003.json   {plan fingerprint, the shard's ShardEntry (file sizes and hashes),
                                             the lines it skipped}
     PACK/.tmp-receipts/cues.json           {plan fingerprint, the files of cues/}
@@ -21,18 +23,19 @@ import os
 import shutil
 from dataclasses import dataclass
 
-from packer.build.plan import BuildPlan
+from packer.build.plan import PLAN_VERSION, BuildPlan
+from packer.ownership import PlanOwnership
 from packer.writer import fsync_dir, hash_file, write_json_atomic
 from schemas.constants import (
     SHARD_INDEX_NAME,
     STREAM_TYPES,
-    STREAMS_BY_KIND,
     TEMP_PREFIX,
     shard_dir_name,
     stream_file_name,
 )
 from schemas.errors import PackFormatError, SpeechpackError
 from schemas.format import FileEntry, ShardEntry, check_shard_index
+from schemas.kinds import STREAMS_BY_KIND
 from schemas.npyfile import read_npy_header
 
 PLAN_FILE = f"{TEMP_PREFIX}plan.json"
@@ -44,18 +47,67 @@ STATE_NAMES = (PLAN_FILE, RECEIPTS_DIR)
 
 # ------------------------------------------------------------------------------------------------------- plan
 
-def record_plan(pack_dir: str, plan: BuildPlan) -> str:
+def describe_plan(kind: str, samples: int, num_shards: int, provenance: dict) -> str:
+    """A short description for mismatch messages: the fields a person would compare."""
+    options = provenance.get("options", {})
+    digest = provenance.get("input", {}).get("sha256", "?")[:12]
+    return (f"{kind} pack, {samples} samples in {num_shards} shard(s), input sha256 {digest}..., options "
+            f"{json.dumps(options, sort_keys=True)}, tool {provenance.get('tool_version')}")
+
+
+@dataclass(frozen=True)
+class RecordedPlan:
+    """What ``.tmp-plan.json`` says: enough to compare a rerun's plan with (the fingerprint), to describe it, and
+    to know what the build may have written (``ownership``).  ``full`` is the whole plan, recorded only for
+    ``--shards`` builds: ``finalize`` verifies every shard against it without the input at hand."""
+
+    fingerprint: str
+    kind: str
+    cuts: tuple[int, ...]
+    cues: bool
+    provenance: dict
+    full: BuildPlan | None = None
+
+    @classmethod
+    def of(cls, plan: BuildPlan, fingerprint: str | None = None) -> "RecordedPlan":
+        return cls(fingerprint=fingerprint or plan.fingerprint(), kind=plan.kind,
+                   cuts=tuple(len(shard) for shard in plan.shards), cues=plan.cues, provenance=plan.provenance,
+                   full=plan)
+
+    @property
+    def num_shards(self) -> int:
+        return len(self.cuts)
+
+    def describe(self) -> str:
+        return describe_plan(self.kind, sum(self.cuts), self.num_shards, self.provenance)
+
+    def ownership(self) -> PlanOwnership:
+        return PlanOwnership(kind=self.kind, num_shards=self.num_shards, cues=self.cues)
+
+    def to_dict(self, full: bool) -> dict:
+        """The file's content: the whole plan (``full``) or its fingerprint, cuts and description."""
+        if full:
+            return {"fingerprint": self.fingerprint, "plan": self.full.to_dict()}
+        return {"fingerprint": self.fingerprint, "compact": {"plan_version": PLAN_VERSION, "kind": self.kind,
+                                                             "cuts": list(self.cuts), "cues": self.cues,
+                                                             "provenance": self.provenance}}
+
+
+def record_plan(pack_dir: str, plan: BuildPlan, full: bool = False, hint: str = "start again with --overwrite",
+                fingerprint: str | None = None) -> str:
     """Write ``plan`` as the pack's plan, or check it equals the one already there; return its fingerprint.
 
-    The file is created with ``os.link`` (fails if it exists), so of several array jobs starting at once exactly
-    one writes it and the others compare against it.
+    ``full`` records every sample's row (``--shards``: ``finalize`` needs them); otherwise only the fingerprint and
+    the shard cuts (a few bytes per shard, where the rows cost about 80 bytes per sample).  The file is created
+    with ``os.link`` (fails if it exists), so of several array jobs starting at once exactly one writes it and the
+    others compare against it.  ``fingerprint``: the plan's, when the caller has it already.
     """
-    fingerprint = plan.fingerprint()
+    this = RecordedPlan.of(plan, fingerprint)
     path = os.path.join(pack_dir, PLAN_FILE)
     if not os.path.exists(path):
         temp = f"{path}.{os.getpid()}"
         with open(temp, "w", encoding="utf-8") as fp:
-            json.dump({"fingerprint": fingerprint, "plan": plan.to_dict()}, fp, sort_keys=True)
+            json.dump(this.to_dict(full), fp, sort_keys=True)
             fp.flush()
             os.fsync(fp.fileno())
         try:
@@ -65,28 +117,52 @@ def record_plan(pack_dir: str, plan: BuildPlan) -> str:
             pass  # another job was first: compare below
         finally:
             os.remove(temp)
-    recorded, recorded_fingerprint = load_plan(pack_dir)
-    if recorded_fingerprint != fingerprint:
+    recorded = load_recorded_plan(pack_dir)
+    if recorded is None or recorded.fingerprint != this.fingerprint:
         raise SpeechpackError(
             f"{path}: this build's plan differs from the one the pack is being built with (different input or "
-            f"options between jobs?)\n  recorded: {recorded.describe()}\n  this job: {plan.describe()}\n"
-            f"use the same input and options in every job, or start again with --overwrite")
-    return fingerprint
+            f"options?)\n  recorded: {recorded.describe() if recorded else '?'}\n  this run: {this.describe()}\n"
+            f"use the same input and options, or {hint}")
+    return this.fingerprint
 
 
-def load_plan(pack_dir: str) -> tuple[BuildPlan, str]:
-    """The recorded plan and its fingerprint (recomputed: a hand-edited plan does not keep its old one)."""
+def load_recorded_plan(pack_dir: str) -> RecordedPlan | None:
+    """The recorded plan (``None`` when there is none).  A whole plan's fingerprint is recomputed (a hand-edited
+    plan does not keep its old one); a compact one's is taken as written (a rerun compares it with its own)."""
     path = os.path.join(pack_dir, PLAN_FILE)
     if not os.path.isfile(path):
-        raise SpeechpackError(f"{pack_dir}: no {PLAN_FILE}: not a build in progress (only builds run with "
-                              f"--shards or --resume record their plan)")
+        return None
     with open(path, encoding="utf-8") as fp:
         try:
             obj = json.load(fp)
-        except json.JSONDecodeError as err:
-            raise SpeechpackError(f"{path}: not JSON ({err})") from None
-    plan = BuildPlan.from_dict(obj.get("plan") if isinstance(obj, dict) else None, path)
-    return plan, plan.fingerprint()
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise SpeechpackError(f"{path}: not JSON ({err}); remove the directory's build state, or start again "
+                                  f"with --overwrite") from None
+    if isinstance(obj, dict) and isinstance(obj.get("plan"), dict):
+        plan = BuildPlan.from_dict(obj["plan"], path)
+        return RecordedPlan.of(plan)
+    compact = obj.get("compact") if isinstance(obj, dict) else None
+    try:
+        if compact.get("plan_version") != PLAN_VERSION:
+            raise SpeechpackError(f"{path}: plan_version {compact.get('plan_version')!r}, this speechpack reads "
+                                  f"{PLAN_VERSION}")
+        return RecordedPlan(fingerprint=str(obj["fingerprint"]), kind=str(compact["kind"]),
+                            cuts=tuple(int(c) for c in compact["cuts"]), cues=bool(compact["cues"]),
+                            provenance=dict(compact["provenance"]))
+    except (AttributeError, KeyError, TypeError, ValueError) as err:
+        raise SpeechpackError(f"{path}: not a build plan (missing or bad field {err})") from None
+
+
+def load_plan(pack_dir: str) -> tuple[BuildPlan, str]:
+    """The whole recorded plan and its fingerprint, for ``finalize``."""
+    recorded = load_recorded_plan(pack_dir)
+    if recorded is None:
+        raise SpeechpackError(f"{pack_dir}: no {PLAN_FILE}: not a build in progress")
+    if recorded.full is None:
+        raise SpeechpackError(f"{pack_dir}: a build that was not split with --shards i/n (its plan holds no "
+                              f"per-sample rows to verify against): run its build command again to finish it; it "
+                              f"keeps every shard that verifies")
+    return recorded.full, recorded.fingerprint
 
 
 def has_state(pack_dir: str) -> bool:
@@ -267,6 +343,6 @@ def _match_plan(index_path: str, records: list[dict], planned, receipt: ShardRec
                                 f"{dict(sample.elements)}")
 
 
-__all__ = ["PLAN_FILE", "RECEIPTS_DIR", "STATE_NAMES", "ShardMismatch", "ShardReceipt", "VerifiedShard",
-           "clear_state", "has_state", "load_plan", "read_cues_receipt", "read_receipt", "record_plan",
-           "verify_shard", "write_cues_receipt", "write_receipt"]
+__all__ = ["PLAN_FILE", "RECEIPTS_DIR", "STATE_NAMES", "RecordedPlan", "ShardMismatch", "ShardReceipt",
+           "VerifiedShard", "clear_state", "describe_plan", "has_state", "load_plan", "load_recorded_plan",
+           "read_cues_receipt", "read_receipt", "record_plan", "verify_shard", "write_cues_receipt", "write_receipt"]

@@ -1,4 +1,4 @@
-"""Speaker cues per row: WeSep's cue layer (notes-wesep.md sections 1.5-1.6, 2 step 5) over a pack's cue banks.
+"""Speaker cues per row: WeSep's cue layer (docs/loader.md, "Cues") over a pack's cue banks.
 
 ``resolve_cues(args, packs)`` is WeSep's ``build_collect_keys`` for the cues: it checks ``dataset_args.cues``
 against every pack's ``cues.yaml`` (a used cue the data lacks, ``required: true`` on a cue the data does not

@@ -1,0 +1,233 @@
+"""The layers of docs/architecture.md, checked: schemas (contracts) <- packer (writes) and loader (reads) <- cli.
+
+- every project module imports on its own, in a fresh interpreter (an import that only works after some other
+  module was imported first is a hidden cycle or a missing import);
+- no import cycle among project modules: over module-level imports (what runs when a module is imported), nor
+  closed by an import inside a function (a lazy import that dodges a cycle is still one);
+- ``schemas/`` imports nothing from ``packer/``, ``loader/`` or the CLI, at any level (it is what both sides share);
+- ``packer/`` reads packs only through the pack reader: of ``loader/`` it imports ``PACK_READER`` and nothing else;
+- ``loader/`` imports nothing from ``packer/`` or the CLI;
+- torch is imported (module level) only by ``TORCH_MODULES``, so packing and validation never load it.
+
+Known violations that other work in progress removes are listed in ``EXPECTED`` with who removes them; an entry
+that no longer occurs fails the test, so the list shrinks as they are fixed.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGES = ("schemas", "packer", "loader")
+TOP_MODULES = ("cli",)
+
+#: What ``packer/`` may import from ``loader/``: the pack reader and the modules it imports (the cue-bank reader,
+#: whose ``read_cues_config`` ``packer.validate`` also uses), and their packages.
+PACK_READER = frozenset({"loader", "loader.pack", "loader.tse", "loader.tse.cues", "loader.tse.cues.bank"})
+#: Modules that import torch at module level: the DataLoader glue and the ASR modules that compute in torch.
+TORCH_MODULES = frozenset({"loader.torch", "loader.asr.batch", "loader.asr.fbank", "loader.asr.specaugment",
+                           "loader.asr.waveform"})
+
+#: Known violations, each removed by work in progress; remove an entry once it no longer occurs (the test says so).
+EXPECTED = {
+    # helper `registry` (issue 14 item 3): BuildSummary out of packer/build/run.py, so finalize no longer imports run
+    ("cycle", ("packer.build.finalize", "packer.build.run")): "registry",
+    # helper `registry` (issue 14 item 7): `demo` runs the loader end to end; it moves above packer/ with the CLI work
+    ("layer", ("packer.demo", "loader.peek")): "registry",
+    # helper `registry` (issue 14 item 7, `validate --plot` out of cli.py): the asd level comparison is the loader's
+    # normalisation, so validate_packs should not call it; the CLI (or a module above both) should
+    ("layer", ("packer.validate", "loader.asd.levels")): "registry",
+}
+
+
+def _modules() -> dict[str, str]:
+    """Every project module: dotted name -> file."""
+    found = {name: os.path.join(REPO, f"{name}.py") for name in TOP_MODULES}
+    for package in PACKAGES:
+        for root, dirs, files in os.walk(os.path.join(REPO, package)):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for file in sorted(files):
+                if not file.endswith(".py"):
+                    continue
+                parts = os.path.relpath(os.path.join(root, file), REPO)[:-3].split(os.sep)
+                if parts[-1] == "__init__":
+                    parts = parts[:-1]
+                found[".".join(parts)] = os.path.join(root, file)
+    return found
+
+
+MODULES = _modules()
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imports(module: str, module_level: bool) -> set[str]:
+    """Project modules that ``module`` imports: at module level only (what runs on import), or anywhere in the
+    file (functions too); ``if TYPE_CHECKING`` blocks never count."""
+    with open(MODULES[module], encoding="utf-8") as fp:
+        tree = ast.parse(fp.read(), MODULES[module])
+    is_package = MODULES[module].endswith("__init__.py")
+    nodes: list[ast.AST] = []
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                nodes.append(node)
+            elif isinstance(node, ast.If):
+                if not _is_type_checking(node):
+                    visit(node.body)
+                    visit(node.orelse)
+            elif isinstance(node, ast.Try):
+                for part in (node.body, node.orelse, node.finalbody, *(h.body for h in node.handlers)):
+                    visit(part)
+            elif isinstance(node, (ast.With, ast.For, ast.While)):
+                visit(node.body)
+
+    if module_level:
+        visit(tree.body)
+    else:
+        hidden = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and _is_type_checking(block)
+                  for stmt in block.body for n in ast.walk(stmt)}
+        nodes = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and id(n) not in hidden]
+    found = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            base = node.module or ""
+            if node.level:
+                anchor = module.split(".") if is_package else module.split(".")[:-1]
+                anchor = anchor[:len(anchor) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            # ``from package import submodule`` needs the submodule; ``from module import name``, the module
+            submodules = [f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in MODULES]
+            names = submodules + ([base] if len(submodules) < len(node.names) else [])
+        found.update(name for name in names if name in MODULES and name != module)
+    return found
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[tuple[str, ...]]:
+    """Strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                connect(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                components.append(tuple(sorted(component)))
+
+    for node in sorted(graph):
+        if node not in index:
+            connect(node)
+    return components
+
+
+def _found_violations() -> set[tuple]:
+    module_level = {name: _imports(name, module_level=True) for name in MODULES}
+    anywhere = {name: _imports(name, module_level=False) for name in MODULES}
+    found: set[tuple] = {("cycle", component) for component in _cycles(module_level) + _cycles(anywhere)}
+    for name, imported in anywhere.items():
+        layer = name.split(".")[0]
+        for target in imported:
+            target_layer = target.split(".")[0]
+            if layer == "schemas" and target_layer != "schemas":
+                found.add(("layer", (name, target)))
+            elif layer == "packer" and target_layer in ("loader", "cli") and target not in PACK_READER:
+                found.add(("layer", (name, target)))
+            elif layer == "loader" and target_layer in ("packer", "cli"):
+                found.add(("layer", (name, target)))
+    return found
+
+
+def test_no_cycles_and_each_layer_imports_only_what_it_may():
+    found = _found_violations()
+    unexpected = sorted(found - set(EXPECTED))
+    fixed = sorted(set(EXPECTED) - found)
+    assert not unexpected, f"import cycles or layer violations (docs/architecture.md): {unexpected}"
+    assert not fixed, f"fixed, so remove them from EXPECTED in tests/test_layers.py: {fixed}"
+
+
+def test_the_walk_sees_the_imports_it_checks():
+    """The walker itself: a known module-level import, a lazy one, and a TYPE_CHECKING one."""
+    assert "loader.pack" in _imports("packer.validate", module_level=True)
+    assert "loader.asd.levels" not in _imports("packer.validate", module_level=True)
+    assert "loader.asd.levels" in _imports("packer.validate", module_level=False)
+    assert "schemas.timebase" in _imports("loader.asd.timeline", module_level=True)
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(graph) == [("a", "b", "c")]
+
+
+def test_torch_is_imported_only_where_stated():
+    importing = set()
+    for name, path in MODULES.items():
+        with open(path, encoding="utf-8") as fp:
+            tree = ast.parse(fp.read(), path)
+        for node in tree.body:
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(n == "torch" or n.startswith("torch.") for n in names):
+                importing.add(name)
+    assert importing == TORCH_MODULES
+
+
+#: Third-party imports done once before forking; torch only when installed (it is an optional extra).
+_PRELOAD = """
+import importlib.util, numpy, yaml, soundfile, soxr, click
+if importlib.util.find_spec("torch") is not None:
+    import torch
+"""
+_IMPORT_EACH = r"""
+import importlib, os, sys, traceback
+failed = []
+for name in sys.argv[1:]:
+    pid = os.fork()
+    if pid == 0:  # a child that has imported no project module yet
+        try:
+            importlib.import_module(name)
+        except BaseException:
+            traceback.print_exc()
+            os._exit(1)
+        os._exit(0)
+    if os.waitpid(pid, 0)[1] != 0:
+        failed.append(name)
+print("FAILED", " ".join(failed))
+sys.exit(1 if failed else 0)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="imports each module in a forked child")
+def test_every_module_imports_on_its_own():
+    """Each module in a process where no project module was imported before: forked from a fresh interpreter that
+    imported only third-party libraries (so each child does not pay for them again)."""
+    script = _PRELOAD + _IMPORT_EACH
+    result = subprocess.run([sys.executable, "-c", script, *sorted(MODULES)], cwd=REPO, capture_output=True,
+                            text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-6000:]
