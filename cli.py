@@ -490,7 +490,7 @@ def peek(config_path, state, seed, save_wavs):
     from loader.peek import batch_sample_rate, describe_batch, load_config, save_batch_wavs
 
     try:
-        loader = build_loader(load_config(config_path), state, seed=seed)
+        loader = build_loader(load_config(config_path), state, seed=seed, num_workers=0)  # one batch, in-process
         report = loader.report()
         click.echo(f"{state}: {report.items} items, {report.filtered} filtered out, {len(loader)} batches per "
                    f"rank, {report.padded_items} padded items, {report.dropped_items} dropped")
