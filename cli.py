@@ -6,10 +6,12 @@ message on stderr and exit status 1; bad flags are click's usage errors (exit st
 
 from __future__ import annotations
 
+import functools
 import sys
 
 import click
 
+from schemas import limits
 from schemas.constants import DEFAULT_SAMPLE_RATE, tool_version
 from schemas.errors import BuildError, SpeechpackError
 from schemas.units import parse_size
@@ -22,12 +24,21 @@ class _Size(click.ParamType):
     name = "size"
 
     def convert(self, value, param, ctx):
-        if isinstance(value, int):
-            return value
         try:
-            return parse_size(value)
+            size = parse_size(value)
         except SpeechpackError as err:
             self.fail(str(err), param, ctx)
+        problem = limits.SHARD_BYTES.problem(size)
+        if problem is not None:
+            self.fail(problem, param, ctx)
+        return size
+
+
+def _range(limit: limits.Range) -> click.ParamType:
+    """The click type of a numeric option with its range from ``schemas.limits`` (the library checks it again)."""
+    if limit.integer:
+        return click.IntRange(int(limit.low), int(limit.high))
+    return click.FloatRange(limit.low, limit.high, min_open=limit.low_open)
 
 
 def _fail(err: SpeechpackError) -> None:
@@ -59,11 +70,11 @@ def _build_options(func):
     options = [
         click.option("--out", "out", required=True, type=click.Path(file_okay=False),
                      help="Pack directory to create (must be empty or absent, unless --overwrite)."),
-        click.option("--sample-rate", default=DEFAULT_SAMPLE_RATE, show_default=True, type=click.IntRange(min=1),
+        click.option("--sample-rate", default=DEFAULT_SAMPLE_RATE, show_default=True, type=_range(limits.SAMPLE_RATE),
                      help="Rate of the stored audio in Hz; inputs are resampled with soxr."),
         click.option("--shard-size", "shard_bytes", default="1GB", show_default=True, type=_Size(),
                      help="Close a shard when the next sample would push its audio past this size."),
-        click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
+        click.option("--workers", default=1, show_default=True, type=_range(limits.WORKERS),
                      help="Decoding processes; the pack is byte-identical whatever the number."),
         click.option("--skip-bad", is_flag=True,
                      help="Pack the good lines and record the bad ones in skipped.json instead of failing."),
@@ -104,8 +115,8 @@ def _scale_options(func):
                      help="Build only the planned shards k with k % n == i (a cluster array job); then run "
                           "`speechpack finalize OUT` once every slice is done."),
         click.option("--resume", is_flag=True,
-                     help="Keep the shards of an interrupted build that verify against the plan; build the rest. "
-                          "Also records progress so that this build can be resumed."),
+                     help="Resume an interrupted build (a plain rerun does too): keep its shards that verify "
+                          "against the plan, build the rest; refuse a finished pack."),
     ]
     for option in reversed(options):
         func = option(func)
@@ -208,19 +219,20 @@ def build_asr_jsonl_command(list_path, language, corpus, out, sample_rate, shard
 @click.argument("source", metavar="[DIR_OR_LIST]", required=False, type=click.Path(exists=True))
 @click.option("--kind", required=True, type=click.Choice(["noise", "rir"]),
               help="Pack kind: a noise bank or a room-impulse-response bank.")
-@click.option("--simulate", type=click.IntRange(min=1), metavar="N",
+@click.option("--simulate", type=_range(limits.SIMULATE), metavar="N",
               help="Instead of files: simulate N shoebox-room RIRs with pyroomacoustics (--kind rir).")
 @click.option("--lmdb", "lmdb_path", type=click.Path(exists=True), metavar="PATH",
               help="Instead of files: every entry of a WeSep noise LMDB (tools/make_lmdb.py), keys kept (--kind noise; "
                    "needs speechpack[wesep]).")
-@click.option("--room-min", type=(float, float, float), default=None, metavar="X Y Z",
+@click.option("--room-min", type=(_range(limits.ROOM_SIZE),) * 3, default=None, metavar="X Y Z",
               help="Smallest room, metres (default 3 3 2.5).")
-@click.option("--room-max", type=(float, float, float), default=None, metavar="X Y Z",
+@click.option("--room-max", type=(_range(limits.ROOM_SIZE),) * 3, default=None, metavar="X Y Z",
               help="Largest room, metres (default 8 6 3.5).")
-@click.option("--rt60", type=(float, float), default=None, metavar="LO HI", help="RT60 range, s (default 0.2 0.6).")
-@click.option("--distance", type=(float, float), default=None, metavar="LO HI",
+@click.option("--rt60", type=(_range(limits.RT60),) * 2, default=None, metavar="LO HI",
+              help="RT60 range, s (default 0.2 0.6).")
+@click.option("--distance", type=(_range(limits.DISTANCE),) * 2, default=None, metavar="LO HI",
               help="Source-microphone distance range, metres (default 0.5 3).")
-@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Seed of the simulation.")
+@click.option("--seed", default=0, show_default=True, type=_range(limits.SEED), help="Seed of the simulation.")
 @_build_options
 @_scale_options
 def build_audio_bank_command(source, kind, simulate, lmdb_path, room_min, room_max, rt60, distance, seed, out,
@@ -275,11 +287,14 @@ def _asd_build_options(out_help: str | None):
 
     def decorate(func):
         options = [
-            click.option("--out", "out", required=out_help is None, type=click.Path(file_okay=False),
-                         help=out_help or "Pack directory to create (must be empty or absent, unless --overwrite)."),
+            click.option("--out", "--output", "out", required=out_help is None, type=click.Path(file_okay=False),
+                         help=(out_help or "Pack directory to create (must be empty or absent, unless --overwrite).")
+                         + " --output is MuVAP's spelling."),
             click.option("--shard-size", "shard_bytes", default="1GB", show_default=True, type=_Size(),
                          help="Close a shard when the next track would push its payload past this size."),
-            click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
+            click.option("--max-shard-gb", "max_shard_gb", type=click.FloatRange(min=0, min_open=True), default=None,
+                         help="MuVAP's spelling of --shard-size, in decimal GB (1.5 = --shard-size 1.5GB)."),
+            click.option("--workers", default=1, show_default=True, type=_range(limits.WORKERS),
                          help="Decoding processes; the pack is byte-identical whatever the number."),
             click.option("--skip-bad", is_flag=True,
                          help="Pack the good tracks and record the bad ones in skipped.json instead of failing."),
@@ -289,12 +304,32 @@ def _asd_build_options(out_help: str | None):
             click.option("--overwrite", is_flag=True, help="Replace the pack already in --out."),
             click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar."),
         ]
-        func = _scale_options(func)
+        func = _scale_options(_muvap_shard_size(func))
         for option in reversed(options):
             func = option(func)
         return func
 
     return decorate
+
+
+def _muvap_shard_size(func):
+    """``func`` with MuVAP's ``--max-shard-gb`` turned into ``shard_bytes`` (``round(gb * 1e9)``, as MuVAP's CLI
+    rounds it); giving it with ``--shard-size`` is a usage error."""
+
+    @functools.wraps(func)
+    def wrapper(*args, max_shard_gb=None, **values):
+        if max_shard_gb is not None:
+            source = click.get_current_context().get_parameter_source("shard_bytes")
+            if source is not None and source.name != "DEFAULT":
+                raise click.UsageError("--max-shard-gb and --shard-size set the same limit: give one of them")
+            size = parse_size(f"{max_shard_gb!r}GB")
+            problem = limits.SHARD_BYTES.problem(size)
+            if problem is not None:
+                raise click.BadParameter(problem, param_hint="--max-shard-gb")
+            values["shard_bytes"] = size
+        return func(*args, **values)
+
+    return wrapper
 
 
 def _asd_options(out, shard_bytes, workers, skip_bad, skip_missing, overwrite, progress, scale):
@@ -344,14 +379,16 @@ build_wasd_command = _build_ava_like("wasd")
                    "visual_kind, audio_sample_rate].")
 @click.option("--root", required=True, type=click.Path(file_okay=False),
               help="Resolve the TSV's relative paths against this directory.")
-@_asd_build_options(None)
-def build_avcc_command(tsv_path, root, out, shard_bytes, workers, skip_bad, skip_missing, overwrite, progress,
+@click.option("--split", help="The split packed (train, val, ...): names the default --out, <root>/packed/<split>.")
+@_asd_build_options("Pack directory (default with --split: <root>/packed/<split>).")
+def build_avcc_command(tsv_path, root, split, out, shard_bytes, workers, skip_bad, skip_missing, overwrite, progress,
                        **scale):
     """Pack AVCC face tracks (npy or JPEG-directory faces, conversation audio cut at start_sec) as an asd pack."""
-    from packer.adapters.avcc import build_avcc
+    from packer.adapters.avcc import build_avcc, default_out
 
     try:
-        options = _asd_options(out, shard_bytes, workers, skip_bad, skip_missing, overwrite, progress, scale)
+        options = _asd_options(out or default_out(root, split), shard_bytes, workers, skip_bad, skip_missing,
+                               overwrite, progress, scale)
         summary = build_avcc(tsv_path, root, options)
     except SpeechpackError as err:
         _fail(err)
@@ -364,18 +401,22 @@ def build_avcc_command(tsv_path, root, out, shard_bytes, workers, skip_bad, skip
 @click.option("--rttm", "rttm_path", type=click.Path(dir_okay=False),
               help="Speech turns; its videos are the ones packed (default: INPUT/all.rttm).")
 @click.option("--video-root", type=click.Path(file_okay=False), help="Where <video>.mp4 are (default: --input).")
-@click.option("--window", "window_sec", default=30.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+@click.option("--window", "window_sec", default=30.0, show_default=True, type=_range(limits.WINDOW_SECONDS),
               help="Window length, seconds.")
-@click.option("--overlap", "overlap_sec", default=10.0, show_default=True, type=click.FloatRange(min=0),
-              help="Overlap of consecutive windows, seconds.")
+@click.option("--overlap", "--overlap-seconds", "overlap_sec", default=10.0, show_default=True,
+              type=_range(limits.OVERLAP_SECONDS),
+              help="Overlap of consecutive windows, seconds (--overlap-seconds: MuVAP's spelling).")
+@click.option("--keep-tail", is_flag=True,
+              help="Keep an incomplete final window (unpadded) when it adds frames; by default it is discarded, as "
+                   "MuVAP's document says.")
 @click.option("--box-format", type=click.Choice(["xywh", "xyxy"]), default="xywh", show_default=True,
               help="The four box columns: x y width height, or x1 y1 x2 y2.")
 @_asd_build_options("Pack directory (default: <dataset root>/packed/<rttm name>, the dataset root being the input's "
                     "parent).")
-def build_msdwild_command(input_dir, rttm_path, video_root, window_sec, overlap_sec, box_format, out, shard_bytes,
-                          workers, skip_bad, skip_missing, overwrite, progress, **scale):
+def build_msdwild_command(input_dir, rttm_path, video_root, window_sec, overlap_sec, keep_tail, box_format, out,
+                          shard_bytes, workers, skip_bad, skip_missing, overwrite, progress, **scale):
     """Pack MSDWild: windows cut from each MP4 with its box CSV, tracks present in 90% of a window, labels from
-    the RTTM by frame centre; an incomplete final window is kept, unpadded (docs/asd.md)."""
+    the RTTM by frame centre; an incomplete final window is discarded unless --keep-tail (docs/asd.md)."""
     import os
 
     from packer.adapters.msdwild import DEFAULT_RTTM, build_msdwild, default_out
@@ -385,7 +426,7 @@ def build_msdwild_command(input_dir, rttm_path, video_root, window_sec, overlap_
         options = _asd_options(out or default_out(input_dir, rttm), shard_bytes, workers, skip_bad, skip_missing,
                                overwrite, progress, scale)
         summary = build_msdwild(input_dir, options, rttm_path=rttm, video_root=video_root, window_sec=window_sec,
-                                overlap_sec=overlap_sec, box_format=box_format)
+                                overlap_sec=overlap_sec, box_format=box_format, keep_tail=keep_tail)
     except SpeechpackError as err:
         _fail(err)
     click.echo(summary.describe())
@@ -423,7 +464,7 @@ def validate(packs, json_path, no_hash, plot_path):
 @main.command("finalize")
 @click.argument("pack", type=click.Path(file_okay=False, exists=True))
 @click.option("--no-hash", is_flag=True, help="Trust the receipts' hashes (sizes and indexes are still checked).")
-@click.option("--jobs", type=click.IntRange(min=1),
+@click.option("--jobs", type=_range(limits.JOBS),
               help="Shards verified at once (default: packer.build.finalize.DEFAULT_JOBS, 4).")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
 def finalize_command(pack, no_hash, jobs, progress):
@@ -442,7 +483,7 @@ def finalize_command(pack, no_hash, jobs, progress):
 @main.command("copy")
 @click.argument("src", type=click.Path(file_okay=False))
 @click.argument("dst", type=click.Path(file_okay=False))
-@click.option("--jobs", type=click.IntRange(min=1),
+@click.option("--jobs", type=_range(limits.JOBS),
               help="Files copied and hashed at once (default 4, packer.copy.DEFAULT_JOBS).")
 @click.option("--verify-only", is_flag=True, help="Re-hash DST against SRC's dataset.json; copy nothing.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar (bytes).")
@@ -526,6 +567,43 @@ def plan_command(config_path, state, world_size, epochs, seed, plot_path):
             click.echo(f"wrote {plot_path}")
     except SpeechpackError as err:
         _fail(err)
+
+
+@main.group("import")
+def import_group() -> None:
+    """Convert a pack written by another tool into a speechpack pack, without decoding its media again."""
+
+
+@import_group.command("muvap")
+@click.argument("pack", type=click.Path(file_okay=False, exists=True))
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False),
+              help="Pack directory to create (must be empty or absent, unless --overwrite).")
+@click.option("--shard-size", "shard_bytes", default="1GB", show_default=True, type=_Size(),
+              help="Close a shard when the next track would push its payload past this size.")
+@click.option("--workers", default=1, show_default=True, type=_range(limits.WORKERS),
+              help="Copying processes; the pack is byte-identical whatever the number.")
+@click.option("--skip-bad", is_flag=True,
+              help="Import the good tracks and record the bad records in skipped.json instead of failing.")
+@click.option("--strict-stats", is_flag=True,
+              help="Fail when MuVAP's recorded audio statistics or speaking ratio differ from the stored data "
+                   "(default: report every mismatch and keep the recomputed values).")
+@click.option("--overwrite", is_flag=True, help="Replace the pack already in --out.")
+@click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
+@_scale_options
+def import_muvap_command(pack, out, shard_bytes, workers, skip_bad, strict_stats, overwrite, progress, **scale):
+    """Convert a MuVAP ASD pack (muvap-asd-mmap v4: dataset.json, shard-NNNNNN/{faces,audio,labels}.npy,
+    index.json) into an asd pack: rows copied by range, statistics recomputed and compared (docs/asd.md)."""
+    from packer.build.run import BuildOptions
+    from packer.importers.muvap import import_muvap
+    from schemas.constants import ASD_SAMPLE_RATE
+
+    try:
+        options = BuildOptions(out=out, sample_rate=ASD_SAMPLE_RATE, shard_bytes=shard_bytes, workers=workers,
+                               skip_bad=skip_bad, overwrite=overwrite, progress=progress, **scale)
+        summary = import_muvap(pack, options, strict_stats=strict_stats)
+    except SpeechpackError as err:
+        _fail(err)
+    click.echo(summary.describe())
 
 
 @main.command()

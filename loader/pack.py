@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import collections
 import ctypes
-import json
+import hashlib
+import io
 import math
 import mmap
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,10 +41,12 @@ from schemas.constants import (
 )
 from schemas.columns import COLUMNS_DIR, KEYS_FILE, SAMPLES_FILE, SPEAKERS_FILE, attr_file, column_files
 from schemas.cues import CuesConfig
+from schemas.column_checks import check_column_types, check_column_values
 from schemas.errors import NpyHeaderError, PackFormatError
-from schemas.format import Manifest
+from schemas.format import FileEntry, Manifest
 from schemas.kinds import ATTRIBUTES_BY_KIND, KIND_SPECS, STREAMS_BY_KIND
-from schemas.npyfile import read_npy_header
+from schemas.manifest_file import FileIdentity, read_manifest_file
+from schemas.npyfile import read_npy_header_from
 
 
 @dataclass(frozen=True)
@@ -160,13 +164,14 @@ class MappedStream:
     """One stream file mapped read-only: ``array`` is a plain ndarray view of the mapping (np.memmap runs Python
     code on every slice, which costs more than the copy of a short chunk), ``mapping`` the ``mmap`` it views."""
 
-    __slots__ = ("array", "mapping", "data_offset", "row_bytes")
+    __slots__ = ("array", "mapping", "data_offset", "row_bytes", "file_size")
 
-    def __init__(self, array: np.ndarray, mapping: mmap.mmap, data_offset: int, row_bytes: int):
+    def __init__(self, array: np.ndarray, mapping: mmap.mmap, data_offset: int, row_bytes: int, file_size: int):
         self.array = array
         self.mapping = mapping
         self.data_offset = data_offset
         self.row_bytes = row_bytes
+        self.file_size = file_size  # of the file the mapping was made from (fstat of its descriptor)
 
     def will_need(self, first_row: int, rows: int) -> None:
         """Ask the kernel to read rows ``[first_row, first_row + rows)`` now (asynchronously), whole pages only."""
@@ -178,24 +183,29 @@ class MappedStream:
 
 
 def map_stream(path: str, dtype: str, row_shape: tuple[int, ...]) -> MappedStream:
-    """Map a stream ``.npy`` read-only, checking its header against the catalogue entry."""
+    """Map a stream ``.npy`` read-only, checking its header against the catalogue entry.  Header, size and mapping
+    come from one descriptor, so they describe one file even if the path is replaced meanwhile."""
     try:
-        header = read_npy_header(path)
-    except NpyHeaderError as err:
-        raise PackFormatError(f"{path}: cannot map stream file ({err.reason})") from None
-    if (header.dtype.str != dtype or tuple(header.shape[1:]) != tuple(row_shape)
-            or len(header.shape) != 1 + len(row_shape) or header.fortran_order):
-        raise PackFormatError(f"{path}: holds {header.dtype.str} {header.shape}, the catalogue says {dtype} rows of "
-                              f"{list(row_shape)}")
-    size = os.path.getsize(path)
-    if size < header.expected_size:
-        raise PackFormatError(f"{path}: cannot map stream file ({size} bytes, its header promises "
-                              f"{header.expected_size}: the file is truncated)")
-    with open(path, "rb") as fp:
+        fp = open(path, "rb")
+    except OSError as err:
+        raise PackFormatError(f"{path}: cannot map stream file ({err.strerror or err})") from None
+    with fp:
+        try:
+            header = read_npy_header_from(fp, path)
+        except NpyHeaderError as err:
+            raise PackFormatError(f"{path}: cannot map stream file ({err.reason})") from None
+        if (header.dtype.str != dtype or tuple(header.shape[1:]) != tuple(row_shape)
+                or len(header.shape) != 1 + len(row_shape) or header.fortran_order):
+            raise PackFormatError(f"{path}: holds {header.dtype.str} {header.shape}, the catalogue says {dtype} rows "
+                                  f"of {list(row_shape)}")
+        size = os.fstat(fp.fileno()).st_size
+        if size < header.expected_size:
+            raise PackFormatError(f"{path}: cannot map stream file ({size} bytes, its header promises "
+                                  f"{header.expected_size}: the file is truncated)")
         mapping = mmap.mmap(fp.fileno(), 0, access=mmap.ACCESS_READ)  # the mapping outlives the descriptor
     array = np.frombuffer(mapping, dtype=header.dtype, count=math.prod(header.shape), offset=header.data_offset)
     row_bytes = math.prod(row_shape) * header.dtype.itemsize
-    return MappedStream(array.reshape(header.shape), mapping, header.data_offset, row_bytes)
+    return MappedStream(array.reshape(header.shape), mapping, header.data_offset, row_bytes, size)
 
 
 #: Stream files a Pack keeps mapped at once (per process).  Each mapping costs a file descriptor and one entry
@@ -217,7 +227,8 @@ class Pack:
     """
 
     def __init__(self, path: str, manifest: Manifest, columns: dict[str, np.ndarray],
-                 max_open_files: int = MAX_OPEN_STREAM_FILES, cues: PackCues | None = None):
+                 max_open_files: int = MAX_OPEN_STREAM_FILES, cues: PackCues | None = None,
+                 manifest_identity: FileIdentity | None = None, manifest_sha256: str | None = None):
         self.path = path
         self.manifest = manifest
         self.kind = manifest.kind
@@ -244,6 +255,8 @@ class Pack:
         self.cues: dict[str, CueBank] = cues.banks
         self.cues_config: CuesConfig | None = cues.config
         self.speaker_labels: SpeakerLabels | None = cues.labels
+        #: The columns' values checked, and what each stream file must be when it is mapped (``OpenedPack``).
+        self.opened = OpenedPack.of(self, manifest_identity, manifest_sha256)
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -281,7 +294,13 @@ class Pack:
             self._maps.move_to_end((shard, stream))
             return cached
         spec = self.manifest.stream(stream)
-        cached = map_stream(os.path.join(self._shard_dirs[shard], spec.file), spec.dtype, spec.row_shape)
+        file_path = os.path.join(self._shard_dirs[shard], spec.file)
+        try:
+            cached = map_stream(file_path, spec.dtype, spec.row_shape)
+        except PackFormatError:
+            self.opened.check_unchanged(file_path)  # a replaced pack is named as such, not as a corrupt file
+            raise
+        self.opened.check_mapped(self.manifest, shard, stream, file_path, cached)
         self._maps[(shard, stream)] = cached
         if len(self._maps) > self._max_open:
             self._maps.popitem(last=False)  # views handed out keep their mapping alive
@@ -354,44 +373,122 @@ class Pack:
 
 
 def read_manifest(path: str) -> Manifest:
-    """Parse and check ``PACK/dataset.json``; a directory without one is not a pack."""
-    manifest_path = os.path.join(path, MANIFEST_NAME)
-    if not os.path.isdir(path):
-        raise PackFormatError(f"{path}: no such pack directory")
-    if not os.path.isfile(manifest_path):
-        raise PackFormatError(f"{path}: not a pack (no {MANIFEST_NAME}; an unfinished build leaves none)")
-    try:
-        with open(manifest_path, encoding="utf-8") as fp:
-            raw = json.load(fp)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise PackFormatError(f"{manifest_path}: cannot read JSON ({err})") from None
-    return Manifest.from_dict(raw, manifest_path)
+    """Parse and check ``PACK/dataset.json`` (names included: ``schemas.manifest_file``); a directory without one
+    is not a pack."""
+    return read_manifest_file(path).manifest
+
+
+# ---------------------------------------------------------------------------------------------- verified opening
+#: Column files hashed at once at open: hashlib and file reads release the GIL, so threads overlap them.
+_HASH_THREADS = 4
+
+
+@dataclass(frozen=True)
+class OpenedPack:
+    """What a reader recorded when it opened a pack, and checks whenever it maps a stream file (possibly hours later,
+    in a DataLoader worker that received the Pack pickled: this travels with it).
+
+    ``manifest`` is the identity of ``dataset.json`` when it was read.  A pack replaced under a reader (``build
+    --overwrite``, ``copy`` onto its path) always gets a new ``dataset.json`` (written under a temporary name and
+    renamed, so a new inode and mtime), and its old one is removed before any other file changes: if the manifest
+    is still the one opened *after* a stream file's descriptor is open, that file belongs to the opened pack.
+    ``stream_rows[stream][k]`` is the row count shard ``k``'s stream file must have (from the columns' segments),
+    so a mapped file is also checked to be the size ``dataset.json`` records and to hold exactly those rows.
+    """
+
+    manifest_path: str
+    manifest: FileIdentity | None
+    stream_rows: dict[str, np.ndarray]
+    #: sha256 of the manifest's bytes: a ``dataset.json`` with another identity but these bytes (the same pack
+    #: staged again by ``copy``, the Pack unpickled on a node with its own verified copy) describes the same files.
+    manifest_sha256: str | None = None
+
+    @classmethod
+    def of(cls, pack: "Pack", identity: FileIdentity | None, manifest_sha256: str | None = None) -> "OpenedPack":
+        """Check ``pack``'s columns (``schemas.column_checks``, on the pack's own contiguous arrays) and record
+        ``identity``, the manifest's when it was read (None: the pack was not read from disk by ``open_pack``)."""
+        rows = check_column_values(pack.manifest, pack.shard, pack.speaker_first, pack.speaker_count,
+                                   len(pack.speakers), pack.streams, os.path.join(pack.path, COLUMNS_DIR))
+        return cls(manifest_path=os.path.join(pack.path, MANIFEST_NAME), manifest=identity, stream_rows=rows,
+                   manifest_sha256=manifest_sha256)
+
+    def check_unchanged(self, file_path: str) -> None:
+        """Raise ``PackFormatError`` when ``dataset.json`` is no longer the one this pack was opened from."""
+        if self.manifest is None:
+            return
+        now = FileIdentity.of_path(self.manifest_path)
+        if now != self.manifest and not self._same_bytes():
+            state = "is gone" if now is None else "was replaced"
+            raise PackFormatError(f"{file_path}: pack changed since it was opened ({self.manifest_path} {state}); "
+                                  f"open the pack again")
+
+    def _same_bytes(self) -> bool:
+        """Whether ``dataset.json`` now holds the bytes that were opened (read only when its identity changed)."""
+        try:
+            with open(self.manifest_path, "rb") as fp:
+                return self.manifest_sha256 is not None and hashlib.sha256(fp.read()).hexdigest() == self.manifest_sha256
+        except OSError:
+            return False
+
+    def check_mapped(self, manifest: Manifest, shard: int, stream: str, file_path: str, mapped: MappedStream) -> None:
+        """The freshly mapped ``file_path`` is the opened pack's shard ``shard`` ``stream`` file, whole."""
+        self.check_unchanged(file_path)
+        entry: FileEntry = manifest.shards[shard].files[manifest.stream(stream).file]
+        if mapped.file_size != entry.size:
+            raise PackFormatError(f"{file_path}: {mapped.file_size} bytes, {MANIFEST_NAME} records {entry.size} (the "
+                                  f"file changed after the pack was written; validate the pack)")
+        rows = int(self.stream_rows[stream][shard])
+        if mapped.array.shape[0] != rows:
+            raise PackFormatError(f"{file_path}: holds {mapped.array.shape[0]} rows, the pack's {stream} segments "
+                                  f"need {rows} (validate the pack)")
 
 
 def read_columns(path: str, manifest: Manifest) -> dict[str, np.ndarray]:
-    """Load ``columns/*.npy`` (no pickles), checking sizes and row counts against the manifest."""
-    columns = {}
-    for name in column_files(manifest.kind):
-        file_path = os.path.join(path, COLUMNS_DIR, name)
-        try:
-            if os.path.getsize(file_path) != manifest.columns[name].size:
-                raise PackFormatError(f"{file_path}: size differs from {MANIFEST_NAME} (validate the pack)")
-            columns[name] = np.load(file_path, allow_pickle=False)
-        except Exception as err:  # noqa: BLE001 - a corrupt .npy header raises ValueError, SyntaxError, TokenError...
-            raise PackFormatError(f"{file_path}: cannot read column ({err})") from None
-    samples = columns[SAMPLES_FILE]
-    if len(samples) != manifest.num_samples or len(columns[KEYS_FILE]) != manifest.num_samples:
-        raise PackFormatError(f"{os.path.join(path, COLUMNS_DIR)}: {len(samples)} rows, {MANIFEST_NAME} says "
-                              f"{manifest.num_samples} samples")
+    """Load ``columns/*.npy`` (no pickles), each read once and checked against ``dataset.json``'s size and
+    sha256 while it is parsed: a column edited after the build is refused at open, naming the file."""
+    names = column_files(manifest.kind)
+    with ThreadPoolExecutor(max_workers=min(_HASH_THREADS, len(names))) as pool:
+        arrays = pool.map(lambda name: _read_column(os.path.join(path, COLUMNS_DIR, name), manifest.columns[name]),
+                          names)
+        columns = dict(zip(names, arrays))
+    check_column_types(manifest, columns, os.path.join(path, COLUMNS_DIR))
     return columns
 
 
-def open_pack(path: str | os.PathLike) -> Pack:
-    """Open the pack at ``path`` for reading; refuses unknown major versions and inconsistent columns.
+def _read_column(file_path: str, entry: FileEntry) -> np.ndarray:
+    try:
+        with open(file_path, "rb") as fp:
+            data = fp.read()
+    except OSError as err:
+        raise PackFormatError(f"{file_path}: cannot read column ({err.strerror or err})") from None
+    if len(data) != entry.size:
+        raise PackFormatError(f"{file_path}: {len(data)} bytes, {MANIFEST_NAME} records {entry.size} (validate the "
+                              f"pack)")
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != entry.sha256:
+        raise PackFormatError(f"{file_path}: sha256 {digest} does not match {MANIFEST_NAME} ({entry.sha256}): the "
+                              f"column changed after the pack was written")
+    try:
+        header = read_npy_header_from(io.BytesIO(data), file_path)
+        if header.dtype.hasobject or header.fortran_order or len(header.shape) != 1:
+            raise ValueError(f"expected a 1-D array without objects, got {header.dtype.str} {header.shape}")
+        return np.frombuffer(data, dtype=header.dtype, count=header.shape[0], offset=header.data_offset)
+    except Exception as err:  # noqa: BLE001 - a corrupt .npy header raises ValueError, SyntaxError, TokenError...
+        raise PackFormatError(f"{file_path}: cannot read column ({err})") from None
 
-    Start-up reads ``dataset.json``, the column files and the cue banks' index files only (milliseconds for a
-    million samples); the shard indexes are for people and for ``speechpack validate``.
+
+def open_pack(path: str | os.PathLike) -> Pack:
+    """Open the pack at ``path`` for reading; refuses unknown major versions, unsafe names, column files that
+    differ from their hashes and segments outside their stream files (``docs/format.md``, "What a reader
+    verifies").
+
+    Start-up reads ``dataset.json``, the column files (hashed as they are read) and the cue banks' index files only
+    (a fraction of a second for a million samples); the shard indexes are for people and for ``speechpack
+    validate``.
     """
     path = os.fspath(path)
-    manifest = read_manifest(path)
-    return Pack(path, manifest, read_columns(path, manifest), cues=open_cues(path, manifest))
+    manifest_file = read_manifest_file(path)
+    manifest = manifest_file.manifest
+    columns = read_columns(path, manifest)
+    return Pack(path, manifest, columns, cues=open_cues(path, manifest), manifest_identity=manifest_file.identity,
+                manifest_sha256=manifest_file.sha256)

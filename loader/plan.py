@@ -19,6 +19,7 @@ gets.  The static plan's pieces (``EpochPlan``, ``PlanError``, ``batch_rng``, ``
 from __future__ import annotations
 
 from dataclasses import replace
+from numbers import Integral
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -41,6 +42,15 @@ def needs_lengths(args: Any) -> bool:
     return args.batching is not None
 
 
+def epoch_lengths(builder: Any, epoch: int) -> np.ndarray:
+    """The units' lengths ``builder`` plans ``epoch`` with: ``builder.unit_lengths()``, the same every epoch, unless
+    the builder says its units change length from epoch to epoch (``lengths_by_epoch``: ASD chunks with MuVAP's
+    ``jitter``), when it is asked for that epoch's."""
+    if getattr(builder, "lengths_by_epoch", False):
+        return builder.unit_lengths(epoch)
+    return builder.unit_lengths()
+
+
 def plan_epoch(args: Any, seed: int, epoch: int, rank: int, world_size: int, *, num_units: int,
                lengths: np.ndarray | None = None, windows: Windows | None = None,
                weighting: "PackWeighting | None" = None) -> EpochPlan:
@@ -51,8 +61,10 @@ def plan_epoch(args: Any, seed: int, epoch: int, rank: int, world_size: int, *, 
     (``pad``/``drop``: how the batch count is evened across ranks, when it differs from ``tail``).  ``num_units`` counts the planning units (items, or chunks with ``windows``);
     ``lengths`` are their lengths, required when ``needs_lengths(args)``.  The plan's ``items`` are unit ids.
     """
-    if not 1 <= world_size <= MAX_WORLD_SIZE:
-        raise PlanError(f"world_size must be in [1, {MAX_WORLD_SIZE}], got {world_size}")
+    if isinstance(world_size, bool) or not isinstance(world_size, Integral) or not 1 <= world_size <= MAX_WORLD_SIZE:
+        raise PlanError(f"world_size must be an integer in [1, {MAX_WORLD_SIZE}], got {world_size!r}")
+    if isinstance(rank, bool) or not isinstance(rank, Integral) or not 0 <= rank < world_size:
+        raise PlanError(f"rank must be in [0, {world_size - 1}] for world_size {world_size}, got {rank!r}")
     if args.batching is None and args.batch_size * world_size > MAX_ROUND_ROWS:
         raise PlanError(f"batch_size {args.batch_size} x world_size {world_size} is over {MAX_ROUND_ROWS} rows per "
                         f"round of batches")
@@ -76,5 +88,5 @@ def plan_epoch(args: Any, seed: int, epoch: int, rank: int, world_size: int, *, 
     return plan
 
 
-__all__ = ["MAX_ROUND_ROWS", "MAX_WORLD_SIZE", "EpochPlan", "PlanError", "batch_rng", "epoch_permutation", "make_epoch_plan", "needs_lengths",
+__all__ = ["MAX_ROUND_ROWS", "MAX_WORLD_SIZE", "EpochPlan", "PlanError", "batch_rng", "epoch_lengths", "epoch_permutation", "make_epoch_plan", "needs_lengths",
            "plan_epoch"]

@@ -29,7 +29,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import hashlib
-import json
 import os
 import shutil
 import threading
@@ -55,8 +54,9 @@ from schemas.constants import (
     MANIFEST_NAME,
     TEMP_PREFIX,
 )
-from schemas.errors import PackFormatError, SpeechpackError
-from schemas.format import FileEntry, Manifest
+from schemas.errors import SpeechpackError
+from schemas.format import FileEntry
+from schemas.manifest_file import read_manifest_file
 from schemas.units import format_bytes
 
 #: Bytes read and written per step; large enough that hashing and I/O release the GIL for most of the time.
@@ -127,20 +127,10 @@ class _Source:
 
 
 def _read_source(src: str) -> _Source:
-    manifest_path = os.path.join(src, MANIFEST_NAME)
-    if not os.path.isdir(src):
-        raise PackFormatError(f"{src}: no such pack directory")
-    try:
-        with open(manifest_path, "rb") as fp:
-            raw = fp.read()
-    except FileNotFoundError:
-        raise PackFormatError(f"{src}: not a pack (no {MANIFEST_NAME}; an unfinished build leaves none)") from None
-    try:
-        obj = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise PackFormatError(f"{manifest_path}: cannot read JSON ({err})") from None
-    manifest = Manifest.from_dict(obj, manifest_path)
-    return _Source(path=src, manifest_bytes=raw, files=pack_file_entries(manifest))
+    """The source's manifest through the one checked reader (``schemas.manifest_file``): names that would lead
+    outside the pack are refused before any path is built from them."""
+    manifest_file = read_manifest_file(src)
+    return _Source(path=src, manifest_bytes=manifest_file.raw, files=pack_file_entries(manifest_file.manifest))
 
 
 def copy_pack(src: str, dst: str, jobs: int = DEFAULT_JOBS, progress: bool = True,

@@ -177,7 +177,7 @@ def validate_pack(path: str, check_hashes: bool = True) -> PackReport:
     try:
         manifest = read_manifest(path)
     except PackFormatError as err:
-        report.error(os.path.join(path, MANIFEST_NAME), str(err).split(": ", 1)[-1])
+        report.error(os.path.join(path, MANIFEST_NAME), _manifest_problem(path, str(err)))
         return report
     _check_directory_entries(path, manifest, report)
     _check_skipped(path, manifest, report, check_hashes)
@@ -239,6 +239,16 @@ def validate_pack(path: str, check_hashes: bool = True) -> PackReport:
     if cues:
         report.summary["cues"] = cues
     return report
+
+
+def _manifest_problem(path: str, message: str) -> str:
+    """The manifest reader's message without the path the report already names, keeping the field
+    (``shards[0].directory: ...``)."""
+    at = os.path.join(path, MANIFEST_NAME)
+    for prefix in (f"{at}: ", f"{at}.", f"{path}: "):
+        if message.startswith(prefix):
+            return message[len(prefix):]
+    return message
 
 
 def _stream_names(manifest: Manifest) -> list[str]:

@@ -49,7 +49,7 @@ A JSON object with exactly these keys, plus the optional ones after them:
                    packed file's relative path and size, one per line), and a simulated RIR bank has the path
                    ``"<simulate N>"`` and hashes its simulation options (``options.simulate``).
 ``columns``        ``{"directory": "columns", "files": {name: {"size", "sha256"}}}``: the columnar index (below).
-``skipped``        ``{"count": n}`` plus ``"file": "skipped.json"`` with its size and hash when ``n > 0``.
+``skipped``        ``{"count": n}`` plus ``"file": {"name": "skipped.json", "size", "sha256"}`` when ``n > 0``.
 
 and, since 1.1, optionally:
 
@@ -137,6 +137,23 @@ columns/
 The shard indexes again, as plain ``.npy`` arrays a reader loads in milliseconds; the file list and dtypes are
 defined in ``schemas/columns.py``.  They MUST equal what the shard indexes say; a reader MAY use either.
 
+Names
+-----
+Every name in ``dataset.json`` becomes part of a path, so a reader MUST check it before using it
+(``schemas/names.py``): ``shards[k].directory`` MUST be ``shard_dir_name(k)``; the keys of ``shards[k].files`` MUST be
+exactly ``index.json`` and the catalogue's stream files; ``columns`` MUST name ``columns`` and exactly the kind's
+column files; ``skipped.file.name`` MUST be ``skipped.json``; every ``cues`` path MUST be ``/``-joined components.
+Any name MUST be one path component of ASCII letters, digits, ``_``, ``-`` and ``.``, not starting with ``.`` (so no
+separator, no ``..``, no absolute path).  A reader refuses a manifest that breaks any of these, naming the field.
+
+What a reader verifies
+----------------------
+At open, a reader MUST compare every column file with its size and sha256 in ``dataset.json`` and SHOULD check the
+columns' internal consistency (``schemas/column_checks.py``): every index in range, every segment inside its
+shard's stream file.  When it maps a stream file it MUST check that the file's size is the recorded one and its
+``.npy`` header has exactly the rows the segments need, and SHOULD check that ``dataset.json`` is still the file it
+opened (``loader/pack.py``: a pack replaced under a reader is an error, never other audio).
+
 Version history
 ---------------
 1.0  first version.
@@ -164,12 +181,16 @@ from schemas.constants import (  # noqa: F401  (MINOR_*: the version history's n
     MINOR_BANKS,
     MINOR_CUES,
     MINOR_TRACKS,
+    SHARD_INDEX_NAME,
+    SKIPPED_NAME,
     STREAM_TYPES,
     SUPPORTED_MAJOR_VERSIONS,
+    shard_dir_name,
     stream_file_name,
 )
 from schemas.errors import PackFormatError
 from schemas.kinds import ATTRIBUTES_BY_KIND, EXTRA_MANIFEST_KEYS, KIND_SPECS, STREAMS_BY_KIND
+from schemas.names import check_component, check_relative_path, check_shard_directory
 
 
 def lowest_minor(kind: str, has_cues: bool) -> int:
@@ -282,10 +303,14 @@ class ShardEntry:
     def from_dict(cls, obj: Any, where: str) -> "ShardEntry":
         _require(obj, {"directory", "samples", "files"}, where)
         files = _typed(obj, "files", dict, where)
+        samples = _typed(obj, "samples", int, where)
+        if samples < 0:
+            raise PackFormatError(f"{where}.samples: negative count {samples}")
         return cls(
-            directory=_typed(obj, "directory", str, where),
-            samples=_typed(obj, "samples", int, where),
-            files={name: FileEntry.from_dict(entry, f"{where}.files[{name!r}]") for name, entry in files.items()},
+            directory=check_shard_directory(obj["directory"], f"{where}.directory"),
+            samples=samples,
+            files={check_component(name, f"{where}.files"): FileEntry.from_dict(entry, f"{where}.files[{name!r}]")
+                   for name, entry in files.items()},
         )
 
 
@@ -386,6 +411,7 @@ class Manifest:
         shards = tuple(
             ShardEntry.from_dict(s, f"{where}.shards[{i}]") for i, s in enumerate(_typed(obj, "shards", list, where))
         )
+        _check_shard_names(shards, streams, where)
         totals = _typed(obj, "totals", dict, where)
         _require(totals, set(cls._TOTALS), f"{where}.totals")
         provenance = _typed(obj, "provenance", dict, where)
@@ -400,7 +426,7 @@ class Manifest:
             raise PackFormatError(f"{where}.columns.files: expected {sorted(column_files(kind))}, "
                                   f"got {sorted(column_entries)}")
         skipped = _typed(obj, "skipped", dict, where)
-        _require(skipped, {"count"}, f"{where}.skipped", optional={"file"})
+        _check_skipped(skipped, f"{where}.skipped")
         if sum(shard.samples for shard in shards) != totals["samples"]:
             raise PackFormatError(
                 f"{where}: shards hold {sum(s.samples for s in shards)} samples but totals.samples is "
@@ -420,6 +446,33 @@ class Manifest:
             format_minor=_typed(obj, "format_minor", int, where),
             **{key: parse(obj, where) for key, parse in _EXTRA_KEY_PARSERS.items() if key in extra_keys},
         )
+
+
+def _check_shard_names(shards: tuple[ShardEntry, ...], streams: tuple[StreamSpec, ...], where: str) -> None:
+    """Shard ``k`` is ``shard_dir_name(k)`` and holds exactly its index and one file per stream: the only names a
+    reader or a copy ever joins to the pack's path (``schemas.names`` has already refused anything unsafe)."""
+    expected_files = {SHARD_INDEX_NAME} | {spec.file for spec in streams}
+    for i, shard in enumerate(shards):
+        if shard.directory != shard_dir_name(i):
+            raise PackFormatError(f"{where}.shards[{i}].directory: expected {shard_dir_name(i)!r}, got "
+                                  f"{shard.directory!r} (shard k is the k-th shard of the plan)")
+        if set(shard.files) != expected_files:
+            raise PackFormatError(f"{where}.shards[{i}].files: expected {sorted(expected_files)}, got "
+                                  f"{sorted(shard.files)}")
+
+
+def _check_skipped(skipped: dict, where: str) -> None:
+    """``{"count": n}``, plus ``"file": {"name": "skipped.json", "size", "sha256"}`` when ``n > 0``."""
+    _require(skipped, {"count"}, where, optional={"file"})
+    count = _typed(skipped, "count", int, where)
+    if count < 0:
+        raise PackFormatError(f"{where}.count: negative count {count}")
+    if "file" in skipped:
+        entry = _typed(skipped, "file", dict, where)
+        _require(entry, {"name", "size", HASH_NAME}, f"{where}.file")
+        if entry["name"] != SKIPPED_NAME:
+            raise PackFormatError(f"{where}.file.name: expected {SKIPPED_NAME!r}, got {entry['name']!r}")
+        FileEntry.from_dict({"size": entry["size"], HASH_NAME: entry[HASH_NAME]}, f"{where}.file")
 
 
 def _hours_by_corpus(obj: dict, where: str) -> dict[str, dict[str, float]]:
@@ -454,10 +507,8 @@ def _cue_files(obj: Any, where: str) -> dict[str, FileEntry]:
         raise PackFormatError(f"{where}.directory: expected {CUES_DIR!r}, got {obj['directory']!r}")
     files = {}
     for name, entry in _typed(obj, "files", dict, where).items():
-        parts = name.split("/")
-        if not name or name.startswith("/") or any(part in ("", ".", "..") or "\\" in part for part in parts):
-            raise PackFormatError(f"{where}.files: {name!r} is not a relative path inside {CUES_DIR}/")
-        files[name] = FileEntry.from_dict(entry, f"{where}.files[{name!r}]")
+        files[check_relative_path(name, f"{where}.files", f"{CUES_DIR}/")] = FileEntry.from_dict(
+            entry, f"{where}.files[{name!r}]")
     if CUES_YAML not in files:
         raise PackFormatError(f"{where}.files: {CUES_YAML} is missing")
     return files

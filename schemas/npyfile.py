@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import BinaryIO
 
 import numpy as np
 from numpy.lib import format as npy_format
@@ -29,10 +30,19 @@ def read_npy_header(path: str) -> NpyHeader:
     cannot be opened or its header is not a valid ``.npy`` header."""
     try:
         with open(path, "rb") as fp:
-            version = npy_format.read_magic(fp)
-            read = npy_format.read_array_header_1_0 if version == (1, 0) else npy_format.read_array_header_2_0
-            shape, fortran_order, dtype = read(fp)
-            return NpyHeader(tuple(shape), dtype, fortran_order, fp.tell())
+            return read_npy_header_from(fp, path)
+    except OSError as err:
+        raise NpyHeaderError(path, str(err)) from err
+
+
+def read_npy_header_from(fp: BinaryIO, name: str) -> NpyHeader:
+    """Parse the header of an open ``.npy`` file (or buffer) at its start, leaving it at the data: for readers
+    that must take header, size and data from one descriptor.  Raises :class:`NpyHeaderError` naming ``name``."""
+    try:
+        version = npy_format.read_magic(fp)
+        read = npy_format.read_array_header_1_0 if version == (1, 0) else npy_format.read_array_header_2_0
+        shape, fortran_order, dtype = read(fp)
+        return NpyHeader(tuple(shape), dtype, fortran_order, fp.tell())
     except Exception as err:  # noqa: BLE001 - numpy's header parser raises ValueError, SyntaxError, TokenError...,
         # an undocumented set: this is the one place that knows it, so callers catch one named error
-        raise NpyHeaderError(path, str(err)) from err
+        raise NpyHeaderError(name, str(err)) from err

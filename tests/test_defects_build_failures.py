@@ -226,3 +226,15 @@ def test_resumable_default_the_plan_file_is_compact(corpus, tmp_path):
     sliced = tmp_path / "sliced"
     assert run_build(corpus.list_path, sliced, TWO_PER_SHARD, "--shards", "0/2").returncode == 0
     assert "utt3" in (sliced / PLAN_FILE).read_text()
+
+
+def test_resumable_default_an_unreadable_receipt_means_the_shard_is_built_again(corpus, tmp_path):
+    """A receipt emptied by a power loss (renamed into place, its data never flushed) is no receipt: the shard it
+    describes is built again instead of the resumed build stopping."""
+    out = tmp_path / "pack"
+    assert run_build(corpus.list_path, out, TWO_PER_SHARD, kill_at="columns").returncode == -signal.SIGKILL
+    (out / RECEIPTS_DIR / "shard-000001.json").write_bytes(b"")
+    resumed = run_build(corpus.list_path, out, TWO_PER_SHARD)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "kept 2 verified shard(s) of an earlier run, built 1" in resumed.stdout
+    assert pack_files(out) == reference(corpus, tmp_path, TWO_PER_SHARD)

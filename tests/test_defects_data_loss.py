@@ -18,6 +18,7 @@ from packer.build.run import BuildOptions, build_wesep
 from packer.copy import copy_pack
 from packer.ownership import INCOMING_MANIFEST, REPLACED_MANIFEST
 from packer.validate import validate_pack
+from test_cues_build import real_video, tse_split  # noqa: F401  (fixtures: a real split with every cue)
 from schemas.errors import SpeechpackError
 
 
@@ -218,3 +219,15 @@ def test_defect01_unlisted_names_in_a_directory_speechpack_does_not_own_are_name
     with pytest.raises(SpeechpackError, match=r"shard-000000, .* and 4 more"):
         copy_pack(str(pack), str(dst), progress=False)
     assert len(os.listdir(dst)) == 12
+
+
+def test_defect02_overwrite_refuses_an_out_that_holds_its_cues(tse_split):
+    """``--out`` pointed at the split directory: it holds ``cues.yaml`` and ``cues/audio.json`` (the build's cue
+    inputs): refused, naming them, before a header is read; nothing is deleted."""
+    case, cues_path, root, _facts = tse_split
+    before = _tree(root)
+    result = CliRunner().invoke(main, ["build", "wesep", "--list", str(case.list_path), "--cues", str(cues_path),
+                                       "--root", str(root), "--out", str(root), "--overwrite", "--no-progress"])
+    assert result.exit_code == 1
+    assert "an input of this build" in result.output and str(cues_path) in result.output
+    assert _tree(root) == before

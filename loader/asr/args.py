@@ -40,6 +40,10 @@ The shuffle windows have fairseq2's meaning (``loader.shuffle_window``) and are 
 is a pure function of (seed, epoch): the same on every worker and after a resume.  ``shuffle: false`` turns all
 three off.  Corpus/language weighting is the loader's top-level ``weighting`` (see ``loader.asr.task``);
 Omnilingual's ``dataset:`` block is translated into these keys by ``loader.asr.recipe``.
+
+Every number has a range (``loader.config_checks``): ``batch_size`` and ``num_seqs_multiple_of`` at most
+``MAX_BATCH_ROWS`` rows, lengths, budgets and mask widths at most ``MAX_COUNT``, ``npc`` and ``num_prefetch``
+at most ``MAX_WORKERS``.  An ``AsrArgs`` built directly is checked the same way.
 """
 
 from __future__ import annotations
@@ -49,7 +53,16 @@ from dataclasses import dataclass, fields
 from loader.asr.filters import FilterArgs
 from loader.batching import BudgetArgs
 from loader.asr.partition_filter import parse_partition_filters
-from loader.config_checks import ConfigError, check_type, positive_int, take_known
+from loader.config_checks import (
+    MAX_BATCH_ROWS,
+    MAX_COUNT,
+    ConfigError,
+    check_choice,
+    check_type,
+    positive_int,
+    probability,
+    take_known,
+)
 from loader.normalize import NONE, UTTERANCE, parse_normalize
 from loader.shuffle_window import NO_SHUFFLE, WHOLE, ShuffleWindows
 
@@ -117,6 +130,11 @@ class AsrArgs:
         """How the plan evens the batch count across ranks (None: as ``tail``)."""
         return None if self.sync_mode is None else SYNC_MODES[self.sync_mode]
 
+    def __post_init__(self) -> None:
+        _check({f.name: getattr(self, f.name) for f in fields(self)}, "dataset_args")
+        if not isinstance(self.tokenizer, TokenizerSpec):
+            raise ConfigError(f"dataset_args.tokenizer: expected a TokenizerSpec, got {self.tokenizer!r}")
+
     @property
     def normalize(self) -> str:
         """``normalize`` in the vocabulary every task shares (``loader.normalize``): ``utterance`` or ``none``."""
@@ -171,8 +189,6 @@ def _check_pipeline(v: dict, where: str) -> None:
     for key in ("train_split", "valid_split"):
         if v[key] is not None and (not isinstance(v[key], str) or not v[key]):
             raise ConfigError(f"{where}.{key}: expected a split name, got {v[key]!r}")
-    if isinstance(v["partition_filters"], list):
-        v["partition_filters"] = tuple(v["partition_filters"])
     parse_partition_filters(list(v["partition_filters"]) if isinstance(v["partition_filters"], tuple)
                             else v["partition_filters"], f"{where}.partition_filters")
     if check_type(v["fragment_shuffle_window"], int, f"{where}.fragment_shuffle_window") < -1:
@@ -186,12 +202,8 @@ def _check_pipeline(v: dict, where: str) -> None:
     for key, minimum in (("num_prefetch", 0), ("npc", 1)):
         if v[key] is not None:
             positive_int(v[key], f"{where}.{key}", minimum=minimum, maximum=MAX_WORKERS)
-    mode = v["sync_mode"]
-    if mode is not None:
-        name = mode.rpartition(".")[2].upper() if isinstance(mode, str) else mode  # "SyncMode.UNTIL_FIRST" too
-        if name not in SYNC_MODES:
-            raise ConfigError(f"{where}.sync_mode: {mode!r} is not one of {', '.join(SYNC_MODES)}")
-        v["sync_mode"] = name
+    if v["sync_mode"] is not None and v["sync_mode"] not in SYNC_MODES:
+        raise ConfigError(f"{where}.sync_mode: {v['sync_mode']!r} is not one of {', '.join(SYNC_MODES)}")
     if check_type(v["sync_batches"], bool, f"{where}.sync_batches") is not True:
         raise ConfigError(f"{where}.sync_batches: speechpack always gives every rank the same number of batches "
                           f"(sync_mode chooses how); false is not supported")
@@ -200,7 +212,10 @@ def _check_pipeline(v: dict, where: str) -> None:
 def parse_dataset_args(obj, where: str) -> AsrArgs:
     """``dataset_args`` of an ASR loader config; every key checked, unknown keys named."""
     v = take_known(obj, where, _KEYS)
-    _check_pipeline(v, where)
+    if isinstance(v["partition_filters"], list):  # stored as a tuple: the args are frozen and hashable
+        v["partition_filters"] = tuple(v["partition_filters"])
+    if isinstance(v["sync_mode"], str):  # fairseq2's enum spelt in full ("SyncMode.UNTIL_FIRST") too
+        v["sync_mode"] = v["sync_mode"].rpartition(".")[2].upper()
     normalize = v.pop("normalize")
     if normalize is not None:
         normalize = parse_normalize(normalize, f"{where}.normalize", NORMALIZE_CHOICES, UTTERANCE)
@@ -208,35 +223,54 @@ def parse_dataset_args(obj, where: str) -> AsrArgs:
             raise ConfigError(f"{where}.normalize: {normalize!r} contradicts normalize_audio: "
                               f"{v['normalize_audio']!r} (its alias); set one of them")
         v["normalize_audio"] = normalize == UTTERANCE
-    for key in ("min_audio_len", "max_audio_len", "min_samples_per_char", "spec_aug_freq_mask_param",
-                "spec_aug_time_mask_param", "max_num_elements", "num_seqs_multiple_of", "batch_size"):
+    strategy = v["batching_strategy"]
+    if not isinstance(strategy, str) or strategy.upper() not in BATCHING_STRATEGIES:
+        raise ConfigError(f"{where}.batching_strategy: {strategy!r} is not one of {', '.join(BATCHING_STRATEGIES)}")
+    v["batching_strategy"] = strategy.upper()
+    _check(v, where)  # first, so errors name the config path
+    p = v["spec_aug_p"]
+    return AsrArgs(**{**v, "spec_aug_p": None if p is None else float(p),
+                      "tokenizer": _tokenizer(v["tokenizer"], f"{where}.tokenizer")})
+
+
+#: Counts that may be 0 and counts that must be at least 1, with their ceilings: lengths, budgets and mask widths
+#: in samples, frames or bins (``MAX_COUNT``); rows of a batch (``MAX_BATCH_ROWS``).
+_NON_NEGATIVE = {"min_audio_len": MAX_COUNT, "min_samples_per_char": MAX_COUNT,
+                 "spec_aug_freq_mask_param": MAX_COUNT, "spec_aug_time_mask_param": MAX_COUNT}
+_POSITIVE = {"max_audio_len": MAX_COUNT, "max_num_elements": MAX_COUNT, "num_seqs_multiple_of": MAX_BATCH_ROWS,
+             "batch_size": MAX_BATCH_ROWS}
+
+
+def _check(v: dict, where: str) -> None:
+    """Every value of ``v`` (one per ``AsrArgs`` field but ``tokenizer``) against its type and range, named under
+    ``where``: run by the parser (config paths) and on construction."""
+    for key, ceiling in _NON_NEGATIVE.items():
+        if check_type(v[key], int, f"{where}.{key}") < 0:
+            raise ConfigError(f"{where}.{key}: must be non-negative, got {v[key]}")
+        positive_int(v[key], f"{where}.{key}", minimum=0, maximum=ceiling)
+    for key, ceiling in _POSITIVE.items():
         check_type(v[key], int, f"{where}.{key}")
+        if key != "max_audio_len" and v[key] < 1:
+            raise ConfigError(f"{where}.{key}: must be at least 1, got {v[key]}")
+        positive_int(v[key], f"{where}.{key}", minimum=0, maximum=ceiling)
     for key in ("remove_unknown", "normalize_audio", "use_fbank", "drop_remainder", "shuffle"):
         check_type(v[key], bool, f"{where}.{key}")
-    for key in ("min_audio_len", "min_samples_per_char", "spec_aug_freq_mask_param", "spec_aug_time_mask_param"):
-        if v[key] < 0:
-            raise ConfigError(f"{where}.{key}: must be non-negative, got {v[key]}")
-    for key in ("max_num_elements", "num_seqs_multiple_of", "batch_size"):
-        if v[key] < 1:
-            raise ConfigError(f"{where}.{key}: must be at least 1, got {v[key]}")
     if v["max_audio_len"] < v["min_audio_len"]:
         raise ConfigError(f"{where}.max_audio_len: {v['max_audio_len']} is below min_audio_len {v['min_audio_len']}")
     threshold = v["filter_long_text_threshold"]
-    if threshold is not None and check_type(threshold, int, f"{where}.filter_long_text_threshold") < 1:
-        raise ConfigError(f"{where}.filter_long_text_threshold: must be at least 1 token, got {threshold}")
-    p = v["spec_aug_p"]
-    if p is not None and not 0.0 <= check_type(p, (int, float), f"{where}.spec_aug_p") <= 1.0:
-        raise ConfigError(f"{where}.spec_aug_p: must be in [0, 1], got {p}")
+    if threshold is not None:
+        if check_type(threshold, int, f"{where}.filter_long_text_threshold") < 1:
+            raise ConfigError(f"{where}.filter_long_text_threshold: must be at least 1 token, got {threshold}")
+        positive_int(threshold, f"{where}.filter_long_text_threshold")
+    if v["spec_aug_p"] is not None:
+        probability(v["spec_aug_p"], f"{where}.spec_aug_p")
     if v["dataset_summary_path"] is not None and not (isinstance(v["dataset_summary_path"], str)
                                                       and v["dataset_summary_path"]):
         raise ConfigError(f"{where}.dataset_summary_path: expected a TSV path, got {v['dataset_summary_path']!r}")
     if not isinstance(v["dataset_summary_split"], str) or not v["dataset_summary_split"]:
         raise ConfigError(f"{where}.dataset_summary_split: expected a split name, got {v['dataset_summary_split']!r}")
-    strategy = v["batching_strategy"]
-    if not isinstance(strategy, str) or strategy.upper() not in BATCHING_STRATEGIES:
-        raise ConfigError(f"{where}.batching_strategy: {strategy!r} is not one of {', '.join(BATCHING_STRATEGIES)}")
-    return AsrArgs(**{**v, "batching_strategy": strategy.upper(), "spec_aug_p": None if p is None else float(p),
-                      "tokenizer": _tokenizer(v["tokenizer"], f"{where}.tokenizer")})
+    check_choice(v["batching_strategy"], BATCHING_STRATEGIES, f"{where}.batching_strategy")
+    _check_pipeline(v, where)
 
 
 __all__ = ["AsrArgs", "BATCHING_STRATEGIES", "MAX_WORKERS", "NORMALIZE_CHOICES", "SYNC_MODES", "TokenizerSpec",

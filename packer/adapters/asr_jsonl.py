@@ -26,7 +26,6 @@ bad span, duplicate key) are reported together with line, key and field.
 from __future__ import annotations
 
 import functools
-import json
 import os
 from dataclasses import dataclass
 
@@ -39,12 +38,14 @@ from packer.audio import (
     probe_audio,
     read_audio,
     resample,
-    resampled_length,
+    resampled_frames,
     to_stored,
 )
 from packer.sample import PackedSample, SamplePlan, StoredArray
 from schemas.constants import KIND_ASR, STREAM_AUDIO, STREAM_TEXT, UNKNOWN_SPEAKER
 from schemas.errors import SpeechpackError
+from schemas.jsonlines import parse_json_line, read_lines
+from schemas.sample_names import check_name, name_problem
 from schemas.units import seconds_to_samples
 from schemas.wesep_list import LineProblem
 
@@ -62,9 +63,13 @@ def check_text(value, field: str = "text") -> str:
 
 
 def check_label(value, field: str) -> str:
-    """A language, corpus or speaker name: a non-empty string without surrounding space."""
+    """A language, corpus or speaker name: a non-empty string without surrounding space, and a name a pack can
+    store (``schemas.sample_names``: no control character)."""
     if not isinstance(value, str) or not value or value != value.strip():
         raise ValueError(f"{field}: expected a non-empty name without surrounding spaces, got {value!r}")
+    problem = name_problem(value)
+    if problem is not None:
+        raise ValueError(f"{field}: {value!r} {problem}")
     return value
 
 
@@ -73,9 +78,11 @@ def text_array(text: str) -> np.ndarray:
     return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).copy()
 
 
-def asr_plan(line: int, key: str, channels: int, frames: int, rate: int, sample_rate: int, text: str) -> SamplePlan:
-    """The plan of an asr sample whose audio has ``channels`` x ``frames`` at ``rate`` before resampling."""
-    num_frames = resampled_length(frames, rate, sample_rate)
+def asr_plan(line: int, key: str, channels: int, frames: int, rate: int, sample_rate: int, text: str,
+             name: str) -> SamplePlan:
+    """The plan of an asr sample whose audio (the file ``name``) has ``channels`` x ``frames`` at ``rate`` before
+    resampling."""
+    num_frames = resampled_frames(frames, rate, sample_rate, name)
     return SamplePlan(line=line, key=key, num_frames=num_frames,
                       elements={STREAM_AUDIO: channels * num_frames, STREAM_TEXT: len(text.encode("utf-8"))})
 
@@ -120,27 +127,29 @@ def read_asr_manifest(manifest_path: str, language: str | None = None, corpus: s
     lines: list[AsrLine] = []
     problems: list[LineProblem] = []
     first_line: dict[str, int] = {}
-    with open(manifest_path, encoding="utf-8") as fp:
-        for number, raw in enumerate(fp, start=1):
-            if not raw.strip():
-                continue
-            try:
-                parsed = _parse_line(raw, number, base, language, corpus)
-            except ValueError as err:
-                problems.append(LineProblem(number, _best_effort_key(raw), None, str(err)))
-                continue
-            if parsed.key in first_line:
-                problems.append(LineProblem(number, parsed.key, parsed.path,
-                                            f"duplicate key (first on line {first_line[parsed.key]})"))
-                continue
-            first_line[parsed.key] = number
-            lines.append(parsed)
+    for number, raw, undecodable in read_lines(manifest_path):
+        if undecodable is not None:
+            problems.append(LineProblem(number, None, None, undecodable))
+            continue
+        if not raw.strip():
+            continue
+        try:
+            parsed = _parse_line(raw, number, base, language, corpus)
+        except ValueError as err:
+            problems.append(LineProblem(number, _best_effort_key(raw), None, str(err)))
+            continue
+        if parsed.key in first_line:
+            problems.append(LineProblem(number, parsed.key, parsed.path,
+                                        f"duplicate key (first on line {first_line[parsed.key]})"))
+            continue
+        first_line[parsed.key] = number
+        lines.append(parsed)
     return AsrManifest(lines, problems)
 
 
 def _best_effort_key(raw: str) -> str | None:
     try:
-        obj = json.loads(raw)
+        obj = parse_json_line(raw)
     except ValueError:
         return None
     if isinstance(obj, dict):
@@ -159,10 +168,7 @@ def _seconds(obj: dict, field: str) -> float | None:
 
 
 def _parse_line(raw: str, number: int, base: str, language: str | None, corpus: str | None) -> AsrLine:
-    try:
-        obj = json.loads(raw)
-    except ValueError as err:
-        raise ValueError(f"not valid JSON ({err})") from None
+    obj = parse_json_line(raw)
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
     for field in ("audio_filepath", "text"):
@@ -186,6 +192,7 @@ def _parse_line(raw: str, number: int, base: str, language: str | None, corpus: 
         key = os.path.splitext(path)[0] + (f"@{offset:g}" if offset else "")
     if not isinstance(key, str) or not key:
         raise ValueError(f"key: expected a non-empty string, got {key!r}")
+    check_name(key, "key")
     return AsrLine(line=number, key=key, path=path if os.path.isabs(path) else os.path.join(base, path), text=text,
                    speaker=speaker, offset=offset, duration=duration,
                    extra={k: v for k, v in obj.items() if k not in _INTERPRETED}, **labels)
@@ -205,7 +212,8 @@ def plan_asr_line(item: AsrLine, sample_rate: int) -> SamplePlan:
     """Size a line's sample from the file header (span applied)."""
     info = probe_audio(item.path)
     start, stop = _span(item, info.frames, info.sample_rate)
-    return asr_plan(item.line, item.key, info.channels, stop - start, info.sample_rate, sample_rate, item.text)
+    return asr_plan(item.line, item.key, info.channels, stop - start, info.sample_rate, sample_rate, item.text,
+                    item.path)
 
 
 def _read_span(item: AsrLine, int16_at: int) -> Audio:

@@ -34,6 +34,7 @@ from packer.audio import Audio, AudioError, AudioInfo, probe_audio_bytes, read_a
 from packer.sample import PackedSample, SamplePlan
 from schemas.constants import KIND_ASR
 from schemas.errors import SpeechpackError
+from schemas.sample_names import name_problem
 from schemas.wesep_list import LineProblem
 
 #: LangASRSchema's column names.
@@ -178,6 +179,8 @@ def _row_item(values: dict, partitions: dict, path: str, row: int, line: int, ke
                              f"{column}={partitions[column]}")
     if not isinstance(key, str) or not key:
         raise ValueError(f"{KEY_COLUMN!r}: expected a non-empty string, got {key!r}")
+    if name_problem(key) is not None:
+        raise ValueError(f"{KEY_COLUMN!r}: {key!r} {name_problem(key)}")
     labels = {}
     for column in (LANGUAGE_COLUMN, CORPUS_COLUMN):
         try:
@@ -246,7 +249,8 @@ def plan_parquet_row(item: ParquetRow, sample_rate: int) -> SamplePlan:
     """Size a row's sample from its audio header (and check ``audio_size`` against it)."""
     info: AudioInfo = _decoded(item, probe_audio_bytes, row_audio_bytes(item))
     _check_size(item, info.frames)
-    return asr_plan(item.line, item.key, info.channels, info.frames, info.sample_rate, sample_rate, item.text)
+    return asr_plan(item.line, item.key, info.channels, info.frames, info.sample_rate, sample_rate, item.text,
+                    item.path)
 
 
 def load_parquet_row(item: ParquetRow, sample_rate: int) -> PackedSample:

@@ -29,12 +29,15 @@ from packer.audio import (
     probe_audio,
     read_audio,
     resample,
-    resampled_length,
+    resampled_frames,
     to_stored,
 )
 from packer.sample import PackedSample, SamplePlan
 from schemas.constants import KIND_NOISE, KIND_RIR, STREAM_AUDIO
 from schemas.errors import SpeechpackError
+from schemas.jsonlines import decode_line
+from schemas.limits import DISTANCE, ROOM_SIZE, RT60, SEED, SIMULATE
+from schemas.sample_names import name_problem
 from schemas.wesep_list import LineProblem
 
 BANK_KINDS = (KIND_NOISE, KIND_RIR)
@@ -70,7 +73,9 @@ def check_bank_kind(kind: str) -> None:
 def read_bank_input(source: str) -> BankInput:
     """Every audio file under the directory ``source`` (recursively, hidden entries left out, sorted by relative
     path), or every line of the list file ``source`` (one path per line; blank lines and ``#`` comments are
-    skipped but counted, so line numbers match an editor; relative paths are opened from the current directory)."""
+    skipped but counted, so line numbers match an editor; relative paths are opened from the current directory).
+    A file name or line that cannot be a key (not UTF-8, a control character: ``schemas.sample_names``) is a problem of
+    its line."""
     if os.path.isdir(source):
         return _scan_directory(source)
     if os.path.isfile(source):
@@ -88,10 +93,17 @@ def _scan_directory(root: str) -> BankInput:
     keys.sort()
     if not keys:
         raise SpeechpackError(f"{root}: holds no audio files ({', '.join(sorted(AUDIO_EXTENSIONS))})")
-    items = [BankFile(line=i, key=key, path=os.path.join(root, *key.split("/"))) for i, key in enumerate(keys, 1)]
-    # The input of a directory is its listing: the relative paths and sizes of the files packed, in order.
-    listing = "".join(f"{item.key}\t{_size(item.path)}\n" for item in items)
-    return BankInput(items, [], hashlib.sha256(listing.encode("utf-8")).hexdigest())
+    items, problems = [], []
+    for line, key in enumerate(keys, 1):
+        item = BankFile(line=line, key=key, path=os.path.join(root, *key.split("/")))
+        problem = name_problem(key)
+        if problem is None:
+            items.append(item)
+        else:  # a control character, or a name that is not UTF-8 (decoded to surrogates): not a storable key
+            problems.append(LineProblem(line, key, item.path, f"file name {problem}"))
+    # The input of a directory is its listing: the relative paths (their bytes) and sizes of the files, in order.
+    listing = "".join(f"{key}\t{_size(os.path.join(root, *key.split('/')))}\n" for key in keys)
+    return BankInput(items, problems, hashlib.sha256(listing.encode("utf-8", "surrogateescape")).hexdigest())
 
 
 def _size(path: str) -> int:
@@ -108,13 +120,17 @@ def _read_list(list_path: str) -> BankInput:
     first_line: dict[str, int] = {}
     with open(list_path, "rb") as fp:
         raw = fp.read()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise SpeechpackError(f"{list_path}: not UTF-8 text ({err})") from None
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, encoded in enumerate(raw.split(b"\n"), start=1):
+        line, undecodable = decode_line(encoded)
+        if undecodable is not None:
+            problems.append(LineProblem(number, None, None, undecodable))
+            continue
         path = line.strip()
         if not path or path.startswith("#"):
+            continue
+        problem = name_problem(path)
+        if problem is not None:
+            problems.append(LineProblem(number, None, None, f"path {path!r} {problem}"))
             continue
         if path in first_line:
             problems.append(LineProblem(number, path, path, f"duplicate path (first on line {first_line[path]})"))
@@ -127,7 +143,7 @@ def _read_list(list_path: str) -> BankInput:
 def plan_bank_file(item: BankFile, sample_rate: int) -> SamplePlan:
     """Size one file's sample from its header (PyAV formats are decoded once)."""
     info = probe_audio(item.path)
-    frames = resampled_length(info.frames, info.sample_rate, sample_rate)
+    frames = resampled_frames(info.frames, info.sample_rate, sample_rate, item.path)
     return SamplePlan(line=item.line, key=item.key, num_frames=frames, elements={STREAM_AUDIO: info.channels * frames})
 
 
@@ -163,12 +179,13 @@ class SimulationOptions:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.count < 1:
-            raise SpeechpackError(f"--simulate needs at least 1 RIR, got {self.count}")
-        for name in ("room_min", "room_max", "rt60", "distance"):
+        SIMULATE.check(self.count)
+        SEED.check(self.seed)
+        for name, limit in (("room_min", ROOM_SIZE), ("room_max", ROOM_SIZE), ("rt60", RT60), ("distance", DISTANCE)):
             values = getattr(self, name)
-            if not all(math.isfinite(v) and v > 0 for v in values):
-                raise SpeechpackError(f"--{name.replace('_', '-')} values must be positive, got {list(values)}")
+            if any(limit.problem(v) for v in values):
+                raise SpeechpackError(f"--{name.replace('_', '-')} values must be numbers {limit.describe()}, got "
+                                      f"{list(values)}")
         if any(lo > hi for lo, hi in zip(self.room_min, self.room_max)):
             raise SpeechpackError(f"--room-min {list(self.room_min)} exceeds --room-max {list(self.room_max)}")
         if any(v <= 2 * WALL_MARGIN for v in self.room_min):

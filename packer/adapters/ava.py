@@ -27,6 +27,7 @@ import os
 from typing import TYPE_CHECKING
 
 from packer.adapters.avcc import (
+    PACKED_DIR,
     AsdBuildOptions,
     AsdTrack,
     JpegFaces,
@@ -46,8 +47,6 @@ if TYPE_CHECKING:  # run_build is imported when a build runs: packer.build.run m
 AVA_LABEL_NAMES = {"NOT_SPEAKING": 0, "SPEAKING_AUDIBLE": 1, "SPEAKING_NOT_AUDIBLE": 0}
 #: Columns of the loader CSV that are read: sample id, (ignored), frame rate, labels.
 _ID, _FPS, _LABELS = 0, 2, 3
-#: Where a pack goes by default: ``<dataset root>/packed/<split>``, the dataset root being the visual root's parent.
-PACKED_DIR = "packed"
 
 
 def default_out(visual_root: str, split: str) -> str:

@@ -343,6 +343,9 @@ class AsdBuildOptions:
     #: ``packer.build.run.BuildOptions`` as they are: they change where shards are written, never what.
     scale: dict = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        self.build_options()  # the shared options' ranges (schemas.limits), checked before any input is read
+
     def build_options(self, skip_bad: bool | None = None):
         from packer.build.run import BuildOptions
 
@@ -479,6 +482,19 @@ def _avcc_track(row: dict, line: int, key: str, root: str) -> AsdTrack:
                     labels=parse_labels(row["labels"]),
                     faces=NpyFaces(visual_path) if kind == "npy" else JpegFaces(visual_path),
                     audio=TrackAudio(audio_path, start_sec, rate), provenance=provenance)
+
+
+#: Where an asd pack goes by default, beside its corpus: ``<dataset root>/packed/<split>`` (MuVAP's ``--output``
+#: default; each adapter says what its dataset root and split are).
+PACKED_DIR = "packed"
+
+
+def default_out(root: str, split: str | None) -> str:
+    """MuVAP's default for AVCC: ``<root>/packed/<split>``; without a split there is no default."""
+    if not split:
+        raise SpeechpackError("build avcc: give --out (MuVAP: --output), or --split to pack into "
+                              "<root>/packed/<split>")
+    return os.path.join(os.path.abspath(root), PACKED_DIR, split)
 
 
 def build_avcc(tsv_path: str, root: str, options: AsdBuildOptions) -> BuildSummary:

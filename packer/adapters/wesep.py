@@ -27,11 +27,12 @@ from packer.audio import (
     read_audio,
     read_audio_bytes,
     resample,
-    resampled_length,
+    resampled_frames,
     to_stored,
 )
 from packer.sample import PackedSample, SamplePlan
 from schemas.constants import AUDIO_FULL_SCALE, KIND_SOURCES, KIND_TSE, STREAM_MIX, STREAM_SOURCE, STREAM_TARGET
+from schemas.jsonlines import read_lines
 from schemas.wesep_list import LineProblem, WesepLine, best_effort_key, parse_wesep_line
 
 
@@ -49,25 +50,28 @@ def read_wesep_list(list_path: str, root: str | None = None) -> WesepList:
 
     Relative audio paths are resolved against ``root`` when given, else against the current directory (what
     WeSep's ``torchaudio.load`` does).  Blank lines are ignored but still counted, so line numbers match an editor.
+    Each line is decoded and parsed on its own (``schemas.jsonlines``): whatever it holds is a problem of that line.
     """
     lines: list[WesepLine] = []
     problems: list[LineProblem] = []
     first_line_of_key: dict[str, int] = {}
-    with open(list_path, encoding="utf-8") as fp:
-        for number, text in enumerate(fp, start=1):
-            if not text.strip():
-                continue
-            try:
-                parsed = parse_wesep_line(text, number)
-            except ValueError as err:
-                problems.append(LineProblem(number, best_effort_key(text), None, str(err)))
-                continue
-            if parsed.key in first_line_of_key:
-                problems.append(LineProblem(number, parsed.key, None,
-                                            f"duplicate key (first on line {first_line_of_key[parsed.key]})"))
-                continue
-            first_line_of_key[parsed.key] = number
-            lines.append(_resolve(parsed, root) if root else parsed)
+    for number, text, undecodable in read_lines(list_path):
+        if undecodable is not None:
+            problems.append(LineProblem(number, None, None, undecodable))
+            continue
+        if not text.strip():
+            continue
+        try:
+            parsed = parse_wesep_line(text, number)
+        except ValueError as err:
+            problems.append(LineProblem(number, best_effort_key(text), None, str(err)))
+            continue
+        if parsed.key in first_line_of_key:
+            problems.append(LineProblem(number, parsed.key, None,
+                                        f"duplicate key (first on line {first_line_of_key[parsed.key]})"))
+            continue
+        first_line_of_key[parsed.key] = number
+        lines.append(_resolve(parsed, root) if root else parsed)
     return one_kind(lines, problems, "line")
 
 
@@ -173,13 +177,13 @@ def plan_wesep_sample(parsed: WesepLine, sample_rate: int) -> SamplePlan:
             channels += info.channels
         for path in parsed.target_paths:
             _check_same_shape(probe_source(path), reference, path, reference_path, "source")
-        frames = resampled_length(reference.frames, reference.sample_rate, sample_rate)
+        frames = resampled_frames(reference.frames, reference.sample_rate, sample_rate, str(reference_path))
         elements = {STREAM_MIX: channels * frames, STREAM_TARGET: len(parsed.target_paths) * frames}
     else:
         path = parsed.target_paths[0]
         info = probe_source(path)
         _check_mono(info, path)
-        frames = resampled_length(info.frames, info.sample_rate, sample_rate)
+        frames = resampled_frames(info.frames, info.sample_rate, sample_rate, str(path))
         elements = {STREAM_SOURCE: frames}
     return SamplePlan(line=parsed.line, key=parsed.key, num_frames=frames, elements=elements)
 

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 
 from packer.adapters.wesep import TarMember, WesepList, one_kind
 from schemas.errors import SpeechpackError
+from schemas.jsonlines import read_lines
+from schemas.sample_names import check_name, name_problem
 from schemas.wesep_list import LineProblem, WesepLine
 
 #: Audio extensions WeSep's shard writer and reader accept.
@@ -61,17 +63,18 @@ def read_shard_list(list_path: str) -> list[str]:
     """The tar paths of ``list_path`` (blank lines ignored; relative paths against the current directory).
     URLs are refused; so is a list naming a missing file: the build fails before reading anything."""
     paths, missing = [], []
-    with open(list_path, encoding="utf-8") as fp:
-        for number, text in enumerate(fp, start=1):
-            path = text.strip()
-            if not path:
-                continue
-            if _URL.match(path):
-                raise SpeechpackError(f"{list_path}:{number}: {path}: URLs are not supported; download the shards "
-                                      f"and list their local paths")
-            if not os.path.isfile(path):
-                missing.append(f"{list_path}:{number}: {path}")
-            paths.append(path)
+    for number, text, undecodable in read_lines(list_path):
+        if undecodable is not None:
+            raise SpeechpackError(f"{list_path}:{number}: {undecodable}")
+        path = text.strip()
+        if not path:
+            continue
+        if _URL.match(path):
+            raise SpeechpackError(f"{list_path}:{number}: {path}: URLs are not supported; download the shards "
+                                  f"and list their local paths")
+        if not os.path.isfile(path):
+            missing.append(f"{list_path}:{number}: {path!r}" if name_problem(path) else f"{list_path}:{number}: {path}")
+        paths.append(path)
     if missing:
         raise SpeechpackError("tar shard(s) not found:\n  " + "\n  ".join(missing))
     if not paths:
@@ -198,12 +201,15 @@ def _to_line(group: _Group, ordinal: int) -> WesepLine:
     """A group as the ``WesepLine`` its raw-list line would parse to; ``ValueError`` says what is missing."""
     if group.faults:
         raise ValueError("; ".join(group.faults))
+    check_name(group.key, "key")
     try:
         ids = {slot: raw.decode("utf-8").strip() for slot, raw in group.speaker_ids.items()}
     except UnicodeDecodeError:
         raise ValueError("a speaker id member is not UTF-8 text") from None
     if any(not spk for spk in ids.values()):
         raise ValueError("a speaker id member is empty")
+    for spk in ids.values():
+        check_name(spk, "speaker")
     members = {"tar": group.tar_path, "members": list(group.members)}
     if group.online:
         if 0 not in ids:

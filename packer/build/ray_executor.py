@@ -31,6 +31,10 @@ def import_ray():
     return ray
 
 
+#: How long a failed build waits for its cancelled Ray tasks to end before cleaning up anyway.
+STOP_TIMEOUT_SECONDS = 60.0
+
+
 def run_shard_jobs_on_ray(jobs: Sequence[ShardJob], address: str | None = None, progress: bool = False,
                           desc: str = "shards") -> list[ShardOutcome]:
     """Run every job as a Ray task; return their outcomes in job order.  The first failing task's exception is
@@ -50,20 +54,31 @@ def run_shard_jobs_on_ray(jobs: Sequence[ShardJob], address: str | None = None, 
         by_ref = {ref: position for position, ref in enumerate(pending)}
         outcomes: list[ShardOutcome | None] = [None] * len(jobs)
         with tqdm(total=len(jobs), desc=desc, unit="shard", disable=not progress) as bar:
-            while pending:
-                done, pending = ray.wait(pending, num_returns=1)
-                for ref in done:
-                    try:
-                        outcomes[by_ref[ref]] = ray.get(ref)
-                    except ray.exceptions.RayTaskError as err:
-                        for other in pending:
-                            ray.cancel(other, force=True)
-                        raise (err.cause if err.cause is not None else err) from None  # the task's own error
-                    bar.update(1)
+            try:
+                while pending:
+                    done, pending = ray.wait(pending, num_returns=1)
+                    for ref in done:
+                        try:
+                            outcomes[by_ref[ref]] = ray.get(ref)
+                        except ray.exceptions.RayTaskError as err:
+                            raise (err.cause if err.cause is not None else err) from None  # the task's own error
+                        bar.update(1)
+            except BaseException:
+                _stop(ray, pending)
+                raise
         return outcomes  # type: ignore[return-value]
     finally:
         if started_here:
             ray.shutdown()
+
+
+def _stop(ray, pending: list) -> None:
+    """Cancel the tasks still running and wait until they have ended: the build's clean-up removes their
+    half-written shards only after this returns (docs/building.md, "When a build fails")."""
+    for ref in pending:
+        ray.cancel(ref, force=True)
+    if pending:
+        ray.wait(pending, num_returns=len(pending), timeout=STOP_TIMEOUT_SECONDS)
 
 
 __all__ = ["import_ray", "run_shard_jobs_on_ray"]

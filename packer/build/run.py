@@ -50,6 +50,7 @@ from schemas.constants import (
 from schemas.cues import CUES_DIR, LABELS_DIR
 from schemas.errors import BuildError, SpeechpackError
 from schemas.format import Manifest
+from schemas.limits import SAMPLE_RATE, SHARD_BYTES, WORKERS
 from schemas.units import format_bytes
 from schemas.wesep_list import LineProblem
 
@@ -66,8 +67,8 @@ class BuildOptions:
     ``workers``, ``executor``, ``ray_address``, ``shards``, ``resume`` and ``progress`` change how a build runs,
     never what it writes; everything else is recorded in the manifest's provenance.  ``shards`` (``--shards i/n``)
     builds one slice of the plan for a cluster array job and leaves the commit to ``speechpack finalize``;
-    ``resume`` keeps the shards of an interrupted build that verify against the plan (see ``docs/building.md``).
-    Both record the build's state (plan, receipts) in the pack directory while it is unfinished.
+    ``resume`` requires the directory to hold an unfinished build (or nothing).  Every build records its state
+    (plan, receipts) while it is unfinished, so that a rerun keeps the shards that verify (``docs/building.md``).
     """
 
     out: str
@@ -83,12 +84,8 @@ class BuildOptions:
     resume: bool = False
 
     def __post_init__(self) -> None:
-        if self.sample_rate <= 0:
-            raise SpeechpackError(f"sample_rate must be a positive number of Hz, got {self.sample_rate}")
-        if self.shard_bytes <= 0:
-            raise SpeechpackError(f"shard size must be positive, got {self.shard_bytes} bytes")
-        if self.workers < 1:
-            raise SpeechpackError(f"workers must be at least 1, got {self.workers}")
+        for limit, value in ((SAMPLE_RATE, self.sample_rate), (SHARD_BYTES, self.shard_bytes), (WORKERS, self.workers)):
+            limit.check(value)
         if self.executor not in EXECUTORS:
             raise SpeechpackError(f"executor must be one of {', '.join(EXECUTORS)}, got {self.executor!r}")
         if self.ray_address is not None and self.executor != "ray":
@@ -96,11 +93,6 @@ class BuildOptions:
         if self.shards is not None and self.overwrite:
             raise SpeechpackError("--overwrite cannot be combined with --shards: each array job would delete the "
                                   "others' shards; empty the directory before starting the jobs")
-
-    @property
-    def stateful(self) -> bool:
-        """Whether the build records its plan and receipts (it may be continued by another process)."""
-        return self.resume or self.shards is not None
 
     def recorded(self) -> dict:
         """The options that shape the bytes of the pack (provenance)."""
@@ -264,7 +256,8 @@ def run_build(*, items: Sequence, problems: Sequence[LineProblem], plan: Callabl
         raise SpeechpackError(f"{input_path}: the list holds no samples")
     if options.executor == "ray":
         import_ray()  # a missing optional dependency is known before hours of header probing
-    inputs = item_inputs(input_path, items, recorded_options.get("root"))
+    cue_inputs = (cues, *cues.resources.values()) if cues is not None else ()
+    inputs = item_inputs(input_path, [*items, *cue_inputs], recorded_options.get("root"))
     with claim_output(options.out, options.overwrite, options.resume, shared=options.shards is not None,
                       inputs=inputs) as claim:
         try:

@@ -215,11 +215,11 @@ def read_receipt(pack_dir: str, shard_name: str) -> ShardReceipt | None:
     path = receipt_path(pack_dir, shard_name)
     if not os.path.isfile(path):
         return None
-    with open(path, encoding="utf-8") as fp:
+    with open(path, "rb") as fp:
         try:
-            return ShardReceipt.from_dict(json.load(fp), path)
-        except json.JSONDecodeError as err:
-            raise PackFormatError(f"{path}: not JSON ({err})") from None
+            return ShardReceipt.from_dict(json.loads(fp.read().decode("utf-8")), path)
+        except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as err:
+            raise PackFormatError(f"{path}: not a shard receipt ({err})") from None
 
 
 def write_cues_receipt(pack_dir: str, fingerprint: str, files: dict[str, FileEntry]) -> None:
@@ -274,7 +274,10 @@ def verify_shard(pack_dir: str, shard_id: int, plan: BuildPlan, fingerprint: str
     shard_dir = os.path.join(pack_dir, name)
     if not os.path.isdir(shard_dir):
         raise ShardMismatch(f"{shard_dir}: missing")
-    receipt = read_receipt(pack_dir, name)
+    try:
+        receipt = read_receipt(pack_dir, name)
+    except (PackFormatError, ShardMismatch) as err:  # e.g. emptied by a power loss: the shard is built again
+        raise ShardMismatch(f"{receipt_path(pack_dir, name)}: unreadable receipt ({err})") from None
     if receipt is None:
         raise ShardMismatch(f"{shard_dir}: no receipt in {RECEIPTS_DIR}/ (its job stopped before finishing it)")
     if receipt.plan != fingerprint:

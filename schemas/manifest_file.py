@@ -1,0 +1,81 @@
+"""Reading ``PACK/dataset.json``: the one function every command goes through (``open_pack`` and so ``inspect``
+and the loaders, ``validate``, ``copy``), so every manifest is checked the same way, names included
+(``schemas.names``), before any path is built from it.
+
+It returns the exact bytes (``copy`` publishes them verbatim) and the file's identity at the moment it was read
+(``fstat`` of the descriptor the bytes came from): a reader maps stream files lazily, maybe hours later and in
+another process, and compares this identity then to notice that the pack was replaced under it
+(``docs/format.md``, "What a reader verifies").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+
+from schemas.constants import MANIFEST_NAME
+from schemas.errors import PackFormatError
+from schemas.format import Manifest
+
+
+@dataclass(frozen=True)
+class FileIdentity:
+    """What identifies one version of a file cheaply: a writer that replaces it (by rename, or by deleting and
+    writing again) gives a new inode or modification time; one that rewrites it in place a new modification time."""
+
+    device: int
+    inode: int
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def of(cls, stat: os.stat_result) -> "FileIdentity":
+        return cls(device=stat.st_dev, inode=stat.st_ino, size=stat.st_size, mtime_ns=stat.st_mtime_ns)
+
+    @classmethod
+    def of_path(cls, path: str) -> "FileIdentity | None":
+        """The identity of ``path`` now; None when it is gone."""
+        try:
+            return cls.of(os.stat(path))
+        except FileNotFoundError:
+            return None
+
+
+@dataclass(frozen=True)
+class ManifestFile:
+    """A parsed, checked ``dataset.json``, its exact bytes and its identity when read."""
+
+    path: str
+    manifest: Manifest
+    raw: bytes
+    identity: FileIdentity
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.raw).hexdigest()
+
+
+def read_manifest_file(pack_dir: str) -> ManifestFile:
+    """Read and check ``pack_dir/dataset.json``; a directory without one is not a pack."""
+    manifest_path = os.path.join(pack_dir, MANIFEST_NAME)
+    if not os.path.isdir(pack_dir):
+        raise PackFormatError(f"{pack_dir}: no such pack directory")
+    try:
+        with open(manifest_path, "rb") as fp:
+            identity = FileIdentity.of(os.fstat(fp.fileno()))
+            raw = fp.read()
+    except FileNotFoundError:
+        raise PackFormatError(f"{pack_dir}: not a pack (no {MANIFEST_NAME}; an unfinished build leaves none)") from None
+    except OSError as err:
+        raise PackFormatError(f"{manifest_path}: cannot read ({err.strerror or err})") from None
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+        raise PackFormatError(f"{manifest_path}: cannot read JSON ({err})") from None
+    return ManifestFile(path=manifest_path, manifest=Manifest.from_dict(obj, manifest_path), raw=raw,
+                        identity=identity)
+
+
+__all__ = ["FileIdentity", "ManifestFile", "read_manifest_file"]
