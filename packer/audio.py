@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+import stat
 import threading
 from dataclasses import dataclass
 
@@ -73,9 +74,15 @@ class Audio:
 
 
 def _check_path(path: str) -> None:
-    if not os.path.exists(path):
-        raise AudioError(path, "file not found")
-    if not os.path.isfile(path):
+    """A missing file or a directory gets its own message rather than libsndfile's; one ``stat`` (a build checks
+    every input twice: probing, then decoding)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise AudioError(path, "file not found") from None
+    except OSError as err:
+        raise AudioError(path, f"cannot read the file ({err.strerror or err})") from None
+    if not stat.S_ISREG(mode):
         raise AudioError(path, "not a regular file")
 
 
