@@ -20,7 +20,7 @@ says which).  The clips come in pairs of equal length, one length per pair, and 
 as one pair: its two ``mix_spk_id`` keys (``"<key>::<speaker>"``) point to that pair in ``visual.json``.  Clips are
 shared between mixtures (mp4 encoding is the slow part of making the corpus); the pack stores each clip once,
 and the baseline decodes the file of every target of every sample either way.
-``packer.build.run.build_wesep(list, BuildOptions(...), cues=cues.yaml)`` packs it.
+``packer.adapters.wesep.build_wesep(list, BuildOptions(...), cues=cues.yaml)`` packs it.
 
 **Jobs** (the same delivery: batches of ``--batch-size`` mixtures, one row per target, ``wav_mix`` and
 ``wav_target`` float32 ``[2 B, 1, 64000]``, ``audio_aux`` float32 ``[2 B, 1, T_min]`` (enrollments prefix-cropped
@@ -100,7 +100,8 @@ from loader_throughput import (  # noqa: E402
     warm_files,
     wesep_collate,
 )
-from packer.build.run import BuildOptions, build_wesep  # noqa: E402
+from packer.adapters.wesep import build_wesep  # noqa: E402
+from packer.build.run import BuildOptions  # noqa: E402
 
 TARGET_VS_WESEP = 20.0
 LIBRIVOX_GLOB = "/usr/share/pocketsphinx/test/data/librivox/*.wav"

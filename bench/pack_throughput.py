@@ -22,7 +22,7 @@ Three jobs run on the same list, alternating, after one untimed warm-up of each 
   sources and ``soxr.resample(data, rate, 16000)`` of each: the decode and resample work a pack has to do;
 - write: the bytes of the warm-up's pack (every file of it, read into memory before timing) written to as many
   new files, one ``fsync`` per file: the disk work a pack has to do;
-- pack: ``packer.build.run.build_wesep(list, BuildOptions(out=..., workers=N, progress=False))``, probing,
+- pack: ``packer.adapters.wesep.build_wesep(list, BuildOptions(out=..., workers=N, progress=False))``, probing,
   statistics, hashing, fsync and the commit included.
 
 The I/O limit of a run is the larger of decode and write (a build can at best overlap them); the target is
@@ -62,7 +62,9 @@ import soxr
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from packer.build.run import BuildOptions, build_wesep  # noqa: E402
+from packer.adapters.wesep import build_wesep  # noqa: E402
+
+from packer.build.run import BuildOptions  # noqa: E402
 from workdir import bench_workdir  # noqa: E402
 
 TARGET_RATIO = 0.8

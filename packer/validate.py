@@ -44,7 +44,7 @@ from schemas.constants import (
     TEMP_PREFIX,
     stream_file_name,
 )
-from schemas.errors import NpyHeaderError, PackFormatError
+from schemas.errors import NpyHeaderError, PackFormatError, SpeechpackError
 from schemas.units import format_bytes
 from schemas.npyfile import read_npy_header
 from schemas.format import FileEntry, Manifest, StreamSpec, check_shard_index
@@ -146,6 +146,14 @@ class ValidationReport:
     def write_json(self, path: str) -> None:
         with open(path, "w", encoding="utf-8") as fp:
             dump_json(self.to_dict(), fp)
+
+    def plot_levels(self, path: str) -> None:
+        """``validate --plot``: the asd packs' source vs normalised levels to a PNG (``speechpack[plot]``)."""
+        if self.asd_levels is None:
+            raise SpeechpackError("--plot compares asd packs' levels; no valid asd pack was given")
+        from loader.asd.levels import plot_levels
+
+        plot_levels(self.asd_levels, path)
 
 
 def _percentile_row(values: dict) -> str:

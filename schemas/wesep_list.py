@@ -12,6 +12,7 @@ exactly one source file (WeSep's online-mixing input).  Other keys are kept as p
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from schemas.constants import KIND_SOURCES, KIND_TSE
@@ -137,3 +138,9 @@ def best_effort_key(text: str) -> str | None:
         return None
     key = obj.get("key") if isinstance(obj, dict) else None
     return key if isinstance(key, str) else None
+
+
+def resolve_path(path: str, root: str | None) -> str:
+    """A path as the build opens it: absolute as written; relative against ``root`` when given, else left to the
+    current directory.  The one rule for list audio, cue resources and the files they point to."""
+    return path if not root or os.path.isabs(path) else os.path.join(root, path)

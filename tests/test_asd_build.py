@@ -23,7 +23,8 @@ from cli import main
 from conftest import pack_files
 from loader.pack import open_pack
 from packer.adapters.ava import build_ava
-from packer.adapters.avcc import AsdBuildOptions, TrackAudio, build_avcc, parse_labels, track_audio
+from packer.adapters.asd_common import AsdBuildOptions, TrackAudio, parse_labels, track_audio
+from packer.adapters.avcc import build_avcc
 from packer.adapters.msdwild import _counted_frames, _window_frames, build_msdwild, windows
 from packer.audio import quantise
 from packer.faces import Box, crop_square, read_jpeg_faces, read_npy_faces

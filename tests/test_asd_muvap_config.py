@@ -41,7 +41,8 @@ trainer:
 
 @pytest.fixture(scope="module")
 def packs(tmp_path_factory):
-    from packer.adapters.avcc import AsdBuildOptions, build_avcc
+    from packer.adapters.asd_common import AsdBuildOptions
+    from packer.adapters.avcc import build_avcc
 
     root = tmp_path_factory.mktemp("cfg")
     corpus = muvap_avcc_corpus(root / "media")

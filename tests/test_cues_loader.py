@@ -37,7 +37,8 @@ from loader.tse.cues.muse_frontend import muse_chunk
 from loader.tse.cues.raw_video import video_chunk
 from loader.tse.cues.resolve import CueError, pick_entry
 from loader.tse.cues.spk_embedding import embedding
-from packer.build.run import BuildOptions, build_wesep
+from packer.adapters.wesep import build_wesep
+from packer.build.run import BuildOptions
 
 RATE = 16000
 

@@ -21,7 +21,10 @@ from cli import main
 from loader import open_pack
 from packer.adapters.asr_jsonl import build_asr_jsonl
 from packer.audio import Audio, AudioError, probe_audio, read_audio, resample
-from packer.build.run import BuildOptions, build_audio_bank, build_wesep, build_wesep_shards
+from packer.adapters.audio_bank import build_audio_bank
+from packer.adapters.wesep import build_wesep
+from packer.adapters.wesep_shards import build_wesep_shards
+from packer.build.run import BuildOptions
 from packer.sample import SamplePlan, UnstorableSample
 from schemas.errors import BuildError, SpeechpackError
 

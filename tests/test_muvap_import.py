@@ -38,7 +38,8 @@ def _options(out, **kwargs) -> BuildOptions:
 @pytest.fixture(scope="module")
 def packs(corpus, tmp_path_factory):
     """The MuVAP pack imported through the CLI, and the AVCC build of the same media."""
-    from packer.adapters.avcc import AsdBuildOptions, build_avcc
+    from packer.adapters.asd_common import AsdBuildOptions
+    from packer.adapters.avcc import build_avcc
 
     root = tmp_path_factory.mktemp("packs")
     imported, built = root / "imported", root / "built"

@@ -13,7 +13,8 @@ import torch
 import loader
 from loader.config import ConfigError, LoaderConfig
 from loader.tse.mixing import MixError, SpeakerIndex, choose_group, item_rng, make_timeline, snr_mix, timeline_masks
-from packer.build.run import BuildOptions, build_wesep
+from packer.adapters.wesep import build_wesep
+from packer.build.run import BuildOptions
 from conftest import Source
 
 RATE = 16000
@@ -324,7 +325,7 @@ def test_config_errors(args, match):
 @pytest.fixture
 def banks(real_audio, tmp_path):
     """(rir bank, noise bank): 3 synthetic decaying responses; the alsa Noise recording (48 kHz, packed at 16 kHz)."""
-    from packer.build.run import build_audio_bank
+    from packer.adapters.audio_bank import build_audio_bank
 
     rir_dir = tmp_path / "rirs"
     rir_dir.mkdir()

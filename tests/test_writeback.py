@@ -13,7 +13,8 @@ import pytest
 from conftest import Mix, pack_files
 from packer.build import npy_stream
 from packer.build.checkpoints import KILL_AT_ENV
-from packer.build.run import BuildOptions, build_wesep
+from packer.adapters.wesep import build_wesep
+from packer.build.run import BuildOptions
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: Small enough that every stream file of the corpus is written back several times before it is closed.

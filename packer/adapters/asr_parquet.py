@@ -23,14 +23,16 @@ pyarrow is imported lazily: it is the optional extra ``speechpack[parquet]``.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import urllib.parse
 from dataclasses import dataclass
 
 import numpy as np
 
-from packer.adapters.asr_jsonl import asr_plan, asr_sample, check_label, check_text
+from packer.adapters.asr_common import asr_plan, asr_sample, check_label, check_text
 from packer.audio import Audio, AudioError, AudioInfo, probe_audio_bytes, read_audio_bytes
+from packer.build.run import BuildOptions, BuildSummary, run_build
 from packer.sample import PackedSample, SamplePlan
 from schemas.constants import KIND_ASR
 from schemas.errors import SpeechpackError
@@ -262,13 +264,8 @@ def load_parquet_row(item: ParquetRow, sample_rate: int) -> PackedSample:
                       provenance={"path": item.path, "row": item.row})
 
 
-def build_parquet(path: str, options, split: str | None = None):
-    """``speechpack build parquet``: Omnilingual parquet files to an ``asr`` pack (``options``: the shared
-    ``packer.build.run.BuildOptions``)."""
-    import hashlib
-
-    from packer.build.run import run_build  # packer.build.run imports the adapters: import it when building only
-
+def build_parquet(path: str, options: BuildOptions, split: str | None = None) -> BuildSummary:
+    """``speechpack build parquet``: Omnilingual parquet files to an ``asr`` pack."""
     source = read_parquet_input(path, split)
     listing = "".join(f"{os.path.relpath(f, path) if os.path.isdir(path) else os.path.basename(f)}\t"
                       f"{os.path.getsize(f)}\n" for f in source.files)

@@ -14,6 +14,7 @@ to a ``noise`` or ``rir`` pack.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -32,9 +33,11 @@ from packer.audio import (
     resampled_frames,
     to_stored,
 )
+from packer.adapters.noise_lmdb import build_noise_lmdb
+from packer.build.run import BuildOptions, BuildSummary, run_build
 from packer.sample import PackedSample, SamplePlan
 from schemas.constants import KIND_NOISE, KIND_RIR, STREAM_AUDIO
-from schemas.errors import SpeechpackError
+from schemas.errors import OptionError, SpeechpackError
 from schemas.jsonlines import decode_line
 from schemas.limits import DISTANCE, ROOM_SIZE, RT60, SEED, SIMULATE
 from schemas.sample_names import name_problem
@@ -298,6 +301,74 @@ def load_simulated(room: SimulatedRoom, sample_rate: int) -> PackedSample:
                         streams={STREAM_AUDIO: [stored]})
 
 
-__all__ = ["BANK_KINDS", "BankFile", "BankInput", "SimulatedRoom", "SimulationOptions", "check_bank_kind",
-           "draw_rooms", "load_bank_file", "load_simulated", "plan_bank_file", "plan_simulated",
-           "read_bank_input", "simulate_rir"]
+def build_audio_bank(source: str, kind: str, options: BuildOptions) -> BuildSummary:
+    """``speechpack build audio-bank``: every audio file of a directory (recursively, sorted) or of a list file
+    (one path per line) to a ``noise`` or ``rir`` pack, one sample per file (``packer.adapters.audio_bank``)."""
+    check_bank_kind(kind)
+    bank = read_bank_input(source)
+    recorded = {**options.recorded(), "kind": kind}
+    is_dir = os.path.isdir(source)
+    return run_build(
+        items=bank.items,
+        problems=bank.problems,
+        plan=functools.partial(plan_bank_file, sample_rate=options.sample_rate),
+        load=functools.partial(load_bank_file, sample_rate=options.sample_rate, kind=kind),
+        kind=kind,
+        input_path=os.path.abspath(source) if is_dir else source,
+        command="build audio-bank",
+        recorded_options=recorded,
+        options=options,
+        input_sha256=bank.sha256 if is_dir else None,
+    )
+
+
+def build_simulated_rirs(simulation: SimulationOptions, options: BuildOptions) -> BuildSummary:
+    """``speechpack build audio-bank --kind rir --simulate N``: N shoebox-room RIRs simulated with
+    pyroomacoustics, drawn deterministically from the seed."""
+    _pyroomacoustics()  # fail before planning when the optional dependency is missing
+    recorded = {**options.recorded(), "kind": KIND_RIR, "simulate": simulation.recorded()}
+    return run_build(
+        items=draw_rooms(simulation),
+        problems=[],
+        plan=functools.partial(plan_simulated, sample_rate=options.sample_rate),
+        load=functools.partial(load_simulated, sample_rate=options.sample_rate),
+        kind=KIND_RIR,
+        input_path=f"<simulate {simulation.count}>",
+        command="build audio-bank",
+        recorded_options=recorded,
+        options=options,
+        input_sha256=simulation.sha256(),
+    )
+
+
+def build_bank(options: BuildOptions, kind: str, source: str | None = None, simulate: int | None = None,
+               lmdb: str | None = None, room_min: tuple | None = None, room_max: tuple | None = None,
+               rt60: tuple | None = None, distance: tuple | None = None, seed: int = 0) -> BuildSummary:
+    """``speechpack build audio-bank``: the files of ``source`` (``build_audio_bank``), the entries of a WeSep noise
+    LMDB (``packer.adapters.noise_lmdb.build_noise_lmdb``), or ``simulate`` RIRs (``build_simulated_rirs``) drawn
+    from ``seed`` within the given ranges (``None``: ``SimulationOptions``' defaults).  Raise ``OptionError`` for
+    options that do not go together."""
+    ranges = {"room_min": room_min, "room_max": room_max, "rt60": rt60, "distance": distance}
+    if lmdb is not None:
+        if source is not None or simulate is not None:
+            raise OptionError("give one of DIR_OR_LIST, --simulate N or --lmdb PATH")
+        if kind != KIND_NOISE:
+            raise OptionError("--lmdb reads a WeSep noise LMDB: use --kind noise")
+    if simulate is None:
+        if source is None and lmdb is None:
+            raise OptionError("give DIR_OR_LIST, or --simulate N (with --kind rir)")
+        given = [f"--{name.replace('_', '-')}" for name, value in ranges.items() if value is not None]
+        if given:
+            raise OptionError(f"{', '.join(given)} only apply with --simulate")
+        return build_noise_lmdb(lmdb, options) if lmdb is not None else build_audio_bank(source, kind, options)
+    if source is not None:
+        raise OptionError("give DIR_OR_LIST or --simulate N, not both")
+    if kind != KIND_RIR:
+        raise OptionError("--simulate makes RIRs: use --kind rir")
+    given = {name: tuple(value) for name, value in ranges.items() if value is not None}
+    return build_simulated_rirs(SimulationOptions(count=simulate, seed=seed, **given), options)
+
+
+__all__ = ["BANK_KINDS", "BankFile", "BankInput", "SimulatedRoom", "SimulationOptions", "build_audio_bank",
+           "build_bank", "build_simulated_rirs", "check_bank_kind", "draw_rooms", "load_bank_file", "load_simulated",
+           "plan_bank_file", "plan_simulated", "read_bank_input", "simulate_rir"]

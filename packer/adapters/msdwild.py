@@ -36,19 +36,16 @@ import io
 import math
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from packer.adapters.avcc import AsdBuildOptions, AsdTrack, TrackAudio, build_tracks, read_text
+from packer.adapters.asd_common import PACKED_DIR, AsdBuildOptions, AsdTrack, TrackAudio, build_tracks, read_text
+from packer.build.run import BuildSummary
 from packer.faces import Box, FaceError, crop_square
 from schemas.constants import FACE_SHAPE
 from schemas.errors import ManifestError, SpeechpackError
 from schemas.limits import OVERLAP_SECONDS, WINDOW_SECONDS
 from schemas.wesep_list import LineProblem
-
-if TYPE_CHECKING:  # run_build is imported when a build runs: packer.build.run may list these adapters
-    from packer.build.run import BuildSummary
 
 DEFAULT_WINDOW_SEC = 30.0
 DEFAULT_OVERLAP_SEC = 10.0
@@ -312,11 +309,12 @@ def read_msdwild(input_dir: str, rttm_path: str, video_root: str, window_sec: fl
     return tracks, problems
 
 
-def default_out(input_dir: str, rttm_path: str) -> str:
-    """``<dataset root>/packed/<rttm name>``: beside the corpus, one pack per RTTM (split) file."""
-    split = os.path.basename(rttm_path)
+def default_out(input_dir: str, rttm_path: str | None = None) -> str:
+    """``<dataset root>/packed/<rttm name>``: beside the corpus, one pack per RTTM (split) file (default
+    ``INPUT/all.rttm``)."""
+    split = os.path.basename(rttm_path or DEFAULT_RTTM)
     split = split[:-len(".rttm")] if split.endswith(".rttm") else split
-    return os.path.join(os.path.dirname(os.path.abspath(input_dir)), "packed", split)
+    return os.path.join(os.path.dirname(os.path.abspath(input_dir)), PACKED_DIR, split)
 
 
 def build_msdwild(input_dir: str, options: AsdBuildOptions, rttm_path: str | None = None,

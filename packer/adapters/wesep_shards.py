@@ -29,7 +29,8 @@ import tarfile
 import zlib
 from dataclasses import dataclass, field
 
-from packer.adapters.wesep import TarMember, WesepList, one_kind
+from packer.adapters.wesep import TarMember, WesepList, one_kind, wesep_steps
+from packer.build.run import BuildOptions, BuildSummary, run_build
 from schemas.errors import SpeechpackError
 from schemas.jsonlines import read_lines
 from schemas.sample_names import check_name, name_problem
@@ -242,6 +243,24 @@ def _to_line(group: _Group, ordinal: int) -> WesepLine:
                          target_paths=(group.src[1][0],), provenance=members)
     return WesepLine(line=ordinal, key=group.key, speakers=speakers, mix_paths=tuple(group.mix),
                      target_paths=tuple(group.src[s][0] for s in slots), provenance=members)
+
+
+def build_wesep_shards(list_path: str, options: BuildOptions) -> BuildSummary:
+    """``speechpack build wesep-shards``: WeSep tar shards (``shard.list``, one tar path per line) to the pack
+    the same samples give as a raw list (same shard ``.npy`` files and ``columns/``; see ``wesep_shards``)."""
+    if not os.path.isfile(list_path):
+        raise SpeechpackError(f"{list_path}: shard list not found")
+    shards = read_wesep_shards(list_path)
+    return run_build(
+        items=shards.lines,
+        problems=shards.problems,
+        **wesep_steps(options.sample_rate),
+        kind=shards.kind,
+        input_path=list_path,
+        command="build wesep-shards",
+        recorded_options=options.recorded(),
+        options=options,
+    )
 
 
 def write_shards(list_path: str, out_dir: str, samples_per_shard: int = 1000, prefix: str = "shards",

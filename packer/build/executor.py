@@ -28,7 +28,9 @@ PARENT_POLL_SECONDS = 0.5
 #: ``plan``/``load`` steps, ``build_shard``, numpy, soundfile, soxr).  Without it every worker imports them itself
 #: (about 0.3 s of CPU each, and again for the module a ``python -m cli`` build runs as ``__main__``), which on a
 #: 2-core machine cost more than a short build gained from its second worker.
-FORKSERVER_PRELOAD = ("packer.build.run",)
+#: ``packer.build.run`` no longer imports any adapter (each adapter imports it), so the audio families' adapters are
+#: named here.
+FORKSERVER_PRELOAD = ("packer.build.run", "packer.adapters.wesep", "packer.adapters.audio_bank")
 
 
 def _alive(pid: int) -> bool:
