@@ -14,11 +14,15 @@ Budget batching (``make_budget_plan``), every step drawn from ``loader.plan.batc
    ``budget // cost(T)`` items (``cost`` = ``T`` or ``T**2``), clamped to ``[min_batch, max_batch]`` and
    rounded down to a multiple of ``num_seqs_multiple_of`` (the multiple wins over ``min_batch``).  An item longer than the budget forms a batch alone
    (or with ``num_seqs_multiple_of - 1`` others, the smallest size allowed): the only way the budget is exceeded,
-   besides a ``min_batch`` larger than what fits, which wins over the budget;
+   besides a ``min_batch`` larger than what fits, which wins over the budget.  With ``keep_small`` (fairseq2's
+   rule, the ASR task's) a batch of which fewer than ``num_seqs_multiple_of`` rows fit holds only what fits
+   (one 60 s utterance under a 60 s budget), and only larger batches are rounded to the multiple;
 3. a window's last batch may be short; when it is not a multiple of ``num_seqs_multiple_of`` its items are left
    over and cut again, all windows' leftovers together, at the end; the final remainder (fewer than the multiple)
    is padded with repeats of its own items flagged ``valid = False`` (``tail: pad``) or dropped (``tail: drop``);
-4. the batches are shuffled, and their count is made a multiple of the world size: ``pad`` appends repeats of
+4. the batches are shuffled (``windows``: fairseq2 shuffle windows in steps 1 and 4 instead, see
+   ``loader.shuffle_window``), and their count is made a multiple of the world size (rule ``sync``, default
+   ``tail``): ``pad`` appends repeats of
    the first batches, all rows ``valid = False``; ``drop`` leaves the last batches out (their items counted in
    ``dropped``).  Global batch ``g`` goes to rank ``g % world_size``: every rank has the same number of batches
    and every item is valid exactly once (``pad``).
@@ -34,7 +38,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from loader.static_plan import EpochPlan, PlanError, batch_rng
+from loader.shuffle_window import ShuffleWindows, window_order
+from loader.static_plan import TAIL_POLICIES, EpochPlan, PlanError, batch_rng
 
 BATCH_TYPES = ("static", "budget")
 COSTS = ("linear", "quadratic")
@@ -108,6 +113,9 @@ class BudgetArgs:
     min_batch: int = 1
     max_batch: int | None = None
     multiple_of: int = 1
+    #: fairseq2's rule (``create_bucket_sizes``): when fewer than ``multiple_of`` rows of a batch's longest unit fit
+    #: the budget, the batch holds what fits rather than being rounded up to ``multiple_of`` over the budget.
+    keep_small: bool = False
     window_items: int = DEFAULT_WINDOW_ITEMS
 
 
@@ -124,15 +132,19 @@ def _cut(order: np.ndarray, costs: np.ndarray, args: BudgetArgs, sizes: list, le
     cap = n if args.max_batch is None else args.max_batch
     fits = np.clip(fits, args.min_batch, cap)
     m = args.multiple_of
-    if m > 1:
+    small = np.zeros(n, dtype=bool)
+    if m > 1 and args.keep_small:
+        small = fits < m
+        fits = np.where(small, fits, fits // m * m)
+    elif m > 1:
         fits = np.maximum(fits // m * m, m)
-    fits = fits.tolist()
+    fits, small = fits.tolist(), small.tolist()
     i = 0
     while i < n:
         size = fits[i]
         if i + size > n:
             size = n - i
-            if size % m:
+            if size % m and not small[i]:
                 leftovers.append(order[i:])
                 return i
         sizes.append(size)
@@ -141,16 +153,25 @@ def _cut(order: np.ndarray, costs: np.ndarray, args: BudgetArgs, sizes: list, le
 
 
 def make_budget_plan(lengths: np.ndarray, args: BudgetArgs, seed: int, epoch: int, rank: int, world_size: int,
-                     shuffle: bool, tail: str) -> EpochPlan:
-    """Rank ``rank``'s ragged batches of ``epoch`` (see the module docstring)."""
+                     shuffle: bool, tail: str, *, windows: ShuffleWindows | None = None,
+                     sync: str | None = None) -> EpochPlan:
+    """Rank ``rank``'s ragged batches of ``epoch`` (see the module docstring).  ``windows`` replaces the whole-epoch
+    shuffles of steps 1 and 4 by fairseq2 shuffle windows (``loader.shuffle_window``); ``sync`` (``pad`` or
+    ``drop``, default: ``tail``) is the rule of step 4 that evens the batch count across ranks."""
     if world_size < 1 or not 0 <= rank < world_size:
         raise PlanError(f"rank must be in [0, {world_size - 1}] for world_size {world_size}, got {rank}")
-    if tail not in ("pad", "drop"):
-        raise PlanError(f"tail must be 'pad' or 'drop', got {tail!r}")
+    sync = tail if sync is None else sync
+    if tail not in TAIL_POLICIES or sync not in TAIL_POLICIES:
+        raise PlanError(f"tail and sync must be 'pad' or 'drop', got {tail!r} and {sync!r}")
     lengths = np.asarray(lengths, dtype=np.int64)
     num_items = len(lengths)
     rng = batch_rng(seed, epoch, -1)
-    order = rng.permutation(num_items).astype(np.int64) if shuffle else np.arange(num_items, dtype=np.int64)
+    if not shuffle:
+        order = np.arange(num_items, dtype=np.int64)
+    elif windows is not None:
+        order = windows.item_order(num_items, rng)
+    else:
+        order = rng.permutation(num_items).astype(np.int64)
     costs = _cost(lengths, args.cost)
     # Sort within windows, longest first: one argsort per window (ties in shuffled order).
     for w0 in range(0, num_items, args.window_items):
@@ -186,9 +207,14 @@ def make_budget_plan(lengths: np.ndarray, args: BudgetArgs, seed: int, epoch: in
     sizes_a = np.asarray(sizes, dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(sizes_a)])
     # Shuffle the batch order, then equalise the count across ranks.
-    batch_order = rng.permutation(len(sizes_a)) if shuffle else np.arange(len(sizes_a))
+    if not shuffle:
+        batch_order = np.arange(len(sizes_a))
+    elif windows is not None:
+        batch_order = window_order(len(sizes_a), windows.batch, rng)
+    else:
+        batch_order = rng.permutation(len(sizes_a))
     count = len(sizes_a)
-    if tail == "pad":
+    if sync == "pad":
         total = -(-count // world_size) * world_size
         extra_batches = np.resize(batch_order, total - count) if count else batch_order[:0]
         keep = np.concatenate([batch_order, extra_batches]).astype(np.int64)

@@ -1,7 +1,8 @@
 """The loader's configuration: ``packs``, ``weighting``, ``task`` and the task's ``dataset_args``, checked key by key.
 
 A config is a plain dict (usually loaded from YAML).  ``LoaderConfig.from_dict`` turns it into frozen
-dataclasses and refuses any key it does not know, naming it, so a typo never silently becomes a default.
+dataclasses and refuses any key it does not know, naming it, so a typo never silently becomes a default.  A config
+with Omnilingual's ``dataset:`` block is first translated into this shape (``loader.asr.recipe``).
 ``dataset_args`` is parsed by the task's module (``loader.tse.args`` for ``tse``, see ``loader.tasks``); the value
 checks every parser shares are in ``loader.config_checks``.  Objects built directly are checked too
 (``__post_init__``), their keys named by field.
@@ -58,7 +59,7 @@ def _check_pack_entry(v: dict[str, Any], where: str) -> None:
             raise ConfigError(f"{where}.choose: must be a non-negative number of items, got {v['choose']}")
         positive_int(v["choose"], f"{where}.choose", minimum=0, maximum=MAX_EPOCH_ITEMS)
     check_type(v["hours_beta"], bool, f"{where}.hours_beta")
-    for key in ("corpus", "language"):
+    for key in ("corpus", "language", "split"):
         if v[key] is not None and (not isinstance(v[key], str) or not v[key]):
             raise ConfigError(f"{where}.{key}: expected a non-empty string, got {v[key]!r}")
 
@@ -70,7 +71,9 @@ class PackSource:
     At most one of ``weight`` (relative share of the epoch), ``hours_beta: true`` (share by Omnilingual's
     hours ** beta rule, betas in the top-level ``weighting``), ``repeat`` (multiplier of the pack's items) or
     ``choose`` (items per epoch).  ``corpus`` and ``language`` group packs for ``hours_beta`` and the report;
-    both default to the path.  Checked on construction, whether from a config or built directly.
+    both default to the path.  ``split`` names the split the pack holds when it does not record one (an asr pack
+    built with ``--split`` does): the ASR task's ``train_split``/``valid_split`` choose packs by it.  Checked on
+    construction, whether from a config or built directly.
     """
 
     path: str
@@ -80,6 +83,7 @@ class PackSource:
     choose: int | None = None
     corpus: str | None = None
     language: str | None = None
+    split: str | None = None
 
     def __post_init__(self) -> None:
         _check_pack_entry(_values(self), "PackSource")
@@ -105,14 +109,15 @@ class PackSource:
     def from_dict(cls, obj: Any, where: str, weighting: bool = False) -> "PackSource":
         """``weighting`` False (banks: rir_banks, noise_banks) accepts ``path`` only."""
         defaults = {"path": None, "weight": None, "hours_beta": False, "repeat": None, "choose": None,
-                    "corpus": None, "language": None}
+                    "corpus": None, "language": None, "split": None}
         values = {**defaults, **take_known(obj, where, defaults if weighting else {"path": None})}
         _check_pack_entry(values, where)  # first, so the message names the config path
         return cls(path=values["path"],
                    weight=None if values["weight"] is None else float(values["weight"]),
                    hours_beta=values["hours_beta"],
                    repeat=None if values["repeat"] is None else float(values["repeat"]),
-                   choose=values["choose"], corpus=values["corpus"], language=values["language"])
+                   choose=values["choose"], corpus=values["corpus"], language=values["language"],
+                   split=values["split"])
 
 
 def _check_weighting(v: dict[str, Any], where: str) -> None:
@@ -212,7 +217,12 @@ class LoaderConfig:
 
     @classmethod
     def from_dict(cls, obj: Any, where: str = "config", state: str = "train") -> "LoaderConfig":
-        """``obj`` read for ``state`` (``val_dataset_args`` applies to ``val`` and ``test``)."""
+        """``obj`` read for ``state`` (``val_dataset_args`` applies to ``val`` and ``test``).  An Omnilingual
+        recipe's ``dataset:`` block is translated key by key first (``loader.asr.recipe``)."""
+        if isinstance(obj, dict) and "dataset" in obj:
+            from loader.asr.recipe import from_recipe
+
+            obj = from_recipe(obj, where)
         recipe = read_recipe(obj, state, where)
         values = take_known(recipe.config, where, {"packs": None, "dataset_args": None, "weighting": None,
                                                    "task": DEFAULT_TASK})

@@ -57,7 +57,8 @@ def plan_epoch(args: Any, seed: int, epoch: int, rank: int, world_size: int, *, 
     """Rank ``rank``'s batches of ``epoch`` (see the module docstring for the steps).
 
     ``args`` is a task's planning view: ``batch_size``, ``batching`` (``None`` or a ``loader.batching.BudgetArgs``),
-    ``shuffle`` and ``tail``.  ``num_units`` counts the planning units (items, or chunks with ``windows``);
+    ``shuffle`` and ``tail``; optionally ``shuffle_windows`` (``loader.shuffle_window.ShuffleWindows``) and ``sync``
+    (``pad``/``drop``: how the batch count is evened across ranks, when it differs from ``tail``).  ``num_units`` counts the planning units (items, or chunks with ``windows``);
     ``lengths`` are their lengths, required when ``needs_lengths(args)``.  The plan's ``items`` are unit ids.
     """
     if isinstance(world_size, bool) or not isinstance(world_size, Integral) or not 1 <= world_size <= MAX_WORLD_SIZE:
@@ -72,12 +73,16 @@ def plan_epoch(args: Any, seed: int, epoch: int, rank: int, world_size: int, *, 
     chosen = None if weighting is None else weighting.items(seed, epoch)
     if chosen is not None and windows is not None:
         chosen = windows.units_of(chosen)
+    # Optional parts of the planning view: fairseq2 shuffle windows and a rank-evening rule of its own (ASR).
+    windows, sync = getattr(args, "shuffle_windows", None), getattr(args, "sync", None)
     if args.batching is None:
         count = num_units if chosen is None else len(chosen)
-        plan = make_epoch_plan(count, args.batch_size, seed, epoch, rank, world_size, args.shuffle, args.tail)
+        plan = make_epoch_plan(count, args.batch_size, seed, epoch, rank, world_size, args.shuffle, args.tail,
+                               windows=windows, sync=sync)
     else:
         planned = lengths if chosen is None else lengths[chosen]
-        plan = make_budget_plan(planned, args.batching, seed, epoch, rank, world_size, args.shuffle, args.tail)
+        plan = make_budget_plan(planned, args.batching, seed, epoch, rank, world_size, args.shuffle, args.tail,
+                                windows=windows, sync=sync)
     if chosen is not None:
         plan = replace(plan, items=chosen[plan.items])
     return plan

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from loader.shuffle_window import window_order
 from schemas.errors import SpeechpackError
 
 
@@ -67,27 +68,39 @@ def epoch_permutation(num_items: int, seed: int, epoch: int, shuffle: bool) -> n
 
 
 def make_epoch_plan(num_items: int, batch_size: int, seed: int, epoch: int, rank: int, world_size: int,
-                    shuffle: bool, tail: str) -> EpochPlan:
-    """Rank ``rank``'s batches of ``epoch`` (see the module docstring for the rules)."""
+                    shuffle: bool, tail: str, *, windows=None, sync: str | None = None) -> EpochPlan:
+    """Rank ``rank``'s batches of ``epoch`` (see the module docstring for the rules).
+
+    ``windows`` (a ``loader.shuffle_window.ShuffleWindows``) replaces the whole-epoch permutation by fairseq2
+    shuffle windows over the items and then over the batches.  ``sync`` (default: ``tail``) evens the batch count
+    across ranks on its own: ``pad`` adds batches of repeats (rows invalid), ``drop`` leaves the surplus batches
+    out, while ``tail`` then only decides the last, incomplete batch (padded, or dropped)."""
     if world_size < 1 or not 0 <= rank < world_size:
         raise PlanError(f"rank must be in [0, {world_size - 1}] for world_size {world_size}, got {rank}")
     if batch_size < 1:
         raise PlanError(f"batch_size must be at least 1, got {batch_size}")
-    order = epoch_permutation(num_items, seed, epoch, shuffle)
-    round_size = batch_size * world_size
-    if tail == "pad":
-        total = -(-num_items // round_size) * round_size
-        padded, dropped = total - num_items, 0
-        order = np.resize(order, total) if num_items else order  # resize cycles through the order
-    elif tail == "drop":
-        total = num_items // round_size * round_size
-        padded, dropped = 0, num_items - total
-        order = order[:total]
+    sync = tail if sync is None else sync
+    if tail not in TAIL_POLICIES or sync not in TAIL_POLICIES:
+        raise PlanError(f"tail and sync must be 'pad' or 'drop', got {tail!r} and {sync!r}")
+    rng = batch_rng(seed, epoch, -1)  # with windows, the item order and then the batch order are drawn from it
+    if windows is not None and shuffle:
+        order = windows.item_order(num_items, rng)
     else:
-        raise PlanError(f"tail must be 'pad' or 'drop', got {tail!r}")
-    valid = np.arange(total) < num_items
+        order = epoch_permutation(num_items, seed, epoch, shuffle)
+    full_batches = -(-num_items // batch_size) if tail == "pad" else num_items // batch_size
+    real = min(num_items, full_batches * batch_size)
+    batches_total = (-(-full_batches // world_size) if sync == "pad" else full_batches // world_size) * world_size
+    total = batches_total * batch_size
+    kept = min(real, total)
+    padded, dropped = total - kept, num_items - kept
+    # Repeats cycle through the epoch's real items (the first of the order), flagged invalid.
+    order = np.resize(order[:real], total) if real else order[:0]
+    valid = np.arange(total) < kept
     batches = order.reshape(-1, batch_size)
     valid = valid.reshape(-1, batch_size)
+    if windows is not None and shuffle and len(batches):
+        batch_order = window_order(len(batches), windows.batch, rng)
+        batches, valid = batches[batch_order], valid[batch_order]
     mine = np.arange(rank, len(batches), world_size, dtype=np.int64)
     return EpochPlan(items=batches[mine], valid=valid[mine], global_batch=mine, padded=padded, dropped=dropped)
 

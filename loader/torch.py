@@ -74,6 +74,41 @@ class LoaderReport:
     weighting: dict | None = None
     #: A WeSep recipe's trainer sections (``model``, ``optimizer`` ...): read by the trainer, ignored here.
     ignored: tuple[str, ...] = ()
+    #: The DataLoader's ``num_workers`` and ``prefetch_factor`` and where they came from (``dataloader_settings``).
+    dataloader: dict | None = None
+
+
+def dataloader_settings(config: LoaderConfig, num_workers: int | None = None,
+                        prefetch_factor: int | None = None) -> dict:
+    """The DataLoader's workers and per-worker prefetch, and where each came from.  Explicit arguments win; then a
+    WeSep recipe's ``dataloader_args``; then an ASR config's Omnilingual keys (``npc`` parallel calls as workers,
+    ``num_prefetch`` batches waiting in total, so ``ceil(num_prefetch / workers)`` per worker); else 0 workers and
+    ``PREFETCH_PER_WORKER``.  Without workers nothing is prefetched: batches are built in the training process."""
+    args, loader_args = config.dataset_args, config.dataloader
+    npc, num_prefetch = getattr(args, "npc", None), getattr(args, "num_prefetch", None)
+    if num_workers is not None:
+        workers, source = num_workers, "num_workers"
+    elif loader_args.num_workers is not None:
+        workers, source = loader_args.num_workers, "dataloader_args.num_workers"
+    elif npc is not None:
+        workers, source = npc, "npc"
+    else:
+        workers, source = 0, "default"
+    workers = integer(workers, "num_workers", 0, MAX_WORKERS)
+    if workers == 0:
+        prefetch, prefetch_source = None, "none without workers"
+    elif prefetch_factor is not None:
+        prefetch, prefetch_source = prefetch_factor, "prefetch_factor"
+    elif loader_args.prefetch_factor is not None:
+        prefetch, prefetch_source = loader_args.prefetch_factor, "dataloader_args.prefetch_factor"
+    elif num_prefetch is not None:
+        prefetch, prefetch_source = max(1, -(-num_prefetch // workers)), "num_prefetch"
+    else:
+        prefetch, prefetch_source = PREFETCH_PER_WORKER, "default"
+    if prefetch is not None:
+        prefetch = integer(prefetch, "prefetch_factor", 1, MAX_PREFETCH)
+    return {"num_workers": workers, "workers_from": source, "prefetch_factor": prefetch,
+            "prefetch_from": prefetch_source}
 
 
 class _PlannedBatches(Dataset):
@@ -139,11 +174,7 @@ class SpeechLoader:
                  num_workers: int | None, seed: int, pin_memory: bool | None = None,
                  prefetch_factor: int | None = None):
         # Explicit arguments win over the recipe's dataloader_args, which win over the defaults.
-        loader_args = config.dataloader
-        num_workers = _first(num_workers, loader_args.num_workers, 0)
-        num_workers = integer(num_workers, "num_workers", 0, MAX_WORKERS)
-        pin_memory = _first(pin_memory, loader_args.pin_memory, torch.cuda.is_available())
-        prefetch_factor = _first(prefetch_factor, loader_args.prefetch_factor, PREFETCH_PER_WORKER)
+        pin_memory = _first(pin_memory, config.dataloader.pin_memory, torch.cuda.is_available())
         prepared = prepare(config, state, packs, seed)  # checks state and seed
         self.config = config
         self.state = state
@@ -163,13 +194,15 @@ class SpeechLoader:
         self._epoch = 0
         self._consumed = 0
         self._resume_at = 0
+        self.dataloader_settings = dataloader_settings(config, num_workers, prefetch_factor)
+        num_workers = self.dataloader_settings["num_workers"]
         self.dataloader = DataLoader(
             self.dataset,
             batch_size=None,
             sampler=self._sampler,
             num_workers=num_workers,
             persistent_workers=num_workers > 0,
-            prefetch_factor=integer(prefetch_factor, "prefetch_factor", 1, MAX_PREFETCH) if num_workers > 0 else None,
+            prefetch_factor=self.dataloader_settings["prefetch_factor"],
             pin_memory=bool(pin_memory),
             collate_fn=_as_is,
             worker_init_fn=_freeze_gc,
@@ -196,7 +229,7 @@ class SpeechLoader:
         return LoaderReport(items=len(self.item_pack), filtered=self.filtered, filter_report=self.filter_report,
                             batches_per_rank=len(plan),
                             padded_items=plan.padded, dropped_items=plan.dropped, weighting=weighting,
-                            ignored=self.config.ignored)
+                            ignored=self.config.ignored, dataloader=dict(self.dataloader_settings))
 
     def __iter__(self) -> Iterator[dict]:
         self._sampler.epoch = self._epoch
@@ -274,12 +307,15 @@ def _fingerprint(config: LoaderConfig, state: str, packs: list[Pack]) -> str:
     for key in ("cues", "field_collate", "mix", "augment", "batching", "train_window", "hist_frames"):
         if key in args and not args[key]:
             del args[key]
+    for key in ("npc", "num_prefetch"):  # how batches are fetched, not which: any worker count resumes
+        args.pop(key, None)
     identity = {"dataset_args": args, "state": state}
     if config.task != "tse":
         identity["task"] = config.task
     digest.update(json.dumps(identity, sort_keys=True, default=str).encode())
     if config.weighted:  # hashed only when set, so older states still resume; paths left out as below
-        weights = [{k: v for k, v in asdict(p).items() if k != "path"} for p in config.packs]
+        weights = [{k: v for k, v in asdict(p).items() if k != "path" and not (k == "split" and v is None)}
+                   for p in config.packs]
         weighted = {"packs": weights, "weighting": asdict(config.weighting)}
         if config.sample_num_per_epoch:
             weighted["sample_num_per_epoch"] = config.sample_num_per_epoch
@@ -294,10 +330,11 @@ def build_loader(config: dict | LoaderConfig, state: str, *, rank: int = 0, worl
                  num_workers: int | None = None, seed: int = 0, pin_memory: bool | None = None,
                  prefetch_factor: int | None = None) -> SpeechLoader:
     """The training loader: ``config`` is a dict (usually from YAML) with ``packs``, ``dataset_args`` and
-    optionally ``task`` (``tse``, ``asd`` or ``asr``; see ``loader.tasks``) and ``weighting``, or a WeSep recipe
-    with ``packs`` added (``loader.recipe``).  ``num_workers``, ``pin_memory`` and ``prefetch_factor`` default to
-    the recipe's ``dataloader_args``, else to 0 workers, pinning when CUDA is available, and
-    ``PREFETCH_PER_WORKER``."""
+    optionally ``task`` (``tse``, ``asd`` or ``asr``; see ``loader.tasks``) and ``weighting``, a WeSep recipe
+    with ``packs`` added (``loader.recipe``), or Omnilingual's ``dataset:`` block with ``packs``
+    (``loader.asr.recipe``).  ``num_workers``, ``pin_memory`` and ``prefetch_factor`` default to the recipe's
+    ``dataloader_args``, else to an ASR config's ``npc`` / ``num_prefetch``, else to 0 workers, pinning when CUDA
+    is available, and ``PREFETCH_PER_WORKER`` (``dataloader_settings``)."""
     if not isinstance(config, LoaderConfig):
         config = LoaderConfig.from_dict(config, state=state)
     packs = [open_pack(source.path) for source in config.packs]
@@ -305,4 +342,4 @@ def build_loader(config: dict | LoaderConfig, state: str, *, rank: int = 0, worl
                         pin_memory=pin_memory, prefetch_factor=prefetch_factor)
 
 
-__all__ = ["LoaderReport", "ResumeError", "SpeechLoader", "build_loader"]
+__all__ = ["LoaderReport", "ResumeError", "SpeechLoader", "build_loader", "dataloader_settings"]

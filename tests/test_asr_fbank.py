@@ -77,6 +77,21 @@ def test_a_row_is_the_same_alone_or_in_a_batch(speech):
     torch.testing.assert_close(batched[1, :int(frames[1])], alone[0], atol=1e-5, rtol=0)
 
 
+def test_chunking_and_padding_content_do_not_change_the_features(speech, monkeypatch):
+    import loader.asr.fbank as module
+
+    waves, lengths = _padded([speech[0], speech[1][:20000], speech[2][:7000]])
+    reference, frames = fbank(waves, lengths, 16000)
+    noisy = waves.clone()
+    for row, n in enumerate(lengths.tolist()):  # samples past a row's length are never read
+        noisy[row, n:] = torch.randn(noisy.shape[1] - n)
+    for chunk in (7, 100, 10**9):
+        monkeypatch.setattr(module, "CPU_CHUNK_FRAMES", chunk)
+        got, got_frames = fbank(noisy, lengths, 16000)
+        assert torch.equal(got_frames, frames)
+        torch.testing.assert_close(got, reference, atol=1e-5, rtol=0)  # FFT batch sizes round differently
+
+
 def test_frame_counts_follow_snip_edges():
     assert frame_geometry(16000) == (400, 160, 512)
     assert num_frames(np.array([0, 399, 400, 559, 560]), 16000).tolist() == [0, 0, 1, 1, 2]

@@ -15,8 +15,8 @@ def test_each_reason_and_its_boundaries():
     tokens = np.array([1, 1, 1, 1, 0, 0, 10, 10, 11, 10])
     result = asr_filter(audio, chars, tokens, args)
     assert result.keep.tolist() == [False, True, True, False, False, False, True, False, False, True]
-    assert result.report == {"audio_too_short": 1, "audio_too_long": 1, "empty_text": 2, "too_fast": 1,
-                             "text_too_long": 1}
+    assert result.report == {"audio_too_short": 1, "audio_too_long": 1, "empty_text": 2, "unknown_only": 0,
+                             "text_too_long": 1, "too_fast": 1}
     assert sum(result.report.values()) == int((~result.keep).sum())
     assert list(result.report) == list(FILTER_REASONS)
 
@@ -25,6 +25,18 @@ def test_first_failing_reason_wins_and_defaults_keep_everything_reasonable():
     result = asr_filter([10], [1], [0], FilterArgs(min_audio_len=100))
     assert result.report["audio_too_short"] == 1 and result.report["empty_text"] == 0
     assert asr_filter([16000], [50], [50], FilterArgs()).keep.all()  # no text threshold by default
+
+
+def test_unknown_only_sequences_are_always_dropped_and_long_text_counts_after_removal():
+    # items: all unknown, half unknown, clean; 3 tokens each, threshold 2
+    audio, chars, tokens, unknown = [16000] * 3, [3] * 3, [3] * 3, [3, 2, 0]
+    for remove in (False, True):
+        args = FilterArgs(filter_long_text_threshold=2, remove_unknown=remove)
+        result = asr_filter(audio, chars, tokens, args, num_unknown=unknown)
+        assert result.report["unknown_only"] == 1 and not result.keep[0]
+        # without removal the half-unknown item has 3 tokens (too long); with it, 1 token (kept)
+        assert result.keep.tolist() == [False, remove, False]
+        assert result.report["text_too_long"] == (1 if remove else 2)
 
 
 def test_drop_tokens_deletes_unknowns_and_fixes_offsets():

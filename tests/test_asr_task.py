@@ -82,12 +82,12 @@ def test_batches_hold_the_audio_text_language_corpus_and_key(parquet_pack, clips
                 continue
             seen.append(key)
             i = by_key[key]
-            n = int(batch["source_lengths"][row])
+            n = int(batch["source_seq_lens"][row])
             audio = pack.sample(i).targets[0]
             assert n == len(audio)
             np.testing.assert_array_equal(batch["source_seqs"][row, :n].numpy(), audio)
             assert not batch["source_seqs"][row, n:].any()
-            s = int(batch["target_lengths"][row])
+            s = int(batch["target_seq_lens"][row])
             text = tokenizer.decode(batch["target_seqs"][row, :s].tolist())
             assert text == pack.sample(i).data["text"].tobytes().decode()
             assert text in texts.values()
@@ -116,8 +116,15 @@ def test_length_batches_keep_the_budget_and_the_multiple(spans_pack, parquet_pac
     batch = next(iter(loader))
     assert batch["source_seqs"].shape[0] % multiple == 0
     assert batch["source_seqs"].shape[0] * batch["source_seqs"].shape[1] <= budget
-    with pytest.raises(ConfigError, match="cannot hold num_seqs_multiple_of=8 rows of the longest kept"):
-        build_loader(config(parquet_pack, max_num_elements=200_000), "train")
+    # fairseq2's rule: when fewer than num_seqs_multiple_of rows fit, a batch holds what fits (never over budget)
+    small = build_loader(config(parquet_pack, max_num_elements=200_000), "train")
+    lengths = small.builder.unit_lengths()
+    plan = small.dataset.plan(0)
+    for b in range(len(plan)):
+        items, _ = plan.batch(b)
+        assert len(items) * lengths[items].max() <= 200_000 and (len(items) % 8 == 0 or len(items) < 8)
+    with pytest.raises(ConfigError, match="cannot hold the longest kept utterance"):
+        build_loader(config(parquet_pack, max_num_elements=int(lengths.max()) - 1), "train")
 
 
 def test_static_batches_and_drop_remainder(spans_pack):
@@ -141,12 +148,13 @@ def test_filters_count_every_removed_item_by_reason(parquet_pack, spans_pack, cl
             expected["audio_too_short"] += 1
         elif n > 36_000:
             expected["audio_too_long"] += 1
-        elif n < 700 * len(text):
-            expected["too_fast"] += 1
         elif len(text) > 8:
             expected["text_too_long"] += 1
+        elif n < 700 * len(text):
+            expected["too_fast"] += 1
     assert report.filter_report == {reason: expected[reason] for reason in
-                                    ("audio_too_short", "audio_too_long", "empty_text", "too_fast", "text_too_long")}
+                                    ("audio_too_short", "audio_too_long", "empty_text", "unknown_only",
+                                     "text_too_long", "too_fast")}
     assert report.filtered == sum(expected.values()) and report.items == 40 - report.filtered
     assert report.filtered > 0 and report.items > 0
 
@@ -170,7 +178,7 @@ def test_remove_unknown_with_another_packs_vocabulary(parquet_pack, spans_pack, 
 
 def loader_text(loader, row: int) -> str:
     batch = next(iter(loader))
-    n = int(batch["target_lengths"][row])
+    n = int(batch["target_seq_lens"][row])
     return loader.builder.tokenizer.decode(batch["target_seqs"][row, :n].tolist())
 
 
@@ -179,15 +187,15 @@ def test_normalised_audio_and_fbank_features(parquet_pack):
     raw = next(iter(build_loader(config(parquet_pack, **base), "val")))
     norm = next(iter(build_loader(config(parquet_pack, normalize_audio=True, **base), "val")))
     for row in range(5):
-        n = int(norm["source_lengths"][row])
+        n = int(norm["source_seq_lens"][row])
         expected = torch.nn.functional.layer_norm(raw["source_seqs"][row, :n], (n,))  # Omnilingual's rule
         torch.testing.assert_close(norm["source_seqs"][row, :n], expected, atol=1e-4, rtol=1e-4)
         assert abs(float(norm["source_seqs"][row, :n].double().mean())) < 1e-5
     feats = next(iter(build_loader(config(parquet_pack, use_fbank=True, **base), "val")))
-    expected, frames = fbank(raw["source_seqs"], raw["source_lengths"], RATE)
+    expected, frames = fbank(raw["source_seqs"], raw["source_seq_lens"], RATE)
     assert feats["source_seqs"].shape[2] == 80
     torch.testing.assert_close(feats["source_seqs"], expected)
-    assert feats["source_lengths"].tolist() == frames.tolist()
+    assert feats["source_seq_lens"].tolist() == frames.tolist()
 
 
 def test_spec_augment_is_drawn_per_batch_and_train_only(parquet_pack):
@@ -202,7 +210,7 @@ def test_spec_augment_is_drawn_per_batch_and_train_only(parquet_pack):
     changed = first["source_seqs"] != clean["source_seqs"]
     assert changed.any() and (first["source_seqs"][changed] == 0).all()  # masks only zero cells
     for row in range(5):
-        frames = int(first["source_lengths"][row])
+        frames = int(first["source_seq_lens"][row])
         masked_bins = (first["source_seqs"][row, :frames] == 0).all(dim=0).sum()
         assert masked_bins < 27
     wave = dict(args, use_fbank=False)
@@ -281,7 +289,7 @@ def test_sentencepiece_targets(parquet_pack, tmp_path, clips):
     processor = sentencepiece.SentencePieceProcessor(model_file=model)
     pack = open_pack(parquet_pack)
     for row in range(5):
-        n = int(batch["target_lengths"][row])
+        n = int(batch["target_seq_lens"][row])
         key = batch["key"][row]
         text = pack.sample(pack.keys.tolist().index(key)).data["text"].tobytes().decode()
         assert batch["target_seqs"][row, :n].tolist() == processor.encode(text)
@@ -290,8 +298,14 @@ def test_sentencepiece_targets(parquet_pack, tmp_path, clips):
 def test_config_errors_name_the_key(parquet_pack):
     with pytest.raises(ConfigError, match=r"unknown key\(s\) min_len"):
         parse_dataset_args({"min_len": 3}, "config.dataset_args")
-    with pytest.raises(ConfigError, match="example_shuffle_window: not used by speechpack"):
-        parse_dataset_args({"example_shuffle_window": 1000}, "config.dataset_args")
+    with pytest.raises(ConfigError, match="example_shuffle_window: 0 \\(whole\\), 1 \\(none\\) or a window, got -2"):
+        parse_dataset_args({"example_shuffle_window": -2}, "config.dataset_args")
+    with pytest.raises(ConfigError, match="sync_mode: 'UNTIL_NEVER' is not one of UNTIL_FIRST, UNTIL_LAST"):
+        parse_dataset_args({"sync_mode": "UNTIL_NEVER"}, "d")
+    with pytest.raises(ConfigError, match="sync_batches: speechpack always gives every rank"):
+        parse_dataset_args({"sync_batches": False}, "d")
+    with pytest.raises(ConfigError, match="d.partition_filters: cannot read"):
+        parse_dataset_args({"partition_filters": "__import__('os')"}, "d")
     with pytest.raises(ConfigError, match="batching_strategy: 'BUCKET' is not one of LENGTH, STATIC"):
         parse_dataset_args({"batching_strategy": "BUCKET"}, "d")
     with pytest.raises(ConfigError, match="spec_aug_p: must be in"):

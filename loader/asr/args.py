@@ -23,15 +23,27 @@ tokenizer                     char       ``char``, ``{char: PACK or [PACKS]}`` o
 shuffle                       True       a new order every epoch (from the seed)
 dataset_summary_path          None       Omnilingual's stats TSV: hours for weighting (default: the packs')
 dataset_summary_split         train      the TSV rows of this split count
+train_split                   None       the split a ``train`` loader reads (``loader.asr.selection``; None: all)
+valid_split                   None       the split a ``val`` loader reads
+partition_filters             None       pyarrow filter text on corpus/language (``loader.asr.partition_filter``)
+fragment_shuffle_window       -1         shuffle of the items as read: -1 whole, 0 none, n a sliding window
+example_shuffle_window        0          shuffle before batching: 0 whole, 1 none, n a sliding window
+batch_shuffle_window          1000       shuffle of the batches: 0 whole, 1 none, n a sliding window
+num_prefetch                  None       batches prefetched: the DataLoader's prefetch (``loader.torch``)
+npc                           None       parallel calls: the DataLoader's workers, unless build_loader sets them
+sync_mode                     None       UNTIL_FIRST: surplus batches dropped so ranks are even; UNTIL_LAST: the
+                                         short ranks padded (None: as ``drop_remainder``)
+sync_batches                  True       every rank gets the same number of batches (false is refused)
 ============================  =========  ===================================================================
 
-Every number has a range (``loader.config_checks``): ``batch_size`` and ``num_seqs_multiple_of`` at most
-``MAX_BATCH_ROWS`` rows, lengths, budgets and mask widths at most ``MAX_COUNT``.  An ``AsrArgs`` built directly is
-checked the same way.
+The shuffle windows have fairseq2's meaning (``loader.shuffle_window``) and are applied in the plan, so the order
+is a pure function of (seed, epoch): the same on every worker and after a resume.  ``shuffle: false`` turns all
+three off.  Corpus/language weighting is the loader's top-level ``weighting`` (see ``loader.asr.task``);
+Omnilingual's ``dataset:`` block is translated into these keys by ``loader.asr.recipe``.
 
-Omnilingual's pipeline knobs without a counterpart are refused with the reason, not ignored: the whole epoch is
-shuffled (``example_shuffle_window``, ``batch_shuffle_window``), DataLoader workers prefetch (``num_prefetch``,
-``npc``).  Corpus/language weighting is the loader's top-level ``weighting`` (see ``loader.asr.task``).
+Every number has a range (``loader.config_checks``): ``batch_size`` and ``num_seqs_multiple_of`` at most
+``MAX_BATCH_ROWS`` rows, lengths, budgets and mask widths at most ``MAX_COUNT``, ``npc`` and ``num_prefetch``
+at most ``MAX_WORKERS``.  An ``AsrArgs`` built directly is checked the same way.
 """
 
 from __future__ import annotations
@@ -40,6 +52,7 @@ from dataclasses import dataclass, fields
 
 from loader.asr.filters import FilterArgs
 from loader.batching import BudgetArgs
+from loader.asr.partition_filter import parse_partition_filters
 from loader.config_checks import (
     MAX_BATCH_ROWS,
     MAX_COUNT,
@@ -51,16 +64,15 @@ from loader.config_checks import (
     take_known,
 )
 from loader.normalize import NONE, UTTERANCE, parse_normalize
+from loader.shuffle_window import NO_SHUFFLE, WHOLE, ShuffleWindows
+
+#: Most DataLoader workers ``npc`` may ask for, and most batches ``num_prefetch`` may hold back.
+MAX_WORKERS = 1024
 
 BATCHING_STRATEGIES = ("LENGTH", "STATIC")
 TOKENIZER_KINDS = ("char", "sentencepiece")
-#: Omnilingual keys that speechpack does differently, with the reason given when one is set.
-_SUPERSEDED = {
-    "example_shuffle_window": "the whole epoch is shuffled (shuffle: true)",
-    "batch_shuffle_window": "the epoch's batches are shuffled whole (shuffle: true)",
-    "num_prefetch": "DataLoader workers prefetch (num_workers)",
-    "npc": "DataLoader workers decode in parallel (num_workers)",
-}
+#: ``sync_mode`` values -> how the plan evens the batch count across ranks (``loader.static_plan``'s ``sync``).
+SYNC_MODES = {"UNTIL_FIRST": "drop", "UNTIL_LAST": "pad"}
 @dataclass(frozen=True)
 class TokenizerSpec:
     """``char`` with the packs whose ``char_counts`` make the vocabulary (empty: the loaded packs), or
@@ -95,6 +107,28 @@ class AsrArgs:
     shuffle: bool = True
     dataset_summary_path: str | None = None
     dataset_summary_split: str = "train"
+    train_split: str | None = None
+    valid_split: str | None = None
+    partition_filters: str | tuple[str, ...] | None = None
+    fragment_shuffle_window: int = -1
+    example_shuffle_window: int = WHOLE
+    batch_shuffle_window: int = 1000
+    num_prefetch: int | None = None
+    npc: int | None = None
+    sync_mode: str | None = None
+    sync_batches: bool = True
+
+    @property
+    def shuffle_windows(self) -> ShuffleWindows:
+        """The plan's three shuffles; fairseq2's fragment window counts -1 as whole and 0 as none."""
+        fragment = self.fragment_shuffle_window
+        source = WHOLE if fragment == -1 else NO_SHUFFLE if fragment == 0 else fragment
+        return ShuffleWindows(source=source, example=self.example_shuffle_window, batch=self.batch_shuffle_window)
+
+    @property
+    def sync(self) -> str | None:
+        """How the plan evens the batch count across ranks (None: as ``tail``)."""
+        return None if self.sync_mode is None else SYNC_MODES[self.sync_mode]
 
     def __post_init__(self) -> None:
         _check({f.name: getattr(self, f.name) for f in fields(self)}, "dataset_args")
@@ -111,7 +145,8 @@ class AsrArgs:
         """LENGTH: the plan's budget (linear cost: rows x longest row); STATIC: None (fixed ``batch_size``)."""
         if self.batching_strategy != "LENGTH":
             return None
-        return BudgetArgs(budget=self.max_num_elements, cost="linear", multiple_of=self.num_seqs_multiple_of)
+        return BudgetArgs(budget=self.max_num_elements, cost="linear", multiple_of=self.num_seqs_multiple_of,
+                          keep_small=True)
 
     @property
     def tail(self) -> str:
@@ -149,13 +184,38 @@ def _tokenizer(value, where: str) -> TokenizerSpec:
     raise ConfigError(f"{where}: expected 'char', {{char: PACK}} or {{sentencepiece: MODEL}}, got {value!r}")
 
 
+def _check_pipeline(v: dict, where: str) -> None:
+    """Splits, partition filters, shuffle windows, prefetch and rank synchronisation (module docstring)."""
+    for key in ("train_split", "valid_split"):
+        if v[key] is not None and (not isinstance(v[key], str) or not v[key]):
+            raise ConfigError(f"{where}.{key}: expected a split name, got {v[key]!r}")
+    parse_partition_filters(list(v["partition_filters"]) if isinstance(v["partition_filters"], tuple)
+                            else v["partition_filters"], f"{where}.partition_filters")
+    if check_type(v["fragment_shuffle_window"], int, f"{where}.fragment_shuffle_window") < -1:
+        raise ConfigError(f"{where}.fragment_shuffle_window: -1 (whole), 0 (none) or a window, got "
+                          f"{v['fragment_shuffle_window']}")
+    for key in ("example_shuffle_window", "batch_shuffle_window"):
+        if check_type(v[key], int, f"{where}.{key}") < 0:
+            raise ConfigError(f"{where}.{key}: 0 (whole), 1 (none) or a window, got {v[key]}")
+    for key in ("fragment_shuffle_window", "example_shuffle_window", "batch_shuffle_window"):
+        positive_int(v[key], f"{where}.{key}", minimum=-1)
+    for key, minimum in (("num_prefetch", 0), ("npc", 1)):
+        if v[key] is not None:
+            positive_int(v[key], f"{where}.{key}", minimum=minimum, maximum=MAX_WORKERS)
+    if v["sync_mode"] is not None and v["sync_mode"] not in SYNC_MODES:
+        raise ConfigError(f"{where}.sync_mode: {v['sync_mode']!r} is not one of {', '.join(SYNC_MODES)}")
+    if check_type(v["sync_batches"], bool, f"{where}.sync_batches") is not True:
+        raise ConfigError(f"{where}.sync_batches: speechpack always gives every rank the same number of batches "
+                          f"(sync_mode chooses how); false is not supported")
+
+
 def parse_dataset_args(obj, where: str) -> AsrArgs:
     """``dataset_args`` of an ASR loader config; every key checked, unknown keys named."""
-    if isinstance(obj, dict):
-        for key, reason in _SUPERSEDED.items():
-            if key in obj:
-                raise ConfigError(f"{where}.{key}: not used by speechpack: {reason}")
     v = take_known(obj, where, _KEYS)
+    if isinstance(v["partition_filters"], list):  # stored as a tuple: the args are frozen and hashable
+        v["partition_filters"] = tuple(v["partition_filters"])
+    if isinstance(v["sync_mode"], str):  # fairseq2's enum spelt in full ("SyncMode.UNTIL_FIRST") too
+        v["sync_mode"] = v["sync_mode"].rpartition(".")[2].upper()
     normalize = v.pop("normalize")
     if normalize is not None:
         normalize = parse_normalize(normalize, f"{where}.normalize", NORMALIZE_CHOICES, UTTERANCE)
@@ -210,6 +270,8 @@ def _check(v: dict, where: str) -> None:
     if not isinstance(v["dataset_summary_split"], str) or not v["dataset_summary_split"]:
         raise ConfigError(f"{where}.dataset_summary_split: expected a split name, got {v['dataset_summary_split']!r}")
     check_choice(v["batching_strategy"], BATCHING_STRATEGIES, f"{where}.batching_strategy")
+    _check_pipeline(v, where)
 
 
-__all__ = ["AsrArgs", "BATCHING_STRATEGIES", "NORMALIZE_CHOICES", "TokenizerSpec", "parse_dataset_args"]
+__all__ = ["AsrArgs", "BATCHING_STRATEGIES", "MAX_WORKERS", "NORMALIZE_CHOICES", "SYNC_MODES", "TokenizerSpec",
+           "parse_dataset_args"]

@@ -12,12 +12,13 @@ For one planned batch, in Omnilingual's order:
 Steps 2-4 run in torch on the padded batch.  The batch's random draws come only from
 ``loader.plan.batch_rng(seed, epoch, global_batch)``: whichever worker builds a batch, it is the same.
 
-The batch (numpy arrays, lists of str):
+The batch (numpy arrays, lists of str), under the names of fairseq2's ``Seq2SeqBatch`` (one set of names, so a
+fairseq2 trainer reads it as it is):
 
 ``source_seqs``      float32 ``[B, T]`` (or ``[B, F, 80]`` with ``use_fbank``), zero past each row's length
-``source_lengths``   int64 ``[B]``: samples (or frames)
+``source_seq_lens``  int64 ``[B]``: samples (or frames)
 ``target_seqs``      int64 ``[B, S]``: token ids, padded with the tokenizer's pad id (0 when it has none)
-``target_lengths``   int64 ``[B]``
+``target_seq_lens``  int64 ``[B]``
 ``language``, ``corpus``, ``key``: one str per row
 ``valid``            bool ``[B]``: False for the plan's padding rows (repeats that make the epoch's batches even)
 """
@@ -119,9 +120,9 @@ class AsrBatchBuilder:
         groups = [self.items.groups[g] for g in self.items.group[items].tolist()]
         return {
             "source_seqs": source.numpy().astype(np.float32, copy=False),
-            "source_lengths": lengths.numpy().astype(np.int64, copy=False),
+            "source_seq_lens": lengths.numpy().astype(np.int64, copy=False),
             "target_seqs": targets,
-            "target_lengths": target_lengths,
+            "target_seq_lens": target_lengths,
             "language": [g[1] for g in groups],
             "corpus": [g[0] for g in groups],
             "key": [self.packs[p].keys[s] for p, s in zip(packs, samples)],

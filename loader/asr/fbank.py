@@ -41,6 +41,8 @@ LOW_FREQ_HZ = 20.0
 WAVEFORM_SCALE = 2.0 ** 15
 #: Floor of the mel energies before the log (float32 machine epsilon, Kaldi's ``eps``).
 LOG_FLOOR = float(np.finfo(np.float32).eps)
+#: Frames per FFT call on CPU: the chunk's buffers (about 1 MB each in float32) stay in cache.
+CPU_CHUNK_FRAMES = 512
 
 
 def frame_geometry(sample_rate: int) -> tuple[int, int, int]:
@@ -86,13 +88,18 @@ def _povey_window(length: int) -> np.ndarray:
     return (0.5 - 0.5 * np.cos(2 * math.pi * np.arange(length) / (length - 1))) ** POVEY_POWER
 
 
-def _frame_spectra(x: torch.Tensor, frame_len: int, shift: int, fft_size: int, scale: float) -> torch.Tensor:
-    """Spectra of Kaldi's processed frames (DC removed, pre-emphasis, Povey window), bins below Nyquist.
+def _log_mel(x: torch.Tensor, valid: torch.Tensor, weights: torch.Tensor, frame_len: int, shift: int,
+             fft_size: int, scale: float) -> torch.Tensor:
+    """Floored log-mel energies of the frames flagged in ``valid`` ``[B, F]`` only: ``[N, bins]``, N the valid
+    frames in row-major order (a padded frame's features would be zeroed anyway, and the rows of a padded batch
+    differ in length).
 
     Per frame Kaldi computes ``w * P(x - m)`` (``P``: pre-emphasis with the first sample scaled by ``1 - c``).
     ``P`` is linear and ``P1 = (1 - c) 1``, so this is ``w * (Px - m (1 - c))``: pre-emphasis runs once on the
     whole row instead of once per overlapping frame (a frame's first sample then differs from Kaldi's, but the
-    Povey window is exactly 0 there).  The frames are materialised once (the subtraction) and windowed in place.
+    Povey window is exactly 0 there).  On CPU the frames go through the FFT, power and mel projection in chunks of
+    ``CPU_CHUNK_FRAMES`` written into one reused, zero-tailed FFT buffer: every temporary then stays in cache, and
+    no batch-sized array is allocated (and page-faulted) per step, which halves the time of one big FFT call.
     """
     dtype, device = x.dtype, x.device
     window = torch.as_tensor(_povey_window(frame_len) * scale, dtype=dtype, device=device)
@@ -100,15 +107,29 @@ def _frame_spectra(x: torch.Tensor, frame_len: int, shift: int, fft_size: int, s
     emphasised[:, 1:] = x[:, 1:] - PREEMPHASIS * x[:, :-1]
     emphasised[:, :1] = x[:, :1] * (1 - PREEMPHASIS)
     frames = emphasised.unfold(1, frame_len, shift)  # a view [B, F, L]
-    means = x.unfold(1, frame_len, shift).mean(dim=-1)  # [B, F], a reduction over a view
-    processed = (frames - (means * (1 - PREEMPHASIS))[..., None]).mul_(window)
-    return torch.fft.rfft(processed, n=fft_size)[..., :fft_size // 2]
+    offsets = x.unfold(1, frame_len, shift).mean(dim=-1).mul_(1 - PREEMPHASIS)  # [B, F], a reduction over a view
+    rows, cols = valid.nonzero(as_tuple=True)
+    total = len(rows)
+    chunk = CPU_CHUNK_FRAMES if device.type == "cpu" else max(total, 1)
+    buffer = x.new_zeros(min(chunk, max(total, 1)), fft_size)  # columns past frame_len stay zero: the FFT padding
+    out = x.new_empty(total, weights.shape[0])
+    for lo in range(0, total, chunk):
+        r, c = rows[lo:lo + chunk], cols[lo:lo + chunk]
+        n = len(r)
+        head = buffer[:n, :frame_len]
+        torch.sub(frames[r, c], offsets[r, c][:, None], out=head)
+        head.mul_(window)
+        spectrum = torch.fft.rfft(buffer[:n])[:, :fft_size // 2]
+        power = spectrum.real.square().addcmul_(spectrum.imag, spectrum.imag)
+        torch.matmul(power, weights.T, out=out[lo:lo + n])
+    return torch.log(out.clamp_min_(LOG_FLOOR), out=out)
 
 
 def fbank(waves: torch.Tensor, lengths: torch.Tensor, sample_rate: int, *, num_bins: int = NUM_MEL_BINS,
           waveform_scale: float = WAVEFORM_SCALE, standardize: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-mel features of a padded batch: ``waves`` ``[B, T]`` (float, samples past ``lengths[b]`` ignored) to
-    ``([B, F, num_bins], frames [B])`` with ``F`` the most frames of any row; rows past their frames are zero."""
+    ``([B, F, num_bins], frames [B])`` with ``F`` the most frames of any row; rows past their frames are zero.
+    Only the valid frames of the batch are transformed (``_log_mel``)."""
     if waves.ndim != 2 or not waves.is_floating_point():
         raise ValueError(f"fbank expects a [batch, samples] float tensor, got {tuple(waves.shape)} {waves.dtype}")
     lengths = torch.as_tensor(lengths, device=waves.device).to(torch.int64)
@@ -120,13 +141,11 @@ def fbank(waves: torch.Tensor, lengths: torch.Tensor, sample_rate: int, *, num_b
     dtype, device = waves.dtype, waves.device
     if width == 0:
         return waves.new_zeros(waves.shape[0], 0, num_bins), frames
-    spectrum = _frame_spectra(waves[:, :(width - 1) * shift + frame_len], frame_len, shift, fft_size,
-                              waveform_scale)
-    power = spectrum.real.square().addcmul_(spectrum.imag, spectrum.imag)
+    valid = torch.arange(width, device=device)[None, :] < frames[:, None]  # [B, F]
     weights = torch.as_tensor(mel_weights(sample_rate, num_bins), dtype=dtype, device=device)
-    feats = torch.log(torch.clamp_min(power @ weights.T, LOG_FLOOR))
-    valid = (torch.arange(width, device=device)[None, :] < frames[:, None]).unsqueeze(-1)  # [B, F, 1]
-    feats = feats * valid
+    feats = waves.new_zeros(waves.shape[0], width, num_bins)
+    feats[valid] = _log_mel(waves[:, :(width - 1) * shift + frame_len], valid, weights, frame_len, shift, fft_size,
+                            waveform_scale)
     if standardize:
         feats = standardize_frames(feats, frames)
     return feats, frames

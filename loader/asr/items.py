@@ -18,6 +18,7 @@ from loader.asr.filters import FilterArgs, FilterResult, asr_filter, drop_tokens
 from loader.asr.tokenizer import utf8_char_counts
 from loader.pack import Pack
 from schemas.constants import STREAM_AUDIO, STREAM_TEXT
+from schemas.errors import SpeechpackError
 
 
 def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -81,34 +82,55 @@ def _labels(pack: Pack, name: str) -> np.ndarray:
     return np.char.decode(np.asarray(pack.attrs[name].raw), "utf-8") if len(pack) else np.zeros(0, dtype=str)
 
 
-def asr_items(packs: list[Pack], tokenizer, filters: FilterArgs,
-              by_group: bool = False) -> tuple[AsrItems, FilterResult]:
-    """Every utterance of ``packs``, tokenized and filtered; returns the kept items and the filter result over all
-    of them (in pack order).  Kept items are in pack order (what per-pack weighting needs), or group after group
-    with ``by_group`` (what group weighting needs)."""
+def asr_items(packs: list[Pack], tokenizer, filters: FilterArgs, by_group: bool = False,
+              selection=None) -> tuple[AsrItems, FilterResult]:
+    """Every selected utterance of ``packs``, tokenized and filtered; returns the kept items and the filter result
+    over the selected ones (in pack order).  Kept items are in pack order (what per-pack weighting needs), or
+    group after group with ``by_group`` (what group weighting needs).  ``selection`` (``loader.asr.selection``)
+    leaves out the packs and rows of other splits and partitions first: they are not items at all."""
     pack_col, sample_col, frames_col, corpus_col, language_col, texts, text_offsets = [], [], [], [], [], [], []
     base = 0
     for pack_id, pack in enumerate(packs):
-        n = len(pack)
-        pack_col.append(np.full(n, pack_id, dtype=np.int32))
-        sample_col.append(np.arange(n, dtype=np.int64))
-        frames_col.append(np.asarray(pack.num_frames, dtype=np.int64))
-        corpus_col.append(_labels(pack, "corpus"))
-        language_col.append(_labels(pack, "language"))
+        if selection is not None and not selection.packs[pack_id]:
+            continue
+        corpus, language = _labels(pack, "corpus"), _labels(pack, "language")
+        rows = (np.arange(len(pack), dtype=np.int64) if selection is None
+                else np.flatnonzero(selection.mask(corpus, language)).astype(np.int64))
+        pack_col.append(np.full(len(rows), pack_id, dtype=np.int32))
+        sample_col.append(rows)
+        frames_col.append(np.asarray(pack.num_frames, dtype=np.int64)[rows])
+        corpus_col.append(corpus[rows])
+        language_col.append(language[rows])
         data, offsets = pack_texts(pack)
+        if len(rows) < len(pack):  # only the selected rows' transcripts
+            lengths = np.diff(offsets)[rows]
+            data = data[_ranges(offsets[rows], lengths)] if len(rows) else data[:0]
+            offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         texts.append(data)
         text_offsets.append(offsets[:-1] + base)
         base += len(data)
-    data = np.concatenate(texts) if texts else np.zeros(0, np.uint8)
+    if not pack_col:
+        raise SpeechpackError("asr loader: the selection holds no pack (see train_split/valid_split)")
+    data = np.concatenate(texts)
     byte_offsets = np.concatenate(text_offsets + [np.array([base], dtype=np.int64)])
     ids, token_offsets = tokenizer.encode_utf8(data, byte_offsets)
+    num_tokens = np.diff(token_offsets)
+    num_unknown = np.zeros(len(num_tokens), dtype=np.int64)
     removed = 0
-    if filters.remove_unknown and tokenizer.unk_id is not None and tokenizer.unk_id >= 0:
-        ids, token_offsets, removed = drop_tokens(ids, token_offsets, tokenizer.unk_id)
+    if tokenizer.unk_id is not None and tokenizer.unk_id >= 0:
+        hits = ids == tokenizer.unk_id
+        if hits.any():
+            owner = np.repeat(np.arange(len(num_tokens), dtype=np.int64), num_tokens)
+            num_unknown = np.bincount(owner[hits], minlength=len(num_tokens)).astype(np.int64)
+        if filters.remove_unknown:
+            ids, token_offsets, removed = drop_tokens(ids, token_offsets, tokenizer.unk_id)
     frames = np.concatenate(frames_col)
-    result = asr_filter(frames, utf8_char_counts(data, byte_offsets), np.diff(token_offsets), filters, removed)
-    # Groups over every item (filtered ones too: a group can be emptied by the filters and still be weighed).
+    result = asr_filter(frames, utf8_char_counts(data, byte_offsets), num_tokens, filters, removed, num_unknown)
+    # Groups over every selected item (filtered ones too: a group emptied by the filters is still weighed).
     pairs = np.rec.fromarrays([np.concatenate(corpus_col), np.concatenate(language_col)], names="corpus,language")
+    if not len(pairs) and selection is not None:
+        raise SpeechpackError("asr loader: the selection holds no utterance (see train_split, valid_split and "
+                              "partition_filters)")
     unique, group = np.unique(pairs, return_inverse=True)
     everything = AsrItems(np.concatenate(pack_col), np.concatenate(sample_col), frames,
                           group.reshape(-1).astype(np.int32), ids, token_offsets,

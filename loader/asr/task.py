@@ -11,8 +11,12 @@
    from the packs' ``hours_by_corpus`` (or Omnilingual's stats TSV, ``dataset_summary_path``) and the top-level
    ``weighting`` betas (``PackWeighting.from_groups``): ASR packs hold several corpora and languages, so the
    groups, not the packs, are weighed;
-4. checks that LENGTH batches can keep their budget: an utterance longer than
-   ``max_num_elements // num_seqs_multiple_of`` would force a batch over it, so that is a configuration error.
+4. checks that LENGTH batches can keep their budget: an utterance longer than ``max_num_elements`` would force
+   a batch over it, so that is a configuration error.
+
+Before all that, ``loader.asr.selection`` picks the state's split (``train_split``/``valid_split``) and applies
+``partition_filters``: the items and the weighting hours come from the selected packs only, while the character
+vocabulary comes from every loaded pack, so a train and a val loader of one config agree on the ids.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import numpy as np
 from loader.asr.args import AsrArgs, TokenizerSpec, parse_dataset_args
 from loader.asr.batch import AsrBatchBuilder
 from loader.asr.items import asr_items
+from loader.asr.selection import select
 from loader.asr.summary import read_summary
 from loader.asr.tokenizer import CharTokenizer, SentencePieceTokenizer
 from loader.config_checks import ConfigError
@@ -80,24 +85,27 @@ def group_weighting(config, packs: list[Pack], items) -> PackWeighting:
 
 
 def _check_budget(args: AsrArgs, lengths: np.ndarray) -> None:
+    """LENGTH batches keep ``max_num_elements``: with fairseq2's rule a batch of which fewer than
+    ``num_seqs_multiple_of`` rows fit holds what fits, so only an utterance longer than the budget cannot."""
     if args.batching is None or not len(lengths):
         return
     longest = int(lengths.max())
-    if longest * args.num_seqs_multiple_of > args.max_num_elements:
-        raise ConfigError(f"dataset_args.max_num_elements: {args.max_num_elements} cannot hold "
-                          f"num_seqs_multiple_of={args.num_seqs_multiple_of} rows of the longest kept utterance "
-                          f"({longest} samples); lower max_audio_len to at most "
-                          f"{args.max_num_elements // args.num_seqs_multiple_of} or raise max_num_elements")
+    if longest > args.max_num_elements:
+        raise ConfigError(f"dataset_args.max_num_elements: {args.max_num_elements} cannot hold the longest kept "
+                          f"utterance ({longest} samples); lower max_audio_len to at most {args.max_num_elements} "
+                          f"or raise max_num_elements")
 
 
 def prepare(config, state: str, packs: list[Pack], seed: int) -> Prepared:
     """The builder for ``state`` over every utterance the filters keep (module docstring)."""
     args: AsrArgs = config.dataset_args
-    tokenizer = make_tokenizer(args.tokenizer, packs)
+    selection = select(args, state, config.packs, packs)
+    chosen = [pack for pack, keep in zip(packs, selection.packs) if keep]
+    tokenizer = make_tokenizer(args.tokenizer, packs)  # every split's packs: train and val ids agree
     by_group = weighs_groups(config)
-    items, result = asr_items(packs, tokenizer, args.filters, by_group=by_group)
+    items, result = asr_items(packs, tokenizer, args.filters, by_group=by_group, selection=selection)
     _check_budget(args, items.num_frames)
-    weighting = group_weighting(config, packs, items) if by_group else None
+    weighting = group_weighting(config, chosen, items) if by_group else None
     builder = AsrBatchBuilder(packs, items, args, state, seed, tokenizer, weighting=weighting,
                               unknown_tokens_removed=result.unknown_tokens_removed)
     filtered = int((~result.keep).sum())

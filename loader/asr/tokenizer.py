@@ -14,7 +14,7 @@ Character vocabulary (``tokenizer: char``), the same whichever machine or pack o
 
 SentencePiece (``tokenizer: {sentencepiece: PATH}``) needs the optional extra ``speechpack[sentencepiece]``; its
 special ids are the model's own (``pad_id`` may be -1 in a model trained without one: the loader then pads with 0
-and relies on ``target_lengths``).
+and relies on ``target_seq_lens``).
 """
 
 from __future__ import annotations

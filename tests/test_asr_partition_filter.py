@@ -1,0 +1,60 @@
+"""loader.asr.partition_filter: the pyarrow filter forms Omnilingual's recipes write, parsed (never evaluated) into
+a mask over the pack's corpus and language columns; anything else refused with the character it stopped at."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from loader.asr.partition_filter import parse_partition_filters
+from loader.config import ConfigError
+
+COLUMNS = {"corpus": np.array(["mls", "mls", "fleurs", "cv"]), "language": np.array(["en", "fr", "en", "de"])}
+
+
+def mask(text) -> list[bool]:
+    return parse_partition_filters(text, "f").mask(COLUMNS).tolist()
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('pc.is_in(pc.field("corpus"), pa.array(["mls", "cv"]))', [True, True, False, True]),
+    ("pc.is_in(pc.field('corpus'), value_set=pa.array(['fleurs',]))", [False, False, True, False]),
+    ('pa.compute.is_in(pa.compute.field("language"), ["en"])', [True, False, True, False]),
+    ('pc.field("language") == "fr"', [False, True, False, False]),
+    ('"de" == pc.field("language")', [False, False, False, True]),
+    ('pc.equal(pc.field("corpus"), "mls") & (pc.field("language") == "en")', [True, False, False, False]),
+    ('pc.field("corpus") == "cv" | pc.field("corpus") == "mls" & pc.field("language") == "fr"',
+     [False, True, False, True]),  # & binds tighter than |, as in Python
+    ('(pc.field("corpus") == "cv" | pc.field("corpus") == "mls") & pc.field("language") == "fr"',
+     [False, True, False, False]),
+    ('pc.or_(pc.field("corpus") == "cv", pc.and_(pc.field("language") == "en", ds.field("corpus") == "fleurs"))',
+     [False, False, True, True]),
+    (['pc.field("language") == "en"', 'pc.field("corpus") == "mls"'], [True, False, False, False]),
+])
+def test_recipe_forms(text, expected):
+    assert mask(text) == expected
+
+
+@pytest.mark.parametrize("text, message", [
+    ('__import__("os").system("touch /tmp/speechpack-pwned")', "at character 17"),
+    ('~(pc.field("corpus") == "mls")', "at character 1"),
+    ('pc.field("corpus") != "mls"', "at character 20"),
+    ('pc.field("corpus") == 3', "at character 23"),
+    ('pc.is_in(pc.field("split"), pa.array(["train"]))', "column 'split' .* is not a partition column"),
+    ('pc.greater(pc.field("corpus"), "a")', "expected pc.is_in, pc.equal"),
+    ('pc.field("corpus") == "mls" &', "'the end'"),
+    ('np.array(["mls"])', "expected pc.is_in"),
+])
+def test_anything_else_is_refused_and_never_run(text, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_partition_filters(text, "f")
+    assert not os.path.exists("/tmp/speechpack-pwned")
+
+
+def test_empty_and_wrong_types_are_refused():
+    assert parse_partition_filters(None, "f") is None
+    for value in ("", [], ["  "], 3):
+        with pytest.raises(ConfigError, match="f: expected a pyarrow filter expression"):
+            parse_partition_filters(value, "f")
