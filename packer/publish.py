@@ -149,7 +149,9 @@ class _Target:
         owned_current = _owned_by(current, self.remote.name(MANIFEST_NAME))
         owned_incoming = _owned_by(incoming, self.remote.name(INCOMING_MANIFEST)) or set()
         owned_replaced = _owned_by(replaced, self.remote.name(REPLACED_MANIFEST)) or set()
-        owned = set(self.files) | (owned_current or set()) | owned_incoming | owned_replaced
+        # Only records own objects: an object that merely has a name the source lists (a user's own upload) is
+        # foreign until a record speechpack wrote lists it, as a file is in a directory (``packer.ownership``).
+        owned = (owned_current or set()) | owned_incoming | owned_replaced
         owned |= {INCOMING_MANIFEST, REPLACED_MANIFEST} | ({MANIFEST_NAME} if owned_current is not None else set())
         foreign = sorted(set(listing) - owned)
         if foreign:

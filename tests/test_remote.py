@@ -192,6 +192,10 @@ def test_objects_no_record_lists_are_refused_and_an_older_pack_is_replaced(s3_se
     assert refused.exit_code == 1 and "notes/thesis.tex" in refused.output
     assert set(_objects(url)) == {"notes/thesis.tex"}
     RemotePack(url).remove(["notes/thesis.tex"])
+    RemotePack(url).write_bytes("shard-000000/index.json", b"mine")  # a pack's name, but no record lists it
+    assert "shard-000000/index.json" in _run("copy", str(pack), url, "--no-progress").output
+    assert RemotePack(url).read_bytes("shard-000000/index.json") == b"mine"
+    RemotePack(url).remove(["shard-000000/index.json"])
 
     noise_dir = tmp_path / "noises"
     noise_dir.mkdir()
