@@ -19,6 +19,7 @@ gets.  The static plan's pieces (``EpochPlan``, ``PlanError``, ``batch_rng``, ``
 from __future__ import annotations
 
 from dataclasses import replace
+from numbers import Integral
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -50,8 +51,10 @@ def plan_epoch(args: Any, seed: int, epoch: int, rank: int, world_size: int, *, 
     ``shuffle`` and ``tail``.  ``num_units`` counts the planning units (items, or chunks with ``windows``);
     ``lengths`` are their lengths, required when ``needs_lengths(args)``.  The plan's ``items`` are unit ids.
     """
-    if not 1 <= world_size <= MAX_WORLD_SIZE:
-        raise PlanError(f"world_size must be in [1, {MAX_WORLD_SIZE}], got {world_size}")
+    if isinstance(world_size, bool) or not isinstance(world_size, Integral) or not 1 <= world_size <= MAX_WORLD_SIZE:
+        raise PlanError(f"world_size must be an integer in [1, {MAX_WORLD_SIZE}], got {world_size!r}")
+    if isinstance(rank, bool) or not isinstance(rank, Integral) or not 0 <= rank < world_size:
+        raise PlanError(f"rank must be in [0, {world_size - 1}] for world_size {world_size}, got {rank!r}")
     if args.batching is None and args.batch_size * world_size > MAX_ROUND_ROWS:
         raise PlanError(f"batch_size {args.batch_size} x world_size {world_size} is over {MAX_ROUND_ROWS} rows per "
                         f"round of batches")

@@ -172,6 +172,25 @@ def test_loader_state_round_trips_through_the_lightning_wrapper(packs):
     assert [b["key"] for b in fresh] == rest
 
 
+def test_defect12_lightning_wrapper_refuses_a_bad_state_and_changes_nothing(packs):
+    """PackedASDDataModule's loaders resume through ``LightningLoader.load_state_dict``: a refused state is a
+    ``ResumeError`` and leaves the loader at its epoch (before: moved to the state's epoch, or a bare error)."""
+    from loader.asd.datamodule import PackedASDDataModule
+    from loader.torch import ResumeError
+
+    loader = PackedASDDataModule({"train": [packs["ava"]]}, dataset_args=SMALL, num_workers=0).train_dataloader()
+    loader.sampler.set_epoch(2)
+    state = loader.state_dict()
+    for bad in ("abc", None, {**state, "epoch": 2.9}, {**state, "batches_consumed": 1e30},
+                {**state, "epoch": 9, "batches_consumed": 10 ** 6}):
+        with pytest.raises(ResumeError):
+            loader.load_state_dict(bad)
+        assert loader.state_dict() == state
+    with pytest.raises(ConfigError, match="epoch must be an integer"):
+        loader.sampler.set_epoch(2.5)
+    assert loader.state_dict() == state
+
+
 def test_bad_split_configs_are_named(packs):
     from loader.asd.datamodule import PackedASDDataModule
 

@@ -767,3 +767,80 @@ def test_mixed_channel_counts_in_one_batch(tse_pack):
     # In separate batches they load.
     shapes = [b["wav_mix"].shape[1] for b in build(config(pack, batch_size=1, shuffle=False), "val")]
     assert shapes == [1, 2]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Issue 13, defect 12: load_state_dict validates the whole state before it changes anything
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def loader_at_epoch_2(packs) -> tuple:
+    """A loader moved to epoch 2 with one batch consumed, and its state."""
+    l = build(config(*packs, **RESUME_ARGS), world_size=2, seed=9)
+    l.set_epoch(2)
+    take(l, 1)
+    return l, l.state_dict()
+
+
+def test_defect12_refused_state_leaves_the_loader_where_it_was(two_packs):
+    """Before: a state refused for its batches_consumed had already moved the loader from epoch 2 to epoch 9."""
+    packs, _ = two_packs
+    l, before = loader_at_epoch_2(packs)
+    with pytest.raises(ResumeError, match="batches_consumed"):
+        l.load_state_dict({**before, "epoch": 9, "batches_consumed": 10 ** 6})
+    assert l.epoch == 2 and l.state_dict() == before
+    with pytest.raises(ResumeError, match="fingerprint"):
+        l.load_state_dict({**before, "epoch": 9, "fingerprint": "0" * 16})
+    assert l.state_dict() == before
+
+
+@pytest.mark.parametrize("key", ["epoch", "batches_consumed"])
+@pytest.mark.parametrize("value", ["abc", None, 1e30, 10 ** 30, 2.9, 12.7, 1.0, True, -1, [1]])
+def test_defect12_bad_values_raise_resume_error_and_change_nothing(two_packs, key, value):
+    """Before: "abc", None and 1e30 raised bare ValueError/TypeError/OverflowError, 2.9 and 12.7 were truncated."""
+    packs, _ = two_packs
+    l, before = loader_at_epoch_2(packs)
+    with pytest.raises(ResumeError, match=f"loader state {key} must be an integer"):
+        l.load_state_dict({**before, key: value})
+    assert l.epoch == 2 and l.state_dict() == before
+
+
+@pytest.mark.parametrize("state", ["abc", None, [1, 2], 3])
+def test_defect12_a_state_that_is_not_a_dict_is_refused(two_packs, state):
+    packs, _ = two_packs
+    l, before = loader_at_epoch_2(packs)
+    with pytest.raises(ResumeError, match="loader state must be a dict"):
+        l.load_state_dict(state)
+    assert l.state_dict() == before
+
+
+@pytest.mark.parametrize("key, value", [("seed", 9.0), ("seed", True), ("world_size", "2"), ("state_version", 1.0),
+                                        ("fingerprint", None)])
+def test_defect12_matched_keys_compare_types_too(two_packs, key, value):
+    packs, _ = two_packs
+    l, before = loader_at_epoch_2(packs)
+    with pytest.raises(ResumeError, match=key):
+        l.load_state_dict({**before, key: value})
+    assert l.state_dict() == before
+
+
+def test_defect12_set_epoch_refuses_non_integers(two_packs):
+    packs, _ = two_packs
+    l, before = loader_at_epoch_2(packs)
+    for bad in (2.9, "3", None, 1e30, True, -1):
+        with pytest.raises(ConfigError, match="epoch must be an integer"):
+            l.set_epoch(bad)
+    assert l.state_dict() == before
+    l.set_epoch(np.int64(3))
+    assert l.epoch == 3 and type(l.state_dict()["epoch"]) is int
+
+
+def test_defect12_a_valid_state_still_resumes_the_remaining_batches(two_packs):
+    packs, _ = two_packs
+    _, state = loader_at_epoch_2(packs)
+    reference = build(config(*packs, **RESUME_ARGS), world_size=2, seed=9)
+    reference.set_epoch(2)
+    resumed = build(config(*packs, **RESUME_ARGS), world_size=2, seed=9)
+    resumed.load_state_dict(json.loads(json.dumps(state)))  # as a JSON checkpoint round trip gives it back
+    assert resumed.epoch == 2
+    assert_batches_equal(list(resumed), list(reference)[1:])

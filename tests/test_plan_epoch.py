@@ -83,6 +83,10 @@ def test_world_size_is_bounded():
         plan_epoch(Args(), 0, 0, 0, MAX_WORLD_SIZE + 1, num_units=10)
     with pytest.raises(PlanError, match="world_size"):
         plan_epoch(Args(), 0, 0, 0, 0, num_units=10)
+    with pytest.raises(PlanError, match="world_size"):
+        plan_epoch(Args(), 0, 0, 0, 2.0, num_units=10)
+    with pytest.raises(PlanError, match="rank"):
+        plan_epoch(Args(), 0, 0, 0.5, 2, num_units=10)
 
 
 def test_plan_and_planning_report_import_no_torch():

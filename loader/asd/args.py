@@ -18,6 +18,10 @@ Defaults are MuVAP's ``asd.yaml`` (docs/asd.md, "``dataset_args``"), so a MuVAP 
 | ``normalize`` | muvap | ``muvap`` (whole-recording gain) or ``none`` (the stored audio); ``loader.normalize`` |
 | ``sort_window`` | 2**18 | chunks sorted by length together before batches are cut (``loader.batching``) |
 
+Every number has a range (``loader.config_checks``): batch sizes at most ``MAX_BATCH_ROWS`` rows, frames, budgets
+and ``sort_window`` at most ``MAX_COUNT``, ``audio_mix_snr`` within +-``MAX_DB`` dB.  An ``AsdArgs`` built directly
+is checked the same way.
+
 Validation and test ignore the training-only keys: whole tracks, no augmentation, no shuffle.
 """
 
@@ -27,13 +31,15 @@ from dataclasses import dataclass, fields
 
 from loader.batching import DEFAULT_WINDOW_ITEMS, BudgetArgs
 from loader.config_checks import (
+    MAX_BATCH_ROWS,
     ConfigError,
-    check_type,
     check_choice,
+    check_type,
+    db_range,
     positive_int,
     probability,
-    value_range,
     take_known,
+    value_range,
 )
 from loader.normalize import MUVAP, NONE, parse_normalize
 from loader.static_plan import TAIL_POLICIES
@@ -66,6 +72,7 @@ class AsdArgs:
     sort_window: int = DEFAULT_WINDOW_ITEMS
 
     def __post_init__(self) -> None:
+        _check({f.name: getattr(self, f.name) for f in fields(self)}, "dataset_args")
         if self.val_frame_budget is None:
             object.__setattr__(self, "val_frame_budget", VAL_BUDGET_FACTOR * self.frame_budget)
 
@@ -92,37 +99,43 @@ class PlanArgs:
     tail: str
 
 
+def _check(v: dict, where: str) -> None:
+    """Every value of ``v`` (one per ``AsdArgs`` field, ``normalize`` already in the one vocabulary) against its
+    type and range, named under ``where``: run by the parser (config paths) and on construction."""
+    if v["train_window"] is not None:
+        positive_int(v["train_window"], f"{where}.train_window")
+    hist = positive_int(v["hist_frames"], f"{where}.hist_frames", minimum=0)
+    if v["train_window"] is not None and hist >= v["train_window"]:
+        raise ConfigError(f"{where}.hist_frames: {hist} leaves no scored frame in train_window {v['train_window']} "
+                          f"(each chunk scores train_window - hist_frames frames)")
+    positive_int(v["frame_budget"], f"{where}.frame_budget")
+    min_batch = positive_int(v["min_batch"], f"{where}.min_batch", maximum=MAX_BATCH_ROWS)
+    max_batch = positive_int(v["max_batch"], f"{where}.max_batch", maximum=MAX_BATCH_ROWS)
+    if max_batch < min_batch:
+        raise ConfigError(f"{where}.max_batch: {max_batch} is below min_batch {min_batch}")
+    if v["val_frame_budget"] is not None:
+        positive_int(v["val_frame_budget"], f"{where}.val_frame_budget")
+    positive_int(v["val_max_batch"], f"{where}.val_max_batch", maximum=MAX_BATCH_ROWS)
+    for key in ("shuffle", "visual_aug"):
+        check_type(v[key], bool, f"{where}.{key}")
+    check_choice(v["tail"], TAIL_POLICIES, f"{where}.tail")
+    probability(v["audio_mix_prob"], f"{where}.audio_mix_prob")
+    db_range(v["audio_mix_snr"], f"{where}.audio_mix_snr")
+    check_choice(v["normalize"], NORMALIZE_CHOICES, f"{where}.normalize")
+    positive_int(v["sort_window"], f"{where}.sort_window")
+
+
 def parse_dataset_args(obj: dict | None, where: str = "dataset_args") -> AsdArgs:
     """Check ``dataset_args`` of an asd config; unknown keys and bad values raise ``ConfigError`` naming the key."""
     # The dataclass's defaults are the config's (val_frame_budget: None until resolved from frame_budget).
     known = {f.name: f.default for f in fields(AsdArgs)}
     v = take_known(obj, where, known)
-    window = v["train_window"]
-    if window is not None:
-        window = positive_int(window, f"{where}.train_window")
-    hist = positive_int(v["hist_frames"], f"{where}.hist_frames", minimum=0)
-    if window is not None and hist >= window:
-        raise ConfigError(f"{where}.hist_frames: {hist} leaves no scored frame in train_window {window} (each chunk "
-                          f"scores train_window - hist_frames frames)")
-    budget = positive_int(v["frame_budget"], f"{where}.frame_budget")
-    min_batch = positive_int(v["min_batch"], f"{where}.min_batch")
-    max_batch = positive_int(v["max_batch"], f"{where}.max_batch")
-    if max_batch < min_batch:
-        raise ConfigError(f"{where}.max_batch: {max_batch} is below min_batch {min_batch}")
-    val_budget = (None if v["val_frame_budget"] is None
-                  else positive_int(v["val_frame_budget"], f"{where}.val_frame_budget"))
-    for key in ("shuffle", "visual_aug"):
-        check_type(v[key], bool, f"{where}.{key}")
-    return AsdArgs(
-        train_window=window, hist_frames=hist if window is not None else 0, frame_budget=budget,
-        min_batch=min_batch, max_batch=max_batch, val_frame_budget=val_budget,
-        val_max_batch=positive_int(v["val_max_batch"], f"{where}.val_max_batch"),
-        shuffle=v["shuffle"], tail=check_choice(v["tail"], TAIL_POLICIES, f"{where}.tail"),
-        audio_mix_prob=probability(v["audio_mix_prob"], f"{where}.audio_mix_prob"),
-        audio_mix_snr=value_range(v["audio_mix_snr"], f"{where}.audio_mix_snr"),
-        visual_aug=v["visual_aug"],
-        normalize=parse_normalize(v["normalize"], f"{where}.normalize", NORMALIZE_CHOICES, MUVAP),
-        sort_window=positive_int(v["sort_window"], f"{where}.sort_window"))
+    v["normalize"] = parse_normalize(v["normalize"], f"{where}.normalize", NORMALIZE_CHOICES, MUVAP)
+    _check(v, where)  # first, so errors name the config path
+    if v["train_window"] is None:
+        v["hist_frames"] = 0
+    return AsdArgs(**{**v, "audio_mix_prob": float(v["audio_mix_prob"]),
+                      "audio_mix_snr": value_range(v["audio_mix_snr"], f"{where}.audio_mix_snr")})
 
 
 __all__ = ["AsdArgs", "NORMALIZE_CHOICES", "PlanArgs", "parse_dataset_args"]

@@ -25,6 +25,10 @@ dataset_summary_path          None       Omnilingual's stats TSV: hours for weig
 dataset_summary_split         train      the TSV rows of this split count
 ============================  =========  ===================================================================
 
+Every number has a range (``loader.config_checks``): ``batch_size`` and ``num_seqs_multiple_of`` at most
+``MAX_BATCH_ROWS`` rows, lengths, budgets and mask widths at most ``MAX_COUNT``.  An ``AsrArgs`` built directly is
+checked the same way.
+
 Omnilingual's pipeline knobs without a counterpart are refused with the reason, not ignored: the whole epoch is
 shuffled (``example_shuffle_window``, ``batch_shuffle_window``), DataLoader workers prefetch (``num_prefetch``,
 ``npc``).  Corpus/language weighting is the loader's top-level ``weighting`` (see ``loader.asr.task``).
@@ -36,7 +40,16 @@ from dataclasses import dataclass, fields
 
 from loader.asr.filters import FilterArgs
 from loader.batching import BudgetArgs
-from loader.config_checks import ConfigError, check_type, take_known
+from loader.config_checks import (
+    MAX_BATCH_ROWS,
+    MAX_COUNT,
+    ConfigError,
+    check_choice,
+    check_type,
+    positive_int,
+    probability,
+    take_known,
+)
 from loader.normalize import NONE, UTTERANCE, parse_normalize
 
 BATCHING_STRATEGIES = ("LENGTH", "STATIC")
@@ -82,6 +95,11 @@ class AsrArgs:
     shuffle: bool = True
     dataset_summary_path: str | None = None
     dataset_summary_split: str = "train"
+
+    def __post_init__(self) -> None:
+        _check({f.name: getattr(self, f.name) for f in fields(self)}, "dataset_args")
+        if not isinstance(self.tokenizer, TokenizerSpec):
+            raise ConfigError(f"dataset_args.tokenizer: expected a TokenizerSpec, got {self.tokenizer!r}")
 
     @property
     def normalize(self) -> str:
@@ -145,35 +163,53 @@ def parse_dataset_args(obj, where: str) -> AsrArgs:
             raise ConfigError(f"{where}.normalize: {normalize!r} contradicts normalize_audio: "
                               f"{v['normalize_audio']!r} (its alias); set one of them")
         v["normalize_audio"] = normalize == UTTERANCE
-    for key in ("min_audio_len", "max_audio_len", "min_samples_per_char", "spec_aug_freq_mask_param",
-                "spec_aug_time_mask_param", "max_num_elements", "num_seqs_multiple_of", "batch_size"):
+    strategy = v["batching_strategy"]
+    if not isinstance(strategy, str) or strategy.upper() not in BATCHING_STRATEGIES:
+        raise ConfigError(f"{where}.batching_strategy: {strategy!r} is not one of {', '.join(BATCHING_STRATEGIES)}")
+    v["batching_strategy"] = strategy.upper()
+    _check(v, where)  # first, so errors name the config path
+    p = v["spec_aug_p"]
+    return AsrArgs(**{**v, "spec_aug_p": None if p is None else float(p),
+                      "tokenizer": _tokenizer(v["tokenizer"], f"{where}.tokenizer")})
+
+
+#: Counts that may be 0 and counts that must be at least 1, with their ceilings: lengths, budgets and mask widths
+#: in samples, frames or bins (``MAX_COUNT``); rows of a batch (``MAX_BATCH_ROWS``).
+_NON_NEGATIVE = {"min_audio_len": MAX_COUNT, "min_samples_per_char": MAX_COUNT,
+                 "spec_aug_freq_mask_param": MAX_COUNT, "spec_aug_time_mask_param": MAX_COUNT}
+_POSITIVE = {"max_audio_len": MAX_COUNT, "max_num_elements": MAX_COUNT, "num_seqs_multiple_of": MAX_BATCH_ROWS,
+             "batch_size": MAX_BATCH_ROWS}
+
+
+def _check(v: dict, where: str) -> None:
+    """Every value of ``v`` (one per ``AsrArgs`` field but ``tokenizer``) against its type and range, named under
+    ``where``: run by the parser (config paths) and on construction."""
+    for key, ceiling in _NON_NEGATIVE.items():
+        if check_type(v[key], int, f"{where}.{key}") < 0:
+            raise ConfigError(f"{where}.{key}: must be non-negative, got {v[key]}")
+        positive_int(v[key], f"{where}.{key}", minimum=0, maximum=ceiling)
+    for key, ceiling in _POSITIVE.items():
         check_type(v[key], int, f"{where}.{key}")
+        if key != "max_audio_len" and v[key] < 1:
+            raise ConfigError(f"{where}.{key}: must be at least 1, got {v[key]}")
+        positive_int(v[key], f"{where}.{key}", minimum=0, maximum=ceiling)
     for key in ("remove_unknown", "normalize_audio", "use_fbank", "drop_remainder", "shuffle"):
         check_type(v[key], bool, f"{where}.{key}")
-    for key in ("min_audio_len", "min_samples_per_char", "spec_aug_freq_mask_param", "spec_aug_time_mask_param"):
-        if v[key] < 0:
-            raise ConfigError(f"{where}.{key}: must be non-negative, got {v[key]}")
-    for key in ("max_num_elements", "num_seqs_multiple_of", "batch_size"):
-        if v[key] < 1:
-            raise ConfigError(f"{where}.{key}: must be at least 1, got {v[key]}")
     if v["max_audio_len"] < v["min_audio_len"]:
         raise ConfigError(f"{where}.max_audio_len: {v['max_audio_len']} is below min_audio_len {v['min_audio_len']}")
     threshold = v["filter_long_text_threshold"]
-    if threshold is not None and check_type(threshold, int, f"{where}.filter_long_text_threshold") < 1:
-        raise ConfigError(f"{where}.filter_long_text_threshold: must be at least 1 token, got {threshold}")
-    p = v["spec_aug_p"]
-    if p is not None and not 0.0 <= check_type(p, (int, float), f"{where}.spec_aug_p") <= 1.0:
-        raise ConfigError(f"{where}.spec_aug_p: must be in [0, 1], got {p}")
+    if threshold is not None:
+        if check_type(threshold, int, f"{where}.filter_long_text_threshold") < 1:
+            raise ConfigError(f"{where}.filter_long_text_threshold: must be at least 1 token, got {threshold}")
+        positive_int(threshold, f"{where}.filter_long_text_threshold")
+    if v["spec_aug_p"] is not None:
+        probability(v["spec_aug_p"], f"{where}.spec_aug_p")
     if v["dataset_summary_path"] is not None and not (isinstance(v["dataset_summary_path"], str)
                                                       and v["dataset_summary_path"]):
         raise ConfigError(f"{where}.dataset_summary_path: expected a TSV path, got {v['dataset_summary_path']!r}")
     if not isinstance(v["dataset_summary_split"], str) or not v["dataset_summary_split"]:
         raise ConfigError(f"{where}.dataset_summary_split: expected a split name, got {v['dataset_summary_split']!r}")
-    strategy = v["batching_strategy"]
-    if not isinstance(strategy, str) or strategy.upper() not in BATCHING_STRATEGIES:
-        raise ConfigError(f"{where}.batching_strategy: {strategy!r} is not one of {', '.join(BATCHING_STRATEGIES)}")
-    return AsrArgs(**{**v, "batching_strategy": strategy.upper(), "spec_aug_p": None if p is None else float(p),
-                      "tokenizer": _tokenizer(v["tokenizer"], f"{where}.tokenizer")})
+    check_choice(v["batching_strategy"], BATCHING_STRATEGIES, f"{where}.batching_strategy")
 
 
 __all__ = ["AsrArgs", "BATCHING_STRATEGIES", "NORMALIZE_CHOICES", "TokenizerSpec", "parse_dataset_args"]
