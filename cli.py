@@ -1,18 +1,29 @@
 """``speechpack``: a thin click layer over ``packer`` and ``loader``.
 
 Each command parses its options and calls one library function.  Bad input (``SpeechpackError``) becomes a
-message on stderr and exit status 1; bad flags are click's usage errors (exit status 2).
+message on stderr and exit status 1; bad flags and options that do not go together (``OptionError``) are click's
+usage errors (exit status 2).  The ``build`` subcommands are made from ``packer.adapters.ADAPTERS``, one per
+input family.
 """
 
 from __future__ import annotations
 
+import inspect
 import sys
 
 import click
 
-from schemas.constants import DEFAULT_SAMPLE_RATE, tool_version
-from schemas.errors import BuildError, SpeechpackError
-from schemas.units import parse_size
+from loader.config import STATES
+from packer.adapters import ADAPTERS, Adapter
+from packer.adapters.registry import range_type as _range
+from packer.build.finalize import DEFAULT_JOBS as FINALIZE_JOBS
+from packer.build.plan import ShardSlice
+from packer.build.run import EXECUTORS
+from packer.copy import DEFAULT_JOBS as COPY_JOBS
+from schemas import limits
+from schemas.constants import DEFAULT_SAMPLE_RATE, DEFAULT_SHARD_BYTES, TOOL_NAME, tool_version
+from schemas.errors import BuildError, OptionError, SpeechpackError
+from schemas.units import format_bytes, parse_size
 from schemas.wesep_list import LineProblem
 
 
@@ -22,10 +33,26 @@ class _Size(click.ParamType):
     name = "size"
 
     def convert(self, value, param, ctx):
-        if isinstance(value, int):
+        try:
+            size = parse_size(value)
+        except SpeechpackError as err:
+            self.fail(str(err), param, ctx)
+        problem = limits.SHARD_BYTES.problem(size)
+        if problem is not None:
+            self.fail(problem, param, ctx)
+        return size
+
+
+class _Slice(click.ParamType):
+    """``--shards i/n``: one slice of the shard plan (``packer.build.plan.ShardSlice``)."""
+
+    name = "i/n"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, ShardSlice):
             return value
         try:
-            return parse_size(value)
+            return ShardSlice.parse(value)
         except SpeechpackError as err:
             self.fail(str(err), param, ctx)
 
@@ -54,341 +81,117 @@ def build() -> None:
     """Convert an input corpus into a pack (one subcommand per input family)."""
 
 
-def _build_options(func):
-    """Options every ``build`` subcommand shares."""
-    options = [
-        click.option("--out", "out", required=True, type=click.Path(file_okay=False),
-                     help="Pack directory to create (must be empty or absent, unless --overwrite)."),
-        click.option("--sample-rate", default=DEFAULT_SAMPLE_RATE, show_default=True, type=click.IntRange(min=1),
-                     help="Rate of the stored audio in Hz; inputs are resampled with soxr."),
-        click.option("--shard-size", "shard_bytes", default="1GB", show_default=True, type=_Size(),
-                     help="Close a shard when the next sample would push its audio past this size."),
-        click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
+def _shared_build_options(adapter: Adapter) -> list[click.Option]:
+    """The options every ``build`` subcommand shares, declared once; their names are the fields of
+    ``adapter.options`` (``BuildOptions``; see docs/building.md).  asd families store 16 kHz always (no
+    ``--sample-rate``), may leave missing inputs out (``--skip-missing``), pack tracks rather than lines, and also
+    take MuVAP's spellings ``--output`` and ``--max-shard-gb``."""
+    sample, item = ("track", "track") if adapter.asd else ("sample", "line")
+    out_help = adapter.out_help or "Pack directory to create (must be empty or absent, unless --overwrite)."
+    if adapter.asd:
+        options = [click.Option(["--out", "--output", "out"], required=adapter.default_out is None,
+                                type=click.Path(file_okay=False), help=out_help + " --output is MuVAP's spelling.")]
+    else:
+        options = [click.Option(["--out"], required=adapter.default_out is None, type=click.Path(file_okay=False),
+                                help=out_help),
+                   click.Option(["--sample-rate"], default=DEFAULT_SAMPLE_RATE, show_default=True,
+                                type=_range(limits.SAMPLE_RATE),
+                                help="Rate of the stored audio in Hz; inputs are resampled with soxr.")]
+    options.append(click.Option(["--shard-size", "shard_bytes"], default=format_bytes(DEFAULT_SHARD_BYTES),
+                                show_default=True, type=_Size(),
+                                help=f"Close a shard when the next {sample} would push its payload past this size."))
+    if adapter.asd:
+        options.append(click.Option(["--max-shard-gb", "max_shard_gb"], type=click.FloatRange(min=0, min_open=True),
+                                    default=None, help="MuVAP's spelling of --shard-size, in decimal GB (1.5 = "
+                                                       "--shard-size 1.5GB)."))
+    options += [
+        click.Option(["--workers"], default=1, show_default=True, type=_range(limits.WORKERS),
                      help="Decoding processes; the pack is byte-identical whatever the number."),
-        click.option("--skip-bad", is_flag=True,
-                     help="Pack the good lines and record the bad ones in skipped.json instead of failing."),
-        click.option("--overwrite", is_flag=True, help="Replace the pack already in --out."),
-        click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar."),
+        click.Option(["--skip-bad"], is_flag=True,
+                     help=f"Pack the good {item}s and record the bad ones in skipped.json instead of failing."),
     ]
-    for option in reversed(options):
-        func = option(func)
-    return func
+    if adapter.asd:
+        options.append(click.Option(["--skip-missing"], is_flag=True,
+                                    help="Partial development copies: leave out tracks whose face or audio files are "
+                                         "missing (recorded in skipped.json); any other problem still fails the "
+                                         "build."))
+    options += [
+        click.Option(["--overwrite"], is_flag=True, help="Replace the pack already in --out."),
+        click.Option(["--progress/--no-progress"], default=True, show_default=True, help="Show a progress bar."),
+    ]
+    return options + [click.Option(decls, **attrs) for decls, attrs in _SCALE_OPTIONS]
 
 
-class _Slice(click.ParamType):
-    """``--shards i/n``: one slice of the shard plan (``packer.build.plan.ShardSlice``)."""
-
-    name = "i/n"
-
-    def convert(self, value, param, ctx):
-        from packer.build.plan import ShardSlice
-
-        if isinstance(value, ShardSlice):
-            return value
-        try:
-            return ShardSlice.parse(value)
-        except SpeechpackError as err:
-            self.fail(str(err), param, ctx)
+# builds at scale (`build` and `import`): they change where shards are written, never what
+_SCALE_OPTIONS = [
+    (["--executor"], dict(type=click.Choice(EXECUTORS), default=EXECUTORS[0], show_default=True,
+                          help="Where shards are written: this machine (--workers processes) or a Ray cluster (one "
+                               "task per shard; needs speechpack[ray] and --out on storage every node mounts).")),
+    (["--ray-address"], dict(metavar="ADDR",
+                             help="Ray cluster to connect to (auto, ray://host:10001); default: start a local Ray.")),
+    (["--shards"], dict(type=_Slice(), default=None,
+                        help="Build only the planned shards k with k % n == i (a cluster array job); then run "
+                             f"`{TOOL_NAME} finalize OUT` once every slice is done.")),
+    (["--resume"], dict(is_flag=True,
+                        help="Resume an interrupted build (a plain rerun does too): keep its shards that verify "
+                             "against the plan, build the rest; refuse a finished pack.")),
+]
 
 
 def _scale_options(func):
-    """Options for builds at scale, on every ``build`` subcommand; the command takes them as ``**scale`` and
-    passes them on to ``BuildOptions`` (same names).  See docs/building.md."""
-    options = [
-        click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
-                     help="Where shards are written: this machine (--workers processes) or a Ray cluster (one task "
-                          "per shard; needs speechpack[ray] and --out on storage every node mounts)."),
-        click.option("--ray-address", metavar="ADDR",
-                     help="Ray cluster to connect to (auto, ray://host:10001); default: start a local Ray."),
-        click.option("--shards", type=_Slice(), default=None,
-                     help="Build only the planned shards k with k % n == i (a cluster array job); then run "
-                          "`speechpack finalize OUT` once every slice is done."),
-        click.option("--resume", is_flag=True,
-                     help="Resume an interrupted build (a plain rerun does too): keep its shards that verify "
-                          "against the plan, build the rest; refuse a finished pack."),
-    ]
-    for option in reversed(options):
-        func = option(func)
+    """``func`` (a click command function) taking the options of ``_SCALE_OPTIONS`` (``speechpack import``)."""
+    for decls, attrs in reversed(_SCALE_OPTIONS):
+        func = click.option(*decls, **attrs)(func)
     return func
 
 
-@build.command("wesep")
-@click.option("--list", "list_path", required=True, type=click.Path(dir_okay=False),
-              help="WeSep raw list (JSON lines: key, spk, mix.default, src).")
-@click.option("--root", type=click.Path(file_okay=False, exists=True),
-              help="Resolve relative audio, cue resource and cue file paths against this directory "
-                   "(default: the current directory).")
-@click.option("--cues", "cues_path", type=click.Path(dir_okay=False),
-              help="The split's cues.yaml: pack every cue resource it points to into PACK/cues/.")
-@click.option("--allow-pickle", is_flag=True,
-              help="Unpickle spatial cue files that are pickled dicts (runs code from them: trusted files only).")
-@_build_options
-@_scale_options
-def build_wesep_command(list_path, root, cues_path, allow_pickle, out, sample_rate, shard_bytes, workers, skip_bad,
-                        overwrite, progress, **scale):
-    """Pack a WeSep raw list: mixture lines make a `tse` pack, single-speaker lines a `sources` pack."""
-    from packer.build.run import BuildOptions, build_wesep
-
-    try:
-        options = BuildOptions(out=out, sample_rate=sample_rate, shard_bytes=shard_bytes, workers=workers,
-                               skip_bad=skip_bad, overwrite=overwrite, progress=progress, **scale)
-        summary = build_wesep(list_path, options, root=root, cues=cues_path, allow_pickle=allow_pickle)
-    except SpeechpackError as err:
-        _fail(err)
-    click.echo(summary.describe())
+def _max_shard_gb(chosen: dict) -> None:
+    """MuVAP's ``--max-shard-gb`` in ``chosen`` turned into ``shard_bytes`` (``round(gb * 1e9)``, as MuVAP's CLI
+    rounds it); giving it with ``--shard-size`` is a usage error."""
+    max_shard_gb = chosen.pop("max_shard_gb", None)
+    if max_shard_gb is None:
+        return
+    source = click.get_current_context().get_parameter_source("shard_bytes")
+    if source is not None and source.name != "DEFAULT":
+        raise click.UsageError("--max-shard-gb and --shard-size set the same limit: give one of them")
+    size = parse_size(f"{max_shard_gb!r}GB")
+    problem = limits.SHARD_BYTES.problem(size)
+    if problem is not None:
+        raise click.BadParameter(problem, param_hint="--max-shard-gb")
+    chosen["shard_bytes"] = size
 
 
-@build.command("wesep-shards")
-@click.option("--list", "list_path", required=True, type=click.Path(dir_okay=False),
-              help="WeSep shard list: one tar path per line, plain or gzip-compressed (.tar.gz/.tgz, read in "
-                   "memory); relative to the current directory.")
-@_build_options
-@_scale_options
-def build_wesep_shards_command(list_path, out, sample_rate, shard_bytes, workers, skip_bad, overwrite, progress,
-                               **scale):
-    """Pack WeSep tar shards (offline: key.spk<i>, key.<ext>, key_spk<i>.<ext>; online: key.spk, key.<ext>);
-    the same samples as a raw list give the same shards.  Members are read in memory, never extracted."""
-    from packer.build.run import BuildOptions, build_wesep_shards
-
-    try:
-        options = BuildOptions(out=out, sample_rate=sample_rate, shard_bytes=shard_bytes, workers=workers,
-                               skip_bad=skip_bad, overwrite=overwrite, progress=progress, **scale)
-        summary = build_wesep_shards(list_path, options)
-    except SpeechpackError as err:
-        _fail(err)
-    click.echo(summary.describe())
+def _call_with_named(func, values: dict):
+    """``func`` called with the values its parameters name (``ava.default_out(visual_root, split)``)."""
+    names = inspect.signature(func).parameters
+    return func(**{name: value for name, value in values.items() if name in names})
 
 
-@build.command("parquet")
-@click.option("--path", "path", required=True, type=click.Path(exists=True),
-              help="Omnilingual parquet dataset: a directory (corpus=X/language=Y/*.parquet partitions) or one file.")
-@click.option("--split", help="Pack only the rows whose `split` is this (e.g. train).")
-@_build_options
-@_scale_options
-def build_parquet_command(path, split, out, sample_rate, shard_bytes, workers, skip_bad, overwrite, progress,
-                          **scale):
-    """Pack Omnilingual ASR parquet (audio_bytes, audio_size, text, split, language, corpus) into an `asr` pack
-    (needs speechpack[parquet])."""
-    from packer.adapters.asr_parquet import build_parquet
-    from packer.build.run import BuildOptions
+def _build_command(adapter: Adapter) -> click.Command:
+    """``speechpack build NAME`` for one entry of ``ADAPTERS``: the family's options, then the shared ones, which
+    become ``adapter.options`` for the family's build function."""
+    shared = _shared_build_options(adapter)
 
-    try:
-        options = BuildOptions(out=out, sample_rate=sample_rate, shard_bytes=shard_bytes, workers=workers,
-                               skip_bad=skip_bad, overwrite=overwrite, progress=progress, **scale)
-        summary = build_parquet(path, options, split=split)
-    except SpeechpackError as err:
-        _fail(err)
-    click.echo(summary.describe())
-
-
-@build.command("asr-jsonl")
-@click.option("--list", "list_path", required=True, type=click.Path(dir_okay=False),
-              help="ASR manifest: JSON lines with audio_filepath, text, language, corpus [key, speaker, offset, "
-                   "duration]; relative paths are read from the manifest's directory.")
-@click.option("--language", help="Language of lines that name none.")
-@click.option("--corpus", help="Corpus of lines that name none.")
-@_build_options
-@_scale_options
-def build_asr_jsonl_command(list_path, language, corpus, out, sample_rate, shard_bytes, workers, skip_bad, overwrite,
-                            progress, **scale):
-    """Pack a one-utterance-per-line JSON manifest into an `asr` pack (offset/duration cut spans of long files)."""
-    from packer.adapters.asr_jsonl import build_asr_jsonl
-    from packer.build.run import BuildOptions
-
-    try:
-        options = BuildOptions(out=out, sample_rate=sample_rate, shard_bytes=shard_bytes, workers=workers,
-                               skip_bad=skip_bad, overwrite=overwrite, progress=progress, **scale)
-        summary = build_asr_jsonl(list_path, options, language=language, corpus=corpus)
-    except SpeechpackError as err:
-        _fail(err)
-    click.echo(summary.describe())
-
-
-@build.command("audio-bank")
-@click.argument("source", metavar="[DIR_OR_LIST]", required=False, type=click.Path(exists=True))
-@click.option("--kind", required=True, type=click.Choice(["noise", "rir"]),
-              help="Pack kind: a noise bank or a room-impulse-response bank.")
-@click.option("--simulate", type=click.IntRange(min=1), metavar="N",
-              help="Instead of files: simulate N shoebox-room RIRs with pyroomacoustics (--kind rir).")
-@click.option("--lmdb", "lmdb_path", type=click.Path(exists=True), metavar="PATH",
-              help="Instead of files: every entry of a WeSep noise LMDB (tools/make_lmdb.py), keys kept (--kind noise; "
-                   "needs speechpack[wesep]).")
-@click.option("--room-min", type=(float, float, float), default=None, metavar="X Y Z",
-              help="Smallest room, metres (default 3 3 2.5).")
-@click.option("--room-max", type=(float, float, float), default=None, metavar="X Y Z",
-              help="Largest room, metres (default 8 6 3.5).")
-@click.option("--rt60", type=(float, float), default=None, metavar="LO HI", help="RT60 range, s (default 0.2 0.6).")
-@click.option("--distance", type=(float, float), default=None, metavar="LO HI",
-              help="Source-microphone distance range, metres (default 0.5 3).")
-@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Seed of the simulation.")
-@_build_options
-@_scale_options
-def build_audio_bank_command(source, kind, simulate, lmdb_path, room_min, room_max, rt60, distance, seed, out,
-                             sample_rate, shard_bytes, workers, skip_bad, overwrite, progress, **scale):
-    """Pack every audio file of a directory (recursively, sorted) or a list file (one path per line) as a noise or
-    RIR bank: one sample per file, all channels, resampled, nothing normalised.  Keys are the paths relative to the
-    directory (or as listed); each sample's one "speaker" is the kind name.  --lmdb converts a WeSep noise LMDB
-    once: every entry decoded and checked, its key kept as the sample key."""
-    from packer.adapters.audio_bank import SimulationOptions
-    from packer.build.run import BuildOptions, build_audio_bank, build_simulated_rirs
-
-    simulation_flags = {"--room-min": room_min, "--room-max": room_max, "--rt60": rt60, "--distance": distance}
-    if lmdb_path is not None:
-        if source is not None or simulate is not None:
-            raise click.UsageError("give one of DIR_OR_LIST, --simulate N or --lmdb PATH")
-        if kind != "noise":
-            raise click.UsageError("--lmdb reads a WeSep noise LMDB: use --kind noise")
-        source = lmdb_path  # the checks below see an input
-    if simulate is None:
-        if source is None:
-            raise click.UsageError("give DIR_OR_LIST, or --simulate N (with --kind rir)")
-        given = [flag for flag, value in simulation_flags.items() if value is not None]
-        if given:
-            raise click.UsageError(f"{', '.join(given)} only apply with --simulate")
-    else:
-        if source is not None:
-            raise click.UsageError("give DIR_OR_LIST or --simulate N, not both")
-        if kind != "rir":
-            raise click.UsageError("--simulate makes RIRs: use --kind rir")
-    try:
-        options = BuildOptions(out=out, sample_rate=sample_rate, shard_bytes=shard_bytes, workers=workers,
-                               skip_bad=skip_bad, overwrite=overwrite, progress=progress, **scale)
-        if lmdb_path is not None:
-            from packer.adapters.noise_lmdb import build_noise_lmdb
-
-            summary = build_noise_lmdb(lmdb_path, options)
-        elif simulate is None:
-            summary = build_audio_bank(source, kind, options)
-        else:
-            ranges = {name: tuple(value) for name, value in
-                      (("room_min", room_min), ("room_max", room_max), ("rt60", rt60), ("distance", distance))
-                      if value is not None}
-            summary = build_simulated_rirs(SimulationOptions(count=simulate, seed=seed, **ranges), options)
-    except SpeechpackError as err:
-        _fail(err)
-    click.echo(summary.describe())
-
-
-def _asd_build_options(out_help: str | None):
-    """Options of the ``asd`` builds: those of ``_build_options`` less ``--sample-rate`` (asd packs are always
-    16 kHz), with ``--skip-missing``, and ``_scale_options``; ``--out`` may default to a place beside the corpus."""
-
-    def decorate(func):
-        options = [
-            click.option("--out", "out", required=out_help is None, type=click.Path(file_okay=False),
-                         help=out_help or "Pack directory to create (must be empty or absent, unless --overwrite)."),
-            click.option("--shard-size", "shard_bytes", default="1GB", show_default=True, type=_Size(),
-                         help="Close a shard when the next track would push its payload past this size."),
-            click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
-                         help="Decoding processes; the pack is byte-identical whatever the number."),
-            click.option("--skip-bad", is_flag=True,
-                         help="Pack the good tracks and record the bad ones in skipped.json instead of failing."),
-            click.option("--skip-missing", is_flag=True,
-                         help="Partial development copies: leave out tracks whose face or audio files are missing "
-                              "(recorded in skipped.json); any other problem still fails the build."),
-            click.option("--overwrite", is_flag=True, help="Replace the pack already in --out."),
-            click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar."),
-        ]
-        func = _scale_options(func)
-        for option in reversed(options):
-            func = option(func)
-        return func
-
-    return decorate
-
-
-def _asd_options(out, shard_bytes, workers, skip_bad, skip_missing, overwrite, progress, scale):
-    from packer.adapters.avcc import AsdBuildOptions
-
-    return AsdBuildOptions(out=out, shard_bytes=shard_bytes, workers=workers, skip_bad=skip_bad,
-                           skip_missing=skip_missing, overwrite=overwrite, progress=progress, scale=scale)
-
-
-def _build_ava_like(corpus: str):
-    """``build ava`` and ``build wasd``: one reader, MuVAP's loader CSV layout (docs/asd.md)."""
-
-    @build.command(corpus, help=f"Pack {corpus.upper()} face tracks (JPEG crops, per-track WAVs, the loader CSV) as an "
-                                f"asd pack: faces 112x112 grayscale, labels per native frame, audio 16 kHz mono "
-                                f"unnormalised.")
-    @click.option("--loader", "loader_csv", required=True, type=click.Path(dir_okay=False),
-                  help="The header-less loader CSV (sample_id, _, fps, labels), one face track per line.")
-    @click.option("--visual-root", required=True, type=click.Path(file_okay=False),
-                  help="Face crops: VISUAL_ROOT/SPLIT/<clip>/<track>/<timestamp>.jpg.")
-    @click.option("--audio-root", required=True, type=click.Path(file_okay=False),
-                  help="Track audio: AUDIO_ROOT/SPLIT/<clip>/<track>.wav.")
-    @click.option("--split", required=True, help="Split directory under both roots (train, val, ...).")
-    @_asd_build_options("Pack directory (default: <dataset root>/packed/<split>, the dataset root being the visual "
-                        "root's parent).")
-    def command(loader_csv, visual_root, audio_root, split, out, shard_bytes, workers, skip_bad, skip_missing,
-                overwrite, progress, **scale):
-        from packer.adapters.ava import build_ava, default_out
-
+    def run(**values):
+        chosen = {option.name: values.pop(option.name) for option in shared}
+        out_only = {param.name: values.pop(param.name) for param in adapter.out_params}
+        _max_shard_gb(chosen)
         try:
-            options = _asd_options(out or default_out(visual_root, split), shard_bytes, workers, skip_bad,
-                                   skip_missing, overwrite, progress, scale)
-            summary = build_ava(loader_csv, visual_root, audio_root, split, options, corpus=corpus)
+            if chosen["out"] is None:
+                chosen["out"] = _call_with_named(adapter.default_out, {**values, **out_only})
+            summary = adapter.build(options=adapter.options(**chosen), **adapter.fixed, **values)
+        except OptionError as err:
+            raise click.UsageError(str(err)) from None
         except SpeechpackError as err:
             _fail(err)
         click.echo(summary.describe())
 
-    return command
+    return click.Command(adapter.name, callback=run, params=[*adapter.params, *adapter.out_params, *shared],
+                         help=adapter.help)
 
 
-build_ava_command = _build_ava_like("ava")
-build_wasd_command = _build_ava_like("wasd")
-
-
-@build.command("avcc")
-@click.option("--loader", "tsv_path", required=True, type=click.Path(dir_okay=False),
-              help="The headered TSV: sample_id, visual_path, audio_path, source_fps, labels[, start_sec, "
-                   "visual_kind, audio_sample_rate].")
-@click.option("--root", required=True, type=click.Path(file_okay=False),
-              help="Resolve the TSV's relative paths against this directory.")
-@_asd_build_options(None)
-def build_avcc_command(tsv_path, root, out, shard_bytes, workers, skip_bad, skip_missing, overwrite, progress,
-                       **scale):
-    """Pack AVCC face tracks (npy or JPEG-directory faces, conversation audio cut at start_sec) as an asd pack."""
-    from packer.adapters.avcc import build_avcc
-
-    try:
-        options = _asd_options(out, shard_bytes, workers, skip_bad, skip_missing, overwrite, progress, scale)
-        summary = build_avcc(tsv_path, root, options)
-    except SpeechpackError as err:
-        _fail(err)
-    click.echo(summary.describe())
-
-
-@build.command("msdwild")
-@click.option("--input", "input_dir", required=True, type=click.Path(file_okay=False),
-              help="MSDWild's box directory: <video>.csv per video (and the MP4s, unless --video-root).")
-@click.option("--rttm", "rttm_path", type=click.Path(dir_okay=False),
-              help="Speech turns; its videos are the ones packed (default: INPUT/all.rttm).")
-@click.option("--video-root", type=click.Path(file_okay=False), help="Where <video>.mp4 are (default: --input).")
-@click.option("--window", "window_sec", default=30.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
-              help="Window length, seconds.")
-@click.option("--overlap", "overlap_sec", default=10.0, show_default=True, type=click.FloatRange(min=0),
-              help="Overlap of consecutive windows, seconds.")
-@click.option("--box-format", type=click.Choice(["xywh", "xyxy"]), default="xywh", show_default=True,
-              help="The four box columns: x y width height, or x1 y1 x2 y2.")
-@_asd_build_options("Pack directory (default: <dataset root>/packed/<rttm name>, the dataset root being the input's "
-                    "parent).")
-def build_msdwild_command(input_dir, rttm_path, video_root, window_sec, overlap_sec, box_format, out, shard_bytes,
-                          workers, skip_bad, skip_missing, overwrite, progress, **scale):
-    """Pack MSDWild: windows cut from each MP4 with its box CSV, tracks present in 90% of a window, labels from
-    the RTTM by frame centre; an incomplete final window is kept, unpadded (docs/asd.md)."""
-    import os
-
-    from packer.adapters.msdwild import DEFAULT_RTTM, build_msdwild, default_out
-
-    rttm = rttm_path or os.path.join(input_dir, DEFAULT_RTTM)
-    try:
-        options = _asd_options(out or default_out(input_dir, rttm), shard_bytes, workers, skip_bad, skip_missing,
-                               overwrite, progress, scale)
-        summary = build_msdwild(input_dir, options, rttm_path=rttm, video_root=video_root, window_sec=window_sec,
-                                overlap_sec=overlap_sec, box_format=box_format)
-    except SpeechpackError as err:
-        _fail(err)
-    click.echo(summary.describe())
+for _adapter in ADAPTERS.values():
+    build.add_command(_build_command(_adapter))
 
 
 def _endpoint_option(command):
@@ -418,12 +221,8 @@ def validate(packs, json_path, no_hash, plot_path, endpoint_url):
     if json_path:
         report.write_json(json_path)
     if plot_path:
-        if report.asd_levels is None:
-            _fail(SpeechpackError("--plot compares asd packs' levels; no valid asd pack was given"))
-        from loader.asd.levels import plot_levels
-
         try:
-            plot_levels(report.asd_levels, plot_path)
+            report.plot_levels(plot_path)
         except SpeechpackError as err:
             _fail(err)
         click.echo(f"levels plotted to {plot_path}")
@@ -434,8 +233,8 @@ def validate(packs, json_path, no_hash, plot_path, endpoint_url):
 @main.command("finalize")
 @click.argument("pack", type=click.Path(file_okay=False, exists=True))
 @click.option("--no-hash", is_flag=True, help="Trust the receipts' hashes (sizes and indexes are still checked).")
-@click.option("--jobs", type=click.IntRange(min=1),
-              help="Shards verified at once (default: packer.build.finalize.DEFAULT_JOBS, 4).")
+@click.option("--jobs", default=FINALIZE_JOBS, show_default=True, type=_range(limits.JOBS),
+              help="Shards verified at once.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
 def finalize_command(pack, no_hash, jobs, progress):
     """Commit a pack built by array jobs (`build ... --shards i/n`): verify every planned shard against the plan
@@ -443,8 +242,7 @@ def finalize_command(pack, no_hash, jobs, progress):
     from packer.build.finalize import finalize_pack
 
     try:
-        summary = finalize_pack(pack, check_hashes=not no_hash, progress=progress,
-                                **({} if jobs is None else {"jobs": jobs}))
+        summary = finalize_pack(pack, check_hashes=not no_hash, progress=progress, jobs=jobs)
     except SpeechpackError as err:
         _fail(err)
     click.echo(summary.describe())
@@ -453,8 +251,8 @@ def finalize_command(pack, no_hash, jobs, progress):
 @main.command("copy")
 @click.argument("src", type=click.Path(file_okay=False))
 @click.argument("dst", type=click.Path(file_okay=False))
-@click.option("--jobs", type=click.IntRange(min=1),
-              help="Files copied and hashed at once (default 4, packer.copy.DEFAULT_JOBS).")
+@click.option("--jobs", default=COPY_JOBS, show_default=True, type=_range(limits.JOBS),
+              help="Files copied and hashed at once.")
 @click.option("--verify-only", is_flag=True, help="Re-hash DST against SRC's dataset.json; copy nothing.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar (bytes).")
 @_endpoint_option
@@ -464,10 +262,9 @@ def copy_command(src, dst, jobs, verify_only, progress, endpoint_url):
     from packer.copy import copy_pack, verify_copy
 
     run = verify_copy if verify_only else copy_pack
-    chosen = {} if jobs is None else {"jobs": jobs}
     try:
-        report = run(src, dst, progress=progress, log=lambda text: click.echo(text, err=True),
-                     endpoint_url=endpoint_url, **chosen)
+        report = run(src, dst, jobs=jobs, progress=progress, log=lambda text: click.echo(text, err=True),
+                     endpoint_url=endpoint_url)
     except SpeechpackError as err:
         _fail(err)
     click.echo(report.describe())
@@ -495,33 +292,22 @@ def inspect_command(pack, plot_path, as_json, top):
 
 @main.command()
 @click.argument("config_path", metavar="CONFIG", type=click.Path(dir_okay=False, exists=True))
-@click.option("--state", type=click.Choice(["train", "val", "test"]), default="train", show_default=True)
+@click.option("--state", type=click.Choice(STATES), default=STATES[0], show_default=True)
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0))
 @click.option("--save-wavs", type=click.Path(file_okay=False), help="Write the batch's rows as WAV files here.")
 def peek(config_path, state, seed, save_wavs):
     """Print one model-ready batch of a loader CONFIG (YAML): field, shape, dtype, range."""
-    from loader import build_loader
-    from loader.peek import batch_sample_rate, describe_batch, load_config, save_batch_wavs
+    from loader.peek import peek_config
 
     try:
-        loader = build_loader(load_config(config_path), state, seed=seed)
-        report = loader.report()
-        click.echo(f"{state}: {report.items} items, {report.filtered} filtered out, {len(loader)} batches per "
-                   f"rank, {report.padded_items} padded items, {report.dropped_items} dropped")
-        batch = next(iter(loader), None)
-        if batch is None:
-            raise SpeechpackError(f"{config_path}: the {state} plan holds no batch")
-        click.echo(describe_batch(batch))
-        if save_wavs:
-            paths = save_batch_wavs(batch, batch_sample_rate(loader.builder), save_wavs)
-            click.echo(f"wrote {len(paths)} WAV files to {save_wavs}")
+        click.echo(peek_config(config_path, state, seed=seed, save_wavs=save_wavs).describe())
     except SpeechpackError as err:
         _fail(err)
 
 
 @main.command("plan")
 @click.argument("config_path", metavar="CONFIG", type=click.Path(dir_okay=False, exists=True))
-@click.option("--state", type=click.Choice(["train", "val", "test"]), default="train", show_default=True)
+@click.option("--state", type=click.Choice(STATES), default=STATES[0], show_default=True)
 @click.option("--world-size", default=1, show_default=True, type=click.IntRange(min=1), help="Ranks to plan for.")
 @click.option("--epochs", default=1, show_default=True, type=click.IntRange(min=1), help="Epochs to plan.")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0))
@@ -540,6 +326,43 @@ def plan_command(config_path, state, world_size, epochs, seed, plot_path):
             click.echo(f"wrote {plot_path}")
     except SpeechpackError as err:
         _fail(err)
+
+
+@main.group("import")
+def import_group() -> None:
+    """Convert a pack written by another tool into a speechpack pack, without decoding its media again."""
+
+
+@import_group.command("muvap")
+@click.argument("pack", type=click.Path(file_okay=False, exists=True))
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False),
+              help="Pack directory to create (must be empty or absent, unless --overwrite).")
+@click.option("--shard-size", "shard_bytes", default="1GB", show_default=True, type=_Size(),
+              help="Close a shard when the next track would push its payload past this size.")
+@click.option("--workers", default=1, show_default=True, type=_range(limits.WORKERS),
+              help="Copying processes; the pack is byte-identical whatever the number.")
+@click.option("--skip-bad", is_flag=True,
+              help="Import the good tracks and record the bad records in skipped.json instead of failing.")
+@click.option("--strict-stats", is_flag=True,
+              help="Fail when MuVAP's recorded audio statistics or speaking ratio differ from the stored data "
+                   "(default: report every mismatch and keep the recomputed values).")
+@click.option("--overwrite", is_flag=True, help="Replace the pack already in --out.")
+@click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
+@_scale_options
+def import_muvap_command(pack, out, shard_bytes, workers, skip_bad, strict_stats, overwrite, progress, **scale):
+    """Convert a MuVAP ASD pack (muvap-asd-mmap v4: dataset.json, shard-NNNNNN/{faces,audio,labels}.npy,
+    index.json) into an asd pack: rows copied by range, statistics recomputed and compared (docs/asd.md)."""
+    from packer.build.run import BuildOptions
+    from packer.importers.muvap import import_muvap
+    from schemas.constants import ASD_SAMPLE_RATE
+
+    try:
+        options = BuildOptions(out=out, sample_rate=ASD_SAMPLE_RATE, shard_bytes=shard_bytes, workers=workers,
+                               skip_bad=skip_bad, overwrite=overwrite, progress=progress, **scale)
+        summary = import_muvap(pack, options, strict_stats=strict_stats)
+    except SpeechpackError as err:
+        _fail(err)
+    click.echo(summary.describe())
 
 
 @main.command()

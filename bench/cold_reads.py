@@ -50,7 +50,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from loader_throughput import CHUNK_LEN, _log, build_corpus  # noqa: E402
 from workdir import bench_workdir  # noqa: E402
 from loader.pack import open_pack, will_need_view  # noqa: E402
-from packer.build.run import BuildOptions, build_wesep  # noqa: E402
+from packer.adapters.wesep import build_wesep  # noqa: E402
+from packer.build.run import BuildOptions  # noqa: E402
 from schemas.npyfile import read_npy_header  # noqa: E402
 
 STREAMS = ("mix", "target")

@@ -20,7 +20,7 @@ says which).  The clips come in pairs of equal length, one length per pair, and 
 as one pair: its two ``mix_spk_id`` keys (``"<key>::<speaker>"``) point to that pair in ``visual.json``.  Clips are
 shared between mixtures (mp4 encoding is the slow part of making the corpus); the pack stores each clip once,
 and the baseline decodes the file of every target of every sample either way.
-``packer.build.run.build_wesep(list, BuildOptions(...), cues=cues.yaml)`` packs it.
+``packer.adapters.wesep.build_wesep(list, BuildOptions(...), cues=cues.yaml)`` packs it.
 
 **Jobs** (the same delivery: batches of ``--batch-size`` mixtures, one row per target, ``wav_mix`` and
 ``wav_target`` float32 ``[2 B, 1, 64000]``, ``audio_aux`` float32 ``[2 B, 1, T_min]`` (enrollments prefix-cropped
@@ -44,7 +44,7 @@ Before timing, the baseline's video path is checked to reproduce speechpack's ``
 bit for bit from that batch's windows (``chunk_ratio``), and every ``audio_aux`` row to be a prefix of one of its
 speaker's enrollment files.  Runs alternate between the jobs, after an untimed warm-up of each.  A reference job
 (speechpack on the same pack without cues) shows what the cues cost.  ``--what-if`` adds two patched speechpack jobs
-(``CueBank._read_raw_video`` replaced in this process only, each checked to give the same first batch bit for
+(``loader.tse.cues.raw_video.read`` replaced in this process only, each checked to give the same first batch bit for
 bit): the bank handing ``video_chunk`` a view of the mapped video instead of a copy of the whole video; and the
 bank storing videos time-last (``[H, W, C, T]``, the batch's layout), simulated with a transposed in-memory copy
 of every video, so the chunk's copy moves runs of frames instead of single bytes.
@@ -78,7 +78,7 @@ _BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(_BENCH))
 sys.path.insert(0, _BENCH)
 
-import loader.tse.cues.bank as cuebank_module  # noqa: E402
+import loader.tse.cues.raw_video as raw_video_module  # noqa: E402
 from loader import build_loader  # noqa: E402
 from workdir import bench_workdir  # noqa: E402
 from loader_throughput import (  # noqa: E402
@@ -100,7 +100,8 @@ from loader_throughput import (  # noqa: E402
     warm_files,
     wesep_collate,
 )
-from packer.build.run import BuildOptions, build_wesep  # noqa: E402
+from packer.adapters.wesep import build_wesep  # noqa: E402
+from packer.build.run import BuildOptions  # noqa: E402
 
 TARGET_VS_WESEP = 20.0
 LIBRIVOX_GLOB = "/usr/share/pocketsphinx/test/data/librivox/*.wav"
@@ -363,46 +364,46 @@ def check_first_batch(batch: dict, audio_index: dict, visual_index: dict) -> Non
 
 # ------------------------------------------------------------------------------------------ what-ifs
 
-def _read_raw_video_view(self, item: int, data: np.ndarray) -> tuple[np.ndarray, float]:
-    """What-if: ``CueBank._read_raw_video`` returning a read-only view of the mapped frames instead of a copy of
-    the whole video (``video_chunk`` copies the chunk's frames anyway)."""
-    shape = tuple(int(self._field(n, item)) for n in ("frames", "height", "width", "channels"))
-    offset = int(self._field("offset", item))
-    return data[offset:offset + int(np.prod(shape))].reshape(shape), float(self._field("fps", item))
+def _read_raw_video_view(bank, item: int, data: np.ndarray) -> tuple[np.ndarray, float]:
+    """What-if: ``loader.tse.cues.raw_video.read`` returning a read-only view of the mapped frames instead of a
+    copy of the whole video (``video_chunk`` copies the chunk's frames anyway)."""
+    shape = tuple(int(bank.field(n, item)) for n in ("frames", "height", "width", "channels"))
+    offset = int(bank.field("offset", item))
+    return data[offset:offset + int(np.prod(shape))].reshape(shape), float(bank.field("fps", item))
 
 
 _TIME_LAST: dict[tuple[str, int], tuple[np.ndarray, float]] = {}
 
 
-def _read_raw_video_time_last(self, item: int, data: np.ndarray) -> tuple[np.ndarray, float]:
+def _read_raw_video_time_last(bank, item: int, data: np.ndarray) -> tuple[np.ndarray, float]:
     """What-if: the bank storing each video time-last, ``[H, W, C, T]`` (the batch's layout), simulated by a
     transposed copy of every item made on first use (the warm-up epoch); handed to ``video_chunk`` as a
     ``[T, H, W, C]`` view, whose window's final copy then moves runs of contiguous frames instead of single bytes."""
-    key = (self.directory, item)
+    key = (bank.directory, item)
     if key not in _TIME_LAST:
-        frames, fps = _read_raw_video_view(self, item, data)
+        frames, fps = _read_raw_video_view(bank, item, data)
         _TIME_LAST[key] = (np.ascontiguousarray(np.moveaxis(frames, 0, -1)), fps)
     frames, fps = _TIME_LAST[key]
     return np.moveaxis(frames, -1, 0), fps
 
 
-#: --what-if jobs: name -> the replacement of ``CueBank._read_raw_video``; each checked bit for bit.
+#: --what-if jobs: name -> the replacement of ``loader.tse.cues.raw_video.read``; each checked bit for bit.
 WHAT_IFS = {"what-if: bank video as a view": _read_raw_video_view,
             "what-if: video stored [H, W, C, T]": _read_raw_video_time_last}
 
 
 class patched:
-    """``CueBank._read_raw_video`` replaced in this process while the block runs."""
+    """``loader.tse.cues.raw_video.read`` replaced in this process while the block runs."""
 
     def __init__(self, read):
         self.read = read
 
     def __enter__(self):
-        self.saved = cuebank_module.CueBank._read_raw_video
-        cuebank_module.CueBank._read_raw_video = self.read
+        self.saved = raw_video_module.read
+        raw_video_module.read = self.read
 
     def __exit__(self, *exc):
-        cuebank_module.CueBank._read_raw_video = self.saved
+        raw_video_module.read = self.saved
 
 
 def check_what_if(loader, read) -> None:

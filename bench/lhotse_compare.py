@@ -167,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     # One thread: torch's OpenMP workers spin while waiting for a descheduled sibling, which on a shared machine
     # multiplied Lhotse's CPU time per epoch by up to 6 (collate_audio pads with torch); neither job needs them.
     torch.set_num_threads(1)
-    from packer.build.run import BuildOptions, build_wesep
+    from packer.adapters.wesep import build_wesep
+    from packer.build.run import BuildOptions
 
     with bench_workdir("speechpack-lhotse-bench-", args.tmp_dir, args.keep, _log) as workdir:
         list_path, corpus = build_corpus(workdir, args.lines, args.seed)

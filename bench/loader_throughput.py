@@ -14,7 +14,7 @@ is built from real recordings installed by Debian packages (``pocketsphinx-testd
 16 kHz with soxr, cut into pieces of 8-12 s (``--piece-seconds``) and paired across recordings into 2-speaker
 mixtures (SIR in [-5, 5] dB), each mixture and its two sources written as PCM_16 16 kHz WAV.  A WeSep raw list
 repeats those mixtures under distinct keys (``--lines``, rounded up to whole batches) and
-``packer.build.run.build_wesep`` packs it.  The jobs deliver the same thing, an epoch of batches ``wav_mix`` and
+``packer.adapters.wesep.build_wesep`` packs it.  The jobs deliver the same thing, an epoch of batches ``wav_mix`` and
 ``wav_target`` of shape ``[2 * batch_size, 1, 64000]`` (float32, one row per target, mixture-major), and are timed
 alternately, one epoch per run, after an untimed warm-up run of each:
 
@@ -84,7 +84,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import packer.audio as audio_module  # noqa: E402
 import packer.sample as sample_module  # noqa: E402
 from loader import build_loader, open_pack  # noqa: E402
-from packer.build.run import BuildOptions, build_wesep  # noqa: E402
+from packer.adapters.wesep import build_wesep  # noqa: E402
+from packer.build.run import BuildOptions  # noqa: E402
 from packer.sample import PackedSample  # noqa: E402
 from workdir import bench_workdir  # noqa: E402
 from packer.writer import PackWriter  # noqa: E402

@@ -5,7 +5,7 @@
 The corpus comes from ``bench/loader_throughput.py`` (``build_corpus``: real recordings installed by Debian
 packages, LibriVox 16 kHz, codec2 8 kHz and the ALSA prompts 48 kHz, brought to 16 kHz with soxr and cut into 8-12 s
 pieces, paired across recordings into 2-speaker mixtures).  From the same audio two packs are built with
-``packer.build.run.build_wesep``:
+``packer.adapters.wesep.build_wesep``:
 
 - the **tse pack**: the WeSep raw list of ``--lines`` pre-mixed 2-speaker mixtures (mixture + both sources);
 - the **sources pack**: one single-speaker line per mixture line, its first source (the same samples, the same
@@ -22,7 +22,7 @@ One process (``num_workers=0``), state ``train``, warm page cache (every pack fi
 warm-up epoch of each, then ``--repeats`` epochs of each, alternating.  Unit: **audio seconds per second = mixtures
 delivered x 4 s / wall seconds**.  Target: online >= 0.5x pre-mixed on the best run (medians printed too).
 For information, the online loader is also timed with ``reverb_prob: 1.0`` and ``noise_prob: 1.0`` over small banks
-built with ``packer.build.run.build_audio_bank`` / ``build_simulated_rirs`` (``speechpack build audio-bank``): real
+built with ``packer.adapters.audio_bank.build_audio_bank`` / ``build_simulated_rirs`` (``speechpack build audio-bank``): real
 noises (``/usr/share/qabcs/abcs/all/noises/*.ogg``, every ``--noise-stride``-th, and the ALSA ``Noise.wav``), a real
 impulse response (jconvolver's ``street2-L.wav``) and ``--simulated-rirs`` pyroomacoustics rooms.  ``--profile``
 prints cProfile's top functions of one online epoch.  Missing the target prints ``BELOW TARGET`` and exits 0.
@@ -52,7 +52,9 @@ from loader_throughput import (CHUNK_LEN, CHUNK_SECONDS, PIECE_SECONDS, _log, bu
 from workdir import bench_workdir  # noqa: E402
 from loader import build_loader  # noqa: E402
 from packer.adapters.audio_bank import SimulationOptions  # noqa: E402
-from packer.build.run import BuildOptions, build_audio_bank, build_simulated_rirs, build_wesep  # noqa: E402
+from packer.adapters.audio_bank import build_audio_bank, build_simulated_rirs  # noqa: E402
+from packer.adapters.wesep import build_wesep  # noqa: E402
+from packer.build.run import BuildOptions  # noqa: E402
 
 TARGET_VS_PREMIXED = 0.5
 NOISE_GLOB = "/usr/share/qabcs/abcs/all/noises/*.ogg"

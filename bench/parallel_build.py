@@ -39,7 +39,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from pack_throughput import build_corpus, warm_page_cache, read_list  # noqa: E402
 from packer.build import shard_runner# noqa: E402
-from packer.build.run import BuildOptions, build_wesep  # noqa: E402
+from packer.adapters.wesep import build_wesep  # noqa: E402
+from packer.build.run import BuildOptions  # noqa: E402
 from packer.build.checkpoints import KILL_AT_ENV  # noqa: E402
 from packer.build.finalize import finalize_pack  # noqa: E402
 from packer.build.plan import ShardSlice  # noqa: E402

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass, field
 
 import numpy as np
 import soundfile
 import yaml
 
+from loader import build_loader
 from schemas.errors import SpeechpackError
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -82,6 +84,43 @@ def save_batch_wavs(batch: dict, sample_rate: int, out_dir: str) -> list[str]:
         soundfile.write(path, np.asarray(audio), sample_rate, subtype="FLOAT")
         written.append(path)
     return written
+
+
+@dataclass(frozen=True)
+class PeekReport:
+    """What ``peek_config`` saw: the plan's counts for the state, the first batch described field by field, and
+    the WAV files written (when asked)."""
+
+    state: str
+    items: int
+    filtered: int
+    batches: int
+    padded_items: int
+    dropped_items: int
+    batch: str
+    wavs: list[str] = field(default_factory=list)
+    wav_dir: str | None = None
+
+    def describe(self) -> str:
+        text = (f"{self.state}: {self.items} items, {self.filtered} filtered out, {self.batches} batches per rank, "
+                f"{self.padded_items} padded items, {self.dropped_items} dropped\n{self.batch}")
+        if self.wav_dir is not None:
+            text += f"\nwrote {len(self.wavs)} WAV files to {self.wav_dir}"
+        return text
+
+
+def peek_config(config_path: str, state: str, seed: int = 0, save_wavs: str | None = None) -> PeekReport:
+    """``speechpack peek CONFIG``: build the loader of a YAML config for ``state``, take its first batch, describe
+    it and, with ``save_wavs``, write its audio there (``save_batch_wavs``)."""
+    loader = build_loader(load_config(config_path), state, seed=seed)
+    report = loader.report()
+    batch = next(iter(loader), None)
+    if batch is None:
+        raise SpeechpackError(f"{config_path}: the {state} plan holds no batch")
+    wavs = save_batch_wavs(batch, batch_sample_rate(loader.builder), save_wavs) if save_wavs else []
+    return PeekReport(state=state, items=report.items, filtered=report.filtered, batches=len(loader),
+                      padded_items=report.padded_items, dropped_items=report.dropped_items,
+                      batch=describe_batch(batch), wavs=wavs, wav_dir=save_wavs)
 
 
 def _save_tse(batch: dict, sample_rate: int, out_dir: str) -> list[str]:

@@ -42,6 +42,15 @@ def needs_lengths(args: Any) -> bool:
     return args.batching is not None
 
 
+def epoch_lengths(builder: Any, epoch: int) -> np.ndarray:
+    """The units' lengths ``builder`` plans ``epoch`` with: ``builder.unit_lengths()``, the same every epoch, unless
+    the builder says its units change length from epoch to epoch (``lengths_by_epoch``: ASD chunks with MuVAP's
+    ``jitter``), when it is asked for that epoch's."""
+    if getattr(builder, "lengths_by_epoch", False):
+        return builder.unit_lengths(epoch)
+    return builder.unit_lengths()
+
+
 def plan_epoch(args: Any, seed: int, epoch: int, rank: int, world_size: int, *, num_units: int,
                lengths: np.ndarray | None = None, windows: Windows | None = None,
                weighting: "PackWeighting | None" = None) -> EpochPlan:
@@ -74,5 +83,5 @@ def plan_epoch(args: Any, seed: int, epoch: int, rank: int, world_size: int, *, 
     return plan
 
 
-__all__ = ["MAX_ROUND_ROWS", "MAX_WORLD_SIZE", "EpochPlan", "PlanError", "batch_rng", "epoch_permutation", "make_epoch_plan", "needs_lengths",
+__all__ = ["MAX_ROUND_ROWS", "MAX_WORLD_SIZE", "EpochPlan", "PlanError", "batch_rng", "epoch_lengths", "epoch_permutation", "make_epoch_plan", "needs_lengths",
            "plan_epoch"]

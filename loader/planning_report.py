@@ -17,7 +17,7 @@ import numpy as np
 
 from loader.config import LoaderConfig
 from loader.pack import open_pack
-from loader.plan import EpochPlan, plan_epoch
+from loader.plan import EpochPlan, epoch_lengths, plan_epoch
 from loader.tasks import prepare
 from schemas.errors import SpeechpackError
 
@@ -128,7 +128,6 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
     prepared = prepare(config, state, [open_pack(source.path) for source in config.packs], seed)
     builder = prepared.builder
     cropped = bool(getattr(builder, "crops_to_shortest", False))
-    lengths = builder.unit_lengths()
     windows = builder.windows
     unit_pack = prepared.item_pack if windows is None else prepared.item_pack[windows.item]
     packs = [source.path for source in config.packs]
@@ -136,6 +135,7 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
     report = PlanReport(state=state, world_size=world_size, units=builder.num_units(),
                         unit_name="items" if windows is None else "train-window chunks")
     for epoch in range(epochs):
+        lengths = epoch_lengths(builder, epoch)  # the same every epoch, unless chunks move (ASD jitter)
         plans: list[EpochPlan] = [
             plan_epoch(builder.args, seed, epoch, rank, world_size, num_units=builder.num_units(), lengths=lengths,
                        windows=windows, weighting=prepared.weighting) for rank in range(world_size)]

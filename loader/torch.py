@@ -28,7 +28,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from loader.config import LoaderConfig
 from loader.config_checks import MAX_COUNT, MAX_EPOCH, ConfigError, integer
 from loader.pack import Pack, open_pack
-from loader.plan import EpochPlan, needs_lengths, plan_epoch
+from loader.plan import EpochPlan, epoch_lengths, needs_lengths, plan_epoch
 from loader.tasks import prepare
 from loader.weighting import PackWeighting
 from schemas.constants import MANIFEST_NAME
@@ -89,8 +89,8 @@ class _PlannedBatches(Dataset):
     def plan(self, epoch: int) -> EpochPlan:
         if self._plan is None or self._plan[0] != epoch:
             args = self.builder.args
-            if self._lengths is None and needs_lengths(args):
-                self._lengths = self.builder.unit_lengths()
+            if needs_lengths(args) and (self._lengths is None or getattr(self.builder, "lengths_by_epoch", False)):
+                self._lengths = epoch_lengths(self.builder, epoch)
             plan = plan_epoch(args, self.seed, epoch, self.rank, self.world_size, num_units=self.builder.num_units(),
                               lengths=self._lengths, windows=self.builder.windows, weighting=self.weighting)
             self._plan = (epoch, plan)

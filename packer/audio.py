@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+import stat
 import threading
 from dataclasses import dataclass
 
@@ -16,8 +17,10 @@ import numpy as np
 import soundfile
 import soxr
 
+from packer.wav_header import declared_frames
 from schemas.constants import AUDIO_DTYPE, AUDIO_FULL_SCALE
-from schemas.errors import InternalError
+from schemas.errors import InternalError, SpeechpackError
+from schemas.limits import MAX_RESAMPLE_RATIO
 
 #: Largest magnitude an int16 holds on both sides; a peak above it (after rounding) needs a scale factor.
 _INT16_MAX = 32767
@@ -34,6 +37,8 @@ class AudioError(Exception):
         self.reason = reason
 
 
+#: libsndfile major formats whose header ``packer.wav_header`` reads to detect truncation.
+_WAV_FORMATS = ("WAV", "WAVEX", "RF64")
 #: libsndfile subtypes that store integers: they cannot hold NaN/Inf, so decoding them needs no finiteness check.
 _INTEGER_SUBTYPES = ("PCM_S8", "PCM_U8", "PCM_16", "PCM_24", "PCM_32", "ULAW", "ALAW", "DWVW_12", "DWVW_16",
                      "DWVW_24", "DPCM_8", "DPCM_16")
@@ -69,9 +74,15 @@ class Audio:
 
 
 def _check_path(path: str) -> None:
-    if not os.path.exists(path):
-        raise AudioError(path, "file not found")
-    if not os.path.isfile(path):
+    """A missing file or a directory gets its own message rather than libsndfile's; one ``stat`` (a build checks
+    every input twice: probing, then decoding)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise AudioError(path, "file not found") from None
+    except OSError as err:
+        raise AudioError(path, f"cannot read the file ({err.strerror or err})") from None
+    if not stat.S_ISREG(mode):
         raise AudioError(path, "not a regular file")
 
 
@@ -98,8 +109,11 @@ def _probe(source, name: str) -> AudioInfo:
             with soundfile.SoundFile(source) as sound:  # cheaper than soundfile.info, which formats descriptions
                 result = AudioInfo(int(sound.samplerate), int(sound.frames), int(sound.channels),
                                    sound.subtype == "PCM_16")
+                wav = sound.format in _WAV_FORMATS
         except (soundfile.LibsndfileError, RuntimeError, ValueError, TypeError) as err:
             raise AudioError(name, f"cannot decode audio ({err})") from None
+        if wav:
+            _check_not_truncated(source, name, result.frames)
     else:
         audio = _read_pyav(source, name)
         result = AudioInfo(audio.sample_rate, audio.num_frames, audio.channels, False)
@@ -142,9 +156,29 @@ def _read_soundfile(source, name: str, int16_at: int | None) -> tuple[Audio, boo
             dtype = "int16" if sound.subtype == "PCM_16" and sound.samplerate == int16_at else "float32"
             data = sound.read(dtype=dtype, always_2d=True)
             rate = sound.samplerate
+            wav = sound.format in _WAV_FORMATS
     except (soundfile.LibsndfileError, RuntimeError, ValueError, TypeError) as err:
         raise AudioError(name, f"cannot decode audio ({err})") from None
+    if wav:
+        _check_not_truncated(source, name, data.shape[0])
     return Audio(np.ascontiguousarray(data.T), int(rate)), integer_coded
+
+
+def _check_not_truncated(source, name: str, frames: int) -> None:
+    """Raise ``AudioError`` when the WAV header of ``source`` (a path or an in-memory file) declares more frames
+    than the file holds: libsndfile reads such a file at its readable length without complaint
+    (``packer.wav_header``)."""
+    try:
+        if isinstance(source, io.BytesIO):
+            source.seek(0)
+            declared = declared_frames(source)
+        else:
+            with open(source, "rb") as fp:
+                declared = declared_frames(fp)
+    except OSError as err:
+        raise AudioError(name, f"cannot read the WAV header ({err.strerror or err})") from None
+    if declared is not None and declared > frames:
+        raise AudioError(name, f"truncated WAV: the header declares {declared} frames, the file holds {frames}")
 
 
 def _read_pyav(source, name: str) -> Audio:
@@ -177,12 +211,41 @@ def resampled_length(frames: int, rate: int, new_rate: int) -> int:
     return (2 * frames * new_rate + rate) // (2 * rate)
 
 
+def resampled_frames(frames: int, rate: int, new_rate: int, name: str) -> int:
+    """:func:`resampled_length` of the file ``name``, which the pack can hold: ``AudioError`` when resampling
+    would leave no frame at all (one sample at 48 kHz is none at 16 kHz), or when the two rates are too far apart
+    for soxr (:func:`resample_ratio_problem`).  The one check every adapter's plan makes."""
+    reason = resample_ratio_problem(rate, new_rate)
+    if reason is not None:
+        raise AudioError(name, reason)
+    length = resampled_length(frames, rate, new_rate)
+    if length == 0:
+        raise AudioError(name, f"empty after resampling: {frames} sample(s) at {rate} Hz are 0 at {new_rate} Hz")
+    return length
+
+
+def resample_ratio_problem(rate: int, new_rate: int) -> str | None:
+    """Why soxr should not resample from ``rate`` to ``new_rate`` Hz, or ``None``: both must be positive and
+    within ``MAX_RESAMPLE_RATIO`` of each other (far beyond any real pair of rates; a huge ratio allocates the
+    output at once and has crashed soxr, issue 13, item 8)."""
+    if rate <= 0 or new_rate <= 0:
+        return f"cannot resample from {rate} Hz to {new_rate} Hz: rates must be positive"
+    if max(rate, new_rate) > MAX_RESAMPLE_RATIO * min(rate, new_rate):
+        return (f"cannot resample from {rate} Hz to {new_rate} Hz: the ratio is beyond 1:{MAX_RESAMPLE_RATIO} "
+                f"(a file header with a wrong rate?)")
+    return None
+
+
 def resample(audio: Audio, sample_rate: int) -> Audio:
-    """Resample float audio with soxr (HQ) to ``sample_rate``; a no-op when the rate already matches."""
+    """Resample float audio with soxr (HQ) to ``sample_rate``; a no-op when the rate already matches.  Raise
+    ``SpeechpackError`` for a pair of rates soxr must not be given (:func:`resample_ratio_problem`)."""
     if audio.sample_rate == sample_rate:
         return audio
     if audio.data.dtype != np.float32:
         raise InternalError(f"resample expects float32 audio, got {audio.data.dtype}")
+    reason = resample_ratio_problem(audio.sample_rate, sample_rate)
+    if reason is not None:
+        raise SpeechpackError(reason)
     resampled = soxr.resample(audio.data.T, audio.sample_rate, sample_rate)
     return Audio(np.ascontiguousarray(resampled.T, dtype=np.float32), sample_rate)
 

@@ -30,7 +30,8 @@ import soundfile
 import soxr
 
 from loader.pack import open_pack
-from packer.build.run import BuildOptions, build_wesep
+from packer.adapters.wesep import build_wesep
+from packer.build.run import BuildOptions
 from packer.voices import Voice, make_voices, synthesize_utterance
 from schemas.constants import AUDIO_FULL_SCALE, DEFAULT_SAMPLE_RATE
 from schemas.errors import SpeechpackError

@@ -1,4 +1,11 @@
-"""What an adapter hands to the build: a plan of each sample (from headers) and the decoded sample."""
+"""What an adapter hands to the build: a plan of each sample (from headers) and the decoded sample.
+
+Both check, whatever adapter made them, what every pack needs of a sample: a key and speaker names the pack can
+store (``schemas.sample_names``: no control character, no lone surrogate) and at least one frame of audio.  Adapters
+check the same when they read their input, naming the field; these checks are the net that no input family
+slips through: they raise ``UnstorableSample``, an ``AudioError``, which the build turns into a problem of the
+sample's line (skippable with ``--skip-bad``).
+"""
 
 from __future__ import annotations
 
@@ -6,8 +13,27 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from packer.audio import StoredAudio
+from packer.audio import AudioError, StoredAudio
 from schemas.constants import STREAM_TYPES
+from schemas.sample_names import name_problem
+
+
+class UnstorableSample(AudioError):
+    """A sample no pack can hold (a bad key or speaker name, no audio): bad input of its line, like a bad file."""
+
+    def __init__(self, reason: str):
+        super().__init__(None, reason)
+        self.args = (reason,)
+
+
+def _check_names(key: str, speakers: tuple[str, ...] = ()) -> None:
+    problem = name_problem(key)
+    if problem is not None:
+        raise UnstorableSample(f"key {key!r} {problem}")
+    for speaker in speakers:
+        problem = name_problem(speaker)
+        if problem is not None:
+            raise UnstorableSample(f"speaker {speaker!r} {problem}")
 
 
 @dataclass(frozen=True)
@@ -22,6 +48,12 @@ class SamplePlan:
     key: str
     num_frames: int
     elements: dict[str, int]
+
+    def __post_init__(self) -> None:
+        _check_names(self.key)
+        empty = sorted(stream for stream, rows in self.elements.items() if STREAM_TYPES[stream].audio and rows <= 0)
+        if empty:
+            raise UnstorableSample(f"no audio to store in stream(s) {', '.join(empty)} (0 frames at the pack's rate)")
 
     @property
     def nbytes(self) -> int:
@@ -58,6 +90,9 @@ class PackedSample:
     provenance: dict
     streams: dict[str, list[StoredAudio | StoredArray]]
     attrs: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check_names(self.key, self.speakers)
 
     @property
     def nbytes(self) -> int:

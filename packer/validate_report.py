@@ -10,6 +10,7 @@ from packer.remote import is_remote
 from packer.validate import PackReport, validate_pack
 from packer.writer import dump_json
 from schemas.constants import KIND_ASD
+from schemas.errors import SpeechpackError
 
 #: Kinds whose valid packs are also compared by level, as the loader's normalisation sees them.
 _LEVEL_REPORT_KINDS = frozenset({KIND_ASD})
@@ -46,6 +47,14 @@ class ValidationReport:
     def write_json(self, path: str) -> None:
         with open(path, "w", encoding="utf-8") as fp:
             dump_json(self.to_dict(), fp)
+
+    def plot_levels(self, path: str) -> None:
+        """``validate --plot``: the asd packs' source vs normalised levels to a PNG (``speechpack[plot]``)."""
+        if self.asd_levels is None:
+            raise SpeechpackError("--plot compares asd packs' levels; no valid asd pack was given")
+        from loader.asd.levels import plot_levels
+
+        plot_levels(self.asd_levels, path)
 
 
 def validate_packs(paths: list[str], check_hashes: bool = True, endpoint_url: str | None = None) -> ValidationReport:

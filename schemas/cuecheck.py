@@ -156,7 +156,7 @@ def bank_issues(directory: str, spec: CueSpec, files: BankFiles, sample_rate: in
         issues.append((at[LOOKUP_FIRST_NAME], f"a key's entries fall outside the {len(entries)} entries"))
     if len(entries) and ((entries < 0) | (entries >= len(items))).any():
         issues.append((at[ENTRIES_NAME], f"an entry points outside the {len(items)} items"))
-    issues += _PAYLOAD_CHECKS[representation](at, meta, arrays, files.data_shape)
+    issues += PAYLOAD_CHECKS[representation](at, meta, arrays, files.data_shape)
     return issues
 
 
@@ -242,7 +242,8 @@ def _check_dae_keyword_phoneme(at, meta, arrays, data_shape) -> list[Issue]:
     return issues
 
 
-_PAYLOAD_CHECKS = {
+#: The payload checks per representation (the contract side of the cue registries; see docs/extending.md).
+PAYLOAD_CHECKS = {
     "waveform": _check_waveform,
     "spk_embedding": _check_spk_embedding,
     "raw_video": _check_raw_video,
@@ -262,4 +263,4 @@ def label_issues(directory: str, speakers: np.ndarray, labels: np.ndarray) -> li
     return []
 
 
-__all__ = ["BankFiles", "Issue", "bank_files", "bank_issues", "label_issues", "read_bank"]
+__all__ = ["BankFiles", "Issue", "PAYLOAD_CHECKS", "bank_files", "bank_issues", "label_issues", "read_bank"]

@@ -72,7 +72,7 @@ The manifest lists every file under ``cues/`` (``dataset.json["cues"]``, see ``s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -288,6 +288,14 @@ class CuesConfig:
                 if not isinstance(label_resource, str) or not label_resource:
                     raise ManifestError(f"{where}.labels.speaker_label.resource: a spk2label JSON path is required")
         return cls(cues=specs, speaker_label_resource=label_resource)
+
+
+class SpeakerSlot(NamedTuple):
+    """One speaker slot of one list line: what a cue lookup key (``schemas.cues.lookup_key``) is made of."""
+
+    line: int
+    sample_key: str
+    speaker: str
 
 
 def lookup_key(policy_key: str, sample_key: str, speaker: str, source_key: str | None = None) -> str:

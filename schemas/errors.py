@@ -19,6 +19,11 @@ class PackFormatError(SpeechpackError):
     """A pack on disk does not follow the format (names the pack, the file and the field)."""
 
 
+class OptionError(SpeechpackError):
+    """Options that do not go together (``--simulate`` with an input directory...): the CLI reports it as a usage
+    error, exit status 2, like a bad flag."""
+
+
 class BuildError(SpeechpackError):
     """A build could not publish a pack; ``problems`` lists every offending input."""
 

@@ -12,10 +12,12 @@ exactly one source file (WeSep's online-mixing input).  Other keys are kept as p
 
 from __future__ import annotations
 
-import json
+import os
 from dataclasses import dataclass
 
 from schemas.constants import KIND_SOURCES, KIND_TSE
+from schemas.jsonlines import parse_json_line
+from schemas.sample_names import check_name, encoding_problem
 
 
 #: Keys of a list line that the packer interprets; any other key is kept verbatim under ``provenance.extra``.
@@ -24,12 +26,22 @@ _INTERPRETED_KEYS = frozenset({"key", "spk", "mix", "src"})
 
 @dataclass(frozen=True)
 class LineProblem:
-    """One offending input line: where it is and why it was refused."""
+    """One offending input line: where it is and why it was refused.
+
+    A key or path that UTF-8 cannot encode (a lone surrogate, or a file name that is not UTF-8, which Python
+    decodes to surrogates) is kept with those characters escaped (``\\udcff``), so the problem can always be
+    printed and recorded in ``skipped.json``."""
 
     line: int
     key: str | None
     path: str | None
     reason: str
+
+    def __post_init__(self) -> None:
+        for name in ("key", "path", "reason"):
+            value = getattr(self, name)
+            if isinstance(value, str) and encoding_problem(value) is not None:
+                object.__setattr__(self, name, value.encode("utf-8", "backslashreplace").decode("utf-8"))
 
     def to_dict(self) -> dict:
         return {"line": self.line, "key": self.key, "path": self.path, "reason": self.reason}
@@ -66,19 +78,20 @@ def _string_list(value, what: str) -> list[str]:
 
 
 def parse_wesep_line(text: str, line: int) -> WesepLine:
-    """Parse one list line; raise ``ValueError`` with the reason (the caller adds file and line)."""
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"not valid JSON ({err.msg} at column {err.colno})") from None
+    """Parse one list line; raise ``ValueError`` with the reason (the caller adds file and line).  Keys and
+    speakers must be names a pack can store (``schemas.sample_names``)."""
+    obj = parse_json_line(text)
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
     key = obj.get("key")
     if not isinstance(key, str) or not key:
         raise ValueError(f"key 'key' must be a non-empty string, got {key!r}")
+    check_name(key, "key")
     if "spk" not in obj:
         raise ValueError("missing key 'spk'")
     speakers = _string_list(obj["spk"], "key 'spk'")
+    for speaker in speakers:
+        check_name(speaker, "speaker")
     if len(set(speakers)) != len(speakers):
         raise ValueError(f"key 'spk' lists a speaker twice: {speakers!r}")
     src = obj.get("src")
@@ -120,8 +133,14 @@ def parse_wesep_line(text: str, line: int) -> WesepLine:
 def best_effort_key(text: str) -> str | None:
     """The ``key`` of a line that failed to parse, when one can still be read (for error messages)."""
     try:
-        obj = json.loads(text)
-    except json.JSONDecodeError:
+        obj = parse_json_line(text)
+    except ValueError:
         return None
     key = obj.get("key") if isinstance(obj, dict) else None
     return key if isinstance(key, str) else None
+
+
+def resolve_path(path: str, root: str | None) -> str:
+    """A path as the build opens it: absolute as written; relative against ``root`` when given, else left to the
+    current directory.  The one rule for list audio, cue resources and the files they point to."""
+    return path if not root or os.path.isabs(path) else os.path.join(root, path)

@@ -23,7 +23,8 @@ from cli import main
 from conftest import pack_files
 from loader.pack import open_pack
 from packer.adapters.ava import build_ava
-from packer.adapters.avcc import AsdBuildOptions, TrackAudio, build_avcc, parse_labels, track_audio
+from packer.adapters.asd_common import AsdBuildOptions, TrackAudio, parse_labels, track_audio
+from packer.adapters.avcc import build_avcc
 from packer.adapters.msdwild import _counted_frames, _window_frames, build_msdwild, windows
 from packer.audio import quantise
 from packer.faces import Box, crop_square, read_jpeg_faces, read_npy_faces
@@ -343,11 +344,17 @@ def test_avcc_tsv_without_required_columns_is_refused(tmp_path):
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def test_windows_keep_an_incomplete_tail_only_when_it_adds_frames():
-    assert windows(0, 68, 30, 22) == [(0, 30), (22, 52), (44, 68)]
-    assert windows(5, 35, 30, 20) == [(5, 35)]  # the first window reaches the end: no tail
-    assert windows(0, 20, 30, 20) == [(0, 20)]  # a video shorter than one window is one short window
-    assert windows(0, 61, 30, 30) == [(0, 30), (30, 60), (60, 61)]  # no overlap: a 1-frame tail (reported later)
+def test_incomplete_final_windows_are_discarded_unless_kept():
+    # MuVAP's rule by default: only complete windows (the model has no padding mask)
+    assert windows(0, 68, 30, 22) == [(0, 30), (22, 52)]
+    assert windows(5, 35, 30, 20) == [(5, 35)]  # the first window ends exactly at the end
+    assert windows(0, 20, 30, 20) == []  # a video shorter than one window gives none
+    assert windows(0, 61, 30, 30) == [(0, 30), (30, 60)]
+    # keep_tail: the tail is kept, unpadded, only when it adds frames
+    assert windows(0, 68, 30, 22, keep_tail=True) == [(0, 30), (22, 52), (44, 68)]
+    assert windows(5, 35, 30, 20, keep_tail=True) == [(5, 35)]  # the first window reaches the end: no tail
+    assert windows(0, 20, 30, 20, keep_tail=True) == [(0, 20)]  # shorter than one window: one short window
+    assert windows(0, 61, 30, 30, keep_tail=True) == [(0, 30), (30, 60), (60, 61)]  # a 1-frame tail (reported)
 
 
 def _decoded_gray(mp4: Path) -> np.ndarray:
@@ -360,10 +367,13 @@ def test_msdwild_windows_tracks_labels_and_faces(tmp_path):
     result = CliRunner().invoke(main, ["build", "msdwild", "--input", str(inputs.input_dir), "--window", "2",
                                        "--overlap", "0.5", "--no-progress"])
     assert result.exit_code == 0, result.output
-    out = tmp_path / "MSDWild" / "packed" / "all"
+    # 2 s windows every 1.5 s at 15 fps (30 frames, stride round(22.5) = 22); the incomplete tail 44..68 is
+    # discarded by default, kept (unpadded) with keep_tail; the transient track (5 frames) is in no window's 90%
+    assert list(open_pack(str(tmp_path / "MSDWild" / "packed" / "all")).keys) == ["00001:000000:0",
+                                                                                  "00001:000022:0"]
+    out = tmp_path / "tail"
+    build_msdwild(str(inputs.input_dir), _options(out), window_sec=2.0, overlap_sec=0.5, keep_tail=True)
     pack = open_pack(str(out))
-    # 2 s windows every 1.5 s at 15 fps (30 frames, stride round(22.5) = 22), the tail 44..68 kept unpadded; the
-    # transient track (5 frames) is in no window's 90%
     assert list(pack.keys) == ["00001:000000:0", "00001:000022:0", "00001:000044:0"]
     assert not any(key.endswith(f":{MSD_TRANSIENT_TRACK}") for key in pack.keys)
     gray = _decoded_gray(inputs.input_dir / "00001.mp4")
@@ -407,7 +417,7 @@ def test_msdwild_fills_frames_without_a_box_with_grey_and_reports_missing_videos
         (lines, "00002.csv"), (lines, "00002.mp4")]
     summary = build_msdwild(str(inputs.input_dir), _options(tmp_path / "pack", skip_missing=True), window_sec=2.0,
                             overlap_sec=0.5)
-    assert summary.manifest.totals["samples"] == 3 and len(summary.skipped) == 2
+    assert summary.manifest.totals["samples"] == 2 and len(summary.skipped) == 2
     faces = open_pack(str(tmp_path / "pack")).sample(0).data["faces"]
     assert (faces[3] == 128).all() and (faces[4] == 128).all() and not (faces[5] == 128).all()
 

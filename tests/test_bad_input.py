@@ -19,7 +19,8 @@ from click.testing import CliRunner
 from cli import main
 from conftest import mixture_line, source_line
 from loader import open_pack
-from packer.build.run import BuildOptions, build_wesep
+from packer.adapters.wesep import build_wesep
+from packer.build.run import BuildOptions
 from packer.writer import PackWriter
 from schemas.errors import BuildError, SpeechpackError
 

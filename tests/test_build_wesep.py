@@ -20,7 +20,8 @@ from click.testing import CliRunner
 from cli import main
 from conftest import FULL_SCALE, Mix, Source, at_rate, corpus_rate, pack_files
 from loader import open_pack
-from packer.build.run import BuildOptions, build_wesep
+from packer.adapters.wesep import build_wesep
+from packer.build.run import BuildOptions
 from schemas.errors import PackFormatError, SpeechpackError
 
 RATE = 16000

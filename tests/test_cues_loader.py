@@ -30,20 +30,15 @@ from loader import build_loader
 from loader.tse.collate import BASE_FIELDS, CollateError, FieldSpec, collate_field, resolve_field
 from loader.config import ConfigError, LoaderConfig
 from loader.tse.args import DatasetArgs
-from loader.tse.cues.fields import (
-    ChunkInfo,
-    CueError,
-    align_to_duration,
-    crop_by_ratio,
-    embedding,
-    muse_chunk,
-    pick_entry,
-    randint,
-    select_phonemes,
-    spatial_value,
-    video_chunk,
-)
-from packer.build.run import BuildOptions, build_wesep
+from loader.tse.cues.chunk import ChunkInfo, align_to_duration, crop_by_ratio
+from loader.tse.cues.dae_keyword_phoneme import randint, select_phonemes
+from loader.tse.cues.fields import spatial_value
+from loader.tse.cues.muse_frontend import muse_chunk
+from loader.tse.cues.raw_video import video_chunk
+from loader.tse.cues.resolve import CueError, pick_entry
+from loader.tse.cues.spk_embedding import embedding
+from packer.adapters.wesep import build_wesep
+from packer.build.run import BuildOptions
 
 RATE = 16000
 

@@ -14,7 +14,8 @@ from click.testing import CliRunner
 from cli import main
 from conftest import Mix, mixture_line, pack_files, source_line
 from loader.pack import open_pack
-from packer.build.run import BuildOptions, build_wesep
+from packer.adapters.wesep import build_wesep
+from packer.build.run import BuildOptions
 from packer.copy import copy_pack
 from packer.ownership import INCOMING_MANIFEST, REPLACED_MANIFEST
 from packer.validate import validate_pack

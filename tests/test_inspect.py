@@ -15,7 +15,8 @@ from click.testing import CliRunner
 from cli import main
 from conftest import Mix, Source, _missing
 from packer.audio import StoredAudio
-from packer.build.run import BuildOptions, build_wesep
+from packer.adapters.wesep import build_wesep
+from packer.build.run import BuildOptions
 from packer.inspect import LEVEL_RANGE_DBFS, distribution, inspect_pack
 from packer.sample import PackedSample, SamplePlan, StoredArray
 from packer.writer import PackWriter

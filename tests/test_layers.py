@@ -35,8 +35,6 @@ TORCH_MODULES = frozenset({"loader.torch", "loader.asr.batch", "loader.asr.fbank
 
 #: Known violations, each removed by work in progress; remove an entry once it no longer occurs (the test says so).
 EXPECTED = {
-    # helper `registry` (issue 14 item 3): BuildSummary out of packer/build/run.py, so finalize no longer imports run
-    ("cycle", ("packer.build.finalize", "packer.build.run")): "registry",
     # helper `registry` (issue 14 item 7): `demo` runs the loader end to end; it moves above packer/ with the CLI work
     ("layer", ("packer.demo", "loader.peek")): "registry",
     # helper `registry` (issue 14 item 7, `validate --plot` out of cli.py): the asd level comparison is the loader's

@@ -32,7 +32,8 @@ from loader import open_pack
 from loader.config import ConfigError
 from loader.plan import PlanError, batch_rng
 from loader.torch import ResumeError
-from packer.build.run import BuildOptions, build_wesep
+from packer.adapters.wesep import build_wesep
+from packer.build.run import BuildOptions
 from schemas.errors import PackFormatError, SpeechpackError
 
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")

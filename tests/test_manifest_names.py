@@ -16,7 +16,8 @@ from click.testing import CliRunner
 from cli import main
 from conftest import Mix
 from loader.pack import open_pack
-from packer.build.run import BuildOptions, build_wesep
+from packer.adapters.wesep import build_wesep
+from packer.build.run import BuildOptions
 from packer.validate import validate_pack
 from schemas.errors import PackFormatError
 from schemas.format import ShardEntry

@@ -13,7 +13,8 @@ import torch
 import loader
 from loader.config import ConfigError, LoaderConfig
 from loader.tse.mixing import MixError, SpeakerIndex, choose_group, item_rng, make_timeline, snr_mix, timeline_masks
-from packer.build.run import BuildOptions, build_wesep
+from packer.adapters.wesep import build_wesep
+from packer.build.run import BuildOptions
 from conftest import Source
 
 RATE = 16000
@@ -150,7 +151,7 @@ def test_a_redraw_that_changes_the_speaker_count_keeps_the_batch_whole(real_audi
                                                                         monkeypatch):
     """Batches are sized from the first draw of every group; a silent source redraws its group, possibly with
     another speaker count, and the rows already mixed move into a resized batch intact."""
-    import loader.tse.batch
+    import loader.tse.online
 
     silent = tmp_path / "silent.wav"
     soundfile.write(silent, np.zeros(RATE, dtype=np.int16), RATE, subtype="PCM_16")
@@ -161,8 +162,8 @@ def test_a_redraw_that_changes_the_speaker_count_keeps_the_batch_whole(real_audi
     out = tmp_path / "pack"
     build_wesep(str(case.list_path), BuildOptions(out=str(out), sample_rate=RATE, progress=False))
     resized = []
-    real_with_rows = loader.tse.batch._with_rows
-    monkeypatch.setattr(loader.tse.batch, "_with_rows", lambda *a: resized.append(a[1:]) or real_with_rows(*a))
+    real_with_rows = loader.tse.online._with_rows
+    monkeypatch.setattr(loader.tse.online, "_with_rows", lambda *a: resized.append(a[1:]) or real_with_rows(*a))
     builder = loader.build_loader(mix_config(str(out), batch_size=6), "train").builder
     loud = [i for i, s in enumerate(builder.items.sample) if not str(builder.packs[0].keys[int(s)]).startswith("q")]
     for batch_number in range(40):
@@ -324,7 +325,7 @@ def test_config_errors(args, match):
 @pytest.fixture
 def banks(real_audio, tmp_path):
     """(rir bank, noise bank): 3 synthetic decaying responses; the alsa Noise recording (48 kHz, packed at 16 kHz)."""
-    from packer.build.run import build_audio_bank
+    from packer.adapters.audio_bank import build_audio_bank
 
     rir_dir = tmp_path / "rirs"
     rir_dir.mkdir()
@@ -370,20 +371,20 @@ def test_reverb_replaces_or_keeps_the_dry_targets(sources_pack, banks):
 def test_rir_spectra_are_cached_without_changing_a_bit(sources_pack, banks, monkeypatch):
     """Each RIR is decoded and transformed once per process and FFT size; batches equal those of a loader that
     keeps nothing (a zero-byte cache recomputes every spectrum)."""
-    import loader.tse.batch
+    import loader.tse.online
 
     path, _case = sources_pack()
     rir, _noise = banks
     cfg = mix_config(path, reverb_prob=1, rir_banks=[{"path": rir}])
     cached = loader.build_loader(cfg, "train", seed=6)
     with_cache = collect(cached)
-    cache = cached.builder._rir_cache
+    cache = cached.builder.online.rir_cache
     assert 0 < len(cache) <= 2 * 3 * 2  # 3 RIRs, decoded + one spectrum per FFT size (one chunk length here)
     assert cache.nbytes <= cache.budget
-    monkeypatch.setattr(loader.tse.batch, "RIR_CACHE_BYTES", 0)
+    monkeypatch.setattr(loader.tse.online, "RIR_CACHE_BYTES", 0)
     uncached = loader.build_loader(cfg, "train", seed=6)
     without = collect(uncached)
-    assert len(uncached.builder._rir_cache) == 0
+    assert len(uncached.builder.online.rir_cache) == 0
     for a, b in zip(with_cache, without):
         assert torch.equal(a["wav_mix"], b["wav_mix"]) and torch.equal(a["wav_target"], b["wav_target"])
 

@@ -15,7 +15,8 @@ import pytest
 
 from conftest import Mix
 from loader.pack import open_pack
-from packer.build.run import BuildOptions, build_wesep
+from packer.adapters.wesep import build_wesep
+from packer.build.run import BuildOptions
 from packer.copy import copy_pack
 from schemas.errors import PackFormatError
 

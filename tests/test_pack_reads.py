@@ -13,7 +13,8 @@ import soundfile
 from conftest import Mix
 from loader.pack import map_stream, open_pack, will_need_view
 from packer.audio import StoredAudio
-from packer.build.run import BuildOptions, build_wesep
+from packer.adapters.wesep import build_wesep
+from packer.build.run import BuildOptions
 from packer.sample import PackedSample, SamplePlan, StoredArray
 from packer.writer import PackWriter
 from schemas.constants import FACE_SHAPE, KIND_ASD

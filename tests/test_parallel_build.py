@@ -15,7 +15,8 @@ from click.testing import CliRunner
 
 from cli import main
 from packer.build import shard_runner
-from packer.build.run import BuildOptions, build_wesep
+from packer.adapters.wesep import build_wesep
+from packer.build.run import BuildOptions
 from packer.build.state import PLAN_FILE, RECEIPTS_DIR
 from packer.build.plan import ShardSlice
 from packer.validate_report import validate_packs

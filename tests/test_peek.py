@@ -10,7 +10,8 @@ from click.testing import CliRunner
 
 from cli import main
 from conftest import Mix
-from packer.build.run import BuildOptions, build_wesep
+from packer.adapters.wesep import build_wesep
+from packer.build.run import BuildOptions
 
 pytestmark = pytest.mark.real_data
 

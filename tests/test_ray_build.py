@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from conftest import Mix, mixture_line, pack_files
-from packer.build.run import BuildOptions, build_wesep
+from packer.adapters.wesep import build_wesep
+from packer.build.run import BuildOptions
 from packer.build.finalize import finalize_pack
 from packer.build.plan import ShardSlice
 from schemas.errors import BuildError, SpeechpackError

@@ -12,7 +12,8 @@ from click.testing import CliRunner
 
 from cli import main
 from conftest import Mix
-from packer.build.run import BuildOptions, build_wesep
+from packer.adapters.wesep import build_wesep
+from packer.build.run import BuildOptions
 from packer.validate import validate_pack
 
 pytestmark = pytest.mark.real_data

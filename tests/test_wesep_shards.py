@@ -18,7 +18,9 @@ from click.testing import CliRunner
 from cli import main
 from conftest import Mix, Source, pack_files
 from packer.adapters.wesep_shards import read_wesep_shards, write_shards
-from packer.build.run import BuildOptions, build_wesep, build_wesep_shards
+from packer.adapters.wesep import build_wesep
+from packer.adapters.wesep_shards import build_wesep_shards
+from packer.build.run import BuildOptions
 from schemas.errors import BuildError, SpeechpackError
 
 

@@ -14,6 +14,8 @@ Defaults are MuVAP's ``asd.yaml`` (docs/asd.md, "``dataset_args``"), so a MuVAP 
 | ``tail`` | pad | the last round of batches: repeats flagged ``valid = False`` (pad) or left out (drop) |
 | ``audio_mix_prob`` | 0.5 | train: probability of mixing in a second voice from a different clip |
 | ``audio_mix_snr`` | [-5, 5] | dB range of that mix |
+| ``substitute_audio_prob`` | 0 | train: probability of replacing the audio by a voice from a different clip, labels 0 |
+| ``jitter`` | false | train: each chunk's scored span moves to a random start in its track every epoch (MuVAP's) |
 | ``visual_aug`` | true | train: one of orig/flip/crop/rotate per chunk |
 | ``normalize`` | muvap | ``muvap`` (whole-recording gain) or ``none`` (the stored audio); ``loader.normalize`` |
 | ``sort_window`` | 2**18 | chunks sorted by length together before batches are cut (``loader.batching``) |
@@ -66,6 +68,8 @@ class AsdArgs:
     tail: str = "pad"
     audio_mix_prob: float = 0.5
     audio_mix_snr: tuple[float, float] = (-5.0, 5.0)
+    substitute_audio_prob: float = 0.0
+    jitter: bool = False
     visual_aug: bool = True
     normalize: str = MUVAP
     #: Items sorted by length together before cutting batches (``loader.batching``, ``sort_window``).
@@ -116,10 +120,11 @@ def _check(v: dict, where: str) -> None:
     if v["val_frame_budget"] is not None:
         positive_int(v["val_frame_budget"], f"{where}.val_frame_budget")
     positive_int(v["val_max_batch"], f"{where}.val_max_batch", maximum=MAX_BATCH_ROWS)
-    for key in ("shuffle", "visual_aug"):
+    for key in ("shuffle", "visual_aug", "jitter"):
         check_type(v[key], bool, f"{where}.{key}")
     check_choice(v["tail"], TAIL_POLICIES, f"{where}.tail")
     probability(v["audio_mix_prob"], f"{where}.audio_mix_prob")
+    probability(v["substitute_audio_prob"], f"{where}.substitute_audio_prob")
     db_range(v["audio_mix_snr"], f"{where}.audio_mix_snr")
     check_choice(v["normalize"], NORMALIZE_CHOICES, f"{where}.normalize")
     positive_int(v["sort_window"], f"{where}.sort_window")
@@ -135,6 +140,7 @@ def parse_dataset_args(obj: dict | None, where: str = "dataset_args") -> AsdArgs
     if v["train_window"] is None:
         v["hist_frames"] = 0
     return AsdArgs(**{**v, "audio_mix_prob": float(v["audio_mix_prob"]),
+                      "substitute_audio_prob": float(v["substitute_audio_prob"]),
                       "audio_mix_snr": value_range(v["audio_mix_snr"], f"{where}.audio_mix_snr")})
 
 

@@ -13,7 +13,9 @@
 
 Train (the plan's units are chunks, ``loader.asd.chunks``): every row is cropped to the batch's shortest fed
 chunk, because the model has no padding mask; ``scored`` is False on the history prefix.  Augmentation draws from
-``loader.tse.mixing.item_rng(seed, epoch, batch, row)``.  Val/test (units are whole tracks): rows are right-padded to
+``loader.tse.mixing.item_rng(seed, epoch, batch, row)``.  With ``jitter`` the epoch's chunks are
+``loader.asd.chunks.jitter_windows(..., seed, epoch)``: the planner batches their lengths (``unit_lengths(epoch)``)
+and the rows are read from them, so what was planned is what is fed.  Val/test (units are whole tracks): rows are right-padded to
 the longest track with zeros and ``scored`` False on the padding, so every model frame of every track is scored
 exactly once per pass; ``loader.asd.timeline.native_frame_scores`` maps them to every native frame.
 
@@ -28,7 +30,7 @@ import numpy as np
 
 from loader.asd.args import AsdArgs
 from loader.asd.augment import AugmentError, DonorIndex, apply_visual, draw_visual, fit_donor, mix_at_snr
-from loader.asd.chunks import muvap_windows
+from loader.asd.chunks import jitter_windows, muvap_windows
 from loader.asd.timeline import read_audio_frames, source_frame_index
 from loader.asd.tracks import TrackIndex
 from loader.batching import Windows
@@ -39,8 +41,10 @@ from schemas.constants import FACE_SHAPE, STREAM_AUDIO, STREAM_FACES, STREAM_LAB
 from schemas.timebase import SAMPLES_PER_MODEL_FRAME
 
 #: Uniform draws each training row takes from its generator (a fixed count keeps rows independent of each other's
-#: choices): mix or not, donor, donor start, SNR; the visual draw follows.
+#: choices): mix or not, donor, donor start, SNR; the visual draw follows, then the substitution's draws.
 _AUDIO_DRAWS = 4
+#: Substitute or not, donor, donor start: drawn after the others, so adding them changed no earlier stream.
+_SUBSTITUTE_DRAWS = 3
 
 
 class AsdBatchBuilder:
@@ -69,11 +73,17 @@ class AsdBatchBuilder:
                 self.gain[mine] = muvap_gain(table.rms[segments], table.peak[segments])
                 self.mean[mine] = table.mean[segments]
         self.mixing = self.train and args.audio_mix_prob > 0
-        self.donors = DonorIndex(tracks.clip) if self.mixing else None
+        self.substituting = self.train and args.substitute_audio_prob > 0
+        self.donors = DonorIndex(tracks.clip) if self.mixing or self.substituting else None
         if self.donors is not None and self.donors.num_clips < 2:
-            raise AugmentError(f"dataset_args.audio_mix_prob: {args.audio_mix_prob} needs tracks from at least two "
-                               f"clips (a second voice comes from a different clip); these packs have "
-                               f"{self.donors.num_clips}: set audio_mix_prob: 0")
+            key, value = (("audio_mix_prob", args.audio_mix_prob) if self.mixing
+                          else ("substitute_audio_prob", args.substitute_audio_prob))
+            raise AugmentError(f"dataset_args.{key}: {value} needs tracks from at least two clips (the other voice "
+                               f"comes from a different clip); these packs have {self.donors.num_clips}: set "
+                               f"{key}: 0")
+        #: MuVAP's jitter: the chunks move every epoch, so their lengths do too (``unit_lengths(epoch)``).
+        self.lengths_by_epoch = self.windows is not None and args.jitter
+        self._epoch_windows: tuple[int, Windows] | None = None
 
     # -- what the planner needs ----------------------------------------------------------------------------
 
@@ -86,9 +96,23 @@ class AsdBatchBuilder:
         measures utilisation accordingly."""
         return self.train
 
-    def unit_lengths(self) -> np.ndarray:
-        """Fed model frames per unit: the chunk with its history (train), or the whole track."""
-        return self.tracks.model_frames.copy() if self.windows is None else self.windows.fed_length
+    def unit_lengths(self, epoch: int | None = None) -> np.ndarray:
+        """Fed model frames per unit: the chunk with its history (train; with ``jitter``, as moved in ``epoch``,
+        which is then required), or the whole track."""
+        if self.windows is None:
+            return self.tracks.model_frames.copy()
+        return self.windows_of(epoch).fed_length
+
+    def windows_of(self, epoch: int | None) -> Windows:
+        """The training chunks of ``epoch``: ``windows``, or with ``jitter`` their moved copy (cached per epoch)."""
+        if not self.lengths_by_epoch:
+            return self.windows
+        if epoch is None:
+            raise ValueError("with jitter the chunks change every epoch: pass the epoch")
+        if self._epoch_windows is None or self._epoch_windows[0] != epoch:
+            moved = jitter_windows(self.windows, self.tracks.model_frames, self.asd_args.hist_frames, self.seed, epoch)
+            self._epoch_windows = (epoch, moved)
+        return self._epoch_windows[1]
 
     # -- reading -------------------------------------------------------------------------------------------
 
@@ -132,10 +156,11 @@ class AsdBatchBuilder:
         """Collated numpy arrays and lists for one batch (see the module docstring for the fields)."""
         unit_ids = np.asarray(unit_ids, dtype=np.int64)
         if self.windows is not None:
-            tracks = self.windows.item[unit_ids]
-            fed_start = self.windows.fed_start[unit_ids]
-            scored_from = self.windows.start[unit_ids] - fed_start
-            fed_len = self.windows.stop[unit_ids] - fed_start
+            windows = self.windows_of(epoch)
+            tracks = windows.item[unit_ids]
+            fed_start = windows.fed_start[unit_ids]
+            scored_from = windows.start[unit_ids] - fed_start
+            fed_len = windows.stop[unit_ids] - fed_start
         else:
             tracks = unit_ids
             fed_start = np.zeros(len(unit_ids), dtype=np.int64)
@@ -160,7 +185,7 @@ class AsdBatchBuilder:
                 scored[r, int(scored_from[r]):take] = True
             if self.train:
                 self._augment(r, track, audio[r, 0, :take * SAMPLES_PER_MODEL_FRAME], faces[r, :take],
-                              item_rng(self.seed, epoch, global_batch, r))
+                              labels[r, :take], item_rng(self.seed, epoch, global_batch, r))
         return {
             "audio": audio,
             "faces": faces,
@@ -174,18 +199,32 @@ class AsdBatchBuilder:
             "valid": np.asarray(valid, dtype=bool).copy(),
         }
 
-    def _augment(self, r: int, track: int, audio: np.ndarray, faces: np.ndarray, rng: np.random.Generator) -> None:
-        """One training row's augmentation (``loader.asd.augment``), all draws from the row's own generator."""
+    def _donor_audio(self, track: int, length: int, u_donor: float, u_start: float) -> np.ndarray:
+        """``length`` normalised samples of a donor track from a clip other than ``track``'s (own gain and mean)."""
+        donor = self.donors.draw(track, u_donor)
+        stored, factor = self._audio(donor)
+        cut = fit_donor(stored, length, u_start)
+        donor_audio = cut.astype(np.float32) * np.float32(factor * self.gain[donor])
+        if self.mean[donor] and self.gain[donor]:
+            donor_audio -= np.float32(self.mean[donor] * self.gain[donor])
+        return donor_audio
+
+    def _augment(self, r: int, track: int, audio: np.ndarray, faces: np.ndarray, labels: np.ndarray,
+                 rng: np.random.Generator) -> None:
+        """One training row's augmentation (``loader.asd.augment``), all draws from the row's own generator.
+
+        Substitution (``substitute_audio_prob``) comes first: the row's audio becomes another clip's voice and its
+        labels 0 (the face is not saying what is heard: a negative the model can only get right by looking);
+        the mix may then add a second voice to it as to any row."""
         u = rng.random(_AUDIO_DRAWS)
         visual = draw_visual(rng)
+        s = rng.random(_SUBSTITUTE_DRAWS) if self.substituting else None
         args = self.asd_args
+        if s is not None and s[0] < args.substitute_audio_prob:
+            audio[...] = self._donor_audio(track, len(audio), float(s[1]), float(s[2]))
+            labels[...] = 0
         if self.mixing and u[0] < args.audio_mix_prob:
-            donor = self.donors.draw(track, float(u[1]))
-            stored, factor = self._audio(donor)
-            cut = fit_donor(stored, len(audio), float(u[2]))
-            donor_audio = cut.astype(np.float32) * np.float32(factor * self.gain[donor])
-            if self.mean[donor] and self.gain[donor]:
-                donor_audio -= np.float32(self.mean[donor] * self.gain[donor])
+            donor_audio = self._donor_audio(track, len(audio), float(u[1]), float(u[2]))
             snr = args.audio_mix_snr[0] + float(u[3]) * (args.audio_mix_snr[1] - args.audio_mix_snr[0])
             mix_at_snr(audio, donor_audio, snr)
         if args.visual_aug:

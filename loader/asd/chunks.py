@@ -11,6 +11,14 @@ does it).
 
 Tracks with no model frame cannot be chunked (a zero-length chunk would crash a model); ``split_empty`` sets them
 apart so the task can report them.
+
+``jitter_windows`` is MuVAP's ``jitter``: every epoch, each chunk's scored span (same length) moves to a start drawn
+uniformly over its track, ``U{0 .. M - span_length}``, and is fed with up to ``hist_frames`` frames before it, so
+the fed length changes with the start (a span that lands near the track's start gets less history).  MuVAP redraws
+on every access from global random state, and its batch sampler keeps assuming the unjittered lengths, so a batch
+cropped to its shortest row loses frames; here the draws are counter-based, keyed by (seed, epoch) and made for
+every chunk at once, so the planner batches the lengths that are actually fed, and every worker and rank agrees on
+them.  Coverage becomes random sampling: a frame may be scored twice or not at all in an epoch.
 """
 
 from __future__ import annotations
@@ -39,10 +47,29 @@ def muvap_windows(model_frames: np.ndarray, train_window: int, hist_frames: int)
     return tile_windows(lengths, scored_span(train_window, hist_frames), hist_frames)
 
 
+def jitter_rng(seed: int, epoch: int) -> np.random.Generator:
+    """The epoch's jitter generator: Philox keyed by the seed, counter (0, 0, 0, epoch).  ``loader.plan.batch_rng``
+    (word 2 = batch + 1), ``loader.tse.mixing.item_rng`` (word 1 = position + 1) and the weighting's cycles (top
+    bit of word 3) all start elsewhere, so the streams never meet."""
+    counter = np.array([0, 0, 0, epoch], dtype=np.uint64)
+    return np.random.Generator(np.random.Philox(key=seed, counter=counter))
+
+
+def jitter_windows(windows: Windows, model_frames: np.ndarray, hist_frames: int, seed: int, epoch: int) -> Windows:
+    """``windows`` with every chunk's scored span moved to a random start in its track (see the module docstring):
+    one uniform draw per chunk, in chunk order."""
+    span = windows.stop - windows.start
+    room = np.asarray(model_frames, dtype=np.int64)[windows.item] - span + 1
+    u = jitter_rng(seed, epoch).random(len(windows))
+    start = np.minimum((u * room).astype(np.int64), room - 1)
+    return Windows(item=windows.item, start=start, stop=start + span,
+                   fed_start=np.maximum(start - hist_frames, 0), first=windows.first)
+
+
 def split_empty(model_frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(positions of tracks with model frames, positions of tracks without any)."""
     model_frames = np.asarray(model_frames, dtype=np.int64)
     return np.flatnonzero(model_frames > 0), np.flatnonzero(model_frames <= 0)
 
 
-__all__ = ["muvap_windows", "scored_span", "split_empty"]
+__all__ = ["jitter_rng", "jitter_windows", "muvap_windows", "scored_span", "split_empty"]

@@ -7,6 +7,7 @@ MuVAP's seed config maps straight onto it::
       val: [/scratch/AVA/packed/val]
 
     dm = PackedASDDataModule(cfg["packed_asd"], dataset_args={"frame_budget": 2048}, num_workers=4, seed=0)
+    dm = PackedASDDataModule("experiment.yaml")      # or the YAML file itself (or the whole config mapping)
     trainer = Trainer(use_distributed_sampler=False, ...)   # the loader shards itself
     trainer.fit(model, datamodule=dm)
 
@@ -78,6 +79,20 @@ def loader_config(packs: list, dataset_args: dict | None, where: str) -> dict:
     return {"task": "asd", "packs": entries, "dataset_args": dataset_args}
 
 
+def splits_of(config):
+    """The ``packed_asd`` mapping of ``config``: MuVAP's whole experiment config (a mapping with a ``packed_asd``
+    key, as loaded from its YAML) or the mapping itself; a ``str`` is a YAML file holding either (read with
+    ``yaml.safe_load``, which builds plain data only)."""
+    if isinstance(config, str) or hasattr(config, "__fspath__"):
+        import yaml
+
+        with open(config, encoding="utf-8") as fp:
+            config = yaml.safe_load(fp)
+    if isinstance(config, dict) and "packed_asd" in config:
+        return config["packed_asd"]
+    return config
+
+
 def _lightning():
     try:
         import lightning.pytorch as pl
@@ -94,7 +109,8 @@ def _datamodule_class() -> type:
     class PackedASDDataModule(pl.LightningDataModule):
         """ASD packs per split, fed by the speechpack loader (see the module docstring).
 
-        ``packed_asd``: ``{train: [...], val: [...], test: [...]}`` (any subset); ``dataset_args``: the asd
+        ``packed_asd``: ``{train: [...], val: [...], test: [...]}`` (any subset), or a config holding it under
+        ``packed_asd`` (a mapping or a YAML file path: ``splits_of``); ``dataset_args``: the asd
         ``dataset_args`` (``loader.asd.args``), shared by every split (validation ignores the training-only keys);
         ``weighting``: the loader's top-level ``weighting`` for weighted ``packs`` entries.
         """
@@ -102,6 +118,7 @@ def _datamodule_class() -> type:
         def __init__(self, packed_asd: dict, dataset_args: dict | None = None, *, num_workers: int = 4,
                      seed: int = 0, weighting: dict | None = None) -> None:
             super().__init__()
+            packed_asd = splits_of(packed_asd)
             if not isinstance(packed_asd, dict) or not packed_asd:
                 raise ConfigError("packed_asd: expected a mapping of split (train, val, test) to pack lists")
             unknown = sorted(set(packed_asd) - set(SPLIT_STATES))
@@ -153,4 +170,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["EpochForwarder", "LightningLoader", "PackedASDDataModule", "SPLIT_STATES", "loader_config"]
+__all__ = ["EpochForwarder", "LightningLoader", "PackedASDDataModule", "SPLIT_STATES", "loader_config", "splits_of"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from loader.config_checks import ConfigError, check_choice, check_type, positive_int, take_known
+from loader.config_checks import MAX_COUNT, ConfigError, check_choice, check_type, positive_int, take_known
 from loader.static_plan import TAIL_POLICIES
 from loader.normalize import MUVAP, NONE, parse_normalize
 from loader.tse.ranges import MAX_BATCH_ROWS, MAX_SAMPLES, at, check_finite, check_int, where_set
@@ -37,9 +37,6 @@ NORMALIZE_CHOICES = (MUVAP, NONE)
 DEFAULT_CHUNK_SECONDS = 3
 #: ``resample_rate`` bounds (Hz): telephone-band 1 kHz up to 384 kHz, the highest rate of common audio interfaces.
 MIN_RATE, MAX_RATE = 1_000, 384_000
-#: ``max_frames``/``max_num_elements`` bound: 2**40 elements, far above any batch that fits a device, and small
-#: enough that ``rows * length`` stays exact in int64.
-MAX_BUDGET = 2 ** 40
 #: ``sort_window`` bound (items sorted together): 2**31.
 MAX_SORT_WINDOW = 2 ** 31
 #: ``filter_len_args`` bound (seconds): a year.
@@ -53,7 +50,7 @@ class DatasetArgs:
     ``tail`` says what happens to the last, incomplete round of batches: ``pad`` fills it with repeats flagged
     ``valid = False`` (every sample is seen, training code masks the repeats), ``drop`` leaves the tail out
     (reported).  Checks that need the packs (the cue exists, ``required`` against ``guaranteed``) happen when the
-    loader is built (``loader.tse.cues.fields.resolve_cues``).
+    loader is built (``loader.tse.cues.resolve.resolve_cues``).
     """
 
     #: Hz of the batches; ``None``: the packs' rate (they must agree).  Another rate resamples at load (slow).
@@ -213,7 +210,7 @@ def _batching(obj: Any, batch_size: int, where: str) -> tuple[int, "BudgetArgs |
     if (v["max_frames"] is None) == (v["max_num_elements"] is None):
         raise ConfigError(f"{where}: budget batching needs exactly one of max_frames, max_num_elements")
     key = "max_frames" if v["max_frames"] is not None else "max_num_elements"
-    budget = check_int(v[key], f"batching.{key}", 1, MAX_BUDGET)
+    budget = check_int(v[key], f"batching.{key}", 1, MAX_COUNT)
     min_batch = check_int(v["min_batch"], "batching.min_batch", 1, MAX_BATCH_ROWS)
     max_batch = None if v["max_batch"] is None else check_int(v["max_batch"], "batching.max_batch", 1, MAX_BATCH_ROWS)
     multiple = check_int(v["num_seqs_multiple_of"], "batching.num_seqs_multiple_of", 1, MAX_BATCH_ROWS)

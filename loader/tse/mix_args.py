@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from loader.config import ConfigError, PackSource, check_type, probability, take_known, value_range
+from loader.config import PackSource
+from loader.config_checks import ConfigError, check_type, probability, take_known, value_range
 from loader.tse.ranges import MAX_DB, at, check_finite, check_int, check_pair
 
 #: Timeline positions of a two-speaker overlap, in the order of ``timeline.position_weights`` as a list.

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from loader.tse.args import parse_dataset_args
 from loader.tasks import Prepared
-from loader.tse.batch import TseBatchBuilder, length_filter, tse_items
+from loader.tse.batch import TseBatchBuilder
+from loader.tse.items import length_filter, tse_items
 
 
 __all__ = ["parse_dataset_args", "prepare"]

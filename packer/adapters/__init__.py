@@ -1,9 +1,21 @@
-"""One module per input family; each turns its input manifest into ``PackedSample``s.
+"""One module per input family; each reads its input, plans and decodes its samples, and has a ``build_<family>``
+entry point that hands them to ``packer.build.run.run_build``.
 
-``ADAPTERS`` maps the name used by ``speechpack build NAME`` to the adapter's entry points.
+``ADAPTERS`` (``packer.adapters.registry``) maps the name used by ``speechpack build NAME`` to the family's build
+function and click options; the CLI makes its ``build`` subcommands from it.  Shared code: ``asd_common`` (the
+canonical face track and the build every asd family runs) and ``asr_common`` (the asr sample).
+
+``ADAPTERS`` is imported on first use: the registry imports every adapter, and a worker process that decodes one
+family's samples imports only that family's module.
 """
 
-from packer.adapters.audio_bank import load_bank_file, load_simulated, read_bank_input
-from packer.adapters.wesep import load_wesep_sample, read_wesep_list
 
-__all__ = ["load_bank_file", "load_simulated", "load_wesep_sample", "read_bank_input", "read_wesep_list"]
+def __getattr__(name: str):
+    if name in ("ADAPTERS", "Adapter"):
+        from packer.adapters import registry
+
+        return getattr(registry, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["ADAPTERS", "Adapter"]

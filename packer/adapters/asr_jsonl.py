@@ -1,5 +1,4 @@
-"""ASR manifests of one JSON object per line (NeMo/Lhotse style) to an ``asr`` pack; and the sample assembly both
-ASR adapters share (``asr_sample``, ``check_text``, ``check_label``).
+"""ASR manifests of one JSON object per line (NeMo/Lhotse style) to an ``asr`` pack (``speechpack build asr-jsonl``).
 
 A line::
 
@@ -17,77 +16,33 @@ A line::
   formats read only the span; others (PyAV) decode the file and cut it.
 - ``speaker`` becomes the sample's one speaker (``"unknown"`` without it).  Other keys are kept as provenance.
 
-An asr sample holds its audio (one segment, every channel, resampled with soxr to the pack's rate) and its text
-as UTF-8 bytes, exactly as given; ``language`` and ``corpus`` are its attributes, from which the writer derives
-``hours_by_corpus``.  Bad lines (bad JSON, missing or mistyped field, empty text, missing or undecodable audio,
-bad span, duplicate key) are reported together with line, key and field.
+What an asr sample holds is described in ``packer.adapters.asr_common``.  Bad lines (bad JSON, missing or mistyped
+field, empty text, missing or undecodable audio, bad span, duplicate key) are reported together with line, key and
+field.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import os
 from dataclasses import dataclass
 
 import numpy as np
 import soundfile
 
-from packer.audio import (
-    Audio,
-    AudioError,
-    probe_audio,
-    read_audio,
-    resample,
-    resampled_length,
-    to_stored,
-)
-from packer.sample import PackedSample, SamplePlan, StoredArray
-from schemas.constants import KIND_ASR, STREAM_AUDIO, STREAM_TEXT, UNKNOWN_SPEAKER
+from packer.adapters.asr_common import asr_plan, asr_sample, check_label, check_text
+from packer.audio import Audio, AudioError, probe_audio, read_audio
+from packer.build.run import BuildOptions, BuildSummary, run_build
+from packer.sample import PackedSample, SamplePlan
+from schemas.constants import KIND_ASR
 from schemas.errors import SpeechpackError
+from schemas.jsonlines import parse_json_line, read_lines
+from schemas.sample_names import check_name
 from schemas.units import seconds_to_samples
 from schemas.wesep_list import LineProblem
 
 #: Fields of a manifest line the adapter interprets; any other is kept under ``provenance.extra``.
 _INTERPRETED = frozenset({"key", "audio_filepath", "text", "language", "corpus", "speaker", "offset", "duration"})
-
-
-def check_text(value, field: str = "text") -> str:
-    """A transcript: a string with at least one non-space character (raises ``ValueError`` naming the field)."""
-    if not isinstance(value, str):
-        raise ValueError(f"{field}: expected a string, got {type(value).__name__}")
-    if not value.strip():
-        raise ValueError(f"{field}: empty text")
-    return value
-
-
-def check_label(value, field: str) -> str:
-    """A language, corpus or speaker name: a non-empty string without surrounding space."""
-    if not isinstance(value, str) or not value or value != value.strip():
-        raise ValueError(f"{field}: expected a non-empty name without surrounding spaces, got {value!r}")
-    return value
-
-
-def text_array(text: str) -> np.ndarray:
-    """The UTF-8 bytes the ``text`` stream stores."""
-    return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).copy()
-
-
-def asr_plan(line: int, key: str, channels: int, frames: int, rate: int, sample_rate: int, text: str) -> SamplePlan:
-    """The plan of an asr sample whose audio has ``channels`` x ``frames`` at ``rate`` before resampling."""
-    num_frames = resampled_length(frames, rate, sample_rate)
-    return SamplePlan(line=line, key=key, num_frames=num_frames,
-                      elements={STREAM_AUDIO: channels * num_frames, STREAM_TEXT: len(text.encode("utf-8"))})
-
-
-def asr_sample(*, line: int, key: str, audio: Audio, sample_rate: int, text: str, language: str, corpus: str,
-               speaker: str | None, provenance: dict) -> PackedSample:
-    """Resample (soxr), quantise and assemble one asr sample."""
-    stored = to_stored(resample(audio, sample_rate))
-    return PackedSample(key=key, speakers=(speaker or UNKNOWN_SPEAKER,), line=line,
-                        orig_sample_rate=audio.sample_rate, num_frames=stored.length, provenance=provenance,
-                        streams={STREAM_AUDIO: [stored], STREAM_TEXT: [StoredArray(text_array(text))]},
-                        attrs={"language": language, "corpus": corpus})
 
 
 @dataclass(frozen=True)
@@ -120,27 +75,29 @@ def read_asr_manifest(manifest_path: str, language: str | None = None, corpus: s
     lines: list[AsrLine] = []
     problems: list[LineProblem] = []
     first_line: dict[str, int] = {}
-    with open(manifest_path, encoding="utf-8") as fp:
-        for number, raw in enumerate(fp, start=1):
-            if not raw.strip():
-                continue
-            try:
-                parsed = _parse_line(raw, number, base, language, corpus)
-            except ValueError as err:
-                problems.append(LineProblem(number, _best_effort_key(raw), None, str(err)))
-                continue
-            if parsed.key in first_line:
-                problems.append(LineProblem(number, parsed.key, parsed.path,
-                                            f"duplicate key (first on line {first_line[parsed.key]})"))
-                continue
-            first_line[parsed.key] = number
-            lines.append(parsed)
+    for number, raw, undecodable in read_lines(manifest_path):
+        if undecodable is not None:
+            problems.append(LineProblem(number, None, None, undecodable))
+            continue
+        if not raw.strip():
+            continue
+        try:
+            parsed = _parse_line(raw, number, base, language, corpus)
+        except ValueError as err:
+            problems.append(LineProblem(number, _best_effort_key(raw), None, str(err)))
+            continue
+        if parsed.key in first_line:
+            problems.append(LineProblem(number, parsed.key, parsed.path,
+                                        f"duplicate key (first on line {first_line[parsed.key]})"))
+            continue
+        first_line[parsed.key] = number
+        lines.append(parsed)
     return AsrManifest(lines, problems)
 
 
 def _best_effort_key(raw: str) -> str | None:
     try:
-        obj = json.loads(raw)
+        obj = parse_json_line(raw)
     except ValueError:
         return None
     if isinstance(obj, dict):
@@ -159,10 +116,7 @@ def _seconds(obj: dict, field: str) -> float | None:
 
 
 def _parse_line(raw: str, number: int, base: str, language: str | None, corpus: str | None) -> AsrLine:
-    try:
-        obj = json.loads(raw)
-    except ValueError as err:
-        raise ValueError(f"not valid JSON ({err})") from None
+    obj = parse_json_line(raw)
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
     for field in ("audio_filepath", "text"):
@@ -186,6 +140,7 @@ def _parse_line(raw: str, number: int, base: str, language: str | None, corpus: 
         key = os.path.splitext(path)[0] + (f"@{offset:g}" if offset else "")
     if not isinstance(key, str) or not key:
         raise ValueError(f"key: expected a non-empty string, got {key!r}")
+    check_name(key, "key")
     return AsrLine(line=number, key=key, path=path if os.path.isabs(path) else os.path.join(base, path), text=text,
                    speaker=speaker, offset=offset, duration=duration,
                    extra={k: v for k, v in obj.items() if k not in _INTERPRETED}, **labels)
@@ -205,7 +160,8 @@ def plan_asr_line(item: AsrLine, sample_rate: int) -> SamplePlan:
     """Size a line's sample from the file header (span applied)."""
     info = probe_audio(item.path)
     start, stop = _span(item, info.frames, info.sample_rate)
-    return asr_plan(item.line, item.key, info.channels, stop - start, info.sample_rate, sample_rate, item.text)
+    return asr_plan(item.line, item.key, info.channels, stop - start, info.sample_rate, sample_rate, item.text,
+                    item.path)
 
 
 def _read_span(item: AsrLine, int16_at: int) -> Audio:
@@ -240,11 +196,9 @@ def load_asr_line(item: AsrLine, sample_rate: int) -> PackedSample:
                       language=item.language, corpus=item.corpus, speaker=item.speaker, provenance=provenance)
 
 
-def build_asr_jsonl(manifest_path: str, options, language: str | None = None, corpus: str | None = None):
-    """``speechpack build asr-jsonl``: a JSON-lines ASR manifest to an ``asr`` pack (``options``: the shared
-    ``packer.build.run.BuildOptions``)."""
-    from packer.build.run import run_build  # packer.build.run imports the adapters: import it when building only
-
+def build_asr_jsonl(manifest_path: str, options: BuildOptions, language: str | None = None,
+                    corpus: str | None = None) -> BuildSummary:
+    """``speechpack build asr-jsonl``: a JSON-lines ASR manifest to an ``asr`` pack."""
     manifest = read_asr_manifest(manifest_path, language, corpus)
     recorded = {**options.recorded(), "language": language, "corpus": corpus}
     return run_build(
@@ -260,5 +214,4 @@ def build_asr_jsonl(manifest_path: str, options, language: str | None = None, co
     )
 
 
-__all__ = ["AsrLine", "AsrManifest", "asr_plan", "asr_sample", "build_asr_jsonl", "check_label", "check_text",
-           "load_asr_line", "plan_asr_line", "read_asr_manifest", "text_array"]
+__all__ = ["AsrLine", "AsrManifest", "build_asr_jsonl", "load_asr_line", "plan_asr_line", "read_asr_manifest"]

@@ -23,17 +23,20 @@ pyarrow is imported lazily: it is the optional extra ``speechpack[parquet]``.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import urllib.parse
 from dataclasses import dataclass
 
 import numpy as np
 
-from packer.adapters.asr_jsonl import asr_plan, asr_sample, check_label, check_text
+from packer.adapters.asr_common import asr_plan, asr_sample, check_label, check_text
 from packer.audio import Audio, AudioError, AudioInfo, probe_audio_bytes, read_audio_bytes
+from packer.build.run import BuildOptions, BuildSummary, run_build
 from packer.sample import PackedSample, SamplePlan
 from schemas.constants import KIND_ASR
 from schemas.errors import SpeechpackError
+from schemas.sample_names import name_problem
 from schemas.wesep_list import LineProblem
 
 #: LangASRSchema's column names.
@@ -178,6 +181,8 @@ def _row_item(values: dict, partitions: dict, path: str, row: int, line: int, ke
                              f"{column}={partitions[column]}")
     if not isinstance(key, str) or not key:
         raise ValueError(f"{KEY_COLUMN!r}: expected a non-empty string, got {key!r}")
+    if name_problem(key) is not None:
+        raise ValueError(f"{KEY_COLUMN!r}: {key!r} {name_problem(key)}")
     labels = {}
     for column in (LANGUAGE_COLUMN, CORPUS_COLUMN):
         try:
@@ -246,7 +251,8 @@ def plan_parquet_row(item: ParquetRow, sample_rate: int) -> SamplePlan:
     """Size a row's sample from its audio header (and check ``audio_size`` against it)."""
     info: AudioInfo = _decoded(item, probe_audio_bytes, row_audio_bytes(item))
     _check_size(item, info.frames)
-    return asr_plan(item.line, item.key, info.channels, info.frames, info.sample_rate, sample_rate, item.text)
+    return asr_plan(item.line, item.key, info.channels, info.frames, info.sample_rate, sample_rate, item.text,
+                    item.path)
 
 
 def load_parquet_row(item: ParquetRow, sample_rate: int) -> PackedSample:
@@ -258,13 +264,8 @@ def load_parquet_row(item: ParquetRow, sample_rate: int) -> PackedSample:
                       provenance={"path": item.path, "row": item.row})
 
 
-def build_parquet(path: str, options, split: str | None = None):
-    """``speechpack build parquet``: Omnilingual parquet files to an ``asr`` pack (``options``: the shared
-    ``packer.build.run.BuildOptions``)."""
-    import hashlib
-
-    from packer.build.run import run_build  # packer.build.run imports the adapters: import it when building only
-
+def build_parquet(path: str, options: BuildOptions, split: str | None = None) -> BuildSummary:
+    """``speechpack build parquet``: Omnilingual parquet files to an ``asr`` pack."""
     source = read_parquet_input(path, split)
     listing = "".join(f"{os.path.relpath(f, path) if os.path.isdir(path) else os.path.basename(f)}\t"
                       f"{os.path.getsize(f)}\n" for f in source.files)

@@ -14,6 +14,7 @@ to a ``noise`` or ``rir`` pack.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -29,12 +30,17 @@ from packer.audio import (
     probe_audio,
     read_audio,
     resample,
-    resampled_length,
+    resampled_frames,
     to_stored,
 )
+from packer.adapters.noise_lmdb import build_noise_lmdb
+from packer.build.run import BuildOptions, BuildSummary, run_build
 from packer.sample import PackedSample, SamplePlan
 from schemas.constants import KIND_NOISE, KIND_RIR, STREAM_AUDIO
-from schemas.errors import SpeechpackError
+from schemas.errors import OptionError, SpeechpackError
+from schemas.jsonlines import decode_line
+from schemas.limits import DISTANCE, ROOM_SIZE, RT60, SEED, SIMULATE
+from schemas.sample_names import name_problem
 from schemas.wesep_list import LineProblem
 
 BANK_KINDS = (KIND_NOISE, KIND_RIR)
@@ -70,7 +76,9 @@ def check_bank_kind(kind: str) -> None:
 def read_bank_input(source: str) -> BankInput:
     """Every audio file under the directory ``source`` (recursively, hidden entries left out, sorted by relative
     path), or every line of the list file ``source`` (one path per line; blank lines and ``#`` comments are
-    skipped but counted, so line numbers match an editor; relative paths are opened from the current directory)."""
+    skipped but counted, so line numbers match an editor; relative paths are opened from the current directory).
+    A file name or line that cannot be a key (not UTF-8, a control character: ``schemas.sample_names``) is a problem of
+    its line."""
     if os.path.isdir(source):
         return _scan_directory(source)
     if os.path.isfile(source):
@@ -88,10 +96,17 @@ def _scan_directory(root: str) -> BankInput:
     keys.sort()
     if not keys:
         raise SpeechpackError(f"{root}: holds no audio files ({', '.join(sorted(AUDIO_EXTENSIONS))})")
-    items = [BankFile(line=i, key=key, path=os.path.join(root, *key.split("/"))) for i, key in enumerate(keys, 1)]
-    # The input of a directory is its listing: the relative paths and sizes of the files packed, in order.
-    listing = "".join(f"{item.key}\t{_size(item.path)}\n" for item in items)
-    return BankInput(items, [], hashlib.sha256(listing.encode("utf-8")).hexdigest())
+    items, problems = [], []
+    for line, key in enumerate(keys, 1):
+        item = BankFile(line=line, key=key, path=os.path.join(root, *key.split("/")))
+        problem = name_problem(key)
+        if problem is None:
+            items.append(item)
+        else:  # a control character, or a name that is not UTF-8 (decoded to surrogates): not a storable key
+            problems.append(LineProblem(line, key, item.path, f"file name {problem}"))
+    # The input of a directory is its listing: the relative paths (their bytes) and sizes of the files, in order.
+    listing = "".join(f"{key}\t{_size(os.path.join(root, *key.split('/')))}\n" for key in keys)
+    return BankInput(items, problems, hashlib.sha256(listing.encode("utf-8", "surrogateescape")).hexdigest())
 
 
 def _size(path: str) -> int:
@@ -108,13 +123,17 @@ def _read_list(list_path: str) -> BankInput:
     first_line: dict[str, int] = {}
     with open(list_path, "rb") as fp:
         raw = fp.read()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise SpeechpackError(f"{list_path}: not UTF-8 text ({err})") from None
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, encoded in enumerate(raw.split(b"\n"), start=1):
+        line, undecodable = decode_line(encoded)
+        if undecodable is not None:
+            problems.append(LineProblem(number, None, None, undecodable))
+            continue
         path = line.strip()
         if not path or path.startswith("#"):
+            continue
+        problem = name_problem(path)
+        if problem is not None:
+            problems.append(LineProblem(number, None, None, f"path {path!r} {problem}"))
             continue
         if path in first_line:
             problems.append(LineProblem(number, path, path, f"duplicate path (first on line {first_line[path]})"))
@@ -127,7 +146,7 @@ def _read_list(list_path: str) -> BankInput:
 def plan_bank_file(item: BankFile, sample_rate: int) -> SamplePlan:
     """Size one file's sample from its header (PyAV formats are decoded once)."""
     info = probe_audio(item.path)
-    frames = resampled_length(info.frames, info.sample_rate, sample_rate)
+    frames = resampled_frames(info.frames, info.sample_rate, sample_rate, item.path)
     return SamplePlan(line=item.line, key=item.key, num_frames=frames, elements={STREAM_AUDIO: info.channels * frames})
 
 
@@ -163,12 +182,13 @@ class SimulationOptions:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.count < 1:
-            raise SpeechpackError(f"--simulate needs at least 1 RIR, got {self.count}")
-        for name in ("room_min", "room_max", "rt60", "distance"):
+        SIMULATE.check(self.count)
+        SEED.check(self.seed)
+        for name, limit in (("room_min", ROOM_SIZE), ("room_max", ROOM_SIZE), ("rt60", RT60), ("distance", DISTANCE)):
             values = getattr(self, name)
-            if not all(math.isfinite(v) and v > 0 for v in values):
-                raise SpeechpackError(f"--{name.replace('_', '-')} values must be positive, got {list(values)}")
+            if any(limit.problem(v) for v in values):
+                raise SpeechpackError(f"--{name.replace('_', '-')} values must be numbers {limit.describe()}, got "
+                                      f"{list(values)}")
         if any(lo > hi for lo, hi in zip(self.room_min, self.room_max)):
             raise SpeechpackError(f"--room-min {list(self.room_min)} exceeds --room-max {list(self.room_max)}")
         if any(v <= 2 * WALL_MARGIN for v in self.room_min):
@@ -281,6 +301,74 @@ def load_simulated(room: SimulatedRoom, sample_rate: int) -> PackedSample:
                         streams={STREAM_AUDIO: [stored]})
 
 
-__all__ = ["BANK_KINDS", "BankFile", "BankInput", "SimulatedRoom", "SimulationOptions", "check_bank_kind",
-           "draw_rooms", "load_bank_file", "load_simulated", "plan_bank_file", "plan_simulated",
-           "read_bank_input", "simulate_rir"]
+def build_audio_bank(source: str, kind: str, options: BuildOptions) -> BuildSummary:
+    """``speechpack build audio-bank``: every audio file of a directory (recursively, sorted) or of a list file
+    (one path per line) to a ``noise`` or ``rir`` pack, one sample per file (``packer.adapters.audio_bank``)."""
+    check_bank_kind(kind)
+    bank = read_bank_input(source)
+    recorded = {**options.recorded(), "kind": kind}
+    is_dir = os.path.isdir(source)
+    return run_build(
+        items=bank.items,
+        problems=bank.problems,
+        plan=functools.partial(plan_bank_file, sample_rate=options.sample_rate),
+        load=functools.partial(load_bank_file, sample_rate=options.sample_rate, kind=kind),
+        kind=kind,
+        input_path=os.path.abspath(source) if is_dir else source,
+        command="build audio-bank",
+        recorded_options=recorded,
+        options=options,
+        input_sha256=bank.sha256 if is_dir else None,
+    )
+
+
+def build_simulated_rirs(simulation: SimulationOptions, options: BuildOptions) -> BuildSummary:
+    """``speechpack build audio-bank --kind rir --simulate N``: N shoebox-room RIRs simulated with
+    pyroomacoustics, drawn deterministically from the seed."""
+    _pyroomacoustics()  # fail before planning when the optional dependency is missing
+    recorded = {**options.recorded(), "kind": KIND_RIR, "simulate": simulation.recorded()}
+    return run_build(
+        items=draw_rooms(simulation),
+        problems=[],
+        plan=functools.partial(plan_simulated, sample_rate=options.sample_rate),
+        load=functools.partial(load_simulated, sample_rate=options.sample_rate),
+        kind=KIND_RIR,
+        input_path=f"<simulate {simulation.count}>",
+        command="build audio-bank",
+        recorded_options=recorded,
+        options=options,
+        input_sha256=simulation.sha256(),
+    )
+
+
+def build_bank(options: BuildOptions, kind: str, source: str | None = None, simulate: int | None = None,
+               lmdb: str | None = None, room_min: tuple | None = None, room_max: tuple | None = None,
+               rt60: tuple | None = None, distance: tuple | None = None, seed: int = 0) -> BuildSummary:
+    """``speechpack build audio-bank``: the files of ``source`` (``build_audio_bank``), the entries of a WeSep noise
+    LMDB (``packer.adapters.noise_lmdb.build_noise_lmdb``), or ``simulate`` RIRs (``build_simulated_rirs``) drawn
+    from ``seed`` within the given ranges (``None``: ``SimulationOptions``' defaults).  Raise ``OptionError`` for
+    options that do not go together."""
+    ranges = {"room_min": room_min, "room_max": room_max, "rt60": rt60, "distance": distance}
+    if lmdb is not None:
+        if source is not None or simulate is not None:
+            raise OptionError("give one of DIR_OR_LIST, --simulate N or --lmdb PATH")
+        if kind != KIND_NOISE:
+            raise OptionError("--lmdb reads a WeSep noise LMDB: use --kind noise")
+    if simulate is None:
+        if source is None and lmdb is None:
+            raise OptionError("give DIR_OR_LIST, or --simulate N (with --kind rir)")
+        given = [f"--{name.replace('_', '-')}" for name, value in ranges.items() if value is not None]
+        if given:
+            raise OptionError(f"{', '.join(given)} only apply with --simulate")
+        return build_noise_lmdb(lmdb, options) if lmdb is not None else build_audio_bank(source, kind, options)
+    if source is not None:
+        raise OptionError("give DIR_OR_LIST or --simulate N, not both")
+    if kind != KIND_RIR:
+        raise OptionError("--simulate makes RIRs: use --kind rir")
+    given = {name: tuple(value) for name, value in ranges.items() if value is not None}
+    return build_simulated_rirs(SimulationOptions(count=simulate, seed=seed, **given), options)
+
+
+__all__ = ["BANK_KINDS", "BankFile", "BankInput", "SimulatedRoom", "SimulationOptions", "build_audio_bank",
+           "build_bank", "build_simulated_rirs", "check_bank_kind", "draw_rooms", "load_bank_file", "load_simulated",
+           "plan_bank_file", "plan_simulated", "read_bank_input", "simulate_rir"]

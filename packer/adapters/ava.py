@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import csv
 import os
-from typing import TYPE_CHECKING
 
-from packer.adapters.avcc import (
+from packer.adapters.asd_common import (
+    PACKED_DIR,
     AsdBuildOptions,
     AsdTrack,
     JpegFaces,
@@ -36,18 +36,14 @@ from packer.adapters.avcc import (
     parse_labels,
     read_text,
 )
+from packer.build.run import BuildSummary
 from schemas.errors import ManifestError, SpeechpackError
 from schemas.wesep_list import LineProblem
-
-if TYPE_CHECKING:  # run_build is imported when a build runs: packer.build.run may list these adapters
-    from packer.build.run import BuildSummary
 
 #: AVA's annotation names and the label each packs to (``SPEAKING_NOT_AUDIBLE`` is negative; see the docstring).
 AVA_LABEL_NAMES = {"NOT_SPEAKING": 0, "SPEAKING_AUDIBLE": 1, "SPEAKING_NOT_AUDIBLE": 0}
 #: Columns of the loader CSV that are read: sample id, (ignored), frame rate, labels.
 _ID, _FPS, _LABELS = 0, 2, 3
-#: Where a pack goes by default: ``<dataset root>/packed/<split>``, the dataset root being the visual root's parent.
-PACKED_DIR = "packed"
 
 
 def default_out(visual_root: str, split: str) -> str:

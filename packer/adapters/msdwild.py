@@ -14,11 +14,13 @@ last column of the box CSV is not an activity label and is ignored.
   frames, from the first frame with any face.  A track becomes a sample of a window when it has a box in at least
   90% of the window's frames (transient detections are dropped before any face is cut); a frame of the window
   without its box gets a grey face (``packer.faces.crop_square``).
-- **Incomplete final window** (MuVAP's document discards it, its code keeps tails of at least 2 s): speechpack
-  keeps it, unpadded, when it holds frames no earlier window covered, and stops there.  Packs have no fixed length
-  -- the loader cuts its own training windows -- so a short tail costs nothing, while discarding tails loses every
-  video shorter than one window (about a third of MSDWild); the 90% rule is measured against the tail's own length.
-  A tail too short for one 25 Hz model frame is reported like any such track.
+- **Incomplete final window**: discarded by default, as MuVAP's document says (its model has no padding mask, so a
+  padded window would teach it artificial silence; packs never pad, but a short window is a length the model was
+  not meant to see, and MuVAP's windows are what a MuVAP experiment expects).  A video shorter than one window then
+  gives no sample.  ``keep_tail`` (``--keep-tail``) keeps it instead, unpadded, when it holds frames no earlier
+  window covered (MuVAP's code keeps tails of at least 2 s: dropping them loses about a third of MSDWild); the 90%
+  rule is then measured against the tail's own length, and a tail too short for one 25 Hz model frame is reported
+  like any such track.
 - **Labels**: frame ``i`` of a window starting at frame ``s`` is speaking when ``(s + i + 0.5) / fps`` falls in one of
   the track's RTTM turns ``[start, start + duration)``.
 - **Audio**: the MP4's own audio (PyAV), from the window's start, resampled to 16 kHz, mono.
@@ -34,18 +36,16 @@ import io
 import math
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from packer.adapters.avcc import AsdBuildOptions, AsdTrack, TrackAudio, build_tracks, read_text
+from packer.adapters.asd_common import PACKED_DIR, AsdBuildOptions, AsdTrack, TrackAudio, build_tracks, read_text
+from packer.build.run import BuildSummary
 from packer.faces import Box, FaceError, crop_square
 from schemas.constants import FACE_SHAPE
 from schemas.errors import ManifestError, SpeechpackError
+from schemas.limits import OVERLAP_SECONDS, WINDOW_SECONDS
 from schemas.wesep_list import LineProblem
-
-if TYPE_CHECKING:  # run_build is imported when a build runs: packer.build.run may list these adapters
-    from packer.build.run import BuildSummary
 
 DEFAULT_WINDOW_SEC = 30.0
 DEFAULT_OVERLAP_SEC = 10.0
@@ -228,13 +228,16 @@ def video_timing(path: str) -> tuple[float, int]:
     return fps, frames
 
 
-def windows(first: int, total: int, window: int, stride: int) -> list[tuple[int, int]]:
-    """``[start, stop)`` frame windows from ``first``: ``window`` long every ``stride``, the last one cut at
-    ``total`` and kept only while it covers frames no earlier window did (see the module docstring)."""
+def windows(first: int, total: int, window: int, stride: int, keep_tail: bool = False) -> list[tuple[int, int]]:
+    """``[start, stop)`` frame windows from ``first``: ``window`` long every ``stride`` while they fit before
+    ``total``; with ``keep_tail`` the last one is cut at ``total`` and kept while it covers frames no earlier window
+    did (see the module docstring)."""
     spans = []
     start = first
     while start < total:
         stop = min(start + window, total)
+        if stop - start < window and not keep_tail:
+            break
         spans.append((start, stop))
         if stop == total:
             break
@@ -252,10 +255,12 @@ def speaking(turns: list[_Turn], start: int, stop: int, fps: float) -> np.ndarra
 
 
 def read_msdwild(input_dir: str, rttm_path: str, video_root: str, window_sec: float, overlap_sec: float,
-                 box_format: str) -> tuple[list[AsdTrack], list[LineProblem]]:
+                 box_format: str, keep_tail: bool = False) -> tuple[list[AsdTrack], list[LineProblem]]:
     """Every (window, track) of every video the RTTM names, and the problems found without decoding pixels."""
     if box_format not in BOX_FORMATS:
         raise SpeechpackError(f"box format {box_format!r} is not one of {', '.join(BOX_FORMATS)}")
+    WINDOW_SECONDS.check(window_sec)
+    OVERLAP_SECONDS.check(overlap_sec)
     if not window_sec > 0 or not 0 <= overlap_sec < window_sec:
         raise SpeechpackError(f"need window > 0 and 0 <= overlap < window seconds, got window {window_sec}, "
                               f"overlap {overlap_sec}")
@@ -286,7 +291,8 @@ def read_msdwild(input_dir: str, rttm_path: str, video_root: str, window_sec: fl
             problems.append(LineProblem(line, video, box_path, "no face boxes"))
             continue
         first = min(min(frames) for frames in boxes.values())
-        spans = windows(first, total, max(1, round(window_sec * fps)), max(1, round((window_sec - overlap_sec) * fps)))
+        spans = windows(first, total, max(1, round(window_sec * fps)), max(1, round((window_sec - overlap_sec) * fps)),
+                        keep_tail)
         for start, stop in spans:
             for track, frames in sorted(boxes.items()):
                 present = [frame for frame in range(start, stop) if frame in frames]
@@ -303,26 +309,32 @@ def read_msdwild(input_dir: str, rttm_path: str, video_root: str, window_sec: fl
     return tracks, problems
 
 
-def default_out(input_dir: str, rttm_path: str) -> str:
-    """``<dataset root>/packed/<rttm name>``: beside the corpus, one pack per RTTM (split) file."""
-    split = os.path.basename(rttm_path)
+def default_out(input_dir: str, rttm_path: str | None = None) -> str:
+    """``<dataset root>/packed/<rttm name>``: beside the corpus, one pack per RTTM (split) file (default
+    ``INPUT/all.rttm``)."""
+    split = os.path.basename(rttm_path or DEFAULT_RTTM)
     split = split[:-len(".rttm")] if split.endswith(".rttm") else split
-    return os.path.join(os.path.dirname(os.path.abspath(input_dir)), "packed", split)
+    return os.path.join(os.path.dirname(os.path.abspath(input_dir)), PACKED_DIR, split)
 
 
 def build_msdwild(input_dir: str, options: AsdBuildOptions, rttm_path: str | None = None,
                   video_root: str | None = None, window_sec: float = DEFAULT_WINDOW_SEC,
-                  overlap_sec: float = DEFAULT_OVERLAP_SEC, box_format: str = "xywh") -> BuildSummary:
-    """``speechpack build msdwild``: MP4s, box CSVs and an RTTM to an ``asd`` pack of windows."""
+                  overlap_sec: float = DEFAULT_OVERLAP_SEC, box_format: str = "xywh",
+                  keep_tail: bool = False) -> BuildSummary:
+    """``speechpack build msdwild``: MP4s, box CSVs and an RTTM to an ``asd`` pack of windows (incomplete final
+    windows discarded unless ``keep_tail``)."""
     if not os.path.isdir(input_dir):
         raise SpeechpackError(f"{input_dir}: --input is not a directory")
     rttm_path = rttm_path or os.path.join(input_dir, DEFAULT_RTTM)
     video_root = video_root or input_dir
-    tracks, problems = read_msdwild(input_dir, rttm_path, video_root, window_sec, overlap_sec, box_format)
+    tracks, problems = read_msdwild(input_dir, rttm_path, video_root, window_sec, overlap_sec, box_format, keep_tail)
+    if not tracks and not problems:
+        raise SpeechpackError(f"{rttm_path}: no video has a complete {window_sec:g} s window with a track in 90% of "
+                              f"its frames (incomplete final windows are discarded: --keep-tail keeps them)")
     return build_tracks(tracks, problems, options, input_path=rttm_path, command="build msdwild",
                         recorded={"input": os.path.abspath(input_dir), "video_root": os.path.abspath(video_root),
                                   "window_sec": window_sec, "overlap_sec": overlap_sec, "box_format": box_format,
-                                  "min_presence": MIN_PRESENCE})
+                                  "min_presence": MIN_PRESENCE, "keep_tail": keep_tail})
 
 
 __all__ = ["build_msdwild", "default_out", "read_msdwild", "speaking", "windows"]

@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass
 
 from packer.audio import Audio, AudioError, resample, resampled_length, to_stored
+from packer.build.run import BuildOptions, BuildSummary, run_build
 from packer.sample import PackedSample, SamplePlan
 from schemas.constants import KIND_NOISE, STREAM_AUDIO
 from schemas.noise_lmdb import NoiseLmdb, NoiseLmdbError, decode_noise, probe_noise
@@ -92,12 +93,9 @@ def load_lmdb_entry(item: LmdbEntry, sample_rate: int) -> PackedSample:
                         streams={STREAM_AUDIO: [stored]})
 
 
-def build_noise_lmdb(path: str, options):
+def build_noise_lmdb(path: str, options: BuildOptions) -> BuildSummary:
     """``speechpack build audio-bank --kind noise --lmdb PATH``: every entry of a WeSep noise LMDB to a ``noise``
-    pack (``options``: the shared ``packer.build.run.BuildOptions``); ``--skip-bad`` packs the good entries and
-    records the others, by key, in ``skipped.json``."""
-    from packer.build.run import run_build  # packer.build.run imports the adapters: import it when building only
-
+    pack; ``--skip-bad`` packs the good entries and records the others, by key, in ``skipped.json``."""
     source = read_lmdb_input(path)  # NoiseLmdbError (a SpeechpackError) when it is no LMDB or holds no noise
     return run_build(
         items=source.items,

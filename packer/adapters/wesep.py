@@ -12,9 +12,10 @@ memory; both go through the same probe, decode and checks.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
-from typing import Iterator, NamedTuple
+from typing import Iterator
 
 import numpy as np
 
@@ -27,12 +28,17 @@ from packer.audio import (
     read_audio,
     read_audio_bytes,
     resample,
-    resampled_length,
+    resampled_frames,
     to_stored,
 )
+from packer.build.run import BuildOptions, BuildSummary, run_build
+from packer.cues import prepare_cues
 from packer.sample import PackedSample, SamplePlan
 from schemas.constants import AUDIO_FULL_SCALE, KIND_SOURCES, KIND_TSE, STREAM_MIX, STREAM_SOURCE, STREAM_TARGET
-from schemas.wesep_list import LineProblem, WesepLine, best_effort_key, parse_wesep_line
+from schemas.cues import SpeakerSlot
+from schemas.errors import SpeechpackError
+from schemas.jsonlines import read_lines
+from schemas.wesep_list import LineProblem, WesepLine, best_effort_key, parse_wesep_line, resolve_path
 
 
 @dataclass(frozen=True)
@@ -49,25 +55,28 @@ def read_wesep_list(list_path: str, root: str | None = None) -> WesepList:
 
     Relative audio paths are resolved against ``root`` when given, else against the current directory (what
     WeSep's ``torchaudio.load`` does).  Blank lines are ignored but still counted, so line numbers match an editor.
+    Each line is decoded and parsed on its own (``schemas.jsonlines``): whatever it holds is a problem of that line.
     """
     lines: list[WesepLine] = []
     problems: list[LineProblem] = []
     first_line_of_key: dict[str, int] = {}
-    with open(list_path, encoding="utf-8") as fp:
-        for number, text in enumerate(fp, start=1):
-            if not text.strip():
-                continue
-            try:
-                parsed = parse_wesep_line(text, number)
-            except ValueError as err:
-                problems.append(LineProblem(number, best_effort_key(text), None, str(err)))
-                continue
-            if parsed.key in first_line_of_key:
-                problems.append(LineProblem(number, parsed.key, None,
-                                            f"duplicate key (first on line {first_line_of_key[parsed.key]})"))
-                continue
-            first_line_of_key[parsed.key] = number
-            lines.append(_resolve(parsed, root) if root else parsed)
+    for number, text, undecodable in read_lines(list_path):
+        if undecodable is not None:
+            problems.append(LineProblem(number, None, None, undecodable))
+            continue
+        if not text.strip():
+            continue
+        try:
+            parsed = parse_wesep_line(text, number)
+        except ValueError as err:
+            problems.append(LineProblem(number, best_effort_key(text), None, str(err)))
+            continue
+        if parsed.key in first_line_of_key:
+            problems.append(LineProblem(number, parsed.key, None,
+                                        f"duplicate key (first on line {first_line_of_key[parsed.key]})"))
+            continue
+        first_line_of_key[parsed.key] = number
+        lines.append(_resolve(parsed, root) if root else parsed)
     return one_kind(lines, problems, "line")
 
 
@@ -89,12 +98,6 @@ def _majority_kind(lines: list[WesepLine]) -> str:
     """The kind most lines have (mixtures win a tie), so the odd lines out are the ones reported."""
     mixtures = sum(1 for parsed in lines if parsed.kind == KIND_TSE)
     return KIND_TSE if mixtures * 2 >= len(lines) and mixtures else KIND_SOURCES
-
-
-def resolve_path(path: str, root: str | None) -> str:
-    """A path as the build opens it: absolute as written; relative against ``root`` when given, else left to the
-    current directory.  The one rule for list audio, cue resources and the files they point to."""
-    return path if not root or os.path.isabs(path) else os.path.join(root, path)
 
 
 def _resolve(parsed: WesepLine, root: str) -> WesepLine:
@@ -143,14 +146,6 @@ def read_source(source: str | TarMember, int16_at: int | None = None) -> Audio:
     return read_audio(source, int16_at=int16_at)
 
 
-class SpeakerSlot(NamedTuple):
-    """One speaker slot of one list line: what a cue lookup key (``schemas.cues.lookup_key``) is made of."""
-
-    line: int
-    sample_key: str
-    speaker: str
-
-
 def speaker_slots(lines: list[WesepLine]) -> Iterator[SpeakerSlot]:
     """Every slot of every line, in list order.  A mixture's slots use its key (WeSep's ``key::spk``); a
     sources line's key is the source key its online mixtures look cues up with (``source_key_spk{i}::spk``)."""
@@ -173,13 +168,13 @@ def plan_wesep_sample(parsed: WesepLine, sample_rate: int) -> SamplePlan:
             channels += info.channels
         for path in parsed.target_paths:
             _check_same_shape(probe_source(path), reference, path, reference_path, "source")
-        frames = resampled_length(reference.frames, reference.sample_rate, sample_rate)
+        frames = resampled_frames(reference.frames, reference.sample_rate, sample_rate, str(reference_path))
         elements = {STREAM_MIX: channels * frames, STREAM_TARGET: len(parsed.target_paths) * frames}
     else:
         path = parsed.target_paths[0]
         info = probe_source(path)
         _check_mono(info, path)
-        frames = resampled_length(info.frames, info.sample_rate, sample_rate)
+        frames = resampled_frames(info.frames, info.sample_rate, sample_rate, str(path))
         elements = {STREAM_SOURCE: frames}
     return SamplePlan(line=parsed.line, key=parsed.key, num_frames=frames, elements=elements)
 
@@ -254,3 +249,40 @@ def _load_source(parsed: WesepLine, sample_rate: int) -> PackedSample:
     audio = _read(path, sample_rate)
     _check_mono(audio, path)
     return _packed(parsed, audio.sample_rate, {STREAM_SOURCE: [to_stored(resample(audio, sample_rate))]})
+
+
+def wesep_steps(sample_rate: int) -> dict:
+    """The plan and load steps of a WeSep sample, whether it comes from a raw list or from tar shards."""
+    return {"plan": functools.partial(plan_wesep_sample, sample_rate=sample_rate),
+            "load": functools.partial(load_wesep_sample, sample_rate=sample_rate)}
+
+
+def build_wesep(list_path: str, options: BuildOptions, root: str | None = None, cues: str | None = None,
+                allow_pickle: bool = False) -> BuildSummary:
+    """``speechpack build wesep``: a WeSep raw list to a ``tse`` or ``sources`` pack.
+
+    ``cues`` is the split's ``cues.yaml``: every resource it points to is packed into ``cues/`` (see
+    ``packer.cues``), after checking that each guaranteed cue has a lookup key for every slot of the list.
+    ``allow_pickle`` lets spatial resources that are pickled dicts be unpickled (only for files you trust).
+    """
+    if not os.path.isfile(list_path):
+        raise SpeechpackError(f"{list_path}: list file not found")
+    wesep_list = read_wesep_list(list_path, root)
+    recorded = options.recorded()
+    if root:
+        recorded["root"] = os.path.abspath(root)
+    cue_build = None
+    if cues is not None:
+        cue_build = prepare_cues(cues, list(speaker_slots(wesep_list.lines)), root, options.sample_rate, allow_pickle)
+        recorded.update(cue_build.recorded())
+    return run_build(
+        cues=cue_build,
+        items=wesep_list.lines,
+        problems=wesep_list.problems,
+        **wesep_steps(options.sample_rate),
+        kind=wesep_list.kind,
+        input_path=list_path,
+        command="build wesep",
+        recorded_options=recorded,
+        options=options,
+    )

@@ -29,8 +29,11 @@ import tarfile
 import zlib
 from dataclasses import dataclass, field
 
-from packer.adapters.wesep import TarMember, WesepList, one_kind
+from packer.adapters.wesep import TarMember, WesepList, one_kind, wesep_steps
+from packer.build.run import BuildOptions, BuildSummary, run_build
 from schemas.errors import SpeechpackError
+from schemas.jsonlines import read_lines
+from schemas.sample_names import check_name, name_problem
 from schemas.wesep_list import LineProblem, WesepLine
 
 #: Audio extensions WeSep's shard writer and reader accept.
@@ -61,17 +64,18 @@ def read_shard_list(list_path: str) -> list[str]:
     """The tar paths of ``list_path`` (blank lines ignored; relative paths against the current directory).
     URLs are refused; so is a list naming a missing file: the build fails before reading anything."""
     paths, missing = [], []
-    with open(list_path, encoding="utf-8") as fp:
-        for number, text in enumerate(fp, start=1):
-            path = text.strip()
-            if not path:
-                continue
-            if _URL.match(path):
-                raise SpeechpackError(f"{list_path}:{number}: {path}: URLs are not supported; download the shards "
-                                      f"and list their local paths")
-            if not os.path.isfile(path):
-                missing.append(f"{list_path}:{number}: {path}")
-            paths.append(path)
+    for number, text, undecodable in read_lines(list_path):
+        if undecodable is not None:
+            raise SpeechpackError(f"{list_path}:{number}: {undecodable}")
+        path = text.strip()
+        if not path:
+            continue
+        if _URL.match(path):
+            raise SpeechpackError(f"{list_path}:{number}: {path}: URLs are not supported; download the shards "
+                                  f"and list their local paths")
+        if not os.path.isfile(path):
+            missing.append(f"{list_path}:{number}: {path!r}" if name_problem(path) else f"{list_path}:{number}: {path}")
+        paths.append(path)
     if missing:
         raise SpeechpackError("tar shard(s) not found:\n  " + "\n  ".join(missing))
     if not paths:
@@ -198,12 +202,15 @@ def _to_line(group: _Group, ordinal: int) -> WesepLine:
     """A group as the ``WesepLine`` its raw-list line would parse to; ``ValueError`` says what is missing."""
     if group.faults:
         raise ValueError("; ".join(group.faults))
+    check_name(group.key, "key")
     try:
         ids = {slot: raw.decode("utf-8").strip() for slot, raw in group.speaker_ids.items()}
     except UnicodeDecodeError:
         raise ValueError("a speaker id member is not UTF-8 text") from None
     if any(not spk for spk in ids.values()):
         raise ValueError("a speaker id member is empty")
+    for spk in ids.values():
+        check_name(spk, "speaker")
     members = {"tar": group.tar_path, "members": list(group.members)}
     if group.online:
         if 0 not in ids:
@@ -236,6 +243,24 @@ def _to_line(group: _Group, ordinal: int) -> WesepLine:
                          target_paths=(group.src[1][0],), provenance=members)
     return WesepLine(line=ordinal, key=group.key, speakers=speakers, mix_paths=tuple(group.mix),
                      target_paths=tuple(group.src[s][0] for s in slots), provenance=members)
+
+
+def build_wesep_shards(list_path: str, options: BuildOptions) -> BuildSummary:
+    """``speechpack build wesep-shards``: WeSep tar shards (``shard.list``, one tar path per line) to the pack
+    the same samples give as a raw list (same shard ``.npy`` files and ``columns/``; see ``wesep_shards``)."""
+    if not os.path.isfile(list_path):
+        raise SpeechpackError(f"{list_path}: shard list not found")
+    shards = read_wesep_shards(list_path)
+    return run_build(
+        items=shards.lines,
+        problems=shards.problems,
+        **wesep_steps(options.sample_rate),
+        kind=shards.kind,
+        input_path=list_path,
+        command="build wesep-shards",
+        recorded_options=options.recorded(),
+        options=options,
+    )
 
 
 def write_shards(list_path: str, out_dir: str, samples_per_shard: int = 1000, prefix: str = "shards",

@@ -24,6 +24,13 @@ IN_FLIGHT_PER_WORKER = 4
 CONSUMER_QUEUE = 8
 #: How often a pool worker checks that the build process is still alive, in seconds.
 PARENT_POLL_SECONDS = 0.5
+#: Modules the forkserver imports once, before it forks any worker: everything a build task needs (the adapters'
+#: ``plan``/``load`` steps, ``build_shard``, numpy, soundfile, soxr).  Without it every worker imports them itself
+#: (about 0.3 s of CPU each, and again for the module a ``python -m cli`` build runs as ``__main__``), which on a
+#: 2-core machine cost more than a short build gained from its second worker.
+#: ``packer.build.run`` no longer imports any adapter (each adapter imports it), so the audio families' adapters are
+#: named here.
+FORKSERVER_PRELOAD = ("packer.build.run", "packer.adapters.wesep", "packer.adapters.audio_bank")
 
 
 def _alive(pid: int) -> bool:
@@ -67,14 +74,15 @@ def _exit_with(build_pid: int) -> None:
 def worker_pool(workers: int) -> Iterator[ProcessPoolExecutor | None]:
     """A process pool of ``workers`` for several ``map_in_order`` calls (``None`` when ``workers == 1``).
 
-    Starting a pool costs about 0.25 s on a 2-core machine (a forkserver, and every worker importing numpy,
-    soundfile, soxr...); a build that probes headers, writes shards and loads cues pays it once.
+    Starting a pool costs a forkserver that imports ``FORKSERVER_PRELOAD`` (about 0.3 s of CPU, once per
+    process) and a fork per worker; a build that probes headers, writes shards and loads cues pays it once.
     """
     if workers == 1:
         yield None
         return
     # forkserver: the progress bar's monitor thread and the writer thread make plain fork unsafe.
     context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(FORKSERVER_PRELOAD))  # takes effect when the forkserver starts
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_exit_with,
                                initargs=(os.getpid(),))
     try:

@@ -28,6 +28,7 @@ from packer.build.state import (
 from packer.build.checkpoints import checkpoint
 from packer.copy_lock import locked
 from packer.build.plan import BuildPlan
+from packer.build.summary import BuildSummary
 from packer.writer import PackTotals, commit_pack, hash_file
 from schemas.constants import MANIFEST_NAME, TOOL_NAME
 from schemas.cues import CUES_DIR
@@ -102,7 +103,8 @@ def verify_all(pack_dir: str, plan: BuildPlan, fingerprint: str, shard_ids: Sequ
     return verified, [r for r in results if isinstance(r, str)]
 
 
-def finalize_pack(pack_dir: str, check_hashes: bool = True, progress: bool = False, jobs: int = DEFAULT_JOBS):
+def finalize_pack(pack_dir: str, check_hashes: bool = True, progress: bool = False,
+                  jobs: int = DEFAULT_JOBS) -> BuildSummary:
     """``speechpack finalize PACK``: verify every planned shard (``jobs`` at a time) and commit the pack (see the
     module docstring)."""
     started = time.monotonic()
@@ -112,9 +114,7 @@ def finalize_pack(pack_dir: str, check_hashes: bool = True, progress: bool = Fal
         return _finalize(pack_dir, check_hashes, progress, jobs, started)
 
 
-def _finalize(pack_dir: str, check_hashes: bool, progress: bool, jobs: int, started: float):
-    from packer.build.run import BuildSummary
-
+def _finalize(pack_dir: str, check_hashes: bool, progress: bool, jobs: int, started: float) -> BuildSummary:
     plan, fingerprint = load_plan(pack_dir)
     verified, failures = verify_all(pack_dir, plan, fingerprint, range(plan.num_shards), check_hashes, progress,
                                     jobs)

@@ -10,50 +10,27 @@ import functools
 import os
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from tqdm import tqdm
 
-from packer.adapters.audio_bank import (
-    SimulationOptions,
-    _pyroomacoustics,
-    check_bank_kind,
-    draw_rooms,
-    load_bank_file,
-    load_simulated,
-    plan_bank_file,
-    plan_simulated,
-    read_bank_input,
-)
-from packer.adapters.wesep import load_wesep_sample, plan_wesep_sample, read_wesep_list, speaker_slots
-from packer.build.state import VerifiedShard, receipt_path, write_cues_receipt
-from packer.cues import CueBuild, CueProblem, prepare_cues, write_cues
 from packer.build.executor import map_in_order, worker_pool
 from packer.build.finalize import commit_build, line_problem, verify_all
 from packer.build.output_dir import OutputClaim, claim_output, item_inputs
 from packer.build.plan import BuildPlan, ShardSlice, plan_shards
 from packer.build.ray_executor import import_ray
-from packer.sample import PackedSample, SamplePlan
 from packer.build.shard_runner import run_shard_jobs
 from packer.build.shard_task import guarded, shard_jobs
+from packer.build.state import VerifiedShard, receipt_path, write_cues_receipt
+from packer.build.summary import BuildSummary
+from packer.cues import CueBuild, CueProblem, write_cues
+from packer.sample import PackedSample, SamplePlan
 from packer.writer import hash_file
-from schemas.constants import (
-    DEFAULT_SAMPLE_RATE,
-    DEFAULT_SHARD_BYTES,
-    KIND_RIR,
-    SKIPPED_NAME,
-    TOOL_NAME,
-    shard_dir_name,
-    tool_version,
-)
-from schemas.cues import CUES_DIR, LABELS_DIR
+from schemas.constants import DEFAULT_SAMPLE_RATE, DEFAULT_SHARD_BYTES, TOOL_NAME, shard_dir_name, tool_version
 from schemas.errors import BuildError, SpeechpackError
-from schemas.format import Manifest
-from schemas.units import format_bytes
+from schemas.limits import SAMPLE_RATE, SHARD_BYTES, WORKERS
 from schemas.wesep_list import LineProblem
-
-
 
 #: Values of ``--executor``.
 EXECUTORS = ("local", "ray")
@@ -83,12 +60,8 @@ class BuildOptions:
     resume: bool = False
 
     def __post_init__(self) -> None:
-        if self.sample_rate <= 0:
-            raise SpeechpackError(f"sample_rate must be a positive number of Hz, got {self.sample_rate}")
-        if self.shard_bytes <= 0:
-            raise SpeechpackError(f"shard size must be positive, got {self.shard_bytes} bytes")
-        if self.workers < 1:
-            raise SpeechpackError(f"workers must be at least 1, got {self.workers}")
+        for limit, value in ((SAMPLE_RATE, self.sample_rate), (SHARD_BYTES, self.shard_bytes), (WORKERS, self.workers)):
+            limit.check(value)
         if self.executor not in EXECUTORS:
             raise SpeechpackError(f"executor must be one of {', '.join(EXECUTORS)}, got {self.executor!r}")
         if self.ray_address is not None and self.executor != "ray":
@@ -100,138 +73,6 @@ class BuildOptions:
     def recorded(self) -> dict:
         """The options that shape the bytes of the pack (provenance)."""
         return {"sample_rate": self.sample_rate, "shard_bytes": self.shard_bytes, "skip_bad": self.skip_bad}
-
-
-@dataclass(frozen=True)
-class BuildSummary:
-    """What a build did.  ``manifest`` is ``None`` after a ``--shards i/n`` job (the pack is not committed yet);
-    ``built`` and ``kept`` count the shards this run wrote and the ones it found complete (``--resume``)."""
-
-    out: str
-    manifest: Manifest | None
-    skipped: list[LineProblem] = field(default_factory=list)
-    seconds: float = 0.0
-    built: int = 0
-    kept: int = 0
-    slice: ShardSlice | None = None
-    planned: int = 0
-
-    def describe(self) -> str:
-        if self.manifest is None:
-            return (f"slice {self.slice}: built {self.built} and kept {self.kept} of its {self.planned} planned "
-                    f"shard(s) in {self.seconds:.2f} s -> {self.out}\nwhen every slice is done: "
-                    f"{TOOL_NAME} finalize {self.out}")
-        totals = self.manifest.totals
-        text = (f"packed {totals['samples']} samples ({totals['hours']:.3f} h, {totals['speakers']} speakers) into "
-                f"{len(self.manifest.shards)} shard(s), {format_bytes(totals['bytes'])}, in {self.seconds:.2f} s "
-                f"-> {self.out}")
-        if self.kept:
-            text += f"\nkept {self.kept} verified shard(s) of an earlier run, built {self.built}"
-        banks = sorted({name.split("/")[0] for name in self.manifest.cues if "/" in name} - {LABELS_DIR})
-        if self.manifest.cues:
-            labelled = any(name.startswith(f"{LABELS_DIR}/") for name in self.manifest.cues)
-            labels = " and speaker labels" if labelled else ""
-            text += f"\ncues: {', '.join(banks) or 'none'}{labels} in {os.path.join(self.out, CUES_DIR)}"
-        if self.skipped:
-            text += f"\nskipped {len(self.skipped)} bad line(s); see {os.path.join(self.out, SKIPPED_NAME)}"
-        return text
-
-
-def _wesep_steps(sample_rate: int) -> dict:
-    """The plan and load steps of a WeSep sample, whether it comes from a raw list or from tar shards."""
-    return {"plan": functools.partial(plan_wesep_sample, sample_rate=sample_rate),
-            "load": functools.partial(load_wesep_sample, sample_rate=sample_rate)}
-
-
-def build_wesep(list_path: str, options: BuildOptions, root: str | None = None, cues: str | None = None,
-                allow_pickle: bool = False) -> BuildSummary:
-    """``speechpack build wesep``: a WeSep raw list to a ``tse`` or ``sources`` pack.
-
-    ``cues`` is the split's ``cues.yaml``: every resource it points to is packed into ``cues/`` (see
-    ``packer.cues``), after checking that each guaranteed cue has a lookup key for every slot of the list.
-    ``allow_pickle`` lets spatial resources that are pickled dicts be unpickled (only for files you trust).
-    """
-    if not os.path.isfile(list_path):
-        raise SpeechpackError(f"{list_path}: list file not found")
-    wesep_list = read_wesep_list(list_path, root)
-    recorded = options.recorded()
-    if root:
-        recorded["root"] = os.path.abspath(root)
-    cue_build = None
-    if cues is not None:
-        cue_build = prepare_cues(cues, list(speaker_slots(wesep_list.lines)), root, options.sample_rate, allow_pickle)
-        recorded.update(cue_build.recorded())
-    return run_build(
-        cues=cue_build,
-        items=wesep_list.lines,
-        problems=wesep_list.problems,
-        **_wesep_steps(options.sample_rate),
-        kind=wesep_list.kind,
-        input_path=list_path,
-        command="build wesep",
-        recorded_options=recorded,
-        options=options,
-    )
-
-
-def build_audio_bank(source: str, kind: str, options: BuildOptions) -> BuildSummary:
-    """``speechpack build audio-bank``: every audio file of a directory (recursively, sorted) or of a list file
-    (one path per line) to a ``noise`` or ``rir`` pack, one sample per file (``packer.adapters.audio_bank``)."""
-    check_bank_kind(kind)
-    bank = read_bank_input(source)
-    recorded = {**options.recorded(), "kind": kind}
-    is_dir = os.path.isdir(source)
-    return run_build(
-        items=bank.items,
-        problems=bank.problems,
-        plan=functools.partial(plan_bank_file, sample_rate=options.sample_rate),
-        load=functools.partial(load_bank_file, sample_rate=options.sample_rate, kind=kind),
-        kind=kind,
-        input_path=os.path.abspath(source) if is_dir else source,
-        command="build audio-bank",
-        recorded_options=recorded,
-        options=options,
-        input_sha256=bank.sha256 if is_dir else None,
-    )
-
-
-def build_simulated_rirs(simulation: SimulationOptions, options: BuildOptions) -> BuildSummary:
-    """``speechpack build audio-bank --kind rir --simulate N``: N shoebox-room RIRs simulated with
-    pyroomacoustics, drawn deterministically from the seed."""
-    _pyroomacoustics()  # fail before planning when the optional dependency is missing
-    recorded = {**options.recorded(), "kind": KIND_RIR, "simulate": simulation.recorded()}
-    return run_build(
-        items=draw_rooms(simulation),
-        problems=[],
-        plan=functools.partial(plan_simulated, sample_rate=options.sample_rate),
-        load=functools.partial(load_simulated, sample_rate=options.sample_rate),
-        kind=KIND_RIR,
-        input_path=f"<simulate {simulation.count}>",
-        command="build audio-bank",
-        recorded_options=recorded,
-        options=options,
-        input_sha256=simulation.sha256(),
-    )
-
-
-def build_wesep_shards(list_path: str, options: BuildOptions) -> BuildSummary:
-    """``speechpack build wesep-shards``: WeSep tar shards (``shard.list``, one tar path per line) to the pack
-    the same samples give as a raw list (same shard ``.npy`` files and ``columns/``; see ``wesep_shards``)."""
-    from packer.adapters.wesep_shards import read_wesep_shards
-
-    if not os.path.isfile(list_path):
-        raise SpeechpackError(f"{list_path}: shard list not found")
-    shards = read_wesep_shards(list_path)
-    return run_build(
-        items=shards.lines,
-        problems=shards.problems,
-        **_wesep_steps(options.sample_rate),
-        kind=shards.kind,
-        input_path=list_path,
-        command="build wesep-shards",
-        recorded_options=options.recorded(),
-        options=options,
-    )
 
 
 def run_build(*, items: Sequence, problems: Sequence[LineProblem], plan: Callable[[object], SamplePlan],
@@ -371,4 +212,4 @@ def _provenance(input_path: str, command: str, recorded_options: dict, input_sha
     }
 
 
-__all__ = ["BuildOptions", "BuildSummary", "build_audio_bank", "build_simulated_rirs", "build_wesep", "run_build"]
+__all__ = ["EXECUTORS", "BuildOptions", "BuildSummary", "run_build"]

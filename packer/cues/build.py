@@ -16,7 +16,6 @@ from typing import Sequence
 import yaml
 from tqdm import tqdm
 
-from packer.adapters.wesep import SpeakerSlot, resolve_path
 from packer.cues.bank import load_item, loadable_items, write_bank
 from packer.cues.labels import read_labels, write_labels
 from packer.cues.payload import LoadContext
@@ -25,9 +24,10 @@ from packer.cues.representations import MODULES
 from packer.cues.resource import EntryContext, Resource, read_resource
 from packer.build.executor import map_in_order
 from packer.writer import fresh_temp_dir, fsync_dir, hash_file
-from schemas.cues import CUES_DIR, CUES_YAML, LABELS_DIR, CuesConfig, CueSpec, lookup_key
+from schemas.cues import CUES_DIR, CUES_YAML, LABELS_DIR, CuesConfig, CueSpec, SpeakerSlot, lookup_key
 from schemas.errors import ManifestError, SpeechpackError
 from schemas.format import FileEntry
+from schemas.wesep_list import resolve_path
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ runs the same checks and hashes every file.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -17,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import yaml
 
+from loader.tse.cues.representations import MODULES
 from schemas.cuecheck import BankFiles, Issue, bank_files, label_issues, read_bank
-from schemas.constants import AUDIO_FULL_SCALE
 from schemas.cues import (
     CUES_DIR,
     CUES_YAML,
@@ -41,6 +40,7 @@ from schemas.cues import (
 from schemas.errors import ManifestError, PackFormatError
 from schemas.format import Manifest
 
+
 def _find(sorted_keys: np.ndarray, key: str) -> int:
     """Row of ``key`` in a sorted ``|S`` array, or -1."""
     encoded = key.encode("utf-8")
@@ -52,7 +52,8 @@ class CueBank:
     """One cue's bank: ``find(key)`` gives the entry rows of a lookup key (in the resource's list order),
     ``entry_item(entry)`` the item an entry points to, and ``read(item)`` the item's data.
 
-    ``read`` returns, per ``representation``: ``waveform`` float32 ``[C, T]`` at ``sample_rate`` (the pack's);
+    ``read`` returns, per ``representation`` (its module in ``loader.tse.cues.representations`` reads it):
+    ``waveform`` float32 ``[C, T]`` at ``sample_rate`` (the pack's);
     ``spk_embedding`` float32 ``[D]``; ``raw_video`` ``(uint8 [T, H, W, C], fps)``; ``muse_frontend``
     ``(float32 array, duration_sec)``; ``fields`` ``({name: float32 0-d or 1-D array}, duration_sec or None)``
     with only the fields the item has; ``dae_keyword_phoneme`` ``([int64 phoneme ids per word], int64
@@ -76,9 +77,10 @@ class CueBank:
         self._utt_ids = arrays[ENTRY_UTT_IDS_NAME]
         items = arrays[ITEMS_NAME]
         self._items = {name: np.ascontiguousarray(items[name]) for name in items.dtype.names}
-        self._words = arrays.get(WORDS_NAME)
-        self._keywords = arrays.get(KEYWORDS_NAME)
-        self._values = arrays.get(VALUES_NAME)
+        #: ``words.npy``, ``keywords.npy`` (dae_keyword_phoneme) and ``values.npy`` (fields); None otherwise.
+        self.words = arrays.get(WORDS_NAME)
+        self.keywords = arrays.get(KEYWORDS_NAME)
+        self.values = arrays.get(VALUES_NAME)
         self._data: np.ndarray | None = None
 
     def __repr__(self) -> str:
@@ -123,45 +125,11 @@ class CueBank:
         of it (copying whole clips was a quarter of a video batch's time); copy what you keep."""
         if not 0 <= item < self.num_items:
             raise IndexError(f"cue {self.name!r} has {self.num_items} items; asked for {item}")
-        return getattr(self, f"_read_{self.representation}")(item, self.data())
+        return MODULES[self.representation].read(self, item, self.data())
 
-    def _field(self, name: str, item: int):
+    def field(self, name: str, item: int):
+        """Column ``name`` of ``items.npy`` at ``item`` (the representation modules read through it)."""
         return self._items[name][item]
-
-    def _read_waveform(self, item: int, data: np.ndarray) -> np.ndarray:
-        offset, channels, length = (int(self._field(n, item)) for n in ("offset", "channels", "length"))
-        factor = np.float32(float(self._field("scale", item)) / AUDIO_FULL_SCALE)
-        return data[offset:offset + channels * length].reshape(channels, length).astype(np.float32) * factor
-
-    def _read_spk_embedding(self, item: int, data: np.ndarray) -> np.ndarray:
-        return np.array(data[int(self._field("row", item))])
-
-    def _read_raw_video(self, item: int, data: np.ndarray) -> tuple[np.ndarray, float]:
-        shape = tuple(int(self._field(n, item)) for n in ("frames", "height", "width", "channels"))
-        offset = int(self._field("offset", item))
-        return data[offset:offset + math.prod(shape)].reshape(shape), float(self._field("fps", item))
-
-    def _read_muse_frontend(self, item: int, data: np.ndarray) -> tuple[np.ndarray, float]:
-        shape = tuple(int(d) for d in self._field("shape", item)[:int(self._field("ndim", item))])
-        offset = int(self._field("offset", item))
-        return (np.array(data[offset:offset + math.prod(shape)].reshape(shape)),
-                float(self._field("duration_sec", item)))
-
-    def _read_fields(self, item: int, data: np.ndarray) -> tuple[dict[str, np.ndarray], float | None]:
-        fields = {}
-        for name, value in zip(self.fields, self._values[item]):
-            if value["present"]:
-                offset, length = int(value["offset"]), int(value["length"])
-                fields[name] = np.array(data[offset]) if length == -1 else np.array(data[offset:offset + length])
-        duration = float(self._field("duration_sec", item))
-        return fields, None if math.isnan(duration) else duration
-
-    def _read_dae_keyword_phoneme(self, item: int, data: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
-        word_first, word_count, kw_first, kw_count = (int(self._field(n, item)) for n in
-                                                      ("word_first", "word_count", "kw_first", "kw_count"))
-        words = self._words[word_first:word_first + word_count]
-        return ([np.array(data[int(w["phn_offset"]):int(w["phn_offset"]) + int(w["phn_length"])]) for w in words],
-                np.array(self._keywords[kw_first:kw_first + kw_count]))
 
 
 class SpeakerLabels(Mapping):

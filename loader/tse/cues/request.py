@@ -2,7 +2,7 @@
 per-row fields are collated (WeSep's experiment-side cue selection and ``build_collect_keys`` overrides).
 
 Checks that need the packs (the cue exists, ``required`` against ``guaranteed``) happen when the loader is built
-(``loader.tse.cues.fields.resolve_cues``); the ones here need the config only.
+(``loader.tse.cues.resolve.resolve_cues``); the ones here need the config only.
 """
 
 from __future__ import annotations

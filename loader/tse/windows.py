@@ -1,0 +1,104 @@
+"""Where each row's samples come from: WeSep's ``random_chunk`` windows, whole utterances, or train-window chunks.
+
+``Chunking`` holds the settings for one loader state and turns a mixture (or source) into a ``Window``; it also
+gives the plan the row length each unit will have (``unit_lengths``), so budget batching counts what the batch
+will hold.  Every draw comes from the caller (the batch's counter-based generator), so a window depends on
+nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from loader.batching import Windows
+
+#: WeSep re-draws a training window at most this many times while the mixture chunk is silent.
+ZERO_CHUNK_REDRAWS = 3
+
+
+class Window(NamedTuple):
+    """Where one item's rows come from: samples ``[start, start + take)`` of the source, written at the row's
+    start, in a row of ``length`` samples (``length > take`` means right zero padding).  A named tuple: several
+    are made per mixture, and a frozen dataclass costs several times more to build."""
+
+    start: int
+    take: int
+    length: int
+    orig_len: int
+
+    def chunk_ratio(self) -> dict:
+        """WeSep's chunk metadata: ``{start_ratio, end_ratio, orig_len, chunk_len}`` (``end_ratio > 1`` when
+        padded)."""
+        end = self.start + (self.length if self.length > self.take else self.take)
+        return {"start_ratio": self.start / self.orig_len, "end_ratio": end / self.orig_len,
+                "orig_len": self.orig_len, "chunk_len": self.length}
+
+    def padded_to(self, length: int) -> "Window":
+        """The same samples in a row of ``length`` (an online group padded to its longest source)."""
+        return Window(self.start, self.take, length, self.orig_len)
+
+
+@dataclass(frozen=True)
+class Chunking:
+    """How rows are cut in one state: ``chunk`` (train, not ``whole_utt``) windows of ``chunk_len`` samples,
+    starting at random (``random_start``) or at 0; shorter items ``pad``-ded to ``chunk_len`` or kept
+    (``short_policy``); otherwise whole utterances."""
+
+    chunk: bool
+    chunk_len: int
+    random_start: bool
+    short_policy: str
+
+    def window(self, mix: np.ndarray, draws: np.ndarray, redraw_silence: bool = True) -> Window:
+        """WeSep's ``random_chunk`` window of ``mix`` ``[C, T]``.  ``redraw_silence``: re-draw (up to 3 times)
+        while the chunk is all zeros — WeSep does this only when a sample has a mixture, so online-mixing sources
+        skip it (a silent group is redrawn after mixing instead)."""
+        total = mix.shape[1]
+        length = self.chunk_len
+        if not self.chunk:
+            return Window(0, total, total, total)
+        if total >= length:
+            start = 0
+            if self.random_start:
+                for attempt in range(ZERO_CHUNK_REDRAWS + 1):
+                    start = int(draws[attempt] * (total - length + 1))
+                    if not redraw_silence or np.count_nonzero(mix[:, start:start + length]):
+                        break
+            return Window(start, length, length, total)
+        if self.short_policy == "pad":
+            return Window(0, total, length, total)
+        return Window(0, total, total, total)
+
+    @property
+    def fixed_length(self) -> bool:
+        """Whether every row is exactly ``chunk_len`` long (train chunks, ``pad``)."""
+        return self.chunk and self.short_policy == "pad"
+
+    def row_lengths(self, whole: np.ndarray) -> np.ndarray:
+        """The row length of items of ``whole`` samples (at the loader's rate)."""
+        if not self.chunk:
+            return whole
+        if self.short_policy == "pad":
+            return np.full(len(whole), self.chunk_len, dtype=np.int64)
+        return np.minimum(whole, self.chunk_len)
+
+
+def unit_window(windows: Windows, unit: int, total: int) -> Window:
+    """The fed span (history and chunk) of train-window unit ``unit`` of an item of ``total`` samples."""
+    fed, stop = int(windows.fed_start[unit]), int(windows.stop[unit])
+    return Window(fed, stop - fed, stop - fed, total)
+
+
+def scored_mask(windows: Windows, units: list[int], length: int) -> np.ndarray:
+    """``scored`` ``[rows, length]``: True on each row's chunk, False on its history and the padding."""
+    scored = np.zeros((len(units), length), dtype=bool)
+    for r, unit in enumerate(units):
+        lo = int(windows.start[unit] - windows.fed_start[unit])
+        scored[r, lo:lo + int(windows.stop[unit] - windows.start[unit])] = True
+    return scored
+
+
+__all__ = ["Chunking", "Window", "ZERO_CHUNK_REDRAWS", "scored_mask", "unit_window"]

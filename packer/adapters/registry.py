@@ -1,0 +1,230 @@
+"""``ADAPTERS``: one entry per input family, naming its ``build_<family>`` function and its own click options.
+
+``cli.py`` makes one ``speechpack build NAME`` subcommand per entry: the entry's options, then the options every
+build shares (``--out``, ``--shard-size``, ``--workers``, ``--shards``..., declared once in ``cli.py``).  The
+command turns the shared options into the entry's ``options`` class (``BuildOptions``, or ``AsdBuildOptions`` for
+the asd families) and calls ``build(options=..., **fixed, **family option values)``: so each family option's
+parameter name is the name of a ``build`` argument.  Adding an input family is its adapter module and one entry
+here (docs/extending.md).
+
+This module imports every adapter (and their decoders) to reference their functions and defaults; importing one
+adapter (a worker process does) does not import it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+import click
+
+from packer.adapters import asr_jsonl, asr_parquet, audio_bank, ava, avcc, msdwild, wesep, wesep_shards
+from packer.adapters.asd_common import AsdBuildOptions
+from packer.build.run import BuildOptions
+from packer.build.summary import BuildSummary
+from schemas import limits
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """One input family of ``speechpack build``.
+
+    ``build`` is called with keyword arguments only: ``options`` and one per parameter of ``params`` (their click
+    names) and of ``fixed``.  ``default_out``, when set, makes ``--out`` optional: it is called with the family
+    values it names as arguments (``ava.default_out(visual_root, split)``) when ``--out`` is not given.
+    ``out_params`` are click parameters that only name that default (``avcc``'s ``--split``): they go to
+    ``default_out``, never to ``build``.
+    """
+
+    name: str
+    build: Callable[..., BuildSummary]
+    help: str
+    params: tuple[click.Parameter, ...] = ()
+    options: type[BuildOptions] = BuildOptions
+    fixed: Mapping[str, object] = field(default_factory=dict)
+    default_out: Callable[..., str] | None = None
+    out_params: tuple[click.Parameter, ...] = ()
+    out_help: str | None = None
+
+    @property
+    def asd(self) -> bool:
+        """An asd family: 16 kHz always (no ``--sample-rate``), ``--skip-missing``, and its inputs are tracks."""
+        return issubclass(self.options, AsdBuildOptions)
+
+
+def range_type(limit: limits.Range) -> click.ParamType:
+    """The click type of a numeric option with its range from ``schemas.limits`` (the library checks it again)."""
+    if limit.integer:
+        return click.IntRange(int(limit.low), int(limit.high))
+    return click.FloatRange(limit.low, limit.high, min_open=limit.low_open)
+
+
+def _list_option(help_text: str, name: str = "list_path") -> click.Option:
+    return click.Option(["--list", name], required=True, type=click.Path(dir_okay=False), help=help_text)
+
+
+def _ava_like(corpus: str) -> Adapter:
+    """``build ava`` and ``build wasd``: one reader, MuVAP's loader CSV layout (docs/asd.md)."""
+    return Adapter(
+        name=corpus,
+        build=ava.build_ava,
+        fixed={"corpus": corpus},
+        options=AsdBuildOptions,
+        help=f"Pack {corpus.upper()} face tracks (JPEG crops, per-track WAVs, the loader CSV) as an asd pack: faces "
+             f"112x112 grayscale, labels per native frame, audio 16 kHz mono unnormalised.",
+        params=(
+            click.Option(["--loader", "csv_path"], required=True, type=click.Path(dir_okay=False),
+                         help="The header-less loader CSV (sample_id, _, fps, labels), one face track per line."),
+            click.Option(["--visual-root"], required=True, type=click.Path(file_okay=False),
+                         help="Face crops: VISUAL_ROOT/SPLIT/<clip>/<track>/<timestamp>.jpg."),
+            click.Option(["--audio-root"], required=True, type=click.Path(file_okay=False),
+                         help="Track audio: AUDIO_ROOT/SPLIT/<clip>/<track>.wav."),
+            click.Option(["--split"], required=True, help="Split directory under both roots (train, val, ...)."),
+        ),
+        default_out=ava.default_out,
+        out_help="Pack directory (default: <dataset root>/packed/<split>, the dataset root being the visual root's "
+                 "parent).",
+    )
+
+
+def _range_option(flag: str, arity: int, metavar: str, default: tuple, unit: str, limit: limits.Range) -> click.Option:
+    """A ``--simulate`` range: ``arity`` numbers within ``limit``, ``None`` when not given (the simulation's own
+    default)."""
+    shown = " ".join(f"{value:g}" for value in default)
+    return click.Option([flag], type=(range_type(limit),) * arity, default=None, metavar=metavar,
+                        help=f"{unit} (default {shown}).")
+
+
+ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (
+    Adapter(
+        name="wesep",
+        build=wesep.build_wesep,
+        help="Pack a WeSep raw list: mixture lines make a `tse` pack, single-speaker lines a `sources` pack.",
+        params=(
+            _list_option("WeSep raw list (JSON lines: key, spk, mix.default, src)."),
+            click.Option(["--root"], type=click.Path(file_okay=False, exists=True),
+                         help="Resolve relative audio, cue resource and cue file paths against this directory "
+                              "(default: the current directory)."),
+            click.Option(["--cues", "cues"], type=click.Path(dir_okay=False),
+                         help="The split's cues.yaml: pack every cue resource it points to into PACK/cues/."),
+            click.Option(["--allow-pickle"], is_flag=True,
+                         help="Unpickle spatial cue files that are pickled dicts (runs code from them: trusted files "
+                              "only)."),
+        ),
+    ),
+    Adapter(
+        name="wesep-shards",
+        build=wesep_shards.build_wesep_shards,
+        help="Pack WeSep tar shards (offline: key.spk<i>, key.<ext>, key_spk<i>.<ext>; online: key.spk, key.<ext>); "
+             "the same samples as a raw list give the same shards.  Members are read in memory, never extracted.",
+        params=(
+            _list_option("WeSep shard list: one tar path per line, plain or gzip-compressed (.tar.gz/.tgz, read in "
+                         "memory); relative to the current directory."),
+        ),
+    ),
+    Adapter(
+        name="parquet",
+        build=asr_parquet.build_parquet,
+        help="Pack Omnilingual ASR parquet (audio_bytes, audio_size, text, split, language, corpus) into an `asr` "
+             "pack (needs speechpack[parquet]).",
+        params=(
+            click.Option(["--path", "path"], required=True, type=click.Path(exists=True),
+                         help="Omnilingual parquet dataset: a directory (corpus=X/language=Y/*.parquet partitions) or "
+                              "one file."),
+            click.Option(["--split"], help="Pack only the rows whose `split` is this (e.g. train)."),
+        ),
+    ),
+    Adapter(
+        name="asr-jsonl",
+        build=asr_jsonl.build_asr_jsonl,
+        help="Pack a one-utterance-per-line JSON manifest into an `asr` pack (offset/duration cut spans of long "
+             "files).",
+        params=(
+            _list_option("ASR manifest: JSON lines with audio_filepath, text, language, corpus [key, speaker, "
+                         "offset, duration]; relative paths are read from the manifest's directory.",
+                         name="manifest_path"),
+            click.Option(["--language"], help="Language of lines that name none."),
+            click.Option(["--corpus"], help="Corpus of lines that name none."),
+        ),
+    ),
+    Adapter(
+        name="audio-bank",
+        build=audio_bank.build_bank,
+        help="Pack every audio file of a directory (recursively, sorted) or a list file (one path per line) as a "
+             "noise or RIR bank: one sample per file, all channels, resampled, nothing normalised.  Keys are the "
+             "paths relative to the directory (or as listed); each sample's one \"speaker\" is the kind name.  --lmdb "
+             "converts a WeSep noise LMDB once: every entry decoded and checked, its key kept as the sample key.",
+        params=(
+            click.Argument(["source"], metavar="[DIR_OR_LIST]", required=False, type=click.Path(exists=True)),
+            click.Option(["--kind"], required=True, type=click.Choice(audio_bank.BANK_KINDS),
+                         help="Pack kind: a noise bank or a room-impulse-response bank."),
+            click.Option(["--simulate"], type=range_type(limits.SIMULATE), metavar="N",
+                         help="Instead of files: simulate N shoebox-room RIRs with pyroomacoustics (--kind rir)."),
+            click.Option(["--lmdb", "lmdb"], type=click.Path(exists=True), metavar="PATH",
+                         help="Instead of files: every entry of a WeSep noise LMDB (tools/make_lmdb.py), keys kept "
+                              "(--kind noise; needs speechpack[wesep])."),
+            _range_option("--room-min", 3, "X Y Z", audio_bank.DEFAULT_ROOM_MIN, "Smallest room, metres",
+                          limits.ROOM_SIZE),
+            _range_option("--room-max", 3, "X Y Z", audio_bank.DEFAULT_ROOM_MAX, "Largest room, metres",
+                          limits.ROOM_SIZE),
+            _range_option("--rt60", 2, "LO HI", audio_bank.DEFAULT_RT60, "RT60 range, s", limits.RT60),
+            _range_option("--distance", 2, "LO HI", audio_bank.DEFAULT_DISTANCE,
+                          "Source-microphone distance range, metres", limits.DISTANCE),
+            click.Option(["--seed"], default=0, show_default=True, type=range_type(limits.SEED),
+                         help="Seed of the simulation."),
+        ),
+    ),
+    _ava_like("ava"),
+    _ava_like("wasd"),
+    Adapter(
+        name="avcc",
+        build=avcc.build_avcc,
+        options=AsdBuildOptions,
+        help="Pack AVCC face tracks (npy or JPEG-directory faces, conversation audio cut at start_sec) as an asd "
+             "pack.",
+        params=(
+            click.Option(["--loader", "tsv_path"], required=True, type=click.Path(dir_okay=False),
+                         help="The headered TSV: sample_id, visual_path, audio_path, source_fps, labels[, start_sec, "
+                              "visual_kind, audio_sample_rate]."),
+            click.Option(["--root"], required=True, type=click.Path(file_okay=False),
+                         help="Resolve the TSV's relative paths against this directory."),
+        ),
+        default_out=avcc.default_out,
+        out_params=(
+            click.Option(["--split"],
+                         help="The split packed (train, val, ...): names the default --out, <root>/packed/<split>."),
+        ),
+        out_help="Pack directory (default with --split: <root>/packed/<split>).",
+    ),
+    Adapter(
+        name="msdwild",
+        build=msdwild.build_msdwild,
+        options=AsdBuildOptions,
+        help="Pack MSDWild: windows cut from each MP4 with its box CSV, tracks present in 90% of a window, labels "
+             "from the RTTM by frame centre; an incomplete final window is discarded unless --keep-tail (docs/asd.md).",
+        params=(
+            click.Option(["--input", "input_dir"], required=True, type=click.Path(file_okay=False),
+                         help="MSDWild's box directory: <video>.csv per video (and the MP4s, unless --video-root)."),
+            click.Option(["--rttm", "rttm_path"], type=click.Path(dir_okay=False),
+                         help=f"Speech turns; its videos are the ones packed (default: INPUT/{msdwild.DEFAULT_RTTM})."),
+            click.Option(["--video-root"], type=click.Path(file_okay=False),
+                         help="Where <video>.mp4 are (default: --input)."),
+            click.Option(["--window", "window_sec"], default=msdwild.DEFAULT_WINDOW_SEC, show_default=True,
+                         type=range_type(limits.WINDOW_SECONDS), help="Window length, seconds."),
+            click.Option(["--overlap", "--overlap-seconds", "overlap_sec"], default=msdwild.DEFAULT_OVERLAP_SEC,
+                         show_default=True, type=range_type(limits.OVERLAP_SECONDS),
+                         help="Overlap of consecutive windows, seconds (--overlap-seconds: MuVAP's spelling)."),
+            click.Option(["--keep-tail"], is_flag=True,
+                         help="Keep an incomplete final window (unpadded) when it adds frames; by default it is "
+                              "discarded, as MuVAP's document says."),
+            click.Option(["--box-format"], type=click.Choice(msdwild.BOX_FORMATS), default=msdwild.BOX_FORMATS[0],
+                         show_default=True, help="The four box columns: x y width height, or x1 y1 x2 y2."),
+        ),
+        default_out=msdwild.default_out,
+        out_help="Pack directory (default: <dataset root>/packed/<rttm name>, the dataset root being the input's "
+                 "parent).",
+    ),
+)}
+
+
+__all__ = ["ADAPTERS", "Adapter", "range_type"]

@@ -1,0 +1,28 @@
+"""A build's process pool starts its workers from a forkserver that has already imported what a build task needs
+(``packer.build.executor.FORKSERVER_PRELOAD``), so no worker pays the imports again.  Run in a fresh interpreter:
+the forkserver is started once per process, with the preload list it had then."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+_CHECK = """
+import os
+from packer.build.executor import FORKSERVER_PRELOAD, worker_pool
+with worker_pool(2) as pool:
+    # eval is pickled by reference: running it imports nothing, so it sees what the worker held when it forked
+    held = [pool.submit(eval, "[m for m in %r if m in __import__('sys').modules]" % (FORKSERVER_PRELOAD,))
+            for _ in range(4)]
+    pids = {pool.submit(os.getpid).result() for _ in range(4)}
+    print(sorted({tuple(f.result()) for f in held}) == [tuple(FORKSERVER_PRELOAD)], len(pids - {os.getpid()}) > 0)
+"""
+
+
+def test_pool_workers_start_with_the_build_modules_imported():
+    done = subprocess.run([sys.executable, "-c", _CHECK], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True True", done.stdout  # every worker held every preloaded module

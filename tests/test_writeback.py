@@ -1,0 +1,95 @@
+"""Stream files are written back as they grow and fsynced once, when closed (``packer.build.npy_stream``): the
+pack's bytes do not depend on when writeback starts, every stream file gets exactly one fsync before its shard is
+renamed into place, and a build killed between writebacks resumes to the same pack.  Real recordings."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import Mix, pack_files
+from packer.build import npy_stream
+from packer.build.checkpoints import KILL_AT_ENV
+from packer.adapters.wesep import build_wesep
+from packer.build.run import BuildOptions
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: Small enough that every stream file of the corpus is written back several times before it is closed.
+SMALL_WRITEBACK = 4096
+#: Two samples per shard (0.5 s mixtures, mix + 2 targets at 16 kHz are 48 kB), three shards.
+SHARD_BYTES = 100000
+
+
+@pytest.fixture
+def corpus(real_audio, wesep_list):
+    ps = real_audio("pocketsphinx", 3)
+    codec = real_audio("codec2", 2)  # 8 kHz: resampled
+    return wesep_list([Mix(f"utt{i}", (ps[i % 3], ps[(i + 1) % 3]) if i != 4 else tuple(codec), seconds=0.5,
+                           start=0.2 + 0.1 * i) for i in range(6)])
+
+
+def _build(list_path, out) -> dict[str, bytes]:
+    build_wesep(str(list_path), BuildOptions(out=str(out), shard_bytes=SHARD_BYTES, progress=False))
+    return pack_files(out)
+
+
+def test_writeback_keeps_bytes_and_fsyncs_each_stream_file_once(corpus, tmp_path, monkeypatch):
+    reference = _build(corpus.list_path, tmp_path / "reference")
+
+    started: dict[str, list[tuple[int, int]]] = {}
+    fsynced: list[str] = []
+    real_fsync, real_writeback = os.fsync, npy_stream.start_writeback
+
+    def path_of(fd: int) -> str:
+        return os.path.basename(os.path.dirname(os.readlink(f"/proc/self/fd/{fd}"))) + "/" + \
+            os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))
+
+    def writeback(fd, offset, nbytes):
+        started.setdefault(path_of(fd), []).append((offset, nbytes))
+        real_writeback(fd, offset, nbytes)
+
+    def fsync(fd):
+        fsynced.append(path_of(fd))
+        real_fsync(fd)
+
+    monkeypatch.setattr(npy_stream, "WRITEBACK_EVERY", SMALL_WRITEBACK)
+    monkeypatch.setattr(npy_stream, "start_writeback", writeback)
+    monkeypatch.setattr(os, "fsync", fsync)
+    small = _build(corpus.list_path, tmp_path / "small")
+
+    assert small == reference  # when writeback starts never changes a byte
+    streams = sorted(name for name in reference if name.startswith("shard-") and name.endswith(".npy"))
+    assert len(streams) == 6  # three shards of mix.npy and target.npy
+    for name in streams:
+        temp = ".tmp-" + name  # written under the shard's temporary name, renamed after the fsync
+        assert fsynced.count(temp) == 1, (name, fsynced)
+        ranges = started[temp]
+        assert len(ranges) >= 2, (name, ranges)  # the file was written back while it grew
+        assert ranges[0][0] == 0
+        for (offset, nbytes), (following, _) in zip(ranges, ranges[1:]):
+            assert nbytes >= SMALL_WRITEBACK and following == offset + nbytes  # every byte once, in order
+        end = ranges[-1][0] + ranges[-1][1]
+        assert end <= len(reference[name])
+
+
+def test_killed_between_writebacks_resumes_to_the_same_pack(corpus, tmp_path):
+    reference = _build(corpus.list_path, tmp_path / "reference")
+    out = tmp_path / "killed"
+    code = (f"import sys; from packer.build import npy_stream; npy_stream.WRITEBACK_EVERY = {SMALL_WRITEBACK}; "
+            f"from cli import main; main(sys.argv[1:])")
+    args = ["build", "wesep", "--list", str(corpus.list_path), "--out", str(out), "--shard-size", str(SHARD_BYTES),
+            "--no-progress"]
+    env = {**os.environ, KILL_AT_ENV: "sample:utt2"}  # shard 1 half written, its files written back in part
+    killed = subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, env=env, capture_output=True, text=True,
+                            timeout=60)
+    assert killed.returncode == -9, killed.stderr
+    assert not (out / "dataset.json").exists()
+    assert (out / ".tmp-shard-000001" / "mix.npy").exists()
+    env.pop(KILL_AT_ENV)
+    resumed = subprocess.run([sys.executable, "-c", code, *args, "--resume"], cwd=REPO, env=env,
+                             capture_output=True, text=True, timeout=60)
+    assert resumed.returncode == 0, resumed.stderr
+    assert pack_files(out) == reference
