@@ -20,7 +20,9 @@ import packer.publish as publish_module
 from cli import main
 from conftest import Mix
 from loader.pack import open_pack
-from packer.build.run import BuildOptions, build_audio_bank, build_wesep
+from packer.adapters.audio_bank import build_audio_bank
+from packer.adapters.wesep import build_wesep
+from packer.build.run import BuildOptions
 from packer.copy import CopyError, copy_pack, verify_copy
 from packer.remote import RemotePack
 from packer.validate import validate_pack
