@@ -157,7 +157,7 @@ def run_demo(out: str, echo: Callable[[str], None] = print) -> DemoResult:
         echo(f"     {summary.describe()}")
 
     # 4. Validate.
-    from packer.validate import validate_packs  # imported here: only the demo and `validate` need it
+    from packer.validate_report import validate_packs  # imported here: only the demo and `validate` need it
 
     step = time.monotonic()
     report = validate_packs([tse_pack, sources_pack], check_hashes=True)
@@ -187,7 +187,7 @@ def run_demo(out: str, echo: Callable[[str], None] = print) -> DemoResult:
 def _asr(corpus: str, utterances: list[_Utterance], asr_pack: str) -> tuple[str, str]:
     """An ``asr`` pack of the utterances (``build asr-jsonl``), validated; returns its path and summary."""
     from packer.adapters.asr_jsonl import build_asr_jsonl
-    from packer.validate import validate_packs
+    from packer.validate_report import validate_packs
 
     manifest = os.path.join(corpus, "asr.jsonl")
     _write_lines(manifest, [{"key": os.path.splitext(os.path.basename(u.path))[0],

@@ -22,7 +22,7 @@ from loader.tse.cues.bank import read_cues_config
 from schemas.cuecheck import bank_files, label_issues, read_bank
 from loader.pack import read_manifest
 from packer.audio import int16_statistics
-from packer.writer import dump_json, hash_file
+from packer.writer import hash_file
 from schemas.columns import COLUMNS_DIR, ColumnBuilder
 from schemas.cues import (
     CUES_DIR,
@@ -58,8 +58,6 @@ _PERCENTILES = (0, 5, 50, 95, 100)
 #: Checks only one kind has, beyond what ``KIND_SPECS`` describes: ``check(path, manifest, records_by_shard)``
 #: yields ``(file, message)`` errors.
 _KIND_CHECKS = {KIND_ASD: asd_issues}
-#: Kinds whose valid packs are also compared by level, as the loader's normalisation sees them.
-_LEVEL_REPORT_KINDS = frozenset({KIND_ASD})
 
 
 @dataclass
@@ -115,45 +113,6 @@ class PackReport:
         return "\n".join(lines)
 
 
-@dataclass
-class ValidationReport:
-    packs: list[PackReport]
-    #: asd packs: source vs normalised level distributions, compared across the valid asd packs
-    #: (``loader.asd.levels.asd_level_report``), and that comparison as a table
-    #: (``loader.asd.levels.format_level_table``); None when there are none.  The comparison is what the
-    #: loader's normalisation makes of each pack, so validate_packs leaves them empty and the ``validate``
-    #: command, which sits above packer/ and loader/, fills them in for ``level_report_paths()``.
-    asd_levels: dict | None = None
-    asd_levels_table: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return all(p.ok for p in self.packs)
-
-    def level_report_paths(self) -> list[str]:
-        """The packs whose levels are compared: the valid ones of a kind that has a level report."""
-        return [r.path for r in self.packs if r.ok and r.summary.get("kind") in _LEVEL_REPORT_KINDS]
-
-    def describe(self) -> str:
-        errors = sum(len(p.errors) for p in self.packs)
-        body = "\n".join(p.describe() for p in self.packs)
-        verdict = "all packs valid" if self.ok else f"{errors} error(s) in {sum(not p.ok for p in self.packs)} pack(s)"
-        if self.asd_levels_table is not None:
-            body += "\nasd levels, source vs normalised (large differences in normalised rms between packs usually " \
-                    "mean peak limiting, near-silence or malformed input):\n" + self.asd_levels_table
-        return f"{body}\n{verdict}"
-
-    def to_dict(self) -> dict:
-        obj = {"ok": self.ok, "packs": [p.to_dict() for p in self.packs]}
-        if self.asd_levels is not None:
-            obj["asd_levels"] = self.asd_levels
-        return obj
-
-    def write_json(self, path: str) -> None:
-        with open(path, "w", encoding="utf-8") as fp:
-            dump_json(self.to_dict(), fp)
-
-
 def _percentile_row(values: dict) -> str:
     return "  ".join(f"p{p}={values[f'p{p}']:.2f}" for p in _PERCENTILES)
 
@@ -162,11 +121,6 @@ def _percentiles(values: np.ndarray) -> dict:
     if values.size == 0:
         return {f"p{p}": float("nan") for p in _PERCENTILES}
     return {f"p{p}": float(np.percentile(values, p)) for p in _PERCENTILES}
-
-
-def validate_packs(paths: list[str], check_hashes: bool = True) -> ValidationReport:
-    """Validate every pack.  The asd level comparison is left to the caller (see ``ValidationReport``)."""
-    return ValidationReport([validate_pack(path, check_hashes) for path in paths])
 
 
 def validate_pack(path: str, check_hashes: bool = True) -> PackReport:
