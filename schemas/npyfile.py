@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -10,6 +11,11 @@ import numpy as np
 from numpy.lib import format as npy_format
 
 from schemas.errors import NpyHeaderError
+
+#: numpy parses a header with ``ast.literal_eval``; on CPython 3.11 before 3.11.8 two threads parsing at once can
+#: fail with "AST constructor recursion depth mismatch" (CPython gh-106905), and the pack reader hashes and parses
+#: its columns in a thread pool.  A header is a few hundred bytes, so parsing them one at a time costs nothing.
+_PARSE_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -41,7 +47,8 @@ def read_npy_header_from(fp: BinaryIO, name: str) -> NpyHeader:
     try:
         version = npy_format.read_magic(fp)
         read = npy_format.read_array_header_1_0 if version == (1, 0) else npy_format.read_array_header_2_0
-        shape, fortran_order, dtype = read(fp)
+        with _PARSE_LOCK:
+            shape, fortran_order, dtype = read(fp)
         return NpyHeader(tuple(shape), dtype, fortran_order, fp.tell())
     except Exception as err:  # noqa: BLE001 - numpy's header parser raises ValueError, SyntaxError, TokenError...,
         # an undocumented set: this is the one place that knows it, so callers catch one named error
