@@ -12,7 +12,7 @@ from numpy.lib import format as npy_format
 
 from schemas.errors import NpyHeaderError
 
-#: numpy parses a header with ``ast.literal_eval``; on CPython 3.11 before 3.11.8 two threads parsing at once can
+#: numpy parses a header with ``ast.literal_eval``; on some CPython 3.11 releases (3.11.7 here) two threads parsing at once can
 #: fail with "AST constructor recursion depth mismatch" (CPython gh-106905), and the pack reader hashes and parses
 #: its columns in a thread pool.  A header is a few hundred bytes, so parsing them one at a time costs nothing.
 _PARSE_LOCK = threading.Lock()
