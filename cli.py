@@ -194,18 +194,29 @@ for _adapter in ADAPTERS.values():
     build.add_command(_build_command(_adapter))
 
 
+def _endpoint_option(command):
+    """``--endpoint-url`` for commands that accept object-store URLs (credentials never come from an option)."""
+    return click.option("--endpoint-url", metavar="URL",
+                        help="S3-compatible endpoint for s3:// URLs (default: AWS_ENDPOINT_URL, else AWS). "
+                             "Credentials come from the environment or the AWS config files, never an option.")(command)
+
+
 @main.command()
 @click.argument("packs", nargs=-1, required=True, type=click.Path())
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Also write the full report as JSON.")
 @click.option("--no-hash", is_flag=True, help="Skip content hashes (sizes are still checked).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
               help="asd packs: plot source vs normalised levels across the packs to this PNG (extra: plot).")
-def validate(packs, json_path, no_hash, plot_path):
+@_endpoint_option
+def validate(packs, json_path, no_hash, plot_path, endpoint_url):
     """Check packs file by file: manifest, headers, offsets, keys, hashes, statistics, NaN and clipping.  asd
     packs also get label, frame-count and level checks, and their levels are compared across the packs given."""
-    from packer.validate import validate_packs
+    from packer.validate_report import validate_packs
 
-    report = validate_packs(list(packs), check_hashes=not no_hash)
+    try:
+        report = validate_packs(list(packs), check_hashes=not no_hash, endpoint_url=endpoint_url)
+    except SpeechpackError as err:
+        _fail(err)
     click.echo(report.describe())
     if json_path:
         report.write_json(json_path)
@@ -244,13 +255,16 @@ def finalize_command(pack, no_hash, jobs, progress):
               help="Files copied and hashed at once.")
 @click.option("--verify-only", is_flag=True, help="Re-hash DST against SRC's dataset.json; copy nothing.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar (bytes).")
-def copy_command(src, dst, jobs, verify_only, progress):
-    """Copy the pack SRC to DST (node-local staging), hashing every file; dataset.json last, under DST.lock."""
+@_endpoint_option
+def copy_command(src, dst, jobs, verify_only, progress, endpoint_url):
+    """Copy the pack SRC to DST (node-local staging), hashing every file; dataset.json last, under DST.lock.
+    Either side may be an object-store URL (s3://bucket/packs/train: staging from it, or publishing to it)."""
     from packer.copy import copy_pack, verify_copy
 
     run = verify_copy if verify_only else copy_pack
     try:
-        report = run(src, dst, jobs=jobs, progress=progress, log=lambda text: click.echo(text, err=True))
+        report = run(src, dst, jobs=jobs, progress=progress, log=lambda text: click.echo(text, err=True),
+                     endpoint_url=endpoint_url)
     except SpeechpackError as err:
         _fail(err)
     click.echo(report.describe())

@@ -26,19 +26,16 @@ case where re-hashing is expensive (N ranks staging the same pack) is covered by
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import hashlib
 import os
 import shutil
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from dataclasses import dataclass
+from typing import BinaryIO, Callable, Iterator
 
-from tqdm import tqdm
-
-from packer.copy_lock import LOCK_SUFFIX, locked, read_bytes, record_matches
+from packer.copy_lock import locked, read_bytes, record_matches
 from packer.ownership import (
     INCOMING_MANIFEST,
     REPLACED_MANIFEST,
@@ -48,74 +45,36 @@ from packer.ownership import (
     survey,
     walk,
 )
+from packer.remote import RemotePack, describe_error, is_remote, remote_errors
+from packer.transfer import COPY_BLOCK, DEFAULT_JOBS, CopyError, CopyReport, mismatch, progress_bar, run_parallel
 from packer.writer import fsync_dir
 from schemas.constants import (
     HASH_NAME,
     MANIFEST_NAME,
     TEMP_PREFIX,
 )
-from schemas.errors import SpeechpackError
+from schemas.errors import PackFormatError, SpeechpackError
 from schemas.format import FileEntry
-from schemas.manifest_file import read_manifest_file
+from schemas.manifest_file import parse_manifest, read_manifest_file
 from schemas.units import format_bytes
-
-#: Bytes read and written per step; large enough that hashing and I/O release the GIL for most of the time.
-COPY_BLOCK = 4 << 20
-#: Default number of copy threads: enough to keep a network filesystem and a local NVMe busy at once.
-DEFAULT_JOBS = 4
-
-
-class CopyError(SpeechpackError):
-    """The copy could not produce a verified pack; ``problems`` names every offending file."""
-
-    def __init__(self, message: str, problems: list[str] | None = None):
-        super().__init__(message + "".join(f"\n  {p}" for p in problems or []))
-        self.problems = list(problems or [])
-
-
-@dataclass
-class CopyReport:
-    """What a copy (or a verification) did, file by file."""
-
-    src: str
-    dst: str
-    files: int = 0
-    bytes_total: int = 0
-    files_copied: int = 0
-    bytes_copied: int = 0
-    files_kept: int = 0
-    repaired: list[str] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)
-    trusted_record: bool = False
-    verify_only: bool = False
-    seconds: float = 0.0
-
-    def describe(self) -> str:
-        if self.verify_only:
-            return (f"{self.dst}: a verified copy of {self.src} ({self.files} files, {format_bytes(self.bytes_total)} "
-                    f"re-hashed in {self.seconds:.1f} s)")
-        if self.trusted_record:
-            head = (f"{self.dst}: verified pack ({self.files} files, {format_bytes(self.bytes_total)}), copied by "
-                    f"the process that held {self.dst}{LOCK_SUFFIX} while this one waited")
-        else:
-            copied = f"{self.files_copied} copied"
-            if self.bytes_copied and self.seconds > 0:
-                copied += f" ({format_bytes(self.bytes_copied)}, {self.bytes_copied / self.seconds / 1e6:.0f} MB/s)"
-            head = (f"{self.dst}: verified pack ({self.files} files, {format_bytes(self.bytes_total)}): {copied}, "
-                    f"{self.files_kept} already in place and verified, {self.seconds:.1f} s")
-        lines = [head]
-        lines += [f"  repaired: {item}" for item in self.repaired]
-        lines += [f"  removed (not in {MANIFEST_NAME}): {item}" for item in self.removed]
-        return "\n".join(lines)
 
 
 @dataclass(frozen=True)
 class _Source:
-    """The source pack: ``dataset.json``'s exact bytes, parsed, and its file list."""
+    """The source pack: ``dataset.json``'s exact bytes, parsed, and its file list; ``remote`` when it lies on
+    object storage (``packer.remote``), read through its streams instead of ``open``."""
 
     path: str
     manifest_bytes: bytes
     files: dict[str, FileEntry]
+    remote: RemotePack | None = None
+
+    def name(self, rel: str) -> str:
+        """A source file as messages show it (a path, or an object's URL)."""
+        return self.remote.name(rel) if self.remote is not None else os.path.join(self.path, rel)
+
+    def open(self, rel: str) -> BinaryIO:
+        return self.remote.open_read(rel) if self.remote is not None else open(os.path.join(self.path, rel), "rb")
 
     @property
     def manifest_sha256(self) -> str:
@@ -126,24 +85,44 @@ class _Source:
         return sum(entry.size for entry in self.files.values())
 
 
-def _read_source(src: str) -> _Source:
-    """The source's manifest through the one checked reader (``schemas.manifest_file``): names that would lead
-    outside the pack are refused before any path is built from them."""
-    manifest_file = read_manifest_file(src)
-    return _Source(path=src, manifest_bytes=manifest_file.raw, files=pack_file_entries(manifest_file.manifest))
+def _read_source(src: str, endpoint_url: str | None = None) -> _Source:
+    """The source's manifest through the one checked parser (``schemas.manifest_file``): names that would lead
+    outside the pack are refused before any path is built from them.  ``src`` may be an object-store URL."""
+    if not is_remote(src):
+        manifest_file = read_manifest_file(src)
+        return _Source(path=src, manifest_bytes=manifest_file.raw, files=pack_file_entries(manifest_file.manifest))
+    remote = RemotePack(src, endpoint_url)
+    try:
+        raw = remote.read_bytes(MANIFEST_NAME)
+    except FileNotFoundError:
+        raise PackFormatError(f"{src}: not a pack (no {MANIFEST_NAME}; an unfinished upload leaves none)") from None
+    manifest = parse_manifest(raw, remote.name(MANIFEST_NAME))
+    return _Source(path=remote.url, manifest_bytes=raw, files=pack_file_entries(manifest), remote=remote)
+
+
+def _local(path: str) -> str:
+    return path if is_remote(path) else os.path.abspath(path)
 
 
 def copy_pack(src: str, dst: str, jobs: int = DEFAULT_JOBS, progress: bool = True,
-              log: Callable[[str], None] = print) -> CopyReport:
+              log: Callable[[str], None] = print, endpoint_url: str | None = None) -> CopyReport:
     """Copy the pack ``src`` to ``dst`` (created if absent), verifying every file; publish ``dataset.json`` last.
+    Either side may be an object-store URL (``s3://bucket/packs/train``); a remote ``dst`` is published by
+    ``packer.publish`` with the same guarantees.
 
     Raises :class:`CopyError` naming every corrupt or unreadable source file; ``dst`` is then not a pack.
     """
     if jobs < 1:
         raise SpeechpackError(f"--jobs must be at least 1, got {jobs}")
-    src, dst = os.path.abspath(src), os.path.abspath(dst)
-    source = _read_source(src)
-    _check_distinct(src, dst)
+    _check_one_remote(src, dst)
+    if is_remote(dst):
+        from packer.publish import publish_pack
+
+        return publish_pack(_local(src), dst, jobs=jobs, progress=progress, log=log, endpoint_url=endpoint_url)
+    src, dst = _local(src), os.path.abspath(dst)
+    source = _read_source(src, endpoint_url)
+    if source.remote is None:
+        _check_distinct(src, dst)
     with locked(dst, exclusive=True, log=log) as lock:
         started = time.perf_counter()
         if lock.waited and record_matches(lock, source, dst):
@@ -154,8 +133,8 @@ def copy_pack(src: str, dst: str, jobs: int = DEFAULT_JOBS, progress: bool = Tru
         stage = _Staging(source, dst, report)
         stage.prepare()
         _check_free_space(dst, stage.bytes_to_write())
-        problems = _run_parallel(stage.process, sorted(source.files, key=lambda r: -source.files[r].size), jobs,
-                                 _progress_bar(stage.bytes_to_read(), progress, f"copy {os.path.basename(dst)}"))
+        problems = run_parallel(stage.process, sorted(source.files, key=lambda r: -source.files[r].size), jobs,
+                                 progress_bar(stage.bytes_to_read(), progress, f"copy {os.path.basename(dst)}"))
         if problems:
             raise CopyError(f"{dst}: not published ({len(problems)} problem(s); {MANIFEST_NAME} was not written, "
                             f"so the destination is not a pack)", problems)
@@ -166,15 +145,21 @@ def copy_pack(src: str, dst: str, jobs: int = DEFAULT_JOBS, progress: bool = Tru
 
 
 def verify_copy(src: str, dst: str, jobs: int = DEFAULT_JOBS, progress: bool = True,
-                log: Callable[[str], None] = print) -> CopyReport:
+                log: Callable[[str], None] = print, endpoint_url: str | None = None) -> CopyReport:
     """Check that ``dst`` is a complete, byte-exact copy of ``src`` (every file re-hashed); change nothing.
+    Either side may be an object-store URL.
 
     Raises :class:`CopyError` naming every missing, extra or corrupt destination file.
     """
     if jobs < 1:
         raise SpeechpackError(f"--jobs must be at least 1, got {jobs}")
-    src, dst = os.path.abspath(src), os.path.abspath(dst)
-    source = _read_source(src)
+    _check_one_remote(src, dst)
+    if is_remote(dst):
+        from packer.publish import verify_published
+
+        return verify_published(_local(src), dst, jobs=jobs, progress=progress, endpoint_url=endpoint_url)
+    src, dst = _local(src), os.path.abspath(dst)
+    source = _read_source(src, endpoint_url)
     if not os.path.isdir(dst):
         raise CopyError(f"{dst}: not a verified copy of {src}", [f"{dst}: no such directory"])
     with locked(dst, exclusive=False, log=log):
@@ -184,7 +169,7 @@ def verify_copy(src: str, dst: str, jobs: int = DEFAULT_JOBS, progress: bool = T
         try:
             with open(manifest_path, "rb") as fp:
                 if fp.read() != source.manifest_bytes:
-                    problems.append(f"{manifest_path}: differs from {os.path.join(src, MANIFEST_NAME)}")
+                    problems.append(f"{manifest_path}: differs from {source.name(MANIFEST_NAME)}")
         except FileNotFoundError:
             problems.append(f"{manifest_path}: missing (the destination is not a complete pack)")
         problems += [f"{os.path.join(dst, rel)}: not in {MANIFEST_NAME} (a leftover)"
@@ -195,12 +180,20 @@ def verify_copy(src: str, dst: str, jobs: int = DEFAULT_JOBS, progress: bool = T
             outcome = _hash_existing(path, source.files[rel], bar)
             return None if outcome is None else f"{path}: {outcome}"
 
-        bar = _progress_bar(source.total_bytes, progress, f"verify {os.path.basename(dst)}")
-        problems += _run_parallel(check, sorted(source.files), jobs, bar)
+        bar = progress_bar(source.total_bytes, progress, f"verify {os.path.basename(dst)}")
+        problems += run_parallel(check, sorted(source.files), jobs, bar)
         if problems:
             raise CopyError(f"{dst}: not a verified copy of {src}", problems)
         return CopyReport(src=src, dst=dst, files=len(source.files), bytes_total=source.total_bytes,
                           files_kept=len(source.files), verify_only=True, seconds=time.perf_counter() - started)
+
+
+def _check_one_remote(src: str, dst: str) -> None:
+    """A copy stages a remote pack on disk or publishes a local one; from one store to another it would stream
+    every byte through this machine, which the store's own tools (or two copies) do better."""
+    if is_remote(src) and is_remote(dst):
+        raise SpeechpackError(f"{src} -> {dst}: both are object-store URLs; copy one way through a directory "
+                              f"(speechpack copy SRC_URL DIR, then speechpack copy DIR DST_URL)")
 
 
 def _check_distinct(src: str, dst: str) -> None:
@@ -312,7 +305,7 @@ class _Staging:
             bar.total += entry.size
             bar.refresh()
         self.unpublish()
-        problem = _copy_verified(os.path.join(self.source.path, rel), target, entry, bar)
+        problem = _copy_verified(self.source, rel, target, entry, bar)
         if problem is None:
             with self._lock:
                 self.report.files_copied += 1
@@ -341,32 +334,35 @@ class _Staging:
         fsync_dir(self.dst)
 
 
-def _copy_verified(src_path: str, dst_path: str, entry: FileEntry, bar) -> str | None:
+def _copy_verified(source: _Source, rel: str, dst_path: str, entry: FileEntry, bar) -> str | None:
     """Copy one file through a ``.tmp-`` name, hashing what is read; rename it into place only when it matches."""
+    src_path = source.name(rel)
     directory, name = os.path.split(dst_path)
     os.makedirs(directory, exist_ok=True)
     temp = os.path.join(directory, TEMP_PREFIX + name)
     digest = hashlib.sha256()
     size = 0
-    buffer = bytearray(COPY_BLOCK)
-    view = memoryview(buffer)
     try:
-        with open(src_path, "rb") as reader, open(temp, "wb") as writer:
-            while count := reader.readinto(buffer):
-                chunk = view[:count]
+        with source.open(rel) as reader, open(temp, "wb") as writer:
+            while chunk := reader.read(COPY_BLOCK):
                 digest.update(chunk)
                 writer.write(chunk)
-                size += count
-                bar.update(count)
+                size += len(chunk)
+                bar.update(len(chunk))
             writer.flush()
             os.fsync(writer.fileno())
-    except OSError as err:
+    except FileNotFoundError:
         _remove_quietly(temp)
-        return f"{src_path} -> {dst_path}: cannot copy ({err.filename or temp}: {err.strerror or err})"
-    mismatch = _mismatch(size, digest.hexdigest(), entry)
-    if mismatch:
+        return f"{src_path}: missing (listed in {MANIFEST_NAME}); nothing was copied"
+    except remote_errors() as err:
         _remove_quietly(temp)
-        return f"{src_path}: {mismatch}: the source file is corrupt, it was not copied"
+        where = getattr(err, "filename", None) or (temp if isinstance(err, OSError) and source.remote is None
+                                                   else src_path)
+        return f"{src_path} -> {dst_path}: cannot copy ({where}: {describe_error(err)})"
+    wrong = mismatch(size, digest.hexdigest(), entry)
+    if wrong:
+        _remove_quietly(temp)
+        return f"{src_path}: {wrong}: the source file is corrupt, it was not copied"
     os.replace(temp, dst_path)
     return None
 
@@ -386,27 +382,7 @@ def _hash_existing(path: str, entry: FileEntry, bar) -> str | None:
         return "missing"
     except OSError as err:
         return f"cannot read ({err.strerror or err})"
-    return _mismatch(size, digest.hexdigest(), entry)
-
-
-def _mismatch(size: int, sha256: str, entry: FileEntry) -> str | None:
-    if size != entry.size:
-        return f"{size} bytes, {MANIFEST_NAME} records {entry.size}"
-    if sha256 != entry.sha256:
-        return f"sha256 {sha256} does not match {MANIFEST_NAME} ({entry.sha256})"
-    return None
-
-
-def _run_parallel(work: Callable[[str, object], str | None], items: list[str], jobs: int, bar) -> list[str]:
-    """Run ``work(item, bar)`` on ``jobs`` threads; return every problem, in the order of ``items``."""
-    with bar, concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        results = list(pool.map(lambda item: work(item, bar), items))
-    return [problem for problem in results if problem is not None]
-
-
-def _progress_bar(total: int, enabled: bool, label: str):
-    return tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=label, disable=not enabled,
-                leave=False)
+    return mismatch(size, digest.hexdigest(), entry)
 
 
 def _check_free_space(dst: str, needed: int) -> None:

@@ -149,7 +149,7 @@ def run_demo(out: str, echo: Callable[[str], None] = print) -> DemoResult:
         echo(f"     {summary.describe()}")
 
     # 4. Validate.
-    from packer.validate import validate_packs  # imported here: only the demo and `validate` need it
+    from packer.validate_report import validate_packs  # imported here: only the demo and `validate` need it
 
     step = time.monotonic()
     report = validate_packs([tse_pack, sources_pack], check_hashes=True)
@@ -186,7 +186,7 @@ def _asr(corpus: str, utterances: list[_Utterance], asr_pack: str, out: str, ech
     from loader import build_loader
     from loader.peek import describe_batch
     from packer.adapters.asr_jsonl import build_asr_jsonl
-    from packer.validate import validate_packs
+    from packer.validate_report import validate_packs
 
     step = time.monotonic()
     manifest = os.path.join(corpus, "asr.jsonl")

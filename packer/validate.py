@@ -22,7 +22,7 @@ from loader.tse.cues.bank import read_cues_config
 from schemas.cuecheck import bank_files, label_issues, read_bank
 from loader.pack import read_manifest
 from packer.audio import int16_statistics
-from packer.writer import dump_json, hash_file
+from packer.writer import hash_file
 from schemas.columns import COLUMNS_DIR, ColumnBuilder
 from schemas.cues import (
     CUES_DIR,
@@ -44,7 +44,7 @@ from schemas.constants import (
     TEMP_PREFIX,
     stream_file_name,
 )
-from schemas.errors import NpyHeaderError, PackFormatError, SpeechpackError
+from schemas.errors import NpyHeaderError, PackFormatError
 from schemas.units import format_bytes
 from schemas.npyfile import read_npy_header
 from schemas.format import FileEntry, Manifest, StreamSpec, check_shard_index
@@ -58,8 +58,6 @@ _PERCENTILES = (0, 5, 50, 95, 100)
 #: Checks only one kind has, beyond what ``KIND_SPECS`` describes: ``check(path, manifest, records_by_shard)``
 #: yields ``(file, message)`` errors.
 _KIND_CHECKS = {KIND_ASD: asd_issues}
-#: Kinds whose valid packs are also compared by level, as the loader's normalisation sees them.
-_LEVEL_REPORT_KINDS = frozenset({KIND_ASD})
 
 
 @dataclass
@@ -115,47 +113,6 @@ class PackReport:
         return "\n".join(lines)
 
 
-@dataclass
-class ValidationReport:
-    packs: list[PackReport]
-    #: asd packs: source vs normalised level distributions, compared across the valid asd packs
-    #: (``loader.asd.levels.asd_level_report``); None when there are none.
-    asd_levels: dict | None = None
-
-    @property
-    def ok(self) -> bool:
-        return all(p.ok for p in self.packs)
-
-    def describe(self) -> str:
-        errors = sum(len(p.errors) for p in self.packs)
-        body = "\n".join(p.describe() for p in self.packs)
-        verdict = "all packs valid" if self.ok else f"{errors} error(s) in {sum(not p.ok for p in self.packs)} pack(s)"
-        if self.asd_levels is not None:
-            from loader.asd.levels import format_level_table
-
-            body += "\nasd levels, source vs normalised (large differences in normalised rms between packs usually " \
-                    "mean peak limiting, near-silence or malformed input):\n" + format_level_table(self.asd_levels)
-        return f"{body}\n{verdict}"
-
-    def to_dict(self) -> dict:
-        obj = {"ok": self.ok, "packs": [p.to_dict() for p in self.packs]}
-        if self.asd_levels is not None:
-            obj["asd_levels"] = self.asd_levels
-        return obj
-
-    def write_json(self, path: str) -> None:
-        with open(path, "w", encoding="utf-8") as fp:
-            dump_json(self.to_dict(), fp)
-
-    def plot_levels(self, path: str) -> None:
-        """``validate --plot``: the asd packs' source vs normalised levels to a PNG (``speechpack[plot]``)."""
-        if self.asd_levels is None:
-            raise SpeechpackError("--plot compares asd packs' levels; no valid asd pack was given")
-        from loader.asd.levels import plot_levels
-
-        plot_levels(self.asd_levels, path)
-
-
 def _percentile_row(values: dict) -> str:
     return "  ".join(f"p{p}={values[f'p{p}']:.2f}" for p in _PERCENTILES)
 
@@ -164,19 +121,6 @@ def _percentiles(values: np.ndarray) -> dict:
     if values.size == 0:
         return {f"p{p}": float("nan") for p in _PERCENTILES}
     return {f"p{p}": float(np.percentile(values, p)) for p in _PERCENTILES}
-
-
-def validate_packs(paths: list[str], check_hashes: bool = True) -> ValidationReport:
-    """Validate every pack; asd packs that pass are also compared by level (what the loader's normalisation
-    makes of each)."""
-    reports = [validate_pack(path, check_hashes) for path in paths]
-    asd = [r.path for r in reports if r.ok and r.summary.get("kind") in _LEVEL_REPORT_KINDS]
-    levels = None
-    if asd:
-        from loader.asd.levels import asd_level_report
-
-        levels = asd_level_report(asd)
-    return ValidationReport(reports, asd_levels=levels)
 
 
 def validate_pack(path: str, check_hashes: bool = True) -> PackReport:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import os
+from typing import Callable
 
 import numpy as np
 
@@ -39,9 +40,13 @@ from schemas.timebase import audio_sample_count, model_frame_count
 LABEL_VALUES = (0, 1)
 
 
-def asd_issues(pack_path: str, manifest: Manifest, records_by_shard: dict[str, list[dict]]) -> list[tuple[str, str]]:
+def asd_issues(pack_path: str, manifest: Manifest, records_by_shard: dict[str, list[dict]],
+               labels_of: Callable[[str], np.ndarray | None] | None = None) -> list[tuple[str, str]]:
     """Every asd-specific problem of a pack whose shard indexes were read: ``records_by_shard`` maps a shard
-    directory name to its index records (shards whose index could not be read are left out by the caller)."""
+    directory name to its index records (shards whose index could not be read are left out by the caller).
+    ``labels_of(shard_dir)`` gives a shard's label rows (default: mapped from the file; a pack on object storage
+    passes the streamed ones, ``packer.validate_remote``)."""
+    labels_of = labels_of or _labels
     issues: list[tuple[str, str]] = []
     at = os.path.join(pack_path, MANIFEST_NAME)
     if manifest.sample_rate != ASD_SAMPLE_RATE:
@@ -54,7 +59,7 @@ def asd_issues(pack_path: str, manifest: Manifest, records_by_shard: dict[str, l
                                f"another face size)"))
     for directory, records in records_by_shard.items():
         shard_dir = os.path.join(pack_path, directory)
-        labels = _labels(shard_dir)
+        labels = labels_of(shard_dir)
         for record in records:
             issues += _track_issues(shard_dir, record, labels)
     return issues

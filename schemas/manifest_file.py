@@ -70,12 +70,16 @@ def read_manifest_file(pack_dir: str) -> ManifestFile:
         raise PackFormatError(f"{pack_dir}: not a pack (no {MANIFEST_NAME}; an unfinished build leaves none)") from None
     except OSError as err:
         raise PackFormatError(f"{manifest_path}: cannot read ({err.strerror or err})") from None
+    return ManifestFile(path=manifest_path, manifest=parse_manifest(raw, manifest_path), raw=raw, identity=identity)
+
+
+def parse_manifest(raw: bytes, manifest_path: str) -> Manifest:
+    """Check a manifest's bytes, read from anywhere (an object store too); errors name ``manifest_path``."""
     try:
         obj = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
         raise PackFormatError(f"{manifest_path}: cannot read JSON ({err})") from None
-    return ManifestFile(path=manifest_path, manifest=Manifest.from_dict(obj, manifest_path), raw=raw,
-                        identity=identity)
+    return Manifest.from_dict(obj, manifest_path)
 
 
-__all__ = ["FileIdentity", "ManifestFile", "read_manifest_file"]
+__all__ = ["FileIdentity", "ManifestFile", "parse_manifest", "read_manifest_file"]

@@ -15,7 +15,7 @@ from click.testing import CliRunner, Result
 from cli import main
 from loader.pack import open_pack
 from packer.demo import MARKER_NAME, MIXTURE_SPEAKERS, NUM_VOICES, RATES, UTTERANCES_PER_VOICE, run_demo
-from packer.validate import validate_packs
+from packer.validate_report import validate_packs
 from packer.voices import make_voices, synthesize_utterance
 from schemas.errors import SpeechpackError
 

@@ -39,7 +39,7 @@ EXPECTED = {
     ("layer", ("packer.demo", "loader.peek")): "registry",
     # helper `registry` (issue 14 item 7, `validate --plot` out of cli.py): the asd level comparison is the loader's
     # normalisation, so validate_packs should not call it; the CLI (or a module above both) should
-    ("layer", ("packer.validate", "loader.asd.levels")): "registry",
+    ("layer", ("packer.validate_report", "loader.asd.levels")): "registry",
 }
 
 
@@ -176,8 +176,8 @@ def test_no_cycles_and_each_layer_imports_only_what_it_may():
 def test_the_walk_sees_the_imports_it_checks():
     """The walker itself: a known module-level import, a lazy one, and a TYPE_CHECKING one."""
     assert "loader.pack" in _imports("packer.validate", module_level=True)
-    assert "loader.asd.levels" not in _imports("packer.validate", module_level=True)
-    assert "loader.asd.levels" in _imports("packer.validate", module_level=False)
+    assert "loader.asd.levels" not in _imports("packer.validate_report", module_level=True)
+    assert "loader.asd.levels" in _imports("packer.validate_report", module_level=False)
     assert "schemas.timebase" in _imports("loader.asd.timeline", module_level=True)
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert _cycles(graph) == [("a", "b", "c")]

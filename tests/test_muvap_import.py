@@ -17,7 +17,7 @@ import pytest
 from muvap_packs import edit_index, muvap_avcc_corpus, shard_count
 from packer.build.run import BuildOptions
 from packer.importers.muvap import STATS_ABS_TOL, import_muvap
-from packer.validate import validate_packs
+from packer.validate_report import validate_packs
 from schemas.errors import BuildError, PackFormatError
 
 REPO = Path(__file__).resolve().parents[1]

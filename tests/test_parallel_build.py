@@ -19,7 +19,7 @@ from packer.adapters.wesep import build_wesep
 from packer.build.run import BuildOptions
 from packer.build.state import PLAN_FILE, RECEIPTS_DIR
 from packer.build.plan import ShardSlice
-from packer.validate import validate_packs
+from packer.validate_report import validate_packs
 from schemas.errors import SpeechpackError
 from conftest import Mix, mixture_line, pack_files
 # The cue split of test_cues_build (real speech, a real talking-face video): its fixture, not a copy.

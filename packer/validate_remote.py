@@ -1,0 +1,276 @@
+"""``speechpack validate s3://bucket/packs/train``: the checks of ``packer.validate``, on a pack that stays on
+object storage.
+
+Nothing is copied to disk first.  Each object is streamed once: hashed as its bytes arrive (the same size and
+sha256 comparison as a local validate) and, for the content checks that read a local pack through a memory map
+(``.npy`` headers against the catalogue and the object size, offsets, statistics recomputed from the stored
+int16, text and label rows, columns against the shard indexes), kept in memory as the array the map would
+give.  Memory is bounded by one shard's stream files at a time (about ``--shard-size``, 1 GB by default), plus
+the label rows of asd packs, which are small.  Objects under the prefix that ``dataset.json`` does not list are
+errors, as files are in a directory; leftovers of an interrupted upload (``.tmp-`` names) are warnings.
+
+Cue banks (``cues/``) are hashed while streamed like every other object; their structure checks
+(``schemas.cuecheck``) read a bank directory, so the streamed bytes are written to a temporary directory for
+the time of those checks (cue banks are small next to the audio), and messages name the objects' URLs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tempfile
+
+import numpy as np
+
+from packer.ownership import pack_file_entries
+from packer.remote import RemotePack, describe_error, remote_errors
+from packer.validate import (
+    _KIND_CHECKS,
+    PackReport,
+    _check_cues,
+    _check_data_stream,
+    _check_record_shape,
+    _check_stream,
+    _check_totals,
+    _manifest_problem,
+    _summary,
+)
+from schemas.columns import COLUMNS_DIR, ColumnBuilder
+from schemas.constants import (
+    MANIFEST_NAME,
+    SHARD_INDEX_NAME,
+    SKIPPED_NAME,
+    STREAM_LABELS,
+    STREAM_TYPES,
+    TEMP_PREFIX,
+    stream_file_name,
+)
+from schemas.cues import CUES_DIR
+from schemas.errors import NpyHeaderError, PackFormatError
+from schemas.format import Manifest, StreamSpec, check_shard_index
+from schemas.kinds import KIND_SPECS
+from schemas.manifest_file import parse_manifest
+from schemas.npyfile import read_npy_header_from
+
+
+class _Fetcher:
+    """Streams the objects of one pack, checking each against its ``dataset.json`` entry as it arrives."""
+
+    def __init__(self, remote: RemotePack, manifest: Manifest, listing: dict[str, int], report: PackReport,
+                 check_hashes: bool):
+        self.remote = remote
+        self.files = pack_file_entries(manifest)
+        self.listing = listing
+        self.report = report
+        self.check_hashes = check_hashes
+
+    def fetch(self, rel: str) -> bytearray | None:
+        """The object's bytes, or None when it is missing or unreadable (reported)."""
+        name = self.remote.name(rel)
+        if rel not in self.listing:
+            self.report.error(name, "object missing")
+            return None
+        data = bytearray()
+        digest = hashlib.sha256()
+        try:
+            for chunk in self.remote.chunks(rel):
+                digest.update(chunk)
+                data += chunk
+        except remote_errors() as err:
+            self.report.error(name, f"cannot read ({describe_error(err)})")
+            return None
+        expected = self.files[rel]
+        if len(data) != expected.size:
+            self.report.error(name, f"size {len(data)} bytes, {MANIFEST_NAME} records {expected.size}")
+        elif self.check_hashes and digest.hexdigest() != expected.sha256:
+            self.report.error(name, f"sha256 {digest.hexdigest()} does not match {MANIFEST_NAME} "
+                                    f"({expected.sha256}): the object changed after the pack was written")
+        return data
+
+
+def validate_remote_pack(url: str, check_hashes: bool = True, endpoint_url: str | None = None) -> PackReport:
+    """Run every check of ``packer.validate.validate_pack`` on a pack on object storage (never raises for a bad
+    pack; raises ``RemoteError`` when the store cannot be reached)."""
+    remote = RemotePack(url, endpoint_url)
+    report = PackReport(remote.url)
+    at = remote.name(MANIFEST_NAME)
+    listing = remote.listing()
+    if MANIFEST_NAME not in listing:
+        report.error(at, f"missing: not a pack (no {MANIFEST_NAME}; an unfinished upload leaves none)")
+        return report
+    try:
+        manifest = parse_manifest(remote.read_bytes(MANIFEST_NAME), at)
+    except PackFormatError as err:
+        report.error(at, _manifest_problem(remote.url, str(err)))
+        return report
+    fetcher = _Fetcher(remote, manifest, listing, report, check_hashes)
+    _check_listing(remote, listing, fetcher.files, report)
+    if manifest.skipped.get("file") is not None:
+        fetcher.fetch(SKIPPED_NAME)
+    elif manifest.skipped["count"]:
+        report.error(at, "skipped.count > 0 but no skipped file recorded")
+    keys: dict[str, str] = {}
+    speakers: set[str] = set()
+    durations: list[float] = []
+    frames = 0
+    levels = {spec.name: {"rms": [], "peak": [], "full_scale": 0, "rescaled": 0} for spec in manifest.streams
+              if STREAM_TYPES[spec.name].audio}
+    extra = KIND_SPECS[manifest.kind].totals
+    extra_totals = extra() if extra is not None else None
+    own_checks = _KIND_CHECKS.get(manifest.kind)
+    columns: ColumnBuilder | None = ColumnBuilder(manifest.kind)
+    records_by_shard: dict[str, list[dict]] = {}
+    labels_by_shard: dict[str, np.ndarray | None] = {}
+    for shard_id, shard in enumerate(manifest.shards):
+        shard_dir = remote.name(shard.directory)
+        records = _read_index(fetcher, shard.directory, manifest, shard.samples, report)
+        arrays = {spec.name: _stream_array(fetcher, f"{shard.directory}/{spec.file}", spec, report)
+                  for spec in manifest.streams}
+        if records is None:
+            columns = None
+            continue
+        if own_checks is not None:
+            records_by_shard[shard.directory] = records
+            labels_by_shard[shard_dir] = arrays.get(STREAM_LABELS)
+        for record in records:
+            if columns is not None:
+                columns.add(shard_id, record)
+            where = f"{remote.name(f'{shard.directory}/{SHARD_INDEX_NAME}')} key {record['key']!r}"
+            if record["key"] in keys:
+                report.error(where, f"duplicate key (also in {keys[record['key']]})")
+            keys[record["key"]] = shard.directory
+            speakers.update(record["speakers"])
+            durations.append(record["num_frames"] / manifest.sample_rate)
+            frames += record["num_frames"]
+            _check_record_shape(record, manifest, where, report)
+        for spec in manifest.streams:
+            if STREAM_TYPES[spec.name].audio:
+                _check_stream(shard_dir, spec, records, arrays[spec.name], levels[spec.name], report)
+            else:
+                _check_data_stream(shard_dir, spec, records, arrays[spec.name], report)
+        if extra_totals is not None:
+            extra_totals.add(records, arrays.get, lambda record, stream, message, shard_dir=shard_dir: report.error(
+                f"{shard_dir}/{stream_file_name(stream)} key {record['key']!r}", message))
+    if extra_totals is not None:
+        recorded = {key: getattr(manifest, key) for key in KIND_SPECS[manifest.kind].manifest_keys}
+        for message in extra_totals.issues(recorded, manifest.sample_rate):
+            report.error(at, message)
+    if own_checks is not None:
+        for file, message in own_checks(remote.url, manifest, records_by_shard,
+                                        labels_of=lambda shard_dir: labels_by_shard.get(shard_dir)):
+            report.error(file, message)
+    _check_columns(fetcher, manifest, columns, report)
+    _check_totals(remote.url, manifest, len(keys), speakers, frames, report)
+    cues = _check_remote_cues(fetcher, manifest, report)
+    report.summary = _summary(manifest, durations, levels, check_hashes)
+    if cues:
+        report.summary["cues"] = cues
+    return report
+
+
+def _check_listing(remote: RemotePack, listing: dict[str, int], files: dict, report: PackReport) -> None:
+    for rel in sorted(listing):
+        if rel == MANIFEST_NAME or rel in files:
+            continue
+        if any(part.startswith(TEMP_PREFIX) for part in rel.split("/")):
+            report.warn(remote.name(rel), "leftover of an interrupted upload (safe to delete)")
+        else:
+            report.error(remote.name(rel), f"object not listed in {MANIFEST_NAME}")
+
+
+def _read_index(fetcher: _Fetcher, directory: str, manifest: Manifest, expected_samples: int,
+                report: PackReport) -> list[dict] | None:
+    rel = f"{directory}/{SHARD_INDEX_NAME}"
+    name = fetcher.remote.name(rel)
+    data = fetcher.fetch(rel)
+    if data is None:
+        return None
+    try:
+        raw = json.loads(bytes(data).decode("utf-8"))
+        records = check_shard_index(raw, manifest.kind, name)
+    except (UnicodeDecodeError, json.JSONDecodeError, PackFormatError) as err:
+        report.error(name, str(err).replace(f"{name}: ", "").replace(name, "index"))
+        return None
+    if raw["shard"] != directory:
+        report.error(name, f"names shard {raw['shard']!r}")
+    if len(records) != expected_samples:
+        report.error(name, f"holds {len(records)} samples, {MANIFEST_NAME} says {expected_samples}")
+    return records
+
+
+def _stream_array(fetcher: _Fetcher, rel: str, spec: StreamSpec, report: PackReport) -> np.ndarray | None:
+    """The streamed ``.npy`` object as the array a memory map would give: header checked against the catalogue
+    and the object's size first (the messages ``packer.validate`` gives for a file)."""
+    name = fetcher.remote.name(rel)
+    data = fetcher.fetch(rel)
+    if data is None:
+        return None
+    try:
+        header = read_npy_header_from(io.BytesIO(data), name)
+    except NpyHeaderError as err:
+        report.error(name, f"unreadable .npy header ({err.reason})")
+        return None
+    shape, dtype, fortran = header.shape, header.dtype, header.fortran_order
+    if dtype.str != spec.dtype or fortran or len(shape) != 1 + len(spec.row_shape) \
+            or tuple(shape[1:]) != spec.row_shape:
+        report.error(name, f"header says {dtype.str} {shape} (fortran={fortran}); the catalogue says "
+                           f"{spec.dtype} rows of {list(spec.row_shape)}")
+        return None
+    if len(data) != header.expected_size:
+        report.error(name, f"header promises {header.expected_size} bytes, the object has {len(data)} "
+                           f"({'truncated' if len(data) < header.expected_size else 'trailing bytes'})")
+        return None
+    array = np.frombuffer(data, dtype=dtype, offset=header.data_offset).reshape(shape)
+    array.flags.writeable = False
+    return array
+
+
+def _check_columns(fetcher: _Fetcher, manifest: Manifest, expected: ColumnBuilder | None,
+                   report: PackReport) -> None:
+    """The column objects are present, intact, and say exactly what the shard indexes say."""
+    stored = {name: fetcher.fetch(f"{COLUMNS_DIR}/{name}") for name in sorted(manifest.columns)}
+    if expected is None:
+        return  # a shard index could not be read; that error is already reported
+    for name, array in expected.arrays().items():
+        file_name = fetcher.remote.name(f"{COLUMNS_DIR}/{name}")
+        data = stored.get(name)
+        if data is None:
+            if name not in manifest.columns:
+                report.error(file_name, f"column missing from {MANIFEST_NAME}")
+            continue
+        try:
+            column = np.load(io.BytesIO(data), allow_pickle=False)
+        except Exception as err:  # noqa: BLE001 - a corrupt .npy header raises ValueError, SyntaxError, TokenError...
+            report.error(file_name, f"cannot read column ({err})")
+            continue
+        if column.dtype != array.dtype or column.shape != array.shape or not np.array_equal(column, array):
+            report.error(file_name, f"column disagrees with the shard indexes ({column.dtype} {column.shape} "
+                                    f"stored, {array.dtype} {array.shape} from index.json)")
+
+
+def _check_remote_cues(fetcher: _Fetcher, manifest: Manifest, report: PackReport) -> dict:
+    """Every cue object hashed while streamed, then ``packer.validate``'s bank checks on those bytes (in a
+    temporary directory only for the time of the checks); messages name the objects' URLs."""
+    if not manifest.cues:
+        return {}
+    with tempfile.TemporaryDirectory(prefix="speechpack-cues-") as staging:
+        for name in sorted(manifest.cues):
+            data = fetcher.fetch(f"{CUES_DIR}/{name}")
+            if data is None:
+                continue
+            path = os.path.join(staging, CUES_DIR, *name.split("/"))
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as fp:
+                fp.write(data)
+        local = PackReport(staging)
+        summary = _check_cues(staging, manifest, local, check_hashes=False)  # hashed above, on the stream
+        for issue in local.errors:
+            report.error(issue.file.replace(staging, fetcher.remote.url, 1), issue.message)
+        for issue in local.warnings:
+            report.warn(issue.file.replace(staging, fetcher.remote.url, 1), issue.message)
+    return summary
+
+
+__all__ = ["validate_remote_pack"]
