@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from loader.pack import open_pack
-from packer.validate import validate_packs
+from packer.validate_report import validate_packs
 from packer.writer import dump_json
 from schemas.constants import AUDIO_FULL_SCALE
 
