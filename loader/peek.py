@@ -81,7 +81,7 @@ def save_batch_wavs(batch: dict, sample_rate: int, out_dir: str) -> list[str]:
     if "source_seqs" in batch:
         if batch["source_seqs"].ndim != 2:
             raise SpeechpackError("--save-wavs: this ASR batch holds fbank features, not waveforms (use_fbank)")
-        rows = [batch["source_seqs"][row, :int(length)] for row, length in enumerate(batch["source_lengths"])]
+        rows = [batch["source_seqs"][row, :int(length)] for row, length in enumerate(batch["source_seq_lens"])]
     elif "audio" in batch and "faces" in batch:
         rows = [batch["audio"][row, 0] for row in range(len(batch["key"]))]
     else:
