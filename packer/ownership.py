@@ -57,6 +57,10 @@ LISTED_FOREIGN = 8
 
 _SHARD_NAME = re.compile(re.escape(SHARD_DIR_PREFIX) + r"(\d{%d,})" % SHARD_DIR_DIGITS)
 _TEMP_SUFFIX = re.compile(r"\.\d+")  # ``.tmp-plan.json.<pid>``: a job's plan before it is linked into place
+#: ``.tmp-write-check-<pid>``: the file a starting build writes (and removes at once) to learn whether ``--out`` is
+#: writable; an array job starting at the same moment must not take another's probe for foreign data.
+WRITE_PROBE_PREFIX = TEMP_PREFIX + "write-check-"
+_WRITE_PROBE = re.compile(re.escape(WRITE_PROBE_PREFIX) + r"\d+")
 
 
 def pack_file_entries(manifest: Manifest) -> dict[str, FileEntry]:
@@ -209,8 +213,9 @@ def survey(root: str, plan: PlanOwnership | None = None, plan_file: str = "", re
     if plan is not None:
         owners.append(_plan_owner(plan, plan_file, receipts_dir))
     def reserved(rel: str) -> bool:  # a record, or a job's plan before it is linked into place
-        return rel in RESERVED_NAMES or (bool(plan_file) and rel.startswith(plan_file)
-                                         and _TEMP_SUFFIX.fullmatch(rel[len(plan_file):]) is not None)
+        return (rel in RESERVED_NAMES or _WRITE_PROBE.fullmatch(rel) is not None
+                or (bool(plan_file) and rel.startswith(plan_file)
+                    and _TEMP_SUFFIX.fullmatch(rel[len(plan_file):]) is not None))
 
     result.foreign = [rel for rel in result.entries if not reserved(rel) and not any(owns(rel) for owns in owners)]
     # name what is in a foreign directory (its files), not the directory

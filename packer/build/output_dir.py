@@ -35,6 +35,7 @@ from packer.ownership import (
     INCOMING_MANIFEST,
     REPLACED_MANIFEST,
     RESERVED_NAMES,
+    WRITE_PROBE_PREFIX,
     Survey,
     pack_file_entries,
     remove_entries,
@@ -60,7 +61,7 @@ def check_writable(out: str) -> bool:
     created = not os.path.exists(out)
     try:
         os.makedirs(out, exist_ok=True)
-        probe = os.path.join(out, f"{TEMP_PREFIX}write-check-{os.getpid()}")
+        probe = os.path.join(out, f"{WRITE_PROBE_PREFIX}{os.getpid()}")
         with open(probe, "wb") as fp:
             fp.write(b"speechpack")
         os.remove(probe)
