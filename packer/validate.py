@@ -11,6 +11,8 @@ unique keys, entries and payloads in bounds, no NaN/Inf in float payloads; ``sch
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import json
 import math
 import os
@@ -158,25 +160,9 @@ def validate_pack(path: str, check_hashes: bool = True) -> PackReport:
             continue
         if own_checks is not None:
             records_by_shard[shard.directory] = records
-        for record in records:
-            if columns is not None:
-                columns.add(shard_id, record)
-            at = f"{os.path.join(shard_dir, SHARD_INDEX_NAME)} key {record['key']!r}"
-            if record["key"] in keys:
-                report.error(at, f"duplicate key (also in {keys[record['key']]})")
-            keys[record["key"]] = shard.directory
-            speakers.update(record["speakers"])
-            durations.append(record["num_frames"] / manifest.sample_rate)
-            frames += record["num_frames"]
-            _check_record_shape(record, manifest, at, report)
-        for spec in manifest.streams:
-            if STREAM_TYPES[spec.name].audio:
-                _check_stream(shard_dir, spec, records, arrays[spec.name], levels[spec.name], report)
-            else:
-                _check_data_stream(shard_dir, spec, records, arrays[spec.name], report)
-        if extra_totals is not None:
-            extra_totals.add(records, arrays.get, lambda record, stream, message, shard_dir=shard_dir: report.error(
-                f"{os.path.join(shard_dir, stream_file_name(stream))} key {record['key']!r}", message))
+        frames += check_shard_records(manifest, shard_id, shard.directory, records, arrays, levels, shard_dir,
+                                      lambda name, shard_dir=shard_dir: os.path.join(shard_dir, name),
+                                      (keys, speakers, durations), columns, extra_totals, report)
     if extra_totals is not None:
         recorded = {key: getattr(manifest, key) for key in KIND_SPECS[manifest.kind].manifest_keys}
         for message in extra_totals.issues(recorded, manifest.sample_rate):
@@ -192,6 +178,37 @@ def validate_pack(path: str, check_hashes: bool = True) -> PackReport:
         report.summary["cues"] = cues
     return report
 
+
+
+def check_shard_records(manifest: Manifest, shard_id: int, directory: str, records: list[dict], arrays: dict,
+                        levels: dict, shard_dir: str, name: Callable[[str], str],
+                        tally: tuple[dict, set, list], columns: ColumnBuilder | None, extra_totals,
+                        report: PackReport) -> int:
+    """One shard's index records and streams checked, for a pack on disk and one on an object store alike
+    (``name`` turns a file of the shard into the path a message shows); ``tally`` is the pack's (keys by shard,
+    speakers, durations) so far.  Returns the shard's frame count."""
+    keys, speakers, durations = tally
+    frames = 0
+    for record in records:
+        if columns is not None:
+            columns.add(shard_id, record)
+        at = f"{name(SHARD_INDEX_NAME)} key {record['key']!r}"
+        if record["key"] in keys:
+            report.error(at, f"duplicate key (also in {keys[record['key']]})")
+        keys[record["key"]] = directory
+        speakers.update(record["speakers"])
+        durations.append(record["num_frames"] / manifest.sample_rate)
+        frames += record["num_frames"]
+        _check_record_shape(record, manifest, at, report)
+    for spec in manifest.streams:
+        if STREAM_TYPES[spec.name].audio:
+            _check_stream(shard_dir, spec, records, arrays[spec.name], levels[spec.name], report)
+        else:
+            _check_data_stream(shard_dir, spec, records, arrays[spec.name], report)
+    if extra_totals is not None:
+        extra_totals.add(records, arrays.get, lambda record, stream, message: report.error(
+            f"{name(stream_file_name(stream))} key {record['key']!r}", message))
+    return frames
 
 def _manifest_problem(path: str, message: str) -> str:
     """The manifest reader's message without the path the report already names, keeping the field

@@ -30,12 +30,10 @@ from packer.validate import (
     _KIND_CHECKS,
     PackReport,
     _check_cues,
-    _check_data_stream,
-    _check_record_shape,
-    _check_stream,
     _check_totals,
     _manifest_problem,
     _summary,
+    check_shard_records,
 )
 from schemas.columns import COLUMNS_DIR, ColumnBuilder
 from schemas.constants import (
@@ -45,7 +43,6 @@ from schemas.constants import (
     STREAM_LABELS,
     STREAM_TYPES,
     TEMP_PREFIX,
-    stream_file_name,
 )
 from schemas.cues import CUES_DIR
 from schemas.errors import NpyHeaderError, PackFormatError
@@ -134,25 +131,9 @@ def validate_remote_pack(url: str, check_hashes: bool = True, endpoint_url: str 
         if own_checks is not None:
             records_by_shard[shard.directory] = records
             labels_by_shard[shard_dir] = arrays.get(STREAM_LABELS)
-        for record in records:
-            if columns is not None:
-                columns.add(shard_id, record)
-            where = f"{remote.name(f'{shard.directory}/{SHARD_INDEX_NAME}')} key {record['key']!r}"
-            if record["key"] in keys:
-                report.error(where, f"duplicate key (also in {keys[record['key']]})")
-            keys[record["key"]] = shard.directory
-            speakers.update(record["speakers"])
-            durations.append(record["num_frames"] / manifest.sample_rate)
-            frames += record["num_frames"]
-            _check_record_shape(record, manifest, where, report)
-        for spec in manifest.streams:
-            if STREAM_TYPES[spec.name].audio:
-                _check_stream(shard_dir, spec, records, arrays[spec.name], levels[spec.name], report)
-            else:
-                _check_data_stream(shard_dir, spec, records, arrays[spec.name], report)
-        if extra_totals is not None:
-            extra_totals.add(records, arrays.get, lambda record, stream, message, shard_dir=shard_dir: report.error(
-                f"{shard_dir}/{stream_file_name(stream)} key {record['key']!r}", message))
+        frames += check_shard_records(manifest, shard_id, shard.directory, records, arrays, levels, shard_dir,
+                                      lambda name, shard_dir=shard_dir: f"{shard_dir}/{name}",
+                                      (keys, speakers, durations), columns, extra_totals, report)
     if extra_totals is not None:
         recorded = {key: getattr(manifest, key) for key in KIND_SPECS[manifest.kind].manifest_keys}
         for message in extra_totals.issues(recorded, manifest.sample_rate):
