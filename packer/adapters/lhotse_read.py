@@ -81,12 +81,16 @@ def _manifest_lines(path: str, expected: type, what: str):
                     continue
                 if not text.strip():
                     continue
-                key = None
                 try:
                     data = parse_json_line(text)
-                    if not isinstance(data, dict):
-                        raise ValueError(f"expected a JSON object, got {type(data).__name__}")
-                    key = data.get("id") if isinstance(data.get("id"), str) else None
+                except ValueError as err:
+                    yield number, None, None, str(err)
+                    continue
+                if not isinstance(data, dict):
+                    yield number, None, None, f"expected a JSON object, got {type(data).__name__}"
+                    continue
+                key = data.get("id") if isinstance(data.get("id"), str) else None
+                try:
                     item = deserialize_item(dict(data))
                 except Exception as err:  # Lhotse raises KeyError/TypeError/ValueError/AssertionError for bad fields
                     yield number, key, None, f"not a Lhotse {what}: {_reason(err)}"

@@ -15,7 +15,8 @@ for several), ``start`` 0 and the sample's duration at the pack's rate.  An ``as
 with its ``text``, ``language``, ``speaker`` (none when ``unknown``) and ``custom.corpus``; a ``sources`` sample
 one supervision with its speaker; a ``noise`` or ``rir`` bank sample none.  What ``build lhotse`` kept in the
 sample's provenance ``extra`` (the cut's and supervision's ``custom``, ``gender``, ``alignment``) goes back where
-it came from, so ``build lhotse`` of an export gives the same samples.
+it came from, so ``build lhotse`` of an export gives the same samples; another input family's extra fields (the
+other keys of an ``asr-jsonl`` line...) become the cut's ``custom``.
 """
 
 from __future__ import annotations
@@ -91,20 +92,21 @@ def _cut(pack, index: int, record: dict, path: str):
             supervisions[0] = SupervisionSegment.from_dict({**supervisions[0].to_dict(),
                                                             "alignment": kept["alignment"]})
     cut_class = MonoCut if channels == 1 else MultiCut
+    custom = {**{k: v for k, v in extra.items() if k not in ("cut", "supervision")}, **(extra.get("cut") or {})}
     return cut_class(id=key, start=0.0, duration=recording.duration, channel=channel, recording=recording,
-                     supervisions=supervisions, custom=extra.get("cut"))
+                     supervisions=supervisions, custom=custom or None)
 
 
 def export_lhotse(pack_path: str, out: str) -> int:
     """Write ``out/cuts.jsonl.gz`` and ``out/audio/`` from the pack; returns the number of cuts.  ``out`` must be
     absent or empty."""
     lhotse = require_lhotse()
+    if os.path.exists(out) and (not os.path.isdir(out) or os.listdir(out)):
+        raise SpeechpackError(f"{out}: export needs an absent or empty directory")
     pack = open_pack(pack_path)
     if pack.kind not in EXPORTED_KINDS:
         raise SpeechpackError(f"{pack_path}: a {pack.kind} pack cannot be exported to Lhotse (export writes "
                               f"{', '.join(EXPORTED_KINDS)} packs: one recording per sample)")
-    if os.path.exists(out) and (not os.path.isdir(out) or os.listdir(out)):
-        raise SpeechpackError(f"{out}: export needs an absent or empty directory")
     out = os.path.abspath(out)
     stream = KIND_SPECS[pack.kind].targets
     temporary = os.path.join(out, ".tmp-" + CUTS_FILE)
