@@ -13,7 +13,8 @@ import re
 import numpy as np
 import soundfile
 from click.testing import CliRunner
-from lhotse import AudioSource, CutSet, Recording, RecordingSet, SupervisionSegment, SupervisionSet
+from lhotse import (AudioSource, CutSet, NumpyFilesWriter, Recording, RecordingSet, SupervisionSegment,
+                    SupervisionSet)
 
 from cli import main
 from loader import open_pack
@@ -75,7 +76,8 @@ def test_cuts_to_asr_pack_spans_channels_custom_fields(tmp_path, real_audio):
     cuts[2].supervisions = [SupervisionSegment(id="span", recording_id=cuts[2].recording_id, start=0.0,
                                                  duration=1.25, text="the span", language="French",
                                                  speaker="narrator", gender="f")]
-    cuts[0].custom = {"origin": "test"}
+    with NumpyFilesWriter(str(tmp_path / "arrays")) as writer:  # an array manifest: dropped (a pack stores audio)
+        cuts[0].custom = {"origin": "test", "embedding": writer.store_array(cuts[0].id, np.zeros(4, np.float32))}
     manifest = tmp_path / "austen_cuts_train.jsonl.gz"
     CutSet.from_cuts(cuts).to_file(str(manifest))
 

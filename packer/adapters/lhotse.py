@@ -107,14 +107,23 @@ def _check_sources(cut) -> tuple[str, ...]:
     return tuple(str(source.source) for source in sources if source.type == "file")
 
 
+def _plain(custom: dict | None) -> dict:
+    """A ``custom`` dict without Lhotse's array manifests (``Array``, ``TemporalArray``: references to arrays on
+    disk, such as precomputed alignments or embeddings, which a pack does not store), as JSON."""
+    from lhotse.array import Array, TemporalArray
+
+    return {k: v for k, v in (custom or {}).items() if not isinstance(v, (Array, TemporalArray))}
+
+
 def _extra(cut, supervision) -> dict:
     """What the manifests carry beyond the pack's columns (kept verbatim in ``provenance.extra``)."""
     extra = {}
-    if cut.custom:
-        extra["cut"] = dict(cut.custom)
+    custom = _plain(cut.custom)
+    if custom:
+        extra["cut"] = custom
     if supervision is not None:
         info = supervision.to_dict()
-        custom = {k: v for k, v in (info.get("custom") or {}).items() if k != CORPUS_FIELD}
+        custom = {k: v for k, v in _plain(supervision.custom).items() if k != CORPUS_FIELD}
         kept = {"custom": custom or None, "gender": info.get("gender"), "alignment": info.get("alignment")}
         kept = {k: v for k, v in kept.items() if v}
         if kept:
