@@ -172,12 +172,17 @@ def test_untranscribed_single_speaker_cuts_make_a_sources_pack(tmp_path, real_au
         cut = Recording.from_file(path).to_cut()
         cut.supervisions = [SupervisionSegment(cut.id, cut.recording_id, 0.0, cut.duration, speaker="alsa-voice")]
         cuts.append(cut)
-    CutSet.from_cuts(cuts).to_file(str(tmp_path / "cuts.jsonl"))
+    padded = cuts[0].pad(duration=2.0).with_id("padded")  # a MixedCut: the recording, then Lhotse's padding
+    CutSet.from_cuts([*cuts, padded]).to_file(str(tmp_path / "cuts.jsonl"))
     result = run("--cuts", str(tmp_path / "cuts.jsonl"), "--out", str(tmp_path / "pack"))
     assert result.exit_code == 0, result.output
     pack = open_pack(str(tmp_path / "pack"))
     assert pack.kind == KIND_SOURCES
-    assert pack.speakers.tolist() == ["alsa-voice"] * 3
+    assert pack.speakers.tolist() == ["alsa-voice"] * 4
+    assert pack.num_frames[3] == 32000
+    np.testing.assert_array_equal(stored(pack, STREAM_SOURCE, 3)[0, :pack.num_frames[0] - 16],
+                                  stored(pack, STREAM_SOURCE, 0)[0, :pack.num_frames[0] - 16])
+    assert not stored(pack, STREAM_SOURCE, 3)[0, pack.num_frames[0] + 16:].any()
     for i, path in enumerate(paths):
         audio, rate = soundfile.read(path, dtype="float32")
         assert rate == 48000 and pack.num_frames[i] == round(len(audio) / 3)

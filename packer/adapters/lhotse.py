@@ -92,7 +92,7 @@ def _sources(cut) -> list:
     from lhotse.cut import MixedCut
 
     tracks = [track.cut for track in cut.tracks] if isinstance(cut, MixedCut) else [cut]
-    return [source for track in tracks if getattr(track, "has_recording", False)
+    return [source for track in tracks if getattr(track, "recording", None) is not None  # not a PaddingCut
             for source in track.recording.sources]
 
 
@@ -213,7 +213,7 @@ def _source_name(source) -> str:
 
 def _provenance(item: LhotseItem) -> dict:
     cut = item.cut
-    recording = getattr(cut, "recording", None) if getattr(cut, "has_recording", False) else None
+    recording = getattr(cut, "recording", None)  # a MixedCut has tracks instead
     record = {"cut_id": cut.id, "start": float(cut.start), "duration": float(cut.duration),
               "channels": cut.num_channels, "sources": [_source_name(s) for s in _sources(cut)]}
     if recording is not None:
