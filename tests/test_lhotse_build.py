@@ -11,6 +11,7 @@ import os
 import re
 
 import numpy as np
+import pytest
 import soundfile
 from click.testing import CliRunner
 from lhotse import (AudioSource, CutSet, NumpyFilesWriter, Recording, RecordingSet, SupervisionSegment,
@@ -266,3 +267,31 @@ def test_refused_inputs_and_options(tmp_path, real_audio):
     assert other.exit_code == 1 and "JSON lines" in other.output
     not_shar = run("--shar", str(tmp_path), "--out", str(tmp_path / "p"))
     assert not_shar.exit_code == 1 and "not a Lhotse Shar directory" in not_shar.output
+
+
+def test_undecodable_audio_is_a_problem_of_its_cut_and_skip_bad_packs_the_rest(tmp_path, real_audio):
+    clips = real_audio("pocketsphinx", 2)
+    (tmp_path / "garbage.wav").write_bytes(open(clips[1], "rb").read()[:44] + b"\x00" * 10)  # header promises more
+    good = transcribed_cut(clips[0], "fine", corpus="c")
+    bad = transcribed_cut(clips[1], "broken", corpus="c").with_id("broken")
+    bad.recording.sources[0] = AudioSource(type="file", channels=[0], source=str(tmp_path / "garbage.wav"))
+    CutSet.from_cuts([good, bad]).to_file(str(tmp_path / "cuts.jsonl.gz"))
+    failed = run("--cuts", str(tmp_path / "cuts.jsonl.gz"), "--out", str(tmp_path / "pack"))
+    assert failed.exit_code == 1
+    assert f"line 2: key 'broken', file {tmp_path / 'garbage.wav'}" in failed.output
+    assert "Lhotse could not load cut 'broken'" in failed.output
+    assert not (tmp_path / "pack").exists()
+    skipped = run("--cuts", str(tmp_path / "cuts.jsonl.gz"), "--skip-bad", "--out", str(tmp_path / "pack"))
+    assert skipped.exit_code == 0, skipped.output
+    assert open_pack(str(tmp_path / "pack")).keys.tolist() == [good.id]
+    record, = json.loads((tmp_path / "pack" / "skipped.json").read_text())["skipped"]
+    assert record["key"] == "broken" and record["line"] == 2
+
+
+def test_shar_without_its_audio_is_refused(tmp_path, real_audio):
+    cut = transcribed_cut(real_audio("pocketsphinx", 1)[0], "x", corpus="c")
+    (tmp_path / "shar").mkdir()
+    with pytest.warns(UserWarning, match="not specified for Shar writing"):  # Lhotse's own warning: no audio kept
+        CutSet.from_cuts([cut]).to_shar(str(tmp_path / "shar"), fields={})
+    result = run("--shar", str(tmp_path / "shar"), "--out", str(tmp_path / "pack"))
+    assert result.exit_code == 1 and "shard 000000 has no recording.000000.tar" in result.output
