@@ -81,9 +81,9 @@ def recipe_corpus(path: str) -> str | None:
     """The corpus a Lhotse recipe's manifest name says (``librispeech_cuts_dev-clean.jsonl.gz``), or None."""
     name = os.path.basename(os.path.normpath(path))
     for word in _RECIPE_WORDS:
-        if word + "_" in name or name.startswith(word[1:]):
-            corpus = name.split(word + "_")[0] if word + "_" in name else ""
-            return corpus or None
+        corpus, found, _ = name.partition(word + "_")
+        if found and corpus:
+            return corpus
     return None
 
 
