@@ -125,3 +125,12 @@ def test_export_refusals(tmp_path, real_audio):
     (tmp_path / "full" / "x").write_text("x")
     result = CliRunner().invoke(main, ["export", "lhotse", str(tmp_path / "tse"), "--out", str(tmp_path / "full")])
     assert result.exit_code == 1 and "export needs an absent or empty directory" in result.output
+
+
+def test_noise_bank_exports_cuts_without_supervisions(tmp_path, real_audio):
+    noise = real_audio("alsa")[4]  # Noise.wav, 48 kHz
+    (tmp_path / "bank.list").write_text(noise + "\n")
+    build("audio-bank", "--kind", "noise", str(tmp_path / "bank.list"), "--out", str(tmp_path / "pack"))
+    cut, = export(tmp_path / "pack", tmp_path / "export")
+    assert cut.id == noise and cut.supervisions == [] and cut.sampling_rate == 16000
+    np.testing.assert_array_equal(cut.load_audio(), open_pack(str(tmp_path / "pack")).sample(0).targets)
