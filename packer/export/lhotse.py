@@ -30,7 +30,8 @@ import soundfile
 from loader.pack import open_pack
 from packer.adapters.lhotse import CORPUS_FIELD
 from packer.adapters.lhotse_read import require_lhotse
-from schemas.constants import KIND_ASR, KIND_NOISE, KIND_RIR, KIND_SOURCES, STREAM_TEXT, UNKNOWN_SPEAKER
+from schemas.constants import (AUDIO_FULL_SCALE, KIND_ASR, KIND_NOISE, KIND_RIR, KIND_SOURCES, STREAM_TEXT,
+                               UNKNOWN_SPEAKER)
 from schemas.errors import SpeechpackError
 from schemas.kinds import KIND_SPECS
 
@@ -51,8 +52,9 @@ def _index_records(pack):
 
 
 def _write_audio(stored: np.ndarray, factor: float, rate: int, base: str) -> str:
-    """Write ``[C, T]`` stored int16 audio; FLAC when it decodes exactly to ``v / 32768``, else float WAV."""
-    if np.float32(factor * 32768.0) == np.float32(1.0):
+    """Write ``[C, T]`` stored int16 audio; FLAC when it decodes exactly to ``v / 32768`` (scale 1), else float
+    WAV."""
+    if factor * AUDIO_FULL_SCALE == 1.0:
         path = base + ".flac"
         soundfile.write(path, np.ascontiguousarray(stored.T), rate, format="FLAC", subtype="PCM_16")
     else:
