@@ -192,8 +192,8 @@ def test_untranscribed_single_speaker_cuts_make_a_sources_pack(tmp_path, real_au
     assert stored(pack, STREAM_SOURCE, 0).shape[0] == 1
 
 
-def _line(manifest, obj) -> str:
-    return json.dumps(obj if isinstance(obj, dict) else obj.to_dict())
+def _line(cut) -> str:
+    return json.dumps(cut.to_dict())
 
 
 def test_bad_cuts_are_reported_together_by_file_line_and_key(tmp_path, real_audio):
@@ -209,9 +209,9 @@ def test_bad_cuts_are_reported_together_by_file_line_and_key(tmp_path, real_audi
     two.supervisions = two.supervisions * 2
     untranscribed = transcribed_cut(clips[2], None).with_id("silent")
     nolang = transcribed_cut(clips[2], "x", language=None).with_id("nolang")
-    lines = [_line(None, good), "{not json", json.dumps({"id": "broken", "type": "MonoCut"}), _line(None, good),
-             _line(None, url), _line(None, command), _line(None, missing), _line(None, two),
-             _line(None, untranscribed), _line(None, nolang)]
+    lines = [_line(good), "{not json", json.dumps({"id": "broken", "type": "MonoCut"}), _line(good),
+             _line(url), _line(command), _line(missing), _line(two),
+             _line(untranscribed), _line(nolang)]
     manifest = tmp_path / "cuts.jsonl.gz"
     with gzip.open(manifest, "wt", encoding="utf-8") as fp:
         fp.write("\n".join(lines) + "\n")
