@@ -187,6 +187,9 @@ def read_shar(shar_dir: str) -> ReadCuts:
             loaded = list(lhotse.CutSet.from_shar(fields={"cuts": [cut_file], "recording": recording_tars}))
         except Exception as err:  # a corrupt tar, a member that does not match its cut
             raise SpeechpackError(f"{recording_tars[0]}: unreadable Shar shard ({_reason(err)})") from None
+        if [c.id for c in loaded] != [entry.cut.id for entry in parsed]:
+            raise SpeechpackError(f"{recording_tars[0]}: its recordings do not pair up with the cuts of {cut_file} "
+                                  f"({len(loaded)} read for {len(parsed)} cuts)")
         for entry, cut in zip(parsed, loaded):
             custom = {k: v for k, v in (cut.custom or {}).items() if k not in SHAR_BOOKKEEPING}
             cuts.append(CutLine(entry.line, cut_file, fastcopy(cut, custom=custom or None)))
