@@ -316,5 +316,5 @@ def label_issues(directory: str, speakers: np.ndarray, labels: np.ndarray) -> li
     return []
 
 
-__all__ = ["BANK_CHECKS", "BankCheck", "BankFiles", "Issue", "PAYLOAD_CHECKS", "PayloadCheck", "bank_files", "bank_issues",
-           "label_issues", "read_bank"]
+__all__ = ["BANK_CHECKS", "BankCheck", "BankFiles", "Issue", "PAYLOAD_CHECKS", "PayloadCheck", "bank_files",
+           "bank_issues", "label_issues", "read_bank"]
