@@ -1,7 +1,8 @@
 """The golden packs (tests/data/golden/, one per kind and per format minor version 1.0-1.3, made by
 tests/data/make_golden.py): the reader keeps opening them (cue banks and speaker labels included), ``validate``
-keeps passing them, and the current builder, given the same generated input, still writes the same bytes.  A failure here means old packs broke or build output drifted; do not
-regenerate the golden packs to make it pass (make_golden.py's docstring says when to run it)."""
+keeps passing them, and the current builder, given the same generated input, still writes the same bytes.  A
+failure here means old packs broke or build output drifted; do not regenerate the golden packs to make it pass
+(make_golden.py's docstring says when to run it)."""
 
 from __future__ import annotations
 
