@@ -18,7 +18,7 @@ import pytest
 from loader.pack import open_pack
 from packer.validate_report import validate_packs
 from packer.writer import dump_json
-from schemas.constants import AUDIO_FULL_SCALE, KINDS, MINOR_BANKS, MINOR_CUES, MINOR_TRACKS
+from schemas.constants import ASD_SAMPLE_RATE, AUDIO_FULL_SCALE, KINDS, MINOR_BANKS, MINOR_CUES, MINOR_TRACKS
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 sys.path.insert(0, DATA)
@@ -109,14 +109,14 @@ def test_golden_asd_tracks_read_back_exactly():
     """Format 1.3's asd kind: faces, labels, attributes and the track's cut of the conversation audio."""
     pack = open_pack(os.path.join(GOLDEN, "asd-1.3"))
     assert pack.keys.tolist() == [key for key, _, _ in make_golden.ASD_TRACKS]
-    conversation = make_golden.samples(0, frames=16000 // 5)
+    conversation = make_golden.samples(0, frames=make_golden.ASD_CONVERSATION)
     for index, (key, first, frames) in enumerate(make_golden.ASD_TRACKS):
         sample = pack.sample(index)
         assert sample.speakers == (key,)
         np.testing.assert_array_equal(sample.data["faces"], make_golden.faces(index, frames))
         assert sample.data["labels"].tolist() == [(index + f) % 2 for f in range(frames)]
-        start = first * 16000 // make_golden.ASD_FPS
-        length = frames * 16000 // make_golden.ASD_FPS
+        start = first * ASD_SAMPLE_RATE // make_golden.ASD_FPS
+        length = frames * ASD_SAMPLE_RATE // make_golden.ASD_FPS
         np.testing.assert_array_equal(_int16(pack, "audio", index)[0], conversation[start:start + length])
         assert pack.attrs["start_sec"][index] == first / make_golden.ASD_FPS
         assert pack.attrs["source_fps"][index] == make_golden.ASD_FPS

@@ -127,6 +127,8 @@ def write_cue_inputs(root: str) -> None:
 #: The asd pack's tracks: (sample id, first native frame, frames) of one conversation at 25 fps.
 ASD_TRACKS = (("conv1_spk1", 0, 2), ("conv1_spk2", 1, 1))
 ASD_FPS = 25
+#: Samples of the asd conversation WAV (0.2 s at 16 kHz; the tracks cut their audio from it).
+ASD_CONVERSATION = ASD_SAMPLE_RATE // 5
 
 
 def faces(track: int, frames: int) -> np.ndarray:
@@ -140,7 +142,7 @@ def write_asd_inputs(root: str) -> None:
     """An AVCC corpus (``asd.tsv``): one 16 kHz conversation WAV and each track's faces as ``.npy``."""
     asd = os.path.join(root, "asd")
     os.makedirs(asd)
-    soundfile.write(os.path.join(asd, "conv1.wav"), samples(0, frames=ASD_SAMPLE_RATE // 5), ASD_SAMPLE_RATE,
+    soundfile.write(os.path.join(asd, "conv1.wav"), samples(0, frames=ASD_CONVERSATION), ASD_SAMPLE_RATE,
                     subtype="PCM_16")
     rows = ["sample_id\tvisual_path\taudio_path\tsource_fps\tlabels\tstart_sec"]
     for track, (key, first, frames) in enumerate(ASD_TRACKS):
