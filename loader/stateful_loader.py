@@ -1,0 +1,144 @@
+"""The speechpack loader as a torchdata ``StatefulDataLoader`` (optional extra: ``speechpack[torchdata]``;
+docs/integrations.md, "torchdata").
+
+``StatefulDataLoader`` (torchdata 0.8+) is a ``DataLoader`` whose ``state_dict()`` says where an epoch stands, with
+workers and prefetching in flight, and whose ``load_state_dict()`` makes the next pass continue there. It asks the
+sampler and the sampler's iterator for their state when they have ``state_dict``/``load_state_dict`` (torchdata's
+``Stateful`` protocol) and snapshots it as each batch index is sent to a worker, so the state it returns matches the
+batches handed to the caller, not the ones prefetched. ``stateful_dataloader`` gives it the loader's own pieces:
+
+- the dataset is ``SpeechLoader.dataset``: batch keys ``(epoch, batch)`` in, whole collated batches out, each a pure
+  function of (seed, epoch, batch), so a batch is the same whichever worker builds it (nothing to save per worker);
+- the sampler is ``EpochBatchSampler``: the epoch's batch numbers for this rank, its iterator ``Stateful`` with the
+  position (batches sent) in ``SpeechLoader.state_dict()``'s format, checked the same way on load (same data, config,
+  seed and world size, or ``loader.torch.ResumeError`` naming the key).
+
+The DataLoader's settings (workers, prefetch, pinning, worker start-up) are the ``SpeechLoader``'s, so both loaders
+feed the same batches the same way; ``set_epoch`` moves to another epoch as ``SpeechLoader.set_epoch`` does.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Iterator
+
+import numpy as np
+import torch
+from torch.utils.data import Sampler
+
+from loader.config_checks import MAX_EPOCH, integer
+from loader.torch import SpeechLoader, build_loader
+from schemas.errors import SpeechpackError
+
+#: The ``DataLoader`` settings a ``SpeechLoader`` chose that the ``StatefulDataLoader`` takes over as they are.
+_COPIED_SETTINGS = ("num_workers", "prefetch_factor", "pin_memory", "persistent_workers", "collate_fn",
+                    "worker_init_fn", "multiprocessing_context", "timeout")
+
+
+class _EpochIterator:
+    """The batch numbers of one epoch from ``position`` on, as ``(epoch, batch)`` keys; ``Stateful``."""
+
+    def __init__(self, sampler: "EpochBatchSampler") -> None:
+        self.sampler = sampler
+        self.epoch = sampler.epoch
+        self.position = 0
+
+    def __iter__(self) -> "_EpochIterator":
+        return self
+
+    def __next__(self) -> tuple[int, int]:
+        if self.position >= len(self.sampler):
+            raise StopIteration
+        self.position += 1
+        return self.epoch, self.position - 1
+
+    def state_dict(self) -> dict:
+        """``SpeechLoader.state_dict()``'s keys: the epoch and the batches sent so far, with the loader's identity."""
+        return {**self.sampler.loader.state_dict(), "epoch": self.epoch, "batches_consumed": self.position}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue after ``state["batches_consumed"]`` batches of ``state["epoch"]``; checked in full first."""
+        loader = self.sampler.loader
+        loader.load_state_dict(state)  # the SpeechLoader's checks: a refused state changes nothing
+        checked = loader.state_dict()
+        self.sampler.epoch = self.epoch = checked["epoch"]
+        self.position = checked["batches_consumed"]
+
+
+class EpochBatchSampler(Sampler):
+    """The sampler of a ``StatefulDataLoader`` over ``SpeechLoader.dataset``: one epoch's batches of this rank."""
+
+    def __init__(self, loader: SpeechLoader) -> None:
+        self.loader = loader
+        self.epoch = loader.epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch the next pass yields (a new order when ``shuffle``)."""
+        self.epoch = integer(epoch, "epoch", 0, MAX_EPOCH)
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        return _EpochIterator(self)
+
+    def __len__(self) -> int:
+        return len(self.loader.dataset.plan(self.epoch))
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.set_epoch(state["epoch"])
+
+
+def _tensors(batch: dict) -> dict:
+    """numpy fields as tensors, as ``SpeechLoader`` hands them out (small arrays leave workers as numpy)."""
+    return {name: torch.from_numpy(value) if isinstance(value, np.ndarray) else value for name, value in batch.items()}
+
+
+@functools.cache
+def stateful_class() -> type:
+    """``SpeechStatefulDataLoader``, made on first use (that is when torchdata is imported)."""
+    try:
+        from torchdata.stateful_dataloader import StatefulDataLoader
+    except ImportError as err:
+        raise SpeechpackError("stateful_dataloader needs torchdata: pip install 'speechpack[torchdata]'") from err
+
+    class SpeechStatefulDataLoader(StatefulDataLoader):
+        """A ``StatefulDataLoader`` over a ``SpeechLoader``'s batches (see the module docstring)."""
+
+        def __init__(self, loader: SpeechLoader, snapshot_every_n_steps: int = 1) -> None:
+            settings = {name: getattr(loader.dataloader, name) for name in _COPIED_SETTINGS}
+            super().__init__(loader.dataset, batch_size=None, sampler=EpochBatchSampler(loader),
+                             snapshot_every_n_steps=snapshot_every_n_steps, **settings)
+            self.speech_loader = loader
+
+        def set_epoch(self, epoch: int) -> None:
+            self.sampler.set_epoch(epoch)
+
+        def __iter__(self) -> Iterator[dict]:
+            for batch in super().__iter__():
+                yield _tensors(batch)
+
+    SpeechStatefulDataLoader.__module__ = __name__
+    return SpeechStatefulDataLoader
+
+
+def stateful_dataloader(config, state: str, *, rank: int = 0, world_size: int = 1, num_workers: int | None = None,
+                        seed: int = 0, pin_memory: bool | None = None, prefetch_factor: int | None = None,
+                        snapshot_every_n_steps: int = 1):
+    """``build_loader``'s loader as a torchdata ``StatefulDataLoader`` (same arguments, same batches).
+
+    ``snapshot_every_n_steps`` is torchdata's: 1 (the default) makes ``state_dict()`` exact after every batch; with
+    n > 1 a state taken between snapshots makes torchdata skip forward from the last one (still exact here: the
+    skipped batches are rebuilt, not replayed from memory)."""
+    loader = build_loader(config, state, rank=rank, world_size=world_size, num_workers=num_workers, seed=seed,
+                          pin_memory=pin_memory, prefetch_factor=prefetch_factor)
+    return stateful_class()(loader, snapshot_every_n_steps=snapshot_every_n_steps)
+
+
+def __getattr__(name: str):
+    if name == "SpeechStatefulDataLoader":
+        return stateful_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["EpochBatchSampler", "SpeechStatefulDataLoader", "stateful_class", "stateful_dataloader"]

@@ -1,0 +1,123 @@
+"""``loader/stateful_loader.py``: the loader as a torchdata ``StatefulDataLoader`` on packs of real speech: a state
+taken mid-epoch (after k batches, workers prefetching) resumes in a fresh loader with exactly the remaining batches,
+bit-identical, with 0 and 2 workers, through ``torch.save``; a state from another loader is refused."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+
+from conftest import Mix
+from loader import build_loader
+from loader.torch import ResumeError
+from packer.adapters.asr_jsonl import build_asr_jsonl
+from packer.adapters.wesep import build_wesep
+from packer.build.run import BuildOptions
+
+try:
+    import torchdata.stateful_dataloader  # noqa: F401
+except ImportError:  # scripts/test.sh installs the extra: in CI its absence is a failure, not a skip
+    if os.environ.get("CI"):
+        raise
+    pytest.skip("the torchdata extra is not installed: pip install 'speechpack[torchdata]'", allow_module_level=True)
+
+from loader.stateful_loader import EpochBatchSampler, stateful_dataloader  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning",
+                                        "ignore:'set_vital' is deprecated:UserWarning")
+
+
+@pytest.fixture
+def tse_config(real_audio, wesep_list, tmp_path) -> dict:
+    """Eight two-speaker mixtures of real speech, one mixture per batch, shuffled, 0.5 s chunks."""
+    p = real_audio("pocketsphinx", 5)
+    mixes = [Mix(f"m{i}", (p[i % 5], p[(i + 1 + i // 5) % 5]), seconds=1.0, start=0.1 * i) for i in range(8)]
+    case = wesep_list(mixes)
+    out = tmp_path / "tse"
+    build_wesep(str(case.list_path), BuildOptions(out=str(out), sample_rate=16000, progress=False))
+    return {"packs": [{"path": str(out)}], "dataset_args": {"batch_size": 1, "chunk_len": 8000}}
+
+
+@pytest.fixture
+def asr_config(real_audio, tmp_path) -> dict:
+    """Twelve spans (0.5-1.6 s) of the librivox clips with text, two per batch, waveform features."""
+    lines = [{"key": f"u{i}", "audio_filepath": path, "offset": 0.1 * i, "duration": 0.5 + 0.1 * i,
+              "text": f"utterance number {i}", "language": "en", "corpus": "librivox"}
+             for i, path in enumerate(real_audio("pocketsphinx", 4) * 3)]
+    manifest = tmp_path / "asr.jsonl"
+    manifest.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    out = tmp_path / "asr"
+    build_asr_jsonl(str(manifest), BuildOptions(out=str(out), progress=False))
+    return {"task": "asr", "packs": [{"path": str(out)}],
+            "dataset_args": {"batching_strategy": "STATIC", "batch_size": 2}}
+
+
+def assert_same_batches(got: list[dict], expected: list[dict]) -> None:
+    """Bit-identical: the same fields, tensors of the same dtype and shape with equal bits, lists equal."""
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected):
+        assert a.keys() == b.keys()
+        for name in a:
+            if isinstance(b[name], torch.Tensor):
+                assert isinstance(a[name], torch.Tensor) and a[name].dtype == b[name].dtype, name
+                assert torch.equal(a[name], b[name]), name
+            else:
+                assert a[name] == b[name], name
+
+
+def resume_mid_epoch(config: dict, workers: int, k: int, tmp_path) -> None:
+    reference = build_loader(config, "train", num_workers=0, seed=7)
+    reference.set_epoch(1)
+    expected = list(reference)
+    assert len(expected) > k + 1
+    loader = stateful_dataloader(config, "train", num_workers=workers, seed=7)
+    loader.set_epoch(1)
+    assert len(loader) == len(expected)
+    iterator = iter(loader)
+    head = [next(iterator) for _ in range(k)]
+    torch.save(loader.state_dict(), tmp_path / "state.pt")
+    state = torch.load(tmp_path / "state.pt", weights_only=True)  # plain data: no pickled objects needed
+    assert_same_batches(head, expected[:k])
+    fresh = stateful_dataloader(config, "train", num_workers=workers, seed=7)
+    fresh.load_state_dict(state)
+    assert_same_batches(list(fresh), expected[k:])
+    # The next epoch starts from its first batch, as the SpeechLoader's does.
+    fresh.set_epoch(2)
+    reference.set_epoch(2)
+    assert_same_batches(list(fresh), list(reference))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_tse_resumes_mid_epoch_with_exactly_the_remaining_batches(tse_config, tmp_path, workers):
+    resume_mid_epoch(tse_config, workers, 3, tmp_path)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_asr_resumes_mid_epoch_with_exactly_the_remaining_batches(asr_config, tmp_path, workers):
+    resume_mid_epoch(asr_config, workers, 2, tmp_path)
+
+
+def test_a_state_from_another_loader_is_refused_and_changes_nothing(tse_config):
+    loader = stateful_dataloader(tse_config, "train", seed=7)
+    iterator = iter(loader)
+    next(iterator)
+    state = loader.state_dict()
+    other = stateful_dataloader(tse_config, "train", seed=8)
+    other.load_state_dict(state)  # torchdata applies a state when the next pass starts
+    with pytest.raises(ResumeError, match="seed"):
+        next(iter(other))
+    sampler = EpochBatchSampler(build_loader(tse_config, "train", seed=7))
+    with pytest.raises(ResumeError, match="batches_consumed"):
+        iter(sampler).load_state_dict({**loader.speech_loader.state_dict(), "batches_consumed": 10 ** 6})
+    assert sampler.epoch == 0
+
+
+def test_settings_are_the_speech_loaders(tse_config):
+    """Workers, prefetch and pinning come from the same place as build_loader's (docs/loader.md)."""
+    loader = stateful_dataloader({**tse_config, "dataloader_args": {"num_workers": 2, "prefetch_factor": 3}},
+                                 "train", pin_memory=False)
+    assert (loader.num_workers, loader.prefetch_factor, loader.pin_memory) == (2, 3, False)
+    assert loader.persistent_workers
