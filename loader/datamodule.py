@@ -189,6 +189,7 @@ def datamodule_class() -> type:
                 self._pending_state = state[TRAIN_STATE_KEY]
 
     SpeechDataModule.__module__ = __name__
+    SpeechDataModule.__qualname__ = "SpeechDataModule"  # the key of its state in Lightning's checkpoints
     return SpeechDataModule
 
 

@@ -97,6 +97,7 @@ def _datamodule_class() -> type:
             return self._loader("test", "test")
 
     PackedASDDataModule.__module__ = __name__
+    PackedASDDataModule.__qualname__ = "PackedASDDataModule"  # the key of its state in Lightning's checkpoints
     return PackedASDDataModule
 
 
