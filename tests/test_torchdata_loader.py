@@ -68,12 +68,13 @@ def assert_same_batches(got: list[dict], expected: list[dict]) -> None:
                 assert a[name] == b[name], name
 
 
-def resume_mid_epoch(config: dict, workers: int, k: int, tmp_path) -> None:
+def resume_mid_epoch(config: dict, workers: int, k: int, tmp_path, snapshot_every_n_steps: int = 1) -> None:
     reference = build_loader(config, "train", num_workers=0, seed=7)
     reference.set_epoch(1)
     expected = list(reference)
     assert len(expected) > k + 1
-    loader = stateful_dataloader(config, "train", num_workers=workers, seed=7)
+    loader = stateful_dataloader(config, "train", num_workers=workers, seed=7,
+                                 snapshot_every_n_steps=snapshot_every_n_steps)
     loader.set_epoch(1)
     assert len(loader) == len(expected)
     iterator = iter(loader)
@@ -93,6 +94,11 @@ def resume_mid_epoch(config: dict, workers: int, k: int, tmp_path) -> None:
 @pytest.mark.parametrize("workers", [0, 2])
 def test_tse_resumes_mid_epoch_with_exactly_the_remaining_batches(tse_config, tmp_path, workers):
     resume_mid_epoch(tse_config, workers, 3, tmp_path)
+
+
+def test_a_state_between_torchdata_snapshots_resumes_exactly_too(tse_config, tmp_path):
+    """Snapshots every 3 batches, state after 4: torchdata rebuilds the one batch after the snapshot and skips it."""
+    resume_mid_epoch(tse_config, 2, 4, tmp_path, snapshot_every_n_steps=3)
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -121,3 +127,23 @@ def test_settings_are_the_speech_loaders(tse_config):
                                  "train", pin_memory=False)
     assert (loader.num_workers, loader.prefetch_factor, loader.pin_memory) == (2, 3, False)
     assert loader.persistent_workers
+
+
+def test_the_torchdata_example_loop_resumes_where_it_stopped(tse_config, tmp_path):
+    """docs/examples/torchdata_loop.py (shown whole in docs/integrations.md): 5 steps, then 7 more from its
+    checkpoint, are the 12 batches of one uninterrupted run, across the epoch boundary (8 batches an epoch)."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "examples",
+                        "torchdata_loop.py")
+    spec = importlib.util.spec_from_file_location("example_torchdata_loop", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    config = tmp_path / "tse.yaml"
+    config.write_text(json.dumps(tse_config), encoding="utf-8")
+    whole = module.main([str(config), str(tmp_path / "whole.pt"), "--steps", "12", "--workers", "0"])
+    first = module.main([str(config), str(tmp_path / "run.pt"), "--steps", "5", "--workers", "2"])
+    second = module.main([str(config), str(tmp_path / "run.pt"), "--steps", "7", "--workers", "2"])
+    assert first["keys"] + second["keys"] == whole["keys"]
+    assert second["state"]["epoch"] == whole["state"]["epoch"] == 1
+    assert torch.equal(second["state"]["gain"], whole["state"]["gain"])  # the same steps on the same batches
