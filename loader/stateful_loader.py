@@ -23,8 +23,6 @@ import functools
 from typing import Iterator
 
 import numpy as np
-import torch
-from torch.utils.data import Sampler
 
 from loader.config_checks import MAX_EPOCH, integer
 from loader.torch import SpeechLoader, build_loader
@@ -65,8 +63,9 @@ class _EpochIterator:
         self.position = checked["batches_consumed"]
 
 
-class EpochBatchSampler(Sampler):
-    """The sampler of a ``StatefulDataLoader`` over ``SpeechLoader.dataset``: one epoch's batches of this rank."""
+class EpochBatchSampler:
+    """The sampler of a ``StatefulDataLoader`` over ``SpeechLoader.dataset``: one epoch's batches of this rank (a
+    sized iterable is all a DataLoader asks of a sampler)."""
 
     def __init__(self, loader: SpeechLoader) -> None:
         self.loader = loader
@@ -91,6 +90,8 @@ class EpochBatchSampler(Sampler):
 
 def _tensors(batch: dict) -> dict:
     """numpy fields as tensors, as ``SpeechLoader`` hands them out (small arrays leave workers as numpy)."""
+    import torch  # with the loader, never at import: torch is imported at module level by loader.torch only
+
     return {name: torch.from_numpy(value) if isinstance(value, np.ndarray) else value for name, value in batch.items()}
 
 
