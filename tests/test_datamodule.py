@@ -356,3 +356,29 @@ def test_the_documented_examples_are_the_tested_files():
     for name in files:
         with open(os.path.join(EXAMPLES, name), encoding="utf-8") as fp:
             assert shown[name] == fp.read(), f"docs/integrations.md shows another {name}"
+
+
+class RankRecorder(Recorder):
+    """Writes the keys each rank trained on to ``<out>/rank<r>.json`` (spawned ranks share only the disk)."""
+
+    def __init__(self, task: str, out: str) -> None:
+        super().__init__(task)
+        self.out = out
+
+    def on_train_end(self) -> None:
+        keys = [key for batch in self.seen.get(0, []) for key in batch[0]]
+        with open(os.path.join(self.out, f"rank{self.global_rank}.json"), "w", encoding="utf-8") as fp:
+            json.dump(keys, fp)
+
+
+def test_two_real_ranks_share_the_epoch_without_a_distributed_sampler(tse_packs, tmp_path):
+    """A real two-process Trainer (ddp_spawn, gloo on CPU) with use_distributed_sampler=False: each rank trains on
+    its own half of the epoch, the same number of steps, every mixture once (two target rows each)."""
+    from loader.datamodule import SpeechDataModule
+
+    dm = SpeechDataModule(train=tse_config(tse_packs["train"]), num_workers=0, seed=5)
+    trainer = _trainer(max_epochs=1, strategy="ddp_spawn", devices=2)
+    trainer.fit(RankRecorder("tse", str(tmp_path)), datamodule=dm)
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text(encoding="utf-8")) for r in (0, 1)]
+    assert len(ranks[0]) == len(ranks[1]) == 8  # 4 batches of one mixture (2 targets) per rank
+    assert not set(ranks[0]) & set(ranks[1]) and len(set(ranks[0]) | set(ranks[1])) == 8
