@@ -15,6 +15,10 @@ batches handed to the caller, not the ones prefetched. ``stateful_dataloader`` g
 
 The DataLoader's settings (workers, prefetch, pinning, worker start-up) are the ``SpeechLoader``'s, so both loaders
 feed the same batches the same way; ``set_epoch`` moves to another epoch as ``SpeechLoader.set_epoch`` does.
+
+Saving is torchdata's own ``state_dict()``. Loading reads only the position out of it (``position_state``) and starts
+the next pass there: torchdata's restore would also bring back worker states and seeds, which these batches do not
+depend on, and it refuses a state saved with another ``num_workers``; this one takes any, as ``SpeechLoader`` does.
 """
 
 from __future__ import annotations
@@ -24,8 +28,8 @@ from typing import Iterator
 
 import numpy as np
 
-from loader.config_checks import MAX_EPOCH, integer
-from loader.torch import SpeechLoader, build_loader
+from loader.config_checks import MAX_EPOCH, ConfigError, integer
+from loader.torch import ResumeError, SpeechLoader, build_loader
 from schemas.errors import SpeechpackError
 
 #: The ``DataLoader`` settings a ``SpeechLoader`` chose that the ``StatefulDataLoader`` takes over as they are.
@@ -36,15 +40,16 @@ _COPIED_SETTINGS = ("num_workers", "prefetch_factor", "pin_memory", "persistent_
 class _EpochIterator:
     """The batch numbers of one epoch from ``position`` on, as ``(epoch, batch)`` keys; ``Stateful``."""
 
-    def __init__(self, sampler: "EpochBatchSampler") -> None:
+    def __init__(self, sampler: "EpochBatchSampler", position: int = 0) -> None:
         self.sampler = sampler
         self.epoch = sampler.epoch
-        self.position = 0
+        self.position = position
 
     def __iter__(self) -> "_EpochIterator":
         return self
 
     def __next__(self) -> tuple[int, int]:
+        self.sampler.started()
         if self.position >= len(self.sampler):
             raise StopIteration
         self.position += 1
@@ -56,27 +61,44 @@ class _EpochIterator:
 
     def load_state_dict(self, state: dict) -> None:
         """Continue after ``state["batches_consumed"]`` batches of ``state["epoch"]``; checked in full first."""
-        loader = self.sampler.loader
-        loader.load_state_dict(state)  # the SpeechLoader's checks: a refused state changes nothing
-        checked = loader.state_dict()
-        self.sampler.epoch = self.epoch = checked["epoch"]
-        self.position = checked["batches_consumed"]
+        self.epoch, self.position = self.sampler.checked(state)
+        self.sampler.epoch = self.epoch
 
 
 class EpochBatchSampler:
     """The sampler of a ``StatefulDataLoader`` over ``SpeechLoader.dataset``: one epoch's batches of this rank (a
-    sized iterable is all a DataLoader asks of a sampler)."""
+    sized iterable is all a DataLoader asks of a sampler). ``resume`` makes the next pass start after a position."""
 
     def __init__(self, loader: SpeechLoader) -> None:
         self.loader = loader
         self.epoch = loader.epoch
+        self._start = 0
 
     def set_epoch(self, epoch: int) -> None:
-        """The epoch the next pass yields (a new order when ``shuffle``)."""
-        self.epoch = integer(epoch, "epoch", 0, MAX_EPOCH)
+        """The epoch the next pass yields (a new order when ``shuffle``); another epoch starts at its first batch."""
+        epoch = integer(epoch, "epoch", 0, MAX_EPOCH)
+        if epoch != self.epoch:
+            self._start = 0
+        self.epoch = epoch
+
+    def checked(self, state: dict) -> tuple[int, int]:
+        """``(epoch, batches_consumed)`` of an iterator state, after the ``SpeechLoader``'s checks (same data,
+        config, seed and world size; counts in range): a refused state is a ``ResumeError`` naming the key."""
+        self.loader.load_state_dict(state)  # changes nothing when it refuses
+        checked = self.loader.state_dict()
+        return checked["epoch"], checked["batches_consumed"]
+
+    def resume(self, state: dict) -> None:
+        """The next pass yields the batches of ``state["epoch"]`` after the first ``state["batches_consumed"]``."""
+        self.epoch, self._start = self.checked(state)
+
+    def started(self) -> None:
+        """A pass has begun: the resume position is used. (A DataLoader may make an iterator it never advances,
+        so the position is kept until one is advanced.)"""
+        self._start = 0
 
     def __iter__(self) -> Iterator[tuple[int, int]]:
-        return _EpochIterator(self)
+        return _EpochIterator(self, self._start)
 
     def __len__(self) -> int:
         return len(self.loader.dataset.plan(self.epoch))
@@ -85,7 +107,13 @@ class EpochBatchSampler:
         return {"epoch": self.epoch}
 
     def load_state_dict(self, state: dict) -> None:
-        self.set_epoch(state["epoch"])
+        if not isinstance(state, dict) or "epoch" not in state:
+            raise ResumeError(f"sampler state must be a dict with epoch (EpochBatchSampler.state_dict()), got "
+                              f"{state!r:.80}")
+        try:
+            self.set_epoch(state["epoch"])
+        except ConfigError as err:
+            raise ResumeError(f"sampler state: {err}") from None
 
 
 def _tensors(batch: dict) -> dict:
@@ -93,6 +121,30 @@ def _tensors(batch: dict) -> dict:
     import torch  # with the loader, never at import: torch is imported at module level by loader.torch only
 
     return {name: torch.from_numpy(value) if isinstance(value, np.ndarray) else value for name, value in batch.items()}
+
+
+def position_state(state: dict) -> dict:
+    """The sampler iterator's state (``_EpochIterator.state_dict``) that a ``StatefulDataLoader`` state holds, at the
+    batches handed out: kept as it is without workers; with workers, taken from torchdata's last snapshot plus the
+    batches handed out since. torchdata's own restore needs the same worker count as the save; this does not."""
+    from torchdata.stateful_dataloader.stateful_dataloader import (
+        _SAMPLER_ITER_STATE, _StatefulMultiProcessingDataLoaderIter as Workers)
+
+    if not isinstance(state, dict):
+        raise ResumeError(f"loader state must be a dict (StatefulDataLoader.state_dict()), got {type(state).__name__}")
+    if Workers._SNAPSHOT in state:
+        snapshot = state[Workers._SNAPSHOT]
+        inner = snapshot.get(Workers._MAIN_SNAPSHOT, {}).get(_SAMPLER_ITER_STATE) if isinstance(snapshot, dict) \
+            else None
+        since = state.get(Workers._STEPS_SINCE_SNAPSHOT, 0)
+    else:
+        inner, since = state.get(_SAMPLER_ITER_STATE), 0
+    if not isinstance(inner, dict) or "batches_consumed" not in inner:
+        raise ResumeError("loader state holds no speechpack position: not a state of stateful_dataloader's loader")
+    consumed = inner["batches_consumed"]
+    if since and isinstance(consumed, int) and isinstance(since, int) and not isinstance(since, bool):
+        inner = {**inner, "batches_consumed": consumed + since}
+    return inner
 
 
 @functools.cache
@@ -119,7 +171,18 @@ def stateful_class() -> type:
             for batch in super().__iter__():
                 yield _tensors(batch)
 
+        def load_state_dict(self, state: dict) -> None:
+            """The next pass continues after the batches ``state`` had handed out, whatever ``num_workers`` saved it.
+
+            Checked now (a refused state is a ``ResumeError`` and changes nothing). Only the position is restored:
+            batches are built from (seed, epoch, batch number), so workers hold nothing a resume needs."""
+            if state == {}:  # torchdata's "no state"
+                return
+            self.sampler.resume(position_state(state))
+            super().load_state_dict({})  # drops the current pass, as torchdata's own restore does
+
     SpeechStatefulDataLoader.__module__ = __name__
+    SpeechStatefulDataLoader.__qualname__ = "SpeechStatefulDataLoader"
     return SpeechStatefulDataLoader
 
 
@@ -128,9 +191,8 @@ def stateful_dataloader(config, state: str, *, rank: int = 0, world_size: int = 
                         snapshot_every_n_steps: int = 1):
     """``build_loader``'s loader as a torchdata ``StatefulDataLoader`` (same arguments, same batches).
 
-    ``snapshot_every_n_steps`` is torchdata's: 1 (the default) makes ``state_dict()`` exact after every batch; with
-    n > 1 a state taken between snapshots makes torchdata skip forward from the last one (still exact here: the
-    skipped batches are rebuilt, not replayed from memory)."""
+    ``snapshot_every_n_steps`` is torchdata's: how often, with workers, it records the position; a state taken between
+    snapshots is the last one plus the batches handed out since, so it is exact whatever n is."""
     loader = build_loader(config, state, rank=rank, world_size=world_size, num_workers=num_workers, seed=seed,
                           pin_memory=pin_memory, prefetch_factor=prefetch_factor)
     return stateful_class()(loader, snapshot_every_n_steps=snapshot_every_n_steps)
@@ -142,4 +204,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["EpochBatchSampler", "SpeechStatefulDataLoader", "stateful_class", "stateful_dataloader"]
+__all__ = ["EpochBatchSampler", "SpeechStatefulDataLoader", "position_state", "stateful_class", "stateful_dataloader"]

@@ -68,7 +68,8 @@ def assert_same_batches(got: list[dict], expected: list[dict]) -> None:
                 assert a[name] == b[name], name
 
 
-def resume_mid_epoch(config: dict, workers: int, k: int, tmp_path, snapshot_every_n_steps: int = 1) -> None:
+def resume_mid_epoch(config: dict, workers: int, k: int, tmp_path, snapshot_every_n_steps: int = 1,
+                     resume_workers: int | None = None) -> None:
     reference = build_loader(config, "train", num_workers=0, seed=7)
     reference.set_epoch(1)
     expected = list(reference)
@@ -82,7 +83,8 @@ def resume_mid_epoch(config: dict, workers: int, k: int, tmp_path, snapshot_ever
     torch.save(loader.state_dict(), tmp_path / "state.pt")
     state = torch.load(tmp_path / "state.pt", weights_only=True)  # plain data: no pickled objects needed
     assert_same_batches(head, expected[:k])
-    fresh = stateful_dataloader(config, "train", num_workers=workers, seed=7)
+    fresh = stateful_dataloader(config, "train", num_workers=workers if resume_workers is None else resume_workers,
+                                seed=7)
     fresh.load_state_dict(state)
     assert_same_batches(list(fresh), expected[k:])
     # The next epoch starts from its first batch, as the SpeechLoader's does.
@@ -96,8 +98,14 @@ def test_tse_resumes_mid_epoch_with_exactly_the_remaining_batches(tse_config, tm
     resume_mid_epoch(tse_config, workers, 3, tmp_path)
 
 
+@pytest.mark.parametrize("saved, resumed", [(2, 0), (0, 2)])
+def test_a_state_resumes_with_another_worker_count(tse_config, tmp_path, saved, resumed):
+    """torchdata's own restore refuses another num_workers; the position alone needs no particular one."""
+    resume_mid_epoch(tse_config, saved, 3, tmp_path, resume_workers=resumed)
+
+
 def test_a_state_between_torchdata_snapshots_resumes_exactly_too(tse_config, tmp_path):
-    """Snapshots every 3 batches, state after 4: torchdata rebuilds the one batch after the snapshot and skips it."""
+    """Snapshots every 3 batches, state after 4: the last snapshot's position plus the one batch handed out since."""
     resume_mid_epoch(tse_config, 2, 4, tmp_path, snapshot_every_n_steps=3)
 
 
@@ -112,12 +120,18 @@ def test_a_state_from_another_loader_is_refused_and_changes_nothing(tse_config):
     next(iterator)
     state = loader.state_dict()
     other = stateful_dataloader(tse_config, "train", seed=8)
-    other.load_state_dict(state)  # torchdata applies a state when the next pass starts
-    with pytest.raises(ResumeError, match="seed"):
-        next(iter(other))
+    with pytest.raises(ResumeError, match="seed in state: 7 / seed in loader: 8"):
+        other.load_state_dict(state)
+    assert len(list(other)) == 8  # untouched: a whole epoch
+    with pytest.raises(ResumeError, match="no speechpack position"):
+        other.load_state_dict({"_snapshot": {}, "_steps_since_snapshot": 0})
     sampler = EpochBatchSampler(build_loader(tse_config, "train", seed=7))
     with pytest.raises(ResumeError, match="batches_consumed"):
         iter(sampler).load_state_dict({**loader.speech_loader.state_dict(), "batches_consumed": 10 ** 6})
+    assert sampler.epoch == 0
+    for bad in (None, {}, {"epoch": 1.5}):
+        with pytest.raises(ResumeError, match="sampler state"):
+            sampler.load_state_dict(bad)
     assert sampler.epoch == 0
 
 
@@ -147,3 +161,39 @@ def test_the_torchdata_example_loop_resumes_where_it_stopped(tse_config, tmp_pat
     assert first["keys"] + second["keys"] == whole["keys"]
     assert second["state"]["epoch"] == whole["state"]["epoch"] == 1
     assert torch.equal(second["state"]["gain"], whole["state"]["gain"])  # the same steps on the same batches
+
+
+def test_lightning_resumes_a_stateful_dataloader_mid_epoch(tse_config, tmp_path):
+    """Handed to a Lightning Trainer directly, the StatefulDataLoader's state rides in Lightning's checkpoint: a run
+    resumed (with no workers) from a checkpoint after 3 steps (with two) trains on exactly the batches left."""
+    import lightning.pytorch as pl  # the lightning extra: scripts/test.sh installs it
+
+    class Keys(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gain = torch.nn.Parameter(torch.ones(()))
+            self.keys: list = []
+
+        def training_step(self, batch, _index):
+            self.keys.append((tuple(batch["key"]), float(batch["wav_mix"].double().sum())))
+            return (self.gain * batch["wav_mix"].mean() - 1.0) ** 2
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    full = Keys()
+    pl.Trainer(accelerator="cpu", devices=1, use_distributed_sampler=False, logger=False, enable_progress_bar=False,
+               enable_model_summary=False, enable_checkpointing=False, max_epochs=1).fit(
+        full, train_dataloaders=stateful_dataloader(tse_config, "train", seed=7))
+    saver = pl.callbacks.ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=3, save_top_k=-1)
+    first = Keys()
+    pl.Trainer(accelerator="cpu", devices=1, use_distributed_sampler=False, logger=False, enable_progress_bar=False,
+               enable_model_summary=False, max_steps=3, callbacks=[saver]).fit(
+        first, train_dataloaders=stateful_dataloader(tse_config, "train", seed=7, num_workers=2))
+    (checkpoint,) = (tmp_path / "ckpt").glob("*.ckpt")
+    resumed = Keys()
+    pl.Trainer(accelerator="cpu", devices=1, use_distributed_sampler=False, logger=False, enable_progress_bar=False,
+               enable_model_summary=False, enable_checkpointing=False, max_epochs=1).fit(
+        resumed, train_dataloaders=stateful_dataloader(tse_config, "train", seed=7), ckpt_path=str(checkpoint))
+    assert len(full.keys) == 8
+    assert first.keys == full.keys[:3] and resumed.keys == full.keys[3:]
