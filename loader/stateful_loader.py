@@ -43,6 +43,7 @@ class _EpochIterator:
     def __init__(self, sampler: "EpochBatchSampler", position: int = 0) -> None:
         self.sampler = sampler
         self.epoch = sampler.epoch
+        self.count = len(sampler)  # this epoch's, whatever set_epoch does during the pass
         self.position = position
 
     def __iter__(self) -> "_EpochIterator":
@@ -50,7 +51,7 @@ class _EpochIterator:
 
     def __next__(self) -> tuple[int, int]:
         self.sampler.started()
-        if self.position >= len(self.sampler):
+        if self.position >= self.count:
             raise StopIteration
         self.position += 1
         return self.epoch, self.position - 1
@@ -63,6 +64,7 @@ class _EpochIterator:
         """Continue after ``state["batches_consumed"]`` batches of ``state["epoch"]``; checked in full first."""
         self.epoch, self.position = self.sampler.checked(state)
         self.sampler.epoch = self.epoch
+        self.count = len(self.sampler)
 
 
 class EpochBatchSampler:
