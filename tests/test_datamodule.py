@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from conftest import Mix
+from factories import Mix
 from loader.config_checks import ConfigError
 from loader.datamodule import TRAIN_STATE_KEY, LightningLoader, rank_and_world
 from loader.torch import ResumeError
@@ -182,7 +182,7 @@ def test_asr_fit_checkpoint_resume_and_a_list_of_validation_sets(asr_packs, tmp_
 
 
 def test_asd_fit_checkpoint_resume_on_the_real_video_pack(tmp_path):
-    from asd_inputs import make_asd_pack
+    from factories.asd_inputs import make_asd_pack
 
     from loader.datamodule import SpeechDataModule
 
@@ -334,7 +334,7 @@ def test_lightning_asr_example_runs_and_resumes(asr_packs, tmp_path):
 
 
 def test_lightning_asd_example_runs_and_resumes(tmp_path):
-    from asd_inputs import make_asd_pack
+    from factories.asd_inputs import make_asd_pack
 
     pack = make_asd_pack(tmp_path)
     experiment = tmp_path / "experiment.yaml"

@@ -10,7 +10,7 @@ import os
 import pytest
 import torch
 
-from conftest import Mix
+from factories import Mix
 from loader import build_loader
 from loader.torch import ResumeError
 from packer.adapters.asr_jsonl import build_asr_jsonl
