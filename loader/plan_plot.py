@@ -24,6 +24,14 @@ FRACTION_BINS = 20
 def plot_plan(report: "PlanReport", path: str) -> None:
     """Write the histograms of ``report`` (all epochs) to the PNG ``path``."""
     plt = pyplot("plan --plot")
+    fig = plan_figure(report)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def plan_figure(report: "PlanReport"):
+    """The matplotlib figure of ``report``'s histograms (the caller saves and closes it)."""
+    plt = pyplot("plan --plot")
     items = np.concatenate([e.items for e in report.epochs])
     longest = np.concatenate([e.longest for e in report.epochs])
     fill = np.concatenate([e.fill if e.fill is not None else np.ones(len(e.items)) for e in report.epochs])
@@ -42,8 +50,7 @@ def plot_plan(report: "PlanReport", path: str) -> None:
     fig.suptitle(f"{report.state}: {plural(len(items), 'batch')} over {plural(len(report.epochs), 'epoch')}, "
                  f"longest item {int(longest.max()) if len(longest) else 0} samples")
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    return fig
 
 
-__all__ = ["plot_plan"]
+__all__ = ["plan_figure", "plot_plan"]

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 #: Longest speaker name drawn whole on the "top speakers" axis; longer ones keep their start and end.
 SPEAKER_LABEL_CHARS = 24
+#: Up to this many shards, each one's bar gets its number.
+LABELLED_SHARDS = 16
 #: Most ticks on a duration axis: enough to read, few enough that labels such as "0.0035" keep apart.
 DURATION_TICKS = 4
 
@@ -34,6 +36,14 @@ def _short(name: str) -> str:
 
 def plot_inspect(report: "InspectReport", path: str) -> None:
     """Durations, levels, top speakers, time per speaker, shard sizes and a kind's own panel, to the PNG ``path``."""
+    plt = pyplot("inspect --plot")
+    fig = inspect_figure(report)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def inspect_figure(report: "InspectReport"):
+    """The matplotlib figure of ``report``'s six panels (the caller saves and closes it)."""
     plt = pyplot("inspect --plot")
     from matplotlib.ticker import MaxNLocator
     f = report.figures
@@ -63,7 +73,10 @@ def plot_inspect(report: "InspectReport", path: str) -> None:
     shards = f["shards"]["list"]
     shard.bar(range(len(shards)), [s["bytes"] / 1e6 for s in shards])
     shard.set(xlabel="shard", ylabel="MB", title=plural(len(shards), "shard"))
-    integer_axis(shard.xaxis)
+    if len(shards) <= LABELLED_SHARDS:  # every shard numbered (one shard alone would get ticks at -0.4 ... 0.4)
+        shard.set_xticks(range(len(shards)))
+    else:
+        integer_axis(shard.xaxis)
     if "asr" in f and f["asr"]["hours_by_language"]:
         by_language = f["asr"]["hours_by_language"]
         extra.bar(list(by_language), list(by_language.values()))
@@ -79,8 +92,7 @@ def plot_inspect(report: "InspectReport", path: str) -> None:
     p = f["pack"]
     fig.suptitle(f"{p['path']}: {p['kind']}, {plural(p['samples'], 'sample')}, {p['hours']:.2f} h")
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    return fig
 
 
-__all__ = ["plot_inspect"]
+__all__ = ["inspect_figure", "plot_inspect"]
