@@ -399,7 +399,7 @@ def demo(out):
     try:  # the packing half, then the loading half: the demo as a whole sits above packer/ and loader/
         made = run_demo(out, echo=click.echo)
         load_demo(made.tse_pack, made.asr_pack, made.asr_summary, made.asr_seconds, made.out, made.started,
-                  echo=click.echo, inspect_picture=made.inspect_picture)
+                  echo=click.echo, inspect_picture=made.inspect_picture, tse_2mic_pack=made.tse_2mic_pack)
     except SpeechpackError as err:
         _fail(err)
 

@@ -25,20 +25,26 @@ DEMO_CHUNK_SECONDS = 1
 DEMO_BATCH_SIZE = 3
 #: ``plan``'s picture of the demo's training config, in the demo directory.
 PLAN_PICTURE = "plan.png"
+#: The training config over both tse packs (one and two microphones), which ``plan`` refuses.
+BOTH_MICS_CONFIG = "both-mics.yaml"
 #: Rows of the asr batch shown.
 ASR_BATCH_SIZE = 4
 
 
 def load_demo(tse_pack: str, asr_pack: str, asr_summary: str, asr_seconds: float, out: str, started: float,
-              echo: Callable[[str], None] = print, inspect_picture: str | None = None) -> str:
+              echo: Callable[[str], None] = print, inspect_picture: str | None = None,
+              tse_2mic_pack: str | None = None) -> str:
     """Echo steps 6 and 7 and the closing lines; return the written loader config's path.
 
     ``asr_summary`` and ``asr_seconds`` describe the asr build that the packing half ran; ``started`` is its
     ``time.monotonic()`` start, so the closing line gives the whole demo's time; ``inspect_picture`` is the
-    packing half's picture, listed with the plan's.
+    packing half's picture, listed with the plan's; with ``tse_2mic_pack``, a config over both tse packs is written
+    and dry-run too, to show ``plan`` refusing what the loader would refuse.
     """
     echo("")
     config_path, plan_picture = _load_batches(tse_pack, out, echo)
+    if tse_2mic_pack is not None:
+        _both_mics(config_path, tse_2mic_pack, out, echo)
     echo("")
     _asr_batch(asr_pack, asr_summary, asr_seconds, echo)
     echo("")
@@ -90,6 +96,26 @@ def _load_batches(tse_pack: str, out: str, echo: Callable[[str], None]) -> tuple
     return config_path, picture
 
 
+def _both_mics(config_path: str, tse_2mic_pack: str, out: str, echo: Callable[[str], None]) -> None:
+    """Write the training config over both tse packs and show that ``plan`` refuses it, before any audio is read."""
+    from loader.plan_checks import MixedChannels
+    from loader.planning_report import plan_report
+
+    with open(config_path, encoding="utf-8") as fp:
+        config = yaml.safe_load(fp)
+    config["packs"].append({"path": tse_2mic_pack})
+    path = os.path.join(out, BOTH_MICS_CONFIG)
+    with open(path, "w", encoding="utf-8") as fp:
+        yaml.safe_dump(config, fp, sort_keys=False)
+    try:
+        plan_report(config, "train")
+    except MixedChannels as err:
+        echo(f"   with the two-microphone pack added ({BOTH_MICS_CONFIG}), `speechpack plan` refuses it:")
+        echo(f"     {str(err).split('; the loader refuses')[0]}")
+        return
+    raise AssertionError(f"{path}: plan accepted mixtures of different channel counts in one batch")
+
+
 def _row_valid(batch: dict) -> list[bool]:
     """Per row, whether it is real (a padded round repeats rows with ``valid`` False)."""
     valid = batch.get("valid")
@@ -116,4 +142,4 @@ def _asr_batch(asr_pack: str, asr_summary: str, asr_seconds: float, echo: Callab
         echo(f"     {line}")
 
 
-__all__ = ["DEMO_BATCH_SIZE", "DEMO_CHUNK_SECONDS", "PLAN_PICTURE", "load_demo"]
+__all__ = ["BOTH_MICS_CONFIG", "DEMO_BATCH_SIZE", "DEMO_CHUNK_SECONDS", "PLAN_PICTURE", "load_demo"]
