@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from packer.inspect import HISTOGRAM_BINS, LEVEL_BINS, LEVEL_RANGE_DBFS
 from schemas.plotting import duration_unit, integer_axis, pyplot
 from schemas.units import plural
 
@@ -34,6 +33,13 @@ def _short(name: str) -> str:
     return f"{name[:keep]}…{name[-keep:]}"
 
 
+def _edges(dist: dict, values: np.ndarray) -> list[float]:
+    """The bin edges ``inspect``'s text histogram of ``values`` used (``dist``), so picture and text agree."""
+    if "histogram" in dist:
+        return dist["histogram"]["edges"]
+    return [float(values.min()), float(values.max())] if len(values) else [0.0, 1.0]
+
+
 def plot_inspect(report: "InspectReport", path: str) -> None:
     """Durations, levels, top speakers, time per speaker, shard sizes and a kind's own panel, to the PNG ``path``."""
     plt = pyplot("inspect --plot")
@@ -49,12 +55,12 @@ def inspect_figure(report: "InspectReport"):
     f = report.figures
     fig, axes = plt.subplots(2, 3, figsize=(15, 8))
     (dur, lev, spk), (dist, shard, extra) = axes
-    dur.hist(report.durations, bins=HISTOGRAM_BINS)
+    dur.hist(report.durations, bins=_edges(f["durations_s"], report.durations))
     dur.set(xlabel="duration, s", ylabel="samples", title="durations")
     integer_axis(dur.yaxis)
     for name, values in report.levels_dbfs.items():
-        lev.hist(np.clip(values, *LEVEL_RANGE_DBFS), bins=LEVEL_BINS, range=LEVEL_RANGE_DBFS, alpha=0.6,
-                 label=name)
+        edges = f["levels"][name]["rms_dbfs"]["histogram"]["edges"]  # every value counted, as in the text
+        lev.hist(np.clip(values, edges[0], edges[-1]), bins=edges, alpha=0.6, label=name)
     lev.set(xlabel="segment rms, dBFS", ylabel="segments", title="levels")
     integer_axis(lev.yaxis)
     if report.levels_dbfs:
@@ -66,7 +72,7 @@ def inspect_figure(report: "InspectReport"):
     spk.set(xlabel=unit, title=f"top {len(top)} of {plural(f['speakers']['count'], 'speaker')}")
     spk.xaxis.set_major_locator(MaxNLocator(DURATION_TICKS))
     spk.tick_params(axis="y", labelsize="small" if len(top) > 10 else "medium")
-    dist.hist(seconds / per_unit, bins=HISTOGRAM_BINS)
+    dist.hist(seconds / per_unit, bins=len(_edges(f["speakers"]["hours_per_speaker"], seconds)) - 1)
     dist.set(xlabel=f"{unit} per speaker", ylabel="speakers", title=f"{unit} per speaker")
     dist.xaxis.set_major_locator(MaxNLocator(DURATION_TICKS))
     integer_axis(dist.yaxis)
