@@ -161,3 +161,14 @@ def test_build_summary_and_copy_say_one_in_the_singular(real_audio, wesep_list, 
     assert "  1 sample, " in inspected.output and "1 samples" not in inspected.output
     np.testing.assert_array_equal(plan_report({"packs": [{"path": str(tmp_path / "p")}],
                                                "dataset_args": {"batch_size": 1}}).epochs[0].items, [1])
+
+
+def test_copy_counts_in_the_units_of_its_summary(capsys):
+    from packer.transfer import progress_bar
+
+    with progress_bar(2_000_000, True, "copy") as bar:
+        bar.update(1_500_000)
+        assert bar.format_dict["unit_divisor"] == 1000 and bar.unit == "B"
+        assert "1.50M/2.00M" in str(bar)  # decimal MB (binary would read 1.43M/1.91M), as the summary counts
+    help_text = CliRunner().invoke(main, ["copy", "--help"]).output
+    assert "DST.lock stays beside DST" in help_text
