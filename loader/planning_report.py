@@ -3,7 +3,7 @@
 Per epoch, over all ranks: batches per rank, items per batch and the rows the loader makes of them (the words are
 docs/loader.md's, "Dry run": an item is what the plan places in a batch, a row one entry of the batch the loader
 yields), frame utilisation (real / padded elements, where a batch's padded size is items x its longest item, in
-the loader's samples; for a builder that crops a batch to its shortest item instead, ``crops_to_shortest`` (ASD
+the loader's samples; for a builder that crops a batch to its shortest row instead, ``crops_to_shortest`` (ASD
 training), the frames kept / the frames offered, MuVAP's ``sum |b| * min L / sum L``), the largest batch, the
 items padded or dropped, epochs consumed per pack (valid units of a pack / its units) and, with weighting, the
 realised selection per pack, corpus and language (``PackWeighting.report``).  A unit is an item (one mixture, or
@@ -110,7 +110,7 @@ def _utilisation_detail(e: EpochStats) -> str:
     largest = (f"largest batch {int(e.items[big])} x {int(e.longest[big])} = {int(cells[big])}" if len(cells)
                else "no batches")
     if e.cropped:
-        return f"({e.real} of {e.offered} frames kept: batches crop to their shortest item); {largest}"
+        return f"({e.real} of {e.offered} frames kept: batches crop to their shortest row); {largest}"
     return f"({e.real} real / {e.padded_elements} padded elements); {largest}"
 
 
