@@ -14,7 +14,7 @@ import soundfile
 from click.testing import CliRunner
 
 from cli import main
-from conftest import Mix
+from factories.wesep_lists import Mix
 from loader import build_loader
 from loader.plan_checks import MixedChannels
 from loader.planning_report import plan_report
