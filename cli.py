@@ -207,11 +207,13 @@ def _endpoint_option(command):
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Also write the full report as JSON.")
 @click.option("--no-hash", is_flag=True, help="Skip content hashes (sizes are still checked).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
-              help="asd packs: plot source vs normalised levels across the packs to this PNG (extra: plot).")
+              help="asd packs only: plot source vs normalised levels of the valid asd packs given to this PNG "
+                   "(extra: plot).  Other kinds are validated, not plotted; the plot never changes the exit status.")
 @_endpoint_option
 def validate(packs, json_path, no_hash, plot_path, endpoint_url):
     """Check packs file by file: manifest, headers, offsets, keys, hashes, statistics, NaN and clipping.  asd
-    packs also get label, frame-count and level checks, and their levels are compared across the packs given."""
+    packs also get label, frame-count and level checks, and their levels are compared across the packs given.
+    Exit status 1 when a pack is invalid, else 0 (whatever --plot could draw)."""
     from packer.validate_report import validate_packs
 
     try:
@@ -230,11 +232,11 @@ def validate(packs, json_path, no_hash, plot_path, endpoint_url):
     if plot_path:
         from loader.asd.levels import plot_validated_levels
 
-        try:
+        try:  # the plot is an extra view of the report: a plot that cannot be drawn is a note, not invalidity
             plot_validated_levels(report.asd_levels, plot_path)
+            click.echo(f"levels plotted to {plot_path}")
         except SpeechpackError as err:
-            _fail(err)
-        click.echo(f"levels plotted to {plot_path}")
+            click.echo(f"--plot: nothing plotted: {err}", err=True)
     if not report.ok:
         sys.exit(1)
 
@@ -267,7 +269,11 @@ def finalize_command(pack, no_hash, jobs, progress):
 @_endpoint_option
 def copy_command(src, dst, jobs, verify_only, progress, endpoint_url):
     """Copy the pack SRC to DST (node-local staging), hashing every file; dataset.json last, under DST.lock.
-    Either side may be an object-store URL (s3://bucket/packs/train: staging from it, or publishing to it)."""
+    Either side may be an object-store URL (s3://bucket/packs/train: staging from it, or publishing to it).
+
+    DST.lock stays beside DST afterwards: it records the last verified copy, so a copy that waited for another
+    trusts it instead of hashing again; delete it only when no speechpack command writes to DST
+    (docs/building.md, "The lock")."""
     from packer.copy import copy_pack, verify_copy
 
     run = verify_copy if verify_only else copy_pack
@@ -414,7 +420,7 @@ def demo(out):
     try:  # the packing half, then the loading half: the demo as a whole sits above packer/ and loader/
         made = run_demo(out, echo=click.echo)
         load_demo(made.tse_pack, made.asr_pack, made.asr_summary, made.asr_seconds, made.out, made.started,
-                  echo=click.echo)
+                  echo=click.echo, inspect_picture=made.inspect_picture, tse_2mic_pack=made.tse_2mic_pack)
     except SpeechpackError as err:
         _fail(err)
 
