@@ -38,7 +38,8 @@ from online_mix_throughput import build_banks, sources_list  # noqa: E402
 from workdir import bench_workdir  # noqa: E402
 from loader import build_loader  # noqa: E402
 from packer.adapters.noise_lmdb import build_noise_lmdb  # noqa: E402
-from packer.build.run import BuildOptions, build_wesep  # noqa: E402
+from packer.adapters.wesep import build_wesep  # noqa: E402
+from packer.build.run import BuildOptions  # noqa: E402
 
 TARGET_VS_PREMIXED = 0.25
 
