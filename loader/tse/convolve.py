@@ -58,8 +58,10 @@ def fft_module():
     return fft
 
 
-def _transform(fft, rows: np.ndarray, size: int, inverse: bool = False) -> np.ndarray:
-    """One real FFT call over ``rows`` (last axis), with ``FFT_WORKERS`` threads where the library takes them."""
+def real_fft(rows: np.ndarray, size: int, inverse: bool = False) -> np.ndarray:
+    """One real FFT call (``inverse``: its inverse, ``size`` real outputs) over ``rows`` (last axis), with
+    :func:`fft_module`, ``FFT_WORKERS`` threads where the library takes them; float32 stays single precision and float64 double (with scipy)."""
+    fft = fft_module()
     function = fft.irfft if inverse else fft.rfft
     if fft is np.fft:
         return function(rows, size, axis=-1)
@@ -97,7 +99,7 @@ def convolution_size(length: int, kernel_length: int) -> int:
 def kernel_spectra(kernels: np.ndarray, size: int) -> np.ndarray:
     """The real FFTs of ``kernels`` ``[n, L]`` at ``size``, single precision (what :func:`convolve_rows` takes as
     ``spectra``; a caller whose kernels repeat keeps them)."""
-    return _transform(fft_module(), np.asarray(kernels, dtype=np.float32), size)
+    return real_fft(np.asarray(kernels, dtype=np.float32), size)
 
 
 def convolve_rows(sources: np.ndarray, kernels: np.ndarray | None = None, spectra: list[np.ndarray] | None = None,
@@ -118,14 +120,13 @@ def convolve_rows(sources: np.ndarray, kernels: np.ndarray | None = None, spectr
         size = convolution_size(length, kernels.shape[1])
     elif size is None or len(spectra) != sources.shape[0] or any(s.shape != (size // 2 + 1,) for s in spectra):
         raise ValueError(f"convolve_rows: {len(spectra)} spectra do not match {sources.shape[0]} rows at size {size}")
-    fft = fft_module()
-    transformed = _transform(fft, np.asarray(sources, dtype=np.float32), size)
+    transformed = real_fft(np.asarray(sources, dtype=np.float32), size)
     if spectra is None:
-        transformed *= _transform(fft, np.asarray(kernels, dtype=np.float32), size)
+        transformed *= real_fft(np.asarray(kernels, dtype=np.float32), size)
     else:
         for row, spectrum in zip(transformed, spectra):
             row *= spectrum
-    wet = _transform(fft, transformed, size, inverse=True)[:, :length]
+    wet = real_fft(transformed, size, inverse=True)[:, :length]
     return np.ascontiguousarray(wet, dtype=np.float32)
 
 
@@ -143,4 +144,4 @@ def cached_spectra(keys: list, kernels: Callable[[int], np.ndarray], size: int,
 
 
 __all__ = ["FFT_WORKERS", "RIR_TRIM_DB", "cached_spectra", "convolution_size", "convolve_rows", "convolve_same",
-           "fast_fft_size", "fft_module", "kernel_rows", "kernel_spectra", "trim_length", "trim_rir"]
+           "fast_fft_size", "fft_module", "kernel_rows", "kernel_spectra", "real_fft", "trim_length", "trim_rir"]
