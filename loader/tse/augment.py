@@ -149,7 +149,8 @@ class RirSource:
         rirs, _lengths = rooms_rirs(rooms, rngs, rate)
         kept = trim_length(rirs)
         rirs = rirs[:, :int(kept.max())]
-        rirs[np.arange(rirs.shape[1])[None, :] >= kept[:, None]] = 0.0
+        for row, end in zip(rirs, kept.tolist()):
+            row[end:] = 0.0
         return rirs, kept
 
     def room_rirs(self, draw: float, count: int, rate: int) -> list[np.ndarray]:

@@ -71,8 +71,8 @@ def real_fft(rows: np.ndarray, size: int, inverse: bool = False) -> np.ndarray:
 def trim_length(rirs: np.ndarray, trim_db: float = RIR_TRIM_DB) -> np.ndarray:
     """Per row of ``rirs`` ``[n, L]``: how many samples to keep so that the energy after them is ``trim_db`` or
     more below the row's total (Schroeder backward integration, in float64); at least one."""
-    rirs = np.atleast_2d(rirs)
-    remaining = np.cumsum((rirs.astype(np.float64) ** 2)[:, ::-1], axis=1)[:, ::-1]
+    energy = np.square(np.atleast_2d(rirs), dtype=np.float64)
+    remaining = np.cumsum(energy[:, ::-1], axis=1, out=energy[:, ::-1])[:, ::-1]  # in place: one float64 copy
     threshold = remaining[:, :1] * 10.0 ** (-trim_db / 10.0)
     return np.maximum(np.count_nonzero(remaining > threshold, axis=1), 1)
 
