@@ -105,7 +105,8 @@ def kernel_spectra(kernels: np.ndarray, size: int) -> np.ndarray:
 def convolve_rows(sources: np.ndarray, kernels: np.ndarray | None = None, spectra: list[np.ndarray] | None = None,
                   size: int | None = None) -> np.ndarray:
     """Row ``i`` of ``sources`` ``[n, T]`` convolved with row ``i`` of ``kernels`` ``[n, L]`` ("full", cropped to
-    ``T``): float32, every row in one real FFT call each way at one size.
+    ``T``): float32, every row in one real FFT call each way at one size.  The result is a view of the inverse
+    transform's rows (each row contiguous, the whole not): copying it out would cost a pass over the batch.
 
     ``spectra`` (one ``[size // 2 + 1]`` row per source, from :func:`kernel_spectra` at ``size``) replaces
     ``kernels`` when the caller has them already (bank RIRs drawn again and again): then only the sources are
@@ -126,8 +127,8 @@ def convolve_rows(sources: np.ndarray, kernels: np.ndarray | None = None, spectr
     else:
         for row, spectrum in zip(transformed, spectra):
             row *= spectrum
-    wet = real_fft(transformed, size, inverse=True)[:, :length]
-    return np.ascontiguousarray(wet, dtype=np.float32)
+    wet = real_fft(transformed, size, inverse=True)[:, :length]  # rows contiguous, the array not (no copy)
+    return wet if wet.dtype == np.float32 else wet.astype(np.float32)
 
 
 def convolve_same(signal: np.ndarray, rir: np.ndarray) -> np.ndarray:

@@ -146,6 +146,7 @@ class OnlineMixer:
         # the timeline applies to chunks, not whole utterances (WeSep)
         self.timeline = args.mix.timeline if not args.whole_utt else None
         self.scratch = Scratch()  # the work area, reused from group to group
+        self.reverb_scratch = Scratch()  # the batch's dry reverberated sources, reused from batch to batch
         self.rir_cache = ByteBudgetCache(RIR_CACHE_BYTES)
         self.reverb = Reverberator(self.rirs, rate, self.rir_cache)
         self.item_rngs = ItemGenerators(seed)
@@ -173,7 +174,8 @@ class OnlineMixer:
 
     def reverberate(self, drafts: list[Draft]) -> list[tuple[np.ndarray, np.ndarray] | None]:
         """Per group, its first attempt's ``(wet, dry)`` sources ``[N, length]`` when it is reverberated, else
-        ``None``: every reverberated group decoded (and masked by its timeline) into one zero-padded array, then
+        ``None`` (the dry ones live in a reused work area, valid until the next batch): every reverberated group
+        decoded (and masked by its timeline) into one zero-padded array, then
         reverberated in one call (one room per group, keyed by its first RIR draw; or bank RIRs, each decoded and
         transformed once per process and FFT size)."""
         chosen = [g for g, draft in enumerate(drafts) if draft.rir_draws is not None]
@@ -181,7 +183,8 @@ class OnlineMixer:
         if not chosen:
             return prepared
         counts = [len(drafts[g].members) for g in chosen]
-        dry = np.zeros((sum(counts), max(drafts[g].length for g in chosen)), dtype=np.float32)
+        dry = self.reverb_scratch.rows(sum(counts), max(drafts[g].length for g in chosen))
+        dry.fill(0.0)  # a group shorter than the batch's longest is zero after its length
         row = 0
         for g, count in zip(chosen, counts):
             draft = drafts[g]
