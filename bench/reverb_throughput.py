@@ -227,8 +227,8 @@ def main() -> None:
           f"{verdict}")
     rows = args.batch_size * args.speakers
     kernels = batch_rirs(mixture_draws(args.batch_size), args.speakers, config)
-    print(f"\nconvolution of one batch ({rows} rows of {args.seconds:g} s, RIRs up to {kernels.shape[1]} taps, FFT size "
-          f"{convolution_size(sources.shape[1], kernels.shape[1])}), median of {max(args.repeats, 5)}:")
+    print(f"\nconvolution of one batch ({rows} rows of {args.seconds:g} s, RIRs up to {kernels.shape[1]} taps, "
+          f"FFT size {convolution_size(sources.shape[1], kernels.shape[1])}), median of {max(args.repeats, 5)}:")
     for name, (wall, cpu) in fft_libraries(sources[:rows], kernels, max(args.repeats, 5)).items():
         print(f"  {name:<32} wall {wall * 1e3 / args.batch_size:6.2f} ms, CPU {cpu * 1e3 / args.batch_size:6.2f} ms "
               f"per mixture")

@@ -49,7 +49,7 @@ def fast_fft_size(n: int) -> int:
 
 
 def fft_module():
-    """``scipy.fft`` when installed (the ``wesep`` extra): float32 stays single precision, about 2.5x numpy's
+    """``scipy.fft`` when installed (the ``wesep`` extra): float32 stays single precision, faster than numpy's
     pocketfft here, which computes in double; else ``numpy.fft``."""
     try:
         import scipy.fft as fft
@@ -60,7 +60,8 @@ def fft_module():
 
 def real_fft(rows: np.ndarray, size: int, inverse: bool = False) -> np.ndarray:
     """One real FFT call (``inverse``: its inverse, ``size`` real outputs) over ``rows`` (last axis), with
-    :func:`fft_module`, ``FFT_WORKERS`` threads where the library takes them; float32 stays single precision and float64 double (with scipy)."""
+    :func:`fft_module`, ``FFT_WORKERS`` threads where the library takes them; with scipy, float32 stays single
+    precision and float64 double."""
     fft = fft_module()
     function = fft.irfft if inverse else fft.rfft
     if fft is np.fft:

@@ -10,7 +10,8 @@ from a distribution that grows with distance, their reflection counts from their
 perturbation, the wall reflection coefficient from the room's RT60.
 
 This module implements that method with numpy, vectorised over every source and virtual source of a whole batch of
-rooms (:func:`rooms_rirs`: only the draws are made room by room, from each room's own generator), and calibrates the random draws so that the result has the physical properties a test can check:
+rooms (:func:`rooms_rirs`: only the draws are made room by room, from each room's own generator), and calibrates
+the random draws so that the result has the physical properties a test can check:
 
 - **Virtual-source density.** A shoebox room has about ``4 pi d^2 / V`` image sources per metre of distance ``d``
   (image sources fill space at one per room volume ``V``).  They are drawn with exactly that density while it is
