@@ -175,9 +175,9 @@ class OnlineMixer:
     def reverberate(self, drafts: list[Draft]) -> list[tuple[np.ndarray, np.ndarray] | None]:
         """Per group, its first attempt's ``(wet, dry)`` sources ``[N, length]`` when it is reverberated, else
         ``None`` (the dry ones live in a reused work area, valid until the next batch): every reverberated group
-        decoded (and masked by its timeline) into one zero-padded array, then
-        reverberated in one call (one room per group, keyed by its first RIR draw; or bank RIRs, each decoded and
-        transformed once per process and FFT size)."""
+        decoded (and masked by its timeline) into one zero-padded array, then reverberated in one call (one room
+        per group, keyed by its first RIR draw; or bank RIRs, each decoded and transformed once per process and
+        FFT size)."""
         chosen = [g for g, draft in enumerate(drafts) if draft.rir_draws is not None]
         prepared: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(drafts)
         if not chosen:
