@@ -125,11 +125,11 @@ def test_trimming_real_impulse_responses(real_audio, path):
 
 @pytest.fixture
 def packs(real_audio, wesep_list, tmp_path):
-    """A sources pack of 12 real utterances by 8 speakers (pocketsphinx and codec2 crops) and a noise bank of
-    real noise (ALSA's Noise.wav)."""
-    items = [Source(f"ps{n}c{c}", p, seconds=1.0, start=0.1 + c) for n, p in enumerate(real_audio("pocketsphinx"))
-             for c in range(2)]
-    items += [Source(f"c2{n}", p, seconds=1.0, start=0.1) for n, p in enumerate(real_audio("codec2", 2))]
+    """A sources pack of 12 real utterances of 0.7-1.3 s by 7 speakers (pocketsphinx and codec2 crops) and a
+    noise bank of real noise (ALSA's Noise.wav)."""
+    items = [Source(f"ps{n}c{c}", p, seconds=0.7 + 0.1 * n + 0.2 * c, start=0.1 + c)
+             for n, p in enumerate(real_audio("pocketsphinx")) for c in range(2)]  # 0.7-1.3 s: groups differ
+    items += [Source(f"c2{n}", p, seconds=0.9, start=0.1) for n, p in enumerate(real_audio("codec2", 2))]
     case = wesep_list(items, name="src.list")
     build_wesep(str(case.list_path), BuildOptions(out=str(tmp_path / "src"), sample_rate=RATE, progress=False))
     (tmp_path / "noises.list").write_text(_real(REAL_NOISE, "alsa-utils") + "\n", encoding="utf-8")
@@ -152,8 +152,9 @@ def _batches(config: dict, seed: int = 5) -> list[dict]:
 
 @pytest.mark.real_data
 @pytest.mark.parametrize("extra", [{}, {"reverb_prob": 0.5, "reverb_keep_dry": True,
-                                        "timeline": {"two_speaker": {"overlap_ratio": [0.2, 0.8]}}}],
-                         ids=["reverb-1", "reverb-0.5-keep-dry-timeline"])
+                                        "timeline": {"two_speaker": {"overlap_ratio": [0.2, 0.8]}}},
+                                   {"whole_utt": True}],
+                         ids=["reverb-1", "reverb-0.5-keep-dry-timeline", "whole-utterances"])
 def test_batched_reverb_agrees_with_group_by_group(packs, monkeypatch, extra):
     """Real speech, simulated rooms and real noise on every mixture: the batch's one-call reverberation gives the
     batches that reverberating group by group gives (the same draws, keys and lengths; every row within float32
