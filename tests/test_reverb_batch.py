@@ -4,15 +4,13 @@ the full convolution; RIR trimming on real impulse responses; batches of real sp
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 import soundfile
 import soxr
 import torch
 
-from conftest import Source
+from factories import Source, require_recording
 from loader import build_loader
 from loader.tse.augment import RirSource
 from loader.tse.augment_args import AugmentArgs
@@ -29,17 +27,6 @@ _REVERBS = "/usr/share/jconvolver/config-files/demo-reverbs"
 REAL_RIRS = (f"{_REVERBS}/street2-L.wav", f"{_REVERBS}/street2-R.wav")
 #: Real noise (alsa-utils).
 REAL_NOISE = "/usr/share/sounds/alsa/Noise.wav"
-
-
-def _real(path: str, package: str) -> str:
-    """A real file: skip when missing locally, fail in CI (``CI`` set), naming the package."""
-    if not os.path.isfile(path):
-        message = (f"real recording {path} is missing: install the Debian package {package} "
-                   f"(apt-get install -y --no-install-recommends {package})")
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
 
 
 def _snr_db(reference: np.ndarray, other: np.ndarray) -> float:
@@ -106,7 +93,7 @@ def test_trimming_real_impulse_responses(real_audio, path):
     shorter, all but 1e-6 of the energy kept, and real speech reverberated with the cut RIR within 50 dB of the
     whole one (measured 52-59 dB on these and pyroomacoustics RIRs: speech weighs the low frequencies, where a tail
     holds more than its share; why the loader trims only the RIRs it simulates, docs/wesep.md)."""
-    data, rate = soundfile.read(_real(path, "jconvolver-config-files"), dtype="float64")
+    data, rate = soundfile.read(require_recording("jconvolver-config-files", path), dtype="float64")
     rir = soxr.resample(data, rate, RATE).astype(np.float32)
     cut = trim_rir(rir)
     assert RIR_TRIM_DB == 60.0
@@ -132,7 +119,7 @@ def packs(real_audio, wesep_list, tmp_path):
     items += [Source(f"c2{n}", p, seconds=0.9, start=0.1) for n, p in enumerate(real_audio("codec2", 2))]
     case = wesep_list(items, name="src.list")
     build_wesep(str(case.list_path), BuildOptions(out=str(tmp_path / "src"), sample_rate=RATE, progress=False))
-    (tmp_path / "noises.list").write_text(_real(REAL_NOISE, "alsa-utils") + "\n", encoding="utf-8")
+    (tmp_path / "noises.list").write_text(require_recording("alsa-utils", REAL_NOISE) + "\n", encoding="utf-8")
     build_audio_bank(str(tmp_path / "noises.list"), "noise", BuildOptions(out=str(tmp_path / "noise"),
                                                                          sample_rate=RATE, progress=False))
     return str(tmp_path / "src"), str(tmp_path / "noise")
