@@ -26,10 +26,6 @@ import numpy as np
 
 from loader.tse.errors import MixError
 from loader.tse.mix_args import MixArgs, TimelineArgs
-# Re-exported: their homes are loader.tse.streams (the random streams) and loader.tse.buffers (the reused memory);
-# callers outside loader/tse import them from here.
-from loader.tse.streams import AUGMENT_STREAM_WORD, ItemGenerators, augment_rng, item_rng  # noqa: F401
-from loader.tse.buffers import RIR_CACHE_BYTES, ByteBudgetCache, Scratch  # noqa: F401
 
 #: A source with energy at or below this is silent (WeSep drops such groups; we redraw them).
 MIN_ENERGY = 1e-12
@@ -241,8 +237,3 @@ def add_noise(mix: np.ndarray, noise: np.ndarray, snr_db: float, in_place: bool 
     scaled = noise.astype(mix.dtype, copy=False) * mix.dtype.type(factor)
     return np.add(mix, scaled, out=mix if in_place else None)
 
-
-__all__ = ["AUGMENT_STREAM_WORD", "GROUP_ATTEMPTS", "MIN_ENERGY", "RIR_CACHE_BYTES", "TIMELINE_DECIMALS",
-           "ByteBudgetCache", "ItemGenerators", "MixError", "Scratch", "SpeakerIndex", "add_noise", "apply_timeline",
-           "augment_rng", "choose_group", "draw_num_speakers", "energies", "fit_noise", "item_rng", "make_timeline",
-           "mix_sources", "snr_mix", "snr_scales", "timeline_masks"]
