@@ -116,7 +116,8 @@ def read_corpus(list_path: str) -> list[tuple[str, np.ndarray, np.ndarray, np.nd
 
 
 def write_speechpack(list_path: str, out: str) -> None:
-    from packer.build.run import BuildOptions, build_wesep
+    from packer.adapters.wesep import build_wesep
+    from packer.build.run import BuildOptions
     build_wesep(list_path, BuildOptions(out=out, workers=1, progress=False))
 
 

@@ -65,12 +65,13 @@ def view_ranges(view: np.ndarray) -> list[tuple[int, int]]:
     return [(address + r * view.strides[0], row_bytes) for r in range(view.shape[0])]
 
 
-def will_need_ranges(ranges: list[tuple[int, int]]) -> None:
-    """``MADV_WILLNEED`` on every (address, bytes) range, page-aligned; one system call per 1024 ranges where
-    the kernel has ``process_madvise``.  Memory that is not a file mapping is left alone by the kernel."""
-    if not ranges:
+def will_need_ranges(ranges: list[tuple[int, int]] | np.ndarray) -> None:
+    """``MADV_WILLNEED`` on every (address, bytes) range (a list of pairs or a ``[n, 2]`` array), page-aligned;
+    one system call per 1024 ranges where the kernel has ``process_madvise``.  Memory that is not a file mapping
+    is left alone by the kernel."""
+    if len(ranges) == 0:
         return
-    table = np.asarray(ranges, dtype=np.uint64).reshape(-1, 2)
+    table = np.array(ranges, dtype=np.uint64).reshape(-1, 2)  # a copy: aligned in place below
     aligned = table[:, 0] - table[:, 0] % np.uint64(mmap.PAGESIZE)
     table[:, 1] += table[:, 0] - aligned  # struct iovec {void *base; size_t len;}: the same layout
     table[:, 0] = aligned
