@@ -20,7 +20,6 @@ The item universe is ``loader.tse.items``; the builder holds numpy columns only 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
 
 import numpy as np
 
@@ -28,7 +27,6 @@ from loader.batching import Windows, tile_windows
 from loader.pack import Pack
 from loader.plan import batch_rng
 from loader.tse.args import DatasetArgs
-from loader.tse.buffers import BufferPool
 from loader.tse.augment import ENROLL_DRAWS, NOISE_DRAWS, EnrollAugment, NoiseSource, noisy_mixture
 from loader.tse.collate import collate_field
 from loader.tse.cues.resolve import DRAWS_PER_CUE, ChunkInfo, label_field, resolve_cues
@@ -36,8 +34,8 @@ from loader.tse.decode import Decoder, Row, collate_rows
 from loader.tse.items import ItemIndex
 from loader.tse.mixing import augment_rng
 from loader.tse.online import OnlineMixer
-from loader.tse.table import Segments, StreamArrays, advise, decode_windows, gather_table, window_ranges, window_view
-from loader.tse.windows import ZERO_CHUNK_REDRAWS, Chunking, Window, scored_mask, sounds, unit_window
+from loader.tse.table import TableRows
+from loader.tse.windows import ZERO_CHUNK_REDRAWS, Chunking, scored_mask, unit_window
 from schemas.constants import KIND_SOURCES, KIND_TSE, STREAM_MIX, STREAM_SOURCE, STREAM_TARGET
 from schemas.errors import SpeechpackError
 
@@ -76,9 +74,6 @@ class TseBatchBuilder:
         self.mix_stream = STREAM_MIX if self.kind == KIND_TSE else STREAM_SOURCE
         self.target_stream = STREAM_TARGET if self.kind == KIND_TSE else STREAM_SOURCE
         self.decoder = Decoder(packs, self.rate, args.normalize)
-        self.mix_arrays = StreamArrays(packs, self.mix_stream)
-        self.target_arrays = StreamArrays(packs, self.target_stream)
-        self.buffers = BufferPool()  # the batch's audio arrays, reused once the training loop drops them
         self.cues = resolve_cues(args, packs)  # the used cues, checked against every pack's cues.yaml
         self.label_spec = label_field(args)
         self.has_labels = any(p.cues_config is not None and p.cues_config.speaker_label_resource is not None
@@ -90,6 +85,8 @@ class TseBatchBuilder:
         self.enroll_augment = (EnrollAugment(train_augment, self.rate) if train_augment is not None
                                and (train_augment.reverb_enroll_prob > 0 or train_augment.noise_enroll_prob > 0)
                                else None)
+        self.table = TableRows(packs, items, self.mix_stream, self.target_stream, self.decoder.muvap, self.chunking,
+                               self.windows, (args.align_of("wav_mix"), args.align_of("wav_target")))
         self.online = (OnlineMixer(packs, items, args, self.kind, self.rate, self.chunking, self.decoder, seed)
                        if args.online_mix and state == "train" else None)
 
@@ -125,7 +122,7 @@ class TseBatchBuilder:
         units = None
         if self.windows is not None:
             units, item_ids = item_ids, self.windows.item[item_ids]
-        build_rows = self._decoded_rows if self.needs_resample else self._table_rows
+        build_rows = self._decoded_rows if self.needs_resample else self.table.rows
         rows, wav_mix, wav_target = build_rows(item_ids, draws, units)
         if self.offline_noise is not None:
             self._add_noise(rows, wav_mix, augment_rng(self.seed, epoch, global_batch).random(
@@ -137,53 +134,6 @@ class TseBatchBuilder:
         if units is not None:  # scored samples: the chunk itself, not its history
             batch["scored"] = scored_mask(self.windows, [int(units[row.item]) for row in rows], wav_target.shape[-1])
         return batch
-
-    def _table_rows(self, item_ids: np.ndarray, draws: np.ndarray, units: np.ndarray | None
-                    ) -> tuple[list[Row], np.ndarray, np.ndarray]:
-        """Rows, ``wav_mix`` and ``wav_target`` of pre-mixed packs at the loader's rate, from the batch's window
-        table (``loader.tse.table``): the windows drawn for all mixtures, announced in one call, then copied."""
-        table = gather_table(self.packs, self.items, item_ids, self.mix_stream, self.target_stream,
-                             self.decoder.muvap)
-        mix = table.mix
-        keys = [str(self.packs[p].keys[s]) for p, s in zip(mix.pack.tolist(), table.sample.tolist())]
-        channels = np.unique(mix.channels).tolist()
-        if len(channels) > 1:
-            named = sorted(set(keys))
-            raise SpeechpackError(f"mixtures with different channel counts {channels} in one batch "
-                                  f"({', '.join(named[:4])}...): pack them separately")
-        mix_arrays, mix_addresses = self.mix_arrays.of(mix)
-        if units is None:
-            start, take, length = self.chunking.windows(mix.length, draws, _audible(mix_arrays, mix,
-                                                                                     self.chunking.chunk_len))
-        else:
-            start = self.windows.fed_start[units]
-            take = length = self.windows.stop[units] - start
-        windows = [Window(*w) for w in zip(start.tolist(), take.tolist(), length.tolist(), mix.length.tolist())]
-        row_item = table.row_item
-        item_of = row_item.tolist()
-        num_speaker = np.bincount(row_item, minlength=len(item_ids)).tolist()
-        rows = [Row(item, None, None, self.packs[pack].speakers[at], keys[item], num_speaker[item], windows[item],
-                    pack)
-                for item, at, pack in zip(item_of, table.row_speaker_at.tolist(), table.target.pack.tolist())]
-        lengths = length[row_item]
-        row_start, row_take = start[row_item], take[row_item]
-        first = table.row_starts()
-        mix_rows = mix.take(row_item)
-        mix_sources = [mix_arrays[i] if f else None for i, f in zip(item_of, first.tolist())]
-        target_sources, target_addresses = self.target_arrays.of(table.target)
-        wav_mix = self.buffers.empty((len(rows), channels[0], _aligned(lengths, self.args.align_of("wav_mix"))))
-        target_channels = int(table.target.channels[0]) if len(rows) else 1
-        wav_target = self.buffers.empty((len(rows), target_channels,
-                                         _aligned(lengths, self.args.align_of("wav_target"))))
-        mix_take = np.minimum(row_take, wav_mix.shape[-1])
-        target_take = np.minimum(row_take, wav_target.shape[-1])
-        if mix_arrays:
-            advise(window_ranges(mix_addresses[row_item], mix_arrays[0].itemsize, mix_rows, row_start, mix_take,
-                                 keep=first),
-                   window_ranges(target_addresses, target_sources[0].itemsize, table.target, row_start, target_take))
-        decode_windows(wav_mix, mix_sources, mix_rows, row_start, mix_take)
-        decode_windows(wav_target, target_sources, table.target, row_start, target_take)
-        return rows, wav_mix, wav_target
 
     def _decoded_rows(self, item_ids: np.ndarray, draws: np.ndarray, units: np.ndarray | None
                       ) -> tuple[list[Row], np.ndarray, np.ndarray]:
@@ -287,24 +237,6 @@ class TseBatchBuilder:
             batch[cue.field.name], present = collate_field(values, cue.field, batch["key"])
             if cue.field.emit_present:
                 batch[f"{cue.field.name}_present"] = present
-
-
-def _audible(arrays: list[np.ndarray], mix: Segments, chunk: int) -> Callable[[int, int], bool]:
-    """``audible(i, start)`` for ``Chunking.windows``: whether mixture ``i``'s chunk at ``start`` has a non-zero
-    sample (``loader.tse.windows.sounds``)."""
-    def audible(i: int, start: int) -> bool:
-        offset, channels = int(mix.offset[i]), int(mix.channels[i])
-        if channels == 1:
-            return sounds(arrays[i][None, offset + start:offset + start + chunk])
-        return sounds(window_view(arrays[i], offset, channels, int(mix.length[i]), start, chunk))
-    return audible
-
-
-def _aligned(lengths: np.ndarray, align: str) -> int:
-    """The batch's row length: the longest row (``max``) or the shortest (``min``)."""
-    if not len(lengths):
-        return 0
-    return int(lengths.max() if align == "max" else lengths.min())
 
 
 __all__ = ["TseBatchBuilder"]

@@ -63,7 +63,8 @@ class BufferPool:
                     and sys.getrefcount(self._buffers[index]) <= _POOL_REFS):
                 best = index
         if best is None:
-            best = self._add(np.empty(nbytes, dtype=np.uint8))
+            # A power of two: batches of varying size fit it later; pages a batch never writes are never mapped.
+            best = self._add(np.empty(1 << (nbytes - 1).bit_length(), dtype=np.uint8))
             if best is None:  # every buffer in use: an ordinary array
                 return np.empty(shape, dtype=dtype)
         return self._buffers[best][:nbytes].view(dtype).reshape(shape)

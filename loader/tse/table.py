@@ -19,11 +19,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from loader.batching import Windows
 from loader.normalize import muvap_gain
 from loader.pack import Pack, SegmentTable
 from loader.readahead import will_need_ranges
+from loader.tse.buffers import BufferPool
+from loader.tse.decode import Row, aligned_length
 from loader.tse.items import ItemIndex
+from loader.tse.windows import Chunking, Window, sounds
 from schemas.constants import AUDIO_FULL_SCALE
+from schemas.errors import SpeechpackError
 
 
 @dataclass(frozen=True)
@@ -214,5 +219,84 @@ def decode_windows(out: np.ndarray, arrays: list[np.ndarray | None], segments: S
             out[r, :, n:] = 0.0
 
 
-__all__ = ["BatchTable", "Segments", "StreamArrays", "advise", "decode_windows", "gather_table", "window_ranges",
-           "window_view"]
+class TableRows:
+    """The rows and audio of pre-mixed batches at the loader's rate, through the batch's table: ``rows`` is the
+    builder's item-by-item ``_decoded_rows`` (``loader.tse.batch``), same output, with the per-row work vectorised.
+    ``align`` is the (``wav_mix``, ``wav_target``) alignment, ``windows`` the train-window units (or None)."""
+
+    def __init__(self, packs: list[Pack], items: ItemIndex, mix_stream: str, target_stream: str, muvap: bool,
+                 chunking: Chunking, windows: Windows | None, align: tuple[str, str]):
+        self.packs = packs
+        self.items = items
+        self.streams = (mix_stream, target_stream)
+        self.muvap = muvap
+        self.chunking = chunking
+        self.windows = windows
+        self.align = align
+        self.mix_arrays = StreamArrays(packs, mix_stream)
+        self.target_arrays = StreamArrays(packs, target_stream)
+        self.buffers = BufferPool()  # the batch's audio arrays, reused once the training loop drops them
+
+    def rows(self, item_ids: np.ndarray, draws: np.ndarray, units: np.ndarray | None
+             ) -> tuple[list[Row], np.ndarray, np.ndarray]:
+        """Rows (mixture-major), ``wav_mix`` and ``wav_target`` of the items (``units``: their train-window
+        chunks), the windows drawn from ``draws`` for all mixtures at once, announced in one call, then copied."""
+        table = gather_table(self.packs, self.items, item_ids, *self.streams, self.muvap)
+        mix = table.mix
+        keys = [str(self.packs[p].keys[s]) for p, s in zip(mix.pack.tolist(), table.sample.tolist())]
+        channels = np.unique(mix.channels).tolist()
+        if len(channels) > 1:
+            named = sorted(set(keys))
+            raise SpeechpackError(f"mixtures with different channel counts {channels} in one batch "
+                                  f"({', '.join(named[:4])}...): pack them separately")
+        mix_arrays, mix_addresses = self.mix_arrays.of(mix)
+        if units is None:
+            start, take, length = self.chunking.windows(mix.length, draws,
+                                                        _audible(mix_arrays, mix, self.chunking.chunk_len))
+        else:
+            start = self.windows.fed_start[units]
+            take = length = self.windows.stop[units] - start
+        row_item = table.row_item
+        rows = self._rows(table, keys, [Window(*w) for w in zip(start.tolist(), take.tolist(), length.tolist(),
+                                                                  mix.length.tolist())])
+        lengths, row_start, row_take = length[row_item], start[row_item], take[row_item]
+        first = table.row_starts()
+        mix_rows = mix.take(row_item)
+        mix_sources = [mix_arrays[i] if f else None for i, f in zip(row_item.tolist(), first.tolist())]
+        target_sources, target_addresses = self.target_arrays.of(table.target)
+        wav_mix = self.buffers.empty((len(rows), channels[0] if channels else 1,
+                                      aligned_length(lengths, self.align[0])))
+        wav_target = self.buffers.empty((len(rows), int(table.target.channels[0]) if len(rows) else 1,
+                                         aligned_length(lengths, self.align[1])))
+        mix_take = np.minimum(row_take, wav_mix.shape[-1])
+        target_take = np.minimum(row_take, wav_target.shape[-1])
+        if mix_arrays:
+            advise(window_ranges(mix_addresses[row_item], mix_arrays[0].itemsize, mix_rows, row_start, mix_take,
+                                 keep=first),
+                   window_ranges(target_addresses, target_sources[0].itemsize, table.target, row_start, target_take))
+        decode_windows(wav_mix, mix_sources, mix_rows, row_start, mix_take)
+        decode_windows(wav_target, target_sources, table.target, row_start, target_take)
+        return rows, wav_mix, wav_target
+
+    def _rows(self, table: BatchTable, keys: list[str], windows: list[Window]) -> list[Row]:
+        """The batch's ``Row`` s (no audio: it is decoded from the table), as the item-by-item path makes them."""
+        num_speaker = np.bincount(table.row_item, minlength=len(keys)).tolist()
+        return [Row(item, None, None, self.packs[pack].speakers[at], keys[item], num_speaker[item], windows[item],
+                    pack)
+                for item, at, pack in zip(table.row_item.tolist(), table.row_speaker_at.tolist(),
+                                          table.target.pack.tolist())]
+
+
+def _audible(arrays: list[np.ndarray], mix: Segments, chunk: int):
+    """``audible(i, start)`` for ``Chunking.windows``: whether mixture ``i``'s chunk at ``start`` has a non-zero
+    sample (``loader.tse.windows.sounds``)."""
+    def audible(i: int, start: int) -> bool:
+        offset, channels = int(mix.offset[i]), int(mix.channels[i])
+        if channels == 1:
+            return sounds(arrays[i][None, offset + start:offset + start + chunk])
+        return sounds(window_view(arrays[i], offset, channels, int(mix.length[i]), start, chunk))
+    return audible
+
+
+__all__ = ["BatchTable", "Segments", "StreamArrays", "TableRows", "advise", "decode_windows", "gather_table",
+           "window_ranges", "window_view"]
