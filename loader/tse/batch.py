@@ -7,9 +7,10 @@ and ``tse_collate_fn``:
   its start is drawn from the batch's counter-based generator, re-drawn up to 3 times while the mixture chunk is
   all zeros; shorter items are right-padded with zeros (``pad``) or kept whole (``keep``) (``loader.tse.windows``);
 - val/test, or ``whole_utt``: whole utterances;
-- rows (``Row``) are one per target speaker, mixture-major (m1s1, m1s2, m2s1, ...), decoded once into the batch
-  (``loader.tse.decode``), aligned to the longest row with zeros (or cropped to the shortest with
-  ``collate.<field>.align: min``);
+- rows (``Row``) are one per target speaker, mixture-major (m1s1, m1s2, m2s1, ...), decoded once into the batch,
+  aligned to the longest row with zeros (or cropped to the shortest with ``collate.<field>.align: min``): the
+  batch's windows gathered as one table and copied in one loop into recycled arrays (``loader.tse.table``), or,
+  for packs resampled at load time, item by item (``loader.tse.decode``);
 - ``online_mix`` in train: mixtures made from sources packs (``loader.tse.online``);
 - ``speaker_label`` from the packs' labels, then the used speaker cues per row (``loader.tse.cues.resolve``),
   collated by WeSep's table (``loader.tse.collate``); a batch without cues or labels skips both.

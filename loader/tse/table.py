@@ -82,31 +82,34 @@ def _groups(pack: np.ndarray) -> Groups:
     return [(p, pack == p) for p in np.unique(pack).tolist()]
 
 
+def _take(groups: Groups, columns: list[np.ndarray], index: np.ndarray) -> np.ndarray:
+    """``columns[pack][index]`` for every entry, each entry from its own pack's column (``groups``)."""
+    if len(groups) == 1:
+        return columns[groups[0][0]][index]
+    out = np.empty(len(index), dtype=columns[groups[0][0]].dtype)
+    for p, where in groups:
+        out[where] = columns[p][index[where]]
+    return out
+
+
 def _gather(tables: list[SegmentTable], groups: Groups, pack: np.ndarray, segment: np.ndarray,
             gain: np.ndarray | None, muvap: bool) -> tuple[Segments, np.ndarray]:
     """``Segments`` of (``pack``, ``segment``) pairs, decoded with ``gain`` (None: computed from each segment's own
     statistics under MuVAP, else 1); returns the gains too, for the targets that share their mixture's."""
-    n = len(pack)
-    names = ("shard", "offset", "channels", "length", "scale") + (("mean", "rms", "peak") if muvap else ())
-    if len(groups) == 1:
-        table = tables[groups[0][0]]
-        columns = {name: getattr(table, name)[segment] for name in names}
-    else:
-        columns = {name: np.empty(n, dtype=getattr(tables[groups[0][0]], name).dtype) for name in names}
-        for p, where in groups:
-            seg = segment[where]
-            for name, column in columns.items():
-                column[where] = getattr(tables[p], name)[seg]
-    if gain is None:
-        gain = muvap_gain(columns["rms"], columns["peak"]) if muvap else np.ones(n, dtype=np.float64)
-    scale = (columns["scale"].astype(np.float64) / AUDIO_FULL_SCALE * gain).astype(np.float32)
+    def take(name: str) -> np.ndarray:
+        return _take(groups, [getattr(t, name) for t in tables], segment)
+
+    factor = take("scale") / AUDIO_FULL_SCALE
     if muvap:
-        mean = columns["mean"].astype(np.float64)
+        gain = muvap_gain(take("rms"), take("peak")) if gain is None else gain
+        mean = take("mean")
         shift = np.where((mean != 0) & (gain != 0), mean * gain, 0.0).astype(np.float32)
-    else:
-        shift = np.zeros(n, dtype=np.float32)
-    return Segments(pack, columns["shard"], columns["offset"], columns["channels"], columns["length"], scale,
-                    shift), gain
+        factor = factor * gain
+    else:  # a gain of 1 changes no float: factor * 1.0 == factor
+        gain = np.ones(len(pack), dtype=np.float64) if gain is None else gain
+        shift = np.zeros(len(pack), dtype=np.float32)
+    return Segments(pack, take("shard"), take("offset"), take("channels"), take("length"),
+                    factor.astype(np.float32), shift), gain
 
 
 def gather_table(packs: list[Pack], items: ItemIndex, item_ids: np.ndarray, mix_stream: str, target_stream: str,
@@ -119,24 +122,19 @@ def gather_table(packs: list[Pack], items: ItemIndex, item_ids: np.ndarray, mix_
     mix_tables = [p.streams[mix_stream] for p in packs]
     target_tables = [p.streams[target_stream] for p in packs]
     groups = _groups(pack)
-    mix_seg, first, count = (np.empty(len(pack), dtype=np.int64) for _ in range(3))
-    for p, where in groups:
-        mine = sample[where]
-        mix_seg[where] = mix_tables[p].first[mine]
-        first[where] = target_tables[p].first[mine]
-        count[where] = target_tables[p].count[mine]
-    mix, gain = _gather(mix_tables, groups, pack, mix_seg, None, muvap)
-    rows_per_item = np.where(slot >= 0, 1, count)
+    mix, gain = _gather(mix_tables, groups, pack, _take(groups, [t.first for t in mix_tables], sample), None, muvap)
+    first = _take(groups, [t.first for t in target_tables], sample)
+    rows_per_item = np.where(slot >= 0, 1, _take(groups, [t.count for t in target_tables], sample))
     row_item = np.repeat(np.arange(len(pack)), rows_per_item)
     row_slot = slot[row_item]
-    within = np.arange(len(row_item)) - np.repeat(np.cumsum(rows_per_item) - rows_per_item, rows_per_item)
-    speaker = np.where(row_slot >= 0, row_slot, within)
-    row_pack, row_sample = pack[row_item], sample[row_item]
+    # every target of a mixture: its rows count 0, 1, ...; one target (``expand_targets``): its slot
+    speaker = np.arange(len(row_item)) - np.repeat(np.cumsum(rows_per_item) - rows_per_item, rows_per_item)
+    if (row_slot >= 0).any():
+        speaker = np.where(row_slot >= 0, row_slot, speaker)
     row_groups = [(p, where if isinstance(where, slice) else where[row_item]) for p, where in groups]
-    speaker_at = np.empty(len(row_item), dtype=np.int64)
-    for p, where in row_groups:
-        speaker_at[where] = packs[p].speaker_first[row_sample[where]] + speaker[where]
-    target, _ = _gather(target_tables, row_groups, row_pack, first[row_item] + speaker, gain[row_item], muvap)
+    row_sample = sample[row_item]
+    speaker_at = _take(row_groups, [p.speaker_first for p in packs], row_sample) + speaker
+    target, _ = _gather(target_tables, row_groups, pack[row_item], first[row_item] + speaker, gain[row_item], muvap)
     return BatchTable(sample, mix, row_item, speaker, speaker_at, target)
 
 
@@ -290,11 +288,13 @@ class TableRows:
 def _audible(arrays: list[np.ndarray], mix: Segments, chunk: int):
     """``audible(i, start)`` for ``Chunking.windows``: whether mixture ``i``'s chunk at ``start`` has a non-zero
     sample (``loader.tse.windows.sounds``)."""
+    offsets, channels, lengths = mix.offset.tolist(), mix.channels.tolist(), mix.length.tolist()
+
     def audible(i: int, start: int) -> bool:
-        offset, channels = int(mix.offset[i]), int(mix.channels[i])
-        if channels == 1:
-            return sounds(arrays[i][None, offset + start:offset + start + chunk])
-        return sounds(window_view(arrays[i], offset, channels, int(mix.length[i]), start, chunk))
+        begin = offsets[i] + start
+        if channels[i] == 1:
+            return sounds(arrays[i][begin:begin + chunk])
+        return sounds(window_view(arrays[i], offsets[i], channels[i], lengths[i], start, chunk))
     return audible
 
 

@@ -131,6 +131,7 @@ _SOUND_PROBE_STRIDE = 512
 
 
 def sounds(chunk: np.ndarray) -> bool:
-    """Whether ``chunk`` has a non-zero sample: a strided look first (speech is rarely zero, so this decides
-    almost every window for a 512th of the reads), then the whole window only if that look saw zeros."""
-    return bool(np.count_nonzero(chunk[:, ::_SOUND_PROBE_STRIDE]) or np.count_nonzero(chunk))
+    """Whether ``chunk`` (``[T]`` or ``[C, T]``) has a non-zero sample: a strided look first (speech is rarely
+    zero, so this decides almost every window for a 512th of the reads), then the whole window only if that look
+    saw zeros."""
+    return bool(np.count_nonzero(chunk[..., ::_SOUND_PROBE_STRIDE]) or np.count_nonzero(chunk))
