@@ -15,6 +15,7 @@ relies on CPython's reference counts (``sys.getrefcount``); elsewhere every batc
 
 from __future__ import annotations
 
+import math
 import sys
 
 import numpy as np
@@ -53,7 +54,7 @@ class BufferPool:
     def empty(self, shape: tuple[int, ...], dtype: np.dtype | type = np.float32) -> np.ndarray:
         """An uninitialised C-contiguous array of ``shape``: a view of a free buffer, or of a new one."""
         dtype = np.dtype(dtype)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        nbytes = math.prod(shape) * dtype.itemsize
         if not _COUNTS or nbytes == 0:
             return np.empty(shape, dtype=dtype)
         best = None

@@ -5,6 +5,10 @@ decoded once, into its destination: the decode, the scaling and MuVAP's normalis
 mixture repeated for each of its targets is decoded once and copied.  Packs at another rate than the loader's
 are resampled with soxr when described (slow; the loader warns).  MuVAP's gain comes from the mixture's
 whole-recording statistics (``loader.normalize``), shared by its targets so the mixture stays their sum.
+
+Segment by segment is how online mixing reads its sources and how pre-mixed packs resampled at load time are read;
+pre-mixed batches at the loader's rate go through ``loader.tse.table``, which gives the same floats for a whole
+batch at once.
 """
 
 from __future__ import annotations
