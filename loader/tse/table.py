@@ -23,7 +23,7 @@ from loader.batching import Windows
 from loader.normalize import muvap_gain
 from loader.pack import Pack, SegmentTable
 from loader.readahead import will_need_ranges
-from loader.tse.buffers import BufferPool
+from loader.tse.batch_arrays import BufferPool
 from loader.tse.decode import Row, aligned_length
 from loader.tse.items import ItemIndex
 from loader.tse.windows import Chunking, Window, sounds
