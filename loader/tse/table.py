@@ -1,12 +1,11 @@
 """A pre-mixed TSE batch as one table of windows: every row's mixture and target segment gathered from the packs'
 columns with numpy, then decoded in one tight loop of copies.
 
-Why.  Built item by item, a batch spent about 0.2 ms of Python per mixture (a mixture and two targets described
-one by one: segment lookups, views, named tuples, read-ahead ranges) where the copies themselves take about as
-long on 2-5 s lines; the loader reached half of what a bare numpy loop over the same shards delivers
-(docs/performance.md, "Against the pack-based peers").  Here the per-segment work is a handful of fancy-indexing
-operations per batch, the read-ahead ranges of the whole batch are computed as one array, and the loop that
-remains does only what a bare loop does: a cast copy, an in-place multiply, the padding.
+Why.  Built item by item, every segment of a batch (a mixture and its targets) was described on its own: segment
+lookups, a view, an ``Audio`` tuple and a read-ahead range each, so the Python per batch grew with its rows.  Here
+the per-segment work is a fixed handful of numpy operations per batch, the read-ahead ranges of the whole batch are
+one array, and the loop that remains does what a bare loop does: a cast copy, an in-place multiply, the padding.
+What a batch still costs besides its copies is measured in docs/performance.md ("Against the pack-based peers").
 
 The floats are exactly those of the per-item path (``loader.tse.decode.collate_rows``, still used when packs are
 resampled at load time): the same ``float32(scale / 32768 * gain)`` and ``float32(mean * gain)`` per segment, the
