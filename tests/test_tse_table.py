@@ -7,7 +7,8 @@ What is pinned:
 - ``Chunking.windows`` draws the windows ``Chunking.window`` draws, one mixture at a time, silence re-draws included;
 - every window of a batch (each mixture once, every target) is announced in one read-ahead call, exactly;
 - a batch array is never overwritten while any part of it is alive (a kept batch, a torch or numpy view), and a
-  dropped one is reused.
+  dropped one is reused;
+- the read-ahead call stops once a batch copied without it finds the pack cached, and resumes on a major fault.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import torch
 import loader
 from conftest import Mix
 from loader.plan import batch_rng
+from loader.readahead import PROBE_EVERY, AdaptiveAdvice
 from loader.tse import table as table_module
 from loader.tse.batch_arrays import MAX_BUFFERS, BufferPool
 from loader.tse.windows import ZERO_CHUNK_REDRAWS, Chunking, sounds
@@ -190,3 +192,43 @@ def test_pool_reuses_only_free_buffers():
     held = [pool.empty((3, 500)) for _ in range(MAX_BUFFERS + 2)]  # a full pool hands out plain arrays
     assert len({h.__array_interface__["data"][0] for h in held}) == len(held)
     assert len(pickle.loads(pickle.dumps(pool))._buffers) == 0, "a pickled pool arrives empty"
+
+
+def test_read_ahead_policy_probes_stops_when_cached_and_resumes_on_a_major_fault():
+    policy = AdaptiveAdvice()
+    asked = [policy.wanted() for _ in range(PROBE_EVERY)]
+    assert asked == [True] * (PROBE_EVERY - 1) + [False], "cold: announce, and leave one batch in PROBE_EVERY out"
+    policy.copied(False, 3)  # the probe took major faults: still cold
+    assert not policy.cached and policy.wanted()
+    for _ in range(PROBE_EVERY - 2):
+        policy.copied(True, 0)  # announced batches say nothing about the cache
+        assert policy.wanted()
+    assert not policy.wanted()
+    policy.copied(False, 0)  # a probe found every page cached
+    assert policy.cached and not any(policy.wanted() for _ in range(3 * PROBE_EVERY))
+    policy.copied(False, 1)  # a page was evicted since: announce again
+    assert not policy.cached and policy.wanted()
+
+
+def test_a_cached_pack_stops_being_announced(real_packs, monkeypatch):
+    """On a pack in the page cache (real recordings, just written), the first probe finds no major fault and the
+    read-ahead calls stop; the batches are the same with and without them."""
+    calls = []
+    monkeypatch.setattr(table_module, "will_need_ranges", lambda ranges: calls.append(len(ranges)))
+    config = {"packs": [{"path": real_packs["mono"]}], "dataset_args": dict(batch_size=1, chunk_len=8000)}
+    l = loader.build_loader(config, "train", seed=3)
+    batches = []
+    for epoch in range(2 * PROBE_EVERY // 5 + 2):
+        l.set_epoch(epoch)
+        batches += [{k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in b.items()} for b in l]
+    assert len(batches) > PROBE_EVERY + 5
+    assert len(calls) == PROBE_EVERY - 1, "announced until the first probe, then no more"
+    fresh = loader.build_loader(config, "train", seed=3)
+    fresh.dataset.builder.table.advice.cached = False
+    monkeypatch.setattr(table_module, "will_need_ranges", lambda ranges: None)
+    again = []
+    for epoch in range(2 * PROBE_EVERY // 5 + 2):
+        fresh.set_epoch(epoch)
+        again += list(fresh)
+    for a, b in zip(batches, again):
+        assert torch.equal(a["wav_mix"], b["wav_mix"]) and torch.equal(a["wav_target"], b["wav_target"])

@@ -21,7 +21,7 @@ import numpy as np
 from loader.batching import Windows
 from loader.normalize import muvap_gain
 from loader.pack import Pack, SegmentTable
-from loader.readahead import will_need_ranges
+from loader.readahead import AdaptiveAdvice, major_faults, will_need_ranges
 from loader.tse.batch_arrays import BufferPool
 from loader.tse.decode import Row, aligned_length
 from loader.tse.items import ItemIndex
@@ -233,6 +233,7 @@ class TableRows:
         self.mix_arrays = StreamArrays(packs, mix_stream)
         self.target_arrays = StreamArrays(packs, target_stream)
         self.buffers = BufferPool()  # the batch's audio arrays, reused once the training loop drops them
+        self.advice = AdaptiveAdvice()  # announce a batch's windows only while the pack reads as cold
 
     def rows(self, item_ids: np.ndarray, draws: np.ndarray, units: np.ndarray | None
              ) -> tuple[list[Row], np.ndarray, np.ndarray]:
@@ -267,12 +268,15 @@ class TableRows:
                                          aligned_length(lengths, self.align[1])))
         mix_take = np.minimum(row_take, wav_mix.shape[-1])
         target_take = np.minimum(row_take, wav_target.shape[-1])
-        if mix_arrays:
+        advised = bool(mix_arrays) and self.advice.wanted()
+        if advised:
             advise(window_ranges(mix_addresses[row_item], mix_arrays[0].itemsize, mix_rows, row_start, mix_take,
                                  keep=first),
                    window_ranges(target_addresses, target_sources[0].itemsize, table.target, row_start, target_take))
+        faults = major_faults()
         decode_windows(wav_mix, mix_sources, mix_rows, row_start, mix_take)
         decode_windows(wav_target, target_sources, table.target, row_start, target_take)
+        self.advice.copied(advised, major_faults() - faults)
         return rows, wav_mix, wav_target
 
     def _rows(self, table: BatchTable, keys: list[str], windows: list[Window]) -> list[Row]:
