@@ -105,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args(argv)
     from loader_throughput import build_corpus
-    from packer.build.run import BuildOptions, build_wesep
+    from packer.adapters.wesep import build_wesep
+    from packer.build.run import BuildOptions
     methods = ("none", "madvise each", "process_madvise batch", "POPULATE_READ each")
     with bench_workdir("advice-", args.tmp_dir, args.keep, print) as workdir:
         list_path, _ = build_corpus(workdir, args.lines, args.seed, (2.0, 5.0))

@@ -35,14 +35,19 @@ Shar are iterable: ``split_by_worker`` / ``split_for_dataloading``), ``persisten
 ``prefetch_factor=2`` as speechpack's loader.  **bare numpy** is the limit: the same windows read from
 speechpack's own mapped shards with offsets precomputed into arrays, copied into fresh ``np.empty`` batches in a
 plain loop (each window a cast copy then an in-place multiply, the faster of numpy's two ways; a mixture decoded
-once and copied to its second row).  The peers' collate uses the same two steps.
+once and copied to its second row).  The peers' collate uses the same two steps.  **bare reuse** is the stricter
+limit of the copies alone: the same loop writing every batch into two arrays allocated once, so no batch pays for
+faulting in fresh memory (speechpack recycles its batch arrays once the training loop drops them,
+``loader/tse/batch_arrays.py``; the peers and ``bare numpy`` allocate per batch).
 
 **Modes.** ``warm``: the job's files read once, one untimed epoch, then ``--epochs`` timed epochs (median).  ``cold``:
 the reader is built, the job's files are dropped from the page cache with ``posix_fadvise(POSIX_FADV_DONTNEED)``
 (root's ``drop_caches`` is not needed: the files are not mapped by anyone at that moment), then one epoch is timed.
 Every measurement runs in a fresh child process (so no job inherits another's mappings or workers); the jobs
 alternate and each is repeated ``--repeats`` times; the table gives medians, and ratios are taken between jobs of
-the same repeat.  Figures and their reading: ``docs/performance.md``.
+the same repeat; each child also reports its process CPU time, whose ratios read through a shared machine's load
+(the main process only: with workers they leave the workers' work out).  Figures and their reading:
+``docs/performance.md``.
 """
 
 from __future__ import annotations
@@ -75,7 +80,8 @@ PREFETCH = 2  # as loader.torch.PREFETCH_PER_WORKER
 SHARD_BYTES = 64 << 20  # MDS and LitData shard size (both libraries' default order of magnitude)
 WDS_SHARDS = 8
 VARIANTS = {"short": ((2.0, 5.0), 960), "long": ((8.0, 12.0), 320)}  # piece seconds, lines
-JOBS = ("speechpack", "bare-numpy", "mds", "litdata", "webdataset", "shar")
+JOBS = ("speechpack", "bare-numpy", "bare-reuse", "mds", "litdata", "webdataset", "shar")
+BARE = ("bare-numpy", "bare-reuse")  # the limits: one process only, on speechpack's shards
 PEERS = ("mds", "litdata", "webdataset", "shar")
 INT16_SCALE = np.float32(1 / 32768)
 
@@ -116,7 +122,8 @@ def read_corpus(list_path: str) -> list[tuple[str, np.ndarray, np.ndarray, np.nd
 
 
 def write_speechpack(list_path: str, out: str) -> None:
-    from packer.build.run import BuildOptions, build_wesep
+    from packer.adapters.wesep import build_wesep
+    from packer.build.run import BuildOptions
     build_wesep(list_path, BuildOptions(out=out, workers=1, progress=False))
 
 
@@ -172,7 +179,7 @@ def dir_bytes(path: str) -> int:
 
 
 def job_files(workdir: str, job: str) -> list[str]:
-    folder = os.path.join(workdir, "speechpack" if job == "bare-numpy" else job)
+    folder = os.path.join(workdir, "speechpack" if job in BARE else job)
     return [p for p in glob.glob(os.path.join(folder, "**", "*"), recursive=True) if os.path.isfile(p)]
 
 
@@ -324,13 +331,16 @@ def speechpack_loader(folder: str, workers: int, seed: int):
 
 
 class BareNumpy:
-    """The limit: speechpack's mapped shards, offsets precomputed as arrays, every window copied in a plain loop."""
+    """The limit: speechpack's mapped shards, offsets precomputed as arrays, every window copied in a plain loop into
+    fresh ``np.empty`` batches (``bare-numpy``), or into two arrays allocated once and overwritten for every batch
+    (``bare-reuse``: the copies alone, no page faults for new memory)."""
 
-    def __init__(self, folder: str, seed: int):
+    def __init__(self, folder: str, seed: int, reuse: bool = False):
         from loader import open_pack
         from schemas.constants import STREAM_MIX, STREAM_TARGET
         pack = open_pack(folder)
         self.seed = seed
+        self.reuse = reuse
         arrays = {}
         mix_ref, target_ref = [], []  # per sample: (array id, start element, scale), targets flattened 2 per sample
         self.arrays = []
@@ -367,10 +377,15 @@ class BareNumpy:
         mix_s, tgt_s = mix_s.astype(np.float32).tolist(), tgt[..., 2].astype(np.float32).tolist()
         arrays = self.arrays
         mixtures = 0
+        kept = (np.empty((SPEAKERS * BATCH, 1, CHUNK), dtype=np.float32),
+                np.empty((SPEAKERS * BATCH, 1, CHUNK), dtype=np.float32))
         for first in range(0, len(order), BATCH):
             rows = SPEAKERS * min(BATCH, len(order) - first)
-            mix = np.empty((rows, 1, CHUNK), dtype=np.float32)
-            target = np.empty((rows, 1, CHUNK), dtype=np.float32)
+            if self.reuse:
+                mix, target = kept[0][:rows], kept[1][:rows]
+            else:
+                mix = np.empty((rows, 1, CHUNK), dtype=np.float32)
+                target = np.empty((rows, 1, CHUNK), dtype=np.float32)
             r = 0
             for i in range(first, min(first + BATCH, len(order))):
                 row = mix[r, 0]  # decoded once (a cast copy, then an in-place multiply), then copied per target
@@ -411,38 +426,42 @@ def child(args) -> None:
     import torch
     torch.set_num_threads(1)
     workers = args.workers[0]
-    folder = os.path.join(args.dir, "speechpack" if args.child == "bare-numpy" else args.child)
+    folder = os.path.join(args.dir, "speechpack" if args.child in BARE else args.child)
     files = job_files(args.dir, args.child)
     expected = args.expected
     if args.mode == "warm":
         warm(files)
     if args.child == "speechpack":
         epoch = speechpack_loader(folder, workers, args.seed)
-    elif args.child == "bare-numpy":
-        epoch = BareNumpy(folder, args.seed).epoch
+    elif args.child in BARE:
+        epoch = BareNumpy(folder, args.seed, reuse=args.child == "bare-reuse").epoch
     else:
         epoch = peer_loader(args.child, folder, workers, args.seed)
-    times = []
+    times, cpu = [], []
     if args.mode == "cold":
         drop_cache(files)
-        started = time.perf_counter()
+        started, used = time.perf_counter(), time.process_time()
         got = epoch(1)
         times.append(time.perf_counter() - started)
+        cpu.append(time.process_time() - used)
         if got != expected:
             raise SystemExit(f"{args.child} delivered {got} mixtures in an epoch, expected {expected}")
     else:
         for number in range(args.epochs + 1):
-            started = time.perf_counter()
+            started, used = time.perf_counter(), time.process_time()
             got = epoch(number + 1)
             if number:
                 times.append(time.perf_counter() - started)
+                cpu.append(time.process_time() - used)
             if got != expected:
                 raise SystemExit(f"{args.child} delivered {got} mixtures in epoch {number}, expected {expected}")
-    print("RESULT " + json.dumps({"seconds": statistics.median(times)}), flush=True)
+    print("RESULT " + json.dumps({"seconds": statistics.median(times), "cpu": statistics.median(cpu)}), flush=True)
     os._exit(0)  # skip the peers' atexit clean-ups (shared memory, worker joins), which are not timed anyway
 
 
-def measure(args, workdir: str, job: str, workers: int, mode: str, expected: int) -> float:
+def measure(args, workdir: str, job: str, workers: int, mode: str, expected: int) -> dict:
+    """``{"seconds", "cpu"}`` of one child: median wall and process CPU seconds per timed epoch (the CPU time of
+    the main process only: with workers it leaves their work out)."""
     command = [sys.executable, os.path.abspath(__file__), "--child", job, "--dir", workdir, "--workers",
                str(workers), "--mode", mode, "--epochs", str(args.epochs), "--seed", str(args.seed),
                "--expected", str(expected)]
@@ -450,7 +469,7 @@ def measure(args, workdir: str, job: str, workers: int, mode: str, expected: int
     results = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode != 0 or not results:
         raise SystemExit(f"{job} (workers {workers}, {mode}) failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    return json.loads(results[-1][len("RESULT "):])["seconds"]
+    return json.loads(results[-1][len("RESULT "):])
 
 
 # ------------------------------------------------------------------------------------------ driver
@@ -470,7 +489,7 @@ def prepare(args, workdir: str, variant: str) -> tuple[int, dict]:
                "webdataset": lambda out: write_webdataset(items, out), "shar": lambda out: write_shar(list_path, out)}
     sizes = {}
     for name, write in writers.items():
-        if name not in args.jobs and not (name == "speechpack" and "bare-numpy" in args.jobs):
+        if name not in args.jobs and not (name == "speechpack" and set(BARE) & set(args.jobs)):
             continue
         started = time.perf_counter()
         write(os.path.join(workdir, name))
@@ -484,33 +503,40 @@ def run_variant(args, workdir: str, variant: str) -> list[dict]:
     rows = []
     for mode in args.modes:
         for workers in args.workers:
-            jobs = [j for j in args.jobs if not (j == "bare-numpy" and workers)]
+            jobs = [j for j in args.jobs if not (j in BARE and workers)]
             seconds = {j: [] for j in jobs}
+            cpu = {j: [] for j in jobs}
             for repeat in range(args.repeats):
                 for job in (jobs if repeat % 2 == 0 else list(reversed(jobs))):
-                    seconds[job].append(measure(args, workdir, job, workers, mode, mixtures))
+                    got = measure(args, workdir, job, workers, mode, mixtures)
+                    seconds[job].append(got["seconds"])
+                    cpu[job].append(got["cpu"])
             load = os.getloadavg()
             for job in jobs:
-                sp = seconds.get("speechpack")
+                sp, sp_cpu = seconds.get("speechpack"), cpu.get("speechpack")
                 ratios = [s / t for s, t in zip(seconds[job], sp)] if sp else []
+                cpu_ratios = [s / t for s, t in zip(cpu[job], sp_cpu)] if sp_cpu else []
                 rows.append({"variant": variant, "mode": mode, "workers": workers, "job": job,
                              "mixtures_s": mixtures / statistics.median(seconds[job]),
                              "speechpack_x": statistics.median(ratios) if ratios else float("nan"),
+                             "speechpack_cpu_x": statistics.median(cpu_ratios) if cpu_ratios else float("nan"),
                              "load": load[0]})
                 row = rows[-1]
                 _log(f"[{variant}] {mode:<4} workers={workers} {job:<11} {row['mixtures_s']:9,.0f} mixtures/s "
                      f"{SPEAKERS * row['mixtures_s']:9,.0f} rows/s  speechpack is {row['speechpack_x']:5.2f}x "
-                     f"(per-repeat s: {', '.join(f'{s:.3f}' for s in seconds[job])}; load {load[0]:.1f})")
+                     f"(CPU time {row['speechpack_cpu_x']:5.2f}x; per-repeat s: "
+                     f"{', '.join(f'{s:.3f}' for s in seconds[job])}; load {load[0]:.1f})")
     return rows
 
 
 def table(rows: list[dict]) -> str:
     out = io.StringIO()
-    out.write("| corpus | cache | workers | job | mixtures/s | rows/s | speechpack / job | load avg |\n")
-    out.write("|---|---|---|---|---|---|---|---|\n")
+    out.write("| corpus | cache | workers | job | mixtures/s | rows/s | speechpack / job | in CPU time | load avg |\n")
+    out.write("|---|---|---|---|---|---|---|---|---|\n")
     for r in rows:
         out.write(f"| {r['variant']} | {r['mode']} | {r['workers']} | {r['job']} | {r['mixtures_s']:,.0f} | "
-                  f"{SPEAKERS * r['mixtures_s']:,.0f} | {r['speechpack_x']:.2f}x | {r['load']:.1f} |\n")
+                  f"{SPEAKERS * r['mixtures_s']:,.0f} | {r['speechpack_x']:.2f}x | {r['speechpack_cpu_x']:.2f}x | "
+                  f"{r['load']:.1f} |\n")
     return out.getvalue()
 
 

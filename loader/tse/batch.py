@@ -7,9 +7,10 @@ and ``tse_collate_fn``:
   its start is drawn from the batch's counter-based generator, re-drawn up to 3 times while the mixture chunk is
   all zeros; shorter items are right-padded with zeros (``pad``) or kept whole (``keep``) (``loader.tse.windows``);
 - val/test, or ``whole_utt``: whole utterances;
-- rows (``Row``) are one per target speaker, mixture-major (m1s1, m1s2, m2s1, ...), decoded once into the batch
-  (``loader.tse.decode``), aligned to the longest row with zeros (or cropped to the shortest with
-  ``collate.<field>.align: min``);
+- rows (``Row``) are one per target speaker, mixture-major (m1s1, m1s2, m2s1, ...), decoded once into the batch,
+  aligned to the longest row with zeros (or cropped to the shortest with ``collate.<field>.align: min``): the
+  batch's windows gathered as one table and copied in one loop into recycled arrays (``loader.tse.table``), or,
+  for packs resampled at load time, item by item (``loader.tse.decode``);
 - ``online_mix`` in train: mixtures made from sources packs (``loader.tse.online``);
 - ``speaker_label`` from the packs' labels, then the used speaker cues per row (``loader.tse.cues.resolve``),
   collated by WeSep's table (``loader.tse.collate``); a batch without cues or labels skips both.
@@ -34,6 +35,7 @@ from loader.tse.decode import Decoder, Row, collate_rows
 from loader.tse.items import ItemIndex
 from loader.tse.streams import augment_rng
 from loader.tse.online import OnlineMixer
+from loader.tse.table import TableRows
 from loader.tse.windows import ZERO_CHUNK_REDRAWS, Chunking, scored_mask, unit_window
 from schemas.constants import KIND_SOURCES, KIND_TSE, STREAM_MIX, STREAM_SOURCE, STREAM_TARGET
 from schemas.errors import SpeechpackError
@@ -84,6 +86,8 @@ class TseBatchBuilder:
         self.enroll_augment = (EnrollAugment(train_augment, self.rate) if train_augment is not None
                                and (train_augment.reverb_enroll_prob > 0 or train_augment.noise_enroll_prob > 0)
                                else None)
+        self.table = TableRows(packs, items, self.mix_stream, self.target_stream, self.decoder.muvap, self.chunking,
+                               self.windows, (args.align_of("wav_mix"), args.align_of("wav_target")))
         self.online = (OnlineMixer(packs, items, args, self.kind, self.rate, self.chunking, self.decoder, seed)
                        if args.online_mix and state == "train" else None)
 
@@ -119,6 +123,23 @@ class TseBatchBuilder:
         units = None
         if self.windows is not None:
             units, item_ids = item_ids, self.windows.item[item_ids]
+        build_rows = self._decoded_rows if self.needs_resample else self.table.rows
+        rows, wav_mix, wav_target = build_rows(item_ids, draws, units)
+        if self.offline_noise is not None:
+            self._add_noise(rows, wav_mix, augment_rng(self.seed, epoch, global_batch).random(
+                (len(item_ids), NOISE_DRAWS)))
+        real = np.asarray([row.window.take for row in rows], dtype=np.int64)
+        chunk_ratio = [row.window.chunk_ratio() for row in rows]
+        batch = self._assemble(rows, wav_mix, wav_target, chunk_ratio, real, valid, rng, epoch=epoch,
+                               global_batch=global_batch)
+        if units is not None:  # scored samples: the chunk itself, not its history
+            batch["scored"] = scored_mask(self.windows, [int(units[row.item]) for row in rows], wav_target.shape[-1])
+        return batch
+
+    def _decoded_rows(self, item_ids: np.ndarray, draws: np.ndarray, units: np.ndarray | None
+                      ) -> tuple[list[Row], np.ndarray, np.ndarray]:
+        """Rows, ``wav_mix`` and ``wav_target`` item by item, through the ``Decoder``: packs resampled at load
+        time (each segment is resampled whole before its window is cut)."""
         rows = []
         for position, item in enumerate(item_ids):
             pack_id = int(self.items.pack[item])
@@ -139,16 +160,7 @@ class TseBatchBuilder:
         wav_mix = collate_rows([row.mix for row in rows], windows, lengths, self.args.align_of("wav_mix"),
                                mixture_of=[row.item for row in rows])
         wav_target = collate_rows([row.target for row in rows], windows, lengths, self.args.align_of("wav_target"))
-        if self.offline_noise is not None:
-            self._add_noise(rows, wav_mix, augment_rng(self.seed, epoch, global_batch).random(
-                (len(item_ids), NOISE_DRAWS)))
-        real = np.asarray([w.take for w in windows], dtype=np.int64)
-        chunk_ratio = [w.chunk_ratio() for w in windows]
-        batch = self._assemble(rows, wav_mix, wav_target, chunk_ratio, real, valid, rng, epoch=epoch,
-                               global_batch=global_batch)
-        if units is not None:  # scored samples: the chunk itself, not its history
-            batch["scored"] = scored_mask(self.windows, [int(units[row.item]) for row in rows], wav_target.shape[-1])
-        return batch
+        return rows, wav_mix, wav_target
 
     def _add_noise(self, rows: list[Row], wav_mix: np.ndarray, draws: np.ndarray) -> None:
         """WeSep's ``add_noise`` on pre-mixed training: per mixture, with ``noise_prob``, noise over its chunk
@@ -182,7 +194,7 @@ class TseBatchBuilder:
         self._labels(rows, batch)
         if self.cues:
             self._cues(rows, chunk_ratio, rng, batch, source_keys, epoch, global_batch)
-        batch["valid"] = np.asarray([bool(valid[row.item]) for row in rows], dtype=bool)
+        batch["valid"] = np.asarray(valid, dtype=bool)[[row.item for row in rows]]
         batch["lengths"] = np.minimum(real, wav_target.shape[-1])
         batch["chunk_ratio"] = chunk_ratio
         return batch

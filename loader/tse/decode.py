@@ -5,6 +5,10 @@ decoded once, into its destination: the decode, the scaling and MuVAP's normalis
 mixture repeated for each of its targets is decoded once and copied.  Packs at another rate than the loader's
 are resampled with soxr when described (slow; the loader warns).  MuVAP's gain comes from the mixture's
 whole-recording statistics (``loader.normalize``), shared by its targets so the mixture stays their sum.
+
+Segment by segment is how online mixing reads its sources and how pre-mixed packs resampled at load time are read;
+pre-mixed batches at the loader's rate go through ``loader.tse.table``, which gives the same floats for a whole
+batch at once.
 """
 
 from __future__ import annotations
@@ -84,11 +88,18 @@ class Row(NamedTuple):
     pack: int
 
 
+def aligned_length(lengths: np.ndarray, align: str) -> int:
+    """A batch field's row length from its rows' lengths: the longest (``max``) or the shortest (``min``)."""
+    if not len(lengths):
+        return 0
+    return int(lengths.max() if align == "max" else lengths.min())
+
+
 def collate_rows(sources: list[Audio], windows: list[Window], lengths: np.ndarray, align: str,
                  mixture_of: list[int] | None = None) -> np.ndarray:
     """Decode every row once into a ``[rows, C, T]`` float32 array (T by ``align``), zero-padded on the right.
     ``mixture_of``: each row's mixture; a row repeating the previous row's mixture is copied, not decoded."""
-    out_len = int(lengths.max() if align == "max" else lengths.min()) if len(lengths) else 0
+    out_len = aligned_length(lengths, align)
     channels = sources[0][0].shape[0] if sources else 1
     out = np.empty((len(sources), channels, out_len), dtype=np.float32)
     # Cold cache: the batch's ranges announced at once, in one system call (a repeated mixture is copied).
@@ -128,4 +139,4 @@ def decode_into(row: np.ndarray, audio: Audio, window: Window) -> None:
         row[take:] = 0.0
 
 
-__all__ = ["Audio", "Decoder", "Row", "collate_rows", "decode_into"]
+__all__ = ["Audio", "Decoder", "Row", "aligned_length", "collate_rows", "decode_into"]

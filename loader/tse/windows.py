@@ -9,7 +9,7 @@ nothing else.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -65,12 +65,34 @@ class Chunking:
             if self.random_start:
                 for attempt in range(ZERO_CHUNK_REDRAWS + 1):
                     start = int(draws[attempt] * (total - length + 1))
-                    if not redraw_silence or _sounds(mix[:, start:start + length]):
+                    if not redraw_silence or sounds(mix[:, start:start + length]):
                         break
             return Window(start, length, length, total)
         if self.short_policy == "pad":
             return Window(0, total, length, total)
         return Window(0, total, total, total)
+
+    def windows(self, totals: np.ndarray, draws: np.ndarray, audible: Callable[[int, int], bool]
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``window`` for a whole batch of mixtures at once: ``(start, take, length)`` arrays for mixtures of
+        ``totals`` samples, the same values ``window`` gives each; ``audible(i, start)`` tells whether mixture
+        ``i``'s chunk at ``start`` has a non-zero sample (asked only where a random start may be re-drawn)."""
+        totals = np.asarray(totals, dtype=np.int64)
+        if not self.chunk:
+            return np.zeros(len(totals), dtype=np.int64), totals, totals
+        length = self.chunk_len
+        long = totals >= length
+        take = np.where(long, length, totals)
+        rows = np.where(long | (self.short_policy == "pad"), length, totals)
+        start = np.zeros(len(totals), dtype=np.int64)
+        if self.random_start:
+            candidates = (draws * (totals - length + 1)[:, None]).astype(np.int64)  # int() of each draw's product
+            for i in np.flatnonzero(long).tolist():
+                for attempt in candidates[i].tolist():
+                    start[i] = attempt
+                    if audible(i, attempt):
+                        break
+        return start, take, rows
 
     @property
     def fixed_length(self) -> bool:
@@ -101,14 +123,15 @@ def scored_mask(windows: Windows, units: list[int], length: int) -> np.ndarray:
     return scored
 
 
-__all__ = ["Chunking", "Window", "ZERO_CHUNK_REDRAWS", "scored_mask", "unit_window"]
+__all__ = ["Chunking", "Window", "ZERO_CHUNK_REDRAWS", "scored_mask", "sounds", "unit_window"]
 
 
 #: Stride of the first look for a non-zero sample in a window (any hit proves it is not silent).
 _SOUND_PROBE_STRIDE = 512
 
 
-def _sounds(chunk: np.ndarray) -> bool:
-    """Whether ``chunk`` has a non-zero sample: a strided look first (speech is rarely zero, so this decides
-    almost every window for a 512th of the reads), then the whole window only if that look saw zeros."""
-    return bool(np.count_nonzero(chunk[:, ::_SOUND_PROBE_STRIDE]) or np.count_nonzero(chunk))
+def sounds(chunk: np.ndarray) -> bool:
+    """Whether ``chunk`` (``[T]`` or ``[C, T]``) has a non-zero sample: a strided look first (speech is rarely
+    zero, so this decides almost every window for a 512th of the reads), then the whole window only if that look
+    saw zeros."""
+    return bool(np.count_nonzero(chunk[..., ::_SOUND_PROBE_STRIDE]) or np.count_nonzero(chunk))
