@@ -38,7 +38,8 @@ TARGET = 1.8
 
 def tse_config(workdir: str, seed: int) -> dict:
     from loader_throughput import CHUNK_LEN, build_corpus
-    from packer.build.run import BuildOptions, build_wesep
+    from packer.adapters.wesep import build_wesep
+    from packer.build.run import BuildOptions
     list_path, _ = build_corpus(workdir, 640, seed)
     pack = os.path.join(workdir, "tse-pack")
     build_wesep(list_path, BuildOptions(out=pack, workers=1, progress=False))
