@@ -39,10 +39,11 @@ import multiprocessing.context
 import os
 import weakref
 from multiprocessing.reduction import DupFd
+from typing import Callable
 
 import numpy as np
 
-from loader.batch_arrays import Arena, aligned
+from loader.batch_arrays import Arena, aligned, allocating_in
 
 #: A slot that must grow becomes this many times the batch that did not fit (batches vary a little in size).
 GROWTH = 1.25
@@ -142,6 +143,17 @@ class BatchRing:
     def abandon(self, worker: int, slot: _Slot) -> None:
         """Give a claimed slot back unsent (its build failed)."""
         self._free[worker][slot.index].release()
+
+    def build_in(self, worker: int, slot: _Slot, build: Callable[[], dict]) -> "_Message":
+        """``build()`` run with its output arrays carved from ``slot`` (``loader.batch_arrays``), packed into a
+        message; the slot is given back if the build fails."""
+        try:
+            with allocating_in(slot.arena):
+                batch = build()
+            return self.pack(worker, slot, batch)
+        except BaseException:
+            self.abandon(worker, slot)
+            raise
 
     def pack(self, worker: int, slot: _Slot, batch: dict) -> "_Message":
         """The message for ``batch`` built (partly) in ``slot``: numeric arrays placed in the slot (copied in when

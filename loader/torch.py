@@ -29,7 +29,6 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler, get_worker_info
 
 from loader import batch_ring
-from loader.batch_arrays import allocating_in
 
 from loader.config import LoaderConfig
 from loader.config_checks import MAX_COUNT, MAX_EPOCH, ConfigError, integer
@@ -157,23 +156,12 @@ class _PlannedBatches(Dataset):
         worker = get_worker_info()
         slot = self.ring.claim(worker.id) if self.ring is not None and worker is not None else None
         if slot is not None:
-            return self._build_in_slot(worker.id, slot, build)
+            return self.ring.build_in(worker.id, slot, lambda: self.builder.build(*build))
         arrays = self.builder.build(*build)
         # No slot (one process, or every slot still held by the consumer): audio becomes tensors here (a worker
         # sends them through torch's shared memory, cheaper than pickling); small arrays travel pickled as numpy.
         return {name: torch.from_numpy(value) if isinstance(value, np.ndarray) and value.nbytes >= _SHARED_MIN
                 else value for name, value in arrays.items()}
-
-    def _build_in_slot(self, worker: int, slot, build: tuple):
-        """The batch built straight into ``slot`` and sent as a slot message (``loader.batch_ring``); the slot is
-        given back if the build fails."""
-        try:
-            with allocating_in(slot.arena):
-                arrays = self.builder.build(*build)
-            return self.ring.pack(worker, slot, arrays)
-        except BaseException:
-            self.ring.abandon(worker, slot)
-            raise
 
 
 class _SlotBatch(batch_ring.ReceivedBatch):

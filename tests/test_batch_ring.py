@@ -146,3 +146,17 @@ def test_a_loader_with_workers_sends_through_torch_when_the_ring_is_off(real_pac
     batches = list(loader)
     _assert_same(batches, reference)
     assert all(b["wav_mix"].is_shared() for b in batches)
+
+
+def test_pinning_copies_the_batch_and_frees_its_slot(monkeypatch):
+    """What the DataLoader's pin-memory thread calls on a slot batch (``pin_memory=True``)."""
+    from loader.torch import _SlotBatch
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self, *args, **kwargs: self.clone())  # CPU-only torch
+    ring = batch_ring.BatchRing(1, 1, received=_SlotBatch)
+    slot = ring.claim(0)
+    received = _round_trip(ring, slot, {"audio": np.arange(6, dtype=np.float32), "key": ["x"]})
+    pinned = received.pin_memory()
+    del received
+    gc.collect()
+    assert ring._free[0][slot.index].get_value() == 1
+    assert pinned["audio"].tolist() == [0, 1, 2, 3, 4, 5] and pinned["key"] == ["x"]
