@@ -16,6 +16,7 @@ array into a slot it grows for the next batch.
 from __future__ import annotations
 
 import contextlib
+import math
 from typing import Iterator
 
 import numpy as np
@@ -49,8 +50,8 @@ class Arena:
     def take(self, shape, dtype) -> np.ndarray | None:
         """A C-contiguous array of ``shape`` and ``dtype`` carved from the buffer, or None when it does not fit."""
         dtype = np.dtype(dtype)
-        shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(n) for n in shape)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(n) for n in shape)
+        nbytes = math.prod(shape) * dtype.itemsize
         start = self.used
         if start + nbytes > self.capacity:
             return None

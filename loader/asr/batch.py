@@ -79,8 +79,9 @@ class AsrBatchBuilder:
         lengths = self.items.num_frames[items]
         # The waveforms are the batch's output only without normalisation, fbank and SpecAugment: then they go
         # straight into the worker's shared-memory slot (``loader.batch_arrays``); otherwise they are scratch.
-        zeros = batch_arrays.zeros if self._waves_are_output else np.zeros
-        waves = zeros((len(items), int(lengths.max()) if len(items) else 0), np.float32)
+        # Each row is written once: its samples, then zeros past them (no zeroing of the whole batch first).
+        empty = batch_arrays.empty if self._waves_are_output else np.empty
+        waves = empty((len(items), int(lengths.max()) if len(items) else 0), np.float32)
         segments = [(self.packs[int(self.items.pack[item])], int(self.items.sample[item])) for item in items.tolist()]
         segments = [(pack, segment_of(pack, sample)) for pack, sample in segments]
         for pack, segment in segments:  # request every read of the batch before the first copy waits on a cold disk
@@ -92,6 +93,7 @@ class AsrBatchBuilder:
                 np.multiply(stored[0], np.float32(factor), out=out, casting="unsafe")
             else:  # mono by channel mean, scaled in the same pass
                 np.multiply(stored.sum(axis=0, dtype=np.float32), np.float32(factor / stored.shape[0]), out=out)
+            waves[row, stored.shape[1]:] = 0.0
         return waves, lengths.astype(np.int64)
 
     def _targets(self, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
