@@ -47,8 +47,8 @@ from loader.batch_arrays import Arena, aligned, allocating_in
 
 #: A slot that must grow becomes this many times the batch that did not fit (batches vary a little in size).
 GROWTH = 1.25
-#: No slot is smaller (one page table's worth of small batches; a tiny slot would grow at once).
-MIN_SLOT_BYTES = 1 << 20
+#: Slots are whole multiples of this (a huge page), and no slot is smaller: a tiny slot would grow at once.
+MIN_SLOT_BYTES = 2 << 20
 #: Array kinds that travel in the slot (bool, ints, floats, complex); others (strings, objects) are pickled.
 _NUMERIC_KINDS = "biufc"
 
@@ -60,6 +60,20 @@ _TOKENS = itertools.count()
 def supported() -> bool:
     """Whether this platform has anonymous shared memory files (``memfd_create``, Linux)."""
     return hasattr(os, "memfd_create")
+
+
+def _map(fd: int, capacity: int) -> mmap.mmap:
+    """Map a slot, asking for huge pages: a batch of 16 MB spans 4,096 small pages, and the TLB misses show (one
+    process building TSE batches into fresh arrays: 3.8-4.1 ms with numpy's huge pages, 5.2-5.3 ms without).
+    Shared memory gets them only where the kernel allows it (``/sys/kernel/mm/transparent_hugepage/
+    shmem_enabled``: ``advise``, ``within_size`` or ``always``); elsewhere the advice changes nothing."""
+    mapped = mmap.mmap(fd, capacity)
+    if hasattr(mmap, "MADV_HUGEPAGE"):
+        try:
+            mapped.madvise(mmap.MADV_HUGEPAGE)
+        except OSError:
+            pass
+    return mapped
 
 
 class _Slot:
@@ -74,12 +88,11 @@ class _Slot:
 
     def grow(self, nbytes: int) -> None:
         """Replace the memory by a bigger one, keeping the bytes carved so far (their offsets stay valid)."""
-        page = mmap.PAGESIZE
-        capacity = -(-max(MIN_SLOT_BYTES, int(nbytes * GROWTH)) // page) * page
+        capacity = -(-int(nbytes * GROWTH) // MIN_SLOT_BYTES) * MIN_SLOT_BYTES or MIN_SLOT_BYTES
         fd = os.memfd_create("speechpack-batch", os.MFD_CLOEXEC)
         try:
             os.ftruncate(fd, capacity)
-            mapped = mmap.mmap(fd, capacity)
+            mapped = _map(fd, capacity)
         except BaseException:
             os.close(fd)
             raise
@@ -194,7 +207,7 @@ class BatchRing:
         if handle is not None:
             fd = handle.detach()
             try:
-                mapped = mmap.mmap(fd, capacity)
+                mapped = _map(fd, capacity)
             finally:
                 os.close(fd)
             self._maps[key] = (pid, generation, mapped, np.frombuffer(mapped, dtype=np.uint8).ctypes.data)
