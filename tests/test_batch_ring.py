@@ -160,3 +160,23 @@ def test_pinning_copies_the_batch_and_frees_its_slot(monkeypatch):
     gc.collect()
     assert ring._free[0][slot.index].get_value() == 1
     assert pinned["audio"].tolist() == [0, 1, 2, 3, 4, 5] and pinned["key"] == ["x"]
+
+
+def test_a_failed_build_gives_its_slot_back():
+    ring = batch_ring.BatchRing(1, 1)
+    slot = ring.claim(0)
+
+    def broken():
+        batch_arrays.empty((4,), np.float32)
+        raise ValueError("bad row")
+
+    with pytest.raises(ValueError, match="bad row"):
+        ring.build_in(0, slot, broken)
+    assert ring.claim(0) is slot
+
+
+def test_a_ring_copied_outside_a_worker_start_is_off():
+    """Semaphores cross only to processes being started; a copy made otherwise (pickle, deepcopy) sends batches
+    the ordinary way instead of failing."""
+    copy = pickle.loads(pickle.dumps(batch_ring.BatchRing(2, 3)))
+    assert not copy.enabled and copy.claim(0) is None
