@@ -63,8 +63,8 @@ def supported() -> bool:
 
 
 def _map(fd: int, capacity: int) -> mmap.mmap:
-    """Map a slot, asking for huge pages: a batch of 16 MB spans 4,096 small pages, and the TLB misses show (one
-    process building TSE batches into fresh arrays: 3.8-4.1 ms with numpy's huge pages, 5.2-5.3 ms without).
+    """Map a slot, asking for huge pages: a batch of 16 MB spans 4,096 small pages, and it shows (one process
+    building TSE batches into fresh arrays: 3.8-4.1 ms per batch on numpy's huge pages, 5.2-5.3 ms on small ones).
     Shared memory gets them only where the kernel allows it (``/sys/kernel/mm/transparent_hugepage/
     shmem_enabled``: ``advise``, ``within_size`` or ``always``); elsewhere the advice changes nothing."""
     mapped = mmap.mmap(fd, capacity)

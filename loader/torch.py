@@ -29,7 +29,6 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler, get_worker_info
 
 from loader import batch_ring
-
 from loader.config import LoaderConfig
 from loader.config_checks import MAX_COUNT, MAX_EPOCH, ConfigError, integer
 from loader.pack import Pack, open_pack
