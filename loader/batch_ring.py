@@ -119,7 +119,7 @@ class BatchRing:
         self._free = [[context.BoundedSemaphore(1) for _ in range(slots)] for _ in range(num_workers)]
         #: What arriving messages become in the training process (``ReceivedBatch`` or a subclass).
         self.received = received or ReceivedBatch
-        self._maps: dict[tuple[int, int], tuple[int, int, mmap.mmap, int]] = {}  # training process side
+        self._maps: dict[tuple[int, int], tuple[int, int, mmap.mmap, int]] = {}  # training process: by (pid, slot)
         self._owner: int | None = None  # worker side: the process the slots below belong to
         self._mine: list[_Slot] = []
         _RINGS[self.token] = self
@@ -203,7 +203,7 @@ class BatchRing:
     def receive(self, worker: int, index: int, pid: int, generation: int, capacity: int, handle, placed: dict,
                 rest: dict, order: list) -> "ReceivedBatch":
         """An arriving message as a ``received`` batch whose arrays view the slot (mapped once per generation)."""
-        key = (worker, index)
+        key = (pid, index)  # by process: two DataLoaders over one dataset (torchdata's) have workers numbered alike
         if handle is not None:
             fd = handle.detach()
             try:
