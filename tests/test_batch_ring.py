@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import Mix
+from factories import Mix
 from loader import batch_arrays, batch_ring, build_loader
 from loader.batch_arrays import ALIGN, Arena, allocating_in
 from packer.adapters.wesep import build_wesep
