@@ -19,8 +19,10 @@ import pytest
 import torch
 
 from factories import Mix
+from factories.asr import librivox_clips, write_jsonl_manifest
 from loader import batch_arrays, batch_ring, build_loader
 from loader.batch_arrays import ALIGN, Arena, allocating_in
+from packer.adapters.asr_jsonl import build_asr_jsonl
 from packer.adapters.wesep import build_wesep
 from packer.build.run import BuildOptions
 
@@ -180,3 +182,37 @@ def test_a_ring_copied_outside_a_worker_start_is_off():
     the ordinary way instead of failing."""
     copy = pickle.loads(pickle.dumps(batch_ring.BatchRing(2, 3)))
     assert not copy.enabled and copy.claim(0) is None
+
+
+@pytest.fixture(scope="module")
+def asr_spans(tmp_path_factory):
+    """24 spans (0.5-2.5 s) of the real librivox clips: batches of different widths, so slots grow."""
+    root = tmp_path_factory.mktemp("ring-asr")
+    clips = librivox_clips()
+    rng = np.random.default_rng(11)
+    lines = []
+    for i in range(24):
+        clip = clips[i % len(clips)]
+        seconds = float(rng.uniform(0.5, 2.5))
+        offset = float(rng.uniform(0, clip.frames / 16000 - seconds))
+        lines.append({"key": f"s{i}", "audio_filepath": clip.path, "offset": round(offset, 3),
+                      "duration": round(seconds, 3), "text": clip.text.split()[0], "language": "en",
+                      "corpus": "librivox"})
+    manifest = write_jsonl_manifest(root / "spans.jsonl", lines)
+    return build_asr_jsonl(str(manifest), BuildOptions(out=str(root / "pack"), progress=False)).out
+
+
+@pytest.mark.parametrize("normalize_audio", [False, True])
+def test_real_asr_batches_through_two_workers_equal_one_process(asr_spans, normalize_audio):
+    """ASR waveforms go into the slot as built (raw) or as ``normalize_rows`` writes them (``out=``)."""
+    config = {"task": "asr", "packs": [{"path": asr_spans}],
+              "dataset_args": {"batching_strategy": "STATIC", "batch_size": 4, "normalize_audio": normalize_audio}}
+    reference = list(build_loader(config, "train", seed=2))
+    loader = build_loader(config, "train", seed=2, num_workers=2)
+    streamed = []
+    for batch in loader:
+        assert not batch["source_seqs"].is_shared()  # it came in a slot
+        streamed.append({k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in batch.items()})
+    _assert_same(streamed, reference)
+    widths = {b["source_seqs"].shape[1] for b in reference}
+    assert len(widths) > 1
