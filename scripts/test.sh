@@ -32,4 +32,8 @@ export SPEECHPACK_TEST_VIDEO="$video"
 # shellcheck disable=SC1091
 SPEECHPACK_EXTRAS=dev,rir,plot,parquet,sentencepiece,lightning,torchdata,ray,wesep,s3,lhotse . "$repo/scripts/setup.sh"
 cd "$repo"
-exec python -m pytest -q "$@"
+status=0
+python -m pytest -q "$@" || status=$?
+echo
+speechpack_hint
+exit "$status"
