@@ -1,6 +1,7 @@
 """How the loader scales with DataLoader workers: ``num_workers=2`` against one process, for TSE, ASD and ASR.
 
-    python bench/worker_scaling.py [--tasks tse asd asr] [--workers 2] [--repeats 3] [--tmp-dir DIR] [--keep]
+    python bench/worker_scaling.py [--tasks tse asd asr] [--workers 2] [--repeats 5] [--torch-transport]
+                                   [--tmp-dir DIR] [--keep]
 
 Target (docs/performance.md): with 2 workers on 2 cores, at least 1.8x the batches per second of one process.
 
@@ -10,11 +11,21 @@ Target (docs/performance.md): with 2 workers on 2 cores, at least 1.8x the batch
 MuVAP's settings); **asr** the parquet corpus of ``bench/asr_loader_throughput.py`` built with ``build_parquet``,
 waveform batches of 16.
 
-**Method.** For each task two loaders of the same config: ``num_workers=0`` and ``num_workers=N`` (persistent
-workers, as ``build_loader`` makes them).  ``torch.set_num_threads(1)`` in this process (a worker's default),
-one untimed epoch of each, then ``--repeats`` epochs of each, alternating; the ratio is the median of the
-per-repeat ratios.  Both loaders deliver the same batches (the loader's determinism guarantee; checked on the
-first batch), so batches per second compare directly.
+**Jobs**, per task, all in the same run: ``num_workers=0`` (the baseline) and ``num_workers=N`` of the same config
+(persistent workers, as ``build_loader`` makes them); with ``--torch-transport`` also ``num_workers=N`` with the
+batch ring switched off (every batch through torch's per-tensor shared memory, the transport before
+``loader.batch_ring``); and the **ceiling**: a plain ``torch.utils.data.DataLoader`` with N workers whose dataset
+returns the same-sized tensors (the task's first batch), preallocated once per worker, so its epoch costs only
+torch's transport.
+
+**Method.** ``torch.set_num_threads(1)`` in this process (a worker's default), one untimed epoch of each job, then
+``--repeats`` epochs of each, the jobs' order alternating per repeat; the ratio is the median of the per-repeat
+ratios.  Both loaders deliver the same batches (the loader's determinism guarantee; checked on the first batch),
+so batches per second compare directly.  Besides wall time, each epoch's **CPU time per batch** is measured in the
+training process (``time.process_time``) and in the workers (the run time of every thread of each worker,
+``/proc/PID/task/*/schedstat``).  On a machine shared with other jobs wall-clock scaling reflects the load more
+than the loader, so the script also prints what a quiet machine with N free cores would give, bound by CPU:
+``N * one-process CPU per batch / (worker CPU + training-process CPU per batch)``, capped at N.
 """
 
 from __future__ import annotations
@@ -29,8 +40,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
+from torch.utils.data import DataLoader, Dataset  # noqa: E402
 
 from loader import build_loader  # noqa: E402
+from loader.torch import PREFETCH_PER_WORKER  # noqa: E402
 from workdir import bench_workdir  # noqa: E402
 
 TARGET = 1.8
@@ -38,7 +51,8 @@ TARGET = 1.8
 
 def tse_config(workdir: str, seed: int) -> dict:
     from loader_throughput import CHUNK_LEN, build_corpus
-    from packer.build.run import BuildOptions, build_wesep
+    from packer.adapters.wesep import build_wesep
+    from packer.build.run import BuildOptions
     list_path, _ = build_corpus(workdir, 640, seed)
     pack = os.path.join(workdir, "tse-pack")
     build_wesep(list_path, BuildOptions(out=pack, workers=1, progress=False))
@@ -77,11 +91,127 @@ def first_values(batch: dict) -> dict:
     return {k: v for k, v in batch.items() if isinstance(v, torch.Tensor)}
 
 
+def thread_seconds(pid: int) -> float:
+    """CPU seconds run so far by every thread of process ``pid`` (nanosecond schedstat; clock ticks without)."""
+    total = 0
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/schedstat") as fp:
+                total += int(fp.read().split()[0])
+        return total / 1e9
+    except (OSError, ValueError, IndexError):
+        with open(f"/proc/{pid}/stat") as fp:
+            fields = fp.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def worker_pids(dataloader) -> list[int]:
+    """The pids of a DataLoader's persistent workers (none before its first epoch or without workers)."""
+    iterator = getattr(dataloader, "_iterator", None)
+    return [w.pid for w in getattr(iterator, "_workers", [])]
+
+
+class Ceiling(Dataset):
+    """The transport's ceiling: returns the same preallocated tensors (the task's first batch) for every index."""
+
+    def __init__(self, template: dict, batches: int):
+        self.template = template
+        self.batches = batches
+        self.tensors: dict | None = None
+
+    def __len__(self) -> int:
+        return self.batches
+
+    def __getitem__(self, index: int) -> dict:
+        if self.tensors is None:  # once per worker
+            self.tensors = {k: v.clone() for k, v in self.template.items()}
+        return self.tensors
+
+
+class Job:
+    """One way of delivering a task's batches: ``run`` times an epoch and measures CPU in both processes."""
+
+    def __init__(self, name: str, iterate, dataloader):
+        self.name = name
+        self.iterate = iterate
+        self.dataloader = dataloader
+        self.seconds: list[float] = []
+        self.main_cpu: list[float] = []
+        self.worker_cpu: list[float] = []
+
+    def run(self, number: int) -> int:
+        pids = worker_pids(self.dataloader)
+        before = [thread_seconds(p) for p in pids]
+        cpu, started = time.process_time(), time.perf_counter()
+        count = self.iterate(number)
+        self.seconds.append(time.perf_counter() - started)
+        self.main_cpu.append((time.process_time() - cpu) / count)
+        self.worker_cpu.append(sum(thread_seconds(p) - b for p, b in zip(pids, before)) / count)
+        return count
+
+
+def ceiling_job(template: dict, batches: int, workers: int) -> Job:
+    dataloader = DataLoader(Ceiling(template, batches), batch_size=None, num_workers=workers,
+                            persistent_workers=True, prefetch_factor=PREFETCH_PER_WORKER, collate_fn=lambda b: b)
+    return Job("ceiling", lambda number: sum(1 for _ in dataloader), dataloader)
+
+
+def measure(task: str, config: dict, args) -> dict:
+    """Every job of ``task``, warmed up then timed ``--repeats`` times in alternating order; medians."""
+    n = args.workers
+    loaders = {"1 process": build_loader(config, "train", num_workers=0, seed=args.seed),
+               f"{n} workers": build_loader(config, "train", num_workers=n, seed=args.seed)}
+    if args.torch_transport:
+        loader = build_loader(config, "train", num_workers=n, seed=args.seed)
+        loader.dataset.ring = None  # before its workers start: torch's transport for every batch
+        loaders[f"{n} workers, torch transport"] = loader
+    first = {name: first_values(next(iter(loader))) for name, loader in loaders.items()}
+    one = first["1 process"]
+    for name, values in first.items():
+        if values.keys() != one.keys() or any(not torch.equal(one[k], values[k]) for k in one):
+            raise SystemExit(f"{task}: the first batch differs between 1 process and {name}")
+    jobs = [Job(name, lambda number, loader=loader: epoch(loader, number), loader.dataloader)
+            for name, loader in loaders.items()]
+    batches = {job.name: job.run(0) for job in jobs}  # warm-up: page cache, workers, slots
+    jobs.append(ceiling_job(one, batches["1 process"], n))
+    jobs[-1].run(0)
+    for job in jobs:  # the warm-up is not measured
+        job.seconds.clear(), job.main_cpu.clear(), job.worker_cpu.clear()
+    for repeat in range(args.repeats):
+        for job in (jobs if repeat % 2 == 0 else jobs[::-1]):
+            if job.run(repeat + 1) != batches.get(job.name, batches["1 process"]):
+                raise SystemExit(f"{task}: an epoch changed its number of batches ({job.name})")
+    base = jobs[0]
+    result = {"task": task, "batches": batches["1 process"], "load": os.getloadavg()[0], "jobs": {}}
+    for job in jobs:
+        ratios = [a / b for a, b in zip(base.seconds, job.seconds)]
+        cpu = statistics.median(m + w for m, w in zip(job.main_cpu, job.worker_cpu))
+        result["jobs"][job.name] = {
+            "seconds": statistics.median(job.seconds), "ratio": statistics.median(ratios), "ratios": ratios,
+            "main_ms": 1e3 * statistics.median(job.main_cpu), "worker_ms": 1e3 * statistics.median(job.worker_cpu),
+            "quiet": min(float(n), n * statistics.median(base.main_cpu) / cpu) if job is not base else 1.0}
+    return result
+
+
+def report(rows: list[dict], workers: int) -> None:
+    print(f"\n| task | job | s/epoch (median) | vs 1 process (median of repeats) | training-process CPU ms/batch "
+          f"| worker CPU ms/batch | quiet {workers}-core estimate | target | load avg |\n"
+          f"|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        for name, job in row["jobs"].items():
+            verdict = ("–" if name in ("1 process", "ceiling") or "torch" in name
+                       else f"{'pass' if job['ratio'] >= TARGET else 'below'} (≥ {TARGET}x)")
+            print(f"| {row['task']} | {name} | {job['seconds']:.3f} | {job['ratio']:.2f}x | {job['main_ms']:.2f} | "
+                  f"{job['worker_ms']:.2f} | {job['quiet']:.2f}x | {verdict} | {row['load']:.1f} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", nargs="+", choices=sorted(CONFIGS), default=["tse", "asd", "asr"])
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--torch-transport", action="store_true",
+                        help="also time the workers with the batch ring off (torch's shared memory per batch)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tmp-dir")
     parser.add_argument("--keep", action="store_true")
@@ -91,34 +221,14 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with bench_workdir("worker-scaling-", args.tmp_dir, args.keep, print) as workdir:
         for task in args.tasks:
-            config = CONFIGS[task](workdir, args.seed)
-            loaders = {w: build_loader(config, "train", num_workers=w, seed=args.seed) for w in (0, args.workers)}
-            one, many = (first_values(next(iter(loaders[w]))) for w in (0, args.workers))
-            if one.keys() != many.keys() or any(not torch.equal(one[k], many[k]) for k in one):
-                raise SystemExit(f"{task}: the first batch differs between 0 and {args.workers} workers")
-            batches = {w: epoch(loader, 0) for w, loader in loaders.items()}  # warm-up: page cache, workers
-            seconds = {w: [] for w in loaders}
-            for repeat in range(args.repeats):
-                for w in (loaders if repeat % 2 == 0 else list(loaders)[::-1]):
-                    started = time.perf_counter()
-                    if epoch(loaders[w], repeat + 1) != batches[w]:
-                        raise SystemExit(f"{task}: an epoch changed its number of batches")
-                    seconds[w].append(time.perf_counter() - started)
-            ratios = [a / b for a, b in zip(seconds[0], seconds[args.workers])]
-            load = os.getloadavg()[0]
-            rows.append((task, batches[0], seconds, statistics.median(ratios), load))
-            print(f"{task}: {batches[0]} batches/epoch; 1 process {statistics.median(seconds[0]):.3f} s, "
-                  f"{args.workers} workers {statistics.median(seconds[args.workers]):.3f} s per epoch (medians); "
-                  f"ratio {statistics.median(ratios):.2f}x (per repeat: "
-                  f"{', '.join(f'{r:.2f}' for r in ratios)}); load average {load:.1f}", flush=True)
-            for loader in loaders.values():
-                del loader
-    print(f"\n| task | batches/epoch | 1 process s/epoch | {args.workers} workers s/epoch | ratio | target "
-          f"| load avg |\n|---|---|---|---|---|---|---|")
-    for task, count, seconds, ratio, load in rows:
-        print(f"| {task} | {count} | {statistics.median(seconds[0]):.3f} | "
-              f"{statistics.median(seconds[args.workers]):.3f} | {ratio:.2f}x | "
-              f"{'pass' if ratio >= TARGET else 'below'} (≥ {TARGET}x) | {load:.1f} |")
+            row = measure(task, CONFIGS[task](workdir, args.seed), args)
+            rows.append(row)
+            for name, job in row["jobs"].items():
+                print(f"{task} {name}: {job['seconds']:.3f} s/epoch, {job['ratio']:.2f}x (per repeat: "
+                      f"{', '.join(f'{r:.2f}' for r in job['ratios'])}); CPU per batch: training process "
+                      f"{job['main_ms']:.2f} ms, workers {job['worker_ms']:.2f} ms; quiet-machine estimate "
+                      f"{job['quiet']:.2f}x; load average {row['load']:.1f}", flush=True)
+    report(rows, args.workers)
     return 0
 
 

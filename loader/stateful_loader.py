@@ -28,6 +28,7 @@ from typing import Iterator
 
 import numpy as np
 
+from loader.batch_ring import ReceivedBatch
 from loader.config_checks import MAX_EPOCH, ConfigError, integer
 from loader.torch import ResumeError, SpeechLoader, build_loader
 from schemas.errors import SpeechpackError
@@ -118,10 +119,13 @@ class EpochBatchSampler:
             raise ResumeError(f"sampler state: {err}") from None
 
 
-def _tensors(batch: dict) -> dict:
-    """numpy fields as tensors, as ``SpeechLoader`` hands them out (small arrays leave workers as numpy)."""
+def _tensors(batch) -> dict:
+    """numpy fields as tensors, as ``SpeechLoader`` hands them out (small arrays leave workers as numpy; a batch
+    that came in a worker's shared-memory slot, ``loader.batch_ring``, is unwrapped first)."""
     import torch  # with the loader, never at import: torch is imported at module level by loader.torch only
 
+    if isinstance(batch, ReceivedBatch):
+        batch = batch.arrays()
     return {name: torch.from_numpy(value) if isinstance(value, np.ndarray) else value for name, value in batch.items()}
 
 

@@ -8,7 +8,10 @@ How the pieces fit:
 - DataLoader workers receive whole batch indices round-robin (``batch_size=None``: batch-level fetch) and build
   the batch from the plan, which they recompute from (seed, epoch) on first use: nothing about the epoch lives in
   worker state, so persistent workers follow ``set_epoch`` and any ``num_workers`` gives the same batches;
-- ``SpeechLoader`` counts the batches it hands out, which is the whole resume state.
+- ``SpeechLoader`` counts the batches it hands out, which is the whole resume state;
+- a worker builds each batch into a slot of shared memory it reuses (``loader.batch_ring``; its lifetime rule
+  says how long a batch's tensors stay valid: as long as they are referenced), and the training process wraps the
+  slot in place: no per-batch shared-memory segment, no copy.
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ from typing import Iterator
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset, Sampler, get_worker_info
 
+from loader import batch_ring
 from loader.config import LoaderConfig
 from loader.config_checks import MAX_COUNT, MAX_EPOCH, ConfigError, integer
 from loader.pack import Pack, open_pack
@@ -39,7 +43,11 @@ from schemas.errors import SpeechpackError
 STATE_VERSION = 1
 #: Batches each worker prepares ahead of the training loop.
 PREFETCH_PER_WORKER = 2
-#: Arrays at least this large leave a worker as shared-memory tensors; smaller ones as pickled numpy arrays.
+#: Shared-memory slots per worker beyond its prefetch (``loader.batch_ring``): the batch the training step holds
+#: and the one a pin-memory thread holds, so a loop that keeps only its current batch never runs out of slots.
+SLOTS_BEYOND_PREFETCH = 2
+#: Without a free slot, arrays at least this large leave a worker as torch's shared-memory tensors and smaller
+#: ones as pickled numpy arrays (each such tensor costs a fresh segment: about a millisecond, more per MB).
 _SHARED_MIN = 1 << 16
 
 
@@ -123,6 +131,8 @@ class _PlannedBatches(Dataset):
         self.world_size = world_size
         self._plan: tuple[int, EpochPlan] | None = None
         self._lengths: np.ndarray | None = None
+        #: Set by ``SpeechLoader`` when it has workers: the slots batches travel in (None: torch's transport).
+        self.ring: batch_ring.BatchRing | None = None
 
     def plan(self, epoch: int) -> EpochPlan:
         if self._plan is None or self._plan[0] != epoch:
@@ -141,11 +151,33 @@ class _PlannedBatches(Dataset):
         epoch, batch = key
         plan = self.plan(epoch)
         items, valid = plan.batch(batch)
-        arrays = self.builder.build(items, valid, epoch, int(plan.global_batch[batch]))
-        # Audio becomes tensors here (a worker sends them through shared memory, cheaper than pickling); small
-        # arrays travel pickled as numpy, since each shared-memory tensor costs about a millisecond to set up.
+        build = (items, valid, epoch, int(plan.global_batch[batch]))
+        worker = get_worker_info()
+        slot = self.ring.claim(worker.id) if self.ring is not None and worker is not None else None
+        if slot is not None:
+            return self.ring.build_in(worker.id, slot, lambda: self.builder.build(*build))
+        arrays = self.builder.build(*build)
+        # No slot (one process, or every slot still held by the consumer): audio becomes tensors here (a worker
+        # sends them through torch's shared memory, cheaper than pickling); small arrays travel pickled as numpy.
         return {name: torch.from_numpy(value) if isinstance(value, np.ndarray) and value.nbytes >= _SHARED_MIN
                 else value for name, value in arrays.items()}
+
+
+class _SlotBatch(batch_ring.ReceivedBatch):
+    """A batch that arrived in a slot; ``pin_memory`` is what the DataLoader's pin-memory thread calls: pinned
+    copies of its arrays, which frees the slot at once."""
+
+    def pin_memory(self, device=None) -> dict:
+        return {name: torch.from_numpy(value).pin_memory() if isinstance(value, np.ndarray) else value
+                for name, value in self.arrays().items()}
+
+
+def _batch_ring(settings: dict) -> batch_ring.BatchRing | None:
+    """The slots a loader with workers sends its batches through (``settings``: ``dataloader_settings``)."""
+    workers = settings["num_workers"]
+    if workers == 0 or not batch_ring.supported():
+        return None
+    return batch_ring.BatchRing(workers, settings["prefetch_factor"] + SLOTS_BEYOND_PREFETCH, received=_SlotBatch)
 
 
 class _EpochSampler(Sampler):
@@ -196,6 +228,7 @@ class SpeechLoader:
         self._resume_at = 0
         self.dataloader_settings = dataloader_settings(config, num_workers, prefetch_factor)
         num_workers = self.dataloader_settings["num_workers"]
+        self.dataset.ring = _batch_ring(self.dataloader_settings)
         self.dataloader = DataLoader(
             self.dataset,
             batch_size=None,
@@ -238,6 +271,8 @@ class SpeechLoader:
         self._resume_at = 0
         for batch in self.dataloader:
             self._consumed += 1
+            if isinstance(batch, batch_ring.ReceivedBatch):
+                batch = batch.arrays()
             yield {name: torch.from_numpy(value) if isinstance(value, np.ndarray) else value
                    for name, value in batch.items()}
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from loader import batch_arrays
 from loader.asd.args import AsdArgs
 from loader.asd.augment import AugmentError, DonorIndex, apply_visual, draw_visual, fit_donor, mix_at_snr
 from loader.asd.chunks import jitter_windows, muvap_windows
@@ -169,10 +170,11 @@ class AsdBatchBuilder:
         rows = len(unit_ids)
         # Train crops to the shortest row (no padding mask in the model); val/test pads to the longest.
         width = int(fed_len.min() if self.train else fed_len.max()) if rows else 0
-        audio = np.empty((rows, 1, width * SAMPLES_PER_MODEL_FRAME), dtype=np.float32)
-        faces = np.empty((rows, width, *FACE_SHAPE), dtype=np.uint8)
-        labels = np.empty((rows, width), dtype=np.uint8)
-        scored = np.zeros((rows, width), dtype=bool)
+        # The outputs, in the worker's shared-memory slot when it has one (``loader.batch_arrays``).
+        audio = batch_arrays.empty((rows, 1, width * SAMPLES_PER_MODEL_FRAME), np.float32)
+        faces = batch_arrays.empty((rows, width, *FACE_SHAPE), np.uint8)
+        labels = batch_arrays.empty((rows, width), np.uint8)
+        scored = batch_arrays.zeros((rows, width), bool)
         for r in range(rows):  # every read of the batch is requested before the first copy waits on the disk
             self._will_need(int(tracks[r]), int(fed_start[r]), min(int(fed_len[r]), width))
         for r in range(rows):

@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from loader import batch_arrays
 from loader.asr.args import AsrArgs
 from loader.asr.fbank import fbank
 from loader.asr.items import AsrItems, segment_of
@@ -65,6 +66,7 @@ class AsrBatchBuilder:
         self.weighting = weighting
         #: Unknown tokens ``remove_unknown`` deleted from the targets (reported; the items stay).
         self.unknown_tokens_removed = unknown_tokens_removed
+        self._waves_are_output = not (args.normalize_audio or args.use_fbank or self.spec_augment)
 
     def num_units(self) -> int:
         return len(self.items)
@@ -75,7 +77,11 @@ class AsrBatchBuilder:
 
     def _waveforms(self, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         lengths = self.items.num_frames[items]
-        waves = np.zeros((len(items), int(lengths.max()) if len(items) else 0), dtype=np.float32)
+        # The waveforms are the batch's output only without normalisation, fbank and SpecAugment: then they go
+        # straight into the worker's shared-memory slot (``loader.batch_arrays``); otherwise they are scratch.
+        # Each row is written once: its samples, then zeros past them (no zeroing of the whole batch first).
+        empty = batch_arrays.empty if self._waves_are_output else np.empty
+        waves = empty((len(items), int(lengths.max()) if len(items) else 0), np.float32)
         segments = [(self.packs[int(self.items.pack[item])], int(self.items.sample[item])) for item in items.tolist()]
         segments = [(pack, segment_of(pack, sample)) for pack, sample in segments]
         for pack, segment in segments:  # request every read of the batch before the first copy waits on a cold disk
@@ -87,11 +93,12 @@ class AsrBatchBuilder:
                 np.multiply(stored[0], np.float32(factor), out=out, casting="unsafe")
             else:  # mono by channel mean, scaled in the same pass
                 np.multiply(stored.sum(axis=0, dtype=np.float32), np.float32(factor / stored.shape[0]), out=out)
+            waves[row, stored.shape[1]:] = 0.0
         return waves, lengths.astype(np.int64)
 
     def _targets(self, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         lengths = self.items.num_tokens[items].astype(np.int64)
-        targets = np.full((len(items), int(lengths.max()) if len(items) else 0), self.pad_id, dtype=np.int64)
+        targets = batch_arrays.full((len(items), int(lengths.max()) if len(items) else 0), self.pad_id, np.int64)
         for row, item in enumerate(items.tolist()):
             targets[row, :lengths[row]] = self.items.targets(item)
         return targets, lengths
@@ -101,7 +108,9 @@ class AsrBatchBuilder:
         waves_np, lengths_np = self._waveforms(items)
         waves, lengths = torch.from_numpy(waves_np), torch.from_numpy(lengths_np)
         if self.args.normalize_audio:
-            waves = normalize_rows(waves, lengths)
+            final = not (self.args.use_fbank or self.spec_augment)  # then the normalised rows are the output
+            out = torch.from_numpy(batch_arrays.empty(waves.shape, np.float32)) if final else None
+            waves = normalize_rows(waves, lengths, out=out)
         rng = batch_rng(self.seed, epoch, global_batch)
         args = self.args
         if self.args.use_fbank:

@@ -25,15 +25,16 @@ def valid_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
     return torch.arange(width, device=lengths.device)[None, :] < lengths[:, None]
 
 
-def normalize_rows(waves: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """Zero mean, unit variance per row over its valid samples (module docstring); padding stays zero."""
+def normalize_rows(waves: torch.Tensor, lengths: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Zero mean, unit variance per row over its valid samples (module docstring); padding stays zero.  ``out``
+    (the shape of ``waves``) receives the result, so a batch can be written straight into its destination."""
     lengths = torch.as_tensor(lengths, device=waves.device)
     valid = valid_mask(lengths, waves.shape[1]).to(waves.dtype)
     count = lengths.to(waves.dtype).clamp_min(1)[:, None]
     mean = (waves * valid).sum(dim=1, keepdim=True) / count
     centred = (waves - mean) * valid
     var = centred.square().sum(dim=1, keepdim=True) / count
-    return centred / torch.sqrt(var + LAYER_NORM_EPS)
+    return torch.div(centred, torch.sqrt(var + LAYER_NORM_EPS), out=out)
 
 
 __all__ = ["LAYER_NORM_EPS", "normalize_rows", "to_mono", "valid_mask"]

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from loader import batch_arrays
 from schemas.errors import SpeechpackError
 
 ALIGNS = ("max", "min", None)
@@ -140,7 +141,7 @@ def collate_field(values: list[np.ndarray | None], spec: FieldSpec, keys: list[s
         out_shape = (len(values), *row_shape[:-1], length) if row_shape else (len(values),)
     else:
         out_shape = (len(values), *row_shape)
-    out = np.empty(out_shape, dtype=dtype)
+    out = batch_arrays.empty(out_shape, dtype)
     fill_row = None
     for r, value in enumerate(values):
         if value is None:

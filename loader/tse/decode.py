@@ -18,6 +18,7 @@ from typing import NamedTuple
 import numpy as np
 import soxr
 
+from loader import batch_arrays
 from loader.normalize import MUVAP, muvap_gain
 from loader.pack import Pack
 from loader.readahead import will_need_views
@@ -101,7 +102,7 @@ def collate_rows(sources: list[Audio], windows: list[Window], lengths: np.ndarra
     ``mixture_of``: each row's mixture; a row repeating the previous row's mixture is copied, not decoded."""
     out_len = aligned_length(lengths, align)
     channels = sources[0][0].shape[0] if sources else 1
-    out = np.empty((len(sources), channels, out_len), dtype=np.float32)
+    out = batch_arrays.empty((len(sources), channels, out_len), np.float32)
     # Cold cache: the batch's ranges announced at once, in one system call (a repeated mixture is copied).
     will_need_views([audio[:, window.start:window.start + min(window.take, out_len)]
                      for r, ((audio, *_scaling), window) in enumerate(zip(sources, windows))

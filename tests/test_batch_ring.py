@@ -1,0 +1,218 @@
+"""Batches from DataLoader workers through reused shared-memory slots (``loader.batch_ring``, ``loader.batch_arrays``).
+
+What is pinned (docs/loader.md, "Workers"; docs/performance.md, "Scaling with workers"):
+- arrays carved from an arena equal numpy's ``empty``/``zeros``/``full`` and fall back to numpy when full;
+- a message's arrays equal what the worker built, whether built in the slot or copied in, across slot growth;
+- the lifetime rule: a slot is released only when the last array, tensor or view of its batch dies, and a
+  worker whose slots are all held sends the ordinary way instead of waiting or overwriting;
+- on real recordings, batches through 2 workers equal one process's, streamed (every batch through a slot) or
+  all held at once (the ring exhausted, the rest through torch's transport), and every slot is free afterwards.
+"""
+
+from __future__ import annotations
+
+import gc
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+from factories import Mix
+from factories.asr import librivox_clips, write_jsonl_manifest
+from loader import batch_arrays, batch_ring, build_loader
+from loader.batch_arrays import ALIGN, Arena, allocating_in
+from packer.adapters.asr_jsonl import build_asr_jsonl
+from packer.adapters.wesep import build_wesep
+from packer.build.run import BuildOptions
+
+pytestmark = [pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning"),
+              pytest.mark.skipif(not batch_ring.supported(), reason="memfd_create is Linux only")]
+
+
+def test_arena_arrays_equal_numpys_and_fall_back_when_full():
+    arena = Arena(np.zeros(4096, dtype=np.uint8))
+    with allocating_in(arena):
+        empty = batch_arrays.empty((3, 5), np.float32)
+        zeros = batch_arrays.zeros((7,), bool)
+        full = batch_arrays.full((2, 3), -100, np.int64)
+        big = batch_arrays.zeros((4096,), np.uint8)  # does not fit: plain numpy
+        with pytest.raises(OverflowError):
+            batch_arrays.full((2,), 300, np.uint8)  # what np.full raises
+    for array in (empty, zeros, full):
+        assert arena.offset_of(array) is not None and arena.offset_of(array) % ALIGN == 0
+        assert array.flags.c_contiguous
+    assert empty.shape == (3, 5) and empty.dtype == np.float32
+    np.testing.assert_array_equal(zeros, np.zeros(7, bool))
+    np.testing.assert_array_equal(full, np.full((2, 3), -100, np.int64))
+    assert arena.offset_of(big) is None and not big.any()
+    assert batch_arrays.empty((2,), np.float32).base is None  # outside the block: numpy's own
+
+
+def _round_trip(ring, slot, batch):
+    """What the training process receives for ``batch`` (pickled as the DataLoader's queue does)."""
+    return pickle.loads(pickle.dumps(ring.pack(0, slot, batch)))
+
+
+def test_slot_is_released_when_the_last_view_dies():
+    ring = batch_ring.BatchRing(1, 2)
+    free = ring._free[0]
+    slot = ring.claim(0)
+    with allocating_in(slot.arena):
+        audio = batch_arrays.empty((4, 1, 300), np.float32)
+    audio[...] = np.arange(1200, dtype=np.float32).reshape(4, 1, 300)
+    outside = np.arange(10, dtype=np.int64)  # built without the arena: copied in
+    received = _round_trip(ring, slot, {"audio": audio, "key": ["a", "b"], "lengths": outside})
+    arrays = received.arrays()
+    assert list(arrays) == ["audio", "key", "lengths"] and arrays["key"] == ["a", "b"]
+    np.testing.assert_array_equal(arrays["audio"], audio)
+    np.testing.assert_array_equal(arrays["lengths"], outside)
+    view = torch.from_numpy(arrays["audio"])[2:, 0, 5:]
+    assert ring.claim(0) is not None and ring.claim(0) is None  # both slots claimed: the worker would fall back
+    del received, arrays
+    gc.collect()
+    assert free[slot.index].get_value() == 0, "a view of the batch is alive: the slot stays claimed"
+    assert view[0, 0].item() == 605.0
+    del view
+    assert free[slot.index].get_value() == 1
+
+
+def test_slot_grows_and_keeps_its_bytes():
+    ring = batch_ring.BatchRing(1, 1)
+    slot = ring.claim(0)
+    small = np.arange(100, dtype=np.float32)
+    first = _round_trip(ring, slot, {"x": small})
+    generation, capacity = slot.generation, slot.arena.capacity
+    np.testing.assert_array_equal(first.arrays()["x"], small)
+    del first
+    gc.collect()
+    slot = ring.claim(0)  # the same slot again: no memory crosses this time
+    with allocating_in(slot.arena):
+        inside = batch_arrays.full((50,), 7, np.int16)
+    big = np.random.default_rng(0).standard_normal(capacity // 4 + 10).astype(np.float32)  # does not fit
+    message = ring.pack(0, slot, {"inside": inside, "big": big})
+    assert slot.generation == generation + 1 and slot.arena.capacity >= big.nbytes
+    arrays = pickle.loads(pickle.dumps(message)).arrays()
+    np.testing.assert_array_equal(arrays["inside"], np.full(50, 7, np.int16))
+    np.testing.assert_array_equal(arrays["big"], big)
+
+
+@pytest.fixture
+def real_pack(real_audio, wesep_list, tmp_path):
+    """A tse pack of 16 two-speaker mixtures cut from real recordings."""
+    p = real_audio("pocketsphinx", 4)
+    mixes = [Mix(f"m{i:02d}", (p[i % 4], p[(i + 1) % 4]), seconds=1.0 + 0.1 * (i % 3), start=0.1 * i)
+             for i in range(16)]
+    case = wesep_list(mixes)
+    out = tmp_path / "pack"
+    build_wesep(str(case.list_path), BuildOptions(out=str(out), sample_rate=16000, progress=False))
+    return {"packs": [{"path": str(out)}], "dataset_args": {"batch_size": 2, "chunk_len": 12000, "shuffle": True}}
+
+
+def _assert_same(batches, reference):
+    assert len(batches) == len(reference)
+    for got, want in zip(batches, reference):
+        assert got.keys() == want.keys()
+        for name, value in want.items():
+            if isinstance(value, torch.Tensor):
+                assert torch.equal(got[name], value), name
+            else:
+                assert got[name] == value, name
+
+
+def test_real_batches_through_two_workers_equal_one_process(real_pack):
+    reference = list(build_loader(real_pack, "train", seed=3))
+    assert len(reference) == 8
+    loader = build_loader(real_pack, "train", seed=3, num_workers=2, prefetch_factor=1)
+    ring = loader.dataset.ring
+    assert ring is not None and ring.slots == 3
+    # Streamed, one batch alive at a time: every batch arrives in a slot (not torch's shared memory).
+    streamed = []
+    for batch in loader:
+        assert not batch["wav_mix"].is_shared() and not batch["wav_target"].is_shared()
+        streamed.append({k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in batch.items()})
+    _assert_same(streamed, reference)
+    # Held all at once (8 batches, 6 slots): no batch is overwritten; what found no slot came the ordinary way.
+    held = list(loader)
+    _assert_same(held, reference)
+    assert any(b["wav_mix"].is_shared() for b in held) and not all(b["wav_mix"].is_shared() for b in held)
+    del held, batch
+    gc.collect()
+    assert all(sem.get_value() == 1 for row in ring._free for sem in row), "every slot is free again"
+
+
+def test_a_loader_with_workers_sends_through_torch_when_the_ring_is_off(real_pack):
+    reference = list(build_loader(real_pack, "train", seed=3))
+    loader = build_loader(real_pack, "train", seed=3, num_workers=2)
+    loader.dataset.ring = None  # before the workers start
+    batches = list(loader)
+    _assert_same(batches, reference)
+    assert all(b["wav_mix"].is_shared() for b in batches)
+
+
+def test_pinning_copies_the_batch_and_frees_its_slot(monkeypatch):
+    """What the DataLoader's pin-memory thread calls on a slot batch (``pin_memory=True``)."""
+    from loader.torch import _SlotBatch
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self, *args, **kwargs: self.clone())  # CPU-only torch
+    ring = batch_ring.BatchRing(1, 1, received=_SlotBatch)
+    slot = ring.claim(0)
+    received = _round_trip(ring, slot, {"audio": np.arange(6, dtype=np.float32), "key": ["x"]})
+    pinned = received.pin_memory()
+    del received
+    gc.collect()
+    assert ring._free[0][slot.index].get_value() == 1
+    assert pinned["audio"].tolist() == [0, 1, 2, 3, 4, 5] and pinned["key"] == ["x"]
+
+
+def test_a_failed_build_gives_its_slot_back():
+    ring = batch_ring.BatchRing(1, 1)
+    slot = ring.claim(0)
+
+    def broken():
+        batch_arrays.empty((4,), np.float32)
+        raise ValueError("bad row")
+
+    with pytest.raises(ValueError, match="bad row"):
+        ring.build_in(0, slot, broken)
+    assert ring.claim(0) is slot
+
+
+def test_a_ring_copied_outside_a_worker_start_is_off():
+    """Semaphores cross only to processes being started; a copy made otherwise (pickle, deepcopy) sends batches
+    the ordinary way instead of failing."""
+    copy = pickle.loads(pickle.dumps(batch_ring.BatchRing(2, 3)))
+    assert not copy.enabled and copy.claim(0) is None
+
+
+@pytest.fixture(scope="module")
+def asr_spans(tmp_path_factory):
+    """24 spans (0.5-2.5 s) of the real librivox clips: batches of different widths, so slots grow."""
+    root = tmp_path_factory.mktemp("ring-asr")
+    clips = librivox_clips()
+    rng = np.random.default_rng(11)
+    lines = []
+    for i in range(24):
+        clip = clips[i % len(clips)]
+        seconds = float(rng.uniform(0.5, 2.5))
+        offset = float(rng.uniform(0, clip.frames / 16000 - seconds))
+        lines.append({"key": f"s{i}", "audio_filepath": clip.path, "offset": round(offset, 3),
+                      "duration": round(seconds, 3), "text": clip.text.split()[0], "language": "en",
+                      "corpus": "librivox"})
+    manifest = write_jsonl_manifest(root / "spans.jsonl", lines)
+    return build_asr_jsonl(str(manifest), BuildOptions(out=str(root / "pack"), progress=False)).out
+
+
+@pytest.mark.parametrize("normalize_audio", [False, True])
+def test_real_asr_batches_through_two_workers_equal_one_process(asr_spans, normalize_audio):
+    """ASR waveforms go into the slot as built (raw) or as ``normalize_rows`` writes them (``out=``)."""
+    config = {"task": "asr", "packs": [{"path": asr_spans}],
+              "dataset_args": {"batching_strategy": "STATIC", "batch_size": 4, "normalize_audio": normalize_audio}}
+    reference = list(build_loader(config, "train", seed=2))
+    loader = build_loader(config, "train", seed=2, num_workers=2)
+    streamed = []
+    for batch in loader:
+        assert not batch["source_seqs"].is_shared()  # it came in a slot
+        streamed.append({k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in batch.items()})
+    _assert_same(streamed, reference)
+    widths = {b["source_seqs"].shape[1] for b in reference}
+    assert len(widths) > 1
