@@ -81,13 +81,16 @@ def allocating_in(arena: Arena | None) -> Iterator[None]:
         _arena = previous
 
 
+def from_arena(shape, dtype) -> np.ndarray | None:
+    """An uninitialised array carved from the current arena; None when there is none or it is full (the caller
+    then allocates as it would without workers, e.g. from its own reused buffers: ``loader.tse.batch_arrays``)."""
+    return _arena.take(shape, dtype) if _arena is not None else None
+
+
 def empty(shape, dtype) -> np.ndarray:
     """``np.empty(shape, dtype)``, in the current arena when there is one and it fits."""
-    if _arena is not None:
-        out = _arena.take(shape, dtype)
-        if out is not None:
-            return out
-    return np.empty(shape, dtype=dtype)
+    out = from_arena(shape, dtype)
+    return out if out is not None else np.empty(shape, dtype=dtype)
 
 
 def zeros(shape, dtype) -> np.ndarray:
@@ -110,4 +113,4 @@ def full(shape, fill_value, dtype) -> np.ndarray:
     return out
 
 
-__all__ = ["ALIGN", "Arena", "aligned", "allocating_in", "empty", "full", "zeros"]
+__all__ = ["ALIGN", "Arena", "aligned", "allocating_in", "empty", "from_arena", "full", "zeros"]

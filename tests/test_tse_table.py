@@ -20,8 +20,9 @@ import pytest
 import torch
 
 import loader
-from conftest import Mix
+from factories import Mix
 from loader.plan import batch_rng
+from loader.batch_arrays import Arena, allocating_in
 from loader.readahead import PROBE_EVERY, AdaptiveAdvice
 from loader.tse import table as table_module
 from loader.tse.batch_arrays import MAX_BUFFERS, BufferPool
@@ -232,3 +233,16 @@ def test_a_cached_pack_stops_being_announced(real_packs, monkeypatch):
         again += list(fresh)
     for a, b in zip(batches, again):
         assert torch.equal(a["wav_mix"], b["wav_mix"]) and torch.equal(a["wav_target"], b["wav_target"])
+
+
+def test_in_a_worker_slot_the_batch_audio_is_carved_from_the_slot_not_the_pool():
+    """A worker builds into its shared-memory slot (``loader.batch_ring``), so the batch crosses without a copy;
+    outside a slot, or when the slot is full, the pool's reused buffers serve."""
+    pool = BufferPool()
+    arena = Arena(np.zeros(1 << 16, dtype=np.uint8))
+    with allocating_in(arena):
+        carved = pool.empty((2, 1, 1000))
+        too_big = pool.empty((2, 1, 1 << 16))
+    assert arena.offset_of(carved) is not None
+    assert arena.offset_of(too_big) is None and too_big.shape == (2, 1, 1 << 16)
+    assert arena.offset_of(pool.empty((2, 1, 1000))) is None

@@ -20,6 +20,8 @@ import sys
 
 import numpy as np
 
+from loader.batch_arrays import from_arena
+
 #: Buffers a pool keeps: a batch needs one per field, and the training loop holds the previous batch while the
 #: next one is written (DataLoader workers' batches leave through shared memory, which frees theirs at once).
 MAX_BUFFERS = 8
@@ -52,8 +54,13 @@ class BufferPool:
         return {"max_buffers": self.max_buffers, "_buffers": []}
 
     def empty(self, shape: tuple[int, ...], dtype: np.dtype | type = np.float32) -> np.ndarray:
-        """An uninitialised C-contiguous array of ``shape``: a view of a free buffer, or of a new one."""
+        """An uninitialised C-contiguous array of ``shape``: carved from the DataLoader worker's shared-memory slot
+        when the batch is built in one (``loader.batch_arrays``: it then travels without a copy), else a view of a
+        free buffer, or of a new one."""
         dtype = np.dtype(dtype)
+        carved = from_arena(shape, dtype)
+        if carved is not None:
+            return carved
         nbytes = math.prod(shape) * dtype.itemsize
         if not _COUNTS or nbytes == 0:
             return np.empty(shape, dtype=dtype)
