@@ -11,12 +11,13 @@ import io
 import os
 import stat
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import soundfile
 import soxr
 
+from packer import pcm_wav
 from packer.wav_header import declared_frames
 from schemas.constants import AUDIO_DTYPE, AUDIO_FULL_SCALE
 from schemas.errors import InternalError, SpeechpackError
@@ -37,6 +38,9 @@ class AudioError(Exception):
         self.reason = reason
 
 
+#: Extensions of files that may be plain 16-bit PCM WAV, read by ``packer.pcm_wav`` without libsndfile.
+_PLAIN_WAV_EXTENSIONS = {".wav", ".wave"}
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 #: libsndfile major formats whose header ``packer.wav_header`` reads to detect truncation.
 _WAV_FORMATS = ("WAV", "WAVEX", "RF64")
 #: libsndfile subtypes that store integers: they cannot hold NaN/Inf, so decoding them needs no finiteness check.
@@ -86,6 +90,27 @@ def _check_path(path: str) -> None:
         raise AudioError(path, "not a regular file")
 
 
+def _open_plain_wav(path: str):
+    """``(file, layout)`` of a ``.wav`` file that ``packer.pcm_wav`` reads without libsndfile, the file open at its
+    samples; ``None`` for any other file (an unreadable one too: ``_check_path`` and libsndfile word the error).
+    One ``open`` and one ``fstat`` stand for ``_check_path``'s ``stat`` (``O_NONBLOCK``: a FIFO does not block)."""
+    if os.path.splitext(path)[1].lower() not in _PLAIN_WAV_EXTENSIONS:
+        return None
+    try:
+        fp = open(os.open(path, os.O_RDONLY | _NONBLOCK), "rb")
+    except OSError:
+        return None
+    try:
+        status = os.fstat(fp.fileno())
+        layout = pcm_wav.plain_pcm16(fp, status.st_size) if stat.S_ISREG(status.st_mode) else None
+    except OSError:
+        layout = None
+    if layout is None:
+        fp.close()
+        return None
+    return fp, layout
+
+
 def _uses_soundfile(path: str) -> bool:
     return os.path.splitext(path)[1].lower() in SOUNDFILE_EXTENSIONS
 
@@ -93,6 +118,11 @@ def _uses_soundfile(path: str) -> bool:
 def probe_audio(path: str) -> AudioInfo:
     """Read ``path``'s header (libsndfile), or decode it once (PyAV formats, whose headers may not say the exact
     length); raise ``AudioError`` for a missing, unreadable or empty file."""
+    plain = _open_plain_wav(path)
+    if plain is not None:
+        fp, layout = plain
+        fp.close()
+        return AudioInfo(layout.sample_rate, pcm_wav.frames(layout), layout.channels, True)
     _check_path(path)
     return _probe(path, path)
 
@@ -125,6 +155,17 @@ def _probe(source, name: str) -> AudioInfo:
 def read_audio(path: str, int16_at: int | None = None) -> Audio:
     """Decode ``path`` to ``[C, T]``: float32, or int16 when the file is 16-bit PCM at the rate ``int16_at``
     (nothing to resample: the stored values pass through untouched).  Raise ``AudioError`` for a missing, unreadable or unusable file."""
+    plain = _open_plain_wav(path)
+    if plain is not None:
+        fp, layout = plain
+        try:
+            data = pcm_wav.read_pcm16(fp, layout, as_float=layout.sample_rate != int16_at)
+        except OSError:
+            data = None
+        finally:
+            fp.close()
+        if data is not None:
+            return Audio(data, layout.sample_rate)
     _check_path(path)
     return _read(path, path, int16_at)
 
@@ -252,10 +293,15 @@ def resample(audio: Audio, sample_rate: int) -> Audio:
 
 @dataclass(frozen=True)
 class StoredAudio:
-    """Audio as it will be stored: int16 ``[C, T]`` and the scale that decodes it (``v / 32768 * scale``)."""
+    """Audio as it will be stored: int16 ``[C, T]`` and the scale that decodes it (``v / 32768 * scale``).
+
+    ``stats`` is :func:`int16_statistics` of it once measured (:func:`measured`): a build measures each segment
+    where it was decoded, so that the work runs in the decoding processes, beside decoding, rather than in the
+    one thread that writes; the writer measures a segment that comes without."""
 
     data: np.ndarray
     scale: float
+    stats: tuple[float, float, float] | None = None
 
     @property
     def channels(self) -> int:
@@ -264,6 +310,13 @@ class StoredAudio:
     @property
     def length(self) -> int:
         return self.data.shape[1]
+
+
+def measured(stored: StoredAudio) -> StoredAudio:
+    """``stored`` with its :func:`int16_statistics` (the same object when it has them already)."""
+    if stored.stats is not None:
+        return stored
+    return replace(stored, stats=int16_statistics(stored.data, stored.scale))
 
 
 def to_stored(audio: Audio) -> StoredAudio:

@@ -10,10 +10,10 @@ same sample order), so every executor gives the same pack.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
-from packer.audio import AudioError
+from packer.audio import AudioError, StoredAudio, measured
 from packer.build.state import ShardReceipt, write_receipt
 from packer.build.checkpoints import checkpoint
 from packer.sample import PackedSample, SamplePlan
@@ -28,6 +28,19 @@ def guarded(fn: Callable, item):
         return fn(item)
     except AudioError as err:
         return LineProblem(item.line, item.key, err.path, err.reason)
+
+
+def decode_measured(load: Callable, item):
+    """``guarded(load, item)``, with every audio segment of a decoded sample measured (``measured``) where it was
+    decoded: run in the pool's workers when they stream samples to one writer thread, it moves the statistics
+    from that thread (the one part of a build that does not scale with ``--workers``) into the workers.  With
+    ``--workers 1`` the decoding thread is the longer of the two, so the writer thread measures instead."""
+    result = guarded(load, item)
+    if not isinstance(result, PackedSample):
+        return result
+    streams = {name: [measured(seg) if isinstance(seg, StoredAudio) else seg for seg in segments]
+               for name, segments in result.streams.items()}
+    return replace(result, streams=streams)
 
 
 def check_decoded(result, plan: SamplePlan):
@@ -122,4 +135,4 @@ def shard_jobs(pack_dir: str, kind: str, sample_rate: int, shard_ids: Sequence[i
                      skip_bad, fingerprint, publish) for k in shard_ids]
 
 
-__all__ = ["ShardJob", "ShardOutcome", "build_shard", "check_decoded", "guarded", "record_receipt", "shard_jobs"]
+__all__ = ["ShardJob", "ShardOutcome", "build_shard", "check_decoded", "decode_measured", "guarded", "record_receipt", "shard_jobs"]
