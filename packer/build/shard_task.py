@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 from packer.audio import AudioError, StoredAudio, measured
 from packer.build.state import ShardReceipt, write_receipt
 from packer.build.checkpoints import checkpoint
+from packer.build.executor import BackgroundConsumer
 from packer.sample import PackedSample, SamplePlan
 from packer.writer import PackWriter
 from schemas.format import ShardEntry
@@ -96,7 +97,12 @@ class _NotWritten(Exception):
 
 
 def build_shard(job: ShardJob) -> ShardOutcome:
-    """Decode and write one planned shard; write its receipt when ``job.fingerprint`` is set."""
+    """Decode and write one planned shard; write its receipt when ``job.fingerprint`` is set.
+
+    Decoding runs here and writing (statistics, hashing, writes, the closing fsyncs) on a writer thread, as in a
+    ``--workers 1`` build: both release the GIL for most of their work, and the disk's waits (the fsyncs that
+    close the shard, writeback under a busy disk) no longer stall decoding.  With every core busy decoding other
+    shards the thread only fills those waits; with a core to spare it overlaps the writing too."""
     problems: list[LineProblem] = []
     published: list[tuple[ShardEntry, list]] = []
 
@@ -107,16 +113,20 @@ def build_shard(job: ShardJob) -> ShardOutcome:
     try:
         with PackWriter(job.pack_dir, job.kind, job.sample_rate, [list(job.plans)], shard_ids=[job.shard_id],
                         on_shard=publish) as writer:
+            consumer = BackgroundConsumer(lambda r: writer.add(r) if isinstance(r, PackedSample) else writer.skip(r))
             writing = job.publish
-            for item, plan in zip(job.items, job.plans):
-                result = check_decoded(guarded(job.load, item), plan)
-                if isinstance(result, LineProblem):
-                    problems.append(result)
-                    writing = writing and job.skip_bad
+            try:
+                for item, plan in zip(job.items, job.plans):
+                    result = check_decoded(guarded(job.load, item), plan)
+                    if isinstance(result, LineProblem):
+                        problems.append(result)
+                        writing = writing and job.skip_bad
                     if writing:
-                        writer.skip(result)
-                elif writing:
-                    writer.add(result)
+                        consumer.submit(result)
+            except BaseException:
+                consumer.abandon()
+                raise
+            consumer.close()
             if not writing:
                 raise _NotWritten  # leaving the block removes the half-written shard
     except _NotWritten:
