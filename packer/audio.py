@@ -18,6 +18,7 @@ import soundfile
 import soxr
 
 from packer import pcm_wav
+from packer.flac_header import read_streaminfo
 from packer.wav_header import declared_frames
 from schemas.constants import AUDIO_DTYPE, AUDIO_FULL_SCALE
 from schemas.errors import InternalError, SpeechpackError
@@ -123,8 +124,23 @@ def probe_audio(path: str) -> AudioInfo:
         fp, layout = plain
         fp.close()
         return AudioInfo(layout.sample_rate, pcm_wav.frames(layout), layout.channels, True)
+    info = _flac_streaminfo(path)
+    if info is not None:
+        return AudioInfo(info.sample_rate, info.frames, info.channels, info.bits == 16)
     _check_path(path)
     return _probe(path, path)
+
+
+def _flac_streaminfo(path: str):
+    """``packer.flac_header``'s STREAMINFO of a ``.flac`` regular file, else ``None`` (libsndfile probes it)."""
+    if not path.lower().endswith(".flac"):
+        return None
+    try:
+        with open(os.open(path, os.O_RDONLY | _NONBLOCK), "rb") as fp:
+            status = os.fstat(fp.fileno())
+            return read_streaminfo(fp, status.st_size) if stat.S_ISREG(status.st_mode) else None
+    except OSError:
+        return None
 
 
 def probe_audio_bytes(data: bytes, name: str) -> AudioInfo:

@@ -1,20 +1,27 @@
-"""Plain 16-bit PCM WAV read without libsndfile (``packer.pcm_wav``): the same frames, rate, channels and sample
-values as libsndfile, bit for bit, on real recordings, mono and multichannel, plain and EXTENSIBLE headers; every
-other layout (mu-law, float, big-endian RIFX, 24-bit, a truncated file, a file that changed between header and
-samples) is left to libsndfile, whose words the errors keep.  And the statistics that streamed workers measure
-where they decode equal the writer's."""
+"""What a build reads without libsndfile, and that it reads what libsndfile reads.
+
+Plain 16-bit PCM WAV (``packer.pcm_wav``): the same frames, rate, channels and sample values as libsndfile, bit for
+bit, on real recordings, mono and multichannel, plain and EXTENSIBLE headers; every other layout (mu-law, float,
+big-endian RIFX, 24-bit, a truncated file, a file that changed between header and samples) is left to libsndfile,
+whose words the errors keep.  FLAC headers (``packer.flac_header``): the probe equals libsndfile's on real
+recordings at 8, 16 and 24 bits, mono and stereo; ID3-tagged, unknown-length and broken files are left to it.  And
+the statistics that streamed workers measure where they decode equal the writer's."""
 
 from __future__ import annotations
 
 import functools
+import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile
 
 from packer import audio, pcm_wav
-from packer.adapters.wesep import load_wesep_sample, read_wesep_list
+from packer.adapters.wesep import build_wesep, load_wesep_sample, read_wesep_list
+from packer.build.run import BuildOptions
+from schemas.errors import BuildError
 from packer.audio import AudioError, StoredAudio, int16_statistics, probe_audio, read_audio
 from packer.build.shard_task import decode_measured
 from conftest import Mix
@@ -124,3 +131,57 @@ def test_streamed_workers_measure_what_the_writer_would(real_audio, wesep_list):
         assert segments and all(isinstance(seg, StoredAudio) for seg in segments)
         for seg in segments:
             assert seg.stats == int16_statistics(seg.data, seg.scale)
+
+
+def flac_copy(path: str, out, subtype: str = "PCM_16", channels: int = 1) -> str:
+    data, rate = soundfile.read(path, dtype="float32")
+    data = np.stack([data] * channels, axis=1) if channels > 1 else data
+    soundfile.write(str(out), data, rate, subtype=subtype)
+    return str(out)
+
+
+@pytest.mark.parametrize("subtype", ["PCM_S8", "PCM_16", "PCM_24"])
+def test_flac_headers_probe_as_libsndfile_probes_them(real_audio, tmp_path, subtype):
+    sources = real_audio("pocketsphinx", 2) + real_audio("alsa", 2) + real_audio("codec2", 2)
+    for number, source in enumerate(sources):
+        for channels in (1, 2):
+            path = flac_copy(source, tmp_path / f"{number}-{channels}.flac", subtype, channels)
+            assert audio._flac_streaminfo(path) is not None
+            assert probe_audio(path) == libsndfile_probe(path)
+
+
+def outcome(probe, path):
+    try:
+        return probe(path)
+    except AudioError as err:
+        return err.reason
+
+
+def test_flac_files_laid_out_otherwise_are_left_to_libsndfile(real_audio, tmp_path):
+    good = Path(flac_copy(real_audio("pocketsphinx", 1)[0], tmp_path / "good.flac"))
+    data = good.read_bytes()
+    cases = {
+        "id3.flac": b"ID3\x04\x00\x00\x00\x00\x00\x0a" + bytes(10) + data,  # a tag in front of the stream
+        "unknown-length.flac": data[:21] + bytes([data[21] & 0xF0]) + bytes(4) + data[26:],  # total samples 0
+        "broken-chain.flac": data[:42] + bytes([data[42] & 0x80 | 0x7F]) + data[43:],  # block type 127
+        "no-frames.flac": data[:data.index(b"\xff\xf8", 42)],  # metadata only
+    }
+    for name, content in cases.items():
+        path = tmp_path / name
+        path.write_bytes(content)
+        assert audio._flac_streaminfo(str(path)) is None, name
+        assert outcome(probe_audio, str(path)) == outcome(libsndfile_probe, str(path)), name
+
+
+def test_a_cut_flac_file_still_fails_its_line(real_audio, wesep_list, tmp_path):
+    """Cut short, a FLAC file still declares its length; the build finds the damage when it decodes (libsndfile's
+    probe reads only the metadata too) and names the line and file."""
+    path = Path(flac_copy(real_audio("pocketsphinx", 1)[0], tmp_path / "cut.flac"))
+    path.write_bytes(path.read_bytes()[:len(path.read_bytes()) // 2])
+    assert probe_audio(str(path)) == libsndfile_probe(str(path))
+    listed = tmp_path / "cut.list"
+    listed.write_text(json.dumps({"key": "cut", "spk": ["s1"], "src": {"s1": [str(path)]}}) + "\n")
+    with pytest.raises(BuildError) as err:
+        build_wesep(str(listed), BuildOptions(out=str(tmp_path / "pack"), progress=False))
+    [problem] = err.value.problems
+    assert problem.line == 1 and problem.path == str(path) and "cannot decode audio" in problem.reason
