@@ -382,6 +382,27 @@ def import_muvap_command(pack, out, shard_bytes, workers, skip_bad, strict_stats
     click.echo(summary.describe())
 
 
+@main.group("export")
+def export_group() -> None:
+    """Write a pack in another tool's format, so its samples can leave speechpack."""
+
+
+@export_group.command("lhotse")
+@click.argument("pack", type=click.Path(file_okay=False, exists=True))
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False),
+              help="Directory to create (absent or empty): cuts.jsonl.gz and audio/ (one FLAC per sample).")
+def export_lhotse_command(pack, out):
+    """A Lhotse CutSet of an asr, sources, noise or rir PACK: one cut per sample, text, speaker and language in
+    its supervision (docs/integrations.md, "Lhotse"; needs speechpack[lhotse])."""
+    from packer.export.lhotse import CUTS_FILE, export_lhotse
+
+    try:
+        count = export_lhotse(pack, out)
+    except SpeechpackError as err:
+        _fail(err)
+    click.echo(f"exported {count} cuts -> {out}/{CUTS_FILE}")
+
+
 @main.command()
 @click.option("--out", "out", default="demo-out", show_default=True, type=click.Path(file_okay=False),
               help="Working directory for the generated corpus and its pack (replaced if it holds an old demo).")

@@ -3,8 +3,8 @@
     python bench/lhotse_compare.py [--lines 640] [--batch-size 16] [--repeats 5] [--tmp-dir DIR] [--keep]
 
 Lhotse is the community default for speech data, so it is the baseline a user would measure speechpack against.
-It is installed in the development environment for this benchmark only; it is not a dependency of speechpack, and
-without it the script says so and exits.
+It comes with speechpack's optional ``lhotse`` extra (``build lhotse`` / ``export lhotse``); speechpack's loader never
+imports it, and without it the script says so and exits.
 
 **Corpus.** ``build_corpus`` of ``bench/loader_throughput.py``: 16 kHz mixtures of 8-12 s cut from real recordings
 (LibriVox, codec2, ALSA prompts); each line's mixture WAV (PCM_16, mono) is one utterance, ``--lines`` of them.
@@ -49,12 +49,12 @@ from workdir import bench_workdir  # noqa: E402
 
 
 def require_lhotse():
-    """Import Lhotse, or exit with a clear message (it is a benchmark-only tool, never a speechpack dependency)."""
+    """Import Lhotse, or exit with a clear message (it is an optional extra; the loader never needs it)."""
     try:
         import lhotse
     except ImportError:
         raise SystemExit("bench/lhotse_compare.py compares against Lhotse, which is not installed: "
-                         "pip install 'lhotse==1.33.*' (benchmark only; speechpack does not depend on it)") from None
+                         "pip install -e '.[lhotse]' (the optional lhotse extra)") from None
     return lhotse
 
 

@@ -1,6 +1,11 @@
 """The cue-bank invariants of ``schemas/cues.py``, checked on the files: what ``open_pack`` refuses and
 ``speechpack validate`` reports (each issue names its file).  numpy only.
 
+The invariants every bank shares are checked once (:func:`bank_issues`); what differs per representation is one row
+of :data:`BANK_CHECKS` (its payload bounds, whether ``meta.json`` records the sample rate, and, read from
+``schemas/cues.py``'s tables, its dtypes and extra files), the way ``schemas/kinds.py``'s ``KIND_SPECS`` holds one
+row per pack kind: a new representation is one row here (see docs/extending.md).
+
 Every check is vectorised over the bank's index arrays, so opening a pack with a million cue items stays fast.
 """
 
@@ -10,6 +15,8 @@ import json
 import math
 import os
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -31,6 +38,7 @@ from schemas.cues import (
     LOOKUP_KEYS_NAME,
     META_NAME,
     PAYLOAD_DTYPES,
+    REPRESENTATIONS,
     SOURCES_NAME,
     VALUES_NAME,
     WORD_DTYPE,
@@ -85,8 +93,9 @@ def read_bank(directory: str, spec: CueSpec, sample_rate: int) -> tuple[BankFile
         try:
             if name == DATA_NAME:
                 data_shape, dtype, size = _npy_header(path)
-                if dtype != PAYLOAD_DTYPES[spec.representation]:
-                    issues.append((path, f"dtype {dtype.str}, expected {PAYLOAD_DTYPES[spec.representation].str}"))
+                expected = BANK_CHECKS[spec.representation].payload_dtype
+                if dtype != expected:
+                    issues.append((path, f"dtype {dtype.str}, expected {expected.str}"))
                 elif os.path.getsize(path) != size:
                     issues.append((path, f"header promises {size} bytes, the file has {os.path.getsize(path)}"))
             else:
@@ -101,7 +110,7 @@ def read_bank(directory: str, spec: CueSpec, sample_rate: int) -> tuple[BankFile
 
 def _dtype_issues(directory: str, representation: str, arrays: dict[str, np.ndarray]) -> list[Issue]:
     expected = {LOOKUP_FIRST_NAME: INDEX_DTYPE, LOOKUP_COUNT_NAME: INDEX_DTYPE, ENTRIES_NAME: INDEX_DTYPE,
-                ITEMS_NAME: ITEM_DTYPES[representation], WORDS_NAME: WORD_DTYPE, KEYWORDS_NAME: INDEX_DTYPE,
+                ITEMS_NAME: BANK_CHECKS[representation].item_dtype, WORDS_NAME: WORD_DTYPE, KEYWORDS_NAME: INDEX_DTYPE,
                 VALUES_NAME: FIELD_VALUE_DTYPE}
     issues = []
     for name, array in arrays.items():
@@ -126,13 +135,14 @@ def _outside(first: np.ndarray, count: np.ndarray, size: int) -> np.ndarray:
 def bank_issues(directory: str, spec: CueSpec, files: BankFiles, sample_rate: int) -> list[Issue]:
     """The bank invariants of ``schemas/cues.py``: meta, dtypes, sorted unique keys, entry runs, item bounds."""
     representation = spec.representation
+    check = BANK_CHECKS[representation]
     meta, arrays = files.meta, files.arrays
     at = {name: os.path.join(directory, name) for name in bank_files(representation)}
     issues = _dtype_issues(directory, representation, arrays)
     if issues:
         return issues
     expected_meta = {"type": spec.type, "format": spec.format}
-    if representation == "waveform":
+    if check.meta_sample_rate:
         expected_meta["sample_rate"] = sample_rate
     for key, value in expected_meta.items():
         if meta.get(key) != value:
@@ -149,14 +159,14 @@ def bank_issues(directory: str, spec: CueSpec, files: BankFiles, sample_rate: in
         issues.append((at[ENTRY_UTT_IDS_NAME], f"{len(arrays[ENTRY_UTT_IDS_NAME])} utt ids for {len(entries)} entries"))
     if len(keys) > 1 and not (keys[1:] > keys[:-1]).all():
         issues.append((at[LOOKUP_KEYS_NAME], "lookup keys are not sorted and unique"))
-    if (count < 1).any() or (representation in DICT_VALUED and (count != 1).any()):
+    if (count < 1).any() or (check.dict_valued and (count != 1).any()):
         issues.append((at[LOOKUP_COUNT_NAME], "a key has no entry" if (count < 1).any() else
                        "a dict-valued resource has exactly one entry per key"))
     if _outside(first, count, len(entries)).any():
         issues.append((at[LOOKUP_FIRST_NAME], f"a key's entries fall outside the {len(entries)} entries"))
     if len(entries) and ((entries < 0) | (entries >= len(items))).any():
         issues.append((at[ENTRIES_NAME], f"an entry points outside the {len(items)} items"))
-    issues += PAYLOAD_CHECKS[representation](at, meta, arrays, files.data_shape)
+    issues += check.payload(at, meta, arrays, files.data_shape)
     return issues
 
 
@@ -242,15 +252,58 @@ def _check_dae_keyword_phoneme(at, meta, arrays, data_shape) -> list[Issue]:
     return issues
 
 
-#: The payload checks per representation (the contract side of the cue registries; see docs/extending.md).
-PAYLOAD_CHECKS = {
-    "waveform": _check_waveform,
-    "spk_embedding": _check_spk_embedding,
-    "raw_video": _check_raw_video,
-    "muse_frontend": _check_muse_frontend,
-    "fields": _check_fields,
-    "dae_keyword_phoneme": _check_dae_keyword_phoneme,
-}
+#: ``(paths by bank file name, meta.json, the loaded .npy arrays, data.npy's shape) -> issues``.
+PayloadCheck = Callable[[dict[str, str], dict, dict[str, np.ndarray], tuple[int, ...]], list[Issue]]
+
+
+@dataclass(frozen=True)
+class BankCheck:
+    """How a bank of one cue representation is checked, beyond the invariants every bank shares.
+
+    ``payload``           the bounds of its items (and of its extra files) inside ``data.npy``.
+    ``meta_sample_rate``  ``meta.json`` records the pack's sample rate (a waveform bank is stored at it).
+
+    The layout facts are ``schemas/cues.py``'s (``ITEM_DTYPES``, ``PAYLOAD_DTYPES``, ``EXTRA_BANK_FILES``,
+    ``DICT_VALUED``), where the writer reads them too; the row reads them from there rather than restating them.
+    """
+
+    name: str
+    payload: PayloadCheck
+    meta_sample_rate: bool = False
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        return bank_files(self.name)
+
+    @property
+    def item_dtype(self) -> np.dtype:
+        return ITEM_DTYPES[self.name]
+
+    @property
+    def payload_dtype(self) -> np.dtype:
+        return PAYLOAD_DTYPES[self.name]
+
+    @property
+    def dict_valued(self) -> bool:
+        """One entry per key (the resource maps a key to one dict, not to a list of entries)."""
+        return self.name in DICT_VALUED
+
+
+_CHECKS = (
+    BankCheck("waveform", _check_waveform, meta_sample_rate=True),
+    BankCheck("spk_embedding", _check_spk_embedding),
+    BankCheck("raw_video", _check_raw_video),
+    BankCheck("muse_frontend", _check_muse_frontend),
+    BankCheck("fields", _check_fields),
+    BankCheck("dae_keyword_phoneme", _check_dae_keyword_phoneme),
+)
+#: The table: representation -> its row (the contract side of the cue registries; see docs/extending.md).
+BANK_CHECKS: Mapping[str, BankCheck] = MappingProxyType({check.name: check for check in _CHECKS})
+if set(BANK_CHECKS) != set(REPRESENTATIONS.values()):  # pragma: no cover - a representation added in one place only
+    raise ImportError(f"BANK_CHECKS {sorted(BANK_CHECKS)} and REPRESENTATIONS {sorted(REPRESENTATIONS.values())} "
+                      f"differ")
+#: A view of the table: representation -> its payload check.
+PAYLOAD_CHECKS: Mapping[str, PayloadCheck] = MappingProxyType({name: c.payload for name, c in BANK_CHECKS.items()})
 
 
 def label_issues(directory: str, speakers: np.ndarray, labels: np.ndarray) -> list[Issue]:
@@ -263,4 +316,5 @@ def label_issues(directory: str, speakers: np.ndarray, labels: np.ndarray) -> li
     return []
 
 
-__all__ = ["BankFiles", "Issue", "PAYLOAD_CHECKS", "bank_files", "bank_issues", "label_issues", "read_bank"]
+__all__ = ["BANK_CHECKS", "BankCheck", "BankFiles", "Issue", "PAYLOAD_CHECKS", "PayloadCheck", "bank_files",
+           "bank_issues", "label_issues", "read_bank"]

@@ -1,8 +1,8 @@
 """``speechpack build ava|wasd|avcc|msdwild``: each adapter on a real talking-face video, the pack invariants,
 missing inputs (listed, or skipped with ``--skip-missing``), tracks too short for a model frame, bad labels.
 
-The corpora are written by ``tests/asd_inputs.py`` from kphotoalbum's movie (faces found by a Haar cascade, labels
-measured from the audio); a missing video or cascade fails in CI and skips elsewhere.
+The corpora are written by ``tests/factories/asd_inputs.py`` from kphotoalbum's movie (faces found by a Haar
+cascade, labels measured from the audio); a missing video or cascade fails in CI and skips elsewhere.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import soundfile
 import soxr
 from click.testing import CliRunner
 
-from asd_inputs import AVA_TRACKS, MSD_TRANSIENT_TRACK, load_movie, write_ava, write_avcc, write_msdwild
+from factories.asd_inputs import AVA_TRACKS, MSD_TRANSIENT_TRACK, load_movie, write_ava, write_avcc, write_msdwild
 from cli import main
-from conftest import pack_files
+from factories import pack_files
 from loader.pack import open_pack
 from packer.adapters.ava import build_ava
 from packer.adapters.asd_common import AsdBuildOptions, TrackAudio, parse_labels, track_audio

@@ -14,7 +14,7 @@ from loader.asd.datamodule import LightningLoader, loader_config
 from schemas.timebase import model_frame_count
 from loader.config import ConfigError
 from schemas.errors import SpeechpackError
-from test_asd_loader import TRACKS, Track, write_asd_pack
+from factories.asd_tracks import TRACKS, Track, write_asd_pack
 
 try:
     import lightning.pytorch as pl
@@ -23,6 +23,8 @@ except ImportError:  # scripts/test.sh installs the extra: in CI its absence is 
         raise
     pytest.skip("the lightning extra is not installed: pip install 'speechpack[lightning]'", allow_module_level=True)
 import torch  # noqa: E402
+
+from factories.lightning_asd import TinyASD, cpu_trainer  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*no 25 Hz model frame:UserWarning",
                                         "ignore:.*does not have many workers:UserWarning",
@@ -43,41 +45,6 @@ def packs(tmp_path, real_audio):
     return paths
 
 
-class TinyASD(pl.LightningModule):
-    """Per-frame speaking logits from the mean face brightness and the audio frame energy: enough to train."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.head = torch.nn.Linear(2, 1)
-        self.epoch_keys: dict[int, list] = {}
-        self.val_scored = 0
-
-    def _logits(self, batch):
-        faces = batch["faces"].float() / 255.0  # uint8 until here: the model scales on its device
-        b, t = faces.shape[:2]
-        energy = batch["audio"].reshape(b, t, -1).pow(2).mean(-1)
-        features = torch.stack([faces.mean(dim=(2, 3)), energy], dim=-1)
-        return self.head(features).squeeze(-1)
-
-    def training_step(self, batch, _index):
-        self.epoch_keys.setdefault(self.current_epoch, []).append(list(batch["key"]))
-        weight = batch["scored"].float()
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(
-            self._logits(batch), batch["labels"].float(), weight=weight, reduction="sum")
-        return loss / weight.sum().clamp(min=1.0)
-
-    def validation_step(self, batch, _index):
-        self.val_scored += int(batch["scored"].sum())
-
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.1)
-
-
-def _trainer(**kwargs) -> "pl.Trainer":
-    return pl.Trainer(accelerator="cpu", devices=1, use_distributed_sampler=False, logger=False,
-                      enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False, **kwargs)
-
-
 def test_lightning_fit_of_a_tiny_model(packs):
     from loader.asd.datamodule import PackedASDDataModule
 
@@ -85,7 +52,7 @@ def test_lightning_fit_of_a_tiny_model(packs):
                              dataset_args=SMALL, num_workers=0, seed=3)
     model = TinyASD()
     before = [p.detach().clone() for p in model.parameters()]
-    trainer = _trainer(max_epochs=2, num_sanity_val_steps=0)
+    trainer = cpu_trainer(max_epochs=2, num_sanity_val_steps=0)
     trainer.fit(model, datamodule=dm)
     assert trainer.global_step > 4
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))  # it learned something
@@ -100,7 +67,7 @@ def test_lightning_fit_of_a_tiny_model(packs):
 
 def test_lightning_fit_on_the_real_video_pack(tmp_path):
     """A few steps on the pack the AVA adapter makes from the real talking-face video, validated on it too."""
-    from asd_inputs import make_asd_pack
+    from factories.asd_inputs import make_asd_pack
 
     from loader.asd.datamodule import PackedASDDataModule
 
@@ -109,7 +76,7 @@ def test_lightning_fit_on_the_real_video_pack(tmp_path):
                              dataset_args=dict(train_window=40, hist_frames=10, frame_budget=80, min_batch=2,
                                                max_batch=2))
     model = TinyASD()
-    trainer = _trainer(max_steps=4, num_sanity_val_steps=0, val_check_interval=2, check_val_every_n_epoch=None)
+    trainer = cpu_trainer(max_steps=4, num_sanity_val_steps=0, val_check_interval=2, check_val_every_n_epoch=None)
     trainer.fit(model, datamodule=dm)
     assert trainer.global_step == 4
     frames = dm.val_dataloader().loader.builder.tracks.model_frames.sum()
@@ -146,14 +113,14 @@ def test_mid_epoch_checkpoint_resumes_with_the_remaining_batches(packs, tmp_path
                                    seed=3)
 
     full = TinyASD()
-    _trainer(max_epochs=1).fit(full, datamodule=datamodule())
+    cpu_trainer(max_epochs=1).fit(full, datamodule=datamodule())
     saver = pl.callbacks.ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=3, save_top_k=-1)
     first = TinyASD()
     pl.Trainer(accelerator="cpu", devices=1, use_distributed_sampler=False, logger=False, enable_progress_bar=False,
                enable_model_summary=False, max_steps=3, callbacks=[saver]).fit(first, datamodule=datamodule())
     (checkpoint,) = (tmp_path / "ckpt").glob("*.ckpt")
     resumed = TinyASD()
-    _trainer(max_epochs=1).fit(resumed, datamodule=datamodule(), ckpt_path=str(checkpoint))
+    cpu_trainer(max_epochs=1).fit(resumed, datamodule=datamodule(), ckpt_path=str(checkpoint))
     assert len(full.epoch_keys[0]) > 4
     assert first.epoch_keys[0] + resumed.epoch_keys[0] == full.epoch_keys[0]
 

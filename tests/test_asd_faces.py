@@ -10,7 +10,7 @@ import cv2
 import numpy as np
 import pytest
 
-from asd_inputs import AVA_TIME_OFFSET, load_movie
+from factories.asd_inputs import AVA_TIME_OFFSET, load_movie
 from packer.faces import (
     PAD_GREY,
     Box,

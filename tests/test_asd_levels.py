@@ -20,8 +20,8 @@ from loader.asd.levels import (
 )
 from loader.pack import open_pack
 from schemas.errors import SpeechpackError
-from test_asd_loader import Track, write_asd_pack
-from test_loader import mixture, tse_pack  # noqa: F401 (fixture)
+from factories.asd_tracks import Track, write_asd_pack
+from factories.tse import mixture
 
 #: A corpus at ordinary levels (one track with a click: the peak cap decides; one clipped 8x), and one with a
 #: very quiet track (the 20 dB cap decides) and a silent one.
@@ -120,7 +120,7 @@ def test_only_asd_packs_are_compared(tse_pack):
 def test_real_video_pack_compared_with_a_speech_pack(tmp_path, level_packs):
     """The pack the AVA adapter makes from the real talking-face video, beside a read-speech pack: the measured
     labels' speaking ratio and the webcam's levels come out as measured on its decoded audio."""
-    from asd_inputs import make_asd_pack
+    from factories.asd_inputs import make_asd_pack
 
     video = make_asd_pack(tmp_path / "video")
     report = asd_level_report([video, level_packs[0]])

@@ -11,7 +11,7 @@ from loader import build_loader
 from loader.asd.augment import AugmentError
 from loader.asd.chunks import jitter_windows, muvap_windows
 from loader.planning_report import plan_report
-from test_asd_loader import TRACKS, Track, asd_config, batches, face_frame, write_asd_pack
+from factories.asd_tracks import TRACKS, Track, asd_config, batches, face_frame, write_asd_pack
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*no 25 Hz model frame:UserWarning")
 

@@ -7,7 +7,7 @@ import json
 
 from click.testing import CliRunner
 
-from asd_inputs import write_ava, write_msdwild
+from factories.asd_inputs import write_ava, write_msdwild
 from cli import main
 from loader.pack import open_pack
 
@@ -55,7 +55,7 @@ def test_msdwild_overlap_seconds_and_keep_tail(tmp_path):
 
 
 def test_avcc_output_defaults_to_root_packed_split(tmp_path):
-    from asd_inputs import write_avcc
+    from factories.asd_inputs import write_avcc
 
     inputs = write_avcc(tmp_path / "AVCC")
     base = ["build", "avcc", "--loader", str(inputs.tsv), "--root", str(inputs.root), "--no-progress"]

@@ -16,10 +16,10 @@ except ImportError:  # scripts/test.sh installs the extra: in CI its absence is 
         raise
     pytest.skip("the lightning extra is not installed: pip install 'speechpack[lightning]'", allow_module_level=True)
 
-from muvap_packs import muvap_avcc_corpus
+from factories.muvap_packs import muvap_avcc_corpus
 from packer.build.run import BuildOptions
 from packer.importers.muvap import import_muvap
-from test_asd_datamodule import TinyASD, _trainer
+from factories.lightning_asd import TinyASD, cpu_trainer
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*does not have many workers:UserWarning",
                                         "ignore:.*to `True` in `DataLoader`:UserWarning")
@@ -65,7 +65,7 @@ def test_muvap_yaml_builds_the_datamodule_as_it_is(packs, tmp_path):
     assert set(dm.configs) == {"train", "val"}
     assert [p["path"] for p in dm.configs["train"]["packs"]] == [imported, built]
     model = TinyASD()
-    trainer = _trainer(max_steps=3, num_sanity_val_steps=0, val_check_interval=3, check_val_every_n_epoch=None)
+    trainer = cpu_trainer(max_steps=3, num_sanity_val_steps=0, val_check_interval=3, check_val_every_n_epoch=None)
     trainer.fit(model, datamodule=dm)
     assert trainer.global_step == 3
     frames = dm.val_dataloader().loader.builder.tracks.model_frames.sum()

@@ -1,5 +1,5 @@
 """``packer.validate_asd.asd_issues``: the asd-only checks of ``speechpack validate``, on a pack of the real
-talking-face video (``tests/asd_inputs.make_asd_pack``) and on copies of it with one thing broken each."""
+talking-face video (``tests/factories/asd_inputs.make_asd_pack``) and on copies of it with one thing broken each."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import shutil
 import numpy as np
 import pytest
 
-from asd_inputs import make_asd_pack
+from factories.asd_inputs import make_asd_pack
 from loader.pack import read_manifest
 from packer.validate import validate_pack
 from packer.validate_asd import asd_issues

@@ -8,7 +8,7 @@ import soundfile
 import torch
 
 from loader.asr.fbank import NUM_MEL_BINS, fbank, frame_geometry, num_frames, standardize_frames
-from test_asr_data import require
+from factories import require
 
 #: Largest difference of a log-mel value from kaldi-native-fbank's (float32 inside; values reach about 26).
 LOG_MEL_ATOL = 2e-3

@@ -18,7 +18,7 @@ from packer.build.run import BuildOptions
 from packer.validate import validate_pack
 from schemas.constants import STREAM_AUDIO, STREAM_TEXT
 from schemas.errors import BuildError
-from test_asr_data import librivox_clips, write_jsonl_manifest
+from factories.asr import librivox_clips, write_jsonl_manifest
 
 
 def options(out, **kwargs) -> BuildOptions:

@@ -18,7 +18,8 @@ from packer.build.run import BuildOptions
 from packer.validate import validate_pack
 from schemas.constants import STREAM_AUDIO, STREAM_TEXT
 from schemas.errors import BuildError, SpeechpackError
-from test_asr_data import librivox_clips, require, write_parquet_dataset
+from factories import require
+from factories.asr import librivox_clips, write_parquet_dataset
 
 
 
@@ -76,7 +77,7 @@ def test_without_split_every_row_is_packed_and_resampling_works(tmp_path, clips)
 def test_one_file_with_every_column_and_optional_key_and_speaker(tmp_path, clips):
     pa = require("pyarrow", "parquet")
     pq = require("pyarrow.parquet", "parquet")
-    from test_asr_data import encoded
+    from factories.asr import encoded
 
     path = tmp_path / "one.parquet"
     pq.write_table(pa.table({
@@ -95,7 +96,7 @@ def test_one_file_with_every_column_and_optional_key_and_speaker(tmp_path, clips
 def test_audio_bytes_as_a_list_of_int8(tmp_path, clips):
     pa = require("pyarrow", "parquet")
     pq = require("pyarrow.parquet", "parquet")
-    from test_asr_data import encoded
+    from factories.asr import encoded
 
     flac = encoded(clips[1].path, "FLAC")
     pq.write_table(pa.table({

@@ -19,7 +19,8 @@ from loader import build_loader, open_pack
 from loader.config import ConfigError
 from packer.adapters.asr_parquet import build_parquet
 from packer.build.run import BuildOptions
-from test_asr_data import librivox_clips, require, write_parquet_dataset
+from factories import require
+from factories.asr import librivox_clips, write_parquet_dataset
 
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
 RATE = 16000

@@ -18,7 +18,8 @@ from packer.adapters.asr_jsonl import build_asr_jsonl
 from packer.adapters.asr_parquet import build_parquet
 from packer.build.run import BuildOptions
 from schemas.constants import STREAM_AUDIO
-from test_asr_data import librivox_clips, require, write_jsonl_manifest, write_parquet_dataset
+from factories import require
+from factories.asr import librivox_clips, write_jsonl_manifest, write_parquet_dataset
 
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
 RATE = 16000

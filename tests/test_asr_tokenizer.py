@@ -12,8 +12,8 @@ import pytest
 
 from loader.asr.tokenizer import (PAD_ID, SPECIAL_TOKENS, UNK_ID, CharTokenizer, SentencePieceTokenizer,
                                   TokenizerError, utf8_char_counts)
-from conftest import _missing
-from test_asr_data import require
+from factories import missing_recording
+from factories import require
 
 TRANSCRIPTION = "/usr/share/pocketsphinx/test/data/librivox/transcription"
 
@@ -21,7 +21,7 @@ TRANSCRIPTION = "/usr/share/pocketsphinx/test/data/librivox/transcription"
 def librivox_transcripts() -> list[str]:
     """The clips' transcripts, without the ``<s> ... </s> (id)`` markup of the file."""
     if not os.path.isfile(TRANSCRIPTION):
-        _missing(TRANSCRIPTION, "pocketsphinx-testdata")
+        missing_recording(TRANSCRIPTION, "pocketsphinx-testdata")
     with open(TRANSCRIPTION, encoding="utf-8") as fp:
         return [re.sub(r"^<s>\s*|\s*</s>\s*\(.*\)$", "", line.strip()) for line in fp if line.strip()]
 

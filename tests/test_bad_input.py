@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli import main
-from conftest import mixture_line, source_line
+from factories import mixture_line, source_line
 from loader import open_pack
 from packer.adapters.wesep import build_wesep
 from packer.build.run import BuildOptions

@@ -18,7 +18,7 @@ from cli import main
 from loader.batching import BudgetArgs, make_budget_plan, plan_lengths, tile_windows
 from loader.config import ConfigError
 from loader.tse.args import DatasetArgs
-from test_loader import build, config, frames_list, mixture, tse_pack  # noqa: F401 (fixture)
+from factories.tse import build, config, frames_list, mixture
 
 WORLD_SIZES = (1, 2, 3, 8)
 

@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli import main
-from conftest import FULL_SCALE, Mix, Source, at_rate, corpus_rate, pack_files
+from factories import FULL_SCALE, Mix, Source, at_rate, corpus_rate, pack_files
 from loader import open_pack
 from packer.adapters.wesep import build_wesep
 from packer.build.run import BuildOptions

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli import main
-from conftest import Mix, pack_files
+from factories import Mix, pack_files
 from loader import build_loader, open_pack
 from packer.adapters.wesep import build_wesep
 from packer.adapters.wesep_dir import find_split

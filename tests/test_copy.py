@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 import packer.copy as copy_module
 from cli import main
-from conftest import Mix
+from factories import Mix
 from loader.pack import open_pack
 from packer.adapters.audio_bank import build_audio_bank
 from packer.adapters.wesep import build_wesep

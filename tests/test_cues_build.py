@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -20,47 +19,14 @@ import soundfile
 from click.testing import CliRunner
 
 from cli import main
-from conftest import FULL_SCALE, Mix, Source, at_rate, pack_files
+from factories import FULL_SCALE, Mix, Source, at_rate, pack_files
+from factories.cue_split import build_with_cues, write_json
 from loader import open_pack
-from packer.adapters.wesep import build_wesep
-from packer.build.run import BuildOptions
 from packer.validate import validate_pack
 from schemas.errors import BuildError, PackFormatError, SpeechpackError
 from schemas.format import Manifest
 
 RATE = 16000
-_VIDEO_DEFAULT = Path(__file__).resolve().parents[1] / ".cache" / "test-data" / "kphotoalbum" / "movie.avi"
-
-
-@pytest.fixture
-def real_video():
-    """kphotoalbum's demo movie.avi (MJPEG 160x120, 15 fps, 68 frames): missing fails in CI, skips elsewhere."""
-    path = os.environ.get("SPEECHPACK_TEST_VIDEO") or str(_VIDEO_DEFAULT)
-    if not os.path.isfile(path):
-        message = (f"real test video {path} is missing: run scripts/test.sh, or extract it: cd DIR && apt-get "
-                   f"download kphotoalbum && dpkg-deb -x kphotoalbum_*.deb x, then set SPEECHPACK_TEST_VIDEO="
-                   f"DIR/x/usr/share/kphotoalbum/demo/movie.avi")
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
-
-
-def make_mp4(path: Path, frames: int = 12, width: int = 64, height: int = 48, fps: int = 25) -> str:
-    """An H.264 (libx264, bundled with PyAV's FFmpeg) video of moving gradients."""
-    import av
-
-    y, x = np.mgrid[0:height, 0:width]
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream("libx264", rate=fps)
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        for i in range(frames):
-            image = np.stack([(x * 4 + i * 9) % 256, (y * 5) % 256, np.full_like(x, 40 + i * 10)], axis=-1)
-            for packet in stream.encode(av.VideoFrame.from_ndarray(image.astype(np.uint8), format="rgb24")):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-    return str(path)
 
 
 def decode_video(path: str) -> tuple[np.ndarray, float]:
@@ -73,20 +39,6 @@ def decode_video(path: str) -> tuple[np.ndarray, float]:
         return frames, float(stream.average_rate)
 
 
-def write_json(path: Path, obj) -> str:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(obj), encoding="utf-8")
-    return str(path)
-
-
-def build(case, out: Path, cues: Path, **options):
-    root = options.pop("root", None)
-    allow_pickle = options.pop("allow_pickle", False)
-    options.setdefault("progress", False)
-    return build_wesep(str(case.list_path), BuildOptions(out=str(out), **options), root=root, cues=str(cues),
-                       allow_pickle=allow_pickle)
-
-
 def reference_audio(path: str) -> np.ndarray:
     """``[C, T]`` float64 at the pack's rate, as the packer resamples it."""
     data, rate = soundfile.read(path, dtype="float64", always_2d=True)
@@ -97,66 +49,11 @@ def reference_audio(path: str) -> np.ndarray:
 # A tse split with waveform, raw-video, fields and textual cues, and speaker labels
 # ---------------------------------------------------------------------------------------------------------------
 
-CUES_YAML = """\
-# cues of the test split: kept verbatim in the pack, comments included
-cues:
-  audio:   {type: wav, format: waveform, scope: speaker, guaranteed: true,
-            policy: {type: random, key: spk_id, resource: cues/audio.json}}
-  visual:
-    policy: {type: fixed, key: mix_spk_id, resource: cues/visual.json}   # mp4/raw_video by default
-  spatial: {type: npy, format: fields, fields: [azimuth, elevation], field_defaults: {elevation: 0.0},
-            policy: {type: fixed, key: mix_spk_id, resource: cues/spatial.json}}
-  textual: {type: json, format: dae_keyword_phoneme, selection: {type: fixed},
-            policy: {type: fixed, key: mix_spk_id, resource: cues/textual.json}}
-labels:
-  speaker_label: {resource: spk2label.json}
-"""
-
-
-@pytest.fixture
-def tse_split(tmp_path, wesep_list, real_audio, real_video):
-    """Two real mixtures (speakers A, B and B, C) with every cue of ``CUES_YAML``; resource paths relative to
-    ``root`` (the split directory).  Returns ``(case, cues_yaml_path, root, facts)``."""
-    a, b, c, d = real_audio("pocketsphinx", 4)
-    alsa = real_audio("alsa", 1)[0]  # 48 kHz: resampled to the pack's rate
-    case = wesep_list([Mix("m1", (a, b)), Mix("m2", (b, c))])
-    speaker_a, speaker_b = case.lines[0].speakers
-    speaker_c = case.lines[1].speakers[1]
-    root = tmp_path / "split"
-    synthetic = make_mp4(tmp_path / "synthetic.mp4")
-    audio = {speaker_a: [{"utt_id": "a-full", "path": a}, {"utt_id": "alsa", "path": alsa}],
-             speaker_b: [{"utt_id": "b-full", "path": b}],
-             speaker_c: [{"utt_id": "c-full", "path": c}, {"utt_id": "alsa-again", "path": alsa}],
-             "spk-unused": [{"path": d}]}  # keys no sample needs are packed too
-    visual = {f"m1::{speaker_a}": [{"utt_id": "movie", "path": real_video}],
-              f"m1::{speaker_b}": [{"utt_id": "synthetic", "path": synthetic}],
-              f"m2::{speaker_b}": [{"utt_id": "movie", "path": real_video}],
-              f"m2::{speaker_c}": [{"utt_id": "synthetic", "path": synthetic}]}
-    np.savez(tmp_path / "front.npz", azimuth=np.float32(0.25), elevation=np.float64(-0.5))
-    np.savez(tmp_path / "moving.npz", azimuth=np.linspace(0, 1, 7), distance=np.float32(2.0))
-    spatial = {f"m1::{speaker_a}": {"path": str(tmp_path / "front.npz"), "duration_sec": 1.5},
-               f"m1::{speaker_b}": {"path": str(tmp_path / "moving.npz")},
-               f"m2::{speaker_b}": {"path": str(tmp_path / "front.npz"), "duration_sec": 1.5},
-               f"m2::{speaker_c}": {"path": str(tmp_path / "front.npz")}}
-    text = {"words": ["marianne", "dashwood", "sense"], "phn_label": [[5, 9, 2], [7], [3, 3, 8, 1]],
-            "kw_candidate": [2, 0], "normalized_text": "marianne dashwood sense"}
-    textual = {f"m1::{speaker_a}": text, f"m1::{speaker_b}": {**text, "kw_candidate": [1]},
-               f"m2::{speaker_b}": text, f"m2::{speaker_c}": {"words": [], "phn_label": [], "kw_candidate": []}}
-    for name, obj in (("audio", audio), ("visual", visual), ("spatial", spatial), ("textual", textual)):
-        write_json(root / "cues" / f"{name}.json", obj)
-    labels = {speaker_a: 0, speaker_b: 1, speaker_c: 2, "spk-unused": 3}
-    write_json(root / "spk2label.json", labels)
-    cues_path = root / "cues.yaml"
-    cues_path.write_text(CUES_YAML, encoding="utf-8")
-    facts = {"speakers": (speaker_a, speaker_b, speaker_c), "audio": audio, "visual": visual, "spatial": spatial,
-             "textual": textual, "labels": labels, "alsa": alsa, "synthetic": synthetic, "movie": real_video}
-    return case, cues_path, root, facts
-
 
 def test_every_cue_round_trips_through_the_pack(tse_split, tmp_path):
     case, cues_path, root, facts = tse_split
     out = tmp_path / "pack"
-    summary = build(case, out, cues_path, root=str(root))
+    summary = build_with_cues(case, out, cues_path, root=str(root))
     assert "cues: audio, spatial, textual, visual and speaker labels" in summary.describe()
     pack = open_pack(out)
     speaker_a, speaker_b, speaker_c = facts["speakers"]
@@ -244,19 +141,19 @@ def test_every_cue_round_trips_through_the_pack(tse_split, tmp_path):
 def test_rebuilds_are_byte_identical_whatever_the_workers(tse_split, tmp_path):
     case, cues_path, root, _ = tse_split
     first, second = tmp_path / "one", tmp_path / "two"
-    build(case, first, cues_path, root=str(root), workers=1)
-    build(case, second, cues_path, root=str(root), workers=2)
+    build_with_cues(case, first, cues_path, root=str(root), workers=1)
+    build_with_cues(case, second, cues_path, root=str(root), workers=2)
     files = pack_files(first)
     assert any(name.startswith("cues/visual/") for name in files)
     assert files == pack_files(second)
-    build(case, first, cues_path, root=str(root), overwrite=True)  # and again, in place
+    build_with_cues(case, first, cues_path, root=str(root), overwrite=True)  # and again, in place
     assert pack_files(first) == files
 
 
 def test_validate_checks_the_cue_files(tse_split, tmp_path):
     case, cues_path, root, _ = tse_split
     out = tmp_path / "pack"
-    build(case, out, cues_path, root=str(root))
+    build_with_cues(case, out, cues_path, root=str(root))
     result = CliRunner().invoke(main, ["validate", str(out)])
     assert result.exit_code == 0, result.output
     assert "cue visual: raw_video, 4 keys, 4 entries, 2 items" in result.output
@@ -323,7 +220,7 @@ def test_embeddings_features_and_pickled_fields(tmp_path, wesep_list, real_audio
             policy: {{type: fixed, key: mix_spk_id, resource: {tmp_path}/textual.json}}}}
 """)
     with pytest.raises(BuildError) as caught:
-        build(case, tmp_path / "refused", cues)
+        build_with_cues(case, tmp_path / "refused", cues)
     assert [str(p) for p in caught.value.problems] == [
         f"cue 'spatial', key {keys[0]!r}, file {tmp_path / 'pickled.npy'}: is a pickled dict; pass --allow-pickle "
         f"to unpickle it (only for files you trust)"]
@@ -402,7 +299,7 @@ def test_every_bad_cue_input_is_reported_in_one_pass(bad_split, tmp_path):
     case, cues, speaker_a, speaker_b = bad_split
     out = tmp_path / "pack"
     with pytest.raises(BuildError, match=r"raw.list: 9 cue problem\(s\); nothing was packed") as caught:
-        build(case, out, cues)
+        build_with_cues(case, out, cues)
     found = {(p.cue, p.key, p.path): p.reason for p in caught.value.problems}
     expected = {
         ("textual", None, str(tmp_path / "nowhere/textual.json")): "resource JSON not found",
@@ -446,7 +343,7 @@ def test_cues_yaml_problems_are_collected_with_the_others(tmp_path, wesep_list, 
   spatial: {{policy: {{type: random, key: spk_id, resource: x.json}}}}
 """)
     with pytest.raises(BuildError, match=r"1 bad line\(s\) and 4 cue problem\(s\)") as caught:
-        build(case, tmp_path / "pack", cues)
+        build_with_cues(case, tmp_path / "pack", cues)
     reasons = [str(p) for p in caught.value.problems]
     assert caught.value.problems[0].line == 2  # the bad list line comes first, then the cue problems
     assert f"cue 'visual', file {cues}: cues.visual: unknown (cue, type, format) triple (visual, wav, waveform)" \
@@ -455,9 +352,9 @@ def test_cues_yaml_problems_are_collected_with_the_others(tmp_path, wesep_list, 
     assert [p.key for p in caught.value.problems[3:]] == list(case.lines[0].speakers)  # audio: both keys missing
     cues.write_text("cues: [unclosed")
     with pytest.raises(SpeechpackError, match="cues.yaml: not valid YAML"):
-        build(case, tmp_path / "pack", cues)
+        build_with_cues(case, tmp_path / "pack", cues)
     with pytest.raises(SpeechpackError, match="nothing.yaml: cues.yaml not found"):
-        build(case, tmp_path / "pack", tmp_path / "nothing.yaml")
+        build_with_cues(case, tmp_path / "pack", tmp_path / "nothing.yaml")
 
 
 def test_relative_paths_resolve_against_root_else_the_current_directory(tmp_path, wesep_list, real_audio,
@@ -471,15 +368,15 @@ def test_relative_paths_resolve_against_root_else_the_current_directory(tmp_path
                                                                             {"path": "enroll/a.wav"}]})
     cues = split / "cues.yaml"
     cues.write_text("cues:\n  audio: {policy: {type: random, key: spk_id, resource: cues/audio.json}}\n")
-    build(case, tmp_path / "with-root", cues, root=str(split))
+    build_with_cues(case, tmp_path / "with-root", cues, root=str(split))
     bank = open_pack(tmp_path / "with-root").cues["audio"]
     assert bank.num_items == 1  # two spellings of one file: one item
     with pytest.raises(BuildError) as caught:
-        build(case, tmp_path / "from-elsewhere", cues)
+        build_with_cues(case, tmp_path / "from-elsewhere", cues)
     assert [p.reason for p in caught.value.problems] == [
         "resource JSON not found (policy.resource 'cues/audio.json')"]
     monkeypatch.chdir(split)
-    build(case, tmp_path / "from-split", cues)
+    build_with_cues(case, tmp_path / "from-split", cues)
     assert open_pack(tmp_path / "from-split").cues["audio"].find(case.lines[0].speakers[0]) == range(0, 2)
 
 

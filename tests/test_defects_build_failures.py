@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli import main
-from conftest import Mix, pack_files, source_line
+from factories import Mix, pack_files, source_line
 from packer.build.checkpoints import FAULT_ENV, KILL_AT_ENV
 from packer.build.state import PLAN_FILE, RECEIPTS_DIR
 

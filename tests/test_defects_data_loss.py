@@ -12,14 +12,13 @@ import pytest
 from click.testing import CliRunner
 
 from cli import main
-from conftest import Mix, mixture_line, pack_files, source_line
+from factories import Mix, mixture_line, pack_files, source_line
 from loader.pack import open_pack
 from packer.adapters.wesep import build_wesep
 from packer.build.run import BuildOptions
 from packer.copy import copy_pack
 from packer.ownership import INCOMING_MANIFEST, REPLACED_MANIFEST
 from packer.validate import validate_pack
-from test_cues_build import real_video, tse_split  # noqa: F401  (fixtures: a real split with every cue)
 from schemas.errors import SpeechpackError
 
 

@@ -69,11 +69,11 @@ def lines(good_path: str, near):
 @pytest.fixture(scope="module")
 def speech(tmp_path_factory):
     """A 0.25 s crop of real speech (pocketsphinx librivox), at 16 kHz."""
-    from conftest import REAL_CORPORA, _missing
+    from factories import REAL_CORPORA, missing_recording
 
     package, _rate, paths = REAL_CORPORA["pocketsphinx"]
     if not Path(paths[0]).is_file():
-        _missing(paths[0], package)
+        missing_recording(paths[0], package)
     data, rate = soundfile.read(paths[0], dtype="int16")
     path = tmp_path_factory.mktemp("fuzz") / "speech.wav"
     soundfile.write(path, data[8000:12000], rate, subtype="PCM_16")

@@ -1,7 +1,8 @@
-"""The golden packs (tests/data/golden/, one per kind and format minor version, made by tests/data/make_golden.py):
-the reader keeps opening them, ``validate`` keeps passing them, and the current builder, given the same generated
-input, still writes the same bytes.  A failure here means old packs broke or build output drifted; do not
-regenerate the golden packs to make it pass (make_golden.py's docstring says when to run it)."""
+"""The golden packs (tests/data/golden/, one per kind and per format minor version 1.0-1.3, made by
+tests/data/make_golden.py): the reader keeps opening them (cue banks and speaker labels included), ``validate``
+keeps passing them, and the current builder, given the same generated input, still writes the same bytes.  A
+failure here means old packs broke or build output drifted; do not regenerate the golden packs to make it pass
+(make_golden.py's docstring says when to run it)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 from loader.pack import open_pack
 from packer.validate_report import validate_packs
 from packer.writer import dump_json
-from schemas.constants import AUDIO_FULL_SCALE
+from schemas.constants import ASD_SAMPLE_RATE, AUDIO_FULL_SCALE, KINDS, MINOR_BANKS, MINOR_CUES, MINOR_TRACKS
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 sys.path.insert(0, DATA)
@@ -27,16 +28,18 @@ GOLDEN = make_golden.GOLDEN
 PACKS = sorted(os.listdir(GOLDEN))
 
 
-def test_every_kind_has_a_golden_pack():
-    assert sorted(p.split("-")[0] for p in PACKS) == sorted(make_golden.KINDS)
+def test_every_kind_and_format_minor_has_a_golden_pack():
+    assert sorted(p.rsplit("-", 1)[0] for p in PACKS) == sorted(make_golden.PACKS)
+    assert set(make_golden.PACKS.values()) == set(KINDS)
+    assert {p.rsplit("-", 1)[1] for p in PACKS} == {f"1.{m}" for m in (0, MINOR_CUES, MINOR_BANKS, MINOR_TRACKS)}
 
 
 @pytest.mark.parametrize("name", PACKS)
 def test_golden_pack_opens_and_validates(name):
     path = os.path.join(GOLDEN, name)
     pack = open_pack(path)
-    kind, version = name.rsplit("-", 1)
-    assert pack.kind == kind
+    golden, version = name.rsplit("-", 1)
+    assert pack.kind == make_golden.PACKS[golden]
     with open(os.path.join(path, "dataset.json"), encoding="utf-8") as fp:
         assert f"1.{json.load(fp)['format_minor']}" == version
     report = validate_packs([path], check_hashes=True)
@@ -72,6 +75,51 @@ def test_golden_values_read_back_exactly():
     texts = [bytes(asr.sample(i).data["text"]).decode("utf-8") for i in range(3)]
     assert texts == [f"golden {s} ünïcode {i}" for i, s in enumerate(make_golden.SPEAKERS)]
     np.testing.assert_array_equal(_int16(asr, "audio", 2)[0, :64], make_golden.samples(2)[:64])
+
+
+def test_golden_cue_banks_read_back_exactly():
+    """Format 1.1: every cue bank of ``tse_cues`` (enrollment waveforms, muse features, spatial fields, keyword
+    phonemes) and the speaker labels read back as the generated resources hold them."""
+    pack = open_pack(os.path.join(GOLDEN, "tse_cues-1.1"))
+    assert set(pack.cues) == {"audio", "visual", "spatial", "textual"}
+    audio = pack.cues["audio"]
+    rows = audio.find("spk-a")
+    assert [audio.entry_utt_id(r) for r in rows] == ["a2", "a0"]
+    for row, index in zip(rows, (2, 0)):
+        stored = audio.read(audio.entry_item(row))
+        np.testing.assert_array_equal(stored[0], make_golden.samples(index).astype(np.float32) / AUDIO_FULL_SCALE)
+    slot_a, slot_b = "mix1::spk-a", "mix1::spk-b"
+    visual = pack.cues["visual"]
+    features, duration = visual.read(visual.entry_item(visual.find(slot_b)[0]))
+    np.testing.assert_array_equal(features, np.arange(18, dtype=np.float32).reshape(6, 3) / 4)
+    assert duration == 0.04
+    spatial = pack.cues["spatial"]
+    fields, duration = spatial.read(spatial.entry_item(spatial.find(slot_b)[0]))
+    np.testing.assert_array_equal(fields["azimuth"], np.arange(5, dtype=np.float32) / 8)
+    assert fields["elevation"] == 0.0 and duration == 0.02
+    fields, duration = spatial.read(spatial.entry_item(spatial.find(slot_a)[0]))
+    assert (fields["azimuth"], fields["elevation"], duration) == (0.25, -0.5, None)
+    textual = pack.cues["textual"]
+    words, keywords = textual.read(textual.entry_item(textual.find(slot_a)[0]))
+    assert [w.tolist() for w in words] == [[5, 9, 2], [7]] and keywords.tolist() == [1]
+    assert [pack.speaker_label(s) for s in make_golden.SPEAKERS] == [0, 1, 2]
+
+
+def test_golden_asd_tracks_read_back_exactly():
+    """Format 1.3's asd kind: faces, labels, attributes and the track's cut of the conversation audio."""
+    pack = open_pack(os.path.join(GOLDEN, "asd-1.3"))
+    assert pack.keys.tolist() == [key for key, _, _ in make_golden.ASD_TRACKS]
+    conversation = make_golden.samples(0, frames=make_golden.ASD_CONVERSATION)
+    for index, (key, first, frames) in enumerate(make_golden.ASD_TRACKS):
+        sample = pack.sample(index)
+        assert sample.speakers == (key,)
+        np.testing.assert_array_equal(sample.data["faces"], make_golden.faces(index, frames))
+        assert sample.data["labels"].tolist() == [(index + f) % 2 for f in range(frames)]
+        start = first * ASD_SAMPLE_RATE // make_golden.ASD_FPS
+        length = frames * ASD_SAMPLE_RATE // make_golden.ASD_FPS
+        np.testing.assert_array_equal(_int16(pack, "audio", index)[0], conversation[start:start + length])
+        assert pack.attrs["start_sec"][index] == first / make_golden.ASD_FPS
+        assert pack.attrs["source_fps"][index] == make_golden.ASD_FPS
 
 
 def _files(root: str) -> dict[str, bytes]:

@@ -13,7 +13,7 @@ import soundfile
 from click.testing import CliRunner
 
 from cli import main
-from conftest import Mix, Source, _missing
+from factories import Mix, Source, missing_recording
 from packer.audio import StoredAudio
 from packer.adapters.wesep import build_wesep
 from packer.build.run import BuildOptions
@@ -161,7 +161,7 @@ def _librivox_int16(path: str) -> np.ndarray:
 
 def _transcripts() -> dict[str, str]:
     if not os.path.isfile(TRANSCRIPTION):
-        _missing(TRANSCRIPTION, "pocketsphinx-testdata")  # fails in CI, skips elsewhere
+        missing_recording(TRANSCRIPTION, "pocketsphinx-testdata")  # fails in CI, skips elsewhere
     result = {}
     for line in open(TRANSCRIPTION, encoding="utf-8"):
         text, _, file_id = line.strip().rpartition(" (")

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import json
 import warnings
-import zlib
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +25,16 @@ import soxr
 import torch
 
 import loader
-from conftest import FULL_SCALE, Mix, at_rate, mixture_line
+from factories import FULL_SCALE, Mix, at_rate
+from factories.tse import (
+    RATE,
+    Mixture,
+    assert_batches_equal,
+    build,
+    config,
+    mixture,
+    take,
+)
 from loader import open_pack
 from loader.config import ConfigError
 from loader.plan import PlanError, batch_rng
@@ -38,103 +45,16 @@ from schemas.errors import PackFormatError, SpeechpackError
 
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
 
-RATE = 8000
-#: Small shards, so every pack below spans several of them.
-SHARD_BYTES = 16000
 NO_LABEL = -100
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Generated mixtures and packs
+# Row checks (the generated mixtures and packs: factories.tse, the tse_pack and two_packs fixtures)
 # ---------------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Mixture:
-    """A generated mixture: int16 targets ``[N, T]`` and their int16 mixture ``[C, T]`` (channel 0 = the sum;
-    channel 1, if any, ``t0 - t1 - ...``), so the mixture is exactly the sum of its targets."""
-
-    key: str
-    speakers: tuple[str, ...]
-    targets: np.ndarray
-    mix: np.ndarray
-
-    @property
-    def target_f(self) -> np.ndarray:
-        return self.targets.astype(np.float64) / FULL_SCALE
-
-    @property
-    def mix_f(self) -> np.ndarray:
-        return self.mix.astype(np.float64) / FULL_SCALE
-
-    @property
-    def frames(self) -> int:
-        return self.targets.shape[1]
-
-
-def noise(key: str, slot: int, frames: int, amplitude: float = 0.2) -> np.ndarray:
-    rng = np.random.default_rng(zlib.crc32(f"{key}/{slot}".encode()))
-    return np.rint(rng.uniform(-amplitude, amplitude, frames) * FULL_SCALE).astype(np.int16)
-
-
-def mixture(key: str, frames: int, speakers: int = 2, channels: int = 1, amplitude: float = 0.2,
-            targets: np.ndarray | None = None) -> Mixture:
-    if targets is None:
-        targets = np.stack([noise(key, i, frames, amplitude) for i in range(speakers)])
-    else:
-        targets = np.clip(np.rint(np.atleast_2d(targets) * FULL_SCALE), -32768, 32767).astype(np.int16)
-    wide = targets.astype(np.int64)
-    planes = [wide.sum(0), wide[0] - wide[1:].sum(0)][:channels]
-    mix = np.stack(planes)
-    assert np.abs(mix).max() <= 32767, "generated mixture would clip"
-    offset = zlib.crc32(key.encode()) % 7
-    names = tuple(f"spk{(offset + i) % 7}" for i in range(len(targets)))
-    return Mixture(key, names, targets, mix.astype(np.int16))
-
-
-@pytest.fixture
-def tse_pack(make_wav, write_list, tmp_path):
-    """``tse_pack(name, mixtures, rate=RATE) -> (pack_dir, {key: Mixture})``: write the audio and a WeSep list,
-    and pack it."""
-
-    def make(name: str, mixtures: list[Mixture], rate: int = RATE, shard_bytes: int = SHARD_BYTES):
-        lines = []
-        for m in mixtures:
-            src = {spk: [make_wav(f"{name}-{m.key}-t{i}.wav", data=m.targets[i], rate=rate)]
-                   for i, spk in enumerate(m.speakers)}
-            mix = [make_wav(f"{name}-{m.key}-mix{c}.wav", data=m.mix[c], rate=rate) for c in range(len(m.mix))]
-            lines.append(mixture_line(m.key, mix, src, spk=list(m.speakers)))
-        list_path = write_list(lines, name=f"{name}.list")
-        out = tmp_path / name
-        build_wesep(str(list_path), BuildOptions(out=str(out), sample_rate=rate, progress=False,
-                                                 shard_bytes=shard_bytes))
-        return str(out), {m.key: m for m in mixtures}
-
-    return make
-
-
-def config(*packs: str, **dataset_args) -> dict:
-    return {"packs": [{"path": p} for p in packs], "dataset_args": dataset_args}
-
-
-def build(cfg: dict, state: str = "train", **kwargs):
-    return loader.build_loader(cfg, state, **kwargs)
 
 
 def start_of(ratio: dict) -> int:
     return int(round(ratio["start_ratio"] * ratio["orig_len"]))
-
-
-def assert_batches_equal(a: list[dict], b: list[dict]) -> None:
-    assert len(a) == len(b), f"{len(a)} batches != {len(b)}"
-    for i, (x, y) in enumerate(zip(a, b)):
-        assert x.keys() == y.keys()
-        for name in x:
-            if isinstance(x[name], torch.Tensor):
-                assert x[name].dtype == y[name].dtype, f"batch {i} {name}"
-                assert torch.equal(x[name], y[name]), f"batch {i}: {name} differs"
-            else:
-                assert x[name] == y[name], f"batch {i}: {name} differs"
 
 
 def assert_rows_match(batch: dict, mixtures: dict[str, Mixture]) -> None:
@@ -152,22 +72,6 @@ def assert_rows_match(batch: dict, mixtures: dict[str, Mixture]) -> None:
         np.testing.assert_array_equal(batch["wav_mix"][r, :, :n].numpy(), m.mix_f[:, s:s + n].astype(np.float32),
                                       err_msg=f"{key} mix (row {r})")
         assert not batch["wav_target"][r, :, n:].any() and not batch["wav_mix"][r, :, n:].any(), "padding is zeros"
-
-
-def frames_list(n: int, low: int, high: int, seed: int) -> list[int]:
-    return [int(x) for x in np.random.default_rng(seed).integers(low, high, n)]
-
-
-@pytest.fixture
-def two_packs(tse_pack):
-    """Two packs of uneven sizes (7 and 4 mixtures, 1-3 speakers, 600-2400 frames): 11 mixtures, 22 targets."""
-    a_frames, b_frames = frames_list(7, 600, 2400, 1), frames_list(4, 600, 2400, 2)
-    a = [mixture(f"a{i}", f, s) for i, (f, s) in enumerate(zip(a_frames, (1, 2, 3, 2, 1, 3, 2)))]
-    b = [mixture(f"b{i}", f, s) for i, (f, s) in enumerate(zip(b_frames, (2, 1, 3, 2)))]
-    pack_a, mix_a = tse_pack("pa", a)
-    pack_b, mix_b = tse_pack("pb", b)
-    assert len(open_pack(pack_a).manifest.shards) > 1, "the fixture should span several shards"
-    return (pack_a, pack_b), {**mix_a, **mix_b}
 
 
 def all_pairs(mixtures: dict[str, Mixture]) -> Counter:
@@ -261,11 +165,6 @@ def test_bad_rank_state_or_seed_fail_at_build(two_packs):
 # ---------------------------------------------------------------------------------------------------------------
 
 RESUME_ARGS = dict(batch_size=1, chunk_len=1000)
-
-
-def take(l, k: int) -> list[dict]:
-    it = iter(l)
-    return [next(it) for _ in range(k)]
 
 
 def test_resume_gives_the_remaining_batches(two_packs):

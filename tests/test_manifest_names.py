@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli import main
-from conftest import Mix
+from factories import Mix
 from loader.pack import open_pack
 from packer.adapters.wesep import build_wesep
 from packer.build.run import BuildOptions

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from muvap_packs import edit_index, muvap_avcc_corpus, shard_count
+from factories.muvap_packs import edit_index, muvap_avcc_corpus, shard_count
 from packer.build.run import BuildOptions
 from packer.importers.muvap import STATS_ABS_TOL, import_muvap
 from packer.validate_report import validate_packs

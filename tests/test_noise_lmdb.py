@@ -16,11 +16,12 @@ import soxr
 from click.testing import CliRunner
 
 from cli import main
+from factories import require_recording
+from factories.noise_lmdb import RECORDINGS, make_lmdb
 from loader import open_pack
 from packer.validate import validate_pack
 from schemas.constants import KIND_NOISE, SKIPPED_NAME, STREAM_AUDIO
 from schemas.noise_lmdb import (
-    KEYS_ENTRY,
     NOISE_SNR_DB,
     SPEECH_SNR_DB,
     NoiseLmdb,
@@ -30,39 +31,6 @@ from schemas.noise_lmdb import (
 )
 
 FULL_SCALE = 32768.0
-_QABCS = "/usr/share/qabcs/abcs/all/noises/{}.ogg"
-#: key -> (Debian package, real recording): qabcs-data noises (Ogg Vorbis, 11.025-96 kHz, mono and stereo), alsa's
-#: stationary noise, and speech (alsa's voice at 48 kHz, a librivox clip at 16 kHz) under ``speech*`` keys.
-RECORDINGS = {
-    "airplane": ("qabcs-data", _QABCS.format("airplane")),
-    "dolphin": ("qabcs-data", _QABCS.format("dolphin")),
-    "xun": ("qabcs-data", _QABCS.format("xun")),
-    "alsa_noise": ("alsa-utils", "/usr/share/sounds/alsa/Noise.wav"),
-    "speech_front_center": ("alsa-utils", "/usr/share/sounds/alsa/Front_Center.wav"),
-    "speech_librivox": ("pocketsphinx-testdata",
-                        "/usr/share/pocketsphinx/test/data/librivox/sense_and_sensibility_01_austen_64kb-0870.wav"),
-}
-
-
-def _lmdb():
-    try:
-        import lmdb
-    except ImportError:
-        message = "lmdb is missing: pip install 'speechpack[wesep]'"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return lmdb
-
-
-def _require(package: str, path: str) -> str:
-    if not os.path.isfile(path):
-        message = (f"real recording {path} is missing: install the Debian package {package} "
-                   f"(apt-get install -y --no-install-recommends {package})")
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
 
 
 class _Tripwire:
@@ -73,18 +41,6 @@ class _Tripwire:
 
     def __reduce__(self):
         return os.mkdir, (self.path,)
-
-
-def make_lmdb(path, entries: dict[str, bytes], keys_pickle: bytes | None = None) -> None:
-    """What WeSep's make_lmdb.py does: one write transaction putting every key's file bytes, then ``__keys__``
-    holding ``pickle.dumps`` of the key list (or ``keys_pickle``)."""
-    env = _lmdb().open(str(path), map_size=1 << 28)
-    with env.begin(write=True) as txn:
-        for key, data in entries.items():
-            txn.put(key.encode("utf-8"), data)
-        txn.put(KEYS_ENTRY, pickle.dumps(list(entries)) if keys_pickle is None else keys_pickle)
-    env.sync()
-    env.close()
 
 
 def _flac_bytes(path: str) -> bytes:
@@ -98,7 +54,7 @@ def _flac_bytes(path: str) -> bytes:
 @pytest.fixture
 def noise_lmdb(tmp_path):
     """A make_lmdb.py LMDB of real recordings (one re-encoded to FLAC); returns (path, key -> bytes)."""
-    entries = {key: open(_require(package, path), "rb").read() for key, (package, path) in RECORDINGS.items()}
+    entries = {key: open(require_recording(package, path), "rb").read() for key, (package, path) in RECORDINGS.items()}
     entries["speech_librivox_flac"] = _flac_bytes(RECORDINGS["speech_librivox"][1])
     path = tmp_path / "noise.lmdb"
     make_lmdb(path, entries)

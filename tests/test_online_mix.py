@@ -11,36 +11,12 @@ import soundfile
 import torch
 
 import loader
+from factories import Source
+from factories.online_mix import CHUNK, GAIN, RATE, SNR, collect, mix_config, mixtures
 from loader.config import ConfigError, LoaderConfig
 from loader.tse.mixing import MixError, SpeakerIndex, choose_group, item_rng, make_timeline, snr_mix, timeline_masks
 from packer.adapters.wesep import build_wesep
 from packer.build.run import BuildOptions
-from conftest import Source
-
-RATE = 16000
-CHUNK = 8000  # 0.5 s
-SNR = (-5.0, 10.0)
-GAIN = (-12.0, 0.0)
-
-
-@pytest.fixture
-def sources_pack(real_audio, wesep_list, tmp_path):
-    """A sources pack of 25 utterances by 10 speakers (5 pocketsphinx x 3 crops, 5 codec2 x 2 crops, at 16 kHz)."""
-
-    def make(seconds=(0.8,), name="src"):
-        items = []
-        for n, path in enumerate(real_audio("pocketsphinx")):
-            for c, start in enumerate((0.1, 0.9, 1.7)):
-                items.append(Source(f"ps{n}c{c}", path, seconds=seconds[(n + c) % len(seconds)], start=start))
-        for n, path in enumerate(real_audio("codec2")):
-            for c, start in enumerate((0.1, 0.7)):
-                items.append(Source(f"c2{n}c{c}", path, seconds=seconds[(n + c) % len(seconds)], start=start))
-        case = wesep_list(items, name=f"{name}.list")
-        out = tmp_path / name
-        build_wesep(str(case.list_path), BuildOptions(out=str(out), sample_rate=RATE, progress=False))
-        return str(out), case
-
-    return make
 
 
 def test_mix_spk_id_cues_use_the_source_key(real_audio, wesep_list, tmp_path):
@@ -88,27 +64,6 @@ def test_silent_sources_are_redrawn_then_refused(real_audio, wesep_list, tmp_pat
             batch = builder.build(np.array([item]), np.array([True]), 0, batch_number)
             assert "quiet" not in batch["source_key"] and batch["source_key"][0] == key
             assert len(batch["source_key"]) == 3
-
-
-def mix_config(path, **overrides):
-    args = {"online_mix": True, "num_speakers": {"distribution": [0.2, 0.5, 0.3], "max_speakers": 3},
-            "mix_snr": {"range": list(SNR), "gain": list(GAIN)}, "chunk_len": CHUNK, "batch_size": 4}
-    args.update(overrides)
-    return {"packs": [{"path": path}], "dataset_args": args}
-
-
-def collect(ld) -> list[dict]:
-    return [{k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in b.items()} for b in ld]
-
-
-def mixtures(batch: dict):
-    """(row indices) per mixture of a batch (rows are mixture-major; a mixture's rows share its key)."""
-    groups, start = [], 0
-    while start < len(batch["key"]):
-        n = batch["num_speaker"][start]
-        groups.append(list(range(start, start + n)))
-        start += n
-    return groups
 
 
 def assert_mixtures_hold(batch: dict) -> None:

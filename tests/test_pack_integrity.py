@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import Mix
+from factories import Mix
 from loader.pack import open_pack
 from packer.adapters.wesep import build_wesep
 from packer.build.run import BuildOptions

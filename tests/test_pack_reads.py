@@ -10,43 +10,13 @@ import numpy as np
 import pytest
 import soundfile
 
-from conftest import Mix
+from factories.pack_reads import drop_page_cache, stored_segment
 from loader.pack import map_stream, open_pack, will_need_view
 from packer.audio import StoredAudio
-from packer.adapters.wesep import build_wesep
-from packer.build.run import BuildOptions
 from packer.sample import PackedSample, SamplePlan, StoredArray
 from packer.writer import PackWriter
 from schemas.constants import FACE_SHAPE, KIND_ASD
 from schemas.errors import PackFormatError
-
-
-@pytest.fixture
-def real_pack(tmp_path, wesep_list, real_audio):
-    librivox = real_audio("pocketsphinx", 4)
-    case = wesep_list([Mix("m1", tuple(librivox[:2]), seconds=1.3), Mix("m2", tuple(librivox[1:4]), layout="stereo"),
-                       Mix("m3", (librivox[0], librivox[3]), seconds=0.7)])
-    out = tmp_path / "pack"
-    build_wesep(str(case.list_path), BuildOptions(out=str(out), shard_bytes=120_000, progress=False))
-    return out
-
-
-def _drop_page_cache(pack_dir) -> None:
-    for path in pack_dir.glob("shard-*/*.npy"):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-
-
-def _reference(pack_dir, pack, stream: str, segment: int) -> np.ndarray:
-    """The segment as ``[C, T]`` stored int16, read with numpy's own loader (no speechpack mapping code)."""
-    table = pack.streams[stream]
-    directory = pack.manifest.shards[int(table.shard[segment])].directory
-    array = np.load(pack_dir / directory / f"{stream}.npy")
-    offset, channels, length = int(table.offset[segment]), int(table.channels[segment]), int(table.length[segment])
-    return array[offset:offset + channels * length].reshape(channels, length)
 
 
 @pytest.mark.parametrize("cold", [False, True], ids=["warm", "cold"])
@@ -54,10 +24,10 @@ def test_windows_read_the_same_bytes_as_numpy(real_pack, cold):
     pack = open_pack(real_pack)
     rng = np.random.default_rng(0)
     if cold:
-        _drop_page_cache(real_pack)
+        drop_page_cache(real_pack)
     for stream, table in pack.streams.items():
         for segment in range(len(table.offset)):
-            expected = _reference(real_pack, pack, stream, segment)
+            expected = stored_segment(real_pack, pack, stream, segment)
             length = expected.shape[1]
             for start, stop in [(0, length), (1, length - 1), *sorted(rng.integers(0, length, (3, 2)).tolist())]:
                 start, stop = min(start, stop), max(start, stop)
@@ -90,8 +60,8 @@ def test_will_need_view_advises_views_of_any_shape_and_leaves_bytes_alone(real_p
     table = pack.streams["mix"]
     stereo = int(np.flatnonzero(table.channels == 2)[0])
     stored, _factor = pack.stored_segment("mix", stereo)
-    expected = _reference(real_pack, pack, "mix", stereo)
-    _drop_page_cache(real_pack)
+    expected = stored_segment(real_pack, pack, "mix", stereo)
+    drop_page_cache(real_pack)
     for view in (stored[:, 100:900], stored[0], stored[:, 5:5], stored[1, 17:18], stored.copy()):
         will_need_view(view)
     np.testing.assert_array_equal(stored, expected)
@@ -131,7 +101,7 @@ def test_will_need_on_data_streams_counts_whole_rows(tmp_path, real_audio):
         writer.finish({"input": {"path": "test", "sha256": "0" * 64}, "tool": "speechpack", "tool_version": "test",
                        "command": "test", "options": {}}, [])
     pack = open_pack(out)
-    _drop_page_cache(out)
+    drop_page_cache(out)
     pack.will_need("faces", 0, 2, 5)
     pack.will_need("labels", 0)
     assert pack._mapped(0, "faces").row_bytes == FACE_SHAPE[0] * FACE_SHAPE[1]

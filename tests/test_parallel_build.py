@@ -21,9 +21,9 @@ from packer.build.state import PLAN_FILE, RECEIPTS_DIR
 from packer.build.plan import ShardSlice
 from packer.validate_report import validate_packs
 from schemas.errors import SpeechpackError
-from conftest import Mix, mixture_line, pack_files
+from factories import Mix, mixture_line, pack_files
 # The cue split of test_cues_build (real speech, a real talking-face video): its fixture, not a copy.
-from test_cues_build import build as build_with_cues, real_video, tse_split  # noqa: F401
+from factories.cue_split import build_with_cues
 
 #: 0.5 s mixtures of two speakers at 16 kHz: 3 segments x 8000 x 2 bytes = 48 kB a sample, 2 samples a shard.
 SHARD_BYTES = "100000"
@@ -264,7 +264,7 @@ def test_array_jobs_running_at_the_same_time(corpus, tmp_path):
 def test_asr_slices_then_finalize_equal_one_build(tmp_path):
     """An asr pack's extra totals (hours_by_corpus, char_counts) come out of finalize as out of one build: they are
     gathered from the shards on disk, never from decoded samples."""
-    from test_asr_data import librivox_clips, write_jsonl_manifest
+    from factories.asr import librivox_clips, write_jsonl_manifest
 
     clips = librivox_clips()
     manifest = write_jsonl_manifest(tmp_path / "train.jsonl", [
@@ -288,7 +288,7 @@ def test_asr_slices_then_finalize_equal_one_build(tmp_path):
 def test_asd_slices_then_finalize_equal_one_build(tmp_path):
     """The scale options reach the asd builds too (their own options class hands them to run_build): AVCC
     tracks cut from a real talking-face video, in slices, then finalize."""
-    from asd_inputs import write_avcc
+    from factories.asd_inputs import write_avcc
 
     inputs = write_avcc(tmp_path / "AVCC")
 

@@ -9,7 +9,7 @@ import yaml
 from click.testing import CliRunner
 
 from cli import main
-from conftest import Mix
+from factories import Mix
 from packer.adapters.wesep import build_wesep
 from packer.build.run import BuildOptions
 

@@ -7,12 +7,13 @@ import soundfile
 import yaml
 from click.testing import CliRunner
 
-from asd_inputs import make_asd_pack
+from factories.asd_inputs import make_asd_pack
 from cli import main
 from packer.build.run import BuildOptions
 from packer.adapters.asr_parquet import build_parquet
 from schemas.constants import ASD_SAMPLE_RATE
-from test_asr_data import librivox_clips, require, write_parquet_dataset
+from factories import require
+from factories.asr import librivox_clips, write_parquet_dataset
 
 
 def _peek(tmp_path, config: dict, *extra: str):

@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import Mix, mixture_line, pack_files
+from factories import Mix, mixture_line, pack_files
 from packer.adapters.wesep import build_wesep
 from packer.build.run import BuildOptions
 from packer.build.finalize import finalize_pack

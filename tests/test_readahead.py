@@ -11,7 +11,7 @@ import pytest
 
 from loader import readahead
 from loader.pack import open_pack
-from test_pack_reads import _drop_page_cache, _reference, real_pack  # noqa: F401 (fixture)
+from factories.pack_reads import drop_page_cache, stored_segment
 
 
 def _windows(pack, rng):
@@ -37,10 +37,10 @@ def test_a_batch_of_advice_never_changes_the_windows(real_pack, monkeypatch):  #
             windows = _windows(pack, np.random.default_rng(int(vector) * 2 + int(cold)))
             assert any(view.ndim == 2 and view.shape[0] == 2 for *_, view in windows)  # stereo: 2 ranges
             if cold:
-                _drop_page_cache(real_pack)
+                drop_page_cache(real_pack)
             readahead.will_need_views([view for *_, view in windows] + [np.zeros(3, np.int16)[:0]])  # empty too
             for stream, segment, start, stop, view in windows:
-                expected = _reference(real_pack, pack, stream, segment)[:, start:stop]
+                expected = stored_segment(real_pack, pack, stream, segment)[:, start:stop]
                 np.testing.assert_array_equal(view, expected, err_msg=f"vector={vector} cold={cold} {stream}")
     # more ranges than one call takes (UIO_MAXIOV)
     monkeypatch.undo()
@@ -48,7 +48,7 @@ def test_a_batch_of_advice_never_changes_the_windows(real_pack, monkeypatch):  #
     views = [stored[:, i:i + 7] for i in range(readahead.MAX_RANGES_PER_CALL + 5)]
     readahead.will_need_views(views)
     last = len(views) - 1
-    np.testing.assert_array_equal(views[-1], _reference(real_pack, pack, "target", 0)[:, last:last + 7])
+    np.testing.assert_array_equal(views[-1], stored_segment(real_pack, pack, "target", 0)[:, last:last + 7])
 
 
 def test_ranges_are_page_aligned_and_cover_each_row():

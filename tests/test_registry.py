@@ -19,7 +19,8 @@ from packer.build.run import BuildOptions
 from schemas.constants import ASD_SAMPLE_RATE
 from schemas.errors import SpeechpackError
 
-FAMILIES = {"wesep", "wesep-shards", "audio-bank", "ava", "wasd", "avcc", "msdwild", "parquet", "asr-jsonl"}
+FAMILIES = {"wesep", "wesep-shards", "audio-bank", "ava", "wasd", "avcc", "msdwild", "parquet", "asr-jsonl",
+            "lhotse"}
 
 
 def test_every_family_is_one_entry_and_one_build_subcommand():

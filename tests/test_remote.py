@@ -18,7 +18,7 @@ from moto.server import ThreadedMotoServer
 
 import packer.publish as publish_module
 from cli import main
-from conftest import Mix
+from factories import Mix
 from loader.pack import open_pack
 from packer.adapters.audio_bank import build_audio_bank
 from packer.adapters.wesep import build_wesep
@@ -27,7 +27,6 @@ from packer.copy import CopyError, copy_pack, verify_copy
 from packer.remote import RemotePack
 from packer.validate import validate_pack
 from packer.validate_remote import validate_remote_pack
-from test_cues_build import real_video, tse_split  # noqa: F401  (fixtures: a split with every cue)
 
 #: Fake credentials, set in the environment as a user would: they must never appear in output or in a pack.
 SECRET = "speechpack-test-secret-4f1c9e"
@@ -260,7 +259,7 @@ def test_validate_streams_asd_labels_and_faces(s3_server, tmp_path):
 
     import numpy as np
 
-    from asd_inputs import make_asd_pack
+    from factories.asd_inputs import make_asd_pack
 
     local = make_asd_pack(tmp_path / "a")
     url = _url("asd/train")
@@ -281,11 +280,11 @@ def test_validate_streams_asd_labels_and_faces(s3_server, tmp_path):
 
 def test_validate_checks_cue_banks_on_the_streamed_objects(s3_server, tse_split, tmp_path):
     """A pack with every cue representation: banks hashed while streamed and checked as a local validate does."""
-    from test_cues_build import build
+    from factories.cue_split import build_with_cues
 
     case, cues_path, root, _ = tse_split
     local = tmp_path / "pack"
-    build(case, local, cues_path, root=str(root))
+    build_with_cues(case, local, cues_path, root=str(root))
     url = _url("cues/train")
     copy_pack(str(local), url, progress=False)
     result = _run("validate", url)

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli import main
-from conftest import Mix, pack_files
+from factories import Mix, pack_files
 from packer.build.state import PLAN_FILE, RECEIPTS_DIR
 from packer.build.checkpoints import KILL_AT_ENV
 

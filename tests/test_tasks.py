@@ -8,8 +8,7 @@ import loader
 from loader.config import ConfigError, LoaderConfig
 from loader.tse.args import DatasetArgs
 from loader.tasks import TASK_MODULES, task_module
-from test_loader import RATE, config, frames_list, mixture
-from test_loader import tse_pack  # noqa: F401
+from factories.tse import RATE, config, frames_list, mixture
 
 
 def test_default_task_is_tse_and_unknown_tasks_are_named():

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli import main
-from conftest import Mix
+from factories import Mix
 from packer.adapters.wesep import build_wesep
 from packer.build.run import BuildOptions
 from packer.validate import validate_pack

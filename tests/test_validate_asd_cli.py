@@ -8,7 +8,7 @@ import json
 import numpy as np
 from click.testing import CliRunner
 
-from asd_inputs import make_asd_pack
+from factories.asd_inputs import make_asd_pack
 from cli import main
 
 

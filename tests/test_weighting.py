@@ -21,7 +21,7 @@ from loader.config import ConfigError, LoaderConfig
 from loader.plan import make_epoch_plan
 from loader.torch import ResumeError
 from loader.weighting import epoch_items, hours_beta_weights, largest_remainder, pack_counts
-from test_loader import assert_batches_equal, build, take, tse_pack, two_packs  # noqa: F401 (fixtures)
+from factories.tse import assert_batches_equal, build, take
 
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
 

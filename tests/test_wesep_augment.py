@@ -13,9 +13,10 @@ from loader.tse.augment import RirSource, trim_rir
 from loader.tse.augment_args import AugmentArgs
 from loader.tse.room_sim import RoomConfig, simulate_room
 from schemas.noise_lmdb import ENROLL_NOISE_SNR_DB, NOISE_SNR_DB, SPEECH_SNR_DB
-from test_cues_loader import corpus, cue  # noqa: F401 (corpus is a fixture)
-from test_noise_lmdb import RECORDINGS, _require, make_lmdb
-from test_online_mix import collect, mix_config, mixtures, sources_pack  # noqa: F401 (sources_pack is a fixture)
+from factories.cue_corpus import cue
+from factories import require_recording
+from factories.noise_lmdb import RECORDINGS, make_lmdb
+from factories.online_mix import collect, mix_config, mixtures
 
 RATE = 16000
 #: dB of slack on measured SNRs (float32 sums)
@@ -27,7 +28,7 @@ SPEECH_KEYS = ("speech_front_center", "speech_librivox")
 
 
 def _make(tmp_path, keys, name):
-    entries = {key: open(_require(*RECORDINGS[key]), "rb").read() for key in keys}
+    entries = {key: open(require_recording(*RECORDINGS[key]), "rb").read() for key in keys}
     path = tmp_path / name
     make_lmdb(path, entries)
     return str(path)

@@ -19,8 +19,8 @@ from loader.config import LoaderConfig
 from loader.config_checks import ConfigError
 from loader.recipe import deep_merge, read_recipe
 from loader.tse.online import NO_OVERLAP_RATIO
-from test_cues_loader import VIDEO_FPS, corpus, cue  # noqa: F401 (corpus is a fixture)
-from test_online_mix import mixtures, sources_pack  # noqa: F401 (sources_pack is a fixture)
+from factories.cue_corpus import VIDEO_FPS, cue
+from factories.online_mix import mixtures
 
 TRAINER = """
 model: TSE_BSRNN

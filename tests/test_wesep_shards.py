@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli import main
-from conftest import Mix, Source, pack_files
+from factories import Mix, Source, pack_files
 from packer.adapters.wesep_shards import read_wesep_shards, write_shards
 from packer.adapters.wesep import build_wesep
 from packer.adapters.wesep_shards import build_wesep_shards

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import Mix, pack_files
+from factories import Mix, pack_files
 from packer.build import npy_stream
 from packer.build.checkpoints import KILL_AT_ENV
 from packer.adapters.wesep import build_wesep

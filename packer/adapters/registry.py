@@ -19,6 +19,7 @@ from typing import Callable, Mapping
 import click
 
 from packer.adapters import asr_jsonl, asr_parquet, audio_bank, ava, avcc, msdwild, wesep_dir, wesep_shards
+from packer.adapters import lhotse as lhotse_adapter
 from packer.adapters.asd_common import AsdBuildOptions
 from packer.build.run import BuildOptions
 from packer.build.summary import BuildSummary
@@ -150,6 +151,30 @@ ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (
                          name="manifest_path"),
             click.Option(["--language"], help="Language of lines that name none."),
             click.Option(["--corpus"], help="Corpus of lines that name none."),
+        ),
+    ),
+    Adapter(
+        name="lhotse",
+        build=lhotse_adapter.build_lhotse,
+        help="Pack Lhotse manifests (any Lhotse recipe's output) into an `asr` pack (one supervision with text per "
+             "cut) or a `sources` pack (single-speaker mono cuts); audio is read by Lhotse itself (files, cuts of "
+             "longer recordings, multi-channel, in-memory Shar audio; URLs refused).  Needs speechpack[lhotse].",
+        params=(
+            click.Option(["--cuts"], type=click.Path(dir_okay=False),
+                         help="A CutSet in JSON lines (cuts.jsonl.gz), one cut per line."),
+            click.Option(["--recordings"], type=click.Path(dir_okay=False),
+                         help="A RecordingSet (JSON lines), with --supervisions: one sample per supervision, cut "
+                              "from its recording with all its channels."),
+            click.Option(["--supervisions"], type=click.Path(dir_okay=False),
+                         help="A SupervisionSet (JSON lines), with --recordings."),
+            click.Option(["--shar"], type=click.Path(file_okay=False),
+                         help="A Lhotse Shar directory (cuts.NNNNNN.jsonl.gz and recording.NNNNNN.tar)."),
+            click.Option(["--kind"], type=click.Choice(lhotse_adapter.KINDS), default="auto", show_default=True,
+                         help="Pack kind: asr (one transcribed supervision per cut), sources (one speaker, mono; "
+                              "input of online mixing), or auto: asr when any cut has text, else sources."),
+            click.Option(["--language"], help="Language of supervisions that name none (asr)."),
+            click.Option(["--corpus"], help="Corpus of the samples (asr; default: the supervision's custom.corpus, "
+                                            "else the recipe's file name, <corpus>_cuts_<split>.jsonl.gz)."),
         ),
     ),
     Adapter(

@@ -27,40 +27,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import pytest
 import soundfile
 
+from factories.recordings import real_video_path, unavailable
+
 HAAR_CASCADE = "/usr/share/opencv4/haarcascades/haarcascade_frontalface_default.xml"
-_VIDEO_DEFAULT = Path(__file__).resolve().parents[1] / ".cache" / "test-data" / "kphotoalbum" / "movie.avi"
 #: Timestamps of the AVA crops start here, so they cross 10 s (a string sort would misorder 9.93 and 10.00).
 AVA_TIME_OFFSET = 9.0
-
-
-def _missing(message: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(message)
-    pytest.skip(message)
-
-
-def real_video_path() -> str:
-    """The real talking-face video; fails in CI, skips elsewhere, when it is missing."""
-    path = os.environ.get("SPEECHPACK_TEST_VIDEO") or str(_VIDEO_DEFAULT)
-    if not os.path.isfile(path):
-        _missing(f"real test video {path} is missing: run scripts/test.sh, or extract it: cd DIR && apt-get download "
-                 f"kphotoalbum && dpkg-deb -x kphotoalbum_*.deb x, then set SPEECHPACK_TEST_VIDEO="
-                 f"DIR/x/usr/share/kphotoalbum/demo/movie.avi")
-    return path
 
 
 def _cascade():
     import cv2
 
     if not os.path.isfile(HAAR_CASCADE):
-        _missing(f"Haar cascade {HAAR_CASCADE} is missing: install the Debian package opencv-data "
-                 f"(apt-get install -y --no-install-recommends opencv-data)")
+        unavailable(f"Haar cascade {HAAR_CASCADE} is missing: install the Debian package opencv-data "
+                    f"(apt-get install -y --no-install-recommends opencv-data)")
     if not hasattr(cv2, "CascadeClassifier"):
-        _missing(f"OpenCV {cv2.__version__} has no CascadeClassifier (OpenCV 5 moved Haar cascades out of the main "
-                 f"wheel): install opencv-python-headless<5")
+        unavailable(f"OpenCV {cv2.__version__} has no CascadeClassifier (OpenCV 5 moved Haar cascades out of the main "
+                    f"wheel): install opencv-python-headless<5")
     return cv2.CascadeClassifier(HAAR_CASCADE)
 
 
@@ -132,7 +116,7 @@ def load_movie() -> Movie:
     return _load_movie(real_video_path())
 
 
-def _crop(movie: Movie, frame: int, margin: float = 0.25) -> np.ndarray:
+def crop_face(movie: Movie, frame: int, margin: float = 0.25) -> np.ndarray:
     """A colour face crop of ``frame``: the detected box grown by ``margin`` on each side, clipped to the frame."""
     box = movie.boxes[frame] or movie.boxes[next(i for i, b in enumerate(movie.boxes) if b)]
     x, y, w, h = box
@@ -147,7 +131,7 @@ def _audio_span(movie: Movie, first: int, stop: int) -> np.ndarray:
     return movie.audio[a:b]
 
 
-def _int16(audio: np.ndarray) -> np.ndarray:
+def pcm16(audio: np.ndarray) -> np.ndarray:
     return np.clip(np.rint(audio * 32768.0), -32768, 32767).astype(np.int16)
 
 
@@ -199,10 +183,10 @@ def write_ava(root: Path, split: str = "train") -> AvaInputs:
         face_dir.mkdir(parents=True)
         for frame in range(first, stop):
             stamp = AVA_TIME_OFFSET + frame / movie.fps
-            cv2.imwrite(str(face_dir / f"{stamp:.2f}.jpg"), _crop(movie, frame))
+            cv2.imwrite(str(face_dir / f"{stamp:.2f}.jpg"), crop_face(movie, frame))
         wav = inputs.audio_root / split / clip / f"{key}.wav"
         wav.parent.mkdir(parents=True, exist_ok=True)
-        mono = _int16(_audio_span(movie, first, stop))
+        mono = pcm16(_audio_span(movie, first, stop))
         data = mono if channels == 1 else np.stack([mono, mono // 2], axis=1)
         soundfile.write(wav, data, movie.audio_rate, subtype="PCM_16")
         labels = movie.labels[first:stop]
@@ -240,14 +224,14 @@ def write_avcc(root: Path) -> AvccInputs:
     inputs = AvccInputs(root / "asd_manifest.tsv", root)
     (root / "audio").mkdir(parents=True)
     audio16 = soxr.resample(movie.audio, movie.audio_rate, 16000).astype(np.float32)
-    soundfile.write(root / "audio" / "conv1.wav", _int16(audio16), 16000, subtype="PCM_16")
+    soundfile.write(root / "audio" / "conv1.wav", pcm16(audio16), 16000, subtype="PCM_16")
     (root / "faces").mkdir()
     header = ["sample_id", "visual_path", "audio_path", "source_fps", "labels", "start_sec", "visual_kind",
               "audio_sample_rate"]
     rows = [header]
     for key, first, stop, kind, size in AVCC_TRACKS:
         if kind == "npy":
-            crops = [cv2.cvtColor(_crop(movie, f), cv2.COLOR_BGR2GRAY) for f in range(first, stop)]
+            crops = [cv2.cvtColor(crop_face(movie, f), cv2.COLOR_BGR2GRAY) for f in range(first, stop)]
             faces = np.stack([cv2.resize(c, (size, size), interpolation=cv2.INTER_AREA) for c in crops])
             visual = f"faces/{key}.npy"
             np.save(root / visual, faces)
@@ -255,7 +239,7 @@ def write_avcc(root: Path) -> AvccInputs:
             visual = f"faces/{key}"
             (root / visual).mkdir()
             for frame in range(first, stop):
-                cv2.imwrite(str(root / visual / f"{frame / movie.fps:.3f}.jpg"), _crop(movie, frame))
+                cv2.imwrite(str(root / visual / f"{frame / movie.fps:.3f}.jpg"), crop_face(movie, frame))
         start_sec = first / movie.fps
         labels = movie.labels[first:stop]
         rows.append([key, visual, "audio/conv1.wav", f"{movie.fps!r}", json.dumps(labels.tolist()), f"{start_sec!r}",
@@ -306,7 +290,7 @@ def write_msdwild(root: Path) -> MsdwildInputs:
             container.mux(packet)
         import soxr
 
-        pcm = _int16(soxr.resample(movie.audio, movie.audio_rate, 16000).astype(np.float32))
+        pcm = pcm16(soxr.resample(movie.audio, movie.audio_rate, 16000).astype(np.float32))
         frame = av.AudioFrame.from_ndarray(pcm[None, :], format="s16", layout="mono")
         frame.sample_rate = 16000
         for packet in audio.encode(frame):

@@ -115,20 +115,20 @@ def muvap_avcc_corpus(root: Path, max_shard_bytes: int = 150_000) -> SharedCorpu
     import cv2
     import soxr
 
-    from asd_inputs import _crop, _int16, load_movie
+    from factories.asd_inputs import crop_face, load_movie, pcm16
 
     movie = load_movie()
     root = Path(root)
     corpus = root / "avcc"
     (corpus / "faces").mkdir(parents=True)
     (corpus / "audio").mkdir()
-    pcm = _int16(soxr.resample(movie.audio, movie.audio_rate, MUVAP_SAMPLE_RATE).astype(np.float32))
+    pcm = pcm16(soxr.resample(movie.audio, movie.audio_rate, MUVAP_SAMPLE_RATE).astype(np.float32))
     soundfile.write(corpus / "audio" / "conv.wav", pcm, MUVAP_SAMPLE_RATE, subtype="PCM_16")
     wav, _rate = soundfile.read(corpus / "audio" / "conv.wav", dtype="int16")
     rows = [["sample_id", "visual_path", "audio_path", "source_fps", "labels", "start_sec"]]
     tracks = []
     for key, first, stop in CORPUS_TRACKS:
-        crops = [cv2.cvtColor(_crop(movie, f), cv2.COLOR_BGR2GRAY) for f in range(first, stop)]
+        crops = [cv2.cvtColor(crop_face(movie, f), cv2.COLOR_BGR2GRAY) for f in range(first, stop)]
         faces = np.stack([cv2.resize(c, (112, 112), interpolation=cv2.INTER_AREA) for c in crops])
         visual = f"faces/{key.replace(':', '_')}.npy"
         np.save(corpus / visual, faces)

@@ -1,0 +1,38 @@
+"""Plain builders and helpers the test modules share (not fixtures, not tests): import them, never from a test module
+or from conftest.py.  Fixtures live in tests/conftest.py and are used by name.
+
+The general builders are re-exported here (``from factories import Mix, pack_files``); a domain's builders are
+imported from their module:
+
+- ``recordings``: real recordings and video from Debian packages, what a missing one or a missing extra does;
+- ``wesep_lists``: WeSep raw-list line specs of real recordings and what each line packs to;
+- ``tse``: generated TSE mixtures and packs, the loader calls the TSE tests share;
+- ``online_mix``: a sources pack of real speech and the online-mixing config;
+- ``cue_split`` / ``cue_corpus``: a real split with every cue kind (build tests) / every cue resource (loader tests);
+- ``pack_reads``: a real multi-shard pack and numpy's own view of it;
+- ``asd_tracks`` / ``asd_inputs`` / ``muvap_packs``: ASD packs from generated tracks / corpus inputs of a real
+  talking-face video / MuVAP-layout packs;
+- ``asr``: librivox clips as a parquet dataset and a JSON-lines manifest;
+- ``noise_lmdb``: WeSep-style noise LMDBs;
+- ``lightning_asd``: a tiny Lightning model (imports ``lightning``).
+"""
+
+from factories.recordings import (
+    FULL_SCALE,
+    REAL_CORPORA,
+    at_rate,
+    corpus_rate,
+    missing_recording,
+    pack_files,
+    real_video_path,
+    require,
+    require_recording,
+    unavailable,
+)
+from factories.wesep_lists import ExpectedLine, Mix, Source, WesepCase, mixture_line, source_line
+
+__all__ = [
+    "FULL_SCALE", "REAL_CORPORA", "at_rate", "corpus_rate", "missing_recording", "pack_files", "real_video_path",
+    "require", "require_recording", "unavailable", "ExpectedLine", "Mix", "Source", "WesepCase", "mixture_line",
+    "source_line",
+]
