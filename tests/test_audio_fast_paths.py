@@ -24,7 +24,7 @@ from packer.build.run import BuildOptions
 from schemas.errors import BuildError
 from packer.audio import AudioError, StoredAudio, int16_statistics, probe_audio, read_audio
 from packer.build.shard_task import decode_measured
-from conftest import Mix
+from factories import Mix
 
 
 def libsndfile_probe(path: str) -> audio.AudioInfo:
