@@ -18,7 +18,7 @@ import soundfile
 import soxr
 
 from packer import pcm_wav
-from packer.flac_header import read_streaminfo
+from packer.fast_paths import flac_streaminfo, open_plain_wav
 from packer.wav_header import declared_frames
 from schemas.constants import AUDIO_DTYPE, AUDIO_FULL_SCALE
 from schemas.errors import InternalError, SpeechpackError
@@ -39,9 +39,6 @@ class AudioError(Exception):
         self.reason = reason
 
 
-#: Extensions of files that may be plain 16-bit PCM WAV, read by ``packer.pcm_wav`` without libsndfile.
-_PLAIN_WAV_EXTENSIONS = {".wav", ".wave"}
-_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 #: libsndfile major formats whose header ``packer.wav_header`` reads to detect truncation.
 _WAV_FORMATS = ("WAV", "WAVEX", "RF64")
 #: libsndfile subtypes that store integers: they cannot hold NaN/Inf, so decoding them needs no finiteness check.
@@ -91,27 +88,6 @@ def _check_path(path: str) -> None:
         raise AudioError(path, "not a regular file")
 
 
-def _open_plain_wav(path: str):
-    """``(file, layout)`` of a ``.wav`` file that ``packer.pcm_wav`` reads without libsndfile, the file open at its
-    samples; ``None`` for any other file (an unreadable one too: ``_check_path`` and libsndfile word the error).
-    One ``open`` and one ``fstat`` stand for ``_check_path``'s ``stat`` (``O_NONBLOCK``: a FIFO does not block)."""
-    if os.path.splitext(path)[1].lower() not in _PLAIN_WAV_EXTENSIONS:
-        return None
-    try:
-        fp = open(os.open(path, os.O_RDONLY | _NONBLOCK), "rb")
-    except OSError:
-        return None
-    try:
-        status = os.fstat(fp.fileno())
-        layout = pcm_wav.plain_pcm16(fp, status.st_size) if stat.S_ISREG(status.st_mode) else None
-    except OSError:
-        layout = None
-    if layout is None:
-        fp.close()
-        return None
-    return fp, layout
-
-
 def _uses_soundfile(path: str) -> bool:
     return os.path.splitext(path)[1].lower() in SOUNDFILE_EXTENSIONS
 
@@ -119,28 +95,17 @@ def _uses_soundfile(path: str) -> bool:
 def probe_audio(path: str) -> AudioInfo:
     """Read ``path``'s header (libsndfile), or decode it once (PyAV formats, whose headers may not say the exact
     length); raise ``AudioError`` for a missing, unreadable or empty file."""
-    plain = _open_plain_wav(path)
+    plain = open_plain_wav(path)
     if plain is not None:
         fp, layout = plain
         fp.close()
         return AudioInfo(layout.sample_rate, pcm_wav.frames(layout), layout.channels, True)
-    info = _flac_streaminfo(path)
+    info = flac_streaminfo(path)
     if info is not None:
         return AudioInfo(info.sample_rate, info.frames, info.channels, info.bits == 16)
     _check_path(path)
     return _probe(path, path)
 
-
-def _flac_streaminfo(path: str):
-    """``packer.flac_header``'s STREAMINFO of a ``.flac`` regular file, else ``None`` (libsndfile probes it)."""
-    if not path.lower().endswith(".flac"):
-        return None
-    try:
-        with open(os.open(path, os.O_RDONLY | _NONBLOCK), "rb") as fp:
-            status = os.fstat(fp.fileno())
-            return read_streaminfo(fp, status.st_size) if stat.S_ISREG(status.st_mode) else None
-    except OSError:
-        return None
 
 
 def probe_audio_bytes(data: bytes, name: str) -> AudioInfo:
@@ -171,7 +136,7 @@ def _probe(source, name: str) -> AudioInfo:
 def read_audio(path: str, int16_at: int | None = None) -> Audio:
     """Decode ``path`` to ``[C, T]``: float32, or int16 when the file is 16-bit PCM at the rate ``int16_at``
     (nothing to resample: the stored values pass through untouched).  Raise ``AudioError`` for a missing, unreadable or unusable file."""
-    plain = _open_plain_wav(path)
+    plain = open_plain_wav(path)
     if plain is not None:
         fp, layout = plain
         try:

@@ -11,7 +11,7 @@ header and the samples from one read; everything else (other codings and widths,
 declares no size, runs past the end of the file, or holds a partial frame, no frames at all) goes to libsndfile,
 which also words every error.  The values are libsndfile's bit for bit: int16 as stored, and float32 as
 libsndfile converts 16-bit PCM (``int16 * 2**-15``, exact in float32), checked against it on real recordings
-(``tests/test_pcm_wav.py``).
+(``tests/test_audio_fast_paths.py``).
 """
 
 from __future__ import annotations

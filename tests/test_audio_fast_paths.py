@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from packer import audio, pcm_wav
+from packer import audio, fast_paths, pcm_wav
 from packer.adapters.wesep import build_wesep, load_wesep_sample, read_wesep_list
 from packer.build.run import BuildOptions
 from schemas.errors import BuildError
@@ -36,7 +36,7 @@ def libsndfile_read(path: str, int16_at: int | None) -> audio.Audio:
 
 
 def takes_fast_path(path: str) -> bool:
-    plain = audio._open_plain_wav(path)
+    plain = fast_paths.open_plain_wav(path)
     if plain is None:
         return False
     plain[0].close()
@@ -146,7 +146,7 @@ def test_flac_headers_probe_as_libsndfile_probes_them(real_audio, tmp_path, subt
     for number, source in enumerate(sources):
         for channels in (1, 2):
             path = flac_copy(source, tmp_path / f"{number}-{channels}.flac", subtype, channels)
-            assert audio._flac_streaminfo(path) is not None
+            assert fast_paths.flac_streaminfo(path) is not None
             assert probe_audio(path) == libsndfile_probe(path)
 
 
@@ -169,7 +169,7 @@ def test_flac_files_laid_out_otherwise_are_left_to_libsndfile(real_audio, tmp_pa
     for name, content in cases.items():
         path = tmp_path / name
         path.write_bytes(content)
-        assert audio._flac_streaminfo(str(path)) is None, name
+        assert fast_paths.flac_streaminfo(str(path)) is None, name
         assert outcome(probe_audio, str(path)) == outcome(libsndfile_probe, str(path)), name
 
 
