@@ -16,46 +16,14 @@ import click
 
 from loader.config import STATES
 from packer.adapters import ADAPTERS, Adapter
-from packer.adapters.registry import range_type as _range
+from packer.adapters.build_options import SizeType, apply_max_shard_gb, scale_options, shared_build_options
+from packer.adapters.registry import range_type
 from packer.build.finalize import DEFAULT_JOBS as FINALIZE_JOBS
-from packer.build.plan import ShardSlice
-from packer.build.run import EXECUTORS
 from packer.copy import DEFAULT_JOBS as COPY_JOBS
 from schemas import limits
-from schemas.constants import DEFAULT_SAMPLE_RATE, DEFAULT_SHARD_BYTES, TOOL_NAME, tool_version
+from schemas.constants import tool_version
 from schemas.errors import BuildError, OptionError, SpeechpackError
-from schemas.units import format_bytes, parse_size
 from schemas.wesep_list import LineProblem
-
-
-class _Size(click.ParamType):
-    """A byte size such as ``1GB`` (decimal) or ``512MiB`` (binary)."""
-
-    name = "size"
-
-    def convert(self, value, param, ctx):
-        try:
-            size = parse_size(value)
-        except SpeechpackError as err:
-            self.fail(str(err), param, ctx)
-        problem = limits.SHARD_BYTES.problem(size)
-        if problem is not None:
-            self.fail(problem, param, ctx)
-        return size
-
-
-class _Slice(click.ParamType):
-    """``--shards i/n``: one slice of the shard plan (``packer.build.plan.ShardSlice``)."""
-
-    name = "i/n"
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, ShardSlice):
-            return value
-        try:
-            return ShardSlice.parse(value)
-        except SpeechpackError as err:
-            self.fail(str(err), param, ctx)
 
 
 def _fail(err: SpeechpackError) -> None:
@@ -82,86 +50,6 @@ def build() -> None:
     """Convert an input corpus into a pack (one subcommand per input family)."""
 
 
-def _shared_build_options(adapter: Adapter) -> list[click.Option]:
-    """The options every ``build`` subcommand shares, declared once; their names are the fields of
-    ``adapter.options`` (``BuildOptions``; see docs/building.md).  asd families store 16 kHz always (no
-    ``--sample-rate``), may leave missing inputs out (``--skip-missing``), pack tracks rather than lines, and also
-    take MuVAP's spellings ``--output`` and ``--max-shard-gb``."""
-    sample, item = ("track", "track") if adapter.asd else ("sample", "line")
-    out_help = adapter.out_help or "Pack directory to create (must be empty or absent, unless --overwrite)."
-    if adapter.asd:
-        options = [click.Option(["--out", "--output", "out"], required=adapter.default_out is None,
-                                type=click.Path(file_okay=False), help=out_help + " --output is MuVAP's spelling.")]
-    else:
-        options = [click.Option(["--out"], required=adapter.default_out is None, type=click.Path(file_okay=False),
-                                help=out_help),
-                   click.Option(["--sample-rate"], default=DEFAULT_SAMPLE_RATE, show_default=True,
-                                type=_range(limits.SAMPLE_RATE),
-                                help="Rate of the stored audio in Hz; inputs are resampled with soxr.")]
-    options.append(click.Option(["--shard-size", "shard_bytes"], default=format_bytes(DEFAULT_SHARD_BYTES),
-                                show_default=True, type=_Size(),
-                                help=f"Close a shard when the next {sample} would push its payload past this size."))
-    if adapter.asd:
-        options.append(click.Option(["--max-shard-gb", "max_shard_gb"], type=click.FloatRange(min=0, min_open=True),
-                                    default=None, help="MuVAP's spelling of --shard-size, in decimal GB (1.5 = "
-                                                       "--shard-size 1.5GB)."))
-    options += [
-        click.Option(["--workers"], default=1, show_default=True, type=_range(limits.WORKERS),
-                     help="Decoding processes; the pack is byte-identical whatever the number."),
-        click.Option(["--skip-bad"], is_flag=True,
-                     help=f"Pack the good {item}s and record the bad ones in skipped.json instead of failing."),
-    ]
-    if adapter.asd:
-        options.append(click.Option(["--skip-missing"], is_flag=True,
-                                    help="Partial development copies: leave out tracks whose face or audio files are "
-                                         "missing (recorded in skipped.json); any other problem still fails the "
-                                         "build."))
-    options += [
-        click.Option(["--overwrite"], is_flag=True, help="Replace the pack already in --out."),
-        click.Option(["--progress/--no-progress"], default=True, show_default=True, help="Show a progress bar."),
-    ]
-    return options + [click.Option(decls, **attrs) for decls, attrs in _SCALE_OPTIONS]
-
-
-# builds at scale (`build` and `import`): they change where shards are written, never what
-_SCALE_OPTIONS = [
-    (["--executor"], dict(type=click.Choice(EXECUTORS), default=EXECUTORS[0], show_default=True,
-                          help="Where shards are written: this machine (--workers processes) or a Ray cluster (one "
-                               "task per shard; needs speechpack[ray] and --out on storage every node mounts).")),
-    (["--ray-address"], dict(metavar="ADDR",
-                             help="Ray cluster to connect to (auto, ray://host:10001); default: start a local Ray.")),
-    (["--shards"], dict(type=_Slice(), default=None,
-                        help="Build only the planned shards k with k % n == i (a cluster array job); then run "
-                             f"`{TOOL_NAME} finalize OUT` once every slice is done.")),
-    (["--resume"], dict(is_flag=True,
-                        help="Resume an interrupted build (a plain rerun does too): keep its shards that verify "
-                             "against the plan, build the rest; refuse a finished pack.")),
-]
-
-
-def _scale_options(func):
-    """``func`` (a click command function) taking the options of ``_SCALE_OPTIONS`` (``speechpack import``)."""
-    for decls, attrs in reversed(_SCALE_OPTIONS):
-        func = click.option(*decls, **attrs)(func)
-    return func
-
-
-def _max_shard_gb(chosen: dict) -> None:
-    """MuVAP's ``--max-shard-gb`` in ``chosen`` turned into ``shard_bytes`` (``round(gb * 1e9)``, as MuVAP's CLI
-    rounds it); giving it with ``--shard-size`` is a usage error."""
-    max_shard_gb = chosen.pop("max_shard_gb", None)
-    if max_shard_gb is None:
-        return
-    source = click.get_current_context().get_parameter_source("shard_bytes")
-    if source is not None and source.name != "DEFAULT":
-        raise click.UsageError("--max-shard-gb and --shard-size set the same limit: give one of them")
-    size = parse_size(f"{max_shard_gb!r}GB")
-    problem = limits.SHARD_BYTES.problem(size)
-    if problem is not None:
-        raise click.BadParameter(problem, param_hint="--max-shard-gb")
-    chosen["shard_bytes"] = size
-
-
 def _call_with_named(func, values: dict):
     """``func`` called with the values its parameters name (``ava.default_out(visual_root, split)``)."""
     names = inspect.signature(func).parameters
@@ -171,12 +59,12 @@ def _call_with_named(func, values: dict):
 def _build_command(adapter: Adapter) -> click.Command:
     """``speechpack build NAME`` for one entry of ``ADAPTERS``: the family's options, then the shared ones, which
     become ``adapter.options`` for the family's build function."""
-    shared = _shared_build_options(adapter)
+    shared = shared_build_options(adapter)
 
     def run(**values):
         chosen = {option.name: values.pop(option.name) for option in shared}
         out_only = {param.name: values.pop(param.name) for param in adapter.out_params}
-        _max_shard_gb(chosen)
+        apply_max_shard_gb(chosen)
         try:
             if chosen["out"] is None:
                 chosen["out"] = _call_with_named(adapter.default_out, {**values, **out_only})
@@ -207,11 +95,13 @@ def _endpoint_option(command):
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Also write the full report as JSON.")
 @click.option("--no-hash", is_flag=True, help="Skip content hashes (sizes are still checked).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
-              help="asd packs: plot source vs normalised levels across the packs to this PNG (extra: plot).")
+              help="asd packs only: plot source vs normalised levels of the valid asd packs given to this PNG "
+                   "(extra: plot).  Other kinds are validated, not plotted; the plot never changes the exit status.")
 @_endpoint_option
 def validate(packs, json_path, no_hash, plot_path, endpoint_url):
     """Check packs file by file: manifest, headers, offsets, keys, hashes, statistics, NaN and clipping.  asd
-    packs also get label, frame-count and level checks, and their levels are compared across the packs given."""
+    packs also get label, frame-count and level checks, and their levels are compared across the packs given.
+    Exit status 1 when a pack is invalid, else 0 (whatever --plot could draw)."""
     from packer.validate_report import validate_packs
 
     try:
@@ -230,11 +120,11 @@ def validate(packs, json_path, no_hash, plot_path, endpoint_url):
     if plot_path:
         from loader.asd.levels import plot_validated_levels
 
-        try:
+        try:  # the plot is an extra view of the report: a plot that cannot be drawn is a note, not invalidity
             plot_validated_levels(report.asd_levels, plot_path)
+            click.echo(f"levels plotted to {plot_path}")
         except SpeechpackError as err:
-            _fail(err)
-        click.echo(f"levels plotted to {plot_path}")
+            click.echo(f"--plot: nothing plotted: {err}", err=True)
     if not report.ok:
         sys.exit(1)
 
@@ -242,7 +132,7 @@ def validate(packs, json_path, no_hash, plot_path, endpoint_url):
 @main.command("finalize")
 @click.argument("pack", type=click.Path(file_okay=False, exists=True))
 @click.option("--no-hash", is_flag=True, help="Trust the receipts' hashes (sizes and indexes are still checked).")
-@click.option("--jobs", default=FINALIZE_JOBS, show_default=True, type=_range(limits.JOBS),
+@click.option("--jobs", default=FINALIZE_JOBS, show_default=True, type=range_type(limits.JOBS),
               help="Shards verified at once.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
 def finalize_command(pack, no_hash, jobs, progress):
@@ -260,14 +150,18 @@ def finalize_command(pack, no_hash, jobs, progress):
 @main.command("copy")
 @click.argument("src", type=click.Path(file_okay=False))
 @click.argument("dst", type=click.Path(file_okay=False))
-@click.option("--jobs", default=COPY_JOBS, show_default=True, type=_range(limits.JOBS),
+@click.option("--jobs", default=COPY_JOBS, show_default=True, type=range_type(limits.JOBS),
               help="Files copied and hashed at once.")
 @click.option("--verify-only", is_flag=True, help="Re-hash DST against SRC's dataset.json; copy nothing.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar (bytes).")
 @_endpoint_option
 def copy_command(src, dst, jobs, verify_only, progress, endpoint_url):
     """Copy the pack SRC to DST (node-local staging), hashing every file; dataset.json last, under DST.lock.
-    Either side may be an object-store URL (s3://bucket/packs/train: staging from it, or publishing to it)."""
+    Either side may be an object-store URL (s3://bucket/packs/train: staging from it, or publishing to it).
+
+    DST.lock stays beside DST afterwards: it records the last verified copy, so a copy that waited for another
+    trusts it instead of hashing again; delete it only when no speechpack command writes to DST
+    (docs/building.md, "The lock")."""
     from packer.copy import copy_pack, verify_copy
 
     run = verify_copy if verify_only else copy_pack
@@ -354,9 +248,9 @@ def import_group() -> None:
 @click.argument("pack", type=click.Path(file_okay=False, exists=True))
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False),
               help="Pack directory to create (must be empty or absent, unless --overwrite).")
-@click.option("--shard-size", "shard_bytes", default="1GB", show_default=True, type=_Size(),
+@click.option("--shard-size", "shard_bytes", default="1GB", show_default=True, type=SizeType(),
               help="Close a shard when the next track would push its payload past this size.")
-@click.option("--workers", default=1, show_default=True, type=_range(limits.WORKERS),
+@click.option("--workers", default=1, show_default=True, type=range_type(limits.WORKERS),
               help="Copying processes; the pack is byte-identical whatever the number.")
 @click.option("--skip-bad", is_flag=True,
               help="Import the good tracks and record the bad records in skipped.json instead of failing.")
@@ -365,7 +259,7 @@ def import_group() -> None:
                    "(default: report every mismatch and keep the recomputed values).")
 @click.option("--overwrite", is_flag=True, help="Replace the pack already in --out.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
-@_scale_options
+@scale_options
 def import_muvap_command(pack, out, shard_bytes, workers, skip_bad, strict_stats, overwrite, progress, **scale):
     """Convert a MuVAP ASD pack (muvap-asd-mmap v4: dataset.json, shard-NNNNNN/{faces,audio,labels}.npy,
     index.json) into an asd pack: rows copied by range, statistics recomputed and compared (docs/asd.md)."""
@@ -414,7 +308,7 @@ def demo(out):
     try:  # the packing half, then the loading half: the demo as a whole sits above packer/ and loader/
         made = run_demo(out, echo=click.echo)
         load_demo(made.tse_pack, made.asr_pack, made.asr_summary, made.asr_seconds, made.out, made.started,
-                  echo=click.echo)
+                  echo=click.echo, inspect_picture=made.inspect_picture, tse_2mic_pack=made.tse_2mic_pack)
     except SpeechpackError as err:
         _fail(err)
 

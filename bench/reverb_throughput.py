@@ -7,19 +7,25 @@ Each mixture is ``--speakers`` real recordings (LibriVox clips of Debian's pocke
 ``--seconds``, reverberated in one simulated room (WeSep's ``reverb_conf`` defaults: rooms 3 x 3 x 2.5 to
 10 x 6 x 4 m, RT60 0.1-0.7 s, source-microphone distance 0.2-5 m), one RIR per source:
 
-- **vectorised** (``loader/tse/room_sim.py``): ``simulate_room`` per mixture (all sources and virtual sources of
-  the room in one set of numpy operations, taps placed at the output rate), then one ``convolve_rows`` per batch of
-  ``--batch-size`` mixtures (every source of the batch in one real FFT each way, float32);
+- **vectorised** (the loader's path, ``loader/tse/reverb.py``): per batch of ``--batch-size`` mixtures, every room
+  simulated in one call (``RirSource.rooms``: every source and virtual source of the batch in one set of numpy
+  operations, taps placed at the output rate, RIRs trimmed at 60 dB), then one ``convolve_rows`` (every source of
+  the batch in one float32 real FFT call each way, one FFT size);
 - **per source** (what WeSep's online ``add_reverb`` does, written here after the published FRA-RIR recipe, not
   taken from it): for every source on its own, a FRA-RIR-style RIR (a random count of 1024-4096 virtual sources at
   random distances, reflection counts from distance with a random perturbation, impulses placed at 64 times the
   output rate, brought down in two polyphase resampling stages of 8, high-passed at 80 Hz), then
   ``scipy.signal.fftconvolve`` ("full", cropped to the source length), in float64.
 
-Both run over the same mixtures, alternating, ``--repeats`` times after an untimed warm-up; each mixture's draws come
-from its own counter-based generator (Philox keyed by the mixture index, as the loader's ``item_rng``).  Unit:
-**mixtures per second** (best run; medians printed too).  Target: vectorised >= 3x per source; missing it prints
-``BELOW TARGET`` and exits 0.  Needs scipy (installed with the ``rir`` extra) for the per-source path.
+Both run over the same mixtures, alternating, ``--repeats`` times after an untimed warm-up; each mixture's room
+comes from its own counter-based generator (Philox keyed by one uniform draw, as the loader's
+``augment.room_generator``).  Unit: **mixtures per second** (best run; medians printed too), wall and CPU time.
+Target: vectorised >= 3x per source; missing it prints ``BELOW TARGET`` and exits 0.  Needs scipy (installed with
+the ``wesep`` and ``rir`` extras) for the per-source path.
+
+Then, for information, the batch's convolution alone (the sources of ``--batch-size`` mixtures with the first
+batch's RIRs, one FFT size) with each FFT library: ``scipy.fft`` with one thread (the loader's) and with
+``workers=-1``, ``numpy.fft`` (double precision) and ``torch.fft`` with one thread and with torch's default.
 """
 
 from __future__ import annotations
@@ -37,8 +43,10 @@ import soxr
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from loader.tse.room_sim import (HIGHPASS_HZ, SPEED_OF_SOUND, RoomConfig, convolve_rows, draw_room,  # noqa: E402
-                                 simulate_room)
+from loader.tse.augment import RirSource, room_generator  # noqa: E402
+from loader.tse.augment_args import AugmentArgs  # noqa: E402
+from loader.tse.convolve import convolution_size, convolve_rows  # noqa: E402
+from loader.tse.room_sim import HIGHPASS_HZ, SPEED_OF_SOUND, RoomConfig, draw_room  # noqa: E402
 
 TARGET_SPEEDUP = 3.0
 RATE = 16000
@@ -69,23 +77,26 @@ def load_sources(count: int, seconds: float) -> np.ndarray:
     return out
 
 
-def mixture_rng(index: int) -> np.random.Generator:
-    return np.random.Generator(np.random.Philox(key=index))
+def mixture_draws(mixtures: int) -> np.ndarray:
+    """One uniform draw per mixture, the key of its room (as ``OnlineMixer.draft``'s first RIR draw)."""
+    return np.random.default_rng(7).random(mixtures)
+
+
+def batch_rirs(draws: np.ndarray, speakers: int, config: RoomConfig) -> np.ndarray:
+    """The trimmed RIRs of one room per draw, ``speakers`` per room, as the loader makes a batch's."""
+    source = RirSource(AugmentArgs(reverb_prob=1.0, reverb_conf=config))
+    return source.rooms([float(d) for d in draws], [speakers] * len(draws), RATE)[0]
 
 
 def vectorised(sources: np.ndarray, speakers: int, batch_size: int, config: RoomConfig) -> np.ndarray:
-    """Every mixture's sources reverberated: one room per mixture, one convolution call per batch."""
+    """Every mixture's sources reverberated: per batch, one call for the rooms and one for the convolution."""
     mixtures = sources.shape[0] // speakers
+    draws = mixture_draws(mixtures)
     out = np.empty_like(sources)
     for first in range(0, mixtures, batch_size):
         last = min(first + batch_size, mixtures)
-        rirs = [simulate_room(mixture_rng(m), config, speakers, RATE).rirs for m in range(first, last)]
-        longest = max(r.shape[1] for r in rirs)
-        stacked = np.zeros(((last - first) * speakers, longest), dtype=np.float32)
-        for i, r in enumerate(rirs):
-            stacked[i * speakers:(i + 1) * speakers, :r.shape[1]] = r
         rows = slice(first * speakers, last * speakers)
-        out[rows] = convolve_rows(sources[rows], stacked)
+        out[rows] = convolve_rows(sources[rows], batch_rirs(draws[first:last], speakers, config))
     return out
 
 
@@ -127,14 +138,54 @@ def per_source(sources: np.ndarray, speakers: int, config: RoomConfig) -> np.nda
 
     out = np.empty_like(sources)
     length = sources.shape[1]
+    draws = mixture_draws(sources.shape[0] // speakers)
     for m in range(sources.shape[0] // speakers):
-        rng = mixture_rng(m)
+        rng = room_generator(float(draws[m]))
         room = draw_room(rng, config, speakers)  # the same rooms as the vectorised path
         for s in range(speakers):
             rir = fra_rir_one(rng, room.size, room.rt60, float(room.distances[s]))
             row = m * speakers + s
             out[row] = fftconvolve(sources[row].astype(np.float64), rir)[:length]
     return out
+
+
+def fft_libraries(sources: np.ndarray, kernels: np.ndarray, repeats: int) -> dict[str, tuple[float, float]]:
+    """The batch's convolution (rfft of sources and kernels, product, irfft) with each library: median (wall s,
+    CPU s) over ``repeats`` after a warm-up."""
+    import scipy.fft
+    import torch
+
+    size = convolution_size(sources.shape[1], kernels.shape[1])
+    threads = torch.get_num_threads()
+
+    def scipy_run(workers):
+        spectra = scipy.fft.rfft(sources, size, axis=-1, workers=workers)
+        spectra *= scipy.fft.rfft(kernels, size, axis=-1, workers=workers)
+        return scipy.fft.irfft(spectra, size, axis=-1, workers=workers)
+
+    def numpy_run():
+        return np.fft.irfft(np.fft.rfft(sources, size, axis=-1) * np.fft.rfft(kernels, size, axis=-1), size, axis=-1)
+
+    def torch_run(n):
+        torch.set_num_threads(n)
+        x, h = torch.from_numpy(sources), torch.from_numpy(kernels)
+        return torch.fft.irfft(torch.fft.rfft(x, size, dim=-1) * torch.fft.rfft(h, size, dim=-1), size, dim=-1)
+
+    jobs = {"scipy.fft, 1 thread (loader)": lambda: scipy_run(1), "scipy.fft, workers=-1": lambda: scipy_run(-1),
+            "numpy.fft (double)": numpy_run, "torch.fft, 1 thread": lambda: torch_run(1),
+            f"torch.fft, {threads} threads": lambda: torch_run(threads)}
+    results = {}
+    for name, job in jobs.items():
+        job()
+        walls, cpus = [], []
+        for _ in range(repeats):
+            wall, cpu = time.perf_counter(), time.process_time()
+            job()
+            walls.append(time.perf_counter() - wall)
+            cpus.append(time.process_time() - cpu)
+        results[name] = (statistics.median(walls), statistics.median(cpus))
+    torch.set_num_threads(threads)
+    return results
 
 
 def main() -> None:
@@ -154,19 +205,33 @@ def main() -> None:
     for run in paths.values():  # warm-up (imports, FFT plans), untimed
         run()
     rates = {name: [] for name in paths}
+    cpu_rates = {name: [] for name in paths}
+    load_before = os.getloadavg()
     for _ in range(args.repeats):
         for name, run in paths.items():
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             run()
             rates[name].append(args.mixtures / (time.perf_counter() - started))
+            cpu_rates[name].append(args.mixtures / (time.process_time() - cpu))
     print(f"{args.mixtures} mixtures x {args.speakers} sources x {args.seconds:g} s at {RATE} Hz, "
-          f"reverb_prob 1, WeSep reverb_conf defaults; batches of {args.batch_size}")
+          f"reverb_prob 1, WeSep reverb_conf defaults; batches of {args.batch_size}; load average "
+          f"{load_before[0]:.2f} before, {os.getloadavg()[0]:.2f} after")
     for name, values in rates.items():
-        print(f"  {name:>10}: best {max(values):8.1f} mixtures/s, median {statistics.median(values):8.1f}")
+        print(f"  {name:>10}: best {max(values):8.1f} mixtures/s, median {statistics.median(values):8.1f}, "
+              f"median per CPU-s {statistics.median(cpu_rates[name]):8.1f}")
     best = max(rates["vectorised"]) / max(rates["per source"])
     median = statistics.median(rates["vectorised"]) / statistics.median(rates["per source"])
+    cpu = statistics.median(cpu_rates["vectorised"]) / statistics.median(cpu_rates["per source"])
     verdict = "" if best >= TARGET_SPEEDUP else "  BELOW TARGET"
-    print(f"  speed-up: {best:.2f}x best, {median:.2f}x median (target >= {TARGET_SPEEDUP:g}x){verdict}")
+    print(f"  speed-up: {best:.2f}x best, {median:.2f}x median, {cpu:.2f}x CPU time (target >= {TARGET_SPEEDUP:g}x)"
+          f"{verdict}")
+    rows = args.batch_size * args.speakers
+    kernels = batch_rirs(mixture_draws(args.batch_size), args.speakers, config)
+    print(f"\nconvolution of one batch ({rows} rows of {args.seconds:g} s, RIRs up to {kernels.shape[1]} taps, "
+          f"FFT size {convolution_size(sources.shape[1], kernels.shape[1])}), median of {max(args.repeats, 5)}:")
+    for name, (wall, cpu) in fft_libraries(sources[:rows], kernels, max(args.repeats, 5)).items():
+        print(f"  {name:<32} wall {wall * 1e3 / args.batch_size:6.2f} ms, CPU {cpu * 1e3 / args.batch_size:6.2f} ms "
+              f"per mixture")
 
 
 if __name__ == "__main__":

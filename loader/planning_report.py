@@ -1,12 +1,16 @@
 """``speechpack plan``: a dry run of the epoch plan (no audio read) and what it does with the data.
 
-Per epoch, over all ranks: batches per rank, rows per batch, frame utilisation (real / padded elements, where a
-batch's padded size is rows x its longest row, in the loader's samples; for a builder that crops a batch to its
-shortest row instead, ``crops_to_shortest`` (ASD training), the frames kept / the frames offered, MuVAP's
-``sum |b| * min L / sum L``), the largest batch, the items padded or
-dropped, epochs consumed per pack (valid units of a pack / its units) and, with weighting, the realised
-selection per pack, corpus and language (``PackWeighting.report``).  A unit is an item (one mixture, or one
-target with ``expand_targets``) or, with ``train_window``, one chunk; rows are counted per unit.
+Per epoch, over all ranks: batches per rank, items per batch and the rows the loader makes of them (the words are
+docs/loader.md's, "Dry run": an item is what the plan places in a batch, a row one entry of the batch the loader
+yields), frame utilisation (real / padded elements, where a batch's padded size is items x its longest item, in
+the loader's samples; for a builder that crops a batch to its shortest row instead, ``crops_to_shortest`` (ASD
+training), the frames kept / the frames offered, MuVAP's ``sum |b| * min L / sum L``), the largest batch, the
+items padded or dropped, epochs consumed per pack (valid units of a pack / its units) and, with weighting, the
+realised selection per pack, corpus and language (``PackWeighting.report``).  A unit is an item (one mixture, or
+one target with ``expand_targets``) or, with ``train_window``, one chunk.
+
+A batch the loader would refuse (mixtures of different channel counts, ``loader.plan_checks``) fails the dry run
+with the loader's reason, so ``plan`` reporting success means the epochs it planned can be built.
 """
 
 from __future__ import annotations
@@ -18,16 +22,18 @@ import numpy as np
 from loader.config import LoaderConfig
 from loader.pack import open_pack
 from loader.plan import EpochPlan, epoch_lengths, plan_epoch
+from loader.plan_checks import check_batch_channels, unit_channels, unit_rows
 from loader.recipe import ignored_line
 from loader.tasks import prepare
 from schemas.errors import SpeechpackError
+from schemas.units import plural
 
 
 @dataclass
 class EpochStats:
     epoch: int
     batches_per_rank: int
-    rows: np.ndarray  # per batch, all ranks
+    items: np.ndarray  # per batch, all ranks
     longest: np.ndarray  # per batch: the padded length
     real: int
     padded_elements: int
@@ -40,6 +46,8 @@ class EpochStats:
     #: frames kept and ``offered`` the frames its valid rows had.
     cropped: bool = False
     offered: int = 0
+    #: Per batch, the rows the loader yields (a TSE mixture gives one per target speaker); ``None``: one per item.
+    rows: np.ndarray | None = None
 
     @property
     def utilisation(self) -> float:
@@ -53,26 +61,19 @@ class PlanReport:
     state: str
     world_size: int
     units: int
-    unit_name: str
+    unit_name: str  # singular: "item", "train-window chunk"
     epochs: list[EpochStats] = field(default_factory=list)
     #: A WeSep recipe's trainer sections, ignored by the loader.
     ignored: tuple[str, ...] = ()
 
     def describe(self) -> str:
-        lines = [f"{self.state}: {self.units} {self.unit_name}, world size {self.world_size}"]
+        lines = [f"{self.state}: {plural(self.units, self.unit_name)}, world size {self.world_size}"]
         if self.ignored:
             lines.append(ignored_line(self.ignored))
         for e in self.epochs:
-            cells = e.rows * e.longest
-            big = int(np.argmax(cells)) if len(cells) else 0
-            lines.append(
-                f"epoch {e.epoch}: {e.batches_per_rank} batches per rank; rows per batch "
-                f"{int(e.rows.min()) if len(e.rows) else 0}-{int(e.rows.max()) if len(e.rows) else 0} "
-                f"(mean {e.rows.mean() if len(e.rows) else 0:.1f}); utilisation {100 * e.utilisation:.3f}% "
-                + (f"({e.real} of {e.offered} frames kept: batches crop to their shortest row); largest batch "
-                   if e.cropped else f"({e.real} real / {e.padded_elements} padded elements); largest batch ")
-                + f"{int(e.rows[big]) if len(cells) else 0} x {int(e.longest[big]) if len(cells) else 0} = "
-                f"{int(cells[big]) if len(cells) else 0}; {e.padded_items} padded, {e.dropped_items} dropped")
+            lines.append(f"epoch {e.epoch}: {plural(e.batches_per_rank, 'batch')} per rank; " + _per_batch(e)
+                         + f"; utilisation {100 * e.utilisation:.3f}% " + _utilisation_detail(e)
+                         + f"; {e.padded_items} padded, {e.dropped_items} dropped")
             for pack, used in e.pack_epochs.items():
                 lines.append(f"  pack {pack}: {used:.3f} epochs consumed")
             if e.weighting:
@@ -80,27 +81,37 @@ class PlanReport:
         return "\n".join(lines)
 
     def plot(self, path: str) -> None:
-        """Histograms of rows per batch and padding fraction per batch (all epochs), to a PNG."""
-        try:
-            import matplotlib
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-        except ImportError as err:
-            raise SpeechpackError("--plot needs matplotlib: pip install 'speechpack[plot]'") from err
-        rows = np.concatenate([e.rows for e in self.epochs])
-        longest = np.concatenate([e.longest for e in self.epochs])
-        fill = np.concatenate([_fill(e) for e in self.epochs])
-        fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
-        a.hist(rows, bins=50)
-        a.set_xlabel("rows per batch")
-        a.set_ylabel("batches")
-        b.hist(1 - fill, bins=50)
-        cropped = any(e.cropped for e in self.epochs)
-        b.set_xlabel("cropped fraction of the batch's frames" if cropped else "padding fraction of the batch")
-        fig.suptitle(f"{self.state}: {len(rows)} batches, longest up to {int(longest.max()) if len(longest) else 0}")
-        fig.tight_layout()
-        fig.savefig(path)
-        plt.close(fig)
+        """Histograms of items per batch and of the padded (or cropped) fraction per batch, all epochs, to a PNG
+        (``loader.plan_plot``; needs the ``plot`` extra)."""
+        from loader.plan_plot import plot_plan
+
+        plot_plan(self, path)
+
+
+def _range_text(values: np.ndarray, note: str = "") -> str:
+    """``low-high (mean m; note)`` of a per-batch count; one number when every batch has the same."""
+    low, high = (int(values.min()), int(values.max())) if len(values) else (0, 0)
+    notes = ([f"mean {values.mean():.1f}"] if low != high else []) + ([note] if note else [])
+    return (f"{low}" if low == high else f"{low}-{high}") + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def _per_batch(e: EpochStats) -> str:
+    """Items per batch and, where they differ, the rows the loader makes of them."""
+    text = f"items per batch {_range_text(e.items)}"
+    if e.rows is not None and not np.array_equal(e.rows, e.items):
+        text += f", rows per batch {_range_text(e.rows, 'one per target speaker')}"
+    return text
+
+
+def _utilisation_detail(e: EpochStats) -> str:
+    """How the utilisation was counted, and the largest batch."""
+    cells = e.items * e.longest
+    big = int(np.argmax(cells)) if len(cells) else 0
+    largest = (f"largest batch {int(e.items[big])} x {int(e.longest[big])} = {int(cells[big])}" if len(cells)
+               else "no batches")
+    if e.cropped:
+        return f"({e.real} of {e.offered} frames kept: batches crop to their shortest row); {largest}"
+    return f"({e.real} real / {e.padded_elements} padded elements); {largest}"
 
 
 def _weighting_lines(report: dict) -> list[str]:
@@ -118,10 +129,6 @@ def _weighting_lines(report: dict) -> list[str]:
     return lines or [f"  weighting: {report}"]
 
 
-def _fill(e: EpochStats) -> np.ndarray:
-    return e.fill if e.fill is not None else np.ones(len(e.rows))
-
-
 def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size: int = 1, epochs: int = 1,
                 seed: int = 0) -> PlanReport:
     """Plan ``epochs`` epochs of every rank, reading only the packs' indexes: the same ``plan_epoch`` the training
@@ -137,20 +144,25 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
     unit_pack = prepared.item_pack if windows is None else prepared.item_pack[windows.item]
     packs = [source.path for source in config.packs]
     per_pack = np.bincount(unit_pack, minlength=len(packs))
+    rows_of_unit, channels = unit_rows(builder), unit_channels(builder)
     report = PlanReport(state=state, world_size=world_size, units=builder.num_units(),
-                        unit_name="items" if windows is None else "train-window chunks", ignored=config.ignored)
+                        unit_name="item" if windows is None else "train-window chunk", ignored=config.ignored)
     for epoch in range(epochs):
         lengths = epoch_lengths(builder, epoch)  # the same every epoch, unless chunks move (ASD jitter)
         plans: list[EpochPlan] = [
             plan_epoch(builder.args, seed, epoch, rank, world_size, num_units=builder.num_units(), lengths=lengths,
                        windows=windows, weighting=prepared.weighting) for rank in range(world_size)]
-        rows, longest, fills, used = [], [], [], np.zeros(len(packs))
+        rows, batch_rows, longest, fills, used = [], [], [], [], np.zeros(len(packs))
         real = offered = 0
-        for plan in plans:
+        for rank, plan in enumerate(plans):
             for b in range(len(plan)):
                 items, valid = plan.batch(b)
+                if channels is not None:
+                    check_batch_channels(builder, channels, items, epoch=epoch, rank=rank, batch=b, batches=len(plan))
                 lens = lengths[items]
                 rows.append(len(items))
+                if rows_of_unit is not None:
+                    batch_rows.append(int(rows_of_unit[items].sum()))
                 if cropped:  # every row is cut to the shortest: what survives of the valid rows' frames
                     longest.append(int(lens.min()) if len(lens) else 0)
                     offered_b = int(lens[valid].sum())
@@ -167,12 +179,13 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
         weighting = None
         if prepared.weighting is not None:
             weighting = prepared.weighting.report(prepared.weighting.items(seed, epoch))
-        stats = EpochStats(epoch=epoch, batches_per_rank=len(plans[0]), rows=rows_a, longest=longest_a, real=real,
+        stats = EpochStats(epoch=epoch, batches_per_rank=len(plans[0]), items=rows_a, longest=longest_a, real=real,
                            padded_elements=int((rows_a * longest_a).sum()), padded_items=plans[0].padded,
                            dropped_items=plans[0].dropped,
                            pack_epochs={p: float(used[i] / per_pack[i]) if per_pack[i] else 0.0
                                         for i, p in enumerate(packs)}, weighting=weighting,
-                           fill=np.asarray(fills), cropped=cropped, offered=offered)
+                           fill=np.asarray(fills), cropped=cropped, offered=offered,
+                           rows=np.asarray(batch_rows, dtype=np.int64) if rows_of_unit is not None else None)
         report.epochs.append(stats)
     return report
 

@@ -81,7 +81,8 @@ def _check_path(path: str) -> None:
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
-        raise AudioError(path, "file not found") from None
+        where = "" if os.path.isabs(path) else f" (a relative path, looked for at {os.path.abspath(path)})"
+        raise AudioError(path, "file not found" + where) from None
     except OSError as err:
         raise AudioError(path, f"cannot read the file ({err.strerror or err})") from None
     if not stat.S_ISREG(mode):

@@ -2,12 +2,15 @@
 
 1. Synthesise a small multi-speaker corpus (``packer.voices``): a few utterances per voice, written as 16-bit WAV
    at 16 kHz, 22.05 kHz and 48 kHz, so that the build has to resample.
-2. Write it as WeSep raw lists: ``raw.list`` with 2- and 3-speaker mixtures (one of them two-channel), and
-   ``sources.list`` with one single-speaker line per utterance.  Mixtures follow WeSep's strict policy: every file
+2. Write it as WeSep raw lists: ``raw.list`` with 2- and 3-speaker mixtures, ``raw-2mic.list`` with mixtures
+   recorded by two microphones (two channels), and ``sources.list`` with one single-speaker line per utterance.
+   Mixtures of different channel counts cannot share a batch, so the two-microphone ones get a pack of their own,
+   as a real corpus with two set-ups would.  Mixtures follow WeSep's strict policy: every file
    of a mixture is built at one rate and cropped or padded to one length, and the mixture is the sum of its
    (gain-adjusted) sources, stored as float WAV.
-3. Pack both lists with ``build_wesep`` into small shards, validate both packs (hashes included), open the
-   ``tse`` pack and read samples back, comparing a target with its source file resampled the same way.
+3. Pack the lists with ``build_wesep`` into small shards, validate the packs (hashes included), open them and
+   read samples back, comparing a target with its source file resampled the same way; draw ``inspect``'s picture
+   of the ``tse`` pack (``inspect.png``) when matplotlib (the ``plot`` extra) is there.
 4. The same utterances as an ASR corpus: a JSON-lines manifest whose transcripts say which voice speaks (the
    voices are synthetic: there are no words to transcribe), packed into an ``asr`` pack and validated.
 
@@ -37,6 +40,7 @@ from packer.build.run import BuildOptions
 from packer.voices import Voice, make_voices, synthesize_utterance
 from schemas.constants import AUDIO_FULL_SCALE, DEFAULT_SAMPLE_RATE
 from schemas.errors import SpeechpackError
+from schemas.plotting import PLOT_INSTALL, plotting_available
 from schemas.units import format_bytes
 
 #: Written first into the demo directory; only a directory holding it is ever emptied by a later demo.
@@ -46,8 +50,11 @@ NUM_VOICES = 6
 RATES = (16000, 22050, 48000)
 UTTERANCES_PER_VOICE = len(RATES)
 UTTERANCE_SECONDS = (2.0, 4.0)
-#: Speakers per mixture; the last mixture also gets a second (simulated) microphone channel.
+#: Speakers per mixture; the last ``TWO_MIC_MIXTURES`` also get a second (simulated) microphone channel.
 MIXTURE_SPEAKERS = (2, 3, 2, 2, 3, 2, 3, 2)
+TWO_MIC_MIXTURES = 2
+#: ``inspect``'s picture of the tse pack, in the demo directory.
+INSPECT_PICTURE = "inspect.png"
 #: Level of each interfering speaker relative to the first one, in dB.
 SNR_DB = (-5.0, 5.0)
 #: Small on purpose, so that even this tiny corpus spreads over several shards.
@@ -62,8 +69,10 @@ class DemoResult:
     out: str
     corpus: str
     tse_list: str
+    tse_2mic_list: str
     sources_list: str
     tse_pack: str
+    tse_2mic_pack: str
     sources_pack: str
     asr_pack: str
     #: ``BuildSummary.describe()`` of the asr pack and the seconds its build and validation took, for the step
@@ -71,6 +80,8 @@ class DemoResult:
     asr_summary: str
     asr_seconds: float
     voices: tuple[Voice, ...]
+    #: ``inspect``'s picture of the tse pack, or ``None`` when matplotlib is missing.
+    inspect_picture: str | None
     #: ``time.monotonic()`` when the demo started, so the loading half can report the whole run's time.
     started: float
     seconds: float
@@ -130,27 +141,32 @@ def run_demo(out: str, echo: Callable[[str], None] = print) -> DemoResult:
     step = time.monotonic()
     mixtures = _write_mixtures(corpus, voices, utterances, rng)
     tse_list = os.path.join(corpus, "raw.list")
+    tse_2mic_list = os.path.join(corpus, "raw-2mic.list")
     sources_list = os.path.join(corpus, "sources.list")
-    _write_lines(tse_list, [_mixture_line(m) for m in mixtures])
+    _write_lines(tse_list, [_mixture_line(m) for m in mixtures if len(m.mix_paths) == 1])
+    _write_lines(tse_2mic_list, [_mixture_line(m) for m in mixtures if len(m.mix_paths) > 1])
     _write_lines(sources_list, [_source_line(u) for u in utterances])
     echo("")
     echo(f"2. Mixed {len(mixtures)} mixtures (sum of sources, interferers at {SNR_DB[0]:+.0f}..{SNR_DB[1]:+.0f} dB, "
-         f"float WAV; every file of a mixture at one rate and length) -> corpus/raw.list")
+         f"float WAV; every file of a mixture at one rate and length)")
     for m in mixtures:
         channels = f", {len(m.mix_paths)} channels" if len(m.mix_paths) > 1 else ""
         snrs = ", ".join(f"{s:+.1f}" for s in m.snr_db[1:])
         echo(f"     {m.key}: {' + '.join(m.speakers)} at {m.rate} Hz, {m.frames / m.rate:.2f} s{channels} "
              f"(interferers {snrs} dB)")
+    echo(f"   one microphone -> corpus/raw.list; two microphones -> corpus/raw-2mic.list (mixtures of different "
+         f"channel counts cannot share a batch: one pack each)")
     echo(f"   {len(utterances)} single-speaker lines (no 'mix') -> corpus/sources.list  "
          f"[{time.monotonic() - step:.2f} s]")
 
     # 3. Build both packs.
     tse_pack = os.path.join(packs, "tse")
+    tse_2mic_pack = os.path.join(packs, "tse-2mic")
     sources_pack = os.path.join(packs, "sources")
     echo("")
-    echo(f"3. Packed both lists at {DEFAULT_SAMPLE_RATE} Hz (soxr resampling), int16, shards of "
-         f"{format_bytes(SHARD_BYTES)}:")
-    for list_path, pack in ((tse_list, tse_pack), (sources_list, sources_pack)):
+    echo(f"3. Packed the lists at {DEFAULT_SAMPLE_RATE} Hz (soxr resampling), int16, shards of "
+         f"{format_bytes(SHARD_BYTES)} (relative paths read from --root corpus):")
+    for list_path, pack in ((tse_list, tse_pack), (tse_2mic_list, tse_2mic_pack), (sources_list, sources_pack)):
         options = BuildOptions(out=pack, shard_bytes=SHARD_BYTES, workers=1, progress=False)
         summary = build_wesep(list_path, options, root=corpus)
         echo(f"   {os.path.relpath(list_path, out)} -> {summary.manifest.kind} pack:")
@@ -160,9 +176,9 @@ def run_demo(out: str, echo: Callable[[str], None] = print) -> DemoResult:
     from packer.validate_report import validate_packs  # imported here: only the demo and `validate` need it
 
     step = time.monotonic()
-    report = validate_packs([tse_pack, sources_pack], check_hashes=True)
+    report = validate_packs([tse_pack, tse_2mic_pack, sources_pack], check_hashes=True)
     echo("")
-    echo("4. Validated both packs (sizes, SHA-256 hashes, headers, offsets, keys, statistics, clipping):")
+    echo("4. Validated the packs (sizes, SHA-256 hashes, headers, offsets, keys, statistics, clipping):")
     for line in report.describe().splitlines():
         echo(f"   {line}")
     echo(f"   [{time.monotonic() - step:.2f} s]")
@@ -171,17 +187,32 @@ def run_demo(out: str, echo: Callable[[str], None] = print) -> DemoResult:
 
     # 5. Read back.
     echo("")
-    _read_back(tse_pack, sources_pack, corpus, mixtures, echo)
+    _read_back(tse_pack, tse_2mic_pack, sources_pack, corpus, mixtures, echo)
+    inspect_picture = _inspect_picture(tse_pack, out, echo)
 
     # The same utterances as an ASR corpus (echoed as step 7 by the loading half).
     step = time.monotonic()
     asr_pack, asr_summary = _asr(corpus, utterances, os.path.join(packs, "asr"))
     asr_seconds = time.monotonic() - step
 
-    return DemoResult(out=out, corpus=corpus, tse_list=tse_list, sources_list=sources_list, tse_pack=tse_pack,
+    return DemoResult(out=out, corpus=corpus, tse_list=tse_list, tse_2mic_list=tse_2mic_list,
+                      sources_list=sources_list, tse_pack=tse_pack, tse_2mic_pack=tse_2mic_pack,
                       sources_pack=sources_pack, asr_pack=asr_pack, asr_summary=asr_summary,
-                      asr_seconds=asr_seconds, voices=tuple(voices), started=started,
-                      seconds=time.monotonic() - started)
+                      asr_seconds=asr_seconds, voices=tuple(voices), inspect_picture=inspect_picture,
+                      started=started, seconds=time.monotonic() - started)
+
+
+def _inspect_picture(tse_pack: str, out: str, echo: Callable[[str], None]) -> str | None:
+    """``speechpack inspect --plot`` of the tse pack into the demo directory, when matplotlib is installed."""
+    if not plotting_available():
+        echo(f"   no pictures: matplotlib is missing ({PLOT_INSTALL}; scripts/demo.sh installs it)")
+        return None
+    from packer.inspect import inspect_pack
+
+    path = os.path.join(out, INSPECT_PICTURE)
+    inspect_pack(tse_pack).plot(path)
+    echo(f"   inspect's picture of the tse pack (durations, levels, speakers, shards): {path}")
+    return path
 
 
 def _asr(corpus: str, utterances: list[_Utterance], asr_pack: str) -> tuple[str, str]:
@@ -279,7 +310,7 @@ def _write_mixtures(corpus: str, voices: list[Voice], utterances: list[_Utteranc
             sources.append(fitted * (reference_rms / rms) * 10.0 ** (snr / 20.0))
             snr_db.append(snr)
         channels = [np.sum(sources, axis=0)]
-        if index == len(MIXTURE_SPEAKERS) - 1:
+        if index >= len(MIXTURE_SPEAKERS) - TWO_MIC_MIXTURES:
             # A second microphone: each source arrives a little later (up to 1 ms) and a little quieter.
             delays = [int(rng.integers(0, rate // 1000 + 1)) for _ in sources]
             channels.append(0.8 * np.sum([_delayed(s, d) for s, d in zip(sources, delays)], axis=0))
@@ -320,18 +351,17 @@ def _write_lines(path: str, lines: list[dict]) -> None:
             fp.write(json.dumps(line) + "\n")
 
 
-def _read_back(tse_pack: str, sources_pack: str, corpus: str, mixtures: list[_Mixture],
+def _read_back(tse_pack: str, tse_2mic_pack: str, sources_pack: str, corpus: str, mixtures: list[_Mixture],
                echo: Callable[[str], None]) -> None:
-    """Open the packs, decode two mixtures (one resampled, the two-channel one) and compare a target with its
+    """Open the packs, decode two mixtures (one resampled, one two-channel) and compare a target with its
     source file put through the same soxr resampling: the only difference left is int16 rounding."""
-    pack = open_pack(tse_pack)
-    sources = open_pack(sources_pack)
-    echo(f"5. Opened the packs: {pack!r}")
+    mono, two_mic, sources = open_pack(tse_pack), open_pack(tse_2mic_pack), open_pack(sources_pack)
+    echo(f"5. Opened the packs: {mono!r}")
+    echo(f"                     {two_mic!r}")
     echo(f"                     {sources!r}")
     by_key = {m.key: m for m in mixtures}
-    resampled = next(i for i in range(len(pack)) if int(pack.orig_sample_rate[i]) != pack.sample_rate)
-    multichannel = next(i for i in range(len(pack)) if len(by_key[str(pack.keys[i])].mix_paths) > 1)
-    for index in dict.fromkeys((resampled, multichannel)):
+    resampled = next(i for i in range(len(mono)) if int(mono.orig_sample_rate[i]) != mono.sample_rate)
+    for pack, index in ((mono, resampled), (two_mic, 0)):
         sample = pack.sample(index)
         mixture = by_key[sample.key]
         original, rate = soundfile.read(os.path.join(corpus, mixture.source_paths[0]), dtype="float32",
@@ -341,7 +371,7 @@ def _read_back(tse_pack: str, sources_pack: str, corpus: str, mixtures: list[_Mi
             reference = soxr.resample(reference, rate, pack.sample_rate)
         error = float(np.max(np.abs(sample.targets[0] - reference[:, 0])))
         step = pack.streams["target"].scale[pack.segments_of("target", index)[0]] / AUDIO_FULL_SCALE
-        echo(f"   sample {index} {sample.key!r}: speakers {', '.join(sample.speakers)}; stored from "
+        echo(f"   {os.path.basename(pack.path)} sample {index} {sample.key!r}: speakers {', '.join(sample.speakers)}; stored from "
              f"{int(pack.orig_sample_rate[index])} Hz at {pack.sample_rate} Hz; mix {list(sample.mix.shape)} "
              f"{sample.mix.dtype}, targets {list(sample.targets.shape)}")
         echo(f"     target {sample.speakers[0]} vs {mixture.source_paths[0]} resampled with soxr: max abs error "

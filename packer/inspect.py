@@ -23,7 +23,7 @@ from loader.pack import Pack, SegmentTable, open_pack
 from schemas.constants import KIND_ASD, KIND_ASR, STREAM_LABELS, STREAM_TEXT, STREAM_TYPES
 from schemas.cues import lookup_key
 from schemas.errors import SpeechpackError
-from schemas.units import format_bytes
+from schemas.units import format_bytes, plural
 
 #: Percentiles every distribution reports.
 PERCENTILES = (0, 5, 50, 95, 100)
@@ -79,8 +79,11 @@ class InspectReport:
         return "\n".join(_describe(self.figures))
 
     def plot(self, path: str) -> None:
-        """Durations, levels, speakers and shard sizes as one PNG (needs the ``plot`` extra: matplotlib)."""
-        _plot(self, path)
+        """Durations, levels, speakers and shard sizes as one PNG (``packer.inspect_plot``; needs the ``plot``
+        extra: matplotlib)."""
+        from packer.inspect_plot import plot_inspect
+
+        plot_inspect(self, path)
 
 
 def inspect_pack(path: str, top: int = 10) -> InspectReport:
@@ -243,7 +246,7 @@ def _histogram_text(dist: dict, fmt: str = "{:8.2f}") -> list[str]:
 def _describe(f: dict) -> list[str]:
     p = f["pack"]
     lines = [f"{p['path']}: {p['kind']} pack, format {p['format']}, {p['sample_rate']} Hz",
-             f"  {p['samples']} samples, {p['hours']:.3f} h, {format_bytes(p['bytes'])}"
+             f"  {plural(p['samples'], 'sample')}, {p['hours']:.3f} h, {format_bytes(p['bytes'])}"
              + (f", {p['skipped']} input line(s) skipped" if p["skipped"] else ""),
              f"  duration s    {_percentile_text(f['durations_s'])}"]
     lines += _histogram_text(f["durations_s"])
@@ -252,7 +255,7 @@ def _describe(f: dict) -> list[str]:
     lines.append(f"  speakers: {spk['count']}; hours per speaker {per_speaker}")
     shown = spk["top"]
     lines.append(f"  top {len(shown)} speakers hold {spk['share_of_top'] * 100:.1f} % of the speaker hours:")
-    lines += [f"    {s['speaker']:<32} {s['hours']:9.3f} h {s['samples']:>8} samples" for s in shown]
+    lines += [f"    {s['speaker']:<32} {s['hours']:9.3f} h {plural(s['samples'], 'sample'):>15}" for s in shown]
     for name, levels in f["levels"].items():
         lines.append(f"  {name:<8} rms dBFS  {_percentile_text(levels['rms_dbfs'], fmt='{:.1f}')}")
         lines += _histogram_text(levels["rms_dbfs"], fmt="{:6.1f}")
@@ -285,50 +288,6 @@ def _describe(f: dict) -> list[str]:
         lines.append(f"  track frames {_percentile_text(a['track_frames'], fmt='{:.0f}')}; {fps}")
         lines.append(f"  speaking fraction of face frames: {a['speaking_fraction'] * 100:.1f} %")
     return lines
-
-
-def _plot(report: InspectReport, path: str) -> None:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as err:
-        raise SpeechpackError("--plot needs matplotlib: pip install 'speechpack[plot]'") from err
-    f = report.figures
-    fig, axes = plt.subplots(2, 3, figsize=(15, 8))
-    (dur, lev, spk), (dist, shard, extra) = axes
-    dur.hist(report.durations, bins=HISTOGRAM_BINS)
-    dur.set(xlabel="duration, s", ylabel="samples", title="durations")
-    for name, values in report.levels_dbfs.items():
-        lev.hist(np.clip(values, *LEVEL_RANGE_DBFS), bins=LEVEL_BINS, range=LEVEL_RANGE_DBFS, alpha=0.6,
-                 label=name)
-    lev.set(xlabel="segment rms, dBFS", ylabel="segments", title="levels")
-    if report.levels_dbfs:
-        lev.legend()
-    top = f["speakers"]["top"]
-    spk.barh([s["speaker"] for s in top][::-1], [s["hours"] for s in top][::-1])
-    spk.set(xlabel="hours", title=f"top {len(top)} of {f['speakers']['count']} speakers")
-    dist.hist(report.speaker_hours, bins=HISTOGRAM_BINS)
-    dist.set(xlabel="hours per speaker", ylabel="speakers", title="hours per speaker")
-    shards = f["shards"]["list"]
-    shard.bar(range(len(shards)), [s["bytes"] / 1e6 for s in shards])
-    shard.set(xlabel="shard", ylabel="MB", title=f"{len(shards)} shards")
-    if "asr" in f and f["asr"]["hours_by_language"]:
-        by_language = f["asr"]["hours_by_language"]
-        extra.bar(list(by_language), list(by_language.values()))
-        extra.set(ylabel="hours", title="hours per language")
-    elif "asd" in f:
-        extra.bar(list(f["asd"]["source_fps"]), list(f["asd"]["source_fps"].values()))
-        extra.set(xlabel="source fps", ylabel="tracks", title="frame rates")
-    else:
-        streams = f["streams"]
-        extra.bar(list(streams), [s["bytes"] / 1e6 for s in streams.values()])
-        extra.set(ylabel="MB", title="bytes per stream")
-    p = f["pack"]
-    fig.suptitle(f"{p['path']}: {p['kind']}, {p['samples']} samples, {p['hours']:.2f} h")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
 
 
 __all__ = ["InspectReport", "distribution", "inspect_pack"]

@@ -15,7 +15,7 @@ from packer.copy_lock import LOCK_SUFFIX
 from schemas.constants import MANIFEST_NAME
 from schemas.errors import SpeechpackError
 from schemas.format import FileEntry
-from schemas.units import format_bytes
+from schemas.units import format_bytes, plural
 
 #: Bytes read and written per step; large enough that hashing and I/O release the GIL for most of the time.
 COPY_BLOCK = 4 << 20
@@ -50,16 +50,16 @@ class CopyReport:
 
     def describe(self) -> str:
         if self.verify_only:
-            return (f"{self.dst}: a verified copy of {self.src} ({self.files} files, {format_bytes(self.bytes_total)} "
+            return (f"{self.dst}: a verified copy of {self.src} ({plural(self.files, 'file')}, {format_bytes(self.bytes_total)} "
                     f"re-hashed in {self.seconds:.1f} s)")
         if self.trusted_record:
-            head = (f"{self.dst}: verified pack ({self.files} files, {format_bytes(self.bytes_total)}), copied by "
+            head = (f"{self.dst}: verified pack ({plural(self.files, 'file')}, {format_bytes(self.bytes_total)}), copied by "
                     f"the process that held {self.dst}{LOCK_SUFFIX} while this one waited")
         else:
             copied = f"{self.files_copied} copied"
             if self.bytes_copied and self.seconds > 0:
                 copied += f" ({format_bytes(self.bytes_copied)}, {self.bytes_copied / self.seconds / 1e6:.0f} MB/s)"
-            head = (f"{self.dst}: verified pack ({self.files} files, {format_bytes(self.bytes_total)}): {copied}, "
+            head = (f"{self.dst}: verified pack ({plural(self.files, 'file')}, {format_bytes(self.bytes_total)}): {copied}, "
                     f"{self.files_kept} already in place and verified, {self.seconds:.1f} s")
         lines = [head]
         lines += [f"  repaired: {item}" for item in self.repaired]
@@ -83,7 +83,8 @@ def run_parallel(work: Callable[[str, object], str | None], items: list[str], jo
 
 
 def progress_bar(total: int, enabled: bool, label: str):
-    return tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=label, disable=not enabled,
+    """A bar counting bytes in decimal units (kB, MB, GB), the units of the summary (``format_bytes``)."""
+    return tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1000, desc=label, disable=not enabled,
                 leave=False)
 
 

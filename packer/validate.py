@@ -6,7 +6,8 @@ hash; ``.npy`` headers against the stream catalogue and the file size; ``index.j
 contiguous and in bounds; unique keys; statistics recomputed from the stored int16 and equal; totals; non-finite
 values in the index; samples at int16 full scale (reported as clipping, a warning).  Speaker cues: every file of
 ``cues/`` listed, of its size and hash, and each bank as ``schemas/cues.py`` specifies it (``.npy`` headers, sorted
-unique keys, entries and payloads in bounds, no NaN/Inf in float payloads; ``schemas.cuecheck``).
+unique keys, entries and payloads in bounds, no NaN/Inf in float payloads; ``packer.validate_cues``).  The report
+itself (``PackReport``, its summary) is ``packer.pack_report``.
 """
 
 from __future__ import annotations
@@ -16,25 +17,12 @@ from collections.abc import Callable
 import json
 import math
 import os
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from loader.tse.cues.bank import read_cues_config
-from schemas.cuecheck import bank_files, label_issues, read_bank
 from loader.pack import read_manifest
 from packer.audio import int16_statistics
-from packer.writer import hash_file
 from schemas.columns import COLUMNS_DIR, ColumnBuilder
-from schemas.cues import (
-    CUES_DIR,
-    CUES_YAML,
-    DATA_NAME,
-    LABEL_SPEAKERS_NAME,
-    LABEL_VALUES_NAME,
-    LABELS_DIR,
-    PAYLOAD_DTYPES,
-)
 from schemas.constants import (
     AUDIO_DTYPE,
     KIND_ASD,
@@ -47,82 +35,20 @@ from schemas.constants import (
     stream_file_name,
 )
 from schemas.errors import NpyHeaderError, PackFormatError
-from schemas.units import format_bytes
 from schemas.npyfile import read_npy_header
 from schemas.format import FileEntry, Manifest, StreamSpec, check_shard_index
 from schemas.kinds import KIND_SPECS
+from packer.pack_report import PackReport, pack_summary
+from packer.validate_cues import check_cues
+from packer.validate_files import check_file, check_files
 from packer.validate_asd import asd_issues
 
 #: Tolerance when comparing recomputed statistics: they are exact-integer sums, so only JSON float printing
 #: could differ, and Python's repr round-trips; the margin only covers a different numpy's sqrt.
 _STAT_RTOL = 1e-9
-_PERCENTILES = (0, 5, 50, 95, 100)
 #: Checks only one kind has, beyond what ``KIND_SPECS`` describes: ``check(path, manifest, records_by_shard)``
 #: yields ``(file, message)`` errors.
 _KIND_CHECKS = {KIND_ASD: asd_issues}
-
-
-@dataclass
-class Issue:
-    file: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.file}: {self.message}"
-
-
-@dataclass
-class PackReport:
-    path: str
-    errors: list[Issue] = field(default_factory=list)
-    warnings: list[Issue] = field(default_factory=list)
-    summary: dict = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors
-
-    def error(self, file: str, message: str) -> None:
-        self.errors.append(Issue(file, message))
-
-    def warn(self, file: str, message: str) -> None:
-        self.warnings.append(Issue(file, message))
-
-    def to_dict(self) -> dict:
-        return {"path": self.path, "ok": self.ok, "errors": [vars(i) for i in self.errors],
-                "warnings": [vars(i) for i in self.warnings], "summary": self.summary}
-
-    def describe(self) -> str:
-        lines = [f"{'OK  ' if self.ok else 'FAIL'} {self.path}"]
-        s = self.summary
-        if "samples" in s:
-            lines.append(f"     {s['kind']} pack: {s['samples']} samples, {s['hours']:.3f} h, {s['speakers']} speakers, "
-                         f"{s['shards']} shard(s), {format_bytes(s['bytes'])}, {s['sample_rate']} Hz")
-        if "duration_s" in s:
-            lines.append("     duration s  " + _percentile_row(s["duration_s"]))
-        for stream, levels in s.get("levels", {}).items():
-            lines.append(f"     {stream:<7} rms dBFS " + _percentile_row(levels["rms_dbfs"]))
-            lines.append(f"     {stream:<7} peak dBFS " + _percentile_row(levels["peak_dbfs"]))
-            lines.append(f"     {stream:<7} full-scale samples {levels['full_scale_samples']}, "
-                         f"rescaled segments {levels['rescaled_segments']}")
-        for name, bank in s.get("cues", {}).items():
-            lines.append(f"     cue {name}: {bank['representation']}, {bank['keys']} keys, {bank['entries']} entries, "
-                         f"{bank['items']} items")
-        if s.get("hashes_checked") is False:
-            lines.append("     hashes not checked (--no-hash)")
-        lines += [f"     error: {issue}" for issue in self.errors]
-        lines += [f"     warning: {issue}" for issue in self.warnings]
-        return "\n".join(lines)
-
-
-def _percentile_row(values: dict) -> str:
-    return "  ".join(f"p{p}={values[f'p{p}']:.2f}" for p in _PERCENTILES)
-
-
-def _percentiles(values: np.ndarray) -> dict:
-    if values.size == 0:
-        return {f"p{p}": float("nan") for p in _PERCENTILES}
-    return {f"p{p}": float(np.percentile(values, p)) for p in _PERCENTILES}
 
 
 def validate_pack(path: str, check_hashes: bool = True) -> PackReport:
@@ -152,7 +78,7 @@ def validate_pack(path: str, check_hashes: bool = True) -> PackReport:
             report.error(shard_dir, "shard directory missing")
             columns = None
             continue
-        _check_files(shard_dir, shard.files, report, check_hashes)
+        check_files(shard_dir, shard.files, report, check_hashes)
         records = _read_index(shard_dir, manifest, shard.samples, report)
         arrays = {spec.name: _open_stream(shard_dir, spec, report) for spec in manifest.streams}
         if records is None:
@@ -172,8 +98,8 @@ def validate_pack(path: str, check_hashes: bool = True) -> PackReport:
             report.error(file, message)
     _check_columns(path, manifest, columns, report, check_hashes)
     _check_totals(path, manifest, len(keys), speakers, frames, report)
-    cues = _check_cues(path, manifest, report, check_hashes)
-    report.summary = _summary(manifest, durations, levels, check_hashes)
+    cues = check_cues(path, manifest, report, check_hashes)
+    report.summary = pack_summary(manifest, durations, levels, check_hashes)
     if cues:
         report.summary["cues"] = cues
     return report
@@ -242,28 +168,7 @@ def _check_skipped(path: str, manifest: Manifest, report: PackReport, check_hash
     if entry is None:
         return
     expected = FileEntry(size=entry.get("size", -1), sha256=entry.get("sha256", ""))
-    _check_file(skipped_path, expected, report, check_hashes)
-
-
-def _check_file(file_path: str, expected: FileEntry, report: PackReport, check_hashes: bool) -> None:
-    if not os.path.isfile(file_path):
-        report.error(file_path, "file missing")
-        return
-    size = os.path.getsize(file_path)
-    if size != expected.size:
-        report.error(file_path, f"size {size} bytes, {MANIFEST_NAME} records {expected.size}")
-    elif check_hashes:
-        actual = hash_file(file_path)
-        if actual.sha256 != expected.sha256:
-            report.error(file_path, f"sha256 {actual.sha256} does not match {MANIFEST_NAME} ({expected.sha256}): "
-                                    f"the file changed after the pack was written")
-
-
-def _check_files(shard_dir: str, files: dict[str, FileEntry], report: PackReport, check_hashes: bool) -> None:
-    for name in sorted(set(os.listdir(shard_dir)) - set(files)):
-        report.error(os.path.join(shard_dir, name), f"file not listed in {MANIFEST_NAME}")
-    for name, expected in sorted(files.items()):
-        _check_file(os.path.join(shard_dir, name), expected, report, check_hashes)
+    check_file(skipped_path, expected, report, check_hashes)
 
 
 def _read_index(shard_dir: str, manifest: Manifest, expected_samples: int, report: PackReport) -> list[dict] | None:
@@ -386,7 +291,7 @@ def _check_columns(path: str, manifest: Manifest, expected: ColumnBuilder | None
     for name in sorted(set(os.listdir(directory)) - set(manifest.columns)):
         report.error(os.path.join(directory, name), f"file not listed in {MANIFEST_NAME}")
     for name, entry in sorted(manifest.columns.items()):
-        _check_file(os.path.join(directory, name), entry, report, check_hashes)
+        check_file(os.path.join(directory, name), entry, report, check_hashes)
     if expected is None:
         return  # a shard index could not be read; that error is already reported
     for name, array in expected.arrays().items():
@@ -399,71 +304,6 @@ def _check_columns(path: str, manifest: Manifest, expected: ColumnBuilder | None
         if stored.dtype != array.dtype or stored.shape != array.shape or not np.array_equal(stored, array):
             report.error(file_path, f"column disagrees with the shard indexes ({stored.dtype} {stored.shape} stored, "
                                     f"{array.dtype} {array.shape} from index.json)")
-
-
-#: Elements per chunk when scanning a float payload for NaN/Inf (bounds the temporary mask).
-_SCAN_CHUNK = 1 << 24
-
-
-def _check_cues(path: str, manifest: Manifest, report: PackReport, check_hashes: bool) -> dict:
-    """Every file of ``cues/`` listed and intact, then each bank's structure; returns a per-cue summary."""
-    directory = os.path.join(path, CUES_DIR)
-    if not manifest.cues:
-        if os.path.exists(directory):
-            report.error(directory, f"cues directory present, but {MANIFEST_NAME} lists no cues")
-        return {}
-    if not os.path.isdir(directory):
-        report.error(directory, "cues directory missing")
-        return {}
-    on_disk = {os.path.relpath(os.path.join(root, name), directory).replace(os.sep, "/")
-               for root, _dirs, names in os.walk(directory) for name in names}
-    for name in sorted(on_disk - set(manifest.cues)):
-        report.error(os.path.join(directory, name), f"file not listed in {MANIFEST_NAME}")
-    for name, entry in sorted(manifest.cues.items()):
-        _check_file(os.path.join(directory, name), entry, report, check_hashes)
-    try:
-        config = read_cues_config(path)
-    except PackFormatError as err:
-        report.error(os.path.join(directory, CUES_YAML), str(err).split(": ", 1)[-1])
-        return {}
-    expected = {CUES_YAML} | {f"{spec.name}/{name}" for spec in config.cues for name in bank_files(spec.representation)}
-    if config.speaker_label_resource is not None:
-        expected |= {f"{LABELS_DIR}/{LABEL_SPEAKERS_NAME}", f"{LABELS_DIR}/{LABEL_VALUES_NAME}"}
-    for name in sorted(expected - set(manifest.cues)):
-        report.error(os.path.join(directory, name), f"part of the cues, but not listed in {MANIFEST_NAME}")
-    for name in sorted(set(manifest.cues) - expected):
-        report.error(os.path.join(directory, name), f"listed in {MANIFEST_NAME}, but no part of the cues.yaml's banks")
-    summary = {}
-    for spec in config.cues:
-        bank_dir = os.path.join(directory, spec.name)
-        files, issues = read_bank(bank_dir, spec, manifest.sample_rate)
-        for file_path, message in issues:
-            report.error(file_path, message)
-        if files is None:
-            continue
-        summary[spec.name] = {"representation": spec.representation,
-                              **{key: files.meta.get(key) for key in ("keys", "entries", "items")}}
-        if not issues and PAYLOAD_DTYPES[spec.representation].kind == "f":
-            _check_finite(os.path.join(bank_dir, DATA_NAME), report)
-    if config.speaker_label_resource is not None:
-        labels_dir = os.path.join(directory, LABELS_DIR)
-        try:
-            speakers, labels = (np.load(os.path.join(labels_dir, name), allow_pickle=False)
-                                for name in (LABEL_SPEAKERS_NAME, LABEL_VALUES_NAME))
-        except Exception as err:  # noqa: BLE001 - a corrupt .npy header raises ValueError, SyntaxError, TokenError...
-            report.error(labels_dir, f"cannot read the speaker labels ({err})")
-        else:
-            for file_path, message in label_issues(labels_dir, speakers, labels):
-                report.error(file_path, message)
-    return summary
-
-
-def _check_finite(file_path: str, report: PackReport) -> None:
-    data = np.load(file_path, mmap_mode="r", allow_pickle=False).reshape(-1)
-    bad = sum(int(data.size - np.count_nonzero(np.isfinite(data[start:start + _SCAN_CHUNK])))
-              for start in range(0, data.size, _SCAN_CHUNK))
-    if bad:
-        report.error(file_path, f"{bad} NaN/Inf value(s) in a float cue payload")
 
 
 def _check_totals(path: str, manifest: Manifest, samples: int, speakers: set[str], frames: int,
@@ -480,27 +320,3 @@ def _check_totals(path: str, manifest: Manifest, samples: int, speakers: set[str
     recorded_bytes = sum(entry.size for shard in manifest.shards for entry in shard.files.values())
     if totals["bytes"] != recorded_bytes:
         report.error(at, f"totals.bytes {totals['bytes']}, the shard files add up to {recorded_bytes}")
-
-
-def _dbfs(values: list[float]) -> np.ndarray:
-    return 20 * np.log10(np.maximum(np.asarray(values, dtype=np.float64), 1e-10))
-
-
-def _summary(manifest: Manifest, durations: list[float], levels: dict, check_hashes: bool) -> dict:
-    return {
-        "kind": manifest.kind,
-        "sample_rate": manifest.sample_rate,
-        "samples": manifest.totals["samples"],
-        "hours": manifest.totals["hours"],
-        "speakers": manifest.totals["speakers"],
-        "shards": len(manifest.shards),
-        "bytes": manifest.totals["bytes"],
-        "skipped": manifest.skipped["count"],
-        "hashes_checked": check_hashes,
-        "duration_s": _percentiles(np.asarray(durations)),
-        "levels": {
-            name: {"rms_dbfs": _percentiles(_dbfs(lv["rms"])), "peak_dbfs": _percentiles(_dbfs(lv["peak"])),
-                   "full_scale_samples": lv["full_scale"], "rescaled_segments": lv["rescaled"]}
-            for name, lv in levels.items()
-        },
-    }

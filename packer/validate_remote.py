@@ -26,13 +26,13 @@ import numpy as np
 
 from packer.ownership import pack_file_entries
 from packer.remote import RemotePack, describe_error, remote_errors
+from packer.pack_report import pack_summary
+from packer.validate_cues import check_cues
 from packer.validate import (
     _KIND_CHECKS,
     PackReport,
-    _check_cues,
     _check_totals,
     _manifest_problem,
-    _summary,
     check_shard_records,
 )
 from schemas.columns import COLUMNS_DIR, ColumnBuilder
@@ -145,7 +145,7 @@ def validate_remote_pack(url: str, check_hashes: bool = True, endpoint_url: str 
     _check_columns(fetcher, manifest, columns, report)
     _check_totals(remote.url, manifest, len(keys), speakers, frames, report)
     cues = _check_remote_cues(fetcher, manifest, report)
-    report.summary = _summary(manifest, durations, levels, check_hashes)
+    report.summary = pack_summary(manifest, durations, levels, check_hashes)
     if cues:
         report.summary["cues"] = cues
     return report
@@ -246,7 +246,7 @@ def _check_remote_cues(fetcher: _Fetcher, manifest: Manifest, report: PackReport
             with open(path, "wb") as fp:
                 fp.write(data)
         local = PackReport(staging)
-        summary = _check_cues(staging, manifest, local, check_hashes=False)  # hashed above, on the stream
+        summary = check_cues(staging, manifest, local, check_hashes=False)  # hashed above, on the stream
         for issue in local.errors:
             report.error(issue.file.replace(staging, fetcher.remote.url, 1), issue.message)
         for issue in local.warnings:

@@ -11,7 +11,6 @@ from packer.remote import is_remote
 from packer.validate import PackReport, validate_pack
 from packer.writer import dump_json
 from schemas.constants import KIND_ASD
-from schemas.errors import SpeechpackError
 
 #: Kinds whose valid packs are also compared by level, as the loader's normalisation sees them.
 _LEVEL_REPORT_KINDS = frozenset({KIND_ASD})

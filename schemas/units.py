@@ -53,3 +53,14 @@ def format_bytes(num_bytes: int) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.2f} {unit}"
         size /= 1000
     raise AssertionError("unreachable")
+
+
+def plural(count: int, noun: str, plural_form: str | None = None) -> str:
+    """``count`` and ``noun`` in the form the count takes: ``1 batch``, ``2 batches``, ``0 samples``.  The one
+    place messages pluralise: ``plural_form`` for nouns that do not take ``-s``/``-es`` (``plural(n, "entry",
+    "entries")``)."""
+    if count == 1:
+        return f"{count} {noun}"
+    if plural_form is None:
+        plural_form = noun + ("es" if noun.endswith(("s", "sh", "ch", "x")) else "s")
+    return f"{count} {plural_form}"

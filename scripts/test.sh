@@ -30,6 +30,10 @@ if [ ! -f "$video" ]; then
 fi
 export SPEECHPACK_TEST_VIDEO="$video"
 # shellcheck disable=SC1091
-SPEECHPACK_EXTRAS=dev,rir,plot,parquet,sentencepiece,lightning,ray,wesep,s3,lhotse . "$repo/scripts/setup.sh"
+SPEECHPACK_EXTRAS=dev,rir,plot,parquet,sentencepiece,lightning,torchdata,ray,wesep,s3,lhotse . "$repo/scripts/setup.sh"
 cd "$repo"
-exec python -m pytest -q "$@"
+status=0
+python -m pytest -q "$@" || status=$?
+echo
+speechpack_hint
+exit "$status"

@@ -34,7 +34,7 @@ from loader.asd.timeline import (
 )
 from loader.batching import BudgetArgs, make_budget_plan, tile_windows
 from loader.config import ConfigError
-from loader.tse.mixing import item_rng
+from loader.tse.streams import item_rng
 from loader.normalize import muvap_gain
 from loader.pack import open_pack
 from schemas.constants import ASD_SAMPLE_RATE, FACE_SHAPE

@@ -17,6 +17,8 @@ import pytest
 from click.testing import CliRunner
 
 import packer.copy as copy_module
+import packer.copy_staging as staging_module
+from packer.ownership import pack_file_entries
 from cli import main
 from factories import Mix
 from loader.pack import open_pack
@@ -130,11 +132,12 @@ def _slow_copy(src: Path, dst: Path, go: Path, pause: float) -> subprocess.Popen
         import json, os, sys, time
         sys.path.insert(0, {str(REPO)!r})
         import packer.copy as copy_module
-        real = copy_module._copy_verified
+        import packer.copy_staging as staging_module
+        real = staging_module.copy_verified
         def slowed(*args):
             time.sleep({pause})
             return real(*args)
-        copy_module._copy_verified = slowed
+        staging_module.copy_verified = slowed
         print("ready", flush=True)
         while not os.path.exists({str(go)!r}):
             time.sleep(0.005)
@@ -158,7 +161,7 @@ def test_two_concurrent_copies_to_one_destination_make_one_verified_pack(tse_pac
     outputs = [rank.communicate(timeout=120) for rank in ranks]
     assert [rank.returncode for rank in ranks] == [0, 0], outputs
     reports = sorted((json.loads(out.strip().splitlines()[-1]) for out, _err in outputs), key=lambda r: r["copied"])
-    total_files = len(copy_module.pack_file_entries(open_pack(dst).manifest))
+    total_files = len(pack_file_entries(open_pack(dst).manifest))
     assert reports == [{"copied": 0, "kept": 0, "trusted": True},
                        {"copied": total_files, "kept": 0, "trusted": False}], outputs
     assert any("waiting for" in out and "pack.lock" in out for out, _err in outputs)  # log() prints
@@ -171,7 +174,7 @@ def test_a_copy_killed_half_way_leaves_no_pack_and_the_next_run_finishes_it(tse_
     go = tmp_path / "go"
     rank = _slow_copy(tse_pack, dst, go, pause=0.1)
     go.touch()
-    total = len(copy_module.pack_file_entries(open_pack(tse_pack).manifest))
+    total = len(pack_file_entries(open_pack(tse_pack).manifest))
     deadline = time.monotonic() + 60
     while len([p for p in dst.rglob("*.npy") if not p.name.startswith(".tmp-")]) < 3:
         assert time.monotonic() < deadline and rank.poll() is None, "the copy finished before it could be killed"
@@ -189,7 +192,7 @@ def test_a_copy_killed_half_way_leaves_no_pack_and_the_next_run_finishes_it(tse_
 def test_a_rank_that_waited_trusts_the_record_but_not_a_file_changed_since(tse_pack, tmp_path):
     dst = tmp_path / "dst"
     copy_pack(str(tse_pack), str(dst), progress=False)
-    source = copy_module._read_source(str(tse_pack))
+    source = staging_module.read_source(str(tse_pack))
     fd = os.open(str(dst) + LOCK_SUFFIX, os.O_RDWR)
     try:
         lock = DestinationLock(fd, str(dst) + LOCK_SUFFIX, waited=True)
@@ -205,7 +208,7 @@ class _Interrupted(BaseException):
 
 
 def _interrupt_after(monkeypatch, files: int) -> None:
-    real = copy_module._copy_verified
+    real = staging_module.copy_verified
     calls = {"n": 0}
 
     def copy_then_stop(*args):
@@ -214,7 +217,7 @@ def _interrupt_after(monkeypatch, files: int) -> None:
             raise _Interrupted()
         return real(*args)
 
-    monkeypatch.setattr(copy_module, "_copy_verified", copy_then_stop)
+    monkeypatch.setattr(staging_module, "copy_verified", copy_then_stop)
 
 
 def test_an_interrupted_copy_never_looks_like_a_pack_even_over_an_older_one(tse_pack, tmp_path, monkeypatch,

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import re
+import shlex
 
 import numpy as np
 import pytest
@@ -14,10 +15,15 @@ from click.testing import CliRunner, Result
 
 from cli import main
 from loader.pack import open_pack
-from packer.demo import MARKER_NAME, MIXTURE_SPEAKERS, NUM_VOICES, RATES, UTTERANCES_PER_VOICE, run_demo
+from loader.demo import BOTH_MICS_CONFIG, DEMO_BATCH_SIZE, PLAN_PICTURE
+from packer.demo import (INSPECT_PICTURE, MARKER_NAME, MIXTURE_SPEAKERS, NUM_VOICES, RATES, TWO_MIC_MIXTURES,
+                         UTTERANCES_PER_VOICE, run_demo)
 from packer.validate_report import validate_packs
 from packer.voices import make_voices, synthesize_utterance
 from schemas.errors import SpeechpackError
+
+#: Speakers per one-microphone mixture: the demo's tse pack (the two-microphone ones are in tse-2mic).
+ONE_MIC = MIXTURE_SPEAKERS[:len(MIXTURE_SPEAKERS) - TWO_MIC_MIXTURES]
 
 
 def _run_demo(out) -> Result:
@@ -26,8 +32,9 @@ def _run_demo(out) -> Result:
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
-    """One demo run shared by the read-only tests: (out directory, CliRunner result)."""
-    out = tmp_path_factory.mktemp("demo") / "out"
+    """One demo run shared by the tests that read it: (out directory, CliRunner result).  The directory is named
+    ``demo-out``, as the README's commands name it."""
+    out = tmp_path_factory.mktemp("demo") / "demo-out"
     result = _run_demo(out)
     assert result.exit_code == 0, result.output + repr(result.exception)
     return out, result
@@ -40,14 +47,18 @@ def test_demo_prints_every_step(demo):
                      f"{NUM_VOICES * UTTERANCES_PER_VOICE} utterances",
                      f"2. Mixed {len(MIXTURE_SPEAKERS)} mixtures",
                      "2 channels",
-                     "3. Packed both lists at 16000 Hz",
-                     f"packed {len(MIXTURE_SPEAKERS)} samples",
+                     "3. Packed the lists at 16000 Hz",
+                     f"packed {len(MIXTURE_SPEAKERS) - TWO_MIC_MIXTURES} samples",
+                     f"packed {TWO_MIC_MIXTURES} samples",
                      f"packed {NUM_VOICES * UTTERANCES_PER_VOICE} samples",
-                     "4. Validated both packs",
+                     "4. Validated the packs",
                      "all packs valid",
                      "5. Opened the packs",
                      "6. Loaded one training epoch with build_loader",
-                     f"{len(MIXTURE_SPEAKERS)} batches, {sum(MIXTURE_SPEAKERS)} rows (one per target speaker)",
+                     f"{-(-len(ONE_MIC) // DEMO_BATCH_SIZE)} batches, {sum(ONE_MIC)} rows (one per target speaker",
+                     f"items per batch {DEMO_BATCH_SIZE}, rows per batch",
+                     f"({BOTH_MICS_CONFIG}), `speechpack plan` refuses it",
+                     "mixtures with different channel counts in one batch",
                      "wav_mix        (", "speechpack peek",
                      "7. The same utterances as an ASR corpus",
                      f"packed {NUM_VOICES * UTTERANCES_PER_VOICE} samples",
@@ -58,7 +69,7 @@ def test_demo_prints_every_step(demo):
         assert f"at {rate} Hz" in text
     # Several shards each, or the demo does not show sharding.
     shards = [int(n) for n in re.findall(r"into (\d+) shard\(s\)", text)]
-    assert len(shards) == 3 and min(shards) >= 2, text  # tse, sources, asr
+    assert len(shards) == 4 and min(shards) >= 2, text  # tse, tse-2mic, sources, asr
 
 
 def test_demo_read_back_matches_the_source_files(demo):
@@ -77,11 +88,14 @@ def test_demo_packs_exist_and_validate(demo):
     assert report.ok, report.describe()
 
     tse = open_pack(tse_pack)
-    assert tse.kind == "tse" and len(tse) == len(MIXTURE_SPEAKERS)
-    assert sorted(tse.speaker_count.tolist()) == sorted(MIXTURE_SPEAKERS)
+    assert tse.kind == "tse" and len(tse) == len(ONE_MIC)
+    assert sorted(tse.speaker_count.tolist()) == sorted(ONE_MIC)
     assert set(tse.orig_sample_rate.tolist()) == set(RATES)
-    channels = [tse.sample(i).mix.shape[0] for i in range(len(tse))]
-    assert sorted(channels) == [1] * (len(tse) - 1) + [2]
+    assert [tse.sample(i).mix.shape[0] for i in range(len(tse))] == [1] * len(tse)
+    two_mic = open_pack(out / "packs" / "tse-2mic")
+    assert validate_packs([str(out / "packs" / "tse-2mic")], check_hashes=True).ok
+    assert sorted(two_mic.speaker_count.tolist()) == sorted(MIXTURE_SPEAKERS[len(ONE_MIC):])
+    assert [two_mic.sample(i).mix.shape[0] for i in range(len(two_mic))] == [2] * TWO_MIC_MIXTURES
 
     sources = open_pack(sources_pack)
     assert sources.kind == "sources" and len(sources) == NUM_VOICES * UTTERANCES_PER_VOICE
@@ -94,6 +108,52 @@ def test_demo_packs_exist_and_validate(demo):
     assert all(os.path.isfile(out / "corpus" / p) for line in lines for p in line["mix"]["default"])
     with open(out / "corpus" / "sources.list", encoding="utf-8") as fp:
         assert all("mix" not in json.loads(line) for line in fp)
+
+
+def test_demo_draws_its_pictures(demo):
+    out, result = demo
+    for name in (INSPECT_PICTURE, PLAN_PICTURE):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert str(out / name) in result.output  # the demo says where it put them
+
+
+def _readme_block(after: str, language: str) -> str:
+    """The first ``language`` code block of README.md after the line containing ``after``."""
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md"),
+              encoding="utf-8") as fp:
+        text = fp.read()
+    start = text.index(f"```{language}\n", text.index(after)) + len(language) + 4
+    return text[start:text.index("```", start)]
+
+
+def test_readme_commands_after_the_demo_work_as_written(demo, monkeypatch):
+    """README.md, "After the demo": every command, verbatim, from the directory holding ``demo-out``."""
+    out, _ = demo
+    monkeypatch.chdir(out.parent)
+    commands = [line for line in _readme_block("## After the demo", "bash").splitlines() if line.strip()]
+    assert commands[0] == ". .venv/bin/activate" and len(commands) > 5
+    for command in commands[1:]:
+        words = shlex.split(command, comments=True)
+        assert words[0] == "speechpack", command
+        result = CliRunner().invoke(main, words[1:])
+        assert result.exit_code == 0, f"{command}\n{result.output}"
+    assert validate_packs([str(out / "packs" / "again"), str(out / "staged" / "tse")]).ok
+    refused = shlex.split(_readme_block("before any training starts", "bash"), comments=True)
+    result = CliRunner().invoke(main, refused[1:])
+    assert result.exit_code == 1 and "mixtures with different channel counts in one batch" in result.output
+
+
+def test_readme_python_example_runs_on_the_demo_pack(demo, monkeypatch, capsys):
+    """README.md's Python example, verbatim, on the demo's own pack (batches of several mixtures)."""
+    out, _ = demo
+    monkeypatch.chdir(out.parent)
+    namespace: dict = {}
+    exec(compile(_readme_block("Reading a pack from Python", "python"), "README.md", "exec"), namespace)
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith(f"{len(ONE_MIC)} ")
+    epochs = [line for line in printed[1:] if re.match(r"\d+ \(", line)]
+    assert {line.split()[0] for line in epochs} == {"0", "1"}
+    assert namespace["state"] is not None
 
 
 def test_mixture_files_share_rate_and_length_and_sum_up(demo):

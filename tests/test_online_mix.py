@@ -14,7 +14,9 @@ import loader
 from factories import Source
 from factories.online_mix import CHUNK, GAIN, RATE, SNR, collect, mix_config, mixtures
 from loader.config import ConfigError, LoaderConfig
-from loader.tse.mixing import MixError, SpeakerIndex, choose_group, item_rng, make_timeline, snr_mix, timeline_masks
+from loader.tse.errors import MixError
+from loader.tse.mixing import SpeakerIndex, choose_group, make_timeline, snr_mix, timeline_masks
+from loader.tse.streams import item_rng
 from packer.adapters.wesep import build_wesep
 from packer.build.run import BuildOptions
 
@@ -349,7 +351,7 @@ def test_reused_item_generators_give_item_rng_streams():
     was drawn from them in the batch before."""
     import pickle
 
-    from loader.tse.mixing import ItemGenerators
+    from loader.tse.streams import ItemGenerators
 
     pool = ItemGenerators(seed=11)
     for epoch, batch, count in [(0, 0, 3), (2, 5, 5), (2, 5, 2), (1, 0, 4)]:
@@ -369,7 +371,7 @@ def test_reused_item_generators_give_item_rng_streams():
 def test_byte_budget_cache_and_scratch():
     import pickle
 
-    from loader.tse.mixing import ByteBudgetCache, Scratch
+    from loader.tse.buffers import ByteBudgetCache, Scratch
 
     cache = ByteBudgetCache(budget=3 * 800)
     made = []

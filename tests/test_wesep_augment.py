@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from loader import build_loader
-from loader.tse.augment import RirSource, trim_rir
+from loader.tse.augment import RirSource
+from loader.tse.convolve import trim_rir
 from loader.tse.augment_args import AugmentArgs
 from loader.tse.room_sim import RoomConfig, simulate_room
 from schemas.noise_lmdb import ENROLL_NOISE_SNR_DB, NOISE_SNR_DB, SPEECH_SNR_DB

@@ -13,7 +13,7 @@
 
 Train (the plan's units are chunks, ``loader.asd.chunks``): every row is cropped to the batch's shortest fed
 chunk, because the model has no padding mask; ``scored`` is False on the history prefix.  Augmentation draws from
-``loader.tse.mixing.item_rng(seed, epoch, batch, row)``.  With ``jitter`` the epoch's chunks are
+``loader.tse.streams.item_rng(seed, epoch, batch, row)``.  With ``jitter`` the epoch's chunks are
 ``loader.asd.chunks.jitter_windows(..., seed, epoch)``: the planner batches their lengths (``unit_lengths(epoch)``)
 and the rows are read from them, so what was planned is what is fed.  Val/test (units are whole tracks): rows are right-padded to
 the longest track with zeros and ``scored`` False on the padding, so every model frame of every track is scored
@@ -34,7 +34,7 @@ from loader.asd.chunks import jitter_windows, muvap_windows
 from loader.asd.timeline import read_audio_frames, source_frame_index
 from loader.asd.tracks import TrackIndex
 from loader.batching import Windows
-from loader.tse.mixing import item_rng
+from loader.tse.streams import item_rng
 from loader.normalize import muvap_gain
 from loader.pack import Pack
 from schemas.constants import FACE_SHAPE, STREAM_AUDIO, STREAM_FACES, STREAM_LABELS

@@ -20,55 +20,20 @@ own order and batch composition.  They are also stateful (``state_dict``/``load_
 fit loop keeps in its checkpoints: a run resumed from a mid-epoch checkpoint gets exactly the batches left.
 Validation and test run whole tracks (padded, padding unscored); without ``val`` packs there is no validation.
 
-Lightning is imported when the class is first used, so ``import loader.asd`` works without the extra, and a
-missing extra is a clear error.
+It is ``loader.datamodule.SpeechDataModule`` (every task's DataModule) reading MuVAP's ``packed_asd`` mapping:
+one ``task: asd`` config per split. Lightning is imported when the class is first used, so ``import loader.asd``
+works without the extra, and a missing extra is a clear error.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any, Iterator
 
 from loader.config_checks import ConfigError
-from schemas.errors import SpeechpackError
+from loader.datamodule import EpochForwarder, LightningLoader, datamodule_class, lightning
 
 #: Splits a ``packed_asd`` mapping may name, and the loader state each one runs in.
 SPLIT_STATES = {"train": "train", "val": "val", "test": "test"}
-
-
-class EpochForwarder:
-    """What Lightning finds as the loader's ``sampler``: its ``set_epoch`` moves the loader to that epoch."""
-
-    def __init__(self, loader) -> None:
-        self.loader = loader
-
-    def set_epoch(self, epoch: int) -> None:
-        self.loader.set_epoch(epoch)
-
-
-class LightningLoader:
-    """A ``SpeechLoader`` as Lightning wants it: sized, iterable, with a ``sampler.set_epoch`` and a state.
-
-    Lightning inspects loaders the way it inspects a ``DataLoader`` (``sampler``, ``batch_sampler``); batches are
-    planned by the loader, so there is no batch sampler to find."""
-
-    batch_sampler = None
-
-    def __init__(self, loader) -> None:
-        self.loader = loader
-        self.sampler = EpochForwarder(loader)
-
-    def __len__(self) -> int:
-        return len(self.loader)
-
-    def __iter__(self) -> Iterator[dict]:
-        return iter(self.loader)
-
-    def state_dict(self) -> dict:
-        return self.loader.state_dict()
-
-    def load_state_dict(self, state: dict) -> None:
-        self.loader.load_state_dict(state)
 
 
 def loader_config(packs: list, dataset_args: dict | None, where: str) -> dict:
@@ -93,20 +58,11 @@ def splits_of(config):
     return config
 
 
-def _lightning():
-    try:
-        import lightning.pytorch as pl
-    except ImportError as err:
-        raise SpeechpackError("PackedASDDataModule needs Lightning: pip install 'speechpack[lightning]'") from err
-    return pl
-
-
 @functools.cache
 def _datamodule_class() -> type:
-    pl = _lightning()
-    from loader.torch import build_loader
+    lightning("PackedASDDataModule")  # imported here too, so a missing extra names this class
 
-    class PackedASDDataModule(pl.LightningDataModule):
+    class PackedASDDataModule(datamodule_class()):
         """ASD packs per split, fed by the speechpack loader (see the module docstring).
 
         ``packed_asd``: ``{train: [...], val: [...], test: [...]}`` (any subset), or a config holding it under
@@ -117,49 +73,31 @@ def _datamodule_class() -> type:
 
         def __init__(self, packed_asd: dict, dataset_args: dict | None = None, *, num_workers: int = 4,
                      seed: int = 0, weighting: dict | None = None) -> None:
-            super().__init__()
             packed_asd = splits_of(packed_asd)
             if not isinstance(packed_asd, dict) or not packed_asd:
                 raise ConfigError("packed_asd: expected a mapping of split (train, val, test) to pack lists")
             unknown = sorted(set(packed_asd) - set(SPLIT_STATES))
             if unknown:
                 raise ConfigError(f"packed_asd: unknown split(s) {', '.join(unknown)} (known: train, val, test)")
-            self.configs: dict[str, dict] = {}
+            configs: dict[str, dict] = {}
             for split, packs in packed_asd.items():
                 config = loader_config(packs, dataset_args, f"packed_asd.{split}")
                 if weighting is not None:
                     config["weighting"] = weighting
-                self.configs[split] = config
-            self.num_workers = num_workers
-            self.seed = seed
-            self.loaders: dict[str, Any] = {}
+                configs[split] = config
+            super().__init__(**configs, num_workers=num_workers, seed=seed)
+            self.configs = configs
 
-        def _rank_world(self) -> tuple[int, int]:
-            trainer = self.trainer  # set by Lightning when the DataModule is attached
-            return (0, 1) if trainer is None else (int(trainer.global_rank), int(trainer.world_size))
-
-        def _loader(self, split: str) -> LightningLoader:
-            if split not in self.configs:
-                raise ConfigError(f"packed_asd.{split}: no packs given for this split")
-            rank, world = self._rank_world()
-            current = self.loaders.get(split)
-            if current is None or (current.loader.rank, current.loader.world_size) != (rank, world):
-                loader = build_loader(self.configs[split], SPLIT_STATES[split], rank=rank, world_size=world,
-                                      num_workers=self.num_workers, seed=self.seed)
-                self.loaders[split] = LightningLoader(loader)
-            return self.loaders[split]
-
-        def train_dataloader(self) -> LightningLoader:
-            return self._loader("train")
-
-        def val_dataloader(self) -> LightningLoader | list:
-            """Whole tracks; without ``val`` packs an empty list, which Lightning reads as "no validation"."""
-            return self._loader("val") if "val" in self.configs else []
+        def _config(self, state: str, name: str):
+            if state not in self.configs:
+                raise ConfigError(f"packed_asd.{state}: no packs given for this split")
+            return super()._config(state, name)
 
         def test_dataloader(self) -> LightningLoader:
-            return self._loader("test")
+            return self._loader("test", "test")
 
     PackedASDDataModule.__module__ = __name__
+    PackedASDDataModule.__qualname__ = "PackedASDDataModule"  # the key of its state in Lightning's checkpoints
     return PackedASDDataModule
 
 

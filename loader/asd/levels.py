@@ -154,12 +154,9 @@ def plot_validated_levels(report: dict | None, path: str) -> None:
 def plot_levels(report: dict, path: str) -> None:
     """One panel per metric, one column per pack: the p0-p100 range (thin), p1-p99 (thick) and the median (dot),
     to a PNG at ``path``.  Needs the ``plot`` extra (matplotlib)."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as err:
-        raise SpeechpackError("plotting levels needs matplotlib: pip install 'speechpack[plot]'") from err
+    from schemas.plotting import pyplot
+
+    plt = pyplot("plotting levels")
     metrics = report["metrics"]
     packs = report["packs"]
     cols = 3

@@ -10,9 +10,12 @@ augments waveform enrollments (``cue_processing.audio.{reverb_enroll_prob, noise
   unless ``noise_snr`` fixes one range;
 - RIRs: one simulated room per mixture (``reverb_conf``, ``loader.tse.room_sim``), its generator keyed by one
   uniform draw of the mixture's stream, or RIR packs (``rir_banks``).  Simulated RIRs are cut where their
-  remaining energy is ``RIR_TRIM_DB`` below the total (Schroeder backward integration), so FFTs stay short.
+  remaining energy is ``RIR_TRIM_DB`` (60 dB) below the total (``loader.tse.convolve.trim_length``), so FFTs stay short;
+  ``RirSource.rooms`` simulates the rooms of a whole batch in one call.  Bank RIRs are used whole: on real speech
+  a 60 dB cut changes the reverberant signal by -52 to -59 dB (docs/wesep.md), more than we let an optimisation
+  change the user's own RIRs, and their spectra are cached, so their length costs little.
 
-Every draw comes from a counter-based stream (``loader.tse.mixing.item_rng`` / ``augment_rng``), in a fixed count
+Every draw comes from a counter-based stream (``loader.tse.streams.item_rng`` / ``augment_rng``), in a fixed count
 per row, so batches are the same for any worker count and after a resume.
 """
 
@@ -23,13 +26,13 @@ import soxr
 
 from loader.pack import Pack, open_pack
 from loader.tse.augment_args import AugmentArgs
-from loader.tse.mixing import MixError, energies, fast_fft_size, fit_noise
-from loader.tse.room_sim import simulate_room
+from loader.tse.convolve import convolve_same, trim_length
+from loader.tse.errors import MixError
+from loader.tse.mixing import energies, fit_noise
+from loader.tse.room_sim import draw_room, rooms_rirs
 from schemas.constants import KIND_NOISE, KIND_RIR, STREAM_AUDIO
 from schemas.noise_lmdb import NoiseLmdb, enroll_noise_snr_range, noise_snr_range
 
-#: dB: a simulated RIR is cut where the energy left after it is this far below its total energy.
-RIR_TRIM_DB = 60.0
 #: WeSep peak-normalises a reverberated enrollment to this.
 ENROLL_PEAK = 0.9
 #: Uniform draws per mixture for offline noise: on/off, entry, offset, SNR.
@@ -128,7 +131,7 @@ class NoiseSource:
 
 
 class RirSource:
-    """RIRs from simulated rooms (``reverb_conf``) or RIR packs (``rir_banks``)."""
+    """RIRs from simulated rooms (``reverb_conf``, trimmed at ``RIR_TRIM_DB``) or RIR packs (``rir_banks``)."""
 
     def __init__(self, augment: AugmentArgs):
         self.room = augment.reverb_conf
@@ -138,48 +141,31 @@ class RirSource:
     def simulated(self) -> bool:
         return self.room is not None
 
+    def rooms(self, draws: list[float], counts: list[int], rate: int) -> tuple[np.ndarray, np.ndarray]:
+        """One room per uniform draw (its generator keyed by the draw), ``counts[i]`` RIRs in room ``i`` (one per
+        source): trimmed float32 ``[sum(counts), L]`` rows, each zero past its length, and the lengths."""
+        rngs = [room_generator(draw) for draw in draws]
+        rooms = [draw_room(rng, self.room, count) for rng, count in zip(rngs, counts)]
+        rirs, _lengths = rooms_rirs(rooms, rngs, rate)
+        kept = trim_length(rirs)
+        rirs = rirs[:, :int(kept.max())]
+        for row, end in zip(rirs, kept.tolist()):
+            row[end:] = 0.0
+        return rirs, kept
+
     def room_rirs(self, draw: float, count: int, rate: int) -> list[np.ndarray]:
-        """``count`` RIRs of one room (one per source), the room's generator keyed by the uniform ``draw``."""
-        rng = np.random.Generator(np.random.Philox(key=int(draw * (1 << _ROOM_KEY_BITS))))
-        return [trim_rir(rir) for rir in simulate_room(rng, self.room, count, rate).rirs]
+        """``count`` trimmed RIRs of one room (one per source), the room's generator keyed by the uniform ``draw``."""
+        rirs, kept = self.rooms([draw], [count], rate)
+        return [row[:n] for row, n in zip(rirs, kept)]
+
+    def bank_rir(self, entry: int, rate: int) -> np.ndarray:
+        """Bank entry ``entry`` as a float32 RIR (whole)."""
+        return self.bank.read(entry, rate).astype(np.float32)
 
 
-def trim_rir(rir: np.ndarray, trim_db: float = RIR_TRIM_DB) -> np.ndarray:
-    """``rir`` cut after the last sample whose remaining energy (Schroeder backward integration) is still above
-    ``trim_db`` below the total: what follows cannot be heard over the rest."""
-    remaining = np.cumsum((rir.astype(np.float64) ** 2)[::-1])[::-1]
-    keep = int(np.count_nonzero(remaining > remaining[0] * 10.0 ** (-trim_db / 10.0)))
-    return rir[:max(keep, 1)]
-
-
-def _fft():
-    """``scipy.fft`` when installed (the ``wesep`` extra): it transforms float32 in single precision, about 2.7x
-    numpy's pocketfft here, which computes in double (docs/performance.md); else ``numpy.fft``."""
-    try:
-        import scipy.fft as fft
-    except ImportError:  # pragma: no cover - scipy comes with the wesep and rir extras
-        fft = np.fft
-    return fft
-
-
-def convolve_rows(sources: np.ndarray, rirs: list[np.ndarray]) -> np.ndarray:
-    """Row ``i`` of ``sources`` ``[n, T]`` convolved with ``rirs[i]`` ("full", cropped to ``T``, as WeSep's
-    ``add_reverb``): all rows in one float32 real FFT each way (the RIRs zero-padded to the longest)."""
-    fft = _fft()
-    length = sources.shape[-1]
-    longest = max(len(rir) for rir in rirs)
-    kernels = np.zeros((len(rirs), longest), dtype=np.float32)
-    for row, rir in zip(kernels, rirs):
-        row[:len(rir)] = rir
-    size = fast_fft_size(length + longest - 1)
-    spectra = fft.rfft(np.asarray(sources, dtype=np.float32), size, axis=-1)
-    spectra *= fft.rfft(kernels, size, axis=-1)
-    return np.ascontiguousarray(fft.irfft(spectra, size, axis=-1)[..., :length], dtype=np.float32)
-
-
-def convolve_same(signal: np.ndarray, rir: np.ndarray) -> np.ndarray:
-    """Every row of ``signal`` ``[C, T]`` convolved with the one ``rir`` ("full", cropped to ``T``)."""
-    return convolve_rows(signal, [rir] * signal.shape[0])
+def room_generator(draw: float) -> np.random.Generator:
+    """A room's generator: Philox keyed by the bits of one uniform draw of its mixture's stream."""
+    return np.random.Generator(np.random.Philox(key=int(draw * (1 << _ROOM_KEY_BITS))))
 
 
 def add_scaled_noise(signal: np.ndarray, noise: np.ndarray, snr_db: float) -> np.ndarray:
@@ -231,5 +217,5 @@ class EnrollAugment:
         return np.asarray(out, dtype=np.float32)
 
 
-__all__ = ["Bank", "ENROLL_DRAWS", "ENROLL_PEAK", "EnrollAugment", "NOISE_DRAWS", "NoiseSource", "RIR_TRIM_DB",
-           "RirSource", "add_scaled_noise", "convolve_rows", "convolve_same", "noisy_mixture", "trim_rir"]
+__all__ = ["Bank", "ENROLL_DRAWS", "ENROLL_PEAK", "EnrollAugment", "NOISE_DRAWS", "NoiseSource", "RirSource",
+           "add_scaled_noise", "noisy_mixture", "room_generator"]

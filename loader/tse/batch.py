@@ -32,7 +32,7 @@ from loader.tse.collate import collate_field
 from loader.tse.cues.resolve import DRAWS_PER_CUE, ChunkInfo, label_field, resolve_cues
 from loader.tse.decode import Decoder, Row, collate_rows
 from loader.tse.items import ItemIndex
-from loader.tse.mixing import augment_rng
+from loader.tse.streams import augment_rng
 from loader.tse.online import OnlineMixer
 from loader.tse.windows import ZERO_CHUNK_REDRAWS, Chunking, scored_mask, unit_window
 from schemas.constants import KIND_SOURCES, KIND_TSE, STREAM_MIX, STREAM_SOURCE, STREAM_TARGET

@@ -8,24 +8,24 @@ generator of its own, so a mixture depends on neither the worker that builds it 
 - ``SpeakerIndex`` / ``choose_group``: the plan-level choice of a group (number of speakers, then distinct
   interfering speakers, then one utterance of each);
 - ``make_timeline`` / ``timeline_masks``: WeSep's ``timeline`` generator and ``apply_timeline``;
-- ``reverberate``: each source convolved with its own RIR (WeSep's ``add_reverb``, RIRs from a bank pack);
 - ``mix_sources`` / ``snr_mix``: WeSep's ``snr_mixer`` for one group (in caller-owned buffers) / a batch of groups;
 - ``fit_noise`` / ``add_noise``: WeSep's ``add_noise`` (the mixture only), noise from a bank pack;
-- ``Scratch`` / ``ByteBudgetCache``: the mixer's reused work area, and its cache of RIRs and RIR spectra.
+
+Elsewhere, each with one job: the random streams (``loader.tse.streams``), reverberation as batched FFT convolution
+(``loader.tse.convolve``; the rooms ``loader.tse.room_sim``, a batch's reverberation ``loader.tse.reverb``) and
+the mixer's reused memory (``loader.tse.buffers``).
 """
 
 from __future__ import annotations
 
 import bisect
-import collections
 import functools
 from dataclasses import dataclass
-from typing import Callable, Hashable
 
 import numpy as np
 
+from loader.tse.errors import MixError
 from loader.tse.mix_args import MixArgs, TimelineArgs
-from schemas.errors import SpeechpackError
 
 #: A source with energy at or below this is silent (WeSep drops such groups; we redraw them).
 MIN_ENERGY = 1e-12
@@ -33,71 +33,6 @@ MIN_ENERGY = 1e-12
 GROUP_ATTEMPTS = 10
 #: Timeline boundaries are kept to this many decimals (WeSep's ``timeline_spk{i}``).
 TIMELINE_DECIMALS = 3
-#: Bytes of decoded RIRs and RIR spectra one loader process keeps for reuse (about a hundred 1 s RIRs' spectra
-#: at a 4 s chunk's FFT size, 640 kB each).
-RIR_CACHE_BYTES = 64 << 20
-
-
-class MixError(SpeechpackError):
-    """An online mixture cannot be made (no energy after every attempt, multichannel sources)."""
-
-
-def item_rng(seed: int, epoch: int, global_batch: int, position: int) -> np.random.Generator:
-    """The generator of one item of one batch: Philox keyed by the seed, counter (0, position + 1, batch + 1, epoch).
-
-    ``loader.plan.batch_rng`` uses word 1 = 0, so the streams never meet (each would need 2**64 draws)."""
-    if seed < 0 or epoch < 0 or position < 0:
-        raise MixError(f"seed, epoch and position must be non-negative, got {seed}, {epoch}, {position}")
-    counter = np.array([0, position + 1, global_batch + 1, epoch], dtype=np.uint64)
-    return np.random.Generator(np.random.Philox(key=seed, counter=counter))
-
-
-#: Counter word 1 of the batch's augmentation stream (offline mixture noise, enrollment augmentation): above any
-#: item position, so it never meets ``item_rng`` or ``loader.plan.batch_rng`` (word 1 = 0).
-AUGMENT_STREAM_WORD = 1 << 63
-
-
-def augment_rng(seed: int, epoch: int, global_batch: int) -> np.random.Generator:
-    """The batch's augmentation generator: Philox keyed by the seed, counter (0, 2**63, batch + 1, epoch); a pure
-    function of (seed, epoch, batch), so augmentation is the same for any worker count and after a resume."""
-    if seed < 0 or epoch < 0 or global_batch < 0:
-        raise MixError(f"seed, epoch and batch must be non-negative, got {seed}, {epoch}, {global_batch}")
-    counter = np.array([0, AUGMENT_STREAM_WORD, global_batch + 1, epoch], dtype=np.uint64)
-    return np.random.Generator(np.random.Philox(key=seed, counter=counter))
-
-
-class ItemGenerators:
-    """``item_rng(seed, epoch, batch, position)`` for every position of a batch, from generator objects reused
-    batch after batch: the same streams, bit for bit.  Building a ``Philox`` draws OS entropy for a seed sequence
-    that an explicit key then overrides (about 8 µs, more than a 2-speaker group's other draws together);
-    resetting a kept one's counter costs about 1 µs.  The generators of one call are valid until the next call.
-    Pickles empty (a worker makes its own)."""
-
-    def __init__(self, seed: int) -> None:
-        if seed < 0:
-            raise MixError(f"seed must be non-negative, got {seed}")
-        self.seed = seed
-        self._generators: list[np.random.Generator] = []
-        self._state = item_rng(seed, 0, 0, 0).bit_generator.state  # a fresh generator's state, keyed by seed
-
-    def batch(self, epoch: int, global_batch: int, count: int) -> list[np.random.Generator]:
-        """The generators of positions ``0 .. count - 1`` of one batch, each at the start of its stream."""
-        if epoch < 0 or global_batch < 0:
-            raise MixError(f"epoch and batch must be non-negative, got {epoch}, {global_batch}")
-        while len(self._generators) < count:
-            self._generators.append(np.random.Generator(np.random.Philox(key=self.seed)))
-        state = self._state
-        for position, generator in enumerate(self._generators[:count]):
-            counter = np.array([0, position + 1, global_batch + 1, epoch], dtype=np.uint64)
-            generator.bit_generator.state = {**state, "state": {"counter": counter, "key": state["state"]["key"]},
-                                             "buffer": state["buffer"].copy()}
-        return self._generators[:count]
-
-    def __getstate__(self) -> dict:
-        return {"seed": self.seed}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__init__(state["seed"])
 
 
 @dataclass(frozen=True)
@@ -284,46 +219,6 @@ def snr_mix(sources: np.ndarray, present: np.ndarray, snr_db: np.ndarray, gain_d
     return np.stack(mixes), np.stack(scaled), np.stack(factors)
 
 
-def fast_fft_size(n: int) -> int:
-    """The smallest 2^a 3^b 5^c >= ``n``: an FFT size numpy's pocketfft handles fast, often much smaller than
-    the next power of two (80,000 instead of 131,072 for a 4 s chunk and a 1 s RIR)."""
-    best = 1 << max(int(np.ceil(np.log2(max(n, 1)))), 0)
-    power5 = 1
-    while power5 < best:
-        power35 = power5
-        while power35 < best:
-            size = power35
-            while size < n:
-                size *= 2
-            best = min(best, size)
-            power35 *= 3
-        power5 *= 5
-    return best
-
-
-def rir_spectrum(rir: np.ndarray, size: int) -> np.ndarray:
-    """The real FFT of one RIR, float64, zero-padded to ``size``: the kernel :func:`reverberate` multiplies by."""
-    return np.fft.rfft(np.asarray(rir, dtype=np.float64), size)
-
-
-def reverberate(sources: np.ndarray, rirs: list[np.ndarray],
-                spectrum: Callable[[int, int], np.ndarray] | None = None) -> np.ndarray:
-    """Each source ``[N, T]`` convolved with its own RIR (``rirs[i]`` 1-D), "full" then cropped to ``T`` (FFT).
-
-    ``spectrum(i, size)``, when given, returns ``rir_spectrum(rirs[i], size)`` from wherever the caller keeps it
-    (a cache: a bank holds few RIRs and each is drawn again and again, so a third of the FFTs need not be redone)."""
-    length = sources.shape[1]
-    longest = max(len(h) for h in rirs)
-    size = fast_fft_size(length + longest - 1)
-    # float32 sources transform to complex64 (numpy 2): each product is taken in complex128, as the kernels are,
-    # row by row into one array (stacking the kernels first would copy them all once more)
-    transformed = np.fft.rfft(sources, size, axis=-1)
-    spectra = np.empty(transformed.shape, dtype=np.complex128)
-    for i, (row, rir) in enumerate(zip(transformed, rirs)):
-        np.multiply(row, rir_spectrum(rir, size) if spectrum is None else spectrum(i, size), out=spectra[i])
-    return np.fft.irfft(spectra, size, axis=-1)[:, :length].astype(sources.dtype, copy=False)
-
-
 def fit_noise(noise: np.ndarray, length: int, offset_draw: float) -> np.ndarray:
     """``noise`` (1-D) wrapped (tiled) when shorter than ``length``, else a crop starting at a drawn offset."""
     if len(noise) < length:
@@ -342,74 +237,3 @@ def add_noise(mix: np.ndarray, noise: np.ndarray, snr_db: float, in_place: bool 
     scaled = noise.astype(mix.dtype, copy=False) * mix.dtype.type(factor)
     return np.add(mix, scaled, out=mix if in_place else None)
 
-
-class ByteBudgetCache:
-    """Read-only arrays by key, the least recently used dropped once they hold more than ``budget`` bytes.
-
-    The online mixer keeps decoded RIRs and their spectra here.  It pickles empty: each DataLoader worker fills
-    its own, and a spawned worker does not receive its parent's."""
-
-    def __init__(self, budget: int) -> None:
-        self.budget = budget
-        self._items: collections.OrderedDict = collections.OrderedDict()
-        self._bytes = 0
-
-    def get(self, key: Hashable, make: Callable[[], np.ndarray]) -> np.ndarray:
-        """The array under ``key``, made by ``make()`` (and kept, read-only) on a miss."""
-        value = self._items.get(key)
-        if value is not None:
-            self._items.move_to_end(key)
-            return value
-        value = make()
-        value.flags.writeable = False  # shared by every later group that draws it
-        if value.nbytes <= self.budget:
-            self._items[key] = value
-            self._bytes += value.nbytes
-            while self._bytes > self.budget:
-                _key, dropped = self._items.popitem(last=False)
-                self._bytes -= dropped.nbytes
-        return value
-
-    @property
-    def nbytes(self) -> int:
-        return self._bytes
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __getstate__(self) -> dict:
-        return {"budget": self.budget}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__init__(state["budget"])
-
-
-class Scratch:
-    """A float32 work area reused from mixture to mixture: a group's sources, its mixture and one product row.
-
-    Reusing it keeps every pass over a group in cache and spares the page faults of fresh half-megabyte arrays
-    (the allocator hands such sizes out as new mappings).  It grows to the largest group seen and stays there
-    (1 MB for two 4 s sources at 16 kHz).  Nothing returned to a caller may alias it.  It pickles empty, so a
-    builder sent to a spawned worker does not carry its parent's buffer."""
-
-    def __init__(self) -> None:
-        self._buffer = np.empty(0, dtype=np.float32)
-
-    def rows(self, count: int, length: int) -> np.ndarray:
-        """A ``[count, length]`` float32 view of the work area (contents undefined), grown when too small."""
-        need = count * length
-        if need > self._buffer.size:
-            self._buffer = np.empty(need, dtype=np.float32)
-        return self._buffer[:need].reshape(count, length)
-
-    def __getstate__(self) -> dict:
-        return {}
-
-    def __setstate__(self, _state: dict) -> None:
-        self.__init__()
-
-
-__all__ = ["AUGMENT_STREAM_WORD", "GROUP_ATTEMPTS", "RIR_CACHE_BYTES", "ByteBudgetCache", "ItemGenerators", "MixError", "Scratch",
-           "SpeakerIndex", "add_noise", "apply_timeline", "augment_rng", "choose_group", "draw_num_speakers", "energies",
-           "fast_fft_size", "fit_noise", "item_rng", "make_timeline", "mix_sources", "reverberate", "rir_spectrum",
-           "snr_mix", "snr_scales", "timeline_masks"]

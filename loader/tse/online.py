@@ -9,8 +9,12 @@ A group goes through three steps, kept apart so a batch can be allocated before 
 - ``render``: WeSep's SNR mixer (and the mixture's noise) in the reused work area, then each batch row written
   once.
 
+Reverberated groups take a batched path: their first attempt is decoded and reverberated together, every room of
+the batch simulated in one call and every source convolved in one FFT call each way (``loader.tse.reverb``).
+
 The pure mixing functions are ``loader.tse.mixing``; RIR and noise banks are packs of kind ``rir``/``noise``
-(``loader.tse.augment``: also the user's noise LMDB and simulated rooms), and decoded bank RIRs and their spectra are kept in a per-process cache of ``RIR_CACHE_BYTES``.
+(``loader.tse.augment``: also the user's noise LMDB and simulated rooms), and decoded bank RIRs and their spectra
+are kept in a per-process cache of ``RIR_CACHE_BYTES``.
 """
 
 from __future__ import annotations
@@ -21,19 +25,16 @@ import numpy as np
 
 from loader.pack import Pack, will_need_view
 from loader.tse.args import DatasetArgs
-from loader.tse.augment import Bank, NoiseSource, RirSource, convolve_rows
+from loader.tse.augment import Bank, NoiseSource, RirSource
 from loader.tse.augment_args import AugmentArgs
+from loader.tse.buffers import RIR_CACHE_BYTES, ByteBudgetCache, Scratch
 from loader.tse.decode import Audio, Decoder, Row, decode_into
+from loader.tse.errors import MixError
 from loader.tse.items import ItemIndex
 from loader.tse.mixing import (
     GROUP_ATTEMPTS,
     MIN_ENERGY,
-    RIR_CACHE_BYTES,
     TIMELINE_DECIMALS,
-    ByteBudgetCache,
-    ItemGenerators,
-    MixError,
-    Scratch,
     SpeakerIndex,
     add_noise,
     apply_timeline,
@@ -41,10 +42,10 @@ from loader.tse.mixing import (
     energies,
     make_timeline,
     mix_sources,
-    reverberate,
-    rir_spectrum,
     snr_scales,
 )
+from loader.tse.reverb import Reverberator
+from loader.tse.streams import ItemGenerators
 from loader.tse.windows import ZERO_CHUNK_REDRAWS, Chunking, Window
 from schemas.constants import KIND_SOURCES, STREAM_SOURCE
 
@@ -145,7 +146,9 @@ class OnlineMixer:
         # the timeline applies to chunks, not whole utterances (WeSep)
         self.timeline = args.mix.timeline if not args.whole_utt else None
         self.scratch = Scratch()  # the work area, reused from group to group
+        self.reverb_scratch = Scratch()  # the batch's dry reverberated sources, reused from batch to batch
         self.rir_cache = ByteBudgetCache(RIR_CACHE_BYTES)
+        self.reverb = Reverberator(self.rirs, rate, self.rir_cache)
         self.item_rngs = ItemGenerators(seed)
 
     def member(self, item: int, rng: np.random.Generator) -> Member:
@@ -169,37 +172,60 @@ class OnlineMixer:
         reverb, rir_draws = rng.random() < self.augment.reverb_prob, rng.random(len(members))
         return Draft(members, max(m.window.length for m in members), segments, rir_draws if reverb else None)
 
-    def reverberate(self, sources: np.ndarray, rir_draws: np.ndarray) -> np.ndarray:
-        """``sources`` convolved with the drawn RIRs.  Simulated (``reverb_conf``): one room for the group, keyed
-        by the first draw, one RIR per source, all rows in one FFT each way.  Banks: each RIR decoded and
-        transformed once per process and FFT size (``RIR_CACHE_BYTES`` of them kept), so the FFTs of the sources
-        are the only ones left per group."""
-        if self.rirs.simulated:
-            return convolve_rows(sources, self.rirs.room_rirs(float(rir_draws[0]), len(sources), self.rate))
-        bank = self.rirs.bank
-        entries = [bank.entry(d) for d in rir_draws]
-        rirs = [self.rir_cache.get(("rir", e), lambda e=e: bank.read(e, self.rate)) for e in entries]
-        return reverberate(sources, rirs, lambda i, size: self.rir_cache.get(
-            ("spectrum", entries[i], size), lambda: rir_spectrum(rirs[i], size)))
+    def reverberate(self, drafts: list[Draft]) -> list[tuple[np.ndarray, np.ndarray] | None]:
+        """Per group, its first attempt's ``(wet, dry)`` sources ``[N, length]`` when it is reverberated, else
+        ``None`` (the dry ones live in a reused work area, valid until the next batch): every reverberated group
+        decoded (and masked by its timeline) into one zero-padded array, then reverberated in one call (one room
+        per group, keyed by its first RIR draw; or bank RIRs, each decoded and transformed once per process and
+        FFT size)."""
+        chosen = [g for g, draft in enumerate(drafts) if draft.rir_draws is not None]
+        prepared: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(drafts)
+        if not chosen:
+            return prepared
+        counts = [len(drafts[g].members) for g in chosen]
+        dry = self.reverb_scratch.rows(sum(counts), max(drafts[g].length for g in chosen))
+        dry.fill(0.0)  # a group shorter than the batch's longest is zero after its length
+        row = 0
+        for g, count in zip(chosen, counts):
+            draft = drafts[g]
+            rows = dry[row:row + count, :draft.length]
+            for target, member in zip(rows, draft.members):
+                decode_into(target, member.audio, member.window)
+            if self.timeline is not None:
+                apply_timeline(rows, draft.segments)
+            row += count
+        wet = self.reverb.wet(dry, [drafts[g].rir_draws for g in chosen])
+        row = 0
+        for g, count in zip(chosen, counts):
+            length = drafts[g].length
+            prepared[g] = (wet[row:row + count, :length], dry[row:row + count, :length])
+            row += count
+        return prepared
 
-    def realise(self, item: int, rng: np.random.Generator, draft: Draft, in_scratch: bool) -> Group:
+    def realise(self, item: int, rng: np.random.Generator, draft: Draft, in_scratch: bool,
+                prepared: tuple[np.ndarray, np.ndarray] | None = None) -> Group:
         """A drafted group decoded, redrawn while a source has no energy; plus its SNR, gain and noise draws.
-        ``in_scratch``: the sources live in the work area, valid until the next group (the caller mixes at once)."""
+        ``in_scratch``: the sources live in the work area, valid until the next group (the caller mixes at once).
+        ``prepared``: the first attempt's ``(wet, dry)`` sources, reverberated with the batch (``reverberate``)."""
         mix_args = self.mix_args
         for attempt in range(GROUP_ATTEMPTS):
             if attempt:
                 draft = self.draft(item, rng)
             count = len(draft.members)
-            sources = (self.scratch.rows(WORK_ROWS + count, draft.length)[WORK_ROWS:] if in_scratch
-                       else np.empty((count, draft.length), dtype=np.float32))
-            for row, member in zip(sources, draft.members):
-                decode_into(row, member.audio, member.window)
-            if self.timeline is not None:
-                apply_timeline(sources, draft.segments)
-            dry = None
-            if draft.rir_draws is not None:
-                wet = self.reverberate(sources, draft.rir_draws)
-                sources, dry = wet, (sources if self.augment.reverb_keep_dry else None)
+            if attempt == 0 and prepared is not None:
+                sources, dry = prepared
+            else:
+                sources = (self.scratch.rows(WORK_ROWS + count, draft.length)[WORK_ROWS:] if in_scratch
+                           else np.empty((count, draft.length), dtype=np.float32))
+                for row, member in zip(sources, draft.members):
+                    decode_into(row, member.audio, member.window)
+                if self.timeline is not None:
+                    apply_timeline(sources, draft.segments)
+                dry = None
+                if draft.rir_draws is not None:  # a redrawn group: reverberated on its own
+                    sources, dry = self.reverb.wet(sources, [draft.rir_draws]), sources
+            if not self.augment.reverb_keep_dry:
+                dry = None
             energy = energies(sources)
             if energy.min() > MIN_ENERGY:
                 snr = rng.uniform(*mix_args.snr_range, size=count)
@@ -227,12 +253,13 @@ class OnlineMixer:
             for member in draft.members:
                 window = member.window
                 will_need_view(member.audio.data[0, window.start:window.start + window.take])
+        prepared = self.reverberate(drafts)
         if self.chunking.fixed_length:
             sizes = [len(d.members) for d in drafts]
             wav_mix, wav_target = self.outputs(np.full(sum(sizes), self.chunking.chunk_len, dtype=np.int64))
             groups, row = [], 0
             for g, (item, rng, draft) in enumerate(zip(item_ids, rngs, drafts)):
-                group = self.realise(int(item), rng, draft, in_scratch=True)
+                group = self.realise(int(item), rng, draft, in_scratch=True, prepared=prepared[g])
                 if group.size != sizes[g]:  # a redraw changed the speaker count: the rows after it move
                     sizes[g] = group.size
                     wav_mix, wav_target = (_with_rows(a, sum(sizes), row) for a in (wav_mix, wav_target))
@@ -240,8 +267,8 @@ class OnlineMixer:
                 groups.append(group)
                 row += group.size
         else:
-            groups = [self.realise(int(item), rng, draft, in_scratch=False)
-                      for item, rng, draft in zip(item_ids, rngs, drafts)]
+            groups = [self.realise(int(item), rng, draft, in_scratch=False, prepared=ready)
+                      for item, rng, draft, ready in zip(item_ids, rngs, drafts, prepared)]
             wav_mix, wav_target = self.outputs(
                 np.concatenate([np.full(g.size, g.draft.length, dtype=np.int64) for g in groups]))
             row = 0

@@ -1,8 +1,8 @@
 """``ADAPTERS``: one entry per input family, naming its ``build_<family>`` function and its own click options.
 
 ``cli.py`` makes one ``speechpack build NAME`` subcommand per entry: the entry's options, then the options every
-build shares (``--out``, ``--shard-size``, ``--workers``, ``--shards``..., declared once in ``cli.py``).  The
-command turns the shared options into the entry's ``options`` class (``BuildOptions``, or ``AsdBuildOptions`` for
+build shares (``--out``, ``--shard-size``, ``--workers``, ``--shards``..., declared once in
+``packer.adapters.build_options``).  The command turns the shared options into the entry's ``options`` class (``BuildOptions``, or ``AsdBuildOptions`` for
 the asd families) and calls ``build(options=..., **fixed, **family option values)``: so each family option's
 parameter name is the name of a ``build`` argument.  Adding an input family is its adapter module and one entry
 here (docs/extending.md).

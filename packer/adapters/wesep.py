@@ -257,6 +257,28 @@ def wesep_steps(sample_rate: int) -> dict:
             "load": functools.partial(load_wesep_sample, sample_rate=sample_rate)}
 
 
+def _check_relative_paths(list_path: str, lines: list[WesepLine]) -> None:
+    """Relative audio paths are read from the current directory, as WeSep reads them (its lists usually hold
+    absolute paths, and a recipe run from its own directory may hold paths relative to it).  A list whose relative
+    paths are missing from there but present beside the list was written relative to itself (the demo's lists
+    are): say so, with the ``--root`` that reads it, before any audio is probed, rather than a "file not found" on
+    every line."""
+    relative = [p for parsed in lines for p in (*parsed.mix_paths, *parsed.target_paths)
+                if isinstance(p, str) and not os.path.isabs(p)]
+    missing = [p for p in relative if not os.path.exists(p)]
+    if not missing:
+        return
+    beside = os.path.dirname(os.path.abspath(list_path))
+    if not all(os.path.exists(os.path.join(beside, p)) for p in missing):
+        return  # not a list relative to itself: each missing file is reported on its line
+    shown = missing[0]
+    raise SpeechpackError(
+        f"{list_path}: {len(missing)} relative audio path(s) not found from the current directory "
+        f"({os.getcwd()}; e.g. {shown} -> {os.path.abspath(shown)}), but found beside the list "
+        f"({os.path.join(beside, shown)}): pass --root {os.path.relpath(beside)} (relative paths in a list are "
+        f"read from the current directory, as WeSep reads them, or from --root)")
+
+
 def build_wesep(list_path: str, options: BuildOptions, root: str | None = None, cues: str | None = None,
                 allow_pickle: bool = False) -> BuildSummary:
     """``speechpack build wesep``: a WeSep raw list to a ``tse`` or ``sources`` pack.
@@ -268,6 +290,8 @@ def build_wesep(list_path: str, options: BuildOptions, root: str | None = None, 
     if not os.path.isfile(list_path):
         raise SpeechpackError(f"{list_path}: list file not found")
     wesep_list = read_wesep_list(list_path, root)
+    if not root:
+        _check_relative_paths(list_path, wesep_list.lines)
     recorded = options.recorded()
     if root:
         recorded["root"] = os.path.abspath(root)

@@ -13,7 +13,7 @@ from packer.build.plan import ShardSlice
 from schemas.constants import SKIPPED_NAME, TOOL_NAME
 from schemas.cues import CUES_DIR, LABELS_DIR
 from schemas.format import Manifest
-from schemas.units import format_bytes
+from schemas.units import format_bytes, plural
 from schemas.wesep_list import LineProblem
 
 
@@ -37,7 +37,7 @@ class BuildSummary:
                     f"shard(s) in {self.seconds:.2f} s -> {self.out}\nwhen every slice is done: "
                     f"{TOOL_NAME} finalize {self.out}")
         totals = self.manifest.totals
-        text = (f"packed {totals['samples']} samples ({totals['hours']:.3f} h, {totals['speakers']} speakers) into "
+        text = (f"packed {plural(totals['samples'], 'sample')} ({totals['hours']:.3f} h, {plural(totals['speakers'], 'speaker')}) into "
                 f"{len(self.manifest.shards)} shard(s), {format_bytes(totals['bytes'])}, in {self.seconds:.2f} s "
                 f"-> {self.out}")
         if self.kept:

@@ -1,0 +1,204 @@
+"""``SpeechDataModule``: any speechpack loader config (tse, asd, asr) as a Lightning DataModule (optional extra:
+``speechpack[lightning]``; docs/integrations.md, "Lightning").
+
+::
+
+    dm = SpeechDataModule(train="train.yaml", val={"dev": "/packs/dev", "test-other": "other.yaml"}, seed=0)
+    trainer = lightning.Trainer(use_distributed_sampler=False, ...)   # the loader shards itself
+    trainer.fit(model, datamodule=dm)
+
+What Lightning gets, and why:
+
+- **Ranks.** The loaders are ``loader.torch.SpeechLoader`` s: each deals its batches to ranks itself (every rank the
+  same number, every item once per epoch), with the rank and world size of the attached Trainer. A
+  ``DistributedSampler`` on top would split them again, so the Trainer must be built with
+  ``use_distributed_sampler=False``; with more than one rank a Trainer that still has it on is refused (a clear
+  error, not a silently halved epoch).
+- **Epochs.** Lightning calls ``set_epoch`` on a loader's ``sampler`` at every epoch start; the loaders handed to
+  it expose one that forwards to ``SpeechLoader.set_epoch`` (``EpochForwarder``), so each epoch has its own order.
+- **Resume.** The loaders are stateful (``state_dict``/``load_state_dict``), which Lightning's fit loop keeps in its
+  checkpoints; the DataModule's own ``state_dict`` carries the training loader's state too (epoch and batches
+  consumed), so a checkpoint resumes the data exactly even where only the DataModule's state is restored.
+- **Evaluation.** ``val`` and ``test`` take one set, a list or a mapping of named sets (``loader.datamodule_splits``);
+  Lightning runs each as its own ``dataloader_idx``. Without ``val`` there is no validation.
+
+Lightning is imported when the class is first used, so ``import loader.datamodule`` works without the extra, and a
+missing extra is a clear error.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Iterator
+
+from loader.config_checks import ConfigError
+from loader.datamodule_splits import LIST, MAPPING, Split, splits
+from schemas.errors import SpeechpackError
+
+#: Key of the training loader's state in ``SpeechDataModule.state_dict()``.
+TRAIN_STATE_KEY = "train_loader"
+
+
+class EpochForwarder:
+    """What Lightning finds as the loader's ``sampler``: its ``set_epoch`` moves the loader to that epoch."""
+
+    def __init__(self, loader) -> None:
+        self.loader = loader
+
+    def set_epoch(self, epoch: int) -> None:
+        self.loader.set_epoch(epoch)
+
+
+class LightningLoader:
+    """A ``SpeechLoader`` as Lightning wants it: sized, iterable, with a ``sampler.set_epoch`` and a state.
+
+    Lightning inspects loaders the way it inspects a ``DataLoader`` (``sampler``, ``batch_sampler``); batches are
+    planned by the loader, so there is no batch sampler to find."""
+
+    batch_sampler = None
+
+    def __init__(self, loader) -> None:
+        self.loader = loader
+        self.sampler = EpochForwarder(loader)
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __iter__(self) -> Iterator[dict]:
+        return iter(self.loader)
+
+    def state_dict(self) -> dict:
+        return self.loader.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.loader.load_state_dict(state)
+
+
+def lightning(user: str):
+    """``lightning.pytorch``, or an error naming the extra that ``user`` (a class name) needs."""
+    try:
+        import lightning.pytorch as pl
+    except ImportError as err:
+        raise SpeechpackError(f"{user} needs Lightning: pip install 'speechpack[lightning]'") from err
+    return pl
+
+
+def rank_and_world(trainer) -> tuple[int, int]:
+    """The attached Trainer's rank and world size ((0, 1) without one), after checking that Lightning will not put
+    a ``DistributedSampler`` over loaders that already shard by rank."""
+    if trainer is None:
+        return 0, 1
+    rank, world = int(trainer.global_rank), int(trainer.world_size)
+    connector = getattr(trainer, "_accelerator_connector", None)  # where Lightning keeps the Trainer argument
+    if world > 1 and getattr(connector, "use_distributed_sampler", False):
+        raise ConfigError("the speechpack loaders deal batches to ranks themselves: build the Trainer with "
+                          f"use_distributed_sampler=False (world size {world})")
+    return rank, world
+
+
+@functools.cache
+def datamodule_class() -> type:
+    """``SpeechDataModule``, made on first use (that is when Lightning is imported)."""
+    pl = lightning("SpeechDataModule")
+    from loader.torch import build_loader
+
+    class SpeechDataModule(pl.LightningDataModule):
+        """Training, validation and test loaders from speechpack loader configs (see the module docstring).
+
+        ``train``: a loader config (mapping or YAML file); ``val``, ``test``: a config, pack directories (the
+        training config on those packs), or a list or mapping of either (``loader.datamodule_splits``).
+        ``num_workers``, ``pin_memory``, ``prefetch_factor`` and ``seed`` go to every ``build_loader``; None keeps
+        the config's own (a WeSep recipe's ``dataloader_args``, an ASR config's ``npc``; docs/loader.md).
+        """
+
+        def __init__(self, train: Any = None, val: Any = None, test: Any = None, *, num_workers: int | None = None,
+                     seed: int = 0, pin_memory: bool | None = None, prefetch_factor: int | None = None) -> None:
+            super().__init__()
+            self.splits: dict[str, Split] = splits(train, val, test)
+            self.num_workers = num_workers
+            self.seed = seed
+            self.pin_memory = pin_memory
+            self.prefetch_factor = prefetch_factor
+            #: The loaders made so far, by name (``train``, ``val``, ``val/0``, ``val/dev`` ...).
+            self.loaders: dict[str, LightningLoader] = {}
+            self._pending_state: dict | None = None
+
+        def _config(self, state: str, name: str):
+            split = self.splits.get(state)
+            if split is None:
+                raise ConfigError(f"{state}: no loader config given for this split")
+            return split.configs[name]
+
+        def _loader(self, state: str, name: str) -> LightningLoader:
+            config = self._config(state, name)
+            rank, world = rank_and_world(self.trainer)
+            current = self.loaders.get(name)
+            if current is None or (current.loader.rank, current.loader.world_size) != (rank, world):
+                loader = build_loader(config, state, rank=rank, world_size=world, num_workers=self.num_workers,
+                                      seed=self.seed, pin_memory=self.pin_memory,
+                                      prefetch_factor=self.prefetch_factor)
+                current = self.loaders[name] = LightningLoader(loader)
+                if state == "train" and self._pending_state is not None:
+                    current.load_state_dict(self._pending_state)
+                    self._pending_state = None
+            return current
+
+        def _evaluation(self, state: str):
+            """One loader, a list or a mapping, as the split was given; no split: an empty list (Lightning: none)."""
+            split = self.splits.get(state)
+            if split is None:
+                return []
+            loaders = {name: self._loader(state, name) for name in split.names()}
+            if split.shape == MAPPING:
+                return {name.split("/", 1)[1]: loader for name, loader in loaders.items()}
+            if split.shape == LIST:
+                return list(loaders.values())
+            return loaders[state]
+
+        def train_dataloader(self) -> LightningLoader:
+            return self._loader("train", "train")
+
+        def val_dataloader(self):
+            return self._evaluation("val")
+
+        def test_dataloader(self):
+            if "test" not in self.splits:
+                raise ConfigError("test: no loader config given for this split")
+            return self._evaluation("test")
+
+        def state_dict(self) -> dict:
+            """The training loader's state (a few numbers: epoch, batches consumed, identity); Lightning writes it
+            into every checkpoint under this class's name."""
+            loader = self.loaders.get("train")
+            if loader is not None:
+                return {TRAIN_STATE_KEY: loader.state_dict()}
+            return {} if self._pending_state is None else {TRAIN_STATE_KEY: dict(self._pending_state)}
+
+        def load_state_dict(self, state: dict) -> None:
+            """Resume the training loader from a ``state_dict()`` (applied now, or when the loader is made: Lightning
+            restores the DataModule before it asks for loaders). A state from other data, config, seed or world
+            size is refused (``loader.torch.ResumeError``)."""
+            if not isinstance(state, dict) or TRAIN_STATE_KEY not in state:
+                from loader.torch import ResumeError
+
+                raise ResumeError(f"DataModule state lacks {TRAIN_STATE_KEY} (SpeechDataModule.state_dict())")
+            loader = self.loaders.get("train")
+            if loader is not None:
+                loader.load_state_dict(state[TRAIN_STATE_KEY])
+            else:
+                self._pending_state = state[TRAIN_STATE_KEY]
+
+    SpeechDataModule.__module__ = __name__
+    SpeechDataModule.__qualname__ = "SpeechDataModule"  # the key of its state in Lightning's checkpoints
+    return SpeechDataModule
+
+
+def __getattr__(name: str):
+    """``SpeechDataModule`` is made on first access (that is when Lightning is imported)."""
+    if name == "SpeechDataModule":
+        return datamodule_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["EpochForwarder", "LightningLoader", "SpeechDataModule", "TRAIN_STATE_KEY", "datamodule_class",
+           "lightning", "rank_and_world"]

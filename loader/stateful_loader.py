@@ -1,0 +1,209 @@
+"""The speechpack loader as a torchdata ``StatefulDataLoader`` (optional extra: ``speechpack[torchdata]``;
+docs/integrations.md, "torchdata").
+
+``StatefulDataLoader`` (torchdata 0.8+) is a ``DataLoader`` whose ``state_dict()`` says where an epoch stands, with
+workers and prefetching in flight, and whose ``load_state_dict()`` makes the next pass continue there. It asks the
+sampler and the sampler's iterator for their state when they have ``state_dict``/``load_state_dict`` (torchdata's
+``Stateful`` protocol) and snapshots it as each batch index is sent to a worker, so the state it returns matches the
+batches handed to the caller, not the ones prefetched. ``stateful_dataloader`` gives it the loader's own pieces:
+
+- the dataset is ``SpeechLoader.dataset``: batch keys ``(epoch, batch)`` in, whole collated batches out, each a pure
+  function of (seed, epoch, batch), so a batch is the same whichever worker builds it (nothing to save per worker);
+- the sampler is ``EpochBatchSampler``: the epoch's batch numbers for this rank, its iterator ``Stateful`` with the
+  position (batches sent) in ``SpeechLoader.state_dict()``'s format, checked the same way on load (same data, config,
+  seed and world size, or ``loader.torch.ResumeError`` naming the key).
+
+The DataLoader's settings (workers, prefetch, pinning, worker start-up) are the ``SpeechLoader``'s, so both loaders
+feed the same batches the same way; ``set_epoch`` moves to another epoch as ``SpeechLoader.set_epoch`` does.
+
+Saving is torchdata's own ``state_dict()``. Loading reads only the position out of it (``position_state``) and starts
+the next pass there: torchdata's restore would also bring back worker states and seeds, which these batches do not
+depend on, and it refuses a state saved with another ``num_workers``; this one takes any, as ``SpeechLoader`` does.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Iterator
+
+import numpy as np
+
+from loader.config_checks import MAX_EPOCH, ConfigError, integer
+from loader.torch import ResumeError, SpeechLoader, build_loader
+from schemas.errors import SpeechpackError
+
+#: The ``DataLoader`` settings a ``SpeechLoader`` chose that the ``StatefulDataLoader`` takes over as they are.
+_COPIED_SETTINGS = ("num_workers", "prefetch_factor", "pin_memory", "persistent_workers", "collate_fn",
+                    "worker_init_fn", "multiprocessing_context", "timeout")
+
+
+class _EpochIterator:
+    """The batch numbers of one epoch from ``position`` on, as ``(epoch, batch)`` keys; ``Stateful``."""
+
+    def __init__(self, sampler: "EpochBatchSampler", position: int = 0) -> None:
+        self.sampler = sampler
+        self.epoch = sampler.epoch
+        self.count = len(sampler)  # this epoch's, whatever set_epoch does during the pass
+        self.position = position
+
+    def __iter__(self) -> "_EpochIterator":
+        return self
+
+    def __next__(self) -> tuple[int, int]:
+        self.sampler.started()
+        if self.position >= self.count:
+            raise StopIteration
+        self.position += 1
+        return self.epoch, self.position - 1
+
+    def state_dict(self) -> dict:
+        """``SpeechLoader.state_dict()``'s keys: the epoch and the batches sent so far, with the loader's identity."""
+        return {**self.sampler.loader.state_dict(), "epoch": self.epoch, "batches_consumed": self.position}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue after ``state["batches_consumed"]`` batches of ``state["epoch"]``; checked in full first."""
+        self.epoch, self.position = self.sampler.checked(state)
+        self.sampler.epoch = self.epoch
+        self.count = len(self.sampler)
+
+
+class EpochBatchSampler:
+    """The sampler of a ``StatefulDataLoader`` over ``SpeechLoader.dataset``: one epoch's batches of this rank (a
+    sized iterable is all a DataLoader asks of a sampler). ``resume`` makes the next pass start after a position."""
+
+    def __init__(self, loader: SpeechLoader) -> None:
+        self.loader = loader
+        self.epoch = loader.epoch
+        self._start = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch the next pass yields (a new order when ``shuffle``); another epoch starts at its first batch."""
+        epoch = integer(epoch, "epoch", 0, MAX_EPOCH)
+        if epoch != self.epoch:
+            self._start = 0
+        self.epoch = epoch
+
+    def checked(self, state: dict) -> tuple[int, int]:
+        """``(epoch, batches_consumed)`` of an iterator state, after the ``SpeechLoader``'s checks (same data,
+        config, seed and world size; counts in range): a refused state is a ``ResumeError`` naming the key."""
+        self.loader.load_state_dict(state)  # changes nothing when it refuses
+        checked = self.loader.state_dict()
+        return checked["epoch"], checked["batches_consumed"]
+
+    def resume(self, state: dict) -> None:
+        """The next pass yields the batches of ``state["epoch"]`` after the first ``state["batches_consumed"]``."""
+        self.epoch, self._start = self.checked(state)
+
+    def started(self) -> None:
+        """A pass has begun: the resume position is used. (A DataLoader may make an iterator it never advances,
+        so the position is kept until one is advanced.)"""
+        self._start = 0
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        return _EpochIterator(self, self._start)
+
+    def __len__(self) -> int:
+        return len(self.loader.dataset.plan(self.epoch))
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch}
+
+    def load_state_dict(self, state: dict) -> None:
+        if not isinstance(state, dict) or "epoch" not in state:
+            raise ResumeError(f"sampler state must be a dict with epoch (EpochBatchSampler.state_dict()), got "
+                              f"{state!r:.80}")
+        try:
+            self.set_epoch(state["epoch"])
+        except ConfigError as err:
+            raise ResumeError(f"sampler state: {err}") from None
+
+
+def _tensors(batch: dict) -> dict:
+    """numpy fields as tensors, as ``SpeechLoader`` hands them out (small arrays leave workers as numpy)."""
+    import torch  # with the loader, never at import: torch is imported at module level by loader.torch only
+
+    return {name: torch.from_numpy(value) if isinstance(value, np.ndarray) else value for name, value in batch.items()}
+
+
+def position_state(state: dict) -> dict:
+    """The sampler iterator's state (``_EpochIterator.state_dict``) that a ``StatefulDataLoader`` state holds, at the
+    batches handed out: kept as it is without workers; with workers, taken from torchdata's last snapshot plus the
+    batches handed out since. torchdata's own restore needs the same worker count as the save; this does not."""
+    from torchdata.stateful_dataloader.stateful_dataloader import (
+        _SAMPLER_ITER_STATE, _StatefulMultiProcessingDataLoaderIter as Workers)
+
+    if not isinstance(state, dict):
+        raise ResumeError(f"loader state must be a dict (StatefulDataLoader.state_dict()), got {type(state).__name__}")
+    if Workers._SNAPSHOT in state:
+        snapshot = state[Workers._SNAPSHOT]
+        inner = snapshot.get(Workers._MAIN_SNAPSHOT, {}).get(_SAMPLER_ITER_STATE) if isinstance(snapshot, dict) \
+            else None
+        since = state.get(Workers._STEPS_SINCE_SNAPSHOT, 0)
+    else:
+        inner, since = state.get(_SAMPLER_ITER_STATE), 0
+    if not isinstance(inner, dict) or "batches_consumed" not in inner:
+        raise ResumeError("loader state holds no speechpack position: not a state of stateful_dataloader's loader")
+    consumed = inner["batches_consumed"]
+    if since and isinstance(consumed, int) and isinstance(since, int) and not isinstance(since, bool):
+        inner = {**inner, "batches_consumed": consumed + since}
+    return inner
+
+
+@functools.cache
+def stateful_class() -> type:
+    """``SpeechStatefulDataLoader``, made on first use (that is when torchdata is imported)."""
+    try:
+        from torchdata.stateful_dataloader import StatefulDataLoader
+    except ImportError as err:
+        raise SpeechpackError("stateful_dataloader needs torchdata: pip install 'speechpack[torchdata]'") from err
+
+    class SpeechStatefulDataLoader(StatefulDataLoader):
+        """A ``StatefulDataLoader`` over a ``SpeechLoader``'s batches (see the module docstring)."""
+
+        def __init__(self, loader: SpeechLoader, snapshot_every_n_steps: int = 1) -> None:
+            settings = {name: getattr(loader.dataloader, name) for name in _COPIED_SETTINGS}
+            super().__init__(loader.dataset, batch_size=None, sampler=EpochBatchSampler(loader),
+                             snapshot_every_n_steps=snapshot_every_n_steps, **settings)
+            self.speech_loader = loader
+
+        def set_epoch(self, epoch: int) -> None:
+            self.sampler.set_epoch(epoch)
+
+        def __iter__(self) -> Iterator[dict]:
+            for batch in super().__iter__():
+                yield _tensors(batch)
+
+        def load_state_dict(self, state: dict) -> None:
+            """The next pass continues after the batches ``state`` had handed out, whatever ``num_workers`` saved it.
+
+            Checked now (a refused state is a ``ResumeError`` and changes nothing). Only the position is restored:
+            batches are built from (seed, epoch, batch number), so workers hold nothing a resume needs."""
+            if state == {}:  # torchdata's "no state"
+                return
+            self.sampler.resume(position_state(state))
+            super().load_state_dict({})  # drops the current pass, as torchdata's own restore does
+
+    SpeechStatefulDataLoader.__module__ = __name__
+    SpeechStatefulDataLoader.__qualname__ = "SpeechStatefulDataLoader"
+    return SpeechStatefulDataLoader
+
+
+def stateful_dataloader(config, state: str, *, rank: int = 0, world_size: int = 1, num_workers: int | None = None,
+                        seed: int = 0, pin_memory: bool | None = None, prefetch_factor: int | None = None,
+                        snapshot_every_n_steps: int = 1):
+    """``build_loader``'s loader as a torchdata ``StatefulDataLoader`` (same arguments, same batches).
+
+    ``snapshot_every_n_steps`` is torchdata's: how often, with workers, it records the position; a state taken between
+    snapshots is the last one plus the batches handed out since, so it is exact whatever n is."""
+    loader = build_loader(config, state, rank=rank, world_size=world_size, num_workers=num_workers, seed=seed,
+                          pin_memory=pin_memory, prefetch_factor=prefetch_factor)
+    return stateful_class()(loader, snapshot_every_n_steps=snapshot_every_n_steps)
+
+
+def __getattr__(name: str):
+    if name == "SpeechStatefulDataLoader":
+        return stateful_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["EpochBatchSampler", "SpeechStatefulDataLoader", "position_state", "stateful_class", "stateful_dataloader"]

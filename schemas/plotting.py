@@ -1,0 +1,54 @@
+"""The one way speechpack's pictures get matplotlib (the optional ``plot`` extra), and the axis rules they share.
+
+``inspect --plot``, ``plan --plot``, ``validate --plot`` and the demo draw with matplotlib, which a plain install
+leaves out: each asks here, so the message that says how to install it, and the non-interactive backend (pictures
+are written to files, often on machines without a display), are the same everywhere.  Imported lazily, inside
+functions: matplotlib is never loaded by packing or training.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from schemas.errors import SpeechpackError
+
+#: The extra that installs matplotlib, as a user types it.
+PLOT_INSTALL = "pip install 'speechpack[plot]'"
+
+
+def plotting_available() -> bool:
+    """Whether matplotlib can be imported (the demo draws its pictures only then, and says so otherwise)."""
+    return importlib.util.find_spec("matplotlib") is not None
+
+
+def pyplot(what: str = "--plot") -> Any:
+    """``matplotlib.pyplot`` on the file-only Agg backend; a ``SpeechpackError`` naming ``what`` and the install
+    command when the extra is missing."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as err:
+        raise SpeechpackError(f"{what} needs matplotlib: {PLOT_INSTALL}") from err
+    return plt
+
+
+def integer_axis(axis: Any) -> None:
+    """Ticks at whole numbers only, on an axis that counts things (samples, speakers, batches, shard numbers)."""
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))
+
+
+def duration_unit(seconds: float) -> tuple[str, float]:
+    """The unit a duration axis reads best in, for values up to ``seconds``: ``(name, seconds per unit)``, hours
+    from one hour up, minutes from one minute, else seconds (a demo speaker's 0.004 h is 14 s)."""
+    if seconds >= 3600:
+        return "hours", 3600.0
+    if seconds >= 60:
+        return "minutes", 60.0
+    return "seconds", 1.0
+
+
+__all__ = ["PLOT_INSTALL", "duration_unit", "integer_axis", "plotting_available", "pyplot"]
