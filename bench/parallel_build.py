@@ -20,14 +20,24 @@ resamples two thirds of it.  Jobs, each timed ``--repeats`` times, alternating, 
 - ``resume``    ``--resume`` of a build killed just before committing: the cost of verifying every shard (hashes)
                 instead of decoding it.
 
+``local-*`` and ``stream-*`` runs each run in a fresh Python process, as every ``speechpack build`` does, so that
+each pays the worker pool's start-up (the forkserver and its imports) as a user's build does; wall time is
+measured there around the build, and so is CPU time: the build process, the forkserver and every worker, reaped
+(the CPU-time ratio says how much extra work a parallel build does, whatever the machine's load).
+``--speed-only`` runs only ``local-1``, ``local-N`` and ``stream-N`` (no slices, Ray or resume).
+
 Every pack is checked to be byte-identical to the baseline's.  Ratios are throughputs (higher is faster); the
-absolute times depend on the machine (the reference notes' VMs have 2 cores).
+absolute times depend on the machine (the reference notes' VMs have 2 cores).  The load average before and after
+the runs is printed: on a machine whose cores are busy with other work a second worker has no core to run on.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import multiprocessing.forkserver
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -66,17 +76,40 @@ def fresh(out: str) -> str:
     return out
 
 
-def job_local(list_path: str, out: str, shard_bytes: int, workers: int) -> None:
-    build_wesep(list_path, BuildOptions(out=fresh(out), shard_bytes=shard_bytes, workers=workers, progress=False))
+def build_here(list_path: str, out: str, shard_bytes: int, workers: int, stream: bool) -> dict:
+    """One build in this process (a fresh one: ``--one``): its wall time, and the CPU time of this process and
+    of every process it started (the forkserver, stopped and reaped here, has reaped its workers)."""
+    if stream:
+        shard_runner.SHARD_TASKS_FROM = sys.maxsize  # never whole-shard tasks
+    fresh(out)
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    started = time.perf_counter()
+    build_wesep(list_path, BuildOptions(out=out, shard_bytes=shard_bytes, workers=workers, progress=False))
+    wall = time.perf_counter() - started
+    server = getattr(multiprocessing.forkserver, "_forkserver", None)
+    if server is not None and getattr(server, "_forkserver_pid", None):
+        server._stop()  # private: closes the server and waits for it, so that its CPU (and its workers') is counted
+    after, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+           + children.ru_utime + children.ru_stime)
+    return {"wall": wall, "cpu": cpu}
 
 
-def job_stream(list_path: str, out: str, shard_bytes: int, workers: int) -> None:
-    saved = shard_runner.SHARD_TASKS_FROM
-    shard_runner.SHARD_TASKS_FROM = sys.maxsize  # never whole-shard tasks
-    try:
-        job_local(list_path, out, shard_bytes, workers)
-    finally:
-        shard_runner.SHARD_TASKS_FROM = saved
+def build_in_fresh_process(list_path: str, out: str, shard_bytes: int, workers: int, stream: bool) -> dict:
+    args = [sys.executable, os.path.abspath(__file__), "--one", json.dumps([list_path, out, shard_bytes, workers,
+                                                                         stream])]
+    done = subprocess.run(args, cwd=REPO, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"build failed:\n{done.stdout}\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def job_local(list_path: str, out: str, shard_bytes: int, workers: int) -> dict:
+    return build_in_fresh_process(list_path, out, shard_bytes, workers, stream=False)
+
+
+def job_stream(list_path: str, out: str, shard_bytes: int, workers: int) -> dict:
+    return build_in_fresh_process(list_path, out, shard_bytes, workers, stream=True)
 
 
 def job_ray(list_path: str, out: str, shard_bytes: int, workers: int) -> None:
@@ -114,9 +147,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--format", dest="audio_format", choices=("wav", "flac"), default="wav",
                         help="input audio format (flac: decoding costs more than writing)")
     parser.add_argument("--no-ray", action="store_true", help="skip the Ray job")
+    parser.add_argument("--speed-only", action="store_true", help="only local-1, local-N and stream-N")
     parser.add_argument("--tmp-dir", default=None, help="where corpus and packs go (default: system temp)")
     parser.add_argument("--keep", action="store_true", help="keep the corpus and packs")
+    parser.add_argument("--one", default=None, help=argparse.SUPPRESS)  # internal: one build, in a fresh process
     args = parser.parse_args(argv)
+    if args.one is not None:
+        print(json.dumps(build_here(*json.loads(args.one))))
+        return 0
     shard_bytes = parse_size(args.shard_bytes)
     n = args.workers
 
@@ -130,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{os.cpu_count()} CPUs")
         jobs = {"local-1": (job_local, 1), f"local-{n}": (job_local, n), f"stream-{n}": (job_stream, n),
                 f"slices-{n}": (job_slices, n)}
-        if not args.no_ray:
+        if args.speed_only:
+            del jobs[f"slices-{n}"]
+        if not args.no_ray and not args.speed_only:
             import ray
 
             started = time.perf_counter()
@@ -138,14 +178,21 @@ def main(argv: list[str] | None = None) -> int:
             print(f"ray start-up (once, not timed below): {time.perf_counter() - started:.1f} s")
             jobs[f"ray-{n}"] = (job_ray, n)
         times: dict[str, list[float]] = {name: [] for name in jobs}
-        times["resume"] = []
+        cpu: dict[str, list[float]] = {}
+        if not args.speed_only:
+            times["resume"] = []
         reference = None
+        load_before = os.getloadavg()
         for repeat in range(args.repeats + 1):  # the first round is the warm-up
             for name, (job, workers) in jobs.items():
                 out = os.path.join(workdir, name)
                 started = time.perf_counter()
-                job(list_path, out, shard_bytes, workers)
+                measured = job(list_path, out, shard_bytes, workers)
                 elapsed = time.perf_counter() - started
+                if measured is not None:  # measured in the build's own process
+                    elapsed = measured["wall"]
+                    if repeat:
+                        cpu.setdefault(name, []).append(measured["cpu"])
                 files = pack_bytes(out)
                 if reference is None:
                     reference = files
@@ -153,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
                     raise RuntimeError(f"{name}: the pack differs from local-1's")
                 if repeat:
                     times[name].append(elapsed)
+            if args.speed_only:
+                continue
             out = os.path.join(workdir, "resume")
             prepare_killed_build(list_path, out, shard_bytes)
             started = time.perf_counter()
@@ -162,11 +211,20 @@ def main(argv: list[str] | None = None) -> int:
                 raise RuntimeError("resume: the pack differs from local-1's")
             if repeat:
                 times["resume"].append(elapsed)
+        load_after = os.getloadavg()
         base = statistics.median(times["local-1"])
-        print(f"{'job':<10} {'median s':>9} {'audio h/s':>10} {'vs local-1':>11}")
+        base_cpu = statistics.median(cpu["local-1"])
+        print(f"load average before the runs {' '.join(f'{x:.2f}' for x in load_before)}, "
+              f"after {' '.join(f'{x:.2f}' for x in load_after)}")
+        print(f"{'job':<10} {'median s':>9} {'audio h/s':>10} {'vs local-1':>11} {'runs':>22} "
+              f"{'CPU s':>7} {'CPU / local-1':>14}")
         for name, values in times.items():
             median = statistics.median(values)
-            print(f"{name:<10} {median:9.2f} {hours / median:10.3f} {base / median:10.2f}x")
+            runs = ", ".join(f"{v:.2f}" for v in values)
+            line = f"{name:<10} {median:9.2f} {hours / median:10.3f} {base / median:10.2f}x {runs:>22}"
+            if name in cpu:
+                line += f" {statistics.median(cpu[name]):7.2f} {statistics.median(cpu[name]) / base_cpu:13.2f}x"
+            print(line)
         print("every pack byte-identical to local-1's")
     return 0
 

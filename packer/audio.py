@@ -11,12 +11,14 @@ import io
 import os
 import stat
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import soundfile
 import soxr
 
+from packer import pcm_wav
+from packer.fast_paths import flac_streaminfo, open_plain_wav
 from packer.wav_header import declared_frames
 from schemas.constants import AUDIO_DTYPE, AUDIO_FULL_SCALE
 from schemas.errors import InternalError, SpeechpackError
@@ -94,8 +96,17 @@ def _uses_soundfile(path: str) -> bool:
 def probe_audio(path: str) -> AudioInfo:
     """Read ``path``'s header (libsndfile), or decode it once (PyAV formats, whose headers may not say the exact
     length); raise ``AudioError`` for a missing, unreadable or empty file."""
+    plain = open_plain_wav(path)
+    if plain is not None:
+        fp, layout = plain
+        fp.close()
+        return AudioInfo(layout.sample_rate, pcm_wav.frames(layout), layout.channels, True)
+    info = flac_streaminfo(path)
+    if info is not None:
+        return AudioInfo(info.sample_rate, info.frames, info.channels, info.bits == 16)
     _check_path(path)
     return _probe(path, path)
+
 
 
 def probe_audio_bytes(data: bytes, name: str) -> AudioInfo:
@@ -126,6 +137,17 @@ def _probe(source, name: str) -> AudioInfo:
 def read_audio(path: str, int16_at: int | None = None) -> Audio:
     """Decode ``path`` to ``[C, T]``: float32, or int16 when the file is 16-bit PCM at the rate ``int16_at``
     (nothing to resample: the stored values pass through untouched).  Raise ``AudioError`` for a missing, unreadable or unusable file."""
+    plain = open_plain_wav(path)
+    if plain is not None:
+        fp, layout = plain
+        try:
+            data = pcm_wav.read_pcm16(fp, layout, as_float=layout.sample_rate != int16_at)
+        except OSError:
+            data = None
+        finally:
+            fp.close()
+        if data is not None:
+            return Audio(data, layout.sample_rate)
     _check_path(path)
     return _read(path, path, int16_at)
 
@@ -253,10 +275,15 @@ def resample(audio: Audio, sample_rate: int) -> Audio:
 
 @dataclass(frozen=True)
 class StoredAudio:
-    """Audio as it will be stored: int16 ``[C, T]`` and the scale that decodes it (``v / 32768 * scale``)."""
+    """Audio as it will be stored: int16 ``[C, T]`` and the scale that decodes it (``v / 32768 * scale``).
+
+    ``stats`` is :func:`int16_statistics` of it once measured (:func:`measured`): a build measures each segment
+    where it was decoded, so that the work runs in the decoding processes, beside decoding, rather than in the
+    one thread that writes; the writer measures a segment that comes without."""
 
     data: np.ndarray
     scale: float
+    stats: tuple[float, float, float] | None = None
 
     @property
     def channels(self) -> int:
@@ -265,6 +292,13 @@ class StoredAudio:
     @property
     def length(self) -> int:
         return self.data.shape[1]
+
+
+def measured(stored: StoredAudio) -> StoredAudio:
+    """``stored`` with its :func:`int16_statistics` (the same object when it has them already)."""
+    if stored.stats is not None:
+        return stored
+    return replace(stored, stats=int16_statistics(stored.data, stored.scale))
 
 
 def to_stored(audio: Audio) -> StoredAudio:

@@ -3,7 +3,8 @@
 The shard plan (``packer.build.plan``) fixes every shard's length before a byte is written, so each stream file gets
 its final ``.npy`` header first and is hashed as it streams out: no file is read back.  Memory stays flat (a 1 GB
 shard never sits in memory), and data is flushed to disk as it goes, so closing a shard costs little.  The writer
-also measures each segment (``int16_statistics``): it is the one place that sees exactly the stored bytes.
+records each segment's statistics (``int16_statistics`` of exactly the stored values): measured where the sample
+was decoded (``packer.build.shard_task.decode``), or here when a sample comes without them.
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ class ShardWriter:
             for seg in segments:
                 offset = self._files[stream].append(seg.data)
                 if audio:
-                    mean, rms, peak = int16_statistics(seg.data, seg.scale)
+                    mean, rms, peak = seg.stats if seg.stats is not None else int16_statistics(seg.data, seg.scale)
                     entries.append({"offset": offset, "channels": seg.channels, "length": seg.length,
                                     "scale": seg.scale, "mean": mean, "rms": rms, "peak": peak})
                 else:

@@ -1,6 +1,7 @@
 """A build's process pool starts its workers from a forkserver that has already imported what a build task needs
-(``packer.build.executor.FORKSERVER_PRELOAD``), so no worker pays the imports again.  Run in a fresh interpreter:
-the forkserver is started once per process, with the preload list it had then."""
+(``packer.build.executor.FORKSERVER_PRELOAD``), so no worker pays the imports again; while it starts, the build
+process probes headers itself (``map_while_starting``).  Run in a fresh interpreter: the forkserver is started once
+per process, with the preload list it had then."""
 
 from __future__ import annotations
 
@@ -26,3 +27,24 @@ def test_pool_workers_start_with_the_build_modules_imported():
     done = subprocess.run([sys.executable, "-c", _CHECK], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "True True", done.stdout  # every worker held every preloaded module
+
+
+_WHILE_STARTING = """
+import os
+from packer.build.executor import map_while_starting, worker_pool
+with worker_pool(2) as pool:
+    # eval is pickled by reference: each item reports the process it ran in, and its number
+    items = ["(__import__('os').getpid(), %d)" % i for i in range(300)]
+    results = list(map_while_starting(eval, items, 2, 16, pool))
+    later = {pool.submit(os.getpid).result() for _ in range(4)}
+    print([n for _, n in results] == list(range(300)), results[0][0] == os.getpid(), os.getpid() not in later)
+"""
+
+
+def test_probing_starts_in_the_build_process_while_the_pool_starts():
+    """``map_while_starting`` gives every result in order, the first ones from the build process (the pool's
+    workers are not up yet), and the pool's own tasks run in its workers."""
+    done = subprocess.run([sys.executable, "-c", _WHILE_STARTING], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True True True", done.stdout

@@ -126,6 +126,47 @@ def map_in_order(fn: Callable, items: Sequence, workers: int, chunksize: int = 1
         yield from _map(pool, fn, items, workers, chunksize)
 
 
+def _started() -> None:
+    """A task that does nothing: submitting one per worker makes the pool start its processes."""
+
+
+def start_workers(pool: ProcessPoolExecutor, workers: int) -> threading.Event:
+    """Start ``pool``'s ``workers`` processes on a background thread and return an event set once they run.
+
+    A pool's first task waits for its processes: the forkserver's start, its imports (``FORKSERVER_PRELOAD``) and
+    a fork per worker, 0.3-1.5 s depending on the machine's load.  Started here, that happens on another core
+    while the caller does its own work (``map_while_starting``)."""
+    ready = threading.Event()
+
+    def start() -> None:
+        try:
+            for future in [pool.submit(_started) for _ in range(workers)]:
+                future.result()
+        except BaseException:  # the pool was shut down or broke: its next real use says so
+            pass
+        finally:
+            ready.set()
+
+    threading.Thread(target=start, name="speechpack-pool-start", daemon=True).start()
+    return ready
+
+
+def map_while_starting(fn: Callable, items: Sequence, workers: int, chunksize: int,
+                       pool: ProcessPoolExecutor | None) -> Iterator:
+    """``map_in_order`` over a ``pool`` that has not run anything yet: the first items run in this process while
+    the pool's workers start (``start_workers``), the rest in the pool.  For a build's first parallel step,
+    probing headers, which is cheap per item and would otherwise wait for the whole start-up."""
+    if pool is None or workers == 1:
+        yield from map_in_order(fn, items, workers, chunksize, pool)
+        return
+    ready = start_workers(pool, workers)
+    index = 0
+    while index < len(items) and not ready.is_set():
+        yield fn(items[index])
+        index += 1
+    yield from map_in_order(fn, items[index:], workers, chunksize, pool)
+
+
 def _map(pool: ProcessPoolExecutor, fn: Callable, items: Sequence, workers: int, chunksize: int) -> Iterator:
     if chunksize > 1:
         yield from pool.map(fn, items, chunksize=chunksize)

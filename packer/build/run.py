@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 
 from tqdm import tqdm
 
-from packer.build.executor import map_in_order, worker_pool
+from packer.build.executor import map_while_starting, worker_pool
 from packer.build.finalize import commit_build, line_problem, verify_all
 from packer.build.output_dir import OutputClaim, claim_output, item_inputs
 from packer.build.plan import BuildPlan, ShardSlice, plan_shards
@@ -162,10 +162,10 @@ def _plan_and_build(items: Sequence, problems: list, plan: Callable, load: Calla
 
 def _probe(items: Sequence, plan: Callable, problems: list, options: BuildOptions, desc: str,
            pool=None) -> tuple[list, list]:
-    """Size every item from its headers (in ``workers`` processes): the items that can be planned and their
-    plans; the others' problems are appended to ``problems``."""
+    """Size every item from its headers (in ``workers`` processes, this one while they start): the items that can
+    be planned and their plans; the others' problems are appended to ``problems``."""
     planned_items, plans = [], []
-    probes = map_in_order(functools.partial(guarded, plan), items, options.workers, chunksize=64, pool=pool)
+    probes = map_while_starting(functools.partial(guarded, plan), items, options.workers, 64, pool)
     for item, result in zip(items, tqdm(probes, total=len(items), desc=desc, unit="sample",
                                         disable=not options.progress)):
         if isinstance(result, LineProblem):

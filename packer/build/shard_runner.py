@@ -20,7 +20,8 @@ from tqdm import tqdm
 
 from packer.build.executor import BackgroundConsumer, map_in_order
 from packer.sample import PackedSample
-from packer.build.shard_task import ShardJob, ShardOutcome, build_shard, check_decoded, guarded, record_receipt
+from packer.build.shard_task import (ShardJob, ShardOutcome, build_shard, check_decoded, decode_measured, guarded,
+                                     record_receipt)
 from packer.writer import PackWriter
 from schemas.format import ShardEntry
 from schemas.wesep_list import LineProblem
@@ -65,7 +66,8 @@ def _stream_locally(jobs: Sequence[ShardJob], workers: int, show_progress: bool,
         consumer = BackgroundConsumer(lambda r: writer.add(r) if isinstance(r, PackedSample) else writer.skip(r))
         writing = first.publish
         try:
-            decoded = map_in_order(functools.partial(guarded, first.load), items, workers, pool=pool)
+            step = decode_measured if workers > 1 else guarded  # see decode_measured
+            decoded = map_in_order(functools.partial(step, first.load), items, workers, pool=pool)
             progress = tqdm(decoded, total=len(plans), desc=desc, unit="sample", disable=not show_progress)
             for plan, result in zip(plans, progress):
                 result = check_decoded(result, plan)
