@@ -17,8 +17,6 @@ import numpy as np
 import soundfile
 import soxr
 
-from packer import pcm_wav
-from packer.fast_paths import flac_streaminfo, open_plain_wav
 from packer.wav_header import declared_frames
 from schemas.constants import AUDIO_DTYPE, AUDIO_FULL_SCALE
 from schemas.errors import InternalError, SpeechpackError
@@ -96,17 +94,8 @@ def _uses_soundfile(path: str) -> bool:
 def probe_audio(path: str) -> AudioInfo:
     """Read ``path``'s header (libsndfile), or decode it once (PyAV formats, whose headers may not say the exact
     length); raise ``AudioError`` for a missing, unreadable or empty file."""
-    plain = open_plain_wav(path)
-    if plain is not None:
-        fp, layout = plain
-        fp.close()
-        return AudioInfo(layout.sample_rate, pcm_wav.frames(layout), layout.channels, True)
-    info = flac_streaminfo(path)
-    if info is not None:
-        return AudioInfo(info.sample_rate, info.frames, info.channels, info.bits == 16)
     _check_path(path)
     return _probe(path, path)
-
 
 
 def probe_audio_bytes(data: bytes, name: str) -> AudioInfo:
@@ -137,17 +126,6 @@ def _probe(source, name: str) -> AudioInfo:
 def read_audio(path: str, int16_at: int | None = None) -> Audio:
     """Decode ``path`` to ``[C, T]``: float32, or int16 when the file is 16-bit PCM at the rate ``int16_at``
     (nothing to resample: the stored values pass through untouched).  Raise ``AudioError`` for a missing, unreadable or unusable file."""
-    plain = open_plain_wav(path)
-    if plain is not None:
-        fp, layout = plain
-        try:
-            data = pcm_wav.read_pcm16(fp, layout, as_float=layout.sample_rate != int16_at)
-        except OSError:
-            data = None
-        finally:
-            fp.close()
-        if data is not None:
-            return Audio(data, layout.sample_rate)
     _check_path(path)
     return _read(path, path, int16_at)
 

@@ -1,5 +1,4 @@
-"""What a WAV file's header declares, read from its chunks: how many frames (to tell a truncated file from a short
-one), and the coding and data offset (so that ``packer.pcm_wav`` can read plain 16-bit PCM without libsndfile).
+"""How many frames a WAV file's header declares, read from its chunks, to tell a truncated file from a short one.
 
 libsndfile trusts the bytes that are there: when a WAV's ``data`` chunk says 64,000 bytes but the file ends after
 21,304 of them, it logs the mismatch and reports (and decodes) the shorter length.  A copy cut short by a full
@@ -12,15 +11,11 @@ EBU Tech 3306): ``RIFF`` (little-endian), ``RIFX`` (big-endian), and ``RF64``/``
 mu-law, and WAVE_FORMAT_EXTENSIBLE of those), where a frame is one ``block_align`` of bytes, are counted.  A size of
 0 or ``0xFFFFFFFF`` in a plain RIFF is what streaming writers leave when they cannot seek back: no length is
 declared, so there is nothing to compare.
-
-The same walk over the chunks gives the coding and where the samples start (``read_layout``); ``packer.pcm_wav``
-uses it to read the commonest input of all, little-endian 16-bit PCM, without a libsndfile open.
 """
 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from typing import BinaryIO
 
 #: wFormatTag values whose frames are exactly ``block_align`` bytes: PCM, IEEE float, A-law, mu-law.
@@ -31,35 +26,16 @@ _UNKNOWN_SIZES = {0, 0xFFFFFFFF}
 _MAX_CHUNKS = 1000
 
 
-@dataclass(frozen=True)
-class WavLayout:
-    """What a WAV header says: ``tag`` is the coding (``wFormatTag``, or the SubFormat's of an EXTENSIBLE header),
-    ``data_offset`` where the ``data`` chunk's bytes start, ``data_size`` its declared length in bytes (``None``:
-    none declared, as streaming writers leave it)."""
-
-    container: bytes
-    tag: int
-    channels: int
-    sample_rate: int
-    bits: int
-    block_align: int
-    data_offset: int
-    data_size: int | None
-
-    @property
-    def little_endian(self) -> bool:
-        return self.container != b"RIFX"
-
-
-def read_layout(fp: BinaryIO) -> WavLayout | None:
-    """The layout of the WAV file open in ``fp`` (positioned at its start), or ``None`` when it is not a WAV of a
-    layout and coding above.  Reads only the header chunks (seeks past the others)."""
+def declared_frames(fp: BinaryIO) -> int | None:
+    """Frames the header of the WAV file open in ``fp`` (positioned at its start) declares, or ``None`` when it is
+    not a WAV of a layout and coding above or declares no length.  Reads only the header chunks (seeks past
+    the others)."""
     head = fp.read(12)
     if len(head) < 12 or head[8:12] != b"WAVE" or head[:4] not in (b"RIFF", b"RIFX", b"RF64", b"BW64"):
         return None
     order = ">" if head[:4] == b"RIFX" else "<"
     wide = head[:4] in (b"RF64", b"BW64")
-    fmt = None
+    block_align = None
     data_size64 = None
     for _ in range(_MAX_CHUNKS):
         chunk = fp.read(8)
@@ -70,12 +46,11 @@ def read_layout(fp: BinaryIO) -> WavLayout | None:
             body = fp.read(size)
             if len(body) < 16:
                 return None
-            tag, channels, rate, _, block_align, bits = struct.unpack(order + "HHIIHH", body[:16])
+            tag, block_align = struct.unpack(order + "H", body[:2])[0], struct.unpack(order + "H", body[12:14])[0]
             if tag == _EXTENSIBLE and len(body) >= 26:
                 tag = struct.unpack(order + "H", body[24:26])[0]  # first two bytes of the SubFormat GUID
             if tag not in _UNCOMPRESSED or block_align == 0:
                 return None
-            fmt = (tag, channels, rate, bits, block_align)
             if size & 1:
                 fp.read(1)
         elif chunk_id == b"ds64" and wide:
@@ -86,25 +61,16 @@ def read_layout(fp: BinaryIO) -> WavLayout | None:
             if size & 1:
                 fp.read(1)
         elif chunk_id == b"data":
-            if fmt is None:
+            if block_align is None:
                 return None
             if wide and size == 0xFFFFFFFF:
-                declared = data_size64
-            else:
-                declared = None if size in _UNKNOWN_SIZES else size
-            return WavLayout(head[:4], *fmt, data_offset=fp.tell(), data_size=declared)
+                size = data_size64
+            elif size in _UNKNOWN_SIZES:
+                return None
+            return None if size is None else size // block_align
         else:
             fp.seek(size + (size & 1), 1)
     return None
 
 
-def declared_frames(fp: BinaryIO) -> int | None:
-    """Frames the header of the WAV file open in ``fp`` (positioned at its start) declares, or ``None`` when it is
-    not a WAV of a layout and coding above or declares no length."""
-    layout = read_layout(fp)
-    if layout is None or layout.data_size is None:
-        return None
-    return layout.data_size // layout.block_align
-
-
-__all__ = ["WavLayout", "declared_frames", "read_layout"]
+__all__ = ["declared_frames"]

@@ -1,0 +1,64 @@
+"""What a build's decoding step hands the writer: statistics measured where the audio is decoded (the workers, when
+they stream to one writer) equal the writer's own, and damaged or missing inputs keep their messages (a FLAC file
+cut short is found when it is decoded and names its line and file)."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+
+from packer.adapters.wesep import build_wesep, load_wesep_sample, read_wesep_list
+from packer.audio import AudioError, StoredAudio, int16_statistics, probe_audio, read_audio
+from packer.build.run import BuildOptions
+from packer.build.shard_task import decode_measured
+from schemas.errors import BuildError
+from factories import Mix
+
+
+def test_missing_and_directory_paths_keep_their_messages(tmp_path):
+    for read in (probe_audio, read_audio):
+        with pytest.raises(AudioError, match="file not found"):
+            read(str(tmp_path / "absent.wav"))
+        (tmp_path / "folder.wav").mkdir(exist_ok=True)
+        with pytest.raises(AudioError, match="not a regular file"):
+            read(str(tmp_path / "folder.wav"))
+
+
+def test_streamed_workers_measure_what_the_writer_would(real_audio, wesep_list):
+    """``decode_measured`` (run in the pool's workers when they stream to one writer) attaches each audio
+    segment's statistics; they are exactly the writer's."""
+    ps, alsa = real_audio("pocketsphinx", 2), real_audio("alsa", 2)
+    case = wesep_list([Mix("a", tuple(ps), subtype="PCM_16"), Mix("b", tuple(alsa), seconds=0.5, start=0.1, layout="stereo")])
+    load = functools.partial(load_wesep_sample, sample_rate=16000)
+    for line in read_wesep_list(str(case.list_path)).lines:
+        sample = decode_measured(load, line)
+        segments = [seg for segs in sample.streams.values() for seg in segs]
+        assert segments and all(isinstance(seg, StoredAudio) for seg in segments)
+        for seg in segments:
+            assert seg.stats == int16_statistics(seg.data, seg.scale)
+
+
+def flac_copy(path: str, out, subtype: str = "PCM_16", channels: int = 1) -> str:
+    data, rate = soundfile.read(path, dtype="float32")
+    data = np.stack([data] * channels, axis=1) if channels > 1 else data
+    soundfile.write(str(out), data, rate, subtype=subtype)
+    return str(out)
+
+
+def test_a_cut_flac_file_still_fails_its_line(real_audio, wesep_list, tmp_path):
+    """Cut short, a FLAC file still declares its length; the build finds the damage when it decodes (libsndfile's
+    probe reads only the metadata too) and names the line and file."""
+    path = Path(flac_copy(real_audio("pocketsphinx", 1)[0], tmp_path / "cut.flac"))
+    path.write_bytes(path.read_bytes()[:len(path.read_bytes()) // 2])
+    probe_audio(str(path))  # the header is intact: the probe (metadata only) accepts the file
+    listed = tmp_path / "cut.list"
+    listed.write_text(json.dumps({"key": "cut", "spk": ["s1"], "src": {"s1": [str(path)]}}) + "\n")
+    with pytest.raises(BuildError) as err:
+        build_wesep(str(listed), BuildOptions(out=str(tmp_path / "pack"), progress=False))
+    [problem] = err.value.problems
+    assert problem.line == 1 and problem.path == str(path) and "cannot decode audio" in problem.reason
