@@ -22,12 +22,9 @@ system call (about a microsecond).
 from __future__ import annotations
 
 import collections
-import hashlib
-import io
 import math
 import mmap
 import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,17 +33,16 @@ from loader.readahead import view_ranges, will_need_ranges
 from loader.tse.cues.bank import CueBank, PackCues, SpeakerLabels, open_cues
 from schemas.constants import (
     AUDIO_FULL_SCALE,
-    MANIFEST_NAME,
     STREAM_TYPES,
 )
-from schemas.columns import COLUMNS_DIR, KEYS_FILE, SAMPLES_FILE, SPEAKERS_FILE, attr_file, column_files
+from schemas.columns import KEYS_FILE, SAMPLES_FILE, SPEAKERS_FILE, attr_file
 from schemas.cues import CuesConfig
-from schemas.column_checks import check_column_types, check_column_values
 from schemas.errors import NpyHeaderError, PackFormatError
-from schemas.format import FileEntry, Manifest
+from schemas.format import Manifest
 from schemas.kinds import ATTRIBUTES_BY_KIND, KIND_SPECS, STREAMS_BY_KIND
 from schemas.manifest_file import FileIdentity, read_manifest_file
 from schemas.npyfile import read_npy_header_from
+from loader.pack_verify import OpenedPack, read_columns
 
 
 @dataclass(frozen=True)
@@ -362,105 +358,6 @@ def read_manifest(path: str) -> Manifest:
     """Parse and check ``PACK/dataset.json`` (names included: ``schemas.manifest_file``); a directory without one
     is not a pack."""
     return read_manifest_file(path).manifest
-
-
-# ---------------------------------------------------------------------------------------------- verified opening
-#: Column files hashed at once at open: hashlib and file reads release the GIL, so threads overlap them.
-_HASH_THREADS = 4
-
-
-@dataclass(frozen=True)
-class OpenedPack:
-    """What a reader recorded when it opened a pack, and checks whenever it maps a stream file (possibly hours later,
-    in a DataLoader worker that received the Pack pickled: this travels with it).
-
-    ``manifest`` is the identity of ``dataset.json`` when it was read.  A pack replaced under a reader (``build
-    --overwrite``, ``copy`` onto its path) always gets a new ``dataset.json`` (written under a temporary name and
-    renamed, so a new inode and mtime), and its old one is removed before any other file changes: if the manifest
-    is still the one opened *after* a stream file's descriptor is open, that file belongs to the opened pack.
-    ``stream_rows[stream][k]`` is the row count shard ``k``'s stream file must have (from the columns' segments),
-    so a mapped file is also checked to be the size ``dataset.json`` records and to hold exactly those rows.
-    """
-
-    manifest_path: str
-    manifest: FileIdentity | None
-    stream_rows: dict[str, np.ndarray]
-    #: sha256 of the manifest's bytes: a ``dataset.json`` with another identity but these bytes (the same pack
-    #: staged again by ``copy``, the Pack unpickled on a node with its own verified copy) describes the same files.
-    manifest_sha256: str | None = None
-
-    @classmethod
-    def of(cls, pack: "Pack", identity: FileIdentity | None, manifest_sha256: str | None = None) -> "OpenedPack":
-        """Check ``pack``'s columns (``schemas.column_checks``, on the pack's own contiguous arrays) and record
-        ``identity``, the manifest's when it was read (None: the pack was not read from disk by ``open_pack``)."""
-        rows = check_column_values(pack.manifest, pack.shard, pack.speaker_first, pack.speaker_count,
-                                   len(pack.speakers), pack.streams, os.path.join(pack.path, COLUMNS_DIR))
-        return cls(manifest_path=os.path.join(pack.path, MANIFEST_NAME), manifest=identity, stream_rows=rows,
-                   manifest_sha256=manifest_sha256)
-
-    def check_unchanged(self, file_path: str) -> None:
-        """Raise ``PackFormatError`` when ``dataset.json`` is no longer the one this pack was opened from."""
-        if self.manifest is None:
-            return
-        now = FileIdentity.of_path(self.manifest_path)
-        if now != self.manifest and not self._same_bytes():
-            state = "is gone" if now is None else "was replaced"
-            raise PackFormatError(f"{file_path}: pack changed since it was opened ({self.manifest_path} {state}); "
-                                  f"open the pack again")
-
-    def _same_bytes(self) -> bool:
-        """Whether ``dataset.json`` now holds the bytes that were opened (read only when its identity changed)."""
-        try:
-            with open(self.manifest_path, "rb") as fp:
-                return self.manifest_sha256 is not None and hashlib.sha256(fp.read()).hexdigest() == self.manifest_sha256
-        except OSError:
-            return False
-
-    def check_mapped(self, manifest: Manifest, shard: int, stream: str, file_path: str, mapped: MappedStream) -> None:
-        """The freshly mapped ``file_path`` is the opened pack's shard ``shard`` ``stream`` file, whole."""
-        self.check_unchanged(file_path)
-        entry: FileEntry = manifest.shards[shard].files[manifest.stream(stream).file]
-        if mapped.file_size != entry.size:
-            raise PackFormatError(f"{file_path}: {mapped.file_size} bytes, {MANIFEST_NAME} records {entry.size} (the "
-                                  f"file changed after the pack was written; validate the pack)")
-        rows = int(self.stream_rows[stream][shard])
-        if mapped.array.shape[0] != rows:
-            raise PackFormatError(f"{file_path}: holds {mapped.array.shape[0]} rows, the pack's {stream} segments "
-                                  f"need {rows} (validate the pack)")
-
-
-def read_columns(path: str, manifest: Manifest) -> dict[str, np.ndarray]:
-    """Load ``columns/*.npy`` (no pickles), each read once and checked against ``dataset.json``'s size and
-    sha256 while it is parsed: a column edited after the build is refused at open, naming the file."""
-    names = column_files(manifest.kind)
-    with ThreadPoolExecutor(max_workers=min(_HASH_THREADS, len(names))) as pool:
-        arrays = pool.map(lambda name: _read_column(os.path.join(path, COLUMNS_DIR, name), manifest.columns[name]),
-                          names)
-        columns = dict(zip(names, arrays))
-    check_column_types(manifest, columns, os.path.join(path, COLUMNS_DIR))
-    return columns
-
-
-def _read_column(file_path: str, entry: FileEntry) -> np.ndarray:
-    try:
-        with open(file_path, "rb") as fp:
-            data = fp.read()
-    except OSError as err:
-        raise PackFormatError(f"{file_path}: cannot read column ({err.strerror or err})") from None
-    if len(data) != entry.size:
-        raise PackFormatError(f"{file_path}: {len(data)} bytes, {MANIFEST_NAME} records {entry.size} (validate the "
-                              f"pack)")
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != entry.sha256:
-        raise PackFormatError(f"{file_path}: sha256 {digest} does not match {MANIFEST_NAME} ({entry.sha256}): the "
-                              f"column changed after the pack was written")
-    try:
-        header = read_npy_header_from(io.BytesIO(data), file_path)
-        if header.dtype.hasobject or header.fortran_order or len(header.shape) != 1:
-            raise ValueError(f"expected a 1-D array without objects, got {header.dtype.str} {header.shape}")
-        return np.frombuffer(data, dtype=header.dtype, count=header.shape[0], offset=header.data_offset)
-    except Exception as err:  # noqa: BLE001 - a corrupt .npy header raises ValueError, SyntaxError, TokenError...
-        raise PackFormatError(f"{file_path}: cannot read column ({err})") from None
 
 
 def open_pack(path: str | os.PathLike) -> Pack:
