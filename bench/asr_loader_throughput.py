@@ -172,7 +172,7 @@ def main() -> None:
         plan = loader.dataset.plan(0)
         keys = loader.builder.packs[0].keys
         plan_keys = [[keys[int(loader.builder.items.sample[i])] for i in plan.batch(b)[0]] for b in range(len(plan))]
-        tokenizer = loader.builder.tokenizer
+        tokenizer = loader.tokenizer
         vocabulary = {c: i + 4 for i, c in enumerate(tokenizer.characters)}
         baseline = OmnilingualStyle(data, vocabulary, tokenizer.unk_id, args.fbank)
         ours, theirs = next(iter(loader)), next(baseline.batches(plan_keys[:1]))

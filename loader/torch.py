@@ -245,6 +245,12 @@ class SpeechLoader:
         return len(self.dataset.plan(self._epoch))
 
     @property
+    def tokenizer(self):
+        """The ASR tokenizer the batches' ``target_seqs`` come from (the packs' character vocabulary, or the recipe's
+        SentencePiece model): ``len(tokenizer)`` sizes a model's output layer.  None for the other tasks."""
+        return getattr(self.builder, "tokenizer", None)
+
+    @property
     def epoch(self) -> int:
         return self._epoch
 

@@ -74,7 +74,8 @@ def test_batches_hold_the_audio_text_language_corpus_and_key(parquet_pack, clips
     pack = open_pack(parquet_pack)
     texts = {c.key: c.text for c in clips}
     by_key = {k: i for i, k in enumerate(pack.keys.tolist())}
-    tokenizer = loader.builder.tokenizer
+    tokenizer = loader.tokenizer  # public: what sizes a model's output layer
+    assert tokenizer is loader.builder.tokenizer and len(tokenizer) > 0
     seen = []
     for batch in epoch(loader):
         assert batch["source_seqs"].dtype == torch.float32 and batch["target_seqs"].dtype == torch.int64
@@ -180,7 +181,7 @@ def test_remove_unknown_with_another_packs_vocabulary(parquet_pack, spans_pack, 
 def loader_text(loader, row: int) -> str:
     batch = next(iter(loader))
     n = int(batch["target_seq_lens"][row])
-    return loader.builder.tokenizer.decode(batch["target_seqs"][row, :n].tolist())
+    return loader.tokenizer.decode(batch["target_seqs"][row, :n].tolist())
 
 
 def test_normalised_audio_and_fbank_features(parquet_pack):

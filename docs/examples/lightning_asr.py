@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> pl.Trainer:
 
     val = {os.path.basename(os.path.normpath(pack)): pack for pack in args.val}  # one named set per pack
     datamodule = SpeechDataModule(train=args.config, val=val or None, num_workers=args.workers, seed=0)
-    tokenizer = datamodule.train_dataloader().loader.builder.tokenizer  # the packs' vocabulary, or the recipe's
+    tokenizer = datamodule.train_dataloader().loader.tokenizer  # the packs' vocabulary, or the recipe's
     trainer = pl.Trainer(
         use_distributed_sampler=False,  # required: the loader shards by rank itself
         max_steps=args.max_steps,
