@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from loader.readahead import will_need_ranges  # noqa: E402
-from workdir import bench_workdir  # noqa: E402
+from workdir import bench_workdir, drop_page_cache  # noqa: E402
 
 CHUNK = 32000
 BATCH = 8
@@ -61,15 +61,6 @@ def _map(paths: list[str]) -> list[tuple[mmap.mmap, np.ndarray]]:
         maps.append((mapping, np.frombuffer(mapping, dtype=np.int16, count=array.size, offset=array.offset)))
         del array
     return maps
-
-
-def _evict(paths: list[str]) -> None:
-    for path in paths:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
 
 
 def run_pass(method: str, arrays: list[np.ndarray], windows: np.ndarray, out: np.ndarray) -> float:
@@ -139,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         maps = None  # unmapped: mapped pages cannot be evicted
         for repeat in range(args.repeats):
             for method in (methods if repeat % 2 == 0 else methods[::-1]):
-                _evict(paths)
+                drop_page_cache(paths)
                 fresh = _map(paths)
                 results[("cold", method)].append(run_pass(method, [a for _, a in fresh], windows, out))
                 fresh = None

@@ -48,7 +48,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from loader_throughput import CHUNK_LEN, _log, build_corpus  # noqa: E402
-from workdir import bench_workdir  # noqa: E402
+from workdir import bench_workdir, drop_page_cache  # noqa: E402
 from loader.pack import open_pack, will_need_view  # noqa: E402
 from packer.adapters.wesep import build_wesep  # noqa: E402
 from packer.build.run import BuildOptions  # noqa: E402
@@ -59,16 +59,6 @@ _LIBC = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 
 
 # ------------------------------------------------------------------------------------------------ the page cache
-
-def drop_cache(paths: list[str]) -> None:
-    """Evict every page of ``paths`` (clean, unmapped pages go; no root needed)."""
-    for path in paths:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
 
 
 def resident_bytes(paths: list[str]) -> int:
@@ -250,7 +240,7 @@ def measure(reader: Reader, name: str, prepare, cold: bool) -> dict:
     paths = list(reader.paths)
     run = prepare()
     if cold:
-        drop_cache(paths)
+        drop_page_cache(paths)
         left = resident_bytes(paths)
         if left > 0.01 * reader.useful:
             raise SystemExit(f"cannot drop the page cache here ({left} bytes of the pack stay resident after "

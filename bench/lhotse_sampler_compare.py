@@ -48,25 +48,10 @@ from bench.workdir import bench_workdir  # noqa: E402
 from loader import build_loader  # noqa: E402
 from packer.adapters.lhotse import build_lhotse  # noqa: E402
 from packer.build.run import BuildOptions  # noqa: E402
+from bench.asr_loader_throughput import librivox  # noqa: E402  (the five LibriVox clips and their transcripts)
 
-LIBRIVOX = "/usr/share/pocketsphinx/test/data/librivox"
 RATE = 16000
 NUM_BUCKETS = 10
-
-
-def librivox() -> list[tuple[np.ndarray, str]]:
-    """(int16 audio, transcript) of the five clips; exits with a message when the package is missing."""
-    path = os.path.join(LIBRIVOX, "transcription")
-    if not os.path.isfile(path):
-        sys.exit(f"{path} is missing: apt-get install -y --no-install-recommends pocketsphinx-testdata")
-    clips = []
-    with open(path, encoding="utf-8") as fp:
-        for line in fp:
-            text, _, name = line.strip().removeprefix("<s> ").rpartition(" </s> ")
-            audio, rate = soundfile.read(os.path.join(LIBRIVOX, name.strip("()") + ".wav"), dtype="int16")
-            assert rate == RATE
-            clips.append((audio, text))
-    return clips
 
 
 def make_cuts(work: str, utterances: int) -> str:

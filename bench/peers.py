@@ -38,7 +38,7 @@ plain loop (each window a cast copy then an in-place multiply, the faster of num
 once and copied to its second row).  The peers' collate uses the same two steps.  **bare reuse** is the stricter
 limit of the copies alone: the same loop writing every batch into two arrays allocated once, so no batch pays for
 faulting in fresh memory (speechpack recycles its batch arrays once the training loop drops them,
-``loader/tse/batch_arrays.py``; the peers and ``bare numpy`` allocate per batch).
+``loader/tse/buffer_pool.py``; the peers and ``bare numpy`` allocate per batch).
 
 **Modes.** ``warm``: the job's files read once, one untimed epoch, then ``--epochs`` timed epochs (median).  ``cold``:
 the reader is built, the job's files are dropped from the page cache with ``posix_fadvise(POSIX_FADV_DONTNEED)``
@@ -405,16 +405,6 @@ class BareNumpy:
 
 # ------------------------------------------------------------------------------------------ one measurement (child)
 
-def drop_cache(paths: list[str]) -> None:
-    """Evict the files' pages (unmapped pages only, which is why the caller maps nothing of them yet)."""
-    for path in paths:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-
-
 def warm(paths: list[str]) -> None:
     for path in paths:
         with open(path, "rb") as fp:
@@ -439,7 +429,9 @@ def child(args) -> None:
         epoch = peer_loader(args.child, folder, workers, args.seed)
     times, cpu = [], []
     if args.mode == "cold":
-        drop_cache(files)
+        from workdir import drop_page_cache
+
+        drop_page_cache(files)
         started, used = time.perf_counter(), time.process_time()
         got = epoch(1)
         times.append(time.perf_counter() - started)

@@ -40,7 +40,7 @@ from schemas.format import FileEntry, Manifest, StreamSpec, check_shard_index
 from schemas.kinds import KIND_SPECS
 from packer.pack_report import PackReport, pack_summary
 from packer.validate_cues import check_cues
-from packer.validate_files import check_file, check_files
+from packer.validate_files import check_file, check_files, stream_header_problem
 from packer.validate_asd import asd_issues
 
 #: Tolerance when comparing recomputed statistics: they are exact-integer sums, so only JSON float printing
@@ -195,17 +195,9 @@ def _open_stream(shard_dir: str, spec: StreamSpec, report: PackReport) -> np.nda
     except NpyHeaderError as err:
         report.error(file_path, f"unreadable .npy header ({err.reason})")
         return None
-    shape, dtype, fortran = header.shape, header.dtype, header.fortran_order
-    if dtype.str != spec.dtype or fortran or len(shape) != 1 + len(spec.row_shape) \
-            or tuple(shape[1:]) != spec.row_shape:
-        report.error(file_path, f"header says {dtype.str} {shape} (fortran={fortran}); the catalogue says "
-                                f"{spec.dtype} rows of {list(spec.row_shape)}")
-        return None
-    expected_size = header.expected_size
-    actual_size = os.path.getsize(file_path)
-    if actual_size != expected_size:
-        report.error(file_path, f"header promises {expected_size} bytes, file has {actual_size} "
-                                f"({'truncated' if actual_size < expected_size else 'trailing bytes'})")
+    problem = stream_header_problem(header, spec, os.path.getsize(file_path))
+    if problem is not None:
+        report.error(file_path, problem)
         return None
     return np.load(file_path, mmap_mode="r", allow_pickle=False)
 

@@ -10,7 +10,8 @@ import os
 from packer.pack_report import PackReport
 from packer.writer import hash_file
 from schemas.constants import MANIFEST_NAME
-from schemas.format import FileEntry
+from schemas.format import FileEntry, StreamSpec
+from schemas.npyfile import NpyHeader
 
 
 def check_file(file_path: str, expected: FileEntry, report: PackReport, check_hashes: bool) -> None:
@@ -36,3 +37,16 @@ def check_files(shard_dir: str, files: dict[str, FileEntry], report: PackReport,
         check_file(os.path.join(shard_dir, name), expected, report, check_hashes)
 
 
+def stream_header_problem(header: NpyHeader, spec: StreamSpec, size: int, holder: str = "file") -> str | None:
+    """What is wrong with a shard stream's ``.npy`` header, read from a file (or an object, ``holder``) of ``size``
+    bytes: a dtype, order or row shape other than the stream catalogue's, or a size other than the header
+    promises; None when it fits.  Shared by the checks on disk and on object storage, so both word it alike."""
+    shape, dtype, fortran = header.shape, header.dtype, header.fortran_order
+    if dtype.str != spec.dtype or fortran or len(shape) != 1 + len(spec.row_shape) \
+            or tuple(shape[1:]) != spec.row_shape:
+        return (f"header says {dtype.str} {shape} (fortran={fortran}); the catalogue says {spec.dtype} rows of "
+                f"{list(spec.row_shape)}")
+    if size != header.expected_size:
+        return (f"header promises {header.expected_size} bytes, {holder} has {size} "
+                f"({'truncated' if size < header.expected_size else 'trailing bytes'})")
+    return None

@@ -28,6 +28,7 @@ from packer.ownership import pack_file_entries
 from packer.remote import RemotePack, describe_error, remote_errors
 from packer.pack_report import pack_summary
 from packer.validate_cues import check_cues
+from packer.validate_files import stream_header_problem
 from packer.validate import (
     _KIND_CHECKS,
     PackReport,
@@ -193,17 +194,11 @@ def _stream_array(fetcher: _Fetcher, rel: str, spec: StreamSpec, report: PackRep
     except NpyHeaderError as err:
         report.error(name, f"unreadable .npy header ({err.reason})")
         return None
-    shape, dtype, fortran = header.shape, header.dtype, header.fortran_order
-    if dtype.str != spec.dtype or fortran or len(shape) != 1 + len(spec.row_shape) \
-            or tuple(shape[1:]) != spec.row_shape:
-        report.error(name, f"header says {dtype.str} {shape} (fortran={fortran}); the catalogue says "
-                           f"{spec.dtype} rows of {list(spec.row_shape)}")
+    problem = stream_header_problem(header, spec, len(data), holder="the object")
+    if problem is not None:
+        report.error(name, problem)
         return None
-    if len(data) != header.expected_size:
-        report.error(name, f"header promises {header.expected_size} bytes, the object has {len(data)} "
-                           f"({'truncated' if len(data) < header.expected_size else 'trailing bytes'})")
-        return None
-    array = np.frombuffer(data, dtype=dtype, offset=header.data_offset).reshape(shape)
+    array = np.frombuffer(data, dtype=header.dtype, offset=header.data_offset).reshape(header.shape)
     array.flags.writeable = False
     return array
 

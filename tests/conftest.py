@@ -197,3 +197,13 @@ def tse_split(tmp_path, wesep_list, real_audio, real_video):
 def corpus(tmp_path, wesep_list, real_audio) -> CueCorpus:
     """Four real two-speaker mixtures and a resource of every cue kind (``factories.cue_corpus``)."""
     return make_cue_corpus(tmp_path, wesep_list, real_audio)
+
+
+@pytest.fixture
+def six_line_corpus(real_audio, wesep_list):
+    """Six real 0.5 s two-speaker lines (16 kHz LibriVox; one of 8 kHz codec2, resampled): with a 100 kB shard
+    size, two samples per shard and three shards, what the resume, kill and writeback tests build."""
+    ps = real_audio("pocketsphinx", 3)
+    codec = real_audio("codec2", 2)
+    return wesep_list([Mix(f"utt{i}", (ps[i % 3], ps[(i + 1) % 3]) if i != 4 else tuple(codec), seconds=0.5,
+                           start=0.2 + 0.1 * i) for i in range(6)])

@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli import main
-from factories import Mix, pack_files, source_line
+from factories import pack_files, source_line
 from packer.build.checkpoints import FAULT_ENV, KILL_AT_ENV
 from packer.build.state import PLAN_FILE, RECEIPTS_DIR
 
@@ -31,17 +31,9 @@ ONE_PER_SHARD = "50000"
 TWO_PER_SHARD = "100000"
 
 
-@pytest.fixture
-def corpus(real_audio, wesep_list):
-    ps = real_audio("pocketsphinx", 3)
-    codec = real_audio("codec2", 2)  # 8 kHz: resampled
-    return wesep_list([Mix(f"utt{i}", (ps[i % 3], ps[(i + 1) % 3]) if i != 4 else tuple(codec), seconds=0.5,
-                           start=0.2 + 0.1 * i) for i in range(6)])
-
-
-def reference(corpus, tmp_path, shard_size: str):
+def reference(six_line_corpus, tmp_path, shard_size: str):
     out = tmp_path / f"reference-{shard_size}"
-    result = CliRunner().invoke(main, ["build", "wesep", "--list", str(corpus.list_path), "--out", str(out),
+    result = CliRunner().invoke(main, ["build", "wesep", "--list", str(six_line_corpus.list_path), "--out", str(out),
                                        "--shard-size", shard_size, "--no-progress"])
     assert result.exit_code == 0, result.output
     return pack_files(out)
@@ -73,32 +65,32 @@ def only_what_resume_keeps(out) -> list[str]:
 # --------------------------------------------------------------------------- defect 11: failed parallel builds
 
 @pytest.mark.parametrize("workers", ["1", "2"])
-def test_defect11_full_disk_leaves_only_what_resume_keeps(corpus, tmp_path, workers):
+def test_defect11_full_disk_leaves_only_what_resume_keeps(six_line_corpus, tmp_path, workers):
     out = tmp_path / "pack"
-    failed = run_build(corpus.list_path, out, ONE_PER_SHARD, "--workers", workers, kill_at="sample:utt3",
+    failed = run_build(six_line_corpus.list_path, out, ONE_PER_SHARD, "--workers", workers, kill_at="sample:utt3",
                        fault="enospc")
     assert failed.returncode == 1, failed.stderr
     assert "error:" in failed.stderr and "No space left on device" in failed.stderr
     assert "Traceback" not in failed.stderr
     shards = only_what_resume_keeps(out)
     assert "shard-000003" not in shards and "shard-000000" in shards
-    resumed = run_build(corpus.list_path, out, ONE_PER_SHARD, "--workers", workers)
+    resumed = run_build(six_line_corpus.list_path, out, ONE_PER_SHARD, "--workers", workers)
     assert resumed.returncode == 0, resumed.stderr
-    assert pack_files(out) == reference(corpus, tmp_path, ONE_PER_SHARD)
+    assert pack_files(out) == reference(six_line_corpus, tmp_path, ONE_PER_SHARD)
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])
-def test_defect11_ctrl_c_prints_aborted_and_leaves_only_what_resume_keeps(corpus, tmp_path, workers):
+def test_defect11_ctrl_c_prints_aborted_and_leaves_only_what_resume_keeps(six_line_corpus, tmp_path, workers):
     out = tmp_path / "pack"
-    interrupted = run_build(corpus.list_path, out, ONE_PER_SHARD, "--workers", workers, kill_at="sample:utt3",
+    interrupted = run_build(six_line_corpus.list_path, out, ONE_PER_SHARD, "--workers", workers, kill_at="sample:utt3",
                             fault="interrupt")
     assert interrupted.returncode == 1, interrupted.stderr
     assert interrupted.stderr.strip().endswith("Aborted!"), interrupted.stderr
     assert "Traceback" not in interrupted.stderr and "FileNotFoundError" not in interrupted.stderr
     only_what_resume_keeps(out)
-    resumed = run_build(corpus.list_path, out, ONE_PER_SHARD, "--workers", workers, "--resume")
+    resumed = run_build(six_line_corpus.list_path, out, ONE_PER_SHARD, "--workers", workers, "--resume")
     assert resumed.returncode == 0, resumed.stderr
-    assert pack_files(out) == reference(corpus, tmp_path, ONE_PER_SHARD)
+    assert pack_files(out) == reference(six_line_corpus, tmp_path, ONE_PER_SHARD)
 
 
 def test_defect11_bad_input_still_leaves_nothing(tmp_path, write_list, real_audio):
@@ -123,25 +115,25 @@ def test_defect13_unwritable_out_is_refused_before_any_header_is_read(tmp_path, 
     assert "missing0.wav" not in result.stderr and "Traceback" not in result.stderr
 
 
-def test_defect13_a_second_build_into_the_same_out_is_refused(corpus, tmp_path):
+def test_defect13_a_second_build_into_the_same_out_is_refused(six_line_corpus, tmp_path):
     """While another process holds the directory's lock (here: this test, as a running build would), a build
     into it stops at once with a clear message and touches nothing."""
     out = tmp_path / "pack"
     fd = os.open(str(out) + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        result = run_build(corpus.list_path, out, TWO_PER_SHARD)
+        result = run_build(six_line_corpus.list_path, out, TWO_PER_SHARD)
     finally:
         os.close(fd)
     assert result.returncode == 1
     assert "another speechpack process is writing there" in result.stderr and "Traceback" not in result.stderr
     assert not out.exists() or not os.listdir(out)
-    assert run_build(corpus.list_path, out, TWO_PER_SHARD).returncode == 0
+    assert run_build(six_line_corpus.list_path, out, TWO_PER_SHARD).returncode == 0
 
 
-def test_defect13_two_builds_started_together_give_one_pack_and_one_clear_refusal(corpus, tmp_path):
+def test_defect13_two_builds_started_together_give_one_pack_and_one_clear_refusal(six_line_corpus, tmp_path):
     out = tmp_path / "pack"
-    cmd = [sys.executable, "-m", "cli", "build", "wesep", "--list", str(corpus.list_path), "--out", str(out),
+    cmd = [sys.executable, "-m", "cli", "build", "wesep", "--list", str(six_line_corpus.list_path), "--out", str(out),
            "--shard-size", TWO_PER_SHARD, "--no-progress"]
     env = {k: v for k, v in os.environ.items() if k not in (KILL_AT_ENV, FAULT_ENV)}
     jobs = [subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -155,7 +147,7 @@ def test_defect13_two_builds_started_together_give_one_pack_and_one_clear_refusa
         assert code == 0 or ("error:" in stderr and ("another speechpack process" in stderr
                                                      or "not empty" in stderr)), stderr
     assert 0 in [code for code, _ in results]
-    assert pack_files(out) == reference(corpus, tmp_path, TWO_PER_SHARD)
+    assert pack_files(out) == reference(six_line_corpus, tmp_path, TWO_PER_SHARD)
 
 
 # ---------------------------------------------------------------------------------- resumable by default
@@ -179,62 +171,62 @@ def _identities(out, receipted: bool = True) -> dict[str, tuple[int, int]]:
     ("columns", 3),
     ("manifest", 3),
 ])
-def test_resumable_default_plain_build_killed_anywhere_keeps_its_shards_untouched(corpus, tmp_path, kill_at, kept):
+def test_resumable_default_plain_build_killed_anywhere_keeps_its_shards_untouched(six_line_corpus, tmp_path, kill_at, kept):
     out = tmp_path / "pack"
-    killed = run_build(corpus.list_path, out, TWO_PER_SHARD, kill_at=kill_at)  # no --resume
+    killed = run_build(six_line_corpus.list_path, out, TWO_PER_SHARD, kill_at=kill_at)  # no --resume
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     before = _identities(out)
     assert len({name.split("/")[0] for name in before}) == kept
-    resumed = run_build(corpus.list_path, out, TWO_PER_SHARD, "--resume")
+    resumed = run_build(six_line_corpus.list_path, out, TWO_PER_SHARD, "--resume")
     assert resumed.returncode == 0, resumed.stderr
     if kept:
         assert f"kept {kept} verified shard(s) of an earlier run" in resumed.stdout
     after = {name: ident for name, ident in _identities(out, receipted=False).items() if name in before}
     assert after == before  # same inode, same mtime: not rewritten
-    assert pack_files(out) == reference(corpus, tmp_path, TWO_PER_SHARD)
+    assert pack_files(out) == reference(six_line_corpus, tmp_path, TWO_PER_SHARD)
 
 
-def test_resumable_default_a_plain_rerun_resumes_and_says_so(corpus, tmp_path):
+def test_resumable_default_a_plain_rerun_resumes_and_says_so(six_line_corpus, tmp_path):
     out = tmp_path / "pack"
-    assert run_build(corpus.list_path, out, TWO_PER_SHARD, kill_at="receipt:1").returncode == -signal.SIGKILL
-    rerun = run_build(corpus.list_path, out, TWO_PER_SHARD)
+    assert run_build(six_line_corpus.list_path, out, TWO_PER_SHARD, kill_at="receipt:1").returncode == -signal.SIGKILL
+    rerun = run_build(six_line_corpus.list_path, out, TWO_PER_SHARD)
     assert rerun.returncode == 0, rerun.stderr
     assert "holds an unfinished build of the same input and options: resuming it" in rerun.stderr
     assert "kept 2 verified shard(s)" in rerun.stdout
-    assert pack_files(out) == reference(corpus, tmp_path, TWO_PER_SHARD)
+    assert pack_files(out) == reference(six_line_corpus, tmp_path, TWO_PER_SHARD)
 
 
-def test_resumable_default_a_rerun_with_other_options_is_refused_then_overwrite_starts_again(corpus, tmp_path):
+def test_resumable_default_a_rerun_with_other_options_is_refused_then_overwrite_starts_again(six_line_corpus, tmp_path):
     out = tmp_path / "pack"
-    assert run_build(corpus.list_path, out, TWO_PER_SHARD, kill_at="receipt:1").returncode == -signal.SIGKILL
-    other = run_build(corpus.list_path, out, ONE_PER_SHARD)
+    assert run_build(six_line_corpus.list_path, out, TWO_PER_SHARD, kill_at="receipt:1").returncode == -signal.SIGKILL
+    other = run_build(six_line_corpus.list_path, out, ONE_PER_SHARD)
     assert other.returncode == 1 and "plan differs" in other.stderr and "--overwrite" in other.stderr
     assert (out / "shard-000001").is_dir()
-    again = run_build(corpus.list_path, out, ONE_PER_SHARD, "--overwrite")
+    again = run_build(six_line_corpus.list_path, out, ONE_PER_SHARD, "--overwrite")
     assert again.returncode == 0, again.stderr
-    assert pack_files(out) == reference(corpus, tmp_path, ONE_PER_SHARD)
+    assert pack_files(out) == reference(six_line_corpus, tmp_path, ONE_PER_SHARD)
 
 
-def test_resumable_default_the_plan_file_is_compact(corpus, tmp_path):
+def test_resumable_default_the_plan_file_is_compact(six_line_corpus, tmp_path):
     """A plain build records the plan's fingerprint and shard cuts, not per-sample rows; an array job (finalize
     verifies against the rows) records the whole plan."""
     out = tmp_path / "pack"
-    assert run_build(corpus.list_path, out, TWO_PER_SHARD, kill_at="columns").returncode == -signal.SIGKILL
+    assert run_build(six_line_corpus.list_path, out, TWO_PER_SHARD, kill_at="columns").returncode == -signal.SIGKILL
     recorded = json.loads((out / PLAN_FILE).read_text())
     assert recorded["compact"]["cuts"] == [2, 2, 2]
     assert "utt3" not in (out / PLAN_FILE).read_text()
     sliced = tmp_path / "sliced"
-    assert run_build(corpus.list_path, sliced, TWO_PER_SHARD, "--shards", "0/2").returncode == 0
+    assert run_build(six_line_corpus.list_path, sliced, TWO_PER_SHARD, "--shards", "0/2").returncode == 0
     assert "utt3" in (sliced / PLAN_FILE).read_text()
 
 
-def test_resumable_default_an_unreadable_receipt_means_the_shard_is_built_again(corpus, tmp_path):
+def test_resumable_default_an_unreadable_receipt_means_the_shard_is_built_again(six_line_corpus, tmp_path):
     """A receipt emptied by a power loss (renamed into place, its data never flushed) is no receipt: the shard it
     describes is built again instead of the resumed build stopping."""
     out = tmp_path / "pack"
-    assert run_build(corpus.list_path, out, TWO_PER_SHARD, kill_at="columns").returncode == -signal.SIGKILL
+    assert run_build(six_line_corpus.list_path, out, TWO_PER_SHARD, kill_at="columns").returncode == -signal.SIGKILL
     (out / RECEIPTS_DIR / "shard-000001.json").write_bytes(b"")
-    resumed = run_build(corpus.list_path, out, TWO_PER_SHARD)
+    resumed = run_build(six_line_corpus.list_path, out, TWO_PER_SHARD)
     assert resumed.returncode == 0, resumed.stderr
     assert "kept 2 verified shard(s) of an earlier run, built 1" in resumed.stdout
-    assert pack_files(out) == reference(corpus, tmp_path, TWO_PER_SHARD)
+    assert pack_files(out) == reference(six_line_corpus, tmp_path, TWO_PER_SHARD)

@@ -13,6 +13,7 @@ import torch
 import loader
 from factories import Source
 from factories.online_mix import CHUNK, GAIN, RATE, SNR, collect, mix_config, mixtures
+from factories.tse import assert_batches_equal
 from loader.config import ConfigError, LoaderConfig
 from loader.tse.errors import MixError
 from loader.tse.mixing import SpeakerIndex, choose_group, make_timeline, snr_mix, timeline_masks
@@ -209,13 +210,7 @@ def test_determinism_across_workers_and_resume(sources_pack):
     a = collect(loader.build_loader(cfg, "train", seed=9, num_workers=0))
     b = collect(loader.build_loader(cfg, "train", seed=9, num_workers=2))
     assert len(a) == len(b) > 2
-    for x, y in zip(a, b):
-        assert x.keys() == y.keys()
-        for name in x:
-            if isinstance(x[name], torch.Tensor):
-                assert torch.equal(x[name], y[name]), name
-            else:
-                assert x[name] == y[name], name
+    assert_batches_equal(a, b)
     ld = loader.build_loader(cfg, "train", seed=9)
     it = iter(ld)
     next(it)

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli import main
-from factories import Mix, pack_files
+from factories import pack_files
 from packer.build.state import PLAN_FILE, RECEIPTS_DIR
 from packer.build.checkpoints import KILL_AT_ENV
 
@@ -24,18 +24,10 @@ SHARD_BYTES = "100000"
 
 
 @pytest.fixture
-def corpus(real_audio, wesep_list):
-    ps = real_audio("pocketsphinx", 3)
-    codec = real_audio("codec2", 2)  # 8 kHz: resampled
-    return wesep_list([Mix(f"utt{i}", (ps[i % 3], ps[(i + 1) % 3]) if i != 4 else tuple(codec), seconds=0.5,
-                           start=0.2 + 0.1 * i) for i in range(6)])
-
-
-@pytest.fixture
-def reference(corpus, tmp_path):
+def reference(six_line_corpus, tmp_path):
     """The uninterrupted build."""
     out = tmp_path / "reference"
-    result = CliRunner().invoke(main, ["build", "wesep", "--list", str(corpus.list_path), "--out", str(out),
+    result = CliRunner().invoke(main, ["build", "wesep", "--list", str(six_line_corpus.list_path), "--out", str(out),
                                        "--shard-size", SHARD_BYTES, "--no-progress"])
     assert result.exit_code == 0, result.output
     return pack_files(out)
@@ -60,13 +52,13 @@ def run_build(list_path, out, *extra, kill_at: str | None = None) -> subprocess.
     ("columns", 3),  # every shard and columns/ in place, no dataset.json
     ("manifest", 3),  # dataset.json written, the build state not yet removed
 ])
-def test_killed_and_resumed_build_is_byte_identical(corpus, reference, tmp_path, kill_at, complete_shards):
+def test_killed_and_resumed_build_is_byte_identical(six_line_corpus, reference, tmp_path, kill_at, complete_shards):
     out = tmp_path / "pack"
-    killed = run_build(corpus.list_path, out, "--resume", kill_at=kill_at)
+    killed = run_build(six_line_corpus.list_path, out, "--resume", kill_at=kill_at)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert (out / PLAN_FILE).exists()
     assert len([n for n in os.listdir(out) if n.startswith("shard-")]) == complete_shards
-    resumed = run_build(corpus.list_path, out, "--resume")
+    resumed = run_build(six_line_corpus.list_path, out, "--resume")
     assert resumed.returncode == 0, resumed.stderr
     kept = {"shard:1": 1, "receipt:1": 2}.get(kill_at, complete_shards)
     if kept:
@@ -74,84 +66,84 @@ def test_killed_and_resumed_build_is_byte_identical(corpus, reference, tmp_path,
     assert pack_files(out) == reference
 
 
-def test_plain_build_killed_then_resumed(corpus, reference, tmp_path):
+def test_plain_build_killed_then_resumed(six_line_corpus, reference, tmp_path):
     """Every build records its plan and receipts (issue 13): one started without --resume is resumed too, keeping
     the shards with a receipt (shard 1 was renamed into place but has none: it is built again)."""
     out = tmp_path / "pack"
-    killed = run_build(corpus.list_path, out, kill_at="shard:1")
+    killed = run_build(six_line_corpus.list_path, out, kill_at="shard:1")
     assert killed.returncode == -signal.SIGKILL
     assert (out / PLAN_FILE).exists() and (out / "shard-000001").is_dir()
-    resumed = run_build(corpus.list_path, out, "--resume")
+    resumed = run_build(six_line_corpus.list_path, out, "--resume")
     assert resumed.returncode == 0, resumed.stderr
     assert "kept 1 verified shard(s) of an earlier run, built 2" in resumed.stdout
     assert pack_files(out) == reference
 
 
-def test_killed_twice_with_two_workers(corpus, reference, tmp_path):
+def test_killed_twice_with_two_workers(six_line_corpus, reference, tmp_path):
     """The pool's workers end soon after the build is killed (``run_build`` waits for their copies of the output
     pipes to close: without that watch it would time out), and the resumed build keeps the shards they finished."""
     out = tmp_path / "pack"
-    assert run_build(corpus.list_path, out, "--resume", "--workers", "2",
+    assert run_build(six_line_corpus.list_path, out, "--resume", "--workers", "2",
                      kill_at="sample:utt1").returncode == -signal.SIGKILL
-    assert run_build(corpus.list_path, out, "--resume", "--workers", "2",
+    assert run_build(six_line_corpus.list_path, out, "--resume", "--workers", "2",
                      kill_at="sample:utt4").returncode == -signal.SIGKILL
-    resumed = run_build(corpus.list_path, out, "--resume", "--workers", "2")
+    resumed = run_build(six_line_corpus.list_path, out, "--resume", "--workers", "2")
     assert resumed.returncode == 0, resumed.stderr
     assert "kept 2 verified shard(s)" in resumed.stdout
     assert pack_files(out) == reference
 
 
-def _killed_after_every_shard(corpus, tmp_path):
+def _killed_after_every_shard(six_line_corpus, tmp_path):
     out = tmp_path / "pack"
-    assert run_build(corpus.list_path, out, "--resume", kill_at="columns").returncode == -signal.SIGKILL
+    assert run_build(six_line_corpus.list_path, out, "--resume", kill_at="columns").returncode == -signal.SIGKILL
     return out
 
 
-def test_resume_rebuilds_a_corrupted_shard(corpus, reference, tmp_path):
-    out = _killed_after_every_shard(corpus, tmp_path)
+def test_resume_rebuilds_a_corrupted_shard(six_line_corpus, reference, tmp_path):
+    out = _killed_after_every_shard(six_line_corpus, tmp_path)
     target = out / "shard-000001" / "target.npy"
     data = bytearray(target.read_bytes())
     data[200] ^= 0xFF
     target.write_bytes(bytes(data))
-    resumed = CliRunner().invoke(main, ["build", "wesep", "--list", str(corpus.list_path), "--out", str(out),
+    resumed = CliRunner().invoke(main, ["build", "wesep", "--list", str(six_line_corpus.list_path), "--out", str(out),
                                         "--shard-size", SHARD_BYTES, "--no-progress", "--resume"])
     assert resumed.exit_code == 0, resumed.output
     assert "kept 2 verified shard(s) of an earlier run, built 1" in resumed.output
     assert pack_files(out) == reference
 
 
-def test_resume_with_other_options_is_refused(corpus, tmp_path):
-    out = _killed_after_every_shard(corpus, tmp_path)
-    result = CliRunner().invoke(main, ["build", "wesep", "--list", str(corpus.list_path), "--out", str(out),
+def test_resume_with_other_options_is_refused(six_line_corpus, tmp_path):
+    out = _killed_after_every_shard(six_line_corpus, tmp_path)
+    result = CliRunner().invoke(main, ["build", "wesep", "--list", str(six_line_corpus.list_path), "--out", str(out),
                                        "--shard-size", "200000", "--no-progress", "--resume"])
     assert result.exit_code == 1
     assert "plan differs" in result.output and '"shard_bytes": 100000' in result.output
     assert (out / RECEIPTS_DIR).is_dir()  # nothing of the earlier run was touched
 
 
-def test_resume_of_a_finished_pack_is_refused(corpus, tmp_path):
+def test_resume_of_a_finished_pack_is_refused(six_line_corpus, tmp_path):
     out = tmp_path / "pack"
-    assert run_build(corpus.list_path, out, "--resume").returncode == 0
+    assert run_build(six_line_corpus.list_path, out, "--resume").returncode == 0
     assert sorted(os.listdir(out)) == ["columns", "dataset.json"] + [f"shard-{k:06d}" for k in range(3)]
-    result = run_build(corpus.list_path, out, "--resume")
+    result = run_build(six_line_corpus.list_path, out, "--resume")
     assert result.returncode == 1 and "already holds a finished pack" in result.stderr
     manifest = json.loads((out / "dataset.json").read_text())
     assert manifest["totals"]["samples"] == 6
 
 
-def test_resume_refuses_to_build_among_foreign_files(corpus, tmp_path):
+def test_resume_refuses_to_build_among_foreign_files(six_line_corpus, tmp_path):
     out = tmp_path / "pack"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
-    result = run_build(corpus.list_path, out, "--resume")
+    result = run_build(six_line_corpus.list_path, out, "--resume")
     assert result.returncode == 1 and "notes.txt" in result.stderr
 
 
 @pytest.mark.parametrize("kill_at", ["columns", "manifest"])
-def test_finalize_killed_and_run_again(corpus, reference, tmp_path, kill_at):
+def test_finalize_killed_and_run_again(six_line_corpus, reference, tmp_path, kill_at):
     out = tmp_path / "pack"
     for index in (0, 1):
-        assert run_build(corpus.list_path, out, "--shards", f"{index}/2").returncode == 0
+        assert run_build(six_line_corpus.list_path, out, "--shards", f"{index}/2").returncode == 0
     env = {**os.environ, KILL_AT_ENV: kill_at}
     killed = subprocess.run([sys.executable, "-m", "cli", "finalize", str(out), "--no-progress"], cwd=REPO, env=env,
                             capture_output=True, text=True, timeout=60)

@@ -1,4 +1,4 @@
-"""The TSE batch as one window table (``loader.tse.table``) and its recycled arrays (``loader.tse.batch_arrays``).
+"""The TSE batch as one window table (``loader.tse.table``) and its recycled arrays (``loader.tse.buffer_pool``).
 
 What is pinned:
 - on real recordings, the table path gives bit for bit the rows and audio of the item-by-item path (the
@@ -25,7 +25,7 @@ from loader.plan import batch_rng
 from loader.batch_arrays import Arena, allocating_in
 from loader.readahead import PROBE_EVERY, AdaptiveAdvice
 from loader.tse import table as table_module
-from loader.tse.batch_arrays import MAX_BUFFERS, BufferPool
+from loader.tse.buffer_pool import MAX_BUFFERS, BufferPool
 from loader.tse.windows import ZERO_CHUNK_REDRAWS, Chunking, sounds
 from packer.adapters.wesep import build_wesep
 from packer.build.run import BuildOptions

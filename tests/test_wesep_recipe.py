@@ -21,6 +21,7 @@ from loader.recipe import deep_merge, read_recipe
 from loader.tse.online import NO_OVERLAP_RATIO
 from factories.cue_corpus import VIDEO_FPS, cue
 from factories.online_mix import mixtures
+from factories.tse import assert_batches_equal
 
 TRAINER = """
 model: TSE_BSRNN
@@ -176,13 +177,7 @@ def collect(loader) -> list[dict]:
 
 def assert_same(a: list[dict], b: list[dict]) -> None:
     assert len(a) == len(b) > 0
-    for x, y in zip(a, b):
-        assert x.keys() == y.keys()
-        for name in x:
-            if isinstance(x[name], torch.Tensor):
-                assert torch.equal(x[name], y[name]), name
-            else:
-                assert x[name] == y[name], name
+    assert_batches_equal(a, b)
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))

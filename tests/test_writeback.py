@@ -8,9 +8,7 @@ import os
 import subprocess
 import sys
 
-import pytest
-
-from factories import Mix, pack_files
+from factories import pack_files
 from packer.build import npy_stream
 from packer.build.checkpoints import KILL_AT_ENV
 from packer.adapters.wesep import build_wesep
@@ -23,21 +21,13 @@ SMALL_WRITEBACK = 4096
 SHARD_BYTES = 100000
 
 
-@pytest.fixture
-def corpus(real_audio, wesep_list):
-    ps = real_audio("pocketsphinx", 3)
-    codec = real_audio("codec2", 2)  # 8 kHz: resampled
-    return wesep_list([Mix(f"utt{i}", (ps[i % 3], ps[(i + 1) % 3]) if i != 4 else tuple(codec), seconds=0.5,
-                           start=0.2 + 0.1 * i) for i in range(6)])
-
-
 def _build(list_path, out) -> dict[str, bytes]:
     build_wesep(str(list_path), BuildOptions(out=str(out), shard_bytes=SHARD_BYTES, progress=False))
     return pack_files(out)
 
 
-def test_writeback_keeps_bytes_and_fsyncs_each_stream_file_once(corpus, tmp_path, monkeypatch):
-    reference = _build(corpus.list_path, tmp_path / "reference")
+def test_writeback_keeps_bytes_and_fsyncs_each_stream_file_once(six_line_corpus, tmp_path, monkeypatch):
+    reference = _build(six_line_corpus.list_path, tmp_path / "reference")
 
     started: dict[str, list[tuple[int, int]]] = {}
     fsynced: list[str] = []
@@ -58,7 +48,7 @@ def test_writeback_keeps_bytes_and_fsyncs_each_stream_file_once(corpus, tmp_path
     monkeypatch.setattr(npy_stream, "WRITEBACK_EVERY", SMALL_WRITEBACK)
     monkeypatch.setattr(npy_stream, "start_writeback", writeback)
     monkeypatch.setattr(os, "fsync", fsync)
-    small = _build(corpus.list_path, tmp_path / "small")
+    small = _build(six_line_corpus.list_path, tmp_path / "small")
 
     assert small == reference  # when writeback starts never changes a byte
     streams = sorted(name for name in reference if name.startswith("shard-") and name.endswith(".npy"))
@@ -75,12 +65,12 @@ def test_writeback_keeps_bytes_and_fsyncs_each_stream_file_once(corpus, tmp_path
         assert end <= len(reference[name])
 
 
-def test_killed_between_writebacks_resumes_to_the_same_pack(corpus, tmp_path):
-    reference = _build(corpus.list_path, tmp_path / "reference")
+def test_killed_between_writebacks_resumes_to_the_same_pack(six_line_corpus, tmp_path):
+    reference = _build(six_line_corpus.list_path, tmp_path / "reference")
     out = tmp_path / "killed"
     code = (f"import sys; from packer.build import npy_stream; npy_stream.WRITEBACK_EVERY = {SMALL_WRITEBACK}; "
             f"from cli import main; main(sys.argv[1:])")
-    args = ["build", "wesep", "--list", str(corpus.list_path), "--out", str(out), "--shard-size", str(SHARD_BYTES),
+    args = ["build", "wesep", "--list", str(six_line_corpus.list_path), "--out", str(out), "--shard-size", str(SHARD_BYTES),
             "--no-progress"]
     env = {**os.environ, KILL_AT_ENV: "sample:utt2"}  # shard 1 half written, its files written back in part
     killed = subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, env=env, capture_output=True, text=True,

@@ -22,7 +22,7 @@ from loader.batching import Windows
 from loader.normalize import muvap_gain
 from loader.pack import Pack, SegmentTable
 from loader.readahead import AdaptiveAdvice, major_faults, will_need_ranges
-from loader.tse.batch_arrays import BufferPool
+from loader.tse.buffer_pool import BufferPool
 from loader.tse.decode import Row, aligned_length
 from loader.tse.items import ItemIndex
 from loader.tse.windows import Chunking, Window, sounds
