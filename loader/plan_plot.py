@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from schemas.plotting import integer_axis, pyplot
+from schemas.plotting import integer_axis, pyplot, save_figure
 from schemas.units import plural
 
 if TYPE_CHECKING:
@@ -23,10 +23,7 @@ FRACTION_BINS = 20
 
 def plot_plan(report: "PlanReport", path: str) -> None:
     """Write the histograms of ``report`` (all epochs) to the PNG ``path``."""
-    plt = pyplot("plan --plot")
-    fig = plan_figure(report)
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(plan_figure(report), path, "plan --plot")
 
 
 def plan_figure(report: "PlanReport"):

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from schemas.plotting import duration_unit, integer_axis, pyplot
+from schemas.plotting import duration_unit, integer_axis, pyplot, save_figure
 from schemas.units import plural
 
 if TYPE_CHECKING:
@@ -42,10 +42,7 @@ def _edges(dist: dict, values: np.ndarray) -> list[float]:
 
 def plot_inspect(report: "InspectReport", path: str) -> None:
     """Durations, levels, top speakers, time per speaker, shard sizes and a kind's own panel, to the PNG ``path``."""
-    plt = pyplot("inspect --plot")
-    fig = inspect_figure(report)
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(inspect_figure(report), path, "inspect --plot")
 
 
 def inspect_figure(report: "InspectReport"):

@@ -34,6 +34,13 @@ def pyplot(what: str = "--plot") -> Any:
     return plt
 
 
+
+def save_figure(figure: Any, path: str, what: str = "--plot") -> None:
+    """Write ``figure`` to the PNG ``path`` and free it (pyplot keeps every open figure alive until closed)."""
+    figure.savefig(path)
+    pyplot(what).close(figure)
+
+
 def integer_axis(axis: Any) -> None:
     """Ticks at whole numbers only, on an axis that counts things (samples, speakers, batches, shard numbers)."""
     from matplotlib.ticker import MaxNLocator
@@ -51,4 +58,4 @@ def duration_unit(seconds: float) -> tuple[str, float]:
     return "seconds", 1.0
 
 
-__all__ = ["PLOT_INSTALL", "duration_unit", "integer_axis", "plotting_available", "pyplot"]
+__all__ = ["PLOT_INSTALL", "duration_unit", "integer_axis", "plotting_available", "pyplot", "save_figure"]

@@ -154,7 +154,7 @@ def plot_validated_levels(report: dict | None, path: str) -> None:
 def plot_levels(report: dict, path: str) -> None:
     """One panel per metric, one column per pack: the p0-p100 range (thin), p1-p99 (thick) and the median (dot),
     to a PNG at ``path``.  Needs the ``plot`` extra (matplotlib)."""
-    from schemas.plotting import pyplot
+    from schemas.plotting import pyplot, save_figure
 
     plt = pyplot("plotting levels")
     metrics = report["metrics"]
@@ -177,8 +177,7 @@ def plot_levels(report: dict, path: str) -> None:
     legend = "; ".join(f"{i}: {entry['path']}" for i, entry in enumerate(packs))
     fig.suptitle(f"ASD levels (p0-p100 grey, p1-p99 blue, median red)\n{legend}", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path, "plotting levels")
 
 
 __all__ = ["METRICS", "PERCENTILES", "asd_level_report", "format_level_table", "level_report_json",

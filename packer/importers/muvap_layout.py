@@ -102,6 +102,17 @@ class MuvapPack:
     problems: tuple[LineProblem, ...]
 
 
+def _read_json(root: str, path: str, name: str):
+    """The JSON document at ``path`` (a file ``name`` of the pack at ``root``), after checking it lies inside
+    the pack; ``PackFormatError`` naming the file when it is not UTF-8 JSON."""
+    _inside(root, path, name)
+    try:
+        with open(path, "rb") as fp:
+            return json.loads(fp.read().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise PackFormatError(f"{path}: not a JSON document ({err})") from None
+
+
 def _inside(root: str, path: str, what: str) -> None:
     """Refuse ``path`` unless it resolves inside ``root`` (a link out of the pack is path traversal)."""
     real_root, real = os.path.realpath(root), os.path.realpath(path)
@@ -116,12 +127,7 @@ def read_manifest(root: str) -> dict:
     if not os.path.isfile(path):
         raise PackFormatError(f"{root}: no {MUVAP_MANIFEST}, so this is not a finished MuVAP pack (MuVAP writes it "
                               f"last)")
-    _inside(root, path, MUVAP_MANIFEST)
-    try:
-        with open(path, "rb") as fp:
-            manifest = json.loads(fp.read().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise PackFormatError(f"{path}: not a JSON document ({err})") from None
+    manifest = _read_json(root, path, MUVAP_MANIFEST)
     if not isinstance(manifest, dict):
         raise PackFormatError(f"{path}: expected a JSON object, got {type(manifest).__name__}")
     if manifest.get("format") != MUVAP_FORMAT:
@@ -213,12 +219,7 @@ def read_shard(root: str, shard: str, first_line: int, seen: dict[str, int]) -> 
     index_path = os.path.join(shard, MUVAP_INDEX)
     if not os.path.isfile(index_path):
         raise PackFormatError(f"{index_path}: missing")
-    _inside(root, index_path, MUVAP_INDEX)
-    try:
-        with open(index_path, "rb") as fp:
-            entries = json.loads(fp.read().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise PackFormatError(f"{index_path}: not a JSON document ({err})") from None
+    entries = _read_json(root, index_path, MUVAP_INDEX)
     if not isinstance(entries, list):
         raise PackFormatError(f"{index_path}: expected a JSON list of records, got {type(entries).__name__}")
     headers = {name: array_header(root, shard, name) for name in MUVAP_ARRAYS}
