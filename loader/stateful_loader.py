@@ -26,11 +26,8 @@ from __future__ import annotations
 import functools
 from typing import Iterator
 
-import numpy as np
-
-from loader.batch_ring import ReceivedBatch
 from loader.config_checks import MAX_EPOCH, ConfigError, integer
-from loader.torch import ResumeError, SpeechLoader, build_loader
+from loader.torch import ResumeError, SpeechLoader, as_tensors, build_loader
 from schemas.errors import SpeechpackError
 
 #: The ``DataLoader`` settings a ``SpeechLoader`` chose that the ``StatefulDataLoader`` takes over as they are.
@@ -119,16 +116,6 @@ class EpochBatchSampler:
             raise ResumeError(f"sampler state: {err}") from None
 
 
-def _tensors(batch) -> dict:
-    """numpy fields as tensors, as ``SpeechLoader`` hands them out (small arrays leave workers as numpy; a batch
-    that came in a worker's shared-memory slot, ``loader.batch_ring``, is unwrapped first)."""
-    import torch  # with the loader, never at import: torch is imported at module level by loader.torch only
-
-    if isinstance(batch, ReceivedBatch):
-        batch = batch.arrays()
-    return {name: torch.from_numpy(value) if isinstance(value, np.ndarray) else value for name, value in batch.items()}
-
-
 def position_state(state: dict) -> dict:
     """The sampler iterator's state (``_EpochIterator.state_dict``) that a ``StatefulDataLoader`` state holds, at the
     batches handed out: kept as it is without workers; with workers, taken from torchdata's last snapshot plus the
@@ -175,7 +162,7 @@ def stateful_class() -> type:
 
         def __iter__(self) -> Iterator[dict]:
             for batch in super().__iter__():
-                yield _tensors(batch)
+                yield as_tensors(batch)
 
         def load_state_dict(self, state: dict) -> None:
             """The next pass continues after the batches ``state`` had handed out, whatever ``num_workers`` saved it.

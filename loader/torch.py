@@ -163,6 +163,15 @@ class _PlannedBatches(Dataset):
                 else value for name, value in arrays.items()}
 
 
+
+def as_tensors(batch) -> dict:
+    """A delivered batch as the loader hands it out: numpy fields wrapped as tensors (no copy), after unwrapping a
+    batch that came in a worker's shared-memory slot (``loader.batch_ring``).  Shared with torchdata's loader
+    (``loader.stateful_loader``)."""
+    if isinstance(batch, batch_ring.ReceivedBatch):
+        batch = batch.arrays()
+    return {name: torch.from_numpy(value) if isinstance(value, np.ndarray) else value for name, value in batch.items()}
+
 class _SlotBatch(batch_ring.ReceivedBatch):
     """A batch that arrived in a slot; ``pin_memory`` is what the DataLoader's pin-memory thread calls: pinned
     copies of its arrays, which frees the slot at once."""
@@ -277,10 +286,7 @@ class SpeechLoader:
         self._resume_at = 0
         for batch in self.dataloader:
             self._consumed += 1
-            if isinstance(batch, batch_ring.ReceivedBatch):
-                batch = batch.arrays()
-            yield {name: torch.from_numpy(value) if isinstance(value, np.ndarray) else value
-                   for name, value in batch.items()}
+            yield as_tensors(batch)
 
     def state_dict(self) -> dict:
         """A few numbers: enough to resume mid-epoch in O(1).  After a finished pass ``batches_consumed`` equals
