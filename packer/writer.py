@@ -53,14 +53,19 @@ def dump_shard_index(shard: str, records: list[dict], fp) -> None:
     fp.write("\n]}\n")
 
 
-def write_json_atomic(path: str, obj) -> None:
-    """Write JSON to ``path`` through a temporary file, fsync and rename: readers see all of it or nothing."""
+def write_json_atomic(path: str, obj, before_rename: Callable[[], None] | None = None) -> None:
+    """Write JSON to ``path`` through a temporary file, fsync and rename: readers see all of it or nothing.
+
+    ``before_rename`` runs once the temporary file is complete (a build's kill point: a process killed there
+    leaves the ``.tmp-`` file, which the build's own tidying must remove)."""
     directory, name = os.path.split(path)
     temp = os.path.join(directory, f"{TEMP_PREFIX}{name}")
     with open(temp, "w", encoding="utf-8") as fp:
         dump_json(obj, fp)
         fp.flush()
         os.fsync(fp.fileno())
+    if before_rename is not None:
+        before_rename()
     os.replace(temp, path)
     fsync_dir(directory)
 

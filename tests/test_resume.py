@@ -48,6 +48,7 @@ def run_build(list_path, out, *extra, kill_at: str | None = None) -> subprocess.
     ("sample:utt0", 0),  # the first sample is in a half-written shard
     ("sample:utt2", 1),  # mid-shard: shard 1 half written under .tmp-
     ("shard:1", 2),  # shard 1 renamed into place, its receipt not written: it is built again
+    ("receipt-temp:1", 2),  # shard 1's receipt under its .tmp- name: shard 1 is built again
     ("receipt:1", 2),
     ("columns", 3),  # every shard and columns/ in place, no dataset.json
     ("manifest", 3),  # dataset.json written, the build state not yet removed
@@ -60,7 +61,7 @@ def test_killed_and_resumed_build_is_byte_identical(six_line_corpus, reference, 
     assert len([n for n in os.listdir(out) if n.startswith("shard-")]) == complete_shards
     resumed = run_build(six_line_corpus.list_path, out, "--resume")
     assert resumed.returncode == 0, resumed.stderr
-    kept = {"shard:1": 1, "receipt:1": 2}.get(kill_at, complete_shards)
+    kept = {"shard:1": 1, "receipt-temp:1": 1, "receipt:1": 2}.get(kill_at, complete_shards)
     if kept:
         assert f"kept {kept} verified shard(s) of an earlier run" in resumed.stdout
     assert pack_files(out) == reference

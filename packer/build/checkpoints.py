@@ -5,6 +5,7 @@ handler runs, exactly as when a cluster scheduler kills a job.  Points (``K`` a 
 
 ``sample:<key>``   the sample was appended to its shard (the shard is half written, under ``.tmp-``)
 ``shard:<K>``      shard K was renamed into place, before its receipt was written
+``receipt-temp:<K>``  shard K's receipt is written under its ``.tmp-`` name, not yet renamed
 ``receipt:<K>``    shard K's receipt was written
 ``columns``        ``columns/`` (and ``skipped.json``) are in place, ``dataset.json`` is not
 ``manifest``       ``dataset.json`` is in place, the build state (``.tmp-plan.json``, receipts) is not yet removed

@@ -167,10 +167,14 @@ class OutputClaim:
         mine = self.building if self.shared else range(recorded.num_shards)
         removable = [TEMP_PREFIX + shard_dir_name(k) for k in mine]
         removable += [shard_dir_name(k) for k in mine if not os.path.exists(receipt_path(self.out, shard_dir_name(k)))]
+        # A worker stopped while writing a receipt leaves it under its temporary name (nothing reads it).
+        removable += [f"{RECEIPTS_DIR}/{TEMP_PREFIX}{shard_dir_name(k)}.json" for k in mine]
         if not self.shared:
-            removable += [rel.split("/")[0] for rel in _survey(self.out)[0].entries
-                          if rel.startswith(TEMP_PREFIX) and rel not in (PLAN_FILE, RECEIPTS_DIR)
-                          and not rel.startswith(RECEIPTS_DIR + "/")]
+            for rel in _survey(self.out)[0].entries:
+                if rel.startswith(RECEIPTS_DIR + "/"):
+                    removable += [rel] if os.path.basename(rel).startswith(TEMP_PREFIX) else []
+                elif rel.startswith(TEMP_PREFIX) and rel not in (PLAN_FILE, RECEIPTS_DIR):
+                    removable.append(rel.split("/")[0])
             removable += ["columns", "skipped.json"]
         remove_entries(self.out, [r for r in removable if os.path.lexists(os.path.join(self.out, r))])
         kept_shards = [k for k in range(recorded.num_shards) if os.path.isdir(os.path.join(self.out, shard_dir_name(k)))]

@@ -88,7 +88,8 @@ def record_receipt(pack_dir: str, fingerprint: str | None, shard_id: int, entry:
                    skipped: Sequence[LineProblem]) -> None:
     """Once a shard is in place: its receipt, when the build records its state (``fingerprint`` set)."""
     if fingerprint is not None:
-        write_receipt(pack_dir, ShardReceipt(fingerprint, entry, tuple(p.to_dict() for p in skipped)))
+        write_receipt(pack_dir, ShardReceipt(fingerprint, entry, tuple(p.to_dict() for p in skipped)),
+                      before_rename=lambda: checkpoint(f"receipt-temp:{shard_id}"))
         checkpoint(f"receipt:{shard_id}")
 
 

@@ -22,6 +22,7 @@ import json
 import os
 import shutil
 from dataclasses import dataclass
+from typing import Callable
 
 from packer.build.plan import PLAN_VERSION, BuildPlan
 from packer.ownership import PlanOwnership
@@ -205,9 +206,10 @@ def receipt_path(pack_dir: str, name: str) -> str:
     return os.path.join(pack_dir, RECEIPTS_DIR, f"{name}.json" if not name.endswith(".json") else name)
 
 
-def write_receipt(pack_dir: str, receipt: ShardReceipt) -> None:
+def write_receipt(pack_dir: str, receipt: ShardReceipt, before_rename: Callable[[], None] | None = None) -> None:
+    """Write the receipt under its ``.tmp-`` name, then rename it (see ``write_json_atomic``)."""
     os.makedirs(os.path.join(pack_dir, RECEIPTS_DIR), exist_ok=True)
-    write_json_atomic(receipt_path(pack_dir, receipt.shard.directory), receipt.to_dict())
+    write_json_atomic(receipt_path(pack_dir, receipt.shard.directory), receipt.to_dict(), before_rename)
 
 
 def read_receipt(pack_dir: str, shard_name: str) -> ShardReceipt | None:
