@@ -41,7 +41,8 @@ def reference(six_line_corpus, tmp_path, shard_size: str):
 
 def run_build(list_path, out, shard_size, *extra, kill_at=None, fault=None) -> subprocess.CompletedProcess:
     """``speechpack build wesep`` in a fresh process and session (a Ctrl-C it simulates reaches only its own
-    process group)."""
+    process group), with SIGINT's default action as at a terminal: a test run started in the background by a
+    shell without job control inherits SIGINT ignored, and Python then never raises KeyboardInterrupt."""
     env = {k: v for k, v in os.environ.items() if k not in (KILL_AT_ENV, FAULT_ENV)}
     if kill_at is not None:
         env[KILL_AT_ENV] = kill_at
@@ -49,7 +50,8 @@ def run_build(list_path, out, shard_size, *extra, kill_at=None, fault=None) -> s
         env[FAULT_ENV] = fault
     return subprocess.run([sys.executable, "-m", "cli", "build", "wesep", "--list", str(list_path), "--out", str(out),
                            "--shard-size", shard_size, "--no-progress", *extra],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120, start_new_session=True)
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120, start_new_session=True,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def only_what_resume_keeps(out) -> list[str]:
