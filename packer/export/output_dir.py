@@ -180,8 +180,9 @@ class ExportClaim:
                     _remove_record(self.out, PLAN_FILE)
         if isinstance(err, OSError):
             where = err.filename or self.out
-            return SpeechpackError(f"{where}: {err.strerror or err} (the export stopped; the {kept} audio file(s) "
-                                   f"it finished are kept: run the same command again to finish it)")
+            left = (f"the {kept} audio file(s) it finished are kept: run the same command again to finish it"
+                    if kept else "nothing of it was kept")
+            return SpeechpackError(f"{where}: {err.strerror or err} (the export stopped; {left})")
         return err
 
 
