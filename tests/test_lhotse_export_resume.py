@@ -8,6 +8,7 @@ Exports that must stop run in subprocesses stopped at a named point (``SPEECHPAC
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
@@ -19,7 +20,7 @@ from cli import main
 from factories import pack_files
 from factories.lhotse_export import asr_export_manifest, entries, run_export
 from packer.export.lhotse import export_lhotse
-from packer.export.record import JOURNAL_FILE, PLAN_FILE, RECORD_FILE, REPLACED_FILE
+from packer.export.record import JOURNAL_FILE, PLAN_FILE, RECORD_FILE, REPLACED_FILE, ExportRecord, record_owner
 from schemas.errors import SpeechpackError
 
 #: The four samples' audio files (``asr_export_manifest``): FLAC at scale 1, float WAV for the rescaled one.
@@ -206,3 +207,43 @@ def test_an_interrupted_overwrite_is_finished_by_the_next_export(asr_pack, refer
     (out / AUDIO[3]).unlink()
     assert export_lhotse(str(asr_pack), str(out)).kept == 0
     assert pack_files(out) == reference
+
+
+def test_a_plan_cut_short_owns_nothing(asr_pack, reference, tmp_path):
+    """Killed while writing its plan, an export had written nothing else: the plan is replaced.  Beside audio files,
+    the same plan vouches for none of them: they are refused, not deleted."""
+    out = tmp_path / "export"
+    out.mkdir()
+    (out / PLAN_FILE).write_text('{"format": "speechpack-ex')
+    assert cli("export", "lhotse", str(asr_pack), "--out", str(out)).exit_code == 0
+    assert pack_files(out) == reference
+    shutil.rmtree(out)
+    (out / "audio" / "00000").mkdir(parents=True)
+    (out / PLAN_FILE).write_text('{"format": "speechpack-ex')
+    (out / AUDIO[0]).write_bytes(b"flac")
+    result = cli("export", "lhotse", str(asr_pack), "--out", str(out))
+    assert result.exit_code == 1 and AUDIO[0] in result.output and (out / AUDIO[0]).read_bytes() == b"flac"
+
+
+def test_a_second_export_into_the_same_directory_is_refused(asr_pack, tmp_path):
+    out = tmp_path / "export"
+    fd = os.open(str(out) + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # as a running export holds it
+        result = cli("export", "lhotse", str(asr_pack), "--out", str(out))
+    finally:
+        os.close(fd)
+    assert result.exit_code == 1 and "another speechpack process is writing there" in result.output
+    assert not out.exists()
+
+
+def test_records_own_the_planned_names_only():
+    """Ownership from the sample count alone: 1001 samples are two audio folders, the second with one file."""
+    owns = record_owner(ExportRecord(pack="/p", pack_manifest_sha256="0" * 64, samples=1001), plan=False)
+    assert all(owns(rel) for rel in ["cuts.jsonl.gz", ".tmp-cuts.jsonl.gz", "audio", "audio/00000", "audio/00001",
+                                     "audio/00000/00000999.flac", "audio/00001/00001000.wav",
+                                     "audio/00001/.tmp-00001000.flac"])
+    assert not any(owns(rel) for rel in ["audio/00002", "audio/00001/00001001.flac", "audio/00000/00001000.flac",
+                                         "audio/00000/00000001.mp3", "audio/0000", "audio/00000/x/00000001.flac",
+                                         JOURNAL_FILE, RECORD_FILE, "notes.txt"])
+    assert record_owner(ExportRecord(pack="/p", pack_manifest_sha256="0" * 64, samples=1), plan=True)(JOURNAL_FILE)

@@ -228,7 +228,9 @@ def survey_export(root: str) -> ExportSurvey:
         setattr(result, attr, record)
         if record is not None:
             owners.append(record_owner(record, plan))
-    owned = {PLAN_FILE} | ({REPLACED_FILE} if result.replaced else set()) | ({RECORD_FILE} if result.finished else set())
+    # the plan's name even when cut short (it was written before anything else); the others when they parse
+    owned = {PLAN_FILE} | {name for name, record in ((REPLACED_FILE, result.replaced), (RECORD_FILE, result.finished))
+                           if record is not None}
     foreign = [rel for rel in result.entries if rel not in owned and not any(owns(rel) for owns in owners)]
     parents = {rel.rsplit("/", 1)[0] for rel in result.entries if "/" in rel}
     result.foreign = [rel for rel in foreign if rel not in parents]
