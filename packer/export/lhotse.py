@@ -25,7 +25,8 @@ a journal.  Run again into the same ``DIR`` after a kill, Ctrl-C or a full disk,
 file the journal vouches for and that still verifies, writes the rest and the manifest, and gives the same bytes as
 an uninterrupted export.  A finished export keeps its record, ``speechpack-export.json``, which ``--overwrite``
 reads to remove exactly what the export wrote; a directory holding anything no such record lists is refused,
-naming it.  The manifest is gzip-compressed with no time stamp, so the same pack gives the same bytes.
+naming it.  Neither the manifest's gzip header nor a float WAV's ``PEAK`` chunk carries a time stamp, so the same
+pack exported into the same ``DIR`` gives the same bytes.
 """
 
 from __future__ import annotations
@@ -77,11 +78,11 @@ def _encode_audio(stored: np.ndarray, factor: float, rate: int) -> bytes:
     else:
         soundfile.write(buffer, (stored.T.astype(np.float32) * np.float32(factor)), rate, format="WAV",
                         subtype="FLOAT")
-        return _without_time_stamp(buffer.getbuffer())
+        return _without_time_stamp(buffer.getvalue())
     return buffer.getvalue()
 
 
-def _without_time_stamp(wav: memoryview) -> bytes:
+def _without_time_stamp(wav: bytes) -> bytes:
     """The float WAV ``wav`` with the time stamp libsndfile writes into its ``PEAK`` chunk (after the chunk's
     version) zeroed: the same pack then gives the same bytes, and a rerun the bytes of an uninterrupted export."""
     data = bytearray(wav)

@@ -16,8 +16,8 @@ it; nothing is deleted, even with ``--overwrite``), and then, by what the record
 
 On failure (a full disk, an unreadable pack, Ctrl-C, a bug) the directory is left holding only what a rerun uses:
 the plan, the journal and the audio files the journal lists; no ``.tmp-`` file, no ``cuts.jsonl.gz``.  With no
-such audio file it is left as it was found (removed, when this export created it).  An ``OSError`` becomes a
-``SpeechpackError`` naming the file; Ctrl-C stays ``KeyboardInterrupt`` (click prints ``Aborted!``).
+such audio file nothing of the export is left (nor the directory, when this export created it).  An ``OSError``
+becomes a ``SpeechpackError`` naming the file; Ctrl-C stays ``KeyboardInterrupt`` (click prints ``Aborted!``).
 """
 
 from __future__ import annotations
@@ -126,7 +126,6 @@ class ExportClaim:
 
     out: str
     record: ExportRecord
-    created: bool
     journal: TextIO
     earlier: dict[str, tuple[int, str]] = field(default_factory=dict)
     kept: int = 0
@@ -219,7 +218,7 @@ def claim_export_dir(out: str, record: ExportRecord, overwrite: bool,
                 raise SpeechpackError(f"{err.filename or out}: {err.strerror or err} (the export did not start)") \
                     from None
             with journal:
-                claim = ExportClaim(out=out, record=record, created=created, journal=journal, earlier=earlier)
+                claim = ExportClaim(out=out, record=record, journal=journal, earlier=earlier)
                 try:
                     yield claim
                 except BaseException as err:
