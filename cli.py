@@ -284,17 +284,23 @@ def export_group() -> None:
 @export_group.command("lhotse")
 @click.argument("pack", type=click.Path(file_okay=False, exists=True))
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False),
-              help="Directory to create (absent or empty): cuts.jsonl.gz and audio/ (one FLAC per sample).")
-def export_lhotse_command(pack, out):
+              help="Directory to write: cuts.jsonl.gz, audio/ (one FLAC per sample) and speechpack-export.json. "
+                   "Absent, empty, or an unfinished export of the same PACK (finished where it stopped).")
+@click.option("--overwrite", is_flag=True,
+              help="Replace the export already in --out (finished, or unfinished of another pack); files no "
+                   "export record lists are never deleted.")
+def export_lhotse_command(pack, out, overwrite):
     """A Lhotse CutSet of an asr, sources, noise or rir PACK: one cut per sample, text, speaker and language in
-    its supervision (docs/integrations.md, "Lhotse"; needs speechpack[lhotse])."""
+    its supervision (docs/integrations.md, "Lhotse"; needs speechpack[lhotse]).  Interrupted, the same command
+    finishes it."""
     from packer.export.lhotse import CUTS_FILE, export_lhotse
 
     try:
-        count = export_lhotse(pack, out)
+        summary = export_lhotse(pack, out, overwrite=overwrite, log=lambda message: click.echo(message, err=True))
     except SpeechpackError as err:
         _fail(err)
-    click.echo(f"exported {count} cuts -> {out}/{CUTS_FILE}")
+    kept = f" ({summary.kept} audio file(s) of an earlier run verified and kept)" if summary.kept else ""
+    click.echo(f"exported {summary.cuts} cuts -> {out}/{CUTS_FILE}{kept}")
 
 
 @main.command()

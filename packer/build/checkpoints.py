@@ -1,4 +1,4 @@
-"""Named points of a build where a test can kill it, to prove that ``--resume`` recovers from any of them.
+"""Named points of a build (or an export) where a test can kill it, to prove that a rerun recovers from any of them.
 
 ``SPEECHPACK_KILL_AT=<point>`` makes the build process SIGKILL itself when it reaches ``<point>``: no clean-up
 handler runs, exactly as when a cluster scheduler kills a job.  Points (``K`` a planned shard number):
@@ -9,6 +9,12 @@ handler runs, exactly as when a cluster scheduler kills a job.  Points (``K`` a 
 ``receipt:<K>``    shard K's receipt was written
 ``columns``        ``columns/`` (and ``skipped.json``) are in place, ``dataset.json`` is not
 ``manifest``       ``dataset.json`` is in place, the build state (``.tmp-plan.json``, receipts) is not yet removed
+
+and of ``speechpack export lhotse`` (``packer.export.output_dir``; ``I`` a sample number):
+
+``export-audio:<I>``  sample I's audio file was renamed into place, its journal line is not yet written
+``export-cuts``    every audio file is journaled and ``.tmp-cuts.jsonl.gz`` written, nothing committed yet
+``export-commit``  ``cuts.jsonl.gz`` and ``speechpack-export.json`` are in place, the plan and journal not yet removed
 
 ``SPEECHPACK_FAULT`` chooses what happens there instead of SIGKILL (for the failure tests of issue 13):
 

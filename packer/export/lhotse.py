@@ -17,17 +17,34 @@ one supervision with its speaker; a ``noise`` or ``rir`` bank sample none.  What
 sample's provenance ``extra`` (the cut's and supervision's ``custom``, ``gender``, ``alignment``) goes back where
 it came from, so ``build lhotse`` of an export gives the same samples; another input family's extra fields (the
 other keys of an ``asr-jsonl`` line...) become the cut's ``custom``.
+
+**Safe to interrupt, and to run again** (``packer.export.output_dir``, ``packer.export.record``).  The export records
+its plan (``.tmp-export-plan.json``: the pack's ``dataset.json`` hash and sample count) before the first audio
+file, writes each audio file under a ``.tmp-`` name and renames it into place, then appends its size and SHA-256 to
+a journal.  Run again into the same ``DIR`` after a kill, Ctrl-C or a full disk, the same export keeps every audio
+file the journal vouches for and that still verifies, writes the rest and the manifest, and gives the same bytes as
+an uninterrupted export.  A finished export keeps its record, ``speechpack-export.json``, which ``--overwrite``
+reads to remove exactly what the export wrote; a directory holding anything no such record lists is refused,
+naming it.  Neither the manifest's gzip header nor a float WAV's ``PEAK`` chunk carries a time stamp, so the same
+pack exported into the same ``DIR`` gives the same bytes.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gzip
+import io
 import json
 import os
+from dataclasses import dataclass
+from typing import Callable, Iterator
 
 import numpy as np
 import soundfile
 
 from loader.pack import open_pack
+from packer.export.output_dir import claim_export_dir
+from packer.export.record import CUTS_FILE, ExportRecord, audio_rel, temp_name
 from packer.adapters.lhotse import CORPUS_FIELD
 from packer.adapters.lhotse_read import require_lhotse
 from schemas.constants import (AUDIO_FULL_SCALE, KIND_ASR, KIND_NOISE, KIND_RIR, KIND_SOURCES, STREAM_TEXT,
@@ -38,10 +55,6 @@ from schemas.kinds import KIND_SPECS
 #: Kinds an export writes: one audio segment per sample.  ``tse`` (a mixture and its targets) and ``asd``
 #: (faces and labels) have no one-recording-per-sample form in Lhotse's manifests.
 EXPORTED_KINDS = (KIND_ASR, KIND_SOURCES, KIND_NOISE, KIND_RIR)
-#: The manifest written in ``--out``.
-CUTS_FILE = "cuts.jsonl.gz"
-#: Audio files per subdirectory of ``DIR/audio``.
-FILES_PER_DIR = 1000
 
 
 def _index_records(pack):
@@ -51,17 +64,48 @@ def _index_records(pack):
             yield from json.load(fp)["samples"]
 
 
-def _write_audio(stored: np.ndarray, factor: float, rate: int, base: str) -> str:
-    """Write ``[C, T]`` stored int16 audio; FLAC when it decodes exactly to ``v / 32768`` (scale 1), else float
-    WAV."""
-    if factor * AUDIO_FULL_SCALE == 1.0:
-        path = base + ".flac"
-        soundfile.write(path, np.ascontiguousarray(stored.T), rate, format="FLAC", subtype="PCM_16")
+def _audio_extension(factor: float) -> str:
+    """FLAC when the stored values decode exactly to ``v / 32768`` (scale 1), else float WAV."""
+    return ".flac" if factor * AUDIO_FULL_SCALE == 1.0 else ".wav"
+
+
+def _encode_audio(stored: np.ndarray, factor: float, rate: int) -> bytes:
+    """``[C, T]`` stored int16 audio as the bytes of its file (``_audio_extension``), encoded in memory so that its
+    hash costs no second read."""
+    buffer = io.BytesIO()
+    if _audio_extension(factor) == ".flac":
+        soundfile.write(buffer, np.ascontiguousarray(stored.T), rate, format="FLAC", subtype="PCM_16")
     else:
-        path = base + ".wav"
-        soundfile.write(path, (stored.T.astype(np.float32) * np.float32(factor)), rate, format="WAV",
+        soundfile.write(buffer, (stored.T.astype(np.float32) * np.float32(factor)), rate, format="WAV",
                         subtype="FLOAT")
-    return path
+        return _without_time_stamp(buffer.getvalue())
+    return buffer.getvalue()
+
+
+def _without_time_stamp(wav: bytes) -> bytes:
+    """The float WAV ``wav`` with the time stamp libsndfile writes into its ``PEAK`` chunk (after the chunk's
+    version) zeroed: the same pack then gives the same bytes, and a rerun the bytes of an uninterrupted export."""
+    data = bytearray(wav)
+    at = 12  # after "RIFF", the size and "WAVE"
+    while at + 8 <= len(data) and data[at:at + 4] != b"data":
+        size = int.from_bytes(data[at + 4:at + 8], "little")
+        if data[at:at + 4] == b"PEAK" and size >= 8:
+            data[at + 12:at + 16] = bytes(4)
+            break
+        at += 8 + size + (size & 1)
+    return bytes(data)
+
+
+@contextlib.contextmanager
+def _cuts_writer(path: str) -> Iterator[Callable[[object], None]]:
+    """Write cuts to ``path`` as Lhotse's ``CutSet.to_file`` does (one JSON object a line, gzip), but with no time
+    stamp in the gzip header, then fsync it."""
+    with open(path, "wb") as raw:
+        with io.TextIOWrapper(gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0), encoding="utf-8",
+                              newline="\n") as text:
+            yield lambda cut: text.write(json.dumps(cut.to_dict(), ensure_ascii=False) + "\n")
+        raw.flush()
+        os.fsync(raw.fileno())
 
 
 def _cut(pack, index: int, record: dict, path: str):
@@ -99,29 +143,40 @@ def _cut(pack, index: int, record: dict, path: str):
                      supervisions=supervisions, custom=custom or None)
 
 
-def export_lhotse(pack_path: str, out: str) -> int:
-    """Write ``out/cuts.jsonl.gz`` and ``out/audio/`` from the pack; returns the number of cuts.  ``out`` must be
-    absent or empty."""
-    lhotse = require_lhotse()
-    if os.path.exists(out) and (not os.path.isdir(out) or os.listdir(out)):
-        raise SpeechpackError(f"{out}: export needs an absent or empty directory")
+@dataclass(frozen=True)
+class ExportSummary:
+    """What an export did: cuts written, and the audio files an earlier run of it left that were kept."""
+
+    cuts: int
+    kept: int
+
+
+def export_lhotse(pack_path: str, out: str, overwrite: bool = False,
+                  log: Callable[[str], None] = lambda message: None) -> ExportSummary:
+    """Write ``out/cuts.jsonl.gz``, ``out/audio/`` and ``out/speechpack-export.json`` from the pack.  ``out`` is
+    absent, empty, an unfinished export of this pack (finished now), or, with ``overwrite``, an export of any pack
+    (replaced); ``log`` hears that an unfinished export is being finished."""
+    require_lhotse()
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise SpeechpackError(f"{out}: exists and is not a directory")
     pack = open_pack(pack_path)
     if pack.kind not in EXPORTED_KINDS:
         raise SpeechpackError(f"{pack_path}: a {pack.kind} pack cannot be exported to Lhotse (export writes "
                               f"{', '.join(EXPORTED_KINDS)} packs: one recording per sample)")
     out = os.path.abspath(out)
     stream = KIND_SPECS[pack.kind].targets
-    temporary = os.path.join(out, ".tmp-" + CUTS_FILE)
-    os.makedirs(out, exist_ok=True)
-    with lhotse.CutSet.open_writer(temporary) as writer:
-        for index, record in enumerate(_index_records(pack)):
-            folder = os.path.join(out, "audio", f"{index // FILES_PER_DIR:05d}")
-            os.makedirs(folder, exist_ok=True)
-            stored, factor = pack.stored_segment(stream, pack.segments_of(stream, index)[0])
-            path = _write_audio(stored, factor, pack.sample_rate, os.path.join(folder, f"{index:08d}"))
-            writer.write(_cut(pack, index, record, path))
-    os.replace(temporary, os.path.join(out, CUTS_FILE))
-    return len(pack)
+    record = ExportRecord(pack=os.path.abspath(pack_path), pack_manifest_sha256=pack.opened.manifest_sha256,
+                          samples=len(pack))
+    with claim_export_dir(out, record, overwrite, log) as claim:
+        with _cuts_writer(temp_name(os.path.join(out, CUTS_FILE))) as write_cut:
+            for index, provenance in enumerate(_index_records(pack)):
+                stored, factor = pack.stored_segment(stream, pack.segments_of(stream, index)[0])
+                rel = audio_rel(index, _audio_extension(factor))
+                if not claim.reuse(rel):
+                    claim.write_audio(index, rel, _encode_audio(stored, factor, pack.sample_rate))
+                write_cut(_cut(pack, index, provenance, claim.path(rel)))
+        claim.commit()
+    return ExportSummary(cuts=len(pack), kept=claim.kept)
 
 
-__all__ = ["CUTS_FILE", "EXPORTED_KINDS", "export_lhotse"]
+__all__ = ["CUTS_FILE", "EXPORTED_KINDS", "ExportSummary", "export_lhotse"]
