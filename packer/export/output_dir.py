@@ -130,6 +130,7 @@ class ExportClaim:
     earlier: dict[str, tuple[int, str]] = field(default_factory=dict)
     kept: int = 0
     written: int = 0
+    audio: list[str] = field(default_factory=list)  # every audio file of the export, kept or written (for commit)
 
     def path(self, rel: str) -> str:
         return os.path.join(self.out, *rel.split("/"))
@@ -140,6 +141,7 @@ class ExportClaim:
         if entry is None or not file_matches(self.path(rel), *entry):
             return False
         self.kept += 1
+        self.audio.append(rel)
         return True
 
     def write_audio(self, index: int, rel: str, data: bytes) -> None:
@@ -153,12 +155,13 @@ class ExportClaim:
         checkpoint(f"export-audio:{index}")
         self.journal.write(journal_line(rel, data))  # line-buffered: in the file before the next sample starts
         self.written += 1
+        self.audio.append(rel)
 
     def commit(self) -> None:
         """Make the export finished: its record, then ``cuts.jsonl.gz`` (written under its ``.tmp-`` name), then
         the plan and journal removed."""
         checkpoint("export-cuts")
-        os.sync()  # the audio files are not fsynced one by one: once, here, before anything commits to them
+        self._sync_audio()
         write_record(self.path(RECORD_FILE), self.record, through_temp=True)
         os.replace(temp_name(self.path(CUTS_FILE)), self.path(CUTS_FILE))
         fsync_dir(self.out)
@@ -166,6 +169,20 @@ class ExportClaim:
         self.journal.close()
         _remove_record(self.out, JOURNAL_FILE)
         _remove_record(self.out, PLAN_FILE)
+
+    def _sync_audio(self) -> None:
+        """Make every audio file and its directory entry durable before anything commits to them.  Not done as
+        each is written (a crash then is caught by the journal's hashes on rerun); here most pages are already
+        written back, so each ``fsync`` is short, and only this export's files are flushed (not the machine's, as
+        ``os.sync`` would)."""
+        for rel in self.audio:
+            fd = os.open(self.path(rel), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        for directory in sorted({os.path.dirname(self.path(rel)) for rel in self.audio}):
+            fsync_dir(directory)
 
     def failed(self, err: BaseException) -> BaseException:
         """Tidy ``out`` after a failure (module docstring); return the exception to raise."""
