@@ -5,6 +5,7 @@ members are named in the problems of their cuts' lines."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import pickle
@@ -25,6 +26,7 @@ from loader import open_pack
 from packer.adapters.lhotse import load_lhotse_cut, make_items
 from packer.adapters.lhotse_shar import read_shar
 from packer.adapters.wesep import TarMember
+from packer.adapters.wesep_shards import InMemoryTarMember
 from packer.build.checkpoints import KILL_AT_ENV
 from packer.validate import validate_pack
 from schemas.constants import KIND_ASR, STREAM_AUDIO
@@ -156,6 +158,26 @@ def test_a_cut_without_its_member_names_the_tar(tmp_path, real_audio):
     assert (f"line 2: key '{cuts[1].id}', file {tmp_path / 'shar' / 'cuts.000000.jsonl.gz'}: {tar}: no audio member "
             f"{cuts[1].id}.<format> for this cut") in result.output
     assert "line 1:" not in result.output
+
+
+def test_gzip_compressed_tar_is_read_through_once(tmp_path, real_audio):
+    """A ``recording.NNNNNN.tar.gz`` (Lhotse reads one; its writer never makes one) has no offsets to seek to: its
+    members are kept in memory, and the pack is the one its uncompressed tar gives."""
+    cuts = librivox_cuts(real_audio, 3)
+    (tmp_path / "shar").mkdir()
+    cuts.to_shar(str(tmp_path / "shar"), fields={"recording": "flac"}, shard_size=2)
+    plain = build("--shar", str(tmp_path / "shar"), "--out", str(tmp_path / "plain"))
+    assert plain.exit_code == 0, plain.output
+    tar = tmp_path / "shar" / "recording.000000.tar"
+    with open(tar, "rb") as raw, gzip.open(f"{tar}.gz", "wb") as packed:
+        packed.write(raw.read())
+    tar.unlink()
+    assert all(isinstance(e.audio, InMemoryTarMember) == (e.path.endswith("cuts.000000.jsonl.gz"))
+               for e in read_shar(str(tmp_path / "shar")).cuts)
+    compressed = build("--shar", str(tmp_path / "shar"), "--workers", "2", "--out", str(tmp_path / "gz"))
+    assert compressed.exit_code == 0, compressed.output
+    assert {k: v for k, v in pack_files(tmp_path / "gz").items() if k != "dataset.json"} == {
+        k: v for k, v in pack_files(tmp_path / "plain").items() if k != "dataset.json"}  # its input hash differs
 
 
 def _build_process(shar_dir, out, *extra: str, kill_at: str | None = None) -> subprocess.CompletedProcess:
