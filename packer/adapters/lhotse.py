@@ -1,8 +1,8 @@
 """Lhotse cuts to an ``asr`` or ``sources`` pack (``speechpack build lhotse``).
 
 Lhotse prepares a hundred public corpora into manifests; this adapter makes any of them a pack.  The manifests are
-read by ``packer.adapters.lhotse_read`` (cuts, recordings + supervisions, or a Shar directory); here each cut
-becomes a sample, and its audio is read by Lhotse itself (``Cut.load_audio``), so every source type Lhotse loads
+read by ``packer.adapters.lhotse_read`` (cuts, recordings + supervisions) or ``packer.adapters.lhotse_shar`` (a
+Shar directory); here each cut becomes a sample, and its audio is read by Lhotse itself (``Cut.load_audio``), so every source type Lhotse loads
 works: files (any format its backends decode), several files per recording (one per channel), in-memory audio
 (Shar: a tar member's bytes, read only when the cut is decoded, see ``packer.adapters.lhotse_shar``), cuts of
 longer recordings (``start``/``duration``), padded and mixed cuts.  Two source types are refused,
