@@ -8,7 +8,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import re
 
 import numpy as np
 import pytest
@@ -18,30 +17,10 @@ from lhotse import (AudioSource, CutSet, NumpyFilesWriter, Recording, RecordingS
                     SupervisionSet)
 
 from cli import main
+from factories.lhotse_cuts import stored, transcribed_cut, transcripts
 from loader import open_pack
 from packer.validate import validate_pack
 from schemas.constants import KIND_ASR, KIND_SOURCES, STREAM_AUDIO, STREAM_SOURCE, STREAM_TEXT
-
-
-_TRANSCRIPT = re.compile(r"^<s> (?P<text>.*) </s> \((?P<id>[^)]+)\)$")
-
-
-def transcripts(paths: list[str]) -> dict[str, str]:
-    """The pocketsphinx transcription of each librivox clip, by recording id (its file stem)."""
-    folder = os.path.dirname(paths[0])
-    with open(os.path.join(folder, "transcription"), encoding="utf-8") as fp:
-        found = {m["id"]: m["text"] for m in map(_TRANSCRIPT.match, fp.read().splitlines()) if m}
-    return {os.path.basename(p)[:-4]: found[os.path.basename(p)[:-4]] for p in paths}
-
-
-def transcribed_cut(path: str, text: str, speaker: str | None = "narrator", language: str | None = "English",
-                    **custom):
-    recording = Recording.from_file(path)
-    cut = recording.to_cut()
-    cut.supervisions = [SupervisionSegment(id=cut.id, recording_id=recording.id, start=0.0,
-                                           duration=recording.duration, channel=cut.channel, text=text,
-                                           speaker=speaker, language=language, custom=custom or None)]
-    return cut
 
 
 def stereo_file(paths: list[str], out: str) -> np.ndarray:
@@ -51,10 +30,6 @@ def stereo_file(paths: list[str], out: str) -> np.ndarray:
     data = np.stack([first[:frames], second[:frames]])
     soundfile.write(out, data.T, 16000, subtype="PCM_16")
     return data
-
-
-def stored(pack, stream: str, index: int) -> np.ndarray:
-    return pack.stored_segment(stream, pack.segments_of(stream, index)[0])[0]
 
 
 def index_records(pack_dir) -> list[dict]:

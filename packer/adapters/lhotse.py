@@ -1,10 +1,11 @@
 """Lhotse cuts to an ``asr`` or ``sources`` pack (``speechpack build lhotse``).
 
 Lhotse prepares a hundred public corpora into manifests; this adapter makes any of them a pack.  The manifests are
-read by ``packer.adapters.lhotse_read`` (cuts, recordings + supervisions, or a Shar directory); here each cut
-becomes a sample, and its audio is read by Lhotse itself (``Cut.load_audio``), so every source type Lhotse loads
+read by ``packer.adapters.lhotse_read`` (cuts, recordings + supervisions) or ``packer.adapters.lhotse_shar`` (a
+Shar directory); here each cut becomes a sample, and its audio is read by Lhotse itself (``Cut.load_audio``), so every source type Lhotse loads
 works: files (any format its backends decode), several files per recording (one per channel), in-memory audio
-(Shar), cuts of longer recordings (``start``/``duration``), padded and mixed cuts.  Two source types are refused,
+(Shar: a tar member's bytes, read only when the cut is decoded, see ``packer.adapters.lhotse_shar``), cuts of
+longer recordings (``start``/``duration``), padded and mixed cuts.  Two source types are refused,
 naming the cut: URLs (``type: url``; a build reads the same audio several times and must not depend on the
 network: download first) and shell commands (``type: command``; a manifest must not run programs, as a pack must
 not be unpickled: decode them to files with Lhotse first).
@@ -36,7 +37,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from packer.adapters.asr_common import asr_plan, asr_sample, check_label, check_text
-from packer.adapters.lhotse_read import CutLine, read_cuts, read_recordings_supervisions, read_shar
+from packer.adapters.lhotse_read import CutLine, read_cuts, read_recordings_supervisions
+from packer.adapters.lhotse_shar import read_shar, with_shar_audio
+from packer.adapters.wesep import TarMember
 from packer.audio import Audio, AudioError, resample, resampled_frames, to_stored
 from packer.build.npy_stream import hash_file
 from packer.build.run import BuildOptions, BuildSummary, run_build
@@ -61,11 +64,16 @@ _RECIPE_WORDS = ("_cuts", "_supervisions", "_recordings")
 CORPUS_FIELD = "corpus"
 #: Shown as an in-memory source's place in provenance (the bytes are in the pack, not worth repeating).
 MEMORY_SOURCE = "<memory>"
+#: Source types whose bytes come with the manifest: in memory, or a Shar placeholder filled from its tar.
+_IN_MEMORY_TYPES = ("memory", "shar")
 
 
 @dataclass(frozen=True)
 class LhotseItem:
-    """One cut to pack.  ``audio_paths`` are its file sources (the build checks ``--out`` is not among them)."""
+    """One cut to pack.  ``audio_paths`` are the files it reads (the build checks ``--out`` is not among them).
+    A Shar cut carries ``shar_audio``, the tar member its audio is read from when it is decoded, and
+    ``manifest_path``, its shard's cuts file, which its problems name with its line.  Items travel to the build's
+    worker processes: none holds audio bytes (a gzip-compressed Shar tar's members excepted)."""
 
     line: int
     key: str
@@ -75,6 +83,8 @@ class LhotseItem:
     text: str | None = None
     language: str | None = None
     corpus: str | None = None
+    shar_audio: TarMember | None = None
+    manifest_path: str | None = None
 
 
 def recipe_corpus(path: str) -> str | None:
@@ -96,15 +106,22 @@ def _sources(cut) -> list:
             for source in track.recording.sources]
 
 
-def _check_sources(cut) -> tuple[str, ...]:
-    """The cut's file paths; ``ValueError`` for a source type a build refuses or a cut without audio."""
+def _check_sources(cut, shar_audio: TarMember | None) -> tuple[str, ...]:
+    """The files the cut reads (its file sources, or the tar of its Shar audio); ``ValueError`` for a source type
+    a build refuses or a cut without audio."""
     sources = _sources(cut)
     if not sources:
         raise ValueError("the cut has no recording (speechpack packs audio; features-only cuts cannot be packed)")
     for source in sources:
-        if source.type in REFUSED_SOURCES:
+        if source.type in REFUSED_SOURCES and not (source.type == "shar" and shar_audio is not None):
             raise ValueError(f"recording source {str(source.source)[:200]!r} {REFUSED_SOURCES[source.type]}")
-    return tuple(str(source.source) for source in sources if source.type == "file")
+    files = tuple(str(source.source) for source in sources if source.type == "file")
+    return files + ((shar_audio.tar_path,) if shar_audio is not None else ())
+
+
+def _where(entry: CutLine) -> dict:
+    """The item fields that say where a cut's audio is read from (see ``LhotseItem``)."""
+    return {"shar_audio": entry.audio, "manifest_path": entry.path if entry.audio is not None else None}
 
 
 def _plain(custom: dict | None) -> dict:
@@ -149,7 +166,8 @@ def _asr_item(entry: CutLine, language: str | None, corpus: str | None) -> Lhots
             raise ValueError(f"supervisions[0].{field}: missing (give {flag} for cuts without one)")
         labels[field] = check_label(value, field)
     speaker = check_label(supervision.speaker, "speaker") if supervision.speaker else UNKNOWN_SPEAKER
-    return LhotseItem(entry.line, cut.id, cut, speaker, _check_sources(cut), text=text, **labels)
+    return LhotseItem(entry.line, cut.id, cut, speaker, _check_sources(cut, entry.audio), text=text, **labels,
+                      **_where(entry))
 
 
 def _sources_item(entry: CutLine) -> LhotseItem:
@@ -161,7 +179,8 @@ def _sources_item(entry: CutLine) -> LhotseItem:
     if cut.num_channels != 1:
         raise ValueError(f"a sources sample is mono: the cut has {cut.num_channels} channels (choose one in Lhotse, "
                          f"or --kind asr keeps them all)")
-    return LhotseItem(entry.line, cut.id, cut, check_label(speakers[0], "speaker"), _check_sources(cut))
+    return LhotseItem(entry.line, cut.id, cut, check_label(speakers[0], "speaker"), _check_sources(cut, entry.audio),
+                      **_where(entry))
 
 
 def make_items(cuts: list[CutLine], kind: str, language: str | None = None,
@@ -208,7 +227,7 @@ def plan_lhotse_cut(item: LhotseItem, sample_rate: int) -> SamplePlan:
 
 
 def _source_name(source) -> str:
-    return MEMORY_SOURCE if source.type == "memory" else str(source.source)
+    return MEMORY_SOURCE if source.type in _IN_MEMORY_TYPES else str(source.source)
 
 
 def _provenance(item: LhotseItem) -> dict:
@@ -225,19 +244,37 @@ def _provenance(item: LhotseItem) -> dict:
     return provenance
 
 
+def _problem_place(item: LhotseItem) -> tuple[str, str]:
+    """Where a decoding problem of ``item`` is: the path it names, and what its reason starts with.  A Shar cut's
+    problem names its cuts file (the line is a line of that file) and, in the reason, the tar member."""
+    if item.shar_audio is not None:
+        return item.manifest_path, f"{item.shar_audio}: "
+    return (item.audio_paths[0] if item.audio_paths else f"cut {item.key}"), ""
+
+
+def _loadable_cut(item: LhotseItem):
+    """The cut for Lhotse to load: a Shar cut with its tar member's bytes attached (read now, and dropped with the
+    cut once decoded), any other cut as it is."""
+    if item.shar_audio is None:
+        return item.cut
+    return with_shar_audio(item.cut, item.shar_audio.read_bytes())
+
+
 def read_cut_audio(item: LhotseItem) -> Audio:
     """The cut's audio as Lhotse loads it, float32 ``[channels, samples]``; ``AudioError`` naming the cut."""
-    where = item.audio_paths[0] if item.audio_paths else f"cut {item.key}"
+    where, member = _problem_place(item)
     try:
-        data = item.cut.load_audio()
+        data = _loadable_cut(item).load_audio()
+    except AudioError as err:  # a Shar member that cannot be read (truncated since the tar was indexed)
+        raise AudioError(where, f"{member}cut {item.key!r}: {err.reason}") from None
     except Exception as err:  # Lhotse's backends raise many types (AudioLoadingError, RuntimeError, OSError...)
-        raise AudioError(where, f"Lhotse could not load cut {item.key!r}: {err}") from None
+        raise AudioError(where, f"{member}Lhotse could not load cut {item.key!r}: {err}") from None
     data = np.ascontiguousarray(np.atleast_2d(data), dtype=np.float32)
     if data.shape[1] != item.cut.num_samples:
-        raise AudioError(where, f"cut {item.key!r}: Lhotse loaded {data.shape[1]} samples, the manifest declares "
-                                f"{item.cut.num_samples}")
+        raise AudioError(where, f"{member}cut {item.key!r}: Lhotse loaded {data.shape[1]} samples, the manifest "
+                                f"declares {item.cut.num_samples}")
     if not np.isfinite(data).all():
-        raise AudioError(where, f"cut {item.key!r}: audio holds NaN/Inf values")
+        raise AudioError(where, f"{member}cut {item.key!r}: audio holds NaN/Inf values")
     return Audio(data, int(item.cut.sampling_rate))
 
 

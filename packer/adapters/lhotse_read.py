@@ -7,10 +7,10 @@ Three inputs, each what Lhotse's recipes and tools write (https://lhotse.readthe
   becomes one cut spanning ``[start, start + duration)`` of its recording with every channel of the recording
   (what ``CutSet.from_manifests(...).trim_to_supervisions(keep_all_channels=True)`` gives, one supervision per
   cut); its line is the supervision's line.
-- ``--shar``: a Lhotse Shar directory (``CutSet.to_shar``): ``cuts.NNNNNN.jsonl(.gz)`` and one tar per field.
-  Lhotse's own ``CutSet.from_shar`` attaches each cut's audio from the ``recording`` tars, in memory; a cut's line
-  is its line in its shard's cuts file.  The compressed audio of the whole directory is held in memory while it
-  is packed (Shar exists to be streamed; build a very large Shar corpus a few shards at a time).
+- ``--shar``: a Lhotse Shar directory (``CutSet.to_shar``): ``cuts.NNNNNN.jsonl(.gz)`` and one tar per field,
+  read by ``packer.adapters.lhotse_shar``: each cut keeps where its audio is in the ``recording`` tar, and the
+  bytes are read only when the build decodes it (memory stays bounded by what is being decoded); a cut's line is
+  its line in its shard's cuts file.
 
 Every line is parsed on its own with Lhotse's deserialiser, so a bad line is a problem of that line (file, line,
 key), never a traceback for the whole build; every problem is collected.  Lhotse is imported here, lazily: it is
@@ -19,7 +19,6 @@ the optional extra ``speechpack[lhotse]``.
 
 from __future__ import annotations
 
-import glob
 import gzip
 import os
 from dataclasses import dataclass
@@ -30,17 +29,18 @@ from schemas.wesep_list import LineProblem
 
 #: What a manifest file name must end with: Lhotse's JSON-lines manifests (recipes write ``.jsonl.gz``).
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz")
-#: Keys ``CutSet.from_shar`` adds to a cut's ``custom``: where Lhotse read it from, not a property of the cut.
-SHAR_BOOKKEEPING = frozenset({"shard_origin", "shar_epoch", "dataloading_info"})
 
 
 @dataclass(frozen=True)
 class CutLine:
-    """A cut and where it came from: ``path`` (the manifest file) and its 1-based ``line``."""
+    """A cut and where it came from: ``path`` (the manifest file) and its 1-based ``line``.  ``audio`` is the tar
+    member holding a Shar cut's audio (``packer.adapters.wesep.TarMember``), read when the build decodes the cut;
+    ``None`` for every other input."""
 
     line: int
     path: str
     cut: object
+    audio: object = None
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def _manifest_lines(path: str, expected: type, what: str):
                 try:
                     item = deserialize_item(dict(data))
                 except Exception as err:  # Lhotse raises KeyError/TypeError/ValueError/AssertionError for bad fields
-                    yield number, key, None, f"not a Lhotse {what}: {_reason(err)}"
+                    yield number, key, None, f"not a Lhotse {what}: {reason_of(err)}"
                     continue
                 if not isinstance(item, expected):
                     yield number, key, None, f"not a Lhotse {what} (a {type(item).__name__})"
@@ -103,13 +103,16 @@ def _manifest_lines(path: str, expected: type, what: str):
             raise SpeechpackError(f"{path}: unreadable ({err})") from None
 
 
-def _reason(err: Exception) -> str:
+def reason_of(err: Exception) -> str:
+    """An exception from Lhotse or ``tarfile`` as the reason of a problem (a ``KeyError`` is a missing field)."""
     if isinstance(err, KeyError):
         return f"missing field {err.args[0]!r}"
     return str(err) or type(err).__name__
 
 
-def _collect(path: str, expected: type, what: str) -> tuple[list[CutLine], list[LineProblem]]:
+def collect_lines(path: str, expected: type, what: str) -> tuple[list[CutLine], list[LineProblem]]:
+    """The ``expected`` objects of a JSON-lines manifest with their lines; bad lines and duplicate ids as
+    problems naming ``path``, line and key."""
     good, problems, first = [], [], {}
     for number, key, item, problem in _manifest_lines(path, expected, what):
         if problem is None and item.id in first:
@@ -127,7 +130,7 @@ def read_cuts(cuts_path: str) -> ReadCuts:
     require_lhotse()
     from lhotse.cut import Cut
 
-    return ReadCuts(*_collect(cuts_path, Cut, "cut"))
+    return ReadCuts(*collect_lines(cuts_path, Cut, "cut"))
 
 
 def read_recordings_supervisions(recordings_path: str, supervisions_path: str) -> ReadCuts:
@@ -136,8 +139,8 @@ def read_recordings_supervisions(recordings_path: str, supervisions_path: str) -
     from lhotse import Recording, SupervisionSegment
     from lhotse.utils import fastcopy
 
-    recordings, problems = _collect(recordings_path, Recording, "recording")
-    supervisions, supervision_problems = _collect(supervisions_path, SupervisionSegment, "supervision")
+    recordings, problems = collect_lines(recordings_path, Recording, "recording")
+    supervisions, supervision_problems = collect_lines(supervisions_path, SupervisionSegment, "supervision")
     problems += supervision_problems
     by_id = {entry.cut.id: entry.cut for entry in recordings}
     cuts = []
@@ -161,40 +164,5 @@ def read_recordings_supervisions(recordings_path: str, supervisions_path: str) -
     return ReadCuts(cuts, problems)
 
 
-def read_shar(shar_dir: str) -> ReadCuts:
-    """Every cut of a Shar directory with its audio attached in memory by ``CutSet.from_shar``."""
-    lhotse = require_lhotse()
-    from lhotse.cut import Cut
-    from lhotse.utils import fastcopy
-
-    if not os.path.isdir(shar_dir):
-        raise SpeechpackError(f"{shar_dir}: Shar directory not found")
-    cut_files = sorted(glob.glob(os.path.join(shar_dir, "cuts.*.jsonl*")))
-    if not cut_files:
-        raise SpeechpackError(f"{shar_dir}: not a Lhotse Shar directory (no cuts.NNNNNN.jsonl.gz)")
-    cuts, problems = [], []
-    for cut_file in cut_files:
-        stem = os.path.basename(cut_file).split(".")[1]
-        recording_tars = sorted(glob.glob(os.path.join(shar_dir, f"recording.{stem}.tar*")))
-        if len(recording_tars) != 1:
-            raise SpeechpackError(f"{shar_dir}: shard {stem} has no recording.{stem}.tar (export the Shar with "
-                                  f"fields={{'recording': ...}}: speechpack reads the audio Lhotse stored)")
-        parsed, shard_problems = _collect(cut_file, Cut, "cut")
-        problems += shard_problems
-        if shard_problems:
-            continue  # the shard's cuts and tar members no longer pair up line by line
-        try:
-            loaded = list(lhotse.CutSet.from_shar(fields={"cuts": [cut_file], "recording": recording_tars}))
-        except Exception as err:  # a corrupt tar, a member that does not match its cut
-            raise SpeechpackError(f"{recording_tars[0]}: unreadable Shar shard ({_reason(err)})") from None
-        if [c.id for c in loaded] != [entry.cut.id for entry in parsed]:
-            raise SpeechpackError(f"{recording_tars[0]}: its recordings do not pair up with the cuts of {cut_file} "
-                                  f"({len(loaded)} read for {len(parsed)} cuts)")
-        for entry, cut in zip(parsed, loaded):
-            custom = {k: v for k, v in (cut.custom or {}).items() if k not in SHAR_BOOKKEEPING}
-            cuts.append(CutLine(entry.line, cut_file, fastcopy(cut, custom=custom or None)))
-    return ReadCuts(cuts, problems)
-
-
-__all__ = ["CutLine", "JSONL_SUFFIXES", "ReadCuts", "read_cuts", "read_recordings_supervisions", "read_shar",
-           "require_lhotse"]
+__all__ = ["CutLine", "JSONL_SUFFIXES", "ReadCuts", "collect_lines", "read_cuts",
+           "read_recordings_supervisions", "reason_of", "require_lhotse"]

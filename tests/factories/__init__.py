@@ -13,6 +13,7 @@ imported from their module:
 - ``asd_tracks`` / ``asd_inputs`` / ``muvap_packs``: ASD packs from generated tracks / corpus inputs of a real
   talking-face video / MuVAP-layout packs;
 - ``asr``: librivox clips as a parquet dataset and a JSON-lines manifest;
+- ``lhotse_cuts``: librivox clips as transcribed Lhotse cuts, and a pack's stored audio to compare with;
 - ``noise_lmdb``: WeSep-style noise LMDBs;
 - ``lightning_asd``: a tiny Lightning model (imports ``lightning``).
 """
