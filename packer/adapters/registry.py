@@ -158,7 +158,7 @@ ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (
         build=lhotse_adapter.build_lhotse,
         help="Pack Lhotse manifests (any Lhotse recipe's output) into an `asr` pack (one supervision with text per "
              "cut) or a `sources` pack (single-speaker mono cuts); audio is read by Lhotse itself (files, cuts of "
-             "longer recordings, multi-channel, in-memory Shar audio; URLs refused).  Needs speechpack[lhotse].",
+             "longer recordings, multi-channel, Shar tars read member by member as cuts are decoded; URLs refused).  Needs speechpack[lhotse].",
         params=(
             click.Option(["--cuts"], type=click.Path(dir_okay=False),
                          help="A CutSet in JSON lines (cuts.jsonl.gz), one cut per line."),
