@@ -27,6 +27,11 @@ from schemas.format import FileEntry
 _HASH_BLOCK = 1 << 22
 #: Bytes written to a stream file between requests to start writing them back (see the module docstring).
 WRITEBACK_EVERY = 8 << 20
+#: Bytes of appended rows gathered before they go out in one write and one hash update.  A shard of short clips
+#: is thousands of small appends; each write and each hash update lets go of the GIL and must take it back from
+#: the decoding thread, which costs more than the copy into this block (1 MiB: the copy and the hash of a block
+#: stay in the CPU's cache).  Never more than ``WRITEBACK_EVERY``, so that writeback starts as often as it did.
+BLOCK_BYTES = 1 << 20
 #: ``os.sync_file_range``'s flags, where the platform has it (Linux); elsewhere the closing fsync does it all.
 _START_WRITEBACK = getattr(os, "SYNC_FILE_RANGE_WRITE", None)
 
@@ -65,10 +70,13 @@ class NpyStream:
         self._row_size = int(np.prod(self.row_shape, dtype=np.int64))
         self._fp: BinaryIO = open(path, "wb")
         self._digest = hashlib.sha256()
+        self._block = bytearray(min(BLOCK_BYTES, WRITEBACK_EVERY))
+        self._filled = 0  # bytes of _block waiting to go out
+        self._written = 0  # bytes of the file handed to the kernel
+        self._written_back = 0  # bytes of the file whose writeback was started
         header = self._header(planned or 0)
         self._header_size = len(header)
         self._write(header)
-        self._written_back = 0  # bytes of the file whose writeback was started
 
     def _header(self, count: int) -> bytes:
         buffer = io.BytesIO()
@@ -79,8 +87,33 @@ class NpyStream:
         return buffer.getvalue()
 
     def _write(self, data) -> None:
+        """Write and hash ``data`` now (after whatever the block holds), and start writeback every
+        ``WRITEBACK_EVERY`` bytes."""
+        self._flush_block()
         self._fp.write(data)
         self._digest.update(data)
+        self._written += len(data)
+        if self._written - self._written_back >= WRITEBACK_EVERY:
+            self._fp.flush()
+            start_writeback(self._fp.fileno(), self._written_back, self._written - self._written_back)
+            self._written_back = self._written
+
+    def _flush_block(self) -> None:
+        if self._filled:
+            filled, self._filled = self._filled, 0
+            self._write(memoryview(self._block)[:filled])
+
+    def _gather(self, data: memoryview) -> None:
+        """Append ``data`` to the block, writing the block out when it is full; rows larger than the block go
+        straight out."""
+        size = len(data)
+        if self._filled + size > len(self._block):
+            self._flush_block()
+        if size >= len(self._block):
+            self._write(data)
+        else:
+            self._block[self._filled:self._filled + size] = data
+            self._filled += size
 
     def append(self, array: np.ndarray) -> int:
         """Append ``array`` (C-contiguous, this file's dtype; flat, or rows of ``row_shape``); return the row
@@ -93,17 +126,13 @@ class NpyStream:
         if self.planned is not None and self.count + rows > self.planned:
             raise InternalError(f"{self.path}: more elements than planned ({self.count + rows} > {self.planned})")
         offset = self.count
-        self._write(memoryview(array).cast("B"))
+        self._gather(memoryview(array).cast("B"))
         self.count += rows
-        end = self._header_size + self.count * self._row_size * self.dtype.itemsize
-        if end - self._written_back >= WRITEBACK_EVERY:
-            self._fp.flush()
-            start_writeback(self._fp.fileno(), self._written_back, end - self._written_back)
-            self._written_back = end
         return offset
 
     def close(self) -> FileEntry:
         """Flush, fsync (the file's one fsync) and return the file's size and hash."""
+        self._flush_block()
         size = self._header_size + self.count * self._row_size * self.dtype.itemsize
         rewrite = self.count != (self.planned or 0)
         if rewrite:
