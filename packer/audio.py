@@ -193,8 +193,10 @@ def _read_soundfile(source, name: str, int16_at: int | None) -> tuple[Audio, boo
             subtype = sound.subtype
             rate = sound.samplerate
             integer_coded = subtype in _INTEGER_SUBTYPES
-            data = sound.read(dtype="int16" if subtype == "PCM_16" and rate == int16_at else "float32",
-                              always_2d=True)
+            dtype = "int16" if subtype == "PCM_16" and rate == int16_at else "float32"
+            # what sound.read(dtype=dtype, always_2d=True) returns, without its per-call checks and copies
+            data = np.empty((sound.frames, sound.channels), dtype=dtype)
+            data = data[:sound.buffer_read_into(data, dtype)]
             wav = sound.format in _WAV_FORMATS
     except _SOUNDFILE_ERRORS as err:
         if isinstance(source, int):
