@@ -21,6 +21,7 @@ from typing import BinaryIO
 import numpy as np
 from numpy.lib import format as npy_format
 
+from packer.build.background_hash import BackgroundDigest
 from packer.build.writeback import start_writeback
 from schemas.errors import InternalError
 from schemas.format import FileEntry
@@ -35,6 +36,9 @@ WRITEBACK_EVERY = 2 << 20
 #: the decoding thread, which costs more than the copy into this block (1 MiB: the copy and the hash of a block
 #: stay in the CPU's cache).  Never more than ``WRITEBACK_EVERY``, so that writeback starts as often as it did.
 BLOCK_BYTES = 1 << 20
+#: Blocks per stream file: one being filled, the others written and waiting for (or under) their hash on the
+#: hashing thread (``packer.build.background_hash``).
+BLOCKS_IN_FLIGHT = 3
 
 
 def hash_file(path: str) -> FileEntry:
@@ -64,14 +68,18 @@ class NpyStream:
         self.count = 0
         self._row_size = int(np.prod(self.row_shape, dtype=np.int64))
         self._fp: BinaryIO = open(path, "wb")
-        self._digest = hashlib.sha256()
-        self._block = bytearray(min(BLOCK_BYTES, WRITEBACK_EVERY))
+        self._digest = BackgroundDigest()
+        # blocks in turn: one is filled while the hashing thread still reads the others (see BLOCKS_IN_FLIGHT)
+        self._blocks = [bytearray(min(BLOCK_BYTES, WRITEBACK_EVERY)) for _ in range(BLOCKS_IN_FLIGHT)]
+        self._hashed: list = [None] * BLOCKS_IN_FLIGHT  # the future of each block's hash, once handed over
+        self._turn = 0
+        self._block = self._blocks[0]
         self._filled = 0  # bytes of _block waiting to go out
         self._written = 0  # bytes of the file handed to the kernel
         self._written_back = 0  # bytes of the file whose writeback was started
         header = self._header(planned or 0)
         self._header_size = len(header)
-        self._write(header)
+        self._write(header, owned=True)  # bytes: never changed
 
     def _header(self, count: int) -> bytes:
         buffer = io.BytesIO()
@@ -81,12 +89,16 @@ class NpyStream:
         )
         return buffer.getvalue()
 
-    def _write(self, data) -> None:
-        """Write and hash ``data`` now (after whatever the block holds), and start writeback every
-        ``WRITEBACK_EVERY`` bytes."""
+    def _write(self, data, owned: bool = False) -> None:
+        """Write ``data`` now (after whatever the block holds) and hash it, and start writeback every
+        ``WRITEBACK_EVERY`` bytes.  ``owned``: ``data`` is a block (or bytes) that nobody changes before its hash
+        is done, so the hashing thread may take it; anything else is hashed before this returns."""
         self._flush_block()
         self._fp.write(data)
-        self._digest.update(data)
+        if owned:
+            self._hashed[self._turn] = self._digest.submit(data)
+        else:
+            self._digest.update_now(data)
         self._written += len(data)
         if self._written - self._written_back >= WRITEBACK_EVERY:
             self._fp.flush()
@@ -96,7 +108,12 @@ class NpyStream:
     def _flush_block(self) -> None:
         if self._filled:
             filled, self._filled = self._filled, 0
-            self._write(memoryview(self._block)[:filled])
+            self._write(memoryview(self._block)[:filled], owned=True)
+            self._turn = (self._turn + 1) % BLOCKS_IN_FLIGHT
+            self._block = self._blocks[self._turn]
+            if self._hashed[self._turn] is not None:  # the hashing thread may still read it
+                self._hashed[self._turn].result()
+                self._hashed[self._turn] = None
 
     def _gather(self, data: memoryview) -> None:
         """Append ``data`` to the block, writing the block out when it is full; rows larger than the block go
@@ -140,11 +157,13 @@ class NpyStream:
         self._fp.flush()
         os.fsync(self._fp.fileno())
         self._fp.close()
+        digest = self._digest.hexdigest()
         if rewrite:
             return hash_file(self.path)
-        return FileEntry(size=size, sha256=self._digest.hexdigest())
+        return FileEntry(size=size, sha256=digest)
 
     def abort(self) -> None:
+        self._digest.abandon()
         self._fp.close()
 
 
