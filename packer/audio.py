@@ -17,7 +17,7 @@ import numpy as np
 import soundfile
 import soxr
 
-from packer.audio_file import MissingFile, NotRegularFile, by_descriptor, open_regular
+from packer.audio_file import MissingFile, NotRegularFile, by_descriptor, declared_frames_of, open_regular
 from packer.wav_header import declared_frames
 from schemas.constants import AUDIO_DTYPE, AUDIO_FULL_SCALE
 from schemas.errors import InternalError, SpeechpackError
@@ -223,9 +223,7 @@ def _check_not_truncated(source, name: str, frames: int) -> None:
             source.seek(0)
             declared = declared_frames(source)
         elif isinstance(source, int):
-            with open(source, "rb", closefd=False) as fp:
-                fp.seek(0)
-                declared = declared_frames(fp)
+            declared = declared_frames_of(source)
         else:
             with open(source, "rb") as fp:
                 declared = declared_frames(fp)

@@ -5,7 +5,8 @@ of short 16-bit WAV clips the per-file overhead is most of the work (decoding is
 of the two steps cost a ``stat`` of its own, soundfile's ``isfile`` check and libsndfile's open, then a second open
 for the truncation check (``packer.wav_header``).  Opened here once per step, the file is checked with ``fstat``
 on the descriptor and the same descriptor goes to libsndfile (``soundfile.SoundFile(fd, closefd=False)``) and to
-the header reader.
+the header reader (one ``pread`` of the first 4 KiB; every blocking call lets go of the GIL, and a build's writer
+and hashing threads take it each time).
 
 Only formats libsndfile recognises from their first bytes are opened this way (``DESCRIPTOR_EXTENSIONS``);
 libsndfile recognises some headerless ones (``.raw``, ``.vox``, ``.gsm``...) by their file name, which a
@@ -16,11 +17,16 @@ message names the path.
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 
+from packer.wav_header import declared_frames
+
 #: Extensions opened through one descriptor (see the module docstring): WAV and FLAC, what corpora are stored as.
 DESCRIPTOR_EXTENSIONS = frozenset({".wav", ".flac"})
+#: Bytes read at once for a WAV header's chunks (:func:`declared_frames_of`); a plain header is 44.
+HEADER_BYTES = 4096
 #: ``O_NONBLOCK``: a FIFO named in a list must not block the build on ``open``; it is refused by ``fstat`` next.
 #: Reads of a regular file ignore the flag, so the descriptor is used as it is.
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -60,4 +66,17 @@ def open_regular(path: str) -> int | None:
     return fd
 
 
-__all__ = ["DESCRIPTOR_EXTENSIONS", "MissingFile", "NotRegularFile", "by_descriptor", "open_regular"]
+def declared_frames_of(fd: int) -> int | None:
+    """``packer.wav_header.declared_frames`` of the file open as ``fd``, from one ``pread`` of its first
+    ``HEADER_BYTES``; a header whose chunks run on beyond them is read again through a file object, as a path is."""
+    head = os.pread(fd, HEADER_BYTES, 0)
+    declared = declared_frames(io.BytesIO(head))
+    if declared is None and len(head) == HEADER_BYTES:  # maybe cut short by the read, not by the file
+        with open(fd, "rb", closefd=False) as fp:
+            fp.seek(0)
+            declared = declared_frames(fp)
+    return declared
+
+
+__all__ = ["DESCRIPTOR_EXTENSIONS", "HEADER_BYTES", "MissingFile", "NotRegularFile", "by_descriptor",
+           "declared_frames_of", "open_regular"]

@@ -5,6 +5,7 @@ Real recordings."""
 from __future__ import annotations
 
 import os
+import struct
 import threading
 
 import numpy as np
@@ -12,7 +13,7 @@ import pytest
 import soundfile
 
 from packer.audio import AudioError, probe_audio, read_audio
-from packer.audio_file import by_descriptor
+from packer.audio_file import HEADER_BYTES, by_descriptor
 
 
 def _open_descriptors() -> int:
@@ -79,3 +80,23 @@ def test_no_descriptor_is_left_open(recordings, tmp_path):
             with pytest.raises(AudioError):
                 read(str(tmp_path))
     assert _open_descriptors() == before
+
+
+def test_a_header_longer_than_one_read_is_still_checked(real_audio, tmp_path):
+    """A chunk of 6,000 bytes between ``fmt `` and ``data`` puts the frame count beyond the first read of a header
+    (``HEADER_BYTES``): a cut copy is still refused, an intact one read like the original."""
+    original = real_audio("pocketsphinx", 1)[0]
+    data = open(original, "rb").read()
+    at = data.index(b"data")
+    padded = data[:at] + b"JUNK" + struct.pack("<I", 6000) + bytes(6000) + data[at:]
+    padded = padded[:4] + struct.pack("<I", len(padded) - 8) + padded[8:]
+    intact, cut = tmp_path / "padded.wav", tmp_path / "padded-cut.wav"
+    intact.write_bytes(padded)
+    cut.write_bytes(padded[:len(padded) - 2000])
+    assert 6000 > HEADER_BYTES
+    expected, _ = soundfile.read(original, dtype="int16", always_2d=True)
+    np.testing.assert_array_equal(read_audio(str(intact), int16_at=16000).data, expected.T)
+    assert probe_audio(str(intact)).frames == expected.shape[0]
+    for read in (probe_audio, read_audio):
+        with pytest.raises(AudioError, match="truncated WAV: the header declares"):
+            read(str(cut))
