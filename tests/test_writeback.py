@@ -97,5 +97,5 @@ def test_writeback_really_starts_on_linux(real_audio, tmp_path):
         fp.write(data)
         fp.flush()
         start_writeback(fp.fileno(), 0, len(data))  # queued, not waited for; never an error
-        start_writeback(fp.fileno(), len(data), 1 << 20)  # beyond the end: nothing to write, still no error
+        start_writeback(fp.fileno(), len(data), 1 << 20)  # beyond the end: nothing to write, no error
     assert path.read_bytes() == data

@@ -8,7 +8,11 @@ for the disk every few megabytes on the way (as this module once did) made the w
 disk while it still had bytes to hash and write.  Instead every ``WRITEBACK_EVERY`` bytes the kernel is asked to
 *start* writing the range out (``sync_file_range(SYNC_FILE_RANGE_WRITE)`` on Linux, ``packer.build.writeback``; it
 returns at once), so the disk works while the writer goes on, dirty pages do not pile up, and the closing ``fsync``
-has little left to wait for.  A crash before ``close`` loses the half-written file, which was never renamed into place anyway.
+has little left to wait for.  A crash before ``close`` loses the half-written file, which was never renamed into
+place anyway.
+
+Appended rows are gathered into blocks (``BLOCK_BYTES``) that go out in one write each and are hashed on a thread
+of the file's own (``packer.build.background_hash``), in order, while the writer goes on.
 """
 
 from __future__ import annotations
@@ -31,10 +35,10 @@ _HASH_BLOCK = 1 << 22
 #: closing fsync may find still dirty.  2 MiB: on a 16 kHz WAV corpus (a 116 MB shard) the two stream files'
 #: closing fsyncs waited about 17 ms with 8 MiB, 14 ms with 2 MiB, and 67 ms with no writeback started at all.
 WRITEBACK_EVERY = 2 << 20
-#: Bytes of appended rows gathered before they go out in one write and one hash update.  A shard of short clips
-#: is thousands of small appends; each write and each hash update lets go of the GIL and must take it back from
-#: the decoding thread, which costs more than the copy into this block (1 MiB: the copy and the hash of a block
-#: stay in the CPU's cache).  Never more than ``WRITEBACK_EVERY``, so that writeback starts as often as it did.
+#: Bytes of appended rows gathered before they go out in one write and one hash request.  A shard of short clips
+#: is thousands of small appends; each write and each hash lets go of the GIL and must take it back from the
+#: decoding thread, which costs more than the copy into a block (1 MiB: the copy and the hash of a block stay in
+#: the CPU's cache).  Never more than ``WRITEBACK_EVERY``, so that writeback starts as often as it did.
 BLOCK_BYTES = 1 << 20
 #: Blocks per stream file: one being filled, the others written and waiting for (or under) their hash on the
 #: hashing thread (``packer.build.background_hash``).
