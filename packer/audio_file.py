@@ -27,8 +27,8 @@ from packer.wav_header import declared_frames
 DESCRIPTOR_EXTENSIONS = frozenset({".wav", ".flac"})
 #: Bytes read at once for a WAV header's chunks (:func:`declared_frames_of`); a plain header is 44.
 HEADER_BYTES = 4096
-#: ``O_NONBLOCK``: a FIFO named in a list must not block the build on ``open``; it is refused by ``fstat`` next.
-#: Reads of a regular file ignore the flag, so the descriptor is used as it is.
+#: ``O_NONBLOCK``: a FIFO named in a list must not block the build on ``open``; it is refused by ``fstat`` next,
+#: and a regular file's descriptor is made blocking again (local file systems ignore the flag, FUSE ones may not).
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -60,6 +60,8 @@ def open_regular(path: str) -> int | None:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise NotRegularFile(path)
+        if _OPEN_FLAGS & getattr(os, "O_NONBLOCK", 0):
+            os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
         raise

@@ -100,3 +100,15 @@ def test_a_header_longer_than_one_read_is_still_checked(real_audio, tmp_path):
     for read in (probe_audio, read_audio):
         with pytest.raises(AudioError, match="truncated WAV: the header declares"):
             read(str(cut))
+
+
+def test_the_descriptor_of_a_regular_file_blocks(recordings):
+    """Opened without waiting (a FIFO must not hang the build), the descriptor handed to libsndfile is blocking
+    again, as any other open file's."""
+    from packer.audio_file import open_regular
+
+    fd = open_regular(recordings[0])
+    try:
+        assert os.get_blocking(fd)
+    finally:
+        os.close(fd)
