@@ -99,3 +99,30 @@ def test_writeback_really_starts_on_linux(real_audio, tmp_path):
         start_writeback(fp.fileno(), 0, len(data))  # queued, not waited for; never an error
         start_writeback(fp.fileno(), len(data), 1 << 20)  # beyond the end: nothing to write, no error
     assert path.read_bytes() == data
+
+
+def test_fsyncs_run_together_finish_every_call_and_raise_the_first_failure(six_line_corpus, tmp_path):
+    """``run_together`` (a shard's closing fsyncs, the column files): results in order; when one call fails the
+    others still run to their end (no file left half written behind the caller) and the first failure is raised."""
+    from packer.build.together import run_together
+
+    paths = [tmp_path / f"{index}.bin" for index in range(4)]
+    data = six_line_corpus.list_path.read_bytes()
+
+    def write(path):
+        path.write_bytes(data)
+        return path.name
+
+    assert run_together([lambda p=p: write(p) for p in paths]) == [p.name for p in paths]
+
+    def fail(message):
+        raise OSError(message)
+
+    later = tmp_path / "later.bin"
+    try:
+        run_together([lambda: fail("first"), lambda: fail("second"), lambda: write(later)])
+    except OSError as err:
+        assert str(err) == "first"
+    else:
+        raise AssertionError("no failure raised")
+    assert later.read_bytes() == data
