@@ -17,6 +17,7 @@ import numpy as np
 import soundfile
 import soxr
 
+from packer.audio_file import MissingFile, NotRegularFile, by_descriptor, declared_frames_of, open_regular
 from packer.wav_header import declared_frames
 from schemas.constants import AUDIO_DTYPE, AUDIO_FULL_SCALE
 from schemas.errors import InternalError, SpeechpackError
@@ -26,6 +27,10 @@ from schemas.limits import MAX_RESAMPLE_RATIO
 _INT16_MAX = 32767
 #: Extensions libsndfile reads; anything else goes to PyAV (m4a, wma, aac, g722, mp4 ...).
 SOUNDFILE_EXTENSIONS = {"." + fmt.lower() for fmt in soundfile.available_formats()} | {".oga", ".opus", ".aif"}
+
+
+#: What soundfile raises for a file it cannot read (libsndfile's errors, and its argument checks).
+_SOUNDFILE_ERRORS = (soundfile.LibsndfileError, RuntimeError, ValueError, TypeError)
 
 
 class AudioError(Exception):
@@ -74,17 +79,33 @@ class Audio:
 
 
 def _check_path(path: str) -> None:
-    """A missing file or a directory gets its own message rather than libsndfile's; one ``stat`` (a build checks
-    every input twice: probing, then decoding)."""
+    """A missing file or a directory gets its own message rather than libsndfile's; one ``stat``."""
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
-        where = "" if os.path.isabs(path) else f" (a relative path, looked for at {os.path.abspath(path)})"
-        raise AudioError(path, "file not found" + where) from None
+        raise _missing(path) from None
     except OSError as err:
         raise AudioError(path, f"cannot read the file ({err.strerror or err})") from None
     if not stat.S_ISREG(mode):
         raise AudioError(path, "not a regular file")
+
+
+def _missing(path: str) -> AudioError:
+    where = "" if os.path.isabs(path) else f" (a relative path, looked for at {os.path.abspath(path)})"
+    return AudioError(path, "file not found" + where)
+
+
+def _open_once(path: str) -> int | None:
+    """``path`` opened once for libsndfile and the header check (``packer.audio_file``), or ``None``: take the
+    path's way (``_check_path``, then libsndfile opens the path)."""
+    if not by_descriptor(path):
+        return None
+    try:
+        return open_regular(path)
+    except MissingFile:
+        raise _missing(path) from None
+    except NotRegularFile:
+        raise AudioError(path, "not a regular file") from None
 
 
 def _uses_soundfile(path: str) -> bool:
@@ -94,8 +115,14 @@ def _uses_soundfile(path: str) -> bool:
 def probe_audio(path: str) -> AudioInfo:
     """Read ``path``'s header (libsndfile), or decode it once (PyAV formats, whose headers may not say the exact
     length); raise ``AudioError`` for a missing, unreadable or empty file."""
-    _check_path(path)
-    return _probe(path, path)
+    fd = _open_once(path)
+    if fd is None:
+        _check_path(path)
+        return _probe(path, path)
+    try:
+        return _probe(fd, path)
+    finally:
+        os.close(fd)
 
 
 def probe_audio_bytes(data: bytes, name: str) -> AudioInfo:
@@ -105,13 +132,16 @@ def probe_audio_bytes(data: bytes, name: str) -> AudioInfo:
 
 
 def _probe(source, name: str) -> AudioInfo:
+    """``source``: a path, a descriptor of the file ``name`` (``_open_once``), or an in-memory file."""
     if _uses_soundfile(name):
         try:
-            with soundfile.SoundFile(source) as sound:  # cheaper than soundfile.info, which formats descriptions
+            with _sound_file(source) as sound:  # cheaper than soundfile.info, which formats descriptions
                 result = AudioInfo(int(sound.samplerate), int(sound.frames), int(sound.channels),
                                    sound.subtype == "PCM_16")
                 wav = sound.format in _WAV_FORMATS
-        except (soundfile.LibsndfileError, RuntimeError, ValueError, TypeError) as err:
+        except _SOUNDFILE_ERRORS as err:
+            if isinstance(source, int):
+                return _probe(name, name)  # libsndfile's message names the path, as it always did
             raise AudioError(name, f"cannot decode audio ({err})") from None
         if wav:
             _check_not_truncated(source, name, result.frames)
@@ -125,9 +155,16 @@ def _probe(source, name: str) -> AudioInfo:
 
 def read_audio(path: str, int16_at: int | None = None) -> Audio:
     """Decode ``path`` to ``[C, T]``: float32, or int16 when the file is 16-bit PCM at the rate ``int16_at``
-    (nothing to resample: the stored values pass through untouched).  Raise ``AudioError`` for a missing, unreadable or unusable file."""
-    _check_path(path)
-    return _read(path, path, int16_at)
+    (nothing to resample: the stored values pass through untouched).  Raise ``AudioError`` for a missing,
+    unreadable or unusable file."""
+    fd = _open_once(path)
+    if fd is None:
+        _check_path(path)
+        return _read(path, path, int16_at)
+    try:
+        return _read(fd, path, int16_at)
+    finally:
+        os.close(fd)
 
 
 def read_audio_bytes(data: bytes, name: str, int16_at: int | None = None) -> Audio:
@@ -152,27 +189,41 @@ def _read(source, name: str, int16_at: int | None) -> Audio:
 
 def _read_soundfile(source, name: str, int16_at: int | None) -> tuple[Audio, bool]:
     try:
-        with soundfile.SoundFile(source) as sound:
-            integer_coded = sound.subtype in _INTEGER_SUBTYPES
-            dtype = "int16" if sound.subtype == "PCM_16" and sound.samplerate == int16_at else "float32"
-            data = sound.read(dtype=dtype, always_2d=True)
+        with _sound_file(source) as sound:
+            subtype = sound.subtype
             rate = sound.samplerate
+            integer_coded = subtype in _INTEGER_SUBTYPES
+            dtype = "int16" if subtype == "PCM_16" and rate == int16_at else "float32"
+            # what sound.read(dtype=dtype, always_2d=True) returns, without its per-call checks and copies
+            data = np.empty((sound.frames, sound.channels), dtype=dtype)
+            data = data[:sound.buffer_read_into(data, dtype)]
             wav = sound.format in _WAV_FORMATS
-    except (soundfile.LibsndfileError, RuntimeError, ValueError, TypeError) as err:
+    except _SOUNDFILE_ERRORS as err:
+        if isinstance(source, int):
+            return _read_soundfile(name, name, int16_at)  # libsndfile's message names the path, as it always did
         raise AudioError(name, f"cannot decode audio ({err})") from None
     if wav:
         _check_not_truncated(source, name, data.shape[0])
     return Audio(np.ascontiguousarray(data.T), int(rate)), integer_coded
 
 
+def _sound_file(source) -> soundfile.SoundFile:
+    """libsndfile's reader of a path, an in-memory file, or a descriptor (left open: its owner closes it)."""
+    if isinstance(source, int):
+        return soundfile.SoundFile(source, closefd=False)
+    return soundfile.SoundFile(source)
+
+
 def _check_not_truncated(source, name: str, frames: int) -> None:
-    """Raise ``AudioError`` when the WAV header of ``source`` (a path or an in-memory file) declares more frames
-    than the file holds: libsndfile reads such a file at its readable length without complaint
+    """Raise ``AudioError`` when the WAV header of ``source`` (a path, a descriptor or an in-memory file) declares
+    more frames than the file holds: libsndfile reads such a file at its readable length without complaint
     (``packer.wav_header``)."""
     try:
         if isinstance(source, io.BytesIO):
             source.seek(0)
             declared = declared_frames(source)
+        elif isinstance(source, int):
+            declared = declared_frames_of(source)
         else:
             with open(source, "rb") as fp:
                 declared = declared_frames(fp)

@@ -9,6 +9,7 @@ was decoded (``packer.build.shard_task.decode``), or here when a sample comes wi
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -21,6 +22,7 @@ import numpy as np
 from packer.audio import int16_statistics
 from packer.build.checkpoints import checkpoint
 from packer.build.npy_stream import NpyStream, hash_file  # noqa: F401  (re-exported: the cue writers use them)
+from packer.build.together import run_together
 from packer.sample import PackedSample, SamplePlan
 from schemas.constants import (
     FORMAT_VERSION,
@@ -105,7 +107,11 @@ def fresh_temp_dir(pack_dir: str, name: str) -> tuple[str, str]:
 def write_columns(pack_dir: str, columns: ColumnBuilder) -> dict[str, FileEntry]:
     """Write ``columns/`` under a temporary name, then rename it into place."""
     temp, final = fresh_temp_dir(pack_dir, COLUMNS_DIR)
-    entries = {name: save_npy(os.path.join(temp, name), array) for name, array in columns.arrays().items()}
+    arrays = columns.arrays()
+    # each file fsynced before the rename; the fsyncs overlap (packer.build.together)
+    saved = run_together([functools.partial(save_npy, os.path.join(temp, name), array)
+                          for name, array in arrays.items()])
+    entries = dict(zip(arrays, saved))
     os.replace(temp, final)
     return entries
 
@@ -168,20 +174,24 @@ class ShardWriter:
 
     def finish(self) -> ShardEntry:
         """Close every file, write ``index.json``, and rename the directory into place."""
-        files = {stream_file_name(stream): growing.close() for stream, growing in self._files.items()}
-        index_path = os.path.join(self.temp_dir, SHARD_INDEX_NAME)
-        buffer = io.StringIO()
-        dump_shard_index(self.name, self.records, buffer)
-        encoded = buffer.getvalue().encode("utf-8")
-        with open(index_path, "wb") as fp:
-            fp.write(encoded)
-            fp.flush()
-            os.fsync(fp.fileno())
-        files[SHARD_INDEX_NAME] = FileEntry(size=len(encoded), sha256=hashlib.sha256(encoded).hexdigest())
+        names = [stream_file_name(stream) for stream in self._files] + [SHARD_INDEX_NAME]
+        # every file is fsynced before the rename below; their fsyncs overlap (packer.build.together)
+        closed = run_together([growing.close for growing in self._files.values()] + [self._write_index])
+        files = dict(zip(names, closed))
         if os.path.exists(self.final_dir):
             shutil.rmtree(self.final_dir)
         os.replace(self.temp_dir, self.final_dir)
         return ShardEntry(directory=self.name, samples=len(self.records), files=dict(sorted(files.items())))
+
+    def _write_index(self) -> FileEntry:
+        buffer = io.StringIO()
+        dump_shard_index(self.name, self.records, buffer)
+        encoded = buffer.getvalue().encode("utf-8")
+        with open(os.path.join(self.temp_dir, SHARD_INDEX_NAME), "wb") as fp:
+            fp.write(encoded)
+            fp.flush()
+            os.fsync(fp.fileno())
+        return FileEntry(size=len(encoded), sha256=hashlib.sha256(encoded).hexdigest())
 
     def abort(self) -> None:
         for growing in self._files.values():

@@ -83,3 +83,46 @@ def test_killed_between_writebacks_resumes_to_the_same_pack(six_line_corpus, tmp
                              capture_output=True, text=True, timeout=60)
     assert resumed.returncode == 0, resumed.stderr
     assert pack_files(out) == reference
+
+
+def test_writeback_really_starts_on_linux(real_audio, tmp_path):
+    """``os`` has no ``sync_file_range``: the call goes to libc (``packer.build.writeback``).  Before it did, the
+    writer's requests were silently skipped and the closing fsyncs wrote whole shards."""
+    from packer.build.writeback import can_start_writeback, start_writeback
+
+    assert can_start_writeback() == sys.platform.startswith("linux")
+    data = open(real_audio("pocketsphinx", 1)[0], "rb").read()
+    path = tmp_path / "dirty.bin"
+    with open(path, "wb") as fp:
+        fp.write(data)
+        fp.flush()
+        start_writeback(fp.fileno(), 0, len(data))  # queued, not waited for; never an error
+        start_writeback(fp.fileno(), len(data), 1 << 20)  # beyond the end: nothing to write, no error
+    assert path.read_bytes() == data
+
+
+def test_fsyncs_run_together_finish_every_call_and_raise_the_first_failure(six_line_corpus, tmp_path):
+    """``run_together`` (a shard's closing fsyncs, the column files): results in order; when one call fails the
+    others still run to their end (no file left half written behind the caller) and the first failure is raised."""
+    from packer.build.together import run_together
+
+    paths = [tmp_path / f"{index}.bin" for index in range(4)]
+    data = six_line_corpus.list_path.read_bytes()
+
+    def write(path):
+        path.write_bytes(data)
+        return path.name
+
+    assert run_together([lambda p=p: write(p) for p in paths]) == [p.name for p in paths]
+
+    def fail(message):
+        raise OSError(message)
+
+    later = tmp_path / "later.bin"
+    try:
+        run_together([lambda: fail("first"), lambda: fail("second"), lambda: write(later)])
+    except OSError as err:
+        assert str(err) == "first"
+    else:
+        raise AssertionError("no failure raised")
+    assert later.read_bytes() == data
