@@ -46,7 +46,7 @@ def origin(loader, batch_index: int, batch: dict) -> str:
     for (pid, slot), (_pid, generation, mapped, base) in (ring._maps.items() if ring is not None else ()):
         if base <= address < base + len(mapped):
             return f"{where}, in slot {slot} of {_worker_named(loader, pid)}, slot generation {generation}"
-    return f"{where}, pickled or in a slot mapping no longer current"
+    return f"{where}, in no current slot mapping: pickled (no free slot) or in an older generation of a slot"
 
 
 def _worker_named(loader, pid: int) -> str:
