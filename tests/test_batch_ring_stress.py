@@ -16,7 +16,6 @@ At the end every slot is free again.  The schedule is drawn from a fixed seed: t
 
 from __future__ import annotations
 
-import functools
 import gc
 import random
 from dataclasses import dataclass
@@ -87,6 +86,10 @@ def test_held_and_scrambled_batches_stay_what_one_process_builds(stress_config):
                                         lambda _i: f"epoch {held.epoch} {held.where}, {when}")
         problems.extend(differences)
 
+    def check_all(kept: list[Held], when: str) -> None:  # a function, so no loop variable keeps a batch alive
+        for held in kept:
+            check(held, when)
+
     loader = None
     kept: list[Held] = []
     for epoch in range(EPOCHS):
@@ -114,9 +117,7 @@ def test_held_and_scrambled_batches_stay_what_one_process_builds(stress_config):
                 del dropped
         if schedule.random() < 0.5:
             gc.collect()
-        for held in kept:
-            check(held, f"held at the end of epoch {epoch}")
-        held = None
+        check_all(kept, f"held at the end of epoch {epoch}")
     assert not problems, "batches differ from one process's:\n" + "\n".join(problems[:20])
     assert crossed["slot"] and crossed["shared memory"], f"both ways batches cross should be exercised: {crossed}"
     del kept
