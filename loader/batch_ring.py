@@ -21,11 +21,12 @@ How:
 
 **Lifetime rule.** A slot is claimed from the moment its worker starts building into it until the training
 process has dropped every array, tensor and view of that batch (or the message itself, when the DataLoader
-discards it); only then is its semaphore released and the slot overwritten.  A consumer may therefore keep a
-batch's tensors as long as it likes.  A worker that finds none of its slots free (a consumer holding many
-batches at once) builds in private memory and sends the batch the ordinary way, slower but the same values: it
-never waits and never overwrites a batch in use.  With ``prefetch_factor + 2`` slots per worker, a training
-loop holding the current batch while a pin-memory thread holds the next never runs out.
+discards it); only then is its semaphore released and the slot overwritten.  Only the training process
+releases: a process forked from it inherits its batches, and what that copy drops releases nothing.  A consumer
+may therefore keep a batch's tensors as long as it likes.  A worker that finds none of its slots free (a consumer
+holding many batches at once) builds in private memory and sends the batch the ordinary way, slower but the same
+values: it never waits and never overwrites a batch in use.  With ``prefetch_factor + 2`` slots per worker, a
+training loop holding the current batch while a pin-memory thread holds the next never runs out.
 
 Linux only (``os.memfd_create``): elsewhere ``supported()`` is False and the loader keeps torch's transport.
 """
@@ -221,14 +222,28 @@ class BatchRing:
 
 class _Lease:
     """One delivered batch's hold on its slot: the base of every array of the batch (``__array_interface__``), so
-    it lives exactly as long as any of them; when it dies the slot is released to its worker."""
+    it lives exactly as long as any of them; when it dies in the process that received the batch, the slot is
+    released to its worker (``_release``)."""
 
     __slots__ = ("__array_interface__", "_mapped", "__weakref__")
 
     def __init__(self, mapped: mmap.mmap, address: int, capacity: int, free):
         self._mapped = mapped  # keeps the mapping alive under the arrays
         self.__array_interface__ = {"shape": (capacity,), "typestr": "|u1", "data": (address, False), "version": 3}
-        weakref.finalize(self, free.release)
+        weakref.finalize(self, _release, free, os.getpid())
+
+
+def _release(free, receiver: int) -> None:
+    """A dead lease's slot back to its worker, only in the process that received the batch.
+
+    Why: a process forked from the training process (a DataLoader worker started later, any multiprocessing
+    child) inherits its leases and their finalizers, and the slot's semaphore is the same one there.  Were the
+    child to release the slot when its copy of a lease dies (garbage not yet collected at the fork, collected in
+    the child), the training process would release it a second time when its own copy dies; if the worker has
+    claimed the slot again in between, that second release frees it under a batch the training loop still holds,
+    and the worker's next batch overwrites it (tests/test_batch_ring.py, the forked-child test)."""
+    if os.getpid() == receiver:
+        free.release()
 
 
 class _Message:

@@ -3,8 +3,9 @@
 What is pinned (docs/loader.md, "Workers"; docs/performance.md, "Scaling with workers"):
 - arrays carved from an arena equal numpy's ``empty``/``zeros``/``full`` and fall back to numpy when full;
 - a message's arrays equal what the worker built, whether built in the slot or copied in, across slot growth;
-- the lifetime rule: a slot is released only when the last array, tensor or view of its batch dies, and a
-  worker whose slots are all held sends the ordinary way instead of waiting or overwriting;
+- the lifetime rule: a slot is released only when the last array, tensor or view of its batch dies, in the
+  training process (never in a process forked from it), and a worker whose slots are all held sends the ordinary
+  way instead of waiting or overwriting;
 - on real recordings, batches through 2 workers equal one process's, streamed (every batch through a slot) or
   all held at once (the ring exhausted, the rest through torch's transport), and every slot is free afterwards.
 """
@@ -12,6 +13,7 @@ What is pinned (docs/loader.md, "Workers"; docs/performance.md, "Scaling with wo
 from __future__ import annotations
 
 import gc
+import multiprocessing
 import pickle
 
 import numpy as np
@@ -75,6 +77,36 @@ def test_slot_is_released_when_the_last_view_dies():
     assert view[0, 0].item() == 605.0
     del view
     assert free[slot.index].get_value() == 1
+
+
+def test_a_forked_child_never_releases_a_slot_of_the_training_process():
+    """A process forked from the training process (a DataLoader worker started later, any multiprocessing child)
+    inherits its batches.  A dropped batch still waiting for the garbage collector (in a reference cycle) at the
+    fork, collected in the child, must not release the slot there: the training process releases it again when it
+    collects its own copy, by then under the next batch of that slot, which the worker would then overwrite."""
+    context = multiprocessing.get_context("fork")
+    ring = batch_ring.BatchRing(1, 1, context=context)
+    free = ring._free[0][0]
+    dropped = _round_trip(ring, ring.claim(0), {"x": np.zeros(8, np.float32)}).arrays()
+    cycle = [dropped]
+    cycle.append(cycle)
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        del dropped, cycle  # garbage, not collected yet
+        child = context.Process(target=gc.collect)
+        child.start()
+        child.join()
+        assert child.exitcode == 0
+        assert free.get_value() == 0, "a forked child released the training process's slot"
+    finally:
+        if collecting:
+            gc.enable()
+    gc.collect()
+    assert free.get_value() == 1
+    held = _round_trip(ring, ring.claim(0), {"x": np.full(8, 2.0, np.float32)}).arrays()
+    assert free.get_value() == 0 and ring.claim(0) is None, "the slot of a held batch is free"
+    np.testing.assert_array_equal(held["x"], np.full(8, 2.0, np.float32))
 
 
 def test_slot_grows_and_keeps_its_bytes():

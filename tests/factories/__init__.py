@@ -7,6 +7,8 @@ imported from their module:
 - ``recordings``: real recordings and video from Debian packages, what a missing one or a missing extra does;
 - ``wesep_lists``: WeSep raw-list line specs of real recordings and what each line packs to;
 - ``tse``: generated TSE mixtures and packs, the loader calls the TSE tests share;
+- ``delivery``: where a delivered batch came from (worker, ring slot) and what is lost, repeated or changed, for
+  failure messages;
 - ``online_mix``: a sources pack of real speech and the online-mixing config;
 - ``cue_split`` / ``cue_corpus``: a real split with every cue kind (build tests) / every cue resource (loader tests);
 - ``pack_reads``: a real multi-shard pack and numpy's own view of it;
