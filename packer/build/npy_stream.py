@@ -54,7 +54,6 @@ def hash_file(path: str) -> FileEntry:
     return FileEntry(size=os.path.getsize(path), sha256=digest.hexdigest())
 
 
-
 class NpyStream:
     """A ``.npy`` file written in pieces (rows along axis 0) and hashed as it goes.
 
