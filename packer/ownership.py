@@ -27,7 +27,7 @@ import os
 import re
 import shutil
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 from schemas.columns import COLUMNS_DIR
 from schemas.constants import (
@@ -169,14 +169,21 @@ class Survey:
 
     def refuse_foreign(self, action: str) -> None:
         """Raise naming the foreign entries, if there are any (``action``: what was refused)."""
-        if not self.foreign:
-            return
-        shown = self.foreign[:LISTED_FOREIGN]
-        more = f" and {len(self.foreign) - len(shown)} more" if len(self.foreign) > len(shown) else ""
-        raise SpeechpackError(
-            f"{self.root}: holds files that no speechpack manifest or build in progress lists "
-            f"({', '.join(shown)}{more}); refusing to {action}. speechpack deletes only what its own records list: "
-            f"move those files away, or choose another directory")
+        refuse_foreign(self.root, self.foreign, "speechpack manifest or build in progress", action)
+
+
+def refuse_foreign(root: str, foreign: Sequence[str], records: str, action: str, entries: str = "files",
+                   place: str = "directory") -> None:
+    """Raise naming the ``foreign`` entries of ``root`` (the first ``LISTED_FOREIGN``), if there are any;
+    ``records`` names what would have listed them, ``action`` what is refused (``entries`` and ``place``: the
+    words for them, "objects" under a "prefix" on object storage)."""
+    if not foreign:
+        return
+    shown = foreign[:LISTED_FOREIGN]
+    more = f" and {len(foreign) - len(shown)} more" if len(foreign) > len(shown) else ""
+    raise SpeechpackError(
+        f"{root}: holds {entries} that no {records} lists ({', '.join(shown)}{more}); refusing to {action}. "
+        f"speechpack deletes only what its own records list: move those {entries} away, or choose another {place}")
 
 
 def walk(root: str) -> list[str]:

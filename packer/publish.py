@@ -30,11 +30,11 @@ import time
 from typing import Callable
 
 from packer.copy_lock import locked
-from packer.ownership import INCOMING_MANIFEST, LISTED_FOREIGN, REPLACED_MANIFEST, pack_file_entries
+from packer.ownership import INCOMING_MANIFEST, REPLACED_MANIFEST, pack_file_entries, refuse_foreign
 from packer.remote import RemotePack, describe_error, remote_errors
 from packer.transfer import COPY_BLOCK, DEFAULT_JOBS, CopyError, CopyReport, mismatch, progress_bar, run_parallel
 from schemas.constants import MANIFEST_NAME
-from schemas.errors import PackFormatError, SpeechpackError
+from schemas.errors import PackFormatError
 from schemas.format import FileEntry
 from schemas.manifest_file import parse_manifest, read_manifest_file
 
@@ -154,13 +154,8 @@ class _Target:
         owned = (owned_current or set()) | owned_incoming | owned_replaced
         owned |= {INCOMING_MANIFEST, REPLACED_MANIFEST} | ({MANIFEST_NAME} if owned_current is not None else set())
         foreign = sorted(set(listing) - owned)
-        if foreign:
-            shown = foreign[:LISTED_FOREIGN]
-            more = f" and {len(foreign) - len(shown)} more" if len(foreign) > len(shown) else ""
-            raise SpeechpackError(
-                f"{self.remote.url}: holds objects that no speechpack manifest lists ({', '.join(shown)}{more}); "
-                f"refusing to publish a pack there. speechpack deletes only what its own records list: move those "
-                f"objects away, or choose another prefix")
+        refuse_foreign(self.remote.url, foreign, "speechpack manifest", "publish a pack there", entries="objects",
+                       place="prefix")
         wanted = set(self.files)
         if replaced is not None:  # an interrupted removal of an older pack: finish it
             self._delete(owned_replaced - wanted - (owned_current or set()), listing)

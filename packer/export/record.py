@@ -33,9 +33,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-from packer.ownership import walk
+from packer.ownership import refuse_foreign, walk
 from schemas.constants import TEMP_PREFIX
-from schemas.errors import SpeechpackError
 
 #: The manifest an export writes in ``DIR`` (written last).
 CUTS_FILE = "cuts.jsonl.gz"
@@ -56,8 +55,6 @@ JOURNAL_FILE = f"{TEMP_PREFIX}export-written.jsonl"
 #: What the records say they are, and their version (a record of another version owns nothing).
 RECORD_FORMAT = "speechpack-export"
 RECORD_VERSION = 1
-#: How many foreign entries a refusal names before it says "and N more".
-LISTED_FOREIGN = 8
 
 _AUDIO_SUBDIR = re.compile(r"\d{5}")
 _AUDIO_NAME = re.compile(r"(?:%s)?(\d{8})(%s)" % (re.escape(TEMP_PREFIX),
@@ -205,14 +202,7 @@ class ExportSurvey:
 
     def refuse_foreign(self) -> None:
         """Raise naming the foreign entries (files, not their directories), if there are any."""
-        if not self.foreign:
-            return
-        shown = self.foreign[:LISTED_FOREIGN]
-        more = f" and {len(self.foreign) - len(shown)} more" if len(self.foreign) > len(shown) else ""
-        raise SpeechpackError(
-            f"{self.root}: holds files that no speechpack export record lists ({', '.join(shown)}{more}); refusing "
-            f"to export into it. speechpack deletes only what its own records list: move those files away, or "
-            f"choose another directory")
+        refuse_foreign(self.root, self.foreign, "speechpack export record", "export into it")
 
 
 def survey_export(root: str) -> ExportSurvey:
