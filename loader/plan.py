@@ -12,7 +12,7 @@
 
 Nothing here reads audio or imports torch: the DataLoader glue (``loader.torch``), the dry run (``speechpack plan``,
 ``loader.planning_report``) and the tests call this same function, so what the dry run reports is what training
-gets.  The static plan's pieces (``EpochPlan``, ``PlanError``, ``batch_rng``, ``epoch_permutation``,
+gets.  The static plan's pieces (``EpochPlan``, ``PlanError``, ``batch_rng``, ``BatchGenerator``, ``epoch_permutation``,
 ``make_epoch_plan``) are re-exported here, the module training code and tests import them from.
 """
 
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from loader.batching import Windows, make_budget_plan
-from loader.static_plan import EpochPlan, PlanError, batch_rng, epoch_permutation, make_epoch_plan
+from loader.static_plan import BatchGenerator, EpochPlan, PlanError, batch_rng, epoch_permutation, make_epoch_plan
 
 #: Largest world size a plan is made for.
 MAX_WORLD_SIZE = 1 << 20
@@ -88,5 +88,5 @@ def plan_epoch(args: Any, seed: int, epoch: int, rank: int, world_size: int, *, 
     return plan
 
 
-__all__ = ["MAX_ROUND_ROWS", "MAX_WORLD_SIZE", "EpochPlan", "PlanError", "batch_rng", "epoch_lengths", "epoch_permutation", "make_epoch_plan", "needs_lengths",
-           "plan_epoch"]
+__all__ = ["MAX_ROUND_ROWS", "MAX_WORLD_SIZE", "BatchGenerator", "EpochPlan", "PlanError", "batch_rng", "epoch_lengths",
+           "epoch_permutation", "make_epoch_plan", "needs_lengths", "plan_epoch"]

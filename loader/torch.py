@@ -17,10 +17,7 @@ How the pieces fit:
 from __future__ import annotations
 
 import gc
-import hashlib
-import json
-import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from numbers import Integral
 from typing import Iterator
 
@@ -31,12 +28,12 @@ from torch.utils.data import DataLoader, Dataset, Sampler, get_worker_info
 from loader import batch_ring
 from loader.config import LoaderConfig
 from loader.config_checks import MAX_COUNT, MAX_EPOCH, ConfigError, integer
+from loader.fingerprint import loader_fingerprint
 from loader.pack import Pack, open_pack
 from loader.plan import EpochPlan, epoch_lengths, needs_lengths, plan_epoch
 from loader.recipe import MAX_PREFETCH, MAX_WORKERS
 from loader.tasks import prepare
 from loader.weighting import PackWeighting
-from schemas.constants import MANIFEST_NAME
 from schemas.errors import SpeechpackError
 
 #: Version of ``SpeechLoader.state_dict()``; bump it when its meaning changes.
@@ -147,16 +144,19 @@ class _PlannedBatches(Dataset):
     def __len__(self) -> int:  # the DataLoader never asks: the sampler defines the length
         raise TypeError("indexed by (epoch, batch); ask the SpeechLoader for its length")
 
-    def __getitem__(self, key: tuple[int, int]) -> dict:
+    def arrays(self, key: tuple[int, int]) -> dict:
+        """Batch ``key`` = (epoch, batch) as the builder makes it (numpy arrays and lists)."""
         epoch, batch = key
         plan = self.plan(epoch)
         items, valid = plan.batch(batch)
-        build = (items, valid, epoch, int(plan.global_batch[batch]))
+        return self.builder.build(items, valid, epoch, int(plan.global_batch[batch]))
+
+    def __getitem__(self, key: tuple[int, int]) -> dict:
         worker = get_worker_info()
         slot = self.ring.claim(worker.id) if self.ring is not None and worker is not None else None
         if slot is not None:
-            return self.ring.build_in(worker.id, slot, lambda: self.builder.build(*build))
-        arrays = self.builder.build(*build)
+            return self.ring.build_in(worker.id, slot, lambda: self.arrays(key))
+        arrays = self.arrays(key)
         # No slot (one process, or every slot still held by the consumer): audio becomes tensors here (a worker
         # sends them through torch's shared memory, cheaper than pickling); small arrays travel pickled as numpy.
         return {name: torch.from_numpy(value) if isinstance(value, np.ndarray) and value.nbytes >= _SHARED_MIN
@@ -231,7 +231,7 @@ class SpeechLoader:
         self.dataset = _PlannedBatches(self.builder, seed, rank, world_size, self.weighting)
         self.dataset.plan(0)  # checks rank/world_size now, not in a worker
         self._sampler = _EpochSampler()
-        self._fingerprint = _fingerprint(config, state, packs)
+        self._fingerprint = loader_fingerprint(config, state, packs)
         self._epoch = 0
         self._consumed = 0
         self._resume_at = 0
@@ -284,9 +284,14 @@ class SpeechLoader:
         self._sampler.count = len(self)
         self._sampler.start = self._consumed = self._resume_at
         self._resume_at = 0
-        for batch in self.dataloader:
+        # Without workers the batches are built right here: the DataLoader would only add its per-batch profiler
+        # scope and bookkeeping (about a tenth of a short TSE batch; docs/performance.md), and pin what it pins.
+        in_process = self.dataloader_settings["num_workers"] == 0
+        pin = in_process and self.dataloader.pin_memory and _pinnable()
+        for batch in map(self.dataset.arrays, self._sampler) if in_process else self.dataloader:
             self._consumed += 1
-            yield as_tensors(batch)
+            batch = as_tensors(batch)
+            yield {k: v.pin_memory() if isinstance(v, torch.Tensor) else v for k, v in batch.items()} if pin else batch
 
     def state_dict(self) -> dict:
         """A few numbers: enough to resume mid-epoch in O(1).  After a finished pass ``batches_consumed`` equals
@@ -320,6 +325,12 @@ class SpeechLoader:
         self._resume_at = self._consumed = consumed
 
 
+def _pinnable() -> bool:
+    """Whether pinned memory can be had here, as the DataLoader decides it: an accelerator, and not MPS."""
+    device = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
+    return device is not None and device.type != "mps"
+
+
 def _first(*values):
     """The first value that is not None."""
     return next(value for value in values if value is not None)
@@ -339,38 +350,6 @@ def _state_int(state: dict, key: str, maximum: int) -> int:
         return integer(state[key], f"loader state {key}", 0, maximum)
     except ConfigError as err:
         raise ResumeError(str(err)) from None
-
-
-def _fingerprint(config: LoaderConfig, state: str, packs: list[Pack]) -> str:
-    """Hash of the packs' manifests and ``dataset_args``: a state only resumes the loader it came from.
-
-    Pack paths are left out on purpose, so a state still resumes after the packs are copied to node-local disk.
-    """
-    digest = hashlib.sha256()
-    args = asdict(config.dataset_args)
-    if config.task == "tse" and args.get("normalize") == "none":
-        args["normalize"] = None  # spelt None before normalize had one vocabulary: older states still resume
-    # Left out when unset, so older states still resume.
-    for key in ("cues", "field_collate", "mix", "augment", "batching", "train_window", "hist_frames"):
-        if key in args and not args[key]:
-            del args[key]
-    for key in ("npc", "num_prefetch"):  # how batches are fetched, not which: any worker count resumes
-        args.pop(key, None)
-    identity = {"dataset_args": args, "state": state}
-    if config.task != "tse":
-        identity["task"] = config.task
-    digest.update(json.dumps(identity, sort_keys=True, default=str).encode())
-    if config.weighted:  # hashed only when set, so older states still resume; paths left out as below
-        weights = [{k: v for k, v in asdict(p).items() if k != "path" and not (k == "split" and v is None)}
-                   for p in config.packs]
-        weighted = {"packs": weights, "weighting": asdict(config.weighting)}
-        if config.sample_num_per_epoch:
-            weighted["sample_num_per_epoch"] = config.sample_num_per_epoch
-        digest.update(json.dumps(weighted, sort_keys=True).encode())
-    for pack in packs:
-        with open(os.path.join(pack.path, MANIFEST_NAME), "rb") as fp:
-            digest.update(hashlib.sha256(fp.read()).digest())
-    return digest.hexdigest()[:16]
 
 
 def build_loader(config: dict | LoaderConfig, state: str, *, rank: int = 0, world_size: int = 1,

@@ -26,7 +26,7 @@ import numpy as np
 
 from loader.batching import Windows, tile_windows
 from loader.pack import Pack
-from loader.plan import batch_rng
+from loader.plan import BatchGenerator
 from loader.tse.args import DatasetArgs
 from loader.tse.augment import ENROLL_DRAWS, NOISE_DRAWS, EnrollAugment, NoiseSource, noisy_mixture
 from loader.tse.collate import collate_field
@@ -35,7 +35,7 @@ from loader.tse.decode import Decoder, Row, collate_rows
 from loader.tse.items import ItemIndex
 from loader.tse.streams import augment_rng
 from loader.tse.online import OnlineMixer
-from loader.tse.table import TableRows
+from loader.tse.table import DecodedRows, TableRows
 from loader.tse.windows import ZERO_CHUNK_REDRAWS, Chunking, scored_mask, unit_window
 from schemas.constants import KIND_SOURCES, KIND_TSE, STREAM_MIX, STREAM_SOURCE, STREAM_TARGET
 from schemas.errors import SpeechpackError
@@ -54,6 +54,7 @@ class TseBatchBuilder:
         self.args = args
         self.state = state
         self.seed = seed
+        self.batch_rng = BatchGenerator(seed)  # the batch's draws: loader.plan.batch_rng, one object reused
         rates = {p.sample_rate for p in packs}
         self.rate = args.resample_rate or (rates.pop() if len(rates) == 1 else None)
         if self.rate is None:
@@ -114,30 +115,27 @@ class TseBatchBuilder:
         if self.online is not None:
             mixed = self.online.build(item_ids, epoch, global_batch)
             batch = self._assemble(mixed.rows, mixed.wav_mix, mixed.wav_target, mixed.chunk_ratio, mixed.real, valid,
-                                   batch_rng(self.seed, epoch, global_batch), mixed.source_keys, epoch, global_batch)
+                                   self.batch_rng(epoch, global_batch), mixed.source_keys, epoch, global_batch)
             batch["timeline"] = mixed.timeline
             batch["overlap_ratio_2spk"] = mixed.overlap_ratio_2spk
             return batch
-        rng = batch_rng(self.seed, epoch, global_batch)
+        rng = self.batch_rng(epoch, global_batch)
         draws = rng.random((len(item_ids), ZERO_CHUNK_REDRAWS + 1))
         units = None
         if self.windows is not None:
             units, item_ids = item_ids, self.windows.item[item_ids]
         build_rows = self._decoded_rows if self.needs_resample else self.table.rows
-        rows, wav_mix, wav_target = build_rows(item_ids, draws, units)
+        rows, wav_mix, wav_target, real, chunk_ratio = build_rows(item_ids, draws, units)
         if self.offline_noise is not None:
             self._add_noise(rows, wav_mix, augment_rng(self.seed, epoch, global_batch).random(
                 (len(item_ids), NOISE_DRAWS)))
-        real = np.asarray([row.window.take for row in rows], dtype=np.int64)
-        chunk_ratio = [row.window.chunk_ratio() for row in rows]
         batch = self._assemble(rows, wav_mix, wav_target, chunk_ratio, real, valid, rng, epoch=epoch,
                                global_batch=global_batch)
         if units is not None:  # scored samples: the chunk itself, not its history
             batch["scored"] = scored_mask(self.windows, [int(units[row.item]) for row in rows], wav_target.shape[-1])
         return batch
 
-    def _decoded_rows(self, item_ids: np.ndarray, draws: np.ndarray, units: np.ndarray | None
-                      ) -> tuple[list[Row], np.ndarray, np.ndarray]:
+    def _decoded_rows(self, item_ids: np.ndarray, draws: np.ndarray, units: np.ndarray | None) -> DecodedRows:
         """Rows, ``wav_mix`` and ``wav_target`` item by item, through the ``Decoder``: packs resampled at load
         time (each segment is resampled whole before its window is cut)."""
         rows = []
@@ -160,7 +158,8 @@ class TseBatchBuilder:
         wav_mix = collate_rows([row.mix for row in rows], windows, lengths, self.args.align_of("wav_mix"),
                                mixture_of=[row.item for row in rows])
         wav_target = collate_rows([row.target for row in rows], windows, lengths, self.args.align_of("wav_target"))
-        return rows, wav_mix, wav_target
+        return DecodedRows(rows, wav_mix, wav_target, np.asarray([w.take for w in windows], dtype=np.int64),
+                           [w.chunk_ratio() for w in windows])
 
     def _add_noise(self, rows: list[Row], wav_mix: np.ndarray, draws: np.ndarray) -> None:
         """WeSep's ``add_noise`` on pre-mixed training: per mixture, with ``noise_prob``, noise over its chunk

@@ -5,7 +5,8 @@ Why.  Built item by item, every segment of a batch (a mixture and its targets) w
 lookups, a view, an ``Audio`` tuple and a read-ahead range each, so the Python per batch grew with its rows.  Here
 the per-segment work is a fixed handful of numpy operations per batch, the read-ahead ranges of the whole batch are
 one array, and the loop that remains does what a bare loop does: a cast copy, an in-place multiply, the padding.
-What a batch still costs besides its copies is measured in docs/performance.md ("Against the pack-based peers").
+Each mixture is decoded once, into its first row, and copied to the rows of its other targets.  What a batch still
+costs besides its copies is measured in docs/performance.md ("Against the pack-based peers").
 
 The floats are exactly those of the per-item path (``loader.tse.decode.collate_rows``, still used when packs are
 resampled at load time): the same ``float32(scale / 32768 * gain)`` and ``float32(mean * gain)`` per segment, the
@@ -15,17 +16,18 @@ same cast copy then in-place multiply, a mixture decoded once and copied to its 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from loader.batching import Windows
 from loader.normalize import muvap_gain
-from loader.pack import Pack, SegmentTable
+from loader.pack import Pack
 from loader.readahead import AdaptiveAdvice, major_faults, will_need_ranges
 from loader.tse.buffer_pool import BufferPool
 from loader.tse.decode import Row, aligned_length
 from loader.tse.items import ItemIndex
-from loader.tse.windows import Chunking, Window, sounds
+from loader.tse.windows import SOUND_PROBE_STRIDE, Chunking, Window, sounds
 from schemas.constants import AUDIO_FULL_SCALE
 from schemas.errors import SpeechpackError
 
@@ -34,7 +36,8 @@ from schemas.errors import SpeechpackError
 class Segments:
     """Where each entry's segment lies and how it decodes, as parallel arrays: in pack ``pack``, shard ``shard``,
     elements ``offset : offset + channels * length`` of the stream file (channel-major); ``scale`` and ``shift``
-    are the float32 multiplier and subtrahend of the decode (``shift`` 0: no normalisation)."""
+    are the float32 multiplier and subtrahend of the decode (``shift`` None: no normalisation, nothing to
+    subtract)."""
 
     pack: np.ndarray
     shard: np.ndarray
@@ -42,32 +45,54 @@ class Segments:
     channels: np.ndarray
     length: np.ndarray
     scale: np.ndarray
-    shift: np.ndarray
-
-    def take(self, index: np.ndarray) -> "Segments":
-        """The entries at ``index`` (a mixture's segment repeated for each of its rows)."""
-        return Segments(self.pack[index], self.shard[index], self.offset[index], self.channels[index],
-                        self.length[index], self.scale[index], self.shift[index])
+    shift: np.ndarray | None
 
 
 @dataclass(frozen=True)
 class BatchTable:
-    """The rows of a batch: per item (mixture) its mixture segment, per row (mixture-major) the item it belongs to,
-    its speaker's index within the sample, and its target segment."""
+    """The rows of a batch: per item (mixture) its sample and mixture segment, per row (mixture-major) the item it
+    belongs to, its speaker's index within the sample and in its pack's speakers column, and its target segment;
+    ``item_row`` is each item's first row (where its mixture is decoded)."""
 
     sample: np.ndarray
     mix: Segments
     row_item: np.ndarray
     row_speaker: np.ndarray
-    #: per row, the speaker's position in its pack's speakers column
     row_speaker_at: np.ndarray
     target: Segments
+    item_row: np.ndarray
+    rows_per_item: np.ndarray
+    #: the items' and the rows' pack groups (``Groups``)
+    groups: list
+    row_groups: list
 
-    def row_starts(self) -> np.ndarray:
-        """Per row, whether it is the first row of its mixture (where the mixture is decoded)."""
-        first = np.ones(len(self.row_item), dtype=bool)
-        first[1:] = self.row_item[1:] != self.row_item[:-1]
-        return first
+
+class DecodedRows(NamedTuple):
+    """What a pre-mixed batch's rows come to: the ``Row`` s (mixture-major), ``wav_mix`` and ``wav_target``, each
+    row's real (unpadded) length and WeSep's ``chunk_ratio`` per row."""
+
+    rows: list[Row]
+    wav_mix: np.ndarray
+    wav_target: np.ndarray
+    real: np.ndarray
+    chunk_ratio: list[dict]
+
+
+#: The per-segment fields a batch reads from a stream's columns (``loader.pack.SegmentTable``).
+_FIELDS = ("shard", "offset", "channels", "length", "scale", "first", "count", "mean", "rms", "peak")
+
+
+class StreamColumns:
+    """Per field, one stream's column in every pack, looked up once instead of per batch; ``take(field, pack,
+    index)`` reads entry ``index[i]`` of pack ``pack[i]``'s column (one fancy index when the batch has one
+    pack, as most batches do)."""
+
+    def __init__(self, packs: list[Pack], stream: str):
+        tables = [p.streams[stream] for p in packs]
+        self.columns = {name: [getattr(t, name) for t in tables] for name in _FIELDS}
+
+    def take(self, name: str, groups: "Groups", index: np.ndarray) -> np.ndarray:
+        return _take(groups, self.columns[name], index)
 
 
 #: Which entries of a batch come from which pack: ``(pack, where)`` pairs, ``where`` a mask or ``slice(None)``.
@@ -81,6 +106,11 @@ def _groups(pack: np.ndarray) -> Groups:
     return [(p, pack == p) for p in np.unique(pack).tolist()]
 
 
+def _row_groups(groups: Groups, row_item: np.ndarray) -> Groups:
+    """``groups`` of a batch's items, as groups of its rows."""
+    return [(p, where if isinstance(where, slice) else where[row_item]) for p, where in groups]
+
+
 def _take(groups: Groups, columns: list[np.ndarray], index: np.ndarray) -> np.ndarray:
     """``columns[pack][index]`` for every entry, each entry from its own pack's column (``groups``)."""
     if len(groups) == 1:
@@ -91,71 +121,88 @@ def _take(groups: Groups, columns: list[np.ndarray], index: np.ndarray) -> np.nd
     return out
 
 
-def _gather(tables: list[SegmentTable], groups: Groups, pack: np.ndarray, segment: np.ndarray,
-            gain: np.ndarray | None, muvap: bool) -> tuple[Segments, np.ndarray]:
+def _segments(columns: StreamColumns, groups: Groups, pack: np.ndarray, segment: np.ndarray,
+              gain: np.ndarray | None, muvap: bool) -> tuple[Segments, np.ndarray | None]:
     """``Segments`` of (``pack``, ``segment``) pairs, decoded with ``gain`` (None: computed from each segment's own
-    statistics under MuVAP, else 1); returns the gains too, for the targets that share their mixture's."""
-    def take(name: str) -> np.ndarray:
-        return _take(groups, [getattr(t, name) for t in tables], segment)
-
-    factor = take("scale") / AUDIO_FULL_SCALE
+    statistics under MuVAP); returns the gains too (None without MuVAP), for the targets that share their
+    mixture's."""
+    factor = columns.take("scale", groups, segment) / AUDIO_FULL_SCALE
+    shift = None
     if muvap:
-        gain = muvap_gain(take("rms"), take("peak")) if gain is None else gain
-        mean = take("mean")
+        if gain is None:
+            gain = muvap_gain(columns.take("rms", groups, segment), columns.take("peak", groups, segment))
+        mean = columns.take("mean", groups, segment)
         shift = np.where((mean != 0) & (gain != 0), mean * gain, 0.0).astype(np.float32)
         factor = factor * gain
-    else:  # a gain of 1 changes no float: factor * 1.0 == factor
-        gain = np.ones(len(pack), dtype=np.float64) if gain is None else gain
-        shift = np.zeros(len(pack), dtype=np.float32)
-    return Segments(pack, take("shard"), take("offset"), take("channels"), take("length"),
+    # without MuVAP the gain is 1, which changes no float: factor * 1.0 == factor
+    return Segments(pack, columns.take("shard", groups, segment), columns.take("offset", groups, segment),
+                    columns.take("channels", groups, segment), columns.take("length", groups, segment),
                     factor.astype(np.float32), shift), gain
 
 
-def gather_table(packs: list[Pack], items: ItemIndex, item_ids: np.ndarray, mix_stream: str, target_stream: str,
-                 muvap: bool) -> BatchTable:
+def gather_table(mix_columns: StreamColumns, target_columns: StreamColumns, speaker_first: list[np.ndarray],
+                 items: ItemIndex, item_ids: np.ndarray, muvap: bool) -> BatchTable:
     """The batch's table for ``item_ids``: every target of each mixture (or its ``slot`` only), mixture-major, the
     targets sharing their mixture's gain (so the mixture stays their sum under MuVAP)."""
     pack = items.pack[item_ids]
     sample = items.sample[item_ids]
     slot = items.slot[item_ids]
-    mix_tables = [p.streams[mix_stream] for p in packs]
-    target_tables = [p.streams[target_stream] for p in packs]
     groups = _groups(pack)
-    mix, gain = _gather(mix_tables, groups, pack, _take(groups, [t.first for t in mix_tables], sample), None, muvap)
-    first = _take(groups, [t.first for t in target_tables], sample)
-    rows_per_item = np.where(slot >= 0, 1, _take(groups, [t.count for t in target_tables], sample))
+    mix, gain = _segments(mix_columns, groups, pack, mix_columns.take("first", groups, sample), None, muvap)
+    counts = target_columns.take("count", groups, sample)
+    single = slot >= 0
+    any_single = bool(single.any())
+    rows_per_item = np.where(single, 1, counts) if any_single else counts
+    item_row = np.cumsum(rows_per_item) - rows_per_item
     row_item = np.repeat(np.arange(len(pack)), rows_per_item)
-    row_slot = slot[row_item]
     # every target of a mixture: its rows count 0, 1, ...; one target (``expand_targets``): its slot
-    speaker = np.arange(len(row_item)) - np.repeat(np.cumsum(rows_per_item) - rows_per_item, rows_per_item)
-    if (row_slot >= 0).any():
+    speaker = np.arange(len(row_item)) - item_row[row_item]
+    if any_single:
+        row_slot = slot[row_item]
         speaker = np.where(row_slot >= 0, row_slot, speaker)
-    row_groups = [(p, where if isinstance(where, slice) else where[row_item]) for p, where in groups]
-    row_sample = sample[row_item]
-    speaker_at = _take(row_groups, [p.speaker_first for p in packs], row_sample) + speaker
-    target, _ = _gather(target_tables, row_groups, pack[row_item], first[row_item] + speaker, gain[row_item], muvap)
-    return BatchTable(sample, mix, row_item, speaker, speaker_at, target)
+    row_groups = _row_groups(groups, row_item)
+    speaker_at = _take(groups, speaker_first, sample)[row_item] + speaker
+    target_segment = target_columns.take("first", groups, sample)[row_item] + speaker
+    target, _ = _segments(target_columns, row_groups, pack[row_item], target_segment,
+                          None if gain is None else gain[row_item], muvap)
+    return BatchTable(sample, mix, row_item, speaker, speaker_at, target, item_row, rows_per_item, groups, row_groups)
+
+
+#: Stream files a ``StreamArrays`` keeps at hand between batches; past this many it starts again (the pack's own
+#: bounded cache of mappings, ``loader.pack.MAX_OPEN_STREAM_FILES``, is the one that limits what stays mapped).
+KEPT_STREAM_ARRAYS = 64
 
 
 class StreamArrays:
-    """The mapped stream files a batch reads, each looked up once per batch (the packs keep the mappings)."""
+    """The mapped stream files a batch reads, per entry: looked up in the pack (which maps a file on first use)
+    once, then kept at hand for the next batches, which mostly read the same shards.  Pickles empty, as the arrays
+    are mappings: a worker started by spawn looks them up again."""
 
     def __init__(self, packs: list[Pack], stream: str):
         self.packs = packs
         self.stream = stream
+        self._kept: dict[tuple[int, int], np.ndarray] = {}
 
-    def of(self, segments: Segments) -> tuple[list[np.ndarray], np.ndarray]:
-        """The stream array of every entry of ``segments``, and the address of its first element."""
-        found: dict[tuple[int, int], tuple[np.ndarray, int]] = {}
-        arrays, addresses = [], []
+    def __getstate__(self) -> dict:
+        return {"packs": self.packs, "stream": self.stream, "_kept": {}}
+
+    def of(self, segments: Segments) -> list[np.ndarray]:
+        """The stream array of every entry of ``segments``."""
+        kept = self._kept
+        arrays = []
         for key in zip(segments.pack.tolist(), segments.shard.tolist()):
-            hit = found.get(key)
-            if hit is None:
-                array = self.packs[key[0]].stream_array(key[1], self.stream)
-                hit = found[key] = (array, array.__array_interface__["data"][0])
-            arrays.append(hit[0])
-            addresses.append(hit[1])
-        return arrays, np.asarray(addresses, dtype=np.uint64)
+            array = kept.get(key)
+            if array is None:
+                if len(kept) >= KEPT_STREAM_ARRAYS:
+                    kept.clear()
+                array = kept[key] = self.packs[key[0]].stream_array(key[1], self.stream)
+            arrays.append(array)
+        return arrays
+
+
+def array_addresses(arrays: list[np.ndarray]) -> np.ndarray:
+    """The address of each array's first element (for read-ahead ranges)."""
+    return np.asarray([array.__array_interface__["data"][0] for array in arrays], dtype=np.uint64)
 
 
 def window_view(array: np.ndarray, offset: int, channels: int, length: int, start: int, take: int) -> np.ndarray:
@@ -163,15 +210,12 @@ def window_view(array: np.ndarray, offset: int, channels: int, length: int, star
     return array[offset:offset + channels * length].reshape(channels, length)[:, start:start + take]
 
 
-def window_ranges(addresses: np.ndarray, itemsize: int, segments: Segments, start: np.ndarray, take: np.ndarray,
-                  keep: np.ndarray | None = None) -> np.ndarray:
-    """(address, bytes) of the windows ``[start, start + take)`` of the entries ``keep`` selects (all when None),
-    one range per channel, as a ``[n, 2]`` uint64 array for ``loader.readahead.will_need_ranges``; ``addresses``
-    are the entries' stream arrays' first elements."""
+def window_ranges(addresses: np.ndarray, itemsize: int, segments: Segments, start: np.ndarray,
+                  take: np.ndarray) -> np.ndarray:
+    """(address, bytes) of the windows ``[start, start + take)`` of every entry, one range per channel, as a
+    ``[n, 2]`` uint64 array for ``loader.readahead.will_need_ranges``; ``addresses`` are the entries' stream
+    arrays' first elements."""
     offset, length, channels = segments.offset, segments.length, segments.channels
-    if keep is not None:
-        addresses, offset, length, channels, start, take = (
-            a[keep] for a in (addresses, offset, length, channels, start, take))
     element = offset + start
     if (channels != 1).any():  # a range per channel of a channel-major segment
         channel = np.arange(int(channels.sum())) - np.repeat(np.cumsum(channels) - channels, channels)
@@ -189,18 +233,19 @@ def advise(*ranges: np.ndarray) -> None:
     will_need_ranges(np.concatenate(ranges))
 
 
-def decode_windows(out: np.ndarray, arrays: list[np.ndarray | None], segments: Segments, start: np.ndarray,
-                   take: np.ndarray) -> None:
-    """Decode entry ``r``'s window into ``out[r]`` ``[C, T]`` (zero-padded on the right); an entry whose array is
-    None repeats the previous row (a mixture's next target).  ``take`` is already cut to ``T``."""
+def decode_windows(out: np.ndarray, arrays: list[np.ndarray], segments: Segments, start: np.ndarray,
+                   take: np.ndarray, dest_rows: list[int] | None = None, repeats: list[int] | None = None) -> None:
+    """Decode entry ``e``'s window into row ``dest_rows[e]`` of ``out`` ``[rows, C, T]`` (row ``e`` when None),
+    zero-padded on the right, then copy it into the ``repeats[e]`` rows that follow (a mixture's other targets).
+    ``take`` is already cut to ``T``."""
     width = out.shape[-1]
     single = out.shape[1] == 1
-    rows = zip(arrays, segments.offset.tolist(), segments.channels.tolist(), segments.length.tolist(),
-               start.tolist(), take.tolist(), list(segments.scale), list(segments.shift))
-    for r, (array, offset, channels, length, begin, n, scale, shift) in enumerate(rows):
-        if array is None:
-            out[r] = out[r - 1]
-            continue
+    count = len(arrays)
+    shifts = [0.0] * count if segments.shift is None else segments.shift.tolist()
+    rows = zip(range(count) if dest_rows is None else dest_rows, arrays, segments.offset.tolist(),
+               segments.channels.tolist(), segments.length.tolist(), start.tolist(), take.tolist(),
+               segments.scale.tolist(), shifts, [0] * count if repeats is None else repeats)
+    for r, array, offset, channels, length, begin, n, scale, shift, repeat in rows:
         if single and channels == 1:
             dest = out[r, 0, :n]
             dest[...] = array[offset + begin:offset + begin + n]
@@ -208,12 +253,15 @@ def decode_windows(out: np.ndarray, arrays: list[np.ndarray | None], segments: S
             dest = out[r, :, :n]
             dest[...] = window_view(array, offset, channels, length, begin, n)
         # A cast copy, then an in-place multiply: the same floats as one mixed-type multiply (which numpy runs
-        # through a cast buffer), about 1.5x faster.
+        # through a cast buffer), about 1.5x faster.  (The float32 scale goes through a Python float, which holds
+        # it exactly, and the multiply keeps float32: numpy treats a Python float as weakly typed.)
         dest *= scale
         if shift:
             dest -= shift
         if n < width:
             out[r, :, n:] = 0.0
+        for copy in range(r + 1, r + 1 + repeat):
+            out[copy] = out[r]
 
 
 class TableRows:
@@ -225,81 +273,93 @@ class TableRows:
                  chunking: Chunking, windows: Windows | None, align: tuple[str, str]):
         self.packs = packs
         self.items = items
-        self.streams = (mix_stream, target_stream)
         self.muvap = muvap
         self.chunking = chunking
         self.windows = windows
         self.align = align
+        self.mix_columns = StreamColumns(packs, mix_stream)
+        self.target_columns = StreamColumns(packs, target_stream)
+        self.speaker_first = [p.speaker_first for p in packs]
+        self.raw_strings = {column: [getattr(p, column).raw for p in packs] for column in ("keys", "speakers")}
         self.mix_arrays = StreamArrays(packs, mix_stream)
         self.target_arrays = StreamArrays(packs, target_stream)
         self.buffers = BufferPool()  # the batch's audio arrays, reused once the training loop drops them
         self.advice = AdaptiveAdvice()  # announce a batch's windows only while the pack reads as cold
 
-    def rows(self, item_ids: np.ndarray, draws: np.ndarray, units: np.ndarray | None
-             ) -> tuple[list[Row], np.ndarray, np.ndarray]:
+    def rows(self, item_ids: np.ndarray, draws: np.ndarray, units: np.ndarray | None) -> DecodedRows:
         """Rows (mixture-major), ``wav_mix`` and ``wav_target`` of the items (``units``: their train-window
         chunks), the windows drawn from ``draws`` for all mixtures at once, announced in one call, then copied."""
-        table = gather_table(self.packs, self.items, item_ids, *self.streams, self.muvap)
+        table = gather_table(self.mix_columns, self.target_columns, self.speaker_first, self.items, item_ids,
+                             self.muvap)
         mix = table.mix
-        keys = [str(self.packs[p].keys[s]) for p, s in zip(mix.pack.tolist(), table.sample.tolist())]
+        keys = self._strings(table.groups, table.sample, "keys")
         channels = np.unique(mix.channels).tolist()
         if len(channels) > 1:
             named = sorted(set(keys))
             raise SpeechpackError(f"mixtures with different channel counts {channels} in one batch "
                                   f"({', '.join(named[:4])}...): pack them separately")
-        mix_arrays, mix_addresses = self.mix_arrays.of(mix)
+        mix_arrays = self.mix_arrays.of(mix)
         if units is None:
             start, take, length = self.chunking.windows(mix.length, draws,
                                                         _audible(mix_arrays, mix, self.chunking.chunk_len))
         else:
             start = self.windows.fed_start[units]
             take = length = self.windows.stop[units] - start
+        windows = [Window(*w) for w in zip(start.tolist(), take.tolist(), length.tolist(), mix.length.tolist())]
         row_item = table.row_item
-        rows = self._rows(table, keys, [Window(*w) for w in zip(start.tolist(), take.tolist(), length.tolist(),
-                                                                  mix.length.tolist())])
+        item_of_row = row_item.tolist()
+        rows = self._rows(table, keys, windows, item_of_row)
         lengths, row_start, row_take = length[row_item], start[row_item], take[row_item]
-        first = table.row_starts()
-        mix_rows = mix.take(row_item)
-        mix_sources = [mix_arrays[i] if f else None for i, f in zip(row_item.tolist(), first.tolist())]
-        target_sources, target_addresses = self.target_arrays.of(table.target)
+        target_sources = self.target_arrays.of(table.target)
         wav_mix = self.buffers.empty((len(rows), channels[0] if channels else 1,
                                       aligned_length(lengths, self.align[0])))
         wav_target = self.buffers.empty((len(rows), int(table.target.channels[0]) if len(rows) else 1,
                                          aligned_length(lengths, self.align[1])))
-        mix_take = np.minimum(row_take, wav_mix.shape[-1])
+        mix_take = np.minimum(take, wav_mix.shape[-1])
         target_take = np.minimum(row_take, wav_target.shape[-1])
         advised = bool(mix_arrays) and self.advice.wanted()
         if advised:
-            advise(window_ranges(mix_addresses[row_item], mix_arrays[0].itemsize, mix_rows, row_start, mix_take,
-                                 keep=first),
-                   window_ranges(target_addresses, target_sources[0].itemsize, table.target, row_start, target_take))
+            advise(window_ranges(array_addresses(mix_arrays), mix_arrays[0].itemsize, mix, start, mix_take),
+                   window_ranges(array_addresses(target_sources), target_sources[0].itemsize, table.target, row_start,
+                                 target_take))
         faults = major_faults()
-        decode_windows(wav_mix, mix_sources, mix_rows, row_start, mix_take)
+        decode_windows(wav_mix, mix_arrays, mix, start, mix_take, table.item_row.tolist(),
+                       (table.rows_per_item - 1).tolist())
         decode_windows(wav_target, target_sources, table.target, row_start, target_take)
         self.advice.copied(advised, major_faults() - faults)
-        return rows, wav_mix, wav_target
+        ratios = [window.chunk_ratio() for window in windows]
+        return DecodedRows(rows, wav_mix, wav_target, row_take.astype(np.int64, copy=False),
+                           [ratios[i].copy() for i in item_of_row])
 
-    def _rows(self, table: BatchTable, keys: list[str], windows: list[Window]) -> list[Row]:
+    def _strings(self, groups: Groups, index: np.ndarray, column: str) -> list[str]:
+        """Entries ``index`` of each pack's ``keys`` or ``speakers`` column (``groups``: which entry is in which
+        pack), decoded."""
+        values = _take(groups, self.raw_strings[column], index).tolist()
+        return [value.decode("utf-8") for value in values]
+
+    def _rows(self, table: BatchTable, keys: list[str], windows: list[Window], item_of_row: list[int]) -> list[Row]:
         """The batch's ``Row`` s (no audio: it is decoded from the table), as the item-by-item path makes them."""
         num_speaker = np.bincount(table.row_item, minlength=len(keys)).tolist()
-        return [Row(item, None, None, self.packs[pack].speakers[at], keys[item], num_speaker[item], windows[item],
-                    pack)
-                for item, at, pack in zip(table.row_item.tolist(), table.row_speaker_at.tolist(),
-                                          table.target.pack.tolist())]
+        speakers = self._strings(table.row_groups, table.row_speaker_at, "speakers")
+        return [Row(item, None, None, speaker, keys[item], num_speaker[item], windows[item], pack)
+                for item, speaker, pack in zip(item_of_row, speakers, table.target.pack.tolist())]
 
 
 def _audible(arrays: list[np.ndarray], mix: Segments, chunk: int):
     """``audible(i, start)`` for ``Chunking.windows``: whether mixture ``i``'s chunk at ``start`` has a non-zero
-    sample (``loader.tse.windows.sounds``)."""
+    sample (``loader.tse.windows.sounds``: a look at every 512th sample, then the whole chunk only if that saw
+    zeros; inlined for mono mixtures, the common case, as it runs for every mixture of every batch)."""
     offsets, channels, lengths = mix.offset.tolist(), mix.channels.tolist(), mix.length.tolist()
 
     def audible(i: int, start: int) -> bool:
         begin = offsets[i] + start
         if channels[i] == 1:
-            return sounds(arrays[i][begin:begin + chunk])
+            array = arrays[i]
+            return bool(np.count_nonzero(array[begin:begin + chunk:SOUND_PROBE_STRIDE])
+                        or np.count_nonzero(array[begin:begin + chunk]))
         return sounds(window_view(arrays[i], offsets[i], channels[i], lengths[i], start, chunk))
     return audible
 
 
-__all__ = ["BatchTable", "Segments", "StreamArrays", "TableRows", "advise", "decode_windows", "gather_table",
-           "window_ranges", "window_view"]
+__all__ = ["BatchTable", "DecodedRows", "KEPT_STREAM_ARRAYS", "Segments", "StreamArrays", "StreamColumns", "TableRows",
+           "advise", "array_addresses", "decode_windows", "gather_table", "window_ranges", "window_view"]

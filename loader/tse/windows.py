@@ -17,6 +17,8 @@ from loader.batching import Windows
 
 #: WeSep re-draws a training window at most this many times while the mixture chunk is silent.
 ZERO_CHUNK_REDRAWS = 3
+#: Stride of the first look for a non-zero sample in a window (any hit proves it is not silent).
+SOUND_PROBE_STRIDE = 512
 
 
 class Window(NamedTuple):
@@ -84,15 +86,16 @@ class Chunking:
         long = totals >= length
         take = np.where(long, length, totals)
         rows = np.where(long | (self.short_policy == "pad"), length, totals)
-        start = np.zeros(len(totals), dtype=np.int64)
-        if self.random_start:
-            candidates = (draws * (totals - length + 1)[:, None]).astype(np.int64)  # int() of each draw's product
-            for i in np.flatnonzero(long).tolist():
-                for attempt in candidates[i].tolist():
-                    start[i] = attempt
-                    if audible(i, attempt):
-                        break
-        return start, take, rows
+        if not self.random_start:
+            return np.zeros(len(totals), dtype=np.int64), take, rows
+        candidates = (draws * (totals - length + 1)[:, None]).astype(np.int64).tolist()  # int() of each product
+        starts = [0] * len(totals)
+        for i in np.flatnonzero(long).tolist():
+            for attempt in candidates[i]:
+                if audible(i, attempt):
+                    break
+            starts[i] = attempt
+        return np.asarray(starts, dtype=np.int64), take, rows
 
     @property
     def fixed_length(self) -> bool:
@@ -123,15 +126,12 @@ def scored_mask(windows: Windows, units: list[int], length: int) -> np.ndarray:
     return scored
 
 
-__all__ = ["Chunking", "Window", "ZERO_CHUNK_REDRAWS", "scored_mask", "sounds", "unit_window"]
-
-
-#: Stride of the first look for a non-zero sample in a window (any hit proves it is not silent).
-_SOUND_PROBE_STRIDE = 512
-
-
 def sounds(chunk: np.ndarray) -> bool:
     """Whether ``chunk`` (``[T]`` or ``[C, T]``) has a non-zero sample: a strided look first (speech is rarely
     zero, so this decides almost every window for a 512th of the reads), then the whole window only if that look
     saw zeros."""
-    return bool(np.count_nonzero(chunk[..., ::_SOUND_PROBE_STRIDE]) or np.count_nonzero(chunk))
+    return bool(np.count_nonzero(chunk[..., ::SOUND_PROBE_STRIDE]) or np.count_nonzero(chunk))
+
+
+__all__ = ["Chunking", "SOUND_PROBE_STRIDE", "Window", "ZERO_CHUNK_REDRAWS", "scored_mask", "sounds",
+           "unit_window"]
