@@ -35,7 +35,7 @@ from loader.asr.items import AsrItems, segment_of
 from loader.asr.specaugment import spec_augment_features, spec_augment_waveforms
 from loader.asr.waveform import normalize_rows
 from loader.pack import Pack
-from loader.plan import batch_rng
+from loader.plan import BatchGenerator
 from schemas.constants import KIND_ASR, STREAM_AUDIO
 from schemas.errors import SpeechpackError
 
@@ -58,6 +58,7 @@ class AsrBatchBuilder:
         self.args = args
         self.state = state
         self.seed = seed
+        self.batch_rng = BatchGenerator(seed)  # loader.plan.batch_rng, one generator object reused
         self.tokenizer = tokenizer
         self.sample_rate = rates[0]
         self.pad_id = tokenizer.pad_id if tokenizer.pad_id is not None and tokenizer.pad_id >= 0 else 0
@@ -111,7 +112,7 @@ class AsrBatchBuilder:
             final = not (self.args.use_fbank or self.spec_augment)  # then the normalised rows are the output
             out = torch.from_numpy(batch_arrays.empty(waves.shape, np.float32)) if final else None
             waves = normalize_rows(waves, lengths, out=out)
-        rng = batch_rng(self.seed, epoch, global_batch)
+        rng = self.batch_rng(epoch, global_batch)
         args = self.args
         if self.args.use_fbank:
             source, lengths = fbank(waves, lengths, self.sample_rate)
