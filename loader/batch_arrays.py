@@ -39,6 +39,8 @@ class Arena:
     def __init__(self, buffer: np.ndarray):
         self.buffer = buffer
         self.used = 0
+        #: The buffer's address, read once: ``offset_of`` runs for every array of every batch.
+        self._base = buffer.ctypes.data
 
     @property
     def capacity(self) -> int:
@@ -60,10 +62,11 @@ class Arena:
 
     def offset_of(self, array: np.ndarray) -> int | None:
         """Byte offset of ``array``'s first element in the buffer, or None when ``array`` is not inside it."""
-        base = self.buffer.ctypes.data
+        base = self._base
         low, high = _byte_bounds(array)
         if array.size and base <= low and high <= base + self.capacity:
-            return array.ctypes.data - base
+            # With no negative stride the first element is the lowest byte: no second address lookup.
+            return low - base if min(array.strides, default=0) >= 0 else array.ctypes.data - base
         return None
 
 

@@ -18,6 +18,9 @@ How:
   passing); later messages name it by (worker, slot, generation), and the training process keeps it mapped.
 - Arrays built outside the slot (by code that does not use ``loader.batch_arrays``) are copied in when the
   message is made; a batch larger than its slot replaces the slot by one ``GROWTH`` times the batch.
+- A message may carry several consecutive batches, built one after another into the same slot
+  (``build_group_in``; ``loader.message_groups`` says why and how many): they arrive as a list sharing one hold
+  on the slot, so the slot is released when the last of them dies.
 
 **Lifetime rule.** A slot is claimed from the moment its worker starts building into it until the training
 process has dropped every array, tensor and view of that batch (or the message itself, when the DataLoader
@@ -25,8 +28,9 @@ discards it); only then is its semaphore released and the slot overwritten.  Onl
 releases: a process forked from it inherits its batches, and what that copy drops releases nothing.  A consumer
 may therefore keep a batch's tensors as long as it likes.  A worker that finds none of its slots free (a consumer
 holding many batches at once) builds in private memory and sends the batch the ordinary way, slower but the same
-values: it never waits and never overwrites a batch in use.  With ``prefetch_factor + 2`` slots per worker, a
-training loop holding the current batch while a pin-memory thread holds the next never runs out.
+values: it never waits and never overwrites a batch in use.  With ``prefetch_factor + 2`` slots per worker (one
+per message in flight), a training loop holding the current message's batches while a pin-memory thread holds the
+next message never runs out.
 
 Linux only (``os.memfd_create``): elsewhere ``supported()`` is False and the loader keeps torch's transport.
 """
@@ -80,8 +84,9 @@ def _map(fd: int, capacity: int) -> mmap.mmap:
 class _Slot:
     """Worker side: one slot's memory, its arena, and which generation the training process has seen."""
 
-    def __init__(self, index: int):
+    def __init__(self, index: int, reserve: int = 0):
         self.index = index
+        self.reserve = reserve
         self.generation = 0
         self.sent = 0
         self.fd: int | None = None
@@ -89,7 +94,7 @@ class _Slot:
 
     def grow(self, nbytes: int) -> None:
         """Replace the memory by a bigger one, keeping the bytes carved so far (their offsets stay valid)."""
-        capacity = -(-int(nbytes * GROWTH) // MIN_SLOT_BYTES) * MIN_SLOT_BYTES or MIN_SLOT_BYTES
+        capacity = -(-int(max(nbytes, self.reserve) * GROWTH) // MIN_SLOT_BYTES) * MIN_SLOT_BYTES or MIN_SLOT_BYTES
         fd = os.memfd_create("speechpack-batch", os.MFD_CLOEXEC)
         try:
             os.ftruncate(fd, capacity)
@@ -112,10 +117,15 @@ class BatchRing:
     """Per DataLoader: ``slots`` shared-memory slots per worker and their free/claimed semaphores (module
     docstring).  Created in the training process before the workers start; each worker uses its own row."""
 
-    def __init__(self, num_workers: int, slots: int, received: type | None = None, context=None):
+    def __init__(self, num_workers: int, slots: int, received: type | None = None, context=None, reserve: int = 0):
         context = context or multiprocessing.get_context()
         self.token = f"{os.getpid()}:{next(_TOKENS)}"
         self.slots = slots
+        #: A slot that grows is made at least this large (``GROWTH`` times): address space only, since a memfd's
+        #: pages are allocated when first written.  Messages of several batches (``loader.message_groups``) vary
+        #: in size; without it a slot grew again each time a message was bigger than before, and every growth
+        #: pays the fresh pages' faults (2-3 ms per MB here) and a copy of what the slot held.
+        self.reserve = reserve
         #: ``[worker][slot]``: 1 while the slot is free (released by the training process, claimed by the worker).
         self._free = [[context.BoundedSemaphore(1) for _ in range(slots)] for _ in range(num_workers)]
         #: What arriving messages become in the training process (``ReceivedBatch`` or a subclass).
@@ -142,7 +152,7 @@ class BatchRing:
         if self._free is None:
             return None
         if self._owner != os.getpid():
-            self._owner, self._mine = os.getpid(), [_Slot(k) for k in range(self.slots)]
+            self._owner, self._mine = os.getpid(), [_Slot(k, self.reserve) for k in range(self.slots)]
         # Lowest free slot first: a steady loop then cycles through as few slots as it needs, which keeps more of
         # them in the CPU caches than a round robin over all of them (in one process: 2.35 ms per TSE batch with
         # one slot reused, 2.9 ms with 4 in turn).
@@ -167,9 +177,30 @@ class BatchRing:
             self.abandon(worker, slot)
             raise
 
+    def build_group_in(self, worker: int, slot: _Slot, builds: list[Callable[[], dict]]) -> "_Message":
+        """Several batches built one after another into one slot (their arrays carved in turn from its arena), in
+        one message that arrives as a list of batches sharing the slot: it is released when the last of them
+        dies (``loader.message_groups``).  The slot is given back if any build fails."""
+        try:
+            parts = []
+            for build in builds:
+                with allocating_in(slot.arena):
+                    batch = build()
+                parts.append(self._place(slot, batch))
+            return self._message(worker, slot, parts, single=False)
+        except BaseException:
+            self.abandon(worker, slot)
+            raise
+
     def pack(self, worker: int, slot: _Slot, batch: dict) -> "_Message":
         """The message for ``batch`` built (partly) in ``slot``: numeric arrays placed in the slot (copied in when
         built elsewhere), everything else kept for pickling."""
+        return self._message(worker, slot, [self._place(slot, batch)], single=True)
+
+    def _place(self, slot: _Slot, batch: dict) -> tuple[dict, dict, list]:
+        """``batch``'s numeric arrays located in ``slot`` (those built elsewhere copied in after what the slot holds
+        so far, growing it when they do not fit), as ``(placed, rest, order)``: per array its offset, dtype, shape
+        and strides; the other values as they are; the field order."""
         arena = slot.arena
         placed: dict[str, tuple] = {}
         outside: list[str] = []
@@ -193,17 +224,23 @@ class BatchRing:
             dest = arena.take(value.shape, value.dtype)
             dest[...] = value
             placed[name] = (offset, value.dtype.str, value.shape, dest.strides)
+        return placed, rest, list(batch)
+
+    def _message(self, worker: int, slot: _Slot, parts: list, single: bool) -> "_Message":
+        """The message naming ``slot`` in its current generation (its memory attached when the training process has
+        not seen this generation yet) and the batches ``parts`` placed in it."""
         handle = None
         if slot.sent != slot.generation:
             handle, slot.sent = DupFd(slot.fd), slot.generation
-        return _Message(self.token, worker, slot.index, os.getpid(), slot.generation, arena.capacity, handle,
-                        placed, rest, list(batch))
+        return _Message(self.token, worker, slot.index, os.getpid(), slot.generation, slot.arena.capacity, handle,
+                        parts, single)
 
     # -- training process side -------------------------------------------------------------------------------
 
-    def receive(self, worker: int, index: int, pid: int, generation: int, capacity: int, handle, placed: dict,
-                rest: dict, order: list) -> "ReceivedBatch":
-        """An arriving message as a ``received`` batch whose arrays view the slot (mapped once per generation)."""
+    def receive(self, worker: int, index: int, pid: int, generation: int, capacity: int, handle, parts: list,
+                single: bool) -> "ReceivedBatch | list[ReceivedBatch]":
+        """An arriving message as a ``received`` batch whose arrays view the slot (mapped once per generation), or
+        for a message of several batches (``build_group_in``) a list of them holding the slot together."""
         key = (pid, index)  # by process: two DataLoaders over one dataset (torchdata's) have workers numbered alike
         if handle is not None:
             fd = handle.detach()
@@ -217,7 +254,9 @@ class BatchRing:
             raise RuntimeError(f"batch slot {index} of worker {worker} (pid {pid}, generation {generation}) arrived "
                                f"before its memory: the ring's messages were reordered")
         lease = _Lease(known[2], known[3], capacity, self._free[worker][index])
-        return self.received(lease, placed, rest, order)
+        if single:
+            return self.received(lease, *parts[0])
+        return [self.received(lease, *part) for part in parts]
 
 
 class _Lease:
@@ -247,8 +286,8 @@ def _release(free, receiver: int) -> None:
 
 
 class _Message:
-    """What a worker sends: small, pickled; it becomes a ``ReceivedBatch`` as it is unpickled in the training
-    process (so a message the DataLoader drops unread still releases its slot)."""
+    """What a worker sends: small, pickled; it becomes a ``ReceivedBatch`` (or a list of them) as it is unpickled
+    in the training process (so a message the DataLoader drops unread still releases its slot)."""
 
     def __init__(self, token: str, *fields):
         self.token = token
@@ -258,7 +297,7 @@ class _Message:
         return _arrive, (self.token, *self.fields)
 
 
-def _arrive(token: str, *fields) -> "ReceivedBatch":
+def _arrive(token: str, *fields) -> "ReceivedBatch | list[ReceivedBatch]":
     ring = _RINGS.get(token)
     if ring is None:
         raise RuntimeError("a batch arrived for a loader that no longer exists in this process")
