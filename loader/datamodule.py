@@ -107,18 +107,21 @@ def datamodule_class() -> type:
 
         ``train``: a loader config (mapping or YAML file); ``val``, ``test``: a config, pack directories (the
         training config on those packs), or a list or mapping of either (``loader.datamodule_splits``).
-        ``num_workers``, ``pin_memory``, ``prefetch_factor`` and ``seed`` go to every ``build_loader``; None keeps
-        the config's own (a WeSep recipe's ``dataloader_args``, an ASR config's ``npc``; docs/loader.md).
+        ``num_workers``, ``pin_memory``, ``prefetch_factor``, ``batches_per_message`` and ``seed`` go to every
+        ``build_loader``; None keeps the config's own (a WeSep recipe's ``dataloader_args``, an ASR config's ``npc``;
+        docs/loader.md) or, for ``batches_per_message``, sizes messages automatically.
         """
 
         def __init__(self, train: Any = None, val: Any = None, test: Any = None, *, num_workers: int | None = None,
-                     seed: int = 0, pin_memory: bool | None = None, prefetch_factor: int | None = None) -> None:
+                     seed: int = 0, pin_memory: bool | None = None, prefetch_factor: int | None = None,
+                     batches_per_message: int | None = None) -> None:
             super().__init__()
             self.splits: dict[str, Split] = splits(train, val, test)
             self.num_workers = num_workers
             self.seed = seed
             self.pin_memory = pin_memory
             self.prefetch_factor = prefetch_factor
+            self.batches_per_message = batches_per_message
             #: The loaders made so far, by name (``train``, ``val``, ``val/0``, ``val/dev`` ...).
             self.loaders: dict[str, LightningLoader] = {}
             self._pending_state: dict | None = None
@@ -136,7 +139,8 @@ def datamodule_class() -> type:
             if current is None or (current.loader.rank, current.loader.world_size) != (rank, world):
                 loader = build_loader(config, state, rank=rank, world_size=world, num_workers=self.num_workers,
                                       seed=self.seed, pin_memory=self.pin_memory,
-                                      prefetch_factor=self.prefetch_factor)
+                                      prefetch_factor=self.prefetch_factor,
+                                      batches_per_message=self.batches_per_message)
                 current = self.loaders[name] = LightningLoader(loader)
                 if state == "train" and self._pending_state is not None:
                     current.load_state_dict(self._pending_state)

@@ -7,17 +7,22 @@ sampler and the sampler's iterator for their state when they have ``state_dict``
 ``Stateful`` protocol) and snapshots it as each batch index is sent to a worker, so the state it returns matches the
 batches handed to the caller, not the ones prefetched. ``stateful_dataloader`` gives it the loader's own pieces:
 
-- the dataset is ``SpeechLoader.dataset``: batch keys ``(epoch, batch)`` in, whole collated batches out, each a pure
-  function of (seed, epoch, batch), so a batch is the same whichever worker builds it (nothing to save per worker);
-- the sampler is ``EpochBatchSampler``: the epoch's batch numbers for this rank, its iterator ``Stateful`` with the
-  position (batches sent) in ``SpeechLoader.state_dict()``'s format, checked the same way on load (same data, config,
-  seed and world size, or ``loader.torch.ResumeError`` naming the key).
+- the dataset is ``SpeechLoader.dataset``: keys ``(epoch, start, stop)`` in, groups of whole collated batches out
+  (``loader.message_groups``), each batch a pure function of (seed, epoch, batch), so a batch is the same whichever
+  worker builds it (nothing to save per worker);
+- the sampler is ``EpochBatchSampler``: the epoch's batch numbers for this rank, dealt in groups sized as the
+  ``SpeechLoader``'s, its iterator ``Stateful`` with the position (batches sent) in ``SpeechLoader.state_dict()``'s
+  format, checked the same way on load (same data, config, seed and world size, or ``loader.torch.ResumeError``
+  naming the key).
+
+The loader hands the groups' batches out one by one, so ``len()`` and every position count batches.
 
 The DataLoader's settings (workers, prefetch, pinning, worker start-up) are the ``SpeechLoader``'s, so both loaders
 feed the same batches the same way; ``set_epoch`` moves to another epoch as ``SpeechLoader.set_epoch`` does.
 
-Saving is torchdata's own ``state_dict()``. Loading reads only the position out of it (``position_state``) and starts
-the next pass there: torchdata's restore would also bring back worker states and seeds, which these batches do not
+Saving is torchdata's own ``state_dict()`` with the exact position added (``POSITION_KEY``: the batches handed out,
+which torchdata, counting messages, cannot say in the middle of a group). Loading reads only the position out of it
+(``position_state``) and starts the next pass there: torchdata's restore would also bring back worker states and seeds, which these batches do not
 depend on, and it refuses a state saved with another ``num_workers``; this one takes any, as ``SpeechLoader`` does.
 """
 
@@ -27,16 +32,19 @@ import functools
 from typing import Iterator
 
 from loader.config_checks import MAX_EPOCH, ConfigError, integer
+from loader.message_groups import unpack
 from loader.torch import ResumeError, SpeechLoader, as_tensors, build_loader
 from schemas.errors import SpeechpackError
 
 #: The ``DataLoader`` settings a ``SpeechLoader`` chose that the ``StatefulDataLoader`` takes over as they are.
 _COPIED_SETTINGS = ("num_workers", "prefetch_factor", "pin_memory", "persistent_workers", "collate_fn",
                     "worker_init_fn", "multiprocessing_context", "timeout")
+#: Key of the exact position (``SpeechLoader.state_dict()``'s format) in the loader's ``state_dict()``.
+POSITION_KEY = "speechpack_position"
 
 
 class _EpochIterator:
-    """The batch numbers of one epoch from ``position`` on, as ``(epoch, batch)`` keys; ``Stateful``."""
+    """The batch numbers of one epoch from ``position`` on, as ``(epoch, start, stop)`` keys; ``Stateful``."""
 
     def __init__(self, sampler: "EpochBatchSampler", position: int = 0) -> None:
         self.sampler = sampler
@@ -47,12 +55,13 @@ class _EpochIterator:
     def __iter__(self) -> "_EpochIterator":
         return self
 
-    def __next__(self) -> tuple[int, int]:
+    def __next__(self) -> tuple[int, int, int]:
         self.sampler.started()
         if self.position >= self.count:
             raise StopIteration
-        self.position += 1
-        return self.epoch, self.position - 1
+        start = self.position
+        self.position += self.sampler.loader.message_sizes.next(self.count - start, self.count)
+        return self.epoch, start, self.position
 
     def state_dict(self) -> dict:
         """``SpeechLoader.state_dict()``'s keys: the epoch and the batches sent so far, with the loader's identity."""
@@ -118,13 +127,17 @@ class EpochBatchSampler:
 
 def position_state(state: dict) -> dict:
     """The sampler iterator's state (``_EpochIterator.state_dict``) that a ``StatefulDataLoader`` state holds, at the
-    batches handed out: kept as it is without workers; with workers, taken from torchdata's last snapshot plus the
-    batches handed out since. torchdata's own restore needs the same worker count as the save; this does not."""
+    batches handed out: the exact position the loader added (``POSITION_KEY``) when it has one; else (a pass that
+    has handed nothing out yet, or a state saved before groups) kept as it is without workers, and with workers
+    taken from torchdata's last snapshot plus the messages handed out since. torchdata's own restore needs the same
+    worker count as the save; this does not."""
     from torchdata.stateful_dataloader.stateful_dataloader import (
         _SAMPLER_ITER_STATE, _StatefulMultiProcessingDataLoaderIter as Workers)
 
     if not isinstance(state, dict):
         raise ResumeError(f"loader state must be a dict (StatefulDataLoader.state_dict()), got {type(state).__name__}")
+    if isinstance(state.get(POSITION_KEY), dict):
+        return state[POSITION_KEY]
     if Workers._SNAPSHOT in state:
         snapshot = state[Workers._SNAPSHOT]
         inner = snapshot.get(Workers._MAIN_SNAPSHOT, {}).get(_SAMPLER_ITER_STATE) if isinstance(snapshot, dict) \
@@ -156,13 +169,28 @@ def stateful_class() -> type:
             super().__init__(loader.dataset, batch_size=None, sampler=EpochBatchSampler(loader),
                              snapshot_every_n_steps=snapshot_every_n_steps, **settings)
             self.speech_loader = loader
+            #: ``(epoch, batches handed out)`` of the current pass once it has handed one out, else None.
+            self._handed: tuple[int, int] | None = None
 
         def set_epoch(self, epoch: int) -> None:
+            before = self.sampler.epoch
             self.sampler.set_epoch(epoch)
+            if self.sampler.epoch != before:
+                self._handed = None
 
         def __iter__(self) -> Iterator[dict]:
-            for batch in super().__iter__():
+            self._handed = None
+            for epoch, number, batch in unpack(super().__iter__(), self.speech_loader.message_sizes):
+                self._handed = (epoch, number + 1)
                 yield as_tensors(batch)
+
+        def state_dict(self) -> dict:
+            """torchdata's state, plus the exact position once the current pass has handed out a batch."""
+            state = super().state_dict()
+            if self._handed is not None:
+                epoch, handed = self._handed
+                state[POSITION_KEY] = {**self.speech_loader.state_dict(), "epoch": epoch, "batches_consumed": handed}
+            return state
 
         def load_state_dict(self, state: dict) -> None:
             """The next pass continues after the batches ``state`` had handed out, whatever ``num_workers`` saved it.
@@ -172,6 +200,7 @@ def stateful_class() -> type:
             if state == {}:  # torchdata's "no state"
                 return
             self.sampler.resume(position_state(state))
+            self._handed = None
             super().load_state_dict({})  # drops the current pass, as torchdata's own restore does
 
     SpeechStatefulDataLoader.__module__ = __name__
@@ -181,13 +210,15 @@ def stateful_class() -> type:
 
 def stateful_dataloader(config, state: str, *, rank: int = 0, world_size: int = 1, num_workers: int | None = None,
                         seed: int = 0, pin_memory: bool | None = None, prefetch_factor: int | None = None,
-                        snapshot_every_n_steps: int = 1):
+                        snapshot_every_n_steps: int = 1, batches_per_message: int | None = None):
     """``build_loader``'s loader as a torchdata ``StatefulDataLoader`` (same arguments, same batches).
 
-    ``snapshot_every_n_steps`` is torchdata's: how often, with workers, it records the position; a state taken between
-    snapshots is the last one plus the batches handed out since, so it is exact whatever n is."""
+    ``snapshot_every_n_steps`` is torchdata's: how often, with workers, it records its own position; the state also
+    carries the exact position (``POSITION_KEY``), so it is exact whatever n is.  ``batches_per_message`` is
+    ``build_loader``'s."""
     loader = build_loader(config, state, rank=rank, world_size=world_size, num_workers=num_workers, seed=seed,
-                          pin_memory=pin_memory, prefetch_factor=prefetch_factor)
+                          pin_memory=pin_memory, prefetch_factor=prefetch_factor,
+                          batches_per_message=batches_per_message)
     return stateful_class()(loader, snapshot_every_n_steps=snapshot_every_n_steps)
 
 
@@ -197,4 +228,5 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["EpochBatchSampler", "SpeechStatefulDataLoader", "position_state", "stateful_class", "stateful_dataloader"]
+__all__ = ["EpochBatchSampler", "POSITION_KEY", "SpeechStatefulDataLoader", "position_state", "stateful_class",
+           "stateful_dataloader"]

@@ -4,11 +4,13 @@ ASR modules that compute in torch import it (``loader/asr/``: ``fbank``, ``speca
 ``batch``); ``schemas/``, ``packer/`` and the rest of ``loader/`` never do (tests/test_layers.py checks it).
 
 How the pieces fit:
-- a sampler in the main process yields ``(epoch, batch)`` pairs, starting where a resumed run left off;
-- DataLoader workers receive whole batch indices round-robin (``batch_size=None``: batch-level fetch) and build
-  the batch from the plan, which they recompute from (seed, epoch) on first use: nothing about the epoch lives in
-  worker state, so persistent workers follow ``set_epoch`` and any ``num_workers`` gives the same batches;
-- ``SpeechLoader`` counts the batches it hands out, which is the whole resume state;
+- a sampler in the main process yields ``(epoch, start, stop)`` keys, consecutive batches of the epoch starting
+  where a resumed run left off, several per key when workers build them (``loader.message_groups``: why and how
+  many);
+- DataLoader workers receive the keys round-robin (``batch_size=None``: batch-level fetch) and build the batches
+  from the plan, which they recompute from (seed, epoch) on first use: nothing about the epoch lives in worker
+  state, so persistent workers follow ``set_epoch`` and any ``num_workers`` gives the same batches;
+- ``SpeechLoader`` hands the batches out one by one and counts them, which is the whole resume state;
 - a worker builds each batch into a slot of shared memory it reuses (``loader.batch_ring``; its lifetime rule
   says how long a batch's tensors stay valid: as long as they are referenced), and the training process wraps the
   slot in place: no per-batch shared-memory segment, no copy.
@@ -23,9 +25,9 @@ from typing import Iterator
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler, get_worker_info
+from torch.utils.data import DataLoader, Dataset, get_worker_info
 
-from loader import batch_ring
+from loader import batch_ring, message_groups
 from loader.config import LoaderConfig
 from loader.config_checks import MAX_COUNT, MAX_EPOCH, ConfigError, integer
 from loader.fingerprint import loader_fingerprint
@@ -40,8 +42,9 @@ from schemas.errors import SpeechpackError
 STATE_VERSION = 1
 #: Batches each worker prepares ahead of the training loop.
 PREFETCH_PER_WORKER = 2
-#: Shared-memory slots per worker beyond its prefetch (``loader.batch_ring``): the batch the training step holds
-#: and the one a pin-memory thread holds, so a loop that keeps only its current batch never runs out of slots.
+#: Shared-memory slots per worker beyond its prefetch (``loader.batch_ring``; one slot per message): the message
+#: whose batches the training loop is handed and the one a pin-memory thread holds, so a loop that keeps only its
+#: current batch never runs out of slots.
 SLOTS_BEYOND_PREFETCH = 2
 #: Without a free slot, arrays at least this large leave a worker as torch's shared-memory tensors and smaller
 #: ones as pickled numpy arrays (each such tensor costs a fresh segment: about a millisecond, more per MB).
@@ -117,8 +120,9 @@ def dataloader_settings(config: LoaderConfig, num_workers: int | None = None,
 
 
 class _PlannedBatches(Dataset):
-    """Map-style dataset over ``(epoch, batch)`` keys: caches one epoch's plan per process (``loader.plan.plan_epoch``,
-    recomputed from (seed, epoch) on first use in each worker) and builds the batch it names."""
+    """Map-style dataset over ``(epoch, start, stop)`` keys: caches one epoch's plan per process
+    (``loader.plan.plan_epoch``, recomputed from (seed, epoch) on first use in each worker) and builds the batches
+    ``start`` to ``stop - 1`` it names, as one ``message_groups.BatchGroup``."""
 
     def __init__(self, builder, seed: int, rank: int, world_size: int, weighting: PackWeighting | None = None):
         self.builder = builder
@@ -142,7 +146,7 @@ class _PlannedBatches(Dataset):
         return self._plan[1]
 
     def __len__(self) -> int:  # the DataLoader never asks: the sampler defines the length
-        raise TypeError("indexed by (epoch, batch); ask the SpeechLoader for its length")
+        raise TypeError("indexed by (epoch, start, stop); ask the SpeechLoader for its length")
 
     def arrays(self, key: tuple[int, int]) -> dict:
         """Batch ``key`` = (epoch, batch) as the builder makes it (numpy arrays and lists)."""
@@ -151,16 +155,19 @@ class _PlannedBatches(Dataset):
         items, valid = plan.batch(batch)
         return self.builder.build(items, valid, epoch, int(plan.global_batch[batch]))
 
-    def __getitem__(self, key: tuple[int, int]) -> dict:
+    def __getitem__(self, key: tuple[int, int, int]) -> message_groups.BatchGroup:
+        epoch, start, stop = key
+        meter = message_groups.Meter()
+        builds = [meter.timed(lambda key=(epoch, batch): self.arrays(key)) for batch in range(start, stop)]
         worker = get_worker_info()
         slot = self.ring.claim(worker.id) if self.ring is not None and worker is not None else None
         if slot is not None:
-            return self.ring.build_in(worker.id, slot, lambda: self.arrays(key))
-        arrays = self.arrays(key)
+            return meter.group(epoch, start, self.ring.build_group_in(worker.id, slot, builds))
         # No slot (one process, or every slot still held by the consumer): audio becomes tensors here (a worker
         # sends them through torch's shared memory, cheaper than pickling); small arrays travel pickled as numpy.
-        return {name: torch.from_numpy(value) if isinstance(value, np.ndarray) and value.nbytes >= _SHARED_MIN
-                else value for name, value in arrays.items()}
+        return meter.group(epoch, start, [{
+            name: torch.from_numpy(value) if isinstance(value, np.ndarray) and value.nbytes >= _SHARED_MIN else value
+            for name, value in build().items()} for build in builds])
 
 
 
@@ -186,22 +193,8 @@ def _batch_ring(settings: dict) -> batch_ring.BatchRing | None:
     workers = settings["num_workers"]
     if workers == 0 or not batch_ring.supported():
         return None
-    return batch_ring.BatchRing(workers, settings["prefetch_factor"] + SLOTS_BEYOND_PREFETCH, received=_SlotBatch)
-
-
-class _EpochSampler(Sampler):
-    """Yields ``(epoch, batch)`` for ``batch`` in ``[start, count)``; set by the loader before each pass."""
-
-    def __init__(self) -> None:
-        self.epoch = 0
-        self.start = 0
-        self.count = 0
-
-    def __iter__(self) -> Iterator[tuple[int, int]]:
-        return iter([(self.epoch, b) for b in range(self.start, self.count)])
-
-    def __len__(self) -> int:
-        return self.count - self.start
+    return batch_ring.BatchRing(workers, settings["prefetch_factor"] + SLOTS_BEYOND_PREFETCH, received=_SlotBatch,
+                                reserve=message_groups.MESSAGE_BYTES)
 
 
 class SpeechLoader:
@@ -213,7 +206,7 @@ class SpeechLoader:
 
     def __init__(self, config: LoaderConfig, state: str, packs: list[Pack], *, rank: int, world_size: int,
                  num_workers: int | None, seed: int, pin_memory: bool | None = None,
-                 prefetch_factor: int | None = None):
+                 prefetch_factor: int | None = None, batches_per_message: int | None = None):
         # Explicit arguments win over the recipe's dataloader_args, which win over the defaults.
         pin_memory = _first(pin_memory, config.dataloader.pin_memory, torch.cuda.is_available())
         prepared = prepare(config, state, packs, seed)  # checks state and seed
@@ -230,13 +223,17 @@ class SpeechLoader:
         self.weighting: PackWeighting | None = prepared.weighting
         self.dataset = _PlannedBatches(self.builder, seed, rank, world_size, self.weighting)
         self.dataset.plan(0)  # checks rank/world_size now, not in a worker
-        self._sampler = _EpochSampler()
         self._fingerprint = loader_fingerprint(config, state, packs)
         self._epoch = 0
         self._consumed = 0
         self._resume_at = 0
         self.dataloader_settings = dataloader_settings(config, num_workers, prefetch_factor)
         num_workers = self.dataloader_settings["num_workers"]
+        if batches_per_message is not None:
+            batches_per_message = integer(batches_per_message, "batches_per_message", 1, message_groups.MAX_EXPLICIT)
+        #: How many batches each DataLoader message carries (``loader.message_groups``; shared with torchdata's).
+        self.message_sizes = message_groups.MessageSizes(num_workers, batches_per_message)
+        self._sampler = message_groups.EpochKeys(self.message_sizes)
         self.dataset.ring = _batch_ring(self.dataloader_settings)
         self.dataloader = DataLoader(
             self.dataset,
@@ -288,7 +285,8 @@ class SpeechLoader:
         # scope and bookkeeping (about a tenth of a short TSE batch; docs/performance.md), and pin what it pins.
         in_process = self.dataloader_settings["num_workers"] == 0
         pin = in_process and self.dataloader.pin_memory and _pinnable()
-        for batch in map(self.dataset.arrays, self._sampler) if in_process else self.dataloader:
+        for batch in (map(self.dataset.arrays, self._sampler.batches()) if in_process
+                      else message_groups.batches_of(self.dataloader, self.message_sizes)):
             self._consumed += 1
             batch = as_tensors(batch)
             yield {k: v.pin_memory() if isinstance(v, torch.Tensor) else v for k, v in batch.items()} if pin else batch
@@ -354,18 +352,21 @@ def _state_int(state: dict, key: str, maximum: int) -> int:
 
 def build_loader(config: dict | LoaderConfig, state: str, *, rank: int = 0, world_size: int = 1,
                  num_workers: int | None = None, seed: int = 0, pin_memory: bool | None = None,
-                 prefetch_factor: int | None = None) -> SpeechLoader:
+                 prefetch_factor: int | None = None, batches_per_message: int | None = None) -> SpeechLoader:
     """The training loader: ``config`` is a dict (usually from YAML) with ``packs``, ``dataset_args`` and
     optionally ``task`` (``tse``, ``asd`` or ``asr``; see ``loader.tasks``) and ``weighting``, a WeSep recipe
     with ``packs`` added (``loader.recipe``), or Omnilingual's ``dataset:`` block with ``packs``
     (``loader.asr.recipe``).  ``num_workers``, ``pin_memory`` and ``prefetch_factor`` default to the recipe's
     ``dataloader_args``, else to an ASR config's ``npc`` / ``num_prefetch``, else to 0 workers, pinning when CUDA
-    is available, and ``PREFETCH_PER_WORKER`` (``dataloader_settings``)."""
+    is available, and ``PREFETCH_PER_WORKER`` (``dataloader_settings``).  ``batches_per_message``: how many
+    batches a worker builds and sends per DataLoader index; None (the default) sizes messages by what batches
+    cost to build (``loader.message_groups``), and 1 is one batch per index as a plain DataLoader does."""
     if not isinstance(config, LoaderConfig):
         config = LoaderConfig.from_dict(config, state=state)
     packs = [open_pack(source.path) for source in config.packs]
     return SpeechLoader(config, state, packs, rank=rank, world_size=world_size, num_workers=num_workers, seed=seed,
-                        pin_memory=pin_memory, prefetch_factor=prefetch_factor)
+                        pin_memory=pin_memory, prefetch_factor=prefetch_factor,
+                        batches_per_message=batches_per_message)
 
 
 __all__ = ["LoaderReport", "ResumeError", "SpeechLoader", "build_loader", "dataloader_settings"]
