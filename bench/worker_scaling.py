@@ -1,7 +1,7 @@
 """How the loader scales with DataLoader workers: ``num_workers=2`` against one process, for TSE, ASD and ASR.
 
-    python bench/worker_scaling.py [--tasks tse asd asr] [--workers 2] [--repeats 5] [--torch-transport]
-                                   [--tmp-dir DIR] [--keep]
+    python bench/worker_scaling.py [--tasks tse asd asr] [--workers 2] [--repeats 5] [--warmup 2]
+                                   [--torch-transport] [--tmp-dir DIR] [--keep]
 
 Target (docs/performance.md): with 2 workers on 2 cores, at least 1.8x the batches per second of one process.
 
@@ -18,14 +18,18 @@ batch ring switched off (every batch through torch's per-tensor shared memory, t
 returns the same-sized tensors (the task's first batch), preallocated once per worker, so its epoch costs only
 torch's transport.
 
-**Method.** ``torch.set_num_threads(1)`` in this process (a worker's default), one untimed epoch of each job, then
-``--repeats`` epochs of each, the jobs' order alternating per repeat; the ratio is the median of the per-repeat
+**Method.** ``torch.set_num_threads(1)`` in this process (a worker's default), ``--warmup`` untimed epochs of each
+job (default 2: the loader sizes its messages by what the first batches cost, ``loader.message_groups``, and the
+second epoch touches the slots' pages at that size; both are one-time costs that a real epoch of thousands of
+batches does not notice, but these epochs are 40-75 batches), then ``--repeats`` epochs of each, the jobs' order
+alternating per repeat; the ratio is the median of the per-repeat
 ratios.  Both loaders deliver the same batches (the loader's determinism guarantee; checked on the first batch),
 so batches per second compare directly.  Besides wall time, each epoch's **CPU time per batch** is measured in the
 training process (``time.process_time``) and in the workers (the run time of every thread of each worker,
 ``/proc/PID/task/*/schedstat``).  On a machine shared with other jobs wall-clock scaling reflects the load more
 than the loader, so the script also prints what a quiet machine with N free cores would give, bound by CPU:
-``N * one-process CPU per batch / (worker CPU + training-process CPU per batch)``, capped at N.
+``N * one-process CPU per batch / (worker CPU + training-process CPU per batch)``, capped at N.  For the loaders
+with workers it also prints the batches per DataLoader message over the timed epochs.
 """
 
 from __future__ import annotations
@@ -131,13 +135,26 @@ class Ceiling(Dataset):
 class Job:
     """One way of delivering a task's batches: ``run`` times an epoch and measures CPU in both processes."""
 
-    def __init__(self, name: str, iterate, dataloader):
+    def __init__(self, name: str, iterate, dataloader, sizes=None):
         self.name = name
         self.iterate = iterate
         self.dataloader = dataloader
         self.seconds: list[float] = []
         self.main_cpu: list[float] = []
         self.worker_cpu: list[float] = []
+        self.batches = 0
+        self.messages = 0
+        if sizes is not None:  # count the messages: one size asked per DataLoader key
+            asked = sizes.next
+
+            def counted(*args) -> int:
+                self.messages += 1
+                return asked(*args)
+            sizes.next = counted
+
+    def clear(self) -> None:
+        self.seconds.clear(), self.main_cpu.clear(), self.worker_cpu.clear()
+        self.batches = self.messages = 0
 
     def run(self, number: int) -> int:
         pids = worker_pids(self.dataloader)
@@ -147,6 +164,7 @@ class Job:
         self.seconds.append(time.perf_counter() - started)
         self.main_cpu.append((time.process_time() - cpu) / count)
         self.worker_cpu.append(sum(thread_seconds(p) - b for p, b in zip(pids, before)) / count)
+        self.batches += count
         return count
 
 
@@ -170,13 +188,16 @@ def measure(task: str, config: dict, args) -> dict:
     for name, values in first.items():
         if values.keys() != one.keys() or any(not torch.equal(one[k], values[k]) for k in one):
             raise SystemExit(f"{task}: the first batch differs between 1 process and {name}")
-    jobs = [Job(name, lambda number, loader=loader: epoch(loader, number), loader.dataloader)
+    jobs = [Job(name, lambda number, loader=loader: epoch(loader, number), loader.dataloader,
+                getattr(loader, "message_sizes", None) if loader.dataloader.num_workers else None)
             for name, loader in loaders.items()]
-    batches = {job.name: job.run(0) for job in jobs}  # warm-up: page cache, workers, slots
+    batches = {job.name: job.run(0) for job in jobs}  # warm-up: page cache, workers, slots, message sizes
     jobs.append(ceiling_job(one, batches["1 process"], n))
-    jobs[-1].run(0)
+    for warmup in range(args.warmup):
+        for job in jobs[-1:] if warmup == 0 else jobs:
+            job.run(0)
     for job in jobs:  # the warm-up is not measured
-        job.seconds.clear(), job.main_cpu.clear(), job.worker_cpu.clear()
+        job.clear()
     for repeat in range(args.repeats):
         for job in (jobs if repeat % 2 == 0 else jobs[::-1]):
             if job.run(repeat + 1) != batches.get(job.name, batches["1 process"]):
@@ -189,20 +210,22 @@ def measure(task: str, config: dict, args) -> dict:
         result["jobs"][job.name] = {
             "seconds": statistics.median(job.seconds), "ratio": statistics.median(ratios), "ratios": ratios,
             "main_ms": 1e3 * statistics.median(job.main_cpu), "worker_ms": 1e3 * statistics.median(job.worker_cpu),
-            "quiet": min(float(n), n * statistics.median(base.main_cpu) / cpu) if job is not base else 1.0}
+            "quiet": min(float(n), n * statistics.median(base.main_cpu) / cpu) if job is not base else 1.0,
+            "per_message": job.batches / job.messages if job.messages else None}
     return result
 
 
 def report(rows: list[dict], workers: int) -> None:
     print(f"\n| task | job | s/epoch (median) | vs 1 process (median of repeats) | training-process CPU ms/batch "
-          f"| worker CPU ms/batch | quiet {workers}-core estimate | target | load avg |\n"
-          f"|---|---|---|---|---|---|---|---|---|")
+          f"| worker CPU ms/batch | quiet {workers}-core estimate | batches/message | target | load avg |\n"
+          f"|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         for name, job in row["jobs"].items():
             verdict = ("–" if name in ("1 process", "ceiling") or "torch" in name
                        else f"{'pass' if job['ratio'] >= TARGET else 'below'} (≥ {TARGET}x)")
+            per_message = "–" if job["per_message"] is None else f"{job['per_message']:.1f}"
             print(f"| {row['task']} | {name} | {job['seconds']:.3f} | {job['ratio']:.2f}x | {job['main_ms']:.2f} | "
-                  f"{job['worker_ms']:.2f} | {job['quiet']:.2f}x | {verdict} | {row['load']:.1f} |")
+                  f"{job['worker_ms']:.2f} | {job['quiet']:.2f}x | {per_message} | {verdict} | {row['load']:.1f} |")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -210,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", nargs="+", choices=sorted(CONFIGS), default=["tse", "asd", "asr"])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=2, help="untimed epochs of each job before the timed ones")
     parser.add_argument("--torch-transport", action="store_true",
                         help="also time the workers with the batch ring off (torch's shared memory per batch)")
     parser.add_argument("--seed", type=int, default=0)
@@ -227,7 +251,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{task} {name}: {job['seconds']:.3f} s/epoch, {job['ratio']:.2f}x (per repeat: "
                       f"{', '.join(f'{r:.2f}' for r in job['ratios'])}); CPU per batch: training process "
                       f"{job['main_ms']:.2f} ms, workers {job['worker_ms']:.2f} ms; quiet-machine estimate "
-                      f"{job['quiet']:.2f}x; load average {row['load']:.1f}", flush=True)
+                      f"{job['quiet']:.2f}x; batches per message "
+                      f"{'–' if job['per_message'] is None else format(job['per_message'], '.1f')}; "
+                      f"load average {row['load']:.1f}", flush=True)
     report(rows, args.workers)
     return 0
 
