@@ -1,7 +1,7 @@
 """How the loader scales with DataLoader workers: ``num_workers=2`` against one process, for TSE, ASD and ASR.
 
     python bench/worker_scaling.py [--tasks tse asd asr] [--workers 2] [--repeats 5] [--warmup 2]
-                                   [--torch-transport] [--tmp-dir DIR] [--keep]
+                                   [--batches-per-message N] [--torch-transport] [--tmp-dir DIR] [--keep]
 
 Target (docs/performance.md): with 2 workers on 2 cores, at least 1.8x the batches per second of one process.
 
@@ -12,9 +12,9 @@ MuVAP's settings); **asr** the parquet corpus of ``bench/asr_loader_throughput.p
 waveform batches of 16.
 
 **Jobs**, per task, all in the same run: ``num_workers=0`` (the baseline) and ``num_workers=N`` of the same config
-(persistent workers, as ``build_loader`` makes them); with ``--torch-transport`` also ``num_workers=N`` with the
-batch ring switched off (every batch through torch's per-tensor shared memory, the transport before
-``loader.batch_ring``); and the **ceiling**: a plain ``torch.utils.data.DataLoader`` with N workers whose dataset
+(persistent workers, as ``build_loader`` makes them; messages sized automatically unless ``--batches-per-message``
+fixes them); with ``--torch-transport`` also ``num_workers=N`` with the batch ring switched off (every batch
+through torch's per-tensor shared memory, the transport before ``loader.batch_ring``); and the **ceiling**: a plain ``torch.utils.data.DataLoader`` with N workers whose dataset
 returns the same-sized tensors (the task's first batch), preallocated once per worker, so its epoch costs only
 torch's transport.
 
@@ -177,10 +177,11 @@ def ceiling_job(template: dict, batches: int, workers: int) -> Job:
 def measure(task: str, config: dict, args) -> dict:
     """Every job of ``task``, warmed up then timed ``--repeats`` times in alternating order; medians."""
     n = args.workers
+    grouped = {} if args.batches_per_message is None else {"batches_per_message": args.batches_per_message}
     loaders = {"1 process": build_loader(config, "train", num_workers=0, seed=args.seed),
-               f"{n} workers": build_loader(config, "train", num_workers=n, seed=args.seed)}
+               f"{n} workers": build_loader(config, "train", num_workers=n, seed=args.seed, **grouped)}
     if args.torch_transport:
-        loader = build_loader(config, "train", num_workers=n, seed=args.seed)
+        loader = build_loader(config, "train", num_workers=n, seed=args.seed, **grouped)
         loader.dataset.ring = None  # before its workers start: torch's transport for every batch
         loaders[f"{n} workers, torch transport"] = loader
     first = {name: first_values(next(iter(loader))) for name, loader in loaders.items()}
@@ -234,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=2, help="untimed epochs of each job before the timed ones")
+    parser.add_argument("--batches-per-message", type=int,
+                        help="batches per DataLoader message of the loaders with workers (default: automatic)")
     parser.add_argument("--torch-transport", action="store_true",
                         help="also time the workers with the batch ring off (torch's shared memory per batch)")
     parser.add_argument("--seed", type=int, default=0)

@@ -29,9 +29,9 @@ fixed cost is at most a few per cent), but
 - at most ``batches // (MESSAGES_PER_WORKER * workers)`` for an epoch of ``batches``: each worker gets several
   messages per epoch, so the start of a pass (its first message arrives after a whole message is built) and its
   end stay short next to the epoch; short epochs (a validation set) keep one batch per message;
-- at most ``remaining // workers``: the end of an epoch is dealt in ever smaller messages, so no worker is left
-  building a long last message while the others wait, and an epoch whose length is no multiple of the size simply
-  ends with smaller messages;
+- at most the remaining batches over the workers (rounded up): the end of an epoch is dealt in smaller messages,
+  so no worker is left building a long last message while the others wait, and an epoch whose length is no
+  multiple of the size simply ends with smaller messages;
 - one per message without workers: nothing is shared there (no queues, no pickling).
 """
 
@@ -92,7 +92,7 @@ class MessageSizes:
         by_time = math.ceil(MESSAGE_SECONDS / max(self.seconds, 1e-6))
         by_bytes = int(MESSAGE_BYTES // self.nbytes) if self.nbytes > 0 else MAX_BATCHES_PER_MESSAGE
         by_epoch = batches // (MESSAGES_PER_WORKER * self.workers)
-        by_end = remaining // self.workers
+        by_end = -(-remaining // self.workers)
         return max(1, min(MAX_BATCHES_PER_MESSAGE, by_time, by_bytes, by_epoch, by_end))
 
 

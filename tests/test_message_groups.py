@@ -70,7 +70,7 @@ def test_short_epochs_and_the_end_of_an_epoch_get_smaller_messages():
     sizes.observe(1e-6, 1 << 10)
     dealt = [stop - start for _e, start, stop in group_keys(3, 0, 100, sizes)]
     assert dealt[0] == MAX_BATCHES_PER_MESSAGE and sum(dealt) == 100
-    assert dealt == sorted(dealt, reverse=True) and dealt[-2:] == [1, 1], "the end is dealt in smaller messages"
+    assert dealt == sorted(dealt, reverse=True) and dealt[-3:] == [3, 2, 1], "the end is dealt in smaller messages"
     short = 2 * MESSAGES_PER_WORKER * 3  # three batches per message at most, whatever they cost
     assert max(stop - start for _e, start, stop in group_keys(0, 0, short, sizes)) == 3
     assert {stop - start for _e, start, stop in group_keys(0, 0, 2 * MESSAGES_PER_WORKER - 1, sizes)} == {1}
