@@ -11,9 +11,9 @@ How the pieces fit:
   from the plan, which they recompute from (seed, epoch) on first use: nothing about the epoch lives in worker
   state, so persistent workers follow ``set_epoch`` and any ``num_workers`` gives the same batches;
 - ``SpeechLoader`` hands the batches out one by one and counts them, which is the whole resume state;
-- a worker builds each batch into a slot of shared memory it reuses (``loader.batch_ring``; its lifetime rule
-  says how long a batch's tensors stay valid: as long as they are referenced), and the training process wraps the
-  slot in place: no per-batch shared-memory segment, no copy.
+- a worker builds each message's batches into a slot of shared memory it reuses (``loader.batch_ring``; its
+  lifetime rule says how long a batch's tensors stay valid: as long as they are referenced), and the training
+  process wraps the slot in place: no per-batch shared-memory segment, no copy.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from schemas.errors import SpeechpackError
 
 #: Version of ``SpeechLoader.state_dict()``; bump it when its meaning changes.
 STATE_VERSION = 1
-#: Batches each worker prepares ahead of the training loop.
+#: Messages (of one or more batches: ``loader.message_groups``) each worker prepares ahead of the training loop.
 PREFETCH_PER_WORKER = 2
 #: Shared-memory slots per worker beyond its prefetch (``loader.batch_ring``; one slot per message): the message
 #: whose batches the training loop is handed and the one a pin-memory thread holds, so a loop that keeps only its
