@@ -2,16 +2,16 @@
 forkserver.
 
 A forkserver is a fresh interpreter that imports what a build task needs (``FORKSERVER_PRELOAD``) and forks every
-worker from itself: 0.4 s of CPU and up to a second of wall time per build on a loaded 2-core machine, as long as
-a short build's whole second worker gains.  The build process has imported all of it already, so workers forked
+worker from itself: 0.4 s of CPU and up to a second of wall time per build on a loaded 2-core machine, about
+what a short build gains from its second worker.  The build process has imported all of it already, so workers forked
 from it start in milliseconds with nothing to import again.
 
 Why a plain ``fork`` is safe here, and only here: a child of ``fork`` holds one thread, a copy of the caller, and
 every lock another thread held at that moment stays locked in it forever.  A build's own threads (the writer,
 the hashing and fsync threads, the thread that starts a pool) and tqdm's monitor thread (which lives on once a
 progress bar was shown, and takes tqdm's lock) hold such locks.  So the workers are forked only where
-``fork_is_safe``: on Linux, with the calling thread the only Python thread, which ``worker_pool`` arranges for a
-build by making its pool first, before the claim of ``--out`` and before any thread of the build starts.  The
+``fork_is_safe``: on Linux, with the calling thread the only Python thread, which ``run_build`` arranges by
+making its pool first, before the claim of ``--out`` and before any thread of the build starts.  The
 threads a build process holds then that Python does not know about are OpenBLAS's (numpy's copy, and OpenCV's
 once ``cli`` imported ``cv2``): OpenBLAS stops its threads in a ``pthread_atfork`` handler before every fork
 and starts them again on its next call (the process goes from 3 threads to 1 across a fork, as the forkserver,
