@@ -10,7 +10,8 @@ resamples two thirds of it.  Jobs, each timed ``--repeats`` times, alternating, 
 
 - ``local-1``   ``--workers 1`` (the baseline every ratio is against);
 - ``local-N``   ``--workers N`` as it runs by default: with at least two shards per worker to build, whole-shard
-                tasks in a pool of N (each worker decodes and writes its own shards);
+                tasks in a pool of N (each worker decodes and writes its own shards; the last shard is streamed
+                to the build process, decoded by whichever workers are free);
 - ``stream-N``  ``--workers N`` forced to stream samples from N decoding processes to one writer thread (what
                 the local executor does with fewer shards);
 - ``ray-N``     ``--executor ray`` on a local Ray instance with N CPUs, started once before timing (its start-up is
@@ -21,9 +22,10 @@ resamples two thirds of it.  Jobs, each timed ``--repeats`` times, alternating, 
                 instead of decoding it.
 
 ``local-*`` and ``stream-*`` runs each run in a fresh Python process, as every ``speechpack build`` does, so that
-each pays the worker pool's start-up (the forkserver and its imports) as a user's build does; wall time is
-measured there around the build, and so is CPU time: the build process, the forkserver and every worker, reaped
-(the CPU-time ratio says how much extra work a parallel build does, whatever the machine's load).
+each pays the worker pool's start-up (workers forked from the build process; a forkserver and its imports where
+a fork is not safe) as a user's build does; wall time is measured there around the build, and so is CPU time:
+the build process, the forkserver if any and every worker, reaped (the CPU-time ratio says how much extra work a
+parallel build does, whatever the machine's load).
 ``--speed-only`` runs only ``local-1``, ``local-N`` and ``stream-N`` (no slices, Ray or resume).
 
 Every pack is checked to be byte-identical to the baseline's.  Ratios are throughputs (higher is faster); the
@@ -78,7 +80,8 @@ def fresh(out: str) -> str:
 
 def build_here(list_path: str, out: str, shard_bytes: int, workers: int, stream: bool) -> dict:
     """One build in this process (a fresh one: ``--one``): its wall time, and the CPU time of this process and
-    of every process it started (the forkserver, stopped and reaped here, has reaped its workers)."""
+    of every process it started (forked workers are reaped by the pool's shut-down; a forkserver, stopped and
+    reaped here, has reaped its own)."""
     if stream:
         shard_runner.SHARD_TASKS_FROM = sys.maxsize  # never whole-shard tasks
     fresh(out)

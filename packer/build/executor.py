@@ -9,82 +9,33 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import multiprocessing
-import os
 import queue
-import signal
 import threading
-import time
 from concurrent.futures import ProcessPoolExecutor
 from typing import Callable, Iterator, Sequence
+
+# FORKSERVER_PRELOAD lives in pool_start, beside the code that uses it; named here for the callers that import it
+# from here
+from packer.build.pool_start import FORKSERVER_PRELOAD, new_pool, started  # noqa: F401
 
 #: Items in flight per worker: enough to hide decode jitter, few enough to bound memory.
 IN_FLIGHT_PER_WORKER = 4
 #: Items a background consumer may queue before the producer waits (bounds memory too).
 CONSUMER_QUEUE = 8
-#: How often a pool worker checks that the build process is still alive, in seconds.
-PARENT_POLL_SECONDS = 0.5
-#: Modules the forkserver imports once, before it forks any worker: everything a build task needs (the adapters'
-#: ``plan``/``load`` steps, ``build_shard``, numpy, soundfile, soxr).  Without it every worker imports them itself
-#: (about 0.3 s of CPU each, and again for the module a ``python -m cli`` build runs as ``__main__``), which on a
-#: 2-core machine cost more than a short build gained from its second worker.
-#: ``packer.build.run`` no longer imports any adapter (each adapter imports it), so the audio families' adapters are
-#: named here.
-FORKSERVER_PRELOAD = ("packer.build.run", "packer.adapters.wesep", "packer.adapters.audio_bank")
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie, killed but not yet reaped by its parent, does not)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fp:
-            return fp.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except FileNotFoundError:
-        return False
-    except OSError:  # no /proc (macOS): existence only
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-
-
-def _exit_with(build_pid: int) -> None:
-    """Pool initializer: end this worker soon after the build process dies, and leave Ctrl-C to the build.
-
-    A Ctrl-C at a terminal reaches every process of the foreground group.  Only the build process handles it:
-    it cancels the pending tasks, stops the running ones and then removes their half-written shards
-    (``worker_pool``); a worker that raised ``KeyboardInterrupt`` itself would print its own traceback.
-
-    A build killed with SIGKILL (a scheduler's time limit, the OOM killer) runs no clean-up, and a
-    ``ProcessPoolExecutor`` worker waiting for its next task never sees end-of-file: it holds both ends of the task
-    pipe itself.  Without this watch its workers (and the forkserver) would outlive the build, and whoever waits
-    for the build's output pipes (a job script, a resumed build's test) would wait forever.
-    """
-
-    def watch() -> None:
-        while _alive(build_pid):
-            time.sleep(PARENT_POLL_SECONDS)
-        os._exit(1)
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    threading.Thread(target=watch, name="speechpack-parent-watch", daemon=True).start()
 
 
 @contextlib.contextmanager
 def worker_pool(workers: int) -> Iterator[ProcessPoolExecutor | None]:
     """A process pool of ``workers`` for several ``map_in_order`` calls (``None`` when ``workers == 1``).
 
-    Starting a pool costs a forkserver that imports ``FORKSERVER_PRELOAD`` (about 0.3 s of CPU, once per
-    process) and a fork per worker; a build that probes headers, writes shards and loads cues pays it once.
+    Made first thing in a build, its workers are forked from the build process at once, with nothing to import
+    (``packer.build.pool_start``: where that is not safe, a forkserver starts them on first use, about 0.4 s of
+    CPU); a build that probes headers, writes shards and loads cues pays the start once.
     """
     if workers == 1:
         yield None
         return
-    # forkserver: the progress bar's monitor thread and the writer thread make plain fork unsafe.
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(list(FORKSERVER_PRELOAD))  # takes effect when the forkserver starts
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_exit_with,
-                               initargs=(os.getpid(),))
+    pool = new_pool(workers)
     try:
         yield pool
     except BaseException as err:
@@ -126,21 +77,18 @@ def map_in_order(fn: Callable, items: Sequence, workers: int, chunksize: int = 1
         yield from _map(pool, fn, items, workers, chunksize)
 
 
-def _started() -> None:
-    """A task that does nothing: submitting one per worker makes the pool start its processes."""
-
-
 def start_workers(pool: ProcessPoolExecutor, workers: int) -> threading.Event:
     """Start ``pool``'s ``workers`` processes on a background thread and return an event set once they run.
 
-    A pool's first task waits for its processes: the forkserver's start, its imports (``FORKSERVER_PRELOAD``) and
-    a fork per worker, 0.3-1.5 s depending on the machine's load.  Started here, that happens on another core
-    while the caller does its own work (``map_while_starting``)."""
+    Where a pool's workers come from a forkserver, its first task waits for them: the forkserver's start, its
+    imports (``FORKSERVER_PRELOAD``) and a fork per worker, 0.3-1.5 s depending on the machine's load.  Started
+    here, that happens on another core while the caller does its own work (``map_while_starting``).  Workers
+    forked from the build process are up already: the event is set within milliseconds."""
     ready = threading.Event()
 
     def start() -> None:
         try:
-            for future in [pool.submit(_started) for _ in range(workers)]:
+            for future in [pool.submit(started) for _ in range(workers)]:
                 future.result()
         except BaseException:  # the pool was shut down or broke: its next real use says so
             pass
@@ -153,17 +101,19 @@ def start_workers(pool: ProcessPoolExecutor, workers: int) -> threading.Event:
 
 def map_while_starting(fn: Callable, items: Sequence, workers: int, chunksize: int,
                        pool: ProcessPoolExecutor | None) -> Iterator:
-    """``map_in_order`` over a ``pool`` that has not run anything yet: the first items run in this process while
-    the pool's workers start (``start_workers``), the rest in the pool.  For a build's first parallel step,
-    probing headers, which is cheap per item and would otherwise wait for the whole start-up."""
+    """``map_in_order`` over a ``pool`` that has not run anything yet: the first items (at least one) run in this
+    process while the pool's workers start (``start_workers``), the rest in the pool.  For a build's first
+    parallel step, probing headers, which is cheap per item and would otherwise wait for the whole start-up."""
     if pool is None or workers == 1:
         yield from map_in_order(fn, items, workers, chunksize, pool)
         return
     ready = start_workers(pool, workers)
     index = 0
-    while index < len(items) and not ready.is_set():
+    while index < len(items):  # the first item always here: what the pool runs comes after it in any case
         yield fn(items[index])
         index += 1
+        if ready.is_set():
+            break
     yield from map_in_order(fn, items[index:], workers, chunksize, pool)
 
 

@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 
 from tqdm import tqdm
 
-from packer.build.executor import map_while_starting, worker_pool
+from packer.build.executor import map_while_starting, stop_pool, worker_pool
 from packer.build.finalize import commit_build, line_problem, verify_all
 from packer.build.output_dir import OutputClaim, claim_output, item_inputs
 from packer.build.plan import BuildPlan, ShardSlice, plan_shards
@@ -102,13 +102,17 @@ def run_build(*, items: Sequence, problems: Sequence[LineProblem], plan: Callabl
         import_ray()  # a missing optional dependency is known before hours of header probing
     cue_inputs = (cues, *cues.resources.values()) if cues is not None else ()
     inputs = item_inputs(input_path, [*items, *cue_inputs], recorded_options.get("root"))
-    with claim_output(options.out, options.overwrite, options.resume, shared=options.shards is not None,
-                      inputs=inputs) as claim:
+    # The pool first: its workers fork from this process before any thread of the build exists and before the
+    # claim's lock is taken, so that no worker holds the lock (packer.build.pool_start).
+    with worker_pool(options.workers) as pool, \
+            claim_output(options.out, options.overwrite, options.resume, shared=options.shards is not None,
+                         inputs=inputs) as claim:
         try:
-            with worker_pool(options.workers) as pool:
-                return _plan_and_build(items, problems, plan, load, kind, input_path, command, recorded_options,
-                                       options, cues, input_sha256, pool, started, claim)
-        except BaseException as err:  # the pool has stopped: nothing writes into out any more
+            return _plan_and_build(items, problems, plan, load, kind, input_path, command, recorded_options,
+                                   options, cues, input_sha256, pool, started, claim)
+        except BaseException as err:
+            if pool is not None:  # stopped first: nothing writes into out any more
+                stop_pool(pool, terminate=isinstance(err, KeyboardInterrupt))
             failure = claim.failed(err)
             if failure is err:
                 raise
@@ -143,7 +147,7 @@ def _plan_and_build(items: Sequence, problems: list, plan: Callable, load: Calla
     if cues is not None and (options.shards is None or options.shards.builds_cues):
         # decoded even after bad lines, to report every problem in one pass
         cue_files, cue_problems = write_cues(cues, options.out, options.workers, options.progress,
-                                             desc=f"{TOOL_NAME} {command}: cues")
+                                             desc=f"{TOOL_NAME} {command}: cues", pool=pool)
         if fingerprint is not None and not cue_problems:
             write_cues_receipt(options.out, fingerprint, cue_files)
     if cue_problems or (problems and not options.skip_bad):

@@ -122,10 +122,11 @@ def prepare_cues(yaml_path: str, slots: Sequence[SpeakerSlot], root: str | None,
 
 
 def write_cues(build: CueBuild, pack_dir: str, workers: int, progress: bool = False,
-               desc: str = "cues") -> tuple[dict[str, FileEntry], list[CueProblem]]:
-    """Decode every item and write ``PACK/cues/`` under a temporary name, renamed into place only when nothing
-    was wrong.  Returns the manifest's file list (``/``-separated paths) and every problem, including
-    ``build.problems``; with problems, the temporary directory is left for the caller's clean-up."""
+               desc: str = "cues", pool=None) -> tuple[dict[str, FileEntry], list[CueProblem]]:
+    """Decode every item (in ``workers`` processes: the build's ``pool`` when given) and write ``PACK/cues/``
+    under a temporary name, renamed into place only when nothing was wrong.  Returns the manifest's file list
+    (``/``-separated paths) and every problem, including ``build.problems``; with problems, the temporary
+    directory is left for the caller's clean-up."""
     problems = list(build.problems)
     temp, final = fresh_temp_dir(pack_dir, CUES_DIR)
     with open(os.path.join(temp, CUES_YAML), "wb") as fp:
@@ -135,7 +136,7 @@ def write_cues(build: CueBuild, pack_dir: str, workers: int, progress: bool = Fa
     banks = [(spec, build.resources[spec.name]) for spec in (build.config.cues if build.config else ())
              if spec.name in build.resources]
     jobs = [(spec.representation, resource.items[i]) for spec, resource in banks for i in loadable_items(resource)]
-    loaded = iter(tqdm(map_in_order(functools.partial(load_item, context=build.context), jobs, workers),
+    loaded = iter(tqdm(map_in_order(functools.partial(load_item, context=build.context), jobs, workers, pool=pool),
                        total=len(jobs), desc=desc, unit="item", disable=not progress))
     for spec, resource in banks:
         problems += write_bank(os.path.join(temp, spec.name), spec, resource,

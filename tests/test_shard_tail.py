@@ -1,0 +1,77 @@
+"""With whole-shard tasks, the last ``STREAMED_TAIL`` shards are streamed sample by sample to the build process,
+so that the workers that run out of whole shards first decode them instead of waiting for the last whole shard
+(``packer.build.shard_runner``).  The pool here is a thread pool, so that the tasks can be watched; the pack is
+the one ``--workers 1`` writes, byte for byte.  Real recordings."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from factories import pack_files
+from packer.adapters.wesep import build_wesep
+from packer.build import run, shard_runner
+from packer.build.run import BuildOptions
+from schemas.errors import SpeechpackError
+
+#: One 48 kB sample per shard: six shards.
+ONE_PER_SHARD = 50_000
+
+
+@pytest.fixture
+def watched(monkeypatch):
+    """Builds with a 2-thread pool; returns what ran where: ``shards`` (whole-shard tasks) and ``streamed``
+    (samples decoded for the build process's writer)."""
+    seen = {"shards": [], "streamed": []}
+    lock = threading.Lock()
+    whole, decode = shard_runner.build_shard, shard_runner.decode_measured
+
+    def build_shard(job):
+        with lock:
+            seen["shards"].append(job.shard_id)
+        return whole(job)
+
+    def decode_measured(load, item):
+        with lock:
+            seen["streamed"].append(item.key)
+        return decode(load, item)
+
+    @contextlib.contextmanager
+    def thread_pool(workers):
+        with ThreadPoolExecutor(workers) as pool:
+            yield pool if workers > 1 else None
+
+    monkeypatch.setattr(shard_runner, "build_shard", build_shard)
+    monkeypatch.setattr(shard_runner, "decode_measured", decode_measured)
+    monkeypatch.setattr(run, "worker_pool", thread_pool)
+    return seen
+
+
+def test_the_last_shard_is_streamed_after_the_whole_ones(six_line_corpus, tmp_path, watched):
+    one, two = tmp_path / "one", tmp_path / "two"
+    build_wesep(str(six_line_corpus.list_path), BuildOptions(out=str(one), shard_bytes=ONE_PER_SHARD, progress=False))
+    summary = build_wesep(str(six_line_corpus.list_path), BuildOptions(out=str(two), shard_bytes=ONE_PER_SHARD,
+                                                                       workers=2, progress=False))
+    assert len(summary.manifest.shards) == 6
+    tail = shard_runner.STREAMED_TAIL
+    assert sorted(watched["shards"]) == list(range(6 - tail))
+    assert watched["streamed"] == [line.key for line in six_line_corpus.lines[6 - tail:]]
+    assert pack_files(one) == pack_files(two)
+
+
+def test_a_whole_shard_that_fails_fails_the_build(six_line_corpus, tmp_path, watched, monkeypatch):
+    traced = shard_runner.build_shard
+
+    def failing(job):
+        if job.shard_id == 1:
+            raise OSError(28, "No space left on device", "<shard 1>")
+        return traced(job)
+
+    monkeypatch.setattr(shard_runner, "build_shard", failing)
+    with pytest.raises(SpeechpackError, match="No space left on device"):
+        build_wesep(str(six_line_corpus.list_path), BuildOptions(out=str(tmp_path / "pack"), workers=2,
+                                                                 shard_bytes=ONE_PER_SHARD, progress=False))
+    assert not (tmp_path / "pack" / "dataset.json").exists()
