@@ -29,7 +29,7 @@ parallel build does, whatever the machine's load).
 ``--speed-only`` runs only ``local-1``, ``local-N`` and ``stream-N`` (no slices, Ray or resume).
 
 Every pack is checked to be byte-identical to the baseline's.  Ratios are throughputs (higher is faster); the
-absolute times depend on the machine (the reference notes' VMs have 2 cores).  The load average before and after
+absolute times depend on the machine (the figures in docs/ come from a 2-core VM).  The load average before and after
 the runs is printed: on a machine whose cores are busy with other work a second worker has no core to run on.
 """
 

@@ -1,7 +1,8 @@
-"""A build's process pool starts its workers from a forkserver that has already imported what a build task needs
-(``packer.build.executor.FORKSERVER_PRELOAD``), so no worker pays the imports again; while it starts, the build
-process probes headers itself (``map_while_starting``).  Run in a fresh interpreter: the forkserver is started once
-per process, with the preload list it had then."""
+"""A build's process pool starts its workers with what a build task needs already imported
+(``packer.build.pool_start.FORKSERVER_PRELOAD``): forked from the build process itself where that is safe, else
+from a forkserver that imported them (tests/test_pool_fork.py tests which one is chosen), so no worker pays the
+imports again; while a forkserver starts, the build process probes headers itself (``map_while_starting``).  Run
+in a fresh interpreter: a forkserver is started once per process, with the preload list it had then."""
 
 from __future__ import annotations
 

@@ -36,6 +36,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from concurrent.futures import ProcessPoolExecutor
 
 #: How often a pool worker checks that the build process is still alive, in seconds.
@@ -83,7 +84,12 @@ def _forked_pool(workers: int) -> ProcessPoolExecutor:
                                initializer=_exit_with, initargs=(os.getpid(),))
     gc.freeze()  # the children keep this process's objects frozen: their collector never touches those pages
     try:
-        pool.submit(started)
+        with warnings.catch_warnings():  # this thread is the only Python thread: nothing else sees the filter
+            # Python 3.12+ warns about a fork of any process with several OS threads; the only others here are
+            # OpenBLAS's, which its own fork handler stops (module docstring).
+            warnings.filterwarnings("ignore", message=r"This process .* is multi-threaded",
+                                    category=DeprecationWarning)
+            pool.submit(started)
     finally:
         gc.unfreeze()  # here they are collected as before
     return pool
