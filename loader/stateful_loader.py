@@ -22,8 +22,9 @@ feed the same batches the same way; ``set_epoch`` moves to another epoch as ``Sp
 
 Saving is torchdata's own ``state_dict()`` with the exact position added (``POSITION_KEY``: the batches handed out,
 which torchdata, counting messages, cannot say in the middle of a group). Loading reads only the position out of it
-(``position_state``) and starts the next pass there: torchdata's restore would also bring back worker states and seeds, which these batches do not
-depend on, and it refuses a state saved with another ``num_workers``; this one takes any, as ``SpeechLoader`` does.
+(``position_state``) and starts the next pass there: torchdata's restore would also bring back worker states and
+seeds, which these batches do not depend on, and it refuses a state saved with another ``num_workers``; this one
+takes any, as ``SpeechLoader`` does.
 """
 
 from __future__ import annotations
