@@ -119,10 +119,6 @@ class EpochKeys:
     def __iter__(self) -> Iterator[tuple[int, int, int]]:
         return group_keys(self.epoch, self.start, self.count, self.sizes)
 
-    def batches(self) -> Iterator[tuple[int, int]]:
-        """``(epoch, batch)`` for each batch, for a loader that builds them itself (no workers, no messages)."""
-        return ((self.epoch, batch) for batch in range(self.start, self.count))
-
     def __len__(self) -> int:
         return self.count - self.start
 

@@ -46,6 +46,10 @@ PREFETCH_PER_WORKER = 2
 #: whose batches the training loop is handed and the one a pin-memory thread holds, so a loop that keeps only its
 #: current batch never runs out of slots.
 SLOTS_BEYOND_PREFETCH = 2
+#: Batches a loader without workers plans at a time (``_PlannedBatches.arrays``: the TSE builder gathers their
+#: table and draws their windows together, then builds each when it is asked for): the fixed per-batch numpy work
+#: shared by eight, while the first batch of a pass waits only for eight batches' windows.
+IN_PROCESS_BLOCK = 8
 #: Without a free slot, arrays at least this large leave a worker as torch's shared-memory tensors and smaller
 #: ones as pickled numpy arrays (each such tensor costs a fresh segment: about a millisecond, more per MB).
 _SHARED_MIN = 1 << 16
@@ -148,17 +152,19 @@ class _PlannedBatches(Dataset):
     def __len__(self) -> int:  # the DataLoader never asks: the sampler defines the length
         raise TypeError("indexed by (epoch, start, stop); ask the SpeechLoader for its length")
 
-    def arrays(self, key: tuple[int, int]) -> dict:
-        """Batch ``key`` = (epoch, batch) as the builder makes it (numpy arrays and lists)."""
-        epoch, batch = key
+    def arrays(self, epoch: int, start: int, stop: int) -> Iterator[dict]:
+        """Batches ``start`` to ``stop - 1`` of ``epoch`` as the builder makes them (numpy arrays and lists),
+        yielded one by one; a builder with ``build_block`` (TSE) plans them together, each built when asked for."""
         plan = self.plan(epoch)
-        items, valid = plan.batch(batch)
-        return self.builder.build(items, valid, epoch, int(plan.global_batch[batch]))
+        batches = [(*plan.batch(b), epoch, int(plan.global_batch[b])) for b in range(start, stop)]
+        build_block = getattr(self.builder, "build_block", None)
+        return build_block(batches) if build_block is not None else (self.builder.build(*b) for b in batches)
 
     def __getitem__(self, key: tuple[int, int, int]) -> message_groups.BatchGroup:
         epoch, start, stop = key
         meter = message_groups.Meter()
-        builds = [meter.timed(lambda key=(epoch, batch): self.arrays(key)) for batch in range(start, stop)]
+        block = self.arrays(epoch, start, stop)
+        builds = [meter.timed(lambda: next(block)) for _ in range(start, stop)]
         worker = get_worker_info()
         slot = self.ring.claim(worker.id) if self.ring is not None and worker is not None else None
         if slot is not None:
@@ -285,11 +291,17 @@ class SpeechLoader:
         # scope and bookkeeping (about a tenth of a short TSE batch; docs/performance.md), and pin what it pins.
         in_process = self.dataloader_settings["num_workers"] == 0
         pin = in_process and self.dataloader.pin_memory and _pinnable()
-        for batch in (map(self.dataset.arrays, self._sampler.batches()) if in_process
+        for batch in (self._in_process() if in_process
                       else message_groups.batches_of(self.dataloader, self.message_sizes)):
             self._consumed += 1
             batch = as_tensors(batch)
             yield {k: v.pin_memory() if isinstance(v, torch.Tensor) else v for k, v in batch.items()} if pin else batch
+
+    def _in_process(self) -> Iterator[dict]:
+        """This pass's batches built here, ``IN_PROCESS_BLOCK`` planned at a time."""
+        sampler = self._sampler
+        for first in range(sampler.start, sampler.count, IN_PROCESS_BLOCK):
+            yield from self.dataset.arrays(sampler.epoch, first, min(first + IN_PROCESS_BLOCK, sampler.count))
 
     def state_dict(self) -> dict:
         """A few numbers: enough to resume mid-epoch in O(1).  After a finished pass ``batches_consumed`` equals

@@ -21,6 +21,7 @@ The item universe is ``loader.tse.items``; the builder holds numpy columns only 
 from __future__ import annotations
 
 import warnings
+from typing import Iterator
 
 import numpy as np
 
@@ -112,23 +113,48 @@ class TseBatchBuilder:
 
     def build(self, item_ids: np.ndarray, valid: np.ndarray, epoch: int, global_batch: int) -> dict:
         """Collated numpy arrays and lists for one batch (see ``docs/loader.md`` for the fields)."""
+        (batch,) = self.build_block([(item_ids, valid, epoch, global_batch)])
+        return batch
+
+    def build_block(self, batches: list[tuple[np.ndarray, np.ndarray, int, int]]) -> Iterator[dict]:
+        """``build`` for several batches (``(item_ids, valid, epoch, global_batch)`` each), yielded one by one:
+        pre-mixed batches share one table (``loader.tse.table.TableRows.rows_block``), each batch decoded when it
+        is asked for; the batches are the same as built one at a time."""
         if self.online is not None:
-            mixed = self.online.build(item_ids, epoch, global_batch)
-            batch = self._assemble(mixed.rows, mixed.wav_mix, mixed.wav_target, mixed.chunk_ratio, mixed.real, valid,
-                                   self.batch_rng(epoch, global_batch), mixed.source_keys, epoch, global_batch)
-            batch["timeline"] = mixed.timeline
-            batch["overlap_ratio_2spk"] = mixed.overlap_ratio_2spk
-            return batch
-        rng = self.batch_rng(epoch, global_batch)
-        draws = rng.random((len(item_ids), ZERO_CHUNK_REDRAWS + 1))
-        units = None
-        if self.windows is not None:
-            units, item_ids = item_ids, self.windows.item[item_ids]
-        build_rows = self._decoded_rows if self.needs_resample else self.table.rows
-        rows, wav_mix, wav_target, real, chunk_ratio = build_rows(item_ids, draws, units)
+            for item_ids, valid, epoch, global_batch in batches:
+                yield self._online_batch(item_ids, valid, epoch, global_batch)
+            return
+        planned = []
+        for item_ids, _valid, epoch, global_batch in batches:
+            draws = self.batch_rng(epoch, global_batch).random((len(item_ids), ZERO_CHUNK_REDRAWS + 1))
+            units = None
+            if self.windows is not None:
+                units, item_ids = item_ids, self.windows.item[item_ids]
+            planned.append((item_ids, draws, units))
+        decoded = ((self._decoded_rows(*p) for p in planned) if self.needs_resample
+                   else self.table.rows_block(planned))
+        for (_ids, valid, epoch, global_batch), (item_ids, draws, units), rows in zip(batches, planned, decoded):
+            yield self._premixed_batch(rows, item_ids, draws, units, valid, epoch, global_batch)
+
+    def _online_batch(self, item_ids: np.ndarray, valid: np.ndarray, epoch: int, global_batch: int) -> dict:
+        mixed = self.online.build(item_ids, epoch, global_batch)
+        batch = self._assemble(mixed.rows, mixed.wav_mix, mixed.wav_target, mixed.chunk_ratio, mixed.real, valid,
+                               self.batch_rng(epoch, global_batch), mixed.source_keys, epoch, global_batch)
+        batch["timeline"] = mixed.timeline
+        batch["overlap_ratio_2spk"] = mixed.overlap_ratio_2spk
+        return batch
+
+    def _premixed_batch(self, decoded: DecodedRows, item_ids: np.ndarray, draws: np.ndarray,
+                        units: np.ndarray | None, valid: np.ndarray, epoch: int, global_batch: int) -> dict:
+        """A pre-mixed batch from its decoded rows: offline noise, the collated fields, the scored mask."""
+        rows, wav_mix, wav_target, real, chunk_ratio = decoded
         if self.offline_noise is not None:
             self._add_noise(rows, wav_mix, augment_rng(self.seed, epoch, global_batch).random(
                 (len(item_ids), NOISE_DRAWS)))
+        rng = None
+        if self.cues:  # the cues' draws continue the batch's generator after the windows' draws
+            rng = self.batch_rng(epoch, global_batch)
+            rng.random(draws.shape)
         batch = self._assemble(rows, wav_mix, wav_target, chunk_ratio, real, valid, rng, epoch=epoch,
                                global_batch=global_batch)
         if units is not None:  # scored samples: the chunk itself, not its history
@@ -178,7 +204,7 @@ class TseBatchBuilder:
                         wav_mix[s, :, :length] = noisy
 
     def _assemble(self, rows: list[Row], wav_mix: np.ndarray, wav_target: np.ndarray, chunk_ratio: list[dict],
-                  real: np.ndarray, valid: np.ndarray, rng: np.random.Generator,
+                  real: np.ndarray, valid: np.ndarray, rng: np.random.Generator | None,
                   source_keys: list[str] | None = None, epoch: int = 0, global_batch: int = 0) -> dict:
         """The batch dict in WeSep's field order: audio, row metadata, labels, cues, then valid/lengths/ratios."""
         batch = {

@@ -16,7 +16,7 @@ same cast copy then in-place multiply, a mixture decoded once and copied to its 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Iterator, NamedTuple
 
 import numpy as np
 
@@ -47,6 +47,11 @@ class Segments:
     scale: np.ndarray
     shift: np.ndarray | None
 
+    def part(self, lo: int, hi: int) -> "Segments":
+        """Entries ``lo`` to ``hi - 1`` (views)."""
+        return Segments(self.pack[lo:hi], self.shard[lo:hi], self.offset[lo:hi], self.channels[lo:hi],
+                        self.length[lo:hi], self.scale[lo:hi], None if self.shift is None else self.shift[lo:hi])
+
 
 @dataclass(frozen=True)
 class BatchTable:
@@ -65,6 +70,16 @@ class BatchTable:
     #: the items' and the rows' pack groups (``Groups``)
     groups: list
     row_groups: list
+
+    def part(self, lo: int, hi: int) -> "BatchTable":
+        """The table of items ``lo`` to ``hi - 1`` and their rows (a batch of a table gathered for several)."""
+        row_lo = int(self.item_row[lo]) if lo < len(self.item_row) else len(self.row_item)
+        row_hi = int(self.item_row[hi]) if hi < len(self.item_row) else len(self.row_item)
+        return BatchTable(self.sample[lo:hi], self.mix.part(lo, hi), self.row_item[row_lo:row_hi] - lo,
+                          self.row_speaker[row_lo:row_hi], self.row_speaker_at[row_lo:row_hi],
+                          self.target.part(row_lo, row_hi), self.item_row[lo:hi] - row_lo,
+                          self.rows_per_item[lo:hi], _part_groups(self.groups, lo, hi),
+                          _part_groups(self.row_groups, row_lo, row_hi))
 
 
 class DecodedRows(NamedTuple):
@@ -104,6 +119,11 @@ def _groups(pack: np.ndarray) -> Groups:
     if len(pack) and pack[0] == pack[-1] and not (pack != pack[0]).any():
         return [(int(pack[0]), slice(None))]
     return [(p, pack == p) for p in np.unique(pack).tolist()]
+
+
+def _part_groups(groups: Groups, lo: int, hi: int) -> Groups:
+    """``groups`` of entries ``lo`` to ``hi - 1``."""
+    return [(p, where if isinstance(where, slice) else where[lo:hi]) for p, where in groups]
 
 
 def _row_groups(groups: Groups, row_item: np.ndarray) -> Groups:
@@ -289,26 +309,62 @@ class TableRows:
     def rows(self, item_ids: np.ndarray, draws: np.ndarray, units: np.ndarray | None) -> DecodedRows:
         """Rows (mixture-major), ``wav_mix`` and ``wav_target`` of the items (``units``: their train-window
         chunks), the windows drawn from ``draws`` for all mixtures at once, announced in one call, then copied."""
+        (decoded,) = self.rows_block([(item_ids, draws, units)])
+        return decoded
+
+    def rows_block(self, batches: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]) -> Iterator[DecodedRows]:
+        """``rows`` of several batches (``(item_ids, draws, units)`` each), the batches' tables gathered, their
+        keys and speakers decoded and their windows drawn in one go, then each batch's audio decoded when it is
+        asked for.  Why: a batch's table is a fixed few dozen numpy calls and a few Python lists whatever its
+        size, a sizeable share of a short batch (docs/performance.md, "Against the pack-based peers"); for a
+        block of batches it is the same calls once.  The windows are each batch's own draws: the batches are the
+        same as one at a time."""
+        bounds = np.cumsum([0] + [len(item_ids) for item_ids, _, _ in batches]).tolist()
+        item_ids = np.concatenate([b[0] for b in batches]) if len(batches) > 1 else batches[0][0]
         table = gather_table(self.mix_columns, self.target_columns, self.speaker_first, self.items, item_ids,
                              self.muvap)
         mix = table.mix
         keys = self._strings(table.groups, table.sample, "keys")
+        speakers = self._strings(table.row_groups, table.row_speaker_at, "speakers")
+        mix_arrays = self.mix_arrays.of(mix)
+        start, take, length = self._windows(table, mix_arrays, batches)
+        windows = [Window(*w) for w in zip(start.tolist(), take.tolist(), length.tolist(), mix.length.tolist())]
+        row_pack = table.target.pack.tolist()
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            part = table.part(lo, hi) if len(batches) > 1 else table
+            row_lo = int(table.item_row[lo]) if lo < len(table.item_row) else len(table.row_item)
+            row_hi = row_lo + len(part.row_item)
+            yield self._decode(part, keys[lo:hi], speakers[row_lo:row_hi], row_pack[row_lo:row_hi],
+                               windows[lo:hi], mix_arrays[lo:hi], start[lo:hi], take[lo:hi], length[lo:hi])
+
+    def _windows(self, table: BatchTable, mix_arrays: list[np.ndarray], batches: list) -> tuple[np.ndarray, ...]:
+        """``(start, take, length)`` of every mixture of the block: drawn from each batch's draws (WeSep's
+        ``random_chunk``), or the train-window units' fed spans."""
+        if batches[0][2] is None:
+            draws = np.concatenate([b[1] for b in batches]) if len(batches) > 1 else batches[0][1]
+            return self.chunking.windows(table.mix.length, draws,
+                                         _audible(mix_arrays, table.mix, self.chunking.chunk_len))
+        units = np.concatenate([b[2] for b in batches]) if len(batches) > 1 else batches[0][2]
+        start = self.windows.fed_start[units]
+        take = self.windows.stop[units] - start
+        return start, take, take
+
+    def _decode(self, table: BatchTable, keys: list[str], speakers: list[str], row_pack: list[int],
+                windows: list[Window], mix_arrays: list[np.ndarray], start: np.ndarray, take: np.ndarray,
+                length: np.ndarray) -> DecodedRows:
+        """One batch of a block: its ``Row`` s, then its audio read ahead (while the pack reads as cold) and
+        decoded into recycled arrays."""
+        mix = table.mix
         channels = np.unique(mix.channels).tolist()
         if len(channels) > 1:
             named = sorted(set(keys))
             raise SpeechpackError(f"mixtures with different channel counts {channels} in one batch "
                                   f"({', '.join(named[:4])}...): pack them separately")
-        mix_arrays = self.mix_arrays.of(mix)
-        if units is None:
-            start, take, length = self.chunking.windows(mix.length, draws,
-                                                        _audible(mix_arrays, mix, self.chunking.chunk_len))
-        else:
-            start = self.windows.fed_start[units]
-            take = length = self.windows.stop[units] - start
-        windows = [Window(*w) for w in zip(start.tolist(), take.tolist(), length.tolist(), mix.length.tolist())]
         row_item = table.row_item
         item_of_row = row_item.tolist()
-        rows = self._rows(table, keys, windows, item_of_row)
+        num_speaker = table.rows_per_item.tolist()
+        rows = [Row(item, None, None, speaker, keys[item], num_speaker[item], windows[item], pack)
+                for item, speaker, pack in zip(item_of_row, speakers, row_pack)]
         lengths, row_start, row_take = length[row_item], start[row_item], take[row_item]
         target_sources = self.target_arrays.of(table.target)
         wav_mix = self.buffers.empty((len(rows), channels[0] if channels else 1,
@@ -324,7 +380,7 @@ class TableRows:
                                  target_take))
         faults = major_faults()
         decode_windows(wav_mix, mix_arrays, mix, start, mix_take, table.item_row.tolist(),
-                       (table.rows_per_item - 1).tolist())
+                       [count - 1 for count in num_speaker])
         decode_windows(wav_target, target_sources, table.target, row_start, target_take)
         self.advice.copied(advised, major_faults() - faults)
         ratios = [window.chunk_ratio() for window in windows]
@@ -336,13 +392,6 @@ class TableRows:
         pack), decoded."""
         values = _take(groups, self.raw_strings[column], index).tolist()
         return [value.decode("utf-8") for value in values]
-
-    def _rows(self, table: BatchTable, keys: list[str], windows: list[Window], item_of_row: list[int]) -> list[Row]:
-        """The batch's ``Row`` s (no audio: it is decoded from the table), as the item-by-item path makes them."""
-        num_speaker = np.bincount(table.row_item, minlength=len(keys)).tolist()
-        speakers = self._strings(table.row_groups, table.row_speaker_at, "speakers")
-        return [Row(item, None, None, speaker, keys[item], num_speaker[item], windows[item], pack)
-                for item, speaker, pack in zip(item_of_row, speakers, table.target.pack.tolist())]
 
 
 def _audible(arrays: list[np.ndarray], mix: Segments, chunk: int):
