@@ -1,6 +1,6 @@
 """How the loader scales with DataLoader workers: ``num_workers=2`` against one process, for TSE, ASD and ASR.
 
-    python bench/worker_scaling.py [--tasks tse asd asr] [--workers 2] [--repeats 5] [--warmup 2]
+    python bench/worker_scaling.py [--tasks tse asd asr] [--workers 2] [--repeats 5] [--warmup 2] [--scale K]
                                    [--batches-per-message N] [--torch-transport] [--tmp-dir DIR] [--keep]
 
 Target (docs/performance.md): with 2 workers on 2 cores, at least 1.8x the batches per second of one process.
@@ -9,7 +9,9 @@ Target (docs/performance.md): with 2 workers on 2 cores, at least 1.8x the batch
 ``bench/loader_throughput.py`` (2-speaker 8-12 s mixtures, 4 s chunks, batches of 16 mixtures); **asd** the
 ``asd`` pack of ``bench/asd_loader_throughput.py`` (faces from the real talking-face video where installed,
 MuVAP's settings); **asr** the parquet corpus of ``bench/asr_loader_throughput.py`` built with ``build_parquet``,
-waveform batches of 16.
+waveform batches of 16.  ``--scale K`` makes every corpus K times larger (epochs of K times as many batches, so
+that an epoch's start and end, when the workers' prefetch fills and drains, weigh less: at ``--scale 1`` an ASR
+epoch lasts about 60 ms).
 
 **Jobs**, per task, all in the same run: ``num_workers=0`` (the baseline) and ``num_workers=N`` of the same config
 (persistent workers, as ``build_loader`` makes them; messages sized automatically unless ``--batches-per-message``
@@ -53,31 +55,31 @@ from workdir import bench_workdir  # noqa: E402
 TARGET = 1.8
 
 
-def tse_config(workdir: str, seed: int) -> dict:
+def tse_config(workdir: str, seed: int, scale: int = 1) -> dict:
     from loader_throughput import CHUNK_LEN, build_corpus
     from packer.adapters.wesep import build_wesep
     from packer.build.run import BuildOptions
-    list_path, _ = build_corpus(workdir, 640, seed)
+    list_path, _ = build_corpus(workdir, 640 * scale, seed)
     pack = os.path.join(workdir, "tse-pack")
     build_wesep(list_path, BuildOptions(out=pack, workers=1, progress=False))
     return {"packs": [{"path": pack}], "dataset_args": {"chunk_len": CHUNK_LEN, "batch_size": 16, "shuffle": True}}
 
 
-def asd_config(workdir: str, seed: int) -> dict:
+def asd_config(workdir: str, seed: int, scale: int = 1) -> dict:
     import asd_loader_throughput as asd
     pack = os.path.join(workdir, "asd-pack")
-    asd.write_corpus(pack, 192, seed)
+    asd.write_corpus(pack, 192 * scale, seed)
     return {"task": "asd", "packs": [{"path": pack}], "dataset_args": {
         "train_window": asd.TRAIN_WINDOW, "hist_frames": asd.HIST_FRAMES, "frame_budget": asd.FRAME_BUDGET,
         "min_batch": asd.MIN_BATCH, "max_batch": asd.MAX_BATCH, "audio_mix_prob": asd.MIX_PROB,
         "audio_mix_snr": list(asd.MIX_SNR)}}
 
 
-def asr_config(workdir: str, seed: int) -> dict:
+def asr_config(workdir: str, seed: int, scale: int = 1) -> dict:
     import asr_loader_throughput as asr
     from packer.adapters.asr_parquet import build_parquet
     from packer.build.run import BuildOptions
-    data = asr.make_corpus(workdir, 1200, seed)
+    data = asr.make_corpus(workdir, 1200 * scale, seed)
     pack = build_parquet(data, BuildOptions(out=os.path.join(workdir, "asr-pack"), progress=False)).out
     return {"task": "asr", "packs": [{"path": pack}],
             "dataset_args": {"batching_strategy": "STATIC", "batch_size": 16}}
@@ -241,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="also time the workers with the batch ring off (torch's shared memory per batch)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tmp-dir")
+    parser.add_argument("--scale", type=int, default=1, help="corpora (and epochs) this many times larger")
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
@@ -248,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with bench_workdir("worker-scaling-", args.tmp_dir, args.keep, print) as workdir:
         for task in args.tasks:
-            row = measure(task, CONFIGS[task](workdir, args.seed), args)
+            row = measure(task, CONFIGS[task](workdir, args.seed, args.scale), args)
             rows.append(row)
             for name, job in row["jobs"].items():
                 print(f"{task} {name}: {job['seconds']:.3f} s/epoch, {job['ratio']:.2f}x (per repeat: "
