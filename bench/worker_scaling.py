@@ -16,8 +16,8 @@ epoch lasts about 60 ms).
 **Jobs**, per task, all in the same run: ``num_workers=0`` (the baseline) and ``num_workers=N`` of the same config
 (persistent workers, as ``build_loader`` makes them; messages sized automatically unless ``--batches-per-message``
 fixes them); with ``--torch-transport`` also ``num_workers=N`` with the batch ring switched off (every batch
-through torch's per-tensor shared memory, the transport before ``loader.batch_ring``); and the **ceiling**: a plain ``torch.utils.data.DataLoader`` with N workers whose dataset
-returns the same-sized tensors (the task's first batch), preallocated once per worker, so its epoch costs only
+through torch's per-tensor shared memory, the transport before ``loader.batch_ring``); and the **ceiling**: a
+plain ``torch.utils.data.DataLoader`` with N workers whose dataset returns the same-sized tensors (the task's first batch), preallocated once per worker, so its epoch costs only
 torch's transport.
 
 **Method.** ``torch.set_num_threads(1)`` in this process (a worker's default), ``--warmup`` untimed epochs of each

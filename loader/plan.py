@@ -58,8 +58,9 @@ def plan_epoch(args: Any, seed: int, epoch: int, rank: int, world_size: int, *, 
 
     ``args`` is a task's planning view: ``batch_size``, ``batching`` (``None`` or a ``loader.batching.BudgetArgs``),
     ``shuffle`` and ``tail``; optionally ``shuffle_windows`` (``loader.shuffle_window.ShuffleWindows``) and ``sync``
-    (``pad``/``drop``: how the batch count is evened across ranks, when it differs from ``tail``).  ``num_units`` counts the planning units (items, or chunks with ``windows``);
-    ``lengths`` are their lengths, required when ``needs_lengths(args)``.  The plan's ``items`` are unit ids.
+    (``pad``/``drop``: how the batch count is evened across ranks, when it differs from ``tail``).  ``num_units``
+    counts the planning units (items, or chunks with ``windows``); ``lengths`` are their lengths, required when
+    ``needs_lengths(args)``.  The plan's ``items`` are unit ids.
     """
     if isinstance(world_size, bool) or not isinstance(world_size, Integral) or not 1 <= world_size <= MAX_WORLD_SIZE:
         raise PlanError(f"world_size must be an integer in [1, {MAX_WORLD_SIZE}], got {world_size!r}")

@@ -24,7 +24,7 @@ from factories import Mix
 from loader.plan import batch_rng
 from loader.batch_arrays import Arena, allocating_in
 from loader.readahead import PROBE_EVERY, AdaptiveAdvice
-from loader.tse import table as table_module
+from loader.tse import window_reads
 from loader.tse.buffer_pool import MAX_BUFFERS, BufferPool
 from loader.tse.windows import ZERO_CHUNK_REDRAWS, Chunking, sounds
 from packer.adapters.wesep import build_wesep
@@ -126,7 +126,7 @@ def test_batch_windows_equal_one_mixture_at_a_time():
 def test_every_window_is_announced_once_per_batch(real_packs, monkeypatch):
     """One read-ahead call per batch holds, per channel, each mixture's window once and every target's window."""
     calls = []
-    monkeypatch.setattr(table_module, "will_need_ranges", lambda ranges: calls.append(np.array(ranges)))
+    monkeypatch.setattr(window_reads, "will_need_ranges", lambda ranges: calls.append(np.array(ranges)))
     pack_path = real_packs["stereo"]
     l = loader.build_loader({"packs": [{"path": pack_path}],
                              "dataset_args": dict(batch_size=3, chunk_len=12000, shuffle=False)}, "train", seed=2)
@@ -215,7 +215,7 @@ def test_a_cached_pack_stops_being_announced(real_packs, monkeypatch):
     """On a pack in the page cache (real recordings, just written), the first probe finds no major fault and the
     read-ahead calls stop; the batches are the same with and without them."""
     calls = []
-    monkeypatch.setattr(table_module, "will_need_ranges", lambda ranges: calls.append(len(ranges)))
+    monkeypatch.setattr(window_reads, "will_need_ranges", lambda ranges: calls.append(len(ranges)))
     config = {"packs": [{"path": real_packs["mono"]}], "dataset_args": dict(batch_size=1, chunk_len=8000)}
     l = loader.build_loader(config, "train", seed=3)
     batches = []
@@ -226,7 +226,7 @@ def test_a_cached_pack_stops_being_announced(real_packs, monkeypatch):
     assert len(calls) == PROBE_EVERY - 1, "announced until the first probe, then no more"
     fresh = loader.build_loader(config, "train", seed=3)
     fresh.dataset.builder.table.advice.cached = False
-    monkeypatch.setattr(table_module, "will_need_ranges", lambda ranges: None)
+    monkeypatch.setattr(window_reads, "will_need_ranges", lambda ranges: None)
     again = []
     for epoch in range(2 * PROBE_EVERY // 5 + 2):
         fresh.set_epoch(epoch)
@@ -257,18 +257,18 @@ def test_stream_arrays_are_kept_between_batches_bounded_and_pickled_empty(real_p
     original = type(pack).stream_array
     monkeypatch.setattr(type(pack), "stream_array", lambda self, shard, stream: looked_up.append(shard) or
                         original(self, shard, stream))
-    arrays = table_module.StreamArrays([pack], "mix")
+    arrays = window_reads.StreamArrays([pack], "mix")
     table = pack.streams["mix"]
     every = np.arange(len(table.shard))
-    segments = table_module.Segments(np.zeros(len(every), dtype=np.int32), table.shard, table.offset,
+    segments = window_reads.Segments(np.zeros(len(every), dtype=np.int32), table.shard, table.offset,
                                      table.channels, table.length, table.scale.astype(np.float32), None)
     first = arrays.of(segments)
     again = arrays.of(segments)
     assert sorted(looked_up) == sorted(set(table.shard.tolist())), "each stream file looked up once"
     assert all(a is b for a, b in zip(first, again))
     assert all(a is pack.stream_array(int(s), "mix") for a, s in zip(first, table.shard.tolist()))
-    monkeypatch.setattr(table_module, "KEPT_STREAM_ARRAYS", 1)
-    bounded = table_module.StreamArrays([pack], "mix")
+    monkeypatch.setattr(window_reads, "KEPT_STREAM_ARRAYS", 1)
+    bounded = window_reads.StreamArrays([pack], "mix")
     bounded.of(segments)
     assert len(bounded._kept) == 1
     assert pickle.loads(pickle.dumps(arrays))._kept == {}
