@@ -307,3 +307,23 @@ def test_without_workers_batches_are_built_in_process_and_pin_memory_needs_an_ac
     rest = list(l)
     assert len(rest) == len(batches) - 1 and torch.equal(rest[0]["wav_mix"], batches[1]["wav_mix"])
     assert len(pinned) == len(rest) * sum(isinstance(v, torch.Tensor) for v in rest[0].values())
+
+
+def test_batches_mixing_packs_keep_each_packs_keys_and_speakers_whole(real_audio, wesep_list, tmp_path):
+    """Keys and speakers are byte strings as wide as each pack's longest: a batch (or a block of batches) drawing
+    from packs of different widths keeps every value whole."""
+    p = real_audio("pocketsphinx", 3)
+    short = wesep_list([Mix("a", (p[0], p[1]), seconds=0.6), Mix("b", (p[1], p[2]), seconds=0.7)], name="short.list")
+    long = wesep_list([Mix("a-much-longer-key-0", (p[2], p[0]), seconds=0.8),
+                       Mix("a-much-longer-key-1", (p[0], p[2]), seconds=0.5)], name="long.list")
+    packs = []
+    for name, case in (("short", short), ("long", long)):
+        build_wesep(str(case.list_path), BuildOptions(out=str(tmp_path / name), sample_rate=RATE, progress=False))
+        packs.append(str(tmp_path / name))
+    for state, args in (("val", dict(batch_size=4)), ("train", dict(batch_size=3, chunk_len=4000))):
+        l = loader.build_loader({"packs": [{"path": x} for x in packs], "dataset_args": args}, state, seed=1)
+        keys = {k for batch in l for k in batch["key"]}
+        assert keys == {"a", "b", "a-much-longer-key-0", "a-much-longer-key-1"}, state
+        speakers = {s for batch in l for s in batch["spk"]}
+        assert speakers == {s for x in packs for i in range(len(loader.open_pack(x)))
+                            for s in loader.open_pack(x).speakers_of(i)}, state

@@ -114,10 +114,11 @@ def _row_groups(groups: Groups, row_item: np.ndarray) -> Groups:
 
 
 def _take(groups: Groups, columns: list[np.ndarray], index: np.ndarray) -> np.ndarray:
-    """``columns[pack][index]`` for every entry, each entry from its own pack's column (``groups``)."""
+    """``columns[pack][index]`` for every entry, each entry from its own pack's column (``groups``), in a dtype
+    that holds every pack's values (packs' key and speaker columns are byte strings of their own widths)."""
     if len(groups) == 1:
         return columns[groups[0][0]][index]
-    out = np.empty(len(index), dtype=columns[groups[0][0]].dtype)
+    out = np.empty(len(index), dtype=np.result_type(*(columns[p].dtype for p, _ in groups)))
     for p, where in groups:
         out[where] = columns[p][index[where]]
     return out
