@@ -23,11 +23,9 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from factories import Mix
+from factories.tse import real_mixtures_config
 from factories.delivery import batch_differences, origin
 from loader import batch_ring, build_loader
-from packer.adapters.wesep import build_wesep
-from packer.build.run import BuildOptions
 
 pytestmark = [pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning"),
               pytest.mark.skipif(not batch_ring.supported(), reason="memfd_create is Linux only")]
@@ -48,12 +46,8 @@ HOLD_ALL = 4
 def stress_config(real_audio, wesep_list, tmp_path):
     """24 short two-speaker mixtures of real recordings, 12 batches an epoch of 128 kB of audio per field (at
     least 64 kB, so a batch that finds no free slot crosses through torch's shared memory, not pickled)."""
-    p = real_audio("pocketsphinx", 4)
-    mixes = [Mix(f"m{i:02d}", (p[i % 4], p[(i + 1) % 4]), seconds=0.4 + 0.05 * (i % 5), start=0.05 * i)
-             for i in range(24)]
-    out = tmp_path / "pack"
-    build_wesep(str(wesep_list(mixes).list_path), BuildOptions(out=str(out), sample_rate=16000, progress=False))
-    return {"packs": [{"path": str(out)}], "dataset_args": {"batch_size": 2, "chunk_len": 8000, "shuffle": True}}
+    return real_mixtures_config(real_audio, wesep_list, tmp_path / "pack", 24, seconds=0.4, seconds_step=0.05,
+                                seconds_cycle=5, start_step=0.05, partner=1)
 
 
 @dataclass

@@ -22,12 +22,10 @@ import numpy as np
 import pytest
 import torch
 
-from factories import Mix
+from factories.tse import real_mixtures_config
 from loader import batch_arrays, batch_ring, build_loader
 from loader.message_groups import (MAX_BATCHES_PER_MESSAGE, MESSAGE_BYTES, MESSAGE_SECONDS, MESSAGES_PER_WORKER,
                                    BatchGroup, MessageSizes, group_keys, unpack)
-from packer.adapters.wesep import build_wesep
-from packer.build.run import BuildOptions
 
 pytestmark = [pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")]
 ring_only = pytest.mark.skipif(not batch_ring.supported(), reason="memfd_create is Linux only")
@@ -189,12 +187,8 @@ def test_a_slot_reserves_room_for_larger_messages():
 @pytest.fixture
 def real_pack(real_audio, wesep_list, tmp_path):
     """A tse pack of 16 two-speaker mixtures of real recordings: 8 batches an epoch."""
-    p = real_audio("pocketsphinx", 4)
-    mixes = [Mix(f"m{i:02d}", (p[i % 4], p[(i + 2) % 4]), seconds=0.8 + 0.1 * (i % 3), start=0.1 * i)
-             for i in range(16)]
-    out = tmp_path / "pack"
-    build_wesep(str(wesep_list(mixes).list_path), BuildOptions(out=str(out), sample_rate=16000, progress=False))
-    return {"packs": [{"path": str(out)}], "dataset_args": {"batch_size": 2, "chunk_len": 8000, "shuffle": True}}
+    return real_mixtures_config(real_audio, wesep_list, tmp_path / "pack", 16, seconds=0.8, seconds_step=0.1,
+                                seconds_cycle=3, start_step=0.1, partner=2)
 
 
 def _copy(batch: dict) -> dict:

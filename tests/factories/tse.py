@@ -14,7 +14,7 @@ import torch
 
 import loader
 from factories.recordings import FULL_SCALE
-from factories.wesep_lists import mixture_line
+from factories.wesep_lists import Mix, mixture_line
 from loader import open_pack
 from packer.adapters.wesep import build_wesep
 from packer.build.run import BuildOptions
@@ -127,3 +127,15 @@ def make_two_packs(tse_pack):
 def take(l, k: int) -> list[dict]:
     it = iter(l)
     return [next(it) for _ in range(k)]
+
+
+def real_mixtures_config(real_audio, wesep_list, out, count: int, seconds: float, seconds_step: float,
+                         seconds_cycle: int, start_step: float, partner: int) -> dict:
+    """A loader config over a tse pack of ``count`` two-speaker mixtures of real LibriVox recordings at 16 kHz:
+    mixture ``i`` pairs recording ``i % 4`` with ``(i + partner) % 4``, lasts ``seconds + seconds_step * (i %
+    seconds_cycle)`` and starts ``start_step * i`` into them; batches of 2, 8000-sample chunks, shuffled."""
+    p = real_audio("pocketsphinx", 4)
+    mixes = [Mix(f"m{i:02d}", (p[i % 4], p[(i + partner) % 4]), seconds=seconds + seconds_step * (i % seconds_cycle),
+                 start=start_step * i) for i in range(count)]
+    build_wesep(str(wesep_list(mixes).list_path), BuildOptions(out=str(out), sample_rate=16000, progress=False))
+    return {"packs": [{"path": str(out)}], "dataset_args": {"batch_size": 2, "chunk_len": 8000, "shuffle": True}}
