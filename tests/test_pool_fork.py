@@ -21,7 +21,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _WHERE = """
 import gc, os, threading
 import multiprocessing.forkserver as forkserver
-from packer.build.executor import FORKSERVER_PRELOAD, worker_pool
+from packer.build.executor import worker_pool
+from packer.build.pool_start import FORKSERVER_PRELOAD
 stop = threading.Event()
 if THREAD:
     threading.Thread(target=stop.wait, daemon=True).start()

@@ -14,7 +14,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 _CHECK = """
 import os
-from packer.build.executor import FORKSERVER_PRELOAD, worker_pool
+from packer.build.executor import worker_pool
+from packer.build.pool_start import FORKSERVER_PRELOAD
 with worker_pool(2) as pool:
     # eval is pickled by reference: running it imports nothing, so it sees what the worker held when it forked
     held = [pool.submit(eval, "[m for m in %r if m in __import__('sys').modules]" % (FORKSERVER_PRELOAD,))

@@ -14,9 +14,7 @@ import threading
 from concurrent.futures import ProcessPoolExecutor
 from typing import Callable, Iterator, Sequence
 
-# FORKSERVER_PRELOAD lives in pool_start, beside the code that uses it; named here for the callers that import it
-# from here
-from packer.build.pool_start import FORKSERVER_PRELOAD, new_pool, started  # noqa: F401
+from packer.build.pool_start import new_pool, started
 
 #: Items in flight per worker: enough to hide decode jitter, few enough to bound memory.
 IN_FLIGHT_PER_WORKER = 4
@@ -81,7 +79,7 @@ def start_workers(pool: ProcessPoolExecutor, workers: int) -> threading.Event:
     """Start ``pool``'s ``workers`` processes on a background thread and return an event set once they run.
 
     Where a pool's workers come from a forkserver, its first task waits for them: the forkserver's start, its
-    imports (``FORKSERVER_PRELOAD``) and a fork per worker, 0.3-1.5 s depending on the machine's load.  Started
+    imports (``pool_start.FORKSERVER_PRELOAD``) and a fork per worker, 0.3-1.5 s depending on the machine's load.  Started
     here, that happens on another core while the caller does its own work (``map_while_starting``).  Workers
     forked from the build process are up already: the event is set within milliseconds."""
     ready = threading.Event()

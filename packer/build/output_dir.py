@@ -14,8 +14,8 @@ this one, and when they are equal the build goes on where the other stopped, kee
 can be resumed.
 
 ``OutputClaim.failed`` runs after the worker pool has stopped (``run_build`` stops it first,
-``packer.build.executor.stop_pool``; the pool outlives the claim, whose lock its forked workers must not hold): a build
-that failed on bad input leaves nothing (its shards are useless once the input is fixed); any other failure
+``packer.build.executor.stop_pool``; the pool outlives the claim, whose lock its forked workers must not hold): a
+build that failed on bad input leaves nothing (its shards are useless once the input is fixed); any other failure
 (a full disk, Ctrl-C, a bug) leaves exactly what a resumed build keeps: the plan, the receipts and the shards they
 vouch for.
 """
