@@ -53,10 +53,13 @@ class BatchTable:
     groups: list
     row_groups: list
 
-    def part(self, lo: int, hi: int) -> "BatchTable":
-        """The table of items ``lo`` to ``hi - 1`` and their rows (a batch of a table gathered for several)."""
-        row_lo = int(self.item_row[lo]) if lo < len(self.item_row) else len(self.row_item)
-        row_hi = int(self.item_row[hi]) if hi < len(self.item_row) else len(self.row_item)
+    def row_bounds(self) -> list[int]:
+        """Where each item's rows begin, and after the last one the number of rows (``item_row`` closed)."""
+        return [*self.item_row.tolist(), len(self.row_item)]
+
+    def part(self, lo: int, hi: int, row_lo: int, row_hi: int) -> "BatchTable":
+        """The table of items ``lo`` to ``hi - 1``, whose rows are ``row_lo`` to ``row_hi - 1`` (``row_bounds``):
+        one batch of a table gathered for several."""
         return BatchTable(self.sample[lo:hi], self.mix.part(lo, hi), self.row_item[row_lo:row_hi] - lo,
                           self.row_speaker[row_lo:row_hi], self.row_speaker_at[row_lo:row_hi],
                           self.target.part(row_lo, row_hi), self.item_row[lo:hi] - row_lo,
@@ -80,8 +83,8 @@ _FIELDS = ("shard", "offset", "channels", "length", "scale", "first", "count", "
 
 
 class StreamColumns:
-    """Per field, one stream's column in every pack, looked up once instead of per batch; ``take(field, pack,
-    index)`` reads entry ``index[i]`` of pack ``pack[i]``'s column (one fancy index when the batch has one
+    """Per field, one stream's column in every pack, looked up once instead of per batch; ``take(field, groups,
+    index)`` reads entry ``index[i]`` of its own pack's column (``groups``; one fancy index when the batch has one
     pack, as most batches do)."""
 
     def __init__(self, packs: list[Pack], stream: str):
@@ -217,10 +220,10 @@ class TableRows:
         start, take, length = self._windows(table, mix_arrays, batches)
         windows = [Window(*w) for w in zip(start.tolist(), take.tolist(), length.tolist(), mix.length.tolist())]
         row_pack = table.target.pack.tolist()
+        row_bounds = table.row_bounds()
         for lo, hi in zip(bounds[:-1], bounds[1:]):
-            part = table.part(lo, hi) if len(batches) > 1 else table
-            row_lo = int(table.item_row[lo]) if lo < len(table.item_row) else len(table.row_item)
-            row_hi = row_lo + len(part.row_item)
+            row_lo, row_hi = row_bounds[lo], row_bounds[hi]
+            part = table.part(lo, hi, row_lo, row_hi) if len(batches) > 1 else table
             yield self._decode(part, keys[lo:hi], speakers[row_lo:row_hi], row_pack[row_lo:row_hi],
                                windows[lo:hi], mix_arrays[lo:hi], start[lo:hi], take[lo:hi], length[lo:hi])
 
