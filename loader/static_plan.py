@@ -119,6 +119,15 @@ def batch_rng(seed: int, epoch: int, global_batch: int) -> np.random.Generator:
     return np.random.Generator(np.random.Philox(key=seed, counter=counter))
 
 
+def at_counter(generator: np.random.Generator, fresh: dict, counter: list[int]) -> np.random.Generator:
+    """``generator`` (Philox) set to the start of the stream at ``counter``, as a new ``Philox(key, counter)``
+    would begin: ``fresh`` is the state of a freshly built one with the same key (empty buffer)."""
+    generator.bit_generator.state = {**fresh, "buffer": fresh["buffer"].copy(),
+                                     "state": {"counter": np.array(counter, dtype=np.uint64),
+                                               "key": fresh["state"]["key"]}}
+    return generator
+
+
 class BatchGenerator:
     """``batch_rng(seed, epoch, batch)`` for one batch after another, from one generator object reused: the same
     stream, bit for bit.  Building a ``Philox`` draws OS entropy for a seed sequence that the explicit key then
@@ -133,11 +142,7 @@ class BatchGenerator:
     def __call__(self, epoch: int, global_batch: int) -> np.random.Generator:
         if epoch < 0:
             raise PlanError(f"epoch must be non-negative, got {epoch}")
-        fresh = self._fresh
-        counter = np.array([0, 0, global_batch + 1, epoch], dtype=np.uint64)
-        self._generator.bit_generator.state = {**fresh, "state": {"counter": counter, "key": fresh["state"]["key"]},
-                                               "buffer": fresh["buffer"].copy()}
-        return self._generator
+        return at_counter(self._generator, self._fresh, [0, 0, global_batch + 1, epoch])
 
     def __getstate__(self) -> dict:
         return {"seed": self.seed}

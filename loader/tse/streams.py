@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from loader.static_plan import at_counter
 from loader.tse.errors import MixError
 
 
@@ -52,12 +53,8 @@ class ItemGenerators:
             raise MixError(f"epoch and batch must be non-negative, got {epoch}, {global_batch}")
         while len(self._generators) < count:
             self._generators.append(np.random.Generator(np.random.Philox(key=self.seed)))
-        state = self._state
-        for position, generator in enumerate(self._generators[:count]):
-            counter = np.array([0, position + 1, global_batch + 1, epoch], dtype=np.uint64)
-            generator.bit_generator.state = {**state, "state": {"counter": counter, "key": state["state"]["key"]},
-                                             "buffer": state["buffer"].copy()}
-        return self._generators[:count]
+        return [at_counter(generator, self._state, [0, position + 1, global_batch + 1, epoch])
+                for position, generator in enumerate(self._generators[:count])]
 
     def __getstate__(self) -> dict:
         return {"seed": self.seed}
