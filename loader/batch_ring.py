@@ -166,17 +166,6 @@ class BatchRing:
         """Give a claimed slot back unsent (its build failed)."""
         self._free[worker][slot.index].release()
 
-    def build_in(self, worker: int, slot: _Slot, build: Callable[[], dict]) -> "_Message":
-        """``build()`` run with its output arrays carved from ``slot`` (``loader.batch_arrays``), packed into a
-        message; the slot is given back if the build fails."""
-        try:
-            with allocating_in(slot.arena):
-                batch = build()
-            return self.pack(worker, slot, batch)
-        except BaseException:
-            self.abandon(worker, slot)
-            raise
-
     def build_group_in(self, worker: int, slot: _Slot, builds: list[Callable[[], dict]]) -> "_Message":
         """Several batches built one after another into one slot (their arrays carved in turn from its arena), in
         one message that arrives as a list of batches sharing the slot: it is released when the last of them

@@ -205,7 +205,7 @@ def test_a_failed_build_gives_its_slot_back():
         raise ValueError("bad row")
 
     with pytest.raises(ValueError, match="bad row"):
-        ring.build_in(0, slot, broken)
+        ring.build_group_in(0, slot, [broken])
     assert ring.claim(0) is slot
 
 
