@@ -14,16 +14,16 @@ import sys
 
 import click
 
-from loader.config import STATES
-from packer.adapters import ADAPTERS, Adapter
-from packer.adapters.build_options import SizeType, apply_max_shard_gb, scale_options, shared_build_options
-from packer.adapters.registry import range_type
-from packer.build.finalize import DEFAULT_JOBS as FINALIZE_JOBS
-from packer.copy import DEFAULT_JOBS as COPY_JOBS
-from schemas import limits
-from schemas.constants import tool_version
-from schemas.errors import BuildError, OptionError, SpeechpackError
-from schemas.wesep_list import LineProblem
+from speechpack.loader.config import STATES
+from speechpack.packer.adapters import ADAPTERS, Adapter
+from speechpack.packer.adapters.build_options import SizeType, apply_max_shard_gb, scale_options, shared_build_options
+from speechpack.packer.adapters.registry import range_type
+from speechpack.packer.build.finalize import DEFAULT_JOBS as FINALIZE_JOBS
+from speechpack.packer.copy import DEFAULT_JOBS as COPY_JOBS
+from speechpack.schemas import limits
+from speechpack.schemas.constants import tool_version
+from speechpack.schemas.errors import BuildError, OptionError, SpeechpackError
+from speechpack.schemas.wesep_list import LineProblem
 
 
 def _fail(err: SpeechpackError) -> None:
@@ -102,7 +102,7 @@ def validate(packs, json_path, no_hash, plot_path, endpoint_url):
     """Check packs file by file: manifest, headers, offsets, keys, hashes, statistics, NaN and clipping.  asd
     packs also get label, frame-count and level checks, and their levels are compared across the packs given.
     Exit status 1 when a pack is invalid, else 0 (whatever --plot could draw)."""
-    from packer.validate_report import validate_packs
+    from speechpack.packer.validate_report import validate_packs
 
     try:
         report = validate_packs(list(packs), check_hashes=not no_hash, endpoint_url=endpoint_url)
@@ -110,7 +110,7 @@ def validate(packs, json_path, no_hash, plot_path, endpoint_url):
         _fail(err)
     level_paths = report.level_report_paths()
     if level_paths:  # composed here: the level comparison is the loader's normalisation, above packer/
-        from loader.asd.levels import asd_level_report, format_level_table
+        from speechpack.loader.asd.levels import asd_level_report, format_level_table
 
         levels = asd_level_report(level_paths)
         report = dataclasses.replace(report, asd_levels=levels, asd_levels_table=format_level_table(levels))
@@ -118,7 +118,7 @@ def validate(packs, json_path, no_hash, plot_path, endpoint_url):
     if json_path:
         report.write_json(json_path)
     if plot_path:
-        from loader.asd.levels import plot_validated_levels
+        from speechpack.loader.asd.levels import plot_validated_levels
 
         try:  # the plot is an extra view of the report: a plot that cannot be drawn is a note, not invalidity
             plot_validated_levels(report.asd_levels, plot_path)
@@ -138,7 +138,7 @@ def validate(packs, json_path, no_hash, plot_path, endpoint_url):
 def finalize_command(pack, no_hash, jobs, progress):
     """Commit a pack built by array jobs (`build ... --shards i/n`): verify every planned shard against the plan
     and its receipt, then write columns/ and dataset.json.  Decodes nothing."""
-    from packer.build.finalize import finalize_pack
+    from speechpack.packer.build.finalize import finalize_pack
 
     try:
         summary = finalize_pack(pack, check_hashes=not no_hash, progress=progress, jobs=jobs)
@@ -162,7 +162,7 @@ def copy_command(src, dst, jobs, verify_only, progress, endpoint_url):
     DST.lock stays beside DST afterwards: it records the last verified copy, so a copy that waited for another
     trusts it instead of hashing again; delete it only when no speechpack command writes to DST
     (docs/building.md, "The lock")."""
-    from packer.copy import copy_pack, verify_copy
+    from speechpack.packer.copy import copy_pack, verify_copy
 
     run = verify_copy if verify_only else copy_pack
     try:
@@ -181,7 +181,7 @@ def copy_command(src, dst, jobs, verify_only, progress, endpoint_url):
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=1), help="Speakers listed by hours.")
 def inspect_command(pack, plot_path, as_json, top):
     """What a PACK holds: hours, speakers, durations, levels, cue coverage, shard sizes."""
-    from packer.inspect import inspect_pack
+    from speechpack.packer.inspect import inspect_pack
 
     try:
         report = inspect_pack(pack, top=top)
@@ -207,7 +207,7 @@ def _pack_option(func):
 @_pack_option
 def peek(config_path, state, seed, save_wavs, packs):
     """Print one model-ready batch of a loader CONFIG (YAML): field, shape, dtype, range."""
-    from loader.peek import peek_config
+    from speechpack.loader.peek import peek_config
 
     try:
         click.echo(peek_config(config_path, state, seed=seed, save_wavs=save_wavs, packs=packs).describe())
@@ -226,8 +226,8 @@ def peek(config_path, state, seed, save_wavs, packs):
 @_pack_option
 def plan_command(config_path, state, world_size, epochs, seed, plot_path, packs):
     """Dry-run the epoch plan of a loader CONFIG (YAML), reading no audio: batches, padding, utilisation."""
-    from loader.peek import load_config
-    from loader.planning_report import plan_report
+    from speechpack.loader.peek import load_config
+    from speechpack.loader.planning_report import plan_report
 
     try:
         report = plan_report(load_config(config_path, packs), state, world_size=world_size, epochs=epochs, seed=seed)
@@ -263,9 +263,9 @@ def import_group() -> None:
 def import_muvap_command(pack, out, shard_bytes, workers, skip_bad, strict_stats, overwrite, progress, **scale):
     """Convert a MuVAP ASD pack (muvap-asd-mmap v4: dataset.json, shard-NNNNNN/{faces,audio,labels}.npy,
     index.json) into an asd pack: rows copied by range, statistics recomputed and compared (docs/asd.md)."""
-    from packer.build.run import BuildOptions
-    from packer.importers.muvap import import_muvap
-    from schemas.constants import ASD_SAMPLE_RATE
+    from speechpack.packer.build.run import BuildOptions
+    from speechpack.packer.importers.muvap import import_muvap
+    from speechpack.schemas.constants import ASD_SAMPLE_RATE
 
     try:
         options = BuildOptions(out=out, sample_rate=ASD_SAMPLE_RATE, shard_bytes=shard_bytes, workers=workers,
@@ -293,7 +293,7 @@ def export_lhotse_command(pack, out, overwrite):
     """A Lhotse CutSet of an asr, sources, noise or rir PACK: one cut per sample, text, speaker and language in
     its supervision (docs/integrations.md, "Lhotse"; needs speechpack[lhotse]).  Interrupted, the same command
     finishes it."""
-    from packer.export.lhotse import CUTS_FILE, export_lhotse
+    from speechpack.packer.export.lhotse import CUTS_FILE, export_lhotse
 
     try:
         summary = export_lhotse(pack, out, overwrite=overwrite, log=lambda message: click.echo(message, err=True))
@@ -308,8 +308,8 @@ def export_lhotse_command(pack, out, overwrite):
               help="Working directory for the generated corpus and its pack (replaced if it holds an old demo).")
 def demo(out):
     """Generate a small multi-voice corpus, pack it, validate it, open it and show what happened."""
-    from loader.demo import load_demo
-    from packer.demo import run_demo
+    from speechpack.loader.demo import load_demo
+    from speechpack.packer.demo import run_demo
 
     try:  # the packing half, then the loading half: the demo as a whole sits above packer/ and loader/
         made = run_demo(out, echo=click.echo)

@@ -36,7 +36,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from loader.readahead import will_need_ranges  # noqa: E402
+from speechpack.loader.readahead import will_need_ranges  # noqa: E402
 from workdir import bench_workdir, drop_page_cache  # noqa: E402
 
 CHUNK = 32000
@@ -96,8 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args(argv)
     from loader_throughput import build_corpus
-    from packer.adapters.wesep import build_wesep
-    from packer.build.run import BuildOptions
+    from speechpack.packer.adapters.wesep import build_wesep
+    from speechpack.packer.build.run import BuildOptions
     methods = ("none", "madvise each", "process_madvise batch", "POPULATE_READ each")
     with bench_workdir("advice-", args.tmp_dir, args.keep, print) as workdir:
         list_path, _ = build_corpus(workdir, args.lines, args.seed, (2.0, 5.0))

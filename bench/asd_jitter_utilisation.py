@@ -34,13 +34,13 @@ import tempfile
 
 import numpy as np
 
-from loader.asd.chunks import muvap_windows
-from loader.planning_report import plan_report
-from packer.audio import StoredAudio
-from packer.sample import PackedSample, SamplePlan, StoredArray
-from packer.writer import PackWriter
-from schemas.constants import ASD_SAMPLE_RATE, FACE_SHAPE, KIND_ASD
-from schemas.timebase import ASD_MODEL_FPS, SAMPLES_PER_MODEL_FRAME, model_frame_count
+from speechpack.loader.asd.chunks import muvap_windows
+from speechpack.loader.planning_report import plan_report
+from speechpack.packer.audio import StoredAudio
+from speechpack.packer.sample import PackedSample, SamplePlan, StoredArray
+from speechpack.packer.writer import PackWriter
+from speechpack.schemas.constants import ASD_SAMPLE_RATE, FACE_SHAPE, KIND_ASD
+from speechpack.schemas.timebase import ASD_MODEL_FPS, SAMPLES_PER_MODEL_FRAME, model_frame_count
 
 SETTINGS = dict(train_window=250, hist_frames=50, frame_budget=2048, min_batch=4, max_batch=16)
 

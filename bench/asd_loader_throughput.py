@@ -47,16 +47,16 @@ _BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(_BENCH))
 sys.path.insert(0, _BENCH)
 
-from loader import build_loader  # noqa: E402
-from loader.asd.augment import apply_visual, draw_visual  # noqa: E402
-from loader.asd.chunks import muvap_windows  # noqa: E402
-from schemas.timebase import SAMPLES_PER_MODEL_FRAME, audio_sample_count, model_frame_count  # noqa: E402
-from loader.normalize import muvap_gain  # noqa: E402
-from loader.pack import open_pack  # noqa: E402
-from packer.audio import StoredAudio  # noqa: E402
-from packer.sample import PackedSample, SamplePlan, StoredArray  # noqa: E402
-from packer.writer import PackWriter  # noqa: E402
-from schemas.constants import ASD_SAMPLE_RATE, FACE_SIZE, KIND_ASD  # noqa: E402
+from speechpack.loader import build_loader  # noqa: E402
+from speechpack.loader.asd.augment import apply_visual, draw_visual  # noqa: E402
+from speechpack.loader.asd.chunks import muvap_windows  # noqa: E402
+from speechpack.schemas.timebase import SAMPLES_PER_MODEL_FRAME, audio_sample_count, model_frame_count  # noqa: E402
+from speechpack.loader.normalize import muvap_gain  # noqa: E402
+from speechpack.loader.pack import open_pack  # noqa: E402
+from speechpack.packer.audio import StoredAudio  # noqa: E402
+from speechpack.packer.sample import PackedSample, SamplePlan, StoredArray  # noqa: E402
+from speechpack.packer.writer import PackWriter  # noqa: E402
+from speechpack.schemas.constants import ASD_SAMPLE_RATE, FACE_SIZE, KIND_ASD  # noqa: E402
 from workdir import bench_workdir  # noqa: E402
 
 LIBRIVOX_GLOB = "/usr/share/pocketsphinx/test/data/librivox/*.wav"

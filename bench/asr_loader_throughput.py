@@ -43,9 +43,9 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.workdir import bench_workdir  # noqa: E402
-from loader import build_loader  # noqa: E402
-from packer.adapters.asr_parquet import build_parquet, parquet_files  # noqa: E402
-from packer.build.run import BuildOptions  # noqa: E402
+from speechpack.loader import build_loader  # noqa: E402
+from speechpack.packer.adapters.asr_parquet import build_parquet, parquet_files  # noqa: E402
+from speechpack.packer.build.run import BuildOptions  # noqa: E402
 
 LIBRIVOX = "/usr/share/pocketsphinx/test/data/librivox"
 RATE = 16000

@@ -49,10 +49,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from loader_throughput import CHUNK_LEN, _log, build_corpus  # noqa: E402
 from workdir import bench_workdir, drop_page_cache  # noqa: E402
-from loader.pack import open_pack, will_need_view  # noqa: E402
-from packer.adapters.wesep import build_wesep  # noqa: E402
-from packer.build.run import BuildOptions  # noqa: E402
-from schemas.npyfile import read_npy_header  # noqa: E402
+from speechpack.loader.pack import open_pack, will_need_view  # noqa: E402
+from speechpack.packer.adapters.wesep import build_wesep  # noqa: E402
+from speechpack.packer.build.run import BuildOptions  # noqa: E402
+from speechpack.schemas.npyfile import read_npy_header  # noqa: E402
 
 STREAMS = ("mix", "target")
 _LIBC = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)

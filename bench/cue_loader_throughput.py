@@ -78,8 +78,8 @@ _BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(_BENCH))
 sys.path.insert(0, _BENCH)
 
-import loader.tse.cues.raw_video as raw_video_module  # noqa: E402
-from loader import build_loader  # noqa: E402
+import speechpack.loader.tse.cues.raw_video as raw_video_module  # noqa: E402
+from speechpack.loader import build_loader  # noqa: E402
 from workdir import bench_workdir  # noqa: E402
 from loader_throughput import (  # noqa: E402
     CHUNK_LEN,
@@ -100,8 +100,8 @@ from loader_throughput import (  # noqa: E402
     warm_files,
     wesep_collate,
 )
-from packer.adapters.wesep import build_wesep  # noqa: E402
-from packer.build.run import BuildOptions  # noqa: E402
+from speechpack.packer.adapters.wesep import build_wesep  # noqa: E402
+from speechpack.packer.build.run import BuildOptions  # noqa: E402
 
 TARGET_VS_WESEP = 20.0
 LIBRIVOX_GLOB = "/usr/share/pocketsphinx/test/data/librivox/*.wav"

@@ -127,7 +127,7 @@ class LhotseJobs:
 
 class SpeechpackJob:
     def __init__(self, pack: str, batch_size: int):
-        from loader import build_loader
+        from speechpack.loader import build_loader
 
         self.build_loader = build_loader
         self.config = {"packs": [{"path": pack}], "dataset_args": {"chunk_len": CHUNK_LEN, "batch_size": batch_size}}
@@ -167,8 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     # One thread: torch's OpenMP workers spin while waiting for a descheduled sibling, which on a shared machine
     # multiplied Lhotse's CPU time per epoch by up to 6 (collate_audio pads with torch); neither job needs them.
     torch.set_num_threads(1)
-    from packer.adapters.wesep import build_wesep
-    from packer.build.run import BuildOptions
+    from speechpack.packer.adapters.wesep import build_wesep
+    from speechpack.packer.build.run import BuildOptions
 
     with bench_workdir("speechpack-lhotse-bench-", args.tmp_dir, args.keep, _log) as workdir:
         list_path, corpus = build_corpus(workdir, args.lines, args.seed)

@@ -45,9 +45,9 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.workdir import bench_workdir  # noqa: E402
-from loader import build_loader  # noqa: E402
-from packer.adapters.lhotse import build_lhotse  # noqa: E402
-from packer.build.run import BuildOptions  # noqa: E402
+from speechpack.loader import build_loader  # noqa: E402
+from speechpack.packer.adapters.lhotse import build_lhotse  # noqa: E402
+from speechpack.packer.build.run import BuildOptions  # noqa: E402
 from bench.asr_loader_throughput import librivox  # noqa: E402  (the five LibriVox clips and their transcripts)
 
 RATE = 16000

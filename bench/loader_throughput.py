@@ -81,15 +81,15 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import packer.audio as audio_module  # noqa: E402
-import packer.sample as sample_module  # noqa: E402
-from loader import build_loader, open_pack  # noqa: E402
-from packer.adapters.wesep import build_wesep  # noqa: E402
-from packer.build.run import BuildOptions  # noqa: E402
-from packer.sample import PackedSample  # noqa: E402
+import speechpack.packer.audio as audio_module  # noqa: E402
+import speechpack.packer.sample as sample_module  # noqa: E402
+from speechpack.loader import build_loader, open_pack  # noqa: E402
+from speechpack.packer.adapters.wesep import build_wesep  # noqa: E402
+from speechpack.packer.build.run import BuildOptions  # noqa: E402
+from speechpack.packer.sample import PackedSample  # noqa: E402
 from workdir import bench_workdir  # noqa: E402
-from packer.writer import PackWriter  # noqa: E402
-from schemas.constants import DEFAULT_SHARD_BYTES, KIND_SOURCES, STREAM_MIX, STREAM_SOURCE, STREAM_TARGET  # noqa: E402
+from speechpack.packer.writer import PackWriter  # noqa: E402
+from speechpack.schemas.constants import DEFAULT_SHARD_BYTES, KIND_SOURCES, STREAM_MIX, STREAM_SOURCE, STREAM_TARGET  # noqa: E402
 
 RATE = 16000
 CHUNK_SECONDS = 4
@@ -524,7 +524,7 @@ def _tiny_writer(out: str, samples: int):
     """A PackWriter for ``samples`` tiny samples: planned up front where the writer takes shard plans."""
     if "shard_plans" not in inspect.signature(PackWriter).parameters:
         return PackWriter(out, KIND_SOURCES, RATE, DEFAULT_SHARD_BYTES)
-    from packer.build.plan import plan_shards
+    from speechpack.packer.build.plan import plan_shards
 
     plans = [sample_module.SamplePlan(line=i + 1, key=_tiny_key(i), num_frames=TINY_FRAMES,
                                       elements={STREAM_SOURCE: TINY_FRAMES}) for i in range(samples)]

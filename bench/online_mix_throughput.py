@@ -50,11 +50,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from loader_throughput import (CHUNK_LEN, CHUNK_SECONDS, PIECE_SECONDS, _log, build_corpus,  # noqa: E402
                                loader_config, pack_files, speechpack_epoch, warm_files)
 from workdir import bench_workdir  # noqa: E402
-from loader import build_loader  # noqa: E402
-from packer.adapters.audio_bank import SimulationOptions  # noqa: E402
-from packer.adapters.audio_bank import build_audio_bank, build_simulated_rirs  # noqa: E402
-from packer.adapters.wesep import build_wesep  # noqa: E402
-from packer.build.run import BuildOptions  # noqa: E402
+from speechpack.loader import build_loader  # noqa: E402
+from speechpack.packer.adapters.audio_bank import SimulationOptions  # noqa: E402
+from speechpack.packer.adapters.audio_bank import build_audio_bank, build_simulated_rirs  # noqa: E402
+from speechpack.packer.adapters.wesep import build_wesep  # noqa: E402
+from speechpack.packer.build.run import BuildOptions  # noqa: E402
 
 TARGET_VS_PREMIXED = 0.5
 NOISE_GLOB = "/usr/share/qabcs/abcs/all/noises/*.ogg"

@@ -62,9 +62,9 @@ import soxr
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from packer.adapters.wesep import build_wesep  # noqa: E402
+from speechpack.packer.adapters.wesep import build_wesep  # noqa: E402
 
-from packer.build.run import BuildOptions  # noqa: E402
+from speechpack.packer.build.run import BuildOptions  # noqa: E402
 from workdir import bench_workdir  # noqa: E402
 
 TARGET_RATIO = 0.8
@@ -276,9 +276,9 @@ def phase_breakdown(list_path: str, out: str, lines: list[list[str]], shard_byte
 
     A real build overlaps the writer thread with decoding, so its wall time is less than the sum printed here.
     """
-    from packer.adapters.wesep import load_wesep_sample, plan_wesep_sample, read_wesep_list
-    from packer.build.plan import plan_shards
-    from packer.writer import PackWriter
+    from speechpack.packer.adapters.wesep import load_wesep_sample, plan_wesep_sample, read_wesep_list
+    from speechpack.packer.build.plan import plan_shards
+    from speechpack.packer.writer import PackWriter
 
     rows = []
     clock = time.perf_counter()

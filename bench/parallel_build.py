@@ -50,13 +50,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from pack_throughput import build_corpus, warm_page_cache, read_list  # noqa: E402
-from packer.build import shard_runner# noqa: E402
-from packer.adapters.wesep import build_wesep  # noqa: E402
-from packer.build.run import BuildOptions  # noqa: E402
-from packer.build.checkpoints import KILL_AT_ENV  # noqa: E402
-from packer.build.finalize import finalize_pack  # noqa: E402
-from packer.build.plan import ShardSlice  # noqa: E402
-from schemas.units import parse_size  # noqa: E402
+from speechpack.packer.build import shard_runner# noqa: E402
+from speechpack.packer.adapters.wesep import build_wesep  # noqa: E402
+from speechpack.packer.build.run import BuildOptions  # noqa: E402
+from speechpack.packer.build.checkpoints import KILL_AT_ENV  # noqa: E402
+from speechpack.packer.build.finalize import finalize_pack  # noqa: E402
+from speechpack.packer.build.plan import ShardSlice  # noqa: E402
+from speechpack.schemas.units import parse_size  # noqa: E402
 from workdir import bench_workdir  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -131,7 +131,7 @@ def prepare_killed_build(list_path: str, out: str, shard_bytes: int) -> None:
     """A ``--resume`` build killed after every shard is in place, before ``dataset.json``."""
     fresh(out)
     env = {**os.environ, KILL_AT_ENV: "columns"}
-    subprocess.run([sys.executable, "-m", "cli", "build", "wesep", "--list", list_path, "--out", out,
+    subprocess.run([sys.executable, "-m", "speechpack.cli", "build", "wesep", "--list", list_path, "--out", out,
                     "--shard-size", str(shard_bytes), "--no-progress", "--resume"], cwd=REPO, env=env,
                    capture_output=True, check=False)
     if os.path.exists(os.path.join(out, "dataset.json")):

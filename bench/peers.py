@@ -122,8 +122,8 @@ def read_corpus(list_path: str) -> list[tuple[str, np.ndarray, np.ndarray, np.nd
 
 
 def write_speechpack(list_path: str, out: str) -> None:
-    from packer.adapters.wesep import build_wesep
-    from packer.build.run import BuildOptions
+    from speechpack.packer.adapters.wesep import build_wesep
+    from speechpack.packer.build.run import BuildOptions
     build_wesep(list_path, BuildOptions(out=out, workers=1, progress=False))
 
 
@@ -319,7 +319,7 @@ def peer_loader(job: str, folder: str, workers: int, seed: int):
 # ------------------------------------------------------------------------------------------ speechpack and the limit
 
 def speechpack_loader(folder: str, workers: int, seed: int):
-    from loader import build_loader
+    from speechpack.loader import build_loader
     config = {"packs": [{"path": folder}],
               "dataset_args": {"chunk_len": CHUNK, "batch_size": BATCH, "shuffle": True}}
     loader = build_loader(config, "train", num_workers=workers, seed=seed)
@@ -336,8 +336,8 @@ class BareNumpy:
     (``bare-reuse``: the copies alone, no page faults for new memory)."""
 
     def __init__(self, folder: str, seed: int, reuse: bool = False):
-        from loader import open_pack
-        from schemas.constants import STREAM_MIX, STREAM_TARGET
+        from speechpack.loader import open_pack
+        from speechpack.schemas.constants import STREAM_MIX, STREAM_TARGET
         pack = open_pack(folder)
         self.seed = seed
         self.reuse = reuse

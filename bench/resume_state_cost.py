@@ -24,10 +24,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from pack_throughput import build_corpus, read_list, warm_page_cache  # noqa: E402
-from packer.build import finalize, output_dir, plan as plan_module, shard_task, state  # noqa: E402
-from packer.adapters.wesep import build_wesep  # noqa: E402
-from packer.build.run import BuildOptions  # noqa: E402
-from schemas.units import parse_size  # noqa: E402
+from speechpack.packer.build import finalize, output_dir, plan as plan_module, shard_task, state  # noqa: E402
+from speechpack.packer.adapters.wesep import build_wesep  # noqa: E402
+from speechpack.packer.build.run import BuildOptions  # noqa: E402
+from speechpack.schemas.units import parse_size  # noqa: E402
 from workdir import bench_workdir  # noqa: E402
 
 

@@ -43,10 +43,10 @@ import soxr
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from loader.tse.augment import RirSource, room_generator  # noqa: E402
-from loader.tse.augment_args import AugmentArgs  # noqa: E402
-from loader.tse.convolve import convolution_size, convolve_rows  # noqa: E402
-from loader.tse.room_sim import HIGHPASS_HZ, SPEED_OF_SOUND, RoomConfig, draw_room  # noqa: E402
+from speechpack.loader.tse.augment import RirSource, room_generator  # noqa: E402
+from speechpack.loader.tse.augment_args import AugmentArgs  # noqa: E402
+from speechpack.loader.tse.convolve import convolution_size, convolve_rows  # noqa: E402
+from speechpack.loader.tse.room_sim import HIGHPASS_HZ, SPEED_OF_SOUND, RoomConfig, draw_room  # noqa: E402
 
 TARGET_SPEEDUP = 3.0
 RATE = 16000

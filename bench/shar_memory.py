@@ -64,8 +64,8 @@ def write_corpus(shar_dir: str, cuts: int, shard_size: int) -> int:
 def run_job(job: str, shar_dir: str, out: str, workers: int) -> None:
     """One job, in this (fresh) process."""
     import lhotse
-    from packer.adapters import lhotse as adapter
-    from packer.adapters.lhotse_shar import read_shar
+    from speechpack.packer.adapters import lhotse as adapter
+    from speechpack.packer.adapters.lhotse_shar import read_shar
 
     if job == "from-shar":
         held = list(lhotse.CutSet.from_shar(in_dir=shar_dir))
@@ -75,7 +75,7 @@ def run_job(job: str, shar_dir: str, out: str, workers: int) -> None:
         items, _ = adapter.make_items(read.cuts, "asr", corpus="librivox")
         print(len(items))
     elif job == "build":
-        from packer.build.run import BuildOptions
+        from speechpack.packer.build.run import BuildOptions
 
         adapter.build_lhotse(BuildOptions(out=out, workers=workers, progress=False), shar=shar_dir,
                              corpus="librivox")

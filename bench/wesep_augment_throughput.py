@@ -39,10 +39,10 @@ from loader_throughput import (CHUNK_SECONDS, PIECE_SECONDS, _log, build_corpus,
                                pack_files, speechpack_epoch, warm_files)
 from online_mix_throughput import build_banks, sources_list  # noqa: E402
 from workdir import bench_workdir  # noqa: E402
-from loader import build_loader  # noqa: E402
-from packer.adapters.noise_lmdb import build_noise_lmdb  # noqa: E402
-from packer.adapters.wesep import build_wesep  # noqa: E402
-from packer.build.run import BuildOptions  # noqa: E402
+from speechpack.loader import build_loader  # noqa: E402
+from speechpack.packer.adapters.noise_lmdb import build_noise_lmdb  # noqa: E402
+from speechpack.packer.adapters.wesep import build_wesep  # noqa: E402
+from speechpack.packer.build.run import BuildOptions  # noqa: E402
 
 TARGET_VS_PREMIXED = 0.25
 

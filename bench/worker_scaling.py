@@ -48,8 +48,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 from torch.utils.data import DataLoader, Dataset  # noqa: E402
 
-from loader import build_loader  # noqa: E402
-from loader.torch import PREFETCH_PER_WORKER  # noqa: E402
+from speechpack.loader import build_loader  # noqa: E402
+from speechpack.loader.torch import PREFETCH_PER_WORKER  # noqa: E402
 from workdir import bench_workdir  # noqa: E402
 
 TARGET = 1.8
@@ -57,8 +57,8 @@ TARGET = 1.8
 
 def tse_config(workdir: str, seed: int, scale: int = 1) -> dict:
     from loader_throughput import CHUNK_LEN, build_corpus
-    from packer.adapters.wesep import build_wesep
-    from packer.build.run import BuildOptions
+    from speechpack.packer.adapters.wesep import build_wesep
+    from speechpack.packer.build.run import BuildOptions
     list_path, _ = build_corpus(workdir, 640 * scale, seed)
     pack = os.path.join(workdir, "tse-pack")
     build_wesep(list_path, BuildOptions(out=pack, workers=1, progress=False))
@@ -77,8 +77,8 @@ def asd_config(workdir: str, seed: int, scale: int = 1) -> dict:
 
 def asr_config(workdir: str, seed: int, scale: int = 1) -> dict:
     import asr_loader_throughput as asr
-    from packer.adapters.asr_parquet import build_parquet
-    from packer.build.run import BuildOptions
+    from speechpack.packer.adapters.asr_parquet import build_parquet
+    from speechpack.packer.build.run import BuildOptions
     data = asr.make_corpus(workdir, 1200 * scale, seed)
     pack = build_parquet(data, BuildOptions(out=os.path.join(workdir, "asr-pack"), progress=False)).out
     return {"task": "asr", "packs": [{"path": pack}],

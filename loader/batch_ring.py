@@ -48,7 +48,7 @@ from typing import Callable
 
 import numpy as np
 
-from loader.batch_arrays import Arena, aligned, allocating_in
+from speechpack.loader.batch_arrays import Arena, aligned, allocating_in
 
 #: A slot that must grow becomes this many times the batch that did not fit (batches vary a little in size).
 GROWTH = 1.25

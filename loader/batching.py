@@ -38,8 +38,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from loader.shuffle_window import ShuffleWindows, window_order
-from loader.static_plan import TAIL_POLICIES, EpochPlan, PlanError, batch_rng
+from speechpack.loader.shuffle_window import ShuffleWindows, window_order
+from speechpack.loader.static_plan import TAIL_POLICIES, EpochPlan, PlanError, batch_rng
 
 BATCH_TYPES = ("static", "budget")
 COSTS = ("linear", "quadratic")

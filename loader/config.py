@@ -15,7 +15,7 @@ from typing import Any
 
 # The shared checks live in loader.config_checks; they are imported here by name too, so ``from loader.config
 # import ConfigError`` keeps working for existing code.
-from loader.config_checks import (  # noqa: F401 (re-exported)
+from speechpack.loader.config_checks import (  # noqa: F401 (re-exported)
     MAX_EPOCH_ITEMS,
     ConfigError,
     check_choice,
@@ -26,9 +26,9 @@ from loader.config_checks import (  # noqa: F401 (re-exported)
     take_known,
     value_range,
 )
-from loader.recipe import DataLoaderArgs, check_state, read_recipe
-from loader.static_plan import TAIL_POLICIES  # noqa: F401 (re-exported)
-from loader.tasks import DEFAULT_TASK, STATES, task_module  # noqa: F401 (STATES re-exported)
+from speechpack.loader.recipe import DataLoaderArgs, check_state, read_recipe
+from speechpack.loader.static_plan import TAIL_POLICIES  # noqa: F401 (re-exported)
+from speechpack.loader.tasks import DEFAULT_TASK, STATES, task_module  # noqa: F401 (STATES re-exported)
 
 #: Keys of a ``packs`` entry that set its count per epoch (at most one each; see loader.weighting).
 WEIGHT_KEYS = ("weight", "hours_beta", "repeat", "choose")
@@ -220,7 +220,7 @@ class LoaderConfig:
         """``obj`` read for ``state`` (``val_dataset_args`` applies to ``val`` and ``test``).  An Omnilingual
         recipe's ``dataset:`` block is translated key by key first (``loader.asr.recipe``)."""
         if isinstance(obj, dict) and "dataset" in obj:
-            from loader.asr.recipe import from_recipe
+            from speechpack.loader.asr.recipe import from_recipe
 
             obj = from_recipe(obj, where)
         recipe = read_recipe(obj, state, where)

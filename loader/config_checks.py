@@ -16,7 +16,7 @@ import math
 from numbers import Integral
 from typing import Any
 
-from schemas.errors import SpeechpackError
+from speechpack.schemas.errors import SpeechpackError
 
 #: Rows of one batch (``batch_size``, ``min_batch``, ``max_batch``, ``num_seqs_multiple_of`` ...).  A plan pads
 #: every round of ``batch_size * world_size`` rows, so this bounds the plan's arrays too.

@@ -31,9 +31,9 @@ from __future__ import annotations
 import functools
 from typing import Any, Iterator
 
-from loader.config_checks import ConfigError
-from loader.datamodule_splits import LIST, MAPPING, Split, splits
-from schemas.errors import SpeechpackError
+from speechpack.loader.config_checks import ConfigError
+from speechpack.loader.datamodule_splits import LIST, MAPPING, Split, splits
+from speechpack.schemas.errors import SpeechpackError
 
 #: Key of the training loader's state in ``SpeechDataModule.state_dict()``.
 TRAIN_STATE_KEY = "train_loader"
@@ -100,7 +100,7 @@ def rank_and_world(trainer) -> tuple[int, int]:
 def datamodule_class() -> type:
     """``SpeechDataModule``, made on first use (that is when Lightning is imported)."""
     pl = lightning("SpeechDataModule")
-    from loader.torch import build_loader
+    from speechpack.loader.torch import build_loader
 
     class SpeechDataModule(pl.LightningDataModule):
         """Training, validation and test loaders from speechpack loader configs (see the module docstring).
@@ -183,7 +183,7 @@ def datamodule_class() -> type:
             restores the DataModule before it asks for loaders). A state from other data, config, seed or world
             size is refused (``loader.torch.ResumeError``)."""
             if not isinstance(state, dict) or TRAIN_STATE_KEY not in state:
-                from loader.torch import ResumeError
+                from speechpack.loader.torch import ResumeError
 
                 raise ResumeError(f"DataModule state lacks {TRAIN_STATE_KEY} (SpeechDataModule.state_dict())")
             loader = self.loaders.get("train")

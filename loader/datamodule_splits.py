@@ -19,10 +19,10 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from loader.config import LoaderConfig
-from loader.config_checks import ConfigError
-from loader.tasks import STATES
-from schemas.constants import MANIFEST_NAME
+from speechpack.loader.config import LoaderConfig
+from speechpack.loader.config_checks import ConfigError
+from speechpack.loader.tasks import STATES
+from speechpack.schemas.constants import MANIFEST_NAME
 
 #: How an evaluation split was given, which is how its loaders are handed back to Lightning.
 ONE, LIST, MAPPING = "one", "list", "mapping"

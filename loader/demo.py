@@ -15,9 +15,9 @@ from typing import Callable
 
 import yaml
 
-from schemas.constants import DEFAULT_SAMPLE_RATE
-from schemas.plotting import plotting_available
-from schemas.units import plural
+from speechpack.schemas.constants import DEFAULT_SAMPLE_RATE
+from speechpack.schemas.plotting import plotting_available
+from speechpack.schemas.units import plural
 
 #: Training window of the loader step, in seconds.
 DEMO_CHUNK_SECONDS = 1
@@ -60,9 +60,9 @@ def _load_batches(tse_pack: str, out: str, echo: Callable[[str], None]) -> tuple
     """Write a loader config for the (one-microphone) tse pack, dry-run it as ``speechpack plan`` does (drawing
     its picture when matplotlib is there), load one training epoch through ``build_loader`` and describe it;
     return the config's path and the picture's (``None`` without matplotlib)."""
-    from loader import build_loader  # imported here: torch is only needed from this step on
-    from loader.peek import describe_batch
-    from loader.planning_report import plan_report
+    from speechpack.loader import build_loader  # imported here: torch is only needed from this step on
+    from speechpack.loader.peek import describe_batch
+    from speechpack.loader.planning_report import plan_report
 
     step = time.monotonic()
     config = {"packs": [{"path": tse_pack}],
@@ -98,8 +98,8 @@ def _load_batches(tse_pack: str, out: str, echo: Callable[[str], None]) -> tuple
 
 def _both_mics(config_path: str, tse_2mic_pack: str, out: str, echo: Callable[[str], None]) -> None:
     """Write the training config over both tse packs and show that ``plan`` refuses it, before any audio is read."""
-    from loader.plan_checks import MixedChannels
-    from loader.planning_report import plan_report
+    from speechpack.loader.plan_checks import MixedChannels
+    from speechpack.loader.planning_report import plan_report
 
     with open(config_path, encoding="utf-8") as fp:
         config = yaml.safe_load(fp)
@@ -124,8 +124,8 @@ def _row_valid(batch: dict) -> list[bool]:
 
 def _asr_batch(asr_pack: str, asr_summary: str, asr_seconds: float, echo: Callable[[str], None]) -> None:
     """Step 7: one batch of the asr pack as 80-bin fbank features with character targets."""
-    from loader import build_loader
-    from loader.peek import describe_batch
+    from speechpack.loader import build_loader
+    from speechpack.loader.peek import describe_batch
 
     step = time.monotonic()
     config = {"task": "asr", "packs": [{"path": asr_pack}],

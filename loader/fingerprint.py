@@ -10,9 +10,9 @@ import json
 import os
 from dataclasses import asdict
 
-from loader.config import LoaderConfig
-from loader.pack import Pack
-from schemas.constants import MANIFEST_NAME
+from speechpack.loader.config import LoaderConfig
+from speechpack.loader.pack import Pack
+from speechpack.schemas.constants import MANIFEST_NAME
 
 
 def loader_fingerprint(config: LoaderConfig, state: str, packs: list[Pack]) -> str:

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from loader.config_checks import ConfigError
+from speechpack.loader.config_checks import ConfigError
 
 #: MuVAP's loudness normalisation: target RMS (dBFS), gain cap (dB), peak cap (linear); below ``_SILENCE`` (rms
 #: or peak) the gain is 1.

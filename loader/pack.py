@@ -29,20 +29,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from loader.readahead import view_ranges, will_need_ranges
-from loader.tse.cues.bank import CueBank, PackCues, SpeakerLabels, open_cues
-from schemas.constants import (
+from speechpack.loader.readahead import view_ranges, will_need_ranges
+from speechpack.loader.tse.cues.bank import CueBank, PackCues, SpeakerLabels, open_cues
+from speechpack.schemas.constants import (
     AUDIO_FULL_SCALE,
     STREAM_TYPES,
 )
-from schemas.columns import KEYS_FILE, SAMPLES_FILE, SPEAKERS_FILE, attr_file
-from schemas.cues import CuesConfig
-from schemas.errors import NpyHeaderError, PackFormatError
-from schemas.format import Manifest
-from schemas.kinds import ATTRIBUTES_BY_KIND, KIND_SPECS, STREAMS_BY_KIND
-from schemas.manifest_file import FileIdentity, read_manifest_file
-from schemas.npyfile import read_npy_header_from
-from loader.pack_verify import OpenedPack, read_columns
+from speechpack.schemas.columns import KEYS_FILE, SAMPLES_FILE, SPEAKERS_FILE, attr_file
+from speechpack.schemas.cues import CuesConfig
+from speechpack.schemas.errors import NpyHeaderError, PackFormatError
+from speechpack.schemas.format import Manifest
+from speechpack.schemas.kinds import ATTRIBUTES_BY_KIND, KIND_SPECS, STREAMS_BY_KIND
+from speechpack.schemas.manifest_file import FileIdentity, read_manifest_file
+from speechpack.schemas.npyfile import read_npy_header_from
+from speechpack.loader.pack_verify import OpenedPack, read_columns
 
 
 @dataclass(frozen=True)

@@ -16,16 +16,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from schemas.columns import COLUMNS_DIR, column_files
-from schemas.column_checks import check_column_types, check_column_values
-from schemas.constants import MANIFEST_NAME
-from schemas.errors import PackFormatError
-from schemas.format import FileEntry, Manifest
-from schemas.manifest_file import FileIdentity
-from schemas.npyfile import read_npy_header_from
+from speechpack.schemas.columns import COLUMNS_DIR, column_files
+from speechpack.schemas.column_checks import check_column_types, check_column_values
+from speechpack.schemas.constants import MANIFEST_NAME
+from speechpack.schemas.errors import PackFormatError
+from speechpack.schemas.format import FileEntry, Manifest
+from speechpack.schemas.manifest_file import FileIdentity
+from speechpack.schemas.npyfile import read_npy_header_from
 
 if TYPE_CHECKING:  # annotations only: loader.pack imports this module
-    from loader.pack import MappedStream, Pack
+    from speechpack.loader.pack import MappedStream, Pack
 
 
 #: Column files hashed at once at open: hashlib and file reads release the GIL, so threads overlap them.

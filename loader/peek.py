@@ -14,9 +14,9 @@ import numpy as np
 import soundfile
 import yaml
 
-from loader import build_loader
-from loader.recipe import ignored_line
-from schemas.errors import SpeechpackError
+from speechpack.loader import build_loader
+from speechpack.loader.recipe import ignored_line
+from speechpack.schemas.errors import SpeechpackError
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from loader.batching import Windows, make_budget_plan
-from loader.static_plan import BatchGenerator, EpochPlan, PlanError, batch_rng, epoch_permutation, make_epoch_plan
+from speechpack.loader.batching import Windows, make_budget_plan
+from speechpack.loader.static_plan import BatchGenerator, EpochPlan, PlanError, batch_rng, epoch_permutation, make_epoch_plan
 
 #: Largest world size a plan is made for.
 MAX_WORLD_SIZE = 1 << 20
@@ -33,7 +33,7 @@ MAX_WORLD_SIZE = 1 << 20
 MAX_ROUND_ROWS = 1 << 26
 
 if TYPE_CHECKING:  # annotation only: the plan calls ``weighting.items(seed, epoch)`` and nothing else
-    from loader.weighting import PackWeighting
+    from speechpack.loader.weighting import PackWeighting
 
 
 def needs_lengths(args: Any) -> bool:

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from schemas.errors import SpeechpackError
-from schemas.units import plural
+from speechpack.schemas.errors import SpeechpackError
+from speechpack.schemas.units import plural
 
 #: Keys named per channel count in the message about a mixed batch.
 _KEYS_SHOWN = 3

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from schemas.plotting import integer_axis, pyplot, save_figure
-from schemas.units import plural
+from speechpack.schemas.plotting import integer_axis, pyplot, save_figure
+from speechpack.schemas.units import plural
 
 if TYPE_CHECKING:
-    from loader.planning_report import PlanReport
+    from speechpack.loader.planning_report import PlanReport
 
 #: Bins of the padding histogram over [0, 1].
 FRACTION_BINS = 20

@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from loader.config import LoaderConfig
-from loader.pack import open_pack
-from loader.plan import EpochPlan, epoch_lengths, plan_epoch
-from loader.plan_checks import check_batch_channels, unit_channels, unit_rows
-from loader.recipe import ignored_line
-from loader.tasks import prepare
-from schemas.errors import SpeechpackError
-from schemas.units import plural
+from speechpack.loader.config import LoaderConfig
+from speechpack.loader.pack import open_pack
+from speechpack.loader.plan import EpochPlan, epoch_lengths, plan_epoch
+from speechpack.loader.plan_checks import check_batch_channels, unit_channels, unit_rows
+from speechpack.loader.recipe import ignored_line
+from speechpack.loader.tasks import prepare
+from speechpack.schemas.errors import SpeechpackError
+from speechpack.schemas.units import plural
 
 
 @dataclass
@@ -83,7 +83,7 @@ class PlanReport:
     def plot(self, path: str) -> None:
         """Histograms of items per batch and of the padded (or cropped) fraction per batch, all epochs, to a PNG
         (``loader.plan_plot``; needs the ``plot`` extra)."""
-        from loader.plan_plot import plot_plan
+        from speechpack.loader.plan_plot import plot_plan
 
         plot_plan(self, path)
 

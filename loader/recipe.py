@@ -26,7 +26,7 @@ import difflib
 from dataclasses import dataclass
 from typing import Any
 
-from loader.config_checks import MAX_EPOCH_ITEMS, ConfigError, check_type, positive_int, take_known
+from speechpack.loader.config_checks import MAX_EPOCH_ITEMS, ConfigError, check_type, positive_int, take_known
 
 #: Top-level sections the loader reads (``LoaderConfig`` keys, then WeSep's data sections).
 CONFIG_KEYS = ("packs", "dataset_args", "weighting", "task")

@@ -32,10 +32,10 @@ from __future__ import annotations
 import functools
 from typing import Iterator
 
-from loader.config_checks import MAX_EPOCH, ConfigError, integer
-from loader.message_groups import unpack
-from loader.torch import ResumeError, SpeechLoader, as_tensors, build_loader
-from schemas.errors import SpeechpackError
+from speechpack.loader.config_checks import MAX_EPOCH, ConfigError, integer
+from speechpack.loader.message_groups import unpack
+from speechpack.loader.torch import ResumeError, SpeechLoader, as_tensors, build_loader
+from speechpack.schemas.errors import SpeechpackError
 
 #: The ``DataLoader`` settings a ``SpeechLoader`` chose that the ``StatefulDataLoader`` takes over as they are.
 _COPIED_SETTINGS = ("num_workers", "prefetch_factor", "pin_memory", "persistent_workers", "collate_fn",

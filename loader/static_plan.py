@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from loader.shuffle_window import window_order
-from schemas.errors import SpeechpackError
+from speechpack.loader.shuffle_window import window_order
+from speechpack.schemas.errors import SpeechpackError
 
 
 #: ``tail`` values: what happens to the last, incomplete round of batches (module docstring).

@@ -30,17 +30,17 @@ from typing import Any
 
 import numpy as np
 
-from loader.config_checks import MAX_SEED, ConfigError, integer
-from loader.weighting import PackWeighting
+from speechpack.loader.config_checks import MAX_SEED, ConfigError, integer
+from speechpack.loader.weighting import PackWeighting
 
 #: What a loader is built for (``build_loader(config, state)``).
 STATES = ("train", "val", "test")
 
 #: Task name -> the module that implements it.
 TASK_MODULES = {
-    "tse": "loader.tse.task",
-    "asd": "loader.asd.task",
-    "asr": "loader.asr.task",
+    "tse": "speechpack.loader.tse.task",
+    "asd": "speechpack.loader.asd.task",
+    "asr": "speechpack.loader.asr.task",
 }
 DEFAULT_TASK = "tse"
 

@@ -27,16 +27,16 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
-from loader import batch_ring, message_groups
-from loader.config import LoaderConfig
-from loader.config_checks import MAX_COUNT, MAX_EPOCH, ConfigError, integer
-from loader.fingerprint import loader_fingerprint
-from loader.pack import Pack, open_pack
-from loader.plan import EpochPlan, epoch_lengths, needs_lengths, plan_epoch
-from loader.recipe import MAX_PREFETCH, MAX_WORKERS
-from loader.tasks import prepare
-from loader.weighting import PackWeighting
-from schemas.errors import SpeechpackError
+from speechpack.loader import batch_ring, message_groups
+from speechpack.loader.config import LoaderConfig
+from speechpack.loader.config_checks import MAX_COUNT, MAX_EPOCH, ConfigError, integer
+from speechpack.loader.fingerprint import loader_fingerprint
+from speechpack.loader.pack import Pack, open_pack
+from speechpack.loader.plan import EpochPlan, epoch_lengths, needs_lengths, plan_epoch
+from speechpack.loader.recipe import MAX_PREFETCH, MAX_WORKERS
+from speechpack.loader.tasks import prepare
+from speechpack.loader.weighting import PackWeighting
+from speechpack.schemas.errors import SpeechpackError
 
 #: Version of ``SpeechLoader.state_dict()``; bump it when its meaning changes.
 STATE_VERSION = 1

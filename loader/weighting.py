@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from loader.config_checks import MAX_EPOCH_ITEMS, ConfigError
+from speechpack.loader.config_checks import MAX_EPOCH_ITEMS, ConfigError
 
 if TYPE_CHECKING:  # annotation only: loader.config imports loader.tasks, which imports this module
-    from loader.config import LoaderConfig
+    from speechpack.loader.config import LoaderConfig
 
 
 def largest_remainder(shares: Sequence[float], total: int) -> np.ndarray:

@@ -17,11 +17,11 @@ import numpy as np
 import soundfile
 import soxr
 
-from packer.audio_file import MissingFile, NotRegularFile, by_descriptor, declared_frames_of, open_regular
-from packer.wav_header import declared_frames
-from schemas.constants import AUDIO_DTYPE, AUDIO_FULL_SCALE
-from schemas.errors import InternalError, SpeechpackError
-from schemas.limits import MAX_RESAMPLE_RATIO
+from speechpack.packer.audio_file import MissingFile, NotRegularFile, by_descriptor, declared_frames_of, open_regular
+from speechpack.packer.wav_header import declared_frames
+from speechpack.schemas.constants import AUDIO_DTYPE, AUDIO_FULL_SCALE
+from speechpack.schemas.errors import InternalError, SpeechpackError
+from speechpack.schemas.limits import MAX_RESAMPLE_RATIO
 
 #: Largest magnitude an int16 holds on both sides; a peak above it (after rounding) needs a scale factor.
 _INT16_MAX = 32767

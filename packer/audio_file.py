@@ -21,7 +21,7 @@ import io
 import os
 import stat
 
-from packer.wav_header import declared_frames
+from speechpack.packer.wav_header import declared_frames
 
 #: Extensions opened through one descriptor (see the module docstring): WAV and FLAC, what corpora are stored as.
 DESCRIPTOR_EXTENSIONS = frozenset({".wav", ".flac"})

@@ -31,14 +31,14 @@ import shutil
 import time
 from typing import Callable, Iterator
 
-from packer.copy_lock import locked, record_matches
-from packer.copy_staging import CopySource, Staging, hash_existing, read_source
-from packer.ownership import walk
-from packer.remote import is_remote
-from packer.transfer import DEFAULT_JOBS, CopyError, CopyReport, progress_bar, run_parallel
-from schemas.constants import MANIFEST_NAME
-from schemas.errors import SpeechpackError
-from schemas.units import format_bytes
+from speechpack.packer.copy_lock import locked, record_matches
+from speechpack.packer.copy_staging import CopySource, Staging, hash_existing, read_source
+from speechpack.packer.ownership import walk
+from speechpack.packer.remote import is_remote
+from speechpack.packer.transfer import DEFAULT_JOBS, CopyError, CopyReport, progress_bar, run_parallel
+from speechpack.schemas.constants import MANIFEST_NAME
+from speechpack.schemas.errors import SpeechpackError
+from speechpack.schemas.units import format_bytes
 
 
 def _local(path: str) -> str:
@@ -57,7 +57,7 @@ def copy_pack(src: str, dst: str, jobs: int = DEFAULT_JOBS, progress: bool = Tru
         raise SpeechpackError(f"--jobs must be at least 1, got {jobs}")
     _check_one_remote(src, dst)
     if is_remote(dst):
-        from packer.publish import publish_pack
+        from speechpack.packer.publish import publish_pack
 
         return publish_pack(_local(src), dst, jobs=jobs, progress=progress, log=log, endpoint_url=endpoint_url)
     src, dst = _local(src), os.path.abspath(dst)
@@ -96,7 +96,7 @@ def verify_copy(src: str, dst: str, jobs: int = DEFAULT_JOBS, progress: bool = T
         raise SpeechpackError(f"--jobs must be at least 1, got {jobs}")
     _check_one_remote(src, dst)
     if is_remote(dst):
-        from packer.publish import verify_published
+        from speechpack.packer.publish import verify_published
 
         return verify_published(_local(src), dst, jobs=jobs, progress=progress, endpoint_url=endpoint_url)
     src, dst = _local(src), os.path.abspath(dst)

@@ -16,8 +16,8 @@ import json
 import os
 from typing import Callable, Iterator
 
-from schemas.constants import MANIFEST_NAME
-from schemas.errors import SpeechpackError
+from speechpack.schemas.constants import MANIFEST_NAME
+from speechpack.schemas.errors import SpeechpackError
 
 #: Suffix of the lock file that sits beside the destination directory (``/local/packs/train.lock``).
 LOCK_SUFFIX = ".lock"

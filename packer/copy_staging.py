@@ -13,8 +13,8 @@ import threading
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from packer.copy_lock import read_bytes
-from packer.ownership import (
+from speechpack.packer.copy_lock import read_bytes
+from speechpack.packer.ownership import (
     INCOMING_MANIFEST,
     REPLACED_MANIFEST,
     pack_file_entries,
@@ -23,13 +23,13 @@ from packer.ownership import (
     survey,
     walk,
 )
-from packer.remote import RemotePack, describe_error, is_remote, remote_errors
-from packer.transfer import COPY_BLOCK, CopyReport, mismatch
-from packer.writer import fsync_dir
-from schemas.constants import MANIFEST_NAME, TEMP_PREFIX
-from schemas.errors import PackFormatError, SpeechpackError
-from schemas.format import FileEntry
-from schemas.manifest_file import parse_manifest, read_manifest_file
+from speechpack.packer.remote import RemotePack, describe_error, is_remote, remote_errors
+from speechpack.packer.transfer import COPY_BLOCK, CopyReport, mismatch
+from speechpack.packer.writer import fsync_dir
+from speechpack.schemas.constants import MANIFEST_NAME, TEMP_PREFIX
+from speechpack.schemas.errors import PackFormatError, SpeechpackError
+from speechpack.schemas.format import FileEntry
+from speechpack.schemas.manifest_file import parse_manifest, read_manifest_file
 
 
 @dataclass(frozen=True)

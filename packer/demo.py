@@ -34,14 +34,14 @@ import numpy as np
 import soundfile
 import soxr
 
-from loader.pack import open_pack
-from packer.adapters.wesep import build_wesep
-from packer.build.run import BuildOptions
-from packer.voices import Voice, make_voices, synthesize_utterance
-from schemas.constants import AUDIO_FULL_SCALE, DEFAULT_SAMPLE_RATE
-from schemas.errors import SpeechpackError
-from schemas.plotting import PLOT_INSTALL, plotting_available
-from schemas.units import format_bytes
+from speechpack.loader.pack import open_pack
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.build.run import BuildOptions
+from speechpack.packer.voices import Voice, make_voices, synthesize_utterance
+from speechpack.schemas.constants import AUDIO_FULL_SCALE, DEFAULT_SAMPLE_RATE
+from speechpack.schemas.errors import SpeechpackError
+from speechpack.schemas.plotting import PLOT_INSTALL, plotting_available
+from speechpack.schemas.units import format_bytes
 
 #: Written first into the demo directory; only a directory holding it is ever emptied by a later demo.
 MARKER_NAME = ".speechpack-demo"
@@ -173,7 +173,7 @@ def run_demo(out: str, echo: Callable[[str], None] = print) -> DemoResult:
         echo(f"     {summary.describe()}")
 
     # 4. Validate.
-    from packer.validate_report import validate_packs  # imported here: only the demo and `validate` need it
+    from speechpack.packer.validate_report import validate_packs  # imported here: only the demo and `validate` need it
 
     step = time.monotonic()
     report = validate_packs([tse_pack, tse_2mic_pack, sources_pack], check_hashes=True)
@@ -207,7 +207,7 @@ def _inspect_picture(tse_pack: str, out: str, echo: Callable[[str], None]) -> st
     if not plotting_available():
         echo(f"   no pictures: matplotlib is missing ({PLOT_INSTALL}; scripts/demo.sh installs it)")
         return None
-    from packer.inspect import inspect_pack
+    from speechpack.packer.inspect import inspect_pack
 
     path = os.path.join(out, INSPECT_PICTURE)
     inspect_pack(tse_pack).plot(path)
@@ -217,8 +217,8 @@ def _inspect_picture(tse_pack: str, out: str, echo: Callable[[str], None]) -> st
 
 def _asr(corpus: str, utterances: list[_Utterance], asr_pack: str) -> tuple[str, str]:
     """An ``asr`` pack of the utterances (``build asr-jsonl``), validated; returns its path and summary."""
-    from packer.adapters.asr_jsonl import build_asr_jsonl
-    from packer.validate_report import validate_packs
+    from speechpack.packer.adapters.asr_jsonl import build_asr_jsonl
+    from speechpack.packer.validate_report import validate_packs
 
     manifest = os.path.join(corpus, "asr.jsonl")
     _write_lines(manifest, [{"key": os.path.splitext(os.path.basename(u.path))[0],

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from packer.audio import AudioError
-from schemas.constants import FACE_SHAPE
-from schemas.errors import NpyHeaderError
-from schemas.npyfile import read_npy_header
+from speechpack.packer.audio import AudioError
+from speechpack.schemas.constants import FACE_SHAPE
+from speechpack.schemas.errors import NpyHeaderError
+from speechpack.schemas.npyfile import read_npy_header
 
 #: The grey of a face that is not there: MSDWild frames without a detection, and the padding of a crop square
 #: that reaches past the frame edge (mid-grey carries no edge for a face model to latch onto).

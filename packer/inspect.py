@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from loader.pack import Pack, SegmentTable, open_pack
-from schemas.constants import KIND_ASD, KIND_ASR, STREAM_LABELS, STREAM_TEXT, STREAM_TYPES
-from schemas.cues import lookup_key
-from schemas.errors import SpeechpackError
-from schemas.units import format_bytes, plural
+from speechpack.loader.pack import Pack, SegmentTable, open_pack
+from speechpack.schemas.constants import KIND_ASD, KIND_ASR, STREAM_LABELS, STREAM_TEXT, STREAM_TYPES
+from speechpack.schemas.cues import lookup_key
+from speechpack.schemas.errors import SpeechpackError
+from speechpack.schemas.units import format_bytes, plural
 
 #: Percentiles every distribution reports.
 PERCENTILES = (0, 5, 50, 95, 100)
@@ -81,7 +81,7 @@ class InspectReport:
     def plot(self, path: str) -> None:
         """Durations, levels, speakers and shard sizes as one PNG (``packer.inspect_plot``; needs the ``plot``
         extra: matplotlib)."""
-        from packer.inspect_plot import plot_inspect
+        from speechpack.packer.inspect_plot import plot_inspect
 
         plot_inspect(self, path)
 

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from schemas.plotting import duration_unit, integer_axis, pyplot, save_figure
-from schemas.units import plural
+from speechpack.schemas.plotting import duration_unit, integer_axis, pyplot, save_figure
+from speechpack.schemas.units import plural
 
 if TYPE_CHECKING:
-    from packer.inspect import InspectReport
+    from speechpack.packer.inspect import InspectReport
 
 #: Longest speaker name drawn whole on the "top speakers" axis; longer ones keep their start and end.
 SPEAKER_LABEL_CHARS = 24

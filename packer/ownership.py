@@ -29,8 +29,8 @@ import shutil
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
-from schemas.columns import COLUMNS_DIR
-from schemas.constants import (
+from speechpack.schemas.columns import COLUMNS_DIR
+from speechpack.schemas.constants import (
     HASH_NAME,
     MANIFEST_NAME,
     SHARD_DIR_DIGITS,
@@ -41,10 +41,10 @@ from schemas.constants import (
     shard_dir_name,
     stream_file_name,
 )
-from schemas.cues import CUES_DIR
-from schemas.errors import PackFormatError, SpeechpackError
-from schemas.format import FileEntry, Manifest
-from schemas.kinds import STREAMS_BY_KIND
+from speechpack.schemas.cues import CUES_DIR
+from speechpack.schemas.errors import PackFormatError, SpeechpackError
+from speechpack.schemas.format import FileEntry, Manifest
+from speechpack.schemas.kinds import STREAMS_BY_KIND
 
 #: The manifest of a pack being copied into a directory (written before the copy's first change there).
 INCOMING_MANIFEST = f"{TEMP_PREFIX}incoming-{MANIFEST_NAME}"

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from schemas.format import Manifest
-from schemas.units import format_bytes
+from speechpack.schemas.format import Manifest
+from speechpack.schemas.units import format_bytes
 
 #: Percentiles of the per-sample durations and levels in the summary.
 _PERCENTILES = (0, 5, 50, 95, 100)

@@ -29,14 +29,14 @@ import threading
 import time
 from typing import Callable
 
-from packer.copy_lock import locked
-from packer.ownership import INCOMING_MANIFEST, REPLACED_MANIFEST, pack_file_entries, refuse_foreign
-from packer.remote import RemotePack, describe_error, remote_errors
-from packer.transfer import COPY_BLOCK, DEFAULT_JOBS, CopyError, CopyReport, mismatch, progress_bar, run_parallel
-from schemas.constants import MANIFEST_NAME
-from schemas.errors import PackFormatError
-from schemas.format import FileEntry
-from schemas.manifest_file import parse_manifest, read_manifest_file
+from speechpack.packer.copy_lock import locked
+from speechpack.packer.ownership import INCOMING_MANIFEST, REPLACED_MANIFEST, pack_file_entries, refuse_foreign
+from speechpack.packer.remote import RemotePack, describe_error, remote_errors
+from speechpack.packer.transfer import COPY_BLOCK, DEFAULT_JOBS, CopyError, CopyReport, mismatch, progress_bar, run_parallel
+from speechpack.schemas.constants import MANIFEST_NAME
+from speechpack.schemas.errors import PackFormatError
+from speechpack.schemas.format import FileEntry
+from speechpack.schemas.manifest_file import parse_manifest, read_manifest_file
 
 
 def publish_pack(src: str, url: str, jobs: int = DEFAULT_JOBS, progress: bool = True,

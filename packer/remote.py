@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import BinaryIO, Iterator
 
-from schemas.errors import SpeechpackError
+from speechpack.schemas.errors import SpeechpackError
 
 #: ``scheme://`` at the start of a location: an fsspec URL rather than a local path (``file://`` is local).
 _URL = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")

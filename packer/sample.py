@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from packer.audio import AudioError, StoredAudio
-from schemas.constants import STREAM_TYPES
-from schemas.sample_names import name_problem
+from speechpack.packer.audio import AudioError, StoredAudio
+from speechpack.schemas.constants import STREAM_TYPES
+from speechpack.schemas.sample_names import name_problem
 
 
 class UnstorableSample(AudioError):

@@ -11,11 +11,11 @@ from typing import Callable
 
 from tqdm import tqdm
 
-from packer.copy_lock import LOCK_SUFFIX
-from schemas.constants import MANIFEST_NAME
-from schemas.errors import SpeechpackError
-from schemas.format import FileEntry
-from schemas.units import format_bytes, plural
+from speechpack.packer.copy_lock import LOCK_SUFFIX
+from speechpack.schemas.constants import MANIFEST_NAME
+from speechpack.schemas.errors import SpeechpackError
+from speechpack.schemas.format import FileEntry
+from speechpack.schemas.units import format_bytes, plural
 
 #: Bytes read and written per step; large enough that hashing and I/O release the GIL for most of the time.
 COPY_BLOCK = 4 << 20

@@ -20,10 +20,10 @@ import os
 
 import numpy as np
 
-from loader.pack import read_manifest
-from packer.audio import int16_statistics
-from schemas.columns import COLUMNS_DIR, ColumnBuilder
-from schemas.constants import (
+from speechpack.loader.pack import read_manifest
+from speechpack.packer.audio import int16_statistics
+from speechpack.schemas.columns import COLUMNS_DIR, ColumnBuilder
+from speechpack.schemas.constants import (
     AUDIO_DTYPE,
     KIND_ASD,
     MANIFEST_NAME,
@@ -34,14 +34,14 @@ from schemas.constants import (
     TEMP_PREFIX,
     stream_file_name,
 )
-from schemas.errors import NpyHeaderError, PackFormatError
-from schemas.npyfile import read_npy_header
-from schemas.format import FileEntry, Manifest, StreamSpec, check_shard_index
-from schemas.kinds import KIND_SPECS
-from packer.pack_report import PackReport, pack_summary
-from packer.validate_cues import check_cues
-from packer.validate_files import check_file, check_files, stream_header_problem
-from packer.validate_asd import asd_issues
+from speechpack.schemas.errors import NpyHeaderError, PackFormatError
+from speechpack.schemas.npyfile import read_npy_header
+from speechpack.schemas.format import FileEntry, Manifest, StreamSpec, check_shard_index
+from speechpack.schemas.kinds import KIND_SPECS
+from speechpack.packer.pack_report import PackReport, pack_summary
+from speechpack.packer.validate_cues import check_cues
+from speechpack.packer.validate_files import check_file, check_files, stream_header_problem
+from speechpack.packer.validate_asd import asd_issues
 
 #: Tolerance when comparing recomputed statistics: they are exact-integer sums, so only JSON float printing
 #: could differ, and Python's repr round-trips; the margin only covers a different numpy's sqrt.

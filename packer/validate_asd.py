@@ -22,7 +22,7 @@ from typing import Callable
 
 import numpy as np
 
-from schemas.constants import (
+from speechpack.schemas.constants import (
     ASD_SAMPLE_RATE,
     FACE_SHAPE,
     MANIFEST_NAME,
@@ -33,8 +33,8 @@ from schemas.constants import (
     STREAM_TYPES,
     stream_file_name,
 )
-from schemas.format import Manifest
-from schemas.timebase import audio_sample_count, model_frame_count
+from speechpack.schemas.format import Manifest
+from speechpack.schemas.timebase import audio_sample_count, model_frame_count
 
 #: Label values an asd pack may hold.
 LABEL_VALUES = (0, 1)

@@ -10,12 +10,12 @@ import os
 
 import numpy as np
 
-from loader.tse.cues.bank import read_cues_config
-from packer.pack_report import PackReport
-from packer.validate_files import check_file
-from schemas.constants import MANIFEST_NAME
-from schemas.cuecheck import bank_files, label_issues, read_bank
-from schemas.cues import (
+from speechpack.loader.tse.cues.bank import read_cues_config
+from speechpack.packer.pack_report import PackReport
+from speechpack.packer.validate_files import check_file
+from speechpack.schemas.constants import MANIFEST_NAME
+from speechpack.schemas.cuecheck import bank_files, label_issues, read_bank
+from speechpack.schemas.cues import (
     CUES_DIR,
     CUES_YAML,
     DATA_NAME,
@@ -24,8 +24,8 @@ from schemas.cues import (
     LABELS_DIR,
     PAYLOAD_DTYPES,
 )
-from schemas.errors import PackFormatError
-from schemas.format import Manifest
+from speechpack.schemas.errors import PackFormatError
+from speechpack.schemas.format import Manifest
 
 
 #: Elements per chunk when scanning a float payload for NaN/Inf (bounds the temporary mask).

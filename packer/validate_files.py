@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import os
 
-from packer.pack_report import PackReport
-from packer.writer import hash_file
-from schemas.constants import MANIFEST_NAME
-from schemas.format import FileEntry, StreamSpec
-from schemas.npyfile import NpyHeader
+from speechpack.packer.pack_report import PackReport
+from speechpack.packer.writer import hash_file
+from speechpack.schemas.constants import MANIFEST_NAME
+from speechpack.schemas.format import FileEntry, StreamSpec
+from speechpack.schemas.npyfile import NpyHeader
 
 
 def check_file(file_path: str, expected: FileEntry, report: PackReport, check_hashes: bool) -> None:

@@ -24,20 +24,20 @@ import tempfile
 
 import numpy as np
 
-from packer.ownership import pack_file_entries
-from packer.remote import RemotePack, describe_error, remote_errors
-from packer.pack_report import pack_summary
-from packer.validate_cues import check_cues
-from packer.validate_files import stream_header_problem
-from packer.validate import (
+from speechpack.packer.ownership import pack_file_entries
+from speechpack.packer.remote import RemotePack, describe_error, remote_errors
+from speechpack.packer.pack_report import pack_summary
+from speechpack.packer.validate_cues import check_cues
+from speechpack.packer.validate_files import stream_header_problem
+from speechpack.packer.validate import (
     _KIND_CHECKS,
     PackReport,
     _check_totals,
     _manifest_problem,
     check_shard_records,
 )
-from schemas.columns import COLUMNS_DIR, ColumnBuilder
-from schemas.constants import (
+from speechpack.schemas.columns import COLUMNS_DIR, ColumnBuilder
+from speechpack.schemas.constants import (
     MANIFEST_NAME,
     SHARD_INDEX_NAME,
     SKIPPED_NAME,
@@ -45,12 +45,12 @@ from schemas.constants import (
     STREAM_TYPES,
     TEMP_PREFIX,
 )
-from schemas.cues import CUES_DIR
-from schemas.errors import NpyHeaderError, PackFormatError
-from schemas.format import Manifest, StreamSpec, check_shard_index
-from schemas.kinds import KIND_SPECS
-from schemas.manifest_file import parse_manifest
-from schemas.npyfile import read_npy_header_from
+from speechpack.schemas.cues import CUES_DIR
+from speechpack.schemas.errors import NpyHeaderError, PackFormatError
+from speechpack.schemas.format import Manifest, StreamSpec, check_shard_index
+from speechpack.schemas.kinds import KIND_SPECS
+from speechpack.schemas.manifest_file import parse_manifest
+from speechpack.schemas.npyfile import read_npy_header_from
 
 
 class _Fetcher:

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from packer.remote import is_remote
-from packer.validate import PackReport, validate_pack
-from packer.writer import dump_json
-from schemas.constants import KIND_ASD
+from speechpack.packer.remote import is_remote
+from speechpack.packer.validate import PackReport, validate_pack
+from speechpack.packer.writer import dump_json
+from speechpack.schemas.constants import KIND_ASD
 
 #: Kinds whose valid packs are also compared by level, as the loader's normalisation sees them.
 _LEVEL_REPORT_KINDS = frozenset({KIND_ASD})
@@ -63,7 +63,7 @@ def validate_packs(paths: list[str], check_hashes: bool = True, endpoint_url: st
     reports = []
     for path in paths:
         if is_remote(path):
-            from packer.validate_remote import validate_remote_pack  # needs fsspec: only for URLs
+            from speechpack.packer.validate_remote import validate_remote_pack  # needs fsspec: only for URLs
 
             reports.append(validate_remote_pack(path, check_hashes, endpoint_url))
         else:

@@ -19,12 +19,12 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from packer.audio import int16_statistics
-from packer.build.checkpoints import checkpoint
-from packer.build.npy_stream import NpyStream, hash_file  # noqa: F401  (re-exported: the cue writers use them)
-from packer.build.together import run_together
-from packer.sample import PackedSample, SamplePlan
-from schemas.constants import (
+from speechpack.packer.audio import int16_statistics
+from speechpack.packer.build.checkpoints import checkpoint
+from speechpack.packer.build.npy_stream import NpyStream, hash_file  # noqa: F401  (re-exported: the cue writers use them)
+from speechpack.packer.build.together import run_together
+from speechpack.packer.sample import PackedSample, SamplePlan
+from speechpack.schemas.constants import (
     FORMAT_VERSION,
     MANIFEST_NAME,
     SHARD_INDEX_NAME,
@@ -34,10 +34,10 @@ from schemas.constants import (
     shard_dir_name,
     stream_file_name,
 )
-from schemas.columns import COLUMNS_DIR, ColumnBuilder
-from schemas.errors import InternalError
-from schemas.format import FileEntry, Manifest, ShardEntry, StreamSpec, lowest_minor
-from schemas.kinds import ATTRIBUTES_BY_KIND, KIND_SPECS, STREAMS_BY_KIND
+from speechpack.schemas.columns import COLUMNS_DIR, ColumnBuilder
+from speechpack.schemas.errors import InternalError
+from speechpack.schemas.format import FileEntry, Manifest, ShardEntry, StreamSpec, lowest_minor
+from speechpack.schemas.kinds import ATTRIBUTES_BY_KIND, KIND_SPECS, STREAMS_BY_KIND
 
 
 

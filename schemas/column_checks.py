@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from schemas.columns import KEYS_FILE, SAMPLES_FILE, SPEAKERS_FILE, attr_file, sample_dtype, segment_dtype
-from schemas.constants import MANIFEST_NAME, STREAM_TYPES
-from schemas.errors import PackFormatError
-from schemas.format import Manifest
-from schemas.kinds import ATTRIBUTES_BY_KIND, STREAMS_BY_KIND
+from speechpack.schemas.columns import KEYS_FILE, SAMPLES_FILE, SPEAKERS_FILE, attr_file, sample_dtype, segment_dtype
+from speechpack.schemas.constants import MANIFEST_NAME, STREAM_TYPES
+from speechpack.schemas.errors import PackFormatError
+from speechpack.schemas.format import Manifest
+from speechpack.schemas.kinds import ATTRIBUTES_BY_KIND, STREAMS_BY_KIND
 
 #: The largest ``.npy`` header a stream file may have: format 1.0 stores the header length in 16 bits.
 _MAX_NPY_HEADER = 10 + 0xFFFF

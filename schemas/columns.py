@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from schemas.constants import STREAM_TYPES
-from schemas.kinds import ATTRIBUTES_BY_KIND, STREAMS_BY_KIND
+from speechpack.schemas.constants import STREAM_TYPES
+from speechpack.schemas.kinds import ATTRIBUTES_BY_KIND, STREAMS_BY_KIND
 
 COLUMNS_DIR = "columns"
 SAMPLES_FILE = "samples.npy"

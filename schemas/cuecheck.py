@@ -20,7 +20,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from schemas.cues import (
+from speechpack.schemas.cues import (
     BANK_FILES,
     DATA_NAME,
     DICT_VALUED,
@@ -45,7 +45,7 @@ from schemas.cues import (
     WORDS_NAME,
     CueSpec,
 )
-from schemas.npyfile import read_npy_header
+from speechpack.schemas.npyfile import read_npy_header
 
 #: One problem found in a cue file: ``(file path, message)``.
 Issue = tuple[str, str]

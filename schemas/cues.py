@@ -76,7 +76,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from schemas.errors import ManifestError
+from speechpack.schemas.errors import ManifestError
 
 CUES_DIR = "cues"
 CUES_YAML = "cues.yaml"

@@ -169,9 +169,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas.columns import COLUMNS_DIR, column_files
-from schemas.cues import CUES_DIR, CUES_YAML
-from schemas.constants import (  # noqa: F401  (MINOR_*: the version history's names, re-exported)
+from speechpack.schemas.columns import COLUMNS_DIR, column_files
+from speechpack.schemas.cues import CUES_DIR, CUES_YAML
+from speechpack.schemas.constants import (  # noqa: F401  (MINOR_*: the version history's names, re-exported)
     AUDIO_DTYPE,
     FORMAT_MINOR,
     FORMAT_NAME,
@@ -188,9 +188,9 @@ from schemas.constants import (  # noqa: F401  (MINOR_*: the version history's n
     shard_dir_name,
     stream_file_name,
 )
-from schemas.errors import PackFormatError
-from schemas.kinds import ATTRIBUTES_BY_KIND, EXTRA_MANIFEST_KEYS, KIND_SPECS, STREAMS_BY_KIND
-from schemas.names import check_component, check_relative_path, check_shard_directory
+from speechpack.schemas.errors import PackFormatError
+from speechpack.schemas.kinds import ATTRIBUTES_BY_KIND, EXTRA_MANIFEST_KEYS, KIND_SPECS, STREAMS_BY_KIND
+from speechpack.schemas.names import check_component, check_relative_path, check_shard_directory
 
 
 def lowest_minor(kind: str, has_cues: bool) -> int:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
-from schemas.constants import (
+from speechpack.schemas.constants import (
     KIND_ASD,
     KIND_ASR,
     KIND_NOISE,
@@ -33,7 +33,7 @@ from schemas.constants import (
     STREAM_TEXT,
     STREAM_TYPES,
 )
-from schemas.totals import TranscriptTotals
+from speechpack.schemas.totals import TranscriptTotals
 
 #: How a sample's ``speakers`` relate to the sample (``KindSpec.speakers``).
 SPEAKERS_PER_TARGET = "per_target"  # one or more; the ``per_speaker`` stream has one segment per speaker

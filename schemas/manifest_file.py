@@ -15,9 +15,9 @@ import json
 import os
 from dataclasses import dataclass
 
-from schemas.constants import MANIFEST_NAME
-from schemas.errors import PackFormatError
-from schemas.format import Manifest
+from speechpack.schemas.constants import MANIFEST_NAME
+from speechpack.schemas.errors import PackFormatError
+from speechpack.schemas.format import Manifest
 
 
 @dataclass(frozen=True)

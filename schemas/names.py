@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import re
 
-from schemas.constants import SHARD_DIR_DIGITS, SHARD_DIR_PREFIX, shard_dir_name
-from schemas.errors import PackFormatError
+from speechpack.schemas.constants import SHARD_DIR_DIGITS, SHARD_DIR_PREFIX, shard_dir_name
+from speechpack.schemas.errors import PackFormatError
 
 #: One path component of a pack: no separator, no leading dot, nothing a shell or a filesystem treats specially.
 _COMPONENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")

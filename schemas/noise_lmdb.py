@@ -23,7 +23,7 @@ import numpy as np
 import soundfile
 import soxr
 
-from schemas.errors import SpeechpackError
+from speechpack.schemas.errors import SpeechpackError
 
 #: The entry make_lmdb.py writes the pickled key list under; never read.
 KEYS_ENTRY = b"__keys__"

@@ -10,7 +10,7 @@ from typing import BinaryIO
 import numpy as np
 from numpy.lib import format as npy_format
 
-from schemas.errors import NpyHeaderError
+from speechpack.schemas.errors import NpyHeaderError
 
 #: numpy parses a header with ``ast.literal_eval``; on some CPython 3.11 releases (3.11.7 here) two threads parsing at once can
 #: fail with "AST constructor recursion depth mismatch" (CPython gh-106905), and the pack reader hashes and parses

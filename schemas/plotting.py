@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-from schemas.errors import SpeechpackError
+from speechpack.schemas.errors import SpeechpackError
 
 #: The extra that installs matplotlib, as a user types it.
 PLOT_INSTALL = "pip install 'speechpack[plot]'"

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from schemas.constants import ASD_SAMPLE_RATE
-from schemas.errors import SpeechpackError
+from speechpack.schemas.constants import ASD_SAMPLE_RATE
+from speechpack.schemas.errors import SpeechpackError
 
 #: The model's frame rate: every ASD batch is on this timeline, whatever the source video's rate.
 ASD_MODEL_FPS = 25

@@ -14,7 +14,7 @@ from typing import Callable
 
 import numpy as np
 
-from schemas.constants import STREAM_TEXT
+from speechpack.schemas.constants import STREAM_TEXT
 
 #: ``read_stream(name)``: a shard's mapped stream file, or None when it cannot be read.
 StreamReader = Callable[[str], "np.ndarray | None"]

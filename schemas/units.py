@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from schemas.errors import SpeechpackError
+from speechpack.schemas.errors import SpeechpackError
 
 _SIZE_UNITS = {
     "": 1, "B": 1,

@@ -15,9 +15,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from schemas.constants import KIND_SOURCES, KIND_TSE
-from schemas.jsonlines import parse_json_line
-from schemas.sample_names import check_name, encoding_problem
+from speechpack.schemas.constants import KIND_SOURCES, KIND_TSE
+from speechpack.schemas.jsonlines import parse_json_line
+from speechpack.schemas.sample_names import check_name, encoding_problem
 
 
 #: Keys of a list line that the packer interprets; any other key is kept verbatim under ``provenance.extra``.

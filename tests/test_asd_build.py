@@ -19,18 +19,18 @@ import soxr
 from click.testing import CliRunner
 
 from factories.asd_inputs import AVA_TRACKS, MSD_TRANSIENT_TRACK, load_movie, write_ava, write_avcc, write_msdwild
-from cli import main
+from speechpack.cli import main
 from factories import pack_files
-from loader.pack import open_pack
-from packer.adapters.ava import build_ava
-from packer.adapters.asd_common import AsdBuildOptions, TrackAudio, parse_labels, track_audio
-from packer.adapters.avcc import build_avcc
-from packer.adapters.msdwild import _counted_frames, _window_frames, build_msdwild, windows
-from packer.audio import quantise
-from packer.faces import Box, crop_square, read_jpeg_faces, read_npy_faces
-from packer.validate import validate_pack
-from schemas.constants import ASD_SAMPLE_RATE, FACE_SHAPE, KIND_ASD, SKIPPED_NAME
-from schemas.errors import BuildError
+from speechpack.loader.pack import open_pack
+from speechpack.packer.adapters.ava import build_ava
+from speechpack.packer.adapters.asd_common import AsdBuildOptions, TrackAudio, parse_labels, track_audio
+from speechpack.packer.adapters.avcc import build_avcc
+from speechpack.packer.adapters.msdwild import _counted_frames, _window_frames, build_msdwild, windows
+from speechpack.packer.audio import quantise
+from speechpack.packer.faces import Box, crop_square, read_jpeg_faces, read_npy_faces
+from speechpack.packer.validate import validate_pack
+from speechpack.schemas.constants import ASD_SAMPLE_RATE, FACE_SHAPE, KIND_ASD, SKIPPED_NAME
+from speechpack.schemas.errors import BuildError
 
 pytestmark = pytest.mark.real_data
 

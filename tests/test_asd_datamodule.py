@@ -10,10 +10,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from loader.asd.datamodule import LightningLoader, loader_config
-from schemas.timebase import model_frame_count
-from loader.config import ConfigError
-from schemas.errors import SpeechpackError
+from speechpack.loader.asd.datamodule import LightningLoader, loader_config
+from speechpack.schemas.timebase import model_frame_count
+from speechpack.loader.config import ConfigError
+from speechpack.schemas.errors import SpeechpackError
 from factories.asd_tracks import TRACKS, Track, write_asd_pack
 
 try:
@@ -46,7 +46,7 @@ def packs(tmp_path, real_audio):
 
 
 def test_lightning_fit_of_a_tiny_model(packs):
-    from loader.asd.datamodule import PackedASDDataModule
+    from speechpack.loader.asd.datamodule import PackedASDDataModule
 
     dm = PackedASDDataModule({"train": [packs["ava"], {"path": packs["wasd"]}], "val": [packs["val"]]},
                              dataset_args=SMALL, num_workers=0, seed=3)
@@ -69,7 +69,7 @@ def test_lightning_fit_on_the_real_video_pack(tmp_path):
     """A few steps on the pack the AVA adapter makes from the real talking-face video, validated on it too."""
     from factories.asd_inputs import make_asd_pack
 
-    from loader.asd.datamodule import PackedASDDataModule
+    from speechpack.loader.asd.datamodule import PackedASDDataModule
 
     pack = make_asd_pack(tmp_path)
     dm = PackedASDDataModule({"train": [pack], "val": [pack]}, num_workers=0, seed=0,
@@ -84,7 +84,7 @@ def test_lightning_fit_on_the_real_video_pack(tmp_path):
 
 
 def test_ranks_get_equal_batch_counts_from_the_loader_itself(packs):
-    from loader.asd.datamodule import PackedASDDataModule
+    from speechpack.loader.asd.datamodule import PackedASDDataModule
 
     lengths, keys = [], []
     for rank in range(3):
@@ -106,7 +106,7 @@ def test_ranks_get_equal_batch_counts_from_the_loader_itself(packs):
 def test_mid_epoch_checkpoint_resumes_with_the_remaining_batches(packs, tmp_path):
     """Lightning saves the loaders' states in its checkpoints: a run stopped after 3 steps and resumed from that
     checkpoint trains on exactly the batches the uninterrupted epoch had left."""
-    from loader.asd.datamodule import PackedASDDataModule
+    from speechpack.loader.asd.datamodule import PackedASDDataModule
 
     def datamodule():
         return PackedASDDataModule({"train": [packs["ava"], packs["wasd"]]}, dataset_args=SMALL, num_workers=0,
@@ -126,7 +126,7 @@ def test_mid_epoch_checkpoint_resumes_with_the_remaining_batches(packs, tmp_path
 
 
 def test_loader_state_round_trips_through_the_lightning_wrapper(packs):
-    from loader.asd.datamodule import PackedASDDataModule
+    from speechpack.loader.asd.datamodule import PackedASDDataModule
 
     dm = PackedASDDataModule({"train": [packs["ava"]]}, dataset_args=SMALL, num_workers=0)
     loader = dm.train_dataloader()
@@ -142,8 +142,8 @@ def test_loader_state_round_trips_through_the_lightning_wrapper(packs):
 def test_defect12_lightning_wrapper_refuses_a_bad_state_and_changes_nothing(packs):
     """PackedASDDataModule's loaders resume through ``LightningLoader.load_state_dict``: a refused state is a
     ``ResumeError`` and leaves the loader at its epoch (before: moved to the state's epoch, or a bare error)."""
-    from loader.asd.datamodule import PackedASDDataModule
-    from loader.torch import ResumeError
+    from speechpack.loader.asd.datamodule import PackedASDDataModule
+    from speechpack.loader.torch import ResumeError
 
     loader = PackedASDDataModule({"train": [packs["ava"]]}, dataset_args=SMALL, num_workers=0).train_dataloader()
     loader.sampler.set_epoch(2)
@@ -159,7 +159,7 @@ def test_defect12_lightning_wrapper_refuses_a_bad_state_and_changes_nothing(pack
 
 
 def test_bad_split_configs_are_named(packs):
-    from loader.asd.datamodule import PackedASDDataModule
+    from speechpack.loader.asd.datamodule import PackedASDDataModule
 
     with pytest.raises(ConfigError, match=r"packed_asd: unknown split\(s\) dev"):
         PackedASDDataModule({"dev": [packs["val"]]})
@@ -172,7 +172,7 @@ def test_bad_split_configs_are_named(packs):
 
 
 def test_missing_lightning_is_a_clear_error(monkeypatch):
-    import loader.asd.datamodule as datamodule
+    import speechpack.loader.asd.datamodule as datamodule
 
     datamodule._datamodule_class.cache_clear()
     monkeypatch.setitem(sys.modules, "lightning", None)  # import lightning now raises ImportError

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from factories.asd_inputs import AVA_TIME_OFFSET, load_movie
-from packer.faces import (
+from speechpack.packer.faces import (
     PAD_GREY,
     Box,
     FaceError,
@@ -23,7 +23,7 @@ from packer.faces import (
     read_npy_faces,
     resize_face,
 )
-from schemas.constants import FACE_SHAPE
+from speechpack.schemas.constants import FACE_SHAPE
 
 pytestmark = pytest.mark.real_data
 

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from loader.asd.levels import (
+from speechpack.loader.asd.levels import (
     METRICS,
     PERCENTILES,
     asd_level_report,
@@ -18,8 +18,8 @@ from loader.asd.levels import (
     level_report_json,
     plot_levels,
 )
-from loader.pack import open_pack
-from schemas.errors import SpeechpackError
+from speechpack.loader.pack import open_pack
+from speechpack.schemas.errors import SpeechpackError
 from factories.asd_tracks import Track, write_asd_pack
 from factories.tse import mixture
 

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from factories.asd_tracks import TRACKS, Track, asd_config, batches, face_frame, write_asd_pack
-from loader import build_loader
-from loader.asd.args import AsdArgs, parse_dataset_args
-from loader.asd.augment import (
+from speechpack.loader import build_loader
+from speechpack.loader.asd.args import AsdArgs, parse_dataset_args
+from speechpack.loader.asd.augment import (
     AugmentError,
     DonorIndex,
     VisualDraw,
@@ -25,20 +25,20 @@ from loader.asd.augment import (
     fit_donor,
     mix_at_snr,
 )
-from loader.asd.chunks import muvap_windows, scored_span
-from loader.asd.timeline import (
+from speechpack.loader.asd.chunks import muvap_windows, scored_span
+from speechpack.loader.asd.timeline import (
     model_frame_index,
     native_frame_scores,
     read_audio_frames,
     source_frame_index,
 )
-from loader.batching import BudgetArgs, make_budget_plan, tile_windows
-from loader.config import ConfigError
-from loader.tse.streams import item_rng
-from loader.normalize import muvap_gain
-from loader.pack import open_pack
-from schemas.constants import ASD_SAMPLE_RATE, FACE_SHAPE
-from schemas.timebase import (
+from speechpack.loader.batching import BudgetArgs, make_budget_plan, tile_windows
+from speechpack.loader.config import ConfigError
+from speechpack.loader.tse.streams import item_rng
+from speechpack.loader.normalize import muvap_gain
+from speechpack.loader.pack import open_pack
+from speechpack.schemas.constants import ASD_SAMPLE_RATE, FACE_SHAPE
+from speechpack.schemas.timebase import (
     ASD_MODEL_FPS,
     SAMPLES_PER_MODEL_FRAME,
     TimelineError,
@@ -516,8 +516,8 @@ def test_plan_reports_crop_to_shortest_utilisation_for_asd_training(tmp_path):
     """``speechpack plan`` on asd training: frames kept when every batch is cut to its shortest row (MuVAP's
     sum |b| * min L / sum L), not padding; validation pads, as the TSE loader does."""
     from factories.asd_inputs import make_asd_pack
-    from loader.planning_report import plan_report
-    from loader.torch import build_loader as build
+    from speechpack.loader.planning_report import plan_report
+    from speechpack.loader.torch import build_loader as build
 
     pack = make_asd_pack(tmp_path / "asd")
     config = {"task": "asd", "packs": [{"path": pack}],

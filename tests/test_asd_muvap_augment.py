@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from loader import build_loader
-from loader.asd.augment import AugmentError
-from loader.asd.chunks import jitter_windows, muvap_windows
-from loader.planning_report import plan_report
+from speechpack.loader import build_loader
+from speechpack.loader.asd.augment import AugmentError
+from speechpack.loader.asd.chunks import jitter_windows, muvap_windows
+from speechpack.loader.planning_report import plan_report
 from factories.asd_tracks import TRACKS, Track, asd_config, batches, face_frame, write_asd_pack
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*no 25 Hz model frame:UserWarning")
@@ -149,7 +149,7 @@ def test_substitution_needs_two_clips(tmp_path, real_audio):
 
 
 def test_bad_augmentation_values_are_named(asd_pack):
-    from loader.config import ConfigError
+    from speechpack.loader.config import ConfigError
 
     with pytest.raises(ConfigError, match="substitute_audio_prob"):
         build_loader(asd_config(asd_pack, substitute_audio_prob=1.5), "train")

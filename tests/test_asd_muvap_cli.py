@@ -8,8 +8,8 @@ import json
 from click.testing import CliRunner
 
 from factories.asd_inputs import write_ava, write_msdwild
-from cli import main
-from loader.pack import open_pack
+from speechpack.cli import main
+from speechpack.loader.pack import open_pack
 
 
 def test_output_and_max_shard_gb_are_muvaps_spellings(tmp_path):

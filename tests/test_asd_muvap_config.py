@@ -17,8 +17,8 @@ except ImportError:  # scripts/test.sh installs the extra: in CI its absence is 
     pytest.skip("the lightning extra is not installed: pip install 'speechpack[lightning]'", allow_module_level=True)
 
 from factories.muvap_packs import muvap_avcc_corpus
-from packer.build.run import BuildOptions
-from packer.importers.muvap import import_muvap
+from speechpack.packer.build.run import BuildOptions
+from speechpack.packer.importers.muvap import import_muvap
 from factories.lightning_asd import TinyASD, cpu_trainer
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*does not have many workers:UserWarning",
@@ -41,8 +41,8 @@ trainer:
 
 @pytest.fixture(scope="module")
 def packs(tmp_path_factory):
-    from packer.adapters.asd_common import AsdBuildOptions
-    from packer.adapters.avcc import build_avcc
+    from speechpack.packer.adapters.asd_common import AsdBuildOptions
+    from speechpack.packer.adapters.avcc import build_avcc
 
     root = tmp_path_factory.mktemp("cfg")
     corpus = muvap_avcc_corpus(root / "media")
@@ -54,7 +54,7 @@ def packs(tmp_path_factory):
 
 
 def test_muvap_yaml_builds_the_datamodule_as_it_is(packs, tmp_path):
-    from loader.asd.datamodule import PackedASDDataModule
+    from speechpack.loader.asd.datamodule import PackedASDDataModule
 
     imported, built = packs
     path = Path(tmp_path / "experiment.yaml")
@@ -75,7 +75,7 @@ def test_muvap_yaml_builds_the_datamodule_as_it_is(packs, tmp_path):
 def test_the_whole_config_mapping_or_its_block_give_the_same_splits(packs):
     import yaml
 
-    from loader.asd.datamodule import PackedASDDataModule
+    from speechpack.loader.asd.datamodule import PackedASDDataModule
 
     imported, built = packs
     config = yaml.safe_load(MUVAP_YAML.format(train_a=imported, train_b=built, val=imported))

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from factories.asd_inputs import make_asd_pack
-from loader.pack import read_manifest
-from packer.validate import validate_pack
-from packer.validate_asd import asd_issues
-from schemas.format import StreamSpec
+from speechpack.loader.pack import read_manifest
+from speechpack.packer.validate import validate_pack
+from speechpack.packer.validate_asd import asd_issues
+from speechpack.schemas.format import StreamSpec
 
 pytestmark = pytest.mark.real_data
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from loader.asr.filters import FILTER_REASONS, FilterArgs, asr_filter, drop_tokens
+from speechpack.loader.asr.filters import FILTER_REASONS, FilterArgs, asr_filter, drop_tokens
 
 
 def test_each_reason_and_its_boundaries():

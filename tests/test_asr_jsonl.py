@@ -11,13 +11,13 @@ import pytest
 import soundfile
 from click.testing import CliRunner
 
-from cli import main
-from loader import open_pack
-from packer.adapters.asr_jsonl import build_asr_jsonl, read_asr_manifest
-from packer.build.run import BuildOptions
-from packer.validate import validate_pack
-from schemas.constants import STREAM_AUDIO, STREAM_TEXT
-from schemas.errors import BuildError
+from speechpack.cli import main
+from speechpack.loader import open_pack
+from speechpack.packer.adapters.asr_jsonl import build_asr_jsonl, read_asr_manifest
+from speechpack.packer.build.run import BuildOptions
+from speechpack.packer.validate import validate_pack
+from speechpack.schemas.constants import STREAM_AUDIO, STREAM_TEXT
+from speechpack.schemas.errors import BuildError
 from factories.asr import librivox_clips, write_jsonl_manifest
 
 

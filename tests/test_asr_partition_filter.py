@@ -8,8 +8,8 @@ import os
 import numpy as np
 import pytest
 
-from loader.asr.partition_filter import parse_partition_filters
-from loader.config import ConfigError
+from speechpack.loader.asr.partition_filter import parse_partition_filters
+from speechpack.loader.config import ConfigError
 
 COLUMNS = {"corpus": np.array(["mls", "mls", "fleurs", "cv"]), "language": np.array(["en", "fr", "en", "de"])}
 

@@ -14,11 +14,11 @@ import torch
 import yaml
 from click.testing import CliRunner
 
-from cli import main
-from loader import build_loader, open_pack
-from loader.config import ConfigError
-from packer.adapters.asr_parquet import build_parquet
-from packer.build.run import BuildOptions
+from speechpack.cli import main
+from speechpack.loader import build_loader, open_pack
+from speechpack.loader.config import ConfigError
+from speechpack.packer.adapters.asr_parquet import build_parquet
+from speechpack.packer.build.run import BuildOptions
 from factories import require
 from factories.asr import librivox_clips, write_parquet_dataset
 

@@ -7,10 +7,10 @@ import pytest
 import soundfile
 import torch
 
-from loader.asr.fbank import fbank
-from loader.asr.specaugment import (ROUND_TRIP_FFT, draw_masks, round_trip_frames, spec_augment_features,
+from speechpack.loader.asr.fbank import fbank
+from speechpack.loader.asr.specaugment import (ROUND_TRIP_FFT, draw_masks, round_trip_frames, spec_augment_features,
                                     spec_augment_waveforms)
-from loader.plan import batch_rng
+from speechpack.loader.plan import batch_rng
 
 
 def test_masks_stay_within_their_bounds():

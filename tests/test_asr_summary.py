@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from loader.asr.summary import read_summary
-from loader.config import ConfigError
+from speechpack.loader.asr.summary import read_summary
+from speechpack.loader.config import ConfigError
 
 
 def write(tmp_path, text: str):

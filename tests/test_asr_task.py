@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 import torch
 
-from loader import build_loader, open_pack
-from loader.asr.args import parse_dataset_args
-from loader.asr.fbank import fbank
-from loader.asr.task import prepare
-from loader.config import ConfigError, LoaderConfig
-from packer.adapters.asr_jsonl import build_asr_jsonl
-from packer.adapters.asr_parquet import build_parquet
-from packer.build.run import BuildOptions
-from schemas.constants import STREAM_AUDIO
+from speechpack.loader import build_loader, open_pack
+from speechpack.loader.asr.args import parse_dataset_args
+from speechpack.loader.asr.fbank import fbank
+from speechpack.loader.asr.task import prepare
+from speechpack.loader.config import ConfigError, LoaderConfig
+from speechpack.packer.adapters.asr_jsonl import build_asr_jsonl
+from speechpack.packer.adapters.asr_parquet import build_parquet
+from speechpack.packer.build.run import BuildOptions
+from speechpack.schemas.constants import STREAM_AUDIO
 from factories import require
 from factories.asr import librivox_clips, write_jsonl_manifest, write_parquet_dataset
 

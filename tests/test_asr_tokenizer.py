@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 
-from loader.asr.tokenizer import (PAD_ID, SPECIAL_TOKENS, UNK_ID, CharTokenizer, SentencePieceTokenizer,
+from speechpack.loader.asr.tokenizer import (PAD_ID, SPECIAL_TOKENS, UNK_ID, CharTokenizer, SentencePieceTokenizer,
                                   TokenizerError, utf8_char_counts)
 from factories import missing_recording
 from factories import require

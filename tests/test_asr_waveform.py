@@ -6,7 +6,7 @@ import numpy as np
 import soundfile
 import torch
 
-from loader.asr.waveform import normalize_rows, to_mono
+from speechpack.loader.asr.waveform import normalize_rows, to_mono
 
 
 def test_mono_is_the_channel_mean():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from loader.config import ConfigError
-from loader.weighting import PackWeighting
+from speechpack.loader.config import ConfigError
+from speechpack.loader.weighting import PackWeighting
 
 
 def test_group_shares_by_hand_and_counts_that_sum_to_the_epoch():

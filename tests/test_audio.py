@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from packer.audio import (
+from speechpack.packer.audio import (
     Audio,
     AudioError,
     int16_statistics,

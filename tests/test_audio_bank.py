@@ -14,13 +14,13 @@ import soundfile
 import soxr
 from click.testing import CliRunner
 
-from cli import main
-from loader import open_pack
-from packer.adapters.audio_bank import SimulationOptions, draw_rooms
-from packer.validate import validate_pack
-from schemas.constants import KIND_NOISE, KIND_RIR, MANIFEST_NAME, SKIPPED_NAME, STREAM_AUDIO
-from schemas.errors import SpeechpackError
-from schemas.format import MINOR_BANKS
+from speechpack.cli import main
+from speechpack.loader import open_pack
+from speechpack.packer.adapters.audio_bank import SimulationOptions, draw_rooms
+from speechpack.packer.validate import validate_pack
+from speechpack.schemas.constants import KIND_NOISE, KIND_RIR, MANIFEST_NAME, SKIPPED_NAME, STREAM_AUDIO
+from speechpack.schemas.errors import SpeechpackError
+from speechpack.schemas.format import MINOR_BANKS
 
 FULL_SCALE = 32768.0
 _QABCS = "/usr/share/qabcs/abcs/all/noises/{}.ogg"
@@ -243,7 +243,7 @@ def test_simulation_without_pyroomacoustics_says_what_to_install(tmp_path, monke
 
 @pytest.mark.real_data
 def test_validate_requires_the_kind_as_the_one_speaker(noise_dir, tmp_path):
-    from packer.validate import PackReport, _check_record_shape
+    from speechpack.packer.validate import PackReport, _check_record_shape
 
     root, _ = noise_dir
     out = tmp_path / "bank"

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import soundfile
 
-from packer.audio import AudioError, probe_audio, read_audio
-from packer.audio_file import HEADER_BYTES, by_descriptor
+from speechpack.packer.audio import AudioError, probe_audio, read_audio
+from speechpack.packer.audio_file import HEADER_BYTES, by_descriptor
 
 
 def _open_descriptors() -> int:
@@ -105,7 +105,7 @@ def test_a_header_longer_than_one_read_is_still_checked(real_audio, tmp_path):
 def test_the_descriptor_of_a_regular_file_blocks(recordings):
     """Opened without waiting (a FIFO must not hang the build), the descriptor handed to libsndfile is blocking
     again, as any other open file's."""
-    from packer.audio_file import open_regular
+    from speechpack.packer.audio_file import open_regular
 
     fd = open_regular(recordings[0])
     try:

@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from cli import main
+from speechpack.cli import main
 from factories import mixture_line, source_line
-from loader import open_pack
-from packer.adapters.wesep import build_wesep
-from packer.build.run import BuildOptions
-from packer.writer import PackWriter
-from schemas.errors import BuildError, SpeechpackError
+from speechpack.loader import open_pack
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.build.run import BuildOptions
+from speechpack.packer.writer import PackWriter
+from speechpack.schemas.errors import BuildError, SpeechpackError
 
 
 def options(out: Path, **kwargs) -> BuildOptions:
@@ -315,8 +315,8 @@ def test_exception_mid_build_leaves_no_dataset_json(good_list, tmp_path, monkeyp
 
 
 def test_failure_while_committing_leaves_no_dataset_json(good_list, tmp_path, monkeypatch):
-    import packer.writer
-
+    import speechpack.packer.writer
+    from speechpack import packer
     original = packer.writer.write_json_atomic
 
     def fail_on_manifest(path, obj):
@@ -360,7 +360,7 @@ def _nan_mixture_list(make_wav, write_list):
 
 def test_skip_bad_after_decoding_shortens_the_planned_shard(make_wav, write_list, tmp_path):
     """A sample planned into a shard but failing to decode is left out; the shard's files still verify."""
-    from packer.validate import validate_pack
+    from speechpack.packer.validate import validate_pack
 
     out = tmp_path / "pack"
     summary = build_wesep(str(_nan_mixture_list(make_wav, write_list)), options(out, skip_bad=True))
@@ -374,8 +374,8 @@ def test_skip_bad_after_decoding_shortens_the_planned_shard(make_wav, write_list
 
 
 def test_a_header_that_disagrees_with_the_decoded_audio_is_reported(make_wav, write_list, tmp_path, monkeypatch):
-    import packer.adapters.wesep as wesep
-    from packer.audio import AudioInfo
+    import speechpack.packer.adapters.wesep as wesep
+    from speechpack.packer.audio import AudioInfo
 
     path = make_wav("liar.wav", seconds=0.5)
     real_probe = wesep.probe_audio

@@ -22,11 +22,11 @@ import torch
 
 from factories import Mix
 from factories.asr import librivox_clips, write_jsonl_manifest
-from loader import batch_arrays, batch_ring, build_loader
-from loader.batch_arrays import ALIGN, Arena, allocating_in
-from packer.adapters.asr_jsonl import build_asr_jsonl
-from packer.adapters.wesep import build_wesep
-from packer.build.run import BuildOptions
+from speechpack.loader import batch_arrays, batch_ring, build_loader
+from speechpack.loader.batch_arrays import ALIGN, Arena, allocating_in
+from speechpack.packer.adapters.asr_jsonl import build_asr_jsonl
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.build.run import BuildOptions
 
 pytestmark = [pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning"),
               pytest.mark.skipif(not batch_ring.supported(), reason="memfd_create is Linux only")]
@@ -184,7 +184,7 @@ def test_a_loader_with_workers_sends_through_torch_when_the_ring_is_off(real_pac
 
 def test_pinning_copies_the_batch_and_frees_its_slot(monkeypatch):
     """What the DataLoader's pin-memory thread calls on a slot batch (``pin_memory=True``)."""
-    from loader.torch import _SlotBatch
+    from speechpack.loader.torch import _SlotBatch
     monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self, *args, **kwargs: self.clone())  # CPU-only torch
     ring = batch_ring.BatchRing(1, 1, received=_SlotBatch)
     slot = ring.claim(0)

@@ -25,7 +25,7 @@ import torch
 
 from factories.tse import real_mixtures_config
 from factories.delivery import batch_differences, origin
-from loader import batch_ring, build_loader
+from speechpack.loader import batch_ring, build_loader
 
 pytestmark = [pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning"),
               pytest.mark.skipif(not batch_ring.supported(), reason="memfd_create is Linux only")]

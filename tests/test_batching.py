@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from cli import main
-from loader.batching import BudgetArgs, make_budget_plan, plan_lengths, tile_windows
-from loader.config import ConfigError
-from loader.tse.args import DatasetArgs
+from speechpack.cli import main
+from speechpack.loader.batching import BudgetArgs, make_budget_plan, plan_lengths, tile_windows
+from speechpack.loader.config import ConfigError
+from speechpack.loader.tse.args import DatasetArgs
 from factories.tse import build, config, frames_list, mixture
 
 WORLD_SIZES = (1, 2, 3, 8)

@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from cli import main
+from speechpack.cli import main
 from factories import FULL_SCALE, Mix, Source, at_rate, corpus_rate, pack_files
-from loader import open_pack
-from packer.adapters.wesep import build_wesep
-from packer.build.run import BuildOptions
-from schemas.errors import PackFormatError, SpeechpackError
+from speechpack.loader import open_pack
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.build.run import BuildOptions
+from speechpack.schemas.errors import PackFormatError, SpeechpackError
 
 RATE = 16000
 

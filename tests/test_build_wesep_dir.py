@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cli import main
+from speechpack.cli import main
 from factories import Mix, pack_files
-from loader import build_loader, open_pack
-from packer.adapters.wesep import build_wesep
-from packer.adapters.wesep_dir import find_split
-from packer.adapters.wesep_shards import write_shards
-from packer.build.run import BuildOptions
-from schemas.errors import SpeechpackError
+from speechpack.loader import build_loader, open_pack
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.adapters.wesep_dir import find_split
+from speechpack.packer.adapters.wesep_shards import write_shards
+from speechpack.packer.build.run import BuildOptions
+from speechpack.schemas.errors import SpeechpackError
 
 CUES_YAML = """cues:
   audio:

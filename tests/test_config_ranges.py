@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from cli import main
-from loader.asd.args import AsdArgs
-from loader.asd.args import parse_dataset_args as parse_asd
-from loader.asr.args import AsrArgs
-from loader.asr.args import parse_dataset_args as parse_asr
-from loader.config import LoaderConfig, PackSource, Weighting
-from loader.config_checks import (
+from speechpack.cli import main
+from speechpack.loader.asd.args import AsdArgs
+from speechpack.loader.asd.args import parse_dataset_args as parse_asd
+from speechpack.loader.asr.args import AsrArgs
+from speechpack.loader.asr.args import parse_dataset_args as parse_asr
+from speechpack.loader.config import LoaderConfig, PackSource, Weighting
+from speechpack.loader.config_checks import (
     MAX_BATCH_ROWS,
     MAX_COUNT,
     MAX_DB,
@@ -32,8 +32,8 @@ from loader.config_checks import (
     positive_int,
     value_range,
 )
-from loader.plan import MAX_ROUND_ROWS, PlanError, plan_epoch
-from loader.weighting import pack_counts
+from speechpack.loader.plan import MAX_ROUND_ROWS, PlanError, plan_epoch
+from speechpack.loader.weighting import pack_counts
 
 HUGE = (10 ** 18, 10 ** 21, 10 ** 26)
 

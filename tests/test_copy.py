@@ -16,19 +16,19 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import packer.copy as copy_module
-import packer.copy_staging as staging_module
-from packer.ownership import pack_file_entries
-from cli import main
+import speechpack.packer.copy as copy_module
+import speechpack.packer.copy_staging as staging_module
+from speechpack.packer.ownership import pack_file_entries
+from speechpack.cli import main
 from factories import Mix
-from loader.pack import open_pack
-from packer.adapters.audio_bank import build_audio_bank
-from packer.adapters.wesep import build_wesep
-from packer.build.run import BuildOptions
-from packer.copy import CopyError, copy_pack, verify_copy
-from packer.copy_lock import LOCK_SUFFIX, DestinationLock, record_matches
-from packer.validate import validate_pack
-from schemas.errors import PackFormatError, SpeechpackError
+from speechpack.loader.pack import open_pack
+from speechpack.packer.adapters.audio_bank import build_audio_bank
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.build.run import BuildOptions
+from speechpack.packer.copy import CopyError, copy_pack, verify_copy
+from speechpack.packer.copy_lock import LOCK_SUFFIX, DestinationLock, record_matches
+from speechpack.packer.validate import validate_pack
+from speechpack.schemas.errors import PackFormatError, SpeechpackError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -131,8 +131,8 @@ def _slow_copy(src: Path, dst: Path, go: Path, pause: float) -> subprocess.Popen
     script = textwrap.dedent(f"""
         import json, os, sys, time
         sys.path.insert(0, {str(REPO)!r})
-        import packer.copy as copy_module
-        import packer.copy_staging as staging_module
+        import speechpack.packer.copy as copy_module
+        import speechpack.packer.copy_staging as staging_module
         real = staging_module.copy_verified
         def slowed(*args):
             time.sleep({pause})
@@ -291,7 +291,7 @@ def test_a_bank_pack_copies_too(tmp_path, real_audio):
 
 def test_an_asr_pack_with_text_and_attribute_columns_copies_too(tmp_path, real_audio):
     """Format 1.3 data streams (text) and attribute columns are in the manifest's lists like any other file."""
-    from packer.adapters.asr_jsonl import build_asr_jsonl
+    from speechpack.packer.adapters.asr_jsonl import build_asr_jsonl
 
     manifest = tmp_path / "asr.jsonl"
     manifest.write_text("".join(json.dumps({"audio_filepath": path, "text": f"utterance {i}", "language": "en",

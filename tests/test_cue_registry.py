@@ -5,10 +5,10 @@ functions ``CueBank.read`` and ``CueField.read`` dispatch to."""
 
 from __future__ import annotations
 
-from loader.tse.cues.representations import MODULES as READERS
-from packer.cues.representations import MODULES as WRITERS
-from schemas.cuecheck import PAYLOAD_CHECKS
-from schemas.cues import REPRESENTATIONS
+from speechpack.loader.tse.cues.representations import MODULES as READERS
+from speechpack.packer.cues.representations import MODULES as WRITERS
+from speechpack.schemas.cuecheck import PAYLOAD_CHECKS
+from speechpack.schemas.cues import REPRESENTATIONS
 
 
 def test_every_side_covers_every_representation():
@@ -18,5 +18,5 @@ def test_every_side_covers_every_representation():
 
 def test_each_reader_module_reads_and_values_its_representation():
     for name, module in READERS.items():
-        assert module.__name__ == f"loader.tse.cues.{name}", "one module per representation, named after it"
+        assert module.__name__ == f"speechpack.loader.tse.cues.{name}", "one module per representation, named after it"
         assert callable(module.read) and callable(module.value), name

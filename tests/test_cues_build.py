@@ -18,13 +18,13 @@ import pytest
 import soundfile
 from click.testing import CliRunner
 
-from cli import main
+from speechpack.cli import main
 from factories import FULL_SCALE, Mix, Source, at_rate, pack_files
 from factories.cue_split import build_with_cues, write_json
-from loader import open_pack
-from packer.validate import validate_pack
-from schemas.errors import BuildError, PackFormatError, SpeechpackError
-from schemas.format import Manifest
+from speechpack.loader import open_pack
+from speechpack.packer.validate import validate_pack
+from speechpack.schemas.errors import BuildError, PackFormatError, SpeechpackError
+from speechpack.schemas.format import Manifest
 
 RATE = 16000
 

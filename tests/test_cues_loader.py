@@ -23,21 +23,21 @@ import torch
 import yaml
 from click.testing import CliRunner
 
-from cli import main
+from speechpack.cli import main
 from factories.cue_corpus import VIDEO_FPS, VIDEO_SIZE, cue, dump_resource
-from loader import build_loader
-from loader.tse.collate import BASE_FIELDS, CollateError, FieldSpec, collate_field, resolve_field
-from loader.config import ConfigError, LoaderConfig
-from loader.tse.args import DatasetArgs
-from loader.tse.cues.chunk import ChunkInfo, align_to_duration, crop_by_ratio
-from loader.tse.cues.dae_keyword_phoneme import randint, select_phonemes
-from loader.tse.cues.fields import spatial_value
-from loader.tse.cues.muse_frontend import muse_chunk
-from loader.tse.cues.raw_video import video_chunk
-from loader.tse.cues.resolve import CueError, pick_entry
-from loader.tse.cues.spk_embedding import embedding
-from packer.adapters.wesep import build_wesep
-from packer.build.run import BuildOptions
+from speechpack.loader import build_loader
+from speechpack.loader.tse.collate import BASE_FIELDS, CollateError, FieldSpec, collate_field, resolve_field
+from speechpack.loader.config import ConfigError, LoaderConfig
+from speechpack.loader.tse.args import DatasetArgs
+from speechpack.loader.tse.cues.chunk import ChunkInfo, align_to_duration, crop_by_ratio
+from speechpack.loader.tse.cues.dae_keyword_phoneme import randint, select_phonemes
+from speechpack.loader.tse.cues.fields import spatial_value
+from speechpack.loader.tse.cues.muse_frontend import muse_chunk
+from speechpack.loader.tse.cues.raw_video import video_chunk
+from speechpack.loader.tse.cues.resolve import CueError, pick_entry
+from speechpack.loader.tse.cues.spk_embedding import embedding
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.build.run import BuildOptions
 
 RATE = 16000
 

@@ -13,13 +13,13 @@ from types import SimpleNamespace
 import pytest
 
 from factories import Mix
-from loader.config_checks import ConfigError
-from loader.datamodule import TRAIN_STATE_KEY, LightningLoader, rank_and_world
-from loader.torch import ResumeError
-from packer.adapters.asr_jsonl import build_asr_jsonl
-from packer.adapters.wesep import build_wesep
-from packer.build.run import BuildOptions
-from schemas.errors import SpeechpackError
+from speechpack.loader.config_checks import ConfigError
+from speechpack.loader.datamodule import TRAIN_STATE_KEY, LightningLoader, rank_and_world
+from speechpack.loader.torch import ResumeError
+from speechpack.packer.adapters.asr_jsonl import build_asr_jsonl
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.build.run import BuildOptions
+from speechpack.schemas.errors import SpeechpackError
 
 try:
     import lightning.pytorch as pl
@@ -116,7 +116,7 @@ def _trainer(**kwargs) -> "pl.Trainer":
 
 def fit_stop_resume(task: str, make_dm, tmp_path, stop: int) -> dict:
     """An uninterrupted epoch, a run stopped by a checkpoint after ``stop`` steps, and a run resumed from it."""
-    from loader.datamodule import SpeechDataModule
+    from speechpack.loader.datamodule import SpeechDataModule
 
     full = Recorder(task)
     full_dm = make_dm()
@@ -146,7 +146,7 @@ def assert_datamodule_state_resumes(make_dm, state: dict, expected: list, task: 
 
 
 def test_tse_fit_checkpoint_resume_and_named_validation_sets(tse_packs, tmp_path):
-    from loader.datamodule import SpeechDataModule
+    from speechpack.loader.datamodule import SpeechDataModule
 
     def make_dm():
         return SpeechDataModule(train=tse_config(tse_packs["train"]),
@@ -165,7 +165,7 @@ def test_tse_fit_checkpoint_resume_and_named_validation_sets(tse_packs, tmp_path
 
 
 def test_asr_fit_checkpoint_resume_and_a_list_of_validation_sets(asr_packs, tmp_path):
-    from loader.datamodule import SpeechDataModule
+    from speechpack.loader.datamodule import SpeechDataModule
 
     def make_dm():
         return SpeechDataModule(train=asr_config(asr_packs["train"]),
@@ -184,7 +184,7 @@ def test_asr_fit_checkpoint_resume_and_a_list_of_validation_sets(asr_packs, tmp_
 def test_asd_fit_checkpoint_resume_on_the_real_video_pack(tmp_path):
     from factories.asd_inputs import make_asd_pack
 
-    from loader.datamodule import SpeechDataModule
+    from speechpack.loader.datamodule import SpeechDataModule
 
     pack = make_asd_pack(tmp_path)
     config = {"task": "asd", "packs": [{"path": pack}],
@@ -204,7 +204,7 @@ def test_asd_fit_checkpoint_resume_on_the_real_video_pack(tmp_path):
 
 def test_tse_workers_resume_with_the_same_batches(tse_packs):
     """Two workers in the resumed DataModule: the position is in the state, not in any worker."""
-    from loader.datamodule import SpeechDataModule
+    from speechpack.loader.datamodule import SpeechDataModule
 
     dm = SpeechDataModule(train=tse_config(tse_packs["train"]), num_workers=0, seed=5)
     batches = iter(dm.train_dataloader())
@@ -217,7 +217,7 @@ def test_tse_workers_resume_with_the_same_batches(tse_packs):
 
 
 def test_refused_states_are_named(tse_packs):
-    from loader.datamodule import SpeechDataModule
+    from speechpack.loader.datamodule import SpeechDataModule
 
     dm = SpeechDataModule(train=tse_config(tse_packs["train"]), seed=5)
     with pytest.raises(ResumeError, match=TRAIN_STATE_KEY):
@@ -235,7 +235,7 @@ def test_refused_states_are_named(tse_packs):
 def test_ranks_share_an_epoch_and_a_distributed_sampler_is_refused(tse_packs):
     """The loader deals batches to ranks itself: every mixture once over two ranks, the same count on each; a
     Trainer that would also put a DistributedSampler over it is refused with the fix in the message."""
-    from loader.datamodule import SpeechDataModule
+    from speechpack.loader.datamodule import SpeechDataModule
 
     keys, lengths = [], []
     for rank in range(2):
@@ -258,7 +258,7 @@ def test_ranks_share_an_epoch_and_a_distributed_sampler_is_refused(tse_packs):
 
 
 def test_split_configs_are_checked_when_the_datamodule_is_made(tse_packs, tmp_path):
-    from loader.datamodule import SpeechDataModule
+    from speechpack.loader.datamodule import SpeechDataModule
 
     with pytest.raises(ConfigError, match="no split given"):
         SpeechDataModule()
@@ -280,7 +280,7 @@ def test_split_configs_are_checked_when_the_datamodule_is_made(tse_packs, tmp_pa
 
 
 def test_missing_lightning_is_a_clear_error(monkeypatch):
-    import loader.datamodule as datamodule
+    import speechpack.loader.datamodule as datamodule
 
     datamodule.datamodule_class.cache_clear()
     monkeypatch.setitem(sys.modules, "lightning", None)  # import lightning now raises ImportError
@@ -374,7 +374,7 @@ class RankRecorder(Recorder):
 def test_two_real_ranks_share_the_epoch_without_a_distributed_sampler(tse_packs, tmp_path):
     """A real two-process Trainer (ddp_spawn, gloo on CPU) with use_distributed_sampler=False: each rank trains on
     its own half of the epoch, the same number of steps, every mixture once (two target rows each)."""
-    from loader.datamodule import SpeechDataModule
+    from speechpack.loader.datamodule import SpeechDataModule
 
     dm = SpeechDataModule(train=tse_config(tse_packs["train"]), num_workers=0, seed=5)
     trainer = _trainer(max_epochs=1, strategy="ddp_spawn", devices=2)

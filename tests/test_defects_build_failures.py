@@ -18,10 +18,10 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from cli import main
+from speechpack.cli import main
 from factories import pack_files, source_line
-from packer.build.checkpoints import FAULT_ENV, KILL_AT_ENV
-from packer.build.state import PLAN_FILE, RECEIPTS_DIR
+from speechpack.packer.build.checkpoints import FAULT_ENV, KILL_AT_ENV
+from speechpack.packer.build.state import PLAN_FILE, RECEIPTS_DIR
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: 48 kB samples (0.5 s, mix + 2 targets at 16 kHz), one per shard: six shards, so that two workers run
@@ -48,7 +48,7 @@ def run_build(list_path, out, shard_size, *extra, kill_at=None, fault=None) -> s
         env[KILL_AT_ENV] = kill_at
     if fault is not None:
         env[FAULT_ENV] = fault
-    return subprocess.run([sys.executable, "-m", "cli", "build", "wesep", "--list", str(list_path), "--out", str(out),
+    return subprocess.run([sys.executable, "-m", "speechpack.cli", "build", "wesep", "--list", str(list_path), "--out", str(out),
                            "--shard-size", shard_size, "--no-progress", *extra],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=120, start_new_session=True,
                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
@@ -139,7 +139,7 @@ def test_defect13_a_second_build_into_the_same_out_is_refused(six_line_corpus, t
 
 def test_defect13_two_builds_started_together_give_one_pack_and_one_clear_refusal(six_line_corpus, tmp_path):
     out = tmp_path / "pack"
-    cmd = [sys.executable, "-m", "cli", "build", "wesep", "--list", str(six_line_corpus.list_path), "--out", str(out),
+    cmd = [sys.executable, "-m", "speechpack.cli", "build", "wesep", "--list", str(six_line_corpus.list_path), "--out", str(out),
            "--shard-size", TWO_PER_SHARD, "--no-progress"]
     env = {k: v for k, v in os.environ.items() if k not in (KILL_AT_ENV, FAULT_ENV)}
     jobs = [subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

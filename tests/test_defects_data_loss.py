@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from cli import main
+from speechpack.cli import main
 from factories import Mix, mixture_line, pack_files, source_line
-from loader.pack import open_pack
-from packer.adapters.wesep import build_wesep
-from packer.build.run import BuildOptions
-from packer.copy import copy_pack
-from packer.ownership import INCOMING_MANIFEST, REPLACED_MANIFEST
-from packer.validate import validate_pack
-from schemas.errors import SpeechpackError
+from speechpack.loader.pack import open_pack
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.build.run import BuildOptions
+from speechpack.packer.copy import copy_pack
+from speechpack.packer.ownership import INCOMING_MANIFEST, REPLACED_MANIFEST
+from speechpack.packer.validate import validate_pack
+from speechpack.schemas.errors import SpeechpackError
 
 
 @pytest.fixture

@@ -13,14 +13,14 @@ import pytest
 import soundfile
 from click.testing import CliRunner, Result
 
-from cli import main
-from loader.pack import open_pack
-from loader.demo import BOTH_MICS_CONFIG, DEMO_BATCH_SIZE, PLAN_PICTURE
-from packer.demo import (INSPECT_PICTURE, MARKER_NAME, MIXTURE_SPEAKERS, NUM_VOICES, RATES, TWO_MIC_MIXTURES,
+from speechpack.cli import main
+from speechpack.loader.pack import open_pack
+from speechpack.loader.demo import BOTH_MICS_CONFIG, DEMO_BATCH_SIZE, PLAN_PICTURE
+from speechpack.packer.demo import (INSPECT_PICTURE, MARKER_NAME, MIXTURE_SPEAKERS, NUM_VOICES, RATES, TWO_MIC_MIXTURES,
                          UTTERANCES_PER_VOICE, run_demo)
-from packer.validate_report import validate_packs
-from packer.voices import make_voices, synthesize_utterance
-from schemas.errors import SpeechpackError
+from speechpack.packer.validate_report import validate_packs
+from speechpack.packer.voices import make_voices, synthesize_utterance
+from speechpack.schemas.errors import SpeechpackError
 
 #: Speakers per one-microphone mixture: the demo's tse pack (the two-microphone ones are in tse-2mic).
 ONE_MIC = MIXTURE_SPEAKERS[:len(MIXTURE_SPEAKERS) - TWO_MIC_MIXTURES]

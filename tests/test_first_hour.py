@@ -13,14 +13,14 @@ import pytest
 import soundfile
 from click.testing import CliRunner
 
-from cli import main
+from speechpack.cli import main
 from factories.wesep_lists import Mix
-from loader import build_loader
-from loader.plan_checks import MixedChannels
-from loader.planning_report import plan_report
-from packer.adapters.wesep import build_wesep
-from packer.build.run import BuildOptions
-from schemas.units import plural
+from speechpack.loader import build_loader
+from speechpack.loader.plan_checks import MixedChannels
+from speechpack.loader.planning_report import plan_report
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.build.run import BuildOptions
+from speechpack.schemas.units import plural
 
 
 @pytest.fixture
@@ -68,7 +68,7 @@ def test_plan_accepts_one_mixture_per_batch_and_counts_rows(mixed_channels_pack,
 
 
 def test_plan_picture_counts_in_whole_numbers(mixed_channels_pack):
-    from loader.plan_plot import plan_figure
+    from speechpack.loader.plan_plot import plan_figure
 
     report = plan_report({"packs": [{"path": mixed_channels_pack}], "dataset_args": {"batch_size": 1}}, "train")
     fig = plan_figure(report)
@@ -79,8 +79,8 @@ def test_plan_picture_counts_in_whole_numbers(mixed_channels_pack):
 
 
 def test_inspect_picture_counts_in_whole_numbers(mixed_channels_pack):
-    from packer.inspect import inspect_pack
-    from packer.inspect_plot import inspect_figure
+    from speechpack.packer.inspect import inspect_pack
+    from speechpack.packer.inspect_plot import inspect_figure
 
     fig = inspect_figure(inspect_pack(mixed_channels_pack))
     durations, _levels, speakers, per_speaker, shards, _extra = fig.axes
@@ -164,7 +164,7 @@ def test_build_summary_and_copy_say_one_in_the_singular(real_audio, wesep_list, 
 
 
 def test_copy_counts_in_the_units_of_its_summary(capsys):
-    from packer.transfer import progress_bar
+    from speechpack.packer.transfer import progress_bar
 
     with progress_bar(2_000_000, True, "copy") as bar:
         bar.update(1_500_000)

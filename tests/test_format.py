@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from schemas.constants import FORMAT_MINOR, FORMAT_VERSION, SUPPORTED_MAJOR_VERSIONS
-from schemas.errors import PackFormatError, SpeechpackError
-from schemas.columns import column_files
-from schemas.format import FileEntry, Manifest, ShardEntry, StreamSpec, check_shard_index
-from schemas.units import format_bytes, parse_size, seconds_to_samples
-from schemas.wesep_list import LineProblem, best_effort_key, parse_wesep_line
+from speechpack.schemas.constants import FORMAT_MINOR, FORMAT_VERSION, SUPPORTED_MAJOR_VERSIONS
+from speechpack.schemas.errors import PackFormatError, SpeechpackError
+from speechpack.schemas.columns import column_files
+from speechpack.schemas.format import FileEntry, Manifest, ShardEntry, StreamSpec, check_shard_index
+from speechpack.schemas.units import format_bytes, parse_size, seconds_to_samples
+from speechpack.schemas.wesep_list import LineProblem, best_effort_key, parse_wesep_line
 
 DIGEST = "ab" * 32
 

@@ -12,14 +12,14 @@ import os
 import numpy as np
 import pytest
 
-from loader.pack import DataSegmentTable, open_pack
-from packer.audio import StoredAudio
-from packer.sample import PackedSample, SamplePlan, StoredArray
-from packer.validate import validate_pack
-from packer.writer import PackWriter
-from schemas.constants import FACE_SHAPE, KIND_ASD, KIND_ASR, MANIFEST_NAME, UNKNOWN_SPEAKER
-from schemas.errors import PackFormatError
-from schemas.format import MINOR_TRACKS, Manifest
+from speechpack.loader.pack import DataSegmentTable, open_pack
+from speechpack.packer.audio import StoredAudio
+from speechpack.packer.sample import PackedSample, SamplePlan, StoredArray
+from speechpack.packer.validate import validate_pack
+from speechpack.packer.writer import PackWriter
+from speechpack.schemas.constants import FACE_SHAPE, KIND_ASD, KIND_ASR, MANIFEST_NAME, UNKNOWN_SPEAKER
+from speechpack.schemas.errors import PackFormatError
+from speechpack.schemas.format import MINOR_TRACKS, Manifest
 
 RATE = 16000
 

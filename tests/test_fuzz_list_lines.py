@@ -19,8 +19,8 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cli import main
-from loader import open_pack
+from speechpack.cli import main
+from speechpack.loader import open_pack
 
 _SETTINGS = settings(max_examples=50, deadline=None, derandomize=True,
                      suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

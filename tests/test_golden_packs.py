@@ -15,10 +15,10 @@ import sys
 import numpy as np
 import pytest
 
-from loader.pack import open_pack
-from packer.validate_report import validate_packs
-from packer.writer import dump_json
-from schemas.constants import ASD_SAMPLE_RATE, AUDIO_FULL_SCALE, KINDS, MINOR_BANKS, MINOR_CUES, MINOR_TRACKS
+from speechpack.loader.pack import open_pack
+from speechpack.packer.validate_report import validate_packs
+from speechpack.packer.writer import dump_json
+from speechpack.schemas.constants import ASD_SAMPLE_RATE, AUDIO_FULL_SCALE, KINDS, MINOR_BANKS, MINOR_CUES, MINOR_TRACKS
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 sys.path.insert(0, DATA)

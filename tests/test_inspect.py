@@ -12,15 +12,15 @@ import pytest
 import soundfile
 from click.testing import CliRunner
 
-from cli import main
+from speechpack.cli import main
 from factories import Mix, Source, missing_recording
-from packer.audio import StoredAudio
-from packer.adapters.wesep import build_wesep
-from packer.build.run import BuildOptions
-from packer.inspect import LEVEL_RANGE_DBFS, distribution, inspect_pack
-from packer.sample import PackedSample, SamplePlan, StoredArray
-from packer.writer import PackWriter
-from schemas.constants import FACE_SHAPE, KIND_ASD, KIND_ASR
+from speechpack.packer.audio import StoredAudio
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.build.run import BuildOptions
+from speechpack.packer.inspect import LEVEL_RANGE_DBFS, distribution, inspect_pack
+from speechpack.packer.sample import PackedSample, SamplePlan, StoredArray
+from speechpack.packer.writer import PackWriter
+from speechpack.schemas.constants import FACE_SHAPE, KIND_ASD, KIND_ASR
 
 TRANSCRIPTION = "/usr/share/pocketsphinx/test/data/librivox/transcription"
 

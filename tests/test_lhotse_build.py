@@ -16,11 +16,11 @@ from click.testing import CliRunner
 from lhotse import (AudioSource, CutSet, NumpyFilesWriter, Recording, RecordingSet, SupervisionSegment,
                     SupervisionSet)
 
-from cli import main
+from speechpack.cli import main
 from factories.lhotse_cuts import stored, transcribed_cut, transcripts
-from loader import open_pack
-from packer.validate import validate_pack
-from schemas.constants import KIND_ASR, KIND_SOURCES, STREAM_AUDIO, STREAM_SOURCE, STREAM_TEXT
+from speechpack.loader import open_pack
+from speechpack.packer.validate import validate_pack
+from speechpack.schemas.constants import KIND_ASR, KIND_SOURCES, STREAM_AUDIO, STREAM_SOURCE, STREAM_TEXT
 
 
 def stereo_file(paths: list[str], out: str) -> np.ndarray:

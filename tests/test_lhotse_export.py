@@ -11,12 +11,12 @@ import pytest
 from click.testing import CliRunner
 from lhotse import CutSet, MultiCut
 
-from cli import main
+from speechpack.cli import main
 from factories.lhotse_export import asr_export_manifest
-from loader import open_pack
-from packer.export.lhotse import export_lhotse
-from schemas.constants import STREAM_TEXT
-from schemas.errors import SpeechpackError
+from speechpack.loader import open_pack
+from speechpack.packer.export.lhotse import export_lhotse
+from speechpack.schemas.constants import STREAM_TEXT
+from speechpack.schemas.errors import SpeechpackError
 
 #: One step of the pack's int16 storage: what "the same sample within int16 rounding" allows.
 INT16_STEP = 1 / 32768

@@ -16,12 +16,12 @@ import signal
 import pytest
 from click.testing import CliRunner
 
-from cli import main
+from speechpack.cli import main
 from factories import pack_files
 from factories.lhotse_export import asr_export_manifest, entries, run_export
-from packer.export.lhotse import export_lhotse
-from packer.export.record import JOURNAL_FILE, PLAN_FILE, RECORD_FILE, REPLACED_FILE, ExportRecord, record_owner
-from schemas.errors import SpeechpackError
+from speechpack.packer.export.lhotse import export_lhotse
+from speechpack.packer.export.record import JOURNAL_FILE, PLAN_FILE, RECORD_FILE, REPLACED_FILE, ExportRecord, record_owner
+from speechpack.schemas.errors import SpeechpackError
 
 #: The four samples' audio files (``asr_export_manifest``): FLAC at scale 1, float WAV for the rescaled one.
 AUDIO = ["audio/00000/00000000.flac", "audio/00000/00000001.flac", "audio/00000/00000002.flac",

@@ -19,17 +19,17 @@ import soundfile
 from click.testing import CliRunner
 from lhotse import CutSet
 
-from cli import main
+from speechpack.cli import main
 from factories import pack_files
 from factories.lhotse_cuts import stored, transcribed_cut, transcripts
-from loader import open_pack
-from packer.adapters.lhotse import load_lhotse_cut, make_items
-from packer.adapters.lhotse_shar import read_shar
-from packer.adapters.wesep import TarMember
-from packer.adapters.wesep_shards import InMemoryTarMember
-from packer.build.checkpoints import KILL_AT_ENV
-from packer.validate import validate_pack
-from schemas.constants import KIND_ASR, STREAM_AUDIO
+from speechpack.loader import open_pack
+from speechpack.packer.adapters.lhotse import load_lhotse_cut, make_items
+from speechpack.packer.adapters.lhotse_shar import read_shar
+from speechpack.packer.adapters.wesep import TarMember
+from speechpack.packer.adapters.wesep_shards import InMemoryTarMember
+from speechpack.packer.build.checkpoints import KILL_AT_ENV
+from speechpack.packer.validate import validate_pack
+from speechpack.schemas.constants import KIND_ASR, STREAM_AUDIO
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: The audio formats Lhotse's Shar writer stores (``original``: the source file's own bytes), lossless first.
@@ -184,7 +184,7 @@ def _build_process(shar_dir, out, *extra: str, kill_at: str | None = None) -> su
     env = {k: v for k, v in os.environ.items() if k != KILL_AT_ENV}
     if kill_at is not None:
         env[KILL_AT_ENV] = kill_at
-    return subprocess.run([sys.executable, "-m", "cli", "build", "lhotse", "--shar", str(shar_dir), "--out", str(out),
+    return subprocess.run([sys.executable, "-m", "speechpack.cli", "build", "lhotse", "--shar", str(shar_dir), "--out", str(out),
                            "--shard-size", SHARD_BYTES, "--no-progress", *extra],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
 

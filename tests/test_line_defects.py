@@ -17,16 +17,16 @@ import pytest
 import soundfile
 from click.testing import CliRunner
 
-from cli import main
-from loader import open_pack
-from packer.adapters.asr_jsonl import build_asr_jsonl
-from packer.audio import Audio, AudioError, probe_audio, read_audio, resample
-from packer.adapters.audio_bank import build_audio_bank
-from packer.adapters.wesep import build_wesep
-from packer.adapters.wesep_shards import build_wesep_shards
-from packer.build.run import BuildOptions
-from packer.sample import SamplePlan, UnstorableSample
-from schemas.errors import BuildError, SpeechpackError
+from speechpack.cli import main
+from speechpack.loader import open_pack
+from speechpack.packer.adapters.asr_jsonl import build_asr_jsonl
+from speechpack.packer.audio import Audio, AudioError, probe_audio, read_audio, resample
+from speechpack.packer.adapters.audio_bank import build_audio_bank
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.adapters.wesep_shards import build_wesep_shards
+from speechpack.packer.build.run import BuildOptions
+from speechpack.packer.sample import SamplePlan, UnstorableSample
+from speechpack.schemas.errors import BuildError, SpeechpackError
 
 
 def options(out: Path, **kwargs) -> BuildOptions:

@@ -25,7 +25,7 @@ import pytest
 import soxr
 import torch
 
-import loader
+from speechpack import loader
 from factories import FULL_SCALE, Mix, at_rate
 from factories.delivery import batch_differences, exactly_once_problems, origin
 from factories.tse import (
@@ -37,13 +37,13 @@ from factories.tse import (
     mixture,
     take,
 )
-from loader import open_pack
-from loader.config import ConfigError
-from loader.plan import PlanError, batch_rng
-from loader.torch import ResumeError
-from packer.adapters.wesep import build_wesep
-from packer.build.run import BuildOptions
-from schemas.errors import PackFormatError, SpeechpackError
+from speechpack.loader import open_pack
+from speechpack.loader.config import ConfigError
+from speechpack.loader.plan import PlanError, batch_rng
+from speechpack.loader.torch import ResumeError
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.build.run import BuildOptions
+from speechpack.schemas.errors import PackFormatError, SpeechpackError
 
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
 

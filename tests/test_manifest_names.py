@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cli import main
+from speechpack.cli import main
 from factories import Mix
-from loader.pack import open_pack
-from packer.adapters.wesep import build_wesep
-from packer.build.run import BuildOptions
-from packer.validate import validate_pack
-from schemas.errors import PackFormatError
-from schemas.format import ShardEntry
-from schemas.names import check_component, check_relative_path, check_shard_directory
+from speechpack.loader.pack import open_pack
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.build.run import BuildOptions
+from speechpack.packer.validate import validate_pack
+from speechpack.schemas.errors import PackFormatError
+from speechpack.schemas.format import ShardEntry
+from speechpack.schemas.names import check_component, check_relative_path, check_shard_directory
 
 
 @pytest.fixture

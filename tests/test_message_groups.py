@@ -23,8 +23,8 @@ import pytest
 import torch
 
 from factories.tse import real_mixtures_config
-from loader import batch_arrays, batch_ring, build_loader
-from loader.message_groups import (MAX_BATCHES_PER_MESSAGE, MESSAGE_BYTES, MESSAGE_SECONDS, MESSAGES_PER_WORKER,
+from speechpack.loader import batch_arrays, batch_ring, build_loader
+from speechpack.loader.message_groups import (MAX_BATCHES_PER_MESSAGE, MESSAGE_BYTES, MESSAGE_SECONDS, MESSAGES_PER_WORKER,
                                    BatchGroup, MessageSizes, group_keys, unpack)
 
 pytestmark = [pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")]
@@ -275,7 +275,7 @@ def test_a_state_saved_mid_group_resumes_at_the_next_batch(real_pack, workers, s
 @pytest.mark.parametrize("workers", [2, 0])
 def test_torchdatas_loader_resumes_mid_group(real_pack, tmp_path, workers):
     pytest.importorskip("torchdata")
-    from loader.stateful_loader import POSITION_KEY, stateful_dataloader
+    from speechpack.loader.stateful_loader import POSITION_KEY, stateful_dataloader
     reference = _epochs(build_loader(real_pack, "train", seed=3), [1])[0]
     loader = stateful_dataloader(real_pack, "train", seed=3, num_workers=workers, batches_per_message=3)
     loader.set_epoch(1)
@@ -291,6 +291,6 @@ def test_torchdatas_loader_resumes_mid_group(real_pack, tmp_path, workers):
 
 
 def test_batches_per_message_is_checked(real_pack):
-    from loader.config_checks import ConfigError
+    from speechpack.loader.config_checks import ConfigError
     with pytest.raises(ConfigError, match="batches_per_message"):
         build_loader(real_pack, "train", num_workers=2, batches_per_message=0)

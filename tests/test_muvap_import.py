@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from factories.muvap_packs import edit_index, muvap_avcc_corpus, shard_count
-from packer.build.run import BuildOptions
-from packer.importers.muvap import STATS_ABS_TOL, import_muvap
-from packer.validate_report import validate_packs
-from schemas.errors import BuildError, PackFormatError
+from speechpack.packer.build.run import BuildOptions
+from speechpack.packer.importers.muvap import STATS_ABS_TOL, import_muvap
+from speechpack.packer.validate_report import validate_packs
+from speechpack.schemas.errors import BuildError, PackFormatError
 
 REPO = Path(__file__).resolve().parents[1]
 #: Small training settings, so three tracks of 2.7-3.7 s make several chunks and batches.
@@ -38,12 +38,12 @@ def _options(out, **kwargs) -> BuildOptions:
 @pytest.fixture(scope="module")
 def packs(corpus, tmp_path_factory):
     """The MuVAP pack imported through the CLI, and the AVCC build of the same media."""
-    from packer.adapters.asd_common import AsdBuildOptions
-    from packer.adapters.avcc import build_avcc
+    from speechpack.packer.adapters.asd_common import AsdBuildOptions
+    from speechpack.packer.adapters.avcc import build_avcc
 
     root = tmp_path_factory.mktemp("packs")
     imported, built = root / "imported", root / "built"
-    done = subprocess.run([sys.executable, "-m", "cli", "import", "muvap", str(corpus.muvap), "--out", str(imported),
+    done = subprocess.run([sys.executable, "-m", "speechpack.cli", "import", "muvap", str(corpus.muvap), "--out", str(imported),
                            "--no-progress"], cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "every MuVAP statistic matches the stored data" in done.stdout
@@ -52,7 +52,7 @@ def packs(corpus, tmp_path_factory):
 
 
 def _batches(path, state, **args):
-    from loader import build_loader
+    from speechpack.loader import build_loader
 
     loader = build_loader({"task": "asd", "packs": [{"path": str(path)}], "dataset_args": {**ARGS, **args}}, state,
                           seed=5)
@@ -83,7 +83,7 @@ def test_imported_batches_equal_the_avcc_build_of_the_same_media(packs, state):
 
 
 def test_imported_pack_validates_and_keeps_muvap_facts(packs, corpus):
-    from loader import open_pack
+    from speechpack.loader import open_pack
 
     imported, _built = packs
     report = validate_packs([str(imported)], check_hashes=True)

@@ -15,13 +15,13 @@ import soundfile
 import soxr
 from click.testing import CliRunner
 
-from cli import main
+from speechpack.cli import main
 from factories import require_recording
 from factories.noise_lmdb import RECORDINGS, make_lmdb
-from loader import open_pack
-from packer.validate import validate_pack
-from schemas.constants import KIND_NOISE, SKIPPED_NAME, STREAM_AUDIO
-from schemas.noise_lmdb import (
+from speechpack.loader import open_pack
+from speechpack.packer.validate import validate_pack
+from speechpack.schemas.constants import KIND_NOISE, SKIPPED_NAME, STREAM_AUDIO
+from speechpack.schemas.noise_lmdb import (
     NOISE_SNR_DB,
     SPEECH_SNR_DB,
     NoiseLmdb,

@@ -10,10 +10,10 @@ import io
 import numpy as np
 
 from factories import pack_files
-from packer.adapters.wesep import build_wesep
-from packer.build import npy_stream
-from packer.build.npy_stream import NpyStream
-from packer.build.run import BuildOptions
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.build import npy_stream
+from speechpack.packer.build.npy_stream import NpyStream
+from speechpack.packer.build.run import BuildOptions
 
 
 def test_any_block_size_writes_the_same_pack(six_line_corpus, tmp_path, monkeypatch):

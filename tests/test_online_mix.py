@@ -10,16 +10,16 @@ import pytest
 import soundfile
 import torch
 
-import loader
+from speechpack import loader
 from factories import Source
 from factories.online_mix import CHUNK, GAIN, RATE, SNR, collect, mix_config, mixtures
 from factories.tse import assert_batches_equal
-from loader.config import ConfigError, LoaderConfig
-from loader.tse.errors import MixError
-from loader.tse.mixing import SpeakerIndex, choose_group, make_timeline, snr_mix, timeline_masks
-from loader.tse.streams import item_rng
-from packer.adapters.wesep import build_wesep
-from packer.build.run import BuildOptions
+from speechpack.loader.config import ConfigError, LoaderConfig
+from speechpack.loader.tse.errors import MixError
+from speechpack.loader.tse.mixing import SpeakerIndex, choose_group, make_timeline, snr_mix, timeline_masks
+from speechpack.loader.tse.streams import item_rng
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.build.run import BuildOptions
 
 
 def test_mix_spk_id_cues_use_the_source_key(real_audio, wesep_list, tmp_path):
@@ -109,8 +109,8 @@ def test_a_redraw_that_changes_the_speaker_count_keeps_the_batch_whole(real_audi
                                                                         monkeypatch):
     """Batches are sized from the first draw of every group; a silent source redraws its group, possibly with
     another speaker count, and the rows already mixed move into a resized batch intact."""
-    import loader.tse.online
-
+    import speechpack.loader.tse.online
+    from speechpack import loader
     silent = tmp_path / "silent.wav"
     soundfile.write(silent, np.zeros(RATE, dtype=np.int16), RATE, subtype="PCM_16")
     items = [Source(f"u{n}c{c}", path, seconds=0.8, start=0.1 + 0.8 * c)
@@ -164,7 +164,7 @@ def test_num_speaker_histogram(sources_pack):
 
 def test_num_speakers_clamped_to_speakers_available():
     index = SpeakerIndex.from_speakers(np.array([b"a", b"a", b"b"]))
-    from loader.tse.args import MixArgs
+    from speechpack.loader.tse.args import MixArgs
     args = MixArgs(distribution=(0.0, 0.0, 1.0), max_speakers=5)
     for position in range(20):
         group = choose_group(item_rng(0, 0, 0, position), 0, index, args)
@@ -277,7 +277,7 @@ def test_config_errors(args, match):
 @pytest.fixture
 def banks(real_audio, tmp_path):
     """(rir bank, noise bank): 3 synthetic decaying responses; the alsa Noise recording (48 kHz, packed at 16 kHz)."""
-    from packer.adapters.audio_bank import build_audio_bank
+    from speechpack.packer.adapters.audio_bank import build_audio_bank
 
     rir_dir = tmp_path / "rirs"
     rir_dir.mkdir()
@@ -323,8 +323,8 @@ def test_reverb_replaces_or_keeps_the_dry_targets(sources_pack, banks):
 def test_rir_spectra_are_cached_without_changing_a_bit(sources_pack, banks, monkeypatch):
     """Each RIR is decoded and transformed once per process and FFT size; batches equal those of a loader that
     keeps nothing (a zero-byte cache recomputes every spectrum)."""
-    import loader.tse.online
-
+    import speechpack.loader.tse.online
+    from speechpack import loader
     path, _case = sources_pack()
     rir, _noise = banks
     cfg = mix_config(path, reverb_prob=1, rir_banks=[{"path": rir}])
@@ -346,7 +346,7 @@ def test_reused_item_generators_give_item_rng_streams():
     was drawn from them in the batch before."""
     import pickle
 
-    from loader.tse.streams import ItemGenerators
+    from speechpack.loader.tse.streams import ItemGenerators
 
     pool = ItemGenerators(seed=11)
     for epoch, batch, count in [(0, 0, 3), (2, 5, 5), (2, 5, 2), (1, 0, 4)]:
@@ -366,7 +366,7 @@ def test_reused_item_generators_give_item_rng_streams():
 def test_byte_budget_cache_and_scratch():
     import pickle
 
-    from loader.tse.buffers import ByteBudgetCache, Scratch
+    from speechpack.loader.tse.buffers import ByteBudgetCache, Scratch
 
     cache = ByteBudgetCache(budget=3 * 800)
     made = []

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from factories import Mix
-from loader.pack import open_pack
-from packer.adapters.wesep import build_wesep
-from packer.build.run import BuildOptions
-from packer.copy import copy_pack
-from schemas.errors import PackFormatError
+from speechpack.loader.pack import open_pack
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.build.run import BuildOptions
+from speechpack.packer.copy import copy_pack
+from speechpack.schemas.errors import PackFormatError
 
 
 def _build(case, out: Path, overwrite: bool = False) -> Path:

@@ -11,12 +11,12 @@ import pytest
 import soundfile
 
 from factories.pack_reads import drop_page_cache, stored_segment
-from loader.pack import map_stream, open_pack, will_need_view
-from packer.audio import StoredAudio
-from packer.sample import PackedSample, SamplePlan, StoredArray
-from packer.writer import PackWriter
-from schemas.constants import FACE_SHAPE, KIND_ASD
-from schemas.errors import PackFormatError
+from speechpack.loader.pack import map_stream, open_pack, will_need_view
+from speechpack.packer.audio import StoredAudio
+from speechpack.packer.sample import PackedSample, SamplePlan, StoredArray
+from speechpack.packer.writer import PackWriter
+from speechpack.schemas.constants import FACE_SHAPE, KIND_ASD
+from speechpack.schemas.errors import PackFormatError
 
 
 @pytest.mark.parametrize("cold", [False, True], ids=["warm", "cold"])

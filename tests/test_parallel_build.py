@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from cli import main
-from packer.build import shard_runner
-from packer.adapters.wesep import build_wesep
-from packer.build.run import BuildOptions
-from packer.build.state import PLAN_FILE, RECEIPTS_DIR
-from packer.build.plan import ShardSlice
-from packer.validate_report import validate_packs
-from schemas.errors import SpeechpackError
+from speechpack.cli import main
+from speechpack.packer.build import shard_runner
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.build.run import BuildOptions
+from speechpack.packer.build.state import PLAN_FILE, RECEIPTS_DIR
+from speechpack.packer.build.plan import ShardSlice
+from speechpack.packer.validate_report import validate_packs
+from speechpack.schemas.errors import SpeechpackError
 from factories import Mix, mixture_line, pack_files
 # The cue split of test_cues_build (real speech, a real talking-face video): its fixture, not a copy.
 from factories.cue_split import build_with_cues
@@ -208,7 +208,7 @@ def test_slice_without_skip_bad_fails_on_its_own_bad_lines(corpus_with_bad_lines
 def test_a_shard_whose_every_sample_is_skipped_keeps_its_number(real_audio, wesep_list, make_wav, tmp_path):
     """Shard names come from the plan, not from what earlier shards held: an all-bad shard is written empty, so
     any process can write any shard.  The pack validates and opens."""
-    from loader.pack import open_pack
+    from speechpack.loader.pack import open_pack
 
     ps = real_audio("pocketsphinx", 2)
     case = wesep_list([Mix(f"utt{i}", tuple(ps), seconds=0.5, start=0.2 + 0.1 * i) for i in range(2)])
@@ -251,7 +251,7 @@ def test_array_jobs_running_at_the_same_time(corpus, tmp_path):
     reference, out = tmp_path / "one", tmp_path / "sliced"
     assert build_cli(corpus.list_path, reference).exit_code == 0
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    jobs = [subprocess.Popen([sys.executable, "-m", "cli", "build", "wesep", "--list", str(corpus.list_path),
+    jobs = [subprocess.Popen([sys.executable, "-m", "speechpack.cli", "build", "wesep", "--list", str(corpus.list_path),
                               "--out", str(out), "--shard-size", SHARD_BYTES, "--no-progress", "--shards", f"{i}/2"],
                              cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
     for job in jobs:

@@ -8,10 +8,10 @@ import soundfile
 import yaml
 from click.testing import CliRunner
 
-from cli import main
+from speechpack.cli import main
 from factories import Mix
-from packer.adapters.wesep import build_wesep
-from packer.build.run import BuildOptions
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.build.run import BuildOptions
 
 pytestmark = pytest.mark.real_data
 

@@ -8,10 +8,10 @@ import yaml
 from click.testing import CliRunner
 
 from factories.asd_inputs import make_asd_pack
-from cli import main
-from packer.build.run import BuildOptions
-from packer.adapters.asr_parquet import build_parquet
-from schemas.constants import ASD_SAMPLE_RATE
+from speechpack.cli import main
+from speechpack.packer.build.run import BuildOptions
+from speechpack.packer.adapters.asr_parquet import build_parquet
+from speechpack.schemas.constants import ASD_SAMPLE_RATE
 from factories import require
 from factories.asr import librivox_clips, write_parquet_dataset
 

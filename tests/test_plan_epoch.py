@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from loader.batching import BudgetArgs, make_budget_plan, tile_windows
-from loader.plan import MAX_WORLD_SIZE, PlanError, make_epoch_plan, needs_lengths, plan_epoch
-from loader.weighting import PackWeighting
+from speechpack.loader.batching import BudgetArgs, make_budget_plan, tile_windows
+from speechpack.loader.plan import MAX_WORLD_SIZE, PlanError, make_epoch_plan, needs_lengths, plan_epoch
+from speechpack.loader.weighting import PackWeighting
 
 REPO = Path(__file__).resolve().parents[1]
 

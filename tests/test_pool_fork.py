@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from packer.build import pool_start
+from speechpack.packer.build import pool_start
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -21,8 +21,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _WHERE = """
 import gc, os, threading
 import multiprocessing.forkserver as forkserver
-from packer.build.executor import worker_pool
-from packer.build.pool_start import FORKSERVER_PRELOAD
+from speechpack.packer.build.executor import worker_pool
+from speechpack.packer.build.pool_start import FORKSERVER_PRELOAD
 stop = threading.Event()
 if THREAD:
     threading.Thread(target=stop.wait, daemon=True).start()
@@ -73,11 +73,11 @@ def test_fork_is_safe_only_on_linux_with_one_thread(monkeypatch):
 #: threads Python does not know of): prints whether the pool was forked here and the build's exit status.
 _CLI_FORKS = """
 import sys
-from packer.build import pool_start
+from speechpack.packer.build import pool_start
 forked = []
 original = pool_start._forked_pool
 pool_start._forked_pool = lambda workers: forked.append(workers) or original(workers)
-from cli import main
+from speechpack.cli import main
 try:
     main(sys.argv[1:], standalone_mode=False)
     status = 0

@@ -14,8 +14,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 _CHECK = """
 import os
-from packer.build.executor import worker_pool
-from packer.build.pool_start import FORKSERVER_PRELOAD
+from speechpack.packer.build.executor import worker_pool
+from speechpack.packer.build.pool_start import FORKSERVER_PRELOAD
 with worker_pool(2) as pool:
     # eval is pickled by reference: running it imports nothing, so it sees what the worker held when it forked
     held = [pool.submit(eval, "[m for m in %r if m in __import__('sys').modules]" % (FORKSERVER_PRELOAD,))
@@ -33,7 +33,7 @@ def test_pool_workers_start_with_the_build_modules_imported():
 
 _WHILE_STARTING = """
 import os
-from packer.build.executor import map_while_starting, worker_pool
+from speechpack.packer.build.executor import map_while_starting, worker_pool
 with worker_pool(2) as pool:
     # eval is pickled by reference: each item reports the process it ran in, and its number
     items = ["(__import__('os').getpid(), %d)" % i for i in range(300)]

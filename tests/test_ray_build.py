@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from factories import Mix, mixture_line, pack_files
-from packer.adapters.wesep import build_wesep
-from packer.build.run import BuildOptions
-from packer.build.finalize import finalize_pack
-from packer.build.plan import ShardSlice
-from schemas.errors import BuildError, SpeechpackError
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.build.run import BuildOptions
+from speechpack.packer.build.finalize import finalize_pack
+from speechpack.packer.build.plan import ShardSlice
+from speechpack.schemas.errors import BuildError, SpeechpackError
 
 try:
     import ray
@@ -114,8 +114,8 @@ def explode(item):
 
 
 def test_a_failing_task_fails_the_build_with_its_error(local_ray, corpus, tmp_path):
-    from packer.adapters.wesep import plan_wesep_sample, read_wesep_list
-    from packer.build.run import run_build
+    from speechpack.packer.adapters.wesep import plan_wesep_sample, read_wesep_list
+    from speechpack.packer.build.run import run_build
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # tests/ is not importable in Ray's workers
     lines = read_wesep_list(str(corpus)).lines

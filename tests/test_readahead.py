@@ -9,8 +9,8 @@ import os
 import numpy as np
 import pytest
 
-from loader import readahead
-from loader.pack import open_pack
+from speechpack.loader import readahead
+from speechpack.loader.pack import open_pack
 from factories.pack_reads import drop_page_cache, stored_segment
 
 

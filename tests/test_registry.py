@@ -12,12 +12,12 @@ import inspect
 import pytest
 from click.testing import CliRunner
 
-from cli import build, main
-from packer.adapters import ADAPTERS
-from packer.adapters.asd_common import AsdBuildOptions
-from packer.build.run import BuildOptions
-from schemas.constants import ASD_SAMPLE_RATE
-from schemas.errors import SpeechpackError
+from speechpack.cli import build, main
+from speechpack.packer.adapters import ADAPTERS
+from speechpack.packer.adapters.asd_common import AsdBuildOptions
+from speechpack.packer.build.run import BuildOptions
+from speechpack.schemas.constants import ASD_SAMPLE_RATE
+from speechpack.schemas.errors import SpeechpackError
 
 FAMILIES = {"wesep", "wesep-shards", "audio-bank", "ava", "wasd", "avcc", "msdwild", "parquet", "asr-jsonl",
             "lhotse"}
@@ -29,7 +29,7 @@ def test_every_family_is_one_entry_and_one_build_subcommand():
     for name, adapter in ADAPTERS.items():
         assert adapter.name == name
         assert adapter.build.__name__.startswith("build_"), name
-        assert adapter.build.__module__.startswith("packer.adapters."), name
+        assert adapter.build.__module__.startswith("speechpack.packer.adapters."), name
 
 
 def test_every_parameter_is_an_argument_of_its_build_function():

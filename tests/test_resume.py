@@ -13,10 +13,10 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from cli import main
+from speechpack.cli import main
 from factories import pack_files
-from packer.build.state import PLAN_FILE, RECEIPTS_DIR
-from packer.build.checkpoints import KILL_AT_ENV
+from speechpack.packer.build.state import PLAN_FILE, RECEIPTS_DIR
+from speechpack.packer.build.checkpoints import KILL_AT_ENV
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: 48 kB samples (0.5 s, mix + 2 targets at 16 kHz): two per shard, three shards.
@@ -39,7 +39,7 @@ def run_build(list_path, out, *extra, kill_at: str | None = None) -> subprocess.
     env.pop(KILL_AT_ENV, None)
     if kill_at is not None:
         env[KILL_AT_ENV] = kill_at
-    return subprocess.run([sys.executable, "-m", "cli", "build", "wesep", "--list", str(list_path), "--out", str(out),
+    return subprocess.run([sys.executable, "-m", "speechpack.cli", "build", "wesep", "--list", str(list_path), "--out", str(out),
                            "--shard-size", SHARD_BYTES, "--no-progress", *extra],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
 
@@ -146,7 +146,7 @@ def test_finalize_killed_and_run_again(six_line_corpus, reference, tmp_path, kil
     for index in (0, 1):
         assert run_build(six_line_corpus.list_path, out, "--shards", f"{index}/2").returncode == 0
     env = {**os.environ, KILL_AT_ENV: kill_at}
-    killed = subprocess.run([sys.executable, "-m", "cli", "finalize", str(out), "--no-progress"], cwd=REPO, env=env,
+    killed = subprocess.run([sys.executable, "-m", "speechpack.cli", "finalize", str(out), "--no-progress"], cwd=REPO, env=env,
                             capture_output=True, text=True, timeout=60)
     assert killed.returncode == -signal.SIGKILL
     assert (out / PLAN_FILE).exists()

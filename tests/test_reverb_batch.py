@@ -11,15 +11,15 @@ import soxr
 import torch
 
 from factories import Source, require_recording
-from loader import build_loader
-from loader.tse.augment import RirSource
-from loader.tse.augment_args import AugmentArgs
-from loader.tse.convolve import RIR_TRIM_DB, convolve_rows, trim_length, trim_rir
-from loader.tse.online import OnlineMixer
-from loader.tse.room_sim import RoomConfig, draw_room, room_rirs, rooms_rirs
-from packer.adapters.audio_bank import build_audio_bank
-from packer.adapters.wesep import build_wesep
-from packer.build.run import BuildOptions
+from speechpack.loader import build_loader
+from speechpack.loader.tse.augment import RirSource
+from speechpack.loader.tse.augment_args import AugmentArgs
+from speechpack.loader.tse.convolve import RIR_TRIM_DB, convolve_rows, trim_length, trim_rir
+from speechpack.loader.tse.online import OnlineMixer
+from speechpack.loader.tse.room_sim import RoomConfig, draw_room, room_rirs, rooms_rirs
+from speechpack.packer.adapters.audio_bank import build_audio_bank
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.build.run import BuildOptions
 
 RATE = 16000
 #: A real impulse-response pair (48 kHz mono float WAV each), Debian's jconvolver-config-files.
@@ -164,7 +164,7 @@ def test_batched_reverb_agrees_with_group_by_group(packs, monkeypatch, extra):
 def test_high_pass_as_a_filter_and_as_a_frequency_response_agree():
     """The 80 Hz high-pass run recursively (scipy) and applied as its frequency response (the fallback), on RIR
     taps of odd and even lengths (odd FFT sizes included): the same to 1e-12 of the peak."""
-    from loader.tse.room_sim import highpass
+    from speechpack.loader.tse.room_sim import highpass
 
     rng = np.random.default_rng(3)
     for length in (2001, 2002, 7777):

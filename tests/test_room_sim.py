@@ -8,8 +8,8 @@ import pytest
 import soundfile
 import soxr
 
-from loader.config_checks import ConfigError
-from loader.tse.room_sim import (
+from speechpack.loader.config_checks import ConfigError
+from speechpack.loader.tse.room_sim import (
     DEFAULT_MIC_DIST,
     DEFAULT_ROOM_MAX,
     DEFAULT_ROOM_MIN,

@@ -12,10 +12,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from factories import pack_files
-from packer.adapters.wesep import build_wesep
-from packer.build import run, shard_runner
-from packer.build.run import BuildOptions
-from schemas.errors import SpeechpackError
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.build import run, shard_runner
+from speechpack.packer.build.run import BuildOptions
+from speechpack.schemas.errors import SpeechpackError
 
 #: One 48 kB sample per shard: six shards.
 ONE_PER_SHARD = 50_000

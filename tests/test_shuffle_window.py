@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from loader.batching import BudgetArgs, make_budget_plan
-from loader.shuffle_window import ShuffleWindows, window_order
-from loader.static_plan import batch_rng, make_epoch_plan
+from speechpack.loader.batching import BudgetArgs, make_budget_plan
+from speechpack.loader.shuffle_window import ShuffleWindows, window_order
+from speechpack.loader.static_plan import batch_rng, make_epoch_plan
 
 
 @pytest.mark.parametrize("count", [0, 1, 7, 500])

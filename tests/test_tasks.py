@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-import loader
-from loader.config import ConfigError, LoaderConfig
-from loader.tse.args import DatasetArgs
-from loader.tasks import TASK_MODULES, task_module
+from speechpack import loader
+from speechpack.loader.config import ConfigError, LoaderConfig
+from speechpack.loader.tse.args import DatasetArgs
+from speechpack.loader.tasks import TASK_MODULES, task_module
 from factories.tse import RATE, config, frames_list, mixture
 
 

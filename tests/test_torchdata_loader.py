@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from factories import Mix
-from loader import build_loader
-from loader.torch import ResumeError
-from packer.adapters.asr_jsonl import build_asr_jsonl
-from packer.adapters.wesep import build_wesep
-from packer.build.run import BuildOptions
+from speechpack.loader import build_loader
+from speechpack.loader.torch import ResumeError
+from speechpack.packer.adapters.asr_jsonl import build_asr_jsonl
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.build.run import BuildOptions
 
 try:
     import torchdata.stateful_dataloader  # noqa: F401
@@ -24,7 +24,7 @@ except ImportError:  # scripts/test.sh installs the extra: in CI its absence is 
         raise
     pytest.skip("the torchdata extra is not installed: pip install 'speechpack[torchdata]'", allow_module_level=True)
 
-from loader.stateful_loader import EpochBatchSampler, stateful_dataloader  # noqa: E402
+from speechpack.loader.stateful_loader import EpochBatchSampler, stateful_dataloader  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning",
                                         "ignore:'set_vital' is deprecated:UserWarning")

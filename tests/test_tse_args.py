@@ -10,12 +10,12 @@ import math
 import pytest
 from click.testing import CliRunner
 
-from cli import main
-from loader.asd.args import parse_dataset_args as parse_asd
-from loader.asr.args import parse_dataset_args as parse_asr
-from loader.config import ConfigError, LoaderConfig
-from loader.tse.args import DatasetArgs, MixArgs, TimelineArgs
-from loader.tse.cues.request import CueRequest
+from speechpack.cli import main
+from speechpack.loader.asd.args import parse_dataset_args as parse_asd
+from speechpack.loader.asr.args import parse_dataset_args as parse_asr
+from speechpack.loader.config import ConfigError, LoaderConfig
+from speechpack.loader.tse.args import DatasetArgs, MixArgs, TimelineArgs
+from speechpack.loader.tse.cues.request import CueRequest
 
 ONLINE = {"online_mix": True, "num_speakers": {"distribution": [0.0, 1.0, 0.0], "max_speakers": 2}}
 

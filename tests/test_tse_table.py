@@ -19,16 +19,16 @@ import numpy as np
 import pytest
 import torch
 
-import loader
+from speechpack import loader
 from factories import Mix
-from loader.plan import batch_rng
-from loader.batch_arrays import Arena, allocating_in
-from loader.readahead import PROBE_EVERY, AdaptiveAdvice
-from loader.tse import window_reads
-from loader.tse.buffer_pool import MAX_BUFFERS, BufferPool
-from loader.tse.windows import ZERO_CHUNK_REDRAWS, Chunking, sounds
-from packer.adapters.wesep import build_wesep
-from packer.build.run import BuildOptions
+from speechpack.loader.plan import batch_rng
+from speechpack.loader.batch_arrays import Arena, allocating_in
+from speechpack.loader.readahead import PROBE_EVERY, AdaptiveAdvice
+from speechpack.loader.tse import window_reads
+from speechpack.loader.tse.buffer_pool import MAX_BUFFERS, BufferPool
+from speechpack.loader.tse.windows import ZERO_CHUNK_REDRAWS, Chunking, sounds
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.build.run import BuildOptions
 
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
 
@@ -275,7 +275,7 @@ def test_stream_arrays_are_kept_between_batches_bounded_and_pickled_empty(real_p
 
 
 def test_a_batch_generator_gives_batch_rng_streams_reused_and_pickles_as_its_seed():
-    from loader.plan import BatchGenerator
+    from speechpack.loader.plan import BatchGenerator
     generators = BatchGenerator(7)
     for epoch, batch in [(0, 0), (3, 17), (0, 0), (2, -1), (5, 4)]:
         reused = generators(epoch, batch).random(9)

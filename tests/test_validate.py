@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cli import main
+from speechpack.cli import main
 from factories import Mix
-from packer.adapters.wesep import build_wesep
-from packer.build.run import BuildOptions
-from packer.validate import validate_pack
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.build.run import BuildOptions
+from speechpack.packer.validate import validate_pack
 
 pytestmark = pytest.mark.real_data
 

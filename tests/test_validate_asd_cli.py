@@ -9,7 +9,7 @@ import numpy as np
 from click.testing import CliRunner
 
 from factories.asd_inputs import make_asd_pack
-from cli import main
+from speechpack.cli import main
 
 
 def test_validate_compares_asd_packs_levels_and_plots(tmp_path):

@@ -16,11 +16,11 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from loader import open_pack
-from loader.config import ConfigError, LoaderConfig
-from loader.plan import make_epoch_plan
-from loader.torch import ResumeError
-from loader.weighting import epoch_items, hours_beta_weights, largest_remainder, pack_counts
+from speechpack.loader import open_pack
+from speechpack.loader.config import ConfigError, LoaderConfig
+from speechpack.loader.plan import make_epoch_plan
+from speechpack.loader.torch import ResumeError
+from speechpack.loader.weighting import epoch_items, hours_beta_weights, largest_remainder, pack_counts
 from factories.tse import assert_batches_equal, build, take
 
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from loader import build_loader
-from loader.tse.augment import RirSource
-from loader.tse.convolve import trim_rir
-from loader.tse.augment_args import AugmentArgs
-from loader.tse.room_sim import RoomConfig, simulate_room
-from schemas.noise_lmdb import ENROLL_NOISE_SNR_DB, NOISE_SNR_DB, SPEECH_SNR_DB
+from speechpack.loader import build_loader
+from speechpack.loader.tse.augment import RirSource
+from speechpack.loader.tse.convolve import trim_rir
+from speechpack.loader.tse.augment_args import AugmentArgs
+from speechpack.loader.tse.room_sim import RoomConfig, simulate_room
+from speechpack.schemas.noise_lmdb import ENROLL_NOISE_SNR_DB, NOISE_SNR_DB, SPEECH_SNR_DB
 from factories.cue_corpus import cue
 from factories import require_recording
 from factories.noise_lmdb import RECORDINGS, make_lmdb
@@ -103,7 +103,7 @@ def test_lmdb_and_its_converted_pack_give_the_same_snr_rule(sources_pack, lmdbs,
     """``build audio-bank --kind noise --lmdb`` keeps the keys, so a pack of speech entries draws speech SNRs."""
     from click.testing import CliRunner
 
-    from cli import main
+    from speechpack.cli import main
 
     out = tmp_path / "speech-pack"
     result = CliRunner().invoke(main, ["build", "audio-bank", "--kind", "noise", "--lmdb", lmdbs["speech"],

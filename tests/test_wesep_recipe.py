@@ -13,12 +13,12 @@ import torch
 import yaml
 from click.testing import CliRunner
 
-import cli
-from loader import build_loader
-from loader.config import LoaderConfig
-from loader.config_checks import ConfigError
-from loader.recipe import deep_merge, read_recipe
-from loader.tse.online import NO_OVERLAP_RATIO
+from speechpack import cli
+from speechpack.loader import build_loader
+from speechpack.loader.config import LoaderConfig
+from speechpack.loader.config_checks import ConfigError
+from speechpack.loader.recipe import deep_merge, read_recipe
+from speechpack.loader.tse.online import NO_OVERLAP_RATIO
 from factories.cue_corpus import VIDEO_FPS, cue
 from factories.online_mix import mixtures
 from factories.tse import assert_batches_equal

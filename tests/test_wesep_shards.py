@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cli import main
+from speechpack.cli import main
 from factories import Mix, Source, pack_files
-from packer.adapters.wesep_shards import read_wesep_shards, write_shards
-from packer.adapters.wesep import build_wesep
-from packer.adapters.wesep_shards import build_wesep_shards
-from packer.build.run import BuildOptions
-from schemas.errors import BuildError, SpeechpackError
+from speechpack.packer.adapters.wesep_shards import read_wesep_shards, write_shards
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.adapters.wesep_shards import build_wesep_shards
+from speechpack.packer.build.run import BuildOptions
+from speechpack.schemas.errors import BuildError, SpeechpackError
 
 
 def options(out: Path, **kwargs) -> BuildOptions:
@@ -82,7 +82,7 @@ def test_offline_shards_pack_like_the_raw_list(real_audio, wesep_list, tmp_path)
 def test_gzip_shards_pack_like_the_raw_list(real_audio, wesep_list, tmp_path):
     """``.tar.gz`` and ``.tgz`` shards are streamed once and read in memory: the same pack as the raw list, with
     one process or several (the members' bytes travel to the workers)."""
-    from packer.adapters.wesep_shards import InMemoryTarMember, is_gzip
+    from speechpack.packer.adapters.wesep_shards import InMemoryTarMember, is_gzip
 
     a, b, c = real_audio("pocketsphinx", 3)
     case = wesep_list([Mix("mixA", (a, b)), Mix("mixB", (b, c), layout="two_files", start=0.4),
@@ -272,7 +272,7 @@ def test_members_decode_in_memory_like_files(real_audio, tmp_path):
     import numpy as np
     import soundfile
 
-    from packer.audio import probe_audio, probe_audio_bytes, read_audio, read_audio_bytes
+    from speechpack.packer.audio import probe_audio, probe_audio_bytes, read_audio, read_audio_bytes
 
     [path] = real_audio("pocketsphinx", 1)
     data, rate = soundfile.read(path, dtype="int16")

@@ -13,7 +13,7 @@ import argparse
 import lightning.pytorch as pl
 import torch
 
-from loader.asd.datamodule import PackedASDDataModule
+from speechpack.loader.asd.datamodule import PackedASDDataModule
 
 
 class Detector(pl.LightningModule):

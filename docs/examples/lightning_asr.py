@@ -14,7 +14,7 @@ import os
 import lightning.pytorch as pl
 import torch
 
-from loader.datamodule import SpeechDataModule
+from speechpack.loader.datamodule import SpeechDataModule
 
 #: Samples per model frame (20 ms at 16 kHz).
 HOP = 320

@@ -13,7 +13,7 @@ import argparse
 import lightning.pytorch as pl
 import torch
 
-from loader.datamodule import SpeechDataModule
+from speechpack.loader.datamodule import SpeechDataModule
 
 
 class Extractor(pl.LightningModule):

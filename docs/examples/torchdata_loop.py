@@ -14,7 +14,7 @@ import os
 import torch
 import yaml
 
-from loader.stateful_loader import stateful_dataloader
+from speechpack.loader.stateful_loader import stateful_dataloader
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -31,8 +31,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from loader.batching import DEFAULT_WINDOW_ITEMS, BudgetArgs
-from loader.config_checks import (
+from speechpack.loader.batching import DEFAULT_WINDOW_ITEMS, BudgetArgs
+from speechpack.loader.config_checks import (
     MAX_BATCH_ROWS,
     ConfigError,
     check_choice,
@@ -43,8 +43,8 @@ from loader.config_checks import (
     take_known,
     value_range,
 )
-from loader.normalize import MUVAP, NONE, parse_normalize
-from loader.static_plan import TAIL_POLICIES
+from speechpack.loader.normalize import MUVAP, NONE, parse_normalize
+from speechpack.loader.static_plan import TAIL_POLICIES
 
 #: ``normalize`` values the ASD task builds (``loader.normalize``), in the order its errors list them.
 NORMALIZE_CHOICES = (MUVAP, NONE)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from schemas.errors import SpeechpackError
+from speechpack.schemas.errors import SpeechpackError
 
 VISUAL_AUGMENTS = ("orig", "flip", "crop", "rotate")
 #: Side of the crop as a fraction of the face's side (MuVAP's range).

@@ -28,18 +28,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from loader import batch_arrays
-from loader.asd.args import AsdArgs
-from loader.asd.augment import AugmentError, DonorIndex, apply_visual, draw_visual, fit_donor, mix_at_snr
-from loader.asd.chunks import jitter_windows, muvap_windows
-from loader.asd.timeline import read_audio_frames, source_frame_index
-from loader.asd.tracks import TrackIndex
-from loader.batching import Windows
-from loader.tse.streams import item_rng
-from loader.normalize import muvap_gain
-from loader.pack import Pack
-from schemas.constants import FACE_SHAPE, STREAM_AUDIO, STREAM_FACES, STREAM_LABELS
-from schemas.timebase import SAMPLES_PER_MODEL_FRAME
+from speechpack.loader import batch_arrays
+from speechpack.loader.asd.args import AsdArgs
+from speechpack.loader.asd.augment import AugmentError, DonorIndex, apply_visual, draw_visual, fit_donor, mix_at_snr
+from speechpack.loader.asd.chunks import jitter_windows, muvap_windows
+from speechpack.loader.asd.timeline import read_audio_frames, source_frame_index
+from speechpack.loader.asd.tracks import TrackIndex
+from speechpack.loader.batching import Windows
+from speechpack.loader.tse.streams import item_rng
+from speechpack.loader.normalize import muvap_gain
+from speechpack.loader.pack import Pack
+from speechpack.schemas.constants import FACE_SHAPE, STREAM_AUDIO, STREAM_FACES, STREAM_LABELS
+from speechpack.schemas.timebase import SAMPLES_PER_MODEL_FRAME
 
 #: Uniform draws each training row takes from its generator (a fixed count keeps rows independent of each other's
 #: choices): mix or not, donor, donor start, SNR; the visual draw follows, then the substitution's draws.

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from loader.batching import Windows, tile_windows
-from loader.config_checks import ConfigError
+from speechpack.loader.batching import Windows, tile_windows
+from speechpack.loader.config_checks import ConfigError
 
 
 def scored_span(train_window: int, hist_frames: int) -> int:

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import functools
 
-from loader.config_checks import ConfigError
-from loader.datamodule import EpochForwarder, LightningLoader, datamodule_class, lightning
+from speechpack.loader.config_checks import ConfigError
+from speechpack.loader.datamodule import EpochForwarder, LightningLoader, datamodule_class, lightning
 
 #: Splits a ``packed_asd`` mapping may name, and the loader state each one runs in.
 SPLIT_STATES = {"train": "train", "val": "val", "test": "test"}

@@ -25,10 +25,10 @@ import math
 
 import numpy as np
 
-from loader.normalize import NORMALIZE_MAX_GAIN_DB, NORMALIZE_PEAK_LIMIT, muvap_gain
-from loader.pack import Pack, open_pack
-from schemas.constants import KIND_ASD, STREAM_AUDIO, STREAM_LABELS
-from schemas.errors import SpeechpackError
+from speechpack.loader.normalize import NORMALIZE_MAX_GAIN_DB, NORMALIZE_PEAK_LIMIT, muvap_gain
+from speechpack.loader.pack import Pack, open_pack
+from speechpack.schemas.constants import KIND_ASD, STREAM_AUDIO, STREAM_LABELS
+from speechpack.schemas.errors import SpeechpackError
 
 #: Percentiles reported per metric (MuVAP's validate report uses the same).
 PERCENTILES = (0, 1, 50, 95, 99, 100)
@@ -154,7 +154,7 @@ def plot_validated_levels(report: dict | None, path: str) -> None:
 def plot_levels(report: dict, path: str) -> None:
     """One panel per metric, one column per pack: the p0-p100 range (thin), p1-p99 (thick) and the median (dot),
     to a PNG at ``path``.  Needs the ``plot`` extra (matplotlib)."""
-    from schemas.plotting import pyplot, save_figure
+    from speechpack.schemas.plotting import pyplot, save_figure
 
     plt = pyplot("plotting levels")
     metrics = report["metrics"]

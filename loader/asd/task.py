@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import warnings
 
-from loader.asd.args import AsdArgs, parse_dataset_args
-from loader.asd.batch import AsdBatchBuilder
-from loader.asd.tracks import asd_tracks
-from loader.pack import Pack
-from loader.tasks import Prepared
+from speechpack.loader.asd.args import AsdArgs, parse_dataset_args
+from speechpack.loader.asd.batch import AsdBatchBuilder
+from speechpack.loader.asd.tracks import asd_tracks
+from speechpack.loader.pack import Pack
+from speechpack.loader.tasks import Prepared
 
 #: ``filter_report`` reason of the tracks too short for a single 25 Hz frame (one frame at 30 fps).
 ZERO_MODEL_FRAMES = "zero_model_frames"

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from schemas.timebase import (
+from speechpack.schemas.timebase import (
     ASD_MODEL_FPS,
     SAMPLES_PER_MODEL_FRAME,
     TimelineError,

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from schemas.timebase import model_frame_count
-from loader.pack import Pack
-from schemas.constants import ASD_SAMPLE_RATE, FACE_SHAPE, KIND_ASD, STREAM_AUDIO, STREAM_FACES, STREAM_LABELS
-from schemas.errors import SpeechpackError
+from speechpack.schemas.timebase import model_frame_count
+from speechpack.loader.pack import Pack
+from speechpack.schemas.constants import ASD_SAMPLE_RATE, FACE_SHAPE, KIND_ASD, STREAM_AUDIO, STREAM_FACES, STREAM_LABELS
+from speechpack.schemas.errors import SpeechpackError
 
 
 @dataclass(frozen=True)

@@ -50,10 +50,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from loader.asr.filters import FilterArgs
-from loader.batching import BudgetArgs
-from loader.asr.partition_filter import parse_partition_filters
-from loader.config_checks import (
+from speechpack.loader.asr.filters import FilterArgs
+from speechpack.loader.batching import BudgetArgs
+from speechpack.loader.asr.partition_filter import parse_partition_filters
+from speechpack.loader.config_checks import (
     MAX_BATCH_ROWS,
     MAX_COUNT,
     ConfigError,
@@ -63,8 +63,8 @@ from loader.config_checks import (
     probability,
     take_known,
 )
-from loader.normalize import NONE, UTTERANCE, parse_normalize
-from loader.shuffle_window import NO_SHUFFLE, WHOLE, ShuffleWindows
+from speechpack.loader.normalize import NONE, UTTERANCE, parse_normalize
+from speechpack.loader.shuffle_window import NO_SHUFFLE, WHOLE, ShuffleWindows
 
 #: Most DataLoader workers ``npc`` may ask for, and most batches ``num_prefetch`` may hold back.
 MAX_WORKERS = 1024

@@ -28,16 +28,16 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from loader import batch_arrays
-from loader.asr.args import AsrArgs
-from loader.asr.fbank import fbank
-from loader.asr.items import AsrItems, segment_of
-from loader.asr.specaugment import spec_augment_features, spec_augment_waveforms
-from loader.asr.waveform import normalize_rows
-from loader.pack import Pack
-from loader.plan import BatchGenerator
-from schemas.constants import KIND_ASR, STREAM_AUDIO
-from schemas.errors import SpeechpackError
+from speechpack.loader import batch_arrays
+from speechpack.loader.asr.args import AsrArgs
+from speechpack.loader.asr.fbank import fbank
+from speechpack.loader.asr.items import AsrItems, segment_of
+from speechpack.loader.asr.specaugment import spec_augment_features, spec_augment_waveforms
+from speechpack.loader.asr.waveform import normalize_rows
+from speechpack.loader.pack import Pack
+from speechpack.loader.plan import BatchGenerator
+from speechpack.schemas.constants import KIND_ASR, STREAM_AUDIO
+from speechpack.schemas.errors import SpeechpackError
 
 
 class AsrBatchBuilder:

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from loader.asr.filters import FilterArgs, FilterResult, asr_filter, drop_tokens
-from loader.asr.tokenizer import utf8_char_counts
-from loader.pack import Pack
-from schemas.constants import STREAM_AUDIO, STREAM_TEXT
-from schemas.errors import SpeechpackError
+from speechpack.loader.asr.filters import FilterArgs, FilterResult, asr_filter, drop_tokens
+from speechpack.loader.asr.tokenizer import utf8_char_counts
+from speechpack.loader.pack import Pack
+from speechpack.schemas.constants import STREAM_AUDIO, STREAM_TEXT
+from speechpack.schemas.errors import SpeechpackError
 
 
 def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from loader.config_checks import ConfigError
+from speechpack.loader.config_checks import ConfigError
 
 #: Partition columns a filter may test: the pack attributes of the same name (LangASRSchema's names).
 COLUMNS = ("corpus", "language")

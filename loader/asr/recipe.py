@@ -36,7 +36,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from loader.config_checks import ConfigError, check_type, take_known
+from speechpack.loader.config_checks import ConfigError, check_type, take_known
 
 #: The top-level key that marks an Omnilingual recipe config.
 RECIPE_KEY = "dataset"

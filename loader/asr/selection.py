@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from loader.asr.partition_filter import parse_partition_filters
-from loader.config_checks import ConfigError
+from speechpack.loader.asr.partition_filter import parse_partition_filters
+from speechpack.loader.config_checks import ConfigError
 
 #: Loader state -> the ``dataset_args`` key naming its split (Omnilingual's dataset block has these two).
 SPLIT_KEYS = {"train": "train_split", "val": "valid_split"}

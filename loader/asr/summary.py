@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import csv
 
-from loader.config_checks import ConfigError
+from speechpack.loader.config_checks import ConfigError
 
 SECONDS_COLUMN = "total_audio_seconds"
 HOURS_COLUMN = "hours"

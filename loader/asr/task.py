@@ -23,18 +23,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from loader.asr.args import AsrArgs, TokenizerSpec, parse_dataset_args
-from loader.asr.batch import AsrBatchBuilder
-from loader.asr.items import asr_items
-from loader.asr.selection import select
-from loader.asr.summary import read_summary
-from loader.asr.tokenizer import CharTokenizer, SentencePieceTokenizer
-from loader.config_checks import ConfigError
-from loader.pack import Pack, open_pack
-from loader.tasks import Prepared
-from loader.weighting import PackWeighting
-from schemas.constants import KIND_ASR
-from schemas.errors import SpeechpackError
+from speechpack.loader.asr.args import AsrArgs, TokenizerSpec, parse_dataset_args
+from speechpack.loader.asr.batch import AsrBatchBuilder
+from speechpack.loader.asr.items import asr_items
+from speechpack.loader.asr.selection import select
+from speechpack.loader.asr.summary import read_summary
+from speechpack.loader.asr.tokenizer import CharTokenizer, SentencePieceTokenizer
+from speechpack.loader.config_checks import ConfigError
+from speechpack.loader.pack import Pack, open_pack
+from speechpack.loader.tasks import Prepared
+from speechpack.loader.weighting import PackWeighting
+from speechpack.schemas.constants import KIND_ASR
+from speechpack.schemas.errors import SpeechpackError
 
 
 def make_tokenizer(spec: TokenizerSpec, packs: list[Pack]):

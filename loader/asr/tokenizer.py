@@ -24,7 +24,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from schemas.errors import SpeechpackError
+from speechpack.schemas.errors import SpeechpackError
 
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<s>", "</s>"
 SPECIAL_TOKENS = (PAD, UNK, BOS, EOS)

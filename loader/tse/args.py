@@ -22,17 +22,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from loader.config_checks import MAX_COUNT, ConfigError, check_choice, check_type, positive_int, take_known
-from loader.static_plan import TAIL_POLICIES
-from loader.normalize import MUVAP, NONE, parse_normalize
-from loader.tse.ranges import MAX_BATCH_ROWS, MAX_SAMPLES, at, check_finite, check_int, where_set
-from loader.tse.augment_args import AugmentArgs, parse_augment
-from loader.tse.cues.request import ALIGNS, CueRequest, parse_collate, parse_cues
-from loader.tse.legacy_keys import check_legacy
-from loader.tse.mix_args import MixArgs, TimelineArgs, parse_mix
+from speechpack.loader.config_checks import MAX_COUNT, ConfigError, check_choice, check_type, positive_int, take_known
+from speechpack.loader.static_plan import TAIL_POLICIES
+from speechpack.loader.normalize import MUVAP, NONE, parse_normalize
+from speechpack.loader.tse.ranges import MAX_BATCH_ROWS, MAX_SAMPLES, at, check_finite, check_int, where_set
+from speechpack.loader.tse.augment_args import AugmentArgs, parse_augment
+from speechpack.loader.tse.cues.request import ALIGNS, CueRequest, parse_collate, parse_cues
+from speechpack.loader.tse.legacy_keys import check_legacy
+from speechpack.loader.tse.mix_args import MixArgs, TimelineArgs, parse_mix
 
 if TYPE_CHECKING:  # loader.batching imports loader.config; the real import is inside _batching
-    from loader.batching import BudgetArgs
+    from speechpack.loader.batching import BudgetArgs
 
 SHORT_POLICIES = ("pad", "keep")
 #: ``normalize`` values the TSE task builds (``loader.normalize``), in the order its errors list them.
@@ -203,7 +203,7 @@ class DatasetArgs:
 def _batching(obj: Any, batch_size: int, where: str) -> tuple[int, "BudgetArgs | None"]:
     """``batching``: ``{type: static, batch_size}`` or ``{type: budget, max_frames | max_num_elements, cost,
     min_batch, max_batch, num_seqs_multiple_of, sort_window}`` (see ``loader.batching``)."""
-    from loader.batching import BATCH_TYPES, COSTS, DEFAULT_WINDOW_ITEMS, BudgetArgs
+    from speechpack.loader.batching import BATCH_TYPES, COSTS, DEFAULT_WINDOW_ITEMS, BudgetArgs
     if obj is None:
         return batch_size, None
     if not isinstance(obj, dict):

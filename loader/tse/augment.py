@@ -24,14 +24,14 @@ from __future__ import annotations
 import numpy as np
 import soxr
 
-from loader.pack import Pack, open_pack
-from loader.tse.augment_args import AugmentArgs
-from loader.tse.convolve import convolve_same, trim_length
-from loader.tse.errors import MixError
-from loader.tse.mixing import energies, fit_noise
-from loader.tse.room_sim import draw_room, rooms_rirs
-from schemas.constants import KIND_NOISE, KIND_RIR, STREAM_AUDIO
-from schemas.noise_lmdb import NoiseLmdb, enroll_noise_snr_range, noise_snr_range
+from speechpack.loader.pack import Pack, open_pack
+from speechpack.loader.tse.augment_args import AugmentArgs
+from speechpack.loader.tse.convolve import convolve_same, trim_length
+from speechpack.loader.tse.errors import MixError
+from speechpack.loader.tse.mixing import energies, fit_noise
+from speechpack.loader.tse.room_sim import draw_room, rooms_rirs
+from speechpack.schemas.constants import KIND_NOISE, KIND_RIR, STREAM_AUDIO
+from speechpack.schemas.noise_lmdb import NoiseLmdb, enroll_noise_snr_range, noise_snr_range
 
 #: WeSep peak-normalises a reverberated enrollment to this.
 ENROLL_PEAK = 0.9

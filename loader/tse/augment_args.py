@@ -16,10 +16,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from loader.config import PackSource
-from loader.config_checks import ConfigError, check_type, probability, take_known, value_range
-from loader.tse.ranges import MAX_DB, at, check_finite, check_pair
-from loader.tse.room_sim import WESEP_KEYS, RoomConfig
+from speechpack.loader.config import PackSource
+from speechpack.loader.config_checks import ConfigError, check_type, probability, take_known, value_range
+from speechpack.loader.tse.ranges import MAX_DB, at, check_finite, check_pair
+from speechpack.loader.tse.room_sim import WESEP_KEYS, RoomConfig
 
 #: ``reverb_conf`` bounds: rooms up to a concert hall's size (metres), RT60 up to 20 s, distances up to 100 m.
 MAX_ROOM_M = 100.0

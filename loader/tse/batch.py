@@ -25,21 +25,21 @@ from typing import Iterator
 
 import numpy as np
 
-from loader.batching import Windows, tile_windows
-from loader.pack import Pack
-from loader.plan import BatchGenerator
-from loader.tse.args import DatasetArgs
-from loader.tse.augment import ENROLL_DRAWS, NOISE_DRAWS, EnrollAugment, NoiseSource, noisy_mixture
-from loader.tse.collate import collate_field
-from loader.tse.cues.resolve import DRAWS_PER_CUE, ChunkInfo, label_field, resolve_cues
-from loader.tse.decode import Decoder, Row, collate_rows
-from loader.tse.items import ItemIndex
-from loader.tse.streams import augment_rng
-from loader.tse.online import OnlineMixer
-from loader.tse.table import DecodedRows, TableRows
-from loader.tse.windows import ZERO_CHUNK_REDRAWS, Chunking, scored_mask, unit_window
-from schemas.constants import KIND_SOURCES, KIND_TSE, STREAM_MIX, STREAM_SOURCE, STREAM_TARGET
-from schemas.errors import SpeechpackError
+from speechpack.loader.batching import Windows, tile_windows
+from speechpack.loader.pack import Pack
+from speechpack.loader.plan import BatchGenerator
+from speechpack.loader.tse.args import DatasetArgs
+from speechpack.loader.tse.augment import ENROLL_DRAWS, NOISE_DRAWS, EnrollAugment, NoiseSource, noisy_mixture
+from speechpack.loader.tse.collate import collate_field
+from speechpack.loader.tse.cues.resolve import DRAWS_PER_CUE, ChunkInfo, label_field, resolve_cues
+from speechpack.loader.tse.decode import Decoder, Row, collate_rows
+from speechpack.loader.tse.items import ItemIndex
+from speechpack.loader.tse.streams import augment_rng
+from speechpack.loader.tse.online import OnlineMixer
+from speechpack.loader.tse.table import DecodedRows, TableRows
+from speechpack.loader.tse.windows import ZERO_CHUNK_REDRAWS, Chunking, scored_mask, unit_window
+from speechpack.schemas.constants import KIND_SOURCES, KIND_TSE, STREAM_MIX, STREAM_SOURCE, STREAM_TARGET
+from speechpack.schemas.errors import SpeechpackError
 
 
 class TseBatchBuilder:

@@ -20,7 +20,7 @@ import sys
 
 import numpy as np
 
-from loader.batch_arrays import from_arena
+from speechpack.loader.batch_arrays import from_arena
 
 #: Buffers a pool keeps: a batch needs one per field, and the training loop holds the previous batch while the
 #: next one is written (DataLoader workers' batches leave through shared memory, which frees theirs at once).

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from loader import batch_arrays
-from schemas.errors import SpeechpackError
+from speechpack.loader import batch_arrays
+from speechpack.schemas.errors import SpeechpackError
 
 ALIGNS = ("max", "min", None)
 PAD_MODES = ("constant", "edge")

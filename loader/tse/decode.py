@@ -18,11 +18,11 @@ from typing import NamedTuple
 import numpy as np
 import soxr
 
-from loader import batch_arrays
-from loader.normalize import MUVAP, muvap_gain
-from loader.pack import Pack
-from loader.readahead import will_need_views
-from loader.tse.windows import Window
+from speechpack.loader import batch_arrays
+from speechpack.loader.normalize import MUVAP, muvap_gain
+from speechpack.loader.pack import Pack
+from speechpack.loader.readahead import will_need_views
+from speechpack.loader.tse.windows import Window
 
 
 class Audio(NamedTuple):

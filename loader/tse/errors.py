@@ -3,7 +3,7 @@ mixer, the random streams, the augmentation sources) can import it without impor
 
 from __future__ import annotations
 
-from schemas.errors import SpeechpackError
+from speechpack.schemas.errors import SpeechpackError
 
 
 class MixError(SpeechpackError):

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from loader.pack import Pack
-from loader.tse.args import DatasetArgs
+from speechpack.loader.pack import Pack
+from speechpack.loader.tse.args import DatasetArgs
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loader.config_checks import ConfigError
+from speechpack.loader.config_checks import ConfigError
 
 _ENROLL = ("select the enrollment with dataset_args.cues.audio: {use: true} and the split's cues.yaml (an audio "
            "cue: type wav, format waveform for enrollment audio; type npy, format spk_embedding for embeddings)")

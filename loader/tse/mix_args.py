@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from loader.config_checks import ConfigError, check_type, take_known, value_range
-from loader.tse.ranges import MAX_DB, at, check_finite, check_int, check_pair
+from speechpack.loader.config_checks import ConfigError, check_type, take_known, value_range
+from speechpack.loader.tse.ranges import MAX_DB, at, check_finite, check_int, check_pair
 
 #: ``timeline.two_speaker.overlap_position`` keys: where a two-speaker overlap sits, in the order weights are drawn.
 TIMELINE_POSITIONS = ("head", "middle", "tail")

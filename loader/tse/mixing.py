@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from loader.tse.errors import MixError
-from loader.tse.mix_args import MixArgs, TimelineArgs
+from speechpack.loader.tse.errors import MixError
+from speechpack.loader.tse.mix_args import MixArgs, TimelineArgs
 
 #: A source with energy at or below this is silent (WeSep drops such groups; we redraw them).
 MIN_ENERGY = 1e-12

@@ -23,15 +23,15 @@ from typing import NamedTuple
 
 import numpy as np
 
-from loader.pack import Pack, will_need_view
-from loader.tse.args import DatasetArgs
-from loader.tse.augment import Bank, NoiseSource, RirSource
-from loader.tse.augment_args import AugmentArgs
-from loader.tse.buffers import RIR_CACHE_BYTES, ByteBudgetCache, Scratch
-from loader.tse.decode import Audio, Decoder, Row, decode_into
-from loader.tse.errors import MixError
-from loader.tse.items import ItemIndex
-from loader.tse.mixing import (
+from speechpack.loader.pack import Pack, will_need_view
+from speechpack.loader.tse.args import DatasetArgs
+from speechpack.loader.tse.augment import Bank, NoiseSource, RirSource
+from speechpack.loader.tse.augment_args import AugmentArgs
+from speechpack.loader.tse.buffers import RIR_CACHE_BYTES, ByteBudgetCache, Scratch
+from speechpack.loader.tse.decode import Audio, Decoder, Row, decode_into
+from speechpack.loader.tse.errors import MixError
+from speechpack.loader.tse.items import ItemIndex
+from speechpack.loader.tse.mixing import (
     GROUP_ATTEMPTS,
     MIN_ENERGY,
     TIMELINE_DECIMALS,
@@ -44,10 +44,10 @@ from loader.tse.mixing import (
     mix_sources,
     snr_scales,
 )
-from loader.tse.reverb import Reverberator
-from loader.tse.streams import ItemGenerators
-from loader.tse.windows import ZERO_CHUNK_REDRAWS, Chunking, Window
-from schemas.constants import KIND_SOURCES, STREAM_SOURCE
+from speechpack.loader.tse.reverb import Reverberator
+from speechpack.loader.tse.streams import ItemGenerators
+from speechpack.loader.tse.windows import ZERO_CHUNK_REDRAWS, Chunking, Window
+from speechpack.schemas.constants import KIND_SOURCES, STREAM_SOURCE
 
 #: ``overlap_ratio_2spk`` of a row whose mixture does not have two speakers (a number, not NaN, so batches compare
 #: equal and sums stay finite).

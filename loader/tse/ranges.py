@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from loader.config_checks import MAX_BATCH_ROWS, MAX_DB, ConfigError, check_type  # noqa: F401 (shared bounds)
+from speechpack.loader.config_checks import MAX_BATCH_ROWS, MAX_DB, ConfigError, check_type  # noqa: F401 (shared bounds)
 
 #: A window, chunk or history of at most 2**28 samples (about 4.7 hours at 16 kHz; 1 GiB as float32 per row).
 MAX_SAMPLES = 2 ** 28

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from loader.tse.augment import RirSource
-from loader.tse.buffers import ByteBudgetCache
-from loader.tse.convolve import cached_spectra, convolution_size, convolve_rows
+from speechpack.loader.tse.augment import RirSource
+from speechpack.loader.tse.buffers import ByteBudgetCache
+from speechpack.loader.tse.convolve import cached_spectra, convolution_size, convolve_rows
 
 
 class Reverberator:

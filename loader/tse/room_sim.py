@@ -47,8 +47,8 @@ from typing import Mapping, NamedTuple
 
 import numpy as np
 
-from loader.config_checks import ConfigError
-from loader.tse.convolve import convolve_rows, fast_fft_size, real_fft
+from speechpack.loader.config_checks import ConfigError
+from speechpack.loader.tse.convolve import convolve_rows, fast_fft_size, real_fft
 
 #: Speed of sound, m/s (dry air at about 20 degrees C).
 SPEED_OF_SOUND = 343.0

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from loader.static_plan import at_counter
-from loader.tse.errors import MixError
+from speechpack.loader.static_plan import at_counter
+from speechpack.loader.tse.errors import MixError
 
 
 def item_rng(seed: int, epoch: int, global_batch: int, position: int) -> np.random.Generator:

@@ -21,18 +21,18 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 
-from loader.batching import Windows
-from loader.normalize import muvap_gain
-from loader.pack import Pack
-from loader.readahead import AdaptiveAdvice, major_faults
-from loader.tse.buffer_pool import BufferPool
-from loader.tse.decode import Row, aligned_length
-from loader.tse.items import ItemIndex
-from loader.tse.window_reads import (Segments, StreamArrays, advise, array_addresses, decode_windows,
+from speechpack.loader.batching import Windows
+from speechpack.loader.normalize import muvap_gain
+from speechpack.loader.pack import Pack
+from speechpack.loader.readahead import AdaptiveAdvice, major_faults
+from speechpack.loader.tse.buffer_pool import BufferPool
+from speechpack.loader.tse.decode import Row, aligned_length
+from speechpack.loader.tse.items import ItemIndex
+from speechpack.loader.tse.window_reads import (Segments, StreamArrays, advise, array_addresses, decode_windows,
                                      window_ranges, window_view)
-from loader.tse.windows import SOUND_PROBE_STRIDE, Chunking, Window, sounds
-from schemas.constants import AUDIO_FULL_SCALE
-from schemas.errors import SpeechpackError
+from speechpack.loader.tse.windows import SOUND_PROBE_STRIDE, Chunking, Window, sounds
+from speechpack.schemas.constants import AUDIO_FULL_SCALE
+from speechpack.schemas.errors import SpeechpackError
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,11 @@ packs.  Items are mixtures (or one per target with ``expand_targets``); ``loader
 
 from __future__ import annotations
 
-from loader.config_checks import ConfigError
-from loader.tasks import Prepared
-from loader.tse.args import DatasetArgs, parse_dataset_args
-from loader.tse.batch import TseBatchBuilder
-from loader.tse.items import length_filter, tse_items
+from speechpack.loader.config_checks import ConfigError
+from speechpack.loader.tasks import Prepared
+from speechpack.loader.tse.args import DatasetArgs, parse_dataset_args
+from speechpack.loader.tse.batch import TseBatchBuilder
+from speechpack.loader.tse.items import length_filter, tse_items
 
 
 __all__ = ["parse_dataset_args", "prepare", "unsupported"]

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from loader.pack import Pack
-from loader.readahead import will_need_ranges
+from speechpack.loader.pack import Pack
+from speechpack.loader.readahead import will_need_ranges
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ family's samples imports only that family's module.
 
 def __getattr__(name: str):
     if name in ("ADAPTERS", "Adapter"):
-        from packer.adapters import registry
+        from speechpack.packer.adapters import registry
 
         return getattr(registry, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -27,15 +27,15 @@ from typing import Callable, Protocol, Sequence
 import numpy as np
 import soundfile
 
-from packer.audio import SOUNDFILE_EXTENSIONS, Audio, AudioError, probe_audio, read_audio, resample, to_stored
-from packer.build.run import BuildOptions, BuildSummary, run_build
-from packer.faces import FaceError, jpeg_frames, npy_face_count, read_jpeg_faces, read_npy_faces
-from packer.sample import PackedSample, SamplePlan, StoredArray
-from schemas.constants import ASD_SAMPLE_RATE, KIND_ASD, STREAM_AUDIO, STREAM_FACES, STREAM_LABELS
-from schemas.errors import BuildError, ManifestError, NpyHeaderError, SpeechpackError
-from schemas.npyfile import read_npy_header
-from schemas.timebase import audio_sample_count, model_frame_count, track_start_sample
-from schemas.wesep_list import LineProblem
+from speechpack.packer.audio import SOUNDFILE_EXTENSIONS, Audio, AudioError, probe_audio, read_audio, resample, to_stored
+from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
+from speechpack.packer.faces import FaceError, jpeg_frames, npy_face_count, read_jpeg_faces, read_npy_faces
+from speechpack.packer.sample import PackedSample, SamplePlan, StoredArray
+from speechpack.schemas.constants import ASD_SAMPLE_RATE, KIND_ASD, STREAM_AUDIO, STREAM_FACES, STREAM_LABELS
+from speechpack.schemas.errors import BuildError, ManifestError, NpyHeaderError, SpeechpackError
+from speechpack.schemas.npyfile import read_npy_header
+from speechpack.schemas.timebase import audio_sample_count, model_frame_count, track_start_sample
+from speechpack.schemas.wesep_list import LineProblem
 
 #: Where an asd pack goes by default, beside its corpus: ``<dataset root>/packed/<split>`` (MuVAP's ``--output``
 #: default; each adapter says what its dataset root and split are).

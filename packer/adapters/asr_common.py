@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from packer.audio import Audio, resample, resampled_frames, to_stored
-from packer.sample import PackedSample, SamplePlan, StoredArray
-from schemas.constants import STREAM_AUDIO, STREAM_TEXT, UNKNOWN_SPEAKER
-from schemas.sample_names import name_problem
+from speechpack.packer.audio import Audio, resample, resampled_frames, to_stored
+from speechpack.packer.sample import PackedSample, SamplePlan, StoredArray
+from speechpack.schemas.constants import STREAM_AUDIO, STREAM_TEXT, UNKNOWN_SPEAKER
+from speechpack.schemas.sample_names import name_problem
 
 
 def check_text(value, field: str = "text") -> str:

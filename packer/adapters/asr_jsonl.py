@@ -30,16 +30,16 @@ from dataclasses import dataclass
 import numpy as np
 import soundfile
 
-from packer.adapters.asr_common import asr_plan, asr_sample, check_label, check_text
-from packer.audio import Audio, AudioError, probe_audio, read_audio
-from packer.build.run import BuildOptions, BuildSummary, run_build
-from packer.sample import PackedSample, SamplePlan
-from schemas.constants import KIND_ASR
-from schemas.errors import SpeechpackError
-from schemas.jsonlines import parse_json_line, read_lines
-from schemas.sample_names import check_name
-from schemas.units import seconds_to_samples
-from schemas.wesep_list import LineProblem
+from speechpack.packer.adapters.asr_common import asr_plan, asr_sample, check_label, check_text
+from speechpack.packer.audio import Audio, AudioError, probe_audio, read_audio
+from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
+from speechpack.packer.sample import PackedSample, SamplePlan
+from speechpack.schemas.constants import KIND_ASR
+from speechpack.schemas.errors import SpeechpackError
+from speechpack.schemas.jsonlines import parse_json_line, read_lines
+from speechpack.schemas.sample_names import check_name
+from speechpack.schemas.units import seconds_to_samples
+from speechpack.schemas.wesep_list import LineProblem
 
 #: Fields of a manifest line the adapter interprets; any other is kept under ``provenance.extra``.
 _INTERPRETED = frozenset({"key", "audio_filepath", "text", "language", "corpus", "speaker", "offset", "duration"})

@@ -30,14 +30,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from packer.adapters.asr_common import asr_plan, asr_sample, check_label, check_text
-from packer.audio import Audio, AudioError, AudioInfo, probe_audio_bytes, read_audio_bytes
-from packer.build.run import BuildOptions, BuildSummary, run_build
-from packer.sample import PackedSample, SamplePlan
-from schemas.constants import KIND_ASR
-from schemas.errors import SpeechpackError
-from schemas.sample_names import name_problem
-from schemas.wesep_list import LineProblem
+from speechpack.packer.adapters.asr_common import asr_plan, asr_sample, check_label, check_text
+from speechpack.packer.audio import Audio, AudioError, AudioInfo, probe_audio_bytes, read_audio_bytes
+from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
+from speechpack.packer.sample import PackedSample, SamplePlan
+from speechpack.schemas.constants import KIND_ASR
+from speechpack.schemas.errors import SpeechpackError
+from speechpack.schemas.sample_names import name_problem
+from speechpack.schemas.wesep_list import LineProblem
 
 #: LangASRSchema's column names.
 AUDIO_COLUMN = "audio_bytes"

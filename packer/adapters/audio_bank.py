@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from packer.audio import (
+from speechpack.packer.audio import (
     SOUNDFILE_EXTENSIONS,
     Audio,
     AudioError,
@@ -33,15 +33,15 @@ from packer.audio import (
     resampled_frames,
     to_stored,
 )
-from packer.adapters.noise_lmdb import build_noise_lmdb
-from packer.build.run import BuildOptions, BuildSummary, run_build
-from packer.sample import PackedSample, SamplePlan
-from schemas.constants import KIND_NOISE, KIND_RIR, STREAM_AUDIO
-from schemas.errors import OptionError, SpeechpackError
-from schemas.jsonlines import decode_line
-from schemas.limits import DISTANCE, ROOM_SIZE, RT60, SEED, SIMULATE
-from schemas.sample_names import name_problem
-from schemas.wesep_list import LineProblem
+from speechpack.packer.adapters.noise_lmdb import build_noise_lmdb
+from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
+from speechpack.packer.sample import PackedSample, SamplePlan
+from speechpack.schemas.constants import KIND_NOISE, KIND_RIR, STREAM_AUDIO
+from speechpack.schemas.errors import OptionError, SpeechpackError
+from speechpack.schemas.jsonlines import decode_line
+from speechpack.schemas.limits import DISTANCE, ROOM_SIZE, RT60, SEED, SIMULATE
+from speechpack.schemas.sample_names import name_problem
+from speechpack.schemas.wesep_list import LineProblem
 
 BANK_KINDS = (KIND_NOISE, KIND_RIR)
 #: Files a directory scan takes: what libsndfile reads, plus the containers PyAV decodes that hold audio.

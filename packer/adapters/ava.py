@@ -25,7 +25,7 @@ from __future__ import annotations
 import csv
 import os
 
-from packer.adapters.asd_common import (
+from speechpack.packer.adapters.asd_common import (
     PACKED_DIR,
     AsdBuildOptions,
     AsdTrack,
@@ -36,9 +36,9 @@ from packer.adapters.asd_common import (
     parse_labels,
     read_text,
 )
-from packer.build.run import BuildSummary
-from schemas.errors import ManifestError, SpeechpackError
-from schemas.wesep_list import LineProblem
+from speechpack.packer.build.run import BuildSummary
+from speechpack.schemas.errors import ManifestError, SpeechpackError
+from speechpack.schemas.wesep_list import LineProblem
 
 #: AVA's annotation names and the label each packs to (``SPEAKING_NOT_AUDIBLE`` is negative; see the docstring).
 AVA_LABEL_NAMES = {"NOT_SPEAKING": 0, "SPEAKING_AUDIBLE": 1, "SPEAKING_NOT_AUDIBLE": 0}

@@ -23,7 +23,7 @@ import io
 import math
 import os
 
-from packer.adapters.asd_common import (
+from speechpack.packer.adapters.asd_common import (
     PACKED_DIR,
     AsdBuildOptions,
     AsdTrack,
@@ -35,9 +35,9 @@ from packer.adapters.asd_common import (
     parse_labels,
     read_text,
 )
-from packer.build.run import BuildSummary
-from schemas.errors import ManifestError, SpeechpackError
-from schemas.wesep_list import LineProblem
+from speechpack.packer.build.run import BuildSummary
+from speechpack.schemas.errors import ManifestError, SpeechpackError
+from speechpack.schemas.wesep_list import LineProblem
 
 #: Columns of the AVCC TSV: required, then optional.
 REQUIRED_COLUMNS = ("sample_id", "visual_path", "audio_path", "source_fps", "labels")

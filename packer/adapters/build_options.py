@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import click
 
-from packer.adapters.registry import Adapter, range_type
-from packer.build.plan import ShardSlice
-from packer.build.run import EXECUTORS
-from schemas import limits
-from schemas.constants import DEFAULT_SAMPLE_RATE, DEFAULT_SHARD_BYTES, TOOL_NAME
-from schemas.errors import SpeechpackError
-from schemas.units import format_bytes, parse_size
+from speechpack.packer.adapters.registry import Adapter, range_type
+from speechpack.packer.build.plan import ShardSlice
+from speechpack.packer.build.run import EXECUTORS
+from speechpack.schemas import limits
+from speechpack.schemas.constants import DEFAULT_SAMPLE_RATE, DEFAULT_SHARD_BYTES, TOOL_NAME
+from speechpack.schemas.errors import SpeechpackError
+from speechpack.schemas.units import format_bytes, parse_size
 
 
 class SizeType(click.ParamType):

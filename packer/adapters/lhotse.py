@@ -36,18 +36,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from packer.adapters.asr_common import asr_plan, asr_sample, check_label, check_text
-from packer.adapters.lhotse_read import CutLine, read_cuts, read_recordings_supervisions
-from packer.adapters.lhotse_shar import read_shar, with_shar_audio
-from packer.adapters.wesep import TarMember
-from packer.audio import Audio, AudioError, resample, resampled_frames, to_stored
-from packer.build.npy_stream import hash_file
-from packer.build.run import BuildOptions, BuildSummary, run_build
-from packer.sample import PackedSample, SamplePlan
-from schemas.constants import KIND_ASR, KIND_SOURCES, STREAM_SOURCE, UNKNOWN_SPEAKER
-from schemas.errors import OptionError
-from schemas.sample_names import check_name
-from schemas.wesep_list import LineProblem
+from speechpack.packer.adapters.asr_common import asr_plan, asr_sample, check_label, check_text
+from speechpack.packer.adapters.lhotse_read import CutLine, read_cuts, read_recordings_supervisions
+from speechpack.packer.adapters.lhotse_shar import read_shar, with_shar_audio
+from speechpack.packer.adapters.wesep import TarMember
+from speechpack.packer.audio import Audio, AudioError, resample, resampled_frames, to_stored
+from speechpack.packer.build.npy_stream import hash_file
+from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
+from speechpack.packer.sample import PackedSample, SamplePlan
+from speechpack.schemas.constants import KIND_ASR, KIND_SOURCES, STREAM_SOURCE, UNKNOWN_SPEAKER
+from speechpack.schemas.errors import OptionError
+from speechpack.schemas.sample_names import check_name
+from speechpack.schemas.wesep_list import LineProblem
 
 #: ``--kind`` choices; ``auto`` decides from the cuts (see the module doc).
 KINDS = ("auto", KIND_ASR, KIND_SOURCES)

@@ -23,9 +23,9 @@ import gzip
 import os
 from dataclasses import dataclass
 
-from schemas.errors import SpeechpackError
-from schemas.jsonlines import decode_line, parse_json_line
-from schemas.wesep_list import LineProblem
+from speechpack.schemas.errors import SpeechpackError
+from speechpack.schemas.jsonlines import decode_line, parse_json_line
+from speechpack.schemas.wesep_list import LineProblem
 
 #: What a manifest file name must end with: Lhotse's JSON-lines manifests (recipes write ``.jsonl.gz``).
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz")

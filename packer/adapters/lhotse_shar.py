@@ -30,11 +30,11 @@ import tarfile
 import zlib
 from dataclasses import dataclass, field
 
-from packer.adapters.lhotse_read import CutLine, ReadCuts, collect_lines, reason_of, require_lhotse
-from packer.adapters.wesep import TarMember
-from packer.adapters.wesep_shards import InMemoryTarMember, is_gzip
-from schemas.errors import SpeechpackError
-from schemas.wesep_list import LineProblem
+from speechpack.packer.adapters.lhotse_read import CutLine, ReadCuts, collect_lines, reason_of, require_lhotse
+from speechpack.packer.adapters.wesep import TarMember
+from speechpack.packer.adapters.wesep_shards import InMemoryTarMember, is_gzip
+from speechpack.schemas.errors import SpeechpackError
+from speechpack.schemas.wesep_list import LineProblem
 
 #: Keys ``CutSet.from_shar`` adds to a cut's ``custom`` (where Lhotse read it from, not a property of the cut):
 #: dropped, also from cuts files written from such cuts.

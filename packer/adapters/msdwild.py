@@ -39,13 +39,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from packer.adapters.asd_common import PACKED_DIR, AsdBuildOptions, AsdTrack, TrackAudio, build_tracks, read_text
-from packer.build.run import BuildSummary
-from packer.faces import Box, FaceError, crop_square
-from schemas.constants import FACE_SHAPE
-from schemas.errors import ManifestError, SpeechpackError
-from schemas.limits import OVERLAP_SECONDS, WINDOW_SECONDS
-from schemas.wesep_list import LineProblem
+from speechpack.packer.adapters.asd_common import PACKED_DIR, AsdBuildOptions, AsdTrack, TrackAudio, build_tracks, read_text
+from speechpack.packer.build.run import BuildSummary
+from speechpack.packer.faces import Box, FaceError, crop_square
+from speechpack.schemas.constants import FACE_SHAPE
+from speechpack.schemas.errors import ManifestError, SpeechpackError
+from speechpack.schemas.limits import OVERLAP_SECONDS, WINDOW_SECONDS
+from speechpack.schemas.wesep_list import LineProblem
 
 DEFAULT_WINDOW_SEC = 30.0
 DEFAULT_OVERLAP_SEC = 10.0

@@ -16,11 +16,11 @@ import hashlib
 import os
 from dataclasses import dataclass
 
-from packer.audio import Audio, AudioError, resample, resampled_length, to_stored
-from packer.build.run import BuildOptions, BuildSummary, run_build
-from packer.sample import PackedSample, SamplePlan
-from schemas.constants import KIND_NOISE, STREAM_AUDIO
-from schemas.noise_lmdb import NoiseLmdb, NoiseLmdbError, decode_noise, probe_noise
+from speechpack.packer.audio import Audio, AudioError, resample, resampled_length, to_stored
+from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
+from speechpack.packer.sample import PackedSample, SamplePlan
+from speechpack.schemas.constants import KIND_NOISE, STREAM_AUDIO
+from speechpack.schemas.noise_lmdb import NoiseLmdb, NoiseLmdbError, decode_noise, probe_noise
 
 
 @dataclass(frozen=True)

@@ -18,12 +18,12 @@ from typing import Callable, Mapping
 
 import click
 
-from packer.adapters import asr_jsonl, asr_parquet, audio_bank, ava, avcc, msdwild, wesep_dir, wesep_shards
-from packer.adapters import lhotse as lhotse_adapter
-from packer.adapters.asd_common import AsdBuildOptions
-from packer.build.run import BuildOptions
-from packer.build.summary import BuildSummary
-from schemas import limits
+from speechpack.packer.adapters import asr_jsonl, asr_parquet, audio_bank, ava, avcc, msdwild, wesep_dir, wesep_shards
+from speechpack.packer.adapters import lhotse as lhotse_adapter
+from speechpack.packer.adapters.asd_common import AsdBuildOptions
+from speechpack.packer.build.run import BuildOptions
+from speechpack.packer.build.summary import BuildSummary
+from speechpack.schemas import limits
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import Iterator
 
 import numpy as np
 
-from packer.audio import (
+from speechpack.packer.audio import (
     Audio,
     AudioError,
     AudioInfo,
@@ -31,14 +31,14 @@ from packer.audio import (
     resampled_frames,
     to_stored,
 )
-from packer.build.run import BuildOptions, BuildSummary, run_build
-from packer.cues import prepare_cues
-from packer.sample import PackedSample, SamplePlan
-from schemas.constants import AUDIO_FULL_SCALE, KIND_SOURCES, KIND_TSE, STREAM_MIX, STREAM_SOURCE, STREAM_TARGET
-from schemas.cues import SpeakerSlot
-from schemas.errors import SpeechpackError
-from schemas.jsonlines import read_lines
-from schemas.wesep_list import LineProblem, WesepLine, best_effort_key, parse_wesep_line, resolve_path
+from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
+from speechpack.packer.cues import prepare_cues
+from speechpack.packer.sample import PackedSample, SamplePlan
+from speechpack.schemas.constants import AUDIO_FULL_SCALE, KIND_SOURCES, KIND_TSE, STREAM_MIX, STREAM_SOURCE, STREAM_TARGET
+from speechpack.schemas.cues import SpeakerSlot
+from speechpack.schemas.errors import SpeechpackError
+from speechpack.schemas.jsonlines import read_lines
+from speechpack.schemas.wesep_list import LineProblem, WesepLine, best_effort_key, parse_wesep_line, resolve_path
 
 
 @dataclass(frozen=True)

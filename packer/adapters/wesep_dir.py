@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from schemas.errors import OptionError, SpeechpackError
+from speechpack.schemas.errors import OptionError, SpeechpackError
 
 #: The files of a WeSep split directory, in the order the list is chosen.
 LIST_NAMES = ("samples.jsonl", "raw.list", "shard.list")
@@ -105,8 +105,8 @@ def find_split(data_dir: str) -> WesepSplit:
 def build_wesep_dir(data_dir: str, options, root: str | None = None, allow_pickle: bool = False) -> WesepDirBuild:
     """Pack the split in ``data_dir`` (``find_split``) with its cues, as ``build wesep`` / ``build wesep-shards``
     would from the same files."""
-    from packer.adapters.wesep import build_wesep
-    from packer.adapters.wesep_shards import build_wesep_shards
+    from speechpack.packer.adapters.wesep import build_wesep
+    from speechpack.packer.adapters.wesep_shards import build_wesep_shards
 
     split = find_split(data_dir)
     if split.list_kind == "shard":
@@ -119,7 +119,7 @@ def build_wesep_dir(data_dir: str, options, root: str | None = None, allow_pickl
 def build_wesep_command(options, list_path: str | None = None, data_dir: str | None = None, root: str | None = None,
                         cues: str | None = None, allow_pickle: bool = False):
     """``speechpack build wesep``: ``--list`` (with ``--cues``) or ``--data-dir``, exactly one."""
-    from packer.adapters.wesep import build_wesep
+    from speechpack.packer.adapters.wesep import build_wesep
 
     if (list_path is None) == (data_dir is None):
         raise OptionError("give one of --list and --data-dir")

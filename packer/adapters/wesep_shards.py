@@ -29,12 +29,12 @@ import tarfile
 import zlib
 from dataclasses import dataclass, field
 
-from packer.adapters.wesep import TarMember, WesepList, one_kind, wesep_steps
-from packer.build.run import BuildOptions, BuildSummary, run_build
-from schemas.errors import SpeechpackError
-from schemas.jsonlines import read_lines
-from schemas.sample_names import check_name, name_problem
-from schemas.wesep_list import LineProblem, WesepLine
+from speechpack.packer.adapters.wesep import TarMember, WesepList, one_kind, wesep_steps
+from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
+from speechpack.schemas.errors import SpeechpackError
+from speechpack.schemas.jsonlines import read_lines
+from speechpack.schemas.sample_names import check_name, name_problem
+from speechpack.schemas.wesep_list import LineProblem, WesepLine
 
 #: Audio extensions WeSep's shard writer and reader accept.
 AUDIO_EXTENSIONS = ("wav", "flac", "mp3", "ogg", "opus", "m4a", "wma")

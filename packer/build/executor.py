@@ -14,7 +14,7 @@ import threading
 from concurrent.futures import ProcessPoolExecutor
 from typing import Callable, Iterator, Sequence
 
-from packer.build.pool_start import new_pool, started
+from speechpack.packer.build.pool_start import new_pool, started
 
 #: Items in flight per worker: enough to hide decode jitter, few enough to bound memory.
 IN_FLIGHT_PER_WORKER = 4

@@ -17,7 +17,7 @@ from typing import Sequence
 
 from tqdm import tqdm
 
-from packer.build.state import (
+from speechpack.packer.build.state import (
     ShardMismatch,
     VerifiedShard,
     clear_state,
@@ -25,16 +25,16 @@ from packer.build.state import (
     read_cues_receipt,
     verify_shard,
 )
-from packer.build.checkpoints import checkpoint
-from packer.copy_lock import locked
-from packer.build.plan import BuildPlan
-from packer.build.summary import BuildSummary
-from packer.writer import PackTotals, commit_pack, hash_file
-from schemas.constants import MANIFEST_NAME, TOOL_NAME
-from schemas.cues import CUES_DIR
-from schemas.errors import BuildError, SpeechpackError
-from schemas.format import FileEntry, Manifest
-from schemas.wesep_list import LineProblem
+from speechpack.packer.build.checkpoints import checkpoint
+from speechpack.packer.copy_lock import locked
+from speechpack.packer.build.plan import BuildPlan
+from speechpack.packer.build.summary import BuildSummary
+from speechpack.packer.writer import PackTotals, commit_pack, hash_file
+from speechpack.schemas.constants import MANIFEST_NAME, TOOL_NAME
+from speechpack.schemas.cues import CUES_DIR
+from speechpack.schemas.errors import BuildError, SpeechpackError
+from speechpack.schemas.format import FileEntry, Manifest
+from speechpack.schemas.wesep_list import LineProblem
 
 #: How many unverified shards a finalize error lists before it says "and N more".
 _LISTED = 20

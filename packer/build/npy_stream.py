@@ -25,10 +25,10 @@ from typing import BinaryIO
 import numpy as np
 from numpy.lib import format as npy_format
 
-from packer.build.background_hash import BackgroundDigest
-from packer.build.writeback import start_writeback
-from schemas.errors import InternalError
-from schemas.format import FileEntry
+from speechpack.packer.build.background_hash import BackgroundDigest
+from speechpack.packer.build.writeback import start_writeback
+from speechpack.schemas.errors import InternalError
+from speechpack.schemas.format import FileEntry
 
 _HASH_BLOCK = 1 << 22
 #: Bytes written to a stream file between requests to start writing them back (see the module docstring): what the

@@ -29,10 +29,10 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
-from packer.build.plan import BuildPlan
-from packer.build.state import PLAN_FILE, RECEIPTS_DIR, RecordedPlan, load_recorded_plan, receipt_path, record_plan
-from packer.copy_lock import DestinationLock, locked
-from packer.ownership import (
+from speechpack.packer.build.plan import BuildPlan
+from speechpack.packer.build.state import PLAN_FILE, RECEIPTS_DIR, RecordedPlan, load_recorded_plan, receipt_path, record_plan
+from speechpack.packer.copy_lock import DestinationLock, locked
+from speechpack.packer.ownership import (
     INCOMING_MANIFEST,
     REPLACED_MANIFEST,
     RESERVED_NAMES,
@@ -43,9 +43,9 @@ from packer.ownership import (
     retire_manifest,
     survey,
 )
-from packer.writer import fsync_dir
-from schemas.constants import MANIFEST_NAME, TEMP_PREFIX, shard_dir_name
-from schemas.errors import BuildError, SpeechpackError
+from speechpack.packer.writer import fsync_dir
+from speechpack.schemas.constants import MANIFEST_NAME, TEMP_PREFIX, shard_dir_name
+from speechpack.schemas.errors import BuildError, SpeechpackError
 
 
 def _survey(out: str) -> tuple[Survey, RecordedPlan | None]:

@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from packer.sample import SamplePlan
-from schemas.errors import SpeechpackError
+from speechpack.packer.sample import SamplePlan
+from speechpack.schemas.errors import SpeechpackError
 
 #: Version of the serialised plan (``.tmp-plan.json``); a different one is refused, never guessed at.
 PLAN_VERSION = 1

@@ -48,7 +48,7 @@ PARENT_POLL_SECONDS = 0.5
 #: ``__main__``), which on a 2-core machine cost more than a short build gained from its second worker.
 #: ``packer.build.run`` no longer imports any adapter (each adapter imports it), so the audio families' adapters are
 #: named here.
-FORKSERVER_PRELOAD = ("packer.build.run", "packer.adapters.wesep", "packer.adapters.audio_bank")
+FORKSERVER_PRELOAD = ("speechpack.packer.build.run", "speechpack.packer.adapters.wesep", "speechpack.packer.adapters.audio_bank")
 
 
 def fork_is_safe() -> bool:

@@ -17,8 +17,8 @@ from typing import Sequence
 
 from tqdm import tqdm
 
-from packer.build.shard_task import ShardJob, ShardOutcome, build_shard
-from schemas.errors import SpeechpackError
+from speechpack.packer.build.shard_task import ShardJob, ShardOutcome, build_shard
+from speechpack.schemas.errors import SpeechpackError
 
 
 def import_ray():

@@ -15,22 +15,22 @@ from typing import Callable, Sequence
 
 from tqdm import tqdm
 
-from packer.build.executor import map_while_starting, stop_pool, worker_pool
-from packer.build.finalize import commit_build, line_problem, verify_all
-from packer.build.output_dir import OutputClaim, claim_output, item_inputs
-from packer.build.plan import BuildPlan, ShardSlice, plan_shards
-from packer.build.ray_executor import import_ray
-from packer.build.shard_runner import run_shard_jobs
-from packer.build.shard_task import guarded, shard_jobs
-from packer.build.state import VerifiedShard, receipt_path, write_cues_receipt
-from packer.build.summary import BuildSummary
-from packer.cues import CueBuild, CueProblem, write_cues
-from packer.sample import PackedSample, SamplePlan
-from packer.writer import hash_file
-from schemas.constants import DEFAULT_SAMPLE_RATE, DEFAULT_SHARD_BYTES, TOOL_NAME, shard_dir_name, tool_version
-from schemas.errors import BuildError, SpeechpackError
-from schemas.limits import SAMPLE_RATE, SHARD_BYTES, WORKERS
-from schemas.wesep_list import LineProblem
+from speechpack.packer.build.executor import map_while_starting, stop_pool, worker_pool
+from speechpack.packer.build.finalize import commit_build, line_problem, verify_all
+from speechpack.packer.build.output_dir import OutputClaim, claim_output, item_inputs
+from speechpack.packer.build.plan import BuildPlan, ShardSlice, plan_shards
+from speechpack.packer.build.ray_executor import import_ray
+from speechpack.packer.build.shard_runner import run_shard_jobs
+from speechpack.packer.build.shard_task import guarded, shard_jobs
+from speechpack.packer.build.state import VerifiedShard, receipt_path, write_cues_receipt
+from speechpack.packer.build.summary import BuildSummary
+from speechpack.packer.cues import CueBuild, CueProblem, write_cues
+from speechpack.packer.sample import PackedSample, SamplePlan
+from speechpack.packer.writer import hash_file
+from speechpack.schemas.constants import DEFAULT_SAMPLE_RATE, DEFAULT_SHARD_BYTES, TOOL_NAME, shard_dir_name, tool_version
+from speechpack.schemas.errors import BuildError, SpeechpackError
+from speechpack.schemas.limits import SAMPLE_RATE, SHARD_BYTES, WORKERS
+from speechpack.schemas.wesep_list import LineProblem
 
 #: Values of ``--executor``.
 EXECUTORS = ("local", "ray")

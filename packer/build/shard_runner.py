@@ -23,13 +23,13 @@ from typing import Callable, Sequence
 
 from tqdm import tqdm
 
-from packer.build.executor import BackgroundConsumer, map_in_order, worker_pool
-from packer.sample import PackedSample
-from packer.build.shard_task import (ShardJob, ShardOutcome, build_shard, check_decoded, decode_measured, guarded,
+from speechpack.packer.build.executor import BackgroundConsumer, map_in_order, worker_pool
+from speechpack.packer.sample import PackedSample
+from speechpack.packer.build.shard_task import (ShardJob, ShardOutcome, build_shard, check_decoded, decode_measured, guarded,
                                      record_receipt)
-from packer.writer import PackWriter
-from schemas.format import ShardEntry
-from schemas.wesep_list import LineProblem
+from speechpack.packer.writer import PackWriter
+from speechpack.schemas.format import ShardEntry
+from speechpack.schemas.wesep_list import LineProblem
 
 #: With at least this many shards per worker to build, the local executor runs whole-shard tasks in its pool
 #: (each worker decodes and writes its shard: no decoded audio crosses processes, and writing and hashing run in
@@ -51,7 +51,7 @@ def run_shard_jobs(jobs: Sequence[ShardJob], executor: str, workers: int = 1, ra
     if not jobs:
         return []
     if executor == "ray":
-        from packer.build.ray_executor import run_shard_jobs_on_ray
+        from speechpack.packer.build.ray_executor import run_shard_jobs_on_ray
 
         return run_shard_jobs_on_ray(jobs, ray_address, progress=show_progress, desc=desc)
     with tqdm(total=sum(len(job.items) for job in jobs), desc=desc, unit="sample",

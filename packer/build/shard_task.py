@@ -13,14 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
-from packer.audio import AudioError, StoredAudio, measured
-from packer.build.state import ShardReceipt, write_receipt
-from packer.build.checkpoints import checkpoint
-from packer.build.executor import BackgroundConsumer
-from packer.sample import PackedSample, SamplePlan
-from packer.writer import PackWriter
-from schemas.format import ShardEntry
-from schemas.wesep_list import LineProblem
+from speechpack.packer.audio import AudioError, StoredAudio, measured
+from speechpack.packer.build.state import ShardReceipt, write_receipt
+from speechpack.packer.build.checkpoints import checkpoint
+from speechpack.packer.build.executor import BackgroundConsumer
+from speechpack.packer.sample import PackedSample, SamplePlan
+from speechpack.packer.writer import PackWriter
+from speechpack.schemas.format import ShardEntry
+from speechpack.schemas.wesep_list import LineProblem
 
 
 def guarded(fn: Callable, item):

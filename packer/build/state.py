@@ -24,20 +24,20 @@ import shutil
 from dataclasses import dataclass
 from typing import Callable
 
-from packer.build.plan import PLAN_VERSION, BuildPlan
-from packer.ownership import PlanOwnership
-from packer.writer import fsync_dir, hash_file, write_json_atomic
-from schemas.constants import (
+from speechpack.packer.build.plan import PLAN_VERSION, BuildPlan
+from speechpack.packer.ownership import PlanOwnership
+from speechpack.packer.writer import fsync_dir, hash_file, write_json_atomic
+from speechpack.schemas.constants import (
     SHARD_INDEX_NAME,
     STREAM_TYPES,
     TEMP_PREFIX,
     shard_dir_name,
     stream_file_name,
 )
-from schemas.errors import PackFormatError, SpeechpackError
-from schemas.format import FileEntry, ShardEntry, check_shard_index
-from schemas.kinds import STREAMS_BY_KIND
-from schemas.npyfile import read_npy_header
+from speechpack.schemas.errors import PackFormatError, SpeechpackError
+from speechpack.schemas.format import FileEntry, ShardEntry, check_shard_index
+from speechpack.schemas.kinds import STREAMS_BY_KIND
+from speechpack.schemas.npyfile import read_npy_header
 
 PLAN_FILE = f"{TEMP_PREFIX}plan.json"
 RECEIPTS_DIR = f"{TEMP_PREFIX}receipts"

@@ -9,12 +9,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from packer.build.plan import ShardSlice
-from schemas.constants import SKIPPED_NAME, TOOL_NAME
-from schemas.cues import CUES_DIR, LABELS_DIR
-from schemas.format import Manifest
-from schemas.units import format_bytes, plural
-from schemas.wesep_list import LineProblem
+from speechpack.packer.build.plan import ShardSlice
+from speechpack.schemas.constants import SKIPPED_NAME, TOOL_NAME
+from speechpack.schemas.cues import CUES_DIR, LABELS_DIR
+from speechpack.schemas.format import Manifest
+from speechpack.schemas.units import format_bytes, plural
+from speechpack.schemas.wesep_list import LineProblem
 
 
 @dataclass(frozen=True)

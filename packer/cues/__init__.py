@@ -6,7 +6,7 @@ One module per representation (``waveform``, ``spk_embedding``, ``raw_video``, `
 ``schemas/cues.py``; ``loader/tse/cues/bank.py`` reads it.
 """
 
-from packer.cues.build import CueBuild, prepare_cues, write_cues
-from packer.cues.problem import CueProblem
+from speechpack.packer.cues.build import CueBuild, prepare_cues, write_cues
+from speechpack.packer.cues.problem import CueProblem
 
 __all__ = ["CueBuild", "CueProblem", "prepare_cues", "write_cues"]

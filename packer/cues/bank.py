@@ -9,12 +9,12 @@ from typing import Iterable
 
 import numpy as np
 
-from packer.cues.payload import LoadContext
-from packer.cues.problem import CueInputError, CueProblem
-from packer.cues.representations import MODULES
-from packer.cues.resource import ItemSource, Resource, utf8
-from packer.writer import save_npy, write_json_atomic
-from schemas.cues import (
+from speechpack.packer.cues.payload import LoadContext
+from speechpack.packer.cues.problem import CueInputError, CueProblem
+from speechpack.packer.cues.representations import MODULES
+from speechpack.packer.cues.resource import ItemSource, Resource, utf8
+from speechpack.packer.writer import save_npy, write_json_atomic
+from speechpack.schemas.cues import (
     ENTRIES_NAME,
     ENTRY_UTT_IDS_NAME,
     INDEX_DTYPE,

@@ -16,18 +16,18 @@ from typing import Sequence
 import yaml
 from tqdm import tqdm
 
-from packer.cues.bank import load_item, loadable_items, write_bank
-from packer.cues.labels import read_labels, write_labels
-from packer.cues.payload import LoadContext
-from packer.cues.problem import CueProblem
-from packer.cues.representations import MODULES
-from packer.cues.resource import EntryContext, Resource, read_resource
-from packer.build.executor import map_in_order
-from packer.writer import fresh_temp_dir, fsync_dir, hash_file
-from schemas.cues import CUES_DIR, CUES_YAML, LABELS_DIR, CuesConfig, CueSpec, SpeakerSlot, lookup_key
-from schemas.errors import ManifestError, SpeechpackError
-from schemas.format import FileEntry
-from schemas.wesep_list import resolve_path
+from speechpack.packer.cues.bank import load_item, loadable_items, write_bank
+from speechpack.packer.cues.labels import read_labels, write_labels
+from speechpack.packer.cues.payload import LoadContext
+from speechpack.packer.cues.problem import CueProblem
+from speechpack.packer.cues.representations import MODULES
+from speechpack.packer.cues.resource import EntryContext, Resource, read_resource
+from speechpack.packer.build.executor import map_in_order
+from speechpack.packer.writer import fresh_temp_dir, fsync_dir, hash_file
+from speechpack.schemas.cues import CUES_DIR, CUES_YAML, LABELS_DIR, CuesConfig, CueSpec, SpeakerSlot, lookup_key
+from speechpack.schemas.errors import ManifestError, SpeechpackError
+from speechpack.schemas.format import FileEntry
+from speechpack.schemas.wesep_list import resolve_path
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,11 @@ import os
 
 import numpy as np
 
-from packer.cues.payload import FlatPayload, LoadContext
-from packer.cues.problem import CueInputError
-from packer.cues.resource import EntryContext, ItemSource
-from packer.writer import save_npy
-from schemas.cues import INDEX_DTYPE, KEYWORDS_NAME, WORD_DTYPE, WORDS_NAME
+from speechpack.packer.cues.payload import FlatPayload, LoadContext
+from speechpack.packer.cues.problem import CueInputError
+from speechpack.packer.cues.resource import EntryContext, ItemSource
+from speechpack.packer.writer import save_npy
+from speechpack.schemas.cues import INDEX_DTYPE, KEYWORDS_NAME, WORD_DTYPE, WORDS_NAME
 
 READS_FILES = False
 _INT64_MAX = np.iinfo(np.int64).max

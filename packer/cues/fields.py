@@ -16,12 +16,12 @@ import os
 import numpy as np
 from numpy.lib import format as npy_format
 
-from packer.cues.payload import FlatPayload, LoadContext, as_float32, file_provenance
-from packer.cues.problem import CueInputError
-from packer.cues.resource import EntryContext, ItemSource, entry_duration, entry_path
-from packer.writer import save_npy
-from schemas.cues import FIELD_VALUE_DTYPE, VALUES_NAME
-from schemas.npyfile import read_npy_header
+from speechpack.packer.cues.payload import FlatPayload, LoadContext, as_float32, file_provenance
+from speechpack.packer.cues.problem import CueInputError
+from speechpack.packer.cues.resource import EntryContext, ItemSource, entry_duration, entry_path
+from speechpack.packer.writer import save_npy
+from speechpack.schemas.cues import FIELD_VALUE_DTYPE, VALUES_NAME
+from speechpack.schemas.npyfile import read_npy_header
 
 READS_FILES = True
 provenance = file_provenance

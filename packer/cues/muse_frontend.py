@@ -11,10 +11,10 @@ import math
 
 import numpy as np
 
-from packer.cues.payload import FlatPayload, LoadContext, as_float32, file_provenance, read_npy
-from packer.cues.problem import CueInputError
-from packer.cues.resource import EntryContext, ItemSource, entry_duration, entry_path, entry_utt_id
-from schemas.cues import ITEM_DTYPES
+from speechpack.packer.cues.payload import FlatPayload, LoadContext, as_float32, file_provenance, read_npy
+from speechpack.packer.cues.problem import CueInputError
+from speechpack.packer.cues.resource import EntryContext, ItemSource, entry_duration, entry_path, entry_utt_id
+from speechpack.schemas.cues import ITEM_DTYPES
 
 READS_FILES = True
 provenance = file_provenance

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from packer.cues.problem import CueInputError
-from packer.cues.resource import ItemSource
-from packer.writer import NpyStream, save_npy
-from schemas.cues import DATA_NAME, ITEM_DTYPES, ITEMS_NAME, PAYLOAD_DTYPES
+from speechpack.packer.cues.problem import CueInputError
+from speechpack.packer.cues.resource import ItemSource
+from speechpack.packer.writer import NpyStream, save_npy
+from speechpack.schemas.cues import DATA_NAME, ITEM_DTYPES, ITEMS_NAME, PAYLOAD_DTYPES
 
 
 @dataclass(frozen=True)

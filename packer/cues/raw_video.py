@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from packer.cues.payload import FlatPayload, LoadContext, file_provenance
-from packer.cues.problem import CueInputError
-from packer.cues.resource import EntryContext, ItemSource, entry_path, entry_utt_id
+from speechpack.packer.cues.payload import FlatPayload, LoadContext, file_provenance
+from speechpack.packer.cues.problem import CueInputError
+from speechpack.packer.cues.resource import EntryContext, ItemSource, entry_path, entry_utt_id
 
 READS_FILES = True
 provenance = file_provenance

@@ -3,7 +3,7 @@ what each module provides."""
 
 from __future__ import annotations
 
-from packer.cues import dae_keyword_phoneme, fields, muse_frontend, raw_video, spk_embedding, waveform
+from speechpack.packer.cues import dae_keyword_phoneme, fields, muse_frontend, raw_video, spk_embedding, waveform
 
 MODULES = {
     "waveform": waveform,

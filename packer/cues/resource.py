@@ -12,8 +12,8 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
-from packer.cues.problem import CueInputError, CueProblem
-from schemas.cues import DICT_VALUED, CueSpec
+from speechpack.packer.cues.problem import CueInputError, CueProblem
+from speechpack.schemas.cues import DICT_VALUED, CueSpec
 
 
 @dataclass(frozen=True)

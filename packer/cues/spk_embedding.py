@@ -10,11 +10,11 @@ import os
 
 import numpy as np
 
-from packer.cues.payload import LoadContext, as_float32, file_provenance, read_npy
-from packer.cues.problem import CueInputError
-from packer.cues.resource import EntryContext, ItemSource, entry_path, entry_utt_id
-from packer.writer import NpyStream, save_npy
-from schemas.cues import DATA_NAME, ITEM_DTYPES, ITEMS_NAME, PAYLOAD_DTYPES
+from speechpack.packer.cues.payload import LoadContext, as_float32, file_provenance, read_npy
+from speechpack.packer.cues.problem import CueInputError
+from speechpack.packer.cues.resource import EntryContext, ItemSource, entry_path, entry_utt_id
+from speechpack.packer.writer import NpyStream, save_npy
+from speechpack.schemas.cues import DATA_NAME, ITEM_DTYPES, ITEMS_NAME, PAYLOAD_DTYPES
 
 READS_FILES = True
 provenance = file_provenance

@@ -7,10 +7,10 @@ channel of the file is kept (WeSep hands the processor ``[C, T]``).
 
 from __future__ import annotations
 
-from packer.audio import AudioError, StoredAudio, read_audio, resample, to_stored
-from packer.cues.payload import FlatPayload, LoadContext, file_provenance
-from packer.cues.problem import CueInputError
-from packer.cues.resource import EntryContext, ItemSource, entry_path, entry_utt_id
+from speechpack.packer.audio import AudioError, StoredAudio, read_audio, resample, to_stored
+from speechpack.packer.cues.payload import FlatPayload, LoadContext, file_provenance
+from speechpack.packer.cues.problem import CueInputError
+from speechpack.packer.cues.resource import EntryContext, ItemSource, entry_path, entry_utt_id
 
 READS_FILES = True
 provenance = file_provenance

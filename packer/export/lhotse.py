@@ -42,15 +42,15 @@ from typing import Callable, Iterator
 import numpy as np
 import soundfile
 
-from loader.pack import open_pack
-from packer.export.output_dir import claim_export_dir
-from packer.export.record import CUTS_FILE, ExportRecord, audio_rel, temp_name
-from packer.adapters.lhotse import CORPUS_FIELD
-from packer.adapters.lhotse_read import require_lhotse
-from schemas.constants import (AUDIO_FULL_SCALE, KIND_ASR, KIND_NOISE, KIND_RIR, KIND_SOURCES, STREAM_TEXT,
+from speechpack.loader.pack import open_pack
+from speechpack.packer.export.output_dir import claim_export_dir
+from speechpack.packer.export.record import CUTS_FILE, ExportRecord, audio_rel, temp_name
+from speechpack.packer.adapters.lhotse import CORPUS_FIELD
+from speechpack.packer.adapters.lhotse_read import require_lhotse
+from speechpack.schemas.constants import (AUDIO_FULL_SCALE, KIND_ASR, KIND_NOISE, KIND_RIR, KIND_SOURCES, STREAM_TEXT,
                                UNKNOWN_SPEAKER)
-from schemas.errors import SpeechpackError
-from schemas.kinds import KIND_SPECS
+from speechpack.schemas.errors import SpeechpackError
+from speechpack.schemas.kinds import KIND_SPECS
 
 #: Kinds an export writes: one audio segment per sample.  ``tse`` (a mixture and its targets) and ``asd``
 #: (faces and labels) have no one-recording-per-sample form in Lhotse's manifests.

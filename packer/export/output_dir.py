@@ -27,9 +27,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, TextIO
 
-from packer.build.checkpoints import checkpoint
-from packer.copy_lock import locked
-from packer.export.record import (
+from speechpack.packer.build.checkpoints import checkpoint
+from speechpack.packer.copy_lock import locked
+from speechpack.packer.export.record import (
     CUTS_FILE,
     JOURNAL_FILE,
     PLAN_FILE,
@@ -45,9 +45,9 @@ from packer.export.record import (
     temp_name,
     write_record,
 )
-from packer.ownership import walk
-from packer.writer import fsync_dir
-from schemas.errors import SpeechpackError
+from speechpack.packer.ownership import walk
+from speechpack.packer.writer import fsync_dir
+from speechpack.schemas.errors import SpeechpackError
 
 
 def _remove_owned(out: str, owns: Callable[[str], bool], keep: Iterable[str] = ()) -> None:

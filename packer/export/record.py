@@ -33,8 +33,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-from packer.ownership import refuse_foreign, walk
-from schemas.constants import TEMP_PREFIX
+from speechpack.packer.ownership import refuse_foreign, walk
+from speechpack.schemas.constants import TEMP_PREFIX
 
 #: The manifest an export writes in ``DIR`` (written last).
 CUTS_FILE = "cuts.jsonl.gz"

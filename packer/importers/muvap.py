@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from packer.audio import AudioError, StoredAudio, int16_statistics
-from packer.build.run import BuildOptions, BuildSummary, run_build
-from packer.importers.muvap_layout import (
+from speechpack.packer.audio import AudioError, StoredAudio, int16_statistics
+from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
+from speechpack.packer.importers.muvap_layout import (
     MUVAP_INDEX,
     MUVAP_MANIFEST,
     MuvapPack,
@@ -39,10 +39,10 @@ from packer.importers.muvap_layout import (
     clip_of,
     read_muvap_pack,
 )
-from packer.sample import PackedSample, SamplePlan, StoredArray
-from schemas.constants import ASD_SAMPLE_RATE, KIND_ASD, STREAM_AUDIO, STREAM_FACES, STREAM_LABELS
-from schemas.errors import BuildError, SpeechpackError
-from schemas.wesep_list import LineProblem
+from speechpack.packer.sample import PackedSample, SamplePlan, StoredArray
+from speechpack.schemas.constants import ASD_SAMPLE_RATE, KIND_ASD, STREAM_AUDIO, STREAM_FACES, STREAM_LABELS
+from speechpack.schemas.errors import BuildError, SpeechpackError
+from speechpack.schemas.wesep_list import LineProblem
 
 #: One int16 step at MuVAP's quantisation scale (``x * 32767``): the rounding each stored value carries.
 STATS_ABS_TOL = 1.0 / 32767

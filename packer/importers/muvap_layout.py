@@ -44,12 +44,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from schemas.constants import ASD_SAMPLE_RATE, FACE_SHAPE, SHARD_DIR_PREFIX, shard_dir_name
-from schemas.errors import NpyHeaderError, PackFormatError
-from schemas.npyfile import NpyHeader, read_npy_header
-from schemas.sample_names import name_problem
-from schemas.timebase import audio_sample_count, model_frame_count
-from schemas.wesep_list import LineProblem
+from speechpack.schemas.constants import ASD_SAMPLE_RATE, FACE_SHAPE, SHARD_DIR_PREFIX, shard_dir_name
+from speechpack.schemas.errors import NpyHeaderError, PackFormatError
+from speechpack.schemas.npyfile import NpyHeader, read_npy_header
+from speechpack.schemas.sample_names import name_problem
+from speechpack.schemas.timebase import audio_sample_count, model_frame_count
+from speechpack.schemas.wesep_list import LineProblem
 
 MUVAP_FORMAT = "muvap-asd-mmap"
 #: MuVAP's ``SUPPORTED_VERSIONS``.

@@ -30,13 +30,13 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-from packer.adapters.asd_common import AsdBuildOptions  # noqa: E402
-from packer.adapters.asr_jsonl import build_asr_jsonl  # noqa: E402
-from packer.adapters.audio_bank import build_audio_bank  # noqa: E402
-from packer.adapters.avcc import build_avcc  # noqa: E402
-from packer.adapters.wesep import build_wesep  # noqa: E402
-from packer.build.run import BuildOptions  # noqa: E402
-from schemas.constants import ASD_SAMPLE_RATE, DEFAULT_SAMPLE_RATE, FACE_SHAPE, KIND_TSE  # noqa: E402
+from speechpack.packer.adapters.asd_common import AsdBuildOptions  # noqa: E402
+from speechpack.packer.adapters.asr_jsonl import build_asr_jsonl  # noqa: E402
+from speechpack.packer.adapters.audio_bank import build_audio_bank  # noqa: E402
+from speechpack.packer.adapters.avcc import build_avcc  # noqa: E402
+from speechpack.packer.adapters.wesep import build_wesep  # noqa: E402
+from speechpack.packer.build.run import BuildOptions  # noqa: E402
+from speechpack.schemas.constants import ASD_SAMPLE_RATE, DEFAULT_SAMPLE_RATE, FACE_SHAPE, KIND_TSE  # noqa: E402
 
 GOLDEN = os.path.join(REPO, "tests", "data", "golden")
 SPEAKERS = ("spk-a", "spk-b", "spk-c")

@@ -322,8 +322,8 @@ def write_msdwild(root: Path) -> MsdwildInputs:
 def make_asd_pack(tmp_path: Path) -> str:
     """An ``asd`` pack of the AVA-style corpus (three tracks in two clips, real faces, audio and measured labels),
     built in ``tmp_path``; returns the pack's path.  For tests of anything that reads asd packs."""
-    from packer.adapters.ava import build_ava
-    from packer.adapters.asd_common import AsdBuildOptions
+    from speechpack.packer.adapters.ava import build_ava
+    from speechpack.packer.adapters.asd_common import AsdBuildOptions
 
     inputs = write_ava(Path(tmp_path) / "ava_corpus")
     out = Path(tmp_path) / "asd_pack"

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 import numpy as np
 import soundfile
 
-from loader import build_loader
-from packer.audio import StoredAudio
-from packer.sample import PackedSample, SamplePlan, StoredArray
-from packer.writer import PackWriter
-from schemas.constants import ASD_SAMPLE_RATE, FACE_SHAPE, KIND_ASD
-from schemas.timebase import audio_sample_count
+from speechpack.loader import build_loader
+from speechpack.packer.audio import StoredAudio
+from speechpack.packer.sample import PackedSample, SamplePlan, StoredArray
+from speechpack.packer.writer import PackWriter
+from speechpack.schemas.constants import ASD_SAMPLE_RATE, FACE_SHAPE, KIND_ASD
+from speechpack.schemas.timebase import audio_sample_count
 
 @dataclass(frozen=True)
 class Track:

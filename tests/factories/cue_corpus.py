@@ -14,8 +14,8 @@ import numpy as np
 import yaml
 
 from factories.wesep_lists import Mix
-from packer.adapters.wesep import build_wesep
-from packer.build.run import BuildOptions
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.build.run import BuildOptions
 
 #: Frame rate and size (pixels, square) of the synthetic face videos.
 VIDEO_FPS = 25

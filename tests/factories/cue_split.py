@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from factories.wesep_lists import Mix
-from packer.adapters.wesep import build_wesep
-from packer.build.run import BuildOptions
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.build.run import BuildOptions
 
 def make_mp4(path: Path, frames: int = 12, width: int = 64, height: int = 48, fps: int = 25) -> str:
     """An H.264 (libx264, bundled with PyAV's FFmpeg) video of moving gradients."""

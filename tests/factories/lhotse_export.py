@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import soundfile
 
-from packer.build.checkpoints import FAULT_ENV, KILL_AT_ENV
+from speechpack.packer.build.checkpoints import FAULT_ENV, KILL_AT_ENV
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -51,7 +51,7 @@ def run_export(pack, out, *extra: str, kill_at: str | None = None,
         env[KILL_AT_ENV] = kill_at
     if fault is not None:
         env[FAULT_ENV] = fault
-    return subprocess.run([sys.executable, "-m", "cli", "export", "lhotse", str(pack), "--out", str(out), *extra],
+    return subprocess.run([sys.executable, "-m", "speechpack.cli", "export", "lhotse", str(pack), "--out", str(out), *extra],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=120, start_new_session=True,
                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 

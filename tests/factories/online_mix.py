@@ -7,8 +7,8 @@ from __future__ import annotations
 import torch
 
 from factories.wesep_lists import Source
-from packer.adapters.wesep import build_wesep
-from packer.build.run import BuildOptions
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.build.run import BuildOptions
 
 #: Rate of the sources pack (the real recordings are 8 and 16 kHz) and of the online mixtures.
 RATE = 16000

@@ -10,8 +10,8 @@ import os
 import numpy as np
 
 from factories.wesep_lists import Mix
-from packer.adapters.wesep import build_wesep
-from packer.build.run import BuildOptions
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.build.run import BuildOptions
 
 def make_real_pack(tmp_path, wesep_list, real_audio):
     librivox = real_audio("pocketsphinx", 4)

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-import loader
+from speechpack import loader
 from factories.recordings import FULL_SCALE
 from factories.wesep_lists import Mix, mixture_line
-from loader import open_pack
-from packer.adapters.wesep import build_wesep
-from packer.build.run import BuildOptions
+from speechpack.loader import open_pack
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.build.run import BuildOptions
 
 #: Sample rate of the generated packs (low, so packs stay small and fast).
 RATE = 8000

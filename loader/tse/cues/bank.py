@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 import yaml
 
-from loader.tse.cues.representations import MODULES
-from schemas.cuecheck import BankFiles, Issue, bank_files, label_issues, read_bank
-from schemas.cues import (
+from speechpack.loader.tse.cues.representations import MODULES
+from speechpack.schemas.cuecheck import BankFiles, Issue, bank_files, label_issues, read_bank
+from speechpack.schemas.cues import (
     CUES_DIR,
     CUES_YAML,
     DATA_NAME,
@@ -37,8 +37,8 @@ from schemas.cues import (
     CuesConfig,
     CueSpec,
 )
-from schemas.errors import ManifestError, PackFormatError
-from schemas.format import Manifest
+from speechpack.schemas.errors import ManifestError, PackFormatError
+from speechpack.schemas.format import Manifest
 
 
 def _find(sorted_keys: np.ndarray, key: str) -> int:

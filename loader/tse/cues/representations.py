@@ -8,7 +8,7 @@ optionally ``check_spec(spec, pack_path)`` (what makes a ``cues.yaml`` entry unu
 
 from __future__ import annotations
 
-from loader.tse.cues import dae_keyword_phoneme, fields, muse_frontend, raw_video, spk_embedding, waveform
+from speechpack.loader.tse.cues import dae_keyword_phoneme, fields, muse_frontend, raw_video, spk_embedding, waveform
 
 MODULES = {
     "waveform": waveform,

@@ -22,14 +22,14 @@ from typing import Any
 
 import numpy as np
 
-from loader.config_checks import ConfigError
-from loader.tse.args import DatasetArgs
-from loader.tse.collate import CUE_FIELDS, FieldSpec, resolve_field
-from loader.tse.cues.chunk import ChunkInfo
-from loader.tse.cues.representations import MODULES
-from loader.tse.cues.request import CueRequest
-from schemas.cues import CueSpec, lookup_key
-from schemas.errors import SpeechpackError
+from speechpack.loader.config_checks import ConfigError
+from speechpack.loader.tse.args import DatasetArgs
+from speechpack.loader.tse.collate import CUE_FIELDS, FieldSpec, resolve_field
+from speechpack.loader.tse.cues.chunk import ChunkInfo
+from speechpack.loader.tse.cues.representations import MODULES
+from speechpack.loader.tse.cues.request import CueRequest
+from speechpack.schemas.cues import CueSpec, lookup_key
+from speechpack.schemas.errors import SpeechpackError
 
 #: Uniform draws each cue takes per row from the batch's generator: the entry, then textual's span length and start.
 DRAWS_PER_CUE = 3

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import soxr
 
-from loader.tse.cues.chunk import ChunkInfo
-from schemas.constants import AUDIO_FULL_SCALE
+from speechpack.loader.tse.cues.chunk import ChunkInfo
+from speechpack.schemas.constants import AUDIO_FULL_SCALE
 
 
 def read(bank, item: int, data: np.ndarray) -> np.ndarray:
