@@ -36,7 +36,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from speechpack.loader.readahead import will_need_ranges  # noqa: E402
+from speechpack.loader.pack.readahead import will_need_ranges  # noqa: E402
 from workdir import bench_workdir, drop_page_cache  # noqa: E402
 
 CHUNK = 32000

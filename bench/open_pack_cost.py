@@ -19,7 +19,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from speechpack.loader.pack import Pack, open_pack, read_manifest  # noqa: E402
-from speechpack.loader.pack_verify import read_columns  # noqa: E402
+from speechpack.loader.pack.verify import read_columns  # noqa: E402
 from speechpack.schemas.column_checks import check_column_values  # noqa: E402
 from speechpack.schemas.columns import COLUMNS_DIR, column_files  # noqa: E402
 

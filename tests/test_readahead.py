@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pytest
 
-from speechpack.loader import readahead
+from speechpack.loader.pack import readahead
 from speechpack.loader.pack import open_pack
 from factories.pack_reads import drop_page_cache, stored_segment
 

@@ -23,7 +23,7 @@ from speechpack import loader
 from factories import Mix
 from speechpack.loader.plan import batch_rng
 from speechpack.loader.batch_arrays import Arena, allocating_in
-from speechpack.loader.readahead import PROBE_EVERY, AdaptiveAdvice
+from speechpack.loader.pack.readahead import PROBE_EVERY, AdaptiveAdvice
 from speechpack.loader.tse import window_reads
 from speechpack.loader.tse.buffer_pool import MAX_BUFFERS, BufferPool
 from speechpack.loader.tse.windows import ZERO_CHUNK_REDRAWS, Chunking, sounds

@@ -21,7 +21,7 @@ import soxr
 from speechpack.loader import batch_arrays
 from speechpack.loader.normalize import MUVAP, muvap_gain
 from speechpack.loader.pack import Pack
-from speechpack.loader.readahead import will_need_views
+from speechpack.loader.pack.readahead import will_need_views
 from speechpack.loader.tse.windows import Window
 
 

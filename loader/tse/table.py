@@ -24,7 +24,7 @@ import numpy as np
 from speechpack.loader.batching import Windows
 from speechpack.loader.normalize import muvap_gain
 from speechpack.loader.pack import Pack
-from speechpack.loader.readahead import AdaptiveAdvice, major_faults
+from speechpack.loader.pack.readahead import AdaptiveAdvice, major_faults
 from speechpack.loader.tse.buffer_pool import BufferPool
 from speechpack.loader.tse.decode import Row, aligned_length
 from speechpack.loader.tse.items import ItemIndex

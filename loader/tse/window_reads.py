@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from speechpack.loader.pack import Pack
-from speechpack.loader.readahead import will_need_ranges
+from speechpack.loader.pack.readahead import will_need_ranges
 
 
 @dataclass(frozen=True)

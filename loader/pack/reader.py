@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from speechpack.loader.readahead import view_ranges, will_need_ranges
+from speechpack.loader.pack.readahead import view_ranges, will_need_ranges
 from speechpack.loader.tse.cues.bank import CueBank, PackCues, SpeakerLabels, open_cues
 from speechpack.schemas.constants import (
     AUDIO_FULL_SCALE,
@@ -42,7 +42,7 @@ from speechpack.schemas.format import Manifest
 from speechpack.schemas.kinds import ATTRIBUTES_BY_KIND, KIND_SPECS, STREAMS_BY_KIND
 from speechpack.schemas.manifest_file import FileIdentity, read_manifest_file
 from speechpack.schemas.npyfile import read_npy_header_from
-from speechpack.loader.pack_verify import OpenedPack, read_columns
+from speechpack.loader.pack.verify import OpenedPack, read_columns
 
 
 @dataclass(frozen=True)

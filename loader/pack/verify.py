@@ -25,7 +25,7 @@ from speechpack.schemas.manifest_file import FileIdentity
 from speechpack.schemas.npyfile import read_npy_header_from
 
 if TYPE_CHECKING:  # annotations only: loader.pack imports this module
-    from speechpack.loader.pack import MappedStream, Pack
+    from speechpack.loader.pack.reader import MappedStream, Pack
 
 
 #: Column files hashed at once at open: hashlib and file reads release the GIL, so threads overlap them.
