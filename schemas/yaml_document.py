@@ -157,9 +157,9 @@ def parse_yaml(data: bytes | str, path: str, *, error: type[Exception] = Documen
         except UnicodeDecodeError as err:
             raise refuse(error, path, f"not UTF-8 text (byte 0x{raw[err.start]:02x})",
                          raw.count(b"\n", 0, err.start) + 1) from None
-    loader = BoundedSafeLoader(data, max_depth, max_alias_nodes)
-    root = None
+    loader = root = None
     try:
+        loader = BoundedSafeLoader(data, max_depth, max_alias_nodes)  # the reader refuses control characters here
         root = loader.get_single_node()
         return loader.construct_document(root) if root is not None else None
     except _Refusal as err:
@@ -179,7 +179,8 @@ def parse_yaml(data: bytes | str, path: str, *, error: type[Exception] = Documen
     except (ValueError, TypeError, OverflowError) as err:
         raise refuse(error, path, f"not valid YAML ({err})") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def read_yaml(path: str, *, error: type[Exception] = DocumentError, max_depth: int = MAX_DEPTH,
