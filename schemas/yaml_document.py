@@ -106,9 +106,12 @@ class BoundedSafeLoader(yaml.SafeLoader):
     def construct_object(self, node, deep=False):
         try:
             return super().construct_object(node, deep)
-        except (ValueError, TypeError, OverflowError) as err:  # e.g. a timestamp with month 13
-            raise _Refusal(f"not valid YAML (cannot read {node.tag.rpartition(':')[2]} value "
-                           f"{node.value[:40] if isinstance(node.value, str) else ''!r}: {err})", node=node) from None
+        except (_Refusal, yaml.YAMLError):
+            raise
+        except Exception as err:  # PyYAML's constructors fail plainly on odd scalars: month 13, an empty !!int
+            value = node.value[:40] if isinstance(node.value, str) else ""
+            raise _Refusal(f"not valid YAML (cannot read {node.tag.rpartition(':')[2]} value {value!r}: "
+                           f"{type(err).__name__}: {err})", node=node) from None
 
     def construct_yaml_int(self, node):
         text = self.construct_scalar(node)
@@ -176,7 +179,7 @@ def parse_yaml(data: bytes | str, path: str, *, error: type[Exception] = Documen
         raise refuse(error, path, f"not valid YAML ({err})") from None
     except RecursionError:  # a thread with a small stack; the depth bound keeps the main thread's far below
         raise refuse(error, path, "not readable YAML: nested too deep for the parser") from None
-    except (ValueError, TypeError, OverflowError) as err:
+    except (ValueError, TypeError, ArithmeticError, LookupError) as err:
         raise refuse(error, path, f"not valid YAML ({err})") from None
     finally:
         if loader is not None:
