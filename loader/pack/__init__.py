@@ -3,8 +3,9 @@
 ``open_pack(path)`` checks the manifest, loads the columnar index into numpy and maps stream files lazily
 (``reader``); what it verifies at open and at each mapping is ``verify``; the read-ahead advice for a batch's
 mapped ranges is ``readahead``.  Every file is reached through ``PackFiles`` (``files``: a local directory;
-``object_store``: an fsspec URL such as ``s3://bucket/packs/train``), so one reader serves local and remote packs.  This package knows no task: the loader's tasks, packer's tools (validate, inspect, copy, export)
-and the demo all read through it.
+``object_store``: an fsspec URL such as ``s3://bucket/packs/train``), so one reader serves local and remote packs.
+This package knows no task: the loader's tasks, packer's tools (validate, inspect, copy, export) and the demo all
+read through it.
 """
 
 from speechpack.loader.pack.files import DirectoryPackFiles, MappedStream, PackFiles, is_remote, map_stream

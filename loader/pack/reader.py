@@ -1,5 +1,7 @@
 """Reading packs: ``open_pack(path)`` checks the manifest, loads the shard indexes into numpy columns, and maps
-stream files lazily (read-only) the first time a sample needs them.
+stream files lazily (read-only) the first time a sample needs them.  Every file comes through a ``PackFiles``
+(``loader.pack.files``): a local directory, or an object store by URL (``loader.pack.object_store``), whose stream
+files are read into memory instead of mapped; the ``Pack`` and the batch code are the same for both.
 
 No per-sample Python objects are kept: keys, speakers, offsets and statistics are numpy arrays, so DataLoader
 workers forked from a process holding a ``Pack`` do not dirty copy-on-write pages by touching refcounts
