@@ -33,7 +33,6 @@ import numpy as np
 from speechpack.loader.pack.files import DirectoryPackFiles, MappedStream, PackFiles, is_remote
 from speechpack.loader.pack.object_store import ObjectStorePackFiles
 from speechpack.loader.pack.readahead import view_ranges, will_need_ranges
-from speechpack.loader.pack.verify import OpenedPack, read_columns
 from speechpack.loader.tse.cues.bank import CueBank, PackCues, SpeakerLabels, open_cues
 from speechpack.schemas.constants import (
     AUDIO_FULL_SCALE,
@@ -44,6 +43,7 @@ from speechpack.schemas.cues import CuesConfig
 from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.format import Manifest
 from speechpack.schemas.kinds import ATTRIBUTES_BY_KIND, KIND_SPECS, STREAMS_BY_KIND
+from speechpack.loader.pack.verify import OpenedPack, read_columns
 
 
 @dataclass(frozen=True)
