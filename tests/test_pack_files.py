@@ -155,6 +155,7 @@ def test_store_failures_name_the_object_and_never_the_secret(s3_server):
         ObjectStorePackFiles("memory://packs/train", endpoint_url="http://127.0.0.1:1")
     error = ObjectStoreError(f"{missing}/dataset.json", "read", "AccessDenied")
     assert isinstance(error, OSError) and str(error) == f"{missing}/dataset.json: cannot read (AccessDenied)"
+    assert str(pickle.loads(pickle.dumps(error))) == str(error)
 
 
 def test_without_the_s3_extra_a_url_says_what_to_install(monkeypatch):
