@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from speechpack.loader.tse.cues.bank import read_cues_config
+from speechpack.loader.pack.cues import read_cues_config
 from speechpack.packer.pack_report import PackReport
 from speechpack.packer.validate_files import check_file
 from speechpack.schemas.constants import MANIFEST_NAME

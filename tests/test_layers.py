@@ -26,9 +26,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = ("schemas", "packer", "loader")
 TOP_MODULES = ("cli",)
 
-#: What ``packer/`` may import from ``loader/``: the pack reader and the modules it imports (the cue-bank reader,
-#: whose ``read_cues_config`` ``packer.validate`` also uses), and their packages.
-PACK_READER = frozenset({"speechpack.loader", "speechpack.loader.pack", "speechpack.loader.tse", "speechpack.loader.tse.cues", "speechpack.loader.tse.cues.bank"})
+#: What ``packer/`` may import from ``loader/``: the pack reader (``loader.pack``, cue banks included) and its package.
+PACK_READER = frozenset({"speechpack.loader", "speechpack.loader.pack"})
 #: Modules that import torch at module level: the DataLoader glue and the ASR modules that compute in torch.
 TORCH_MODULES = frozenset({"speechpack.loader.torch", "speechpack.loader.asr.batch", "speechpack.loader.asr.fbank", "speechpack.loader.asr.specaugment",
                            "speechpack.loader.asr.waveform"})

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from speechpack.loader.pack.readahead import view_ranges, will_need_ranges
-from speechpack.loader.tse.cues.bank import CueBank, PackCues, SpeakerLabels, open_cues
+from speechpack.loader.pack.cues import CueBank, PackCues, SpeakerLabels, open_cues
 from speechpack.schemas.constants import (
     AUDIO_FULL_SCALE,
     STREAM_TYPES,

@@ -3,7 +3,10 @@ what each module provides."""
 
 from __future__ import annotations
 
-from speechpack.packer.cues import dae_keyword_phoneme, fields, muse_frontend, raw_video, spk_embedding, waveform
+from speechpack.packer.cues import muse_frontend, spk_embedding, waveform
+from speechpack.packer.cues import arrays as fields
+from speechpack.packer.cues import media as raw_video
+from speechpack.packer.cues import phonemes as dae_keyword_phoneme
 
 MODULES = {
     "waveform": waveform,

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from speechpack.loader.tse.cues.chunk import ChunkInfo, align_to_duration, crop_by_ratio
+from speechpack.loader.tse.cues.values import ChunkInfo, align_to_duration, crop_by_ratio
 
 
 def read(bank, item: int, data: np.ndarray) -> tuple[np.ndarray, float]:

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from speechpack.loader.tse.cues.chunk import MIN_WINDOW_SECONDS, ChunkInfo
+from speechpack.loader.tse.cues.values import MIN_WINDOW_SECONDS, ChunkInfo
 
 
 def read(bank, item: int, data: np.ndarray) -> tuple[np.ndarray, float]:

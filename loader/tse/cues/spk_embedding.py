@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from speechpack.loader.tse.cues.chunk import ChunkInfo
+from speechpack.loader.tse.cues.values import ChunkInfo
 
 
 def read(bank, item: int, data: np.ndarray) -> np.ndarray:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import soxr
 
-from speechpack.loader.tse.cues.chunk import ChunkInfo
+from speechpack.loader.tse.cues.values import ChunkInfo
 from speechpack.schemas.constants import AUDIO_FULL_SCALE
 
 
