@@ -199,7 +199,7 @@ class Pack:
     """A read-only view of a pack.  Build it with :func:`open_pack`.
 
     Speaker cues (packs built with ``--cues``): ``cues`` maps each cue name of the pack's ``cues.yaml`` to its
-    :class:`~loader.tse.cues.bank.CueBank` (empty without cues); ``cues_config`` is that ``cues.yaml`` parsed
+    :class:`~speechpack.loader.pack.cues.CueBank` (empty without cues); ``cues_config`` is that ``cues.yaml`` parsed
     (``schemas.cues.CuesConfig``, None without cues); ``speaker_labels`` maps speaker id to class index (a
     read-only mapping, None when the pack has no ``labels.speaker_label``) and ``speaker_label(spk)`` looks one up.
 

@@ -14,13 +14,11 @@ import os
 
 import numpy as np
 
-from speechpack.packer.cues.payload import FlatPayload, LoadContext
-from speechpack.packer.cues.problem import CueInputError
-from speechpack.packer.cues.resource import EntryContext, ItemSource
+from speechpack.packer.cues.payload import FlatWriter, LoadContext
+from speechpack.packer.cues.resource import CueInputError, EntryContext, ItemSource
 from speechpack.packer.writer import save_npy
-from speechpack.schemas.cues import INDEX_DTYPE, KEYWORDS_NAME, WORD_DTYPE, WORDS_NAME
+from speechpack.schemas.cue_banks import INDEX_DTYPE, KEYWORDS_NAME, WORD_DTYPE, WORDS_NAME
 
-READS_FILES = False
 _INT64_MAX = np.iinfo(np.int64).max
 
 
@@ -31,44 +29,44 @@ def _id_list(value, what: str, below: int = _INT64_MAX) -> list[int]:
     return value
 
 
-def parse_entry(entry: dict, context: EntryContext) -> tuple[ItemSource, str]:
-    words = entry.get("words")
-    if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
-        raise CueInputError(f"'words' must be a list of strings, got {words!r:.120}")
-    phn_label = entry.get("phn_label")
-    if not isinstance(phn_label, list) or len(phn_label) != len(words):
-        raise CueInputError(f"'phn_label' must be a list with one list of phoneme ids per word ({len(words)}), "
-                            f"got {phn_label!r:.120}")
-    for i, ids in enumerate(phn_label):
-        _id_list(ids, f"'phn_label[{i}]'")
-    kw_candidate = _id_list(entry.get("kw_candidate"), "'kw_candidate'", below=len(words))
-    text = entry.get("normalized_text")
-    if text is not None and not isinstance(text, str):
-        raise CueInputError(f"'normalized_text' must be a string, got {text!r:.120}")
-    content = json.dumps({"words": words, "phn_label": phn_label, "kw_candidate": kw_candidate,
-                          "normalized_text": text}, sort_keys=True, ensure_ascii=False)
-    return ItemSource(context.resource_path, content=content), ""
-
-
-def load(source: ItemSource, context: LoadContext) -> tuple[list[np.ndarray], np.ndarray]:
-    """``(phoneme ids per word, keyword candidate word indices)``, int64."""
-    value = json.loads(source.content)
-    return ([np.asarray(ids, dtype=INDEX_DTYPE) for ids in value["phn_label"]],
-            np.asarray(value["kw_candidate"], dtype=INDEX_DTYPE))
-
-
-def provenance(source: ItemSource) -> dict:
-    value = json.loads(source.content)
-    return {"path": source.path, "words": value["words"], "normalized_text": value["normalized_text"]}
-
-
-class Payload(FlatPayload):
+class DaeKeywordPhonemeWriter(FlatWriter):
     representation = "dae_keyword_phoneme"
 
     def __init__(self, directory: str, context: LoadContext):
         super().__init__(directory, context)
         self._words: list[tuple[int, int]] = []
         self._keywords: list[int] = []
+
+    @staticmethod
+    def parse_entry(entry: dict, context: EntryContext) -> tuple[ItemSource, str]:
+        words = entry.get("words")
+        if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+            raise CueInputError(f"'words' must be a list of strings, got {words!r:.120}")
+        phn_label = entry.get("phn_label")
+        if not isinstance(phn_label, list) or len(phn_label) != len(words):
+            raise CueInputError(f"'phn_label' must be a list with one list of phoneme ids per word ({len(words)}), "
+                                f"got {phn_label!r:.120}")
+        for i, ids in enumerate(phn_label):
+            _id_list(ids, f"'phn_label[{i}]'")
+        kw_candidate = _id_list(entry.get("kw_candidate"), "'kw_candidate'", below=len(words))
+        text = entry.get("normalized_text")
+        if text is not None and not isinstance(text, str):
+            raise CueInputError(f"'normalized_text' must be a string, got {text!r:.120}")
+        content = json.dumps({"words": words, "phn_label": phn_label, "kw_candidate": kw_candidate,
+                              "normalized_text": text}, sort_keys=True, ensure_ascii=False)
+        return ItemSource(context.resource_path, content=content), ""
+
+    @staticmethod
+    def load(source: ItemSource, context: LoadContext) -> tuple[list[np.ndarray], np.ndarray]:
+        """``(phoneme ids per word, keyword candidate word indices)``, int64."""
+        value = json.loads(source.content)
+        return ([np.asarray(ids, dtype=INDEX_DTYPE) for ids in value["phn_label"]],
+                np.asarray(value["kw_candidate"], dtype=INDEX_DTYPE))
+
+    @staticmethod
+    def provenance(source: ItemSource) -> dict:
+        value = json.loads(source.content)
+        return {"path": source.path, "words": value["words"], "normalized_text": value["normalized_text"]}
 
     def add(self, source: ItemSource, loaded: tuple[list[np.ndarray], np.ndarray]) -> None:
         phonemes, keywords = loaded
@@ -81,3 +79,6 @@ class Payload(FlatPayload):
         save_npy(os.path.join(self.directory, WORDS_NAME), np.array(self._words, dtype=WORD_DTYPE))
         save_npy(os.path.join(self.directory, KEYWORDS_NAME), np.array(self._keywords, dtype=INDEX_DTYPE))
         return {}
+
+
+__all__ = ["DaeKeywordPhonemeWriter"]
