@@ -87,8 +87,9 @@ def read_bank(directory: str, spec: CueSpec, sample_rate: int) -> tuple[BankFile
 
 def _dtype_issues(directory: str, spec: CueSpec, arrays: dict[str, np.ndarray]) -> list[Issue]:
     row = spec.representation_spec
-    expected = {LOOKUP_FIRST_NAME: (INDEX_DTYPE, 1), LOOKUP_COUNT_NAME: (INDEX_DTYPE, 1), ENTRIES_NAME: (INDEX_DTYPE, 1),
-                ITEMS_NAME: (row.item_dtype, 1), **{array.name: (array.dtype, array.ndim) for array in row.extra_arrays}}
+    expected = {name: (INDEX_DTYPE, 1) for name in (LOOKUP_FIRST_NAME, LOOKUP_COUNT_NAME, ENTRIES_NAME)}
+    expected[ITEMS_NAME] = (row.item_dtype, 1)
+    expected.update({array.name: (array.dtype, array.ndim) for array in row.extra_arrays})
     issues = []
     for name, array in arrays.items():
         if name in (LOOKUP_KEYS_NAME, ENTRY_UTT_IDS_NAME):

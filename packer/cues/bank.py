@@ -2,11 +2,10 @@
 them, ``sources.json`` and ``meta.json``; and the speaker labels (``cues/labels/``).  The layout is specified in
 ``schemas/cue_banks.py``.
 
-:data:`WRITERS` names the writer of each representation.  The six are grouped by what they read, each module
-a few writers that share their input handling (``media``: files FFmpeg decodes; ``arrays``: numeric arrays read with
-numpy; ``phonemes``: inline JSON), rather than one module per representation: the writers are 20 to 100 lines, and
-the ones of a group share their helpers.  A new representation's writer may go in the module of its input or its
-own module (docs/extending.md).
+:data:`WRITERS` names the writer of each representation.  The six writers are grouped by what they read rather
+than given a module each: each is 20 to 100 lines, and those of a group share their input handling (``media``: files
+FFmpeg decodes; ``arrays``: numeric arrays read with numpy; ``phonemes``: inline JSON).  A new representation's
+writer goes in the module of its input, or in a module of its own (docs/extending.md).
 """
 
 from __future__ import annotations
@@ -43,6 +42,7 @@ from speechpack.schemas.cue_banks import (
     SOURCES_NAME,
 )
 from speechpack.schemas.cues import LABEL_SPEAKERS_NAME, LABEL_VALUES_NAME, CueSpec
+from speechpack.schemas.errors import InternalError
 
 #: The writer of each representation (a name of ``schemas.cue_banks.REPRESENTATION_SPECS``).
 WRITERS: dict[str, type[CueWriter]] = {
@@ -61,8 +61,8 @@ def writer(representation: str) -> type[CueWriter]:
     try:
         return WRITERS[representation]
     except KeyError:
-        raise KeyError(f"no writer for cue representation {representation!r} (packer/cues/bank.py WRITERS; "
-                       f"docs/extending.md)") from None
+        raise InternalError(f"no writer for cue representation {representation!r} (packer/cues/bank.py WRITERS; "
+                            f"docs/extending.md)") from None
 
 
 @dataclass(frozen=True)
