@@ -80,6 +80,8 @@ def crop_by_ratio(x: np.ndarray, chunk: ChunkInfo) -> np.ndarray:
 # ----------------------------------------------------------------------------------------------------------- waveform
 
 def waveform_value(bank, spec, item: int, chunk: ChunkInfo, draws: np.ndarray) -> np.ndarray:
+    """An enrollment recording, float32 ``[C, T]`` at the loader's rate (resampled with soxr when the pack's rate
+    differs), never chunked."""
     audio = bank.read(item)
     if bank.sample_rate != chunk.rate:
         audio = np.ascontiguousarray(soxr.resample(np.ascontiguousarray(audio.T, dtype=np.float32),
@@ -90,6 +92,7 @@ def waveform_value(bank, spec, item: int, chunk: ChunkInfo, draws: np.ndarray) -
 # ------------------------------------------------------------------------------------------------------ spk_embedding
 
 def spk_embedding_value(bank, spec, item: int, chunk: ChunkInfo, draws: np.ndarray) -> np.ndarray:
+    """A speaker embedding, float32 ``[D]``."""
     return embedding(bank.read(item))
 
 
@@ -106,6 +109,7 @@ def embedding(value: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------------------- raw_video
 
 def raw_video_value(bank, spec, item: int, chunk: ChunkInfo, draws: np.ndarray) -> np.ndarray:
+    """The chunk's frames of a face video, uint8 ``[H, W, C, T]`` (``video_chunk``)."""
     frames, fps = bank.read(item)
     return video_chunk(frames, fps, chunk)
 
@@ -146,6 +150,8 @@ def video_chunk(frames: np.ndarray, fps: float, chunk: ChunkInfo) -> np.ndarray:
 # ------------------------------------------------------------------------------------------------------ muse_frontend
 
 def muse_frontend_value(bank, spec, item: int, chunk: ChunkInfo, draws: np.ndarray) -> np.ndarray:
+    """Precomputed visual front-end features ``[..., T]``, aligned to the audio through their ``duration_sec`` and
+    cut to the row's chunk."""
     features, duration = bank.read(item)
     return muse_chunk(features, duration, chunk)
 
@@ -161,6 +167,7 @@ def muse_chunk(features: np.ndarray, duration_sec: float | None, chunk: ChunkInf
 # ------------------------------------------------------------------------------------------------------------- fields
 
 def fields_value(bank, spec, item: int, chunk: ChunkInfo, draws: np.ndarray) -> np.ndarray:
+    """The ``cues.yaml`` ``fields`` in order: float32 ``[F]`` when all are scalars, else ``[F, T]``."""
     values, duration = bank.read(item)
     return spatial_value(values, duration, spec.fields, spec.field_defaults, chunk)
 
@@ -202,6 +209,8 @@ def spatial_value(values: dict[str, np.ndarray], duration_sec: float | None, fie
 # ------------------------------------------------------------------------------------------------ dae_keyword_phoneme
 
 def dae_keyword_phoneme_value(bank, spec, item: int, chunk: ChunkInfo, draws: np.ndarray) -> np.ndarray:
+    """DAE keyword phoneme ids, int64 ``[L]``, chosen by the cue's ``selection`` (``random``: a span of words drawn
+    with the batch's draws; ``fixed``: ``kw_candidate``)."""
     words, keywords = bank.read(item)
     return select_phonemes(words, keywords, spec.selection or {}, draws[1:3])
 
