@@ -101,10 +101,12 @@ ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (
         name="wesep",
         build=wesep_dir.build_wesep_command,
         help="Pack a WeSep raw list: mixture lines make a `tse` pack, single-speaker lines a `sources` pack.  "
-             "--data-dir packs a WeSep split directory as its recipes lay it out, in one command.",
+             "--data-dir packs a WeSep split directory as its recipes lay it out, in one command.  Mainline WeSep's "
+             "shard.list or wav.scp (with utt2spk beside it) and its enrollment files are read as they are.",
         params=(
             click.Option(["--list", "list_path"], type=click.Path(dir_okay=False),
-                         help="WeSep raw list (JSON lines: key, spk, mix.default, src)."),
+                         help="WeSep raw list (JSON lines: key, spk, mix.default, src), or mainline WeSep's shard.list "
+                              "or wav.scp (utt2spk beside it)."),
             click.Option(["--data-dir"], type=click.Path(file_okay=False),
                          help="A WeSep split directory (data/train): its samples.jsonl, raw.list or shard.list, with "
                               "its cues.yaml and spk2label.json, instead of --list and --cues."),
@@ -116,6 +118,16 @@ ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (
             click.Option(["--allow-pickle"], is_flag=True,
                          help="Unpickle spatial cue files that are pickled dicts (runs code from them: trusted files "
                               "only)."),
+            click.Option(["--enroll"], type=click.Path(dir_okay=False),
+                         help="Mainline WeSep enrollments: spk2enroll.json (training draws) or single.wav.scp (the "
+                              "audio of the --fixed-enroll ids)."),
+            click.Option(["--fixed-enroll"], multiple=True, type=click.Path(dir_okay=False),
+                         help="Mainline WeSep fixed enrollments, one file per slot, in order: --fixed-enroll "
+                              "spk1.enroll --fixed-enroll spk2.enroll."),
+            click.Option(["--spk-embeds"], type=click.Path(dir_okay=False),
+                         help="Mainline WeSep pre-extracted Kaldi embeddings (embed.scp; needs speechpack[wesep])."),
+            click.Option(["--utt2spk"], type=click.Path(dir_okay=False),
+                         help="single.utt2spk: the speaker of each --spk-embeds embedding (training draws)."),
         ),
     ),
     Adapter(
