@@ -16,8 +16,8 @@ import click
 
 from speechpack.loader.config import STATES
 from speechpack.packer.adapters import ADAPTERS, Adapter
-from speechpack.packer.adapters.build_options import SizeType, apply_max_shard_gb, scale_options, shared_build_options
-from speechpack.packer.adapters.registry import range_type
+from speechpack.packer.adapters.build_options import SCALE_OPTIONS, SIZE, shard_bytes_of_gb, shared_build_options
+from speechpack.packer.adapters.option_spec import Choice, Number, OptionSpec, Parsed, Path, ValueType
 from speechpack.packer.build.finalize import DEFAULT_JOBS as FINALIZE_JOBS
 from speechpack.packer.copy import DEFAULT_JOBS as COPY_JOBS
 from speechpack.schemas import limits
@@ -37,6 +37,65 @@ def _fail(err: SpeechpackError) -> None:
             else:  # a cue problem names its cue, key and file itself
                 click.echo(f"  {problem}", err=True)
     sys.exit(1)
+
+
+class _ParsedType(click.ParamType):
+    """A ``Parsed`` value: the library's ``parse`` reads the text; its ``SpeechpackError`` is the usage error."""
+
+    def __init__(self, parsed: Parsed):
+        self.name = parsed.name
+        self.parse = parsed.parse
+
+    def convert(self, value, param, ctx):
+        try:
+            return self.parse(value)
+        except SpeechpackError as err:
+            self.fail(str(err), param, ctx)
+
+
+def _click_type(value_type: ValueType) -> click.ParamType | None:
+    """The click type of an option's declared value type (``packer.adapters.option_spec``)."""
+    if isinstance(value_type, Path):
+        return click.Path(file_okay=value_type.file_okay, dir_okay=value_type.dir_okay, exists=value_type.exists)
+    if isinstance(value_type, Choice):
+        return click.Choice(value_type.choices)
+    if isinstance(value_type, Number):
+        kind = click.IntRange if value_type.integer else click.FloatRange
+        return kind(value_type.low, value_type.high, min_open=value_type.low_open)
+    if isinstance(value_type, Parsed):
+        return _ParsedType(value_type)
+    return None
+
+
+def _click_attrs(spec: OptionSpec) -> dict:
+    """The keyword arguments of the click parameter an ``OptionSpec`` declares; attributes left at their defaults
+    are not passed, so click infers what it would for the same option written by hand (``--progress/--no-progress``
+    is a flag)."""
+    attrs = {field.name: getattr(spec, field.name) for field in dataclasses.fields(spec)
+             if field.name not in ("flags", "name", "type", "arity", "positional")
+             and getattr(spec, field.name) != field.default}
+    if spec.positional:
+        attrs["required"] = spec.required
+    value_type = _click_type(spec.type)
+    if value_type is not None:
+        attrs["type"] = (value_type,) * spec.arity if spec.arity > 1 else value_type
+    return attrs
+
+
+def _click_param(spec: OptionSpec) -> click.Parameter:
+    """The click option (or argument) an ``OptionSpec`` declares."""
+    if spec.positional:
+        return click.Argument([spec.name], **_click_attrs(spec))
+    return click.Option([*spec.flags, spec.name], **_click_attrs(spec))
+
+
+def _options(specs):
+    """A decorator adding the options ``specs`` to a click command function (``speechpack import``)."""
+    def decorate(func):
+        for spec in reversed(specs):
+            func = click.option(*spec.flags, spec.name, **_click_attrs(spec))(func)
+        return func
+    return decorate
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -59,12 +118,12 @@ def _call_with_named(func, values: dict):
 def _build_command(adapter: Adapter) -> click.Command:
     """``speechpack build NAME`` for one entry of ``ADAPTERS``: the family's options, then the shared ones, which
     become ``adapter.options`` for the family's build function."""
-    shared = shared_build_options(adapter)
+    shared = [_click_param(spec) for spec in shared_build_options(adapter)]
 
     def run(**values):
         chosen = {option.name: values.pop(option.name) for option in shared}
         out_only = {param.name: values.pop(param.name) for param in adapter.out_params}
-        apply_max_shard_gb(chosen)
+        _apply_max_shard_gb(chosen)
         try:
             if chosen["out"] is None:
                 chosen["out"] = _call_with_named(adapter.default_out, {**values, **out_only})
@@ -75,8 +134,23 @@ def _build_command(adapter: Adapter) -> click.Command:
             _fail(err)
         click.echo(summary.describe())
 
-    return click.Command(adapter.name, callback=run, params=[*adapter.params, *adapter.out_params, *shared],
-                         help=adapter.help)
+    params = [_click_param(spec) for spec in (*adapter.params, *adapter.out_params)]
+    return click.Command(adapter.name, callback=run, params=[*params, *shared], help=adapter.help)
+
+
+def _apply_max_shard_gb(chosen: dict) -> None:
+    """MuVAP's ``--max-shard-gb`` in ``chosen`` turned into ``shard_bytes``; giving it with ``--shard-size`` is a
+    usage error."""
+    max_shard_gb = chosen.pop("max_shard_gb", None)
+    if max_shard_gb is None:
+        return
+    source = click.get_current_context().get_parameter_source("shard_bytes")
+    if source is not None and source.name != "DEFAULT":
+        raise click.UsageError("--max-shard-gb and --shard-size set the same limit: give one of them")
+    try:
+        chosen["shard_bytes"] = shard_bytes_of_gb(max_shard_gb)
+    except SpeechpackError as err:
+        raise click.BadParameter(str(err), param_hint="--max-shard-gb") from None
 
 
 for _adapter in ADAPTERS.values():
@@ -132,7 +206,7 @@ def validate(packs, json_path, no_hash, plot_path, endpoint_url):
 @main.command("finalize")
 @click.argument("pack", type=click.Path(file_okay=False, exists=True))
 @click.option("--no-hash", is_flag=True, help="Trust the receipts' hashes (sizes and indexes are still checked).")
-@click.option("--jobs", default=FINALIZE_JOBS, show_default=True, type=range_type(limits.JOBS),
+@click.option("--jobs", default=FINALIZE_JOBS, show_default=True, type=_click_type(Number.within(limits.JOBS)),
               help="Shards verified at once.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
 def finalize_command(pack, no_hash, jobs, progress):
@@ -150,7 +224,7 @@ def finalize_command(pack, no_hash, jobs, progress):
 @main.command("copy")
 @click.argument("src", type=click.Path(file_okay=False))
 @click.argument("dst", type=click.Path(file_okay=False))
-@click.option("--jobs", default=COPY_JOBS, show_default=True, type=range_type(limits.JOBS),
+@click.option("--jobs", default=COPY_JOBS, show_default=True, type=_click_type(Number.within(limits.JOBS)),
               help="Files copied and hashed at once.")
 @click.option("--verify-only", is_flag=True, help="Re-hash DST against SRC's dataset.json; copy nothing.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar (bytes).")
@@ -248,9 +322,9 @@ def import_group() -> None:
 @click.argument("pack", type=click.Path(file_okay=False, exists=True))
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False),
               help="Pack directory to create (must be empty or absent, unless --overwrite).")
-@click.option("--shard-size", "shard_bytes", default="1GB", show_default=True, type=SizeType(),
+@click.option("--shard-size", "shard_bytes", default="1GB", show_default=True, type=_click_type(SIZE),
               help="Close a shard when the next track would push its payload past this size.")
-@click.option("--workers", default=1, show_default=True, type=range_type(limits.WORKERS),
+@click.option("--workers", default=1, show_default=True, type=_click_type(Number.within(limits.WORKERS)),
               help="Copying processes; the pack is byte-identical whatever the number.")
 @click.option("--skip-bad", is_flag=True,
               help="Import the good tracks and record the bad records in skipped.json instead of failing.")
@@ -259,7 +333,7 @@ def import_group() -> None:
                    "(default: report every mismatch and keep the recomputed values).")
 @click.option("--overwrite", is_flag=True, help="Replace the pack already in --out.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
-@scale_options
+@_options(SCALE_OPTIONS)
 def import_muvap_command(pack, out, shard_bytes, workers, skip_bad, strict_stats, overwrite, progress, **scale):
     """Convert a MuVAP ASD pack (muvap-asd-mmap v4: dataset.json, shard-NNNNNN/{faces,audio,labels}.npy,
     index.json) into an asd pack: rows copied by range, statistics recomputed and compared (docs/asd.md)."""
