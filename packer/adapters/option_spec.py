@@ -13,7 +13,7 @@ runs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Callable
 
 from speechpack.schemas import limits
@@ -90,6 +90,14 @@ class OptionSpec:
         if not self.name:
             long = next(flag for flag in self.flags if flag.startswith("--"))
             object.__setattr__(self, "name", long[2:].split("/")[0].replace("-", "_"))
+
+    def given(self) -> dict[str, Any]:
+        """The attributes this row sets away from their defaults, other than its spellings, name and value type:
+        what a front end passes on (so that it infers the rest as for an option written by hand, e.g.
+        ``--progress/--no-progress`` is a flag)."""
+        skip = ("flags", "name", "type", "arity", "positional")
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name not in skip and getattr(self, f.name) != f.default}
 
 
 def option(*decls: str, **attrs) -> OptionSpec:

@@ -14,8 +14,9 @@ adapter (a worker process does) does not import it.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from speechpack.packer.adapters import asr_jsonl, asr_parquet, audio_bank, ava, avcc, msdwild, wesep_dir, wesep_shards
 from speechpack.packer.adapters import lhotse as lhotse_adapter
@@ -51,6 +52,19 @@ class Adapter:
     def asd(self) -> bool:
         """An asd family: 16 kHz always (no ``--sample-rate``), ``--skip-missing``, and its inputs are tracks."""
         return issubclass(self.options, AsdBuildOptions)
+
+    def run(self, values: Mapping[str, object], shared: Iterable[str]) -> BuildSummary:
+        """The family's build from a command's option values by name: the ``shared`` options (those of
+        ``build_options``) make ``self.options``, ``out_params`` only name the default ``--out``, and the rest are
+        ``build``'s own arguments."""
+        values = dict(values)
+        chosen = {name: values.pop(name) for name in shared if name in values}
+        out_only = {spec.name: values.pop(spec.name) for spec in self.out_params}
+        if chosen["out"] is None:
+            named = {**values, **out_only}
+            wanted = inspect.signature(self.default_out).parameters
+            chosen["out"] = self.default_out(**{name: value for name, value in named.items() if name in wanted})
+        return self.build(options=self.options(**chosen), **self.fixed, **values)
 
 
 def _list_option(help_text: str, name: str = "list_path") -> OptionSpec:
