@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import soundfile
 import torch
+import yaml
 from click.testing import CliRunner
 
 from factories.recordings import REAL_CORPORA, require, require_recording
@@ -21,6 +22,8 @@ from factories.wesep_mainline import EMBED_DIM, librimix_split, online_split
 from speechpack.cli import main as cli
 from speechpack.loader import build_loader
 from speechpack.loader.config_checks import ConfigError
+from speechpack.loader.tse.mainline import MainlineArgs
+from speechpack.loader.tse.mainline_batch import kaldi_fbank
 from speechpack.packer.adapters.wesep_mainline.build import build_mainline
 from speechpack.packer.adapters.wesep_mainline.inputs import MainlineInputs, find_mainline_split
 from speechpack.packer.build.run import BuildOptions
@@ -59,7 +62,8 @@ def real_audio_paths():
     return [require_recording(package, path) for path in paths[:4]]
 
 
-def recipe(pack: str, joint: bool = True, speaker_feat: bool = False, batch_size: int = 2, **dataset_args) -> dict:
+def recipe(pack: str, joint: bool = True, speaker_feat: bool = False, batch_size: int = 2, multi_task: bool = False,
+           **dataset_args) -> dict:
     """A config shaped like mainline's ``confs/*.yaml`` (trainer sections included), with ``packs`` added."""
     args = {"resample_rate": 16000, "sample_num_per_epoch": 0, "shuffle": True, "shuffle_args": {"shuffle_size": 2500},
             "chunk_len": CHUNK, "speaker_feat": speaker_feat,
@@ -70,12 +74,14 @@ def recipe(pack: str, joint: bool = True, speaker_feat: bool = False, batch_size
             "dataloader_args": {"batch_size": batch_size, "drop_last": True, "num_workers": 0, "pin_memory": False},
             "dataset_args": args, "exp_dir": "exp/x", "gpus": "0", "loss": "SISDR", "model": {"tse_model": "BSRNN"},
             "model_args": {"tse_model": {"sr": 16000, "joint_training": joint, "spk_feat": speaker_feat,
-                                         "multi_task": False}},
+                                         "multi_task": multi_task}},
             "num_epochs": 2, "seed": 42}
 
 
-#: Recipe shapes of mainline's LibriMix v2 confs (bsrnn: fbank enrollments; the others: enrollment audio).
-RECIPES = {"bsrnn": {"speaker_feat": True}, "bsrnn_feats": {}, "dpccn": {}, "spexplus": {}, "tfgridnet": {}}
+#: Recipe shapes of mainline's LibriMix v2 confs: fbank enrollments (speaker_feat) or enrollment audio; spexplus
+#: trains with multi_task (spk_label).
+RECIPES = {"bsrnn": {"speaker_feat": True}, "bsrnn_feats": {}, "dpccn": {"speaker_feat": True},
+           "spexplus": {"multi_task": True}, "tfgridnet": {"speaker_feat": True}}
 
 
 def test_build_reads_every_mainline_layout_into_cues(packs):
@@ -93,7 +99,7 @@ def test_build_reads_every_mainline_layout_into_cues(packs):
 
 @pytest.mark.parametrize("name", sorted(RECIPES))
 def test_librimix_recipes_give_mainline_batches_in_train_and_val(packs, name):
-    out, _, _ = packs
+    out, _, root = packs
     for state, pack in (("train", out["train"]), ("val", out["dev"])):
         cfg = recipe(pack, **RECIPES[name])
         loader = build_loader(cfg, state, seed=3)
@@ -110,7 +116,11 @@ def test_librimix_recipes_give_mainline_batches_in_train_and_val(packs, name):
             assert torch.allclose(embeds.mean(dim=1), torch.zeros(rows, 80), atol=1e-3)  # mean CMVN
         else:
             assert embeds.shape == (rows, min(batch["length_spk_embeds"]))
-        assert batch["spk_label"].numel() == 0
+        if RECIPES[name].get("multi_task") and state == "train":  # index of the speaker in spk2enroll.json
+            order = list(json.loads((root / "data" / "spk2enroll.json").read_text()))
+            assert batch["spk_label"].tolist() == [order.index(spk) for spk in batch["spk"]]
+        else:
+            assert batch["spk_label"].numel() == 0
         assert "wav_target" in batch and "valid" in batch  # the contract names stay
 
 
@@ -198,3 +208,39 @@ def test_build_command_data_dir_finds_mainline_files(packs, tmp_path):
     assert "spk1.enroll" in result.output and "single.wav.scp" in result.output
     yaml_text = (tmp_path / "p" / "cues" / "cues.yaml").read_text()
     assert "mix_spk_id" in yaml_text and "fixed" in yaml_text
+
+
+def test_gan_recipe_without_joint_training_is_mainline_and_reads_embeddings(packs):
+    out, _, _ = packs
+    cfg = recipe(out["train_emb"])
+    del cfg["model_args"]["tse_model"]["joint_training"], cfg["model_args"]["tse_model"]["spk_feat"]
+    cfg["model_args"]["discriminator"] = {}  # train_gan.py's recipes: joint_training defaults to false
+    loader = build_loader(cfg, "train", seed=1)
+    assert loader.report().dialect == "wesep-mainline"
+    assert next(iter(loader))["spk_embeds"].shape == (4, EMBED_DIM)
+
+
+def test_enrollment_fbank_matches_kaldi_native_fbank(real_audio_paths):
+    knf = require("kaldi_native_fbank", "dev")
+    audio = soundfile.read(real_audio_paths[0], dtype="float32")[0][:16000] * 32768
+    opts = knf.FbankOptions()
+    opts.frame_opts.dither, opts.frame_opts.window_type = 0.0, "hamming"
+    opts.mel_opts.num_bins, opts.use_energy = 80, False
+    online = knf.OnlineFbank(opts)
+    online.accept_waveform(16000, audio.tolist())
+    online.input_finished()
+    reference = np.stack([online.get_frame(i) for i in range(online.num_frames_ready)])
+    ours = kaldi_fbank(audio, 16000, MainlineArgs(dither=0.0), None)
+    assert ours.shape == reference.shape
+    np.testing.assert_allclose(ours, reference, atol=1e-3)
+
+
+def test_peek_says_which_dialect(packs, tmp_path):
+    out, _, _ = packs
+    path = tmp_path / "bsrnn.yaml"
+    cfg = recipe(out["train"], speaker_feat=True)
+    del cfg["packs"]
+    path.write_text(yaml.safe_dump(cfg))
+    result = CliRunner().invoke(cli, ["peek", str(path), "--pack", out["train"]])
+    assert result.exit_code == 0, result.output
+    assert "read as a wesep-mainline recipe" in result.output and "spk_embeds" in result.output

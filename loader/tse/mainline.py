@@ -4,8 +4,9 @@ mainline's meaning, and every key speechpack cannot honour refused in one error 
 mainline WeSep").
 
 The dialect is told from keys outside ``dataset_args`` (many ``dataset_args`` keys are valid in both): a top-level
-``whole_utt`` or ``repeat_dataset`` (mainline's ``train.py`` reads them there), or ``model_args.tse_model`` with
-``joint_training``.  What mainline's ``train.py`` and ``Dataset`` do with each key, and what it becomes here:
+``whole_utt`` or ``repeat_dataset`` (mainline's ``train.py`` reads them there), ``model_args.tse_model`` with
+``joint_training`` or ``spk_feat``, or ``model_args.discriminator`` (mainline's ``train_gan.py``; its GAN recipes
+name no ``joint_training``, whose default there is false: embeddings).  What mainline's ``train.py`` and ``Dataset`` do with each key, and what it becomes here:
 
 - ``resample_rate``, ``chunk_len``, ``shuffle`` (mainline's default ``false`` kept), ``shuffle_args``,
   ``sample_num_per_epoch``, ``noise_prob`` + ``noise_lmdb_file``, ``online_mix``, ``online_buffer_size``: the
@@ -73,7 +74,9 @@ def dialect(obj: Any) -> str | None:
     plain loader config (no recipe sections)."""
     if not isinstance(obj, dict):
         return None
-    if "whole_utt" in obj or "repeat_dataset" in obj or "joint_training" in tse_model(obj):
+    model_args = obj.get("model_args")
+    if ("whole_utt" in obj or "repeat_dataset" in obj or {"joint_training", "spk_feat"} & set(tse_model(obj))
+            or (isinstance(model_args, dict) and "discriminator" in model_args)):
         return MAINLINE
     return CONTRACT if any(k in obj for k in ("dataloader_args", "val_dataset_args", "model", "model_args")) else None
 

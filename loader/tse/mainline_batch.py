@@ -97,6 +97,8 @@ class MainlineBatchBuilder:
                               f"{'--enroll' if args.joint_training else '--spk-embeds'}")
 
     def __getattr__(self, name):  # args, windows, packs, items, num_units, unit_lengths, ...
+        if name == "inner":  # not set yet (unpickling in a spawned worker): no recursion
+            raise AttributeError(name)
         return getattr(self.inner, name)
 
     def build(self, item_ids: np.ndarray, valid: np.ndarray, epoch: int, global_batch: int) -> dict:
