@@ -27,6 +27,7 @@ from speechpack.loader.tse.mainline_batch import kaldi_fbank
 from speechpack.packer.adapters.wesep_mainline.build import build_mainline
 from speechpack.packer.adapters.wesep_mainline.inputs import MainlineInputs, find_mainline_split
 from speechpack.packer.build.run import BuildOptions
+from speechpack.schemas.errors import SpeechpackError
 
 CHUNK = 8000
 
@@ -244,3 +245,18 @@ def test_peek_says_which_dialect(packs, tmp_path):
     result = CliRunner().invoke(cli, ["peek", str(path), "--pack", out["train"]])
     assert result.exit_code == 0, result.output
     assert "read as a wesep-mainline recipe" in result.output and "spk_embeds" in result.output
+
+
+def test_missing_fixed_enrollments_are_reported_at_once(packs, tmp_path):
+    _, facts, root = packs
+    data = root / "data"
+    broken = tmp_path / "spk1.enroll"
+    lines = (data / "spk1.enroll").read_text().splitlines()
+    broken.write_text("\n".join([lines[0].split()[0] + " nowhere/a.wav", lines[1].split()[0] + " nowhere/b.wav",
+                                 *lines[2:]]) + "\n")
+    inputs = MainlineInputs(list_path=str(data / "shard.list"), enroll=str(data / "single.wav.scp"),
+                            fixed_enroll=(str(broken), str(data / "spk2.enroll")))
+    with pytest.raises(SpeechpackError) as err:
+        build_mainline(inputs, BuildOptions(out=str(tmp_path / "p"), workers=1, progress=False))
+    assert "2 enrollment problem(s)" in str(err.value)
+    assert "nowhere/a.wav" in str(err.value) and "nowhere/b.wav" in str(err.value)

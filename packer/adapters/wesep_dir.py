@@ -18,9 +18,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from typing import TYPE_CHECKING
+
 import yaml
 
 from speechpack.schemas.errors import OptionError, SpeechpackError
+
+if TYPE_CHECKING:
+    from speechpack.packer.adapters.wesep_mainline.inputs import MainlineInputs
 
 #: The files of a WeSep split directory, in the order the list is chosen.
 LIST_NAMES = ("samples.jsonl", "raw.list", "shard.list")
@@ -50,9 +55,10 @@ class WesepSplit:
 
 @dataclass(frozen=True)
 class WesepDirBuild:
-    """``build_wesep_dir``'s result: what was found, and the build's summary."""
+    """``build_wesep_dir``'s result: what was found (a contract split, or mainline WeSep's files), and the
+    build's summary."""
 
-    split: WesepSplit
+    split: WesepSplit | MainlineInputs
     summary: object
 
     def describe(self) -> str:
@@ -145,8 +151,7 @@ def build_wesep_command(options, list_path: str | None = None, data_dir: str | N
         if asked:  # what the command line names wins over what the directory holds
             found = MainlineInputs(list_path=found.list_path, notes=found.notes, **{
                 **{k: getattr(found, k) for k in given}, **{k: v for k, v in given.items() if v}})
-        print(found.describe())
-        return mainline.build_mainline(found, options, root=root)
+        return WesepDirBuild(split=found, summary=mainline.build_mainline(found, options, root=root))
     if asked or mainline.list_format(list_path) != "raw":
         return mainline.build_mainline(MainlineInputs(list_path=list_path, **given), options, root=root)
     return build_wesep(list_path, options, root=root, cues=cues, allow_pickle=allow_pickle)

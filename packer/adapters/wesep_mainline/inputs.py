@@ -158,9 +158,12 @@ def _draws_on_the_fly(path: str) -> bool:
 
 
 def is_mainline_split(data_dir: str) -> bool:
-    """A split directory of mainline's prep: no ``cues.yaml``, and its own enrollment or list files."""
+    """A split directory of mainline's prep: no contract files (``cues.yaml``, ``samples.jsonl``, ``raw.list``:
+    mainline never writes a raw list of mixtures), and its own enrollment or list files."""
     names = set(os.listdir(data_dir)) if os.path.isdir(data_dir) else set()
-    return "cues.yaml" not in names and bool(names & {SPK2ENROLL, SINGLE_WAV_SCP, EMBED_SCP, WAV_SCP, *FIXED_ENROLL})
+    if names & {"cues.yaml", "samples.jsonl", "raw.list"}:
+        return False
+    return bool(names & {SPK2ENROLL, SINGLE_WAV_SCP, EMBED_SCP, WAV_SCP, *FIXED_ENROLL})
 
 
 def find_mainline_split(data_dir: str, embeddings: bool | None = None) -> MainlineInputs:
