@@ -19,11 +19,11 @@ Every reader reports each bad line (file and line number) at once.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 
 from speechpack.packer.adapters.wesep_shards import AUDIO_EXTENSIONS
+from speechpack.schemas.documents import read_json
 from speechpack.schemas.errors import SpeechpackError
 
 #: The names mainline's prep gives these files inside ``data/<noise_type>/<split>/``.
@@ -90,11 +90,7 @@ def read_spk2enroll(path: str) -> dict[str, list[tuple[str, str]]]:
     """``spk2enroll.json``: speaker -> ``[(utt_id, path), ...]``, key order kept (it numbers ``spk_label``)."""
     if not os.path.isfile(path):
         raise SpeechpackError(f"{path}: file not found")
-    try:
-        with open(path, encoding="utf-8") as fp:
-            obj = json.load(fp)
-    except (UnicodeDecodeError, ValueError) as err:
-        raise SpeechpackError(f"{path}: not JSON ({err})") from None
+    obj = read_json(path)  # bounded, every decoding failure named (schemas.documents)
     if not isinstance(obj, dict):
         raise SpeechpackError(f"{path}: expected {{speaker: [[utt_id, wav_path], ...]}}, got {type(obj).__name__}")
     result, problems = {}, []
