@@ -27,6 +27,8 @@ from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
 from speechpack.schemas.constants import KIND_ASR
 from speechpack.schemas.wesep_list import LineProblem
 
+pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
+
 
 # -- the adapter module (docs/extending.md, point 1) ---------------------------------------------------------------
 
