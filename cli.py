@@ -146,20 +146,18 @@ def main() -> None:
 
 
 class _FamilyGroup(click.Group):
-    """``speechpack build``: one subcommand per ``ADAPTERS`` entry, made when the group is used (the registry
-    imports every adapter, which no other command needs)."""
+    """``speechpack build``: one subcommand per ``ADAPTERS`` entry, made when it is asked for (the registry imports
+    every adapter, which no other command needs)."""
 
     def list_commands(self, ctx):
         from speechpack.packer.adapters import ADAPTERS
 
-        return sorted({*self.commands, *ADAPTERS})
+        return sorted(ADAPTERS)
 
     def get_command(self, ctx, name):
         from speechpack.packer.adapters import ADAPTERS
 
-        if name not in self.commands and name in ADAPTERS:
-            self.add_command(_build_command(ADAPTERS[name]))
-        return self.commands.get(name)
+        return _build_command(ADAPTERS[name]) if name in ADAPTERS else None
 
 
 @main.group(cls=_FamilyGroup)

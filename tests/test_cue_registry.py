@@ -5,10 +5,14 @@ functions ``CueBank.read`` and ``CueField.read`` dispatch to."""
 
 from __future__ import annotations
 
+import pytest
+
 from speechpack.loader.tse.cues.representations import MODULES as READERS
 from speechpack.packer.cues.representations import MODULES as WRITERS
 from speechpack.schemas.cuecheck import PAYLOAD_CHECKS
 from speechpack.schemas.cues import REPRESENTATIONS
+
+pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
 
 
 def test_every_side_covers_every_representation():

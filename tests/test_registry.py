@@ -20,6 +20,8 @@ from speechpack.packer.build.run import BuildOptions
 from speechpack.schemas.constants import ASD_SAMPLE_RATE
 from speechpack.schemas.errors import SpeechpackError
 
+pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
+
 FAMILIES = {"wesep", "wesep-shards", "audio-bank", "ava", "wasd", "avcc", "msdwild", "parquet", "asr-jsonl",
             "lhotse"}
 
