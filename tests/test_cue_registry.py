@@ -9,11 +9,15 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from speechpack.loader.pack.cues import READERS
 from speechpack.loader.tse.cues.values import VALUES
 from speechpack.packer.cues.bank import WRITERS
 from speechpack.schemas.cue_banks import REPRESENTATION_SPECS
 from speechpack.schemas.cues import DEFAULT_REPRESENTATIONS, POLICY_TYPES
+
+pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
 
 
 def test_every_representation_has_a_writer_and_a_read_function():

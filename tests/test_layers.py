@@ -9,7 +9,9 @@
 - the pack reader (``loader/pack/``) imports no task package (``loader/tse``, ``loader/asd``, ``loader/asr``), not
   even through the modules it imports;
 - ``loader/`` imports nothing from ``packer/`` or the CLI;
-- torch is imported (module level) only by ``TORCH_MODULES``, so packing and validation never load it.
+- torch is imported (module level) only by ``TORCH_MODULES``, so packing and validation never load it;
+- click is imported (at any level) only by ``speechpack.cli``: the library declares options as plain data
+  (``packer.adapters.option_spec``) and the command line alone knows click.
 
 Known violations that other work in progress removes are listed in ``EXPECTED`` with who removes them; an entry
 that no longer occurs fails the test, so the list shrinks as they are fixed.
@@ -231,6 +233,23 @@ def test_torch_is_imported_only_where_stated():
             if any(n == "torch" or n.startswith("torch.") for n in names):
                 importing.add(name)
     assert importing == TORCH_MODULES
+
+
+def _third_party_imports(path: str, package: str) -> bool:
+    """Whether the file imports ``package`` (or one of its modules) anywhere: module level, functions, any branch."""
+    with open(path, encoding="utf-8") as fp:
+        tree = ast.parse(fp.read(), path)
+    for node in ast.walk(tree):
+        names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                 else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+        if any(n == package or n.startswith(package + ".") for n in names):
+            return True
+    return False
+
+
+def test_click_is_imported_only_by_the_cli():
+    importing = {name for name, path in MODULES.items() if _third_party_imports(path, "click")}
+    assert importing == {"speechpack.cli"}
 
 
 #: Third-party imports done once before forking; torch only when installed (it is an optional extra).
