@@ -40,6 +40,7 @@ from speechpack.packer.adapters.asr_common import asr_plan, asr_sample, check_la
 from speechpack.packer.adapters.lhotse_read import CutLine, read_cuts, read_recordings_supervisions
 from speechpack.packer.adapters.lhotse_shar import read_shar, with_shar_audio
 from speechpack.packer.adapters.wesep import TarMember
+from speechpack.packer.audio_file import path_problem
 from speechpack.packer.audio import Audio, AudioError, resample, resampled_frames, to_stored
 from speechpack.packer.build.npy_stream import hash_file
 from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
@@ -215,8 +216,9 @@ def plan_lhotse_cut(item: LhotseItem, sample_rate: int) -> SamplePlan:
     """Size a cut's sample from its manifest (Lhotse's declared ``num_samples``, which ``load_audio`` returns
     exactly); file sources must exist."""
     for path in item.audio_paths:
-        if not os.path.isfile(path):
-            raise AudioError(path, f"file not found (cut {item.key!r})")
+        problem = path_problem(path)
+        if problem is not None:
+            raise AudioError(path, f"{problem} (cut {item.key!r})")
     cut = item.cut
     rate = int(cut.sampling_rate)
     if item.text is not None:
