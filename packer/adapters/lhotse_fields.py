@@ -22,12 +22,15 @@ describe: starting at or after its start and ending by its end, give or take ``S
 from __future__ import annotations
 
 import math
+import sys
 
 #: Lhotse's default tolerance between a recording's declared duration and ``num_samples / sampling_rate``
 #: (``lhotse.audio.utils.get_audio_duration_mismatch_tolerance``), in seconds.
 AUDIO_DURATION_TOLERANCE = 0.5
 #: How far a supervision's end may pass its audio's, in seconds: the rounding of ``start + duration`` in a double.
 SPAN_TOLERANCE = 1e-6
+#: The largest sample count (and rate) a pack indexes: int64.
+MAX_NUM_SAMPLES = 2 ** 63 - 1
 #: How deep MixedCuts may nest (Lhotse flattens mixes of mixes into one level of tracks).
 MAX_TRACK_DEPTH = 4
 _OPTIONAL_STRINGS = ("text", "speaker", "language", "gender")
@@ -39,12 +42,19 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _finite(value) -> bool:
+    """A finite number a double holds (``math.isfinite`` raises ``OverflowError`` on a 400-digit JSON integer)."""
+    if not _is_number(value):
+        return False
+    return math.isfinite(value) if isinstance(value, float) else abs(value) <= sys.float_info.max
+
+
 def _number(obj: dict, field: str, where: str, *, positive: bool = False, required: bool = True) -> str | None:
     """Why ``obj[field]`` is not a finite (non-negative, or ``positive``) number, or ``None``."""
     if field not in obj and not required:
         return None
     value = obj.get(field, _ABSENT)
-    if not _is_number(value) or not math.isfinite(value):
+    if not _finite(value):
         return f"{where}.{field}: expected a finite number, got {_shown(value)}"
     if value < 0 or (positive and value == 0):
         return f"{where}.{field}: must be {'positive' if positive else 'non-negative'}, got {value!r}"
@@ -76,11 +86,11 @@ def recording_problem(recording, where: str = "recording") -> str | None:
     if reason is not None:
         return reason
     rate = recording.get("sampling_rate", _ABSENT)
-    if type(rate) is not int or rate <= 0:
+    if type(rate) is not int or not 0 < rate <= MAX_NUM_SAMPLES:
         return f"{where}.sampling_rate: expected a positive integer, got {_shown(rate)}"
     samples = recording.get("num_samples", _ABSENT)
-    if type(samples) is not int or samples < 0:
-        return f"{where}.num_samples: expected a non-negative integer, got {_shown(samples)}"
+    if type(samples) is not int or not 0 <= samples <= MAX_NUM_SAMPLES:
+        return f"{where}.num_samples: expected an integer from 0 to 2**63 - 1, got {_shown(samples)}"
     reason = _number(recording, "duration", where, positive=True)
     if reason is not None:
         return reason
@@ -106,7 +116,7 @@ def supervision_problem(supervision, where: str = "supervision") -> str | None:
         if reason is not None:
             return reason
     start = supervision.get("start", _ABSENT)
-    if not _is_number(start) or not math.isfinite(start):
+    if not _finite(start):
         return f"{where}.start: expected a finite number, got {_shown(start)}"
     reason = _number(supervision, "duration", where, positive=True)
     if reason is not None:
@@ -162,7 +172,8 @@ def cut_problem(cut, where: str = "cut") -> str | None:
             if end > cut["recording"]["duration"] + SPAN_TOLERANCE:
                 return (f"{where}: [{cut.get('start', 0)}, {end:.6g}) s lies past the end of its recording "
                         f"({cut['recording']['duration']} s)")
-        elif "sampling_rate" in cut and (type(cut["sampling_rate"]) is not int or cut["sampling_rate"] <= 0):
+        elif "sampling_rate" in cut and (type(cut["sampling_rate"]) is not int
+                                     or not 0 < cut["sampling_rate"] <= MAX_NUM_SAMPLES):
             return f"{where}.sampling_rate: expected a positive integer, got {_shown(cut['sampling_rate'])}"
     return None
 
