@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import soundfile
-import yaml
 
 from speechpack.loader import build_loader
 from speechpack.loader.recipe import ignored_line
 from speechpack.schemas.errors import SpeechpackError
+from speechpack.schemas.yaml_document import read_yaml
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -27,12 +27,9 @@ def load_config(path: str, packs: tuple[str, ...] = ()) -> dict:
     ``packs`` (``--pack``) are the pack directories of a WeSep recipe read unchanged: they become its ``packs``
     entries (a config that has ``packs`` already is an error, so nothing is silently replaced)."""
     try:
-        with open(path, encoding="utf-8") as fp:
-            config = yaml.safe_load(fp)
+        config = read_yaml(path)
     except OSError as err:
         raise SpeechpackError(f"{path}: cannot read config ({err.strerror})") from None
-    except yaml.YAMLError as err:
-        raise SpeechpackError(f"{path}: not valid YAML ({err})") from None
     if not isinstance(config, dict):
         raise SpeechpackError(f"{path}: a config is a mapping with packs and dataset_args")
     if packs:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from speechpack.loader.config_checks import MAX_EPOCH_ITEMS, ConfigError, check_type, positive_int, take_known
+from speechpack.schemas.documents import MAX_DEPTH
 
 #: Top-level sections the loader reads (``LoaderConfig`` keys, then WeSep's data sections).
 CONFIG_KEYS = ("packs", "dataset_args", "weighting", "task")
@@ -79,13 +80,19 @@ class Recipe:
     states: tuple[str, ...] | None = None
 
 
-def deep_merge(base: Any, over: Any) -> Any:
-    """``over`` merged into a copy of ``base``: mappings key by key (recursively), any other value replaces."""
+def deep_merge(base: Any, over: Any, depth: int = 0) -> Any:
+    """``over`` merged into a copy of ``base``: mappings key by key (recursively), any other value replaces.
+
+    Mappings nested deeper than ``schemas.documents.MAX_DEPTH`` are refused: YAML files are bounded when read, and
+    a mapping built in code that contains itself would otherwise recurse until ``RecursionError``."""
+    if depth > MAX_DEPTH:
+        raise ConfigError(f"val_dataset_args: mappings nested more than {MAX_DEPTH} levels deep (one that contains "
+                          f"itself?)")
     if not isinstance(base, dict) or not isinstance(over, dict):
         return copy.deepcopy(over)
     merged = copy.deepcopy(base)
     for key, value in over.items():
-        merged[key] = deep_merge(merged[key], value) if key in merged else copy.deepcopy(value)
+        merged[key] = deep_merge(merged[key], value, depth + 1) if key in merged else copy.deepcopy(value)
     return merged
 
 

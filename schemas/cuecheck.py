@@ -11,7 +11,6 @@ Every check is vectorised over the bank's index arrays, so opening a pack with a
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass
@@ -45,6 +44,7 @@ from speechpack.schemas.cues import (
     WORDS_NAME,
     CueSpec,
 )
+from speechpack.schemas.documents import read_json
 from speechpack.schemas.npyfile import read_npy_header
 
 #: One problem found in a cue file: ``(file path, message)``.
@@ -78,8 +78,7 @@ def read_bank(directory: str, spec: CueSpec, sample_rate: int) -> tuple[BankFile
     issues: list[Issue] = []
     meta_path = os.path.join(directory, META_NAME)
     try:
-        with open(meta_path, encoding="utf-8") as fp:
-            meta = json.load(fp)
+        meta = read_json(meta_path, error=ValueError)
         if not isinstance(meta, dict):
             raise ValueError(f"expected an object, got {type(meta).__name__}")
     except (OSError, UnicodeDecodeError, ValueError) as err:

@@ -18,9 +18,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-import yaml
-
+from speechpack.schemas.documents import DocumentError
 from speechpack.schemas.errors import OptionError, SpeechpackError
+from speechpack.schemas.yaml_document import read_yaml
 
 #: The files of a WeSep split directory, in the order the list is chosen.
 LIST_NAMES = ("samples.jsonl", "raw.list", "shard.list")
@@ -63,10 +63,9 @@ def _labels_named(cues_path: str) -> str | None:
     """The ``labels.speaker_label.resource`` of a cues.yaml (None when absent or unreadable: the cue build reports
     a broken cues.yaml itself, naming the file)."""
     try:
-        with open(cues_path, encoding="utf-8") as fp:
-            document = yaml.safe_load(fp)
+        document = read_yaml(cues_path)
         return document["labels"]["speaker_label"]["resource"]
-    except (OSError, yaml.YAMLError, KeyError, TypeError):
+    except (OSError, DocumentError, KeyError, TypeError):
         return None
 
 

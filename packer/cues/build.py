@@ -13,7 +13,6 @@ import os
 from dataclasses import dataclass
 from typing import Sequence
 
-import yaml
 from tqdm import tqdm
 
 from speechpack.packer.cues.bank import load_item, loadable_items, write_bank
@@ -28,6 +27,7 @@ from speechpack.schemas.cues import CUES_DIR, CUES_YAML, LABELS_DIR, CuesConfig,
 from speechpack.schemas.errors import ManifestError, SpeechpackError
 from speechpack.schemas.format import FileEntry
 from speechpack.schemas.wesep_list import resolve_path
+from speechpack.schemas.yaml_document import parse_yaml
 
 
 @dataclass(frozen=True)
@@ -55,10 +55,7 @@ def _read_config(path: str) -> tuple[bytes, CuesConfig | None, list[CueProblem]]
         raise SpeechpackError(f"{path}: cues.yaml not found")
     with open(path, "rb") as fp:
         raw = fp.read()
-    try:
-        obj = yaml.safe_load(raw.decode("utf-8"))
-    except (UnicodeDecodeError, yaml.YAMLError) as err:
-        raise SpeechpackError(f"{path}: not valid YAML ({err})") from None
+    obj = parse_yaml(raw, path)
     try:
         return raw, CuesConfig.from_dict(obj, where=path), []
     except ManifestError:

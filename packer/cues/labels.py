@@ -7,7 +7,6 @@ list without a label is a build problem.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Iterable
 
@@ -18,6 +17,7 @@ from speechpack.packer.cues.problem import CueInputError, CueProblem
 from speechpack.packer.cues.resource import key_problem, refuse_duplicates, utf8
 from speechpack.packer.writer import save_npy
 from speechpack.schemas.cues import INDEX_DTYPE, LABEL_SPEAKERS_NAME, LABEL_VALUES_NAME
+from speechpack.schemas.documents import parse_json
 
 _MAX_LABEL = np.iinfo(INDEX_DTYPE).max
 
@@ -28,7 +28,7 @@ def read_labels(path: str, speakers: Iterable[tuple[str, int]]) -> tuple[dict[st
         return None, [CueProblem(None, None, path, "speaker-label JSON not found (labels.speaker_label.resource)")]
     try:
         with open(path, "rb") as fp:
-            obj = json.loads(fp.read().decode("utf-8"), object_pairs_hook=refuse_duplicates)
+            obj = parse_json(fp.read(), path, error=ValueError, object_pairs_hook=refuse_duplicates)
     except (OSError, UnicodeDecodeError, ValueError, CueInputError) as err:
         return None, [CueProblem(None, None, path, f"cannot read the speaker-label JSON ({err})")]
     if not isinstance(obj, dict):

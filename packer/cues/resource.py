@@ -7,7 +7,6 @@ broken resource before decoding anything.  Every problem is collected, each nami
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from dataclasses import dataclass
 from typing import Callable
@@ -15,6 +14,7 @@ from typing import Callable
 from speechpack.packer.audio_file import path_problem
 from speechpack.packer.cues.problem import CueInputError, CueProblem
 from speechpack.schemas.cues import DICT_VALUED, CueSpec
+from speechpack.schemas.documents import parse_json
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ def read_resource(spec: CueSpec, module, context: EntryContext) -> tuple[Resourc
     try:
         with open(path, "rb") as fp:
             raw = fp.read()
-        obj = json.loads(raw.decode("utf-8"), object_pairs_hook=refuse_duplicates)
+        obj = parse_json(raw, path, error=ValueError, object_pairs_hook=refuse_duplicates)
     except (OSError, UnicodeDecodeError, ValueError, CueInputError) as err:
         problem(None, path, f"cannot read the resource JSON ({err})")
         return None, problems

@@ -39,7 +39,6 @@ the reason names the index.json entry), so one run lists them all.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -50,6 +49,7 @@ import numpy as np
 
 from speechpack.packer.importers.muvap_files import FileIdentity, array_identity, check_directory, read_file
 from speechpack.schemas.constants import ASD_SAMPLE_RATE, FACE_SHAPE, SHARD_DIR_PREFIX, shard_dir_name
+from speechpack.schemas.documents import parse_json
 from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.sample_names import name_problem
 from speechpack.schemas.timebase import audio_sample_count, model_frame_count
@@ -118,13 +118,10 @@ class MuvapPack:
 
 def _read_json(root: str, parts: tuple[str, ...], name: str):
     """The JSON document ``root/parts...`` (a file ``name`` of the pack at ``root``), read without following a
-    link; ``PackFormatError`` naming the file when it is not UTF-8 JSON."""
+    link, through the one JSON reading layer (``schemas.documents``): ``PackFormatError`` naming the file for any
+    decoding failure."""
     path = os.path.join(root, *parts)
-    raw = read_file(root, *parts, what=name)
-    try:
-        return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise PackFormatError(f"{path}: not a JSON document ({err})") from None
+    return parse_json(read_file(root, *parts, what=name), path, error=PackFormatError)
 
 
 def read_manifest(root: str) -> dict:

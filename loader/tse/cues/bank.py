@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
-import yaml
 
 from speechpack.loader.tse.cues.representations import MODULES
 from speechpack.schemas.cuecheck import BankFiles, Issue, bank_files, label_issues, read_bank
@@ -39,6 +38,7 @@ from speechpack.schemas.cues import (
 )
 from speechpack.schemas.errors import ManifestError, PackFormatError
 from speechpack.schemas.format import Manifest
+from speechpack.schemas.yaml_document import parse_yaml
 
 
 def _find(sorted_keys: np.ndarray, key: str) -> int:
@@ -165,9 +165,9 @@ def read_cues_config(path: str) -> CuesConfig:
     """Parse the ``cues.yaml`` a pack keeps."""
     yaml_path = os.path.join(path, CUES_DIR, CUES_YAML)
     try:
-        with open(yaml_path, encoding="utf-8") as fp:
-            return CuesConfig.from_dict(yaml.safe_load(fp), where=yaml_path)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, ManifestError) as err:
+        with open(yaml_path, "rb") as fp:
+            return CuesConfig.from_dict(parse_yaml(fp.read(), yaml_path, error=PackFormatError), where=yaml_path)
+    except (OSError, ManifestError) as err:
         raise PackFormatError(f"{yaml_path}: cannot read the pack's cues.yaml ({err})") from None
 
 
