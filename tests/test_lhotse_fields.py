@@ -10,7 +10,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from lhotse import Recording, RecordingSet, SupervisionSegment, SupervisionSet
+from lhotse import Recording, RecordingSet, SupervisionSegment
 
 from factories.lhotse_cuts import transcribed_cut
 from speechpack.cli import main

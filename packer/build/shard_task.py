@@ -163,4 +163,5 @@ def shard_jobs(pack_dir: str, kind: str, sample_rate: int, shard_ids: Sequence[i
                      skip_bad, fingerprint, publish) for k in shard_ids]
 
 
-__all__ = ["ShardJob", "ShardOutcome", "build_shard", "check_decoded", "decode_measured", "guarded", "record_receipt", "shard_jobs"]
+__all__ = ["ShardJob", "ShardOutcome", "build_shard", "check_decoded", "decode_measured", "guarded", "record_receipt",
+           "shard_jobs", "size_mismatch"]
