@@ -118,7 +118,8 @@ def load_record(record: MuvapRecord) -> PackedSample:
     faces = np.ascontiguousarray(_rows(record, "faces", record.face_offset, record.source_frames))
     labels = np.ascontiguousarray(_rows(record, "labels", record.face_offset, record.source_frames))
     audio = np.ascontiguousarray(_rows(record, "audio", record.audio_offset, record.audio_samples))
-    if len(faces) != record.source_frames or len(audio) != record.audio_samples:  # the files changed since checked
+    if len(faces) != record.source_frames or len(labels) != record.source_frames or \
+            len(audio) != record.audio_samples:  # checked before: an internal fault if it ever happens
         raise AudioError(record.shard_path, f"{MUVAP_INDEX} entry {record.entry}: the arrays end before the record")
     provenance = {"muvap": {"pack": os.path.abspath(os.path.dirname(record.shard_path)),
                             "shard": os.path.basename(record.shard_path), "entry": record.entry,
