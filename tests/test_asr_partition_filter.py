@@ -11,6 +11,8 @@ import pytest
 from speechpack.loader.asr.partition_filter import parse_partition_filters
 from speechpack.loader.config import ConfigError
 
+pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
+
 COLUMNS = {"corpus": np.array(["mls", "mls", "fleurs", "cv"]), "language": np.array(["en", "fr", "en", "de"])}
 
 

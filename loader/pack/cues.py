@@ -1,42 +1,53 @@
-"""Reading a pack's speaker cues (``PACK/cues/``, specified in ``schemas/cues.py``): one ``CueBank`` per cue,
-and the speaker labels.  numpy only.
+"""Reading a pack's speaker cues (``PACK/cues/``: ``cues.yaml`` in ``schemas/cues.py``, the banks in
+``schemas/cue_banks.py``): one ``CueBank`` per cue, and the speaker labels.  numpy only: the pack reader opens the
+banks with the pack, so nothing here may pull in a task or a heavy library.
 
-A bank's index (lookup keys, entries, item rows) is loaded at open as numpy columns; ``data.npy`` is mapped
-read-only on first ``read``, and the mapping is not pickled, so DataLoader workers map it themselves.  Opening
-checks the structure (``schemas.cuecheck``: sorted keys, entries and payloads in bounds); ``speechpack validate``
-runs the same checks and hashes every file.
+A bank's index (lookup keys, entries, item rows, extra arrays) is loaded at open as numpy columns; ``data.npy`` is
+mapped read-only on first ``read``, and the mapping is not pickled, so DataLoader workers map it themselves.
+Opening checks the structure (``schemas.cuecheck``: sorted keys, entries and payloads in bounds); ``speechpack
+validate`` runs the same checks and hashes every file.
+
+What an item *is* differs per representation: :data:`READERS` holds one small read function per row of
+``schemas.cue_banks.REPRESENTATION_SPECS`` (a new representation adds its function here; docs/extending.md).  What
+a training batch makes of an item (cut to the row's chunk, resampled, selected) is the TSE task's
+(``loader/tse/cues/values.py``).
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 
-from speechpack.loader.tse.cues.representations import MODULES
-from speechpack.schemas.cuecheck import BankFiles, Issue, bank_files, label_issues, read_bank
-from speechpack.schemas.cues import (
-    CUES_DIR,
-    CUES_YAML,
+from speechpack.schemas.constants import AUDIO_FULL_SCALE
+from speechpack.schemas.cue_banks import (
     DATA_NAME,
     ENTRIES_NAME,
     ENTRY_UTT_IDS_NAME,
     ITEMS_NAME,
     KEYWORDS_NAME,
-    LABEL_SPEAKERS_NAME,
-    LABEL_VALUES_NAME,
-    LABELS_DIR,
     LOOKUP_COUNT_NAME,
     LOOKUP_FIRST_NAME,
     LOOKUP_KEYS_NAME,
     VALUES_NAME,
     WORDS_NAME,
+    Issue,
+)
+from speechpack.schemas.cuecheck import BankFiles, label_issues, read_bank
+from speechpack.schemas.cues import (
+    CUES_DIR,
+    CUES_YAML,
+    LABEL_SPEAKERS_NAME,
+    LABEL_VALUES_NAME,
+    LABELS_DIR,
     CuesConfig,
     CueSpec,
 )
-from speechpack.schemas.errors import ManifestError, PackFormatError
+from speechpack.schemas.errors import InternalError, ManifestError, PackFormatError
 from speechpack.schemas.format import Manifest
 from speechpack.schemas.yaml_document import parse_yaml
 
@@ -52,12 +63,12 @@ class CueBank:
     """One cue's bank: ``find(key)`` gives the entry rows of a lookup key (in the resource's list order),
     ``entry_item(entry)`` the item an entry points to, and ``read(item)`` the item's data.
 
-    ``read`` returns, per ``representation`` (its module in ``loader.tse.cues.representations`` reads it):
-    ``waveform`` float32 ``[C, T]`` at ``sample_rate`` (the pack's);
-    ``spk_embedding`` float32 ``[D]``; ``raw_video`` ``(uint8 [T, H, W, C], fps)``; ``muse_frontend``
-    ``(float32 array, duration_sec)``; ``fields`` ``({name: float32 0-d or 1-D array}, duration_sec or None)``
-    with only the fields the item has; ``dae_keyword_phoneme`` ``([int64 phoneme ids per word], int64
-    kw_candidate)``.  Arrays are copies: the mapping is never handed out.
+    ``read`` returns what the representation's read function (:data:`READERS`) makes of the item: ``waveform``
+    float32 ``[C, T]`` at ``sample_rate`` (the pack's); ``spk_embedding`` float32 ``[D]``; ``raw_video`` ``(uint8
+    [T, H, W, C], fps)``; ``muse_frontend`` ``(float32 array, duration_sec)``; ``fields`` ``({name: float32 0-d or
+    1-D array}, duration_sec or None)`` with only the fields the item has; ``dae_keyword_phoneme`` ``([int64
+    phoneme ids per word], int64 kw_candidate)``.  Arrays are copies (raw video aside, see ``read``): the mapping
+    is never handed out.
     """
 
     def __init__(self, directory: str, spec: CueSpec, files: BankFiles, sample_rate: int):
@@ -65,8 +76,11 @@ class CueBank:
         self.name = spec.name
         self.spec = spec
         self.representation = spec.representation
-        #: Hz of ``waveform`` items (the pack's rate); None for the other representations.
-        self.sample_rate = sample_rate if self.representation == "waveform" else None
+        row = spec.representation_spec
+        #: Hz of the items of a representation stored at the pack's rate (``at_pack_rate``); None otherwise.
+        self.sample_rate = sample_rate if row.at_pack_rate else None
+        #: ``meta.json`` as written (what a read function may need besides the arrays).
+        self.meta = files.meta
         #: The field names of a ``fields`` bank (sorted); empty otherwise.
         self.fields: tuple[str, ...] = tuple(files.meta.get("fields", ()))
         arrays = files.arrays
@@ -77,10 +91,8 @@ class CueBank:
         self._utt_ids = arrays[ENTRY_UTT_IDS_NAME]
         items = arrays[ITEMS_NAME]
         self._items = {name: np.ascontiguousarray(items[name]) for name in items.dtype.names}
-        #: ``words.npy``, ``keywords.npy`` (dae_keyword_phoneme) and ``values.npy`` (fields); None otherwise.
-        self.words = arrays.get(WORDS_NAME)
-        self.keywords = arrays.get(KEYWORDS_NAME)
-        self.values = arrays.get(VALUES_NAME)
+        #: The row's extra arrays by file name (``words.npy``, ``keywords.npy``, ``values.npy``...).
+        self.extra: dict[str, np.ndarray] = {array.name: arrays[array.name] for array in row.extra_arrays}
         self._data: np.ndarray | None = None
 
     def __repr__(self) -> str:
@@ -125,12 +137,86 @@ class CueBank:
         of it (copying whole clips was a quarter of a video batch's time); copy what you keep."""
         if not 0 <= item < self.num_items:
             raise IndexError(f"cue {self.name!r} has {self.num_items} items; asked for {item}")
-        return MODULES[self.representation].read(self, item, self.data())
+        return reader(self.representation)(self, item, self.data())
 
     def field(self, name: str, item: int):
-        """Column ``name`` of ``items.npy`` at ``item`` (the representation modules read through it)."""
+        """Column ``name`` of ``items.npy`` at ``item`` (the read functions read through it)."""
         return self._items[name][item]
 
+
+# ------------------------------------------------------------------------------------------------ read functions
+# One per representation: ``(bank, item, mapped data.npy) -> the item``, in WeSep's resource shape; the layouts are
+# specified in schemas/cue_banks.py.
+
+def read_waveform(bank: CueBank, item: int, data: np.ndarray) -> np.ndarray:
+    """The item's audio, float32 ``[C, T]`` at the bank's rate (a copy)."""
+    offset, channels, length = (int(bank.field(n, item)) for n in ("offset", "channels", "length"))
+    factor = np.float32(float(bank.field("scale", item)) / AUDIO_FULL_SCALE)
+    return data[offset:offset + channels * length].reshape(channels, length).astype(np.float32) * factor
+
+
+def read_spk_embedding(bank: CueBank, item: int, data: np.ndarray) -> np.ndarray:
+    """A row of ``data.npy`` ``[items, D]``, copied."""
+    return np.array(data[int(bank.field("row", item))])
+
+
+def read_raw_video(bank: CueBank, item: int, data: np.ndarray) -> tuple[np.ndarray, float]:
+    """``(frames [T, H, W, C], fps)``: the frames are a read-only view of the mapped bank."""
+    shape = tuple(int(bank.field(n, item)) for n in ("frames", "height", "width", "channels"))
+    offset = int(bank.field("offset", item))
+    return data[offset:offset + math.prod(shape)].reshape(shape), float(bank.field("fps", item))
+
+
+def read_muse_frontend(bank: CueBank, item: int, data: np.ndarray) -> tuple[np.ndarray, float]:
+    """``(features, duration_sec)`` (a copy)."""
+    shape = tuple(int(d) for d in bank.field("shape", item)[:int(bank.field("ndim", item))])
+    offset = int(bank.field("offset", item))
+    return (np.array(data[offset:offset + math.prod(shape)].reshape(shape)), float(bank.field("duration_sec", item)))
+
+
+def read_fields(bank: CueBank, item: int, data: np.ndarray) -> tuple[dict[str, np.ndarray], float | None]:
+    """``({name: float32 0-d or 1-D array}, duration_sec or None)`` with only the fields the item has."""
+    fields = {}
+    for name, value in zip(bank.fields, bank.extra[VALUES_NAME][item]):
+        if value["present"]:
+            offset, length = int(value["offset"]), int(value["length"])
+            fields[name] = np.array(data[offset]) if length == -1 else np.array(data[offset:offset + length])
+    duration = float(bank.field("duration_sec", item))
+    return fields, None if math.isnan(duration) else duration
+
+
+def read_dae_keyword_phoneme(bank: CueBank, item: int, data: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+    """``([int64 phoneme ids per word], int64 kw_candidate)`` (copies)."""
+    word_first, word_count, kw_first, kw_count = (int(bank.field(n, item)) for n in
+                                                  ("word_first", "word_count", "kw_first", "kw_count"))
+    words = bank.extra[WORDS_NAME][word_first:word_first + word_count]
+    return ([np.array(data[int(w["phn_offset"]):int(w["phn_offset"]) + int(w["phn_length"])]) for w in words],
+            np.array(bank.extra[KEYWORDS_NAME][kw_first:kw_first + kw_count]))
+
+
+#: ``(bank, item, data) -> the item``.
+ReadFunction = Callable[[CueBank, int, np.ndarray], Any]
+#: The read function of each representation (a name of ``schemas.cue_banks.REPRESENTATION_SPECS``).
+READERS: dict[str, ReadFunction] = {
+    "waveform": read_waveform,
+    "spk_embedding": read_spk_embedding,
+    "raw_video": read_raw_video,
+    "muse_frontend": read_muse_frontend,
+    "fields": read_fields,
+    "dae_keyword_phoneme": read_dae_keyword_phoneme,
+}
+
+
+def reader(representation: str) -> ReadFunction:
+    """The read function of ``representation``, looked up when a bank is read (so a test may add one)."""
+    try:
+        return READERS[representation]
+    except KeyError:
+        raise InternalError(f"no read function for cue representation {representation!r} "
+                            f"(loader/pack/cues.py READERS; docs/extending.md)") from None
+
+
+# ------------------------------------------------------------------------------------------------ labels and opening
 
 class SpeakerLabels(Mapping):
     """``labels.speaker_label`` of a pack: speaker id -> class index, held as two numpy arrays."""
@@ -194,7 +280,7 @@ def open_cues(path: str, manifest: Manifest) -> PackCues:
     banks = {}
     for spec in config.cues:
         directory = os.path.join(root, spec.name)
-        unlisted = [f for f in bank_files(spec.representation) if f"{spec.name}/{f}" not in manifest.cues]
+        unlisted = [f for f in spec.representation_spec.files if f"{spec.name}/{f}" not in manifest.cues]
         if unlisted:
             _raise([(directory, f"{', '.join(unlisted)} not listed in dataset.json")])
         files, found = read_bank(directory, spec, manifest.sample_rate)
@@ -216,4 +302,4 @@ def open_cues(path: str, manifest: Manifest) -> PackCues:
     return PackCues(config=config, banks=banks, labels=labels)
 
 
-__all__ = ["CueBank", "PackCues", "SpeakerLabels", "open_cues", "read_cues_config"]
+__all__ = ["READERS", "CueBank", "PackCues", "ReadFunction", "SpeakerLabels", "open_cues", "read_cues_config", "reader"]
