@@ -10,9 +10,11 @@ cache limit.
 The peers are benchmark-only installs (``bench/peers.py`` has the pip lines that keep torch 2.13.0).
 
 **The store.** A real S3-protocol server on loopback (moto's server mode, started as ``tests/factories/s3.py``
-starts it for the tests), reached by every reader only through :mod:`throttled_proxy`: ``--latency-ms`` per
-connection and per request, ``--bandwidth-mbs`` shared by all connections, every byte sent counted.  Each reader
-gets the proxy as its endpoint (``AWS_ENDPOINT_URL``; Streaming reads ``S3_ENDPOINT_URL``).
+starts it for the tests), reached by every reader only through :mod:`throttled_proxy` (a process of its own):
+``--latency-ms`` per request, ``--connect-ms`` per new connection, ``--bandwidth-mbs`` shared by all connections,
+every byte sent counted.  Each reader gets the proxy as its endpoint (``AWS_ENDPOINT_URL``; Streaming reads
+``S3_ENDPOINT_URL``).  The run starts with a check of the path: a 64 MiB GET and 1 MiB GETs straight from the
+server and through the proxy (moto's own rate bounds every reader).
 
 **The corpus.** ``build_corpus`` of ``bench/loader_throughput.py`` (real 16 kHz speech from Debian packages, two
 speakers per line, 2-5 s), ``--scale 1`` = 960 lines, about 320 MB of int16 (mixture and both sources).  The same
@@ -84,6 +86,8 @@ def _speechpack(spec: dict, location: str, config_extra: dict | None = None):
     config = {**peers.speechpack_config(location), **(config_extra or {})}
     if location.startswith("s3://") and has_node_cache():
         config["cache"] = {"dir": spec["cache_dir"], "limit": spec["cache_limit"]}
+        if spec.get("shard_order"):
+            config["cache"]["shard_order"] = True
     loader = build_loader(config, "train", num_workers=spec["workers"], seed=spec["seed"])
 
     def epoch(number: int):
@@ -144,6 +148,9 @@ def run_child(spec: dict, env: dict, timeout: float) -> dict:
     try:
         done = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", fp.name], cwd=REPO, env=env,
                               capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as err:  # a reader that stalls (a cache too small for it) is a result too
+        log = err.stderr.decode(errors="replace") if isinstance(err.stderr, bytes) else err.stderr or ""
+        return {"error": f"no result within {timeout:g} s", "log": log[-3000:]}
     finally:
         os.unlink(fp.name)
     results = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
@@ -159,19 +166,47 @@ def _start_store(workdir: str, args):
     """Start the server and the proxy; returns (server context, proxy, counter, child environment)."""
     sys.path.insert(0, os.path.join(REPO, "tests"))
     from factories.s3 import s3_server_running
-    from throttled_proxy import ByteCounter, ThrottledProxy
+    from throttled_proxy import ByteCounter
     server = s3_server_running()
     endpoint = server.__enter__()
-    counter = ByteCounter(os.path.join(workdir, "fetched.bin"), create=True)
-    proxy = ThrottledProxy(int(endpoint.rsplit(":", 1)[1]), args.latency_ms / 1000, args.bandwidth_mbs * 1e6,
-                           counter)
-    port = proxy.start()
+    path = os.path.join(workdir, "fetched.bin")
+    proxy = subprocess.Popen([sys.executable, os.path.join(BENCH, "throttled_proxy.py"), "--upstream-port",
+                              endpoint.rsplit(":", 1)[1], "--latency-ms", str(args.latency_ms), "--connect-ms",
+                              str(args.connect_ms), "--bandwidth-mbs", str(args.bandwidth_mbs), "--counter", path],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    port = int(proxy.stdout.readline().split()[1])
+    counter = ByteCounter(path)
     env = {**os.environ, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "S3_ENDPOINT_URL": f"http://127.0.0.1:{port}",
            "AWS_ALLOW_HTTP": "true",  # obstore (LitData) refuses a plain-http endpoint otherwise
            "PYTHONUNBUFFERED": "1"}
     _log(f"store: moto S3 server at {endpoint}, readers through the proxy on port {port} "
-         f"({args.latency_ms:g} ms per connection and request, {args.bandwidth_mbs:g} MB/s shared)")
+         f"({args.latency_ms:g} ms per request, {args.connect_ms:g} ms per connection, {args.bandwidth_mbs:g} MB/s "
+         f"shared)")
+    _calibrate(endpoint, f"http://127.0.0.1:{port}", counter)
     return server, proxy, counter, env
+
+
+def _calibrate(direct: str, proxied: str, counter) -> None:
+    """What the path itself delivers: one 64 MiB object and 16 objects of 1 MiB, straight from the server and
+    through the proxy (the server's own rate bounds every reader)."""
+    import boto3
+    from factories.s3 import BUCKET
+    clients = {"server": boto3.client("s3", endpoint_url=direct), "proxy": boto3.client("s3", endpoint_url=proxied)}
+    clients["server"].put_object(Bucket=BUCKET, Key="calibrate/big", Body=os.urandom(64 << 20))
+    for i in range(16):
+        clients["server"].put_object(Bucket=BUCKET, Key=f"calibrate/small-{i}", Body=os.urandom(1 << 20))
+    before = counter.value()
+    for name, client in clients.items():
+        started = time.perf_counter()
+        client.get_object(Bucket=BUCKET, Key="calibrate/big")["Body"].read()
+        big = time.perf_counter() - started
+        started = time.perf_counter()
+        for i in range(16):
+            client.get_object(Bucket=BUCKET, Key=f"calibrate/small-{i}")["Body"].read()
+        small = (time.perf_counter() - started) / 16
+        _log(f"  path check, {name:<6}: one 64 MiB GET at {(64 << 20) / big / 1e6:5.0f} MB/s; 1 MiB GETs one after "
+             f"another {small * 1000:5.1f} ms each")
+    _log(f"  the proxy counted {(counter.value() - before) / (80 << 20):.3f}x the bytes of the objects it passed")
 
 
 def _upload(local: str, url: str) -> None:
@@ -195,7 +230,7 @@ def _job_spec(args, workdir: str, job: str, counter, cache_limit: int, expected:
     return {"job": job, "url": f"s3://{BUCKET}/{FORMAT[job]}", "local": os.path.join(workdir, FORMAT[job]),
             "cache_dir": tempfile.mkdtemp(prefix=f"cache-{job}-", dir=workdir), "cache_limit": cache_limit,
             "workers": args.workers, "seed": args.seed, "epochs": args.epochs, "counter": counter.path,
-            "expected": expected}
+            "expected": expected, "shard_order": args.shard_order}
 
 
 def run_throughput(args, workdir: str) -> list[dict]:
@@ -236,8 +271,13 @@ def run_throughput(args, workdir: str) -> list[dict]:
             _log(_row_line(got) + (f"\n{got['log']}" if "error" in got and args.verbose else ""))
         return rows
     finally:
-        proxy.stop()
-        server.__exit__(None, None, None)
+        _stop_store(server, proxy)
+
+
+def _stop_store(server, proxy) -> None:
+    proxy.stdin.close()
+    proxy.wait(timeout=30)
+    server.__exit__(None, None, None)
 
 
 def _row_line(row: dict) -> str:
@@ -310,18 +350,21 @@ def run_first_batch(args, workdir: str) -> None:
              f"{statistics.median(times):.2f} s (target <= {TARGET_FIRST_BATCH_S:g} s): "
              f"{'PASS' if best <= TARGET_FIRST_BATCH_S else 'BELOW TARGET'}")
     finally:
-        proxy.stop()
-        server.__exit__(None, None, None)
+        _stop_store(server, proxy)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", type=float, default=1.0, help=f"corpus size: {LINES_PER_SCALE} lines per unit")
     parser.add_argument("--latency-ms", type=float, default=20.0)
+    parser.add_argument("--connect-ms", type=float, default=0.0,
+                        help="latency per new connection (moto closes every connection: see throttled_proxy.py)")
     parser.add_argument("--bandwidth-mbs", type=float, default=200.0)
     parser.add_argument("--cache-fraction", type=float, default=0.25)
     parser.add_argument("--shard-mb", type=float, default=16.0)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--shard-order", action="store_true",
+                        help="speechpack-store: the node cache's shard-aware epoch order (cache.shard_order)")
     parser.add_argument("--epochs", type=int, default=2, help="timed epochs after the warm-up epoch")
     parser.add_argument("--jobs", nargs="+", choices=JOBS, default=list(JOBS))
     parser.add_argument("--first-batch", action="store_true", help="only the time to the first batch, 1M samples")

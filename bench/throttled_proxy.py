@@ -7,27 +7,34 @@ same path between each of them and the same server, and the proxy counts the byt
 
 The model (a round trip of ``latency`` seconds, a link of ``bandwidth`` bytes/s from the store to the node):
 
-- a new connection waits ``latency`` before it is connected to the server (the TCP handshake's round trip);
 - bytes from the client reach the server ``latency`` after they arrive, in order and pipelined (a request waits one
   latency however long it is, as one send over a long link does);
-- bytes from the server leave one chunk at a time through a token bucket shared by every connection, so parallel
-  connections split the cap instead of multiplying it;
+- a new connection waits ``connect_latency`` first (the TCP handshake).  It defaults to 0 because moto's server
+  closes the connection after every response (``Connection: close``), so every request is a new connection here,
+  while a real store keeps them open: charging the handshake would make every request pay two round trips;
+- bytes from the server go out through a token bucket shared by every connection, so parallel connections split
+  the cap instead of multiplying it.  A sender sleeps only once it is more than ``BURST_S`` ahead of the link (the
+  event loop's timers are as coarse as a millisecond, and a sleep per 64 kB chunk would cap the rate below 65 MB/s);
 - every byte sent to a client is added to a counter in a small memory-mapped file (:class:`ByteCounter`), which
   the measured processes read at their epoch boundaries without talking to the proxy.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import mmap
 import os
 import struct
+import sys
 import threading
 import time
 
 #: Bytes read per call from either side: large enough that a 200 MB/s cap costs a few thousand wake-ups a second.
-CHUNK = 1 << 16
+CHUNK = 1 << 18
+#: How far a sender may run ahead of the shared link before it sleeps (seconds).
+BURST_S = 0.004
 
 
 class ByteCounter:
@@ -55,11 +62,13 @@ class ByteCounter:
 class ThrottledProxy:
     """``start()`` listens on a free loopback port in a thread of its own and returns it; ``stop()`` closes it."""
 
-    def __init__(self, upstream_port: int, latency_s: float, bandwidth_bps: float, counter: ByteCounter):
+    def __init__(self, upstream_port: int, latency_s: float, bandwidth_bps: float, counter: ByteCounter,
+                 connect_latency_s: float = 0.0):
         if latency_s < 0 or bandwidth_bps <= 0:
             raise ValueError(f"latency must be >= 0 and bandwidth > 0, got {latency_s} s and {bandwidth_bps} B/s")
         self.upstream_port = upstream_port
         self.latency = latency_s
+        self.connect_latency = connect_latency_s
         self.bandwidth = bandwidth_bps
         self.counter = counter
         self.connections = 0
@@ -94,7 +103,7 @@ class ThrottledProxy:
     async def _serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         self.connections += 1
         try:
-            await asyncio.sleep(self.latency)
+            await asyncio.sleep(self.connect_latency)
             server_r, server_w = await asyncio.open_connection("127.0.0.1", self.upstream_port, limit=CHUNK)
         except OSError:
             client_w.close()
@@ -147,7 +156,7 @@ class ThrottledProxy:
                 now = time.monotonic()
                 start = max(now, self._link_free_at)
                 self._link_free_at = start + len(data) / self.bandwidth
-                if self._link_free_at > now:
+                if self._link_free_at - now > BURST_S:
                     await asyncio.sleep(self._link_free_at - now)
                 sink.write(data)
                 self.counter.add(len(data))
@@ -163,4 +172,25 @@ def _half_close(writer: asyncio.StreamWriter) -> None:
             writer.write_eof()
 
 
+def main() -> None:
+    """Run the proxy in a process of its own (so it shares no interpreter lock with the server): prints ``PORT n``
+    and serves until its standard input closes."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--upstream-port", type=int, required=True)
+    parser.add_argument("--latency-ms", type=float, default=20.0)
+    parser.add_argument("--connect-ms", type=float, default=0.0)
+    parser.add_argument("--bandwidth-mbs", type=float, default=200.0)
+    parser.add_argument("--counter", required=True, help="file of the byte counter (created)")
+    args = parser.parse_args()
+    proxy = ThrottledProxy(args.upstream_port, args.latency_ms / 1000, args.bandwidth_mbs * 1e6,
+                           ByteCounter(args.counter, create=True), args.connect_ms / 1000)
+    print(f"PORT {proxy.start()}", flush=True)
+    sys.stdin.read()
+    proxy.stop()
+
+
 __all__ = ["ByteCounter", "ThrottledProxy"]
+
+
+if __name__ == "__main__":
+    main()
