@@ -457,7 +457,8 @@ def export_lhotse_command(pack, out, overwrite):
 
 @main.command()
 @click.option("--out", "out", default="demo-out", show_default=True, type=click.Path(file_okay=False),
-              help="Working directory for the generated corpus and its pack (replaced if it holds an old demo).")
+              help="Working directory for the generated corpus and its packs (what an earlier demo wrote there is "
+                   "replaced; nothing else is deleted).")
 def demo(out):
     """Generate a small multi-voice corpus, pack it, validate it, open it and show what happened."""
     from speechpack.loader.demo import load_demo
