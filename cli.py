@@ -217,15 +217,17 @@ def _endpoint_option(command):
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
               help="asd packs only: plot source vs normalised levels of the valid asd packs given to this PNG "
                    "(extra: plot).  Other kinds are validated, not plotted; the plot never changes the exit status.")
+@click.option("--progress/--no-progress", default=True, show_default=True,
+              help="Show a progress bar per pack, over its shards (on stderr).")
 @_endpoint_option
-def validate(packs, json_path, no_hash, plot_path, endpoint_url):
+def validate(packs, json_path, no_hash, plot_path, endpoint_url, progress):
     """Check packs file by file: manifest, headers, offsets, keys, hashes, statistics, NaN and clipping.  asd
     packs also get label, frame-count and level checks, and their levels are compared across the packs given.
     Exit status 1 when a pack is invalid, else 0 (whatever --plot could draw)."""
     from speechpack.packer.validate_report import validate_packs
 
     try:
-        report = validate_packs(list(packs), check_hashes=not no_hash, endpoint_url=endpoint_url)
+        report = validate_packs(list(packs), check_hashes=not no_hash, endpoint_url=endpoint_url, progress=progress)
     except SpeechpackError as err:
         _fail(err)
     level_paths = report.level_report_paths()

@@ -18,6 +18,7 @@ import math
 import os
 
 import numpy as np
+from tqdm import tqdm
 
 from speechpack.loader.pack import read_manifest
 from speechpack.packer.audio import int16_statistics
@@ -31,6 +32,7 @@ from speechpack.schemas.constants import (
     SKIPPED_NAME,
     STREAM_TYPES,
     TEMP_PREFIX,
+    TOOL_NAME,
     stream_file_name,
 )
 from speechpack.schemas.documents import read_json
@@ -51,8 +53,9 @@ _STAT_RTOL = 1e-9
 _KIND_CHECKS = {KIND_ASD: asd_issues}
 
 
-def validate_pack(path: str, check_hashes: bool = True) -> PackReport:
-    """Run every check on one pack and return what was found (never raises for a bad pack)."""
+def validate_pack(path: str, check_hashes: bool = True, progress: bool = False) -> PackReport:
+    """Run every check on one pack and return what was found (never raises for a bad pack); with ``progress``, a
+    bar over its shards on stderr (hashing a large pack takes minutes, as building and copying it do)."""
     report = PackReport(path)
     try:
         manifest = read_manifest(path)
@@ -72,7 +75,8 @@ def validate_pack(path: str, check_hashes: bool = True) -> PackReport:
     own_checks = _KIND_CHECKS.get(manifest.kind)
     columns: ColumnBuilder | None = ColumnBuilder(manifest.kind)  # None once a shard index is unreadable
     records_by_shard: dict[str, list[dict]] = {}  # what the kind's own checks read
-    for shard_id, shard in enumerate(manifest.shards):
+    shards = tqdm(manifest.shards, desc=f"{TOOL_NAME} validate {path}", unit="shard", disable=not progress)
+    for shard_id, shard in enumerate(shards):
         shard_dir = os.path.join(path, shard.directory)
         if not os.path.isdir(shard_dir):
             report.error(shard_dir, "shard directory missing")

@@ -57,9 +57,11 @@ class ValidationReport:
             dump_json(self.to_dict(), fp)
 
 
-def validate_packs(paths: list[str], check_hashes: bool = True, endpoint_url: str | None = None) -> ValidationReport:
+def validate_packs(paths: list[str], check_hashes: bool = True, endpoint_url: str | None = None,
+                   progress: bool = False) -> ValidationReport:
     """Validate every pack (a directory, or an object-store URL: ``packer.validate_remote``, nothing copied to
-    disk).  The asd level comparison is left to the caller (see ``ValidationReport``)."""
+    disk); ``progress`` shows a bar per local pack.  The asd level comparison is left to the caller (see
+    ``ValidationReport``)."""
     reports = []
     for path in paths:
         if is_remote(path):
@@ -67,7 +69,7 @@ def validate_packs(paths: list[str], check_hashes: bool = True, endpoint_url: st
 
             reports.append(validate_remote_pack(path, check_hashes, endpoint_url))
         else:
-            reports.append(validate_pack(path, check_hashes))
+            reports.append(validate_pack(path, check_hashes, progress=progress))
     return ValidationReport(reports)
 
 

@@ -172,16 +172,19 @@ def _probe(items: Sequence, plan: Callable, problems: list, options: BuildOption
     ``problems``."""
     planned_items, plans = [], []
     probes = map_while_starting(functools.partial(guarded, plan), items, options.workers, 64, pool)
-    for item, result in zip(items, tqdm(probes, total=len(items), desc=desc, unit="sample",
-                                        disable=not options.progress)):
-        if isinstance(result, LineProblem):
-            problems.append(result)
-        elif result.prepared is not None:  # sizing did load's work: load gets its result, the plan keeps none
-            planned_items.append(result.prepared)
-            plans.append(dataclasses.replace(result, prepared=None))
-        else:
-            planned_items.append(item)
-            plans.append(result)
+    # The bar counts each result as it arrives: a bar wrapped around ``probes`` inside ``zip`` is never resumed
+    # after the last one, and a log file (where tqdm writes only the final state) would end at n - 1 of n.
+    with tqdm(total=len(items), desc=desc, unit="sample", disable=not options.progress) as bar:
+        for item, result in zip(items, probes):
+            bar.update(1)
+            if isinstance(result, LineProblem):
+                problems.append(result)
+            elif result.prepared is not None:  # sizing did load's work: load gets its result, the plan keeps none
+                planned_items.append(result.prepared)
+                plans.append(dataclasses.replace(result, prepared=None))
+            else:
+                planned_items.append(item)
+                plans.append(result)
     return planned_items, plans
 
 
