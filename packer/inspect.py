@@ -254,7 +254,8 @@ def _describe(f: dict) -> list[str]:
     per_speaker = _percentile_text(spk["hours_per_speaker"], "h", "{:.3f}")
     lines.append(f"  speakers: {spk['count']}; hours per speaker {per_speaker}")
     shown = spk["top"]
-    lines.append(f"  top {len(shown)} speakers hold {spk['share_of_top'] * 100:.1f} % of the speaker hours:")
+    top = "the one speaker holds" if len(shown) == 1 else f"top {len(shown)} speakers hold"
+    lines.append(f"  {top} {spk['share_of_top'] * 100:.1f} % of the speaker hours:")
     lines += [f"    {s['speaker']:<32} {s['hours']:9.3f} h {plural(s['samples'], 'sample'):>15}" for s in shown]
     for name, levels in f["levels"].items():
         lines.append(f"  {name:<8} rms dBFS  {_percentile_text(levels['rms_dbfs'], fmt='{:.1f}')}")
