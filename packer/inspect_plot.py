@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from speechpack.schemas.constants import KIND_ASD
 from speechpack.schemas.plotting import duration_unit, integer_axis, pyplot, save_figure
 from speechpack.schemas.units import plural
 
@@ -24,6 +25,10 @@ SPEAKER_LABEL_CHARS = 24
 LABELLED_SHARDS = 16
 #: Most ticks on a duration axis: enough to read, few enough that labels such as "0.0035" keep apart.
 DURATION_TICKS = 4
+#: Bins of the level panel, over the range the levels span (a fixed -90..0 dBFS axis squeezed them into a sliver).
+LEVEL_BINS = 24
+#: dB of margin either side of the levels drawn.
+LEVEL_MARGIN_DB = 1.0
 
 
 def _short(name: str) -> str:
@@ -38,6 +43,25 @@ def _edges(dist: dict, values: np.ndarray) -> list[float]:
     if "histogram" in dist:
         return dist["histogram"]["edges"]
     return [float(values.min()), float(values.max())] if len(values) else [0.0, 1.0]
+
+
+def level_edges(levels: list[np.ndarray]) -> np.ndarray:
+    """Shared bin edges over the range the finite levels of every stream span (a silent segment's -inf left out),
+    with a margin, so the panel shows the data, not the whole -90..0 dBFS scale the text histogram uses."""
+    finite = [v[np.isfinite(v)] for v in levels]
+    finite = [v for v in finite if v.size]
+    if not finite:
+        return np.linspace(-90.0, 0.0, LEVEL_BINS + 1)
+    lo = float(min(v.min() for v in finite)) - LEVEL_MARGIN_DB
+    hi = float(max(v.max() for v in finite)) + LEVEL_MARGIN_DB
+    return np.linspace(lo, hi, LEVEL_BINS + 1)
+
+
+def total_duration(hours: float) -> str:
+    """A pack's total duration for a title, in the unit it reads best in (``18.6 seconds``, not ``0.01 h``)."""
+    seconds = 3600.0 * hours
+    unit, per_unit = duration_unit(seconds)
+    return f"{seconds / per_unit:.3g} {unit}" if seconds / per_unit < 1000 else f"{seconds / per_unit:,.0f} {unit}"
 
 
 def plot_inspect(report: "InspectReport", path: str) -> None:
@@ -55,22 +79,25 @@ def inspect_figure(report: "InspectReport"):
     dur.hist(report.durations, bins=_edges(f["durations_s"], report.durations))
     dur.set(xlabel="duration, s", ylabel="samples", title="durations")
     integer_axis(dur.yaxis)
-    for name, values in report.levels_dbfs.items():
-        edges = f["levels"][name]["rms_dbfs"]["histogram"]["edges"]  # every value counted, as in the text
-        lev.hist(np.clip(values, edges[0], edges[-1]), bins=edges, alpha=0.6, label=name)
+    edges = level_edges([np.asarray(v, dtype=np.float64) for v in report.levels_dbfs.values()])
+    for name, values in report.levels_dbfs.items():  # every value counted (a silent one at the lowest bin)
+        lev.hist(np.clip(np.nan_to_num(values, neginf=edges[0]), edges[0], edges[-1]), bins=edges, alpha=0.6,
+                 label=name)
     lev.set(xlabel="segment rms, dBFS", ylabel="segments", title="levels")
     integer_axis(lev.yaxis)
     if report.levels_dbfs:
         lev.legend()
     top = f["speakers"]["top"]
+    # an asd pack's "speakers" are its face tracks (one per sample): named so, not taken for people
+    who = "face track" if f["pack"]["kind"] == KIND_ASD else "speaker"
     seconds = 3600.0 * np.asarray(report.speaker_hours, dtype=np.float64)
     unit, per_unit = duration_unit(float(seconds.max()) if seconds.size else 0.0)
     spk.barh([_short(s["speaker"]) for s in top][::-1], [3600.0 * s["hours"] / per_unit for s in top][::-1])
-    spk.set(xlabel=unit, title=f"top {len(top)} of {plural(f['speakers']['count'], 'speaker')}")
+    spk.set(xlabel=unit, title=f"top {len(top)} of {plural(f['speakers']['count'], who)}")
     spk.xaxis.set_major_locator(MaxNLocator(DURATION_TICKS))
     spk.tick_params(axis="y", labelsize="small" if len(top) > 10 else "medium")
     dist.hist(seconds / per_unit, bins=len(_edges(f["speakers"]["hours_per_speaker"], seconds)) - 1)
-    dist.set(xlabel=f"{unit} per speaker", ylabel="speakers", title=f"{unit} per speaker")
+    dist.set(xlabel=f"{unit} per {who}", ylabel=f"{who}s", title=f"{unit} per {who}")
     dist.xaxis.set_major_locator(MaxNLocator(DURATION_TICKS))
     integer_axis(dist.yaxis)
     shards = f["shards"]["list"]
@@ -93,9 +120,9 @@ def inspect_figure(report: "InspectReport"):
         extra.bar(list(streams), [s["bytes"] / 1e6 for s in streams.values()])
         extra.set(ylabel="MB", title="bytes per stream")
     p = f["pack"]
-    fig.suptitle(f"{p['path']}: {p['kind']}, {plural(p['samples'], 'sample')}, {p['hours']:.2f} h")
+    fig.suptitle(f"{p['path']}: {p['kind']}, {plural(p['samples'], 'sample')}, {total_duration(p['hours'])}")
     fig.tight_layout()
     return fig
 
 
-__all__ = ["inspect_figure", "plot_inspect"]
+__all__ = ["inspect_figure", "level_edges", "plot_inspect", "total_duration"]
