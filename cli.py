@@ -227,7 +227,7 @@ def peek(config_path, state, seed, save_wavs, packs):
 def plan_command(config_path, state, world_size, epochs, seed, plot_path, packs):
     """Dry-run the epoch plan of a loader CONFIG (YAML), reading no audio: batches, padding, utilisation."""
     from speechpack.loader.peek import load_config
-    from speechpack.loader.planning_report import plan_report
+    from speechpack.loader.plan.planning_report import plan_report
 
     try:
         report = plan_report(load_config(config_path, packs), state, world_size=world_size, epochs=epochs, seed=seed)

@@ -27,10 +27,10 @@ from speechpack.loader.config_checks import (  # noqa: F401 (re-exported)
     value_range,
 )
 from speechpack.loader.recipe import DataLoaderArgs, check_state, read_recipe
-from speechpack.loader.static_plan import TAIL_POLICIES  # noqa: F401 (re-exported)
+from speechpack.loader.plan.static_plan import TAIL_POLICIES  # noqa: F401 (re-exported)
 from speechpack.loader.tasks import DEFAULT_TASK, STATES, task_module  # noqa: F401 (STATES re-exported)
 
-#: Keys of a ``packs`` entry that set its count per epoch (at most one each; see loader.weighting).
+#: Keys of a ``packs`` entry that set its count per epoch (at most one each; see loader.plan.weighting).
 WEIGHT_KEYS = ("weight", "hours_beta", "repeat", "choose")
 #: Largest ``weighting.beta_corpus``/``beta_language``: hours ** beta stays finite for any corpus size (Omnilingual
 #: uses 0.5; 0 is uniform, 1 proportional to hours).
@@ -191,7 +191,7 @@ class LoaderConfig:
     #: ``dataloader_args``' DataLoader settings (``num_workers``, ``pin_memory``, ``prefetch_factor``).
     dataloader: DataLoaderArgs = field(default_factory=DataLoaderArgs)
     #: WeSep's ``sample_num_per_epoch``: 0, or the items of each epoch, drawn from the packs in their natural
-    #: proportions (``loader.weighting``: a small pack cycles, a large one is covered over several epochs).
+    #: proportions (``loader.plan.weighting``: a small pack cycles, a large one is covered over several epochs).
     sample_num_per_epoch: int = 0
     #: Top-level sections of a recipe that belong to the trainer (ignored; listed in the loader's report).
     ignored: tuple[str, ...] = ()

@@ -62,7 +62,7 @@ def _load_batches(tse_pack: str, out: str, echo: Callable[[str], None]) -> tuple
     return the config's path and the picture's (``None`` without matplotlib)."""
     from speechpack.loader import build_loader  # imported here: torch is only needed from this step on
     from speechpack.loader.peek import describe_batch
-    from speechpack.loader.planning_report import plan_report
+    from speechpack.loader.plan.planning_report import plan_report
 
     step = time.monotonic()
     config = {"packs": [{"path": tse_pack}],
@@ -98,8 +98,8 @@ def _load_batches(tse_pack: str, out: str, echo: Callable[[str], None]) -> tuple
 
 def _both_mics(config_path: str, tse_2mic_pack: str, out: str, echo: Callable[[str], None]) -> None:
     """Write the training config over both tse packs and show that ``plan`` refuses it, before any audio is read."""
-    from speechpack.loader.plan_checks import MixedChannels
-    from speechpack.loader.planning_report import plan_report
+    from speechpack.loader.plan.plan_checks import MixedChannels
+    from speechpack.loader.plan.planning_report import plan_report
 
     with open(config_path, encoding="utf-8") as fp:
         config = yaml.safe_load(fp)

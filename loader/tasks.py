@@ -12,11 +12,11 @@ A task module provides:
     the builder for ``state`` and what the filters removed.
 
 ``loader.tasks.prepare`` calls the task's ``prepare`` and adds the packs' weighting when the task has none of its
-own: what the training loader (``loader.torch``) and the dry run (``loader.planning_report``) both start from,
+own: what the training loader (``loader.torch``) and the dry run (``loader.plan.planning_report``) both start from,
 without torch.
 
 A builder provides ``args`` (with ``batch_size``, ``batching``, ``shuffle``, ``tail``), ``windows`` (a
-``loader.batching.Windows`` or None), ``num_units()``, ``unit_lengths()`` and ``build(items, valid, epoch,
+``loader.plan.batching.Windows`` or None), ``num_units()``, ``unit_lengths()`` and ``build(items, valid, epoch,
 global_batch) -> dict`` (numpy arrays and lists; randomness only from the counter-based generators of
 ``loader.plan`` / ``loader.tse.mixing``, so a batch is the same whichever worker builds it).
 """
@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from speechpack.loader.config_checks import MAX_SEED, ConfigError, integer
-from speechpack.loader.weighting import PackWeighting
+from speechpack.loader.plan.weighting import PackWeighting
 
 #: What a loader is built for (``build_loader(config, state)``).
 STATES = ("train", "val", "test")

@@ -5,13 +5,13 @@ ASR modules that compute in torch import it (``loader/asr/``: ``fbank``, ``speca
 
 How the pieces fit:
 - a sampler in the main process yields ``(epoch, start, stop)`` keys, consecutive batches of the epoch starting
-  where a resumed run left off, several per key when workers build them (``loader.message_groups``: why and how
+  where a resumed run left off, several per key when workers build them (``loader.transport.message_groups``: why and how
   many);
 - DataLoader workers receive the keys round-robin (``batch_size=None``: batch-level fetch) and build the batches
   from the plan, which they recompute from (seed, epoch) on first use: nothing about the epoch lives in worker
   state, so persistent workers follow ``set_epoch`` and any ``num_workers`` gives the same batches;
 - ``SpeechLoader`` hands the batches out one by one and counts them, which is the whole resume state;
-- a worker builds each message's batches into a slot of shared memory it reuses (``loader.batch_ring``; its
+- a worker builds each message's batches into a slot of shared memory it reuses (``loader.transport.batch_ring``; its
   lifetime rule says how long a batch's tensors stay valid: as long as they are referenced), and the training
   process wraps the slot in place: no per-batch shared-memory segment, no copy.
 """
@@ -27,22 +27,22 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
-from speechpack.loader import batch_ring, message_groups
+from speechpack.loader.transport import batch_ring, message_groups
 from speechpack.loader.config import LoaderConfig
 from speechpack.loader.config_checks import MAX_COUNT, MAX_EPOCH, ConfigError, integer
 from speechpack.loader.fingerprint import loader_fingerprint
 from speechpack.loader.pack import Pack, open_pack
-from speechpack.loader.plan import EpochPlan, epoch_lengths, needs_lengths, plan_epoch
+from speechpack.loader.plan.plan import EpochPlan, epoch_lengths, needs_lengths, plan_epoch
 from speechpack.loader.recipe import MAX_PREFETCH, MAX_WORKERS
 from speechpack.loader.tasks import prepare
-from speechpack.loader.weighting import PackWeighting
+from speechpack.loader.plan.weighting import PackWeighting
 from speechpack.schemas.errors import SpeechpackError
 
 #: Version of ``SpeechLoader.state_dict()``; bump it when its meaning changes.
 STATE_VERSION = 1
-#: Messages (of one or more batches: ``loader.message_groups``) each worker prepares ahead of the training loop.
+#: Messages (of one or more batches: ``loader.transport.message_groups``) each worker prepares ahead of the training loop.
 PREFETCH_PER_WORKER = 2
-#: Shared-memory slots per worker beyond its prefetch (``loader.batch_ring``; one slot per message): the message
+#: Shared-memory slots per worker beyond its prefetch (``loader.transport.batch_ring``; one slot per message): the message
 #: whose batches the training loop is handed and the one a pin-memory thread holds, so a loop that keeps only its
 #: current batch never runs out of slots.
 SLOTS_BEYOND_PREFETCH = 2
@@ -179,7 +179,7 @@ class _PlannedBatches(Dataset):
 
 def as_tensors(batch) -> dict:
     """A delivered batch as the loader hands it out: numpy fields wrapped as tensors (no copy), after unwrapping a
-    batch that came in a worker's shared-memory slot (``loader.batch_ring``).  Shared with torchdata's loader
+    batch that came in a worker's shared-memory slot (``loader.transport.batch_ring``).  Shared with torchdata's loader
     (``loader.stateful_loader``)."""
     if isinstance(batch, batch_ring.ReceivedBatch):
         batch = batch.arrays()
@@ -237,7 +237,7 @@ class SpeechLoader:
         num_workers = self.dataloader_settings["num_workers"]
         if batches_per_message is not None:
             batches_per_message = integer(batches_per_message, "batches_per_message", 1, message_groups.MAX_EXPLICIT)
-        #: How many batches each DataLoader message carries (``loader.message_groups``; shared with torchdata's).
+        #: How many batches each DataLoader message carries (``loader.transport.message_groups``; shared with torchdata's).
         self.message_sizes = message_groups.MessageSizes(num_workers, batches_per_message)
         self._sampler = message_groups.EpochKeys(self.message_sizes)
         self.dataset.ring = _batch_ring(self.dataloader_settings)
@@ -372,7 +372,7 @@ def build_loader(config: dict | LoaderConfig, state: str, *, rank: int = 0, worl
     ``dataloader_args``, else to an ASR config's ``npc`` / ``num_prefetch``, else to 0 workers, pinning when CUDA
     is available, and ``PREFETCH_PER_WORKER`` (``dataloader_settings``).  ``batches_per_message``: how many
     batches a worker builds and sends per DataLoader index; None (the default) sizes messages by what batches
-    cost to build (``loader.message_groups``), and 1 is one batch per index as a plain DataLoader does."""
+    cost to build (``loader.transport.message_groups``), and 1 is one batch per index as a plain DataLoader does."""
     if not isinstance(config, LoaderConfig):
         config = LoaderConfig.from_dict(config, state=state)
     packs = [open_pack(source.path) for source in config.packs]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from speechpack.loader.config import ConfigError
-from speechpack.loader.weighting import PackWeighting
+from speechpack.loader.plan.weighting import PackWeighting
 
 
 def test_group_shares_by_hand_and_counts_that_sum_to_the_epoch():

@@ -1,4 +1,4 @@
-"""The batch ring (``loader.batch_ring``) under a consumer that keeps and drops batches the awkward ways real training
+"""The batch ring (``loader.transport.batch_ring``) under a consumer that keeps and drops batches the awkward ways real training
 code does, checked against one process's batches: the lifetime rule must hold whatever the consumer does.
 
 What is pinned (docs/loader.md, "Workers"), over eight epochs of real recordings through 3 workers with 3 slots

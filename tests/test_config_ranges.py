@@ -32,8 +32,8 @@ from speechpack.loader.config_checks import (
     positive_int,
     value_range,
 )
-from speechpack.loader.plan import MAX_ROUND_ROWS, PlanError, plan_epoch
-from speechpack.loader.weighting import pack_counts
+from speechpack.loader.plan.plan import MAX_ROUND_ROWS, PlanError, plan_epoch
+from speechpack.loader.plan.weighting import pack_counts
 
 HUGE = (10 ** 18, 10 ** 21, 10 ** 26)
 

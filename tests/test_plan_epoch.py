@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from speechpack.loader.batching import BudgetArgs, make_budget_plan, tile_windows
-from speechpack.loader.plan import MAX_WORLD_SIZE, PlanError, make_epoch_plan, needs_lengths, plan_epoch
-from speechpack.loader.weighting import PackWeighting
+from speechpack.loader.plan.batching import BudgetArgs, make_budget_plan, tile_windows
+from speechpack.loader.plan.plan import MAX_WORLD_SIZE, PlanError, make_epoch_plan, needs_lengths, plan_epoch
+from speechpack.loader.plan.weighting import PackWeighting
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -90,6 +90,6 @@ def test_world_size_is_bounded():
 
 
 def test_plan_and_planning_report_import_no_torch():
-    code = ("import sys, loader.plan, loader.planning_report, loader.config, loader.tasks; "
+    code = ("import sys, loader.plan, loader.plan.planning_report, loader.config, loader.tasks; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)

@@ -6,7 +6,7 @@ Defaults are MuVAP's ``asd.yaml`` (docs/asd.md, "``dataset_args``"), so a MuVAP 
 |---|---|---|
 | ``train_window`` | 250 | fed model frames per training chunk, history included (``None``: whole tracks) |
 | ``hist_frames`` | 50 | unscored history frames before each chunk (scored span = ``train_window - hist_frames``) |
-| ``frame_budget`` | 2048 | train batches: about ``rows * frames`` frames (``loader.batching.make_budget_plan``) |
+| ``frame_budget`` | 2048 | train batches: about ``rows * frames`` frames (``loader.plan.batching.make_budget_plan``) |
 | ``min_batch``, ``max_batch`` | 4, 16 | clamp of the train batch size (the contrastive term is a B-way task) |
 | ``val_frame_budget`` | 4 x frame_budget | validation batches of whole tracks |
 | ``val_max_batch`` | 64 | largest validation batch (smallest: 1) |
@@ -18,7 +18,7 @@ Defaults are MuVAP's ``asd.yaml`` (docs/asd.md, "``dataset_args``"), so a MuVAP 
 | ``jitter`` | false | train: each chunk's scored span moves to a random start in its track every epoch (MuVAP's) |
 | ``visual_aug`` | true | train: one of orig/flip/crop/rotate per chunk |
 | ``normalize`` | muvap | ``muvap`` (whole-recording gain) or ``none`` (the stored audio); ``loader.normalize`` |
-| ``sort_window`` | 2**18 | chunks sorted by length together before batches are cut (``loader.batching``) |
+| ``sort_window`` | 2**18 | chunks sorted by length together before batches are cut (``loader.plan.batching``) |
 
 Every number has a range (``loader.config_checks``): batch sizes at most ``MAX_BATCH_ROWS`` rows, frames, budgets
 and ``sort_window`` at most ``MAX_COUNT``, ``audio_mix_snr`` within +-``MAX_DB`` dB.  An ``AsdArgs`` built directly
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from speechpack.loader.batching import DEFAULT_WINDOW_ITEMS, BudgetArgs
+from speechpack.loader.plan.batching import DEFAULT_WINDOW_ITEMS, BudgetArgs
 from speechpack.loader.config_checks import (
     MAX_BATCH_ROWS,
     ConfigError,
@@ -44,7 +44,7 @@ from speechpack.loader.config_checks import (
     value_range,
 )
 from speechpack.loader.normalize import MUVAP, NONE, parse_normalize
-from speechpack.loader.static_plan import TAIL_POLICIES
+from speechpack.loader.plan.static_plan import TAIL_POLICIES
 
 #: ``normalize`` values the ASD task builds (``loader.normalize``), in the order its errors list them.
 NORMALIZE_CHOICES = (MUVAP, NONE)
@@ -72,7 +72,7 @@ class AsdArgs:
     jitter: bool = False
     visual_aug: bool = True
     normalize: str = MUVAP
-    #: Items sorted by length together before cutting batches (``loader.batching``, ``sort_window``).
+    #: Items sorted by length together before cutting batches (``loader.plan.batching``, ``sort_window``).
     sort_window: int = DEFAULT_WINDOW_ITEMS
 
     def __post_init__(self) -> None:

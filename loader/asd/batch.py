@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from speechpack.loader import batch_arrays
+from speechpack.loader.transport import batch_arrays
 from speechpack.loader.asd.args import AsdArgs
 from speechpack.loader.asd.augment import AugmentError, DonorIndex, apply_visual, draw_visual, fit_donor, mix_at_snr
 from speechpack.loader.asd.chunks import jitter_windows, muvap_windows
 from speechpack.loader.asd.timeline import read_audio_frames, source_frame_index
 from speechpack.loader.asd.tracks import TrackIndex
-from speechpack.loader.batching import Windows
+from speechpack.loader.plan.batching import Windows
 from speechpack.loader.tse.streams import item_rng
 from speechpack.loader.normalize import muvap_gain
 from speechpack.loader.pack import Pack
@@ -170,7 +170,7 @@ class AsdBatchBuilder:
         rows = len(unit_ids)
         # Train crops to the shortest row (no padding mask in the model); val/test pads to the longest.
         width = int(fed_len.min() if self.train else fed_len.max()) if rows else 0
-        # The outputs, in the worker's shared-memory slot when it has one (``loader.batch_arrays``).
+        # The outputs, in the worker's shared-memory slot when it has one (``loader.transport.batch_arrays``).
         audio = batch_arrays.empty((rows, 1, width * SAMPLES_PER_MODEL_FRAME), np.float32)
         faces = batch_arrays.empty((rows, width, *FACE_SHAPE), np.uint8)
         labels = batch_arrays.empty((rows, width), np.uint8)

@@ -28,14 +28,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from speechpack.loader import batch_arrays
+from speechpack.loader.transport import batch_arrays
 from speechpack.loader.asr.args import AsrArgs
 from speechpack.loader.asr.fbank import fbank
 from speechpack.loader.asr.items import AsrItems, segment_of
 from speechpack.loader.asr.specaugment import spec_augment_features, spec_augment_waveforms
 from speechpack.loader.asr.waveform import normalize_rows
 from speechpack.loader.pack import Pack
-from speechpack.loader.plan import BatchGenerator
+from speechpack.loader.plan.plan import BatchGenerator
 from speechpack.schemas.constants import KIND_ASR, STREAM_AUDIO
 from speechpack.schemas.errors import SpeechpackError
 
@@ -79,7 +79,7 @@ class AsrBatchBuilder:
     def _waveforms(self, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         lengths = self.items.num_frames[items]
         # The waveforms are the batch's output only without normalisation, fbank and SpecAugment: then they go
-        # straight into the worker's shared-memory slot (``loader.batch_arrays``); otherwise they are scratch.
+        # straight into the worker's shared-memory slot (``loader.transport.batch_arrays``); otherwise they are scratch.
         # Each row is written once: its samples, then zeros past them (no zeroing of the whole batch first).
         empty = batch_arrays.empty if self._waves_are_output else np.empty
         waves = empty((len(items), int(lengths.max()) if len(items) else 0), np.float32)

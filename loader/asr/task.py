@@ -32,7 +32,7 @@ from speechpack.loader.asr.tokenizer import CharTokenizer, SentencePieceTokenize
 from speechpack.loader.config_checks import ConfigError
 from speechpack.loader.pack import Pack, open_pack
 from speechpack.loader.tasks import Prepared
-from speechpack.loader.weighting import PackWeighting
+from speechpack.loader.plan.weighting import PackWeighting
 from speechpack.schemas.constants import KIND_ASR
 from speechpack.schemas.errors import SpeechpackError
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from speechpack.loader.config_checks import MAX_COUNT, ConfigError, check_choice, check_type, positive_int, take_known
-from speechpack.loader.static_plan import TAIL_POLICIES
+from speechpack.loader.plan.static_plan import TAIL_POLICIES
 from speechpack.loader.normalize import MUVAP, NONE, parse_normalize
 from speechpack.loader.tse.ranges import MAX_BATCH_ROWS, MAX_SAMPLES, at, check_finite, check_int, where_set
 from speechpack.loader.tse.augment_args import AugmentArgs, parse_augment
@@ -31,8 +31,8 @@ from speechpack.loader.tse.cues.request import ALIGNS, CueRequest, parse_collate
 from speechpack.loader.tse.legacy_keys import check_legacy
 from speechpack.loader.tse.mix_args import MixArgs, TimelineArgs, parse_mix
 
-if TYPE_CHECKING:  # loader.batching imports loader.config; the real import is inside _batching
-    from speechpack.loader.batching import BudgetArgs
+if TYPE_CHECKING:  # loader.plan.batching imports loader.config; the real import is inside _batching
+    from speechpack.loader.plan.batching import BudgetArgs
 
 SHORT_POLICIES = ("pad", "keep")
 #: ``normalize`` values the TSE task builds (``loader.normalize``), in the order its errors list them.
@@ -87,10 +87,10 @@ class DatasetArgs:
     mix: MixArgs | None = None
     #: Reverberation, noise and enrollment augmentation (``None``: none given); see ``AugmentArgs``.
     augment: AugmentArgs | None = None
-    #: ``batching`` with ``type: budget`` (``None``: static batches of ``batch_size``); see ``loader.batching``.
+    #: ``batching`` with ``type: budget`` (``None``: static batches of ``batch_size``); see ``loader.plan.batching``.
     batching: "BudgetArgs | None" = None
     #: ``train_window``: train items longer than this many samples are tiled into near-equal chunks, each fed
-    #: with ``hist_frames`` samples of unscored context before it (``loader.batching.tile_windows``).
+    #: with ``hist_frames`` samples of unscored context before it (``loader.plan.batching.tile_windows``).
     train_window: int | None = None
     hist_frames: int = 0
 
@@ -202,8 +202,8 @@ class DatasetArgs:
 
 def _batching(obj: Any, batch_size: int, where: str) -> tuple[int, "BudgetArgs | None"]:
     """``batching``: ``{type: static, batch_size}`` or ``{type: budget, max_frames | max_num_elements, cost,
-    min_batch, max_batch, num_seqs_multiple_of, sort_window}`` (see ``loader.batching``)."""
-    from speechpack.loader.batching import BATCH_TYPES, COSTS, DEFAULT_WINDOW_ITEMS, BudgetArgs
+    min_batch, max_batch, num_seqs_multiple_of, sort_window}`` (see ``loader.plan.batching``)."""
+    from speechpack.loader.plan.batching import BATCH_TYPES, COSTS, DEFAULT_WINDOW_ITEMS, BudgetArgs
     if obj is None:
         return batch_size, None
     if not isinstance(obj, dict):

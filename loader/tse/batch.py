@@ -25,9 +25,9 @@ from typing import Iterator
 
 import numpy as np
 
-from speechpack.loader.batching import Windows, tile_windows
+from speechpack.loader.plan.batching import Windows, tile_windows
 from speechpack.loader.pack import Pack
-from speechpack.loader.plan import BatchGenerator
+from speechpack.loader.plan.plan import BatchGenerator
 from speechpack.loader.tse.args import DatasetArgs
 from speechpack.loader.tse.augment import ENROLL_DRAWS, NOISE_DRAWS, EnrollAugment, NoiseSource, noisy_mixture
 from speechpack.loader.tse.collate import collate_field

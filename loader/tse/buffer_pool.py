@@ -20,7 +20,7 @@ import sys
 
 import numpy as np
 
-from speechpack.loader.batch_arrays import from_arena
+from speechpack.loader.transport.batch_arrays import from_arena
 
 #: Buffers a pool keeps: a batch needs one per field, and the training loop holds the previous batch while the
 #: next one is written (DataLoader workers' batches leave through shared memory, which frees theirs at once).
@@ -55,7 +55,7 @@ class BufferPool:
 
     def empty(self, shape: tuple[int, ...], dtype: np.dtype | type = np.float32) -> np.ndarray:
         """An uninitialised C-contiguous array of ``shape``: carved from the DataLoader worker's shared-memory slot
-        when the batch is built in one (``loader.batch_arrays``: it then travels without a copy), else a view of a
+        when the batch is built in one (``loader.transport.batch_arrays``: it then travels without a copy), else a view of a
         free buffer, or of a new one."""
         dtype = np.dtype(dtype)
         carved = from_arena(shape, dtype)

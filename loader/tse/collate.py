@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from speechpack.loader import batch_arrays
+from speechpack.loader.transport import batch_arrays
 from speechpack.schemas.errors import SpeechpackError
 
 ALIGNS = ("max", "min", None)

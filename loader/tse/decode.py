@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 import soxr
 
-from speechpack.loader import batch_arrays
+from speechpack.loader.transport import batch_arrays
 from speechpack.loader.normalize import MUVAP, muvap_gain
 from speechpack.loader.pack import Pack
 from speechpack.loader.pack.readahead import will_need_views

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from speechpack.loader.static_plan import at_counter
+from speechpack.loader.plan.static_plan import at_counter
 from speechpack.loader.tse.errors import MixError
 
 

@@ -21,7 +21,7 @@ Budget batching (``make_budget_plan``), every step drawn from ``loader.plan.batc
    over and cut again, all windows' leftovers together, at the end; the final remainder (fewer than the multiple)
    is padded with repeats of its own items flagged ``valid = False`` (``tail: pad``) or dropped (``tail: drop``);
 4. the batches are shuffled (``windows``: fairseq2 shuffle windows in steps 1 and 4 instead, see
-   ``loader.shuffle_window``), and their count is made a multiple of the world size (rule ``sync``, default
+   ``loader.plan.shuffle_window``), and their count is made a multiple of the world size (rule ``sync``, default
    ``tail``): ``pad`` appends repeats of
    the first batches, all rows ``valid = False``; ``drop`` leaves the last batches out (their items counted in
    ``dropped``).  Global batch ``g`` goes to rank ``g % world_size``: every rank has the same number of batches
@@ -38,8 +38,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from speechpack.loader.shuffle_window import ShuffleWindows, window_order
-from speechpack.loader.static_plan import TAIL_POLICIES, EpochPlan, PlanError, batch_rng
+from speechpack.loader.plan.shuffle_window import ShuffleWindows, window_order
+from speechpack.loader.plan.static_plan import TAIL_POLICIES, EpochPlan, PlanError, batch_rng
 
 BATCH_TYPES = ("static", "budget")
 COSTS = ("linear", "quadratic")
@@ -156,7 +156,7 @@ def make_budget_plan(lengths: np.ndarray, args: BudgetArgs, seed: int, epoch: in
                      shuffle: bool, tail: str, *, windows: ShuffleWindows | None = None,
                      sync: str | None = None) -> EpochPlan:
     """Rank ``rank``'s ragged batches of ``epoch`` (see the module docstring).  ``windows`` replaces the whole-epoch
-    shuffles of steps 1 and 4 by fairseq2 shuffle windows (``loader.shuffle_window``); ``sync`` (``pad`` or
+    shuffles of steps 1 and 4 by fairseq2 shuffle windows (``loader.plan.shuffle_window``); ``sync`` (``pad`` or
     ``drop``, default: ``tail``) is the rule of step 4 that evens the batch count across ranks."""
     if world_size < 1 or not 0 <= rank < world_size:
         raise PlanError(f"rank must be in [0, {world_size - 1}] for world_size {world_size}, got {rank}")

@@ -2,7 +2,7 @@
 reused form for batch builders, ``BatchGenerator``).
 
 ``loader.plan.plan_epoch`` composes a whole epoch (weighting, train windows, then this plan or the budget plan of
-``loader.batching``); both planners build on this module, which is why it sits below them and imports neither.
+``loader.plan.batching``); both planners build on this module, which is why it sits below them and imports neither.
 
 ``make_epoch_plan(num_items, batch_size, seed, epoch, rank, world_size, shuffle, tail)`` returns the rank's
 batches as small integer arrays.  Nothing here reads audio or holds per-sample Python objects, and nothing uses
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from speechpack.loader.shuffle_window import window_order
+from speechpack.loader.plan.shuffle_window import window_order
 from speechpack.schemas.errors import SpeechpackError
 
 
@@ -39,7 +39,7 @@ class EpochPlan:
     ``items[b]`` are indices into the item universe, ``valid[b]`` flags real rows (False for tail repeats), and
     ``global_batch[b]`` is the batch's number across all ranks: the key of its random draws.
 
-    Ragged plans (``loader.batching``, batches of different sizes) set ``offsets``: ``items`` and ``valid`` are
+    Ragged plans (``loader.plan.batching``, batches of different sizes) set ``offsets``: ``items`` and ``valid`` are
     then flat, and batch ``b`` is ``items[offsets[b]:offsets[b + 1]]``.  ``batch(b)`` reads either form.
     """
 
@@ -72,7 +72,7 @@ def make_epoch_plan(num_items: int, batch_size: int, seed: int, epoch: int, rank
                     shuffle: bool, tail: str, *, windows=None, sync: str | None = None) -> EpochPlan:
     """Rank ``rank``'s batches of ``epoch`` (see the module docstring for the rules).
 
-    ``windows`` (a ``loader.shuffle_window.ShuffleWindows``) replaces the whole-epoch permutation by fairseq2
+    ``windows`` (a ``loader.plan.shuffle_window.ShuffleWindows``) replaces the whole-epoch permutation by fairseq2
     shuffle windows over the items and then over the batches.  ``sync`` (default: ``tail``) evens the batch count
     across ranks on its own: ``pad`` adds batches of repeats (rows invalid), ``drop`` leaves the surplus batches
     out, while ``tail`` then only decides the last, incomplete batch (padded, or dropped)."""

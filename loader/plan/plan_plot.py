@@ -15,7 +15,7 @@ from speechpack.schemas.plotting import integer_axis, pyplot, save_figure
 from speechpack.schemas.units import plural
 
 if TYPE_CHECKING:
-    from speechpack.loader.planning_report import PlanReport
+    from speechpack.loader.plan.planning_report import PlanReport
 
 #: Bins of the padding histogram over [0, 1].
 FRACTION_BINS = 20

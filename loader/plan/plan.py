@@ -2,16 +2,16 @@
 
 ``plan_epoch`` is the whole composition, in this order:
 
-1. weighting (``loader.weighting``): when the packs are weighted, the epoch's selected items (repeats allowed)
+1. weighting (``loader.plan.weighting``): when the packs are weighted, the epoch's selected items (repeats allowed)
    replace the item universe; the plan runs over positions in that selection and maps back to item ids at the end;
-2. train windows (``loader.batching.Windows``): with ``train_window`` the planning units are chunks of items, so
+2. train windows (``loader.plan.batching.Windows``): with ``train_window`` the planning units are chunks of items, so
    selected items become their chunks;
-3. the plan itself: static batches of ``batch_size`` (``loader.static_plan.make_epoch_plan``) or, with
-   ``batching: budget``, ragged batches of similar-length units (``loader.batching.make_budget_plan``);
+3. the plan itself: static batches of ``batch_size`` (``loader.plan.static_plan.make_epoch_plan``) or, with
+   ``batching: budget``, ragged batches of similar-length units (``loader.plan.batching.make_budget_plan``);
 4. the plan's rows become unit ids.
 
 Nothing here reads audio or imports torch: the DataLoader glue (``loader.torch``), the dry run (``speechpack plan``,
-``loader.planning_report``) and the tests call this same function, so what the dry run reports is what training
+``loader.plan.planning_report``) and the tests call this same function, so what the dry run reports is what training
 gets.  The static plan's pieces (``EpochPlan``, ``PlanError``, ``batch_rng``, ``BatchGenerator``, ``epoch_permutation``,
 ``make_epoch_plan``) are re-exported here, the module training code and tests import them from.
 """
@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from speechpack.loader.batching import Windows, make_budget_plan
-from speechpack.loader.static_plan import BatchGenerator, EpochPlan, PlanError, batch_rng, epoch_permutation, make_epoch_plan
+from speechpack.loader.plan.batching import Windows, make_budget_plan
+from speechpack.loader.plan.static_plan import BatchGenerator, EpochPlan, PlanError, batch_rng, epoch_permutation, make_epoch_plan
 
 #: Largest world size a plan is made for.
 MAX_WORLD_SIZE = 1 << 20
@@ -33,7 +33,7 @@ MAX_WORLD_SIZE = 1 << 20
 MAX_ROUND_ROWS = 1 << 26
 
 if TYPE_CHECKING:  # annotation only: the plan calls ``weighting.items(seed, epoch)`` and nothing else
-    from speechpack.loader.weighting import PackWeighting
+    from speechpack.loader.plan.weighting import PackWeighting
 
 
 def needs_lengths(args: Any) -> bool:
@@ -56,8 +56,8 @@ def plan_epoch(args: Any, seed: int, epoch: int, rank: int, world_size: int, *, 
                weighting: "PackWeighting | None" = None) -> EpochPlan:
     """Rank ``rank``'s batches of ``epoch`` (see the module docstring for the steps).
 
-    ``args`` is a task's planning view: ``batch_size``, ``batching`` (``None`` or a ``loader.batching.BudgetArgs``),
-    ``shuffle`` and ``tail``; optionally ``shuffle_windows`` (``loader.shuffle_window.ShuffleWindows``) and ``sync``
+    ``args`` is a task's planning view: ``batch_size``, ``batching`` (``None`` or a ``loader.plan.batching.BudgetArgs``),
+    ``shuffle`` and ``tail``; optionally ``shuffle_windows`` (``loader.plan.shuffle_window.ShuffleWindows``) and ``sync``
     (``pad``/``drop``: how the batch count is evened across ranks, when it differs from ``tail``).  ``num_units``
     counts the planning units (items, or chunks with ``windows``); ``lengths`` are their lengths, required when
     ``needs_lengths(args)``.  The plan's ``items`` are unit ids.

@@ -9,7 +9,7 @@ items padded or dropped, epochs consumed per pack (valid units of a pack / its u
 realised selection per pack, corpus and language (``PackWeighting.report``).  A unit is an item (one mixture, or
 one target with ``expand_targets``) or, with ``train_window``, one chunk.
 
-A batch the loader would refuse (mixtures of different channel counts, ``loader.plan_checks``) fails the dry run
+A batch the loader would refuse (mixtures of different channel counts, ``loader.plan.plan_checks``) fails the dry run
 with the loader's reason, so ``plan`` reporting success means the epochs it planned can be built.
 """
 
@@ -21,8 +21,8 @@ import numpy as np
 
 from speechpack.loader.config import LoaderConfig
 from speechpack.loader.pack import open_pack
-from speechpack.loader.plan import EpochPlan, epoch_lengths, plan_epoch
-from speechpack.loader.plan_checks import check_batch_channels, unit_channels, unit_rows
+from speechpack.loader.plan.plan import EpochPlan, epoch_lengths, plan_epoch
+from speechpack.loader.plan.plan_checks import check_batch_channels, unit_channels, unit_rows
 from speechpack.loader.recipe import ignored_line
 from speechpack.loader.tasks import prepare
 from speechpack.schemas.errors import SpeechpackError
@@ -82,8 +82,8 @@ class PlanReport:
 
     def plot(self, path: str) -> None:
         """Histograms of items per batch and of the padded (or cropped) fraction per batch, all epochs, to a PNG
-        (``loader.plan_plot``; needs the ``plot`` extra)."""
-        from speechpack.loader.plan_plot import plot_plan
+        (``loader.plan.plan_plot``; needs the ``plot`` extra)."""
+        from speechpack.loader.plan.plan_plot import plot_plan
 
         plot_plan(self, path)
 
