@@ -34,7 +34,7 @@ from speechpack.loader.asd.timeline import (
 )
 from speechpack.loader.plan.batching import BudgetArgs, make_budget_plan, tile_windows
 from speechpack.loader.config import ConfigError
-from speechpack.loader.tse.streams import item_rng
+from speechpack.loader.rng import item_rng
 from speechpack.loader.normalize import muvap_gain
 from speechpack.loader.pack import open_pack
 from speechpack.schemas.constants import ASD_SAMPLE_RATE, FACE_SHAPE

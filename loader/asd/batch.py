@@ -13,7 +13,7 @@
 
 Train (the plan's units are chunks, ``loader.asd.chunks``): every row is cropped to the batch's shortest fed
 chunk, because the model has no padding mask; ``scored`` is False on the history prefix.  Augmentation draws from
-``loader.tse.streams.item_rng(seed, epoch, batch, row)``.  With ``jitter`` the epoch's chunks are
+``loader.rng.item_rng(seed, epoch, batch, row)``.  With ``jitter`` the epoch's chunks are
 ``loader.asd.chunks.jitter_windows(..., seed, epoch)``: the planner batches their lengths (``unit_lengths(epoch)``)
 and the rows are read from them, so what was planned is what is fed.  Val/test (units are whole tracks): rows are right-padded to
 the longest track with zeros and ``scored`` False on the padding, so every model frame of every track is scored
@@ -35,7 +35,7 @@ from speechpack.loader.asd.chunks import jitter_windows, muvap_windows
 from speechpack.loader.asd.timeline import read_audio_frames, source_frame_index
 from speechpack.loader.asd.tracks import TrackIndex
 from speechpack.loader.plan.batching import Windows
-from speechpack.loader.tse.streams import item_rng
+from speechpack.loader.rng import item_rng
 from speechpack.loader.normalize import muvap_gain
 from speechpack.loader.pack import Pack
 from speechpack.schemas.constants import FACE_SHAPE, STREAM_AUDIO, STREAM_FACES, STREAM_LABELS

@@ -49,7 +49,7 @@ def muvap_windows(model_frames: np.ndarray, train_window: int, hist_frames: int)
 
 def jitter_rng(seed: int, epoch: int) -> np.random.Generator:
     """The epoch's jitter generator: Philox keyed by the seed, counter (0, 0, 0, epoch).  ``loader.plan.batch_rng``
-    (word 2 = batch + 1), ``loader.tse.streams.item_rng`` (word 1 = position + 1) and the weighting's cycles (top
+    (word 2 = batch + 1), ``loader.rng.item_rng`` (word 1 = position + 1) and the weighting's cycles (top
     bit of word 3) all start elsewhere, so the streams never meet."""
     counter = np.array([0, 0, 0, epoch], dtype=np.uint64)
     return np.random.Generator(np.random.Philox(key=seed, counter=counter))

@@ -15,7 +15,7 @@ augments waveform enrollments (``cue_processing.audio.{reverb_enroll_prob, noise
   a 60 dB cut changes the reverberant signal by -52 to -59 dB (docs/wesep.md), more than we let an optimisation
   change the user's own RIRs, and their spectra are cached, so their length costs little.
 
-Every draw comes from a counter-based stream (``loader.tse.streams.item_rng`` / ``augment_rng``), in a fixed count
+Every draw comes from a counter-based stream (``loader.rng.item_rng`` / ``augment_rng``), in a fixed count
 per row, so batches are the same for any worker count and after a resume.
 """
 

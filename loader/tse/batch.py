@@ -34,7 +34,7 @@ from speechpack.loader.tse.collate import collate_field
 from speechpack.loader.tse.cues.resolve import DRAWS_PER_CUE, ChunkInfo, label_field, resolve_cues
 from speechpack.loader.tse.decode import Decoder, Row, collate_rows
 from speechpack.loader.tse.items import ItemIndex
-from speechpack.loader.tse.streams import augment_rng
+from speechpack.loader.rng import augment_rng
 from speechpack.loader.tse.online import OnlineMixer
 from speechpack.loader.tse.table import DecodedRows, TableRows
 from speechpack.loader.tse.windows import ZERO_CHUNK_REDRAWS, Chunking, scored_mask, unit_window

@@ -11,7 +11,7 @@ generator of its own, so a mixture depends on neither the worker that builds it 
 - ``mix_sources`` / ``snr_mix``: WeSep's ``snr_mixer`` for one group (in caller-owned buffers) / a batch of groups;
 - ``fit_noise`` / ``add_noise``: WeSep's ``add_noise`` (the mixture only), noise from a bank pack;
 
-Elsewhere, each with one job: the random streams (``loader.tse.streams``), reverberation as batched FFT convolution
+Elsewhere, each with one job: the random streams (``loader.rng``), reverberation as batched FFT convolution
 (``loader.tse.convolve``; the rooms ``loader.tse.room_sim``, a batch's reverberation ``loader.tse.reverb``) and
 the mixer's reused memory (``loader.tse.buffers``).
 """

@@ -45,7 +45,7 @@ from speechpack.loader.tse.mixing import (
     snr_scales,
 )
 from speechpack.loader.tse.reverb import Reverberator
-from speechpack.loader.tse.streams import ItemGenerators
+from speechpack.loader.rng import ItemGenerators
 from speechpack.loader.tse.windows import ZERO_CHUNK_REDRAWS, Chunking, Window
 from speechpack.schemas.constants import KIND_SOURCES, STREAM_SOURCE
 
