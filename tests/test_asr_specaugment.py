@@ -10,7 +10,7 @@ import torch
 from speechpack.loader.asr.fbank import fbank
 from speechpack.loader.asr.specaugment import (ROUND_TRIP_FFT, draw_masks, round_trip_frames, spec_augment_features,
                                     spec_augment_waveforms)
-from speechpack.loader.plan.plan import batch_rng
+from speechpack.loader.rng import batch_rng
 
 
 def test_masks_stay_within_their_bounds():

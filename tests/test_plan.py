@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from speechpack.loader.plan.plan import EpochPlan, PlanError, batch_rng, epoch_permutation, make_epoch_plan
+from speechpack.loader.plan.plan import EpochPlan, PlanError, epoch_permutation, make_epoch_plan
+from speechpack.loader.rng import batch_rng
 
 WORLD_SIZES = (1, 2, 3, 8)
 # Zero, fewer than one batch, fewer than one round, exact multiples of a round for some grids, uneven.

@@ -8,7 +8,8 @@ import pytest
 
 from speechpack.loader.plan.batching import BudgetArgs, make_budget_plan
 from speechpack.loader.plan.shuffle_window import ShuffleWindows, window_order
-from speechpack.loader.plan.static_plan import batch_rng, make_epoch_plan
+from speechpack.loader.plan.static_plan import make_epoch_plan
+from speechpack.loader.rng import batch_rng
 
 
 @pytest.mark.parametrize("count", [0, 1, 7, 500])

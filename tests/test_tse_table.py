@@ -21,7 +21,7 @@ import torch
 
 from speechpack import loader
 from factories import Mix
-from speechpack.loader.plan.plan import batch_rng
+from speechpack.loader.rng import batch_rng
 from speechpack.loader.transport.batch_arrays import Arena, allocating_in
 from speechpack.loader.pack.readahead import PROBE_EVERY, AdaptiveAdvice
 from speechpack.loader.tse import window_reads
@@ -275,7 +275,7 @@ def test_stream_arrays_are_kept_between_batches_bounded_and_pickled_empty(real_p
 
 
 def test_a_batch_generator_gives_batch_rng_streams_reused_and_pickles_as_its_seed():
-    from speechpack.loader.plan.plan import BatchGenerator
+    from speechpack.loader.rng import BatchGenerator
     generators = BatchGenerator(7)
     for epoch, batch in [(0, 0), (3, 17), (0, 0), (2, -1), (5, 4)]:
         reused = generators(epoch, batch).random(9)

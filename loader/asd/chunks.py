@@ -27,6 +27,7 @@ import numpy as np
 
 from speechpack.loader.plan.batching import Windows, tile_windows
 from speechpack.loader.config_checks import ConfigError
+from speechpack.loader.rng import jitter_rng
 
 
 def scored_span(train_window: int, hist_frames: int) -> int:
@@ -47,14 +48,6 @@ def muvap_windows(model_frames: np.ndarray, train_window: int, hist_frames: int)
     return tile_windows(lengths, scored_span(train_window, hist_frames), hist_frames)
 
 
-def jitter_rng(seed: int, epoch: int) -> np.random.Generator:
-    """The epoch's jitter generator: Philox keyed by the seed, counter (0, 0, 0, epoch).  ``loader.plan.batch_rng``
-    (word 2 = batch + 1), ``loader.rng.item_rng`` (word 1 = position + 1) and the weighting's cycles (top
-    bit of word 3) all start elsewhere, so the streams never meet."""
-    counter = np.array([0, 0, 0, epoch], dtype=np.uint64)
-    return np.random.Generator(np.random.Philox(key=seed, counter=counter))
-
-
 def jitter_windows(windows: Windows, model_frames: np.ndarray, hist_frames: int, seed: int, epoch: int) -> Windows:
     """``windows`` with every chunk's scored span moved to a random start in its track (see the module docstring):
     one uniform draw per chunk, in chunk order."""
@@ -72,4 +65,4 @@ def split_empty(model_frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.flatnonzero(model_frames > 0), np.flatnonzero(model_frames <= 0)
 
 
-__all__ = ["jitter_rng", "jitter_windows", "muvap_windows", "scored_span", "split_empty"]
+__all__ = ["jitter_windows", "muvap_windows", "scored_span", "split_empty"]

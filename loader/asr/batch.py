@@ -10,7 +10,7 @@ For one planned batch, in Omnilingual's order:
 4. ``use_fbank``: 80-bin Kaldi log-mel features, standardised (``loader.asr.fbank``), ``[B, F, 80]``.
 
 Steps 2-4 run in torch on the padded batch.  The batch's random draws come only from
-``loader.plan.batch_rng(seed, epoch, global_batch)``: whichever worker builds a batch, it is the same.
+``loader.rng.batch_rng(seed, epoch, global_batch)``: whichever worker builds a batch, it is the same.
 
 The batch (numpy arrays, lists of str), under the names of fairseq2's ``Seq2SeqBatch`` (one set of names, so a
 fairseq2 trainer reads it as it is):
@@ -35,7 +35,7 @@ from speechpack.loader.asr.items import AsrItems, segment_of
 from speechpack.loader.asr.specaugment import spec_augment_features, spec_augment_waveforms
 from speechpack.loader.asr.waveform import normalize_rows
 from speechpack.loader.pack import Pack
-from speechpack.loader.plan.plan import BatchGenerator
+from speechpack.loader.rng import BatchGenerator
 from speechpack.schemas.constants import KIND_ASR, STREAM_AUDIO
 from speechpack.schemas.errors import SpeechpackError
 
@@ -58,7 +58,7 @@ class AsrBatchBuilder:
         self.args = args
         self.state = state
         self.seed = seed
-        self.batch_rng = BatchGenerator(seed)  # loader.plan.batch_rng, one generator object reused
+        self.batch_rng = BatchGenerator(seed)  # loader.rng.batch_rng, one generator object reused
         self.tokenizer = tokenizer
         self.sample_rate = rates[0]
         self.pad_id = tokenizer.pad_id if tokenizer.pad_id is not None and tokenizer.pad_id >= 0 else 0

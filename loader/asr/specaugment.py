@@ -13,7 +13,7 @@ Where the masks go depends on what the model reads:
 The draws follow torchaudio's ``mask_along_axis``: width ``floor(u * param)``, start ``floor(v * (size - width))``
 with ``u, v`` uniform, so a mask is at most ``param - 1`` wide and always inside the utterance's valid frames;
 ``param`` larger than the axis is clamped to it.  Every draw comes from the numpy generator passed in (the batch's
-counter-based ``loader.plan.batch_rng``): five per utterance, in row order, whether it is masked or not, so one
+counter-based ``loader.rng.batch_rng``): five per utterance, in row order, whether it is masked or not, so one
 row's draws never depend on another row's length.
 """
 

@@ -6,7 +6,7 @@ Train windows (``tile_windows``, MuVAP's chunking): an item of ``M`` samples lon
 chunk is fed with up to ``hist`` samples before it as unscored context (none before the item's start): the fed
 length is ``stop - max(0, start - hist)``, and that is the length the batcher plans with.
 
-Budget batching (``make_budget_plan``), every step drawn from ``loader.plan.batch_rng(seed, epoch, -1)``:
+Budget batching (``make_budget_plan``), every step drawn from ``loader.rng.batch_rng(seed, epoch, -1)``:
 
 1. shuffle the items (the same permutation ``make_epoch_plan`` uses), cut the order into windows of
    ``window_items`` items and sort each window by length, longest first;
@@ -39,7 +39,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from speechpack.loader.plan.shuffle_window import ShuffleWindows, window_order
-from speechpack.loader.plan.static_plan import TAIL_POLICIES, EpochPlan, PlanError, batch_rng
+from speechpack.loader.plan.static_plan import TAIL_POLICIES, EpochPlan
+from speechpack.loader.rng import batch_rng
+from speechpack.schemas.errors import PlanError
 
 BATCH_TYPES = ("static", "budget")
 COSTS = ("linear", "quadratic")

@@ -12,8 +12,7 @@
 
 Nothing here reads audio or imports torch: the DataLoader glue (``loader.torch``), the dry run (``speechpack plan``,
 ``loader.plan.planning_report``) and the tests call this same function, so what the dry run reports is what training
-gets.  The static plan's pieces (``EpochPlan``, ``PlanError``, ``batch_rng``, ``BatchGenerator``, ``epoch_permutation``,
-``make_epoch_plan``) are re-exported here, the module training code and tests import them from.
+gets.  Its random draws come from ``loader.rng.batch_rng``; its error is ``schemas.errors.PlanError``.
 """
 
 from __future__ import annotations
@@ -25,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from speechpack.loader.plan.batching import Windows, make_budget_plan
-from speechpack.loader.plan.static_plan import BatchGenerator, EpochPlan, PlanError, batch_rng, epoch_permutation, make_epoch_plan
+from speechpack.loader.plan.static_plan import EpochPlan, epoch_permutation, make_epoch_plan
+from speechpack.schemas.errors import PlanError
 
 #: Largest world size a plan is made for.
 MAX_WORLD_SIZE = 1 << 20
@@ -89,5 +89,5 @@ def plan_epoch(args: Any, seed: int, epoch: int, rank: int, world_size: int, *, 
     return plan
 
 
-__all__ = ["MAX_ROUND_ROWS", "MAX_WORLD_SIZE", "BatchGenerator", "EpochPlan", "PlanError", "batch_rng", "epoch_lengths",
-           "epoch_permutation", "make_epoch_plan", "needs_lengths", "plan_epoch"]
+__all__ = ["MAX_ROUND_ROWS", "MAX_WORLD_SIZE", "EpochPlan", "PlanError", "epoch_lengths", "epoch_permutation",
+           "make_epoch_plan", "needs_lengths", "plan_epoch"]

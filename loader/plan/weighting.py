@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from speechpack.loader.config_checks import MAX_EPOCH_ITEMS, ConfigError
+from speechpack.loader.rng import cycle_rng
 
 if TYPE_CHECKING:  # annotation only: loader.config imports loader.tasks, which imports this module
     from speechpack.loader.config import LoaderConfig
@@ -102,9 +103,8 @@ def pack_stream(size: int, seed: int, pack: int, start: int, stop: int, shuffle:
 
 def _cycle_permutation(size: int, seed: int, pack: int, cycle: int) -> np.ndarray:
     """Cycle ``cycle`` of pack ``pack``: Philox keyed by the seed; the counter's top word has its high bit set, so
-    these streams never meet ``loader.plan.batch_rng``'s (whose top word is the epoch)."""
-    counter = np.array([0, cycle, pack, 1 << 63], dtype=np.uint64)
-    return np.random.Generator(np.random.Philox(key=seed, counter=counter)).permutation(size).astype(np.int64)
+    these streams never meet ``loader.rng.batch_rng``'s (whose top word is the epoch)."""
+    return cycle_rng(seed, pack, cycle).permutation(size).astype(np.int64)
 
 
 def epoch_items(pack_sizes: Sequence[int], counts: Sequence[int], seed: int, epoch: int,

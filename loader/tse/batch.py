@@ -27,14 +27,13 @@ import numpy as np
 
 from speechpack.loader.plan.batching import Windows, tile_windows
 from speechpack.loader.pack import Pack
-from speechpack.loader.plan.plan import BatchGenerator
 from speechpack.loader.tse.args import DatasetArgs
 from speechpack.loader.tse.augment import ENROLL_DRAWS, NOISE_DRAWS, EnrollAugment, NoiseSource, noisy_mixture
 from speechpack.loader.tse.collate import collate_field
 from speechpack.loader.tse.cues.resolve import DRAWS_PER_CUE, ChunkInfo, label_field, resolve_cues
 from speechpack.loader.tse.decode import Decoder, Row, collate_rows
 from speechpack.loader.tse.items import ItemIndex
-from speechpack.loader.rng import augment_rng
+from speechpack.loader.rng import BatchGenerator, augment_rng
 from speechpack.loader.tse.online import OnlineMixer
 from speechpack.loader.tse.table import DecodedRows, TableRows
 from speechpack.loader.tse.windows import ZERO_CHUNK_REDRAWS, Chunking, scored_mask, unit_window
@@ -55,7 +54,7 @@ class TseBatchBuilder:
         self.args = args
         self.state = state
         self.seed = seed
-        self.batch_rng = BatchGenerator(seed)  # the batch's draws: loader.plan.batch_rng, one object reused
+        self.batch_rng = BatchGenerator(seed)  # the batch's draws: loader.rng.batch_rng, one object reused
         rates = {p.sample_rate for p in packs}
         self.rate = args.resample_rate or (rates.pop() if len(rates) == 1 else None)
         if self.rate is None:
