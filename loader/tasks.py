@@ -16,7 +16,7 @@ own: what the training loader (``loader.torch``) and the dry run (``loader.plan.
 without torch.
 
 A builder provides ``args`` (with ``batch_size``, ``batching``, ``shuffle``, ``tail``), ``windows`` (a
-``loader.plan.batching.Windows`` or None), ``num_units()``, ``unit_lengths()`` and ``build(items, valid, epoch,
+``loader.plan.train_windows.Windows`` or None), ``num_units()``, ``unit_lengths()`` and ``build(items, valid, epoch,
 global_batch) -> dict`` (numpy arrays and lists; randomness only from the counter-based generators of
 ``loader.plan`` / ``loader.tse.mixing``, so a batch is the same whichever worker builds it).
 """

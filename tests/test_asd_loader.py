@@ -32,7 +32,8 @@ from speechpack.loader.asd.timeline import (
     read_audio_frames,
     source_frame_index,
 )
-from speechpack.loader.plan.batching import BudgetArgs, make_budget_plan, tile_windows
+from speechpack.loader.plan.batching import BudgetArgs, make_budget_plan
+from speechpack.loader.plan.train_windows import tile_windows
 from speechpack.loader.config import ConfigError
 from speechpack.loader.rng import item_rng
 from speechpack.loader.normalize import muvap_gain

@@ -15,7 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from speechpack.cli import main
-from speechpack.loader.plan.batching import BudgetArgs, make_budget_plan, plan_lengths, tile_windows
+from speechpack.loader.plan.batching import BudgetArgs, make_budget_plan, plan_lengths
+from speechpack.loader.plan.train_windows import tile_windows
 from speechpack.loader.config import ConfigError
 from speechpack.loader.tse.args import DatasetArgs
 from factories.tse import build, config, frames_list, mixture

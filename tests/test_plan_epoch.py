@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from speechpack.loader.plan.batching import BudgetArgs, make_budget_plan, tile_windows
+from speechpack.loader.plan.batching import BudgetArgs, make_budget_plan
+from speechpack.loader.plan.train_windows import tile_windows
 from speechpack.loader.plan.plan import MAX_WORLD_SIZE, PlanError, make_epoch_plan, needs_lengths, plan_epoch
 from speechpack.loader.plan.weighting import PackWeighting
 

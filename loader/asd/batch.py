@@ -34,7 +34,7 @@ from speechpack.loader.asd.augment import AugmentError, DonorIndex, apply_visual
 from speechpack.loader.asd.chunks import jitter_windows, muvap_windows
 from speechpack.loader.asd.timeline import read_audio_frames, source_frame_index
 from speechpack.loader.asd.tracks import TrackIndex
-from speechpack.loader.plan.batching import Windows
+from speechpack.loader.plan.train_windows import Windows
 from speechpack.loader.rng import item_rng
 from speechpack.loader.normalize import muvap_gain
 from speechpack.loader.pack import Pack

@@ -6,7 +6,7 @@ a track of ``M <= span`` frames is one chunk; a longer one is ``n = ceil(M / spa
 ``hist_frames`` unscored frames before it (none before the track's start), so no fed chunk exceeds
 ``train_window`` and a frame near a chunk boundary still sees real history.
 
-``loader.plan.batching.tile_windows`` does the tiling, with MuVAP's edges exactly (numpy rounds half to even, and so
+``loader.plan.train_windows.tile_windows`` does the tiling, with MuVAP's edges exactly (numpy rounds half to even, and so
 does it).
 
 Tracks with no model frame cannot be chunked (a zero-length chunk would crash a model); ``split_empty`` sets them
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from speechpack.loader.plan.batching import Windows, tile_windows
+from speechpack.loader.plan.train_windows import Windows, tile_windows
 from speechpack.loader.config_checks import ConfigError
 from speechpack.loader.rng import jitter_rng
 

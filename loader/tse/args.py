@@ -90,7 +90,7 @@ class DatasetArgs:
     #: ``batching`` with ``type: budget`` (``None``: static batches of ``batch_size``); see ``loader.plan.batching``.
     batching: "BudgetArgs | None" = None
     #: ``train_window``: train items longer than this many samples are tiled into near-equal chunks, each fed
-    #: with ``hist_frames`` samples of unscored context before it (``loader.plan.batching.tile_windows``).
+    #: with ``hist_frames`` samples of unscored context before it (``loader.plan.train_windows.tile_windows``).
     train_window: int | None = None
     hist_frames: int = 0
 

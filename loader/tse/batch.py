@@ -25,7 +25,7 @@ from typing import Iterator
 
 import numpy as np
 
-from speechpack.loader.plan.batching import Windows, tile_windows
+from speechpack.loader.plan.train_windows import Windows, tile_windows
 from speechpack.loader.pack import Pack
 from speechpack.loader.tse.args import DatasetArgs
 from speechpack.loader.tse.augment import ENROLL_DRAWS, NOISE_DRAWS, EnrollAugment, NoiseSource, noisy_mixture

@@ -21,7 +21,7 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 
-from speechpack.loader.plan.batching import Windows
+from speechpack.loader.plan.train_windows import Windows
 from speechpack.loader.normalize import muvap_gain
 from speechpack.loader.pack import Pack
 from speechpack.loader.pack.readahead import AdaptiveAdvice, major_faults

@@ -13,7 +13,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from speechpack.loader.plan.batching import Windows
+from speechpack.loader.plan.train_windows import Windows
 
 #: WeSep re-draws a training window at most this many times while the mixture chunk is silent.
 ZERO_CHUNK_REDRAWS = 3
