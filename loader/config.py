@@ -2,8 +2,8 @@
 
 A config is a plain dict (usually loaded from YAML).  ``LoaderConfig.from_dict`` turns it into frozen
 dataclasses and refuses any key it does not know, naming it, so a typo never silently becomes a default.  A config
-with Omnilingual's ``dataset:`` block is first translated into this shape (``loader.asr.recipe``).
-``dataset_args`` is parsed by the task's module (``loader.tse.args`` for ``tse``, see ``loader.tasks``); the value
+of another tool (``loader.tasks.RECIPE_KEYS``) is first translated into this shape by its task.
+``dataset_args`` is parsed by the task (``LoaderTask.parse_dataset_args``, see ``loader.tasks``); the value
 checks every parser shares are in ``loader.config_checks``.  Objects built directly are checked too
 (``__post_init__``), their keys named by field.
 """
@@ -28,7 +28,8 @@ from speechpack.loader.config_checks import (  # noqa: F401 (re-exported)
 )
 from speechpack.loader.recipe import DataLoaderArgs, check_state, read_recipe
 from speechpack.loader.plan.static_plan import TAIL_POLICIES  # noqa: F401 (re-exported)
-from speechpack.loader.tasks import DEFAULT_TASK, STATES, task_module  # noqa: F401 (STATES re-exported)
+from speechpack.loader.tasks import task as task_of
+from speechpack.loader.tasks import DEFAULT_TASK, RECIPE_KEYS, STATES  # noqa: F401 (STATES re-exported)
 
 #: Keys of a ``packs`` entry that set its count per epoch (at most one each; see loader.plan.weighting).
 WEIGHT_KEYS = ("weight", "hours_beta", "repeat", "choose")
@@ -199,7 +200,7 @@ class LoaderConfig:
     states: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
-        task_module(check_type(self.task, str, "LoaderConfig.task"), "LoaderConfig.task")
+        task_of(check_type(self.task, str, "LoaderConfig.task"), "LoaderConfig.task")
         _check_packs_weighting(self.packs, self.weighting, "LoaderConfig")
         positive_int(self.sample_num_per_epoch, "LoaderConfig.sample_num_per_epoch", minimum=0,
                      maximum=MAX_EPOCH_ITEMS)
@@ -217,26 +218,28 @@ class LoaderConfig:
 
     @classmethod
     def from_dict(cls, obj: Any, where: str = "config", state: str = "train") -> "LoaderConfig":
-        """``obj`` read for ``state`` (``val_dataset_args`` applies to ``val`` and ``test``).  An Omnilingual
-        recipe's ``dataset:`` block is translated key by key first (``loader.asr.recipe``)."""
-        if isinstance(obj, dict) and "dataset" in obj:
-            from speechpack.loader.asr.recipe import from_recipe
-
-            obj = from_recipe(obj, where)
+        """``obj`` read for ``state`` (``val_dataset_args`` applies to ``val`` and ``test``).  Another tool's
+        recipe (a top-level key of ``loader.tasks.RECIPE_KEYS``: Omnilingual's ``dataset:`` block) is translated
+        key by key first, by its task (``LoaderTask.translate_config``)."""
+        if isinstance(obj, dict):
+            for key, name in RECIPE_KEYS.items():
+                if key in obj:
+                    obj = task_of(name).translate_config(obj, where)
+                    break
         recipe = read_recipe(obj, state, where)
         values = take_known(recipe.config, where, {"packs": None, "dataset_args": None, "weighting": None,
                                                    "task": DEFAULT_TASK})
-        task = check_type(values["task"], str, f"{where}.task")
-        module = task_module(task, f"{where}.task")
+        task_name = check_type(values["task"], str, f"{where}.task")
+        loader_task = task_of(task_name, f"{where}.task")
         packs = values["packs"]
         if not isinstance(packs, list) or not packs:
             raise ConfigError(f"{where}.packs: a non-empty list of {{path: ...}} is required")
         sources = tuple(PackSource.from_dict(p, f"{where}.packs[{i}]", weighting=True) for i, p in enumerate(packs))
-        dataset_args = module.parse_dataset_args(values["dataset_args"], f"{where}.dataset_args")
+        dataset_args = loader_task.parse_dataset_args(values["dataset_args"], f"{where}.dataset_args")
         weighting = Weighting.from_dict(values["weighting"], f"{where}.weighting")
         _check_packs_weighting(sources, weighting, where)
         _check_per_epoch(sources, recipe.sample_num_per_epoch, f"{where}.dataset_args")
-        return cls(packs=sources, dataset_args=dataset_args, weighting=weighting, task=task,
+        return cls(packs=sources, dataset_args=dataset_args, weighting=weighting, task=task_name,
                    dataloader=recipe.dataloader, sample_num_per_epoch=recipe.sample_num_per_epoch,
                    ignored=recipe.ignored, states=recipe.states)
 
@@ -250,4 +253,4 @@ def _check_per_epoch(packs: tuple[PackSource, ...], per_epoch: int, where: str) 
 
 def _default_dataset_args() -> Any:
     """The default task's ``dataset_args`` with every default."""
-    return task_module(DEFAULT_TASK).parse_dataset_args(None, "dataset_args")
+    return task_of(DEFAULT_TASK).parse_dataset_args(None, "dataset_args")

@@ -98,7 +98,7 @@ def _load_batches(tse_pack: str, out: str, echo: Callable[[str], None]) -> tuple
 
 def _both_mics(config_path: str, tse_2mic_pack: str, out: str, echo: Callable[[str], None]) -> None:
     """Write the training config over both tse packs and show that ``plan`` refuses it, before any audio is read."""
-    from speechpack.loader.plan.plan_checks import MixedChannels
+    from speechpack.loader.tse.plan_checks import MixedChannels
     from speechpack.loader.plan.planning_report import plan_report
 
     with open(config_path, encoding="utf-8") as fp:

@@ -12,6 +12,7 @@ from dataclasses import asdict
 
 from speechpack.loader.config import LoaderConfig
 from speechpack.loader.pack import Pack
+from speechpack.loader.tasks import task
 from speechpack.schemas.constants import MANIFEST_NAME
 
 
@@ -21,17 +22,10 @@ def loader_fingerprint(config: LoaderConfig, state: str, packs: list[Pack]) -> s
     Pack paths are left out on purpose, so a state still resumes after the packs are copied to node-local disk.
     """
     digest = hashlib.sha256()
-    args = asdict(config.dataset_args)
-    if config.task == "tse" and args.get("normalize") == "none":
-        args["normalize"] = None  # spelt None before normalize had one vocabulary: older states still resume
-    # Left out when unset, so older states still resume.
-    for key in ("cues", "field_collate", "mix", "augment", "batching", "train_window", "hist_frames"):
-        if key in args and not args[key]:
-            del args[key]
-    for key in ("npc", "num_prefetch"):  # how batches are fetched, not which: any worker count resumes
-        args.pop(key, None)
+    loader_task = task(config.task)
+    args = loader_task.fingerprint_args(asdict(config.dataset_args))  # keys added later left out while unset
     identity = {"dataset_args": args, "state": state}
-    if config.task != "tse":
+    if loader_task.fingerprint_names_task:
         identity["task"] = config.task
     digest.update(json.dumps(identity, sort_keys=True, default=str).encode())
     if config.weighted:  # hashed only when set, so older states still resume; paths left out as below

@@ -168,10 +168,11 @@ class LoaderTask:
             args.pop(key, None)
         return args
 
-    def dataloader_defaults(self, args: Any) -> tuple[int | None, int | None]:
-        """(workers, batches prefetched in total) a task's ``dataset_args`` ask for when neither the caller nor a
-        recipe's ``dataloader_args`` do.  Default (None, None): no workers."""
-        return None, None
+    def dataloader_defaults(self, args: Any) -> tuple[tuple[int | None, str], tuple[int | None, str]]:
+        """``((workers, key), (batches prefetched in total, key))`` that a task's ``dataset_args`` ask for when
+        neither the caller nor a recipe's ``dataloader_args`` do, each with the key it came from (reported in
+        ``LoaderReport.dataloader``).  Default: neither (0 workers, ``PREFETCH_PER_WORKER``)."""
+        return (None, ""), (None, "")
 
 
 __all__ = ["BatchBuilder", "LoaderTask", "PlanArgs", "Prepared"]

@@ -1,62 +1,51 @@
-"""Loader tasks: what a pack kind needs between the epoch plan and a collated batch.
+"""The task registry: the one place the generic loader names its tasks (task name -> the module implementing it).
 
-A loader config names its task (``task: tse|asd|asr``, default ``tse``).  The task's module parses
-``dataset_args`` and turns the opened packs into a batch builder; ``loader.torch.SpeechLoader`` does everything
-else the same way for every task (planning, dealing batches to ranks and workers, resume state, weighting).
+A loader config names its task (``task: tse|asd|asr``, default ``tse``).  The task's module holds ``TASK``, a
+``loader.task.LoaderTask`` that parses ``dataset_args`` and turns the opened packs into a batch builder (a
+``loader.task.BatchBuilder``); ``loader.torch.SpeechLoader`` does everything else the same way for every task
+(planning, dealing batches to ranks and workers, resume state, weighting).  Task modules are imported when a config
+names them (``importlib``), so the generic loader imports no task package.
 
-A task module provides:
-
-``parse_dataset_args(obj, where)``
-    ``dataset_args`` (a dict or None) -> a frozen dataclass; unknown keys raise ``ConfigError`` naming the key.
-``prepare(config, state, packs, seed) -> Prepared``
-    the builder for ``state`` and what the filters removed.
-
-``loader.tasks.prepare`` calls the task's ``prepare`` and adds the packs' weighting when the task has none of its
-own: what the training loader (``loader.torch``) and the dry run (``loader.plan.planning_report``) both start from,
-without torch.
-
-A builder provides ``args`` (with ``batch_size``, ``batching``, ``shuffle``, ``tail``), ``windows`` (a
-``loader.plan.train_windows.Windows`` or None), ``num_units()``, ``unit_lengths()`` and ``build(items, valid, epoch,
-global_batch) -> dict`` (numpy arrays and lists; randomness only from the counter-based generators of
-``loader.plan`` / ``loader.tse.mixing``, so a batch is the same whichever worker builds it).
+``prepare`` calls the task's ``prepare`` and adds the packs' weighting when the task has none of its own: what the
+training loader (``loader.torch``) and the dry run (``loader.plan.planning_report``) both start from, without
+torch.  A new task is registered with ``register_task`` (docs/extending.md, "A loader task").
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from types import ModuleType
-from typing import Any
 
 import numpy as np
 
 from speechpack.loader.config_checks import MAX_SEED, ConfigError, integer
 from speechpack.loader.plan.weighting import PackWeighting
+from speechpack.loader.task import LoaderTask, Prepared
 
 #: What a loader is built for (``build_loader(config, state)``).
 STATES = ("train", "val", "test")
 
-#: Task name -> the module that implements it.
+#: Task name -> the module that implements it (its ``TASK``).
 TASK_MODULES = {
     "tse": "speechpack.loader.tse.task",
     "asd": "speechpack.loader.asd.task",
     "asr": "speechpack.loader.asr.task",
 }
 DEFAULT_TASK = "tse"
+#: A top-level key that marks another tool's recipe -> the task that translates it into a loader config
+#: (``LoaderTask.translate_config``): Omnilingual ASR's ``dataset:`` block.
+RECIPE_KEYS = {"dataset": "asr"}
 
 
-@dataclass(frozen=True)
-class Prepared:
-    """What a task hands to the loader: the batch builder, the pack of every item (for weighting), how many items
-    the filters removed, per reason (reported, never silently lost), and the task's own weighting when it weighs
-    something other than packs (ASR: (corpus, language) groups inside the packs); None lets the loader weigh
-    packs as the config's ``packs`` entries say."""
-
-    builder: Any
-    item_pack: np.ndarray
-    filtered: int = 0
-    filter_report: dict[str, int] = field(default_factory=dict)
-    weighting: Any = None
+def register_task(name: str, module: str) -> None:
+    """Make ``task: name`` build loaders with the ``TASK`` of ``module`` (a dotted module path, imported when a
+    config first names the task)."""
+    if not isinstance(name, str) or not name or not isinstance(module, str) or not module:
+        raise ValueError(f"register_task: a task name and a module path are required, got {name!r}, {module!r}")
+    if name in TASK_MODULES and TASK_MODULES[name] != module:
+        raise ValueError(f"register_task: task {name!r} is {TASK_MODULES[name]} already")
+    TASK_MODULES[name] = module
 
 
 def task_module(name: str, where: str = "config.task") -> ModuleType:
@@ -66,6 +55,11 @@ def task_module(name: str, where: str = "config.task") -> ModuleType:
     return importlib.import_module(TASK_MODULES[name])
 
 
+def task(name: str, where: str = "config.task") -> LoaderTask:
+    """The ``LoaderTask`` of task ``name``."""
+    return task_module(name, where).TASK
+
+
 def prepare(config, state: str, packs: list, seed: int) -> Prepared:
     """The task's ``Prepared`` for ``state`` with its ``weighting`` resolved: the task's own, else the packs' as
     the config's ``packs`` entries say (None when no entry weighs)."""
@@ -73,9 +67,15 @@ def prepare(config, state: str, packs: list, seed: int) -> Prepared:
         raise ConfigError(f"state must be one of {', '.join(STATES)}, got {state!r}")
     seed = integer(seed, "seed", 0, MAX_SEED)
     config.check_state(state)
-    prepared = task_module(config.task).prepare(config, state, packs, seed)
+    loader_task = task(config.task)
+    prepared = loader_task.prepare(config, state, packs, seed)
     if prepared.weighting is None and config.weighted:
+        loader_task.check_weighting(config)
         sizes = np.bincount(prepared.item_pack, minlength=len(packs))
         hours = [float(p.manifest.totals["hours"]) for p in packs]
         prepared = replace(prepared, weighting=PackWeighting.resolve(config, sizes, hours))
     return prepared
+
+
+__all__ = ["DEFAULT_TASK", "RECIPE_KEYS", "STATES", "TASK_MODULES", "prepare", "register_task", "task",
+           "task_module"]

@@ -32,9 +32,9 @@ from speechpack.loader.config import LoaderConfig
 from speechpack.loader.config_checks import MAX_COUNT, MAX_EPOCH, ConfigError, integer
 from speechpack.loader.fingerprint import loader_fingerprint
 from speechpack.loader.pack import Pack, open_pack
-from speechpack.loader.plan.plan import EpochPlan, epoch_lengths, needs_lengths, plan_epoch
+from speechpack.loader.plan.plan import EpochPlan, needs_lengths, plan_epoch
 from speechpack.loader.recipe import MAX_PREFETCH, MAX_WORKERS
-from speechpack.loader.tasks import prepare
+from speechpack.loader.tasks import prepare, task
 from speechpack.loader.plan.weighting import PackWeighting
 from speechpack.schemas.errors import SpeechpackError
 
@@ -93,17 +93,18 @@ class LoaderReport:
 def dataloader_settings(config: LoaderConfig, num_workers: int | None = None,
                         prefetch_factor: int | None = None) -> dict:
     """The DataLoader's workers and per-worker prefetch, and where each came from.  Explicit arguments win; then a
-    WeSep recipe's ``dataloader_args``; then an ASR config's Omnilingual keys (``npc`` parallel calls as workers,
-    ``num_prefetch`` batches waiting in total, so ``ceil(num_prefetch / workers)`` per worker); else 0 workers and
+    WeSep recipe's ``dataloader_args``; then the task's own keys (``LoaderTask.dataloader_defaults``: workers, and
+    batches waiting in total, so ``ceil(total / workers)`` per worker); else 0 workers and
     ``PREFETCH_PER_WORKER``.  Without workers nothing is prefetched: batches are built in the training process."""
-    args, loader_args = config.dataset_args, config.dataloader
-    npc, num_prefetch = getattr(args, "npc", None), getattr(args, "num_prefetch", None)
+    loader_args = config.dataloader
+    (task_workers, workers_key), (task_prefetch, prefetch_key) = task(config.task).dataloader_defaults(
+        config.dataset_args)
     if num_workers is not None:
         workers, source = num_workers, "num_workers"
     elif loader_args.num_workers is not None:
         workers, source = loader_args.num_workers, "dataloader_args.num_workers"
-    elif npc is not None:
-        workers, source = npc, "npc"
+    elif task_workers is not None:
+        workers, source = task_workers, workers_key
     else:
         workers, source = 0, "default"
     workers = integer(workers, "num_workers", 0, MAX_WORKERS)
@@ -113,8 +114,8 @@ def dataloader_settings(config: LoaderConfig, num_workers: int | None = None,
         prefetch, prefetch_source = prefetch_factor, "prefetch_factor"
     elif loader_args.prefetch_factor is not None:
         prefetch, prefetch_source = loader_args.prefetch_factor, "dataloader_args.prefetch_factor"
-    elif num_prefetch is not None:
-        prefetch, prefetch_source = max(1, -(-num_prefetch // workers)), "num_prefetch"
+    elif task_prefetch is not None:
+        prefetch, prefetch_source = max(1, -(-task_prefetch // workers)), prefetch_key
     else:
         prefetch, prefetch_source = PREFETCH_PER_WORKER, "default"
     if prefetch is not None:
@@ -141,9 +142,9 @@ class _PlannedBatches(Dataset):
 
     def plan(self, epoch: int) -> EpochPlan:
         if self._plan is None or self._plan[0] != epoch:
-            args = self.builder.args
-            if needs_lengths(args) and (self._lengths is None or getattr(self.builder, "lengths_by_epoch", False)):
-                self._lengths = epoch_lengths(self.builder, epoch)
+            args = self.builder.plan_args
+            if needs_lengths(args) and (self._lengths is None or self.builder.lengths_by_epoch):
+                self._lengths = self.builder.unit_lengths(epoch)
             plan = plan_epoch(args, self.seed, epoch, self.rank, self.world_size, num_units=self.builder.num_units(),
                               lengths=self._lengths, windows=self.builder.windows, weighting=self.weighting)
             self._plan = (epoch, plan)
@@ -154,11 +155,10 @@ class _PlannedBatches(Dataset):
 
     def arrays(self, epoch: int, start: int, stop: int) -> Iterator[dict]:
         """Batches ``start`` to ``stop - 1`` of ``epoch`` as the builder makes them (numpy arrays and lists),
-        yielded one by one; a builder with ``build_block`` (TSE) plans them together, each built when asked for."""
+        yielded one by one (``BatchBuilder.build_block``: TSE plans them together, each built when asked for)."""
         plan = self.plan(epoch)
         batches = [(*plan.batch(b), epoch, int(plan.global_batch[b])) for b in range(start, stop)]
-        build_block = getattr(self.builder, "build_block", None)
-        return build_block(batches) if build_block is not None else (self.builder.build(*b) for b in batches)
+        return self.builder.build_block(batches)
 
     def __getitem__(self, key: tuple[int, int, int]) -> message_groups.BatchGroup:
         epoch, start, stop = key
@@ -260,7 +260,7 @@ class SpeechLoader:
     def tokenizer(self):
         """The ASR tokenizer the batches' ``target_seqs`` come from (the packs' character vocabulary, or the recipe's
         SentencePiece model): ``len(tokenizer)`` sizes a model's output layer.  None for the other tasks."""
-        return getattr(self.builder, "tokenizer", None)
+        return self.builder.tokenizer
 
     @property
     def epoch(self) -> int:
@@ -366,11 +366,10 @@ def build_loader(config: dict | LoaderConfig, state: str, *, rank: int = 0, worl
                  num_workers: int | None = None, seed: int = 0, pin_memory: bool | None = None,
                  prefetch_factor: int | None = None, batches_per_message: int | None = None) -> SpeechLoader:
     """The training loader: ``config`` is a dict (usually from YAML) with ``packs``, ``dataset_args`` and
-    optionally ``task`` (``tse``, ``asd`` or ``asr``; see ``loader.tasks``) and ``weighting``, a WeSep recipe
-    with ``packs`` added (``loader.recipe``), or Omnilingual's ``dataset:`` block with ``packs``
-    (``loader.asr.recipe``).  ``num_workers``, ``pin_memory`` and ``prefetch_factor`` default to the recipe's
-    ``dataloader_args``, else to an ASR config's ``npc`` / ``num_prefetch``, else to 0 workers, pinning when CUDA
-    is available, and ``PREFETCH_PER_WORKER`` (``dataloader_settings``).  ``batches_per_message``: how many
+    optionally ``task`` (the registry: ``loader.tasks``) and ``weighting``, a WeSep recipe with ``packs`` added
+    (``loader.recipe``), or another tool's recipe its task translates (``loader.tasks.RECIPE_KEYS``).
+    ``num_workers``, ``pin_memory`` and ``prefetch_factor`` default to the recipe's ``dataloader_args``, else to
+    the task's (``LoaderTask.dataloader_defaults``), else to 0 workers, pinning when CUDA is available, and ``PREFETCH_PER_WORKER`` (``dataloader_settings``).  ``batches_per_message``: how many
     batches a worker builds and sends per DataLoader index; None (the default) sizes messages by what batches
     cost to build (``loader.transport.message_groups``), and 1 is one batch per index as a plain DataLoader does."""
     if not isinstance(config, LoaderConfig):

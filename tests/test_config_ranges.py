@@ -193,6 +193,8 @@ class _Static:
     batching = None
     shuffle = True
     tail = "pad"
+    shuffle_windows = None
+    sync = None
 
 
 def test_defect8_batch_size_times_world_size_is_bounded_in_the_plan():

@@ -27,6 +27,8 @@ class Args:
     batching: BudgetArgs | None = None
     shuffle: bool = True
     tail: str = "pad"
+    shuffle_windows: None = None
+    sync: None = None
 
 
 LENGTHS = np.random.default_rng(0).integers(100, 3000, 41)

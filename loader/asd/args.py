@@ -45,6 +45,7 @@ from speechpack.loader.config_checks import (
 )
 from speechpack.loader.normalize import MUVAP, NONE, parse_normalize
 from speechpack.loader.plan.static_plan import TAIL_POLICIES
+from speechpack.loader.task import PlanArgs
 
 #: ``normalize`` values the ASD task builds (``loader.normalize``), in the order its errors list them.
 NORMALIZE_CHOICES = (MUVAP, NONE)
@@ -80,7 +81,7 @@ class AsdArgs:
         if self.val_frame_budget is None:
             object.__setattr__(self, "val_frame_budget", VAL_BUDGET_FACTOR * self.frame_budget)
 
-    def plan_args(self, state: str) -> "PlanArgs":
+    def plan_args(self, state: str) -> PlanArgs:
         """What the loader's planner needs for ``state``: train chunks by ``frame_budget``, shuffled; validation
         whole tracks by ``val_frame_budget`` in a fixed order."""
         if state == "train":
@@ -90,17 +91,6 @@ class AsdArgs:
         budget = BudgetArgs(budget=self.val_frame_budget, min_batch=1, max_batch=self.val_max_batch,
                             window_items=self.sort_window)
         return PlanArgs(batch_size=1, batching=budget, shuffle=False, tail="pad")
-
-
-@dataclass(frozen=True)
-class PlanArgs:
-    """The planner's view of the args (``loader.torch`` reads ``batch_size``, ``batching``, ``shuffle``, ``tail``).
-    Validation always pads its tail: every track must be scored."""
-
-    batch_size: int
-    batching: BudgetArgs | None
-    shuffle: bool
-    tail: str
 
 
 def _check(v: dict, where: str) -> None:
@@ -144,4 +134,4 @@ def parse_dataset_args(obj: dict | None, where: str = "dataset_args") -> AsdArgs
                       "audio_mix_snr": value_range(v["audio_mix_snr"], f"{where}.audio_mix_snr")})
 
 
-__all__ = ["AsdArgs", "NORMALIZE_CHOICES", "PlanArgs", "parse_dataset_args"]
+__all__ = ["AsdArgs", "NORMALIZE_CHOICES", "parse_dataset_args"]

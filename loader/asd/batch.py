@@ -38,6 +38,7 @@ from speechpack.loader.plan.train_windows import Windows
 from speechpack.loader.rng import item_rng
 from speechpack.loader.normalize import muvap_gain
 from speechpack.loader.pack import Pack
+from speechpack.loader.task import BatchBuilder
 from speechpack.schemas.constants import FACE_SHAPE, STREAM_AUDIO, STREAM_FACES, STREAM_LABELS
 from speechpack.schemas.timebase import SAMPLES_PER_MODEL_FRAME
 
@@ -48,7 +49,7 @@ _AUDIO_DRAWS = 4
 _SUBSTITUTE_DRAWS = 3
 
 
-class AsdBatchBuilder:
+class AsdBatchBuilder(BatchBuilder):
     """Builds collated ASD batches from planned unit ids (chunks in train, tracks otherwise).  Holds numpy columns
     and the opened packs only (cheap to fork)."""
 

@@ -14,7 +14,7 @@ from speechpack.loader.asd.args import AsdArgs, parse_dataset_args
 from speechpack.loader.asd.batch import AsdBatchBuilder
 from speechpack.loader.asd.tracks import asd_tracks
 from speechpack.loader.pack import Pack
-from speechpack.loader.tasks import Prepared
+from speechpack.loader.task import LoaderTask, Prepared
 
 #: ``filter_report`` reason of the tracks too short for a single 25 Hz frame (one frame at 30 fps).
 ZERO_MODEL_FRAMES = "zero_model_frames"
@@ -38,4 +38,18 @@ def prepare(config, state: str, packs: list[Pack], seed: int) -> Prepared:
                     filter_report={ZERO_MODEL_FRAMES: len(empty)})
 
 
-__all__ = ["ZERO_MODEL_FRAMES", "parse_dataset_args", "prepare"]
+class AsdTask(LoaderTask):
+    """``task: asd`` (``loader.task.LoaderTask``)."""
+
+    name = "asd"
+
+    def parse_dataset_args(self, obj, where: str) -> AsdArgs:
+        return parse_dataset_args(obj, where)
+
+    def prepare(self, config, state: str, packs: list, seed: int) -> Prepared:
+        return prepare(config, state, packs, seed)
+
+
+TASK = AsdTask()
+
+__all__ = ["TASK", "ZERO_MODEL_FRAMES", "AsdTask", "parse_dataset_args", "prepare"]

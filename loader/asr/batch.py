@@ -35,15 +35,15 @@ from speechpack.loader.asr.items import AsrItems, segment_of
 from speechpack.loader.asr.specaugment import spec_augment_features, spec_augment_waveforms
 from speechpack.loader.asr.waveform import normalize_rows
 from speechpack.loader.pack import Pack
+from speechpack.loader.task import BatchBuilder, PlanArgs
 from speechpack.loader.rng import BatchGenerator
 from speechpack.schemas.constants import KIND_ASR, STREAM_AUDIO
 from speechpack.schemas.errors import SpeechpackError
 
 
-class AsrBatchBuilder:
-    """Collated ASR batches from item ids (``loader.tasks`` builder protocol).  Holds numpy columns only."""
-
-    windows = None  # utterances are never cut into train windows
+class AsrBatchBuilder(BatchBuilder):
+    """Collated ASR batches from item ids (``loader.task.BatchBuilder``).  Holds numpy columns only; utterances are
+    never cut into train windows."""
 
     def __init__(self, packs: list[Pack], items: AsrItems, args: AsrArgs, state: str, seed: int, tokenizer, *,
                  weighting=None, unknown_tokens_removed: int = 0):
@@ -60,7 +60,7 @@ class AsrBatchBuilder:
         self.seed = seed
         self.batch_rng = BatchGenerator(seed)  # loader.rng.batch_rng, one generator object reused
         self.tokenizer = tokenizer
-        self.sample_rate = rates[0]
+        self.rate = rates[0]
         self.pad_id = tokenizer.pad_id if tokenizer.pad_id is not None and tokenizer.pad_id >= 0 else 0
         self.spec_augment = args.spec_aug_p is not None and state == "train"
         #: The (corpus, language) weighting the loader must apply (``PackWeighting.from_groups``), or None.
@@ -72,7 +72,18 @@ class AsrBatchBuilder:
     def num_units(self) -> int:
         return len(self.items)
 
-    def unit_lengths(self) -> np.ndarray:
+    @property
+    def sample_rate(self) -> int:
+        return int(self.rate)
+
+    @property
+    def plan_args(self) -> PlanArgs:
+        """Omnilingual's plan: fairseq2 shuffle windows and its own rule for evening ranks (``loader.asr.args``)."""
+        args = self.args
+        return PlanArgs(batch_size=args.batch_size, batching=args.batching, shuffle=args.shuffle, tail=args.tail,
+                        shuffle_windows=args.shuffle_windows, sync=args.sync)
+
+    def unit_lengths(self, epoch: int = 0) -> np.ndarray:
         """Samples per utterance (per channel): what LENGTH batching budgets (rows x longest row)."""
         return self.items.num_frames
 
@@ -115,7 +126,7 @@ class AsrBatchBuilder:
         rng = self.batch_rng(epoch, global_batch)
         args = self.args
         if self.args.use_fbank:
-            source, lengths = fbank(waves, lengths, self.sample_rate)
+            source, lengths = fbank(waves, lengths, self.rate)
             if self.spec_augment:
                 source, _ = spec_augment_features(source, lengths.numpy(), rng, args.spec_aug_p,
                                                   args.spec_aug_freq_mask_param, args.spec_aug_time_mask_param)

@@ -26,12 +26,13 @@ import numpy as np
 from speechpack.loader.asr.args import AsrArgs, TokenizerSpec, parse_dataset_args
 from speechpack.loader.asr.batch import AsrBatchBuilder
 from speechpack.loader.asr.items import asr_items
+from speechpack.loader.asr.recipe import from_recipe
 from speechpack.loader.asr.selection import select
 from speechpack.loader.asr.summary import read_summary
 from speechpack.loader.asr.tokenizer import CharTokenizer, SentencePieceTokenizer
 from speechpack.loader.config_checks import ConfigError
 from speechpack.loader.pack import Pack, open_pack
-from speechpack.loader.tasks import Prepared
+from speechpack.loader.task import LoaderTask, Prepared
 from speechpack.loader.plan.weighting import PackWeighting
 from speechpack.schemas.constants import KIND_ASR
 from speechpack.schemas.errors import SpeechpackError
@@ -113,5 +114,35 @@ def prepare(config, state: str, packs: list[Pack], seed: int) -> Prepared:
                     filter_report=dict(result.report), weighting=weighting)
 
 
-__all__ = ["group_hours", "group_weighting", "make_tokenizer", "parse_dataset_args", "prepare", "summary_hours",
+class AsrTask(LoaderTask):
+    """``task: asr`` (``loader.task.LoaderTask``): Omnilingual's recipes are translated, (corpus, language) groups
+    weighed, and fairseq2's parallelism keys are the DataLoader's defaults."""
+
+    name = "asr"
+
+    def parse_dataset_args(self, obj, where: str) -> AsrArgs:
+        return parse_dataset_args(obj, where)
+
+    def prepare(self, config, state: str, packs: list, seed: int) -> Prepared:
+        return prepare(config, state, packs, seed)
+
+    def translate_config(self, obj: dict, where: str) -> dict:
+        """Omnilingual's ``dataset:`` block, key by key (``loader.asr.recipe``)."""
+        return from_recipe(obj, where)
+
+    def check_weighting(self, config) -> None:
+        if weighs_groups(config):
+            # ASR packs hold several corpora and languages: per-pack shares would silently weigh the wrong thing.
+            raise ConfigError("packs[].hours_beta with task asr weighs (corpus, language) groups inside the packs: "
+                              "the loader must apply the ASR task's weighting (loader.asr.task, builder.weighting), "
+                              "not per-pack shares")
+
+    def dataloader_defaults(self, args: AsrArgs):
+        """fairseq2's ``npc`` (parallel calls: the workers) and ``num_prefetch`` (batches waiting in total)."""
+        return (args.npc, "npc"), (args.num_prefetch, "num_prefetch")
+
+
+TASK = AsrTask()
+
+__all__ = ["TASK", "AsrTask", "group_hours", "group_weighting", "make_tokenizer", "parse_dataset_args", "prepare", "summary_hours",
            "weighs_groups"]

@@ -27,15 +27,13 @@ machinery runs over (corpus, language) groups instead of packs (``PackWeighting.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from speechpack.loader.config_checks import MAX_EPOCH_ITEMS, ConfigError
 from speechpack.loader.rng import cycle_rng
 
-if TYPE_CHECKING:  # annotation only: loader.config imports loader.tasks, which imports this module
-    from speechpack.loader.config import LoaderConfig
 
 
 def largest_remainder(shares: Sequence[float], total: int) -> np.ndarray:
@@ -161,14 +159,11 @@ class PackWeighting:
     shuffle: bool
 
     @classmethod
-    def resolve(cls, config: LoaderConfig, sizes: Sequence[int], hours: Sequence[float]) -> "PackWeighting":
-        """``sizes``: items per pack after filtering; ``hours``: the packs' manifest ``totals.hours``."""
+    def resolve(cls, config, sizes: Sequence[int], hours: Sequence[float]) -> "PackWeighting":
+        """``config``: the ``loader.config.LoaderConfig`` (its ``packs``, ``weighting``, ``sample_num_per_epoch`` and
+        ``dataset_args.shuffle``; a task refuses what it cannot weigh per pack first, ``LoaderTask.check_weighting``);
+        ``sizes``: items per pack after filtering; ``hours``: the packs' manifest ``totals.hours``."""
         packs, w = config.packs, config.weighting
-        if config.task == "asr" and any(p.hours_beta for p in packs):
-            # ASR packs hold several corpora and languages: per-pack shares would silently weigh the wrong thing.
-            raise ConfigError("packs[].hours_beta with task asr weighs (corpus, language) groups inside the packs: "
-                              "the loader must apply the ASR task's weighting (loader.asr.task, builder.weighting), "
-                              "not per-pack shares")
         corpora = tuple(p.corpus_name for p in packs)
         languages = tuple(p.language_name for p in packs)
         if any(p.hours_beta for p in packs):

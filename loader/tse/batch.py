@@ -20,6 +20,7 @@ The item universe is ``loader.tse.items``; the builder holds numpy columns only 
 
 from __future__ import annotations
 
+import functools
 import warnings
 from typing import Iterator
 
@@ -27,6 +28,7 @@ import numpy as np
 
 from speechpack.loader.plan.train_windows import Windows, tile_windows
 from speechpack.loader.pack import Pack
+from speechpack.loader.task import BatchBuilder
 from speechpack.loader.tse.args import DatasetArgs
 from speechpack.loader.tse.augment import ENROLL_DRAWS, NOISE_DRAWS, EnrollAugment, NoiseSource, noisy_mixture
 from speechpack.loader.tse.collate import collate_field
@@ -35,14 +37,15 @@ from speechpack.loader.tse.decode import Decoder, Row, collate_rows
 from speechpack.loader.tse.items import ItemIndex
 from speechpack.loader.rng import BatchGenerator, augment_rng
 from speechpack.loader.tse.online import OnlineMixer
+from speechpack.loader.tse.plan_checks import check_batch_channels, unit_channels, unit_rows
 from speechpack.loader.tse.table import DecodedRows, TableRows
 from speechpack.loader.tse.windows import ZERO_CHUNK_REDRAWS, Chunking, scored_mask, unit_window
 from speechpack.schemas.constants import KIND_SOURCES, KIND_TSE, STREAM_MIX, STREAM_SOURCE, STREAM_TARGET
 from speechpack.schemas.errors import SpeechpackError
 
 
-class TseBatchBuilder:
-    """Builds collated TSE batches from planned item ids (the task interface of ``loader.tasks``)."""
+class TseBatchBuilder(BatchBuilder):
+    """Builds collated TSE batches from planned item ids (``loader.task.BatchBuilder``)."""
 
     def __init__(self, packs: list[Pack], items: ItemIndex, args: DatasetArgs, state: str, seed: int):
         kinds = {p.kind for p in packs}
@@ -101,7 +104,7 @@ class TseBatchBuilder:
         """Size of the plan's universe: items, or train-window chunks."""
         return len(self.items) if self.windows is None else len(self.windows)
 
-    def unit_lengths(self) -> np.ndarray:
+    def unit_lengths(self, epoch: int = 0) -> np.ndarray:
         """Per plan unit, the row length the batch will have (samples at the loader's rate): the fed chunk
         (train_window), ``chunk_len`` (train, ``pad``), ``min(length, chunk_len)`` (``keep``), else whole."""
         if self.windows is not None:
@@ -109,6 +112,22 @@ class TseBatchBuilder:
         rates = np.asarray([p.sample_rate for p in self.packs], dtype=np.float64)[self.items.pack]
         whole = np.round(self.items.num_frames * (self.rate / rates)).astype(np.int64)
         return self.chunking.row_lengths(whole)
+
+    @property
+    def sample_rate(self) -> int:
+        """The batches' rate: ``resample_rate``, else the packs' (one rate)."""
+        return int(self.rate)
+
+    def unit_rows(self) -> np.ndarray | None:
+        """One row per target speaker of a pre-mixed mixture (``loader.tse.plan_checks.unit_rows``)."""
+        return unit_rows(self)
+
+    def planned_batch_check(self):
+        """Pre-mixed batches refuse mixtures of different channel counts (``loader.tse.plan_checks``)."""
+        channels = unit_channels(self)
+        if channels is None:
+            return None
+        return functools.partial(check_batch_channels, self, channels)
 
     def build(self, item_ids: np.ndarray, valid: np.ndarray, epoch: int, global_batch: int) -> dict:
         """Collated numpy arrays and lists for one batch (see ``docs/loader.md`` for the fields)."""

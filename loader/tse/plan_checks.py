@@ -1,5 +1,6 @@
-"""What the dry run (``speechpack plan``) needs to know about a task's batches beyond their lengths, read from the
-packs' columns (no audio): how many rows the loader yields per planned item, and which batches it would refuse.
+"""What the dry run (``speechpack plan``) needs to know about TSE batches beyond their lengths, read from the
+packs' columns (no audio): how many rows the loader yields per planned item, and which batches it would refuse
+(the TSE builder's ``unit_rows`` and ``planned_batch_check``, ``loader.task.BatchBuilder``).
 
 The words (docs/loader.md, "Dry run"): an *item* is what the plan places in a batch (one mixture; one (mixture,
 target) pair with ``expand_targets``; one chunk with ``train_window``; one utterance or track for asr and asd); a
@@ -25,24 +26,20 @@ _KEYS_SHOWN = 3
 
 
 def _premixed_items(builder: Any):
-    """The TSE builder's item columns when its batches are pre-mixed audio from the packs (online mixing renders
-    its own mixtures from mono sources); ``None`` for other tasks."""
-    items = getattr(builder, "items", None)
-    if getattr(builder, "mix_stream", None) is None or getattr(builder, "online", None) is not None or items is None:
-        return None
-    return items
+    """The builder's item columns when its batches are pre-mixed audio from the packs; ``None`` with online mixing
+    (which renders its own mixtures from mono sources)."""
+    return builder.items if builder.online is None else None
 
 
 def _item_of_unit(builder: Any) -> np.ndarray | None:
     """Per planned unit, its item (``train_window`` chunks map to the item they cut); ``None`` when they are the
     same."""
-    windows = getattr(builder, "windows", None)
-    return None if windows is None else windows.item
+    return None if builder.windows is None else builder.windows.item
 
 
 def unit_rows(builder: Any) -> np.ndarray | None:
     """Rows the loader yields per planned unit: a mixture gives one per target speaker, unless ``expand_targets``
-    planned its targets one by one; ``None`` when every unit is one row (asr, asd, online mixing)."""
+    planned its targets one by one; ``None`` when every unit is one row (online mixing)."""
     items = _premixed_items(builder)
     if items is None:
         return None
@@ -54,8 +51,8 @@ def unit_rows(builder: Any) -> np.ndarray | None:
 
 
 def unit_channels(builder: Any) -> np.ndarray | None:
-    """Mixture channels per planned unit, from the mix stream's segment table; ``None`` when the task's batches
-    cannot mix channel counts (asr and asd read mono audio; online mixing renders its mixtures)."""
+    """Mixture channels per planned unit, from the mix stream's segment table; ``None`` when batches cannot mix
+    channel counts (online mixing renders its mixtures)."""
     items = _premixed_items(builder)
     if items is None:
         return None

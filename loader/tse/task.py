@@ -4,13 +4,10 @@ packs.  Items are mixtures (or one per target with ``expand_targets``); ``loader
 from __future__ import annotations
 
 from speechpack.loader.config_checks import ConfigError
-from speechpack.loader.tasks import Prepared
+from speechpack.loader.task import LoaderTask, Prepared
 from speechpack.loader.tse.args import DatasetArgs, parse_dataset_args
 from speechpack.loader.tse.batch import TseBatchBuilder
 from speechpack.loader.tse.items import length_filter, tse_items
-
-
-__all__ = ["parse_dataset_args", "prepare", "unsupported"]
 
 
 def unsupported(args: DatasetArgs, state: str) -> str | None:
@@ -33,3 +30,27 @@ def prepare(config, state: str, packs: list, seed: int) -> Prepared:
     filtered = int(len(keep) - keep.sum())
     return Prepared(builder=TseBatchBuilder(packs, kept, args, state, seed), item_pack=kept.pack, filtered=filtered,
                     filter_report={"filter_len": filtered} if filtered else {})
+
+
+class TseTask(LoaderTask):
+    """``task: tse`` (``loader.task.LoaderTask``)."""
+
+    name = "tse"
+    #: The first task: its states were hashed without the task's name, and still resume.
+    fingerprint_names_task = False
+
+    def parse_dataset_args(self, obj, where: str) -> DatasetArgs:
+        return parse_dataset_args(obj, where)
+
+    def prepare(self, config, state: str, packs: list, seed: int) -> Prepared:
+        return prepare(config, state, packs, seed)
+
+    def fingerprint_args(self, args: dict) -> dict:
+        if args.get("normalize") == "none":
+            args["normalize"] = None  # spelt None before normalize had one vocabulary: older states still resume
+        return super().fingerprint_args(args)
+
+
+TASK = TseTask()
+
+__all__ = ["TASK", "TseTask", "parse_dataset_args", "prepare", "unsupported"]
