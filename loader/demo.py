@@ -17,6 +17,7 @@ import yaml
 
 from speechpack.schemas.constants import DEFAULT_SAMPLE_RATE
 from speechpack.schemas.plotting import plotting_available
+from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.units import plural
 
 #: Training window of the loader step, in seconds.
@@ -98,7 +99,6 @@ def _load_batches(tse_pack: str, out: str, echo: Callable[[str], None]) -> tuple
 
 def _both_mics(config_path: str, tse_2mic_pack: str, out: str, echo: Callable[[str], None]) -> None:
     """Write the training config over both tse packs and show that ``plan`` refuses it, before any audio is read."""
-    from speechpack.loader.tse.plan_checks import MixedChannels
     from speechpack.loader.plan.planning_report import plan_report
 
     with open(config_path, encoding="utf-8") as fp:
@@ -109,7 +109,9 @@ def _both_mics(config_path: str, tse_2mic_pack: str, out: str, echo: Callable[[s
         yaml.safe_dump(config, fp, sort_keys=False)
     try:
         plan_report(config, "train")
-    except MixedChannels as err:
+    except SpeechpackError as err:  # the TSE builder's planned_batch_check (MixedChannels)
+        if "different channel counts" not in str(err):
+            raise
         echo(f"   with the two-microphone pack added ({BOTH_MICS_CONFIG}), `speechpack plan` refuses it:")
         echo(f"     {str(err).split('; the loader refuses')[0]}")
         return
