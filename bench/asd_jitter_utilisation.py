@@ -34,7 +34,7 @@ import tempfile
 
 import numpy as np
 
-from speechpack.loader.asd.chunks import muvap_windows
+from speechpack.loader.asd.timeline import muvap_windows
 from speechpack.loader.plan.planning_report import plan_report
 from speechpack.packer.audio import StoredAudio
 from speechpack.packer.sample import PackedSample, SamplePlan, StoredArray

@@ -45,7 +45,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from speechpack.loader.rng import room_generator  # noqa: E402
 from speechpack.loader.tse.augment import RirSource  # noqa: E402
-from speechpack.loader.tse.augment_args import AugmentArgs  # noqa: E402
+from speechpack.loader.tse.mix_args import AugmentArgs  # noqa: E402
 from speechpack.loader.tse.convolve import convolution_size, convolve_rows  # noqa: E402
 from speechpack.loader.tse.room_sim import HIGHPASS_HZ, SPEED_OF_SOUND, RoomConfig, draw_room  # noqa: E402
 

@@ -10,26 +10,22 @@ checks every parser shares are in ``loader.config_checks``.  Objects built direc
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
+import hashlib
+import json
+import os
+
+from speechpack.loader.config_checks import MAX_EPOCH_ITEMS, ConfigError, check_choice, check_type, number, positive_int, probability, take_known, value_range
+from speechpack.loader.pack import Pack
+from speechpack.loader.plan.static_plan import TAIL_POLICIES
+from speechpack.loader.recipe import DataLoaderArgs, check_state, read_recipe
+from speechpack.loader.tasks import DEFAULT_TASK, RECIPE_KEYS, STATES, task, task as task_of
+from speechpack.schemas.constants import MANIFEST_NAME
+
 
 # The shared checks live in loader.config_checks; they are imported here by name too, so ``from loader.config
 # import ConfigError`` keeps working for existing code.
-from speechpack.loader.config_checks import (  # noqa: F401 (re-exported)
-    MAX_EPOCH_ITEMS,
-    ConfigError,
-    check_choice,
-    check_type,
-    number,
-    positive_int,
-    probability,
-    take_known,
-    value_range,
-)
-from speechpack.loader.recipe import DataLoaderArgs, check_state, read_recipe
-from speechpack.loader.plan.static_plan import TAIL_POLICIES  # noqa: F401 (re-exported)
-from speechpack.loader.tasks import task as task_of
-from speechpack.loader.tasks import DEFAULT_TASK, RECIPE_KEYS, STATES  # noqa: F401 (STATES re-exported)
 
 #: Keys of a ``packs`` entry that set its count per epoch (at most one each; see loader.plan.weighting).
 WEIGHT_KEYS = ("weight", "hours_beta", "repeat", "choose")
@@ -254,3 +250,31 @@ def _check_per_epoch(packs: tuple[PackSource, ...], per_epoch: int, where: str) 
 def _default_dataset_args() -> Any:
     """The default task's ``dataset_args`` with every default."""
     return task_of(DEFAULT_TASK).parse_dataset_args(None, "dataset_args")
+
+
+def loader_fingerprint(config: LoaderConfig, state: str, packs: list[Pack]) -> str:
+    """Hash of the packs' manifests and ``dataset_args``: a state only resumes the loader it came from.
+
+    Pack paths are left out on purpose, so a state still resumes after the packs are copied to node-local disk.
+    """
+    digest = hashlib.sha256()
+    loader_task = task(config.task)
+    args = loader_task.fingerprint_args(asdict(config.dataset_args))  # keys added later left out while unset
+    identity = {"dataset_args": args, "state": state}
+    if loader_task.fingerprint_names_task:
+        identity["task"] = config.task
+    digest.update(json.dumps(identity, sort_keys=True, default=str).encode())
+    if config.weighted:  # hashed only when set, so older states still resume; paths left out as below
+        weights = [{k: v for k, v in asdict(p).items() if k != "path" and not (k == "split" and v is None)}
+                   for p in config.packs]
+        weighted = {"packs": weights, "weighting": asdict(config.weighting)}
+        if config.sample_num_per_epoch:
+            weighted["sample_num_per_epoch"] = config.sample_num_per_epoch
+        digest.update(json.dumps(weighted, sort_keys=True).encode())
+    for pack in packs:
+        with open(os.path.join(pack.path, MANIFEST_NAME), "rb") as fp:
+            digest.update(hashlib.sha256(fp.read()).digest())
+    return digest.hexdigest()[:16]
+
+
+__all__ = ["loader_fingerprint"]

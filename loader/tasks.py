@@ -1,8 +1,8 @@
 """The task registry: the one place the generic loader names its tasks (task name -> the module implementing it).
 
 A loader config names its task (``task: tse|asd|asr``, default ``tse``).  The task's module holds ``TASK``, a
-``loader.task.LoaderTask`` that parses ``dataset_args`` and turns the opened packs into a batch builder (a
-``loader.task.BatchBuilder``); ``loader.torch.SpeechLoader`` does everything else the same way for every task
+``loader.tasks.LoaderTask`` that parses ``dataset_args`` and turns the opened packs into a batch builder (a
+``loader.tasks.BatchBuilder``); ``loader.torch.SpeechLoader`` does everything else the same way for every task
 (planning, dealing batches to ranks and workers, resume state, weighting).  Task modules are imported when a config
 names them (``importlib``), so the generic loader imports no task package.
 
@@ -13,15 +13,16 @@ torch.  A new task is registered with ``register_task`` (docs/extending.md, "A l
 
 from __future__ import annotations
 
-import importlib
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from types import ModuleType
+from typing import Any, Callable, Iterator
+import importlib
 
 import numpy as np
 
-from speechpack.loader.config_checks import MAX_SEED, ConfigError, integer
 from speechpack.loader.plan.weighting import PackWeighting
-from speechpack.loader.task import LoaderTask, Prepared
+from speechpack.loader.config_checks import ConfigError, MAX_SEED, integer
+
 
 #: What a loader is built for (``build_loader(config, state)``).
 STATES = ("train", "val", "test")
@@ -77,5 +78,159 @@ def prepare(config, state: str, packs: list, seed: int) -> Prepared:
     return prepared
 
 
-__all__ = ["DEFAULT_TASK", "RECIPE_KEYS", "STATES", "TASK_MODULES", "prepare", "register_task", "task",
-           "task_module"]
+#: Keys of ``dataset_args`` added after the first release: a state hashed without them still resumes when they
+#: are unset (``LoaderTask.fingerprint_args``).
+_UNSET_LEFT_OUT = ("cues", "field_collate", "mix", "augment", "batching", "train_window", "hist_frames")
+#: Keys of ``dataset_args`` that change how batches are fetched, not which: any worker count resumes.
+_FETCH_ONLY = ("npc", "num_prefetch")
+
+
+@dataclass(frozen=True)
+class PlanArgs:
+    """A task's planning view (``BatchBuilder.plan_args``), what ``loader.plan.plan_epoch`` reads.
+
+    ``batching``: None (static batches of ``batch_size``) or a ``loader.plan.batching.BudgetArgs``;
+    ``shuffle_windows``: None (the items and the batches shuffled whole) or fairseq2 windows
+    (``loader.plan.shuffle_window.ShuffleWindows``); ``sync``: None (as ``tail``) or ``pad``/``drop``, how the
+    batch count is evened across ranks on its own."""
+
+    batch_size: int
+    batching: Any
+    shuffle: bool
+    tail: str
+    shuffle_windows: Any = None
+    sync: str | None = None
+
+
+class BatchBuilder:
+    """What the generic loader calls on a task's batch builder.  Required: ``args``, ``packs``, ``num_units``,
+    ``unit_lengths`` and ``build``; every other hook has the default written here.
+
+    A builder is pickled to each DataLoader worker: keep what it holds picklable (open packs are), and let reused
+    scratch memory pickle empty.
+    """
+
+    #: Required: the task's ``dataset_args`` for the state, with ``batch_size``, ``batching`` (None or a
+    #: ``BudgetArgs``), ``shuffle`` and ``tail``: what ``plan_args`` is made from.
+    args: Any
+    #: Required: the opened packs, in the config's order (``Prepared.item_pack`` indexes them).
+    packs: list
+    #: Train-window chunks (``loader.plan.train_windows.Windows``) when the plan's units are chunks of items;
+    #: None when units are items.
+    windows: Any = None
+    #: Whether ``unit_lengths(epoch)`` differs from epoch to epoch (ASD chunks with MuVAP's ``jitter``): the loader
+    #: then asks again each epoch instead of keeping the first answer.
+    lengths_by_epoch: bool = False
+    #: Whether a batch crops its rows to the shortest (ASD training) rather than padding them to the longest: the
+    #: dry run's utilisation counts frames kept instead of padding.
+    crops_to_shortest: bool = False
+    #: The tokenizer batches' token ids come from (``SpeechLoader.tokenizer``); None for tasks without text.
+    tokenizer: Any = None
+
+    def num_units(self) -> int:
+        """Required: how many units the plan deals (items, or train-window chunks)."""
+        raise NotImplementedError
+
+    def unit_lengths(self, epoch: int) -> np.ndarray:
+        """Required: per unit, the row length its batch will have (budget batching plans with it; the dry run
+        reports it).  The same every epoch unless ``lengths_by_epoch``."""
+        raise NotImplementedError
+
+    def build(self, items: np.ndarray, valid: np.ndarray, epoch: int, global_batch: int) -> dict:
+        """Required: one collated batch (numpy arrays, carved with ``loader.transport.batch_arrays`` to travel in
+        the worker's shared memory, and lists) of the units ``items``; ``valid`` flags real rows (False: a tail
+        repeat); ``global_batch`` keys the batch's random streams."""
+        raise NotImplementedError
+
+    def build_block(self, batches: list[tuple[np.ndarray, np.ndarray, int, int]]) -> Iterator[dict]:
+        """Several consecutive batches (``build``'s arguments each), yielded one by one as they are asked for.
+        Default: ``build`` each.  A task that can share work across batches overrides it (TSE plans their window
+        table together); the batches must be the same as built one at a time."""
+        return (self.build(*batch) for batch in batches)
+
+    @property
+    def plan_args(self) -> PlanArgs:
+        """The planning view of ``args``.  Default: static or budget batches, whole-epoch shuffles, ranks evened
+        as ``tail`` says; a task with its own shuffles or rank rule overrides it (ASR)."""
+        args = self.args
+        return PlanArgs(batch_size=args.batch_size, batching=args.batching, shuffle=args.shuffle, tail=args.tail)
+
+    @property
+    def sample_rate(self) -> int:
+        """The rate of the batches' audio (``speechpack peek --save-wavs``).  Default: the first pack's."""
+        return int(self.packs[0].sample_rate)
+
+    def unit_rows(self) -> np.ndarray | None:
+        """Per unit, the rows the loader yields for it (the dry run's rows per batch).  Default None: one row per
+        unit.  (TSE: a mixture gives one row per target speaker.)"""
+        return None
+
+    def planned_batch_check(self) -> Callable[..., None] | None:
+        """A check the dry run applies to each planned batch before any audio is read, so ``speechpack plan``
+        fails where training would: called as ``check(units, epoch=, rank=, batch=, batches=)``, it raises a
+        ``SpeechpackError`` naming the batch.  Default None: every planned batch can be built.  (TSE: a batch of
+        mixtures with different channel counts.)"""
+        return None
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What a task hands to the loader: the batch builder, the pack of every item (for weighting), how many items
+    the filters removed, per reason (reported, never silently lost), and the task's own weighting when it weighs
+    something other than packs (ASR: (corpus, language) groups inside the packs); None lets the loader weigh
+    packs as the config's ``packs`` entries say."""
+
+    builder: BatchBuilder
+    item_pack: np.ndarray
+    filtered: int = 0
+    filter_report: dict[str, int] = field(default_factory=dict)
+    weighting: Any = None
+
+
+class LoaderTask:
+    """What the generic loader calls on a task (the object ``TASK`` of the module ``loader.tasks`` registers).
+    Required: ``name``, ``parse_dataset_args`` and ``prepare``; every other hook has the default written here."""
+
+    #: Required: the name a config's ``task:`` gives.
+    name: str = ""
+    #: Whether the resume fingerprint hashes the task's name (``loader.config``).  The first task (tse) was
+    #: hashed without it, and its states still resume.
+    fingerprint_names_task: bool = True
+
+    def parse_dataset_args(self, obj: Any, where: str) -> Any:
+        """Required: ``dataset_args`` (a dict or None) -> a frozen dataclass; unknown keys raise ``ConfigError``
+        naming the key."""
+        raise NotImplementedError
+
+    def prepare(self, config, state: str, packs: list, seed: int) -> Prepared:
+        """Required: the builder for ``state`` over ``packs`` and what the filters removed."""
+        raise NotImplementedError
+
+    def translate_config(self, obj: dict, where: str) -> dict:
+        """Another tool's recipe (``loader.tasks.RECIPE_KEYS`` says which top-level key marks it) -> a loader
+        config dict of this task.  Default: the config as it is."""
+        return obj
+
+    def check_weighting(self, config) -> None:
+        """Refuse ``packs`` weighting this task cannot apply per pack (before the loader weighs packs itself).
+        Default: every per-pack weighting applies."""
+
+    def fingerprint_args(self, args: dict) -> dict:
+        """``dataset_args`` (as a dict) as the resume fingerprint hashes them: keys added after the first release
+        left out while unset, keys that only change how batches are fetched left out always.  A task whose
+        values were once spelt differently maps them back here, so older states still resume."""
+        for key in _UNSET_LEFT_OUT:
+            if key in args and not args[key]:
+                del args[key]
+        for key in _FETCH_ONLY:
+            args.pop(key, None)
+        return args
+
+    def dataloader_defaults(self, args: Any) -> tuple[tuple[int | None, str], tuple[int | None, str]]:
+        """``((workers, key), (batches prefetched in total, key))`` that a task's ``dataset_args`` ask for when
+        neither the caller nor a recipe's ``dataloader_args`` do, each with the key it came from (reported in
+        ``LoaderReport.dataloader``).  Default: neither (0 workers, ``PREFETCH_PER_WORKER``)."""
+        return (None, ""), (None, "")
+
+
+__all__ = ["BatchBuilder", "DEFAULT_TASK", "LoaderTask", "PlanArgs", "Prepared", "RECIPE_KEYS", "STATES", "TASK_MODULES", "prepare", "register_task", "task", "task_module"]

@@ -1,7 +1,6 @@
 """The torch glue: ``build_loader`` wraps the epoch plan (``loader.plan.plan_epoch``) and the task's batch builder
 (``loader.tasks.prepare``) in a DataLoader, caching one epoch's plan per process.  Besides this module, only the
-ASR modules that compute in torch import it (``loader/asr/``: ``fbank``, ``specaugment``, ``waveform``,
-``batch``); ``schemas/``, ``packer/`` and the rest of ``loader/`` never do (tests/test_layers.py checks it).
+ASR modules that compute in torch import it (``loader/asr/``: ``features`` and ``task``); ``schemas/``, ``packer/`` and the rest of ``loader/`` never do (tests/test_layers.py checks it).
 
 How the pieces fit:
 - a sampler in the main process yields ``(epoch, start, stop)`` keys, consecutive batches of the epoch starting
@@ -30,7 +29,7 @@ from torch.utils.data import DataLoader, Dataset, get_worker_info
 from speechpack.loader.transport import batch_ring, message_groups
 from speechpack.loader.config import LoaderConfig
 from speechpack.loader.config_checks import MAX_COUNT, MAX_EPOCH, ConfigError, integer
-from speechpack.loader.fingerprint import loader_fingerprint
+from speechpack.loader.config import loader_fingerprint
 from speechpack.loader.pack import Pack, open_pack
 from speechpack.loader.plan.plan import EpochPlan, needs_lengths, plan_epoch
 from speechpack.loader.recipe import MAX_PREFETCH, MAX_WORKERS

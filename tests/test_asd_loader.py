@@ -25,7 +25,7 @@ from speechpack.loader.asd.augment import (
     fit_donor,
     mix_at_snr,
 )
-from speechpack.loader.asd.chunks import muvap_windows, scored_span
+from speechpack.loader.asd.timeline import muvap_windows, scored_span
 from speechpack.loader.asd.timeline import (
     model_frame_index,
     native_frame_scores,

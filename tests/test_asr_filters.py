@@ -1,10 +1,10 @@
-"""loader.asr.filters: every removed item counted once, under the first reason it fails."""
+"""loader.asr.items: every removed item counted once, under the first reason it fails."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from speechpack.loader.asr.filters import FILTER_REASONS, FilterArgs, asr_filter, drop_tokens
+from speechpack.loader.asr.items import FILTER_REASONS, FilterArgs, asr_filter, drop_tokens
 
 
 def test_each_reason_and_its_boundaries():

@@ -1,4 +1,4 @@
-"""loader.asr.partition_filter: the pyarrow filter forms Omnilingual's recipes write, parsed (never evaluated) into
+"""loader.asr.selection: the pyarrow filter forms Omnilingual's recipes write, parsed (never evaluated) into
 a mask over the pack's corpus and language columns; anything else refused with the character it stopped at."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from speechpack.loader.asr.partition_filter import parse_partition_filters
+from speechpack.loader.asr.selection import parse_partition_filters
 from speechpack.loader.config import ConfigError
 
 COLUMNS = {"corpus": np.array(["mls", "mls", "fleurs", "cv"]), "language": np.array(["en", "fr", "en", "de"])}

@@ -21,17 +21,7 @@ from speechpack.loader.asd.args import parse_dataset_args as parse_asd
 from speechpack.loader.asr.args import AsrArgs
 from speechpack.loader.asr.args import parse_dataset_args as parse_asr
 from speechpack.loader.config import LoaderConfig, PackSource, Weighting
-from speechpack.loader.config_checks import (
-    MAX_BATCH_ROWS,
-    MAX_COUNT,
-    MAX_DB,
-    MAX_EPOCH_ITEMS,
-    ConfigError,
-    integer,
-    number,
-    positive_int,
-    value_range,
-)
+from speechpack.loader.config_checks import MAX_BATCH_ROWS, MAX_COUNT, MAX_DB, MAX_EPOCH_ITEMS, ConfigError, integer, number, positive_int, value_range
 from speechpack.loader.plan.plan import MAX_ROUND_ROWS, PlanError, plan_epoch
 from speechpack.loader.plan.weighting import pack_counts
 

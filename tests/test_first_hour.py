@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from speechpack.cli import main
 from factories.wesep_lists import Mix
 from speechpack.loader import build_loader
-from speechpack.loader.tse.plan_checks import MixedChannels
+from speechpack.loader.tse.items import MixedChannels
 from speechpack.loader.plan.planning_report import plan_report
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions

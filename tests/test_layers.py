@@ -34,8 +34,7 @@ TOP_MODULES = ("cli",)
 #: whose ``read_cues_config`` ``packer.validate`` also uses), and their packages.
 PACK_READER = frozenset({"speechpack.loader", "speechpack.loader.pack", "speechpack.loader.tse", "speechpack.loader.tse.cues", "speechpack.loader.tse.cues.bank"})
 #: Modules that import torch at module level: the DataLoader glue and the ASR modules that compute in torch.
-TORCH_MODULES = frozenset({"speechpack.loader.torch", "speechpack.loader.asr.batch", "speechpack.loader.asr.fbank", "speechpack.loader.asr.specaugment",
-                           "speechpack.loader.asr.waveform"})
+TORCH_MODULES = frozenset({"speechpack.loader.torch", "speechpack.loader.asr.task", "speechpack.loader.asr.features"})
 
 #: The task packages (docs/extending.md, "A loader task"); the rest of ``loader/`` is the generic loader.
 TASK_PACKAGES = ("speechpack.loader.tse", "speechpack.loader.asd", "speechpack.loader.asr")
@@ -175,7 +174,7 @@ def _is_generic_loader(module: str) -> bool:
 
 
 def _layer(module: str) -> str:
-    """``speechpack.loader.tse.batch`` -> ``loader``; the package itself is its own layer."""
+    """``speechpack.loader.tse.task`` -> ``loader``; the package itself is its own layer."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else parts[0]
 
@@ -210,7 +209,7 @@ def test_no_cycles_and_each_layer_imports_only_what_it_may():
 
 
 def test_the_generic_loader_compares_nothing_with_a_task_name():
-    """A branch on ``config.task == "asr"`` is a task hook in the wrong place (``loader.task.LoaderTask``)."""
+    """A branch on ``config.task == "asr"`` is a task hook in the wrong place (``loader.tasks.LoaderTask``)."""
     found = []
     for name, path in MODULES.items():
         if not _is_generic_loader(name) or name == REGISTRY:

@@ -15,7 +15,7 @@ from factories import Source
 from factories.online_mix import CHUNK, GAIN, RATE, SNR, collect, mix_config, mixtures
 from factories.tse import assert_batches_equal
 from speechpack.loader.config import ConfigError, LoaderConfig
-from speechpack.loader.tse.errors import MixError
+from speechpack.loader.tse.mixing import MixError
 from speechpack.schemas.errors import PlanError
 from speechpack.loader.tse.mixing import SpeakerIndex, choose_group, make_timeline, snr_mix, timeline_masks
 from speechpack.loader.rng import item_rng

@@ -1,4 +1,4 @@
-"""The TSE batch as one window table (``loader.tse.table``) and its recycled arrays (``loader.tse.buffer_pool``).
+"""The TSE batch as one window table (``loader.tse.table``) and its recycled arrays (``loader.tse.buffers``).
 
 What is pinned:
 - on real recordings, the table path gives bit for bit the rows and audio of the item-by-item path (the
@@ -25,7 +25,7 @@ from speechpack.loader.rng import batch_rng
 from speechpack.loader.transport.batch_arrays import Arena, allocating_in
 from speechpack.loader.pack.readahead import PROBE_EVERY, AdaptiveAdvice
 from speechpack.loader.tse import window_reads
-from speechpack.loader.tse.buffer_pool import MAX_BUFFERS, BufferPool
+from speechpack.loader.tse.buffers import MAX_BUFFERS, BufferPool
 from speechpack.loader.tse.windows import ZERO_CHUNK_REDRAWS, Chunking, sounds
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions

@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from speechpack.loader.config_checks import ConfigError
+from speechpack.loader.plan.train_windows import Windows, tile_windows
+from speechpack.loader.rng import jitter_rng
 from speechpack.schemas.timebase import (
     ASD_MODEL_FPS,
     SAMPLES_PER_MODEL_FRAME,
@@ -75,4 +78,39 @@ def read_audio_frames(stored: np.ndarray, factor: float, mean: float, gain: floa
     out[take:] = 0.0
 
 
-__all__ = ["model_frame_index", "native_frame_scores", "read_audio_frames", "source_frame_index"]
+def scored_span(train_window: int, hist_frames: int) -> int:
+    """Scored frames per chunk: what is left of the fed window after its history."""
+    if train_window < 1 or hist_frames < 0:
+        raise ConfigError(f"train_window must be >= 1 and hist_frames >= 0, got {train_window}, {hist_frames}")
+    if hist_frames >= train_window:
+        raise ConfigError(f"hist_frames {hist_frames} leaves no scored frame in train_window {train_window} "
+                          f"(MuVAP scores train_window - hist_frames frames per chunk)")
+    return train_window - hist_frames
+
+
+def muvap_windows(model_frames: np.ndarray, train_window: int, hist_frames: int) -> Windows:
+    """Chunks of every track (``model_frames`` all positive), MuVAP's edges exactly."""
+    lengths = np.asarray(model_frames, dtype=np.int64)
+    if np.any(lengths < 1):
+        raise ConfigError("muvap_windows: tracks without model frames must be set apart first (split_empty)")
+    return tile_windows(lengths, scored_span(train_window, hist_frames), hist_frames)
+
+
+def jitter_windows(windows: Windows, model_frames: np.ndarray, hist_frames: int, seed: int, epoch: int) -> Windows:
+    """``windows`` with every chunk's scored span moved to a random start in its track (see the module docstring):
+    one uniform draw per chunk, in chunk order."""
+    span = windows.stop - windows.start
+    room = np.asarray(model_frames, dtype=np.int64)[windows.item] - span + 1
+    u = jitter_rng(seed, epoch).random(len(windows))
+    start = np.minimum((u * room).astype(np.int64), room - 1)
+    return Windows(item=windows.item, start=start, stop=start + span,
+                   fed_start=np.maximum(start - hist_frames, 0), first=windows.first)
+
+
+def split_empty(model_frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(positions of tracks with model frames, positions of tracks without any)."""
+    model_frames = np.asarray(model_frames, dtype=np.int64)
+    return np.flatnonzero(model_frames > 0), np.flatnonzero(model_frames <= 0)
+
+
+__all__ = ["jitter_windows", "model_frame_index", "muvap_windows", "native_frame_scores", "read_audio_frames", "scored_span", "source_frame_index", "split_empty"]

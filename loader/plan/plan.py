@@ -48,7 +48,7 @@ def plan_epoch(args: Any, seed: int, epoch: int, rank: int, world_size: int, *, 
                weighting: "PackWeighting | None" = None) -> EpochPlan:
     """Rank ``rank``'s batches of ``epoch`` (see the module docstring for the steps).
 
-    ``args`` is a task's planning view (``loader.task.PlanArgs``: ``batch_size``, ``batching``, ``shuffle``,
+    ``args`` is a task's planning view (``loader.tasks.PlanArgs``: ``batch_size``, ``batching``, ``shuffle``,
     ``tail``, ``shuffle_windows`` and ``sync``; a builder's ``plan_args``).  ``num_units``
     counts the planning units (items, or chunks with ``windows``); ``lengths`` are their lengths, required when
     ``needs_lengths(args)``.  The plan's ``items`` are unit ids.

@@ -86,7 +86,7 @@ def allocating_in(arena: Arena | None) -> Iterator[None]:
 
 def from_arena(shape, dtype) -> np.ndarray | None:
     """An uninitialised array carved from the current arena; None when there is none or it is full (the caller
-    then allocates as it would without workers, e.g. from its own reused buffers: ``loader.tse.buffer_pool``)."""
+    then allocates as it would without workers, e.g. from its own reused buffers: ``loader.tse.buffers``)."""
     return _arena.take(shape, dtype) if _arena is not None else None
 
 

@@ -25,10 +25,10 @@ import numpy as np
 import soxr
 
 from speechpack.loader.pack import Pack, open_pack
-from speechpack.loader.tse.augment_args import AugmentArgs
+from speechpack.loader.tse.mix_args import AugmentArgs
 from speechpack.loader.rng import room_generator
 from speechpack.loader.tse.convolve import convolve_same, trim_length
-from speechpack.loader.tse.errors import MixError
+from speechpack.loader.tse.mixing import MixError
 from speechpack.loader.tse.mixing import energies, fit_noise
 from speechpack.loader.tse.room_sim import draw_room, rooms_rirs
 from speechpack.schemas.constants import KIND_NOISE, KIND_RIR, STREAM_AUDIO

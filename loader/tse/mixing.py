@@ -18,14 +18,15 @@ the mixer's reused memory (``loader.tse.buffers``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 import bisect
 import functools
-from dataclasses import dataclass
 
 import numpy as np
 
-from speechpack.loader.tse.errors import MixError
 from speechpack.loader.tse.mix_args import MixArgs, TimelineArgs
+from speechpack.schemas.errors import SpeechpackError
+
 
 #: A source with energy at or below this is silent (WeSep drops such groups; we redraw them).
 MIN_ENERGY = 1e-12
@@ -237,3 +238,9 @@ def add_noise(mix: np.ndarray, noise: np.ndarray, snr_db: float, in_place: bool 
     scaled = noise.astype(mix.dtype, copy=False) * mix.dtype.type(factor)
     return np.add(mix, scaled, out=mix if in_place else None)
 
+
+class MixError(SpeechpackError):
+    """An online mixture cannot be made (no energy after every attempt, multichannel sources, a bad stream key)."""
+
+
+__all__ = ["MixError"]
