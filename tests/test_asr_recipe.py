@@ -180,7 +180,7 @@ def test_fine_tuning_recipe_loads_unchanged_on_real_packs(recipe_data):
                 assert rows == 1  # a batch of one 60 s utterance: max_num_elements holds exactly one
     assert any(lengths[k] == SIXTY_SECONDS for k in seen)
     # The summary TSV's hours weigh the groups (train rows only): corpus shares (h_c / total) ** 0.5.
-    weighting = loader.plan.weighting
+    weighting = loader.weighting
     wl, wm = (7200 / 9000) ** 0.5, (1800 / 9000) ** 0.5
     np.testing.assert_allclose(weighting.targets, [wl / (wl + wm), wm / (wl + wm)], rtol=1e-12)
     groups = loader.builder.items.groups

@@ -263,7 +263,7 @@ def test_loader_applies_the_group_weighting_of_asr_packs(parquet_pack):
     cfg = config(parquet_pack, hours_beta=True, weighting={"beta_corpus": 0.5, "beta_language": 0.5})
     loader = build_loader(cfg, "train")
     weighting = loader.builder.weighting
-    assert loader.plan.weighting is weighting
+    assert loader.weighting is weighting
     report = loader.report().weighting
     assert sum(group["items"] for group in report["packs"].values()) == sum(weighting.counts)
     selected = weighting.items(0, 0)

@@ -93,6 +93,7 @@ def test_world_size_is_bounded():
 
 
 def test_plan_and_planning_report_import_no_torch():
-    code = ("import sys, loader.plan, loader.plan.planning_report, loader.config, loader.tasks; "
+    code = ("import sys, speechpack.loader.plan, speechpack.loader.plan.planning_report, speechpack.loader.config, "
+            "speechpack.loader.tasks; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)

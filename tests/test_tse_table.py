@@ -24,7 +24,7 @@ from factories import Mix
 from speechpack.loader.rng import batch_rng
 from speechpack.loader.transport.batch_arrays import Arena, allocating_in
 from speechpack.loader.pack.readahead import PROBE_EVERY, AdaptiveAdvice
-from speechpack.loader.tse import window_reads
+from speechpack.loader.tse import windows as window_reads
 from speechpack.loader.tse.buffers import MAX_BUFFERS, BufferPool
 from speechpack.loader.tse.windows import ZERO_CHUNK_REDRAWS, Chunking, sounds
 from speechpack.packer.adapters.wesep import build_wesep
