@@ -2,7 +2,7 @@
 
 A config is a plain dict (usually loaded from YAML).  ``LoaderConfig.from_dict`` turns it into frozen
 dataclasses and refuses any key it does not know, naming it, so a typo never silently becomes a default.  A config
-of another tool (``loader.tasks.RECIPE_KEYS``) is first translated into this shape by its task.
+of another tool (``loader.tasks.FOREIGN_RECIPES``) is first translated into this shape by its task.
 ``dataset_args`` is parsed by the task (``LoaderTask.parse_dataset_args``, see ``loader.tasks``); the value
 checks every parser shares are in ``loader.config_checks``.  Objects built directly are checked too
 (``__post_init__``), their keys named by field.
@@ -10,22 +10,31 @@ checks every parser shares are in ``loader.config_checks``.  Objects built direc
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
 import hashlib
 import json
 import os
-
-from speechpack.loader.config_checks import MAX_EPOCH_ITEMS, ConfigError, check_choice, check_type, number, positive_int, probability, take_known, value_range
-from speechpack.loader.pack import Pack
-from speechpack.loader.plan.static_plan import TAIL_POLICIES
-from speechpack.loader.recipe import DataLoaderArgs, check_state, read_recipe
-from speechpack.loader.tasks import DEFAULT_TASK, RECIPE_KEYS, STATES, task, task as task_of
-from speechpack.schemas.constants import MANIFEST_NAME
-
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 # The shared checks live in loader.config_checks; they are imported here by name too, so ``from loader.config
 # import ConfigError`` keeps working for existing code.
+from speechpack.loader.config_checks import (  # noqa: F401 (re-exported)
+    MAX_EPOCH_ITEMS,
+    ConfigError,
+    check_choice,
+    check_type,
+    number,
+    positive_int,
+    probability,
+    take_known,
+    value_range,
+)
+from speechpack.loader.pack import Pack
+from speechpack.loader.plan.static_plan import TAIL_POLICIES  # noqa: F401 (re-exported)
+from speechpack.loader.recipe import DataLoaderArgs, check_state, read_recipe
+from speechpack.loader.tasks import DEFAULT_TASK, FOREIGN_RECIPES, STATES  # noqa: F401 (STATES re-exported)
+from speechpack.loader.tasks import task as task_of
+from speechpack.schemas.constants import MANIFEST_NAME
 
 #: Keys of a ``packs`` entry that set its count per epoch (at most one each; see loader.plan.weighting).
 WEIGHT_KEYS = ("weight", "hours_beta", "repeat", "choose")
@@ -194,6 +203,8 @@ class LoaderConfig:
     ignored: tuple[str, ...] = ()
     #: With ``val_dataset_args``, the states this config was read for (``loader.recipe.check_state``); else None.
     states: tuple[str, ...] | None = None
+    #: The WeSep dialect a recipe was read as (``wesep-mainline``, ``wesep-contract``); None for a loader config.
+    dialect: str | None = None
 
     def __post_init__(self) -> None:
         task_of(check_type(self.task, str, "LoaderConfig.task"), "LoaderConfig.task")
@@ -215,10 +226,10 @@ class LoaderConfig:
     @classmethod
     def from_dict(cls, obj: Any, where: str = "config", state: str = "train") -> "LoaderConfig":
         """``obj`` read for ``state`` (``val_dataset_args`` applies to ``val`` and ``test``).  Another tool's
-        recipe (a top-level key of ``loader.tasks.RECIPE_KEYS``: Omnilingual's ``dataset:`` block) is translated
+        recipe (a top-level key of ``loader.tasks.FOREIGN_RECIPES``: Omnilingual's ``dataset:`` block) is translated
         key by key first, by its task (``LoaderTask.translate_config``)."""
         if isinstance(obj, dict):
-            for key, name in RECIPE_KEYS.items():
+            for key, name in FOREIGN_RECIPES.items():
                 if key in obj:
                     obj = task_of(name).translate_config(obj, where)
                     break
@@ -237,7 +248,7 @@ class LoaderConfig:
         _check_per_epoch(sources, recipe.sample_num_per_epoch, f"{where}.dataset_args")
         return cls(packs=sources, dataset_args=dataset_args, weighting=weighting, task=task_name,
                    dataloader=recipe.dataloader, sample_num_per_epoch=recipe.sample_num_per_epoch,
-                   ignored=recipe.ignored, states=recipe.states)
+                   ignored=recipe.ignored, states=recipe.states, dialect=recipe.dialect)
 
 
 def _check_per_epoch(packs: tuple[PackSource, ...], per_epoch: int, where: str) -> None:
@@ -258,7 +269,7 @@ def loader_fingerprint(config: LoaderConfig, state: str, packs: list[Pack]) -> s
     Pack paths are left out on purpose, so a state still resumes after the packs are copied to node-local disk.
     """
     digest = hashlib.sha256()
-    loader_task = task(config.task)
+    loader_task = task_of(config.task)
     args = loader_task.fingerprint_args(asdict(config.dataset_args))  # keys added later left out while unset
     identity = {"dataset_args": args, "state": state}
     if loader_task.fingerprint_names_task:

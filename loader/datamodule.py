@@ -38,6 +38,7 @@ from speechpack.loader.config_checks import ConfigError
 from speechpack.loader.tasks import STATES
 from speechpack.schemas.constants import MANIFEST_NAME
 from speechpack.schemas.errors import SpeechpackError
+from speechpack.schemas.yaml_document import read_yaml
 
 
 #: Key of the training loader's state in ``SpeechDataModule.state_dict()``.
@@ -243,10 +244,7 @@ def read_config(spec: Any, where: str) -> dict | LoaderConfig:
         if not os.path.isfile(path):
             raise ConfigError(f"{where}: {path} is neither a loader config file (YAML) nor a pack directory "
                               f"(no {MANIFEST_NAME})")
-        import yaml
-
-        with open(path, encoding="utf-8") as fp:
-            loaded = yaml.safe_load(fp)
+        loaded = read_yaml(path, error=ConfigError)
         if not isinstance(loaded, dict):
             raise ConfigError(f"{where}: {path} holds {type(loaded).__name__}, not a loader config mapping")
         return loaded

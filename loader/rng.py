@@ -21,6 +21,8 @@ stream                      w0    w1                  w2             w3         
 ``augment_rng(s, e, b)``    0     2**63               b + 1          e          a batch's augmentation (noise,
                                                                                 enrollments)
 ``cycle_rng(s, pack, k)``   0     k                   pack           2**63      weighting: cycle ``k`` of a pack
+``dither_rng(s, e, b)``     0     0x6D61696E          b + 1          e          mainline WeSep's fbank dither
+                                                                                (``loader.tse.mainline_batch``)
 ==========================  ====  ==================  =============  =========  =================================
 
 Philox advances w0 first, so two streams whose starts differ in w1..w3 meet only after 2**64 draws of one of them.
@@ -43,6 +45,9 @@ from speechpack.schemas.errors import PlanError
 AUGMENT_STREAM_WORD = 1 << 63
 #: Counter word 3 of the weighting's cycles: the top bit, above any epoch.
 CYCLE_STREAM_WORD = 1 << 63
+#: Counter word 1 of the dither stream of mainline WeSep's enrollment fbank ("main" in ASCII): far above any
+#: item position, so it never meets ``item_rng``.
+DITHER_STREAM_WORD = 0x6D61696E
 #: Bits of a room's key taken from one uniform draw (a float64 has 53).
 ROOM_KEY_BITS = 53
 
@@ -81,6 +86,11 @@ def augment_rng(seed: int, epoch: int, global_batch: int) -> np.random.Generator
 def cycle_rng(seed: int, pack: int, cycle: int) -> np.random.Generator:
     """The weighting's generator of cycle ``cycle`` of pack ``pack`` (counter (0, cycle, pack, 2**63))."""
     return _philox(seed, [0, cycle, pack, CYCLE_STREAM_WORD])
+
+
+def dither_rng(seed: int, epoch: int, global_batch: int) -> np.random.Generator:
+    """The batch's dither generator (counter (0, 0x6D61696E, batch + 1, epoch))."""
+    return _philox(seed, [0, DITHER_STREAM_WORD, global_batch + 1, epoch])
 
 
 def room_generator(draw: float) -> np.random.Generator:
@@ -147,5 +157,5 @@ class ItemGenerators:
         self.__init__(state["seed"])
 
 
-__all__ = ["AUGMENT_STREAM_WORD", "CYCLE_STREAM_WORD", "ROOM_KEY_BITS", "BatchGenerator", "ItemGenerators",
-           "at_counter", "augment_rng", "batch_rng", "cycle_rng", "item_rng", "jitter_rng", "room_generator"]
+__all__ = ["AUGMENT_STREAM_WORD", "CYCLE_STREAM_WORD", "DITHER_STREAM_WORD", "ROOM_KEY_BITS", "BatchGenerator", "ItemGenerators",
+           "at_counter", "augment_rng", "batch_rng", "cycle_rng", "dither_rng", "item_rng", "jitter_rng", "room_generator"]

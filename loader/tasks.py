@@ -13,16 +13,15 @@ torch.  A new task is registered with ``register_task`` (docs/extending.md, "A l
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any, Callable, Iterator
-import importlib
 
 import numpy as np
 
+from speechpack.loader.config_checks import MAX_SEED, ConfigError, integer
 from speechpack.loader.plan.weighting import PackWeighting
-from speechpack.loader.config_checks import ConfigError, MAX_SEED, integer
-
 
 #: What a loader is built for (``build_loader(config, state)``).
 STATES = ("train", "val", "test")
@@ -36,7 +35,11 @@ TASK_MODULES = {
 DEFAULT_TASK = "tse"
 #: A top-level key that marks another tool's recipe -> the task that translates it into a loader config
 #: (``LoaderTask.translate_config``): Omnilingual ASR's ``dataset:`` block.
-RECIPE_KEYS = {"dataset": "asr"}
+FOREIGN_RECIPES = {"dataset": "asr"}
+#: Task -> the module that recognises the dialects of its tool's training recipes, read before the config is
+#: parsed: ``read_dialect(obj, state, where) -> (obj as the loader reads it, dialect or None)``.  Imported when a
+#: recipe is read, so it is kept light (no audio, no torch): mainline WeSep recipes for ``tse``.
+DIALECT_READERS = {"tse": "speechpack.loader.tse.mainline"}
 
 
 def register_task(name: str, module: str) -> None:
@@ -54,6 +57,16 @@ def task_module(name: str, where: str = "config.task") -> ModuleType:
     if name not in TASK_MODULES:
         raise ConfigError(f"{where}: {name!r} is not one of {', '.join(TASK_MODULES)}")
     return importlib.import_module(TASK_MODULES[name])
+
+
+def read_dialect(obj: Any, state: str, where: str = "config") -> tuple[Any, str | None]:
+    """``obj`` as the loader reads it for ``state``, and the recipe dialect a task's reader recognised in it
+    (``DIALECT_READERS``; None: a plain loader config)."""
+    for module in DIALECT_READERS.values():
+        obj, read_as = importlib.import_module(module).read_dialect(obj, state, where)
+        if read_as is not None:
+            return obj, read_as
+    return obj, None
 
 
 def task(name: str, where: str = "config.task") -> LoaderTask:
@@ -207,7 +220,7 @@ class LoaderTask:
         raise NotImplementedError
 
     def translate_config(self, obj: dict, where: str) -> dict:
-        """Another tool's recipe (``loader.tasks.RECIPE_KEYS`` says which top-level key marks it) -> a loader
+        """Another tool's recipe (``loader.tasks.FOREIGN_RECIPES`` says which top-level key marks it) -> a loader
         config dict of this task.  Default: the config as it is."""
         return obj
 
@@ -233,4 +246,4 @@ class LoaderTask:
         return (None, ""), (None, "")
 
 
-__all__ = ["BatchBuilder", "DEFAULT_TASK", "LoaderTask", "PlanArgs", "Prepared", "RECIPE_KEYS", "STATES", "TASK_MODULES", "prepare", "register_task", "task", "task_module"]
+__all__ = ["BatchBuilder", "DEFAULT_TASK", "LoaderTask", "PlanArgs", "Prepared", "DIALECT_READERS", "FOREIGN_RECIPES", "STATES", "TASK_MODULES", "prepare", "read_dialect", "register_task", "task", "task_module"]

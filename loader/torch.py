@@ -87,6 +87,8 @@ class LoaderReport:
     ignored: tuple[str, ...] = ()
     #: The DataLoader's ``num_workers`` and ``prefetch_factor`` and where they came from (``dataloader_settings``).
     dataloader: dict | None = None
+    #: The WeSep dialect the recipe was read as (``wesep-mainline``: mainline's batch keys; ``wesep-contract``).
+    dialect: str | None = None
 
 
 def dataloader_settings(config: LoaderConfig, num_workers: int | None = None,
@@ -279,7 +281,8 @@ class SpeechLoader:
         return LoaderReport(items=len(self.item_pack), filtered=self.filtered, filter_report=self.filter_report,
                             batches_per_rank=len(plan),
                             padded_items=plan.padded, dropped_items=plan.dropped, weighting=weighting,
-                            ignored=self.config.ignored, dataloader=dict(self.dataloader_settings))
+                            ignored=self.config.ignored, dataloader=dict(self.dataloader_settings),
+                            dialect=self.config.dialect)
 
     def __iter__(self) -> Iterator[dict]:
         self._sampler.epoch = self._epoch
@@ -366,7 +369,7 @@ def build_loader(config: dict | LoaderConfig, state: str, *, rank: int = 0, worl
                  prefetch_factor: int | None = None, batches_per_message: int | None = None) -> SpeechLoader:
     """The training loader: ``config`` is a dict (usually from YAML) with ``packs``, ``dataset_args`` and
     optionally ``task`` (the registry: ``loader.tasks``) and ``weighting``, a WeSep recipe with ``packs`` added
-    (``loader.recipe``), or another tool's recipe its task translates (``loader.tasks.RECIPE_KEYS``).
+    (``loader.recipe``), or another tool's recipe its task translates (``loader.tasks.FOREIGN_RECIPES``).
     ``num_workers``, ``pin_memory`` and ``prefetch_factor`` default to the recipe's ``dataloader_args``, else to
     the task's (``LoaderTask.dataloader_defaults``), else to 0 workers, pinning when CUDA is available, and ``PREFETCH_PER_WORKER`` (``dataloader_settings``).  ``batches_per_message``: how many
     batches a worker builds and sends per DataLoader index; None (the default) sizes messages by what batches

@@ -17,6 +17,7 @@ import os
 from typing import Callable, Iterator
 
 from speechpack.schemas.constants import MANIFEST_NAME
+from speechpack.schemas.documents import parse_json
 from speechpack.schemas.errors import SpeechpackError
 
 #: Suffix of the lock file that sits beside the destination directory (``/local/packs/train.lock``).
@@ -45,8 +46,8 @@ class DestinationLock:
         while chunk := os.read(self.fd, 1 << 20):
             raw += chunk
         try:
-            record = json.loads(raw.decode("utf-8")) if raw else None
-        except (UnicodeDecodeError, json.JSONDecodeError):
+            record = parse_json(raw, "lock record", error=ValueError) if raw else None
+        except ValueError:
             return None
         return record if isinstance(record, dict) and record.get("version") == RECORD_VERSION else None
 

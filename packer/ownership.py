@@ -42,6 +42,7 @@ from speechpack.schemas.constants import (
     stream_file_name,
 )
 from speechpack.schemas.cues import CUES_DIR
+from speechpack.schemas.documents import parse_json
 from speechpack.schemas.errors import PackFormatError, SpeechpackError
 from speechpack.schemas.format import FileEntry, Manifest
 from speechpack.schemas.kinds import STREAMS_BY_KIND
@@ -90,7 +91,7 @@ def read_manifest_record(path: str) -> Manifest | None:
     paths inside its directory); ``None`` otherwise (absent, foreign or damaged: then it owns nothing)."""
     try:
         with open(path, "rb") as fp:
-            obj = json.loads(fp.read().decode("utf-8"))
+            obj = parse_json(fp.read(), path, error=ValueError)
         manifest = Manifest.from_dict(obj, path)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, PackFormatError, KeyError, TypeError, ValueError):
         return None

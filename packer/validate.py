@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import json
 import math
 import os
 
@@ -34,6 +33,7 @@ from speechpack.schemas.constants import (
     TEMP_PREFIX,
     stream_file_name,
 )
+from speechpack.schemas.documents import read_json
 from speechpack.schemas.errors import NpyHeaderError, PackFormatError
 from speechpack.schemas.npyfile import read_npy_header
 from speechpack.schemas.format import FileEntry, Manifest, StreamSpec, check_shard_index
@@ -174,10 +174,9 @@ def _check_skipped(path: str, manifest: Manifest, report: PackReport, check_hash
 def _read_index(shard_dir: str, manifest: Manifest, expected_samples: int, report: PackReport) -> list[dict] | None:
     index_path = os.path.join(shard_dir, SHARD_INDEX_NAME)
     try:
-        with open(index_path, encoding="utf-8") as fp:
-            raw = json.load(fp)
+        raw = read_json(index_path, error=PackFormatError)
         records = check_shard_index(raw, manifest.kind, index_path)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, PackFormatError) as err:
+    except (OSError, PackFormatError) as err:
         report.error(index_path, str(err).replace(f"{index_path}: ", "").replace(index_path, "index"))
         return None
     if raw["shard"] != os.path.basename(shard_dir):

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import os
 import tempfile
 
@@ -46,6 +45,7 @@ from speechpack.schemas.constants import (
     TEMP_PREFIX,
 )
 from speechpack.schemas.cues import CUES_DIR
+from speechpack.schemas.documents import parse_json
 from speechpack.schemas.errors import NpyHeaderError, PackFormatError
 from speechpack.schemas.format import Manifest, StreamSpec, check_shard_index
 from speechpack.schemas.kinds import KIND_SPECS
@@ -170,9 +170,9 @@ def _read_index(fetcher: _Fetcher, directory: str, manifest: Manifest, expected_
     if data is None:
         return None
     try:
-        raw = json.loads(bytes(data).decode("utf-8"))
+        raw = parse_json(data, name, error=PackFormatError)
         records = check_shard_index(raw, manifest.kind, name)
-    except (UnicodeDecodeError, json.JSONDecodeError, PackFormatError) as err:
+    except PackFormatError as err:
         report.error(name, str(err).replace(f"{name}: ", "").replace(name, "index"))
         return None
     if raw["shard"] != directory:

@@ -25,6 +25,8 @@ from speechpack.loader.config_checks import MAX_BATCH_ROWS, MAX_COUNT, MAX_DB, M
 from speechpack.loader.plan.plan import MAX_ROUND_ROWS, PlanError, plan_epoch
 from speechpack.loader.plan.weighting import pack_counts
 
+pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
+
 HUGE = (10 ** 18, 10 ** 21, 10 ** 26)
 
 

@@ -6,12 +6,16 @@
   closed by an import inside a function (a lazy import that dodges a cycle is still one);
 - ``schemas/`` imports nothing from ``packer/``, ``loader/`` or the CLI, at any level (it is what both sides share);
 - ``packer/`` reads packs only through the pack reader: of ``loader/`` it imports ``PACK_READER`` and nothing else;
+- the pack reader (``loader/pack/``) imports no task package (``loader/tse``, ``loader/asd``, ``loader/asr``), not
+  even through the modules it imports;
 - ``loader/`` imports nothing from ``packer/`` or the CLI;
 - the generic loader names no task: no module of ``loader/`` outside the task packages (``TASK_PACKAGES``) imports
   one, at any level (the registry, ``loader.tasks``, finds a task's module by its dotted path with ``importlib``
   when a config names it), nor compares a value with a task's name;
 - ASD imports nothing from TSE (what they share lives in the generic loader, e.g. ``loader.rng``);
-- torch is imported (module level) only by ``TORCH_MODULES``, so packing and validation never load it.
+- torch is imported (module level) only by ``TORCH_MODULES``, so packing and validation never load it;
+- click is imported (at any level) only by ``speechpack.cli``: the library declares options as plain data
+  (``packer.adapters.option_spec``) and the command line alone knows click.
 
 Known violations that other work in progress removes are listed in ``EXPECTED`` with who removes them; an entry
 that no longer occurs fails the test, so the list shrinks as they are fixed.
@@ -30,14 +34,14 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = ("schemas", "packer", "loader")
 TOP_MODULES = ("cli",)
 
-#: What ``packer/`` may import from ``loader/``: the pack reader and the modules it imports (the cue-bank reader,
-#: whose ``read_cues_config`` ``packer.validate`` also uses), and their packages.
-PACK_READER = frozenset({"speechpack.loader", "speechpack.loader.pack", "speechpack.loader.tse", "speechpack.loader.tse.cues", "speechpack.loader.tse.cues.bank"})
+#: What ``packer/`` may import from ``loader/``: the pack reader (``loader.pack``, cue banks included) and its package.
+PACK_READER = frozenset({"speechpack.loader", "speechpack.loader.pack"})
+#: The task packages (docs/extending.md, "A loader task"): the pack reader must not reach them, and the rest of
+#: ``loader/`` is the generic loader, which names none of them.
+TASK_PACKAGES = ("speechpack.loader.tse", "speechpack.loader.asd", "speechpack.loader.asr")
 #: Modules that import torch at module level: the DataLoader glue and the ASR modules that compute in torch.
 TORCH_MODULES = frozenset({"speechpack.loader.torch", "speechpack.loader.asr.task", "speechpack.loader.asr.features"})
 
-#: The task packages (docs/extending.md, "A loader task"); the rest of ``loader/`` is the generic loader.
-TASK_PACKAGES = ("speechpack.loader.tse", "speechpack.loader.asd", "speechpack.loader.asr")
 #: The task names of ``TASK_PACKAGES`` (``loader.tasks.TASK_MODULES``, the one module that may spell them).
 TASK_NAMES = frozenset({"tse", "asd", "asr"})
 REGISTRY = "speechpack.loader.tasks"
@@ -179,10 +183,30 @@ def _layer(module: str) -> str:
     return parts[1] if len(parts) > 1 else parts[0]
 
 
+def _is_task_module(module: str) -> bool:
+    return any(module == package or module.startswith(package + ".") for package in TASK_PACKAGES)
+
+
+def _reached(graph: dict[str, set[str]], start: set[str]) -> set[str]:
+    """Every module ``start`` imports, directly or through the modules it imports."""
+    seen: set[str] = set()
+    todo = list(start)
+    while todo:
+        for nxt in graph[todo.pop()]:
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
 def _found_violations() -> set[tuple]:
     module_level = {name: _imports(name, module_level=True) for name in MODULES}
     anywhere = {name: _imports(name, module_level=False) for name in MODULES}
     found: set[tuple] = {("cycle", component) for component in _cycles(module_level) + _cycles(anywhere)}
+    floor = {name for name in MODULES if name == "speechpack.loader.pack" or name.startswith("speechpack.loader.pack.")}
+    for target in _reached(anywhere, floor):
+        if _is_task_module(target):
+            found.add(("pack reader reaches a task module", target))
     for name, imported in anywhere.items():
         layer = _layer(name)
         for target in imported:
@@ -224,6 +248,14 @@ def test_the_generic_loader_compares_nothing_with_a_task_name():
     assert not found, f"the generic loader branches on a task's name (make it a LoaderTask hook): {found}"
 
 
+def test_the_pack_reader_reaches_no_task_module():
+    """What the floor reaches, named: no module of a task package, directly or through another module."""
+    anywhere = {name: _imports(name, module_level=False) for name in MODULES}
+    floor = {name for name in MODULES if name == "speechpack.loader.pack" or name.startswith("speechpack.loader.pack.")}
+    reached = {name for name in _reached(anywhere, floor) if _is_task_module(name)}
+    assert not reached, sorted(reached)
+
+
 def test_the_walk_sees_the_imports_it_checks():
     """The walker itself: a known module-level import, a lazy one, and a TYPE_CHECKING one."""
     assert "speechpack.loader.pack" in _imports("speechpack.packer.validate", module_level=True)
@@ -245,6 +277,23 @@ def test_torch_is_imported_only_where_stated():
             if any(n == "torch" or n.startswith("torch.") for n in names):
                 importing.add(name)
     assert importing == TORCH_MODULES
+
+
+def _third_party_imports(path: str, package: str) -> bool:
+    """Whether the file imports ``package`` (or one of its modules) anywhere: module level, functions, any branch."""
+    with open(path, encoding="utf-8") as fp:
+        tree = ast.parse(fp.read(), path)
+    for node in ast.walk(tree):
+        names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                 else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+        if any(n == package or n.startswith(package + ".") for n in names):
+            return True
+    return False
+
+
+def test_click_is_imported_only_by_the_cli():
+    importing = {name for name, path in MODULES.items() if _third_party_imports(path, "click")}
+    assert importing == {"speechpack.cli"}
 
 
 #: Third-party imports done once before forking; torch only when installed (it is an optional extra).

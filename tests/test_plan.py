@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 from speechpack.loader.plan.plan import EpochPlan, PlanError, epoch_permutation, make_epoch_plan
 from speechpack.loader.rng import batch_rng
 
+pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
+
 WORLD_SIZES = (1, 2, 3, 8)
 # Zero, fewer than one batch, fewer than one round, exact multiples of a round for some grids, uneven.
 NUM_ITEMS = (0, 1, 2, 5, 7, 12, 24, 31, 48, 97)

@@ -16,6 +16,8 @@ from speechpack.loader.plan.train_windows import tile_windows
 from speechpack.loader.plan.plan import MAX_WORLD_SIZE, PlanError, make_epoch_plan, needs_lengths, plan_epoch
 from speechpack.loader.plan.weighting import PackWeighting
 
+pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
+
 REPO = Path(__file__).resolve().parents[1]
 
 

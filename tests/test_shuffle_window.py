@@ -11,6 +11,8 @@ from speechpack.loader.plan.shuffle_window import ShuffleWindows, window_order
 from speechpack.loader.plan.static_plan import make_epoch_plan
 from speechpack.loader.rng import batch_rng
 
+pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
+
 
 @pytest.mark.parametrize("count", [0, 1, 7, 500])
 @pytest.mark.parametrize("window", [0, 1, 2, 10, 1000])

@@ -25,7 +25,7 @@ dataset_summary_path          None       Omnilingual's stats TSV: hours for weig
 dataset_summary_split         train      the TSV rows of this split count
 train_split                   None       the split a ``train`` loader reads (``loader.asr.selection``; None: all)
 valid_split                   None       the split a ``val`` loader reads
-partition_filters             None       pyarrow filter text on corpus/language (``loader.asr.selection``)
+partition_filters             None       pyarrow filter text on corpus/language (``loader.asr.partition_filter``)
 fragment_shuffle_window       -1         shuffle of the items as read: -1 whole, 0 none, n a sliding window
 example_shuffle_window        0          shuffle before batching: 0 whole, 1 none, n a sliding window
 batch_shuffle_window          1000       shuffle of the batches: 0 whole, 1 none, n a sliding window
@@ -52,7 +52,7 @@ from dataclasses import dataclass, fields
 
 from speechpack.loader.asr.items import FilterArgs
 from speechpack.loader.plan.batching import BudgetArgs
-from speechpack.loader.asr.selection import parse_partition_filters
+from speechpack.loader.asr.partition_filter import parse_partition_filters
 from speechpack.loader.config_checks import MAX_BATCH_ROWS, MAX_COUNT, ConfigError, check_choice, check_type, positive_int, probability, take_known
 from speechpack.loader.normalize import NONE, UTTERANCE, parse_normalize
 from speechpack.loader.plan.shuffle_window import NO_SHUFFLE, WHOLE, ShuffleWindows

@@ -9,19 +9,19 @@ A split name is resolved the way Omnilingual's ``MixtureParquetStorage`` allows:
 - otherwise ``<split>_<corpus>`` (``train_librispeech``) selects the packs of ``<split>`` and, in them, only the
   utterances of corpus ``<corpus>``.
 
-``partition_filters`` (``loader.asr.selection``) then keeps the utterances whose corpus and language it
+``partition_filters`` (``loader.asr.partition_filter``) then keeps the utterances whose corpus and language it
 accepts.  Utterances outside the selection are not part of the split: they are neither batched nor counted as
 filtered.  With neither split nor filter every utterance of every pack is selected, as before.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 import csv
-import re
+from dataclasses import dataclass
 
 import numpy as np
 
+from speechpack.loader.asr.partition_filter import parse_partition_filters
 from speechpack.loader.config_checks import ConfigError
 
 
@@ -126,199 +126,4 @@ def read_summary(path: str, split: str = "train") -> dict[tuple[str, str], float
     return hours
 
 
-#: Partition columns a filter may test: the pack attributes of the same name (LangASRSchema's names).
-COLUMNS = ("corpus", "language")
-#: Spellings of the ``pyarrow.compute`` module (``ds``: ``pyarrow.dataset`` re-exports ``field``).
-_COMPUTE = {"pc", "ds", "pa.compute", "pyarrow.compute", "pa.dataset", "pyarrow.dataset"}
-_ARRAY = {"pa.array", "pyarrow.array"}
-_TOKEN = re.compile(r"""\s*(?:(?P<string>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')|(?P<name>[A-Za-z_][A-Za-z_0-9]*(?:\.[A-Za-z_][A-Za-z_0-9]*)*)|(?P<op>==|[()\[\],&|=]))""")
-_ESCAPES = {"\\": "\\", '"': '"', "'": "'", "n": "\n", "t": "\t"}
-
-
-@dataclass(frozen=True)
-class IsIn:
-    """``column`` is one of ``values``."""
-
-    column: str
-    values: tuple[str, ...]
-
-    def mask(self, columns: dict[str, np.ndarray]) -> np.ndarray:
-        return np.isin(columns[self.column], np.asarray(self.values, dtype=str))
-
-
-@dataclass(frozen=True)
-class Both:
-    left: object
-    right: object
-
-    def mask(self, columns: dict[str, np.ndarray]) -> np.ndarray:
-        return self.left.mask(columns) & self.right.mask(columns)
-
-
-@dataclass(frozen=True)
-class Either:
-    left: object
-    right: object
-
-    def mask(self, columns: dict[str, np.ndarray]) -> np.ndarray:
-        return self.left.mask(columns) | self.right.mask(columns)
-
-
-def _unquote(token: str) -> str:
-    body, out, i = token[1:-1], [], 0
-    while i < len(body):
-        if body[i] == "\\" and i + 1 < len(body):
-            out.append(_ESCAPES.get(body[i + 1], "\\" + body[i + 1]))
-            i += 2
-        else:
-            out.append(body[i])
-            i += 1
-    return "".join(out)
-
-
-class _Parser:
-    """Recursive descent over the tokens of one expression (module docstring's grammar)."""
-
-    def __init__(self, text: str, where: str):
-        self.text, self.where = text, where
-        self.tokens: list[tuple[str, str, int]] = []
-        pos = 0
-        while pos < len(text):
-            if not text[pos:].strip():
-                break
-            match = _TOKEN.match(text, pos)
-            if match is None:
-                self.fail(pos + len(text[pos:]) - len(text[pos:].lstrip()), "a name, a quoted string or one of ( ) [ ] , & | == =")
-            kind = match.lastgroup
-            self.tokens.append((kind, match.group(kind), match.start(kind)))
-            pos = match.end()
-        self.i = 0
-
-    def fail(self, pos: int, expected: str):
-        shown = self.text[pos:pos + 20] or "the end"
-        raise ConfigError(f"{self.where}: cannot read {self.text!r} at character {pos + 1} ({shown!r}): expected "
-                          f"{expected}; speechpack reads pc.is_in/pc.equal/== on pc.field('corpus' or 'language'), "
-                          f"joined by & and |, and never evaluates the text")
-
-    def peek(self) -> tuple[str, str, int]:
-        return self.tokens[self.i] if self.i < len(self.tokens) else ("end", "", len(self.text))
-
-    def take(self, kind: str, value: str | None = None, expected: str | None = None) -> str:
-        token_kind, token, pos = self.peek()
-        if token_kind != kind or (value is not None and token != value):
-            self.fail(pos, expected or repr(value or kind))
-        self.i += 1
-        return token
-
-    def parse(self):
-        node = self.expr()
-        if self.i != len(self.tokens):
-            self.fail(self.peek()[2], "& or | or the end")
-        return node
-
-    def expr(self):
-        node = self.term()
-        while self.peek()[:2] == ("op", "|"):
-            self.i += 1
-            node = Either(node, self.term())
-        return node
-
-    def term(self):
-        node = self.factor()
-        while self.peek()[:2] == ("op", "&"):
-            self.i += 1
-            node = Both(node, self.factor())
-        return node
-
-    def factor(self):
-        kind, token, pos = self.peek()
-        if (kind, token) == ("op", "("):
-            self.i += 1
-            node = self.expr()
-            self.take("op", ")")
-            return node
-        if kind == "string":
-            self.i += 1
-            value = _unquote(token)
-            self.take("op", "==")
-            return IsIn(self.field(), (value,))
-        if kind != "name":
-            self.fail(pos, "a filter")
-        module, _, function = token.rpartition(".")
-        if module not in _COMPUTE:
-            self.fail(pos, "pc.is_in, pc.equal, pc.field, pc.and_ or pc.or_")
-        if function == "field":
-            column = self.field()
-            self.take("op", "==", "== after pc.field(...)")
-            return IsIn(column, (_unquote(self.take("string", expected="a string")),))
-        if function not in ("is_in", "equal", "and_", "or_"):
-            self.fail(pos, "pc.is_in, pc.equal, pc.field, pc.and_ or pc.or_")
-        self.i += 1
-        self.take("op", "(")
-        if function in ("and_", "or_"):
-            left = self.expr()
-            self.take("op", ",")
-            right = self.expr()
-            self.take("op", ")")
-            return Both(left, right) if function == "and_" else Either(left, right)
-        column = self.field()
-        self.take("op", ",")
-        if function == "equal":
-            values = (_unquote(self.take("string", expected="a string")),)
-        else:
-            if self.peek()[:2] == ("name", "value_set"):
-                self.i += 1
-                self.take("op", "=")
-            values = self.array()
-        self.take("op", ")")
-        return IsIn(column, values)
-
-    def field(self) -> str:
-        kind, token, pos = self.peek()
-        if kind != "name" or token.rpartition(".")[0] not in _COMPUTE or token.rpartition(".")[2] != "field":
-            self.fail(pos, "pc.field(...)")
-        self.i += 1
-        self.take("op", "(")
-        _, _, where = self.peek()
-        column = _unquote(self.take("string", expected="a column name in quotes"))
-        if column not in COLUMNS:
-            raise ConfigError(f"{self.where}: column {column!r} (character {where + 1}) is not a partition column "
-                              f"of an asr pack ({', '.join(COLUMNS)}); the split is chosen by train_split/valid_split")
-        self.take("op", ")")
-        return column
-
-    def array(self) -> tuple[str, ...]:
-        wrapped = self.peek()[0] == "name"
-        if wrapped:
-            if self.peek()[1] not in _ARRAY:
-                self.fail(self.peek()[2], "pa.array([...]) or a list of strings")
-            self.i += 1
-            self.take("op", "(")
-        self.take("op", "[", "a list of strings")
-        values = []
-        while self.peek()[:2] != ("op", "]"):
-            values.append(_unquote(self.take("string", expected="a string")))
-            if self.peek()[:2] != ("op", "]"):
-                self.take("op", ",", "',' or ']'")
-        self.i += 1
-        if wrapped:
-            self.take("op", ")")
-        return tuple(values)
-
-
-def parse_partition_filters(value, where: str):
-    """The filter ``value`` (a string, or a list of strings all of which must hold) as a tree with ``mask``;
-    ``None`` for no filter."""
-    if value is None:
-        return None
-    texts = [value] if isinstance(value, str) else value
-    if not isinstance(texts, list) or not texts or not all(isinstance(t, str) and t.strip() for t in texts):
-        raise ConfigError(f"{where}: expected a pyarrow filter expression (text) or a list of them, got {value!r}")
-    nodes = [_Parser(text, where if len(texts) == 1 else f"{where}[{i}]").parse() for i, text in enumerate(texts)]
-    node = nodes[0]
-    for other in nodes[1:]:
-        node = Both(node, other)
-    return node
-
-
-__all__ = ["Both", "COLUMNS", "Either", "IsIn", "SPLIT_KEYS", "Selection", "pack_split", "parse_partition_filters", "read_summary", "select"]
+__all__ = ["SPLIT_KEYS", "Selection", "pack_split", "read_summary", "select"]

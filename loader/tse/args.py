@@ -35,6 +35,7 @@ from speechpack.loader.plan.static_plan import TAIL_POLICIES
 from speechpack.loader.tse.cues.request import ALIGNS, CueRequest, parse_collate, parse_cues
 from speechpack.loader.tse.mix_args import AugmentArgs, MixArgs, TimelineArgs, parse_augment, parse_mix
 from speechpack.loader.tse.ranges import MAX_BATCH_ROWS, MAX_SAMPLES, at, check_finite, check_int, where_set
+from speechpack.loader.tse.mainline import MainlineArgs
 
 
 if TYPE_CHECKING:  # loader.plan.batching imports loader.config; the real import is inside _batching
@@ -99,6 +100,9 @@ class DatasetArgs:
     #: with ``hist_frames`` samples of unscored context before it (``loader.plan.train_windows.tile_windows``).
     train_window: int | None = None
     hist_frames: int = 0
+    #: Set when the config is a mainline WeSep recipe (``loader.tse.mainline``): its batch keys and enrollment
+    #: features (``loader.tse.mainline_batch``).
+    mainline: MainlineArgs | None = None
 
     def __post_init__(self) -> None:
         if self.resample_rate is not None:
@@ -157,7 +161,7 @@ class DatasetArgs:
             "cue_processing": None, "reverb_prob": 0, "reverb_conf": None, "rir_banks": None,
             "reverb_keep_dry": False, "noise_prob": 0, "noise_lmdb_file": None, "noise_banks": None,
             "noise_snr": None,
-            "batching": None, "train_window": None, "hist_frames": 0,
+            "batching": None, "train_window": None, "hist_frames": 0, "mainline": None,
         })
         with where_set(where):
             for key in ("whole_utt", "chunk_random_start", "filter_len", "shuffle", "expand_targets", "online_mix"):
@@ -203,6 +207,7 @@ class DatasetArgs:
                 batching=batching,
                 train_window=train_window,
                 hist_frames=hist,
+                mainline=None if v["mainline"] is None else MainlineArgs.from_dict(v["mainline"]),
             )
 
 
@@ -287,21 +292,27 @@ LEGACY_KEYS = {
 
 
 def check_legacy(obj: Any, where: str) -> None:
-    """Raise for the first older-pipeline key of the ``dataset_args`` mapping ``obj``, naming its replacement."""
+    """Raise for the older-pipeline keys of the ``dataset_args`` mapping ``obj``: one error listing every one of
+    them with its replacement, so a config is fixed in one round, not one key per run."""
     if not isinstance(obj, dict):
         return
-    for key, replacement in LEGACY_KEYS.items():
-        if key in obj:
-            raise ConfigError(f"{where}.{key}: a key of the older WeSep pipeline; now {replacement}")
+    found = [f"{where}.{key}: a key of the older WeSep pipeline; now {replacement}"
+             for key, replacement in LEGACY_KEYS.items() if key in obj]
     spk = obj.get("num_speakers")
     if isinstance(spk, int) and not isinstance(spk, bool):
-        raise ConfigError(f"{where}.num_speakers: {spk} (a fixed count, the older pipeline's form); now "
-                          f"num_speakers: {{distribution: [p1, p2, p3], max_speakers: N}} (P(1), P(2), P(3..N) "
-                          f"speakers; {spk} speakers: {_fixed(spk)})")
+        found.append(f"{where}.num_speakers: {spk} (a fixed count, the older pipeline's form); now "
+                     f"num_speakers: {{distribution: [p1, p2, p3], max_speakers: N}} (P(1), P(2), P(3..N) "
+                     f"speakers; {spk} speakers: {_fixed(spk)})")
     if obj.get("noise_lmdb_file") is not None and not obj.get("cues"):
-        raise ConfigError(f"{where}.noise_lmdb_file: given without dataset_args.cues, the older pipeline's layout; "
-                          f"now {_ENROLL}, and noise_lmdb_file serves noise_prob (mixture noise) and "
-                          f"cue_processing.audio.noise_enroll_prob")
+        found.append(f"{where}.noise_lmdb_file: given without dataset_args.cues, the older pipeline's layout; "
+                     f"now {_ENROLL}, and noise_lmdb_file serves noise_prob (mixture noise) and "
+                     f"cue_processing.audio.noise_enroll_prob")
+    if len(found) == 1:
+        raise ConfigError(found[0])
+    if found:
+        raise ConfigError(f"{len(found)} keys of the older WeSep pipeline (a mainline WeSep recipe is read as it "
+                          f"is when it keeps model_args.tse_model.joint_training or top-level whole_utt; "
+                          f"docs/wesep.md):\n  " + "\n  ".join(found))
 
 
 def _fixed(count: int) -> str:

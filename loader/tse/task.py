@@ -42,6 +42,7 @@ from speechpack.loader.tse.table import DecodedRows, TableRows
 from speechpack.loader.tse.windows import Chunking, ZERO_CHUNK_REDRAWS, scored_mask, unit_window
 from speechpack.schemas.constants import KIND_SOURCES, KIND_TSE, STREAM_MIX, STREAM_SOURCE, STREAM_TARGET
 from speechpack.schemas.errors import SpeechpackError
+from speechpack.loader.tse.mainline_batch import MainlineBatchBuilder
 
 
 class TseBatchBuilder(BatchBuilder):
@@ -278,6 +279,8 @@ class TseBatchBuilder(BatchBuilder):
             if enroll_draws is not None and cue.representation == "waveform":
                 values = [None if v is None else self.enroll_augment(v, enroll_draws[r, c])
                           for r, v in enumerate(values)]
+            if self.args.mainline is not None:  # mainline's collate cuts the rows itself (loader.tse.mainline_batch)
+                batch[f"{cue.field.name}_rows"] = values
             batch[cue.field.name], present = collate_field(values, cue.field, batch["key"])
             if cue.field.emit_present:
                 batch[f"{cue.field.name}_present"] = present
@@ -301,7 +304,10 @@ def prepare(config, state: str, packs: list, seed: int) -> Prepared:
     keep = length_filter(items, packs, args, state)
     kept = items.subset(keep)
     filtered = int(len(keep) - keep.sum())
-    return Prepared(builder=TseBatchBuilder(packs, kept, args, state, seed), item_pack=kept.pack, filtered=filtered,
+    builder = TseBatchBuilder(packs, kept, args, state, seed)
+    if args.mainline is not None:
+        builder = MainlineBatchBuilder(builder, args.mainline, state, seed)
+    return Prepared(builder=builder, item_pack=kept.pack, filtered=filtered,
                     filter_report={"filter_len": filtered} if filtered else {})
 
 
