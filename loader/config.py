@@ -6,6 +6,11 @@ of another tool (``loader.tasks.FOREIGN_RECIPES``) is first translated into this
 ``dataset_args`` is parsed by the task (``LoaderTask.parse_dataset_args``, see ``loader.tasks``); the value
 checks every parser shares are in ``loader.config_checks``.  Objects built directly are checked too
 (``__post_init__``), their keys named by field.
+
+Which loader a resume state belongs to: ``loader_fingerprint`` hashes what decides the batches (the packs'
+manifests, ``dataset_args``, the state, the task and the weighting), so ``SpeechLoader.load_state_dict`` refuses a
+state saved by a loader that would deal other batches.  What only changes how batches are fetched (workers,
+prefetch) and where the packs lie is left out, so a state still resumes on another node or with other workers.
 """
 
 from __future__ import annotations

@@ -24,6 +24,20 @@ What Lightning gets, and why:
 
 Lightning is imported when the class is first used, so ``import loader.datamodule`` works without the extra, and a
 missing extra is a clear error.
+
+Which loader configs a DataModule runs: one training config and named validation and test configs.
+
+A split is given the way a training script already holds it (``loader.datamodule``):
+
+- a loader config: a mapping (``task``, ``packs``, ``dataset_args`` ...; a WeSep recipe with ``packs`` or an
+  Omnilingual recipe with ``dataset:`` and ``packs`` is one too, docs/loader.md), or a YAML file holding one (read
+  with ``schemas.yaml_document.read_yaml``: plain data only, bounded, errors name the file and line);
+- for validation and test, also a pack directory or a list of pack directories: the training config with its
+  ``packs`` replaced by those (and no weighting), so each evaluation pack runs with the training ``dataset_args``;
+- several evaluation sets at once: a list (Lightning numbers them: ``dataloader_idx``) or a mapping of name to any
+  of the above (Lightning keeps the order; the names key ``SpeechDataModule.loaders``).
+
+Nothing here imports torch or Lightning: the layout is checked when the DataModule is made, before a Trainer runs.
 """
 
 from __future__ import annotations

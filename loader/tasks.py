@@ -9,6 +9,20 @@ names them (``importlib``), so the generic loader imports no task package.
 ``prepare`` calls the task's ``prepare`` and adds the packs' weighting when the task has none of its own: what the
 training loader (``loader.torch``) and the dry run (``loader.plan.planning_report``) both start from, without
 torch.  A new task is registered with ``register_task`` (docs/extending.md, "A loader task").
+
+The two contracts between the generic loader and a task: ``BatchBuilder`` (what the loader calls on a task's
+batch builder) and ``LoaderTask`` (what it calls on the task itself), each hook with its default, documented here
+once (docs/extending.md, "A loader task").
+
+In the spirit of Grain's ``Map``/``RandomMap`` transforms (one base class, one required method, the rest optional
+with a stated default): a task subclasses both, overrides what it needs, and the generic modules
+(``loader.torch``, ``loader.plan``, ``loader.peek``, ``loader.config``, ``loader.config.loader_fingerprint``) call the hooks
+directly, never ``getattr(builder, name, default)``.  Which tasks exist is the registry above (task name -> module
+path); the generic loader names no task anywhere else.
+
+Randomness: a builder draws only from the counter-based generators of ``loader.rng``, keyed by (seed, epoch,
+global batch[, position]), so a batch is the same whichever worker builds it, with any ``num_workers`` and after a
+resume.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every numeric loader config value has a range, checked when the config is parsed (issue 13, defect 8).
+"""Every numeric loader config value has a range, checked when the config is parsed (docs/loader.md, "Config").
 
 Before: ``batch_size: 1e18`` raised MemoryError even in ``speechpack plan`` (a dry run), ``1e21`` and
 ``max_frames: 1e26`` OverflowError.  Now each is a ``ConfigError`` naming the key, before any pack is opened or

@@ -1,4 +1,11 @@
-"""ASD batches on the 25 Hz model timeline, built straight from the mapped shards.
+"""The ASD loader task (``task: asd``): MuVAP-style active speaker detection batches from ``asd`` packs.
+
+``loader.torch.SpeechLoader`` plans and deals the batches; this module supplies what is ASD-specific
+(``TASK``, a ``loader.tasks.LoaderTask``): ``parse_dataset_args`` (``loader.asd.args``) and ``prepare``, which indexes the packs' face
+tracks (``loader.asd.tracks``), reports the tracks that have no model frame, and returns the batch builder
+(``AsdBatchBuilder``, below).
+
+ASD batches on the 25 Hz model timeline, built straight from the mapped shards.
 
 ``AsdBatchBuilder.build`` turns one planned batch into numpy arrays:
 

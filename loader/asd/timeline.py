@@ -13,6 +13,28 @@ are contracts, defined in ``schemas.timebase``; this module maps batches between
 
 A track with ``M == 0`` (one frame at 30 fps) cannot be fed to the model at all; the task reports such tracks
 (MuVAP drops them silently).
+
+MuVAP's training chunks on the model timeline: ``train_window`` fed frames, ``hist_frames`` of them history.
+
+MuVAP (docs/asd.md, "Training chunks and batches") scores spans of ``span = train_window - hist_frames`` model frames:
+a track of ``M <= span`` frames is one chunk; a longer one is ``n = ceil(M / span)`` near-equal chunks with edges
+``round(linspace(0, M, n + 1))``, so every frame is scored exactly once per epoch.  Each chunk is fed with up to
+``hist_frames`` unscored frames before it (none before the track's start), so no fed chunk exceeds
+``train_window`` and a frame near a chunk boundary still sees real history.
+
+``loader.plan.train_windows.tile_windows`` does the tiling, with MuVAP's edges exactly (numpy rounds half to even, and so
+does it).
+
+Tracks with no model frame cannot be chunked (a zero-length chunk would crash a model); ``split_empty`` sets them
+apart so the task can report them.
+
+``jitter_windows`` is MuVAP's ``jitter``: every epoch, each chunk's scored span (same length) moves to a start drawn
+uniformly over its track, ``U{0 .. M - span_length}``, and is fed with up to ``hist_frames`` frames before it, so
+the fed length changes with the start (a span that lands near the track's start gets less history).  MuVAP redraws
+on every access from global random state, and its batch sampler keeps assuming the unjittered lengths, so a batch
+cropped to its shortest row loses frames; here the draws are counter-based, keyed by (seed, epoch) and made for
+every chunk at once, so the planner batches the lengths that are actually fed, and every worker and rank agrees on
+them.  Coverage becomes random sampling: a frame may be scored twice or not at all in an epoch.
 """
 
 from __future__ import annotations

@@ -19,6 +19,31 @@ worker, or the GPU):
   constant, is only centred (fairseq2 would divide by zero there).
 
 Everything is computed in the input's floating dtype (float32 normally; tests compare with kaldi-native-fbank).
+
+Waveform processing of ASR batches, in torch over a padded batch: mono by channel mean, and Omnilingual's
+``normalize_audio``.
+
+``normalize_rows`` is ``layer_norm`` over each whole utterance, as Omnilingual applies it
+(``layer_norm(waveform, waveform.shape)``): subtract the mean, divide by ``sqrt(var + 1e-5)`` with the biased
+variance, over the row's valid samples only (padding stays zero and does not count).
+
+SpecAugment (one frequency mask and one time mask per utterance, applied with probability ``spec_aug_p``).
+
+Where the masks go depends on what the model reads:
+
+- ``use_fbank``: on the standardised log-mel features themselves, the usual SpecAugment.  Masked cells are set
+  to zero, which after standardisation is the utterance's mean: the mask carries no energy and no bias.
+- raw waveforms (Omnilingual ASR's wav2vec2-style models): as Omnilingual describes, on a complex spectrogram
+  that is turned back into a waveform: ``torch.stft`` with a 400-point FFT (25 ms at 16 kHz), a Hann window and a
+  hop of half the window, masked cells set to zero, then ``torch.istft`` to the original length.  An unmasked
+  utterance is returned unchanged (it is not sent through the round trip at all), and so is one of at most 200
+  samples (the STFT's reflect padding needs more).
+
+The draws follow torchaudio's ``mask_along_axis``: width ``floor(u * param)``, start ``floor(v * (size - width))``
+with ``u, v`` uniform, so a mask is at most ``param - 1`` wide and always inside the utterance's valid frames;
+``param`` larger than the axis is clamped to it.  Every draw comes from the numpy generator passed in (the batch's
+counter-based ``loader.rng.batch_rng``): five per utterance, in row order, whether it is masked or not, so one
+row's draws never depend on another row's length.
 """
 
 from __future__ import annotations

@@ -6,6 +6,24 @@ weighting (``PackWeighting.from_groups``), group after group (groups sorted by (
 storage order: each group's items contiguous.  Transcripts
 are read once, straight from the mapped ``text`` shards, and tokenized as one column; nothing here keeps a Python
 object per utterance (DataLoader workers fork from it).
+
+Which ASR items an epoch keeps: Omnilingual's ``AsrTask`` filters, vectorised over the pack columns.
+
+Every item removed is counted under exactly one reason, the first it fails in this order (so the counts add up
+to the items removed, and the loader reports them instead of losing them from the epoch count silently).  The
+order is Omnilingual's: audio length first, then, once the text is tokenized, empty text, sequences of unknown
+tokens only, and long text; the speaking-rate check comes last:
+
+``audio_too_short``  fewer than ``min_audio_len`` samples (per channel, at the pack's rate)
+``audio_too_long``   more than ``max_audio_len`` samples
+``empty_text``       an empty transcript (no character, or no token)
+``unknown_only``     every token is the tokenizer's unknown id: always dropped, whatever ``remove_unknown`` says
+``text_too_long``    more than ``filter_long_text_threshold`` tokens (counted after ``remove_unknown``), when set
+``too_fast``         fewer than ``min_samples_per_char`` samples per character of the transcript
+
+``remove_unknown`` (Omnilingual's "remove unknown tokens from the text in place") deletes the tokenizer's unknown
+id from the targets of the items that keep some other token; the tokens it removes are counted
+(``unknown_tokens_removed``), the items are not.
 """
 
 from __future__ import annotations

@@ -12,6 +12,20 @@ A split name is resolved the way Omnilingual's ``MixtureParquetStorage`` allows:
 ``partition_filters`` (``loader.asr.partition_filter``) then keeps the utterances whose corpus and language it
 accepts.  Utterances outside the selection are not part of the split: they are neither batched nor counted as
 filtered.  With neither split nor filter every utterance of every pack is selected, as before.
+
+``read_summary``: Omnilingual's dataset summary TSV (``dataset_summary_path``): hours per (corpus, language) for weighting.
+
+An ``asr`` pack already records ``hours_by_corpus``, so the file is optional.  Give it to weigh by the hours of
+the whole original dataset (as an Omnilingual recipe does) rather than by what the packs hold, e.g. when the packs
+are a subset.  The format is Omnilingual's ``language_distribution_*.tsv``: a header row, then one row per
+(corpus, language[, split]) with the columns
+
+``corpus``, ``language``  required;
+``total_audio_seconds``    the group's audio (or ``hours``, in hours);
+``split``                  optional: only the rows of the requested split count (default ``train``);
+                           other columns (``num_samples``...) are ignored.
+
+Rows of one (corpus, language) add up.  Errors name the file, the line and the column.
 """
 
 from __future__ import annotations

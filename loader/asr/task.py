@@ -1,4 +1,24 @@
-"""ASR batches (Omnilingual's ``Seq2SeqBatch``) built from planned item ids, straight from the mapped int16 shards.
+"""The ASR loader task (``task: asr``): Omnilingual-style batches from ``asr`` packs.
+
+``loader.torch.SpeechLoader`` plans and deals the batches; this module supplies what is ASR-specific
+(``TASK``, a ``loader.tasks.LoaderTask``; its builder ``AsrBatchBuilder``, below): ``parse_dataset_args`` (``loader.asr.args``) and ``prepare``, which
+
+1. makes the tokenizer: the built-in character vocabulary from the ``char_counts`` of the loaded packs (or of the
+   packs ``tokenizer: {char: ...}`` names: give a validation loader its training packs, so ids agree), or a
+   SentencePiece model;
+2. indexes, tokenizes and filters every utterance (``loader.asr.items``), counting what each filter removed;
+3. with ``hours_beta: true`` on the ``packs`` entries, weighs (corpus, language) groups by Omnilingual's rule
+   from the packs' ``hours_by_corpus`` (or Omnilingual's stats TSV, ``dataset_summary_path``) and the top-level
+   ``weighting`` betas (``PackWeighting.from_groups``): ASR packs hold several corpora and languages, so the
+   groups, not the packs, are weighed;
+4. checks that LENGTH batches can keep their budget: an utterance longer than ``max_num_elements`` would force
+   a batch over it, so that is a configuration error.
+
+Before all that, ``loader.asr.selection`` picks the state's split (``train_split``/``valid_split``) and applies
+``partition_filters``: the items and the weighting hours come from the selected packs only, while the character
+vocabulary comes from every loaded pack, so a train and a val loader of one config agree on the ids.
+
+ASR batches (Omnilingual's ``Seq2SeqBatch``) built from planned item ids, straight from the mapped int16 shards.
 
 For one planned batch, in Omnilingual's order:
 

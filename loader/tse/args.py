@@ -15,6 +15,13 @@ The online mixing keys (``MixArgs``, ``TimelineArgs``) are parsed in ``loader.ts
 and enrollment augmentation (``AugmentArgs``) in ``loader.tse.mix_args``, the cue and collate keys
 (``CueRequest``) in ``loader.tse.cues.request``; keys of older WeSep configs are refused by
 ``loader.tse.args``, naming what replaces them.
+
+``check_legacy``: keys of older WeSep configs (the earlier public pipeline and its forks) and what replaces each one now.
+
+The earlier pipeline selected enrollments with ``speaker_feat`` and Kaldi features, mixed a fixed number of
+speakers and took other key names; WeSep's data pipeline contract replaced all of them.  A config that still holds
+one would otherwise fail with a bare "unknown key" or, worse, be read with a different meaning, so each gets an
+error naming its replacement (docs/wesep.md "Bring your recipe").
 """
 
 from __future__ import annotations

@@ -9,6 +9,19 @@ whole-recording statistics (``loader.normalize``), shared by its targets so the 
 Segment by segment is how online mixing reads its sources and how pre-mixed packs resampled at load time are read;
 pre-mixed batches at the loader's rate go through ``loader.tse.table``, which gives the same floats for a whole
 batch at once.
+
+Collation: WeSep's ``build_collect_keys`` and the tensor half of ``tse_collate_fn``, in numpy, for the per-row fields.
+
+A ``FieldSpec`` says how one per-row field is stacked into a batch array: ``align`` its last (time) dimension to
+the longest (``max``) or shortest (``min``) real row, or not at all (``None``); pad shorter rows on the right with
+``fill_value`` (``constant``) or by repeating their last value (``edge``); longer rows are cropped to a prefix.
+A missing row (``None``: an optional cue the slot lacks) becomes ``fill_value`` in the shape and dtype of the
+field's first real row in the batch, or ``default_shape`` when no row of the batch has the field (its dtype from
+the Python type of ``fill_value``: float gives float32, int int64, bool bool); with neither it is an error.
+
+The base table is WeSep's (``tse_collate_fn`` in github.com/wenet-e2e/wesep; docs/loader.md, "Batches");
+``resolve_field`` applies the overrides in WeSep's precedence: BASE < ``cues.yaml`` ``cues.<m>.collate`` < ``dataset_args.cues.<m>`` < ``dataset_args.collate.<field>``.
+Nothing here reads packs or imports torch, so every rule is tested on plain arrays.
 """
 
 from __future__ import annotations

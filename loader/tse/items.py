@@ -2,6 +2,19 @@
 
 Parallel numpy arrays, not per-item Python objects, so a builder forked into DataLoader workers shares them
 without copy-on-write growth (docs/loader.md "What one epoch is", step 1).
+
+What the dry run (``speechpack plan``) needs to know about TSE batches beyond their lengths, read from the
+packs' columns (no audio): how many rows the loader yields per planned item, and which batches it would refuse
+(the TSE builder's ``unit_rows`` and ``planned_batch_check``, ``loader.tasks.BatchBuilder``).
+
+The words (docs/loader.md, "Dry run"): an *item* is what the plan places in a batch (one mixture; one (mixture,
+target) pair with ``expand_targets``; one chunk with ``train_window``; one utterance or track for asr and asd); a
+*row* is one entry along the batch dimension the loader yields (``B_out``: one per target speaker of a TSE mixture,
+one per item elsewhere).
+
+The loader stacks a batch's mixtures into one ``wav_mix [B_out, C, T]``, so a batch whose mixtures have different
+channel counts is refused when it is built (``loader.tse.task``), possibly hours into training.  The same test on
+the plan's batches, before any audio is read, lets ``speechpack plan`` say so first.
 """
 
 from __future__ import annotations

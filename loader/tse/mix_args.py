@@ -4,6 +4,17 @@ in WeSep's names and units (docs/loader.md "Online mixing"); reverberation and n
 
 The dataclasses hold each default next to its field and check their ranges in ``__post_init__`` (keys named by
 their config path, see ``loader.tse.ranges``); ``parse_mix`` reads the config's shapes into them.
+
+``dataset_args`` keys of augmentation: reverberation, noise and enrollment augmentation, in WeSep's names.
+
+WeSep reverberates online mixtures only (``reverb_prob``, rooms from ``reverb_conf``), adds noise to the mixture
+in offline (pre-mixed) and online training alike (``noise_prob``, noise from ``noise_lmdb_file``), and augments
+waveform enrollments (``cue_processing.audio.{reverb_enroll_prob, noise_enroll_prob}``).  speechpack reads the same
+keys, plus its own sources: ``rir_banks`` (pre-simulated or recorded RIRs, instead of simulating rooms) and
+``noise_banks`` (noise packs, e.g. an LMDB converted once with ``speechpack build audio-bank --lmdb``).
+
+``AugmentArgs`` holds them, each default next to its field and its range checked in ``__post_init__``;
+``parse_augment`` reads the config's shapes into it.  docs/loader.md has the table.
 """
 
 from __future__ import annotations

@@ -14,6 +14,9 @@ generator of its own, so a mixture depends on neither the worker that builds it 
 Elsewhere, each with one job: the random streams (``loader.rng``), reverberation as batched FFT convolution
 (``loader.tse.convolve``; the rooms ``loader.tse.room_sim``, a batch's reverberation ``loader.tse.reverb``) and
 the mixer's reused memory (``loader.tse.buffers``).
+
+``MixError``, the error of online mixing, is defined here: every ``loader.tse`` module that raises it (the
+mixer, the augmentation sources) imports it from the mixer's module.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""Target speaker extraction batches, with WeSep's semantics, built straight from the mapped int16 shards.
+"""The TSE task (``task: tse``, the default): WeSep-style target speaker extraction from ``tse`` or ``sources``
+packs.  Items are mixtures (or one per target with ``expand_targets``); ``TASK`` (``loader.tasks.LoaderTask``) parses
+``dataset_args`` and prepares the batch builder below (``loader.tasks.BatchBuilder``).
+
+Target speaker extraction batches, with WeSep's semantics, built straight from the mapped int16 shards.
 
 ``TseBatchBuilder.build`` turns one planned batch into collated numpy arrays, following WeSep's ``random_chunk``
 and ``tse_collate_fn``:

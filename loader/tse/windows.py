@@ -4,6 +4,11 @@
 gives the plan the row length each unit will have (``unit_lengths``), so budget batching counts what the batch
 will hold.  Every draw comes from the caller (the batch's counter-based generator), so a window depends on
 nothing else.
+
+Reading a batch's windows out of the mapped stream files: where each segment lies (``Segments``), the stream
+arrays themselves (``StreamArrays``), the read-ahead ranges of a batch (``window_ranges``, ``advise``) and the copy
+loop (``decode_windows``).  ``loader.tse.table`` plans a batch; the functions below do its reading, the only part of a
+batch whose cost grows with its audio.
 """
 
 from __future__ import annotations
