@@ -22,7 +22,7 @@ stream                      w0    w1                  w2             w3         
                                                                                 enrollments)
 ``cycle_rng(s, pack, k)``   0     k                   pack           2**63      weighting: cycle ``k`` of a pack
 ``dither_rng(s, e, b)``     0     0x6D61696E          b + 1          e          mainline WeSep's fbank dither
-                                                                                (``loader.tse.mainline_batch``)
+                                                                                (``loader.tse.mainline``)
 ==========================  ====  ==================  =============  =========  =================================
 
 Philox advances w0 first, so two streams whose starts differ in w1..w3 meet only after 2**64 draws of one of them.

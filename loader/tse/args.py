@@ -108,7 +108,7 @@ class DatasetArgs:
     train_window: int | None = None
     hist_frames: int = 0
     #: Set when the config is a mainline WeSep recipe (``loader.tse.mainline``): its batch keys and enrollment
-    #: features (``loader.tse.mainline_batch``).
+    #: features (``loader.tse.mainline``).
     mainline: MainlineArgs | None = None
 
     def __post_init__(self) -> None:

@@ -46,7 +46,7 @@ from speechpack.loader.tse.table import DecodedRows, TableRows
 from speechpack.loader.tse.windows import Chunking, ZERO_CHUNK_REDRAWS, scored_mask, unit_window
 from speechpack.schemas.constants import KIND_SOURCES, KIND_TSE, STREAM_MIX, STREAM_SOURCE, STREAM_TARGET
 from speechpack.schemas.errors import SpeechpackError
-from speechpack.loader.tse.mainline_batch import MainlineBatchBuilder
+from speechpack.loader.tse.mainline import MainlineBatchBuilder
 
 
 class TseBatchBuilder(BatchBuilder):
@@ -283,7 +283,7 @@ class TseBatchBuilder(BatchBuilder):
             if enroll_draws is not None and cue.representation == "waveform":
                 values = [None if v is None else self.enroll_augment(v, enroll_draws[r, c])
                           for r, v in enumerate(values)]
-            if self.args.mainline is not None:  # mainline's collate cuts the rows itself (loader.tse.mainline_batch)
+            if self.args.mainline is not None:  # mainline's collate cuts the rows itself (loader.tse.mainline)
                 batch[f"{cue.field.name}_rows"] = values
             batch[cue.field.name], present = collate_field(values, cue.field, batch["key"])
             if cue.field.emit_present:
