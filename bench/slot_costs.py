@@ -27,7 +27,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 
-from speechpack.loader import batch_ring, build_loader  # noqa: E402
+from speechpack.loader import build_loader  # noqa: E402
+from speechpack.loader.transport import batch_ring  # noqa: E402
 from workdir import bench_workdir  # noqa: E402
 from worker_scaling import tse_config  # noqa: E402
 

@@ -25,7 +25,8 @@ import torch
 
 from factories.tse import real_mixtures_config
 from factories.delivery import batch_differences, origin
-from speechpack.loader import batch_ring, build_loader
+from speechpack.loader import build_loader
+from speechpack.loader.transport import batch_ring
 
 pytestmark = [pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning"),
               pytest.mark.skipif(not batch_ring.supported(), reason="memfd_create is Linux only")]
