@@ -325,4 +325,5 @@ def splits(train: Any, val: Any, test: Any) -> dict[str, Split]:
     return result
 
 
-__all__ = ["EpochForwarder", "LIST", "LightningLoader", "MAPPING", "ONE", "SpeechDataModule", "Split", "TRAIN_STATE_KEY", "datamodule_class", "evaluation_split", "lightning", "rank_and_world", "read_config", "splits"]
+__all__ = ["EpochForwarder", "LIST", "LightningLoader", "MAPPING", "ONE", "SpeechDataModule", "Split", "TRAIN_STATE_KEY",
+           "datamodule_class", "evaluation_split", "lightning", "rank_and_world", "read_config", "splits"]

@@ -157,5 +157,6 @@ class ItemGenerators:
         self.__init__(state["seed"])
 
 
-__all__ = ["AUGMENT_STREAM_WORD", "CYCLE_STREAM_WORD", "DITHER_STREAM_WORD", "ROOM_KEY_BITS", "BatchGenerator", "ItemGenerators",
-           "at_counter", "augment_rng", "batch_rng", "cycle_rng", "dither_rng", "item_rng", "jitter_rng", "room_generator"]
+__all__ = ["AUGMENT_STREAM_WORD", "CYCLE_STREAM_WORD", "DITHER_STREAM_WORD", "ROOM_KEY_BITS", "BatchGenerator",
+           "ItemGenerators", "at_counter", "augment_rng", "batch_rng", "cycle_rng", "dither_rng", "item_rng",
+           "jitter_rng", "room_generator"]

@@ -260,4 +260,5 @@ class LoaderTask:
         return (None, ""), (None, "")
 
 
-__all__ = ["BatchBuilder", "DEFAULT_TASK", "LoaderTask", "PlanArgs", "Prepared", "DIALECT_READERS", "FOREIGN_RECIPES", "STATES", "TASK_MODULES", "prepare", "read_dialect", "register_task", "task", "task_module"]
+__all__ = ["BatchBuilder", "DEFAULT_TASK", "LoaderTask", "PlanArgs", "Prepared", "DIALECT_READERS", "FOREIGN_RECIPES",
+           "STATES", "TASK_MODULES", "prepare", "read_dialect", "register_task", "task", "task_module"]

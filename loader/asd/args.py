@@ -32,7 +32,17 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from speechpack.loader.plan.batching import DEFAULT_WINDOW_ITEMS, BudgetArgs
-from speechpack.loader.config_checks import MAX_BATCH_ROWS, ConfigError, check_choice, check_type, db_range, positive_int, probability, take_known, value_range
+from speechpack.loader.config_checks import (
+    MAX_BATCH_ROWS,
+    ConfigError,
+    check_choice,
+    check_type,
+    db_range,
+    positive_int,
+    probability,
+    take_known,
+    value_range,
+)
 from speechpack.loader.normalize import MUVAP, NONE, parse_normalize
 from speechpack.loader.plan.static_plan import TAIL_POLICIES
 from speechpack.loader.tasks import PlanArgs

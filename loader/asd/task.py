@@ -361,4 +361,5 @@ def asd_tracks(packs: list[Pack]) -> tuple[TrackIndex, TrackIndex]:
     return tracks.subset(has_frames), tracks.subset(~has_frames)
 
 
-__all__ = ["AsdBatchBuilder", "AsdTask", "TASK", "TrackIndex", "ZERO_MODEL_FRAMES", "asd_tracks", "check_asd_packs", "parse_dataset_args", "prepare"]
+__all__ = ["AsdBatchBuilder", "AsdTask", "TASK", "TrackIndex", "ZERO_MODEL_FRAMES", "asd_tracks", "check_asd_packs",
+           "parse_dataset_args", "prepare"]

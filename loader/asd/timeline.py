@@ -135,4 +135,5 @@ def split_empty(model_frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.flatnonzero(model_frames > 0), np.flatnonzero(model_frames <= 0)
 
 
-__all__ = ["jitter_windows", "model_frame_index", "muvap_windows", "native_frame_scores", "read_audio_frames", "scored_span", "source_frame_index", "split_empty"]
+__all__ = ["jitter_windows", "model_frame_index", "muvap_windows", "native_frame_scores", "read_audio_frames",
+           "scored_span", "source_frame_index", "split_empty"]

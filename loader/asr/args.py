@@ -53,7 +53,16 @@ from dataclasses import dataclass, fields
 from speechpack.loader.asr.items import FilterArgs
 from speechpack.loader.plan.batching import BudgetArgs
 from speechpack.loader.asr.partition_filter import parse_partition_filters
-from speechpack.loader.config_checks import MAX_BATCH_ROWS, MAX_COUNT, ConfigError, check_choice, check_type, positive_int, probability, take_known
+from speechpack.loader.config_checks import (
+    MAX_BATCH_ROWS,
+    MAX_COUNT,
+    ConfigError,
+    check_choice,
+    check_type,
+    positive_int,
+    probability,
+    take_known,
+)
 from speechpack.loader.normalize import NONE, UTTERANCE, parse_normalize
 from speechpack.loader.plan.shuffle_window import NO_SHUFFLE, WHOLE, ShuffleWindows
 

@@ -312,4 +312,7 @@ def spec_augment_waveforms(waves: torch.Tensor, lengths: np.ndarray, rng: np.ran
     return out, masks
 
 
-__all__ = ["DRAWS_PER_ROW", "LAYER_NORM_EPS", "LOG_FLOOR", "Masks", "NUM_MEL_BINS", "ROUND_TRIP_FFT", "ROUND_TRIP_HOP", "WAVEFORM_SCALE", "draw_masks", "fbank", "frame_geometry", "mask_features", "mel_weights", "normalize_rows", "num_frames", "round_trip_frames", "spec_augment_features", "spec_augment_waveforms", "standardize_frames", "to_mono", "valid_mask"]
+__all__ = ["DRAWS_PER_ROW", "LAYER_NORM_EPS", "LOG_FLOOR", "Masks", "NUM_MEL_BINS", "ROUND_TRIP_FFT", "ROUND_TRIP_HOP",
+           "WAVEFORM_SCALE", "draw_masks", "fbank", "frame_geometry", "mask_features", "mel_weights", "normalize_rows",
+           "num_frames", "round_trip_frames", "spec_augment_features", "spec_augment_waveforms", "standardize_frames",
+           "to_mono", "valid_mask"]

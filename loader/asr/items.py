@@ -224,4 +224,5 @@ def asr_filter(audio_len: np.ndarray, num_chars: np.ndarray, num_tokens: np.ndar
     return FilterResult(keep=keep, report=report, unknown_tokens_removed=unknown_tokens_removed)
 
 
-__all__ = ["AsrItems", "FILTER_REASONS", "FilterArgs", "FilterResult", "asr_filter", "asr_items", "drop_tokens", "pack_texts", "segment_of"]
+__all__ = ["AsrItems", "FILTER_REASONS", "FilterArgs", "FilterResult", "asr_filter", "asr_items", "drop_tokens",
+           "pack_texts", "segment_of"]

@@ -286,4 +286,5 @@ class AsrTask(LoaderTask):
 TASK = AsrTask()
 
 
-__all__ = ["AsrBatchBuilder", "AsrTask", "TASK", "group_hours", "group_weighting", "make_tokenizer", "parse_dataset_args", "prepare", "summary_hours", "weighs_groups"]
+__all__ = ["AsrBatchBuilder", "AsrTask", "TASK", "group_hours", "group_weighting", "make_tokenizer",
+           "parse_dataset_args", "prepare", "summary_hours", "weighs_groups"]

@@ -328,4 +328,5 @@ def _fixed(count: int) -> str:
     return f"{{distribution: {dist}, max_speakers: {max(count, 1)}}}"
 
 
-__all__ = ["CueRequest", "DEFAULT_CHUNK_SECONDS", "DatasetArgs", "LEGACY_KEYS", "MixArgs", "NORMALIZE_CHOICES", "TimelineArgs", "check_legacy", "parse_dataset_args"]
+__all__ = ["CueRequest", "DEFAULT_CHUNK_SECONDS", "DatasetArgs", "LEGACY_KEYS", "MixArgs", "NORMALIZE_CHOICES",
+           "TimelineArgs", "check_legacy", "parse_dataset_args"]

@@ -152,4 +152,5 @@ def check_batch_channels(builder: Any, channels: np.ndarray, units: np.ndarray, 
         f"at a time, or set dataset_args.batch_size: 1")
 
 
-__all__ = ["ItemIndex", "MixedChannels", "check_batch_channels", "length_filter", "tse_items", "unit_channels", "unit_keys", "unit_rows"]
+__all__ = ["ItemIndex", "MixedChannels", "check_batch_channels", "length_filter", "tse_items", "unit_channels",
+           "unit_keys", "unit_rows"]

@@ -328,4 +328,5 @@ class MainlineBatchBuilder(BatchBuilder):
         return out
 
 
-__all__ = ["CONTRACT", "MAINLINE", "MainlineArgs", "MainlineBatchBuilder", "dialect", "kaldi_fbank", "mel_banks", "translate"]
+__all__ = ["CONTRACT", "MAINLINE", "MainlineArgs", "MainlineBatchBuilder", "dialect", "kaldi_fbank", "mel_banks",
+           "translate"]

@@ -314,4 +314,5 @@ def _cue_processing(obj: Any, where: str) -> dict[str, float]:
     return {key: probability(value, f"{where}.audio.{key}") for key, value in probs.items()}
 
 
-__all__ = ["AugmentArgs", "CUE_PROCESSING_SECTIONS", "MAX_SPEAKERS", "MIDDLE_MODES", "MIX_KEYS", "MixArgs", "TIMELINE_POSITIONS", "TimelineArgs", "parse_augment", "parse_mix"]
+__all__ = ["AugmentArgs", "CUE_PROCESSING_SECTIONS", "MAX_SPEAKERS", "MIDDLE_MODES", "MIX_KEYS", "MixArgs",
+           "TIMELINE_POSITIONS", "TimelineArgs", "parse_augment", "parse_mix"]

@@ -258,4 +258,6 @@ def decode_windows(out: np.ndarray, arrays: list[np.ndarray], segments: Segments
             out[copy] = out[r]
 
 
-__all__ = ["Chunking", "KEPT_STREAM_ARRAYS", "SOUND_PROBE_STRIDE", "Segments", "StreamArrays", "Window", "ZERO_CHUNK_REDRAWS", "advise", "array_addresses", "decode_windows", "scored_mask", "sounds", "unit_window", "window_ranges", "window_view"]
+__all__ = ["Chunking", "KEPT_STREAM_ARRAYS", "SOUND_PROBE_STRIDE", "Segments", "StreamArrays", "Window",
+           "ZERO_CHUNK_REDRAWS", "advise", "array_addresses", "decode_windows", "scored_mask", "sounds", "unit_window",
+           "window_ranges", "window_view"]
