@@ -19,7 +19,7 @@ from speechpack.packer.adapters import ADAPTERS, Adapter
 from speechpack.packer.adapters.build_options import SizeType, apply_max_shard_gb, scale_options, shared_build_options
 from speechpack.packer.adapters.registry import range_type
 from speechpack.packer.build.finalize import DEFAULT_JOBS as FINALIZE_JOBS
-from speechpack.packer.copy import DEFAULT_JOBS as COPY_JOBS
+from speechpack.packer.copy.to_directory import DEFAULT_JOBS as COPY_JOBS
 from speechpack.schemas import limits
 from speechpack.schemas.constants import tool_version
 from speechpack.schemas.errors import BuildError, OptionError, SpeechpackError
@@ -102,7 +102,7 @@ def validate(packs, json_path, no_hash, plot_path, endpoint_url):
     """Check packs file by file: manifest, headers, offsets, keys, hashes, statistics, NaN and clipping.  asd
     packs also get label, frame-count and level checks, and their levels are compared across the packs given.
     Exit status 1 when a pack is invalid, else 0 (whatever --plot could draw)."""
-    from speechpack.packer.validate_report import validate_packs
+    from speechpack.packer.validate.packs import validate_packs
 
     try:
         report = validate_packs(list(packs), check_hashes=not no_hash, endpoint_url=endpoint_url)
@@ -162,7 +162,7 @@ def copy_command(src, dst, jobs, verify_only, progress, endpoint_url):
     DST.lock stays beside DST afterwards: it records the last verified copy, so a copy that waited for another
     trusts it instead of hashing again; delete it only when no speechpack command writes to DST
     (docs/building.md, "The lock")."""
-    from speechpack.packer.copy import copy_pack, verify_copy
+    from speechpack.packer.copy.to_directory import copy_pack, verify_copy
 
     run = verify_copy if verify_only else copy_pack
     try:

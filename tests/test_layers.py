@@ -27,7 +27,7 @@ PACKAGES = ("schemas", "packer", "loader")
 TOP_MODULES = ("cli",)
 
 #: What ``packer/`` may import from ``loader/``: the pack reader and the modules it imports (the cue-bank reader,
-#: whose ``read_cues_config`` ``packer.validate`` also uses), and their packages.
+#: whose ``read_cues_config`` ``packer.validate.pack`` also uses), and their packages.
 PACK_READER = frozenset({"speechpack.loader", "speechpack.loader.pack", "speechpack.loader.tse", "speechpack.loader.tse.cues", "speechpack.loader.tse.cues.bank"})
 #: Modules that import torch at module level: the DataLoader glue and the ASR modules that compute in torch.
 TORCH_MODULES = frozenset({"speechpack.loader.torch", "speechpack.loader.asr.batch", "speechpack.loader.asr.fbank", "speechpack.loader.asr.specaugment",
@@ -181,7 +181,7 @@ def test_no_cycles_and_each_layer_imports_only_what_it_may():
 
 def test_the_walk_sees_the_imports_it_checks():
     """The walker itself: a known module-level import, a lazy one, and a TYPE_CHECKING one."""
-    assert "speechpack.loader.pack" in _imports("speechpack.packer.validate", module_level=True)
+    assert "speechpack.loader.pack" in _imports("speechpack.packer.validate.pack", module_level=True)
     assert "speechpack.loader.asd.levels" not in _imports("speechpack.cli", module_level=True)
     assert "speechpack.loader.asd.levels" in _imports("speechpack.cli", module_level=False)
     assert "speechpack.schemas.timebase" in _imports("speechpack.loader.asd.timeline", module_level=True)

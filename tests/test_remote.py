@@ -16,17 +16,17 @@ import pytest
 from click.testing import CliRunner
 from moto.server import ThreadedMotoServer
 
-import speechpack.packer.publish as publish_module
+import speechpack.packer.copy.publish as publish_module
 from speechpack.cli import main
 from factories import Mix
 from speechpack.loader.pack import open_pack
 from speechpack.packer.adapters.audio_bank import build_audio_bank
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
-from speechpack.packer.copy import CopyError, copy_pack, verify_copy
-from speechpack.packer.remote import RemotePack
-from speechpack.packer.validate import validate_pack
-from speechpack.packer.validate_remote import validate_remote_pack
+from speechpack.packer.copy.to_directory import CopyError, copy_pack, verify_copy
+from speechpack.packer.copy.remote import RemotePack
+from speechpack.packer.validate.pack import validate_pack
+from speechpack.packer.validate.remote import validate_remote_pack
 
 #: Fake credentials, set in the environment as a user would: they must never appear in output or in a pack.
 SECRET = "speechpack-test-secret-4f1c9e"
@@ -235,7 +235,7 @@ def test_one_publish_per_node_the_second_waits_on_the_source_lock(s3_server, pac
     back what the first uploaded and changes nothing."""
     import threading
 
-    from speechpack.packer.copy_lock import locked
+    from speechpack.packer.copy.lock import locked
 
     url = _url("ranks/train")
     said: list[str] = []

@@ -31,7 +31,7 @@ from typing import Iterable, Iterator
 
 from speechpack.packer.build.plan import BuildPlan
 from speechpack.packer.build.state import PLAN_FILE, RECEIPTS_DIR, RecordedPlan, load_recorded_plan, receipt_path, record_plan
-from speechpack.packer.copy_lock import DestinationLock, locked
+from speechpack.packer.copy.lock import DestinationLock, locked
 from speechpack.packer.ownership import (
     INCOMING_MANIFEST,
     REPLACED_MANIFEST,
@@ -43,7 +43,7 @@ from speechpack.packer.ownership import (
     retire_manifest,
     survey,
 )
-from speechpack.packer.writer import fsync_dir
+from speechpack.packer.build.writer import fsync_dir
 from speechpack.schemas.constants import MANIFEST_NAME, TEMP_PREFIX, shard_dir_name
 from speechpack.schemas.errors import BuildError, SpeechpackError
 

@@ -24,10 +24,10 @@ from typing import Callable, Sequence
 from tqdm import tqdm
 
 from speechpack.packer.build.executor import BackgroundConsumer, map_in_order, worker_pool
-from speechpack.packer.sample import PackedSample
+from speechpack.packer.build.sample import PackedSample
 from speechpack.packer.build.shard_task import (ShardJob, ShardOutcome, build_shard, check_decoded, decode_measured, guarded,
                                      record_receipt)
-from speechpack.packer.writer import PackWriter
+from speechpack.packer.build.writer import PackWriter
 from speechpack.schemas.format import ShardEntry
 from speechpack.schemas.wesep_list import LineProblem
 

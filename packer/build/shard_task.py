@@ -17,8 +17,8 @@ from speechpack.packer.audio import AudioError, StoredAudio, measured
 from speechpack.packer.build.state import ShardReceipt, write_receipt
 from speechpack.packer.build.checkpoints import checkpoint
 from speechpack.packer.build.executor import BackgroundConsumer
-from speechpack.packer.sample import PackedSample, SamplePlan
-from speechpack.packer.writer import PackWriter
+from speechpack.packer.build.sample import PackedSample, SamplePlan
+from speechpack.packer.build.writer import PackWriter
 from speechpack.schemas.format import ShardEntry
 from speechpack.schemas.wesep_list import LineProblem
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from speechpack.packer.cues.problem import CueInputError
 from speechpack.packer.cues.resource import ItemSource
-from speechpack.packer.writer import NpyStream, save_npy
+from speechpack.packer.build.writer import NpyStream, save_npy
 from speechpack.schemas.cues import DATA_NAME, ITEM_DTYPES, ITEMS_NAME, PAYLOAD_DTYPES
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from speechpack.packer.cues.payload import LoadContext, as_float32, file_provenance, read_npy
 from speechpack.packer.cues.problem import CueInputError
 from speechpack.packer.cues.resource import EntryContext, ItemSource, entry_path, entry_utt_id
-from speechpack.packer.writer import NpyStream, save_npy
+from speechpack.packer.build.writer import NpyStream, save_npy
 from speechpack.schemas.cues import DATA_NAME, ITEM_DTYPES, ITEMS_NAME, PAYLOAD_DTYPES
 
 READS_FILES = True

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, TextIO
 
 from speechpack.packer.build.checkpoints import checkpoint
-from speechpack.packer.copy_lock import locked
+from speechpack.packer.copy.lock import locked
 from speechpack.packer.export.record import (
     CUTS_FILE,
     JOURNAL_FILE,
@@ -46,7 +46,7 @@ from speechpack.packer.export.record import (
     write_record,
 )
 from speechpack.packer.ownership import walk
-from speechpack.packer.writer import fsync_dir
+from speechpack.packer.build.writer import fsync_dir
 from speechpack.schemas.errors import SpeechpackError
 
 

@@ -1,5 +1,5 @@
-"""``speechpack validate PACK...``: every pack checked, a directory (``packer.validate``) or an object-store URL
-(``packer.validate_remote``); the one report the command prints (the ``validate`` command adds the asd level
+"""``speechpack validate PACK...``: every pack checked, a directory (``packer.validate.pack``) or an object-store URL
+(``packer.validate.remote``); the one report the command prints (the ``validate`` command adds the asd level
 comparison, which reads packs through the loader).
 """
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from speechpack.packer.remote import is_remote
-from speechpack.packer.validate import PackReport, validate_pack
-from speechpack.packer.writer import dump_json
+from speechpack.packer.copy.remote import is_remote
+from speechpack.packer.validate.pack import PackReport, validate_pack
+from speechpack.packer.build.writer import dump_json
 from speechpack.schemas.constants import KIND_ASD
 
 #: Kinds whose valid packs are also compared by level, as the loader's normalisation sees them.
@@ -58,12 +58,12 @@ class ValidationReport:
 
 
 def validate_packs(paths: list[str], check_hashes: bool = True, endpoint_url: str | None = None) -> ValidationReport:
-    """Validate every pack (a directory, or an object-store URL: ``packer.validate_remote``, nothing copied to
+    """Validate every pack (a directory, or an object-store URL: ``packer.validate.remote``, nothing copied to
     disk).  The asd level comparison is left to the caller (see ``ValidationReport``)."""
     reports = []
     for path in paths:
         if is_remote(path):
-            from speechpack.packer.validate_remote import validate_remote_pack  # needs fsspec: only for URLs
+            from speechpack.packer.validate.remote import validate_remote_pack  # needs fsspec: only for URLs
 
             reports.append(validate_remote_pack(path, check_hashes, endpoint_url))
         else:

@@ -1,6 +1,6 @@
 """What ``speechpack validate`` reports about one pack: the problems found (each naming its file) and a summary.
 
-Kept apart from the checks (``packer.validate`` for a directory, ``packer.validate_remote`` for object storage) so
+Kept apart from the checks (``packer.validate.pack`` for a directory, ``packer.validate.remote`` for object storage) so
 both build the same report and print it the same way.
 """
 

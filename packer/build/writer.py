@@ -21,9 +21,9 @@ import numpy as np
 
 from speechpack.packer.audio import int16_statistics
 from speechpack.packer.build.checkpoints import checkpoint
-from speechpack.packer.build.npy_stream import NpyStream, hash_file  # noqa: F401  (re-exported: the cue writers use them)
+from speechpack.packer.build.streams import NpyStream, hash_file  # noqa: F401  (re-exported: the cue writers use them)
 from speechpack.packer.build.together import run_together
-from speechpack.packer.sample import PackedSample, SamplePlan
+from speechpack.packer.build.sample import PackedSample, SamplePlan
 from speechpack.schemas.constants import (
     FORMAT_VERSION,
     MANIFEST_NAME,

@@ -6,8 +6,8 @@ hash; ``.npy`` headers against the stream catalogue and the file size; ``index.j
 contiguous and in bounds; unique keys; statistics recomputed from the stored int16 and equal; totals; non-finite
 values in the index; samples at int16 full scale (reported as clipping, a warning).  Speaker cues: every file of
 ``cues/`` listed, of its size and hash, and each bank as ``schemas/cues.py`` specifies it (``.npy`` headers, sorted
-unique keys, entries and payloads in bounds, no NaN/Inf in float payloads; ``packer.validate_cues``).  The report
-itself (``PackReport``, its summary) is ``packer.pack_report``.
+unique keys, entries and payloads in bounds, no NaN/Inf in float payloads; ``packer.validate.cues``).  The report
+itself (``PackReport``, its summary) is ``packer.validate.report``.
 """
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ from speechpack.schemas.errors import NpyHeaderError, PackFormatError
 from speechpack.schemas.npyfile import read_npy_header
 from speechpack.schemas.format import FileEntry, Manifest, StreamSpec, check_shard_index
 from speechpack.schemas.kinds import KIND_SPECS
-from speechpack.packer.pack_report import PackReport, pack_summary
-from speechpack.packer.validate_cues import check_cues
-from speechpack.packer.validate_files import check_file, check_files, stream_header_problem
-from speechpack.packer.validate_asd import asd_issues
+from speechpack.packer.validate.report import PackReport, pack_summary
+from speechpack.packer.validate.cues import check_cues
+from speechpack.packer.validate.files import check_file, check_files, stream_header_problem
+from speechpack.packer.validate.asd import asd_issues
 
 #: Tolerance when comparing recomputed statistics: they are exact-integer sums, so only JSON float printing
 #: could differ, and Python's repr round-trips; the margin only covers a different numpy's sqrt.

@@ -13,7 +13,7 @@ botocore never contains the secret key.
 
 Why objects need no temporary names: an object store makes an object visible only once its upload is complete
 (a single PUT, or a multipart upload when it is completed), so a reader never sees half an object; what stays
-is the order in which objects appear, which ``packer.publish`` keeps (``dataset.json`` last).
+is the order in which objects appear, which ``packer.copy.publish`` keeps (``dataset.json`` last).
 """
 
 from __future__ import annotations

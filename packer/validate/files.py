@@ -1,14 +1,14 @@
 """The files a pack's manifest lists, checked one by one: present, of the recorded size and (unless ``--no-hash``)
-of the recorded SHA-256.  Shared by the shard checks (``packer.validate``) and the cue checks
-(``packer.validate_cues``); every problem goes into the ``PackReport`` under the file's path.
+of the recorded SHA-256.  Shared by the shard checks (``packer.validate.pack``) and the cue checks
+(``packer.validate.cues``); every problem goes into the ``PackReport`` under the file's path.
 """
 
 from __future__ import annotations
 
 import os
 
-from speechpack.packer.pack_report import PackReport
-from speechpack.packer.writer import hash_file
+from speechpack.packer.validate.report import PackReport
+from speechpack.packer.build.writer import hash_file
 from speechpack.schemas.constants import MANIFEST_NAME
 from speechpack.schemas.format import FileEntry, StreamSpec
 from speechpack.schemas.npyfile import NpyHeader

@@ -1,4 +1,4 @@
-"""``speechpack validate s3://bucket/packs/train``: the checks of ``packer.validate``, on a pack that stays on
+"""``speechpack validate s3://bucket/packs/train``: the checks of ``packer.validate.pack``, on a pack that stays on
 object storage.
 
 Nothing is copied to disk first.  Each object is streamed once: hashed as its bytes arrive (the same size and
@@ -25,11 +25,11 @@ import tempfile
 import numpy as np
 
 from speechpack.packer.ownership import pack_file_entries
-from speechpack.packer.remote import RemotePack, describe_error, remote_errors
-from speechpack.packer.pack_report import pack_summary
-from speechpack.packer.validate_cues import check_cues
-from speechpack.packer.validate_files import stream_header_problem
-from speechpack.packer.validate import (
+from speechpack.packer.copy.remote import RemotePack, describe_error, remote_errors
+from speechpack.packer.validate.report import pack_summary
+from speechpack.packer.validate.cues import check_cues
+from speechpack.packer.validate.files import stream_header_problem
+from speechpack.packer.validate.pack import (
     _KIND_CHECKS,
     PackReport,
     _check_totals,
@@ -89,7 +89,7 @@ class _Fetcher:
 
 
 def validate_remote_pack(url: str, check_hashes: bool = True, endpoint_url: str | None = None) -> PackReport:
-    """Run every check of ``packer.validate.validate_pack`` on a pack on object storage (never raises for a bad
+    """Run every check of ``packer.validate.pack.validate_pack`` on a pack on object storage (never raises for a bad
     pack; raises ``RemoteError`` when the store cannot be reached)."""
     remote = RemotePack(url, endpoint_url)
     report = PackReport(remote.url)
@@ -184,7 +184,7 @@ def _read_index(fetcher: _Fetcher, directory: str, manifest: Manifest, expected_
 
 def _stream_array(fetcher: _Fetcher, rel: str, spec: StreamSpec, report: PackReport) -> np.ndarray | None:
     """The streamed ``.npy`` object as the array a memory map would give: header checked against the catalogue
-    and the object's size first (the messages ``packer.validate`` gives for a file)."""
+    and the object's size first (the messages ``packer.validate.pack`` gives for a file)."""
     name = fetcher.remote.name(rel)
     data = fetcher.fetch(rel)
     if data is None:
@@ -227,7 +227,7 @@ def _check_columns(fetcher: _Fetcher, manifest: Manifest, expected: ColumnBuilde
 
 
 def _check_remote_cues(fetcher: _Fetcher, manifest: Manifest, report: PackReport) -> dict:
-    """Every cue object hashed while streamed, then ``packer.validate``'s bank checks on those bytes (in a
+    """Every cue object hashed while streamed, then ``packer.validate.pack``'s bank checks on those bytes (in a
     temporary directory only for the time of the checks); messages name the objects' URLs."""
     if not manifest.cues:
         return {}

@@ -3,7 +3,7 @@
 A build reads every input file twice, probing its header to plan the shards and then decoding it, and on a corpus
 of short 16-bit WAV clips the per-file overhead is most of the work (decoding is a memcpy).  Opened by path, each
 of the two steps cost a ``stat`` of its own, soundfile's ``isfile`` check and libsndfile's open, then a second open
-for the truncation check (``packer.wav_header``).  Opened here once per step, the file is checked with ``fstat``
+for the truncation check (``packer.audio.wav_header``).  Opened here once per step, the file is checked with ``fstat``
 on the descriptor and the same descriptor goes to libsndfile (``soundfile.SoundFile(fd, closefd=False)``) and to
 the header reader (one ``pread`` of the first 4 KiB; every blocking call lets go of the GIL, and a build's writer
 and hashing threads take it each time).
@@ -21,7 +21,7 @@ import io
 import os
 import stat
 
-from speechpack.packer.wav_header import declared_frames
+from speechpack.packer.audio.wav_header import declared_frames
 
 #: Extensions opened through one descriptor (see the module docstring): WAV and FLAC, what corpora are stored as.
 DESCRIPTOR_EXTENSIONS = frozenset({".wav", ".flac"})
@@ -69,7 +69,7 @@ def open_regular(path: str) -> int | None:
 
 
 def declared_frames_of(fd: int) -> int | None:
-    """``packer.wav_header.declared_frames`` of the file open as ``fd``, from one ``pread`` of its first
+    """``packer.audio.wav_header.declared_frames`` of the file open as ``fd``, from one ``pread`` of its first
     ``HEADER_BYTES``; a header whose chunks run on beyond them is read again through a file object, as a path is."""
     head = os.pread(fd, HEADER_BYTES, 0)
     declared = declared_frames(io.BytesIO(head))

@@ -1,4 +1,4 @@
-"""What ``copy`` (to a directory, ``packer.copy``) and ``publish`` (to object storage, ``packer.publish``) share:
+"""What ``copy`` (to a directory, ``packer.copy.to_directory``) and ``publish`` (to object storage, ``packer.copy.publish``) share:
 the report, the error naming every offending file, the size-and-hash comparison, the worker threads and the
 progress bar; in a module of its own so that neither imports the other.
 """
@@ -11,7 +11,7 @@ from typing import Callable
 
 from tqdm import tqdm
 
-from speechpack.packer.copy_lock import LOCK_SUFFIX
+from speechpack.packer.copy.lock import LOCK_SUFFIX
 from speechpack.schemas.constants import MANIFEST_NAME
 from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.format import FileEntry

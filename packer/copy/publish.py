@@ -1,6 +1,6 @@
 """``speechpack copy PACK s3://bucket/packs/train``: publish a local pack to object storage, verified.
 
-The same promises as a copy to a directory (``packer.copy``), kept with what an object store offers (objects
+The same promises as a copy to a directory (``packer.copy.to_directory``), kept with what an object store offers (objects
 appear whole, when their upload completes; no rename, no lock):
 
 - Every file is hashed while it is uploaded (the bytes read are the bytes sent) and compared with the manifest
@@ -29,10 +29,10 @@ import threading
 import time
 from typing import Callable
 
-from speechpack.packer.copy_lock import locked
+from speechpack.packer.copy.lock import locked
 from speechpack.packer.ownership import INCOMING_MANIFEST, REPLACED_MANIFEST, pack_file_entries, refuse_foreign
-from speechpack.packer.remote import RemotePack, describe_error, remote_errors
-from speechpack.packer.transfer import COPY_BLOCK, DEFAULT_JOBS, CopyError, CopyReport, mismatch, progress_bar, run_parallel
+from speechpack.packer.copy.remote import RemotePack, describe_error, remote_errors
+from speechpack.packer.copy.report import COPY_BLOCK, DEFAULT_JOBS, CopyError, CopyReport, mismatch, progress_bar, run_parallel
 from speechpack.schemas.constants import MANIFEST_NAME
 from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.format import FileEntry

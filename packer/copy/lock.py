@@ -4,7 +4,7 @@ On a node where every rank runs ``speechpack copy`` to the same destination, the
 ``flock`` copies and the others wait.  The copy that finishes writes what it verified into the lock file: the
 manifest's hash and each file's size, mtime and inode.  A rank that *waited* trusts that record when nothing changed
 since (``record_matches``), instead of reading the whole pack again; a later, separate run re-hashes, since only a
-verification made while it waited is trusted.  ``source`` arguments are ``packer.copy``'s source description
+verification made while it waited is trusted.  ``source`` arguments are ``packer.copy.to_directory``'s source description
 (``manifest_sha256``, ``manifest_bytes``, ``files``).
 """
 

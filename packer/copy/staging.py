@@ -1,7 +1,7 @@
-"""The per-file work of ``speechpack copy`` into a local destination (``packer.copy`` drives it): the source pack
+"""The per-file work of ``speechpack copy`` into a local destination (``packer.copy.to_directory`` drives it): the source pack
 (a directory or an object-store URL) read through its manifest, each file copied through a ``.tmp-`` name while
 it is hashed and renamed into place only when it matches, files already present re-hashed, and ``dataset.json``
-published last.  The guarantees themselves are listed in ``packer.copy``'s docstring.
+published last.  The guarantees themselves are listed in ``packer.copy.to_directory``'s docstring.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from speechpack.packer.copy_lock import read_bytes
+from speechpack.packer.copy.lock import read_bytes
 from speechpack.packer.ownership import (
     INCOMING_MANIFEST,
     REPLACED_MANIFEST,
@@ -23,9 +23,9 @@ from speechpack.packer.ownership import (
     survey,
     walk,
 )
-from speechpack.packer.remote import RemotePack, describe_error, is_remote, remote_errors
-from speechpack.packer.transfer import COPY_BLOCK, CopyReport, mismatch
-from speechpack.packer.writer import fsync_dir
+from speechpack.packer.copy.remote import RemotePack, describe_error, is_remote, remote_errors
+from speechpack.packer.copy.report import COPY_BLOCK, CopyReport, mismatch
+from speechpack.packer.build.writer import fsync_dir
 from speechpack.schemas.constants import MANIFEST_NAME, TEMP_PREFIX
 from speechpack.schemas.errors import PackFormatError, SpeechpackError
 from speechpack.schemas.format import FileEntry
@@ -35,7 +35,7 @@ from speechpack.schemas.manifest_file import parse_manifest, read_manifest_file
 @dataclass(frozen=True)
 class CopySource:
     """The source pack: ``dataset.json``'s exact bytes, parsed, and its file list; ``remote`` when it lies on
-    object storage (``packer.remote``), read through its streams instead of ``open``."""
+    object storage (``packer.copy.remote``), read through its streams instead of ``open``."""
 
     path: str
     manifest_bytes: bytes

@@ -17,8 +17,8 @@ import numpy as np
 import soundfile
 import soxr
 
-from speechpack.packer.audio_file import MissingFile, NotRegularFile, by_descriptor, declared_frames_of, open_regular
-from speechpack.packer.wav_header import declared_frames
+from speechpack.packer.audio.open_once import MissingFile, NotRegularFile, by_descriptor, declared_frames_of, open_regular
+from speechpack.packer.audio.wav_header import declared_frames
 from speechpack.schemas.constants import AUDIO_DTYPE, AUDIO_FULL_SCALE
 from speechpack.schemas.errors import InternalError, SpeechpackError
 from speechpack.schemas.limits import MAX_RESAMPLE_RATIO
@@ -42,7 +42,7 @@ class AudioError(Exception):
         self.reason = reason
 
 
-#: libsndfile major formats whose header ``packer.wav_header`` reads to detect truncation.
+#: libsndfile major formats whose header ``packer.audio.wav_header`` reads to detect truncation.
 _WAV_FORMATS = ("WAV", "WAVEX", "RF64")
 #: libsndfile subtypes that store integers: they cannot hold NaN/Inf, so decoding them needs no finiteness check.
 _INTEGER_SUBTYPES = ("PCM_S8", "PCM_U8", "PCM_16", "PCM_24", "PCM_32", "ULAW", "ALAW", "DWVW_12", "DWVW_16",
@@ -96,7 +96,7 @@ def _missing(path: str) -> AudioError:
 
 
 def _open_once(path: str) -> int | None:
-    """``path`` opened once for libsndfile and the header check (``packer.audio_file``), or ``None``: take the
+    """``path`` opened once for libsndfile and the header check (``packer.audio.open_once``), or ``None``: take the
     path's way (``_check_path``, then libsndfile opens the path)."""
     if not by_descriptor(path):
         return None
@@ -217,7 +217,7 @@ def _sound_file(source) -> soundfile.SoundFile:
 def _check_not_truncated(source, name: str, frames: int) -> None:
     """Raise ``AudioError`` when the WAV header of ``source`` (a path, a descriptor or an in-memory file) declares
     more frames than the file holds: libsndfile reads such a file at its readable length without complaint
-    (``packer.wav_header``)."""
+    (``packer.audio.wav_header``)."""
     try:
         if isinstance(source, io.BytesIO):
             source.seek(0)

@@ -1,0 +1,26 @@
+"""Audio in, int16 out: decoding (``decode``: probe, read, one open per file, the WAV header's declared length)
+and storage (``store``: resample, quantise, statistics).  The names adapters use are re-exported here."""
+
+from speechpack.packer.audio.decode import (
+    SOUNDFILE_EXTENSIONS,
+    Audio,
+    AudioError,
+    AudioInfo,
+    StoredAudio,
+    int16_statistics,
+    measured,
+    probe_audio,
+    probe_audio_bytes,
+    quantise,
+    read_audio,
+    read_audio_bytes,
+    resample,
+    resample_ratio_problem,
+    resampled_frames,
+    resampled_length,
+    to_stored,
+)
+
+__all__ = ["SOUNDFILE_EXTENSIONS", "Audio", "AudioError", "AudioInfo", "StoredAudio", "int16_statistics", "measured",
+           "probe_audio", "probe_audio_bytes", "quantise", "read_audio", "read_audio_bytes", "resample",
+           "resample_ratio_problem", "resampled_frames", "resampled_length", "to_stored"]
