@@ -86,9 +86,9 @@ def test_killed_between_writebacks_resumes_to_the_same_pack(six_line_corpus, tmp
 
 
 def test_writeback_really_starts_on_linux(real_audio, tmp_path):
-    """``os`` has no ``sync_file_range``: the call goes to libc (``packer.build.writeback``).  Before it did, the
+    """``os`` has no ``sync_file_range``: the call goes to libc (``packer.build.streams.start_writeback``).  Before it did, the
     writer's requests were silently skipped and the closing fsyncs wrote whole shards."""
-    from speechpack.packer.build.writeback import can_start_writeback, start_writeback
+    from speechpack.packer.build.streams import can_start_writeback, start_writeback
 
     assert can_start_writeback() == sys.platform.startswith("linux")
     data = open(real_audio("pocketsphinx", 1)[0], "rb").read()
@@ -104,7 +104,7 @@ def test_writeback_really_starts_on_linux(real_audio, tmp_path):
 def test_fsyncs_run_together_finish_every_call_and_raise_the_first_failure(six_line_corpus, tmp_path):
     """``run_together`` (a shard's closing fsyncs, the column files): results in order; when one call fails the
     others still run to their end (no file left half written behind the caller) and the first failure is raised."""
-    from speechpack.packer.build.together import run_together
+    from speechpack.packer.build.streams import run_together
 
     paths = [tmp_path / f"{index}.bin" for index in range(4)]
     data = six_line_corpus.list_path.read_bytes()

@@ -41,7 +41,7 @@ from speechpack.packer.adapters.lhotse_read import CutLine, read_cuts, read_reco
 from speechpack.packer.adapters.lhotse_shar import read_shar, with_shar_audio
 from speechpack.packer.adapters.wesep import TarMember
 from speechpack.packer.audio import Audio, AudioError, resample, resampled_frames, to_stored
-from speechpack.packer.build.streams import hash_file
+from speechpack.packer.files import hash_file
 from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
 from speechpack.packer.build.sample import PackedSample, SamplePlan
 from speechpack.schemas.constants import KIND_ASR, KIND_SOURCES, STREAM_SOURCE, UNKNOWN_SPEAKER

@@ -29,7 +29,8 @@ from speechpack.packer.build.checkpoints import checkpoint
 from speechpack.packer.copy.lock import locked
 from speechpack.packer.build.plan import BuildPlan
 from speechpack.packer.build.summary import BuildSummary
-from speechpack.packer.build.writer import PackTotals, commit_pack, hash_file
+from speechpack.packer.build.writer import PackTotals, commit_pack
+from speechpack.packer.files import hash_file
 from speechpack.schemas.constants import MANIFEST_NAME, TOOL_NAME
 from speechpack.schemas.cues import CUES_DIR
 from speechpack.schemas.errors import BuildError, SpeechpackError

@@ -43,7 +43,7 @@ from speechpack.packer.ownership import (
     retire_manifest,
     survey,
 )
-from speechpack.packer.build.writer import fsync_dir
+from speechpack.packer.files import fsync_dir
 from speechpack.schemas.constants import MANIFEST_NAME, TEMP_PREFIX, shard_dir_name
 from speechpack.schemas.errors import BuildError, SpeechpackError
 

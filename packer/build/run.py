@@ -26,7 +26,7 @@ from speechpack.packer.build.state import VerifiedShard, receipt_path, write_cue
 from speechpack.packer.build.summary import BuildSummary
 from speechpack.packer.cues import CueBuild, CueProblem, write_cues
 from speechpack.packer.build.sample import PackedSample, SamplePlan
-from speechpack.packer.build.writer import hash_file
+from speechpack.packer.files import hash_file
 from speechpack.schemas.constants import DEFAULT_SAMPLE_RATE, DEFAULT_SHARD_BYTES, TOOL_NAME, shard_dir_name, tool_version
 from speechpack.schemas.errors import BuildError, SpeechpackError
 from speechpack.schemas.limits import SAMPLE_RATE, SHARD_BYTES, WORKERS

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
-from speechpack.packer.audio import AudioError, StoredAudio, measured
+from speechpack.packer.audio.decode import AudioError
+from speechpack.packer.audio.store import StoredAudio, measured
 from speechpack.packer.build.state import ShardReceipt, write_receipt
 from speechpack.packer.build.checkpoints import checkpoint
 from speechpack.packer.build.executor import BackgroundConsumer

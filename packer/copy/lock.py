@@ -16,6 +16,7 @@ import json
 import os
 from typing import Callable, Iterator
 
+from speechpack.packer.files import read_bytes
 from speechpack.schemas.constants import MANIFEST_NAME
 from speechpack.schemas.errors import SpeechpackError
 
@@ -23,12 +24,6 @@ from speechpack.schemas.errors import SpeechpackError
 LOCK_SUFFIX = ".lock"
 #: Version of the verification record kept in the lock file.
 RECORD_VERSION = 1
-
-
-def read_bytes(path: str) -> bytes:
-    """A small file's whole content (the manifest)."""
-    with open(path, "rb") as fp:
-        return fp.read()
 
 
 class DestinationLock:
@@ -118,4 +113,4 @@ def locked(dst: str, exclusive: bool, log: Callable[[str], None] | None,
         os.close(fd)  # closing the descriptor releases the lock
 
 
-__all__ = ["LOCK_SUFFIX", "DestinationLock", "locked", "read_bytes", "record_matches"]
+__all__ = ["LOCK_SUFFIX", "DestinationLock", "locked", "record_matches"]

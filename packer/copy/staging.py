@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from speechpack.packer.copy.lock import read_bytes
+from speechpack.packer.files import read_bytes
 from speechpack.packer.ownership import (
     INCOMING_MANIFEST,
     REPLACED_MANIFEST,
@@ -25,7 +25,7 @@ from speechpack.packer.ownership import (
 )
 from speechpack.packer.copy.remote import RemotePack, describe_error, is_remote, remote_errors
 from speechpack.packer.copy.report import COPY_BLOCK, CopyReport, mismatch
-from speechpack.packer.build.writer import fsync_dir
+from speechpack.packer.files import fsync_dir
 from speechpack.schemas.constants import MANIFEST_NAME, TEMP_PREFIX
 from speechpack.schemas.errors import PackFormatError, SpeechpackError
 from speechpack.schemas.format import FileEntry

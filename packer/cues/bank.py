@@ -13,7 +13,7 @@ from speechpack.packer.cues.payload import LoadContext
 from speechpack.packer.cues.problem import CueInputError, CueProblem
 from speechpack.packer.cues.representations import MODULES
 from speechpack.packer.cues.resource import ItemSource, Resource, utf8
-from speechpack.packer.build.writer import save_npy, write_json_atomic
+from speechpack.packer.files import save_npy, write_json_atomic
 from speechpack.schemas.cues import (
     ENTRIES_NAME,
     ENTRY_UTT_IDS_NAME,

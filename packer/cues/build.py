@@ -23,7 +23,7 @@ from speechpack.packer.cues.problem import CueProblem
 from speechpack.packer.cues.representations import MODULES
 from speechpack.packer.cues.resource import EntryContext, Resource, read_resource
 from speechpack.packer.build.executor import map_in_order
-from speechpack.packer.build.writer import fresh_temp_dir, fsync_dir, hash_file
+from speechpack.packer.files import fresh_temp_dir, fsync_dir, hash_file
 from speechpack.schemas.cues import CUES_DIR, CUES_YAML, LABELS_DIR, CuesConfig, CueSpec, SpeakerSlot, lookup_key
 from speechpack.schemas.errors import ManifestError, SpeechpackError
 from speechpack.schemas.format import FileEntry

@@ -17,7 +17,7 @@ import numpy as np
 from speechpack.packer.cues.payload import FlatPayload, LoadContext
 from speechpack.packer.cues.problem import CueInputError
 from speechpack.packer.cues.resource import EntryContext, ItemSource
-from speechpack.packer.build.writer import save_npy
+from speechpack.packer.files import save_npy
 from speechpack.schemas.cues import INDEX_DTYPE, KEYWORDS_NAME, WORD_DTYPE, WORDS_NAME
 
 READS_FILES = False

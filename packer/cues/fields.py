@@ -19,7 +19,7 @@ from numpy.lib import format as npy_format
 from speechpack.packer.cues.payload import FlatPayload, LoadContext, as_float32, file_provenance
 from speechpack.packer.cues.problem import CueInputError
 from speechpack.packer.cues.resource import EntryContext, ItemSource, entry_duration, entry_path
-from speechpack.packer.build.writer import save_npy
+from speechpack.packer.files import save_npy
 from speechpack.schemas.cues import FIELD_VALUE_DTYPE, VALUES_NAME
 from speechpack.schemas.npyfile import read_npy_header
 

@@ -16,7 +16,7 @@ import numpy as np
 from speechpack.packer.cues.bank import bytes_array
 from speechpack.packer.cues.problem import CueInputError, CueProblem
 from speechpack.packer.cues.resource import key_problem, refuse_duplicates, utf8
-from speechpack.packer.build.writer import save_npy
+from speechpack.packer.files import save_npy
 from speechpack.schemas.cues import INDEX_DTYPE, LABEL_SPEAKERS_NAME, LABEL_VALUES_NAME
 
 _MAX_LABEL = np.iinfo(INDEX_DTYPE).max

@@ -21,7 +21,8 @@ import numpy as np
 
 from speechpack.packer.cues.problem import CueInputError
 from speechpack.packer.cues.resource import ItemSource
-from speechpack.packer.build.writer import NpyStream, save_npy
+from speechpack.packer.build.streams import NpyStream
+from speechpack.packer.files import save_npy
 from speechpack.schemas.cues import DATA_NAME, ITEM_DTYPES, ITEMS_NAME, PAYLOAD_DTYPES
 
 

@@ -13,7 +13,8 @@ import numpy as np
 from speechpack.packer.cues.payload import LoadContext, as_float32, file_provenance, read_npy
 from speechpack.packer.cues.problem import CueInputError
 from speechpack.packer.cues.resource import EntryContext, ItemSource, entry_path, entry_utt_id
-from speechpack.packer.build.writer import NpyStream, save_npy
+from speechpack.packer.build.streams import NpyStream
+from speechpack.packer.files import save_npy
 from speechpack.schemas.cues import DATA_NAME, ITEM_DTYPES, ITEMS_NAME, PAYLOAD_DTYPES
 
 READS_FILES = True

@@ -46,7 +46,7 @@ from speechpack.packer.export.record import (
     write_record,
 )
 from speechpack.packer.ownership import walk
-from speechpack.packer.build.writer import fsync_dir
+from speechpack.packer.files import fsync_dir
 from speechpack.schemas.errors import SpeechpackError
 
 

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from speechpack.packer.audio import AudioError, StoredAudio, int16_statistics
+from speechpack.packer.audio.decode import AudioError
+from speechpack.packer.audio.store import StoredAudio, int16_statistics
 from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
 from speechpack.packer.importers.muvap_layout import (
     MUVAP_INDEX,

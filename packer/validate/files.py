@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 from speechpack.packer.validate.report import PackReport
-from speechpack.packer.build.writer import hash_file
+from speechpack.packer.files import hash_file
 from speechpack.schemas.constants import MANIFEST_NAME
 from speechpack.schemas.format import FileEntry, StreamSpec
 from speechpack.schemas.npyfile import NpyHeader

@@ -21,7 +21,7 @@ import os
 import numpy as np
 
 from speechpack.loader.pack import read_manifest
-from speechpack.packer.audio import int16_statistics
+from speechpack.packer.audio.store import int16_statistics
 from speechpack.schemas.columns import COLUMNS_DIR, ColumnBuilder
 from speechpack.schemas.constants import (
     AUDIO_DTYPE,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from speechpack.packer.copy.remote import is_remote
 from speechpack.packer.validate.pack import PackReport, validate_pack
-from speechpack.packer.build.writer import dump_json
+from speechpack.packer.files import dump_json
 from speechpack.schemas.constants import KIND_ASD
 
 #: Kinds whose valid packs are also compared by level, as the loader's normalisation sees them.
