@@ -19,6 +19,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from speechpack.loader.pack import Pack, open_pack, read_manifest  # noqa: E402
+from speechpack.loader.pack.files import DirectoryPackFiles  # noqa: E402
 from speechpack.loader.pack.verify import read_columns  # noqa: E402
 from speechpack.schemas.column_checks import check_column_values  # noqa: E402
 from speechpack.schemas.columns import COLUMNS_DIR, column_files  # noqa: E402
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         return result
 
     data = read_all()
-    columns = read_columns(args.pack, manifest)
+    columns = read_columns(DirectoryPackFiles(args.pack), manifest)
     pack = Pack(args.pack, manifest, columns)
     steps = {
         "read the column files": read_all,

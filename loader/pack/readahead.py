@@ -1,7 +1,7 @@
 """Read-ahead advice for many mapped ranges at once: ``MADV_WILLNEED`` for a whole batch in one system call.
 
 Why.  A batch builder copies short windows from mapped shards; announcing each window first lets a cold pack be
-read in one request per window instead of a readahead-inflated fault per page (see ``loader/pack.py``).  One
+read in one request per window instead of a readahead-inflated fault per page (see ``loader/pack/reader.py``).  One
 ``madvise`` per window costs a system call each, 10-16 us per 64 KB window on a warm cache here — as much as a
 quarter of what a 2 s training row costs.  Linux's ``process_madvise`` (5.10+) takes a vector of ranges: the
 whole batch's windows cost one call (about 3.7 us per window measured, ``bench/advice_cost.py``; the kernel still

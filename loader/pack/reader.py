@@ -1,5 +1,7 @@
 """Reading packs: ``open_pack(path)`` checks the manifest, loads the shard indexes into numpy columns, and maps
-stream files lazily (read-only) the first time a sample needs them.
+stream files lazily (read-only) the first time a sample needs them.  Every file comes through a ``PackFiles``
+(``loader.pack.files``): a local directory, or an object store by URL (``loader.pack.object_store``), whose stream
+files are read into memory instead of mapped; the ``Pack`` and the batch code are the same for both.
 
 No per-sample Python objects are kept: keys, speakers, offsets and statistics are numpy arrays, so DataLoader
 workers forked from a process holding a ``Pack`` do not dirty copy-on-write pages by touching refcounts
@@ -22,14 +24,16 @@ system call (about a microsecond).
 from __future__ import annotations
 
 import collections
-import math
-import mmap
 import os
 from dataclasses import dataclass
+from typing import Hashable
 
 import numpy as np
 
+from speechpack.loader.pack.files import DirectoryPackFiles, MappedStream, PackFiles, is_remote
+from speechpack.loader.pack.object_store import ObjectStorePackFiles
 from speechpack.loader.pack.readahead import view_ranges, will_need_ranges
+from speechpack.loader.pack.verify import OpenedPack, read_columns
 from speechpack.loader.tse.cues.bank import CueBank, PackCues, SpeakerLabels, open_cues
 from speechpack.schemas.constants import (
     AUDIO_FULL_SCALE,
@@ -37,12 +41,9 @@ from speechpack.schemas.constants import (
 )
 from speechpack.schemas.columns import KEYS_FILE, SAMPLES_FILE, SPEAKERS_FILE, attr_file
 from speechpack.schemas.cues import CuesConfig
-from speechpack.schemas.errors import NpyHeaderError, PackFormatError
+from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.format import Manifest
 from speechpack.schemas.kinds import ATTRIBUTES_BY_KIND, KIND_SPECS, STREAMS_BY_KIND
-from speechpack.schemas.manifest_file import FileIdentity, read_manifest_file
-from speechpack.schemas.npyfile import read_npy_header_from
-from speechpack.loader.pack.verify import OpenedPack, read_columns
 
 
 @dataclass(frozen=True)
@@ -142,54 +143,6 @@ def will_need_view(view: np.ndarray) -> None:
     will_need_ranges(view_ranges(view))
 
 
-class MappedStream:
-    """One stream file mapped read-only: ``array`` is a plain ndarray view of the mapping (np.memmap runs Python
-    code on every slice, which costs more than the copy of a short chunk), ``mapping`` the ``mmap`` it views."""
-
-    __slots__ = ("array", "mapping", "data_offset", "row_bytes", "file_size")
-
-    def __init__(self, array: np.ndarray, mapping: mmap.mmap, data_offset: int, row_bytes: int, file_size: int):
-        self.array = array
-        self.mapping = mapping
-        self.data_offset = data_offset
-        self.row_bytes = row_bytes
-        self.file_size = file_size  # of the file the mapping was made from (fstat of its descriptor)
-
-    def will_need(self, first_row: int, rows: int) -> None:
-        """Ask the kernel to read rows ``[first_row, first_row + rows)`` now (asynchronously), whole pages only."""
-        if rows <= 0:
-            return
-        start = self.data_offset + first_row * self.row_bytes
-        aligned = start - start % mmap.PAGESIZE
-        self.mapping.madvise(mmap.MADV_WILLNEED, aligned, start + rows * self.row_bytes - aligned)
-
-
-def map_stream(path: str, dtype: str, row_shape: tuple[int, ...]) -> MappedStream:
-    """Map a stream ``.npy`` read-only, checking its header against the catalogue entry.  Header, size and mapping
-    come from one descriptor, so they describe one file even if the path is replaced meanwhile."""
-    try:
-        fp = open(path, "rb")
-    except OSError as err:
-        raise PackFormatError(f"{path}: cannot map stream file ({err.strerror or err})") from None
-    with fp:
-        try:
-            header = read_npy_header_from(fp, path)
-        except NpyHeaderError as err:
-            raise PackFormatError(f"{path}: cannot map stream file ({err.reason})") from None
-        if (header.dtype.str != dtype or tuple(header.shape[1:]) != tuple(row_shape)
-                or len(header.shape) != 1 + len(row_shape) or header.fortran_order):
-            raise PackFormatError(f"{path}: holds {header.dtype.str} {header.shape}, the catalogue says {dtype} rows "
-                                  f"of {list(row_shape)}")
-        size = os.fstat(fp.fileno()).st_size
-        if size < header.expected_size:
-            raise PackFormatError(f"{path}: cannot map stream file ({size} bytes, its header promises "
-                                  f"{header.expected_size}: the file is truncated)")
-        mapping = mmap.mmap(fp.fileno(), 0, access=mmap.ACCESS_READ)  # the mapping outlives the descriptor
-    array = np.frombuffer(mapping, dtype=header.dtype, count=math.prod(header.shape), offset=header.data_offset)
-    row_bytes = math.prod(row_shape) * header.dtype.itemsize
-    return MappedStream(array.reshape(header.shape), mapping, header.data_offset, row_bytes, size)
-
-
 #: Stream files a Pack keeps mapped at once (per process).  Each mapping costs a file descriptor and one entry
 #: of ``vm.max_map_count`` (65530 by default); least recently used files are unmapped beyond this.
 MAX_OPEN_STREAM_FILES = 256
@@ -210,8 +163,11 @@ class Pack:
 
     def __init__(self, path: str, manifest: Manifest, columns: dict[str, np.ndarray],
                  max_open_files: int = MAX_OPEN_STREAM_FILES, cues: PackCues | None = None,
-                 manifest_identity: FileIdentity | None = None, manifest_sha256: str | None = None):
+                 manifest_identity: Hashable | None = None, manifest_sha256: str | None = None,
+                 files: PackFiles | None = None):
         self.path = path
+        #: Where the pack's files are read from (a local directory unless ``open_pack`` was given a URL).
+        self.files: PackFiles = files if files is not None else DirectoryPackFiles(path)
         self.manifest = manifest
         self.kind = manifest.kind
         self.sample_rate = manifest.sample_rate
@@ -230,7 +186,6 @@ class Pack:
         self.attrs: dict[str, np.ndarray | StringColumn] = {
             name: StringColumn(columns[attr_file(name)]) if kind is str else np.ascontiguousarray(columns[attr_file(name)])
             for name, kind in ATTRIBUTES_BY_KIND.get(self.kind, {}).items()}
-        self._shard_dirs = [os.path.join(path, shard.directory) for shard in manifest.shards]
         self._maps: collections.OrderedDict[tuple[int, str], MappedStream] = collections.OrderedDict()
         self._max_open = max_open_files
         cues = cues or PackCues(config=None, banks={}, labels=None)
@@ -238,7 +193,8 @@ class Pack:
         self.cues_config: CuesConfig | None = cues.config
         self.speaker_labels: SpeakerLabels | None = cues.labels
         #: The columns' values checked, and what each stream file must be when it is mapped (``OpenedPack``).
-        self.opened = OpenedPack.of(self, manifest_identity, manifest_sha256)
+        self.opened = OpenedPack.of(self.files, manifest, self.shard, self.speaker_first, self.speaker_count,
+                                    len(self.speakers), self.streams, manifest_identity, manifest_sha256)
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -267,7 +223,8 @@ class Pack:
         return state
 
     def stream_array(self, shard: int, stream: str) -> np.ndarray:
-        """The memory-mapped stream file of a shard: mapped on first use, kept in a bounded LRU."""
+        """The stream file of a shard: mapped on first use (read into memory from an object store), kept in a
+        bounded LRU."""
         return self._mapped(shard, stream).array
 
     def _mapped(self, shard: int, stream: str) -> MappedStream:
@@ -276,9 +233,10 @@ class Pack:
             self._maps.move_to_end((shard, stream))
             return cached
         spec = self.manifest.stream(stream)
-        file_path = os.path.join(self._shard_dirs[shard], spec.file)
+        rel = f"{self.manifest.shards[shard].directory}/{spec.file}"
+        file_path = self.files.where(rel)
         try:
-            cached = map_stream(file_path, spec.dtype, spec.row_shape)
+            cached = self.files.stream(rel, spec.dtype, spec.row_shape)
         except PackFormatError:
             self.opened.check_unchanged(file_path)  # a replaced pack is named as such, not as a corrupt file
             raise
@@ -354,24 +312,43 @@ class Pack:
                       data=data or None)
 
 
-def read_manifest(path: str) -> Manifest:
+def pack_files(location: str | os.PathLike, endpoint_url: str | None = None) -> PackFiles:
+    """The files of the pack at ``location``: an object store for a URL (``s3://bucket/packs/train``; the ``s3``
+    extra), a local directory otherwise (a ``file://`` URL too).  ``endpoint_url`` names an S3-compatible
+    store's endpoint where ``AWS_ENDPOINT_URL`` does not."""
+    location = os.fspath(location)
+    if is_remote(location):
+        return ObjectStorePackFiles(location, endpoint_url=endpoint_url)
+    return DirectoryPackFiles(location[len("file://"):] if location.lower().startswith("file://") else location)
+
+
+def read_manifest(location: str | os.PathLike, endpoint_url: str | None = None) -> Manifest:
     """Parse and check ``PACK/dataset.json`` (names included: ``schemas.manifest_file``); a directory without one
     is not a pack."""
-    return read_manifest_file(path).manifest
+    return pack_files(location, endpoint_url).read_manifest().manifest
 
 
-def open_pack(path: str | os.PathLike) -> Pack:
-    """Open the pack at ``path`` for reading; refuses unknown major versions, unsafe names, column files that
-    differ from their hashes and segments outside their stream files (``docs/format.md``, "What a reader
-    verifies").
+def open_pack(location: str | os.PathLike | PackFiles, *, endpoint_url: str | None = None) -> Pack:
+    """Open the pack at ``location`` for reading: a directory, an object-store URL (``s3://bucket/packs/train``,
+    see :func:`pack_files`) or a :class:`~loader.pack.files.PackFiles`.  Refuses unknown major versions, unsafe
+    names, column files that differ from their hashes and segments outside their stream files (``docs/format.md``,
+    "What a reader verifies").
 
     Start-up reads ``dataset.json``, the column files (hashed as they are read) and the cue banks' index files only
     (a fraction of a second for a million samples); the shard indexes are for people and for ``speechpack
-    validate``.
+    validate``.  From an object store, stream files are read whole into memory when first used (cue banks are not
+    read from a store yet: stage such a pack with ``speechpack copy``).
     """
-    path = os.fspath(path)
-    manifest_file = read_manifest_file(path)
+    files = location if isinstance(location, PackFiles) else pack_files(location, endpoint_url)
+    manifest_file = files.read_manifest()
     manifest = manifest_file.manifest
-    columns = read_columns(path, manifest)
-    return Pack(path, manifest, columns, cues=open_cues(path, manifest), manifest_identity=manifest_file.identity,
-                manifest_sha256=manifest_file.sha256)
+    columns = read_columns(files, manifest)
+    if isinstance(files, DirectoryPackFiles):
+        cues = open_cues(files.root, manifest)
+    elif manifest.cues:
+        raise PackFormatError(f"{files.location}: cue banks are read from a local directory only; stage the pack "
+                              f"first (speechpack copy {files.location} DIR)")
+    else:
+        cues = None
+    return Pack(files.location, manifest, columns, cues=cues, manifest_identity=manifest_file.identity,
+                manifest_sha256=manifest_file.sha256, files=files)
