@@ -102,7 +102,7 @@ def validate(packs, json_path, no_hash, plot_path, endpoint_url):
     """Check packs file by file: manifest, headers, offsets, keys, hashes, statistics, NaN and clipping.  asd
     packs also get label, frame-count and level checks, and their levels are compared across the packs given.
     Exit status 1 when a pack is invalid, else 0 (whatever --plot could draw)."""
-    from speechpack.packer.validate.packs import validate_packs
+    from speechpack.packer.validate.pack import validate_packs
 
     try:
         report = validate_packs(list(packs), check_hashes=not no_hash, endpoint_url=endpoint_url)

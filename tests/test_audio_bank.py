@@ -243,7 +243,8 @@ def test_simulation_without_pyroomacoustics_says_what_to_install(tmp_path, monke
 
 @pytest.mark.real_data
 def test_validate_requires_the_kind_as_the_one_speaker(noise_dir, tmp_path):
-    from speechpack.packer.validate.pack import PackReport, _check_record_shape
+    from speechpack.packer.validate.pack import _check_record_shape
+    from speechpack.packer.validate.report import PackReport
 
     root, _ = noise_dir
     out = tmp_path / "bank"

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from speechpack.loader.pack import open_pack
-from speechpack.packer.validate.packs import validate_packs
+from speechpack.packer.validate.pack import validate_packs
 from speechpack.packer.files import dump_json
 from speechpack.schemas.constants import ASD_SAMPLE_RATE, AUDIO_FULL_SCALE, KINDS, MINOR_BANKS, MINOR_CUES, MINOR_TRACKS
 

@@ -19,7 +19,7 @@ from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
 from speechpack.packer.build.state import PLAN_FILE, RECEIPTS_DIR
 from speechpack.packer.build.plan import ShardSlice
-from speechpack.packer.validate.packs import validate_packs
+from speechpack.packer.validate.pack import validate_packs
 from speechpack.schemas.errors import SpeechpackError
 from factories import Mix, mixture_line, pack_files
 # The cue split of test_cues_build (real speech, a real talking-face video): its fixture, not a copy.

@@ -44,8 +44,8 @@ def asd_issues(pack_path: str, manifest: Manifest, records_by_shard: dict[str, l
                labels_of: Callable[[str], np.ndarray | None] | None = None) -> list[tuple[str, str]]:
     """Every asd-specific problem of a pack whose shard indexes were read: ``records_by_shard`` maps a shard
     directory name to its index records (shards whose index could not be read are left out by the caller).
-    ``labels_of(shard_dir)`` gives a shard's label rows (default: mapped from the file; a pack on object storage
-    passes the streamed ones, ``packer.validate.remote``)."""
+    ``labels_of(shard_dir)`` gives a shard's label rows (default: mapped from the file; ``packer.validate.pack``
+    passes the arrays it checked, mapped or fetched)."""
     labels_of = labels_of or _labels
     issues: list[tuple[str, str]] = []
     at = os.path.join(pack_path, MANIFEST_NAME)
