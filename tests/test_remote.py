@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from moto.server import ThreadedMotoServer
 
 import speechpack.packer.copy.publish as publish_module
+from speechpack.packer.copy.publish import RemotePack
 from speechpack.cli import main
 from factories import Mix
 from speechpack.loader.pack import open_pack
@@ -24,7 +25,6 @@ from speechpack.packer.adapters.audio_bank import build_audio_bank
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
 from speechpack.packer.copy.to_directory import CopyError, copy_pack, verify_copy
-from speechpack.packer.copy.remote import RemotePack
 from speechpack.packer.validate.pack import validate_pack
 
 #: Fake credentials, set in the environment as a user would: they must never appear in output or in a pack.

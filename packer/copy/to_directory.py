@@ -31,10 +31,10 @@ import shutil
 import time
 from typing import Callable, Iterator
 
+from speechpack.loader.pack import is_remote
 from speechpack.packer.copy.lock import locked, record_matches
 from speechpack.packer.copy.staging import CopySource, Staging, hash_existing, read_source
 from speechpack.packer.ownership import walk
-from speechpack.packer.copy.remote import is_remote
 from speechpack.packer.copy.report import DEFAULT_JOBS, CopyError, CopyReport, progress_bar, run_parallel
 from speechpack.schemas.constants import MANIFEST_NAME
 from speechpack.schemas.errors import SpeechpackError
