@@ -15,7 +15,7 @@ import soundfile
 from speechpack.packer.adapters.wesep import build_wesep, load_wesep_sample, read_wesep_list
 from speechpack.packer.audio import AudioError, StoredAudio, int16_statistics, probe_audio, read_audio
 from speechpack.packer.build.run import BuildOptions
-from speechpack.packer.build.shard_task import decode_measured
+from speechpack.packer.build.shards import decode_measured
 from speechpack.schemas.errors import BuildError
 from factories import Mix
 

@@ -19,9 +19,7 @@ from speechpack.packer.build.executor import map_while_starting, stop_pool, work
 from speechpack.packer.build.finalize import commit_build, line_problem, verify_all
 from speechpack.packer.build.output_dir import OutputClaim, claim_output, item_inputs
 from speechpack.packer.build.plan import BuildPlan, ShardSlice, plan_shards
-from speechpack.packer.build.ray_executor import import_ray
-from speechpack.packer.build.shard_runner import run_shard_jobs
-from speechpack.packer.build.shard_task import guarded, shard_jobs
+from speechpack.packer.build.shards import guarded, import_ray, run_shard_jobs, shard_jobs
 from speechpack.packer.build.state import VerifiedShard, receipt_path, write_cues_receipt
 from speechpack.packer.build.summary import BuildSummary
 from speechpack.packer.cues import CueBuild, CueProblem, write_cues
@@ -103,7 +101,7 @@ def run_build(*, items: Sequence, problems: Sequence[LineProblem], plan: Callabl
     cue_inputs = (cues, *cues.resources.values()) if cues is not None else ()
     inputs = item_inputs(input_path, [*items, *cue_inputs], recorded_options.get("root"))
     # The pool first: its workers fork from this process before any thread of the build exists and before the
-    # claim's lock is taken, so that no worker holds the lock (packer.build.pool_start).
+    # claim's lock is taken, so that no worker holds the lock (packer.build.executor.new_pool).
     with worker_pool(options.workers) as pool, \
             claim_output(options.out, options.overwrite, options.resume, shared=options.shards is not None,
                          inputs=inputs) as claim:

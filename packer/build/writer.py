@@ -4,7 +4,7 @@ The shard plan (``packer.build.plan``) fixes every shard's length before a byte 
 its final ``.npy`` header first and is hashed as it streams out: no file is read back.  Memory stays flat (a 1 GB
 shard never sits in memory), and data is flushed to disk as it goes, so closing a shard costs little.  The writer
 records each segment's statistics (``int16_statistics`` of exactly the stored values): measured where the sample
-was decoded (``packer.build.shard_task.decode_measured``), or here when a sample comes without them.
+was decoded (``packer.build.shards.decode_measured``), or here when a sample comes without them.
 """
 
 from __future__ import annotations
