@@ -18,7 +18,6 @@ from click.testing import CliRunner
 
 import speechpack.packer.copy.to_directory as copy_module
 import speechpack.packer.copy.staging as staging_module
-from speechpack.packer.ownership import pack_file_entries
 from speechpack.cli import main
 from factories import Mix
 from speechpack.loader.pack import open_pack
@@ -26,7 +25,7 @@ from speechpack.packer.adapters.audio_bank import build_audio_bank
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
 from speechpack.packer.copy.to_directory import CopyError, copy_pack, verify_copy
-from speechpack.packer.copy.lock import LOCK_SUFFIX, DestinationLock, record_matches
+from speechpack.packer.ownership import LOCK_SUFFIX, DestinationLock, pack_file_entries, record_matches
 from speechpack.packer.validate.pack import validate_pack
 from speechpack.schemas.errors import PackFormatError, SpeechpackError
 

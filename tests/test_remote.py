@@ -234,7 +234,7 @@ def test_one_publish_per_node_the_second_waits_on_the_source_lock(s3_server, pac
     back what the first uploaded and changes nothing."""
     import threading
 
-    from speechpack.packer.copy.lock import locked
+    from speechpack.packer.ownership import locked
 
     url = _url("ranks/train")
     said: list[str] = []

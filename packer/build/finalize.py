@@ -26,7 +26,7 @@ from speechpack.packer.build.state import (
     verify_shard,
 )
 from speechpack.packer.build.checkpoints import checkpoint
-from speechpack.packer.copy.lock import locked
+from speechpack.packer.ownership import locked
 from speechpack.packer.build.plan import BuildPlan
 from speechpack.packer.build.summary import BuildSummary
 from speechpack.packer.build.writer import PackTotals, commit_pack

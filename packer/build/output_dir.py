@@ -31,16 +31,17 @@ from typing import Iterable, Iterator
 
 from speechpack.packer.build.plan import BuildPlan
 from speechpack.packer.build.state import PLAN_FILE, RECEIPTS_DIR, RecordedPlan, load_recorded_plan, receipt_path, record_plan
-from speechpack.packer.copy.lock import DestinationLock, locked
 from speechpack.packer.ownership import (
     INCOMING_MANIFEST,
     REPLACED_MANIFEST,
     RESERVED_NAMES,
     WRITE_PROBE_PREFIX,
+    DestinationLock,
     Survey,
     pack_file_entries,
     remove_entries,
     retire_manifest,
+    locked,
     survey,
 )
 from speechpack.packer.files import fsync_dir

@@ -31,7 +31,6 @@ from typing import BinaryIO, Callable
 
 from speechpack.loader.pack.object_store import ObjectStorePackFiles, describe_error
 from speechpack.loader.pack.object_store import store_errors as remote_errors
-from speechpack.packer.copy.lock import locked
 from speechpack.packer.copy.report import (
     COPY_BLOCK,
     DEFAULT_JOBS,
@@ -43,7 +42,7 @@ from speechpack.packer.copy.report import (
     progress_bar,
     run_parallel,
 )
-from speechpack.packer.ownership import INCOMING_MANIFEST, REPLACED_MANIFEST, pack_file_entries, refuse_foreign
+from speechpack.packer.ownership import INCOMING_MANIFEST, REPLACED_MANIFEST, locked, pack_file_entries, refuse_foreign
 from speechpack.schemas.constants import MANIFEST_NAME, TEMP_PREFIX
 from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.format import FileEntry

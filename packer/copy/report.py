@@ -13,7 +13,7 @@ from speechpack.loader.pack import PackFiles
 
 from tqdm import tqdm
 
-from speechpack.packer.copy.lock import LOCK_SUFFIX
+from speechpack.packer.ownership import LOCK_SUFFIX
 from speechpack.schemas.constants import MANIFEST_NAME
 from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.format import FileEntry

@@ -18,7 +18,7 @@ pack when it is interrupted.  This copy is driven only by ``dataset.json``'s fil
   same command, one copies while the others wait.  The copy that finishes records what it verified (manifest
   hash, and each file's size, mtime and inode) in the lock file; a rank that *waited* trusts that record when
   nothing changed since, instead of reading the whole pack again.  A later, separate run re-hashes: only a
-  verification made while we waited is trusted (``packer.copy.lock``).
+  verification made while we waited is trusted (``packer.ownership``).
 
 There is deliberately no ``--trust-size``: a copy that trusts sizes accepts a flipped byte silently, and the one
 case where re-hashing is expensive (N ranks staging the same pack) is covered by the lock file's record.
@@ -32,10 +32,9 @@ import time
 from typing import Callable, Iterator
 
 from speechpack.loader.pack import is_remote
-from speechpack.packer.copy.lock import locked, record_matches
-from speechpack.packer.copy.staging import CopySource, Staging, hash_existing, read_source
-from speechpack.packer.ownership import walk
 from speechpack.packer.copy.report import DEFAULT_JOBS, CopyError, CopyReport, progress_bar, run_parallel
+from speechpack.packer.copy.staging import CopySource, Staging, hash_existing, read_source
+from speechpack.packer.ownership import locked, record_matches, walk
 from speechpack.schemas.constants import MANIFEST_NAME
 from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.units import format_bytes
