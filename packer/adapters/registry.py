@@ -22,7 +22,7 @@ from speechpack.packer.adapters import asr_jsonl, asr_parquet, audio_bank, ava, 
 from speechpack.packer.adapters import lhotse as lhotse_adapter
 from speechpack.packer.adapters.asd_common import AsdBuildOptions
 from speechpack.packer.build.run import BuildOptions
-from speechpack.packer.build.summary import BuildSummary
+from speechpack.packer.build.finalize import BuildSummary
 from speechpack.schemas import limits
 
 

@@ -16,12 +16,11 @@ from typing import Callable, Sequence
 from tqdm import tqdm
 
 from speechpack.packer.build.executor import map_while_starting, stop_pool, worker_pool
-from speechpack.packer.build.finalize import commit_build, line_problem, verify_all
+from speechpack.packer.build.finalize import BuildSummary, commit_build, line_problem, verify_all
 from speechpack.packer.build.output_dir import OutputClaim, claim_output, item_inputs
 from speechpack.packer.build.plan import BuildPlan, ShardSlice, plan_shards
 from speechpack.packer.build.shards import guarded, import_ray, run_shard_jobs, shard_jobs
 from speechpack.packer.build.state import VerifiedShard, receipt_path, write_cues_receipt
-from speechpack.packer.build.summary import BuildSummary
 from speechpack.packer.cues import CueBuild, CueProblem, write_cues
 from speechpack.packer.build.sample import PackedSample, SamplePlan
 from speechpack.packer.files import hash_file
