@@ -3,33 +3,39 @@
 Each command parses its options and calls one library function.  Bad input (``SpeechpackError``) becomes a
 message on stderr and exit status 1; bad flags and options that do not go together (``OptionError``) are click's
 usage errors (exit status 2).  The ``build`` subcommands are made from ``packer.adapters.ADAPTERS``, one per
-input family.
+input family, whose options are plain data (``packer.adapters.option_spec``): this is the one module that
+imports click.
+
+Start-up: scripts call ``speechpack validate`` or ``inspect`` in loops, so a command imports only what it uses.
+At module level this file imports click and light declarations (``schemas.errors``, ``schemas.limits``, the option
+types); a command whose options need a library constant (a default, a set of choices) is registered as a factory
+on a ``_LazyGroup`` and made only when it runs or its help is asked, and each command imports its library call
+inside its body.  ``speechpack --help`` lists commands from their help text without making them
+(tests/test_startup_imports.py checks what stays unimported; bench/startup.py times it).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import sys
+from typing import TYPE_CHECKING, Callable
 
 import click
 
-from speechpack.loader.config import STATES
-from speechpack.packer.adapters import ADAPTERS, Adapter
-from speechpack.packer.adapters.build_options import SizeType, apply_max_shard_gb, scale_options, shared_build_options
-from speechpack.packer.adapters.registry import range_type
-from speechpack.packer.build.finalize import DEFAULT_JOBS as FINALIZE_JOBS
-from speechpack.packer.copy.to_directory import DEFAULT_JOBS as COPY_JOBS
+from speechpack.packer.adapters.option_spec import Choice, Number, OptionSpec, Parsed, Path, ValueType
 from speechpack.schemas import limits
-from speechpack.schemas.constants import tool_version
 from speechpack.schemas.errors import BuildError, OptionError, SpeechpackError
-from speechpack.schemas.wesep_list import LineProblem
+
+if TYPE_CHECKING:
+    from speechpack.packer.adapters.registry import Adapter
 
 
 def _fail(err: SpeechpackError) -> None:
     """Print a bad-input error (every problem of a failed build) and exit 1."""
     click.echo(f"error: {err}", err=True)
     if isinstance(err, BuildError):
+        from speechpack.schemas.wesep_list import LineProblem
+
         for problem in err.problems:
             if isinstance(problem, LineProblem):
                 click.echo(f"  line {problem.line}: key {problem.key!r}"
@@ -39,48 +45,161 @@ def _fail(err: SpeechpackError) -> None:
     sys.exit(1)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(tool_version(), prog_name="speechpack")
+class _ParsedType(click.ParamType):
+    """A ``Parsed`` value: the library's ``parse`` reads the text; its ``SpeechpackError`` is the usage error."""
+
+    def __init__(self, parsed: Parsed):
+        self.name = parsed.name
+        self.parse = parsed.parse
+
+    def convert(self, value, param, ctx):
+        try:
+            return self.parse(value)
+        except SpeechpackError as err:
+            self.fail(str(err), param, ctx)
+
+
+def _click_type(value_type: ValueType) -> click.ParamType | None:
+    """The click type of an option's declared value type (``packer.adapters.option_spec``)."""
+    if isinstance(value_type, Path):
+        return click.Path(file_okay=value_type.file_okay, dir_okay=value_type.dir_okay, exists=value_type.exists)
+    if isinstance(value_type, Choice):
+        return click.Choice(value_type.choices)
+    if isinstance(value_type, Number):
+        kind = click.IntRange if value_type.integer else click.FloatRange
+        return kind(value_type.low, value_type.high, min_open=value_type.low_open)
+    if isinstance(value_type, Parsed):
+        return _ParsedType(value_type)
+    return None
+
+
+def _click_attrs(spec: OptionSpec) -> dict:
+    """The keyword arguments of the click parameter an ``OptionSpec`` declares."""
+    attrs = spec.given()
+    if spec.positional:
+        attrs["required"] = spec.required
+    value_type = _click_type(spec.type)
+    if value_type is not None:
+        attrs["type"] = (value_type,) * spec.arity if spec.arity > 1 else value_type
+    return attrs
+
+
+def _click_param(spec: OptionSpec) -> click.Parameter:
+    """The click option (or argument) an ``OptionSpec`` declares."""
+    if spec.positional:
+        return click.Argument([spec.name], **_click_attrs(spec))
+    return click.Option([*spec.flags, spec.name], **_click_attrs(spec))
+
+
+class _LazyGroup(click.Group):
+    """A group whose commands may be registered as factories (``lazy_command``): a factory imports what the
+    command's options need, makes the command and returns it, and is called only when that command runs or its
+    help is asked.  Its docstring is the command's help, so the group's own help lists it without making it."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.factories: dict[str, Callable[[], click.Command]] = {}
+        self._listing = False
+
+    def lazy_command(self, name: str):
+        def register(factory: Callable[[], click.Command]):
+            self.factories[name] = factory
+            return factory
+        return register
+
+    def list_commands(self, ctx):
+        return sorted({*self.commands, *self.factories})
+
+    def get_command(self, ctx, name):
+        factory = self.factories.get(name)
+        if name in self.commands or factory is None:
+            return super().get_command(ctx, name)
+        if self._listing:  # a row of the group's help: the help text is all it shows
+            return click.Command(name, help=factory.__doc__)
+        self.add_command(factory(), name)
+        return self.commands[name]
+
+    def format_commands(self, ctx, formatter):
+        self._listing = True
+        try:
+            super().format_commands(ctx, formatter)
+        finally:
+            self._listing = False
+
+
+def _print_version(ctx: click.Context, param, value) -> None:
+    """``--version``: the installed version, looked up only when asked (importlib.metadata scans every
+    distribution)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from speechpack.schemas.constants import tool_version
+
+    click.echo(f"speechpack, version {tool_version()}")
+    ctx.exit()
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the version and exit.")
 def main() -> None:
     """Convert speech corpora once into versioned, sharded, memory-mapped packs, and check them."""
 
 
-@main.group()
+class _FamilyGroup(click.Group):
+    """``speechpack build``: one subcommand per ``ADAPTERS`` entry, made when it is asked for (the registry imports
+    every adapter, which no other command needs)."""
+
+    def list_commands(self, ctx):
+        from speechpack.packer.adapters import ADAPTERS
+
+        return sorted(ADAPTERS)
+
+    def get_command(self, ctx, name):
+        from speechpack.packer.adapters import ADAPTERS
+
+        return _build_command(ADAPTERS[name]) if name in ADAPTERS else None
+
+
+@main.group(cls=_FamilyGroup)
 def build() -> None:
     """Convert an input corpus into a pack (one subcommand per input family)."""
 
 
-def _call_with_named(func, values: dict):
-    """``func`` called with the values its parameters name (``ava.default_out(visual_root, split)``)."""
-    names = inspect.signature(func).parameters
-    return func(**{name: value for name, value in values.items() if name in names})
-
-
 def _build_command(adapter: Adapter) -> click.Command:
-    """``speechpack build NAME`` for one entry of ``ADAPTERS``: the family's options, then the shared ones, which
-    become ``adapter.options`` for the family's build function."""
+    """``speechpack build NAME`` for one entry of ``ADAPTERS``: the family's options, then the shared ones."""
+    from speechpack.packer.adapters.build_options import shared_build_options
+
     shared = shared_build_options(adapter)
 
     def run(**values):
-        chosen = {option.name: values.pop(option.name) for option in shared}
-        out_only = {param.name: values.pop(param.name) for param in adapter.out_params}
-        apply_max_shard_gb(chosen)
+        _apply_max_shard_gb(values)
         try:
-            if chosen["out"] is None:
-                chosen["out"] = _call_with_named(adapter.default_out, {**values, **out_only})
-            summary = adapter.build(options=adapter.options(**chosen), **adapter.fixed, **values)
+            summary = adapter.run(values, [spec.name for spec in shared])
         except OptionError as err:
             raise click.UsageError(str(err)) from None
         except SpeechpackError as err:
             _fail(err)
         click.echo(summary.describe())
 
-    return click.Command(adapter.name, callback=run, params=[*adapter.params, *adapter.out_params, *shared],
-                         help=adapter.help)
+    params = [_click_param(spec) for spec in (*adapter.params, *adapter.out_params, *shared)]
+    return click.Command(adapter.name, callback=run, params=params, help=adapter.help)
 
 
-for _adapter in ADAPTERS.values():
-    build.add_command(_build_command(_adapter))
+def _apply_max_shard_gb(values: dict) -> None:
+    """MuVAP's ``--max-shard-gb`` in ``values`` turned into ``shard_bytes``; giving it with ``--shard-size`` is a
+    usage error."""
+    max_shard_gb = values.pop("max_shard_gb", None)
+    if max_shard_gb is None:
+        return
+    source = click.get_current_context().get_parameter_source("shard_bytes")
+    if source is not None and source.name != "DEFAULT":
+        raise click.UsageError("--max-shard-gb and --shard-size set the same limit: give one of them")
+    from speechpack.packer.adapters.build_options import shard_bytes_of_gb
+
+    try:
+        values["shard_bytes"] = shard_bytes_of_gb(max_shard_gb)
+    except SpeechpackError as err:
+        raise click.BadParameter(str(err), param_hint="--max-shard-gb") from None
 
 
 def _endpoint_option(command):
@@ -129,48 +248,57 @@ def validate(packs, json_path, no_hash, plot_path, endpoint_url):
         sys.exit(1)
 
 
-@main.command("finalize")
-@click.argument("pack", type=click.Path(file_okay=False, exists=True))
-@click.option("--no-hash", is_flag=True, help="Trust the receipts' hashes (sizes and indexes are still checked).")
-@click.option("--jobs", default=FINALIZE_JOBS, show_default=True, type=range_type(limits.JOBS),
-              help="Shards verified at once.")
-@click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
-def finalize_command(pack, no_hash, jobs, progress):
+@main.lazy_command("finalize")
+def finalize_command() -> click.Command:
     """Commit a pack built by array jobs (`build ... --shards i/n`): verify every planned shard against the plan
     and its receipt, then write columns/ and dataset.json.  Decodes nothing."""
-    from speechpack.packer.build.finalize import finalize_pack
+    from speechpack.packer.build.finalize import DEFAULT_JOBS, finalize_pack
 
-    try:
-        summary = finalize_pack(pack, check_hashes=not no_hash, progress=progress, jobs=jobs)
-    except SpeechpackError as err:
-        _fail(err)
-    click.echo(summary.describe())
+    @click.command("finalize", help=finalize_command.__doc__)
+    @click.argument("pack", type=click.Path(file_okay=False, exists=True))
+    @click.option("--no-hash", is_flag=True, help="Trust the receipts' hashes (sizes and indexes are still checked).")
+    @click.option("--jobs", default=DEFAULT_JOBS, show_default=True, type=_click_type(Number.within(limits.JOBS)),
+                  help="Shards verified at once.")
+    @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
+    def finalize(pack, no_hash, jobs, progress):
+        try:
+            summary = finalize_pack(pack, check_hashes=not no_hash, progress=progress, jobs=jobs)
+        except SpeechpackError as err:
+            _fail(err)
+        click.echo(summary.describe())
+
+    return finalize
 
 
-@main.command("copy")
-@click.argument("src", type=click.Path(file_okay=False))
-@click.argument("dst", type=click.Path(file_okay=False))
-@click.option("--jobs", default=COPY_JOBS, show_default=True, type=range_type(limits.JOBS),
-              help="Files copied and hashed at once.")
-@click.option("--verify-only", is_flag=True, help="Re-hash DST against SRC's dataset.json; copy nothing.")
-@click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar (bytes).")
-@_endpoint_option
-def copy_command(src, dst, jobs, verify_only, progress, endpoint_url):
+@main.lazy_command("copy")
+def copy_command() -> click.Command:
     """Copy the pack SRC to DST (node-local staging), hashing every file; dataset.json last, under DST.lock.
     Either side may be an object-store URL (s3://bucket/packs/train: staging from it, or publishing to it).
 
     DST.lock stays beside DST afterwards: it records the last verified copy, so a copy that waited for another
     trusts it instead of hashing again; delete it only when no speechpack command writes to DST
     (docs/building.md, "The lock")."""
+    from speechpack.packer.copy.report import DEFAULT_JOBS
     from speechpack.packer.copy.to_directory import copy_pack, verify_copy
 
-    run = verify_copy if verify_only else copy_pack
-    try:
-        report = run(src, dst, jobs=jobs, progress=progress, log=lambda text: click.echo(text, err=True),
-                     endpoint_url=endpoint_url)
-    except SpeechpackError as err:
-        _fail(err)
-    click.echo(report.describe())
+    @click.command("copy", help=copy_command.__doc__)
+    @click.argument("src", type=click.Path(file_okay=False))
+    @click.argument("dst", type=click.Path(file_okay=False))
+    @click.option("--jobs", default=DEFAULT_JOBS, show_default=True, type=_click_type(Number.within(limits.JOBS)),
+                  help="Files copied and hashed at once.")
+    @click.option("--verify-only", is_flag=True, help="Re-hash DST against SRC's dataset.json; copy nothing.")
+    @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar (bytes).")
+    @_endpoint_option
+    def copy(src, dst, jobs, verify_only, progress, endpoint_url):
+        run = verify_copy if verify_only else copy_pack
+        try:
+            report = run(src, dst, jobs=jobs, progress=progress, log=lambda text: click.echo(text, err=True),
+                         endpoint_url=endpoint_url)
+        except SpeechpackError as err:
+            _fail(err)
+        click.echo(report.describe())
+
+    return copy
 
 
 @main.command("inspect")
@@ -199,81 +327,96 @@ def _pack_option(func):
                         help="A pack directory for a config without packs (a WeSep recipe as it is); repeatable.")(func)
 
 
-@main.command()
-@click.argument("config_path", metavar="CONFIG", type=click.Path(dir_okay=False, exists=True))
-@click.option("--state", type=click.Choice(STATES), default=STATES[0], show_default=True)
-@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0))
-@click.option("--save-wavs", type=click.Path(file_okay=False), help="Write the batch's rows as WAV files here.")
-@_pack_option
-def peek(config_path, state, seed, save_wavs, packs):
+@main.lazy_command("peek")
+def peek_command() -> click.Command:
     """Print one model-ready batch of a loader CONFIG (YAML): field, shape, dtype, range."""
+    from speechpack.loader.config import STATES
     from speechpack.loader.peek import peek_config
 
-    try:
-        click.echo(peek_config(config_path, state, seed=seed, save_wavs=save_wavs, packs=packs).describe())
-    except SpeechpackError as err:
-        _fail(err)
+    @click.command("peek", help=peek_command.__doc__)
+    @click.argument("config_path", metavar="CONFIG", type=click.Path(dir_okay=False, exists=True))
+    @click.option("--state", type=click.Choice(STATES), default=STATES[0], show_default=True)
+    @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0))
+    @click.option("--save-wavs", type=click.Path(file_okay=False), help="Write the batch's rows as WAV files here.")
+    @_pack_option
+    def peek(config_path, state, seed, save_wavs, packs):
+        try:
+            click.echo(peek_config(config_path, state, seed=seed, save_wavs=save_wavs, packs=packs).describe())
+        except SpeechpackError as err:
+            _fail(err)
+
+    return peek
 
 
-@main.command("plan")
-@click.argument("config_path", metavar="CONFIG", type=click.Path(dir_okay=False, exists=True))
-@click.option("--state", type=click.Choice(STATES), default=STATES[0], show_default=True)
-@click.option("--world-size", default=1, show_default=True, type=click.IntRange(min=1), help="Ranks to plan for.")
-@click.option("--epochs", default=1, show_default=True, type=click.IntRange(min=1), help="Epochs to plan.")
-@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0))
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
-              help="Write batch-size and padding histograms to this PNG (needs matplotlib: speechpack[plot]).")
-@_pack_option
-def plan_command(config_path, state, world_size, epochs, seed, plot_path, packs):
+@main.lazy_command("plan")
+def plan_command() -> click.Command:
     """Dry-run the epoch plan of a loader CONFIG (YAML), reading no audio: batches, padding, utilisation."""
+    from speechpack.loader.config import STATES
     from speechpack.loader.peek import load_config
     from speechpack.loader.planning_report import plan_report
 
-    try:
-        report = plan_report(load_config(config_path, packs), state, world_size=world_size, epochs=epochs, seed=seed)
-        click.echo(report.describe())
-        if plot_path:
-            report.plot(plot_path)
-            click.echo(f"wrote {plot_path}")
-    except SpeechpackError as err:
-        _fail(err)
+    @click.command("plan", help=plan_command.__doc__)
+    @click.argument("config_path", metavar="CONFIG", type=click.Path(dir_okay=False, exists=True))
+    @click.option("--state", type=click.Choice(STATES), default=STATES[0], show_default=True)
+    @click.option("--world-size", default=1, show_default=True, type=click.IntRange(min=1), help="Ranks to plan for.")
+    @click.option("--epochs", default=1, show_default=True, type=click.IntRange(min=1), help="Epochs to plan.")
+    @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0))
+    @click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
+                  help="Write batch-size and padding histograms to this PNG (needs matplotlib: speechpack[plot]).")
+    @_pack_option
+    def plan(config_path, state, world_size, epochs, seed, plot_path, packs):
+        try:
+            report = plan_report(load_config(config_path, packs), state, world_size=world_size, epochs=epochs, seed=seed)
+            click.echo(report.describe())
+            if plot_path:
+                report.plot(plot_path)
+                click.echo(f"wrote {plot_path}")
+        except SpeechpackError as err:
+            _fail(err)
+
+    return plan
 
 
-@main.group("import")
+@main.group("import", cls=_LazyGroup)
 def import_group() -> None:
     """Convert a pack written by another tool into a speechpack pack, without decoding its media again."""
 
 
-@import_group.command("muvap")
-@click.argument("pack", type=click.Path(file_okay=False, exists=True))
-@click.option("--out", "out", required=True, type=click.Path(file_okay=False),
-              help="Pack directory to create (must be empty or absent, unless --overwrite).")
-@click.option("--shard-size", "shard_bytes", default="1GB", show_default=True, type=SizeType(),
-              help="Close a shard when the next track would push its payload past this size.")
-@click.option("--workers", default=1, show_default=True, type=range_type(limits.WORKERS),
-              help="Copying processes; the pack is byte-identical whatever the number.")
-@click.option("--skip-bad", is_flag=True,
-              help="Import the good tracks and record the bad records in skipped.json instead of failing.")
-@click.option("--strict-stats", is_flag=True,
-              help="Fail when MuVAP's recorded audio statistics or speaking ratio differ from the stored data "
-                   "(default: report every mismatch and keep the recomputed values).")
-@click.option("--overwrite", is_flag=True, help="Replace the pack already in --out.")
-@click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
-@scale_options
-def import_muvap_command(pack, out, shard_bytes, workers, skip_bad, strict_stats, overwrite, progress, **scale):
+@import_group.lazy_command("muvap")
+def import_muvap_command() -> click.Command:
     """Convert a MuVAP ASD pack (muvap-asd-mmap v4: dataset.json, shard-NNNNNN/{faces,audio,labels}.npy,
     index.json) into an asd pack: rows copied by range, statistics recomputed and compared (docs/asd.md)."""
+    from speechpack.packer.adapters.build_options import SCALE_OPTIONS, SIZE
     from speechpack.packer.build.run import BuildOptions
     from speechpack.packer.importers.muvap import import_muvap
     from speechpack.schemas.constants import ASD_SAMPLE_RATE
 
-    try:
-        options = BuildOptions(out=out, sample_rate=ASD_SAMPLE_RATE, shard_bytes=shard_bytes, workers=workers,
-                               skip_bad=skip_bad, overwrite=overwrite, progress=progress, **scale)
-        summary = import_muvap(pack, options, strict_stats=strict_stats)
-    except SpeechpackError as err:
-        _fail(err)
-    click.echo(summary.describe())
+    @click.command("muvap", help=import_muvap_command.__doc__)
+    @click.argument("pack", type=click.Path(file_okay=False, exists=True))
+    @click.option("--out", "out", required=True, type=click.Path(file_okay=False),
+                  help="Pack directory to create (must be empty or absent, unless --overwrite).")
+    @click.option("--shard-size", "shard_bytes", default="1GB", show_default=True, type=_click_type(SIZE),
+                  help="Close a shard when the next track would push its payload past this size.")
+    @click.option("--workers", default=1, show_default=True, type=_click_type(Number.within(limits.WORKERS)),
+                  help="Copying processes; the pack is byte-identical whatever the number.")
+    @click.option("--skip-bad", is_flag=True,
+                  help="Import the good tracks and record the bad records in skipped.json instead of failing.")
+    @click.option("--strict-stats", is_flag=True,
+                  help="Fail when MuVAP's recorded audio statistics or speaking ratio differ from the stored data "
+                       "(default: report every mismatch and keep the recomputed values).")
+    @click.option("--overwrite", is_flag=True, help="Replace the pack already in --out.")
+    @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
+    def muvap(pack, out, shard_bytes, workers, skip_bad, strict_stats, overwrite, progress, **scale):
+        try:
+            options = BuildOptions(out=out, sample_rate=ASD_SAMPLE_RATE, shard_bytes=shard_bytes, workers=workers,
+                                   skip_bad=skip_bad, overwrite=overwrite, progress=progress, **scale)
+            summary = import_muvap(pack, options, strict_stats=strict_stats)
+        except SpeechpackError as err:
+            _fail(err)
+        click.echo(summary.describe())
+
+    muvap.params.extend(_click_param(spec) for spec in SCALE_OPTIONS)  # builds at scale, as `build` takes them
+    return muvap
 
 
 @main.group("export")

@@ -44,10 +44,10 @@ Before timing, the baseline's video path is checked to reproduce speechpack's ``
 bit for bit from that batch's windows (``chunk_ratio``), and every ``audio_aux`` row to be a prefix of one of its
 speaker's enrollment files.  Runs alternate between the jobs, after an untimed warm-up of each.  A reference job
 (speechpack on the same pack without cues) shows what the cues cost.  ``--what-if`` adds two patched speechpack jobs
-(``loader.tse.cues.raw_video.read`` replaced in this process only, each checked to give the same first batch bit for
-bit): the bank handing ``video_chunk`` a view of the mapped video instead of a copy of the whole video; and the
-bank storing videos time-last (``[H, W, C, T]``, the batch's layout), simulated with a transposed in-memory copy
-of every video, so the chunk's copy moves runs of frames instead of single bytes.
+(the raw_video read function, ``loader.pack.cues.READERS["raw_video"]``, replaced in this process only, each checked
+to give the same first batch bit for bit): the bank handing ``video_chunk`` a view of the mapped video instead of a
+copy of the whole video; and the bank storing videos time-last (``[H, W, C, T]``, the batch's layout), simulated
+with a transposed in-memory copy of every video, so the chunk's copy moves runs of frames instead of single bytes.
 
 Unit: **audio seconds per second = mixtures delivered x 4 s / wall seconds**.  Target: speechpack >= 20x the
 WeSep-style job, on the best of ``--repeats`` runs (medians printed too).  Missing it prints ``BELOW TARGET`` and
@@ -78,7 +78,7 @@ _BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(_BENCH))
 sys.path.insert(0, _BENCH)
 
-import speechpack.loader.tse.cues.raw_video as raw_video_module  # noqa: E402
+from speechpack.loader.pack.cues import READERS  # noqa: E402
 from speechpack.loader import build_loader  # noqa: E402
 from workdir import bench_workdir  # noqa: E402
 from loader_throughput import (  # noqa: E402
@@ -365,7 +365,7 @@ def check_first_batch(batch: dict, audio_index: dict, visual_index: dict) -> Non
 # ------------------------------------------------------------------------------------------ what-ifs
 
 def _read_raw_video_view(bank, item: int, data: np.ndarray) -> tuple[np.ndarray, float]:
-    """What-if: ``loader.tse.cues.raw_video.read`` returning a read-only view of the mapped frames instead of a
+    """What-if: the raw_video read function returning a read-only view of the mapped frames instead of a
     copy of the whole video (``video_chunk`` copies the chunk's frames anyway)."""
     shape = tuple(int(bank.field(n, item)) for n in ("frames", "height", "width", "channels"))
     offset = int(bank.field("offset", item))
@@ -387,23 +387,23 @@ def _read_raw_video_time_last(bank, item: int, data: np.ndarray) -> tuple[np.nda
     return np.moveaxis(frames, -1, 0), fps
 
 
-#: --what-if jobs: name -> the replacement of ``loader.tse.cues.raw_video.read``; each checked bit for bit.
+#: --what-if jobs: name -> the replacement of ``loader.pack.cues.READERS["raw_video"]``; each checked bit for bit.
 WHAT_IFS = {"what-if: bank video as a view": _read_raw_video_view,
             "what-if: video stored [H, W, C, T]": _read_raw_video_time_last}
 
 
 class patched:
-    """``loader.tse.cues.raw_video.read`` replaced in this process while the block runs."""
+    """``loader.pack.cues.READERS["raw_video"]`` replaced in this process while the block runs."""
 
     def __init__(self, read):
         self.read = read
 
     def __enter__(self):
-        self.saved = raw_video_module.read
-        raw_video_module.read = self.read
+        self.saved = READERS["raw_video"]
+        READERS["raw_video"] = self.read
 
     def __exit__(self, *exc):
-        raw_video_module.read = self.saved
+        READERS["raw_video"] = self.saved
 
 
 def check_what_if(loader, read) -> None:

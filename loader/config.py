@@ -197,6 +197,8 @@ class LoaderConfig:
     ignored: tuple[str, ...] = ()
     #: With ``val_dataset_args``, the states this config was read for (``loader.recipe.check_state``); else None.
     states: tuple[str, ...] | None = None
+    #: The WeSep dialect a recipe was read as (``wesep-mainline``, ``wesep-contract``); None for a loader config.
+    dialect: str | None = None
 
     def __post_init__(self) -> None:
         task_module(check_type(self.task, str, "LoaderConfig.task"), "LoaderConfig.task")
@@ -238,7 +240,7 @@ class LoaderConfig:
         _check_per_epoch(sources, recipe.sample_num_per_epoch, f"{where}.dataset_args")
         return cls(packs=sources, dataset_args=dataset_args, weighting=weighting, task=task,
                    dataloader=recipe.dataloader, sample_num_per_epoch=recipe.sample_num_per_epoch,
-                   ignored=recipe.ignored, states=recipe.states)
+                   ignored=recipe.ignored, states=recipe.states, dialect=recipe.dialect)
 
 
 def _check_per_epoch(packs: tuple[PackSource, ...], per_epoch: int, where: str) -> None:

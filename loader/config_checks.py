@@ -16,6 +16,7 @@ import math
 from numbers import Integral
 from typing import Any
 
+from speechpack.schemas.bounded_repr import bounded_repr
 from speechpack.schemas.errors import SpeechpackError
 
 #: Rows of one batch (``batch_size``, ``min_batch``, ``max_batch``, ``num_seqs_multiple_of`` ...).  A plan pads
@@ -53,25 +54,25 @@ def check_type(value: Any, kinds: type | tuple, where: str) -> Any:
     """``value`` if it is one of ``kinds`` (``True`` is not an int here), else a ``ConfigError`` naming ``where``."""
     kinds_t = kinds if isinstance(kinds, tuple) else (kinds,)
     if isinstance(value, bool) and bool not in kinds_t:
-        raise ConfigError(f"{where}: expected {'/'.join(k.__name__ for k in kinds_t)}, got {value!r}")
+        raise ConfigError(f"{where}: expected {'/'.join(k.__name__ for k in kinds_t)}, got {bounded_repr(value)}")
     if not isinstance(value, kinds_t):
-        raise ConfigError(f"{where}: expected {'/'.join(k.__name__ for k in kinds_t)}, got {value!r}")
+        raise ConfigError(f"{where}: expected {'/'.join(k.__name__ for k in kinds_t)}, got {bounded_repr(value)}")
     return value
 
 
 def check_choice(value: Any, choices: tuple, where: str) -> str:
     """``value`` if it is one of ``choices``."""
     if value not in choices:
-        raise ConfigError(f"{where}: {value!r} is not one of {', '.join(choices)}")
+        raise ConfigError(f"{where}: {bounded_repr(value)} is not one of {', '.join(choices)}")
     return value
 
 
 def positive_int(value: Any, where: str, minimum: int = 1, maximum: int = MAX_COUNT) -> int:
     """An int in ``[minimum, maximum]`` (the default ceiling, ``MAX_COUNT``, holds for any count)."""
     if check_type(value, int, where) < minimum:
-        raise ConfigError(f"{where}: must be at least {minimum}, got {value}")
+        raise ConfigError(f"{where}: must be at least {minimum}, got {bounded_repr(value)}")
     if value > maximum:
-        raise ConfigError(f"{where}: must be at most {maximum}, got {value}")
+        raise ConfigError(f"{where}: must be at most {maximum}, got {bounded_repr(value)}")
     return value
 
 
@@ -79,7 +80,7 @@ def integer(value: Any, where: str, lo: int, hi: int) -> int:
     """An integer (a Python or numpy one, not a bool) in ``[lo, hi]``, as an int: for arguments such as ``seed`` or
     ``epoch`` that code passes rather than a config."""
     if isinstance(value, bool) or not isinstance(value, Integral) or not lo <= value <= hi:
-        raise ConfigError(f"{where} must be an integer in [{lo}, {hi}], got {value!r}")
+        raise ConfigError(f"{where} must be an integer in [{lo}, {hi}], got {bounded_repr(value)}")
     return int(value)
 
 
@@ -87,30 +88,30 @@ def number(value: Any, where: str, lo: float, hi: float) -> float:
     """A finite int or float in ``[lo, hi]``, as a float."""
     check_type(value, (int, float), where)
     if not (math.isfinite(value) and lo <= value <= hi):
-        raise ConfigError(f"{where}: must be a number in [{lo}, {hi}], got {value!r}")
+        raise ConfigError(f"{where}: must be a number in [{lo}, {hi}], got {bounded_repr(value)}")
     return float(value)
 
 
 def probability(value: Any, where: str) -> float:
     """A number in ``[0, 1]``, as a float."""
     if not 0 <= check_type(value, (int, float), where) <= 1:
-        raise ConfigError(f"{where}: must be in [0, 1], got {value}")
+        raise ConfigError(f"{where}: must be in [0, 1], got {bounded_repr(value)}")
     return float(value)
 
 
 def value_range(value: Any, where: str, lo: float | None = None, hi: float | None = None) -> tuple[float, float]:
     """A ``[low, high]`` pair of finite numbers, ``low <= high``, optionally within ``[lo, hi]`` bounds."""
     if not isinstance(value, (list, tuple)) or len(value) != 2:
-        raise ConfigError(f"{where}: expected [low, high], got {value!r}")
+        raise ConfigError(f"{where}: expected [low, high], got {bounded_repr(value)}")
     for x in value:
         check_type(x, (int, float), where)
         if not math.isfinite(x):
-            raise ConfigError(f"{where}: expected finite numbers, got {value!r}")
+            raise ConfigError(f"{where}: expected finite numbers, got {bounded_repr(value)}")
     a, b = float(value[0]), float(value[1])
     if a > b:
         raise ConfigError(f"{where}: low {a} > high {b}")
     if (lo is not None and a < lo) or (hi is not None and b > hi):
-        raise ConfigError(f"{where}: must lie within [{lo}, {hi}], got {value!r}")
+        raise ConfigError(f"{where}: must lie within [{lo}, {hi}], got {bounded_repr(value)}")
     return a, b
 
 

@@ -4,7 +4,7 @@ A split is given the way a training script already holds it (``loader.datamodule
 
 - a loader config: a mapping (``task``, ``packs``, ``dataset_args`` ...; a WeSep recipe with ``packs`` or an
   Omnilingual recipe with ``dataset:`` and ``packs`` is one too, docs/loader.md), or a YAML file holding one (read
-  with ``yaml.safe_load``, which builds plain data only);
+  with ``schemas.yaml_document.read_yaml``: plain data only, bounded, errors name the file and line);
 - for validation and test, also a pack directory or a list of pack directories: the training config with its
   ``packs`` replaced by those (and no weighting), so each evaluation pack runs with the training ``dataset_args``;
 - several evaluation sets at once: a list (Lightning numbers them: ``dataloader_idx``) or a mapping of name to any
@@ -23,6 +23,7 @@ from speechpack.loader.config import LoaderConfig
 from speechpack.loader.config_checks import ConfigError
 from speechpack.loader.tasks import STATES
 from speechpack.schemas.constants import MANIFEST_NAME
+from speechpack.schemas.yaml_document import read_yaml
 
 #: How an evaluation split was given, which is how its loaders are handed back to Lightning.
 ONE, LIST, MAPPING = "one", "list", "mapping"
@@ -58,10 +59,7 @@ def read_config(spec: Any, where: str) -> dict | LoaderConfig:
         if not os.path.isfile(path):
             raise ConfigError(f"{where}: {path} is neither a loader config file (YAML) nor a pack directory "
                               f"(no {MANIFEST_NAME})")
-        import yaml
-
-        with open(path, encoding="utf-8") as fp:
-            loaded = yaml.safe_load(fp)
+        loaded = read_yaml(path, error=ConfigError)
         if not isinstance(loaded, dict):
             raise ConfigError(f"{where}: {path} holds {type(loaded).__name__}, not a loader config mapping")
         return loaded

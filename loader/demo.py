@@ -18,6 +18,7 @@ import yaml
 from speechpack.schemas.constants import DEFAULT_SAMPLE_RATE
 from speechpack.schemas.plotting import plotting_available
 from speechpack.schemas.units import plural
+from speechpack.schemas.yaml_document import parse_yaml
 
 #: Training window of the loader step, in seconds.
 DEMO_CHUNK_SECONDS = 1
@@ -102,7 +103,7 @@ def _both_mics(config_path: str, tse_2mic_pack: str, out: str, echo: Callable[[s
     from speechpack.loader.planning_report import plan_report
 
     with open(config_path, encoding="utf-8") as fp:
-        config = yaml.safe_load(fp)
+        config = parse_yaml(fp.read(), config_path)
     config["packs"].append({"path": tse_2mic_pack})
     path = os.path.join(out, BOTH_MICS_CONFIG)
     with open(path, "w", encoding="utf-8") as fp:

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import soundfile
-import yaml
 
 from speechpack.loader import build_loader
 from speechpack.loader.recipe import ignored_line
 from speechpack.schemas.errors import SpeechpackError
+from speechpack.schemas.yaml_document import read_yaml
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -27,12 +27,9 @@ def load_config(path: str, packs: tuple[str, ...] = ()) -> dict:
     ``packs`` (``--pack``) are the pack directories of a WeSep recipe read unchanged: they become its ``packs``
     entries (a config that has ``packs`` already is an error, so nothing is silently replaced)."""
     try:
-        with open(path, encoding="utf-8") as fp:
-            config = yaml.safe_load(fp)
+        config = read_yaml(path)
     except OSError as err:
         raise SpeechpackError(f"{path}: cannot read config ({err.strerror})") from None
-    except yaml.YAMLError as err:
-        raise SpeechpackError(f"{path}: not valid YAML ({err})") from None
     if not isinstance(config, dict):
         raise SpeechpackError(f"{path}: a config is a mapping with packs and dataset_args")
     if packs:
@@ -110,10 +107,13 @@ class PeekReport:
     wav_dir: str | None = None
     #: A WeSep recipe's trainer sections, ignored by the loader.
     ignored: tuple[str, ...] = ()
+    #: The WeSep dialect the recipe was read as (``LoaderReport.dialect``).
+    dialect: str | None = None
 
     def describe(self) -> str:
         text = (f"{self.state}: {self.items} items, {self.filtered} filtered out, {self.batches} batches per rank, "
                 f"{self.padded_items} padded items, {self.dropped_items} dropped\n"
+                + (f"read as a {self.dialect} recipe\n" if self.dialect else "")
                 + (f"{ignored_line(self.ignored)}\n" if self.ignored else "") + self.batch)
         if self.wav_dir is not None:
             text += f"\nwrote {len(self.wavs)} WAV files to {self.wav_dir}"
@@ -133,7 +133,8 @@ def peek_config(config_path: str, state: str, seed: int = 0, save_wavs: str | No
     wavs = save_batch_wavs(batch, batch_sample_rate(loader.builder), save_wavs) if save_wavs else []
     return PeekReport(state=state, items=report.items, filtered=report.filtered, batches=len(loader),
                       padded_items=report.padded_items, dropped_items=report.dropped_items,
-                      batch=describe_batch(batch), wavs=wavs, wav_dir=save_wavs, ignored=report.ignored)
+                      batch=describe_batch(batch), wavs=wavs, wav_dir=save_wavs, ignored=report.ignored,
+                      dialect=report.dialect)
 
 
 def _save_tse(batch: dict, sample_rate: int, out_dir: str) -> list[str]:

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from speechpack.loader.config_checks import MAX_EPOCH_ITEMS, ConfigError, check_type, positive_int, take_known
+from speechpack.loader.tse import mainline
+from speechpack.schemas.documents import MAX_DEPTH
 
 #: Top-level sections the loader reads (``LoaderConfig`` keys, then WeSep's data sections).
 CONFIG_KEYS = ("packs", "dataset_args", "weighting", "task")
@@ -77,15 +79,23 @@ class Recipe:
     ignored: tuple[str, ...]
     #: With ``val_dataset_args``: the states this reading serves (``TRAIN_STATES`` or ``VAL_STATES``); else None.
     states: tuple[str, ...] | None = None
+    #: Which WeSep dialect the recipe was read as (``loader.tse.mainline.dialect``); None for a loader config.
+    dialect: str | None = None
 
 
-def deep_merge(base: Any, over: Any) -> Any:
-    """``over`` merged into a copy of ``base``: mappings key by key (recursively), any other value replaces."""
+def deep_merge(base: Any, over: Any, depth: int = 0) -> Any:
+    """``over`` merged into a copy of ``base``: mappings key by key (recursively), any other value replaces.
+
+    Mappings nested deeper than ``schemas.documents.MAX_DEPTH`` are refused: YAML files are bounded when read, and
+    a mapping built in code that contains itself would otherwise recurse until ``RecursionError``."""
+    if depth > MAX_DEPTH:
+        raise ConfigError(f"val_dataset_args: mappings nested more than {MAX_DEPTH} levels deep (one that contains "
+                          f"itself?)")
     if not isinstance(base, dict) or not isinstance(over, dict):
         return copy.deepcopy(over)
     merged = copy.deepcopy(base)
     for key, value in over.items():
-        merged[key] = deep_merge(merged[key], value) if key in merged else copy.deepcopy(value)
+        merged[key] = deep_merge(merged[key], value, depth + 1) if key in merged else copy.deepcopy(value)
     return merged
 
 
@@ -93,6 +103,9 @@ def read_recipe(obj: Any, state: str, where: str = "config") -> Recipe:
     """Sort a loader config or a WeSep recipe (``obj``, a dict) for ``state``; errors name the key's path."""
     if not isinstance(obj, dict):
         raise ConfigError(f"{where}: expected a mapping with packs and dataset_args, got {type(obj).__name__}")
+    read_as = mainline.dialect(obj)
+    if read_as == mainline.MAINLINE:  # mainline WeSep's recipe: its keys in the contract dialect's terms
+        obj = mainline.translate(obj, state, where)
     known = (*CONFIG_KEYS, *RECIPE_KEYS)
     ignored = []
     for key in obj:
@@ -130,7 +143,7 @@ def read_recipe(obj: Any, state: str, where: str = "config") -> Recipe:
                                             pin_memory=loader_args["pin_memory"],
                                             prefetch_factor=loader_args["prefetch_factor"]),
                   sample_num_per_epoch=per_epoch, ignored=tuple(ignored),
-                  states=None if not val else VAL_STATES if state in VAL_STATES else TRAIN_STATES)
+                  states=None if not val else VAL_STATES if state in VAL_STATES else TRAIN_STATES, dialect=read_as)
 
 
 def ignored_line(keys) -> str:

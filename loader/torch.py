@@ -88,6 +88,8 @@ class LoaderReport:
     ignored: tuple[str, ...] = ()
     #: The DataLoader's ``num_workers`` and ``prefetch_factor`` and where they came from (``dataloader_settings``).
     dataloader: dict | None = None
+    #: The WeSep dialect the recipe was read as (``wesep-mainline``: mainline's batch keys; ``wesep-contract``).
+    dialect: str | None = None
 
 
 def dataloader_settings(config: LoaderConfig, num_workers: int | None = None,
@@ -280,7 +282,8 @@ class SpeechLoader:
         return LoaderReport(items=len(self.item_pack), filtered=self.filtered, filter_report=self.filter_report,
                             batches_per_rank=len(plan),
                             padded_items=plan.padded, dropped_items=plan.dropped, weighting=weighting,
-                            ignored=self.config.ignored, dataloader=dict(self.dataloader_settings))
+                            ignored=self.config.ignored, dataloader=dict(self.dataloader_settings),
+                            dialect=self.config.dialect)
 
     def __iter__(self) -> Iterator[dict]:
         self._sampler.epoch = self._epoch

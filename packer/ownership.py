@@ -55,6 +55,7 @@ from speechpack.schemas.constants import (
     stream_file_name,
 )
 from speechpack.schemas.cues import CUES_DIR
+from speechpack.schemas.documents import parse_json
 from speechpack.schemas.errors import PackFormatError, SpeechpackError
 from speechpack.schemas.format import FileEntry, Manifest
 from speechpack.schemas.kinds import STREAMS_BY_KIND
@@ -103,7 +104,7 @@ def read_manifest_record(path: str) -> Manifest | None:
     paths inside its directory); ``None`` otherwise (absent, foreign or damaged: then it owns nothing)."""
     try:
         with open(path, "rb") as fp:
-            obj = json.loads(fp.read().decode("utf-8"))
+            obj = parse_json(fp.read(), path, error=ValueError)
         manifest = Manifest.from_dict(obj, path)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, PackFormatError, KeyError, TypeError, ValueError):
         return None
@@ -310,8 +311,8 @@ class DestinationLock:
         while chunk := os.read(self.fd, 1 << 20):
             raw += chunk
         try:
-            record = json.loads(raw.decode("utf-8")) if raw else None
-        except (UnicodeDecodeError, json.JSONDecodeError):
+            record = parse_json(raw, "lock record", error=ValueError) if raw else None
+        except ValueError:
             return None
         return record if isinstance(record, dict) and record.get("version") == RECORD_VERSION else None
 

@@ -11,11 +11,11 @@ another process, and compares this identity then to notice that the pack was rep
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from dataclasses import dataclass
 
 from speechpack.schemas.constants import MANIFEST_NAME
+from speechpack.schemas.documents import parse_json
 from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.format import Manifest
 
@@ -75,11 +75,7 @@ def read_manifest_file(pack_dir: str) -> ManifestFile:
 
 def parse_manifest(raw: bytes, manifest_path: str) -> Manifest:
     """Check a manifest's bytes, read from anywhere (an object store too); errors name ``manifest_path``."""
-    try:
-        obj = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
-        raise PackFormatError(f"{manifest_path}: cannot read JSON ({err})") from None
-    return Manifest.from_dict(obj, manifest_path)
+    return Manifest.from_dict(parse_json(raw, manifest_path, error=PackFormatError), manifest_path)
 
 
 __all__ = ["FileIdentity", "ManifestFile", "parse_manifest", "read_manifest_file"]

@@ -9,8 +9,10 @@ repository.  When a recording is missing a test skips locally and fails in CI (`
 
 from __future__ import annotations
 
+import importlib.abc
 import json
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,19 +21,59 @@ import soundfile
 
 from factories.cue_corpus import CueCorpus, make_cue_corpus
 from factories.cue_split import make_tse_split
-from factories.online_mix import sources_pack_maker
 from factories.pack_reads import make_real_pack
 from factories.recordings import FULL_SCALE, REAL_CORPORA, missing_recording, real_video_path
-from factories.tse import make_two_packs, tse_pack_maker
 from factories.wesep_lists import Mix, Source, WesepCase, write_mixture, write_source
+
+
+#: Fixtures that read the Debian recordings or the real video (docs/testing.md, "Real recordings").
+_REAL_FIXTURES = ("real_audio", "real_video")
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
-    """Mark every test that uses real recordings ``real_data`` (before ``-m`` selects), wherever it lives."""
+    """Mark every test that uses real recordings ``real_data`` (before ``-m`` selects), wherever it lives; a test
+    marked ``fast`` must not use them (the fast tier runs where they are not installed)."""
+    misplaced = []
     for item in items:
-        if "real_audio" in getattr(item, "fixturenames", ()):
+        if any(name in getattr(item, "fixturenames", ()) for name in _REAL_FIXTURES):
             item.add_marker(pytest.mark.real_data)
+        if item.get_closest_marker("real_data") is not None and item.get_closest_marker("fast") is not None:
+            misplaced.append(item.nodeid)
+    if misplaced:
+        raise pytest.UsageError(f"marked fast but using real recordings: {', '.join(misplaced)}")
+
+
+class _WithoutTorch(importlib.abc.MetaPathFinder):
+    """Makes ``import torch`` fail as if torch were not installed."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ModuleNotFoundError(f"No module named {name!r} (the fast tier runs without torch)", name=name)
+        return None
+
+
+#: How a test module joins the fast tier: this line at module level (the tier is chosen per module, by text, so that
+#: ``-m fast`` never imports the other modules, which may import torch).
+FAST_MODULE_MARK = "pytestmark = pytest.mark.fast"
+
+
+def _fast_only(config) -> bool:
+    return config.option.markexpr.strip() == "fast"
+
+
+def pytest_configure(config):
+    """``pytest -m fast`` runs as if torch were not installed, so the tier proves it needs no torch every time it
+    runs (docs/testing.md, "The fast tier")."""
+    if _fast_only(config) and "torch" not in sys.modules:
+        sys.meta_path.insert(0, _WithoutTorch())
+
+
+def pytest_ignore_collect(collection_path, config):
+    """With ``-m fast``, a test module without ``FAST_MODULE_MARK`` is not collected (nor imported) at all."""
+    if _fast_only(config) and collection_path.suffix == ".py" and collection_path.name.startswith("test_"):
+        return FAST_MODULE_MARK not in collection_path.read_text(encoding="utf-8")
+    return None
 
 
 @pytest.fixture
@@ -166,12 +208,16 @@ def real_video() -> str:
 def tse_pack(make_wav, write_list, tmp_path):
     """``tse_pack(name, mixtures, rate=factories.tse.RATE) -> (pack_dir, {key: Mixture})``: generated mixtures packed
     into small shards (``factories.tse``)."""
+    from factories.tse import tse_pack_maker  # torch: imported by the tests that use it, not by the fast tier
+
     return tse_pack_maker(make_wav, write_list, tmp_path)
 
 
 @pytest.fixture
 def two_packs(tse_pack):
     """Two packs of uneven sizes (7 and 4 mixtures, 1-3 speakers, 600-2400 frames): 11 mixtures, 22 targets."""
+    from factories.tse import make_two_packs
+
     return make_two_packs(tse_pack)
 
 
@@ -184,6 +230,8 @@ def real_pack(tmp_path, wesep_list, real_audio) -> Path:
 @pytest.fixture
 def sources_pack(real_audio, wesep_list, tmp_path):
     """``sources_pack(seconds=(0.8,), name="src") -> (pack_dir, case)``: 25 real utterances by 10 speakers."""
+    from factories.online_mix import sources_pack_maker
+
     return sources_pack_maker(real_audio, wesep_list, tmp_path)
 
 

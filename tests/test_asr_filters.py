@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from speechpack.loader.asr.filters import FILTER_REASONS, FilterArgs, asr_filter, drop_tokens
+
+pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
 
 
 def test_each_reason_and_its_boundaries():

@@ -11,6 +11,8 @@ import pytest
 from speechpack.loader.asr.partition_filter import parse_partition_filters
 from speechpack.loader.config import ConfigError
 
+pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
+
 COLUMNS = {"corpus": np.array(["mls", "mls", "fleurs", "cv"]), "language": np.array(["en", "fr", "en", "de"])}
 
 
@@ -58,3 +60,34 @@ def test_empty_and_wrong_types_are_refused():
     for value in ("", [], ["  "], 3):
         with pytest.raises(ConfigError, match="f: expected a pyarrow filter expression"):
             parse_partition_filters(value, "f")
+
+
+def test_3000_nested_parentheses_are_refused_by_name():
+    from speechpack.loader.asr.partition_filter import MAX_NESTING
+
+    text = "(" * 3000 + 'pc.field("corpus") == "cv"' + ")" * 3000
+    with pytest.raises(ConfigError, match=f"f: nested more than {MAX_NESTING} levels deep at character"):
+        parse_partition_filters(text, "f")
+    with pytest.raises(ConfigError, match="nested more than"):
+        parse_partition_filters("pc.and_(" * 3000 + 'pc.field("corpus") == "cv"', "f")
+
+
+def test_a_flat_or_of_1200_terms_evaluates_without_recursing():
+    text = " | ".join(['pc.field("corpus") == "cv"'] * 1199 + ['pc.field("language") == "fr"'])
+    assert mask(text) == [False, True, False, True]
+    assert mask(" & ".join(['pc.field("corpus") == "mls"'] * 1200)) == [True, True, False, False]
+
+
+def test_a_megabyte_filter_is_refused_at_once_and_its_message_stays_short():
+    import time
+
+    text = " | ".join(['pc.field("corpus") == "cv"'] * 45_000)  # 1.3 MB
+    started = time.monotonic()
+    with pytest.raises(ConfigError, match="characters of filter text, more than") as err:
+        parse_partition_filters(text, "f")
+    assert time.monotonic() - started < 1 and len(str(err.value)) < 500
+    bad = 'pc.field("corpus") == "cv" | ' * 9000 + "~"  # under the bound: one pass, the message bounded
+    started = time.monotonic()
+    with pytest.raises(ConfigError, match="at character") as err:
+        parse_partition_filters(bad, "f")
+    assert time.monotonic() - started < 5 and len(str(err.value)) < 800

@@ -7,6 +7,8 @@ import pytest
 from speechpack.loader.asr.summary import read_summary
 from speechpack.loader.config import ConfigError
 
+pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
+
 
 def write(tmp_path, text: str):
     path = tmp_path / "language_distribution_0.tsv"

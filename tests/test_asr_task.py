@@ -377,6 +377,13 @@ def test_weighting_hours_from_a_dataset_summary(parquet_pack, tmp_path):
         prepare(cfg, "train", [open_pack(parquet_pack)], seed=0)
 
 
+def test_a_missing_dataset_summary_path_is_named_without_hours_beta(parquet_pack, tmp_path):
+    missing = tmp_path / "no-such-stats.tsv"
+    cfg = LoaderConfig.from_dict(config(parquet_pack, dataset_summary_path=str(missing)))
+    with pytest.raises(ConfigError, match=f"{missing}: cannot read the dataset summary"):
+        prepare(cfg, "train", [open_pack(parquet_pack)], seed=0)
+
+
 def test_group_weighting_report_names_corpus_language_groups(parquet_pack):
     cfg = config(parquet_pack, hours_beta=True, weighting={"beta_corpus": 0.0, "beta_language": 0.0})
     loader = build_loader(cfg, "train")

@@ -8,6 +8,8 @@ import pytest
 from speechpack.loader.config import ConfigError
 from speechpack.loader.weighting import PackWeighting
 
+pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
+
 
 def test_group_shares_by_hand_and_counts_that_sum_to_the_epoch():
     # Corpus A: en 1 h, fr 3 h; corpus B: en 4 h.  beta 0.5: corpora sqrt(4/8), sqrt(4/8) -> 1/2 each;

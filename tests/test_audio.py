@@ -20,6 +20,8 @@ from speechpack.packer.audio import (
     to_stored,
 )
 
+pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
+
 finite_audio = arrays(
     np.float32, st.tuples(st.integers(1, 3), st.integers(1, 400)),
     elements=st.floats(-4.0, 4.0, width=32, allow_nan=False, allow_infinity=False),

@@ -35,6 +35,8 @@ from speechpack.loader.config_checks import (
 from speechpack.loader.plan import MAX_ROUND_ROWS, PlanError, plan_epoch
 from speechpack.loader.weighting import pack_counts
 
+pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
+
 HUGE = (10 ** 18, 10 ** 21, 10 ** 26)
 
 

@@ -1,4 +1,4 @@
-"""``speechpack build wesep --cues``: every cue resource packed into ``cues/``, read back by ``loader.tse.cues.bank``
+"""``speechpack build wesep --cues``: every cue resource packed into ``cues/``, read back by ``loader.pack.cues``
 equal to its source, byte-identical across rebuilds and workers, checked by ``validate``, and every bad input
 reported in one pass, naming the cue, the key and the file.
 

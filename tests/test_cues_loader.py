@@ -29,13 +29,18 @@ from speechpack.loader import build_loader
 from speechpack.loader.tse.collate import BASE_FIELDS, CollateError, FieldSpec, collate_field, resolve_field
 from speechpack.loader.config import ConfigError, LoaderConfig
 from speechpack.loader.tse.args import DatasetArgs
-from speechpack.loader.tse.cues.chunk import ChunkInfo, align_to_duration, crop_by_ratio
-from speechpack.loader.tse.cues.dae_keyword_phoneme import randint, select_phonemes
-from speechpack.loader.tse.cues.fields import spatial_value
-from speechpack.loader.tse.cues.muse_frontend import muse_chunk
-from speechpack.loader.tse.cues.raw_video import video_chunk
 from speechpack.loader.tse.cues.resolve import CueError, pick_entry
-from speechpack.loader.tse.cues.spk_embedding import embedding
+from speechpack.loader.tse.cues.values import (
+    ChunkInfo,
+    align_to_duration,
+    crop_by_ratio,
+    embedding,
+    muse_chunk,
+    randint,
+    select_phonemes,
+    spatial_value,
+    video_chunk,
+)
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
 

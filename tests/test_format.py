@@ -14,6 +14,8 @@ from speechpack.schemas.format import FileEntry, Manifest, ShardEntry, StreamSpe
 from speechpack.schemas.units import format_bytes, parse_size, seconds_to_samples
 from speechpack.schemas.wesep_list import LineProblem, best_effort_key, parse_wesep_line
 
+pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
+
 DIGEST = "ab" * 32
 
 

@@ -21,6 +21,8 @@ from speechpack.schemas.constants import FACE_SHAPE, KIND_ASD, KIND_ASR, MANIFES
 from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.format import MINOR_TRACKS, Manifest
 
+pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
+
 RATE = 16000
 
 

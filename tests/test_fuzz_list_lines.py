@@ -121,3 +121,71 @@ def test_fuzzed_asr_jsonl_lines_are_named_line_problems_or_pack(speech):
         _check_build("asr-jsonl", good, fuzzed)
 
     run()
+
+
+# ------------------------------------------------------------------------------------------ recipe YAML (plan)
+
+#: Pieces a hostile recipe is made of: YAML syntax, aliases, tags, long integers, deep nesting.
+_YAML_PIECES = st.sampled_from([
+    "[", "]", "{", "}", ": ", ", ", "\n", "\n  ", "- ", "&a ", "*a", "&b ", "*b", "<<: ", "!!int ", "!!float ",
+    "!!binary ", "!!timestamp ", "!!set ", "!!python/object/apply:os.system ", "? ", "'", '"', "#", "|", ">",
+    "9" * 4400, "0x" + "f" * 4000, ":".join(["59"] * 2000), "1e400", ".nan", "2001-13-01", "~", "null", "yes",
+    "[" * 200, "]" * 200, "chunk_len", "batch_size", "dataset_args", "val_dataset_args", "packs", "weight",
+    "num_speakers", "distribution", "partition_filters", "-1", "0", "8000", "\x0b", "\ud800", "\t",
+])
+
+
+def _laughs(levels: int, key: str) -> str:
+    lines = ["l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    lines += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, levels + 1)]
+    return "\n".join(lines) + f"\ndataset_args:\n  {key}: *l{levels}\n"
+
+
+def recipes(pack: str):
+    """YAML texts: a valid recipe with one value fuzzed, hostile fragments, alias trees, or any JSON value."""
+    head = f"packs:\n  - path: {pack}\n"
+    fragment = st.lists(_YAML_PIECES, min_size=1, max_size=12).map("".join)
+    return st.one_of(
+        fragment.map(lambda text: head + "dataset_args:\n  chunk_len: " + text + "\n"),
+        fragment.map(lambda text: head + text),
+        fragment,
+        st.builds(_laughs, st.integers(1, 9), st.sampled_from(["chunk_len", "batch_size", "weight"]))
+        .map(lambda text: head + text),
+        st.dictionaries(st.sampled_from(["dataset_args", "val_dataset_args", "dataloader_args", "weighting",
+                                         "task", "model"]), json_values, max_size=3)
+        .map(lambda obj: head + json.dumps(obj)[1:-1].replace(", \"", "\n\"") if obj else head),
+    )
+
+
+@pytest.fixture(scope="module")
+def speech_pack(speech, tmp_path_factory):
+    out = tmp_path_factory.mktemp("recipe-fuzz") / "pack"
+    listed = out.parent / "input.list"
+    listed.write_bytes(_line({"key": "good", "spk": ["s"], "src": {"s": [speech]}}) + b"\n")
+    result = CliRunner().invoke(main, ["build", "wesep", "--list", str(listed), "--out", str(out), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    return str(out)
+
+
+def test_fuzzed_recipe_yaml_is_a_named_problem_or_a_plan(speech_pack, tmp_path):
+    """``speechpack plan`` on a crafted recipe: exit 0 (a plan) or 1 (``error:`` naming the config), never a
+    traceback, in seconds, with a message of bounded size."""
+    import time
+
+    cfg = tmp_path / "recipe.yaml"
+
+    @_SETTINGS
+    @given(text=recipes(speech_pack))
+    def run(text):
+        cfg.write_bytes(text.encode("utf-8", "surrogatepass"))
+        started = time.monotonic()
+        result = CliRunner().invoke(main, ["plan", str(cfg)])
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            raise AssertionError(f"traceback for {text[:300]!r}:\n{result.output}") from result.exception
+        assert "Traceback" not in result.output
+        assert result.exit_code in (0, 1), result.output
+        if result.exit_code == 1:
+            assert "error:" in result.output and len(result.output) < 4000, result.output[:2000]
+        assert time.monotonic() - started < 10
+
+    run()

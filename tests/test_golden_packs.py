@@ -24,6 +24,8 @@ DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 sys.path.insert(0, DATA)
 import make_golden  # noqa: E402
 
+pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
+
 GOLDEN = make_golden.GOLDEN
 PACKS = sorted(os.listdir(GOLDEN))
 

@@ -21,7 +21,7 @@ from speechpack.loader.pack import (
     open_pack,
     pack_files,
 )
-from speechpack.packer.copy import copy_pack
+from speechpack.packer.copy.to_directory import copy_pack
 from speechpack.schemas.errors import PackFormatError, SpeechpackError
 from speechpack.schemas.manifest_file import FileIdentity
 from test_remote import BUCKET, SECRET, pack, s3_server  # noqa: F401 - fixtures, reused
@@ -155,6 +155,7 @@ def test_store_failures_name_the_object_and_never_the_secret(s3_server):
         ObjectStorePackFiles("memory://packs/train", endpoint_url="http://127.0.0.1:1")
     error = ObjectStoreError(f"{missing}/dataset.json", "read", "AccessDenied")
     assert isinstance(error, OSError) and str(error) == f"{missing}/dataset.json: cannot read (AccessDenied)"
+    assert str(pickle.loads(pickle.dumps(error))) == str(error)
 
 
 def test_without_the_s3_extra_a_url_says_what_to_install(monkeypatch):

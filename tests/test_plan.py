@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 
 from speechpack.loader.plan import EpochPlan, PlanError, batch_rng, epoch_permutation, make_epoch_plan
 
+pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
+
 WORLD_SIZES = (1, 2, 3, 8)
 # Zero, fewer than one batch, fewer than one round, exact multiples of a round for some grids, uneven.
 NUM_ITEMS = (0, 1, 2, 5, 7, 12, 24, 31, 48, 97)

@@ -15,6 +15,8 @@ from speechpack.loader.batching import BudgetArgs, make_budget_plan, tile_window
 from speechpack.loader.plan import MAX_WORLD_SIZE, PlanError, make_epoch_plan, needs_lengths, plan_epoch
 from speechpack.loader.weighting import PackWeighting
 
+pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
+
 REPO = Path(__file__).resolve().parents[1]
 
 

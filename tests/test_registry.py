@@ -1,6 +1,6 @@
 """The adapter registry: every input family is one ``ADAPTERS`` entry, and ``speechpack build`` is made from it.
 
-The CLI calls ``build(options=..., **fixed, **values)`` with the click parameter names as keywords, so a parameter
+The CLI calls ``build(options=..., **fixed, **values)`` with the option names as keywords, so an option
 whose name is not an argument of the build function (or a default_out that names no family value) would only fail
 when someone runs that command: checked here for every entry, without building anything.
 """
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -19,13 +20,20 @@ from speechpack.packer.build.run import BuildOptions
 from speechpack.schemas.constants import ASD_SAMPLE_RATE
 from speechpack.schemas.errors import SpeechpackError
 
+pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
+
 FAMILIES = {"wesep", "wesep-shards", "audio-bank", "ava", "wasd", "avcc", "msdwild", "parquet", "asr-jsonl",
             "lhotse"}
 
 
+def _subcommand(name: str) -> click.Command:
+    """``speechpack build NAME`` as the CLI makes it (on first use: the registry is imported only then)."""
+    return build.get_command(click.Context(build), name)
+
+
 def test_every_family_is_one_entry_and_one_build_subcommand():
     assert set(ADAPTERS) == FAMILIES
-    assert set(build.commands) == FAMILIES
+    assert set(build.list_commands(click.Context(build))) == FAMILIES
     for name, adapter in ADAPTERS.items():
         assert adapter.name == name
         assert adapter.build.__name__.startswith("build_"), name
@@ -35,21 +43,21 @@ def test_every_family_is_one_entry_and_one_build_subcommand():
 def test_every_parameter_is_an_argument_of_its_build_function():
     for name, adapter in ADAPTERS.items():
         arguments = inspect.signature(adapter.build).parameters
-        given = ["options", *(param.name for param in adapter.params), *adapter.fixed]
+        given = ["options", *(spec.name for spec in adapter.params), *adapter.fixed]
         assert len(given) == len(set(given)), name
         assert set(given) <= set(arguments), (name, set(given) - set(arguments))
         required = {arg for arg, spec in arguments.items() if spec.default is inspect.Parameter.empty}
         assert required <= set(given), (name, required - set(given))
         if adapter.default_out is not None:
             names = set(inspect.signature(adapter.default_out).parameters)
-            assert names and names <= {param.name for param in (*adapter.params, *adapter.out_params)}, name
+            assert names and names <= {spec.name for spec in (*adapter.params, *adapter.out_params)}, name
 
 
 def test_asd_families_take_asd_options():
     asd = {name for name, adapter in ADAPTERS.items() if adapter.asd}
     assert asd == {"ava", "wasd", "avcc", "msdwild"}
     for name in FAMILIES:
-        flags = {flag for param in build.commands[name].params for flag in param.opts}
+        flags = {flag for param in _subcommand(name).params for flag in param.opts}
         assert ("--skip-missing" in flags) == (name in asd), name
         assert ("--sample-rate" in flags) == (name not in asd), name
         assert ("--output" in flags) == ("--max-shard-gb" in flags) == (name in asd), name  # MuVAP's spellings

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
+
 REPO = Path(__file__).resolve().parent.parent
 SETUP = REPO / "scripts" / "setup.sh"
 

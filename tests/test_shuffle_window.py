@@ -10,6 +10,8 @@ from speechpack.loader.batching import BudgetArgs, make_budget_plan
 from speechpack.loader.shuffle_window import ShuffleWindows, window_order
 from speechpack.loader.static_plan import batch_rng, make_epoch_plan
 
+pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
+
 
 @pytest.mark.parametrize("count", [0, 1, 7, 500])
 @pytest.mark.parametrize("window", [0, 1, 2, 10, 1000])

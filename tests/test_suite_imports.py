@@ -9,6 +9,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
+
 TESTS = Path(__file__).resolve().parent
 #: Top-level names under tests/ that nothing may import: conftest.py and every test module.
 FORBIDDEN = {"conftest"} | {p.stem for p in TESTS.glob("test_*.py")}

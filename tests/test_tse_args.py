@@ -17,6 +17,8 @@ from speechpack.loader.config import ConfigError, LoaderConfig
 from speechpack.loader.tse.args import DatasetArgs, MixArgs, TimelineArgs
 from speechpack.loader.tse.cues.request import CueRequest
 
+pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
+
 ONLINE = {"online_mix": True, "num_speakers": {"distribution": [0.0, 1.0, 0.0], "max_speakers": 2}}
 
 #: (the key an error must name, the bad dataset_args)

@@ -28,9 +28,11 @@ works without the extra, and a missing extra is a clear error.
 from __future__ import annotations
 
 import functools
+import os
 
 from speechpack.loader.config_checks import ConfigError
 from speechpack.loader.datamodule import EpochForwarder, LightningLoader, datamodule_class, lightning
+from speechpack.schemas.yaml_document import read_yaml
 
 #: Splits a ``packed_asd`` mapping may name, and the loader state each one runs in.
 SPLIT_STATES = {"train": "train", "val": "val", "test": "test"}
@@ -47,12 +49,9 @@ def loader_config(packs: list, dataset_args: dict | None, where: str) -> dict:
 def splits_of(config):
     """The ``packed_asd`` mapping of ``config``: MuVAP's whole experiment config (a mapping with a ``packed_asd``
     key, as loaded from its YAML) or the mapping itself; a ``str`` is a YAML file holding either (read with
-    ``yaml.safe_load``, which builds plain data only)."""
+    ``schemas.yaml_document.read_yaml``: plain data only, bounded, errors name the file and line)."""
     if isinstance(config, str) or hasattr(config, "__fspath__"):
-        import yaml
-
-        with open(config, encoding="utf-8") as fp:
-            config = yaml.safe_load(fp)
+        config = read_yaml(os.fspath(config))
     if isinstance(config, dict) and "packed_asd" in config:
         return config["packed_asd"]
     return config

@@ -18,6 +18,12 @@ them on the pack's ``corpus`` and ``language`` columns.  The grammar (``pc`` may
 
 Anything else (another function, a number, a column the pack does not have, negation) is refused with a
 ``ConfigError`` naming the character where parsing stopped.  A list of such strings means all of them (AND).
+
+Size is bounded, so any text is answered in bounded time and stack: at most ``MAX_FILTER_CHARS`` characters (all
+strings of a list together; a filter over every language of a corpus is a few kilobytes) and ``MAX_NESTING``
+levels of parentheses and ``pc.and_``/``pc.or_`` calls.  The tokenizer makes one pass over the text; a chain of
+``|`` (or ``&``) becomes one node holding its terms, evaluated in a loop (a left-deep tree of 1,200 terms would
+recurse 1,200 levels deep), so recursion depth grows only with the nesting.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from speechpack.loader.config_checks import ConfigError
+from speechpack.schemas.bounded_repr import bounded_repr
 
 #: Partition columns a filter may test: the pack attributes of the same name (LangASRSchema's names).
 COLUMNS = ("corpus", "language")
@@ -35,6 +42,11 @@ COLUMNS = ("corpus", "language")
 _COMPUTE = {"pc", "ds", "pa.compute", "pyarrow.compute", "pa.dataset", "pyarrow.dataset"}
 _ARRAY = {"pa.array", "pyarrow.array"}
 _TOKEN = re.compile(r"""\s*(?:(?P<string>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')|(?P<name>[A-Za-z_][A-Za-z_0-9]*(?:\.[A-Za-z_][A-Za-z_0-9]*)*)|(?P<op>==|[()\[\],&|=]))""")
+#: Longest filter text (characters, over all strings of a list).
+MAX_FILTER_CHARS = 1 << 18
+#: Deepest nesting of parentheses and ``pc.and_``/``pc.or_`` calls.
+MAX_NESTING = 64
+_SPACE = re.compile(r"\s*")
 _ESCAPES = {"\\": "\\", '"': '"', "'": "'", "n": "\n", "t": "\t"}
 
 
@@ -51,20 +63,36 @@ class IsIn:
 
 @dataclass(frozen=True)
 class Both:
-    left: object
-    right: object
+    """Every one of ``parts`` holds (``a & b & c``: one node, evaluated in a loop)."""
+
+    parts: tuple
 
     def mask(self, columns: dict[str, np.ndarray]) -> np.ndarray:
-        return self.left.mask(columns) & self.right.mask(columns)
+        result = self.parts[0].mask(columns)
+        for part in self.parts[1:]:
+            result &= part.mask(columns)
+        return result
 
 
 @dataclass(frozen=True)
 class Either:
-    left: object
-    right: object
+    """Any one of ``parts`` holds (``a | b | c``)."""
+
+    parts: tuple
 
     def mask(self, columns: dict[str, np.ndarray]) -> np.ndarray:
-        return self.left.mask(columns) | self.right.mask(columns)
+        result = self.parts[0].mask(columns)
+        for part in self.parts[1:]:
+            result |= part.mask(columns)
+        return result
+
+
+def _joined(kind: type, parts: list):
+    """One ``Both``/``Either`` node over ``parts`` (a part of the same kind is spliced in), or the single part."""
+    flat = []
+    for part in parts:
+        flat.extend(part.parts if isinstance(part, kind) else (part,))
+    return flat[0] if len(flat) == 1 else kind(tuple(flat))
 
 
 def _unquote(token: str) -> str:
@@ -85,13 +113,12 @@ class _Parser:
     def __init__(self, text: str, where: str):
         self.text, self.where = text, where
         self.tokens: list[tuple[str, str, int]] = []
-        pos = 0
-        while pos < len(text):
-            if not text[pos:].strip():
-                break
+        self.depth = 0
+        pos, end = 0, len(text.rstrip())
+        while pos < end:  # one pass: each match starts where the last ended
             match = _TOKEN.match(text, pos)
             if match is None:
-                self.fail(pos + len(text[pos:]) - len(text[pos:].lstrip()), "a name, a quoted string or one of ( ) [ ] , & | == =")
+                self.fail(_SPACE.match(text, pos).end(), "a name, a quoted string or one of ( ) [ ] , & | == =")
             kind = match.lastgroup
             self.tokens.append((kind, match.group(kind), match.start(kind)))
             pos = match.end()
@@ -99,8 +126,8 @@ class _Parser:
 
     def fail(self, pos: int, expected: str):
         shown = self.text[pos:pos + 20] or "the end"
-        raise ConfigError(f"{self.where}: cannot read {self.text!r} at character {pos + 1} ({shown!r}): expected "
-                          f"{expected}; speechpack reads pc.is_in/pc.equal/== on pc.field('corpus' or 'language'), "
+        raise ConfigError(f"{self.where}: cannot read {bounded_repr(self.text)} at character {pos + 1} ({shown!r}): "
+                          f"expected {expected}; speechpack reads pc.is_in/pc.equal/== on pc.field('corpus' or 'language'), "
                           f"joined by & and |, and never evaluates the text")
 
     def peek(self) -> tuple[str, str, int]:
@@ -120,25 +147,34 @@ class _Parser:
         return node
 
     def expr(self):
-        node = self.term()
+        terms = [self.term()]
         while self.peek()[:2] == ("op", "|"):
             self.i += 1
-            node = Either(node, self.term())
-        return node
+            terms.append(self.term())
+        return _joined(Either, terms)
 
     def term(self):
-        node = self.factor()
+        factors = [self.factor()]
         while self.peek()[:2] == ("op", "&"):
             self.i += 1
-            node = Both(node, self.factor())
-        return node
+            factors.append(self.factor())
+        return _joined(Both, factors)
+
+    def nested(self, pos: int):
+        """One level deeper (parentheses, ``pc.and_``/``pc.or_``); refused past ``MAX_NESTING``."""
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise ConfigError(f"{self.where}: nested more than {MAX_NESTING} levels deep at character {pos + 1} "
+                              f"(parentheses and pc.and_/pc.or_ calls)")
 
     def factor(self):
         kind, token, pos = self.peek()
         if (kind, token) == ("op", "("):
             self.i += 1
+            self.nested(pos)
             node = self.expr()
             self.take("op", ")")
+            self.depth -= 1
             return node
         if kind == "string":
             self.i += 1
@@ -159,11 +195,13 @@ class _Parser:
         self.i += 1
         self.take("op", "(")
         if function in ("and_", "or_"):
+            self.nested(pos)
             left = self.expr()
             self.take("op", ",")
             right = self.expr()
             self.take("op", ")")
-            return Both(left, right) if function == "and_" else Either(left, right)
+            self.depth -= 1
+            return _joined(Both if function == "and_" else Either, [left, right])
         column = self.field()
         self.take("op", ",")
         if function == "equal":
@@ -216,12 +254,14 @@ def parse_partition_filters(value, where: str):
         return None
     texts = [value] if isinstance(value, str) else value
     if not isinstance(texts, list) or not texts or not all(isinstance(t, str) and t.strip() for t in texts):
-        raise ConfigError(f"{where}: expected a pyarrow filter expression (text) or a list of them, got {value!r}")
+        raise ConfigError(f"{where}: expected a pyarrow filter expression (text) or a list of them, got "
+                          f"{bounded_repr(value)}")
+    size = sum(len(text) for text in texts)
+    if size > MAX_FILTER_CHARS:
+        raise ConfigError(f"{where}: {size} characters of filter text, more than the {MAX_FILTER_CHARS} read (a "
+                          f"filter names a few columns and values; list values with pc.is_in)")
     nodes = [_Parser(text, where if len(texts) == 1 else f"{where}[{i}]").parse() for i, text in enumerate(texts)]
-    node = nodes[0]
-    for other in nodes[1:]:
-        node = Both(node, other)
-    return node
+    return _joined(Both, nodes)
 
 
-__all__ = ["COLUMNS", "Both", "Either", "IsIn", "parse_partition_filters"]
+__all__ = ["COLUMNS", "Both", "Either", "IsIn", "MAX_FILTER_CHARS", "MAX_NESTING", "parse_partition_filters"]

@@ -103,6 +103,9 @@ def prepare(config, state: str, packs: list[Pack], seed: int) -> Prepared:
     chosen = [pack for pack, keep in zip(packs, selection.packs) if keep]
     tokenizer = make_tokenizer(args.tokenizer, packs)  # every split's packs: train and val ids agree
     by_group = weighs_groups(config)
+    if args.dataset_summary_path is not None and not by_group:
+        # Unused without hours_beta, but a summary that was named and cannot be read is a mistake to report.
+        read_summary(args.dataset_summary_path, args.dataset_summary_split)
     items, result = asr_items(packs, tokenizer, args.filters, by_group=by_group, selection=selection)
     _check_budget(args, items.num_frames)
     weighting = group_weighting(config, chosen, items) if by_group else None

@@ -165,9 +165,9 @@ class PackFiles(ABC):
     def read_manifest(self) -> ManifestFile:
         """``dataset.json`` read and checked (``schemas.manifest_file``), with its identity taken *before* its
         bytes, so a manifest replaced in between is seen as changed later, never as the one read."""
-        identity = self.identity(MANIFEST_NAME)
         where = self.where(MANIFEST_NAME)
         try:
+            identity = self.identity(MANIFEST_NAME)
             raw = self.read_bytes(MANIFEST_NAME)
         except FileNotFoundError:
             raise PackFormatError(f"{self.location}: not a pack (no {MANIFEST_NAME}; an unfinished build leaves "

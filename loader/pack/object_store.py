@@ -41,6 +41,9 @@ class ObjectStoreError(SpeechpackError, OSError):
     def __str__(self) -> str:
         return f"{self.filename}: cannot {self.action} ({self.strerror})"
 
+    def __reduce__(self):  # pickled whole (an error raised in a worker process), not as OSError's arguments
+        return type(self), (self.filename, self.action, self.strerror)
+
 
 def store_errors() -> tuple[type[BaseException], ...]:
     """The exceptions a store's client raises for a failed request (OSError from fsspec, botocore's own for

@@ -33,8 +33,7 @@ import numpy as np
 from speechpack.loader.pack.files import DirectoryPackFiles, MappedStream, PackFiles, is_remote
 from speechpack.loader.pack.object_store import ObjectStorePackFiles
 from speechpack.loader.pack.readahead import view_ranges, will_need_ranges
-from speechpack.loader.pack.verify import OpenedPack, read_columns
-from speechpack.loader.tse.cues.bank import CueBank, PackCues, SpeakerLabels, open_cues
+from speechpack.loader.pack.cues import CueBank, PackCues, SpeakerLabels, open_cues
 from speechpack.schemas.constants import (
     AUDIO_FULL_SCALE,
     STREAM_TYPES,
@@ -44,6 +43,7 @@ from speechpack.schemas.cues import CuesConfig
 from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.format import Manifest
 from speechpack.schemas.kinds import ATTRIBUTES_BY_KIND, KIND_SPECS, STREAMS_BY_KIND
+from speechpack.loader.pack.verify import OpenedPack, read_columns
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ class Pack:
     """A read-only view of a pack.  Build it with :func:`open_pack`.
 
     Speaker cues (packs built with ``--cues``): ``cues`` maps each cue name of the pack's ``cues.yaml`` to its
-    :class:`~loader.tse.cues.bank.CueBank` (empty without cues); ``cues_config`` is that ``cues.yaml`` parsed
+    :class:`~speechpack.loader.pack.cues.CueBank` (empty without cues); ``cues_config`` is that ``cues.yaml`` parsed
     (``schemas.cues.CuesConfig``, None without cues); ``speaker_labels`` maps speaker id to class index (a
     read-only mapping, None when the pack has no ``labels.speaker_label``) and ``speaker_label(spk)`` looks one up.
 

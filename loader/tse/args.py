@@ -29,6 +29,7 @@ from speechpack.loader.tse.ranges import MAX_BATCH_ROWS, MAX_SAMPLES, at, check_
 from speechpack.loader.tse.augment_args import AugmentArgs, parse_augment
 from speechpack.loader.tse.cues.request import ALIGNS, CueRequest, parse_collate, parse_cues
 from speechpack.loader.tse.legacy_keys import check_legacy
+from speechpack.loader.tse.mainline import MainlineArgs
 from speechpack.loader.tse.mix_args import MixArgs, TimelineArgs, parse_mix
 
 if TYPE_CHECKING:  # loader.batching imports loader.config; the real import is inside _batching
@@ -93,6 +94,9 @@ class DatasetArgs:
     #: with ``hist_frames`` samples of unscored context before it (``loader.batching.tile_windows``).
     train_window: int | None = None
     hist_frames: int = 0
+    #: Set when the config is a mainline WeSep recipe (``loader.tse.mainline``): its batch keys and enrollment
+    #: features (``loader.tse.mainline_batch``).
+    mainline: MainlineArgs | None = None
 
     def __post_init__(self) -> None:
         if self.resample_rate is not None:
@@ -151,7 +155,7 @@ class DatasetArgs:
             "cue_processing": None, "reverb_prob": 0, "reverb_conf": None, "rir_banks": None,
             "reverb_keep_dry": False, "noise_prob": 0, "noise_lmdb_file": None, "noise_banks": None,
             "noise_snr": None,
-            "batching": None, "train_window": None, "hist_frames": 0,
+            "batching": None, "train_window": None, "hist_frames": 0, "mainline": None,
         })
         with where_set(where):
             for key in ("whole_utt", "chunk_random_start", "filter_len", "shuffle", "expand_targets", "online_mix"):
@@ -197,6 +201,7 @@ class DatasetArgs:
                 batching=batching,
                 train_window=train_window,
                 hist_frames=hist,
+                mainline=None if v["mainline"] is None else MainlineArgs.from_dict(v["mainline"]),
             )
 
 

@@ -260,6 +260,8 @@ class TseBatchBuilder:
             if enroll_draws is not None and cue.representation == "waveform":
                 values = [None if v is None else self.enroll_augment(v, enroll_draws[r, c])
                           for r, v in enumerate(values)]
+            if self.args.mainline is not None:  # mainline's collate cuts the rows itself (loader.tse.mainline_batch)
+                batch[f"{cue.field.name}_rows"] = values
             batch[cue.field.name], present = collate_field(values, cue.field, batch["key"])
             if cue.field.emit_present:
                 batch[f"{cue.field.name}_present"] = present

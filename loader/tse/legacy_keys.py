@@ -32,21 +32,27 @@ LEGACY_KEYS = {
 
 
 def check_legacy(obj: Any, where: str) -> None:
-    """Raise for the first older-pipeline key of the ``dataset_args`` mapping ``obj``, naming its replacement."""
+    """Raise for the older-pipeline keys of the ``dataset_args`` mapping ``obj``: one error listing every one of
+    them with its replacement, so a config is fixed in one round, not one key per run."""
     if not isinstance(obj, dict):
         return
-    for key, replacement in LEGACY_KEYS.items():
-        if key in obj:
-            raise ConfigError(f"{where}.{key}: a key of the older WeSep pipeline; now {replacement}")
+    found = [f"{where}.{key}: a key of the older WeSep pipeline; now {replacement}"
+             for key, replacement in LEGACY_KEYS.items() if key in obj]
     spk = obj.get("num_speakers")
     if isinstance(spk, int) and not isinstance(spk, bool):
-        raise ConfigError(f"{where}.num_speakers: {spk} (a fixed count, the older pipeline's form); now "
-                          f"num_speakers: {{distribution: [p1, p2, p3], max_speakers: N}} (P(1), P(2), P(3..N) "
-                          f"speakers; {spk} speakers: {_fixed(spk)})")
+        found.append(f"{where}.num_speakers: {spk} (a fixed count, the older pipeline's form); now "
+                     f"num_speakers: {{distribution: [p1, p2, p3], max_speakers: N}} (P(1), P(2), P(3..N) "
+                     f"speakers; {spk} speakers: {_fixed(spk)})")
     if obj.get("noise_lmdb_file") is not None and not obj.get("cues"):
-        raise ConfigError(f"{where}.noise_lmdb_file: given without dataset_args.cues, the older pipeline's layout; "
-                          f"now {_ENROLL}, and noise_lmdb_file serves noise_prob (mixture noise) and "
-                          f"cue_processing.audio.noise_enroll_prob")
+        found.append(f"{where}.noise_lmdb_file: given without dataset_args.cues, the older pipeline's layout; "
+                     f"now {_ENROLL}, and noise_lmdb_file serves noise_prob (mixture noise) and "
+                     f"cue_processing.audio.noise_enroll_prob")
+    if len(found) == 1:
+        raise ConfigError(found[0])
+    if found:
+        raise ConfigError(f"{len(found)} keys of the older WeSep pipeline (a mainline WeSep recipe is read as it "
+                          f"is when it keeps model_args.tse_model.joint_training or top-level whole_utt; "
+                          f"docs/wesep.md):\n  " + "\n  ".join(found))
 
 
 def _fixed(count: int) -> str:

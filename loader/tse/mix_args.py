@@ -13,6 +13,7 @@ from typing import Any
 
 from speechpack.loader.config_checks import ConfigError, check_type, take_known, value_range
 from speechpack.loader.tse.ranges import MAX_DB, at, check_finite, check_int, check_pair
+from speechpack.schemas.bounded_repr import bounded_repr
 
 #: ``timeline.two_speaker.overlap_position`` keys: where a two-speaker overlap sits, in the order weights are drawn.
 TIMELINE_POSITIONS = ("head", "middle", "tail")
@@ -78,7 +79,7 @@ class MixArgs:
         if (len(dist) != 3 or not all(check_finite(p, "num_speakers.distribution", 0.0, 1.0) >= 0 for p in dist)
                 or abs(sum(dist) - 1.0) > 1e-6):
             raise ConfigError(f"{at('num_speakers.distribution')}: expected 3 non-negative probabilities summing to "
-                              f"1 (1, 2, 3..max_speakers speakers), got {list(dist)!r}")
+                              f"1 (1, 2, 3..max_speakers speakers), got {bounded_repr(dist)}")
         max_speakers = check_int(self.max_speakers, "num_speakers.max_speakers", 1, MAX_SPEAKERS)
         if (dist[2] > 0 and max_speakers < 3) or (dist[1] > 0 and max_speakers < 2):
             raise ConfigError(f"{at('num_speakers.max_speakers')}: {max_speakers} is below the speaker counts the "
@@ -110,7 +111,7 @@ def parse_mix(v: dict, where: str) -> MixArgs | None:
             or not all(isinstance(p, (int, float)) and not isinstance(p, bool) and p >= 0 for p in dist)
             or abs(sum(dist) - 1.0) > 1e-6):
         raise ConfigError(f"{where}.num_speakers.distribution: expected 3 non-negative probabilities summing to 1 "
-                          f"(1, 2, 3..max_speakers speakers), got {dist!r}")
+                          f"(1, 2, 3..max_speakers speakers), got {bounded_repr(dist)}")
     max_speakers = check_type(spk["max_speakers"], int, f"{where}.num_speakers.max_speakers")
     if max_speakers < 1 or (dist[2] > 0 and max_speakers < 3) or (dist[1] > 0 and max_speakers < 2):
         raise ConfigError(f"{where}.num_speakers.max_speakers: {max_speakers} is below the speaker counts the "

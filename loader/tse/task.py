@@ -8,6 +8,7 @@ from speechpack.loader.tasks import Prepared
 from speechpack.loader.tse.args import DatasetArgs, parse_dataset_args
 from speechpack.loader.tse.batch import TseBatchBuilder
 from speechpack.loader.tse.items import length_filter, tse_items
+from speechpack.loader.tse.mainline_batch import MainlineBatchBuilder
 
 
 __all__ = ["parse_dataset_args", "prepare", "unsupported"]
@@ -31,5 +32,8 @@ def prepare(config, state: str, packs: list, seed: int) -> Prepared:
     keep = length_filter(items, packs, args, state)
     kept = items.subset(keep)
     filtered = int(len(keep) - keep.sum())
-    return Prepared(builder=TseBatchBuilder(packs, kept, args, state, seed), item_pack=kept.pack, filtered=filtered,
+    builder = TseBatchBuilder(packs, kept, args, state, seed)
+    if args.mainline is not None:
+        builder = MainlineBatchBuilder(builder, args.mainline, state, seed)
+    return Prepared(builder=builder, item_pack=kept.pack, filtered=filtered,
                     filter_report={"filter_len": filtered} if filtered else {})

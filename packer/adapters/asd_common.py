@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
 from speechpack.packer.faces import FaceError, jpeg_frames, npy_face_count, read_jpeg_faces, read_npy_faces
 from speechpack.packer.build.sample import PackedSample, SamplePlan, StoredArray
 from speechpack.schemas.constants import ASD_SAMPLE_RATE, KIND_ASD, STREAM_AUDIO, STREAM_FACES, STREAM_LABELS
+from speechpack.schemas.documents import parse_json
 from speechpack.schemas.errors import BuildError, ManifestError, NpyHeaderError, SpeechpackError
 from speechpack.schemas.npyfile import read_npy_header
 from speechpack.schemas.timebase import audio_sample_count, model_frame_count, track_start_sample
@@ -145,9 +145,9 @@ def parse_labels(text: str, names: dict[str, int] | None = None) -> np.ndarray:
     """A JSON list of 0/1 per frame (never ``eval``-ed) as uint8; ``names`` maps label strings to 0/1 where a
     corpus may spell them out (AVA).  Raise ``ValueError`` saying what is wrong."""
     try:
-        values = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"labels are not a JSON list ({err.msg} at character {err.pos}): {text[:60]!r}") from None
+        values = parse_json(text, "labels", error=ValueError)
+    except ValueError as err:
+        raise ValueError(f"labels are not a JSON list ({err}): {text[:60]!r}") from None
     if not isinstance(values, list) or not values:
         raise ValueError(f"labels must be a non-empty JSON list of 0/1, got {text[:60]!r}")
     out = np.empty(len(values), dtype=np.uint8)

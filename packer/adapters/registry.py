@@ -1,11 +1,12 @@
-"""``ADAPTERS``: one entry per input family, naming its ``build_<family>`` function and its own click options.
+"""``ADAPTERS``: one entry per input family, naming its ``build_<family>`` function and its own options.
 
-``cli.py`` makes one ``speechpack build NAME`` subcommand per entry: the entry's options, then the options every
-build shares (``--out``, ``--shard-size``, ``--workers``, ``--shards``..., declared once in
-``packer.adapters.build_options``).  The command turns the shared options into the entry's ``options`` class (``BuildOptions``, or ``AsdBuildOptions`` for
-the asd families) and calls ``build(options=..., **fixed, **family option values)``: so each family option's
-parameter name is the name of a ``build`` argument.  Adding an input family is its adapter module and one entry
-here (docs/extending.md).
+The options are plain data (``packer.adapters.option_spec.OptionSpec``); ``cli.py`` alone turns them into click
+parameters and makes one ``speechpack build NAME`` subcommand per entry: the entry's options, then the options
+every build shares (``--out``, ``--shard-size``, ``--workers``, ``--shards``..., declared once in
+``packer.adapters.build_options``).  The command turns the shared options into the entry's ``options`` class
+(``BuildOptions``, or ``AsdBuildOptions`` for the asd families) and calls ``build(options=..., **fixed, **family
+option values)``: so each family option's name is the name of a ``build`` argument.  Adding an input family is its
+adapter module and one entry here (docs/extending.md).
 
 This module imports every adapter (and their decoders) to reference their functions and defaults; importing one
 adapter (a worker process does) does not import it.
@@ -13,14 +14,14 @@ adapter (a worker process does) does not import it.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
-
-import click
+from typing import Callable, Iterable, Mapping
 
 from speechpack.packer.adapters import asr_jsonl, asr_parquet, audio_bank, ava, avcc, msdwild, wesep_dir, wesep_shards
 from speechpack.packer.adapters import lhotse as lhotse_adapter
 from speechpack.packer.adapters.asd_common import AsdBuildOptions
+from speechpack.packer.adapters.option_spec import Choice, Number, OptionSpec, Path, argument, option
 from speechpack.packer.build.run import BuildOptions
 from speechpack.packer.build.finalize import BuildSummary
 from speechpack.schemas import limits
@@ -30,21 +31,21 @@ from speechpack.schemas import limits
 class Adapter:
     """One input family of ``speechpack build``.
 
-    ``build`` is called with keyword arguments only: ``options`` and one per parameter of ``params`` (their click
-    names) and of ``fixed``.  ``default_out``, when set, makes ``--out`` optional: it is called with the family
+    ``build`` is called with keyword arguments only: ``options`` and one per option of ``params`` (their
+    ``name``) and of ``fixed``.  ``default_out``, when set, makes ``--out`` optional: it is called with the family
     values it names as arguments (``ava.default_out(visual_root, split)``) when ``--out`` is not given.
-    ``out_params`` are click parameters that only name that default (``avcc``'s ``--split``): they go to
+    ``out_params`` are options that only name that default (``avcc``'s ``--split``): they go to
     ``default_out``, never to ``build``.
     """
 
     name: str
     build: Callable[..., BuildSummary]
     help: str
-    params: tuple[click.Parameter, ...] = ()
+    params: tuple[OptionSpec, ...] = ()
     options: type[BuildOptions] = BuildOptions
     fixed: Mapping[str, object] = field(default_factory=dict)
     default_out: Callable[..., str] | None = None
-    out_params: tuple[click.Parameter, ...] = ()
+    out_params: tuple[OptionSpec, ...] = ()
     out_help: str | None = None
 
     @property
@@ -52,16 +53,22 @@ class Adapter:
         """An asd family: 16 kHz always (no ``--sample-rate``), ``--skip-missing``, and its inputs are tracks."""
         return issubclass(self.options, AsdBuildOptions)
 
+    def run(self, values: Mapping[str, object], shared: Iterable[str]) -> BuildSummary:
+        """The family's build from a command's option values by name: the ``shared`` options (those of
+        ``build_options``) make ``self.options``, ``out_params`` only name the default ``--out``, and the rest are
+        ``build``'s own arguments."""
+        values = dict(values)
+        chosen = {name: values.pop(name) for name in shared if name in values}
+        out_only = {spec.name: values.pop(spec.name) for spec in self.out_params}
+        if chosen["out"] is None:
+            named = {**values, **out_only}
+            wanted = inspect.signature(self.default_out).parameters
+            chosen["out"] = self.default_out(**{name: value for name, value in named.items() if name in wanted})
+        return self.build(options=self.options(**chosen), **self.fixed, **values)
 
-def range_type(limit: limits.Range) -> click.ParamType:
-    """The click type of a numeric option with its range from ``schemas.limits`` (the library checks it again)."""
-    if limit.integer:
-        return click.IntRange(int(limit.low), int(limit.high))
-    return click.FloatRange(limit.low, limit.high, min_open=limit.low_open)
 
-
-def _list_option(help_text: str, name: str = "list_path") -> click.Option:
-    return click.Option(["--list", name], required=True, type=click.Path(dir_okay=False), help=help_text)
+def _list_option(help_text: str, name: str = "list_path") -> OptionSpec:
+    return option("--list", name, required=True, type=Path(dir_okay=False), help=help_text)
 
 
 def _ava_like(corpus: str) -> Adapter:
@@ -74,13 +81,13 @@ def _ava_like(corpus: str) -> Adapter:
         help=f"Pack {corpus.upper()} face tracks (JPEG crops, per-track WAVs, the loader CSV) as an asd pack: faces "
              f"112x112 grayscale, labels per native frame, audio 16 kHz mono unnormalised.",
         params=(
-            click.Option(["--loader", "csv_path"], required=True, type=click.Path(dir_okay=False),
-                         help="The header-less loader CSV (sample_id, _, fps, labels), one face track per line."),
-            click.Option(["--visual-root"], required=True, type=click.Path(file_okay=False),
-                         help="Face crops: VISUAL_ROOT/SPLIT/<clip>/<track>/<timestamp>.jpg."),
-            click.Option(["--audio-root"], required=True, type=click.Path(file_okay=False),
-                         help="Track audio: AUDIO_ROOT/SPLIT/<clip>/<track>.wav."),
-            click.Option(["--split"], required=True, help="Split directory under both roots (train, val, ...)."),
+            option("--loader", "csv_path", required=True, type=Path(dir_okay=False),
+                   help="The header-less loader CSV (sample_id, _, fps, labels), one face track per line."),
+            option("--visual-root", required=True, type=Path(file_okay=False),
+                   help="Face crops: VISUAL_ROOT/SPLIT/<clip>/<track>/<timestamp>.jpg."),
+            option("--audio-root", required=True, type=Path(file_okay=False),
+                   help="Track audio: AUDIO_ROOT/SPLIT/<clip>/<track>.wav."),
+            option("--split", required=True, help="Split directory under both roots (train, val, ...)."),
         ),
         default_out=ava.default_out,
         out_help="Pack directory (default: <dataset root>/packed/<split>, the dataset root being the visual root's "
@@ -88,12 +95,12 @@ def _ava_like(corpus: str) -> Adapter:
     )
 
 
-def _range_option(flag: str, arity: int, metavar: str, default: tuple, unit: str, limit: limits.Range) -> click.Option:
+def _range_option(flag: str, arity: int, metavar: str, default: tuple, unit: str, limit: limits.Range) -> OptionSpec:
     """A ``--simulate`` range: ``arity`` numbers within ``limit``, ``None`` when not given (the simulation's own
     default)."""
     shown = " ".join(f"{value:g}" for value in default)
-    return click.Option([flag], type=(range_type(limit),) * arity, default=None, metavar=metavar,
-                        help=f"{unit} (default {shown}).")
+    return option(flag, type=Number.within(limit), arity=arity, default=None, metavar=metavar,
+                  help=f"{unit} (default {shown}).")
 
 
 ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (
@@ -101,21 +108,33 @@ ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (
         name="wesep",
         build=wesep_dir.build_wesep_command,
         help="Pack a WeSep raw list: mixture lines make a `tse` pack, single-speaker lines a `sources` pack.  "
-             "--data-dir packs a WeSep split directory as its recipes lay it out, in one command.",
+             "--data-dir packs a WeSep split directory as its recipes lay it out, in one command.  Mainline WeSep's "
+             "shard.list or wav.scp (with utt2spk beside it) and its enrollment files are read as they are.",
         params=(
-            click.Option(["--list", "list_path"], type=click.Path(dir_okay=False),
-                         help="WeSep raw list (JSON lines: key, spk, mix.default, src)."),
-            click.Option(["--data-dir"], type=click.Path(file_okay=False),
-                         help="A WeSep split directory (data/train): its samples.jsonl, raw.list or shard.list, with "
-                              "its cues.yaml and spk2label.json, instead of --list and --cues."),
-            click.Option(["--root"], type=click.Path(file_okay=False, exists=True),
-                         help="Resolve relative audio, cue resource and cue file paths against this directory "
-                              "(default: the current directory)."),
-            click.Option(["--cues", "cues"], type=click.Path(dir_okay=False),
-                         help="The split's cues.yaml: pack every cue resource it points to into PACK/cues/."),
-            click.Option(["--allow-pickle"], is_flag=True,
-                         help="Unpickle spatial cue files that are pickled dicts (runs code from them: trusted files "
-                              "only)."),
+            option("--list", "list_path", type=Path(dir_okay=False),
+                   help="WeSep raw list (JSON lines: key, spk, mix.default, src), or mainline WeSep's shard.list "
+                        "or wav.scp (utt2spk beside it)."),
+            option("--data-dir", type=Path(file_okay=False),
+                   help="A WeSep split directory (data/train): its samples.jsonl, raw.list or shard.list, with "
+                        "its cues.yaml and spk2label.json, instead of --list and --cues."),
+            option("--root", type=Path(file_okay=False, exists=True),
+                   help="Resolve relative audio, cue resource and cue file paths against this directory "
+                        "(default: the current directory)."),
+            option("--cues", "cues", type=Path(dir_okay=False),
+                   help="The split's cues.yaml: pack every cue resource it points to into PACK/cues/."),
+            option("--allow-pickle", is_flag=True,
+                   help="Unpickle spatial cue files that are pickled dicts (runs code from them: trusted files "
+                        "only)."),
+            option("--enroll", type=Path(dir_okay=False),
+                   help="Mainline WeSep enrollments: spk2enroll.json (training draws) or single.wav.scp (the "
+                        "audio of the --fixed-enroll ids)."),
+            option("--fixed-enroll", multiple=True, type=Path(dir_okay=False),
+                   help="Mainline WeSep fixed enrollments, one file per slot, in order: --fixed-enroll "
+                        "spk1.enroll --fixed-enroll spk2.enroll."),
+            option("--spk-embeds", type=Path(dir_okay=False),
+                   help="Mainline WeSep pre-extracted Kaldi embeddings (embed.scp; needs speechpack[wesep])."),
+            option("--utt2spk", type=Path(dir_okay=False),
+                   help="single.utt2spk: the speaker of each --spk-embeds embedding (training draws)."),
         ),
     ),
     Adapter(
@@ -134,10 +153,10 @@ ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (
         help="Pack Omnilingual ASR parquet (audio_bytes, audio_size, text, split, language, corpus) into an `asr` "
              "pack (needs speechpack[parquet]).",
         params=(
-            click.Option(["--path", "path"], required=True, type=click.Path(exists=True),
-                         help="Omnilingual parquet dataset: a directory (corpus=X/language=Y/*.parquet partitions) or "
-                              "one file."),
-            click.Option(["--split"], help="Pack only the rows whose `split` is this (e.g. train)."),
+            option("--path", "path", required=True, type=Path(exists=True),
+                   help="Omnilingual parquet dataset: a directory (corpus=X/language=Y/*.parquet partitions) or "
+                        "one file."),
+            option("--split", help="Pack only the rows whose `split` is this (e.g. train)."),
         ),
     ),
     Adapter(
@@ -149,8 +168,8 @@ ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (
             _list_option("ASR manifest: JSON lines with audio_filepath, text, language, corpus [key, speaker, "
                          "offset, duration]; relative paths are read from the manifest's directory.",
                          name="manifest_path"),
-            click.Option(["--language"], help="Language of lines that name none."),
-            click.Option(["--corpus"], help="Corpus of lines that name none."),
+            option("--language", help="Language of lines that name none."),
+            option("--corpus", help="Corpus of lines that name none."),
         ),
     ),
     Adapter(
@@ -160,21 +179,21 @@ ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (
              "cut) or a `sources` pack (single-speaker mono cuts); audio is read by Lhotse itself (files, cuts of "
              "longer recordings, multi-channel, Shar tars read member by member as cuts are decoded; URLs refused).  Needs speechpack[lhotse].",
         params=(
-            click.Option(["--cuts"], type=click.Path(dir_okay=False),
-                         help="A CutSet in JSON lines (cuts.jsonl.gz), one cut per line."),
-            click.Option(["--recordings"], type=click.Path(dir_okay=False),
-                         help="A RecordingSet (JSON lines), with --supervisions: one sample per supervision, cut "
-                              "from its recording with all its channels."),
-            click.Option(["--supervisions"], type=click.Path(dir_okay=False),
-                         help="A SupervisionSet (JSON lines), with --recordings."),
-            click.Option(["--shar"], type=click.Path(file_okay=False),
-                         help="A Lhotse Shar directory (cuts.NNNNNN.jsonl.gz and recording.NNNNNN.tar)."),
-            click.Option(["--kind"], type=click.Choice(lhotse_adapter.KINDS), default="auto", show_default=True,
-                         help="Pack kind: asr (one transcribed supervision per cut), sources (one speaker, mono; "
-                              "input of online mixing), or auto: asr when any cut has text, else sources."),
-            click.Option(["--language"], help="Language of supervisions that name none (asr)."),
-            click.Option(["--corpus"], help="Corpus of the samples (asr; default: the supervision's custom.corpus, "
-                                            "else the recipe's file name, <corpus>_cuts_<split>.jsonl.gz)."),
+            option("--cuts", type=Path(dir_okay=False),
+                   help="A CutSet in JSON lines (cuts.jsonl.gz), one cut per line."),
+            option("--recordings", type=Path(dir_okay=False),
+                   help="A RecordingSet (JSON lines), with --supervisions: one sample per supervision, cut "
+                        "from its recording with all its channels."),
+            option("--supervisions", type=Path(dir_okay=False),
+                   help="A SupervisionSet (JSON lines), with --recordings."),
+            option("--shar", type=Path(file_okay=False),
+                   help="A Lhotse Shar directory (cuts.NNNNNN.jsonl.gz and recording.NNNNNN.tar)."),
+            option("--kind", type=Choice(lhotse_adapter.KINDS), default="auto", show_default=True,
+                   help="Pack kind: asr (one transcribed supervision per cut), sources (one speaker, mono; "
+                        "input of online mixing), or auto: asr when any cut has text, else sources."),
+            option("--language", help="Language of supervisions that name none (asr)."),
+            option("--corpus", help="Corpus of the samples (asr; default: the supervision's custom.corpus, "
+                                      "else the recipe's file name, <corpus>_cuts_<split>.jsonl.gz)."),
         ),
     ),
     Adapter(
@@ -185,14 +204,14 @@ ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (
              "paths relative to the directory (or as listed); each sample's one \"speaker\" is the kind name.  --lmdb "
              "converts a WeSep noise LMDB once: every entry decoded and checked, its key kept as the sample key.",
         params=(
-            click.Argument(["source"], metavar="[DIR_OR_LIST]", required=False, type=click.Path(exists=True)),
-            click.Option(["--kind"], required=True, type=click.Choice(audio_bank.BANK_KINDS),
-                         help="Pack kind: a noise bank or a room-impulse-response bank."),
-            click.Option(["--simulate"], type=range_type(limits.SIMULATE), metavar="N",
-                         help="Instead of files: simulate N shoebox-room RIRs with pyroomacoustics (--kind rir)."),
-            click.Option(["--lmdb", "lmdb"], type=click.Path(exists=True), metavar="PATH",
-                         help="Instead of files: every entry of a WeSep noise LMDB (tools/make_lmdb.py), keys kept "
-                              "(--kind noise; needs speechpack[wesep])."),
+            argument("source", metavar="[DIR_OR_LIST]", required=False, type=Path(exists=True)),
+            option("--kind", required=True, type=Choice(audio_bank.BANK_KINDS),
+                   help="Pack kind: a noise bank or a room-impulse-response bank."),
+            option("--simulate", type=Number.within(limits.SIMULATE), metavar="N",
+                   help="Instead of files: simulate N shoebox-room RIRs with pyroomacoustics (--kind rir)."),
+            option("--lmdb", "lmdb", type=Path(exists=True), metavar="PATH",
+                   help="Instead of files: every entry of a WeSep noise LMDB (tools/make_lmdb.py), keys kept "
+                        "(--kind noise; needs speechpack[wesep])."),
             _range_option("--room-min", 3, "X Y Z", audio_bank.DEFAULT_ROOM_MIN, "Smallest room, metres",
                           limits.ROOM_SIZE),
             _range_option("--room-max", 3, "X Y Z", audio_bank.DEFAULT_ROOM_MAX, "Largest room, metres",
@@ -200,8 +219,8 @@ ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (
             _range_option("--rt60", 2, "LO HI", audio_bank.DEFAULT_RT60, "RT60 range, s", limits.RT60),
             _range_option("--distance", 2, "LO HI", audio_bank.DEFAULT_DISTANCE,
                           "Source-microphone distance range, metres", limits.DISTANCE),
-            click.Option(["--seed"], default=0, show_default=True, type=range_type(limits.SEED),
-                         help="Seed of the simulation."),
+            option("--seed", default=0, show_default=True, type=Number.within(limits.SEED),
+                   help="Seed of the simulation."),
         ),
     ),
     _ava_like("ava"),
@@ -213,16 +232,16 @@ ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (
         help="Pack AVCC face tracks (npy or JPEG-directory faces, conversation audio cut at start_sec) as an asd "
              "pack.",
         params=(
-            click.Option(["--loader", "tsv_path"], required=True, type=click.Path(dir_okay=False),
-                         help="The headered TSV: sample_id, visual_path, audio_path, source_fps, labels[, start_sec, "
-                              "visual_kind, audio_sample_rate]."),
-            click.Option(["--root"], required=True, type=click.Path(file_okay=False),
-                         help="Resolve the TSV's relative paths against this directory."),
+            option("--loader", "tsv_path", required=True, type=Path(dir_okay=False),
+                   help="The headered TSV: sample_id, visual_path, audio_path, source_fps, labels[, start_sec, "
+                        "visual_kind, audio_sample_rate]."),
+            option("--root", required=True, type=Path(file_okay=False),
+                   help="Resolve the TSV's relative paths against this directory."),
         ),
         default_out=avcc.default_out,
         out_params=(
-            click.Option(["--split"],
-                         help="The split packed (train, val, ...): names the default --out, <root>/packed/<split>."),
+            option("--split", 
+                   help="The split packed (train, val, ...): names the default --out, <root>/packed/<split>."),
         ),
         out_help="Pack directory (default with --split: <root>/packed/<split>).",
     ),
@@ -233,22 +252,22 @@ ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (
         help="Pack MSDWild: windows cut from each MP4 with its box CSV, tracks present in 90% of a window, labels "
              "from the RTTM by frame centre; an incomplete final window is discarded unless --keep-tail (docs/asd.md).",
         params=(
-            click.Option(["--input", "input_dir"], required=True, type=click.Path(file_okay=False),
-                         help="MSDWild's box directory: <video>.csv per video (and the MP4s, unless --video-root)."),
-            click.Option(["--rttm", "rttm_path"], type=click.Path(dir_okay=False),
-                         help=f"Speech turns; its videos are the ones packed (default: INPUT/{msdwild.DEFAULT_RTTM})."),
-            click.Option(["--video-root"], type=click.Path(file_okay=False),
-                         help="Where <video>.mp4 are (default: --input)."),
-            click.Option(["--window", "window_sec"], default=msdwild.DEFAULT_WINDOW_SEC, show_default=True,
-                         type=range_type(limits.WINDOW_SECONDS), help="Window length, seconds."),
-            click.Option(["--overlap", "--overlap-seconds", "overlap_sec"], default=msdwild.DEFAULT_OVERLAP_SEC,
-                         show_default=True, type=range_type(limits.OVERLAP_SECONDS),
-                         help="Overlap of consecutive windows, seconds (--overlap-seconds: MuVAP's spelling)."),
-            click.Option(["--keep-tail"], is_flag=True,
-                         help="Keep an incomplete final window (unpadded) when it adds frames; by default it is "
-                              "discarded, as MuVAP's document says."),
-            click.Option(["--box-format"], type=click.Choice(msdwild.BOX_FORMATS), default=msdwild.BOX_FORMATS[0],
-                         show_default=True, help="The four box columns: x y width height, or x1 y1 x2 y2."),
+            option("--input", "input_dir", required=True, type=Path(file_okay=False),
+                   help="MSDWild's box directory: <video>.csv per video (and the MP4s, unless --video-root)."),
+            option("--rttm", "rttm_path", type=Path(dir_okay=False),
+                   help=f"Speech turns; its videos are the ones packed (default: INPUT/{msdwild.DEFAULT_RTTM})."),
+            option("--video-root", type=Path(file_okay=False),
+                   help="Where <video>.mp4 are (default: --input)."),
+            option("--window", "window_sec", default=msdwild.DEFAULT_WINDOW_SEC, show_default=True,
+                   type=Number.within(limits.WINDOW_SECONDS), help="Window length, seconds."),
+            option("--overlap", "--overlap-seconds", "overlap_sec", default=msdwild.DEFAULT_OVERLAP_SEC,
+                   show_default=True, type=Number.within(limits.OVERLAP_SECONDS),
+                   help="Overlap of consecutive windows, seconds (--overlap-seconds: MuVAP's spelling)."),
+            option("--keep-tail", is_flag=True,
+                   help="Keep an incomplete final window (unpadded) when it adds frames; by default it is "
+                        "discarded, as MuVAP's document says."),
+            option("--box-format", type=Choice(msdwild.BOX_FORMATS), default=msdwild.BOX_FORMATS[0],
+                   show_default=True, help="The four box columns: x y width height, or x1 y1 x2 y2."),
         ),
         default_out=msdwild.default_out,
         out_help="Pack directory (default: <dataset root>/packed/<rttm name>, the dataset root being the input's "
@@ -257,4 +276,4 @@ ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (
 )}
 
 
-__all__ = ["ADAPTERS", "Adapter", "range_type"]
+__all__ = ["ADAPTERS", "Adapter"]

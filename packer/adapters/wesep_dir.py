@@ -18,9 +18,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-import yaml
+from typing import TYPE_CHECKING
 
+from speechpack.schemas.documents import DocumentError
 from speechpack.schemas.errors import OptionError, SpeechpackError
+from speechpack.schemas.yaml_document import read_yaml
+
+if TYPE_CHECKING:
+    from speechpack.packer.adapters.wesep_mainline.inputs import MainlineInputs
 
 #: The files of a WeSep split directory, in the order the list is chosen.
 LIST_NAMES = ("samples.jsonl", "raw.list", "shard.list")
@@ -50,9 +55,10 @@ class WesepSplit:
 
 @dataclass(frozen=True)
 class WesepDirBuild:
-    """``build_wesep_dir``'s result: what was found, and the build's summary."""
+    """``build_wesep_dir``'s result: what was found (a contract split, or mainline WeSep's files), and the
+    build's summary."""
 
-    split: WesepSplit
+    split: WesepSplit | MainlineInputs
     summary: object
 
     def describe(self) -> str:
@@ -63,10 +69,9 @@ def _labels_named(cues_path: str) -> str | None:
     """The ``labels.speaker_label.resource`` of a cues.yaml (None when absent or unreadable: the cue build reports
     a broken cues.yaml itself, naming the file)."""
     try:
-        with open(cues_path, encoding="utf-8") as fp:
-            document = yaml.safe_load(fp)
+        document = read_yaml(cues_path)
         return document["labels"]["speaker_label"]["resource"]
-    except (OSError, yaml.YAMLError, KeyError, TypeError):
+    except (OSError, DocumentError, KeyError, TypeError):
         return None
 
 
@@ -117,16 +122,37 @@ def build_wesep_dir(data_dir: str, options, root: str | None = None, allow_pickl
 
 
 def build_wesep_command(options, list_path: str | None = None, data_dir: str | None = None, root: str | None = None,
-                        cues: str | None = None, allow_pickle: bool = False):
-    """``speechpack build wesep``: ``--list`` (with ``--cues``) or ``--data-dir``, exactly one."""
+                        cues: str | None = None, allow_pickle: bool = False, enroll: str | None = None,
+                        fixed_enroll: tuple[str, ...] = (), spk_embeds: str | None = None,
+                        utt2spk: str | None = None):
+    """``speechpack build wesep``: ``--list`` (with ``--cues``, or mainline's ``--enroll``, ``--fixed-enroll``,
+    ``--spk-embeds``) or ``--data-dir``, exactly one.  A list that is not JSON lines (``shard.list``, ``wav.scp``)
+    and a split directory without ``cues.yaml`` but with mainline's files are mainline WeSep's
+    (``packer.adapters.wesep_mainline``)."""
     from speechpack.packer.adapters.wesep import build_wesep
+    from speechpack.packer.adapters.wesep_mainline import build as mainline
+    from speechpack.packer.adapters.wesep_mainline.inputs import MainlineInputs, find_mainline_split, is_mainline_split
 
     if (list_path is None) == (data_dir is None):
         raise OptionError("give one of --list and --data-dir")
+    fixed_enroll = tuple(fixed_enroll or ())
+    given = {"enroll": enroll, "fixed_enroll": fixed_enroll, "spk_embeds": spk_embeds, "utt2spk": utt2spk}
+    asked = any(given.values())
+    if cues is not None and asked:
+        raise OptionError("--cues (a contract cues.yaml) and mainline's --enroll/--fixed-enroll/--spk-embeds: give "
+                          "one of them")
     if data_dir is not None:
         if cues is not None:
             raise OptionError("--data-dir uses the split's cues.yaml; --cues is for --list")
-        return build_wesep_dir(data_dir, options, root=root, allow_pickle=allow_pickle)
+        if not (asked or is_mainline_split(data_dir)):
+            return build_wesep_dir(data_dir, options, root=root, allow_pickle=allow_pickle)
+        found = find_mainline_split(data_dir, embeddings=True if spk_embeds else None)
+        if asked:  # what the command line names wins over what the directory holds
+            found = MainlineInputs(list_path=found.list_path, notes=found.notes, **{
+                **{k: getattr(found, k) for k in given}, **{k: v for k, v in given.items() if v}})
+        return WesepDirBuild(split=found, summary=mainline.build_mainline(found, options, root=root))
+    if asked or mainline.list_format(list_path) != "raw":
+        return mainline.build_mainline(MainlineInputs(list_path=list_path, **given), options, root=root)
     return build_wesep(list_path, options, root=root, cues=cues, allow_pickle=allow_pickle)
 
 

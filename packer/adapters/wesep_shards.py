@@ -22,7 +22,6 @@ mixture of the sample whose speaker ids came just before it).
 from __future__ import annotations
 
 import io
-import json
 import os
 import re
 import tarfile
@@ -31,6 +30,7 @@ from dataclasses import dataclass, field
 
 from speechpack.packer.adapters.wesep import TarMember, WesepList, one_kind, wesep_steps
 from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
+from speechpack.schemas.documents import parse_json
 from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.jsonlines import read_lines
 from speechpack.schemas.sample_names import check_name, name_problem
@@ -273,7 +273,7 @@ def write_shards(list_path: str, out_dir: str, samples_per_shard: int = 1000, pr
     opened as written (relative to the current directory).
     """
     with open(list_path, encoding="utf-8") as fp:
-        records = [json.loads(text) for text in fp if text.strip()]
+        records = [parse_json(text, f"{list_path}:{n}") for n, text in enumerate(fp, start=1) if text.strip()]
     if online is None:
         online = all("mix" not in r for r in records)
     os.makedirs(out_dir, exist_ok=True)

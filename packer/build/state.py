@@ -34,6 +34,7 @@ from speechpack.schemas.constants import (
     shard_dir_name,
     stream_file_name,
 )
+from speechpack.schemas.documents import parse_json, read_json
 from speechpack.schemas.errors import PackFormatError, SpeechpackError
 from speechpack.schemas.format import FileEntry, ShardEntry, check_shard_index
 from speechpack.schemas.kinds import STREAMS_BY_KIND
@@ -133,10 +134,10 @@ def load_recorded_plan(pack_dir: str) -> RecordedPlan | None:
     path = os.path.join(pack_dir, PLAN_FILE)
     if not os.path.isfile(path):
         return None
-    with open(path, encoding="utf-8") as fp:
+    with open(path, "rb") as fp:
         try:
-            obj = json.load(fp)
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            obj = parse_json(fp.read(), path, error=ValueError)
+        except ValueError as err:
             raise SpeechpackError(f"{path}: not JSON ({err}); remove the directory's build state, or start again "
                                   f"with --overwrite") from None
     if isinstance(obj, dict) and isinstance(obj.get("plan"), dict):
@@ -219,8 +220,8 @@ def read_receipt(pack_dir: str, shard_name: str) -> ShardReceipt | None:
         return None
     with open(path, "rb") as fp:
         try:
-            return ShardReceipt.from_dict(json.loads(fp.read().decode("utf-8")), path)
-        except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as err:
+            return ShardReceipt.from_dict(parse_json(fp.read(), path, error=ValueError), path)
+        except (ValueError, KeyError, TypeError) as err:
             raise PackFormatError(f"{path}: not a shard receipt ({err})") from None
 
 
@@ -234,8 +235,7 @@ def read_cues_receipt(pack_dir: str) -> tuple[str, dict[str, FileEntry]] | None:
     path = receipt_path(pack_dir, CUES_RECEIPT)
     if not os.path.isfile(path):
         return None
-    with open(path, encoding="utf-8") as fp:
-        obj = json.load(fp)
+    obj = read_json(path, error=PackFormatError)
     files = {name: FileEntry.from_dict(entry, f"{path}.files[{name!r}]") for name, entry in obj["files"].items()}
     return obj["plan"], files
 
@@ -317,10 +317,10 @@ def verify_shard(pack_dir: str, shard_id: int, plan: BuildPlan, fingerprint: str
 
 
 def _read_index(index_path: str, kind: str) -> list[dict]:
-    with open(index_path, encoding="utf-8") as fp:
+    with open(index_path, "rb") as fp:
         try:
-            obj = json.load(fp)
-        except json.JSONDecodeError as err:
+            obj = parse_json(fp.read(), index_path, error=ValueError)
+        except ValueError as err:
             raise ShardMismatch(f"{index_path}: not JSON ({err})") from None
     try:
         return check_shard_index(obj, kind, index_path)

@@ -13,21 +13,18 @@ import os
 from dataclasses import dataclass
 from typing import Sequence
 
-import yaml
 from tqdm import tqdm
 
-from speechpack.packer.cues.bank import load_item, loadable_items, write_bank
-from speechpack.packer.cues.labels import read_labels, write_labels
+from speechpack.packer.cues.bank import load_item, loadable_items, read_labels, write_bank, write_labels, writer
 from speechpack.packer.cues.payload import LoadContext
-from speechpack.packer.cues.problem import CueProblem
-from speechpack.packer.cues.representations import MODULES
-from speechpack.packer.cues.resource import EntryContext, Resource, read_resource
+from speechpack.packer.cues.resource import CueProblem, EntryContext, Resource, read_resource
 from speechpack.packer.build.executor import map_in_order
 from speechpack.packer.files import fresh_temp_dir, fsync_dir, hash_file
 from speechpack.schemas.cues import CUES_DIR, CUES_YAML, LABELS_DIR, CuesConfig, CueSpec, SpeakerSlot, lookup_key
 from speechpack.schemas.errors import ManifestError, SpeechpackError
 from speechpack.schemas.format import FileEntry
 from speechpack.schemas.wesep_list import resolve_path
+from speechpack.schemas.yaml_document import parse_yaml
 
 
 @dataclass(frozen=True)
@@ -55,10 +52,7 @@ def _read_config(path: str) -> tuple[bytes, CuesConfig | None, list[CueProblem]]
         raise SpeechpackError(f"{path}: cues.yaml not found")
     with open(path, "rb") as fp:
         raw = fp.read()
-    try:
-        obj = yaml.safe_load(raw.decode("utf-8"))
-    except (UnicodeDecodeError, yaml.YAMLError) as err:
-        raise SpeechpackError(f"{path}: not valid YAML ({err})") from None
+    obj = parse_yaml(raw, path)
     try:
         return raw, CuesConfig.from_dict(obj, where=path), []
     except ManifestError:
@@ -106,7 +100,7 @@ def prepare_cues(yaml_path: str, slots: Sequence[SpeakerSlot], root: str | None,
     resources = {}
     for spec in config.cues if config else ():
         context = EntryContext(resolve=resolve, resource_path=resolve(spec.resource))
-        resource, found = read_resource(spec, MODULES[spec.representation], context)
+        resource, found = read_resource(spec, writer(spec.representation).parse_entry, context)
         problems += found
         if resource is not None:
             resources[spec.name] = resource

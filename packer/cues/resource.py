@@ -1,19 +1,51 @@
-"""A cue's resource JSON, read into the lookup structure of a bank: sorted keys, their entries, deduplicated items.
+"""A cue's resource JSON, read into the lookup structure of a bank: sorted keys, their entries, deduplicated items;
+and what a cue problem says.
 
 The resource is checked without opening the files it points to (their existence aside), so a build reports a
-broken resource before decoding anything.  Every problem is collected, each naming the cue, the key and the file.
+broken resource before decoding anything.  Every problem is collected, each naming the cue, the key and the file
+(and the list line, when one needs it).  Cue problems are reported together with the list's bad lines in one
+``BuildError``; unlike bad lines they are never skipped (``--skip-bad`` is about list lines), because a cue bank
+with a hole would fail later, in training.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from dataclasses import dataclass
 from typing import Callable
 
-from speechpack.packer.cues.problem import CueInputError, CueProblem
-from speechpack.schemas.cues import DICT_VALUED, CueSpec
+from speechpack.schemas.cues import CueSpec
+from speechpack.schemas.documents import parse_json
+
+
+@dataclass(frozen=True)
+class CueProblem:
+    """One thing wrong with the cues: the cue, the lookup key, the file, and why (and the list line)."""
+
+    cue: str | None  # None: cues.yaml itself, or the speaker labels
+    key: str | None  # the lookup key (or speaker) concerned
+    path: str | None  # the file at fault: cues.yaml, a resource JSON, or a file a resource points to
+    reason: str
+    line: int | None = None  # a list line that needs the key
+
+    def __str__(self) -> str:
+        parts = [f"cue {self.cue!r}" if self.cue is not None else "cues"]
+        if self.key is not None:
+            parts.append(f"key {self.key!r}")
+        if self.path is not None:
+            parts.append(f"file {self.path}")
+        if self.line is not None:
+            parts.append(f"list line {self.line}")
+        return f"{', '.join(parts)}: {self.reason}"
+
+    def to_dict(self) -> dict:
+        return {"cue": self.cue, "key": self.key, "path": self.path, "reason": self.reason, "line": self.line}
+
+
+class CueInputError(Exception):
+    """A resource entry or the file it points to cannot be used; the message is the reason (the caller adds cue,
+    key and path)."""
 
 
 @dataclass(frozen=True)
@@ -22,12 +54,12 @@ class ItemSource:
 
     path: str  # the resolved file (for an inline item: the resource JSON it came from)
     duration_sec: float | None = None  # part of the identity where the entry carries it (muse_frontend, fields)
-    content: str | None = None  # canonical JSON of an inline item (dae_keyword_phoneme)
+    content: str | None = None  # canonical JSON of an inline item (dae_keyword_phoneme): it has no file of its own
 
 
 @dataclass(frozen=True)
 class EntryContext:
-    """What a representation's ``parse_entry`` needs besides the entry: how to resolve paths, and where it is."""
+    """What a writer's ``parse_entry`` needs besides the entry: how to resolve paths, and where it is."""
 
     resolve: Callable[[str], str]
     resource_path: str
@@ -97,11 +129,13 @@ def key_problem(key: object) -> str | None:
     return "lookup key holds a NUL character" if b"\0" in encoded else None
 
 
-def read_resource(spec: CueSpec, module, context: EntryContext) -> tuple[Resource | None, list[CueProblem]]:
-    """Read ``context.resource_path`` for ``spec`` with the representation ``module``'s ``parse_entry``.
+def read_resource(spec: CueSpec, parse_entry: Callable[[dict, EntryContext], tuple[ItemSource, str]],
+                  context: EntryContext) -> tuple[Resource | None, list[CueProblem]]:
+    """Read ``context.resource_path`` for ``spec`` with its writer's ``parse_entry``.
 
-    List-valued resources map a key to a non-empty list of entries, dict-valued ones (``DICT_VALUED``) to one
-    entry.  Returns the resource (None when the file cannot be read at all) and every problem found.
+    List-valued resources map a key to a non-empty list of entries, dict-valued ones (the row's ``dict_valued``) to
+    one entry.  Items whose file is missing are reported (an inline item has none).  Returns the resource (None when
+    the file cannot be read at all) and every problem found.
     """
     path = context.resource_path
     problems: list[CueProblem] = []
@@ -115,14 +149,14 @@ def read_resource(spec: CueSpec, module, context: EntryContext) -> tuple[Resourc
     try:
         with open(path, "rb") as fp:
             raw = fp.read()
-        obj = json.loads(raw.decode("utf-8"), object_pairs_hook=refuse_duplicates)
+        obj = parse_json(raw, path, error=ValueError, object_pairs_hook=refuse_duplicates)
     except (OSError, UnicodeDecodeError, ValueError, CueInputError) as err:
         problem(None, path, f"cannot read the resource JSON ({err})")
         return None, problems
     if not isinstance(obj, dict):
         problem(None, path, f"expected a JSON object mapping lookup keys to entries, got {type(obj).__name__}")
         return None, problems
-    dict_valued = spec.representation in DICT_VALUED
+    dict_valued = spec.representation_spec.dict_valued
     keys, counts, entry_items, utt_ids = [], [], [], []
     items: dict[ItemSource, int] = {}
     item_keys: list[str] = []
@@ -147,7 +181,7 @@ def read_resource(spec: CueSpec, module, context: EntryContext) -> tuple[Resourc
             try:
                 if not isinstance(entry, dict):
                     raise CueInputError(f"expected an object, got {type(entry).__name__}")
-                parsed.append(module.parse_entry(entry, context))
+                parsed.append(parse_entry(entry, context))
             except CueInputError as err:
                 problem(key, path, f"{'' if dict_valued else f'entry {position}: '}{err}")
         if len(parsed) != (1 if dict_valued else len(value)):
@@ -162,7 +196,7 @@ def read_resource(spec: CueSpec, module, context: EntryContext) -> tuple[Resourc
             utt_ids.append(utt_id)
     sources = tuple(items)  # in item order
     missing = frozenset(index for index, source in enumerate(sources)
-                        if module.READS_FILES and not os.path.isfile(source.path))
+                        if source.content is None and not os.path.isfile(source.path))
     for index in sorted(missing):
         problem(item_keys[index], sources[index].path, "file not found")
     resource = Resource(path=path, sha256=hashlib.sha256(raw).hexdigest(), keys=tuple(keys), counts=tuple(counts),

@@ -49,7 +49,8 @@ from speechpack.packer.adapters.lhotse import CORPUS_FIELD
 from speechpack.packer.adapters.lhotse_read import require_lhotse
 from speechpack.schemas.constants import (AUDIO_FULL_SCALE, KIND_ASR, KIND_NOISE, KIND_RIR, KIND_SOURCES, STREAM_TEXT,
                                UNKNOWN_SPEAKER)
-from speechpack.schemas.errors import SpeechpackError
+from speechpack.schemas.documents import read_json
+from speechpack.schemas.errors import PackFormatError, SpeechpackError
 from speechpack.schemas.kinds import KIND_SPECS
 
 #: Kinds an export writes: one audio segment per sample.  ``tse`` (a mixture and its targets) and ``asd``
@@ -60,8 +61,7 @@ EXPORTED_KINDS = (KIND_ASR, KIND_SOURCES, KIND_NOISE, KIND_RIR)
 def _index_records(pack):
     """Each sample's index record (for its provenance), in pack order, one shard's ``index.json`` at a time."""
     for shard in pack.manifest.shards:
-        with open(os.path.join(pack.path, shard.directory, "index.json"), encoding="utf-8") as fp:
-            yield from json.load(fp)["samples"]
+        yield from read_json(os.path.join(pack.path, shard.directory, "index.json"), error=PackFormatError)["samples"]
 
 
 def _audio_extension(factor: float) -> str:

@@ -35,6 +35,7 @@ from typing import Callable
 
 from speechpack.packer.ownership import refuse_foreign, walk
 from speechpack.schemas.constants import TEMP_PREFIX
+from speechpack.schemas.documents import parse_json
 
 #: The manifest an export writes in ``DIR`` (written last).
 CUTS_FILE = "cuts.jsonl.gz"
@@ -111,7 +112,7 @@ def read_record(path: str) -> ExportRecord | None:
     """The record at ``path`` when speechpack wrote it; ``None`` when absent, cut short or not one of ours."""
     try:
         with open(path, "rb") as fp:
-            return ExportRecord.from_dict(json.loads(fp.read().decode("utf-8")))
+            return ExportRecord.from_dict(parse_json(fp.read(), path, error=ValueError))
     except (OSError, UnicodeDecodeError, ValueError):  # JSONDecodeError is a ValueError
         return None
 
@@ -163,7 +164,7 @@ def read_journal(out: str, owns: Callable[[str], bool]) -> dict[str, tuple[int, 
     with fp:
         for line in fp:  # a line at a time: about 120 bytes per sample
             try:
-                entry = json.loads(line.decode("utf-8"))
+                entry = parse_json(line, JOURNAL_FILE, error=ValueError)
                 rel, size, digest = entry["file"], entry["size"], entry["sha256"]
             except (UnicodeDecodeError, ValueError, KeyError, TypeError):
                 continue

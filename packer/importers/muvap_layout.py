@@ -36,7 +36,6 @@ the reason names the index.json entry), so one run lists them all.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -45,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from speechpack.schemas.constants import ASD_SAMPLE_RATE, FACE_SHAPE, SHARD_DIR_PREFIX, shard_dir_name
+from speechpack.schemas.documents import read_json
 from speechpack.schemas.errors import NpyHeaderError, PackFormatError
 from speechpack.schemas.npyfile import NpyHeader, read_npy_header
 from speechpack.schemas.sample_names import name_problem
@@ -106,11 +106,7 @@ def _read_json(root: str, path: str, name: str):
     """The JSON document at ``path`` (a file ``name`` of the pack at ``root``), after checking it lies inside
     the pack; ``PackFormatError`` naming the file when it is not UTF-8 JSON."""
     _inside(root, path, name)
-    try:
-        with open(path, "rb") as fp:
-            return json.loads(fp.read().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise PackFormatError(f"{path}: not a JSON document ({err})") from None
+    return read_json(path, error=PackFormatError)
 
 
 def _inside(root: str, path: str, what: str) -> None:

@@ -10,19 +10,18 @@ import os
 
 import numpy as np
 
-from speechpack.loader.tse.cues.bank import read_cues_config
-from speechpack.packer.validate.report import PackReport
+from speechpack.loader.pack.cues import read_cues_config
 from speechpack.packer.validate.files import check_file
+from speechpack.packer.validate.report import PackReport
 from speechpack.schemas.constants import MANIFEST_NAME
-from speechpack.schemas.cuecheck import bank_files, label_issues, read_bank
+from speechpack.schemas.cue_banks import DATA_NAME
+from speechpack.schemas.cuecheck import label_issues, read_bank
 from speechpack.schemas.cues import (
     CUES_DIR,
     CUES_YAML,
-    DATA_NAME,
     LABEL_SPEAKERS_NAME,
     LABEL_VALUES_NAME,
     LABELS_DIR,
-    PAYLOAD_DTYPES,
 )
 from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.format import Manifest
@@ -53,7 +52,7 @@ def check_cues(path: str, manifest: Manifest, report: PackReport, check_hashes: 
     except PackFormatError as err:
         report.error(os.path.join(directory, CUES_YAML), str(err).split(": ", 1)[-1])
         return {}
-    expected = {CUES_YAML} | {f"{spec.name}/{name}" for spec in config.cues for name in bank_files(spec.representation)}
+    expected = {CUES_YAML} | {f"{spec.name}/{name}" for spec in config.cues for name in spec.representation_spec.files}
     if config.speaker_label_resource is not None:
         expected |= {f"{LABELS_DIR}/{LABEL_SPEAKERS_NAME}", f"{LABELS_DIR}/{LABEL_VALUES_NAME}"}
     for name in sorted(expected - set(manifest.cues)):
@@ -70,7 +69,7 @@ def check_cues(path: str, manifest: Manifest, report: PackReport, check_hashes: 
             continue
         summary[spec.name] = {"representation": spec.representation,
                               **{key: files.meta.get(key) for key in ("keys", "entries", "items")}}
-        if not issues and PAYLOAD_DTYPES[spec.representation].kind == "f":
+        if not issues and spec.representation_spec.payload_dtype.kind == "f":
             _check_finite(os.path.join(bank_dir, DATA_NAME), report)
     if config.speaker_label_resource is not None:
         labels_dir = os.path.join(directory, LABELS_DIR)

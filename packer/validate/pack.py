@@ -14,7 +14,6 @@ itself (``PackReport``, its summary) is ``packer.validate.report``.
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
@@ -36,6 +35,7 @@ from speechpack.schemas.constants import (
     STREAM_TYPES,
     stream_file_name,
 )
+from speechpack.schemas.documents import parse_json
 from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.format import Manifest, StreamSpec, check_shard_index
 from speechpack.schemas.kinds import KIND_SPECS
@@ -167,9 +167,9 @@ def _read_index(checked: CheckedFiles, directory: str, manifest: Manifest, expec
         data = checked.read(rel)
         if data is None:
             return None  # missing or unreadable: reported
-        raw = json.loads(data.decode("utf-8"))
+        raw = parse_json(data, index_path, error=PackFormatError)
         records = check_shard_index(raw, manifest.kind, index_path)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, PackFormatError) as err:
+    except (OSError, PackFormatError) as err:
         report.error(index_path, str(err).replace(f"{index_path}: ", "").replace(index_path, "index"))
         return None
     if raw["shard"] != directory:

@@ -10,9 +10,9 @@ guarantee) and returns one ``CueField`` per used cue, in ``dataset_args.cues`` o
 - a missing key, or an entry that cannot be used, is an error naming the cue, key and pack when the cue is
   required by the experiment or guaranteed by the data (WeSep's processors raise on ``guaranteed``); otherwise
   the slot is missing (filled at collation, ``<field>_present`` False);
-- the value itself comes from the cue's representation module (``loader.tse.cues.representations``: waveforms
-  at the loader's rate ``[C, T]``, embeddings ``[D]``, video ``[H, W, C, T]`` uint8 and the other time-varying
-  cues cut to the row's audio chunk (``loader.tse.cues.chunk``), textual phoneme ids int64 ``[L]``).
+- the value itself comes from the cue's representation (``loader.tse.cues.values``: waveforms at the loader's rate
+  ``[C, T]``, embeddings ``[D]``, video ``[H, W, C, T]`` uint8 and the other time-varying cues cut to the row's
+  audio chunk, textual phoneme ids int64 ``[L]``).
 """
 
 from __future__ import annotations
@@ -25,9 +25,8 @@ import numpy as np
 from speechpack.loader.config_checks import ConfigError
 from speechpack.loader.tse.args import DatasetArgs
 from speechpack.loader.tse.collate import CUE_FIELDS, FieldSpec, resolve_field
-from speechpack.loader.tse.cues.chunk import ChunkInfo
-from speechpack.loader.tse.cues.representations import MODULES
 from speechpack.loader.tse.cues.request import CueRequest
+from speechpack.loader.tse.cues.values import ChunkInfo, cue_value
 from speechpack.schemas.cues import CueSpec, lookup_key
 from speechpack.schemas.errors import SpeechpackError
 
@@ -47,7 +46,7 @@ class CueField:
     field: FieldSpec
     representation: str
     required: bool
-    banks: list  # per pack: loader.tse.cues.bank.CueBank
+    banks: list  # per pack: loader.pack.cues.CueBank
     specs: list[CueSpec]  # per pack
 
     @property
@@ -71,7 +70,7 @@ class CueField:
             return None
         entry = entries[pick_entry(len(entries), spec.policy_type, float(draws[0]))]
         try:
-            return MODULES[self.representation].value(bank, spec, bank.entry_item(entry), chunk, draws)
+            return cue_value(self.representation).value(bank, spec, bank.entry_item(entry), chunk, draws)
         except (ValueError, IndexError, KeyError) as err:
             if strict:
                 raise CueError(f"cue {self.name!r}: cannot use the entry of lookup key {key!r} in pack {pack_path}: "
@@ -129,8 +128,8 @@ def _cue_defaults(spec: CueSpec) -> dict[str, Any]:
 
 
 def _check_spec(spec: CueSpec, pack_path: str) -> None:
-    check = getattr(MODULES[spec.representation], "check_spec", None)
-    problem = check(spec, pack_path) if check is not None else None
+    check = cue_value(spec.representation).problem
+    problem = check(spec) if check is not None else None
     if problem:
         raise ConfigError(f"cue {spec.name!r} of pack {pack_path}: {problem}")
 

@@ -1,4 +1,4 @@
-"""Issue 13, defects 11 and 13, and resumable builds by default: a build that fails (full disk, Ctrl-C, a
+"""Failed and interrupted builds, and resumable builds by default: a build that fails (full disk, Ctrl-C, a
 directory it cannot write, a second build into the same ``--out``) prints ``error: ...`` or ``Aborted!``, never a
 traceback, and leaves only what a resumed build keeps; any build, even one started without ``--resume``, can be
 resumed after a kill and keeps every shard it had finished, untouched.
@@ -64,10 +64,10 @@ def only_what_resume_keeps(out) -> list[str]:
     return shards
 
 
-# --------------------------------------------------------------------------- defect 11: failed parallel builds
+# --------------------------------------------------------------------------- failed parallel builds
 
 @pytest.mark.parametrize("workers", ["1", "2"])
-def test_defect11_full_disk_leaves_only_what_resume_keeps(six_line_corpus, tmp_path, workers):
+def test_full_disk_leaves_only_what_resume_keeps(six_line_corpus, tmp_path, workers):
     out = tmp_path / "pack"
     failed = run_build(six_line_corpus.list_path, out, ONE_PER_SHARD, "--workers", workers, kill_at="sample:utt3",
                        fault="enospc")
@@ -86,7 +86,7 @@ def test_defect11_full_disk_leaves_only_what_resume_keeps(six_line_corpus, tmp_p
     "sample:utt3",
     "receipt-temp:2",  # a receipt under its .tmp- name when the worker stops (CI once caught one left behind)
 ])
-def test_defect11_ctrl_c_prints_aborted_and_leaves_only_what_resume_keeps(six_line_corpus, tmp_path, workers, kill_at):
+def test_ctrl_c_prints_aborted_and_leaves_only_what_resume_keeps(six_line_corpus, tmp_path, workers, kill_at):
     out = tmp_path / "pack"
     interrupted = run_build(six_line_corpus.list_path, out, ONE_PER_SHARD, "--workers", workers, kill_at=kill_at,
                             fault="interrupt")
@@ -99,7 +99,7 @@ def test_defect11_ctrl_c_prints_aborted_and_leaves_only_what_resume_keeps(six_li
     assert pack_files(out) == reference(six_line_corpus, tmp_path, ONE_PER_SHARD)
 
 
-def test_defect11_bad_input_still_leaves_nothing(tmp_path, write_list, real_audio):
+def test_bad_input_still_leaves_nothing(tmp_path, write_list, real_audio):
     """A build failing on bad lines keeps nothing: once the list is fixed its plan changes, so no shard is of use."""
     good = real_audio("pocketsphinx", 1)[0]
     listed = write_list([source_line("a", "s1", good), source_line("b", "s2", str(tmp_path / "missing.wav"))])
@@ -109,9 +109,9 @@ def test_defect11_bad_input_still_leaves_nothing(tmp_path, write_list, real_audi
     assert not out.exists()
 
 
-# --------------------------------------------------------------------- defect 13: clear errors, checked first
+# --------------------------------------------------------------------- clear errors, checked first
 
-def test_defect13_unwritable_out_is_refused_before_any_header_is_read(tmp_path, write_list):
+def test_unwritable_out_is_refused_before_any_header_is_read(tmp_path, write_list):
     """sysfs refuses new directories, for root too.  The list names missing audio: had the headers been probed
     first, the error would be about those lines."""
     listed = write_list([source_line(f"k{i}", "s1", str(tmp_path / f"missing{i}.wav")) for i in range(3)])
@@ -121,7 +121,7 @@ def test_defect13_unwritable_out_is_refused_before_any_header_is_read(tmp_path, 
     assert "missing0.wav" not in result.stderr and "Traceback" not in result.stderr
 
 
-def test_defect13_a_second_build_into_the_same_out_is_refused(six_line_corpus, tmp_path):
+def test_a_second_build_into_the_same_out_is_refused(six_line_corpus, tmp_path):
     """While another process holds the directory's lock (here: this test, as a running build would), a build
     into it stops at once with a clear message and touches nothing."""
     out = tmp_path / "pack"
@@ -137,7 +137,7 @@ def test_defect13_a_second_build_into_the_same_out_is_refused(six_line_corpus, t
     assert run_build(six_line_corpus.list_path, out, TWO_PER_SHARD).returncode == 0
 
 
-def test_defect13_two_builds_started_together_give_one_pack_and_one_clear_refusal(six_line_corpus, tmp_path):
+def test_two_builds_started_together_give_one_pack_and_one_clear_refusal(six_line_corpus, tmp_path):
     out = tmp_path / "pack"
     cmd = [sys.executable, "-m", "speechpack.cli", "build", "wesep", "--list", str(six_line_corpus.list_path), "--out", str(out),
            "--shard-size", TWO_PER_SHARD, "--no-progress"]

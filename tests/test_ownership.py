@@ -1,4 +1,4 @@
-"""Issue 13, defects 1-3 (writer side): speechpack deletes only what one of its own records lists
+"""What speechpack may delete or replace (writer side): it deletes only what one of its own records lists
 (``packer.ownership``), refuses a build whose ``--out`` holds its own inputs, and replaces a pack's files by rename
 so that a process that has them mapped keeps reading the old bytes.  Real recordings throughout."""
 
@@ -41,10 +41,10 @@ def _copy(src, dst):
     return CliRunner().invoke(main, ["copy", str(src), str(dst), "--no-progress"])
 
 
-# ------------------------------------------------------------------------------------------------ defect 1: copy
+# ------------------------------------------------------------------------------------------------ copy
 
-def test_defect01_copy_keeps_foreign_files_named_like_pack_entries(pack, tmp_path):
-    """The issue's exact scenario: ``cues/`` and ``columns/`` of a user's directory were deleted as pack entries."""
+def test_copy_keeps_foreign_files_named_like_pack_entries(pack, tmp_path):
+    """The reported scenario: ``cues/`` and ``columns/`` of a user's directory were deleted as pack entries."""
     dst = tmp_path / "d"
     (dst / "cues").mkdir(parents=True)
     (dst / "columns").mkdir()
@@ -58,7 +58,7 @@ def test_defect01_copy_keeps_foreign_files_named_like_pack_entries(pack, tmp_pat
     assert _tree(dst) == before and sorted(os.listdir(dst)) == ["columns", "cues"]
 
 
-def test_defect01_copy_over_a_pack_keeps_a_user_file_inside_a_shard_directory(pack, tmp_path, wesep_list, real_audio):
+def test_copy_over_a_pack_keeps_a_user_file_inside_a_shard_directory(pack, tmp_path, wesep_list, real_audio):
     """An older pack at the destination may be replaced, but a file its manifest does not list is not the pack's."""
     librivox = real_audio("pocketsphinx", 2)
     older = tmp_path / "older"
@@ -77,7 +77,7 @@ def test_defect01_copy_over_a_pack_keeps_a_user_file_inside_a_shard_directory(pa
     assert open_pack(dst).keys.tolist() == ["old"]  # the older pack is still whole
 
 
-def test_defect01_copy_replaces_an_older_pack_and_says_what_it_removed(pack, tmp_path, wesep_list, real_audio):
+def test_copy_replaces_an_older_pack_and_says_what_it_removed(pack, tmp_path, wesep_list, real_audio):
     librivox = real_audio("pocketsphinx", 3)
     older = tmp_path / "older"
     build_wesep(str(wesep_list([Mix(f"o{i}", tuple(librivox[i:i + 2]), seconds=1.0) for i in range(2)]
@@ -93,7 +93,7 @@ def test_defect01_copy_replaces_an_older_pack_and_says_what_it_removed(pack, tmp
     assert not (dst / INCOMING_MANIFEST).exists() and not (dst / REPLACED_MANIFEST).exists()
 
 
-def test_defect01_copy_refuses_a_foreign_dataset_json(pack, tmp_path):
+def test_copy_refuses_a_foreign_dataset_json(pack, tmp_path):
     dst = tmp_path / "hf"
     dst.mkdir()
     (dst / "dataset.json").write_text('{"name": "someone else\'s dataset"}')
@@ -105,7 +105,7 @@ def test_defect01_copy_refuses_a_foreign_dataset_json(pack, tmp_path):
     assert _tree(dst) == before
 
 
-# ------------------------------------------------------------------------------------ defect 2: build --overwrite
+# ------------------------------------------------------------------------------------ build --overwrite
 
 def _overwrite(case, out):
     list_path = getattr(case, "list_path", case)
@@ -113,8 +113,8 @@ def _overwrite(case, out):
                                      "--overwrite", "--no-progress"])
 
 
-def test_defect02_overwrite_keeps_non_pack_data_and_the_builds_own_inputs(tmp_path, write_list, real_audio):
-    """The issue's scenario: a directory with the list's audio under ``cues/``, ``columns/important.txt``,
+def test_overwrite_keeps_non_pack_data_and_the_builds_own_inputs(tmp_path, write_list, real_audio):
+    """The reported scenario: a directory with the list's audio under ``cues/``, ``columns/important.txt``,
     ``shard-000007/file.txt`` and a foreign ``dataset.json`` was emptied, then the build failed on its deleted
     input."""
     librivox = real_audio("pocketsphinx", 2)
@@ -136,7 +136,7 @@ def test_defect02_overwrite_keeps_non_pack_data_and_the_builds_own_inputs(tmp_pa
     assert _tree(out) == before
 
 
-def test_defect02_overwrite_refuses_an_out_that_holds_its_list(pack, wesep_list, real_audio):
+def test_overwrite_refuses_an_out_that_holds_its_list(pack, wesep_list, real_audio):
     """The list file itself inside --out: refused, naming it as this build's input."""
     librivox = real_audio("pocketsphinx", 2)
     case = wesep_list([Mix("m", tuple(librivox), seconds=0.5)], name="in.list")
@@ -150,7 +150,7 @@ def test_defect02_overwrite_refuses_an_out_that_holds_its_list(pack, wesep_list,
     assert pack_files(pack) == before
 
 
-def test_defect02_overwrite_refuses_an_out_that_holds_listed_audio(pack, write_list, real_audio):
+def test_overwrite_refuses_an_out_that_holds_listed_audio(pack, write_list, real_audio):
     """Audio the list names, inside a real pack's directory (in a shard directory: a name the pack owns)."""
     librivox = real_audio("pocketsphinx", 2)
     wav = pack / "shard-000000" / "speech.wav"
@@ -161,7 +161,7 @@ def test_defect02_overwrite_refuses_an_out_that_holds_listed_audio(pack, write_l
     assert wav.read_bytes() == Path(librivox[0]).read_bytes()
 
 
-def test_defect02_overwrite_replaces_a_real_pack(pack, wesep_list, real_audio):
+def test_overwrite_replaces_a_real_pack(pack, wesep_list, real_audio):
     librivox = real_audio("pocketsphinx", 2)
     case = wesep_list([Mix("new", tuple(librivox), seconds=0.5)], name="new.list")
     result = _overwrite(case, pack)
@@ -170,9 +170,9 @@ def test_defect02_overwrite_replaces_a_real_pack(pack, wesep_list, real_audio):
     assert sorted(os.listdir(pack)) == ["columns", "dataset.json", "shard-000000"]
 
 
-# ------------------------------------------------------------------ defect 3 (writer side): open packs keep bytes
+# ------------------------------------------------------------------ open packs keep their bytes
 
-def test_defect03_overwrite_and_copy_replace_files_so_open_maps_keep_the_old_bytes(pack, tmp_path, wesep_list,
+def test_overwrite_and_copy_replace_files_so_open_maps_keep_the_old_bytes(pack, tmp_path, wesep_list,
                                                                                    real_audio):
     """A reader that has a stream file mapped keeps the old inode, hence the old bytes, when the pack is rebuilt
     with --overwrite or copied over: no file is ever rewritten in place."""
@@ -197,7 +197,7 @@ def test_defect03_overwrite_and_copy_replace_files_so_open_maps_keep_the_old_byt
     assert open_pack(pack).keys.tolist() == ["z"]
 
 
-def test_defect01_rule_a_killed_copy_leaves_only_owned_entries(pack, tmp_path):
+def test_a_killed_copy_leaves_only_owned_entries(pack, tmp_path):
     """A copy records the incoming manifest before its first change, so an interrupted copy's files stay owned and
     the next run finishes it (the files it wrote are kept when they verify)."""
     dst = tmp_path / "dst"
@@ -211,7 +211,7 @@ def test_defect01_rule_a_killed_copy_leaves_only_owned_entries(pack, tmp_path):
     assert _tree(dst) == _tree(pack)
 
 
-def test_defect01_unlisted_names_in_a_directory_speechpack_does_not_own_are_named(pack, tmp_path):
+def test_unlisted_names_in_a_directory_speechpack_does_not_own_are_named(pack, tmp_path):
     dst = tmp_path / "dst"
     dst.mkdir()
     for i in range(12):
@@ -221,7 +221,7 @@ def test_defect01_unlisted_names_in_a_directory_speechpack_does_not_own_are_name
     assert len(os.listdir(dst)) == 12
 
 
-def test_defect02_overwrite_refuses_an_out_that_holds_its_cues(tse_split):
+def test_overwrite_refuses_an_out_that_holds_its_cues(tse_split):
     """``--out`` pointed at the split directory: it holds ``cues.yaml`` and ``cues/audio.json`` (the build's cue
     inputs): refused, naming them, before a header is read; nothing is deleted."""
     case, cues_path, root, _facts = tse_split

@@ -24,6 +24,8 @@ from speechpack.packer.build.run import BuildOptions
 from speechpack.packer.build.writer import PackWriter
 from speechpack.schemas.errors import BuildError, SpeechpackError
 
+pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
+
 
 def options(out: Path, **kwargs) -> BuildOptions:
     kwargs.setdefault("progress", False)
@@ -31,7 +33,7 @@ def options(out: Path, **kwargs) -> BuildOptions:
 
 
 def assert_only_what_resume_keeps(out: Path) -> list[str]:
-    """Issue 13: a build that failed for any reason but bad input keeps its plan, its receipts and the shards they
+    """A build that failed for any reason but bad input keeps its plan, its receipts and the shards they
     vouch for (a rerun resumes from them), and nothing else: no manifest, no temporary debris."""
     left = sorted(os.listdir(out))
     shards = [name for name in left if name.startswith("shard-")]

@@ -1,0 +1,305 @@
+"""Reading a pack's speaker cues (``PACK/cues/``: ``cues.yaml`` in ``schemas/cues.py``, the banks in
+``schemas/cue_banks.py``): one ``CueBank`` per cue, and the speaker labels.  numpy only: the pack reader opens the
+banks with the pack, so nothing here may pull in a task or a heavy library.
+
+A bank's index (lookup keys, entries, item rows, extra arrays) is loaded at open as numpy columns; ``data.npy`` is
+mapped read-only on first ``read``, and the mapping is not pickled, so DataLoader workers map it themselves.
+Opening checks the structure (``schemas.cuecheck``: sorted keys, entries and payloads in bounds); ``speechpack
+validate`` runs the same checks and hashes every file.
+
+What an item *is* differs per representation: :data:`READERS` holds one small read function per row of
+``schemas.cue_banks.REPRESENTATION_SPECS`` (a new representation adds its function here; docs/extending.md).  What
+a training batch makes of an item (cut to the row's chunk, resampled, selected) is the TSE task's
+(``loader/tse/cues/values.py``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from speechpack.schemas.constants import AUDIO_FULL_SCALE
+from speechpack.schemas.cue_banks import (
+    DATA_NAME,
+    ENTRIES_NAME,
+    ENTRY_UTT_IDS_NAME,
+    ITEMS_NAME,
+    KEYWORDS_NAME,
+    LOOKUP_COUNT_NAME,
+    LOOKUP_FIRST_NAME,
+    LOOKUP_KEYS_NAME,
+    VALUES_NAME,
+    WORDS_NAME,
+    Issue,
+)
+from speechpack.schemas.cuecheck import BankFiles, label_issues, read_bank
+from speechpack.schemas.cues import (
+    CUES_DIR,
+    CUES_YAML,
+    LABEL_SPEAKERS_NAME,
+    LABEL_VALUES_NAME,
+    LABELS_DIR,
+    CuesConfig,
+    CueSpec,
+)
+from speechpack.schemas.errors import InternalError, ManifestError, PackFormatError
+from speechpack.schemas.format import Manifest
+from speechpack.schemas.yaml_document import parse_yaml
+
+
+def _find(sorted_keys: np.ndarray, key: str) -> int:
+    """Row of ``key`` in a sorted ``|S`` array, or -1."""
+    encoded = key.encode("utf-8")
+    row = int(np.searchsorted(sorted_keys, encoded))
+    return row if row < len(sorted_keys) and sorted_keys[row] == encoded else -1
+
+
+class CueBank:
+    """One cue's bank: ``find(key)`` gives the entry rows of a lookup key (in the resource's list order),
+    ``entry_item(entry)`` the item an entry points to, and ``read(item)`` the item's data.
+
+    ``read`` returns what the representation's read function (:data:`READERS`) makes of the item: ``waveform``
+    float32 ``[C, T]`` at ``sample_rate`` (the pack's); ``spk_embedding`` float32 ``[D]``; ``raw_video`` ``(uint8
+    [T, H, W, C], fps)``; ``muse_frontend`` ``(float32 array, duration_sec)``; ``fields`` ``({name: float32 0-d or
+    1-D array}, duration_sec or None)`` with only the fields the item has; ``dae_keyword_phoneme`` ``([int64
+    phoneme ids per word], int64 kw_candidate)``.  Arrays are copies (raw video aside, see ``read``): the mapping
+    is never handed out.
+    """
+
+    def __init__(self, directory: str, spec: CueSpec, files: BankFiles, sample_rate: int):
+        self.directory = directory
+        self.name = spec.name
+        self.spec = spec
+        self.representation = spec.representation
+        row = spec.representation_spec
+        #: Hz of the items of a representation stored at the pack's rate (``at_pack_rate``); None otherwise.
+        self.sample_rate = sample_rate if row.at_pack_rate else None
+        #: ``meta.json`` as written (what a read function may need besides the arrays).
+        self.meta = files.meta
+        #: The field names of a ``fields`` bank (sorted); empty otherwise.
+        self.fields: tuple[str, ...] = tuple(files.meta.get("fields", ()))
+        arrays = files.arrays
+        self.keys = arrays[LOOKUP_KEYS_NAME]
+        self._first = arrays[LOOKUP_FIRST_NAME]
+        self._count = arrays[LOOKUP_COUNT_NAME]
+        self._entries = arrays[ENTRIES_NAME]
+        self._utt_ids = arrays[ENTRY_UTT_IDS_NAME]
+        items = arrays[ITEMS_NAME]
+        self._items = {name: np.ascontiguousarray(items[name]) for name in items.dtype.names}
+        #: The row's extra arrays by file name (``words.npy``, ``keywords.npy``, ``values.npy``...).
+        self.extra: dict[str, np.ndarray] = {array.name: arrays[array.name] for array in row.extra_arrays}
+        self._data: np.ndarray | None = None
+
+    def __repr__(self) -> str:
+        return (f"CueBank({self.name!r}, {self.representation}, keys={len(self.keys)}, entries={len(self._entries)}, "
+                f"items={self.num_items})")
+
+    def __getstate__(self) -> dict:
+        """Pickling (DataLoader workers under spawn) carries the index, never the mapping."""
+        return {**self.__dict__, "_data": None}
+
+    @property
+    def num_items(self) -> int:
+        return len(next(iter(self._items.values())))
+
+    def find(self, key: str) -> range:
+        """The entry rows of lookup ``key``; empty when the resource has no such key."""
+        row = _find(self.keys, key)
+        if row < 0:
+            return range(0)
+        first = int(self._first[row])
+        return range(first, first + int(self._count[row]))
+
+    def entry_item(self, entry: int) -> int:
+        return int(self._entries[entry])
+
+    def entry_utt_id(self, entry: int) -> str:
+        return self._utt_ids[entry].decode("utf-8")
+
+    def data(self) -> np.ndarray:
+        """``data.npy``, mapped read-only on first use (a plain ndarray view; the mapping stays alive with it)."""
+        if self._data is None:
+            path = os.path.join(self.directory, DATA_NAME)
+            try:
+                self._data = np.load(path, mmap_mode="r", allow_pickle=False).view(np.ndarray)
+            except Exception as err:  # noqa: BLE001 - a corrupt .npy header raises ValueError, SyntaxError...
+                raise PackFormatError(f"{path}: cannot map cue data ({err})") from None
+        return self._data
+
+    def read(self, item: int):
+        """Item ``item`` in WeSep's resource shape (see the module docstring).  A copy, except raw video: its frames
+        are a read-only view of the mapped bank, because a clip is large and a training chunk needs a few frames
+        of it (copying whole clips was a quarter of a video batch's time); copy what you keep."""
+        if not 0 <= item < self.num_items:
+            raise IndexError(f"cue {self.name!r} has {self.num_items} items; asked for {item}")
+        return reader(self.representation)(self, item, self.data())
+
+    def field(self, name: str, item: int):
+        """Column ``name`` of ``items.npy`` at ``item`` (the read functions read through it)."""
+        return self._items[name][item]
+
+
+# ------------------------------------------------------------------------------------------------ read functions
+# One per representation: ``(bank, item, mapped data.npy) -> the item``, in WeSep's resource shape; the layouts are
+# specified in schemas/cue_banks.py.
+
+def read_waveform(bank: CueBank, item: int, data: np.ndarray) -> np.ndarray:
+    """The item's audio, float32 ``[C, T]`` at the bank's rate (a copy)."""
+    offset, channels, length = (int(bank.field(n, item)) for n in ("offset", "channels", "length"))
+    factor = np.float32(float(bank.field("scale", item)) / AUDIO_FULL_SCALE)
+    return data[offset:offset + channels * length].reshape(channels, length).astype(np.float32) * factor
+
+
+def read_spk_embedding(bank: CueBank, item: int, data: np.ndarray) -> np.ndarray:
+    """A row of ``data.npy`` ``[items, D]``, copied."""
+    return np.array(data[int(bank.field("row", item))])
+
+
+def read_raw_video(bank: CueBank, item: int, data: np.ndarray) -> tuple[np.ndarray, float]:
+    """``(frames [T, H, W, C], fps)``: the frames are a read-only view of the mapped bank."""
+    shape = tuple(int(bank.field(n, item)) for n in ("frames", "height", "width", "channels"))
+    offset = int(bank.field("offset", item))
+    return data[offset:offset + math.prod(shape)].reshape(shape), float(bank.field("fps", item))
+
+
+def read_muse_frontend(bank: CueBank, item: int, data: np.ndarray) -> tuple[np.ndarray, float]:
+    """``(features, duration_sec)`` (a copy)."""
+    shape = tuple(int(d) for d in bank.field("shape", item)[:int(bank.field("ndim", item))])
+    offset = int(bank.field("offset", item))
+    return (np.array(data[offset:offset + math.prod(shape)].reshape(shape)), float(bank.field("duration_sec", item)))
+
+
+def read_fields(bank: CueBank, item: int, data: np.ndarray) -> tuple[dict[str, np.ndarray], float | None]:
+    """``({name: float32 0-d or 1-D array}, duration_sec or None)`` with only the fields the item has."""
+    fields = {}
+    for name, value in zip(bank.fields, bank.extra[VALUES_NAME][item]):
+        if value["present"]:
+            offset, length = int(value["offset"]), int(value["length"])
+            fields[name] = np.array(data[offset]) if length == -1 else np.array(data[offset:offset + length])
+    duration = float(bank.field("duration_sec", item))
+    return fields, None if math.isnan(duration) else duration
+
+
+def read_dae_keyword_phoneme(bank: CueBank, item: int, data: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+    """``([int64 phoneme ids per word], int64 kw_candidate)`` (copies)."""
+    word_first, word_count, kw_first, kw_count = (int(bank.field(n, item)) for n in
+                                                  ("word_first", "word_count", "kw_first", "kw_count"))
+    words = bank.extra[WORDS_NAME][word_first:word_first + word_count]
+    return ([np.array(data[int(w["phn_offset"]):int(w["phn_offset"]) + int(w["phn_length"])]) for w in words],
+            np.array(bank.extra[KEYWORDS_NAME][kw_first:kw_first + kw_count]))
+
+
+#: ``(bank, item, data) -> the item``.
+ReadFunction = Callable[[CueBank, int, np.ndarray], Any]
+#: The read function of each representation (a name of ``schemas.cue_banks.REPRESENTATION_SPECS``).
+READERS: dict[str, ReadFunction] = {
+    "waveform": read_waveform,
+    "spk_embedding": read_spk_embedding,
+    "raw_video": read_raw_video,
+    "muse_frontend": read_muse_frontend,
+    "fields": read_fields,
+    "dae_keyword_phoneme": read_dae_keyword_phoneme,
+}
+
+
+def reader(representation: str) -> ReadFunction:
+    """The read function of ``representation``, looked up when a bank is read (so a test may add one)."""
+    try:
+        return READERS[representation]
+    except KeyError:
+        raise InternalError(f"no read function for cue representation {representation!r} "
+                            f"(loader/pack/cues.py READERS; docs/extending.md)") from None
+
+
+# ------------------------------------------------------------------------------------------------ labels and opening
+
+class SpeakerLabels(Mapping):
+    """``labels.speaker_label`` of a pack: speaker id -> class index, held as two numpy arrays."""
+
+    def __init__(self, speakers: np.ndarray, labels: np.ndarray):
+        self._speakers = speakers
+        self._labels = labels
+
+    def __getitem__(self, speaker: str) -> int:
+        row = _find(self._speakers, speaker)
+        if row < 0:
+            raise KeyError(f"speaker {speaker!r} has no speaker label in this pack")
+        return int(self._labels[row])
+
+    def __len__(self) -> int:
+        return len(self._speakers)
+
+    def __iter__(self):
+        return (s.decode("utf-8") for s in self._speakers)
+
+
+@dataclass(frozen=True)
+class PackCues:
+    """What ``open_cues`` finds: the parsed cues.yaml, a bank per cue, and the speaker labels."""
+
+    config: CuesConfig | None
+    banks: dict[str, CueBank]
+    labels: SpeakerLabels | None
+
+
+def read_cues_config(path: str) -> CuesConfig:
+    """Parse the ``cues.yaml`` a pack keeps."""
+    yaml_path = os.path.join(path, CUES_DIR, CUES_YAML)
+    try:
+        with open(yaml_path, "rb") as fp:
+            return CuesConfig.from_dict(parse_yaml(fp.read(), yaml_path, error=PackFormatError), where=yaml_path)
+    except (OSError, ManifestError) as err:
+        raise PackFormatError(f"{yaml_path}: cannot read the pack's cues.yaml ({err})") from None
+
+
+def _raise(issues: list[Issue]) -> None:
+    shown = "; ".join(f"{file}: {message}" for file, message in issues[:5])
+    raise PackFormatError(f"{shown}{f' (and {len(issues) - 5} more)' if len(issues) > 5 else ''} "
+                          f"(speechpack validate reports everything)")
+
+
+def open_cues(path: str, manifest: Manifest) -> PackCues:
+    """Open ``PACK/cues/`` (nothing when the manifest lists no cues), checking every file's size against the
+    manifest and each bank's structure; raise ``PackFormatError`` naming the file."""
+    if not manifest.cues:
+        return PackCues(config=None, banks={}, labels=None)
+    root = os.path.join(path, CUES_DIR)
+    issues = []
+    for name, entry in sorted(manifest.cues.items()):
+        file_path = os.path.join(root, *name.split("/"))
+        if not os.path.isfile(file_path) or os.path.getsize(file_path) != entry.size:
+            issues.append((file_path, "missing, or its size differs from dataset.json"))
+    if issues:
+        _raise(issues)
+    config = read_cues_config(path)
+    banks = {}
+    for spec in config.cues:
+        directory = os.path.join(root, spec.name)
+        unlisted = [f for f in spec.representation_spec.files if f"{spec.name}/{f}" not in manifest.cues]
+        if unlisted:
+            _raise([(directory, f"{', '.join(unlisted)} not listed in dataset.json")])
+        files, found = read_bank(directory, spec, manifest.sample_rate)
+        if found:
+            _raise(found)
+        banks[spec.name] = CueBank(directory, spec, files, manifest.sample_rate)
+    labels = None
+    if config.speaker_label_resource is not None:
+        directory = os.path.join(root, LABELS_DIR)
+        try:
+            speakers, values = (np.load(os.path.join(directory, name), allow_pickle=False)
+                                for name in (LABEL_SPEAKERS_NAME, LABEL_VALUES_NAME))
+        except Exception as err:  # noqa: BLE001 - a corrupt .npy header raises ValueError, SyntaxError...
+            raise PackFormatError(f"{directory}: cannot read the speaker labels ({err})") from None
+        found = label_issues(directory, speakers, values)
+        if found:
+            _raise(found)
+        labels = SpeakerLabels(speakers, values)
+    return PackCues(config=config, banks=banks, labels=labels)
+
+
+__all__ = ["READERS", "CueBank", "PackCues", "ReadFunction", "SpeakerLabels", "open_cues", "read_cues_config", "reader"]

@@ -1,0 +1,214 @@
+"""The files mainline WeSep's data preparation writes (github.com/wenet-e2e/wesep, ``examples/*/local/`` and
+``tools/make_shard_*.py``), read as its loaders read them, and found in a split directory by their names.
+
+- ``wav.scp``: ``key path [path ...]``: a mixture line is ``key mix.wav s1.wav s2.wav`` (the mixture, then one
+  source per speaker, in ``utt2spk``'s order); a single-speaker line (online mixing data) is ``key path``, the
+  rest of the line being the path, as ``make_shard_online.py`` reads it;
+- ``utt2spk``: ``key spk1 [spk2 ...]`` (one speaker for single-speaker data);
+- ``shard.list``: one tar path per line (``packer.adapters.wesep_shards`` reads the tars: the member layout is the
+  same as ``make_shard_list_premix.py`` and ``make_shard_online.py`` write);
+- ``spk2enroll.json``: ``{speaker: [[utt_id, path], ...]}``, the enrollment pool of training draws; its key order
+  numbers the speakers for ``multi_task`` (``spk_label``);
+- ``spk1.enroll``/``spk2.enroll``: ``mix_key enroll_id``: the fixed enrollment of slot 1/2 of each dev/test
+  mixture, resolved through ``single.wav.scp`` (``enroll_id path``) or, for embeddings, ``embed.scp``;
+- ``embed.scp`` (+ ``embed.ark``): Kaldi vectors of pre-extracted speaker embeddings keyed by utterance, grouped
+  by speaker through ``single.utt2spk`` (``utt_id speaker``).
+
+Every reader reports each bad line (file and line number) at once.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from speechpack.packer.adapters.wesep_shards import AUDIO_EXTENSIONS
+from speechpack.schemas.documents import read_json
+from speechpack.schemas.errors import SpeechpackError
+
+#: The names mainline's prep gives these files inside ``data/<noise_type>/<split>/``.
+SHARD_LIST = "shard.list"
+WAV_SCP = "wav.scp"
+UTT2SPK = "utt2spk"
+SPK2ENROLL = "spk2enroll.json"
+SINGLE_WAV_SCP = "single.wav.scp"
+SINGLE_UTT2SPK = "single.utt2spk"
+EMBED_SCP = "embed.scp"
+FIXED_ENROLL = ("spk1.enroll", "spk2.enroll", "spk3.enroll")
+
+
+def _table_lines(path: str):
+    """``(line number, fields)`` of a whitespace-separated text table, blank lines skipped."""
+    if not os.path.isfile(path):
+        raise SpeechpackError(f"{path}: file not found")
+    with open(path, encoding="utf-8") as fp:
+        for number, text in enumerate(fp, start=1):
+            fields = text.split()
+            if fields:
+                yield number, text.strip(), fields
+
+
+def read_table(path: str, min_fields: int = 2, max_fields: int | None = None) -> dict[str, list[str]]:
+    """``key -> the other fields`` of a Kaldi-style table; duplicate keys and short lines are errors (all of
+    them, in one message)."""
+    table: dict[str, list[str]] = {}
+    problems = []
+    for number, _, fields in _table_lines(path):
+        if len(fields) < min_fields or (max_fields is not None and len(fields) > max_fields):
+            wanted = f"{min_fields}" if max_fields == min_fields else f"at least {min_fields}"
+            problems.append(f"{path}:{number}: expected {wanted} fields, got {len(fields)}")
+        elif fields[0] in table:
+            problems.append(f"{path}:{number}: key {fields[0]!r} appears twice")
+        else:
+            table[fields[0]] = fields[1:]
+    if problems:
+        raise SpeechpackError("\n".join(problems))
+    return table
+
+
+def read_wav_scp(path: str) -> dict[str, list[str]]:
+    """``wav.scp``: key -> its paths.  Several fields that each end in an audio extension are a mixture line
+    (mixture, then sources); otherwise the rest of the line is one path (``make_shard_online.py`` keeps spaces)."""
+    table: dict[str, list[str]] = {}
+    problems = []
+    for number, text, fields in _table_lines(path):
+        if len(fields) < 2:
+            problems.append(f"{path}:{number}: expected a key and at least one path")
+        elif fields[0] in table:
+            problems.append(f"{path}:{number}: key {fields[0]!r} appears twice")
+        elif len(fields) > 2 and all(os.path.splitext(p)[1].lstrip(".").lower() in AUDIO_EXTENSIONS
+                                     for p in fields[1:]):
+            table[fields[0]] = fields[1:]
+        else:
+            table[fields[0]] = [text.split(maxsplit=1)[1]]
+    if problems:
+        raise SpeechpackError("\n".join(problems))
+    return table
+
+
+def read_spk2enroll(path: str) -> dict[str, list[tuple[str, str]]]:
+    """``spk2enroll.json``: speaker -> ``[(utt_id, path), ...]``, key order kept (it numbers ``spk_label``)."""
+    if not os.path.isfile(path):
+        raise SpeechpackError(f"{path}: file not found")
+    obj = read_json(path)  # bounded, every decoding failure named (schemas.documents)
+    if not isinstance(obj, dict):
+        raise SpeechpackError(f"{path}: expected {{speaker: [[utt_id, wav_path], ...]}}, got {type(obj).__name__}")
+    result, problems = {}, []
+    for speaker, entries in obj.items():
+        if not isinstance(entries, list) or not entries or not all(
+                isinstance(e, list) and len(e) == 2 and all(isinstance(v, str) for v in e) for e in entries):
+            problems.append(f"{path}: speaker {speaker!r}: expected a non-empty list of [utt_id, wav_path] pairs")
+            continue
+        result[speaker] = [(utt, wav) for utt, wav in entries]
+    if problems:
+        raise SpeechpackError("\n".join(problems))
+    return result
+
+
+def read_embeddings(scp_path: str) -> dict:
+    """``embed.scp``: utterance -> float32 vector ``[D]`` (Kaldi ark/scp read with ``kaldiio``)."""
+    try:
+        import kaldiio
+    except ImportError:
+        raise SpeechpackError("reading Kaldi embeddings (--spk-embeds) needs kaldiio: pip install "
+                              "'speechpack[wesep]'") from None
+    import numpy as np
+
+    if not os.path.isfile(scp_path):
+        raise SpeechpackError(f"{scp_path}: file not found")
+    vectors = {}
+    try:
+        for key, vec in kaldiio.load_scp_sequential(scp_path):
+            vec = np.asarray(vec, dtype=np.float32)
+            vectors[key] = vec.reshape(-1) if vec.ndim == 2 and vec.shape[0] == 1 else vec
+    except (OSError, ValueError, KeyError) as err:
+        raise SpeechpackError(f"{scp_path}: cannot read the Kaldi embeddings ({err})") from None
+    bad = [key for key, vec in vectors.items() if vec.ndim != 1]
+    if bad:
+        raise SpeechpackError(f"{scp_path}: embeddings must be vectors; {len(bad)} are not (e.g. {bad[0]!r})")
+    return vectors
+
+
+@dataclass(frozen=True)
+class MainlineInputs:
+    """What ``build wesep`` reads from mainline's files (the command line's or a split directory's)."""
+
+    list_path: str
+    enroll: str | None = None  # spk2enroll.json or single.wav.scp
+    fixed_enroll: tuple[str, ...] = ()
+    spk_embeds: str | None = None
+    utt2spk: str | None = None  # single.utt2spk for --spk-embeds
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def describe(self) -> str:
+        found = [os.path.basename(self.list_path)]
+        found += [os.path.basename(p) for p in (self.enroll, *self.fixed_enroll, self.spk_embeds, self.utt2spk) if p]
+        return "mainline WeSep inputs: " + ", ".join(found) + "".join(f"\n  {note}" for note in self.notes)
+
+
+def _draws_on_the_fly(path: str) -> bool:
+    """``prepare_librimix_enroll.py --train True`` writes ``mix *utt spk`` lines: no fixed enrollment."""
+    for _, _, fields in _table_lines(path):
+        return len(fields) > 1 and fields[1].startswith("*")
+    return False
+
+
+def is_mainline_split(data_dir: str) -> bool:
+    """A split directory of mainline's prep: no contract files (``cues.yaml``, ``samples.jsonl``, ``raw.list``:
+    mainline never writes a raw list of mixtures), and its own enrollment or list files."""
+    names = set(os.listdir(data_dir)) if os.path.isdir(data_dir) else set()
+    if names & {"cues.yaml", "samples.jsonl", "raw.list"}:
+        return False
+    return bool(names & {SPK2ENROLL, SINGLE_WAV_SCP, EMBED_SCP, WAV_SCP, *FIXED_ENROLL})
+
+
+def find_mainline_split(data_dir: str, embeddings: bool | None = None) -> MainlineInputs:
+    """Mainline's files of ``data_dir`` by their names: ``shard.list`` (else ``wav.scp`` + ``utt2spk``); fixed
+    enrollments (``spk*.enroll``) with ``single.wav.scp`` when present, else ``spk2enroll.json`` for training
+    draws; ``embed.scp`` (+ ``single.utt2spk`` or the fixed enrollments) instead of audio when ``embeddings``
+    (default: only when the directory has no enrollment audio, neither spk2enroll.json nor single.wav.scp)."""
+    def present(name: str) -> str | None:
+        path = os.path.join(data_dir, name)
+        return path if os.path.isfile(path) else None
+
+    if not os.path.isdir(data_dir):
+        raise SpeechpackError(f"{data_dir}: not a directory (--data-dir takes a split such as data/clean/train-100)")
+    if embeddings is None:
+        embeddings = bool(present(EMBED_SCP)) and not present(SPK2ENROLL) and not present(SINGLE_WAV_SCP)
+
+    notes = []
+    list_path = present(SHARD_LIST) or present(WAV_SCP)
+    if list_path is None:
+        raise SpeechpackError(f"{data_dir}: holds neither {SHARD_LIST} nor {WAV_SCP} (mainline WeSep's prep writes "
+                              f"them: local/prepare_data.sh, tools/make_shard_list_premix.py)")
+    if list_path.endswith(SHARD_LIST) and present(WAV_SCP):
+        notes.append(f"{WAV_SCP}: not used ({SHARD_LIST} holds the same samples)")
+    fixed = tuple(p for p in (present(n) for n in FIXED_ENROLL) if p)
+    if fixed and _draws_on_the_fly(fixed[0]):
+        notes.append(f"{', '.join(map(os.path.basename, fixed))}: not used (the '*utt spk' lines of a training "
+                     f"split: enrollments are drawn from {SPK2ENROLL})")
+        fixed = ()
+    if embeddings:
+        if not present(EMBED_SCP):
+            raise SpeechpackError(f"{data_dir}: --spk-embeds asked for, but there is no {EMBED_SCP}")
+        if not fixed and not present(SINGLE_UTT2SPK):
+            raise SpeechpackError(f"{data_dir}: {EMBED_SCP} without {SINGLE_UTT2SPK} (speaker of each embedding) "
+                                  f"or spk*.enroll (fixed enrollments)")
+        return MainlineInputs(list_path=list_path, fixed_enroll=fixed, spk_embeds=present(EMBED_SCP),
+                              utt2spk=None if fixed else present(SINGLE_UTT2SPK), notes=tuple(notes))
+    if fixed:
+        if not present(SINGLE_WAV_SCP):
+            raise SpeechpackError(f"{data_dir}: {', '.join(map(os.path.basename, fixed))} without "
+                                  f"{SINGLE_WAV_SCP} (where each enrollment id's audio is)")
+        enroll = present(SINGLE_WAV_SCP)
+        if present(SPK2ENROLL):
+            notes.append(f"{SPK2ENROLL}: not used (fixed enrollments: {', '.join(map(os.path.basename, fixed))})")
+    else:
+        enroll = present(SPK2ENROLL)
+        if enroll is None:
+            notes.append(f"no {SPK2ENROLL} and no spk*.enroll: packed without enrollments")
+    return MainlineInputs(list_path=list_path, enroll=enroll, fixed_enroll=fixed, notes=tuple(notes))
+
+
+__all__ = ["MainlineInputs", "find_mainline_split", "is_mainline_split", "read_embeddings", "read_spk2enroll",
+           "read_table", "read_wav_scp"]

@@ -1,0 +1,283 @@
+"""How a pack stores one speaker cue (a *cue bank*), and the cue representations, one row each.
+
+A cue's representation (``cues.yaml``'s ``type``/``format`` pair, ``schemas/cues.py``) fixes what its bank holds
+beyond the lookup structure every bank shares.  :data:`REPRESENTATION_SPECS` has one :class:`RepresentationSpec`
+row per representation, as ``schemas/kinds.py``'s ``KIND_SPECS`` has one per pack kind: the (type, format) pair,
+the cues that may use it, the dtypes of ``items.npy`` and ``data.npy``, its extra files, whether its resource is
+dict-valued, and the check of its payload bounds.  ``cues.yaml`` parsing, the writer (``packer/cues/``), the bank
+checks (``schemas/cuecheck.py``, run by ``open_pack`` and ``speechpack validate``) and the reader
+(``loader/pack/cues.py``) read the row instead of branching on the representation, so a new representation is a
+row here, a writer and a read function (docs/extending.md, "Adding a cue representation").
+
+A bank is one directory ``PACK/cues/<cue>/``::
+
+    meta.json          {"type", "format", "keys", "entries", "items", "resource": {"path", "sha256"},
+                        "sample_rate"? (at_pack_rate rows), "fields"? (fields: the field names, sorted)}
+    lookup_keys.npy    |S<n>  the resource's lookup keys, sorted (UTF-8 bytes), unique
+    lookup_first.npy   <i8    per key: its first row of entries
+    lookup_count.npy   <i8    per key: its number of entries (1 for dict-valued resources)
+    entries.npy        <i8    per entry: the bank item it points to, in the resource's list order
+    entry_utt_ids.npy  |S<n>  per entry: its utt_id ("" when the resource gives none)
+    items.npy          per bank item, the row's ``item_dtype``
+    data.npy           the payload, of the row's ``payload_dtype``
+    sources.json       {"items": [{"path": ...}, ...]}: per bank item, the file it was read from (for
+                       dae_keyword_phoneme: the resource JSON, plus the item's "words" and "normalized_text",
+                       which no array keeps)
+
+plus the row's ``extra_arrays``: for ``dae_keyword_phoneme``, ``words.npy`` (per word: ``phn_offset``,
+``phn_length`` into ``data.npy``) and ``keywords.npy`` (``<i8`` word indices of ``kw_candidate``, items point into
+it); for ``fields``, ``values.npy`` (per item and field, ``FIELD_VALUE_DTYPE``: where the field's values are in
+``data.npy``).  Items are deduplicated: a file used by many lookup keys is stored once.  Nothing in a pack is
+pickled: spatial resources that are pickled dicts are unpickled at build time only with ``--allow-pickle`` and
+stored as plain arrays.
+
+Bank invariants (a writer MUST produce them, ``speechpack validate`` checks them): lookup keys strictly increase;
+the entries of key ``k`` are rows ``lookup_first[k] : lookup_first[k] + lookup_count[k]``, keys' entries stored in
+key order (``lookup_first`` is the running sum of ``lookup_count``, every count at least 1); every entry names an
+item below ``meta.items``; every item's payload lies inside ``data.npy``.  Items are numbered in the order they are
+first reached walking the sorted keys and their entries, so equal resources give byte-identical banks.
+
+Payloads, per representation (item ``i`` is ``items[i]``):
+
+``waveform``             ``data[offset : offset + channels * length]`` as ``[channels, length]`` int16 at the pack's
+                         sample rate (``meta.sample_rate``), decoding as ``v / 32768 * scale``; every channel of the
+                         file is kept.
+``spk_embedding``        ``data[row]``: float32 ``[D]`` (``data`` is ``[items, D]``; ``[1, D]`` inputs are squeezed).
+``raw_video``            uint8 RGB ``[frames, height, width, 3]`` (decoded with PyAV at build time) and its average
+                         frame rate ``fps``.
+``muse_frontend``        float32 of shape ``shape[:ndim]`` (2 <= ndim <= 4) and the resource's ``duration_sec``.
+``fields``               per field ``f`` (``meta.fields[f]``) with ``values[i, f].present``: float32
+                         ``data[offset : offset + length]``, or the scalar ``data[offset]`` when ``length`` is -1;
+                         ``duration_sec`` is NaN when the resource gives none.
+``dae_keyword_phoneme``  the item's words ``words[word_first : word_first + word_count]``, each the phoneme ids
+                         ``data[phn_offset : phn_offset + phn_length]`` (int64); its keyword candidates
+                         ``keywords[kw_first : kw_first + kw_count]`` (indices into the item's words).
+
+The payload checks are vectorised over the bank's index arrays, so opening a pack with a million cue items stays
+fast.  numpy only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+#: The files every bank has (``cues/<cue>/``); a row's ``extra_arrays`` add to them.
+META_NAME = "meta.json"
+LOOKUP_KEYS_NAME = "lookup_keys.npy"
+LOOKUP_FIRST_NAME = "lookup_first.npy"
+LOOKUP_COUNT_NAME = "lookup_count.npy"
+ENTRIES_NAME = "entries.npy"
+ENTRY_UTT_IDS_NAME = "entry_utt_ids.npy"
+ITEMS_NAME = "items.npy"
+DATA_NAME = "data.npy"
+SOURCES_NAME = "sources.json"
+BANK_FILES = (META_NAME, LOOKUP_KEYS_NAME, LOOKUP_FIRST_NAME, LOOKUP_COUNT_NAME, ENTRIES_NAME, ENTRY_UTT_IDS_NAME,
+              ITEMS_NAME, DATA_NAME, SOURCES_NAME)
+#: Extra files of two representations (their rows' ``extra_arrays``).
+WORDS_NAME = "words.npy"
+KEYWORDS_NAME = "keywords.npy"
+VALUES_NAME = "values.npy"
+
+#: Dtype of lookup_first, lookup_count, entries and keywords, and of ``cues/labels/labels.npy``.
+INDEX_DTYPE = np.dtype("<i8")
+WORD_DTYPE = np.dtype([("phn_offset", "<i8"), ("phn_length", "<i8")])
+#: ``length`` -1 marks a scalar field; ``present`` False a field the item's resource lacks.
+FIELD_VALUE_DTYPE = np.dtype([("offset", "<i8"), ("length", "<i8"), ("present", "?")])
+
+#: One problem found in a cue file: ``(file path, message)``.
+Issue = tuple[str, str]
+#: ``(paths by bank file name, meta.json, the loaded .npy arrays, data.npy's shape) -> issues``.
+PayloadCheck = Callable[[dict[str, str], dict, dict[str, np.ndarray], tuple[int, ...]], list[Issue]]
+
+
+def outside(first: np.ndarray, count: np.ndarray, size: int) -> np.ndarray:
+    """Rows whose span ``[first, first + count)`` is not inside ``[0, size)`` (float64: no int64 overflow on a
+    corrupt value; exact for any real size)."""
+    first, count = first.astype(np.float64), count.astype(np.float64)
+    return (first < 0) | (count < 0) | (first + count > size)
+
+
+def flat_size(data_shape: tuple[int, ...]) -> int:
+    return math.prod(data_shape)
+
+
+def _check_waveform(at, meta, arrays, data_shape) -> list[Issue]:
+    items = arrays[ITEMS_NAME]
+    bad = ((items["channels"] < 1) | (items["length"] < 1) | ~(items["scale"] > 0) | ~np.isfinite(items["scale"])
+           | outside(items["offset"], items["channels"].astype(np.float64) * items["length"], flat_size(data_shape)))
+    return [(at[ITEMS_NAME], f"{int(bad.sum())} item(s) with a bad shape or scale, or outside data.npy")] if bad.any() \
+        else []
+
+
+def _check_spk_embedding(at, meta, arrays, data_shape) -> list[Issue]:
+    rows = arrays[ITEMS_NAME]["row"]
+    if len(data_shape) != 2:
+        return [(at[DATA_NAME], f"expected a [items, D] table, got shape {list(data_shape)}")]
+    if ((rows < 0) | (rows >= data_shape[0])).any():
+        return [(at[ITEMS_NAME], f"an item's row is outside the {data_shape[0]} rows of data.npy")]
+    return []
+
+
+def _check_raw_video(at, meta, arrays, data_shape) -> list[Issue]:
+    items = arrays[ITEMS_NAME]
+    dims = [items[name].astype(np.float64) for name in ("frames", "height", "width", "channels")]
+    bad = ~(items["fps"] > 0) | ~np.isfinite(items["fps"])
+    for dim in dims:
+        bad |= dim < 1
+    bad |= outside(items["offset"], np.prod(dims, axis=0), flat_size(data_shape))
+    return [(at[ITEMS_NAME], f"{int(bad.sum())} video(s) with a bad shape or frame rate, or outside data.npy")] \
+        if bad.any() else []
+
+
+def _check_muse_frontend(at, meta, arrays, data_shape) -> list[Issue]:
+    items = arrays[ITEMS_NAME]
+    ndim, shape, duration = items["ndim"], items["shape"], items["duration_sec"]
+    used = np.arange(shape.shape[1])[None, :] < ndim[:, None]
+    bad = ((ndim < 2) | (ndim > shape.shape[1]) | (used & (shape < 1)).any(axis=1) | (~used & (shape != 0)).any(axis=1)
+           | ~(duration > 0) | ~np.isfinite(duration)
+           | outside(items["offset"], np.where(used, shape, 1).astype(np.float64).prod(axis=1),
+                     flat_size(data_shape)))
+    return [(at[ITEMS_NAME], f"{int(bad.sum())} item(s) with a bad shape or duration, or outside data.npy")] \
+        if bad.any() else []
+
+
+def _check_fields(at, meta, arrays, data_shape) -> list[Issue]:
+    names = meta.get("fields")
+    values = arrays[VALUES_NAME]
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names) or names != sorted(set(names)):
+        return [(at[META_NAME], f"fields must be the sorted, unique field names, got {names!r}")]
+    if values.shape != (len(arrays[ITEMS_NAME]), len(names)):
+        return [(at[VALUES_NAME], f"shape {list(values.shape)}, expected [items, fields] = "
+                                  f"[{len(arrays[ITEMS_NAME])}, {len(names)}]")]
+    present = values[values["present"]]
+    length = np.where(present["length"] == -1, 1, present["length"])
+    if ((present["length"] < -1) | (present["length"] == 0)).any() \
+            or outside(present["offset"], length, flat_size(data_shape)).any():
+        return [(at[VALUES_NAME], "a field's values fall outside data.npy")]
+    return []
+
+
+def _check_dae_keyword_phoneme(at, meta, arrays, data_shape) -> list[Issue]:
+    items, words, keywords = arrays[ITEMS_NAME], arrays[WORDS_NAME], arrays[KEYWORDS_NAME]
+    issues = []
+    if outside(items["word_first"], items["word_count"], len(words)).any():
+        issues.append((at[ITEMS_NAME], f"an item's words fall outside the {len(words)} of words.npy"))
+    if outside(items["kw_first"], items["kw_count"], len(keywords)).any():
+        issues.append((at[ITEMS_NAME], f"an item's keywords fall outside the {len(keywords)} of keywords.npy"))
+    if outside(words["phn_offset"], words["phn_length"], flat_size(data_shape)).any():
+        issues.append((at[WORDS_NAME], "a word's phonemes fall outside data.npy"))
+    if issues:
+        return issues
+    # every keyword candidate indexes a word of its own item
+    owner_count = np.repeat(items["word_count"], items["kw_count"])
+    starts = np.repeat(items["kw_first"], items["kw_count"])
+    run_starts = np.cumsum(items["kw_count"]) - items["kw_count"]
+    within = np.arange(len(owner_count)) - np.repeat(run_starts, items["kw_count"])
+    candidates = keywords[starts + within]
+    if ((candidates < 0) | (candidates >= owner_count)).any():
+        issues.append((at[KEYWORDS_NAME], "a keyword candidate is not a word index of its item"))
+    return issues
+
+
+@dataclass(frozen=True)
+class BankArray:
+    """An extra ``.npy`` file of a bank: its name, its dtype and its number of axes."""
+
+    name: str
+    dtype: np.dtype
+    ndim: int = 1
+
+
+@dataclass(frozen=True)
+class RepresentationSpec:
+    """One cue representation.
+
+    ``type``, ``format``  the pair ``cues.yaml`` names it by (``format`` is its name everywhere else).
+    ``cues``              the cues of ``cues.yaml`` that may use it (``audio``, ``visual``, ``spatial``, ``textual``).
+    ``item_dtype``        the row of ``items.npy``: one per bank item, where its payload is.
+    ``payload_dtype``     the dtype of ``data.npy``.
+    ``payload_check``     the bounds of its items (and of its extra arrays) inside ``data.npy``.
+    ``extra_arrays``      its files beyond ``BANK_FILES``.
+    ``dict_valued``       its resource maps a lookup key to one dict (one entry per key), not to a non-empty list.
+    ``at_pack_rate``      its payload is audio stored at the pack's sample rate, which ``meta.json`` records.
+    """
+
+    type: str
+    format: str
+    cues: tuple[str, ...]
+    item_dtype: np.dtype
+    payload_dtype: np.dtype
+    payload_check: PayloadCheck
+    extra_arrays: tuple[BankArray, ...] = ()
+    dict_valued: bool = False
+    at_pack_rate: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.format
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """Every file of a bank of this representation."""
+        return BANK_FILES + tuple(array.name for array in self.extra_arrays)
+
+
+_ROWS = (
+    RepresentationSpec(
+        "wav", "waveform", cues=("audio",), payload_check=_check_waveform, at_pack_rate=True,
+        item_dtype=np.dtype([("offset", "<i8"), ("channels", "<i4"), ("length", "<i8"), ("scale", "<f8"),
+                             ("orig_sample_rate", "<i4")]),
+        payload_dtype=np.dtype("<i2")),  # flat, channel-major; decodes as v / 32768 * scale
+    RepresentationSpec(
+        "npy", "spk_embedding", cues=("audio",), payload_check=_check_spk_embedding,
+        item_dtype=np.dtype([("row", "<i8")]), payload_dtype=np.dtype("<f4")),  # data is [items, D]
+    RepresentationSpec(
+        "mp4", "raw_video", cues=("visual",), payload_check=_check_raw_video,
+        item_dtype=np.dtype([("offset", "<i8"), ("frames", "<i8"), ("height", "<i4"), ("width", "<i4"),
+                             ("channels", "<i4"), ("fps", "<f8")]),
+        payload_dtype=np.dtype("|u1")),  # flat; item i is data[offset : offset + frames*h*w*c] as [frames, h, w, c]
+    RepresentationSpec(
+        "npy", "muse_frontend", cues=("visual",), payload_check=_check_muse_frontend,
+        item_dtype=np.dtype([("offset", "<i8"), ("ndim", "<i4"), ("shape", "<i8", (4,)), ("duration_sec", "<f8")]),
+        payload_dtype=np.dtype("<f4")),  # flat; item i is data[offset : ...].reshape(shape[:ndim])
+    RepresentationSpec(
+        "npy", "fields", cues=("spatial",), payload_check=_check_fields, dict_valued=True,
+        item_dtype=np.dtype([("duration_sec", "<f8")]),  # NaN when the resource gives none
+        payload_dtype=np.dtype("<f4"), extra_arrays=(BankArray(VALUES_NAME, FIELD_VALUE_DTYPE, ndim=2),)),
+    RepresentationSpec(
+        "json", "dae_keyword_phoneme", cues=("textual",), payload_check=_check_dae_keyword_phoneme, dict_valued=True,
+        item_dtype=np.dtype([("word_first", "<i8"), ("word_count", "<i8"), ("kw_first", "<i8"), ("kw_count", "<i8")]),
+        payload_dtype=INDEX_DTYPE,  # phoneme ids
+        extra_arrays=(BankArray(WORDS_NAME, WORD_DTYPE), BankArray(KEYWORDS_NAME, INDEX_DTYPE))),
+)
+#: The table: representation name (its format) -> its row, in the order messages list them.  Everything reads it
+#: when it runs (no copies made at import), so a test can add a toy row (tests/test_extending_cue.py).
+REPRESENTATION_SPECS: dict[str, RepresentationSpec] = {row.name: row for row in _ROWS}
+
+
+def representation_spec(name: str) -> RepresentationSpec:
+    """The row of representation ``name``; a ``KeyError`` naming the known ones otherwise."""
+    try:
+        return REPRESENTATION_SPECS[name]
+    except KeyError:
+        raise KeyError(f"unknown cue representation {name!r} (known: {', '.join(REPRESENTATION_SPECS)})") from None
+
+
+def representation_of(type_: str, format_: str) -> RepresentationSpec | None:
+    """The row ``cues.yaml``'s ``type``/``format`` pair names, or None."""
+    row = REPRESENTATION_SPECS.get(format_)
+    return row if row is not None and row.type == type_ else None
+
+
+def representations_for(cue: str) -> list[RepresentationSpec]:
+    """The rows cue ``cue`` may use, in table order."""
+    return [row for row in REPRESENTATION_SPECS.values() if cue in row.cues]
+
+
+__all__ = ["BANK_FILES", "BankArray", "FIELD_VALUE_DTYPE", "INDEX_DTYPE", "Issue", "PayloadCheck",
+           "REPRESENTATION_SPECS", "RepresentationSpec", "WORD_DTYPE", "flat_size", "outside", "representation_of",
+           "representation_spec", "representations_for"]

@@ -1,0 +1,210 @@
+"""Reading JSON documents from files nobody vouches for: the one layer every JSON reader of speechpack goes
+through (a pack's ``dataset.json`` and shard ``index.json``, local or on an object store, MuVAP's files, cue
+resources, build state); YAML files go through ``schemas.yaml_document``, which shares the limits and the error.
+
+Every way a document can fail to decode ends as one ``DocumentError`` (or the class the caller names) whose message
+says the file, what is wrong, and where: the line when known, the key path (``samples[3].duration``) when known.
+The decoders themselves raise a zoo (``JSONDecodeError``, a bare ``ValueError`` for an integer past Python's
+int-string limit, ``RecursionError`` for deep nesting, ``UnicodeDecodeError``); none of them escapes here.
+
+Limits, each checked before the value reaches any other code:
+
+- **nesting**: at most ``MAX_DEPTH`` levels.  ``json`` parses recursively (``RecursionError`` near 1,000 levels,
+  and every later recursive walk, copy or comparison of the value would fail the same way), so the depth is
+  measured on the text first, without parsing.  Real documents nest a few levels (a shard ``index.json`` holds
+  each input line, itself at most ``schemas.jsonlines.MAX_DEPTH`` deep, a few levels down).
+- **integers**: at most ``MAX_INT_DIGITS`` digits, Python's default int-string limit
+  (https://docs.python.org/3/library/stdtypes.html#int-max-str-digits).  It is a constant here, so a document
+  is read the same whatever limit the interpreter was started with.
+- **YAML aliases**: see ``schemas.yaml_document``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from speechpack.schemas.errors import SpeechpackError
+
+#: Deepest nesting of lists and mappings a document may have.
+MAX_DEPTH = 100
+#: Most digits an integer may have (Python's default int-string limit).
+MAX_INT_DIGITS = sys.int_info.default_max_str_digits
+
+#: A JSON string: quotes, then any characters but a quote or a backslash, or a backslash and the character it escapes.
+_JSON_STRING = rb'"[^"\\]*(?:\\.[^"\\]*)*"'
+_JSON_TOKEN = re.compile(_JSON_STRING + rb"|[\[\]{}]", re.S)
+_JSON_STRINGS = re.compile(_JSON_STRING, re.S)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_BRACKET_CODES = np.frombuffer(b"[]{}", dtype=np.uint8)
+
+
+class DocumentError(SpeechpackError):
+    """A JSON or YAML file could not be read into a value: ``reason`` says why, ``line`` (1-based) and ``key`` (a
+    path such as ``dataset_args.chunk_len``) say where when known."""
+
+    def __init__(self, path: str, reason: str, line: int | None = None, key: str | None = None):
+        super().__init__(describe(path, reason, line, key))
+        self.path, self.reason, self.line, self.key = path, reason, line, key
+
+
+def describe(path: str, reason: str, line: int | None = None, key: str | None = None) -> str:
+    """``path: reason (line N, key K)``: the message of every refusal of this layer."""
+    where = ", ".join(part for part in (f"line {line}" if line else "", f"key {key}" if key else "") if part)
+    return f"{path}: {reason}{f' ({where})' if where else ''}"
+
+
+def refuse(error: type[Exception], path: str, reason: str, line: int | None = None, key: str | None = None):
+    """``error`` for the refusal: a ``DocumentError`` with its fields, or the caller's class with the same message."""
+    if error is DocumentError:
+        return DocumentError(path, reason, line, key)
+    return error(describe(path, reason, line, key))
+
+
+@dataclass(frozen=True)
+class LongInteger:
+    """An integer literal past ``MAX_INT_DIGITS``, held as a placeholder so the key that holds it can be named."""
+
+    digits: int
+    text: str
+    line: int | None = None
+
+
+def long_integer_reason(digits: int) -> str:
+    return (f"an integer of {digits} digits (at most {MAX_INT_DIGITS} are read, Python's int-string limit); "
+            f"no value of a speechpack file needs more")
+
+
+def key_path(parts: list) -> str:
+    """``a.b[3].c`` from the keys and indices on the way to a value."""
+    text = ""
+    for part in parts:
+        if isinstance(part, int) and not isinstance(part, bool):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else str(part)
+    return text or "(the document itself)"
+
+
+def find_value(root: Any, wanted: Callable[[Any], bool]) -> tuple[Any, list] | None:
+    """The first value under ``root`` (document order) for which ``wanted`` holds, and the keys leading to it.
+    Iterative; each container is visited once (values that YAML aliases share are not walked twice)."""
+    stack: list[tuple[Any, list]] = [(root, [])]
+    seen: set[int] = set()
+    while stack:
+        value, parts = stack.pop()
+        if wanted(value):
+            return value, parts
+        if isinstance(value, (dict, list)):
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+            children = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
+            stack.extend((child, [*parts, key]) for key, child in reversed(children))
+    return None
+
+
+def _depth_steps(raw: bytes) -> np.ndarray:
+    """+1 for each ``[``/``{`` and -1 for each ``]``/``}`` of the JSON text ``raw`` outside its strings, in order.
+
+    Without a backslash before a quote (nearly every document) the strings are the spans between consecutive
+    quotes, found with numpy's running parity; otherwise the strings are cut out with a regular expression."""
+    if b'\\"' in raw:
+        brackets = np.frombuffer(_JSON_STRINGS.sub(b"", raw).translate(None, _NOT_BRACKETS), dtype=np.uint8)
+    else:
+        codes = np.frombuffer(raw, dtype=np.uint8)
+        inside = np.bitwise_xor.accumulate((codes == ord('"')).view(np.uint8))
+        brackets = codes[np.isin(codes, _BRACKET_CODES) & (inside == 0)]
+    return np.where((brackets == ord("[")) | (brackets == ord("{")), 1, -1).astype(np.int32)
+
+
+def json_depth_problem(raw: bytes, max_depth: int = MAX_DEPTH) -> tuple[int, str] | None:
+    """``(line, reason)`` when the JSON text ``raw`` nests lists and objects deeper than ``max_depth``, else None.
+
+    Counted on the text (brackets inside strings do not nest) in C-speed passes, without parsing: a document of any
+    depth is measured without recursion."""
+    if raw.count(b"[") + raw.count(b"{") <= max_depth:
+        return None
+    steps = _depth_steps(raw)
+    if not len(steps) or int(np.cumsum(steps).max()) <= max_depth:
+        return None
+    depth = 0
+    for match in _JSON_TOKEN.finditer(raw):  # only on refusal: where the limit is crossed, for the line number
+        token = match.group()
+        if token in (b"[", b"{"):
+            depth += 1
+            if depth > max_depth:
+                return raw.count(b"\n", 0, match.start()) + 1, f"nested more than {max_depth} levels deep"
+        elif token in (b"]", b"}"):
+            depth -= 1
+    return None
+
+
+def _has_long_digit_run(raw: bytes) -> bool:
+    """Whether ``raw`` holds more than ``MAX_INT_DIGITS`` consecutive digits anywhere (strings included)."""
+    if len(raw) <= MAX_INT_DIGITS:
+        return False
+    digit = np.frombuffer(raw, dtype=np.uint8) - ord("0") < 10
+    edges = np.flatnonzero(np.diff(np.concatenate(([False], digit, [False])).view(np.int8)))
+    return bool(len(edges)) and int((edges[1::2] - edges[::2]).max()) > MAX_INT_DIGITS
+
+
+def parse_json(data: bytes | str, path: str, *, error: type[Exception] = DocumentError,
+               max_depth: int = MAX_DEPTH, object_pairs_hook: Callable | None = None) -> Any:
+    """The JSON value of ``data`` (the bytes or text of the file ``path``); any failure raises ``error`` with a
+    message naming ``path``, the line and the key when known (module docstring)."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
+    try:
+        text = raw.decode("utf-8") if not isinstance(data, str) else data
+    except UnicodeDecodeError as err:
+        raise refuse(error, path, f"not UTF-8 text (byte 0x{raw[err.start]:02x})",
+                     raw.count(b"\n", 0, err.start) + 1) from None
+    problem = json_depth_problem(raw, max_depth)
+    if problem is not None:
+        raise refuse(error, path, problem[1], problem[0])
+    found_long: list[str] = []
+
+    def integer(literal: str):
+        digits = len(literal.lstrip("-"))
+        if digits > MAX_INT_DIGITS:
+            found_long.append(literal)
+            return LongInteger(digits, literal)
+        return int(literal)
+
+    try:
+        # The hook costs a call per integer: only a document with a long run of digits needs it.
+        value = json.loads(text, parse_int=integer if _has_long_digit_run(raw) else None,
+                           object_pairs_hook=object_pairs_hook)
+    except json.JSONDecodeError as err:
+        raise refuse(error, path, f"not valid JSON ({err.msg} at column {err.colno})", err.lineno) from None
+    except RecursionError:  # a thread with a small stack; the depth check keeps the main thread's far below
+        raise refuse(error, path, "not readable JSON: nested too deep for the parser") from None
+    except (ValueError, TypeError) as err:  # an object_pairs_hook refusal (a duplicate key) or a decoder limit
+        raise refuse(error, path, f"not readable JSON ({err})") from None
+    if found_long:
+        place = find_value(value, lambda v: isinstance(v, LongInteger))
+        literal = found_long[0]
+        offset = text.find(literal)
+        line = text.count("\n", 0, offset) + 1 if offset >= 0 else None
+        digits = len(literal.lstrip("-"))
+        raise refuse(error, path, long_integer_reason(digits), line,
+                     key_path(place[1]) if place is not None else None)
+    return value
+
+
+def read_json(path: str, *, error: type[Exception] = DocumentError, max_depth: int = MAX_DEPTH,
+              object_pairs_hook: Callable | None = None) -> Any:
+    """``parse_json`` of the file at ``path``; ``OSError`` is left to the caller (which knows what a missing file
+    means to it)."""
+    with open(path, "rb") as fp:
+        raw = fp.read()
+    return parse_json(raw, path, error=error, max_depth=max_depth, object_pairs_hook=object_pairs_hook)
+
+
+__all__ = ["DocumentError", "LongInteger", "MAX_DEPTH", "MAX_INT_DIGITS", "describe", "find_value",
+           "json_depth_problem", "key_path", "parse_json", "read_json", "refuse"]

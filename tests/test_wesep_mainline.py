@@ -1,0 +1,262 @@
+"""Mainline WeSep (github.com/wenet-e2e/wesep) drop-in: its data as its prep writes it, packed by ``build wesep``;
+its recipe-shaped configs read unchanged (only ``packs`` added); its collate's batch; every refusal at once.
+
+The splits are real speech (``factories.wesep_mainline``); packs are built once per module.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+import torch
+import yaml
+from click.testing import CliRunner
+
+from factories.recordings import REAL_CORPORA, require, require_recording
+from factories.tse import assert_batches_equal, take
+from factories.wesep_mainline import EMBED_DIM, librimix_split, online_split
+from speechpack.cli import main as cli
+from speechpack.loader import build_loader
+from speechpack.loader.config_checks import ConfigError
+from speechpack.loader.tse.mainline import MainlineArgs
+from speechpack.loader.tse.mainline_batch import kaldi_fbank
+from speechpack.packer.adapters.wesep_mainline.build import build_mainline
+from speechpack.packer.adapters.wesep_mainline.inputs import MainlineInputs, find_mainline_split
+from speechpack.packer.build.run import BuildOptions
+from speechpack.schemas.errors import SpeechpackError
+
+CHUNK = 8000
+
+
+@pytest.fixture(scope="module")
+def packs(tmp_path_factory, real_audio_paths):
+    require("kaldiio", "wesep")
+    root = tmp_path_factory.mktemp("mainline")
+    facts = librimix_split(root / "data", real_audio_paths, mixtures=6)
+    online_split(root / "vox", real_audio_paths)
+    data = root / "data"
+    fixed = (str(data / "spk1.enroll"), str(data / "spk2.enroll"))
+    inputs = {
+        "train": MainlineInputs(list_path=str(data / "shard.list"), enroll=str(data / "spk2enroll.json")),
+        "dev": MainlineInputs(list_path=str(data / "wav.scp"), enroll=str(data / "single.wav.scp"),
+                              fixed_enroll=fixed),
+        "train_emb": MainlineInputs(list_path=str(data / "shard.list"), spk_embeds=str(data / "embed.scp"),
+                                    utt2spk=str(data / "single.utt2spk")),
+        "dev_emb": MainlineInputs(list_path=str(data / "shard.list"), spk_embeds=str(data / "embed.scp"),
+                                  fixed_enroll=fixed),
+        "vox": find_mainline_split(str(root / "vox")),
+    }
+    out = {}
+    for name, found in inputs.items():
+        out[name] = str(root / "packs" / name)
+        build_mainline(found, BuildOptions(out=out[name], sample_rate=16000, workers=1, progress=False))
+    return out, facts, root
+
+
+@pytest.fixture(scope="module")
+def real_audio_paths():
+    package, _, paths = REAL_CORPORA["pocketsphinx"]
+    return [require_recording(package, path) for path in paths[:4]]
+
+
+def recipe(pack: str, joint: bool = True, speaker_feat: bool = False, batch_size: int = 2, multi_task: bool = False,
+           **dataset_args) -> dict:
+    """A config shaped like mainline's ``confs/*.yaml`` (trainer sections included), with ``packs`` added."""
+    args = {"resample_rate": 16000, "sample_num_per_epoch": 0, "shuffle": True, "shuffle_args": {"shuffle_size": 2500},
+            "chunk_len": CHUNK, "speaker_feat": speaker_feat,
+            "fbank_args": {"num_mel_bins": 80, "frame_shift": 10, "frame_length": 25, "dither": 1.0},
+            "noise_lmdb_file": "./data/musan/lmdb", "noise_prob": 0, "specaug_enroll_prob": 0,
+            "reverb_enroll_prob": 0, "noise_enroll_prob": 0, "SSA_enroll_prob": 0, **dataset_args}
+    return {"packs": [{"path": pack}],
+            "dataloader_args": {"batch_size": batch_size, "drop_last": True, "num_workers": 0, "pin_memory": False},
+            "dataset_args": args, "exp_dir": "exp/x", "gpus": "0", "loss": "SISDR", "model": {"tse_model": "BSRNN"},
+            "model_args": {"tse_model": {"sr": 16000, "joint_training": joint, "spk_feat": speaker_feat,
+                                         "multi_task": multi_task}},
+            "num_epochs": 2, "seed": 42}
+
+
+#: Recipe shapes of mainline's LibriMix v2 confs: fbank enrollments (speaker_feat) or enrollment audio; spexplus
+#: trains with multi_task (spk_label).
+RECIPES = {"bsrnn": {"speaker_feat": True}, "bsrnn_feats": {}, "dpccn": {"speaker_feat": True},
+           "spexplus": {"multi_task": True}, "tfgridnet": {"speaker_feat": True}}
+
+
+def test_build_reads_every_mainline_layout_into_cues(packs):
+    out, facts, root = packs
+    kinds = {}
+    for name, path in out.items():
+        meta = json.loads((Path(path) / "cues" / "audio" / "meta.json").read_text())
+        kinds[name] = meta["format"]
+        assert CliRunner().invoke(cli, ["validate", path]).exit_code == 0
+    assert kinds == {"train": "waveform", "dev": "waveform", "train_emb": "spk_embedding",
+                     "dev_emb": "spk_embedding", "vox": "waveform"}
+    labels = np.load(Path(out["train"]) / "cues" / "labels" / "labels.npy")
+    assert sorted(labels.tolist()) == list(range(len(facts["spk2enroll"])))
+
+
+@pytest.mark.parametrize("name", sorted(RECIPES))
+def test_librimix_recipes_give_mainline_batches_in_train_and_val(packs, name):
+    out, _, root = packs
+    for state, pack in (("train", out["train"]), ("val", out["dev"])):
+        cfg = recipe(pack, **RECIPES[name])
+        loader = build_loader(cfg, state, seed=3)
+        assert loader.report().dialect == "wesep-mainline"
+        batch = next(iter(loader))
+        rows = 4  # 2 mixtures x 2 targets
+        assert batch["wav_mix"].shape[0] == rows and batch["wav_mix"].ndim == 2
+        assert batch["wav_targets"].shape == batch["wav_mix"].shape
+        assert len(batch["spk"]) == len(batch["key"]) == len(batch["length_spk_embeds"]) == rows
+        embeds = batch["spk_embeds"]
+        if RECIPES[name].get("speaker_feat"):
+            assert embeds.shape[0] == rows and embeds.shape[2] == 80
+            assert embeds.shape[1] == min(batch["length_spk_embeds"])
+            assert torch.allclose(embeds.mean(dim=1), torch.zeros(rows, 80), atol=1e-3)  # mean CMVN
+        else:
+            assert embeds.shape == (rows, min(batch["length_spk_embeds"]))
+        if RECIPES[name].get("multi_task") and state == "train":  # index of the speaker in spk2enroll.json
+            order = list(json.loads((root / "data" / "spk2enroll.json").read_text()))
+            assert batch["spk_label"].tolist() == [order.index(spk) for spk in batch["spk"]]
+        else:
+            assert batch["spk_label"].numel() == 0
+        assert "wav_target" in batch and "valid" in batch  # the contract names stay
+
+
+def test_v1_embeddings_are_drawn_from_the_speakers_list_and_fixed_in_val(packs):
+    out, facts, root = packs
+    embeds = facts["embeds"]
+    utt2spk = dict(line.split() for line in (root / "data" / "single.utt2spk").read_text().splitlines())
+    loader = build_loader(recipe(out["train_emb"], joint=False), "train", seed=5)
+    for batch in loader:
+        assert batch["spk_embeds"].shape[1] == EMBED_DIM
+        for row, spk in enumerate(batch["spk"]):
+            candidates = [v for k, v in embeds.items() if utt2spk[k] == spk]
+            assert any(np.array_equal(batch["spk_embeds"][row].numpy(), v) for v in candidates)
+    val = build_loader(recipe(out["dev_emb"], joint=False), "val", seed=5)
+    epochs = []
+    for epoch in range(2):
+        val.set_epoch(epoch)
+        epochs.append({(k, s): e.numpy() for b in val for k, s, e in zip(b["key"], b["spk"], b["spk_embeds"])})
+    assert epochs[0].keys() == epochs[1].keys()
+    for (key, spk), vector in epochs[0].items():
+        slot = 1 if facts["utt2spk"][key][0] == spk else 2
+        assert np.array_equal(vector, embeds[facts["enroll"][slot][key]])
+        assert np.array_equal(vector, epochs[1][(key, spk)])
+
+
+def test_train_enrollments_are_utterances_of_the_target_speaker(packs):
+    out, facts, _ = packs
+    loader = build_loader(recipe(out["train"], batch_size=3), "train", seed=11)
+    for batch in loader:
+        for row, spk in enumerate(batch["spk"]):
+            length = batch["length_spk_embeds"][row]
+            audio = batch["spk_embeds"][row].numpy()
+            pool = [soundfile.read(path, dtype="float32")[0] for _, path in facts["spk2enroll"][spk]]
+            assert any(len(p) == length and np.allclose(p[:len(audio)], audio, atol=1e-4) for p in pool)
+
+
+def test_voxceleb_online_recipe(packs):
+    out, _, _ = packs
+    cfg = recipe(out["vox"], speaker_feat=True, online_mix=True, num_speakers=2, use_random_snr=True,
+                 filter_len=True, filter_len_args={"min_num_seconds": 1.0, "max_num_seconds": 100.0})
+    batch = next(iter(build_loader(cfg, "train", seed=2)))
+    assert batch["wav_mix"].shape == (4, CHUNK) and batch["spk_embeds"].shape[2] == 80
+
+
+def test_batches_are_the_same_with_workers_and_resume(packs):
+    out, _, _ = packs
+    cfg = recipe(out["train"], speaker_feat=True)
+    full = list(build_loader(cfg, "train", seed=4, num_workers=0))
+    assert_batches_equal(list(build_loader(cfg, "train", seed=4, num_workers=2)), full)
+    first = build_loader(cfg, "train", seed=4)
+    take(first, 1)
+    state = json.loads(json.dumps(first.state_dict()))
+    resumed = build_loader(cfg, "train", seed=4, num_workers=2)
+    resumed.load_state_dict(state)
+    assert_batches_equal(list(resumed), full[1:])
+
+
+def test_every_refusal_at_once_mainline(packs):
+    out, _, _ = packs
+    cfg = recipe(out["train"], speaker_feat=True, specaug_enroll_prob=0.5, noise_prob=0.3, nosie_prob=0.1)
+    cfg["dataset_args"].pop("noise_lmdb_file")
+    with pytest.raises(ConfigError) as err:
+        build_loader(cfg, "train", seed=0)
+    text = str(err.value)
+    for key in ("dataset_args.specaug_enroll_prob", "dataset_args.noise_prob", "dataset_args.nosie_prob"):
+        assert key in text
+    assert "3 key(s)" in text
+
+
+def test_every_refusal_at_once_contract(packs):
+    out, _, _ = packs
+    cfg = {"packs": [{"path": out["train"]}], "dataloader_args": {"batch_size": 2},
+           "dataset_args": {"speaker_feat": True, "fbank_args": {}, "use_random_snr": True, "cues": {"audio": {}}}}
+    with pytest.raises(ConfigError) as err:
+        build_loader(cfg, "train", seed=0)
+    for key in ("speaker_feat", "fbank_args", "use_random_snr"):
+        assert f"dataset_args.{key}" in str(err.value)
+
+
+def test_build_command_data_dir_finds_mainline_files(packs, tmp_path):
+    _, _, root = packs
+    result = CliRunner().invoke(cli, ["build", "wesep", "--data-dir", str(root / "data"), "--out",
+                                      str(tmp_path / "p"), "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    assert "spk1.enroll" in result.output and "single.wav.scp" in result.output
+    yaml_text = (tmp_path / "p" / "cues" / "cues.yaml").read_text()
+    assert "mix_spk_id" in yaml_text and "fixed" in yaml_text
+
+
+def test_gan_recipe_without_joint_training_is_mainline_and_reads_embeddings(packs):
+    out, _, _ = packs
+    cfg = recipe(out["train_emb"])
+    del cfg["model_args"]["tse_model"]["joint_training"], cfg["model_args"]["tse_model"]["spk_feat"]
+    cfg["model_args"]["discriminator"] = {}  # train_gan.py's recipes: joint_training defaults to false
+    loader = build_loader(cfg, "train", seed=1)
+    assert loader.report().dialect == "wesep-mainline"
+    assert next(iter(loader))["spk_embeds"].shape == (4, EMBED_DIM)
+
+
+def test_enrollment_fbank_matches_kaldi_native_fbank(real_audio_paths):
+    knf = require("kaldi_native_fbank", "dev")
+    audio = soundfile.read(real_audio_paths[0], dtype="float32")[0][:16000] * 32768
+    opts = knf.FbankOptions()
+    opts.frame_opts.dither, opts.frame_opts.window_type = 0.0, "hamming"
+    opts.mel_opts.num_bins, opts.use_energy = 80, False
+    online = knf.OnlineFbank(opts)
+    online.accept_waveform(16000, audio.tolist())
+    online.input_finished()
+    reference = np.stack([online.get_frame(i) for i in range(online.num_frames_ready)])
+    ours = kaldi_fbank(audio, 16000, MainlineArgs(dither=0.0), None)
+    assert ours.shape == reference.shape
+    np.testing.assert_allclose(ours, reference, atol=1e-3)
+
+
+def test_peek_says_which_dialect(packs, tmp_path):
+    out, _, _ = packs
+    path = tmp_path / "bsrnn.yaml"
+    cfg = recipe(out["train"], speaker_feat=True)
+    del cfg["packs"]
+    path.write_text(yaml.safe_dump(cfg))
+    result = CliRunner().invoke(cli, ["peek", str(path), "--pack", out["train"]])
+    assert result.exit_code == 0, result.output
+    assert "read as a wesep-mainline recipe" in result.output and "spk_embeds" in result.output
+
+
+def test_missing_fixed_enrollments_are_reported_at_once(packs, tmp_path):
+    _, facts, root = packs
+    data = root / "data"
+    broken = tmp_path / "spk1.enroll"
+    lines = (data / "spk1.enroll").read_text().splitlines()
+    broken.write_text("\n".join([lines[0].split()[0] + " nowhere/a.wav", lines[1].split()[0] + " nowhere/b.wav",
+                                 *lines[2:]]) + "\n")
+    inputs = MainlineInputs(list_path=str(data / "shard.list"), enroll=str(data / "single.wav.scp"),
+                            fixed_enroll=(str(broken), str(data / "spk2.enroll")))
+    with pytest.raises(SpeechpackError) as err:
+        build_mainline(inputs, BuildOptions(out=str(tmp_path / "p"), workers=1, progress=False))
+    assert "2 enrollment problem(s)" in str(err.value)
+    assert "nowhere/a.wav" in str(err.value) and "nowhere/b.wav" in str(err.value)
