@@ -164,6 +164,7 @@ class DirectoryFiles(CheckedFiles):
     def __init__(self, files: DirectoryPackFiles, manifest: Manifest, report: PackReport, check_hashes: bool):
         super().__init__(files, manifest, report, check_hashes)
         self.root = files.root
+        self._shard_files = {shard.directory: shard.files for shard in manifest.shards}
 
     def check_layout(self) -> None:
         listed = {shard.directory for shard in self.manifest.shards}
@@ -179,8 +180,8 @@ class DirectoryFiles(CheckedFiles):
         if not os.path.isdir(shard_dir):
             self.report.error(shard_dir, "shard directory missing")
             return False
-        listed = {rel.split("/", 1)[1] for rel in self.entries if rel.startswith(directory + "/")}
-        for name in sorted(set(os.listdir(shard_dir)) - listed):
+        listed = self._shard_files[directory]
+        for name in sorted(set(os.listdir(shard_dir)) - set(listed)):
             self.report.error(os.path.join(shard_dir, name), f"file not listed in {MANIFEST_NAME}")
         for name in sorted(listed):
             self.check(f"{directory}/{name}")
