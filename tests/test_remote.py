@@ -54,7 +54,8 @@ def s3_server():
     try:
         import fsspec
 
-        fsspec.filesystem("s3", skip_instance_cache=True).mkdir(BUCKET)
+        # moto's backends are process-wide: another module's server (tests/test_pack_files.py) may have made it
+        fsspec.filesystem("s3", skip_instance_cache=True).makedirs(BUCKET, exist_ok=True)
         yield f"http://127.0.0.1:{port}"
     finally:
         patch.undo()
