@@ -44,6 +44,7 @@ from speechpack.packer.build.executor import BackgroundConsumer, map_in_order, w
 from speechpack.packer.build.sample import PackedSample, SamplePlan
 from speechpack.packer.build.state import ShardReceipt, write_receipt
 from speechpack.packer.build.writer import PackWriter
+from speechpack.schemas.constants import STREAM_TYPES
 from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.format import ShardEntry
 from speechpack.schemas.wesep_list import LineProblem
@@ -74,10 +75,26 @@ def check_decoded(result, plan: SamplePlan):
     """A decoded sample, or a ``LineProblem`` when it is bad or does not have the size its headers promised
     (the shard plan was made from them)."""
     if isinstance(result, PackedSample) and result.elements != plan.elements:
-        return LineProblem(result.line, result.key, None,
-                           f"decoded to {result.num_frames} samples per channel, the file headers promised "
-                           f"{plan.num_frames} (a file changed, or its header lies)")
+        return LineProblem(result.line, result.key, None, size_mismatch(result, plan))
     return result
+
+
+def size_mismatch(result: PackedSample, plan: SamplePlan) -> str:
+    """What differs between a decoded sample and its plan, in words that name it: the samples per channel when
+    those differ, else the stream whose row count does (a channel count, or one array of several shorter)."""
+    if result.num_frames != plan.num_frames:
+        return (f"decoded to {result.num_frames} samples per channel, the file headers promised {plan.num_frames} "
+                f"(a file changed, or its header lies)")
+    got, promised = result.elements, plan.elements
+    stream = next(s for s in sorted(set(got) | set(promised)) if got.get(s) != promised.get(s))
+    detail = ""
+    audio = stream in STREAM_TYPES and STREAM_TYPES[stream].audio
+    if audio and result.num_frames and promised.get(stream, 0) % result.num_frames == 0 == got.get(stream, 0) % \
+            result.num_frames:
+        detail = (f": {got.get(stream, 0) // result.num_frames} channel(s) decoded, "
+                  f"{promised.get(stream, 0) // result.num_frames} promised")
+    return (f"stream {stream!r} decoded to {got.get(stream, 0)} rows, the file headers promised "
+            f"{promised.get(stream, 0)}{detail} (a file changed, or its header lies)")
 
 
 @dataclass(frozen=True)
@@ -340,4 +357,5 @@ def _stop(ray, pending: list) -> None:
         ray.wait(pending, num_returns=len(pending), timeout=STOP_TIMEOUT_SECONDS)
 
 
-__all__ = ["ShardJob", "ShardOutcome", "build_shard", "check_decoded", "decode_measured", "guarded", "import_ray", "record_receipt", "run_shard_jobs", "run_shard_jobs_on_ray", "shard_jobs"]
+__all__ = ["ShardJob", "ShardOutcome", "build_shard", "check_decoded", "decode_measured", "guarded", "import_ray",
+           "record_receipt", "run_shard_jobs", "run_shard_jobs_on_ray", "shard_jobs", "size_mismatch"]
