@@ -353,7 +353,7 @@ def plan_command() -> click.Command:
     """Dry-run the epoch plan of a loader CONFIG (YAML), reading no audio: batches, padding, utilisation."""
     from speechpack.loader.config import STATES
     from speechpack.loader.peek import load_config
-    from speechpack.loader.planning_report import plan_report
+    from speechpack.loader.plan.planning_report import plan_report
 
     @click.command("plan", help=plan_command.__doc__)
     @click.argument("config_path", metavar="CONFIG", type=click.Path(dir_okay=False, exists=True))

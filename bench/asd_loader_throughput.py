@@ -49,7 +49,7 @@ sys.path.insert(0, _BENCH)
 
 from speechpack.loader import build_loader  # noqa: E402
 from speechpack.loader.asd.augment import apply_visual, draw_visual  # noqa: E402
-from speechpack.loader.asd.chunks import muvap_windows  # noqa: E402
+from speechpack.loader.asd.timeline import muvap_windows  # noqa: E402
 from speechpack.schemas.timebase import SAMPLES_PER_MODEL_FRAME, audio_sample_count, model_frame_count  # noqa: E402
 from speechpack.loader.normalize import muvap_gain  # noqa: E402
 from speechpack.loader.pack import open_pack  # noqa: E402

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from speechpack.cli import main
 from factories.wesep_lists import Mix
-from speechpack.loader.planning_report import plan_report
+from speechpack.loader.plan.planning_report import plan_report
 from speechpack.schemas.units import plural
 
 

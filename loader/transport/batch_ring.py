@@ -5,7 +5,7 @@ Why: torch's own transport moves every tensor of every batch into a fresh shared
 training process connects to once per tensor.  On the VMs measured, that cost a worker 2-3 ms per MB, several
 times what building the batch costs, so two workers delivered less than one process (docs/performance.md,
 "Scaling with workers").  Here each worker keeps a few slots of shared memory for its whole life and builds its
-batches straight into them (``loader.batch_arrays``); a batch crosses as a small message (per array its offset,
+batches straight into them (``loader.transport.batch_arrays``); a batch crosses as a small message (per array its offset,
 dtype, shape and strides), and the training process wraps the slot's memory in place: no copy on either side,
 no page faults after the first use of a slot.
 
@@ -16,10 +16,10 @@ How:
 - A worker claims a free slot without waiting, builds into it, and sends the message.  A slot's memory (a
   memfd) crosses once, with the first message after it was made (its file descriptor, by multiprocessing's fd
   passing); later messages name it by (worker, slot, generation), and the training process keeps it mapped.
-- Arrays built outside the slot (by code that does not use ``loader.batch_arrays``) are copied in when the
+- Arrays built outside the slot (by code that does not use ``loader.transport.batch_arrays``) are copied in when the
   message is made; a batch larger than its slot replaces the slot by one ``GROWTH`` times the batch.
 - A message may carry several consecutive batches, built one after another into the same slot
-  (``build_group_in``; ``loader.message_groups`` says why and how many): they arrive as a list sharing one hold
+  (``build_group_in``; ``loader.transport.message_groups`` says why and how many): they arrive as a list sharing one hold
   on the slot, so the slot is released when the last of them dies.
 
 **Lifetime rule.** A slot is claimed from the moment its worker starts building into it until the training
@@ -48,7 +48,7 @@ from typing import Callable
 
 import numpy as np
 
-from speechpack.loader.batch_arrays import Arena, aligned, allocating_in
+from speechpack.loader.transport.batch_arrays import Arena, aligned, allocating_in
 
 #: A slot that must grow becomes this many times the batch that did not fit (batches vary a little in size).
 GROWTH = 1.25
@@ -122,7 +122,7 @@ class BatchRing:
         self.token = f"{os.getpid()}:{next(_TOKENS)}"
         self.slots = slots
         #: A slot that grows is made at least this large (``GROWTH`` times): address space only, since a memfd's
-        #: pages are allocated when first written.  Messages of several batches (``loader.message_groups``) vary
+        #: pages are allocated when first written.  Messages of several batches (``loader.transport.message_groups``) vary
         #: in size; without it a slot grew again each time a message was bigger than before, and every growth
         #: pays the fresh pages' faults (2-3 ms per MB here) and a copy of what the slot held.
         self.reserve = reserve
@@ -169,7 +169,7 @@ class BatchRing:
     def build_group_in(self, worker: int, slot: _Slot, builds: list[Callable[[], dict]]) -> "_Message":
         """Several batches built one after another into one slot (their arrays carved in turn from its arena), in
         one message that arrives as a list of batches sharing the slot: it is released when the last of them
-        dies (``loader.message_groups``).  The slot is given back if any build fails."""
+        dies (``loader.transport.message_groups``).  The slot is given back if any build fails."""
         try:
             parts = []
             for build in builds:

@@ -12,7 +12,7 @@ How:
 - the sampler deals keys ``(epoch, start, stop)``: consecutive batch numbers of the epoch, in order
   (``group_keys``), so the batches and their order are exactly one process's, whatever the group sizes;
 - a worker builds a group's batches one after another, into one slot of the batch ring when it has a free one
-  (``loader.batch_ring.BatchRing.build_group_in``), and returns a ``BatchGroup``;
+  (``loader.transport.batch_ring.BatchRing.build_group_in``), and returns a ``BatchGroup``;
 - the training process hands the group's batches out one by one (``unpack``), letting go of each as it is
   handed out, so a slot is released as soon as the consumer has dropped the last batch of its group (the batch
   ring's lifetime rule, unchanged).  The loader counts batches, not messages: a state saved in the middle of a

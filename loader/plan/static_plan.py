@@ -1,8 +1,8 @@
-"""The static epoch plan and the pieces every plan shares: ``EpochPlan``, ``PlanError``, ``batch_rng`` (and its
-reused form for batch builders, ``BatchGenerator``).
+"""The static epoch plan and what every plan returns, ``EpochPlan`` (its draws: ``loader.rng.batch_rng``; its
+error: ``schemas.errors.PlanError``).
 
 ``loader.plan.plan_epoch`` composes a whole epoch (weighting, train windows, then this plan or the budget plan of
-``loader.batching``); both planners build on this module, which is why it sits below them and imports neither.
+``loader.plan.batching``); both planners build on this module, which is why it sits below them and imports neither.
 
 ``make_epoch_plan(num_items, batch_size, seed, epoch, rank, world_size, shuffle, tail)`` returns the rank's
 batches as small integer arrays.  Nothing here reads audio or holds per-sample Python objects, and nothing uses
@@ -20,16 +20,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from speechpack.loader.shuffle_window import window_order
-from speechpack.schemas.errors import SpeechpackError
+from speechpack.loader.plan.shuffle_window import window_order
+from speechpack.loader.rng import batch_rng
+from speechpack.schemas.errors import PlanError
 
 
 #: ``tail`` values: what happens to the last, incomplete round of batches (module docstring).
 TAIL_POLICIES = ("pad", "drop")
-
-
-class PlanError(SpeechpackError):
-    """The plan cannot be made as asked (bad rank, world size, epoch or seed)."""
 
 
 @dataclass(frozen=True)
@@ -39,7 +36,7 @@ class EpochPlan:
     ``items[b]`` are indices into the item universe, ``valid[b]`` flags real rows (False for tail repeats), and
     ``global_batch[b]`` is the batch's number across all ranks: the key of its random draws.
 
-    Ragged plans (``loader.batching``, batches of different sizes) set ``offsets``: ``items`` and ``valid`` are
+    Ragged plans (``loader.plan.batching``, batches of different sizes) set ``offsets``: ``items`` and ``valid`` are
     then flat, and batch ``b`` is ``items[offsets[b]:offsets[b + 1]]``.  ``batch(b)`` reads either form.
     """
 
@@ -72,7 +69,7 @@ def make_epoch_plan(num_items: int, batch_size: int, seed: int, epoch: int, rank
                     shuffle: bool, tail: str, *, windows=None, sync: str | None = None) -> EpochPlan:
     """Rank ``rank``'s batches of ``epoch`` (see the module docstring for the rules).
 
-    ``windows`` (a ``loader.shuffle_window.ShuffleWindows``) replaces the whole-epoch permutation by fairseq2
+    ``windows`` (a ``loader.plan.shuffle_window.ShuffleWindows``) replaces the whole-epoch permutation by fairseq2
     shuffle windows over the items and then over the batches.  ``sync`` (default: ``tail``) evens the batch count
     across ranks on its own: ``pad`` adds batches of repeats (rows invalid), ``drop`` leaves the surplus batches
     out, while ``tail`` then only decides the last, incomplete batch (padded, or dropped)."""
@@ -104,48 +101,3 @@ def make_epoch_plan(num_items: int, batch_size: int, seed: int, epoch: int, rank
         batches, valid = batches[batch_order], valid[batch_order]
     mine = np.arange(rank, len(batches), world_size, dtype=np.int64)
     return EpochPlan(items=batches[mine], valid=valid[mine], global_batch=mine, padded=padded, dropped=dropped)
-
-
-def batch_rng(seed: int, epoch: int, global_batch: int) -> np.random.Generator:
-    """A counter-based generator keyed by (seed, epoch, batch): the same draws whichever worker asks.
-
-    Philox's key is the seed; the counter's upper words hold the epoch and the batch, so streams of different
-    batches never overlap (each would need 2**128 draws to reach the next).  ``global_batch = -1`` is the
-    epoch's permutation.
-    """
-    if seed < 0 or epoch < 0:
-        raise PlanError(f"seed and epoch must be non-negative, got seed={seed}, epoch={epoch}")
-    counter = np.array([0, 0, global_batch + 1, epoch], dtype=np.uint64)
-    return np.random.Generator(np.random.Philox(key=seed, counter=counter))
-
-
-def at_counter(generator: np.random.Generator, fresh: dict, counter: list[int]) -> np.random.Generator:
-    """``generator`` (Philox) set to the start of the stream at ``counter``, as a new ``Philox(key, counter)``
-    would begin: ``fresh`` is the state of a freshly built one with the same key (empty buffer)."""
-    generator.bit_generator.state = {**fresh, "buffer": fresh["buffer"].copy(),
-                                     "state": {"counter": np.array(counter, dtype=np.uint64),
-                                               "key": fresh["state"]["key"]}}
-    return generator
-
-
-class BatchGenerator:
-    """``batch_rng(seed, epoch, batch)`` for one batch after another, from one generator object reused: the same
-    stream, bit for bit.  Building a ``Philox`` draws OS entropy for a seed sequence that the explicit key then
-    overrides (about 12 µs, a few percent of a short TSE batch); setting a kept one's counter costs about 4 µs.
-    The generator one call returns is valid until the next call.  Pickles as its seed (a worker makes its own)."""
-
-    def __init__(self, seed: int) -> None:
-        self.seed = seed
-        self._generator = batch_rng(seed, 0, 0)  # checks the seed
-        self._fresh = self._generator.bit_generator.state  # a fresh generator's state, keyed by seed
-
-    def __call__(self, epoch: int, global_batch: int) -> np.random.Generator:
-        if epoch < 0:
-            raise PlanError(f"epoch must be non-negative, got {epoch}")
-        return at_counter(self._generator, self._fresh, [0, 0, global_batch + 1, epoch])
-
-    def __getstate__(self) -> dict:
-        return {"seed": self.seed}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__init__(state["seed"])

@@ -1,12 +1,7 @@
-"""Length-aware batching and train windows, as pure functions of (lengths, seed, epoch, rank, world size).
+"""Length-aware (budget) batching, as a pure function of (lengths, seed, epoch, rank, world size).  The lengths
+are the planning units' (items, or train-window chunks: ``loader.plan.train_windows``).
 
-Train windows (``tile_windows``, MuVAP's chunking): an item of ``M`` samples longer than ``window`` is cut into
-``n = ceil(M / window)`` near-equal chunks with edges ``k * M / n`` rounded half to even (MuVAP's
-``round(linspace(0, M, n + 1))``, computed exactly in integers), so the chunks tile every sample exactly once.  With ``hist`` each
-chunk is fed with up to ``hist`` samples before it as unscored context (none before the item's start): the fed
-length is ``stop - max(0, start - hist)``, and that is the length the batcher plans with.
-
-Budget batching (``make_budget_plan``), every step drawn from ``loader.plan.batch_rng(seed, epoch, -1)``:
+Budget batching (``make_budget_plan``), every step drawn from ``loader.rng.batch_rng(seed, epoch, -1)``:
 
 1. shuffle the items (the same permutation ``make_epoch_plan`` uses), cut the order into windows of
    ``window_items`` items and sort each window by length, longest first;
@@ -21,7 +16,7 @@ Budget batching (``make_budget_plan``), every step drawn from ``loader.plan.batc
    over and cut again, all windows' leftovers together, at the end; the final remainder (fewer than the multiple)
    is padded with repeats of its own items flagged ``valid = False`` (``tail: pad``) or dropped (``tail: drop``);
 4. the batches are shuffled (``windows``: fairseq2 shuffle windows in steps 1 and 4 instead, see
-   ``loader.shuffle_window``), and their count is made a multiple of the world size (rule ``sync``, default
+   ``loader.plan.shuffle_window``), and their count is made a multiple of the world size (rule ``sync``, default
    ``tail``): ``pad`` appends repeats of
    the first batches, all rows ``valid = False``; ``drop`` leaves the last batches out (their items counted in
    ``dropped``).  Global batch ``g`` goes to rank ``g % world_size``: every rank has the same number of batches
@@ -38,70 +33,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from speechpack.loader.shuffle_window import ShuffleWindows, window_order
-from speechpack.loader.static_plan import TAIL_POLICIES, EpochPlan, PlanError, batch_rng
+from speechpack.loader.plan.shuffle_window import ShuffleWindows, window_order
+from speechpack.loader.plan.static_plan import TAIL_POLICIES, EpochPlan
+from speechpack.loader.rng import batch_rng
+from speechpack.schemas.errors import PlanError
 
 BATCH_TYPES = ("static", "budget")
 COSTS = ("linear", "quadratic")
 #: Items sorted together in step 1: large enough that neighbours have similar lengths, small enough that
 #: composition changes a lot between epochs.
 DEFAULT_WINDOW_ITEMS = 1 << 18
-
-
-@dataclass(frozen=True)
-class Windows:
-    """Train-window chunks as parallel arrays: chunk ``c`` feeds samples ``[fed_start, stop)`` of item
-    ``item[c]`` and scores ``[start, stop)``."""
-
-    item: np.ndarray
-    start: np.ndarray
-    stop: np.ndarray
-    fed_start: np.ndarray
-    #: item ``i``'s chunks are ``first[i]:first[i + 1]``
-    first: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.item)
-
-    def units_of(self, items: np.ndarray) -> np.ndarray:
-        """The chunk ids of ``items`` (in that order, repeats kept)."""
-        items = np.asarray(items, dtype=np.int64)
-        counts = self.first[items + 1] - self.first[items]
-        return np.repeat(self.first[items] - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
-
-    @property
-    def fed_length(self) -> np.ndarray:
-        return self.stop - self.fed_start
-
-
-def _round_half_even(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
-    """``numerator / denominator`` rounded to the nearest integer, ties to even (numpy's ``round``), exactly."""
-    quotient, remainder = np.divmod(numerator, denominator)
-    up = (2 * remainder > denominator) | ((2 * remainder == denominator) & (quotient % 2 == 1))
-    return quotient + up
-
-
-def tile_windows(lengths: np.ndarray, window: int, hist: int = 0) -> Windows:
-    """Chunks of every item (see the module docstring); an item no longer than ``window`` is one chunk."""
-    if window < 1 or hist < 0:
-        raise PlanError(f"train window must be >= 1 and hist >= 0, got window={window}, hist={hist}")
-    lengths = np.asarray(lengths, dtype=np.int64)
-    counts = np.maximum(-(-lengths // window), 1)
-    item = np.repeat(np.arange(len(lengths), dtype=np.int64), counts)
-    first = np.cumsum(counts) - counts
-    start = np.zeros(len(item), dtype=np.int64)
-    stop = lengths[item]
-    # Only items of several chunks need the edges formula (most items are one chunk).
-    multi = np.flatnonzero(counts > 1)
-    if len(multi):
-        c = counts[multi]
-        rows = np.repeat(first[multi] - (np.cumsum(c) - c), c) + np.arange(int(c.sum()), dtype=np.int64)
-        k = rows - np.repeat(first[multi], c)
-        m, n = np.repeat(lengths[multi], c), np.repeat(c, c)
-        start[rows] = _round_half_even(k * m, n)
-        stop[rows] = _round_half_even((k + 1) * m, n)
-    return Windows(item=item, start=start, stop=stop, fed_start=np.maximum(start - hist, 0),
-                   first=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
 
 
 @dataclass(frozen=True)
@@ -156,7 +97,7 @@ def make_budget_plan(lengths: np.ndarray, args: BudgetArgs, seed: int, epoch: in
                      shuffle: bool, tail: str, *, windows: ShuffleWindows | None = None,
                      sync: str | None = None) -> EpochPlan:
     """Rank ``rank``'s ragged batches of ``epoch`` (see the module docstring).  ``windows`` replaces the whole-epoch
-    shuffles of steps 1 and 4 by fairseq2 shuffle windows (``loader.shuffle_window``); ``sync`` (``pad`` or
+    shuffles of steps 1 and 4 by fairseq2 shuffle windows (``loader.plan.shuffle_window``); ``sync`` (``pad`` or
     ``drop``, default: ``tail``) is the rule of step 4 that evens the batch count across ranks."""
     if world_size < 1 or not 0 <= rank < world_size:
         raise PlanError(f"rank must be in [0, {world_size - 1}] for world_size {world_size}, got {rank}")
@@ -252,4 +193,4 @@ def plan_lengths(lengths: np.ndarray, plan: EpochPlan) -> np.ndarray:
     return np.stack([sizes, longest], axis=1)
 
 
-__all__ = ["BATCH_TYPES", "COSTS", "BudgetArgs", "Windows", "make_budget_plan", "plan_lengths", "tile_windows"]
+__all__ = ["BATCH_TYPES", "COSTS", "BudgetArgs", "make_budget_plan", "plan_lengths"]

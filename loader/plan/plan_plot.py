@@ -3,30 +3,28 @@ batch that is padding (or, for builders that crop to the shortest item, the frac
 
 Both axes are drawn as what they are: item counts are whole numbers, one bar per count; a fraction runs from 0 to
 1, whatever the data (a plan without padding shows one bar at 0, not an axis centred on it).
+
+``report`` is a ``loader.plan.planning_report.PlanReport`` (its ``state`` and ``epochs``); this module does not
+import it, so the report imports the picture and not the other way round.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from speechpack.schemas.plotting import integer_axis, pyplot, save_figure
 from speechpack.schemas.units import plural
 
-if TYPE_CHECKING:
-    from speechpack.loader.planning_report import PlanReport
-
 #: Bins of the padding histogram over [0, 1].
 FRACTION_BINS = 20
 
 
-def plot_plan(report: "PlanReport", path: str) -> None:
+def plot_plan(report, path: str) -> None:
     """Write the histograms of ``report`` (all epochs) to the PNG ``path``."""
     save_figure(plan_figure(report), path, "plan --plot")
 
 
-def plan_figure(report: "PlanReport"):
+def plan_figure(report):
     """The matplotlib figure of ``report``'s histograms (the caller saves and closes it)."""
     plt = pyplot("plan --plot")
     items = np.concatenate([e.items for e in report.epochs])

@@ -27,14 +27,13 @@ machinery runs over (corpus, language) groups instead of packs (``PackWeighting.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from speechpack.loader.config_checks import MAX_EPOCH_ITEMS, ConfigError
+from speechpack.loader.rng import cycle_rng
 
-if TYPE_CHECKING:  # annotation only: loader.config imports loader.tasks, which imports this module
-    from speechpack.loader.config import LoaderConfig
 
 
 def largest_remainder(shares: Sequence[float], total: int) -> np.ndarray:
@@ -102,9 +101,8 @@ def pack_stream(size: int, seed: int, pack: int, start: int, stop: int, shuffle:
 
 def _cycle_permutation(size: int, seed: int, pack: int, cycle: int) -> np.ndarray:
     """Cycle ``cycle`` of pack ``pack``: Philox keyed by the seed; the counter's top word has its high bit set, so
-    these streams never meet ``loader.plan.batch_rng``'s (whose top word is the epoch)."""
-    counter = np.array([0, cycle, pack, 1 << 63], dtype=np.uint64)
-    return np.random.Generator(np.random.Philox(key=seed, counter=counter)).permutation(size).astype(np.int64)
+    these streams never meet ``loader.rng.batch_rng``'s (whose top word is the epoch)."""
+    return cycle_rng(seed, pack, cycle).permutation(size).astype(np.int64)
 
 
 def epoch_items(pack_sizes: Sequence[int], counts: Sequence[int], seed: int, epoch: int,
@@ -161,14 +159,11 @@ class PackWeighting:
     shuffle: bool
 
     @classmethod
-    def resolve(cls, config: LoaderConfig, sizes: Sequence[int], hours: Sequence[float]) -> "PackWeighting":
-        """``sizes``: items per pack after filtering; ``hours``: the packs' manifest ``totals.hours``."""
+    def resolve(cls, config, sizes: Sequence[int], hours: Sequence[float]) -> "PackWeighting":
+        """``config``: the ``loader.config.LoaderConfig`` (its ``packs``, ``weighting``, ``sample_num_per_epoch`` and
+        ``dataset_args.shuffle``; a task refuses what it cannot weigh per pack first, ``LoaderTask.check_weighting``);
+        ``sizes``: items per pack after filtering; ``hours``: the packs' manifest ``totals.hours``."""
         packs, w = config.packs, config.weighting
-        if config.task == "asr" and any(p.hours_beta for p in packs):
-            # ASR packs hold several corpora and languages: per-pack shares would silently weigh the wrong thing.
-            raise ConfigError("packs[].hours_beta with task asr weighs (corpus, language) groups inside the packs: "
-                              "the loader must apply the ASR task's weighting (loader.asr.task, builder.weighting), "
-                              "not per-pack shares")
         corpora = tuple(p.corpus_name for p in packs)
         languages = tuple(p.language_name for p in packs)
         if any(p.hours_beta for p in packs):

@@ -4,7 +4,7 @@ worker has handed the build an ``Arena``, a slot of shared memory the batch will
 Why: a batch built in a worker must reach the training process.  Built in private memory, it is copied into a
 fresh shared-memory segment per tensor per batch (torch's transport), which on a VM costs more than building it
 (docs/performance.md, "Scaling with workers").  Built straight into a slot that the worker reuses
-(``loader.batch_ring``), it crosses with no copy at all.  Builders call these functions for the arrays they
+(``loader.transport.batch_ring``), it crosses with no copy at all.  Builders call these functions for the arrays they
 return (audio, faces, labels, collated fields) and plain numpy for their scratch; the values are the same
 wherever the memory is, so batches stay bit-identical with and without workers.
 
@@ -86,7 +86,7 @@ def allocating_in(arena: Arena | None) -> Iterator[None]:
 
 def from_arena(shape, dtype) -> np.ndarray | None:
     """An uninitialised array carved from the current arena; None when there is none or it is full (the caller
-    then allocates as it would without workers, e.g. from its own reused buffers: ``loader.tse.buffer_pool``)."""
+    then allocates as it would without workers, e.g. from its own reused buffers: ``loader.tse.buffers``)."""
     return _arena.take(shape, dtype) if _arena is not None else None
 
 

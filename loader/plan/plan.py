@@ -2,18 +2,17 @@
 
 ``plan_epoch`` is the whole composition, in this order:
 
-1. weighting (``loader.weighting``): when the packs are weighted, the epoch's selected items (repeats allowed)
+1. weighting (``loader.plan.weighting``): when the packs are weighted, the epoch's selected items (repeats allowed)
    replace the item universe; the plan runs over positions in that selection and maps back to item ids at the end;
-2. train windows (``loader.batching.Windows``): with ``train_window`` the planning units are chunks of items, so
+2. train windows (``loader.plan.train_windows.Windows``): with ``train_window`` the planning units are chunks of items, so
    selected items become their chunks;
-3. the plan itself: static batches of ``batch_size`` (``loader.static_plan.make_epoch_plan``) or, with
-   ``batching: budget``, ragged batches of similar-length units (``loader.batching.make_budget_plan``);
+3. the plan itself: static batches of ``batch_size`` (``loader.plan.static_plan.make_epoch_plan``) or, with
+   ``batching: budget``, ragged batches of similar-length units (``loader.plan.batching.make_budget_plan``);
 4. the plan's rows become unit ids.
 
 Nothing here reads audio or imports torch: the DataLoader glue (``loader.torch``), the dry run (``speechpack plan``,
-``loader.planning_report``) and the tests call this same function, so what the dry run reports is what training
-gets.  The static plan's pieces (``EpochPlan``, ``PlanError``, ``batch_rng``, ``BatchGenerator``, ``epoch_permutation``,
-``make_epoch_plan``) are re-exported here, the module training code and tests import them from.
+``loader.plan.planning_report``) and the tests call this same function, so what the dry run reports is what training
+gets.  Its random draws come from ``loader.rng.batch_rng``; its error is ``schemas.errors.PlanError``.
 """
 
 from __future__ import annotations
@@ -24,8 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from speechpack.loader.batching import Windows, make_budget_plan
-from speechpack.loader.static_plan import BatchGenerator, EpochPlan, PlanError, batch_rng, epoch_permutation, make_epoch_plan
+from speechpack.loader.plan.batching import make_budget_plan
+from speechpack.loader.plan.train_windows import Windows
+from speechpack.loader.plan.static_plan import EpochPlan, epoch_permutation, make_epoch_plan
+from speechpack.schemas.errors import PlanError
 
 #: Largest world size a plan is made for.
 MAX_WORLD_SIZE = 1 << 20
@@ -33,7 +34,7 @@ MAX_WORLD_SIZE = 1 << 20
 MAX_ROUND_ROWS = 1 << 26
 
 if TYPE_CHECKING:  # annotation only: the plan calls ``weighting.items(seed, epoch)`` and nothing else
-    from speechpack.loader.weighting import PackWeighting
+    from speechpack.loader.plan.weighting import PackWeighting
 
 
 def needs_lengths(args: Any) -> bool:
@@ -42,23 +43,13 @@ def needs_lengths(args: Any) -> bool:
     return args.batching is not None
 
 
-def epoch_lengths(builder: Any, epoch: int) -> np.ndarray:
-    """The units' lengths ``builder`` plans ``epoch`` with: ``builder.unit_lengths()``, the same every epoch, unless
-    the builder says its units change length from epoch to epoch (``lengths_by_epoch``: ASD chunks with MuVAP's
-    ``jitter``), when it is asked for that epoch's."""
-    if getattr(builder, "lengths_by_epoch", False):
-        return builder.unit_lengths(epoch)
-    return builder.unit_lengths()
-
-
 def plan_epoch(args: Any, seed: int, epoch: int, rank: int, world_size: int, *, num_units: int,
                lengths: np.ndarray | None = None, windows: Windows | None = None,
                weighting: "PackWeighting | None" = None) -> EpochPlan:
     """Rank ``rank``'s batches of ``epoch`` (see the module docstring for the steps).
 
-    ``args`` is a task's planning view: ``batch_size``, ``batching`` (``None`` or a ``loader.batching.BudgetArgs``),
-    ``shuffle`` and ``tail``; optionally ``shuffle_windows`` (``loader.shuffle_window.ShuffleWindows``) and ``sync``
-    (``pad``/``drop``: how the batch count is evened across ranks, when it differs from ``tail``).  ``num_units``
+    ``args`` is a task's planning view (``loader.tasks.PlanArgs``: ``batch_size``, ``batching``, ``shuffle``,
+    ``tail``, ``shuffle_windows`` and ``sync``; a builder's ``plan_args``).  ``num_units``
     counts the planning units (items, or chunks with ``windows``); ``lengths`` are their lengths, required when
     ``needs_lengths(args)``.  The plan's ``items`` are unit ids.
     """
@@ -74,8 +65,7 @@ def plan_epoch(args: Any, seed: int, epoch: int, rank: int, world_size: int, *, 
     chosen = None if weighting is None else weighting.items(seed, epoch)
     if chosen is not None and windows is not None:
         chosen = windows.units_of(chosen)
-    # Optional parts of the planning view: fairseq2 shuffle windows and a rank-evening rule of its own (ASR).
-    windows, sync = getattr(args, "shuffle_windows", None), getattr(args, "sync", None)
+    windows, sync = args.shuffle_windows, args.sync  # fairseq2 shuffle windows, a rank-evening rule (ASR)
     if args.batching is None:
         count = num_units if chosen is None else len(chosen)
         plan = make_epoch_plan(count, args.batch_size, seed, epoch, rank, world_size, args.shuffle, args.tail,
@@ -89,5 +79,5 @@ def plan_epoch(args: Any, seed: int, epoch: int, rank: int, world_size: int, *, 
     return plan
 
 
-__all__ = ["MAX_ROUND_ROWS", "MAX_WORLD_SIZE", "BatchGenerator", "EpochPlan", "PlanError", "batch_rng", "epoch_lengths",
-           "epoch_permutation", "make_epoch_plan", "needs_lengths", "plan_epoch"]
+__all__ = ["MAX_ROUND_ROWS", "MAX_WORLD_SIZE", "EpochPlan", "PlanError", "epoch_permutation",
+           "make_epoch_plan", "needs_lengths", "plan_epoch"]

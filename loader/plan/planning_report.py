@@ -9,8 +9,8 @@ items padded or dropped, epochs consumed per pack (valid units of a pack / its u
 realised selection per pack, corpus and language (``PackWeighting.report``).  A unit is an item (one mixture, or
 one target with ``expand_targets``) or, with ``train_window``, one chunk.
 
-A batch the loader would refuse (mixtures of different channel counts, ``loader.plan_checks``) fails the dry run
-with the loader's reason, so ``plan`` reporting success means the epochs it planned can be built.
+A batch the loader would refuse (the builder's ``planned_batch_check``: TSE mixtures of different channel counts)
+fails the dry run with the loader's reason, so ``plan`` reporting success means the epochs it planned can be built.
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ import numpy as np
 
 from speechpack.loader.config import LoaderConfig
 from speechpack.loader.pack import open_pack
-from speechpack.loader.plan import EpochPlan, epoch_lengths, plan_epoch
-from speechpack.loader.plan_checks import check_batch_channels, unit_channels, unit_rows
+from speechpack.loader.plan.plan import EpochPlan, plan_epoch
 from speechpack.loader.recipe import ignored_line
 from speechpack.loader.tasks import prepare
 from speechpack.schemas.errors import SpeechpackError
@@ -82,8 +81,8 @@ class PlanReport:
 
     def plot(self, path: str) -> None:
         """Histograms of items per batch and of the padded (or cropped) fraction per batch, all epochs, to a PNG
-        (``loader.plan_plot``; needs the ``plot`` extra)."""
-        from speechpack.loader.plan_plot import plot_plan
+        (``loader.plan.plan_plot``; needs the ``plot`` extra)."""
+        from speechpack.loader.plan.plan_plot import plot_plan
 
         plot_plan(self, path)
 
@@ -139,26 +138,26 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
         config = LoaderConfig.from_dict(config, state=state)
     prepared = prepare(config, state, [open_pack(source.path) for source in config.packs], seed)
     builder = prepared.builder
-    cropped = bool(getattr(builder, "crops_to_shortest", False))
+    cropped = builder.crops_to_shortest
     windows = builder.windows
     unit_pack = prepared.item_pack if windows is None else prepared.item_pack[windows.item]
     packs = [source.path for source in config.packs]
     per_pack = np.bincount(unit_pack, minlength=len(packs))
-    rows_of_unit, channels = unit_rows(builder), unit_channels(builder)
+    rows_of_unit, check = builder.unit_rows(), builder.planned_batch_check()
     report = PlanReport(state=state, world_size=world_size, units=builder.num_units(),
                         unit_name="item" if windows is None else "train-window chunk", ignored=config.ignored)
     for epoch in range(epochs):
-        lengths = epoch_lengths(builder, epoch)  # the same every epoch, unless chunks move (ASD jitter)
+        lengths = builder.unit_lengths(epoch)  # the same every epoch, unless lengths_by_epoch (ASD jitter)
         plans: list[EpochPlan] = [
-            plan_epoch(builder.args, seed, epoch, rank, world_size, num_units=builder.num_units(), lengths=lengths,
+            plan_epoch(builder.plan_args, seed, epoch, rank, world_size, num_units=builder.num_units(), lengths=lengths,
                        windows=windows, weighting=prepared.weighting) for rank in range(world_size)]
         rows, batch_rows, longest, fills, used = [], [], [], [], np.zeros(len(packs))
         real = offered = 0
         for rank, plan in enumerate(plans):
             for b in range(len(plan)):
                 items, valid = plan.batch(b)
-                if channels is not None:
-                    check_batch_channels(builder, channels, items, epoch=epoch, rank=rank, batch=b, batches=len(plan))
+                if check is not None:
+                    check(items, epoch=epoch, rank=rank, batch=b, batches=len(plan))
                 lens = lengths[items]
                 rows.append(len(items))
                 if rows_of_unit is not None:

@@ -8,7 +8,7 @@ towards the front, and any distance towards the back (fairseq2's ``DataPipelineB
 https://facebookresearch.github.io/fairseq2/ , "shuffle(shuffle_window)").
 
 speechpack computes the same process on indices, in the plan: the result is a permutation drawn only from the
-generator it is given (``loader.plan.batch_rng(seed, epoch, ...)``), so the order is the same on every rank and
+generator it is given (``loader.rng.batch_rng(seed, epoch, ...)``), so the order is the same on every rank and
 worker and after a resume.  ``window_order`` costs one Python step per element for ``n > 1`` (a few tenths of a second
 per million), which the plan pays once per epoch and process.
 """
