@@ -17,8 +17,8 @@ from speechpack.loader.plan.plan_plot import plan_figure
 from speechpack.loader.plan.planning_report import plan_report
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
-from speechpack.packer.inspect import inspect_pack
-from speechpack.packer.inspect_plot import inspect_figure, total_duration
+from speechpack.packer.inspect import inspect_figure, inspect_pack
+from speechpack.schemas.plotting import duration_text
 
 try:
     import matplotlib.pyplot as plt
@@ -66,15 +66,15 @@ def test_inspect_fits_the_level_axis_to_the_levels_and_keeps_a_small_total(tse_p
     values = np.concatenate([v for v in report.levels_dbfs.values()])
     assert values.min() - 3 < low < values.min() and values.max() < high < values.max() + 3
     assert high - low < 30  # not the whole -90..0 dBFS scale
-    hours = report.figures["pack"]["hours"]
-    assert fig._suptitle.get_text().endswith(f", {total_duration(hours)}") and "0.01 h" not in fig._suptitle.get_text()
+    title = fig._suptitle.get_text()
+    assert title.endswith(f", {duration_text(3600.0 * report.figures['pack']['hours'])}") and " h" not in title
     plt.close(fig)
 
 
 def test_total_durations_read_in_their_unit():
-    assert total_duration(0.005) == "18 seconds"
-    assert total_duration(0.5) == "30 minutes"
-    assert total_duration(1234.5) == "1,234 hours"
+    assert duration_text(18.0) == "18 seconds"  # 0.005 h, which "0.01 h" rounded up
+    assert duration_text(1800.0) == "30 minutes"
+    assert duration_text(3600.0 * 1234.5) == "1,234 hours"
 
 
 def test_asd_speaker_panels_are_face_tracks(generated_wavs, tmp_path):

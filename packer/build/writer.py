@@ -4,7 +4,7 @@ The shard plan (``packer.build.plan``) fixes every shard's length before a byte 
 its final ``.npy`` header first and is hashed as it streams out: no file is read back.  Memory stays flat (a 1 GB
 shard never sits in memory), and data is flushed to disk as it goes, so closing a shard costs little.  The writer
 records each segment's statistics (``int16_statistics`` of exactly the stored values): measured where the sample
-was decoded (``packer.build.shard_task.decode``), or here when a sample comes without them.
+was decoded (``packer.build.shards.decode_measured``), or here when a sample comes without them.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from speechpack.packer.audio import int16_statistics
+from speechpack.packer.audio.store import int16_statistics
 from speechpack.packer.build.checkpoints import checkpoint
-from speechpack.packer.build.npy_stream import NpyStream, hash_file  # noqa: F401  (re-exported: the cue writers use them)
-from speechpack.packer.build.together import run_together
-from speechpack.packer.sample import PackedSample, SamplePlan
+from speechpack.packer.build.sample import PackedSample, SamplePlan
+from speechpack.packer.build.streams import NpyStream, run_together
+from speechpack.packer.files import fresh_temp_dir, fsync_dir, hash_file, save_npy, write_json_atomic
 from speechpack.schemas.constants import (
     FORMAT_VERSION,
     MANIFEST_NAME,
@@ -41,12 +41,6 @@ from speechpack.schemas.kinds import ATTRIBUTES_BY_KIND, KIND_SPECS, STREAMS_BY_
 
 
 
-def dump_json(obj, fp) -> None:
-    """The one JSON style of a pack: sorted keys, one-space indent, UTF-8, trailing newline."""
-    json.dump(obj, fp, sort_keys=True, indent=1, ensure_ascii=False)
-    fp.write("\n")
-
-
 def dump_shard_index(shard: str, records: list[dict], fp) -> None:
     """``index.json``: the same sorted-key JSON, one compact sample record per line (grep- and diff-friendly,
     a third of the indented size)."""
@@ -55,60 +49,11 @@ def dump_shard_index(shard: str, records: list[dict], fp) -> None:
     fp.write("\n]}\n")
 
 
-def write_json_atomic(path: str, obj, before_rename: Callable[[], None] | None = None) -> None:
-    """Write JSON to ``path`` through a temporary file, fsync and rename: readers see all of it or nothing.
-
-    ``before_rename`` runs once the temporary file is complete (a build's kill point: a process killed there
-    leaves the ``.tmp-`` file, which the build's own tidying must remove)."""
-    directory, name = os.path.split(path)
-    temp = os.path.join(directory, f"{TEMP_PREFIX}{name}")
-    with open(temp, "w", encoding="utf-8") as fp:
-        dump_json(obj, fp)
-        fp.flush()
-        os.fsync(fp.fileno())
-    if before_rename is not None:
-        before_rename()
-    os.replace(temp, path)
-    fsync_dir(directory)
-
-
-def fsync_dir(directory: str) -> None:
-    fd = os.open(directory or ".", os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def save_npy(path: str, array: np.ndarray) -> FileEntry:
-    """``np.save`` to ``path`` (fsynced), returning its size and hash computed from the bytes written."""
-    buffer = io.BytesIO()
-    np.save(buffer, array, allow_pickle=False)
-    data = buffer.getvalue()
-    with open(path, "wb") as fp:
-        fp.write(data)
-        fp.flush()
-        os.fsync(fp.fileno())
-    return FileEntry(size=len(data), sha256=hashlib.sha256(data).hexdigest())
-
-
-def fresh_temp_dir(pack_dir: str, name: str) -> tuple[str, str]:
-    """``(temporary, final)`` paths of a pack directory written as a whole and renamed into place when complete;
-    stale copies of both (an earlier, killed build) are removed and the temporary one is created empty."""
-    final = os.path.join(pack_dir, name)
-    temp = os.path.join(pack_dir, TEMP_PREFIX + name)
-    for stale in (temp, final):
-        if os.path.exists(stale):
-            shutil.rmtree(stale)
-    os.makedirs(temp)
-    return temp, final
-
-
 def write_columns(pack_dir: str, columns: ColumnBuilder) -> dict[str, FileEntry]:
     """Write ``columns/`` under a temporary name, then rename it into place."""
     temp, final = fresh_temp_dir(pack_dir, COLUMNS_DIR)
     arrays = columns.arrays()
-    # each file fsynced before the rename; the fsyncs overlap (packer.build.together)
+    # each file fsynced before the rename; the fsyncs overlap (packer.build.streams.run_together)
     saved = run_together([functools.partial(save_npy, os.path.join(temp, name), array)
                           for name, array in arrays.items()])
     entries = dict(zip(arrays, saved))
@@ -175,7 +120,7 @@ class ShardWriter:
     def finish(self) -> ShardEntry:
         """Close every file, write ``index.json``, and rename the directory into place."""
         names = [stream_file_name(stream) for stream in self._files] + [SHARD_INDEX_NAME]
-        # every file is fsynced before the rename below; their fsyncs overlap (packer.build.together)
+        # every file is fsynced before the rename below; their fsyncs overlap (packer.build.streams.run_together)
         closed = run_together([growing.close for growing in self._files.values()] + [self._write_index])
         files = dict(zip(names, closed))
         if os.path.exists(self.final_dir):

@@ -1,8 +1,20 @@
-"""Audio in, int16 out: probe headers, decode (soundfile, PyAV for what libsndfile cannot read), resample
-(soxr), quantise without silent clipping, and measure the statistics the loader normalises with.
+"""Audio in: probe headers and decode (soundfile, PyAV for what libsndfile cannot read), opening each file once.
 
 Everything here is a pure function of its input, so packs are byte-identical however many processes run it.
-Probing reads headers only, so a build can check every line and plan its shards before decoding anything.
+Probing reads headers only, so a build can check every line and plan its shards before decoding anything; what
+the pack then stores (resampled, int16, measured) is ``packer.audio.store``.
+
+**One open per file and step.**  A build reads every input file twice, probing its header to plan the shards and
+then decoding it, and on a corpus of short 16-bit WAV clips the per-file overhead is most of the work (decoding is
+a memcpy).  Opened by path, each of the two steps cost a ``stat`` of its own, soundfile's ``isfile`` check and
+libsndfile's open, then a second open for the truncation check (``packer.audio.wav_header``).  Opened once per
+step instead, the file is checked with ``fstat`` on the descriptor and the same descriptor goes to libsndfile
+(``soundfile.SoundFile(fd, closefd=False)``) and to the header reader (one ``pread`` of the first 4 KiB; every
+blocking call lets go of the GIL, and a build's writer and hashing threads take it each time).  Only formats
+libsndfile recognises from their first bytes are opened this way (``DESCRIPTOR_EXTENSIONS``); libsndfile
+recognises some headerless ones (``.raw``, ``.vox``, ``.gsm``...) by their file name, which a descriptor does not
+carry.  Anything unusual goes the path's way, which says what it always said: an ``open`` that fails for another
+reason than a missing file, and a file libsndfile refuses, whose message names the path.
 """
 
 from __future__ import annotations
@@ -10,21 +22,13 @@ from __future__ import annotations
 import io
 import os
 import stat
-import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import soundfile
-import soxr
 
-from speechpack.packer.audio_file import MissingFile, NotRegularFile, by_descriptor, declared_frames_of, open_regular
-from speechpack.packer.wav_header import declared_frames
-from speechpack.schemas.constants import AUDIO_DTYPE, AUDIO_FULL_SCALE
-from speechpack.schemas.errors import InternalError, SpeechpackError
-from speechpack.schemas.limits import MAX_RESAMPLE_RATIO
+from speechpack.packer.audio.wav_header import declared_frames
 
-#: Largest magnitude an int16 holds on both sides; a peak above it (after rounding) needs a scale factor.
-_INT16_MAX = 32767
 #: Extensions libsndfile reads; anything else goes to PyAV (m4a, wma, aac, g722, mp4 ...).
 SOUNDFILE_EXTENSIONS = {"." + fmt.lower() for fmt in soundfile.available_formats()} | {".oga", ".opus", ".aif"}
 
@@ -42,7 +46,7 @@ class AudioError(Exception):
         self.reason = reason
 
 
-#: libsndfile major formats whose header ``packer.wav_header`` reads to detect truncation.
+#: libsndfile major formats whose header ``packer.audio.wav_header`` reads to detect truncation.
 _WAV_FORMATS = ("WAV", "WAVEX", "RF64")
 #: libsndfile subtypes that store integers: they cannot hold NaN/Inf, so decoding them needs no finiteness check.
 _INTEGER_SUBTYPES = ("PCM_S8", "PCM_U8", "PCM_16", "PCM_24", "PCM_32", "ULAW", "ALAW", "DWVW_12", "DWVW_16",
@@ -78,6 +82,88 @@ class Audio:
     frames = num_frames  # the name AudioInfo uses, so checks read either
 
 
+# One open per file and step (see the module docstring).
+
+#: Extensions opened through one descriptor (see the module docstring): WAV and FLAC, what corpora are stored as.
+DESCRIPTOR_EXTENSIONS = frozenset({".wav", ".flac"})
+#: Bytes read at once for a WAV header's chunks (:func:`declared_frames_of`); a plain header is 44.
+HEADER_BYTES = 4096
+#: ``O_NONBLOCK``: a FIFO named in a list must not block the build on ``open``; it is refused by ``fstat`` next,
+#: and a regular file's descriptor is made blocking again (local file systems ignore the flag, FUSE ones may not).
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+class MissingFile(Exception):
+    """``open`` said the file does not exist; :func:`_missing` words the message (one wording for both ways)."""
+
+
+class NotRegularFile(Exception):
+    """The path names a directory, a FIFO, a device: not an audio file."""
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a socket" if stat.S_ISSOCK(mode) else "not a plain file"
+
+
+def path_problem(path: str) -> str | None:
+    """Why ``path`` cannot be read as an input file, or ``None``: "file not found" only when nothing is there; a
+    directory, FIFO or device (``/dev/zero``) is "not a regular file", which is what is wrong with it.  One
+    ``stat``, following links as ``open`` would."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "file not found"
+    except OSError as err:
+        return f"cannot read the file ({err.strerror or err})"
+    return None if stat.S_ISREG(mode) else f"not a regular file ({_kind(mode)})"
+
+
+def by_descriptor(path: str) -> bool:
+    """Whether :func:`open_regular` should open ``path`` (its extension is one of ``DESCRIPTOR_EXTENSIONS``)."""
+    return os.path.splitext(path)[1].lower() in DESCRIPTOR_EXTENSIONS
+
+
+def open_regular(path: str) -> int | None:
+    """A read-only descriptor of the regular file ``path`` (the caller closes it); ``None`` when opening
+    failed for another reason than a missing file (no permission, a loop of links...): the caller then takes the
+    path's way, whose messages for those cases are the ones speechpack has always given.
+
+    Raises ``MissingFile`` or ``NotRegularFile``."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except FileNotFoundError:
+        raise MissingFile(path) from None
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularFile(path)
+        if _OPEN_FLAGS & getattr(os, "O_NONBLOCK", 0):
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def declared_frames_of(fd: int) -> int | None:
+    """``packer.audio.wav_header.declared_frames`` of the file open as ``fd``, from one ``pread`` of its first
+    ``HEADER_BYTES``; a header whose chunks run on beyond them is read again through a file object, as a path is."""
+    head = os.pread(fd, HEADER_BYTES, 0)
+    declared = declared_frames(io.BytesIO(head))
+    if declared is None and len(head) == HEADER_BYTES:  # maybe cut short by the read, not by the file
+        with open(fd, "rb", closefd=False) as fp:
+            fp.seek(0)
+            declared = declared_frames(fp)
+    return declared
+
+
 def _check_path(path: str) -> None:
     """A missing file or a directory gets its own message rather than libsndfile's; one ``stat``."""
     try:
@@ -96,7 +182,7 @@ def _missing(path: str) -> AudioError:
 
 
 def _open_once(path: str) -> int | None:
-    """``path`` opened once for libsndfile and the header check (``packer.audio_file``), or ``None``: take the
+    """``path`` opened once for libsndfile and the header check (see the module docstring), or ``None``: take the
     path's way (``_check_path``, then libsndfile opens the path)."""
     if not by_descriptor(path):
         return None
@@ -217,7 +303,7 @@ def _sound_file(source) -> soundfile.SoundFile:
 def _check_not_truncated(source, name: str, frames: int) -> None:
     """Raise ``AudioError`` when the WAV header of ``source`` (a path, a descriptor or an in-memory file) declares
     more frames than the file holds: libsndfile reads such a file at its readable length without complaint
-    (``packer.wav_header``)."""
+    (``packer.audio.wav_header``)."""
     try:
         if isinstance(source, io.BytesIO):
             source.seek(0)
@@ -255,148 +341,7 @@ def _read_pyav(source, name: str) -> Audio:
     return Audio(np.ascontiguousarray(np.concatenate(planes, axis=1), dtype=np.float32), int(rate))
 
 
-def resampled_length(frames: int, rate: int, new_rate: int) -> int:
-    """Frames soxr returns when resampling ``frames`` from ``rate`` to ``new_rate``: ``frames * new_rate /
-    rate`` rounded half up, in exact integer arithmetic (checked against soxr for many lengths and rate pairs)."""
-    if rate == new_rate:
-        return frames
-    return (2 * frames * new_rate + rate) // (2 * rate)
-
-
-def resampled_frames(frames: int, rate: int, new_rate: int, name: str) -> int:
-    """:func:`resampled_length` of the file ``name``, which the pack can hold: ``AudioError`` when resampling
-    would leave no frame at all (one sample at 48 kHz is none at 16 kHz), or when the two rates are too far apart
-    for soxr (:func:`resample_ratio_problem`).  The one check every adapter's plan makes."""
-    reason = resample_ratio_problem(rate, new_rate)
-    if reason is not None:
-        raise AudioError(name, reason)
-    length = resampled_length(frames, rate, new_rate)
-    if length == 0:
-        raise AudioError(name, f"empty after resampling: {frames} sample(s) at {rate} Hz are 0 at {new_rate} Hz")
-    return length
-
-
-def resample_ratio_problem(rate: int, new_rate: int) -> str | None:
-    """Why soxr should not resample from ``rate`` to ``new_rate`` Hz, or ``None``: both must be positive and
-    within ``MAX_RESAMPLE_RATIO`` of each other (far beyond any real pair of rates; a huge ratio allocates the
-    output at once and has crashed soxr, issue 13, item 8)."""
-    if rate <= 0 or new_rate <= 0:
-        return f"cannot resample from {rate} Hz to {new_rate} Hz: rates must be positive"
-    if max(rate, new_rate) > MAX_RESAMPLE_RATIO * min(rate, new_rate):
-        return (f"cannot resample from {rate} Hz to {new_rate} Hz: the ratio is beyond 1:{MAX_RESAMPLE_RATIO} "
-                f"(a file header with a wrong rate?)")
-    return None
-
-
-def resample(audio: Audio, sample_rate: int) -> Audio:
-    """Resample float audio with soxr (HQ) to ``sample_rate``; a no-op when the rate already matches.  Raise
-    ``SpeechpackError`` for a pair of rates soxr must not be given (:func:`resample_ratio_problem`)."""
-    if audio.sample_rate == sample_rate:
-        return audio
-    if audio.data.dtype != np.float32:
-        raise InternalError(f"resample expects float32 audio, got {audio.data.dtype}")
-    reason = resample_ratio_problem(audio.sample_rate, sample_rate)
-    if reason is not None:
-        raise SpeechpackError(reason)
-    resampled = soxr.resample(audio.data.T, audio.sample_rate, sample_rate)
-    return Audio(np.ascontiguousarray(resampled.T, dtype=np.float32), sample_rate)
-
-
-@dataclass(frozen=True)
-class StoredAudio:
-    """Audio as it will be stored: int16 ``[C, T]`` and the scale that decodes it (``v / 32768 * scale``).
-
-    ``stats`` is :func:`int16_statistics` of it once measured (:func:`measured`): a build measures each segment
-    where it was decoded, so that the work runs in the decoding processes, beside decoding, rather than in the
-    one thread that writes; the writer measures a segment that comes without."""
-
-    data: np.ndarray
-    scale: float
-    stats: tuple[float, float, float] | None = None
-
-    @property
-    def channels(self) -> int:
-        return self.data.shape[0]
-
-    @property
-    def length(self) -> int:
-        return self.data.shape[1]
-
-
-def measured(stored: StoredAudio) -> StoredAudio:
-    """``stored`` with its :func:`int16_statistics` (the same object when it has them already)."""
-    if stored.stats is not None:
-        return stored
-    return replace(stored, stats=int16_statistics(stored.data, stored.scale))
-
-
-def to_stored(audio: Audio) -> StoredAudio:
-    """int16 audio passes through (bit-exact, scale 1); float audio is quantised with :func:`quantise`."""
-    if audio.data.dtype == AUDIO_DTYPE:
-        return StoredAudio(np.ascontiguousarray(audio.data), 1.0)
-    return StoredAudio(*quantise(audio.data))
-
-
-def quantise(data: np.ndarray) -> tuple[np.ndarray, float]:
-    """Round ``data * 32768`` to int16.  If the peak would not fit, divide by the smallest scale that fits it.
-
-    int16 input read by soundfile round-trips bit-exactly (scale 1.0).  Audio that a resampler pushed past full
-    scale, or float audio above 1.0, keeps its shape: the returned ``scale`` undoes the division on read.
-    """
-    high = float(data.max()) if data.size else 0.0
-    low = float(data.min()) if data.size else 0.0
-    scale = 1.0
-    # int16 is asymmetric: -32768 fits, +32768 does not; rescale only when a side would really clip.
-    if round(high * AUDIO_FULL_SCALE) > _INT16_MAX or round(low * AUDIO_FULL_SCALE) < -AUDIO_FULL_SCALE:
-        scale = max(high * AUDIO_FULL_SCALE / _INT16_MAX, -low)
-        scaled = data.astype(np.float64) * (AUDIO_FULL_SCALE / scale)
-        quantised = np.clip(np.rint(scaled), -AUDIO_FULL_SCALE, _INT16_MAX).astype(AUDIO_DTYPE)
-        return np.ascontiguousarray(quantised), scale
-    # The range test above guarantees every rounded value fits: no clip pass, one rounding pass into int16.
-    quantised = np.empty(data.shape, dtype=AUDIO_DTYPE)
-    np.rint(data * np.float32(AUDIO_FULL_SCALE), out=quantised, casting="unsafe")
-    return quantised, scale
-
-
-#: Samples per chunk in :func:`int16_statistics`.  At most 2**22 squares of int16 values (each at most 2**30)
-#: sum to at most 2**52, so every partial sum of a float64 reduction over a chunk is an exact integer, in any
-#: summation order; 2**20 keeps the scratch buffer (8 MB) in cache.
-_EXACT_CHUNK = 1 << 20
-_scratch = threading.local()
-
-
-def _scratch_buffer() -> np.ndarray:
-    """A float64 buffer reused by each thread: a fresh 8 MB array per call costs more in page faults (and in
-    contention for the process's memory map, with the writer thread and the decoder faulting at once) than the
-    arithmetic does."""
-    buffer = getattr(_scratch, "buffer", None)
-    if buffer is None:
-        buffer = _scratch.buffer = np.empty(_EXACT_CHUNK, dtype=np.float64)
-    return buffer
-
-
-def int16_statistics(stored: np.ndarray, scale: float) -> tuple[float, float, float]:
-    """``(mean, rms, peak)`` of the decoded audio ``stored / 32768 * scale``; rms and peak after DC removal.
-
-    The sums are exact integers (float64 reductions over chunks small enough that no partial sum can round), so
-    the result does not depend on summation order or the machine: the validator recomputes it and must get the
-    same floats.  ``einsum`` rather than ``dot``: BLAS would start threads that compete with the decoder.
-    """
-    n = int(stored.size)
-    if n == 0:
-        return 0.0, 0.0, 0.0
-    flat = stored.reshape(-1)
-    buffer = _scratch_buffer()
-    total = 0
-    total_sq = 0
-    for start in range(0, n, _EXACT_CHUNK):
-        piece = flat[start:start + _EXACT_CHUNK]
-        chunk = buffer[:piece.size]
-        np.copyto(chunk, piece, casting="safe")
-        total += int(chunk.sum())
-        total_sq += int(np.einsum("i,i->", chunk, chunk))
-    unit = scale / AUDIO_FULL_SCALE
-    mean_int = total / n
-    variance_int = (n * total_sq - total * total) / (n * n)  # exact numerator, one rounding
-    peak_int = max(float(flat.max()) - mean_int, mean_int - float(flat.min()))
-    return mean_int * unit, float(np.sqrt(max(variance_int, 0.0))) * unit, peak_int * unit
+__all__ = ["DESCRIPTOR_EXTENSIONS", "HEADER_BYTES", "SOUNDFILE_EXTENSIONS", "Audio", "AudioError", "AudioInfo",
+           "MissingFile", "NotRegularFile", "by_descriptor", "declared_frames_of", "open_regular", "path_problem",
+           "probe_audio",
+           "probe_audio_bytes", "read_audio", "read_audio_bytes"]

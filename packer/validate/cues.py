@@ -1,7 +1,7 @@
 """``validate``'s checks of a pack's speaker cues (``cues/``, format 1.1): every file listed and intact, the
 ``cues.yaml`` readable and naming exactly the banks on disk, each bank's structure as ``schemas.cuecheck`` defines it,
-no NaN/Inf in float payloads, and the speaker labels.  Used on a directory (``packer.validate``) and on the staged
-cue files of a pack on object storage (``packer.validate_remote``).
+no NaN/Inf in float payloads, and the speaker labels.  Run by ``packer.validate.pack`` on a pack's
+directory, or on the cue objects of a pack on object storage staged by ``packer.validate.files.StoreFiles``.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import os
 import numpy as np
 
 from speechpack.loader.pack.cues import read_cues_config
-from speechpack.packer.pack_report import PackReport
-from speechpack.packer.validate_files import check_file
+from speechpack.packer.validate.files import check_file
+from speechpack.packer.validate.report import PackReport
 from speechpack.schemas.constants import MANIFEST_NAME
 from speechpack.schemas.cue_banks import DATA_NAME
 from speechpack.schemas.cuecheck import label_issues, read_bank

@@ -1,36 +1,150 @@
-"""Files written in pieces and hashed as they go: the ``.npy`` stream files of a shard, and file hashing.
+"""Files written in pieces and hashed as they go: the ``.npy`` stream files of a shard (and of cue banks).
 
 A shard's stream files are the bulk of every pack; writing each one once, front to back, with its final header
 first and its SHA-256 computed from the bytes on their way out, is what keeps packing close to decoding speed.
+One concept, four parts:
 
-Durability: each file gets exactly one ``fsync``, in ``close``, before its shard is renamed into place.  Waiting
-for the disk every few megabytes on the way (as this module once did) made the writer thread stall on the
-disk while it still had bytes to hash and write.  Instead every ``WRITEBACK_EVERY`` bytes the kernel is asked to
-*start* writing the range out (``sync_file_range(SYNC_FILE_RANGE_WRITE)`` on Linux, ``packer.build.writeback``; it
-returns at once), so the disk works while the writer goes on, dirty pages do not pile up, and the closing ``fsync``
-has little left to wait for.  A crash before ``close`` loses the half-written file, which was never renamed into
-place anyway.
+- **Blocks** (``NpyStream``): appended rows are gathered into blocks (``BLOCK_BYTES``) that go out in one write
+  each.
+- **The hash on a thread of its own** (``BackgroundDigest``): on a shard of 16-bit WAV, hashing is a third of the
+  writer thread's work (SHA-256 of every byte, about 0.6 ms per MiB).  hashlib lets go of the GIL while it hashes
+  a block, so on a thread of its own it runs beside the writer's statistics and writes (and beside decoding)
+  instead of between them; the writer only hands it each block, in order.
+- **Writeback started, not waited for** (``start_writeback``): each file gets exactly one ``fsync``, in
+  ``close``, before its shard is renamed into place.  Waiting for the disk every few megabytes on the way made the
+  writer thread stall while it still had bytes to hash and write.  Instead every ``WRITEBACK_EVERY`` bytes the
+  kernel is asked to *start* writing the range out: Linux's ``sync_file_range(SYNC_FILE_RANGE_WRITE)``, called
+  through ``ctypes`` because Python's ``os`` has no binding for it (ctypes lets go of the GIL for the call, which
+  returns once the kernel has queued the range).  The disk works while the writer goes on, dirty pages do not pile
+  up, and the closing ``fsync`` has little left to wait for.  The call is advice: where it is missing (not Linux,
+  no libc symbol) or fails, nothing happens and the closing fsync writes everything.
+- **Fsyncs run together** (``run_together``): closing a shard fsyncs its stream files and its ``index.json``;
+  committing a pack fsyncs each file of ``columns/``.  One after the other, each fsync waits for its own journal
+  commit and disk flush (3-5 ms each on the virtual disks builds run on, longer than writing the small files);
+  started together, the file system commits them at once and the waits overlap.
 
-Appended rows are gathered into blocks (``BLOCK_BYTES``) that go out in one write each and are hashed on a thread
-of the file's own (``packer.build.background_hash``), in order, while the writer goes on.
+Durability never depends on the advice: every file is fsynced before anything renames or names it, and a crash
+before ``close`` loses only a half-written file that was never renamed into place (docs/building.md,
+"Durability").
 """
 
 from __future__ import annotations
 
+import collections
+import ctypes
 import hashlib
 import io
 import os
-from typing import BinaryIO
+import sys
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import BinaryIO, Callable, Sequence
 
 import numpy as np
 from numpy.lib import format as npy_format
 
-from speechpack.packer.build.background_hash import BackgroundDigest
-from speechpack.packer.build.writeback import start_writeback
+from speechpack.packer.files import hash_file
 from speechpack.schemas.errors import InternalError
 from speechpack.schemas.format import FileEntry
 
-_HASH_BLOCK = 1 << 22
+#: ``SYNC_FILE_RANGE_WRITE`` in Linux's ``<fcntl.h>``: start writeback of the range's dirty pages, do not wait.
+SYNC_FILE_RANGE_WRITE = 2
+
+
+def _libc_sync_file_range():
+    """libc's ``sync_file_range`` with its argument types, or ``None`` where there is none."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        function = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
+    function.restype = ctypes.c_int
+    return function
+
+
+_SYNC_FILE_RANGE = _libc_sync_file_range()
+
+
+def start_writeback(fd: int, offset: int, nbytes: int) -> None:
+    """Ask the kernel to start writing ``nbytes`` of ``fd`` from ``offset`` to disk, without waiting for it (a
+    no-op where the platform cannot; a failure is ignored: the closing fsync writes what is left)."""
+    if _SYNC_FILE_RANGE is not None:
+        _SYNC_FILE_RANGE(fd, offset, nbytes, SYNC_FILE_RANGE_WRITE)
+
+
+def can_start_writeback() -> bool:
+    """Whether :func:`start_writeback` does anything on this machine."""
+    return _SYNC_FILE_RANGE is not None
+
+
+class BackgroundDigest:
+    """SHA-256 of the bytes given to :meth:`submit` and :meth:`update_now`, in that order."""
+
+    def __init__(self) -> None:
+        self._digest = hashlib.sha256()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="speechpack-hash")
+        self._pending: collections.deque[Future] = collections.deque()
+
+    def submit(self, data) -> Future:
+        """Hash ``data`` on the hashing thread, after everything given before.  ``data`` must not change until
+        the returned future is done (the caller reuses a buffer only then)."""
+        while self._pending and self._pending[0].done():
+            self._pending.popleft().result()
+        future = self._executor.submit(self._digest.update, data)
+        self._pending.append(future)
+        return future
+
+    def update_now(self, data) -> None:
+        """Hash ``data`` here, after everything given before (for bytes the caller may change once this returns)."""
+        self._wait()
+        self._digest.update(data)
+
+    def _wait(self) -> None:
+        while self._pending:
+            self._pending.popleft().result()
+
+    def hexdigest(self) -> str:
+        """The digest of everything given; the hashing thread ends."""
+        self._wait()
+        self._executor.shutdown(wait=True)
+        return self._digest.hexdigest()
+
+    def abandon(self) -> None:
+        """End the hashing thread without a digest (the file is being thrown away)."""
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+
+def run_together(calls: Sequence[Callable[[], object]]) -> list:
+    """Run every call, each on its own thread but the last (on this one), and return their results in order.
+
+    Every call runs to its end even when another fails (nothing is left half done behind the caller's back); then
+    the first failure, in the order of ``calls``, is raised."""
+    if len(calls) <= 1:
+        return [call() for call in calls]
+    results: list = [None] * len(calls)
+    errors: list = [None] * len(calls)
+
+    def run(index: int) -> None:
+        try:
+            results[index] = calls[index]()
+        except BaseException as err:  # raised below, in the caller's thread
+            errors[index] = err
+
+    threads = [threading.Thread(target=run, args=(index,), name="speechpack-fsync", daemon=True)
+               for index in range(len(calls) - 1)]
+    for thread in threads:
+        thread.start()
+    run(len(calls) - 1)
+    for thread in threads:
+        thread.join()
+    for error in errors:
+        if error is not None:
+            raise error
+    return results
+
+
 #: Bytes written to a stream file between requests to start writing them back (see the module docstring): what the
 #: closing fsync may find still dirty.  2 MiB: on a 16 kHz WAV corpus (a 116 MB shard) the two stream files'
 #: closing fsyncs waited about 17 ms with 8 MiB, 14 ms with 2 MiB, and 67 ms with no writeback started at all.
@@ -41,17 +155,8 @@ WRITEBACK_EVERY = 2 << 20
 #: the CPU's cache).  Never more than ``WRITEBACK_EVERY``, so that writeback starts as often as it did.
 BLOCK_BYTES = 1 << 20
 #: Blocks per stream file: one being filled, the others written and waiting for (or under) their hash on the
-#: hashing thread (``packer.build.background_hash``).
+#: hashing thread (``BackgroundDigest``).
 BLOCKS_IN_FLIGHT = 3
-
-
-def hash_file(path: str) -> FileEntry:
-    """Size and SHA-256 of a file, read in 4 MiB blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fp:
-        while block := fp.read(_HASH_BLOCK):
-            digest.update(block)
-    return FileEntry(size=os.path.getsize(path), sha256=digest.hexdigest())
 
 
 class NpyStream:
@@ -170,4 +275,5 @@ class NpyStream:
         self._fp.close()
 
 
-__all__ = ["NpyStream", "hash_file", "start_writeback"]
+__all__ = ["BackgroundDigest", "NpyStream", "SYNC_FILE_RANGE_WRITE", "can_start_writeback", "hash_file", "run_together",
+           "start_writeback"]

@@ -1,6 +1,6 @@
 """``speechpack validate`` for ``asd`` packs: the checks only this kind has, read from the files themselves.
 
-``packer.validate`` checks what every pack shares (hashes, ``.npy`` headers against the catalogue, offsets
+``packer.validate.pack`` checks what every pack shares (hashes, ``.npy`` headers against the catalogue, offsets
 contiguous, one segment per stream, faces rows == labels rows).  This module adds the meaning of an asd track,
 the rules ``packer.adapters.avcc`` enforces at build time, so a pack edited or written by another tool is held to
 them too:
@@ -10,7 +10,7 @@ them too:
   ``source_fps`` finite and positive; audio samples == ``round(F / source_fps * 16000)``; at least one 25 Hz model
   frame (``floor(F / source_fps * 25 + 1e-9) > 0``).
 
-It returns ``(file, message)`` pairs, as ``schemas.cuecheck`` does, so ``packer.validate`` files them as errors
+It returns ``(file, message)`` pairs, as ``schemas.cuecheck`` does, so ``packer.validate.pack`` files them as errors
 without this module importing it back.
 """
 
@@ -44,8 +44,8 @@ def asd_issues(pack_path: str, manifest: Manifest, records_by_shard: dict[str, l
                labels_of: Callable[[str], np.ndarray | None] | None = None) -> list[tuple[str, str]]:
     """Every asd-specific problem of a pack whose shard indexes were read: ``records_by_shard`` maps a shard
     directory name to its index records (shards whose index could not be read are left out by the caller).
-    ``labels_of(shard_dir)`` gives a shard's label rows (default: mapped from the file; a pack on object storage
-    passes the streamed ones, ``packer.validate_remote``)."""
+    ``labels_of(shard_dir)`` gives a shard's label rows (default: mapped from the file; ``packer.validate.pack``
+    passes the arrays it checked, mapped or fetched)."""
     labels_of = labels_of or _labels
     issues: list[tuple[str, str]] = []
     at = os.path.join(pack_path, MANIFEST_NAME)
@@ -66,7 +66,7 @@ def asd_issues(pack_path: str, manifest: Manifest, records_by_shard: dict[str, l
 
 
 def _labels(shard_dir: str) -> np.ndarray | None:
-    """The shard's labels, mapped; None when the file cannot be read (``packer.validate`` reports that)."""
+    """The shard's labels, mapped; None when the file cannot be read (``packer.validate.pack`` reports that)."""
     try:
         return np.load(os.path.join(shard_dir, stream_file_name(STREAM_LABELS)), mmap_mode="r", allow_pickle=False)
     except Exception:  # noqa: BLE001 - a corrupt .npy header raises ValueError, SyntaxError, TokenError...

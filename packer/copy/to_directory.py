@@ -18,7 +18,7 @@ pack when it is interrupted.  This copy is driven only by ``dataset.json``'s fil
   same command, one copies while the others wait.  The copy that finishes records what it verified (manifest
   hash, and each file's size, mtime and inode) in the lock file; a rank that *waited* trusts that record when
   nothing changed since, instead of reading the whole pack again.  A later, separate run re-hashes: only a
-  verification made while we waited is trusted (``packer.copy_lock``).
+  verification made while we waited is trusted (``packer.ownership``).
 
 There is deliberately no ``--trust-size``: a copy that trusts sizes accepts a flipped byte silently, and the one
 case where re-hashing is expensive (N ranks staging the same pack) is covered by the lock file's record.
@@ -31,11 +31,10 @@ import shutil
 import time
 from typing import Callable, Iterator
 
-from speechpack.packer.copy_lock import locked, record_matches
-from speechpack.packer.copy_staging import CopySource, Staging, hash_existing, read_source
-from speechpack.packer.ownership import walk
-from speechpack.packer.remote import is_remote
-from speechpack.packer.transfer import DEFAULT_JOBS, CopyError, CopyReport, progress_bar, run_parallel
+from speechpack.loader.pack import is_remote
+from speechpack.packer.copy.report import DEFAULT_JOBS, CopyError, CopyReport, progress_bar, run_parallel
+from speechpack.packer.copy.staging import CopySource, Staging, hash_existing, read_source
+from speechpack.packer.ownership import locked, record_matches, walk
 from speechpack.schemas.constants import MANIFEST_NAME
 from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.units import format_bytes
@@ -49,7 +48,7 @@ def copy_pack(src: str, dst: str, jobs: int = DEFAULT_JOBS, progress: bool = Tru
               log: Callable[[str], None] = print, endpoint_url: str | None = None) -> CopyReport:
     """Copy the pack ``src`` to ``dst`` (created if absent), verifying every file; publish ``dataset.json`` last.
     Either side may be an object-store URL (``s3://bucket/packs/train``); a remote ``dst`` is published by
-    ``packer.publish`` with the same guarantees.
+    ``packer.copy.publish`` with the same guarantees.
 
     Raises :class:`CopyError` naming every corrupt or unreadable source file; ``dst`` is then not a pack.
     """
@@ -57,7 +56,7 @@ def copy_pack(src: str, dst: str, jobs: int = DEFAULT_JOBS, progress: bool = Tru
         raise SpeechpackError(f"--jobs must be at least 1, got {jobs}")
     _check_one_remote(src, dst)
     if is_remote(dst):
-        from speechpack.packer.publish import publish_pack
+        from speechpack.packer.copy.publish import publish_pack
 
         return publish_pack(_local(src), dst, jobs=jobs, progress=progress, log=log, endpoint_url=endpoint_url)
     src, dst = _local(src), os.path.abspath(dst)
@@ -96,7 +95,7 @@ def verify_copy(src: str, dst: str, jobs: int = DEFAULT_JOBS, progress: bool = T
         raise SpeechpackError(f"--jobs must be at least 1, got {jobs}")
     _check_one_remote(src, dst)
     if is_remote(dst):
-        from speechpack.packer.publish import verify_published
+        from speechpack.packer.copy.publish import verify_published
 
         return verify_published(_local(src), dst, jobs=jobs, progress=progress, endpoint_url=endpoint_url)
     src, dst = _local(src), os.path.abspath(dst)

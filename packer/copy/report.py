@@ -1,6 +1,6 @@
-"""What ``copy`` (to a directory, ``packer.copy``) and ``publish`` (to object storage, ``packer.publish``) share:
-the report, the error naming every offending file, the size-and-hash comparison, the worker threads and the
-progress bar; in a module of its own so that neither imports the other.
+"""What ``copy`` (to a directory, ``packer.copy.to_directory``) and ``publish`` (to object storage,
+``packer.copy.publish``) share: the report, the error naming every offending file, the size-and-hash comparison,
+reading an object forward in large requests, the worker threads and the progress bar.
 """
 
 from __future__ import annotations
@@ -9,9 +9,11 @@ import concurrent.futures
 from dataclasses import dataclass, field
 from typing import Callable
 
+from speechpack.loader.pack import PackFiles
+
 from tqdm import tqdm
 
-from speechpack.packer.copy_lock import LOCK_SUFFIX
+from speechpack.packer.ownership import LOCK_SUFFIX
 from speechpack.schemas.constants import MANIFEST_NAME
 from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.format import FileEntry
@@ -19,8 +21,37 @@ from speechpack.schemas.units import format_bytes, plural
 
 #: Bytes read and written per step; large enough that hashing and I/O release the GIL for most of the time.
 COPY_BLOCK = 4 << 20
+#: Bytes asked of an object store per request when an object is read forward (a copy from the store, a publish
+#: verified by streaming its objects back): few requests, and memory bounded by a few blocks per thread.
+STREAM_BLOCK = 8 << 20
 #: Default number of copy threads: enough to keep a network filesystem and a local NVMe busy at once.
 DEFAULT_JOBS = 4
+
+
+class ObjectReader:
+    """File ``rel`` of a pack on a store, read forward (``read(n)``, as a file is) in ``STREAM_BLOCK`` ranges of
+    ``PackFiles.read_range``; an absent object raises ``FileNotFoundError`` at the first read."""
+
+    def __init__(self, files: PackFiles, rel: str, block: int = STREAM_BLOCK):
+        self.files, self.rel, self.block = files, rel, block
+        self._buffer = b""
+        self._offset = 0  # of the first byte after the buffer
+        self._ended = False
+
+    def read(self, size: int) -> bytes:
+        while len(self._buffer) < size and not self._ended:
+            chunk = self.files.read_range(self.rel, self._offset, self._offset + max(self.block, size))
+            self._offset += len(chunk)
+            self._ended = len(chunk) < max(self.block, size)
+            self._buffer += chunk
+        data, self._buffer = self._buffer[:size], self._buffer[size:]
+        return data
+
+    def __enter__(self) -> "ObjectReader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._buffer = b""
 
 
 class CopyError(SpeechpackError):
@@ -88,4 +119,5 @@ def progress_bar(total: int, enabled: bool, label: str):
                 leave=False)
 
 
-__all__ = ["COPY_BLOCK", "DEFAULT_JOBS", "CopyError", "CopyReport", "mismatch", "progress_bar", "run_parallel"]
+__all__ = ["COPY_BLOCK", "DEFAULT_JOBS", "STREAM_BLOCK", "CopyError", "CopyReport", "ObjectReader", "mismatch",
+           "progress_bar", "run_parallel"]

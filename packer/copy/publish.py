@@ -1,6 +1,6 @@
 """``speechpack copy PACK s3://bucket/packs/train``: publish a local pack to object storage, verified.
 
-The same promises as a copy to a directory (``packer.copy``), kept with what an object store offers (objects
+The same promises as a copy to a directory (``packer.copy.to_directory``), kept with what an object store offers (objects
 appear whole, when their upload completes; no rename, no lock):
 
 - Every file is hashed while it is uploaded (the bytes read are the bytes sent) and compared with the manifest
@@ -27,16 +27,75 @@ import hashlib
 import os
 import threading
 import time
-from typing import Callable
+from typing import BinaryIO, Callable
 
-from speechpack.packer.copy_lock import locked
-from speechpack.packer.ownership import INCOMING_MANIFEST, REPLACED_MANIFEST, pack_file_entries, refuse_foreign
-from speechpack.packer.remote import RemotePack, describe_error, remote_errors
-from speechpack.packer.transfer import COPY_BLOCK, DEFAULT_JOBS, CopyError, CopyReport, mismatch, progress_bar, run_parallel
-from speechpack.schemas.constants import MANIFEST_NAME
+from speechpack.loader.pack.object_store import ObjectStorePackFiles, describe_error
+from speechpack.loader.pack.object_store import store_errors as remote_errors
+from speechpack.packer.copy.report import (
+    COPY_BLOCK,
+    DEFAULT_JOBS,
+    STREAM_BLOCK,
+    CopyError,
+    CopyReport,
+    ObjectReader,
+    mismatch,
+    progress_bar,
+    run_parallel,
+)
+from speechpack.packer.ownership import INCOMING_MANIFEST, REPLACED_MANIFEST, locked, pack_file_entries, refuse_foreign
+from speechpack.schemas.constants import MANIFEST_NAME, TEMP_PREFIX
 from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.format import FileEntry
 from speechpack.schemas.manifest_file import parse_manifest, read_manifest_file
+
+
+class RemotePack(ObjectStorePackFiles):
+    """A pack's prefix on a store, as publishing writes it: the reading of ``loader.pack.ObjectStorePackFiles``
+    (listing, whole objects, ranges), and the write side only a publish needs (an upload completed only when
+    closed, small objects written whole, objects removed).  Failures raise ``ObjectStoreError`` naming the
+    object."""
+
+    @property
+    def url(self) -> str:
+        return self.location
+
+    def check_name(self, rel: str) -> str:
+        """As a reader's, and also the ``.tmp-`` names a publish writes its records and unfinished objects under
+        (``.tmp-incoming-dataset.json``): a ``.tmp-`` name is as safe as the name it prefixes."""
+        head, _, name = rel.rpartition("/")
+        if name.startswith(TEMP_PREFIX) and len(name) > len(TEMP_PREFIX):
+            bare = name[len(TEMP_PREFIX):]
+            super().check_name(f"{head}/{bare}" if head else bare)
+            return rel
+        return super().check_name(rel)
+
+    def name(self, rel: str) -> str:
+        """The URL of one object, as messages show it."""
+        return self.where(rel)
+
+    def open_read(self, rel: str) -> ObjectReader:
+        """The object read forward in ``STREAM_BLOCK`` requests."""
+        return ObjectReader(self, rel)
+
+    def open_write(self, rel: str) -> BinaryIO:
+        """A stream that becomes the object when closed (uploaded in parts when large); until then the object
+        does not exist, or keeps its old content."""
+        return self.fs.open(self._path(rel), "wb", block_size=max(STREAM_BLOCK, 5 << 20))
+
+    def write_bytes(self, rel: str, data: bytes) -> None:
+        path = self._path(rel)
+        with self._request(rel, "write"):
+            self.fs.pipe_file(path, data)
+
+    def remove(self, rels: list[str]) -> None:
+        """Delete these objects (absent ones are no error)."""
+        for rel in rels:
+            path = self._path(rel)
+            try:
+                with self._request(rel, "delete"):
+                    self.fs.rm_file(path)
+            except FileNotFoundError:
+                continue
 
 
 def publish_pack(src: str, url: str, jobs: int = DEFAULT_JOBS, progress: bool = True,
@@ -258,4 +317,4 @@ def _discard(writer) -> None:
     writer.closed = True  # so that garbage collection never completes it
 
 
-__all__ = ["hash_object", "publish_pack", "verify_published"]
+__all__ = ["RemotePack", "hash_object", "publish_pack", "verify_published"]

@@ -1,128 +1,141 @@
-"""``speechpack validate``: check finished packs file by file, without going through the loader.
+"""``speechpack validate``: check finished packs file by file, without going through the loader; one implementation
+for a pack in a directory and one on object storage (``s3://bucket/packs/train``), both read through
+``loader.pack.PackFiles`` (how each file's bytes arrive, and what only a directory has: ``packer.validate.files``).
 
-Every problem is collected (not just the first) and names the file it was found in.  Checks, per pack:
-``dataset.json`` against its schema; every shard file present, of the recorded size and (unless disabled)
+Every problem is collected (not just the first) and names the file (or object URL) it was found in.  Checks, per
+pack: ``dataset.json`` against its schema; every shard file present, of the recorded size and (unless disabled)
 hash; ``.npy`` headers against the stream catalogue and the file size; ``index.json`` structure; segment offsets
 contiguous and in bounds; unique keys; statistics recomputed from the stored int16 and equal; totals; non-finite
 values in the index; samples at int16 full scale (reported as clipping, a warning).  Speaker cues: every file of
 ``cues/`` listed, of its size and hash, and each bank as ``schemas/cues.py`` specifies it (``.npy`` headers, sorted
-unique keys, entries and payloads in bounds, no NaN/Inf in float payloads; ``packer.validate_cues``).  The report
-itself (``PackReport``, its summary) is ``packer.pack_report``.
+unique keys, entries and payloads in bounds, no NaN/Inf in float payloads; ``packer.validate.cues``).  The report
+itself (``PackReport``, its summary) is ``packer.validate.report``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import math
-import os
 
 import numpy as np
 from tqdm import tqdm
 
-from speechpack.loader.pack import read_manifest
-from speechpack.packer.audio import int16_statistics
+from speechpack.loader.pack import DirectoryPackFiles, pack_files
+from speechpack.packer.audio.store import int16_statistics
+from speechpack.packer.validate.asd import asd_issues
+from speechpack.packer.validate.cues import check_cues
+from speechpack.packer.validate.files import CheckedFiles, checked_files
+from speechpack.packer.validate.report import PackReport, ValidationReport, pack_summary
 from speechpack.schemas.columns import COLUMNS_DIR, ColumnBuilder
 from speechpack.schemas.constants import (
     AUDIO_DTYPE,
     KIND_ASD,
     MANIFEST_NAME,
-    SHARD_DIR_PREFIX,
     SHARD_INDEX_NAME,
     SKIPPED_NAME,
+    STREAM_LABELS,
     STREAM_TYPES,
-    TEMP_PREFIX,
     TOOL_NAME,
     stream_file_name,
 )
-from speechpack.schemas.documents import read_json
-from speechpack.schemas.errors import NpyHeaderError, PackFormatError
-from speechpack.schemas.npyfile import read_npy_header
-from speechpack.schemas.format import FileEntry, Manifest, StreamSpec, check_shard_index
+from speechpack.schemas.documents import parse_json
+from speechpack.schemas.errors import PackFormatError
+from speechpack.schemas.format import Manifest, StreamSpec, check_shard_index
 from speechpack.schemas.kinds import KIND_SPECS
-from speechpack.packer.pack_report import PackReport, pack_summary
-from speechpack.packer.validate_cues import check_cues
-from speechpack.packer.validate_files import check_file, check_files, stream_header_problem
-from speechpack.packer.validate_asd import asd_issues
 
 #: Tolerance when comparing recomputed statistics: they are exact-integer sums, so only JSON float printing
 #: could differ, and Python's repr round-trips; the margin only covers a different numpy's sqrt.
 _STAT_RTOL = 1e-9
-#: Checks only one kind has, beyond what ``KIND_SPECS`` describes: ``check(path, manifest, records_by_shard)``
-#: yields ``(file, message)`` errors.
+#: Checks only one kind has, beyond what ``KIND_SPECS`` describes: ``check(location, manifest, records_by_shard,
+#: labels_of=...)`` yields ``(file, message)`` errors.
 _KIND_CHECKS = {KIND_ASD: asd_issues}
 
 
-def validate_pack(path: str, check_hashes: bool = True, progress: bool = False) -> PackReport:
-    """Run every check on one pack and return what was found (never raises for a bad pack); with ``progress``, a
-    bar over its shards on stderr (hashing a large pack takes minutes, as building and copying it do)."""
-    report = PackReport(path)
+def validate_pack(location: str, check_hashes: bool = True, endpoint_url: str | None = None,
+                  progress: bool = False) -> PackReport:
+    """Run every check on one pack, a directory or an object-store URL (``s3://bucket/packs/train``: nothing is
+    copied to disk), and return what was found.  Never raises for a bad pack; a store that cannot be reached raises
+    ``ObjectStoreError``.  With ``progress``, a bar over its shards on stderr (hashing a large pack takes minutes,
+    as building and copying it do)."""
+    files = pack_files(location, endpoint_url)
+    report = PackReport(files.location)
+    at = files.where(MANIFEST_NAME)
+    listing = None
+    if not isinstance(files, DirectoryPackFiles):
+        listing = files.listing()
+        if MANIFEST_NAME not in listing:
+            report.error(at, f"missing: not a pack (no {MANIFEST_NAME}; an unfinished upload leaves none)")
+            return report
     try:
-        manifest = read_manifest(path)
+        manifest = files.read_manifest().manifest
     except PackFormatError as err:
-        report.error(os.path.join(path, MANIFEST_NAME), _manifest_problem(path, str(err)))
+        report.error(at, _manifest_problem(at, files.location, str(err)))
         return report
-    _check_directory_entries(path, manifest, report)
-    _check_skipped(path, manifest, report, check_hashes)
+    checked = checked_files(files, manifest, report, check_hashes, listing)
+    checked.check_layout()
+    if manifest.skipped.get("file") is not None:
+        checked.check(SKIPPED_NAME)
+    elif manifest.skipped["count"]:
+        report.error(at, "skipped.count > 0 but no skipped file recorded")
     keys: dict[str, str] = {}
     speakers: set[str] = set()
     durations: list[float] = []
     frames = 0
-    levels = {name: {"rms": [], "peak": [], "full_scale": 0, "rescaled": 0} for name in _stream_names(manifest)
-              if STREAM_TYPES[name].audio}
+    levels = {spec.name: {"rms": [], "peak": [], "full_scale": 0, "rescaled": 0} for spec in manifest.streams
+              if STREAM_TYPES[spec.name].audio}
     extra = KIND_SPECS[manifest.kind].totals
     extra_totals = extra() if extra is not None else None
     own_checks = _KIND_CHECKS.get(manifest.kind)
     columns: ColumnBuilder | None = ColumnBuilder(manifest.kind)  # None once a shard index is unreadable
     records_by_shard: dict[str, list[dict]] = {}  # what the kind's own checks read
-    shards = tqdm(manifest.shards, desc=f"{TOOL_NAME} validate {path}", unit="shard", disable=not progress)
+    labels_by_shard: dict[str, np.ndarray | None] = {}
+    shards = tqdm(manifest.shards, desc=f"{TOOL_NAME} validate {files.location}", unit="shard", disable=not progress)
     for shard_id, shard in enumerate(shards):
-        shard_dir = os.path.join(path, shard.directory)
-        if not os.path.isdir(shard_dir):
-            report.error(shard_dir, "shard directory missing")
+        if not checked.check_shard(shard.directory):
             columns = None
             continue
-        check_files(shard_dir, shard.files, report, check_hashes)
-        records = _read_index(shard_dir, manifest, shard.samples, report)
-        arrays = {spec.name: _open_stream(shard_dir, spec, report) for spec in manifest.streams}
+        records = _read_index(checked, shard.directory, manifest, shard.samples)
+        arrays = {spec.name: checked.stream(f"{shard.directory}/{spec.file}", spec) for spec in manifest.streams}
         if records is None:
             columns = None
+            checked.done_with_shard()
             continue
         if own_checks is not None:
             records_by_shard[shard.directory] = records
-        frames += check_shard_records(manifest, shard_id, shard.directory, records, arrays, levels, shard_dir,
-                                      lambda name, shard_dir=shard_dir: os.path.join(shard_dir, name),
-                                      (keys, speakers, durations), columns, extra_totals, report)
+            labels_by_shard[checked.where(shard.directory)] = arrays.get(STREAM_LABELS)
+        frames += _check_shard_records(checked, shard_id, shard.directory, records, arrays, levels,
+                                       (keys, speakers, durations), columns, extra_totals)
+        checked.done_with_shard()
     if extra_totals is not None:
         recorded = {key: getattr(manifest, key) for key in KIND_SPECS[manifest.kind].manifest_keys}
         for message in extra_totals.issues(recorded, manifest.sample_rate):
-            report.error(os.path.join(path, MANIFEST_NAME), message)
+            report.error(at, message)
     if own_checks is not None:
-        for file, message in own_checks(path, manifest, records_by_shard):
+        for file, message in own_checks(files.location, manifest, records_by_shard,
+                                        labels_of=lambda shard_dir: labels_by_shard.get(shard_dir)):
             report.error(file, message)
-    _check_columns(path, manifest, columns, report, check_hashes)
-    _check_totals(path, manifest, len(keys), speakers, frames, report)
-    cues = check_cues(path, manifest, report, check_hashes)
+    _check_columns(checked, columns)
+    _check_totals(at, manifest, len(keys), speakers, frames, report)
+    with checked.cue_directory() as staged:
+        cues = {} if staged is None else check_cues(staged.root, manifest, staged.report, staged.check_hashes)
     report.summary = pack_summary(manifest, durations, levels, check_hashes)
     if cues:
         report.summary["cues"] = cues
     return report
 
 
-
-def check_shard_records(manifest: Manifest, shard_id: int, directory: str, records: list[dict], arrays: dict,
-                        levels: dict, shard_dir: str, name: Callable[[str], str],
-                        tally: tuple[dict, set, list], columns: ColumnBuilder | None, extra_totals,
-                        report: PackReport) -> int:
-    """One shard's index records and streams checked, for a pack on disk and one on an object store alike
-    (``name`` turns a file of the shard into the path a message shows); ``tally`` is the pack's (keys by shard,
-    speakers, durations) so far.  Returns the shard's frame count."""
+def _check_shard_records(checked: CheckedFiles, shard_id: int, directory: str, records: list[dict], arrays: dict,
+                         levels: dict, tally: tuple[dict, set, list], columns: ColumnBuilder | None,
+                         extra_totals) -> int:
+    """One shard's index records and streams checked; ``tally`` is the pack's (keys by shard, speakers, durations)
+    so far.  Returns the shard's frame count."""
+    manifest, report = checked.manifest, checked.report
     keys, speakers, durations = tally
     frames = 0
+    index_at = checked.where(f"{directory}/{SHARD_INDEX_NAME}")
     for record in records:
         if columns is not None:
             columns.add(shard_id, record)
-        at = f"{name(SHARD_INDEX_NAME)} key {record['key']!r}"
+        at = f"{index_at} key {record['key']!r}"
         if record["key"] in keys:
             report.error(at, f"duplicate key (also in {keys[record['key']]})")
         keys[record["key"]] = directory
@@ -131,78 +144,44 @@ def check_shard_records(manifest: Manifest, shard_id: int, directory: str, recor
         frames += record["num_frames"]
         _check_record_shape(record, manifest, at, report)
     for spec in manifest.streams:
+        file_path = checked.where(f"{directory}/{spec.file}")
         if STREAM_TYPES[spec.name].audio:
-            _check_stream(shard_dir, spec, records, arrays[spec.name], levels[spec.name], report)
+            _check_stream(file_path, spec, records, arrays[spec.name], levels[spec.name], report)
         else:
-            _check_data_stream(shard_dir, spec, records, arrays[spec.name], report)
+            _check_data_stream(file_path, spec, records, arrays[spec.name], report)
     if extra_totals is not None:
         extra_totals.add(records, arrays.get, lambda record, stream, message: report.error(
-            f"{name(stream_file_name(stream))} key {record['key']!r}", message))
+            f"{checked.where(f'{directory}/{stream_file_name(stream)}')} key {record['key']!r}", message))
     return frames
 
-def _manifest_problem(path: str, message: str) -> str:
+
+def _manifest_problem(at: str, path: str, message: str) -> str:
     """The manifest reader's message without the path the report already names, keeping the field
     (``shards[0].directory: ...``)."""
-    at = os.path.join(path, MANIFEST_NAME)
     for prefix in (f"{at}: ", f"{at}.", f"{path}: "):
         if message.startswith(prefix):
             return message[len(prefix):]
     return message
 
 
-def _stream_names(manifest: Manifest) -> list[str]:
-    return [spec.name for spec in manifest.streams]
-
-
-def _check_directory_entries(path: str, manifest: Manifest, report: PackReport) -> None:
-    listed = {shard.directory for shard in manifest.shards}
-    for name in sorted(os.listdir(path)):
-        full = os.path.join(path, name)
-        if name.startswith(TEMP_PREFIX):
-            report.warn(full, "leftover of an interrupted write (safe to delete)")
-        elif name.startswith(SHARD_DIR_PREFIX) and name not in listed:
-            report.error(full, f"shard directory not listed in {MANIFEST_NAME}")
-
-
-def _check_skipped(path: str, manifest: Manifest, report: PackReport, check_hashes: bool) -> None:
-    entry = manifest.skipped.get("file")
-    skipped_path = os.path.join(path, SKIPPED_NAME)
-    if manifest.skipped["count"] and entry is None:
-        report.error(os.path.join(path, MANIFEST_NAME), "skipped.count > 0 but no skipped file recorded")
-    if entry is None:
-        return
-    expected = FileEntry(size=entry.get("size", -1), sha256=entry.get("sha256", ""))
-    check_file(skipped_path, expected, report, check_hashes)
-
-
-def _read_index(shard_dir: str, manifest: Manifest, expected_samples: int, report: PackReport) -> list[dict] | None:
-    index_path = os.path.join(shard_dir, SHARD_INDEX_NAME)
+def _read_index(checked: CheckedFiles, directory: str, manifest: Manifest, expected_samples: int) -> list[dict] | None:
+    rel = f"{directory}/{SHARD_INDEX_NAME}"
+    index_path = checked.where(rel)
+    report = checked.report
     try:
-        raw = read_json(index_path, error=PackFormatError)
+        data = checked.read(rel)
+        if data is None:
+            return None  # missing or unreadable: reported
+        raw = parse_json(data, index_path, error=PackFormatError)
         records = check_shard_index(raw, manifest.kind, index_path)
     except (OSError, PackFormatError) as err:
         report.error(index_path, str(err).replace(f"{index_path}: ", "").replace(index_path, "index"))
         return None
-    if raw["shard"] != os.path.basename(shard_dir):
+    if raw["shard"] != directory:
         report.error(index_path, f"names shard {raw['shard']!r}")
     if len(records) != expected_samples:
         report.error(index_path, f"holds {len(records)} samples, {MANIFEST_NAME} says {expected_samples}")
     return records
-
-
-def _open_stream(shard_dir: str, spec: StreamSpec, report: PackReport) -> np.ndarray | None:
-    """Check the ``.npy`` header against the catalogue and the file size, then map it."""
-    file_path = os.path.join(shard_dir, spec.file)
-    try:
-        header = read_npy_header(file_path)
-    except NpyHeaderError as err:
-        report.error(file_path, f"unreadable .npy header ({err.reason})")
-        return None
-    problem = stream_header_problem(header, spec, os.path.getsize(file_path))
-    if problem is not None:
-        report.error(file_path, problem)
-        return None
-    return np.load(file_path, mmap_mode="r", allow_pickle=False)
 
 
 def _check_record_shape(record: dict, manifest: Manifest, at: str, report: PackReport) -> None:
@@ -225,10 +204,9 @@ def _check_record_shape(record: dict, manifest: Manifest, at: str, report: PackR
         report.error(at, f"duration {record['duration']} != num_frames / sample_rate = {expected_duration}")
 
 
-def _check_data_stream(shard_dir: str, spec: StreamSpec, records: list[dict], array: np.ndarray | None,
+def _check_data_stream(file_path: str, spec: StreamSpec, records: list[dict], array: np.ndarray | None,
                        report: PackReport) -> None:
     """Rows of a data stream (faces, labels, text): contiguous and in bounds."""
-    file_path = os.path.join(shard_dir, spec.file)
     position = 0
     for record in records:
         for slot, seg in enumerate(record["streams"][spec.name]):
@@ -240,10 +218,9 @@ def _check_data_stream(shard_dir: str, spec: StreamSpec, records: list[dict], ar
         report.error(file_path, f"index covers {position} rows, the file holds {array.shape[0]}")
 
 
-def _check_stream(shard_dir: str, spec: StreamSpec, records: list[dict], array: np.ndarray | None,
+def _check_stream(file_path: str, spec: StreamSpec, records: list[dict], array: np.ndarray | None,
                   levels: dict, report: PackReport) -> None:
     """Offsets contiguous and in bounds; statistics recomputed from the stored data and equal."""
-    file_path = os.path.join(shard_dir, spec.file)
     position = 0
     for record in records:
         for slot, seg in enumerate(record["streams"][spec.name]):
@@ -276,34 +253,29 @@ def _check_stream(shard_dir: str, spec: StreamSpec, records: list[dict], array: 
         report.error(file_path, f"index covers {position} elements, the file holds {array.shape[0]}")
 
 
-def _check_columns(path: str, manifest: Manifest, expected: ColumnBuilder | None, report: PackReport,
-                   check_hashes: bool) -> None:
+def _check_columns(checked: CheckedFiles, expected: ColumnBuilder | None) -> None:
     """The column files are present, intact, and say exactly what the shard indexes say."""
-    directory = os.path.join(path, COLUMNS_DIR)
-    if not os.path.isdir(directory):
-        report.error(directory, "columns directory missing")
-        return
-    for name in sorted(set(os.listdir(directory)) - set(manifest.columns)):
-        report.error(os.path.join(directory, name), f"file not listed in {MANIFEST_NAME}")
-    for name, entry in sorted(manifest.columns.items()):
-        check_file(os.path.join(directory, name), entry, report, check_hashes)
-    if expected is None:
-        return  # a shard index could not be read; that error is already reported
+    if not checked.check_columns() or expected is None:
+        return  # no columns to compare, or a shard index could not be read: already reported
+    manifest, report = checked.manifest, checked.report
     for name, array in expected.arrays().items():
-        file_path = os.path.join(directory, name)
+        file_path = checked.where(f"{COLUMNS_DIR}/{name}")
         try:
-            stored = np.load(file_path, allow_pickle=False)
+            stored = checked.load_column(f"{COLUMNS_DIR}/{name}")
         except Exception as err:  # noqa: BLE001 - a corrupt .npy header raises ValueError, SyntaxError, TokenError...
             report.error(file_path, f"cannot read column ({err})")
+            continue
+        if stored is None:  # an object not fetched (reported), or one the manifest does not list
+            if name not in manifest.columns:
+                report.error(file_path, f"column missing from {MANIFEST_NAME}")
             continue
         if stored.dtype != array.dtype or stored.shape != array.shape or not np.array_equal(stored, array):
             report.error(file_path, f"column disagrees with the shard indexes ({stored.dtype} {stored.shape} stored, "
                                     f"{array.dtype} {array.shape} from index.json)")
 
 
-def _check_totals(path: str, manifest: Manifest, samples: int, speakers: set[str], frames: int,
+def _check_totals(at: str, manifest: Manifest, samples: int, speakers: set[str], frames: int,
                   report: PackReport) -> None:
-    at = os.path.join(path, MANIFEST_NAME)
     totals = manifest.totals
     if totals["samples"] != samples:
         report.error(at, f"totals.samples {totals['samples']}, the shards hold {samples}")
@@ -315,3 +287,13 @@ def _check_totals(path: str, manifest: Manifest, samples: int, speakers: set[str
     recorded_bytes = sum(entry.size for shard in manifest.shards for entry in shard.files.values())
     if totals["bytes"] != recorded_bytes:
         report.error(at, f"totals.bytes {totals['bytes']}, the shard files add up to {recorded_bytes}")
+
+
+def validate_packs(paths: list[str], check_hashes: bool = True, endpoint_url: str | None = None,
+                   progress: bool = False) -> ValidationReport:
+    """Validate every pack (a directory, or an object-store URL: nothing copied to disk); ``progress`` shows a bar
+    per pack.  The asd level comparison is left to the caller (see ``ValidationReport``)."""
+    return ValidationReport([validate_pack(path, check_hashes, endpoint_url, progress=progress) for path in paths])
+
+
+__all__ = ["validate_pack", "validate_packs"]

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from speechpack.packer.audio import AudioError, StoredAudio
+from speechpack.packer.audio.decode import AudioError
+from speechpack.packer.audio.store import StoredAudio
 from speechpack.schemas.constants import STREAM_TYPES
 from speechpack.schemas.sample_names import name_problem
 

@@ -1,7 +1,7 @@
-"""The per-file work of ``speechpack copy`` into a local destination (``packer.copy`` drives it): the source pack
+"""The per-file work of ``speechpack copy`` into a local destination (``packer.copy.to_directory`` drives it): the source pack
 (a directory or an object-store URL) read through its manifest, each file copied through a ``.tmp-`` name while
 it is hashed and renamed into place only when it matches, files already present re-hashed, and ``dataset.json``
-published last.  The guarantees themselves are listed in ``packer.copy``'s docstring.
+published last.  The guarantees themselves are listed in ``packer.copy.to_directory``'s docstring.
 """
 
 from __future__ import annotations
@@ -13,7 +13,11 @@ import threading
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from speechpack.packer.copy_lock import read_bytes
+from speechpack.loader.pack import ObjectStorePackFiles, is_remote
+from speechpack.loader.pack.object_store import describe_error
+from speechpack.loader.pack.object_store import store_errors as remote_errors
+from speechpack.packer.copy.report import COPY_BLOCK, CopyReport, ObjectReader, mismatch
+from speechpack.packer.files import fsync_dir, read_bytes
 from speechpack.packer.ownership import (
     INCOMING_MANIFEST,
     REPLACED_MANIFEST,
@@ -23,9 +27,6 @@ from speechpack.packer.ownership import (
     survey,
     walk,
 )
-from speechpack.packer.remote import RemotePack, describe_error, is_remote, remote_errors
-from speechpack.packer.transfer import COPY_BLOCK, CopyReport, mismatch
-from speechpack.packer.writer import fsync_dir
 from speechpack.schemas.constants import MANIFEST_NAME, TEMP_PREFIX
 from speechpack.schemas.errors import PackFormatError, SpeechpackError
 from speechpack.schemas.format import FileEntry
@@ -35,19 +36,19 @@ from speechpack.schemas.manifest_file import parse_manifest, read_manifest_file
 @dataclass(frozen=True)
 class CopySource:
     """The source pack: ``dataset.json``'s exact bytes, parsed, and its file list; ``remote`` when it lies on
-    object storage (``packer.remote``), read through its streams instead of ``open``."""
+    object storage (``loader.pack.ObjectStorePackFiles``), read forward in large requests instead of ``open``."""
 
     path: str
     manifest_bytes: bytes
     files: dict[str, FileEntry]
-    remote: RemotePack | None = None
+    remote: ObjectStorePackFiles | None = None
 
     def name(self, rel: str) -> str:
         """A source file as messages show it (a path, or an object's URL)."""
-        return self.remote.name(rel) if self.remote is not None else os.path.join(self.path, rel)
+        return self.remote.where(rel) if self.remote is not None else os.path.join(self.path, rel)
 
-    def open(self, rel: str) -> BinaryIO:
-        return self.remote.open_read(rel) if self.remote is not None else open(os.path.join(self.path, rel), "rb")
+    def open(self, rel: str) -> BinaryIO | ObjectReader:
+        return ObjectReader(self.remote, rel) if self.remote is not None else open(os.path.join(self.path, rel), "rb")
 
     @property
     def manifest_sha256(self) -> str:
@@ -64,13 +65,13 @@ def read_source(src: str, endpoint_url: str | None = None) -> CopySource:
     if not is_remote(src):
         manifest_file = read_manifest_file(src)
         return CopySource(path=src, manifest_bytes=manifest_file.raw, files=pack_file_entries(manifest_file.manifest))
-    remote = RemotePack(src, endpoint_url)
+    remote = ObjectStorePackFiles(src, endpoint_url)
     try:
         raw = remote.read_bytes(MANIFEST_NAME)
     except FileNotFoundError:
         raise PackFormatError(f"{src}: not a pack (no {MANIFEST_NAME}; an unfinished upload leaves none)") from None
-    manifest = parse_manifest(raw, remote.name(MANIFEST_NAME))
-    return CopySource(path=remote.url, manifest_bytes=raw, files=pack_file_entries(manifest), remote=remote)
+    manifest = parse_manifest(raw, remote.where(MANIFEST_NAME))
+    return CopySource(path=remote.location, manifest_bytes=raw, files=pack_file_entries(manifest), remote=remote)
 
 
 class Staging:
