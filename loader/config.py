@@ -26,6 +26,7 @@ from speechpack.loader.config_checks import (  # noqa: F401 (re-exported)
     take_known,
     value_range,
 )
+from speechpack.loader.pack.content_check import DEFAULT_VERIFY, VERIFY_MODES
 from speechpack.loader.recipe import DataLoaderArgs, check_state, read_recipe
 from speechpack.loader.static_plan import TAIL_POLICIES  # noqa: F401 (re-exported)
 from speechpack.loader.tasks import DEFAULT_TASK, STATES, task_module  # noqa: F401 (STATES re-exported)
@@ -199,6 +200,9 @@ class LoaderConfig:
     states: tuple[str, ...] | None = None
     #: The WeSep dialect a recipe was read as (``wesep-mainline``, ``wesep-contract``); None for a loader config.
     dialect: str | None = None
+    #: ``verify_streams``: how the packs' stream files are checked against their sha256 when mapped
+    #: (``loader.pack.content_check``: ``first-map``, ``every-open`` or ``off``).
+    verify_streams: str = DEFAULT_VERIFY
 
     def __post_init__(self) -> None:
         task_module(check_type(self.task, str, "LoaderConfig.task"), "LoaderConfig.task")
@@ -206,6 +210,7 @@ class LoaderConfig:
         positive_int(self.sample_num_per_epoch, "LoaderConfig.sample_num_per_epoch", minimum=0,
                      maximum=MAX_EPOCH_ITEMS)
         _check_per_epoch(self.packs, self.sample_num_per_epoch, "LoaderConfig")
+        check_choice(self.verify_streams, VERIFY_MODES, "LoaderConfig.verify_streams")
 
     def check_state(self, state: str) -> None:
         """``state`` is one this config was read for (its ``val_dataset_args`` merged or not as ``state`` needs)."""
@@ -227,7 +232,7 @@ class LoaderConfig:
             obj = from_recipe(obj, where)
         recipe = read_recipe(obj, state, where)
         values = take_known(recipe.config, where, {"packs": None, "dataset_args": None, "weighting": None,
-                                                   "task": DEFAULT_TASK})
+                                                   "task": DEFAULT_TASK, "verify_streams": DEFAULT_VERIFY})
         task = check_type(values["task"], str, f"{where}.task")
         module = task_module(task, f"{where}.task")
         packs = values["packs"]
@@ -240,7 +245,8 @@ class LoaderConfig:
         _check_per_epoch(sources, recipe.sample_num_per_epoch, f"{where}.dataset_args")
         return cls(packs=sources, dataset_args=dataset_args, weighting=weighting, task=task,
                    dataloader=recipe.dataloader, sample_num_per_epoch=recipe.sample_num_per_epoch,
-                   ignored=recipe.ignored, states=recipe.states, dialect=recipe.dialect)
+                   ignored=recipe.ignored, states=recipe.states, dialect=recipe.dialect,
+                   verify_streams=check_choice(values["verify_streams"], VERIFY_MODES, f"{where}.verify_streams"))
 
 
 def _check_per_epoch(packs: tuple[PackSource, ...], per_epoch: int, where: str) -> None:

@@ -378,7 +378,7 @@ def build_loader(config: dict | LoaderConfig, state: str, *, rank: int = 0, worl
     cost to build (``loader.message_groups``), and 1 is one batch per index as a plain DataLoader does."""
     if not isinstance(config, LoaderConfig):
         config = LoaderConfig.from_dict(config, state=state)
-    packs = [open_pack(source.path) for source in config.packs]
+    packs = [open_pack(source.path, verify=config.verify_streams) for source in config.packs]
     return SpeechLoader(config, state, packs, rank=rank, world_size=world_size, num_workers=num_workers, seed=seed,
                         pin_memory=pin_memory, prefetch_factor=prefetch_factor,
                         batches_per_message=batches_per_message)
