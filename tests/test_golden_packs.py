@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 
 from speechpack.loader.pack import open_pack
-from speechpack.packer.validate_report import validate_packs
-from speechpack.packer.writer import dump_json
-from speechpack.schemas.constants import ASD_SAMPLE_RATE, AUDIO_FULL_SCALE, KINDS, MINOR_BANKS, MINOR_CUES, MINOR_TRACKS, VERIFIED_DIR
+from speechpack.packer.validate.pack import validate_packs
+from speechpack.packer.files import dump_json
+from speechpack.schemas.constants import (ASD_SAMPLE_RATE, AUDIO_FULL_SCALE, KINDS, MINOR_BANKS, MINOR_CUES,
+                                          MINOR_TRACKS, VERIFIED_DIR)
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 sys.path.insert(0, DATA)

@@ -13,7 +13,7 @@ from speechpack import loader
 from speechpack.loader.config import ConfigError, LoaderConfig
 from speechpack.loader.memory_limit import MemoryLimitError, default_memory_limit
 from speechpack.loader.peek import peek_config
-from speechpack.loader.planning_report import plan_report
+from speechpack.loader.plan.planning_report import plan_report
 
 
 def _config(pack, **extra) -> dict:

@@ -1,7 +1,7 @@
 """One writer per object-store prefix: two publishes to one ``s3://`` prefix at once never interleave (the second
 waits for the first's lock, or is refused), a lock whose lease ran out is taken over, and unfinished multipart
-uploads that killed publishes left are aborted by the next publish (``packer/prefix_lock.py``,
-``packer/multipart_leftovers.py``).  On the moto S3 server of the object-storage tests, with real speech packs."""
+uploads that killed publishes left are aborted by the next publish (``packer/copy/prefix_lock.py``,
+``packer/copy/multipart_leftovers.py``).  On the moto S3 server of the object-storage tests, with real speech packs."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ import pytest
 
 from factories import Mix
 from factories.s3 import BUCKET
-from speechpack.packer import publish as publish_module
+import speechpack.packer.copy.publish as publish_module
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
-from speechpack.packer.copy import copy_pack
-from speechpack.packer.prefix_lock import LOCK_NAME, PrefixLock, PrefixLockError
-from speechpack.packer.remote import RemotePack
-from speechpack.packer.validate_remote import validate_remote_pack
+from speechpack.packer.copy.prefix_lock import LOCK_NAME, PrefixLock, PrefixLockError
+from speechpack.packer.copy.publish import RemotePack
+from speechpack.packer.copy.to_directory import copy_pack
+from speechpack.packer.validate.pack import validate_pack as validate_remote_pack
 
 
 def _url(name: str) -> str:
@@ -53,7 +53,7 @@ def test_two_concurrent_publishes_of_different_packs_to_one_prefix_never_interle
         s3_server, store_pack, other_pack, monkeypatch):
     url = _url("contended/train")
     _slow_uploads(monkeypatch, 0.05)
-    monkeypatch.setattr("speechpack.packer.prefix_lock.POLL_SECONDS", 0.1)
+    monkeypatch.setattr("speechpack.packer.copy.prefix_lock.POLL_SECONDS", 0.1)
     logs: dict[str, list[str]] = {"a": [], "b": []}
     errors: list[BaseException] = []
 
@@ -85,7 +85,9 @@ def test_a_second_writer_that_will_not_wait_is_refused_naming_the_holder(s3_serv
         with pytest.raises(PrefixLockError, match=r"another publish holds this prefix \(.* pid \d+ .*publishing "
                                                   r"/somewhere/else/pack, lease ends in \d+ s\)"):
             PrefixLock(remote, str(store_pack), wait=0, poll=0.05).acquire()
-    PrefixLock(remote, str(store_pack), wait=0).acquire()  # free again once released
+    with PrefixLock(remote, str(store_pack), wait=0):  # free again once released
+        assert LOCK_NAME in remote.listing()
+    assert LOCK_NAME not in remote.listing()
 
 
 def test_a_lock_whose_lease_ran_out_is_taken_over(s3_server, store_pack):

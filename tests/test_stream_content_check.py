@@ -18,7 +18,7 @@ from speechpack.loader.config import ConfigError
 from speechpack.loader.pack import content_check, open_pack
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
-from speechpack.packer.validate import validate_pack
+from speechpack.packer.validate.pack import validate_pack
 from speechpack.schemas.constants import VERIFIED_DIR
 from speechpack.schemas.errors import PackFormatError
 
@@ -204,7 +204,7 @@ def test_the_training_loader_stops_at_an_edited_file_and_verify_streams_chooses_
 
 def test_stream_arrays_kept_between_batches_stop_once_the_check_fails(real_pack):
     """The pre-mixed TSE batch keeps stream arrays between batches; it asks the pack while a check is open."""
-    from speechpack.loader.tse.window_reads import Segments, StreamArrays
+    from speechpack.loader.tse.windows import Segments, StreamArrays
 
     _zero_in_place(real_pack / "shard-000000" / "mix.npy")
     pack = open_pack(real_pack)
