@@ -150,7 +150,8 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
         lengths = builder.unit_lengths(epoch)  # the same every epoch, unless lengths_by_epoch (ASD jitter)
         plans: list[EpochPlan] = [
             plan_epoch(builder.plan_args, seed, epoch, rank, world_size, num_units=builder.num_units(), lengths=lengths,
-                       windows=windows, weighting=prepared.weighting) for rank in range(world_size)]
+                       windows=windows, weighting=prepared.weighting, memory_limit=config.memory_limit)
+            for rank in range(world_size)]
         rows, batch_rows, longest, fills, used = [], [], [], [], np.zeros(len(packs))
         real = offered = 0
         for rank, plan in enumerate(plans):
