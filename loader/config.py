@@ -2,15 +2,23 @@
 
 A config is a plain dict (usually loaded from YAML).  ``LoaderConfig.from_dict`` turns it into frozen
 dataclasses and refuses any key it does not know, naming it, so a typo never silently becomes a default.  A config
-with Omnilingual's ``dataset:`` block is first translated into this shape (``loader.asr.recipe``).
-``dataset_args`` is parsed by the task's module (``loader.tse.args`` for ``tse``, see ``loader.tasks``); the value
+of another tool (``loader.tasks.FOREIGN_RECIPES``) is first translated into this shape by its task.
+``dataset_args`` is parsed by the task (``LoaderTask.parse_dataset_args``, see ``loader.tasks``); the value
 checks every parser shares are in ``loader.config_checks``.  Objects built directly are checked too
 (``__post_init__``), their keys named by field.
+
+Which loader a resume state belongs to: ``loader_fingerprint`` hashes what decides the batches (the packs'
+manifests, ``dataset_args``, the state, the task and the weighting), so ``SpeechLoader.load_state_dict`` refuses a
+state saved by a loader that would deal other batches.  What only changes how batches are fetched (workers,
+prefetch) and where the packs lie is left out, so a state still resumes on another node or with other workers.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # The shared checks live in loader.config_checks; they are imported here by name too, so ``from loader.config
@@ -26,11 +34,16 @@ from speechpack.loader.config_checks import (  # noqa: F401 (re-exported)
     take_known,
     value_range,
 )
+from speechpack.loader.memory_limit import MemoryLimitError, memory_limit_bytes
+from speechpack.loader.pack import Pack
+from speechpack.loader.pack.content_check import DEFAULT_VERIFY, VERIFY_MODES
+from speechpack.loader.plan.static_plan import TAIL_POLICIES  # noqa: F401 (re-exported)
 from speechpack.loader.recipe import DataLoaderArgs, check_state, read_recipe
-from speechpack.loader.static_plan import TAIL_POLICIES  # noqa: F401 (re-exported)
-from speechpack.loader.tasks import DEFAULT_TASK, STATES, task_module  # noqa: F401 (STATES re-exported)
+from speechpack.loader.tasks import DEFAULT_TASK, FOREIGN_RECIPES, STATES  # noqa: F401 (STATES re-exported)
+from speechpack.loader.tasks import task as task_of
+from speechpack.schemas.constants import MANIFEST_NAME
 
-#: Keys of a ``packs`` entry that set its count per epoch (at most one each; see loader.weighting).
+#: Keys of a ``packs`` entry that set its count per epoch (at most one each; see loader.plan.weighting).
 WEIGHT_KEYS = ("weight", "hours_beta", "repeat", "choose")
 #: Largest ``weighting.beta_corpus``/``beta_language``: hours ** beta stays finite for any corpus size (Omnilingual
 #: uses 0.5; 0 is uniform, 1 proportional to hours).
@@ -191,7 +204,7 @@ class LoaderConfig:
     #: ``dataloader_args``' DataLoader settings (``num_workers``, ``pin_memory``, ``prefetch_factor``).
     dataloader: DataLoaderArgs = field(default_factory=DataLoaderArgs)
     #: WeSep's ``sample_num_per_epoch``: 0, or the items of each epoch, drawn from the packs in their natural
-    #: proportions (``loader.weighting``: a small pack cycles, a large one is covered over several epochs).
+    #: proportions (``loader.plan.weighting``: a small pack cycles, a large one is covered over several epochs).
     sample_num_per_epoch: int = 0
     #: Top-level sections of a recipe that belong to the trainer (ignored; listed in the loader's report).
     ignored: tuple[str, ...] = ()
@@ -199,13 +212,22 @@ class LoaderConfig:
     states: tuple[str, ...] | None = None
     #: The WeSep dialect a recipe was read as (``wesep-mainline``, ``wesep-contract``); None for a loader config.
     dialect: str | None = None
+    #: ``verify_streams``: how the packs' stream files are checked against their sha256 when mapped
+    #: (``loader.pack.content_check``: ``first-map``, ``every-open`` or ``off``).
+    verify_streams: str = DEFAULT_VERIFY
+    #: ``memory_limit``: the most bytes an epoch plan, or the batches in flight, may take (``loader.memory_limit``);
+    #: None: half of the memory available when the loader starts.
+    memory_limit: int | None = None
 
     def __post_init__(self) -> None:
-        task_module(check_type(self.task, str, "LoaderConfig.task"), "LoaderConfig.task")
+        task_of(check_type(self.task, str, "LoaderConfig.task"), "LoaderConfig.task")
         _check_packs_weighting(self.packs, self.weighting, "LoaderConfig")
         positive_int(self.sample_num_per_epoch, "LoaderConfig.sample_num_per_epoch", minimum=0,
                      maximum=MAX_EPOCH_ITEMS)
         _check_per_epoch(self.packs, self.sample_num_per_epoch, "LoaderConfig")
+        check_choice(self.verify_streams, VERIFY_MODES, "LoaderConfig.verify_streams")
+        if self.memory_limit is not None:
+            positive_int(self.memory_limit, "LoaderConfig.memory_limit", maximum=1 << 62)
 
     def check_state(self, state: str) -> None:
         """``state`` is one this config was read for (its ``val_dataset_args`` merged or not as ``state`` needs)."""
@@ -219,28 +241,33 @@ class LoaderConfig:
 
     @classmethod
     def from_dict(cls, obj: Any, where: str = "config", state: str = "train") -> "LoaderConfig":
-        """``obj`` read for ``state`` (``val_dataset_args`` applies to ``val`` and ``test``).  An Omnilingual
-        recipe's ``dataset:`` block is translated key by key first (``loader.asr.recipe``)."""
-        if isinstance(obj, dict) and "dataset" in obj:
-            from speechpack.loader.asr.recipe import from_recipe
-
-            obj = from_recipe(obj, where)
+        """``obj`` read for ``state`` (``val_dataset_args`` applies to ``val`` and ``test``).  Another tool's
+        recipe (a top-level key of ``loader.tasks.FOREIGN_RECIPES``: Omnilingual's ``dataset:`` block) is translated
+        key by key first, by its task (``LoaderTask.translate_config``)."""
+        if isinstance(obj, dict):
+            for key, name in FOREIGN_RECIPES.items():
+                if key in obj:
+                    obj = task_of(name).translate_config(obj, where)
+                    break
         recipe = read_recipe(obj, state, where)
         values = take_known(recipe.config, where, {"packs": None, "dataset_args": None, "weighting": None,
-                                                   "task": DEFAULT_TASK})
-        task = check_type(values["task"], str, f"{where}.task")
-        module = task_module(task, f"{where}.task")
+                                                   "task": DEFAULT_TASK, "verify_streams": DEFAULT_VERIFY,
+                                                   "memory_limit": None})
+        task_name = check_type(values["task"], str, f"{where}.task")
+        loader_task = task_of(task_name, f"{where}.task")
         packs = values["packs"]
         if not isinstance(packs, list) or not packs:
             raise ConfigError(f"{where}.packs: a non-empty list of {{path: ...}} is required")
         sources = tuple(PackSource.from_dict(p, f"{where}.packs[{i}]", weighting=True) for i, p in enumerate(packs))
-        dataset_args = module.parse_dataset_args(values["dataset_args"], f"{where}.dataset_args")
+        dataset_args = loader_task.parse_dataset_args(values["dataset_args"], f"{where}.dataset_args")
         weighting = Weighting.from_dict(values["weighting"], f"{where}.weighting")
         _check_packs_weighting(sources, weighting, where)
         _check_per_epoch(sources, recipe.sample_num_per_epoch, f"{where}.dataset_args")
-        return cls(packs=sources, dataset_args=dataset_args, weighting=weighting, task=task,
+        return cls(packs=sources, dataset_args=dataset_args, weighting=weighting, task=task_name,
                    dataloader=recipe.dataloader, sample_num_per_epoch=recipe.sample_num_per_epoch,
-                   ignored=recipe.ignored, states=recipe.states, dialect=recipe.dialect)
+                   ignored=recipe.ignored, states=recipe.states, dialect=recipe.dialect,
+                   verify_streams=check_choice(values["verify_streams"], VERIFY_MODES, f"{where}.verify_streams"),
+                   memory_limit=_memory_limit(values["memory_limit"], f"{where}.memory_limit"))
 
 
 def _check_per_epoch(packs: tuple[PackSource, ...], per_epoch: int, where: str) -> None:
@@ -250,6 +277,42 @@ def _check_per_epoch(packs: tuple[PackSource, ...], per_epoch: int, where: str) 
                           f"size with weighting.epoch_items (weight/hours_beta) or choose/repeat instead")
 
 
+def _memory_limit(value: Any, where: str) -> int | None:
+    """``memory_limit`` as bytes: an int, or a size such as ``48GiB`` (``schemas.units.parse_size``)."""
+    try:
+        return memory_limit_bytes(value, where)
+    except MemoryLimitError as err:
+        raise ConfigError(str(err)) from None
+
+
 def _default_dataset_args() -> Any:
     """The default task's ``dataset_args`` with every default."""
-    return task_module(DEFAULT_TASK).parse_dataset_args(None, "dataset_args")
+    return task_of(DEFAULT_TASK).parse_dataset_args(None, "dataset_args")
+
+
+def loader_fingerprint(config: LoaderConfig, state: str, packs: list[Pack]) -> str:
+    """Hash of the packs' manifests and ``dataset_args``: a state only resumes the loader it came from.
+
+    Pack paths are left out on purpose, so a state still resumes after the packs are copied to node-local disk.
+    """
+    digest = hashlib.sha256()
+    loader_task = task_of(config.task)
+    args = loader_task.fingerprint_args(asdict(config.dataset_args))  # keys added later left out while unset
+    identity = {"dataset_args": args, "state": state}
+    if loader_task.fingerprint_names_task:
+        identity["task"] = config.task
+    digest.update(json.dumps(identity, sort_keys=True, default=str).encode())
+    if config.weighted:  # hashed only when set, so older states still resume; paths left out as below
+        weights = [{k: v for k, v in asdict(p).items() if k != "path" and not (k == "split" and v is None)}
+                   for p in config.packs]
+        weighted = {"packs": weights, "weighting": asdict(config.weighting)}
+        if config.sample_num_per_epoch:
+            weighted["sample_num_per_epoch"] = config.sample_num_per_epoch
+        digest.update(json.dumps(weighted, sort_keys=True).encode())
+    for pack in packs:
+        with open(os.path.join(pack.path, MANIFEST_NAME), "rb") as fp:
+            digest.update(hashlib.sha256(fp.read()).digest())
+    return digest.hexdigest()[:16]
+
+
+__all__ = ["loader_fingerprint"]

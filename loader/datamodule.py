@@ -19,21 +19,41 @@ What Lightning gets, and why:
 - **Resume.** The loaders are stateful (``state_dict``/``load_state_dict``), which Lightning's fit loop keeps in its
   checkpoints; the DataModule's own ``state_dict`` carries the training loader's state too (epoch and batches
   consumed), so a checkpoint resumes the data exactly even where only the DataModule's state is restored.
-- **Evaluation.** ``val`` and ``test`` take one set, a list or a mapping of named sets (``loader.datamodule_splits``);
+- **Evaluation.** ``val`` and ``test`` take one set, a list or a mapping of named sets (``loader.datamodule``);
   Lightning runs each as its own ``dataloader_idx``. Without ``val`` there is no validation.
 
 Lightning is imported when the class is first used, so ``import loader.datamodule`` works without the extra, and a
 missing extra is a clear error.
+
+Which loader configs a DataModule runs: one training config and named validation and test configs.
+
+A split is given the way a training script already holds it (``loader.datamodule``):
+
+- a loader config: a mapping (``task``, ``packs``, ``dataset_args`` ...; a WeSep recipe with ``packs`` or an
+  Omnilingual recipe with ``dataset:`` and ``packs`` is one too, docs/loader.md), or a YAML file holding one (read
+  with ``schemas.yaml_document.read_yaml``: plain data only, bounded, errors name the file and line);
+- for validation and test, also a pack directory or a list of pack directories: the training config with its
+  ``packs`` replaced by those (and no weighting), so each evaluation pack runs with the training ``dataset_args``;
+- several evaluation sets at once: a list (Lightning numbers them: ``dataloader_idx``) or a mapping of name to any
+  of the above (Lightning keeps the order; the names key ``SpeechDataModule.loaders``).
+
+Nothing here imports torch or Lightning: the layout is checked when the DataModule is made, before a Trainer runs.
 """
 
 from __future__ import annotations
 
-import functools
+from dataclasses import dataclass
 from typing import Any, Iterator
+import functools
+import os
 
+from speechpack.loader.config import LoaderConfig
 from speechpack.loader.config_checks import ConfigError
-from speechpack.loader.datamodule_splits import LIST, MAPPING, Split, splits
+from speechpack.loader.tasks import STATES
+from speechpack.schemas.constants import MANIFEST_NAME
 from speechpack.schemas.errors import SpeechpackError
+from speechpack.schemas.yaml_document import read_yaml
+
 
 #: Key of the training loader's state in ``SpeechDataModule.state_dict()``.
 TRAIN_STATE_KEY = "train_loader"
@@ -96,6 +116,18 @@ def rank_and_world(trainer) -> tuple[int, int]:
     return rank, world
 
 
+def describe_config(config: Any) -> str:
+    """One split's loader config in a line: its task and pack paths (a mapping or a ``LoaderConfig``)."""
+    if isinstance(config, dict):
+        task = config.get("task") or "tse"
+        packs = config.get("packs") or []
+        paths = [entry.get("path") if isinstance(entry, dict) else entry for entry in packs]
+    else:
+        task, paths = config.task, [source.path for source in config.packs]
+    shown = ", ".join(str(path) for path in paths) if paths else "none"
+    return f"task {task}, packs {shown}"
+
+
 @functools.cache
 def datamodule_class() -> type:
     """``SpeechDataModule``, made on first use (that is when Lightning is imported)."""
@@ -106,7 +138,7 @@ def datamodule_class() -> type:
         """Training, validation and test loaders from speechpack loader configs (see the module docstring).
 
         ``train``: a loader config (mapping or YAML file); ``val``, ``test``: a config, pack directories (the
-        training config on those packs), or a list or mapping of either (``loader.datamodule_splits``).
+        training config on those packs), or a list or mapping of either (``loader.datamodule``).
         ``num_workers``, ``pin_memory``, ``prefetch_factor``, ``batches_per_message`` and ``seed`` go to every
         ``build_loader``; None keeps the config's own (a WeSep recipe's ``dataloader_args``, an ASR config's ``npc``;
         docs/loader.md) or, for ``batches_per_message``, sizes messages automatically.
@@ -192,6 +224,19 @@ def datamodule_class() -> type:
             else:
                 self._pending_state = state[TRAIN_STATE_KEY]
 
+        def __str__(self) -> str:
+            """The splits and their packs, without making a loader.  Lightning's own ``__str__`` calls every
+            ``*_dataloader`` method (building loaders, opening packs) and then walks what they return as
+            ``DataLoader`` s; ours are ``LightningLoader`` s, which it iterates as if they were lists of loaders."""
+            lines = [f"{type(self).__name__}(seed={self.seed}, num_workers="
+                     f"{'from the config' if self.num_workers is None else self.num_workers})"]
+            for state, split in self.splits.items():
+                for name in split.names():
+                    made = self.loaders.get(name)
+                    batches = f", {len(made)} batches per rank" if made is not None else ""
+                    lines.append(f"  {name}: {describe_config(split.configs[name])}{batches}")
+            return "\n".join(lines)
+
     SpeechDataModule.__module__ = __name__
     SpeechDataModule.__qualname__ = "SpeechDataModule"  # the key of its state in Lightning's checkpoints
     return SpeechDataModule
@@ -204,5 +249,107 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["EpochForwarder", "LightningLoader", "SpeechDataModule", "TRAIN_STATE_KEY", "datamodule_class",
-           "lightning", "rank_and_world"]
+#: How an evaluation split was given, which is how its loaders are handed back to Lightning.
+ONE, LIST, MAPPING = "one", "list", "mapping"
+
+
+@dataclass(frozen=True)
+class Split:
+    """The loader configs of one split, by name (``train``, ``val``, ``val/0``, ``val/dev-clean`` ...), in order,
+    and the shape Lightning gets them back in (``ONE`` loader, a ``LIST`` or a ``MAPPING`` of loaders)."""
+
+    state: str
+    shape: str
+    configs: dict[str, Any]
+
+    def names(self) -> list[str]:
+        return list(self.configs)
+
+
+def _is_path(value: Any) -> bool:
+    return isinstance(value, str) or hasattr(value, "__fspath__")
+
+
+def _is_pack(value: Any) -> bool:
+    return _is_path(value) and os.path.isfile(os.path.join(os.fspath(value), MANIFEST_NAME))
+
+
+def read_config(spec: Any, where: str) -> dict | LoaderConfig:
+    """A loader config from a mapping, a ``LoaderConfig`` (used as it is) or a YAML file's path."""
+    if isinstance(spec, (dict, LoaderConfig)):
+        return spec
+    if _is_path(spec):
+        path = os.fspath(spec)
+        if not os.path.isfile(path):
+            raise ConfigError(f"{where}: {path} is neither a loader config file (YAML) nor a pack directory "
+                              f"(no {MANIFEST_NAME})")
+        loaded = read_yaml(path, error=ConfigError)
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{where}: {path} holds {type(loaded).__name__}, not a loader config mapping")
+        return loaded
+    raise ConfigError(f"{where}: expected a loader config (mapping or YAML file) or pack directories, "
+                      f"got {type(spec).__name__}")
+
+
+def _packs_config(packs: list, base: dict | LoaderConfig | None, where: str) -> dict:
+    """The training config ``base`` with its ``packs`` replaced by ``packs`` (directories) and no weighting."""
+    if base is None:
+        raise ConfigError(f"{where}: pack directories need a train config to take task and dataset_args from "
+                          f"(or give a whole loader config here)")
+    if isinstance(base, LoaderConfig):
+        raise ConfigError(f"{where}: pack directories need the train config as a mapping or YAML file, "
+                          f"not a LoaderConfig (it was read for train only)")
+    config = {key: value for key, value in base.items() if key != "weighting"}
+    config["packs"] = [{"path": os.fspath(p)} for p in packs]
+    return config
+
+
+def _entry(spec: Any, base: dict | LoaderConfig | None, where: str) -> dict | LoaderConfig:
+    """One evaluation loader's config: a pack directory, a list of them, or a loader config."""
+    if _is_pack(spec):
+        return _packs_config([spec], base, where)
+    if isinstance(spec, (list, tuple)) and spec and all(_is_pack(p) for p in spec):
+        return _packs_config(list(spec), base, where)
+    return read_config(spec, where)
+
+
+def evaluation_split(spec: Any, state: str, base: dict | LoaderConfig | None) -> Split | None:
+    """The ``val`` or ``test`` split (``state``) from what the user gave (None: no such split)."""
+    if spec is None:
+        return None
+    if isinstance(spec, (list, tuple)) and not spec:
+        raise ConfigError(f"{state}: an empty list; leave it out for no {state} split")
+    if isinstance(spec, dict) and "packs" not in spec and "dataset" not in spec:
+        if not spec:
+            raise ConfigError(f"{state}: an empty mapping; leave it out for no {state} split")
+        configs = {}
+        for name, entry in spec.items():
+            if not isinstance(name, str) or not name or "/" in name:
+                raise ConfigError(f"{state}: set names must be non-empty strings without '/', got {name!r}")
+            configs[f"{state}/{name}"] = _entry(entry, base, f"{state}.{name}")
+        return Split(state, MAPPING, configs)
+    if isinstance(spec, (list, tuple)) and not all(_is_pack(p) for p in spec):
+        return Split(state, LIST, {f"{state}/{i}": _entry(entry, base, f"{state}[{i}]")
+                                   for i, entry in enumerate(spec)})
+    return Split(state, ONE, {state: _entry(spec, base, state)})
+
+
+def splits(train: Any, val: Any, test: Any) -> dict[str, Split]:
+    """Every split given, by state; at least one is required."""
+    result: dict[str, Split] = {}
+    base = None
+    if train is not None:
+        base = read_config(train, "train")
+        result["train"] = Split("train", ONE, {"train": base})
+    for state, spec in (("val", val), ("test", test)):
+        split = evaluation_split(spec, state, base)
+        if split is not None:
+            result[state] = split
+    if not result:
+        raise ConfigError(f"no split given: pass at least one of {', '.join(STATES)}")
+    return result
+
+
+__all__ = ["EpochForwarder", "LIST", "LightningLoader", "MAPPING", "ONE", "SpeechDataModule", "Split", "TRAIN_STATE_KEY",
+           "datamodule_class", "describe_config", "evaluation_split", "lightning", "rank_and_world", "read_config",
+           "splits"]
