@@ -43,9 +43,11 @@ store; the time from ``build_loader`` on its URL, with an empty cache, to the fi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -145,18 +147,23 @@ def child(spec: dict) -> dict:
 def run_child(spec: dict, env: dict, timeout: float) -> dict:
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fp:
         json.dump(spec, fp)
+    # A session of its own, so that a stalled job is stopped with its DataLoader workers and the peers' threads.
+    job = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child", fp.name], cwd=REPO, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        done = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", fp.name], cwd=REPO, env=env,
-                              capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as err:  # a reader that stalls (a cache too small for it) is a result too
-        log = err.stderr.decode(errors="replace") if isinstance(err.stderr, bytes) else err.stderr or ""
-        return {"error": f"no result within {timeout:g} s", "log": log[-3000:]}
+        stdout, stderr = job.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:  # a reader that stalls (a cache too small for it) is a result too
+        os.killpg(job.pid, signal.SIGKILL)
+        stdout, stderr = job.communicate()
+        return {"error": f"no result within {timeout:g} s", "log": stderr[-3000:]}
     finally:
         os.unlink(fp.name)
-    results = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    if done.returncode != 0 or not results:
-        return {"error": (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1][:300],
-                "log": done.stderr[-3000:]}
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(job.pid, signal.SIGKILL)  # workers the job left behind (it ends with os._exit)
+    results = [line for line in stdout.splitlines() if line.startswith("RESULT ")]
+    if job.returncode != 0 or not results:
+        return {"error": (stderr.strip().splitlines() or [f"exit status {job.returncode}"])[-1][:300],
+                "log": stderr[-3000:]}
     return json.loads(results[-1][len("RESULT "):])
 
 
