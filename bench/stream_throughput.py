@@ -219,7 +219,7 @@ def _calibrate(direct: str, proxied: str, counter) -> None:
 def _upload(local: str, url: str) -> None:
     """Publish a directory to the store directly (not through the proxy): speechpack packs with ``copy``."""
     if os.path.isfile(os.path.join(local, "dataset.json")):
-        from speechpack.packer.copy import copy_pack
+        from speechpack.packer.copy.to_directory import copy_pack
         copy_pack(local, url, progress=False, log=lambda _text: None)
         return
     import fsspec
