@@ -31,7 +31,10 @@ shards must stay under 20 MB), and published to the store.
 - ``mds-store``: ``StreamingDataset(remote=, local=, cache_limit=)``;
 - ``litdata-store``: ``StreamingDataset(input_dir=url, cache_dir=, max_cache_size=)``.
 
-Every job runs in a fresh process with an empty cache directory: the time from building its loader to its first
+``--step-ms`` makes the training process sleep that long after every batch, standing for the model's step: read as
+fast as possible (0), the local copy delivers over 1 GB/s of pack data, which no store link carries; with a step
+the question is whether the store keeps up with training.  Every job runs in a fresh process with an empty cache
+directory: the time from building its loader to its first
 batch (a cold cache), the rest of that epoch (the warm-up), then ``--epochs`` timed epochs: mixtures/s (median),
 the ratio to the local copy, and the bytes the proxy sent during each epoch over the job's own pack bytes.
 
@@ -133,15 +136,26 @@ def child(spec: dict) -> dict:
     result = {"first_batch_s": time.perf_counter() - started, "first_batch_bytes": counter.value() - before}
     if job == "first-batch":
         return result
-    rows += sum(len(batch["key"]) for batch in batches)
+    rows += _consume(batches, spec.get("step_s", 0.0))
     result.update(warmup_s=time.perf_counter() - started, warmup_bytes=counter.value() - before,
                   warmup_mixtures=rows // SPEAKERS, epochs=[])
     for number in range(2, spec["epochs"] + 2):
         before, started = counter.value(), time.perf_counter()
-        rows = sum(len(batch["key"]) for batch in epoch(number))
+        rows = _consume(epoch(number), spec.get("step_s", 0.0))
         result["epochs"].append({"seconds": time.perf_counter() - started, "bytes": counter.value() - before,
                                  "mixtures": rows // SPEAKERS})
     return result
+
+
+def _consume(batches, step_s: float) -> int:
+    """Rows of an epoch; ``step_s`` per batch stands for the training step (the GPU's time, during which the
+    loader's workers and fetches go on)."""
+    rows = 0
+    for batch in batches:
+        rows += len(batch["key"])
+        if step_s:
+            time.sleep(step_s)
+    return rows
 
 
 def run_child(spec: dict, env: dict, timeout: float) -> dict:
@@ -237,7 +251,7 @@ def _job_spec(args, workdir: str, job: str, counter, cache_limit: int, expected:
     return {"job": job, "url": f"s3://{BUCKET}/{FORMAT[job]}", "local": os.path.join(workdir, FORMAT[job]),
             "cache_dir": tempfile.mkdtemp(prefix=f"cache-{job}-", dir=workdir), "cache_limit": cache_limit,
             "workers": args.workers, "seed": args.seed, "epochs": args.epochs, "counter": counter.path,
-            "expected": expected, "shard_order": args.shard_order}
+            "expected": expected, "shard_order": args.shard_order, "step_s": args.step_ms / 1000}
 
 
 def run_throughput(args, workdir: str) -> list[dict]:
@@ -303,7 +317,8 @@ def report(rows: list[dict], args) -> str:
     local_rate = local and local["lines"] / statistics.median(e["seconds"] for e in local["epochs"])
     link = rows[0]["pack_bytes"] / rows[0]["lines"]
     out = [f"\n{args.latency_ms:g} ms, {args.bandwidth_mbs:g} MB/s, cache {args.cache_fraction:.0%} of the pack, "
-           f"{args.workers} workers, shards of {args.shard_mb:g} MB (the link alone carries "
+           f"{args.workers} workers, shards of {args.shard_mb:g} MB, training step {args.step_ms:g} ms per batch of "
+           f"{BATCH} (the link alone carries "
            f"{args.bandwidth_mbs * 1e6 / link:,.0f} mixtures/s of this pack)",
            "| job | mixtures/s | / local copy | fetched per epoch / pack | warm-up epoch / pack | first batch, cold cache |",
            "|---|---|---|---|---|---|"]
@@ -370,6 +385,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-fraction", type=float, default=0.25)
     parser.add_argument("--shard-mb", type=float, default=16.0)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--step-ms", type=float, default=0.0,
+                        help="training step per batch, slept in the training process (0: read as fast as possible)")
     parser.add_argument("--shard-order", action="store_true",
                         help="speechpack-store: the node cache's shard-aware epoch order (cache.shard_order)")
     parser.add_argument("--epochs", type=int, default=2, help="timed epochs after the warm-up epoch")
