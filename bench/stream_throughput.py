@@ -24,9 +24,9 @@ shards must stay under 20 MB), and published to the store.
 
 **Reading** (``peers.py``'s readers: shuffled epoch, a random 2 s window per line, TSE batches of 8 mixtures):
 
-- ``speechpack-store``: ``build_loader`` on ``s3://.../speechpack`` with ``cache: {dir, limit}`` when this speechpack
-  has the node cache (``speechpack.loader.cache``); without it, ``open_pack(url)`` reads each stream file into
-  memory per process and the limit does not apply (the report says which);
+- ``speechpack-store``: ``build_loader`` on ``s3://.../speechpack`` with ``cache: {dir, limit}`` (and
+  ``shard_order: true`` with ``--shard-order``) when this speechpack has the node cache (``speechpack.loader.cache``);
+  a speechpack without it cannot train from a URL, and the row says why it failed;
 - ``speechpack-local``: the same loader on the local copy of the pack (the baseline of the ratios);
 - ``mds-store``: ``StreamingDataset(remote=, local=, cache_limit=)``;
 - ``litdata-store``: ``StreamingDataset(input_dir=url, cache_dir=, max_cache_size=)``.
@@ -280,7 +280,7 @@ def run_throughput(args, workdir: str) -> list[dict]:
             _upload(os.path.join(workdir, name), f"s3://{BUCKET}/{name}")
         limit = int(args.cache_fraction * sizes["speechpack"])
         cache = "node cache (speechpack.loader.cache)" if has_node_cache() else \
-            "NO node cache in this speechpack: open_pack(url) holds stream files in memory, the limit is not applied"
+            "NO node cache in this speechpack (speechpack.loader.cache): build_loader may refuse the URL"
         _log(f"cache limit {limit / 1e6:.1f} MB ({args.cache_fraction:.0%} of the speechpack pack) for every job; "
              f"speechpack-store: {cache}")
         rows = []
