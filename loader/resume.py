@@ -83,8 +83,9 @@ def read_state(state, *, seed: int, fingerprint: str) -> Position:
         raise ResumeError(f"loader state lacks {', '.join(missing)}")
     version = state["state_version"]
     if not any(_same(version, readable) for readable in READABLE_VERSIONS):
+        readable = ", ".join(map(str, READABLE_VERSIONS))
         raise ResumeError(f"loader state does not match this loader: state_version in state: {version!r} / "
-                          f"state_version in loader: {STATE_VERSION!r} (reads {', '.join(map(str, READABLE_VERSIONS))})")
+                          f"state_version in loader: {STATE_VERSION!r} (reads {readable})")
     for key, mine in (("seed", seed), ("fingerprint", fingerprint)):
         if not _same(state[key], mine):
             raise ResumeError(f"loader state does not match this loader: {key} in state: {state[key]!r} / "

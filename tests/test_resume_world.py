@@ -279,7 +279,8 @@ def test_another_seed_config_or_pack_is_refused_naming_the_key(tse_config, tmp_p
     with pytest.raises(ResumeError, match="fingerprint"):
         loader.load_state_dict(state)
     assert (loader.epoch, loader.position.consumed) == (0, 0), "a refused state changes nothing"
-    with pytest.raises(ResumeError, match=r"global_start must be an integer in \[0, 3\]"):  # below the world size that saved it
+    # global_start is below the world size that saved it
+    with pytest.raises(ResumeError, match=r"global_start must be an integer in \[0, 3\]"):
         build_loader(tse_config, "train", world_size=2, seed=SEED).load_state_dict({**state, "global_start": 4})
 
 
