@@ -17,8 +17,9 @@ What Lightning gets, and why:
 - **Epochs.** Lightning calls ``set_epoch`` on a loader's ``sampler`` at every epoch start; the loaders handed to
   it expose one that forwards to ``SpeechLoader.set_epoch`` (``EpochForwarder``), so each epoch has its own order.
 - **Resume.** The loaders are stateful (``state_dict``/``load_state_dict``), which Lightning's fit loop keeps in its
-  checkpoints; the DataModule's own ``state_dict`` carries the training loader's state too (epoch and batches
-  consumed), so a checkpoint resumes the data exactly even where only the DataModule's state is restored.
+  checkpoints; the DataModule's own ``state_dict`` carries the training loader's state too (epoch and global
+  position: ``loader.resume``), so a checkpoint resumes the data exactly even where only the DataModule's state is
+  restored, and on any number of devices.
 - **Evaluation.** ``val`` and ``test`` take one set, a list or a mapping of named sets (``loader.datamodule``);
   Lightning runs each as its own ``dataloader_idx``. Without ``val`` there is no validation.
 
@@ -49,6 +50,7 @@ import os
 
 from speechpack.loader.config import LoaderConfig
 from speechpack.loader.config_checks import ConfigError
+from speechpack.loader.resume import ResumeError
 from speechpack.loader.tasks import STATES
 from speechpack.schemas.constants import MANIFEST_NAME
 from speechpack.schemas.errors import SpeechpackError
@@ -114,6 +116,18 @@ def rank_and_world(trainer) -> tuple[int, int]:
         raise ConfigError("the speechpack loaders deal batches to ranks themselves: build the Trainer with "
                           f"use_distributed_sampler=False (world size {world})")
     return rank, world
+
+
+def describe_config(config: Any) -> str:
+    """One split's loader config in a line: its task and pack paths (a mapping or a ``LoaderConfig``)."""
+    if isinstance(config, dict):
+        task = config.get("task") or "tse"
+        packs = config.get("packs") or []
+        paths = [entry.get("path") if isinstance(entry, dict) else entry for entry in packs]
+    else:
+        task, paths = config.task, [source.path for source in config.packs]
+    shown = ", ".join(str(path) for path in paths) if paths else "none"
+    return f"task {task}, packs {shown}"
 
 
 @functools.cache
@@ -200,17 +214,28 @@ def datamodule_class() -> type:
 
         def load_state_dict(self, state: dict) -> None:
             """Resume the training loader from a ``state_dict()`` (applied now, or when the loader is made: Lightning
-            restores the DataModule before it asks for loaders). A state from other data, config, seed or world
-            size is refused (``loader.torch.ResumeError``)."""
+            restores the DataModule before it asks for loaders), at any world size. A state from other data, config
+            or seed is refused (``loader.resume.ResumeError``)."""
             if not isinstance(state, dict) or TRAIN_STATE_KEY not in state:
-                from speechpack.loader.torch import ResumeError
-
                 raise ResumeError(f"DataModule state lacks {TRAIN_STATE_KEY} (SpeechDataModule.state_dict())")
             loader = self.loaders.get("train")
             if loader is not None:
                 loader.load_state_dict(state[TRAIN_STATE_KEY])
             else:
                 self._pending_state = state[TRAIN_STATE_KEY]
+
+        def __str__(self) -> str:
+            """The splits and their packs, without making a loader.  Lightning's own ``__str__`` calls every
+            ``*_dataloader`` method (building loaders, opening packs) and then walks what they return as
+            ``DataLoader`` s; ours are ``LightningLoader`` s, which it iterates as if they were lists of loaders."""
+            lines = [f"{type(self).__name__}(seed={self.seed}, num_workers="
+                     f"{'from the config' if self.num_workers is None else self.num_workers})"]
+            for state, split in self.splits.items():
+                for name in split.names():
+                    made = self.loaders.get(name)
+                    batches = f", {len(made)} batches per rank" if made is not None else ""
+                    lines.append(f"  {name}: {describe_config(split.configs[name])}{batches}")
+            return "\n".join(lines)
 
     SpeechDataModule.__module__ = __name__
     SpeechDataModule.__qualname__ = "SpeechDataModule"  # the key of its state in Lightning's checkpoints
@@ -326,4 +351,5 @@ def splits(train: Any, val: Any, test: Any) -> dict[str, Split]:
 
 
 __all__ = ["EpochForwarder", "LIST", "LightningLoader", "MAPPING", "ONE", "SpeechDataModule", "Split", "TRAIN_STATE_KEY",
-           "datamodule_class", "evaluation_split", "lightning", "rank_and_world", "read_config", "splits"]
+           "datamodule_class", "describe_config", "evaluation_split", "lightning", "rank_and_world", "read_config",
+           "splits"]
