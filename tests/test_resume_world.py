@@ -305,9 +305,9 @@ def test_torchdatas_loader_resumes_at_another_world_size(tse_config):
         return made
 
     def numbered(loader, steps=None):
-        sampler = loader.sampler
-        start, consumed = sampler._start
-        numbers = loader.speech_loader.dataset.plan(sampler.epoch, start).global_batch[consumed:].tolist()
+        position = loader.speech_loader.position  # where the loaded state put the next pass
+        plan = loader.speech_loader.dataset.plan(loader.sampler.epoch, position.global_start)
+        numbers = plan.global_batch[position.consumed:].tolist()
         batches = iter(loader)
         return [(n, next(batches)) for n in numbers[:steps]]
 
