@@ -26,6 +26,7 @@ from speechpack.loader.config_checks import (  # noqa: F401 (re-exported)
     take_known,
     value_range,
 )
+from speechpack.loader.cache.settings import CacheSettings
 from speechpack.loader.recipe import DataLoaderArgs, check_state, read_recipe
 from speechpack.loader.static_plan import TAIL_POLICIES  # noqa: F401 (re-exported)
 from speechpack.loader.tasks import DEFAULT_TASK, STATES, task_module  # noqa: F401 (STATES re-exported)
@@ -45,7 +46,7 @@ def _values(obj: Any) -> dict[str, Any]:
 def _check_pack_entry(v: dict[str, Any], where: str) -> None:
     """The rules of one ``packs`` entry (``v`` holds every PackSource field)."""
     if not isinstance(v["path"], str) or not v["path"]:
-        raise ConfigError(f"{where}.path: a pack directory is required")
+        raise ConfigError(f"{where}.path: a pack directory or URL is required")
     given = [key for key in WEIGHT_KEYS if v[key] is not None and v[key] is not False]
     if len(given) > 1:
         raise ConfigError(f"{where}: {' and '.join(given)} together; set at most one of {', '.join(WEIGHT_KEYS)}")
@@ -199,6 +200,8 @@ class LoaderConfig:
     states: tuple[str, ...] | None = None
     #: The WeSep dialect a recipe was read as (``wesep-mainline``, ``wesep-contract``); None for a loader config.
     dialect: str | None = None
+    #: ``cache``: the node cache URL packs are read through (``loader.cache.settings``); None: the defaults.
+    cache: CacheSettings | None = None
 
     def __post_init__(self) -> None:
         task_module(check_type(self.task, str, "LoaderConfig.task"), "LoaderConfig.task")
@@ -227,7 +230,7 @@ class LoaderConfig:
             obj = from_recipe(obj, where)
         recipe = read_recipe(obj, state, where)
         values = take_known(recipe.config, where, {"packs": None, "dataset_args": None, "weighting": None,
-                                                   "task": DEFAULT_TASK})
+                                                   "task": DEFAULT_TASK, "cache": None})
         task = check_type(values["task"], str, f"{where}.task")
         module = task_module(task, f"{where}.task")
         packs = values["packs"]
@@ -240,7 +243,8 @@ class LoaderConfig:
         _check_per_epoch(sources, recipe.sample_num_per_epoch, f"{where}.dataset_args")
         return cls(packs=sources, dataset_args=dataset_args, weighting=weighting, task=task,
                    dataloader=recipe.dataloader, sample_num_per_epoch=recipe.sample_num_per_epoch,
-                   ignored=recipe.ignored, states=recipe.states, dialect=recipe.dialect)
+                   ignored=recipe.ignored, states=recipe.states, dialect=recipe.dialect,
+                   cache=None if values["cache"] is None else CacheSettings.from_dict(values["cache"], f"{where}.cache"))
 
 
 def _check_per_epoch(packs: tuple[PackSource, ...], per_epoch: int, where: str) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 from speechpack.loader.config import LoaderConfig
 from speechpack.loader.config_checks import ConfigError
 from speechpack.loader.tasks import STATES
+from speechpack.loader.pack.files import is_remote
 from speechpack.schemas.constants import MANIFEST_NAME
 from speechpack.schemas.yaml_document import read_yaml
 
@@ -47,7 +48,8 @@ def _is_path(value: Any) -> bool:
 
 
 def _is_pack(value: Any) -> bool:
-    return _is_path(value) and os.path.isfile(os.path.join(os.fspath(value), MANIFEST_NAME))
+    """A pack directory, or a pack's URL (``s3://bucket/packs/train``: read through the node cache)."""
+    return _is_path(value) and (is_remote(value) or os.path.isfile(os.path.join(os.fspath(value), MANIFEST_NAME)))
 
 
 def read_config(spec: Any, where: str) -> dict | LoaderConfig:

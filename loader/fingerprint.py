@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import asdict
 
 from speechpack.loader.config import LoaderConfig
 from speechpack.loader.pack import Pack
-from speechpack.schemas.constants import MANIFEST_NAME
 
 
 def loader_fingerprint(config: LoaderConfig, state: str, packs: list[Pack]) -> str:
@@ -41,9 +39,8 @@ def loader_fingerprint(config: LoaderConfig, state: str, packs: list[Pack]) -> s
         if config.sample_num_per_epoch:
             weighted["sample_num_per_epoch"] = config.sample_num_per_epoch
         digest.update(json.dumps(weighted, sort_keys=True).encode())
-    for pack in packs:
-        with open(os.path.join(pack.path, MANIFEST_NAME), "rb") as fp:
-            digest.update(hashlib.sha256(fp.read()).digest())
+    for pack in packs:  # the manifest the pack was opened from (a directory's or a store's: no path is read)
+        digest.update(bytes.fromhex(pack.opened.manifest_sha256))
     return digest.hexdigest()[:16]
 
 

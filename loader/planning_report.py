@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from speechpack.loader.config import LoaderConfig
-from speechpack.loader.pack import open_pack
+from speechpack.loader.cache import open_cached_pack
+from speechpack.loader.cache.settings import cache_in_use
 from speechpack.loader.plan import EpochPlan, epoch_lengths, plan_epoch
 from speechpack.loader.plan_checks import check_batch_channels, unit_channels, unit_rows
 from speechpack.loader.recipe import ignored_line
@@ -137,7 +138,9 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
         raise SpeechpackError(f"world size and epochs must be at least 1, got {world_size}, {epochs}")
     if not isinstance(config, LoaderConfig):
         config = LoaderConfig.from_dict(config, state=state)
-    prepared = prepare(config, state, [open_pack(source.path) for source in config.packs], seed)
+    with cache_in_use(config.cache):  # banks and tokenizer packs a task opens by URL go through the same cache
+        prepared = prepare(config, state, [open_cached_pack(source.path, config.cache) for source in config.packs],
+                           seed)
     builder = prepared.builder
     cropped = bool(getattr(builder, "crops_to_shortest", False))
     windows = builder.windows

@@ -31,7 +31,10 @@ from speechpack.loader import batch_ring, message_groups
 from speechpack.loader.config import LoaderConfig
 from speechpack.loader.config_checks import MAX_COUNT, MAX_EPOCH, ConfigError, integer
 from speechpack.loader.fingerprint import loader_fingerprint
-from speechpack.loader.pack import Pack, open_pack
+from speechpack.loader.cache import CacheSettings, open_cached_pack
+from speechpack.loader.cache.schedule import PlanFeed
+from speechpack.loader.cache.settings import cache_in_use
+from speechpack.loader.pack import Pack
 from speechpack.loader.plan import EpochPlan, epoch_lengths, needs_lengths, plan_epoch
 from speechpack.loader.recipe import MAX_PREFETCH, MAX_WORKERS
 from speechpack.loader.tasks import prepare
@@ -140,6 +143,8 @@ class _PlannedBatches(Dataset):
         self._lengths: np.ndarray | None = None
         #: Set by ``SpeechLoader`` when it has workers: the slots batches travel in (None: torch's transport).
         self.ring: batch_ring.BatchRing | None = None
+        #: Set by ``SpeechLoader``: tells the node cache of URL packs where this process is in the plan.
+        self.feed: PlanFeed | None = None
 
     def plan(self, epoch: int) -> EpochPlan:
         if self._plan is None or self._plan[0] != epoch:
@@ -151,6 +156,15 @@ class _PlannedBatches(Dataset):
             self._plan = (epoch, plan)
         return self._plan[1]
 
+    def plan_of(self, epoch: int, rank: int) -> EpochPlan:
+        """Another rank's plan of ``epoch`` (the node cache fetches for every rank of its node)."""
+        if rank == self.rank:
+            return self.plan(epoch)
+        self.plan(epoch)  # the lengths of this epoch
+        return plan_epoch(self.builder.args, self.seed, epoch, rank, self.world_size,
+                          num_units=self.builder.num_units(), lengths=self._lengths, windows=self.builder.windows,
+                          weighting=self.weighting)
+
     def __len__(self) -> int:  # the DataLoader never asks: the sampler defines the length
         raise TypeError("indexed by (epoch, start, stop); ask the SpeechLoader for its length")
 
@@ -158,6 +172,8 @@ class _PlannedBatches(Dataset):
         """Batches ``start`` to ``stop - 1`` of ``epoch`` as the builder makes them (numpy arrays and lists),
         yielded one by one; a builder with ``build_block`` (TSE) plans them together, each built when asked for."""
         plan = self.plan(epoch)
+        if self.feed is not None:
+            self.feed.at(epoch, start)
         batches = [(*plan.batch(b), epoch, int(plan.global_batch[b])) for b in range(start, stop)]
         build_block = getattr(self.builder, "build_block", None)
         return build_block(batches) if build_block is not None else (self.builder.build(*b) for b in batches)
@@ -231,6 +247,8 @@ class SpeechLoader:
         self.weighting: PackWeighting | None = prepared.weighting
         self.dataset = _PlannedBatches(self.builder, seed, rank, world_size, self.weighting)
         self.dataset.plan(0)  # checks rank/world_size now, not in a worker
+        self.dataset.feed = PlanFeed(packs, self.builder, self.dataset.plan_of, rank, world_size)
+        self.dataset.feed.check(0)  # a cache limit too small for one batch is an error now, never a hang
         self._fingerprint = loader_fingerprint(config, state, packs)
         self._epoch = 0
         self._consumed = 0
@@ -367,7 +385,8 @@ def _state_int(state: dict, key: str, maximum: int) -> int:
 
 def build_loader(config: dict | LoaderConfig, state: str, *, rank: int = 0, world_size: int = 1,
                  num_workers: int | None = None, seed: int = 0, pin_memory: bool | None = None,
-                 prefetch_factor: int | None = None, batches_per_message: int | None = None) -> SpeechLoader:
+                 prefetch_factor: int | None = None, batches_per_message: int | None = None,
+                 cache: CacheSettings | dict | None = None) -> SpeechLoader:
     """The training loader: ``config`` is a dict (usually from YAML) with ``packs``, ``dataset_args`` and
     optionally ``task`` (``tse``, ``asd`` or ``asr``; see ``loader.tasks``) and ``weighting``, a WeSep recipe
     with ``packs`` added (``loader.recipe``), or Omnilingual's ``dataset:`` block with ``packs``
@@ -375,13 +394,17 @@ def build_loader(config: dict | LoaderConfig, state: str, *, rank: int = 0, worl
     ``dataloader_args``, else to an ASR config's ``npc`` / ``num_prefetch``, else to 0 workers, pinning when CUDA
     is available, and ``PREFETCH_PER_WORKER`` (``dataloader_settings``).  ``batches_per_message``: how many
     batches a worker builds and sends per DataLoader index; None (the default) sizes messages by what batches
-    cost to build (``loader.message_groups``), and 1 is one batch per index as a plain DataLoader does."""
+    cost to build (``loader.message_groups``), and 1 is one batch per index as a plain DataLoader does.
+    ``cache`` (``loader.cache.CacheSettings`` or its keys) is the node cache packs given by URL are read through,
+    over the config's ``cache:`` (docs/integrations.md, "Object storage")."""
     if not isinstance(config, LoaderConfig):
         config = LoaderConfig.from_dict(config, state=state)
-    packs = [open_pack(source.path) for source in config.packs]
-    return SpeechLoader(config, state, packs, rank=rank, world_size=world_size, num_workers=num_workers, seed=seed,
-                        pin_memory=pin_memory, prefetch_factor=prefetch_factor,
-                        batches_per_message=batches_per_message)
+    cache = config.cache if cache is None else CacheSettings.from_dict(cache, "cache")
+    with cache_in_use(cache):
+        packs = [open_cached_pack(source.path, cache) for source in config.packs]
+        return SpeechLoader(config, state, packs, rank=rank, world_size=world_size, num_workers=num_workers,
+                            seed=seed, pin_memory=pin_memory, prefetch_factor=prefetch_factor,
+                            batches_per_message=batches_per_message)
 
 
 __all__ = ["LoaderReport", "ResumeError", "SpeechLoader", "build_loader", "dataloader_settings"]
