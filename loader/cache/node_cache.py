@@ -16,8 +16,9 @@ Layout (docs/loader.md, "Cache keys"), all under ``<dir>/``:
 - ``space.lock``: held while an admission computes the usage and evicts, so two admissions never overrun the limit.
 
 A mapped entry is held with a shared ``flock`` on its data file for as long as the mapping lives
-(:meth:`NodeCache.pin`); eviction takes the exclusive lock without waiting and skips the entry when it cannot, so
-no live mapping of any process loses its file.  Locks die with their process: a killed rank pins nothing.
+(:meth:`NodeCache.pin`); eviction prefers entries nobody maps, and never evicts a file the next batches of the plan
+need.  A mapping never loses a byte: an evicted file's name goes, its inode stays until the last mapping of it is
+gone.  Locks die with their process: a killed rank pins nothing.
 Which entry to evict is the ``victims`` order the loader gives (``loader.cache.schedule``: the file whose next use
 in the plan is farthest away; Belady, "A study of replacement algorithms for a virtual-storage computer", IBM
 Systems Journal 5(2), 1966); without a plan, the least recently completed first.
@@ -208,8 +209,8 @@ class NodeCache:
             if not wait or key.size > (self.limit or 0) or time.monotonic() > deadline:
                 raise CacheFullError(
                     f"{self.root}: cache limit {format_bytes(self.limit or 0)} cannot take "
-                    f"{format_bytes(key.size)} more: {format_bytes(used)} held, {format_bytes(pinned)} of it mapped "
-                    f"or needed by the next batches; raise cache.limit or lower cache.ahead/open_files")
+                    f"{format_bytes(key.size)} more: {format_bytes(used)} held, {format_bytes(pinned)} of it needed by the "
+                    f"next batches or being fetched; raise cache.limit or lower cache.ahead")
             time.sleep(0.2)
 
     def entries(self) -> dict[str, int]:
@@ -244,22 +245,26 @@ class NodeCache:
         return total
 
     def _make_room(self, size: int) -> tuple[int, int]:
-        """Evict until ``size`` more bytes fit (or nothing more may go); returns (bytes held, bytes pinned)."""
+        """Evict until ``size`` more bytes fit (or nothing more may go); returns (bytes held, bytes protected).
+
+        Two passes over the victims: first entries nobody maps, then mapped ones the plan does not need soon.
+        Removing a mapped file's name is safe (its mapping keeps the inode and every byte until unmapped, POSIX
+        ``unlink``); its disk space returns when the mapping goes, so the limit may be passed by what processes
+        still map (at most ``open_files`` files each) until then."""
         owned = self.entries()
         used = sum(owned.values()) + self._in_flight()
         if self.limit is None or used + size <= self.limit:
             return used, 0
         keep = self.protected() if self.protected is not None else set()
-        order = self.victims(list(owned)) if self.victims is not None else self._oldest_first(owned)
-        pinned = 0
-        for name in order:
-            if used + size <= self.limit:
-                break
-            if name in keep or not self._evict(EntryKey.from_name(name)):
-                pinned += owned[name]
-                continue
-            used -= owned[name]
-        return used, pinned
+        order = [n for n in (self.victims(list(owned)) if self.victims is not None else self._oldest_first(owned))
+                 if n not in keep]
+        for mapped_too in (False, True):
+            for name in order:
+                if used + size <= self.limit:
+                    return used, 0
+                if name in owned and self._evict(EntryKey.from_name(name), mapped_too):
+                    used -= owned.pop(name)
+        return used, sum(owned[n] for n in keep if n in owned)
 
     def _oldest_first(self, owned: dict[str, int]) -> list[str]:
         def completed(name: str) -> float:
@@ -269,14 +274,15 @@ class NodeCache:
                 return 0.0
         return sorted(owned, key=completed)
 
-    def _evict(self, key: EntryKey) -> bool:
-        """Delete an owned entry unless it is being fetched or verified (entry lock) or mapped (data lock)."""
+    def _evict(self, key: EntryKey, mapped_too: bool = False) -> bool:
+        """Delete an owned entry unless it is being fetched or verified (entry lock) or, unless ``mapped_too``,
+        mapped (a shared lock on its data)."""
         entry_fd = _try_lock(self._path(key, _LOCK), fcntl.LOCK_EX)
         if entry_fd is None:
             return False
         try:
             data_fd = _try_lock(self._path(key, _DATA), fcntl.LOCK_EX)
-            if data_fd is None:
+            if data_fd is None and not mapped_too:
                 return False
             try:
                 os.unlink(self._path(key, _LEDGER))  # first: data without a ledger entry is never taken as complete
@@ -284,7 +290,8 @@ class NodeCache:
             except FileNotFoundError:
                 pass
             finally:
-                os.close(data_fd)
+                if data_fd is not None:
+                    os.close(data_fd)
             return True
         finally:
             os.close(entry_fd)

@@ -50,9 +50,10 @@ def with_retries(request: Callable[[], T], budget_seconds: float, *, sleep: Call
                 raise
             left = deadline - clock()
             if left <= 0:
-                if isinstance(err, ObjectStoreError) and attempts > 1:
+                if isinstance(err, ObjectStoreError):
                     raise ObjectStoreError(err.filename, err.action, f"{err.strerror}; gave up after {attempts} "
-                                           f"attempts in {clock() - start:.1f} s") from None
+                                           f"attempt{'s' if attempts > 1 else ''} in {clock() - start:.1f} "
+                                           f"s") from None
                 raise
             sleep(min(left, random.uniform(0, delay)))
             delay = min(MAX_DELAY, delay * 2)
