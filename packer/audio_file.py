@@ -40,6 +40,29 @@ class NotRegularFile(Exception):
     """The path names a directory, a FIFO, a device: not an audio file."""
 
 
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a socket" if stat.S_ISSOCK(mode) else "not a plain file"
+
+
+def path_problem(path: str) -> str | None:
+    """Why ``path`` cannot be read as an input file, or ``None``: "file not found" only when nothing is there; a
+    directory, FIFO or device (``/dev/zero``) is "not a regular file", which is what is wrong with it.  One
+    ``stat``, following links as ``open`` would."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "file not found"
+    except OSError as err:
+        return f"cannot read the file ({err.strerror or err})"
+    return None if stat.S_ISREG(mode) else f"not a regular file ({_kind(mode)})"
+
+
 def by_descriptor(path: str) -> bool:
     """Whether :func:`open_regular` should open ``path`` (its extension is one of ``DESCRIPTOR_EXTENSIONS``)."""
     return os.path.splitext(path)[1].lower() in DESCRIPTOR_EXTENSIONS

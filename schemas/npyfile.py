@@ -49,7 +49,9 @@ def read_npy_header_from(fp: BinaryIO, name: str) -> NpyHeader:
         read = npy_format.read_array_header_1_0 if version == (1, 0) else npy_format.read_array_header_2_0
         with _PARSE_LOCK:
             shape, fortran_order, dtype = read(fp)
-        return NpyHeader(tuple(shape), dtype, fortran_order, fp.tell())
     except Exception as err:  # noqa: BLE001 - numpy's header parser raises ValueError, SyntaxError, TokenError...,
         # an undocumented set: this is the one place that knows it, so callers catch one named error
         raise NpyHeaderError(name, str(err)) from err
+    if any(n < 0 for n in shape):  # numpy's parser accepts them; every later ``np.load``/``memmap`` would fail
+        raise NpyHeaderError(name, f"the header's shape {list(shape)} has a negative dimension")
+    return NpyHeader(tuple(shape), dtype, fortran_order, fp.tell())

@@ -255,3 +255,21 @@ def six_line_corpus(real_audio, wesep_list):
     codec = real_audio("codec2", 2)
     return wesep_list([Mix(f"utt{i}", (ps[i % 3], ps[(i + 1) % 3]) if i != 4 else tuple(codec), seconds=0.5,
                            start=0.2 + 0.1 * i) for i in range(6)])
+
+
+@pytest.fixture(scope="module")
+def s3_server():
+    """A real S3-protocol server on a free loopback port, credentials and endpoint in the environment
+    (``factories.s3``); yields the endpoint URL."""
+    from factories.s3 import s3_server_running
+
+    with s3_server_running() as endpoint:
+        yield endpoint
+
+
+@pytest.fixture
+def store_pack(tmp_path, wesep_list, real_audio):
+    """The small real-speech pack the object-storage tests publish (``factories.s3.make_store_test_pack``)."""
+    from factories.s3 import make_store_test_pack
+
+    return make_store_test_pack(tmp_path, wesep_list, real_audio)

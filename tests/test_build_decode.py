@@ -62,3 +62,23 @@ def test_a_cut_flac_file_still_fails_its_line(real_audio, wesep_list, tmp_path):
         build_wesep(str(listed), BuildOptions(out=str(tmp_path / "pack"), progress=False))
     [problem] = err.value.problems
     assert problem.line == 1 and problem.path == str(path) and "cannot decode audio" in problem.reason
+
+
+def test_a_channel_count_mismatch_is_named_as_one(real_audio):
+    """A file whose decoded channel count differs from its header's (same length) says so, instead of "decoded to
+    N samples per channel, the file headers promised N"."""
+    from speechpack.packer.build.shard_task import check_decoded
+    from speechpack.packer.sample import PackedSample, SamplePlan
+    from speechpack.schemas.constants import STREAM_SOURCE
+
+    data, _rate = soundfile.read(real_audio("pocketsphinx", 1)[0], dtype="int16")
+    frames = len(data)
+    decoded = PackedSample(key="k", speakers=("s",), line=3, orig_sample_rate=16000, num_frames=frames,
+                           provenance={}, streams={STREAM_SOURCE: [StoredAudio(data[None, :], 1.0)]})
+    plan = SamplePlan(line=3, key="k", num_frames=frames, elements={STREAM_SOURCE: 2 * frames})
+    problem = check_decoded(decoded, plan)
+    assert problem.reason == (f"stream 'source' decoded to {frames} rows, the file headers promised {2 * frames}: "
+                              f"1 channel(s) decoded, 2 promised (a file changed, or its header lies)")
+    shorter = SamplePlan(line=3, key="k", num_frames=frames + 5, elements={STREAM_SOURCE: frames + 5})
+    assert check_decoded(decoded, shorter).reason.startswith(f"decoded to {frames} samples per channel, the file "
+                                                             f"headers promised {frames + 5}")

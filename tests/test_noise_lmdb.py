@@ -197,3 +197,45 @@ def test_lmdb_usage_errors(tmp_path):
     not_lmdb.mkdir()
     result = _build("--kind", "noise", "--lmdb", str(not_lmdb), "--out", str(tmp_path / "o"))
     assert result.exit_code == 1 and "cannot open as an LMDB" in result.output
+
+
+def _one_hertz(path: str) -> bytes:
+    """A real recording's first 3 samples in a WAV whose header says 1 Hz (a wrong rate in a real header)."""
+    data, _rate = soundfile.read(path, dtype="int16")
+    buffer = io.BytesIO()
+    soundfile.write(buffer, data[:3], 1, format="WAV", subtype="PCM_16")
+    return buffer.getvalue()
+
+
+@pytest.mark.real_data
+def test_a_1_hz_entry_is_refused_online_by_key_before_resampling(noise_lmdb, tmp_path):
+    import time
+
+    path, entries = noise_lmdb
+    slow = dict(entries, slow_hum=_one_hertz(RECORDINGS["alsa_noise"][1]))
+    make_lmdb(tmp_path / "slow.lmdb", slow)
+    reader = NoiseLmdb(str(tmp_path / "slow.lmdb"))
+    started = time.monotonic()
+    with pytest.raises(NoiseLmdbError, match=r"noise 'slow_hum': cannot resample from 1 Hz to 16000 Hz: the ratio is "
+                                             r"beyond 1:1024"):
+        reader.read("slow_hum", 16000)
+    assert time.monotonic() - started < 2.0  # soxr never saw it (it took 12 s and 6.5 GB per draw)
+    assert reader.read("slow_hum")[1] == 1  # read at its own rate it is what it is
+    assert reader.read("airplane", 16000)[1] == 16000  # the others resample as before
+
+
+@pytest.mark.real_data
+def test_a_1_hz_entry_is_a_named_problem_of_the_build_and_can_be_skipped(noise_lmdb, tmp_path):
+    _path, entries = noise_lmdb
+    slow = dict(entries, slow_hum=_one_hertz(RECORDINGS["alsa_noise"][1]))
+    make_lmdb(tmp_path / "slow.lmdb", slow)
+    out = tmp_path / "pack"
+    result = _build("--kind", "noise", "--lmdb", str(tmp_path / "slow.lmdb"), "--out", str(out))
+    assert result.exit_code == 1
+    assert "key 'slow_hum'" in result.output and "cannot resample from 1 Hz to 16000 Hz" in result.output
+    assert not out.exists()
+    result = _build("--kind", "noise", "--lmdb", str(tmp_path / "slow.lmdb"), "--out", str(out), "--skip-bad")
+    assert result.exit_code == 0, result.output
+    skipped = json.loads((out / SKIPPED_NAME).read_text())["skipped"]
+    assert [entry["key"] for entry in skipped] == ["slow_hum"]
+    assert sorted(open_pack(out).keys) == sorted(entries)

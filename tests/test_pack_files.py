@@ -24,7 +24,12 @@ from speechpack.loader.pack import (
 from speechpack.packer.copy import copy_pack
 from speechpack.schemas.errors import PackFormatError, SpeechpackError
 from speechpack.schemas.manifest_file import FileIdentity
-from test_remote import BUCKET, SECRET, pack, s3_server  # noqa: F401 - fixtures, reused
+from factories.s3 import BUCKET, SECRET
+
+@pytest.fixture
+def pack(store_pack):
+    return store_pack
+
 
 #: Names that leave the pack, or are no file name a pack may use.
 ESCAPING = ["../dataset.json", "shard-000000/../../x", "/etc/passwd", "", "columns//samples.npy", ".hidden",

@@ -1,24 +1,19 @@
 """Packs on object storage: ``copy`` to and from ``s3://`` and ``validate s3://``, against a real S3-protocol
-server (moto's server mode) started by the test on 127.0.0.1; never the network.
-
-moto is imported at module level: where it is missing the test fails (the ``dev`` extra installs it), never skips.
-"""
+server (moto's server mode, ``factories.s3``) started on 127.0.0.1; never the network."""
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import shutil
-import socket
 
 import pytest
 from click.testing import CliRunner
-from moto.server import ThreadedMotoServer
 
 import speechpack.packer.publish as publish_module
 from speechpack.cli import main
 from factories import Mix
+from factories.s3 import BUCKET, SECRET
 from speechpack.loader.pack import open_pack
 from speechpack.packer.adapters.audio_bank import build_audio_bank
 from speechpack.packer.adapters.wesep import build_wesep
@@ -28,48 +23,11 @@ from speechpack.packer.remote import RemotePack
 from speechpack.packer.validate import validate_pack
 from speechpack.packer.validate_remote import validate_remote_pack
 
-#: Fake credentials, set in the environment as a user would: they must never appear in output or in a pack.
-SECRET = "speechpack-test-secret-4f1c9e"
-BUCKET = "speechpack-test"
-
-
-@pytest.fixture(scope="module")
-def s3_server():
-    """An S3 server on a free loopback port, with credentials and endpoint in the environment (botocore's
-    standard chain; no AWS config file of the machine is read)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    patch = pytest.MonkeyPatch()
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
-        patch.delenv(name, raising=False)
-    patch.setenv("AWS_ACCESS_KEY_ID", "speechpack-test-key")
-    patch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
-    patch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    patch.setenv("AWS_CONFIG_FILE", os.devnull)
-    patch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
-    patch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
-    try:
-        import fsspec
-
-        fsspec.filesystem("s3", skip_instance_cache=True).mkdir(BUCKET)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        patch.undo()
-        server.stop()
 
 
 @pytest.fixture
-def pack(tmp_path, wesep_list, real_audio):
-    librivox = real_audio("pocketsphinx", 3)
-    case = wesep_list([Mix("m1", tuple(librivox[:2])), Mix("m2", tuple(librivox[1:3]), layout="stereo"),
-                       Mix("m3", (librivox[0], librivox[2])), '{"key": "broken"'])
-    out = tmp_path / "src"
-    build_wesep(str(case.list_path), BuildOptions(out=str(out), shard_bytes=150_000, skip_bad=True, progress=False))
-    return out
+def pack(store_pack):
+    return store_pack
 
 
 def _url(name: str) -> str:

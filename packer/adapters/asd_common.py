@@ -27,6 +27,7 @@ import numpy as np
 import soundfile
 
 from speechpack.packer.audio import SOUNDFILE_EXTENSIONS, Audio, AudioError, probe_audio, read_audio, resample, to_stored
+from speechpack.packer.audio_file import path_problem
 from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
 from speechpack.packer.faces import FaceError, jpeg_frames, npy_face_count, read_jpeg_faces, read_npy_faces
 from speechpack.packer.sample import PackedSample, SamplePlan, StoredArray
@@ -175,8 +176,9 @@ def parse_fps(text: str) -> float:
 def _header_of(audio: TrackAudio) -> tuple[int, int]:
     """``(sample_rate, frames)`` of a track's audio file, from its header."""
     if audio.path.lower().endswith(".npy"):
-        if not os.path.isfile(audio.path):
-            raise AudioError(audio.path, "audio file not found")
+        problem = path_problem(audio.path)
+        if problem is not None:
+            raise AudioError(audio.path, f"audio {problem}")
         try:
             header = read_npy_header(audio.path)
         except NpyHeaderError as err:

@@ -37,9 +37,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from speechpack.packer.adapters.asr_common import asr_plan, asr_sample, check_label, check_text
+from speechpack.packer.adapters.lhotse_fields import span_problem
 from speechpack.packer.adapters.lhotse_read import CutLine, read_cuts, read_recordings_supervisions
 from speechpack.packer.adapters.lhotse_shar import read_shar, with_shar_audio
 from speechpack.packer.adapters.wesep import TarMember
+from speechpack.packer.audio_file import path_problem
 from speechpack.packer.audio import Audio, AudioError, resample, resampled_frames, to_stored
 from speechpack.packer.build.npy_stream import hash_file
 from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
@@ -154,6 +156,9 @@ def _asr_item(entry: CutLine, language: str | None, corpus: str | None) -> Lhots
         raise ValueError(f"an asr sample is one utterance: the cut has {len(cut.supervisions)} supervisions "
                          f"(split it with Lhotse's trim_to_supervisions first)")
     supervision = cut.supervisions[0]
+    outside = span_problem(supervision.start, supervision.duration, cut.duration, f"the cut {cut.id!r}")
+    if outside is not None:  # the transcript would not be of the stored audio
+        raise ValueError(f"supervisions[0]: {outside}")
     text = check_text(supervision.text, "supervisions[0].text") if supervision.text is not None else None
     if text is None:
         raise ValueError("supervisions[0].text: missing (an asr sample needs a transcript; --kind sources packs "
@@ -172,6 +177,11 @@ def _asr_item(entry: CutLine, language: str | None, corpus: str | None) -> Lhots
 
 def _sources_item(entry: CutLine) -> LhotseItem:
     cut = entry.cut
+    for number, supervision in enumerate(cut.supervisions):  # Lhotse keeps those reaching past a cut: not beyond it
+        if supervision.start >= cut.duration or supervision.start + supervision.duration <= 0:
+            raise ValueError(f"supervisions[{number}]: span [{supervision.start:.6g}, "
+                             f"{supervision.start + supervision.duration:.6g}) s does not overlap the cut "
+                             f"({cut.duration:.6g} s)")
     speakers = sorted({s.speaker for s in cut.supervisions if s.speaker})
     if len(speakers) != 1:
         raise ValueError(f"a sources sample is one speaker: the cut's supervisions name {len(speakers)} "
@@ -215,8 +225,9 @@ def plan_lhotse_cut(item: LhotseItem, sample_rate: int) -> SamplePlan:
     """Size a cut's sample from its manifest (Lhotse's declared ``num_samples``, which ``load_audio`` returns
     exactly); file sources must exist."""
     for path in item.audio_paths:
-        if not os.path.isfile(path):
-            raise AudioError(path, f"file not found (cut {item.key!r})")
+        problem = path_problem(path)
+        if problem is not None:
+            raise AudioError(path, f"{problem} (cut {item.key!r})")
     cut = item.cut
     rate = int(cut.sampling_rate)
     if item.text is not None:

@@ -23,10 +23,13 @@ import gzip
 import os
 from dataclasses import dataclass
 
+from speechpack.packer.adapters.lhotse_fields import cut_problem, recording_problem, span_problem, supervision_problem
 from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.jsonlines import decode_line, parse_json_line
 from speechpack.schemas.wesep_list import LineProblem
 
+#: The field check of each kind of manifest line (``packer.adapters.lhotse_fields``), run before Lhotse's deserialiser.
+FIELD_CHECKS = {"cut": cut_problem, "recording": recording_problem, "supervision": supervision_problem}
 #: What a manifest file name must end with: Lhotse's JSON-lines manifests (recipes write ``.jsonl.gz``).
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz")
 
@@ -90,6 +93,10 @@ def _manifest_lines(path: str, expected: type, what: str):
                     yield number, None, None, f"expected a JSON object, got {type(data).__name__}"
                     continue
                 key = data.get("id") if isinstance(data.get("id"), str) else None
+                reason = FIELD_CHECKS[what](data, what)
+                if reason is not None:
+                    yield number, key, None, f"not a Lhotse {what}: {reason}"
+                    continue
                 try:
                     item = deserialize_item(dict(data))
                 except Exception as err:  # Lhotse raises KeyError/TypeError/ValueError/AssertionError for bad fields
@@ -151,11 +158,10 @@ def read_recordings_supervisions(recordings_path: str, supervisions_path: str) -
             problems.append(LineProblem(entry.line, supervision.id, supervisions_path,
                                         f"recording_id {supervision.recording_id!r} is not in {recordings_path}"))
             continue
-        end = supervision.start + supervision.duration
-        if supervision.start < 0 or supervision.duration <= 0 or end > recording.duration + 1e-6:
-            problems.append(LineProblem(entry.line, supervision.id, supervisions_path,
-                                        f"span [{supervision.start}, {end}) s is outside recording "
-                                        f"{recording.id!r} ({recording.duration} s)"))
+        reason = span_problem(supervision.start, supervision.duration, recording.duration,
+                              f"recording {recording.id!r}")
+        if reason is not None:
+            problems.append(LineProblem(entry.line, supervision.id, supervisions_path, reason))
             continue
         cut = recording.to_cut().truncate(offset=supervision.start, duration=supervision.duration,
                                           keep_excessive_supervisions=False)

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from speechpack.packer.adapters.asd_common import PACKED_DIR, AsdBuildOptions, AsdTrack, TrackAudio, build_tracks, read_text
+from speechpack.packer.audio_file import path_problem
 from speechpack.packer.build.run import BuildSummary
 from speechpack.packer.faces import Box, FaceError, crop_square
 from speechpack.schemas.constants import FACE_SHAPE
@@ -70,8 +71,9 @@ class VideoWindowFaces:
         return self.video
 
     def count(self) -> int:
-        if not os.path.isfile(self.video):
-            raise FaceError(self.video, "video not found")
+        problem = path_problem(self.video)
+        if problem is not None:
+            raise FaceError(self.video, f"video {problem}")
         return len(self.boxes)
 
     def read(self) -> np.ndarray:

@@ -28,6 +28,7 @@ never copies, the pages of the build's item list.
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import importlib
 import multiprocessing
@@ -41,6 +42,8 @@ from concurrent.futures import ProcessPoolExecutor
 
 #: How often a pool worker checks that the build process is still alive, in seconds.
 PARENT_POLL_SECONDS = 0.5
+#: ``PR_SET_PDEATHSIG`` of ``<linux/prctl.h>``: the signal a process gets when its parent dies.
+PR_SET_PDEATHSIG = 1
 #: Modules a worker holds imported when it starts: everything a build task needs (the adapters' ``plan``/``load``
 #: steps, ``build_shard``, numpy, soundfile, soxr).  A forkserver imports them once, before it forks any worker;
 #: a build process forking its workers itself imports any it lacks first.  Without them every worker imports
@@ -110,6 +113,20 @@ def _alive(pid: int) -> bool:
         return True
 
 
+def die_with_parent() -> bool:
+    """Ask the kernel to SIGKILL this process when its parent dies (Linux ``prctl(PR_SET_PDEATHSIG)``); whether it
+    was set.  The signal is tied to the parent *thread* that forked this process: pool workers are forked by the
+    build's main thread (``_forked_pool``) or by the single-threaded forkserver, which live as long as their
+    process does."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
 def _exit_with(build_pid: int) -> None:
     """Pool initializer: end this worker soon after the build process dies, and leave Ctrl-C to the build.
 
@@ -121,6 +138,12 @@ def _exit_with(build_pid: int) -> None:
     ``ProcessPoolExecutor`` worker waiting for its next task never sees end-of-file: it holds both ends of the task
     pipe itself.  Without this watch its workers (and the forkserver) would outlive the build, and whoever waits
     for the build's output pipes (a job script, a resumed build's test) would wait forever.
+
+    A worker therefore dies with its parent twice over.  On Linux the kernel kills it the moment its parent (the
+    build process, or the forkserver, which exits as soon as the build is gone) dies: ``prctl(PR_SET_PDEATHSIG,
+    SIGKILL)`` (prctl(2)), set through ``ctypes``.  Everywhere, a thread polls the build process every
+    ``PARENT_POLL_SECONDS``, the fallback where ``prctl`` is missing, and the catch for a build that died before
+    the signal was set.
     """
 
     def watch() -> None:
@@ -129,7 +152,8 @@ def _exit_with(build_pid: int) -> None:
         os._exit(1)
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent()
     threading.Thread(target=watch, name="speechpack-parent-watch", daemon=True).start()
 
 
-__all__ = ["FORKSERVER_PRELOAD", "PARENT_POLL_SECONDS", "fork_is_safe", "new_pool", "started"]
+__all__ = ["FORKSERVER_PRELOAD", "PARENT_POLL_SECONDS", "die_with_parent", "fork_is_safe", "new_pool", "started"]

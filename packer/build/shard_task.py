@@ -19,6 +19,7 @@ from speechpack.packer.build.checkpoints import checkpoint
 from speechpack.packer.build.executor import BackgroundConsumer
 from speechpack.packer.sample import PackedSample, SamplePlan
 from speechpack.packer.writer import PackWriter
+from speechpack.schemas.constants import STREAM_TYPES
 from speechpack.schemas.format import ShardEntry
 from speechpack.schemas.wesep_list import LineProblem
 
@@ -48,10 +49,26 @@ def check_decoded(result, plan: SamplePlan):
     """A decoded sample, or a ``LineProblem`` when it is bad or does not have the size its headers promised
     (the shard plan was made from them)."""
     if isinstance(result, PackedSample) and result.elements != plan.elements:
-        return LineProblem(result.line, result.key, None,
-                           f"decoded to {result.num_frames} samples per channel, the file headers promised "
-                           f"{plan.num_frames} (a file changed, or its header lies)")
+        return LineProblem(result.line, result.key, None, size_mismatch(result, plan))
     return result
+
+
+def size_mismatch(result: PackedSample, plan: SamplePlan) -> str:
+    """What differs between a decoded sample and its plan, in words that name it: the samples per channel when
+    those differ, else the stream whose row count does (a channel count, or one array of several shorter)."""
+    if result.num_frames != plan.num_frames:
+        return (f"decoded to {result.num_frames} samples per channel, the file headers promised {plan.num_frames} "
+                f"(a file changed, or its header lies)")
+    got, promised = result.elements, plan.elements
+    stream = next(s for s in sorted(set(got) | set(promised)) if got.get(s) != promised.get(s))
+    detail = ""
+    audio = stream in STREAM_TYPES and STREAM_TYPES[stream].audio
+    if audio and result.num_frames and promised.get(stream, 0) % result.num_frames == 0 == got.get(stream, 0) % \
+            result.num_frames:
+        detail = (f": {got.get(stream, 0) // result.num_frames} channel(s) decoded, "
+                  f"{promised.get(stream, 0) // result.num_frames} promised")
+    return (f"stream {stream!r} decoded to {got.get(stream, 0)} rows, the file headers promised "
+            f"{promised.get(stream, 0)}{detail} (a file changed, or its header lies)")
 
 
 @dataclass(frozen=True)
@@ -146,4 +163,5 @@ def shard_jobs(pack_dir: str, kind: str, sample_rate: int, shard_ids: Sequence[i
                      skip_bad, fingerprint, publish) for k in shard_ids]
 
 
-__all__ = ["ShardJob", "ShardOutcome", "build_shard", "check_decoded", "decode_measured", "guarded", "record_receipt", "shard_jobs"]
+__all__ = ["ShardJob", "ShardOutcome", "build_shard", "check_decoded", "decode_measured", "guarded", "record_receipt",
+           "shard_jobs", "size_mismatch"]

@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
+from speechpack.packer.audio_file import path_problem
 from speechpack.schemas.cues import CueSpec
 from speechpack.schemas.documents import parse_json
 
@@ -195,10 +196,10 @@ def read_resource(spec: CueSpec, parse_entry: Callable[[dict, EntryContext], tup
             entry_items.append(items[source])
             utt_ids.append(utt_id)
     sources = tuple(items)  # in item order
-    missing = frozenset(index for index, source in enumerate(sources)
-                        if source.content is None and not os.path.isfile(source.path))
+    unreadable = {index: path_problem(source.path) for index, source in enumerate(sources) if source.content is None}
+    missing = frozenset(index for index, reason in unreadable.items() if reason is not None)
     for index in sorted(missing):
-        problem(item_keys[index], sources[index].path, "file not found")
+        problem(item_keys[index], sources[index].path, unreadable[index])
     resource = Resource(path=path, sha256=hashlib.sha256(raw).hexdigest(), keys=tuple(keys), counts=tuple(counts),
                         entry_items=tuple(entry_items), entry_utt_ids=tuple(utt_ids), items=sources,
                         item_keys=tuple(item_keys), all_keys=frozenset(obj), missing_items=missing)

@@ -31,6 +31,7 @@ import numpy as np
 
 from speechpack.packer.audio import AudioError, StoredAudio, int16_statistics
 from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
+from speechpack.packer.importers.muvap_files import FileIdentity, map_array, read_file
 from speechpack.packer.importers.muvap_layout import (
     MUVAP_INDEX,
     MUVAP_MANIFEST,
@@ -94,13 +95,15 @@ class ImportSummary:
 
 
 @functools.lru_cache(maxsize=6)
-def _array(path: str) -> np.ndarray:
-    """A shard array mapped read-only (never unpickled); the samples of a shard are read one after another."""
-    return np.load(path, mmap_mode="r", allow_pickle=False)
+def _array(shard_path: str, name: str, identity: FileIdentity) -> np.ndarray:
+    """A shard array mapped read-only from a descriptor of the very file that was checked (never unpickled, never
+    reached through a link: ``packer.importers.muvap_files``); the samples of a shard are read one after another."""
+    root, shard = os.path.split(shard_path)
+    return map_array(root, (shard, f"{name}.npy"), identity)
 
 
 def _rows(record: MuvapRecord, name: str, offset: int, count: int) -> np.ndarray:
-    return _array(os.path.join(record.shard_path, f"{name}.npy"))[offset:offset + count]
+    return _array(record.shard_path, name, record.identity(name))[offset:offset + count]
 
 
 def plan_record(record: MuvapRecord) -> SamplePlan:
@@ -115,7 +118,8 @@ def load_record(record: MuvapRecord) -> PackedSample:
     faces = np.ascontiguousarray(_rows(record, "faces", record.face_offset, record.source_frames))
     labels = np.ascontiguousarray(_rows(record, "labels", record.face_offset, record.source_frames))
     audio = np.ascontiguousarray(_rows(record, "audio", record.audio_offset, record.audio_samples))
-    if len(faces) != record.source_frames or len(audio) != record.audio_samples:  # the files changed since checked
+    if len(faces) != record.source_frames or len(labels) != record.source_frames or \
+            len(audio) != record.audio_samples:  # checked before: an internal fault if it ever happens
         raise AudioError(record.shard_path, f"{MUVAP_INDEX} entry {record.entry}: the arrays end before the record")
     provenance = {"muvap": {"pack": os.path.abspath(os.path.dirname(record.shard_path)),
                             "shard": os.path.basename(record.shard_path), "entry": record.entry,
@@ -159,8 +163,9 @@ def _input_digest(pack: MuvapPack) -> str:
     paths = [os.path.join(pack.root, MUVAP_MANIFEST)]
     paths += sorted({os.path.join(r.shard_path, MUVAP_INDEX) for r in pack.records})
     for path in paths:
-        with open(path, "rb") as fp:
-            digest.update(os.path.relpath(path, pack.root).encode() + b"\0" + hashlib.sha256(fp.read()).digest())
+        parts = tuple(os.path.relpath(path, pack.root).split(os.sep))
+        data = read_file(pack.root, *parts, what=parts[-1])  # never through a link, as the check read it
+        digest.update(os.path.relpath(path, pack.root).encode() + b"\0" + hashlib.sha256(data).digest())
     return digest.hexdigest()
 
 

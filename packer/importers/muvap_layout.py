@@ -19,13 +19,16 @@ MuVAP's own reader checks little (the format name, version, timeline, rate and n
 everything a speechpack pack is held to, and more, before a byte is copied:
 
 - **names**: shard directories are exactly ``shard-000000`` ... ``shard-<shards - 1>`` (built from the count,
-  never taken from a listing), nothing else named ``shard-*`` may sit beside them, and no shard directory or file
-  may be a link leading out of the pack: a crafted pack cannot make the import read elsewhere;
+  never taken from a listing, and only once the listing holds that many: a count far beyond what is on disk is
+  answered at once), nothing else named ``shard-*`` may sit beside them, and no shard directory or file may be a
+  link (``packer.importers.muvap_files`` opens each without following one and reads from that descriptor): a
+  crafted pack cannot make the import read elsewhere, not even by swapping a link in while it runs;
 - ``dataset.json``: every key, type and value above (``face_shape`` must be the geometry the loader reads), and
   its ``shards``/``samples`` counts against what is on disk;
 - every ``.npy`` header (read without unpickling; ``np.load`` is only ever called with ``allow_pickle=False``):
   dtype, shape, C order, and a file size that holds the data;
-- every record: its keys and types, ``face_offset == label_offset``, offsets contiguous from 0 to the array's end,
+- every record: its keys and types (numbers within 64 bits / a double's range), ``face_offset == label_offset``,
+  offsets contiguous from 0 to the array's end, its rows inside the arrays (checked record by record),
   ``audio_samples == round(source_frames / source_fps * 16000)``, at least one 25 Hz model frame,
   ``model_frames`` as MuVAP's formula gives it, a unique ``sample_id`` with no control character.
 
@@ -39,14 +42,15 @@ from __future__ import annotations
 import math
 import os
 import re
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 
+from speechpack.packer.importers.muvap_files import FileIdentity, array_identity, check_directory, read_file
 from speechpack.schemas.constants import ASD_SAMPLE_RATE, FACE_SHAPE, SHARD_DIR_PREFIX, shard_dir_name
-from speechpack.schemas.documents import read_json
-from speechpack.schemas.errors import NpyHeaderError, PackFormatError
-from speechpack.schemas.npyfile import NpyHeader, read_npy_header
+from speechpack.schemas.documents import parse_json
+from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.sample_names import name_problem
 from speechpack.schemas.timebase import audio_sample_count, model_frame_count
 from speechpack.schemas.wesep_list import LineProblem
@@ -69,6 +73,11 @@ RECORD_TYPES = {"dataset": str, "sample_id": str, "source_fps": (int, float), "s
                 "audio_samples": int, "label_offset": int, "audio_mean": (int, float), "audio_rms": (int, float),
                 "audio_peak": (int, float), "speaking_ratio": (int, float)}
 _SHARD_ENTRY = re.compile(re.escape(SHARD_DIR_PREFIX) + r".*")
+#: Integers of a record must fit in 64 bits (the pack stores offsets and counts as int64).
+MAX_RECORD_INT = 2 ** 63 - 1
+#: A track's audio length ``source_frames / source_fps * 16000`` must stay an exact integer in a double (2**53
+#: samples are 17,800 years at 16 kHz): beyond it a tiny ``source_fps`` would overflow the int64 sample count.
+MAX_TRACK_SAMPLES = 2.0 ** 53
 
 
 @dataclass(frozen=True)
@@ -90,6 +99,11 @@ class MuvapRecord:
     audio_rms: float
     audio_peak: float
     speaking_ratio: float
+    #: ``(name, identity)`` of the shard's three arrays as checked: the copy reads only those files.
+    arrays: tuple[tuple[str, FileIdentity], ...] = ()
+
+    def identity(self, name: str) -> FileIdentity:
+        return dict(self.arrays)[name]
 
 
 @dataclass(frozen=True)
@@ -102,28 +116,21 @@ class MuvapPack:
     problems: tuple[LineProblem, ...]
 
 
-def _read_json(root: str, path: str, name: str):
-    """The JSON document at ``path`` (a file ``name`` of the pack at ``root``), after checking it lies inside
-    the pack; ``PackFormatError`` naming the file when it is not UTF-8 JSON."""
-    _inside(root, path, name)
-    return read_json(path, error=PackFormatError)
-
-
-def _inside(root: str, path: str, what: str) -> None:
-    """Refuse ``path`` unless it resolves inside ``root`` (a link out of the pack is path traversal)."""
-    real_root, real = os.path.realpath(root), os.path.realpath(path)
-    if os.path.commonpath([real_root, real]) != real_root:
-        raise PackFormatError(f"{path}: the {what} leads outside the MuVAP pack {root} (to {real}); refusing to "
-                              f"read it")
+def _read_json(root: str, parts: tuple[str, ...], name: str):
+    """The JSON document ``root/parts...`` (a file ``name`` of the pack at ``root``), read without following a
+    link, through the one JSON reading layer (``schemas.documents``): ``PackFormatError`` naming the file for any
+    decoding failure."""
+    path = os.path.join(root, *parts)
+    return parse_json(read_file(root, *parts, what=name), path, error=PackFormatError)
 
 
 def read_manifest(root: str) -> dict:
     """``dataset.json`` of the MuVAP pack at ``root``, checked key by key."""
     path = os.path.join(root, MUVAP_MANIFEST)
-    if not os.path.isfile(path):
+    if not os.path.lexists(path):
         raise PackFormatError(f"{root}: no {MUVAP_MANIFEST}, so this is not a finished MuVAP pack (MuVAP writes it "
                               f"last)")
-    manifest = _read_json(root, path, MUVAP_MANIFEST)
+    manifest = _read_json(root, (MUVAP_MANIFEST,), MUVAP_MANIFEST)
     if not isinstance(manifest, dict):
         raise PackFormatError(f"{path}: expected a JSON object, got {type(manifest).__name__}")
     if manifest.get("format") != MUVAP_FORMAT:
@@ -149,10 +156,16 @@ def read_manifest(root: str) -> dict:
 
 def shard_paths(root: str, count: int) -> list[str]:
     """The shard directories ``shard-000000`` ... of a pack that says it has ``count``; anything else named
-    ``shard-*`` (which MuVAP's reader would glob) is refused, and so is a link leading out of the pack."""
+    ``shard-*`` (which MuVAP's reader would glob) is refused, and so is a link.  The listing comes first: a
+    ``count`` beyond the directories present is answered by naming the first missing one, without building
+    ``count`` names (``"shards": 10**12`` must not take minutes and gigabytes)."""
+    present = set(name for name in os.listdir(root) if _SHARD_ENTRY.fullmatch(name))
+    if count > len(present):
+        first_missing = next(k for k in range(len(present) + 1) if shard_dir_name(k) not in present)
+        raise PackFormatError(f"{os.path.join(root, shard_dir_name(first_missing))}: missing (key 'shards' of "
+                              f"{MUVAP_MANIFEST} is {count}; the pack holds {len(present)} shard-* entries)")
     expected = [shard_dir_name(k) for k in range(count)]
-    present = sorted(name for name in os.listdir(root) if _SHARD_ENTRY.fullmatch(name))
-    extra = sorted(set(present) - set(expected))
+    extra = sorted(present - set(expected))
     if extra:
         raise PackFormatError(f"{os.path.join(root, MUVAP_MANIFEST)}: key 'shards' says {count}, but the pack also "
                               f"holds {', '.join(map(repr, extra[:5]))}{' ...' if len(extra) > 5 else ''} "
@@ -160,32 +173,28 @@ def shard_paths(root: str, count: int) -> list[str]:
     paths = []
     for name in expected:
         path = os.path.join(root, name)
-        if not os.path.isdir(path):
+        if not os.path.lexists(path):
             raise PackFormatError(f"{path}: missing (key 'shards' of {MUVAP_MANIFEST} is {count})")
-        _inside(root, path, "shard directory")
+        check_directory(root, name, what="shard directory")
         paths.append(path)
     return paths
 
 
-def array_header(root: str, shard: str, name: str) -> NpyHeader:
-    """The checked ``.npy`` header of one shard array (never unpickled: an object dtype is refused here)."""
+def array_header(root: str, shard: str, name: str) -> FileIdentity:
+    """The checked ``.npy`` header of one shard array (never unpickled: an object dtype is refused here), with
+    the identity of the file it was read from (the copy reads only that file)."""
     path = os.path.join(shard, f"{name}.npy")
-    if not os.path.isfile(path):
-        raise PackFormatError(f"{path}: missing")
-    _inside(root, path, "array file")
-    try:
-        header = read_npy_header(path)
-    except NpyHeaderError as err:
-        raise PackFormatError(str(err)) from None
+    identity = array_identity(root, os.path.basename(shard), f"{name}.npy")
+    header = identity.header
     dtype, row_shape = MUVAP_ARRAYS[name]
     if header.dtype != dtype or header.fortran_order or tuple(header.shape[1:]) != row_shape or not header.shape:
         raise PackFormatError(f"{path}: expected {dtype} [N{''.join(f', {n}' for n in row_shape)}] in C order, the "
                               f"header says {header.dtype} {list(header.shape)}"
                               f"{' (Fortran order)' if header.fortran_order else ''}")
-    size = os.path.getsize(path)
-    if size < header.expected_size:
-        raise PackFormatError(f"{path}: {size} bytes, but its header needs {header.expected_size} (file truncated?)")
-    return header
+    if identity.size < header.expected_size:
+        raise PackFormatError(f"{path}: {identity.size} bytes, but its header needs {header.expected_size} (file "
+                              f"truncated?)")
+    return identity
 
 
 def _record_problem(record: object, entry: int) -> str | None:
@@ -201,6 +210,9 @@ def _record_problem(record: object, entry: int) -> str | None:
             return f"entry {entry}: key {key!r} is {value!r}, not {'an integer' if types is int else 'a ' + str(types)}"
         if isinstance(value, float) and not math.isfinite(value):
             return f"entry {entry}: key {key!r} is {value!r}"
+        if type(value) is int and abs(value) > (MAX_RECORD_INT if types is int else sys.float_info.max):
+            return (f"entry {entry}: key {key!r} is an integer of {len(str(abs(value)))} digits, beyond "
+                    f"{'64 bits' if types is int else 'the range of a double'}")
     if not record["sample_id"]:
         return f"entry {entry}: key 'sample_id' is empty"
     problem = name_problem(record["sample_id"])
@@ -215,10 +227,12 @@ def read_shard(root: str, shard: str, first_line: int, seen: dict[str, int]) -> 
     index_path = os.path.join(shard, MUVAP_INDEX)
     if not os.path.isfile(index_path):
         raise PackFormatError(f"{index_path}: missing")
-    entries = _read_json(root, index_path, MUVAP_INDEX)
+    entries = _read_json(root, (os.path.basename(shard), MUVAP_INDEX), MUVAP_INDEX)
     if not isinstance(entries, list):
         raise PackFormatError(f"{index_path}: expected a JSON list of records, got {type(entries).__name__}")
-    headers = {name: array_header(root, shard, name) for name in MUVAP_ARRAYS}
+    identities = {name: array_header(root, shard, name) for name in MUVAP_ARRAYS}
+    arrays = tuple(identities.items())
+    rows = {name: identity.header.shape[0] for name, identity in identities.items()}
     records, problems = [], []
     next_frame = next_sample = 0  # where the next record must start: MuVAP concatenates in write order
     for entry, record in enumerate(entries):
@@ -228,6 +242,8 @@ def read_shard(root: str, shard: str, first_line: int, seen: dict[str, int]) -> 
             else None
         if reason is None:
             reason = _layout_problem(record, entry, next_frame, next_sample)
+        if reason is None:
+            reason = _rows_problem(record, entry, rows)
         if reason is None and key in seen:
             reason = f"entry {entry}: sample_id {key!r} repeats line {seen[key]}"
         spans = [record.get(k) for k in ("face_offset", "source_frames", "audio_offset", "audio_samples")] \
@@ -245,14 +261,29 @@ def read_shard(root: str, shard: str, first_line: int, seen: dict[str, int]) -> 
             start_sec=float(record["start_sec"]), face_offset=record["face_offset"],
             audio_offset=record["audio_offset"], audio_samples=record["audio_samples"],
             audio_mean=float(record["audio_mean"]), audio_rms=float(record["audio_rms"]),
-            audio_peak=float(record["audio_peak"]), speaking_ratio=float(record["speaking_ratio"])))
+            audio_peak=float(record["audio_peak"]), speaking_ratio=float(record["speaking_ratio"]),
+            arrays=arrays))
     ends = {"faces": next_frame, "labels": next_frame, "audio": next_sample}
-    for name, header in headers.items():
-        if header.shape[0] != ends[name] and not problems:  # a bad record already explains a wrong end
+    for name, count in rows.items():
+        if count != ends[name] and not problems:  # a bad record already explains a wrong end
             problems.append(LineProblem(first_line + max(len(entries) - 1, 0), None, os.path.join(shard, f"{name}.npy"),
-                                        f"holds {header.shape[0]} rows, the records of {MUVAP_INDEX} end at "
+                                        f"holds {count} rows, the records of {MUVAP_INDEX} end at "
                                         f"{ends[name]}"))
     return records, problems, len(entries)
+
+
+def _rows_problem(record: dict, entry: int, rows: dict[str, int]) -> str | None:
+    """Why a record's rows are not all inside its shard's arrays, or ``None``: checked for every record, since the
+    check of the arrays' ends is left out once a record is bad (a bad record explains a wrong end), and a record
+    past the end would otherwise be copied as an empty sample."""
+    spans = {"faces": (record["face_offset"], record["source_frames"]),
+             "labels": (record["label_offset"], record["source_frames"]),
+             "audio": (record["audio_offset"], record["audio_samples"])}
+    for name, (offset, count) in spans.items():
+        if offset + count > rows[name]:
+            return (f"entry {entry}: rows [{offset}, {offset + count}) of {name}.npy, which holds {rows[name]} rows "
+                    f"(the record lies past the end of the array)")
+    return None
 
 
 def _layout_problem(record: dict, entry: int, next_frame: int, next_sample: int) -> str | None:
@@ -260,6 +291,9 @@ def _layout_problem(record: dict, entry: int, next_frame: int, next_sample: int)
     frames, fps = record["source_frames"], float(record["source_fps"])
     if frames <= 0 or fps <= 0:
         return f"entry {entry}: source_frames {frames} and source_fps {fps!r} must be positive"
+    if not frames / fps * ASD_SAMPLE_RATE < MAX_TRACK_SAMPLES:  # a tiny fps: no int64 holds the sample count
+        return (f"entry {entry}: source_frames {frames} at source_fps {fps!r} would last {frames / fps:.6g} s; no "
+                f"real track is that long (source_fps too small?)")
     if record["face_offset"] != record["label_offset"]:
         return f"entry {entry}: face_offset {record['face_offset']} != label_offset {record['label_offset']}"
     if record["face_offset"] != next_frame:
