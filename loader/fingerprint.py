@@ -13,10 +13,12 @@ from speechpack.loader.config import LoaderConfig
 from speechpack.loader.pack import Pack
 
 
-def loader_fingerprint(config: LoaderConfig, state: str, packs: list[Pack]) -> str:
+def loader_fingerprint(config: LoaderConfig, state: str, packs: list[Pack], order: dict | None = None) -> str:
     """Hash of the packs' manifests and ``dataset_args``: a state only resumes the loader it came from.
 
-    Pack paths are left out on purpose, so a state still resumes after the packs are copied to node-local disk.
+    Pack paths are left out on purpose, so a state still resumes after the packs are copied to node-local disk
+    (or read from a store).  ``order`` is what a plan option outside ``dataset_args`` changes (the node cache's
+    shard-aware order, ``loader.cache.shard_order.window_identity``); empty or None leaves the hash as before.
     """
     digest = hashlib.sha256()
     args = asdict(config.dataset_args)
@@ -31,6 +33,7 @@ def loader_fingerprint(config: LoaderConfig, state: str, packs: list[Pack]) -> s
     identity = {"dataset_args": args, "state": state}
     if config.task != "tse":
         identity["task"] = config.task
+    identity.update(order or {})
     digest.update(json.dumps(identity, sort_keys=True, default=str).encode())
     if config.weighted:  # hashed only when set, so older states still resume; paths left out as below
         weights = [{k: v for k, v in asdict(p).items() if k != "path" and not (k == "split" and v is None)}

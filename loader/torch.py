@@ -33,6 +33,7 @@ from speechpack.loader.config_checks import MAX_COUNT, MAX_EPOCH, ConfigError, i
 from speechpack.loader.fingerprint import loader_fingerprint
 from speechpack.loader.cache import CacheSettings, open_cached_pack
 from speechpack.loader.cache.schedule import PlanFeed
+from speechpack.loader.cache.shard_order import PlanningView, shard_windows, window_identity
 from speechpack.loader.cache.settings import cache_in_use
 from speechpack.loader.pack import Pack
 from speechpack.loader.plan import EpochPlan, epoch_lengths, needs_lengths, plan_epoch
@@ -143,12 +144,18 @@ class _PlannedBatches(Dataset):
         self._lengths: np.ndarray | None = None
         #: Set by ``SpeechLoader`` when it has workers: the slots batches travel in (None: torch's transport).
         self.ring: batch_ring.BatchRing | None = None
-        #: Set by ``SpeechLoader``: tells the node cache of URL packs where this process is in the plan.
+        #: Set by ``SpeechLoader`` for packs by URL: where this process is in the plan, for the node cache
+        #: (``loader.cache.schedule``), and the shard-aware order when asked for (``loader.cache.shard_order``).
         self.feed: PlanFeed | None = None
+        self.shard_order = None
+
+    @property
+    def args(self):
+        return self.builder.args if self.shard_order is None else PlanningView(self.builder.args, self.shard_order)
 
     def plan(self, epoch: int) -> EpochPlan:
         if self._plan is None or self._plan[0] != epoch:
-            args = self.builder.args
+            args = self.args
             if needs_lengths(args) and (self._lengths is None or getattr(self.builder, "lengths_by_epoch", False)):
                 self._lengths = epoch_lengths(self.builder, epoch)
             plan = plan_epoch(args, self.seed, epoch, self.rank, self.world_size, num_units=self.builder.num_units(),
@@ -157,13 +164,11 @@ class _PlannedBatches(Dataset):
         return self._plan[1]
 
     def plan_of(self, epoch: int, rank: int) -> EpochPlan:
-        """Another rank's plan of ``epoch`` (the node cache fetches for every rank of its node)."""
-        if rank == self.rank:
-            return self.plan(epoch)
-        self.plan(epoch)  # the lengths of this epoch
-        return plan_epoch(self.builder.args, self.seed, epoch, rank, self.world_size,
-                          num_units=self.builder.num_units(), lengths=self._lengths, windows=self.builder.windows,
-                          weighting=self.weighting)
+        """Any rank's plan of ``epoch`` (the node cache fetches for every rank of its node)."""
+        mine = self.plan(epoch)  # also this epoch's lengths
+        return mine if rank == self.rank else plan_epoch(
+            self.args, self.seed, epoch, rank, self.world_size, num_units=self.builder.num_units(),
+            lengths=self._lengths, windows=self.builder.windows, weighting=self.weighting)
 
     def __len__(self) -> int:  # the DataLoader never asks: the sampler defines the length
         raise TypeError("indexed by (epoch, start, stop); ask the SpeechLoader for its length")
@@ -173,7 +178,7 @@ class _PlannedBatches(Dataset):
         yielded one by one; a builder with ``build_block`` (TSE) plans them together, each built when asked for."""
         plan = self.plan(epoch)
         if self.feed is not None:
-            self.feed.at(epoch, start)
+            self.feed.at(epoch, start, stop)
         batches = [(*plan.batch(b), epoch, int(plan.global_batch[b])) for b in range(start, stop)]
         build_block = getattr(self.builder, "build_block", None)
         return build_block(batches) if build_block is not None else (self.builder.build(*b) for b in batches)
@@ -246,10 +251,10 @@ class SpeechLoader:
         self.filter_report = dict(prepared.filter_report)
         self.weighting: PackWeighting | None = prepared.weighting
         self.dataset = _PlannedBatches(self.builder, seed, rank, world_size, self.weighting)
+        self.dataset.shard_order = shard_windows(packs, self.builder, self.weighting is not None)
         self.dataset.plan(0)  # checks rank/world_size now, not in a worker
         self.dataset.feed = PlanFeed(packs, self.builder, self.dataset.plan_of, rank, world_size)
-        self.dataset.feed.check(0)  # a cache limit too small for one batch is an error now, never a hang
-        self._fingerprint = loader_fingerprint(config, state, packs)
+        self._fingerprint = loader_fingerprint(config, state, packs, window_identity(self.dataset.shard_order))
         self._epoch = 0
         self._consumed = 0
         self._resume_at = 0
@@ -257,6 +262,8 @@ class SpeechLoader:
         num_workers = self.dataloader_settings["num_workers"]
         if batches_per_message is not None:
             batches_per_message = integer(batches_per_message, "batches_per_message", 1, message_groups.MAX_EXPLICIT)
+        # A cache limit too small for the batches built together is an error now, never a hang.
+        self.dataset.feed.check(0, IN_PROCESS_BLOCK if not num_workers else batches_per_message or 1)
         #: How many batches each DataLoader message carries (``loader.message_groups``; shared with torchdata's).
         self.message_sizes = message_groups.MessageSizes(num_workers, batches_per_message)
         self._sampler = message_groups.EpochKeys(self.message_sizes)

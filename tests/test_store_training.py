@@ -28,6 +28,7 @@ from speechpack.loader import build_loader
 from speechpack.loader.cache import CacheFullError, NodeCache
 from speechpack.loader.cache.fetch import CacheIntegrityError
 from speechpack.loader.pack import ObjectStoreError, ObjectStorePackFiles, open_pack
+from speechpack.loader.planning_report import plan_report
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
 from speechpack.packer.copy import copy_pack
@@ -101,16 +102,17 @@ def stream_bytes(local: Path) -> int:
     return sum(f.size for shard in open_pack(local).manifest.shards for f in shard.files.values())
 
 
-def config(path: str, cache: dict | None = None) -> dict:
-    return {"packs": [{"path": path}], "dataset_args": dict(ARGS), **({"cache": cache} if cache else {})}
+def config(path: str, cache: dict | None = None, **args) -> dict:
+    return {"packs": [{"path": path}], "dataset_args": {**ARGS, **args}, **({"cache": cache} if cache else {})}
 
 
 def plain(batch: dict) -> dict:
     return {name: value.numpy().copy() if hasattr(value, "numpy") else value for name, value in batch.items()}
 
 
-def local_batches(local: Path, rank: int = 0, world_size: int = 1, seed: int = 3) -> list[dict]:
-    return [plain(b) for b in build_loader(config(str(local)), "train", rank=rank, world_size=world_size, seed=seed)]
+def local_batches(local: Path, rank: int = 0, world_size: int = 1, seed: int = 3, **args) -> list[dict]:
+    return [plain(b) for b in build_loader(config(str(local), **args), "train", rank=rank, world_size=world_size,
+                                           seed=seed)]
 
 
 def assert_same_batches(got: list[dict], expected: list[dict]) -> None:
@@ -158,7 +160,8 @@ def test_two_ranks_share_a_quarter_cache_and_deal_the_local_copys_batches(store,
     cache = {"dir": str(tmp_path / "cache"), "limit": limit, "ahead": 2, "open_files": 4}
     runs = []
     for rank in range(2):
-        spec = {"config": config(url, cache), "rank": rank, "world_size": 2, "num_workers": 2, "seed": 3}
+        spec = {"config": config(url, cache), "rank": rank, "world_size": 2, "num_workers": 2, "seed": 3,
+                "batches_per_message": 1}
         runs.append((start_rank(spec, tmp_path / f"rank{rank}.pkl", LOCAL_WORLD_SIZE="2"), tmp_path / f"rank{rank}.pkl"))
     results = [finish(process, out, timeout=120) for process, out in runs]
     for rank, result in enumerate(results):
@@ -212,7 +215,7 @@ def test_a_cache_smaller_than_a_batch_needs_is_an_error_at_start(store, local_pa
     url = publish(local_pack, "small/train")
     largest = max(f.size for shard in open_pack(local_pack).manifest.shards for f in shard.files.values())
     started = time.monotonic()
-    with pytest.raises(CacheFullError, match="smaller than one batch needs"):
+    with pytest.raises(CacheFullError, match="is smaller than 8 batches built together need"):
         build_loader(config(url, {"dir": str(tmp_path / "cache"), "limit": largest + 1024}), "train", seed=3)
     assert time.monotonic() - started < 30
 
@@ -285,3 +288,27 @@ def test_the_store_down_for_seconds_mid_epoch_is_retried_and_a_lasting_outage_is
         store.start()
     message = str(caught.value)
     assert url in message and "gave up after" in message and SECRET not in message
+
+
+def test_the_shard_aware_order_fetches_each_file_once_per_epoch_and_plan_reports_it(store, local_pack, tmp_path):
+    url = publish(local_pack, "shard-order/train")
+    limit = stream_bytes(local_pack) // 4
+    plain_cache = {"dir": str(tmp_path / "plain"), "limit": limit}
+    shard_cache = {**plain_cache, "dir": str(tmp_path / "ordered"), "shard_order": True}
+    per_target = {"expand_targets": True}  # two items per mixture: a shard is read at two places of the epoch
+    shuffled = plan_report(config(url, plain_cache, **per_target), world_size=2).epochs[0].cache
+    ordered = plan_report(config(url, shard_cache, **per_target), world_size=2).epochs[0].cache
+    assert shuffled.fetched > shuffled.distinct, "a whole-epoch shuffle refetches files at a quarter of the pack"
+    assert ordered.fetched == ordered.distinct and ordered.once_limit <= limit
+    assert "each file fetched once from" in plan_report(config(url, shard_cache, **per_target)).describe()
+    # Without workers the loader builds 8 batches at a time (loader.torch.IN_PROCESS_BLOCK): half the pack holds them
+    # (a quarter is refused at start, naming the 8 batches).
+    with pytest.raises(CacheFullError, match="8 batches built together need"):
+        build_loader(config(url, shard_cache, **per_target), "train", seed=3)
+    shard_cache = {**shard_cache, "limit": 2 * limit, "ahead": 2}
+    loader = build_loader(config(url, shard_cache, **per_target), "train", seed=3)
+    batches = [plain(b) for b in loader]
+    assert sorted(valid_pairs(batches)) == sorted(valid_pairs(local_batches(local_pack, **per_target)))
+    once = plan_report(config(url, shard_cache, **per_target), seed=3).epochs[0].cache
+    # The columns are in the cache already (the plan reports fetched them): the epoch fetched stream files only.
+    assert loader.dataset.feed.caches[0].fetched_bytes == once.distinct == once.fetched, "each file once per epoch"

@@ -19,9 +19,10 @@ A mapped entry is held with a shared ``flock`` on its data file for as long as t
 (:meth:`NodeCache.pin`); eviction prefers entries nobody maps, and never evicts a file the next batches of the plan
 need.  A mapping never loses a byte: an evicted file's name goes, its inode stays until the last mapping of it is
 gone.  Locks die with their process: a killed rank pins nothing.
-Which entry to evict is the ``victims`` order the loader gives (``loader.cache.schedule``: the file whose next use
-in the plan is farthest away; Belady, "A study of replacement algorithms for a virtual-storage computer", IBM
-Systems Journal 5(2), 1966); without a plan, the least recently completed first.
+Which entry to evict follows the plan the loader gives (``next_use``, ``loader.cache.schedule``): the file whose next
+use is farthest away, and only files used later than the one coming in (Belady, "A study of replacement algorithms
+for a virtual-storage computer", IBM Systems Journal 5(2), 1966); without a plan, the least recently completed
+first.
 """
 
 from __future__ import annotations
@@ -108,15 +109,15 @@ class NodeCache:
         self.tmp = os.path.join(self.root, "tmp")
         os.makedirs(self.objects, exist_ok=True)
         os.makedirs(self.tmp, exist_ok=True)
-        #: Process-local: entry names in eviction order, first evicted first, and the entries that must stay
-        #: (the next batches' files); set by ``loader.cache.schedule``.  Unknown entries go first.
-        self.victims: Callable[[list[str]], list[str]] | None = None
+        #: Process-local, set by ``loader.cache.schedule``: an entry's next use in the plan (inf: none), and the
+        #: entries that must stay (the next batches' files).
+        self.next_use: Callable[[str], float] | None = None
         self.protected: Callable[[], set[str]] | None = None
         #: Bytes this process fetched from the store (for reports and tests).
         self.fetched_bytes = 0
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "victims": None, "protected": None, "fetched_bytes": 0}
+        return {**self.__dict__, "next_use": None, "protected": None, "fetched_bytes": 0}
 
     def __repr__(self) -> str:
         return f"NodeCache({self.root!r}, limit={self.limit})"
@@ -201,7 +202,7 @@ class NodeCache:
         part = os.path.join(self.tmp, f"{key.name}.{os.getpid()}{_PART}")
         while True:
             with self._locked(os.path.join(self.root, "space.lock")):
-                used, pinned = self._make_room(key.size)
+                used, pinned = self._make_room(key, wait)
                 if self.limit is None or used + key.size <= self.limit:
                     with open(part, "wb"):
                         pass
@@ -244,20 +245,27 @@ class NodeCache:
                 os.close(fd)
         return total
 
-    def _make_room(self, size: int) -> tuple[int, int]:
-        """Evict until ``size`` more bytes fit (or nothing more may go); returns (bytes held, bytes protected).
+    def _make_room(self, incoming: EntryKey, needed_now: bool = True) -> tuple[int, int]:
+        """Evict until ``incoming`` fits (or nothing more may go); returns (bytes held, bytes protected).  With a
+        plan, the entries used farthest in the future go first (Belady), and for a fetch ahead of need
+        (``needed_now`` False) only those used later than ``incoming``; without a plan, the oldest first.
 
         Two passes over the victims: first entries nobody maps, then mapped ones the plan does not need soon.
         Removing a mapped file's name is safe (its mapping keeps the inode and every byte until unmapped, POSIX
         ``unlink``); its disk space returns when the mapping goes, so the limit may be passed by what processes
         still map (at most ``open_files`` files each) until then."""
+        size = incoming.size
         owned = self.entries()
         used = sum(owned.values()) + self._in_flight()
         if self.limit is None or used + size <= self.limit:
             return used, 0
         keep = self.protected() if self.protected is not None else set()
-        order = [n for n in (self.victims(list(owned)) if self.victims is not None else self._oldest_first(owned))
-                 if n not in keep]
+        if self.next_use is None:
+            order = [n for n in self._oldest_first(owned) if n not in keep]
+        else:
+            needed_at = self.next_use(incoming.name) if not needed_now else -1.0
+            later = {n: self.next_use(n) for n in owned if n not in keep}
+            order = sorted((n for n, at in later.items() if at > needed_at), key=lambda n: -later[n])
         for mapped_too in (False, True):
             for name in order:
                 if used + size <= self.limit:

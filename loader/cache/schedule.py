@@ -94,9 +94,14 @@ class FileSchedule:
             batches.append(list(needed))
         return cls(batches, sizes, sources)
 
-    def batch_bytes(self) -> int:
-        """The most bytes one batch position reads from the cache (every local rank's batch at that position)."""
-        return max((sum(self.sizes[n] for n in names) for names in self.batches), default=0)
+    def batch_bytes(self, together: int = 1) -> int:
+        """The most bytes ``together`` consecutive batch positions read from the cache (every local rank's batches
+        at those positions): what must fit at once while they are built."""
+        most = 0
+        for b in range(max(len(self.batches) - together + 1, 1)):
+            names = {n for batch in self.batches[b:b + together] for n in batch}
+            most = max(most, sum(self.sizes[n] for n in names))
+        return most
 
     def next_use(self, name: str, position: int) -> float:
         at = self.uses.get(name)
@@ -130,6 +135,7 @@ class PlanFeed:
         self.caches = [f.cache for f in cached]
         self._schedule: tuple[int, FileSchedule] | None = None
         self._position = 0
+        self._building = 1
         self._pid = -1
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -152,35 +158,39 @@ class PlanFeed:
             self._schedule = (epoch, FileSchedule.of(self.packs, plans, unit_samples(self.builder)))
         return self._schedule[1]
 
-    def check(self, epoch: int) -> None:
-        """A limit smaller than one batch position's files is an error now, never a wait later."""
+    def check(self, epoch: int, together: int = 1) -> None:
+        """A limit smaller than what the batches built together (``together``: a block of the loader without
+        workers) need is an error now, never a wait later."""
         if not self.active:
             return
-        need = self.schedule(epoch).batch_bytes()
+        need = self.schedule(epoch).batch_bytes(together)
+        what = "one batch needs" if together == 1 else f"{together} batches built together need"
         for cache in self.caches:
             if cache.limit is not None and need > cache.limit:
-                raise CacheFullError(f"{cache.root}: cache limit {format_bytes(cache.limit)} is smaller than one "
-                                     f"batch needs ({format_bytes(need)} of stream files for the node's ranks at "
-                                     f"once); raise cache.limit to at least that, several times it to fetch ahead")
+                raise CacheFullError(f"{cache.root}: cache limit {format_bytes(cache.limit)} is smaller than {what} "
+                                     f"({format_bytes(need)} of stream files for the node's ranks at once); raise "
+                                     f"cache.limit to at least that, several times it to fetch ahead")
 
-    def at(self, epoch: int, batch: int) -> None:
-        """This process is about to build ``batch`` of ``epoch``: move the position and wake the fetch-ahead."""
+    def at(self, epoch: int, batch: int, stop: int | None = None) -> None:
+        """This process is about to build batches ``batch`` to ``stop - 1`` of ``epoch`` (one when ``stop`` is None):
+        move the position and wake the fetch-ahead."""
         if not self.active:
             return
         schedule = self.schedule(epoch)
         with self._wake:
             self._position, self._current = batch, schedule
+            self._building = max(1, (stop if stop is not None else batch + 1) - batch)
             self._wake.notify()
         if self._pid != os.getpid():  # first call in this process (a forked worker inherits no thread)
             self._pid = os.getpid()
             for cache in self.caches:
-                cache.victims, cache.protected = self._victims, self._protected
+                cache.next_use, cache.protected = self._next_use, self._protected
             if self.ahead:
                 self._thread = threading.Thread(target=self._fetch_ahead, name="speechpack-cache-ahead", daemon=True)
                 self._thread.start()
 
     def _protected(self) -> set[str]:
-        """The files of the batch being built and of the next ``ahead`` ones, as many as fit half the limit."""
+        """The files of the batches being built and of the next ``ahead`` ones, as many as fit half the limit."""
         schedule, start = self._current, self._position
         limit = min((c.limit for c in self.caches if c.limit is not None), default=None)
         keep: set[str] = set()
@@ -188,16 +198,15 @@ class PlanFeed:
         for b, names in enumerate(schedule.batches[start:start + self.ahead + 1]):
             more = [n for n in names if n not in keep]
             size = sum(schedule.sizes[n] for n in more)
-            if b and limit is not None and held + size > limit // 2:
+            if b >= self._building and limit is not None and held + size > limit // 2:
                 break
             keep.update(more)
             held += size
         return keep
 
-    def _victims(self, names: list[str]) -> list[str]:
-        """Farthest next use first; files no remaining batch uses lead (infinitely far)."""
-        schedule, position = self._current, self._position
-        return sorted(names, key=lambda n: -schedule.next_use(n, position))
+    def _next_use(self, name: str) -> float:
+        """The batch position that next reads ``name`` (inf: none left this epoch)."""
+        return self._current.next_use(name, self._position)
 
     def _fetch_ahead(self) -> None:
         """Fetch the files of the next ``ahead`` batches in plan order as the position moves; a file that does not

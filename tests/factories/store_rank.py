@@ -2,7 +2,7 @@
 tests/test_store_training.py start it with ``python -m factories.store_rank SPEC OUT``.
 
 ``SPEC`` is JSON: ``config`` (a loader config with ``packs`` by URL and ``cache``), ``rank``, ``world_size``,
-``num_workers``, ``seed`` and optionally ``block_delay`` (seconds slept before every range request, with small
+``num_workers``, ``seed`` and optionally ``batches_per_message`` and ``block_delay`` (seconds slept before every range request, with small
 fetch blocks, so a test can kill the process mid-fetch).  ``OUT`` receives the batches (numpy arrays and plain
 values, pickled) and the bytes this process fetched from the store, renamed into place when the epoch is done.
 """
@@ -33,7 +33,8 @@ def main(spec_json: str, out: str) -> None:
     from speechpack.loader import build_loader
 
     loader = build_loader(spec["config"], "train", rank=spec["rank"], world_size=spec["world_size"],
-                          num_workers=spec["num_workers"], seed=spec["seed"])
+                          num_workers=spec["num_workers"], seed=spec["seed"],
+                          batches_per_message=spec.get("batches_per_message"))
     batches = [{name: value.numpy().copy() if hasattr(value, "numpy") else value for name, value in batch.items()}
                for batch in loader]
     fetched = sum({id(p.files.cache): p.files.cache.fetched_bytes for p in loader.dataset.feed.packs}.values())
