@@ -312,3 +312,20 @@ def test_the_shard_aware_order_fetches_each_file_once_per_epoch_and_plan_reports
     once = plan_report(config(url, shard_cache, **per_target), seed=3).epochs[0].cache
     # The columns are in the cache already (the plan reports fetched them): the epoch fetched stream files only.
     assert loader.dataset.feed.caches[0].fetched_bytes == once.distinct == once.fetched, "each file once per epoch"
+
+
+def test_an_asd_pack_by_url_trains_as_its_local_copy(store, tmp_path):
+    from factories.asd_inputs import make_asd_pack
+
+    local = make_asd_pack(tmp_path / "asd")
+    url = publish(Path(local), "asd/train")
+    args = {"train_window": 40, "hist_frames": 10, "frame_budget": 60, "min_batch": 1}
+
+    def asd(path, cache=None):
+        return {"task": "asd", "packs": [{"path": str(path)}], "dataset_args": args,
+                **({"cache": cache} if cache else {})}
+
+    expected = [plain(b) for b in build_loader(asd(local), "train", seed=2)]
+    got = [plain(b) for b in build_loader(asd(url, {"dir": str(tmp_path / "cache")}), "train", seed=2)]
+    assert_same_batches(got, expected)
+    assert "cache (no limit)" in plan_report(asd(url, {"dir": str(tmp_path / "cache")})).describe()
