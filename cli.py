@@ -221,7 +221,7 @@ def validate(packs, json_path, no_hash, plot_path, endpoint_url):
     """Check packs file by file: manifest, headers, offsets, keys, hashes, statistics, NaN and clipping.  asd
     packs also get label, frame-count and level checks, and their levels are compared across the packs given.
     Exit status 1 when a pack is invalid, else 0 (whatever --plot could draw)."""
-    from speechpack.packer.validate_report import validate_packs
+    from speechpack.packer.validate.pack import validate_packs
 
     try:
         report = validate_packs(list(packs), check_hashes=not no_hash, endpoint_url=endpoint_url)
@@ -278,8 +278,8 @@ def copy_command() -> click.Command:
     DST.lock stays beside DST afterwards: it records the last verified copy, so a copy that waited for another
     trusts it instead of hashing again; delete it only when no speechpack command writes to DST
     (docs/building.md, "The lock")."""
-    from speechpack.packer.copy import copy_pack, verify_copy
-    from speechpack.packer.transfer import DEFAULT_JOBS
+    from speechpack.packer.copy.report import DEFAULT_JOBS
+    from speechpack.packer.copy.to_directory import copy_pack, verify_copy
 
     @click.command("copy", help=copy_command.__doc__)
     @click.argument("src", type=click.Path(file_okay=False))
@@ -353,7 +353,7 @@ def plan_command() -> click.Command:
     """Dry-run the epoch plan of a loader CONFIG (YAML), reading no audio: batches, padding, utilisation."""
     from speechpack.loader.config import STATES
     from speechpack.loader.peek import load_config
-    from speechpack.loader.planning_report import plan_report
+    from speechpack.loader.plan.planning_report import plan_report
 
     @click.command("plan", help=plan_command.__doc__)
     @click.argument("config_path", metavar="CONFIG", type=click.Path(dir_okay=False, exists=True))

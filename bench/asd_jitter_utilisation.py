@@ -12,7 +12,7 @@ the frames offered (``sum |b| * min L / sum L``; docs/asd.md).  MuVAP's settings
   pack's index, so each track is stored at the frame rate that gives exactly its model frames from the fewest face
   rows (``F = ceil(M / 25)`` rows at ``25 F / M`` fps), which keeps the pack small; the audio is silence of the
   invariant length.
-- **speechpack.** ``loader.planning_report.plan_report`` (what ``speechpack plan`` runs) with ``jitter`` off and
+- **speechpack.** ``loader.plan.planning_report.plan_report`` (what ``speechpack plan`` runs) with ``jitter`` off and
   on: with jitter the chunks are moved before planning, so the planner batches the lengths that are fed.
 - **Baseline (MuVAP, same tracks, same run).** A re-implementation of MuVAP's batch sampler as its documentation
   and the notes describe it (chunks sorted longest first, each batch sized by its first member's fed length, the
@@ -34,11 +34,11 @@ import tempfile
 
 import numpy as np
 
-from speechpack.loader.asd.chunks import muvap_windows
-from speechpack.loader.planning_report import plan_report
+from speechpack.loader.asd.timeline import muvap_windows
+from speechpack.loader.plan.planning_report import plan_report
 from speechpack.packer.audio import StoredAudio
-from speechpack.packer.sample import PackedSample, SamplePlan, StoredArray
-from speechpack.packer.writer import PackWriter
+from speechpack.packer.build.sample import PackedSample, SamplePlan, StoredArray
+from speechpack.packer.build.writer import PackWriter
 from speechpack.schemas.constants import ASD_SAMPLE_RATE, FACE_SHAPE, KIND_ASD
 from speechpack.schemas.timebase import ASD_MODEL_FPS, SAMPLES_PER_MODEL_FRAME, model_frame_count
 

@@ -38,7 +38,7 @@ plain loop (each window a cast copy then an in-place multiply, the faster of num
 once and copied to its second row).  The peers' collate uses the same two steps.  **bare reuse** is the stricter
 limit of the copies alone: the same loop writing every batch into two arrays allocated once, so no batch pays for
 faulting in fresh memory (speechpack recycles its batch arrays once the training loop drops them,
-``loader/tse/buffer_pool.py``; the peers and ``bare numpy`` allocate per batch).
+``loader/tse/buffers.py``; the peers and ``bare numpy`` allocate per batch).
 
 **Modes.** ``warm``: the job's files read once, one untimed epoch, then ``--epochs`` timed epochs (median).  ``cold``:
 the reader is built, the job's files are dropped from the page cache with ``posix_fadvise(POSIX_FADV_DONTNEED)``

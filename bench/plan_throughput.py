@@ -23,7 +23,8 @@ import time
 
 import numpy as np
 
-from speechpack.loader.batching import BudgetArgs, make_budget_plan, plan_lengths, tile_windows
+from speechpack.loader.plan.batching import BudgetArgs, make_budget_plan, plan_lengths
+from speechpack.loader.plan.train_windows import tile_windows
 
 FRAME_RATE = 100
 

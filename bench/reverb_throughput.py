@@ -19,7 +19,7 @@ Each mixture is ``--speakers`` real recordings (LibriVox clips of Debian's pocke
 
 Both run over the same mixtures, alternating, ``--repeats`` times after an untimed warm-up; each mixture's room
 comes from its own counter-based generator (Philox keyed by one uniform draw, as the loader's
-``augment.room_generator``).  Unit: **mixtures per second** (best run; medians printed too), wall and CPU time.
+``loader.rng.room_generator``).  Unit: **mixtures per second** (best run; medians printed too), wall and CPU time.
 Target: vectorised >= 3x per source; missing it prints ``BELOW TARGET`` and exits 0.  Needs scipy (installed with
 the ``wesep`` and ``rir`` extras) for the per-source path.
 
@@ -43,8 +43,9 @@ import soxr
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from speechpack.loader.tse.augment import RirSource, room_generator  # noqa: E402
-from speechpack.loader.tse.augment_args import AugmentArgs  # noqa: E402
+from speechpack.loader.rng import room_generator  # noqa: E402
+from speechpack.loader.tse.augment import RirSource  # noqa: E402
+from speechpack.loader.tse.mix_args import AugmentArgs  # noqa: E402
 from speechpack.loader.tse.convolve import convolution_size, convolve_rows  # noqa: E402
 from speechpack.loader.tse.room_sim import HIGHPASS_HZ, SPEED_OF_SOUND, RoomConfig, draw_room  # noqa: E402
 

@@ -8,7 +8,7 @@ output).  Interleaved per repeat, CPU time per batch (``time.process_time``) of 
 - **heap, dropped**: numpy arrays freed before the next batch (the heap hands the same block back, still cached);
 - **heap, 4 alive** with numpy's huge-page advice on and off: fresh arrays every batch, as when a consumer holds
   batches (page faults; 2 MB pages against 4 KB ones);
-- **slots 1 / 4**: built into ``loader.batch_ring`` slots (``build_in`` and ``pack``), one slot reused or four in
+- **slots 1 / 4**: built into ``loader.transport.batch_ring`` slots (``build_in`` and ``pack``), one slot reused or four in
   turn, as a DataLoader worker does.
 
 Medians over the repeats; prints the load average, which moves every figure.
@@ -27,7 +27,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 
-from speechpack.loader import batch_ring, build_loader  # noqa: E402
+from speechpack.loader import build_loader  # noqa: E402
+from speechpack.loader.transport import batch_ring  # noqa: E402
 from workdir import bench_workdir  # noqa: E402
 from worker_scaling import tse_config  # noqa: E402
 

@@ -16,12 +16,12 @@ epoch lasts about 60 ms).
 **Jobs**, per task, all in the same run: ``num_workers=0`` (the baseline) and ``num_workers=N`` of the same config
 (persistent workers, as ``build_loader`` makes them; messages sized automatically unless ``--batches-per-message``
 fixes them); with ``--torch-transport`` also ``num_workers=N`` with the batch ring switched off (every batch through
-torch's per-tensor shared memory, the transport before ``loader.batch_ring``); and the **ceiling**: a plain
+torch's per-tensor shared memory, the transport before ``loader.transport.batch_ring``); and the **ceiling**: a plain
 ``torch.utils.data.DataLoader`` with N workers whose dataset returns the same-sized tensors (the task's first batch),
 preallocated once per worker, so its epoch costs only torch's transport.
 
 **Method.** ``torch.set_num_threads(1)`` in this process (a worker's default), ``--warmup`` untimed epochs of each
-job (default 2: the loader sizes its messages by what the first batches cost, ``loader.message_groups``, and the
+job (default 2: the loader sizes its messages by what the first batches cost, ``loader.transport.message_groups``, and the
 second epoch touches the slots' pages at that size; both are one-time costs that a real epoch of thousands of
 batches does not notice, but these epochs are 40-75 batches), then ``--repeats`` epochs of each, the jobs' order
 alternating per repeat; the ratio is the median of the per-repeat

@@ -2,15 +2,22 @@
 
 A config is a plain dict (usually loaded from YAML).  ``LoaderConfig.from_dict`` turns it into frozen
 dataclasses and refuses any key it does not know, naming it, so a typo never silently becomes a default.  A config
-with Omnilingual's ``dataset:`` block is first translated into this shape (``loader.asr.recipe``).
-``dataset_args`` is parsed by the task's module (``loader.tse.args`` for ``tse``, see ``loader.tasks``); the value
+of another tool (``loader.tasks.FOREIGN_RECIPES``) is first translated into this shape by its task.
+``dataset_args`` is parsed by the task (``LoaderTask.parse_dataset_args``, see ``loader.tasks``); the value
 checks every parser shares are in ``loader.config_checks``.  Objects built directly are checked too
 (``__post_init__``), their keys named by field.
+
+Which loader a resume state belongs to: ``loader_fingerprint`` hashes what decides the batches (the packs'
+manifests, ``dataset_args``, the state, the task and the weighting), so ``SpeechLoader.load_state_dict`` refuses a
+state saved by a loader that would deal other batches.  What only changes how batches are fetched (workers,
+prefetch) and where the packs lie is left out, so a state still resumes on another node or with other workers.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # The shared checks live in loader.config_checks; they are imported here by name too, so ``from loader.config
@@ -27,11 +34,13 @@ from speechpack.loader.config_checks import (  # noqa: F401 (re-exported)
     value_range,
 )
 from speechpack.loader.cache.settings import CacheSettings
+from speechpack.loader.pack import Pack
+from speechpack.loader.plan.static_plan import TAIL_POLICIES  # noqa: F401 (re-exported)
 from speechpack.loader.recipe import DataLoaderArgs, check_state, read_recipe
-from speechpack.loader.static_plan import TAIL_POLICIES  # noqa: F401 (re-exported)
-from speechpack.loader.tasks import DEFAULT_TASK, STATES, task_module  # noqa: F401 (STATES re-exported)
+from speechpack.loader.tasks import DEFAULT_TASK, FOREIGN_RECIPES, STATES  # noqa: F401 (STATES re-exported)
+from speechpack.loader.tasks import task as task_of
 
-#: Keys of a ``packs`` entry that set its count per epoch (at most one each; see loader.weighting).
+#: Keys of a ``packs`` entry that set its count per epoch (at most one each; see loader.plan.weighting).
 WEIGHT_KEYS = ("weight", "hours_beta", "repeat", "choose")
 #: Largest ``weighting.beta_corpus``/``beta_language``: hours ** beta stays finite for any corpus size (Omnilingual
 #: uses 0.5; 0 is uniform, 1 proportional to hours).
@@ -192,7 +201,7 @@ class LoaderConfig:
     #: ``dataloader_args``' DataLoader settings (``num_workers``, ``pin_memory``, ``prefetch_factor``).
     dataloader: DataLoaderArgs = field(default_factory=DataLoaderArgs)
     #: WeSep's ``sample_num_per_epoch``: 0, or the items of each epoch, drawn from the packs in their natural
-    #: proportions (``loader.weighting``: a small pack cycles, a large one is covered over several epochs).
+    #: proportions (``loader.plan.weighting``: a small pack cycles, a large one is covered over several epochs).
     sample_num_per_epoch: int = 0
     #: Top-level sections of a recipe that belong to the trainer (ignored; listed in the loader's report).
     ignored: tuple[str, ...] = ()
@@ -204,7 +213,7 @@ class LoaderConfig:
     cache: CacheSettings | None = None
 
     def __post_init__(self) -> None:
-        task_module(check_type(self.task, str, "LoaderConfig.task"), "LoaderConfig.task")
+        task_of(check_type(self.task, str, "LoaderConfig.task"), "LoaderConfig.task")
         _check_packs_weighting(self.packs, self.weighting, "LoaderConfig")
         positive_int(self.sample_num_per_epoch, "LoaderConfig.sample_num_per_epoch", minimum=0,
                      maximum=MAX_EPOCH_ITEMS)
@@ -222,26 +231,28 @@ class LoaderConfig:
 
     @classmethod
     def from_dict(cls, obj: Any, where: str = "config", state: str = "train") -> "LoaderConfig":
-        """``obj`` read for ``state`` (``val_dataset_args`` applies to ``val`` and ``test``).  An Omnilingual
-        recipe's ``dataset:`` block is translated key by key first (``loader.asr.recipe``)."""
-        if isinstance(obj, dict) and "dataset" in obj:
-            from speechpack.loader.asr.recipe import from_recipe
-
-            obj = from_recipe(obj, where)
+        """``obj`` read for ``state`` (``val_dataset_args`` applies to ``val`` and ``test``).  Another tool's
+        recipe (a top-level key of ``loader.tasks.FOREIGN_RECIPES``: Omnilingual's ``dataset:`` block) is translated
+        key by key first, by its task (``LoaderTask.translate_config``)."""
+        if isinstance(obj, dict):
+            for key, name in FOREIGN_RECIPES.items():
+                if key in obj:
+                    obj = task_of(name).translate_config(obj, where)
+                    break
         recipe = read_recipe(obj, state, where)
         values = take_known(recipe.config, where, {"packs": None, "dataset_args": None, "weighting": None,
                                                    "task": DEFAULT_TASK, "cache": None})
-        task = check_type(values["task"], str, f"{where}.task")
-        module = task_module(task, f"{where}.task")
+        task_name = check_type(values["task"], str, f"{where}.task")
+        loader_task = task_of(task_name, f"{where}.task")
         packs = values["packs"]
         if not isinstance(packs, list) or not packs:
             raise ConfigError(f"{where}.packs: a non-empty list of {{path: ...}} is required")
         sources = tuple(PackSource.from_dict(p, f"{where}.packs[{i}]", weighting=True) for i, p in enumerate(packs))
-        dataset_args = module.parse_dataset_args(values["dataset_args"], f"{where}.dataset_args")
+        dataset_args = loader_task.parse_dataset_args(values["dataset_args"], f"{where}.dataset_args")
         weighting = Weighting.from_dict(values["weighting"], f"{where}.weighting")
         _check_packs_weighting(sources, weighting, where)
         _check_per_epoch(sources, recipe.sample_num_per_epoch, f"{where}.dataset_args")
-        return cls(packs=sources, dataset_args=dataset_args, weighting=weighting, task=task,
+        return cls(packs=sources, dataset_args=dataset_args, weighting=weighting, task=task_name,
                    dataloader=recipe.dataloader, sample_num_per_epoch=recipe.sample_num_per_epoch,
                    ignored=recipe.ignored, states=recipe.states, dialect=recipe.dialect,
                    cache=None if values["cache"] is None else CacheSettings.from_dict(values["cache"], f"{where}.cache"))
@@ -256,4 +267,34 @@ def _check_per_epoch(packs: tuple[PackSource, ...], per_epoch: int, where: str) 
 
 def _default_dataset_args() -> Any:
     """The default task's ``dataset_args`` with every default."""
-    return task_module(DEFAULT_TASK).parse_dataset_args(None, "dataset_args")
+    return task_of(DEFAULT_TASK).parse_dataset_args(None, "dataset_args")
+
+
+def loader_fingerprint(config: LoaderConfig, state: str, packs: list[Pack], order: dict | None = None) -> str:
+    """Hash of the packs' manifests and ``dataset_args``: a state only resumes the loader it came from.
+
+    Pack paths are left out on purpose, so a state still resumes after the packs are copied to node-local disk
+    (or read from a store).  ``order`` is what a plan option outside ``dataset_args`` changes (the node cache's
+    shard-aware order, ``loader.cache.shard_order.window_identity``); empty or None leaves the hash as before.
+    """
+    digest = hashlib.sha256()
+    loader_task = task_of(config.task)
+    args = loader_task.fingerprint_args(asdict(config.dataset_args))  # keys added later left out while unset
+    identity = {"dataset_args": args, "state": state}
+    if loader_task.fingerprint_names_task:
+        identity["task"] = config.task
+    identity.update(order or {})
+    digest.update(json.dumps(identity, sort_keys=True, default=str).encode())
+    if config.weighted:  # hashed only when set, so older states still resume; paths left out as below
+        weights = [{k: v for k, v in asdict(p).items() if k != "path" and not (k == "split" and v is None)}
+                   for p in config.packs]
+        weighted = {"packs": weights, "weighting": asdict(config.weighting)}
+        if config.sample_num_per_epoch:
+            weighted["sample_num_per_epoch"] = config.sample_num_per_epoch
+        digest.update(json.dumps(weighted, sort_keys=True).encode())
+    for pack in packs:  # the manifest the pack was opened from (a directory's or a store's: no path is read)
+        digest.update(bytes.fromhex(pack.opened.manifest_sha256))
+    return digest.hexdigest()[:16]
+
+
+__all__ = ["loader_fingerprint"]

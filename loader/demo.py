@@ -17,6 +17,7 @@ import yaml
 
 from speechpack.schemas.constants import DEFAULT_SAMPLE_RATE
 from speechpack.schemas.plotting import plotting_available
+from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.units import plural
 from speechpack.schemas.yaml_document import parse_yaml
 
@@ -63,7 +64,7 @@ def _load_batches(tse_pack: str, out: str, echo: Callable[[str], None]) -> tuple
     return the config's path and the picture's (``None`` without matplotlib)."""
     from speechpack.loader import build_loader  # imported here: torch is only needed from this step on
     from speechpack.loader.peek import describe_batch
-    from speechpack.loader.planning_report import plan_report
+    from speechpack.loader.plan.planning_report import plan_report
 
     step = time.monotonic()
     config = {"packs": [{"path": tse_pack}],
@@ -99,8 +100,7 @@ def _load_batches(tse_pack: str, out: str, echo: Callable[[str], None]) -> tuple
 
 def _both_mics(config_path: str, tse_2mic_pack: str, out: str, echo: Callable[[str], None]) -> None:
     """Write the training config over both tse packs and show that ``plan`` refuses it, before any audio is read."""
-    from speechpack.loader.plan_checks import MixedChannels
-    from speechpack.loader.planning_report import plan_report
+    from speechpack.loader.plan.planning_report import plan_report
 
     with open(config_path, encoding="utf-8") as fp:
         config = parse_yaml(fp.read(), config_path)
@@ -110,7 +110,9 @@ def _both_mics(config_path: str, tse_2mic_pack: str, out: str, echo: Callable[[s
         yaml.safe_dump(config, fp, sort_keys=False)
     try:
         plan_report(config, "train")
-    except MixedChannels as err:
+    except SpeechpackError as err:  # the TSE builder's planned_batch_check (MixedChannels)
+        if "different channel counts" not in str(err):
+            raise
         echo(f"   with the two-microphone pack added ({BOTH_MICS_CONFIG}), `speechpack plan` refuses it:")
         echo(f"     {str(err).split('; the loader refuses')[0]}")
         return

@@ -8,7 +8,7 @@ value          what the loader does                                             
 ``none``       the stored audio, as packed                                              all
 ``muvap``      MuVAP's loudness gain from whole-recording statistics (below)            tse, asd
 ``utterance``  zero mean, unit variance over each whole utterance (Omnilingual's        asr
-               ``normalize_audio``; ``loader.asr.waveform.normalize_rows``)
+               ``normalize_audio``; ``loader.asr.features.normalize_rows``)
 =============  =======================================================================  ===========
 
 Spellings accepted everywhere: ``false``/``null`` mean ``none``; ``true`` means the task's own normalisation

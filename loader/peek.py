@@ -62,12 +62,6 @@ def describe_batch(batch: dict) -> str:
     return "\n".join(lines)
 
 
-def batch_sample_rate(builder) -> int:
-    """The rate of a batch's audio: the TSE builder's (it may resample), else its packs' (asd, asr)."""
-    rate = getattr(builder, "rate", None)
-    return int(rate) if rate is not None else int(builder.packs[0].sample_rate)
-
-
 def save_batch_wavs(batch: dict, sample_rate: int, out_dir: str) -> list[str]:
     """Write the batch's audio as float WAV files and return their paths: per TSE row its mixture (all channels),
     target and waveform enrollment (when the batch has one); per ASR row its waveform (``source_seqs`` up to its
@@ -130,7 +124,7 @@ def peek_config(config_path: str, state: str, seed: int = 0, save_wavs: str | No
     batch = next(iter(loader), None)
     if batch is None:
         raise SpeechpackError(f"{config_path}: the {state} plan holds no batch")
-    wavs = save_batch_wavs(batch, batch_sample_rate(loader.builder), save_wavs) if save_wavs else []
+    wavs = save_batch_wavs(batch, loader.builder.sample_rate, save_wavs) if save_wavs else []
     return PeekReport(state=state, items=report.items, filtered=report.filtered, batches=len(loader),
                       padded_items=report.padded_items, dropped_items=report.dropped_items,
                       batch=describe_batch(batch), wavs=wavs, wav_dir=save_wavs, ignored=report.ignored,

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from speechpack.loader.config_checks import MAX_EPOCH_ITEMS, ConfigError, check_type, positive_int, take_known
-from speechpack.loader.tse import mainline
+from speechpack.loader.tasks import read_dialect
 from speechpack.schemas.documents import MAX_DEPTH
 
 #: Top-level sections the loader reads (``LoaderConfig`` keys, then WeSep's data sections).
@@ -79,7 +79,7 @@ class Recipe:
     ignored: tuple[str, ...]
     #: With ``val_dataset_args``: the states this reading serves (``TRAIN_STATES`` or ``VAL_STATES``); else None.
     states: tuple[str, ...] | None = None
-    #: Which WeSep dialect the recipe was read as (``loader.tse.mainline.dialect``); None for a loader config.
+    #: Which WeSep dialect the recipe was read as (``loader.tasks.read_dialect``: ``wesep-mainline``, ``wesep-contract``); None for a loader config.
     dialect: str | None = None
 
 
@@ -103,9 +103,7 @@ def read_recipe(obj: Any, state: str, where: str = "config") -> Recipe:
     """Sort a loader config or a WeSep recipe (``obj``, a dict) for ``state``; errors name the key's path."""
     if not isinstance(obj, dict):
         raise ConfigError(f"{where}: expected a mapping with packs and dataset_args, got {type(obj).__name__}")
-    read_as = mainline.dialect(obj)
-    if read_as == mainline.MAINLINE:  # mainline WeSep's recipe: its keys in the contract dialect's terms
-        obj = mainline.translate(obj, state, where)
+    obj, read_as = read_dialect(obj, state, where)  # a task's own recipe dialects (mainline WeSep: translated)
     known = (*CONFIG_KEYS, *RECIPE_KEYS)
     ignored = []
     for key in obj:

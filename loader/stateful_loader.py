@@ -8,7 +8,7 @@ sampler and the sampler's iterator for their state when they have ``state_dict``
 batches handed to the caller, not the ones prefetched. ``stateful_dataloader`` gives it the loader's own pieces:
 
 - the dataset is ``SpeechLoader.dataset``: keys ``(epoch, start, stop)`` in, groups of whole collated batches out
-  (``loader.message_groups``), each batch a pure function of (seed, epoch, batch), so a batch is the same whichever
+  (``loader.transport.message_groups``), each batch a pure function of (seed, epoch, batch), so a batch is the same whichever
   worker builds it (nothing to save per worker);
 - the sampler is ``EpochBatchSampler``: the epoch's batch numbers for this rank, dealt in groups sized as the
   ``SpeechLoader``'s, its iterator ``Stateful`` with the position (batches sent) in ``SpeechLoader.state_dict()``'s
@@ -33,7 +33,7 @@ import functools
 from typing import Iterator
 
 from speechpack.loader.config_checks import MAX_EPOCH, ConfigError, integer
-from speechpack.loader.message_groups import unpack
+from speechpack.loader.transport.message_groups import unpack
 from speechpack.loader.torch import ResumeError, SpeechLoader, as_tensors, build_loader
 from speechpack.schemas.errors import SpeechpackError
 

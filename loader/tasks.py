@@ -1,24 +1,28 @@
-"""Loader tasks: what a pack kind needs between the epoch plan and a collated batch.
+"""The task registry: the one place the generic loader names its tasks (task name -> the module implementing it).
 
-A loader config names its task (``task: tse|asd|asr``, default ``tse``).  The task's module parses
-``dataset_args`` and turns the opened packs into a batch builder; ``loader.torch.SpeechLoader`` does everything
-else the same way for every task (planning, dealing batches to ranks and workers, resume state, weighting).
+A loader config names its task (``task: tse|asd|asr``, default ``tse``).  The task's module holds ``TASK``, a
+``loader.tasks.LoaderTask`` that parses ``dataset_args`` and turns the opened packs into a batch builder (a
+``loader.tasks.BatchBuilder``); ``loader.torch.SpeechLoader`` does everything else the same way for every task
+(planning, dealing batches to ranks and workers, resume state, weighting).  Task modules are imported when a config
+names them (``importlib``), so the generic loader imports no task package.
 
-A task module provides:
+``prepare`` calls the task's ``prepare`` and adds the packs' weighting when the task has none of its own: what the
+training loader (``loader.torch``) and the dry run (``loader.plan.planning_report``) both start from, without
+torch.  A new task is registered with ``register_task`` (docs/extending.md, "A loader task").
 
-``parse_dataset_args(obj, where)``
-    ``dataset_args`` (a dict or None) -> a frozen dataclass; unknown keys raise ``ConfigError`` naming the key.
-``prepare(config, state, packs, seed) -> Prepared``
-    the builder for ``state`` and what the filters removed.
+The two contracts between the generic loader and a task: ``BatchBuilder`` (what the loader calls on a task's
+batch builder) and ``LoaderTask`` (what it calls on the task itself), each hook with its default, documented here
+once (docs/extending.md, "A loader task").
 
-``loader.tasks.prepare`` calls the task's ``prepare`` and adds the packs' weighting when the task has none of its
-own: what the training loader (``loader.torch``) and the dry run (``loader.planning_report``) both start from,
-without torch.
+In the spirit of Grain's ``Map``/``RandomMap`` transforms (one base class, one required method, the rest optional
+with a stated default): a task subclasses both, overrides what it needs, and the generic modules
+(``loader.torch``, ``loader.plan``, ``loader.peek``, ``loader.config``, ``loader.config.loader_fingerprint``) call the hooks
+directly, never ``getattr(builder, name, default)``.  Which tasks exist is the registry above (task name -> module
+path); the generic loader names no task anywhere else.
 
-A builder provides ``args`` (with ``batch_size``, ``batching``, ``shuffle``, ``tail``), ``windows`` (a
-``loader.batching.Windows`` or None), ``num_units()``, ``unit_lengths()`` and ``build(items, valid, epoch,
-global_batch) -> dict`` (numpy arrays and lists; randomness only from the counter-based generators of
-``loader.plan`` / ``loader.tse.mixing``, so a batch is the same whichever worker builds it).
+Randomness: a builder draws only from the counter-based generators of ``loader.rng``, keyed by (seed, epoch,
+global batch[, position]), so a batch is the same whichever worker builds it, with any ``num_workers`` and after a
+resume.
 """
 
 from __future__ import annotations
@@ -26,37 +30,40 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field, replace
 from types import ModuleType
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from speechpack.loader.config_checks import MAX_SEED, ConfigError, integer
-from speechpack.loader.weighting import PackWeighting
+from speechpack.loader.plan.weighting import PackWeighting
 
 #: What a loader is built for (``build_loader(config, state)``).
 STATES = ("train", "val", "test")
 
-#: Task name -> the module that implements it.
+#: Task name -> the module that implements it (its ``TASK``).
 TASK_MODULES = {
     "tse": "speechpack.loader.tse.task",
     "asd": "speechpack.loader.asd.task",
     "asr": "speechpack.loader.asr.task",
 }
 DEFAULT_TASK = "tse"
+#: A top-level key that marks another tool's recipe -> the task that translates it into a loader config
+#: (``LoaderTask.translate_config``): Omnilingual ASR's ``dataset:`` block.
+FOREIGN_RECIPES = {"dataset": "asr"}
+#: Task -> the module that recognises the dialects of its tool's training recipes, read before the config is
+#: parsed: ``read_dialect(obj, state, where) -> (obj as the loader reads it, dialect or None)``.  Imported when a
+#: recipe is read, so it is kept light (no audio, no torch): mainline WeSep recipes for ``tse``.
+DIALECT_READERS = {"tse": "speechpack.loader.tse.mainline"}
 
 
-@dataclass(frozen=True)
-class Prepared:
-    """What a task hands to the loader: the batch builder, the pack of every item (for weighting), how many items
-    the filters removed, per reason (reported, never silently lost), and the task's own weighting when it weighs
-    something other than packs (ASR: (corpus, language) groups inside the packs); None lets the loader weigh
-    packs as the config's ``packs`` entries say."""
-
-    builder: Any
-    item_pack: np.ndarray
-    filtered: int = 0
-    filter_report: dict[str, int] = field(default_factory=dict)
-    weighting: Any = None
+def register_task(name: str, module: str) -> None:
+    """Make ``task: name`` build loaders with the ``TASK`` of ``module`` (a dotted module path, imported when a
+    config first names the task)."""
+    if not isinstance(name, str) or not name or not isinstance(module, str) or not module:
+        raise ValueError(f"register_task: a task name and a module path are required, got {name!r}, {module!r}")
+    if name in TASK_MODULES and TASK_MODULES[name] != module:
+        raise ValueError(f"register_task: task {name!r} is {TASK_MODULES[name]} already")
+    TASK_MODULES[name] = module
 
 
 def task_module(name: str, where: str = "config.task") -> ModuleType:
@@ -66,6 +73,21 @@ def task_module(name: str, where: str = "config.task") -> ModuleType:
     return importlib.import_module(TASK_MODULES[name])
 
 
+def read_dialect(obj: Any, state: str, where: str = "config") -> tuple[Any, str | None]:
+    """``obj`` as the loader reads it for ``state``, and the recipe dialect a task's reader recognised in it
+    (``DIALECT_READERS``; None: a plain loader config)."""
+    for module in DIALECT_READERS.values():
+        obj, read_as = importlib.import_module(module).read_dialect(obj, state, where)
+        if read_as is not None:
+            return obj, read_as
+    return obj, None
+
+
+def task(name: str, where: str = "config.task") -> LoaderTask:
+    """The ``LoaderTask`` of task ``name``."""
+    return task_module(name, where).TASK
+
+
 def prepare(config, state: str, packs: list, seed: int) -> Prepared:
     """The task's ``Prepared`` for ``state`` with its ``weighting`` resolved: the task's own, else the packs' as
     the config's ``packs`` entries say (None when no entry weighs)."""
@@ -73,9 +95,170 @@ def prepare(config, state: str, packs: list, seed: int) -> Prepared:
         raise ConfigError(f"state must be one of {', '.join(STATES)}, got {state!r}")
     seed = integer(seed, "seed", 0, MAX_SEED)
     config.check_state(state)
-    prepared = task_module(config.task).prepare(config, state, packs, seed)
+    loader_task = task(config.task)
+    prepared = loader_task.prepare(config, state, packs, seed)
     if prepared.weighting is None and config.weighted:
+        loader_task.check_weighting(config)
         sizes = np.bincount(prepared.item_pack, minlength=len(packs))
         hours = [float(p.manifest.totals["hours"]) for p in packs]
         prepared = replace(prepared, weighting=PackWeighting.resolve(config, sizes, hours))
     return prepared
+
+
+#: Keys of ``dataset_args`` added after the first release: a state hashed without them still resumes when they
+#: are unset (``LoaderTask.fingerprint_args``).
+_UNSET_LEFT_OUT = ("cues", "field_collate", "mix", "augment", "batching", "train_window", "hist_frames")
+#: Keys of ``dataset_args`` that change how batches are fetched, not which: any worker count resumes.
+_FETCH_ONLY = ("npc", "num_prefetch")
+
+
+@dataclass(frozen=True)
+class PlanArgs:
+    """A task's planning view (``BatchBuilder.plan_args``), what ``loader.plan.plan_epoch`` reads.
+
+    ``batching``: None (static batches of ``batch_size``) or a ``loader.plan.batching.BudgetArgs``;
+    ``shuffle_windows``: None (the items and the batches shuffled whole) or fairseq2 windows
+    (``loader.plan.shuffle_window.ShuffleWindows``); ``sync``: None (as ``tail``) or ``pad``/``drop``, how the
+    batch count is evened across ranks on its own."""
+
+    batch_size: int
+    batching: Any
+    shuffle: bool
+    tail: str
+    shuffle_windows: Any = None
+    sync: str | None = None
+
+
+class BatchBuilder:
+    """What the generic loader calls on a task's batch builder.  Required: ``args``, ``packs``, ``num_units``,
+    ``unit_lengths`` and ``build``; every other hook has the default written here.
+
+    A builder is pickled to each DataLoader worker: keep what it holds picklable (open packs are), and let reused
+    scratch memory pickle empty.
+    """
+
+    #: Required: the task's ``dataset_args`` for the state, with ``batch_size``, ``batching`` (None or a
+    #: ``BudgetArgs``), ``shuffle`` and ``tail``: what ``plan_args`` is made from.
+    args: Any
+    #: Required: the opened packs, in the config's order (``Prepared.item_pack`` indexes them).
+    packs: list
+    #: Train-window chunks (``loader.plan.train_windows.Windows``) when the plan's units are chunks of items;
+    #: None when units are items.
+    windows: Any = None
+    #: Whether ``unit_lengths(epoch)`` differs from epoch to epoch (ASD chunks with MuVAP's ``jitter``): the loader
+    #: then asks again each epoch instead of keeping the first answer.
+    lengths_by_epoch: bool = False
+    #: Whether a batch crops its rows to the shortest (ASD training) rather than padding them to the longest: the
+    #: dry run's utilisation counts frames kept instead of padding.
+    crops_to_shortest: bool = False
+    #: The tokenizer batches' token ids come from (``SpeechLoader.tokenizer``); None for tasks without text.
+    tokenizer: Any = None
+
+    def num_units(self) -> int:
+        """Required: how many units the plan deals (items, or train-window chunks)."""
+        raise NotImplementedError
+
+    def unit_lengths(self, epoch: int) -> np.ndarray:
+        """Required: per unit, the row length its batch will have (budget batching plans with it; the dry run
+        reports it).  The same every epoch unless ``lengths_by_epoch``."""
+        raise NotImplementedError
+
+    def build(self, items: np.ndarray, valid: np.ndarray, epoch: int, global_batch: int) -> dict:
+        """Required: one collated batch (numpy arrays, carved with ``loader.transport.batch_arrays`` to travel in
+        the worker's shared memory, and lists) of the units ``items``; ``valid`` flags real rows (False: a tail
+        repeat); ``global_batch`` keys the batch's random streams."""
+        raise NotImplementedError
+
+    def build_block(self, batches: list[tuple[np.ndarray, np.ndarray, int, int]]) -> Iterator[dict]:
+        """Several consecutive batches (``build``'s arguments each), yielded one by one as they are asked for.
+        Default: ``build`` each.  A task that can share work across batches overrides it (TSE plans their window
+        table together); the batches must be the same as built one at a time."""
+        return (self.build(*batch) for batch in batches)
+
+    @property
+    def plan_args(self) -> PlanArgs:
+        """The planning view of ``args``.  Default: static or budget batches, whole-epoch shuffles, ranks evened
+        as ``tail`` says; a task with its own shuffles or rank rule overrides it (ASR)."""
+        args = self.args
+        return PlanArgs(batch_size=args.batch_size, batching=args.batching, shuffle=args.shuffle, tail=args.tail)
+
+    @property
+    def sample_rate(self) -> int:
+        """The rate of the batches' audio (``speechpack peek --save-wavs``).  Default: the first pack's."""
+        return int(self.packs[0].sample_rate)
+
+    def unit_rows(self) -> np.ndarray | None:
+        """Per unit, the rows the loader yields for it (the dry run's rows per batch).  Default None: one row per
+        unit.  (TSE: a mixture gives one row per target speaker.)"""
+        return None
+
+    def planned_batch_check(self) -> Callable[..., None] | None:
+        """A check the dry run applies to each planned batch before any audio is read, so ``speechpack plan``
+        fails where training would: called as ``check(units, epoch=, rank=, batch=, batches=)``, it raises a
+        ``SpeechpackError`` naming the batch.  Default None: every planned batch can be built.  (TSE: a batch of
+        mixtures with different channel counts.)"""
+        return None
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What a task hands to the loader: the batch builder, the pack of every item (for weighting), how many items
+    the filters removed, per reason (reported, never silently lost), and the task's own weighting when it weighs
+    something other than packs (ASR: (corpus, language) groups inside the packs); None lets the loader weigh
+    packs as the config's ``packs`` entries say."""
+
+    builder: BatchBuilder
+    item_pack: np.ndarray
+    filtered: int = 0
+    filter_report: dict[str, int] = field(default_factory=dict)
+    weighting: Any = None
+
+
+class LoaderTask:
+    """What the generic loader calls on a task (the object ``TASK`` of the module ``loader.tasks`` registers).
+    Required: ``name``, ``parse_dataset_args`` and ``prepare``; every other hook has the default written here."""
+
+    #: Required: the name a config's ``task:`` gives.
+    name: str = ""
+    #: Whether the resume fingerprint hashes the task's name (``loader.config``).  The first task (tse) was
+    #: hashed without it, and its states still resume.
+    fingerprint_names_task: bool = True
+
+    def parse_dataset_args(self, obj: Any, where: str) -> Any:
+        """Required: ``dataset_args`` (a dict or None) -> a frozen dataclass; unknown keys raise ``ConfigError``
+        naming the key."""
+        raise NotImplementedError
+
+    def prepare(self, config, state: str, packs: list, seed: int) -> Prepared:
+        """Required: the builder for ``state`` over ``packs`` and what the filters removed."""
+        raise NotImplementedError
+
+    def translate_config(self, obj: dict, where: str) -> dict:
+        """Another tool's recipe (``loader.tasks.FOREIGN_RECIPES`` says which top-level key marks it) -> a loader
+        config dict of this task.  Default: the config as it is."""
+        return obj
+
+    def check_weighting(self, config) -> None:
+        """Refuse ``packs`` weighting this task cannot apply per pack (before the loader weighs packs itself).
+        Default: every per-pack weighting applies."""
+
+    def fingerprint_args(self, args: dict) -> dict:
+        """``dataset_args`` (as a dict) as the resume fingerprint hashes them: keys added after the first release
+        left out while unset, keys that only change how batches are fetched left out always.  A task whose
+        values were once spelt differently maps them back here, so older states still resume."""
+        for key in _UNSET_LEFT_OUT:
+            if key in args and not args[key]:
+                del args[key]
+        for key in _FETCH_ONLY:
+            args.pop(key, None)
+        return args
+
+    def dataloader_defaults(self, args: Any) -> tuple[tuple[int | None, str], tuple[int | None, str]]:
+        """``((workers, key), (batches prefetched in total, key))`` that a task's ``dataset_args`` ask for when
+        neither the caller nor a recipe's ``dataloader_args`` do, each with the key it came from (reported in
+        ``LoaderReport.dataloader``).  Default: neither (0 workers, ``PREFETCH_PER_WORKER``)."""
+        return (None, ""), (None, "")
+
+
+__all__ = ["BatchBuilder", "DEFAULT_TASK", "LoaderTask", "PlanArgs", "Prepared", "DIALECT_READERS", "FOREIGN_RECIPES",
+           "STATES", "TASK_MODULES", "prepare", "read_dialect", "register_task", "task", "task_module"]

@@ -1,17 +1,16 @@
 """The torch glue: ``build_loader`` wraps the epoch plan (``loader.plan.plan_epoch``) and the task's batch builder
 (``loader.tasks.prepare``) in a DataLoader, caching one epoch's plan per process.  Besides this module, only the
-ASR modules that compute in torch import it (``loader/asr/``: ``fbank``, ``specaugment``, ``waveform``,
-``batch``); ``schemas/``, ``packer/`` and the rest of ``loader/`` never do (tests/test_layers.py checks it).
+ASR modules that compute in torch import it (``loader/asr/``: ``features`` and ``task``); ``schemas/``, ``packer/`` and the rest of ``loader/`` never do (tests/test_layers.py checks it).
 
 How the pieces fit:
 - a sampler in the main process yields ``(epoch, start, stop)`` keys, consecutive batches of the epoch starting
-  where a resumed run left off, several per key when workers build them (``loader.message_groups``: why and how
+  where a resumed run left off, several per key when workers build them (``loader.transport.message_groups``: why and how
   many);
 - DataLoader workers receive the keys round-robin (``batch_size=None``: batch-level fetch) and build the batches
   from the plan, which they recompute from (seed, epoch) on first use: nothing about the epoch lives in worker
   state, so persistent workers follow ``set_epoch`` and any ``num_workers`` gives the same batches;
 - ``SpeechLoader`` hands the batches out one by one and counts them, which is the whole resume state;
-- a worker builds each message's batches into a slot of shared memory it reuses (``loader.batch_ring``; its
+- a worker builds each message's batches into a slot of shared memory it reuses (``loader.transport.batch_ring``; its
   lifetime rule says how long a batch's tensors stay valid: as long as they are referenced), and the training
   process wraps the slot in place: no per-batch shared-memory segment, no copy.
 """
@@ -27,26 +26,26 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
-from speechpack.loader import batch_ring, message_groups
+from speechpack.loader.transport import batch_ring, message_groups
 from speechpack.loader.config import LoaderConfig
 from speechpack.loader.config_checks import MAX_COUNT, MAX_EPOCH, ConfigError, integer
-from speechpack.loader.fingerprint import loader_fingerprint
 from speechpack.loader.cache import CacheSettings, open_cached_pack
 from speechpack.loader.cache.schedule import PlanFeed
 from speechpack.loader.cache.shard_order import PlanningView, shard_windows, window_identity
 from speechpack.loader.cache.settings import cache_in_use
+from speechpack.loader.config import loader_fingerprint
 from speechpack.loader.pack import Pack
-from speechpack.loader.plan import EpochPlan, epoch_lengths, needs_lengths, plan_epoch
+from speechpack.loader.plan.plan import EpochPlan, needs_lengths, plan_epoch
 from speechpack.loader.recipe import MAX_PREFETCH, MAX_WORKERS
-from speechpack.loader.tasks import prepare
-from speechpack.loader.weighting import PackWeighting
+from speechpack.loader.tasks import prepare, task
+from speechpack.loader.plan.weighting import PackWeighting
 from speechpack.schemas.errors import SpeechpackError
 
 #: Version of ``SpeechLoader.state_dict()``; bump it when its meaning changes.
 STATE_VERSION = 1
-#: Messages (of one or more batches: ``loader.message_groups``) each worker prepares ahead of the training loop.
+#: Messages (of one or more batches: ``loader.transport.message_groups``) each worker prepares ahead of the training loop.
 PREFETCH_PER_WORKER = 2
-#: Shared-memory slots per worker beyond its prefetch (``loader.batch_ring``; one slot per message): the message
+#: Shared-memory slots per worker beyond its prefetch (``loader.transport.batch_ring``; one slot per message): the message
 #: whose batches the training loop is handed and the one a pin-memory thread holds, so a loop that keeps only its
 #: current batch never runs out of slots.
 SLOTS_BEYOND_PREFETCH = 2
@@ -99,17 +98,18 @@ class LoaderReport:
 def dataloader_settings(config: LoaderConfig, num_workers: int | None = None,
                         prefetch_factor: int | None = None) -> dict:
     """The DataLoader's workers and per-worker prefetch, and where each came from.  Explicit arguments win; then a
-    WeSep recipe's ``dataloader_args``; then an ASR config's Omnilingual keys (``npc`` parallel calls as workers,
-    ``num_prefetch`` batches waiting in total, so ``ceil(num_prefetch / workers)`` per worker); else 0 workers and
+    WeSep recipe's ``dataloader_args``; then the task's own keys (``LoaderTask.dataloader_defaults``: workers, and
+    batches waiting in total, so ``ceil(total / workers)`` per worker); else 0 workers and
     ``PREFETCH_PER_WORKER``.  Without workers nothing is prefetched: batches are built in the training process."""
-    args, loader_args = config.dataset_args, config.dataloader
-    npc, num_prefetch = getattr(args, "npc", None), getattr(args, "num_prefetch", None)
+    loader_args = config.dataloader
+    (task_workers, workers_key), (task_prefetch, prefetch_key) = task(config.task).dataloader_defaults(
+        config.dataset_args)
     if num_workers is not None:
         workers, source = num_workers, "num_workers"
     elif loader_args.num_workers is not None:
         workers, source = loader_args.num_workers, "dataloader_args.num_workers"
-    elif npc is not None:
-        workers, source = npc, "npc"
+    elif task_workers is not None:
+        workers, source = task_workers, workers_key
     else:
         workers, source = 0, "default"
     workers = integer(workers, "num_workers", 0, MAX_WORKERS)
@@ -119,8 +119,8 @@ def dataloader_settings(config: LoaderConfig, num_workers: int | None = None,
         prefetch, prefetch_source = prefetch_factor, "prefetch_factor"
     elif loader_args.prefetch_factor is not None:
         prefetch, prefetch_source = loader_args.prefetch_factor, "dataloader_args.prefetch_factor"
-    elif num_prefetch is not None:
-        prefetch, prefetch_source = max(1, -(-num_prefetch // workers)), "num_prefetch"
+    elif task_prefetch is not None:
+        prefetch, prefetch_source = max(1, -(-task_prefetch // workers)), prefetch_key
     else:
         prefetch, prefetch_source = PREFETCH_PER_WORKER, "default"
     if prefetch is not None:
@@ -151,13 +151,14 @@ class _PlannedBatches(Dataset):
 
     @property
     def args(self):
-        return self.builder.args if self.shard_order is None else PlanningView(self.builder.args, self.shard_order)
+        args = self.builder.plan_args
+        return args if self.shard_order is None else PlanningView(args, self.shard_order)
 
     def plan(self, epoch: int) -> EpochPlan:
         if self._plan is None or self._plan[0] != epoch:
             args = self.args
-            if needs_lengths(args) and (self._lengths is None or getattr(self.builder, "lengths_by_epoch", False)):
-                self._lengths = epoch_lengths(self.builder, epoch)
+            if needs_lengths(args) and (self._lengths is None or self.builder.lengths_by_epoch):
+                self._lengths = self.builder.unit_lengths(epoch)
             plan = plan_epoch(args, self.seed, epoch, self.rank, self.world_size, num_units=self.builder.num_units(),
                               lengths=self._lengths, windows=self.builder.windows, weighting=self.weighting)
             self._plan = (epoch, plan)
@@ -175,13 +176,12 @@ class _PlannedBatches(Dataset):
 
     def arrays(self, epoch: int, start: int, stop: int) -> Iterator[dict]:
         """Batches ``start`` to ``stop - 1`` of ``epoch`` as the builder makes them (numpy arrays and lists),
-        yielded one by one; a builder with ``build_block`` (TSE) plans them together, each built when asked for."""
+        yielded one by one (``BatchBuilder.build_block``: TSE plans them together, each built when asked for)."""
         plan = self.plan(epoch)
         if self.feed is not None:
             self.feed.at(epoch, start, stop)
         batches = [(*plan.batch(b), epoch, int(plan.global_batch[b])) for b in range(start, stop)]
-        build_block = getattr(self.builder, "build_block", None)
-        return build_block(batches) if build_block is not None else (self.builder.build(*b) for b in batches)
+        return self.builder.build_block(batches)
 
     def __getitem__(self, key: tuple[int, int, int]) -> message_groups.BatchGroup:
         epoch, start, stop = key
@@ -202,7 +202,7 @@ class _PlannedBatches(Dataset):
 
 def as_tensors(batch) -> dict:
     """A delivered batch as the loader hands it out: numpy fields wrapped as tensors (no copy), after unwrapping a
-    batch that came in a worker's shared-memory slot (``loader.batch_ring``).  Shared with torchdata's loader
+    batch that came in a worker's shared-memory slot (``loader.transport.batch_ring``).  Shared with torchdata's loader
     (``loader.stateful_loader``)."""
     if isinstance(batch, batch_ring.ReceivedBatch):
         batch = batch.arrays()
@@ -264,7 +264,7 @@ class SpeechLoader:
             batches_per_message = integer(batches_per_message, "batches_per_message", 1, message_groups.MAX_EXPLICIT)
         # A cache limit too small for the batches built together is an error now, never a hang.
         self.dataset.feed.check(0, IN_PROCESS_BLOCK if not num_workers else batches_per_message or 1)
-        #: How many batches each DataLoader message carries (``loader.message_groups``; shared with torchdata's).
+        #: How many batches each DataLoader message carries (``loader.transport.message_groups``; shared with torchdata's).
         self.message_sizes = message_groups.MessageSizes(num_workers, batches_per_message)
         self._sampler = message_groups.EpochKeys(self.message_sizes)
         self.dataset.ring = _batch_ring(self.dataloader_settings)
@@ -287,7 +287,7 @@ class SpeechLoader:
     def tokenizer(self):
         """The ASR tokenizer the batches' ``target_seqs`` come from (the packs' character vocabulary, or the recipe's
         SentencePiece model): ``len(tokenizer)`` sizes a model's output layer.  None for the other tasks."""
-        return getattr(self.builder, "tokenizer", None)
+        return self.builder.tokenizer
 
     @property
     def epoch(self) -> int:
@@ -395,13 +395,12 @@ def build_loader(config: dict | LoaderConfig, state: str, *, rank: int = 0, worl
                  prefetch_factor: int | None = None, batches_per_message: int | None = None,
                  cache: CacheSettings | dict | None = None) -> SpeechLoader:
     """The training loader: ``config`` is a dict (usually from YAML) with ``packs``, ``dataset_args`` and
-    optionally ``task`` (``tse``, ``asd`` or ``asr``; see ``loader.tasks``) and ``weighting``, a WeSep recipe
-    with ``packs`` added (``loader.recipe``), or Omnilingual's ``dataset:`` block with ``packs``
-    (``loader.asr.recipe``).  ``num_workers``, ``pin_memory`` and ``prefetch_factor`` default to the recipe's
-    ``dataloader_args``, else to an ASR config's ``npc`` / ``num_prefetch``, else to 0 workers, pinning when CUDA
-    is available, and ``PREFETCH_PER_WORKER`` (``dataloader_settings``).  ``batches_per_message``: how many
+    optionally ``task`` (the registry: ``loader.tasks``) and ``weighting``, a WeSep recipe with ``packs`` added
+    (``loader.recipe``), or another tool's recipe its task translates (``loader.tasks.FOREIGN_RECIPES``).
+    ``num_workers``, ``pin_memory`` and ``prefetch_factor`` default to the recipe's ``dataloader_args``, else to
+    the task's (``LoaderTask.dataloader_defaults``), else to 0 workers, pinning when CUDA is available, and ``PREFETCH_PER_WORKER`` (``dataloader_settings``).  ``batches_per_message``: how many
     batches a worker builds and sends per DataLoader index; None (the default) sizes messages by what batches
-    cost to build (``loader.message_groups``), and 1 is one batch per index as a plain DataLoader does.
+    cost to build (``loader.transport.message_groups``), and 1 is one batch per index as a plain DataLoader does.
     ``cache`` (``loader.cache.CacheSettings`` or its keys) is the node cache packs given by URL are read through,
     over the config's ``cache:`` (docs/integrations.md, "Object storage")."""
     if not isinstance(config, LoaderConfig):

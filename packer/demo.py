@@ -173,7 +173,7 @@ def run_demo(out: str, echo: Callable[[str], None] = print) -> DemoResult:
         echo(f"     {summary.describe()}")
 
     # 4. Validate.
-    from speechpack.packer.validate_report import validate_packs  # imported here: only the demo and `validate` need it
+    from speechpack.packer.validate.pack import validate_packs  # imported here: only the demo and `validate` need it
 
     step = time.monotonic()
     report = validate_packs([tse_pack, tse_2mic_pack, sources_pack], check_hashes=True)
@@ -218,7 +218,7 @@ def _inspect_picture(tse_pack: str, out: str, echo: Callable[[str], None]) -> st
 def _asr(corpus: str, utterances: list[_Utterance], asr_pack: str) -> tuple[str, str]:
     """An ``asr`` pack of the utterances (``build asr-jsonl``), validated; returns its path and summary."""
     from speechpack.packer.adapters.asr_jsonl import build_asr_jsonl
-    from speechpack.packer.validate_report import validate_packs
+    from speechpack.packer.validate.pack import validate_packs
 
     manifest = os.path.join(corpus, "asr.jsonl")
     _write_lines(manifest, [{"key": os.path.splitext(os.path.basename(u.path))[0],

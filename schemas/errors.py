@@ -42,5 +42,9 @@ class NpyHeaderError(SpeechpackError):
         self.reason = reason
 
 
+class PlanError(SpeechpackError):
+    """An epoch plan or one of its random streams cannot be made as asked (bad rank, world size, epoch or seed)."""
+
+
 class InternalError(RuntimeError):
     """A speechpack invariant broke: a bug, never the user's input."""

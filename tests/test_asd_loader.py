@@ -25,16 +25,17 @@ from speechpack.loader.asd.augment import (
     fit_donor,
     mix_at_snr,
 )
-from speechpack.loader.asd.chunks import muvap_windows, scored_span
+from speechpack.loader.asd.timeline import muvap_windows, scored_span
 from speechpack.loader.asd.timeline import (
     model_frame_index,
     native_frame_scores,
     read_audio_frames,
     source_frame_index,
 )
-from speechpack.loader.batching import BudgetArgs, make_budget_plan, tile_windows
+from speechpack.loader.plan.batching import BudgetArgs, make_budget_plan
+from speechpack.loader.plan.train_windows import tile_windows
 from speechpack.loader.config import ConfigError
-from speechpack.loader.tse.streams import item_rng
+from speechpack.loader.rng import item_rng
 from speechpack.loader.normalize import muvap_gain
 from speechpack.loader.pack import open_pack
 from speechpack.schemas.constants import ASD_SAMPLE_RATE, FACE_SHAPE
@@ -516,7 +517,7 @@ def test_plan_reports_crop_to_shortest_utilisation_for_asd_training(tmp_path):
     """``speechpack plan`` on asd training: frames kept when every batch is cut to its shortest row (MuVAP's
     sum |b| * min L / sum L), not padding; validation pads, as the TSE loader does."""
     from factories.asd_inputs import make_asd_pack
-    from speechpack.loader.planning_report import plan_report
+    from speechpack.loader.plan.planning_report import plan_report
     from speechpack.loader.torch import build_loader as build
 
     pack = make_asd_pack(tmp_path / "asd")

@@ -9,8 +9,8 @@ import pytest
 
 from speechpack.loader import build_loader
 from speechpack.loader.asd.augment import AugmentError
-from speechpack.loader.asd.chunks import jitter_windows, muvap_windows
-from speechpack.loader.planning_report import plan_report
+from speechpack.loader.asd.timeline import jitter_windows, muvap_windows
+from speechpack.loader.plan.planning_report import plan_report
 from factories.asd_tracks import TRACKS, Track, asd_config, batches, face_frame, write_asd_pack
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*no 25 Hz model frame:UserWarning")

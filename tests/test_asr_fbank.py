@@ -1,4 +1,4 @@
-"""loader.asr.fbank against kaldi-native-fbank (the library fairseq2 calls) on real speech."""
+"""loader.asr.features against kaldi-native-fbank (the library fairseq2 calls) on real speech."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 import soundfile
 import torch
 
-from speechpack.loader.asr.fbank import NUM_MEL_BINS, fbank, frame_geometry, num_frames, standardize_frames
+from speechpack.loader.asr.features import NUM_MEL_BINS, fbank, frame_geometry, num_frames, standardize_frames
 from factories import require
 
 #: Largest difference of a log-mel value from kaldi-native-fbank's (float32 inside; values reach about 26).
@@ -78,7 +78,7 @@ def test_a_row_is_the_same_alone_or_in_a_batch(speech):
 
 
 def test_chunking_and_padding_content_do_not_change_the_features(speech, monkeypatch):
-    import speechpack.loader.asr.fbank as module
+    import speechpack.loader.asr.features as module
 
     waves, lengths = _padded([speech[0], speech[1][:20000], speech[2][:7000]])
     reference, frames = fbank(waves, lengths, 16000)

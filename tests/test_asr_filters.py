@@ -1,11 +1,11 @@
-"""loader.asr.filters: every removed item counted once, under the first reason it fails."""
+"""loader.asr.items: every removed item counted once, under the first reason it fails."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from speechpack.loader.asr.filters import FILTER_REASONS, FilterArgs, asr_filter, drop_tokens
+from speechpack.loader.asr.items import FILTER_REASONS, FilterArgs, asr_filter, drop_tokens
 
 pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
 

@@ -1,4 +1,4 @@
-"""loader.asr.specaugment: masks inside their bounds, drawn from the batch generator, on features and waveforms."""
+"""loader.asr.features: masks inside their bounds, drawn from the batch generator, on features and waveforms."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import pytest
 import soundfile
 import torch
 
-from speechpack.loader.asr.fbank import fbank
-from speechpack.loader.asr.specaugment import (ROUND_TRIP_FFT, draw_masks, round_trip_frames, spec_augment_features,
+from speechpack.loader.asr.features import fbank
+from speechpack.loader.asr.features import (ROUND_TRIP_FFT, draw_masks, round_trip_frames, spec_augment_features,
                                     spec_augment_waveforms)
-from speechpack.loader.plan import batch_rng
+from speechpack.loader.rng import batch_rng
 
 
 def test_masks_stay_within_their_bounds():

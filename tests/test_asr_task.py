@@ -11,7 +11,7 @@ import torch
 
 from speechpack.loader import build_loader, open_pack
 from speechpack.loader.asr.args import parse_dataset_args
-from speechpack.loader.asr.fbank import fbank
+from speechpack.loader.asr.features import fbank
 from speechpack.loader.asr.task import prepare
 from speechpack.loader.config import ConfigError, LoaderConfig
 from speechpack.packer.adapters.asr_jsonl import build_asr_jsonl

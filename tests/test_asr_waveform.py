@@ -1,4 +1,4 @@
-"""loader.asr.waveform: mono by channel mean and per-utterance normalisation over valid samples."""
+"""loader.asr.features: mono by channel mean and per-utterance normalisation over valid samples."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import soundfile
 import torch
 
-from speechpack.loader.asr.waveform import normalize_rows, to_mono
+from speechpack.loader.asr.features import normalize_rows, to_mono
 
 
 def test_mono_is_the_channel_mean():

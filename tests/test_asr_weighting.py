@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from speechpack.loader.config import ConfigError
-from speechpack.loader.weighting import PackWeighting
+from speechpack.loader.plan.weighting import PackWeighting
 
 pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
 

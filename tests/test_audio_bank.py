@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from speechpack.cli import main
 from speechpack.loader import open_pack
 from speechpack.packer.adapters.audio_bank import SimulationOptions, draw_rooms
-from speechpack.packer.validate import validate_pack
+from speechpack.packer.validate.pack import validate_pack
 from speechpack.schemas.constants import KIND_NOISE, KIND_RIR, MANIFEST_NAME, SKIPPED_NAME, STREAM_AUDIO
 from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.format import MINOR_BANKS
@@ -243,7 +243,8 @@ def test_simulation_without_pyroomacoustics_says_what_to_install(tmp_path, monke
 
 @pytest.mark.real_data
 def test_validate_requires_the_kind_as_the_one_speaker(noise_dir, tmp_path):
-    from speechpack.packer.validate import PackReport, _check_record_shape
+    from speechpack.packer.validate.pack import _check_record_shape
+    from speechpack.packer.validate.report import PackReport
 
     root, _ = noise_dir
     out = tmp_path / "bank"

@@ -1,4 +1,4 @@
-"""Audio files opened once per step (``packer.audio_file``): probing and decoding through one descriptor read what
+"""Audio files opened once per step (``packer.audio.decode``): probing and decoding through one descriptor read what
 libsndfile reads by path, every problem keeps the message the path's way gave, and no descriptor is left open.
 Real recordings."""
 
@@ -13,7 +13,7 @@ import pytest
 import soundfile
 
 from speechpack.packer.audio import AudioError, probe_audio, read_audio
-from speechpack.packer.audio_file import HEADER_BYTES, by_descriptor
+from speechpack.packer.audio.decode import HEADER_BYTES, by_descriptor
 
 
 def _open_descriptors() -> int:
@@ -105,7 +105,7 @@ def test_a_header_longer_than_one_read_is_still_checked(real_audio, tmp_path):
 def test_the_descriptor_of_a_regular_file_blocks(recordings):
     """Opened without waiting (a FIFO must not hang the build), the descriptor handed to libsndfile is blocking
     again, as any other open file's."""
-    from speechpack.packer.audio_file import open_regular
+    from speechpack.packer.audio.decode import open_regular
 
     fd = open_regular(recordings[0])
     try:

@@ -21,7 +21,7 @@ from factories import mixture_line, source_line
 from speechpack.loader import open_pack
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
-from speechpack.packer.writer import PackWriter
+from speechpack.packer.build.writer import PackWriter
 from speechpack.schemas.errors import BuildError, SpeechpackError
 
 pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
@@ -317,16 +317,16 @@ def test_exception_mid_build_leaves_no_dataset_json(good_list, tmp_path, monkeyp
 
 
 def test_failure_while_committing_leaves_no_dataset_json(good_list, tmp_path, monkeypatch):
-    import speechpack.packer.writer
+    import speechpack.packer.build.writer
     from speechpack import packer
-    original = packer.writer.write_json_atomic
+    original = packer.build.writer.write_json_atomic
 
     def fail_on_manifest(path, obj):
         if os.path.basename(path) == "dataset.json":
             raise OSError(28, "No space left on device")
         original(path, obj)
 
-    monkeypatch.setattr(packer.writer, "write_json_atomic", fail_on_manifest)
+    monkeypatch.setattr(packer.build.writer, "write_json_atomic", fail_on_manifest)
     out = tmp_path / "pack"
     with pytest.raises(SpeechpackError, match="No space left on device .*run the same command again to resume"):
         build_wesep(str(good_list), options(out))
@@ -362,7 +362,7 @@ def _nan_mixture_list(make_wav, write_list):
 
 def test_skip_bad_after_decoding_shortens_the_planned_shard(make_wav, write_list, tmp_path):
     """A sample planned into a shard but failing to decode is left out; the shard's files still verify."""
-    from speechpack.packer.validate import validate_pack
+    from speechpack.packer.validate.pack import validate_pack
 
     out = tmp_path / "pack"
     summary = build_wesep(str(_nan_mixture_list(make_wav, write_list)), options(out, skip_bad=True))

@@ -1,4 +1,4 @@
-"""Batches from DataLoader workers through reused shared-memory slots (``loader.batch_ring``, ``loader.batch_arrays``).
+"""Batches from DataLoader workers through reused shared-memory slots (``loader.transport.batch_ring``, ``loader.transport.batch_arrays``).
 
 What is pinned (docs/loader.md, "Workers"; docs/performance.md, "Scaling with workers"):
 - arrays carved from an arena equal numpy's ``empty``/``zeros``/``full`` and fall back to numpy when full;
@@ -22,8 +22,9 @@ import torch
 
 from factories import Mix
 from factories.asr import librivox_clips, write_jsonl_manifest
-from speechpack.loader import batch_arrays, batch_ring, build_loader
-from speechpack.loader.batch_arrays import ALIGN, Arena, allocating_in
+from speechpack.loader import build_loader
+from speechpack.loader.transport import batch_arrays, batch_ring
+from speechpack.loader.transport.batch_arrays import ALIGN, Arena, allocating_in
 from speechpack.packer.adapters.asr_jsonl import build_asr_jsonl
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions

@@ -1,4 +1,4 @@
-"""The batch ring (``loader.batch_ring``) under a consumer that keeps and drops batches the awkward ways real training
+"""The batch ring (``loader.transport.batch_ring``) under a consumer that keeps and drops batches the awkward ways real training
 code does, checked against one process's batches: the lifetime rule must hold whatever the consumer does.
 
 What is pinned (docs/loader.md, "Workers"), over eight epochs of real recordings through 3 workers with 3 slots
@@ -25,7 +25,8 @@ import torch
 
 from factories.tse import real_mixtures_config
 from factories.delivery import batch_differences, origin
-from speechpack.loader import batch_ring, build_loader
+from speechpack.loader import build_loader
+from speechpack.loader.transport import batch_ring
 
 pytestmark = [pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning"),
               pytest.mark.skipif(not batch_ring.supported(), reason="memfd_create is Linux only")]

@@ -1,4 +1,4 @@
-"""Budget batching and train windows (``loader.batching``), the loader with them, and ``speechpack plan``.
+"""Budget batching and train windows (``loader.plan.batching``), the loader with them, and ``speechpack plan``.
 
 The plan is checked as a pure function over AVA-like lengths (lognormal, median 64 frames, a tail to thousands):
 utilisation, every frame scored once, equal batch counts over ranks, per-epoch composition, the budget and the
@@ -15,7 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from speechpack.cli import main
-from speechpack.loader.batching import BudgetArgs, make_budget_plan, plan_lengths, tile_windows
+from speechpack.loader.plan.batching import BudgetArgs, make_budget_plan, plan_lengths
+from speechpack.loader.plan.train_windows import tile_windows
 from speechpack.loader.config import ConfigError
 from speechpack.loader.tse.args import DatasetArgs
 from factories.tse import build, config, frames_list, mixture

@@ -1,4 +1,4 @@
-"""Every numeric loader config value has a range, checked when the config is parsed (issue 13, defect 8).
+"""Every numeric loader config value has a range, checked when the config is parsed (docs/loader.md, "Config").
 
 Before: ``batch_size: 1e18`` raised MemoryError even in ``speechpack plan`` (a dry run), ``1e21`` and
 ``max_frames: 1e26`` OverflowError.  Now each is a ``ConfigError`` naming the key, before any pack is opened or
@@ -21,19 +21,9 @@ from speechpack.loader.asd.args import parse_dataset_args as parse_asd
 from speechpack.loader.asr.args import AsrArgs
 from speechpack.loader.asr.args import parse_dataset_args as parse_asr
 from speechpack.loader.config import LoaderConfig, PackSource, Weighting
-from speechpack.loader.config_checks import (
-    MAX_BATCH_ROWS,
-    MAX_COUNT,
-    MAX_DB,
-    MAX_EPOCH_ITEMS,
-    ConfigError,
-    integer,
-    number,
-    positive_int,
-    value_range,
-)
-from speechpack.loader.plan import MAX_ROUND_ROWS, PlanError, plan_epoch
-from speechpack.loader.weighting import pack_counts
+from speechpack.loader.config_checks import MAX_BATCH_ROWS, MAX_COUNT, MAX_DB, MAX_EPOCH_ITEMS, ConfigError, integer, number, positive_int, value_range
+from speechpack.loader.plan.plan import MAX_ROUND_ROWS, PlanError, plan_epoch
+from speechpack.loader.plan.weighting import pack_counts
 
 pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
 
@@ -195,6 +185,8 @@ class _Static:
     batching = None
     shuffle = True
     tail = "pad"
+    shuffle_windows = None
+    sync = None
 
 
 def test_defect8_batch_size_times_world_size_is_bounded_in_the_plan():

@@ -26,7 +26,7 @@ from click.testing import CliRunner
 from speechpack.cli import main
 from factories.cue_corpus import VIDEO_FPS, VIDEO_SIZE, cue, dump_resource
 from speechpack.loader import build_loader
-from speechpack.loader.tse.collate import BASE_FIELDS, CollateError, FieldSpec, collate_field, resolve_field
+from speechpack.loader.tse.decode import BASE_FIELDS, CollateError, FieldSpec, collate_field, resolve_field
 from speechpack.loader.config import ConfigError, LoaderConfig
 from speechpack.loader.tse.args import DatasetArgs
 from speechpack.loader.tse.cues.resolve import CueError, pick_entry

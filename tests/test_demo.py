@@ -18,7 +18,7 @@ from speechpack.loader.pack import open_pack
 from speechpack.loader.demo import BOTH_MICS_CONFIG, DEMO_BATCH_SIZE, PLAN_PICTURE
 from speechpack.packer.demo import (INSPECT_PICTURE, MARKER_NAME, MIXTURE_SPEAKERS, NUM_VOICES, RATES, TWO_MIC_MIXTURES,
                          UTTERANCES_PER_VOICE, run_demo)
-from speechpack.packer.validate_report import validate_packs
+from speechpack.packer.validate.pack import validate_packs
 from speechpack.packer.voices import make_voices, synthesize_utterance
 from speechpack.schemas.errors import SpeechpackError
 

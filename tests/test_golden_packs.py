@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from speechpack.loader.pack import open_pack
-from speechpack.packer.validate_report import validate_packs
-from speechpack.packer.writer import dump_json
+from speechpack.packer.validate.pack import validate_packs
+from speechpack.packer.files import dump_json
 from speechpack.schemas.constants import ASD_SAMPLE_RATE, AUDIO_FULL_SCALE, KINDS, MINOR_BANKS, MINOR_CUES, MINOR_TRACKS
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")

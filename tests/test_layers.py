@@ -9,6 +9,12 @@
 - the pack reader (``loader/pack/``) imports no task package (``loader/tse``, ``loader/asd``, ``loader/asr``), not
   even through the modules it imports;
 - ``loader/`` imports nothing from ``packer/`` or the CLI;
+- ``packer/build`` does not import back into packer's top modules (``packer/*.py``) except ``PACKER_FOUNDATIONS``
+  (the file helpers, the destination's lock and ownership), which import nothing else of packer;
+- the generic loader names no task: no module of ``loader/`` outside the task packages (``TASK_PACKAGES``) imports
+  one, at any level (the registry, ``loader.tasks``, finds a task's module by its dotted path with ``importlib``
+  when a config names it), nor compares a value with a task's name;
+- ASD imports nothing from TSE (what they share lives in the generic loader, e.g. ``loader.rng``);
 - torch is imported (module level) only by ``TORCH_MODULES``, so packing and validation never load it;
 - click is imported (at any level) only by ``speechpack.cli``: the library declares options as plain data
   (``packer.adapters.option_spec``) and the command line alone knows click.
@@ -32,11 +38,19 @@ TOP_MODULES = ("cli",)
 
 #: What ``packer/`` may import from ``loader/``: the pack reader (``loader.pack``, cue banks included) and its package.
 PACK_READER = frozenset({"speechpack.loader", "speechpack.loader.pack"})
-#: The task packages the pack reader must not reach.
+#: packer's top modules (``packer/*.py``) that ``packer/build`` stands on: the file helpers and a destination's lock
+#: and ownership records.  They import nothing of packer but each other, so packer -> build runs one way: the
+#: tools on top (validate, copy, inspect, demo, import, export) use the build; the build never imports them back.
+PACKER_FOUNDATIONS = frozenset({"speechpack.packer.files", "speechpack.packer.ownership"})
+#: The task packages (docs/extending.md, "A loader task"): the pack reader must not reach them, and the rest of
+#: ``loader/`` is the generic loader, which names none of them.
 TASK_PACKAGES = ("speechpack.loader.tse", "speechpack.loader.asd", "speechpack.loader.asr")
 #: Modules that import torch at module level: the DataLoader glue and the ASR modules that compute in torch.
-TORCH_MODULES = frozenset({"speechpack.loader.torch", "speechpack.loader.asr.batch", "speechpack.loader.asr.fbank", "speechpack.loader.asr.specaugment",
-                           "speechpack.loader.asr.waveform"})
+TORCH_MODULES = frozenset({"speechpack.loader.torch", "speechpack.loader.asr.task", "speechpack.loader.asr.features"})
+
+#: The task names of ``TASK_PACKAGES`` (``loader.tasks.TASK_MODULES``, the one module that may spell them).
+TASK_NAMES = frozenset({"tse", "asd", "asr"})
+REGISTRY = "speechpack.loader.tasks"
 
 #: Known violations, each removed by work in progress; remove an entry once it no longer occurs (the test says so).
 EXPECTED: dict = {}
@@ -153,8 +167,24 @@ def _is_pack_reader(module: str) -> bool:
     return module in PACK_READER or module.startswith("speechpack.loader.pack.")
 
 
+def _in(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def _task_package(module: str) -> str | None:
+    """The task package ``module`` belongs to, or None."""
+    return next((package for package in TASK_PACKAGES if _in(module, package)), None)
+
+
+def _is_generic_loader(module: str) -> bool:
+    """A module of the generic loader: under ``loader/``, outside the task packages.  The pack reader's floor has
+    its own rule (``_is_pack_reader``), and ``speechpack.loader`` itself only re-exports."""
+    return (_in(module, "speechpack.loader") and module != "speechpack.loader" and _task_package(module) is None
+            and not _is_pack_reader(module))
+
+
 def _layer(module: str) -> str:
-    """``speechpack.loader.tse.batch`` -> ``loader``; the package itself is its own layer."""
+    """``speechpack.loader.tse.task`` -> ``loader``; the package itself is its own layer."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else parts[0]
 
@@ -193,7 +223,21 @@ def _found_violations() -> set[tuple]:
                 found.add(("layer", (name, target)))
             elif layer == "loader" and target_layer in ("packer", "cli"):
                 found.add(("layer", (name, target)))
+            if _in(name, "speechpack.packer.build") and _is_packer_top(target) and target not in PACKER_FOUNDATIONS:
+                found.add(("packer/build imports back into packer's top modules", (name, target)))
+            if name in PACKER_FOUNDATIONS and _in(target, "speechpack.packer") and target not in PACKER_FOUNDATIONS:
+                found.add(("a packer foundation imports the rest of packer", (name, target)))
+            if _is_generic_loader(name) and _task_package(target) is not None:
+                found.add(("generic loader imports a task", (name, target)))
+            if _in(name, "speechpack.loader.asd") and _in(target, "speechpack.loader.tse"):
+                found.add(("asd imports tse", (name, target)))
     return found
+
+
+def _is_packer_top(module: str) -> bool:
+    """A module directly in ``packer/`` (``speechpack.packer.demo``), not a subpackage."""
+    parts = module.split(".")
+    return len(parts) == 3 and parts[1] == "packer" and not MODULES[module].endswith("__init__.py")
 
 
 def test_no_cycles_and_each_layer_imports_only_what_it_may():
@@ -202,6 +246,22 @@ def test_no_cycles_and_each_layer_imports_only_what_it_may():
     fixed = sorted(set(EXPECTED) - found)
     assert not unexpected, f"import cycles or layer violations (docs/architecture.md): {unexpected}"
     assert not fixed, f"fixed, so remove them from EXPECTED in tests/test_layers.py: {fixed}"
+
+
+def test_the_generic_loader_compares_nothing_with_a_task_name():
+    """A branch on ``config.task == "asr"`` is a task hook in the wrong place (``loader.tasks.LoaderTask``)."""
+    found = []
+    for name, path in MODULES.items():
+        if not _is_generic_loader(name) or name == REGISTRY:
+            continue
+        with open(path, encoding="utf-8") as fp:
+            tree = ast.parse(fp.read(), path)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare):
+                values = [node.left, *node.comparators]
+                if any(isinstance(v, ast.Constant) and v.value in TASK_NAMES for v in values):
+                    found.append(f"{name}:{node.lineno}")
+    assert not found, f"the generic loader branches on a task's name (make it a LoaderTask hook): {found}"
 
 
 def test_the_pack_reader_reaches_no_task_module():
@@ -214,10 +274,12 @@ def test_the_pack_reader_reaches_no_task_module():
 
 def test_the_walk_sees_the_imports_it_checks():
     """The walker itself: a known module-level import, a lazy one, and a TYPE_CHECKING one."""
-    assert "speechpack.loader.pack" in _imports("speechpack.packer.validate", module_level=True)
+    assert "speechpack.loader.pack" in _imports("speechpack.packer.validate.pack", module_level=True)
     assert "speechpack.loader.asd.levels" not in _imports("speechpack.cli", module_level=True)
     assert "speechpack.loader.asd.levels" in _imports("speechpack.cli", module_level=False)
     assert "speechpack.schemas.timebase" in _imports("speechpack.loader.asd.timeline", module_level=True)
+    assert _is_packer_top("speechpack.packer.demo") and not _is_packer_top("speechpack.packer.build")
+    assert "speechpack.packer.files" in _imports("speechpack.packer.build.writer", module_level=True)
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert _cycles(graph) == [("a", "b", "c")]
 

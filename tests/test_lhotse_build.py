@@ -19,7 +19,7 @@ from lhotse import (AudioSource, CutSet, NumpyFilesWriter, Recording, RecordingS
 from speechpack.cli import main
 from factories.lhotse_cuts import stored, transcribed_cut, transcripts
 from speechpack.loader import open_pack
-from speechpack.packer.validate import validate_pack
+from speechpack.packer.validate.pack import validate_pack
 from speechpack.schemas.constants import KIND_ASR, KIND_SOURCES, STREAM_AUDIO, STREAM_SOURCE, STREAM_TEXT
 
 

@@ -39,7 +39,8 @@ from factories.tse import (
 )
 from speechpack.loader import open_pack
 from speechpack.loader.config import ConfigError
-from speechpack.loader.plan import PlanError, batch_rng
+from speechpack.loader.rng import batch_rng
+from speechpack.schemas.errors import PlanError
 from speechpack.loader.torch import ResumeError
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions

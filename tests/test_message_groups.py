@@ -1,4 +1,4 @@
-"""Several planned batches per DataLoader message (``loader.message_groups``; docs/loader.md, "Workers").
+"""Several planned batches per DataLoader message (``loader.transport.message_groups``; docs/loader.md, "Workers").
 
 What is pinned:
 - how many batches a message holds: as given, else one until a batch is measured, then enough for
@@ -23,8 +23,9 @@ import pytest
 import torch
 
 from factories.tse import real_mixtures_config
-from speechpack.loader import batch_arrays, batch_ring, build_loader
-from speechpack.loader.message_groups import (MAX_BATCHES_PER_MESSAGE, MESSAGE_BYTES, MESSAGE_SECONDS, MESSAGES_PER_WORKER,
+from speechpack.loader import build_loader
+from speechpack.loader.transport import batch_arrays, batch_ring
+from speechpack.loader.transport.message_groups import (MAX_BATCHES_PER_MESSAGE, MESSAGE_BYTES, MESSAGE_SECONDS, MESSAGES_PER_WORKER,
                                    BatchGroup, MessageSizes, group_keys, unpack)
 
 pytestmark = [pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")]

@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from speechpack.cli import main
 from factories.wesep_lists import Mix
 from speechpack.loader import build_loader
-from speechpack.loader.plan_checks import MixedChannels
-from speechpack.loader.planning_report import plan_report
+from speechpack.loader.tse.items import MixedChannels
+from speechpack.loader.plan.planning_report import plan_report
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
 
@@ -65,7 +65,7 @@ def test_plan_accepts_one_mixture_per_batch_and_counts_rows(mixed_channels_pack,
 
 
 def test_plan_picture_counts_in_whole_numbers(mixed_channels_pack):
-    from speechpack.loader.plan_plot import plan_figure
+    from speechpack.loader.plan.plan_plot import plan_figure
 
     report = plan_report({"packs": [{"path": mixed_channels_pack}], "dataset_args": {"batch_size": 1}}, "train")
     fig = plan_figure(report)
@@ -76,8 +76,7 @@ def test_plan_picture_counts_in_whole_numbers(mixed_channels_pack):
 
 
 def test_inspect_picture_counts_in_whole_numbers(mixed_channels_pack):
-    from speechpack.packer.inspect import inspect_pack
-    from speechpack.packer.inspect_plot import inspect_figure
+    from speechpack.packer.inspect import inspect_figure, inspect_pack
 
     fig = inspect_figure(inspect_pack(mixed_channels_pack))
     durations, _levels, speakers, per_speaker, shards, _extra = fig.axes

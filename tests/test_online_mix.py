@@ -15,9 +15,10 @@ from factories import Source
 from factories.online_mix import CHUNK, GAIN, RATE, SNR, collect, mix_config, mixtures
 from factories.tse import assert_batches_equal
 from speechpack.loader.config import ConfigError, LoaderConfig
-from speechpack.loader.tse.errors import MixError
+from speechpack.loader.tse.mixing import MixError
+from speechpack.schemas.errors import PlanError
 from speechpack.loader.tse.mixing import SpeakerIndex, choose_group, make_timeline, snr_mix, timeline_masks
-from speechpack.loader.tse.streams import item_rng
+from speechpack.loader.rng import item_rng
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
 
@@ -346,7 +347,7 @@ def test_reused_item_generators_give_item_rng_streams():
     was drawn from them in the batch before."""
     import pickle
 
-    from speechpack.loader.tse.streams import ItemGenerators
+    from speechpack.loader.rng import ItemGenerators
 
     pool = ItemGenerators(seed=11)
     for epoch, batch, count in [(0, 0, 3), (2, 5, 5), (2, 5, 2), (1, 0, 4)]:
@@ -359,7 +360,7 @@ def test_reused_item_generators_give_item_rng_streams():
             assert generator.integers(1000, size=4).tolist() == fresh.integers(1000, size=4).tolist()
     assert len(pickle.dumps(pool)) < 200
     assert pickle.loads(pickle.dumps(pool)).batch(2, 5, 1)[0].random() == item_rng(11, 2, 5, 0).random()
-    with pytest.raises(MixError, match="non-negative"):
+    with pytest.raises(PlanError, match="non-negative"):
         pool.batch(-1, 0, 1)
 
 

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from speechpack.loader.plan import EpochPlan, PlanError, batch_rng, epoch_permutation, make_epoch_plan
+from speechpack.loader.plan.plan import EpochPlan, PlanError, epoch_permutation, make_epoch_plan
+from speechpack.loader.rng import batch_rng
 
 pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
 

@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from speechpack.loader.batching import BudgetArgs, make_budget_plan, tile_windows
-from speechpack.loader.plan import MAX_WORLD_SIZE, PlanError, make_epoch_plan, needs_lengths, plan_epoch
-from speechpack.loader.weighting import PackWeighting
+from speechpack.loader.plan.batching import BudgetArgs, make_budget_plan
+from speechpack.loader.plan.train_windows import tile_windows
+from speechpack.loader.plan.plan import MAX_WORLD_SIZE, PlanError, make_epoch_plan, needs_lengths, plan_epoch
+from speechpack.loader.plan.weighting import PackWeighting
 
 pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
 
@@ -28,6 +29,8 @@ class Args:
     batching: BudgetArgs | None = None
     shuffle: bool = True
     tail: str = "pad"
+    shuffle_windows: None = None
+    sync: None = None
 
 
 LENGTHS = np.random.default_rng(0).integers(100, 3000, 41)
@@ -92,6 +95,7 @@ def test_world_size_is_bounded():
 
 
 def test_plan_and_planning_report_import_no_torch():
-    code = ("import sys, loader.plan, loader.planning_report, loader.config, loader.tasks; "
+    code = ("import sys, speechpack.loader.plan, speechpack.loader.plan.planning_report, speechpack.loader.config, "
+            "speechpack.loader.tasks; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from speechpack.cli import main
 from factories.wesep_lists import Mix
-from speechpack.loader.planning_report import plan_report
+from speechpack.loader.plan.planning_report import plan_report
 from speechpack.schemas.units import plural
 
 
@@ -32,7 +32,7 @@ def test_build_summary_and_copy_say_one_in_the_singular(real_audio, wesep_list, 
 
 
 def test_copy_counts_in_the_units_of_its_summary(capsys):
-    from speechpack.packer.transfer import progress_bar
+    from speechpack.packer.copy.report import progress_bar
 
     with progress_bar(2_000_000, True, "copy") as bar:
         bar.update(1_500_000)

@@ -13,7 +13,7 @@ import torch
 from factories import Source, require_recording
 from speechpack.loader import build_loader
 from speechpack.loader.tse.augment import RirSource
-from speechpack.loader.tse.augment_args import AugmentArgs
+from speechpack.loader.tse.mix_args import AugmentArgs
 from speechpack.loader.tse.convolve import RIR_TRIM_DB, convolve_rows, trim_length, trim_rir
 from speechpack.loader.tse.online import OnlineMixer
 from speechpack.loader.tse.room_sim import RoomConfig, draw_room, room_rirs, rooms_rirs

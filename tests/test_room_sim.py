@@ -26,7 +26,7 @@ RATE = 16000
 
 
 def _rng(key: int) -> np.random.Generator:
-    """A counter-based stream like the loader's (``loader.tse.streams.item_rng``)."""
+    """A counter-based stream like the loader's (``loader.rng.item_rng``)."""
     return np.random.Generator(np.random.Philox(key=key))
 
 

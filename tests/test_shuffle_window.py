@@ -1,4 +1,4 @@
-"""loader.shuffle_window and the plans that use it: fairseq2's window semantics (0 whole, 1 none, n sliding),
+"""loader.plan.shuffle_window and the plans that use it: fairseq2's window semantics (0 whole, 1 none, n sliding),
 deterministic per (seed, epoch), every item exactly once; ``sync`` evens ranks on its own."""
 
 from __future__ import annotations
@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from speechpack.loader.batching import BudgetArgs, make_budget_plan
-from speechpack.loader.shuffle_window import ShuffleWindows, window_order
-from speechpack.loader.static_plan import batch_rng, make_epoch_plan
+from speechpack.loader.plan.batching import BudgetArgs, make_budget_plan
+from speechpack.loader.plan.shuffle_window import ShuffleWindows, window_order
+from speechpack.loader.plan.static_plan import make_epoch_plan
+from speechpack.loader.rng import batch_rng
 
 pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
 

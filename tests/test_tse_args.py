@@ -1,4 +1,4 @@
-"""The TSE ``dataset_args`` ranges (issue 13 item 8 for TSE keys): every numeric value out of range is a
+"""The TSE ``dataset_args`` ranges (docs/loader.md): every numeric value out of range is a
 ``ConfigError`` naming its key, from ``from_dict``, from a directly built args object, and from ``speechpack plan``
 (a dry run that reads no audio), before anything is allocated or resampled.  Also the shared ``normalize``
 vocabulary (issue 14 item 6)."""

@@ -1,4 +1,4 @@
-"""The TSE batch as one window table (``loader.tse.table``) and its recycled arrays (``loader.tse.buffer_pool``).
+"""The TSE batch as one window table (``loader.tse.table``) and its recycled arrays (``loader.tse.buffers``).
 
 What is pinned:
 - on real recordings, the table path gives bit for bit the rows and audio of the item-by-item path (the
@@ -21,11 +21,11 @@ import torch
 
 from speechpack import loader
 from factories import Mix
-from speechpack.loader.plan import batch_rng
-from speechpack.loader.batch_arrays import Arena, allocating_in
+from speechpack.loader.rng import batch_rng
+from speechpack.loader.transport.batch_arrays import Arena, allocating_in
 from speechpack.loader.pack.readahead import PROBE_EVERY, AdaptiveAdvice
-from speechpack.loader.tse import window_reads
-from speechpack.loader.tse.buffer_pool import MAX_BUFFERS, BufferPool
+from speechpack.loader.tse import windows as window_reads
+from speechpack.loader.tse.buffers import MAX_BUFFERS, BufferPool
 from speechpack.loader.tse.windows import ZERO_CHUNK_REDRAWS, Chunking, sounds
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
@@ -236,7 +236,7 @@ def test_a_cached_pack_stops_being_announced(real_packs, monkeypatch):
 
 
 def test_in_a_worker_slot_the_batch_audio_is_carved_from_the_slot_not_the_pool():
-    """A worker builds into its shared-memory slot (``loader.batch_ring``), so the batch crosses without a copy;
+    """A worker builds into its shared-memory slot (``loader.transport.batch_ring``), so the batch crosses without a copy;
     outside a slot, or when the slot is full, the pool's reused buffers serve."""
     pool = BufferPool()
     arena = Arena(np.zeros(1 << 16, dtype=np.uint8))
@@ -275,7 +275,7 @@ def test_stream_arrays_are_kept_between_batches_bounded_and_pickled_empty(real_p
 
 
 def test_a_batch_generator_gives_batch_rng_streams_reused_and_pickles_as_its_seed():
-    from speechpack.loader.plan import BatchGenerator
+    from speechpack.loader.rng import BatchGenerator
     generators = BatchGenerator(7)
     for epoch, batch in [(0, 0), (3, 17), (0, 0), (2, -1), (5, 4)]:
         reused = generators(epoch, batch).random(9)

@@ -1,4 +1,4 @@
-"""Weighting across packs (``loader.weighting``, docs/loader.md "Weighting").
+"""Weighting across packs (``loader.plan.weighting``, docs/loader.md "Weighting").
 
 What is pinned:
 - Omnilingual's hours ** beta shares, against numbers worked out by hand;
@@ -18,9 +18,9 @@ import pytest
 
 from speechpack.loader import open_pack
 from speechpack.loader.config import ConfigError, LoaderConfig
-from speechpack.loader.plan import make_epoch_plan
+from speechpack.loader.plan.plan import make_epoch_plan
 from speechpack.loader.torch import ResumeError
-from speechpack.loader.weighting import epoch_items, hours_beta_weights, largest_remainder, pack_counts
+from speechpack.loader.plan.weighting import epoch_items, hours_beta_weights, largest_remainder, pack_counts
 from factories.tse import assert_batches_equal, build, take
 
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")

@@ -23,7 +23,7 @@ from speechpack.cli import main as cli
 from speechpack.loader import build_loader
 from speechpack.loader.config_checks import ConfigError
 from speechpack.loader.tse.mainline import MainlineArgs
-from speechpack.loader.tse.mainline_batch import kaldi_fbank
+from speechpack.loader.tse.mainline import kaldi_fbank
 from speechpack.packer.adapters.wesep_mainline.build import build_mainline
 from speechpack.packer.adapters.wesep_mainline.inputs import MainlineInputs, find_mainline_split
 from speechpack.packer.build.run import BuildOptions

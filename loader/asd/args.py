@@ -6,7 +6,7 @@ Defaults are MuVAP's ``asd.yaml`` (docs/asd.md, "``dataset_args``"), so a MuVAP 
 |---|---|---|
 | ``train_window`` | 250 | fed model frames per training chunk, history included (``None``: whole tracks) |
 | ``hist_frames`` | 50 | unscored history frames before each chunk (scored span = ``train_window - hist_frames``) |
-| ``frame_budget`` | 2048 | train batches: about ``rows * frames`` frames (``loader.batching.make_budget_plan``) |
+| ``frame_budget`` | 2048 | train batches: about ``rows * frames`` frames (``loader.plan.batching.make_budget_plan``) |
 | ``min_batch``, ``max_batch`` | 4, 16 | clamp of the train batch size (the contrastive term is a B-way task) |
 | ``val_frame_budget`` | 4 x frame_budget | validation batches of whole tracks |
 | ``val_max_batch`` | 64 | largest validation batch (smallest: 1) |
@@ -18,7 +18,7 @@ Defaults are MuVAP's ``asd.yaml`` (docs/asd.md, "``dataset_args``"), so a MuVAP 
 | ``jitter`` | false | train: each chunk's scored span moves to a random start in its track every epoch (MuVAP's) |
 | ``visual_aug`` | true | train: one of orig/flip/crop/rotate per chunk |
 | ``normalize`` | muvap | ``muvap`` (whole-recording gain) or ``none`` (the stored audio); ``loader.normalize`` |
-| ``sort_window`` | 2**18 | chunks sorted by length together before batches are cut (``loader.batching``) |
+| ``sort_window`` | 2**18 | chunks sorted by length together before batches are cut (``loader.plan.batching``) |
 
 Every number has a range (``loader.config_checks``): batch sizes at most ``MAX_BATCH_ROWS`` rows, frames, budgets
 and ``sort_window`` at most ``MAX_COUNT``, ``audio_mix_snr`` within +-``MAX_DB`` dB.  An ``AsdArgs`` built directly
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from speechpack.loader.batching import DEFAULT_WINDOW_ITEMS, BudgetArgs
+from speechpack.loader.plan.batching import DEFAULT_WINDOW_ITEMS, BudgetArgs
 from speechpack.loader.config_checks import (
     MAX_BATCH_ROWS,
     ConfigError,
@@ -44,7 +44,8 @@ from speechpack.loader.config_checks import (
     value_range,
 )
 from speechpack.loader.normalize import MUVAP, NONE, parse_normalize
-from speechpack.loader.static_plan import TAIL_POLICIES
+from speechpack.loader.plan.static_plan import TAIL_POLICIES
+from speechpack.loader.tasks import PlanArgs
 
 #: ``normalize`` values the ASD task builds (``loader.normalize``), in the order its errors list them.
 NORMALIZE_CHOICES = (MUVAP, NONE)
@@ -72,7 +73,7 @@ class AsdArgs:
     jitter: bool = False
     visual_aug: bool = True
     normalize: str = MUVAP
-    #: Items sorted by length together before cutting batches (``loader.batching``, ``sort_window``).
+    #: Items sorted by length together before cutting batches (``loader.plan.batching``, ``sort_window``).
     sort_window: int = DEFAULT_WINDOW_ITEMS
 
     def __post_init__(self) -> None:
@@ -80,7 +81,7 @@ class AsdArgs:
         if self.val_frame_budget is None:
             object.__setattr__(self, "val_frame_budget", VAL_BUDGET_FACTOR * self.frame_budget)
 
-    def plan_args(self, state: str) -> "PlanArgs":
+    def plan_args(self, state: str) -> PlanArgs:
         """What the loader's planner needs for ``state``: train chunks by ``frame_budget``, shuffled; validation
         whole tracks by ``val_frame_budget`` in a fixed order."""
         if state == "train":
@@ -90,17 +91,6 @@ class AsdArgs:
         budget = BudgetArgs(budget=self.val_frame_budget, min_batch=1, max_batch=self.val_max_batch,
                             window_items=self.sort_window)
         return PlanArgs(batch_size=1, batching=budget, shuffle=False, tail="pad")
-
-
-@dataclass(frozen=True)
-class PlanArgs:
-    """The planner's view of the args (``loader.torch`` reads ``batch_size``, ``batching``, ``shuffle``, ``tail``).
-    Validation always pads its tail: every track must be scored."""
-
-    batch_size: int
-    batching: BudgetArgs | None
-    shuffle: bool
-    tail: str
 
 
 def _check(v: dict, where: str) -> None:
@@ -144,4 +134,4 @@ def parse_dataset_args(obj: dict | None, where: str = "dataset_args") -> AsdArgs
                       "audio_mix_snr": value_range(v["audio_mix_snr"], f"{where}.audio_mix_snr")})
 
 
-__all__ = ["AsdArgs", "NORMALIZE_CHOICES", "PlanArgs", "parse_dataset_args"]
+__all__ = ["AsdArgs", "NORMALIZE_CHOICES", "parse_dataset_args"]

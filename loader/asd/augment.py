@@ -9,7 +9,7 @@
   face jitter, which a real track never does): horizontal flip; a square crop of 0.7-1 of the side, resized back
   with OpenCV; a rotation of up to +-15 degrees about the centre.  Faces stay uint8.
 
-Every draw comes from the generator the caller passes (``loader.tse.streams.item_rng``: one per item of a batch), never
+Every draw comes from the generator the caller passes (``loader.rng.item_rng``: one per item of a batch), never
 from global random state, so a batch is the same whichever worker builds it.
 """
 

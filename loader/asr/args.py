@@ -36,7 +36,7 @@ sync_mode                     None       UNTIL_FIRST: surplus batches dropped so
 sync_batches                  True       every rank gets the same number of batches (false is refused)
 ============================  =========  ===================================================================
 
-The shuffle windows have fairseq2's meaning (``loader.shuffle_window``) and are applied in the plan, so the order
+The shuffle windows have fairseq2's meaning (``loader.plan.shuffle_window``) and are applied in the plan, so the order
 is a pure function of (seed, epoch): the same on every worker and after a resume.  ``shuffle: false`` turns all
 three off.  Corpus/language weighting is the loader's top-level ``weighting`` (see ``loader.asr.task``);
 Omnilingual's ``dataset:`` block is translated into these keys by ``loader.asr.recipe``.
@@ -50,8 +50,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from speechpack.loader.asr.filters import FilterArgs
-from speechpack.loader.batching import BudgetArgs
+from speechpack.loader.asr.items import FilterArgs
+from speechpack.loader.plan.batching import BudgetArgs
 from speechpack.loader.asr.partition_filter import parse_partition_filters
 from speechpack.loader.config_checks import (
     MAX_BATCH_ROWS,
@@ -64,14 +64,14 @@ from speechpack.loader.config_checks import (
     take_known,
 )
 from speechpack.loader.normalize import NONE, UTTERANCE, parse_normalize
-from speechpack.loader.shuffle_window import NO_SHUFFLE, WHOLE, ShuffleWindows
+from speechpack.loader.plan.shuffle_window import NO_SHUFFLE, WHOLE, ShuffleWindows
 
 #: Most DataLoader workers ``npc`` may ask for, and most batches ``num_prefetch`` may hold back.
 MAX_WORKERS = 1024
 
 BATCHING_STRATEGIES = ("LENGTH", "STATIC")
 TOKENIZER_KINDS = ("char", "sentencepiece")
-#: ``sync_mode`` values -> how the plan evens the batch count across ranks (``loader.static_plan``'s ``sync``).
+#: ``sync_mode`` values -> how the plan evens the batch count across ranks (``loader.plan.static_plan``'s ``sync``).
 SYNC_MODES = {"UNTIL_FIRST": "drop", "UNTIL_LAST": "pad"}
 @dataclass(frozen=True)
 class TokenizerSpec:
@@ -87,7 +87,7 @@ class TokenizerSpec:
 class AsrArgs:
     """The parsed ``dataset_args`` (module docstring)."""
 
-    min_audio_len: int = FilterArgs.min_audio_len  # the filters' defaults are defined once, in loader.asr.filters
+    min_audio_len: int = FilterArgs.min_audio_len  # the filters' defaults are defined once, in loader.asr.items
     max_audio_len: int = FilterArgs.max_audio_len
     min_samples_per_char: int = FilterArgs.min_samples_per_char
     filter_long_text_threshold: int | None = FilterArgs.filter_long_text_threshold

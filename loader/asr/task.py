@@ -1,7 +1,7 @@
 """The ASR loader task (``task: asr``): Omnilingual-style batches from ``asr`` packs.
 
 ``loader.torch.SpeechLoader`` plans and deals the batches; this module supplies what is ASR-specific
-(``loader.tasks``): ``parse_dataset_args`` (``loader.asr.args``) and ``prepare``, which
+(``TASK``, a ``loader.tasks.LoaderTask``; its builder ``AsrBatchBuilder``, below): ``parse_dataset_args`` (``loader.asr.args``) and ``prepare``, which
 
 1. makes the tokenizer: the built-in character vocabulary from the ``char_counts`` of the loaded packs (or of the
    packs ``tokenizer: {char: ...}`` names: give a validation loader its training packs, so ids agree), or a
@@ -17,25 +17,164 @@
 Before all that, ``loader.asr.selection`` picks the state's split (``train_split``/``valid_split``) and applies
 ``partition_filters``: the items and the weighting hours come from the selected packs only, while the character
 vocabulary comes from every loaded pack, so a train and a val loader of one config agree on the ids.
+
+ASR batches (Omnilingual's ``Seq2SeqBatch``) built from planned item ids, straight from the mapped int16 shards.
+
+For one planned batch, in Omnilingual's order:
+
+1. each utterance is read from its shard view, mixed to mono (mean over channels) and written into a zero-padded
+   float32 ``[B, T]`` array (``T``: the batch's longest utterance);
+2. ``normalize_audio``: zero mean, unit variance per utterance (``loader.asr.features``);
+3. SpecAugment (train only, when ``spec_aug_p`` is set): on the features with ``use_fbank``, else through the
+   STFT round trip on the waveform (``loader.asr.features``);
+4. ``use_fbank``: 80-bin Kaldi log-mel features, standardised (``loader.asr.features``), ``[B, F, 80]``.
+
+Steps 2-4 run in torch on the padded batch.  The batch's random draws come only from
+``loader.rng.batch_rng(seed, epoch, global_batch)``: whichever worker builds a batch, it is the same.
+
+The batch (numpy arrays, lists of str), under the names of fairseq2's ``Seq2SeqBatch`` (one set of names, so a
+fairseq2 trainer reads it as it is):
+
+``source_seqs``      float32 ``[B, T]`` (or ``[B, F, 80]`` with ``use_fbank``), zero past each row's length
+``source_seq_lens``  int64 ``[B]``: samples (or frames)
+``target_seqs``      int64 ``[B, S]``: token ids, padded with the tokenizer's pad id (0 when it has none)
+``target_seq_lens``  int64 ``[B]``
+``language``, ``corpus``, ``key``: one str per row
+``valid``            bool ``[B]``: False for the plan's padding rows (repeats that make the epoch's batches even)
 """
 
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from speechpack.loader.asr.args import AsrArgs, TokenizerSpec, parse_dataset_args
-from speechpack.loader.asr.batch import AsrBatchBuilder
-from speechpack.loader.asr.items import asr_items
-from speechpack.loader.asr.selection import select
-from speechpack.loader.asr.summary import read_summary
+from speechpack.loader.asr.features import fbank
+from speechpack.loader.asr.items import AsrItems, asr_items, segment_of
+from speechpack.loader.asr.recipe import from_recipe
+from speechpack.loader.asr.selection import read_summary, select
+from speechpack.loader.asr.features import spec_augment_features, spec_augment_waveforms
 from speechpack.loader.asr.tokenizer import CharTokenizer, SentencePieceTokenizer
-from speechpack.loader.config_checks import ConfigError
+from speechpack.loader.asr.features import normalize_rows
 from speechpack.loader.cache import open_cached_pack
 from speechpack.loader.pack import Pack
-from speechpack.loader.tasks import Prepared
-from speechpack.loader.weighting import PackWeighting
-from speechpack.schemas.constants import KIND_ASR
+from speechpack.loader.plan.weighting import PackWeighting
+from speechpack.loader.config_checks import ConfigError
+from speechpack.loader.rng import BatchGenerator
+from speechpack.loader.tasks import BatchBuilder, LoaderTask, PlanArgs, Prepared
+from speechpack.loader.transport import batch_arrays
+from speechpack.schemas.constants import KIND_ASR, STREAM_AUDIO
 from speechpack.schemas.errors import SpeechpackError
+
+
+class AsrBatchBuilder(BatchBuilder):
+    """Collated ASR batches from item ids (``loader.tasks.BatchBuilder``).  Holds numpy columns only; utterances are
+    never cut into train windows."""
+
+    def __init__(self, packs: list[Pack], items: AsrItems, args: AsrArgs, state: str, seed: int, tokenizer, *,
+                 weighting=None, unknown_tokens_removed: int = 0):
+        kinds = sorted({p.kind for p in packs})
+        if kinds != [KIND_ASR]:
+            raise SpeechpackError(f"the ASR loader reads asr packs only; got {', '.join(kinds)}")
+        rates = sorted({p.sample_rate for p in packs})
+        if len(rates) != 1:
+            raise SpeechpackError(f"asr packs at different sample rates {rates}: pack them at one rate")
+        self.packs = packs
+        self.items = items
+        self.args = args
+        self.state = state
+        self.seed = seed
+        self.batch_rng = BatchGenerator(seed)  # loader.rng.batch_rng, one generator object reused
+        self.tokenizer = tokenizer
+        self.rate = rates[0]
+        self.pad_id = tokenizer.pad_id if tokenizer.pad_id is not None and tokenizer.pad_id >= 0 else 0
+        self.spec_augment = args.spec_aug_p is not None and state == "train"
+        #: The (corpus, language) weighting the loader must apply (``PackWeighting.from_groups``), or None.
+        self.weighting = weighting
+        #: Unknown tokens ``remove_unknown`` deleted from the targets (reported; the items stay).
+        self.unknown_tokens_removed = unknown_tokens_removed
+        self._waves_are_output = not (args.normalize_audio or args.use_fbank or self.spec_augment)
+
+    def num_units(self) -> int:
+        return len(self.items)
+
+    @property
+    def sample_rate(self) -> int:
+        return int(self.rate)
+
+    @property
+    def plan_args(self) -> PlanArgs:
+        """Omnilingual's plan: fairseq2 shuffle windows and its own rule for evening ranks (``loader.asr.args``)."""
+        args = self.args
+        return PlanArgs(batch_size=args.batch_size, batching=args.batching, shuffle=args.shuffle, tail=args.tail,
+                        shuffle_windows=args.shuffle_windows, sync=args.sync)
+
+    def unit_lengths(self, epoch: int = 0) -> np.ndarray:
+        """Samples per utterance (per channel): what LENGTH batching budgets (rows x longest row)."""
+        return self.items.num_frames
+
+    def _waveforms(self, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        lengths = self.items.num_frames[items]
+        # The waveforms are the batch's output only without normalisation, fbank and SpecAugment: then they go
+        # straight into the worker's shared-memory slot (``loader.transport.batch_arrays``); otherwise they are scratch.
+        # Each row is written once: its samples, then zeros past them (no zeroing of the whole batch first).
+        empty = batch_arrays.empty if self._waves_are_output else np.empty
+        waves = empty((len(items), int(lengths.max()) if len(items) else 0), np.float32)
+        segments = [(self.packs[int(self.items.pack[item])], int(self.items.sample[item])) for item in items.tolist()]
+        segments = [(pack, segment_of(pack, sample)) for pack, sample in segments]
+        for pack, segment in segments:  # request every read of the batch before the first copy waits on a cold disk
+            pack.will_need(STREAM_AUDIO, segment)
+        for row, (pack, segment) in enumerate(segments):
+            stored, factor = pack.stored_segment(STREAM_AUDIO, segment)
+            out = waves[row, :stored.shape[1]]
+            if stored.shape[0] == 1:
+                np.multiply(stored[0], np.float32(factor), out=out, casting="unsafe")
+            else:  # mono by channel mean, scaled in the same pass
+                np.multiply(stored.sum(axis=0, dtype=np.float32), np.float32(factor / stored.shape[0]), out=out)
+            waves[row, stored.shape[1]:] = 0.0
+        return waves, lengths.astype(np.int64)
+
+    def _targets(self, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        lengths = self.items.num_tokens[items].astype(np.int64)
+        targets = batch_arrays.full((len(items), int(lengths.max()) if len(items) else 0), self.pad_id, np.int64)
+        for row, item in enumerate(items.tolist()):
+            targets[row, :lengths[row]] = self.items.targets(item)
+        return targets, lengths
+
+    def build(self, items: np.ndarray, valid: np.ndarray, epoch: int, global_batch: int) -> dict:
+        items = np.asarray(items, dtype=np.int64)
+        waves_np, lengths_np = self._waveforms(items)
+        waves, lengths = torch.from_numpy(waves_np), torch.from_numpy(lengths_np)
+        if self.args.normalize_audio:
+            final = not (self.args.use_fbank or self.spec_augment)  # then the normalised rows are the output
+            out = torch.from_numpy(batch_arrays.empty(waves.shape, np.float32)) if final else None
+            waves = normalize_rows(waves, lengths, out=out)
+        rng = self.batch_rng(epoch, global_batch)
+        args = self.args
+        if self.args.use_fbank:
+            source, lengths = fbank(waves, lengths, self.rate)
+            if self.spec_augment:
+                source, _ = spec_augment_features(source, lengths.numpy(), rng, args.spec_aug_p,
+                                                  args.spec_aug_freq_mask_param, args.spec_aug_time_mask_param)
+        else:
+            source = waves
+            if self.spec_augment:
+                source, _ = spec_augment_waveforms(source, lengths_np, rng, args.spec_aug_p,
+                                                   args.spec_aug_freq_mask_param, args.spec_aug_time_mask_param)
+        targets, target_lengths = self._targets(items)
+        packs = self.items.pack[items].tolist()
+        samples = self.items.sample[items].tolist()
+        groups = [self.items.groups[g] for g in self.items.group[items].tolist()]
+        return {
+            "source_seqs": source.numpy().astype(np.float32, copy=False),
+            "source_seq_lens": lengths.numpy().astype(np.int64, copy=False),
+            "target_seqs": targets,
+            "target_seq_lens": target_lengths,
+            "language": [g[1] for g in groups],
+            "corpus": [g[0] for g in groups],
+            "key": [self.packs[p].keys[s] for p, s in zip(packs, samples)],
+            "valid": np.asarray(valid, dtype=bool),
+        }
 
 
 def make_tokenizer(spec: TokenizerSpec, packs: list[Pack]):
@@ -63,7 +202,7 @@ def weighs_groups(config) -> bool:
 
 
 def summary_hours(path: str, split: str, groups: tuple[tuple[str, str], ...]) -> np.ndarray:
-    """Hours of each group from a dataset summary TSV (``loader.asr.summary``); every group must be listed."""
+    """Hours of each group from a dataset summary TSV (``loader.asr.selection``); every group must be listed."""
     table = read_summary(path, split)
     absent = [f"{c}/{l}" for c, l in groups if table.get((c, l), 0.0) <= 0]
     if absent:
@@ -117,5 +256,36 @@ def prepare(config, state: str, packs: list[Pack], seed: int) -> Prepared:
                     filter_report=dict(result.report), weighting=weighting)
 
 
-__all__ = ["group_hours", "group_weighting", "make_tokenizer", "parse_dataset_args", "prepare", "summary_hours",
-           "weighs_groups"]
+class AsrTask(LoaderTask):
+    """``task: asr`` (``loader.tasks.LoaderTask``): Omnilingual's recipes are translated, (corpus, language) groups
+    weighed, and fairseq2's parallelism keys are the DataLoader's defaults."""
+
+    name = "asr"
+
+    def parse_dataset_args(self, obj, where: str) -> AsrArgs:
+        return parse_dataset_args(obj, where)
+
+    def prepare(self, config, state: str, packs: list, seed: int) -> Prepared:
+        return prepare(config, state, packs, seed)
+
+    def translate_config(self, obj: dict, where: str) -> dict:
+        """Omnilingual's ``dataset:`` block, key by key (``loader.asr.recipe``)."""
+        return from_recipe(obj, where)
+
+    def check_weighting(self, config) -> None:
+        if weighs_groups(config):
+            # ASR packs hold several corpora and languages: per-pack shares would silently weigh the wrong thing.
+            raise ConfigError("packs[].hours_beta with task asr weighs (corpus, language) groups inside the packs: "
+                              "the loader must apply the ASR task's weighting (loader.asr.task, builder.weighting), "
+                              "not per-pack shares")
+
+    def dataloader_defaults(self, args: AsrArgs):
+        """fairseq2's ``npc`` (parallel calls: the workers) and ``num_prefetch`` (batches waiting in total)."""
+        return (args.npc, "npc"), (args.num_prefetch, "num_prefetch")
+
+
+TASK = AsrTask()
+
+
+__all__ = ["AsrBatchBuilder", "AsrTask", "TASK", "group_hours", "group_weighting", "make_tokenizer",
+           "parse_dataset_args", "prepare", "summary_hours", "weighs_groups"]

@@ -21,7 +21,7 @@ import numpy as np
 from speechpack.loader.cache.cached_files import CachedPackFiles
 from speechpack.loader.cache.schedule import unit_samples
 from speechpack.loader.config_checks import ConfigError
-from speechpack.loader.shuffle_window import NO_SHUFFLE
+from speechpack.loader.plan.shuffle_window import NO_SHUFFLE
 
 
 @dataclass(frozen=True)

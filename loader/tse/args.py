@@ -12,28 +12,41 @@ exist to stop nonsense, not to second-guess an experiment.  ``from_dict`` names 
 (``config.dataset_args.chunk_len``); a directly built object under ``dataset_args``.
 
 The online mixing keys (``MixArgs``, ``TimelineArgs``) are parsed in ``loader.tse.mix_args``, reverberation, noise
-and enrollment augmentation (``AugmentArgs``) in ``loader.tse.augment_args``, the cue and collate keys
+and enrollment augmentation (``AugmentArgs``) in ``loader.tse.mix_args``, the cue and collate keys
 (``CueRequest``) in ``loader.tse.cues.request``; keys of older WeSep configs are refused by
-``loader.tse.legacy_keys``, naming what replaces them.
+``loader.tse.args``, naming what replaces them.
+
+``check_legacy``: keys of older WeSep configs (the earlier public pipeline and its forks) and what replaces each one now.
+
+The earlier pipeline selected enrollments with ``speaker_feat`` and Kaldi features, mixed a fixed number of
+speakers and took other key names; WeSep's data pipeline contract replaced all of them.  A config that still holds
+one would otherwise fail with a bare "unknown key" or, worse, be read with a different meaning, so each gets an
+error naming its replacement (docs/wesep.md "Bring your recipe").
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, TYPE_CHECKING
 
-from speechpack.loader.config_checks import MAX_COUNT, ConfigError, check_choice, check_type, positive_int, take_known
-from speechpack.loader.static_plan import TAIL_POLICIES
+from speechpack.loader.config_checks import (
+    MAX_COUNT,
+    ConfigError,
+    check_choice,
+    check_type,
+    positive_int,
+    take_known,
+)
 from speechpack.loader.normalize import MUVAP, NONE, parse_normalize
-from speechpack.loader.tse.ranges import MAX_BATCH_ROWS, MAX_SAMPLES, at, check_finite, check_int, where_set
-from speechpack.loader.tse.augment_args import AugmentArgs, parse_augment
+from speechpack.loader.plan.static_plan import TAIL_POLICIES
 from speechpack.loader.tse.cues.request import ALIGNS, CueRequest, parse_collate, parse_cues
-from speechpack.loader.tse.legacy_keys import check_legacy
+from speechpack.loader.tse.mix_args import AugmentArgs, MixArgs, TimelineArgs, parse_augment, parse_mix
+from speechpack.loader.tse.ranges import MAX_BATCH_ROWS, MAX_SAMPLES, at, check_finite, check_int, where_set
 from speechpack.loader.tse.mainline import MainlineArgs
-from speechpack.loader.tse.mix_args import MixArgs, TimelineArgs, parse_mix
 
-if TYPE_CHECKING:  # loader.batching imports loader.config; the real import is inside _batching
-    from speechpack.loader.batching import BudgetArgs
+
+if TYPE_CHECKING:  # loader.plan.batching imports loader.config; the real import is inside _batching
+    from speechpack.loader.plan.batching import BudgetArgs
 
 SHORT_POLICIES = ("pad", "keep")
 #: ``normalize`` values the TSE task builds (``loader.normalize``), in the order its errors list them.
@@ -88,14 +101,14 @@ class DatasetArgs:
     mix: MixArgs | None = None
     #: Reverberation, noise and enrollment augmentation (``None``: none given); see ``AugmentArgs``.
     augment: AugmentArgs | None = None
-    #: ``batching`` with ``type: budget`` (``None``: static batches of ``batch_size``); see ``loader.batching``.
+    #: ``batching`` with ``type: budget`` (``None``: static batches of ``batch_size``); see ``loader.plan.batching``.
     batching: "BudgetArgs | None" = None
     #: ``train_window``: train items longer than this many samples are tiled into near-equal chunks, each fed
-    #: with ``hist_frames`` samples of unscored context before it (``loader.batching.tile_windows``).
+    #: with ``hist_frames`` samples of unscored context before it (``loader.plan.train_windows.tile_windows``).
     train_window: int | None = None
     hist_frames: int = 0
     #: Set when the config is a mainline WeSep recipe (``loader.tse.mainline``): its batch keys and enrollment
-    #: features (``loader.tse.mainline_batch``).
+    #: features (``loader.tse.mainline``).
     mainline: MainlineArgs | None = None
 
     def __post_init__(self) -> None:
@@ -207,8 +220,8 @@ class DatasetArgs:
 
 def _batching(obj: Any, batch_size: int, where: str) -> tuple[int, "BudgetArgs | None"]:
     """``batching``: ``{type: static, batch_size}`` or ``{type: budget, max_frames | max_num_elements, cost,
-    min_batch, max_batch, num_seqs_multiple_of, sort_window}`` (see ``loader.batching``)."""
-    from speechpack.loader.batching import BATCH_TYPES, COSTS, DEFAULT_WINDOW_ITEMS, BudgetArgs
+    min_batch, max_batch, num_seqs_multiple_of, sort_window}`` (see ``loader.plan.batching``)."""
+    from speechpack.loader.plan.batching import BATCH_TYPES, COSTS, DEFAULT_WINDOW_ITEMS, BudgetArgs
     if obj is None:
         return batch_size, None
     if not isinstance(obj, dict):
@@ -266,5 +279,54 @@ def parse_dataset_args(obj: Any, where: str) -> DatasetArgs:
     return DatasetArgs.from_dict(obj, where)
 
 
-__all__ = ["DEFAULT_CHUNK_SECONDS", "CueRequest", "DatasetArgs", "MixArgs", "NORMALIZE_CHOICES", "TimelineArgs",
-           "parse_dataset_args"]
+_ENROLL = ("select the enrollment with dataset_args.cues.audio: {use: true} and the split's cues.yaml (an audio "
+           "cue: type wav, format waveform for enrollment audio; type npy, format spk_embedding for embeddings)")
+_ENROLL_AUG = ("cue_processing.audio: {reverb_enroll_prob, noise_enroll_prob} augments waveform enrollments; "
+               "feature-level augmentation belongs to the model's frontend")
+
+#: ``dataset_args`` key of an older config -> what replaces it in the contract version.
+LEGACY_KEYS = {
+    "speaker_feat": _ENROLL,
+    "fbank_args": "enrollments are waveforms (audio_aux) or embeddings; fbank features are computed by the model "
+                  "(model_args), not the data pipeline",
+    "use_random_snr": "mix_snr: {range: [low, high], gain: [low, high]} (dB; WeSep's default range [-5, 10], "
+                      "gain [-12, 0])",
+    "specaug_enroll_prob": _ENROLL_AUG,
+    "SSA_enroll_prob": _ENROLL_AUG,
+    "filter_args": "filter_len_args: {min_num_seconds, max_num_seconds}",
+    "snr_conf": "mix_snr: {range: [low, high], gain: [low, high]}",
+}
+
+
+def check_legacy(obj: Any, where: str) -> None:
+    """Raise for the older-pipeline keys of the ``dataset_args`` mapping ``obj``: one error listing every one of
+    them with its replacement, so a config is fixed in one round, not one key per run."""
+    if not isinstance(obj, dict):
+        return
+    found = [f"{where}.{key}: a key of the older WeSep pipeline; now {replacement}"
+             for key, replacement in LEGACY_KEYS.items() if key in obj]
+    spk = obj.get("num_speakers")
+    if isinstance(spk, int) and not isinstance(spk, bool):
+        found.append(f"{where}.num_speakers: {spk} (a fixed count, the older pipeline's form); now "
+                     f"num_speakers: {{distribution: [p1, p2, p3], max_speakers: N}} (P(1), P(2), P(3..N) "
+                     f"speakers; {spk} speakers: {_fixed(spk)})")
+    if obj.get("noise_lmdb_file") is not None and not obj.get("cues"):
+        found.append(f"{where}.noise_lmdb_file: given without dataset_args.cues, the older pipeline's layout; "
+                     f"now {_ENROLL}, and noise_lmdb_file serves noise_prob (mixture noise) and "
+                     f"cue_processing.audio.noise_enroll_prob")
+    if len(found) == 1:
+        raise ConfigError(found[0])
+    if found:
+        raise ConfigError(f"{len(found)} keys of the older WeSep pipeline (a mainline WeSep recipe is read as it "
+                          f"is when it keeps model_args.tse_model.joint_training or top-level whole_utt; "
+                          f"docs/wesep.md):\n  " + "\n  ".join(found))
+
+
+def _fixed(count: int) -> str:
+    """The ``num_speakers`` block of a fixed speaker count."""
+    dist = [1 if count == 1 else 0, 1 if count == 2 else 0, 1 if count >= 3 else 0]
+    return f"{{distribution: {dist}, max_speakers: {max(count, 1)}}}"
+
+
+__all__ = ["CueRequest", "DEFAULT_CHUNK_SECONDS", "DatasetArgs", "LEGACY_KEYS", "MixArgs", "NORMALIZE_CHOICES",
+           "TimelineArgs", "check_legacy", "parse_dataset_args"]

@@ -15,7 +15,7 @@ augments waveform enrollments (``cue_processing.audio.{reverb_enroll_prob, noise
   a 60 dB cut changes the reverberant signal by -52 to -59 dB (docs/wesep.md), more than we let an optimisation
   change the user's own RIRs, and their spectra are cached, so their length costs little.
 
-Every draw comes from a counter-based stream (``loader.tse.streams.item_rng`` / ``augment_rng``), in a fixed count
+Every draw comes from a counter-based stream (``loader.rng.item_rng`` / ``augment_rng``), in a fixed count
 per row, so batches are the same for any worker count and after a resume.
 """
 
@@ -26,9 +26,10 @@ import soxr
 
 from speechpack.loader.cache import open_cached_pack
 from speechpack.loader.pack import Pack
-from speechpack.loader.tse.augment_args import AugmentArgs
+from speechpack.loader.tse.mix_args import AugmentArgs
+from speechpack.loader.rng import room_generator
 from speechpack.loader.tse.convolve import convolve_same, trim_length
-from speechpack.loader.tse.errors import MixError
+from speechpack.loader.tse.mixing import MixError
 from speechpack.loader.tse.mixing import energies, fit_noise
 from speechpack.loader.tse.room_sim import draw_room, rooms_rirs
 from speechpack.schemas.constants import KIND_NOISE, KIND_RIR, STREAM_AUDIO
@@ -40,8 +41,6 @@ ENROLL_PEAK = 0.9
 NOISE_DRAWS = 4
 #: Uniform draws per enrollment: reverb on/off, RIR (or room key), noise on/off, entry, offset, SNR.
 ENROLL_DRAWS = 6
-#: Bits of a uniform draw turned into a room generator's key.
-_ROOM_KEY_BITS = 53
 
 
 class Bank:
@@ -164,11 +163,6 @@ class RirSource:
         return self.bank.read(entry, rate).astype(np.float32)
 
 
-def room_generator(draw: float) -> np.random.Generator:
-    """A room's generator: Philox keyed by the bits of one uniform draw of its mixture's stream."""
-    return np.random.Generator(np.random.Philox(key=int(draw * (1 << _ROOM_KEY_BITS))))
-
-
 def add_scaled_noise(signal: np.ndarray, noise: np.ndarray, snr_db: float) -> np.ndarray:
     """``signal`` ``[C, T]`` plus ``noise`` ``[T]`` (on every channel) at ``snr_db`` below the signal's energy
     (over all channels, per channel); a silent signal or noise is left as it is."""
@@ -219,4 +213,4 @@ class EnrollAugment:
 
 
 __all__ = ["Bank", "ENROLL_DRAWS", "ENROLL_PEAK", "EnrollAugment", "NOISE_DRAWS", "NoiseSource", "RirSource",
-           "add_scaled_noise", "noisy_mixture", "room_generator"]
+           "add_scaled_noise", "noisy_mixture"]

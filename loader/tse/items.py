@@ -2,16 +2,32 @@
 
 Parallel numpy arrays, not per-item Python objects, so a builder forked into DataLoader workers shares them
 without copy-on-write growth (docs/loader.md "What one epoch is", step 1).
+
+What the dry run (``speechpack plan``) needs to know about TSE batches beyond their lengths, read from the
+packs' columns (no audio): how many rows the loader yields per planned item, and which batches it would refuse
+(the TSE builder's ``unit_rows`` and ``planned_batch_check``, ``loader.tasks.BatchBuilder``).
+
+The words (docs/loader.md, "Dry run"): an *item* is what the plan places in a batch (one mixture; one (mixture,
+target) pair with ``expand_targets``; one chunk with ``train_window``; one utterance or track for asr and asd); a
+*row* is one entry along the batch dimension the loader yields (``B_out``: one per target speaker of a TSE mixture,
+one per item elsewhere).
+
+The loader stacks a batch's mixtures into one ``wav_mix [B_out, C, T]``, so a batch whose mixtures have different
+channel counts is refused when it is built (``loader.tse.task``), possibly hours into training.  The same test on
+the plan's batches, before any audio is read, lets ``speechpack plan`` say so first.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from speechpack.loader.pack import Pack
 from speechpack.loader.tse.args import DatasetArgs
+from speechpack.schemas.errors import SpeechpackError
+from speechpack.schemas.units import plural
 
 
 @dataclass(frozen=True)
@@ -60,4 +76,81 @@ def length_filter(items: ItemIndex, packs: list[Pack], args: DatasetArgs, state:
     return keep
 
 
-__all__ = ["ItemIndex", "length_filter", "tse_items"]
+#: Keys named per channel count in the message about a mixed batch.
+_KEYS_SHOWN = 3
+
+
+def _premixed_items(builder: Any):
+    """The builder's item columns when its batches are pre-mixed audio from the packs; ``None`` with online mixing
+    (which renders its own mixtures from mono sources)."""
+    return builder.items if builder.online is None else None
+
+
+def _item_of_unit(builder: Any) -> np.ndarray | None:
+    """Per planned unit, its item (``train_window`` chunks map to the item they cut); ``None`` when they are the
+    same."""
+    return None if builder.windows is None else builder.windows.item
+
+
+def unit_rows(builder: Any) -> np.ndarray | None:
+    """Rows the loader yields per planned unit: a mixture gives one per target speaker, unless ``expand_targets``
+    planned its targets one by one; ``None`` when every unit is one row (online mixing)."""
+    items = _premixed_items(builder)
+    if items is None:
+        return None
+    counts = np.concatenate([p.speaker_count for p in builder.packs]) if builder.packs else np.zeros(0, np.int64)
+    offsets = np.cumsum([0] + [len(p) for p in builder.packs])[:-1]
+    rows = np.where(items.slot >= 0, 1, counts[offsets[items.pack] + items.sample]).astype(np.int64)
+    item = _item_of_unit(builder)
+    return rows if item is None else rows[item]
+
+
+def unit_channels(builder: Any) -> np.ndarray | None:
+    """Mixture channels per planned unit, from the mix stream's segment table; ``None`` when batches cannot mix
+    channel counts (online mixing renders its mixtures)."""
+    items = _premixed_items(builder)
+    if items is None:
+        return None
+    per_pack = []
+    for pack in builder.packs:
+        table = pack.streams[builder.mix_stream]
+        per_pack.append(table.channels[table.first].astype(np.int64))
+    offsets = np.cumsum([0] + [len(p) for p in builder.packs])[:-1]
+    channels = np.concatenate(per_pack)[offsets[items.pack] + items.sample]
+    item = _item_of_unit(builder)
+    return channels if item is None else channels[item]
+
+
+def unit_keys(builder: Any, units: np.ndarray) -> list[str]:
+    """Sample keys of planned units (for messages)."""
+    item = _item_of_unit(builder)
+    ids = units if item is None else item[units]
+    return [str(builder.packs[int(builder.items.pack[i])].keys[int(builder.items.sample[i])]) for i in ids]
+
+
+class MixedChannels(SpeechpackError):
+    """A planned batch holds mixtures with different channel counts, which the loader refuses."""
+
+
+def check_batch_channels(builder: Any, channels: np.ndarray, units: np.ndarray, *, epoch: int, rank: int,
+                         batch: int, batches: int) -> None:
+    """Raise ``MixedChannels`` if the batch's units (``units``, planned ids) have more than one channel count,
+    naming the batch, a few keys per count and the ways out; ``batches`` is how many batches the rank has."""
+    counts = channels[units]
+    if counts.size == 0 or counts.min() == counts.max():
+        return
+    found = []
+    for count in np.unique(counts):
+        keys = sorted(set(unit_keys(builder, units[counts == count])))
+        shown = ", ".join(keys[:_KEYS_SHOWN]) + (", ..." if len(keys) > _KEYS_SHOWN else "")
+        found.append(f"{plural(int(count), 'channel')}: {shown}")
+    values = sorted(int(c) for c in np.unique(channels))
+    raise MixedChannels(
+        f"epoch {epoch}, rank {rank}, batch {batch} (of {batches}): mixtures with different channel counts in one "
+        f"batch ({'; '.join(found)}); the loader refuses such a batch.  The packs hold mixtures of "
+        f"{' and '.join(str(v) for v in values)} channels: pack each channel count apart and train on one pack "
+        f"at a time, or set dataset_args.batch_size: 1")
+
+
+__all__ = ["ItemIndex", "MixedChannels", "check_batch_channels", "length_filter", "tse_items", "unit_channels",
+           "unit_keys", "unit_rows"]

@@ -11,21 +11,25 @@ generator of its own, so a mixture depends on neither the worker that builds it 
 - ``mix_sources`` / ``snr_mix``: WeSep's ``snr_mixer`` for one group (in caller-owned buffers) / a batch of groups;
 - ``fit_noise`` / ``add_noise``: WeSep's ``add_noise`` (the mixture only), noise from a bank pack;
 
-Elsewhere, each with one job: the random streams (``loader.tse.streams``), reverberation as batched FFT convolution
+Elsewhere, each with one job: the random streams (``loader.rng``), reverberation as batched FFT convolution
 (``loader.tse.convolve``; the rooms ``loader.tse.room_sim``, a batch's reverberation ``loader.tse.reverb``) and
 the mixer's reused memory (``loader.tse.buffers``).
+
+``MixError``, the error of online mixing, is defined here: every ``loader.tse`` module that raises it (the
+mixer, the augmentation sources) imports it from the mixer's module.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 import bisect
 import functools
-from dataclasses import dataclass
 
 import numpy as np
 
-from speechpack.loader.tse.errors import MixError
 from speechpack.loader.tse.mix_args import MixArgs, TimelineArgs
+from speechpack.schemas.errors import SpeechpackError
+
 
 #: A source with energy at or below this is silent (WeSep drops such groups; we redraw them).
 MIN_ENERGY = 1e-12
@@ -237,3 +241,9 @@ def add_noise(mix: np.ndarray, noise: np.ndarray, snr_db: float, in_place: bool 
     scaled = noise.astype(mix.dtype, copy=False) * mix.dtype.type(factor)
     return np.add(mix, scaled, out=mix if in_place else None)
 
+
+class MixError(SpeechpackError):
+    """An online mixture cannot be made (no energy after every attempt, multichannel sources, a bad stream key)."""
+
+
+__all__ = ["MixError"]

@@ -26,10 +26,10 @@ import numpy as np
 from speechpack.loader.pack import Pack, will_need_view
 from speechpack.loader.tse.args import DatasetArgs
 from speechpack.loader.tse.augment import Bank, NoiseSource, RirSource
-from speechpack.loader.tse.augment_args import AugmentArgs
+from speechpack.loader.tse.mix_args import AugmentArgs
 from speechpack.loader.tse.buffers import RIR_CACHE_BYTES, ByteBudgetCache, Scratch
 from speechpack.loader.tse.decode import Audio, Decoder, Row, decode_into
-from speechpack.loader.tse.errors import MixError
+from speechpack.loader.tse.mixing import MixError
 from speechpack.loader.tse.items import ItemIndex
 from speechpack.loader.tse.mixing import (
     GROUP_ATTEMPTS,
@@ -45,7 +45,7 @@ from speechpack.loader.tse.mixing import (
     snr_scales,
 )
 from speechpack.loader.tse.reverb import Reverberator
-from speechpack.loader.tse.streams import ItemGenerators
+from speechpack.loader.rng import ItemGenerators
 from speechpack.loader.tse.windows import ZERO_CHUNK_REDRAWS, Chunking, Window
 from speechpack.schemas.constants import KIND_SOURCES, STREAM_SOURCE
 

@@ -33,7 +33,7 @@ the random draws so that the result has the physical properties a test can check
   its frequency response with enough zero padding that its tail cannot wrap around).
 - Each RIR is scaled so its direct path has gain 1: the dry source keeps its level and the room adds to it.
 
-Every draw comes from the generator passed in (the mixture's counter-based stream, ``loader.tse.streams.item_rng``),
+Every draw comes from the generator passed in (the mixture's counter-based stream, ``loader.rng.item_rng``),
 in a fixed order, so a room and its RIRs are a pure function of the generator's state.  WeSep's ``reverb_conf``
 keys and defaults are read by :meth:`RoomConfig.from_wesep`.
 """

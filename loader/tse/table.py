@@ -5,7 +5,7 @@ Why.  Built item by item, every segment of a batch (a mixture and its targets) w
 lookups, a view, an ``Audio`` tuple and a read-ahead range each, so the Python per batch grew with its rows.  Here
 the per-segment work is a fixed handful of numpy operations per batch, the read-ahead ranges of the whole batch are
 one array, and the loop that remains does what a bare loop does: a cast copy, an in-place multiply, the padding
-(``loader.tse.window_reads``).
+(``loader.tse.windows``).
 Each mixture is decoded once, into its first row, and copied to the rows of its other targets.  What a batch still
 costs besides its copies is measured in docs/performance.md ("Against the pack-based peers").
 
@@ -21,14 +21,14 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 
-from speechpack.loader.batching import Windows
+from speechpack.loader.plan.train_windows import Windows
 from speechpack.loader.normalize import muvap_gain
 from speechpack.loader.pack import Pack
 from speechpack.loader.pack.readahead import AdaptiveAdvice, major_faults
-from speechpack.loader.tse.buffer_pool import BufferPool
+from speechpack.loader.tse.buffers import BufferPool
 from speechpack.loader.tse.decode import Row, aligned_length
 from speechpack.loader.tse.items import ItemIndex
-from speechpack.loader.tse.window_reads import (Segments, StreamArrays, advise, array_addresses, decode_windows,
+from speechpack.loader.tse.windows import (Segments, StreamArrays, advise, array_addresses, decode_windows,
                                      window_ranges, window_view)
 from speechpack.loader.tse.windows import SOUND_PROBE_STRIDE, Chunking, Window, sounds
 from speechpack.schemas.constants import AUDIO_FULL_SCALE
@@ -176,7 +176,7 @@ def gather_table(mix_columns: StreamColumns, target_columns: StreamColumns, spea
 
 class TableRows:
     """The rows and audio of pre-mixed batches at the loader's rate, through the batch's table: ``rows`` is the
-    builder's item-by-item ``_decoded_rows`` (``loader.tse.batch``), same output, with the per-row work vectorised.
+    builder's item-by-item ``_decoded_rows`` (``loader.tse.task``), same output, with the per-row work vectorised.
     ``align`` is the (``wav_mix``, ``wav_target``) alignment, ``windows`` the train-window units (or None)."""
 
     def __init__(self, packs: list[Pack], items: ItemIndex, mix_stream: str, target_stream: str, muvap: bool,

@@ -4,6 +4,11 @@
 gives the plan the row length each unit will have (``unit_lengths``), so budget batching counts what the batch
 will hold.  Every draw comes from the caller (the batch's counter-based generator), so a window depends on
 nothing else.
+
+Reading a batch's windows out of the mapped stream files: where each segment lies (``Segments``), the stream
+arrays themselves (``StreamArrays``), the read-ahead ranges of a batch (``window_ranges``, ``advise``) and the copy
+loop (``decode_windows``).  ``loader.tse.table`` plans a batch; the functions below do its reading, the only part of a
+batch whose cost grows with its audio.
 """
 
 from __future__ import annotations
@@ -13,7 +18,10 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from speechpack.loader.batching import Windows
+from speechpack.loader.pack import Pack
+from speechpack.loader.pack.readahead import will_need_ranges
+from speechpack.loader.plan.train_windows import Windows
+
 
 #: WeSep re-draws a training window at most this many times while the mixture chunk is silent.
 ZERO_CHUNK_REDRAWS = 3
@@ -133,5 +141,123 @@ def sounds(chunk: np.ndarray) -> bool:
     return bool(np.count_nonzero(chunk[..., ::SOUND_PROBE_STRIDE]) or np.count_nonzero(chunk))
 
 
-__all__ = ["Chunking", "SOUND_PROBE_STRIDE", "Window", "ZERO_CHUNK_REDRAWS", "scored_mask", "sounds",
-           "unit_window"]
+@dataclass(frozen=True)
+class Segments:
+    """Where each entry's segment lies and how it decodes, as parallel arrays: in pack ``pack``, shard ``shard``,
+    elements ``offset : offset + channels * length`` of the stream file (channel-major); ``scale`` and ``shift``
+    are the float32 multiplier and subtrahend of the decode (``shift`` None: no normalisation, nothing to
+    subtract)."""
+
+    pack: np.ndarray
+    shard: np.ndarray
+    offset: np.ndarray
+    channels: np.ndarray
+    length: np.ndarray
+    scale: np.ndarray
+    shift: np.ndarray | None
+
+    def part(self, lo: int, hi: int) -> "Segments":
+        """Entries ``lo`` to ``hi - 1`` (views)."""
+        return Segments(self.pack[lo:hi], self.shard[lo:hi], self.offset[lo:hi], self.channels[lo:hi],
+                        self.length[lo:hi], self.scale[lo:hi], None if self.shift is None else self.shift[lo:hi])
+
+
+#: Stream files a ``StreamArrays`` keeps at hand between batches; past this many it starts again (the pack's own
+#: bounded cache of mappings, ``loader.pack.MAX_OPEN_STREAM_FILES``, is the one that limits what stays mapped).
+KEPT_STREAM_ARRAYS = 64
+
+
+class StreamArrays:
+    """The mapped stream files a batch reads, per entry: looked up in the pack (which maps a file on first use)
+    once, then kept at hand for the next batches, which mostly read the same shards.  Pickles empty, as the arrays
+    are mappings: a worker started by spawn looks them up again."""
+
+    def __init__(self, packs: list[Pack], stream: str):
+        self.packs = packs
+        self.stream = stream
+        self._kept: dict[tuple[int, int], np.ndarray] = {}
+
+    def __getstate__(self) -> dict:
+        return {"packs": self.packs, "stream": self.stream, "_kept": {}}
+
+    def of(self, segments: Segments) -> list[np.ndarray]:
+        """The stream array of every entry of ``segments``."""
+        kept = self._kept
+        arrays = []
+        for key in zip(segments.pack.tolist(), segments.shard.tolist()):
+            array = kept.get(key)
+            if array is None:
+                if len(kept) >= KEPT_STREAM_ARRAYS:
+                    kept.clear()
+                array = kept[key] = self.packs[key[0]].stream_array(key[1], self.stream)
+            arrays.append(array)
+        return arrays
+
+
+def array_addresses(arrays: list[np.ndarray]) -> np.ndarray:
+    """The address of each array's first element (for read-ahead ranges)."""
+    return np.asarray([array.__array_interface__["data"][0] for array in arrays], dtype=np.uint64)
+
+
+def window_view(array: np.ndarray, offset: int, channels: int, length: int, start: int, take: int) -> np.ndarray:
+    """Samples ``[start, start + take)`` of every channel of a channel-major segment, as a ``[C, take]`` view."""
+    return array[offset:offset + channels * length].reshape(channels, length)[:, start:start + take]
+
+
+def window_ranges(addresses: np.ndarray, itemsize: int, segments: Segments, start: np.ndarray,
+                  take: np.ndarray) -> np.ndarray:
+    """(address, bytes) of the windows ``[start, start + take)`` of every entry, one range per channel, as a
+    ``[n, 2]`` uint64 array for ``loader.readahead.will_need_ranges``; ``addresses`` are the entries' stream
+    arrays' first elements."""
+    offset, length, channels = segments.offset, segments.length, segments.channels
+    element = offset + start
+    if (channels != 1).any():  # a range per channel of a channel-major segment
+        channel = np.arange(int(channels.sum())) - np.repeat(np.cumsum(channels) - channels, channels)
+        element = np.repeat(element, channels) + channel * np.repeat(length, channels)
+        addresses, take = np.repeat(addresses, channels), np.repeat(take, channels)
+    ranges = np.empty((len(element), 2), dtype=np.uint64)
+    ranges[:, 0] = addresses + element.astype(np.uint64) * np.uint64(itemsize)
+    ranges[:, 1] = take.astype(np.uint64) * np.uint64(itemsize)
+    return ranges[take > 0]
+
+
+def advise(*ranges: np.ndarray) -> None:
+    """Announce every window of the batch (``window_ranges`` of each stream) in one system call: a cold pack is
+    then read in one request per window, before any copy waits on it (``loader.readahead``)."""
+    will_need_ranges(np.concatenate(ranges))
+
+
+def decode_windows(out: np.ndarray, arrays: list[np.ndarray], segments: Segments, start: np.ndarray,
+                   take: np.ndarray, dest_rows: list[int] | None = None, repeats: list[int] | None = None) -> None:
+    """Decode entry ``e``'s window into row ``dest_rows[e]`` of ``out`` ``[rows, C, T]`` (row ``e`` when None),
+    zero-padded on the right, then copy it into the ``repeats[e]`` rows that follow (a mixture's other targets).
+    ``take`` is already cut to ``T``."""
+    width = out.shape[-1]
+    single = out.shape[1] == 1
+    count = len(arrays)
+    shifts = [0.0] * count if segments.shift is None else segments.shift.tolist()
+    rows = zip(range(count) if dest_rows is None else dest_rows, arrays, segments.offset.tolist(),
+               segments.channels.tolist(), segments.length.tolist(), start.tolist(), take.tolist(),
+               segments.scale.tolist(), shifts, [0] * count if repeats is None else repeats)
+    for r, array, offset, channels, length, begin, n, scale, shift, repeat in rows:
+        if single and channels == 1:
+            dest = out[r, 0, :n]
+            dest[...] = array[offset + begin:offset + begin + n]
+        else:
+            dest = out[r, :, :n]
+            dest[...] = window_view(array, offset, channels, length, begin, n)
+        # A cast copy, then an in-place multiply: the same floats as one mixed-type multiply (which numpy runs
+        # through a cast buffer), about 1.5x faster.  (The float32 scale goes through a Python float, which holds
+        # it exactly, and the multiply keeps float32: numpy treats a Python float as weakly typed.)
+        dest *= scale
+        if shift:
+            dest -= shift
+        if n < width:
+            out[r, :, n:] = 0.0
+        for copy in range(r + 1, r + 1 + repeat):
+            out[copy] = out[r]
+
+
+__all__ = ["Chunking", "KEPT_STREAM_ARRAYS", "SOUND_PROBE_STRIDE", "Segments", "StreamArrays", "Window",
+           "ZERO_CHUNK_REDRAWS", "advise", "array_addresses", "decode_windows", "scored_mask", "sounds", "unit_window",
+           "window_ranges", "window_view"]

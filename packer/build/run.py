@@ -16,17 +16,14 @@ from typing import Callable, Sequence
 from tqdm import tqdm
 
 from speechpack.packer.build.executor import map_while_starting, stop_pool, worker_pool
-from speechpack.packer.build.finalize import commit_build, line_problem, verify_all
+from speechpack.packer.build.finalize import BuildSummary, commit_build, line_problem, verify_all
 from speechpack.packer.build.output_dir import OutputClaim, claim_output, item_inputs
 from speechpack.packer.build.plan import BuildPlan, ShardSlice, plan_shards
-from speechpack.packer.build.ray_executor import import_ray
-from speechpack.packer.build.shard_runner import run_shard_jobs
-from speechpack.packer.build.shard_task import guarded, shard_jobs
+from speechpack.packer.build.shards import guarded, import_ray, run_shard_jobs, shard_jobs
 from speechpack.packer.build.state import VerifiedShard, receipt_path, write_cues_receipt
-from speechpack.packer.build.summary import BuildSummary
 from speechpack.packer.cues import CueBuild, CueProblem, write_cues
-from speechpack.packer.sample import PackedSample, SamplePlan
-from speechpack.packer.writer import hash_file
+from speechpack.packer.build.sample import PackedSample, SamplePlan
+from speechpack.packer.files import hash_file
 from speechpack.schemas.constants import DEFAULT_SAMPLE_RATE, DEFAULT_SHARD_BYTES, TOOL_NAME, shard_dir_name, tool_version
 from speechpack.schemas.errors import BuildError, SpeechpackError
 from speechpack.schemas.limits import SAMPLE_RATE, SHARD_BYTES, WORKERS
@@ -103,7 +100,7 @@ def run_build(*, items: Sequence, problems: Sequence[LineProblem], plan: Callabl
     cue_inputs = (cues, *cues.resources.values()) if cues is not None else ()
     inputs = item_inputs(input_path, [*items, *cue_inputs], recorded_options.get("root"))
     # The pool first: its workers fork from this process before any thread of the build exists and before the
-    # claim's lock is taken, so that no worker holds the lock (packer.build.pool_start).
+    # claim's lock is taken, so that no worker holds the lock (packer.build.executor.new_pool).
     with worker_pool(options.workers) as pool, \
             claim_output(options.out, options.overwrite, options.resume, shared=options.shards is not None,
                          inputs=inputs) as claim:

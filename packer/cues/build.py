@@ -19,7 +19,7 @@ from speechpack.packer.cues.bank import load_item, loadable_items, read_labels, 
 from speechpack.packer.cues.payload import LoadContext
 from speechpack.packer.cues.resource import CueProblem, EntryContext, Resource, read_resource
 from speechpack.packer.build.executor import map_in_order
-from speechpack.packer.writer import fresh_temp_dir, fsync_dir, hash_file
+from speechpack.packer.files import fresh_temp_dir, fsync_dir, hash_file
 from speechpack.schemas.cues import CUES_DIR, CUES_YAML, LABELS_DIR, CuesConfig, CueSpec, SpeakerSlot, lookup_key
 from speechpack.schemas.errors import ManifestError, SpeechpackError
 from speechpack.schemas.format import FileEntry

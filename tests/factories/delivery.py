@@ -2,7 +2,7 @@
 enough to diagnose a loss, a repeat or an overwrite (a rare failure under load leaves no second chance).
 
 - ``origin(loader, batch_index, batch)``: the DataLoader worker that built the batch and how it crossed: which slot
-  of the batch ring (``loader.batch_ring``), torch's shared memory, pickled, or built in the training process;
+  of the batch ring (``loader.transport.batch_ring``), torch's shared memory, pickled, or built in the training process;
 - ``exactly_once_problems``: the (mixture, target) pairs missing, repeated (with every rank/batch/row/worker
   where each appeared) or unexpected among the valid rows of a TSE epoch;
 - ``batch_differences``: which batches and fields differ from a reference (one process's batches), and where

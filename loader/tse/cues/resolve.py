@@ -24,7 +24,7 @@ import numpy as np
 
 from speechpack.loader.config_checks import ConfigError
 from speechpack.loader.tse.args import DatasetArgs
-from speechpack.loader.tse.collate import CUE_FIELDS, FieldSpec, resolve_field
+from speechpack.loader.tse.decode import CUE_FIELDS, FieldSpec, resolve_field
 from speechpack.loader.tse.cues.request import CueRequest
 from speechpack.loader.tse.cues.values import ChunkInfo, cue_value
 from speechpack.schemas.cues import CueSpec, lookup_key

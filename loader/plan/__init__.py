@@ -1,0 +1,19 @@
+"""The epoch plan family, one module per algorithm (MosaicML Streaming's ``shuffle/`` layout): which units form
+which batch on which rank, as pure functions of (seed, epoch, rank, world size) that read no audio and import no
+torch.
+
+- ``plan``: ``plan_epoch``, the whole composition (weighting, train windows, then a static or budget plan);
+- ``static_plan``: batches of ``batch_size`` and ``EpochPlan``;
+- ``batching``: budget batching (ragged batches of similar-length units);
+- ``train_windows``: items cut into chunks (MuVAP's train windows);
+- ``shuffle_window``: fairseq2's windowed shuffles;
+- ``weighting``: how many items each pack gives an epoch;
+- ``planning_report`` and ``plan_plot``: the dry run (``speechpack plan``) and its picture;
+- ``plan_checks``: the batches the loader would refuse, found before any audio is read.
+
+``plan_epoch``, ``EpochPlan`` and ``PlanError`` are re-exported here.
+"""
+
+from speechpack.loader.plan.plan import EpochPlan, PlanError, plan_epoch
+
+__all__ = ["EpochPlan", "PlanError", "plan_epoch"]

@@ -1,0 +1,83 @@
+"""The epoch plan: which units form which batch on which rank, as one pure function of its inputs.
+
+``plan_epoch`` is the whole composition, in this order:
+
+1. weighting (``loader.plan.weighting``): when the packs are weighted, the epoch's selected items (repeats allowed)
+   replace the item universe; the plan runs over positions in that selection and maps back to item ids at the end;
+2. train windows (``loader.plan.train_windows.Windows``): with ``train_window`` the planning units are chunks of items, so
+   selected items become their chunks;
+3. the plan itself: static batches of ``batch_size`` (``loader.plan.static_plan.make_epoch_plan``) or, with
+   ``batching: budget``, ragged batches of similar-length units (``loader.plan.batching.make_budget_plan``);
+4. the plan's rows become unit ids.
+
+Nothing here reads audio or imports torch: the DataLoader glue (``loader.torch``), the dry run (``speechpack plan``,
+``loader.plan.planning_report``) and the tests call this same function, so what the dry run reports is what training
+gets.  Its random draws come from ``loader.rng.batch_rng``; its error is ``schemas.errors.PlanError``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from numbers import Integral
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from speechpack.loader.plan.batching import make_budget_plan
+from speechpack.loader.plan.train_windows import Windows
+from speechpack.loader.plan.static_plan import EpochPlan, epoch_permutation, make_epoch_plan
+from speechpack.schemas.errors import PlanError
+
+#: Largest world size a plan is made for.
+MAX_WORLD_SIZE = 1 << 20
+#: Largest round of the static plan (``batch_size * world_size`` rows): a padded round is allocated whole.
+MAX_ROUND_ROWS = 1 << 26
+
+if TYPE_CHECKING:  # annotation only: the plan calls ``weighting.items(seed, epoch)`` and nothing else
+    from speechpack.loader.plan.weighting import PackWeighting
+
+
+def needs_lengths(args: Any) -> bool:
+    """Whether ``plan_epoch`` needs the units' lengths for ``args`` (budget batching does; static does not), so
+    a caller computes them only when they are used."""
+    return args.batching is not None
+
+
+def plan_epoch(args: Any, seed: int, epoch: int, rank: int, world_size: int, *, num_units: int,
+               lengths: np.ndarray | None = None, windows: Windows | None = None,
+               weighting: "PackWeighting | None" = None) -> EpochPlan:
+    """Rank ``rank``'s batches of ``epoch`` (see the module docstring for the steps).
+
+    ``args`` is a task's planning view (``loader.tasks.PlanArgs``: ``batch_size``, ``batching``, ``shuffle``,
+    ``tail``, ``shuffle_windows`` and ``sync``; a builder's ``plan_args``).  ``num_units``
+    counts the planning units (items, or chunks with ``windows``); ``lengths`` are their lengths, required when
+    ``needs_lengths(args)``.  The plan's ``items`` are unit ids.
+    """
+    if isinstance(world_size, bool) or not isinstance(world_size, Integral) or not 1 <= world_size <= MAX_WORLD_SIZE:
+        raise PlanError(f"world_size must be an integer in [1, {MAX_WORLD_SIZE}], got {world_size!r}")
+    if isinstance(rank, bool) or not isinstance(rank, Integral) or not 0 <= rank < world_size:
+        raise PlanError(f"rank must be in [0, {world_size - 1}] for world_size {world_size}, got {rank!r}")
+    if args.batching is None and args.batch_size * world_size > MAX_ROUND_ROWS:
+        raise PlanError(f"batch_size {args.batch_size} x world_size {world_size} is over {MAX_ROUND_ROWS} rows per "
+                        f"round of batches")
+    if needs_lengths(args) and lengths is None:
+        raise PlanError("budget batching plans by length: pass the units' lengths")
+    chosen = None if weighting is None else weighting.items(seed, epoch)
+    if chosen is not None and windows is not None:
+        chosen = windows.units_of(chosen)
+    windows, sync = args.shuffle_windows, args.sync  # fairseq2 shuffle windows, a rank-evening rule (ASR)
+    if args.batching is None:
+        count = num_units if chosen is None else len(chosen)
+        plan = make_epoch_plan(count, args.batch_size, seed, epoch, rank, world_size, args.shuffle, args.tail,
+                               windows=windows, sync=sync)
+    else:
+        planned = lengths if chosen is None else lengths[chosen]
+        plan = make_budget_plan(planned, args.batching, seed, epoch, rank, world_size, args.shuffle, args.tail,
+                                windows=windows, sync=sync)
+    if chosen is not None:
+        plan = replace(plan, items=chosen[plan.items])
+    return plan
+
+
+__all__ = ["MAX_ROUND_ROWS", "MAX_WORLD_SIZE", "EpochPlan", "PlanError", "epoch_permutation",
+           "make_epoch_plan", "needs_lengths", "plan_epoch"]
