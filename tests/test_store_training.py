@@ -28,10 +28,10 @@ from speechpack.loader import build_loader
 from speechpack.loader.cache import CacheFullError, NodeCache
 from speechpack.loader.cache.fetch import CacheIntegrityError
 from speechpack.loader.pack import ObjectStoreError, ObjectStorePackFiles, open_pack
-from speechpack.loader.planning_report import plan_report
+from speechpack.loader.plan.planning_report import plan_report
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
-from speechpack.packer.copy import copy_pack
+from speechpack.packer.copy.to_directory import copy_pack
 
 SECRET = "speechpack-cache-secret-8d2a71"
 BUCKET = "speechpack-cache"
