@@ -28,7 +28,7 @@ from speechpack.loader.cache.simulate import CacheSimulation, simulate
 from speechpack.loader.plan.plan import EpochPlan, plan_epoch
 from speechpack.loader.recipe import ignored_line
 from speechpack.loader.tasks import prepare
-from speechpack.schemas.errors import SpeechpackError
+from speechpack.schemas.errors import PlanError, SpeechpackError
 from speechpack.schemas.units import format_bytes, plural
 
 
@@ -211,7 +211,21 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
         if caches and units is not None:  # every rank on one node: the cache's whole load
             stats.cache = simulate(FileSchedule.of(opened, plans, units), min(limits, default=None))
         report.epochs.append(stats)
+        if stats.batches_per_rank == 0:
+            raise PlanError(_no_batch(report, builder.args, epoch, stats.dropped_items))
     return report
+
+
+def _no_batch(report: PlanReport, args, epoch: int, dropped: int) -> str:
+    """Why an epoch plans nothing to train on, and what would give it batches (the loader would yield none)."""
+    units = plural(report.units, report.unit_name)
+    size = getattr(args, "batch_size", None)
+    if dropped and getattr(args, "tail", None) == "drop":
+        needed = f"batch_size {size} x world size {report.world_size}" if size else f"world size {report.world_size}"
+        return (f"{report.state}: epoch {epoch} has no batch to train on: {units}, all {dropped} dropped as an "
+                f"incomplete round (drop_last: true / tail: drop; a round takes {needed}); lower the batch size "
+                f"or set drop_last: false (tail: pad)")
+    return f"{report.state}: epoch {epoch} has no batch to train on ({units})"
 
 
 __all__ = ["PlanReport", "plan_report"]
