@@ -4,8 +4,9 @@ A state saved by four ranks mid-epoch resumes on two and on eight, for every tas
 train chunks) on packs of real speech: over the epoch, the valid rows of the batches handed out before the save
 and after the resume are every item exactly once, every rank of a pass takes the same number of steps, and each
 global batch is bit for bit the batch one process builds as that global batch, whichever world size and worker
-count dealt it.  The same through a resumed resume, torchdata's loader and the Lightning DataModule; a changed seed,
-config or pack is refused naming the key.
+count dealt it.  The same through a resumed resume, torchdata's loader, the Lightning DataModule and a pack read
+by URL through the node cache (a real S3-protocol server on loopback); a changed seed, config or pack is refused
+naming the key.
 """
 
 from __future__ import annotations
@@ -49,10 +50,11 @@ def speech() -> list[str]:
 
 
 def tse_pack(root: Path, mixes: list[Mix]) -> str:
-    """A tse pack of ``mixes`` (cropped from real recordings into ``root``), at 16 kHz."""
+    """A tse pack of ``mixes`` (cropped from real recordings into ``root``), at 16 kHz, about a mixture per shard."""
     records = [write_mixture(mix, root / mix.key, number).record for number, mix in enumerate(mixes, start=1)]
     (root / "raw.list").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    build_wesep(str(root / "raw.list"), BuildOptions(out=str(root / "pack"), sample_rate=16000, progress=False))
+    build_wesep(str(root / "raw.list"), BuildOptions(out=str(root / "pack"), sample_rate=16000, shard_bytes=100_000,
+                                                     progress=False))
     return str(root / "pack")
 
 
@@ -345,3 +347,33 @@ def test_the_datamodule_resumes_at_another_world_size(tse_config):
     state = {"train_loader": saved_states(savers)[0]}
     for world in RESUMED_AT:
         check_epoch([before, run(ranks(world, state))], reference)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A pack by URL: the node cache follows the resumed pass
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_a_pack_by_url_resumes_at_another_world_size_and_on_the_local_copy(s3_server, tse_config, tmp_path):
+    """Four ranks read the pack from a real S3-protocol server through a node cache smaller than the pack; eight
+    resume from global batch 4 (the cache fetches ahead in the resumed pass's order), and two resume on the local
+    copy: where a pack lies is not part of a state."""
+    from factories.s3 import BUCKET
+    from speechpack.loader.pack import open_pack
+    from speechpack.packer.copy.to_directory import copy_pack
+
+    local = tse_config["packs"][0]["path"]
+    url = f"s3://{BUCKET}/resume-world/tse"
+    copy_pack(local, url, progress=False)
+    pack_bytes = sum(f.size for shard in open_pack(local).manifest.shards for f in shard.files.values())
+    cache = {"dir": str(tmp_path / "cache"), "limit": pack_bytes * 3 // 4, "ahead": 2}
+    remote = {**tse_config, "packs": [{"path": url}], "cache": cache}
+    reference = reference_epoch(tse_config)
+    savers = loaders(remote, 4)
+    before = run(savers, 1)
+    states = saved_states(savers)
+    assert savers[0].dataset.feed.active and len(savers[0].dataset.feed.packs[0].manifest.shards) > 4
+    resumed = loaders(remote, 8, states)
+    check_epoch([before, run(resumed)], reference)
+    assert resumed[0].dataset.feed.caches[0].usage() <= cache["limit"]
+    check_epoch([before, run(loaders(tse_config, 2, states))], reference)
