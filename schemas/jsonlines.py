@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Iterator
 
-from speechpack.schemas.sample_names import encoding_problem
+from speechpack.schemas.names import encoding_problem
 
 #: Deepest nesting a line may have.  A list line is a flat record; its value is also stored nested a few levels
 #: deeper in ``index.json`` (under ``provenance.extra``), which every reader must still be able to parse.

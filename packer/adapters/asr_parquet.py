@@ -36,7 +36,7 @@ from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
 from speechpack.packer.build.sample import PackedSample, SamplePlan
 from speechpack.schemas.constants import KIND_ASR
 from speechpack.schemas.errors import SpeechpackError
-from speechpack.schemas.sample_names import name_problem
+from speechpack.schemas.names import name_problem
 from speechpack.schemas.wesep_list import LineProblem
 
 #: LangASRSchema's column names.

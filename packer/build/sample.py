@@ -1,7 +1,7 @@
 """What an adapter hands to the build: a plan of each sample (from headers) and the decoded sample.
 
 Both check, whatever adapter made them, what every pack needs of a sample: a key and speaker names the pack can
-store (``schemas.sample_names``: no control character, no lone surrogate) and at least one frame of audio.  Adapters
+store (``schemas.names``: no control character, no lone surrogate) and at least one frame of audio.  Adapters
 check the same when they read their input, naming the field; these checks are the net that no input family
 slips through: they raise ``UnstorableSample``, an ``AudioError``, which the build turns into a problem of the
 sample's line (skippable with ``--skip-bad``).
@@ -16,7 +16,7 @@ import numpy as np
 from speechpack.packer.audio.decode import AudioError
 from speechpack.packer.audio.store import StoredAudio
 from speechpack.schemas.constants import STREAM_TYPES
-from speechpack.schemas.sample_names import name_problem
+from speechpack.schemas.names import name_problem
 
 
 class UnstorableSample(AudioError):
