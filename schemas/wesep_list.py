@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 
 from speechpack.schemas.constants import KIND_SOURCES, KIND_TSE
-from speechpack.schemas.jsonlines import parse_json_line
+from speechpack.schemas.documents import parse_json_line
 from speechpack.schemas.names import check_name, encoding_problem
 
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from speechpack.loader.config_checks import ConfigError
-from speechpack.schemas.bounded_repr import bounded_repr
+from speechpack.schemas.documents import bounded_repr
 
 #: Partition columns a filter may test: the pack attributes of the same name (LangASRSchema's names).
 COLUMNS = ("corpus", "language")

@@ -36,7 +36,7 @@ from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
 from speechpack.packer.build.sample import PackedSample, SamplePlan
 from speechpack.schemas.constants import KIND_ASR
 from speechpack.schemas.errors import SpeechpackError
-from speechpack.schemas.jsonlines import parse_json_line, read_lines
+from speechpack.schemas.documents import parse_json_line, read_lines
 from speechpack.schemas.names import check_name
 from speechpack.schemas.units import seconds_to_samples
 from speechpack.schemas.wesep_list import LineProblem

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from speechpack.packer.adapters.lhotse_fields import cut_problem, recording_problem, span_problem, supervision_problem
 from speechpack.schemas.errors import SpeechpackError
-from speechpack.schemas.jsonlines import decode_line, parse_json_line
+from speechpack.schemas.documents import decode_line, parse_json_line
 from speechpack.schemas.wesep_list import LineProblem
 
 #: The field check of each kind of manifest line (``packer.adapters.lhotse_fields``), run before Lhotse's deserialiser.
