@@ -167,7 +167,7 @@ def build() -> None:
 
 def _build_command(adapter: Adapter) -> click.Command:
     """``speechpack build NAME`` for one entry of ``ADAPTERS``: the family's options, then the shared ones."""
-    from speechpack.packer.adapters.build_options import shared_build_options
+    from speechpack.packer.adapters.registry import shared_build_options
 
     shared = shared_build_options(adapter)
 
@@ -194,7 +194,7 @@ def _apply_max_shard_gb(values: dict) -> None:
     source = click.get_current_context().get_parameter_source("shard_bytes")
     if source is not None and source.name != "DEFAULT":
         raise click.UsageError("--max-shard-gb and --shard-size set the same limit: give one of them")
-    from speechpack.packer.adapters.build_options import shard_bytes_of_gb
+    from speechpack.packer.adapters.registry import shard_bytes_of_gb
 
     try:
         values["shard_bytes"] = shard_bytes_of_gb(max_shard_gb)
@@ -386,7 +386,7 @@ def import_group() -> None:
 def import_muvap_command() -> click.Command:
     """Convert a MuVAP ASD pack (muvap-asd-mmap v4: dataset.json, shard-NNNNNN/{faces,audio,labels}.npy,
     index.json) into an asd pack: rows copied by range, statistics recomputed and compared (docs/asd.md)."""
-    from speechpack.packer.adapters.build_options import SCALE_OPTIONS, SIZE
+    from speechpack.packer.adapters.registry import SCALE_OPTIONS, SIZE
     from speechpack.packer.build.run import BuildOptions
     from speechpack.packer.importers.muvap import import_muvap
     from speechpack.schemas.constants import ASD_SAMPLE_RATE
