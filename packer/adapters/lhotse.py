@@ -37,8 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from speechpack.packer.adapters.asr_common import asr_plan, asr_sample, check_label, check_text
-from speechpack.packer.adapters.lhotse_fields import span_problem
-from speechpack.packer.adapters.lhotse_read import CutLine, read_cuts, read_recordings_supervisions
+from speechpack.packer.adapters.lhotse_read import CutLine, read_cuts, read_recordings_supervisions, span_problem
 from speechpack.packer.adapters.lhotse_shar import read_shar, with_shar_audio
 from speechpack.packer.adapters.wesep import TarMember
 from speechpack.packer.audio.decode import path_problem

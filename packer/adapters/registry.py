@@ -11,10 +11,10 @@ adapter module and one entry here (docs/extending.md).
 This module imports every adapter (and their decoders) to reference their functions and defaults; importing one
 adapter (a worker process does) does not import it.
 
-**Shared options.**  The options every ``speechpack build`` subcommand (and ``speechpack import``) shares, declared once as plain data
-(``OptionSpec``): their names are the fields of the adapter's options class (``BuildOptions`` / ``AsdBuildOptions``;
-see docs/building.md).  ``cli.py`` adds them to each command it makes from ``ADAPTERS``; the library checks every
-value again (``schemas.limits``), so the ranges here only make the usage error come early.
+**Shared options.**  The options every ``speechpack build`` subcommand (and ``speechpack import``) shares, declared
+once as plain data (``OptionSpec``): their names are the fields of the adapter's options class (``BuildOptions`` /
+``AsdBuildOptions``; see docs/building.md).  ``cli.py`` adds them to each command it makes from ``ADAPTERS``; the
+library checks every value again (``schemas.limits``), so the ranges here only make the usage error come early.
 """
 
 from __future__ import annotations
@@ -72,8 +72,8 @@ class Adapter:
 
     def run(self, values: Mapping[str, object], shared: Iterable[str]) -> BuildSummary:
         """The family's build from a command's option values by name: the ``shared`` options (those of
-        ``shared_build_options``) make ``self.options``, ``out_params`` only name the default ``--out``, and the rest are
-        ``build``'s own arguments."""
+        ``shared_build_options``) make ``self.options``, ``out_params`` only name the default ``--out``, and the
+        rest are ``build``'s own arguments."""
         values = dict(values)
         chosen = {name: values.pop(name) for name in shared if name in values}
         out_only = {spec.name: values.pop(spec.name) for spec in self.out_params}
