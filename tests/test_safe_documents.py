@@ -195,7 +195,7 @@ def test_validate_reports_a_shard_index_nested_100000_deep(real_pack):
 
 
 def test_cues_yaml_with_a_long_integer_is_named(tmp_path):
-    from speechpack.packer.cues.build import _read_config
+    from speechpack.packer.cues.banks import _read_config
 
     cues = tmp_path / "cues.yaml"
     cues.write_text(f"cues:\n  audio:\n    policy: {{type: random, key: spk_id, resource: {LONG}}}\n")
