@@ -35,7 +35,7 @@ from speechpack.packer.audio import (
 )
 from speechpack.packer.adapters.noise_lmdb import build_noise_lmdb
 from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
-from speechpack.packer.build.sample import PackedSample, SamplePlan
+from speechpack.packer.build.plan import PackedSample, SamplePlan
 from speechpack.schemas.constants import KIND_NOISE, KIND_RIR, STREAM_AUDIO
 from speechpack.schemas.errors import OptionError, SpeechpackError
 from speechpack.schemas.documents import decode_line

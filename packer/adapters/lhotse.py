@@ -44,7 +44,7 @@ from speechpack.packer.audio.decode import path_problem
 from speechpack.packer.audio import Audio, AudioError, resample, resampled_frames, to_stored
 from speechpack.packer.files import hash_file
 from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
-from speechpack.packer.build.sample import PackedSample, SamplePlan
+from speechpack.packer.build.plan import PackedSample, SamplePlan
 from speechpack.schemas.constants import KIND_ASR, KIND_SOURCES, STREAM_SOURCE, UNKNOWN_SPEAKER
 from speechpack.schemas.errors import OptionError
 from speechpack.schemas.names import check_name

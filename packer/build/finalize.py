@@ -21,16 +21,16 @@ from typing import Sequence
 
 from tqdm import tqdm
 
-from speechpack.packer.build.checkpoints import checkpoint
-from speechpack.packer.build.plan import BuildPlan, ShardSlice
 from speechpack.packer.build.state import (
     ShardMismatch,
     VerifiedShard,
+    checkpoint,
     clear_state,
     load_plan,
     read_cues_receipt,
     verify_shard,
 )
+from speechpack.packer.build.plan import BuildPlan, ShardSlice
 from speechpack.packer.build.writer import PackTotals, commit_pack
 from speechpack.packer.files import hash_file
 from speechpack.packer.ownership import locked

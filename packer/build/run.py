@@ -18,11 +18,10 @@ from tqdm import tqdm
 from speechpack.packer.build.executor import map_while_starting, stop_pool, worker_pool
 from speechpack.packer.build.finalize import BuildSummary, commit_build, line_problem, verify_all
 from speechpack.packer.build.output_dir import OutputClaim, claim_output, item_inputs
-from speechpack.packer.build.plan import BuildPlan, ShardSlice, plan_shards
+from speechpack.packer.build.plan import BuildPlan, PackedSample, SamplePlan, ShardSlice, plan_shards
 from speechpack.packer.build.shards import guarded, import_ray, run_shard_jobs, shard_jobs
 from speechpack.packer.build.state import VerifiedShard, receipt_path, write_cues_receipt
 from speechpack.packer.cues import CueBuild, CueProblem, write_cues
-from speechpack.packer.build.sample import PackedSample, SamplePlan
 from speechpack.packer.files import hash_file
 from speechpack.schemas.constants import DEFAULT_SAMPLE_RATE, DEFAULT_SHARD_BYTES, TOOL_NAME, shard_dir_name, tool_version
 from speechpack.schemas.errors import BuildError, SpeechpackError
