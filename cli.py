@@ -252,7 +252,7 @@ def validate(packs, json_path, no_hash, plot_path, endpoint_url):
 def finalize_command() -> click.Command:
     """Commit a pack built by array jobs (`build ... --shards i/n`): verify every planned shard against the plan
     and its receipt, then write columns/ and dataset.json.  Decodes nothing."""
-    from speechpack.packer.build.finalize import DEFAULT_JOBS, finalize_pack
+    from speechpack.packer.build.run import DEFAULT_JOBS, finalize_pack
 
     @click.command("finalize", help=finalize_command.__doc__)
     @click.argument("pack", type=click.Path(file_okay=False, exists=True))

@@ -36,9 +36,8 @@ from speechpack.packer.adapters import (
 )
 from speechpack.packer.adapters.asd_common import AsdBuildOptions
 from speechpack.packer.adapters.option_spec import Choice, Number, OptionSpec, Parsed, Path, argument, option
-from speechpack.packer.build.finalize import BuildSummary
+from speechpack.packer.build.run import EXECUTORS, BuildOptions, BuildSummary
 from speechpack.packer.build.plan import ShardSlice
-from speechpack.packer.build.run import EXECUTORS, BuildOptions
 from speechpack.schemas import limits
 from speechpack.schemas.constants import DEFAULT_SAMPLE_RATE, DEFAULT_SHARD_BYTES, TOOL_NAME
 from speechpack.schemas.units import format_bytes, parse_size
