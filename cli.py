@@ -7,7 +7,7 @@ input family, whose options are plain data (``packer.adapters.option_spec``): th
 imports click.
 
 Start-up: scripts call ``speechpack validate`` or ``inspect`` in loops, so a command imports only what it uses.
-At module level this file imports click and light declarations (``schemas.errors``, ``schemas.limits``, the option
+At module level this file imports click and light declarations (``schemas.errors``, ``schemas.units``, the option
 types); a command whose options need a library constant (a default, a set of choices) is registered as a factory
 on a ``_LazyGroup`` and made only when it runs or its help is asked, and each command imports its library call
 inside its body.  ``speechpack --help`` lists commands from their help text without making them
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Callable
 import click
 
 from speechpack.packer.adapters.option_spec import Choice, Number, OptionSpec, Parsed, Path, ValueType
-from speechpack.schemas import limits
+from speechpack.schemas import units
 from speechpack.schemas.errors import BuildError, OptionError, SpeechpackError
 
 if TYPE_CHECKING:
@@ -257,7 +257,7 @@ def finalize_command() -> click.Command:
     @click.command("finalize", help=finalize_command.__doc__)
     @click.argument("pack", type=click.Path(file_okay=False, exists=True))
     @click.option("--no-hash", is_flag=True, help="Trust the receipts' hashes (sizes and indexes are still checked).")
-    @click.option("--jobs", default=DEFAULT_JOBS, show_default=True, type=_click_type(Number.within(limits.JOBS)),
+    @click.option("--jobs", default=DEFAULT_JOBS, show_default=True, type=_click_type(Number.within(units.JOBS)),
                   help="Shards verified at once.")
     @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
     def finalize(pack, no_hash, jobs, progress):
@@ -284,7 +284,7 @@ def copy_command() -> click.Command:
     @click.command("copy", help=copy_command.__doc__)
     @click.argument("src", type=click.Path(file_okay=False))
     @click.argument("dst", type=click.Path(file_okay=False))
-    @click.option("--jobs", default=DEFAULT_JOBS, show_default=True, type=_click_type(Number.within(limits.JOBS)),
+    @click.option("--jobs", default=DEFAULT_JOBS, show_default=True, type=_click_type(Number.within(units.JOBS)),
                   help="Files copied and hashed at once.")
     @click.option("--verify-only", is_flag=True, help="Re-hash DST against SRC's dataset.json; copy nothing.")
     @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar (bytes).")
@@ -397,7 +397,7 @@ def import_muvap_command() -> click.Command:
                   help="Pack directory to create (must be empty or absent, unless --overwrite).")
     @click.option("--shard-size", "shard_bytes", default="1GB", show_default=True, type=_click_type(SIZE),
                   help="Close a shard when the next track would push its payload past this size.")
-    @click.option("--workers", default=1, show_default=True, type=_click_type(Number.within(limits.WORKERS)),
+    @click.option("--workers", default=1, show_default=True, type=_click_type(Number.within(units.WORKERS)),
                   help="Copying processes; the pack is byte-identical whatever the number.")
     @click.option("--skip-bad", is_flag=True,
                   help="Import the good tracks and record the bad records in skipped.json instead of failing.")

@@ -24,7 +24,7 @@ import soundfile
 import soxr
 
 from speechpack.schemas.errors import SpeechpackError
-from speechpack.schemas.limits import MAX_RESAMPLE_RATIO
+from speechpack.schemas.units import MAX_RESAMPLE_RATIO
 
 #: The entry make_lmdb.py writes the pickled key list under; never read.
 KEYS_ENTRY = b"__keys__"

@@ -39,7 +39,7 @@ from speechpack.packer.build.plan import PackedSample, SamplePlan
 from speechpack.schemas.constants import KIND_NOISE, KIND_RIR, STREAM_AUDIO
 from speechpack.schemas.errors import OptionError, SpeechpackError
 from speechpack.schemas.documents import decode_line
-from speechpack.schemas.limits import DISTANCE, ROOM_SIZE, RT60, SEED, SIMULATE
+from speechpack.schemas.units import DISTANCE, ROOM_SIZE, RT60, SEED, SIMULATE
 from speechpack.schemas.names import name_problem
 from speechpack.schemas.wesep_list import LineProblem
 

@@ -14,7 +14,7 @@ adapter (a worker process does) does not import it.
 **Shared options.**  The options every ``speechpack build`` subcommand (and ``speechpack import``) shares, declared
 once as plain data (``OptionSpec``): their names are the fields of the adapter's options class (``BuildOptions`` /
 ``AsdBuildOptions``; see docs/building.md).  ``cli.py`` adds them to each command it makes from ``ADAPTERS``; the
-library checks every value again (``schemas.limits``), so the ranges here only make the usage error come early.
+library checks every value again (``schemas.units``), so the ranges here only make the usage error come early.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from speechpack.packer.adapters.asd_common import AsdBuildOptions
 from speechpack.packer.adapters.option_spec import Choice, Number, OptionSpec, Parsed, Path, argument, option
 from speechpack.packer.build.run import EXECUTORS, BuildOptions, BuildSummary
 from speechpack.packer.build.plan import ShardSlice
-from speechpack.schemas import limits
+from speechpack.schemas import units
 from speechpack.schemas.constants import DEFAULT_SAMPLE_RATE, DEFAULT_SHARD_BYTES, TOOL_NAME
 from speechpack.schemas.units import format_bytes, parse_size
 
@@ -111,7 +111,7 @@ def _ava_like(corpus: str) -> Adapter:
     )
 
 
-def _range_option(flag: str, arity: int, metavar: str, default: tuple, unit: str, limit: limits.Range) -> OptionSpec:
+def _range_option(flag: str, arity: int, metavar: str, default: tuple, unit: str, limit: units.Range) -> OptionSpec:
     """A ``--simulate`` range: ``arity`` numbers within ``limit``, ``None`` when not given (the simulation's own
     default)."""
     shown = " ".join(f"{value:g}" for value in default)
@@ -223,19 +223,19 @@ ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (
             argument("source", metavar="[DIR_OR_LIST]", required=False, type=Path(exists=True)),
             option("--kind", required=True, type=Choice(audio_bank.BANK_KINDS),
                    help="Pack kind: a noise bank or a room-impulse-response bank."),
-            option("--simulate", type=Number.within(limits.SIMULATE), metavar="N",
+            option("--simulate", type=Number.within(units.SIMULATE), metavar="N",
                    help="Instead of files: simulate N shoebox-room RIRs with pyroomacoustics (--kind rir)."),
             option("--lmdb", "lmdb", type=Path(exists=True), metavar="PATH",
                    help="Instead of files: every entry of a WeSep noise LMDB (tools/make_lmdb.py), keys kept "
                         "(--kind noise; needs speechpack[wesep])."),
             _range_option("--room-min", 3, "X Y Z", audio_bank.DEFAULT_ROOM_MIN, "Smallest room, metres",
-                          limits.ROOM_SIZE),
+                          units.ROOM_SIZE),
             _range_option("--room-max", 3, "X Y Z", audio_bank.DEFAULT_ROOM_MAX, "Largest room, metres",
-                          limits.ROOM_SIZE),
-            _range_option("--rt60", 2, "LO HI", audio_bank.DEFAULT_RT60, "RT60 range, s", limits.RT60),
+                          units.ROOM_SIZE),
+            _range_option("--rt60", 2, "LO HI", audio_bank.DEFAULT_RT60, "RT60 range, s", units.RT60),
             _range_option("--distance", 2, "LO HI", audio_bank.DEFAULT_DISTANCE,
-                          "Source-microphone distance range, metres", limits.DISTANCE),
-            option("--seed", default=0, show_default=True, type=Number.within(limits.SEED),
+                          "Source-microphone distance range, metres", units.DISTANCE),
+            option("--seed", default=0, show_default=True, type=Number.within(units.SEED),
                    help="Seed of the simulation."),
         ),
     ),
@@ -275,9 +275,9 @@ ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (
             option("--video-root", type=Path(file_okay=False),
                    help="Where <video>.mp4 are (default: --input)."),
             option("--window", "window_sec", default=msdwild.DEFAULT_WINDOW_SEC, show_default=True,
-                   type=Number.within(limits.WINDOW_SECONDS), help="Window length, seconds."),
+                   type=Number.within(units.WINDOW_SECONDS), help="Window length, seconds."),
             option("--overlap", "--overlap-seconds", "overlap_sec", default=msdwild.DEFAULT_OVERLAP_SEC,
-                   show_default=True, type=Number.within(limits.OVERLAP_SECONDS),
+                   show_default=True, type=Number.within(units.OVERLAP_SECONDS),
                    help="Overlap of consecutive windows, seconds (--overlap-seconds: MuVAP's spelling)."),
             option("--keep-tail", is_flag=True,
                    help="Keep an incomplete final window (unpadded) when it adds frames; by default it is "
@@ -293,8 +293,8 @@ ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (
 
 
 def parse_shard_size(text) -> int:
-    """A byte size such as ``1GB`` (decimal) or ``512MiB`` (binary), within ``limits.SHARD_BYTES``."""
-    return limits.SHARD_BYTES.check(parse_size(text))
+    """A byte size such as ``1GB`` (decimal) or ``512MiB`` (binary), within ``units.SHARD_BYTES``."""
+    return units.SHARD_BYTES.check(parse_size(text))
 
 
 def parse_shard_slice(text) -> ShardSlice:
@@ -320,7 +320,7 @@ def shared_build_options(adapter: Adapter) -> list[OptionSpec]:
     else:
         options = [option("--out", required=adapter.default_out is None, type=Path(file_okay=False), help=out_help),
                    option("--sample-rate", default=DEFAULT_SAMPLE_RATE, show_default=True,
-                          type=Number.within(limits.SAMPLE_RATE),
+                          type=Number.within(units.SAMPLE_RATE),
                           help="Rate of the stored audio in Hz; inputs are resampled with soxr.")]
     options.append(option("--shard-size", "shard_bytes", default=format_bytes(DEFAULT_SHARD_BYTES),
                           show_default=True, type=SIZE,
@@ -330,7 +330,7 @@ def shared_build_options(adapter: Adapter) -> list[OptionSpec]:
                               default=None, help="MuVAP's spelling of --shard-size, in decimal GB (1.5 = "
                                                  "--shard-size 1.5GB)."))
     options += [
-        option("--workers", default=1, show_default=True, type=Number.within(limits.WORKERS),
+        option("--workers", default=1, show_default=True, type=Number.within(units.WORKERS),
                help="Decoding processes; the pack is byte-identical whatever the number."),
         option("--skip-bad", is_flag=True,
                help=f"Pack the good {item}s and record the bad ones in skipped.json instead of failing."),
@@ -364,8 +364,8 @@ SCALE_OPTIONS = [
 
 def shard_bytes_of_gb(max_shard_gb: float) -> int:
     """MuVAP's ``--max-shard-gb`` as ``shard_bytes``: ``round(gb * 1e9)``, as MuVAP's CLI rounds it, within
-    ``limits.SHARD_BYTES`` (``SpeechpackError`` naming the range otherwise)."""
-    return limits.SHARD_BYTES.check(parse_size(f"{max_shard_gb!r}GB"))
+    ``units.SHARD_BYTES`` (``SpeechpackError`` naming the range otherwise)."""
+    return units.SHARD_BYTES.check(parse_size(f"{max_shard_gb!r}GB"))
 
 
 __all__ = ["ADAPTERS", "SCALE_OPTIONS", "SIZE", "SLICE", "Adapter", "parse_shard_size", "parse_shard_slice",
