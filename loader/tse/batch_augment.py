@@ -1,0 +1,112 @@
+"""Online mixtures reverberated, noised and mixed where training runs (``augment_on: batch``; docs/loader.md,
+"Augmentation where training runs"): the collated batch's dry sources and draw records
+(``loader.tse.batch_records``) made into ``wav_mix`` and ``wav_target`` in torch, on whatever device the batch's
+tensors are on.
+
+Why here: with ``reverb_prob: 1`` the FFT convolution is most of a worker's time (docs/performance.md, "WeSep
+augmentation"); on an accelerator the whole batch is three batched FFT calls.  The worker has made every draw
+(rooms and their RIRs, SNRs, gain, noise segments) from the same counter-based streams as ``augment_on: worker``,
+so a seed gives the same rooms, SNRs and noise segments on either side, and the batches agree within float32
+round-off (tests/test_batch_augment.py).
+
+What is computed is WeSep's, as ``loader.tse.online.OnlineMixer.render`` computes it, vectorised over the batch:
+
+- each reverberated row convolved with its RIR ("full", cropped to its group's length; one real FFT size for the
+  batch, ``loader.tse.convolve.fast_fft_size``);
+- per group, WeSep's SNR mixer: interferers scaled to the target's energy and their SNR below it, the mixture
+  divided by the largest peak of it and its scaled sources and multiplied by the gain;
+- the group's noise added to the mixture at its SNR below the mixture's energy (targets get none);
+- the targets: each (reverberant, or dry with ``reverb_keep_dry``) source times its factor in the mixture.
+
+Groups are laid out ``[G, N, T]`` (``N`` the largest group, absent speakers zero) for the per-group sums and peaks:
+plain indexing and reductions, so results do not depend on the order of atomic additions on an accelerator.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from speechpack.loader.tse.batch_records import DRY_FIELD, RECORD_PREFIX
+from speechpack.loader.tse.convolve import fast_fft_size
+from speechpack.loader.tse.mixing import MIN_ENERGY
+
+
+def augment_batch(batch: dict) -> dict:
+    """``batch`` with ``wav_mix`` and ``wav_target`` made from its records (in the place the records held), the
+    records removed; a batch without them (validation, ``augment_on: worker``) is returned as it is."""
+    if DRY_FIELD not in batch:
+        return batch
+    device = torch.as_tensor(batch[DRY_FIELD]).device
+    records = {name: torch.as_tensor(value).to(device) for name, value in batch.items()
+               if name.startswith(RECORD_PREFIX)}
+    wav_mix, wav_target = mix_records(records)
+    out = {}
+    for name, value in batch.items():
+        if name == DRY_FIELD:
+            out["wav_mix"], out["wav_target"] = wav_mix, wav_target
+        elif not name.startswith(RECORD_PREFIX):
+            out[name] = value
+    return out
+
+
+def reverberate(dry: torch.Tensor, rirs: torch.Tensor, rows: torch.Tensor, row_len: torch.Tensor) -> torch.Tensor:
+    """``dry`` ``[R, T]`` with the rows ``rows`` convolved with theirs of ``rirs`` ``[R, L]`` ("full", cropped to
+    ``T``, zero from ``row_len`` on): one real FFT call each way at one size."""
+    if rows.numel() == 0:
+        return dry
+    length = dry.shape[1]
+    every = rows.numel() == dry.shape[0]
+    sources, kernels = (dry, rirs) if every else (dry.index_select(0, rows), rirs.index_select(0, rows))
+    size = fast_fft_size(length + kernels.shape[1] - 1)
+    spectra = torch.fft.rfft(sources, size)
+    spectra *= torch.fft.rfft(kernels, size)
+    wet = torch.fft.irfft(spectra, size)[:, :length]
+    ends = row_len if every else row_len.index_select(0, rows)
+    wet = wet.masked_fill(torch.arange(length, device=dry.device) >= ends[:, None], 0.0)
+    return wet.contiguous() if every else dry.index_copy(0, rows, wet)
+
+
+def mix_records(records: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(wav_mix, wav_target)`` ``[R, 1, T_mix]``, ``[R, 1, T_target]`` float32 from the record fields
+    (``loader.tse.batch_records``), as tensors on one device."""
+    dry, group, group_len = records["aug_dry"], records["aug_group"], records["aug_group_len"]
+    rows, length = dry.shape
+    groups = group_len.shape[0]
+    device = dry.device
+    counts = torch.bincount(group, minlength=groups)
+    first = (torch.cumsum(counts, 0) - counts).index_select(0, group)  # each row's group's first row (its target)
+    position = torch.arange(rows, device=device) - first
+    widest = int(counts.max())
+    reverberated = torch.nonzero(records["aug_reverb"]).squeeze(1)
+    wet = reverberate(dry, records["aug_rir"], reverberated, group_len.index_select(0, group))
+
+    energy = torch.linalg.vecdot(wet, wet).double()
+    snr_gain = torch.pow(10.0, -records["aug_snr"] / 20.0)
+    scale = torch.where(position == 0, torch.ones_like(energy),
+                        torch.sqrt(energy.index_select(0, first) / energy) * snr_gain)
+    laid = torch.zeros((groups, widest, length), dtype=dry.dtype, device=device)
+    laid[group, position] = wet * scale.to(dry.dtype)[:, None]
+    mix = laid.sum(dim=1)
+    peaks = torch.zeros((groups, widest), dtype=torch.float64, device=device)
+    peaks[group, position] = wet.abs().amax(dim=1).double() * scale
+    peak = torch.maximum(mix.abs().amax(dim=1).double(), peaks.amax(dim=1))
+    factor = torch.pow(10.0, records["aug_gain"] / 20.0) / peak
+    mix *= factor.to(dry.dtype)[:, None]
+
+    noise = records["aug_noise"]
+    noise_energy = torch.linalg.vecdot(noise, noise).double()
+    noisy = records["aug_noise_on"] & (noise_energy > MIN_ENERGY)
+    wanted = torch.linalg.vecdot(mix, mix).double() / (noise_energy.clamp_min(MIN_ENERGY)
+                                                      * torch.pow(10.0, records["aug_noise_snr"] / 10.0))
+    noise_factor = torch.where(noisy, torch.sqrt(wanted), torch.zeros_like(wanted))
+    mix.addcmul_(noise, noise_factor.to(dry.dtype)[:, None])
+
+    mix_len, target_len = (int(n) for n in records["aug_out_len"].tolist())
+    sources = dry if bool(records["aug_keep_dry"][0]) else wet
+    targets = sources * (scale * factor.index_select(0, group)).to(dry.dtype)[:, None]
+    wav_mix = mix[:, :mix_len].index_select(0, group).unsqueeze(1)
+    wav_target = targets[:, :target_len].contiguous().unsqueeze(1)
+    return wav_mix, wav_target
+
+
+__all__ = ["augment_batch", "mix_records", "reverberate"]
