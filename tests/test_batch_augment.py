@@ -71,6 +71,7 @@ def _batches(config: dict, seed: int = 5, **kwargs) -> list[dict]:
 
 VARIANTS = {
     "reverb-1-noise-1": {},
+    "two-speakers": {"num_speakers": {"distribution": [0, 1, 0], "max_speakers": 2}},
     "reverb-0.5-keep-dry-timeline": {"reverb_prob": 0.5, "reverb_keep_dry": True, "noise_prob": 0.5,
                                      "timeline": {"two_speaker": {"overlap_ratio": [0.2, 0.8]}}},
     "whole-utterances": {"whole_utt": True},

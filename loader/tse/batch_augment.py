@@ -49,63 +49,96 @@ def augment_batch(batch: dict) -> dict:
     return out
 
 
-def reverberate(dry: torch.Tensor, rirs: torch.Tensor, rows: torch.Tensor, row_len: torch.Tensor) -> torch.Tensor:
+def reverberate(dry: torch.Tensor, rirs: torch.Tensor, rows: torch.Tensor, row_len: torch.Tensor | None
+                ) -> torch.Tensor:
     """``dry`` ``[R, T]`` with the rows ``rows`` convolved with theirs of ``rirs`` ``[R, L]`` ("full", cropped to
-    ``T``, zero from ``row_len`` on): one real FFT call each way at one size."""
+    ``T``; zero from ``row_len`` on, unless ``row_len`` is None: every row ``T`` long): one real FFT call each way
+    at one size.  With every row reverberated the result is a view of the inverse transform (no copy)."""
     if rows.numel() == 0:
         return dry
     length = dry.shape[1]
     every = rows.numel() == dry.shape[0]
-    sources, kernels = (dry, rirs) if every else (dry.index_select(0, rows), rirs.index_select(0, rows))
+    sources, kernels = (dry, rirs) if every else (dry[rows], rirs[rows])
     size = fast_fft_size(length + kernels.shape[1] - 1)
     spectra = torch.fft.rfft(sources, size)
     spectra *= torch.fft.rfft(kernels, size)
     wet = torch.fft.irfft(spectra, size)[:, :length]
-    ends = row_len if every else row_len.index_select(0, rows)
-    wet = wet.masked_fill(torch.arange(length, device=dry.device) >= ends[:, None], 0.0)
-    return wet.contiguous() if every else dry.index_copy(0, rows, wet)
+    if row_len is not None:
+        ends = row_len if every else row_len[rows]
+        wet = wet.masked_fill(torch.arange(length, device=dry.device) >= ends[:, None], 0.0)
+    if every:
+        return wet
+    out = dry.clone()
+    out[rows] = wet
+    return out
+
+
+class _Groups:
+    """How the batch's rows (mixture-major, one per source) fall into groups: each row's group and position in
+    it, and a ``[G, N, ...]`` layout of per-row values (a view when every group has ``N`` rows)."""
+
+    def __init__(self, group: torch.Tensor, groups: int):
+        counts = torch.bincount(group, minlength=groups)
+        self.group, self.groups, self.counts = group, groups, counts
+        self.first = (torch.cumsum(counts, 0) - counts)[group]  # each row's group's first row (its target)
+        self.position = torch.arange(len(group), device=group.device) - self.first
+        self.widest = int(counts.max())
+        self.uniform = self.widest * groups == len(group)
+
+    def laid(self, values: torch.Tensor) -> torch.Tensor:
+        """``values`` ``[R, ...]`` as ``[G, N, ...]``, absent rows zero."""
+        if self.uniform:
+            return values.view(self.groups, self.widest, *values.shape[1:])
+        out = values.new_zeros((self.groups, self.widest, *values.shape[1:]))
+        out[self.group, self.position] = values
+        return out
+
+    def rows(self, values: torch.Tensor) -> torch.Tensor:
+        """Per-group ``values`` ``[G, ...]`` repeated for each row of the group: ``[R, ...]``."""
+        if self.uniform:
+            return values.unsqueeze(1).expand(self.groups, self.widest, *values.shape[1:]).reshape(-1, *values.shape[1:])
+        return values.repeat_interleave(self.counts, dim=0)
+
+
+def _peaks(rows: torch.Tensor) -> torch.Tensor:
+    """``max |x|`` per row, float64, without a temporary (WeSep's exact peak): ``amax`` and ``amin`` (vectorised
+    reductions, five times faster on CPU than one ``aminmax`` pass or ``abs().amax()``)."""
+    return torch.maximum(rows.amax(dim=1), -rows.amin(dim=1)).double()
 
 
 def mix_records(records: dict) -> tuple[torch.Tensor, torch.Tensor]:
     """``(wav_mix, wav_target)`` ``[R, 1, T_mix]``, ``[R, 1, T_target]`` float32 from the record fields
     (``loader.tse.batch_records``), as tensors on one device."""
-    dry, group, group_len = records["aug_dry"], records["aug_group"], records["aug_group_len"]
-    rows, length = dry.shape
-    groups = group_len.shape[0]
-    device = dry.device
-    counts = torch.bincount(group, minlength=groups)
-    first = (torch.cumsum(counts, 0) - counts).index_select(0, group)  # each row's group's first row (its target)
-    position = torch.arange(rows, device=device) - first
-    widest = int(counts.max())
-    reverberated = torch.nonzero(records["aug_reverb"]).squeeze(1)
-    wet = reverberate(dry, records["aug_rir"], reverberated, group_len.index_select(0, group))
+    dry, group_len = records["aug_dry"], records["aug_group_len"]
+    length = dry.shape[1]
+    layout = _Groups(records["aug_group"], group_len.shape[0])
+    full_length = bool((group_len == length).all())  # train chunks: no row to cut short
+    row_len = None if full_length else group_len[layout.group]
+    wet = reverberate(dry, records["aug_rir"], torch.nonzero(records["aug_reverb"]).squeeze(1), row_len)
 
+    # WeSep's SNR mixer, per group: interferers to the target's energy and their SNR below it, the mixture divided
+    # by the largest peak of it and its scaled sources, times the gain (loader.tse.mixing.mix_sources)
     energy = torch.linalg.vecdot(wet, wet).double()
-    snr_gain = torch.pow(10.0, -records["aug_snr"] / 20.0)
-    scale = torch.where(position == 0, torch.ones_like(energy),
-                        torch.sqrt(energy.index_select(0, first) / energy) * snr_gain)
-    laid = torch.zeros((groups, widest, length), dtype=dry.dtype, device=device)
-    laid[group, position] = wet * scale.to(dry.dtype)[:, None]
-    mix = laid.sum(dim=1)
-    peaks = torch.zeros((groups, widest), dtype=torch.float64, device=device)
-    peaks[group, position] = wet.abs().amax(dim=1).double() * scale
-    peak = torch.maximum(mix.abs().amax(dim=1).double(), peaks.amax(dim=1))
+    scale = torch.where(layout.position == 0, torch.ones_like(energy),
+                        torch.sqrt(energy[layout.first] / energy) * torch.pow(10.0, -records["aug_snr"] / 20.0))
+    mix = torch.matmul(layout.laid(scale.to(dry.dtype)).unsqueeze(1), layout.laid(wet)).squeeze(1)
+    peak = torch.maximum(_peaks(mix), layout.laid(_peaks(wet) * scale).amax(dim=1))
     factor = torch.pow(10.0, records["aug_gain"] / 20.0) / peak
     mix *= factor.to(dry.dtype)[:, None]
 
+    # the mixture's noise at its SNR below the mixture's energy (loader.tse.mixing.add_noise); targets get none
     noise = records["aug_noise"]
     noise_energy = torch.linalg.vecdot(noise, noise).double()
-    noisy = records["aug_noise_on"] & (noise_energy > MIN_ENERGY)
     wanted = torch.linalg.vecdot(mix, mix).double() / (noise_energy.clamp_min(MIN_ENERGY)
                                                       * torch.pow(10.0, records["aug_noise_snr"] / 10.0))
-    noise_factor = torch.where(noisy, torch.sqrt(wanted), torch.zeros_like(wanted))
-    mix.addcmul_(noise, noise_factor.to(dry.dtype)[:, None])
+    noisy = records["aug_noise_on"] & (noise_energy > MIN_ENERGY)
+    mix.addcmul_(noise, torch.where(noisy, torch.sqrt(wanted), torch.zeros_like(wanted)).to(dry.dtype)[:, None])
 
     mix_len, target_len = (int(n) for n in records["aug_out_len"].tolist())
     sources = dry if bool(records["aug_keep_dry"][0]) else wet
-    targets = sources * (scale * factor.index_select(0, group)).to(dry.dtype)[:, None]
-    wav_mix = mix[:, :mix_len].index_select(0, group).unsqueeze(1)
-    wav_target = targets[:, :target_len].contiguous().unsqueeze(1)
+    row_factor = (scale * layout.rows(factor)).to(dry.dtype)[:, None]
+    wav_target = (sources[:, :target_len] * row_factor).unsqueeze(1)
+    wav_mix = layout.rows(mix[:, :mix_len]).unsqueeze(1)
     return wav_mix, wav_target
 
 
