@@ -143,3 +143,18 @@ def test_augment_on_is_checked(packs):
         config["dataset_args"].pop(key)
     with pytest.raises(ConfigError, match="augment_on: batch .* needs online_mix"):
         build_loader(config, "train")
+
+
+@pytest.mark.real_data
+def test_lightning_applies_it_after_the_transfer(packs):
+    """The DataModule's ``on_after_batch_transfer`` makes the batch as ``loader.augment`` does."""
+    pytest.importorskip("lightning")
+    from speechpack.loader.datamodule import SpeechDataModule
+
+    config = _config(packs, "batch")
+    module = SpeechDataModule(train=config, seed=5)
+    raw = next(iter(module.train_dataloader()))
+    made = module.on_after_batch_transfer(raw, 0)
+    expected = _batches(config)[0]
+    assert "aug_dry" in raw and list(made) == list(expected)
+    assert torch.equal(made["wav_mix"], expected["wav_mix"]) and torch.equal(made["wav_target"], expected["wav_target"])
