@@ -8,7 +8,7 @@
 ``scripts/test.sh`` extracts it), grayscale, centre-cropped and resized to 112x112 with OpenCV, cycled from a
 random phase per track; without the movie a synthetic moving pattern (the script says which).  Audio: the five
 LibriVox recordings of ``pocketsphinx-testdata`` (16 kHz), a cyclic window per track at a random gain.  Labels:
-speaking where the audio frame is louder than the track's median.  Written with ``packer.writer.PackWriter``.
+speaking where the audio frame is louder than the track's median.  Written with ``packer.build.writer.PackWriter``.
 
 **Jobs** (one epoch of state ``train`` each, MuVAP's ``asd.yaml`` settings: ``train_window`` 250, ``hist_frames``
 50, frame budget 2048 clamped to 4-16 rows, ``audio_mix_prob`` 0.5 at -5..5 dB, visual augmentation on):
@@ -54,8 +54,8 @@ from speechpack.schemas.timebase import SAMPLES_PER_MODEL_FRAME, audio_sample_co
 from speechpack.loader.normalize import muvap_gain  # noqa: E402
 from speechpack.loader.pack import open_pack  # noqa: E402
 from speechpack.packer.audio import StoredAudio  # noqa: E402
-from speechpack.packer.sample import PackedSample, SamplePlan, StoredArray  # noqa: E402
-from speechpack.packer.writer import PackWriter  # noqa: E402
+from speechpack.packer.build.sample import PackedSample, SamplePlan, StoredArray  # noqa: E402
+from speechpack.packer.build.writer import PackWriter  # noqa: E402
 from speechpack.schemas.constants import ASD_SAMPLE_RATE, FACE_SIZE, KIND_ASD  # noqa: E402
 from workdir import bench_workdir  # noqa: E402
 

@@ -37,7 +37,7 @@ on the best of ``--repeats`` runs (medians printed too).  ``--profile`` adds cPr
 speechpack epoch.
 
 **memory** (num_workers=1, in a fresh interpreter): a synthetic ``sources`` pack of ``--samples`` tiny samples
-(0.02 s each) is written directly with ``packer.writer.PackWriter`` from in-memory ``PackedSample`` objects (1000
+(0.02 s each) is written directly with ``packer.build.writer.PackWriter`` from in-memory ``PackedSample`` objects (1000
 short random arrays quantised once and reused under distinct keys; no WAV files).  One epoch (``--fraction`` of
 it) is iterated with ``chunk_len`` 64000 and ``chunk_short_policy: keep`` (rows stay 0.02 s), and the worker's
 private memory (Private_Clean + Private_Dirty, ``/proc/<pid>/smaps``) is read at the first batch, after 10, 100
@@ -82,13 +82,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import speechpack.packer.audio as audio_module  # noqa: E402
-import speechpack.packer.sample as sample_module  # noqa: E402
+import speechpack.packer.build.sample as sample_module  # noqa: E402
 from speechpack.loader import build_loader, open_pack  # noqa: E402
 from speechpack.packer.adapters.wesep import build_wesep  # noqa: E402
 from speechpack.packer.build.run import BuildOptions  # noqa: E402
-from speechpack.packer.sample import PackedSample  # noqa: E402
+from speechpack.packer.build.sample import PackedSample  # noqa: E402
 from workdir import bench_workdir  # noqa: E402
-from speechpack.packer.writer import PackWriter  # noqa: E402
+from speechpack.packer.build.writer import PackWriter  # noqa: E402
 from speechpack.schemas.constants import DEFAULT_SHARD_BYTES, KIND_SOURCES, STREAM_MIX, STREAM_SOURCE, STREAM_TARGET  # noqa: E402
 
 RATE = 16000

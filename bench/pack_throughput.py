@@ -278,7 +278,7 @@ def phase_breakdown(list_path: str, out: str, lines: list[list[str]], shard_byte
     """
     from speechpack.packer.adapters.wesep import load_wesep_sample, plan_wesep_sample, read_wesep_list
     from speechpack.packer.build.plan import plan_shards
-    from speechpack.packer.writer import PackWriter
+    from speechpack.packer.build.writer import PackWriter
 
     rows = []
     clock = time.perf_counter()

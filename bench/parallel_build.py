@@ -50,7 +50,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from pack_throughput import build_corpus, warm_page_cache, read_list  # noqa: E402
-from speechpack.packer.build import shard_runner# noqa: E402
+from speechpack.packer.build import shards# noqa: E402
 from speechpack.packer.adapters.wesep import build_wesep  # noqa: E402
 from speechpack.packer.build.run import BuildOptions  # noqa: E402
 from speechpack.packer.build.checkpoints import KILL_AT_ENV  # noqa: E402
@@ -83,7 +83,7 @@ def build_here(list_path: str, out: str, shard_bytes: int, workers: int, stream:
     of every process it started (forked workers are reaped by the pool's shut-down; a forkserver, stopped and
     reaped here, has reaped its own)."""
     if stream:
-        shard_runner.SHARD_TASKS_FROM = sys.maxsize  # never whole-shard tasks
+        shards.SHARD_TASKS_FROM = sys.maxsize  # never whole-shard tasks
     fresh(out)
     before = resource.getrusage(resource.RUSAGE_SELF)
     started = time.perf_counter()

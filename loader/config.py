@@ -34,7 +34,9 @@ from speechpack.loader.config_checks import (  # noqa: F401 (re-exported)
     take_known,
     value_range,
 )
+from speechpack.loader.memory_limit import MemoryLimitError, memory_limit_bytes
 from speechpack.loader.pack import Pack
+from speechpack.loader.pack.content_check import DEFAULT_VERIFY, VERIFY_MODES
 from speechpack.loader.plan.static_plan import TAIL_POLICIES  # noqa: F401 (re-exported)
 from speechpack.loader.recipe import DataLoaderArgs, check_state, read_recipe
 from speechpack.loader.tasks import DEFAULT_TASK, FOREIGN_RECIPES, STATES  # noqa: F401 (STATES re-exported)
@@ -210,6 +212,12 @@ class LoaderConfig:
     states: tuple[str, ...] | None = None
     #: The WeSep dialect a recipe was read as (``wesep-mainline``, ``wesep-contract``); None for a loader config.
     dialect: str | None = None
+    #: ``verify_streams``: how the packs' stream files are checked against their sha256 when mapped
+    #: (``loader.pack.content_check``: ``first-map``, ``every-open`` or ``off``).
+    verify_streams: str = DEFAULT_VERIFY
+    #: ``memory_limit``: the most bytes an epoch plan, or the batches in flight, may take (``loader.memory_limit``);
+    #: None: half of the memory available when the loader starts.
+    memory_limit: int | None = None
 
     def __post_init__(self) -> None:
         task_of(check_type(self.task, str, "LoaderConfig.task"), "LoaderConfig.task")
@@ -217,6 +225,9 @@ class LoaderConfig:
         positive_int(self.sample_num_per_epoch, "LoaderConfig.sample_num_per_epoch", minimum=0,
                      maximum=MAX_EPOCH_ITEMS)
         _check_per_epoch(self.packs, self.sample_num_per_epoch, "LoaderConfig")
+        check_choice(self.verify_streams, VERIFY_MODES, "LoaderConfig.verify_streams")
+        if self.memory_limit is not None:
+            positive_int(self.memory_limit, "LoaderConfig.memory_limit", maximum=1 << 62)
 
     def check_state(self, state: str) -> None:
         """``state`` is one this config was read for (its ``val_dataset_args`` merged or not as ``state`` needs)."""
@@ -240,7 +251,8 @@ class LoaderConfig:
                     break
         recipe = read_recipe(obj, state, where)
         values = take_known(recipe.config, where, {"packs": None, "dataset_args": None, "weighting": None,
-                                                   "task": DEFAULT_TASK})
+                                                   "task": DEFAULT_TASK, "verify_streams": DEFAULT_VERIFY,
+                                                   "memory_limit": None})
         task_name = check_type(values["task"], str, f"{where}.task")
         loader_task = task_of(task_name, f"{where}.task")
         packs = values["packs"]
@@ -253,7 +265,9 @@ class LoaderConfig:
         _check_per_epoch(sources, recipe.sample_num_per_epoch, f"{where}.dataset_args")
         return cls(packs=sources, dataset_args=dataset_args, weighting=weighting, task=task_name,
                    dataloader=recipe.dataloader, sample_num_per_epoch=recipe.sample_num_per_epoch,
-                   ignored=recipe.ignored, states=recipe.states, dialect=recipe.dialect)
+                   ignored=recipe.ignored, states=recipe.states, dialect=recipe.dialect,
+                   verify_streams=check_choice(values["verify_streams"], VERIFY_MODES, f"{where}.verify_streams"),
+                   memory_limit=_memory_limit(values["memory_limit"], f"{where}.memory_limit"))
 
 
 def _check_per_epoch(packs: tuple[PackSource, ...], per_epoch: int, where: str) -> None:
@@ -261,6 +275,14 @@ def _check_per_epoch(packs: tuple[PackSource, ...], per_epoch: int, where: str) 
     if per_epoch and any(p.weighted for p in packs):
         raise ConfigError(f"{where}.sample_num_per_epoch: {per_epoch} with weighted packs entries; set the epoch "
                           f"size with weighting.epoch_items (weight/hours_beta) or choose/repeat instead")
+
+
+def _memory_limit(value: Any, where: str) -> int | None:
+    """``memory_limit`` as bytes: an int, or a size such as ``48GiB`` (``schemas.units.parse_size``)."""
+    try:
+        return memory_limit_bytes(value, where)
+    except MemoryLimitError as err:
+        raise ConfigError(str(err)) from None
 
 
 def _default_dataset_args() -> Any:

@@ -116,6 +116,18 @@ def rank_and_world(trainer) -> tuple[int, int]:
     return rank, world
 
 
+def describe_config(config: Any) -> str:
+    """One split's loader config in a line: its task and pack paths (a mapping or a ``LoaderConfig``)."""
+    if isinstance(config, dict):
+        task = config.get("task") or "tse"
+        packs = config.get("packs") or []
+        paths = [entry.get("path") if isinstance(entry, dict) else entry for entry in packs]
+    else:
+        task, paths = config.task, [source.path for source in config.packs]
+    shown = ", ".join(str(path) for path in paths) if paths else "none"
+    return f"task {task}, packs {shown}"
+
+
 @functools.cache
 def datamodule_class() -> type:
     """``SpeechDataModule``, made on first use (that is when Lightning is imported)."""
@@ -217,6 +229,19 @@ def datamodule_class() -> type:
                 loader.load_state_dict(state[TRAIN_STATE_KEY])
             else:
                 self._pending_state = state[TRAIN_STATE_KEY]
+
+        def __str__(self) -> str:
+            """The splits and their packs, without making a loader.  Lightning's own ``__str__`` calls every
+            ``*_dataloader`` method (building loaders, opening packs) and then walks what they return as
+            ``DataLoader`` s; ours are ``LightningLoader`` s, which it iterates as if they were lists of loaders."""
+            lines = [f"{type(self).__name__}(seed={self.seed}, num_workers="
+                     f"{'from the config' if self.num_workers is None else self.num_workers})"]
+            for state, split in self.splits.items():
+                for name in split.names():
+                    made = self.loaders.get(name)
+                    batches = f", {len(made)} batches per rank" if made is not None else ""
+                    lines.append(f"  {name}: {describe_config(split.configs[name])}{batches}")
+            return "\n".join(lines)
 
     SpeechDataModule.__module__ = __name__
     SpeechDataModule.__qualname__ = "SpeechDataModule"  # the key of its state in Lightning's checkpoints
@@ -332,4 +357,5 @@ def splits(train: Any, val: Any, test: Any) -> dict[str, Split]:
 
 
 __all__ = ["EpochForwarder", "LIST", "LightningLoader", "MAPPING", "ONE", "SpeechDataModule", "Split", "TRAIN_STATE_KEY",
-           "datamodule_class", "evaluation_split", "lightning", "rank_and_world", "read_config", "splits"]
+           "datamodule_class", "describe_config", "evaluation_split", "lightning", "rank_and_world", "read_config",
+           "splits"]

@@ -30,6 +30,7 @@ from speechpack.loader.transport import batch_ring, message_groups
 from speechpack.loader.config import LoaderConfig
 from speechpack.loader.config_checks import MAX_COUNT, MAX_EPOCH, ConfigError, integer
 from speechpack.loader.config import loader_fingerprint
+from speechpack.loader.memory_limit import bytes_per_row_sample, check_batch_memory, largest_batch_rows
 from speechpack.loader.pack import Pack, open_pack
 from speechpack.loader.plan.plan import EpochPlan, needs_lengths, plan_epoch
 from speechpack.loader.recipe import MAX_PREFETCH, MAX_WORKERS
@@ -130,9 +131,11 @@ class _PlannedBatches(Dataset):
     (``loader.plan.plan_epoch``, recomputed from (seed, epoch) on first use in each worker) and builds the batches
     ``start`` to ``stop - 1`` it names, as one ``message_groups.BatchGroup``."""
 
-    def __init__(self, builder, seed: int, rank: int, world_size: int, weighting: PackWeighting | None = None):
+    def __init__(self, builder, seed: int, rank: int, world_size: int, weighting: PackWeighting | None = None,
+                 memory_limit: int | None = None):
         self.builder = builder
         self.weighting = weighting
+        self.memory_limit = memory_limit
         self.seed = seed
         self.rank = rank
         self.world_size = world_size
@@ -147,7 +150,8 @@ class _PlannedBatches(Dataset):
             if needs_lengths(args) and (self._lengths is None or self.builder.lengths_by_epoch):
                 self._lengths = self.builder.unit_lengths(epoch)
             plan = plan_epoch(args, self.seed, epoch, self.rank, self.world_size, num_units=self.builder.num_units(),
-                              lengths=self._lengths, windows=self.builder.windows, weighting=self.weighting)
+                              lengths=self._lengths, windows=self.builder.windows, weighting=self.weighting,
+                              memory_limit=self.memory_limit)
             self._plan = (epoch, plan)
         return self._plan[1]
 
@@ -228,14 +232,18 @@ class SpeechLoader:
         self.filtered = prepared.filtered
         self.filter_report = dict(prepared.filter_report)
         self.weighting: PackWeighting | None = prepared.weighting
-        self.dataset = _PlannedBatches(self.builder, seed, rank, world_size, self.weighting)
-        self.dataset.plan(0)  # checks rank/world_size now, not in a worker
+        self.dataset = _PlannedBatches(self.builder, seed, rank, world_size, self.weighting, config.memory_limit)
+        first = self.dataset.plan(0)  # checks rank/world_size and the plan's memory now, not in a worker
         self._fingerprint = loader_fingerprint(config, state, packs)
         self._epoch = 0
         self._consumed = 0
         self._resume_at = 0
         self.dataloader_settings = dataloader_settings(config, num_workers, prefetch_factor)
         num_workers = self.dataloader_settings["num_workers"]
+        rows, samples = largest_batch_rows(first, self.builder.unit_lengths(0))
+        in_flight = num_workers * (self.dataloader_settings["prefetch_factor"] or 1) if num_workers else 1
+        check_batch_memory(rows, samples, bytes_per_row_sample(packs), in_flight, config.memory_limit,
+                           f"epoch 0, rank {rank}")
         if batches_per_message is not None:
             batches_per_message = integer(batches_per_message, "batches_per_message", 1, message_groups.MAX_EXPLICIT)
         #: How many batches each DataLoader message carries (``loader.transport.message_groups``; shared with torchdata's).
@@ -385,7 +393,7 @@ def build_loader(config: dict | LoaderConfig, state: str, *, rank: int = 0, worl
     cost to build (``loader.transport.message_groups``), and 1 is one batch per index as a plain DataLoader does."""
     if not isinstance(config, LoaderConfig):
         config = LoaderConfig.from_dict(config, state=state)
-    packs = [open_pack(source.path) for source in config.packs]
+    packs = [open_pack(source.path, verify=config.verify_streams) for source in config.packs]
     return SpeechLoader(config, state, packs, rank=rank, world_size=world_size, num_workers=num_workers, seed=seed,
                         pin_memory=pin_memory, prefetch_factor=prefetch_factor,
                         batches_per_message=batches_per_message)

@@ -1,2 +1,3 @@
-"""From sources to packs: adapters decode inputs, the writer shards them, ``build`` runs it all,
-``validate`` checks finished packs."""
+"""From sources to packs: adapters decode inputs (``adapters/``, ``audio/``, ``faces``), ``build/`` plans, writes
+and commits packs on ``files`` and ``ownership`` (the floor every writer stands on), and the tools on top check
+(``validate/``), describe (``inspect``), copy (``copy/``), import (``importers/``) and export (``export/``) them."""

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from speechpack.packer.audio import AudioError
+from speechpack.packer.audio.decode import AudioError
 from speechpack.schemas.constants import FACE_SHAPE
 from speechpack.schemas.errors import NpyHeaderError
 from speechpack.schemas.npyfile import read_npy_header

@@ -2,8 +2,8 @@
 
 A kind (``dataset.json["kind"]``) fixes a pack's streams, its per-sample attributes, the lowest format minor that
 has it, the extra manifest totals it carries, how its samples' speakers and segments are laid out, and which
-streams ``Pack.sample`` returns as ``mix`` and ``targets``.  The writer (``packer.writer``), ``speechpack
-validate`` (``packer.validate``), ``speechpack inspect`` (``packer.inspect``), the reader (``loader.pack``) and the
+streams ``Pack.sample`` returns as ``mix`` and ``targets``.  The writer (``packer.build.writer``), ``speechpack
+validate`` (``packer.validate.pack``), ``speechpack inspect`` (``packer.inspect``), the reader (``loader.pack``) and the
 format (``schemas.format``, ``schemas.columns``) iterate :data:`KIND_SPECS` instead of branching on the kind, so a
 new kind is one row here (plus its adapter); docs/format.md ("Streams") is the prose of the same table.
 """

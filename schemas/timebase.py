@@ -2,7 +2,7 @@
 25 Hz timeline an ASD model sees (docs/asd.md, "The model timeline").
 
 These are contracts, not loader details: the adapters build tracks by them (``packer.adapters.avcc``),
-``speechpack validate`` holds a pack to them (``packer.validate_asd``) and the loader indexes tracks by them
+``speechpack validate`` holds a pack to them (``packer.validate.asd``) and the loader indexes tracks by them
 (``loader.asd.timeline``), so they live here, where both sides can import them.
 
 - ``model_frame_count``: a track of ``F`` native frames at ``fps`` has ``M = floor(F / fps * 25 + 1e-9)`` model

@@ -28,7 +28,7 @@ from speechpack.packer.adapters.avcc import build_avcc
 from speechpack.packer.adapters.msdwild import _counted_frames, _window_frames, build_msdwild, windows
 from speechpack.packer.audio import quantise
 from speechpack.packer.faces import Box, crop_square, read_jpeg_faces, read_npy_faces
-from speechpack.packer.validate import validate_pack
+from speechpack.packer.validate.pack import validate_pack
 from speechpack.schemas.constants import ASD_SAMPLE_RATE, FACE_SHAPE, KIND_ASD, SKIPPED_NAME
 from speechpack.schemas.errors import BuildError
 

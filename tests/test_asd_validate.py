@@ -1,4 +1,4 @@
-"""``packer.validate_asd.asd_issues``: the asd-only checks of ``speechpack validate``, on a pack of the real
+"""``packer.validate.asd.asd_issues``: the asd-only checks of ``speechpack validate``, on a pack of the real
 talking-face video (``tests/factories/asd_inputs.make_asd_pack``) and on copies of it with one thing broken each."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 
 from factories.asd_inputs import make_asd_pack
 from speechpack.loader.pack import read_manifest
-from speechpack.packer.validate import validate_pack
-from speechpack.packer.validate_asd import asd_issues
+from speechpack.packer.validate.pack import validate_pack
+from speechpack.packer.validate.asd import asd_issues
 from speechpack.schemas.format import StreamSpec
 
 pytestmark = pytest.mark.real_data

@@ -15,7 +15,7 @@ from speechpack.cli import main
 from speechpack.loader import open_pack
 from speechpack.packer.adapters.asr_jsonl import build_asr_jsonl, read_asr_manifest
 from speechpack.packer.build.run import BuildOptions
-from speechpack.packer.validate import validate_pack
+from speechpack.packer.validate.pack import validate_pack
 from speechpack.schemas.constants import STREAM_AUDIO, STREAM_TEXT
 from speechpack.schemas.errors import BuildError
 from factories.asr import librivox_clips, write_jsonl_manifest

@@ -21,7 +21,7 @@ from factories import mixture_line, source_line
 from speechpack.loader import open_pack
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
-from speechpack.packer.writer import PackWriter
+from speechpack.packer.build.writer import PackWriter
 from speechpack.schemas.errors import BuildError, SpeechpackError
 
 pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
@@ -124,6 +124,18 @@ def bad_tse_list(make_wav, write_list, tmp_path):
     return write_list(lines), expected
 
 
+def test_a_line_that_is_not_json_is_named_by_its_number_alone(tmp_path):
+    """No key to show (``key None`` said nothing): the line number and the reason."""
+    list_path = tmp_path / "raw.list"
+    first = json.dumps(source_line("first", "a", str(tmp_path / "a.wav")))  # a JSON first line: a WeSep raw list
+    list_path.write_text(first + '\nthis is not json\n{"key": "x", "spk"\n', encoding="utf-8")
+    result = CliRunner().invoke(main, ["build", "wesep", "--list", str(list_path), "--out", str(tmp_path / "pack"),
+                                       "--no-progress"])
+    assert result.exit_code == 1
+    assert "  line 2: not valid JSON (" in result.output and "  line 3: not valid JSON (" in result.output
+    assert "key None" not in result.output
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_every_bad_line_reported_in_one_pass(bad_tse_list, tmp_path, workers):
     list_path, expected = bad_tse_list
@@ -152,7 +164,7 @@ def test_cli_reports_every_bad_line_on_stderr(bad_tse_list, tmp_path):
     assert result.stdout == ""
     for line, (key, path, reason) in expected.items():
         (reported,) = [text for text in result.stderr.splitlines() if text.strip().startswith(f"line {line}:")]
-        assert f"key {key!r}" in reported
+        assert (f"key {key!r}" in reported) if key is not None else "key" not in reported  # not JSON: no key
         if path is not None:
             assert path in reported
         assert reason in reported
@@ -317,16 +329,16 @@ def test_exception_mid_build_leaves_no_dataset_json(good_list, tmp_path, monkeyp
 
 
 def test_failure_while_committing_leaves_no_dataset_json(good_list, tmp_path, monkeypatch):
-    import speechpack.packer.writer
+    import speechpack.packer.build.writer
     from speechpack import packer
-    original = packer.writer.write_json_atomic
+    original = packer.build.writer.write_json_atomic
 
     def fail_on_manifest(path, obj):
         if os.path.basename(path) == "dataset.json":
             raise OSError(28, "No space left on device")
         original(path, obj)
 
-    monkeypatch.setattr(packer.writer, "write_json_atomic", fail_on_manifest)
+    monkeypatch.setattr(packer.build.writer, "write_json_atomic", fail_on_manifest)
     out = tmp_path / "pack"
     with pytest.raises(SpeechpackError, match="No space left on device .*run the same command again to resume"):
         build_wesep(str(good_list), options(out))
@@ -362,7 +374,7 @@ def _nan_mixture_list(make_wav, write_list):
 
 def test_skip_bad_after_decoding_shortens_the_planned_shard(make_wav, write_list, tmp_path):
     """A sample planned into a shard but failing to decode is left out; the shard's files still verify."""
-    from speechpack.packer.validate import validate_pack
+    from speechpack.packer.validate.pack import validate_pack
 
     out = tmp_path / "pack"
     summary = build_wesep(str(_nan_mixture_list(make_wav, write_list)), options(out, skip_bad=True))

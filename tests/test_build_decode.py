@@ -15,7 +15,7 @@ import soundfile
 from speechpack.packer.adapters.wesep import build_wesep, load_wesep_sample, read_wesep_list
 from speechpack.packer.audio import AudioError, StoredAudio, int16_statistics, probe_audio, read_audio
 from speechpack.packer.build.run import BuildOptions
-from speechpack.packer.build.shard_task import decode_measured
+from speechpack.packer.build.shards import decode_measured
 from speechpack.schemas.errors import BuildError
 from factories import Mix
 
@@ -67,8 +67,8 @@ def test_a_cut_flac_file_still_fails_its_line(real_audio, wesep_list, tmp_path):
 def test_a_channel_count_mismatch_is_named_as_one(real_audio):
     """A file whose decoded channel count differs from its header's (same length) says so, instead of "decoded to
     N samples per channel, the file headers promised N"."""
-    from speechpack.packer.build.shard_task import check_decoded
-    from speechpack.packer.sample import PackedSample, SamplePlan
+    from speechpack.packer.build.shards import check_decoded
+    from speechpack.packer.build.sample import PackedSample, SamplePlan
     from speechpack.schemas.constants import STREAM_SOURCE
 
     data, _rate = soundfile.read(real_audio("pocketsphinx", 1)[0], dtype="int16")

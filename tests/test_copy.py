@@ -16,18 +16,17 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import speechpack.packer.copy as copy_module
-import speechpack.packer.copy_staging as staging_module
-from speechpack.packer.ownership import pack_file_entries
+import speechpack.packer.copy.to_directory as copy_module
+import speechpack.packer.copy.staging as staging_module
 from speechpack.cli import main
 from factories import Mix
 from speechpack.loader.pack import open_pack
 from speechpack.packer.adapters.audio_bank import build_audio_bank
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
-from speechpack.packer.copy import CopyError, copy_pack, verify_copy
-from speechpack.packer.copy_lock import LOCK_SUFFIX, DestinationLock, record_matches
-from speechpack.packer.validate import validate_pack
+from speechpack.packer.copy.to_directory import CopyError, copy_pack, verify_copy
+from speechpack.packer.ownership import LOCK_SUFFIX, DestinationLock, pack_file_entries, record_matches
+from speechpack.packer.validate.pack import validate_pack
 from speechpack.schemas.errors import PackFormatError, SpeechpackError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -131,8 +130,8 @@ def _slow_copy(src: Path, dst: Path, go: Path, pause: float) -> subprocess.Popen
     script = textwrap.dedent(f"""
         import json, os, sys, time
         sys.path.insert(0, {str(REPO)!r})
-        import speechpack.packer.copy as copy_module
-        import speechpack.packer.copy_staging as staging_module
+        import speechpack.packer.copy.to_directory as copy_module
+        import speechpack.packer.copy.staging as staging_module
         real = staging_module.copy_verified
         def slowed(*args):
             time.sleep({pause})

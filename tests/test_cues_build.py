@@ -22,7 +22,7 @@ from speechpack.cli import main
 from factories import FULL_SCALE, Mix, Source, at_rate, pack_files
 from factories.cue_split import build_with_cues, write_json
 from speechpack.loader import open_pack
-from speechpack.packer.validate import validate_pack
+from speechpack.packer.validate.pack import validate_pack
 from speechpack.schemas.errors import BuildError, PackFormatError, SpeechpackError
 from speechpack.schemas.format import Manifest
 

@@ -21,7 +21,7 @@ from speechpack.loader.pack.cues import READERS
 from speechpack.packer.cues.bank import WRITERS
 from speechpack.packer.cues.payload import FlatWriter, LoadContext
 from speechpack.packer.cues.resource import CueInputError, ItemSource
-from speechpack.packer.validate import validate_pack
+from speechpack.packer.validate.pack import validate_pack
 from speechpack.schemas.cue_banks import ITEMS_NAME, REPRESENTATION_SPECS, RepresentationSpec, outside
 
 

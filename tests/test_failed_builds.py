@@ -25,7 +25,7 @@ from speechpack.packer.build.state import PLAN_FILE, RECEIPTS_DIR
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: 48 kB samples (0.5 s, mix + 2 targets at 16 kHz), one per shard: six shards, so that two workers run
-#: whole-shard tasks (``packer.build.shard_runner.SHARD_TASKS_FROM``).
+#: whole-shard tasks (``packer.build.shards.SHARD_TASKS_FROM``).
 ONE_PER_SHARD = "50000"
 #: Two samples per shard, three shards.
 TWO_PER_SHARD = "100000"

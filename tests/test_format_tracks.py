@@ -14,9 +14,9 @@ import pytest
 
 from speechpack.loader.pack import DataSegmentTable, open_pack
 from speechpack.packer.audio import StoredAudio
-from speechpack.packer.sample import PackedSample, SamplePlan, StoredArray
-from speechpack.packer.validate import validate_pack
-from speechpack.packer.writer import PackWriter
+from speechpack.packer.build.sample import PackedSample, SamplePlan, StoredArray
+from speechpack.packer.validate.pack import validate_pack
+from speechpack.packer.build.writer import PackWriter
 from speechpack.schemas.constants import FACE_SHAPE, KIND_ASD, KIND_ASR, MANIFEST_NAME, UNKNOWN_SPEAKER
 from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.format import MINOR_TRACKS, Manifest

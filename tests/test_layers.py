@@ -9,6 +9,8 @@
 - the pack reader (``loader/pack/``) imports no task package (``loader/tse``, ``loader/asd``, ``loader/asr``), not
   even through the modules it imports;
 - ``loader/`` imports nothing from ``packer/`` or the CLI;
+- ``packer/build`` does not import back into packer's top modules (``packer/*.py``) except ``PACKER_FOUNDATIONS``
+  (the file helpers, the destination's lock and ownership), which import nothing else of packer;
 - the generic loader names no task: no module of ``loader/`` outside the task packages (``TASK_PACKAGES``) imports
   one, at any level (the registry, ``loader.tasks``, finds a task's module by its dotted path with ``importlib``
   when a config names it), nor compares a value with a task's name;
@@ -36,6 +38,10 @@ TOP_MODULES = ("cli",)
 
 #: What ``packer/`` may import from ``loader/``: the pack reader (``loader.pack``, cue banks included) and its package.
 PACK_READER = frozenset({"speechpack.loader", "speechpack.loader.pack"})
+#: packer's top modules (``packer/*.py``) that ``packer/build`` stands on: the file helpers and a destination's lock
+#: and ownership records.  They import nothing of packer but each other, so packer -> build runs one way: the
+#: tools on top (validate, copy, inspect, demo, import, export) use the build; the build never imports them back.
+PACKER_FOUNDATIONS = frozenset({"speechpack.packer.files", "speechpack.packer.ownership"})
 #: The task packages (docs/extending.md, "A loader task"): the pack reader must not reach them, and the rest of
 #: ``loader/`` is the generic loader, which names none of them.
 TASK_PACKAGES = ("speechpack.loader.tse", "speechpack.loader.asd", "speechpack.loader.asr")
@@ -219,11 +225,21 @@ def _found_violations() -> set[tuple]:
                 found.add(("layer", (name, target)))
             elif layer == "loader" and target_layer in ("packer", "cli"):
                 found.add(("layer", (name, target)))
+            if _in(name, "speechpack.packer.build") and _is_packer_top(target) and target not in PACKER_FOUNDATIONS:
+                found.add(("packer/build imports back into packer's top modules", (name, target)))
+            if name in PACKER_FOUNDATIONS and _in(target, "speechpack.packer") and target not in PACKER_FOUNDATIONS:
+                found.add(("a packer foundation imports the rest of packer", (name, target)))
             if _is_generic_loader(name) and _task_package(target) is not None:
                 found.add(("generic loader imports a task", (name, target)))
             if _in(name, "speechpack.loader.asd") and _in(target, "speechpack.loader.tse"):
                 found.add(("asd imports tse", (name, target)))
     return found
+
+
+def _is_packer_top(module: str) -> bool:
+    """A module directly in ``packer/`` (``speechpack.packer.demo``), not a subpackage."""
+    parts = module.split(".")
+    return len(parts) == 3 and parts[1] == "packer" and not MODULES[module].endswith("__init__.py")
 
 
 def test_no_cycles_and_each_layer_imports_only_what_it_may():
@@ -260,10 +276,12 @@ def test_the_pack_reader_reaches_no_task_module():
 
 def test_the_walk_sees_the_imports_it_checks():
     """The walker itself: a known module-level import, a lazy one, and a TYPE_CHECKING one."""
-    assert "speechpack.loader.pack" in _imports("speechpack.packer.validate", module_level=True)
+    assert "speechpack.loader.pack" in _imports("speechpack.packer.validate.pack", module_level=True)
     assert "speechpack.loader.asd.levels" not in _imports("speechpack.cli", module_level=True)
     assert "speechpack.loader.asd.levels" in _imports("speechpack.cli", module_level=False)
     assert "speechpack.schemas.timebase" in _imports("speechpack.loader.asd.timeline", module_level=True)
+    assert _is_packer_top("speechpack.packer.demo") and not _is_packer_top("speechpack.packer.build")
+    assert "speechpack.packer.files" in _imports("speechpack.packer.build.writer", module_level=True)
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert _cycles(graph) == [("a", "b", "c")]
 

@@ -19,7 +19,7 @@ from lhotse import (AudioSource, CutSet, NumpyFilesWriter, Recording, RecordingS
 from speechpack.cli import main
 from factories.lhotse_cuts import stored, transcribed_cut, transcripts
 from speechpack.loader import open_pack
-from speechpack.packer.validate import validate_pack
+from speechpack.packer.validate.pack import validate_pack
 from speechpack.schemas.constants import KIND_ASR, KIND_SOURCES, STREAM_AUDIO, STREAM_SOURCE, STREAM_TEXT
 
 
@@ -193,7 +193,7 @@ def test_bad_cuts_are_reported_together_by_file_line_and_key(tmp_path, real_audi
     result = run("--cuts", str(manifest), "--corpus", "c", "--out", str(tmp_path / "pack"))
     assert result.exit_code == 1
     out = result.output
-    assert "line 2: key None" in out and "not valid JSON" in out
+    assert "line 2: file " in out and "cuts.jsonl.gz: not valid JSON" in out and "key None" not in out
     assert "line 3: key 'broken'" in out and "not a Lhotse cut" in out
     assert "line 4: key" in out and "duplicate id (first on line 1)" in out
     assert "line 5: key 'remote'" in out and "https://example.org/a.wav" in out and "from a URL" in out

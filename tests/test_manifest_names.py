@@ -18,7 +18,7 @@ from factories import Mix
 from speechpack.loader.pack import open_pack
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
-from speechpack.packer.validate import validate_pack
+from speechpack.packer.validate.pack import validate_pack
 from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.format import ShardEntry
 from speechpack.schemas.names import check_component, check_relative_path, check_shard_directory

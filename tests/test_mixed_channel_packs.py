@@ -76,8 +76,7 @@ def test_plan_picture_counts_in_whole_numbers(mixed_channels_pack):
 
 
 def test_inspect_picture_counts_in_whole_numbers(mixed_channels_pack):
-    from speechpack.packer.inspect import inspect_pack
-    from speechpack.packer.inspect_plot import inspect_figure
+    from speechpack.packer.inspect import inspect_figure, inspect_pack
 
     fig = inspect_figure(inspect_pack(mixed_channels_pack))
     durations, _levels, speakers, per_speaker, shards, _extra = fig.axes

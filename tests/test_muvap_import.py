@@ -17,7 +17,7 @@ import pytest
 from factories.muvap_packs import edit_index, muvap_avcc_corpus, shard_count
 from speechpack.packer.build.run import BuildOptions
 from speechpack.packer.importers.muvap import STATS_ABS_TOL, import_muvap
-from speechpack.packer.validate_report import validate_packs
+from speechpack.packer.validate.pack import validate_packs
 from speechpack.schemas.errors import BuildError, PackFormatError
 
 REPO = Path(__file__).resolve().parents[1]

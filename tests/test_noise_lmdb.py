@@ -19,7 +19,7 @@ from speechpack.cli import main
 from factories import require_recording
 from factories.noise_lmdb import RECORDINGS, make_lmdb
 from speechpack.loader import open_pack
-from speechpack.packer.validate import validate_pack
+from speechpack.packer.validate.pack import validate_pack
 from speechpack.schemas.constants import KIND_NOISE, SKIPPED_NAME, STREAM_AUDIO
 from speechpack.schemas.noise_lmdb import (
     NOISE_SNR_DB,

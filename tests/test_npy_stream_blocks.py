@@ -1,4 +1,4 @@
-"""Stream files gathered into blocks before they are written and hashed (``packer.build.npy_stream.BLOCK_BYTES``):
+"""Stream files gathered into blocks before they are written and hashed (``packer.build.streams.BLOCK_BYTES``):
 the bytes and the hash do not depend on the block size, whether rows fill a block, straddle two or are larger than
 one.  Real recordings."""
 
@@ -11,8 +11,8 @@ import numpy as np
 
 from factories import pack_files
 from speechpack.packer.adapters.wesep import build_wesep
-from speechpack.packer.build import npy_stream
-from speechpack.packer.build.npy_stream import NpyStream
+from speechpack.packer.build import streams
+from speechpack.packer.build.streams import NpyStream
 from speechpack.packer.build.run import BuildOptions
 
 
@@ -23,7 +23,7 @@ def test_any_block_size_writes_the_same_pack(six_line_corpus, tmp_path, monkeypa
 
     reference = build(tmp_path / "reference")
     for block in (1, 1000, 4096, 1 << 24):  # every row larger than the block ... every file within one block
-        monkeypatch.setattr(npy_stream, "BLOCK_BYTES", block)
+        monkeypatch.setattr(streams, "BLOCK_BYTES", block)
         assert build(tmp_path / f"block-{block}") == reference
 
 
@@ -31,7 +31,7 @@ def test_rows_of_every_size_make_the_file_numpy_writes(real_audio, tmp_path, mon
     import soundfile
 
     data, _ = soundfile.read(real_audio("pocketsphinx", 1)[0], dtype="int16")
-    monkeypatch.setattr(npy_stream, "BLOCK_BYTES", 3000)
+    monkeypatch.setattr(streams, "BLOCK_BYTES", 3000)
     pieces = [data[:1], data[1:1500], data[1500:1501], data[1501:4000], data[4000:]]  # 2 B ... far beyond a block
     path = tmp_path / "audio.npy"
     stream = NpyStream(str(path), np.int16, planned=data.size)

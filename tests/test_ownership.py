@@ -16,9 +16,9 @@ from factories import Mix, mixture_line, pack_files, source_line
 from speechpack.loader.pack import open_pack
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
-from speechpack.packer.copy import copy_pack
+from speechpack.packer.copy.to_directory import copy_pack
 from speechpack.packer.ownership import INCOMING_MANIFEST, REPLACED_MANIFEST
-from speechpack.packer.validate import validate_pack
+from speechpack.packer.validate.pack import validate_pack
 from speechpack.schemas.errors import SpeechpackError
 
 

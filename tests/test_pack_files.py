@@ -21,7 +21,7 @@ from speechpack.loader.pack import (
     open_pack,
     pack_files,
 )
-from speechpack.packer.copy import copy_pack
+from speechpack.packer.copy.to_directory import copy_pack
 from speechpack.schemas.errors import PackFormatError, SpeechpackError
 from speechpack.schemas.manifest_file import FileIdentity
 from factories.s3 import BUCKET, SECRET

@@ -17,7 +17,7 @@ from factories import Mix
 from speechpack.loader.pack import open_pack
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
-from speechpack.packer.copy import copy_pack
+from speechpack.packer.copy.to_directory import copy_pack
 from speechpack.schemas.errors import PackFormatError
 
 

@@ -14,12 +14,12 @@ import pytest
 from click.testing import CliRunner
 
 from speechpack.cli import main
-from speechpack.packer.build import shard_runner
+from speechpack.packer.build import shards
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
 from speechpack.packer.build.state import PLAN_FILE, RECEIPTS_DIR
 from speechpack.packer.build.plan import ShardSlice
-from speechpack.packer.validate_report import validate_packs
+from speechpack.packer.validate.pack import validate_packs
 from speechpack.schemas.errors import SpeechpackError
 from factories import Mix, mixture_line, pack_files
 # The cue split of test_cues_build (real speech, a real talking-face video): its fixture, not a copy.
@@ -74,7 +74,7 @@ def test_slices_then_finalize_equal_one_build(corpus, tmp_path):
 def test_two_workers_equal_one_whichever_way_they_split_the_work(corpus, tmp_path, monkeypatch, shard_tasks_from):
     """The local executor runs whole-shard tasks in its pool when there are enough shards, and otherwise streams
     samples to one writer thread: the pack is the same."""
-    monkeypatch.setattr(shard_runner, "SHARD_TASKS_FROM", shard_tasks_from)
+    monkeypatch.setattr(shards, "SHARD_TASKS_FROM", shard_tasks_from)
     assert build_cli(corpus.list_path, tmp_path / "one").exit_code == 0
     result = build_cli(corpus.list_path, tmp_path / "two", "--workers", "2")
     assert result.exit_code == 0, result.output

@@ -1,5 +1,5 @@
 """A build's pool forks its workers from the build process itself when that is safe (Linux, no other Python thread:
-``packer.build.pool_start``), and leaves starting them to a forkserver otherwise; either way every worker holds
+``packer.build.executor``), and leaves starting them to a forkserver otherwise; either way every worker holds
 the build's modules and the build goes on as before.  Pool checks run in a fresh interpreter: whether a thread
 runs, and which forkserver exists, are properties of the whole process."""
 
@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from speechpack.packer.build import pool_start
+from speechpack.packer.build import executor
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -21,8 +21,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _WHERE = """
 import gc, os, threading
 import multiprocessing.forkserver as forkserver
-from speechpack.packer.build.executor import worker_pool
-from speechpack.packer.build.pool_start import FORKSERVER_PRELOAD
+from speechpack.packer.build.executor import FORKSERVER_PRELOAD, worker_pool
 stop = threading.Event()
 if THREAD:
     threading.Thread(target=stop.wait, daemon=True).start()
@@ -59,24 +58,24 @@ def test_a_running_thread_leaves_the_start_to_a_forkserver():
 def test_fork_is_safe_only_on_linux_with_one_thread(monkeypatch):
     import threading
 
-    monkeypatch.setattr(pool_start.sys, "platform", "linux")
+    monkeypatch.setattr(executor.sys, "platform", "linux")
     monkeypatch.setattr(threading, "active_count", lambda: 1)
-    assert pool_start.fork_is_safe()
+    assert executor.fork_is_safe()
     monkeypatch.setattr(threading, "active_count", lambda: 2)
-    assert not pool_start.fork_is_safe()
+    assert not executor.fork_is_safe()
     monkeypatch.setattr(threading, "active_count", lambda: 1)
-    monkeypatch.setattr(pool_start.sys, "platform", "darwin")  # system libraries break in a forked child
-    assert not pool_start.fork_is_safe()
+    monkeypatch.setattr(executor.sys, "platform", "darwin")  # system libraries break in a forked child
+    assert not executor.fork_is_safe()
 
 
 #: ``speechpack build wesep --workers 2`` run in-process by click (``cli`` imports OpenCV, whose OpenBLAS starts
 #: threads Python does not know of): prints whether the pool was forked here and the build's exit status.
 _CLI_FORKS = """
 import sys
-from speechpack.packer.build import pool_start
+from speechpack.packer.build import executor
 forked = []
-original = pool_start._forked_pool
-pool_start._forked_pool = lambda workers: forked.append(workers) or original(workers)
+original = executor._forked_pool
+executor._forked_pool = lambda workers: forked.append(workers) or original(workers)
 from speechpack.cli import main
 try:
     main(sys.argv[1:], standalone_mode=False)

@@ -1,5 +1,5 @@
 """A build's process pool starts its workers with what a build task needs already imported
-(``packer.build.pool_start.FORKSERVER_PRELOAD``): forked from the build process itself where that is safe, else
+(``packer.build.executor.FORKSERVER_PRELOAD``): forked from the build process itself where that is safe, else
 from a forkserver that imported them (tests/test_pool_fork.py tests which one is chosen), so no worker pays the
 imports again; while a forkserver starts, the build process probes headers itself (``map_while_starting``).  Run
 in a fresh interpreter: a forkserver is started once per process, with the preload list it had then."""
@@ -18,8 +18,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 _CHECK = """
 import os
-from speechpack.packer.build.executor import worker_pool
-from speechpack.packer.build.pool_start import FORKSERVER_PRELOAD
+from speechpack.packer.build.executor import FORKSERVER_PRELOAD, worker_pool
 with worker_pool(2) as pool:
     # eval is pickled by reference: running it imports nothing, so it sees what the worker held when it forked
     held = [pool.submit(eval, "[m for m in %r if m in __import__('sys').modules]" % (FORKSERVER_PRELOAD,))

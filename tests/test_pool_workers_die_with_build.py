@@ -1,6 +1,6 @@
 """A build's pool workers die with the build: a real ``speechpack build wesep --workers 2`` killed with SIGKILL
 leaves no worker running (the kernel's parent-death signal, ``prctl(PR_SET_PDEATHSIG)``, with a thread polling the
-build as the fallback: ``packer.build.pool_start``), both for workers forked from the build and for those a
+build as the fallback: ``packer.build.executor``), both for workers forked from the build and for those a
 forkserver starts.  Run in fresh interpreters and sessions: the test runner's own processes are not involved."""
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def test_killed_build_leaves_no_pool_worker_running(six_line_corpus, tmp_path):
 _PDEATHSIG = """
 import ctypes, os, signal, sys
 from speechpack.packer.build.executor import worker_pool
-from speechpack.packer.build.pool_start import fork_is_safe
+from speechpack.packer.build.executor import fork_is_safe
 
 if sys.argv[1] == "forkserver":
     import threading

@@ -10,7 +10,7 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-import speechpack.packer.publish as publish_module
+import speechpack.packer.copy.publish as publish_module
 from speechpack.cli import main
 from factories import Mix
 from factories.s3 import BUCKET, SECRET
@@ -18,10 +18,10 @@ from speechpack.loader.pack import open_pack
 from speechpack.packer.adapters.audio_bank import build_audio_bank
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
-from speechpack.packer.copy import CopyError, copy_pack, verify_copy
-from speechpack.packer.remote import RemotePack
-from speechpack.packer.validate import validate_pack
-from speechpack.packer.validate_remote import validate_remote_pack
+from speechpack.packer.copy.publish import RemotePack
+from speechpack.packer.copy.report import CopyError
+from speechpack.packer.copy.to_directory import copy_pack, verify_copy
+from speechpack.packer.validate.pack import validate_pack
 
 
 
@@ -84,17 +84,17 @@ def test_a_corrupt_object_is_named_by_copy_and_validate_and_publishing_repairs_i
         copy_pack(url, str(dst), progress=False)
     assert not (dst / "dataset.json").exists()
 
-    report = validate_remote_pack(url)
+    report = validate_pack(url)
     assert not report.ok
     named = {issue.file for issue in report.errors}
     assert f"{url}/shard-000000/mix.npy" in named
     # the statistics are recomputed from the streamed bytes: the flipped sample changes one segment's figures
     assert any("recomputed" in issue.message for issue in report.errors), report.describe()
-    assert validate_remote_pack(url, check_hashes=False).errors  # the content checks alone see it too
+    assert validate_pack(url, check_hashes=False).errors  # the content checks alone see it too
 
     repaired = copy_pack(str(pack), url, progress=False)
     assert repaired.files_copied == 1 and any("shard-000000/mix.npy" in r for r in repaired.repaired)
-    assert validate_remote_pack(url).ok
+    assert validate_pack(url).ok
     assert copy_pack(url, str(dst), progress=False).files_kept > 0  # the staged files that verified were kept
     assert validate_pack(str(dst)).ok
 
@@ -130,7 +130,7 @@ def test_an_interrupted_publish_is_never_a_pack_and_resumes_with_dataset_json_la
         copy_pack(str(pack), url, jobs=1, progress=False)
     objects = _objects(url)
     assert "dataset.json" not in objects and ".tmp-incoming-dataset.json" in objects
-    assert "not a pack" in validate_remote_pack(url).errors[0].message
+    assert "not a pack" in validate_pack(url).errors[0].message
 
     monkeypatch.setattr(publish_module._Target, "_upload", real_upload)
     order: list[str] = []
@@ -141,7 +141,7 @@ def test_an_interrupted_publish_is_never_a_pack_and_resumes_with_dataset_json_la
     assert resumed.files_kept == 3 and resumed.files_copied == resumed.files - 3
     assert order[-1] == "dataset.json"  # after every object it lists
     assert set(_objects(url)) == {str(p.relative_to(pack)) for p in pack.rglob("*") if p.is_file()}
-    assert validate_remote_pack(url).ok
+    assert validate_pack(url).ok
 
 
 def test_objects_no_record_lists_are_refused_and_an_older_pack_is_replaced(s3_server, pack, tmp_path, real_audio):
@@ -163,11 +163,11 @@ def test_objects_no_record_lists_are_refused_and_an_older_pack_is_replaced(s3_se
     bank = tmp_path / "bank"
     build_audio_bank(str(noise_dir), "noise", BuildOptions(out=str(bank), progress=False))
     copy_pack(str(bank), url, progress=False)
-    assert validate_remote_pack(url).ok and validate_remote_pack(url).summary["kind"] == "noise"
+    assert validate_pack(url).ok and validate_pack(url).summary["kind"] == "noise"
     replaced = copy_pack(str(pack), url, progress=False)  # a tse pack over the noise bank: the old objects go
     assert replaced.removed and set(_objects(url)) == {str(p.relative_to(pack)) for p in pack.rglob("*")
                                                         if p.is_file()}
-    assert validate_remote_pack(url).summary["kind"] == "tse"
+    assert validate_pack(url).summary["kind"] == "tse"
 
 
 def test_failures_name_the_object_and_never_print_the_secret(s3_server, pack, tmp_path):
@@ -185,7 +185,7 @@ def test_failures_name_the_object_and_never_print_the_secret(s3_server, pack, tm
         assert SECRET not in result.output
     for path in (tmp_path / "dst2").rglob("*"):
         assert not path.is_file() or SECRET.encode() not in path.read_bytes()
-    assert SECRET not in json.dumps(validate_remote_pack(url).to_dict())
+    assert SECRET not in json.dumps(validate_pack(url).to_dict())
 
 
 def test_one_publish_per_node_the_second_waits_on_the_source_lock(s3_server, pack):
@@ -193,7 +193,7 @@ def test_one_publish_per_node_the_second_waits_on_the_source_lock(s3_server, pac
     back what the first uploaded and changes nothing."""
     import threading
 
-    from speechpack.packer.copy_lock import locked
+    from speechpack.packer.ownership import locked
 
     url = _url("ranks/train")
     said: list[str] = []
@@ -208,7 +208,7 @@ def test_one_publish_per_node_the_second_waits_on_the_source_lock(s3_server, pac
     rank.join(timeout=60)
     assert done["report"].files_copied == done["report"].files
     again = copy_pack(str(pack), url, progress=False)
-    assert again.files_copied == 0 and validate_remote_pack(url).ok
+    assert again.files_copied == 0 and validate_pack(url).ok
 
 
 def test_validate_streams_asd_labels_and_faces(s3_server, tmp_path):
@@ -222,7 +222,7 @@ def test_validate_streams_asd_labels_and_faces(s3_server, tmp_path):
     local = make_asd_pack(tmp_path / "a")
     url = _url("asd/train")
     copy_pack(local, url, progress=False)
-    good = validate_remote_pack(url)
+    good = validate_pack(url)
     assert good.ok, good.describe()
     assert good.summary["kind"] == "asd" and good.summary["samples"] == validate_pack(local).summary["samples"]
     labels = np.load(io.BytesIO(RemotePack(url).read_bytes("shard-000000/labels.npy")))
@@ -249,7 +249,7 @@ def test_validate_checks_cue_banks_on_the_streamed_objects(s3_server, tse_split,
     assert result.exit_code == 0, result.output
     assert "cue visual: raw_video, 4 keys, 4 entries, 2 items" in result.output
     _flip_object(url, "cues/audio/data.npy")
-    errors = [str(e) for e in validate_remote_pack(url).errors]
+    errors = [str(e) for e in validate_pack(url).errors]
     assert any(e.startswith(f"{url}/cues/audio/data.npy: sha256") for e in errors), errors
     staged = tmp_path / "staged"
     copy_pack(str(local), url, progress=False)  # repaired

@@ -1,6 +1,6 @@
 """With whole-shard tasks, the last ``STREAMED_TAIL`` shards are streamed sample by sample to the build process,
 so that the workers that run out of whole shards first decode them instead of waiting for the last whole shard
-(``packer.build.shard_runner``).  The pool here is a thread pool, so that the tasks can be watched; the pack is
+(``packer.build.shards``).  The pool here is a thread pool, so that the tasks can be watched; the pack is
 the one ``--workers 1`` writes, byte for byte.  Real recordings."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from factories import pack_files
 from speechpack.packer.adapters.wesep import build_wesep
-from speechpack.packer.build import run, shard_runner
+from speechpack.packer.build import run, shards
 from speechpack.packer.build.run import BuildOptions
 from speechpack.schemas.errors import SpeechpackError
 
@@ -27,7 +27,7 @@ def watched(monkeypatch):
     (samples decoded for the build process's writer)."""
     seen = {"shards": [], "streamed": []}
     lock = threading.Lock()
-    whole, decode = shard_runner.build_shard, shard_runner.decode_measured
+    whole, decode = shards.build_shard, shards.decode_measured
 
     def build_shard(job):
         with lock:
@@ -44,8 +44,8 @@ def watched(monkeypatch):
         with ThreadPoolExecutor(workers) as pool:
             yield pool if workers > 1 else None
 
-    monkeypatch.setattr(shard_runner, "build_shard", build_shard)
-    monkeypatch.setattr(shard_runner, "decode_measured", decode_measured)
+    monkeypatch.setattr(shards, "build_shard", build_shard)
+    monkeypatch.setattr(shards, "decode_measured", decode_measured)
     monkeypatch.setattr(run, "worker_pool", thread_pool)
     return seen
 
@@ -56,21 +56,21 @@ def test_the_last_shard_is_streamed_after_the_whole_ones(six_line_corpus, tmp_pa
     summary = build_wesep(str(six_line_corpus.list_path), BuildOptions(out=str(two), shard_bytes=ONE_PER_SHARD,
                                                                        workers=2, progress=False))
     assert len(summary.manifest.shards) == 6
-    tail = shard_runner.STREAMED_TAIL
+    tail = shards.STREAMED_TAIL
     assert sorted(watched["shards"]) == list(range(6 - tail))
     assert watched["streamed"] == [line.key for line in six_line_corpus.lines[6 - tail:]]
     assert pack_files(one) == pack_files(two)
 
 
 def test_a_whole_shard_that_fails_fails_the_build(six_line_corpus, tmp_path, watched, monkeypatch):
-    traced = shard_runner.build_shard
+    traced = shards.build_shard
 
     def failing(job):
         if job.shard_id == 1:
             raise OSError(28, "No space left on device", "<shard 1>")
         return traced(job)
 
-    monkeypatch.setattr(shard_runner, "build_shard", failing)
+    monkeypatch.setattr(shards, "build_shard", failing)
     with pytest.raises(SpeechpackError, match="No space left on device"):
         build_wesep(str(six_line_corpus.list_path), BuildOptions(out=str(tmp_path / "pack"), workers=2,
                                                                  shard_bytes=ONE_PER_SHARD, progress=False))

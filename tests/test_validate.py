@@ -14,7 +14,7 @@ from speechpack.cli import main
 from factories import Mix
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
-from speechpack.packer.validate import validate_pack
+from speechpack.packer.validate.pack import validate_pack
 
 pytestmark = pytest.mark.real_data
 

@@ -1,4 +1,4 @@
-"""Stream files are written back as they grow and fsynced once, when closed (``packer.build.npy_stream``): the
+"""Stream files are written back as they grow and fsynced once, when closed (``packer.build.streams``): the
 pack's bytes do not depend on when writeback starts, every stream file gets exactly one fsync before its shard is
 renamed into place, and a build killed between writebacks resumes to the same pack.  Real recordings."""
 
@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from factories import pack_files
-from speechpack.packer.build import npy_stream
+from speechpack.packer.build import streams
 from speechpack.packer.build.checkpoints import KILL_AT_ENV
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
@@ -31,7 +31,7 @@ def test_writeback_keeps_bytes_and_fsyncs_each_stream_file_once(six_line_corpus,
 
     started: dict[str, list[tuple[int, int]]] = {}
     fsynced: list[str] = []
-    real_fsync, real_writeback = os.fsync, npy_stream.start_writeback
+    real_fsync, real_writeback = os.fsync, streams.start_writeback
 
     def path_of(fd: int) -> str:
         return os.path.basename(os.path.dirname(os.readlink(f"/proc/self/fd/{fd}"))) + "/" + \
@@ -45,15 +45,15 @@ def test_writeback_keeps_bytes_and_fsyncs_each_stream_file_once(six_line_corpus,
         fsynced.append(path_of(fd))
         real_fsync(fd)
 
-    monkeypatch.setattr(npy_stream, "WRITEBACK_EVERY", SMALL_WRITEBACK)
-    monkeypatch.setattr(npy_stream, "start_writeback", writeback)
+    monkeypatch.setattr(streams, "WRITEBACK_EVERY", SMALL_WRITEBACK)
+    monkeypatch.setattr(streams, "start_writeback", writeback)
     monkeypatch.setattr(os, "fsync", fsync)
     small = _build(six_line_corpus.list_path, tmp_path / "small")
 
     assert small == reference  # when writeback starts never changes a byte
-    streams = sorted(name for name in reference if name.startswith("shard-") and name.endswith(".npy"))
-    assert len(streams) == 6  # three shards of mix.npy and target.npy
-    for name in streams:
+    stream_files = sorted(name for name in reference if name.startswith("shard-") and name.endswith(".npy"))
+    assert len(stream_files) == 6  # three shards of mix.npy and target.npy
+    for name in stream_files:
         temp = ".tmp-" + name  # written under the shard's temporary name, renamed after the fsync
         assert fsynced.count(temp) == 1, (name, fsynced)
         ranges = started[temp]
@@ -68,8 +68,8 @@ def test_writeback_keeps_bytes_and_fsyncs_each_stream_file_once(six_line_corpus,
 def test_killed_between_writebacks_resumes_to_the_same_pack(six_line_corpus, tmp_path):
     reference = _build(six_line_corpus.list_path, tmp_path / "reference")
     out = tmp_path / "killed"
-    code = (f"import sys; from packer.build import npy_stream; npy_stream.WRITEBACK_EVERY = {SMALL_WRITEBACK}; "
-            f"from cli import main; main(sys.argv[1:])")
+    code = (f"import sys; from speechpack.packer.build import streams; streams.WRITEBACK_EVERY = {SMALL_WRITEBACK}; "
+            f"from speechpack.cli import main; main(sys.argv[1:])")
     args = ["build", "wesep", "--list", str(six_line_corpus.list_path), "--out", str(out), "--shard-size", str(SHARD_BYTES),
             "--no-progress"]
     env = {**os.environ, KILL_AT_ENV: "sample:utt2"}  # shard 1 half written, its files written back in part
@@ -86,9 +86,9 @@ def test_killed_between_writebacks_resumes_to_the_same_pack(six_line_corpus, tmp
 
 
 def test_writeback_really_starts_on_linux(real_audio, tmp_path):
-    """``os`` has no ``sync_file_range``: the call goes to libc (``packer.build.writeback``).  Before it did, the
+    """``os`` has no ``sync_file_range``: the call goes to libc (``packer.build.streams.start_writeback``).  Before it did, the
     writer's requests were silently skipped and the closing fsyncs wrote whole shards."""
-    from speechpack.packer.build.writeback import can_start_writeback, start_writeback
+    from speechpack.packer.build.streams import can_start_writeback, start_writeback
 
     assert can_start_writeback() == sys.platform.startswith("linux")
     data = open(real_audio("pocketsphinx", 1)[0], "rb").read()
@@ -104,7 +104,7 @@ def test_writeback_really_starts_on_linux(real_audio, tmp_path):
 def test_fsyncs_run_together_finish_every_call_and_raise_the_first_failure(six_line_corpus, tmp_path):
     """``run_together`` (a shard's closing fsyncs, the column files): results in order; when one call fails the
     others still run to their end (no file left half written behind the caller) and the first failure is raised."""
-    from speechpack.packer.build.together import run_together
+    from speechpack.packer.build.streams import run_together
 
     paths = [tmp_path / f"{index}.bin" for index in range(4)]
     data = six_line_corpus.list_path.read_bytes()

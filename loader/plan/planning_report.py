@@ -24,7 +24,7 @@ from speechpack.loader.pack import open_pack
 from speechpack.loader.plan.plan import EpochPlan, plan_epoch
 from speechpack.loader.recipe import ignored_line
 from speechpack.loader.tasks import prepare
-from speechpack.schemas.errors import SpeechpackError
+from speechpack.schemas.errors import PlanError, SpeechpackError
 from speechpack.schemas.units import plural
 
 
@@ -150,7 +150,8 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
         lengths = builder.unit_lengths(epoch)  # the same every epoch, unless lengths_by_epoch (ASD jitter)
         plans: list[EpochPlan] = [
             plan_epoch(builder.plan_args, seed, epoch, rank, world_size, num_units=builder.num_units(), lengths=lengths,
-                       windows=windows, weighting=prepared.weighting) for rank in range(world_size)]
+                       windows=windows, weighting=prepared.weighting, memory_limit=config.memory_limit)
+            for rank in range(world_size)]
         rows, batch_rows, longest, fills, used = [], [], [], [], np.zeros(len(packs))
         real = offered = 0
         for rank, plan in enumerate(plans):
@@ -186,7 +187,21 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
                            fill=np.asarray(fills), cropped=cropped, offered=offered,
                            rows=np.asarray(batch_rows, dtype=np.int64) if rows_of_unit is not None else None)
         report.epochs.append(stats)
+        if stats.batches_per_rank == 0:
+            raise PlanError(_no_batch(report, builder.args, epoch, stats.dropped_items))
     return report
+
+
+def _no_batch(report: PlanReport, args, epoch: int, dropped: int) -> str:
+    """Why an epoch plans nothing to train on, and what would give it batches (the loader would yield none)."""
+    units = plural(report.units, report.unit_name)
+    size = getattr(args, "batch_size", None)
+    if dropped and getattr(args, "tail", None) == "drop":
+        needed = f"batch_size {size} x world size {report.world_size}" if size else f"world size {report.world_size}"
+        return (f"{report.state}: epoch {epoch} has no batch to train on: {units}, all {dropped} dropped as an "
+                f"incomplete round (drop_last: true / tail: drop; a round takes {needed}); lower the batch size "
+                f"or set drop_last: false (tail: pad)")
+    return f"{report.state}: epoch {epoch} has no batch to train on ({units})"
 
 
 __all__ = ["PlanReport", "plan_report"]

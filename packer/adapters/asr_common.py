@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from speechpack.packer.audio import Audio, resample, resampled_frames, to_stored
-from speechpack.packer.sample import PackedSample, SamplePlan, StoredArray
+from speechpack.packer.build.sample import PackedSample, SamplePlan, StoredArray
 from speechpack.schemas.constants import STREAM_AUDIO, STREAM_TEXT, UNKNOWN_SPEAKER
 from speechpack.schemas.sample_names import name_problem
 

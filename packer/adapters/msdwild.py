@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from speechpack.packer.adapters.asd_common import PACKED_DIR, AsdBuildOptions, AsdTrack, TrackAudio, build_tracks, read_text
-from speechpack.packer.audio_file import path_problem
+from speechpack.packer.audio.decode import path_problem
 from speechpack.packer.build.run import BuildSummary
 from speechpack.packer.faces import Box, FaceError, crop_square
 from speechpack.schemas.constants import FACE_SHAPE

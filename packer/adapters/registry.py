@@ -23,7 +23,7 @@ from speechpack.packer.adapters import lhotse as lhotse_adapter
 from speechpack.packer.adapters.asd_common import AsdBuildOptions
 from speechpack.packer.adapters.option_spec import Choice, Number, OptionSpec, Path, argument, option
 from speechpack.packer.build.run import BuildOptions
-from speechpack.packer.build.summary import BuildSummary
+from speechpack.packer.build.finalize import BuildSummary
 from speechpack.schemas import limits
 
 

@@ -33,7 +33,7 @@ from speechpack.packer.audio import (
 )
 from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
 from speechpack.packer.cues import prepare_cues
-from speechpack.packer.sample import PackedSample, SamplePlan
+from speechpack.packer.build.sample import PackedSample, SamplePlan
 from speechpack.schemas.constants import AUDIO_FULL_SCALE, KIND_SOURCES, KIND_TSE, STREAM_MIX, STREAM_SOURCE, STREAM_TARGET
 from speechpack.schemas.cues import SpeakerSlot
 from speechpack.schemas.errors import SpeechpackError

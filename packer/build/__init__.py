@@ -1,1 +1,2 @@
-"""The build pipeline: plan a pack, write its shards (locally or on Ray), resume, finalize."""
+"""The build pipeline: what an adapter hands it (``sample``), plan a pack (``plan``), write its shards (``shards``,
+``writer``, ``streams``; locally or on Ray), resume (``state``), commit (``finalize``)."""

@@ -6,6 +6,9 @@ shard against it and against its receipt (``packer.build.state.verify_shard``: i
 hashes), checks ``cues/`` the same way when the plan has cues, and only then writes ``skipped.json``,
 ``columns/`` and ``dataset.json``, and removes the build state.  Any shard that is missing or does not verify
 stops it, with the list of every such shard, so the jobs to rerun are known at once.
+
+What a build did, ``BuildSummary``, is here too: the one summary ``speechpack build ...`` and ``speechpack finalize``
+print, made when a pack is committed (``packer.build.run`` returns the one this module makes).
 """
 
 from __future__ import annotations
@@ -13,10 +16,13 @@ from __future__ import annotations
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Sequence
 
 from tqdm import tqdm
 
+from speechpack.packer.build.checkpoints import checkpoint
+from speechpack.packer.build.plan import BuildPlan, ShardSlice
 from speechpack.packer.build.state import (
     ShardMismatch,
     VerifiedShard,
@@ -25,16 +31,51 @@ from speechpack.packer.build.state import (
     read_cues_receipt,
     verify_shard,
 )
-from speechpack.packer.build.checkpoints import checkpoint
-from speechpack.packer.copy_lock import locked
-from speechpack.packer.build.plan import BuildPlan
-from speechpack.packer.build.summary import BuildSummary
-from speechpack.packer.writer import PackTotals, commit_pack, hash_file
-from speechpack.schemas.constants import MANIFEST_NAME, TOOL_NAME
-from speechpack.schemas.cues import CUES_DIR
+from speechpack.packer.build.writer import PackTotals, commit_pack
+from speechpack.packer.files import hash_file
+from speechpack.packer.ownership import locked
+from speechpack.schemas.constants import MANIFEST_NAME, SKIPPED_NAME, TOOL_NAME
+from speechpack.schemas.cues import CUES_DIR, LABELS_DIR
 from speechpack.schemas.errors import BuildError, SpeechpackError
 from speechpack.schemas.format import FileEntry, Manifest
+from speechpack.schemas.units import format_bytes, plural
 from speechpack.schemas.wesep_list import LineProblem
+
+
+@dataclass(frozen=True)
+class BuildSummary:
+    """What a build did.  ``manifest`` is ``None`` after a ``--shards i/n`` job (the pack is not committed yet);
+    ``built`` and ``kept`` count the shards this run wrote and the ones it found complete (``--resume``)."""
+
+    out: str
+    manifest: Manifest | None
+    skipped: list[LineProblem] = field(default_factory=list)
+    seconds: float = 0.0
+    built: int = 0
+    kept: int = 0
+    slice: ShardSlice | None = None
+    planned: int = 0
+
+    def describe(self) -> str:
+        if self.manifest is None:
+            return (f"slice {self.slice}: built {self.built} and kept {self.kept} of its {self.planned} planned "
+                    f"shard(s) in {self.seconds:.2f} s -> {self.out}\nwhen every slice is done: "
+                    f"{TOOL_NAME} finalize {self.out}")
+        totals = self.manifest.totals
+        text = (f"packed {plural(totals['samples'], 'sample')} ({totals['hours']:.3f} h, {plural(totals['speakers'], 'speaker')}) into "
+                f"{len(self.manifest.shards)} shard(s), {format_bytes(totals['bytes'])}, in {self.seconds:.2f} s "
+                f"-> {self.out}")
+        if self.kept:
+            text += f"\nkept {self.kept} verified shard(s) of an earlier run, built {self.built}"
+        banks = sorted({name.split("/")[0] for name in self.manifest.cues if "/" in name} - {LABELS_DIR})
+        if self.manifest.cues:
+            labelled = any(name.startswith(f"{LABELS_DIR}/") for name in self.manifest.cues)
+            labels = " and speaker labels" if labelled else ""
+            text += f"\ncues: {', '.join(banks) or 'none'}{labels} in {os.path.join(self.out, CUES_DIR)}"
+        if self.skipped:
+            text += f"\nskipped {len(self.skipped)} bad line(s); see {os.path.join(self.out, SKIPPED_NAME)}"
+        return text
+
 
 #: How many unverified shards a finalize error lists before it says "and N more".
 _LISTED = 20
@@ -97,7 +138,8 @@ def verify_all(pack_dir: str, plan: BuildPlan, fingerprint: str, shard_ids: Sequ
             return str(err)
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        results = list(tqdm(pool.map(verify, shard_ids), total=len(shard_ids), unit="shard", disable=not progress,
+        results = list(tqdm(pool.map(verify, shard_ids), total=len(shard_ids), unit="shard",
+                            disable=not progress or not shard_ids,  # no bar for nothing (a fresh build)
                             desc=f"{TOOL_NAME}: verifying shards"))
     verified = {k: r for k, r in zip(shard_ids, results) if isinstance(r, VerifiedShard)}
     return verified, [r for r in results if isinstance(r, str)]
@@ -141,4 +183,4 @@ def _finalize(pack_dir: str, check_hashes: bool, progress: bool, jobs: int, star
                         seconds=time.monotonic() - started)
 
 
-__all__ = ["DEFAULT_JOBS", "commit_build", "finalize_pack", "line_problem", "verify_all", "verify_cues"]
+__all__ = ["BuildSummary", "DEFAULT_JOBS", "commit_build", "finalize_pack", "line_problem", "verify_all", "verify_cues"]

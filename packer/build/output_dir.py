@@ -31,19 +31,20 @@ from typing import Iterable, Iterator
 
 from speechpack.packer.build.plan import BuildPlan
 from speechpack.packer.build.state import PLAN_FILE, RECEIPTS_DIR, RecordedPlan, load_recorded_plan, receipt_path, record_plan
-from speechpack.packer.copy_lock import DestinationLock, locked
 from speechpack.packer.ownership import (
     INCOMING_MANIFEST,
     REPLACED_MANIFEST,
     RESERVED_NAMES,
     WRITE_PROBE_PREFIX,
+    DestinationLock,
     Survey,
     pack_file_entries,
     remove_entries,
     retire_manifest,
+    locked,
     survey,
 )
-from speechpack.packer.writer import fsync_dir
+from speechpack.packer.files import fsync_dir
 from speechpack.schemas.constants import MANIFEST_NAME, TEMP_PREFIX, shard_dir_name
 from speechpack.schemas.errors import BuildError, SpeechpackError
 

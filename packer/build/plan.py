@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from speechpack.packer.sample import SamplePlan
+from speechpack.packer.build.sample import SamplePlan
 from speechpack.schemas.errors import SpeechpackError
 
 #: Version of the serialised plan (``.tmp-plan.json``); a different one is refused, never guessed at.

@@ -26,7 +26,7 @@ from typing import Callable
 
 from speechpack.packer.build.plan import PLAN_VERSION, BuildPlan
 from speechpack.packer.ownership import PlanOwnership
-from speechpack.packer.writer import fsync_dir, hash_file, write_json_atomic
+from speechpack.packer.files import fsync_dir, hash_file, write_json_atomic
 from speechpack.schemas.constants import (
     SHARD_INDEX_NAME,
     STREAM_TYPES,

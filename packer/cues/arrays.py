@@ -36,7 +36,8 @@ from speechpack.packer.cues.resource import (
     entry_path,
     entry_utt_id,
 )
-from speechpack.packer.writer import NpyStream, save_npy
+from speechpack.packer.build.streams import NpyStream
+from speechpack.packer.files import save_npy
 from speechpack.schemas.cue_banks import DATA_NAME, FIELD_VALUE_DTYPE, VALUES_NAME, representation_spec
 from speechpack.schemas.npyfile import read_npy_header
 

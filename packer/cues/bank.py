@@ -29,7 +29,7 @@ from speechpack.packer.cues.resource import (
     refuse_duplicates,
     utf8,
 )
-from speechpack.packer.writer import save_npy, write_json_atomic
+from speechpack.packer.files import save_npy, write_json_atomic
 from speechpack.schemas.cue_banks import (
     ENTRIES_NAME,
     ENTRY_UTT_IDS_NAME,

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from speechpack.packer.cues.resource import CueInputError, EntryContext, ItemSource, entry_path, entry_utt_id
-from speechpack.packer.writer import NpyStream, save_npy
+from speechpack.packer.build.streams import NpyStream
+from speechpack.packer.files import save_npy
 from speechpack.schemas.cue_banks import DATA_NAME, ITEMS_NAME, RepresentationSpec, representation_spec
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from speechpack.packer.cues.payload import FlatWriter, LoadContext
 from speechpack.packer.cues.resource import CueInputError, EntryContext, ItemSource
-from speechpack.packer.writer import save_npy
+from speechpack.packer.files import save_npy
 from speechpack.schemas.cue_banks import INDEX_DTYPE, KEYWORDS_NAME, WORD_DTYPE, WORDS_NAME
 
 _INT64_MAX = np.iinfo(np.int64).max

@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
-from speechpack.packer.audio_file import path_problem
+from speechpack.packer.audio.decode import path_problem
 from speechpack.schemas.cues import CueSpec
 from speechpack.schemas.documents import parse_json
 

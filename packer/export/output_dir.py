@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, TextIO
 
 from speechpack.packer.build.checkpoints import checkpoint
-from speechpack.packer.copy_lock import locked
 from speechpack.packer.export.record import (
     CUTS_FILE,
     JOURNAL_FILE,
@@ -45,8 +44,8 @@ from speechpack.packer.export.record import (
     temp_name,
     write_record,
 )
-from speechpack.packer.ownership import walk
-from speechpack.packer.writer import fsync_dir
+from speechpack.packer.ownership import locked, walk
+from speechpack.packer.files import fsync_dir
 from speechpack.schemas.errors import SpeechpackError
 
 

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from speechpack.packer.audio import AudioError, StoredAudio, int16_statistics
+from speechpack.packer.audio.decode import AudioError
+from speechpack.packer.audio.store import StoredAudio, int16_statistics
 from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
 from speechpack.packer.importers.muvap_files import FileIdentity, map_array, read_file
 from speechpack.packer.importers.muvap_layout import (
@@ -40,7 +41,7 @@ from speechpack.packer.importers.muvap_layout import (
     clip_of,
     read_muvap_pack,
 )
-from speechpack.packer.sample import PackedSample, SamplePlan, StoredArray
+from speechpack.packer.build.sample import PackedSample, SamplePlan, StoredArray
 from speechpack.schemas.constants import ASD_SAMPLE_RATE, KIND_ASD, STREAM_AUDIO, STREAM_FACES, STREAM_LABELS
 from speechpack.schemas.errors import BuildError, SpeechpackError
 from speechpack.schemas.wesep_list import LineProblem

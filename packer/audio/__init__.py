@@ -1,0 +1,28 @@
+"""Audio in, int16 out: decoding (``decode``: probe, read, one open per file, the WAV header's declared length)
+and storage (``store``: resample, quantise, statistics).  The names adapters use are re-exported here."""
+
+from speechpack.packer.audio.decode import (
+    SOUNDFILE_EXTENSIONS,
+    Audio,
+    AudioError,
+    AudioInfo,
+    probe_audio,
+    probe_audio_bytes,
+    read_audio,
+    read_audio_bytes,
+)
+from speechpack.packer.audio.store import (
+    StoredAudio,
+    int16_statistics,
+    measured,
+    quantise,
+    resample,
+    resample_ratio_problem,
+    resampled_frames,
+    resampled_length,
+    to_stored,
+)
+
+__all__ = ["SOUNDFILE_EXTENSIONS", "Audio", "AudioError", "AudioInfo", "StoredAudio", "int16_statistics", "measured",
+           "probe_audio", "probe_audio_bytes", "quantise", "read_audio", "read_audio_bytes", "resample",
+           "resample_ratio_problem", "resampled_frames", "resampled_length", "to_stored"]

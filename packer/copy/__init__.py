@@ -1,0 +1,3 @@
+"""Copying packs: to a local directory (``to_directory``: ``copy_pack``, ``verify_copy``; the per-file work in
+``staging``), to an object store (``publish``), and the report both give (``report``).  The lock every writer of a
+destination takes is ``packer.ownership``'s."""

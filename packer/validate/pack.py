@@ -1,0 +1,299 @@
+"""``speechpack validate``: check finished packs file by file, without going through the loader; one implementation
+for a pack in a directory and one on object storage (``s3://bucket/packs/train``), both read through
+``loader.pack.PackFiles`` (how each file's bytes arrive, and what only a directory has: ``packer.validate.files``).
+
+Every problem is collected (not just the first) and names the file (or object URL) it was found in.  Checks, per
+pack: ``dataset.json`` against its schema; every shard file present, of the recorded size and (unless disabled)
+hash; ``.npy`` headers against the stream catalogue and the file size; ``index.json`` structure; segment offsets
+contiguous and in bounds; unique keys; statistics recomputed from the stored int16 and equal; totals; non-finite
+values in the index; samples at int16 full scale (reported as clipping, a warning).  Speaker cues: every file of
+``cues/`` listed, of its size and hash, and each bank as ``schemas/cues.py`` specifies it (``.npy`` headers, sorted
+unique keys, entries and payloads in bounds, no NaN/Inf in float payloads; ``packer.validate.cues``).  The report
+itself (``PackReport``, its summary) is ``packer.validate.report``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from tqdm import tqdm
+
+from speechpack.loader.pack import DirectoryPackFiles, pack_files
+from speechpack.packer.audio.store import int16_statistics
+from speechpack.packer.validate.asd import asd_issues
+from speechpack.packer.validate.cues import check_cues
+from speechpack.packer.validate.files import CheckedFiles, checked_files
+from speechpack.packer.validate.report import PackReport, ValidationReport, pack_summary
+from speechpack.schemas.columns import COLUMNS_DIR, ColumnBuilder
+from speechpack.schemas.constants import (
+    AUDIO_DTYPE,
+    KIND_ASD,
+    MANIFEST_NAME,
+    SHARD_INDEX_NAME,
+    SKIPPED_NAME,
+    STREAM_LABELS,
+    STREAM_TYPES,
+    TOOL_NAME,
+    stream_file_name,
+)
+from speechpack.schemas.documents import parse_json
+from speechpack.schemas.errors import PackFormatError
+from speechpack.schemas.format import Manifest, StreamSpec, check_shard_index
+from speechpack.schemas.kinds import KIND_SPECS
+
+#: Tolerance when comparing recomputed statistics: they are exact-integer sums, so only JSON float printing
+#: could differ, and Python's repr round-trips; the margin only covers a different numpy's sqrt.
+_STAT_RTOL = 1e-9
+#: Checks only one kind has, beyond what ``KIND_SPECS`` describes: ``check(location, manifest, records_by_shard,
+#: labels_of=...)`` yields ``(file, message)`` errors.
+_KIND_CHECKS = {KIND_ASD: asd_issues}
+
+
+def validate_pack(location: str, check_hashes: bool = True, endpoint_url: str | None = None,
+                  progress: bool = False) -> PackReport:
+    """Run every check on one pack, a directory or an object-store URL (``s3://bucket/packs/train``: nothing is
+    copied to disk), and return what was found.  Never raises for a bad pack; a store that cannot be reached raises
+    ``ObjectStoreError``.  With ``progress``, a bar over its shards on stderr (hashing a large pack takes minutes,
+    as building and copying it do)."""
+    files = pack_files(location, endpoint_url)
+    report = PackReport(files.location)
+    at = files.where(MANIFEST_NAME)
+    listing = None
+    if not isinstance(files, DirectoryPackFiles):
+        listing = files.listing()
+        if MANIFEST_NAME not in listing:
+            report.error(at, f"missing: not a pack (no {MANIFEST_NAME}; an unfinished upload leaves none)")
+            return report
+    try:
+        manifest = files.read_manifest().manifest
+    except PackFormatError as err:
+        report.error(at, _manifest_problem(at, files.location, str(err)))
+        return report
+    checked = checked_files(files, manifest, report, check_hashes, listing)
+    checked.check_layout()
+    if manifest.skipped.get("file") is not None:
+        checked.check(SKIPPED_NAME)
+    elif manifest.skipped["count"]:
+        report.error(at, "skipped.count > 0 but no skipped file recorded")
+    keys: dict[str, str] = {}
+    speakers: set[str] = set()
+    durations: list[float] = []
+    frames = 0
+    levels = {spec.name: {"rms": [], "peak": [], "full_scale": 0, "rescaled": 0} for spec in manifest.streams
+              if STREAM_TYPES[spec.name].audio}
+    extra = KIND_SPECS[manifest.kind].totals
+    extra_totals = extra() if extra is not None else None
+    own_checks = _KIND_CHECKS.get(manifest.kind)
+    columns: ColumnBuilder | None = ColumnBuilder(manifest.kind)  # None once a shard index is unreadable
+    records_by_shard: dict[str, list[dict]] = {}  # what the kind's own checks read
+    labels_by_shard: dict[str, np.ndarray | None] = {}
+    shards = tqdm(manifest.shards, desc=f"{TOOL_NAME} validate {files.location}", unit="shard", disable=not progress)
+    for shard_id, shard in enumerate(shards):
+        if not checked.check_shard(shard.directory):
+            columns = None
+            continue
+        records = _read_index(checked, shard.directory, manifest, shard.samples)
+        arrays = {spec.name: checked.stream(f"{shard.directory}/{spec.file}", spec) for spec in manifest.streams}
+        if records is None:
+            columns = None
+            checked.done_with_shard()
+            continue
+        if own_checks is not None:
+            records_by_shard[shard.directory] = records
+            labels_by_shard[checked.where(shard.directory)] = arrays.get(STREAM_LABELS)
+        frames += _check_shard_records(checked, shard_id, shard.directory, records, arrays, levels,
+                                       (keys, speakers, durations), columns, extra_totals)
+        checked.done_with_shard()
+    if extra_totals is not None:
+        recorded = {key: getattr(manifest, key) for key in KIND_SPECS[manifest.kind].manifest_keys}
+        for message in extra_totals.issues(recorded, manifest.sample_rate):
+            report.error(at, message)
+    if own_checks is not None:
+        for file, message in own_checks(files.location, manifest, records_by_shard,
+                                        labels_of=lambda shard_dir: labels_by_shard.get(shard_dir)):
+            report.error(file, message)
+    _check_columns(checked, columns)
+    _check_totals(at, manifest, len(keys), speakers, frames, report)
+    with checked.cue_directory() as staged:
+        cues = {} if staged is None else check_cues(staged.root, manifest, staged.report, staged.check_hashes)
+    report.summary = pack_summary(manifest, durations, levels, check_hashes)
+    if cues:
+        report.summary["cues"] = cues
+    return report
+
+
+def _check_shard_records(checked: CheckedFiles, shard_id: int, directory: str, records: list[dict], arrays: dict,
+                         levels: dict, tally: tuple[dict, set, list], columns: ColumnBuilder | None,
+                         extra_totals) -> int:
+    """One shard's index records and streams checked; ``tally`` is the pack's (keys by shard, speakers, durations)
+    so far.  Returns the shard's frame count."""
+    manifest, report = checked.manifest, checked.report
+    keys, speakers, durations = tally
+    frames = 0
+    index_at = checked.where(f"{directory}/{SHARD_INDEX_NAME}")
+    for record in records:
+        if columns is not None:
+            columns.add(shard_id, record)
+        at = f"{index_at} key {record['key']!r}"
+        if record["key"] in keys:
+            report.error(at, f"duplicate key (also in {keys[record['key']]})")
+        keys[record["key"]] = directory
+        speakers.update(record["speakers"])
+        durations.append(record["num_frames"] / manifest.sample_rate)
+        frames += record["num_frames"]
+        _check_record_shape(record, manifest, at, report)
+    for spec in manifest.streams:
+        file_path = checked.where(f"{directory}/{spec.file}")
+        if STREAM_TYPES[spec.name].audio:
+            _check_stream(file_path, spec, records, arrays[spec.name], levels[spec.name], report)
+        else:
+            _check_data_stream(file_path, spec, records, arrays[spec.name], report)
+    if extra_totals is not None:
+        extra_totals.add(records, arrays.get, lambda record, stream, message: report.error(
+            f"{checked.where(f'{directory}/{stream_file_name(stream)}')} key {record['key']!r}", message))
+    return frames
+
+
+def _manifest_problem(at: str, path: str, message: str) -> str:
+    """The manifest reader's message without the path the report already names, keeping the field
+    (``shards[0].directory: ...``)."""
+    for prefix in (f"{at}: ", f"{at}.", f"{path}: "):
+        if message.startswith(prefix):
+            return message[len(prefix):]
+    return message
+
+
+def _read_index(checked: CheckedFiles, directory: str, manifest: Manifest, expected_samples: int) -> list[dict] | None:
+    rel = f"{directory}/{SHARD_INDEX_NAME}"
+    index_path = checked.where(rel)
+    report = checked.report
+    try:
+        data = checked.read(rel)
+        if data is None:
+            return None  # missing or unreadable: reported
+        raw = parse_json(data, index_path, error=PackFormatError)
+        records = check_shard_index(raw, manifest.kind, index_path)
+    except (OSError, PackFormatError) as err:
+        report.error(index_path, str(err).replace(f"{index_path}: ", "").replace(index_path, "index"))
+        return None
+    if raw["shard"] != directory:
+        report.error(index_path, f"names shard {raw['shard']!r}")
+    if len(records) != expected_samples:
+        report.error(index_path, f"holds {len(records)} samples, {MANIFEST_NAME} says {expected_samples}")
+    return records
+
+
+def _check_record_shape(record: dict, manifest: Manifest, at: str, report: PackReport) -> None:
+    """The kind's layout (``KindSpec.shape_issues``: speakers, segments per stream, mono streams, equal and
+    non-empty rows), then what every audio segment shares: the sample's length, finite statistics, a positive
+    scale."""
+    for message in KIND_SPECS[manifest.kind].shape_issues(record):
+        report.error(at, message)
+    for name, segments in record["streams"].items():
+        if not STREAM_TYPES[name].audio:
+            continue
+        for seg in segments:
+            if seg["length"] != record["num_frames"]:
+                report.error(at, f"{name} segment has {seg['length']} samples, num_frames is {record['num_frames']}")
+            bad = [k for k in ("scale", "mean", "rms", "peak") if not math.isfinite(seg[k])]
+            if bad or seg["scale"] <= 0:
+                report.error(at, f"{name} segment has non-finite or invalid {', '.join(bad) or 'scale'}")
+    expected_duration = record["num_frames"] / manifest.sample_rate
+    if not math.isclose(record["duration"], expected_duration, rel_tol=1e-12):
+        report.error(at, f"duration {record['duration']} != num_frames / sample_rate = {expected_duration}")
+
+
+def _check_data_stream(file_path: str, spec: StreamSpec, records: list[dict], array: np.ndarray | None,
+                       report: PackReport) -> None:
+    """Rows of a data stream (faces, labels, text): contiguous and in bounds."""
+    position = 0
+    for record in records:
+        for slot, seg in enumerate(record["streams"][spec.name]):
+            if seg["offset"] != position:
+                report.error(f"{file_path} key {record['key']!r} {spec.name}[{slot}]",
+                             f"offset {seg['offset']}, expected {position} (segments must be contiguous)")
+            position = seg["offset"] + seg["length"]
+    if array is not None and position != array.shape[0]:
+        report.error(file_path, f"index covers {position} rows, the file holds {array.shape[0]}")
+
+
+def _check_stream(file_path: str, spec: StreamSpec, records: list[dict], array: np.ndarray | None,
+                  levels: dict, report: PackReport) -> None:
+    """Offsets contiguous and in bounds; statistics recomputed from the stored data and equal."""
+    position = 0
+    for record in records:
+        for slot, seg in enumerate(record["streams"][spec.name]):
+            at = f"{file_path} key {record['key']!r} {spec.name}[{slot}]"
+            size = seg["channels"] * seg["length"]
+            if seg["offset"] != position:
+                report.error(at, f"offset {seg['offset']}, expected {position} (segments must be contiguous)")
+            position = seg["offset"] + size
+            if array is None:
+                continue
+            if position > array.shape[0]:
+                report.error(at, f"ends at element {position}, the file holds {array.shape[0]}")
+                continue
+            stored = array[seg["offset"]:position]
+            mean, rms, peak = int16_statistics(stored, seg["scale"])
+            for name, value in (("mean", mean), ("rms", rms), ("peak", peak)):
+                if not math.isclose(value, seg[name], rel_tol=_STAT_RTOL, abs_tol=1e-12):
+                    report.error(at, f"{name} recorded {seg[name]!r}, recomputed {value!r}")
+            levels["rms"].append(rms)
+            levels["peak"].append(peak)
+            if seg["scale"] != 1.0:
+                levels["rescaled"] += 1
+            elif stored.size:
+                clipped = int(np.count_nonzero((stored == np.iinfo(AUDIO_DTYPE).max)
+                                               | (stored == np.iinfo(AUDIO_DTYPE).min)))
+                if clipped:
+                    levels["full_scale"] += clipped
+                    report.warn(at, f"{clipped} sample(s) at int16 full scale: the input itself was clipped")
+    if array is not None and position != array.shape[0]:
+        report.error(file_path, f"index covers {position} elements, the file holds {array.shape[0]}")
+
+
+def _check_columns(checked: CheckedFiles, expected: ColumnBuilder | None) -> None:
+    """The column files are present, intact, and say exactly what the shard indexes say."""
+    if not checked.check_columns() or expected is None:
+        return  # no columns to compare, or a shard index could not be read: already reported
+    manifest, report = checked.manifest, checked.report
+    for name, array in expected.arrays().items():
+        file_path = checked.where(f"{COLUMNS_DIR}/{name}")
+        try:
+            stored = checked.load_column(f"{COLUMNS_DIR}/{name}")
+        except Exception as err:  # noqa: BLE001 - a corrupt .npy header raises ValueError, SyntaxError, TokenError...
+            report.error(file_path, f"cannot read column ({err})")
+            continue
+        if stored is None:  # an object not fetched (reported), or one the manifest does not list
+            if name not in manifest.columns:
+                report.error(file_path, f"column missing from {MANIFEST_NAME}")
+            continue
+        if stored.dtype != array.dtype or stored.shape != array.shape or not np.array_equal(stored, array):
+            report.error(file_path, f"column disagrees with the shard indexes ({stored.dtype} {stored.shape} stored, "
+                                    f"{array.dtype} {array.shape} from index.json)")
+
+
+def _check_totals(at: str, manifest: Manifest, samples: int, speakers: set[str], frames: int,
+                  report: PackReport) -> None:
+    totals = manifest.totals
+    if totals["samples"] != samples:
+        report.error(at, f"totals.samples {totals['samples']}, the shards hold {samples}")
+    if totals["speakers"] != len(speakers):
+        report.error(at, f"totals.speakers {totals['speakers']}, the shards name {len(speakers)}")
+    hours = frames / manifest.sample_rate / 3600.0
+    if not math.isclose(totals["hours"], hours, rel_tol=1e-9, abs_tol=1e-12):
+        report.error(at, f"totals.hours {totals['hours']}, the shards hold {hours}")
+    recorded_bytes = sum(entry.size for shard in manifest.shards for entry in shard.files.values())
+    if totals["bytes"] != recorded_bytes:
+        report.error(at, f"totals.bytes {totals['bytes']}, the shard files add up to {recorded_bytes}")
+
+
+def validate_packs(paths: list[str], check_hashes: bool = True, endpoint_url: str | None = None,
+                   progress: bool = False) -> ValidationReport:
+    """Validate every pack (a directory, or an object-store URL: nothing copied to disk); ``progress`` shows a bar
+    per pack.  The asd level comparison is left to the caller (see ``ValidationReport``)."""
+    return ValidationReport([validate_pack(path, check_hashes, endpoint_url, progress=progress) for path in paths])
+
+
+__all__ = ["validate_pack", "validate_packs"]
