@@ -23,9 +23,9 @@ each, alternating:
 
 Unit: audio seconds per second (mixtures x 4 s / wall s), best and median epoch; the ratios are also given in CPU
 time (``time.process_time`` of each epoch: on a machine shared with other work it moves less than wall time), and
-the load average before and after.  The reverb + noise job's extra cost per mixture over the noise-only job (the
-reverberation: rooms and convolution) is printed in CPU ms.  Missing the target prints ``BELOW TARGET`` and
-exits 0.  Needs the ``lmdb`` package (the ``wesep`` extra).
+the load average before and after.  CPU ms per mixture are printed for each part: the workers' whole job, the
+records only (draws, rooms, noise segments), the batch side's ``augment`` (the difference), and what the target
+leaves a whole mixture.  Missing the target (in CPU time) prints ``BELOW TARGET`` and exits 0.  Needs the ``lmdb`` package (the ``wesep`` extra).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ TARGET_VS_PREMIXED = 0.25
 BASE, WORKER = "pre-mixed tse pack", "online + reverb_conf 1.0 + noise 1.0"
 BATCH, BATCH_DATA = WORKER + ", augment_on: batch", WORKER + ", batch records only"
 BANK_WORKER = "online + rir_banks 1.0 + noise 1.0"
-BANK_BATCH = BANK_WORKER + ", augment_on: batch"
+BANK_BATCH, BANK_DATA = BANK_WORKER + ", augment_on: batch", BANK_WORKER + ", batch records only"
 NOISE_ONLY = "online + noise 1.0 (converted pack)"
 
 
@@ -156,6 +156,7 @@ def run(args, workdir: str) -> None:
         BATCH_DATA: loader_config(src_pack, args.batch_size, **online, **reverb, augment_on="batch"),
         BANK_WORKER: loader_config(src_pack, args.batch_size, **online, **bank),
         BANK_BATCH: loader_config(src_pack, args.batch_size, **online, **bank, augment_on="batch"),
+        BANK_DATA: loader_config(src_pack, args.batch_size, **online, **bank, augment_on="batch"),
         "online + noise 1.0 (LMDB as is)": loader_config(src_pack, args.batch_size, **online, noise_prob=1.0,
                                                          noise_lmdb_file=lmdb_path),
         "online + noise 1.0 (converted pack)": loader_config(src_pack, args.batch_size, **online, noise_prob=1.0,
@@ -168,7 +169,9 @@ def run(args, workdir: str) -> None:
     def epoch_of(name: str, epoch: int) -> int:
         if name in (BATCH, BANK_BATCH):
             return augmented_epoch(loaders[name], epoch, device)
-        return speechpack_epoch(loaders[name], epoch) if name != BATCH_DATA else records_epoch(loaders[name], epoch)
+        if name in (BATCH_DATA, BANK_DATA):
+            return records_epoch(loaders[name], epoch)
+        return speechpack_epoch(loaders[name], epoch)
 
     for name in loaders:  # warm-up, and every epoch delivers every mixture
         if epoch_of(name, 0) != lines:
@@ -201,7 +204,7 @@ def run(args, workdir: str) -> None:
                 f"{statistics.median(cpu[base]) / statistics.median(cpu[job]):.3f} CPU time")
 
     _log("")
-    for job in (WORKER, BATCH, BATCH_DATA, BANK_WORKER, BANK_BATCH):
+    for job in (WORKER, BATCH, BATCH_DATA, BANK_WORKER, BANK_BATCH, BANK_DATA):
         verdict = ""
         if job in (WORKER, BATCH):
             ok = statistics.median(cpu[BASE]) / statistics.median(cpu[job]) >= TARGET_VS_PREMIXED
@@ -213,7 +216,9 @@ def run(args, workdir: str) -> None:
     _log(f"CPU ms per mixture: pre-mixed {per_mixture[BASE]:.2f}; online + noise {per_mixture[NOISE_ONLY]:.2f}; "
          f"reverb + noise in the workers {per_mixture[WORKER]:.2f}; batch records only (rooms simulated, no "
          f"convolution) {per_mixture[BATCH_DATA]:.2f}; the batch side's augment "
-         f"{per_mixture[BATCH] - per_mixture[BATCH_DATA]:.2f}; what the target leaves a whole mixture "
+         f"{per_mixture[BATCH] - per_mixture[BATCH_DATA]:.2f}; with rir_banks: in the workers "
+         f"{per_mixture[BANK_WORKER]:.2f}, records only {per_mixture[BANK_DATA]:.2f}, the batch side's augment "
+         f"{per_mixture[BANK_BATCH] - per_mixture[BANK_DATA]:.2f}; what the target leaves a whole mixture "
          f"{per_mixture[BASE] / TARGET_VS_PREMIXED:.2f}")
     pack_vs_lmdb = min(times["online + noise 1.0 (LMDB as is)"]) / min(times[NOISE_ONLY])
     _log(f"noise from the converted pack / from the LMDB as is = {pack_vs_lmdb:.2f}x")
