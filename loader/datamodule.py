@@ -49,6 +49,7 @@ import os
 
 from speechpack.loader.config import LoaderConfig
 from speechpack.loader.config_checks import ConfigError
+from speechpack.loader.pack.files import is_remote
 from speechpack.loader.tasks import STATES
 from speechpack.schemas.constants import MANIFEST_NAME
 from speechpack.schemas.errors import SpeechpackError
@@ -277,7 +278,8 @@ def _is_path(value: Any) -> bool:
 
 
 def _is_pack(value: Any) -> bool:
-    return _is_path(value) and os.path.isfile(os.path.join(os.fspath(value), MANIFEST_NAME))
+    """A pack directory, or a pack's URL (``s3://bucket/packs/train``: read through the node cache)."""
+    return _is_path(value) and (is_remote(value) or os.path.isfile(os.path.join(os.fspath(value), MANIFEST_NAME)))
 
 
 def read_config(spec: Any, where: str) -> dict | LoaderConfig:
