@@ -49,6 +49,7 @@ import os
 
 from speechpack.loader.config import LoaderConfig
 from speechpack.loader.config_checks import ConfigError
+from speechpack.loader.pack.files import is_remote
 from speechpack.loader.tasks import STATES
 from speechpack.schemas.constants import MANIFEST_NAME
 from speechpack.schemas.errors import SpeechpackError
@@ -202,6 +203,12 @@ def datamodule_class() -> type:
                 raise ConfigError("test: no loader config given for this split")
             return self._evaluation("test")
 
+        def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+            """What the task leaves to the training process, applied on the device Lightning has just moved the
+            batch to (``SpeechLoader.augment``: TSE's ``augment_on: batch``); other batches pass unchanged."""
+            loader = self.loaders.get("train")
+            return batch if loader is None else loader.loader.augment(batch)
+
         def state_dict(self) -> dict:
             """The training loader's state (a few numbers: epoch, batches consumed, identity); Lightning writes it
             into every checkpoint under this class's name."""
@@ -271,7 +278,8 @@ def _is_path(value: Any) -> bool:
 
 
 def _is_pack(value: Any) -> bool:
-    return _is_path(value) and os.path.isfile(os.path.join(os.fspath(value), MANIFEST_NAME))
+    """A pack directory, or a pack's URL (``s3://bucket/packs/train``: read through the node cache)."""
+    return _is_path(value) and (is_remote(value) or os.path.isfile(os.path.join(os.fspath(value), MANIFEST_NAME)))
 
 
 def read_config(spec: Any, where: str) -> dict | LoaderConfig:
