@@ -29,7 +29,7 @@ from speechpack.loader.tse.ranges import MAX_DB
 from speechpack.loader.tse.ranges import at, check_finite, check_int, check_pair
 from speechpack.loader.tse.room_sim import RoomConfig, WESEP_KEYS
 
-from speechpack.schemas.bounded_repr import bounded_repr
+from speechpack.schemas.documents import bounded_repr
 
 #: ``timeline.two_speaker.overlap_position`` keys: where a two-speaker overlap sits, in the order weights are drawn.
 TIMELINE_POSITIONS = ("head", "middle", "tail")
