@@ -205,6 +205,12 @@ def datamodule_class() -> type:
                 raise ConfigError("test: no loader config given for this split")
             return self._evaluation("test")
 
+        def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+            """What the task leaves to the training process, applied on the device Lightning has just moved the
+            batch to (``SpeechLoader.augment``: TSE's ``augment_on: batch``); other batches pass unchanged."""
+            loader = self.loaders.get("train")
+            return batch if loader is None else loader.loader.augment(batch)
+
         def state_dict(self) -> dict:
             """The training loader's state (a few numbers: epoch, batches consumed, identity); Lightning writes it
             into every checkpoint under this class's name."""

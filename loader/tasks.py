@@ -199,6 +199,12 @@ class BatchBuilder:
         mixtures with different channel counts.)"""
         return None
 
+    def augment_batch(self, batch: dict) -> dict:
+        """What the training process applies to a delivered batch, on whatever device it has moved it to
+        (``SpeechLoader.augment``).  Default: the batch as it is.  (TSE with ``augment_on: batch``: online
+        mixtures reverberated, noised and mixed in torch.)"""
+        return batch
+
 
 @dataclass(frozen=True)
 class Prepared:

@@ -358,6 +358,15 @@ class SpeechLoader:
             yield from self.dataset.arrays(sampler.epoch, first, min(first + IN_PROCESS_BLOCK, sampler.count),
                                            sampler.global_start)
 
+    def augment(self, batch: dict, device: torch.device | str | None = None) -> dict:
+        """``batch`` ready for the model: its tensors moved to ``device`` first when one is given, then what the
+        task leaves to the training process applied where they are (TSE ``augment_on: batch``: reverberation,
+        noise and mixing; ``loader.tasks.BatchBuilder.augment_batch``).  Any other batch comes back as it is, so
+        a training loop may call it on every batch: ``batch = loader.augment(batch, device)``."""
+        if device is not None:
+            batch = {k: v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+        return self.builder.augment_batch(batch)
+
     def state_dict(self) -> dict:
         """A few numbers: enough to resume mid-epoch in O(1), at any world size (``loader.resume``).  After a
         finished pass ``batches_consumed`` equals ``len(self)``: resuming then yields nothing until ``set_epoch``

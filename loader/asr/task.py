@@ -48,10 +48,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from speechpack.loader.asr.args import AsrArgs, TokenizerSpec, parse_dataset_args
+from speechpack.loader.asr.args import AsrArgs, TokenizerSpec, from_recipe, parse_dataset_args
 from speechpack.loader.asr.features import fbank
 from speechpack.loader.asr.items import AsrItems, asr_items, segment_of
-from speechpack.loader.asr.recipe import from_recipe
 from speechpack.loader.asr.selection import read_summary, select
 from speechpack.loader.asr.features import spec_augment_features, spec_augment_waveforms
 from speechpack.loader.asr.tokenizer import CharTokenizer, SentencePieceTokenizer
@@ -269,7 +268,7 @@ class AsrTask(LoaderTask):
         return prepare(config, state, packs, seed)
 
     def translate_config(self, obj: dict, where: str) -> dict:
-        """Omnilingual's ``dataset:`` block, key by key (``loader.asr.recipe``)."""
+        """Omnilingual's ``dataset:`` block, key by key (``loader.asr.args``)."""
         return from_recipe(obj, where)
 
     def check_weighting(self, config) -> None:

@@ -10,8 +10,8 @@ torch.
 - ``train_windows``: items cut into chunks (MuVAP's train windows);
 - ``shuffle_window``: fairseq2's windowed shuffles;
 - ``weighting``: how many items each pack gives an epoch;
-- ``planning_report`` and ``plan_plot``: the dry run (``speechpack plan``) and its picture;
-- ``plan_checks``: the batches the loader would refuse, found before any audio is read.
+- ``planning_report`` and ``plan_plot``: the dry run (``speechpack plan``) and its picture (a task's own checks of
+  planned batches are its builder's ``planned_batch_check``).
 
 ``plan_epoch``, ``EpochPlan`` and ``PlanError`` are re-exported here.
 """
