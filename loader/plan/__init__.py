@@ -5,6 +5,8 @@ torch.
 - ``plan``: ``plan_epoch``, the whole composition (weighting, train windows, then a static or budget plan);
 - ``static_plan``: batches of ``batch_size`` and ``EpochPlan``;
 - ``batching``: budget batching (ragged batches of similar-length units);
+- ``dealing``: the epoch's global sequence of batches dealt to ranks from a global position (equal steps per rank;
+  what a state resumes at any world size);
 - ``train_windows``: items cut into chunks (MuVAP's train windows);
 - ``shuffle_window``: fairseq2's windowed shuffles;
 - ``weighting``: how many items each pack gives an epoch;
