@@ -60,7 +60,7 @@ from speechpack.loader.pack import Pack
 from speechpack.loader.plan.weighting import PackWeighting
 from speechpack.loader.config_checks import ConfigError
 from speechpack.loader.rng import BatchGenerator
-from speechpack.loader.tasks import BatchBuilder, LoaderTask, PlanArgs, Prepared
+from speechpack.loader.tasks import BatchBuilder, index_samples, LoaderTask, PlanArgs, Prepared
 from speechpack.loader.transport import batch_arrays
 from speechpack.schemas.constants import KIND_ASR, STREAM_AUDIO
 from speechpack.schemas.errors import SpeechpackError
@@ -107,6 +107,9 @@ class AsrBatchBuilder(BatchBuilder):
         args = self.args
         return PlanArgs(batch_size=args.batch_size, batching=args.batching, shuffle=args.shuffle, tail=args.tail,
                         shuffle_windows=args.shuffle_windows, sync=args.sync)
+
+    def unit_samples(self) -> tuple[np.ndarray, np.ndarray]:
+        return index_samples(self.items.pack, self.items.sample, self.windows)
 
     def unit_lengths(self, epoch: int = 0) -> np.ndarray:
         """Samples per utterance (per channel): what LENGTH batching budgets (rows x longest row)."""

@@ -10,9 +10,8 @@ and a thread of that process then fetches the next ``ahead`` batches' files in p
 (``loader.cache.node_cache``) asks the feed for its order: files no batch uses again first, then by next use,
 farthest first (Belady's rule), never one of the next ``ahead`` batches.
 
-A unit of the plan maps to its pack sample through the builder's item index (``items`` or ``tracks``: ``pack`` and
-``sample`` arrays; train windows through ``windows.item``); a builder without one gets no schedule (the cache
-then fetches on demand and evicts the oldest entries first).
+A unit of the plan maps to its pack sample through the builder's ``unit_samples`` hook (``loader.tasks``); a
+builder without one gets no schedule (the cache then fetches on demand and evicts the oldest entries first).
 """
 
 from __future__ import annotations
@@ -33,18 +32,9 @@ LOCAL_WORLD_ENV = "LOCAL_WORLD_SIZE"
 
 
 def unit_samples(builder) -> tuple[np.ndarray, np.ndarray] | None:
-    """(pack id, sample) of every planning unit of ``builder``; None when the builder has no item index."""
-    inner = getattr(builder, "inner", builder)  # a wrapping builder (mainline TSE) plans its inner one's units
-    index = getattr(inner, "items", None)
-    if index is None or not hasattr(index, "sample"):
-        index = getattr(inner, "tracks", None)
-    if index is None or not hasattr(index, "pack") or not hasattr(index, "sample"):
-        return None
-    pack, sample = np.asarray(index.pack, dtype=np.int64), np.asarray(index.sample, dtype=np.int64)
-    windows = getattr(inner, "windows", None)
-    if windows is not None:
-        pack, sample = pack[windows.item], sample[windows.item]
-    return pack, sample
+    """(pack id, sample) of every planning unit of ``builder`` (its ``BatchBuilder.unit_samples`` hook); None when
+    the task has no item index."""
+    return builder.unit_samples()
 
 
 @dataclass

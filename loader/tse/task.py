@@ -35,7 +35,7 @@ from speechpack.loader.pack import Pack
 from speechpack.loader.plan.train_windows import Windows, tile_windows
 from speechpack.loader.config_checks import ConfigError
 from speechpack.loader.rng import BatchGenerator, augment_rng
-from speechpack.loader.tasks import BatchBuilder, LoaderTask, Prepared
+from speechpack.loader.tasks import BatchBuilder, index_samples, LoaderTask, Prepared
 from speechpack.loader.tse.args import DatasetArgs, parse_dataset_args
 from speechpack.loader.tse.mix_args import AugmentArgs
 from speechpack.loader.tse.augment import ENROLL_DRAWS, EnrollAugment, NOISE_DRAWS, NoiseSource, noisy_mixture
@@ -110,6 +110,9 @@ class TseBatchBuilder(BatchBuilder):
     def num_units(self) -> int:
         """Size of the plan's universe: items, or train-window chunks."""
         return len(self.items) if self.windows is None else len(self.windows)
+
+    def unit_samples(self) -> tuple[np.ndarray, np.ndarray]:
+        return index_samples(self.items.pack, self.items.sample, self.windows)
 
     def unit_lengths(self, epoch: int = 0) -> np.ndarray:
         """Per plan unit, the row length the batch will have (samples at the loader's rate): the fed chunk
