@@ -44,6 +44,9 @@ class CachedPackFiles(PackFiles):
     """The files of the pack at ``store`` (an ``ObjectStorePackFiles``), served from the node cache ``settings``
     describe.  ``max_open_streams`` bounds the mappings a ``Pack`` keeps (each pins its entry)."""
 
+    #: Every listed file is read from the cache's copy, verified against its sha256 when it was fetched.
+    hashes_checked = True
+
     def __init__(self, store: ObjectStorePackFiles, settings: CacheSettings):
         self.store = store
         self.location = store.location
