@@ -53,6 +53,8 @@ def _plan_rows(plans: list) -> tuple[np.ndarray, np.ndarray]:
             units.append(np.asarray(plan.items, dtype=np.int64)[offsets[0]:offsets[-1]])
     if not positions:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    if len(plans) == 1:
+        return positions[0], units[0]
     position, unit = np.concatenate(positions), np.concatenate(units)
     order = np.argsort(position, kind="stable")  # plans were concatenated in rank order: stable keeps it
     return position[order], unit[order]
@@ -138,9 +140,9 @@ class FileSchedule:
         position, file = position[first], file[first]
         count = max((len(p) for p in plans), default=0)
         name_list = list(names)
-        as_names = np.asarray(name_list, dtype=object)[file] if len(file) else np.zeros(0, dtype=object)
-        bounds = np.searchsorted(position, np.arange(1, count))
-        batches = [part.tolist() for part in np.split(as_names, bounds)] if count else []
+        as_names = np.asarray(name_list, dtype=object)[file].tolist() if len(file) else []
+        bounds = np.searchsorted(position, np.arange(count + 1)).tolist()
+        batches = [as_names[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])]
         return cls(batches, sizes, sources, name_list, position, file)
 
     def batch_bytes(self, together: int = 1) -> int:
@@ -160,11 +162,10 @@ class FileSchedule:
         same = f[1:] == f[:-1]
         previous[1:][same] = b[:-1][same]
         lo = np.maximum(previous + 1, b - together + 1)
-        delta = np.zeros(count + 1, dtype=np.int64)
-        np.add.at(delta, lo, size[by_file])
-        np.add.at(delta, b + 1, -size[by_file])
+        weight = size[by_file].astype(np.float64)  # exact: sums stay far below 2**53 bytes
+        delta = np.bincount(lo, weight, count + 1) - np.bincount(b + 1, weight, count + 1)
         windows = np.cumsum(delta)[:max(count - together + 1, 1)]
-        return int(windows.max())
+        return int(round(windows.max()))
 
     def next_use(self, name: str, position: int) -> float:
         at = self.uses.get(name)
