@@ -276,10 +276,14 @@ class PlanFeed:
         return self._current.next_use(name, self._position)
 
     def _fetch_batch(self, schedule: FileSchedule, b: int) -> None:
-        """Fetch the files of batch position ``b``, up to ``fetches`` at once (``fetch.fetch_pool``)."""
+        """Fetch the files of batch position ``b``, up to ``fetches`` at once (``fetch.fetch_pool``) while the cache
+        has room for all of them; one after another when it must evict to take them, so that a fetch ahead stops at
+        the first file that does not fit instead of evicting for the files behind it."""
         calls = [lambda name=name: schedule.sources[name][0].local_path(schedule.sources[name][1], wait=False)
                  for name in schedule.batches[b]]
-        if self.fetches <= 1 or len(calls) <= 1:
+        room = [cache.free_bytes() for cache in self.caches]
+        needed = sum(schedule.sizes[name] for name in schedule.batches[b])
+        if self.fetches <= 1 or len(calls) <= 1 or any(free is not None and free < needed for free in room):
             for call in calls:
                 call()
         else:
