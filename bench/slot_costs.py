@@ -8,8 +8,9 @@ output).  Interleaved per repeat, CPU time per batch (``time.process_time``) of 
 - **heap, dropped**: numpy arrays freed before the next batch (the heap hands the same block back, still cached);
 - **heap, 4 alive** with numpy's huge-page advice on and off: fresh arrays every batch, as when a consumer holds
   batches (page faults; 2 MB pages against 4 KB ones);
-- **slots 1 / 4**: built into ``loader.transport.batch_ring`` slots (``build_in`` and ``pack``), one slot reused or four in
-  turn, as a DataLoader worker does.
+- **slots 1 / 4**: built into ``loader.transport.batch_ring`` slots (``build_group_in``), one slot reused or four in
+  turn, as a DataLoader worker does; and four in turn left on 4 KB pages (``loader.transport.huge_pages`` not asked to
+  collapse them), the slots before huge pages.
 
 Medians over the repeats; prints the load average, which moves every figure.
 """
@@ -28,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 
 from speechpack.loader import build_loader  # noqa: E402
-from speechpack.loader.transport import batch_ring  # noqa: E402
+from speechpack.loader.transport import batch_ring, huge_pages  # noqa: E402
 from workdir import bench_workdir  # noqa: E402
 from worker_scaling import tse_config  # noqa: E402
 
@@ -69,24 +70,26 @@ def main(argv: list[str] | None = None) -> int:
                 _multiarray._set_madvise_hugepage(before)
             return run
 
-        def slots(count: int):
+        def slots(count: int, huge: bool = True):
             ring = batch_ring.BatchRing(1, count)
 
             def run() -> None:  # the last count - 1 slots stay held, so claims cycle through all count slots
+                before, huge_pages._collapse_works = huge_pages._collapse_works, huge and huge_pages._collapse_works
                 held = []
                 for i in range(args.batches):
                     slot = ring.claim(0)
-                    ring.build_in(0, slot, lambda: build(i))
+                    ring.build_group_in(0, slot, [lambda: build(i)])
                     held.append(slot)
                     if len(held) == count:
                         ring.abandon(0, held.pop(0))
                 for slot in held:
                     ring.abandon(0, slot)
+                huge_pages._collapse_works = before
             return run
 
         jobs = {"heap, dropped": heap_dropped, "heap, 4 alive, huge pages": heap_alive(True),
                 "heap, 4 alive, 4 KB pages": heap_alive(False), "slots: 1 reused": slots(1),
-                "slots: 4 in turn": slots(4)}
+                "slots: 4 in turn": slots(4), "slots: 4 in turn, 4 KB pages": slots(4, huge=False)}
         for job in jobs.values():  # warm-up: page cache, slots
             job()
         times: dict[str, list[float]] = {name: [] for name in jobs}

@@ -232,8 +232,9 @@ class TableRows:
         ``random_chunk``), or the train-window units' fed spans."""
         if batches[0][2] is None:
             draws = np.concatenate([b[1] for b in batches]) if len(batches) > 1 else batches[0][1]
-            return self.chunking.windows(table.mix.length, draws,
-                                         _audible(mix_arrays, table.mix, self.chunking.chunk_len))
+            chunk = self.chunking.chunk_len
+            return self.chunking.windows(table.mix.length, draws, _audible(mix_arrays, table.mix, chunk),
+                                         _surely_audible(mix_arrays, table.mix, chunk))
         units = np.concatenate([b[2] for b in batches]) if len(batches) > 1 else batches[0][2]
         start = self.windows.fed_start[units]
         take = self.windows.stop[units] - start
@@ -298,6 +299,28 @@ def _audible(arrays: list[np.ndarray], mix: Segments, chunk: int):
                         or np.count_nonzero(array[begin:begin + chunk]))
         return sounds(window_view(arrays[i], offsets[i], channels[i], lengths[i], start, chunk))
     return audible
+
+
+def _surely_audible(arrays: list[np.ndarray], mix: Segments, chunk: int):
+    """``surely_audible(index, start)`` for ``Chunking.windows``: ``_audible``'s first look (every
+    ``SOUND_PROBE_STRIDE``-th sample of the chunk) at the chunks of many mono mixtures in one gather per stream
+    array; True where a look saw a non-zero sample, False where ``_audible`` must decide (it looks again, then
+    scans the chunk; multi-channel mixtures are always left to it)."""
+    probe = np.arange(0, chunk, SOUND_PROBE_STRIDE)
+
+    def surely_audible(index: np.ndarray, start: np.ndarray) -> np.ndarray:
+        sure = np.zeros(len(index), dtype=bool)
+        mono = mix.channels[index] == 1
+        begin = mix.offset[index] + start
+        by_array: dict[int, list[int]] = {}
+        for k, i in enumerate(index.tolist()):
+            by_array.setdefault(id(arrays[i]), []).append(k)
+        for ks in by_array.values():
+            ks = np.asarray(ks)
+            looked = arrays[int(index[ks[0]])][begin[ks][:, None] + probe]
+            sure[ks] = looked.any(axis=1)
+        return sure & mono
+    return surely_audible
 
 
 __all__ = ["BatchTable", "DecodedRows", "StreamColumns", "TableRows", "gather_table"]
