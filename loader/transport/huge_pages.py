@@ -82,6 +82,9 @@ class SharedMapping:
             # Not at interpreter exit: arrays of a batch may still be read while the interpreter shuts down.
             weakref.finalize(self, _unmap, address, size).atexit = False
 
+    def __len__(self) -> int:  # as ``mmap.mmap``'s: the mapping's bytes
+        return self.size
+
     def advise(self, advice: int, start: int = 0, stop: int | None = None) -> bool:
         """``madvise`` over ``[start, stop)`` of the mapping (page-aligned offsets); whether the kernel took it."""
         libc = _load_libc()
