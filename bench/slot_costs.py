@@ -13,6 +13,12 @@ output).  Interleaved per repeat, CPU time per batch (``time.process_time``) of 
   collapse them), the slots before huge pages.
 
 Medians over the repeats; prints the load average, which moves every figure.
+
+``--cycled-mb 8 16 32 64 128``: instead, how much writing costs by how much memory a writer cycles through (the
+question behind a worker's slots: a prefetching worker writes each batch into memory it last wrote one or more
+messages ago).  Rows of 4 s are cast-copied from an int16 array (19 MB, random values) and scaled in place, as the
+TSE builder decodes, into buffers of each size on huge pages, round and round; CPU microseconds per MB written,
+median of ``--repeats``.
 """
 
 from __future__ import annotations
@@ -45,7 +51,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--tmp-dir")
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--cycled-mb", type=int, nargs="*", default=[],
+                        help="measure writes by the memory cycled through instead (MB per size)")
     args = parser.parse_args(argv)
+    if args.cycled_mb:
+        cycled(args.cycled_mb, args.repeats)
+        return 0
     with bench_workdir("slot-costs-", args.tmp_dir, args.keep, print) as workdir:
         dataset = build_loader(tse_config(workdir, 0), "train", num_workers=0, seed=0).dataset
         plan = dataset.plan(0)
@@ -102,6 +113,29 @@ def main(argv: list[str] | None = None) -> int:
         for name, values in times.items():
             print(f"| {name} | {statistics.median(values):.2f} | {', '.join(f'{v:.2f}' for v in values)} |")
     return 0
+
+
+def cycled(sizes_mb: list[int], repeats: int) -> None:
+    """CPU microseconds per MB written when the writes go round buffers of each size (module docstring)."""
+    source = (np.random.default_rng(0).standard_normal(16000 * 600) * 3000).astype(np.int16)
+    row = 64000  # samples: a 4 s row at 16 kHz, 256 kB of float32
+    print(f"load average {os.getloadavg()[0]:.1f}\n\n| MB cycled through | CPU us per MB written (median) | runs |\n"
+          f"|---|---|---|")
+    for size in sizes_mb:
+        rows = max(1, (size << 20) // (row * 4))
+        buffer = np.zeros((rows, row), dtype=np.float32)  # numpy advises huge pages for arrays this large
+        rounds = max(1, 512 // size)
+        runs = []
+        for _ in range(repeats):
+            started = time.process_time()
+            for turn in range(rounds):
+                for r in range(rows):
+                    begin = (r * 7919 + turn * 104729) % (len(source) - row)
+                    out = buffer[r]
+                    out[...] = source[begin:begin + row]
+                    out *= np.float32(1 / 32768)
+            runs.append((time.process_time() - started) * 1e6 / (rounds * rows * row * 4 / (1 << 20)))
+        print(f"| {size} | {statistics.median(runs):.0f} | {', '.join(f'{v:.0f}' for v in runs)} |", flush=True)
 
 
 if __name__ == "__main__":
