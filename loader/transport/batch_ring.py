@@ -136,7 +136,8 @@ class BatchRing:
         self._free = [[context.BoundedSemaphore(1) for _ in range(slots)] for _ in range(num_workers)]
         #: What arriving messages become in the training process (``ReceivedBatch`` or a subclass).
         self.received = received or ReceivedBatch
-        self._maps: dict[tuple[int, int], tuple[int, int, huge_pages.SharedMapping, int]] = {}  # training process: by (pid, slot)
+        #: Training process: by (pid, slot), the slot's (pid, generation, mapping, address).
+        self._maps: dict[tuple[int, int], tuple[int, int, huge_pages.SharedMapping, int]] = {}
         self._owner: int | None = None  # worker side: the process the slots below belong to
         self._mine: list[_Slot] = []
         _RINGS[self.token] = self
