@@ -10,7 +10,7 @@ torch.
 - ``train_windows``: items cut into chunks (MuVAP's train windows);
 - ``shuffle_window``: fairseq2's windowed shuffles;
 - ``weighting``: how many items each pack gives an epoch;
-- ``planning_report`` and ``plan_plot``: the dry run (``speechpack plan``) and its picture (a task's own checks of
+- ``planning_report``: the dry run (``speechpack plan``) and its picture (a task's own checks of
   planned batches are its builder's ``planned_batch_check``).
 
 ``plan_epoch``, ``EpochPlan`` and ``PlanError`` are re-exported here.
