@@ -3,10 +3,11 @@
 Why: a worker writes every batch into a slot (``loader.transport.batch_ring``), and a memfd is mapped on 4 KB
 pages unless ``/sys/kernel/mm/transparent_hugepage/shmem_enabled`` allows huge ones (many kernels ship
 ``never``).  Writing a 16 MB TSE batch then touches 4,096 pages, and each costs a TLB miss, on a VM a nested page
-walk: measured on the 2-core VM of docs/performance.md ("Scaling with workers"), building such a batch took
-3.2-3.3 ms of CPU into a memfd on 4 KB pages and 2.6 ms into the same memfd on 2 MB pages, the same as into the
-heap (numpy's arrays get huge pages), whether one slot was reused or four of 64 MB were cycled through.  So it was
-the page size, not memory gone cold in the CPU caches, that made workers spend more per batch than one process.
+walk: measured on the 2-core VM of docs/performance.md ("Scaling with workers", "Slots on huge pages"), building
+such a batch took 3.2-3.3 ms of CPU into a memfd on 4 KB pages and 2.6 ms into the same memfd on 2 MB pages, the
+same as into heap arrays (numpy's get huge pages), whether one slot was reused or four of 64 MB were cycled
+through.  (What is left of a worker's extra cost is the other half of that section: memory written 64 MB or more
+ago is no longer in the cache, whatever its pages.)
 
 How:
 
