@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import soundfile
 
+from speechpack.packer.audio.plain_wav import probe_plain, read_plain
 from speechpack.packer.audio.wav_header import declared_frames
 
 #: Extensions libsndfile reads; anything else goes to PyAV (m4a, wma, aac, g722, mp4 ...).
@@ -219,7 +220,10 @@ def probe_audio_bytes(data: bytes, name: str) -> AudioInfo:
 
 def _probe(source, name: str) -> AudioInfo:
     """``source``: a path, a descriptor of the file ``name`` (``_open_once``), or an in-memory file."""
-    if _uses_soundfile(name):
+    plain = _plain(probe_plain, source)
+    if plain is not None:
+        result = AudioInfo(plain.sample_rate, plain.frames, plain.channels, True)
+    elif _uses_soundfile(name):
         try:
             with _sound_file(source) as sound:  # cheaper than soundfile.info, which formats descriptions
                 result = AudioInfo(int(sound.samplerate), int(sound.frames), int(sound.channels),
@@ -260,7 +264,10 @@ def read_audio_bytes(data: bytes, name: str, int16_at: int | None = None) -> Aud
 
 
 def _read(source, name: str, int16_at: int | None) -> Audio:
-    if _uses_soundfile(name):
+    plain = _plain(read_plain, source, int16_at)
+    if plain is not None:
+        audio, integer_coded = Audio(*plain), True
+    elif _uses_soundfile(name):
         audio, integer_coded = _read_soundfile(source, name, int16_at)
     else:
         audio, integer_coded = _read_pyav(source, name), False
@@ -271,6 +278,17 @@ def _read(source, name: str, int16_at: int | None) -> Audio:
         if not finite.all():
             raise AudioError(name, f"audio holds {int(finite.size - np.count_nonzero(finite))} NaN/Inf value(s)")
     return audio
+
+
+def _plain(step, source, *args):
+    """``step`` (``packer.audio.plain_wav``'s probe or read) of a descriptor, or ``None``: not a descriptor, not a
+    plain 16-bit WAV, or a read that failed (libsndfile's way then says what it always said)."""
+    if not isinstance(source, int):
+        return None
+    try:
+        return step(source, *args)
+    except OSError:
+        return None
 
 
 def _read_soundfile(source, name: str, int16_at: int | None) -> tuple[Audio, bool]:
