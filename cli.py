@@ -37,9 +37,10 @@ def _fail(err: SpeechpackError) -> None:
         from speechpack.schemas.wesep_list import LineProblem
 
         for problem in err.problems:
-            if isinstance(problem, LineProblem):
-                click.echo(f"  line {problem.line}: key {problem.key!r}"
-                           + (f", file {problem.path}" if problem.path else "") + f": {problem.reason}", err=True)
+            if isinstance(problem, LineProblem):  # a line that is not JSON has no key to name
+                named = ", ".join(([f"key {problem.key!r}"] if problem.key is not None else [])
+                                  + ([f"file {problem.path}"] if problem.path else []))
+                click.echo(f"  line {problem.line}: " + (f"{named}: " if named else "") + problem.reason, err=True)
             else:  # a cue problem names its cue, key and file itself
                 click.echo(f"  {problem}", err=True)
     sys.exit(1)
@@ -216,15 +217,17 @@ def _endpoint_option(command):
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
               help="asd packs only: plot source vs normalised levels of the valid asd packs given to this PNG "
                    "(extra: plot).  Other kinds are validated, not plotted; the plot never changes the exit status.")
+@click.option("--progress/--no-progress", default=True, show_default=True,
+              help="Show a progress bar per pack, over its shards (on stderr).")
 @_endpoint_option
-def validate(packs, json_path, no_hash, plot_path, endpoint_url):
+def validate(packs, json_path, no_hash, plot_path, endpoint_url, progress):
     """Check packs file by file: manifest, headers, offsets, keys, hashes, statistics, NaN and clipping.  asd
     packs also get label, frame-count and level checks, and their levels are compared across the packs given.
     Exit status 1 when a pack is invalid, else 0 (whatever --plot could draw)."""
     from speechpack.packer.validate.pack import validate_packs
 
     try:
-        report = validate_packs(list(packs), check_hashes=not no_hash, endpoint_url=endpoint_url)
+        report = validate_packs(list(packs), check_hashes=not no_hash, endpoint_url=endpoint_url, progress=progress)
     except SpeechpackError as err:
         _fail(err)
     level_paths = report.level_report_paths()
@@ -327,6 +330,12 @@ def _pack_option(func):
                         help="A pack directory for a config without packs (a WeSep recipe as it is); repeatable.")(func)
 
 
+#: ``--state`` and ``--seed`` of ``peek`` and ``plan``: what the loader would be built with (``build_loader``).
+STATE_HELP = ("The loader state the config is read for, as build_loader(config, STATE) reads it (a recipe's "
+              "val_dataset_args apply to val and test).")
+SEED_HELP = "The loader's seed (build_loader(seed=...)): the same seed gives the same order, windows and draws."
+
+
 @main.lazy_command("peek")
 def peek_command() -> click.Command:
     """Print one model-ready batch of a loader CONFIG (YAML): field, shape, dtype, range."""
@@ -335,8 +344,8 @@ def peek_command() -> click.Command:
 
     @click.command("peek", help=peek_command.__doc__)
     @click.argument("config_path", metavar="CONFIG", type=click.Path(dir_okay=False, exists=True))
-    @click.option("--state", type=click.Choice(STATES), default=STATES[0], show_default=True)
-    @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0))
+    @click.option("--state", type=click.Choice(STATES), default=STATES[0], show_default=True, help=STATE_HELP)
+    @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help=SEED_HELP)
     @click.option("--save-wavs", type=click.Path(file_okay=False), help="Write the batch's rows as WAV files here.")
     @_pack_option
     def peek(config_path, state, seed, save_wavs, packs):
@@ -357,10 +366,10 @@ def plan_command() -> click.Command:
 
     @click.command("plan", help=plan_command.__doc__)
     @click.argument("config_path", metavar="CONFIG", type=click.Path(dir_okay=False, exists=True))
-    @click.option("--state", type=click.Choice(STATES), default=STATES[0], show_default=True)
+    @click.option("--state", type=click.Choice(STATES), default=STATES[0], show_default=True, help=STATE_HELP)
     @click.option("--world-size", default=1, show_default=True, type=click.IntRange(min=1), help="Ranks to plan for.")
     @click.option("--epochs", default=1, show_default=True, type=click.IntRange(min=1), help="Epochs to plan.")
-    @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0))
+    @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help=SEED_HELP)
     @click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
                   help="Write batch-size and padding histograms to this PNG (needs matplotlib: speechpack[plot]).")
     @_pack_option
@@ -389,13 +398,15 @@ def import_muvap_command() -> click.Command:
     from speechpack.packer.adapters.build_options import SCALE_OPTIONS, SIZE
     from speechpack.packer.build.run import BuildOptions
     from speechpack.packer.importers.muvap import import_muvap
-    from speechpack.schemas.constants import ASD_SAMPLE_RATE
+    from speechpack.schemas.constants import ASD_SAMPLE_RATE, DEFAULT_SHARD_BYTES
+    from speechpack.schemas.units import format_bytes
 
     @click.command("muvap", help=import_muvap_command.__doc__)
     @click.argument("pack", type=click.Path(file_okay=False, exists=True))
     @click.option("--out", "out", required=True, type=click.Path(file_okay=False),
                   help="Pack directory to create (must be empty or absent, unless --overwrite).")
-    @click.option("--shard-size", "shard_bytes", default="1GB", show_default=True, type=_click_type(SIZE),
+    @click.option("--shard-size", "shard_bytes", default=format_bytes(DEFAULT_SHARD_BYTES), show_default=True,
+                  type=_click_type(SIZE),
                   help="Close a shard when the next track would push its payload past this size.")
     @click.option("--workers", default=1, show_default=True, type=_click_type(Number.within(limits.WORKERS)),
                   help="Copying processes; the pack is byte-identical whatever the number.")
@@ -448,7 +459,8 @@ def export_lhotse_command(pack, out, overwrite):
 
 @main.command()
 @click.option("--out", "out", default="demo-out", show_default=True, type=click.Path(file_okay=False),
-              help="Working directory for the generated corpus and its pack (replaced if it holds an old demo).")
+              help="Working directory for the generated corpus and its packs (what an earlier demo wrote there is "
+                   "replaced; nothing else is deleted).")
 def demo(out):
     """Generate a small multi-voice corpus, pack it, validate it, open it and show what happened."""
     from speechpack.loader.demo import load_demo

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -34,12 +33,14 @@ from speechpack.loader.config_checks import (  # noqa: F401 (re-exported)
     take_known,
     value_range,
 )
+from speechpack.loader.memory_limit import MemoryLimitError, memory_limit_bytes
+from speechpack.loader.cache.settings import CacheSettings
 from speechpack.loader.pack import Pack
+from speechpack.loader.pack.content_check import DEFAULT_VERIFY, VERIFY_MODES
 from speechpack.loader.plan.static_plan import TAIL_POLICIES  # noqa: F401 (re-exported)
 from speechpack.loader.recipe import DataLoaderArgs, check_state, read_recipe
 from speechpack.loader.tasks import DEFAULT_TASK, FOREIGN_RECIPES, STATES  # noqa: F401 (STATES re-exported)
 from speechpack.loader.tasks import task as task_of
-from speechpack.schemas.constants import MANIFEST_NAME
 
 #: Keys of a ``packs`` entry that set its count per epoch (at most one each; see loader.plan.weighting).
 WEIGHT_KEYS = ("weight", "hours_beta", "repeat", "choose")
@@ -56,7 +57,7 @@ def _values(obj: Any) -> dict[str, Any]:
 def _check_pack_entry(v: dict[str, Any], where: str) -> None:
     """The rules of one ``packs`` entry (``v`` holds every PackSource field)."""
     if not isinstance(v["path"], str) or not v["path"]:
-        raise ConfigError(f"{where}.path: a pack directory is required")
+        raise ConfigError(f"{where}.path: a pack directory or URL is required")
     given = [key for key in WEIGHT_KEYS if v[key] is not None and v[key] is not False]
     if len(given) > 1:
         raise ConfigError(f"{where}: {' and '.join(given)} together; set at most one of {', '.join(WEIGHT_KEYS)}")
@@ -210,6 +211,14 @@ class LoaderConfig:
     states: tuple[str, ...] | None = None
     #: The WeSep dialect a recipe was read as (``wesep-mainline``, ``wesep-contract``); None for a loader config.
     dialect: str | None = None
+    #: ``verify_streams``: how the packs' stream files are checked against their sha256 when mapped
+    #: (``loader.pack.content_check``: ``first-map``, ``every-open`` or ``off``).
+    verify_streams: str = DEFAULT_VERIFY
+    #: ``memory_limit``: the most bytes an epoch plan, or the batches in flight, may take (``loader.memory_limit``);
+    #: None: half of the memory available when the loader starts.
+    memory_limit: int | None = None
+    #: ``cache``: the node cache URL packs are read through (``loader.cache.settings``); None: the defaults.
+    cache: CacheSettings | None = None
 
     def __post_init__(self) -> None:
         task_of(check_type(self.task, str, "LoaderConfig.task"), "LoaderConfig.task")
@@ -217,6 +226,9 @@ class LoaderConfig:
         positive_int(self.sample_num_per_epoch, "LoaderConfig.sample_num_per_epoch", minimum=0,
                      maximum=MAX_EPOCH_ITEMS)
         _check_per_epoch(self.packs, self.sample_num_per_epoch, "LoaderConfig")
+        check_choice(self.verify_streams, VERIFY_MODES, "LoaderConfig.verify_streams")
+        if self.memory_limit is not None:
+            positive_int(self.memory_limit, "LoaderConfig.memory_limit", maximum=1 << 62)
 
     def check_state(self, state: str) -> None:
         """``state`` is one this config was read for (its ``val_dataset_args`` merged or not as ``state`` needs)."""
@@ -240,7 +252,8 @@ class LoaderConfig:
                     break
         recipe = read_recipe(obj, state, where)
         values = take_known(recipe.config, where, {"packs": None, "dataset_args": None, "weighting": None,
-                                                   "task": DEFAULT_TASK})
+                                                   "task": DEFAULT_TASK, "verify_streams": DEFAULT_VERIFY,
+                                                   "memory_limit": None, "cache": None})
         task_name = check_type(values["task"], str, f"{where}.task")
         loader_task = task_of(task_name, f"{where}.task")
         packs = values["packs"]
@@ -253,7 +266,10 @@ class LoaderConfig:
         _check_per_epoch(sources, recipe.sample_num_per_epoch, f"{where}.dataset_args")
         return cls(packs=sources, dataset_args=dataset_args, weighting=weighting, task=task_name,
                    dataloader=recipe.dataloader, sample_num_per_epoch=recipe.sample_num_per_epoch,
-                   ignored=recipe.ignored, states=recipe.states, dialect=recipe.dialect)
+                   ignored=recipe.ignored, states=recipe.states, dialect=recipe.dialect,
+                   verify_streams=check_choice(values["verify_streams"], VERIFY_MODES, f"{where}.verify_streams"),
+                   memory_limit=_memory_limit(values["memory_limit"], f"{where}.memory_limit"),
+                   cache=None if values["cache"] is None else CacheSettings.from_dict(values["cache"], f"{where}.cache"))
 
 
 def _check_per_epoch(packs: tuple[PackSource, ...], per_epoch: int, where: str) -> None:
@@ -263,15 +279,25 @@ def _check_per_epoch(packs: tuple[PackSource, ...], per_epoch: int, where: str) 
                           f"size with weighting.epoch_items (weight/hours_beta) or choose/repeat instead")
 
 
+def _memory_limit(value: Any, where: str) -> int | None:
+    """``memory_limit`` as bytes: an int, or a size such as ``48GiB`` (``schemas.units.parse_size``)."""
+    try:
+        return memory_limit_bytes(value, where)
+    except MemoryLimitError as err:
+        raise ConfigError(str(err)) from None
+
+
 def _default_dataset_args() -> Any:
     """The default task's ``dataset_args`` with every default."""
     return task_of(DEFAULT_TASK).parse_dataset_args(None, "dataset_args")
 
 
-def loader_fingerprint(config: LoaderConfig, state: str, packs: list[Pack]) -> str:
+def loader_fingerprint(config: LoaderConfig, state: str, packs: list[Pack], order: dict | None = None) -> str:
     """Hash of the packs' manifests and ``dataset_args``: a state only resumes the loader it came from.
 
-    Pack paths are left out on purpose, so a state still resumes after the packs are copied to node-local disk.
+    Pack paths are left out on purpose, so a state still resumes after the packs are copied to node-local disk
+    (or read from a store).  ``order`` is what a plan option outside ``dataset_args`` changes (the node cache's
+    shard-aware order, ``loader.cache.shard_order.window_identity``); empty or None leaves the hash as before.
     """
     digest = hashlib.sha256()
     loader_task = task_of(config.task)
@@ -279,6 +305,7 @@ def loader_fingerprint(config: LoaderConfig, state: str, packs: list[Pack]) -> s
     identity = {"dataset_args": args, "state": state}
     if loader_task.fingerprint_names_task:
         identity["task"] = config.task
+    identity.update(order or {})
     digest.update(json.dumps(identity, sort_keys=True, default=str).encode())
     if config.weighted:  # hashed only when set, so older states still resume; paths left out as below
         weights = [{k: v for k, v in asdict(p).items() if k != "path" and not (k == "split" and v is None)}
@@ -287,9 +314,8 @@ def loader_fingerprint(config: LoaderConfig, state: str, packs: list[Pack]) -> s
         if config.sample_num_per_epoch:
             weighted["sample_num_per_epoch"] = config.sample_num_per_epoch
         digest.update(json.dumps(weighted, sort_keys=True).encode())
-    for pack in packs:
-        with open(os.path.join(pack.path, MANIFEST_NAME), "rb") as fp:
-            digest.update(hashlib.sha256(fp.read()).digest())
+    for pack in packs:  # the manifest the pack was opened from (a directory's or a store's: no path is read)
+        digest.update(bytes.fromhex(pack.opened.manifest_sha256))
     return digest.hexdigest()[:16]
 
 

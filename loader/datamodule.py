@@ -49,6 +49,7 @@ import os
 
 from speechpack.loader.config import LoaderConfig
 from speechpack.loader.config_checks import ConfigError
+from speechpack.loader.pack.files import is_remote
 from speechpack.loader.tasks import STATES
 from speechpack.schemas.constants import MANIFEST_NAME
 from speechpack.schemas.errors import SpeechpackError
@@ -114,6 +115,18 @@ def rank_and_world(trainer) -> tuple[int, int]:
         raise ConfigError("the speechpack loaders deal batches to ranks themselves: build the Trainer with "
                           f"use_distributed_sampler=False (world size {world})")
     return rank, world
+
+
+def describe_config(config: Any) -> str:
+    """One split's loader config in a line: its task and pack paths (a mapping or a ``LoaderConfig``)."""
+    if isinstance(config, dict):
+        task = config.get("task") or "tse"
+        packs = config.get("packs") or []
+        paths = [entry.get("path") if isinstance(entry, dict) else entry for entry in packs]
+    else:
+        task, paths = config.task, [source.path for source in config.packs]
+    shown = ", ".join(str(path) for path in paths) if paths else "none"
+    return f"task {task}, packs {shown}"
 
 
 @functools.cache
@@ -212,6 +225,19 @@ def datamodule_class() -> type:
             else:
                 self._pending_state = state[TRAIN_STATE_KEY]
 
+        def __str__(self) -> str:
+            """The splits and their packs, without making a loader.  Lightning's own ``__str__`` calls every
+            ``*_dataloader`` method (building loaders, opening packs) and then walks what they return as
+            ``DataLoader`` s; ours are ``LightningLoader`` s, which it iterates as if they were lists of loaders."""
+            lines = [f"{type(self).__name__}(seed={self.seed}, num_workers="
+                     f"{'from the config' if self.num_workers is None else self.num_workers})"]
+            for state, split in self.splits.items():
+                for name in split.names():
+                    made = self.loaders.get(name)
+                    batches = f", {len(made)} batches per rank" if made is not None else ""
+                    lines.append(f"  {name}: {describe_config(split.configs[name])}{batches}")
+            return "\n".join(lines)
+
     SpeechDataModule.__module__ = __name__
     SpeechDataModule.__qualname__ = "SpeechDataModule"  # the key of its state in Lightning's checkpoints
     return SpeechDataModule
@@ -246,7 +272,8 @@ def _is_path(value: Any) -> bool:
 
 
 def _is_pack(value: Any) -> bool:
-    return _is_path(value) and os.path.isfile(os.path.join(os.fspath(value), MANIFEST_NAME))
+    """A pack directory, or a pack's URL (``s3://bucket/packs/train``: read through the node cache)."""
+    return _is_path(value) and (is_remote(value) or os.path.isfile(os.path.join(os.fspath(value), MANIFEST_NAME)))
 
 
 def read_config(spec: Any, where: str) -> dict | LoaderConfig:
@@ -326,4 +353,5 @@ def splits(train: Any, val: Any, test: Any) -> dict[str, Split]:
 
 
 __all__ = ["EpochForwarder", "LIST", "LightningLoader", "MAPPING", "ONE", "SpeechDataModule", "Split", "TRAIN_STATE_KEY",
-           "datamodule_class", "evaluation_split", "lightning", "rank_and_world", "read_config", "splits"]
+           "datamodule_class", "describe_config", "evaluation_split", "lightning", "rank_and_world", "read_config",
+           "splits"]

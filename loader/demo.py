@@ -91,7 +91,7 @@ def _load_batches(tse_pack: str, out: str, echo: Callable[[str], None]) -> tuple
     for line in report.describe().splitlines()[1:]:
         echo(f"     {line}")
     if picture:
-        echo(f"   plan's picture (items per batch, padding): {picture}")
+        echo(f"   plan's picture (rows per batch, padding): {picture}")
     echo("   first batch:")
     for line in describe_batch(batches[0]).splitlines():
         echo(f"     {line}")

@@ -31,7 +31,7 @@ from speechpack.loader.tasks import read_dialect
 from speechpack.schemas.documents import MAX_DEPTH
 
 #: Top-level sections the loader reads (``LoaderConfig`` keys, then WeSep's data sections).
-CONFIG_KEYS = ("packs", "dataset_args", "weighting", "task")
+CONFIG_KEYS = ("packs", "dataset_args", "weighting", "task", "verify_streams", "memory_limit", "cache")
 RECIPE_KEYS = ("dataloader_args", "val_dataset_args")
 #: A top-level key at least this similar to a loader section (``difflib`` ratio) is taken for a typo of it.
 TYPO_CUTOFF = 0.8

@@ -29,8 +29,13 @@ from torch.utils.data import DataLoader, Dataset, get_worker_info
 from speechpack.loader.transport import batch_ring, message_groups
 from speechpack.loader.config import LoaderConfig
 from speechpack.loader.config_checks import MAX_COUNT, MAX_EPOCH, ConfigError, integer
+from speechpack.loader.cache import CacheSettings, open_cached_pack
+from speechpack.loader.cache.schedule import PlanFeed
+from speechpack.loader.cache.shard_order import PlanningView, shard_windows, window_identity
+from speechpack.loader.cache.settings import cache_in_use
 from speechpack.loader.config import loader_fingerprint
-from speechpack.loader.pack import Pack, open_pack
+from speechpack.loader.memory_limit import bytes_per_row_sample, check_batch_memory, largest_batch_rows
+from speechpack.loader.pack import Pack
 from speechpack.loader.plan.plan import EpochPlan, needs_lengths, plan_epoch
 from speechpack.loader.recipe import MAX_PREFETCH, MAX_WORKERS
 from speechpack.loader.tasks import prepare, task
@@ -130,9 +135,11 @@ class _PlannedBatches(Dataset):
     (``loader.plan.plan_epoch``, recomputed from (seed, epoch) on first use in each worker) and builds the batches
     ``start`` to ``stop - 1`` it names, as one ``message_groups.BatchGroup``."""
 
-    def __init__(self, builder, seed: int, rank: int, world_size: int, weighting: PackWeighting | None = None):
+    def __init__(self, builder, seed: int, rank: int, world_size: int, weighting: PackWeighting | None = None,
+                 memory_limit: int | None = None):
         self.builder = builder
         self.weighting = weighting
+        self.memory_limit = memory_limit
         self.seed = seed
         self.rank = rank
         self.world_size = world_size
@@ -140,16 +147,33 @@ class _PlannedBatches(Dataset):
         self._lengths: np.ndarray | None = None
         #: Set by ``SpeechLoader`` when it has workers: the slots batches travel in (None: torch's transport).
         self.ring: batch_ring.BatchRing | None = None
+        #: Set by ``SpeechLoader`` for packs by URL: where this process is in the plan, for the node cache
+        #: (``loader.cache.schedule``), and the shard-aware order when asked for (``loader.cache.shard_order``).
+        self.feed: PlanFeed | None = None
+        self.shard_order = None
+
+    @property
+    def args(self):
+        args = self.builder.plan_args
+        return args if self.shard_order is None else PlanningView(args, self.shard_order)
 
     def plan(self, epoch: int) -> EpochPlan:
         if self._plan is None or self._plan[0] != epoch:
-            args = self.builder.plan_args
+            args = self.args
             if needs_lengths(args) and (self._lengths is None or self.builder.lengths_by_epoch):
                 self._lengths = self.builder.unit_lengths(epoch)
             plan = plan_epoch(args, self.seed, epoch, self.rank, self.world_size, num_units=self.builder.num_units(),
-                              lengths=self._lengths, windows=self.builder.windows, weighting=self.weighting)
+                              lengths=self._lengths, windows=self.builder.windows, weighting=self.weighting,
+                              memory_limit=self.memory_limit)
             self._plan = (epoch, plan)
         return self._plan[1]
+
+    def plan_of(self, epoch: int, rank: int) -> EpochPlan:
+        """Any rank's plan of ``epoch`` (the node cache fetches for every rank of its node)."""
+        mine = self.plan(epoch)  # also this epoch's lengths
+        return mine if rank == self.rank else plan_epoch(
+            self.args, self.seed, epoch, rank, self.world_size, num_units=self.builder.num_units(),
+            lengths=self._lengths, windows=self.builder.windows, weighting=self.weighting)
 
     def __len__(self) -> int:  # the DataLoader never asks: the sampler defines the length
         raise TypeError("indexed by (epoch, start, stop); ask the SpeechLoader for its length")
@@ -158,6 +182,8 @@ class _PlannedBatches(Dataset):
         """Batches ``start`` to ``stop - 1`` of ``epoch`` as the builder makes them (numpy arrays and lists),
         yielded one by one (``BatchBuilder.build_block``: TSE plans them together, each built when asked for)."""
         plan = self.plan(epoch)
+        if self.feed is not None:
+            self.feed.at(epoch, start, stop)
         batches = [(*plan.batch(b), epoch, int(plan.global_batch[b])) for b in range(start, stop)]
         return self.builder.build_block(batches)
 
@@ -228,16 +254,24 @@ class SpeechLoader:
         self.filtered = prepared.filtered
         self.filter_report = dict(prepared.filter_report)
         self.weighting: PackWeighting | None = prepared.weighting
-        self.dataset = _PlannedBatches(self.builder, seed, rank, world_size, self.weighting)
-        self.dataset.plan(0)  # checks rank/world_size now, not in a worker
-        self._fingerprint = loader_fingerprint(config, state, packs)
+        self.dataset = _PlannedBatches(self.builder, seed, rank, world_size, self.weighting, config.memory_limit)
+        self.dataset.shard_order = shard_windows(packs, self.builder, self.weighting is not None)
+        first = self.dataset.plan(0)  # checks rank/world_size and the plan's memory now, not in a worker
+        self.dataset.feed = PlanFeed(packs, self.builder, self.dataset.plan_of, rank, world_size)
+        self._fingerprint = loader_fingerprint(config, state, packs, window_identity(self.dataset.shard_order))
         self._epoch = 0
         self._consumed = 0
         self._resume_at = 0
         self.dataloader_settings = dataloader_settings(config, num_workers, prefetch_factor)
         num_workers = self.dataloader_settings["num_workers"]
+        rows, samples = largest_batch_rows(first, self.builder.unit_lengths(0))
+        in_flight = num_workers * (self.dataloader_settings["prefetch_factor"] or 1) if num_workers else 1
+        check_batch_memory(rows, samples, bytes_per_row_sample(packs), in_flight, config.memory_limit,
+                           f"epoch 0, rank {rank}")
         if batches_per_message is not None:
             batches_per_message = integer(batches_per_message, "batches_per_message", 1, message_groups.MAX_EXPLICIT)
+        # A cache limit too small for the batches built together is an error now, never a hang.
+        self.dataset.feed.check(0, IN_PROCESS_BLOCK if not num_workers else batches_per_message or 1)
         #: How many batches each DataLoader message carries (``loader.transport.message_groups``; shared with torchdata's).
         self.message_sizes = message_groups.MessageSizes(num_workers, batches_per_message)
         self._sampler = message_groups.EpochKeys(self.message_sizes)
@@ -366,20 +400,25 @@ def _state_int(state: dict, key: str, maximum: int) -> int:
 
 def build_loader(config: dict | LoaderConfig, state: str, *, rank: int = 0, world_size: int = 1,
                  num_workers: int | None = None, seed: int = 0, pin_memory: bool | None = None,
-                 prefetch_factor: int | None = None, batches_per_message: int | None = None) -> SpeechLoader:
+                 prefetch_factor: int | None = None, batches_per_message: int | None = None,
+                 cache: CacheSettings | dict | None = None) -> SpeechLoader:
     """The training loader: ``config`` is a dict (usually from YAML) with ``packs``, ``dataset_args`` and
     optionally ``task`` (the registry: ``loader.tasks``) and ``weighting``, a WeSep recipe with ``packs`` added
     (``loader.recipe``), or another tool's recipe its task translates (``loader.tasks.FOREIGN_RECIPES``).
     ``num_workers``, ``pin_memory`` and ``prefetch_factor`` default to the recipe's ``dataloader_args``, else to
     the task's (``LoaderTask.dataloader_defaults``), else to 0 workers, pinning when CUDA is available, and ``PREFETCH_PER_WORKER`` (``dataloader_settings``).  ``batches_per_message``: how many
     batches a worker builds and sends per DataLoader index; None (the default) sizes messages by what batches
-    cost to build (``loader.transport.message_groups``), and 1 is one batch per index as a plain DataLoader does."""
+    cost to build (``loader.transport.message_groups``), and 1 is one batch per index as a plain DataLoader does.
+    ``cache`` (``loader.cache.CacheSettings`` or its keys) is the node cache packs given by URL are read through,
+    over the config's ``cache:`` (docs/integrations.md, "Object storage")."""
     if not isinstance(config, LoaderConfig):
         config = LoaderConfig.from_dict(config, state=state)
-    packs = [open_pack(source.path) for source in config.packs]
-    return SpeechLoader(config, state, packs, rank=rank, world_size=world_size, num_workers=num_workers, seed=seed,
-                        pin_memory=pin_memory, prefetch_factor=prefetch_factor,
-                        batches_per_message=batches_per_message)
+    cache = config.cache if cache is None else CacheSettings.from_dict(cache, "cache")
+    with cache_in_use(cache):
+        packs = [open_cached_pack(source.path, cache, verify=config.verify_streams) for source in config.packs]
+        return SpeechLoader(config, state, packs, rank=rank, world_size=world_size, num_workers=num_workers,
+                            seed=seed, pin_memory=pin_memory, prefetch_factor=prefetch_factor,
+                            batches_per_message=batches_per_message)
 
 
 __all__ = ["LoaderReport", "ResumeError", "SpeechLoader", "build_loader", "dataloader_settings"]

@@ -43,8 +43,13 @@ from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.plotting import PLOT_INSTALL, plotting_available
 from speechpack.schemas.units import format_bytes
 
-#: Written first into the demo directory; only a directory holding it is ever emptied by a later demo.
+#: Written first into the demo directory; only a directory holding it is ever touched by a later demo.
 MARKER_NAME = ".speechpack-demo"
+#: The packs the demo builds, in ``packs/`` (each with the ``.lock`` its build leaves beside it).
+PACK_NAMES = ("tse", "tse-2mic", "sources", "asr")
+#: The loading half's files (``loader/demo.py``: the training configs and plan's picture), named here because the
+#: packing half clears the directory; ``tests/test_demo.py`` checks this list against what a demo leaves.
+LOADER_OUTPUTS = ("train.yaml", "both-mics.yaml", "plan.png")
 NUM_VOICES = 6
 #: Utterance ``u`` of voice ``v`` is recorded at ``RATES[(v + u) % 3]``: every voice has one file at every rate.
 RATES = (16000, 22050, 48000)
@@ -232,8 +237,16 @@ def _asr(corpus: str, utterances: list[_Utterance], asr_pack: str) -> tuple[str,
     return asr_pack, summary.describe()
 
 
+def demo_outputs() -> tuple[str, ...]:
+    """Everything a demo writes into its directory, relative to it: what a later demo deletes, and nothing else
+    (the README's tour writes ``batch-wavs/``, ``packs/again`` and ``staged/`` beside them, which stay)."""
+    packs = tuple(os.path.join("packs", name + suffix) for name in PACK_NAMES for suffix in ("", ".lock"))
+    return (MARKER_NAME, "corpus", *packs, INSPECT_PICTURE, *LOADER_OUTPUTS)
+
+
 def _prepare_directory(out: str) -> None:
-    """Create ``out``, or empty it if it holds an earlier demo; refuse anything else without touching it."""
+    """Create ``out``, or delete what an earlier demo wrote there (``demo_outputs``); refuse a directory that holds
+    anything but no earlier demo, without touching it."""
     if os.path.lexists(out) and not os.path.isdir(out):
         raise SpeechpackError(f"{out}: exists and is not a directory")
     if os.path.isdir(out):
@@ -242,15 +255,17 @@ def _prepare_directory(out: str) -> None:
             shown = ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else "")
             raise SpeechpackError(f"{out}: not empty and not an earlier demo (no {MARKER_NAME}; holds {shown}); "
                                   f"refusing to delete it; pass another --out")
-        for name in entries:
+        for name in demo_outputs():
             path = os.path.join(out, name)
             if os.path.isdir(path) and not os.path.islink(path):
                 shutil.rmtree(path)
-            else:
+            elif os.path.lexists(path):
                 os.remove(path)
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, MARKER_NAME), "w", encoding="utf-8") as fp:
-        fp.write("Written by `speechpack demo`; a later demo into this directory deletes everything in it.\n")
+        fp.write("Written by `speechpack demo`; a later demo into this directory replaces what the demo wrote "
+                 "(corpus/, packs/tse, packs/tse-2mic, packs/sources, packs/asr, the pictures and configs) and "
+                 "nothing else.\n")
 
 
 def _write_utterances(corpus: str, voices: list[Voice], rng: np.random.Generator) -> list[_Utterance]:

@@ -30,7 +30,7 @@ from speechpack.loader.pack import Pack, SegmentTable, open_pack
 from speechpack.schemas.constants import KIND_ASD, KIND_ASR, STREAM_LABELS, STREAM_TEXT, STREAM_TYPES
 from speechpack.schemas.cues import lookup_key
 from speechpack.schemas.errors import SpeechpackError
-from speechpack.schemas.plotting import duration_unit, integer_axis, pyplot, save_figure
+from speechpack.schemas.plotting import duration_text, duration_unit, fitted_edges, integer_axis, pyplot, save_figure
 from speechpack.schemas.units import format_bytes, plural
 
 #: Percentiles every distribution reports.
@@ -260,7 +260,8 @@ def _describe(f: dict) -> list[str]:
     per_speaker = _percentile_text(spk["hours_per_speaker"], "h", "{:.3f}")
     lines.append(f"  speakers: {spk['count']}; hours per speaker {per_speaker}")
     shown = spk["top"]
-    lines.append(f"  top {len(shown)} speakers hold {spk['share_of_top'] * 100:.1f} % of the speaker hours:")
+    top = "the one speaker holds" if len(shown) == 1 else f"top {len(shown)} speakers hold"
+    lines.append(f"  {top} {spk['share_of_top'] * 100:.1f} % of the speaker hours:")
     lines += [f"    {s['speaker']:<32} {s['hours']:9.3f} h {plural(s['samples'], 'sample'):>15}" for s in shown]
     for name, levels in f["levels"].items():
         lines.append(f"  {name:<8} rms dBFS  {_percentile_text(levels['rms_dbfs'], fmt='{:.1f}')}")
@@ -302,6 +303,8 @@ SPEAKER_LABEL_CHARS = 24
 LABELLED_SHARDS = 16
 #: Most ticks on a duration axis: enough to read, few enough that labels such as "0.0035" keep apart.
 DURATION_TICKS = 4
+#: Bins of the level panel, over the range the levels span, and the dB of margin either side.
+LEVEL_BINS, LEVEL_MARGIN_DB = 24, 1.0
 
 
 def _short(name: str) -> str:
@@ -333,22 +336,24 @@ def inspect_figure(report: InspectReport):
     dur.hist(report.durations, bins=_edges(f["durations_s"], report.durations))
     dur.set(xlabel="duration, s", ylabel="samples", title="durations")
     integer_axis(dur.yaxis)
-    for name, values in report.levels_dbfs.items():
-        edges = f["levels"][name]["rms_dbfs"]["histogram"]["edges"]  # every value counted, as in the text
-        lev.hist(np.clip(values, edges[0], edges[-1]), bins=edges, alpha=0.6, label=name)
+    edges = fitted_edges(list(report.levels_dbfs.values()), LEVEL_BINS, LEVEL_MARGIN_DB, (-90.0, 0.0))
+    for name, values in report.levels_dbfs.items():  # every value counted (a silent one at the lowest bin)
+        lev.hist(np.clip(np.nan_to_num(values, neginf=edges[0]), edges[0], edges[-1]), bins=edges, alpha=0.6,
+                 label=name)
     lev.set(xlabel="segment rms, dBFS", ylabel="segments", title="levels")
     integer_axis(lev.yaxis)
     if report.levels_dbfs:
         lev.legend()
     top = f["speakers"]["top"]
+    who = "face track" if f["pack"]["kind"] == KIND_ASD else "speaker"  # an asd pack's "speakers" are its tracks
     seconds = 3600.0 * np.asarray(report.speaker_hours, dtype=np.float64)
     unit, per_unit = duration_unit(float(seconds.max()) if seconds.size else 0.0)
     spk.barh([_short(s["speaker"]) for s in top][::-1], [3600.0 * s["hours"] / per_unit for s in top][::-1])
-    spk.set(xlabel=unit, title=f"top {len(top)} of {plural(f['speakers']['count'], 'speaker')}")
+    spk.set(xlabel=unit, title=f"top {len(top)} of {plural(f['speakers']['count'], who)}")
     spk.xaxis.set_major_locator(MaxNLocator(DURATION_TICKS))
     spk.tick_params(axis="y", labelsize="small" if len(top) > 10 else "medium")
     dist.hist(seconds / per_unit, bins=len(_edges(f["speakers"]["hours_per_speaker"], seconds)) - 1)
-    dist.set(xlabel=f"{unit} per speaker", ylabel="speakers", title=f"{unit} per speaker")
+    dist.set(xlabel=f"{unit} per {who}", ylabel=f"{who}s", title=f"{unit} per {who}")
     dist.xaxis.set_major_locator(MaxNLocator(DURATION_TICKS))
     integer_axis(dist.yaxis)
     shards = f["shards"]["list"]
@@ -371,7 +376,7 @@ def inspect_figure(report: InspectReport):
         extra.bar(list(streams), [s["bytes"] / 1e6 for s in streams.values()])
         extra.set(ylabel="MB", title="bytes per stream")
     p = f["pack"]
-    fig.suptitle(f"{p['path']}: {p['kind']}, {plural(p['samples'], 'sample')}, {p['hours']:.2f} h")
+    fig.suptitle(f"{p['path']}: {p['kind']}, {plural(p['samples'], 'sample')}, {duration_text(3600.0 * p['hours'])}")
     fig.tight_layout()
     return fig
 

@@ -24,7 +24,8 @@ directory's entries are speechpack's only when a record in it says so:
 - ``.tmp-plan.json``: the plan of a build in progress (``packer.build.state``), which owns that build's planned
   shard directories, receipts, ``columns/``, ``cues/`` and temporary names.
 
-A record owns its files, their directories, and the ``.tmp-`` names speechpack writes them under.  Everything
+A record owns its files, their directories, and the ``.tmp-`` names speechpack writes them under; a manifest also
+owns ``.verified/``, where readers record the sha256 of the stream files they checked.  Everything
 else is *foreign*: a directory holding anything foreign is refused by every command that would write to it, with
 the foreign entries named; nothing is deleted.  Every record is written before the first file it owns and removed
 after the last, so a process killed at any point leaves a directory whose every entry is still owned.
@@ -51,6 +52,7 @@ from speechpack.schemas.constants import (
     SHARD_INDEX_NAME,
     SKIPPED_NAME,
     TEMP_PREFIX,
+    VERIFIED_DIR,
     shard_dir_name,
     stream_file_name,
 )
@@ -133,6 +135,8 @@ def _manifest_owner(record_name: str, manifest: Manifest) -> Callable[[str], boo
     def owns(rel: str) -> bool:
         if rel in (record_name, TEMP_PREFIX + MANIFEST_NAME) or rel in files or rel in dirs:
             return True
+        if rel == VERIFIED_DIR or rel.startswith(VERIFIED_DIR + "/"):
+            return True  # what readers recorded of the pack's stream files (loader.pack.content_check)
         head, _, name = rel.rpartition("/")
         return name.startswith(TEMP_PREFIX) and f"{head}/{name[len(TEMP_PREFIX):]}".lstrip("/") in files
 

@@ -36,6 +36,9 @@ SHARD_DIR_PREFIX = "shard-"
 SHARD_DIR_DIGITS = 6
 #: Prefix of directories and files that are still being written; never part of a finished pack.
 TEMP_PREFIX = ".tmp-"
+#: Directory of a pack where readers record the sha256 they computed of each stream file, keyed by the file's
+#: identity (``loader.pack.content_check``); not part of the format, owned by the pack's manifest.
+VERIFIED_DIR = ".verified"
 
 #: Pack kinds defined by format v1; what each kind holds is its row of ``schemas.kinds.KIND_SPECS``.
 KIND_TSE = "tse"  # fixed mixtures with one target per speaker

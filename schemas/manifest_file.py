@@ -57,17 +57,26 @@ class ManifestFile:
         return hashlib.sha256(self.raw).hexdigest()
 
 
+def read_from(path: str) -> str:
+    """For a relative path, where it was read from: a pack path in a config is read from the current directory,
+    not from the config file's (docs/loader.md, "Pack paths"), which an error about it must say."""
+    if os.path.isabs(path):
+        return ""
+    return f" (a relative path, read from the current directory {os.getcwd()})"
+
+
 def read_manifest_file(pack_dir: str) -> ManifestFile:
     """Read and check ``pack_dir/dataset.json``; a directory without one is not a pack."""
     manifest_path = os.path.join(pack_dir, MANIFEST_NAME)
     if not os.path.isdir(pack_dir):
-        raise PackFormatError(f"{pack_dir}: no such pack directory")
+        raise PackFormatError(f"{pack_dir}: no such pack directory{read_from(pack_dir)}")
     try:
         with open(manifest_path, "rb") as fp:
             identity = FileIdentity.of(os.fstat(fp.fileno()))
             raw = fp.read()
     except FileNotFoundError:
-        raise PackFormatError(f"{pack_dir}: not a pack (no {MANIFEST_NAME}; an unfinished build leaves none)") from None
+        raise PackFormatError(f"{pack_dir}: not a pack (no {MANIFEST_NAME}; an unfinished build leaves none)"
+                              f"{read_from(pack_dir)}") from None
     except OSError as err:
         raise PackFormatError(f"{manifest_path}: cannot read ({err.strerror or err})") from None
     return ManifestFile(path=manifest_path, manifest=parse_manifest(raw, manifest_path), raw=raw, identity=identity)
@@ -78,4 +87,4 @@ def parse_manifest(raw: bytes, manifest_path: str) -> Manifest:
     return Manifest.from_dict(parse_json(raw, manifest_path, error=PackFormatError), manifest_path)
 
 
-__all__ = ["FileIdentity", "ManifestFile", "parse_manifest", "read_manifest_file"]
+__all__ = ["FileIdentity", "ManifestFile", "parse_manifest", "read_from", "read_manifest_file"]

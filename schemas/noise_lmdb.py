@@ -25,6 +25,7 @@ import soxr
 
 from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.limits import MAX_RESAMPLE_RATIO
+from speechpack.schemas.sound_blocks import overstated, read_frames
 
 #: The entry make_lmdb.py writes the pickled key list under; never read.
 KEYS_ENTRY = b"__keys__"
@@ -86,9 +87,13 @@ def decode_noise(data: bytes, key: str, sample_rate: int | None = None) -> tuple
     float32 ``[C, T]`` and its rate, resampled with soxr (HQ) to ``sample_rate`` when given.  Raise
     :class:`NoiseLmdbError` naming ``key`` for bytes that are not audio, empty audio or NaN/Inf samples."""
     try:
-        samples, rate = soundfile.read(io.BytesIO(data), dtype="float32", always_2d=True)
+        with soundfile.SoundFile(io.BytesIO(data)) as sound:
+            samples, rate = read_frames(sound, "float32"), int(sound.samplerate)
+            problem = overstated(sound, samples.shape[0])
     except _SOUNDFILE_ERRORS as err:
         raise _undecodable(key, err) from None
+    if problem is not None:
+        raise NoiseLmdbError(f"noise {key!r}: {problem}")
     if samples.shape[0] == 0:
         raise NoiseLmdbError(f"noise {key!r}: empty audio (0 samples)")
     if not np.isfinite(samples).all():

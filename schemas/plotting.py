@@ -58,4 +58,26 @@ def duration_unit(seconds: float) -> tuple[str, float]:
     return "seconds", 1.0
 
 
-__all__ = ["PLOT_INSTALL", "duration_unit", "integer_axis", "plotting_available", "pyplot", "save_figure"]
+def duration_text(seconds: float) -> str:
+    """A total duration for a title, in the unit it reads best in (``18 seconds``, where hours rounded a small pack
+    to ``0.01 h``; ``1,234 hours``)."""
+    unit, per_unit = duration_unit(seconds)
+    value = seconds / per_unit
+    return f"{value:.3g} {unit}" if value < 1000 else f"{value:,.0f} {unit}"
+
+
+def fitted_edges(arrays: list, bins: int, margin: float, default: tuple[float, float]) -> Any:
+    """``bins + 1`` shared histogram edges over the range the finite values of ``arrays`` span, ``margin`` beyond
+    either end (a fixed axis, such as -90..0 dBFS, squeezes real data into a sliver); ``default`` when none is
+    finite."""
+    import numpy as np
+
+    finite = [a[np.isfinite(a)] for a in (np.asarray(a, dtype=np.float64) for a in arrays)]
+    finite = [a for a in finite if a.size]
+    if not finite:
+        return np.linspace(default[0], default[1], bins + 1)
+    return np.linspace(min(a.min() for a in finite) - margin, max(a.max() for a in finite) + margin, bins + 1)
+
+
+__all__ = ["PLOT_INSTALL", "duration_text", "duration_unit", "fitted_edges", "integer_axis", "plotting_available",
+           "pyplot", "save_figure"]

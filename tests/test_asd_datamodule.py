@@ -83,6 +83,18 @@ def test_lightning_fit_on_the_real_video_pack(tmp_path):
     assert model.val_scored == 2 * frames  # validated twice (steps 2 and 4), every model frame once each time
 
 
+def test_print_names_the_splits_and_their_packs(packs):
+    from speechpack.loader.asd.datamodule import PackedASDDataModule
+
+    dm = PackedASDDataModule({"train": [packs["ava"], {"path": packs["wasd"]}], "val": [packs["val"]]},
+                             dataset_args=SMALL, num_workers=0, seed=3)
+    assert str(dm).splitlines() == ["PackedASDDataModule(seed=3, num_workers=0)",
+                                    f"  train: task asd, packs {packs['ava']}, {packs['wasd']}",
+                                    f"  val: task asd, packs {packs['val']}"]
+    print(dm)  # what raised inside Lightning's __str__ before
+    assert dm.loaders == {}
+
+
 def test_ranks_get_equal_batch_counts_from_the_loader_itself(packs):
     from speechpack.loader.asd.datamodule import PackedASDDataModule
 

@@ -233,6 +233,25 @@ def test_simulated_rirs_are_deterministic(tmp_path):
     assert validate_pack(str(tmp_path / "a")).ok
 
 
+def test_each_room_is_simulated_once(tmp_path, monkeypatch):
+    """Sizing a simulated RIR needs the RIR; the one simulated while planning is the one packed."""
+    _require_pyroomacoustics()
+    from speechpack.packer.adapters import audio_bank
+
+    simulated = []
+    original = audio_bank.simulate_rir
+
+    def counted(room, sample_rate):
+        simulated.append(room.key)
+        return original(room, sample_rate)
+
+    monkeypatch.setattr(audio_bank, "simulate_rir", counted)  # one worker: planning and packing run in this process
+    result = _build("--kind", "rir", "--simulate", "4", "--sample-rate", "8000", "--out", str(tmp_path / "o"))
+    assert result.exit_code == 0, result.output
+    assert sorted(simulated) == [f"sim-{i:06d}" for i in range(4)]
+    assert validate_pack(str(tmp_path / "o")).ok
+
+
 def test_simulation_without_pyroomacoustics_says_what_to_install(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "pyroomacoustics", None)  # import raises ImportError
     result = _build("--kind", "rir", "--simulate", "2", "--out", str(tmp_path / "o"))

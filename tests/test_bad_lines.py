@@ -124,6 +124,18 @@ def bad_tse_list(make_wav, write_list, tmp_path):
     return write_list(lines), expected
 
 
+def test_a_line_that_is_not_json_is_named_by_its_number_alone(tmp_path):
+    """No key to show (``key None`` said nothing): the line number and the reason."""
+    list_path = tmp_path / "raw.list"
+    first = json.dumps(source_line("first", "a", str(tmp_path / "a.wav")))  # a JSON first line: a WeSep raw list
+    list_path.write_text(first + '\nthis is not json\n{"key": "x", "spk"\n', encoding="utf-8")
+    result = CliRunner().invoke(main, ["build", "wesep", "--list", str(list_path), "--out", str(tmp_path / "pack"),
+                                       "--no-progress"])
+    assert result.exit_code == 1
+    assert "  line 2: not valid JSON (" in result.output and "  line 3: not valid JSON (" in result.output
+    assert "key None" not in result.output
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_every_bad_line_reported_in_one_pass(bad_tse_list, tmp_path, workers):
     list_path, expected = bad_tse_list
@@ -152,7 +164,7 @@ def test_cli_reports_every_bad_line_on_stderr(bad_tse_list, tmp_path):
     assert result.stdout == ""
     for line, (key, path, reason) in expected.items():
         (reported,) = [text for text in result.stderr.splitlines() if text.strip().startswith(f"line {line}:")]
-        assert f"key {key!r}" in reported
+        assert (f"key {key!r}" in reported) if key is not None else "key" not in reported  # not JSON: no key
         if path is not None:
             assert path in reported
         assert reason in reported

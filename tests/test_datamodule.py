@@ -216,6 +216,21 @@ def test_tse_workers_resume_with_the_same_batches(tse_packs):
     assert [(tuple(b["key"]), float(b["wav_mix"].double().sum())) for b in fresh.train_dataloader()] == expected
 
 
+def test_print_names_the_splits_and_their_packs_without_making_loaders(tse_packs):
+    from speechpack.loader.datamodule import SpeechDataModule
+
+    dm = SpeechDataModule(train=tse_config(tse_packs["train"]),
+                          val={"dev": tse_packs["dev"], "other": tse_packs["other"]}, seed=5)
+    shown = str(dm)
+    assert shown.splitlines() == ["SpeechDataModule(seed=5, num_workers=from the config)",
+                                  f"  train: task tse, packs {tse_packs['train']}",
+                                  f"  val/dev: task tse, packs {tse_packs['dev']}",
+                                  f"  val/other: task tse, packs {tse_packs['other']}"]
+    assert dm.loaders == {}  # printing made no loader
+    dm.train_dataloader()
+    assert str(dm).splitlines()[1].endswith(f", {len(dm.loaders['train'])} batches per rank")
+
+
 def test_refused_states_are_named(tse_packs):
     from speechpack.loader.datamodule import SpeechDataModule
 

@@ -16,8 +16,8 @@ from click.testing import CliRunner, Result
 from speechpack.cli import main
 from speechpack.loader.pack import open_pack
 from speechpack.loader.demo import BOTH_MICS_CONFIG, DEMO_BATCH_SIZE, PLAN_PICTURE
-from speechpack.packer.demo import (INSPECT_PICTURE, MARKER_NAME, MIXTURE_SPEAKERS, NUM_VOICES, RATES, TWO_MIC_MIXTURES,
-                         UTTERANCES_PER_VOICE, run_demo)
+from speechpack.packer.demo import (INSPECT_PICTURE, LOADER_OUTPUTS, MARKER_NAME, MIXTURE_SPEAKERS, NUM_VOICES, RATES,
+                                    TWO_MIC_MIXTURES, UTTERANCES_PER_VOICE, demo_outputs, run_demo)
 from speechpack.packer.validate.pack import validate_packs
 from speechpack.packer.voices import make_voices, synthesize_utterance
 from speechpack.schemas.errors import SpeechpackError
@@ -229,14 +229,27 @@ def test_synthesis_is_deterministic_and_in_range():
     assert not np.array_equal(a, other)
 
 
-def test_demo_twice_into_the_same_directory(tmp_path):
-    out = tmp_path / "demo"
+def test_demo_again_replaces_its_own_files_and_keeps_what_the_readme_tour_wrote(tmp_path):
+    """``demo_outputs`` names every file a demo leaves (what a later demo deletes); a second demo replaces those and
+    leaves the README tour's (``batch-wavs/``, ``packs/again``, ``staged/``) and anything else beside them."""
+    out = tmp_path / "demo-out"
     assert _run_demo(out).exit_code == 0
-    leftover = out / "corpus" / "stale.wav"
-    leftover.write_bytes(b"from the first run")
+    written = {name for name in os.listdir(out) if name != "packs"}
+    written |= {os.path.join("packs", name) for name in os.listdir(out / "packs")}
+    assert written == set(demo_outputs())
+    assert set(LOADER_OUTPUTS) == {"train.yaml", BOTH_MICS_CONFIG, PLAN_PICTURE}
+    tour = [out / "batch-wavs" / "row0.wav", out / "packs" / "again" / "dataset.json", out / "staged" / "tse" / "x",
+            out / "notes.txt"]
+    for path in tour:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("the tour's")
+    stale = [out / "corpus" / "stale.wav", out / "packs" / "tse" / "stale"]
+    for path in stale:
+        path.write_text("the first demo's")
     second = _run_demo(out)
     assert second.exit_code == 0, second.output
-    assert not leftover.exists()
+    assert all(path.read_text() == "the tour's" for path in tour)
+    assert not any(path.exists() for path in stale)
     assert (out / MARKER_NAME).is_file()
     assert validate_packs([str(out / "packs" / "tse"), str(out / "packs" / "sources")]).ok
 

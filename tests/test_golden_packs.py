@@ -18,7 +18,8 @@ import pytest
 from speechpack.loader.pack import open_pack
 from speechpack.packer.validate.pack import validate_packs
 from speechpack.packer.files import dump_json
-from speechpack.schemas.constants import ASD_SAMPLE_RATE, AUDIO_FULL_SCALE, KINDS, MINOR_BANKS, MINOR_CUES, MINOR_TRACKS
+from speechpack.schemas.constants import (ASD_SAMPLE_RATE, AUDIO_FULL_SCALE, KINDS, MINOR_BANKS, MINOR_CUES,
+                                          MINOR_TRACKS, VERIFIED_DIR)
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 sys.path.insert(0, DATA)
@@ -125,8 +126,10 @@ def test_golden_asd_tracks_read_back_exactly():
 
 
 def _files(root: str) -> dict[str, bytes]:
+    """Every file of the pack; not what readers recorded beside it (``.verified/``, loader.pack.content_check)."""
     found = {}
-    for folder, _, names in os.walk(root):
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if not (folder == root and d == VERIFIED_DIR)]
         for name in names:
             full = os.path.join(folder, name)
             with open(full, "rb") as fp:

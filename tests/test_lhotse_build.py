@@ -193,7 +193,7 @@ def test_bad_cuts_are_reported_together_by_file_line_and_key(tmp_path, real_audi
     result = run("--cuts", str(manifest), "--corpus", "c", "--out", str(tmp_path / "pack"))
     assert result.exit_code == 1
     out = result.output
-    assert "line 2: key None" in out and "not valid JSON" in out
+    assert "line 2: file " in out and "cuts.jsonl.gz: not valid JSON" in out and "key None" not in out
     assert "line 3: key 'broken'" in out and "not a Lhotse cut" in out
     assert "line 4: key" in out and "duplicate id (first on line 1)" in out
     assert "line 5: key 'remote'" in out and "https://example.org/a.wav" in out and "from a URL" in out

@@ -40,3 +40,23 @@ def test_copy_counts_in_the_units_of_its_summary(capsys):
         assert "1.50M/2.00M" in str(bar)  # decimal MB (binary would read 1.43M/1.91M), as the summary counts
     help_text = CliRunner().invoke(main, ["copy", "--help"]).output
     assert "DST.lock stays beside DST" in help_text
+
+
+def test_validate_and_inspect_of_a_one_speaker_bank_say_speaker_in_the_singular(tmp_path):
+    """A bank's one "speaker" is its kind: ``1 speaker``, ``the one speaker holds``, never ``1 speakers``."""
+    import soundfile
+
+    rng = np.random.default_rng(0)
+    (tmp_path / "noise").mkdir()
+    for i in range(3):
+        soundfile.write(tmp_path / "noise" / f"n{i}.wav", (0.1 * rng.standard_normal(4000)).astype(np.float32), 16000)
+    pack = str(tmp_path / "pack")
+    runner = CliRunner()
+    built = runner.invoke(main, ["build", "audio-bank", "--kind", "noise", str(tmp_path / "noise"), "--out", pack,
+                                 "--no-progress"])
+    assert built.exit_code == 0, built.output
+    validated = runner.invoke(main, ["validate", pack, "--no-progress"]).output
+    assert "noise pack: 3 samples, 0.000 h, 1 speaker, 1 shard, " in validated
+    inspected = runner.invoke(main, ["inspect", pack]).output
+    assert "the one speaker holds 100.0 % of the speaker hours" in inspected
+    assert "1 speakers" not in validated + inspected

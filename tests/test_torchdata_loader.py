@@ -143,7 +143,7 @@ def test_settings_are_the_speech_loaders(tse_config):
     assert loader.persistent_workers
 
 
-def test_the_torchdata_example_loop_resumes_where_it_stopped(tse_config, tmp_path):
+def test_the_torchdata_example_loop_resumes_where_it_stopped(tse_config, tmp_path, capsys):
     """docs/examples/torchdata_loop.py (shown whole in docs/integrations.md): 5 steps, then 7 more from its
     checkpoint, are the 12 batches of one uninterrupted run, across the epoch boundary (8 batches an epoch)."""
     import importlib.util
@@ -158,6 +158,11 @@ def test_the_torchdata_example_loop_resumes_where_it_stopped(tse_config, tmp_pat
     whole = module.main([str(config), str(tmp_path / "whole.pt"), "--steps", "12", "--workers", "0"])
     first = module.main([str(config), str(tmp_path / "run.pt"), "--steps", "5", "--workers", "2"])
     second = module.main([str(config), str(tmp_path / "run.pt"), "--steps", "7", "--workers", "2"])
+    printed = capsys.readouterr().out.splitlines()  # a resumed run says so: it does not look like a fresh one
+    assert printed[2] == f"fresh start (no {tmp_path / 'run.pt'})"
+    assert printed[4] == (f"resumed from {tmp_path / 'run.pt'}: epoch 0, step 5, 5 batches of that epoch already "
+                          "trained on")
+    assert printed[5].startswith("trained 7 steps, now at epoch 1, step 12, loss ")
     assert first["keys"] + second["keys"] == whole["keys"]
     assert second["state"]["epoch"] == whole["state"]["epoch"] == 1
     assert torch.equal(second["state"]["gain"], whole["state"]["gain"])  # the same steps on the same batches

@@ -38,6 +38,10 @@ def main(argv: list[str] | None = None) -> dict:
         optimizer.load_state_dict(saved["optimizer"])
         loader.load_state_dict(saved["loader"])  # also sets the epoch it was saved in
         epoch, step = saved["epoch"], saved["step"]
+        print(f"resumed from {args.checkpoint}: epoch {epoch}, step {step}, "
+              f"{saved['loader']['speechpack_position']['batches_consumed']} batches of that epoch already trained on")
+    else:
+        print(f"fresh start (no {args.checkpoint})")
 
     keys = []
     while epoch < args.epochs and len(keys) < args.steps:
@@ -56,6 +60,8 @@ def main(argv: list[str] | None = None) -> dict:
     state = {"gain": gain.detach(), "optimizer": optimizer.state_dict(), "loader": loader.state_dict(),
              "epoch": epoch, "step": step}
     torch.save(state, args.checkpoint)
+    print(f"trained {len(keys)} steps, now at epoch {epoch}, step {step}, loss {loss.item():.4f}; "
+          f"saved {args.checkpoint}")
     return {"keys": keys, "state": state}
 
 

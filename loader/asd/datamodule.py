@@ -12,8 +12,8 @@ MuVAP's seed config maps straight onto it::
     trainer.fit(model, datamodule=dm)
 
 The loaders are ``loader.torch.SpeechLoader`` s (``task: asd``): they deal batches to ranks themselves (every rank
-the same number, every frame scored once per epoch), so Lightning must not wrap them in a ``DistributedSampler``:
-construct the Trainer with ``use_distributed_sampler=False`` (MuVAP does the same).  The rank and world size come
+the same number, every frame scored at most once per epoch), so Lightning must not wrap them in a
+``DistributedSampler``: construct the Trainer with ``use_distributed_sampler=False`` (MuVAP does the same).  The rank and world size come
 from the attached Trainer.  Lightning calls ``set_epoch`` on a loader's ``sampler`` at the start of every epoch;
 the loaders handed to Lightning expose one that forwards to ``SpeechLoader.set_epoch``, so each epoch gets its
 own order and batch composition.  They are also stateful (``state_dict``/``load_state_dict``), which Lightning's

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import numpy as np
 
@@ -151,14 +152,34 @@ def plot_validated_levels(report: dict | None, path: str) -> None:
     plot_levels(report, path)
 
 
+def pack_labels(paths: list[str]) -> list[str]:
+    """Each pack's name on the plot: its directory's name, with as many parent directories as it takes to tell the
+    packs apart (``/data/ava_train`` and ``/data/wasd_val``: ``ava_train``, ``wasd_val``; ``/x/AVA/packed/train`` and
+    ``/x/WASD/packed/train``: ``AVA/packed/train``, ``WASD/packed/train``)."""
+    parts = [os.path.normpath(str(p)).strip(os.sep).split(os.sep) for p in paths]
+    for depth in range(1, max((len(p) for p in parts), default=1) + 1):
+        labels = ["/".join(p[-depth:]) for p in parts]
+        if len(set(labels)) == len(labels):
+            return labels
+    return [str(p) for p in paths]
+
+
 def plot_levels(report: dict, path: str) -> None:
     """One panel per metric, one column per pack: the p0-p100 range (thin), p1-p99 (thick) and the median (dot),
     to a PNG at ``path``.  Needs the ``plot`` extra (matplotlib)."""
-    from speechpack.schemas.plotting import pyplot, save_figure
+    from speechpack.schemas.plotting import save_figure
+
+    save_figure(levels_figure(report), path, "plotting levels")
+
+
+def levels_figure(report: dict):
+    """The matplotlib figure of ``plot_levels`` (the caller saves and closes it)."""
+    from speechpack.schemas.plotting import pyplot
 
     plt = pyplot("plotting levels")
     metrics = report["metrics"]
     packs = report["packs"]
+    labels = pack_labels([entry["path"] for entry in packs])  # the packs' names, not 0, 1, ...
     cols = 3
     rows = -(-len(metrics) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3.2 * rows), squeeze=False)
@@ -170,15 +191,16 @@ def plot_levels(report: dict, path: str) -> None:
             ax.plot([x], [p["50"]], "o", color="C3")
         ax.set_title(metric)
         ax.set_xticks(range(len(packs)))
-        ax.set_xticklabels([str(i) for i in range(len(packs))])
+        rotated = max(map(len, labels)) > 12  # long names slant, so neighbours never overlap
+        ax.set_xticklabels(labels, rotation=20 if rotated else 0, ha="right" if rotated else "center", fontsize="small")
         ax.set_xlim(-0.5, len(packs) - 0.5)
     for ax in list(axes.flat)[len(metrics):]:
         ax.axis("off")
-    legend = "; ".join(f"{i}: {entry['path']}" for i, entry in enumerate(packs))
-    fig.suptitle(f"ASD levels (p0-p100 grey, p1-p99 blue, median red)\n{legend}", fontsize=8)
+    fig.suptitle("ASD levels by pack (p0-p100 grey, p1-p99 blue, median red)", fontsize=9)
     fig.tight_layout()
-    save_figure(fig, path, "plotting levels")
+    return fig
 
 
 __all__ = ["METRICS", "PERCENTILES", "asd_level_report", "format_level_table", "level_report_json",
-           "pack_level_summary", "plot_levels", "plot_validated_levels", "speaking_ratio", "track_levels"]
+           "levels_figure", "pack_labels", "pack_level_summary", "plot_levels", "plot_validated_levels",
+           "speaking_ratio", "track_levels"]

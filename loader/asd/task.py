@@ -27,7 +27,8 @@ the longest track with zeros and ``scored`` False on the padding, so every model
 exactly once per pass; ``loader.asd.timeline.native_frame_scores`` maps them to every native frame.
 
 Rows flagged ``valid = False`` (the plan's tail padding, repeats of real rows) have ``scored`` all False too, so a
-loss weighted by ``scored`` counts every frame exactly once per epoch even across ranks; a loss that divides by
+loss weighted by ``scored`` counts each frame at most once per epoch even across ranks (once, unless its batch
+cropped it to the shortest row: ``speechpack plan`` prints the share kept); a loss that divides by
 ``scored.sum()`` must guard against a batch of only such rows.
 
 The ASD item universe: one item per face track of every pack, as numpy columns.

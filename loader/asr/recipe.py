@@ -98,7 +98,8 @@ def _streaming(obj: Any, where: str) -> dict:
 def from_recipe(obj: dict, where: str = "config") -> dict:
     """The speechpack loader config of a recipe config (module docstring)."""
     recipe = {k: v for k, v in obj.items() if k not in OTHER_SECTIONS}
-    top = take_known(recipe, where, {RECIPE_KEY: None, "packs": None, "tokenizer": None, "task": "asr"})
+    top = take_known(recipe, where, {RECIPE_KEY: None, "packs": None, "tokenizer": None, "task": "asr",
+                                          "cache": None})
     if top["task"] != "asr":
         raise ConfigError(f"{where}.task: a dataset: block configures the asr task, got {top['task']!r}")
     here = f"{where}.{RECIPE_KEY}"
@@ -123,6 +124,8 @@ def from_recipe(obj: dict, where: str = "config") -> dict:
     if top["tokenizer"] is not None:
         args["tokenizer"] = _tokenizer(top["tokenizer"], f"{where}.tokenizer")
     config: dict = {"task": "asr", "packs": top["packs"], "dataset_args": args}
+    if top["cache"] is not None:
+        config["cache"] = top["cache"]
     betas = {key: storage[key] for key in ("beta_corpus", "beta_language")}
     if any(beta is not None for beta in betas.values()):
         config["weighting"] = {key: 1.0 if beta is None else beta for key, beta in betas.items()}

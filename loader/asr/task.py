@@ -56,7 +56,8 @@ from speechpack.loader.asr.selection import read_summary, select
 from speechpack.loader.asr.features import spec_augment_features, spec_augment_waveforms
 from speechpack.loader.asr.tokenizer import CharTokenizer, SentencePieceTokenizer
 from speechpack.loader.asr.features import normalize_rows
-from speechpack.loader.pack import Pack, open_pack
+from speechpack.loader.cache import open_cached_pack
+from speechpack.loader.pack import Pack
 from speechpack.loader.plan.weighting import PackWeighting
 from speechpack.loader.config_checks import ConfigError
 from speechpack.loader.rng import BatchGenerator
@@ -180,7 +181,7 @@ def make_tokenizer(spec: TokenizerSpec, packs: list[Pack]):
     """The tokenizer ``spec`` names (module docstring, step 1)."""
     if spec.kind == "sentencepiece":
         return SentencePieceTokenizer(spec.model)
-    sources = packs if not spec.packs else [open_pack(path) for path in spec.packs]
+    sources = packs if not spec.packs else [open_cached_pack(path) for path in spec.packs]
     for pack in sources:
         if pack.kind != KIND_ASR:
             raise SpeechpackError(f"{pack.path}: the character vocabulary comes from asr packs, this one is "

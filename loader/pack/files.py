@@ -54,17 +54,21 @@ def is_remote(location: str | os.PathLike) -> bool:
 class MappedStream:
     """One stream file's array: ``array`` is a plain ndarray (np.memmap runs Python code on every slice, which
     costs more than the copy of a short chunk) viewing ``mapping``, the read-only ``mmap`` of the file, or viewing
-    bytes held in memory (``mapping`` None: a file read from a store; read-ahead advice is then moot)."""
+    bytes held in memory (``mapping`` None: a file read from a store; read-ahead advice is then moot).  ``source``
+    is the whole file's bytes (the mapping or the bytes read) and ``identity`` the mapped file's
+    ``FileIdentity`` (None from a store): what ``loader.pack.content_check`` hashes and keys its record by."""
 
-    __slots__ = ("array", "mapping", "data_offset", "row_bytes", "file_size")
+    __slots__ = ("array", "mapping", "data_offset", "row_bytes", "file_size", "source", "identity")
 
     def __init__(self, array: np.ndarray, mapping: mmap.mmap | None, data_offset: int, row_bytes: int,
-                 file_size: int):
+                 file_size: int, source=None, identity: FileIdentity | None = None):
         self.array = array
         self.mapping = mapping
         self.data_offset = data_offset
         self.row_bytes = row_bytes
         self.file_size = file_size  # of the file the array was made from (fstat of its descriptor, or bytes read)
+        self.source = source
+        self.identity = identity
 
     def will_need(self, first_row: int, rows: int) -> None:
         """Ask the kernel to read rows ``[first_row, first_row + rows)`` now (asynchronously), whole pages only."""
@@ -87,10 +91,10 @@ def _checked_header(where: str, header: NpyHeader, size: int, dtype: str, row_sh
 
 
 def _stream_over(buffer, header: NpyHeader, row_shape: tuple[int, ...], mapping: mmap.mmap | None,
-                 size: int) -> MappedStream:
+                 size: int, identity: FileIdentity | None = None) -> MappedStream:
     array = np.frombuffer(buffer, dtype=header.dtype, count=math.prod(header.shape), offset=header.data_offset)
     row_bytes = math.prod(row_shape) * header.dtype.itemsize
-    return MappedStream(array.reshape(header.shape), mapping, header.data_offset, row_bytes, size)
+    return MappedStream(array.reshape(header.shape), mapping, header.data_offset, row_bytes, size, buffer, identity)
 
 
 def map_stream(path: str, dtype: str, row_shape: tuple[int, ...]) -> MappedStream:
@@ -105,10 +109,11 @@ def map_stream(path: str, dtype: str, row_shape: tuple[int, ...]) -> MappedStrea
             header = read_npy_header_from(fp, path)
         except NpyHeaderError as err:
             raise PackFormatError(f"{path}: cannot map stream file ({err.reason})") from None
-        size = os.fstat(fp.fileno()).st_size
+        stat = os.fstat(fp.fileno())
+        size = stat.st_size
         _checked_header(path, header, size, dtype, row_shape)
         mapping = mmap.mmap(fp.fileno(), 0, access=mmap.ACCESS_READ)  # the mapping outlives the descriptor
-    return _stream_over(mapping, header, row_shape, mapping, size)
+    return _stream_over(mapping, header, row_shape, mapping, size, FileIdentity.of(stat))
 
 
 def stream_from_bytes(where: str, data: bytes, dtype: str, row_shape: tuple[int, ...]) -> MappedStream:

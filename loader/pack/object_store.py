@@ -1,8 +1,9 @@
 """A pack on object storage, read through fsspec: :class:`ObjectStorePackFiles` (``s3://bucket/packs/train``).
 
 The same ``PackFiles`` a local directory gives (``loader.pack.files``), over requests: a listing of the objects under
-the pack's prefix, an object whole or a byte range, and a stream file read into memory (a node cache that keeps
-fetched files on local disk and maps them is the next step, docs/integrations.md, "Object storage").  The identity
+the pack's prefix, an object whole or a byte range, and a stream file read into memory (training reads through the
+node cache instead, ``loader.cache``, which keeps verified files on local disk and maps them: docs/integrations.md,
+"Training from a store").  The identity
 of an object is its size and ETag (a store gives a new ETag to every upload), so a pack published again under a
 running reader is noticed as a local one is.
 

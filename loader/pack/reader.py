@@ -44,6 +44,7 @@ from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.format import Manifest
 from speechpack.schemas.kinds import ATTRIBUTES_BY_KIND, KIND_SPECS, STREAMS_BY_KIND
 from speechpack.loader.pack.verify import OpenedPack, read_columns
+from speechpack.loader.pack.content_check import DEFAULT_VERIFY, RecordPlace, StreamChecks, check_verify_mode
 
 
 @dataclass(frozen=True)
@@ -164,7 +165,7 @@ class Pack:
     def __init__(self, path: str, manifest: Manifest, columns: dict[str, np.ndarray],
                  max_open_files: int = MAX_OPEN_STREAM_FILES, cues: PackCues | None = None,
                  manifest_identity: Hashable | None = None, manifest_sha256: str | None = None,
-                 files: PackFiles | None = None):
+                 files: PackFiles | None = None, verify: str = DEFAULT_VERIFY):
         self.path = path
         #: Where the pack's files are read from (a local directory unless ``open_pack`` was given a URL).
         self.files: PackFiles = files if files is not None else DirectoryPackFiles(path)
@@ -187,7 +188,8 @@ class Pack:
             name: StringColumn(columns[attr_file(name)]) if kind is str else np.ascontiguousarray(columns[attr_file(name)])
             for name, kind in ATTRIBUTES_BY_KIND.get(self.kind, {}).items()}
         self._maps: collections.OrderedDict[tuple[int, str], MappedStream] = collections.OrderedDict()
-        self._max_open = max_open_files
+        # A store's node cache bounds the mappings it lets one process pin (loader.cache.cached_files).
+        self._max_open = min(max_open_files, getattr(self.files, "max_open_streams", max_open_files))
         cues = cues or PackCues(config=None, banks={}, labels=None)
         self.cues: dict[str, CueBank] = cues.banks
         self.cues_config: CuesConfig | None = cues.config
@@ -195,6 +197,9 @@ class Pack:
         #: The columns' values checked, and what each stream file must be when it is mapped (``OpenedPack``).
         self.opened = OpenedPack.of(self.files, manifest, self.shard, self.speaker_first, self.speaker_count,
                                     len(self.speakers), self.streams, manifest_identity, manifest_sha256)
+        #: The content checks of mapped stream files (``loader.pack.content_check``; ``verify`` chooses the mode).
+        self.checks = StreamChecks(verify, RecordPlace(self.files.root)
+                                   if isinstance(self.files, DirectoryPackFiles) else None)
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -227,9 +232,21 @@ class Pack:
         bounded LRU."""
         return self._mapped(shard, stream).array
 
+    def check_content(self, shard: int, stream: str) -> None:
+        """Raise ``PackFormatError`` when this stream file's content check has failed (callers that keep stream
+        arrays between batches call it while ``checks.unsettled`` is not empty; ``stream_array`` does it itself)."""
+        if (shard, stream) in self.checks.unsettled:
+            try:
+                self.checks.settle((shard, stream))
+            except PackFormatError:
+                self._maps.pop((shard, stream), None)
+                raise
+
     def _mapped(self, shard: int, stream: str) -> MappedStream:
         cached = self._maps.get((shard, stream))
         if cached is not None:
+            if self.checks.unsettled:
+                self.check_content(shard, stream)
             self._maps.move_to_end((shard, stream))
             return cached
         spec = self.manifest.stream(stream)
@@ -241,6 +258,8 @@ class Pack:
             self.opened.check_unchanged(file_path)  # a replaced pack is named as such, not as a corrupt file
             raise
         self.opened.check_mapped(self.manifest, shard, stream, file_path, cached)
+        entry = self.manifest.shards[shard].files[spec.file]
+        self.checks.mapped((shard, stream), rel, file_path, entry.sha256, cached.source, cached.identity)
         self._maps[(shard, stream)] = cached
         if len(self._maps) > self._max_open:
             self._maps.popitem(last=False)  # views handed out keep their mapping alive
@@ -328,7 +347,8 @@ def read_manifest(location: str | os.PathLike, endpoint_url: str | None = None) 
     return pack_files(location, endpoint_url).read_manifest().manifest
 
 
-def open_pack(location: str | os.PathLike | PackFiles, *, endpoint_url: str | None = None) -> Pack:
+def open_pack(location: str | os.PathLike | PackFiles, *, endpoint_url: str | None = None,
+              verify: str = DEFAULT_VERIFY) -> Pack:
     """Open the pack at ``location`` for reading: a directory, an object-store URL (``s3://bucket/packs/train``,
     see :func:`pack_files`) or a :class:`~loader.pack.files.PackFiles`.  Refuses unknown major versions, unsafe
     names, column files that differ from their hashes and segments outside their stream files (``docs/format.md``,
@@ -338,7 +358,12 @@ def open_pack(location: str | os.PathLike | PackFiles, *, endpoint_url: str | No
     (a fraction of a second for a million samples); the shard indexes are for people and for ``speechpack
     validate``.  From an object store, stream files are read whole into memory when first used (cue banks are not
     read from a store yet: stage such a pack with ``speechpack copy``).
+
+    ``verify`` checks each stream file's content against its sha256 (``loader.pack.content_check``):
+    ``first-map`` (default: hashed once per node in the background, remembered by file identity), ``every-open``
+    (hashed at each open before its first read) or ``off``.
     """
+    check_verify_mode(verify)
     files = location if isinstance(location, PackFiles) else pack_files(location, endpoint_url)
     manifest_file = files.read_manifest()
     manifest = manifest_file.manifest
@@ -351,4 +376,4 @@ def open_pack(location: str | os.PathLike | PackFiles, *, endpoint_url: str | No
     else:
         cues = None
     return Pack(files.location, manifest, columns, cues=cues, manifest_identity=manifest_file.identity,
-                manifest_sha256=manifest_file.sha256, files=files)
+                manifest_sha256=manifest_file.sha256, files=files, verify=verify)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from speechpack.loader.memory_limit import check_plan_memory
 from speechpack.loader.plan.batching import make_budget_plan
 from speechpack.loader.plan.train_windows import Windows
 from speechpack.loader.plan.static_plan import EpochPlan, epoch_permutation, make_epoch_plan
@@ -45,13 +46,14 @@ def needs_lengths(args: Any) -> bool:
 
 def plan_epoch(args: Any, seed: int, epoch: int, rank: int, world_size: int, *, num_units: int,
                lengths: np.ndarray | None = None, windows: Windows | None = None,
-               weighting: "PackWeighting | None" = None) -> EpochPlan:
+               weighting: "PackWeighting | None" = None, memory_limit: int | None = None) -> EpochPlan:
     """Rank ``rank``'s batches of ``epoch`` (see the module docstring for the steps).
 
     ``args`` is a task's planning view (``loader.tasks.PlanArgs``: ``batch_size``, ``batching``, ``shuffle``,
     ``tail``, ``shuffle_windows`` and ``sync``; a builder's ``plan_args``).  ``num_units``
     counts the planning units (items, or chunks with ``windows``); ``lengths`` are their lengths, required when
-    ``needs_lengths(args)``.  The plan's ``items`` are unit ids.
+    ``needs_lengths(args)``.  The plan's ``items`` are unit ids.  A plan whose making would take more than
+    ``memory_limit`` bytes (None: ``loader.memory_limit``'s default) is refused before anything is allocated.
     """
     if isinstance(world_size, bool) or not isinstance(world_size, Integral) or not 1 <= world_size <= MAX_WORLD_SIZE:
         raise PlanError(f"world_size must be an integer in [1, {MAX_WORLD_SIZE}], got {world_size!r}")
@@ -62,6 +64,12 @@ def plan_epoch(args: Any, seed: int, epoch: int, rank: int, world_size: int, *, 
                         f"round of batches")
     if needs_lengths(args) and lengths is None:
         raise PlanError("budget batching plans by length: pass the units' lengths")
+    if weighting is None:
+        check_plan_memory(num_units, args.batching is not None, memory_limit, "the packs' items")
+    else:
+        selected = sum(weighting.counts)
+        units = selected if windows is None else -(-selected * num_units // max(sum(weighting.sizes), 1))
+        check_plan_memory(units, args.batching is not None, memory_limit, "the weighting's items per epoch")
     chosen = None if weighting is None else weighting.items(seed, epoch)
     if chosen is not None and windows is not None:
         chosen = windows.units_of(chosen)

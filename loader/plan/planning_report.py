@@ -20,12 +20,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from speechpack.loader.config import LoaderConfig
-from speechpack.loader.pack import open_pack
+from speechpack.loader.cache import open_cached_pack
+from speechpack.loader.cache.schedule import FileSchedule, unit_samples
+from speechpack.loader.cache.settings import cache_in_use
+from speechpack.loader.cache.shard_order import PlanningView, shard_windows
+from speechpack.loader.cache.simulate import CacheSimulation, simulate
 from speechpack.loader.plan.plan import EpochPlan, plan_epoch
 from speechpack.loader.recipe import ignored_line
 from speechpack.loader.tasks import prepare
-from speechpack.schemas.errors import SpeechpackError
-from speechpack.schemas.units import plural
+from speechpack.schemas.errors import PlanError, SpeechpackError
+from speechpack.schemas.units import format_bytes, plural
 
 
 @dataclass
@@ -47,6 +51,8 @@ class EpochStats:
     offered: int = 0
     #: Per batch, the rows the loader yields (a TSE mixture gives one per target speaker); ``None``: one per item.
     rows: np.ndarray | None = None
+    #: Packs by URL: what the node cache (every rank on one node) does this epoch at the config's limit.
+    cache: CacheSimulation | None = None
 
     @property
     def utilisation(self) -> float:
@@ -77,6 +83,8 @@ class PlanReport:
                 lines.append(f"  pack {pack}: {used:.3f} epochs consumed")
             if e.weighting:
                 lines.extend(_weighting_lines(e.weighting))
+            if e.cache is not None:
+                lines.append(_cache_line(e.cache))
         return "\n".join(lines)
 
     def plot(self, path: str) -> None:
@@ -113,6 +121,14 @@ def _utilisation_detail(e: EpochStats) -> str:
     return f"({e.real} real / {e.padded_elements} padded elements); {largest}"
 
 
+def _cache_line(c: CacheSimulation) -> str:
+    """The node cache's epoch: fetched bytes at the limit, the once-per-epoch limit, the hit rate."""
+    limit = "no limit" if c.limit is None else f"limit {format_bytes(c.limit)}"
+    return (f"  cache ({limit}): {format_bytes(c.fetched)} fetched of {format_bytes(c.distinct)} read "
+            f"({c.fetched / max(c.distinct, 1):.2f}x); each file fetched once from {format_bytes(c.once_limit)}; "
+            f"hit rate {100 * c.hit_rate:.1f}%")
+
+
 def _weighting_lines(report: dict) -> list[str]:
     """Realised shares per corpus and language (``PackWeighting.report``); the raw dict if its shape differs."""
     lines = []
@@ -136,8 +152,15 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
         raise SpeechpackError(f"world size and epochs must be at least 1, got {world_size}, {epochs}")
     if not isinstance(config, LoaderConfig):
         config = LoaderConfig.from_dict(config, state=state)
-    prepared = prepare(config, state, [open_pack(source.path) for source in config.packs], seed)
+    with cache_in_use(config.cache):  # banks and tokenizer packs a task opens by URL go through the same cache
+        opened = [open_cached_pack(source.path, config.cache, verify=config.verify_streams)
+                  for source in config.packs]
+        prepared = prepare(config, state, opened, seed)
     builder = prepared.builder
+    order = shard_windows(opened, builder, prepared.weighting is not None)
+    args = builder.plan_args if order is None else PlanningView(builder.plan_args, order)
+    caches = [p.files.cache for p in opened if hasattr(p.files, "cache")]
+    limits = [c.limit for c in caches if c.limit is not None]
     cropped = builder.crops_to_shortest
     windows = builder.windows
     unit_pack = prepared.item_pack if windows is None else prepared.item_pack[windows.item]
@@ -149,8 +172,9 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
     for epoch in range(epochs):
         lengths = builder.unit_lengths(epoch)  # the same every epoch, unless lengths_by_epoch (ASD jitter)
         plans: list[EpochPlan] = [
-            plan_epoch(builder.plan_args, seed, epoch, rank, world_size, num_units=builder.num_units(), lengths=lengths,
-                       windows=windows, weighting=prepared.weighting) for rank in range(world_size)]
+            plan_epoch(args, seed, epoch, rank, world_size, num_units=builder.num_units(), lengths=lengths,
+                       windows=windows, weighting=prepared.weighting, memory_limit=config.memory_limit)
+            for rank in range(world_size)]
         rows, batch_rows, longest, fills, used = [], [], [], [], np.zeros(len(packs))
         real = offered = 0
         for rank, plan in enumerate(plans):
@@ -185,8 +209,25 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
                                         for i, p in enumerate(packs)}, weighting=weighting,
                            fill=np.asarray(fills), cropped=cropped, offered=offered,
                            rows=np.asarray(batch_rows, dtype=np.int64) if rows_of_unit is not None else None)
+        units = unit_samples(builder)
+        if caches and units is not None:  # every rank on one node: the cache's whole load
+            stats.cache = simulate(FileSchedule.of(opened, plans, units), min(limits, default=None))
         report.epochs.append(stats)
+        if stats.batches_per_rank == 0:
+            raise PlanError(_no_batch(report, builder.args, epoch, stats.dropped_items))
     return report
+
+
+def _no_batch(report: PlanReport, args, epoch: int, dropped: int) -> str:
+    """Why an epoch plans nothing to train on, and what would give it batches (the loader would yield none)."""
+    units = plural(report.units, report.unit_name)
+    size = getattr(args, "batch_size", None)
+    if dropped and getattr(args, "tail", None) == "drop":
+        needed = f"batch_size {size} x world size {report.world_size}" if size else f"world size {report.world_size}"
+        return (f"{report.state}: epoch {epoch} has no batch to train on: {units}, all {dropped} dropped as an "
+                f"incomplete round (drop_last: true / tail: drop; a round takes {needed}); lower the batch size "
+                f"or set drop_last: false (tail: pad)")
+    return f"{report.state}: epoch {epoch} has no batch to train on ({units})"
 
 
 __all__ = ["PlanReport", "plan_report"]

@@ -24,7 +24,8 @@ from __future__ import annotations
 import numpy as np
 import soxr
 
-from speechpack.loader.pack import Pack, open_pack
+from speechpack.loader.cache import open_cached_pack
+from speechpack.loader.pack import Pack
 from speechpack.loader.tse.mix_args import AugmentArgs
 from speechpack.loader.rng import room_generator
 from speechpack.loader.tse.convolve import convolve_same, trim_length
@@ -49,7 +50,7 @@ class Bank:
         self.packs: list[Pack] = []
         entries = []
         for path in paths:
-            pack = open_pack(path)
+            pack = open_cached_pack(path)
             if pack.kind != kind:
                 raise MixError(f"{path}: a {kind} bank is needed here, this pack is {pack.kind}")
             table = pack.streams[STREAM_AUDIO]

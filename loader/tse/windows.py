@@ -191,6 +191,9 @@ class StreamArrays:
                     kept.clear()
                 array = kept[key] = self.packs[key[0]].stream_array(key[1], self.stream)
             arrays.append(array)
+        if any(pack.checks.unsettled for pack in self.packs):  # empty once every mapped file's content is checked
+            for p, shard in set(zip(segments.pack.tolist(), segments.shard.tolist())):
+                self.packs[p].check_content(shard, self.stream)
         return arrays
 
 

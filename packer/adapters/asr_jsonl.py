@@ -38,6 +38,7 @@ from speechpack.schemas.constants import KIND_ASR
 from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.jsonlines import parse_json_line, read_lines
 from speechpack.schemas.sample_names import check_name
+from speechpack.schemas.sound_blocks import read_frames
 from speechpack.schemas.units import seconds_to_samples
 from speechpack.schemas.wesep_list import LineProblem
 
@@ -173,12 +174,16 @@ def _read_span(item: AsrLine, int16_at: int) -> Audio:
             start, stop = _span(item, int(sound.frames), int(sound.samplerate))
             dtype = "int16" if sound.subtype == "PCM_16" and sound.samplerate == int16_at else "float32"
             sound.seek(start)
-            data = sound.read(stop - start, dtype=dtype, always_2d=True)
+            data = read_frames(sound, dtype, stop - start)  # bounded blocks: the header may overstate the length
             audio = Audio(np.ascontiguousarray(data.T), int(sound.samplerate))
+            short = data.shape[0] < stop - start
     except (soundfile.LibsndfileError, RuntimeError, ValueError, TypeError):
         whole = read_audio(item.path)  # not libsndfile's (or unreadable: read_audio names the reason)
         start, stop = _span(item, whole.num_frames, whole.sample_rate)
         return Audio(np.ascontiguousarray(whole.data[:, start:stop]), whole.sample_rate)
+    if short:
+        raise AudioError(item.path, f"offset/duration: span [{start}, {stop}) samples runs past the audio the file "
+                                    f"decodes to ({start + audio.num_frames}; its header declares more)")
     if audio.data.dtype != np.int16 and not np.isfinite(audio.data).all():
         raise AudioError(item.path, "audio holds NaN/Inf values")
     return audio

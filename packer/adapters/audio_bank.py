@@ -288,14 +288,35 @@ def simulate_rir(room: SimulatedRoom, sample_rate: int) -> np.ndarray:
     return np.ascontiguousarray(rir[np.newaxis, :], dtype=np.float32)
 
 
+@dataclass(frozen=True)
+class SimulatedRir:
+    """A room and its simulated RIR (float32 ``[1, T]``): what sizing a simulated sample leaves for packing it."""
+
+    room: SimulatedRoom
+    rir: np.ndarray
+
+    @property
+    def line(self) -> int:
+        return self.room.line
+
+    @property
+    def key(self) -> str:
+        return self.room.key
+
+
 def plan_simulated(room: SimulatedRoom, sample_rate: int) -> SamplePlan:
-    """Size a simulated RIR (by simulating it: its length depends on the room)."""
-    frames = simulate_rir(room, sample_rate).shape[1]
-    return SamplePlan(line=room.line, key=room.key, num_frames=frames, elements={STREAM_AUDIO: frames})
+    """Size a simulated RIR by simulating it (its length depends on the room); the RIR travels on in the plan's
+    ``prepared``, so each room is simulated once (the simulation is most of the build's time)."""
+    rir = simulate_rir(room, sample_rate)
+    frames = rir.shape[1]
+    return SamplePlan(line=room.line, key=room.key, num_frames=frames, elements={STREAM_AUDIO: frames},
+                      prepared=SimulatedRir(room, rir))
 
 
-def load_simulated(room: SimulatedRoom, sample_rate: int) -> PackedSample:
-    stored = to_stored(Audio(simulate_rir(room, sample_rate), sample_rate))
+def load_simulated(item: SimulatedRir | SimulatedRoom, sample_rate: int) -> PackedSample:
+    """The packed sample of a room simulated while planning (``SimulatedRir``), or of a room (simulated now)."""
+    room, rir = (item.room, item.rir) if isinstance(item, SimulatedRir) else (item, simulate_rir(item, sample_rate))
+    stored = to_stored(Audio(rir, sample_rate))
     return PackedSample(key=room.key, speakers=(KIND_RIR,), line=room.line, orig_sample_rate=sample_rate,
                         num_frames=stored.length, provenance={"simulated": room.describe()},
                         streams={STREAM_AUDIO: [stored]})
@@ -369,6 +390,6 @@ def build_bank(options: BuildOptions, kind: str, source: str | None = None, simu
     return build_simulated_rirs(SimulationOptions(count=simulate, seed=seed, **given), options)
 
 
-__all__ = ["BANK_KINDS", "BankFile", "BankInput", "SimulatedRoom", "SimulationOptions", "build_audio_bank",
-           "build_bank", "build_simulated_rirs", "check_bank_kind", "draw_rooms", "load_bank_file", "load_simulated",
-           "plan_bank_file", "plan_simulated", "read_bank_input", "simulate_rir"]
+__all__ = ["BANK_KINDS", "BankFile", "BankInput", "SimulatedRir", "SimulatedRoom", "SimulationOptions",
+           "build_audio_bank", "build_bank", "build_simulated_rirs", "check_bank_kind", "draw_rooms", "load_bank_file",
+           "load_simulated", "plan_bank_file", "plan_simulated", "read_bank_input", "simulate_rir"]

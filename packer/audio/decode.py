@@ -35,6 +35,7 @@ import soundfile
 
 from speechpack.packer.audio.plain_wav import probe_plain, read_plain
 from speechpack.packer.audio.wav_header import declared_frames
+from speechpack.schemas.sound_blocks import overstated, read_frames
 
 #: Extensions libsndfile reads; anything else goes to PyAV (m4a, wma, aac, g722, mp4 ...).
 SOUNDFILE_EXTENSIONS = {"." + fmt.lower() for fmt in soundfile.available_formats()} | {".oga", ".opus", ".aif"}
@@ -304,14 +305,17 @@ def _read_soundfile(source, name: str, int16_at: int | None) -> tuple[Audio, boo
             rate = sound.samplerate
             integer_coded = subtype in _INTEGER_SUBTYPES
             dtype = "int16" if subtype == "PCM_16" and rate == int16_at else "float32"
-            # what sound.read(dtype=dtype, always_2d=True) returns, without its per-call checks and copies
-            data = np.empty((sound.frames, sound.channels), dtype=dtype)
-            data = data[:sound.buffer_read_into(data, dtype)]
+            # what sound.read(dtype=dtype, always_2d=True) returns, without its per-call checks and copies, and
+            # in bounded blocks when the header's length is large (schemas.sound_blocks)
+            data = read_frames(sound, dtype)
             wav = sound.format in _WAV_FORMATS
+            problem = overstated(sound, data.shape[0])
     except _SOUNDFILE_ERRORS as err:
         if isinstance(source, int):
             return _read_soundfile(name, name, int16_at)  # libsndfile's message names the path, as it always did
         raise AudioError(name, f"cannot decode audio ({err})") from None
+    if problem is not None:
+        raise AudioError(name, problem)
     if wav:
         _check_not_truncated(source, name, data.shape[0])
     return Audio(np.ascontiguousarray(data.T), int(rate)), integer_coded

@@ -138,7 +138,8 @@ def verify_all(pack_dir: str, plan: BuildPlan, fingerprint: str, shard_ids: Sequ
             return str(err)
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        results = list(tqdm(pool.map(verify, shard_ids), total=len(shard_ids), unit="shard", disable=not progress,
+        results = list(tqdm(pool.map(verify, shard_ids), total=len(shard_ids), unit="shard",
+                            disable=not progress or not shard_ids,  # no bar for nothing (a fresh build)
                             desc=f"{TOOL_NAME}: verifying shards"))
     verified = {k: r for k, r in zip(shard_ids, results) if isinstance(r, VerifiedShard)}
     return verified, [r for r in results if isinstance(r, str)]

@@ -6,6 +6,7 @@ whatever ``workers`` is, so ``--workers 1`` and ``--workers 8`` give byte-identi
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import shutil
@@ -80,9 +81,10 @@ def run_build(*, items: Sequence, problems: Sequence[LineProblem], plan: Callabl
     ``BuildError`` and leave no pack behind.
 
     ``items`` need ``line`` and ``key`` attributes; ``plan`` and ``load`` must be picklable and raise
-    ``AudioError`` for bad input.  By default every problem is collected (decoding goes on after the first, to
-    find the problems only decoding shows) and nothing is published; with ``skip_bad`` the good items are packed
-    and the problems recorded in ``skipped.json``.  ``cues`` are written after the shards, before
+    ``AudioError`` for bad input; a plan whose ``prepared`` is set hands that to ``load`` instead of the item.
+    By default every problem is collected (decoding goes on after the first, to find the problems only decoding
+    shows) and nothing is published; with ``skip_bad`` the good items are packed and the problems recorded in
+    ``skipped.json``.  ``cues`` are written after the shards, before
     ``dataset.json``; a cue problem always fails the build (``skip_bad`` is about list lines).  ``input_sha256``
     replaces the hash of ``input_path`` in the provenance when the input is not one file (a directory, a
     simulation).
@@ -164,16 +166,23 @@ def _plan_and_build(items: Sequence, problems: list, plan: Callable, load: Calla
 def _probe(items: Sequence, plan: Callable, problems: list, options: BuildOptions, desc: str,
            pool=None) -> tuple[list, list]:
     """Size every item from its headers (in ``workers`` processes, this one while they start): the items that can
-    be planned and their plans; the others' problems are appended to ``problems``."""
+    be planned (or what their plan prepared for ``load``) and their plans; the others' problems are appended to
+    ``problems``."""
     planned_items, plans = [], []
     probes = map_while_starting(functools.partial(guarded, plan), items, options.workers, 64, pool)
-    for item, result in zip(items, tqdm(probes, total=len(items), desc=desc, unit="sample",
-                                        disable=not options.progress)):
-        if isinstance(result, LineProblem):
-            problems.append(result)
-        else:
-            planned_items.append(item)
-            plans.append(result)
+    # The bar counts each result as it arrives: a bar wrapped around ``probes`` inside ``zip`` is never resumed
+    # after the last one, and a log file (where tqdm writes only the final state) would end at n - 1 of n.
+    with tqdm(total=len(items), desc=desc, unit="sample", disable=not options.progress) as bar:
+        for item, result in zip(items, probes):
+            bar.update(1)
+            if isinstance(result, LineProblem):
+                problems.append(result)
+            elif result.prepared is not None:  # sizing did load's work: load gets its result, the plan keeps none
+                planned_items.append(result.prepared)
+                plans.append(dataclasses.replace(result, prepared=None))
+            else:
+                planned_items.append(item)
+                plans.append(result)
     return planned_items, plans
 
 

@@ -49,6 +49,9 @@ class SamplePlan:
     key: str
     num_frames: int
     elements: dict[str, int]
+    #: What ``load`` gets instead of the item, when sizing the sample already did load's costly work (a simulated
+    #: RIR's length is known only once it is simulated); the build hands it on and keeps no copy in its plan.
+    prepared: object = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         _check_names(self.key)

@@ -19,6 +19,10 @@ appear whole, when their upload completes; no rename, no lock):
 - One publish per node: ``SRC.lock`` (beside the source pack, the lock ``build`` and ``copy`` take) is held
   exclusively, so ranks that all run the command publish once, one after the other; the second re-hashes
   (streams back) what the first uploaded and changes nothing.
+- One publish per prefix: ``PREFIX/.tmp-publish-lock.json`` (``packer.copy.prefix_lock``: a conditional write with a
+  lease and the writer's identity), so a publish from another node or of another pack waits for this one.
+- Unfinished multipart uploads that killed publishes left under the prefix are aborted when a publish starts and
+  after it succeeds (``packer.copy.multipart_leftovers``).
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from typing import BinaryIO, Callable
 
 from speechpack.loader.pack.object_store import ObjectStorePackFiles, describe_error
 from speechpack.loader.pack.object_store import store_errors as remote_errors
+from speechpack.packer.copy.multipart_leftovers import abort_leftover_uploads
+from speechpack.packer.copy.prefix_lock import LOCK_NAME, PrefixLock
 from speechpack.packer.copy.report import (
     COPY_BLOCK,
     DEFAULT_JOBS,
@@ -58,6 +64,13 @@ class RemotePack(ObjectStorePackFiles):
     @property
     def url(self) -> str:
         return self.location
+
+    @property
+    def root(self) -> str:
+        """The prefix as the filesystem names it (``bucket/packs/train``), for requests made on ``fs`` directly
+        (``packer.copy.prefix_lock``, ``packer.copy.multipart_leftovers``)."""
+        self.fs  # noqa: B018 - connects in this process first
+        return self._root
 
     def check_name(self, rel: str) -> str:
         """As a reader's, and also the ``.tmp-`` names a publish writes its records and unfinished objects under
@@ -108,19 +121,28 @@ def publish_pack(src: str, url: str, jobs: int = DEFAULT_JOBS, progress: bool = 
     manifest_file = read_manifest_file(src)
     files = pack_file_entries(manifest_file.manifest)
     remote = RemotePack(url, endpoint_url)
-    with locked(src, exclusive=True, log=log):
+    with locked(src, exclusive=True, log=log), PrefixLock(remote, src, log) as prefix_lock:
         started = time.perf_counter()
         report = CopyReport(src=src, dst=remote.url, files=len(files), bytes_total=sum(e.size for e in files.values()))
         target = _Target(src, remote, manifest_file.raw, files, report)
         target.prepare()
+        _aborted(abort_leftover_uploads(remote, target.owned), log)
         bar = progress_bar(report.bytes_total, progress, f"publish {os.path.basename(src)}")
         problems = run_parallel(target.process, sorted(files, key=lambda r: -files[r].size), jobs, bar)
         if problems:
             raise CopyError(f"{remote.url}: not published ({len(problems)} problem(s); {MANIFEST_NAME} was not "
                             f"uploaded, so the prefix is not a pack)", problems)
+        prefix_lock.check()  # nobody took the prefix over: dataset.json may go up
         target.publish()
+        _aborted(abort_leftover_uploads(remote, target.owned), log)
         report.seconds = time.perf_counter() - started
         return report
+
+
+def _aborted(urls: list[str], log: Callable[[str], None]) -> None:
+    if urls:
+        log(f"aborted {len(urls)} unfinished upload(s) that an interrupted publish left: {', '.join(urls[:4])}"
+            f"{' ...' if len(urls) > 4 else ''}")
 
 
 def verify_published(src: str, url: str, jobs: int = DEFAULT_JOBS, progress: bool = True,
@@ -191,6 +213,7 @@ class _Target:
         self.files = files
         self.report = report
         self._present: set[str] = set()
+        self.owned: set[str] = set()
         self._unpublished = False
         self._lock = threading.Lock()
 
@@ -212,6 +235,9 @@ class _Target:
         # foreign until a record speechpack wrote lists it, as a file is in a directory (``packer.ownership``).
         owned = (owned_current or set()) | owned_incoming | owned_replaced
         owned |= {INCOMING_MANIFEST, REPLACED_MANIFEST} | ({MANIFEST_NAME} if owned_current is not None else set())
+        #: What speechpack records list here, and what this publish writes: whose unfinished uploads are its own.
+        self.owned = owned | set(self.files) | {MANIFEST_NAME}
+        owned = owned | {LOCK_NAME}  # the publish lock (held by this publish)
         foreign = sorted(set(listing) - owned)
         refuse_foreign(self.remote.url, foreign, "speechpack manifest", "publish a pack there", entries="objects",
                        place="prefix")

@@ -115,6 +115,13 @@ def prepare_cues(yaml_path: str, slots: Sequence[SpeakerSlot], root: str | None,
                     problems=tuple(problems), context=LoadContext(sample_rate=sample_rate, allow_pickle=allow_pickle))
 
 
+def _counted(results, bar: tqdm):
+    """``results``, each counted on ``bar`` when it arrives (before the consumer sees it)."""
+    for result in results:
+        bar.update(1)
+        yield result
+
+
 def write_cues(build: CueBuild, pack_dir: str, workers: int, progress: bool = False,
                desc: str = "cues", pool=None) -> tuple[dict[str, FileEntry], list[CueProblem]]:
     """Decode every item (in ``workers`` processes: the build's ``pool`` when given) and write ``PACK/cues/``
@@ -130,11 +137,14 @@ def write_cues(build: CueBuild, pack_dir: str, workers: int, progress: bool = Fa
     banks = [(spec, build.resources[spec.name]) for spec in (build.config.cues if build.config else ())
              if spec.name in build.resources]
     jobs = [(spec.representation, resource.items[i]) for spec, resource in banks for i in loadable_items(resource)]
-    loaded = iter(tqdm(map_in_order(functools.partial(load_item, context=build.context), jobs, workers, pool=pool),
-                       total=len(jobs), desc=desc, unit="item", disable=not progress))
-    for spec, resource in banks:
-        problems += write_bank(os.path.join(temp, spec.name), spec, resource,
-                               itertools.islice(loaded, len(loadable_items(resource))), build.context)
+    with tqdm(total=len(jobs), desc=desc, unit="item", disable=not progress) as bar:
+        # counted as each item arrives: the banks take their items by islice, which never resumes a wrapped
+        # iterator after its last item (a log file's bar would end one short)
+        loaded = _counted(map_in_order(functools.partial(load_item, context=build.context), jobs, workers,
+                                       pool=pool), bar)
+        for spec, resource in banks:
+            problems += write_bank(os.path.join(temp, spec.name), spec, resource,
+                                   itertools.islice(loaded, len(loadable_items(resource))), build.context)
     if build.labels is not None:
         write_labels(os.path.join(temp, LABELS_DIR), build.labels)
     if problems:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from tqdm import tqdm
 
 from speechpack.loader.pack import DirectoryPackFiles, pack_files
 from speechpack.packer.audio.store import int16_statistics
@@ -33,6 +34,7 @@ from speechpack.schemas.constants import (
     SKIPPED_NAME,
     STREAM_LABELS,
     STREAM_TYPES,
+    TOOL_NAME,
     stream_file_name,
 )
 from speechpack.schemas.documents import parse_json
@@ -48,10 +50,12 @@ _STAT_RTOL = 1e-9
 _KIND_CHECKS = {KIND_ASD: asd_issues}
 
 
-def validate_pack(location: str, check_hashes: bool = True, endpoint_url: str | None = None) -> PackReport:
+def validate_pack(location: str, check_hashes: bool = True, endpoint_url: str | None = None,
+                  progress: bool = False) -> PackReport:
     """Run every check on one pack, a directory or an object-store URL (``s3://bucket/packs/train``: nothing is
     copied to disk), and return what was found.  Never raises for a bad pack; a store that cannot be reached raises
-    ``ObjectStoreError``."""
+    ``ObjectStoreError``.  With ``progress``, a bar over its shards on stderr (hashing a large pack takes minutes,
+    as building and copying it do)."""
     files = pack_files(location, endpoint_url)
     report = PackReport(files.location)
     at = files.where(MANIFEST_NAME)
@@ -84,7 +88,8 @@ def validate_pack(location: str, check_hashes: bool = True, endpoint_url: str | 
     columns: ColumnBuilder | None = ColumnBuilder(manifest.kind)  # None once a shard index is unreadable
     records_by_shard: dict[str, list[dict]] = {}  # what the kind's own checks read
     labels_by_shard: dict[str, np.ndarray | None] = {}
-    for shard_id, shard in enumerate(manifest.shards):
+    shards = tqdm(manifest.shards, desc=f"{TOOL_NAME} validate {files.location}", unit="shard", disable=not progress)
+    for shard_id, shard in enumerate(shards):
         if not checked.check_shard(shard.directory):
             columns = None
             continue
@@ -284,10 +289,11 @@ def _check_totals(at: str, manifest: Manifest, samples: int, speakers: set[str],
         report.error(at, f"totals.bytes {totals['bytes']}, the shard files add up to {recorded_bytes}")
 
 
-def validate_packs(paths: list[str], check_hashes: bool = True, endpoint_url: str | None = None) -> ValidationReport:
-    """Validate every pack (a directory, or an object-store URL: nothing copied to disk).  The asd level comparison
-    is left to the caller (see ``ValidationReport``)."""
-    return ValidationReport([validate_pack(path, check_hashes, endpoint_url) for path in paths])
+def validate_packs(paths: list[str], check_hashes: bool = True, endpoint_url: str | None = None,
+                   progress: bool = False) -> ValidationReport:
+    """Validate every pack (a directory, or an object-store URL: nothing copied to disk); ``progress`` shows a bar
+    per pack.  The asd level comparison is left to the caller (see ``ValidationReport``)."""
+    return ValidationReport([validate_pack(path, check_hashes, endpoint_url, progress=progress) for path in paths])
 
 
 __all__ = ["validate_pack", "validate_packs"]

@@ -14,7 +14,7 @@ from speechpack.loader.pack import is_remote
 from speechpack.packer.files import dump_json
 from speechpack.schemas.constants import KIND_ASD
 from speechpack.schemas.format import Manifest
-from speechpack.schemas.units import format_bytes
+from speechpack.schemas.units import format_bytes, plural
 
 #: Percentiles of the per-sample durations and levels in the summary.
 _PERCENTILES = (0, 5, 50, 95, 100)
@@ -54,8 +54,9 @@ class PackReport:
         lines = [f"{'OK  ' if self.ok else 'FAIL'} {self.path}"]
         s = self.summary
         if "samples" in s:
-            lines.append(f"     {s['kind']} pack: {s['samples']} samples, {s['hours']:.3f} h, {s['speakers']} speakers, "
-                         f"{s['shards']} shard(s), {format_bytes(s['bytes'])}, {s['sample_rate']} Hz")
+            lines.append(f"     {s['kind']} pack: {plural(s['samples'], 'sample')}, {s['hours']:.3f} h, "
+                         f"{plural(s['speakers'], 'speaker')}, "
+                         f"{plural(s['shards'], 'shard')}, {format_bytes(s['bytes'])}, {s['sample_rate']} Hz")
         if "duration_s" in s:
             lines.append("     duration s  " + _percentile_row(s["duration_s"]))
         for stream, levels in s.get("levels", {}).items():

@@ -1,0 +1,70 @@
+"""Fetching one pack file from the store into the node cache, verified: ``fetch_verified``.
+
+Why whole files are verified, not blocks.  ``dataset.json`` records one sha256 per file, and that is the only hash
+a reader can trust: a per-block hash computed when a block is first fetched would only confirm the bytes the store
+sent that time, corrupt or not.  So a stream file is fetched in large aligned ranges (``BLOCK_BYTES``; one request
+when it is smaller), hashed while the ranges arrive in order, and it becomes a cache entry only when the whole
+file's hash is the manifest's: a file is the cache's unit of fetch, verification and eviction (a pack's shards
+keep files to a size a node's cache holds many of: ``build --shard-bytes``).  A mismatch is fetched once more (a
+corrupted transfer), then it is an error naming the object and both hashes.  Every request is retried with backoff
+(``loader.cache.retry``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import BinaryIO
+
+from speechpack.loader.cache.retry import with_retries
+from speechpack.loader.pack.object_store import ObjectStorePackFiles
+from speechpack.schemas.errors import PackFormatError
+
+#: Bytes per range request: large enough that a store's per-request latency is small beside the transfer
+#: (object stores serve 8-16 MB ranges at full bandwidth), aligned so that ranges never straddle a block.
+BLOCK_BYTES = 16 << 20
+#: Fetches of a file whose hash does not match before it is an error (the first plus one more).
+FETCH_ATTEMPTS = 2
+
+
+class CacheIntegrityError(PackFormatError):
+    """A file's bytes from the store do not match ``dataset.json``, twice."""
+
+
+def _fetch_once(store: ObjectStorePackFiles, rel: str, size: int, fp: BinaryIO, retry_seconds: float) -> str:
+    """Write file ``rel`` to ``fp`` from its start; returns the sha256 of what was written."""
+    digest = hashlib.sha256()
+    fp.seek(0)
+    fp.truncate()
+    if size <= BLOCK_BYTES:
+        data = with_retries(lambda: store.read_bytes(rel), retry_seconds)
+        digest.update(data)
+        fp.write(data)
+        return digest.hexdigest()
+    for start in range(0, size, BLOCK_BYTES):
+        stop = min(start + BLOCK_BYTES, size)
+        block = with_retries(lambda: store.read_range(rel, start, stop), retry_seconds)
+        if len(block) != stop - start:
+            raise CacheIntegrityError(f"{store.where(rel)}: the store returned {len(block)} bytes for range "
+                                      f"[{start}, {stop}) of a {size}-byte file (the object changed; open the pack "
+                                      f"again)")
+        digest.update(block)
+        fp.write(block)
+    return digest.hexdigest()
+
+
+def fetch_verified(store: ObjectStorePackFiles, rel: str, size: int, sha256: str, fp: BinaryIO,
+                   retry_seconds: float) -> None:
+    """Write file ``rel`` of ``store`` to ``fp``, its whole-file sha256 checked against ``sha256`` (see the module
+    docstring); raises ``ObjectStoreError`` when the store keeps failing and ``CacheIntegrityError`` when the bytes
+    never match."""
+    got = None
+    for _attempt in range(FETCH_ATTEMPTS):
+        got = _fetch_once(store, rel, size, fp, retry_seconds)
+        if got == sha256 and fp.tell() == size:
+            return
+    raise CacheIntegrityError(f"{store.where(rel)}: sha256 {got} does not match dataset.json ({sha256}) after "
+                              f"{FETCH_ATTEMPTS} fetches: the object is corrupt on the store, or the pack was "
+                              f"replaced since it was opened (validate it: speechpack validate {store.location})")
+
+
+__all__ = ["BLOCK_BYTES", "CacheIntegrityError", "fetch_verified"]

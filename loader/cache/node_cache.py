@@ -1,0 +1,328 @@
+"""One bounded cache directory per node, shared by every rank and job on it: ``NodeCache``.
+
+Layout (docs/loader.md, "Cache keys"), all under ``<dir>/``:
+
+- ``objects/<sha256>-<size>.bin``: a file's verified bytes.  The key is the file's content hash and size as
+  ``dataset.json`` records them, so two versions of a pack never share an entry, and a file one version shares
+  with the next is fetched once.
+- ``objects/<sha256>-<size>.owned``: the ledger entry written after the bytes were verified and renamed into
+  place.  An entry is complete only with both; the cache evicts and deletes only entries it has a ledger entry
+  for, so a file it did not fetch (a local pack is never in here; anything copied in by hand) is never deleted.
+- ``objects/<sha256>-<size>.lock``: ``fcntl.flock`` lock file of the entry: whoever fetches holds it exclusively,
+  so one fetch per file per node; the others wait on it and then map what was fetched.
+- ``tmp/<sha256>-<size>.<pid>.part``: a fetch in progress (its size counts against the limit), renamed into
+  ``objects/`` after ``fsync`` only when its whole-file hash matched; a kill -9 leaves a ``.part`` that no reader
+  takes for a file, and the next fetcher of the entry removes it.
+- ``space.lock``: held while an admission computes the usage and evicts, so two admissions never overrun the limit.
+
+A mapped entry is held with a shared ``flock`` on its data file for as long as the mapping lives
+(:meth:`NodeCache.pin`); eviction prefers entries nobody maps, and never evicts a file the next batches of the plan
+need.  A mapping never loses a byte: an evicted file's name goes, its inode stays until the last mapping of it is
+gone.  Locks die with their process: a killed rank pins nothing.
+Which entry to evict follows the plan the loader gives (``next_use``, ``loader.cache.schedule``): the file whose next
+use is farthest away, and only files used later than the one coming in (Belady, "A study of replacement algorithms
+for a virtual-storage computer", IBM Systems Journal 5(2), 1966); without a plan, the least recently completed
+first.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import BinaryIO, Callable, Iterator
+
+from speechpack.schemas.errors import SpeechpackError
+from speechpack.schemas.units import format_bytes
+
+#: Seconds an admission waits for other processes to release pinned entries before the limit is an error.
+SPACE_WAIT_SECONDS = 120.0
+_DATA, _LEDGER, _LOCK, _PART = ".bin", ".owned", ".lock", ".part"
+
+
+class CacheFullError(SpeechpackError):
+    """The cache limit cannot hold what the plan needs at once (raised at start, or after waiting for others)."""
+
+
+@dataclass(frozen=True)
+class EntryKey:
+    """One file of a pack as the cache knows it: its sha256 and size from ``dataset.json``."""
+
+    sha256: str
+    size: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.sha256}-{self.size}"
+
+    @classmethod
+    def from_name(cls, name: str) -> "EntryKey | None":
+        sha, _, size = name.partition("-")
+        if len(sha) != 64 or not size.isdigit():
+            return None
+        return cls(sha, int(size))
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _try_lock(path: str, mode: int) -> int | None:
+    """An open descriptor of ``path`` holding ``flock(mode | LOCK_NB)``, or None when it is held elsewhere or gone."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, mode | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def hash_file(path: str) -> str:
+    """sha256 of a local file, read in large blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fp:
+        while block := fp.read(1 << 22):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class NodeCache:
+    """The cache directory ``root`` holding at most ``limit`` bytes (None: no limit); see the module docstring.
+    Pickled with the pack (DataLoader workers), without its process-local eviction order."""
+
+    def __init__(self, root: str, limit: int | None = None, space_wait: float = SPACE_WAIT_SECONDS):
+        self.root = os.path.abspath(root)
+        self.limit = limit
+        self.space_wait = space_wait
+        self.objects = os.path.join(self.root, "objects")
+        self.tmp = os.path.join(self.root, "tmp")
+        os.makedirs(self.objects, exist_ok=True)
+        os.makedirs(self.tmp, exist_ok=True)
+        #: Process-local, set by ``loader.cache.schedule``: an entry's next use in the plan (inf: none), and the
+        #: entries that must stay (the next batches' files).
+        self.next_use: Callable[[str], float] | None = None
+        self.protected: Callable[[], set[str]] | None = None
+        #: Bytes this process fetched from the store (for reports and tests).
+        self.fetched_bytes = 0
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "next_use": None, "protected": None, "fetched_bytes": 0}
+
+    def __repr__(self) -> str:
+        return f"NodeCache({self.root!r}, limit={self.limit})"
+
+    def _path(self, key: EntryKey, suffix: str) -> str:
+        return os.path.join(self.objects, key.name + suffix)
+
+    def lookup(self, key: EntryKey) -> str | None:
+        """The data path of a complete entry (ledger entry present, data of the recorded size), else None."""
+        data = self._path(key, _DATA)
+        try:
+            if os.path.getsize(data) == key.size and os.path.exists(self._path(key, _LEDGER)):
+                return data
+        except FileNotFoundError:
+            pass
+        return None
+
+    @contextmanager
+    def _locked(self, path: str) -> Iterator[None]:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # released by close, or by the kernel when the process dies
+            yield
+        finally:
+            os.close(fd)
+
+    def ensure(self, key: EntryKey, fetch: Callable[[BinaryIO], None], source: str, wait: bool = True) -> str:
+        """The data path of ``key``, fetched first when the node has no complete copy: ``fetch(fp)`` writes the
+        verified bytes to ``fp`` (and raises when it cannot).  One process fetches; the others wait on the entry's
+        lock and return the path it completed.  ``wait`` False: raise ``CacheFullError`` at once when the entry does
+        not fit now (a fetch ahead of need)."""
+        found = self.lookup(key)
+        if found is not None:
+            return found
+        with self._locked(self._path(key, _LOCK)):
+            found = self.lookup(key) or self._adopt(key, source)
+            if found is not None:
+                return found
+            part = self._reserve(key, wait)
+            try:
+                with open(part, "r+b") as fp:
+                    fetch(fp)
+                    fp.truncate()
+                    fp.flush()
+                    os.fsync(fp.fileno())
+                os.replace(part, self._path(key, _DATA))
+                _fsync_dir(self.objects)
+                self._write_ledger(key, source)
+            except BaseException:
+                try:
+                    os.unlink(part)
+                except FileNotFoundError:
+                    pass
+                raise
+            self.fetched_bytes += key.size
+            return self._path(key, _DATA)
+
+    def _write_ledger(self, key: EntryKey, source: str) -> None:
+        tmp = os.path.join(self.tmp, f"{key.name}.{os.getpid()}{_LEDGER}")
+        with open(tmp, "w", encoding="utf-8") as fp:
+            fp.write(source + "\n")  # for people: where the bytes came from (a URL; never credentials)
+            fp.flush()
+            os.fsync(fp.fileno())
+        os.replace(tmp, self._path(key, _LEDGER))
+        _fsync_dir(self.objects)
+
+    def _adopt(self, key: EntryKey, source: str) -> str | None:
+        """Data renamed into place by a process killed before it wrote the ledger entry: reused when its hash is
+        the key's, else moved aside (never deleted: the cache may not have written it) so the name is free."""
+        data = self._path(key, _DATA)
+        if not os.path.exists(data):
+            return None
+        if os.path.getsize(data) == key.size and hash_file(data) == key.sha256:
+            self._write_ledger(key, source)
+            return data
+        os.replace(data, f"{data}.unverified-{time.time_ns()}")
+        return None
+
+    def _reserve(self, key: EntryKey, wait: bool = True) -> str:
+        """Make room for ``key`` (evicting) and create its ``.part`` file, all under the space lock."""
+        deadline = time.monotonic() + self.space_wait
+        part = os.path.join(self.tmp, f"{key.name}.{os.getpid()}{_PART}")
+        while True:
+            with self._locked(os.path.join(self.root, "space.lock")):
+                used, pinned = self._make_room(key, wait)
+                if self.limit is None or used + key.size <= self.limit:
+                    with open(part, "wb"):
+                        pass
+                    return part
+            if not wait or key.size > (self.limit or 0) or time.monotonic() > deadline:
+                raise CacheFullError(
+                    f"{self.root}: cache limit {format_bytes(self.limit or 0)} cannot take "
+                    f"{format_bytes(key.size)} more: {format_bytes(used)} held, {format_bytes(pinned)} of it needed by the "
+                    f"next batches or being fetched; raise cache.limit or lower cache.ahead")
+            time.sleep(0.2)
+
+    def entries(self) -> dict[str, int]:
+        """Complete entries this cache owns (ledger present): name -> size."""
+        owned = {}
+        for name in os.listdir(self.objects):
+            if name.endswith(_LEDGER):
+                key = EntryKey.from_name(name[:-len(_LEDGER)])
+                if key is not None:
+                    owned[key.name] = key.size
+        return owned
+
+    def _in_flight(self) -> int:
+        """Bytes of live fetches (``.part`` files whose entry lock is held); stale ones are removed."""
+        total = 0
+        for name in os.listdir(self.tmp):
+            if not name.endswith(_PART):
+                continue
+            key = EntryKey.from_name(name.split(".", 1)[0])
+            if key is None:
+                continue
+            fd = _try_lock(self._path(key, _LOCK), fcntl.LOCK_EX)
+            if fd is None:
+                total += key.size  # its fetcher holds the entry lock (or it is ours, being made now)
+                continue
+            try:
+                os.unlink(os.path.join(self.tmp, name))  # left by a killed fetcher: never renamed, never read
+            except FileNotFoundError:
+                pass
+            finally:
+                os.close(fd)
+        return total
+
+    def _make_room(self, incoming: EntryKey, needed_now: bool = True) -> tuple[int, int]:
+        """Evict until ``incoming`` fits (or nothing more may go); returns (bytes held, bytes protected).  With a
+        plan, the entries used farthest in the future go first (Belady), and for a fetch ahead of need
+        (``needed_now`` False) only those used later than ``incoming``; without a plan, the oldest first.
+
+        Two passes over the victims: first entries nobody maps, then mapped ones the plan does not need soon.
+        Removing a mapped file's name is safe (its mapping keeps the inode and every byte until unmapped, POSIX
+        ``unlink``); its disk space returns when the mapping goes, so the limit may be passed by what processes
+        still map (at most ``open_files`` files each) until then."""
+        size = incoming.size
+        owned = self.entries()
+        used = sum(owned.values()) + self._in_flight()
+        if self.limit is None or used + size <= self.limit:
+            return used, 0
+        keep = self.protected() if self.protected is not None else set()
+        if self.next_use is None:
+            order = [n for n in self._oldest_first(owned) if n not in keep]
+        else:
+            needed_at = self.next_use(incoming.name) if not needed_now else -1.0
+            later = {n: self.next_use(n) for n in owned if n not in keep}
+            order = sorted((n for n, at in later.items() if at > needed_at), key=lambda n: -later[n])
+        for mapped_too in (False, True):
+            for name in order:
+                if used + size <= self.limit:
+                    return used, 0
+                if name in owned and self._evict(EntryKey.from_name(name), mapped_too):
+                    used -= owned.pop(name)
+        return used, sum(owned[n] for n in keep if n in owned)
+
+    def _oldest_first(self, owned: dict[str, int]) -> list[str]:
+        def completed(name: str) -> float:
+            try:
+                return os.path.getmtime(os.path.join(self.objects, name + _LEDGER))
+            except FileNotFoundError:
+                return 0.0
+        return sorted(owned, key=completed)
+
+    def _evict(self, key: EntryKey, mapped_too: bool = False) -> bool:
+        """Delete an owned entry unless it is being fetched or verified (entry lock) or, unless ``mapped_too``,
+        mapped (a shared lock on its data)."""
+        entry_fd = _try_lock(self._path(key, _LOCK), fcntl.LOCK_EX)
+        if entry_fd is None:
+            return False
+        try:
+            data_fd = _try_lock(self._path(key, _DATA), fcntl.LOCK_EX)
+            if data_fd is None and not mapped_too:
+                return False
+            try:
+                os.unlink(self._path(key, _LEDGER))  # first: data without a ledger entry is never taken as complete
+                os.unlink(self._path(key, _DATA))
+            except FileNotFoundError:
+                pass
+            finally:
+                if data_fd is not None:
+                    os.close(data_fd)
+            return True
+        finally:
+            os.close(entry_fd)
+
+    def pin(self, key: EntryKey) -> tuple[str, int] | None:
+        """``(path, fd)`` of a complete entry, ``fd`` holding a shared lock that keeps it from eviction until it is
+        closed; None when the entry is not (or no longer) complete."""
+        path = self.lookup(key)
+        if path is None:
+            return None
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        fcntl.flock(fd, fcntl.LOCK_SH)  # waits out an eviction in progress, which then removed the ledger entry
+        if not os.path.exists(self._path(key, _LEDGER)):
+            os.close(fd)
+            return None
+        return path, fd
+
+    def usage(self) -> int:
+        """Bytes of complete entries."""
+        return sum(self.entries().values())
+
+
+__all__ = ["CacheFullError", "EntryKey", "NodeCache", "hash_file"]

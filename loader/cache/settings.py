@@ -1,0 +1,104 @@
+"""The config's ``cache:`` block: where the node cache lives and how large it may grow (``CacheSettings``).
+
+``cache: {dir: /local/cache, limit: 200GB, ahead: 8}`` in a loader config, the same keys as
+``build_loader(..., cache=...)``.  ``dir`` defaults to ``$SPEECHPACK_CACHE_DIR``, else ``~/.cache/speechpack``;
+``limit`` (``schemas.units.parse_size``: ``200GB``, ``512MiB``) defaults to none: the cache then keeps every file it
+fetches.  None of these change which batches are dealt, so none is part of a resume state's fingerprint
+(``loader.fingerprint``); ``shard_order`` does (it is a plan option: ``loader.cache.shard_order``).
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from speechpack.loader.config_checks import ConfigError, check_type, positive_int, take_known
+from speechpack.schemas.errors import SpeechpackError
+from speechpack.schemas.units import parse_size
+
+#: The environment variable that names the default cache directory (one per node; shared by ranks and jobs).
+CACHE_DIR_ENV = "SPEECHPACK_CACHE_DIR"
+#: Batches fetched ahead of the one being built: enough to hide a store's latency behind a few batches of work.
+DEFAULT_AHEAD = 8
+#: Stream files one process keeps mapped from the cache (``Pack``'s mapping LRU): a mapped file cannot be evicted,
+#: so this bounds what each process pins (a local pack keeps 256).
+DEFAULT_OPEN_FILES = 16
+#: Seconds a store failure is retried (throttling, timeouts, dropped connections) before training stops.
+DEFAULT_RETRY_SECONDS = 60.0
+#: Largest fetch-ahead distance (batches).
+MAX_AHEAD = 1 << 16
+
+
+def default_cache_dir() -> str:
+    """``$SPEECHPACK_CACHE_DIR``, else ``~/.cache/speechpack``."""
+    return os.environ.get(CACHE_DIR_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "speechpack")
+
+
+@dataclass(frozen=True)
+class CacheSettings:
+    """A checked ``cache:`` block (see the module docstring)."""
+
+    dir: str
+    #: Bytes the cache may hold (None: no limit).
+    limit: int | None = None
+    #: Batches of the plan fetched ahead of the one being built.
+    ahead: int = DEFAULT_AHEAD
+    #: Mapped files one process keeps open (each pins its file against eviction while mapped).
+    open_files: int = DEFAULT_OPEN_FILES
+    #: Seconds a failing store request is retried with backoff before it is an error.
+    retry_seconds: float = DEFAULT_RETRY_SECONDS
+    #: Shard-aware epoch order (``loader.cache.shard_order``): items shuffled within a moving window of shards.
+    shard_order: bool = False
+
+    @classmethod
+    def from_dict(cls, obj: Any, where: str = "cache") -> "CacheSettings":
+        """A ``cache:`` mapping (None or absent keys take the defaults); a ``CacheSettings`` is returned as is."""
+        if isinstance(obj, CacheSettings):
+            return obj
+        if isinstance(obj, (str, os.PathLike)):
+            obj = {"dir": os.fspath(obj)}
+        v = take_known(obj, where, {"dir": None, "limit": None, "ahead": DEFAULT_AHEAD,
+                                    "open_files": DEFAULT_OPEN_FILES, "retry_seconds": DEFAULT_RETRY_SECONDS,
+                                    "shard_order": False})
+        directory = v["dir"] if v["dir"] is not None else default_cache_dir()
+        if not isinstance(directory, str) or not directory:
+            raise ConfigError(f"{where}.dir: expected a directory, got {directory!r}")
+        limit = None
+        if v["limit"] is not None:
+            try:
+                limit = parse_size(v["limit"])
+            except SpeechpackError as err:
+                raise ConfigError(f"{where}.limit: {err}") from None
+        retry = check_type(v["retry_seconds"], (int, float), f"{where}.retry_seconds")
+        if not 0 <= retry <= 86400:
+            raise ConfigError(f"{where}.retry_seconds: must be in [0, 86400], got {retry}")
+        return cls(dir=os.path.expanduser(directory), limit=limit,
+                   ahead=positive_int(v["ahead"], f"{where}.ahead", minimum=0, maximum=MAX_AHEAD),
+                   open_files=positive_int(v["open_files"], f"{where}.open_files", minimum=1, maximum=4096),
+                   retry_seconds=float(retry),
+                   shard_order=check_type(v["shard_order"], bool, f"{where}.shard_order"))
+
+
+_IN_USE: ContextVar["CacheSettings | None"] = ContextVar("speechpack_cache_settings", default=None)
+
+
+@contextmanager
+def cache_in_use(settings: "CacheSettings | None") -> Iterator[None]:
+    """While a loader is built: the cache every URL pack it opens goes through, those its task opens itself too
+    (noise and RIR banks, an ASR tokenizer's packs), without threading the settings through every task."""
+    token = _IN_USE.set(settings)
+    try:
+        yield
+    finally:
+        _IN_USE.reset(token)
+
+
+def settings_in_use() -> "CacheSettings | None":
+    """The settings of :func:`cache_in_use` (None outside it: the defaults apply)."""
+    return _IN_USE.get()
+
+
+__all__ = ["CACHE_DIR_ENV", "CacheSettings", "cache_in_use", "default_cache_dir", "settings_in_use"]

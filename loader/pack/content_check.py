@@ -1,0 +1,334 @@
+"""Checking the *content* of the stream files a reader maps, at no cost in the steady state (docs/format.md, "What
+a reader verifies").
+
+Why.  ``open_pack`` hashes the column files and checks every mapped stream file's size, row count and manifest
+identity, but a same-size edit in place (bytes zeroed in ``mix.npy``) passes all of those.  Hashing every stream
+file at every open would cost a full read of the pack per job; hashing it once per node and remembering the result
+costs one read the first time and nothing after.
+
+How.  The first time a process maps a stream file, the reader looks for a *record* of that file: its identity
+(device, inode, size, mtime, from the ``fstat`` of the descriptor it was mapped from) and the sha256 computed from
+those bytes.  A record with the same identity is trusted: its sha256 is compared with ``dataset.json`` at once and
+nothing is read.  Without one, the file's mapped bytes are hashed on a background thread (one per process, off the
+batch path; the batch reads the mapping meanwhile), the record is written, and a sha256 other than
+``dataset.json``'s stops every later read of that file with a ``PackFormatError`` naming it.  Records live in the
+pack, in ``.verified/`` (``schemas.constants.VERIFIED_DIR``; a pack's manifest owns it, so ``build --overwrite``
+and ``copy`` remove it with the pack), or, where the pack directory is read-only, in the user's cache directory
+(``$XDG_CACHE_HOME/speechpack/verified/``).  Each record file is ``flock``-ed while its file is hashed, so the
+DataLoader workers of a node hash a file once between them: the others wait (in their background thread) and
+read the record.  A file rewritten in place gets a new mtime, so its record no longer applies and it is hashed
+again.
+
+Modes (``open_pack(verify=...)``, the loader config's ``verify_streams``): ``off``; ``first-map`` (the default:
+as above); ``every-open`` (records are not trusted: each open hashes each file before its first read, and a
+mismatch is an error before any of its bytes are used).  A pack read from an object store has no node record (its
+bytes are in memory): ``first-map`` hashes them in the background, ``every-open`` before use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import json
+import mmap
+import os
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Hashable, Iterator
+
+from speechpack.schemas.constants import MANIFEST_NAME, VERIFIED_DIR
+from speechpack.schemas.errors import PackFormatError
+from speechpack.schemas.manifest_file import FileIdentity
+
+VERIFY_OFF = "off"
+VERIFY_FIRST_MAP = "first-map"
+VERIFY_EVERY_OPEN = "every-open"
+#: The values of ``open_pack(verify=...)`` and of the loader config's ``verify_streams``.
+VERIFY_MODES = (VERIFY_OFF, VERIFY_FIRST_MAP, VERIFY_EVERY_OPEN)
+DEFAULT_VERIFY = VERIFY_FIRST_MAP
+
+#: Version of a record's JSON; a record of another version is ignored (the file is hashed again).
+RECORD_VERSION = 1
+#: Bytes hashed per step: large enough that hashlib releases the GIL for most of the work, small enough that the
+#: read-ahead advice for the next step is a modest request.
+_HASH_STEP = 8 << 20
+#: Errors of a directory that cannot be written (read-only mount, permissions): records then go to the cache.
+_CANNOT_WRITE = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def check_verify_mode(mode: object, where: str = "verify") -> str:
+    """``mode`` when it is one of ``VERIFY_MODES``, else a ``ValueError`` naming them."""
+    if mode not in VERIFY_MODES:
+        raise ValueError(f"{where}: expected one of {', '.join(VERIFY_MODES)}, got {mode!r}")
+    return mode  # type: ignore[return-value]
+
+
+def cache_root() -> str:
+    """Where records go when a pack's directory cannot hold them: ``$XDG_CACHE_HOME/speechpack/verified``."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "speechpack", "verified")
+
+
+def hash_buffer(buffer) -> str:
+    """sha256 of a whole file's bytes (a read-only ``mmap`` or ``bytes``), read in steps; a mapping is asked to
+    read each next step ahead, so hashing a cold file is one sequential read."""
+    digest = hashlib.sha256()
+    view = memoryview(buffer)
+    try:
+        size = len(view)
+        for start in range(0, size, _HASH_STEP):
+            if isinstance(buffer, mmap.mmap) and start + _HASH_STEP < size:
+                ahead = start + _HASH_STEP
+                buffer.madvise(mmap.MADV_WILLNEED, ahead, min(_HASH_STEP, size - ahead))
+            digest.update(view[start:start + _HASH_STEP])
+    finally:
+        view.release()
+    return digest.hexdigest()
+
+
+class RecordPlace:
+    """Where the records of one local pack live: ``PACK/.verified/`` if it can be written, else the cache directory
+    (a directory per pack, named by the hash of the pack's real path).  Records are looked up in both."""
+
+    def __init__(self, pack_root: str):
+        self.pack_root = pack_root
+        real = os.path.realpath(pack_root)
+        self.dirs = (os.path.join(pack_root, VERIFIED_DIR),
+                     os.path.join(cache_root(), hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:32]))
+
+    @staticmethod
+    def record_name(rel: str) -> str:
+        """``shard-000003/mix.npy`` -> ``shard-000003.mix.npy.json`` (one flat directory of records)."""
+        return rel.replace("/", ".") + ".json"
+
+    def lookup(self, rel: str, identity: FileIdentity) -> str | None:
+        """The sha256 a record holds for this version of file ``rel``; None without a usable record.  Read without
+        a lock: a record being rewritten reads as damaged, and the background check then takes the lock."""
+        for directory in self.dirs:
+            try:
+                with open(os.path.join(directory, self.record_name(rel)), "rb") as fp:
+                    found = _record_sha256(fp.read(), identity)
+            except OSError:
+                continue
+            if found is not None:
+                return found
+        return None
+
+    @contextlib.contextmanager
+    def held(self, rel: str) -> Iterator["_HeldRecord | None"]:
+        """The record file of ``rel``, created if need be and ``flock``-ed exclusively (waiting for another process
+        hashing the same file); None where neither directory can be written (the file is then hashed without a
+        record)."""
+        fd = None
+        for directory in self.dirs:
+            try:
+                os.makedirs(directory, exist_ok=True)
+                fd = os.open(os.path.join(directory, self.record_name(rel)), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+                             0o644)
+                break
+            except OSError as err:
+                if err.errno not in _CANNOT_WRITE and not isinstance(err, (FileExistsError, NotADirectoryError)):
+                    raise
+        if fd is None:
+            yield None
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield _HeldRecord(fd)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)  # explicit: a forked child may still hold a copy of the descriptor
+            os.close(fd)
+
+
+class _HeldRecord:
+    """A record file held under its lock: read it, or replace its content."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def sha256(self, identity: FileIdentity) -> str | None:
+        os.lseek(self.fd, 0, os.SEEK_SET)
+        return _record_sha256(os.read(self.fd, 1 << 16), identity)
+
+    def write(self, identity: FileIdentity, sha256: str) -> None:
+        record = {"version": RECORD_VERSION, "device": identity.device, "inode": identity.inode,
+                  "size": identity.size, "mtime_ns": identity.mtime_ns, "sha256": sha256}
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, json.dumps(record, sort_keys=True).encode("ascii"), 0)
+
+
+def _record_sha256(raw: bytes, identity: FileIdentity) -> str | None:
+    try:
+        record = json.loads(raw.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("version") != RECORD_VERSION:
+        return None
+    if [record.get(k) for k in ("device", "inode", "size", "mtime_ns")] != [
+            identity.device, identity.inode, identity.size, identity.mtime_ns]:
+        return None
+    sha256 = record.get("sha256")
+    return sha256 if isinstance(sha256, str) and len(sha256) == 64 else None
+
+
+@dataclass
+class StreamCheck:
+    """The check of one mapped stream file in one process: ``done`` once its sha256 is known; ``failure`` the
+    message when that sha256 is not ``dataset.json``'s.  Written by the background thread, read by the batch path
+    (single attribute reads and writes: no lock needed)."""
+
+    where: str
+    rel: str
+    expected: str
+    source: object  # the file's whole bytes: the mmap (kept alive while hashing) or bytes read from a store
+    identity: FileIdentity | None
+    records: RecordPlace | None
+    pid: int
+    done: bool = False
+    failure: str | None = None
+
+    def conclude(self, sha256: str) -> None:
+        if sha256 != self.expected:
+            self.failure = (f"{self.where}: sha256 {sha256} does not match {MANIFEST_NAME} ({self.expected}): the "
+                            f"file's bytes changed after the pack was written (same size; edited in place?); "
+                            f"stopped reading it; validate the pack")
+        self.done = True
+
+    def run(self, trust_record: bool) -> None:
+        """Hash the file (unless a record, taken under its lock, already says), write the record, conclude."""
+        try:
+            if self.records is None or self.identity is None:
+                self.conclude(hash_buffer(self.source))
+                return
+            with self.records.held(self.rel) as held:
+                known = held.sha256(self.identity) if (held is not None and trust_record) else None
+                sha256 = known if known is not None else hash_buffer(self.source)
+                if held is not None and known is None:
+                    held.write(self.identity, sha256)
+            self.conclude(sha256)
+        except Exception as err:  # noqa: BLE001 - the check must never take a worker down; say why it stopped
+            self.failure = f"{self.where}: cannot check its sha256 ({err})"
+            self.done = True
+        finally:
+            self.source = None  # let the mapping go once hashed
+
+
+class _Hasher:
+    """One daemon thread per process that runs ``StreamCheck`` s in order (a process exiting does not wait for
+    it).  Recreated in a forked child, where the parent's thread does not exist."""
+
+    def __init__(self):
+        self._queue: deque[Callable[[], None]] = deque()
+        self._ready = threading.Condition()
+        self._thread = threading.Thread(target=self._loop, name="speechpack-stream-check", daemon=True)
+        self._thread.start()
+
+    def submit(self, task: Callable[[], None]) -> None:
+        with self._ready:
+            self._queue.append(task)
+            self._ready.notify()
+
+    def _loop(self) -> None:
+        while True:
+            with self._ready:
+                while not self._queue:
+                    self._ready.wait()
+                task = self._queue.popleft()
+            task()
+
+
+_hasher: _Hasher | None = None
+_hasher_lock = threading.Lock()
+
+
+def _forget_hasher() -> None:
+    global _hasher, _hasher_lock
+    _hasher, _hasher_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_hasher)
+
+
+def background(task: Callable[[], None]) -> None:
+    """Run ``task`` on this process's checking thread."""
+    global _hasher
+    with _hasher_lock:
+        if _hasher is None:
+            _hasher = _Hasher()
+        hasher = _hasher
+    hasher.submit(task)
+
+
+class StreamChecks:
+    """The content checks of one ``Pack`` in one process (``Pack.checks``): started when a stream file is mapped,
+    consulted while ``unsettled`` is not empty (once every mapped file is known good, the batch path checks one
+    empty set)."""
+
+    def __init__(self, mode: str, records: RecordPlace | None):
+        self.mode = check_verify_mode(mode)
+        self.records = records
+        self._checks: dict[Hashable, StreamCheck] = {}
+        #: Keys of mapped files not yet known good (their check runs, or failed).
+        self.unsettled: set[Hashable] = set()
+
+    def __getstate__(self) -> dict:
+        """Pickled (a Pack sent to a spawned worker): the mode and where records are, no check in flight."""
+        return {"mode": self.mode, "records": self.records, "_checks": {}, "unsettled": set()}
+
+    def mapped(self, key: Hashable, rel: str, where: str, expected: str, source, identity: FileIdentity | None) -> None:
+        """File ``rel`` was just mapped (``source``: its whole bytes; ``identity``: of the mapped descriptor)."""
+        if self.mode == VERIFY_OFF:
+            return
+        previous = self._checks.get(key)
+        if previous is not None and previous.identity == identity and (identity is not None or previous.done):
+            self.settle(key)  # mapped again after the LRU let it go: the same file, checked (or being checked)
+            return
+        check = StreamCheck(where=where, rel=rel, expected=expected, source=source, identity=identity,
+                            records=self.records, pid=os.getpid())
+        if self.mode == VERIFY_EVERY_OPEN:
+            check.run(trust_record=False)  # before the first read: nothing unchecked is used
+        elif self.records is not None and identity is not None:
+            known = self.records.lookup(rel, identity)
+            if known is not None:
+                check.source = None
+                check.conclude(known)
+        self._checks[key] = check
+        if not check.done:
+            self.unsettled.add(key)
+            background(lambda: check.run(trust_record=True))
+        elif check.failure is not None:
+            self.unsettled.add(key)
+        self.settle(key)
+
+    def settle(self, key: Hashable) -> None:
+        """Raise ``PackFormatError`` if the check of ``key`` failed; forget it once it passed.  A check started in
+        a parent process before a fork is started again here (its thread stayed behind)."""
+        check = self._checks.get(key)
+        if check is None:
+            self.unsettled.discard(key)
+            return
+        if check.failure is not None:
+            raise PackFormatError(check.failure)
+        if check.done:
+            self.unsettled.discard(key)
+        elif check.pid != os.getpid():
+            check.pid = os.getpid()
+            background(lambda: check.run(trust_record=True))
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until every check started so far is done (tests, benchmarks); True when they all are."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while any(not c.done for c in self._checks.values()):
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+            time.sleep(0.005)
+        self.unsettled.difference_update([k for k in self.unsettled if self._checks[k].failure is None])
+        return True
+
+
+__all__ = ["DEFAULT_VERIFY", "RECORD_VERSION", "VERIFY_EVERY_OPEN", "VERIFY_FIRST_MAP", "VERIFY_MODES", "VERIFY_OFF",
+           "RecordPlace", "StreamCheck", "StreamChecks", "cache_root", "check_verify_mode", "hash_buffer"]

@@ -1,0 +1,72 @@
+"""In-range but impossible sizes are refused at once with the figure: an epoch plan or a batch estimated against
+``memory_limit`` (default: half the available memory) before anything is allocated (docs/loader.md, "Memory and
+I/O")."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import yaml
+
+from speechpack import loader
+from speechpack.loader.config import ConfigError, LoaderConfig
+from speechpack.loader.memory_limit import MemoryLimitError, default_memory_limit
+from speechpack.loader.peek import peek_config
+from speechpack.loader.plan.planning_report import plan_report
+
+
+def _config(pack, **extra) -> dict:
+    return {"packs": [{"path": str(pack)}], "dataset_args": {"batch_size": 2, "chunk_len": 8000}, **extra}
+
+
+def _refused_quickly(run, match: str) -> None:
+    started = time.monotonic()
+    with pytest.raises(MemoryLimitError, match=match):
+        run()
+    assert time.monotonic() - started < 10
+
+
+def test_choose_at_its_documented_maximum_is_refused_with_the_figure(real_pack):
+    cfg = _config(real_pack)
+    cfg["packs"][0]["choose"] = 4294967296
+    _refused_quickly(lambda: loader.build_loader(cfg, "train", num_workers=0),
+                     r"an epoch of 4294967296 planned units \(the weighting's items per epoch\) needs about "
+                     r"137\.44 GB to plan \(32 bytes a unit\), over .* \(memory_limit's default, 50% of the available")
+    _refused_quickly(lambda: plan_report(cfg), "4294967296 planned units")
+
+
+def test_epoch_items_at_its_documented_maximum_is_refused_with_the_figure(real_pack):
+    cfg = _config(real_pack, weighting={"epoch_items": 4294967296})
+    cfg["packs"][0]["weight"] = 1.0
+    _refused_quickly(lambda: loader.build_loader(cfg, "train", num_workers=0), "4294967296 planned units")
+
+
+def test_a_batch_too_large_for_memory_is_refused_before_peek_allocates_it(real_pack, tmp_path):
+    cfg = _config(real_pack)
+    cfg["dataset_args"] = {"batch_size": 64, "chunk_len": 268435456}
+    path = tmp_path / "huge.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    _refused_quickly(lambda: peek_config(str(path), "train"),
+                     r"the largest batch \(epoch 0, rank 0: 64 rows of 268435456 samples\) needs about .* GB, over")
+
+
+def test_memory_limit_sets_the_ceiling(real_pack):
+    cfg = _config(real_pack, memory_limit="1KiB")
+    with pytest.raises(MemoryLimitError, match=r"over 1.02 KB \(memory_limit\)"):
+        loader.build_loader(cfg, "train", num_workers=0)
+    cfg["memory_limit"] = "64GiB"
+    cfg["dataset_args"]["batch_size"] = 1  # the pack mixes mono and stereo mixtures
+    assert LoaderConfig.from_dict(cfg).memory_limit == 64 << 30
+    assert len(list(loader.build_loader(cfg, "train", num_workers=0))) >= 1
+    for bad in ("lots", -5, True, [1]):
+        cfg["memory_limit"] = bad
+        with pytest.raises(ConfigError, match="config.memory_limit: "):
+            LoaderConfig.from_dict(cfg)
+
+
+def test_the_default_ceiling_follows_the_available_memory():
+    from speechpack.loader.memory_limit import available_memory
+
+    available = available_memory()
+    assert available is None or default_memory_limit() == int(available * 0.5)

@@ -1,0 +1,130 @@
+"""An audio file whose header overstates its length (a FLAC whose STREAMINFO says ``total_samples = 2**35`` over
+16,000 real frames) is a named problem of its line, skippable with ``--skip-bad``, decoded in bounded blocks: never
+a 64 GiB allocation that takes the whole build down (``schemas/sound_blocks.py``).  The FLAC is a real recording
+with its STREAMINFO patched."""
+
+from __future__ import annotations
+
+import io
+import json
+import resource
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+
+from factories.asr import write_jsonl_manifest
+from factories.noise_lmdb import make_lmdb
+from speechpack.loader import open_pack
+from speechpack.packer.adapters.asr_jsonl import build_asr_jsonl
+from speechpack.packer.adapters.noise_lmdb import build_noise_lmdb
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.audio import AudioError, read_audio
+from speechpack.packer.build.run import BuildOptions
+from speechpack.schemas.errors import BuildError
+from speechpack.schemas.noise_lmdb import NoiseLmdbError, decode_noise
+from speechpack.schemas.sound_blocks import read_frames
+
+OVERSTATED = 1 << 35
+REAL_FRAMES = 16_000
+
+
+def _flac(data: np.ndarray, rate: int, total_samples: int | None = None) -> bytes:
+    """``data`` encoded as FLAC; with ``total_samples``, STREAMINFO's 36-bit sample count replaced by it."""
+    buffer = io.BytesIO()
+    soundfile.write(buffer, data, rate, format="FLAC", subtype="PCM_16")
+    raw = bytearray(buffer.getvalue())
+    if total_samples is not None:
+        # "fLaC", a 4-byte block header, then STREAMINFO: its bytes 10-17 hold rate (20 bits), channels - 1 (3),
+        # bits per sample - 1 (5) and total samples (36), big-endian (https://xiph.org/flac/format.html)
+        assert raw[:4] == b"fLaC" and raw[4] & 0x7F == 0
+        packed = int.from_bytes(raw[18:26], "big")
+        packed = (packed & ~((1 << 36) - 1)) | total_samples
+        raw[18:26] = packed.to_bytes(8, "big")
+    return bytes(raw)
+
+
+@pytest.fixture
+def recordings(real_audio, tmp_path):
+    """(a good FLAC, the overstated FLAC, their real frames), both cut from real LibriVox recordings."""
+    first, second = real_audio("pocketsphinx", 2)
+    good_data, rate = soundfile.read(first, dtype="int16")
+    bad_data, _ = soundfile.read(second, dtype="int16")
+    good, bad = tmp_path / "good.flac", tmp_path / "overstated.flac"
+    good.write_bytes(_flac(good_data[:REAL_FRAMES], rate))
+    bad.write_bytes(_flac(bad_data[:REAL_FRAMES], rate, OVERSTATED))
+    with soundfile.SoundFile(bad) as sound:
+        assert sound.frames == OVERSTATED  # what libsndfile believes
+    return str(good), str(bad)
+
+
+def _peak_rss_growth(run) -> int:
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    run()
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
+
+
+def test_decoding_an_overstated_flac_is_a_named_problem_in_bounded_memory(recordings):
+    good, bad = recordings
+
+    def decode():
+        with pytest.raises(AudioError, match=rf"overstated\.flac: .*{OVERSTATED} frames its FLAC header declares"):
+            read_audio(bad)
+
+    assert _peak_rss_growth(decode) < 512 << 20
+    assert read_audio(good).num_frames == REAL_FRAMES
+
+
+def test_read_frames_joins_blocks_of_a_long_file(recordings, monkeypatch):
+    from speechpack.schemas import sound_blocks
+
+    good, _ = recordings
+    monkeypatch.setattr(sound_blocks, "DIRECT_BYTES", 4096)  # blocks of 2048 frames
+    with soundfile.SoundFile(good) as sound:
+        blocks = read_frames(sound, "int16")
+    np.testing.assert_array_equal(blocks, soundfile.read(good, dtype="int16", always_2d=True)[0])
+
+
+def test_build_wesep_names_the_line_and_skip_bad_skips_it(recordings, tmp_path):
+    good, bad = recordings
+    listed = tmp_path / "raw.list"
+    listed.write_text("\n".join(json.dumps({"key": k, "spk": [s], "src": {s: [p]}})
+                                for k, s, p in (("a", "s1", good), ("b", "s2", bad))) + "\n")
+    with pytest.raises(BuildError) as err:
+        build_wesep(str(listed), BuildOptions(out=str(tmp_path / "pack"), progress=False))
+    [problem] = err.value.problems
+    assert problem.line == 2 and problem.path == bad and str(OVERSTATED) in problem.reason
+    kept = build_wesep(str(listed), BuildOptions(out=str(tmp_path / "kept"), progress=False, skip_bad=True))
+    assert open_pack(kept.out).keys.tolist() == ["a"]
+
+
+def test_build_asr_jsonl_names_the_line_and_skip_bad_skips_it(recordings, tmp_path):
+    good, bad = recordings
+    manifest = write_jsonl_manifest(tmp_path / "train.jsonl", [
+        {"audio_filepath": good, "text": "good", "language": "en", "corpus": "c"},
+        {"audio_filepath": bad, "text": "whole", "language": "en", "corpus": "c"},
+        {"key": "span", "audio_filepath": bad, "text": "span", "language": "en", "corpus": "c", "offset": 0.5,
+         "duration": 2.0},
+    ])
+    with pytest.raises(BuildError) as err:
+        build_asr_jsonl(str(manifest), BuildOptions(out=str(tmp_path / "pack"), progress=False))
+    assert sorted(p.line for p in err.value.problems) == [2, 3]
+    assert all(str(OVERSTATED) in p.reason or "runs past" in p.reason for p in err.value.problems)
+    kept = build_asr_jsonl(str(manifest), BuildOptions(out=str(tmp_path / "kept"), progress=False, skip_bad=True))
+    assert len(open_pack(kept.out)) == 1
+
+
+def test_build_audio_bank_lmdb_names_the_key_and_skip_bad_skips_it(recordings, tmp_path):
+    good, bad = recordings
+    entries = {"good": Path(good).read_bytes(), "overstated": Path(bad).read_bytes()}
+    with pytest.raises(NoiseLmdbError, match=f"noise 'overstated': .*{OVERSTATED} frames"):
+        decode_noise(entries["overstated"], "overstated")
+    path = tmp_path / "noise.lmdb"
+    make_lmdb(path, entries)
+    with pytest.raises(BuildError) as err:
+        build_noise_lmdb(str(path), BuildOptions(out=str(tmp_path / "pack"), progress=False))
+    [problem] = err.value.problems
+    assert problem.key == "overstated" and str(OVERSTATED) in problem.reason
+    kept = build_noise_lmdb(str(path), BuildOptions(out=str(tmp_path / "kept"), progress=False, skip_bad=True))
+    assert open_pack(kept.out).keys.tolist() == ["good"]

@@ -1,0 +1,218 @@
+"""A reader that checks what it maps: a same-size in-place edit of a stream file stops reading that file with a
+clear error; each file is hashed once per node (records keyed by file identity), off the batch path; the
+``verify`` switch chooses off / first-map / every-open (docs/format.md, "What a reader verifies")."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from factories import Mix
+from speechpack.loader.config import ConfigError
+from speechpack.loader.pack import content_check, open_pack
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.build.run import BuildOptions
+from speechpack.packer.validate.pack import validate_pack
+from speechpack.schemas.constants import VERIFIED_DIR
+from speechpack.schemas.errors import PackFormatError
+
+
+@pytest.fixture
+def real_pack(tmp_path, wesep_list, real_audio, monkeypatch):
+    """A real tse pack of three mixtures over several shards (the user cache pointed into tmp_path)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    librivox = real_audio("pocketsphinx", 4)
+    case = wesep_list([Mix("m1", tuple(librivox[:2]), seconds=1.0), Mix("m2", tuple(librivox[1:3]), seconds=1.2),
+                       Mix("m3", (librivox[0], librivox[3]), seconds=0.8)])
+    out = tmp_path / "pack"
+    build_wesep(str(case.list_path), BuildOptions(out=str(out), shard_bytes=100_000, progress=False))
+    return out
+
+
+def _zero_in_place(path: Path, start: int = 512, count: int = 256) -> None:
+    """Overwrite bytes of a stream file's data with zeros, keeping its size and inode (an edit in place)."""
+    with open(path, "r+b") as fp:
+        fp.seek(start)
+        fp.write(b"\0" * count)
+
+
+def _read_all(pack) -> None:
+    for i in range(len(pack)):
+        pack.sample(i)
+
+
+def _hashes(monkeypatch) -> list[int]:
+    """Count the files hashed from now on."""
+    calls: list[int] = []
+    real = content_check.hash_buffer
+
+    def counting(buffer):
+        calls.append(len(buffer))
+        return real(buffer)
+
+    monkeypatch.setattr(content_check, "hash_buffer", counting)
+    return calls
+
+
+def test_same_size_edit_in_place_stops_reading_the_file(real_pack):
+    _zero_in_place(real_pack / "shard-000000" / "mix.npy")
+    pack = open_pack(real_pack)  # first-map, the default
+    pack.sample(0)  # served while the check runs in the background
+    assert pack.checks.wait(30)
+    with pytest.raises(PackFormatError, match=r"shard-000000/mix\.npy: sha256 .* does not match dataset\.json .*"
+                                              r"changed after the pack was written"):
+        pack.sample(0)
+    with pytest.raises(PackFormatError, match="stopped reading it"):
+        pack.sample(0)  # and stays stopped
+
+
+def test_every_open_refuses_an_edited_file_before_its_first_read(real_pack):
+    _zero_in_place(real_pack / "shard-000000" / "mix.npy")
+    pack = open_pack(real_pack, verify="every-open")
+    with pytest.raises(PackFormatError, match=r"mix\.npy: sha256 .* does not match"):
+        pack.sample(0)
+
+
+def test_off_reads_an_edited_file_as_before(real_pack):
+    _zero_in_place(real_pack / "shard-000000" / "mix.npy")
+    pack = open_pack(real_pack, verify="off")
+    _read_all(pack)
+    assert not (real_pack / VERIFIED_DIR).exists()
+
+
+def test_unknown_verify_mode_is_refused(real_pack):
+    with pytest.raises(ValueError, match="off, first-map, every-open"):
+        open_pack(real_pack, verify="sometimes")
+
+
+def test_each_file_is_hashed_once_then_the_record_is_trusted(real_pack, monkeypatch):
+    calls = _hashes(monkeypatch)
+    pack = open_pack(real_pack)
+    _read_all(pack)
+    assert pack.checks.wait(30) and not pack.checks.unsettled
+    mapped = len(pack._maps)
+    assert len(calls) == mapped > 1
+    records = sorted(os.listdir(real_pack / VERIFIED_DIR))
+    assert len(records) == mapped
+    record = json.loads((real_pack / VERIFIED_DIR / "shard-000000.mix.npy.json").read_text())
+    stat = os.stat(real_pack / "shard-000000" / "mix.npy")
+    assert (record["inode"], record["size"], record["mtime_ns"]) == (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+    again = open_pack(real_pack)
+    _read_all(again)
+    assert again.checks.wait(30) and not again.checks.unsettled
+    assert len(calls) == mapped  # nothing hashed a second time
+
+    every = open_pack(real_pack, verify="every-open")
+    _read_all(every)
+    assert len(calls) == 2 * mapped  # every-open trusts no record
+
+
+def test_an_edit_after_the_record_is_hashed_again_and_refused(real_pack):
+    pack = open_pack(real_pack)
+    _read_all(pack)
+    assert pack.checks.wait(30)
+    target = real_pack / "shard-000000" / "mix.npy"
+    _zero_in_place(target)
+    os.utime(target, ns=(0, os.stat(target).st_mtime_ns + 1_000_000_000))  # an edit always moves mtime on
+    later = open_pack(real_pack)
+    later.sample(0)
+    assert later.checks.wait(30)
+    with pytest.raises(PackFormatError, match="does not match"):
+        later.sample(0)
+
+
+def test_records_go_to_the_user_cache_where_the_pack_cannot_hold_them(real_pack, tmp_path, monkeypatch):
+    (real_pack / VERIFIED_DIR).write_text("not a directory")  # as a read-only pack directory: no record there
+    calls = _hashes(monkeypatch)
+    pack = open_pack(real_pack)
+    _read_all(pack)
+    assert pack.checks.wait(30) and not pack.checks.unsettled
+    cached = list((tmp_path / "cache" / "speechpack" / "verified").glob("*/*.json"))
+    assert len(cached) == len(calls) > 1
+    again = open_pack(real_pack)
+    _read_all(again)
+    assert len(calls) == len(cached)
+
+
+def test_workers_of_a_node_hash_a_file_once_between_them(real_pack, tmp_path):
+    """Four processes map the same files at once: the record lock makes one of them hash each file."""
+    script = (
+        "import sys, json\n"
+        "from speechpack.loader.pack import content_check, open_pack\n"
+        "count = []\n"
+        "real = content_check.hash_buffer\n"
+        "content_check.hash_buffer = lambda b: count.append(1) or real(b)\n"
+        "pack = open_pack(sys.argv[1])\n"
+        "[pack.sample(i) for i in range(len(pack))]\n"
+        "assert pack.checks.wait(60)\n"
+        "print(json.dumps({'hashed': len(count), 'mapped': len(pack._maps)}))\n")
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(real_pack)], stdout=subprocess.PIPE,
+                              env=os.environ.copy()) for _ in range(4)]
+    results = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert sum(r["hashed"] for r in results) == results[0]["mapped"]
+
+
+def test_a_pack_with_records_is_still_valid_and_replaceable(real_pack, wesep_list, real_audio):
+    pack = open_pack(real_pack)
+    _read_all(pack)
+    assert pack.checks.wait(30)
+    assert (real_pack / VERIFIED_DIR).is_dir()
+    report = validate_pack(str(real_pack))
+    assert report.ok, report
+    librivox = real_audio("pocketsphinx", 2)
+    case = wesep_list([Mix("n1", tuple(librivox[:2]), seconds=0.5)], name="other.list")
+    build_wesep(str(case.list_path), BuildOptions(out=str(real_pack), shard_bytes=100_000, progress=False,
+                                                  overwrite=True))  # the records are the old pack's: removed
+    assert not (real_pack / VERIFIED_DIR).exists()
+    assert len(open_pack(real_pack)) == 1
+
+
+def test_a_pickled_pack_checks_again_in_its_new_process(real_pack):
+    import pickle
+
+    _zero_in_place(real_pack / "shard-000000" / "mix.npy")
+    pack = open_pack(real_pack, verify="every-open")
+    clone = pickle.loads(pickle.dumps(pack))
+    assert clone.checks.mode == "every-open" and not clone.checks.unsettled
+    with pytest.raises(PackFormatError, match="does not match"):
+        clone.sample(0)
+    np.testing.assert_equal(open_pack(real_pack, verify="off").sample(0).targets.shape[0], 2)
+
+
+def test_the_training_loader_stops_at_an_edited_file_and_verify_streams_chooses_the_mode(real_pack):
+    from speechpack import loader
+
+    _zero_in_place(real_pack / "shard-000000" / "mix.npy")
+    cfg = {"packs": [{"path": str(real_pack)}], "dataset_args": {"batch_size": 3, "chunk_len": 4000},
+           "verify_streams": "every-open"}
+    with pytest.raises(PackFormatError, match=r"mix\.npy: sha256 .* does not match"):
+        list(loader.build_loader(cfg, "train", num_workers=0))
+    cfg["verify_streams"] = "off"
+    assert len(list(loader.build_loader(cfg, "train", num_workers=0))) == 1
+    cfg["verify_streams"] = "never"
+    with pytest.raises(ConfigError, match="verify_streams: 'never' is not one of off, first-map, every-open"):
+        loader.build_loader(cfg, "train")
+
+
+def test_stream_arrays_kept_between_batches_stop_once_the_check_fails(real_pack):
+    """The pre-mixed TSE batch keeps stream arrays between batches; it asks the pack while a check is open."""
+    from speechpack.loader.tse.windows import Segments, StreamArrays
+
+    _zero_in_place(real_pack / "shard-000000" / "mix.npy")
+    pack = open_pack(real_pack)
+    one = np.zeros(1, dtype=np.int64)
+    segments = Segments(pack=one, shard=one, offset=one, channels=one + 1, length=one + 10, scale=one + 1.0,
+                        shift=None)
+    arrays = StreamArrays([pack], "mix")
+    arrays.of(segments)  # served while the check runs
+    assert pack.checks.wait(30)
+    with pytest.raises(PackFormatError, match="does not match"):
+        arrays.of(segments)
