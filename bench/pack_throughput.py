@@ -32,11 +32,11 @@ Three jobs run on the same list, alternating, after one untimed warm-up of each 
 - pack: ``packer.adapters.wesep.build_wesep(list, BuildOptions(out=..., workers=N, progress=False))``, probing,
   statistics, hashing, fsync and the commit included.
 
-The I/O limit of a run is the larger of decode and write (a build can at best overlap them); the target is
-pack time <= 1.25 x that limit, judged on the median of the per-run ratios (the disk's speed varies between
-moments, so each pack run is paired with the decode and write runs next to it).  The older figure, pack
-throughput against decode throughput (target >= 0.8), is printed too.  With ``--workers N > 1`` the decode job
-runs in a pool of N forkserver processes too.  Missing the target prints ``BELOW TARGET`` and still exits 0;
+The I/O limit of a run is the larger of decode and write (a build can at best overlap them); the target is pack time
+<= 1.25 x that limit (2 x on ``--corpus short-lines``), judged on the median of the per-run ratios (the disk's speed
+varies between moments, so each pack run is paired with the decode and write runs next to it).  The older figure,
+pack throughput against decode throughput (target >= 0.8), is printed too.  With ``--workers N > 1`` the decode
+job runs in a pool of N forkserver processes too.  Missing the target prints ``BELOW TARGET`` and still exits 0;
 only errors exit non-zero.  ``--sha`` prints the SHA-256 of every file of the last pack (to check that a change
 to the packer left every byte as it was).
 
@@ -77,6 +77,8 @@ from workdir import bench_workdir  # noqa: E402
 TARGET_RATIO = 0.8
 #: Pack time at most this many times the I/O limit (issue 18, item 3).
 TARGET_IO_RATIO = 1.25
+#: The same for ``--corpus short-lines``, where per-file costs weigh most (issue 27, item 2).
+TARGET_SHORT_IO_RATIO = 2.0
 PACK_RATE = 16000
 SOURCE_GLOBS = (
     "/usr/share/pocketsphinx/test/data/librivox/*.wav",  # 16 kHz, LibriVox readers
@@ -438,8 +440,9 @@ def main(argv: list[str] | None = None) -> int:
               f"({bound}-bound)")
         print(f"  pack / I/O limit: median of paired runs {io_median:.3f} "
               f"(runs: {', '.join(f'{r:.2f}' for r in io_ratios)}), best-of-{args.repeats} {io_best:.3f}")
-        verdict = "PASS" if io_median <= TARGET_IO_RATIO else "BELOW TARGET"
-        print(f"  target pack <= {TARGET_IO_RATIO} x I/O limit (median): {verdict}")
+        target = TARGET_SHORT_IO_RATIO if args.corpus == "short-lines" else TARGET_IO_RATIO
+        verdict = "PASS" if io_median <= target else "BELOW TARGET"
+        print(f"  target pack <= {target} x I/O limit (median): {verdict}")
         if args.workers == 1:  # pool workers' CPU is not this process's
             print(f"  CPU time, pack / decode: median {statistics.median(cpu['pack']) / statistics.median(cpu['decode']):.3f} "
                   f"(what the build costs when no second core is free: the machine's load average says how "
