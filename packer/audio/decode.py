@@ -227,7 +227,7 @@ def probe_audio_bytes(data: bytes, name: str) -> AudioInfo:
 
 def _probe(source, name: str) -> AudioInfo:
     """``source``: a path, a descriptor of the file ``name`` (``_open_once``), or an in-memory file."""
-    plain = _plain(probe_plain, source)
+    plain = _plain(probe_plain, source, name)
     if plain is not None:
         result = AudioInfo(plain.sample_rate, plain.frames, plain.channels, True)
     elif _uses_soundfile(name):
@@ -271,7 +271,7 @@ def read_audio_bytes(data: bytes, name: str, int16_at: int | None = None) -> Aud
 
 
 def _read(source, name: str, int16_at: int | None) -> Audio:
-    plain = _plain(read_plain, source, int16_at)
+    plain = _plain(read_plain, source, name, int16_at)
     if plain is not None:
         audio, integer_coded = Audio(*plain), True
     elif _uses_soundfile(name):
@@ -287,10 +287,11 @@ def _read(source, name: str, int16_at: int | None) -> Audio:
     return audio
 
 
-def _plain(step, source, *args):
-    """``step`` (``packer.audio.plain_wav``'s probe or read) of a descriptor, or ``None``: not a descriptor, not a
-    plain 16-bit WAV, or a read that failed (libsndfile's way then says what it always said)."""
-    if not isinstance(source, int):
+def _plain(step, source, name: str, *args):
+    """``step`` (``packer.audio.plain_wav``'s probe or read) of a descriptor of a ``.wav`` file, or ``None``: not a
+    descriptor, not named ``.wav`` (a FLAC costs no header read), not a plain 16-bit WAV, or a read that failed
+    (libsndfile's way then says what it always said)."""
+    if not isinstance(source, int) or not name.lower().endswith(".wav"):
         return None
     try:
         return step(source, *args)

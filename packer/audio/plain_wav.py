@@ -8,7 +8,8 @@ file (the plan probes every header before anything is decoded, then the sample i
 little-endian RIFF header the truncation check reads anyway (``packer.audio.wav_header``) and then the ``data``
 payload into an ``int16`` array costs a few system calls and no per-file Python beyond this module.
 
-Only the layout nearly every speech corpus is stored in takes this way, and only when nothing about it is unusual:
+``packer.audio.decode`` tries this way for files named ``.wav`` that it opened through a descriptor.  Only the
+layout nearly every speech corpus is stored in takes it, and only when nothing about it is unusual:
 ``RIFF`` (little-endian), ``WAVE_FORMAT_PCM`` (tag 1, not the extensible header), 16 bits, ``block_align`` of two
 bytes per channel, a ``data`` chunk within the first ``HEADER_BYTES`` that declares its size, and every declared
 byte present in the file.  Anything else (RIFX, RF64, extensible, 8/24/32-bit, float, A-law, a streaming writer's
