@@ -7,7 +7,7 @@ input family, whose options are plain data (``packer.adapters.option_spec``): th
 imports click.
 
 Start-up: scripts call ``speechpack validate`` or ``inspect`` in loops, so a command imports only what it uses.
-At module level this file imports click and light declarations (``schemas.errors``, ``schemas.limits``, the option
+At module level this file imports click and light declarations (``schemas.errors``, ``schemas.units``, the option
 types); a command whose options need a library constant (a default, a set of choices) is registered as a factory
 on a ``_LazyGroup`` and made only when it runs or its help is asked, and each command imports its library call
 inside its body.  ``speechpack --help`` lists commands from their help text without making them
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Callable
 import click
 
 from speechpack.packer.adapters.option_spec import Choice, Number, OptionSpec, Parsed, Path, ValueType
-from speechpack.schemas import limits
+from speechpack.schemas import units
 from speechpack.schemas.errors import BuildError, OptionError, SpeechpackError
 
 if TYPE_CHECKING:
@@ -168,7 +168,7 @@ def build() -> None:
 
 def _build_command(adapter: Adapter) -> click.Command:
     """``speechpack build NAME`` for one entry of ``ADAPTERS``: the family's options, then the shared ones."""
-    from speechpack.packer.adapters.build_options import shared_build_options
+    from speechpack.packer.adapters.registry import shared_build_options
 
     shared = shared_build_options(adapter)
 
@@ -195,7 +195,7 @@ def _apply_max_shard_gb(values: dict) -> None:
     source = click.get_current_context().get_parameter_source("shard_bytes")
     if source is not None and source.name != "DEFAULT":
         raise click.UsageError("--max-shard-gb and --shard-size set the same limit: give one of them")
-    from speechpack.packer.adapters.build_options import shard_bytes_of_gb
+    from speechpack.packer.adapters.registry import shard_bytes_of_gb
 
     try:
         values["shard_bytes"] = shard_bytes_of_gb(max_shard_gb)
@@ -255,12 +255,12 @@ def validate(packs, json_path, no_hash, plot_path, endpoint_url, progress):
 def finalize_command() -> click.Command:
     """Commit a pack built by array jobs (`build ... --shards i/n`): verify every planned shard against the plan
     and its receipt, then write columns/ and dataset.json.  Decodes nothing."""
-    from speechpack.packer.build.finalize import DEFAULT_JOBS, finalize_pack
+    from speechpack.packer.build.run import DEFAULT_JOBS, finalize_pack
 
     @click.command("finalize", help=finalize_command.__doc__)
     @click.argument("pack", type=click.Path(file_okay=False, exists=True))
     @click.option("--no-hash", is_flag=True, help="Trust the receipts' hashes (sizes and indexes are still checked).")
-    @click.option("--jobs", default=DEFAULT_JOBS, show_default=True, type=_click_type(Number.within(limits.JOBS)),
+    @click.option("--jobs", default=DEFAULT_JOBS, show_default=True, type=_click_type(Number.within(units.JOBS)),
                   help="Shards verified at once.")
     @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
     def finalize(pack, no_hash, jobs, progress):
@@ -287,7 +287,7 @@ def copy_command() -> click.Command:
     @click.command("copy", help=copy_command.__doc__)
     @click.argument("src", type=click.Path(file_okay=False))
     @click.argument("dst", type=click.Path(file_okay=False))
-    @click.option("--jobs", default=DEFAULT_JOBS, show_default=True, type=_click_type(Number.within(limits.JOBS)),
+    @click.option("--jobs", default=DEFAULT_JOBS, show_default=True, type=_click_type(Number.within(units.JOBS)),
                   help="Files copied and hashed at once.")
     @click.option("--verify-only", is_flag=True, help="Re-hash DST against SRC's dataset.json; copy nothing.")
     @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar (bytes).")
@@ -395,7 +395,7 @@ def import_group() -> None:
 def import_muvap_command() -> click.Command:
     """Convert a MuVAP ASD pack (muvap-asd-mmap v4: dataset.json, shard-NNNNNN/{faces,audio,labels}.npy,
     index.json) into an asd pack: rows copied by range, statistics recomputed and compared (docs/asd.md)."""
-    from speechpack.packer.adapters.build_options import SCALE_OPTIONS, SIZE
+    from speechpack.packer.adapters.registry import SCALE_OPTIONS, SIZE
     from speechpack.packer.build.run import BuildOptions
     from speechpack.packer.importers.muvap import import_muvap
     from speechpack.schemas.constants import ASD_SAMPLE_RATE, DEFAULT_SHARD_BYTES
@@ -408,7 +408,7 @@ def import_muvap_command() -> click.Command:
     @click.option("--shard-size", "shard_bytes", default=format_bytes(DEFAULT_SHARD_BYTES), show_default=True,
                   type=_click_type(SIZE),
                   help="Close a shard when the next track would push its payload past this size.")
-    @click.option("--workers", default=1, show_default=True, type=_click_type(Number.within(limits.WORKERS)),
+    @click.option("--workers", default=1, show_default=True, type=_click_type(Number.within(units.WORKERS)),
                   help="Copying processes; the pack is byte-identical whatever the number.")
     @click.option("--skip-bad", is_flag=True,
                   help="Import the good tracks and record the bad records in skipped.json instead of failing.")

@@ -37,7 +37,7 @@ import numpy as np
 from speechpack.loader.asd.timeline import muvap_windows
 from speechpack.loader.plan.planning_report import plan_report
 from speechpack.packer.audio import StoredAudio
-from speechpack.packer.build.sample import PackedSample, SamplePlan, StoredArray
+from speechpack.packer.build.plan import PackedSample, SamplePlan, StoredArray
 from speechpack.packer.build.writer import PackWriter
 from speechpack.schemas.constants import ASD_SAMPLE_RATE, FACE_SHAPE, KIND_ASD
 from speechpack.schemas.timebase import ASD_MODEL_FPS, SAMPLES_PER_MODEL_FRAME, model_frame_count

@@ -54,7 +54,7 @@ from speechpack.schemas.timebase import SAMPLES_PER_MODEL_FRAME, audio_sample_co
 from speechpack.loader.normalize import muvap_gain  # noqa: E402
 from speechpack.loader.pack import open_pack  # noqa: E402
 from speechpack.packer.audio import StoredAudio  # noqa: E402
-from speechpack.packer.build.sample import PackedSample, SamplePlan, StoredArray  # noqa: E402
+from speechpack.packer.build.plan import PackedSample, SamplePlan, StoredArray  # noqa: E402
 from speechpack.packer.build.writer import PackWriter  # noqa: E402
 from speechpack.schemas.constants import ASD_SAMPLE_RATE, FACE_SIZE, KIND_ASD  # noqa: E402
 from workdir import bench_workdir  # noqa: E402

@@ -82,11 +82,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import speechpack.packer.audio as audio_module  # noqa: E402
-import speechpack.packer.build.sample as sample_module  # noqa: E402
+import speechpack.packer.build.plan as sample_module  # noqa: E402
 from speechpack.loader import build_loader, open_pack  # noqa: E402
 from speechpack.packer.adapters.wesep import build_wesep  # noqa: E402
 from speechpack.packer.build.run import BuildOptions  # noqa: E402
-from speechpack.packer.build.sample import PackedSample  # noqa: E402
+from speechpack.packer.build.plan import PackedSample  # noqa: E402
 from workdir import bench_workdir  # noqa: E402
 from speechpack.packer.build.writer import PackWriter  # noqa: E402
 from speechpack.schemas.constants import DEFAULT_SHARD_BYTES, KIND_SOURCES, STREAM_MIX, STREAM_SOURCE, STREAM_TARGET  # noqa: E402

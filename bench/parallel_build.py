@@ -52,9 +52,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pack_throughput import build_corpus, warm_page_cache, read_list  # noqa: E402
 from speechpack.packer.build import shards# noqa: E402
 from speechpack.packer.adapters.wesep import build_wesep  # noqa: E402
-from speechpack.packer.build.run import BuildOptions  # noqa: E402
-from speechpack.packer.build.checkpoints import KILL_AT_ENV  # noqa: E402
-from speechpack.packer.build.finalize import finalize_pack  # noqa: E402
+from speechpack.packer.build.run import BuildOptions, finalize_pack  # noqa: E402
+from speechpack.packer.build.state import KILL_AT_ENV  # noqa: E402
 from speechpack.packer.build.plan import ShardSlice  # noqa: E402
 from speechpack.schemas.units import parse_size  # noqa: E402
 from workdir import bench_workdir  # noqa: E402

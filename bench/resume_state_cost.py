@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from pack_throughput import build_corpus, read_list, warm_page_cache  # noqa: E402
-from speechpack.packer.build import finalize, output_dir, plan as plan_module, shards, state  # noqa: E402
+from speechpack.packer.build import output_dir, plan as plan_module, run as run_module, shards, state  # noqa: E402
 from speechpack.packer.adapters.wesep import build_wesep  # noqa: E402
 from speechpack.packer.build.run import BuildOptions  # noqa: E402
 from speechpack.schemas.units import parse_size  # noqa: E402
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
 
     timer.wrap(output_dir, "record_plan", plan_sizes)
     timer.wrap(shards, "write_receipt", receipt_size)
-    timer.wrap(finalize, "clear_state")
+    timer.wrap(run_module, "clear_state")
     timer.wrap(plan_module.BuildPlan, "fingerprint")
     with bench_workdir("speechpack-state-", args.tmp_dir, keep=False) as workdir:
         list_path, _ = build_corpus(workdir, args.minutes, 10.0, 0)

@@ -16,7 +16,7 @@ import math
 from numbers import Integral
 from typing import Any
 
-from speechpack.schemas.bounded_repr import bounded_repr
+from speechpack.schemas.documents import bounded_repr
 from speechpack.schemas.errors import SpeechpackError
 
 #: Rows of one batch (``batch_size``, ``min_batch``, ``max_batch``, ``num_seqs_multiple_of`` ...).  A plan pads

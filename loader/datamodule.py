@@ -17,8 +17,9 @@ What Lightning gets, and why:
 - **Epochs.** Lightning calls ``set_epoch`` on a loader's ``sampler`` at every epoch start; the loaders handed to
   it expose one that forwards to ``SpeechLoader.set_epoch`` (``EpochForwarder``), so each epoch has its own order.
 - **Resume.** The loaders are stateful (``state_dict``/``load_state_dict``), which Lightning's fit loop keeps in its
-  checkpoints; the DataModule's own ``state_dict`` carries the training loader's state too (epoch and batches
-  consumed), so a checkpoint resumes the data exactly even where only the DataModule's state is restored.
+  checkpoints; the DataModule's own ``state_dict`` carries the training loader's state too (epoch and global
+  position: ``loader.resume``), so a checkpoint resumes the data exactly even where only the DataModule's state is
+  restored, and on any number of devices.
 - **Evaluation.** ``val`` and ``test`` take one set, a list or a mapping of named sets (``loader.datamodule``);
   Lightning runs each as its own ``dataloader_idx``. Without ``val`` there is no validation.
 
@@ -50,6 +51,7 @@ import os
 from speechpack.loader.config import LoaderConfig
 from speechpack.loader.config_checks import ConfigError
 from speechpack.loader.pack.files import is_remote
+from speechpack.loader.resume import ResumeError
 from speechpack.loader.tasks import STATES
 from speechpack.schemas.constants import MANIFEST_NAME
 from speechpack.schemas.errors import SpeechpackError
@@ -203,6 +205,12 @@ def datamodule_class() -> type:
                 raise ConfigError("test: no loader config given for this split")
             return self._evaluation("test")
 
+        def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+            """What the task leaves to the training process, applied on the device Lightning has just moved the
+            batch to (``SpeechLoader.augment``: TSE's ``augment_on: batch``); other batches pass unchanged."""
+            loader = self.loaders.get("train")
+            return batch if loader is None else loader.loader.augment(batch)
+
         def state_dict(self) -> dict:
             """The training loader's state (a few numbers: epoch, batches consumed, identity); Lightning writes it
             into every checkpoint under this class's name."""
@@ -213,11 +221,9 @@ def datamodule_class() -> type:
 
         def load_state_dict(self, state: dict) -> None:
             """Resume the training loader from a ``state_dict()`` (applied now, or when the loader is made: Lightning
-            restores the DataModule before it asks for loaders). A state from other data, config, seed or world
-            size is refused (``loader.torch.ResumeError``)."""
+            restores the DataModule before it asks for loaders), at any world size. A state from other data, config
+            or seed is refused (``loader.resume.ResumeError``)."""
             if not isinstance(state, dict) or TRAIN_STATE_KEY not in state:
-                from speechpack.loader.torch import ResumeError
-
                 raise ResumeError(f"DataModule state lacks {TRAIN_STATE_KEY} (SpeechDataModule.state_dict())")
             loader = self.loaders.get("train")
             if loader is not None:

@@ -12,8 +12,8 @@ batches handed to the caller, not the ones prefetched. ``stateful_dataloader`` g
   worker builds it (nothing to save per worker);
 - the sampler is ``EpochBatchSampler``: the epoch's batch numbers for this rank, dealt in groups sized as the
   ``SpeechLoader``'s, its iterator ``Stateful`` with the position (batches sent) in ``SpeechLoader.state_dict()``'s
-  format, checked the same way on load (same data, config, seed and world size, or ``loader.torch.ResumeError``
-  naming the key).
+  format, checked the same way on load (same data, config and seed, or ``loader.resume.ResumeError`` naming the
+  key) and resumed the same way at any world size (``loader.resume``).
 
 The loader hands the groups' batches out one by one, so ``len()`` and every position count batches.
 
@@ -24,7 +24,7 @@ Saving is torchdata's own ``state_dict()`` with the exact position added (``POSI
 which torchdata, counting messages, cannot say in the middle of a group). Loading reads only the position out of it
 (``position_state``) and starts the next pass there: torchdata's restore would also bring back worker states and
 seeds, which these batches do not depend on, and it refuses a state saved with another ``num_workers``; this one
-takes any, as ``SpeechLoader`` does.
+takes any, as ``SpeechLoader`` does, and any world size.
 """
 
 from __future__ import annotations
@@ -33,8 +33,9 @@ import functools
 from typing import Iterator
 
 from speechpack.loader.config_checks import MAX_EPOCH, ConfigError, integer
+from speechpack.loader.resume import Position, ResumeError
 from speechpack.loader.transport.message_groups import unpack
-from speechpack.loader.torch import ResumeError, SpeechLoader, as_tensors, build_loader
+from speechpack.loader.torch import SpeechLoader, as_tensors, build_loader
 from speechpack.schemas.errors import SpeechpackError
 
 #: The ``DataLoader`` settings a ``SpeechLoader`` chose that the ``StatefulDataLoader`` takes over as they are.
@@ -45,12 +46,14 @@ POSITION_KEY = "speechpack_position"
 
 
 class _EpochIterator:
-    """The batch numbers of one epoch from ``position`` on, as ``(epoch, start, stop)`` keys; ``Stateful``."""
+    """The batch numbers of one pass from ``position`` on, as ``(epoch, start, stop, global_start)`` keys (the
+    pass is dealt from global batch ``global_start``: ``loader.resume``); ``Stateful``."""
 
-    def __init__(self, sampler: "EpochBatchSampler", position: int = 0) -> None:
+    def __init__(self, sampler: "EpochBatchSampler", global_start: int = 0, position: int = 0) -> None:
         self.sampler = sampler
         self.epoch = sampler.epoch
-        self.count = len(sampler)  # this epoch's, whatever set_epoch does during the pass
+        self.global_start = global_start
+        self.count = sampler.pass_length(self.epoch, global_start)  # whatever set_epoch does during the pass
         self.position = position
 
     def __iter__(self) -> "_EpochIterator":
@@ -62,17 +65,18 @@ class _EpochIterator:
             raise StopIteration
         start = self.position
         self.position += self.sampler.loader.message_sizes.next(self.count - start, self.count)
-        return self.epoch, start, self.position
+        return self.epoch, start, self.position, self.global_start
 
     def state_dict(self) -> dict:
         """``SpeechLoader.state_dict()``'s keys: the epoch and the batches sent so far, with the loader's identity."""
-        return {**self.sampler.loader.state_dict(), "epoch": self.epoch, "batches_consumed": self.position}
+        loader = self.sampler.loader
+        return loader.state_for(Position(self.epoch, self.global_start, self.position, loader.world_size))
 
     def load_state_dict(self, state: dict) -> None:
-        """Continue after ``state["batches_consumed"]`` batches of ``state["epoch"]``; checked in full first."""
-        self.epoch, self.position = self.sampler.checked(state)
+        """Continue after the global position of ``state``; checked in full first."""
+        self.epoch, self.global_start, self.position = self.sampler.checked(state)
         self.sampler.epoch = self.epoch
-        self.count = len(self.sampler)
+        self.count = self.sampler.pass_length(self.epoch, self.global_start)
 
 
 class EpochBatchSampler:
@@ -82,36 +86,47 @@ class EpochBatchSampler:
     def __init__(self, loader: SpeechLoader) -> None:
         self.loader = loader
         self.epoch = loader.epoch
-        self._start = 0
+        #: Where the next pass starts: ``(global_start, batches already consumed)`` (``loader.resume``).
+        self._start = (0, 0)
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch the next pass yields (a new order when ``shuffle``); another epoch starts at its first batch."""
         epoch = integer(epoch, "epoch", 0, MAX_EPOCH)
         if epoch != self.epoch:
-            self._start = 0
+            self._start = (0, 0)
         self.epoch = epoch
 
-    def checked(self, state: dict) -> tuple[int, int]:
-        """``(epoch, batches_consumed)`` of an iterator state, after the ``SpeechLoader``'s checks (same data,
-        config, seed and world size; counts in range): a refused state is a ``ResumeError`` naming the key."""
+    def checked(self, state: dict) -> tuple[int, int, int]:
+        """``(epoch, global_start, batches_consumed)`` where this rank resumes an iterator state, after the
+        ``SpeechLoader``'s checks (same data, config and seed; counts in range; any world size): a refused state is a
+        ``ResumeError`` naming the key."""
         self.loader.load_state_dict(state)  # changes nothing when it refuses
-        checked = self.loader.state_dict()
-        return checked["epoch"], checked["batches_consumed"]
+        position = self.loader.position
+        return position.epoch, position.global_start, position.consumed
 
     def resume(self, state: dict) -> None:
-        """The next pass yields the batches of ``state["epoch"]`` after the first ``state["batches_consumed"]``."""
-        self.epoch, self._start = self.checked(state)
+        """The next pass continues after the global position ``state`` saved."""
+        self.epoch, *self._start = self.checked(state)
+
+    @property
+    def next_global_start(self) -> int:
+        """The global batch the next pass is dealt from."""
+        return self._start[0]
 
     def started(self) -> None:
         """A pass has begun: the resume position is used. (A DataLoader may make an iterator it never advances,
         so the position is kept until one is advanced.)"""
-        self._start = 0
+        self._start = (0, 0)
 
-    def __iter__(self) -> Iterator[tuple[int, int]]:
-        return _EpochIterator(self, self._start)
+    def __iter__(self) -> Iterator[tuple[int, int, int, int]]:
+        return _EpochIterator(self, *self._start)
+
+    def pass_length(self, epoch: int, global_start: int) -> int:
+        """This rank's batches in the pass over ``epoch`` dealt from ``global_start``."""
+        return len(self.loader.dataset.plan(epoch, global_start))
 
     def __len__(self) -> int:
-        return len(self.loader.dataset.plan(self.epoch))
+        return self.pass_length(self.epoch, self._start[0])
 
     def state_dict(self) -> dict:
         return {"epoch": self.epoch}
@@ -170,8 +185,8 @@ def stateful_class() -> type:
             super().__init__(loader.dataset, batch_size=None, sampler=EpochBatchSampler(loader),
                              snapshot_every_n_steps=snapshot_every_n_steps, **settings)
             self.speech_loader = loader
-            #: ``(epoch, batches handed out)`` of the current pass once it has handed one out, else None.
-            self._handed: tuple[int, int] | None = None
+            #: Where the current pass stands once it has handed out a batch, else None.
+            self._handed: Position | None = None
 
         def set_epoch(self, epoch: int) -> None:
             before = self.sampler.epoch
@@ -181,16 +196,16 @@ def stateful_class() -> type:
 
         def __iter__(self) -> Iterator[dict]:
             self._handed = None
+            global_start, world = self.sampler.next_global_start, self.speech_loader.world_size
             for epoch, number, batch in unpack(super().__iter__(), self.speech_loader.message_sizes):
-                self._handed = (epoch, number + 1)
+                self._handed = Position(epoch, global_start, number + 1, world)
                 yield as_tensors(batch)
 
         def state_dict(self) -> dict:
             """torchdata's state, plus the exact position once the current pass has handed out a batch."""
             state = super().state_dict()
             if self._handed is not None:
-                epoch, handed = self._handed
-                state[POSITION_KEY] = {**self.speech_loader.state_dict(), "epoch": epoch, "batches_consumed": handed}
+                state[POSITION_KEY] = self.speech_loader.state_for(self._handed)
             return state
 
         def load_state_dict(self, state: dict) -> None:

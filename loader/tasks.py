@@ -192,12 +192,34 @@ class BatchBuilder:
         unit.  (TSE: a mixture gives one row per target speaker.)"""
         return None
 
+    def unit_samples(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(pack id, sample)`` of every planning unit: which pack sample each unit reads, so the node cache
+        (``loader.cache.schedule``) knows the files each planned batch needs before the epoch starts.  Default None:
+        the cache then fetches on demand and evicts the oldest entries first.  A task with an item index returns
+        ``index_samples(index.pack, index.sample, self.windows)``."""
+        return None
+
     def planned_batch_check(self) -> Callable[..., None] | None:
         """A check the dry run applies to each planned batch before any audio is read, so ``speechpack plan``
         fails where training would: called as ``check(units, epoch=, rank=, batch=, batches=)``, it raises a
         ``SpeechpackError`` naming the batch.  Default None: every planned batch can be built.  (TSE: a batch of
         mixtures with different channel counts.)"""
         return None
+
+    def augment_batch(self, batch: dict) -> dict:
+        """What the training process applies to a delivered batch, on whatever device it has moved it to
+        (``SpeechLoader.augment``).  Default: the batch as it is.  (TSE with ``augment_on: batch``: online
+        mixtures reverberated, noised and mixed in torch.)"""
+        return batch
+
+
+def index_samples(pack: np.ndarray, sample: np.ndarray, windows: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    """``BatchBuilder.unit_samples`` of an item index (per item: its pack and sample), through train-window chunks
+    (each chunk reads its item) when the plan deals chunks."""
+    pack, sample = np.asarray(pack, dtype=np.int64), np.asarray(sample, dtype=np.int64)
+    if windows is not None:
+        pack, sample = pack[windows.item], sample[windows.item]
+    return pack, sample
 
 
 @dataclass(frozen=True)

@@ -3,13 +3,15 @@
 ASR modules that compute in torch import it (``loader/asr/``: ``features`` and ``task``); ``schemas/``, ``packer/`` and the rest of ``loader/`` never do (tests/test_layers.py checks it).
 
 How the pieces fit:
-- a sampler in the main process yields ``(epoch, start, stop)`` keys, consecutive batches of the epoch starting
-  where a resumed run left off, several per key when workers build them (``loader.transport.message_groups``: why and how
-  many);
+- a sampler in the main process yields ``(epoch, start, stop, global_start)`` keys, consecutive batches of the
+  epoch starting where a resumed run left off, several per key when workers build them
+  (``loader.transport.message_groups``: why and how many); ``global_start`` is the global batch the pass is dealt
+  from (0 unless it resumed a state of another world size: ``loader.resume``);
 - DataLoader workers receive the keys round-robin (``batch_size=None``: batch-level fetch) and build the batches
   from the plan, which they recompute from (seed, epoch) on first use: nothing about the epoch lives in worker
   state, so persistent workers follow ``set_epoch`` and any ``num_workers`` gives the same batches;
-- ``SpeechLoader`` hands the batches out one by one and counts them, which is the whole resume state;
+- ``SpeechLoader`` hands the batches out one by one and counts them, which is the whole resume state
+  (``loader.resume``);
 - a worker builds each message's batches into a slot of shared memory it reuses (``loader.transport.batch_ring``; its
   lifetime rule says how long a batch's tensors stay valid: as long as they are referenced), and the training
   process wraps the slot in place: no per-batch shared-memory segment, no copy.
@@ -19,7 +21,6 @@ from __future__ import annotations
 
 import gc
 from dataclasses import dataclass
-from numbers import Integral
 from typing import Iterator
 
 import numpy as np
@@ -28,7 +29,7 @@ from torch.utils.data import DataLoader, Dataset, get_worker_info
 
 from speechpack.loader.transport import batch_ring, message_groups
 from speechpack.loader.config import LoaderConfig
-from speechpack.loader.config_checks import MAX_COUNT, MAX_EPOCH, ConfigError, integer
+from speechpack.loader.config_checks import MAX_EPOCH, integer
 from speechpack.loader.cache import CacheSettings, open_cached_pack
 from speechpack.loader.cache.schedule import PlanFeed
 from speechpack.loader.cache.shard_order import PlanningView, shard_windows, window_identity
@@ -36,14 +37,13 @@ from speechpack.loader.cache.settings import cache_in_use
 from speechpack.loader.config import loader_fingerprint
 from speechpack.loader.memory_limit import bytes_per_row_sample, check_batch_memory, largest_batch_rows
 from speechpack.loader.pack import Pack
+from speechpack.loader.plan.dealing import resume_point
 from speechpack.loader.plan.plan import EpochPlan, needs_lengths, plan_epoch
 from speechpack.loader.recipe import MAX_PREFETCH, MAX_WORKERS
+from speechpack.loader.resume import Position, ResumeError, make_state, read_state
 from speechpack.loader.tasks import prepare, task
 from speechpack.loader.plan.weighting import PackWeighting
-from speechpack.schemas.errors import SpeechpackError
 
-#: Version of ``SpeechLoader.state_dict()``; bump it when its meaning changes.
-STATE_VERSION = 1
 #: Messages (of one or more batches: ``loader.transport.message_groups``) each worker prepares ahead of the training loop.
 PREFETCH_PER_WORKER = 2
 #: Shared-memory slots per worker beyond its prefetch (``loader.transport.batch_ring``; one slot per message): the message
@@ -68,10 +68,6 @@ def _freeze_gc(worker_id: int) -> None:
     """Worker start-up: move everything inherited from the parent out of the garbage collector's reach, so its
     passes do not touch (and copy) the parent's pages."""
     gc.freeze()
-
-
-class ResumeError(SpeechpackError):
-    """A loader state does not belong to this loader (different data, config, seed or world)."""
 
 
 @dataclass(frozen=True)
@@ -131,9 +127,9 @@ def dataloader_settings(config: LoaderConfig, num_workers: int | None = None,
 
 
 class _PlannedBatches(Dataset):
-    """Map-style dataset over ``(epoch, start, stop)`` keys: caches one epoch's plan per process
-    (``loader.plan.plan_epoch``, recomputed from (seed, epoch) on first use in each worker) and builds the batches
-    ``start`` to ``stop - 1`` it names, as one ``message_groups.BatchGroup``."""
+    """Map-style dataset over ``(epoch, start, stop, global_start)`` keys: caches one pass's plan per process
+    (``loader.plan.plan_epoch``, recomputed from (seed, epoch, global_start) on first use in each worker) and builds
+    the batches ``start`` to ``stop - 1`` it names, as one ``message_groups.BatchGroup``."""
 
     def __init__(self, builder, seed: int, rank: int, world_size: int, weighting: PackWeighting | None = None,
                  memory_limit: int | None = None):
@@ -143,7 +139,7 @@ class _PlannedBatches(Dataset):
         self.seed = seed
         self.rank = rank
         self.world_size = world_size
-        self._plan: tuple[int, EpochPlan] | None = None
+        self._plan: tuple[tuple[int, int], EpochPlan] | None = None
         self._lengths: np.ndarray | None = None
         #: Set by ``SpeechLoader`` when it has workers: the slots batches travel in (None: torch's transport).
         self.ring: batch_ring.BatchRing | None = None
@@ -157,40 +153,50 @@ class _PlannedBatches(Dataset):
         args = self.builder.plan_args
         return args if self.shard_order is None else PlanningView(args, self.shard_order)
 
-    def plan(self, epoch: int) -> EpochPlan:
-        if self._plan is None or self._plan[0] != epoch:
-            args = self.args
-            if needs_lengths(args) and (self._lengths is None or self.builder.lengths_by_epoch):
-                self._lengths = self.builder.unit_lengths(epoch)
-            plan = plan_epoch(args, self.seed, epoch, self.rank, self.world_size, num_units=self.builder.num_units(),
-                              lengths=self._lengths, windows=self.builder.windows, weighting=self.weighting,
-                              memory_limit=self.memory_limit)
-            self._plan = (epoch, plan)
+    def plan(self, epoch: int, global_start: int = 0) -> EpochPlan:
+        """This rank's batches of the pass over ``epoch`` dealt from global batch ``global_start``."""
+        if self._plan is None or self._plan[0] != (epoch, global_start):
+            self._plan = ((epoch, global_start), self._plan_at(epoch, global_start, self.rank, self.world_size))
         return self._plan[1]
 
-    def plan_of(self, epoch: int, rank: int) -> EpochPlan:
-        """Any rank's plan of ``epoch`` (the node cache fetches for every rank of its node)."""
-        mine = self.plan(epoch)  # also this epoch's lengths
-        return mine if rank == self.rank else plan_epoch(
-            self.args, self.seed, epoch, rank, self.world_size, num_units=self.builder.num_units(),
-            lengths=self._lengths, windows=self.builder.windows, weighting=self.weighting)
+    def plan_of(self, epoch_pass: tuple[int, int], rank: int) -> EpochPlan:
+        """Any rank's plan of the pass ``(epoch, global_start)`` (the node cache fetches for every rank of its
+        node)."""
+        epoch, global_start = epoch_pass
+        mine = self.plan(epoch, global_start)  # also this epoch's lengths
+        return mine if rank == self.rank else self._plan_at(epoch, global_start, rank, self.world_size)
+
+    def pass_length(self, epoch: int, global_start: int, world_size: int) -> int:
+        """Steps of every rank in that pass at ``world_size`` (a saved state's, to check its position)."""
+        if world_size == self.world_size:
+            return len(self.plan(epoch, global_start))
+        return len(self._plan_at(epoch, global_start, 0, world_size))
+
+    def _plan_at(self, epoch: int, global_start: int, rank: int, world_size: int) -> EpochPlan:
+        args = self.args
+        if needs_lengths(args) and (self._lengths is None or self.builder.lengths_by_epoch):
+            self._lengths = self.builder.unit_lengths(epoch)
+        return plan_epoch(args, self.seed, epoch, rank, world_size, num_units=self.builder.num_units(),
+                          lengths=self._lengths, windows=self.builder.windows, weighting=self.weighting,
+                          memory_limit=self.memory_limit, global_start=global_start)
 
     def __len__(self) -> int:  # the DataLoader never asks: the sampler defines the length
         raise TypeError("indexed by (epoch, start, stop); ask the SpeechLoader for its length")
 
-    def arrays(self, epoch: int, start: int, stop: int) -> Iterator[dict]:
-        """Batches ``start`` to ``stop - 1`` of ``epoch`` as the builder makes them (numpy arrays and lists),
-        yielded one by one (``BatchBuilder.build_block``: TSE plans them together, each built when asked for)."""
-        plan = self.plan(epoch)
+    def arrays(self, epoch: int, start: int, stop: int, global_start: int = 0) -> Iterator[dict]:
+        """Batches ``start`` to ``stop - 1`` of the pass over ``epoch`` from ``global_start`` as the builder makes them
+        (numpy arrays and lists), yielded one by one (``BatchBuilder.build_block``: TSE plans them together, each
+        built when asked for)."""
+        plan = self.plan(epoch, global_start)
         if self.feed is not None:
-            self.feed.at(epoch, start, stop)
+            self.feed.at((epoch, global_start), start, stop)
         batches = [(*plan.batch(b), epoch, int(plan.global_batch[b])) for b in range(start, stop)]
         return self.builder.build_block(batches)
 
-    def __getitem__(self, key: tuple[int, int, int]) -> message_groups.BatchGroup:
-        epoch, start, stop = key
+    def __getitem__(self, key: tuple[int, int, int, int]) -> message_groups.BatchGroup:
+        epoch, start, stop, global_start = key
         meter = message_groups.Meter()
-        block = self.arrays(epoch, start, stop)
+        block = self.arrays(epoch, start, stop, global_start)
         builds = [meter.timed(lambda: next(block)) for _ in range(start, stop)]
         worker = get_worker_info()
         slot = self.ring.claim(worker.id) if self.ring is not None and worker is not None else None
@@ -234,7 +240,8 @@ class SpeechLoader:
     """Iterable of collated batches with ``len()``, ``set_epoch``, ``state_dict`` and ``load_state_dict``.
 
     Every rank has the same ``len()``; one pass over the loader is one epoch of this rank's batches.  A state
-    saved mid-epoch resumes with exactly the remaining batches, whatever ``num_workers`` is then.
+    saved mid-epoch resumes with exactly the remaining batches, whatever ``num_workers`` and world size are then
+    (``loader.resume``).
     """
 
     def __init__(self, config: LoaderConfig, state: str, packs: list[Pack], *, rank: int, world_size: int,
@@ -260,8 +267,11 @@ class SpeechLoader:
         self.dataset.feed = PlanFeed(packs, self.builder, self.dataset.plan_of, rank, world_size)
         self._fingerprint = loader_fingerprint(config, state, packs, window_identity(self.dataset.shard_order))
         self._epoch = 0
+        #: The pass: the global batch it is dealt from and the batches handed out (``loader.resume.Position``).
+        self._global_start = 0
         self._consumed = 0
-        self._resume_at = 0
+        #: Whether the next pass continues the loaded state's position rather than starting the epoch.
+        self._resuming = False
         self.dataloader_settings = dataloader_settings(config, num_workers, prefetch_factor)
         num_workers = self.dataloader_settings["num_workers"]
         rows, samples = largest_batch_rows(first, self.builder.unit_lengths(0))
@@ -271,7 +281,7 @@ class SpeechLoader:
         if batches_per_message is not None:
             batches_per_message = integer(batches_per_message, "batches_per_message", 1, message_groups.MAX_EXPLICIT)
         # A cache limit too small for the batches built together is an error now, never a hang.
-        self.dataset.feed.check(0, IN_PROCESS_BLOCK if not num_workers else batches_per_message or 1)
+        self.dataset.feed.check((0, 0), IN_PROCESS_BLOCK if not num_workers else batches_per_message or 1)
         #: How many batches each DataLoader message carries (``loader.transport.message_groups``; shared with torchdata's).
         self.message_sizes = message_groups.MessageSizes(num_workers, batches_per_message)
         self._sampler = message_groups.EpochKeys(self.message_sizes)
@@ -289,7 +299,7 @@ class SpeechLoader:
         )
 
     def __len__(self) -> int:
-        return len(self.dataset.plan(self._epoch))
+        return len(self.dataset.plan(self._epoch, self._global_start))
 
     @property
     def tokenizer(self):
@@ -305,11 +315,17 @@ class SpeechLoader:
         """Select the epoch whose batches the next pass yields (a new order when ``shuffle``)."""
         epoch = integer(epoch, "epoch", 0, MAX_EPOCH)
         if epoch != self._epoch:
-            self._resume_at = self._consumed = 0
+            self._global_start = self._consumed = 0
+            self._resuming = False
         self._epoch = epoch
 
+    @property
+    def position(self) -> Position:
+        """Where the current (or last) pass stands."""
+        return Position(self._epoch, self._global_start, self._consumed, self.world_size)
+
     def report(self) -> LoaderReport:
-        plan = self.dataset.plan(self._epoch)
+        plan = self.dataset.plan(self._epoch, self._global_start)
         weighting = (None if self.weighting is None
                      else self.weighting.report(self.weighting.items(self.seed, self._epoch)))
         return LoaderReport(items=len(self.item_pack), filtered=self.filtered, filter_report=self.filter_report,
@@ -319,10 +335,12 @@ class SpeechLoader:
                             dialect=self.config.dialect)
 
     def __iter__(self) -> Iterator[dict]:
-        self._sampler.epoch = self._epoch
+        if not self._resuming:  # a whole epoch
+            self._global_start = self._consumed = 0
+        self._resuming = False
+        self._sampler.epoch, self._sampler.global_start = self._epoch, self._global_start
         self._sampler.count = len(self)
-        self._sampler.start = self._consumed = self._resume_at
-        self._resume_at = 0
+        self._sampler.start = self._consumed
         # Without workers the batches are built right here: the DataLoader would only add its per-batch profiler
         # scope and bookkeeping (about a tenth of a short TSE batch; docs/performance.md), and pin what it pins.
         in_process = self.dataloader_settings["num_workers"] == 0
@@ -337,38 +355,45 @@ class SpeechLoader:
         """This pass's batches built here, ``IN_PROCESS_BLOCK`` planned at a time."""
         sampler = self._sampler
         for first in range(sampler.start, sampler.count, IN_PROCESS_BLOCK):
-            yield from self.dataset.arrays(sampler.epoch, first, min(first + IN_PROCESS_BLOCK, sampler.count))
+            yield from self.dataset.arrays(sampler.epoch, first, min(first + IN_PROCESS_BLOCK, sampler.count),
+                                           sampler.global_start)
+
+    def augment(self, batch: dict, device: torch.device | str | None = None) -> dict:
+        """``batch`` ready for the model: its tensors moved to ``device`` first when one is given, then what the
+        task leaves to the training process applied where they are (TSE ``augment_on: batch``: reverberation,
+        noise and mixing; ``loader.tasks.BatchBuilder.augment_batch``).  Any other batch comes back as it is, so
+        a training loop may call it on every batch: ``batch = loader.augment(batch, device)``."""
+        if device is not None:
+            batch = {k: v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+        return self.builder.augment_batch(batch)
 
     def state_dict(self) -> dict:
-        """A few numbers: enough to resume mid-epoch in O(1).  After a finished pass ``batches_consumed`` equals
-        ``len(self)``: resuming then yields nothing until ``set_epoch`` moves on."""
-        return {"state_version": STATE_VERSION, "epoch": self._epoch, "batches_consumed": self._consumed,
-                "seed": self.seed, "rank": self.rank, "world_size": self.world_size,
-                "fingerprint": self._fingerprint}
+        """A few numbers: enough to resume mid-epoch in O(1), at any world size (``loader.resume``).  After a
+        finished pass ``batches_consumed`` equals ``len(self)``: resuming then yields nothing until ``set_epoch``
+        moves on."""
+        return self.state_for(self.position)
+
+    def state_for(self, position: Position) -> dict:
+        """The state of this loader at ``position`` (torchdata's loader saves the batches it handed out)."""
+        return make_state(position, seed=self.seed, rank=self.rank, fingerprint=self._fingerprint)
 
     def load_state_dict(self, state: dict) -> None:
-        """Resume: the next pass yields the batches of ``state["epoch"]`` after those already consumed.
+        """Resume: the next pass yields the batches of ``state["epoch"]`` after the global position the state
+        saved, dealt over this loader's ranks (``loader.plan.dealing.resume_point``), whatever the world size and
+        ``num_workers`` that saved it.
 
         The whole state is checked before anything changes: a refused state (``ResumeError``, naming the key)
         leaves the loader exactly as it was.  Counts must be integers; a float is refused, never truncated."""
-        if not isinstance(state, dict):
-            raise ResumeError(f"loader state must be a dict (SpeechLoader.state_dict()), got {type(state).__name__}")
-        expected = {"state_version": STATE_VERSION, "seed": self.seed, "world_size": self.world_size,
-                    "fingerprint": self._fingerprint}
-        missing = sorted({"epoch", "batches_consumed", *expected} - set(state))
-        if missing:
-            raise ResumeError(f"loader state lacks {', '.join(missing)}")
-        for key, mine in expected.items():
-            if not _same(state[key], mine):
-                raise ResumeError(f"loader state does not match this loader: {key} in state: {state[key]!r} / "
-                                  f"{key} in loader: {mine!r}")
-        epoch = _state_int(state, "epoch", MAX_EPOCH)
-        consumed = _state_int(state, "batches_consumed", MAX_COUNT)
-        batches = len(self.dataset.plan(epoch))
-        if consumed > batches:
-            raise ResumeError(f"batches_consumed {consumed} is outside [0, {batches}] (epoch {epoch})")
-        self.set_epoch(epoch)
-        self._resume_at = self._consumed = consumed
+        saved = read_state(state, seed=self.seed, fingerprint=self._fingerprint)
+        batches = self.dataset.pass_length(saved.epoch, saved.global_start, saved.world_size)
+        if saved.consumed > batches:
+            raise ResumeError(f"batches_consumed {saved.consumed} is outside [0, {batches}] (epoch {saved.epoch}, "
+                              f"world_size {saved.world_size})")
+        global_start, consumed = resume_point(saved.global_batches, self.world_size)
+        # A position inside the epoch's padding (all real batches consumed) leaves nothing in this pass.
+        consumed = min(consumed, len(self.dataset.plan(saved.epoch, global_start)))
+        self.set_epoch(saved.epoch)
+        self._global_start, self._consumed, self._resuming = global_start, consumed, True
 
 
 def _pinnable() -> bool:
@@ -380,22 +405,6 @@ def _pinnable() -> bool:
 def _first(*values):
     """The first value that is not None."""
     return next(value for value in values if value is not None)
-
-
-def _same(value, mine) -> bool:
-    """Whether a state's ``value`` is this loader's ``mine``: equal, and an integer where ``mine`` is one (never
-    a bool or a float that happens to compare equal)."""
-    if isinstance(mine, Integral):
-        return isinstance(value, Integral) and not isinstance(value, bool) and int(value) == int(mine)
-    return isinstance(value, type(mine)) and value == mine
-
-
-def _state_int(state: dict, key: str, maximum: int) -> int:
-    """``state[key]`` as an int in ``[0, maximum]``, else a ``ResumeError`` naming the key."""
-    try:
-        return integer(state[key], f"loader state {key}", 0, maximum)
-    except ConfigError as err:
-        raise ResumeError(str(err)) from None
 
 
 def build_loader(config: dict | LoaderConfig, state: str, *, rank: int = 0, world_size: int = 1,

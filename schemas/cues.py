@@ -37,15 +37,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from speechpack.schemas.cue_banks import RepresentationSpec, representation_of, representation_spec, representations_for
+from speechpack.schemas.cue_banks import (  # noqa: F401  (LABEL*: the labels' layout, named where cues.yaml names them)
+    LABEL_SPEAKERS_NAME,
+    LABEL_VALUES_NAME,
+    LABELS_DIR,
+    RepresentationSpec,
+    representation_of,
+    representation_spec,
+    representations_for,
+)
 from speechpack.schemas.errors import ManifestError
 
 CUES_DIR = "cues"
 CUES_YAML = "cues.yaml"
-LABELS_DIR = "labels"
-#: ``cues/labels/``: speaker ids (sorted) and their labels, row for row.
-LABEL_SPEAKERS_NAME = "speakers.npy"
-LABEL_VALUES_NAME = "labels.npy"
 
 #: The cues of ``cues.yaml``: the policy types each allows, and WeSep's default representation when an entry omits
 #: ``type`` and ``format`` (None: the entry must give them).  Which representations each cue accepts is the

@@ -1,6 +1,9 @@
-"""Reading JSON documents from files nobody vouches for: the one layer every JSON reader of speechpack goes
-through (a pack's ``dataset.json`` and shard ``index.json``, local or on an object store, MuVAP's files, cue
-resources, build state); YAML files go through ``schemas.yaml_document``, which shares the limits and the error.
+"""Reading JSON from files nobody vouches for (whole documents, and input lists line by line), and showing a
+value in a message whatever its size.
+
+**Documents.**  The one layer every JSON reader of speechpack goes through (a pack's ``dataset.json`` and shard
+``index.json``, local or on an object store, MuVAP's files, cue resources, build state); YAML files go through
+``schemas.yaml_document``, which shares the limits and the error.
 
 Every way a document can fail to decode ends as one ``DocumentError`` (or the class the caller names) whose message
 says the file, what is wrong, and where: the line when known, the key path (``samples[3].duration``) when known.
@@ -12,24 +15,49 @@ Limits, each checked before the value reaches any other code:
 - **nesting**: at most ``MAX_DEPTH`` levels.  ``json`` parses recursively (``RecursionError`` near 1,000 levels,
   and every later recursive walk, copy or comparison of the value would fail the same way), so the depth is
   measured on the text first, without parsing.  Real documents nest a few levels (a shard ``index.json`` holds
-  each input line, itself at most ``schemas.jsonlines.MAX_DEPTH`` deep, a few levels down).
+  each input line, itself at most ``MAX_LINE_DEPTH`` deep, a few levels down).
 - **integers**: at most ``MAX_INT_DIGITS`` digits, Python's default int-string limit
   (https://docs.python.org/3/library/stdtypes.html#int-max-str-digits).  It is a constant here, so a document
   is read the same whatever limit the interpreter was started with.
 - **YAML aliases**: see ``schemas.yaml_document``.
+
+**Values in messages.**  ``bounded_repr(value)``: a value as a message may show it, at most ``MAX_SHOWN`` characters
+whatever it holds.
+
+Messages name the value they refuse (``got [0.5, 0.5]``) so the user sees what was read.  A value read from a
+config can be arbitrarily large: a YAML alias tree (the "billion laughs" construction) expands to millions of
+nodes, a list may hold a million items, and an integer past Python's int-string limit
+(``sys.int_info.default_max_str_digits``) cannot be converted to text at all (``repr`` raises ``ValueError``).
+``reprlib.Repr`` shows a bounded number of levels and of items per level, so its work is bounded by its limits and
+not by the value; big integers are described by their size instead of being converted.
+
+**Input lists.**  Line-oriented input lists (WeSep raw lists, ASR JSON-lines manifests, bank and shard lists), read
+one line at a time so that whatever a line holds is a problem *of that line*, never a traceback for the whole build.
+
+- Each line is decoded on its own: a byte that is not UTF-8 is reported with its line, the rest of the list is
+  still read (a list decoded as a whole stops at the first bad byte, with no line number).
+- ``parse_json_line`` raises only ``ValueError``: bad JSON, a value nested deeper than ``MAX_LINE_DEPTH`` (far deeper
+  ones make ``json`` raise ``RecursionError``), an integer literal past Python's digit limit, and a string that
+  UTF-8 cannot encode (a lone surrogate from a ``\\u`` escape, which would make ``index.json`` unwritable).
+
+Lines are split at ``\\n`` only (JSON Lines, https://jsonlines.org/: a ``\\r`` before it is whitespace), and
+numbered from 1 with blank lines counted, so numbers match an editor's.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
+import reprlib
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from speechpack.schemas.errors import SpeechpackError
+from speechpack.schemas.names import encoding_problem
 
 #: Deepest nesting of lists and mappings a document may have.
 MAX_DEPTH = 100
@@ -206,5 +234,97 @@ def read_json(path: str, *, error: type[Exception] = DocumentError, max_depth: i
     return parse_json(raw, path, error=error, max_depth=max_depth, object_pairs_hook=object_pairs_hook)
 
 
-__all__ = ["DocumentError", "LongInteger", "MAX_DEPTH", "MAX_INT_DIGITS", "describe", "find_value",
-           "json_depth_problem", "key_path", "parse_json", "read_json", "refuse"]
+#: Longest text ``bounded_repr`` returns.
+MAX_SHOWN = 240
+#: Integers longer than this many digits are shown by their size (``<an integer of 5000 digits>``).
+MAX_INT_SHOWN = 60
+
+
+class _BoundedRepr(reprlib.Repr):
+    """``reprlib``'s limits, set for messages: three levels, ten items per container, 80 characters per string."""
+
+    def __init__(self):
+        super().__init__()
+        self.maxlevel = 3
+        self.maxtuple = self.maxlist = self.maxarray = self.maxdict = 10
+        self.maxset = self.maxfrozenset = self.maxdeque = 10
+        self.maxstring = 80
+        self.maxother = 80
+
+    def repr_int(self, x: int, level: int) -> str:
+        if abs(x).bit_length() > MAX_INT_SHOWN * math.log2(10):
+            return f"<an integer of about {int(abs(x).bit_length() * math.log10(2)) + 1} digits>"
+        return repr(x)
+
+
+_REPR = _BoundedRepr()
+
+
+def bounded_repr(value: Any, limit: int = MAX_SHOWN) -> str:
+    """``repr(value)`` for small values; for large ones a shortened form (``...`` where items were left out), never
+    longer than ``limit`` characters and never costlier than the shortened form."""
+    try:
+        text = _REPR.repr(value)
+    except Exception:  # a foreign object whose __repr__ fails: its type is still worth showing
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+#: Deepest nesting a line may have.  A list line is a flat record; its value is also stored nested a few levels
+#: deeper in ``index.json`` (under ``provenance.extra``), which every reader must still be able to parse.
+MAX_LINE_DEPTH = 32
+
+
+def read_lines(path: str) -> Iterator[tuple[int, str | None, str | None]]:
+    """``(number, text, problem)`` for every line of ``path``: ``text`` decoded from UTF-8, or ``None`` and
+    ``problem`` saying which byte is not UTF-8."""
+    with open(path, "rb") as fp:
+        for number, raw in enumerate(fp, start=1):
+            yield (number, *decode_line(raw))
+
+
+def decode_line(raw: bytes) -> tuple[str | None, str | None]:
+    """``(text, None)``, or ``(None, problem)`` naming the first byte of ``raw`` that is not UTF-8."""
+    try:
+        return raw.decode("utf-8"), None
+    except UnicodeDecodeError as err:
+        return None, f"not UTF-8 text (byte 0x{raw[err.start]:02x} at byte {err.start + 1} of the line)"
+
+
+def parse_json_line(text: str):
+    """The JSON value of one line; ``ValueError`` with the reason for anything a pack cannot hold."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"not valid JSON ({err.msg} at column {err.colno})") from None
+    except RecursionError:
+        raise ValueError("not readable JSON: nested deeper than the parser's recursion limit") from None
+    except ValueError as err:  # e.g. an integer literal longer than Python's int digit limit
+        raise ValueError(f"not readable JSON ({err})") from None
+    problem = _value_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+def _value_problem(value) -> str | None:
+    """The first reason ``value`` cannot be stored as it is (too deep, a string UTF-8 cannot encode), or
+    ``None``.  Iterative, so that no value can exhaust the stack."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            problem = encoding_problem(item)
+            if problem is not None:
+                return problem
+        elif isinstance(item, (dict, list)):
+            if depth > MAX_LINE_DEPTH:
+                return f"nested more than {MAX_LINE_DEPTH} levels deep"
+            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return None
+
+
+__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "MAX_LINE_DEPTH", "MAX_SHOWN", "DocumentError", "LongInteger", "bounded_repr",
+           "decode_line", "describe", "find_value", "json_depth_problem", "key_path", "parse_json", "parse_json_line",
+           "read_json", "read_lines", "refuse"]

@@ -24,8 +24,8 @@ import soundfile
 import soxr
 
 from speechpack.schemas.errors import SpeechpackError
-from speechpack.schemas.limits import MAX_RESAMPLE_RATIO
 from speechpack.schemas.sound_blocks import overstated, read_frames
+from speechpack.schemas.units import MAX_RESAMPLE_RATIO
 
 #: The entry make_lmdb.py writes the pickled key list under; never read.
 KEYS_ENTRY = b"__keys__"

@@ -16,8 +16,8 @@ import os
 from dataclasses import dataclass
 
 from speechpack.schemas.constants import KIND_SOURCES, KIND_TSE
-from speechpack.schemas.jsonlines import parse_json_line
-from speechpack.schemas.sample_names import check_name, encoding_problem
+from speechpack.schemas.documents import parse_json_line
+from speechpack.schemas.names import check_name, encoding_problem
 
 
 #: Keys of a list line that the packer interprets; any other key is kept verbatim under ``provenance.extra``.
@@ -79,7 +79,7 @@ def _string_list(value, what: str) -> list[str]:
 
 def parse_wesep_line(text: str, line: int) -> WesepLine:
     """Parse one list line; raise ``ValueError`` with the reason (the caller adds file and line).  Keys and
-    speakers must be names a pack can store (``schemas.sample_names``)."""
+    speakers must be names a pack can store (``schemas.names``)."""
     obj = parse_json_line(text)
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")

@@ -1,4 +1,4 @@
-"""loader.asr.partition_filter: the pyarrow filter forms Omnilingual's recipes write, parsed (never evaluated) into
+"""loader.asr.selection: the pyarrow filter forms Omnilingual's recipes write, parsed (never evaluated) into
 a mask over the pack's corpus and language columns; anything else refused with the character it stopped at."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from speechpack.loader.asr.partition_filter import parse_partition_filters
+from speechpack.loader.asr.selection import parse_partition_filters
 from speechpack.loader.config import ConfigError
 
 pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
@@ -63,7 +63,7 @@ def test_empty_and_wrong_types_are_refused():
 
 
 def test_3000_nested_parentheses_are_refused_by_name():
-    from speechpack.loader.asr.partition_filter import MAX_NESTING
+    from speechpack.loader.asr.selection import MAX_NESTING
 
     text = "(" * 3000 + 'pc.field("corpus") == "cv"' + ")" * 3000
     with pytest.raises(ConfigError, match=f"f: nested more than {MAX_NESTING} levels deep at character"):

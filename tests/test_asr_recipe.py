@@ -1,6 +1,6 @@
 """Omnilingual recipe configs (``dataset:`` + ``tokenizer:`` + ``packs:``) on real speech: the fine-tuning and
 LLM recipes' dataset blocks, written from their published values, load unchanged and give batches within
-``max_num_elements`` whose utterances pass the filters, each once per epoch (``loader.asr.recipe``)."""
+``max_num_elements`` whose utterances pass the filters, each once per epoch (``loader.asr.args``)."""
 
 from __future__ import annotations
 

@@ -94,6 +94,25 @@ def test_equal_counts_exactly_once_budget_and_multiple(world_size, multiple, tai
         assert np.all(pl[over, 0] == multiple) and np.all(4096 // pl[over, 1] < multiple)
 
 
+@pytest.mark.parametrize("tail", ("pad", "drop"))
+def test_a_final_remainder_larger_than_the_multiple_is_batched_not_lost(tail):
+    """The leftovers, cut again at the end, may leave more than ``num_seqs_multiple_of`` items (here 4 with a
+    multiple of 3, all within the budget): its whole multiples form one more batch, and only the rest (fewer than
+    the multiple) is padded or dropped.  Before, ``tail: pad`` lost such items (``padded`` went negative) and
+    ``tail: drop`` dropped them all."""
+    lengths = np.random.default_rng(0).integers(1, 100, 40)
+    args = BudgetArgs(budget=300, multiple_of=3, window_items=16)
+    for world_size in (1, 2, 3):
+        rank_plans = plans(lengths, args, world_size, tail=tail, shuffle=False)
+        valid = np.sort(np.concatenate([p.items[p.valid] for p in rank_plans]))
+        assert len(np.unique(valid)) == len(valid)
+        assert len(valid) + rank_plans[0].dropped == 40 and rank_plans[0].padded >= 0
+        if tail == "pad":
+            assert np.array_equal(valid, np.arange(40))
+        elif world_size == 1:  # (more ranks also drop the surplus batches that even the count)
+            assert rank_plans[0].dropped < 3
+
+
 def test_quadratic_cost_respects_budget():
     lengths = ava_lengths(5000, seed=2)
     args = BudgetArgs(budget=1 << 20, cost="quadratic")

@@ -68,7 +68,7 @@ def test_a_channel_count_mismatch_is_named_as_one(real_audio):
     """A file whose decoded channel count differs from its header's (same length) says so, instead of "decoded to
     N samples per channel, the file headers promised N"."""
     from speechpack.packer.build.shards import check_decoded
-    from speechpack.packer.build.sample import PackedSample, SamplePlan
+    from speechpack.packer.build.plan import PackedSample, SamplePlan
     from speechpack.schemas.constants import STREAM_SOURCE
 
     data, _rate = soundfile.read(real_audio("pocketsphinx", 1)[0], dtype="int16")

@@ -1,5 +1,5 @@
 """The cue representation table and the functions registered by its names: every row of
-``schemas.cue_banks.REPRESENTATION_SPECS`` has a writer (``packer.cues.bank.WRITERS``) and a read function
+``schemas.cue_banks.REPRESENTATION_SPECS`` has a writer (``packer.cues.banks.WRITERS``) and a read function
 (``loader.pack.cues.READERS``), and nothing registers a name the table lacks; the batch-time values
 (``loader.tse.cues.values.VALUES``) are optional, but never for an unknown name.  The pack reader reads cue banks
 without the TSE task or soxr."""
@@ -13,7 +13,7 @@ import pytest
 
 from speechpack.loader.pack.cues import READERS
 from speechpack.loader.tse.cues.values import VALUES
-from speechpack.packer.cues.bank import WRITERS
+from speechpack.packer.cues.banks import WRITERS
 from speechpack.schemas.cue_banks import REPRESENTATION_SPECS
 from speechpack.schemas.cues import DEFAULT_REPRESENTATIONS, POLICY_TYPES
 

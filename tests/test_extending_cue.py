@@ -1,5 +1,5 @@
 """A new cue representation through the documented points only (docs/extending.md, "Adding a cue
-representation"): a row in ``schemas.cue_banks.REPRESENTATION_SPECS``, a writer in ``packer.cues.bank.WRITERS`` and
+representation"): a row in ``schemas.cue_banks.REPRESENTATION_SPECS``, a writer in ``packer.cues.banks.WRITERS`` and
 a read function in ``loader.pack.cues.READERS``, nothing else.  A tiny corpus of real speech is packed with it,
 validated (the row's payload check included), read back, and served in a batch as read (no batch-time value
 registered).
@@ -18,7 +18,7 @@ from factories import Mix
 from factories.cue_split import build_with_cues, write_json
 from speechpack.loader import build_loader, open_pack
 from speechpack.loader.pack.cues import READERS
-from speechpack.packer.cues.bank import WRITERS
+from speechpack.packer.cues.banks import WRITERS
 from speechpack.packer.cues.payload import FlatWriter, LoadContext
 from speechpack.packer.cues.resource import CueInputError, ItemSource
 from speechpack.packer.validate.pack import validate_pack

@@ -4,7 +4,7 @@ traceback, and leaves only what a resumed build keeps; any build, even one start
 resumed after a kill and keeps every shard it had finished, untouched.
 
 Builds run in subprocesses that inject the fault at a named point (``SPEECHPACK_KILL_AT`` and ``SPEECHPACK_FAULT``,
-``packer.build.checkpoints``): deterministic, no sleeps.  Real recordings."""
+``packer.build.state``): deterministic, no sleeps.  Real recordings."""
 
 from __future__ import annotations
 
@@ -20,8 +20,7 @@ from click.testing import CliRunner
 
 from speechpack.cli import main
 from factories import pack_files, source_line
-from speechpack.packer.build.checkpoints import FAULT_ENV, KILL_AT_ENV
-from speechpack.packer.build.state import PLAN_FILE, RECEIPTS_DIR
+from speechpack.packer.build.state import FAULT_ENV, KILL_AT_ENV, PLAN_FILE, RECEIPTS_DIR
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: 48 kB samples (0.5 s, mix + 2 targets at 16 kHz), one per shard: six shards, so that two workers run

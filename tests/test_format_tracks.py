@@ -14,7 +14,7 @@ import pytest
 
 from speechpack.loader.pack import DataSegmentTable, open_pack
 from speechpack.packer.audio import StoredAudio
-from speechpack.packer.build.sample import PackedSample, SamplePlan, StoredArray
+from speechpack.packer.build.plan import PackedSample, SamplePlan, StoredArray
 from speechpack.packer.validate.pack import validate_pack
 from speechpack.packer.build.writer import PackWriter
 from speechpack.schemas.constants import FACE_SHAPE, KIND_ASD, KIND_ASR, MANIFEST_NAME, UNKNOWN_SPEAKER

@@ -18,7 +18,7 @@ from speechpack.packer.audio import StoredAudio
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
 from speechpack.packer.inspect import LEVEL_RANGE_DBFS, distribution, inspect_pack
-from speechpack.packer.build.sample import PackedSample, SamplePlan, StoredArray
+from speechpack.packer.build.plan import PackedSample, SamplePlan, StoredArray
 from speechpack.packer.build.writer import PackWriter
 from speechpack.schemas.constants import FACE_SHAPE, KIND_ASD, KIND_ASR
 

@@ -45,8 +45,10 @@ PACKER_FOUNDATIONS = frozenset({"speechpack.packer.files", "speechpack.packer.ow
 #: The task packages (docs/extending.md, "A loader task"): the pack reader must not reach them, and the rest of
 #: ``loader/`` is the generic loader, which names none of them.
 TASK_PACKAGES = ("speechpack.loader.tse", "speechpack.loader.asd", "speechpack.loader.asr")
-#: Modules that import torch at module level: the DataLoader glue and the ASR modules that compute in torch.
-TORCH_MODULES = frozenset({"speechpack.loader.torch", "speechpack.loader.asr.task", "speechpack.loader.asr.features"})
+#: Modules that import torch at module level: the DataLoader glue, the ASR modules that compute in torch and TSE's
+#: augmentation where training runs.
+TORCH_MODULES = frozenset({"speechpack.loader.torch", "speechpack.loader.asr.task", "speechpack.loader.asr.features",
+                           "speechpack.loader.tse.batch_augment"})
 
 #: The task names of ``TASK_PACKAGES`` (``loader.tasks.TASK_MODULES``, the one module that may spell them).
 TASK_NAMES = frozenset({"tse", "asd", "asr"})

@@ -4,7 +4,7 @@ a user's files is refused and left untouched; a finished export is replaced only
 only what its record lists is removed.
 
 Exports that must stop run in subprocesses stopped at a named point (``SPEECHPACK_KILL_AT``, ``SPEECHPACK_FAULT``:
-``packer.build.checkpoints``): deterministic, no sleeps.  Real recordings."""
+``packer.build.state``): deterministic, no sleeps.  Real recordings."""
 
 from __future__ import annotations
 

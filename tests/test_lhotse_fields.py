@@ -64,7 +64,7 @@ def test_a_mistyped_cut_field_is_a_named_line_problem_and_skip_bad_packs_the_res
     result = run("--cuts", str(manifest), "--out", str(tmp_path / "pack"))
     assert result.exit_code == 1
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    assert f"line 2: key" in result.output and f"file {manifest}" in result.output
+    assert "line 2: " in result.output and f"file {manifest}" in result.output  # a cut without a usable id names no key
     assert message in result.output
     assert not (tmp_path / "pack").exists()
     skipped = run("--cuts", str(manifest), "--out", str(tmp_path / "pack"), "--skip-bad")

@@ -27,7 +27,7 @@ from speechpack.packer.adapters.audio_bank import build_audio_bank
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.adapters.wesep_shards import build_wesep_shards
 from speechpack.packer.build.run import BuildOptions
-from speechpack.packer.build.sample import SamplePlan, UnstorableSample
+from speechpack.packer.build.plan import SamplePlan, UnstorableSample
 from speechpack.schemas.errors import BuildError, SpeechpackError
 
 

@@ -65,7 +65,7 @@ def test_plan_accepts_one_mixture_per_batch_and_counts_rows(mixed_channels_pack,
 
 
 def test_plan_picture_counts_in_whole_numbers(mixed_channels_pack):
-    from speechpack.loader.plan.plan_plot import plan_figure
+    from speechpack.loader.plan.planning_report import plan_figure
 
     report = plan_report({"packs": [{"path": mixed_channels_pack}], "dataset_args": {"batch_size": 1}}, "train")
     fig = plan_figure(report)

@@ -1,5 +1,5 @@
 """Numeric build options are refused out of range before any input is read, with the option named and exit status 2
-(``schemas.limits``): the CLI declares each range on its option and the library checks it again when the options
+(``schemas.units``): the CLI declares each range on its option and the library checks it again when the options
 are made.  Numbers reach allocators and C libraries (soxr, numpy, pyroomacoustics) that fail badly outside what
 audio needs.  No recordings needed: every command here stops at its options.
 """

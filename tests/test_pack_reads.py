@@ -13,7 +13,7 @@ import soundfile
 from factories.pack_reads import drop_page_cache, stored_segment
 from speechpack.loader.pack import map_stream, open_pack, will_need_view
 from speechpack.packer.audio import StoredAudio
-from speechpack.packer.build.sample import PackedSample, SamplePlan, StoredArray
+from speechpack.packer.build.plan import PackedSample, SamplePlan, StoredArray
 from speechpack.packer.build.writer import PackWriter
 from speechpack.schemas.constants import FACE_SHAPE, KIND_ASD
 from speechpack.schemas.errors import PackFormatError

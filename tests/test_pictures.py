@@ -13,7 +13,7 @@ import soundfile
 
 from factories.asd_tracks import TRACKS, write_asd_pack
 from speechpack.loader.asd.levels import asd_level_report, levels_figure, pack_labels
-from speechpack.loader.plan.plan_plot import plan_figure
+from speechpack.loader.plan.planning_report import plan_figure
 from speechpack.loader.plan.planning_report import plan_report
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions

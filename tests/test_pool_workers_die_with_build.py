@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from speechpack.packer.build.checkpoints import FAULT_ENV, KILL_AT_ENV
+from speechpack.packer.build.state import FAULT_ENV, KILL_AT_ENV
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: How long the killed build's workers may take to go: the kernel's signal is immediate; the fallback polls every

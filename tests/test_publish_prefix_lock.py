@@ -1,7 +1,6 @@
 """One writer per object-store prefix: two publishes to one ``s3://`` prefix at once never interleave (the second
 waits for the first's lock, or is refused), a lock whose lease ran out is taken over, and unfinished multipart
-uploads that killed publishes left are aborted by the next publish (``packer/copy/prefix_lock.py``,
-``packer/copy/multipart_leftovers.py``).  On the moto S3 server of the object-storage tests, with real speech packs."""
+uploads that killed publishes left are aborted by the next publish (``packer/copy/store_prefix.py``).  On the moto S3 server of the object-storage tests, with real speech packs."""
 
 from __future__ import annotations
 
@@ -17,7 +16,7 @@ from factories.s3 import BUCKET
 import speechpack.packer.copy.publish as publish_module
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
-from speechpack.packer.copy.prefix_lock import LOCK_NAME, PrefixLock, PrefixLockError
+from speechpack.packer.copy.store_prefix import LOCK_NAME, PrefixLock, PrefixLockError
 from speechpack.packer.copy.publish import RemotePack
 from speechpack.packer.copy.to_directory import copy_pack
 from speechpack.packer.validate.pack import validate_pack as validate_remote_pack
@@ -53,7 +52,7 @@ def test_two_concurrent_publishes_of_different_packs_to_one_prefix_never_interle
         s3_server, store_pack, other_pack, monkeypatch):
     url = _url("contended/train")
     _slow_uploads(monkeypatch, 0.05)
-    monkeypatch.setattr("speechpack.packer.copy.prefix_lock.POLL_SECONDS", 0.1)
+    monkeypatch.setattr("speechpack.packer.copy.store_prefix.POLL_SECONDS", 0.1)
     logs: dict[str, list[str]] = {"a": [], "b": []}
     errors: list[BaseException] = []
 

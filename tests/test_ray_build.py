@@ -14,8 +14,7 @@ import pytest
 
 from factories import Mix, mixture_line, pack_files
 from speechpack.packer.adapters.wesep import build_wesep
-from speechpack.packer.build.run import BuildOptions
-from speechpack.packer.build.finalize import finalize_pack
+from speechpack.packer.build.run import BuildOptions, finalize_pack
 from speechpack.packer.build.plan import ShardSlice
 from speechpack.schemas.errors import BuildError, SpeechpackError
 

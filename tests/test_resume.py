@@ -1,6 +1,6 @@
 """``--resume``: a build killed with SIGKILL at any point and resumed gives the pack an uninterrupted build gives,
 byte for byte.  The build runs in a subprocess that kills itself at a named point (``SPEECHPACK_KILL_AT``, see
-``packer.build.checkpoints``), so every run stops at the same byte: no sleeps, no timing.  Real recordings."""
+``packer.build.state``), so every run stops at the same byte: no sleeps, no timing.  Real recordings."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ from click.testing import CliRunner
 
 from speechpack.cli import main
 from factories import pack_files
-from speechpack.packer.build.state import PLAN_FILE, RECEIPTS_DIR
-from speechpack.packer.build.checkpoints import KILL_AT_ENV
+from speechpack.packer.build.state import KILL_AT_ENV, PLAN_FILE, RECEIPTS_DIR
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: 48 kB samples (0.5 s, mix + 2 targets at 16 kHz): two per shard, three shards.

@@ -1,7 +1,7 @@
 """The JSON/YAML reading layer (``schemas/documents.py``, ``schemas/yaml_document.py``) and the readers that go
 through it: an integer past Python's int-string limit, nesting 100,000 deep, a billion-laughs alias tree or a
 recursive alias is a named problem (file, line, key) within seconds, never a traceback, a hang or a memory
-blow-up; messages never show more than a bounded part of a value (``schemas/bounded_repr.py``)."""
+blow-up; messages never show more than a bounded part of a value (``schemas/documents.py``)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from speechpack.cli import main
-from speechpack.schemas.bounded_repr import MAX_SHOWN, bounded_repr
-from speechpack.schemas.documents import MAX_DEPTH, DocumentError, parse_json
+from speechpack.schemas.documents import MAX_DEPTH, MAX_SHOWN, DocumentError, bounded_repr, parse_json
 from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.manifest_file import parse_manifest
 from speechpack.schemas.yaml_document import MAX_ALIAS_NODES, parse_yaml
@@ -196,7 +195,7 @@ def test_validate_reports_a_shard_index_nested_100000_deep(real_pack):
 
 
 def test_cues_yaml_with_a_long_integer_is_named(tmp_path):
-    from speechpack.packer.cues.build import _read_config
+    from speechpack.packer.cues.banks import _read_config
 
     cues = tmp_path / "cues.yaml"
     cues.write_text(f"cues:\n  audio:\n    policy: {{type: random, key: spk_id, resource: {LONG}}}\n")

@@ -24,8 +24,8 @@ from speechpack.loader import build_loader
 from speechpack.loader.config_checks import ConfigError
 from speechpack.loader.tse.mainline import MainlineArgs
 from speechpack.loader.tse.mainline import kaldi_fbank
-from speechpack.packer.adapters.wesep_mainline.build import build_mainline
-from speechpack.packer.adapters.wesep_mainline.inputs import MainlineInputs, find_mainline_split
+from speechpack.packer.adapters.wesep_mainline import build_mainline
+from speechpack.packer.adapters.wesep_mainline_files import MainlineInputs, find_mainline_split
 from speechpack.packer.build.run import BuildOptions
 from speechpack.schemas.errors import SpeechpackError
 

@@ -10,7 +10,7 @@ import sys
 
 from factories import pack_files
 from speechpack.packer.build import streams
-from speechpack.packer.build.checkpoints import KILL_AT_ENV
+from speechpack.packer.build.state import KILL_AT_ENV
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
 

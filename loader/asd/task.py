@@ -53,7 +53,7 @@ from speechpack.loader.normalize import muvap_gain
 from speechpack.loader.pack import Pack
 from speechpack.loader.plan.train_windows import Windows
 from speechpack.loader.rng import item_rng
-from speechpack.loader.tasks import BatchBuilder, LoaderTask, Prepared
+from speechpack.loader.tasks import BatchBuilder, index_samples, LoaderTask, Prepared
 from speechpack.loader.transport import batch_arrays
 from speechpack.schemas.constants import (
     FACE_SHAPE,
@@ -122,6 +122,9 @@ class AsdBatchBuilder(BatchBuilder):
         """Training batches are cut to their shortest row (the model has no padding mask); ``speechpack plan``
         measures utilisation accordingly."""
         return self.train
+
+    def unit_samples(self) -> tuple[np.ndarray, np.ndarray]:
+        return index_samples(self.tracks.pack, self.tracks.sample, self.windows)
 
     def unit_lengths(self, epoch: int | None = None) -> np.ndarray:
         """Fed model frames per unit: the chunk with its history (train; with ``jitter``, as moved in ``epoch``,

@@ -48,10 +48,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from speechpack.loader.asr.args import AsrArgs, TokenizerSpec, parse_dataset_args
+from speechpack.loader.asr.args import AsrArgs, TokenizerSpec, from_recipe, parse_dataset_args
 from speechpack.loader.asr.features import fbank
 from speechpack.loader.asr.items import AsrItems, asr_items, segment_of
-from speechpack.loader.asr.recipe import from_recipe
 from speechpack.loader.asr.selection import read_summary, select
 from speechpack.loader.asr.features import spec_augment_features, spec_augment_waveforms
 from speechpack.loader.asr.tokenizer import CharTokenizer, SentencePieceTokenizer
@@ -61,7 +60,7 @@ from speechpack.loader.pack import Pack
 from speechpack.loader.plan.weighting import PackWeighting
 from speechpack.loader.config_checks import ConfigError
 from speechpack.loader.rng import BatchGenerator
-from speechpack.loader.tasks import BatchBuilder, LoaderTask, PlanArgs, Prepared
+from speechpack.loader.tasks import BatchBuilder, index_samples, LoaderTask, PlanArgs, Prepared
 from speechpack.loader.transport import batch_arrays
 from speechpack.schemas.constants import KIND_ASR, STREAM_AUDIO
 from speechpack.schemas.errors import SpeechpackError
@@ -108,6 +107,9 @@ class AsrBatchBuilder(BatchBuilder):
         args = self.args
         return PlanArgs(batch_size=args.batch_size, batching=args.batching, shuffle=args.shuffle, tail=args.tail,
                         shuffle_windows=args.shuffle_windows, sync=args.sync)
+
+    def unit_samples(self) -> tuple[np.ndarray, np.ndarray]:
+        return index_samples(self.items.pack, self.items.sample, self.windows)
 
     def unit_lengths(self, epoch: int = 0) -> np.ndarray:
         """Samples per utterance (per channel): what LENGTH batching budgets (rows x longest row)."""
@@ -269,7 +271,7 @@ class AsrTask(LoaderTask):
         return prepare(config, state, packs, seed)
 
     def translate_config(self, obj: dict, where: str) -> dict:
-        """Omnilingual's ``dataset:`` block, key by key (``loader.asr.recipe``)."""
+        """Omnilingual's ``dataset:`` block, key by key (``loader.asr.args``)."""
         return from_recipe(obj, where)
 
     def check_weighting(self, config) -> None:

@@ -16,9 +16,8 @@ import hashlib
 import os
 import weakref
 
-from speechpack.loader.cache.fetch import fetch_verified
+from speechpack.loader.cache.fetch import fetch_verified, with_retries
 from speechpack.loader.cache.node_cache import EntryKey, NodeCache
-from speechpack.loader.cache.retry import with_retries
 from speechpack.loader.cache.settings import CacheSettings, settings_in_use
 from speechpack.loader.pack.content_check import DEFAULT_VERIFY
 from speechpack.loader.pack.files import MappedStream, PackFiles, is_remote, map_stream

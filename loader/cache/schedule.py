@@ -4,15 +4,14 @@ where the loader is in it (``PlanFeed``): fetch ahead in plan order, evict the f
 The epoch plan is a pure function of (seed, epoch, rank, world size), so the files every batch needs are known
 before the epoch starts.  A schedule holds, for each batch position, the cache entries its items live in, merged
 over the node's ranks (``LOCAL_WORLD_SIZE`` ranks from this one's node start: DDP ranks advance in lockstep, so
-position ``b`` of every local rank is needed at about the same time).  ``PlanFeed.at(epoch, batch)`` is called
+position ``b`` of every local rank is needed at about the same time).  ``PlanFeed.at(epoch_pass, batch)`` is called
 where a batch is built (a DataLoader worker, or the training process without workers); it moves the position,
 and a thread of that process then fetches the next ``ahead`` batches' files in plan order.  Eviction
 (``loader.cache.node_cache``) asks the feed for its order: files no batch uses again first, then by next use,
 farthest first (Belady's rule), never one of the next ``ahead`` batches.
 
-A unit of the plan maps to its pack sample through the builder's item index (``items`` or ``tracks``: ``pack`` and
-``sample`` arrays; train windows through ``windows.item``); a builder without one gets no schedule (the cache
-then fetches on demand and evicts the oldest entries first).
+A unit of the plan maps to its pack sample through the builder's ``unit_samples`` hook (``loader.tasks``); a
+builder without one gets no schedule (the cache then fetches on demand and evicts the oldest entries first).
 """
 
 from __future__ import annotations
@@ -33,18 +32,9 @@ LOCAL_WORLD_ENV = "LOCAL_WORLD_SIZE"
 
 
 def unit_samples(builder) -> tuple[np.ndarray, np.ndarray] | None:
-    """(pack id, sample) of every planning unit of ``builder``; None when the builder has no item index."""
-    inner = getattr(builder, "inner", builder)  # a wrapping builder (mainline TSE) plans its inner one's units
-    index = getattr(inner, "items", None)
-    if index is None or not hasattr(index, "sample"):
-        index = getattr(inner, "tracks", None)
-    if index is None or not hasattr(index, "pack") or not hasattr(index, "sample"):
-        return None
-    pack, sample = np.asarray(index.pack, dtype=np.int64), np.asarray(index.sample, dtype=np.int64)
-    windows = getattr(inner, "windows", None)
-    if windows is not None:
-        pack, sample = pack[windows.item], sample[windows.item]
-    return pack, sample
+    """(pack id, sample) of every planning unit of ``builder`` (its ``BatchBuilder.unit_samples`` hook); None when
+    the task has no item index."""
+    return builder.unit_samples()
 
 
 @dataclass
@@ -122,8 +112,10 @@ def local_ranks(rank: int, world_size: int) -> list[int]:
 
 
 class PlanFeed:
-    """One process's view of the cache's plan (see the module docstring).  ``plan_of(epoch, rank)`` returns an
-    ``EpochPlan``; ``ahead`` and the limit come from the packs' cache settings."""
+    """One process's view of the cache's plan (see the module docstring).  ``plan_of(epoch_pass, rank)`` returns an
+    ``EpochPlan``; ``epoch_pass`` is the loader's key of a pass, ``(epoch, global_start)`` (a resumed pass is dealt
+    from a global batch: ``loader.plan.dealing``), and batch positions count within it; ``ahead`` and the limit come
+    from the packs' cache settings."""
 
     def __init__(self, packs: list, builder, plan_of, rank: int, world_size: int):
         self.packs = packs
@@ -152,18 +144,18 @@ class PlanFeed:
     def active(self) -> bool:
         return bool(self.caches) and unit_samples(self.builder) is not None
 
-    def schedule(self, epoch: int) -> FileSchedule:
-        if self._schedule is None or self._schedule[0] != epoch:
-            plans = [self.plan_of(epoch, r) for r in local_ranks(self.rank, self.world_size)]
-            self._schedule = (epoch, FileSchedule.of(self.packs, plans, unit_samples(self.builder)))
+    def schedule(self, epoch_pass: tuple[int, int]) -> FileSchedule:
+        if self._schedule is None or self._schedule[0] != epoch_pass:
+            plans = [self.plan_of(epoch_pass, r) for r in local_ranks(self.rank, self.world_size)]
+            self._schedule = (epoch_pass, FileSchedule.of(self.packs, plans, unit_samples(self.builder)))
         return self._schedule[1]
 
-    def check(self, epoch: int, together: int = 1) -> None:
+    def check(self, epoch_pass: tuple[int, int], together: int = 1) -> None:
         """A limit smaller than what the batches built together (``together``: a block of the loader without
         workers) need is an error now, never a wait later."""
         if not self.active:
             return
-        need = self.schedule(epoch).batch_bytes(together)
+        need = self.schedule(epoch_pass).batch_bytes(together)
         what = "one batch needs" if together == 1 else f"{together} batches built together need"
         for cache in self.caches:
             if cache.limit is not None and need > cache.limit:
@@ -171,12 +163,12 @@ class PlanFeed:
                                      f"({format_bytes(need)} of stream files for the node's ranks at once); raise "
                                      f"cache.limit to at least that, several times it to fetch ahead")
 
-    def at(self, epoch: int, batch: int, stop: int | None = None) -> None:
-        """This process is about to build batches ``batch`` to ``stop - 1`` of ``epoch`` (one when ``stop`` is None):
-        move the position and wake the fetch-ahead."""
+    def at(self, epoch_pass: tuple[int, int], batch: int, stop: int | None = None) -> None:
+        """This process is about to build batches ``batch`` to ``stop - 1`` of the pass ``epoch_pass`` (one when
+        ``stop`` is None): move the position and wake the fetch-ahead."""
         if not self.active:
             return
-        schedule = self.schedule(epoch)
+        schedule = self.schedule(epoch_pass)
         with self._wake:
             self._position, self._current = batch, schedule
             self._building = max(1, (stop if stop is not None else batch + 1) - batch)

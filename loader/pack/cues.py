@@ -4,7 +4,7 @@ banks with the pack, so nothing here may pull in a task or a heavy library.
 
 A bank's index (lookup keys, entries, item rows, extra arrays) is loaded at open as numpy columns; ``data.npy`` is
 mapped read-only on first ``read``, and the mapping is not pickled, so DataLoader workers map it themselves.
-Opening checks the structure (``schemas.cuecheck``: sorted keys, entries and payloads in bounds); ``speechpack
+Opening checks the structure (``schemas.cue_banks``: sorted keys, entries and payloads in bounds); ``speechpack
 validate`` runs the same checks and hashes every file.
 
 What an item *is* differs per representation: :data:`READERS` holds one small read function per row of
@@ -35,9 +35,11 @@ from speechpack.schemas.cue_banks import (
     LOOKUP_KEYS_NAME,
     VALUES_NAME,
     WORDS_NAME,
+    BankFiles,
     Issue,
+    label_issues,
+    read_bank,
 )
-from speechpack.schemas.cuecheck import BankFiles, label_issues, read_bank
 from speechpack.schemas.cues import (
     CUES_DIR,
     CUES_YAML,

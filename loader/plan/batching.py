@@ -16,11 +16,12 @@ Budget batching (``make_budget_plan``), every step drawn from ``loader.rng.batch
    over and cut again, all windows' leftovers together, at the end; the final remainder (fewer than the multiple)
    is padded with repeats of its own items flagged ``valid = False`` (``tail: pad``) or dropped (``tail: drop``);
 4. the batches are shuffled (``windows``: fairseq2 shuffle windows in steps 1 and 4 instead, see
-   ``loader.plan.shuffle_window``), and their count is made a multiple of the world size (rule ``sync``, default
-   ``tail``): ``pad`` appends repeats of
-   the first batches, all rows ``valid = False``; ``drop`` leaves the last batches out (their items counted in
-   ``dropped``).  Global batch ``g`` goes to rank ``g % world_size``: every rank has the same number of batches
-   and every item is valid exactly once (``pad``).
+   ``loader.plan.shuffle_window``): the epoch's global sequence, the same at every world size.  Their count is
+   made a multiple of the world size (rule ``sync``, default ``tail``): ``pad`` appends repeats of the first
+   batches, all rows ``valid = False``; ``drop`` leaves the last batches out (their items counted in
+   ``dropped``).  Global batch ``g`` goes to rank ``g % world_size`` (``loader.plan.dealing``, which also deals a
+   resumed pass from any global position): every rank has the same number of batches and every item is valid
+   exactly once (``pad``).
 
 Planning is vectorised apart from one cheap Python step per batch: a 10M-item epoch plans in about a second
 (bench/plan_throughput.py).  Lengths are planning units' padded lengths; with ``cost: quadratic`` a batch
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from speechpack.loader.plan.dealing import pass_end, rank_batches
 from speechpack.loader.plan.shuffle_window import ShuffleWindows, window_order
 from speechpack.loader.plan.static_plan import TAIL_POLICIES, EpochPlan
 from speechpack.loader.rng import batch_rng
@@ -95,7 +97,7 @@ def _cut(order: np.ndarray, costs: np.ndarray, args: BudgetArgs, sizes: list, le
 
 def make_budget_plan(lengths: np.ndarray, args: BudgetArgs, seed: int, epoch: int, rank: int, world_size: int,
                      shuffle: bool, tail: str, *, windows: ShuffleWindows | None = None,
-                     sync: str | None = None) -> EpochPlan:
+                     sync: str | None = None, global_start: int = 0) -> EpochPlan:
     """Rank ``rank``'s ragged batches of ``epoch`` (see the module docstring).  ``windows`` replaces the whole-epoch
     shuffles of steps 1 and 4 by fairseq2 shuffle windows (``loader.plan.shuffle_window``); ``sync`` (``pad`` or
     ``drop``, default: ``tail``) is the rule of step 4 that evens the batch count across ranks."""
@@ -125,7 +127,6 @@ def make_budget_plan(lengths: np.ndarray, args: BudgetArgs, seed: int, epoch: in
         chunk = order[w0:w0 + args.window_items]
         pieces.append(chunk[:_cut(chunk, costs, args, sizes, leftovers)])
     valid_flat = [np.ones(sum(len(p) for p in pieces), dtype=bool)]
-    padded = dropped = 0
     if leftovers:
         rest = np.concatenate(leftovers)
         rest = rest[np.argsort(-costs[rest], kind="stable")]
@@ -135,14 +136,19 @@ def make_budget_plan(lengths: np.ndarray, args: BudgetArgs, seed: int, epoch: in
         valid_flat.append(np.ones(cut, dtype=bool))
         if tail_left:
             last = tail_left[0]
-            if tail == "pad":
-                extra = args.multiple_of - len(last)
+            # The remainder may hold more than the multiple (``_cut`` leaves over whatever is not a multiple; all
+            # of it fits the budget): its whole multiples form one more batch, so the tail is fewer than the
+            # multiple and no item is lost.
+            whole = len(last) // args.multiple_of * args.multiple_of
+            if whole:
+                pieces.append(last[:whole])
+                valid_flat.append(np.ones(whole, dtype=bool))
+                sizes.append(whole)
+                last = last[whole:]
+            if tail == "pad":  # (with ``drop`` its items are simply in no batch: counted in ``dropped`` below)
                 pieces.append(np.resize(last, args.multiple_of))
                 valid_flat.append(np.arange(args.multiple_of) < len(last))
                 sizes.append(args.multiple_of)
-                padded += extra
-            else:
-                dropped += len(last)
     flat = np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
     valid = np.concatenate(valid_flat)
     sizes_a = np.asarray(sizes, dtype=np.int64)
@@ -154,23 +160,21 @@ def make_budget_plan(lengths: np.ndarray, args: BudgetArgs, seed: int, epoch: in
         batch_order = window_order(len(sizes_a), windows.batch, rng)
     else:
         batch_order = rng.permutation(len(sizes_a))
+    # The global sequence (loader.plan.dealing): the batches in ``batch_order``; a padding batch ``g >= count``
+    # repeats batch ``batch_order[g % count]``, every row invalid.
     count = len(sizes_a)
-    if sync == "pad":
-        total = -(-count // world_size) * world_size
-        extra_batches = np.resize(batch_order, total - count) if count else batch_order[:0]
-        keep = np.concatenate([batch_order, extra_batches]).astype(np.int64)
-        batch_valid = np.arange(total) < count
-        padded += int(sizes_a[extra_batches].sum())
-    else:
-        total = count // world_size * world_size
-        keep = batch_order[:total].astype(np.int64)
-        batch_valid = np.ones(total, dtype=bool)
-        dropped += int(sizes_a[batch_order[total:]].sum()) - int((~valid[_rows(offsets, batch_order[total:])]).sum())
-    mine = np.arange(rank, total, world_size, dtype=np.int64)
-    chosen = keep[mine]
+    mine = rank_batches(count, global_start, rank, world_size, sync)
+    chosen = batch_order[mine % count].astype(np.int64) if count else mine
     rows = _rows(offsets, chosen)
     my_sizes = sizes_a[chosen]
-    my_valid = valid[rows] & np.repeat(batch_valid[mine], my_sizes)
+    my_valid = valid[rows] & np.repeat(mine < count, my_sizes)
+    # Counts of the pass: rows it deals that are not valid, and items no batch up to its end holds valid.
+    end = pass_end(count, global_start, world_size, sync)
+    dealt = np.arange(global_start, end, dtype=np.int64)
+    dealt_batches = batch_order[dealt % count] if count else dealt
+    valid_per_batch = np.add.reduceat(valid.astype(np.int64), offsets[:-1]) if count else sizes_a
+    padded = int(sizes_a[dealt_batches].sum()) - int(valid_per_batch[dealt_batches[dealt < count]].sum())
+    dropped = num_items - int(valid_per_batch[batch_order[:min(end, count)]].sum())
     return EpochPlan(items=flat[rows], valid=my_valid, global_batch=mine, padded=padded, dropped=dropped,
                      offsets=np.concatenate([[0], np.cumsum(my_sizes)]).astype(np.int64))
 

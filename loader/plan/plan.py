@@ -7,7 +7,9 @@
 2. train windows (``loader.plan.train_windows.Windows``): with ``train_window`` the planning units are chunks of items, so
    selected items become their chunks;
 3. the plan itself: static batches of ``batch_size`` (``loader.plan.static_plan.make_epoch_plan``) or, with
-   ``batching: budget``, ragged batches of similar-length units (``loader.plan.batching.make_budget_plan``);
+   ``batching: budget``, ragged batches of similar-length units (``loader.plan.batching.make_budget_plan``); either
+   is a global sequence of batches that does not depend on the world size, dealt round-robin to the ranks from a
+   global position (``loader.plan.dealing``);
 4. the plan's rows become unit ids.
 
 Nothing here reads audio or imports torch: the DataLoader glue (``loader.torch``), the dry run (``speechpack plan``,
@@ -46,7 +48,8 @@ def needs_lengths(args: Any) -> bool:
 
 def plan_epoch(args: Any, seed: int, epoch: int, rank: int, world_size: int, *, num_units: int,
                lengths: np.ndarray | None = None, windows: Windows | None = None,
-               weighting: "PackWeighting | None" = None, memory_limit: int | None = None) -> EpochPlan:
+               weighting: "PackWeighting | None" = None, memory_limit: int | None = None,
+               global_start: int = 0) -> EpochPlan:
     """Rank ``rank``'s batches of ``epoch`` (see the module docstring for the steps).
 
     ``args`` is a task's planning view (``loader.tasks.PlanArgs``: ``batch_size``, ``batching``, ``shuffle``,
@@ -54,11 +57,15 @@ def plan_epoch(args: Any, seed: int, epoch: int, rank: int, world_size: int, *, 
     counts the planning units (items, or chunks with ``windows``); ``lengths`` are their lengths, required when
     ``needs_lengths(args)``.  The plan's ``items`` are unit ids.  A plan whose making would take more than
     ``memory_limit`` bytes (None: ``loader.memory_limit``'s default) is refused before anything is allocated.
+    ``global_start``: the global batch the pass deals from (``loader.plan.dealing``): 0 for a whole epoch, where the
+    ranks had got to for a resumed pass.
     """
     if isinstance(world_size, bool) or not isinstance(world_size, Integral) or not 1 <= world_size <= MAX_WORLD_SIZE:
         raise PlanError(f"world_size must be an integer in [1, {MAX_WORLD_SIZE}], got {world_size!r}")
     if isinstance(rank, bool) or not isinstance(rank, Integral) or not 0 <= rank < world_size:
         raise PlanError(f"rank must be in [0, {world_size - 1}] for world_size {world_size}, got {rank!r}")
+    if isinstance(global_start, bool) or not isinstance(global_start, Integral) or global_start < 0:
+        raise PlanError(f"global_start must be a non-negative integer, got {global_start!r}")
     if args.batching is None and args.batch_size * world_size > MAX_ROUND_ROWS:
         raise PlanError(f"batch_size {args.batch_size} x world_size {world_size} is over {MAX_ROUND_ROWS} rows per "
                         f"round of batches")
@@ -77,11 +84,11 @@ def plan_epoch(args: Any, seed: int, epoch: int, rank: int, world_size: int, *, 
     if args.batching is None:
         count = num_units if chosen is None else len(chosen)
         plan = make_epoch_plan(count, args.batch_size, seed, epoch, rank, world_size, args.shuffle, args.tail,
-                               windows=windows, sync=sync)
+                               windows=windows, sync=sync, global_start=global_start)
     else:
         planned = lengths if chosen is None else lengths[chosen]
         plan = make_budget_plan(planned, args.batching, seed, epoch, rank, world_size, args.shuffle, args.tail,
-                                windows=windows, sync=sync)
+                                windows=windows, sync=sync, global_start=global_start)
     if chosen is not None:
         plan = replace(plan, items=chosen[plan.items])
     return plan

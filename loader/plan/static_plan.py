@@ -8,10 +8,11 @@ error: ``schemas.errors.PlanError``).
 batches as small integer arrays.  Nothing here reads audio or holds per-sample Python objects, and nothing uses
 global random state, so every rank computes its share independently and a resumed run recomputes the same plan.
 
-Exactly-once: the epoch's permutation of the items is cut into rounds of ``batch_size * world_size``; global
-batch ``g`` goes to rank ``g % world_size``.  The last, incomplete round is either padded with repeats of the
-permutation's first items, flagged ``valid = False`` (``tail="pad"``: every item is seen once, every rank gets the
-same number of batches), or left out (``tail="drop"``: counted in ``dropped``).
+Exactly-once: the epoch's permutation of the items is cut into batches of ``batch_size``, the epoch's global
+sequence, whatever the world size; global batch ``g`` goes to rank ``g % world_size`` (``loader.plan.dealing``, which
+also deals a resumed pass from any global position).  The last, incomplete batch and round are either padded with
+repeats of the permutation's first items, flagged ``valid = False`` (``tail="pad"``: every item is seen once, every
+rank gets the same number of batches), or left out (``tail="drop"``: counted in ``dropped``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from speechpack.loader.plan.dealing import pass_end, rank_batches
 from speechpack.loader.plan.shuffle_window import window_order
 from speechpack.loader.rng import batch_rng
 from speechpack.schemas.errors import PlanError
@@ -34,7 +36,9 @@ class EpochPlan:
     """One rank's batches for one epoch.
 
     ``items[b]`` are indices into the item universe, ``valid[b]`` flags real rows (False for tail repeats), and
-    ``global_batch[b]`` is the batch's number across all ranks: the key of its random draws.
+    ``global_batch[b]`` is the batch's number across all ranks: the key of its random draws.  Over all ranks,
+    ``padded`` counts the rows of the pass's batches flagged invalid, and ``dropped`` the epoch's items that no
+    batch up to the pass's end holds as valid (a resumed pass counts the batches before its start as dealt).
 
     Ragged plans (``loader.plan.batching``, batches of different sizes) set ``offsets``: ``items`` and ``valid`` are
     then flat, and batch ``b`` is ``items[offsets[b]:offsets[b + 1]]``.  ``batch(b)`` reads either form.
@@ -66,13 +70,15 @@ def epoch_permutation(num_items: int, seed: int, epoch: int, shuffle: bool) -> n
 
 
 def make_epoch_plan(num_items: int, batch_size: int, seed: int, epoch: int, rank: int, world_size: int,
-                    shuffle: bool, tail: str, *, windows=None, sync: str | None = None) -> EpochPlan:
+                    shuffle: bool, tail: str, *, windows=None, sync: str | None = None,
+                    global_start: int = 0) -> EpochPlan:
     """Rank ``rank``'s batches of ``epoch`` (see the module docstring for the rules).
 
     ``windows`` (a ``loader.plan.shuffle_window.ShuffleWindows``) replaces the whole-epoch permutation by fairseq2
     shuffle windows over the items and then over the batches.  ``sync`` (default: ``tail``) evens the batch count
     across ranks on its own: ``pad`` adds batches of repeats (rows invalid), ``drop`` leaves the surplus batches
-    out, while ``tail`` then only decides the last, incomplete batch (padded, or dropped)."""
+    out, while ``tail`` then only decides the last, incomplete batch (padded, or dropped).  ``global_start``: the
+    global batch the pass deals from (``loader.plan.dealing``; a resumed pass)."""
     if world_size < 1 or not 0 <= rank < world_size:
         raise PlanError(f"rank must be in [0, {world_size - 1}] for world_size {world_size}, got {rank}")
     if batch_size < 1:
@@ -85,19 +91,27 @@ def make_epoch_plan(num_items: int, batch_size: int, seed: int, epoch: int, rank
         order = windows.item_order(num_items, rng)
     else:
         order = epoch_permutation(num_items, seed, epoch, shuffle)
-    full_batches = -(-num_items // batch_size) if tail == "pad" else num_items // batch_size
-    real = min(num_items, full_batches * batch_size)
-    batches_total = (-(-full_batches // world_size) if sync == "pad" else full_batches // world_size) * world_size
-    total = batches_total * batch_size
-    kept = min(real, total)
-    padded, dropped = total - kept, num_items - kept
-    # Repeats cycle through the epoch's real items (the first of the order), flagged invalid.
-    order = np.resize(order[:real], total) if real else order[:0]
-    valid = np.arange(total) < kept
-    batches = order.reshape(-1, batch_size)
-    valid = valid.reshape(-1, batch_size)
-    if windows is not None and shuffle and len(batches):
-        batch_order = window_order(len(batches), windows.batch, rng)
-        batches, valid = batches[batch_order], valid[batch_order]
-    mine = np.arange(rank, len(batches), world_size, dtype=np.int64)
-    return EpochPlan(items=batches[mine], valid=valid[mine], global_batch=mine, padded=padded, dropped=dropped)
+    # The global sequence (loader.plan.dealing): ``count`` real batches cut from the order, the last one completed
+    # with repeats (``tail: pad``); row ``j`` of real batch ``k`` is position ``k * batch_size + j`` of the order
+    # repeated cyclically, and a padding batch ``g >= count`` is positions ``g * batch_size + j``: repeats of the
+    # epoch's first items, invalid.  With windows the real batches are shuffled among themselves.
+    count = -(-num_items // batch_size) if tail == "pad" else num_items // batch_size
+    real = min(num_items, count * batch_size)
+    source = np.arange(max(count, 1), dtype=np.int64)  # global batch -> the real batch it is (cut order)
+    if windows is not None and shuffle and count:
+        source = window_order(count, windows.batch, rng)
+    mine = rank_batches(count, global_start, rank, world_size, sync)
+    rows = _source_of(mine, source, count)[:, None] * batch_size + np.arange(batch_size, dtype=np.int64)
+    items = order[rows % real] if real else np.zeros((0, batch_size), np.int64)
+    end = pass_end(count, global_start, world_size, sync)
+    valid_rows = np.clip(real - _source_of(np.arange(end, dtype=np.int64), source, count) * batch_size, 0,
+                         batch_size)
+    valid_rows[count:] = 0
+    padded = (end - global_start) * batch_size - int(valid_rows[global_start:].sum())
+    dropped = num_items - int(valid_rows.sum())
+    return EpochPlan(items=items, valid=rows < real, global_batch=mine, padded=padded, dropped=dropped)
+
+
+def _source_of(batches: np.ndarray, source: np.ndarray, count: int) -> np.ndarray:
+    """The cut-order batch each global batch holds: ``source[g]`` for a real batch, ``g`` itself for padding."""
+    return np.where(batches < count, source[np.minimum(batches, max(count - 1, 0))], batches)

@@ -10,7 +10,8 @@ shares that cost among them.
 How:
 
 - the sampler deals keys ``(epoch, start, stop)``: consecutive batch numbers of the epoch, in order
-  (``group_keys``), so the batches and their order are exactly one process's, whatever the group sizes;
+  (``group_keys``), so the batches and their order are exactly one process's, whatever the group sizes (the
+  loader's sampler adds the global batch its pass is dealt from, ``EpochKeys.global_start``);
 - a worker builds a group's batches one after another, into one slot of the batch ring when it has a free one
   (``loader.transport.batch_ring.BatchRing.build_group_in``), and returns a ``BatchGroup``;
 - the training process hands the group's batches out one by one (``unpack``), letting go of each as it is
@@ -108,16 +109,19 @@ def group_keys(epoch: int, start: int, count: int, sizes: MessageSizes) -> Itera
 
 class EpochKeys:
     """The ``SpeechLoader``'s sampler: iterating yields the ``group_keys`` of batches ``[start, count)`` of
-    ``epoch`` (set by the loader before each pass); its length is in batches, not keys."""
+    ``epoch``, each with ``global_start`` appended (the global batch the pass is dealt from: ``loader.resume``; all
+    set by the loader before each pass); its length is in batches, not keys."""
 
     def __init__(self, sizes: MessageSizes) -> None:
         self.sizes = sizes
         self.epoch = 0
+        self.global_start = 0
         self.start = 0
         self.count = 0
 
-    def __iter__(self) -> Iterator[tuple[int, int, int]]:
-        return group_keys(self.epoch, self.start, self.count, self.sizes)
+    def __iter__(self) -> Iterator[tuple[int, int, int, int]]:
+        global_start = self.global_start
+        return ((*key, global_start) for key in group_keys(self.epoch, self.start, self.count, self.sizes))
 
     def __len__(self) -> int:
         return self.count - self.start

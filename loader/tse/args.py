@@ -167,7 +167,7 @@ class DatasetArgs:
             "online_mix": False, "num_speakers": None, "timeline": None, "mix_snr": None,
             "cue_processing": None, "reverb_prob": 0, "reverb_conf": None, "rir_banks": None,
             "reverb_keep_dry": False, "noise_prob": 0, "noise_lmdb_file": None, "noise_banks": None,
-            "noise_snr": None,
+            "noise_snr": None, "augment_on": None,
             "batching": None, "train_window": None, "hist_frames": 0, "mainline": None,
         })
         with where_set(where):

@@ -296,6 +296,9 @@ class MainlineBatchBuilder(BatchBuilder):
     def planned_batch_check(self):
         return self.inner.planned_batch_check()
 
+    def unit_samples(self):
+        return self.inner.unit_samples()
+
     def build(self, item_ids: np.ndarray, valid: np.ndarray, epoch: int, global_batch: int) -> dict:
         return self._mainline(self.inner.build(item_ids, valid, epoch, global_batch), epoch, global_batch)
 

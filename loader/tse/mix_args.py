@@ -29,7 +29,7 @@ from speechpack.loader.tse.ranges import MAX_DB
 from speechpack.loader.tse.ranges import at, check_finite, check_int, check_pair
 from speechpack.loader.tse.room_sim import RoomConfig, WESEP_KEYS
 
-from speechpack.schemas.bounded_repr import bounded_repr
+from speechpack.schemas.documents import bounded_repr
 
 #: ``timeline.two_speaker.overlap_position`` keys: where a two-speaker overlap sits, in the order weights are drawn.
 TIMELINE_POSITIONS = ("head", "middle", "tail")
@@ -177,6 +177,10 @@ MAX_RT60_S = 20.0
 MAX_MIC_DIST_M = 100.0
 #: ``cue_processing`` sections WeSep recipes write; only ``audio`` has keys, the others are present and empty.
 CUE_PROCESSING_SECTIONS = ("audio", "visual", "spatial", "textual")
+#: ``augment_on``: where an online mixture's reverberation, noise and SNR mixing are applied.  ``worker``: while
+#: the batch is built (the DataLoader's workers); ``batch``: to the collated batch where training runs, in torch
+#: (``loader.tse.batch_augment``), from draw records the workers send with the dry sources.
+AUGMENT_SIDES = ("worker", "batch")
 
 
 @dataclass(frozen=True)
@@ -202,6 +206,9 @@ class AugmentArgs:
     #: ``cue_processing.audio``: P(a waveform enrollment is reverberated / gets noise).
     reverb_enroll_prob: float = 0.0
     noise_enroll_prob: float = 0.0
+    #: Where online mixtures are reverberated, noised and mixed (``AUGMENT_SIDES``); the draws are the same either
+    #: way.  Enrollment augmentation always runs in the workers.
+    augment_on: str = "worker"
 
     def __post_init__(self) -> None:
         for key in ("reverb_prob", "noise_prob"):
@@ -209,6 +216,9 @@ class AugmentArgs:
         for key in ("reverb_enroll_prob", "noise_enroll_prob"):
             check_finite(getattr(self, key), f"cue_processing.audio.{key}", 0.0, 1.0)
         check_type(self.reverb_keep_dry, bool, at("reverb_keep_dry"))
+        if self.augment_on not in AUGMENT_SIDES:
+            raise ConfigError(f"{at('augment_on')}: expected one of {', '.join(AUGMENT_SIDES)}, got "
+                              f"{bounded_repr(self.augment_on)}")
         if self.noise_snr is not None:
             check_pair(self.noise_snr, "noise_snr", -MAX_DB, MAX_DB)
         if self.noise_lmdb_file is not None and (not isinstance(self.noise_lmdb_file, str)
@@ -274,7 +284,14 @@ def parse_augment(v: dict, where: str, online_mix: bool) -> AugmentArgs | None:
     """The augmentation keys of the ``dataset_args`` values ``v``; ``None`` when none is given."""
     keys = ("reverb_prob", "reverb_conf", "rir_banks", "reverb_keep_dry", "noise_prob", "noise_lmdb_file",
             "noise_banks", "noise_snr", "cue_processing")
-    if all(v[key] in (None, 0, False) for key in keys):
+    augment_on = v["augment_on"] if v["augment_on"] is not None else "worker"
+    if augment_on not in AUGMENT_SIDES:
+        raise ConfigError(f"{where}.augment_on: expected one of {', '.join(AUGMENT_SIDES)}, got "
+                          f"{bounded_repr(augment_on)}")
+    if augment_on == "batch" and not online_mix:
+        raise ConfigError(f"{where}.augment_on: batch applies online mixing's reverberation and noise to the "
+                          f"collated batch; it needs online_mix: true (pre-mixed noise is added in the workers)")
+    if all(v[key] in (None, 0, False) for key in keys) and augment_on == "worker":
         return None
     reverb_prob = probability(v["reverb_prob"], f"{where}.reverb_prob")
     if reverb_prob > 0 and not online_mix:
@@ -299,7 +316,8 @@ def parse_augment(v: dict, where: str, online_mix: bool) -> AugmentArgs | None:
         noise_banks=_banks(v["noise_banks"], f"{where}.noise_banks"),
         noise_snr=None if v["noise_snr"] is None else value_range(v["noise_snr"], f"{where}.noise_snr",
                                                                   -MAX_DB, MAX_DB),
-        reverb_enroll_prob=enroll["reverb_enroll_prob"], noise_enroll_prob=enroll["noise_enroll_prob"])
+        reverb_enroll_prob=enroll["reverb_enroll_prob"], noise_enroll_prob=enroll["noise_enroll_prob"],
+        augment_on=augment_on)
 
 
 def _cue_processing(obj: Any, where: str) -> dict[str, float]:
@@ -314,5 +332,5 @@ def _cue_processing(obj: Any, where: str) -> dict[str, float]:
     return {key: probability(value, f"{where}.audio.{key}") for key, value in probs.items()}
 
 
-__all__ = ["AugmentArgs", "CUE_PROCESSING_SECTIONS", "MAX_SPEAKERS", "MIDDLE_MODES", "MIX_KEYS", "MixArgs",
+__all__ = ["AUGMENT_SIDES", "AugmentArgs", "CUE_PROCESSING_SECTIONS", "MAX_SPEAKERS", "MIDDLE_MODES", "MIX_KEYS", "MixArgs",
            "TIMELINE_POSITIONS", "TimelineArgs", "parse_augment", "parse_mix"]

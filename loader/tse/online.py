@@ -12,6 +12,10 @@ A group goes through three steps, kept apart so a batch can be allocated before 
 Reverberated groups take a batched path: their first attempt is decoded and reverberated together, every room of
 the batch simulated in one call and every source convolved in one FFT call each way (``loader.tse.reverb``).
 
+With ``augment_on: batch`` the same drafts and draws are made, but ``render`` is left to the training process: the
+batch carries the dry sources and the draws' records (``loader.tse.batch_records``) instead of ``wav_mix`` and
+``wav_target``, which ``loader.tse.batch_augment`` makes in torch where the batch is.
+
 The pure mixing functions are ``loader.tse.mixing``; RIR and noise banks are packs of kind ``rir``/``noise``
 (``loader.tse.augment``: also the user's noise LMDB and simulated rooms), and decoded bank RIRs and their spectra
 are kept in a per-process cache of ``RIR_CACHE_BYTES``.
@@ -26,6 +30,7 @@ import numpy as np
 from speechpack.loader.pack import Pack, will_need_view
 from speechpack.loader.tse.args import DatasetArgs
 from speechpack.loader.tse.augment import Bank, NoiseSource, RirSource
+from speechpack.loader.tse.batch_records import draw_records
 from speechpack.loader.tse.mix_args import AugmentArgs
 from speechpack.loader.tse.buffers import RIR_CACHE_BYTES, ByteBudgetCache, Scratch
 from speechpack.loader.tse.decode import Audio, Decoder, Row, decode_into
@@ -99,8 +104,9 @@ class OnlineBatch(NamedTuple):
     """What ``OnlineMixer.build`` gives the batch assembly: rows, audio, and the per-row metadata."""
 
     rows: list[Row]
-    wav_mix: np.ndarray
-    wav_target: np.ndarray
+    #: ``None`` with ``augment_on: batch``: ``records`` holds what makes them
+    wav_mix: np.ndarray | None
+    wav_target: np.ndarray | None
     chunk_ratio: list[dict]
     real: np.ndarray
     source_keys: list[str]
@@ -108,6 +114,8 @@ class OnlineBatch(NamedTuple):
     #: per row: the overlap of its mixture's two speakers (WeSep's ``overlap_ratio_2spk``); ``NO_OVERLAP_RATIO``
     #: for other speaker counts
     overlap_ratio_2spk: np.ndarray
+    #: ``augment_on: batch``: the dry sources and the draws' records (``loader.tse.batch_records``)
+    records: dict | None = None
 
 
 def speaker_index(packs: list[Pack], items: ItemIndex, kind: str) -> SpeakerIndex:
@@ -150,6 +158,7 @@ class OnlineMixer:
         self.rir_cache = ByteBudgetCache(RIR_CACHE_BYTES)
         self.reverb = Reverberator(self.rirs, rate, self.rir_cache)
         self.item_rngs = ItemGenerators(seed)
+        self.on_batch = self.augment.augment_on == "batch"
 
     def member(self, item: int, rng: np.random.Generator) -> Member:
         """One source of a group.  A sources sample is one mono segment and one speaker, read from the columns."""
@@ -203,10 +212,11 @@ class OnlineMixer:
         return prepared
 
     def realise(self, item: int, rng: np.random.Generator, draft: Draft, in_scratch: bool,
-                prepared: tuple[np.ndarray, np.ndarray] | None = None) -> Group:
+                prepared: tuple[np.ndarray, np.ndarray] | None = None, wet: bool = True) -> Group:
         """A drafted group decoded, redrawn while a source has no energy; plus its SNR, gain and noise draws.
         ``in_scratch``: the sources live in the work area, valid until the next group (the caller mixes at once).
-        ``prepared``: the first attempt's ``(wet, dry)`` sources, reverberated with the batch (``reverberate``)."""
+        ``prepared``: the first attempt's ``(wet, dry)`` sources, reverberated with the batch (``reverberate``).
+        ``wet`` False (``augment_on: batch``): the sources stay dry, and the energy check is on them."""
         mix_args = self.mix_args
         for attempt in range(GROUP_ATTEMPTS):
             if attempt:
@@ -222,7 +232,7 @@ class OnlineMixer:
                 if self.timeline is not None:
                     apply_timeline(sources, draft.segments)
                 dry = None
-                if draft.rir_draws is not None:  # a redrawn group: reverberated on its own
+                if draft.rir_draws is not None and wet:  # a redrawn group: reverberated on its own
                     sources, dry = self.reverb.wet(sources, [draft.rir_draws]), sources
             if not self.augment.reverb_keep_dry:
                 dry = None
@@ -253,6 +263,8 @@ class OnlineMixer:
             for member in draft.members:
                 window = member.window
                 will_need_view(member.audio.data[0, window.start:window.start + window.take])
+        if self.on_batch:
+            return self.dry_batch(item_ids, rngs, drafts)
         prepared = self.reverberate(drafts)
         if self.chunking.fixed_length:
             sizes = [len(d.members) for d in drafts]
@@ -275,6 +287,23 @@ class OnlineMixer:
             for group in groups:
                 self.render(group, wav_mix[row:row + group.size], wav_target[row:row + group.size])
                 row += group.size
+        return self.batch_of(groups, wav_mix, wav_target)
+
+    def dry_batch(self, item_ids: np.ndarray, rngs: list[np.random.Generator], drafts: list[Draft]) -> OnlineBatch:
+        """``augment_on: batch``: every group realised dry (the same draws as ``build`` makes), its RIRs simulated
+        or read, and the batch's records made for the training process to mix (``loader.tse.batch_records``)."""
+        groups = [self.realise(int(item), rng, draft, in_scratch=False, wet=False)
+                  for item, rng, draft in zip(item_ids, rngs, drafts)]
+        reverberated = [g.draft.rir_draws for g in groups if g.draft.rir_draws is not None]
+        kernels = self.reverb.kernels(reverberated) if reverberated else None
+        lengths = [g.draft.length for g in groups]
+        out = tuple(max(lengths) if self.args.align_of(name) == "max" else min(lengths)
+                    for name in ("wav_mix", "wav_target"))
+        return self.batch_of(groups, None, None, draw_records(groups, kernels, out, self.augment.reverb_keep_dry))
+
+    def batch_of(self, groups: list[Group], wav_mix: np.ndarray | None, wav_target: np.ndarray | None,
+                 records: dict | None = None) -> OnlineBatch:
+        """The batch of ``groups``: their audio (or records) and per-row metadata."""
         rows, source_keys, timeline, chunk_ratio, real, overlap = [], [], [], [], [], []
         for g, group in enumerate(groups):
             members, length = group.draft.members, group.draft.length
@@ -291,7 +320,7 @@ class OnlineMixer:
                 real.append(longest_take)
                 overlap.append(ratio)
         return OnlineBatch(rows, wav_mix, wav_target, chunk_ratio, np.asarray(real, dtype=np.int64), source_keys,
-                           timeline, np.asarray(overlap, dtype=np.float32))
+                           timeline, np.asarray(overlap, dtype=np.float32), records)
 
     def outputs(self, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The batch's ``wav_mix`` and ``wav_target`` ``[rows, 1, T]`` float32, T by each field's align over the

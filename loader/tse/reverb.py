@@ -19,7 +19,7 @@ import numpy as np
 
 from speechpack.loader.tse.augment import RirSource
 from speechpack.loader.tse.buffers import ByteBudgetCache
-from speechpack.loader.tse.convolve import cached_spectra, convolution_size, convolve_rows
+from speechpack.loader.tse.convolve import cached_spectra, convolution_size, convolve_rows, kernel_rows
 
 
 class Reverberator:
@@ -46,6 +46,16 @@ class Reverberator:
         size = convolution_size(sources.shape[1], max(len(r) for r in rirs))
         return convolve_rows(sources, spectra=cached_spectra(entries, lambda i: rirs[i], size, self.cache.get),
                              size=size)
+
+    def kernels(self, draws: list[np.ndarray]) -> np.ndarray:
+        """The RIRs ``draws`` pick, one float32 row per source (group ``g``'s ``len(draws[g])`` rows one after
+        another), each zero past its RIR: what ``wet`` convolves with, for a batch reverberated where training runs
+        (``augment_on: batch``, ``loader.tse.batch_records``)."""
+        if self.rirs.simulated:
+            return self.rirs.rooms([float(d[0]) for d in draws], [len(d) for d in draws], self.rate)[0]
+        entries = [self.rirs.bank.entry(float(x)) for d in draws for x in d]
+        return kernel_rows([self.cache.get(("rir", e), lambda e=e: self.rirs.bank_rir(e, self.rate))
+                            for e in entries])
 
 
 __all__ = ["Reverberator"]

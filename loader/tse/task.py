@@ -25,6 +25,7 @@ The item universe is ``loader.tse.items``; the builder holds numpy columns only 
 from __future__ import annotations
 
 from typing import Iterator
+import dataclasses
 import functools
 import warnings
 
@@ -34,8 +35,9 @@ from speechpack.loader.pack import Pack
 from speechpack.loader.plan.train_windows import Windows, tile_windows
 from speechpack.loader.config_checks import ConfigError
 from speechpack.loader.rng import BatchGenerator, augment_rng
-from speechpack.loader.tasks import BatchBuilder, LoaderTask, Prepared
+from speechpack.loader.tasks import BatchBuilder, index_samples, LoaderTask, Prepared
 from speechpack.loader.tse.args import DatasetArgs, parse_dataset_args
+from speechpack.loader.tse.mix_args import AugmentArgs
 from speechpack.loader.tse.augment import ENROLL_DRAWS, EnrollAugment, NOISE_DRAWS, NoiseSource, noisy_mixture
 from speechpack.loader.tse.cues.resolve import ChunkInfo, DRAWS_PER_CUE, label_field, resolve_cues
 from speechpack.loader.tse.decode import Decoder, Row, collate_field, collate_rows
@@ -109,6 +111,9 @@ class TseBatchBuilder(BatchBuilder):
         """Size of the plan's universe: items, or train-window chunks."""
         return len(self.items) if self.windows is None else len(self.windows)
 
+    def unit_samples(self) -> tuple[np.ndarray, np.ndarray]:
+        return index_samples(self.items.pack, self.items.sample, self.windows)
+
     def unit_lengths(self, epoch: int = 0) -> np.ndarray:
         """Per plan unit, the row length the batch will have (samples at the loader's rate): the fed chunk
         (train_window), ``chunk_len`` (train, ``pad``), ``min(length, chunk_len)`` (``keep``), else whole."""
@@ -161,7 +166,11 @@ class TseBatchBuilder(BatchBuilder):
 
     def _online_batch(self, item_ids: np.ndarray, valid: np.ndarray, epoch: int, global_batch: int) -> dict:
         mixed = self.online.build(item_ids, epoch, global_batch)
-        batch = self._assemble(mixed.rows, mixed.wav_mix, mixed.wav_target, mixed.chunk_ratio, mixed.real, valid,
+        if mixed.records is not None:  # augment_on: batch: the records take the audio's place until augment_batch
+            audio, target_len = mixed.records, int(mixed.records["aug_out_len"][1])
+        else:
+            audio, target_len = {"wav_mix": mixed.wav_mix, "wav_target": mixed.wav_target}, mixed.wav_target.shape[-1]
+        batch = self._assemble(mixed.rows, audio, target_len, mixed.chunk_ratio, mixed.real, valid,
                                self.batch_rng(epoch, global_batch), mixed.source_keys, epoch, global_batch)
         batch["timeline"] = mixed.timeline
         batch["overlap_ratio_2spk"] = mixed.overlap_ratio_2spk
@@ -178,8 +187,8 @@ class TseBatchBuilder(BatchBuilder):
         if self.cues:  # the cues' draws continue the batch's generator after the windows' draws
             rng = self.batch_rng(epoch, global_batch)
             rng.random(draws.shape)
-        batch = self._assemble(rows, wav_mix, wav_target, chunk_ratio, real, valid, rng, epoch=epoch,
-                               global_batch=global_batch)
+        batch = self._assemble(rows, {"wav_mix": wav_mix, "wav_target": wav_target}, wav_target.shape[-1], chunk_ratio,
+                               real, valid, rng, epoch=epoch, global_batch=global_batch)
         if units is not None:  # scored samples: the chunk itself, not its history
             batch["scored"] = scored_mask(self.windows, [int(units[row.item]) for row in rows], wav_target.shape[-1])
         return batch
@@ -226,13 +235,13 @@ class TseBatchBuilder(BatchBuilder):
                     if row.item == item:
                         wav_mix[s, :, :length] = noisy
 
-    def _assemble(self, rows: list[Row], wav_mix: np.ndarray, wav_target: np.ndarray, chunk_ratio: list[dict],
+    def _assemble(self, rows: list[Row], audio: dict, target_len: int, chunk_ratio: list[dict],
                   real: np.ndarray, valid: np.ndarray, rng: np.random.Generator | None,
                   source_keys: list[str] | None = None, epoch: int = 0, global_batch: int = 0) -> dict:
-        """The batch dict in WeSep's field order: audio, row metadata, labels, cues, then valid/lengths/ratios."""
+        """The batch dict in WeSep's field order: audio (``wav_mix``, ``wav_target``; or the records that make
+        them, ``augment_on: batch``), row metadata, labels, cues, then valid/lengths/ratios."""
         batch = {
-            "wav_mix": wav_mix,
-            "wav_target": wav_target,
+            **audio,
             "spk": [row.speaker for row in rows],
             "key": [row.key for row in rows],
             "num_speaker": [row.num_speaker for row in rows],
@@ -243,9 +252,16 @@ class TseBatchBuilder(BatchBuilder):
         if self.cues:
             self._cues(rows, chunk_ratio, rng, batch, source_keys, epoch, global_batch)
         batch["valid"] = np.asarray(valid, dtype=bool)[[row.item for row in rows]]
-        batch["lengths"] = np.minimum(real, wav_target.shape[-1])
+        batch["lengths"] = np.minimum(real, target_len)
         batch["chunk_ratio"] = chunk_ratio
         return batch
+
+    def augment_batch(self, batch: dict) -> dict:
+        """``augment_on: batch``: the batch's ``wav_mix`` and ``wav_target`` made from its records in torch, on
+        the batch's device (``loader.tse.batch_augment``); a batch without records is returned as it is."""
+        from speechpack.loader.tse.batch_augment import augment_batch
+
+        return augment_batch(batch)
 
     def _labels(self, rows: list[Row], batch: dict) -> None:
         """``speaker_label`` from the packs' labels (``-100``, or the configured fill, where there is none)."""
@@ -304,6 +320,9 @@ def prepare(config, state: str, packs: list, seed: int) -> Prepared:
     missing = unsupported(args, state)
     if missing is not None:
         raise ConfigError(f"dataset_args.{missing}")
+    if args.mainline is not None and args.augment is not None and args.augment.augment_on == "batch":
+        raise ConfigError("dataset_args.augment_on: batch is not available with a mainline WeSep recipe (its batch "
+                          "keys are made in the workers); use augment_on: worker")
     items = tse_items(packs, args.expand_targets)
     keep = length_filter(items, packs, args, state)
     kept = items.subset(keep)
@@ -329,10 +348,18 @@ class TseTask(LoaderTask):
         return prepare(config, state, packs, seed)
 
     def fingerprint_args(self, args: dict) -> dict:
+        augment = args.get("augment")
+        if augment:  # where augmentation runs changes no draw: a state resumes on either side
+            augment.pop("augment_on", None)
+            if augment == _NO_AUGMENT:
+                args["augment"] = None
         if args.get("normalize") == "none":
             args["normalize"] = None  # spelt None before normalize had one vocabulary: older states still resume
         return super().fingerprint_args(args)
 
+
+#: ``AugmentArgs`` that augment nothing, as the fingerprint sees them (``augment_on`` left out).
+_NO_AUGMENT = {k: v for k, v in dataclasses.asdict(AugmentArgs()).items() if k != "augment_on"}
 
 TASK = TseTask()
 

@@ -30,7 +30,7 @@ from speechpack.packer.audio import SOUNDFILE_EXTENSIONS, Audio, AudioError, pro
 from speechpack.packer.audio.decode import path_problem
 from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
 from speechpack.packer.faces import FaceError, jpeg_frames, npy_face_count, read_jpeg_faces, read_npy_faces
-from speechpack.packer.build.sample import PackedSample, SamplePlan, StoredArray
+from speechpack.packer.build.plan import PackedSample, SamplePlan, StoredArray
 from speechpack.schemas.constants import ASD_SAMPLE_RATE, KIND_ASD, STREAM_AUDIO, STREAM_FACES, STREAM_LABELS
 from speechpack.schemas.documents import parse_json
 from speechpack.schemas.errors import BuildError, ManifestError, NpyHeaderError, SpeechpackError

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from speechpack.packer.audio import Audio, resample, resampled_frames, to_stored
-from speechpack.packer.build.sample import PackedSample, SamplePlan, StoredArray
+from speechpack.packer.build.plan import PackedSample, SamplePlan, StoredArray
 from speechpack.schemas.constants import STREAM_AUDIO, STREAM_TEXT, UNKNOWN_SPEAKER
-from speechpack.schemas.sample_names import name_problem
+from speechpack.schemas.names import name_problem
 
 
 def check_text(value, field: str = "text") -> str:
@@ -27,7 +27,7 @@ def check_text(value, field: str = "text") -> str:
 
 def check_label(value, field: str) -> str:
     """A language, corpus or speaker name: a non-empty string without surrounding space, and a name a pack can
-    store (``schemas.sample_names``: no control character)."""
+    store (``schemas.names``: no control character)."""
     if not isinstance(value, str) or not value or value != value.strip():
         raise ValueError(f"{field}: expected a non-empty name without surrounding spaces, got {value!r}")
     problem = name_problem(value)

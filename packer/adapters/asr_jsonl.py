@@ -33,11 +33,11 @@ import soundfile
 from speechpack.packer.adapters.asr_common import asr_plan, asr_sample, check_label, check_text
 from speechpack.packer.audio import Audio, AudioError, probe_audio, read_audio
 from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
-from speechpack.packer.build.sample import PackedSample, SamplePlan
+from speechpack.packer.build.plan import PackedSample, SamplePlan
 from speechpack.schemas.constants import KIND_ASR
 from speechpack.schemas.errors import SpeechpackError
-from speechpack.schemas.jsonlines import parse_json_line, read_lines
-from speechpack.schemas.sample_names import check_name
+from speechpack.schemas.documents import parse_json_line, read_lines
+from speechpack.schemas.names import check_name
 from speechpack.schemas.sound_blocks import read_frames
 from speechpack.schemas.units import seconds_to_samples
 from speechpack.schemas.wesep_list import LineProblem

@@ -33,10 +33,10 @@ import numpy as np
 from speechpack.packer.adapters.asr_common import asr_plan, asr_sample, check_label, check_text
 from speechpack.packer.audio import Audio, AudioError, AudioInfo, probe_audio_bytes, read_audio_bytes
 from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
-from speechpack.packer.build.sample import PackedSample, SamplePlan
+from speechpack.packer.build.plan import PackedSample, SamplePlan
 from speechpack.schemas.constants import KIND_ASR
 from speechpack.schemas.errors import SpeechpackError
-from speechpack.schemas.sample_names import name_problem
+from speechpack.schemas.names import name_problem
 from speechpack.schemas.wesep_list import LineProblem
 
 #: LangASRSchema's column names.

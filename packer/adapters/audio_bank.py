@@ -35,12 +35,12 @@ from speechpack.packer.audio import (
 )
 from speechpack.packer.adapters.noise_lmdb import build_noise_lmdb
 from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
-from speechpack.packer.build.sample import PackedSample, SamplePlan
+from speechpack.packer.build.plan import PackedSample, SamplePlan
 from speechpack.schemas.constants import KIND_NOISE, KIND_RIR, STREAM_AUDIO
 from speechpack.schemas.errors import OptionError, SpeechpackError
-from speechpack.schemas.jsonlines import decode_line
-from speechpack.schemas.limits import DISTANCE, ROOM_SIZE, RT60, SEED, SIMULATE
-from speechpack.schemas.sample_names import name_problem
+from speechpack.schemas.documents import decode_line
+from speechpack.schemas.units import DISTANCE, ROOM_SIZE, RT60, SEED, SIMULATE
+from speechpack.schemas.names import name_problem
 from speechpack.schemas.wesep_list import LineProblem
 
 BANK_KINDS = (KIND_NOISE, KIND_RIR)
@@ -77,7 +77,7 @@ def read_bank_input(source: str) -> BankInput:
     """Every audio file under the directory ``source`` (recursively, hidden entries left out, sorted by relative
     path), or every line of the list file ``source`` (one path per line; blank lines and ``#`` comments are
     skipped but counted, so line numbers match an editor; relative paths are opened from the current directory).
-    A file name or line that cannot be a key (not UTF-8, a control character: ``schemas.sample_names``) is a problem of
+    A file name or line that cannot be a key (not UTF-8, a control character: ``schemas.names``) is a problem of
     its line."""
     if os.path.isdir(source):
         return _scan_directory(source)

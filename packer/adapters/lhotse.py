@@ -37,18 +37,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from speechpack.packer.adapters.asr_common import asr_plan, asr_sample, check_label, check_text
-from speechpack.packer.adapters.lhotse_fields import span_problem
-from speechpack.packer.adapters.lhotse_read import CutLine, read_cuts, read_recordings_supervisions
+from speechpack.packer.adapters.lhotse_read import CutLine, read_cuts, read_recordings_supervisions, span_problem
 from speechpack.packer.adapters.lhotse_shar import read_shar, with_shar_audio
 from speechpack.packer.adapters.wesep import TarMember
 from speechpack.packer.audio.decode import path_problem
 from speechpack.packer.audio import Audio, AudioError, resample, resampled_frames, to_stored
 from speechpack.packer.files import hash_file
 from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
-from speechpack.packer.build.sample import PackedSample, SamplePlan
+from speechpack.packer.build.plan import PackedSample, SamplePlan
 from speechpack.schemas.constants import KIND_ASR, KIND_SOURCES, STREAM_SOURCE, UNKNOWN_SPEAKER
 from speechpack.schemas.errors import OptionError
-from speechpack.schemas.sample_names import check_name
+from speechpack.schemas.names import check_name
 from speechpack.schemas.wesep_list import LineProblem
 
 #: ``--kind`` choices; ``auto`` decides from the cuts (see the module doc).

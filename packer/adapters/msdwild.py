@@ -45,7 +45,7 @@ from speechpack.packer.build.run import BuildSummary
 from speechpack.packer.faces import Box, FaceError, crop_square
 from speechpack.schemas.constants import FACE_SHAPE
 from speechpack.schemas.errors import ManifestError, SpeechpackError
-from speechpack.schemas.limits import OVERLAP_SECONDS, WINDOW_SECONDS
+from speechpack.schemas.units import OVERLAP_SECONDS, WINDOW_SECONDS
 from speechpack.schemas.wesep_list import LineProblem
 
 DEFAULT_WINDOW_SEC = 30.0

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from speechpack.packer.audio import Audio, AudioError, resample, resample_ratio_problem, resampled_length, to_stored
 from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
-from speechpack.packer.build.sample import PackedSample, SamplePlan
+from speechpack.packer.build.plan import PackedSample, SamplePlan
 from speechpack.schemas.constants import KIND_NOISE, STREAM_AUDIO
 from speechpack.schemas.noise_lmdb import NoiseLmdb, NoiseLmdbError, decode_noise, probe_noise
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, Callable
 
-from speechpack.schemas import limits
+from speechpack.schemas import units
 
 
 @dataclass(frozen=True)
@@ -45,8 +45,8 @@ class Number:
     low_open: bool = False
 
     @classmethod
-    def within(cls, limit: limits.Range) -> "Number":
-        """The option's range from ``schemas.limits`` (the library checks it again when the options are made)."""
+    def within(cls, limit: units.Range) -> "Number":
+        """The option's range from ``schemas.units`` (the library checks it again when the options are made)."""
         if limit.integer:
             return cls(True, int(limit.low), int(limit.high))
         return cls(False, limit.low, limit.high, low_open=limit.low_open)

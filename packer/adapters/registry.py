@@ -2,14 +2,19 @@
 
 The options are plain data (``packer.adapters.option_spec.OptionSpec``); ``cli.py`` alone turns them into click
 parameters and makes one ``speechpack build NAME`` subcommand per entry: the entry's options, then the options
-every build shares (``--out``, ``--shard-size``, ``--workers``, ``--shards``..., declared once in
-``packer.adapters.build_options``).  The command turns the shared options into the entry's ``options`` class
+every build shares (``--out``, ``--shard-size``, ``--workers``, ``--shards``..., declared once, below:
+``shared_build_options``).  The command turns the shared options into the entry's ``options`` class
 (``BuildOptions``, or ``AsdBuildOptions`` for the asd families) and calls ``build(options=..., **fixed, **family
 option values)``: so each family option's name is the name of a ``build`` argument.  Adding an input family is its
 adapter module and one entry here (docs/extending.md).
 
 This module imports every adapter (and their decoders) to reference their functions and defaults; importing one
 adapter (a worker process does) does not import it.
+
+**Shared options.**  The options every ``speechpack build`` subcommand (and ``speechpack import``) shares, declared
+once as plain data (``OptionSpec``): their names are the fields of the adapter's options class (``BuildOptions`` /
+``AsdBuildOptions``; see docs/building.md).  ``cli.py`` adds them to each command it makes from ``ADAPTERS``; the
+library checks every value again (``schemas.units``), so the ranges here only make the usage error come early.
 """
 
 from __future__ import annotations
@@ -18,13 +23,24 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping
 
-from speechpack.packer.adapters import asr_jsonl, asr_parquet, audio_bank, ava, avcc, msdwild, wesep_dir, wesep_shards
-from speechpack.packer.adapters import lhotse as lhotse_adapter
+from speechpack.packer.adapters import (
+    asr_jsonl,
+    asr_parquet,
+    audio_bank,
+    ava,
+    avcc,
+    lhotse as lhotse_adapter,
+    msdwild,
+    wesep_dir,
+    wesep_shards,
+)
 from speechpack.packer.adapters.asd_common import AsdBuildOptions
-from speechpack.packer.adapters.option_spec import Choice, Number, OptionSpec, Path, argument, option
-from speechpack.packer.build.run import BuildOptions
-from speechpack.packer.build.finalize import BuildSummary
-from speechpack.schemas import limits
+from speechpack.packer.adapters.option_spec import Choice, Number, OptionSpec, Parsed, Path, argument, option
+from speechpack.packer.build.run import EXECUTORS, BuildOptions, BuildSummary
+from speechpack.packer.build.plan import ShardSlice
+from speechpack.schemas import units
+from speechpack.schemas.constants import DEFAULT_SAMPLE_RATE, DEFAULT_SHARD_BYTES, TOOL_NAME
+from speechpack.schemas.units import format_bytes, parse_size
 
 
 @dataclass(frozen=True)
@@ -55,8 +71,8 @@ class Adapter:
 
     def run(self, values: Mapping[str, object], shared: Iterable[str]) -> BuildSummary:
         """The family's build from a command's option values by name: the ``shared`` options (those of
-        ``build_options``) make ``self.options``, ``out_params`` only name the default ``--out``, and the rest are
-        ``build``'s own arguments."""
+        ``shared_build_options``) make ``self.options``, ``out_params`` only name the default ``--out``, and the
+        rest are ``build``'s own arguments."""
         values = dict(values)
         chosen = {name: values.pop(name) for name in shared if name in values}
         out_only = {spec.name: values.pop(spec.name) for spec in self.out_params}
@@ -95,7 +111,7 @@ def _ava_like(corpus: str) -> Adapter:
     )
 
 
-def _range_option(flag: str, arity: int, metavar: str, default: tuple, unit: str, limit: limits.Range) -> OptionSpec:
+def _range_option(flag: str, arity: int, metavar: str, default: tuple, unit: str, limit: units.Range) -> OptionSpec:
     """A ``--simulate`` range: ``arity`` numbers within ``limit``, ``None`` when not given (the simulation's own
     default)."""
     shown = " ".join(f"{value:g}" for value in default)
@@ -207,19 +223,19 @@ ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (
             argument("source", metavar="[DIR_OR_LIST]", required=False, type=Path(exists=True)),
             option("--kind", required=True, type=Choice(audio_bank.BANK_KINDS),
                    help="Pack kind: a noise bank or a room-impulse-response bank."),
-            option("--simulate", type=Number.within(limits.SIMULATE), metavar="N",
+            option("--simulate", type=Number.within(units.SIMULATE), metavar="N",
                    help="Instead of files: simulate N shoebox-room RIRs with pyroomacoustics (--kind rir)."),
             option("--lmdb", "lmdb", type=Path(exists=True), metavar="PATH",
                    help="Instead of files: every entry of a WeSep noise LMDB (tools/make_lmdb.py), keys kept "
                         "(--kind noise; needs speechpack[wesep])."),
             _range_option("--room-min", 3, "X Y Z", audio_bank.DEFAULT_ROOM_MIN, "Smallest room, metres",
-                          limits.ROOM_SIZE),
+                          units.ROOM_SIZE),
             _range_option("--room-max", 3, "X Y Z", audio_bank.DEFAULT_ROOM_MAX, "Largest room, metres",
-                          limits.ROOM_SIZE),
-            _range_option("--rt60", 2, "LO HI", audio_bank.DEFAULT_RT60, "RT60 range, s", limits.RT60),
+                          units.ROOM_SIZE),
+            _range_option("--rt60", 2, "LO HI", audio_bank.DEFAULT_RT60, "RT60 range, s", units.RT60),
             _range_option("--distance", 2, "LO HI", audio_bank.DEFAULT_DISTANCE,
-                          "Source-microphone distance range, metres", limits.DISTANCE),
-            option("--seed", default=0, show_default=True, type=Number.within(limits.SEED),
+                          "Source-microphone distance range, metres", units.DISTANCE),
+            option("--seed", default=0, show_default=True, type=Number.within(units.SEED),
                    help="Seed of the simulation."),
         ),
     ),
@@ -259,9 +275,9 @@ ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (
             option("--video-root", type=Path(file_okay=False),
                    help="Where <video>.mp4 are (default: --input)."),
             option("--window", "window_sec", default=msdwild.DEFAULT_WINDOW_SEC, show_default=True,
-                   type=Number.within(limits.WINDOW_SECONDS), help="Window length, seconds."),
+                   type=Number.within(units.WINDOW_SECONDS), help="Window length, seconds."),
             option("--overlap", "--overlap-seconds", "overlap_sec", default=msdwild.DEFAULT_OVERLAP_SEC,
-                   show_default=True, type=Number.within(limits.OVERLAP_SECONDS),
+                   show_default=True, type=Number.within(units.OVERLAP_SECONDS),
                    help="Overlap of consecutive windows, seconds (--overlap-seconds: MuVAP's spelling)."),
             option("--keep-tail", is_flag=True,
                    help="Keep an incomplete final window (unpadded) when it adds frames; by default it is "
@@ -276,4 +292,81 @@ ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (
 )}
 
 
-__all__ = ["ADAPTERS", "Adapter"]
+def parse_shard_size(text) -> int:
+    """A byte size such as ``1GB`` (decimal) or ``512MiB`` (binary), within ``units.SHARD_BYTES``."""
+    return units.SHARD_BYTES.check(parse_size(text))
+
+
+def parse_shard_slice(text) -> ShardSlice:
+    """``--shards i/n``: one slice of the shard plan (``packer.build.plan.ShardSlice``)."""
+    return text if isinstance(text, ShardSlice) else ShardSlice.parse(text)
+
+
+#: ``--shard-size`` and ``--shards`` values.
+SIZE = Parsed("size", parse_shard_size)
+SLICE = Parsed("i/n", parse_shard_slice)
+
+
+def shared_build_options(adapter: Adapter) -> list[OptionSpec]:
+    """The options every ``build`` subcommand shares, declared once; their names are the fields of
+    ``adapter.options`` (``BuildOptions``; see docs/building.md).  asd families store 16 kHz always (no
+    ``--sample-rate``), may leave missing inputs out (``--skip-missing``), pack tracks rather than lines, and also
+    take MuVAP's spellings ``--output`` and ``--max-shard-gb``."""
+    sample, item = ("track", "track") if adapter.asd else ("sample", "line")
+    out_help = adapter.out_help or "Pack directory to create (must be empty or absent, unless --overwrite)."
+    if adapter.asd:
+        options = [option("--out", "--output", "out", required=adapter.default_out is None,
+                          type=Path(file_okay=False), help=out_help + " --output is MuVAP's spelling.")]
+    else:
+        options = [option("--out", required=adapter.default_out is None, type=Path(file_okay=False), help=out_help),
+                   option("--sample-rate", default=DEFAULT_SAMPLE_RATE, show_default=True,
+                          type=Number.within(units.SAMPLE_RATE),
+                          help="Rate of the stored audio in Hz; inputs are resampled with soxr.")]
+    options.append(option("--shard-size", "shard_bytes", default=format_bytes(DEFAULT_SHARD_BYTES),
+                          show_default=True, type=SIZE,
+                          help=f"Close a shard when the next {sample} would push its payload past this size."))
+    if adapter.asd:
+        options.append(option("--max-shard-gb", "max_shard_gb", type=Number(False, low=0, low_open=True),
+                              default=None, help="MuVAP's spelling of --shard-size, in decimal GB (1.5 = "
+                                                 "--shard-size 1.5GB)."))
+    options += [
+        option("--workers", default=1, show_default=True, type=Number.within(units.WORKERS),
+               help="Decoding processes; the pack is byte-identical whatever the number."),
+        option("--skip-bad", is_flag=True,
+               help=f"Pack the good {item}s and record the bad ones in skipped.json instead of failing."),
+    ]
+    if adapter.asd:
+        options.append(option("--skip-missing", is_flag=True,
+                              help="Partial development copies: leave out tracks whose face or audio files are "
+                                   "missing (recorded in skipped.json); any other problem still fails the build."))
+    options += [
+        option("--overwrite", is_flag=True, help="Replace the pack already in --out."),
+        option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar."),
+    ]
+    return options + SCALE_OPTIONS
+
+
+#: Builds at scale (`build` and `import`): they change where shards are written, never what.
+SCALE_OPTIONS = [
+    option("--executor", type=Choice(EXECUTORS), default=EXECUTORS[0], show_default=True,
+           help="Where shards are written: this machine (--workers processes) or a Ray cluster (one task per shard; "
+                "needs speechpack[ray] and --out on storage every node mounts)."),
+    option("--ray-address", metavar="ADDR",
+           help="Ray cluster to connect to (auto, ray://host:10001); default: start a local Ray."),
+    option("--shards", type=SLICE, default=None,
+           help="Build only the planned shards k with k % n == i (a cluster array job); then run "
+                f"`{TOOL_NAME} finalize OUT` once every slice is done."),
+    option("--resume", is_flag=True,
+           help="Resume an interrupted build (a plain rerun does too): keep its shards that verify against the plan, "
+                "build the rest; refuse a finished pack."),
+]
+
+
+def shard_bytes_of_gb(max_shard_gb: float) -> int:
+    """MuVAP's ``--max-shard-gb`` as ``shard_bytes``: ``round(gb * 1e9)``, as MuVAP's CLI rounds it, within
+    ``units.SHARD_BYTES`` (``SpeechpackError`` naming the range otherwise)."""
+    return units.SHARD_BYTES.check(parse_size(f"{max_shard_gb!r}GB"))
+
+
+__all__ = ["ADAPTERS", "SCALE_OPTIONS", "SIZE", "SLICE", "Adapter", "parse_shard_size", "parse_shard_slice",
+           "shard_bytes_of_gb", "shared_build_options"]

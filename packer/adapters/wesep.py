@@ -33,11 +33,11 @@ from speechpack.packer.audio import (
 )
 from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
 from speechpack.packer.cues import prepare_cues
-from speechpack.packer.build.sample import PackedSample, SamplePlan
+from speechpack.packer.build.plan import PackedSample, SamplePlan
 from speechpack.schemas.constants import AUDIO_FULL_SCALE, KIND_SOURCES, KIND_TSE, STREAM_MIX, STREAM_SOURCE, STREAM_TARGET
 from speechpack.schemas.cues import SpeakerSlot
 from speechpack.schemas.errors import SpeechpackError
-from speechpack.schemas.jsonlines import read_lines
+from speechpack.schemas.documents import read_lines
 from speechpack.schemas.wesep_list import LineProblem, WesepLine, best_effort_key, parse_wesep_line, resolve_path
 
 
@@ -55,7 +55,7 @@ def read_wesep_list(list_path: str, root: str | None = None) -> WesepList:
 
     Relative audio paths are resolved against ``root`` when given, else against the current directory (what
     WeSep's ``torchaudio.load`` does).  Blank lines are ignored but still counted, so line numbers match an editor.
-    Each line is decoded and parsed on its own (``schemas.jsonlines``): whatever it holds is a problem of that line.
+    Each line is decoded and parsed on its own (``schemas.documents``): whatever it holds is a problem of that line.
     """
     lines: list[WesepLine] = []
     problems: list[LineProblem] = []

@@ -25,7 +25,7 @@ from speechpack.schemas.errors import OptionError, SpeechpackError
 from speechpack.schemas.yaml_document import read_yaml
 
 if TYPE_CHECKING:
-    from speechpack.packer.adapters.wesep_mainline.inputs import MainlineInputs
+    from speechpack.packer.adapters.wesep_mainline_files import MainlineInputs
 
 #: The files of a WeSep split directory, in the order the list is chosen.
 LIST_NAMES = ("samples.jsonl", "raw.list", "shard.list")
@@ -130,8 +130,8 @@ def build_wesep_command(options, list_path: str | None = None, data_dir: str | N
     and a split directory without ``cues.yaml`` but with mainline's files are mainline WeSep's
     (``packer.adapters.wesep_mainline``)."""
     from speechpack.packer.adapters.wesep import build_wesep
-    from speechpack.packer.adapters.wesep_mainline import build as mainline
-    from speechpack.packer.adapters.wesep_mainline.inputs import MainlineInputs, find_mainline_split, is_mainline_split
+    from speechpack.packer.adapters import wesep_mainline as mainline
+    from speechpack.packer.adapters.wesep_mainline_files import MainlineInputs, find_mainline_split, is_mainline_split
 
     if (list_path is None) == (data_dir is None):
         raise OptionError("give one of --list and --data-dir")

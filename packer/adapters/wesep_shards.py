@@ -30,10 +30,9 @@ from dataclasses import dataclass, field
 
 from speechpack.packer.adapters.wesep import TarMember, WesepList, one_kind, wesep_steps
 from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
-from speechpack.schemas.documents import parse_json
+from speechpack.schemas.documents import parse_json, read_lines
 from speechpack.schemas.errors import SpeechpackError
-from speechpack.schemas.jsonlines import read_lines
-from speechpack.schemas.sample_names import check_name, name_problem
+from speechpack.schemas.names import check_name, name_problem
 from speechpack.schemas.wesep_list import LineProblem, WesepLine
 
 #: Audio extensions WeSep's shard writer and reader accept.

@@ -17,7 +17,7 @@ import soxr
 from speechpack.packer.audio.decode import Audio, AudioError
 from speechpack.schemas.constants import AUDIO_DTYPE, AUDIO_FULL_SCALE
 from speechpack.schemas.errors import InternalError, SpeechpackError
-from speechpack.schemas.limits import MAX_RESAMPLE_RATIO
+from speechpack.schemas.units import MAX_RESAMPLE_RATIO
 
 #: Largest magnitude an int16 holds on both sides; a peak above it (after rounding) needs a scale factor.
 _INT16_MAX = 32767

@@ -1,2 +1,3 @@
-"""The build pipeline: what an adapter hands it (``sample``), plan a pack (``plan``), write its shards (``shards``,
-``writer``, ``streams``; locally or on Ray), resume (``state``), commit (``finalize``)."""
+"""The build pipeline: what an adapter hands it and how a pack is planned (``plan``), run in a process pool and
+committed (``run``; ``speechpack finalize`` commits alone), write its shards (``shards``, ``writer``, ``streams``;
+locally or on Ray), resume (``state``), the output directory (``output_dir``) and the pool (``executor``)."""

@@ -39,10 +39,9 @@ from tqdm import tqdm
 
 from speechpack.packer.audio.decode import AudioError
 from speechpack.packer.audio.store import StoredAudio, measured
-from speechpack.packer.build.checkpoints import checkpoint
+from speechpack.packer.build.state import ShardReceipt, checkpoint, write_receipt
 from speechpack.packer.build.executor import BackgroundConsumer, map_in_order, worker_pool
-from speechpack.packer.build.sample import PackedSample, SamplePlan
-from speechpack.packer.build.state import ShardReceipt, write_receipt
+from speechpack.packer.build.plan import PackedSample, SamplePlan
 from speechpack.packer.build.writer import PackWriter
 from speechpack.schemas.constants import STREAM_TYPES
 from speechpack.schemas.errors import SpeechpackError

@@ -20,8 +20,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from speechpack.packer.audio.store import int16_statistics
-from speechpack.packer.build.checkpoints import checkpoint
-from speechpack.packer.build.sample import PackedSample, SamplePlan
+from speechpack.packer.build.state import checkpoint
+from speechpack.packer.build.plan import PackedSample, SamplePlan
 from speechpack.packer.build.streams import NpyStream, run_together
 from speechpack.packer.files import fresh_temp_dir, fsync_dir, hash_file, save_npy, write_json_atomic
 from speechpack.schemas.constants import (

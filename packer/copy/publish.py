@@ -19,10 +19,10 @@ appear whole, when their upload completes; no rename, no lock):
 - One publish per node: ``SRC.lock`` (beside the source pack, the lock ``build`` and ``copy`` take) is held
   exclusively, so ranks that all run the command publish once, one after the other; the second re-hashes
   (streams back) what the first uploaded and changes nothing.
-- One publish per prefix: ``PREFIX/.tmp-publish-lock.json`` (``packer.copy.prefix_lock``: a conditional write with a
+- One publish per prefix: ``PREFIX/.tmp-publish-lock.json`` (``packer.copy.store_prefix``: a conditional write with a
   lease and the writer's identity), so a publish from another node or of another pack waits for this one.
 - Unfinished multipart uploads that killed publishes left under the prefix are aborted when a publish starts and
-  after it succeeds (``packer.copy.multipart_leftovers``).
+  after it succeeds (``packer.copy.store_prefix``).
 """
 
 from __future__ import annotations
@@ -35,8 +35,7 @@ from typing import BinaryIO, Callable
 
 from speechpack.loader.pack.object_store import ObjectStorePackFiles, describe_error
 from speechpack.loader.pack.object_store import store_errors as remote_errors
-from speechpack.packer.copy.multipart_leftovers import abort_leftover_uploads
-from speechpack.packer.copy.prefix_lock import LOCK_NAME, PrefixLock
+from speechpack.packer.copy.store_prefix import LOCK_NAME, PrefixLock, abort_leftover_uploads
 from speechpack.packer.copy.report import (
     COPY_BLOCK,
     DEFAULT_JOBS,
@@ -68,7 +67,7 @@ class RemotePack(ObjectStorePackFiles):
     @property
     def root(self) -> str:
         """The prefix as the filesystem names it (``bucket/packs/train``), for requests made on ``fs`` directly
-        (``packer.copy.prefix_lock``, ``packer.copy.multipart_leftovers``)."""
+        (``packer.copy.store_prefix``)."""
         self.fs  # noqa: B018 - connects in this process first
         return self._root
 

@@ -3,7 +3,7 @@ of them keep, and what the writers share (the load context, reading ``.npy`` inp
 ``data.npy`` to disk: a bank of enrollment audio can be as large as the corpus, so only the small ``items`` rows
 stay in memory).
 
-A writer (one subclass per representation, registered in ``packer.cues.bank.WRITERS``) provides:
+A writer (one subclass per representation, registered in ``packer.cues.banks.WRITERS``) provides:
 
 - ``representation``: its row's name in ``schemas.cue_banks.REPRESENTATION_SPECS`` (dtypes come from the row);
 - ``parse_entry(entry, context) -> (ItemSource, utt_id)``: check one resource entry, without reading its file

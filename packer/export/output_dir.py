@@ -27,7 +27,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, TextIO
 
-from speechpack.packer.build.checkpoints import checkpoint
+from speechpack.packer.build.state import checkpoint
 from speechpack.packer.export.record import (
     CUTS_FILE,
     JOURNAL_FILE,

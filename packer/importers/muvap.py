@@ -41,7 +41,7 @@ from speechpack.packer.importers.muvap_layout import (
     clip_of,
     read_muvap_pack,
 )
-from speechpack.packer.build.sample import PackedSample, SamplePlan, StoredArray
+from speechpack.packer.build.plan import PackedSample, SamplePlan, StoredArray
 from speechpack.schemas.constants import ASD_SAMPLE_RATE, KIND_ASD, STREAM_AUDIO, STREAM_FACES, STREAM_LABELS
 from speechpack.schemas.errors import BuildError, SpeechpackError
 from speechpack.schemas.wesep_list import LineProblem

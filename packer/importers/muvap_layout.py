@@ -51,7 +51,7 @@ from speechpack.packer.importers.muvap_files import FileIdentity, array_identity
 from speechpack.schemas.constants import ASD_SAMPLE_RATE, FACE_SHAPE, SHARD_DIR_PREFIX, shard_dir_name
 from speechpack.schemas.documents import parse_json
 from speechpack.schemas.errors import PackFormatError
-from speechpack.schemas.sample_names import name_problem
+from speechpack.schemas.names import name_problem
 from speechpack.schemas.timebase import audio_sample_count, model_frame_count
 from speechpack.schemas.wesep_list import LineProblem
 

@@ -10,7 +10,7 @@ them too:
   ``source_fps`` finite and positive; audio samples == ``round(F / source_fps * 16000)``; at least one 25 Hz model
   frame (``floor(F / source_fps * 25 + 1e-9) > 0``).
 
-It returns ``(file, message)`` pairs, as ``schemas.cuecheck`` does, so ``packer.validate.pack`` files them as errors
+It returns ``(file, message)`` pairs, as ``schemas.cue_banks`` does, so ``packer.validate.pack`` files them as errors
 without this module importing it back.
 """
 

@@ -1,5 +1,5 @@
 """``validate``'s checks of a pack's speaker cues (``cues/``, format 1.1): every file listed and intact, the
-``cues.yaml`` readable and naming exactly the banks on disk, each bank's structure as ``schemas.cuecheck`` defines it,
+``cues.yaml`` readable and naming exactly the banks on disk, each bank's structure as ``schemas.cue_banks`` defines it,
 no NaN/Inf in float payloads, and the speaker labels.  Run by ``packer.validate.pack`` on a pack's
 directory, or on the cue objects of a pack on object storage staged by ``packer.validate.files.StoreFiles``.
 """
@@ -14,8 +14,7 @@ from speechpack.loader.pack.cues import read_cues_config
 from speechpack.packer.validate.files import check_file
 from speechpack.packer.validate.report import PackReport
 from speechpack.schemas.constants import MANIFEST_NAME
-from speechpack.schemas.cue_banks import DATA_NAME
-from speechpack.schemas.cuecheck import label_issues, read_bank
+from speechpack.schemas.cue_banks import DATA_NAME, label_issues, read_bank
 from speechpack.schemas.cues import (
     CUES_DIR,
     CUES_YAML,

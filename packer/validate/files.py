@@ -308,7 +308,7 @@ class StoreFiles(CheckedFiles):
     @contextlib.contextmanager
     def cue_directory(self) -> Iterator[StagedCues | None]:
         """The cue objects, each hashed and size-checked as it is fetched, written to a temporary directory for the
-        time of the bank checks (``schemas.cuecheck`` reads a bank directory; cue banks are small next to the
+        time of the bank checks (``schemas.cue_banks`` reads a bank directory; cue banks are small next to the
         audio); their messages are given back under the objects' URLs."""
         if not self.manifest.cues:
             yield None

@@ -13,7 +13,7 @@ import soundfile
 
 from speechpack.loader import build_loader
 from speechpack.packer.audio import StoredAudio
-from speechpack.packer.build.sample import PackedSample, SamplePlan, StoredArray
+from speechpack.packer.build.plan import PackedSample, SamplePlan, StoredArray
 from speechpack.packer.build.writer import PackWriter
 from speechpack.schemas.constants import ASD_SAMPLE_RATE, FACE_SHAPE, KIND_ASD
 from speechpack.schemas.timebase import audio_sample_count

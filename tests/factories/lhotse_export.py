@@ -1,6 +1,6 @@
 """What the ``export lhotse`` tests share: an asr-jsonl manifest over real clips (FLAC and float-WAV samples, mono
 and stereo), and ``speechpack export lhotse`` run in a fresh process where a kill point can stop it
-(``packer.build.checkpoints``)."""
+(``packer.build.state``)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import soundfile
 
-from speechpack.packer.build.checkpoints import FAULT_ENV, KILL_AT_ENV
+from speechpack.packer.build.state import FAULT_ENV, KILL_AT_ENV
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -1,4 +1,5 @@
-"""``speechpack build wesep`` on mainline WeSep's data as its prep leaves it (``packer.adapters.wesep_mainline.inputs``).
+"""``speechpack build wesep`` on mainline WeSep's data as its prep leaves it
+(``packer.adapters.wesep_mainline_files``).
 
 The samples come from ``shard.list`` (the tar reader of ``packer.adapters.wesep_shards``: mainline's tars have the
 member layout it reads) or from ``wav.scp`` + ``utt2spk``.  The enrollments become the pack's audio cue, so
@@ -32,7 +33,7 @@ import numpy as np
 import yaml
 
 from speechpack.packer.adapters.wesep import build_wesep, one_kind, speaker_slots, wesep_steps
-from speechpack.packer.adapters.wesep_mainline.inputs import (
+from speechpack.packer.adapters.wesep_mainline_files import (
     UTT2SPK,
     MainlineInputs,
     read_embeddings,

@@ -1,5 +1,9 @@
-"""Cues read from numeric arrays with numpy: ``npy/spk_embedding`` (audio cue), ``npy/muse_frontend`` (visual cue)
-and ``npy/fields`` (spatial cue).  Every value is stored as float32 and refused when empty or not finite.
+"""The writer of each cue representation (``CueWriter`` subclasses, ``packer.cues.payload``), grouped by what
+they read: numeric arrays, media files, inline JSON.
+
+**Numeric arrays.**  Cues read from numeric arrays with numpy: ``npy/spk_embedding`` (audio cue),
+``npy/muse_frontend`` (visual cue) and ``npy/fields`` (spatial cue).  Every value is stored as float32 and refused
+when empty or not finite.
 
 ``npy/spk_embedding``: speaker embeddings, one float32 row ``[D]`` each.  Resource value: a list of ``{"path"}``
 (``utt_id`` optional).  WeSep's rule: an ``.npy`` of shape ``[D]``, or ``[1, D]`` squeezed; any other rank is
@@ -17,16 +21,42 @@ only with ``--allow-pickle`` (unpickling runs code from the file), and its field
 the pack holds no pickle.  A field is a number (stored as a scalar) or a 1-D series; its name must be a string.
 ``meta.json["fields"]`` is the union of the items' field names, sorted; ``values.npy`` says, per item and field,
 whether the item has it and where its values are.
+
+**Media files.**  Cues read from media files FFmpeg decodes: ``wav/waveform`` (audio cue) and ``mp4/raw_video``
+(visual cue).
+
+``wav/waveform``: enrollment recordings, decoded, resampled to the pack's rate and stored as int16.  Resource value:
+a list of ``{"utt_id", "path"}``.  Decoding, resampling (soxr) and quantisation are the ones the pack's own audio
+goes through (``packer.audio``), so an enrollment reads back exactly like a target would.  Every channel of the
+file is kept (WeSep hands the processor ``[C, T]``).
+
+``mp4/raw_video``: face videos decoded once, at build time, to uint8 RGB frames.  Resource value: a list of
+``{"utt_id", "path"}``.  WeSep decodes with ``torchvision.io.read_video`` in every epoch; here PyAV decodes each
+file once (any container FFmpeg reads, despite the ``mp4`` type name) to ``[T, H, W, 3]`` at its native size and
+frame rate, and the stream's average frame rate is kept for the loader's alignment to audio.  A file FFmpeg cannot
+decode, without a video stream or frames, with fewer frames than its container declares (FFmpeg stops quietly at the
+end of a truncated file), or whose frame size changes is refused.
+
+**Inline JSON.**  ``json/dae_keyword_phoneme`` (textual cue): per speaker, the words of a transcript with their
+phoneme ids and the indices of keyword candidates.
+
+Resource value: ONE dict per key, ``{"words": [str], "phn_label": [[int]], "kw_candidate": [int],
+"normalized_text"?: str}``; ``phn_label[i]`` are the phoneme ids of ``words[i]`` and every ``kw_candidate`` is a
+word index.  The value is inline (no file), so items are deduplicated by content.  The ids go to ``data.npy``
+(int64, WeSep's tensor dtype); the words and text, which no array holds, to ``sources.json``.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 
 import numpy as np
 from numpy.lib import format as npy_format
 
+from speechpack.packer.audio import AudioError, StoredAudio, read_audio, resample, to_stored
+from speechpack.packer.build.streams import NpyStream
 from speechpack.packer.cues.payload import CueWriter, FlatWriter, LoadContext, as_float32, read_npy
 from speechpack.packer.cues.resource import (
     CueInputError,
@@ -36,9 +66,17 @@ from speechpack.packer.cues.resource import (
     entry_path,
     entry_utt_id,
 )
-from speechpack.packer.build.streams import NpyStream
 from speechpack.packer.files import save_npy
-from speechpack.schemas.cue_banks import DATA_NAME, FIELD_VALUE_DTYPE, VALUES_NAME, representation_spec
+from speechpack.schemas.cue_banks import (
+    DATA_NAME,
+    FIELD_VALUE_DTYPE,
+    INDEX_DTYPE,
+    KEYWORDS_NAME,
+    VALUES_NAME,
+    WORDS_NAME,
+    WORD_DTYPE,
+    representation_spec,
+)
 from speechpack.schemas.npyfile import read_npy_header
 
 _ZIP_MAGIC = b"PK\x03\x04"
@@ -196,4 +234,124 @@ class FieldsWriter(FlatWriter):
         return {"fields": names}
 
 
-__all__ = ["FieldsWriter", "MuseFrontendWriter", "SpkEmbeddingWriter"]
+class WaveformWriter(FlatWriter):
+    representation = "waveform"
+
+    @staticmethod
+    def load(source: ItemSource, context: LoadContext) -> tuple[StoredAudio, int]:
+        """The stored audio and the file's original rate."""
+        try:
+            audio = read_audio(source.path, int16_at=context.sample_rate)
+        except AudioError as err:
+            raise CueInputError(err.reason) from None
+        return to_stored(resample(audio, context.sample_rate)), audio.sample_rate
+
+    def add(self, source: ItemSource, loaded: tuple[StoredAudio, int]) -> None:
+        stored, orig_rate = loaded
+        offset = self.append(stored.data)
+        self.rows.append((offset, stored.channels, stored.length, stored.scale, orig_rate))
+
+    def finish(self) -> dict:
+        super().finish()
+        return {"sample_rate": self.context.sample_rate}
+
+
+class RawVideoWriter(FlatWriter):
+    representation = "raw_video"
+
+    @staticmethod
+    def load(source: ItemSource, context: LoadContext) -> tuple[np.ndarray, float]:
+        """``(frames [T, H, W, 3] uint8, fps)``."""
+        import av  # imported lazily, as in packer.audio
+
+        frames = []
+        try:
+            with av.open(source.path) as container:
+                if not container.streams.video:
+                    raise CueInputError("no video stream")
+                stream = container.streams.video[0]
+                for frame in container.decode(stream):
+                    frames.append(frame.to_ndarray(format="rgb24"))
+                rate = stream.average_rate or stream.guessed_rate
+                declared = stream.frames  # 0 when the container does not say
+        except (av.error.FFmpegError, ValueError) as err:
+            raise CueInputError(f"cannot decode video ({err})") from None
+        if not frames:
+            raise CueInputError("the video has no frames")
+        if len(frames) < declared:
+            raise CueInputError(f"truncated: the container declares {declared} frames, {len(frames)} decode")
+        if not rate or rate <= 0:
+            raise CueInputError("the video stream has no frame rate")
+        if len({frame.shape for frame in frames}) != 1:
+            raise CueInputError(f"the frame size changes within the video ({sorted({f.shape for f in frames})})")
+        return np.stack(frames), float(rate)
+
+    def add(self, source: ItemSource, loaded: tuple[np.ndarray, float]) -> None:
+        frames, fps = loaded
+        offset = self.append(frames)
+        self.rows.append((offset, *frames.shape, fps))
+
+
+_INT64_MAX = np.iinfo(np.int64).max
+
+
+def _id_list(value, what: str, below: int = _INT64_MAX) -> list[int]:
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < below
+                                              for v in value):
+        raise CueInputError(f"{what} must be a list of integers in [0, {below}), got {value!r:.120}")
+    return value
+
+
+class DaeKeywordPhonemeWriter(FlatWriter):
+    representation = "dae_keyword_phoneme"
+
+    def __init__(self, directory: str, context: LoadContext):
+        super().__init__(directory, context)
+        self._words: list[tuple[int, int]] = []
+        self._keywords: list[int] = []
+
+    @staticmethod
+    def parse_entry(entry: dict, context: EntryContext) -> tuple[ItemSource, str]:
+        words = entry.get("words")
+        if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+            raise CueInputError(f"'words' must be a list of strings, got {words!r:.120}")
+        phn_label = entry.get("phn_label")
+        if not isinstance(phn_label, list) or len(phn_label) != len(words):
+            raise CueInputError(f"'phn_label' must be a list with one list of phoneme ids per word ({len(words)}), "
+                                f"got {phn_label!r:.120}")
+        for i, ids in enumerate(phn_label):
+            _id_list(ids, f"'phn_label[{i}]'")
+        kw_candidate = _id_list(entry.get("kw_candidate"), "'kw_candidate'", below=len(words))
+        text = entry.get("normalized_text")
+        if text is not None and not isinstance(text, str):
+            raise CueInputError(f"'normalized_text' must be a string, got {text!r:.120}")
+        content = json.dumps({"words": words, "phn_label": phn_label, "kw_candidate": kw_candidate,
+                              "normalized_text": text}, sort_keys=True, ensure_ascii=False)
+        return ItemSource(context.resource_path, content=content), ""
+
+    @staticmethod
+    def load(source: ItemSource, context: LoadContext) -> tuple[list[np.ndarray], np.ndarray]:
+        """``(phoneme ids per word, keyword candidate word indices)``, int64."""
+        value = json.loads(source.content)
+        return ([np.asarray(ids, dtype=INDEX_DTYPE) for ids in value["phn_label"]],
+                np.asarray(value["kw_candidate"], dtype=INDEX_DTYPE))
+
+    @staticmethod
+    def provenance(source: ItemSource) -> dict:
+        value = json.loads(source.content)
+        return {"path": source.path, "words": value["words"], "normalized_text": value["normalized_text"]}
+
+    def add(self, source: ItemSource, loaded: tuple[list[np.ndarray], np.ndarray]) -> None:
+        phonemes, keywords = loaded
+        self.rows.append((len(self._words), len(phonemes), len(self._keywords), len(keywords)))
+        self._words.extend((self.append(ids), ids.size) for ids in phonemes)
+        self._keywords.extend(int(k) for k in keywords)
+
+    def finish(self) -> dict:
+        super().finish()
+        save_npy(os.path.join(self.directory, WORDS_NAME), np.array(self._words, dtype=WORD_DTYPE))
+        save_npy(os.path.join(self.directory, KEYWORDS_NAME), np.array(self._keywords, dtype=INDEX_DTYPE))
+        return {}
+
+
+__all__ = ["DaeKeywordPhonemeWriter", "FieldsWriter", "MuseFrontendWriter", "SpkEmbeddingWriter"]
