@@ -90,7 +90,7 @@ def test_the_decoding_thread_measures_only_while_the_writer_is_behind(real_audio
     import threading
 
     from speechpack.packer.build.executor import CONSUMER_QUEUE, BackgroundConsumer
-    from speechpack.packer.build.sample import PackedSample
+    from speechpack.packer.build.plan import PackedSample
     from speechpack.packer.build.shards import submit_decoded
     from speechpack.schemas.constants import STREAM_SOURCE
 
