@@ -520,15 +520,15 @@ def _stored(data: np.ndarray):
     return audio_module.to_stored(audio_module.Audio(data, RATE))
 
 
-def _tiny_writer(out: str, samples: int):
+def _tiny_writer(out: str, samples: int, shard_bytes: int = DEFAULT_SHARD_BYTES):
     """A PackWriter for ``samples`` tiny samples: planned up front where the writer takes shard plans."""
     if "shard_plans" not in inspect.signature(PackWriter).parameters:
-        return PackWriter(out, KIND_SOURCES, RATE, DEFAULT_SHARD_BYTES)
+        return PackWriter(out, KIND_SOURCES, RATE, shard_bytes)
     from speechpack.packer.build.plan import plan_shards
 
     plans = [sample_module.SamplePlan(line=i + 1, key=_tiny_key(i), num_frames=TINY_FRAMES,
                                       elements={STREAM_SOURCE: TINY_FRAMES}) for i in range(samples)]
-    shards = plan_shards([2 * TINY_FRAMES] * samples, DEFAULT_SHARD_BYTES)
+    shards = plan_shards([2 * TINY_FRAMES] * samples, shard_bytes)
     return PackWriter(out, KIND_SOURCES, RATE, [plans[r.start:r.stop] for r in shards])
 
 
@@ -536,14 +536,15 @@ def _tiny_key(i: int) -> str:
     return f"utt-{i:08d}"
 
 
-def build_tiny_pack(out: str, samples: int, seed: int) -> float:
-    """A ``sources`` pack of ``samples`` 0.02 s samples, written directly with PackWriter (no WAV files)."""
+def build_tiny_pack(out: str, samples: int, seed: int, shard_bytes: int = DEFAULT_SHARD_BYTES) -> float:
+    """A ``sources`` pack of ``samples`` 0.02 s samples, written directly with PackWriter (no WAV files), in shards
+    of ``shard_bytes``."""
     rng = np.random.default_rng(seed)
     segments = [_stored((rng.standard_normal((1, TINY_FRAMES)) * 0.1).astype(np.float32))
                 for _ in range(TINY_DISTINCT)]
     started = time.perf_counter()
     os.makedirs(out)
-    with _tiny_writer(out, samples) as writer:
+    with _tiny_writer(out, samples, shard_bytes) as writer:
         for i in range(samples):
             writer.add(PackedSample(key=_tiny_key(i), speakers=(f"spk{i % 997:03d}",), line=i + 1,
                                     orig_sample_rate=RATE, num_frames=TINY_FRAMES, provenance={},

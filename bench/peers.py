@@ -121,17 +121,18 @@ def read_corpus(list_path: str) -> list[tuple[str, np.ndarray, np.ndarray, np.nd
     return items
 
 
-def write_speechpack(list_path: str, out: str) -> None:
+def write_speechpack(list_path: str, out: str, shard_bytes: int | None = None) -> None:
     from speechpack.packer.adapters.wesep import build_wesep
     from speechpack.packer.build.run import BuildOptions
-    build_wesep(list_path, BuildOptions(out=out, workers=1, progress=False))
+    sizes = {} if shard_bytes is None else {"shard_bytes": shard_bytes}
+    build_wesep(list_path, BuildOptions(out=out, workers=1, progress=False, **sizes))
 
 
-def write_mds(items, out: str) -> None:
+def write_mds(items, out: str, shard_bytes: int = SHARD_BYTES) -> None:
     _stub_torchvision()
     from streaming import MDSWriter
     columns = {"key": "str", "mix": "bytes", "s1": "bytes", "s2": "bytes"}
-    with MDSWriter(out=out, columns=columns, size_limit=SHARD_BYTES) as writer:
+    with MDSWriter(out=out, columns=columns, size_limit=shard_bytes) as writer:
         for key, mix, s1, s2 in items:
             writer.write({"key": key, "mix": mix.tobytes(), "s1": s1.tobytes(), "s2": s2.tobytes()})
 
@@ -141,9 +142,9 @@ def _litdata_item(item):
     return {"key": key, "mix": mix, "s1": s1, "s2": s2}
 
 
-def write_litdata(items, out: str) -> None:
+def write_litdata(items, out: str, shard_bytes: int = SHARD_BYTES) -> None:
     import litdata
-    litdata.optimize(fn=_litdata_item, inputs=items, output_dir=out, chunk_bytes=SHARD_BYTES, num_workers=1,
+    litdata.optimize(fn=_litdata_item, inputs=items, output_dir=out, chunk_bytes=shard_bytes, num_workers=1,
                      mode="overwrite")
 
 
@@ -229,7 +230,8 @@ def _worker_rng(seed: int) -> random.Random:
     return random.Random(seed * 1000 + (info.id if info else 0) + 17)
 
 
-def make_mds(folder: str, seed: int):
+def make_mds(folder: str, seed: int, **options):
+    """``options``: more ``StreamingDataset`` arguments (``remote=``, ``cache_limit=`` to stream into ``folder``)."""
     _stub_torchvision()
     from streaming import StreamingDataset
 
@@ -242,10 +244,11 @@ def make_mds(folder: str, seed: int):
                                    [np.frombuffer(sample[s], np.int16) for s in ("s1", "s2")])
             return sample["key"], mix, targets
 
-    return Windows(local=folder, shuffle=True, shuffle_seed=seed, batch_size=BATCH), collate
+    return Windows(local=folder, shuffle=True, shuffle_seed=seed, batch_size=BATCH, **options), collate
 
 
-def make_litdata(folder: str, seed: int):
+def make_litdata(folder: str, seed: int, **options):
+    """``options``: more ``StreamingDataset`` arguments (``input_dir=`` a URL, ``cache_dir=``, ``max_cache_size=``)."""
     import litdata
 
     class Windows(litdata.StreamingDataset):
@@ -256,7 +259,7 @@ def make_litdata(folder: str, seed: int):
             mix, targets = _window(self._rng, sample["mix"], [sample["s1"], sample["s2"]])
             return sample["key"], mix, targets
 
-    return Windows(input_dir=folder, shuffle=True, seed=seed), collate
+    return Windows(input_dir=options.pop("input_dir", folder), shuffle=True, seed=seed, **options), collate
 
 
 def make_webdataset(folder: str, seed: int):
@@ -304,12 +307,17 @@ def make_shar(folder: str, seed: int):
     return Shar(), collate_float
 
 
-def peer_loader(job: str, folder: str, workers: int, seed: int):
+def peer_dataloader(job: str, folder: str, workers: int, seed: int, **options):
+    """The torch ``DataLoader`` of one peer; ``options`` go to its dataset (MDS and LitData: streaming settings)."""
     import torch.utils.data as tud
     dataset, collate_fn = {"mds": make_mds, "litdata": make_litdata, "webdataset": make_webdataset,
-                           "shar": make_shar}[job](folder, seed)
-    loader = tud.DataLoader(dataset, batch_size=BATCH, collate_fn=collate_fn, num_workers=workers,
-                            persistent_workers=workers > 0, prefetch_factor=PREFETCH if workers else None)
+                           "shar": make_shar}[job](folder, seed, **options)
+    return tud.DataLoader(dataset, batch_size=BATCH, collate_fn=collate_fn, num_workers=workers,
+                          persistent_workers=workers > 0, prefetch_factor=PREFETCH if workers else None)
+
+
+def peer_loader(job: str, folder: str, workers: int, seed: int):
+    loader = peer_dataloader(job, folder, workers, seed)
 
     def epoch(_number: int) -> int:
         return sum(len(batch["key"]) for batch in loader) // SPEAKERS
@@ -318,11 +326,14 @@ def peer_loader(job: str, folder: str, workers: int, seed: int):
 
 # ------------------------------------------------------------------------------------------ speechpack and the limit
 
+def speechpack_config(location: str) -> dict:
+    """The loader config every speechpack job reads with (a pack directory or URL)."""
+    return {"packs": [{"path": location}], "dataset_args": {"chunk_len": CHUNK, "batch_size": BATCH, "shuffle": True}}
+
+
 def speechpack_loader(folder: str, workers: int, seed: int):
     from speechpack.loader import build_loader
-    config = {"packs": [{"path": folder}],
-              "dataset_args": {"chunk_len": CHUNK, "batch_size": BATCH, "shuffle": True}}
-    loader = build_loader(config, "train", num_workers=workers, seed=seed)
+    loader = build_loader(speechpack_config(folder), "train", num_workers=workers, seed=seed)
 
     def epoch(number: int) -> int:
         loader.set_epoch(number)

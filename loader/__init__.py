@@ -13,13 +13,13 @@ from speechpack.loader.pack import Pack, Sample, open_pack
 
 
 def build_loader(config, state, *, rank=0, world_size=1, num_workers=None, seed=0, pin_memory=None,
-                 prefetch_factor=None, batches_per_message=None):
-    """See :func:`loader.torch.build_loader`."""
+                 prefetch_factor=None, batches_per_message=None, cache=None):
+    """See :func:`speechpack.loader.torch.build_loader`."""
     from speechpack.loader.torch import build_loader as _build_loader
 
     return _build_loader(config, state, rank=rank, world_size=world_size, num_workers=num_workers, seed=seed,
                          pin_memory=pin_memory, prefetch_factor=prefetch_factor,
-                         batches_per_message=batches_per_message)
+                         batches_per_message=batches_per_message, cache=cache)
 
 
 __all__ = ["Pack", "Sample", "build_loader", "open_pack"]

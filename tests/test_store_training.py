@@ -256,7 +256,8 @@ def test_a_transfer_corrupted_once_is_fetched_again_and_training_goes_on(store, 
         return data
 
     monkeypatch.setattr(ObjectStorePackFiles, "read_bytes", once_corrupt)
-    batches = [plain(b) for b in build_loader(config(url, {"dir": str(tmp_path / "cache")}), "train", seed=3)]
+    # the cache given as build_loader's argument (the public speechpack.loader.build_loader passes it on)
+    batches = [plain(b) for b in build_loader(config(url), "train", seed=3, cache={"dir": str(tmp_path / "cache")})]
     assert len(corrupted) >= 12
     assert_same_batches(batches, local_batches(local_pack))
 
