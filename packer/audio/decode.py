@@ -15,12 +15,6 @@ libsndfile recognises from their first bytes are opened this way (``DESCRIPTOR_E
 recognises some headerless ones (``.raw``, ``.vox``, ``.gsm``...) by their file name, which a descriptor does not
 carry.  Anything unusual goes the path's way, which says what it always said: an ``open`` that fails for another
 reason than a missing file, and a file libsndfile refuses, whose message names the path.
-
-**Plain 16-bit WAV without libsndfile.**  Opened that way, a plain little-endian 16-bit PCM WAV (the layout of
-nearly every speech corpus) is probed from one ``pread`` of its header and decoded with one ``preadv`` of its
-samples into their array (``packer.audio.plain_wav``): libsndfile's values exactly, without soundfile's per-file
-Python, which was most of the cost of a build of short clips.  Every other layout and every odd file (truncated,
-unknown size) goes to libsndfile as before.
 """
 
 from __future__ import annotations
@@ -33,7 +27,6 @@ from dataclasses import dataclass
 import numpy as np
 import soundfile
 
-from speechpack.packer.audio.plain_wav import probe_plain, read_plain
 from speechpack.packer.audio.wav_header import declared_frames
 from speechpack.schemas.sound_blocks import overstated, read_frames
 
@@ -227,10 +220,7 @@ def probe_audio_bytes(data: bytes, name: str) -> AudioInfo:
 
 def _probe(source, name: str) -> AudioInfo:
     """``source``: a path, a descriptor of the file ``name`` (``_open_once``), or an in-memory file."""
-    plain = _plain(probe_plain, source, name)
-    if plain is not None:
-        result = AudioInfo(plain.sample_rate, plain.frames, plain.channels, True)
-    elif _uses_soundfile(name):
+    if _uses_soundfile(name):
         try:
             with _sound_file(source) as sound:  # cheaper than soundfile.info, which formats descriptions
                 result = AudioInfo(int(sound.samplerate), int(sound.frames), int(sound.channels),
@@ -271,10 +261,7 @@ def read_audio_bytes(data: bytes, name: str, int16_at: int | None = None) -> Aud
 
 
 def _read(source, name: str, int16_at: int | None) -> Audio:
-    plain = _plain(read_plain, source, name, int16_at)
-    if plain is not None:
-        audio, integer_coded = Audio(*plain), True
-    elif _uses_soundfile(name):
+    if _uses_soundfile(name):
         audio, integer_coded = _read_soundfile(source, name, int16_at)
     else:
         audio, integer_coded = _read_pyav(source, name), False
@@ -285,18 +272,6 @@ def _read(source, name: str, int16_at: int | None) -> Audio:
         if not finite.all():
             raise AudioError(name, f"audio holds {int(finite.size - np.count_nonzero(finite))} NaN/Inf value(s)")
     return audio
-
-
-def _plain(step, source, name: str, *args):
-    """``step`` (``packer.audio.plain_wav``'s probe or read) of a descriptor of a ``.wav`` file, or ``None``: not a
-    descriptor, not named ``.wav`` (a FLAC costs no header read), not a plain 16-bit WAV, or a read that failed
-    (libsndfile's way then says what it always said)."""
-    if not isinstance(source, int) or not name.lower().endswith(".wav"):
-        return None
-    try:
-        return step(source, *args)
-    except OSError:
-        return None
 
 
 def _read_soundfile(source, name: str, int16_at: int | None) -> tuple[Audio, bool]:

@@ -78,9 +78,8 @@ def submit_decoded(consumer: BackgroundConsumer, result) -> None:
     here first, in the time this thread would have waited.
 
     Which thread is longer depends on the corpus: resampling or decoding FLAC makes the decoding thread the longer
-    one and the writer measures in its slack; plain 16-bit WAV at the pack's rate is read with two system calls
-    (``packer.audio.plain_wav``), and then the statistics (about a third of the writer's work) belong on the
-    decoding side.  Deciding per sample from the writer's queue balances both, and the pack's bytes are the same
+    one and the writer measures in its slack; 16-bit WAV at the pack's rate is little more than a read, and then
+    the statistics (about a third of the writer's work) belong on the decoding side.  Deciding per sample from the writer's queue balances both, and the pack's bytes are the same
     either way."""
     if isinstance(result, PackedSample) and consumer.backlogged():
         result = measured_sample(result)
