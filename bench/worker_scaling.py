@@ -50,7 +50,7 @@ import torch  # noqa: E402
 from torch.utils.data import DataLoader, Dataset  # noqa: E402
 
 from speechpack.loader import build_loader  # noqa: E402
-from speechpack.loader.torch import PREFETCH_PER_WORKER  # noqa: E402
+from speechpack.loader.config import PREFETCH_PER_WORKER  # noqa: E402
 from workdir import bench_workdir  # noqa: E402
 
 #: ``num_workers=2`` against one process, per task (docs/performance.md's summary).
