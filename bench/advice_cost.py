@@ -1,5 +1,5 @@
 """What announcing a batch's windows costs, warm and cold: per-window ``madvise(MADV_WILLNEED)``, one
-``process_madvise`` for the batch (``loader.readahead``), and per-window ``MADV_POPULATE_READ``.
+``process_madvise`` for the batch (``loader.pack.readahead``), and per-window ``MADV_POPULATE_READ``.
 
     python bench/advice_cost.py [--lines 960] [--batches 60] [--repeats 5] [--tmp-dir DIR] [--keep]
 

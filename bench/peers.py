@@ -36,8 +36,8 @@ Shar are iterable: ``split_by_worker`` / ``split_for_dataloading``), ``persisten
 speechpack's own mapped shards with offsets precomputed into arrays, copied into fresh ``np.empty`` batches in a
 plain loop (each window a cast copy then an in-place multiply, the faster of numpy's two ways; a mixture decoded
 once and copied to its second row).  The peers' collate uses the same two steps.  **bare reuse** is the stricter
-limit of the copies alone: the same loop writing every batch into two arrays allocated once, so no batch pays for
-faulting in fresh memory (speechpack recycles its batch arrays once the training loop drops them,
+limit of the copies alone, the cache-hot int16 -> float copy of the same bytes: the same loop writing every batch
+into two arrays allocated once, so no batch pays for faulting in fresh memory or writing into memory gone cold (speechpack recycles its batch arrays once the training loop drops them,
 ``loader/tse/buffers.py``; the peers and ``bare numpy`` allocate per batch).
 
 **Modes.** ``warm``: the job's files read once, one untimed epoch, then ``--epochs`` timed epochs (median).  ``cold``:

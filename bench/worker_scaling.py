@@ -3,7 +3,8 @@
     python bench/worker_scaling.py [--tasks tse asd asr] [--workers 2] [--repeats 5] [--warmup 2] [--scale K]
                                    [--batches-per-message N] [--torch-transport] [--tmp-dir DIR] [--keep]
 
-Target (docs/performance.md): with 2 workers on 2 cores, at least 1.8x the batches per second of one process.
+Target (docs/performance.md): with 2 workers on 2 cores, at least 1.7x (TSE) and 1.8x (ASD, ASR) the
+batches per second of one process.
 
 **Packs** (all from real recordings; each built by the task's own benchmark): **tse** ``build_corpus`` of
 ``bench/loader_throughput.py`` (2-speaker 8-12 s mixtures, 4 s chunks, batches of 16 mixtures); **asd** the
@@ -49,10 +50,11 @@ import torch  # noqa: E402
 from torch.utils.data import DataLoader, Dataset  # noqa: E402
 
 from speechpack.loader import build_loader  # noqa: E402
-from speechpack.loader.torch import PREFETCH_PER_WORKER  # noqa: E402
+from speechpack.loader.config import PREFETCH_PER_WORKER  # noqa: E402
 from workdir import bench_workdir  # noqa: E402
 
-TARGET = 1.8
+#: ``num_workers=2`` against one process, per task (docs/performance.md's summary).
+TARGETS = {"tse": 1.7, "asd": 1.8, "asr": 1.8}
 
 
 def tse_config(workdir: str, seed: int, scale: int = 1) -> dict:
@@ -224,8 +226,9 @@ def report(rows: list[dict], workers: int) -> None:
           f"|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         for name, job in row["jobs"].items():
+            target = TARGETS[row["task"]]
             verdict = ("–" if name in ("1 process", "ceiling") or "torch" in name
-                       else f"{'pass' if job['ratio'] >= TARGET else 'below'} (≥ {TARGET}x)")
+                       else f"{'pass' if job['ratio'] >= target else 'below'} (≥ {target}x)")
             per_message = "–" if job["per_message"] is None else f"{job['per_message']:.1f}"
             print(f"| {row['task']} | {name} | {job['seconds']:.3f} | {job['ratio']:.2f}x | {job['main_ms']:.2f} | "
                   f"{job['worker_ms']:.2f} | {job['quiet']:.2f}x | {per_message} | {verdict} | {row['load']:.1f} |")

@@ -27,6 +27,7 @@ from speechpack.loader.config_checks import (  # noqa: F401 (re-exported)
     ConfigError,
     check_choice,
     check_type,
+    integer,
     number,
     positive_int,
     probability,
@@ -38,7 +39,7 @@ from speechpack.loader.cache.settings import CacheSettings
 from speechpack.loader.pack import Pack
 from speechpack.loader.pack.content_check import DEFAULT_VERIFY, VERIFY_MODES
 from speechpack.loader.plan.static_plan import TAIL_POLICIES  # noqa: F401 (re-exported)
-from speechpack.loader.recipe import DataLoaderArgs, check_state, read_recipe
+from speechpack.loader.recipe import MAX_PREFETCH, MAX_WORKERS, DataLoaderArgs, check_state, read_recipe
 from speechpack.loader.tasks import DEFAULT_TASK, FOREIGN_RECIPES, STATES  # noqa: F401 (STATES re-exported)
 from speechpack.loader.tasks import task as task_of
 
@@ -319,4 +320,42 @@ def loader_fingerprint(config: LoaderConfig, state: str, packs: list[Pack], orde
     return digest.hexdigest()[:16]
 
 
-__all__ = ["loader_fingerprint"]
+#: Messages (of one or more batches: ``loader.transport.message_groups``) each worker prepares ahead of the training loop.
+PREFETCH_PER_WORKER = 2
+
+
+def dataloader_settings(config: LoaderConfig, num_workers: int | None = None,
+                        prefetch_factor: int | None = None) -> dict:
+    """The DataLoader's workers and per-worker prefetch, and where each came from.  Explicit arguments win; then a
+    WeSep recipe's ``dataloader_args``; then the task's own keys (``LoaderTask.dataloader_defaults``: workers, and
+    batches waiting in total, so ``ceil(total / workers)`` per worker); else 0 workers and
+    ``PREFETCH_PER_WORKER``.  Without workers nothing is prefetched: batches are built in the training process."""
+    loader_args = config.dataloader
+    (task_workers, workers_key), (task_prefetch, prefetch_key) = task_of(config.task).dataloader_defaults(
+        config.dataset_args)
+    if num_workers is not None:
+        workers, source = num_workers, "num_workers"
+    elif loader_args.num_workers is not None:
+        workers, source = loader_args.num_workers, "dataloader_args.num_workers"
+    elif task_workers is not None:
+        workers, source = task_workers, workers_key
+    else:
+        workers, source = 0, "default"
+    workers = integer(workers, "num_workers", 0, MAX_WORKERS)
+    if workers == 0:
+        prefetch, prefetch_source = None, "none without workers"
+    elif prefetch_factor is not None:
+        prefetch, prefetch_source = prefetch_factor, "prefetch_factor"
+    elif loader_args.prefetch_factor is not None:
+        prefetch, prefetch_source = loader_args.prefetch_factor, "dataloader_args.prefetch_factor"
+    elif task_prefetch is not None:
+        prefetch, prefetch_source = max(1, -(-task_prefetch // workers)), prefetch_key
+    else:
+        prefetch, prefetch_source = PREFETCH_PER_WORKER, "default"
+    if prefetch is not None:
+        prefetch = integer(prefetch, "prefetch_factor", 1, MAX_PREFETCH)
+    return {"num_workers": workers, "workers_from": source, "prefetch_factor": prefetch,
+            "prefetch_from": prefetch_source}
+
+
+__all__ = ["PREFETCH_PER_WORKER", "dataloader_settings", "loader_fingerprint"]

@@ -34,18 +34,15 @@ from speechpack.loader.cache import CacheSettings, open_cached_pack
 from speechpack.loader.cache.schedule import PlanFeed
 from speechpack.loader.cache.shard_order import PlanningView, shard_windows, window_identity
 from speechpack.loader.cache.settings import cache_in_use
-from speechpack.loader.config import loader_fingerprint
+from speechpack.loader.config import dataloader_settings, loader_fingerprint
 from speechpack.loader.memory_limit import bytes_per_row_sample, check_batch_memory, largest_batch_rows
 from speechpack.loader.pack import Pack
 from speechpack.loader.plan.dealing import resume_point
 from speechpack.loader.plan.plan import EpochPlan, needs_lengths, plan_epoch
-from speechpack.loader.recipe import MAX_PREFETCH, MAX_WORKERS
 from speechpack.loader.resume import Position, ResumeError, make_state, read_state
 from speechpack.loader.tasks import prepare, task
 from speechpack.loader.plan.weighting import PackWeighting
 
-#: Messages (of one or more batches: ``loader.transport.message_groups``) each worker prepares ahead of the training loop.
-PREFETCH_PER_WORKER = 2
 #: Shared-memory slots per worker beyond its prefetch (``loader.transport.batch_ring``; one slot per message): the message
 #: whose batches the training loop is handed and the one a pin-memory thread holds, so a loop that keeps only its
 #: current batch never runs out of slots.
@@ -90,40 +87,6 @@ class LoaderReport:
     dataloader: dict | None = None
     #: The WeSep dialect the recipe was read as (``wesep-mainline``: mainline's batch keys; ``wesep-contract``).
     dialect: str | None = None
-
-
-def dataloader_settings(config: LoaderConfig, num_workers: int | None = None,
-                        prefetch_factor: int | None = None) -> dict:
-    """The DataLoader's workers and per-worker prefetch, and where each came from.  Explicit arguments win; then a
-    WeSep recipe's ``dataloader_args``; then the task's own keys (``LoaderTask.dataloader_defaults``: workers, and
-    batches waiting in total, so ``ceil(total / workers)`` per worker); else 0 workers and
-    ``PREFETCH_PER_WORKER``.  Without workers nothing is prefetched: batches are built in the training process."""
-    loader_args = config.dataloader
-    (task_workers, workers_key), (task_prefetch, prefetch_key) = task(config.task).dataloader_defaults(
-        config.dataset_args)
-    if num_workers is not None:
-        workers, source = num_workers, "num_workers"
-    elif loader_args.num_workers is not None:
-        workers, source = loader_args.num_workers, "dataloader_args.num_workers"
-    elif task_workers is not None:
-        workers, source = task_workers, workers_key
-    else:
-        workers, source = 0, "default"
-    workers = integer(workers, "num_workers", 0, MAX_WORKERS)
-    if workers == 0:
-        prefetch, prefetch_source = None, "none without workers"
-    elif prefetch_factor is not None:
-        prefetch, prefetch_source = prefetch_factor, "prefetch_factor"
-    elif loader_args.prefetch_factor is not None:
-        prefetch, prefetch_source = loader_args.prefetch_factor, "dataloader_args.prefetch_factor"
-    elif task_prefetch is not None:
-        prefetch, prefetch_source = max(1, -(-task_prefetch // workers)), prefetch_key
-    else:
-        prefetch, prefetch_source = PREFETCH_PER_WORKER, "default"
-    if prefetch is not None:
-        prefetch = integer(prefetch, "prefetch_factor", 1, MAX_PREFETCH)
-    return {"num_workers": workers, "workers_from": source, "prefetch_factor": prefetch,
-            "prefetch_from": prefetch_source}
 
 
 class _PlannedBatches(Dataset):
@@ -415,7 +378,7 @@ def build_loader(config: dict | LoaderConfig, state: str, *, rank: int = 0, worl
     optionally ``task`` (the registry: ``loader.tasks``) and ``weighting``, a WeSep recipe with ``packs`` added
     (``loader.recipe``), or another tool's recipe its task translates (``loader.tasks.FOREIGN_RECIPES``).
     ``num_workers``, ``pin_memory`` and ``prefetch_factor`` default to the recipe's ``dataloader_args``, else to
-    the task's (``LoaderTask.dataloader_defaults``), else to 0 workers, pinning when CUDA is available, and ``PREFETCH_PER_WORKER`` (``dataloader_settings``).  ``batches_per_message``: how many
+    the task's (``LoaderTask.dataloader_defaults``), else to 0 workers, pinning when CUDA is available, and ``loader.config.PREFETCH_PER_WORKER`` (``dataloader_settings``).  ``batches_per_message``: how many
     batches a worker builds and sends per DataLoader index; None (the default) sizes messages by what batches
     cost to build (``loader.transport.message_groups``), and 1 is one batch per index as a plain DataLoader does.
     ``cache`` (``loader.cache.CacheSettings`` or its keys) is the node cache packs given by URL are read through,
@@ -430,4 +393,4 @@ def build_loader(config: dict | LoaderConfig, state: str, *, rank: int = 0, worl
                             batches_per_message=batches_per_message)
 
 
-__all__ = ["LoaderReport", "ResumeError", "SpeechLoader", "build_loader", "dataloader_settings"]
+__all__ = ["LoaderReport", "ResumeError", "SpeechLoader", "build_loader"]

@@ -82,3 +82,43 @@ def test_a_channel_count_mismatch_is_named_as_one(real_audio):
     shorter = SamplePlan(line=3, key="k", num_frames=frames + 5, elements={STREAM_SOURCE: frames + 5})
     assert check_decoded(decoded, shorter).reason.startswith(f"decoded to {frames} samples per channel, the file "
                                                              f"headers promised {frames + 5}")
+
+
+def test_the_decoding_thread_measures_only_while_the_writer_is_behind(real_audio):
+    """``submit_decoded``: a sample handed over while the writer thread has half its queue or more waiting arrives
+    measured (exactly the writer's statistics); one handed to an idle writer arrives as decoded."""
+    import threading
+
+    from speechpack.packer.build.executor import CONSUMER_QUEUE, BackgroundConsumer
+    from speechpack.packer.build.plan import PackedSample
+    from speechpack.packer.build.shards import submit_decoded
+    from speechpack.schemas.constants import STREAM_SOURCE
+
+    data, _rate = soundfile.read(real_audio("pocketsphinx", 1)[0], dtype="int16")
+
+    def sample(key: str) -> PackedSample:
+        return PackedSample(key=key, speakers=("s",), line=1, orig_sample_rate=16000, num_frames=len(data),
+                            provenance={}, streams={STREAM_SOURCE: [StoredAudio(data[None, :], 1.0)]})
+
+    taken, release = threading.Event(), threading.Event()
+    received: list = []
+
+    def consume(item) -> None:
+        taken.set()
+        release.wait()
+        received.append(item)
+
+    consumer = BackgroundConsumer(consume)
+    assert not consumer.backlogged()
+    submit_decoded(consumer, "a problem passes as it is")  # the writer takes it and waits on ``release``
+    assert taken.wait(10)
+    for index in range(CONSUMER_QUEUE // 2):
+        submit_decoded(consumer, sample(f"idle-{index}"))
+    assert consumer.backlogged()
+    submit_decoded(consumer, sample("behind"))
+    release.set()
+    consumer.close()
+    assert received[0] == "a problem passes as it is"
+    stats = {s.key: s.streams[STREAM_SOURCE][0].stats for s in received[1:]}
+    assert all(stats[f"idle-{index}"] is None for index in range(CONSUMER_QUEUE // 2))
+    assert stats["behind"] == int16_statistics(data[None, :], 1.0)

@@ -26,7 +26,8 @@ from speechpack.loader.transport.batch_arrays import Arena, allocating_in
 from speechpack.loader.pack.readahead import PROBE_EVERY, AdaptiveAdvice
 from speechpack.loader.tse import windows as window_reads
 from speechpack.loader.tse.buffers import MAX_BUFFERS, BufferPool
-from speechpack.loader.tse.windows import ZERO_CHUNK_REDRAWS, Chunking, sounds
+from speechpack.loader.tse import table as table_module
+from speechpack.loader.tse.windows import ZERO_CHUNK_REDRAWS, Chunking, Segments, sounds
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
 
@@ -121,6 +122,17 @@ def test_batch_windows_equal_one_mixture_at_a_time():
         assert start.tolist() == [w.start for w in one]
         assert take.tolist() == [w.take for w in one]
         assert length.tolist() == [w.length for w in one]
+        # the first draws answered together (``loader.tse.table._surely_audible``, over the mixtures laid out as
+        # one channel-major stream array, as in a pack shard): the same windows
+        flat = np.concatenate([mix.reshape(-1) for mix in mixes])
+        offsets = np.cumsum([0] + [mix.size for mix in mixes])[:-1]
+        segments = Segments(np.zeros(len(mixes), np.int32), np.zeros(len(mixes), np.int32), offsets.astype(np.int64),
+                            np.array([mix.shape[0] for mix in mixes]), totals.astype(np.int64),
+                            np.ones(len(mixes), np.float32), None)
+        together = chunking.windows(totals, draws, lambda i, s: sounds(mixes[i][:, s:s + chunking.chunk_len]),
+                                    table_module._surely_audible([flat] * len(mixes), segments, chunking.chunk_len))
+        for got, want in zip(together, (start, take, length)):
+            assert got.tolist() == want.tolist()
 
 
 def test_every_window_is_announced_once_per_batch(real_packs, monkeypatch):

@@ -26,7 +26,7 @@ from speechpack.loader.normalize import muvap_gain
 from speechpack.loader.pack import Pack
 from speechpack.loader.pack.readahead import AdaptiveAdvice, major_faults
 from speechpack.loader.tse.buffers import BufferPool
-from speechpack.loader.tse.decode import Row, aligned_length
+from speechpack.loader.tse.decode import Row
 from speechpack.loader.tse.items import ItemIndex
 from speechpack.loader.tse.windows import (Segments, StreamArrays, advise, array_addresses, decode_windows,
                                      window_ranges, window_view)
@@ -232,8 +232,9 @@ class TableRows:
         ``random_chunk``), or the train-window units' fed spans."""
         if batches[0][2] is None:
             draws = np.concatenate([b[1] for b in batches]) if len(batches) > 1 else batches[0][1]
-            return self.chunking.windows(table.mix.length, draws,
-                                         _audible(mix_arrays, table.mix, self.chunking.chunk_len))
+            chunk = self.chunking.chunk_len
+            return self.chunking.windows(table.mix.length, draws, _audible(mix_arrays, table.mix, chunk),
+                                         _surely_audible(mix_arrays, table.mix, chunk))
         units = np.concatenate([b[2] for b in batches]) if len(batches) > 1 else batches[0][2]
         start = self.windows.fed_start[units]
         take = self.windows.stop[units] - start
@@ -245,8 +246,9 @@ class TableRows:
         """One batch of a block: its ``Row`` s, then its audio read ahead (while the pack reads as cold) and
         decoded into recycled arrays."""
         mix = table.mix
-        channels = np.unique(mix.channels).tolist()
-        if len(channels) > 1:
+        channels = mix.channels.tolist()  # Python sets and max/min: a handful of rows costs less than numpy's calls
+        if len(set(channels)) > 1:
+            channels = sorted(set(channels))
             named = sorted(set(keys))
             raise SpeechpackError(f"mixtures with different channel counts {channels} in one batch "
                                   f"({', '.join(named[:4])}...): pack them separately")
@@ -255,12 +257,13 @@ class TableRows:
         num_speaker = table.rows_per_item.tolist()
         rows = [Row(item, None, None, speaker, keys[item], num_speaker[item], windows[item], pack)
                 for item, speaker, pack in zip(item_of_row, speakers, row_pack)]
-        lengths, row_start, row_take = length[row_item], start[row_item], take[row_item]
+        row_start, row_take = start[row_item], take[row_item]
+        item_length = length.tolist()
+        lengths = [item_length[item] for item in item_of_row]
         target_sources = self.target_arrays.of(table.target)
-        wav_mix = self.buffers.empty((len(rows), channels[0] if channels else 1,
-                                      aligned_length(lengths, self.align[0])))
+        wav_mix = self.buffers.empty((len(rows), channels[0] if channels else 1, _aligned(lengths, self.align[0])))
         wav_target = self.buffers.empty((len(rows), int(table.target.channels[0]) if len(rows) else 1,
-                                         aligned_length(lengths, self.align[1])))
+                                         _aligned(lengths, self.align[1])))
         mix_take = np.minimum(take, wav_mix.shape[-1])
         target_take = np.minimum(row_take, wav_target.shape[-1])
         advised = bool(mix_arrays) and self.advice.wanted()
@@ -284,6 +287,13 @@ class TableRows:
         return [value.decode("utf-8") for value in values]
 
 
+def _aligned(lengths: list[int], align: str) -> int:
+    """``loader.tse.decode.aligned_length`` of a Python list: the longest (``max``) or shortest (``min``) row."""
+    if not lengths:
+        return 0
+    return max(lengths) if align == "max" else min(lengths)
+
+
 def _audible(arrays: list[np.ndarray], mix: Segments, chunk: int):
     """``audible(i, start)`` for ``Chunking.windows``: whether mixture ``i``'s chunk at ``start`` has a non-zero
     sample (``loader.tse.windows.sounds``: a look at every 512th sample, then the whole chunk only if that saw
@@ -298,6 +308,28 @@ def _audible(arrays: list[np.ndarray], mix: Segments, chunk: int):
                         or np.count_nonzero(array[begin:begin + chunk]))
         return sounds(window_view(arrays[i], offsets[i], channels[i], lengths[i], start, chunk))
     return audible
+
+
+def _surely_audible(arrays: list[np.ndarray], mix: Segments, chunk: int):
+    """``surely_audible(index, start)`` for ``Chunking.windows``: ``_audible``'s first look (every
+    ``SOUND_PROBE_STRIDE``-th sample of the chunk) at the chunks of many mono mixtures in one gather per stream
+    array; True where a look saw a non-zero sample, False where ``_audible`` must decide (it looks again, then
+    scans the chunk; multi-channel mixtures are always left to it)."""
+    probe = np.arange(0, chunk, SOUND_PROBE_STRIDE)
+
+    def surely_audible(index: np.ndarray, start: np.ndarray) -> np.ndarray:
+        sure = np.zeros(len(index), dtype=bool)
+        mono = mix.channels[index] == 1
+        begin = mix.offset[index] + start
+        by_array: dict[int, list[int]] = {}
+        for k, i in enumerate(index.tolist()):
+            by_array.setdefault(id(arrays[i]), []).append(k)
+        for ks in by_array.values():
+            ks = np.asarray(ks)
+            looked = arrays[int(index[ks[0]])][begin[ks][:, None] + probe]
+            sure[ks] = looked.any(axis=1)
+        return sure & mono
+    return surely_audible
 
 
 __all__ = ["BatchTable", "DecodedRows", "StreamColumns", "TableRows", "gather_table"]

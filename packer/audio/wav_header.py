@@ -16,6 +16,7 @@ declared, so there is nothing to compare.
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 from typing import BinaryIO
 
 #: wFormatTag values whose frames are exactly ``block_align`` bytes: PCM, IEEE float, A-law, mu-law.
@@ -26,16 +27,41 @@ _UNKNOWN_SIZES = {0, 0xFFFFFFFF}
 _MAX_CHUNKS = 1000
 
 
-def declared_frames(fp: BinaryIO) -> int | None:
-    """Frames the header of the WAV file open in ``fp`` (positioned at its start) declares, or ``None`` when it is
-    not a WAV of a layout and coding above or declares no length.  Reads only the header chunks (seeks past
-    the others)."""
+@dataclass(frozen=True)
+class WavLayout:
+    """What a WAV header says about its samples, up to the start of the ``data`` chunk.
+
+    ``tag`` is the coding as written (``WAVE_FORMAT_EXTENSIBLE`` stays ``0xFFFE``), ``coding`` the coding it
+    resolves to (the SubFormat's first two bytes for an extensible one).  ``data_offset`` is the byte offset of the
+    first sample; ``data_size`` the payload's declared size in bytes, ``None`` when the header declares none (a
+    streaming writer's 0 or ``0xFFFFFFFF``, or an RF64 without its ``ds64`` size)."""
+
+    container: bytes
+    tag: int
+    coding: int
+    channels: int
+    sample_rate: int
+    bits: int
+    block_align: int
+    data_offset: int
+    data_size: int | None
+
+    @property
+    def declared_frames(self) -> int | None:
+        """Frames the ``data`` chunk declares; ``None`` when it declares no size."""
+        return None if self.data_size is None else self.data_size // self.block_align
+
+
+def read_layout(fp: BinaryIO) -> WavLayout | None:
+    """The layout of the WAV file open in ``fp`` (positioned at its start), or ``None`` when it is not a WAV of a
+    layout and coding above, or its header is cut short.  Reads only the header chunks (seeks past the others)."""
+    start = fp.tell()
     head = fp.read(12)
     if len(head) < 12 or head[8:12] != b"WAVE" or head[:4] not in (b"RIFF", b"RIFX", b"RF64", b"BW64"):
         return None
     order = ">" if head[:4] == b"RIFX" else "<"
     wide = head[:4] in (b"RF64", b"BW64")
-    block_align = None
+    fmt = None  # (tag, coding, channels, rate, bits, block_align)
     data_size64 = None
     for _ in range(_MAX_CHUNKS):
         chunk = fp.read(8)
@@ -46,11 +72,13 @@ def declared_frames(fp: BinaryIO) -> int | None:
             body = fp.read(size)
             if len(body) < 16:
                 return None
-            tag, block_align = struct.unpack(order + "H", body[:2])[0], struct.unpack(order + "H", body[12:14])[0]
+            tag, channels, rate, _rate_bytes, block_align, bits = struct.unpack(order + "HHIIHH", body[:16])
+            coding = tag
             if tag == _EXTENSIBLE and len(body) >= 26:
-                tag = struct.unpack(order + "H", body[24:26])[0]  # first two bytes of the SubFormat GUID
-            if tag not in _UNCOMPRESSED or block_align == 0:
+                coding = struct.unpack(order + "H", body[24:26])[0]  # first two bytes of the SubFormat GUID
+            if coding not in _UNCOMPRESSED or block_align == 0:
                 return None
+            fmt = (tag, coding, channels, rate, bits, block_align)
             if size & 1:
                 fp.read(1)
         elif chunk_id == b"ds64" and wide:
@@ -61,16 +89,26 @@ def declared_frames(fp: BinaryIO) -> int | None:
             if size & 1:
                 fp.read(1)
         elif chunk_id == b"data":
-            if block_align is None:
+            if fmt is None:
                 return None
             if wide and size == 0xFFFFFFFF:
-                size = data_size64
+                declared = data_size64
             elif size in _UNKNOWN_SIZES:
-                return None
-            return None if size is None else size // block_align
+                declared = None
+            else:
+                declared = size
+            return WavLayout(head[:4], *fmt, data_offset=fp.tell() - start, data_size=declared)
         else:
             fp.seek(size + (size & 1), 1)
     return None
 
 
-__all__ = ["declared_frames"]
+def declared_frames(fp: BinaryIO) -> int | None:
+    """Frames the header of the WAV file open in ``fp`` (positioned at its start) declares, or ``None`` when it is
+    not a WAV of a layout and coding above or declares no length.  Reads only the header chunks (seeks past
+    the others)."""
+    layout = read_layout(fp)
+    return None if layout is None else layout.declared_frames
+
+
+__all__ = ["WavLayout", "declared_frames", "read_layout"]

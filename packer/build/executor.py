@@ -311,6 +311,12 @@ class BackgroundConsumer:
         self._raise_if_failed()
         self._queue.put(item)
 
+    def backlogged(self) -> bool:
+        """Whether the consumer is behind (half its queue or more waiting): the producer has time for work the
+        consumer would otherwise do (``packer.build.shards.submit_decoded``).  Half, not full: a producer that
+        waits only once the queue is full hands over unfinished work while the consumer catches up."""
+        return self._queue.qsize() >= CONSUMER_QUEUE // 2
+
     def close(self) -> None:
         """Wait for every submitted item; re-raise the consumer's exception, if any."""
         self._queue.put(_DONE)

@@ -60,14 +60,30 @@ def guarded(fn: Callable, item):
 def decode_measured(load: Callable, item):
     """``guarded(load, item)``, with every audio segment of a decoded sample measured (``measured``) where it was
     decoded: run in the pool's workers when they stream samples to one writer thread, it moves the statistics
-    from that thread (the one part of a build that does not scale with ``--workers``) into the workers.  With
-    ``--workers 1`` the decoding thread is the longer of the two, so the writer thread measures instead."""
+    from that thread (the one part of a build that does not scale with ``--workers``) into the workers.  Where
+    decoding and writing are two threads of one process, ``submit_decoded`` decides per sample instead."""
     result = guarded(load, item)
-    if not isinstance(result, PackedSample):
-        return result
+    return measured_sample(result) if isinstance(result, PackedSample) else result
+
+
+def measured_sample(sample: PackedSample) -> PackedSample:
+    """``sample`` with every audio segment measured (``measured``; the same values wherever they are computed)."""
     streams = {name: [measured(seg) if isinstance(seg, StoredAudio) else seg for seg in segments]
-               for name, segments in result.streams.items()}
-    return replace(result, streams=streams)
+               for name, segments in sample.streams.items()}
+    return replace(sample, streams=streams)
+
+
+def submit_decoded(consumer: BackgroundConsumer, result) -> None:
+    """Hand a decoded sample (or a problem) to the writer thread; when the writer is behind, measure the sample
+    here first, in the time this thread would have waited.
+
+    Which thread is longer depends on the corpus: resampling or decoding FLAC makes the decoding thread the longer
+    one and the writer measures in its slack; 16-bit WAV at the pack's rate is little more than a read, and then
+    the statistics (about a third of the writer's work) belong on the decoding side.  Deciding per sample from the writer's queue balances both, and the pack's bytes are the same
+    either way."""
+    if isinstance(result, PackedSample) and consumer.backlogged():
+        result = measured_sample(result)
+    consumer.submit(result)
 
 
 def check_decoded(result, plan: SamplePlan):
@@ -165,7 +181,7 @@ def build_shard(job: ShardJob) -> ShardOutcome:
                         problems.append(result)
                         writing = writing and job.skip_bad
                     if writing:
-                        consumer.submit(result)
+                        submit_decoded(consumer, result)
             except BaseException:
                 consumer.abandon()
                 raise
@@ -278,7 +294,7 @@ def _stream_locally(jobs: Sequence[ShardJob], workers: int, pool: ProcessPoolExe
                     problems.append(result)
                     writing = writing and first.skip_bad
                 if writing:
-                    consumer.submit(result)
+                    submit_decoded(consumer, result)
                 # else: the build will fail; keep decoding only to report every problem in one pass
                 advance()
         except BaseException:
@@ -357,4 +373,5 @@ def _stop(ray, pending: list) -> None:
 
 
 __all__ = ["ShardJob", "ShardOutcome", "build_shard", "check_decoded", "decode_measured", "guarded", "import_ray",
-           "record_receipt", "run_shard_jobs", "run_shard_jobs_on_ray", "shard_jobs", "size_mismatch"]
+           "measured_sample", "record_receipt", "run_shard_jobs", "run_shard_jobs_on_ray", "shard_jobs",
+           "size_mismatch", "submit_decoded"]
