@@ -330,3 +330,61 @@ def test_an_asd_pack_by_url_trains_as_its_local_copy(store, tmp_path):
     got = [plain(b) for b in build_loader(asd(url, {"dir": str(tmp_path / "cache")}), "train", seed=2)]
     assert_same_batches(got, expected)
     assert "cache (no limit)" in plan_report(asd(url, {"dir": str(tmp_path / "cache")})).describe()
+
+
+def reference_schedule(packs, plans, units):
+    """The schedule as it was built before it was vectorised: a Python loop over every item of every batch."""
+    from speechpack.loader.cache.cached_files import CachedPackFiles
+    from speechpack.schemas.kinds import STREAMS_BY_KIND
+
+    unit_pack, unit_sample = units
+    shard_files = {}
+    for pid, pack in enumerate(packs):
+        if isinstance(pack.files, CachedPackFiles):
+            for k, shard in enumerate(pack.manifest.shards):
+                keys = [pack.files.key(f"{shard.directory}/{pack.manifest.stream(s).file}")
+                        for s in STREAMS_BY_KIND[pack.kind]]
+                shard_files[(pid, k)] = [key.name for key in keys if key is not None]
+    batches = []
+    for b in range(max((len(p) for p in plans), default=0)):
+        needed = {}
+        for plan in plans:
+            if b < len(plan):
+                for item in np.asarray(plan.batch(b)[0], dtype=np.int64).tolist():
+                    pid, sample = int(unit_pack[item]), int(unit_sample[item])
+                    needed.update(dict.fromkeys(shard_files.get((pid, int(packs[pid].shard[sample])), ())))
+        batches.append(list(needed))
+    return batches
+
+
+def reference_batch_bytes(batches, sizes, together):
+    return max((sum(sizes[n] for n in {n for batch in batches[b:b + together] for n in batch})
+                for b in range(max(len(batches) - together + 1, 1))), default=0)
+
+
+def test_the_vectorised_schedule_is_the_per_item_loops(store, local_pack, tmp_path):
+    from speechpack.loader.cache.cached_files import open_cached_pack
+    from speechpack.loader.cache.schedule import FileSchedule
+    from speechpack.loader.plan.static_plan import EpochPlan, make_epoch_plan
+
+    url = publish(local_pack, "vectorised/train")
+    packs = [open_cached_pack(url, {"dir": str(tmp_path / "cache")}), open_pack(local_pack)]
+    rng = np.random.default_rng(5)
+    count = 90
+    units = (rng.integers(0, 2, count), rng.integers(0, len(packs[0]), count))  # both packs hold the same samples
+    plans = [make_epoch_plan(count, 4, 7, 0, r, 3, True, "pad") for r in range(2)]
+    sizes = rng.integers(1, 6, 13)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    ragged = EpochPlan(items=rng.permutation(count)[:offsets[-1]], valid=np.ones(offsets[-1], bool),
+                       global_batch=np.arange(13), padded=0, dropped=0, offsets=offsets)
+    for chosen in (plans, [ragged, plans[0]], [plans[1]], []):
+        got = FileSchedule.of(packs, chosen, units)
+        expected = reference_schedule(packs, chosen, units)
+        assert got.batches == expected
+        again = FileSchedule(expected, got.sizes, got.sources)  # built from lists, as a caller may
+        for together in (1, 2, 5, 40):
+            assert got.batch_bytes(together) == again.batch_bytes(together) == reference_batch_bytes(
+                expected, got.sizes, together)
+        assert got.uses.keys() == again.uses.keys()
+        for name, at in got.uses.items():
+            assert at.tolist() == [b for b, batch in enumerate(expected) if name in batch]

@@ -21,9 +21,12 @@ credentials, an absent bucket) are raised at once.
 from __future__ import annotations
 
 import hashlib
+import os
 import random
+import threading
 import time
-from typing import BinaryIO, Callable, TypeVar
+from concurrent.futures import ThreadPoolExecutor
+from typing import BinaryIO, Callable, Iterable, TypeVar
 
 from speechpack.loader.pack.object_store import ObjectStoreError, ObjectStorePackFiles
 from speechpack.schemas.errors import PackFormatError
@@ -120,4 +123,43 @@ def fetch_verified(store: ObjectStorePackFiles, rel: str, size: int, sha256: str
                               f"replaced since it was opened (validate it: speechpack validate {store.location})")
 
 
-__all__ = ["BLOCK_BYTES", "CacheIntegrityError", "fetch_verified", "is_permanent", "with_retries"]
+_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def fetch_pool(workers: int) -> ThreadPoolExecutor:
+    """This process's pool of ``workers`` fetch threads (``cache.fetches``), shared by every pack it opens.
+
+    Why threads: a fetch waits on the store (latency, then the transfer) and hashes with the GIL released, so a
+    few threads keep several requests in flight; each fetch still takes its entry's lock and reserves its size
+    under the cache's space lock (``loader.cache.node_cache``), so one fetch per file per node and the limit hold
+    as for one at a time.  Keyed by process id: a forked DataLoader worker inherits no live thread, and makes its
+    own pool."""
+    key = (os.getpid(), workers)
+    with _POOLS_LOCK:
+        pool = _POOLS.get(key)
+        if pool is None:
+            pool = _POOLS[key] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="speechpack-fetch")
+        return pool
+
+
+def run_all(pool: ThreadPoolExecutor, calls: Iterable[Callable[[], T]]) -> list[T]:
+    """Every call of ``calls`` run on ``pool`` at once; their results in order once all have finished.  The first
+    error (in order) is raised after every call has ended, so no fetch is left running behind an error.  Never
+    called from a thread of ``pool`` itself (it would wait on its own queue)."""
+    futures = [pool.submit(call) for call in calls]
+    error: BaseException | None = None
+    results = []
+    for future in futures:
+        try:
+            results.append(future.result())
+        except BaseException as err:  # noqa: BLE001 - re-raised below, after the other fetches ended
+            results.append(None)
+            error = error or err
+    if error is not None:
+        raise error
+    return results
+
+
+__all__ = ["BLOCK_BYTES", "CacheIntegrityError", "fetch_pool", "fetch_verified", "is_permanent", "run_all",
+           "with_retries"]

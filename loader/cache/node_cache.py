@@ -320,6 +320,13 @@ class NodeCache:
             return None
         return path, fd
 
+    def free_bytes(self) -> int | None:
+        """Bytes the limit leaves beside complete entries and live fetches now (None: no limit); a hint only, as
+        other processes admit and evict at any time."""
+        if self.limit is None:
+            return None
+        return self.limit - sum(self.entries().values()) - self._in_flight()
+
     def usage(self) -> int:
         """Bytes of complete entries."""
         return sum(self.entries().values())

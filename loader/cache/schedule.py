@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from speechpack.loader.cache.cached_files import CachedPackFiles
+from speechpack.loader.cache.fetch import fetch_pool, run_all
 from speechpack.loader.cache.node_cache import CacheFullError
 from speechpack.schemas.kinds import STREAMS_BY_KIND
 from speechpack.schemas.units import format_bytes
@@ -37,61 +38,134 @@ def unit_samples(builder) -> tuple[np.ndarray, np.ndarray] | None:
     return builder.unit_samples()
 
 
+def _plan_rows(plans: list) -> tuple[np.ndarray, np.ndarray]:
+    """(batch position, unit) of every row of ``plans``, ordered by position, then local rank, then row: the order
+    the old per-item loop visited them in."""
+    positions, units = [], []
+    for plan in plans:
+        if plan.offsets is None:
+            items = np.asarray(plan.items, dtype=np.int64).reshape(len(plan), -1)
+            positions.append(np.repeat(np.arange(len(plan), dtype=np.int64), items.shape[1]))
+            units.append(items.ravel())
+        else:
+            offsets = np.asarray(plan.offsets, dtype=np.int64)
+            positions.append(np.repeat(np.arange(len(plan), dtype=np.int64), np.diff(offsets)))
+            units.append(np.asarray(plan.items, dtype=np.int64)[offsets[0]:offsets[-1]])
+    if not positions:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    if len(plans) == 1:
+        return positions[0], units[0]
+    position, unit = np.concatenate(positions), np.concatenate(units)
+    order = np.argsort(position, kind="stable")  # plans were concatenated in rank order: stable keeps it
+    return position[order], unit[order]
+
+
+def _first_in_batch(position: np.ndarray, value: np.ndarray, values: int) -> np.ndarray:
+    """Indices of the first row of each distinct (position, value), in row order (rows sorted by position)."""
+    if len(position) == 0:
+        return np.zeros(0, np.int64)
+    _, first = np.unique(position * max(values, 1) + value, return_index=True)
+    return np.sort(first)
+
+
 @dataclass
 class FileSchedule:
-    """Cache entry names per batch position (``batches[b]``), their sizes and where to fetch each."""
+    """Cache entry names per batch position (``batches[b]``), their sizes and where to fetch each.
+
+    ``entry_position``/``entry_file`` hold the same as flat arrays (position, index into ``names``), row by row in
+    ``batches``' order: what ``uses`` and ``batch_bytes`` are computed from, without a Python loop per batch."""
 
     batches: list[list[str]]
     sizes: dict[str, int]
     sources: dict[str, tuple[CachedPackFiles, str]]
+    names: list[str] | None = None
+    entry_position: np.ndarray | None = None
+    entry_file: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        uses: dict[str, list[int]] = {}
-        for b, names in enumerate(self.batches):
-            for name in names:
-                uses.setdefault(name, []).append(b)
-        self.uses = {name: np.asarray(at, dtype=np.int64) for name, at in uses.items()}
+        if self.entry_position is None:
+            self.names = list(dict.fromkeys(n for batch in self.batches for n in batch))
+            index = {n: i for i, n in enumerate(self.names)}
+            self.entry_position = np.asarray([b for b, batch in enumerate(self.batches) for _ in batch], np.int64)
+            self.entry_file = np.asarray([index[n] for batch in self.batches for n in batch], np.int64)
+        by_file = np.argsort(self.entry_file, kind="stable")  # positions stay ascending within a file
+        files, starts = np.unique(self.entry_file[by_file], return_index=True)
+        at = np.split(self.entry_position[by_file], starts[1:]) if len(files) else []
+        self.uses = {self.names[f]: a for f, a in zip(files.tolist(), at)}
 
     @classmethod
     def of(cls, packs: list, plans: list, units: tuple[np.ndarray, np.ndarray]) -> "FileSchedule":
-        """The schedule of ``plans`` (one ``EpochPlan`` per local rank) over ``packs``' cached files."""
-        unit_pack, unit_sample = units
-        shard_files: dict[tuple[int, int], list[str]] = {}
+        """The schedule of ``plans`` (one ``EpochPlan`` per local rank) over ``packs``' cached files: each batch
+        position's files in the order its rows first reach them, local rank 0's rows first."""
+        unit_pack, unit_sample = (np.asarray(a, dtype=np.int64) for a in units)
+        names: dict[str, int] = {}
         sizes, sources = {}, {}
+        pair_first = np.zeros(len(packs) + 1, dtype=np.int64)  # pair id of (pack, shard) = pair_first[pack] + shard
+        pair_files: list[list[int]] = []
         for pid, pack in enumerate(packs):
             files = pack.files
-            if not isinstance(files, CachedPackFiles):
-                continue
-            for k, shard in enumerate(pack.manifest.shards):
-                names = []
+            shards = pack.manifest.shards if isinstance(files, CachedPackFiles) else []
+            for shard in shards:
+                ids = []
                 for stream in STREAMS_BY_KIND[pack.kind]:
                     rel = f"{shard.directory}/{pack.manifest.stream(stream).file}"
                     key = files.key(rel)
                     if key is not None:
-                        names.append(key.name)
+                        ids.append(names.setdefault(key.name, len(names)))
                         sizes[key.name], sources[key.name] = key.size, (files, rel)
-                shard_files[(pid, k)] = names
-        batches = []
-        for b in range(max((len(p) for p in plans), default=0)):
-            needed: dict[str, None] = {}
-            for plan in plans:
-                if b < len(plan):
-                    items = np.asarray(plan.batch(b)[0], dtype=np.int64)
-                    pids, samples = unit_pack[items], unit_sample[items]
-                    for pid, sample in zip(pids.tolist(), samples.tolist()):
-                        shard = int(packs[pid].shard[sample])
-                        needed.update(dict.fromkeys(shard_files.get((pid, shard), ())))
-            batches.append(list(needed))
-        return cls(batches, sizes, sources)
+                pair_files.append(ids)
+            pair_first[pid + 1] = pair_first[pid] + len(shards)
+        # the (pack, shard) pair of every unit; -1 for a unit of a pack read from local disk
+        unit_pair = np.full(len(unit_pack), -1, dtype=np.int64)
+        for pid, pack in enumerate(packs):
+            if pair_first[pid + 1] > pair_first[pid]:
+                mine = unit_pack == pid
+                unit_pair[mine] = pair_first[pid] + np.asarray(pack.shard, dtype=np.int64)[unit_sample[mine]]
+        position, unit = _plan_rows(plans)
+        pair = unit_pair[unit]
+        cached = pair >= 0
+        position, pair = position[cached], pair[cached]
+        first = _first_in_batch(position, pair, len(pair_files))
+        position, pair = position[first], pair[first]
+        # each (position, pair) expands to its pair's files, then a file met twice in a position is kept once
+        counts = np.asarray([len(ids) for ids in pair_files], dtype=np.int64)
+        flat = np.asarray([i for ids in pair_files for i in ids], dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]]) if len(counts) else counts
+        per_row = counts[pair]
+        row_of = np.repeat(np.arange(len(pair)), per_row)
+        within = np.arange(len(row_of)) - np.repeat(np.cumsum(per_row) - per_row, per_row)
+        file = flat[starts[pair][row_of] + within] if len(row_of) else np.zeros(0, np.int64)
+        position = position[row_of]
+        first = _first_in_batch(position, file, len(names))
+        position, file = position[first], file[first]
+        count = max((len(p) for p in plans), default=0)
+        name_list = list(names)
+        as_names = np.asarray(name_list, dtype=object)[file].tolist() if len(file) else []
+        bounds = np.searchsorted(position, np.arange(count + 1)).tolist()
+        batches = [as_names[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])]
+        return cls(batches, sizes, sources, name_list, position, file)
 
     def batch_bytes(self, together: int = 1) -> int:
         """The most bytes ``together`` consecutive batch positions read from the cache (every local rank's batches
-        at those positions): what must fit at once while they are built."""
-        most = 0
-        for b in range(max(len(self.batches) - together + 1, 1)):
-            names = {n for batch in self.batches[b:b + together] for n in batch}
-            most = max(most, sum(self.sizes[n] for n in names))
-        return most
+        at those positions): what must fit at once while they are built.
+
+        A file used at position ``b`` and last before at ``p`` adds its size to every window that starts in
+        ``(max(p, b - together), b]`` (a window counts a file once); a difference array sums them all."""
+        count = len(self.batches)
+        if count == 0 or len(self.entry_file) == 0:
+            return 0
+        size = np.asarray([self.sizes[n] for n in self.names], dtype=np.int64)[self.entry_file]
+        by_file = np.argsort(self.entry_file, kind="stable")
+        b = self.entry_position[by_file]
+        f = self.entry_file[by_file]
+        previous = np.full(len(b), -1, dtype=np.int64)
+        same = f[1:] == f[:-1]
+        previous[1:][same] = b[:-1][same]
+        lo = np.maximum(previous + 1, b - together + 1)
+        weight = size[by_file].astype(np.float64)  # exact: sums stay far below 2**53 bytes
+        delta = np.bincount(lo, weight, count + 1) - np.bincount(b + 1, weight, count + 1)
+        windows = np.cumsum(delta)[:max(count - together + 1, 1)]
+        return int(round(windows.max()))
 
     def next_use(self, name: str, position: int) -> float:
         at = self.uses.get(name)
@@ -124,6 +198,7 @@ class PlanFeed:
         self.rank, self.world_size = rank, world_size
         cached = [p.files for p in packs if isinstance(p.files, CachedPackFiles)]
         self.ahead = max((f.settings.ahead for f in cached), default=0)
+        self.fetches = max((f.settings.fetches for f in cached), default=1)
         self.caches = [f.cache for f in cached]
         self._schedule: tuple[int, FileSchedule] | None = None
         self._position = 0
@@ -200,9 +275,24 @@ class PlanFeed:
         """The batch position that next reads ``name`` (inf: none left this epoch)."""
         return self._current.next_use(name, self._position)
 
+    def _fetch_batch(self, schedule: FileSchedule, b: int) -> None:
+        """Fetch the files of batch position ``b``, up to ``fetches`` at once (``fetch.fetch_pool``) while the cache
+        has room for all of them; one after another when it must evict to take them, so that a fetch ahead stops at
+        the first file that does not fit instead of evicting for the files behind it."""
+        calls = [lambda name=name: schedule.sources[name][0].local_path(schedule.sources[name][1], wait=False)
+                 for name in schedule.batches[b]]
+        room = [cache.free_bytes() for cache in self.caches]
+        needed = sum(schedule.sizes[name] for name in schedule.batches[b])
+        if self.fetches <= 1 or len(calls) <= 1 or any(free is not None and free < needed for free in room):
+            for call in calls:
+                call()
+        else:
+            run_all(fetch_pool(self.fetches), calls)
+
     def _fetch_ahead(self) -> None:
-        """Fetch the files of the next ``ahead`` batches in plan order as the position moves; a file that does not
-        fit now is left to the batch that needs it (the thread never waits for space)."""
+        """Fetch the files of the next ``ahead`` batches in plan order as the position moves, each batch's files
+        together; a file that does not fit now is left to the batch that needs it (the thread never waits for
+        space)."""
         fetched: tuple[FileSchedule | None, int] = (None, -1)
         while True:
             with self._wake:
@@ -215,9 +305,7 @@ class PlanFeed:
                     self._wake.wait()
             for b in range(max(start, last + 1), target + 1):
                 try:
-                    for name in schedule.batches[b]:
-                        files, rel = schedule.sources[name]
-                        files.local_path(rel, wait=False)
+                    self._fetch_batch(schedule, b)
                 except CacheFullError:
                     target = b - 1
                     break

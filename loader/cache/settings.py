@@ -1,6 +1,6 @@
 """The config's ``cache:`` block: where the node cache lives and how large it may grow (``CacheSettings``).
 
-``cache: {dir: /local/cache, limit: 200GB, ahead: 8}`` in a loader config, the same keys as
+``cache: {dir: /local/cache, limit: 200GB, ahead: 8, fetches: 8}`` in a loader config, the same keys as
 ``build_loader(..., cache=...)``.  ``dir`` defaults to ``$SPEECHPACK_CACHE_DIR``, else ``~/.cache/speechpack``;
 ``limit`` (``schemas.units.parse_size``: ``200GB``, ``512MiB``) defaults to none: the cache then keeps every file it
 fetches.  None of these change which batches are dealt, so none is part of a resume state's fingerprint
@@ -28,6 +28,9 @@ DEFAULT_AHEAD = 8
 DEFAULT_OPEN_FILES = 16
 #: Seconds a store failure is retried (throttling, timeouts, dropped connections) before training stops.
 DEFAULT_RETRY_SECONDS = 60.0
+#: Files one process fetches from the store at once (a pack's columns at open, the next batches' files): a
+#: store's per-request latency (tens of ms) is then paid once per round, not once per file.
+DEFAULT_FETCHES = 8
 #: Largest fetch-ahead distance (batches).
 MAX_AHEAD = 1 << 16
 
@@ -46,6 +49,8 @@ class CacheSettings:
     limit: int | None = None
     #: Batches of the plan fetched ahead of the one being built.
     ahead: int = DEFAULT_AHEAD
+    #: Files one process fetches from the store at once (a thread pool; each fetch verified and locked alone).
+    fetches: int = DEFAULT_FETCHES
     #: Mapped files one process keeps open (each pins its file against eviction while mapped).
     open_files: int = DEFAULT_OPEN_FILES
     #: Seconds a failing store request is retried with backoff before it is an error.
@@ -60,7 +65,7 @@ class CacheSettings:
             return obj
         if isinstance(obj, (str, os.PathLike)):
             obj = {"dir": os.fspath(obj)}
-        v = take_known(obj, where, {"dir": None, "limit": None, "ahead": DEFAULT_AHEAD,
+        v = take_known(obj, where, {"dir": None, "limit": None, "ahead": DEFAULT_AHEAD, "fetches": DEFAULT_FETCHES,
                                     "open_files": DEFAULT_OPEN_FILES, "retry_seconds": DEFAULT_RETRY_SECONDS,
                                     "shard_order": False})
         directory = v["dir"] if v["dir"] is not None else default_cache_dir()
@@ -77,6 +82,7 @@ class CacheSettings:
             raise ConfigError(f"{where}.retry_seconds: must be in [0, 86400], got {retry}")
         return cls(dir=os.path.expanduser(directory), limit=limit,
                    ahead=positive_int(v["ahead"], f"{where}.ahead", minimum=0, maximum=MAX_AHEAD),
+                   fetches=positive_int(v["fetches"], f"{where}.fetches", minimum=1, maximum=256),
                    open_files=positive_int(v["open_files"], f"{where}.open_files", minimum=1, maximum=4096),
                    retry_seconds=float(retry),
                    shard_order=check_type(v["shard_order"], bool, f"{where}.shard_order"))
@@ -101,4 +107,4 @@ def settings_in_use() -> "CacheSettings | None":
     return _IN_USE.get()
 
 
-__all__ = ["CACHE_DIR_ENV", "CacheSettings", "cache_in_use", "default_cache_dir", "settings_in_use"]
+__all__ = ["CACHE_DIR_ENV", "DEFAULT_FETCHES", "CacheSettings", "cache_in_use", "default_cache_dir", "settings_in_use"]
