@@ -23,20 +23,6 @@ pytestmark = pytest.mark.skipif(not batch_ring.supported(), reason="memfd_create
 MB = 1 << 20
 
 
-def _smaps(mapping, field: str) -> int:
-    """Bytes of ``field`` (``Rss``, ``ShmemPmdMapped``) for the mapping holding ``mapping.address``."""
-    with open(f"/proc/{os.getpid()}/smaps") as fp:
-        inside = False
-        for line in fp:
-            head = line.split(None, 1)[0]
-            if "-" in head and not head.endswith(":"):
-                low, high = (int(part, 16) for part in head.split("-"))
-                inside = low <= mapping.address < high
-            elif inside and head == field + ":":
-                return int(line.split()[1]) * 1024
-    raise AssertionError(f"no mapping at {mapping.address:#x}")
-
-
 def _collapse_granted() -> bool:
     """Whether this kernel moves an aligned memfd mapping into huge pages on request."""
     fd = os.memfd_create("probe", os.MFD_CLOEXEC)
@@ -81,7 +67,7 @@ def test_a_slot_written_by_a_worker_is_on_huge_pages_in_both_processes():
     np.testing.assert_array_equal(arrays["audio"], audio)
     assert slot.mapping.address % huge_pages.HUGE_PAGE == 0
     assert huge_pages.huge_bytes(slot.mapping) >= 16 * MB  # the worker's mapping
-    assert _smaps(slot.mapping, "Rss") <= 18 * MB  # the 80 MB reserve is not allocated by the collapse
+    assert huge_pages.mapped_bytes(slot.mapping, "Rss") <= 18 * MB  # the 80 MB reserve is not allocated by the collapse
     reader = ring._maps[(os.getpid(), 0)][2]
     assert reader is not slot.mapping and reader.address % huge_pages.HUGE_PAGE == 0
     assert huge_pages.huge_bytes(reader) >= 16 * MB  # the training process's, faulted in by the comparison

@@ -148,9 +148,10 @@ def collapse(mapping: SharedMapping, start: int, stop: int) -> int:
     return hi
 
 
-def huge_bytes(mapping: SharedMapping) -> int:
-    """Bytes of ``mapping`` this process maps with huge pages (``ShmemPmdMapped`` in ``/proc/self/smaps``; 0 where
-    that cannot be read).  For tests and benchmarks."""
+def mapped_bytes(mapping: SharedMapping, field: str = "ShmemPmdMapped") -> int:
+    """Bytes of ``field`` of ``/proc/self/smaps`` for the mapping that holds ``mapping`` (``ShmemPmdMapped``: what
+    this process maps with huge pages; ``Rss``: what it has resident); 0 where that cannot be read.  For tests and
+    benchmarks."""
     try:
         with open(f"/proc/{os.getpid()}/smaps") as fp:
             inside = False
@@ -159,11 +160,16 @@ def huge_bytes(mapping: SharedMapping) -> int:
                 if "-" in head and not head.endswith(":"):
                     low, high = (int(part, 16) for part in head.split("-"))
                     inside = low <= mapping.address < high
-                elif inside and head == "ShmemPmdMapped:":
+                elif inside and head == field + ":":
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError):
         pass
     return 0
 
 
-__all__ = ["HUGE_PAGE", "SharedMapping", "collapse", "huge_bytes", "map_shared"]
+def huge_bytes(mapping: SharedMapping) -> int:
+    """Bytes of ``mapping`` this process maps with huge pages."""
+    return mapped_bytes(mapping, "ShmemPmdMapped")
+
+
+__all__ = ["HUGE_PAGE", "SharedMapping", "collapse", "huge_bytes", "map_shared", "mapped_bytes"]
