@@ -84,10 +84,8 @@ class DataSegmentTable:
     first: np.ndarray
     count: np.ndarray
 
-    @classmethod
-    def from_columns(cls, segments: np.ndarray, first: np.ndarray, count: np.ndarray) -> "DataSegmentTable":
-        return cls(**{name: np.ascontiguousarray(segments[name]) for name in segments.dtype.names},
-                   first=np.ascontiguousarray(first), count=np.ascontiguousarray(count))
+    #: The same split as ``SegmentTable.from_columns``, building this class (``cls`` is the class it is called on).
+    from_columns = classmethod(SegmentTable.from_columns.__func__)
 
 
 class StringColumn:
