@@ -57,7 +57,6 @@ import numpy as np
 
 from speechpack.loader.config_checks import ConfigError
 from speechpack.loader.rng import dither_rng
-from speechpack.loader.tasks import BatchBuilder
 
 
 MAINLINE = "wesep-mainline"
@@ -252,9 +251,10 @@ def kaldi_fbank(wave: np.ndarray, sample_rate: int, args: MainlineArgs, rng: np.
     return np.log(np.maximum(energies, np.finfo(np.float32).eps)).astype(np.float32)
 
 
-class MainlineBatchBuilder(BatchBuilder):
+class MainlineBatchBuilder:
     """The TSE builder, its batches in mainline's collate shape (module docstring).  Every hook of the builder
-    protocol (``loader.tasks.BatchBuilder``) is the wrapped builder's, but ``build`` and ``build_block``."""
+    protocol (``loader.tasks.BatchBuilder``) is the wrapped builder's, but ``build`` and ``build_block``: it is not
+    a ``BatchBuilder`` subclass, so no class default shadows ``__getattr__``'s forwarding."""
 
     def __init__(self, inner, args: MainlineArgs, state: str, seed: int):
         self.inner, self.mainline, self.state, self.seed = inner, args, state, seed
@@ -269,35 +269,10 @@ class MainlineBatchBuilder(BatchBuilder):
                               f"packs' audio cue holds {cues[0].representation}: build them with "
                               f"{'--enroll' if args.joint_training else '--spk-embeds'}")
 
-    def __getattr__(self, name):  # args, windows, packs, items, num_units, unit_lengths, ...
+    def __getattr__(self, name):  # every protocol hook but build/build_block: args, packs, num_units, ...
         if name == "inner":  # not set yet (unpickling in a spawned worker): no recursion
             raise AttributeError(name)
         return getattr(self.inner, name)
-
-    # The protocol's hooks, the wrapped builder's (the class defaults would otherwise win over __getattr__).
-    args = property(lambda self: self.inner.args)
-    packs = property(lambda self: self.inner.packs)
-    windows = property(lambda self: self.inner.windows)
-    lengths_by_epoch = property(lambda self: self.inner.lengths_by_epoch)
-    crops_to_shortest = property(lambda self: self.inner.crops_to_shortest)
-    tokenizer = property(lambda self: self.inner.tokenizer)
-    plan_args = property(lambda self: self.inner.plan_args)
-    sample_rate = property(lambda self: self.inner.sample_rate)
-
-    def num_units(self) -> int:
-        return self.inner.num_units()
-
-    def unit_lengths(self, epoch: int = 0) -> np.ndarray:
-        return self.inner.unit_lengths(epoch)
-
-    def unit_rows(self):
-        return self.inner.unit_rows()
-
-    def planned_batch_check(self):
-        return self.inner.planned_batch_check()
-
-    def unit_samples(self):
-        return self.inner.unit_samples()
 
     def build(self, item_ids: np.ndarray, valid: np.ndarray, epoch: int, global_batch: int) -> dict:
         return self._mainline(self.inner.build(item_ids, valid, epoch, global_batch), epoch, global_batch)
