@@ -399,13 +399,11 @@ def import_muvap_command() -> click.Command:
     from speechpack.packer.build.run import BuildOptions
     from speechpack.packer.importers.muvap import import_muvap
     from speechpack.schemas.constants import ASD_SAMPLE_RATE, DEFAULT_SHARD_BYTES
-    from speechpack.schemas.units import format_bytes
-
     @click.command("muvap", help=import_muvap_command.__doc__)
     @click.argument("pack", type=click.Path(file_okay=False, exists=True))
     @click.option("--out", "out", required=True, type=click.Path(file_okay=False),
                   help="Pack directory to create (must be empty or absent, unless --overwrite).")
-    @click.option("--shard-size", "shard_bytes", default=format_bytes(DEFAULT_SHARD_BYTES), show_default=True,
+    @click.option("--shard-size", "shard_bytes", default=units.format_bytes(DEFAULT_SHARD_BYTES), show_default=True,
                   type=_click_type(SIZE),
                   help="Close a shard when the next track would push its payload past this size.")
     @click.option("--workers", default=1, show_default=True, type=_click_type(Number.within(units.WORKERS)),

@@ -7,7 +7,7 @@ Real corpora hold such files (a writer that filled in the length wrongly, a file
 length up to ``DIRECT_BYTES`` is allocated at once, as before (one allocation, no copy); beyond that the file is
 decoded in blocks of at most ``DIRECT_BYTES`` and joined, so what is allocated is what decoding produced plus one
 block.  The caller compares the frames decoded with the header (``overstated``), as the WAV data-chunk size is
-compared (``packer.wav_header``), and names the file.
+compared (``packer.audio.wav_header``), and names the file.
 
 Used by ``packer.audio`` (every build's decode), the ASR line spans and the WeSep noise LMDB reader.
 """
@@ -20,7 +20,7 @@ import numpy as np
 DIRECT_BYTES = 64 << 20
 #: libsndfile formats whose header states the exact length (``sf_info.frames`` is not an estimate there), so a
 #: file that decodes to fewer frames is damaged: FLAC's STREAMINFO.  WAV-family headers are compared by
-#: ``packer.wav_header``, which reads the data chunk's size itself.
+#: ``packer.audio.wav_header``, which reads the data chunk's size itself.
 EXACT_LENGTH_FORMATS = frozenset({"FLAC"})
 
 

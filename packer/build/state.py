@@ -60,7 +60,7 @@ from speechpack.packer.build.plan import PLAN_VERSION, BuildPlan
 from speechpack.packer.files import fsync_dir, hash_file, write_json_atomic
 from speechpack.packer.ownership import PlanOwnership
 from speechpack.schemas.constants import SHARD_INDEX_NAME, STREAM_TYPES, TEMP_PREFIX, shard_dir_name, stream_file_name
-from speechpack.schemas.documents import parse_json, read_json
+from speechpack.schemas.documents import read_json
 from speechpack.schemas.errors import PackFormatError, SpeechpackError
 from speechpack.schemas.format import FileEntry, ShardEntry, check_shard_index
 from speechpack.schemas.kinds import STREAMS_BY_KIND
@@ -160,12 +160,11 @@ def load_recorded_plan(pack_dir: str) -> RecordedPlan | None:
     path = os.path.join(pack_dir, PLAN_FILE)
     if not os.path.isfile(path):
         return None
-    with open(path, "rb") as fp:
-        try:
-            obj = parse_json(fp.read(), path, error=ValueError)
-        except ValueError as err:
-            raise SpeechpackError(f"{path}: not JSON ({err}); remove the directory's build state, or start again "
-                                  f"with --overwrite") from None
+    try:
+        obj = read_json(path, error=ValueError)
+    except ValueError as err:
+        raise SpeechpackError(f"{path}: not JSON ({err}); remove the directory's build state, or start again "
+                              f"with --overwrite") from None
     if isinstance(obj, dict) and isinstance(obj.get("plan"), dict):
         plan = BuildPlan.from_dict(obj["plan"], path)
         return RecordedPlan.of(plan)
@@ -244,11 +243,10 @@ def read_receipt(pack_dir: str, shard_name: str) -> ShardReceipt | None:
     path = receipt_path(pack_dir, shard_name)
     if not os.path.isfile(path):
         return None
-    with open(path, "rb") as fp:
-        try:
-            return ShardReceipt.from_dict(parse_json(fp.read(), path, error=ValueError), path)
-        except (ValueError, KeyError, TypeError) as err:
-            raise PackFormatError(f"{path}: not a shard receipt ({err})") from None
+    try:
+        return ShardReceipt.from_dict(read_json(path, error=ValueError), path)
+    except (ValueError, KeyError, TypeError) as err:
+        raise PackFormatError(f"{path}: not a shard receipt ({err})") from None
 
 
 def write_cues_receipt(pack_dir: str, fingerprint: str, files: dict[str, FileEntry]) -> None:
@@ -343,11 +341,10 @@ def verify_shard(pack_dir: str, shard_id: int, plan: BuildPlan, fingerprint: str
 
 
 def _read_index(index_path: str, kind: str) -> list[dict]:
-    with open(index_path, "rb") as fp:
-        try:
-            obj = parse_json(fp.read(), index_path, error=ValueError)
-        except ValueError as err:
-            raise ShardMismatch(f"{index_path}: not JSON ({err})") from None
+    try:
+        obj = read_json(index_path, error=ValueError)
+    except ValueError as err:
+        raise ShardMismatch(f"{index_path}: not JSON ({err})") from None
     try:
         return check_shard_index(obj, kind, index_path)
     except PackFormatError as err:

@@ -68,7 +68,7 @@ from speechpack.schemas.cues import (
     SpeakerSlot,
     lookup_key,
 )
-from speechpack.schemas.documents import parse_json
+from speechpack.schemas.documents import read_json
 from speechpack.schemas.errors import InternalError, ManifestError, SpeechpackError
 from speechpack.schemas.format import FileEntry
 from speechpack.schemas.wesep_list import resolve_path
@@ -176,8 +176,7 @@ def read_labels(path: str, speakers: Iterable[tuple[str, int]]) -> tuple[dict[st
     if not os.path.isfile(path):
         return None, [CueProblem(None, None, path, "speaker-label JSON not found (labels.speaker_label.resource)")]
     try:
-        with open(path, "rb") as fp:
-            obj = parse_json(fp.read(), path, error=ValueError, object_pairs_hook=refuse_duplicates)
+        obj = read_json(path, error=ValueError, object_pairs_hook=refuse_duplicates)
     except (OSError, UnicodeDecodeError, ValueError, CueInputError) as err:
         return None, [CueProblem(None, None, path, f"cannot read the speaker-label JSON ({err})")]
     if not isinstance(obj, dict):
