@@ -9,20 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from factories import Source, require_recording
+from factories.online_mix import augment_packs
 from speechpack.loader import build_loader
 from speechpack.loader.config_checks import ConfigError
 from speechpack.loader.tse.batch_augment import augment_batch
-from speechpack.packer.adapters.audio_bank import build_audio_bank
-from speechpack.packer.build.run import BuildOptions
-from speechpack.packer.adapters.wesep import build_wesep
 
 RATE = 16000
-#: Real noise (alsa-utils).
-REAL_NOISE = "/usr/share/sounds/alsa/Noise.wav"
-#: A real impulse-response pair (48 kHz mono float WAV each), Debian's jconvolver-config-files.
-_REVERBS = "/usr/share/jconvolver/config-files/demo-reverbs"
-REAL_RIRS = (f"{_REVERBS}/street2-L.wav", f"{_REVERBS}/street2-R.wav")
 #: SNR (dB) a batch-side row must keep against the worker-side row: float32 round-off of FFTs of different sizes
 #: and of sums in another order is about 1e-7 of the signal (140 dB); 90 dB leaves room and still catches any
 #: difference in a draw, a scale or a sample offset.
@@ -39,19 +31,7 @@ def _snr_db(reference: np.ndarray, other: np.ndarray) -> float:
 def packs(real_audio, wesep_list, tmp_path):
     """A sources pack of 12 real utterances of 0.7-1.3 s by 7 speakers (pocketsphinx and codec2 crops), a noise
     bank of real noise (ALSA's Noise.wav) and a bank of two real RIRs (jconvolver's street2)."""
-    items = [Source(f"ps{n}c{c}", p, seconds=0.7 + 0.1 * n + 0.2 * c, start=0.1 + c)
-             for n, p in enumerate(real_audio("pocketsphinx")) for c in range(2)]
-    items += [Source(f"c2{n}", p, seconds=0.9, start=0.1) for n, p in enumerate(real_audio("codec2", 2))]
-    case = wesep_list(items, name="src.list")
-    build_wesep(str(case.list_path), BuildOptions(out=str(tmp_path / "src"), sample_rate=RATE, progress=False))
-    (tmp_path / "noises.list").write_text(require_recording("alsa-utils", REAL_NOISE) + "\n", encoding="utf-8")
-    build_audio_bank(str(tmp_path / "noises.list"), "noise", BuildOptions(out=str(tmp_path / "noise"),
-                                                                         sample_rate=RATE, progress=False))
-    rirs = [require_recording("jconvolver-config-files", path) for path in REAL_RIRS]
-    (tmp_path / "rirs.list").write_text("\n".join(rirs) + "\n", encoding="utf-8")
-    build_audio_bank(str(tmp_path / "rirs.list"), "rir", BuildOptions(out=str(tmp_path / "rirs"), sample_rate=RATE,
-                                                                      progress=False))
-    return str(tmp_path / "src"), str(tmp_path / "noise"), str(tmp_path / "rirs")
+    return augment_packs(real_audio, wesep_list, tmp_path, rirs=True)
 
 
 def _config(packs, side: str, **extra) -> dict:

@@ -11,16 +11,14 @@ Had pip wanted another torch, ``--no-index`` would make it fail instead of quiet
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import sysconfig
 import venv
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-#: What the wheel is built from (pyproject.toml's package-dir maps the repository root to ``speechpack``).
-SOURCES = ("pyproject.toml", "README.md", "__init__.py", "cli.py", "loader", "packer", "schemas")
+from factories.wheel import build_wheel
+
 #: The stand-in for a CUDA torch the user installed from PyTorch's index before speechpack.
 CUDA_TORCH = "2.5.1+cu124"
 
@@ -55,16 +53,7 @@ def _torch_seen(python: Path) -> str:
 
 
 def test_installing_into_an_environment_with_a_cuda_torch_keeps_that_torch(tmp_path):
-    source = tmp_path / "src"
-    source.mkdir()
-    for name in SOURCES:  # a copy, so the build's own files (build/, *.egg-info) stay out of the repository
-        if (REPO / name).is_dir():
-            shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(REPO / name, source / name)
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
-          "-w", tmp_path / "dist", source])
-    wheel = next((tmp_path / "dist").glob("speechpack-*.whl"))
+    wheel = build_wheel(tmp_path)
 
     env = tmp_path / "env"
     venv.EnvBuilder(with_pip=False).create(env)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tomllib
@@ -23,6 +22,8 @@ import tomllib
 import numpy as np
 import pytest
 import soundfile
+
+from factories.wheel import build_wheel, declared_packages
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = "speechpack"
@@ -35,10 +36,6 @@ USER_MODULES = ("loader", "schemas", "packer", "cli")
 def _pyproject() -> dict:
     with open(os.path.join(REPO, "pyproject.toml"), "rb") as fp:
         return tomllib.load(fp)
-
-
-def _declared_packages() -> set[str]:
-    return set(_pyproject()["tool"]["setuptools"]["packages"])
 
 
 def _package_folders() -> set[str]:
@@ -56,22 +53,9 @@ def _package_folders() -> set[str]:
 
 def test_the_packages_list_names_every_package_folder():
     assert _pyproject()["tool"]["setuptools"]["package-dir"] == {PACKAGE: "."}
-    declared, found = _declared_packages(), _package_folders()
+    declared, found = declared_packages(), _package_folders()
     assert not found - declared, f"folders with __init__.py missing from pyproject.toml's packages: {found - declared}"
     assert not declared - found, f"pyproject.toml lists packages that are not folders: {declared - found}"
-
-
-def _copy_sources(dest: str) -> None:
-    """What the build reads: pyproject.toml, the README, the root modules and the packages' top folders."""
-    os.makedirs(dest)
-    for name in os.listdir(REPO):
-        path = os.path.join(REPO, name)
-        if os.path.isfile(path) and (name.endswith(".py") or name in ("pyproject.toml", "README.md")
-                                     or name.startswith("LICENSE")):
-            shutil.copy2(path, dest)
-    for top in sorted({package.split(".")[1] for package in _declared_packages() if "." in package}):
-        shutil.copytree(os.path.join(REPO, top), os.path.join(dest, top),
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
 
 
 def _run(argv: list[str], cwd: str, env: dict | None = None, timeout: int = 120) -> str:
@@ -84,13 +68,10 @@ def _run(argv: list[str], cwd: str, env: dict | None = None, timeout: int = 120)
 def installed(tmp_path_factory) -> str:
     """The wheel built offline from a copy of the sources and installed alone into a fresh directory."""
     work = tmp_path_factory.mktemp("wheel")
-    _copy_sources(str(work / "src"))
+    wheel = build_wheel(work)
     offline = {**os.environ, "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", ".", "-w",
-          str(work / "dist")], cwd=str(work / "src"), env=offline)
-    [wheel] = os.listdir(work / "dist")
     _run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(work / "site"),
-          str(work / "dist" / wheel)], cwd=str(work), env=offline)
+          str(wheel)], cwd=str(work), env=offline)
     # one top-level name (and the console script, unchanged)
     assert sorted(n for n in os.listdir(work / "site") if not n.endswith(".dist-info")) == ["bin", PACKAGE]
     assert os.listdir(work / "site" / "bin") == ["speechpack"]

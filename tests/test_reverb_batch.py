@@ -10,23 +10,16 @@ import soundfile
 import soxr
 import torch
 
-from factories import Source, require_recording
+from factories import require_recording
+from factories.online_mix import REAL_RIRS, augment_packs
 from speechpack.loader import build_loader
 from speechpack.loader.tse.augment import RirSource
 from speechpack.loader.tse.mix_args import AugmentArgs
 from speechpack.loader.tse.convolve import RIR_TRIM_DB, convolve_rows, trim_length, trim_rir
 from speechpack.loader.tse.online import OnlineMixer
 from speechpack.loader.tse.room_sim import RoomConfig, draw_room, room_rirs, rooms_rirs
-from speechpack.packer.adapters.audio_bank import build_audio_bank
-from speechpack.packer.adapters.wesep import build_wesep
-from speechpack.packer.build.run import BuildOptions
 
 RATE = 16000
-#: A real impulse-response pair (48 kHz mono float WAV each), Debian's jconvolver-config-files.
-_REVERBS = "/usr/share/jconvolver/config-files/demo-reverbs"
-REAL_RIRS = (f"{_REVERBS}/street2-L.wav", f"{_REVERBS}/street2-R.wav")
-#: Real noise (alsa-utils).
-REAL_NOISE = "/usr/share/sounds/alsa/Noise.wav"
 
 
 def _snr_db(reference: np.ndarray, other: np.ndarray) -> float:
@@ -114,15 +107,7 @@ def test_trimming_real_impulse_responses(real_audio, path):
 def packs(real_audio, wesep_list, tmp_path):
     """A sources pack of 12 real utterances of 0.7-1.3 s by 7 speakers (pocketsphinx and codec2 crops) and a
     noise bank of real noise (ALSA's Noise.wav)."""
-    items = [Source(f"ps{n}c{c}", p, seconds=0.7 + 0.1 * n + 0.2 * c, start=0.1 + c)
-             for n, p in enumerate(real_audio("pocketsphinx")) for c in range(2)]  # 0.7-1.3 s: groups differ
-    items += [Source(f"c2{n}", p, seconds=0.9, start=0.1) for n, p in enumerate(real_audio("codec2", 2))]
-    case = wesep_list(items, name="src.list")
-    build_wesep(str(case.list_path), BuildOptions(out=str(tmp_path / "src"), sample_rate=RATE, progress=False))
-    (tmp_path / "noises.list").write_text(require_recording("alsa-utils", REAL_NOISE) + "\n", encoding="utf-8")
-    build_audio_bank(str(tmp_path / "noises.list"), "noise", BuildOptions(out=str(tmp_path / "noise"),
-                                                                         sample_rate=RATE, progress=False))
-    return str(tmp_path / "src"), str(tmp_path / "noise")
+    return augment_packs(real_audio, wesep_list, tmp_path)
 
 
 def _config(src: str, noise: str, **extra) -> dict:
