@@ -260,3 +260,23 @@ def test_missing_fixed_enrollments_are_reported_at_once(packs, tmp_path):
         build_mainline(inputs, BuildOptions(out=str(tmp_path / "p"), workers=1, progress=False))
     assert "2 enrollment problem(s)" in str(err.value)
     assert "nowhere/a.wav" in str(err.value) and "nowhere/b.wav" in str(err.value)
+
+
+def test_single_wav_scp_paths_keep_their_spaces(packs, tmp_path):
+    """single.wav.scp's path is the rest of its line, as written: a folder named with two spaces resolves."""
+    _, _, root = packs
+    data = root / "data"
+    spaced = tmp_path / "enroll  audio"
+    spaced.mkdir()
+    lines = []
+    for n, line in enumerate((data / "single.wav.scp").read_text().splitlines()):
+        key, path = line.split(maxsplit=1)
+        copy = spaced / f"{n}.wav"
+        copy.write_bytes(Path(path if Path(path).is_absolute() else data / path).read_bytes())
+        lines.append(f"{key} {copy}")
+    scp = tmp_path / "single.wav.scp"
+    scp.write_text("\n".join(lines) + "\n")
+    inputs = MainlineInputs(list_path=str(data / "wav.scp"), enroll=str(scp),
+                            fixed_enroll=(str(data / "spk1.enroll"), str(data / "spk2.enroll")))
+    summary = build_mainline(inputs, BuildOptions(out=str(tmp_path / "p"), workers=1, progress=False))
+    assert summary.manifest is not None and summary.manifest.totals["samples"] > 0 and not summary.skipped

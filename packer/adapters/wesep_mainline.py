@@ -176,7 +176,7 @@ def stage_enrollments(inputs: MainlineInputs, lines: list[WesepLine], root: str 
             if is_json:
                 raise OptionError(f"--fixed-enroll resolves enrollment ids through single.wav.scp: give "
                                   f"--enroll single.wav.scp, not {inputs.enroll}")
-            scp = read_table(inputs.enroll, 2)
+            scp = read_wav_scp(inputs.enroll)  # the rest of a line is the path, spaces kept as written
             ids, problems = _fixed_ids(inputs.fixed_enroll, lines)
             resource = {}
             for lookup, utt in ids.items():
