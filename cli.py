@@ -1,26 +1,25 @@
-"""``speechpack``: a thin click layer over ``packer`` and ``loader``.
+"""``speechpack``: a thin click layer over ``packer`` and ``loader``, and the one module that imports click.
 
 Each command parses its options and calls one library function.  Bad input (``SpeechpackError``) becomes a
-message on stderr and exit status 1; bad flags and options that do not go together (``OptionError``) are click's
-usage errors (exit status 2).  The ``build`` subcommands are made from ``packer.adapters.ADAPTERS``, one per
-input family, whose options are plain data (``packer.adapters.option_spec``): this is the one module that
-imports click.
+message on stderr and exit status 1, once, in the root group; bad flags and options that do not go together
+(``OptionError``) are click's usage errors (exit status 2).  ``build NAME`` and ``import muvap`` are made from
+options declared as plain data in the library (``packer.adapters.option_spec``: ``ADAPTERS``, ``IMPORT_OPTIONS``).
 
 Start-up: scripts call ``speechpack validate`` or ``inspect`` in loops, so a command imports only what it uses.
 At module level this file imports click and light declarations (``schemas.errors``, ``schemas.units``, the option
 types); a command whose options need a library constant (a default, a set of choices) is registered as a factory
-on a ``_LazyGroup`` and made only when it runs or its help is asked, and each command imports its library call
+on a ``_LazyGroup``, made only when it runs or its help is asked, and each command imports its library call
 inside its body.  ``speechpack --help`` lists commands from their help text without making them
 (tests/test_startup_imports.py checks what stays unimported; bench/startup.py times it).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from typing import TYPE_CHECKING, Callable
 
 import click
+from click.core import ParameterSource
 
 from speechpack.packer.adapters.option_spec import Choice, Number, OptionSpec, Parsed, Path, ValueType
 from speechpack.schemas import units
@@ -31,18 +30,10 @@ if TYPE_CHECKING:
 
 
 def _fail(err: SpeechpackError) -> None:
-    """Print a bad-input error (every problem of a failed build) and exit 1."""
+    """Print a bad-input error (every problem of a failed build, each of which names itself) and exit 1."""
     click.echo(f"error: {err}", err=True)
-    if isinstance(err, BuildError):
-        from speechpack.schemas.wesep_list import LineProblem
-
-        for problem in err.problems:
-            if isinstance(problem, LineProblem):  # a line that is not JSON has no key to name
-                named = ", ".join(([f"key {problem.key!r}"] if problem.key is not None else [])
-                                  + ([f"file {problem.path}"] if problem.path else []))
-                click.echo(f"  line {problem.line}: " + (f"{named}: " if named else "") + problem.reason, err=True)
-            else:  # a cue problem names its cue, key and file itself
-                click.echo(f"  {problem}", err=True)
+    for problem in err.problems if isinstance(err, BuildError) else ():
+        click.echo(f"  {problem}", err=True)
     sys.exit(1)
 
 
@@ -74,22 +65,15 @@ def _click_type(value_type: ValueType) -> click.ParamType | None:
     return None
 
 
-def _click_attrs(spec: OptionSpec) -> dict:
-    """The keyword arguments of the click parameter an ``OptionSpec`` declares."""
+def _click_param(spec: OptionSpec) -> click.Parameter:
+    """The click option (or argument) an ``OptionSpec`` declares."""
     attrs = spec.given()
-    if spec.positional:
-        attrs["required"] = spec.required
     value_type = _click_type(spec.type)
     if value_type is not None:
         attrs["type"] = (value_type,) * spec.arity if spec.arity > 1 else value_type
-    return attrs
-
-
-def _click_param(spec: OptionSpec) -> click.Parameter:
-    """The click option (or argument) an ``OptionSpec`` declares."""
     if spec.positional:
-        return click.Argument([spec.name], **_click_attrs(spec))
-    return click.Option([*spec.flags, spec.name], **_click_attrs(spec))
+        return click.Argument([spec.name], **{**attrs, "required": spec.required})
+    return click.Option([*spec.flags, spec.name], **attrs)
 
 
 class _LazyGroup(click.Group):
@@ -139,7 +123,18 @@ def _print_version(ctx: click.Context, param, value) -> None:
     ctx.exit()
 
 
-@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+class _Speechpack(_LazyGroup):
+    """The root group: bad input (``SpeechpackError``) from any command under it is reported here (``_fail``), unless
+    the command catches it first (``build`` makes an ``OptionError`` a usage error)."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except SpeechpackError as err:
+            _fail(err)
+
+
+@click.group(cls=_Speechpack, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="Show the version and exit.")
 def main() -> None:
@@ -173,34 +168,16 @@ def _build_command(adapter: Adapter) -> click.Command:
     shared = shared_build_options(adapter)
 
     def run(**values):
-        _apply_max_shard_gb(values)
+        ctx = click.get_current_context()  # the options set on the command line, not left at their default
+        given = [name for name in values if ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)]
         try:
-            summary = adapter.run(values, [spec.name for spec in shared])
+            summary = adapter.run(values, [spec.name for spec in shared], given)
         except OptionError as err:
             raise click.UsageError(str(err)) from None
-        except SpeechpackError as err:
-            _fail(err)
         click.echo(summary.describe())
 
     params = [_click_param(spec) for spec in (*adapter.params, *adapter.out_params, *shared)]
     return click.Command(adapter.name, callback=run, params=params, help=adapter.help)
-
-
-def _apply_max_shard_gb(values: dict) -> None:
-    """MuVAP's ``--max-shard-gb`` in ``values`` turned into ``shard_bytes``; giving it with ``--shard-size`` is a
-    usage error."""
-    max_shard_gb = values.pop("max_shard_gb", None)
-    if max_shard_gb is None:
-        return
-    source = click.get_current_context().get_parameter_source("shard_bytes")
-    if source is not None and source.name != "DEFAULT":
-        raise click.UsageError("--max-shard-gb and --shard-size set the same limit: give one of them")
-    from speechpack.packer.adapters.registry import shard_bytes_of_gb
-
-    try:
-        values["shard_bytes"] = shard_bytes_of_gb(max_shard_gb)
-    except SpeechpackError as err:
-        raise click.BadParameter(str(err), param_hint="--max-shard-gb") from None
 
 
 def _endpoint_option(command):
@@ -226,16 +203,11 @@ def validate(packs, json_path, no_hash, plot_path, endpoint_url, progress):
     Exit status 1 when a pack is invalid, else 0 (whatever --plot could draw)."""
     from speechpack.packer.validate.pack import validate_packs
 
-    try:
-        report = validate_packs(list(packs), check_hashes=not no_hash, endpoint_url=endpoint_url, progress=progress)
-    except SpeechpackError as err:
-        _fail(err)
-    level_paths = report.level_report_paths()
-    if level_paths:  # composed here: the level comparison is the loader's normalisation, above packer/
-        from speechpack.loader.asd.levels import asd_level_report, format_level_table
+    report = validate_packs(list(packs), check_hashes=not no_hash, endpoint_url=endpoint_url, progress=progress)
+    if report.level_report_paths():  # composed here: the level comparison is the loader's, above packer/
+        from speechpack.loader.asd.levels import compare_validated_levels
 
-        levels = asd_level_report(level_paths)
-        report = dataclasses.replace(report, asd_levels=levels, asd_levels_table=format_level_table(levels))
+        report = compare_validated_levels(report)
     click.echo(report.describe())
     if json_path:
         report.write_json(json_path)
@@ -264,11 +236,7 @@ def finalize_command() -> click.Command:
                   help="Shards verified at once.")
     @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
     def finalize(pack, no_hash, jobs, progress):
-        try:
-            summary = finalize_pack(pack, check_hashes=not no_hash, progress=progress, jobs=jobs)
-        except SpeechpackError as err:
-            _fail(err)
-        click.echo(summary.describe())
+        click.echo(finalize_pack(pack, check_hashes=not no_hash, progress=progress, jobs=jobs).describe())
 
     return finalize
 
@@ -294,11 +262,8 @@ def copy_command() -> click.Command:
     @_endpoint_option
     def copy(src, dst, jobs, verify_only, progress, endpoint_url):
         run = verify_copy if verify_only else copy_pack
-        try:
-            report = run(src, dst, jobs=jobs, progress=progress, log=lambda text: click.echo(text, err=True),
-                         endpoint_url=endpoint_url)
-        except SpeechpackError as err:
-            _fail(err)
+        report = run(src, dst, jobs=jobs, progress=progress, log=lambda text: click.echo(text, err=True),
+                     endpoint_url=endpoint_url)
         click.echo(report.describe())
 
     return copy
@@ -314,14 +279,11 @@ def inspect_command(pack, plot_path, as_json, top):
     """What a PACK holds: hours, speakers, durations, levels, cue coverage, shard sizes."""
     from speechpack.packer.inspect import inspect_pack
 
-    try:
-        report = inspect_pack(pack, top=top)
-        click.echo(report.to_json() if as_json else report.describe())
-        if plot_path:
-            report.plot(plot_path)
-            click.echo(f"wrote {plot_path}", err=as_json)
-    except SpeechpackError as err:
-        _fail(err)
+    report = inspect_pack(pack, top=top)
+    click.echo(report.to_json() if as_json else report.describe())
+    if plot_path:
+        report.plot(plot_path)
+        click.echo(f"wrote {plot_path}", err=as_json)
 
 
 def _pack_option(func):
@@ -349,10 +311,7 @@ def peek_command() -> click.Command:
     @click.option("--save-wavs", type=click.Path(file_okay=False), help="Write the batch's rows as WAV files here.")
     @_pack_option
     def peek(config_path, state, seed, save_wavs, packs):
-        try:
-            click.echo(peek_config(config_path, state, seed=seed, save_wavs=save_wavs, packs=packs).describe())
-        except SpeechpackError as err:
-            _fail(err)
+        click.echo(peek_config(config_path, state, seed=seed, save_wavs=save_wavs, packs=packs).describe())
 
     return peek
 
@@ -374,14 +333,11 @@ def plan_command() -> click.Command:
                   help="Write batch-size and padding histograms to this PNG (needs matplotlib: speechpack[plot]).")
     @_pack_option
     def plan(config_path, state, world_size, epochs, seed, plot_path, packs):
-        try:
-            report = plan_report(load_config(config_path, packs), state, world_size=world_size, epochs=epochs, seed=seed)
-            click.echo(report.describe())
-            if plot_path:
-                report.plot(plot_path)
-                click.echo(f"wrote {plot_path}")
-        except SpeechpackError as err:
-            _fail(err)
+        report = plan_report(load_config(config_path, packs), state, world_size=world_size, epochs=epochs, seed=seed)
+        click.echo(report.describe())
+        if plot_path:
+            report.plot(plot_path)
+            click.echo(f"wrote {plot_path}")
 
     return plan
 
@@ -395,37 +351,13 @@ def import_group() -> None:
 def import_muvap_command() -> click.Command:
     """Convert a MuVAP ASD pack (muvap-asd-mmap v4: dataset.json, shard-NNNNNN/{faces,audio,labels}.npy,
     index.json) into an asd pack: rows copied by range, statistics recomputed and compared (docs/asd.md)."""
-    from speechpack.packer.adapters.registry import SCALE_OPTIONS, SIZE
-    from speechpack.packer.build.run import BuildOptions
-    from speechpack.packer.importers.muvap import import_muvap
-    from speechpack.schemas.constants import ASD_SAMPLE_RATE, DEFAULT_SHARD_BYTES
-    @click.command("muvap", help=import_muvap_command.__doc__)
-    @click.argument("pack", type=click.Path(file_okay=False, exists=True))
-    @click.option("--out", "out", required=True, type=click.Path(file_okay=False),
-                  help="Pack directory to create (must be empty or absent, unless --overwrite).")
-    @click.option("--shard-size", "shard_bytes", default=units.format_bytes(DEFAULT_SHARD_BYTES), show_default=True,
-                  type=_click_type(SIZE),
-                  help="Close a shard when the next track would push its payload past this size.")
-    @click.option("--workers", default=1, show_default=True, type=_click_type(Number.within(units.WORKERS)),
-                  help="Copying processes; the pack is byte-identical whatever the number.")
-    @click.option("--skip-bad", is_flag=True,
-                  help="Import the good tracks and record the bad records in skipped.json instead of failing.")
-    @click.option("--strict-stats", is_flag=True,
-                  help="Fail when MuVAP's recorded audio statistics or speaking ratio differ from the stored data "
-                       "(default: report every mismatch and keep the recomputed values).")
-    @click.option("--overwrite", is_flag=True, help="Replace the pack already in --out.")
-    @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
-    def muvap(pack, out, shard_bytes, workers, skip_bad, strict_stats, overwrite, progress, **scale):
-        try:
-            options = BuildOptions(out=out, sample_rate=ASD_SAMPLE_RATE, shard_bytes=shard_bytes, workers=workers,
-                                   skip_bad=skip_bad, overwrite=overwrite, progress=progress, **scale)
-            summary = import_muvap(pack, options, strict_stats=strict_stats)
-        except SpeechpackError as err:
-            _fail(err)
-        click.echo(summary.describe())
+    from speechpack.packer.importers.muvap import IMPORT_OPTIONS, import_muvap_options
 
-    muvap.params.extend(_click_param(spec) for spec in SCALE_OPTIONS)  # builds at scale, as `build` takes them
-    return muvap
+    def muvap(**values):
+        click.echo(import_muvap_options(values).describe())
+
+    return click.Command("muvap", callback=muvap, params=[_click_param(spec) for spec in IMPORT_OPTIONS],
+                         help=import_muvap_command.__doc__)
 
 
 @main.group("export")
@@ -445,14 +377,10 @@ def export_lhotse_command(pack, out, overwrite):
     """A Lhotse CutSet of an asr, sources, noise or rir PACK: one cut per sample, text, speaker and language in
     its supervision (docs/integrations.md, "Lhotse"; needs speechpack[lhotse]).  Interrupted, the same command
     finishes it."""
-    from speechpack.packer.export.lhotse import CUTS_FILE, export_lhotse
+    from speechpack.packer.export.lhotse import export_lhotse
 
-    try:
-        summary = export_lhotse(pack, out, overwrite=overwrite, log=lambda message: click.echo(message, err=True))
-    except SpeechpackError as err:
-        _fail(err)
-    kept = f" ({summary.kept} audio file(s) of an earlier run verified and kept)" if summary.kept else ""
-    click.echo(f"exported {summary.cuts} cuts -> {out}/{CUTS_FILE}{kept}")
+    click.echo(export_lhotse(pack, out, overwrite=overwrite, log=lambda message: click.echo(message, err=True))
+               .describe())
 
 
 @main.command()
@@ -464,12 +392,9 @@ def demo(out):
     from speechpack.loader.demo import load_demo
     from speechpack.packer.demo import run_demo
 
-    try:  # the packing half, then the loading half: the demo as a whole sits above packer/ and loader/
-        made = run_demo(out, echo=click.echo)
-        load_demo(made.tse_pack, made.asr_pack, made.asr_summary, made.asr_seconds, made.out, made.started,
-                  echo=click.echo, inspect_picture=made.inspect_picture, tse_2mic_pack=made.tse_2mic_pack)
-    except SpeechpackError as err:
-        _fail(err)
+    made = run_demo(out, echo=click.echo)  # the packing half, then the loading half: the demo sits above both
+    load_demo(made.tse_pack, made.asr_pack, made.asr_summary, made.asr_seconds, made.out, made.started,
+              echo=click.echo, inspect_picture=made.inspect_picture, tse_2mic_pack=made.tse_2mic_pack)
 
 
 if __name__ == "__main__":

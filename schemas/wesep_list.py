@@ -46,6 +46,18 @@ class LineProblem:
     def to_dict(self) -> dict:
         return {"line": self.line, "key": self.key, "path": self.path, "reason": self.reason}
 
+    @classmethod
+    def from_dict(cls, obj: dict) -> "LineProblem":
+        """A problem back from its ``to_dict()`` form (build plans and shard receipts store them as JSON)."""
+        return cls(line=obj["line"], key=obj["key"], path=obj["path"], reason=obj["reason"])
+
+    def __str__(self) -> str:
+        """The problem as a failed build lists it under its message: ``line 3: key 'a', file x.wav: reason`` (a
+        line that is not JSON has no key to name)."""
+        named = ", ".join(([f"key {self.key!r}"] if self.key is not None else [])
+                          + ([f"file {self.path}"] if self.path else []))
+        return f"line {self.line}: " + (f"{named}: " if named else "") + self.reason
+
     def describe(self, list_path: str) -> str:
         where = f"{list_path}:{self.line}"
         if self.key is not None:

@@ -20,6 +20,7 @@ peak`` ARE the output's RMS and peak.  Only the labels are read (one byte per fr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -139,6 +140,14 @@ def format_level_table(report: dict) -> str:
     return "\n".join(lines)
 
 
+def compare_validated_levels(validation):
+    """``speechpack validate``'s comparison: ``validation`` (a ``packer.validate.report.ValidationReport``) with
+    ``asd_levels`` and their table filled in for its ``level_report_paths()``.  The comparison is what the loader's
+    normalisation makes of each pack, so it is made here, never in packer/ (which reads packs but not the loader)."""
+    levels = asd_level_report(validation.level_report_paths())
+    return dataclasses.replace(validation, asd_levels=levels, asd_levels_table=format_level_table(levels))
+
+
 def level_report_json(report: dict) -> str:
     """The report as JSON text (sorted keys, so reports diff cleanly)."""
     return json.dumps(report, indent=2, sort_keys=True)
@@ -201,6 +210,6 @@ def levels_figure(report: dict):
     return fig
 
 
-__all__ = ["METRICS", "PERCENTILES", "asd_level_report", "format_level_table", "level_report_json",
-           "levels_figure", "pack_labels", "pack_level_summary", "plot_levels", "plot_validated_levels",
-           "speaking_ratio", "track_levels"]
+__all__ = ["METRICS", "PERCENTILES", "asd_level_report", "compare_validated_levels", "format_level_table",
+           "level_report_json", "levels_figure", "pack_labels", "pack_level_summary", "plot_levels",
+           "plot_validated_levels", "speaking_ratio", "track_levels"]

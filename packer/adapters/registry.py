@@ -40,6 +40,7 @@ from speechpack.packer.build.run import EXECUTORS, BuildOptions, BuildSummary
 from speechpack.packer.build.plan import ShardSlice
 from speechpack.schemas import units
 from speechpack.schemas.constants import DEFAULT_SAMPLE_RATE, DEFAULT_SHARD_BYTES, TOOL_NAME
+from speechpack.schemas.errors import OptionError, SpeechpackError
 from speechpack.schemas.units import format_bytes, parse_size
 
 
@@ -69,11 +70,15 @@ class Adapter:
         """An asd family: 16 kHz always (no ``--sample-rate``), ``--skip-missing``, and its inputs are tracks."""
         return issubclass(self.options, AsdBuildOptions)
 
-    def run(self, values: Mapping[str, object], shared: Iterable[str]) -> BuildSummary:
+    def run(self, values: Mapping[str, object], shared: Iterable[str], given: Iterable[str] = ()) -> BuildSummary:
         """The family's build from a command's option values by name: the ``shared`` options (those of
         ``shared_build_options``) make ``self.options``, ``out_params`` only name the default ``--out``, and the
-        rest are ``build``'s own arguments."""
+        rest are ``build``'s own arguments.  ``given`` names the options set on the command line rather than left
+        at their default: MuVAP's ``--max-shard-gb`` becomes ``shard_bytes`` unless ``--shard-size`` was given too."""
         values = dict(values)
+        max_shard_gb = values.pop("max_shard_gb", None)
+        if max_shard_gb is not None:
+            values["shard_bytes"] = shard_bytes_of_gb(max_shard_gb, shard_size_given="shard_bytes" in given)
         chosen = {name: values.pop(name) for name in shared if name in values}
         out_only = {spec.name: values.pop(spec.name) for spec in self.out_params}
         if chosen["out"] is None:
@@ -362,10 +367,16 @@ SCALE_OPTIONS = [
 ]
 
 
-def shard_bytes_of_gb(max_shard_gb: float) -> int:
+def shard_bytes_of_gb(max_shard_gb: float, shard_size_given: bool = False) -> int:
     """MuVAP's ``--max-shard-gb`` as ``shard_bytes``: ``round(gb * 1e9)``, as MuVAP's CLI rounds it, within
-    ``units.SHARD_BYTES`` (``SpeechpackError`` naming the range otherwise)."""
-    return units.SHARD_BYTES.check(parse_size(f"{max_shard_gb!r}GB"))
+    ``units.SHARD_BYTES``.  A size out of range, or ``--shard-size`` given too, is an ``OptionError`` (a usage
+    error)."""
+    if shard_size_given:
+        raise OptionError("--max-shard-gb and --shard-size set the same limit: give one of them")
+    try:
+        return units.SHARD_BYTES.check(parse_size(f"{max_shard_gb!r}GB"))
+    except SpeechpackError as err:
+        raise OptionError(f"Invalid value for --max-shard-gb: {err}") from None
 
 
 __all__ = ["ADAPTERS", "SCALE_OPTIONS", "SIZE", "SLICE", "Adapter", "parse_shard_size", "parse_shard_slice",

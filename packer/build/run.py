@@ -105,11 +105,6 @@ _LISTED = 20
 DEFAULT_JOBS = 4
 
 
-def line_problem(obj: dict) -> LineProblem:
-    """A ``LineProblem`` back from its ``to_dict()`` form (plans and receipts store them as JSON)."""
-    return LineProblem(line=obj["line"], key=obj["key"], path=obj["path"], reason=obj["reason"])
-
-
 def commit_build(pack_dir: str, plan: BuildPlan, shards: Sequence[VerifiedShard], problems: Sequence[LineProblem],
                  cue_files: dict[str, FileEntry], stateful: bool) -> Manifest:
     """Write ``columns/``, ``skipped.json`` and ``dataset.json`` for ``shards`` (every shard of the plan, in
@@ -193,8 +188,8 @@ def _finalize(pack_dir: str, check_hashes: bool, progress: bool, jobs: int, star
         raise SpeechpackError(f"{pack_dir}: cannot finalize: {len(failures)} problem(s) with the planned "
                               f"{plan.num_shards} shard(s); rerun the jobs that build them (they keep what "
                               f"verifies):\n  " + "\n  ".join(listed))
-    problems = [line_problem(p) for p in plan.problems]
-    problems += [line_problem(p) for shard_id in range(plan.num_shards) for p in verified[shard_id].problems]
+    problems = [LineProblem.from_dict(p) for p in plan.problems]
+    problems += [LineProblem.from_dict(p) for shard_id in range(plan.num_shards) for p in verified[shard_id].problems]
     if problems and not plan.skip_bad:
         raise BuildError(f"{pack_dir}: {len(problems)} bad line(s) and the plan does not skip them", problems)
     if os.path.exists(os.path.join(pack_dir, MANIFEST_NAME)):
@@ -315,7 +310,7 @@ def _plan_and_build(items: Sequence, problems: list, plan: Callable, load: Calla
     outcomes = run_shard_jobs(jobs, options.executor, options.workers, options.ray_address, options.progress,
                               desc=f"{TOOL_NAME} {command}: packing", pool=pool)
     problems += [p for outcome in outcomes for p in outcome.problems]
-    problems += [line_problem(p) for shard in kept.values() for p in shard.problems]
+    problems += [LineProblem.from_dict(p) for shard in kept.values() for p in shard.problems]
     problems.sort(key=lambda p: p.line)
     cue_files, cue_problems = {}, []
     if cues is not None and (options.shards is None or options.shards.builds_cues):
@@ -397,5 +392,5 @@ def _provenance(input_path: str, command: str, recorded_options: dict, input_sha
     }
 
 
-__all__ = ["DEFAULT_JOBS", "EXECUTORS", "BuildOptions", "BuildSummary", "commit_build", "finalize_pack", "line_problem",
-           "run_build", "verify_all", "verify_cues"]
+__all__ = ["DEFAULT_JOBS", "EXECUTORS", "BuildOptions", "BuildSummary", "commit_build", "finalize_pack", "run_build",
+           "verify_all", "verify_cues"]

@@ -145,10 +145,16 @@ def _cut(pack, index: int, record: dict, path: str):
 
 @dataclass(frozen=True)
 class ExportSummary:
-    """What an export did: cuts written, and the audio files an earlier run of it left that were kept."""
+    """What an export did: cuts written into ``out`` (as the caller named it), and the audio files an earlier run
+    of it left that were kept."""
 
     cuts: int
     kept: int
+    out: str
+
+    def describe(self) -> str:
+        kept = f" ({self.kept} audio file(s) of an earlier run verified and kept)" if self.kept else ""
+        return f"exported {self.cuts} cuts -> {self.out}/{CUTS_FILE}{kept}"
 
 
 def export_lhotse(pack_path: str, out: str, overwrite: bool = False,
@@ -163,7 +169,7 @@ def export_lhotse(pack_path: str, out: str, overwrite: bool = False,
     if pack.kind not in EXPORTED_KINDS:
         raise SpeechpackError(f"{pack_path}: a {pack.kind} pack cannot be exported to Lhotse (export writes "
                               f"{', '.join(EXPORTED_KINDS)} packs: one recording per sample)")
-    out = os.path.abspath(out)
+    named, out = out, os.path.abspath(out)
     stream = KIND_SPECS[pack.kind].targets
     record = ExportRecord(pack=os.path.abspath(pack_path), pack_manifest_sha256=pack.opened.manifest_sha256,
                           samples=len(pack))
@@ -176,7 +182,7 @@ def export_lhotse(pack_path: str, out: str, overwrite: bool = False,
                     claim.write_audio(index, rel, _encode_audio(stored, factor, pack.sample_rate))
                 write_cut(_cut(pack, index, provenance, claim.path(rel)))
         claim.commit()
-    return ExportSummary(cuts=len(pack), kept=claim.kept)
+    return ExportSummary(cuts=len(pack), kept=claim.kept, out=named)
 
 
 __all__ = ["CUTS_FILE", "EXPORTED_KINDS", "ExportSummary", "export_lhotse"]

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from speechpack.packer.adapters.option_spec import Number, Path, argument, option
+from speechpack.packer.adapters.registry import SCALE_OPTIONS, SIZE
 from speechpack.packer.audio.decode import AudioError
 from speechpack.packer.audio.store import StoredAudio, int16_statistics
 from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
@@ -42,7 +44,9 @@ from speechpack.packer.importers.muvap_layout import (
     read_muvap_pack,
 )
 from speechpack.packer.build.plan import PackedSample, SamplePlan, StoredArray
-from speechpack.schemas.constants import ASD_SAMPLE_RATE, KIND_ASD, STREAM_AUDIO, STREAM_FACES, STREAM_LABELS
+from speechpack.schemas import units
+from speechpack.schemas.constants import (ASD_SAMPLE_RATE, DEFAULT_SHARD_BYTES, KIND_ASD, STREAM_AUDIO, STREAM_FACES,
+                                          STREAM_LABELS)
 from speechpack.schemas.errors import BuildError, SpeechpackError
 from speechpack.schemas.wesep_list import LineProblem
 
@@ -201,5 +205,34 @@ def import_muvap(pack_path: str, options: BuildOptions, *, strict_stats: bool = 
     return ImportSummary(build=summary, mismatches=mismatches)
 
 
-__all__ = ["COMMAND", "ImportSummary", "STATS_ABS_TOL", "STATS_REL_TOL", "StatMismatch", "check_record_data",
-           "import_muvap", "load_record", "plan_record"]
+#: ``speechpack import muvap``'s options as plain data (``packer.adapters.option_spec``; ``cli.py`` makes the
+#: command): the options of an asd build that apply to a copy, then ``SCALE_OPTIONS``, as ``build`` takes them.
+IMPORT_OPTIONS = (
+    argument("pack", type=Path(file_okay=False, exists=True)),
+    option("--out", required=True, type=Path(file_okay=False),
+           help="Pack directory to create (must be empty or absent, unless --overwrite)."),
+    option("--shard-size", "shard_bytes", default=units.format_bytes(DEFAULT_SHARD_BYTES), show_default=True,
+           type=SIZE, help="Close a shard when the next track would push its payload past this size."),
+    option("--workers", default=1, show_default=True, type=Number.within(units.WORKERS),
+           help="Copying processes; the pack is byte-identical whatever the number."),
+    option("--skip-bad", is_flag=True,
+           help="Import the good tracks and record the bad records in skipped.json instead of failing."),
+    option("--strict-stats", is_flag=True,
+           help="Fail when MuVAP's recorded audio statistics or speaking ratio differ from the stored data "
+                "(default: report every mismatch and keep the recomputed values)."),
+    option("--overwrite", is_flag=True, help="Replace the pack already in --out."),
+    option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar."),
+    *SCALE_OPTIONS,
+)
+
+
+def import_muvap_options(values: dict) -> ImportSummary:
+    """``speechpack import muvap``: ``import_muvap`` from the command's values by name (``IMPORT_OPTIONS``); the
+    pack is stored at the asd rate, as every asd build is."""
+    values = dict(values)
+    pack, strict_stats = values.pop("pack"), values.pop("strict_stats")
+    return import_muvap(pack, BuildOptions(sample_rate=ASD_SAMPLE_RATE, **values), strict_stats=strict_stats)
+
+
+__all__ = ["COMMAND", "IMPORT_OPTIONS", "ImportSummary", "STATS_ABS_TOL", "STATS_REL_TOL", "StatMismatch",
+           "check_record_data", "import_muvap", "import_muvap_options", "load_record", "plan_record"]

@@ -122,7 +122,8 @@ class ValidationReport:
     #: (``loader.asd.levels.asd_level_report``), and that comparison as a table
     #: (``loader.asd.levels.format_level_table``); None when there are none.  The comparison is what the
     #: loader's normalisation makes of each pack, so validate_packs leaves them empty and the ``validate``
-    #: command, which sits above packer/ and loader/, fills them in for ``level_report_paths()``.
+    #: command, which sits above packer/ and loader/, fills them in for ``level_report_paths()``
+    #: (``loader.asd.levels.compare_validated_levels``).
     asd_levels: dict | None = None
     asd_levels_table: str | None = None
 
