@@ -5,9 +5,9 @@ beyond the lookup structure every bank shares.  :data:`REPRESENTATION_SPECS` has
 row per representation, as ``schemas/kinds.py``'s ``KIND_SPECS`` has one per pack kind: the (type, format) pair,
 the cues that may use it, the dtypes of ``items.npy`` and ``data.npy``, its extra files, whether its resource is
 dict-valued, and the check of its payload bounds.  ``cues.yaml`` parsing, the writer (``packer/cues/``), the bank
-checks (below, run by ``open_pack`` and ``speechpack validate``) and the reader
-(``loader/pack/cues.py``) read the row instead of branching on the representation, so a new representation is a
-row here, a writer and a read function (docs/extending.md, "Adding a cue representation").
+checks (below) and the reader (``loader/pack/cues.py``) read the row instead of branching on the representation,
+so a new representation is a row here, a writer and a read function (docs/extending.md, "Adding a cue
+representation").
 
 A bank is one directory ``PACK/cues/<cue>/``::
 
@@ -53,13 +53,9 @@ Payloads, per representation (item ``i`` is ``items[i]``):
                          ``data[phn_offset : phn_offset + phn_length]`` (int64); its keyword candidates
                          ``keywords[kw_first : kw_first + kw_count]`` (indices into the item's words).
 
-The payload checks are vectorised over the bank's index arrays, so opening a pack with a million cue items stays
-fast.  numpy only.
-
-**Checks.**  The bank invariants, checked on the files: what ``open_pack`` refuses and ``speechpack validate``
-reports (each issue names its file).  The invariants every bank shares are checked once (:func:`bank_issues`); what
-differs per representation (its dtypes, extra files, payload bounds, whether ``meta.json`` records the sample rate)
-is read from the cue's row of :data:`REPRESENTATION_SPECS`.
+**Checks** (what ``open_pack`` refuses and ``speechpack validate`` reports; each issue names its file): what every
+bank shares, once (:func:`bank_issues`); what differs per representation (dtypes, extra files, payload bounds, the
+sample rate in ``meta.json``), read from its row.  Vectorised, so a million cue items open fast.  numpy only.
 """
 
 from __future__ import annotations
@@ -86,10 +82,6 @@ DATA_NAME = "data.npy"
 SOURCES_NAME = "sources.json"
 BANK_FILES = (META_NAME, LOOKUP_KEYS_NAME, LOOKUP_FIRST_NAME, LOOKUP_COUNT_NAME, ENTRIES_NAME, ENTRY_UTT_IDS_NAME,
               ITEMS_NAME, DATA_NAME, SOURCES_NAME)
-#: ``cues/labels/``: speaker ids (sorted) and their labels, row for row (``cues.yaml``'s ``labels.speaker_label``).
-LABELS_DIR = "labels"
-LABEL_SPEAKERS_NAME = "speakers.npy"
-LABEL_VALUES_NAME = "labels.npy"
 #: Extra files of two representations (their rows' ``extra_arrays``).
 WORDS_NAME = "words.npy"
 KEYWORDS_NAME = "keywords.npy"
@@ -115,6 +107,7 @@ def outside(first: np.ndarray, count: np.ndarray, size: int) -> np.ndarray:
 
 
 def flat_size(data_shape: tuple[int, ...]) -> int:
+    """Elements of ``data.npy``, whatever its shape."""
     return math.prod(data_shape)
 
 
@@ -302,14 +295,6 @@ class BankedCue(Protocol):
     def representation_spec(self) -> RepresentationSpec: ...
 
 
-def _npy_header(path: str) -> tuple[tuple[int, ...], np.dtype, int]:
-    """``(shape, dtype, expected file size)`` from an ``.npy`` header, without reading the data."""
-    header = read_npy_header(path)
-    if header.fortran_order:
-        raise ValueError("Fortran-ordered array")
-    return header.shape, header.dtype, header.expected_size
-
-
 @dataclass(frozen=True)
 class BankFiles:
     """A bank's small files, loaded, and the header of its ``data.npy``."""
@@ -336,11 +321,13 @@ def read_bank(directory: str, spec: BankedCue, sample_rate: int) -> tuple[BankFi
         if name in (META_NAME, SOURCES_NAME):
             continue
         try:
-            if name == DATA_NAME:
-                data_shape, dtype, size = _npy_header(path)
-                expected = spec.representation_spec.payload_dtype
-                if dtype != expected:
-                    issues.append((path, f"dtype {dtype.str}, expected {expected.str}"))
+            if name == DATA_NAME:  # its header only: the payload is mapped when read
+                header = read_npy_header(path)
+                data_shape, size, expected = header.shape, header.expected_size, spec.representation_spec.payload_dtype
+                if header.fortran_order:
+                    raise ValueError("Fortran-ordered array")
+                if header.dtype != expected:
+                    issues.append((path, f"dtype {header.dtype.str}, expected {expected.str}"))
                 elif os.path.getsize(path) != size:
                     issues.append((path, f"header promises {size} bytes, the file has {os.path.getsize(path)}"))
             else:
@@ -408,16 +395,6 @@ def bank_issues(directory: str, spec: BankedCue, files: BankFiles, sample_rate: 
     return issues
 
 
-def label_issues(directory: str, speakers: np.ndarray, labels: np.ndarray) -> list[Issue]:
-    if speakers.dtype.kind != "S" or speakers.ndim != 1 or labels.dtype != INDEX_DTYPE \
-            or labels.shape != speakers.shape:
-        return [(directory, f"expected |S speakers and {INDEX_DTYPE.str} labels, row for row; got "
-                            f"{speakers.dtype} {list(speakers.shape)} and {labels.dtype} {list(labels.shape)}")]
-    if len(speakers) > 1 and not (speakers[1:] > speakers[:-1]).all():
-        return [(os.path.join(directory, LABEL_SPEAKERS_NAME), "speakers are not sorted and unique")]
-    return []
-
-
 __all__ = ["BANK_FILES", "FIELD_VALUE_DTYPE", "INDEX_DTYPE", "REPRESENTATION_SPECS", "WORD_DTYPE", "BankArray",
-           "BankFiles", "Issue", "PayloadCheck", "RepresentationSpec", "bank_issues", "flat_size", "label_issues",
-           "outside", "read_bank", "representation_of", "representation_spec", "representations_for"]
+           "BankFiles", "Issue", "PayloadCheck", "RepresentationSpec", "bank_issues", "flat_size", "outside",
+           "read_bank", "representation_of", "representation_spec", "representations_for"]

@@ -34,13 +34,15 @@ The manifest lists every file under ``cues/`` (``dataset.json["cues"]``, see ``s
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from speechpack.schemas.cue_banks import (  # noqa: F401  (LABEL*: the labels' layout, named where cues.yaml names them)
-    LABEL_SPEAKERS_NAME,
-    LABEL_VALUES_NAME,
-    LABELS_DIR,
+import numpy as np
+
+from speechpack.schemas.cue_banks import (
+    INDEX_DTYPE,
+    Issue,
     RepresentationSpec,
     representation_of,
     representation_spec,
@@ -50,6 +52,10 @@ from speechpack.schemas.errors import ManifestError
 
 CUES_DIR = "cues"
 CUES_YAML = "cues.yaml"
+#: ``cues/labels/``: speaker ids (sorted) and their labels, row for row (``cues.yaml``'s ``labels.speaker_label``).
+LABELS_DIR = "labels"
+LABEL_SPEAKERS_NAME = "speakers.npy"
+LABEL_VALUES_NAME = "labels.npy"
 
 #: The cues of ``cues.yaml``: the policy types each allows, and WeSep's default representation when an entry omits
 #: ``type`` and ``format`` (None: the entry must give them).  Which representations each cue accepts is the
@@ -222,3 +228,15 @@ def lookup_key(policy_key: str, sample_key: str, speaker: str, source_key: str |
     if policy_key == "spk_id":
         return speaker
     return f"{source_key or sample_key}{MIX_SPK_SEPARATOR}{speaker}"
+
+
+def label_issues(directory: str, speakers: np.ndarray, labels: np.ndarray) -> list[Issue]:
+    """The labels' invariants (``speakers.npy`` sorted and unique, ``labels.npy`` row for row), checked by
+    ``open_pack`` and ``speechpack validate``."""
+    if speakers.dtype.kind != "S" or speakers.ndim != 1 or labels.dtype != INDEX_DTYPE \
+            or labels.shape != speakers.shape:
+        return [(directory, f"expected |S speakers and {INDEX_DTYPE.str} labels, row for row; got "
+                            f"{speakers.dtype} {list(speakers.shape)} and {labels.dtype} {list(labels.shape)}")]
+    if len(speakers) > 1 and not (speakers[1:] > speakers[:-1]).all():
+        return [(os.path.join(directory, LABEL_SPEAKERS_NAME), "speakers are not sorted and unique")]
+    return []

@@ -37,7 +37,6 @@ from speechpack.schemas.cue_banks import (
     WORDS_NAME,
     BankFiles,
     Issue,
-    label_issues,
     read_bank,
 )
 from speechpack.schemas.cues import (
@@ -48,6 +47,7 @@ from speechpack.schemas.cues import (
     LABELS_DIR,
     CuesConfig,
     CueSpec,
+    label_issues,
 )
 from speechpack.schemas.errors import InternalError, ManifestError, PackFormatError
 from speechpack.schemas.format import Manifest

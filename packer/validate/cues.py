@@ -14,13 +14,14 @@ from speechpack.loader.pack.cues import read_cues_config
 from speechpack.packer.validate.files import check_file
 from speechpack.packer.validate.report import PackReport
 from speechpack.schemas.constants import MANIFEST_NAME
-from speechpack.schemas.cue_banks import DATA_NAME, label_issues, read_bank
+from speechpack.schemas.cue_banks import DATA_NAME, read_bank
 from speechpack.schemas.cues import (
     CUES_DIR,
     CUES_YAML,
     LABEL_SPEAKERS_NAME,
     LABEL_VALUES_NAME,
     LABELS_DIR,
+    label_issues,
 )
 from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.format import Manifest
