@@ -87,6 +87,7 @@ from typing import Any
 
 from speechpack.loader.asr.items import FilterArgs
 from speechpack.loader.asr.selection import parse_partition_filters
+from speechpack.loader.asr.tokenizer import TokenizerSpec, parse_tokenizer
 from speechpack.loader.config_checks import (
     MAX_BATCH_ROWS,
     MAX_COUNT,
@@ -108,14 +109,6 @@ BATCHING_STRATEGIES = ("LENGTH", "STATIC")
 TOKENIZER_KINDS = ("char", "sentencepiece")
 #: ``sync_mode`` values -> how the plan evens the batch count across ranks (``loader.plan.static_plan``'s ``sync``).
 SYNC_MODES = {"UNTIL_FIRST": "drop", "UNTIL_LAST": "pad"}
-@dataclass(frozen=True)
-class TokenizerSpec:
-    """``char`` with the packs whose ``char_counts`` make the vocabulary (empty: the loaded packs), or
-    ``sentencepiece`` with a model path."""
-
-    kind: str = "char"
-    packs: tuple[str, ...] = ()
-    model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -202,23 +195,6 @@ NORMALIZE_CHOICES = (UTTERANCE, NONE)
 _KEYS = {**_DEFAULTS, "normalize": None}
 
 
-def _tokenizer(value, where: str) -> TokenizerSpec:
-    if value == "char":
-        return TokenizerSpec()
-    if isinstance(value, dict) and len(value) == 1:
-        (kind, target), = value.items()
-        if kind == "sentencepiece":
-            if not isinstance(target, str) or not target:
-                raise ConfigError(f"{where}.sentencepiece: expected a model path, got {target!r}")
-            return TokenizerSpec(kind="sentencepiece", model=target)
-        if kind == "char":
-            paths = [target] if isinstance(target, str) else target
-            if not isinstance(paths, list) or not paths or not all(isinstance(p, str) and p for p in paths):
-                raise ConfigError(f"{where}.char: expected a pack path or a list of them, got {target!r}")
-            return TokenizerSpec(kind="char", packs=tuple(paths))
-    raise ConfigError(f"{where}: expected 'char', {{char: PACK}} or {{sentencepiece: MODEL}}, got {value!r}")
-
-
 def _check_pipeline(v: dict, where: str) -> None:
     """Splits, partition filters, shuffle windows, prefetch and rank synchronisation (module docstring)."""
     for key in ("train_split", "valid_split"):
@@ -265,7 +241,7 @@ def parse_dataset_args(obj, where: str) -> AsrArgs:
     _check(v, where)  # first, so errors name the config path
     p = v["spec_aug_p"]
     return AsrArgs(**{**v, "spec_aug_p": None if p is None else float(p),
-                      "tokenizer": _tokenizer(v["tokenizer"], f"{where}.tokenizer")})
+                      "tokenizer": parse_tokenizer(v["tokenizer"], f"{where}.tokenizer")})
 
 
 #: Counts that may be 0 and counts that must be at least 1, with their ceilings: lengths, budgets and mask widths
@@ -407,4 +383,4 @@ def from_recipe(obj: dict, where: str = "config") -> dict:
 
 
 __all__ = ["ASR_TASK_KEYS", "BATCHING_STRATEGIES", "MAX_WORKERS", "NORMALIZE_CHOICES", "OTHER_SECTIONS", "RECIPE_KEY",
-           "SYNC_MODES", "AsrArgs", "TokenizerSpec", "from_recipe", "parse_dataset_args"]
+           "SYNC_MODES", "AsrArgs", "from_recipe", "parse_dataset_args"]

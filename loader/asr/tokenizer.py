@@ -20,10 +20,12 @@ and relies on ``target_seq_lens``).
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from speechpack.loader.config_checks import ConfigError
 from speechpack.schemas.errors import SpeechpackError
 
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<s>", "</s>"
@@ -34,6 +36,34 @@ TOKEN_DTYPE = np.int64
 
 class TokenizerError(SpeechpackError):
     """A tokenizer cannot be made (missing model, missing optional dependency, empty vocabulary)."""
+
+
+@dataclass(frozen=True)
+class TokenizerSpec:
+    """``char`` with the packs whose ``char_counts`` make the vocabulary (empty: the loaded packs), or
+    ``sentencepiece`` with a model path."""
+
+    kind: str = "char"
+    packs: tuple[str, ...] = ()
+    model: str | None = None
+
+
+def parse_tokenizer(value, where: str) -> TokenizerSpec:
+    """``dataset_args.tokenizer`` (``char``, ``{char: PACK or [PACKS]}`` or ``{sentencepiece: MODEL}``) as a spec."""
+    if value == "char":
+        return TokenizerSpec()
+    if isinstance(value, dict) and len(value) == 1:
+        (kind, target), = value.items()
+        if kind == "sentencepiece":
+            if not isinstance(target, str) or not target:
+                raise ConfigError(f"{where}.sentencepiece: expected a model path, got {target!r}")
+            return TokenizerSpec(kind="sentencepiece", model=target)
+        if kind == "char":
+            paths = [target] if isinstance(target, str) else target
+            if not isinstance(paths, list) or not paths or not all(isinstance(p, str) and p for p in paths):
+                raise ConfigError(f"{where}.char: expected a pack path or a list of them, got {target!r}")
+            return TokenizerSpec(kind="char", packs=tuple(paths))
+    raise ConfigError(f"{where}: expected 'char', {{char: PACK}} or {{sentencepiece: MODEL}}, got {value!r}")
 
 
 def utf8_char_counts(data: np.ndarray, byte_offsets: np.ndarray) -> np.ndarray:
@@ -169,4 +199,4 @@ class SentencePieceTokenizer:
 
 
 __all__ = ["BOS_ID", "CharTokenizer", "EOS_ID", "PAD_ID", "SPECIAL_TOKENS", "SentencePieceTokenizer",
-           "TokenizerError", "UNK_ID", "code_points", "utf8_char_counts"]
+           "TokenizerError", "TokenizerSpec", "UNK_ID", "code_points", "parse_tokenizer", "utf8_char_counts"]
