@@ -29,14 +29,6 @@ if TYPE_CHECKING:
     from speechpack.packer.adapters.registry import Adapter
 
 
-def _fail(err: SpeechpackError) -> None:
-    """Print a bad-input error (every problem of a failed build, each of which names itself) and exit 1."""
-    click.echo(f"error: {err}", err=True)
-    for problem in err.problems if isinstance(err, BuildError) else ():
-        click.echo(f"  {problem}", err=True)
-    sys.exit(1)
-
-
 class _ParsedType(click.ParamType):
     """A ``Parsed`` value: the library's ``parse`` reads the text; its ``SpeechpackError`` is the usage error."""
 
@@ -124,14 +116,18 @@ def _print_version(ctx: click.Context, param, value) -> None:
 
 
 class _Speechpack(_LazyGroup):
-    """The root group: bad input (``SpeechpackError``) from any command under it is reported here (``_fail``), unless
-    the command catches it first (``build`` makes an ``OptionError`` a usage error)."""
+    """The root group: bad input (``SpeechpackError``) from any command under it is printed on stderr, with every
+    problem of a failed build (each names itself), and exits 1; unless the command catches it first (``build``
+    makes an ``OptionError`` a usage error)."""
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except SpeechpackError as err:
-            _fail(err)
+            click.echo(f"error: {err}", err=True)
+            for problem in err.problems if isinstance(err, BuildError) else ():
+                click.echo(f"  {problem}", err=True)
+            sys.exit(1)
 
 
 @click.group(cls=_Speechpack, context_settings={"help_option_names": ["-h", "--help"]})
@@ -180,11 +176,10 @@ def _build_command(adapter: Adapter) -> click.Command:
     return click.Command(adapter.name, callback=run, params=params, help=adapter.help)
 
 
-def _endpoint_option(command):
-    """``--endpoint-url`` for commands that accept object-store URLs (credentials never come from an option)."""
-    return click.option("--endpoint-url", metavar="URL",
-                        help="S3-compatible endpoint for s3:// URLs (default: AWS_ENDPOINT_URL, else AWS). "
-                             "Credentials come from the environment or the AWS config files, never an option.")(command)
+#: ``--endpoint-url`` for commands that accept object-store URLs (credentials never come from an option).
+_endpoint_option = click.option("--endpoint-url", metavar="URL",
+                                help="S3-compatible endpoint for s3:// URLs (default: AWS_ENDPOINT_URL, else AWS). "
+                                     "Credentials come from the environment or the AWS config files, never an option.")
 
 
 @main.command()
@@ -286,10 +281,9 @@ def inspect_command(pack, plot_path, as_json, top):
         click.echo(f"wrote {plot_path}", err=as_json)
 
 
-def _pack_option(func):
-    """``--pack``: the packs of a WeSep recipe read unchanged (a config without ``packs``)."""
-    return click.option("--pack", "packs", multiple=True, type=click.Path(file_okay=False),
-                        help="A pack directory for a config without packs (a WeSep recipe as it is); repeatable.")(func)
+#: ``--pack``: the packs of a WeSep recipe read unchanged (a config without ``packs``).
+_pack_option = click.option("--pack", "packs", multiple=True, type=click.Path(file_okay=False),
+                            help="A pack directory for a config without packs (a WeSep recipe as it is); repeatable.")
 
 
 #: ``--state`` and ``--seed`` of ``peek`` and ``plan``: what the loader would be built with (``build_loader``).
