@@ -22,7 +22,8 @@ from speechpack.loader.pack import Pack, open_pack, read_manifest  # noqa: E402
 from speechpack.loader.pack.files import DirectoryPackFiles  # noqa: E402
 from speechpack.loader.pack.verify import read_columns  # noqa: E402
 from speechpack.schemas.column_checks import check_column_values  # noqa: E402
-from speechpack.schemas.columns import COLUMNS_DIR, column_files  # noqa: E402
+from speechpack.schemas.constants import COLUMNS_DIR  # noqa: E402
+from speechpack.schemas.kinds import column_files  # noqa: E402
 
 
 def best_cpu(step, repeats: int) -> float:

@@ -23,13 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from speechpack.schemas.constants import STREAM_TYPES
+from speechpack.schemas.constants import KEYS_FILE, SAMPLES_FILE, SPEAKERS_FILE, STREAM_TYPES, attr_file
 from speechpack.schemas.kinds import ATTRIBUTES_BY_KIND, STREAMS_BY_KIND
-
-COLUMNS_DIR = "columns"
-SAMPLES_FILE = "samples.npy"
-KEYS_FILE = "keys.npy"
-SPEAKERS_FILE = "speakers.npy"
 
 SEGMENT_DTYPE = np.dtype([
     ("shard", "<i4"), ("offset", "<i8"), ("channels", "<i4"), ("length", "<i8"),
@@ -38,7 +33,6 @@ SEGMENT_DTYPE = np.dtype([
 _SEGMENT_FIELDS = ("offset", "channels", "length", "scale", "mean", "rms", "peak")
 DATA_SEGMENT_DTYPE = np.dtype([("shard", "<i4"), ("offset", "<i8"), ("length", "<i8")])
 _DATA_SEGMENT_FIELDS = ("offset", "length")
-ATTR_PREFIX = "attr_"
 
 
 def segment_fields(stream: str) -> tuple[str, ...]:
@@ -50,22 +44,12 @@ def segment_dtype(stream: str) -> np.dtype:
     return SEGMENT_DTYPE if STREAM_TYPES[stream].audio else DATA_SEGMENT_DTYPE
 
 
-def attr_file(name: str) -> str:
-    return f"{ATTR_PREFIX}{name}.npy"
-
-
 def sample_dtype(kind: str) -> np.dtype:
     fields = [("shard", "<i4"), ("num_frames", "<i8"), ("orig_sample_rate", "<i4"), ("line", "<i8"),
               ("speaker_first", "<i8"), ("speaker_count", "<i4")]
     for stream in STREAMS_BY_KIND[kind]:
         fields += [(f"{stream}_first", "<i8"), (f"{stream}_count", "<i4")]
     return np.dtype(fields)
-
-
-def column_files(kind: str) -> tuple[str, ...]:
-    """The file names of a pack's columns, in a fixed order."""
-    return ((SAMPLES_FILE, KEYS_FILE, SPEAKERS_FILE) + tuple(f"{s}.npy" for s in STREAMS_BY_KIND[kind])
-            + tuple(attr_file(name) for name in ATTRIBUTES_BY_KIND.get(kind, {})))
 
 
 class ColumnBuilder:

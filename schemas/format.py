@@ -169,10 +169,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from speechpack.schemas.columns import COLUMNS_DIR, column_files
 from speechpack.schemas.cues import CUES_DIR, CUES_YAML
 from speechpack.schemas.constants import (  # noqa: F401  (MINOR_*: the version history's names, re-exported)
     AUDIO_DTYPE,
+    COLUMNS_DIR,
     FORMAT_MINOR,
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -189,7 +189,7 @@ from speechpack.schemas.constants import (  # noqa: F401  (MINOR_*: the version 
     stream_file_name,
 )
 from speechpack.schemas.errors import PackFormatError
-from speechpack.schemas.kinds import ATTRIBUTES_BY_KIND, EXTRA_MANIFEST_KEYS, KIND_SPECS, STREAMS_BY_KIND
+from speechpack.schemas.kinds import ATTRIBUTES_BY_KIND, EXTRA_MANIFEST_KEYS, KIND_SPECS, STREAMS_BY_KIND, column_files
 from speechpack.schemas.names import check_component, check_relative_path, check_shard_directory
 
 

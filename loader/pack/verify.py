@@ -17,11 +17,11 @@ from typing import Hashable
 import numpy as np
 
 from speechpack.loader.pack.files import MappedStream, PackFiles
-from speechpack.schemas.columns import COLUMNS_DIR, column_files
 from speechpack.schemas.column_checks import check_column_types, check_column_values
-from speechpack.schemas.constants import MANIFEST_NAME
+from speechpack.schemas.constants import COLUMNS_DIR, MANIFEST_NAME
 from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.format import FileEntry, Manifest
+from speechpack.schemas.kinds import column_files
 from speechpack.schemas.npyfile import read_npy_header_from
 
 

@@ -33,8 +33,7 @@ from speechpack.loader.pack.object_store import describe_error, store_errors
 from speechpack.packer.files import hash_file
 from speechpack.packer.ownership import pack_file_entries
 from speechpack.packer.validate.report import PackReport
-from speechpack.schemas.columns import COLUMNS_DIR
-from speechpack.schemas.constants import MANIFEST_NAME, SHARD_DIR_PREFIX, TEMP_PREFIX
+from speechpack.schemas.constants import COLUMNS_DIR, MANIFEST_NAME, SHARD_DIR_PREFIX, TEMP_PREFIX
 from speechpack.schemas.cues import CUES_DIR
 from speechpack.schemas.errors import NpyHeaderError
 from speechpack.schemas.format import FileEntry, Manifest, StreamSpec

@@ -25,9 +25,10 @@ from speechpack.packer.validate.asd import asd_issues
 from speechpack.packer.validate.cues import check_cues
 from speechpack.packer.validate.files import CheckedFiles, checked_files
 from speechpack.packer.validate.report import PackReport, ValidationReport, pack_summary
-from speechpack.schemas.columns import COLUMNS_DIR, ColumnBuilder
+from speechpack.schemas.columns import ColumnBuilder
 from speechpack.schemas.constants import (
     AUDIO_DTYPE,
+    COLUMNS_DIR,
     KIND_ASD,
     MANIFEST_NAME,
     SHARD_INDEX_NAME,
