@@ -153,8 +153,8 @@ class CheckedFiles(ABC):
 
     @abstractmethod
     def cue_directory(self) -> ContextManager[StagedCues | None]:
-        """A directory holding the pack's ``cues/`` for the bank checks (``packer.validate.cues``), or None when the
-        manifest lists no cues and there is nothing more to check."""
+        """A directory holding the pack's ``cues/`` for the bank checks (``packer.validate.pack.check_cues``), or
+        None when the manifest lists no cues and there is nothing more to check."""
 
 
 class DirectoryFiles(CheckedFiles):
