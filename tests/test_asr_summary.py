@@ -1,10 +1,10 @@
-"""loader.asr.task.read_summary: Omnilingual's dataset summary TSV, read for corpus/language weighting."""
+"""loader.asr.items.read_summary: Omnilingual's dataset summary TSV, read for corpus/language weighting."""
 
 from __future__ import annotations
 
 import pytest
 
-from speechpack.loader.asr.task import read_summary
+from speechpack.loader.asr.items import read_summary
 from speechpack.loader.config import ConfigError
 
 pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")

@@ -3,9 +3,10 @@ targets, filtered (``loader.asr.items``) and numbered group after group.
 
 Items are numbered pack after pack in storage order (what per-pack weighting needs), or, for corpus/language
 weighting (``PackWeighting.from_groups``), group after group (groups sorted by (corpus, language)), then pack, then
-storage order: each group's items contiguous.  Transcripts
-are read once, straight from the mapped ``text`` shards, and tokenized as one column; nothing here keeps a Python
-object per utterance (DataLoader workers fork from it).
+storage order: each group's items contiguous; a group's hours, which weigh it, are the packs' or those of
+Omnilingual's dataset summary TSV (``read_summary``).  Transcripts are read once, straight from the mapped ``text``
+shards, and tokenized as one column; nothing here keeps a Python object per utterance (DataLoader workers fork
+from it).
 
 Which ASR items an epoch keeps: Omnilingual's ``AsrTask`` filters, vectorised over the pack columns.
 
@@ -28,6 +29,7 @@ id from the targets of the items that keep some other token; the tokens it remov
 
 from __future__ import annotations
 
+import csv
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,6 +37,7 @@ import numpy as np
 from speechpack.loader.asr.tokenizer import utf8_char_counts
 from speechpack.loader.pack import Pack
 from speechpack.schemas.constants import STREAM_AUDIO, STREAM_TEXT
+from speechpack.loader.config_checks import ConfigError
 from speechpack.schemas.errors import SpeechpackError
 
 
@@ -224,5 +227,64 @@ def asr_filter(audio_len: np.ndarray, num_chars: np.ndarray, num_tokens: np.ndar
     return FilterResult(keep=keep, report=report, unknown_tokens_removed=unknown_tokens_removed)
 
 
+#: The columns of Omnilingual's dataset summary TSV that ``read_summary`` reads (besides corpus and language).
+SECONDS_COLUMN = "total_audio_seconds"
+HOURS_COLUMN = "hours"
+SPLIT_COLUMN = "split"
+
+
+def read_summary(path: str, split: str = "train") -> dict[tuple[str, str], float]:
+    """``{(corpus, language): hours}`` from Omnilingual's dataset summary TSV at ``path`` (``dataset_summary_path``).
+
+    An ``asr`` pack already records ``hours_by_corpus``, so the file is optional: give it to weigh by the hours of
+    the whole original dataset (as an Omnilingual recipe does) rather than by what the packs hold, e.g. when the
+    packs are a subset.  The format is Omnilingual's ``language_distribution_*.tsv``: a header row, then one row
+    per (corpus, language[, split]) with the columns
+
+    ``corpus``, ``language``  required;
+    ``total_audio_seconds``    the group's audio (or ``hours``, in hours);
+    ``split``                  optional: only the rows of ``split`` count (default ``train``);
+                               other columns (``num_samples``...) are ignored.
+
+    Rows of one (corpus, language) add up.  Errors name the file, the line and the column."""
+    try:
+        with open(path, encoding="utf-8", newline="") as fp:
+            rows = list(csv.reader(fp, delimiter="\t"))
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read the dataset summary ({err.strerror})") from None
+    if not rows:
+        raise ConfigError(f"{path}: the dataset summary is empty (a header row is required)")
+    header = [name.strip() for name in rows[0]]
+    missing = [c for c in ("corpus", "language") if c not in header]
+    if missing:
+        raise ConfigError(f"{path}:1: column {missing[0]!r} is missing from the header")
+    amount = SECONDS_COLUMN if SECONDS_COLUMN in header else HOURS_COLUMN if HOURS_COLUMN in header else None
+    if amount is None:
+        raise ConfigError(f"{path}:1: needs a {SECONDS_COLUMN!r} (or {HOURS_COLUMN!r}) column")
+    per_hour = 3600.0 if amount == SECONDS_COLUMN else 1.0
+    hours: dict[tuple[str, str], float] = {}
+    for number, row in enumerate(rows[1:], start=2):
+        if not any(cell.strip() for cell in row):
+            continue
+        if len(row) != len(header):
+            raise ConfigError(f"{path}:{number}: {len(row)} columns, the header has {len(header)}")
+        cells = dict(zip(header, (cell.strip() for cell in row)))
+        if SPLIT_COLUMN in cells and cells[SPLIT_COLUMN] != split:
+            continue
+        try:
+            value = float(cells[amount]) / per_hour
+        except ValueError:
+            raise ConfigError(f"{path}:{number}: column {amount!r}: {cells[amount]!r} is not a number") from None
+        if not value >= 0:
+            raise ConfigError(f"{path}:{number}: column {amount!r}: must be non-negative, got {cells[amount]}")
+        for column in ("corpus", "language"):
+            if not cells[column]:
+                raise ConfigError(f"{path}:{number}: column {column!r} is empty")
+        group = (cells["corpus"], cells["language"])
+        hours[group] = hours.get(group, 0.0) + value
+    return hours
+
+
+
 __all__ = ["AsrItems", "FILTER_REASONS", "FilterArgs", "FilterResult", "asr_filter", "asr_items", "drop_tokens",
-           "pack_texts", "segment_of"]
+           "pack_texts", "read_summary", "segment_of"]

@@ -45,14 +45,12 @@ fairseq2 trainer reads it as it is):
 
 from __future__ import annotations
 
-import csv
-
 import numpy as np
 import torch
 
 from speechpack.loader.asr.args import AsrArgs, from_recipe, parse_dataset_args
 from speechpack.loader.asr.features import fbank
-from speechpack.loader.asr.items import AsrItems, asr_items, segment_of
+from speechpack.loader.asr.items import AsrItems, asr_items, read_summary, segment_of
 from speechpack.loader.asr.selection import select
 from speechpack.loader.asr.features import spec_augment_features, spec_augment_waveforms
 from speechpack.loader.asr.tokenizer import CharTokenizer, SentencePieceTokenizer, TokenizerSpec
@@ -205,64 +203,6 @@ def weighs_groups(config) -> bool:
     return any(source.hours_beta for source in config.packs)
 
 
-#: The columns of Omnilingual's dataset summary TSV that ``read_summary`` reads (besides corpus and language).
-SECONDS_COLUMN = "total_audio_seconds"
-HOURS_COLUMN = "hours"
-SPLIT_COLUMN = "split"
-
-
-def read_summary(path: str, split: str = "train") -> dict[tuple[str, str], float]:
-    """``{(corpus, language): hours}`` from Omnilingual's dataset summary TSV at ``path`` (``dataset_summary_path``).
-
-    An ``asr`` pack already records ``hours_by_corpus``, so the file is optional: give it to weigh by the hours of
-    the whole original dataset (as an Omnilingual recipe does) rather than by what the packs hold, e.g. when the
-    packs are a subset.  The format is Omnilingual's ``language_distribution_*.tsv``: a header row, then one row
-    per (corpus, language[, split]) with the columns
-
-    ``corpus``, ``language``  required;
-    ``total_audio_seconds``    the group's audio (or ``hours``, in hours);
-    ``split``                  optional: only the rows of ``split`` count (default ``train``);
-                               other columns (``num_samples``...) are ignored.
-
-    Rows of one (corpus, language) add up.  Errors name the file, the line and the column."""
-    try:
-        with open(path, encoding="utf-8", newline="") as fp:
-            rows = list(csv.reader(fp, delimiter="\t"))
-    except OSError as err:
-        raise ConfigError(f"{path}: cannot read the dataset summary ({err.strerror})") from None
-    if not rows:
-        raise ConfigError(f"{path}: the dataset summary is empty (a header row is required)")
-    header = [name.strip() for name in rows[0]]
-    missing = [c for c in ("corpus", "language") if c not in header]
-    if missing:
-        raise ConfigError(f"{path}:1: column {missing[0]!r} is missing from the header")
-    amount = SECONDS_COLUMN if SECONDS_COLUMN in header else HOURS_COLUMN if HOURS_COLUMN in header else None
-    if amount is None:
-        raise ConfigError(f"{path}:1: needs a {SECONDS_COLUMN!r} (or {HOURS_COLUMN!r}) column")
-    per_hour = 3600.0 if amount == SECONDS_COLUMN else 1.0
-    hours: dict[tuple[str, str], float] = {}
-    for number, row in enumerate(rows[1:], start=2):
-        if not any(cell.strip() for cell in row):
-            continue
-        if len(row) != len(header):
-            raise ConfigError(f"{path}:{number}: {len(row)} columns, the header has {len(header)}")
-        cells = dict(zip(header, (cell.strip() for cell in row)))
-        if SPLIT_COLUMN in cells and cells[SPLIT_COLUMN] != split:
-            continue
-        try:
-            value = float(cells[amount]) / per_hour
-        except ValueError:
-            raise ConfigError(f"{path}:{number}: column {amount!r}: {cells[amount]!r} is not a number") from None
-        if not value >= 0:
-            raise ConfigError(f"{path}:{number}: column {amount!r}: must be non-negative, got {cells[amount]}")
-        for column in ("corpus", "language"):
-            if not cells[column]:
-                raise ConfigError(f"{path}:{number}: column {column!r} is empty")
-        group = (cells["corpus"], cells["language"])
-        hours[group] = hours.get(group, 0.0) + value
-    return hours
-
-
 def summary_hours(path: str, split: str, groups: tuple[tuple[str, str], ...]) -> np.ndarray:
     """Hours of each group from a dataset summary TSV (``read_summary``); every group must be listed."""
     table = read_summary(path, split)
@@ -350,4 +290,4 @@ TASK = AsrTask()
 
 
 __all__ = ["AsrBatchBuilder", "AsrTask", "TASK", "group_hours", "group_weighting", "make_tokenizer",
-           "parse_dataset_args", "prepare", "read_summary", "summary_hours", "weighs_groups"]
+           "parse_dataset_args", "prepare", "summary_hours", "weighs_groups"]
