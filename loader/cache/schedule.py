@@ -188,8 +188,8 @@ def local_ranks(rank: int, world_size: int) -> list[int]:
 class PlanFeed:
     """One process's view of the cache's plan (see the module docstring).  ``plan_of(epoch_pass, rank)`` returns an
     ``EpochPlan``; ``epoch_pass`` is the loader's key of a pass, ``(epoch, global_start)`` (a resumed pass is dealt
-    from a global batch: ``loader.plan.dealing``), and batch positions count within it; ``ahead`` and the limit come
-    from the packs' cache settings."""
+    from a global batch: ``loader.plan.static_plan``), and batch positions count within it; ``ahead`` and the limit
+    come from the packs' cache settings."""
 
     def __init__(self, packs: list, builder, plan_of, rank: int, world_size: int):
         self.packs = packs
