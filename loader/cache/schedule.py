@@ -22,8 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from speechpack.loader.cache.cached_files import CachedPackFiles
-from speechpack.loader.cache.fetch import fetch_pool, run_all
+from speechpack.loader.cache.cached_files import CachedPackFiles, fetch_pool, run_all
 from speechpack.loader.cache.node_cache import CacheFullError
 from speechpack.schemas.kinds import STREAMS_BY_KIND
 from speechpack.schemas.units import format_bytes
@@ -276,7 +275,7 @@ class PlanFeed:
         return self._current.next_use(name, self._position)
 
     def _fetch_batch(self, schedule: FileSchedule, b: int) -> None:
-        """Fetch the files of batch position ``b``, up to ``fetches`` at once (``fetch.fetch_pool``) while the cache
+        """Fetch the files of batch position ``b``, up to ``fetches`` at once (``cached_files.fetch_pool``) while the cache
         has room for all of them; one after another when it must evict to take them, so that a fetch ahead stops at
         the first file that does not fit instead of evicting for the files behind it."""
         calls = [lambda name=name: schedule.sources[name][0].local_path(schedule.sources[name][1], wait=False)
