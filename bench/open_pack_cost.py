@@ -4,7 +4,7 @@
 
 CPU time (``time.process_time``) rather than wall time, because a loaded machine inflates it far less.  Steps:
 reading the column files, their sha256 (what ``open_pack`` compares with ``dataset.json``), the value checks of
-``schemas/column_checks.py``, and the whole ``open_pack``.  The big synthetic pack of
+``schemas/columns.py``, and the whole ``open_pack``.  The big synthetic pack of
 ``bench/loader_throughput.py`` (``--big-pack DIR``) is the 1M-sample pack ``docs/format.md`` reports on.
 """
 
@@ -21,8 +21,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from speechpack.loader.pack import Pack, open_pack, read_manifest  # noqa: E402
 from speechpack.loader.pack.files import DirectoryPackFiles  # noqa: E402
 from speechpack.loader.pack.verify import read_columns  # noqa: E402
-from speechpack.schemas.column_checks import check_column_values  # noqa: E402
-from speechpack.schemas.columns import COLUMNS_DIR, column_files  # noqa: E402
+from speechpack.schemas.columns import check_column_values  # noqa: E402
+from speechpack.schemas.constants import COLUMNS_DIR  # noqa: E402
+from speechpack.schemas.kinds import column_files  # noqa: E402
 
 
 def best_cpu(step, repeats: int) -> float:

@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Sequence
 
 from speechpack.packer.files import read_bytes
-from speechpack.schemas.columns import COLUMNS_DIR
 from speechpack.schemas.constants import (
+    COLUMNS_DIR,
     HASH_NAME,
     MANIFEST_NAME,
     SHARD_DIR_DIGITS,

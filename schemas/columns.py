@@ -17,19 +17,42 @@ Files (all plain ``.npy``, no pickled objects):
                   ``length`` (in rows).
 ``attr_<name>.npy`` kinds with per-sample attributes (``asd``, ``asr``; ``ATTRIBUTES_BY_KIND``): one value per
                   sample, ``<f8`` for numbers, UTF-8 ``|S<n>`` for strings.
+
+**What a reader checks** at open, beyond the hashes (``check_column_types``, ``check_column_values``): every index
+into another array is in range, and every segment lies inside its shard's stream file.  Pure numpy, vectorised
+(tens of milliseconds for a million samples; ``docs/format.md``, "What a reader verifies").  ``open_pack`` first
+compares each column file's sha256 with ``dataset.json``, which refuses any edit of a column alone; these checks
+cover what a hash cannot: a manifest rewritten to match edited columns, or a writer bug.  Before them an edited
+``offset``, ``length``, ``shard`` or ``scale`` opened fine and returned other audio, or failed deep inside a batch
+with "cannot reshape".
+
+The rules follow from the format (``schemas/format.py``): samples are stored shard after shard; every sample owns
+at least one speaker slot and one segment per stream, the next sample's right after; a segment lives in its
+sample's shard; segments of a stream follow each other with no gap from element (or row) 0, so a shard's stream
+file holds exactly their total, which :func:`check_column_values` returns so that the reader can compare it with the
+file's ``.npy`` header when it maps the file (at open, only the size ``dataset.json`` records is known: it must be
+that total plus an aligned ``.npy`` header, which catches any segment beyond the file by more than the header's
+slack); ``scale`` is finite and at least 1 (it only ever grows to avoid clipping).
 """
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 import numpy as np
 
-from speechpack.schemas.constants import STREAM_TYPES
+from speechpack.schemas.constants import (
+    KEYS_FILE,
+    MANIFEST_NAME,
+    SAMPLES_FILE,
+    SPEAKERS_FILE,
+    STREAM_TYPES,
+    attr_file,
+)
+from speechpack.schemas.errors import PackFormatError
+from speechpack.schemas.format import Manifest
 from speechpack.schemas.kinds import ATTRIBUTES_BY_KIND, STREAMS_BY_KIND
-
-COLUMNS_DIR = "columns"
-SAMPLES_FILE = "samples.npy"
-KEYS_FILE = "keys.npy"
-SPEAKERS_FILE = "speakers.npy"
 
 SEGMENT_DTYPE = np.dtype([
     ("shard", "<i4"), ("offset", "<i8"), ("channels", "<i4"), ("length", "<i8"),
@@ -38,7 +61,6 @@ SEGMENT_DTYPE = np.dtype([
 _SEGMENT_FIELDS = ("offset", "channels", "length", "scale", "mean", "rms", "peak")
 DATA_SEGMENT_DTYPE = np.dtype([("shard", "<i4"), ("offset", "<i8"), ("length", "<i8")])
 _DATA_SEGMENT_FIELDS = ("offset", "length")
-ATTR_PREFIX = "attr_"
 
 
 def segment_fields(stream: str) -> tuple[str, ...]:
@@ -50,22 +72,12 @@ def segment_dtype(stream: str) -> np.dtype:
     return SEGMENT_DTYPE if STREAM_TYPES[stream].audio else DATA_SEGMENT_DTYPE
 
 
-def attr_file(name: str) -> str:
-    return f"{ATTR_PREFIX}{name}.npy"
-
-
 def sample_dtype(kind: str) -> np.dtype:
     fields = [("shard", "<i4"), ("num_frames", "<i8"), ("orig_sample_rate", "<i4"), ("line", "<i8"),
               ("speaker_first", "<i8"), ("speaker_count", "<i4")]
     for stream in STREAMS_BY_KIND[kind]:
         fields += [(f"{stream}_first", "<i8"), (f"{stream}_count", "<i4")]
     return np.dtype(fields)
-
-
-def column_files(kind: str) -> tuple[str, ...]:
-    """The file names of a pack's columns, in a fixed order."""
-    return ((SAMPLES_FILE, KEYS_FILE, SPEAKERS_FILE) + tuple(f"{s}.npy" for s in STREAMS_BY_KIND[kind])
-            + tuple(attr_file(name) for name in ATTRIBUTES_BY_KIND.get(kind, {})))
 
 
 class ColumnBuilder:
@@ -113,3 +125,166 @@ class ColumnBuilder:
 def _bytes_array(values: list[bytes]) -> np.ndarray:
     width = max((len(v) for v in values), default=1) or 1
     return np.array(values, dtype=f"|S{width}")
+
+
+#: The largest ``.npy`` header a stream file may have: format 1.0 stores the header length in 16 bits.
+_MAX_NPY_HEADER = 10 + 0xFFFF
+_MIN_NPY_HEADER = 10
+#: The ``.npy`` format pads its header so the data is aligned: to 64 bytes since numpy 1.9 (what its format
+#: documentation now requires), to 16 before.  A recorded file size must leave room for such a header.
+_NPY_HEADER_ALIGN = 16
+
+
+def check_column_types(manifest: Manifest, columns: dict[str, np.ndarray], columns_dir: str) -> None:
+    """Every column file has the kind's dtype, one dimension and the manifest's row count (cheap: no data read)."""
+    kind = manifest.kind
+    n = manifest.num_samples
+    at = os.path.join(columns_dir, SAMPLES_FILE)
+    _dtype(columns[SAMPLES_FILE], sample_dtype(kind), at)
+    _length(columns[SAMPLES_FILE], n, at)
+    for name in (KEYS_FILE, SPEAKERS_FILE):
+        array = columns[name]
+        if array.ndim != 1 or array.dtype.kind != "S":
+            raise PackFormatError(f"{os.path.join(columns_dir, name)}: expected 1-D UTF-8 bytes (|S<n>), got "
+                                  f"{array.dtype.str} {array.shape}")
+    _length(columns[KEYS_FILE], n, os.path.join(columns_dir, KEYS_FILE))
+    for name, kind_of in ATTRIBUTES_BY_KIND.get(kind, {}).items():
+        array = columns[attr_file(name)]
+        where = os.path.join(columns_dir, attr_file(name))
+        if array.ndim != 1 or (array.dtype.kind != "S" if kind_of is str else array.dtype.str != "<f8"):
+            raise PackFormatError(f"{where}: unexpected dtype {array.dtype.str} {array.shape}")
+        _length(array, n, where)
+    for stream in STREAMS_BY_KIND[kind]:
+        _dtype(columns[f"{stream}.npy"], segment_dtype(stream), os.path.join(columns_dir, f"{stream}.npy"))
+
+
+def check_column_values(manifest: Manifest, sample_shard: np.ndarray, speaker_first: np.ndarray,
+                        speaker_count: np.ndarray, speaker_rows: int, streams: dict[str, Any],
+                        columns_dir: str) -> dict[str, np.ndarray]:
+    """Check the columns' values against each other and the manifest, given as contiguous arrays (the reader's
+    own, so that no field is copied twice): ``streams`` maps each stream to an object with the per-segment arrays
+    ``shard``, ``offset``, ``length`` (and ``channels``, ``scale`` for audio) and the per-sample ``first`` and
+    ``count``.  Raise ``PackFormatError`` naming the column file, the row and both values.  Return, per stream, the
+    row count each shard's stream file must have (int64, one entry per shard)."""
+    at = os.path.join(columns_dir, SAMPLES_FILE)
+    shard = sample_shard
+    _in_range(shard, len(manifest.shards), "shard", at)
+    if len(shard) and np.any(shard[1:] < shard[:-1]):
+        row = int(np.flatnonzero(shard[1:] < shard[:-1])[0]) + 1
+        raise PackFormatError(f"{at}: row {row}: shard {int(shard[row])} after shard {int(shard[row - 1])} "
+                              f"(samples are stored shard after shard)")
+    per_shard = np.bincount(shard, minlength=len(manifest.shards)) if len(shard) else np.zeros(len(manifest.shards))
+    expected = np.array([entry.samples for entry in manifest.shards], dtype=np.int64)
+    if not np.array_equal(per_shard, expected):
+        bad = int(np.flatnonzero(per_shard != expected)[0])
+        raise PackFormatError(f"{at}: {int(per_shard[bad])} samples in shard {bad}, {MANIFEST_NAME} says "
+                              f"{int(expected[bad])}")
+    _runs(speaker_first, speaker_count, speaker_rows, "speaker", at)
+
+    rows = {}
+    for stream in STREAMS_BY_KIND[manifest.kind]:
+        table = streams[stream]
+        where = os.path.join(columns_dir, f"{stream}.npy")
+        _runs(table.first, table.count, len(table.shard), stream, at)
+        owner_shard = np.repeat(shard, table.count)
+        if not np.array_equal(table.shard, owner_shard):
+            row = int(np.flatnonzero(table.shard != owner_shard)[0])
+            raise PackFormatError(f"{where}: row {row}: shard {int(table.shard[row])}, but its sample is in "
+                                  f"shard {int(owner_shard[row])}")
+        rows[stream] = _segment_rows(manifest, stream, table, where)
+    return rows
+
+
+def _segment_rows(manifest: Manifest, stream: str, table: Any, where: str) -> np.ndarray:
+    """Check offsets, lengths, channels and scales of one stream's segments; return each shard file's row count."""
+    stream_type = STREAM_TYPES[stream]
+    file_name = manifest.stream(stream).file
+    recorded = np.array([entry.files[file_name].size for entry in manifest.shards], dtype=np.int64)
+    max_rows = recorded // stream_type.row_bytes  # no segment can be longer than its file
+    shard, offset, length = table.shard, table.offset, table.length
+    for name, values in (("offset", offset), ("length", length)):
+        if np.any(values < 0):
+            row = int(np.flatnonzero(values < 0)[0])
+            raise PackFormatError(f"{where}: row {row}: negative {name} {int(values[row])}")
+    channels = table.channels if stream_type.audio else None
+    if channels is not None:
+        if np.any(channels < 1):
+            row = int(np.flatnonzero(channels < 1)[0])
+            raise PackFormatError(f"{where}: row {row}: {int(channels[row])} channels")
+        scale = table.scale
+        bad = ~(np.isfinite(scale) & (scale >= 1.0))
+        if np.any(bad):
+            row = int(np.flatnonzero(bad)[0])
+            raise PackFormatError(f"{where}: row {row}: scale {float(scale[row])!r} (a scale is finite and at "
+                                  f"least 1.0)")
+    # Each segment fits in the largest file (one comparison with a scalar); its size channels * length then cannot
+    # overflow int64 unless a file holds more than 2**31 rows, where the product is checked in float64.
+    largest = int(max_rows.max(initial=0))
+    too_long = length > largest
+    if channels is not None:
+        too_long |= channels > largest
+    if largest > 2 ** 31 and channels is not None:
+        too_long |= channels.astype(np.float64) * length > largest
+    if np.any(too_long):
+        row = int(np.flatnonzero(too_long)[0])
+        raise PackFormatError(f"{where}: row {row}: a segment of length {int(length[row])} does not fit in any "
+                              f"{file_name} of the pack (the largest has {largest} rows by {MANIFEST_NAME})")
+    sizes = channels.astype(np.int64) * length if channels is not None else length.astype(np.int64)
+    ends = np.cumsum(sizes)
+    starts = ends - sizes
+    boundaries = np.searchsorted(shard, np.arange(len(manifest.shards) + 1), side="left")
+    totals = np.concatenate([[0], ends])
+    group_start = totals[boundaries[:-1]]  # the cumulative size where each shard's segments begin
+    expected_offset = starts - np.repeat(group_start, np.diff(boundaries))
+    if not np.array_equal(offset, expected_offset):
+        row = int(np.flatnonzero(offset != expected_offset)[0])
+        raise PackFormatError(f"{where}: row {row}: offset {int(offset[row])}, expected {int(expected_offset[row])} "
+                              f"(segments follow each other with no gap in "
+                              f"{manifest.shards[int(shard[row])].directory}/{file_name})")
+    rows = totals[boundaries[1:]] - totals[boundaries[:-1]]
+    header = recorded - rows * stream_type.row_bytes
+    bad = (header < _MIN_NPY_HEADER) | (header > _MAX_NPY_HEADER) | (header % _NPY_HEADER_ALIGN != 0)
+    if np.any(bad):
+        k = int(np.flatnonzero(bad)[0])
+        raise PackFormatError(f"{where}: the segments of {manifest.shards[k].directory} need {int(rows[k])} rows of "
+                              f"{file_name}, but {MANIFEST_NAME} records {int(recorded[k])} bytes for it")
+    return rows
+
+
+def _runs(first: np.ndarray, count: np.ndarray, total: int, what: str, where: str) -> None:
+    """Sample ``i`` owns ``count[i] >= 1`` consecutive rows from ``first[i]`` (the ``<what>_first`` and
+    ``<what>_count`` fields of ``samples.npy``), right after sample ``i - 1``'s."""
+    if np.any(count < 1):
+        row = int(np.flatnonzero(count < 1)[0])
+        raise PackFormatError(f"{where}: row {row}: {what}_count is {int(count[row])}, at least 1 is required")
+    expected = np.cumsum(count, dtype=np.int64) - count
+    if not np.array_equal(first, expected):
+        row = int(np.flatnonzero(first != expected)[0])
+        raise PackFormatError(f"{where}: row {row}: {what}_first is {int(first[row])}, expected {int(expected[row])}")
+    used = int(expected[-1] + count[-1]) if len(count) else 0
+    if used != total:
+        raise PackFormatError(f"{where}: the samples own {used} {what} rows, the {what} column has {total}")
+
+
+def _dtype(array: np.ndarray, expected: np.dtype, where: str) -> None:
+    if array.ndim != 1 or array.dtype != expected:
+        raise PackFormatError(f"{where}: expected a 1-D array of {expected.descr}, got {array.dtype.descr} "
+                              f"{array.shape}")
+
+
+def _length(array: np.ndarray, n: int, where: str) -> None:
+    if len(array) != n:
+        raise PackFormatError(f"{where}: {len(array)} rows, {MANIFEST_NAME} says {n} samples")
+
+
+def _in_range(values: np.ndarray, limit: int, name: str, where: str) -> None:
+    if not len(values) or (values.min() >= 0 and values.max() < limit):
+        return
+    bad = (values < 0) | (values >= limit)
+    if np.any(bad):
+        row = int(np.flatnonzero(bad)[0])
+        raise PackFormatError(f"{where}: row {row}: {name} {int(values[row])} is not in [0, {limit})")
+
+
+__all__ = ["DATA_SEGMENT_DTYPE", "SEGMENT_DTYPE", "ColumnBuilder", "check_column_types", "check_column_values",
+           "sample_dtype", "segment_dtype", "segment_fields"]

@@ -39,6 +39,13 @@ TEMP_PREFIX = ".tmp-"
 #: Directory of a pack where readers record the sha256 they computed of each stream file, keyed by the file's
 #: identity (``loader.pack.content_check``); not part of the format, owned by the pack's manifest.
 VERIFIED_DIR = ".verified"
+#: The columnar index (``schemas.columns``): its directory at the pack root and the files every kind has in it;
+#: a kind with per-sample attributes adds one ``attr_<name>.npy`` per attribute (``attr_file``).
+COLUMNS_DIR = "columns"
+SAMPLES_FILE = "samples.npy"
+KEYS_FILE = "keys.npy"
+SPEAKERS_FILE = "speakers.npy"
+ATTR_PREFIX = "attr_"
 
 #: Pack kinds defined by format v1; what each kind holds is its row of ``schemas.kinds.KIND_SPECS``.
 KIND_TSE = "tse"  # fixed mixtures with one target per speaker
@@ -116,6 +123,11 @@ def shard_dir_name(shard_id: int) -> str:
 def stream_file_name(stream: str) -> str:
     """File that holds ``stream`` inside a shard directory."""
     return f"{stream}.npy"
+
+
+def attr_file(name: str) -> str:
+    """Column file of the per-sample attribute ``name`` (``attr_language.npy``)."""
+    return f"{ATTR_PREFIX}{name}.npy"
 
 
 TOOL_NAME = "speechpack"

@@ -134,8 +134,9 @@ whole-recording normalisation from any slice.
 
 columns/
 --------
-The shard indexes again, as plain ``.npy`` arrays a reader loads in milliseconds; the file list and dtypes are
-defined in ``schemas/columns.py``.  They MUST equal what the shard indexes say; a reader MAY use either.
+The shard indexes again, as plain ``.npy`` arrays a reader loads in milliseconds; the dtypes are defined in
+``schemas/columns.py``, the file list in ``schemas.kinds.column_files``.  They MUST equal what the shard indexes
+say; a reader MAY use either.
 
 Names
 -----
@@ -149,7 +150,7 @@ separator, no ``..``, no absolute path).  A reader refuses a manifest that break
 What a reader verifies
 ----------------------
 At open, a reader MUST compare every column file with its size and sha256 in ``dataset.json`` and SHOULD check the
-columns' internal consistency (``schemas/column_checks.py``): every index in range, every segment inside its
+columns' internal consistency (``schemas/columns.py``): every index in range, every segment inside its
 shard's stream file.  When it maps a stream file it MUST check that the file's size is the recorded one and its
 ``.npy`` header has exactly the rows the segments need, and SHOULD check that ``dataset.json`` is still the file it
 opened (``loader/pack.py``: a pack replaced under a reader is an error, never other audio).
@@ -169,10 +170,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from speechpack.schemas.columns import COLUMNS_DIR, column_files
 from speechpack.schemas.cues import CUES_DIR, CUES_YAML
 from speechpack.schemas.constants import (  # noqa: F401  (MINOR_*: the version history's names, re-exported)
     AUDIO_DTYPE,
+    COLUMNS_DIR,
     FORMAT_MINOR,
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -189,7 +190,7 @@ from speechpack.schemas.constants import (  # noqa: F401  (MINOR_*: the version 
     stream_file_name,
 )
 from speechpack.schemas.errors import PackFormatError
-from speechpack.schemas.kinds import ATTRIBUTES_BY_KIND, EXTRA_MANIFEST_KEYS, KIND_SPECS, STREAMS_BY_KIND
+from speechpack.schemas.kinds import ATTRIBUTES_BY_KIND, EXTRA_MANIFEST_KEYS, KIND_SPECS, STREAMS_BY_KIND, column_files
 from speechpack.schemas.names import check_component, check_relative_path, check_shard_directory
 
 

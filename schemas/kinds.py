@@ -26,6 +26,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from speechpack.schemas.constants import (
+    KEYS_FILE,
     KINDS,
     KIND_ASD,
     KIND_ASR,
@@ -35,6 +36,8 @@ from speechpack.schemas.constants import (
     KIND_TSE,
     MINOR_BANKS,
     MINOR_TRACKS,
+    SAMPLES_FILE,
+    SPEAKERS_FILE,
     STREAM_AUDIO,
     STREAM_FACES,
     STREAM_LABELS,
@@ -43,6 +46,7 @@ from speechpack.schemas.constants import (
     STREAM_TARGET,
     STREAM_TEXT,
     STREAM_TYPES,
+    attr_file,
 )
 
 #: ``read_stream(name)``: a shard's mapped stream file, or None when it cannot be read.
@@ -212,4 +216,11 @@ ATTRIBUTES_BY_KIND: Mapping[str, Mapping[str, type]] = MappingProxyType(
 EXTRA_MANIFEST_KEYS = frozenset().union(*(spec.manifest_keys for spec in KIND_SPECS.values()))
 
 
-__all__ = ["ATTRIBUTES_BY_KIND", "EXTRA_MANIFEST_KEYS", "KIND_SPECS", "STREAMS_BY_KIND", "KindSpec", "TranscriptTotals"]
+def column_files(kind: str) -> tuple[str, ...]:
+    """The file names of a pack's columns (``schemas.columns``), in a fixed order."""
+    return ((SAMPLES_FILE, KEYS_FILE, SPEAKERS_FILE) + tuple(f"{s}.npy" for s in STREAMS_BY_KIND[kind])
+            + tuple(attr_file(name) for name in ATTRIBUTES_BY_KIND.get(kind, {})))
+
+
+__all__ = ["ATTRIBUTES_BY_KIND", "EXTRA_MANIFEST_KEYS", "KIND_SPECS", "STREAMS_BY_KIND", "KindSpec", "TranscriptTotals",
+           "column_files"]

@@ -9,8 +9,8 @@ import pytest
 
 from speechpack.schemas.constants import FORMAT_MINOR, FORMAT_VERSION, SUPPORTED_MAJOR_VERSIONS
 from speechpack.schemas.errors import PackFormatError, SpeechpackError
-from speechpack.schemas.columns import column_files
 from speechpack.schemas.format import FileEntry, Manifest, ShardEntry, StreamSpec, check_shard_index
+from speechpack.schemas.kinds import column_files
 from speechpack.schemas.units import format_bytes, parse_size, seconds_to_samples
 from speechpack.schemas.wesep_list import LineProblem, best_effort_key, parse_wesep_line
 

@@ -136,7 +136,7 @@ def start_rank(spec: dict, out: Path, **env) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def finish(process: subprocess.Popen, out: Path, timeout: float = 60) -> dict:
+def finish(process: subprocess.Popen, out: Path, timeout: float = 180) -> dict:
     output, _ = process.communicate(timeout=timeout)
     assert process.returncode == 0, output
     assert SECRET not in output

@@ -45,8 +45,7 @@ from speechpack.loader.pack.content_check import DEFAULT_VERIFY
 from speechpack.loader.pack.files import MappedStream, PackFiles, is_remote, map_stream
 from speechpack.loader.pack.object_store import ObjectStoreError, ObjectStorePackFiles
 from speechpack.loader.pack.reader import Pack, open_pack
-from speechpack.schemas.columns import COLUMNS_DIR
-from speechpack.schemas.constants import MANIFEST_NAME
+from speechpack.schemas.constants import COLUMNS_DIR, MANIFEST_NAME
 from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.format import FileEntry, Manifest
 from speechpack.schemas.manifest_file import ManifestFile, parse_manifest

@@ -36,9 +36,12 @@ from speechpack.loader.pack.readahead import view_ranges, will_need_ranges
 from speechpack.loader.pack.cues import CueBank, PackCues, SpeakerLabels, open_cues
 from speechpack.schemas.constants import (
     AUDIO_FULL_SCALE,
+    KEYS_FILE,
+    SAMPLES_FILE,
+    SPEAKERS_FILE,
     STREAM_TYPES,
+    attr_file,
 )
-from speechpack.schemas.columns import KEYS_FILE, SAMPLES_FILE, SPEAKERS_FILE, attr_file
 from speechpack.schemas.cues import CuesConfig
 from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.format import Manifest

@@ -17,11 +17,11 @@ from typing import Hashable
 import numpy as np
 
 from speechpack.loader.pack.files import MappedStream, PackFiles
-from speechpack.schemas.columns import COLUMNS_DIR, column_files
-from speechpack.schemas.column_checks import check_column_types, check_column_values
-from speechpack.schemas.constants import MANIFEST_NAME
+from speechpack.schemas.columns import check_column_types, check_column_values
+from speechpack.schemas.constants import COLUMNS_DIR, MANIFEST_NAME
 from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.format import FileEntry, Manifest
+from speechpack.schemas.kinds import column_files
 from speechpack.schemas.npyfile import read_npy_header_from
 
 
@@ -54,7 +54,7 @@ class OpenedPack:
     def of(cls, files: PackFiles, manifest: Manifest, shard: np.ndarray, speaker_first: np.ndarray,
            speaker_count: np.ndarray, num_speakers: int, streams: dict, identity: Hashable | None,
            manifest_sha256: str | None = None) -> "OpenedPack":
-        """Check a pack's columns (``schemas.column_checks``, on the pack's own contiguous arrays: ``streams`` maps
+        """Check a pack's columns (``schemas.columns``, on the pack's own contiguous arrays: ``streams`` maps
         each stream to its segment table) and record ``identity``, the manifest's when it was read (None: the pack
         was not read by ``open_pack``)."""
         rows = check_column_values(manifest, shard, speaker_first, speaker_count, num_speakers, streams,

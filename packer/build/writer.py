@@ -25,6 +25,7 @@ from speechpack.packer.build.plan import PackedSample, SamplePlan
 from speechpack.packer.build.streams import NpyStream, run_together
 from speechpack.packer.files import fresh_temp_dir, fsync_dir, hash_file, save_npy, write_json_atomic
 from speechpack.schemas.constants import (
+    COLUMNS_DIR,
     FORMAT_VERSION,
     MANIFEST_NAME,
     SHARD_INDEX_NAME,
@@ -34,7 +35,7 @@ from speechpack.schemas.constants import (
     shard_dir_name,
     stream_file_name,
 )
-from speechpack.schemas.columns import COLUMNS_DIR, ColumnBuilder
+from speechpack.schemas.columns import ColumnBuilder
 from speechpack.schemas.errors import InternalError
 from speechpack.schemas.format import FileEntry, Manifest, ShardEntry, StreamSpec, lowest_minor
 from speechpack.schemas.kinds import ATTRIBUTES_BY_KIND, KIND_SPECS, STREAMS_BY_KIND

@@ -61,10 +61,6 @@ class RemotePack(ObjectStorePackFiles):
     object."""
 
     @property
-    def url(self) -> str:
-        return self.location
-
-    @property
     def root(self) -> str:
         """The prefix as the filesystem names it (``bucket/packs/train``), for requests made on ``fs`` directly
         (``packer.copy.store_prefix``)."""
@@ -80,10 +76,6 @@ class RemotePack(ObjectStorePackFiles):
             super().check_name(f"{head}/{bare}" if head else bare)
             return rel
         return super().check_name(rel)
-
-    def name(self, rel: str) -> str:
-        """The URL of one object, as messages show it."""
-        return self.where(rel)
 
     def open_read(self, rel: str) -> ObjectReader:
         """The object read forward in ``STREAM_BLOCK`` requests."""
@@ -122,14 +114,14 @@ def publish_pack(src: str, url: str, jobs: int = DEFAULT_JOBS, progress: bool = 
     remote = RemotePack(url, endpoint_url)
     with locked(src, exclusive=True, log=log), PrefixLock(remote, src, log) as prefix_lock:
         started = time.perf_counter()
-        report = CopyReport(src=src, dst=remote.url, files=len(files), bytes_total=sum(e.size for e in files.values()))
+        report = CopyReport(src=src, dst=remote.location, files=len(files), bytes_total=sum(e.size for e in files.values()))
         target = _Target(src, remote, manifest_file.raw, files, report)
         target.prepare()
         _aborted(abort_leftover_uploads(remote, target.owned), log)
         bar = progress_bar(report.bytes_total, progress, f"publish {os.path.basename(src)}")
         problems = run_parallel(target.process, sorted(files, key=lambda r: -files[r].size), jobs, bar)
         if problems:
-            raise CopyError(f"{remote.url}: not published ({len(problems)} problem(s); {MANIFEST_NAME} was not "
+            raise CopyError(f"{remote.location}: not published ({len(problems)} problem(s); {MANIFEST_NAME} was not "
                             f"uploaded, so the prefix is not a pack)", problems)
         prefix_lock.check()  # nobody took the prefix over: dataset.json may go up
         target.publish()
@@ -155,21 +147,21 @@ def verify_published(src: str, url: str, jobs: int = DEFAULT_JOBS, progress: boo
     listing = remote.listing()
     problems = []
     if MANIFEST_NAME not in listing:
-        problems.append(f"{remote.name(MANIFEST_NAME)}: missing (the prefix is not a complete pack)")
+        problems.append(f"{remote.where(MANIFEST_NAME)}: missing (the prefix is not a complete pack)")
     elif remote.read_bytes(MANIFEST_NAME) != manifest_file.raw:
-        problems.append(f"{remote.name(MANIFEST_NAME)}: differs from {manifest_file.path}")
-    problems += [f"{remote.name(rel)}: not in {MANIFEST_NAME} (a leftover)"
+        problems.append(f"{remote.where(MANIFEST_NAME)}: differs from {manifest_file.path}")
+    problems += [f"{remote.where(rel)}: not in {MANIFEST_NAME} (a leftover)"
                  for rel in sorted(set(listing) - set(files) - {MANIFEST_NAME})]
 
     def check(rel: str, bar) -> str | None:
         outcome = hash_object(remote, rel, files[rel], bar) if rel in listing else "missing"
-        return None if outcome is None else f"{remote.name(rel)}: {outcome}"
+        return None if outcome is None else f"{remote.where(rel)}: {outcome}"
 
     total = sum(e.size for e in files.values())
-    problems += run_parallel(check, sorted(files), jobs, progress_bar(total, progress, f"verify {remote.url}"))
+    problems += run_parallel(check, sorted(files), jobs, progress_bar(total, progress, f"verify {remote.location}"))
     if problems:
-        raise CopyError(f"{remote.url}: not a verified copy of {src}", problems)
-    return CopyReport(src=src, dst=remote.url, files=len(files), bytes_total=total, files_kept=len(files),
+        raise CopyError(f"{remote.location}: not a verified copy of {src}", problems)
+    return CopyReport(src=src, dst=remote.location, files=len(files), bytes_total=total, files_kept=len(files),
                       verify_only=True, seconds=time.perf_counter() - started)
 
 
@@ -227,9 +219,9 @@ class _Target:
         current = self._read(listing, MANIFEST_NAME)
         incoming = self._read(listing, INCOMING_MANIFEST)
         replaced = self._read(listing, REPLACED_MANIFEST)
-        owned_current = _owned_by(current, self.remote.name(MANIFEST_NAME))
-        owned_incoming = _owned_by(incoming, self.remote.name(INCOMING_MANIFEST)) or set()
-        owned_replaced = _owned_by(replaced, self.remote.name(REPLACED_MANIFEST)) or set()
+        owned_current = _owned_by(current, self.remote.where(MANIFEST_NAME))
+        owned_incoming = _owned_by(incoming, self.remote.where(INCOMING_MANIFEST)) or set()
+        owned_replaced = _owned_by(replaced, self.remote.where(REPLACED_MANIFEST)) or set()
         # Only records own objects: an object that merely has a name the source lists (a user's own upload) is
         # foreign until a record speechpack wrote lists it, as a file is in a directory (``packer.ownership``).
         owned = (owned_current or set()) | owned_incoming | owned_replaced
@@ -238,7 +230,7 @@ class _Target:
         self.owned = owned | set(self.files) | {MANIFEST_NAME}
         owned = owned | {LOCK_NAME}  # the publish lock (held by this publish)
         foreign = sorted(set(listing) - owned)
-        refuse_foreign(self.remote.url, foreign, "speechpack manifest", "publish a pack there", entries="objects",
+        refuse_foreign(self.remote.location, foreign, "speechpack manifest", "publish a pack there", entries="objects",
                        place="prefix")
         wanted = set(self.files)
         if replaced is not None:  # an interrupted removal of an older pack: finish it
@@ -259,7 +251,7 @@ class _Target:
     def _delete(self, rels: set[str], listing: dict[str, int]) -> None:
         gone = sorted(rel for rel in rels if rel in listing)
         self.remote.remove(gone)
-        self.report.removed += [self.remote.name(rel) for rel in gone]
+        self.report.removed += [self.remote.where(rel) for rel in gone]
 
     def unpublish(self) -> None:
         """Before the first change to a published pack's objects (once): record the incoming manifest, then delete
@@ -281,7 +273,7 @@ class _Target:
                     self.report.files_kept += 1
                 return None
             with self._lock:
-                self.report.repaired.append(f"{self.remote.name(rel)}: {outcome}; uploaded again from the source")
+                self.report.repaired.append(f"{self.remote.where(rel)}: {outcome}; uploaded again from the source")
             bar.total += entry.size
             bar.refresh()
         self.unpublish()
@@ -305,7 +297,7 @@ class _Target:
             try:
                 writer = self.remote.open_write(rel)
             except remote_errors() as err:
-                return f"{self.remote.name(rel)}: cannot upload ({describe_error(err)})"
+                return f"{self.remote.where(rel)}: cannot upload ({describe_error(err)})"
             try:
                 while chunk := reader.read(COPY_BLOCK):
                     digest.update(chunk)
@@ -322,10 +314,10 @@ class _Target:
                 _discard(writer)
                 if err.filename == src_path:
                     return f"{src_path}: cannot read ({err.strerror or err})"
-                return f"{src_path} -> {self.remote.name(rel)}: cannot upload ({describe_error(err)})"
+                return f"{src_path} -> {self.remote.where(rel)}: cannot upload ({describe_error(err)})"
             except remote_errors() as err:
                 _discard(writer)
-                return f"{src_path} -> {self.remote.name(rel)}: cannot upload ({describe_error(err)})"
+                return f"{src_path} -> {self.remote.where(rel)}: cannot upload ({describe_error(err)})"
         return None
 
     def publish(self) -> None:

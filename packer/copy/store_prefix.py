@@ -111,7 +111,7 @@ class PrefixLock:
         except FileNotFoundError:
             return None, None
         try:
-            record = parse_json(body, self.remote.name(LOCK_NAME), error=ValueError)
+            record = parse_json(body, self.remote.where(LOCK_NAME), error=ValueError)
         except ValueError:
             record = None
         return record, etag
@@ -120,7 +120,7 @@ class PrefixLock:
     def acquire(self) -> None:
         if not self._s3:
             if self.log is not None:
-                self.log(f"{self.remote.url}: this store offers no conditional writes; publishing without a lock "
+                self.log(f"{self.remote.location}: this store offers no conditional writes; publishing without a lock "
                          f"on the prefix (run one publish at a time)")
             return
         started = time.time()
@@ -141,16 +141,16 @@ class PrefixLock:
                     self.acquired_at = time.time()
                     self._etag = self._put(IfMatch=etag)
                     if self.log is not None:
-                        self.log(f"{self.remote.url}: took over the publish lock of {_holder_text(record)} (its "
+                        self.log(f"{self.remote.location}: took over the publish lock of {_holder_text(record)} (its "
                                  f"lease ran out)")
                     break
                 except OSError:
                     continue
             if self.wait is not None and time.time() - started > self.wait:
-                raise PrefixLockError(f"{self.remote.url}: another publish holds this prefix ({_holder_text(record)}); "
+                raise PrefixLockError(f"{self.remote.location}: another publish holds this prefix ({_holder_text(record)}); "
                                       f"refusing to publish there now, try again when it is done")
             if self.log is not None and told != etag:
-                self.log(f"{self.remote.url}: waiting for another publish to this prefix ({_holder_text(record)})")
+                self.log(f"{self.remote.location}: waiting for another publish to this prefix ({_holder_text(record)})")
                 told = etag
             time.sleep(self.poll)
         self._thread = threading.Thread(target=self._renew, name="speechpack-prefix-lock", daemon=True)
@@ -165,11 +165,11 @@ class PrefixLock:
                     record, _ = self._read()
                 except Exception:  # noqa: BLE001 - the store is unreachable: say so, not who
                     record = None
-                self._lost = (f"{self.remote.url}: lost the publish lock to {_holder_text(record)} "
+                self._lost = (f"{self.remote.location}: lost the publish lock to {_holder_text(record)} "
                               f"({getattr(err, 'strerror', None) or err})")
                 return
             except Exception as err:  # noqa: BLE001 - the store cannot be reached: the lease cannot be kept
-                self._lost = f"{self.remote.url}: could not renew the publish lock ({err})"
+                self._lost = f"{self.remote.location}: could not renew the publish lock ({err})"
                 return
 
     def check(self) -> None:
@@ -180,7 +180,7 @@ class PrefixLock:
             record, _ = self._read()
             writer = record.get("writer") if isinstance(record, dict) else None
             if not isinstance(writer, dict) or writer.get("id") != self.id:
-                self._lost = f"{self.remote.url}: lost the publish lock to {_holder_text(record)}"
+                self._lost = f"{self.remote.location}: lost the publish lock to {_holder_text(record)}"
         if self._lost is not None:
             raise PrefixLockError(f"{self._lost}; dataset.json was not uploaded by this publish")
 
@@ -231,7 +231,7 @@ def abort_leftover_uploads(remote, owned: Iterable[str]) -> list[str]:
             fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"])
         except FileNotFoundError:
             continue  # completed or aborted meanwhile
-        aborted.append(remote.name(rel))
+        aborted.append(remote.where(rel))
     return aborted
 
 

@@ -33,8 +33,7 @@ from speechpack.loader.pack.object_store import describe_error, store_errors
 from speechpack.packer.files import hash_file
 from speechpack.packer.ownership import pack_file_entries
 from speechpack.packer.validate.report import PackReport
-from speechpack.schemas.columns import COLUMNS_DIR
-from speechpack.schemas.constants import MANIFEST_NAME, SHARD_DIR_PREFIX, TEMP_PREFIX
+from speechpack.schemas.constants import COLUMNS_DIR, MANIFEST_NAME, SHARD_DIR_PREFIX, TEMP_PREFIX
 from speechpack.schemas.cues import CUES_DIR
 from speechpack.schemas.errors import NpyHeaderError
 from speechpack.schemas.format import FileEntry, Manifest, StreamSpec
@@ -154,8 +153,8 @@ class CheckedFiles(ABC):
 
     @abstractmethod
     def cue_directory(self) -> ContextManager[StagedCues | None]:
-        """A directory holding the pack's ``cues/`` for the bank checks (``packer.validate.cues``), or None when the
-        manifest lists no cues and there is nothing more to check."""
+        """A directory holding the pack's ``cues/`` for the bank checks (``packer.validate.pack.check_cues``), or
+        None when the manifest lists no cues and there is nothing more to check."""
 
 
 class DirectoryFiles(CheckedFiles):

@@ -8,26 +8,29 @@ hash; ``.npy`` headers against the stream catalogue and the file size; ``index.j
 contiguous and in bounds; unique keys; statistics recomputed from the stored int16 and equal; totals; non-finite
 values in the index; samples at int16 full scale (reported as clipping, a warning).  Speaker cues: every file of
 ``cues/`` listed, of its size and hash, and each bank as ``schemas/cues.py`` specifies it (``.npy`` headers, sorted
-unique keys, entries and payloads in bounds, no NaN/Inf in float payloads; ``packer.validate.cues``).  The report
-itself (``PackReport``, its summary) is ``packer.validate.report``.
+unique keys, entries and payloads in bounds, no NaN/Inf in float payloads; ``check_cues``, run on the pack's
+directory or on the cue objects of a pack on object storage staged by ``packer.validate.files.StoreFiles``).  The
+report itself (``PackReport``, its summary) is ``packer.validate.report``.
 """
 
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 from tqdm import tqdm
 
 from speechpack.loader.pack import DirectoryPackFiles, pack_files
+from speechpack.loader.pack.cues import read_cues_config
 from speechpack.packer.audio.store import int16_statistics
 from speechpack.packer.validate.asd import asd_issues
-from speechpack.packer.validate.cues import check_cues
-from speechpack.packer.validate.files import CheckedFiles, checked_files
+from speechpack.packer.validate.files import CheckedFiles, check_file, checked_files
 from speechpack.packer.validate.report import PackReport, ValidationReport, pack_summary
-from speechpack.schemas.columns import COLUMNS_DIR, ColumnBuilder
+from speechpack.schemas.columns import ColumnBuilder
 from speechpack.schemas.constants import (
     AUDIO_DTYPE,
+    COLUMNS_DIR,
     KIND_ASD,
     MANIFEST_NAME,
     SHARD_INDEX_NAME,
@@ -37,6 +40,8 @@ from speechpack.schemas.constants import (
     TOOL_NAME,
     stream_file_name,
 )
+from speechpack.schemas.cue_banks import DATA_NAME, label_issues, read_bank
+from speechpack.schemas.cues import CUES_DIR, CUES_YAML, LABEL_SPEAKERS_NAME, LABEL_VALUES_NAME, LABELS_DIR
 from speechpack.schemas.documents import parse_json
 from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.format import Manifest, StreamSpec, check_shard_index
@@ -48,6 +53,8 @@ _STAT_RTOL = 1e-9
 #: Checks only one kind has, beyond what ``KIND_SPECS`` describes: ``check(location, manifest, records_by_shard,
 #: labels_of=...)`` yields ``(file, message)`` errors.
 _KIND_CHECKS = {KIND_ASD: asd_issues}
+#: Elements per chunk when scanning a float payload for NaN/Inf (bounds the temporary mask).
+_SCAN_CHUNK = 1 << 24
 
 
 def validate_pack(location: str, check_hashes: bool = True, endpoint_url: str | None = None,
@@ -287,6 +294,67 @@ def _check_totals(at: str, manifest: Manifest, samples: int, speakers: set[str],
     recorded_bytes = sum(entry.size for shard in manifest.shards for entry in shard.files.values())
     if totals["bytes"] != recorded_bytes:
         report.error(at, f"totals.bytes {totals['bytes']}, the shard files add up to {recorded_bytes}")
+
+
+def check_cues(path: str, manifest: Manifest, report: PackReport, check_hashes: bool) -> dict:
+    """Every file of ``cues/`` listed and intact, then each bank's structure; returns a per-cue summary."""
+    directory = os.path.join(path, CUES_DIR)
+    if not manifest.cues:
+        if os.path.exists(directory):
+            report.error(directory, f"cues directory present, but {MANIFEST_NAME} lists no cues")
+        return {}
+    if not os.path.isdir(directory):
+        report.error(directory, "cues directory missing")
+        return {}
+    on_disk = {os.path.relpath(os.path.join(root, name), directory).replace(os.sep, "/")
+               for root, _dirs, names in os.walk(directory) for name in names}
+    for name in sorted(on_disk - set(manifest.cues)):
+        report.error(os.path.join(directory, name), f"file not listed in {MANIFEST_NAME}")
+    for name, entry in sorted(manifest.cues.items()):
+        check_file(os.path.join(directory, name), entry, report, check_hashes)
+    try:
+        config = read_cues_config(path)
+    except PackFormatError as err:
+        report.error(os.path.join(directory, CUES_YAML), str(err).split(": ", 1)[-1])
+        return {}
+    expected = {CUES_YAML} | {f"{spec.name}/{name}" for spec in config.cues for name in spec.representation_spec.files}
+    if config.speaker_label_resource is not None:
+        expected |= {f"{LABELS_DIR}/{LABEL_SPEAKERS_NAME}", f"{LABELS_DIR}/{LABEL_VALUES_NAME}"}
+    for name in sorted(expected - set(manifest.cues)):
+        report.error(os.path.join(directory, name), f"part of the cues, but not listed in {MANIFEST_NAME}")
+    for name in sorted(set(manifest.cues) - expected):
+        report.error(os.path.join(directory, name), f"listed in {MANIFEST_NAME}, but no part of the cues.yaml's banks")
+    summary = {}
+    for spec in config.cues:
+        bank_dir = os.path.join(directory, spec.name)
+        files, issues = read_bank(bank_dir, spec, manifest.sample_rate)
+        for file_path, message in issues:
+            report.error(file_path, message)
+        if files is None:
+            continue
+        summary[spec.name] = {"representation": spec.representation,
+                              **{key: files.meta.get(key) for key in ("keys", "entries", "items")}}
+        if not issues and spec.representation_spec.payload_dtype.kind == "f":
+            _check_finite(os.path.join(bank_dir, DATA_NAME), report)
+    if config.speaker_label_resource is not None:
+        labels_dir = os.path.join(directory, LABELS_DIR)
+        try:
+            speakers, labels = (np.load(os.path.join(labels_dir, name), allow_pickle=False)
+                                for name in (LABEL_SPEAKERS_NAME, LABEL_VALUES_NAME))
+        except Exception as err:  # noqa: BLE001 - a corrupt .npy header raises ValueError, SyntaxError, TokenError...
+            report.error(labels_dir, f"cannot read the speaker labels ({err})")
+        else:
+            for file_path, message in label_issues(labels_dir, speakers, labels):
+                report.error(file_path, message)
+    return summary
+
+
+def _check_finite(file_path: str, report: PackReport) -> None:
+    data = np.load(file_path, mmap_mode="r", allow_pickle=False).reshape(-1)
+    bad = sum(int(data.size - np.count_nonzero(np.isfinite(data[start:start + _SCAN_CHUNK])))
+              for start in range(0, data.size, _SCAN_CHUNK))
+    if bad:
+        report.error(file_path, f"{bad} NaN/Inf value(s) in a float cue payload")
 
 
 def validate_packs(paths: list[str], check_hashes: bool = True, endpoint_url: str | None = None,
