@@ -7,10 +7,10 @@ Each mixture is ``--speakers`` real recordings (LibriVox clips of Debian's pocke
 ``--seconds``, reverberated in one simulated room (WeSep's ``reverb_conf`` defaults: rooms 3 x 3 x 2.5 to
 10 x 6 x 4 m, RT60 0.1-0.7 s, source-microphone distance 0.2-5 m), one RIR per source:
 
-- **vectorised** (the loader's path, ``loader/tse/reverb.py``): per batch of ``--batch-size`` mixtures, every room
-  simulated in one call (``RirSource.rooms``: every source and virtual source of the batch in one set of numpy
-  operations, taps placed at the output rate, RIRs trimmed at 60 dB), then one ``convolve_rows`` (every source of
-  the batch in one float32 real FFT call each way, one FFT size);
+- **vectorised** (the loader's path, ``Reverberator`` in ``loader/tse/augment.py``): per batch of ``--batch-size``
+  mixtures, every room simulated in one call (``RirSource.rooms``: every source and virtual source of the batch in
+  one set of numpy operations, taps placed at the output rate, RIRs trimmed at 60 dB), then one ``convolve_rows``
+  (every source of the batch in one float32 real FFT call each way, one FFT size);
 - **per source** (what WeSep's online ``add_reverb`` does, written here after the published FRA-RIR recipe, not
   taken from it): for every source on its own, a FRA-RIR-style RIR (a random count of 1024-4096 virtual sources at
   random distances, reflection counts from distance with a random perturbation, impulses placed at 64 times the

@@ -8,11 +8,19 @@ Every number has a range, checked when the config is parsed (and again when an a
 a huge ``batch_size`` or budget would otherwise surface much later as a ``MemoryError`` or ``OverflowError`` deep
 inside planning, even in a dry run.  The limits are far above any real setting and far below what overflows
 64-bit arithmetic or memory; they are the only place these bounds are written.
+
+An args dataclass (TSE's ``dataset_args``) checks its values in ``__post_init__``, so it has no ``where`` of its
+own: ``where_set`` lets ``from_dict`` say under which path the keys are named (``config.dataset_args``) while it
+builds the objects, and ``check_int``, ``check_finite`` and ``check_pair`` name a key by it (``at``); a directly
+built object names them under ``dataset_args``.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from numbers import Integral
 from typing import Any
 
@@ -32,6 +40,10 @@ MAX_SEED = (1 << 63) - 1
 MAX_EPOCH = (1 << 31) - 1
 #: Decibel values (SNRs, gains) lie within +-this: beyond it one signal is below float32 resolution of the other.
 MAX_DB = 100.0
+#: A window, chunk or history of at most 2**28 samples (about 4.7 hours at 16 kHz; 1 GiB as float32 per row).
+MAX_SAMPLES = 2 ** 28
+
+_WHERE: ContextVar[str] = ContextVar("dataset_args_where", default="dataset_args")
 
 
 class ConfigError(SpeechpackError):
@@ -120,6 +132,50 @@ def db_range(value: Any, where: str) -> tuple[float, float]:
     return value_range(value, where, -MAX_DB, MAX_DB)
 
 
-__all__ = ["MAX_BATCH_ROWS", "MAX_COUNT", "MAX_DB", "MAX_EPOCH", "MAX_EPOCH_ITEMS", "MAX_SEED", "ConfigError",
-           "check_choice", "check_type", "db_range", "integer", "number", "positive_int", "probability", "take_known",
-           "value_range"]
+@contextmanager
+def where_set(where: str) -> Iterator[None]:
+    """Within the block, range errors name keys under ``where``."""
+    token = _WHERE.set(where)
+    try:
+        yield
+    finally:
+        _WHERE.reset(token)
+
+
+def at(key: str) -> str:
+    """The full path of ``key`` (``config.dataset_args.chunk_len``)."""
+    return f"{_WHERE.get()}.{key}"
+
+
+def check_int(value: Any, key: str, lo: int, hi: int, unit: str = "") -> int:
+    """``value`` if it is an int in ``[lo, hi]``; else a ``ConfigError`` naming ``key`` and the range."""
+    check_type(value, int, at(key))
+    if not lo <= value <= hi:
+        raise ConfigError(f"{at(key)}: must be in [{lo}, {hi}]{unit}, got {value}")
+    return value
+
+
+def check_finite(value: Any, key: str, lo: float, hi: float) -> float:
+    """``value`` if it is a finite number in ``[lo, hi]``."""
+    check_type(value, (int, float), at(key))
+    if not (math.isfinite(value) and lo <= value <= hi):
+        raise ConfigError(f"{at(key)}: must be a finite number in [{lo}, {hi}], got {value}")
+    return float(value)
+
+
+def check_pair(value: tuple[float, float], key: str, lo: float, hi: float) -> tuple[float, float]:
+    """A ``[low, high]`` pair of finite numbers within ``[lo, hi]``, ``low <= high``."""
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        raise ConfigError(f"{at(key)}: expected [low, high], got {value!r}")
+    for x in value:
+        check_type(x, (int, float), at(key))
+    if not all(math.isfinite(x) and lo <= x <= hi for x in value):
+        raise ConfigError(f"{at(key)}: must lie within [{lo}, {hi}], got {list(value)!r}")
+    if value[0] > value[1]:
+        raise ConfigError(f"{at(key)}: low {value[0]} > high {value[1]}")
+    return float(value[0]), float(value[1])
+
+
+__all__ = ["MAX_BATCH_ROWS", "MAX_COUNT", "MAX_DB", "MAX_EPOCH", "MAX_EPOCH_ITEMS", "MAX_SAMPLES", "MAX_SEED",
+           "ConfigError", "at", "check_choice", "check_finite", "check_int", "check_pair", "check_type", "db_range",
+           "integer", "number", "positive_int", "probability", "take_known", "value_range", "where_set"]

@@ -3,10 +3,10 @@ changes, and where a loader of another world size picks it up (docs/loader.md, "
 
 A state is a few plain numbers (Grain's and MosaicML Streaming's loaders keep a small dict too): the epoch plan is a
 pure function of (indexes, config, seed, epoch), so the position in it is all there is to save.  The position is
-*global*: the epoch is one sequence of batches dealt round-robin to the ranks (``loader.plan.dealing``), and after
+*global*: the epoch is one sequence of batches dealt round-robin to the ranks (``loader.plan.static_plan``), and after
 ``k`` steps on every rank of a pass that dealt from global batch ``s``, the batches ``s .. s + k * world_size - 1``
 are consumed.  A loader of any world size and any ``num_workers`` continues from there
-(``loader.plan.dealing.resume_point``); only another config, other packs or another seed (the fingerprint and the
+(``loader.plan.static_plan.resume_point``); only another config, other packs or another seed (the fingerprint and the
 seed) are refused.
 
 The keys (``STATE_VERSION`` 2)::

@@ -118,7 +118,7 @@ class PlanArgs:
 
     ``batching``: None (static batches of ``batch_size``) or a ``loader.plan.batching.BudgetArgs``;
     ``shuffle_windows``: None (the items and the batches shuffled whole) or fairseq2 windows
-    (``loader.plan.shuffle_window.ShuffleWindows``); ``sync``: None (as ``tail``) or ``pad``/``drop``, how the
+    (``loader.plan.static_plan.ShuffleWindows``); ``sync``: None (as ``tail``) or ``pad``/``drop``, how the
     batch count is evened across ranks on its own."""
 
     batch_size: int

@@ -37,7 +37,7 @@ from speechpack.loader.cache.settings import cache_in_use
 from speechpack.loader.config import dataloader_settings, loader_fingerprint
 from speechpack.loader.memory_limit import bytes_per_row_sample, check_batch_memory, largest_batch_rows
 from speechpack.loader.pack import Pack
-from speechpack.loader.plan.dealing import resume_point
+from speechpack.loader.plan.static_plan import resume_point
 from speechpack.loader.plan.plan import EpochPlan, needs_lengths, plan_epoch
 from speechpack.loader.resume import Position, ResumeError, make_state, read_state
 from speechpack.loader.tasks import prepare, task
@@ -342,7 +342,7 @@ class SpeechLoader:
 
     def load_state_dict(self, state: dict) -> None:
         """Resume: the next pass yields the batches of ``state["epoch"]`` after the global position the state
-        saved, dealt over this loader's ranks (``loader.plan.dealing.resume_point``), whatever the world size and
+        saved, dealt over this loader's ranks (``loader.plan.static_plan.resume_point``), whatever the world size and
         ``num_workers`` that saved it.
 
         The whole state is checked before anything changes: a refused state (``ResumeError``, naming the key)

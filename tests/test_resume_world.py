@@ -1,4 +1,4 @@
-"""Resuming at another world size (docs/loader.md, "Resume"; ``loader/plan/dealing.py``, ``loader/resume.py``).
+"""Resuming at another world size (docs/loader.md, "Resume"; ``loader/plan/static_plan.py``, ``loader/resume.py``).
 
 A state saved by four ranks mid-epoch resumes on two and on eight, for every task (TSE, ASR budget batches, ASD
 train chunks) on packs of real speech: over the epoch, the valid rows of the batches handed out before the save
@@ -199,7 +199,7 @@ def reference_epoch(config: dict) -> dict[int, dict]:
 @pytest.mark.parametrize("task, saved_steps", [("tse", 1), ("tse", 3), ("asr", 1), ("asd", 3)])
 def test_a_state_saved_at_four_ranks_resumes_at_two_and_eight(task, saved_steps, request):
     """Positions 4 and 12 (1 and 3 steps of 4 ranks) are multiples of 2 but not of 8: the eight ranks then deal
-    from global batch 4 (``loader.plan.dealing.resume_point``).  Workers change between save and resume."""
+    from global batch 4 (``loader.plan.static_plan.resume_point``).  Workers change between save and resume."""
     config = request.getfixturevalue(f"{task}_config")
     reference = reference_epoch(config)
     savers = loaders(config, SAVED_AT, workers={1: 1})

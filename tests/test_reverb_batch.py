@@ -1,6 +1,7 @@
-"""Online reverberation made for a whole batch at once (``loader/tse/reverb.py``, ``room_sim.rooms_rirs``,
-``loader/tse/convolve.py``): batching changes float round-off only, never a draw; the batched FFT convolution is
-the full convolution; RIR trimming on real impulse responses; batches of real speech with real noise."""
+"""Online reverberation made for a whole batch at once (``Reverberator`` in ``loader/tse/augment.py``,
+``room_sim.rooms_rirs``, ``loader/tse/convolve.py``): batching changes float round-off only, never a draw; the
+batched FFT convolution is the full convolution; RIR trimming on real impulse responses; batches of real speech with
+real noise."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""loader.plan.shuffle_window and the plans that use it: fairseq2's window semantics (0 whole, 1 none, n sliding),
-deterministic per (seed, epoch), every item exactly once; ``sync`` evens ranks on its own."""
+"""loader.plan.static_plan's shuffle windows and the plans that use it: fairseq2's window semantics (0 whole, 1 none,
+n sliding), deterministic per (seed, epoch), every item exactly once; ``sync`` evens ranks on its own."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 from speechpack.loader.plan.batching import BudgetArgs, make_budget_plan
-from speechpack.loader.plan.shuffle_window import ShuffleWindows, window_order
-from speechpack.loader.plan.static_plan import make_epoch_plan
+from speechpack.loader.plan.static_plan import ShuffleWindows, make_epoch_plan, window_order
 from speechpack.loader.rng import batch_rng
 
 pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")

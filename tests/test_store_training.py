@@ -26,7 +26,7 @@ from moto.server import ThreadedMotoServer
 from factories.wesep_lists import Mix
 from speechpack.loader import build_loader
 from speechpack.loader.cache import CacheFullError, NodeCache
-from speechpack.loader.cache.fetch import CacheIntegrityError
+from speechpack.loader.cache.cached_files import CacheIntegrityError
 from speechpack.loader.pack import ObjectStoreError, ObjectStorePackFiles, open_pack
 from speechpack.loader.plan.planning_report import plan_report
 from speechpack.packer.adapters.wesep import build_wesep

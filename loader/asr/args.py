@@ -37,7 +37,7 @@ sync_mode                     None       UNTIL_FIRST: surplus batches dropped so
 sync_batches                  True       every rank gets the same number of batches (false is refused)
 ============================  =========  ===================================================================
 
-The shuffle windows have fairseq2's meaning (``loader.plan.shuffle_window``) and are applied in the plan, so the order
+The shuffle windows have fairseq2's meaning (``loader.plan.static_plan``) and are applied in the plan, so the order
 is a pure function of (seed, epoch): the same on every worker and after a resume.  ``shuffle: false`` turns all
 three off.  Corpus/language weighting is the loader's top-level ``weighting`` (see ``loader.asr.task``);
 Omnilingual's ``dataset:`` block is translated into these keys by ``from_recipe`` (below).
@@ -100,7 +100,7 @@ from speechpack.loader.config_checks import (
 )
 from speechpack.loader.normalize import NONE, UTTERANCE, parse_normalize
 from speechpack.loader.plan.batching import BudgetArgs
-from speechpack.loader.plan.shuffle_window import NO_SHUFFLE, WHOLE, ShuffleWindows
+from speechpack.loader.plan.static_plan import NO_SHUFFLE, WHOLE, ShuffleWindows
 
 #: Most DataLoader workers ``npc`` may ask for, and most batches ``num_prefetch`` may hold back.
 MAX_WORKERS = 1024

@@ -1,12 +1,12 @@
 """The node cache: training straight from object storage (docs/integrations.md, "Object storage").
 
-A pack given by URL (``s3://bucket/packs/train``) is read through :class:`CachedPackFiles`, a ``PackFiles``
-(``loader.pack.files``) whose files come from a bounded directory on the node's disk (``node_cache.NodeCache``):
-fetched once per node (``fetch``), verified against ``dataset.json``'s sha256, renamed into place and then mapped
-exactly as a local pack's files are, so the batch code never learns where a pack lives.  The loader tells the
-cache its plan (``schedule``): a thread fetches ahead in plan order and eviction removes the file
-whose next use is farthest away.  ``settings`` parses the config's ``cache:`` block (``fetch`` also retries store
-failures with backoff); ``simulate`` is what ``speechpack plan`` reports for a cache limit.
+A pack given by URL (``s3://bucket/packs/train``) is read through :class:`CachedPackFiles` (``cached_files``), a
+``PackFiles`` (``loader.pack.files``) whose files come from a bounded directory on the node's disk
+(``node_cache.NodeCache``): fetched once per node (store failures retried with backoff), verified against
+``dataset.json``'s sha256, renamed into place and then mapped exactly as a local pack's files are, so the batch
+code never learns where a pack lives.  The loader tells the cache its plan (``schedule``): a thread fetches ahead
+in plan order and eviction removes the file whose next use is farthest away; ``speechpack plan`` replays the same
+schedule through a cache of the config's limit.  ``settings`` parses the config's ``cache:`` block.
 """
 
 from speechpack.loader.cache.cached_files import CachedPackFiles, open_cached_pack, pack_source_files

@@ -1,34 +1,183 @@
 """A pack on object storage read through the node cache: :class:`CachedPackFiles`, the ``PackFiles`` a URL pack
-gets in training (``build_loader``, the DataModules, torchdata, ``speechpack plan``/``peek``).
+gets in training (``build_loader``, the DataModules, torchdata, ``speechpack plan``/``peek``), and its core, the
+verified fetch of one file into the cache (``fetch_verified``).
 
 ``dataset.json`` is read from the store when the pack is opened (a few kilobytes: it says which version of the pack
 this is); every file it lists (columns and stream files) is a node cache entry keyed by its sha256
-(``loader.cache.node_cache``), fetched once per node and verified (``loader.cache.fetch``).  Columns are then read
-from the cache's copy, stream files mapped from it exactly as a local pack's are (``loader.pack.files.map_stream``),
-each mapping holding its entry against eviction for as long as it lives.  The column files are fetched together
-as the manifest is read (``cache.fetches`` at once, ``fetch_many``): at a million samples they are most of the
-bytes before the first batch, and one request after another would pay the store's latency once per file.  The pack's version is fixed at open: the
-manifest's identity is its hash, and every file is read by its hash, so a pack published again on the store under a
-running job is never mixed with the one opened (a changed file fails its hash and is named).
+(``loader.cache.node_cache``), fetched once per node and verified.  Columns are then read from the cache's copy,
+stream files mapped from it exactly as a local pack's are (``loader.pack.files.map_stream``), each mapping holding
+its entry against eviction for as long as it lives.  The column files are fetched together as the manifest is read
+(``cache.fetches`` at once, ``fetch_many``): at a million samples they are most of the bytes before the first
+batch, and one request after another would pay the store's latency once per file.  The pack's version is fixed at
+open: the manifest's identity is its hash, and every file is read by its hash, so a pack published again on the
+store under a running job is never mixed with the one opened (a changed file fails its hash and is named).
+
+**Why whole files are verified, not blocks.**  ``dataset.json`` records one sha256 per file, and that is the only
+hash a reader can trust: a per-block hash computed when a block is first fetched would only confirm the bytes the
+store sent that time, corrupt or not.  So a stream file is fetched in large aligned ranges (``BLOCK_BYTES``; one
+request when it is smaller), hashed while the ranges arrive in order, and it becomes a cache entry only when the
+whole file's hash is the manifest's: a file is the cache's unit of fetch, verification and eviction (a pack's
+shards keep files to a size a node's cache holds many of: ``build --shard-bytes``).  A mismatch is fetched once
+more (a corrupted transfer), then it is an error naming the object and both hashes.
+
+**Retries** (``with_retries``).  Throttling (``SlowDown``, 503), timeouts and dropped connections are transient on
+any object store, so one failed request must not stop a training run; a failure that outlasts the budget stops it,
+naming the object and the store's reason (``ObjectStoreError``), and never skips a sample.  Backoff is exponential
+with full jitter (AWS Architecture Blog, "Exponential Backoff And Jitter", 2015): ranks that failed together do not
+retry together.  Failures that waiting cannot fix (an absent object, refused credentials, an absent bucket) are
+raised at once.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import random
+import threading
+import time
 import weakref
+from concurrent.futures import ThreadPoolExecutor
+from typing import BinaryIO, Callable, Iterable, TypeVar
 
-from speechpack.loader.cache.fetch import fetch_pool, fetch_verified, run_all, with_retries
 from speechpack.loader.cache.node_cache import EntryKey, NodeCache
 from speechpack.loader.cache.settings import CacheSettings, settings_in_use
 from speechpack.loader.pack.content_check import DEFAULT_VERIFY
 from speechpack.loader.pack.files import MappedStream, PackFiles, is_remote, map_stream
-from speechpack.loader.pack.object_store import ObjectStorePackFiles
+from speechpack.loader.pack.object_store import ObjectStoreError, ObjectStorePackFiles
 from speechpack.loader.pack.reader import Pack, open_pack
 from speechpack.schemas.constants import COLUMNS_DIR, MANIFEST_NAME
 from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.format import FileEntry, Manifest
 from speechpack.schemas.manifest_file import ManifestFile, parse_manifest
+
+T = TypeVar("T")
+
+#: First wait and longest single wait between attempts (seconds).
+FIRST_DELAY = 0.1
+MAX_DELAY = 5.0
+#: Reasons that no wait can fix (botocore's error codes and messages): raised at the first attempt.
+PERMANENT = ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "NoSuchBucket", "Forbidden",
+             "NoCredentials", "Unable to locate credentials", "InvalidBucketName")
+
+
+def is_permanent(err: BaseException) -> bool:
+    """Whether waiting cannot fix ``err``: an absent object, or a reason in ``PERMANENT``."""
+    if isinstance(err, FileNotFoundError):
+        return True
+    reason = str(getattr(err, "strerror", "") or err)
+    return any(word in reason for word in PERMANENT)
+
+
+def with_retries(request: Callable[[], T], budget_seconds: float, *, sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic) -> T:
+    """``request()``, retried on ``ObjectStoreError`` (and ``OSError``) until it succeeds or ``budget_seconds``
+    have passed since the first attempt; then its last error is raised as it was (it names the object)."""
+    start = clock()
+    deadline = start + budget_seconds
+    delay = FIRST_DELAY
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            return request()
+        except (ObjectStoreError, OSError) as err:
+            if is_permanent(err):
+                raise
+            left = deadline - clock()
+            if left <= 0:
+                if isinstance(err, ObjectStoreError):
+                    raise ObjectStoreError(err.filename, err.action, f"{err.strerror}; gave up after {attempts} "
+                                           f"attempt{'s' if attempts > 1 else ''} in {clock() - start:.1f} "
+                                           f"s") from None
+                raise
+            sleep(min(left, random.uniform(0, delay)))
+            delay = min(MAX_DELAY, delay * 2)
+
+
+#: Bytes per range request: large enough that a store's per-request latency is small beside the transfer
+#: (object stores serve 8-16 MB ranges at full bandwidth), aligned so that ranges never straddle a block.
+BLOCK_BYTES = 16 << 20
+#: Fetches of a file whose hash does not match before it is an error (the first plus one more).
+FETCH_ATTEMPTS = 2
+
+
+class CacheIntegrityError(PackFormatError):
+    """A file's bytes from the store do not match ``dataset.json``, twice."""
+
+
+def _fetch_once(store: ObjectStorePackFiles, rel: str, size: int, fp: BinaryIO, retry_seconds: float) -> str:
+    """Write file ``rel`` to ``fp`` from its start; returns the sha256 of what was written."""
+    digest = hashlib.sha256()
+    fp.seek(0)
+    fp.truncate()
+    if size <= BLOCK_BYTES:
+        data = with_retries(lambda: store.read_bytes(rel), retry_seconds)
+        digest.update(data)
+        fp.write(data)
+        return digest.hexdigest()
+    for start in range(0, size, BLOCK_BYTES):
+        stop = min(start + BLOCK_BYTES, size)
+        block = with_retries(lambda: store.read_range(rel, start, stop), retry_seconds)
+        if len(block) != stop - start:
+            raise CacheIntegrityError(f"{store.where(rel)}: the store returned {len(block)} bytes for range "
+                                      f"[{start}, {stop}) of a {size}-byte file (the object changed; open the pack "
+                                      f"again)")
+        digest.update(block)
+        fp.write(block)
+    return digest.hexdigest()
+
+
+def fetch_verified(store: ObjectStorePackFiles, rel: str, size: int, sha256: str, fp: BinaryIO,
+                   retry_seconds: float) -> None:
+    """Write file ``rel`` of ``store`` to ``fp``, its whole-file sha256 checked against ``sha256`` (see the module
+    docstring); raises ``ObjectStoreError`` when the store keeps failing and ``CacheIntegrityError`` when the bytes
+    never match."""
+    got = None
+    for _attempt in range(FETCH_ATTEMPTS):
+        got = _fetch_once(store, rel, size, fp, retry_seconds)
+        if got == sha256 and fp.tell() == size:
+            return
+    raise CacheIntegrityError(f"{store.where(rel)}: sha256 {got} does not match dataset.json ({sha256}) after "
+                              f"{FETCH_ATTEMPTS} fetches: the object is corrupt on the store, or the pack was "
+                              f"replaced since it was opened (validate it: speechpack validate {store.location})")
+
+
+_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def fetch_pool(workers: int) -> ThreadPoolExecutor:
+    """This process's pool of ``workers`` fetch threads (``cache.fetches``), shared by every pack it opens.
+
+    Why threads: a fetch waits on the store (latency, then the transfer) and hashes with the GIL released, so a
+    few threads keep several requests in flight; each fetch still takes its entry's lock and reserves its size
+    under the cache's space lock (``loader.cache.node_cache``), so one fetch per file per node and the limit hold
+    as for one at a time.  Keyed by process id: a forked DataLoader worker inherits no live thread, and makes its
+    own pool."""
+    key = (os.getpid(), workers)
+    with _POOLS_LOCK:
+        pool = _POOLS.get(key)
+        if pool is None:
+            pool = _POOLS[key] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="speechpack-fetch")
+        return pool
+
+
+def run_all(pool: ThreadPoolExecutor, calls: Iterable[Callable[[], T]]) -> list[T]:
+    """Every call of ``calls`` run on ``pool`` at once; their results in order once all have finished.  The first
+    error (in order) is raised after every call has ended, so no fetch is left running behind an error.  Never
+    called from a thread of ``pool`` itself (it would wait on its own queue)."""
+    futures = [pool.submit(call) for call in calls]
+    error: BaseException | None = None
+    results = []
+    for future in futures:
+        try:
+            results.append(future.result())
+        except BaseException as err:  # noqa: BLE001 - re-raised below, after the other fetches ended
+            results.append(None)
+            error = error or err
+    if error is not None:
+        raise error
+    return results
 
 
 def manifest_entries(manifest: Manifest) -> dict[str, FileEntry]:
@@ -90,7 +239,7 @@ class CachedPackFiles(PackFiles):
                                                                 self.settings.retry_seconds), self.where(rel), wait)
 
     def fetch_many(self, rels: list[str], wait: bool = True) -> list[str | None]:
-        """``local_path`` of every file of ``rels``, up to ``cache.fetches`` fetched at once (``fetch.fetch_pool``);
+        """``local_path`` of every file of ``rels``, up to ``cache.fetches`` fetched at once (``fetch_pool``);
         the first error is raised once every fetch has ended.  Not for a thread of the fetch pool itself."""
         if len(rels) <= 1 or self.settings.fetches <= 1:
             return [self.local_path(rel, wait) for rel in rels]
@@ -161,4 +310,5 @@ def open_cached_pack(location: str | os.PathLike, cache: CacheSettings | dict | 
     return open_pack(files, verify="off" if isinstance(files, CachedPackFiles) else verify)
 
 
-__all__ = ["CachedPackFiles", "manifest_entries", "open_cached_pack", "pack_source_files"]
+__all__ = ["BLOCK_BYTES", "CacheIntegrityError", "CachedPackFiles", "fetch_pool", "fetch_verified", "is_permanent",
+           "manifest_entries", "open_cached_pack", "pack_source_files", "run_all", "with_retries"]

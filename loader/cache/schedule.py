@@ -1,5 +1,6 @@
-"""The cache knows the plan: which cached files each batch of the epoch reads (``FileSchedule``), and, per process,
-where the loader is in it (``PlanFeed``): fetch ahead in plan order, evict the file used farthest in the future.
+"""The cache knows the plan: which cached files each batch of the epoch reads (``FileSchedule``), per process where
+the loader is in it (``PlanFeed``: fetch ahead in plan order, evict the file used farthest in the future), and what
+a cache of a given limit does over it (``simulate``, what ``speechpack plan`` reports).
 
 The epoch plan is a pure function of (seed, epoch, rank, world size), so the files every batch needs are known
 before the epoch starts.  A schedule holds, for each batch position, the cache entries its items live in, merged
@@ -12,18 +13,24 @@ farthest first (Belady's rule), never one of the next ``ahead`` batches.
 
 A unit of the plan maps to its pack sample through the builder's ``unit_samples`` hook (``loader.tasks``); a
 builder without one gets no schedule (the cache then fetches on demand and evicts the oldest entries first).
-"""
 
+``simulate`` replays a schedule through a cache of ``limit`` bytes that evicts as the node cache does (with files of
+different sizes Belady's rule is the standard heuristic, not a proven optimum): bytes fetched and the hit rate.
+The smallest limit that fetches each file once per epoch (``once_limit``) is exact for any policy: a file fetched
+once must stay from its first use to its last, so the limit must hold the largest set of such spans that overlap
+at one position.  Fetch-ahead is left out (it changes when files arrive, not which), and so is what processes still
+map beyond the limit.
+"""
 from __future__ import annotations
 
+import heapq
 import os
 import threading
 from dataclasses import dataclass
 
 import numpy as np
 
-from speechpack.loader.cache.cached_files import CachedPackFiles
-from speechpack.loader.cache.fetch import fetch_pool, run_all
+from speechpack.loader.cache.cached_files import CachedPackFiles, fetch_pool, run_all
 from speechpack.loader.cache.node_cache import CacheFullError
 from speechpack.schemas.kinds import STREAMS_BY_KIND
 from speechpack.schemas.units import format_bytes
@@ -175,6 +182,71 @@ class FileSchedule:
         return float("inf") if i == len(at) else float(at[i])
 
 
+@dataclass(frozen=True)
+class CacheSimulation:
+    """One epoch of a node cache: ``fetched`` bytes of ``distinct`` bytes read at all, ``hits`` of ``accesses``
+    (a file a batch position reads counts once), and ``once_limit``, the smallest limit that fetches each file once."""
+
+    limit: int | None
+    fetched: int
+    distinct: int
+    accesses: int
+    hits: int
+    once_limit: int
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hits / self.accesses if self.accesses else 1.0
+
+
+def once_limit(schedule: FileSchedule) -> int:
+    """The most bytes whose [first use, last use] spans overlap at one batch position (a sweep over first and last
+    uses)."""
+    delta = [0] * (len(schedule.batches) + 1)
+    for name, uses in schedule.uses.items():
+        delta[int(uses[0])] += schedule.sizes[name]
+        delta[int(uses[-1]) + 1] -= schedule.sizes[name]
+    held = peak = 0
+    for change in delta:
+        held += change
+        peak = max(peak, held)
+    return peak
+
+
+def simulate(schedule: FileSchedule, limit: int | None) -> CacheSimulation:
+    """Replay one epoch's schedule through a ``limit``-byte cache (None: unbounded); see the module docstring."""
+    cached: dict[str, float] = {}  # name -> its next use when last touched
+    farthest: list[tuple[float, str]] = []  # (-next use, name), stale entries skipped
+    held = fetched = accesses = hits = 0
+    for position, names in enumerate(schedule.batches):
+        now = set(names)
+        for name in names:
+            accesses += 1
+            size = schedule.sizes[name]
+            if name in cached:
+                hits += 1
+            else:
+                fetched += size
+                if limit is not None:
+                    kept = []
+                    while held + size > limit and farthest:
+                        key, victim = heapq.heappop(farthest)
+                        if cached.get(victim) != -key:
+                            continue  # stale
+                        if victim in now:
+                            kept.append((key, victim))
+                            continue
+                        del cached[victim]
+                        held -= schedule.sizes[victim]
+                    for entry in kept:
+                        heapq.heappush(farthest, entry)
+                held += size
+            cached[name] = schedule.next_use(name, position + 1)
+            heapq.heappush(farthest, (-cached[name], name))
+    return CacheSimulation(limit=limit, fetched=fetched, distinct=sum(schedule.sizes[n] for n in schedule.uses),
+                           accesses=accesses, hits=hits, once_limit=once_limit(schedule))
+
+
 def local_ranks(rank: int, world_size: int) -> list[int]:
     """The ranks on this rank's node: ``LOCAL_WORLD_SIZE`` consecutive ranks (1 when unset)."""
     try:
@@ -188,8 +260,8 @@ def local_ranks(rank: int, world_size: int) -> list[int]:
 class PlanFeed:
     """One process's view of the cache's plan (see the module docstring).  ``plan_of(epoch_pass, rank)`` returns an
     ``EpochPlan``; ``epoch_pass`` is the loader's key of a pass, ``(epoch, global_start)`` (a resumed pass is dealt
-    from a global batch: ``loader.plan.dealing``), and batch positions count within it; ``ahead`` and the limit come
-    from the packs' cache settings."""
+    from a global batch: ``loader.plan.static_plan``), and batch positions count within it; ``ahead`` and the limit
+    come from the packs' cache settings."""
 
     def __init__(self, packs: list, builder, plan_of, rank: int, world_size: int):
         self.packs = packs
@@ -276,7 +348,7 @@ class PlanFeed:
         return self._current.next_use(name, self._position)
 
     def _fetch_batch(self, schedule: FileSchedule, b: int) -> None:
-        """Fetch the files of batch position ``b``, up to ``fetches`` at once (``fetch.fetch_pool``) while the cache
+        """Fetch the files of batch position ``b``, up to ``fetches`` at once (``fetch_pool``) while the cache
         has room for all of them; one after another when it must evict to take them, so that a fetch ahead stops at
         the first file that does not fit instead of evicting for the files behind it."""
         calls = [lambda name=name: schedule.sources[name][0].local_path(schedule.sources[name][1], wait=False)
@@ -319,4 +391,5 @@ class PlanFeed:
                         self._wake.wait()
 
 
-__all__ = ["FileSchedule", "LOCAL_WORLD_ENV", "PlanFeed", "local_ranks", "unit_samples"]
+__all__ = ["CacheSimulation", "FileSchedule", "LOCAL_WORLD_ENV", "PlanFeed", "local_ranks", "once_limit", "simulate",
+           "unit_samples"]

@@ -21,12 +21,12 @@ import numpy as np
 from speechpack.loader.cache.cached_files import CachedPackFiles
 from speechpack.loader.cache.schedule import unit_samples
 from speechpack.loader.config_checks import ConfigError
-from speechpack.loader.plan.shuffle_window import NO_SHUFFLE
+from speechpack.loader.plan.static_plan import NO_SHUFFLE
 
 
 @dataclass(frozen=True)
 class ShardWindows:
-    """The ``shuffle_windows`` of a planning view (``loader.shuffle_window.ShuffleWindows``' interface):
+    """The ``shuffle_windows`` of a planning view (``loader.plan.static_plan.ShuffleWindows``' interface):
     ``unit_shard[u]`` is unit ``u``'s shard, numbered across the packs; ``window`` shards are shuffled together."""
 
     unit_shard: np.ndarray

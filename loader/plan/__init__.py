@@ -3,12 +3,11 @@ which batch on which rank, as pure functions of (seed, epoch, rank, world size) 
 torch.
 
 - ``plan``: ``plan_epoch``, the whole composition (weighting, train windows, then a static or budget plan);
-- ``static_plan``: batches of ``batch_size`` and ``EpochPlan``;
+- ``static_plan``: what every plan is built from: ``EpochPlan``, batches of ``batch_size``, fairseq2's windowed
+  shuffles, and the epoch's global sequence of batches dealt to ranks from a global position (equal steps per
+  rank; what a state resumes at any world size);
 - ``batching``: budget batching (ragged batches of similar-length units);
-- ``dealing``: the epoch's global sequence of batches dealt to ranks from a global position (equal steps per rank;
-  what a state resumes at any world size);
 - ``train_windows``: items cut into chunks (MuVAP's train windows);
-- ``shuffle_window``: fairseq2's windowed shuffles;
 - ``weighting``: how many items each pack gives an epoch;
 - ``planning_report``: the dry run (``speechpack plan``) and its picture (a task's own checks of
   planned batches are its builder's ``planned_batch_check``).

@@ -16,10 +16,10 @@ Budget batching (``make_budget_plan``), every step drawn from ``loader.rng.batch
    over and cut again, all windows' leftovers together, at the end; the final remainder (fewer than the multiple)
    is padded with repeats of its own items flagged ``valid = False`` (``tail: pad``) or dropped (``tail: drop``);
 4. the batches are shuffled (``windows``: fairseq2 shuffle windows in steps 1 and 4 instead, see
-   ``loader.plan.shuffle_window``): the epoch's global sequence, the same at every world size.  Their count is
+   ``loader.plan.static_plan``): the epoch's global sequence, the same at every world size.  Their count is
    made a multiple of the world size (rule ``sync``, default ``tail``): ``pad`` appends repeats of the first
    batches, all rows ``valid = False``; ``drop`` leaves the last batches out (their items counted in
-   ``dropped``).  Global batch ``g`` goes to rank ``g % world_size`` (``loader.plan.dealing``, which also deals a
+   ``dropped``).  Global batch ``g`` goes to rank ``g % world_size`` (``loader.plan.static_plan``, which also deals a
    resumed pass from any global position): every rank has the same number of batches and every item is valid
    exactly once (``pad``).
 
@@ -34,9 +34,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from speechpack.loader.plan.dealing import pass_end, rank_batches
-from speechpack.loader.plan.shuffle_window import ShuffleWindows, window_order
-from speechpack.loader.plan.static_plan import TAIL_POLICIES, EpochPlan
+from speechpack.loader.plan.static_plan import (
+    TAIL_POLICIES,
+    EpochPlan,
+    ShuffleWindows,
+    pass_end,
+    rank_batches,
+    window_order,
+)
 from speechpack.loader.rng import batch_rng
 from speechpack.schemas.errors import PlanError
 
@@ -99,7 +104,7 @@ def make_budget_plan(lengths: np.ndarray, args: BudgetArgs, seed: int, epoch: in
                      shuffle: bool, tail: str, *, windows: ShuffleWindows | None = None,
                      sync: str | None = None, global_start: int = 0) -> EpochPlan:
     """Rank ``rank``'s ragged batches of ``epoch`` (see the module docstring).  ``windows`` replaces the whole-epoch
-    shuffles of steps 1 and 4 by fairseq2 shuffle windows (``loader.plan.shuffle_window``); ``sync`` (``pad`` or
+    shuffles of steps 1 and 4 by fairseq2 shuffle windows (``loader.plan.static_plan``); ``sync`` (``pad`` or
     ``drop``, default: ``tail``) is the rule of step 4 that evens the batch count across ranks."""
     if world_size < 1 or not 0 <= rank < world_size:
         raise PlanError(f"rank must be in [0, {world_size - 1}] for world_size {world_size}, got {rank}")
@@ -160,7 +165,7 @@ def make_budget_plan(lengths: np.ndarray, args: BudgetArgs, seed: int, epoch: in
         batch_order = window_order(len(sizes_a), windows.batch, rng)
     else:
         batch_order = rng.permutation(len(sizes_a))
-    # The global sequence (loader.plan.dealing): the batches in ``batch_order``; a padding batch ``g >= count``
+    # The global sequence (loader.plan.static_plan): the batches in ``batch_order``; a padding batch ``g >= count``
     # repeats batch ``batch_order[g % count]``, every row invalid.
     count = len(sizes_a)
     mine = rank_batches(count, global_start, rank, world_size, sync)

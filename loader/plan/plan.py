@@ -9,7 +9,7 @@
 3. the plan itself: static batches of ``batch_size`` (``loader.plan.static_plan.make_epoch_plan``) or, with
    ``batching: budget``, ragged batches of similar-length units (``loader.plan.batching.make_budget_plan``); either
    is a global sequence of batches that does not depend on the world size, dealt round-robin to the ranks from a
-   global position (``loader.plan.dealing``);
+   global position (``loader.plan.static_plan``);
 4. the plan's rows become unit ids.
 
 Nothing here reads audio or imports torch: the DataLoader glue (``loader.torch``), the dry run (``speechpack plan``,
@@ -57,8 +57,8 @@ def plan_epoch(args: Any, seed: int, epoch: int, rank: int, world_size: int, *, 
     counts the planning units (items, or chunks with ``windows``); ``lengths`` are their lengths, required when
     ``needs_lengths(args)``.  The plan's ``items`` are unit ids.  A plan whose making would take more than
     ``memory_limit`` bytes (None: ``loader.memory_limit``'s default) is refused before anything is allocated.
-    ``global_start``: the global batch the pass deals from (``loader.plan.dealing``): 0 for a whole epoch, where the
-    ranks had got to for a resumed pass.
+    ``global_start``: the global batch the pass deals from (``loader.plan.static_plan``): 0 for a whole epoch, where
+    the ranks had got to for a resumed pass.
     """
     if isinstance(world_size, bool) or not isinstance(world_size, Integral) or not 1 <= world_size <= MAX_WORLD_SIZE:
         raise PlanError(f"world_size must be an integer in [1, {MAX_WORLD_SIZE}], got {world_size!r}")

@@ -29,10 +29,9 @@ import numpy as np
 
 from speechpack.loader.config import LoaderConfig
 from speechpack.loader.cache import open_cached_pack
-from speechpack.loader.cache.schedule import FileSchedule, unit_samples
+from speechpack.loader.cache.schedule import CacheSimulation, FileSchedule, simulate, unit_samples
 from speechpack.loader.cache.settings import cache_in_use
 from speechpack.loader.cache.shard_order import PlanningView, shard_windows
-from speechpack.loader.cache.simulate import CacheSimulation, simulate
 from speechpack.loader.plan.plan import EpochPlan, plan_epoch
 from speechpack.loader.recipe import ignored_line
 from speechpack.loader.tasks import prepare

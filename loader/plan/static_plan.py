@@ -1,18 +1,47 @@
-"""The static epoch plan and what every plan returns, ``EpochPlan`` (its draws: ``loader.rng.batch_rng``; its
-error: ``schemas.errors.PlanError``).
+"""What every epoch plan is built from: ``EpochPlan`` (what a planner returns), the epoch's order (a permutation,
+or fairseq2's shuffle windows), the static plan (batches of ``batch_size``) and the dealing of the epoch's global
+sequence of batches to ranks.  Its draws: ``loader.rng.batch_rng``; its error: ``schemas.errors.PlanError``.
 
 ``loader.plan.plan_epoch`` composes a whole epoch (weighting, train windows, then this plan or the budget plan of
 ``loader.plan.batching``); both planners build on this module, which is why it sits below them and imports neither.
+Nothing here reads audio or holds per-sample Python objects, and nothing uses global random state, so every rank
+computes its share independently and a resumed run recomputes the same plan.
 
-``make_epoch_plan(num_items, batch_size, seed, epoch, rank, world_size, shuffle, tail)`` returns the rank's
-batches as small integer arrays.  Nothing here reads audio or holds per-sample Python objects, and nothing uses
-global random state, so every rank computes its share independently and a resumed run recomputes the same plan.
+**The static plan.**  ``make_epoch_plan(num_items, batch_size, seed, epoch, rank, world_size, shuffle, tail)``
+returns the rank's batches as small integer arrays.  Exactly-once: the epoch's permutation of the items is cut into
+batches of ``batch_size``, the epoch's global sequence, whatever the world size.  The last, incomplete batch and
+round are either padded with repeats of the permutation's first items, flagged ``valid = False`` (``tail="pad"``:
+every item is seen once, every rank gets the same number of batches), or left out (``tail="drop"``: counted in
+``dropped``).
 
-Exactly-once: the epoch's permutation of the items is cut into batches of ``batch_size``, the epoch's global
-sequence, whatever the world size; global batch ``g`` goes to rank ``g % world_size`` (``loader.plan.dealing``, which
-also deals a resumed pass from any global position).  The last, incomplete batch and round are either padded with
-repeats of the permutation's first items, flagged ``valid = False`` (``tail="pad"``: every item is seen once, every
-rank gets the same number of batches), or left out (``tail="drop"``: counted in ``dropped``).
+**Shuffle windows** (``window_order``, ``ShuffleWindows``).  fairseq2's pipelines (and so Omnilingual's recipes)
+shuffle a stream through a buffer of ``window`` elements: ``0`` shuffles the whole stream, ``1`` leaves it as it
+is, ``n > 1`` is a sliding window: the first ``n`` elements fill the buffer; each next element replaces one drawn
+uniformly from the buffer, which is emitted; when the stream ends the buffer is emitted in a random order.  An
+element can therefore move at most ``n - 1`` places towards the front, and any distance towards the back
+(fairseq2's ``DataPipelineBuilder.shuffle``, https://facebookresearch.github.io/fairseq2/ ,
+"shuffle(shuffle_window)").  speechpack computes the same process on indices, in the plan: a permutation drawn only
+from the generator it is given, so the order is the same on every rank and worker and after a resume.
+``window_order`` costs one Python step per element for ``n > 1`` (a few tenths of a second per million), which the
+plan pays once per epoch and process.
+
+**Dealing** (``pass_end``, ``rank_batches``, ``resume_point``): what lets a state saved at one world size resume at
+another (docs/loader.md, "Resume").  Every planner first makes the epoch's *global* sequence: ``count`` real
+batches, numbered ``0 .. count - 1``, a pure function of (units, config, seed, epoch) that does not depend on the
+world size.  Beyond ``count`` the sequence goes on with padding batches (repeats, every row ``valid = False``), each
+also a function of its number alone.  The world size only decides how that sequence is dealt and where it stops:
+
+- a pass deals global batches from ``global_start`` on (0 for a fresh epoch; a resumed pass starts where the saved
+  ranks had got to): batch ``g`` goes to rank ``(g - global_start) % world_size``;
+- every rank takes the same number of steps: the remaining real batches rounded up to a multiple of the world size
+  with padding batches (``sync = "pad"``), or down, leaving the last ones out (``sync = "drop"``).
+
+After ``k`` steps on every rank, the global batches ``global_start .. global_start + k * world_size - 1`` are
+consumed, whatever the world size: that number, the global position, is what a resume state carries.  A pass at
+the same world size that starts at a multiple of it deals exactly the batches the uninterrupted pass would have
+dealt from there, so resuming without a change of world size changes nothing.  A batch's random draws are keyed by
+its global number (``loader.rng``), so a global batch is the same batch, bit for bit, at any world size and with
+any ``num_workers``.
 """
 
 from __future__ import annotations
@@ -21,10 +50,83 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from speechpack.loader.plan.dealing import pass_end, rank_batches
-from speechpack.loader.plan.shuffle_window import window_order
 from speechpack.loader.rng import batch_rng
 from speechpack.schemas.errors import PlanError
+
+
+#: The shuffle window that shuffles the whole stream (fairseq2's 0).
+WHOLE = 0
+#: The shuffle window that leaves the order as it is.
+NO_SHUFFLE = 1
+
+
+def window_order(count: int, window: int, rng: np.random.Generator) -> np.ndarray:
+    """A permutation of ``range(count)``: the order a ``window``-element shuffle buffer emits (module docstring)."""
+    if window < 0:
+        raise ValueError(f"shuffle window must be >= 0, got {window}")
+    if window == NO_SHUFFLE or count <= 1:
+        return np.arange(count, dtype=np.int64)
+    if window == WHOLE or window >= count:
+        # A buffer that holds everything emits a uniform permutation: the whole-stream shuffle.
+        return rng.permutation(count).astype(np.int64)
+    draws = rng.integers(0, window, size=count - window).tolist()
+    buffer = list(range(window))
+    emitted = []
+    for step, slot in enumerate(draws, start=window):
+        emitted.append(buffer[slot])
+        buffer[slot] = step
+    tail = np.asarray(buffer, dtype=np.int64)[rng.permutation(window)]
+    return np.concatenate([np.asarray(emitted, dtype=np.int64), tail])
+
+
+@dataclass(frozen=True)
+class ShuffleWindows:
+    """The three shuffles of an epoch plan, each a fairseq2 window (``0`` whole, ``1`` none, ``n`` sliding):
+    ``source`` reorders the items as read (Omnilingual's fragment shuffle), ``example`` reorders them before
+    batching, ``batch`` reorders the batches.  A task whose planning view has no ``shuffle_windows`` shuffles
+    the items and the batches whole, as speechpack always did."""
+
+    source: int = WHOLE
+    example: int = WHOLE
+    batch: int = WHOLE
+
+    def item_order(self, count: int, rng: np.random.Generator) -> np.ndarray:
+        """The items' order before batching: the source shuffle, then the example shuffle."""
+        order = window_order(count, self.source, rng)
+        return order[window_order(count, self.example, rng)]
+
+
+#: How the steps of a pass are evened across ranks (``sync``; ``TAIL_POLICIES``).
+SYNC_PAD, SYNC_DROP = "pad", "drop"
+
+
+def pass_steps(count: int, global_start: int, world_size: int, sync: str) -> int:
+    """The steps every rank takes in a pass over ``count`` real batches dealt from ``global_start`` on: the
+    remaining batches over the ranks, rounded up (``pad``: the short ranks get padding batches) or down
+    (``drop``: the surplus is left out)."""
+    remaining = max(count - global_start, 0)
+    return -(-remaining // world_size) if sync == SYNC_PAD else remaining // world_size
+
+
+def pass_end(count: int, global_start: int, world_size: int, sync: str) -> int:
+    """The global batch after the pass's last one (the pass deals ``[global_start, pass_end)``)."""
+    return global_start + world_size * pass_steps(count, global_start, world_size, sync)
+
+
+def rank_batches(count: int, global_start: int, rank: int, world_size: int, sync: str) -> np.ndarray:
+    """The global numbers of rank ``rank``'s batches in the pass, in order: ``global_start + rank``, then every
+    ``world_size``-th.  Numbers from ``count`` on are padding batches."""
+    steps = pass_steps(count, global_start, world_size, sync)
+    return global_start + rank + world_size * np.arange(steps, dtype=np.int64)
+
+
+def resume_point(position: int, world_size: int) -> tuple[int, int]:
+    """Where a pass at ``world_size`` resumes the global position ``position``: ``(global_start, steps done)``.
+
+    The pass deals from ``position % world_size`` (so it is the uninterrupted pass when ``position`` is a multiple
+    of the world size), and its first ``position // world_size`` steps, the batches before ``position``, count as
+    done."""
+    return position % world_size, position // world_size
 
 
 #: ``tail`` values: what happens to the last, incomplete round of batches (module docstring).
@@ -74,11 +176,11 @@ def make_epoch_plan(num_items: int, batch_size: int, seed: int, epoch: int, rank
                     global_start: int = 0) -> EpochPlan:
     """Rank ``rank``'s batches of ``epoch`` (see the module docstring for the rules).
 
-    ``windows`` (a ``loader.plan.shuffle_window.ShuffleWindows``) replaces the whole-epoch permutation by fairseq2
+    ``windows`` (a ``ShuffleWindows``) replaces the whole-epoch permutation by fairseq2
     shuffle windows over the items and then over the batches.  ``sync`` (default: ``tail``) evens the batch count
     across ranks on its own: ``pad`` adds batches of repeats (rows invalid), ``drop`` leaves the surplus batches
     out, while ``tail`` then only decides the last, incomplete batch (padded, or dropped).  ``global_start``: the
-    global batch the pass deals from (``loader.plan.dealing``; a resumed pass)."""
+    global batch the pass deals from (module docstring, "Dealing"; a resumed pass)."""
     if world_size < 1 or not 0 <= rank < world_size:
         raise PlanError(f"rank must be in [0, {world_size - 1}] for world_size {world_size}, got {rank}")
     if batch_size < 1:
@@ -91,10 +193,10 @@ def make_epoch_plan(num_items: int, batch_size: int, seed: int, epoch: int, rank
         order = windows.item_order(num_items, rng)
     else:
         order = epoch_permutation(num_items, seed, epoch, shuffle)
-    # The global sequence (loader.plan.dealing): ``count`` real batches cut from the order, the last one completed
-    # with repeats (``tail: pad``); row ``j`` of real batch ``k`` is position ``k * batch_size + j`` of the order
-    # repeated cyclically, and a padding batch ``g >= count`` is positions ``g * batch_size + j``: repeats of the
-    # epoch's first items, invalid.  With windows the real batches are shuffled among themselves.
+    # The global sequence (module docstring, "Dealing"): ``count`` real batches cut from the order, the last one
+    # completed with repeats (``tail: pad``); row ``j`` of real batch ``k`` is position ``k * batch_size + j`` of the
+    # order repeated cyclically, and a padding batch ``g >= count`` is positions ``g * batch_size + j``: repeats of
+    # the epoch's first items, invalid.  With windows the real batches are shuffled among themselves.
     count = -(-num_items // batch_size) if tail == "pad" else num_items // batch_size
     real = min(num_items, count * batch_size)
     source = np.arange(max(count, 1), dtype=np.int64)  # global batch -> the real batch it is (cut order)
@@ -115,3 +217,8 @@ def make_epoch_plan(num_items: int, batch_size: int, seed: int, epoch: int, rank
 def _source_of(batches: np.ndarray, source: np.ndarray, count: int) -> np.ndarray:
     """The cut-order batch each global batch holds: ``source[g]`` for a real batch, ``g`` itself for padding."""
     return np.where(batches < count, source[np.minimum(batches, max(count - 1, 0))], batches)
+
+
+__all__ = ["EpochPlan", "NO_SHUFFLE", "SYNC_DROP", "SYNC_PAD", "ShuffleWindows", "TAIL_POLICIES", "WHOLE",
+           "epoch_permutation", "make_epoch_plan", "pass_end", "pass_steps", "rank_batches", "resume_point",
+           "window_order"]

@@ -30,18 +30,23 @@ from dataclasses import dataclass
 from typing import Any, TYPE_CHECKING
 
 from speechpack.loader.config_checks import (
+    MAX_BATCH_ROWS,
     MAX_COUNT,
+    MAX_SAMPLES,
     ConfigError,
+    at,
     check_choice,
+    check_finite,
+    check_int,
     check_type,
     positive_int,
     take_known,
+    where_set,
 )
 from speechpack.loader.normalize import MUVAP, NONE, parse_normalize
 from speechpack.loader.plan.static_plan import TAIL_POLICIES
 from speechpack.loader.tse.cues.request import ALIGNS, CueRequest, parse_collate, parse_cues
 from speechpack.loader.tse.mix_args import AugmentArgs, MixArgs, TimelineArgs, parse_augment, parse_mix
-from speechpack.loader.tse.ranges import MAX_BATCH_ROWS, MAX_SAMPLES, at, check_finite, check_int, where_set
 from speechpack.loader.tse.mainline import MainlineArgs
 
 

@@ -1,7 +1,9 @@
-"""Where noise and RIRs come from, and the augmentations that use them outside online mixing.
+"""Where noise and RIRs come from, and the augmentations that use them: noise on pre-mixed mixtures, enrollment
+reverberation and noise, and a batch's reverberation for online mixing.
 
-WeSep adds noise to the mixture only (``noise_prob``), in pre-mixed (offline) training as in online mixing, and
-augments waveform enrollments (``cue_processing.audio.{reverb_enroll_prob, noise_enroll_prob}``).  The sources:
+WeSep adds noise to the mixture only (``noise_prob``), in pre-mixed (offline) training as in online mixing,
+reverberates each source of an online mixture with its own RIR (``add_reverb``), and augments waveform enrollments
+(``cue_processing.audio.{reverb_enroll_prob, noise_enroll_prob}``).  The sources:
 
 - noise: the user's WeSep noise LMDB as it is (``noise_lmdb_file``; keys by cursor, entries decoded and resampled
   at each draw) or noise packs (``noise_banks``, e.g. the LMDB converted once with ``speechpack build audio-bank
@@ -15,8 +17,16 @@ augments waveform enrollments (``cue_processing.audio.{reverb_enroll_prob, noise
   a 60 dB cut changes the reverberant signal by -52 to -59 dB (docs/wesep.md), more than we let an optimisation
   change the user's own RIRs, and their spectra are cached, so their length costs little.
 
+Online reverberation is made for a whole batch (``Reverberator``): per 2-source mixture the room simulation and the
+three FFTs per source are most of the cost with ``reverb_prob: 1`` (docs/performance.md, "WeSep augmentation"), so
+every reverberated group's sources are decoded into one zero-padded ``[M, T]`` array, all rooms simulated in one
+call (one per group, keyed by its first RIR draw) and all ``M`` rows convolved in one real FFT call each way at one
+size (``loader.tse.convolve``).  Bank RIRs are decoded, trimmed and transformed once per process and FFT size (the
+mixer's ``ByteBudgetCache``); simulated rooms never repeat, so their spectra are not kept.
+
 Every draw comes from a counter-based stream (``loader.rng.item_rng`` / ``augment_rng``), in a fixed count
-per row, so batches are the same for any worker count and after a resume.
+per row and made before any decoding, so batches are the same for any worker count and after a resume, and which
+rows share a batch changes only float32 round-off, never a draw.
 """
 
 from __future__ import annotations
@@ -28,7 +38,15 @@ from speechpack.loader.cache import open_cached_pack
 from speechpack.loader.pack import Pack
 from speechpack.loader.tse.mix_args import AugmentArgs
 from speechpack.loader.rng import room_generator
-from speechpack.loader.tse.convolve import convolve_same, trim_length
+from speechpack.loader.tse.buffers import ByteBudgetCache
+from speechpack.loader.tse.convolve import (
+    cached_spectra,
+    convolution_size,
+    convolve_rows,
+    convolve_same,
+    kernel_rows,
+    trim_length,
+)
 from speechpack.loader.tse.mixing import MixError
 from speechpack.loader.tse.mixing import energies, fit_noise
 from speechpack.loader.tse.room_sim import draw_room, rooms_rirs
@@ -212,5 +230,41 @@ class EnrollAugment:
         return np.asarray(out, dtype=np.float32)
 
 
-__all__ = ["Bank", "ENROLL_DRAWS", "ENROLL_PEAK", "EnrollAugment", "NOISE_DRAWS", "NoiseSource", "RirSource",
-           "add_scaled_noise", "noisy_mixture"]
+class Reverberator:
+    """Convolves a batch's source rows with their RIRs: simulated rooms (one per group) or bank entries (one per
+    source, kept in ``cache``)."""
+
+    def __init__(self, rirs: RirSource, rate: int, cache: ByteBudgetCache):
+        self.rirs = rirs
+        self.rate = rate
+        self.cache = cache
+
+    def wet(self, sources: np.ndarray, draws: list[np.ndarray]) -> np.ndarray:
+        """``sources`` ``[M, T]`` float32, group ``g``'s ``len(draws[g])`` rows one after another, convolved with
+        the RIRs ``draws`` pick ("full", cropped to ``T``; rows zero past a group's length stay right, since the
+        first samples of a convolution depend only on the first samples of its input)."""
+        if sum(len(d) for d in draws) != sources.shape[0]:
+            raise ValueError(f"{sources.shape[0]} source rows for {sum(len(d) for d in draws)} RIR draws")
+        if self.rirs.simulated:
+            kernels, _lengths = self.rirs.rooms([float(d[0]) for d in draws], [len(d) for d in draws], self.rate)
+            return convolve_rows(sources, kernels)
+        bank = self.rirs.bank
+        entries = [bank.entry(float(x)) for d in draws for x in d]
+        rirs = [self.cache.get(("rir", e), lambda e=e: self.rirs.bank_rir(e, self.rate)) for e in entries]
+        size = convolution_size(sources.shape[1], max(len(r) for r in rirs))
+        return convolve_rows(sources, spectra=cached_spectra(entries, lambda i: rirs[i], size, self.cache.get),
+                             size=size)
+
+    def kernels(self, draws: list[np.ndarray]) -> np.ndarray:
+        """The RIRs ``draws`` pick, one float32 row per source (group ``g``'s ``len(draws[g])`` rows one after
+        another), each zero past its RIR: what ``wet`` convolves with, for a batch reverberated where training runs
+        (``augment_on: batch``, ``loader.tse.batch_records``)."""
+        if self.rirs.simulated:
+            return self.rirs.rooms([float(d[0]) for d in draws], [len(d) for d in draws], self.rate)[0]
+        entries = [self.rirs.bank.entry(float(x)) for d in draws for x in d]
+        return kernel_rows([self.cache.get(("rir", e), lambda e=e: self.rirs.bank_rir(e, self.rate))
+                            for e in entries])
+
+
+__all__ = ["Bank", "ENROLL_DRAWS", "ENROLL_PEAK", "EnrollAugment", "NOISE_DRAWS", "NoiseSource", "Reverberator",
+           "RirSource", "add_scaled_noise", "noisy_mixture"]

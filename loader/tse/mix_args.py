@@ -1,9 +1,8 @@
 """``dataset_args`` keys of online mixing (``online_mix: true``): ``num_speakers``, ``mix_snr`` and ``timeline``,
-in WeSep's names and units (docs/loader.md "Online mixing"); reverberation and noise are in
-``loader.tse.mix_args``.
+in WeSep's names and units (docs/loader.md "Online mixing"); reverberation and noise are further down.
 
 The dataclasses hold each default next to its field and check their ranges in ``__post_init__`` (keys named by
-their config path, see ``loader.tse.ranges``); ``parse_mix`` reads the config's shapes into them.
+their config path, see ``loader.config_checks.where_set``); ``parse_mix`` reads the config's shapes into them.
 
 ``dataset_args`` keys of augmentation: reverberation, noise and enrollment augmentation, in WeSep's names.
 
@@ -24,9 +23,18 @@ from typing import Any
 import math
 
 from speechpack.loader.config import PackSource
-from speechpack.loader.config_checks import ConfigError, check_type, probability, take_known, value_range
-from speechpack.loader.tse.ranges import MAX_DB
-from speechpack.loader.tse.ranges import at, check_finite, check_int, check_pair
+from speechpack.loader.config_checks import (
+    MAX_DB,
+    ConfigError,
+    at,
+    check_finite,
+    check_int,
+    check_pair,
+    check_type,
+    probability,
+    take_known,
+    value_range,
+)
 from speechpack.loader.tse.room_sim import RoomConfig, WESEP_KEYS
 
 from speechpack.schemas.documents import bounded_repr

@@ -12,8 +12,8 @@ generator of its own, so a mixture depends on neither the worker that builds it 
 - ``fit_noise`` / ``add_noise``: WeSep's ``add_noise`` (the mixture only), noise from a bank pack;
 
 Elsewhere, each with one job: the random streams (``loader.rng``), reverberation as batched FFT convolution
-(``loader.tse.convolve``; the rooms ``loader.tse.room_sim``, a batch's reverberation ``loader.tse.reverb``) and
-the mixer's reused memory (``loader.tse.buffers``).
+(``loader.tse.convolve``; the rooms ``loader.tse.room_sim``, a batch's reverberation
+``loader.tse.augment.Reverberator``) and the mixer's reused memory (``loader.tse.buffers``).
 
 ``MixError``, the error of online mixing, is defined here: every ``loader.tse`` module that raises it (the
 mixer, the augmentation sources) imports it from the mixer's module.

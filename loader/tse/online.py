@@ -10,7 +10,8 @@ A group goes through three steps, kept apart so a batch can be allocated before 
   once.
 
 Reverberated groups take a batched path: their first attempt is decoded and reverberated together, every room of
-the batch simulated in one call and every source convolved in one FFT call each way (``loader.tse.reverb``).
+the batch simulated in one call and every source convolved in one FFT call each way
+(``loader.tse.augment.Reverberator``).
 
 With ``augment_on: batch`` the same drafts and draws are made, but ``render`` is left to the training process: the
 batch carries the dry sources and the draws' records (``loader.tse.batch_records``) instead of ``wav_mix`` and
@@ -29,7 +30,7 @@ import numpy as np
 
 from speechpack.loader.pack import Pack, will_need_view
 from speechpack.loader.tse.args import DatasetArgs
-from speechpack.loader.tse.augment import Bank, NoiseSource, RirSource
+from speechpack.loader.tse.augment import Bank, NoiseSource, Reverberator, RirSource
 from speechpack.loader.tse.batch_records import draw_records
 from speechpack.loader.tse.mix_args import AugmentArgs
 from speechpack.loader.tse.buffers import RIR_CACHE_BYTES, ByteBudgetCache, Scratch
@@ -49,7 +50,6 @@ from speechpack.loader.tse.mixing import (
     mix_sources,
     snr_scales,
 )
-from speechpack.loader.tse.reverb import Reverberator
 from speechpack.loader.rng import ItemGenerators
 from speechpack.loader.tse.windows import ZERO_CHUNK_REDRAWS, Chunking, Window
 from speechpack.schemas.constants import KIND_SOURCES, STREAM_SOURCE

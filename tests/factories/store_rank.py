@@ -19,10 +19,10 @@ import time
 def main(spec_json: str, out: str) -> None:
     spec = json.loads(spec_json)
     if spec.get("block_delay"):
-        import speechpack.loader.cache.fetch as fetch
+        import speechpack.loader.cache.cached_files as cached_files
         from speechpack.loader.pack.object_store import ObjectStorePackFiles
 
-        fetch.BLOCK_BYTES = 4096
+        cached_files.BLOCK_BYTES = 4096
         read_range = ObjectStorePackFiles.read_range
 
         def slow_range(self, rel, start, stop):

@@ -11,10 +11,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from speechpack.loader.config_checks import ConfigError, check_choice, check_type, take_known
+from speechpack.loader.config_checks import MAX_SAMPLES, ConfigError, at, check_choice, check_type, take_known
 from speechpack.loader.tse.decode import ALIGNS as FIELD_ALIGNS
 from speechpack.loader.tse.decode import BASE_FIELDS, CUE_FIELDS, OVERRIDE_KEYS, PAD_MODES
-from speechpack.loader.tse.ranges import MAX_SAMPLES, at
 
 #: ``collate.<field>.align`` of ``wav_mix`` and ``wav_target``.
 ALIGNS = ("max", "min")
