@@ -48,6 +48,23 @@ def write_json_atomic(path: str, obj, before_rename: Callable[[], None] | None =
     fsync_dir(directory)
 
 
+def make_directory(path: str) -> bool:
+    """Create ``path`` (and its parents); return whether *this call* created it.
+
+    ``os.mkdir`` either creates the directory or fails, atomically, so of two commands started together exactly
+    one is told it created it (checking ``os.path.exists`` first tells both).  Only that one may remove the
+    directory again, and only while it holds the destination's lock: the other may be about to write there.
+    Raises ``OSError`` (``FileExistsError`` when ``path`` is something other than a directory)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            raise
+        return False
+    return True
+
+
 def fsync_dir(directory: str) -> None:
     fd = os.open(directory or ".", os.O_RDONLY)
     try:
@@ -95,4 +112,4 @@ def read_bytes(path: str) -> bytes:
         return fp.read()
 
 
-__all__ = ["dump_json", "fresh_temp_dir", "fsync_dir", "hash_file", "read_bytes", "save_npy", "write_json_atomic"]
+__all__ = ["dump_json", "fresh_temp_dir", "fsync_dir", "hash_file", "make_directory", "read_bytes", "save_npy", "write_json_atomic"]

@@ -122,7 +122,9 @@ def test_unwritable_out_is_refused_before_any_header_is_read(tmp_path, write_lis
 
 def test_a_second_build_into_the_same_out_is_refused(six_line_corpus, tmp_path):
     """While another process holds the directory's lock (here: this test, as a running build would), a build
-    into it stops at once with a clear message and touches nothing."""
+    into it stops at once with a clear message and touches nothing: not even the empty directory it made, which
+    the holder may be about to write into (two builds started together both found no directory; the refused one
+    removing it failed the other's build)."""
     out = tmp_path / "pack"
     fd = os.open(str(out) + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -132,7 +134,7 @@ def test_a_second_build_into_the_same_out_is_refused(six_line_corpus, tmp_path):
         os.close(fd)
     assert result.returncode == 1
     assert "another speechpack process is writing there" in result.stderr and "Traceback" not in result.stderr
-    assert not out.exists() or not os.listdir(out)
+    assert out.is_dir() and not os.listdir(out)
     assert run_build(six_line_corpus.list_path, out, TWO_PER_SHARD).returncode == 0
 
 

@@ -44,7 +44,7 @@ from speechpack.packer.ownership import (
     locked,
     survey,
 )
-from speechpack.packer.files import fsync_dir
+from speechpack.packer.files import fsync_dir, make_directory
 from speechpack.schemas.constants import MANIFEST_NAME, TEMP_PREFIX, shard_dir_name
 from speechpack.schemas.errors import BuildError, SpeechpackError
 
@@ -60,14 +60,17 @@ def check_writable(out: str) -> bool:
     ``SpeechpackError`` naming ``out`` and the reason (read-only, permission, full disk)."""
     if os.path.exists(out) and not os.path.isdir(out):
         raise SpeechpackError(f"{out}: exists and is not a directory")
-    created = not os.path.exists(out)
+    created = False
     try:
-        os.makedirs(out, exist_ok=True)
+        created = make_directory(out)
         probe = os.path.join(out, f"{WRITE_PROBE_PREFIX}{os.getpid()}")
         with open(probe, "wb") as fp:
             fp.write(b"speechpack")
         os.remove(probe)
     except OSError as err:
+        if created:
+            with contextlib.suppress(OSError):
+                os.rmdir(out)  # nothing can be written there: an empty directory this call made goes again
         raise SpeechpackError(f"{out}: cannot write the pack there ({err.strerror or err}); nothing was read or "
                               f"written") from None
     return created
@@ -191,11 +194,12 @@ class OutputClaim:
 @contextlib.contextmanager
 def claim_output(out: str, overwrite: bool, resume: bool, shared: bool = False,
                  inputs: Iterable[str] = ()) -> Iterator[OutputClaim]:
-    """Claim ``out`` for a build, before any input is read (see the module docstring)."""
-    created = False
-    try:
-        created = check_writable(out)
-        with locked(out, exclusive=not shared, log=None, wait=False) as lock:
+    """Claim ``out`` for a build, before any input is read (see the module docstring).  A directory this build
+    created is removed again if the build stops before writing there, but only while the lock is held: a build
+    refused because another holds the lock removes nothing (the other is about to write there)."""
+    created = check_writable(out)
+    with locked(out, exclusive=not shared, log=None, wait=False) as lock:
+        try:
             if not shared:
                 lock.clear_record()  # the directory is about to change: a copy's verification record no longer holds
             inside = inputs_inside(out, inputs)
@@ -212,10 +216,10 @@ def claim_output(out: str, overwrite: bool, resume: bool, shared: bool = False,
                     raise SpeechpackError(f"{out}: directory is not empty; pass --overwrite to replace the pack "
                                           f"in it")
             yield OutputClaim(out=out, overwrite=overwrite, resume=resume, shared=shared, created=created, lock=lock)
-    except BaseException:
-        if created and os.path.isdir(out) and not os.listdir(out):
-            os.rmdir(out)
-        raise
+        except BaseException:
+            if created and not shared and os.path.isdir(out) and not os.listdir(out):
+                os.rmdir(out)
+            raise
 
 
 def item_inputs(input_path: str, items: Iterable, root: str | None = None) -> list[str]:

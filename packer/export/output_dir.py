@@ -45,7 +45,7 @@ from speechpack.packer.export.record import (
     write_record,
 )
 from speechpack.packer.ownership import locked, walk
-from speechpack.packer.files import fsync_dir
+from speechpack.packer.files import fsync_dir, make_directory
 from speechpack.schemas.errors import SpeechpackError
 
 
@@ -217,14 +217,15 @@ def _open_journal(out: str) -> TextIO:
 @contextlib.contextmanager
 def claim_export_dir(out: str, record: ExportRecord, overwrite: bool,
                      log: Callable[[str], None]) -> Iterator[ExportClaim]:
-    """Claim ``out`` for ``record``'s export (see the module docstring); tidy it if the body fails."""
-    created = not os.path.exists(out)
+    """Claim ``out`` for ``record``'s export (see the module docstring); tidy it if the body fails.  A directory
+    this export created is removed again when it stays empty, but only while the lock is held: an export refused
+    because another holds the lock removes nothing (``packer.files.make_directory``)."""
     try:
+        created = make_directory(out)
+    except OSError as err:
+        raise SpeechpackError(f"{out}: cannot create the export directory ({err.strerror or err})") from None
+    with locked(out, exclusive=True, log=None, wait=False):
         try:
-            os.makedirs(out, exist_ok=True)
-        except OSError as err:
-            raise SpeechpackError(f"{out}: cannot create the export directory ({err.strerror or err})") from None
-        with locked(out, exclusive=True, log=None, wait=False):
             found = survey_export(out)
             found.refuse_foreign()
             try:
@@ -242,10 +243,10 @@ def claim_export_dir(out: str, record: ExportRecord, overwrite: bool,
                     if raised is err:
                         raise
                     raise raised from None
-    except BaseException:
-        if created and os.path.isdir(out) and not os.listdir(out):
-            os.rmdir(out)
-        raise
+        except BaseException:
+            if created and os.path.isdir(out) and not os.listdir(out):
+                os.rmdir(out)
+            raise
 
 
 __all__ = ["ExportClaim", "claim_export_dir"]
