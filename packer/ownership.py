@@ -38,11 +38,10 @@ import fcntl
 import json
 import os
 import re
-import shutil
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Sequence
 
-from speechpack.packer.files import read_bytes
+from speechpack.packer.files import read_bytes, remove_tree
 from speechpack.schemas.constants import (
     COLUMNS_DIR,
     HASH_NAME,
@@ -254,7 +253,7 @@ def remove_entries(root: str, rels: Iterable[str]) -> None:
     for rel in sorted(set(rels), key=lambda r: (-r.count("/"), r)):
         path = os.path.join(root, *rel.split("/"))
         if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path)
+            remove_tree(path)
         elif os.path.lexists(path):
             os.remove(path)
 

@@ -175,6 +175,27 @@ def test_a_pack_with_records_is_still_valid_and_replaceable(real_pack, wesep_lis
     assert len(open_pack(real_pack)) == 1
 
 
+def test_a_record_added_while_the_old_pack_is_removed_does_not_stop_the_removal(real_pack, monkeypatch):
+    """A reader of the old pack still hashing in the background adds its record to ``.verified/`` just as
+    ``build --overwrite`` (or ``copy``) removes the directory: the removal starts again instead of failing."""
+    from speechpack.packer.ownership import remove_entries
+
+    pack = open_pack(real_pack)
+    _read_all(pack)
+    assert pack.checks.wait(30)
+    records = real_pack / VERIFIED_DIR
+    real_rmdir, added = os.rmdir, []
+
+    def rmdir_as_a_record_arrives(path, *args, **kwargs):
+        if not added and os.path.basename(os.fspath(path)) == VERIFIED_DIR:
+            added.append((records / "shard-000009.mix.npy.json").write_text("{}"))
+        return real_rmdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "rmdir", rmdir_as_a_record_arrives)
+    remove_entries(str(real_pack), [VERIFIED_DIR])
+    assert added and not records.exists()
+
+
 def test_a_pickled_pack_checks_again_in_its_new_process(real_pack):
     import pickle
 
