@@ -6,7 +6,8 @@ A pack given by URL (``s3://bucket/packs/train``) is read through :class:`Cached
 ``dataset.json``'s sha256, renamed into place and then mapped exactly as a local pack's files are, so the batch
 code never learns where a pack lives.  The loader tells the cache its plan (``schedule``): a thread fetches ahead
 in plan order and eviction removes the file whose next use is farthest away; ``speechpack plan`` replays the same
-schedule through a cache of the config's limit.  ``settings`` parses the config's ``cache:`` block.
+schedule through a cache of the config's limit, and ``shard_order`` orders an epoch so that it reads each cached
+file once.  ``settings`` parses the config's ``cache:`` block.
 """
 
 from speechpack.loader.cache.cached_files import CachedPackFiles, open_cached_pack, pack_source_files

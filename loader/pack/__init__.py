@@ -1,7 +1,9 @@
 """The pack reader: the floor every other part of speechpack reads packs through.
 
 ``open_pack(path)`` checks the manifest, loads the columnar index into numpy and maps stream files lazily
-(``reader``); what it verifies at open and at each mapping is ``verify``; the read-ahead advice for a batch's
+(``reader``); what it verifies at open and at each mapping is ``verify``, and the content of each mapped file,
+hashed once per node in the background, ``content_check``; a pack's speaker-cue banks are read by ``cues``; the
+read-ahead advice for a batch's
 mapped ranges is ``readahead``.  Every file is reached through ``PackFiles`` (``files``: a local directory;
 ``object_store``: an fsspec URL such as ``s3://bucket/packs/train``), so one reader serves local and remote packs.
 This package knows no task: the loader's tasks, packer's tools (validate, inspect, copy, export) and the demo all

@@ -1,5 +1,6 @@
-"""Audio in, int16 out: decoding (``decode``: probe, read, one open per file, the WAV header's declared length)
-and storage (``store``: resample, quantise, statistics).  The names adapters use are re-exported here."""
+"""Audio in, int16 out: decoding (``decode``: probe, read, one open per file; ``wav_header``: the length a WAV
+header declares, to tell a truncated file from a short one) and storage (``store``: resample, quantise, statistics).
+The names adapters use are re-exported here."""
 
 from speechpack.packer.audio.decode import (
     SOUNDFILE_EXTENSIONS,
