@@ -58,6 +58,21 @@ def test_the_packages_list_names_every_package_folder():
     assert not declared - found, f"pyproject.toml lists packages that are not folders: {declared - found}"
 
 
+def test_each_package_docstring_names_every_module_it_holds():
+    """docs/architecture.md sends a newcomer to a package's ``__init__.py`` for what each of its modules holds."""
+    import ast
+
+    unnamed = []
+    for dotted in sorted(_package_folders() - {PACKAGE}):
+        folder = os.path.join(REPO, *dotted.split(".")[1:])
+        with open(os.path.join(folder, "__init__.py"), encoding="utf-8") as fp:
+            doc = ast.get_docstring(ast.parse(fp.read())) or ""
+        members = [name[:-3] for name in os.listdir(folder) if name.endswith(".py") and name != "__init__.py"]
+        members += [name for name in os.listdir(folder) if os.path.exists(os.path.join(folder, name, "__init__.py"))]
+        unnamed += [f"{dotted}.{name}" for name in sorted(members) if not re.search(rf"\b{name}\b", doc)]
+    assert not unnamed, f"modules their package's docstring does not name: {unnamed}"
+
+
 def _run(argv: list[str], cwd: str, env: dict | None = None, timeout: int = 120) -> str:
     result = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     assert result.returncode == 0, f"{' '.join(argv[:6])} ...\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
