@@ -11,8 +11,8 @@ inside planning, even in a dry run.  The limits are far above any real setting a
 
 An args dataclass (TSE's ``dataset_args``) checks its values in ``__post_init__``, so it has no ``where`` of its
 own: ``where_set`` lets ``from_dict`` say under which path the keys are named (``config.dataset_args``) while it
-builds the objects, and ``check_int``, ``check_finite`` and ``check_pair`` name a key by it (``at``); a directly
-built object names them under ``dataset_args``.
+builds the objects, and ``check_int``, ``check_finite`` and ``check_pair`` name a key by it (``at``; the last two
+are ``number`` and ``value_range`` under that name); a directly built object names them under ``dataset_args``.
 """
 
 from __future__ import annotations
@@ -156,24 +156,13 @@ def check_int(value: Any, key: str, lo: int, hi: int, unit: str = "") -> int:
 
 
 def check_finite(value: Any, key: str, lo: float, hi: float) -> float:
-    """``value`` if it is a finite number in ``[lo, hi]``."""
-    check_type(value, (int, float), at(key))
-    if not (math.isfinite(value) and lo <= value <= hi):
-        raise ConfigError(f"{at(key)}: must be a finite number in [{lo}, {hi}], got {value}")
-    return float(value)
+    """``number`` for the key ``key`` (named by ``at``)."""
+    return number(value, at(key), lo, hi)
 
 
-def check_pair(value: tuple[float, float], key: str, lo: float, hi: float) -> tuple[float, float]:
-    """A ``[low, high]`` pair of finite numbers within ``[lo, hi]``, ``low <= high``."""
-    if not isinstance(value, (list, tuple)) or len(value) != 2:
-        raise ConfigError(f"{at(key)}: expected [low, high], got {value!r}")
-    for x in value:
-        check_type(x, (int, float), at(key))
-    if not all(math.isfinite(x) and lo <= x <= hi for x in value):
-        raise ConfigError(f"{at(key)}: must lie within [{lo}, {hi}], got {list(value)!r}")
-    if value[0] > value[1]:
-        raise ConfigError(f"{at(key)}: low {value[0]} > high {value[1]}")
-    return float(value[0]), float(value[1])
+def check_pair(value: Any, key: str, lo: float, hi: float) -> tuple[float, float]:
+    """``value_range`` within ``[lo, hi]`` for the key ``key`` (named by ``at``)."""
+    return value_range(value, at(key), lo, hi)
 
 
 __all__ = ["MAX_BATCH_ROWS", "MAX_COUNT", "MAX_DB", "MAX_EPOCH", "MAX_EPOCH_ITEMS", "MAX_SAMPLES", "MAX_SEED",

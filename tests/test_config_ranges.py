@@ -180,6 +180,20 @@ def test_shared_checks_bound_every_number():
             integer(bad, "seed", 0, 5)
 
 
+def test_a_pair_named_by_key_is_a_value_range_with_a_bounded_message():
+    """A TSE args key checked by name (``check_pair``) reads as any ``[low, high]`` key, and a huge non-pair value
+    is shown cut short, not whole."""
+    from speechpack.loader.config_checks import check_pair, where_set
+
+    with where_set("cfg.dataset_args"):
+        assert check_pair([-3, 5.5], "mix_snr.range", -MAX_DB, MAX_DB) == (-3.0, 5.5)
+        with pytest.raises(ConfigError, match=r"cfg\.dataset_args\.mix_snr\.range: must lie within") as caught:
+            check_pair([-1e30, 5], "mix_snr.range", -MAX_DB, MAX_DB)
+        with pytest.raises(ConfigError, match=r"mix_snr\.range: expected \[low, high\]") as caught:
+            check_pair(list(range(100_000)), "mix_snr.range", -MAX_DB, MAX_DB)
+    assert len(str(caught.value)) < 500
+
+
 class _Static:
     batch_size = MAX_BATCH_ROWS
     batching = None
