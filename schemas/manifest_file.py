@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass
+from typing import Callable
 
 from speechpack.schemas.constants import MANIFEST_NAME
 from speechpack.schemas.documents import parse_json
@@ -67,16 +68,25 @@ def read_from(path: str) -> str:
 
 def read_manifest_file(pack_dir: str) -> ManifestFile:
     """Read and check ``pack_dir/dataset.json``; a directory without one is not a pack."""
-    manifest_path = os.path.join(pack_dir, MANIFEST_NAME)
     if not os.path.isdir(pack_dir):
         raise PackFormatError(f"{pack_dir}: no such pack directory{read_from(pack_dir)}")
+
+    def identity_and_bytes() -> tuple[FileIdentity, bytes]:
+        with open(os.path.join(pack_dir, MANIFEST_NAME), "rb") as fp:
+            return FileIdentity.of(os.fstat(fp.fileno())), fp.read()
+
+    return manifest_from(identity_and_bytes, pack_dir, os.path.join(pack_dir, MANIFEST_NAME), read_from(pack_dir))
+
+
+def manifest_from(identity_and_bytes: Callable[[], tuple[FileIdentity, bytes]], location: str, manifest_path: str,
+                  hint: str = "") -> ManifestFile:
+    """The manifest that ``identity_and_bytes`` reads (from a directory or through any ``PackFiles``), checked;
+    a missing one means ``location`` is not a pack, and every error names where it was read from."""
     try:
-        with open(manifest_path, "rb") as fp:
-            identity = FileIdentity.of(os.fstat(fp.fileno()))
-            raw = fp.read()
+        identity, raw = identity_and_bytes()
     except FileNotFoundError:
-        raise PackFormatError(f"{pack_dir}: not a pack (no {MANIFEST_NAME}; an unfinished build leaves none)"
-                              f"{read_from(pack_dir)}") from None
+        raise PackFormatError(f"{location}: not a pack (no {MANIFEST_NAME}; an unfinished build leaves none)"
+                              f"{hint}") from None
     except OSError as err:
         raise PackFormatError(f"{manifest_path}: cannot read ({err.strerror or err})") from None
     return ManifestFile(path=manifest_path, manifest=parse_manifest(raw, manifest_path), raw=raw, identity=identity)
@@ -87,4 +97,4 @@ def parse_manifest(raw: bytes, manifest_path: str) -> Manifest:
     return Manifest.from_dict(parse_json(raw, manifest_path, error=PackFormatError), manifest_path)
 
 
-__all__ = ["FileIdentity", "ManifestFile", "parse_manifest", "read_from", "read_manifest_file"]
+__all__ = ["FileIdentity", "ManifestFile", "manifest_from", "parse_manifest", "read_from", "read_manifest_file"]

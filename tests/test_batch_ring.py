@@ -21,11 +21,10 @@ import pytest
 import torch
 
 from factories import Mix
-from factories.asr import librivox_clips, write_jsonl_manifest
+from factories.asr import librivox_span_pack
 from speechpack.loader import build_loader
 from speechpack.loader.transport import batch_arrays, batch_ring
 from speechpack.loader.transport.batch_arrays import ALIGN, Arena, allocating_in
-from speechpack.packer.adapters.asr_jsonl import build_asr_jsonl
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
 
@@ -220,19 +219,8 @@ def test_a_ring_copied_outside_a_worker_start_is_off():
 @pytest.fixture(scope="module")
 def asr_spans(tmp_path_factory):
     """24 spans (0.5-2.5 s) of the real librivox clips: batches of different widths, so slots grow."""
-    root = tmp_path_factory.mktemp("ring-asr")
-    clips = librivox_clips()
-    rng = np.random.default_rng(11)
-    lines = []
-    for i in range(24):
-        clip = clips[i % len(clips)]
-        seconds = float(rng.uniform(0.5, 2.5))
-        offset = float(rng.uniform(0, clip.frames / 16000 - seconds))
-        lines.append({"key": f"s{i}", "audio_filepath": clip.path, "offset": round(offset, 3),
-                      "duration": round(seconds, 3), "text": clip.text.split()[0], "language": "en",
-                      "corpus": "librivox"})
-    manifest = write_jsonl_manifest(root / "spans.jsonl", lines)
-    return build_asr_jsonl(str(manifest), BuildOptions(out=str(root / "pack"), progress=False)).out
+    return librivox_span_pack(tmp_path_factory.mktemp("ring-asr"), 24, seed=11, seconds=(0.5, 2.5), words=1,
+                              key="s{}")
 
 
 @pytest.mark.parametrize("normalize_audio", [False, True])

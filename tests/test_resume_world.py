@@ -16,17 +16,15 @@ from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 import torch
 
 from factories import Mix
 from factories.asd_tracks import TRACKS, write_asd_pack
-from factories.asr import librivox_clips, write_jsonl_manifest
+from factories.asr import librivox_clips, librivox_span_pack
 from factories.wesep_lists import write_mixture
 from speechpack.loader import build_loader
 from speechpack.loader.resume import ResumeError
-from speechpack.packer.adapters.asr_jsonl import build_asr_jsonl
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
 
@@ -72,19 +70,7 @@ def tse_config(tmp_path_factory) -> dict:
 @pytest.fixture(scope="module")
 def asr_config(tmp_path_factory) -> dict:
     """30 spans (0.3-1.5 s) of the LibriVox clips in budget batches of at most 48,000 samples (rows x longest)."""
-    root = tmp_path_factory.mktemp("asr")
-    clips = librivox_clips()
-    rng = np.random.default_rng(5)
-    lines = []
-    for i in range(30):
-        clip = clips[i % len(clips)]
-        seconds = float(rng.uniform(0.3, 1.5))
-        offset = float(rng.uniform(0, clip.frames / 16000 - seconds))
-        lines.append({"key": f"span{i:02d}", "audio_filepath": clip.path, "offset": round(offset, 3),
-                      "duration": round(seconds, 3), "text": " ".join(clip.text.split()[:3]), "language": "en",
-                      "corpus": "librivox"})
-    manifest = write_jsonl_manifest(root / "spans.jsonl", lines)
-    out = build_asr_jsonl(str(manifest), BuildOptions(out=str(root / "pack"), progress=False)).out
+    out = librivox_span_pack(tmp_path_factory.mktemp("asr"), 30, seed=5, seconds=(0.3, 1.5), words=3)
     return {"task": "asr", "packs": [{"path": out}], "dataset_args": {"max_num_elements": 48_000}}
 
 

@@ -32,7 +32,7 @@ import numpy as np
 
 from speechpack.schemas.constants import MANIFEST_NAME
 from speechpack.schemas.errors import NpyHeaderError, PackFormatError
-from speechpack.schemas.manifest_file import FileIdentity, ManifestFile, parse_manifest, read_manifest_file
+from speechpack.schemas.manifest_file import FileIdentity, ManifestFile, manifest_from, read_manifest_file
 from speechpack.schemas.names import check_relative_path
 from speechpack.schemas.npyfile import NpyHeader, read_npy_header_from
 
@@ -173,16 +173,8 @@ class PackFiles(ABC):
     def read_manifest(self) -> ManifestFile:
         """``dataset.json`` read and checked (``schemas.manifest_file``), with its identity taken *before* its
         bytes, so a manifest replaced in between is seen as changed later, never as the one read."""
-        where = self.where(MANIFEST_NAME)
-        try:
-            identity = self.identity(MANIFEST_NAME)
-            raw = self.read_bytes(MANIFEST_NAME)
-        except FileNotFoundError:
-            raise PackFormatError(f"{self.location}: not a pack (no {MANIFEST_NAME}; an unfinished build leaves "
-                                  f"none)") from None
-        except OSError as err:
-            raise PackFormatError(f"{where}: cannot read ({err.strerror or err})") from None
-        return ManifestFile(path=where, manifest=parse_manifest(raw, where), raw=raw, identity=identity)
+        return manifest_from(lambda: (self.identity(MANIFEST_NAME), self.read_bytes(MANIFEST_NAME)), self.location,
+                             self.where(MANIFEST_NAME))
 
 
 class DirectoryPackFiles(PackFiles):

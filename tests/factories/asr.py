@@ -91,3 +91,27 @@ def write_parquet_dataset(root: Path, clips: list[Clip], layout=PARQUET_LAYOUT, 
 def write_jsonl_manifest(path: Path, lines: list[dict]) -> Path:
     path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     return path
+
+
+def librivox_span_pack(root: Path, count: int, seed: int, seconds: tuple[float, float], words: int,
+                       key: str = "span{:02d}") -> str:
+    """An ``asr`` pack of ``count`` spans cut from the librivox clips (offset/duration lines of
+    ``speechpack build asr-jsonl``), lengths drawn uniformly from ``seconds``, each transcribed by the first
+    ``words`` words of its clip; returns the pack's path."""
+    import numpy as np
+
+    from speechpack.packer.adapters.asr_jsonl import build_asr_jsonl
+    from speechpack.packer.build.run import BuildOptions
+
+    clips = librivox_clips()
+    rng = np.random.default_rng(seed)
+    lines = []
+    for i in range(count):
+        clip = clips[i % len(clips)]
+        length = float(rng.uniform(*seconds))
+        offset = float(rng.uniform(0, clip.frames / 16000 - length))
+        lines.append({"key": key.format(i), "audio_filepath": clip.path, "offset": round(offset, 3),
+                      "duration": round(length, 3), "text": " ".join(clip.text.split()[:words]), "language": "en",
+                      "corpus": "librivox"})
+    manifest = write_jsonl_manifest(root / "spans.jsonl", lines)
+    return build_asr_jsonl(str(manifest), BuildOptions(out=str(root / "pack"), progress=False)).out
