@@ -69,8 +69,6 @@ from speechpack.schemas.npyfile import read_npy_header
 PLAN_FILE = f"{TEMP_PREFIX}plan.json"
 RECEIPTS_DIR = f"{TEMP_PREFIX}receipts"
 CUES_RECEIPT = "cues.json"
-#: Names a build in progress may leave at the pack root (``--overwrite`` may remove them).
-STATE_NAMES = (PLAN_FILE, RECEIPTS_DIR)
 
 
 # ------------------------------------------------------------------------------------------------------- plan
@@ -190,10 +188,6 @@ def load_plan(pack_dir: str) -> tuple[BuildPlan, str]:
                               f"per-sample rows to verify against): run its build command again to finish it; it "
                               f"keeps every shard that verifies")
     return recorded.full, recorded.fingerprint
-
-
-def has_state(pack_dir: str) -> bool:
-    return any(os.path.exists(os.path.join(pack_dir, name)) for name in STATE_NAMES)
 
 
 def clear_state(pack_dir: str) -> None:
@@ -394,6 +388,6 @@ def checkpoint(point: str) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-__all__ = ["PLAN_FILE", "RECEIPTS_DIR", "STATE_NAMES", "RecordedPlan", "ShardMismatch", "ShardReceipt", "VerifiedShard",
-           "clear_state", "describe_plan", "has_state", "load_plan", "load_recorded_plan", "read_cues_receipt",
+__all__ = ["PLAN_FILE", "RECEIPTS_DIR", "RecordedPlan", "ShardMismatch", "ShardReceipt", "VerifiedShard",
+           "clear_state", "describe_plan", "load_plan", "load_recorded_plan", "read_cues_receipt",
            "read_receipt", "record_plan", "verify_shard", "write_cues_receipt", "write_receipt"]
