@@ -346,7 +346,6 @@ def _read_pyav(source, name: str) -> Audio:
     return Audio(np.ascontiguousarray(np.concatenate(planes, axis=1), dtype=np.float32), int(rate))
 
 
-__all__ = ["DESCRIPTOR_EXTENSIONS", "HEADER_BYTES", "SOUNDFILE_EXTENSIONS", "Audio", "AudioError", "AudioInfo",
-           "MissingFile", "NOT_FOUND", "NotRegularFile", "by_descriptor", "declared_frames_of", "open_regular", "path_problem",
-           "probe_audio",
-           "probe_audio_bytes", "read_audio", "read_audio_bytes"]
+__all__ = ["DESCRIPTOR_EXTENSIONS", "HEADER_BYTES", "NOT_FOUND", "SOUNDFILE_EXTENSIONS", "Audio", "AudioError",
+           "AudioInfo", "MissingFile", "NotRegularFile", "by_descriptor", "declared_frames_of", "open_regular",
+           "path_problem", "probe_audio", "probe_audio_bytes", "read_audio", "read_audio_bytes"]

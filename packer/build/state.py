@@ -395,5 +395,5 @@ def checkpoint(point: str) -> None:
 
 
 __all__ = ["PLAN_FILE", "RECEIPTS_DIR", "RecordedPlan", "ShardMismatch", "ShardReceipt", "VerifiedShard",
-           "check_recorded_file", "clear_state", "describe_plan", "load_plan", "load_recorded_plan", "read_cues_receipt",
-           "read_receipt", "record_plan", "verify_shard", "write_cues_receipt", "write_receipt"]
+           "check_recorded_file", "clear_state", "describe_plan", "load_plan", "load_recorded_plan",
+           "read_cues_receipt", "read_receipt", "record_plan", "verify_shard", "write_cues_receipt", "write_receipt"]
