@@ -77,10 +77,6 @@ class RemotePack(ObjectStorePackFiles):
             return rel
         return super().check_name(rel)
 
-    def open_read(self, rel: str) -> ObjectReader:
-        """The object read forward in ``STREAM_BLOCK`` requests."""
-        return ObjectReader(self, rel)
-
     def open_write(self, rel: str) -> BinaryIO:
         """A stream that becomes the object when closed (uploaded in parts when large); until then the object
         does not exist, or keeps its old content."""
@@ -170,7 +166,7 @@ def hash_object(remote: RemotePack, rel: str, entry: FileEntry, bar) -> str | No
     digest = hashlib.sha256()
     size = 0
     try:
-        with remote.open_read(rel) as reader:
+        with ObjectReader(remote, rel) as reader:
             while chunk := reader.read(COPY_BLOCK):
                 digest.update(chunk)
                 size += len(chunk)
