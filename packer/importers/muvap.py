@@ -41,7 +41,7 @@ from speechpack.packer.adapters.registry import (
 from speechpack.packer.audio.decode import AudioError
 from speechpack.packer.audio.store import StoredAudio, int16_statistics
 from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
-from speechpack.packer.importers.muvap_files import FileIdentity, map_array, read_file
+from speechpack.packer.importers.muvap_files import FileIdentity, map_array
 from speechpack.packer.importers.muvap_layout import (
     MUVAP_INDEX,
     MUVAP_MANIFEST,
@@ -167,15 +167,14 @@ def check_record_data(record: MuvapRecord) -> tuple[list[StatMismatch], str | No
 
 
 def _input_digest(pack: MuvapPack) -> str:
-    """The import's input fingerprint: sha256 over ``dataset.json`` and every shard's ``index.json`` (what says what
-    the pack holds; the arrays are hashed as they are copied into the new pack)."""
+    """The import's input fingerprint: sha256 over ``dataset.json`` and the ``index.json`` of every shard with a
+    record to import (what says what the pack holds; the arrays are hashed as they are copied into the new pack),
+    from the hashes of the bytes the check parsed (``MuvapPack.document_sha256``): nothing is read twice."""
     digest = hashlib.sha256()
-    paths = [os.path.join(pack.root, MUVAP_MANIFEST)]
-    paths += sorted({os.path.join(r.shard_path, MUVAP_INDEX) for r in pack.records})
-    for path in paths:
-        parts = tuple(os.path.relpath(path, pack.root).split(os.sep))
-        data = read_file(pack.root, *parts, what=parts[-1])  # never through a link, as the check read it
-        digest.update(os.path.relpath(path, pack.root).encode() + b"\0" + hashlib.sha256(data).digest())
+    names = [MUVAP_MANIFEST]
+    names += sorted({os.path.join(os.path.basename(r.shard_path), MUVAP_INDEX) for r in pack.records})
+    for name in names:
+        digest.update(name.encode() + b"\0" + pack.document_sha256[name])
     return digest.hexdigest()
 
 
