@@ -107,7 +107,8 @@ def prepare(config, state: str, packs: list, seed: int) -> Prepared:
 
 #: Keys of ``dataset_args`` added after the first release: a state hashed without them still resumes when they
 #: are unset (``LoaderTask.fingerprint_args``).
-_UNSET_LEFT_OUT = ("cues", "field_collate", "mix", "augment", "batching", "train_window", "hist_frames")
+_UNSET_LEFT_OUT = ("cues", "field_collate", "mix", "augment", "batching", "train_window", "hist_frames",
+                   "mainline")
 #: Keys of ``dataset_args`` that change how batches are fetched, not which: any worker count resumes.
 _FETCH_ONLY = ("npc", "num_prefetch")
 
