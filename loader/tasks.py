@@ -50,9 +50,9 @@ DEFAULT_TASK = "tse"
 #: A top-level key that marks another tool's recipe -> the task that translates it into a loader config
 #: (``LoaderTask.translate_config``): Omnilingual ASR's ``dataset:`` block.
 FOREIGN_RECIPES = {"dataset": "asr"}
-#: Task -> the module that recognises the dialects of its tool's training recipes, read before the config is
-#: parsed: ``read_dialect(obj, state, where) -> (obj as the loader reads it, dialect or None)``.  Imported when a
-#: recipe is read, so it is kept light (no audio, no torch): mainline WeSep recipes for ``tse``.
+#: Task -> the module that recognises the dialects of its tool's training recipes, read before a config of that
+#: task is parsed: ``read_dialect(obj, state, where) -> (obj as the loader reads it, dialect or None)``.  Imported
+#: when a recipe is read, so it is kept light (no audio, no torch): mainline WeSep recipes for ``tse``.
 DIALECT_READERS = {"tse": "speechpack.loader.tse.mainline"}
 
 
@@ -74,13 +74,14 @@ def task_module(name: str, where: str = "config.task") -> ModuleType:
 
 
 def read_dialect(obj: Any, state: str, where: str = "config") -> tuple[Any, str | None]:
-    """``obj`` as the loader reads it for ``state``, and the recipe dialect a task's reader recognised in it
-    (``DIALECT_READERS``; None: a plain loader config)."""
-    for module in DIALECT_READERS.values():
-        obj, read_as = importlib.import_module(module).read_dialect(obj, state, where)
-        if read_as is not None:
-            return obj, read_as
-    return obj, None
+    """``obj`` as the loader reads it for ``state``, and the recipe dialect that the reader of the config's task
+    (its ``task:``, else ``DEFAULT_TASK``; ``DIALECT_READERS``) recognised in it (None: a plain loader config).
+    Only that task's reader looks: an ``asd`` config is never read as a WeSep recipe."""
+    name = obj.get("task", DEFAULT_TASK) if isinstance(obj, dict) else DEFAULT_TASK
+    module = DIALECT_READERS.get(name) if isinstance(name, str) else None  # a bad task is refused when parsed
+    if module is None:
+        return obj, None
+    return importlib.import_module(module).read_dialect(obj, state, where)
 
 
 def task(name: str, where: str = "config.task") -> LoaderTask:

@@ -30,6 +30,15 @@ def test_an_unset_mainline_is_left_out_of_the_resume_fingerprint():
     assert task("tse").fingerprint_args(asdict(recipe.dataset_args))["mainline"]["joint_training"] is True
 
 
+def test_only_the_configs_task_reads_its_recipe_dialects():
+    """The config's task (default tse) alone reads recipe dialects: an asd config with a trainer's sections is an
+    asd config, not a WeSep recipe."""
+    sections = {"dataloader_args": {"num_workers": 2}, "model_args": {"tse_model": {"joint_training": True}}}
+    asd = LoaderConfig.from_dict({"task": "asd", "packs": [{"path": "x"}], **sections})
+    assert asd.dialect is None and asd.dataloader.num_workers == 2 and asd.ignored == ("model_args",)
+    assert LoaderConfig.from_dict({"packs": [{"path": "x"}], **sections}).dialect == "wesep-mainline"
+
+
 def test_every_task_module_provides_the_interface():
     for name in TASK_MODULES:
         module = task_module(name)
