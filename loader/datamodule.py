@@ -52,7 +52,7 @@ from speechpack.loader.config import LoaderConfig
 from speechpack.loader.config_checks import ConfigError
 from speechpack.loader.pack.files import is_remote
 from speechpack.loader.resume import ResumeError
-from speechpack.loader.tasks import STATES
+from speechpack.loader.tasks import DEFAULT_TASK, FOREIGN_RECIPES, STATES
 from speechpack.schemas.constants import MANIFEST_NAME
 from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.yaml_document import read_yaml
@@ -122,7 +122,7 @@ def rank_and_world(trainer) -> tuple[int, int]:
 def describe_config(config: Any) -> str:
     """One split's loader config in a line: its task and pack paths (a mapping or a ``LoaderConfig``)."""
     if isinstance(config, dict):
-        task = config.get("task") or "tse"
+        task = config.get("task") or DEFAULT_TASK
         packs = config.get("packs") or []
         paths = [entry.get("path") if isinstance(entry, dict) else entry for entry in packs]
     else:
@@ -327,7 +327,8 @@ def evaluation_split(spec: Any, state: str, base: dict | LoaderConfig | None) ->
         return None
     if isinstance(spec, (list, tuple)) and not spec:
         raise ConfigError(f"{state}: an empty list; leave it out for no {state} split")
-    if isinstance(spec, dict) and "packs" not in spec and "dataset" not in spec:
+    # A mapping of named sets, not one config (a config has packs, or is another tool's recipe).
+    if isinstance(spec, dict) and "packs" not in spec and not any(key in spec for key in FOREIGN_RECIPES):
         if not spec:
             raise ConfigError(f"{state}: an empty mapping; leave it out for no {state} split")
         configs = {}
