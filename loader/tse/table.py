@@ -261,7 +261,8 @@ class TableRows:
         item_length = length.tolist()
         lengths = [item_length[item] for item in item_of_row]
         target_sources = self.target_arrays.of(table.target)
-        wav_mix = self.buffers.empty((len(rows), channels[0] if channels else 1, aligned_length(lengths, self.align[0])))
+        wav_mix = self.buffers.empty((len(rows), channels[0] if channels else 1,
+                                      aligned_length(lengths, self.align[0])))
         wav_target = self.buffers.empty((len(rows), int(table.target.channels[0]) if len(rows) else 1,
                                          aligned_length(lengths, self.align[1])))
         mix_take = np.minimum(take, wav_mix.shape[-1])
