@@ -99,7 +99,6 @@ def prepare(config, state: str, packs: list, seed: int) -> Prepared:
     loader_task = task(config.task)
     prepared = loader_task.prepare(config, state, packs, seed)
     if prepared.weighting is None and config.weighted:
-        loader_task.check_weighting(config)
         sizes = np.bincount(prepared.item_pack, minlength=len(packs))
         hours = [float(p.manifest.totals["hours"]) for p in packs]
         prepared = replace(prepared, weighting=PackWeighting.resolve(config, sizes, hours))
@@ -261,10 +260,6 @@ class LoaderTask:
         """Another tool's recipe (``loader.tasks.FOREIGN_RECIPES`` says which top-level key marks it) -> a loader
         config dict of this task.  Default: the config as it is."""
         return obj
-
-    def check_weighting(self, config) -> None:
-        """Refuse ``packs`` weighting this task cannot apply per pack (before the loader weighs packs itself).
-        Default: every per-pack weighting applies."""
 
     def fingerprint_args(self, args: dict) -> dict:
         """``dataset_args`` (as a dict) as the resume fingerprint hashes them: keys added after the first release
