@@ -47,7 +47,7 @@ from speechpack.loader.normalize import MUVAP, NONE, parse_normalize
 from speechpack.loader.plan.static_plan import TAIL_POLICIES
 from speechpack.loader.tse.cues.request import ALIGNS, CueRequest, parse_collate, parse_cues
 from speechpack.loader.tse.mix_args import AugmentArgs, MixArgs, TimelineArgs, parse_augment, parse_mix
-from speechpack.loader.tse.mainline import MainlineArgs
+from speechpack.loader.tse.mainline import MainlineArgs, fixed_speakers
 
 
 if TYPE_CHECKING:  # loader.plan.batching imports loader.config; the real import is inside _batching
@@ -328,9 +328,9 @@ def check_legacy(obj: Any, where: str) -> None:
 
 
 def _fixed(count: int) -> str:
-    """The ``num_speakers`` block of a fixed speaker count."""
-    dist = [1 if count == 1 else 0, 1 if count == 2 else 0, 1 if count >= 3 else 0]
-    return f"{{distribution: {dist}, max_speakers: {max(count, 1)}}}"
+    """The ``num_speakers`` block of a fixed speaker count, as YAML flow text."""
+    block = fixed_speakers(count)
+    return f"{{distribution: {block['distribution']}, max_speakers: {block['max_speakers']}}}"
 
 
 __all__ = ["CueRequest", "DEFAULT_CHUNK_SECONDS", "DatasetArgs", "LEGACY_KEYS", "MixArgs", "NORMALIZE_CHOICES",
