@@ -280,4 +280,5 @@ class LoaderTask:
 
 
 __all__ = ["BatchBuilder", "DEFAULT_TASK", "LoaderTask", "PlanArgs", "Prepared", "DIALECT_READERS", "FOREIGN_RECIPES",
-           "STATES", "TASK_MODULES", "prepare", "read_dialect", "register_task", "task", "task_module"]
+           "STATES", "TASK_MODULES", "index_samples", "prepare", "read_dialect", "register_task", "task",
+           "task_module"]

@@ -308,4 +308,6 @@ def collate_field(values: list[np.ndarray | None], spec: FieldSpec, keys: list[s
     return out, present
 
 
-__all__ = ["Audio", "Decoder", "Row", "aligned_length", "collate_rows", "decode_into"]
+__all__ = ["ALIGNS", "BASE_FIELDS", "CUE_DEFAULT_KEYS", "CUE_FIELDS", "NO_LABEL", "OVERRIDE_KEYS", "PAD_MODES", "Audio",
+           "CollateError", "Decoder", "FieldSpec", "Row", "aligned_length", "collate_field", "collate_rows",
+           "decode_into", "resolve_field"]
