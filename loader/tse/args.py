@@ -11,12 +11,12 @@ while planning) is a ``ConfigError`` naming the key before any pack is opened.  
 exist to stop nonsense, not to second-guess an experiment.  ``from_dict`` names keys under its ``where``
 (``config.dataset_args.chunk_len``); a directly built object under ``dataset_args``.
 
-The online mixing keys (``MixArgs``, ``TimelineArgs``) are parsed in ``loader.tse.mix_args``, reverberation, noise
-and enrollment augmentation (``AugmentArgs``) in ``loader.tse.mix_args``, the cue and collate keys
-(``CueRequest``) in ``loader.tse.cues.request``; keys of older WeSep configs are refused by
-``loader.tse.args``, naming what replaces them.
+The online mixing keys (``MixArgs``, ``TimelineArgs``) and reverberation, noise and enrollment augmentation
+(``AugmentArgs``) are parsed in ``loader.tse.mix_args``, the cue and collate keys (``CueRequest``) in
+``loader.tse.cues.request``.
 
-``check_legacy``: keys of older WeSep configs (the earlier public pipeline and its forks) and what replaces each one now.
+``check_legacy``: keys of older WeSep configs (the earlier public pipeline and its forks) are refused, each naming
+what replaces it now.
 
 The earlier pipeline selected enrollments with ``speaker_feat`` and Kaldi features, mixed a fixed number of
 speakers and took other key names; WeSep's data pipeline contract replaced all of them.  A config that still holds

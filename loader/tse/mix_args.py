@@ -87,7 +87,7 @@ class TimelineArgs:
 @dataclass(frozen=True)
 class MixArgs:
     """The online mixing settings (``online_mix: true``), all in WeSep's units.  Reverberation and noise are
-    ``loader.tse.mix_args.AugmentArgs`` (noise applies to pre-mixed training too)."""
+    ``AugmentArgs`` (below; noise applies to pre-mixed training too)."""
 
     #: ``num_speakers.distribution``: P(1 speaker), P(2 speakers), P(3..max_speakers speakers, uniform)
     distribution: tuple[float, ...] = (0.0, 1.0, 0.0)
