@@ -131,11 +131,5 @@ def jitter_windows(windows: Windows, model_frames: np.ndarray, hist_frames: int,
                    fed_start=np.maximum(start - hist_frames, 0), first=windows.first)
 
 
-def split_empty(model_frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(positions of tracks with model frames, positions of tracks without any)."""
-    model_frames = np.asarray(model_frames, dtype=np.int64)
-    return np.flatnonzero(model_frames > 0), np.flatnonzero(model_frames <= 0)
-
-
 __all__ = ["jitter_windows", "model_frame_index", "muvap_windows", "native_frame_scores", "read_audio_frames",
-           "scored_span", "source_frame_index", "split_empty"]
+           "scored_span", "source_frame_index"]
