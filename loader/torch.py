@@ -35,7 +35,7 @@ from speechpack.loader.cache.schedule import PlanFeed
 from speechpack.loader.cache.shard_order import PlanningView, shard_windows, window_identity
 from speechpack.loader.cache.settings import cache_in_use
 from speechpack.loader.config import dataloader_settings, loader_fingerprint
-from speechpack.loader.memory_limit import bytes_per_row_sample, check_batch_memory, largest_batch_rows
+from speechpack.loader.memory_limit import MemoryCeiling, bytes_per_row_sample, check_batch_memory, largest_batch_rows
 from speechpack.loader.pack import Pack
 from speechpack.loader.plan.static_plan import resume_point
 from speechpack.loader.plan.plan import EpochPlan, needs_lengths, plan_epoch
@@ -95,7 +95,7 @@ class _PlannedBatches(Dataset):
     the batches ``start`` to ``stop - 1`` it names, as one ``message_groups.BatchGroup``."""
 
     def __init__(self, builder, seed: int, rank: int, world_size: int, weighting: PackWeighting | None = None,
-                 memory_limit: int | None = None):
+                 memory_limit: MemoryCeiling | None = None):
         self.builder = builder
         self.weighting = weighting
         self.memory_limit = memory_limit
@@ -224,7 +224,9 @@ class SpeechLoader:
         self.filtered = prepared.filtered
         self.filter_report = dict(prepared.filter_report)
         self.weighting: PackWeighting | None = prepared.weighting
-        self.dataset = _PlannedBatches(self.builder, seed, rank, world_size, self.weighting, config.memory_limit)
+        #: ``memory_limit``, its default read once here: every later plan (epochs, workers, ranks) uses this figure.
+        self.memory_ceiling = MemoryCeiling.of(config.memory_limit)
+        self.dataset = _PlannedBatches(self.builder, seed, rank, world_size, self.weighting, self.memory_ceiling)
         self.dataset.shard_order = shard_windows(packs, self.builder, self.weighting is not None)
         first = self.dataset.plan(0)  # checks rank/world_size and the plan's memory now, not in a worker
         self.dataset.feed = PlanFeed(packs, self.builder, self.dataset.plan_of, rank, world_size)
@@ -239,7 +241,7 @@ class SpeechLoader:
         num_workers = self.dataloader_settings["num_workers"]
         rows, samples = largest_batch_rows(first, self.builder.unit_lengths(0))
         in_flight = num_workers * (self.dataloader_settings["prefetch_factor"] or 1) if num_workers else 1
-        check_batch_memory(rows, samples, bytes_per_row_sample(packs), in_flight, config.memory_limit,
+        check_batch_memory(rows, samples, bytes_per_row_sample(packs), in_flight, self.memory_ceiling,
                            f"epoch 0, rank {rank}")
         if batches_per_message is not None:
             batches_per_message = integer(batches_per_message, "batches_per_message", 1, message_groups.MAX_EXPLICIT)

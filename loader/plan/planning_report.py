@@ -32,6 +32,7 @@ from speechpack.loader.cache import open_cached_pack
 from speechpack.loader.cache.schedule import CacheSimulation, FileSchedule, simulate, unit_samples
 from speechpack.loader.cache.settings import cache_in_use
 from speechpack.loader.cache.shard_order import PlanningView, shard_windows
+from speechpack.loader.memory_limit import MemoryCeiling
 from speechpack.loader.plan.plan import EpochPlan, plan_epoch
 from speechpack.loader.recipe import ignored_line
 from speechpack.loader.tasks import prepare
@@ -174,13 +175,14 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
     packs = [source.path for source in config.packs]
     per_pack = np.bincount(unit_pack, minlength=len(packs))
     rows_of_unit, check = builder.unit_rows(), builder.planned_batch_check()
+    ceiling = MemoryCeiling.of(config.memory_limit)  # read once, as the loader does when it starts
     report = PlanReport(state=state, world_size=world_size, units=builder.num_units(),
                         unit_name="item" if windows is None else "train-window chunk", ignored=config.ignored)
     for epoch in range(epochs):
         lengths = builder.unit_lengths(epoch)  # the same every epoch, unless lengths_by_epoch (ASD jitter)
         plans: list[EpochPlan] = [
             plan_epoch(args, seed, epoch, rank, world_size, num_units=builder.num_units(), lengths=lengths,
-                       windows=windows, weighting=prepared.weighting, memory_limit=config.memory_limit)
+                       windows=windows, weighting=prepared.weighting, memory_limit=ceiling)
             for rank in range(world_size)]
         rows, batch_rows, longest, fills, used = [], [], [], [], np.zeros(len(packs))
         real = offered = 0
