@@ -229,7 +229,8 @@ class SpeechLoader:
         self.dataset = _PlannedBatches(self.builder, seed, rank, world_size, self.weighting, self.memory_ceiling)
         self.dataset.shard_order = shard_windows(packs, self.builder, self.weighting is not None)
         first = self.dataset.plan(0)  # checks rank/world_size and the plan's memory now, not in a worker
-        self.dataset.feed = PlanFeed(packs, self.builder, self.dataset.plan_of, rank, world_size)
+        feed = PlanFeed(packs, self.builder, self.dataset.plan_of, rank, world_size)
+        self.dataset.feed = feed if feed.active else None  # only packs read through the node cache need one
         self._fingerprint = loader_fingerprint(config, state, packs, window_identity(self.dataset.shard_order))
         self._epoch = 0
         #: The pass: the global batch it is dealt from and the batches handed out (``loader.resume.Position``).
@@ -246,7 +247,7 @@ class SpeechLoader:
         if batches_per_message is not None:
             batches_per_message = integer(batches_per_message, "batches_per_message", 1, message_groups.MAX_EXPLICIT)
         # A cache limit too small for the batches built together is an error now, never a hang.
-        self.dataset.feed.check((0, 0), IN_PROCESS_BLOCK if not num_workers else batches_per_message or 1)
+        feed.check((0, 0), IN_PROCESS_BLOCK if not num_workers else batches_per_message or 1)
         #: How many batches each DataLoader message carries (``loader.transport.message_groups``; shared with torchdata's).
         self.message_sizes = message_groups.MessageSizes(num_workers, batches_per_message)
         self._sampler = message_groups.EpochKeys(self.message_sizes)
