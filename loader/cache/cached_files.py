@@ -305,9 +305,9 @@ def open_cached_pack(location: str | os.PathLike, cache: CacheSettings | dict | 
                      endpoint_url: str | None = None, verify: str = DEFAULT_VERIFY) -> Pack:
     """``open_pack`` for a loader: a URL pack through the node cache, a local one as before.  ``verify`` is how a
     local pack's stream files are checked when mapped (``loader.pack.content_check``); a cached file was checked
-    against its sha256 as it arrived, so the cache's copies are not hashed again."""
-    files = pack_source_files(location, cache, endpoint_url)
-    return open_pack(files, verify="off" if isinstance(files, CachedPackFiles) else verify)
+    against its sha256 as it arrived (``CachedPackFiles.hashes_checked``), so the reader does not hash the cache's
+    copies again."""
+    return open_pack(pack_source_files(location, cache, endpoint_url), verify=verify)
 
 
 __all__ = ["BLOCK_BYTES", "CacheIntegrityError", "CachedPackFiles", "fetch_pool", "fetch_verified", "is_permanent",
