@@ -1,6 +1,8 @@
 """The torch glue: ``build_loader`` wraps the epoch plan (``loader.plan.plan_epoch``) and the task's batch builder
 (``loader.tasks.prepare``) in a DataLoader, caching one epoch's plan per process.  Besides this module, only the
-ASR modules that compute in torch import it (``loader/asr/``: ``features`` and ``task``); ``schemas/``, ``packer/`` and the rest of ``loader/`` never do (tests/test_layers.py checks it).
+ASR modules that compute in torch (``loader/asr/``: ``features`` and ``task``) and TSE's augmentation where training
+runs (``loader.tse.batch_augment``) import it; ``schemas/``, ``packer/`` and the rest of ``loader/`` never do
+(tests/test_layers.py checks it).
 
 How the pieces fit:
 - a sampler in the main process yields ``(epoch, start, stop, global_start)`` keys, consecutive batches of the
@@ -28,19 +30,18 @@ import torch
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
 from speechpack.loader.transport import batch_ring, message_groups
-from speechpack.loader.config import LoaderConfig
 from speechpack.loader.config_checks import MAX_EPOCH, integer
 from speechpack.loader.cache import CacheSettings, open_cached_pack
 from speechpack.loader.cache.schedule import PlanFeed
 from speechpack.loader.cache.shard_order import PlanningView, shard_windows, window_identity
 from speechpack.loader.cache.settings import cache_in_use
-from speechpack.loader.config import dataloader_settings, loader_fingerprint
+from speechpack.loader.config import LoaderConfig, dataloader_settings, loader_fingerprint
 from speechpack.loader.memory_limit import MemoryCeiling, bytes_per_row_sample, check_batch_memory, largest_batch_rows
 from speechpack.loader.pack import Pack
 from speechpack.loader.plan.static_plan import resume_point
 from speechpack.loader.plan.plan import EpochPlan, needs_lengths, plan_epoch
 from speechpack.loader.resume import Position, ResumeError, make_state, read_state
-from speechpack.loader.tasks import prepare, task
+from speechpack.loader.tasks import prepare
 from speechpack.loader.plan.weighting import PackWeighting
 
 #: Shared-memory slots per worker beyond its prefetch (``loader.transport.batch_ring``; one slot per message): the message

@@ -141,7 +141,7 @@ def will_need_view(view: np.ndarray) -> None:
     """Ask the kernel to read the pages under ``view`` now, asynchronously: a 1-D view, or a 2-D view whose rows
     are contiguous (a window of a channel-major audio segment: one range per channel).  For builders that hold
     views of :meth:`Pack.stored_segment` and know their windows only after choosing them; a builder with a whole
-    batch of views calls ``loader.readahead.will_need_views`` once instead (one system call for the batch).
+    batch of views calls ``loader.pack.readahead.will_need_views`` once instead (one system call for the batch).
     Memory that is not a file mapping (a resampled copy) is left alone by the kernel."""
     will_need_ranges(view_ranges(view))
 
