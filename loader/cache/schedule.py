@@ -265,6 +265,8 @@ class PlanFeed:
         self.ahead = max((f.settings.ahead for f in cached), default=0)
         self.fetches = max((f.settings.fetches for f in cached), default=1)
         self.caches = [f.cache for f in cached]
+        #: One cache per directory (and limit): the packs of a loader share one, and counting its room lists it.
+        self._distinct_caches = list({(c.root, c.limit): c for c in self.caches}.values())
         #: (pack id, sample) of every planning unit (the builder's ``unit_samples`` hook), taken once: None when no
         #: pack is cached or the task has no item index (the feed then does nothing).
         self.units = builder.unit_samples() if self.caches else None
@@ -350,7 +352,7 @@ class PlanFeed:
         the first file that does not fit instead of evicting for the files behind it."""
         calls = [lambda name=name: schedule.sources[name][0].local_path(schedule.sources[name][1], wait=False)
                  for name in schedule.batches[b]]
-        room = [cache.free_bytes() for cache in self.caches]
+        room = [cache.free_bytes() for cache in self._distinct_caches]
         needed = sum(schedule.sizes[name] for name in schedule.batches[b])
         if self.fetches <= 1 or len(calls) <= 1 or any(free is not None and free < needed for free in room):
             for call in calls:
