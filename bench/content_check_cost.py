@@ -36,12 +36,12 @@ from speechpack.loader.pack import open_pack  # noqa: E402
 from speechpack.loader.torch import SpeechLoader  # noqa: E402
 from speechpack.packer.adapters.wesep import build_wesep  # noqa: E402
 from speechpack.packer.build.run import BuildOptions  # noqa: E402
-from speechpack.schemas.constants import VERIFIED_DIR  # noqa: E402
+from speechpack.loader.pack.content_check import cache_root  # noqa: E402
 
 
 def one_epoch(pack: str, mode: str, fresh: bool) -> dict:
     if fresh:
-        shutil.rmtree(os.path.join(pack, VERIFIED_DIR), ignore_errors=True)
+        shutil.rmtree(cache_root(), ignore_errors=True)  # no record: every file is hashed again
     config = LoaderConfig.from_dict({**loader_config(pack, 16), "verify_streams": mode}, state="train")
     wall, cpu = time.perf_counter(), time.process_time()
     opened = open_pack(pack, verify=mode)
@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="content-check-") as work:
+        os.environ["XDG_CACHE_HOME"] = os.path.join(work, "cache")  # the records this run writes, and only those
         list_path, facts = build_corpus(work, args.lines, seed=0)
         pack = os.path.join(work, "pack")
         build_wesep(list_path, BuildOptions(out=pack, progress=False))

@@ -9,7 +9,6 @@ floor the build, copy, validate and export stand on.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import io
 import json
@@ -66,19 +65,6 @@ def make_directory(path: str) -> bool:
     return True
 
 
-def remove_tree(path: str, attempts: int = 3) -> None:
-    """``shutil.rmtree``, started again when a file appeared in the tree while it was being removed: a reader's
-    background check may still be adding its record to a pack's ``.verified/`` (``loader.pack.content_check``)
-    while ``build --overwrite`` or ``copy`` removes the old pack, and the directory is speechpack's all the same."""
-    for attempt in range(attempts):
-        try:
-            shutil.rmtree(path)
-            return
-        except OSError as err:
-            if err.errno != errno.ENOTEMPTY or attempt == attempts - 1:
-                raise
-
-
 def fsync_dir(directory: str) -> None:
     fd = os.open(directory or ".", os.O_RDONLY)
     try:
@@ -126,4 +112,4 @@ def read_bytes(path: str) -> bytes:
         return fp.read()
 
 
-__all__ = ["dump_json", "fresh_temp_dir", "fsync_dir", "hash_file", "make_directory", "read_bytes", "remove_tree", "save_npy", "write_json_atomic"]
+__all__ = ["dump_json", "fresh_temp_dir", "fsync_dir", "hash_file", "make_directory", "read_bytes", "save_npy", "write_json_atomic"]

@@ -25,7 +25,7 @@ directory's entries are speechpack's only when a record in it says so:
   shard directories, receipts, ``columns/``, ``cues/`` and temporary names.
 
 A record owns its files, their directories, and the ``.tmp-`` names speechpack writes them under; a manifest also
-owns ``.verified/``, where readers record the sha256 of the stream files they checked.  Everything
+owns ``.verified/``, where readers of earlier versions recorded the sha256 of the stream files they checked.  Everything
 else is *foreign*: a directory holding anything foreign is refused by every command that would write to it, with
 the foreign entries named; nothing is deleted.  Every record is written before the first file it owns and removed
 after the last, so a process killed at any point leaves a directory whose every entry is still owned.
@@ -38,10 +38,11 @@ import fcntl
 import json
 import os
 import re
+import shutil
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Sequence
 
-from speechpack.packer.files import read_bytes, remove_tree
+from speechpack.packer.files import read_bytes
 from speechpack.schemas.constants import (
     COLUMNS_DIR,
     MANIFEST_NAME,
@@ -236,7 +237,7 @@ def remove_entries(root: str, rels: Iterable[str]) -> None:
     for rel in sorted(set(rels), key=lambda r: (-r.count("/"), r)):
         path = os.path.join(root, *rel.split("/"))
         if os.path.isdir(path) and not os.path.islink(path):
-            remove_tree(path)
+            shutil.rmtree(path)
         elif os.path.lexists(path):
             os.remove(path)
 

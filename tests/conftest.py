@@ -9,10 +9,13 @@ repository.  When a recording is missing a test skips locally and fails in CI (`
 
 from __future__ import annotations
 
+import atexit
 import importlib.abc
 import json
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +27,12 @@ from factories.cue_split import make_tse_split
 from factories.pack_reads import make_real_pack
 from factories.recordings import FULL_SCALE, REAL_CORPORA, missing_recording, real_video_path
 from factories.wesep_lists import Mix, Source, WesepCase, write_mixture, write_source
+
+
+#: Readers record the content checks of the files they map in the user's cache (``loader.pack.content_check``):
+#: the tests' records, from their processes and every subprocess they start, go to a directory of this session.
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="speechpack-test-cache-")
+atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], True)
 
 
 #: Fixtures that read the Debian recordings or the real video (docs/testing.md, "Real recordings").

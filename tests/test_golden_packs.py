@@ -19,7 +19,7 @@ from speechpack.loader.pack import open_pack
 from speechpack.packer.validate.pack import validate_packs
 from speechpack.packer.files import dump_json
 from speechpack.schemas.constants import (ASD_SAMPLE_RATE, AUDIO_FULL_SCALE, KINDS, MINOR_BANKS, MINOR_CUES,
-                                          MINOR_TRACKS, VERIFIED_DIR)
+                                          MINOR_TRACKS)
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 sys.path.insert(0, DATA)
@@ -126,10 +126,9 @@ def test_golden_asd_tracks_read_back_exactly():
 
 
 def _files(root: str) -> dict[str, bytes]:
-    """Every file of the pack; not what readers recorded beside it (``.verified/``, loader.pack.content_check)."""
+    """Every file of the pack."""
     found = {}
-    for folder, dirs, names in os.walk(root):
-        dirs[:] = [d for d in dirs if not (folder == root and d == VERIFIED_DIR)]
+    for folder, _dirs, names in os.walk(root):
         for name in names:
             full = os.path.join(folder, name)
             with open(full, "rb") as fp:

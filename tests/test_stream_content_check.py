@@ -79,11 +79,16 @@ def test_every_open_refuses_an_edited_file_before_its_first_read(real_pack):
         pack.sample(0)
 
 
-def test_off_reads_an_edited_file_as_before(real_pack):
+def _cached_records(tmp_path: Path) -> list[Path]:
+    """The records in the user cache the ``real_pack`` fixture points ``XDG_CACHE_HOME`` at."""
+    return sorted((tmp_path / "cache" / "speechpack" / "verified").glob("*/*.json"))
+
+
+def test_off_reads_an_edited_file_as_before(real_pack, tmp_path):
     _zero_in_place(real_pack / "shard-000000" / "mix.npy")
     pack = open_pack(real_pack, verify="off")
     _read_all(pack)
-    assert not (real_pack / VERIFIED_DIR).exists()
+    assert not (real_pack / VERIFIED_DIR).exists() and not _cached_records(tmp_path)
 
 
 def test_unknown_verify_mode_is_refused(real_pack):
@@ -91,16 +96,16 @@ def test_unknown_verify_mode_is_refused(real_pack):
         open_pack(real_pack, verify="sometimes")
 
 
-def test_each_file_is_hashed_once_then_the_record_is_trusted(real_pack, monkeypatch):
+def test_each_file_is_hashed_once_then_the_record_is_trusted(real_pack, tmp_path, monkeypatch):
     calls = _hashes(monkeypatch)
     pack = open_pack(real_pack)
     _read_all(pack)
     assert pack.checks.wait(30) and not pack.checks.unsettled
     mapped = len(pack._maps)
     assert len(calls) == mapped > 1
-    records = sorted(os.listdir(real_pack / VERIFIED_DIR))
+    records = _cached_records(tmp_path)
     assert len(records) == mapped
-    record = json.loads((real_pack / VERIFIED_DIR / "shard-000000.mix.npy.json").read_text())
+    record = json.loads(next(r for r in records if r.name == "shard-000000.mix.npy.json").read_text())
     stat = os.stat(real_pack / "shard-000000" / "mix.npy")
     assert (record["inode"], record["size"], record["mtime_ns"]) == (stat.st_ino, stat.st_size, stat.st_mtime_ns)
 
@@ -128,14 +133,17 @@ def test_an_edit_after_the_record_is_hashed_again_and_refused(real_pack):
         later.sample(0)
 
 
-def test_records_go_to_the_user_cache_where_the_pack_cannot_hold_them(real_pack, tmp_path, monkeypatch):
-    (real_pack / VERIFIED_DIR).write_text("not a directory")  # as a read-only pack directory: no record there
+def test_records_live_in_the_user_cache_never_in_the_pack(real_pack, tmp_path, monkeypatch):
+    """A reader writes nothing into the pack it reads: a record landing there after ``build --overwrite`` retired
+    the old manifest would be a file no manifest lists, which the build refuses to delete."""
+    before = sorted(p.relative_to(real_pack) for p in real_pack.rglob("*"))
     calls = _hashes(monkeypatch)
     pack = open_pack(real_pack)
     _read_all(pack)
     assert pack.checks.wait(30) and not pack.checks.unsettled
-    cached = list((tmp_path / "cache" / "speechpack" / "verified").glob("*/*.json"))
+    cached = _cached_records(tmp_path)
     assert len(cached) == len(calls) > 1
+    assert sorted(p.relative_to(real_pack) for p in real_pack.rglob("*")) == before
     again = open_pack(real_pack)
     _read_all(again)
     assert len(calls) == len(cached)
@@ -160,11 +168,20 @@ def test_workers_of_a_node_hash_a_file_once_between_them(real_pack, tmp_path):
     assert sum(r["hashed"] for r in results) == results[0]["mapped"]
 
 
-def test_a_pack_with_records_is_still_valid_and_replaceable(real_pack, wesep_list, real_audio):
+def test_records_an_earlier_version_wrote_into_a_pack_are_read_and_replaced_with_it(real_pack, tmp_path, wesep_list,
+                                                                                    real_audio, monkeypatch):
+    """Readers before this version wrote their records into ``PACK/.verified/``: such a pack is still valid, its
+    records are trusted, and ``build --overwrite`` removes them with the pack (its manifest owns them)."""
     pack = open_pack(real_pack)
     _read_all(pack)
     assert pack.checks.wait(30)
-    assert (real_pack / VERIFIED_DIR).is_dir()
+    (real_pack / VERIFIED_DIR).mkdir()
+    for record in _cached_records(tmp_path):
+        record.rename(real_pack / VERIFIED_DIR / record.name)  # where an earlier version kept them
+    calls = _hashes(monkeypatch)
+    again = open_pack(real_pack)
+    _read_all(again)
+    assert again.checks.wait(30) and not again.checks.unsettled and not calls
     report = validate_pack(str(real_pack))
     assert report.ok, report
     librivox = real_audio("pocketsphinx", 2)
@@ -173,27 +190,6 @@ def test_a_pack_with_records_is_still_valid_and_replaceable(real_pack, wesep_lis
                                                   overwrite=True))  # the records are the old pack's: removed
     assert not (real_pack / VERIFIED_DIR).exists()
     assert len(open_pack(real_pack)) == 1
-
-
-def test_a_record_added_while_the_old_pack_is_removed_does_not_stop_the_removal(real_pack, monkeypatch):
-    """A reader of the old pack still hashing in the background adds its record to ``.verified/`` just as
-    ``build --overwrite`` (or ``copy``) removes the directory: the removal starts again instead of failing."""
-    from speechpack.packer.ownership import remove_entries
-
-    pack = open_pack(real_pack)
-    _read_all(pack)
-    assert pack.checks.wait(30)
-    records = real_pack / VERIFIED_DIR
-    real_rmdir, added = os.rmdir, []
-
-    def rmdir_as_a_record_arrives(path, *args, **kwargs):
-        if not added and os.path.basename(os.fspath(path)) == VERIFIED_DIR:
-            added.append((records / "shard-000009.mix.npy.json").write_text("{}"))
-        return real_rmdir(path, *args, **kwargs)
-
-    monkeypatch.setattr(os, "rmdir", rmdir_as_a_record_arrives)
-    remove_entries(str(real_pack), [VERIFIED_DIR])
-    assert added and not records.exists()
 
 
 def test_a_pickled_pack_checks_again_in_its_new_process(real_pack):

@@ -12,9 +12,12 @@ those bytes.  A record with the same identity is trusted: its sha256 is compared
 nothing is read.  Without one, the file's mapped bytes are hashed on a background thread (one per process, off the
 batch path; the batch reads the mapping meanwhile), the record is written, and a sha256 other than
 ``dataset.json``'s stops every later read of that file with a ``PackFormatError`` naming it.  Records live in the
-pack, in ``.verified/`` (``schemas.constants.VERIFIED_DIR``; a pack's manifest owns it, so ``build --overwrite``
-and ``copy`` remove it with the pack), or, where the pack directory is read-only, in the user's cache directory
-(``$XDG_CACHE_HOME/speechpack/verified/``).  Each record file is ``flock``-ed while its file is hashed, so the
+user's cache directory (``$XDG_CACHE_HOME/speechpack/verified/``, a directory per pack), never in the pack: a
+reader writing into the pack it reads raced every command that replaces or removes that pack (a record landing
+after ``build --overwrite`` retired the old manifest is a file no manifest lists, which the build must refuse to
+delete).  Packs that earlier versions wrote records into keep their ``.verified/``
+(``schemas.constants.VERIFIED_DIR``; the pack's manifest owns it, so ``copy`` and ``build --overwrite`` remove it
+with the pack); those records are still read.  Each record file is ``flock``-ed while its file is hashed, so the
 DataLoader workers of a node hash a file once between them: the others wait (in their background thread) and
 read the record.  A file rewritten in place gets a new mtime, so its record no longer applies and it is hashed
 again.
@@ -56,7 +59,8 @@ RECORD_VERSION = 1
 #: Bytes hashed per step: large enough that hashlib releases the GIL for most of the work, small enough that the
 #: read-ahead advice for the next step is a modest request.
 _HASH_STEP = 8 << 20
-#: Errors of a directory that cannot be written (read-only mount, permissions): records then go to the cache.
+#: Errors of a cache directory that cannot be written (read-only home, permissions): files are then hashed
+#: without a record.
 _CANNOT_WRITE = (errno.EACCES, errno.EPERM, errno.EROFS)
 
 
@@ -68,7 +72,7 @@ def check_verify_mode(mode: object, where: str = "verify") -> str:
 
 
 def cache_root() -> str:
-    """Where records go when a pack's directory cannot hold them: ``$XDG_CACHE_HOME/speechpack/verified``."""
+    """Where records go: ``$XDG_CACHE_HOME/speechpack/verified`` (``~/.cache`` without it)."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "speechpack", "verified")
 
@@ -91,14 +95,16 @@ def hash_buffer(buffer) -> str:
 
 
 class RecordPlace:
-    """Where the records of one local pack live: ``PACK/.verified/`` if it can be written, else the cache directory
-    (a directory per pack, named by the hash of the pack's real path).  Records are looked up in both."""
+    """Where the records of one local pack live: the cache directory (a directory per pack, named by the hash of
+    the pack's real path), the only place they are written; ``PACK/.verified/``, where earlier versions wrote them,
+    is still read."""
 
     def __init__(self, pack_root: str):
         self.pack_root = pack_root
         real = os.path.realpath(pack_root)
-        self.dirs = (os.path.join(pack_root, VERIFIED_DIR),
-                     os.path.join(cache_root(), hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:32]))
+        name = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+        self.directory = os.path.join(cache_root(), name)
+        self.read_dirs = (self.directory, os.path.join(pack_root, VERIFIED_DIR))
 
     @staticmethod
     def record_name(rel: str) -> str:
@@ -108,7 +114,7 @@ class RecordPlace:
     def lookup(self, rel: str, identity: FileIdentity) -> str | None:
         """The sha256 a record holds for this version of file ``rel``; None without a usable record.  Read without
         a lock: a record being rewritten reads as damaged, and the background check then takes the lock."""
-        for directory in self.dirs:
+        for directory in self.read_dirs:
             try:
                 with open(os.path.join(directory, self.record_name(rel)), "rb") as fp:
                     found = _record_sha256(fp.read(), identity)
@@ -121,18 +127,16 @@ class RecordPlace:
     @contextlib.contextmanager
     def held(self, rel: str) -> Iterator["_HeldRecord | None"]:
         """The record file of ``rel``, created if need be and ``flock``-ed exclusively (waiting for another process
-        hashing the same file); None where neither directory can be written (the file is then hashed without a
-        record)."""
+        hashing the same file); None where the cache directory cannot be written (the file is then hashed without
+        a record)."""
         fd = None
-        for directory in self.dirs:
-            try:
-                os.makedirs(directory, exist_ok=True)
-                fd = os.open(os.path.join(directory, self.record_name(rel)), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
-                             0o644)
-                break
-            except OSError as err:
-                if err.errno not in _CANNOT_WRITE and not isinstance(err, (FileExistsError, NotADirectoryError)):
-                    raise
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            fd = os.open(os.path.join(self.directory, self.record_name(rel)), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+                         0o644)
+        except OSError as err:
+            if err.errno not in _CANNOT_WRITE and not isinstance(err, (FileExistsError, NotADirectoryError)):
+                raise
         if fd is None:
             yield None
             return

@@ -97,7 +97,5 @@ def at_rate(audio: np.ndarray, rate: int, target_rate: int) -> np.ndarray:
 
 
 def pack_files(root: Path) -> dict[str, bytes]:
-    """Every file under ``root`` by relative path, with its bytes; not what readers recorded beside a pack
-    (``.verified/``: loader.pack.content_check)."""
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and p.relative_to(root).parts[0] != ".verified"}
+    """Every file under ``root`` by relative path, with its bytes."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
