@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 from moto.server import ThreadedMotoServer
 
+from factories.batches import assert_batches_equal
 from factories.wesep_lists import Mix
 from speechpack.loader import build_loader
 from speechpack.loader.cache import CacheFullError, NodeCache
@@ -115,17 +116,6 @@ def local_batches(local: Path, rank: int = 0, world_size: int = 1, seed: int = 3
                                            seed=seed)]
 
 
-def assert_same_batches(got: list[dict], expected: list[dict]) -> None:
-    assert len(got) == len(expected)
-    for i, (a, b) in enumerate(zip(got, expected)):
-        assert a.keys() == b.keys()
-        for name in a:
-            if isinstance(a[name], np.ndarray):
-                assert a[name].dtype == b[name].dtype and np.array_equal(a[name], b[name]), f"batch {i}: {name}"
-            else:
-                assert a[name] == b[name], f"batch {i}: {name} differs"
-
-
 def valid_pairs(batches: list[dict]) -> list[tuple[str, str]]:
     return [(k, s) for b in batches for k, s, v in zip(b["key"], b["spk"], b["valid"].tolist()) if v]
 
@@ -165,7 +155,7 @@ def test_two_ranks_share_a_quarter_cache_and_deal_the_local_copys_batches(store,
         runs.append((start_rank(spec, tmp_path / f"rank{rank}.pkl", LOCAL_WORLD_SIZE="2"), tmp_path / f"rank{rank}.pkl"))
     results = [finish(process, out, timeout=120) for process, out in runs]
     for rank, result in enumerate(results):
-        assert_same_batches(result["batches"], local_batches(local_pack, rank, 2))
+        assert_batches_equal(result["batches"], local_batches(local_pack, rank, 2))
     pairs = valid_pairs(results[0]["batches"]) + valid_pairs(results[1]["batches"])
     expected = valid_pairs(local_batches(local_pack))
     assert sorted(pairs) == sorted(expected) and len(set(pairs)) == len(pairs), "every item exactly once"
@@ -191,7 +181,7 @@ def test_a_rank_killed_mid_fetch_leaves_nothing_that_looks_complete_and_the_reru
     complete = len(list((tmp_path / "cache" / "objects").glob("*.owned")))
     assert complete >= 12
     rerun = finish(start_rank({**spec, "block_delay": 0}, tmp_path / "rerun.pkl"), tmp_path / "rerun.pkl")
-    assert_same_batches(rerun["batches"], local_batches(local_pack))
+    assert_batches_equal(rerun["batches"], local_batches(local_pack))
     total = sum(p.stat().st_size for p in local_pack.rglob("*.npy"))
     assert rerun["fetched"] < total, "the rerun fetched everything again instead of reusing verified files"
     assert not list((tmp_path / "cache" / "tmp").glob("*.part")), "a killed fetch's .part outlived the rerun"
@@ -204,8 +194,8 @@ def test_two_jobs_on_one_cache_fetch_each_file_once(store, local_pack, tmp_path)
     jobs = [(start_rank({"config": config(url, cache), "rank": 0, "world_size": 1, "num_workers": 0, "seed": seed},
                         tmp_path / f"job{seed}.pkl"), tmp_path / f"job{seed}.pkl") for seed in (3, 4)]
     results = [finish(process, out) for process, out in jobs]
-    assert_same_batches(results[0]["batches"], local_batches(local_pack, seed=3))
-    assert_same_batches(results[1]["batches"], local_batches(local_pack, seed=4))
+    assert_batches_equal(results[0]["batches"], local_batches(local_pack, seed=3))
+    assert_batches_equal(results[1]["batches"], local_batches(local_pack, seed=4))
     held = NodeCache(str(tmp_path / "cache")).usage()  # no limit: every file either job read, once
     assert results[0]["fetched"] + results[1]["fetched"] == held, "one fetch per file per node"
     assert held > stream_bytes(local_pack) // 2
@@ -259,7 +249,7 @@ def test_a_transfer_corrupted_once_is_fetched_again_and_training_goes_on(store, 
     # the cache given as build_loader's argument (the public speechpack.loader.build_loader passes it on)
     batches = [plain(b) for b in build_loader(config(url), "train", seed=3, cache={"dir": str(tmp_path / "cache")})]
     assert len(corrupted) >= 12
-    assert_same_batches(batches, local_batches(local_pack))
+    assert_batches_equal(batches, local_batches(local_pack))
 
 
 def test_the_store_down_for_seconds_mid_epoch_is_retried_and_a_lasting_outage_is_named(store, local_pack, tmp_path):
@@ -275,7 +265,7 @@ def test_the_store_down_for_seconds_mid_epoch_is_retried_and_a_lasting_outage_is
         got += [plain(b) for b in batches]
     finally:
         restart.join()
-    assert_same_batches(got, local_batches(local_pack))
+    assert_batches_equal(got, local_batches(local_pack))
 
     lasting = build_loader(config(url, {"dir": str(tmp_path / "cache2"), "ahead": 0, "retry_seconds": 1.5}),
                            "train", seed=3)
@@ -328,7 +318,7 @@ def test_an_asd_pack_by_url_trains_as_its_local_copy(store, tmp_path):
 
     expected = [plain(b) for b in build_loader(asd(local), "train", seed=2)]
     got = [plain(b) for b in build_loader(asd(url, {"dir": str(tmp_path / "cache")}), "train", seed=2)]
-    assert_same_batches(got, expected)
+    assert_batches_equal(got, expected)
     assert "cache (no limit)" in plan_report(asd(url, {"dir": str(tmp_path / "cache")})).describe()
 
 

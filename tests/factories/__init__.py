@@ -6,6 +6,7 @@ imported from their module:
 
 - ``recordings``: real recordings and video from Debian packages, what a missing one or a missing extra does;
 - ``wesep_lists``: WeSep raw-list line specs of real recordings and what each line packs to;
+- ``batches``: batches compared bit for bit (tensors and arrays), as an assertion or as what differs;
 - ``tse``: generated TSE mixtures and packs, the loader calls the TSE tests share;
 - ``delivery``: where a delivered batch came from (worker, ring slot) and what is lost, repeated or changed, for
   failure messages;
