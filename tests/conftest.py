@@ -258,13 +258,19 @@ def six_line_corpus(real_audio, wesep_list):
 
 
 @pytest.fixture(scope="module")
-def s3_server():
+def s3_store():
     """A real S3-protocol server on a free loopback port, credentials and endpoint in the environment
-    (``factories.s3``); yields the endpoint URL."""
+    (``factories.s3``); yields the server, which a test may stop and start again (``S3Server``)."""
     from factories.s3 import s3_server_running
 
-    with s3_server_running() as endpoint:
-        yield endpoint
+    with s3_server_running() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def s3_server(s3_store):
+    """The endpoint URL of the module's S3-protocol server (``s3_store``)."""
+    return s3_store.endpoint
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from speechpack.loader.pack import (
 from speechpack.packer.copy.to_directory import copy_pack
 from speechpack.schemas.errors import PackFormatError, SpeechpackError
 from speechpack.schemas.manifest_file import FileIdentity
-from factories.s3 import BUCKET, SECRET
+from factories.s3 import BUCKET, SECRET, s3_url
 
 @pytest.fixture
 def pack(store_pack):
@@ -34,10 +34,6 @@ def pack(store_pack):
 #: Names that leave the pack, or are no file name a pack may use.
 ESCAPING = ["../dataset.json", "shard-000000/../../x", "/etc/passwd", "", "columns//samples.npy", ".hidden",
             "columns/..", "a\\b"]
-
-
-def _url(name: str) -> str:
-    return f"s3://{BUCKET}/{name}"
 
 
 def _local_listing(root) -> dict[str, int]:
@@ -81,7 +77,7 @@ def test_a_directory_gives_the_packs_files_and_refuses_names_that_leave_it(pack)
 
 
 def test_an_object_store_gives_the_same_files_bytes_and_arrays(s3_server, pack):
-    url = _url("files/train")
+    url = s3_url("files/train")
     copy_pack(str(pack), url, progress=False)
     files = pack_files(url)
     assert isinstance(files, ObjectStorePackFiles) and is_remote(url)
@@ -94,11 +90,11 @@ def test_an_object_store_gives_the_same_files_bytes_and_arrays(s3_server, pack):
     worker = pickle.loads(pickle.dumps(files))  # as a DataLoader worker receives it: no client, made again
     assert worker.read_bytes("columns/samples.npy") == (pack / "columns" / "samples.npy").read_bytes()
     assert ObjectStorePackFiles(url, endpoint_url=s3_server).listing() == files.listing()
-    assert pack_files(_url("files/nothing-here")).listing() == {}
+    assert pack_files(s3_url("files/nothing-here")).listing() == {}
 
 
 def test_a_pack_opened_by_url_reads_what_the_directory_reads(s3_server, pack):
-    url = _url("open/train")
+    url = s3_url("open/train")
     copy_pack(str(pack), url, progress=False)
     local, remote = open_pack(pack), open_pack(url)
     assert remote.path == url and isinstance(remote.files, ObjectStorePackFiles)
@@ -114,7 +110,7 @@ def test_a_pack_opened_by_url_reads_what_the_directory_reads(s3_server, pack):
 
 
 def test_a_pack_by_url_is_checked_as_a_directory_is(s3_server, pack):
-    url = _url("checked/train")
+    url = s3_url("checked/train")
     copy_pack(str(pack), url, progress=False)
     remote = open_pack(url)
     files = remote.files
@@ -137,7 +133,7 @@ def test_an_asd_pack_by_url_reads_its_data_streams(s3_server, tmp_path):
     from factories.asd_inputs import make_asd_pack
 
     local = open_pack(make_asd_pack(tmp_path / "a"))
-    url = _url("asd-open/train")
+    url = s3_url("asd-open/train")
     copy_pack(local.path, url, progress=False)
     remote = open_pack(url)
     for index in range(len(local)):
@@ -176,7 +172,7 @@ def test_cue_banks_from_a_store_are_refused_with_a_way_out(s3_server, tse_split,
     case, cues_path, root, _ = tse_split
     local = tmp_path / "pack"
     build_with_cues(case, local, cues_path, root=str(root))
-    url = _url("cues-open/train")
+    url = s3_url("cues-open/train")
     copy_pack(str(local), url, progress=False)
     with pytest.raises(PackFormatError, match=f"{url}: cue banks are read from a local directory only; stage the "
                                               f"pack first"):

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 import speechpack.packer.copy.publish as publish_module
 from speechpack.cli import main
 from factories import Mix
-from factories.s3 import BUCKET, SECRET
+from factories.s3 import SECRET, s3_url
 from speechpack.loader.pack import open_pack
 from speechpack.packer.adapters.audio_bank import build_audio_bank
 from speechpack.packer.adapters.wesep import build_wesep
@@ -28,10 +28,6 @@ from speechpack.packer.validate.pack import validate_pack
 @pytest.fixture
 def pack(store_pack):
     return store_pack
-
-
-def _url(name: str) -> str:
-    return f"s3://{BUCKET}/{name}"
 
 
 def _objects(url: str) -> dict[str, int]:
@@ -50,7 +46,7 @@ def _run(*args: str):
 
 
 def test_publish_validate_and_stage_back_a_real_pack(s3_server, pack, tmp_path):
-    url = _url("round-trip/train")
+    url = s3_url("round-trip/train")
     published = _run("copy", str(pack), url, "--no-progress")
     assert published.exit_code == 0, published.output
     local_files = {str(p.relative_to(pack)) for p in pack.rglob("*") if p.is_file()}
@@ -75,7 +71,7 @@ def test_publish_validate_and_stage_back_a_real_pack(s3_server, pack, tmp_path):
 
 
 def test_a_corrupt_object_is_named_by_copy_and_validate_and_publishing_repairs_it(s3_server, pack, tmp_path):
-    url = _url("corrupt/train")
+    url = s3_url("corrupt/train")
     copy_pack(str(pack), url, progress=False)
     _flip_object(url, "shard-000000/mix.npy")
 
@@ -100,7 +96,7 @@ def test_a_corrupt_object_is_named_by_copy_and_validate_and_publishing_repairs_i
 
 
 def test_a_corrupt_local_file_is_never_uploaded(s3_server, pack):
-    url = _url("bad-source/train")
+    url = s3_url("bad-source/train")
     target = pack / "shard-000000" / "target.npy"
     data = bytearray(target.read_bytes())
     data[-3] ^= 0x01
@@ -112,7 +108,7 @@ def test_a_corrupt_local_file_is_never_uploaded(s3_server, pack):
 
 
 def test_an_interrupted_publish_is_never_a_pack_and_resumes_with_dataset_json_last(s3_server, pack, monkeypatch):
-    url = _url("interrupted/train")
+    url = s3_url("interrupted/train")
     written: list[str] = []
     real_upload, real_write = publish_module._Target._upload, RemotePack.write_bytes
 
@@ -145,7 +141,7 @@ def test_an_interrupted_publish_is_never_a_pack_and_resumes_with_dataset_json_la
 
 
 def test_objects_no_record_lists_are_refused_and_an_older_pack_is_replaced(s3_server, pack, tmp_path, real_audio):
-    url = _url("shared/train")
+    url = s3_url("shared/train")
     RemotePack(url).write_bytes("notes/thesis.tex", b"precious")
     refused = _run("copy", str(pack), url, "--no-progress")
     assert refused.exit_code == 1 and "notes/thesis.tex" in refused.output
@@ -176,7 +172,7 @@ def test_failures_name_the_object_and_never_print_the_secret(s3_server, pack, tm
     assert staged.exit_code == 1 and missing in staged.output
     checked = CliRunner().invoke(main, ["validate", missing])
     assert checked.exit_code == 1 and missing in checked.output
-    url = _url("secret/train")
+    url = s3_url("secret/train")
     copy_pack(str(pack), url, progress=False)
     _flip_object(url, "columns/samples.npy")
     corrupt = CliRunner().invoke(main, ["copy", url, str(tmp_path / "dst2"), "--no-progress"])
@@ -195,7 +191,7 @@ def test_one_publish_per_node_the_second_waits_on_the_source_lock(s3_server, pac
 
     from speechpack.packer.ownership import locked
 
-    url = _url("ranks/train")
+    url = s3_url("ranks/train")
     said: list[str] = []
     done: dict = {}
     with locked(str(pack), exclusive=True, log=None):
@@ -220,7 +216,7 @@ def test_validate_streams_asd_labels_and_faces(s3_server, tmp_path):
     from factories.asd_inputs import make_asd_pack
 
     local = make_asd_pack(tmp_path / "a")
-    url = _url("asd/train")
+    url = s3_url("asd/train")
     copy_pack(local, url, progress=False)
     good = validate_pack(url)
     assert good.ok, good.describe()
@@ -243,7 +239,7 @@ def test_validate_checks_cue_banks_on_the_streamed_objects(s3_server, tse_split,
     case, cues_path, root, _ = tse_split
     local = tmp_path / "pack"
     build_with_cues(case, local, cues_path, root=str(root))
-    url = _url("cues/train")
+    url = s3_url("cues/train")
     copy_pack(str(local), url, progress=False)
     result = _run("validate", url)
     assert result.exit_code == 0, result.output

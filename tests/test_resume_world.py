@@ -331,15 +331,11 @@ def test_a_pack_by_url_resumes_at_another_world_size_and_on_the_local_copy(s3_se
     """Four ranks read the pack from a real S3-protocol server through a node cache smaller than the pack; eight
     resume from global batch 4 (the cache fetches ahead in the resumed pass's order), and two resume on the local
     copy: where a pack lies is not part of a state."""
-    from factories.s3 import BUCKET
-    from speechpack.loader.pack import open_pack
-    from speechpack.packer.copy.to_directory import copy_pack
+    from factories.s3 import publish, stream_bytes
 
     local = tse_config["packs"][0]["path"]
-    url = f"s3://{BUCKET}/resume-world/tse"
-    copy_pack(local, url, progress=False)
-    pack_bytes = sum(f.size for shard in open_pack(local).manifest.shards for f in shard.files.values())
-    cache = {"dir": str(tmp_path / "cache"), "limit": pack_bytes * 3 // 4, "ahead": 2}
+    url = publish(local, "resume-world/tse")
+    cache = {"dir": str(tmp_path / "cache"), "limit": stream_bytes(local) * 3 // 4, "ahead": 2}
     remote = {**tse_config, "packs": [{"path": url}], "cache": cache}
     reference = reference_epoch(tse_config)
     savers = loaders(remote, 4)

@@ -4,8 +4,8 @@ workers, through a ring, from a store, in one process or several).
 A batch is a dict of fields; a torch tensor or a numpy array equals another of the same type, dtype and shape with
 equal values (no tolerance: batches are bit-identical however they were made), anything else (keys, lists of
 speakers) by ``==``.  ``field_differences`` says what differs, for a test that wants a bool or its own message
-(``factories.delivery`` adds where a batch came from); ``assert_batches_equal`` asserts it over two lists of batches.  torch is not imported here: a tensor can only come
-from a test that imported it.
+(``factories.delivery`` adds where a batch came from); ``assert_batches_equal`` asserts it over two lists of
+batches.  torch is not imported here: a tensor can only come from a test that imported it.
 """
 
 from __future__ import annotations
