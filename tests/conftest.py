@@ -26,7 +26,9 @@ from factories.recordings import FULL_SCALE, REAL_CORPORA, missing_recording, re
 from factories.wesep_lists import Mix, Source, WesepCase, write_mixture, write_source
 
 
-#: Fixtures that read the Debian recordings or the real video (docs/testing.md, "Real recordings").
+#: Fixtures that read the Debian recordings or the real video (docs/testing.md, "Real recordings").  They are
+#: session-scoped, so that a module- or session-scoped fixture that reads recordings asks for them too, and the
+#: tests that use it are marked as well (pytest's ``fixturenames`` is the whole closure of a test's fixtures).
 _REAL_FIXTURES = ("real_audio", "real_video")
 
 
@@ -76,7 +78,7 @@ def pytest_ignore_collect(collection_path, config):
     return None
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def real_audio():
     """``real_audio(corpus, count=None)``: paths of installed real recordings of ``corpus`` (see ``REAL_CORPORA``).
 
@@ -198,7 +200,7 @@ def write_list(tmp_path):
 # ---------------------------------------------------------------------------------------------------------------
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def real_video() -> str:
     """kphotoalbum's talking-face demo movie (``factories.recordings.real_video_path``): missing fails in CI."""
     return real_video_path()
