@@ -21,6 +21,7 @@ imported from their module:
 - ``wesep_mainline``: splits written the way mainline WeSep's prep writes them (LibriMix-like, online tars);
 - ``lhotse_export``: an asr-jsonl manifest of real clips and ``export lhotse`` run in a killable process;
 - ``noise_lmdb``: WeSep-style noise LMDBs;
+- ``fuzz``: what the fuzz tests of input lines share (settings, JSON values, the outcome of a fuzzed build);
 - ``s3``: a real S3-protocol server (moto) on a loopback port, restartable, behind conftest's ``s3_store`` and
   ``s3_server``, the small real-speech pack the object-storage tests publish, and how they publish;
 - ``store_rank``: one rank of a training run from an object store, run as its own process
