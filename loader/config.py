@@ -20,9 +20,9 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-# The shared checks live in loader.config_checks; they are imported here by name too, so ``from loader.config
-# import ConfigError`` keeps working for existing code.
-from speechpack.loader.config_checks import (  # noqa: F401 (re-exported)
+# ConfigError (loader.config_checks) and STATES (loader.tasks) are re-exported: callers that read configs import
+# them from here with LoaderConfig.
+from speechpack.loader.config_checks import (
     MAX_EPOCH_ITEMS,
     ConfigError,
     check_choice,
@@ -30,17 +30,14 @@ from speechpack.loader.config_checks import (  # noqa: F401 (re-exported)
     integer,
     number,
     positive_int,
-    probability,
     take_known,
-    value_range,
 )
 from speechpack.loader.memory_limit import MemoryLimitError, memory_limit_bytes
 from speechpack.loader.cache.settings import CacheSettings
 from speechpack.loader.pack import Pack
 from speechpack.loader.pack.content_check import DEFAULT_VERIFY, VERIFY_MODES
-from speechpack.loader.plan.static_plan import TAIL_POLICIES  # noqa: F401 (re-exported)
 from speechpack.loader.recipe import MAX_PREFETCH, MAX_WORKERS, DataLoaderArgs, check_state, read_recipe
-from speechpack.loader.tasks import DEFAULT_TASK, FOREIGN_RECIPES, STATES  # noqa: F401 (STATES re-exported)
+from speechpack.loader.tasks import DEFAULT_TASK, FOREIGN_RECIPES, STATES
 from speechpack.loader.tasks import task as task_of
 
 #: Keys of a ``packs`` entry that set its count per epoch (at most one each; see loader.plan.weighting).
@@ -100,10 +97,6 @@ class PackSource:
 
     def __post_init__(self) -> None:
         _check_pack_entry(_values(self), "PackSource")
-
-    def check_state(self, state: str) -> None:
-        """``state`` is one this config was read for (its ``val_dataset_args`` merged or not as ``state`` needs)."""
-        check_state(self.states, state)
 
     @property
     def weighted(self) -> bool:
@@ -358,4 +351,5 @@ def dataloader_settings(config: LoaderConfig, num_workers: int | None = None,
             "prefetch_from": prefetch_source}
 
 
-__all__ = ["PREFETCH_PER_WORKER", "dataloader_settings", "loader_fingerprint"]
+__all__ = ["MAX_BETA", "PREFETCH_PER_WORKER", "STATES", "WEIGHT_KEYS", "ConfigError", "LoaderConfig", "PackSource",
+           "Weighting", "dataloader_settings", "loader_fingerprint"]

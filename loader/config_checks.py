@@ -151,7 +151,7 @@ def check_int(value: Any, key: str, lo: int, hi: int, unit: str = "") -> int:
     """``value`` if it is an int in ``[lo, hi]``; else a ``ConfigError`` naming ``key`` and the range."""
     check_type(value, int, at(key))
     if not lo <= value <= hi:
-        raise ConfigError(f"{at(key)}: must be in [{lo}, {hi}]{unit}, got {value}")
+        raise ConfigError(f"{at(key)}: must be in [{lo}, {hi}]{unit}, got {bounded_repr(value)}")
     return value
 
 

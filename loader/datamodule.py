@@ -20,7 +20,7 @@ What Lightning gets, and why:
   checkpoints; the DataModule's own ``state_dict`` carries the training loader's state too (epoch and global
   position: ``loader.resume``), so a checkpoint resumes the data exactly even where only the DataModule's state is
   restored, and on any number of devices.
-- **Evaluation.** ``val`` and ``test`` take one set, a list or a mapping of named sets (``loader.datamodule``);
+- **Evaluation.** ``val`` and ``test`` take one set, a list or a mapping of named sets (below);
   Lightning runs each as its own ``dataloader_idx``. Without ``val`` there is no validation.
 
 Lightning is imported when the class is first used, so ``import loader.datamodule`` works without the extra, and a
@@ -28,7 +28,7 @@ missing extra is a clear error.
 
 Which loader configs a DataModule runs: one training config and named validation and test configs.
 
-A split is given the way a training script already holds it (``loader.datamodule``):
+A split is given the way a training script already holds it:
 
 - a loader config: a mapping (``task``, ``packs``, ``dataset_args`` ...; a WeSep recipe with ``packs`` or an
   Omnilingual recipe with ``dataset:`` and ``packs`` is one too, docs/loader.md), or a YAML file holding one (read
@@ -52,7 +52,7 @@ from speechpack.loader.config import LoaderConfig
 from speechpack.loader.config_checks import ConfigError
 from speechpack.loader.pack.files import is_remote
 from speechpack.loader.resume import ResumeError
-from speechpack.loader.tasks import STATES
+from speechpack.loader.tasks import DEFAULT_TASK, FOREIGN_RECIPES, STATES
 from speechpack.schemas.constants import MANIFEST_NAME
 from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.yaml_document import read_yaml
@@ -122,7 +122,7 @@ def rank_and_world(trainer) -> tuple[int, int]:
 def describe_config(config: Any) -> str:
     """One split's loader config in a line: its task and pack paths (a mapping or a ``LoaderConfig``)."""
     if isinstance(config, dict):
-        task = config.get("task") or "tse"
+        task = config.get("task") or DEFAULT_TASK
         packs = config.get("packs") or []
         paths = [entry.get("path") if isinstance(entry, dict) else entry for entry in packs]
     else:
@@ -141,7 +141,7 @@ def datamodule_class() -> type:
         """Training, validation and test loaders from speechpack loader configs (see the module docstring).
 
         ``train``: a loader config (mapping or YAML file); ``val``, ``test``: a config, pack directories (the
-        training config on those packs), or a list or mapping of either (``loader.datamodule``).
+        training config on those packs), or a list or mapping of either (the module docstring).
         ``num_workers``, ``pin_memory``, ``prefetch_factor``, ``batches_per_message`` and ``seed`` go to every
         ``build_loader``; None keeps the config's own (a WeSep recipe's ``dataloader_args``, an ASR config's ``npc``;
         docs/loader.md) or, for ``batches_per_message``, sizes messages automatically.
@@ -327,7 +327,8 @@ def evaluation_split(spec: Any, state: str, base: dict | LoaderConfig | None) ->
         return None
     if isinstance(spec, (list, tuple)) and not spec:
         raise ConfigError(f"{state}: an empty list; leave it out for no {state} split")
-    if isinstance(spec, dict) and "packs" not in spec and "dataset" not in spec:
+    # A mapping of named sets, not one config (a config has packs, or is another tool's recipe).
+    if isinstance(spec, dict) and "packs" not in spec and not any(key in spec for key in FOREIGN_RECIPES):
         if not spec:
             raise ConfigError(f"{state}: an empty mapping; leave it out for no {state} split")
         configs = {}

@@ -19,7 +19,7 @@ from speechpack.schemas.constants import DEFAULT_SAMPLE_RATE
 from speechpack.schemas.plotting import plotting_available
 from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.units import plural
-from speechpack.schemas.yaml_document import parse_yaml
+from speechpack.schemas.yaml_document import read_yaml
 
 #: Training window of the loader step, in seconds.
 DEMO_CHUNK_SECONDS = 1
@@ -102,8 +102,7 @@ def _both_mics(config_path: str, tse_2mic_pack: str, out: str, echo: Callable[[s
     """Write the training config over both tse packs and show that ``plan`` refuses it, before any audio is read."""
     from speechpack.loader.plan.planning_report import plan_report
 
-    with open(config_path, encoding="utf-8") as fp:
-        config = parse_yaml(fp.read(), config_path)
+    config = read_yaml(config_path)
     config["packs"].append({"path": tse_2mic_pack})
     path = os.path.join(out, BOTH_MICS_CONFIG)
     with open(path, "w", encoding="utf-8") as fp:

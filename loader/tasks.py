@@ -50,9 +50,9 @@ DEFAULT_TASK = "tse"
 #: A top-level key that marks another tool's recipe -> the task that translates it into a loader config
 #: (``LoaderTask.translate_config``): Omnilingual ASR's ``dataset:`` block.
 FOREIGN_RECIPES = {"dataset": "asr"}
-#: Task -> the module that recognises the dialects of its tool's training recipes, read before the config is
-#: parsed: ``read_dialect(obj, state, where) -> (obj as the loader reads it, dialect or None)``.  Imported when a
-#: recipe is read, so it is kept light (no audio, no torch): mainline WeSep recipes for ``tse``.
+#: Task -> the module that recognises the dialects of its tool's training recipes, read before a config of that
+#: task is parsed: ``read_dialect(obj, state, where) -> (obj as the loader reads it, dialect or None)``.  Imported
+#: when a recipe is read, so it is kept light (no audio, no torch): mainline WeSep recipes for ``tse``.
 DIALECT_READERS = {"tse": "speechpack.loader.tse.mainline"}
 
 
@@ -74,13 +74,14 @@ def task_module(name: str, where: str = "config.task") -> ModuleType:
 
 
 def read_dialect(obj: Any, state: str, where: str = "config") -> tuple[Any, str | None]:
-    """``obj`` as the loader reads it for ``state``, and the recipe dialect a task's reader recognised in it
-    (``DIALECT_READERS``; None: a plain loader config)."""
-    for module in DIALECT_READERS.values():
-        obj, read_as = importlib.import_module(module).read_dialect(obj, state, where)
-        if read_as is not None:
-            return obj, read_as
-    return obj, None
+    """``obj`` as the loader reads it for ``state``, and the recipe dialect that the reader of the config's task
+    (its ``task:``, else ``DEFAULT_TASK``; ``DIALECT_READERS``) recognised in it (None: a plain loader config).
+    Only that task's reader looks: an ``asd`` config is never read as a WeSep recipe."""
+    name = obj.get("task", DEFAULT_TASK) if isinstance(obj, dict) else DEFAULT_TASK
+    module = DIALECT_READERS.get(name) if isinstance(name, str) else None  # a bad task is refused when parsed
+    if module is None:
+        return obj, None
+    return importlib.import_module(module).read_dialect(obj, state, where)
 
 
 def task(name: str, where: str = "config.task") -> LoaderTask:
@@ -98,7 +99,6 @@ def prepare(config, state: str, packs: list, seed: int) -> Prepared:
     loader_task = task(config.task)
     prepared = loader_task.prepare(config, state, packs, seed)
     if prepared.weighting is None and config.weighted:
-        loader_task.check_weighting(config)
         sizes = np.bincount(prepared.item_pack, minlength=len(packs))
         hours = [float(p.manifest.totals["hours"]) for p in packs]
         prepared = replace(prepared, weighting=PackWeighting.resolve(config, sizes, hours))
@@ -107,7 +107,8 @@ def prepare(config, state: str, packs: list, seed: int) -> Prepared:
 
 #: Keys of ``dataset_args`` added after the first release: a state hashed without them still resumes when they
 #: are unset (``LoaderTask.fingerprint_args``).
-_UNSET_LEFT_OUT = ("cues", "field_collate", "mix", "augment", "batching", "train_window", "hist_frames")
+_UNSET_LEFT_OUT = ("cues", "field_collate", "mix", "augment", "batching", "train_window", "hist_frames",
+                   "mainline")
 #: Keys of ``dataset_args`` that change how batches are fetched, not which: any worker count resumes.
 _FETCH_ONLY = ("npc", "num_prefetch")
 
@@ -260,10 +261,6 @@ class LoaderTask:
         config dict of this task.  Default: the config as it is."""
         return obj
 
-    def check_weighting(self, config) -> None:
-        """Refuse ``packs`` weighting this task cannot apply per pack (before the loader weighs packs itself).
-        Default: every per-pack weighting applies."""
-
     def fingerprint_args(self, args: dict) -> dict:
         """``dataset_args`` (as a dict) as the resume fingerprint hashes them: keys added after the first release
         left out while unset, keys that only change how batches are fetched left out always.  A task whose
@@ -283,4 +280,5 @@ class LoaderTask:
 
 
 __all__ = ["BatchBuilder", "DEFAULT_TASK", "LoaderTask", "PlanArgs", "Prepared", "DIALECT_READERS", "FOREIGN_RECIPES",
-           "STATES", "TASK_MODULES", "prepare", "read_dialect", "register_task", "task", "task_module"]
+           "STATES", "TASK_MODULES", "index_samples", "prepare", "read_dialect", "register_task", "task",
+           "task_module"]

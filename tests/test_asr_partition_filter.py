@@ -8,7 +8,8 @@ import os
 import numpy as np
 import pytest
 
-from speechpack.loader.asr.selection import parse_partition_filters
+from speechpack.loader.asr.args import parse_dataset_args
+from speechpack.loader.asr.selection import parse_partition_filters, select
 from speechpack.loader.config import ConfigError
 
 pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
@@ -37,6 +38,15 @@ def mask(text) -> list[bool]:
 ])
 def test_recipe_forms(text, expected):
     assert mask(text) == expected
+
+
+def test_a_list_of_filters_selects_through_the_parsed_args():
+    """A config's list of filters is stored as a tuple (``AsrArgs`` is frozen); the selection still reads it."""
+    args = parse_dataset_args({"partition_filters": ['pc.field("language") == "en"', 'pc.field("corpus") == "mls"']},
+                              "d")
+    assert args.partition_filters == ('pc.field("language") == "en"', 'pc.field("corpus") == "mls"')
+    selection = select(args, "train", [], [])
+    assert selection.mask(COLUMNS["corpus"], COLUMNS["language"]).tolist() == [True, False, False, False]
 
 
 @pytest.mark.parametrize("text, message", [

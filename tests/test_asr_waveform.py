@@ -1,19 +1,12 @@
-"""loader.asr.features: mono by channel mean and per-utterance normalisation over valid samples."""
+"""loader.asr.features: per-utterance normalisation over valid samples (mono by channel mean is the batch builder's:
+test_asr_task.py, test_multichannel_audio_is_mixed_to_mono_with_utf8_labels)."""
 
 from __future__ import annotations
 
-import numpy as np
 import soundfile
 import torch
 
-from speechpack.loader.asr.features import normalize_rows, to_mono
-
-
-def test_mono_is_the_channel_mean():
-    stereo = np.array([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0]], dtype=np.float32)
-    np.testing.assert_array_equal(to_mono(stereo), [2.0, 2.0, 2.0])
-    mono = stereo[:1]
-    assert to_mono(mono).base is mono or np.shares_memory(to_mono(mono), mono)
+from speechpack.loader.asr.features import normalize_rows
 
 
 def test_normalisation_is_layer_norm_over_each_utterance(real_audio):

@@ -21,7 +21,7 @@ from speechpack.loader.asd.args import parse_dataset_args as parse_asd
 from speechpack.loader.asr.args import AsrArgs
 from speechpack.loader.asr.args import parse_dataset_args as parse_asr
 from speechpack.loader.config import LoaderConfig, PackSource, Weighting
-from speechpack.loader.config_checks import MAX_BATCH_ROWS, MAX_COUNT, MAX_DB, MAX_EPOCH_ITEMS, ConfigError, integer, number, positive_int, value_range
+from speechpack.loader.config_checks import MAX_BATCH_ROWS, MAX_COUNT, MAX_DB, MAX_EPOCH_ITEMS, ConfigError, check_int, integer, number, positive_int, value_range
 from speechpack.loader.plan.plan import MAX_ROUND_ROWS, PlanError, plan_epoch
 from speechpack.loader.plan.weighting import pack_counts
 
@@ -178,6 +178,16 @@ def test_shared_checks_bound_every_number():
     for bad in (True, 2.0, "3", None, 6, -1):
         with pytest.raises(ConfigError, match="seed must be an integer in"):
             integer(bad, "seed", 0, 5)
+
+
+def test_an_int_too_long_to_print_is_a_config_error_naming_the_key():
+    """``check_int`` shows the value cut short: a 5000-digit int (beyond Python's int-string limit) is a
+    ``ConfigError`` naming the key, not a ``ValueError`` from printing it."""
+    with pytest.raises(ConfigError, match=r"config.dataset_args.resample_rate: must be in \[1000, 384000\] Hz, got "
+                                          r"<an integer of about 5001 digits>"):
+        LoaderConfig.from_dict(cfg(resample_rate=10 ** 5000))
+    with pytest.raises(ConfigError, match="dataset_args.batch_size: must be in .* got -7$"):
+        check_int(-7, "batch_size", 1, MAX_BATCH_ROWS)
 
 
 def test_a_pair_named_by_key_is_a_value_range_with_a_bounded_message():

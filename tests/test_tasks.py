@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import pytest
 
 from speechpack import loader
 from speechpack.loader.config import ConfigError, LoaderConfig
 from speechpack.loader.tse.args import DatasetArgs
-from speechpack.loader.tasks import TASK_MODULES, task_module
+from speechpack.loader.tasks import TASK_MODULES, task, task_module
 from factories.tse import RATE, config, frames_list, mixture
 
 
@@ -18,6 +20,23 @@ def test_default_task_is_tse_and_unknown_tasks_are_named():
         LoaderConfig.from_dict({"packs": [{"path": "x"}], "task": "vad"})
     with pytest.raises(ConfigError, match="config.task"):
         LoaderConfig.from_dict({"packs": [{"path": "x"}], "task": 3})
+
+
+def test_an_unset_mainline_is_left_out_of_the_resume_fingerprint():
+    """``mainline`` came after the first release: unset, it is not hashed, so older states still resume."""
+    plain = LoaderConfig.from_dict({"packs": [{"path": "x"}]})
+    assert "mainline" not in task("tse").fingerprint_args(asdict(plain.dataset_args))
+    recipe = LoaderConfig.from_dict({"packs": [{"path": "x"}], "dataset_args": {"mainline": {"joint_training": True}}})
+    assert task("tse").fingerprint_args(asdict(recipe.dataset_args))["mainline"]["joint_training"] is True
+
+
+def test_only_the_configs_task_reads_its_recipe_dialects():
+    """The config's task (default tse) alone reads recipe dialects: an asd config with a trainer's sections is an
+    asd config, not a WeSep recipe."""
+    sections = {"dataloader_args": {"num_workers": 2}, "model_args": {"tse_model": {"joint_training": True}}}
+    asd = LoaderConfig.from_dict({"task": "asd", "packs": [{"path": "x"}], **sections})
+    assert asd.dialect is None and asd.dataloader.num_workers == 2 and asd.ignored == ("model_args",)
+    assert LoaderConfig.from_dict({"packs": [{"path": "x"}], **sections}).dialect == "wesep-mainline"
 
 
 def test_every_task_module_provides_the_interface():

@@ -1,9 +1,9 @@
 """The ASD loader task (``task: asd``): MuVAP-style active speaker detection batches from ``asd`` packs.
 
 ``loader.torch.SpeechLoader`` plans and deals the batches; this module supplies what is ASD-specific
-(``TASK``, a ``loader.tasks.LoaderTask``): ``parse_dataset_args`` (``loader.asd.args``) and ``prepare``, which indexes the packs' face
-tracks (``loader.asd.task``), reports the tracks that have no model frame, and returns the batch builder
-(``AsdBatchBuilder``, below).
+(``TASK``, a ``loader.tasks.LoaderTask``): ``parse_dataset_args`` (``loader.asd.args``) and ``prepare``, which
+indexes the packs' face tracks (``asd_tracks``, below), reports the tracks that have no model frame (``asd_tracks``
+sets them apart), and returns the batch builder (``AsdBatchBuilder``, below).
 
 ASD batches on the 25 Hz model timeline, built straight from the mapped shards.
 

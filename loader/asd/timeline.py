@@ -26,8 +26,8 @@ unless its batch crops it to the batch's shortest chunk).  Each chunk is fed wit
 ``loader.plan.train_windows.tile_windows`` does the tiling, with MuVAP's edges exactly (numpy rounds half to even, and so
 does it).
 
-Tracks with no model frame cannot be chunked (a zero-length chunk would crash a model); ``split_empty`` sets them
-apart so the task can report them.
+Tracks with no model frame cannot be chunked (a zero-length chunk would crash a model); the task sets them apart
+and reports them (``loader.asd.task.asd_tracks``).
 
 ``jitter_windows`` is MuVAP's ``jitter``: every epoch, each chunk's scored span (same length) moves to a start drawn
 uniformly over its track, ``U{0 .. M - span_length}``, and is fed with up to ``hist_frames`` frames before it, so
@@ -115,7 +115,8 @@ def muvap_windows(model_frames: np.ndarray, train_window: int, hist_frames: int)
     """Chunks of every track (``model_frames`` all positive), MuVAP's edges exactly."""
     lengths = np.asarray(model_frames, dtype=np.int64)
     if np.any(lengths < 1):
-        raise ConfigError("muvap_windows: tracks without model frames must be set apart first (split_empty)")
+        raise ConfigError("muvap_windows: tracks without model frames must be set apart first "
+                          "(loader.asd.task.asd_tracks)")
     return tile_windows(lengths, scored_span(train_window, hist_frames), hist_frames)
 
 
@@ -130,11 +131,5 @@ def jitter_windows(windows: Windows, model_frames: np.ndarray, hist_frames: int,
                    fed_start=np.maximum(start - hist_frames, 0), first=windows.first)
 
 
-def split_empty(model_frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(positions of tracks with model frames, positions of tracks without any)."""
-    model_frames = np.asarray(model_frames, dtype=np.int64)
-    return np.flatnonzero(model_frames > 0), np.flatnonzero(model_frames <= 0)
-
-
 __all__ = ["jitter_windows", "model_frame_index", "muvap_windows", "native_frame_scores", "read_audio_frames",
-           "scored_span", "source_frame_index", "split_empty"]
+           "scored_span", "source_frame_index"]

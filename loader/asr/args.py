@@ -200,8 +200,7 @@ def _check_pipeline(v: dict, where: str) -> None:
     for key in ("train_split", "valid_split"):
         if v[key] is not None and (not isinstance(v[key], str) or not v[key]):
             raise ConfigError(f"{where}.{key}: expected a split name, got {v[key]!r}")
-    parse_partition_filters(list(v["partition_filters"]) if isinstance(v["partition_filters"], tuple)
-                            else v["partition_filters"], f"{where}.partition_filters")
+    parse_partition_filters(v["partition_filters"], f"{where}.partition_filters")
     if check_type(v["fragment_shuffle_window"], int, f"{where}.fragment_shuffle_window") < -1:
         raise ConfigError(f"{where}.fragment_shuffle_window: -1 (whole), 0 (none) or a window, got "
                           f"{v['fragment_shuffle_window']}")

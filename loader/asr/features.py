@@ -20,8 +20,8 @@ worker, or the GPU):
 
 Everything is computed in the input's floating dtype (float32 normally; tests compare with kaldi-native-fbank).
 
-Waveform processing of ASR batches, in torch over a padded batch: mono by channel mean, and Omnilingual's
-``normalize_audio``.
+Waveform processing of ASR batches, in torch over a padded batch: Omnilingual's ``normalize_audio`` (the batch
+builder mixes each row to mono, by channel mean, as it reads it: ``loader.asr.task``).
 
 ``normalize_rows`` is ``layer_norm`` over each whole utterance, as Omnilingual applies it
 (``layer_norm(waveform, waveform.shape)``): subtract the mean, divide by ``sqrt(var + 1e-5)`` with the biased
@@ -196,11 +196,6 @@ def standardize_frames(feats: torch.Tensor, frames: torch.Tensor) -> torch.Tenso
 LAYER_NORM_EPS = 1e-5
 
 
-def to_mono(audio: np.ndarray) -> np.ndarray:
-    """``[C, T]`` to ``[T]`` by the mean over channels (a mono signal is returned as its single row)."""
-    return audio[0] if audio.shape[0] == 1 else audio.mean(axis=0, dtype=np.float32)
-
-
 def valid_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
     """``[B, width]`` True on each row's first ``lengths[b]`` positions."""
     return torch.arange(width, device=lengths.device)[None, :] < lengths[:, None]
@@ -315,4 +310,4 @@ def spec_augment_waveforms(waves: torch.Tensor, lengths: np.ndarray, rng: np.ran
 __all__ = ["DRAWS_PER_ROW", "LAYER_NORM_EPS", "LOG_FLOOR", "Masks", "NUM_MEL_BINS", "ROUND_TRIP_FFT", "ROUND_TRIP_HOP",
            "WAVEFORM_SCALE", "draw_masks", "fbank", "frame_geometry", "mask_features", "mel_weights", "normalize_rows",
            "num_frames", "round_trip_frames", "spec_augment_features", "spec_augment_waveforms", "standardize_frames",
-           "to_mono", "valid_mask"]
+           "valid_mask"]

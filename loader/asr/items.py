@@ -1,5 +1,5 @@
 """The ASR item universe: one item per utterance of every ``asr`` pack, as numpy columns with the tokenized
-targets, filtered (``loader.asr.items``) and numbered group after group.
+targets, filtered (below) and numbered group after group.
 
 Items are numbered pack after pack in storage order (what per-pack weighting needs), or, for corpus/language
 weighting (``PackWeighting.from_groups``), group after group (groups sorted by (corpus, language)), then pack, then

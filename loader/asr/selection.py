@@ -321,12 +321,12 @@ class _Parser:
 
 
 def parse_partition_filters(value, where: str):
-    """The filter ``value`` (a string, or a list of strings all of which must hold) as a tree with ``mask``;
-    ``None`` for no filter."""
+    """The filter ``value`` (a string, or a list of strings all of which must hold: a config's list, or the tuple
+    ``AsrArgs`` stores it as) as a tree with ``mask``; ``None`` for no filter."""
     if value is None:
         return None
     texts = [value] if isinstance(value, str) else value
-    if not isinstance(texts, list) or not texts or not all(isinstance(t, str) and t.strip() for t in texts):
+    if not isinstance(texts, (list, tuple)) or not texts or not all(isinstance(t, str) and t.strip() for t in texts):
         raise ConfigError(f"{where}: expected a pyarrow filter expression (text) or a list of them, got "
                           f"{bounded_repr(value)}")
     size = sum(len(text) for text in texts)

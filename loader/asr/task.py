@@ -274,13 +274,6 @@ class AsrTask(LoaderTask):
         """Omnilingual's ``dataset:`` block, key by key (``loader.asr.args``)."""
         return from_recipe(obj, where)
 
-    def check_weighting(self, config) -> None:
-        if weighs_groups(config):
-            # ASR packs hold several corpora and languages: per-pack shares would silently weigh the wrong thing.
-            raise ConfigError("packs[].hours_beta with task asr weighs (corpus, language) groups inside the packs: "
-                              "the loader must apply the ASR task's weighting (loader.asr.task, builder.weighting), "
-                              "not per-pack shares")
-
     def dataloader_defaults(self, args: AsrArgs):
         """fairseq2's ``npc`` (parallel calls: the workers) and ``num_prefetch`` (batches waiting in total)."""
         return (args.npc, "npc"), (args.num_prefetch, "num_prefetch")

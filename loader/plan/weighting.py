@@ -161,7 +161,7 @@ class PackWeighting:
     @classmethod
     def resolve(cls, config, sizes: Sequence[int], hours: Sequence[float]) -> "PackWeighting":
         """``config``: the ``loader.config.LoaderConfig`` (its ``packs``, ``weighting``, ``sample_num_per_epoch`` and
-        ``dataset_args.shuffle``; a task refuses what it cannot weigh per pack first, ``LoaderTask.check_weighting``);
+        ``dataset_args.shuffle``; a task that weighs something else returns its own weighting, ``Prepared.weighting``);
         ``sizes``: items per pack after filtering; ``hours``: the packs' manifest ``totals.hours``."""
         packs, w = config.packs, config.weighting
         corpora = tuple(p.corpus_name for p in packs)

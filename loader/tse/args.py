@@ -11,12 +11,12 @@ while planning) is a ``ConfigError`` naming the key before any pack is opened.  
 exist to stop nonsense, not to second-guess an experiment.  ``from_dict`` names keys under its ``where``
 (``config.dataset_args.chunk_len``); a directly built object under ``dataset_args``.
 
-The online mixing keys (``MixArgs``, ``TimelineArgs``) are parsed in ``loader.tse.mix_args``, reverberation, noise
-and enrollment augmentation (``AugmentArgs``) in ``loader.tse.mix_args``, the cue and collate keys
-(``CueRequest``) in ``loader.tse.cues.request``; keys of older WeSep configs are refused by
-``loader.tse.args``, naming what replaces them.
+The online mixing keys (``MixArgs``, ``TimelineArgs``) and reverberation, noise and enrollment augmentation
+(``AugmentArgs``) are parsed in ``loader.tse.mix_args``, the cue and collate keys (``CueRequest``) in
+``loader.tse.cues.request``.
 
-``check_legacy``: keys of older WeSep configs (the earlier public pipeline and its forks) and what replaces each one now.
+``check_legacy``: keys of older WeSep configs (the earlier public pipeline and its forks) are refused, each naming
+what replaces it now.
 
 The earlier pipeline selected enrollments with ``speaker_feat`` and Kaldi features, mixed a fixed number of
 speakers and took other key names; WeSep's data pipeline contract replaced all of them.  A config that still holds
@@ -47,7 +47,7 @@ from speechpack.loader.normalize import MUVAP, NONE, parse_normalize
 from speechpack.loader.plan.static_plan import TAIL_POLICIES
 from speechpack.loader.tse.cues.request import ALIGNS, CueRequest, parse_collate, parse_cues
 from speechpack.loader.tse.mix_args import AugmentArgs, MixArgs, TimelineArgs, parse_augment, parse_mix
-from speechpack.loader.tse.mainline import MainlineArgs
+from speechpack.loader.tse.mainline import MainlineArgs, fixed_speakers
 
 
 if TYPE_CHECKING:  # loader.plan.batching imports loader.config; the real import is inside _batching
@@ -328,9 +328,9 @@ def check_legacy(obj: Any, where: str) -> None:
 
 
 def _fixed(count: int) -> str:
-    """The ``num_speakers`` block of a fixed speaker count."""
-    dist = [1 if count == 1 else 0, 1 if count == 2 else 0, 1 if count >= 3 else 0]
-    return f"{{distribution: {dist}, max_speakers: {max(count, 1)}}}"
+    """The ``num_speakers`` block of a fixed speaker count, as YAML flow text."""
+    block = fixed_speakers(count)
+    return f"{{distribution: {block['distribution']}, max_speakers: {block['max_speakers']}}}"
 
 
 __all__ = ["CueRequest", "DEFAULT_CHUNK_SECONDS", "DatasetArgs", "LEGACY_KEYS", "MixArgs", "NORMALIZE_CHOICES",

@@ -104,10 +104,12 @@ class Row(NamedTuple):
     pack: int
 
 
-def aligned_length(lengths: np.ndarray, align: str) -> int:
-    """A batch field's row length from its rows' lengths: the longest (``max``) or the shortest (``min``)."""
+def aligned_length(lengths: np.ndarray | list[int], align: str) -> int:
+    """A batch field's row length from its rows' lengths (an array or a list): the longest (``max``) or the
+    shortest (``min``); 0 without rows."""
     if not len(lengths):
         return 0
+    lengths = np.asarray(lengths)
     return int(lengths.max() if align == "max" else lengths.min())
 
 
@@ -263,7 +265,7 @@ def collate_field(values: list[np.ndarray | None], spec: FieldSpec, keys: list[s
             if any(v.ndim == 0 for v in real):
                 raise CollateError(f"{name}: align {spec.align!r} needs a time dimension, got a scalar row")
             lengths = [v.shape[-1] for v in real]
-            length = max(lengths) if spec.align == "max" else min(lengths)
+            length = aligned_length(lengths, spec.align)
         elif values:
             if not row_shape:
                 raise CollateError(f"{name}: align {spec.align!r} needs a default_shape with a time dimension, "
@@ -306,4 +308,6 @@ def collate_field(values: list[np.ndarray | None], spec: FieldSpec, keys: list[s
     return out, present
 
 
-__all__ = ["Audio", "Decoder", "Row", "aligned_length", "collate_rows", "decode_into"]
+__all__ = ["ALIGNS", "BASE_FIELDS", "CUE_DEFAULT_KEYS", "CUE_FIELDS", "NO_LABEL", "OVERRIDE_KEYS", "PAD_MODES", "Audio",
+           "CollateError", "Decoder", "FieldSpec", "Row", "aligned_length", "collate_field", "collate_rows",
+           "decode_into", "resolve_field"]

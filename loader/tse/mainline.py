@@ -88,6 +88,13 @@ class MainlineArgs:
         return cls(**obj) if isinstance(obj, dict) else obj
 
 
+def fixed_speakers(count: int) -> dict:
+    """The ``num_speakers`` block that mixes ``count`` speakers always: mainline's (and the older pipeline's)
+    fixed count in the contract dialect's form."""
+    return {"distribution": [1 if count == 1 else 0, 1 if count == 2 else 0, 1 if count >= 3 else 0],
+            "max_speakers": max(count, 1)}
+
+
 def tse_model(obj: dict) -> dict:
     model_args = obj.get("model_args")
     model = model_args.get("tse_model") if isinstance(model_args, dict) else None
@@ -155,8 +162,7 @@ def translate(obj: dict, state: str, where: str = "config") -> dict:
             _refusal(problems, at, "num_speakers", f"expected a speaker count (mainline's form), got {count!r}")
         else:
             out["online_mix"] = True
-            out["num_speakers"] = {"distribution": [1 if count == 1 else 0, 1 if count == 2 else 0,
-                                                    1 if count >= 3 else 0], "max_speakers": max(count, 1)}
+            out["num_speakers"] = fixed_speakers(count)
         snr = [-10, 10] if args.get("use_random_snr", False) else [0, 0]
         out["mix_snr"] = {"range": snr, "gain": [0, 0]}
         if probs["reverb_prob"]:
@@ -306,5 +312,5 @@ class MainlineBatchBuilder:
         return out
 
 
-__all__ = ["CONTRACT", "MAINLINE", "MainlineArgs", "MainlineBatchBuilder", "dialect", "kaldi_fbank", "mel_banks",
-           "translate"]
+__all__ = ["CONTRACT", "MAINLINE", "MainlineArgs", "MainlineBatchBuilder", "dialect", "fixed_speakers", "kaldi_fbank",
+           "mel_banks", "translate"]

@@ -27,6 +27,7 @@ from speechpack.loader.config_checks import (
     MAX_DB,
     ConfigError,
     at,
+    check_choice,
     check_finite,
     check_int,
     check_pair,
@@ -87,7 +88,7 @@ class TimelineArgs:
 @dataclass(frozen=True)
 class MixArgs:
     """The online mixing settings (``online_mix: true``), all in WeSep's units.  Reverberation and noise are
-    ``loader.tse.mix_args.AugmentArgs`` (noise applies to pre-mixed training too)."""
+    ``AugmentArgs`` (below; noise applies to pre-mixed training too)."""
 
     #: ``num_speakers.distribution``: P(1 speaker), P(2 speakers), P(3..max_speakers speakers, uniform)
     distribution: tuple[float, ...] = (0.0, 1.0, 0.0)
@@ -224,9 +225,7 @@ class AugmentArgs:
         for key in ("reverb_enroll_prob", "noise_enroll_prob"):
             check_finite(getattr(self, key), f"cue_processing.audio.{key}", 0.0, 1.0)
         check_type(self.reverb_keep_dry, bool, at("reverb_keep_dry"))
-        if self.augment_on not in AUGMENT_SIDES:
-            raise ConfigError(f"{at('augment_on')}: expected one of {', '.join(AUGMENT_SIDES)}, got "
-                              f"{bounded_repr(self.augment_on)}")
+        check_choice(self.augment_on, AUGMENT_SIDES, at("augment_on"))
         if self.noise_snr is not None:
             check_pair(self.noise_snr, "noise_snr", -MAX_DB, MAX_DB)
         if self.noise_lmdb_file is not None and (not isinstance(self.noise_lmdb_file, str)
@@ -292,10 +291,7 @@ def parse_augment(v: dict, where: str, online_mix: bool) -> AugmentArgs | None:
     """The augmentation keys of the ``dataset_args`` values ``v``; ``None`` when none is given."""
     keys = ("reverb_prob", "reverb_conf", "rir_banks", "reverb_keep_dry", "noise_prob", "noise_lmdb_file",
             "noise_banks", "noise_snr", "cue_processing")
-    augment_on = v["augment_on"] if v["augment_on"] is not None else "worker"
-    if augment_on not in AUGMENT_SIDES:
-        raise ConfigError(f"{where}.augment_on: expected one of {', '.join(AUGMENT_SIDES)}, got "
-                          f"{bounded_repr(augment_on)}")
+    augment_on = v["augment_on"] if v["augment_on"] is not None else "worker"  # checked by AugmentArgs
     if augment_on == "batch" and not online_mix:
         raise ConfigError(f"{where}.augment_on: batch applies online mixing's reverberation and noise to the "
                           f"collated batch; it needs online_mix: true (pre-mixed noise is added in the workers)")

@@ -246,4 +246,6 @@ class MixError(SpeechpackError):
     """An online mixture cannot be made (no energy after every attempt, multichannel sources, a bad stream key)."""
 
 
-__all__ = ["MixError"]
+__all__ = ["GROUP_ATTEMPTS", "MIN_ENERGY", "TIMELINE_DECIMALS", "MixError", "SpeakerIndex", "add_noise",
+           "apply_timeline", "choose_group", "draw_num_speakers", "energies", "fit_noise", "make_timeline",
+           "mix_sources", "snr_mix", "snr_scales", "timeline_masks"]

@@ -34,7 +34,7 @@ from speechpack.loader.tse.augment import Bank, NoiseSource, Reverberator, RirSo
 from speechpack.loader.tse.batch_records import draw_records
 from speechpack.loader.tse.mix_args import AugmentArgs
 from speechpack.loader.tse.buffers import RIR_CACHE_BYTES, ByteBudgetCache, Scratch
-from speechpack.loader.tse.decode import Audio, Decoder, Row, decode_into
+from speechpack.loader.tse.decode import Audio, Decoder, Row, aligned_length, decode_into
 from speechpack.loader.tse.mixing import MixError
 from speechpack.loader.tse.items import ItemIndex
 from speechpack.loader.tse.mixing import (
@@ -297,8 +297,7 @@ class OnlineMixer:
         reverberated = [g.draft.rir_draws for g in groups if g.draft.rir_draws is not None]
         kernels = self.reverb.kernels(reverberated) if reverberated else None
         lengths = [g.draft.length for g in groups]
-        out = tuple(max(lengths) if self.args.align_of(name) == "max" else min(lengths)
-                    for name in ("wav_mix", "wav_target"))
+        out = tuple(aligned_length(lengths, self.args.align_of(name)) for name in ("wav_mix", "wav_target"))
         return self.batch_of(groups, None, None, draw_records(groups, kernels, out, self.augment.reverb_keep_dry))
 
     def batch_of(self, groups: list[Group], wav_mix: np.ndarray | None, wav_target: np.ndarray | None,
@@ -327,7 +326,7 @@ class OnlineMixer:
         rows' ``lengths`` (contents undefined: ``render`` writes every sample)."""
         outputs = []
         for name in ("wav_mix", "wav_target"):
-            out_len = int(lengths.max() if self.args.align_of(name) == "max" else lengths.min())
+            out_len = aligned_length(lengths, self.args.align_of(name))
             outputs.append(np.empty((len(lengths), 1, out_len), dtype=np.float32))
         return outputs[0], outputs[1]
 

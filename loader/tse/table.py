@@ -26,7 +26,7 @@ from speechpack.loader.normalize import muvap_gain
 from speechpack.loader.pack import Pack
 from speechpack.loader.pack.readahead import AdaptiveAdvice, major_faults
 from speechpack.loader.tse.buffers import BufferPool
-from speechpack.loader.tse.decode import Row
+from speechpack.loader.tse.decode import Row, aligned_length
 from speechpack.loader.tse.items import ItemIndex
 from speechpack.loader.tse.windows import (Segments, StreamArrays, advise, array_addresses, decode_windows,
                                      window_ranges, window_view)
@@ -261,9 +261,10 @@ class TableRows:
         item_length = length.tolist()
         lengths = [item_length[item] for item in item_of_row]
         target_sources = self.target_arrays.of(table.target)
-        wav_mix = self.buffers.empty((len(rows), channels[0] if channels else 1, _aligned(lengths, self.align[0])))
+        wav_mix = self.buffers.empty((len(rows), channels[0] if channels else 1,
+                                      aligned_length(lengths, self.align[0])))
         wav_target = self.buffers.empty((len(rows), int(table.target.channels[0]) if len(rows) else 1,
-                                         _aligned(lengths, self.align[1])))
+                                         aligned_length(lengths, self.align[1])))
         mix_take = np.minimum(take, wav_mix.shape[-1])
         target_take = np.minimum(row_take, wav_target.shape[-1])
         advised = bool(mix_arrays) and self.advice.wanted()
@@ -285,13 +286,6 @@ class TableRows:
         pack), decoded."""
         values = _take(groups, self.raw_strings[column], index).tolist()
         return [value.decode("utf-8") for value in values]
-
-
-def _aligned(lengths: list[int], align: str) -> int:
-    """``loader.tse.decode.aligned_length`` of a Python list: the longest (``max``) or shortest (``min``) row."""
-    if not lengths:
-        return 0
-    return max(lengths) if align == "max" else min(lengths)
 
 
 def _audible(arrays: list[np.ndarray], mix: Segments, chunk: int):

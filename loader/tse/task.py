@@ -102,11 +102,6 @@ class TseBatchBuilder(BatchBuilder):
         self.online = (OnlineMixer(packs, items, args, self.kind, self.rate, self.chunking, self.decoder, seed)
                        if args.online_mix and state == "train" else None)
 
-    @property
-    def chunk_len(self) -> int:
-        """The training window in samples at the loader's rate (``chunk_len``, or 3 s)."""
-        return self.chunking.chunk_len
-
     def num_units(self) -> int:
         """Size of the plan's universe: items, or train-window chunks."""
         return len(self.items) if self.windows is None else len(self.windows)
@@ -306,20 +301,8 @@ class TseBatchBuilder(BatchBuilder):
                 batch[f"{cue.field.name}_present"] = present
 
 
-def unsupported(args: DatasetArgs, state: str) -> str | None:
-    """What the config asks for that this version does not build (a message), else None.
-
-    Every augmentation key (``loader.tse.mix_args``) now changes batches: noise from an LMDB or noise packs,
-    online and offline; same-room reverberation from ``reverb_conf`` or ``rir_banks``; enrollment augmentation
-    (``loader.tse.augment``).  Kept as the one place a future key is refused instead of silently ignored."""
-    return None
-
-
 def prepare(config, state: str, packs: list, seed: int) -> Prepared:
     args = config.dataset_args
-    missing = unsupported(args, state)
-    if missing is not None:
-        raise ConfigError(f"dataset_args.{missing}")
     if args.mainline is not None and args.augment is not None and args.augment.augment_on == "batch":
         raise ConfigError("dataset_args.augment_on: batch is not available with a mainline WeSep recipe (its batch "
                           "keys are made in the workers); use augment_on: worker")
@@ -364,4 +347,4 @@ _NO_AUGMENT = {k: v for k, v in dataclasses.asdict(AugmentArgs()).items() if k !
 TASK = TseTask()
 
 
-__all__ = ["TASK", "TseBatchBuilder", "TseTask", "parse_dataset_args", "prepare", "unsupported"]
+__all__ = ["TASK", "TseBatchBuilder", "TseTask", "parse_dataset_args", "prepare"]

@@ -174,7 +174,7 @@ class Segments:
 
 
 #: Stream files a ``StreamArrays`` keeps at hand between batches; past this many it starts again (the pack's own
-#: bounded cache of mappings, ``loader.pack.MAX_OPEN_STREAM_FILES``, is the one that limits what stays mapped).
+#: bounded cache of mappings, ``loader.pack.reader.MAX_OPEN_STREAM_FILES``, is the one that limits what stays mapped).
 KEPT_STREAM_ARRAYS = 64
 
 
@@ -221,7 +221,7 @@ def window_view(array: np.ndarray, offset: int, channels: int, length: int, star
 def window_ranges(addresses: np.ndarray, itemsize: int, segments: Segments, start: np.ndarray,
                   take: np.ndarray) -> np.ndarray:
     """(address, bytes) of the windows ``[start, start + take)`` of every entry, one range per channel, as a
-    ``[n, 2]`` uint64 array for ``loader.readahead.will_need_ranges``; ``addresses`` are the entries' stream
+    ``[n, 2]`` uint64 array for ``loader.pack.readahead.will_need_ranges``; ``addresses`` are the entries' stream
     arrays' first elements."""
     offset, length, channels = segments.offset, segments.length, segments.channels
     element = offset + start
@@ -237,7 +237,7 @@ def window_ranges(addresses: np.ndarray, itemsize: int, segments: Segments, star
 
 def advise(*ranges: np.ndarray) -> None:
     """Announce every window of the batch (``window_ranges`` of each stream) in one system call: a cold pack is
-    then read in one request per window, before any copy waits on it (``loader.readahead``)."""
+    then read in one request per window, before any copy waits on it (``loader.pack.readahead``)."""
     will_need_ranges(np.concatenate(ranges))
 
 
