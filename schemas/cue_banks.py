@@ -395,8 +395,6 @@ def bank_issues(directory: str, spec: BankedCue, files: BankFiles, sample_rate: 
     return issues
 
 
-__all__ = ["DATA_NAME", "ENTRIES_NAME", "ENTRY_UTT_IDS_NAME", "FIELD_VALUE_DTYPE", "INDEX_DTYPE", "ITEMS_NAME",
-           "KEYWORDS_NAME", "LOOKUP_COUNT_NAME", "LOOKUP_FIRST_NAME", "LOOKUP_KEYS_NAME", "META_NAME",
-           "REPRESENTATION_SPECS", "SOURCES_NAME", "VALUES_NAME", "WORDS_NAME", "WORD_DTYPE", "BankFiles", "Issue",
+__all__ = ["FIELD_VALUE_DTYPE", "INDEX_DTYPE", "REPRESENTATION_SPECS", "WORD_DTYPE", "BankFiles", "Issue",
            "RepresentationSpec", "outside", "read_bank", "representation_of", "representation_spec",
            "representations_for"]
