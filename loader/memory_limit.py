@@ -9,13 +9,15 @@ succeed and fail only when written).  So the loader estimates both from the conf
 nothing, and refuses with the figures.
 
 The ceiling is the config's top-level ``memory_limit`` (bytes, or a size such as ``48GiB``), by default half of
-the memory available when the loader starts (``MemAvailable`` of ``/proc/meminfo``).  A batch counts once per
-batch in flight (DataLoader workers x ``prefetch_factor``, at least one).
+the memory available when the loader starts (``MemAvailable`` of ``/proc/meminfo``), read once then
+(``MemoryCeiling.of``) and carried with the loader to its workers: a plan accepted at start is judged against the
+same figure in every later epoch, worker and rank, not against what other processes leave free hours later.  A batch
+counts once per batch in flight (DataLoader workers x ``prefetch_factor``, at least one).
 """
 
 from __future__ import annotations
 
-import os
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -66,21 +68,40 @@ def memory_limit_bytes(value: Any, where: str = "memory_limit") -> int | None:
         raise MemoryLimitError(f"{where}: {err}") from None
 
 
-def _limit_text(limit: int, configured: bool) -> str:
-    how = "memory_limit" if configured else f"memory_limit's default, {DEFAULT_SHARE:.0%} of the available memory"
-    return f"{format_bytes(limit)} ({how})"
+@dataclass(frozen=True)
+class MemoryCeiling:
+    """The bytes a plan or the batches in flight may take, fixed when the loader starts (see the module docstring):
+    the config's ``memory_limit`` (``configured``), else its default read from the available memory at that time."""
+
+    limit: int
+    configured: bool
+
+    @classmethod
+    def of(cls, memory_limit: "MemoryCeiling | int | None") -> "MemoryCeiling":
+        """The ceiling of a config's ``memory_limit`` in bytes; None reads the default now (a ceiling stays)."""
+        if isinstance(memory_limit, MemoryCeiling):
+            return memory_limit
+        if memory_limit is None:
+            return cls(default_memory_limit(), configured=False)
+        return cls(int(memory_limit), configured=True)
+
+    def __str__(self) -> str:
+        how = ("memory_limit" if self.configured
+               else f"memory_limit's default, {DEFAULT_SHARE:.0%} of the available memory")
+        return f"{format_bytes(self.limit)} ({how})"
 
 
-def check_plan_memory(units: int, budget: bool, limit: int | None, what: str) -> None:
+def check_plan_memory(units: int, budget: bool, limit: MemoryCeiling | int | None, what: str) -> None:
     """Refuse a plan of ``units`` planned units (items, or chunks) whose making would take more than ``limit``
-    (None: the default).  ``what`` says where the count comes from (``packs[0].choose``, ...)."""
-    ceiling = default_memory_limit() if limit is None else limit
+    (``MemoryCeiling.of``: None reads the default now).  ``what`` says where the count comes from
+    (``packs[0].choose``, ...)."""
+    ceiling = MemoryCeiling.of(limit)
     per_unit = BUDGET_PLAN_BYTES_PER_UNIT if budget else PLAN_BYTES_PER_UNIT
     need = units * per_unit
-    if need > ceiling:
+    if need > ceiling.limit:
         raise MemoryLimitError(f"an epoch of {units} planned units ({what}) needs about {format_bytes(need)} to plan "
-                               f"({per_unit} bytes a unit), over {_limit_text(ceiling, limit is not None)}; plan "
-                               f"fewer items per epoch, or raise memory_limit")
+                               f"({per_unit} bytes a unit), over {ceiling}; plan fewer items per epoch, or raise "
+                               f"memory_limit")
 
 
 def largest_batch_rows(plan: Any, lengths: np.ndarray) -> tuple[int, int]:
@@ -108,20 +129,20 @@ def bytes_per_row_sample(packs: list) -> int:
     return 4 * 2 * max(speakers, 1) * max(channels, 1)
 
 
-def check_batch_memory(rows: int, samples: int, bytes_per_row_sample: int, in_flight: int, limit: int | None,
-                       what: str) -> None:
+def check_batch_memory(rows: int, samples: int, bytes_per_row_sample: int, in_flight: int,
+                       limit: MemoryCeiling | int | None, what: str) -> None:
     """Refuse batches whose arrays (``rows`` x ``samples`` x ``bytes_per_row_sample``), times the batches in flight,
-    exceed ``limit`` (None: the default)."""
-    ceiling = default_memory_limit() if limit is None else limit
+    exceed ``limit`` (``MemoryCeiling.of``: None reads the default now)."""
+    ceiling = MemoryCeiling.of(limit)
     batch = rows * samples * bytes_per_row_sample
     need = batch * max(in_flight, 1)
-    if need > ceiling:
+    if need > ceiling.limit:
         flight = f" x {in_flight} batches in flight" if in_flight > 1 else ""
         raise MemoryLimitError(f"the largest batch ({what}: {rows} rows of {samples} samples) needs about "
-                               f"{format_bytes(batch)}{flight}, over {_limit_text(ceiling, limit is not None)}; use "
-                               f"a smaller batch or chunk, or raise memory_limit")
+                               f"{format_bytes(batch)}{flight}, over {ceiling}; use a smaller batch or chunk, or raise "
+                               f"memory_limit")
 
 
-__all__ = ["BUDGET_PLAN_BYTES_PER_UNIT", "DEFAULT_SHARE", "FALLBACK_LIMIT", "PLAN_BYTES_PER_UNIT", "MemoryLimitError",
-           "available_memory", "bytes_per_row_sample", "check_batch_memory", "check_plan_memory", "default_memory_limit",
-           "largest_batch_rows", "memory_limit_bytes"]
+__all__ = ["BUDGET_PLAN_BYTES_PER_UNIT", "DEFAULT_SHARE", "FALLBACK_LIMIT", "PLAN_BYTES_PER_UNIT", "MemoryCeiling",
+           "MemoryLimitError", "available_memory", "bytes_per_row_sample", "check_batch_memory", "check_plan_memory",
+           "default_memory_limit", "largest_batch_rows", "memory_limit_bytes"]

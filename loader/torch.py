@@ -1,6 +1,8 @@
 """The torch glue: ``build_loader`` wraps the epoch plan (``loader.plan.plan_epoch``) and the task's batch builder
 (``loader.tasks.prepare``) in a DataLoader, caching one epoch's plan per process.  Besides this module, only the
-ASR modules that compute in torch import it (``loader/asr/``: ``features`` and ``task``); ``schemas/``, ``packer/`` and the rest of ``loader/`` never do (tests/test_layers.py checks it).
+ASR modules that compute in torch (``loader/asr/``: ``features`` and ``task``) and TSE's augmentation where training
+runs (``loader.tse.batch_augment``) import it; ``schemas/``, ``packer/`` and the rest of ``loader/`` never do
+(tests/test_layers.py checks it).
 
 How the pieces fit:
 - a sampler in the main process yields ``(epoch, start, stop, global_start)`` keys, consecutive batches of the
@@ -28,19 +30,18 @@ import torch
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
 from speechpack.loader.transport import batch_ring, message_groups
-from speechpack.loader.config import LoaderConfig
 from speechpack.loader.config_checks import MAX_EPOCH, integer
 from speechpack.loader.cache import CacheSettings, open_cached_pack
 from speechpack.loader.cache.schedule import PlanFeed
 from speechpack.loader.cache.shard_order import PlanningView, shard_windows, window_identity
 from speechpack.loader.cache.settings import cache_in_use
-from speechpack.loader.config import dataloader_settings, loader_fingerprint
-from speechpack.loader.memory_limit import bytes_per_row_sample, check_batch_memory, largest_batch_rows
+from speechpack.loader.config import LoaderConfig, dataloader_settings, loader_fingerprint
+from speechpack.loader.memory_limit import MemoryCeiling, bytes_per_row_sample, check_batch_memory, largest_batch_rows
 from speechpack.loader.pack import Pack
 from speechpack.loader.plan.static_plan import resume_point
 from speechpack.loader.plan.plan import EpochPlan, needs_lengths, plan_epoch
 from speechpack.loader.resume import Position, ResumeError, make_state, read_state
-from speechpack.loader.tasks import prepare, task
+from speechpack.loader.tasks import prepare
 from speechpack.loader.plan.weighting import PackWeighting
 
 #: Shared-memory slots per worker beyond its prefetch (``loader.transport.batch_ring``; one slot per message): the message
@@ -95,7 +96,7 @@ class _PlannedBatches(Dataset):
     the batches ``start`` to ``stop - 1`` it names, as one ``message_groups.BatchGroup``."""
 
     def __init__(self, builder, seed: int, rank: int, world_size: int, weighting: PackWeighting | None = None,
-                 memory_limit: int | None = None):
+                 memory_limit: MemoryCeiling | None = None):
         self.builder = builder
         self.weighting = weighting
         self.memory_limit = memory_limit
@@ -224,10 +225,13 @@ class SpeechLoader:
         self.filtered = prepared.filtered
         self.filter_report = dict(prepared.filter_report)
         self.weighting: PackWeighting | None = prepared.weighting
-        self.dataset = _PlannedBatches(self.builder, seed, rank, world_size, self.weighting, config.memory_limit)
+        #: ``memory_limit``, its default read once here: every later plan (epochs, workers, ranks) uses this figure.
+        self.memory_ceiling = MemoryCeiling.of(config.memory_limit)
+        self.dataset = _PlannedBatches(self.builder, seed, rank, world_size, self.weighting, self.memory_ceiling)
         self.dataset.shard_order = shard_windows(packs, self.builder, self.weighting is not None)
         first = self.dataset.plan(0)  # checks rank/world_size and the plan's memory now, not in a worker
-        self.dataset.feed = PlanFeed(packs, self.builder, self.dataset.plan_of, rank, world_size)
+        feed = PlanFeed(packs, self.builder, self.dataset.plan_of, rank, world_size)
+        self.dataset.feed = feed if feed.active else None  # only packs read through the node cache need one
         self._fingerprint = loader_fingerprint(config, state, packs, window_identity(self.dataset.shard_order))
         self._epoch = 0
         #: The pass: the global batch it is dealt from and the batches handed out (``loader.resume.Position``).
@@ -239,12 +243,12 @@ class SpeechLoader:
         num_workers = self.dataloader_settings["num_workers"]
         rows, samples = largest_batch_rows(first, self.builder.unit_lengths(0))
         in_flight = num_workers * (self.dataloader_settings["prefetch_factor"] or 1) if num_workers else 1
-        check_batch_memory(rows, samples, bytes_per_row_sample(packs), in_flight, config.memory_limit,
+        check_batch_memory(rows, samples, bytes_per_row_sample(packs), in_flight, self.memory_ceiling,
                            f"epoch 0, rank {rank}")
         if batches_per_message is not None:
             batches_per_message = integer(batches_per_message, "batches_per_message", 1, message_groups.MAX_EXPLICIT)
         # A cache limit too small for the batches built together is an error now, never a hang.
-        self.dataset.feed.check((0, 0), IN_PROCESS_BLOCK if not num_workers else batches_per_message or 1)
+        feed.check((0, 0), IN_PROCESS_BLOCK if not num_workers else batches_per_message or 1)
         #: How many batches each DataLoader message carries (``loader.transport.message_groups``; shared with torchdata's).
         self.message_sizes = message_groups.MessageSizes(num_workers, batches_per_message)
         self._sampler = message_groups.EpochKeys(self.message_sizes)

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -37,6 +36,7 @@ import soxr
 from speechpack.loader.pack import open_pack
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
+from speechpack.packer.ownership import remove_entries
 from speechpack.packer.voices import Voice, make_voices, synthesize_utterance
 from speechpack.schemas.constants import AUDIO_FULL_SCALE, DEFAULT_SAMPLE_RATE
 from speechpack.schemas.errors import SpeechpackError
@@ -255,17 +255,12 @@ def _prepare_directory(out: str) -> None:
             shown = ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else "")
             raise SpeechpackError(f"{out}: not empty and not an earlier demo (no {MARKER_NAME}; holds {shown}); "
                                   f"refusing to delete it; pass another --out")
-        for name in demo_outputs():
-            path = os.path.join(out, name)
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path)
-            elif os.path.lexists(path):
-                os.remove(path)
+        remove_entries(out, demo_outputs())
     os.makedirs(out, exist_ok=True)
+    packs = ", ".join(f"packs/{name}" for name in PACK_NAMES)
     with open(os.path.join(out, MARKER_NAME), "w", encoding="utf-8") as fp:
-        fp.write("Written by `speechpack demo`; a later demo into this directory replaces what the demo wrote "
-                 "(corpus/, packs/tse, packs/tse-2mic, packs/sources, packs/asr, the pictures and configs) and "
-                 "nothing else.\n")
+        fp.write(f"Written by `speechpack demo`; a later demo into this directory replaces what the demo wrote "
+                 f"(corpus/, {packs}, the pictures and configs) and nothing else.\n")
 
 
 def _write_utterances(corpus: str, voices: list[Voice], rng: np.random.Generator) -> list[_Utterance]:

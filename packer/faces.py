@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from speechpack.packer.audio.decode import AudioError
+from speechpack.packer.audio.decode import AudioError, path_problem
 from speechpack.schemas.constants import FACE_SHAPE
 from speechpack.schemas.errors import NpyHeaderError
 from speechpack.schemas.npyfile import read_npy_header
@@ -109,8 +109,9 @@ def read_jpeg_faces(directory: str) -> np.ndarray:
 def npy_face_count(path: str) -> int:
     """Frames of an ``.npy`` face array, from its header only; raise :class:`FaceError` unless it is uint8
     ``[T, H, W]`` with ``T, H, W > 0`` (see the module docstring for why other dtypes are refused)."""
-    if not os.path.isfile(path):
-        raise FaceError(path, "face array not found" if not os.path.exists(path) else "not a regular file")
+    problem = path_problem(path)
+    if problem is not None:
+        raise FaceError(path, f"face array {problem}")
     try:
         header = read_npy_header(path)
     except NpyHeaderError as err:

@@ -44,7 +44,6 @@ from typing import Callable, Iterable, Iterator, Sequence
 from speechpack.packer.files import read_bytes, remove_tree
 from speechpack.schemas.constants import (
     COLUMNS_DIR,
-    HASH_NAME,
     MANIFEST_NAME,
     SHARD_DIR_DIGITS,
     SHARD_DIR_PREFIX,
@@ -58,7 +57,7 @@ from speechpack.schemas.constants import (
 from speechpack.schemas.cues import CUES_DIR
 from speechpack.schemas.documents import parse_json
 from speechpack.schemas.errors import PackFormatError, SpeechpackError
-from speechpack.schemas.format import FileEntry, Manifest
+from speechpack.schemas.format import Manifest
 from speechpack.schemas.kinds import STREAMS_BY_KIND
 
 #: The manifest of a pack being copied into a directory (written before the copy's first change there).
@@ -78,22 +77,6 @@ WRITE_PROBE_PREFIX = TEMP_PREFIX + "write-check-"
 _WRITE_PROBE = re.compile(re.escape(WRITE_PROBE_PREFIX) + r"\d+")
 
 
-def pack_file_entries(manifest: Manifest) -> dict[str, FileEntry]:
-    """Every file of a pack except ``dataset.json``, by ``/``-separated relative path, with its size and hash."""
-    entries: dict[str, FileEntry] = {}
-    for shard in manifest.shards:
-        for name, entry in shard.files.items():
-            entries[f"{shard.directory}/{name}"] = entry
-    for name, entry in manifest.columns.items():
-        entries[f"{COLUMNS_DIR}/{name}"] = entry
-    for name, entry in manifest.cues.items():
-        entries[f"{CUES_DIR}/{name}"] = entry
-    skipped = manifest.skipped.get("file")
-    if skipped is not None:
-        entries[SKIPPED_NAME] = FileEntry(size=skipped["size"], sha256=skipped[HASH_NAME])
-    return entries
-
-
 def _safe(rel: str) -> bool:
     """A relative path that stays inside the directory (no absolute path, no ``..``, no empty component)."""
     parts = rel.split("/")
@@ -109,7 +92,7 @@ def read_manifest_record(path: str) -> Manifest | None:
         manifest = Manifest.from_dict(obj, path)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, PackFormatError, KeyError, TypeError, ValueError):
         return None
-    if not all(_safe(rel) for rel in pack_file_entries(manifest)):
+    if not all(_safe(rel) for rel in manifest.file_entries()):
         return None
     return manifest
 
@@ -124,7 +107,7 @@ class PlanOwnership:
 
 
 def _manifest_owner(record_name: str, manifest: Manifest) -> Callable[[str], bool]:
-    files = set(pack_file_entries(manifest))
+    files = set(manifest.file_entries())
     dirs = {rel.rsplit("/", 1)[0] for rel in files if "/" in rel}
     for rel in list(dirs):
         while "/" in rel:
@@ -274,7 +257,7 @@ def retire_manifest(root: str, record_name: str, keep: set[str] | frozenset = fr
     removed = []
     if manifest is not None:
         owns = _manifest_owner(REPLACED_MANIFEST, manifest)
-        listed = set(pack_file_entries(manifest))
+        listed = set(manifest.file_entries())
         for rel in walk(root):
             if rel in keep or rel in (REPLACED_MANIFEST, INCOMING_MANIFEST, MANIFEST_NAME) or not owns(rel):
                 continue
@@ -387,4 +370,4 @@ def locked(dst: str, exclusive: bool, log: Callable[[str], None] | None,
         os.close(fd)  # closing the descriptor releases the lock
 
 
-__all__ = ["DestinationLock", "INCOMING_MANIFEST", "LOCK_SUFFIX", "PlanOwnership", "REPLACED_MANIFEST", "Survey", "locked", "pack_file_entries", "read_manifest_record", "record_matches", "remove_entries", "retire_manifest", "survey", "walk"]
+__all__ = ["DestinationLock", "INCOMING_MANIFEST", "LOCK_SUFFIX", "PlanOwnership", "REPLACED_MANIFEST", "Survey", "locked", "read_manifest_record", "record_matches", "remove_entries", "retire_manifest", "survey", "walk"]

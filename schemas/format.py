@@ -353,6 +353,18 @@ class Manifest:
     def num_samples(self) -> int:
         return self.totals["samples"]
 
+    def file_entries(self) -> dict[str, FileEntry]:
+        """Every file of the pack except ``dataset.json`` by ``/``-separated relative path, with its size and hash:
+        shards' files, columns, cue files and ``skipped.json`` (what a copy moves, a validation hashes and the node
+        cache fetches by)."""
+        entries = {f"{shard.directory}/{name}": entry for shard in self.shards for name, entry in shard.files.items()}
+        entries.update({f"{COLUMNS_DIR}/{name}": entry for name, entry in self.columns.items()})
+        entries.update({f"{CUES_DIR}/{name}": entry for name, entry in self.cues.items()})
+        skipped = self.skipped.get("file")
+        if skipped is not None:
+            entries[SKIPPED_NAME] = FileEntry(size=skipped["size"], sha256=skipped[HASH_NAME])
+        return entries
+
     def to_dict(self) -> dict:
         """The JSON object of ``dataset.json``; ``cues`` only when the pack has cues."""
         obj = {

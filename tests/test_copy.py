@@ -25,7 +25,7 @@ from speechpack.packer.adapters.audio_bank import build_audio_bank
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
 from speechpack.packer.copy.to_directory import CopyError, copy_pack, verify_copy
-from speechpack.packer.ownership import LOCK_SUFFIX, DestinationLock, pack_file_entries, record_matches
+from speechpack.packer.ownership import LOCK_SUFFIX, DestinationLock, record_matches
 from speechpack.packer.validate.pack import validate_pack
 from speechpack.schemas.errors import PackFormatError, SpeechpackError
 
@@ -160,7 +160,7 @@ def test_two_concurrent_copies_to_one_destination_make_one_verified_pack(tse_pac
     outputs = [rank.communicate(timeout=120) for rank in ranks]
     assert [rank.returncode for rank in ranks] == [0, 0], outputs
     reports = sorted((json.loads(out.strip().splitlines()[-1]) for out, _err in outputs), key=lambda r: r["copied"])
-    total_files = len(pack_file_entries(open_pack(dst).manifest))
+    total_files = len(open_pack(dst).manifest.file_entries())
     assert reports == [{"copied": 0, "kept": 0, "trusted": True},
                        {"copied": total_files, "kept": 0, "trusted": False}], outputs
     assert any("waiting for" in out and "pack.lock" in out for out, _err in outputs)  # log() prints
@@ -173,7 +173,7 @@ def test_a_copy_killed_half_way_leaves_no_pack_and_the_next_run_finishes_it(tse_
     go = tmp_path / "go"
     rank = _slow_copy(tse_pack, dst, go, pause=0.1)
     go.touch()
-    total = len(pack_file_entries(open_pack(tse_pack).manifest))
+    total = len(open_pack(tse_pack).manifest.file_entries())
     deadline = time.monotonic() + 60
     while len([p for p in dst.rglob("*.npy") if not p.name.startswith(".tmp-")]) < 3:
         assert time.monotonic() < deadline and rank.poll() is None, "the copy finished before it could be killed"

@@ -70,3 +70,25 @@ def test_the_default_ceiling_follows_the_available_memory():
 
     available = available_memory()
     assert available is None or default_memory_limit() == int(available * 0.5)
+
+
+def test_the_default_ceiling_is_read_once_when_the_loader_starts(real_pack, monkeypatch):
+    """docs/loader.md: "half of the memory available when the loader starts": later epochs, a resumed pass planned
+    at another world size and the dry run's every epoch and rank judge against the figure read at start."""
+    from speechpack.loader import memory_limit
+
+    reads = []
+    monkeypatch.setattr(memory_limit, "available_memory", lambda: reads.append(1) or 64 << 30)
+    cfg = _config(real_pack)
+    cfg["dataset_args"]["batch_size"] = 1  # the pack mixes mono and stereo mixtures
+    built = loader.build_loader(cfg, "train", num_workers=0)
+    assert len(reads) == 1 and built.memory_ceiling.limit == 32 << 30 and not built.memory_ceiling.configured
+    for epoch in range(3):
+        built.set_epoch(epoch)
+        assert list(built)
+    saved = built.state_dict()
+    saved.update(world_size=2, batches_consumed=0)  # planned again at world size 2 to check the position
+    built.load_state_dict(saved)
+    assert len(reads) == 1
+    plan_report(cfg, world_size=2, epochs=3)
+    assert len(reads) == 2

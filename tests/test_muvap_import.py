@@ -148,6 +148,23 @@ def test_bad_records_are_listed_by_line_key_and_file(corpus, tmp_path):
     assert (tmp_path / "partial" / "skipped.json").is_file()
 
 
+def test_the_input_fingerprint_covers_the_manifest_and_the_indexes_of_imported_shards(corpus, tmp_path):
+    """``provenance.input.sha256`` (what a resumed import compares): sha256 over ``dataset.json`` and the
+    ``index.json`` of every shard with an imported record, each as ``name NUL sha256(bytes)``; a shard whose records
+    were all skipped is not part of it.  Computed here from the files, the import takes it from the bytes it
+    parsed."""
+    import hashlib
+
+    pack = _copy(corpus, tmp_path)
+    edit_index(pack, 0, 0, audio_samples=5)  # shard 0's one record is skipped
+    summary = import_muvap(str(pack), _options(tmp_path / "out", skip_bad=True))
+    assert [p.line for p in summary.build.skipped] == [1]
+    expected = hashlib.sha256()
+    for name in ["dataset.json"] + [f"shard-{k:06d}/index.json" for k in range(1, shard_count(pack))]:
+        expected.update(name.encode() + b"\0" + hashlib.sha256((pack / name).read_bytes()).digest())
+    assert summary.build.manifest.provenance["input"]["sha256"] == expected.hexdigest()
+
+
 def test_sample_ids_with_control_characters_are_refused(corpus, tmp_path):
     pack = _copy(corpus, tmp_path)
     edit_index(pack, 1, 0, sample_id="conv1:\x00spk2")

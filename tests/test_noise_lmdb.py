@@ -239,3 +239,18 @@ def test_a_1_hz_entry_is_a_named_problem_of_the_build_and_can_be_skipped(noise_l
     skipped = json.loads((out / SKIPPED_NAME).read_text())["skipped"]
     assert [entry["key"] for entry in skipped] == ["slow_hum"]
     assert sorted(open_pack(out).keys) == sorted(entries)
+
+
+@pytest.mark.real_data
+def test_an_entry_empty_after_resampling_is_named_as_any_adapter_names_it(noise_lmdb, tmp_path):
+    """One sample at 48 kHz is none at 16 kHz: the build's problem says so in the words every adapter's plan uses
+    (``packer.audio.store.resampled_frames``)."""
+    _path, entries = noise_lmdb
+    data, _rate = soundfile.read(RECORDINGS["alsa_noise"][1], dtype="int16")
+    buffer = io.BytesIO()
+    soundfile.write(buffer, data[:1], 48000, format="WAV", subtype="PCM_16")
+    make_lmdb(tmp_path / "tiny.lmdb", dict(entries, tick=buffer.getvalue()))
+    result = _build("--kind", "noise", "--lmdb", str(tmp_path / "tiny.lmdb"), "--out", str(tmp_path / "pack"))
+    assert result.exit_code == 1
+    assert "key 'tick'" in result.output
+    assert "empty after resampling: 1 sample(s) at 48000 Hz are 0 at 16000 Hz" in result.output

@@ -1,11 +1,13 @@
 """With whole-shard tasks, the last ``STREAMED_TAIL`` shards are streamed sample by sample to the build process,
 so that the workers that run out of whole shards first decode them instead of waiting for the last whole shard
 (``packer.build.shards``).  The pool here is a thread pool, so that the tasks can be watched; the pack is
-the one ``--workers 1`` writes, byte for byte.  Real recordings."""
+the one ``--workers 1`` writes, byte for byte.  A shard's writing that stops at a bad sample is aborted in either
+path (one implementation: ``build_shard`` streams its one job).  Real recordings."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -13,8 +15,9 @@ import pytest
 
 from factories import pack_files
 from speechpack.packer.adapters.wesep import build_wesep
-from speechpack.packer.build import run, shards
+from speechpack.packer.build import run, shards, writer
 from speechpack.packer.build.run import BuildOptions
+from speechpack.schemas.constants import shard_dir_name
 from speechpack.schemas.errors import SpeechpackError
 
 #: One 48 kB sample per shard: six shards.
@@ -75,3 +78,30 @@ def test_a_whole_shard_that_fails_fails_the_build(six_line_corpus, tmp_path, wat
         build_wesep(str(six_line_corpus.list_path), BuildOptions(out=str(tmp_path / "pack"), workers=2,
                                                                  shard_bytes=ONE_PER_SHARD, progress=False))
     assert not (tmp_path / "pack" / "dataset.json").exists()
+
+
+def test_a_streamed_shard_that_stops_at_a_bad_sample_is_aborted(six_line_corpus, tmp_path, monkeypatch):
+    """Without ``--skip-bad`` a bad sample stops the writing; the shard it was half way through is aborted (its
+    files closed, its ``.tmp-`` directory removed) right there, in the streamed path as in a whole-shard task."""
+    bad = six_line_corpus.lines[3].key  # the second sample of the second shard (two per shard)
+    plain = shards.guarded
+
+    def guarded(load, item):
+        if item.key == bad:
+            return shards.LineProblem(item.line, item.key, None, "unreadable")
+        return plain(load, item)
+
+    aborted = []
+    abort = writer.ShardWriter.abort
+
+    def spied(self):
+        aborted.append(self.name)
+        abort(self)
+        assert not os.path.exists(self.temp_dir)
+
+    monkeypatch.setattr(shards, "guarded", guarded)
+    monkeypatch.setattr(writer.ShardWriter, "abort", spied)
+    with pytest.raises(SpeechpackError, match="1 bad line"):
+        build_wesep(str(six_line_corpus.list_path), BuildOptions(out=str(tmp_path / "pack"), shard_bytes=2 * ONE_PER_SHARD,
+                                                                 progress=False))
+    assert aborted == [shard_dir_name(1)]

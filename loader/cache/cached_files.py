@@ -47,7 +47,7 @@ from speechpack.loader.pack.object_store import ObjectStoreError, ObjectStorePac
 from speechpack.loader.pack.reader import Pack, open_pack
 from speechpack.schemas.constants import COLUMNS_DIR, MANIFEST_NAME
 from speechpack.schemas.errors import PackFormatError
-from speechpack.schemas.format import FileEntry, Manifest
+from speechpack.schemas.format import FileEntry
 from speechpack.schemas.manifest_file import ManifestFile, parse_manifest
 
 T = TypeVar("T")
@@ -180,14 +180,6 @@ def run_all(pool: ThreadPoolExecutor, calls: Iterable[Callable[[], T]]) -> list[
     return results
 
 
-def manifest_entries(manifest: Manifest) -> dict[str, FileEntry]:
-    """Every file ``dataset.json`` lists with its size and hash, by its name inside the pack."""
-    entries = {f"{COLUMNS_DIR}/{name}": entry for name, entry in manifest.columns.items()}
-    for shard in manifest.shards:
-        entries.update({f"{shard.directory}/{name}": entry for name, entry in shard.files.items()})
-    return entries
-
-
 class CachedPackFiles(PackFiles):
     """The files of the pack at ``store`` (an ``ObjectStorePackFiles``), served from the node cache ``settings``
     describe.  ``max_open_streams`` bounds the mappings a ``Pack`` keeps (each pins its entry)."""
@@ -219,7 +211,7 @@ class CachedPackFiles(PackFiles):
             raise PackFormatError(f"{self.location}: not a pack (no {MANIFEST_NAME}; an unfinished build leaves "
                                   f"none)") from None
         manifest = parse_manifest(raw, where)
-        self.entries = manifest_entries(manifest)
+        self.entries = manifest.file_entries()
         self.manifest_sha256 = hashlib.sha256(raw).hexdigest()
         self.fetch_many([f"{COLUMNS_DIR}/{name}" for name in manifest.columns])
         return ManifestFile(path=where, manifest=manifest, raw=raw, identity=self.manifest_sha256)
@@ -305,10 +297,10 @@ def open_cached_pack(location: str | os.PathLike, cache: CacheSettings | dict | 
                      endpoint_url: str | None = None, verify: str = DEFAULT_VERIFY) -> Pack:
     """``open_pack`` for a loader: a URL pack through the node cache, a local one as before.  ``verify`` is how a
     local pack's stream files are checked when mapped (``loader.pack.content_check``); a cached file was checked
-    against its sha256 as it arrived, so the cache's copies are not hashed again."""
-    files = pack_source_files(location, cache, endpoint_url)
-    return open_pack(files, verify="off" if isinstance(files, CachedPackFiles) else verify)
+    against its sha256 as it arrived (``CachedPackFiles.hashes_checked``), so the reader does not hash the cache's
+    copies again."""
+    return open_pack(pack_source_files(location, cache, endpoint_url), verify=verify)
 
 
 __all__ = ["BLOCK_BYTES", "CacheIntegrityError", "CachedPackFiles", "fetch_pool", "fetch_verified", "is_permanent",
-           "manifest_entries", "open_cached_pack", "pack_source_files", "run_all", "with_retries"]
+           "open_cached_pack", "pack_source_files", "run_all", "with_retries"]

@@ -1,6 +1,6 @@
 """One bounded cache directory per node, shared by every rank and job on it: ``NodeCache``.
 
-Layout (docs/loader.md, "Cache keys"), all under ``<dir>/``:
+Layout (docs/loader.md, "Node cache (packs by URL)"), all under ``<dir>/``:
 
 - ``objects/<sha256>-<size>.bin``: a file's verified bytes.  The key is the file's content hash and size as
   ``dataset.json`` records them, so two versions of a pack never share an entry, and a file one version shares

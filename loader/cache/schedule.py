@@ -39,12 +39,6 @@ from speechpack.schemas.units import format_bytes
 LOCAL_WORLD_ENV = "LOCAL_WORLD_SIZE"
 
 
-def unit_samples(builder) -> tuple[np.ndarray, np.ndarray] | None:
-    """(pack id, sample) of every planning unit of ``builder`` (its ``BatchBuilder.unit_samples`` hook); None when
-    the task has no item index."""
-    return builder.unit_samples()
-
-
 def _plan_rows(plans: list) -> tuple[np.ndarray, np.ndarray]:
     """(batch position, unit) of every row of ``plans``, ordered by position, then local rank, then row: the order
     the old per-item loop visited them in."""
@@ -265,13 +259,17 @@ class PlanFeed:
 
     def __init__(self, packs: list, builder, plan_of, rank: int, world_size: int):
         self.packs = packs
-        self.builder = builder
         self.plan_of = plan_of
         self.rank, self.world_size = rank, world_size
         cached = [p.files for p in packs if isinstance(p.files, CachedPackFiles)]
         self.ahead = max((f.settings.ahead for f in cached), default=0)
         self.fetches = max((f.settings.fetches for f in cached), default=1)
         self.caches = [f.cache for f in cached]
+        #: One cache per directory (and limit): the packs of a loader share one, and counting its room lists it.
+        self._distinct_caches = list({(c.root, c.limit): c for c in self.caches}.values())
+        #: (pack id, sample) of every planning unit (the builder's ``unit_samples`` hook), taken once: None when no
+        #: pack is cached or the task has no item index (the feed then does nothing).
+        self.units = builder.unit_samples() if self.caches else None
         self._schedule: tuple[int, FileSchedule] | None = None
         self._position = 0
         self._building = 1
@@ -289,12 +287,13 @@ class PlanFeed:
 
     @property
     def active(self) -> bool:
-        return bool(self.caches) and unit_samples(self.builder) is not None
+        """Whether the feed schedules anything: a cached pack, and a task with an item index."""
+        return self.units is not None
 
     def schedule(self, epoch_pass: tuple[int, int]) -> FileSchedule:
         if self._schedule is None or self._schedule[0] != epoch_pass:
             plans = [self.plan_of(epoch_pass, r) for r in local_ranks(self.rank, self.world_size)]
-            self._schedule = (epoch_pass, FileSchedule.of(self.packs, plans, unit_samples(self.builder)))
+            self._schedule = (epoch_pass, FileSchedule.of(self.packs, plans, self.units))
         return self._schedule[1]
 
     def check(self, epoch_pass: tuple[int, int], together: int = 1) -> None:
@@ -353,7 +352,7 @@ class PlanFeed:
         the first file that does not fit instead of evicting for the files behind it."""
         calls = [lambda name=name: schedule.sources[name][0].local_path(schedule.sources[name][1], wait=False)
                  for name in schedule.batches[b]]
-        room = [cache.free_bytes() for cache in self.caches]
+        room = [cache.free_bytes() for cache in self._distinct_caches]
         needed = sum(schedule.sizes[name] for name in schedule.batches[b])
         if self.fetches <= 1 or len(calls) <= 1 or any(free is not None and free < needed for free in room):
             for call in calls:
@@ -391,5 +390,4 @@ class PlanFeed:
                         self._wake.wait()
 
 
-__all__ = ["CacheSimulation", "FileSchedule", "LOCAL_WORLD_ENV", "PlanFeed", "local_ranks", "once_limit", "simulate",
-           "unit_samples"]
+__all__ = ["CacheSimulation", "FileSchedule", "LOCAL_WORLD_ENV", "PlanFeed", "local_ranks", "once_limit", "simulate"]

@@ -4,7 +4,7 @@
 ``build_loader(..., cache=...)``.  ``dir`` defaults to ``$SPEECHPACK_CACHE_DIR``, else ``~/.cache/speechpack``;
 ``limit`` (``schemas.units.parse_size``: ``200GB``, ``512MiB``) defaults to none: the cache then keeps every file it
 fetches.  None of these change which batches are dealt, so none is part of a resume state's fingerprint
-(``loader.fingerprint``); ``shard_order`` does (it is a plan option: ``loader.cache.shard_order``).
+(``loader.config.loader_fingerprint``); ``shard_order`` does (it is a plan option: ``loader.cache.shard_order``).
 """
 
 from __future__ import annotations

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from speechpack.loader.cache.cached_files import CachedPackFiles
-from speechpack.loader.cache.schedule import unit_samples
 from speechpack.loader.config_checks import ConfigError
 from speechpack.loader.plan.static_plan import NO_SHUFFLE
 
@@ -65,7 +64,7 @@ def shard_windows(packs: list, builder, weighted: bool) -> ShardWindows | None:
     if weighted:
         raise ConfigError("cache.shard_order: applies to unweighted epochs (no weight, hours_beta, repeat, choose "
                           "or sample_num_per_epoch)")
-    units = unit_samples(builder)
+    units = builder.unit_samples()
     if units is None:
         raise ConfigError("cache.shard_order: this task's builder has no item index to order by shard")
     unit_pack, unit_sample = units

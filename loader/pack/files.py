@@ -134,8 +134,9 @@ class PackFiles(ABC):
 
     #: The pack's location as messages show it (a directory as given, or a URL).
     location: str
-    #: True when ``read_bytes`` of a file ``dataset.json`` lists returns bytes already checked against its sha256
-    #: (the node cache verifies every file as it arrives): the reader then does not hash a column a second time.
+    #: True when a file ``dataset.json`` lists is read (``read_bytes``) and mapped (``stream``) from bytes already
+    #: checked against its sha256 (the node cache verifies every file as it arrives): the reader then hashes neither
+    #: a column nor a stream file a second time (``verify_streams`` does not apply).
     hashes_checked: bool = False
 
     def __repr__(self) -> str:

@@ -48,7 +48,8 @@ from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.format import Manifest
 from speechpack.schemas.kinds import ATTRIBUTES_BY_KIND, KIND_SPECS, STREAMS_BY_KIND
 from speechpack.loader.pack.verify import OpenedPack, read_columns
-from speechpack.loader.pack.content_check import DEFAULT_VERIFY, RecordPlace, StreamChecks, check_verify_mode
+from speechpack.loader.pack.content_check import (DEFAULT_VERIFY, VERIFY_OFF, RecordPlace, StreamChecks,
+                                                  check_verify_mode)
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,7 @@ def will_need_view(view: np.ndarray) -> None:
     """Ask the kernel to read the pages under ``view`` now, asynchronously: a 1-D view, or a 2-D view whose rows
     are contiguous (a window of a channel-major audio segment: one range per channel).  For builders that hold
     views of :meth:`Pack.stored_segment` and know their windows only after choosing them; a builder with a whole
-    batch of views calls ``loader.readahead.will_need_views`` once instead (one system call for the batch).
+    batch of views calls ``loader.pack.readahead.will_need_views`` once instead (one system call for the batch).
     Memory that is not a file mapping (a resampled copy) is left alone by the kernel."""
     will_need_ranges(view_ranges(view))
 
@@ -200,8 +201,10 @@ class Pack:
         self.opened = OpenedPack.of(self.files, manifest, self.shard, self.speaker_first, self.speaker_count,
                                     len(self.speakers), self.streams, manifest_identity, manifest_sha256)
         #: The content checks of mapped stream files (``loader.pack.content_check``; ``verify`` chooses the mode).
-        self.checks = StreamChecks(verify, RecordPlace(self.files.root)
-                                   if isinstance(self.files, DirectoryPackFiles) else None)
+        #: Files whose bytes were checked against their sha256 before they are read (``PackFiles.hashes_checked``:
+        #: the node cache's copies) are not hashed again.
+        self.checks = StreamChecks(VERIFY_OFF if self.files.hashes_checked else verify,
+                                   RecordPlace(self.files.root) if isinstance(self.files, DirectoryPackFiles) else None)
 
     def __len__(self) -> int:
         return len(self.keys)

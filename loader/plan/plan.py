@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from speechpack.loader.memory_limit import check_plan_memory
+from speechpack.loader.memory_limit import MemoryCeiling, check_plan_memory
 from speechpack.loader.plan.batching import make_budget_plan
 from speechpack.loader.plan.train_windows import Windows
 from speechpack.loader.plan.static_plan import EpochPlan, epoch_permutation, make_epoch_plan
@@ -48,7 +48,7 @@ def needs_lengths(args: Any) -> bool:
 
 def plan_epoch(args: Any, seed: int, epoch: int, rank: int, world_size: int, *, num_units: int,
                lengths: np.ndarray | None = None, windows: Windows | None = None,
-               weighting: "PackWeighting | None" = None, memory_limit: int | None = None,
+               weighting: "PackWeighting | None" = None, memory_limit: MemoryCeiling | int | None = None,
                global_start: int = 0) -> EpochPlan:
     """Rank ``rank``'s batches of ``epoch`` (see the module docstring for the steps).
 
@@ -56,7 +56,8 @@ def plan_epoch(args: Any, seed: int, epoch: int, rank: int, world_size: int, *, 
     ``tail``, ``shuffle_windows`` and ``sync``; a builder's ``plan_args``).  ``num_units``
     counts the planning units (items, or chunks with ``windows``); ``lengths`` are their lengths, required when
     ``needs_lengths(args)``.  The plan's ``items`` are unit ids.  A plan whose making would take more than
-    ``memory_limit`` bytes (None: ``loader.memory_limit``'s default) is refused before anything is allocated.
+    ``memory_limit`` bytes is refused before anything is allocated: the ``MemoryCeiling`` the loader fixed when it
+    started, or bytes (None: ``loader.memory_limit``'s default, read at this call).
     ``global_start``: the global batch the pass deals from (``loader.plan.static_plan``): 0 for a whole epoch, where
     the ranks had got to for a resumed pass.
     """

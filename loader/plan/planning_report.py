@@ -29,9 +29,10 @@ import numpy as np
 
 from speechpack.loader.config import LoaderConfig
 from speechpack.loader.cache import open_cached_pack
-from speechpack.loader.cache.schedule import CacheSimulation, FileSchedule, simulate, unit_samples
+from speechpack.loader.cache.schedule import CacheSimulation, FileSchedule, simulate
 from speechpack.loader.cache.settings import cache_in_use
 from speechpack.loader.cache.shard_order import PlanningView, shard_windows
+from speechpack.loader.memory_limit import MemoryCeiling
 from speechpack.loader.plan.plan import EpochPlan, plan_epoch
 from speechpack.loader.recipe import ignored_line
 from speechpack.loader.tasks import prepare
@@ -174,13 +175,15 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
     packs = [source.path for source in config.packs]
     per_pack = np.bincount(unit_pack, minlength=len(packs))
     rows_of_unit, check = builder.unit_rows(), builder.planned_batch_check()
+    units = builder.unit_samples() if caches else None  # (pack, sample) per unit, for the cache's replay
+    ceiling = MemoryCeiling.of(config.memory_limit)  # read once, as the loader does when it starts
     report = PlanReport(state=state, world_size=world_size, units=builder.num_units(),
                         unit_name="item" if windows is None else "train-window chunk", ignored=config.ignored)
     for epoch in range(epochs):
         lengths = builder.unit_lengths(epoch)  # the same every epoch, unless lengths_by_epoch (ASD jitter)
         plans: list[EpochPlan] = [
             plan_epoch(args, seed, epoch, rank, world_size, num_units=builder.num_units(), lengths=lengths,
-                       windows=windows, weighting=prepared.weighting, memory_limit=config.memory_limit)
+                       windows=windows, weighting=prepared.weighting, memory_limit=ceiling)
             for rank in range(world_size)]
         rows, batch_rows, longest, fills, used = [], [], [], [], np.zeros(len(packs))
         real = offered = 0
@@ -216,8 +219,7 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
                                         for i, p in enumerate(packs)}, weighting=weighting,
                            fill=np.asarray(fills), cropped=cropped, offered=offered,
                            rows=np.asarray(batch_rows, dtype=np.int64) if rows_of_unit is not None else None)
-        units = unit_samples(builder)
-        if caches and units is not None:  # every rank on one node: the cache's whole load
+        if units is not None:  # every rank on one node: the cache's whole load
             stats.cache = simulate(FileSchedule.of(opened, plans, units), min(limits, default=None))
         report.epochs.append(stats)
         if stats.batches_per_rank == 0:

@@ -16,7 +16,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 
-from speechpack.packer.audio import Audio, AudioError, resample, resample_ratio_problem, resampled_length, to_stored
+from speechpack.packer.audio import Audio, AudioError, resample, resampled_frames, to_stored
 from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
 from speechpack.packer.build.plan import PackedSample, SamplePlan
 from speechpack.schemas.constants import KIND_NOISE, STREAM_AUDIO
@@ -77,10 +77,7 @@ def plan_lmdb_entry(item: LmdbEntry, sample_rate: int) -> SamplePlan:
         rate, frames, channels = probe_noise(_reader(item.path).raw(item.key), item.key)
     except NoiseLmdbError as err:
         raise AudioError(None, _reason(err, item.key)) from None
-    reason = resample_ratio_problem(rate, sample_rate)  # a line problem naming the key, skippable with --skip-bad
-    if reason is not None:
-        raise AudioError(None, reason)
-    frames = resampled_length(frames, rate, sample_rate)
+    frames = resampled_frames(frames, rate, sample_rate, None)  # a line problem naming the key (--skip-bad skips it)
     return SamplePlan(line=item.line, key=item.key, num_frames=frames, elements={STREAM_AUDIO: channels * frames})
 
 

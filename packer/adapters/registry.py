@@ -316,9 +316,9 @@ def shared_build_options(adapter: Adapter) -> list[OptionSpec]:
     """The options every ``build`` subcommand shares, declared once; their names are the fields of
     ``adapter.options`` (``BuildOptions``; see docs/building.md).  asd families store 16 kHz always (no
     ``--sample-rate``), may leave missing inputs out (``--skip-missing``), pack tracks rather than lines, and also
-    take MuVAP's spellings ``--output`` and ``--max-shard-gb``."""
+    take MuVAP's spellings ``--output`` and ``--max-shard-gb``.  ``import muvap`` shares rows (``IMPORT_OPTIONS``)."""
     sample, item = ("track", "track") if adapter.asd else ("sample", "line")
-    out_help = adapter.out_help or "Pack directory to create (must be empty or absent, unless --overwrite)."
+    out_help = adapter.out_help or OUT_HELP
     if adapter.asd:
         options = [option("--out", "--output", "out", required=adapter.default_out is None,
                           type=Path(file_okay=False), help=out_help + " --output is MuVAP's spelling.")]
@@ -327,28 +327,46 @@ def shared_build_options(adapter: Adapter) -> list[OptionSpec]:
                    option("--sample-rate", default=DEFAULT_SAMPLE_RATE, show_default=True,
                           type=Number.within(units.SAMPLE_RATE),
                           help="Rate of the stored audio in Hz; inputs are resampled with soxr.")]
-    options.append(option("--shard-size", "shard_bytes", default=format_bytes(DEFAULT_SHARD_BYTES),
-                          show_default=True, type=SIZE,
-                          help=f"Close a shard when the next {sample} would push its payload past this size."))
+    options.append(shard_size_option(sample))
     if adapter.asd:
         options.append(option("--max-shard-gb", "max_shard_gb", type=Number(False, low=0, low_open=True),
                               default=None, help="MuVAP's spelling of --shard-size, in decimal GB (1.5 = "
                                                  "--shard-size 1.5GB)."))
-    options += [
-        option("--workers", default=1, show_default=True, type=Number.within(units.WORKERS),
-               help="Decoding processes; the pack is byte-identical whatever the number."),
-        option("--skip-bad", is_flag=True,
-               help=f"Pack the good {item}s and record the bad ones in skipped.json instead of failing."),
-    ]
+    options += [workers_option("Decoding"), skip_bad_option("Pack", item)]
     if adapter.asd:
         options.append(option("--skip-missing", is_flag=True,
                               help="Partial development copies: leave out tracks whose face or audio files are "
                                    "missing (recorded in skipped.json); any other problem still fails the build."))
-    options += [
-        option("--overwrite", is_flag=True, help="Replace the pack already in --out."),
-        option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar."),
-    ]
-    return options + SCALE_OPTIONS
+    return options + FINISHING_OPTIONS + SCALE_OPTIONS
+
+
+#: ``--out``'s help where a command names no default directory.
+OUT_HELP = "Pack directory to create (must be empty or absent, unless --overwrite)."
+
+
+def shard_size_option(item: str) -> OptionSpec:
+    """``--shard-size``, in terms of what the pack holds (``item``: a sample, a track)."""
+    return option("--shard-size", "shard_bytes", default=format_bytes(DEFAULT_SHARD_BYTES), show_default=True,
+                  type=SIZE, help=f"Close a shard when the next {item} would push its payload past this size.")
+
+
+def workers_option(work: str) -> OptionSpec:
+    """``--workers``; ``work`` says what the processes do (``"Decoding"`` in a build, ``"Copying"`` in an import)."""
+    return option("--workers", default=1, show_default=True, type=Number.within(units.WORKERS),
+                  help=f"{work} processes; the pack is byte-identical whatever the number.")
+
+
+def skip_bad_option(verb: str, item: str) -> OptionSpec:
+    """``--skip-bad``; ``verb``: the command's work (``"Pack"``, ``"Import"``), ``item``: a line, a track."""
+    return option("--skip-bad", is_flag=True,
+                  help=f"{verb} the good {item}s and record the bad ones in skipped.json instead of failing.")
+
+
+#: The last options of a build's or an import's own (``SCALE_OPTIONS`` follow).
+FINISHING_OPTIONS = [
+    option("--overwrite", is_flag=True, help="Replace the pack already in --out."),
+    option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar."),
+]
 
 
 #: Builds at scale (`build` and `import`): they change where shards are written, never what.
@@ -379,5 +397,6 @@ def shard_bytes_of_gb(max_shard_gb: float, shard_size_given: bool = False) -> in
         raise OptionError(f"Invalid value for --max-shard-gb: {err}") from None
 
 
-__all__ = ["ADAPTERS", "SCALE_OPTIONS", "SIZE", "SLICE", "Adapter", "parse_shard_size", "parse_shard_slice",
-           "shard_bytes_of_gb", "shared_build_options"]
+__all__ = ["ADAPTERS", "FINISHING_OPTIONS", "OUT_HELP", "SCALE_OPTIONS", "SIZE", "SLICE", "Adapter", "parse_shard_size",
+           "parse_shard_slice", "shard_bytes_of_gb", "shard_size_option", "shared_build_options", "skip_bad_option",
+           "workers_option"]

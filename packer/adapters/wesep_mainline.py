@@ -235,10 +235,12 @@ def stage_enrollments(inputs: MainlineInputs, lines: list[WesepLine], root: str 
     return path
 
 
-def build_mainline(inputs: MainlineInputs, options: BuildOptions, root: str | None = None) -> BuildSummary:
+def build_mainline(inputs: MainlineInputs, options: BuildOptions, root: str | None = None,
+                   fmt: str | None = None) -> BuildSummary:
     """Pack mainline's list and enrollments (``inputs``): a ``tse`` pack from mixtures, a ``sources`` pack from
-    single-speaker data, with the audio cue of the module docstring's table."""
-    fmt = list_format(inputs.list_path)
+    single-speaker data, with the audio cue of the module docstring's table.  ``fmt``: the list's
+    ``list_format``, when the caller has read it already."""
+    fmt = fmt or list_format(inputs.list_path)
     if fmt == "raw":
         if inputs.enroll or inputs.fixed_enroll or inputs.spk_embeds:
             raise OptionError(f"{inputs.list_path} is a contract raw list (JSON lines): its enrollments come from "
@@ -382,8 +384,9 @@ def build_wesep_command(options, list_path: str | None = None, data_dir: str | N
             found = MainlineInputs(list_path=found.list_path, notes=found.notes, **{
                 **{k: getattr(found, k) for k in given}, **{k: v for k, v in given.items() if v}})
         return WesepDirBuild(split=found, summary=build_mainline(found, options, root=root))
-    if asked or list_format(list_path) != "raw":
-        return build_mainline(MainlineInputs(list_path=list_path, **given), options, root=root)
+    fmt = list_format(list_path)
+    if asked or fmt != "raw":
+        return build_mainline(MainlineInputs(list_path=list_path, **given), options, root=root, fmt=fmt)
     return build_wesep(list_path, options, root=root, cues=cues, allow_pickle=allow_pickle)
 
 

@@ -112,6 +112,10 @@ def _kind(mode: int) -> str:
     return "a socket" if stat.S_ISSOCK(mode) else "not a plain file"
 
 
+#: What :func:`path_problem` says when nothing is at the path.
+NOT_FOUND = "file not found"
+
+
 def path_problem(path: str) -> str | None:
     """Why ``path`` cannot be read as an input file, or ``None``: "file not found" only when nothing is there; a
     directory, FIFO or device (``/dev/zero``) is "not a regular file", which is what is wrong with it.  One
@@ -119,7 +123,7 @@ def path_problem(path: str) -> str | None:
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
-        return "file not found"
+        return NOT_FOUND
     except OSError as err:
         return f"cannot read the file ({err.strerror or err})"
     return None if stat.S_ISREG(mode) else f"not a regular file ({_kind(mode)})"
@@ -166,20 +170,17 @@ def declared_frames_of(fd: int) -> int | None:
 
 
 def _check_path(path: str) -> None:
-    """A missing file or a directory gets its own message rather than libsndfile's; one ``stat``."""
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        raise _missing(path) from None
-    except OSError as err:
-        raise AudioError(path, f"cannot read the file ({err.strerror or err})") from None
-    if not stat.S_ISREG(mode):
-        raise AudioError(path, "not a regular file")
+    """A missing file or a directory gets its own message rather than libsndfile's (``path_problem``)."""
+    problem = path_problem(path)
+    if problem == NOT_FOUND:
+        raise _missing(path)
+    if problem is not None:
+        raise AudioError(path, problem)
 
 
 def _missing(path: str) -> AudioError:
     where = "" if os.path.isabs(path) else f" (a relative path, looked for at {os.path.abspath(path)})"
-    return AudioError(path, "file not found" + where)
+    return AudioError(path, NOT_FOUND + where)
 
 
 def _open_once(path: str) -> int | None:
@@ -345,7 +346,6 @@ def _read_pyav(source, name: str) -> Audio:
     return Audio(np.ascontiguousarray(np.concatenate(planes, axis=1), dtype=np.float32), int(rate))
 
 
-__all__ = ["DESCRIPTOR_EXTENSIONS", "HEADER_BYTES", "SOUNDFILE_EXTENSIONS", "Audio", "AudioError", "AudioInfo",
-           "MissingFile", "NotRegularFile", "by_descriptor", "declared_frames_of", "open_regular", "path_problem",
-           "probe_audio",
-           "probe_audio_bytes", "read_audio", "read_audio_bytes"]
+__all__ = ["DESCRIPTOR_EXTENSIONS", "HEADER_BYTES", "NOT_FOUND", "SOUNDFILE_EXTENSIONS", "Audio", "AudioError",
+           "AudioInfo", "MissingFile", "NotRegularFile", "by_descriptor", "declared_frames_of", "open_regular",
+           "path_problem", "probe_audio", "probe_audio_bytes", "read_audio", "read_audio_bytes"]

@@ -31,7 +31,7 @@ def resampled_length(frames: int, rate: int, new_rate: int) -> int:
     return (2 * frames * new_rate + rate) // (2 * rate)
 
 
-def resampled_frames(frames: int, rate: int, new_rate: int, name: str) -> int:
+def resampled_frames(frames: int, rate: int, new_rate: int, name: str | None) -> int:
     """:func:`resampled_length` of the file ``name``, which the pack can hold: ``AudioError`` when resampling
     would leave no frame at all (one sample at 48 kHz is none at 16 kHz), or when the two rates are too far apart
     for soxr (:func:`resample_ratio_problem`).  The one check every adapter's plan makes."""

@@ -38,7 +38,6 @@ from speechpack.packer.ownership import (
     WRITE_PROBE_PREFIX,
     DestinationLock,
     Survey,
-    pack_file_entries,
     remove_entries,
     retire_manifest,
     locked,

@@ -37,6 +37,7 @@ from speechpack.packer.build.shards import guarded, import_ray, run_shard_jobs, 
 from speechpack.packer.build.state import (
     ShardMismatch,
     VerifiedShard,
+    check_recorded_file,
     checkpoint,
     clear_state,
     load_plan,
@@ -135,11 +136,7 @@ def verify_cues(pack_dir: str, fingerprint: str, check_hashes: bool = True) -> d
     if plan_fingerprint != fingerprint:
         raise ShardMismatch(f"{cues_dir}: built for another plan ({plan_fingerprint[:12]}...)")
     for name, recorded in files.items():
-        path = os.path.join(cues_dir, *name.split("/"))
-        if not os.path.isfile(path) or os.path.getsize(path) != recorded.size:
-            raise ShardMismatch(f"{path}: missing or not {recorded.size} bytes as its receipt says")
-        if check_hashes and hash_file(path).sha256 != recorded.sha256:
-            raise ShardMismatch(f"{path}: sha256 differs from its receipt (changed or corrupted)")
+        check_recorded_file(os.path.join(cues_dir, *name.split("/")), recorded, check_hashes)
     return files
 
 

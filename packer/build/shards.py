@@ -159,41 +159,11 @@ def build_shard(job: ShardJob) -> ShardOutcome:
     """Decode and write one planned shard; write its receipt when ``job.fingerprint`` is set.
 
     Decoding runs here and writing (statistics, hashing, writes, the closing fsyncs) on a writer thread, as in a
-    ``--workers 1`` build: both release the GIL for most of their work, and the disk's waits (the fsyncs that
-    close the shard, writeback under a busy disk) no longer stall decoding.  With every core busy decoding other
-    shards the thread only fills those waits; with a core to spare it overlaps the writing too."""
-    problems: list[LineProblem] = []
-    published: list[tuple[ShardEntry, list]] = []
-
-    def publish(shard_id: int, entry: ShardEntry, records: list, skipped: list) -> None:
-        record_receipt(job.pack_dir, job.fingerprint, shard_id, entry, skipped)
-        published.append((entry, list(records)))
-
-    try:
-        with PackWriter(job.pack_dir, job.kind, job.sample_rate, [list(job.plans)], shard_ids=[job.shard_id],
-                        on_shard=publish) as writer:
-            consumer = BackgroundConsumer(lambda r: writer.add(r) if isinstance(r, PackedSample) else writer.skip(r))
-            writing = job.publish
-            try:
-                for item, plan in zip(job.items, job.plans):
-                    result = check_decoded(guarded(job.load, item), plan)
-                    if isinstance(result, LineProblem):
-                        problems.append(result)
-                        writing = writing and job.skip_bad
-                    if writing:
-                        submit_decoded(consumer, result)
-            except BaseException:
-                consumer.abandon()
-                raise
-            consumer.close()
-            if not writing:
-                raise _NotWritten  # leaving the block removes the half-written shard
-    except _NotWritten:
-        pass
-    if not published:
-        return ShardOutcome(job.shard_id, None, [], problems)
-    entry, records = published[0]
-    return ShardOutcome(job.shard_id, entry, records, problems)
+    ``--workers 1`` build (``_stream_locally`` with one worker): both release the GIL for most of their work, and
+    the disk's waits (the fsyncs that close the shard, writeback under a busy disk) no longer stall decoding.
+    With every core busy decoding other shards the thread only fills those waits; with a core to spare it overlaps
+    the writing too."""
+    return _stream_locally([job], 1, None, lambda: None)[0]
 
 
 def shard_jobs(pack_dir: str, kind: str, sample_rate: int, shard_ids: Sequence[int], items_by_shard: Sequence,
@@ -281,26 +251,31 @@ def _stream_locally(jobs: Sequence[ShardJob], workers: int, pool: ProcessPoolExe
 
     items = [item for job in jobs for item in job.items]
     plans = [plan for job in jobs for plan in job.plans]
-    with PackWriter(first.pack_dir, first.kind, first.sample_rate, [list(job.plans) for job in jobs],
-                    shard_ids=[job.shard_id for job in jobs], on_shard=published) as writer:
-        consumer = BackgroundConsumer(lambda r: writer.add(r) if isinstance(r, PackedSample) else writer.skip(r))
-        writing = first.publish
-        try:
-            step = decode_measured if workers > 1 else guarded  # see decode_measured
-            decoded = map_in_order(functools.partial(step, first.load), items, workers, pool=pool)
-            for plan, result in zip(plans, decoded):
-                result = check_decoded(result, plan)
-                if isinstance(result, LineProblem):
-                    problems.append(result)
-                    writing = writing and first.skip_bad
-                if writing:
-                    submit_decoded(consumer, result)
-                # else: the build will fail; keep decoding only to report every problem in one pass
-                advance()
-        except BaseException:
-            consumer.abandon()
-            raise
-        consumer.close()
+    try:
+        with PackWriter(first.pack_dir, first.kind, first.sample_rate, [list(job.plans) for job in jobs],
+                        shard_ids=[job.shard_id for job in jobs], on_shard=published) as writer:
+            consumer = BackgroundConsumer(lambda r: writer.add(r) if isinstance(r, PackedSample) else writer.skip(r))
+            writing = first.publish
+            try:
+                step = decode_measured if workers > 1 else guarded  # see decode_measured
+                decoded = map_in_order(functools.partial(step, first.load), items, workers, pool=pool)
+                for plan, result in zip(plans, decoded):
+                    result = check_decoded(result, plan)
+                    if isinstance(result, LineProblem):
+                        problems.append(result)
+                        writing = writing and first.skip_bad
+                    if writing:
+                        submit_decoded(consumer, result)
+                    # else: the build will fail; keep decoding only to report every problem in one pass
+                    advance()
+            except BaseException:
+                consumer.abandon()
+                raise
+            consumer.close()
+            if not writing:
+                raise _NotWritten  # leaving the block removes the half-written shard
+    except _NotWritten:
+        pass
     by_line = {(p.line, p.key): p for p in problems}
     result = []
     for job in jobs:

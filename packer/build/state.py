@@ -69,8 +69,6 @@ from speechpack.schemas.npyfile import read_npy_header
 PLAN_FILE = f"{TEMP_PREFIX}plan.json"
 RECEIPTS_DIR = f"{TEMP_PREFIX}receipts"
 CUES_RECEIPT = "cues.json"
-#: Names a build in progress may leave at the pack root (``--overwrite`` may remove them).
-STATE_NAMES = (PLAN_FILE, RECEIPTS_DIR)
 
 
 # ------------------------------------------------------------------------------------------------------- plan
@@ -192,10 +190,6 @@ def load_plan(pack_dir: str) -> tuple[BuildPlan, str]:
     return recorded.full, recorded.fingerprint
 
 
-def has_state(pack_dir: str) -> bool:
-    return any(os.path.exists(os.path.join(pack_dir, name)) for name in STATE_NAMES)
-
-
 def clear_state(pack_dir: str) -> None:
     """Remove the plan and the receipts (after ``dataset.json`` is in place, or before a fresh build)."""
     receipts = os.path.join(pack_dir, RECEIPTS_DIR)
@@ -286,6 +280,20 @@ def segment_elements(stream: str, segment: dict) -> int:
     return segment["length"]
 
 
+def check_recorded_file(path: str, recorded: FileEntry, check_hashes: bool = True) -> FileEntry:
+    """``path``'s entry, checked against what a receipt recorded of it (a shard's file, a file of ``cues/``): its
+    size, then its SHA-256 unless ``check_hashes`` is false (then the receipt's entry is taken as it is)."""
+    size = os.path.getsize(path) if os.path.isfile(path) else None
+    if size != recorded.size:
+        raise ShardMismatch(f"{path}: {'missing' if size is None else f'{size} bytes'}, its receipt says "
+                            f"{recorded.size} bytes")
+    found = hash_file(path) if check_hashes else recorded
+    if found.sha256 != recorded.sha256:
+        raise ShardMismatch(f"{path}: sha256 differs from its receipt ({found.sha256[:12]}..., the receipt says "
+                            f"{recorded.sha256[:12]}...): changed or corrupted since it was written")
+    return found
+
+
 def verify_shard(pack_dir: str, shard_id: int, plan: BuildPlan, fingerprint: str,
                  check_hashes: bool = True) -> VerifiedShard:
     """Check shard ``shard_id`` against the plan and its receipt; raise ``ShardMismatch`` naming the first
@@ -323,16 +331,8 @@ def verify_shard(pack_dir: str, shard_id: int, plan: BuildPlan, fingerprint: str
         header = read_npy_header(path)
         if header.shape[0] != rows:
             raise ShardMismatch(f"{path}: holds {header.shape[0]} rows, its index says {rows}")
-    files = {}
-    for file_name, recorded in receipt.shard.files.items():
-        path = os.path.join(shard_dir, file_name)
-        size = os.path.getsize(path)
-        if size != recorded.size:
-            raise ShardMismatch(f"{path}: {size} bytes, its receipt says {recorded.size}")
-        files[file_name] = hash_file(path) if check_hashes else recorded
-        if files[file_name].sha256 != recorded.sha256:
-            raise ShardMismatch(f"{path}: sha256 {files[file_name].sha256[:12]}..., its receipt says "
-                                f"{recorded.sha256[:12]}... (changed or corrupted since it was written)")
+    files = {file_name: check_recorded_file(os.path.join(shard_dir, file_name), recorded, check_hashes)
+             for file_name, recorded in receipt.shard.files.items()}
     if receipt.shard.samples != len(records) or receipt.shard.directory != name:
         raise ShardMismatch(f"{receipt_path(pack_dir, name)}: describes {receipt.shard.directory} with "
                             f"{receipt.shard.samples} samples; {index_path} holds {len(records)}")
@@ -394,6 +394,6 @@ def checkpoint(point: str) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-__all__ = ["PLAN_FILE", "RECEIPTS_DIR", "STATE_NAMES", "RecordedPlan", "ShardMismatch", "ShardReceipt", "VerifiedShard",
-           "clear_state", "describe_plan", "has_state", "load_plan", "load_recorded_plan", "read_cues_receipt",
-           "read_receipt", "record_plan", "verify_shard", "write_cues_receipt", "write_receipt"]
+__all__ = ["PLAN_FILE", "RECEIPTS_DIR", "RecordedPlan", "ShardMismatch", "ShardReceipt", "VerifiedShard",
+           "check_recorded_file", "clear_state", "describe_plan", "load_plan", "load_recorded_plan",
+           "read_cues_receipt", "read_receipt", "record_plan", "verify_shard", "write_cues_receipt", "write_receipt"]

@@ -275,5 +275,5 @@ class NpyStream:
         self._fp.close()
 
 
-__all__ = ["BackgroundDigest", "NpyStream", "SYNC_FILE_RANGE_WRITE", "can_start_writeback", "hash_file", "run_together",
+__all__ = ["BackgroundDigest", "NpyStream", "SYNC_FILE_RANGE_WRITE", "can_start_writeback", "run_together",
            "start_writeback"]

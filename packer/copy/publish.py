@@ -47,7 +47,7 @@ from speechpack.packer.copy.report import (
     progress_bar,
     run_parallel,
 )
-from speechpack.packer.ownership import INCOMING_MANIFEST, REPLACED_MANIFEST, locked, pack_file_entries, refuse_foreign
+from speechpack.packer.ownership import INCOMING_MANIFEST, REPLACED_MANIFEST, locked, refuse_foreign
 from speechpack.schemas.constants import MANIFEST_NAME, TEMP_PREFIX
 from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.format import FileEntry
@@ -76,10 +76,6 @@ class RemotePack(ObjectStorePackFiles):
             super().check_name(f"{head}/{bare}" if head else bare)
             return rel
         return super().check_name(rel)
-
-    def open_read(self, rel: str) -> ObjectReader:
-        """The object read forward in ``STREAM_BLOCK`` requests."""
-        return ObjectReader(self, rel)
 
     def open_write(self, rel: str) -> BinaryIO:
         """A stream that becomes the object when closed (uploaded in parts when large); until then the object
@@ -110,7 +106,7 @@ def publish_pack(src: str, url: str, jobs: int = DEFAULT_JOBS, progress: bool = 
     ``dataset.json``.
     """
     manifest_file = read_manifest_file(src)
-    files = pack_file_entries(manifest_file.manifest)
+    files = manifest_file.manifest.file_entries()
     remote = RemotePack(url, endpoint_url)
     with locked(src, exclusive=True, log=log), PrefixLock(remote, src, log) as prefix_lock:
         started = time.perf_counter()
@@ -141,7 +137,7 @@ def verify_published(src: str, url: str, jobs: int = DEFAULT_JOBS, progress: boo
     """Check that the prefix ``url`` holds a complete, byte-exact copy of the local pack ``src`` (every object
     streamed back and re-hashed); change nothing.  Raises :class:`CopyError` naming every problem."""
     manifest_file = read_manifest_file(src)
-    files = pack_file_entries(manifest_file.manifest)
+    files = manifest_file.manifest.file_entries()
     remote = RemotePack(url, endpoint_url)
     started = time.perf_counter()
     listing = remote.listing()
@@ -170,7 +166,7 @@ def hash_object(remote: RemotePack, rel: str, entry: FileEntry, bar) -> str | No
     digest = hashlib.sha256()
     size = 0
     try:
-        with remote.open_read(rel) as reader:
+        with ObjectReader(remote, rel) as reader:
             while chunk := reader.read(COPY_BLOCK):
                 digest.update(chunk)
                 size += len(chunk)
@@ -188,7 +184,7 @@ def _owned_by(raw: bytes | None, name: str) -> set[str] | None:
     if raw is None:
         return None
     try:
-        return set(pack_file_entries(parse_manifest(raw, name)))
+        return set(parse_manifest(raw, name).file_entries())
     except (PackFormatError, KeyError, TypeError, ValueError):
         return None
 

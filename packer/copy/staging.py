@@ -21,7 +21,6 @@ from speechpack.packer.files import fsync_dir, read_bytes
 from speechpack.packer.ownership import (
     INCOMING_MANIFEST,
     REPLACED_MANIFEST,
-    pack_file_entries,
     remove_entries,
     retire_manifest,
     survey,
@@ -64,14 +63,14 @@ def read_source(src: str, endpoint_url: str | None = None) -> CopySource:
     outside the pack are refused before any path is built from them.  ``src`` may be an object-store URL."""
     if not is_remote(src):
         manifest_file = read_manifest_file(src)
-        return CopySource(path=src, manifest_bytes=manifest_file.raw, files=pack_file_entries(manifest_file.manifest))
+        return CopySource(path=src, manifest_bytes=manifest_file.raw, files=manifest_file.manifest.file_entries())
     remote = ObjectStorePackFiles(src, endpoint_url)
     try:
         raw = remote.read_bytes(MANIFEST_NAME)
     except FileNotFoundError:
         raise PackFormatError(f"{src}: not a pack (no {MANIFEST_NAME}; an unfinished upload leaves none)") from None
     manifest = parse_manifest(raw, remote.where(MANIFEST_NAME))
-    return CopySource(path=remote.location, manifest_bytes=raw, files=pack_file_entries(manifest), remote=remote)
+    return CopySource(path=remote.location, manifest_bytes=raw, files=manifest.file_entries(), remote=remote)
 
 
 class Staging:
@@ -97,11 +96,11 @@ class Staging:
         found.refuse_foreign("copy a pack into it")
         wanted = set(self.source.files)
         if found.replaced is not None or os.path.exists(os.path.join(self.dst, REPLACED_MANIFEST)):
-            keep = set().union(*(pack_file_entries(m) for m in (found.manifest, found.incoming) if m is not None))
+            keep = set().union(*(m.file_entries() for m in (found.manifest, found.incoming) if m is not None))
             self._removed(retire_manifest(self.dst, REPLACED_MANIFEST, keep, fsync_dir))
         incoming = os.path.join(self.dst, INCOMING_MANIFEST)
         if os.path.exists(incoming) and read_bytes(incoming) != self.source.manifest_bytes:
-            keep = set(pack_file_entries(found.manifest)) if found.manifest is not None else set()
+            keep = set(found.manifest.file_entries()) if found.manifest is not None else set()
             self._removed(retire_manifest(self.dst, INCOMING_MANIFEST, keep, fsync_dir))
         manifest_path = os.path.join(self.dst, MANIFEST_NAME)
         if found.empty:

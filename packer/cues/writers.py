@@ -354,4 +354,5 @@ class DaeKeywordPhonemeWriter(FlatWriter):
         return {}
 
 
-__all__ = ["DaeKeywordPhonemeWriter", "FieldsWriter", "MuseFrontendWriter", "SpkEmbeddingWriter"]
+__all__ = ["DaeKeywordPhonemeWriter", "FieldsWriter", "MuseFrontendWriter", "RawVideoWriter", "SpkEmbeddingWriter",
+           "WaveformWriter"]

@@ -29,12 +29,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from speechpack.packer.adapters.option_spec import Number, Path, argument, option
-from speechpack.packer.adapters.registry import SCALE_OPTIONS, SIZE
+from speechpack.packer.adapters.option_spec import Path, argument, option
+from speechpack.packer.adapters.registry import (
+    FINISHING_OPTIONS,
+    OUT_HELP,
+    SCALE_OPTIONS,
+    shard_size_option,
+    skip_bad_option,
+    workers_option,
+)
 from speechpack.packer.audio.decode import AudioError
 from speechpack.packer.audio.store import StoredAudio, int16_statistics
 from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
-from speechpack.packer.importers.muvap_files import FileIdentity, map_array, read_file
+from speechpack.packer.importers.muvap_files import FileIdentity, map_array
 from speechpack.packer.importers.muvap_layout import (
     MUVAP_INDEX,
     MUVAP_MANIFEST,
@@ -44,9 +51,7 @@ from speechpack.packer.importers.muvap_layout import (
     read_muvap_pack,
 )
 from speechpack.packer.build.plan import PackedSample, SamplePlan, StoredArray
-from speechpack.schemas import units
-from speechpack.schemas.constants import (ASD_SAMPLE_RATE, DEFAULT_SHARD_BYTES, KIND_ASD, STREAM_AUDIO, STREAM_FACES,
-                                          STREAM_LABELS)
+from speechpack.schemas.constants import ASD_SAMPLE_RATE, KIND_ASD, STREAM_AUDIO, STREAM_FACES, STREAM_LABELS
 from speechpack.schemas.errors import BuildError, SpeechpackError
 from speechpack.schemas.wesep_list import LineProblem
 
@@ -162,15 +167,14 @@ def check_record_data(record: MuvapRecord) -> tuple[list[StatMismatch], str | No
 
 
 def _input_digest(pack: MuvapPack) -> str:
-    """The import's input fingerprint: sha256 over ``dataset.json`` and every shard's ``index.json`` (what says what
-    the pack holds; the arrays are hashed as they are copied into the new pack)."""
+    """The import's input fingerprint: sha256 over ``dataset.json`` and the ``index.json`` of every shard with a
+    record to import (what says what the pack holds; the arrays are hashed as they are copied into the new pack),
+    from the hashes of the bytes the check parsed (``MuvapPack.document_sha256``): nothing is read twice."""
     digest = hashlib.sha256()
-    paths = [os.path.join(pack.root, MUVAP_MANIFEST)]
-    paths += sorted({os.path.join(r.shard_path, MUVAP_INDEX) for r in pack.records})
-    for path in paths:
-        parts = tuple(os.path.relpath(path, pack.root).split(os.sep))
-        data = read_file(pack.root, *parts, what=parts[-1])  # never through a link, as the check read it
-        digest.update(os.path.relpath(path, pack.root).encode() + b"\0" + hashlib.sha256(data).digest())
+    names = [MUVAP_MANIFEST]
+    names += sorted({os.path.join(os.path.basename(r.shard_path), MUVAP_INDEX) for r in pack.records})
+    for name in names:
+        digest.update(name.encode() + b"\0" + pack.document_sha256[name])
     return digest.hexdigest()
 
 
@@ -206,22 +210,18 @@ def import_muvap(pack_path: str, options: BuildOptions, *, strict_stats: bool = 
 
 
 #: ``speechpack import muvap``'s options as plain data (``packer.adapters.option_spec``; ``cli.py`` makes the
-#: command): the options of an asd build that apply to a copy, then ``SCALE_OPTIONS``, as ``build`` takes them.
+#: command): the rows of an asd build's shared options that apply to a copy (``registry.shared_build_options``),
+#: then ``SCALE_OPTIONS``, as ``build`` takes them.
 IMPORT_OPTIONS = (
     argument("pack", type=Path(file_okay=False, exists=True)),
-    option("--out", required=True, type=Path(file_okay=False),
-           help="Pack directory to create (must be empty or absent, unless --overwrite)."),
-    option("--shard-size", "shard_bytes", default=units.format_bytes(DEFAULT_SHARD_BYTES), show_default=True,
-           type=SIZE, help="Close a shard when the next track would push its payload past this size."),
-    option("--workers", default=1, show_default=True, type=Number.within(units.WORKERS),
-           help="Copying processes; the pack is byte-identical whatever the number."),
-    option("--skip-bad", is_flag=True,
-           help="Import the good tracks and record the bad records in skipped.json instead of failing."),
+    option("--out", required=True, type=Path(file_okay=False), help=OUT_HELP),
+    shard_size_option("track"),
+    workers_option("Copying"),
+    skip_bad_option("Import", "track"),
     option("--strict-stats", is_flag=True,
            help="Fail when MuVAP's recorded audio statistics or speaking ratio differ from the stored data "
                 "(default: report every mismatch and keep the recomputed values)."),
-    option("--overwrite", is_flag=True, help="Replace the pack already in --out."),
-    option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar."),
+    *FINISHING_OPTIONS,
     *SCALE_OPTIONS,
 )
 

@@ -39,11 +39,12 @@ the reason names the index.json entry), so one run lists them all.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -114,23 +115,29 @@ class MuvapPack:
     manifest: dict
     records: tuple[MuvapRecord, ...]
     problems: tuple[LineProblem, ...]
+    #: SHA-256 of the bytes parsed, per document read (``dataset.json``, ``shard-NNNNNN/index.json``; relative
+    #: paths): what the import's input fingerprint is made of, without reading any of them again.
+    document_sha256: dict[str, bytes] = field(default_factory=dict)
 
 
-def _read_json(root: str, parts: tuple[str, ...], name: str):
+def _read_json(root: str, parts: tuple[str, ...], name: str, digests: dict[str, bytes] | None = None):
     """The JSON document ``root/parts...`` (a file ``name`` of the pack at ``root``), read without following a
     link, through the one JSON reading layer (``schemas.documents``): ``PackFormatError`` naming the file for any
-    decoding failure."""
+    decoding failure.  ``digests`` (when given) gets the SHA-256 of the bytes read, under the relative path."""
     path = os.path.join(root, *parts)
-    return parse_json(read_file(root, *parts, what=name), path, error=PackFormatError)
+    data = read_file(root, *parts, what=name)
+    if digests is not None:
+        digests[os.path.join(*parts)] = hashlib.sha256(data).digest()
+    return parse_json(data, path, error=PackFormatError)
 
 
-def read_manifest(root: str) -> dict:
-    """``dataset.json`` of the MuVAP pack at ``root``, checked key by key."""
+def read_manifest(root: str, digests: dict[str, bytes] | None = None) -> dict:
+    """``dataset.json`` of the MuVAP pack at ``root``, checked key by key (``digests``: see ``_read_json``)."""
     path = os.path.join(root, MUVAP_MANIFEST)
     if not os.path.lexists(path):
         raise PackFormatError(f"{root}: no {MUVAP_MANIFEST}, so this is not a finished MuVAP pack (MuVAP writes it "
                               f"last)")
-    manifest = _read_json(root, (MUVAP_MANIFEST,), MUVAP_MANIFEST)
+    manifest = _read_json(root, (MUVAP_MANIFEST,), MUVAP_MANIFEST, digests)
     if not isinstance(manifest, dict):
         raise PackFormatError(f"{path}: expected a JSON object, got {type(manifest).__name__}")
     if manifest.get("format") != MUVAP_FORMAT:
@@ -221,13 +228,14 @@ def _record_problem(record: object, entry: int) -> str | None:
     return None
 
 
-def read_shard(root: str, shard: str, first_line: int, seen: dict[str, int]) -> tuple[list, list, int]:
+def read_shard(root: str, shard: str, first_line: int, seen: dict[str, int],
+               digests: dict[str, bytes] | None = None) -> tuple[list, list, int]:
     """The checked records of one shard, the problems of the others, and how many entries its index holds
-    (``seen``: sample ids met so far, for duplicates across shards)."""
+    (``seen``: sample ids met so far, for duplicates across shards; ``digests``: see ``_read_json``)."""
     index_path = os.path.join(shard, MUVAP_INDEX)
     if not os.path.isfile(index_path):
         raise PackFormatError(f"{index_path}: missing")
-    entries = _read_json(root, (os.path.basename(shard), MUVAP_INDEX), MUVAP_INDEX)
+    entries = _read_json(root, (os.path.basename(shard), MUVAP_INDEX), MUVAP_INDEX, digests)
     if not isinstance(entries, list):
         raise PackFormatError(f"{index_path}: expected a JSON list of records, got {type(entries).__name__}")
     identities = {name: array_header(root, shard, name) for name in MUVAP_ARRAYS}
@@ -320,13 +328,14 @@ def read_muvap_pack(root: str) -> MuvapPack:
     """Read and check a MuVAP pack (see the module docstring); ``PackFormatError`` for pack-level faults."""
     if not os.path.isdir(root):
         raise PackFormatError(f"{root}: not a directory")
-    manifest = read_manifest(root)
+    digests: dict[str, bytes] = {}
+    manifest = read_manifest(root, digests)
     records: list[MuvapRecord] = []
     problems: list[LineProblem] = []
     seen: dict[str, int] = {}
     line = 1
     for shard in shard_paths(root, manifest["shards"]):
-        shard_records, shard_problems, count = read_shard(root, shard, line, seen)
+        shard_records, shard_problems, count = read_shard(root, shard, line, seen, digests)
         records += shard_records
         problems += shard_problems
         line += count
@@ -334,7 +343,8 @@ def read_muvap_pack(root: str) -> MuvapPack:
     if total != manifest["samples"]:
         raise PackFormatError(f"{os.path.join(root, MUVAP_MANIFEST)}: key 'samples' is {manifest['samples']}, the "
                               f"shards' {MUVAP_INDEX} files hold {total}")
-    return MuvapPack(root=root, manifest=manifest, records=tuple(records), problems=tuple(problems))
+    return MuvapPack(root=root, manifest=manifest, records=tuple(records), problems=tuple(problems),
+                     document_sha256=digests)
 
 
 def clip_of(sample_id: str) -> str:

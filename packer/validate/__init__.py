@@ -1,2 +1,2 @@
-"""Checking finished packs: every check of a pack (``pack``), its files (``files``), cue banks (``cues``), ASD
+"""Checking finished packs: every check of a pack, its cue banks included (``pack``), its files (``files``), ASD
 tracks (``asd``), and the reports (``report``)."""

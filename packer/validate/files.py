@@ -31,7 +31,6 @@ import numpy as np
 from speechpack.loader.pack import DirectoryPackFiles, PackFiles
 from speechpack.loader.pack.object_store import describe_error, store_errors
 from speechpack.packer.files import hash_file
-from speechpack.packer.ownership import pack_file_entries
 from speechpack.packer.validate.report import PackReport
 from speechpack.schemas.constants import COLUMNS_DIR, MANIFEST_NAME, SHARD_DIR_PREFIX, TEMP_PREFIX
 from speechpack.schemas.cues import CUES_DIR
@@ -99,7 +98,7 @@ class CheckedFiles(ABC):
         self.manifest = manifest
         self.report = report
         self.check_hashes = check_hashes
-        self.entries = pack_file_entries(manifest)
+        self.entries = manifest.file_entries()
 
     def where(self, rel: str) -> str:
         return self.files.where(rel)

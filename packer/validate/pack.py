@@ -7,8 +7,8 @@ pack: ``dataset.json`` against its schema; every shard file present, of the reco
 hash; ``.npy`` headers against the stream catalogue and the file size; ``index.json`` structure; segment offsets
 contiguous and in bounds; unique keys; statistics recomputed from the stored int16 and equal; totals; non-finite
 values in the index; samples at int16 full scale (reported as clipping, a warning).  Speaker cues: every file of
-``cues/`` listed, of its size and hash, and each bank as ``schemas/cues.py`` specifies it (``.npy`` headers, sorted
-unique keys, entries and payloads in bounds, no NaN/Inf in float payloads; ``check_cues``, run on the pack's
+``cues/`` listed, of its size and hash, and each bank as ``schemas/cue_banks.py`` specifies it (``.npy`` headers,
+sorted unique keys, entries and payloads in bounds, no NaN/Inf in float payloads; ``check_cues``, run on the pack's
 directory or on the cue objects of a pack on object storage staged by ``packer.validate.files.StoreFiles``).  The
 report itself (``PackReport``, its summary) is ``packer.validate.report``.
 """
