@@ -8,5 +8,7 @@ ASD's 25 Hz frames), input manifests (``wesep_list``, ``noise_lmdb``), untrusted
 (``documents``: JSON and input lines, ``yaml_document``), decoding in bounded blocks (``sound_blocks``),
 pictures' shared axis rules (``plotting``) and the error types (``errors``).
 
-Imports nothing heavy (numpy only), so readers, writers and validators can all depend on it.
+Imports nothing heavy, so readers, writers and validators can all depend on it: numpy, plus PyYAML for YAML
+documents (``yaml_document``) and soundfile/soxr for WeSep's noise LMDB (``noise_lmdb``; lmdb itself on first
+use); matplotlib only inside ``plotting``'s functions, when a picture is drawn.
 """

@@ -49,6 +49,7 @@ from speechpack.schemas.constants import (
     SPEAKERS_FILE,
     STREAM_TYPES,
     attr_file,
+    stream_column_file,
 )
 from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.format import Manifest
@@ -113,7 +114,7 @@ class ColumnBuilder:
             SPEAKERS_FILE: _bytes_array(self._speakers),
         }
         for stream, rows in self._segments.items():
-            result[f"{stream}.npy"] = np.array(rows, dtype=segment_dtype(stream))
+            result[stream_column_file(stream)] = np.array(rows, dtype=segment_dtype(stream))
         for name, values in self._attrs.items():
             if ATTRIBUTES_BY_KIND[self.kind][name] is str:
                 result[attr_file(name)] = _bytes_array([v.encode("utf-8") for v in values])
@@ -155,7 +156,8 @@ def check_column_types(manifest: Manifest, columns: dict[str, np.ndarray], colum
             raise PackFormatError(f"{where}: unexpected dtype {array.dtype.str} {array.shape}")
         _length(array, n, where)
     for stream in STREAMS_BY_KIND[kind]:
-        _dtype(columns[f"{stream}.npy"], segment_dtype(stream), os.path.join(columns_dir, f"{stream}.npy"))
+        file = stream_column_file(stream)
+        _dtype(columns[file], segment_dtype(stream), os.path.join(columns_dir, file))
 
 
 def check_column_values(manifest: Manifest, sample_shard: np.ndarray, speaker_first: np.ndarray,
@@ -184,7 +186,7 @@ def check_column_values(manifest: Manifest, sample_shard: np.ndarray, speaker_fi
     rows = {}
     for stream in STREAMS_BY_KIND[manifest.kind]:
         table = streams[stream]
-        where = os.path.join(columns_dir, f"{stream}.npy")
+        where = os.path.join(columns_dir, stream_column_file(stream))
         _runs(table.first, table.count, len(table.shard), stream, at)
         owner_shard = np.repeat(shard, table.count)
         if not np.array_equal(table.shard, owner_shard):

@@ -40,7 +40,8 @@ TEMP_PREFIX = ".tmp-"
 #: identity (``loader.pack.content_check``); not part of the format, owned by the pack's manifest.
 VERIFIED_DIR = ".verified"
 #: The columnar index (``schemas.columns``): its directory at the pack root and the files every kind has in it;
-#: a kind with per-sample attributes adds one ``attr_<name>.npy`` per attribute (``attr_file``).
+#: each stream adds the table of its segments (``stream_column_file``), and a kind with per-sample attributes one
+#: ``attr_<name>.npy`` per attribute (``attr_file``).
 COLUMNS_DIR = "columns"
 SAMPLES_FILE = "samples.npy"
 KEYS_FILE = "keys.npy"
@@ -122,6 +123,12 @@ def shard_dir_name(shard_id: int) -> str:
 
 def stream_file_name(stream: str) -> str:
     """File that holds ``stream`` inside a shard directory."""
+    return f"{stream}.npy"
+
+
+def stream_column_file(stream: str) -> str:
+    """Column file of ``stream``'s segments (``columns/mix.npy``: shard, offset, length... of every segment), the
+    column a reader finds each sample's bytes of that stream by."""
     return f"{stream}.npy"
 
 

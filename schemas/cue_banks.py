@@ -395,6 +395,6 @@ def bank_issues(directory: str, spec: BankedCue, files: BankFiles, sample_rate: 
     return issues
 
 
-__all__ = ["BANK_FILES", "FIELD_VALUE_DTYPE", "INDEX_DTYPE", "REPRESENTATION_SPECS", "WORD_DTYPE", "BankArray",
-           "BankFiles", "Issue", "PayloadCheck", "RepresentationSpec", "bank_issues", "flat_size", "outside",
-           "read_bank", "representation_of", "representation_spec", "representations_for"]
+__all__ = ["FIELD_VALUE_DTYPE", "INDEX_DTYPE", "REPRESENTATION_SPECS", "WORD_DTYPE", "BankFiles", "Issue",
+           "RepresentationSpec", "outside", "read_bank", "representation_of", "representation_spec",
+           "representations_for"]

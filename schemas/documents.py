@@ -325,6 +325,5 @@ def _value_problem(value) -> str | None:
     return None
 
 
-__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "MAX_LINE_DEPTH", "MAX_SHOWN", "DocumentError", "LongInteger", "bounded_repr",
-           "decode_line", "describe", "find_value", "json_depth_problem", "key_path", "parse_json", "parse_json_line",
-           "read_json", "read_lines", "refuse"]
+__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "MAX_SHOWN", "DocumentError", "bounded_repr", "decode_line", "key_path",
+           "long_integer_reason", "parse_json", "parse_json_line", "read_json", "read_lines", "refuse"]

@@ -153,7 +153,7 @@ At open, a reader MUST compare every column file with its size and sha256 in ``d
 columns' internal consistency (``schemas/columns.py``): every index in range, every segment inside its
 shard's stream file.  When it maps a stream file it MUST check that the file's size is the recorded one and its
 ``.npy`` header has exactly the rows the segments need, and SHOULD check that ``dataset.json`` is still the file it
-opened (``loader/pack.py``: a pack replaced under a reader is an error, never other audio).
+opened (``loader/pack/verify.py``: a pack replaced under a reader is an error, never other audio).
 
 Version history
 ---------------

@@ -47,6 +47,7 @@ from speechpack.schemas.constants import (
     STREAM_TEXT,
     STREAM_TYPES,
     attr_file,
+    stream_column_file,
 )
 
 #: ``read_stream(name)``: a shard's mapped stream file, or None when it cannot be read.
@@ -218,7 +219,7 @@ EXTRA_MANIFEST_KEYS = frozenset().union(*(spec.manifest_keys for spec in KIND_SP
 
 def column_files(kind: str) -> tuple[str, ...]:
     """The file names of a pack's columns (``schemas.columns``), in a fixed order."""
-    return ((SAMPLES_FILE, KEYS_FILE, SPEAKERS_FILE) + tuple(f"{s}.npy" for s in STREAMS_BY_KIND[kind])
+    return ((SAMPLES_FILE, KEYS_FILE, SPEAKERS_FILE) + tuple(stream_column_file(s) for s in STREAMS_BY_KIND[kind])
             + tuple(attr_file(name) for name in ATTRIBUTES_BY_KIND.get(kind, {})))
 
 

@@ -25,7 +25,7 @@ import soxr
 
 from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.sound_blocks import overstated, read_frames
-from speechpack.schemas.units import MAX_RESAMPLE_RATIO
+from speechpack.schemas.units import resample_ratio_problem
 
 #: The entry make_lmdb.py writes the pickled key list under; never read.
 KEYS_ENTRY = b"__keys__"
@@ -73,15 +73,6 @@ def probe_noise(data: bytes, key: str) -> tuple[int, int, int]:
     return header
 
 
-def check_noise_rate(key: str, rate: int, sample_rate: int) -> None:
-    """Refuse, naming ``key``, an entry whose rate is more than ``MAX_RESAMPLE_RATIO`` from ``sample_rate``: the
-    limit a build holds every file to (``packer.audio.resample_ratio_problem``).  A 1 Hz entry resampled to 16 kHz
-    on every online draw took seconds and gigabytes; its header is wrong, and it is refused before soxr sees it."""
-    if rate <= 0 or max(rate, sample_rate) > MAX_RESAMPLE_RATIO * min(rate, sample_rate):
-        raise NoiseLmdbError(f"noise {key!r}: cannot resample from {rate} Hz to {sample_rate} Hz: the ratio is "
-                             f"beyond 1:{MAX_RESAMPLE_RATIO} (a wrong rate in its header?)")
-
-
 def decode_noise(data: bytes, key: str, sample_rate: int | None = None) -> tuple[np.ndarray, int]:
     """One entry's bytes decoded by libsndfile (the format is read from the bytes, as keys carry no extension):
     float32 ``[C, T]`` and its rate, resampled with soxr (HQ) to ``sample_rate`` when given.  Raise
@@ -99,7 +90,10 @@ def decode_noise(data: bytes, key: str, sample_rate: int | None = None) -> tuple
     if not np.isfinite(samples).all():
         raise NoiseLmdbError(f"noise {key!r}: audio holds NaN/Inf values")
     if sample_rate is not None and sample_rate != rate:
-        check_noise_rate(key, rate, sample_rate)
+        # refused before soxr sees it: a 1 Hz entry resampled to 16 kHz on every draw took seconds and gigabytes
+        reason = resample_ratio_problem(rate, sample_rate)
+        if reason is not None:
+            raise NoiseLmdbError(f"noise {key!r}: {reason}")
         samples = soxr.resample(samples, rate, sample_rate)
         rate = sample_rate
     return np.ascontiguousarray(samples.T, dtype=np.float32), int(rate)
@@ -189,4 +183,4 @@ class NoiseLmdb:
 
 
 __all__ = ["ENROLL_NOISE_SNR_DB", "KEYS_ENTRY", "NOISE_SNR_DB", "SPEECH_KEY_PREFIX", "SPEECH_SNR_DB", "NoiseLmdb", "NoiseLmdbError",
-           "check_noise_rate", "decode_noise", "enroll_noise_snr_range", "noise_snr_range", "probe_noise"]
+           "decode_noise", "enroll_noise_snr_range", "noise_snr_range", "probe_noise"]

@@ -78,4 +78,4 @@ def overstated(sound, decoded: int) -> str | None:
     return None
 
 
-__all__ = ["DIRECT_BYTES", "EXACT_LENGTH_FORMATS", "DecodeStopped", "overstated", "read_frames"]
+__all__ = ["DIRECT_BYTES", "overstated", "read_frames"]

@@ -1,5 +1,6 @@
-"""Numbers with units: conversions with one stated rounding rule each, so no module rounds its own way, and the
-range (in its unit) of every numeric build option.
+"""Numbers with units: conversions with one stated rounding rule each, so no module rounds its own way, the
+range (in its unit) of every numeric build option, and the one limit on resampling ratios
+(:func:`resample_ratio_problem`, held by builds and by the loader's noise LMDB reader alike).
 
 **Ranges.**  The range of every numeric build option, in one table: the CLI declares them on its options and the library
 checks them again when the options are made, so a value out of range is refused before any input is read, with
@@ -134,5 +135,18 @@ OVERLAP_SECONDS = Range("--overlap", 0, 3600, "s", integer=False)
 MAX_RESAMPLE_RATIO = 1024
 
 
+def resample_ratio_problem(rate: int, new_rate: int) -> str | None:
+    """Why soxr should not resample from ``rate`` to ``new_rate`` Hz, or ``None``: both must be positive and
+    within ``MAX_RESAMPLE_RATIO`` of each other (far beyond any real pair of rates; a huge ratio allocates the
+    output at once and has crashed soxr).  The one limit a build holds every file to and the loader every noise
+    LMDB entry it draws."""
+    if rate <= 0 or new_rate <= 0:
+        return f"cannot resample from {rate} Hz to {new_rate} Hz: rates must be positive"
+    if max(rate, new_rate) > MAX_RESAMPLE_RATIO * min(rate, new_rate):
+        return (f"cannot resample from {rate} Hz to {new_rate} Hz: the ratio is beyond 1:{MAX_RESAMPLE_RATIO} "
+                f"(a file header with a wrong rate?)")
+    return None
+
+
 __all__ = ["DISTANCE", "JOBS", "MAX_RESAMPLE_RATIO", "OVERLAP_SECONDS", "ROOM_SIZE", "RT60", "SAMPLE_RATE", "SEED",
-           "SHARD_BYTES", "SIMULATE", "WINDOW_SECONDS", "WORKERS", "Range"]
+           "SHARD_BYTES", "SIMULATE", "WINDOW_SECONDS", "WORKERS", "Range", "resample_ratio_problem"]

@@ -194,4 +194,4 @@ def read_yaml(path: str, *, error: type[Exception] = DocumentError, max_depth: i
     return parse_yaml(raw, path, error=error, max_depth=max_depth, max_alias_nodes=max_alias_nodes)
 
 
-__all__ = ["BoundedSafeLoader", "MAX_ALIAS_NODES", "parse_yaml", "read_yaml"]
+__all__ = ["MAX_ALIAS_NODES", "parse_yaml", "read_yaml"]

@@ -35,7 +35,9 @@ os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="speechpack-test-cache-")
 atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], True)
 
 
-#: Fixtures that read the Debian recordings or the real video (docs/testing.md, "Real recordings").
+#: Fixtures that read the Debian recordings or the real video (docs/testing.md, "Real recordings").  They are
+#: session-scoped, so that a module- or session-scoped fixture that reads recordings asks for them too, and the
+#: tests that use it are marked as well (pytest's ``fixturenames`` is the whole closure of a test's fixtures).
 _REAL_FIXTURES = ("real_audio", "real_video")
 
 
@@ -85,7 +87,7 @@ def pytest_ignore_collect(collection_path, config):
     return None
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def real_audio():
     """``real_audio(corpus, count=None)``: paths of installed real recordings of ``corpus`` (see ``REAL_CORPORA``).
 
@@ -207,7 +209,7 @@ def write_list(tmp_path):
 # ---------------------------------------------------------------------------------------------------------------
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def real_video() -> str:
     """kphotoalbum's talking-face demo movie (``factories.recordings.real_video_path``): missing fails in CI."""
     return real_video_path()
@@ -267,13 +269,19 @@ def six_line_corpus(real_audio, wesep_list):
 
 
 @pytest.fixture(scope="module")
-def s3_server():
+def s3_store():
     """A real S3-protocol server on a free loopback port, credentials and endpoint in the environment
-    (``factories.s3``); yields the endpoint URL."""
+    (``factories.s3``); yields the server, which a test may stop and start again (``S3Server``)."""
     from factories.s3 import s3_server_running
 
-    with s3_server_running() as endpoint:
-        yield endpoint
+    with s3_server_running() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def s3_server(s3_store):
+    """The endpoint URL of the module's S3-protocol server (``s3_store``)."""
+    return s3_store.endpoint
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from speechpack.packer.adapters.asr_parquet import build_parquet
 from speechpack.packer.build.run import BuildOptions
 from speechpack.schemas.constants import STREAM_AUDIO
 from factories import require
-from factories.asr import librivox_clips, write_jsonl_manifest, write_parquet_dataset
+from factories.asr import librivox_clips, librivox_span_pack, write_jsonl_manifest, write_parquet_dataset
 
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
 RATE = 16000
@@ -40,21 +40,12 @@ def parquet_pack(tmp_path_factory, clips):
 
 
 @pytest.fixture(scope="module")
-def spans_pack(tmp_path_factory, clips):
-    """40 spans (0.5-2.5 s) of the clips, corpus austen, language fr: many lengths for LENGTH batching."""
-    root = tmp_path_factory.mktemp("spans")
-    rng = np.random.default_rng(5)
-    lines = []
-    for i in range(40):
-        clip = clips[i % 5]
-        seconds = float(rng.uniform(0.5, 2.5))
-        offset = float(rng.uniform(0, clip.frames / RATE - seconds))
-        words = clip.text.split()
-        lines.append({"key": f"span{i}", "audio_filepath": clip.path, "offset": round(offset, 3),
-                      "duration": round(seconds, 3), "text": " ".join(words[:max(1, int(seconds * 2))]),
-                      "language": "fr", "corpus": "austen"})
-    manifest = write_jsonl_manifest(root / "spans.jsonl", lines)
-    return build_asr_jsonl(str(manifest), BuildOptions(out=str(root / "spans"), progress=False)).out
+def spans_pack(tmp_path_factory):
+    """40 spans (0.5-2.5 s) of the clips, corpus austen, language fr, two words a second: many lengths for LENGTH
+    batching."""
+    return librivox_span_pack(tmp_path_factory.mktemp("spans"), 40, seed=5, seconds=(0.5, 2.5),
+                              words=lambda seconds: max(1, int(seconds * 2)), key="span{}", corpus="austen",
+                              language="fr")
 
 
 def config(*packs, weighting=None, hours_beta=False, **dataset_args) -> dict:

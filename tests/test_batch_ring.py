@@ -22,6 +22,7 @@ import torch
 
 from factories import Mix
 from factories.asr import librivox_span_pack
+from factories.batches import assert_batches_equal
 from speechpack.loader import build_loader
 from speechpack.loader.transport import batch_arrays, batch_ring
 from speechpack.loader.transport.batch_arrays import ALIGN, Arena, allocating_in
@@ -141,17 +142,6 @@ def real_pack(real_audio, wesep_list, tmp_path):
     return {"packs": [{"path": str(out)}], "dataset_args": {"batch_size": 2, "chunk_len": 12000, "shuffle": True}}
 
 
-def _assert_same(batches, reference):
-    assert len(batches) == len(reference)
-    for got, want in zip(batches, reference):
-        assert got.keys() == want.keys()
-        for name, value in want.items():
-            if isinstance(value, torch.Tensor):
-                assert torch.equal(got[name], value), name
-            else:
-                assert got[name] == value, name
-
-
 def test_real_batches_through_two_workers_equal_one_process(real_pack):
     reference = list(build_loader(real_pack, "train", seed=3))
     assert len(reference) == 8
@@ -163,10 +153,10 @@ def test_real_batches_through_two_workers_equal_one_process(real_pack):
     for batch in loader:
         assert not batch["wav_mix"].is_shared() and not batch["wav_target"].is_shared()
         streamed.append({k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in batch.items()})
-    _assert_same(streamed, reference)
+    assert_batches_equal(streamed, reference)
     # Held all at once (8 batches, 6 slots): no batch is overwritten; what found no slot came the ordinary way.
     held = list(loader)
-    _assert_same(held, reference)
+    assert_batches_equal(held, reference)
     assert any(b["wav_mix"].is_shared() for b in held) and not all(b["wav_mix"].is_shared() for b in held)
     del held, batch
     gc.collect()
@@ -178,7 +168,7 @@ def test_a_loader_with_workers_sends_through_torch_when_the_ring_is_off(real_pac
     loader = build_loader(real_pack, "train", seed=3, num_workers=2)
     loader.dataset.ring = None  # before the workers start
     batches = list(loader)
-    _assert_same(batches, reference)
+    assert_batches_equal(batches, reference)
     assert all(b["wav_mix"].is_shared() for b in batches)
 
 
@@ -234,6 +224,6 @@ def test_real_asr_batches_through_two_workers_equal_one_process(asr_spans, norma
     for batch in loader:
         assert not batch["source_seqs"].is_shared()  # it came in a slot
         streamed.append({k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in batch.items()})
-    _assert_same(streamed, reference)
+    assert_batches_equal(streamed, reference)
     widths = {b["source_seqs"].shape[1] for b in reference}
     assert len(widths) > 1

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from speechpack.cli import main
 from factories import FULL_SCALE, Mix, Source, at_rate, pack_files
-from factories.cue_split import build_with_cues, write_json
+from factories.cue_split import build_split_pack, build_with_cues, write_json
 from speechpack.loader import open_pack
 from speechpack.packer.validate.pack import validate_pack
 from speechpack.schemas.errors import BuildError, PackFormatError, SpeechpackError
@@ -51,9 +51,9 @@ def reference_audio(path: str) -> np.ndarray:
 
 
 def test_every_cue_round_trips_through_the_pack(tse_split, tmp_path):
-    case, cues_path, root, facts = tse_split
+    _case, cues_path, root, facts = tse_split
     out = tmp_path / "pack"
-    summary = build_with_cues(case, out, cues_path, root=str(root))
+    summary = build_split_pack(tse_split, out)
     assert "cues: audio, spatial, textual, visual and speaker labels" in summary.describe()
     pack = open_pack(out)
     speaker_a, speaker_b, speaker_c = facts["speakers"]
@@ -139,21 +139,19 @@ def test_every_cue_round_trips_through_the_pack(tse_split, tmp_path):
 
 
 def test_rebuilds_are_byte_identical_whatever_the_workers(tse_split, tmp_path):
-    case, cues_path, root, _ = tse_split
     first, second = tmp_path / "one", tmp_path / "two"
-    build_with_cues(case, first, cues_path, root=str(root), workers=1)
-    build_with_cues(case, second, cues_path, root=str(root), workers=2)
+    build_split_pack(tse_split, first, workers=1)
+    build_split_pack(tse_split, second, workers=2)
     files = pack_files(first)
     assert any(name.startswith("cues/visual/") for name in files)
     assert files == pack_files(second)
-    build_with_cues(case, first, cues_path, root=str(root), overwrite=True)  # and again, in place
+    build_split_pack(tse_split, first, overwrite=True)  # and again, in place
     assert pack_files(first) == files
 
 
 def test_validate_checks_the_cue_files(tse_split, tmp_path):
-    case, cues_path, root, _ = tse_split
     out = tmp_path / "pack"
-    build_with_cues(case, out, cues_path, root=str(root))
+    build_split_pack(tse_split, out)
     result = CliRunner().invoke(main, ["validate", str(out)])
     assert result.exit_code == 0, result.output
     assert "cue visual: raw_video, 4 keys, 4 entries, 2 items" in result.output

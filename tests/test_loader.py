@@ -27,11 +27,11 @@ import torch
 
 from speechpack import loader
 from factories import FULL_SCALE, Mix, at_rate
+from factories.batches import assert_batches_equal
 from factories.delivery import batch_differences, exactly_once_problems, origin
 from factories.tse import (
     RATE,
     Mixture,
-    assert_batches_equal,
     build,
     config,
     mixture,

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 import torch
 
+from factories.batches import assert_batches_equal
 from factories.tse import real_mixtures_config
 from speechpack.loader import build_loader
 from speechpack.loader.transport import batch_arrays, batch_ring
@@ -196,17 +197,6 @@ def _copy(batch: dict) -> dict:
     return {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
 
 
-def _assert_same(batches, reference):
-    assert len(batches) == len(reference)
-    for index, (got, want) in enumerate(zip(batches, reference)):
-        assert got.keys() == want.keys(), index
-        for name, value in want.items():
-            if isinstance(value, torch.Tensor):
-                assert torch.equal(got[name], value), (index, name)
-            else:
-                assert got[name] == value, (index, name)
-
-
 def _epochs(loader, epochs, copy=True):
     out = []
     for epoch in epochs:
@@ -229,12 +219,12 @@ def test_grouped_batches_equal_one_process(real_pack, batch_size, batches_per_me
         next_size = sizes.next
         sizes.next = lambda *args: asked.append(next_size(*args)) or asked[-1]
     for epoch, batches in enumerate(_epochs(loader, range(3))):
-        _assert_same(batches, reference[epoch])
+        assert_batches_equal(batches, reference[epoch])
     if batches_per_message is None:
         assert max(asked) == 2, f"automatic sizes never grouped: {asked}"
     loader.set_epoch(1)
     held = list(loader)
-    _assert_same(held, reference[1])
+    assert_batches_equal(held, reference[1])
     del held
     gc.collect()
     assert all(sem.get_value() == 1 for row in loader.dataset.ring._free for sem in row), "every slot is free again"
@@ -248,11 +238,11 @@ def test_a_consumer_holding_batches_of_several_groups_keeps_them_intact(real_pac
     loader.set_epoch(2)
     kept = {}
     for index, batch in enumerate(loader):
-        _assert_same([_copy(batch)], [reference[index]])
+        assert_batches_equal([_copy(batch)], [reference[index]])
         if index % 2 == 0:
             kept[index] = batch
         del batch
-    _assert_same([kept[i] for i in sorted(kept)], [reference[i] for i in sorted(kept)])
+    assert_batches_equal([kept[i] for i in sorted(kept)], [reference[i] for i in sorted(kept)])
 
 
 @pytest.mark.parametrize("workers, stop_after", [(2, 4), (2, 1), (0, 4)])
@@ -270,7 +260,7 @@ def test_a_state_saved_mid_group_resumes_at_the_next_batch(real_pack, workers, s
     assert state["epoch"] == 1 and state["batches_consumed"] == stop_after
     resumed = build_loader(real_pack, "train", seed=3, num_workers=2, batches_per_message=3)
     resumed.load_state_dict(state)
-    _assert_same(head + [_copy(b) for b in resumed], reference)
+    assert_batches_equal(head + [_copy(b) for b in resumed], reference)
 
 
 @pytest.mark.parametrize("workers", [2, 0])
@@ -288,7 +278,7 @@ def test_torchdatas_loader_resumes_mid_group(real_pack, tmp_path, workers):
     assert state[POSITION_KEY]["batches_consumed"] == 4 and state[POSITION_KEY]["epoch"] == 1
     fresh = stateful_dataloader(real_pack, "train", seed=3, num_workers=2)
     fresh.load_state_dict(state)
-    _assert_same(head + [_copy(b) for b in fresh], reference)
+    assert_batches_equal(head + [_copy(b) for b in fresh], reference)
 
 
 def test_batches_per_message_is_checked(real_pack):

@@ -13,7 +13,7 @@ import torch
 from speechpack import loader
 from factories import Source
 from factories.online_mix import CHUNK, GAIN, RATE, SNR, collect, mix_config, mixtures
-from factories.tse import assert_batches_equal
+from factories.batches import assert_batches_equal
 from speechpack.loader.config import ConfigError, LoaderConfig
 from speechpack.loader.tse.mixing import MixError
 from speechpack.schemas.errors import PlanError

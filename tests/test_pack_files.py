@@ -24,20 +24,11 @@ from speechpack.loader.pack import (
 from speechpack.packer.copy.to_directory import copy_pack
 from speechpack.schemas.errors import PackFormatError, SpeechpackError
 from speechpack.schemas.manifest_file import FileIdentity
-from factories.s3 import BUCKET, SECRET
-
-@pytest.fixture
-def pack(store_pack):
-    return store_pack
-
+from factories.s3 import BUCKET, SECRET, publish, s3_url
 
 #: Names that leave the pack, or are no file name a pack may use.
 ESCAPING = ["../dataset.json", "shard-000000/../../x", "/etc/passwd", "", "columns//samples.npy", ".hidden",
             "columns/..", "a\\b"]
-
-
-def _url(name: str) -> str:
-    return f"s3://{BUCKET}/{name}"
 
 
 def _local_listing(root) -> dict[str, int]:
@@ -68,39 +59,37 @@ def _same_files(files: PackFiles, root) -> None:
                 call(name)
 
 
-def test_a_directory_gives_the_packs_files_and_refuses_names_that_leave_it(pack):
-    files = pack_files(pack)
-    assert isinstance(files, DirectoryPackFiles) and not is_remote(str(pack))
-    _same_files(files, pack)
-    assert files.identity("dataset.json") == FileIdentity.of_path(str(pack / "dataset.json"))
+def test_a_directory_gives_the_packs_files_and_refuses_names_that_leave_it(store_pack):
+    files = pack_files(store_pack)
+    assert isinstance(files, DirectoryPackFiles) and not is_remote(str(store_pack))
+    _same_files(files, store_pack)
+    assert files.identity("dataset.json") == FileIdentity.of_path(str(store_pack / "dataset.json"))
     assert files.identity("columns/no-such-file.npy") is None
-    assert isinstance(pack_files(f"file://{pack}"), DirectoryPackFiles)
-    (pack.parent / "outside.txt").write_text("not the pack's")
+    assert isinstance(pack_files(f"file://{store_pack}"), DirectoryPackFiles)
+    (store_pack.parent / "outside.txt").write_text("not the pack's")
     with pytest.raises(PackFormatError, match="'../outside.txt' is not a relative path inside"):
         files.read_bytes("../outside.txt")
 
 
-def test_an_object_store_gives_the_same_files_bytes_and_arrays(s3_server, pack):
-    url = _url("files/train")
-    copy_pack(str(pack), url, progress=False)
+def test_an_object_store_gives_the_same_files_bytes_and_arrays(s3_server, store_pack):
+    url = publish(store_pack, "files/train")
     files = pack_files(url)
     assert isinstance(files, ObjectStorePackFiles) and is_remote(url)
-    _same_files(files, pack)
+    _same_files(files, store_pack)
     before = files.identity("dataset.json")
-    assert before is not None and before.size == (pack / "dataset.json").stat().st_size
+    assert before is not None and before.size == (store_pack / "dataset.json").stat().st_size
     assert files.identity("columns/no-such-file.npy") is None
-    files.fs.pipe_file(f"{BUCKET}/files/train/dataset.json", (pack / "dataset.json").read_bytes() + b" ")
+    files.fs.pipe_file(f"{BUCKET}/files/train/dataset.json", (store_pack / "dataset.json").read_bytes() + b" ")
     assert files.identity("dataset.json") != before  # rewritten: a new ETag and size
     worker = pickle.loads(pickle.dumps(files))  # as a DataLoader worker receives it: no client, made again
-    assert worker.read_bytes("columns/samples.npy") == (pack / "columns" / "samples.npy").read_bytes()
+    assert worker.read_bytes("columns/samples.npy") == (store_pack / "columns" / "samples.npy").read_bytes()
     assert ObjectStorePackFiles(url, endpoint_url=s3_server).listing() == files.listing()
-    assert pack_files(_url("files/nothing-here")).listing() == {}
+    assert pack_files(s3_url("files/nothing-here")).listing() == {}
 
 
-def test_a_pack_opened_by_url_reads_what_the_directory_reads(s3_server, pack):
-    url = _url("open/train")
-    copy_pack(str(pack), url, progress=False)
-    local, remote = open_pack(pack), open_pack(url)
+def test_a_pack_opened_by_url_reads_what_the_directory_reads(s3_server, store_pack):
+    url = publish(store_pack, "open/train")
+    local, remote = open_pack(store_pack), open_pack(url)
     assert remote.path == url and isinstance(remote.files, ObjectStorePackFiles)
     assert remote.keys.tolist() == local.keys.tolist() == ["m1", "m2", "m3"]
     assert remote.opened.manifest_sha256 == local.opened.manifest_sha256
@@ -113,9 +102,8 @@ def test_a_pack_opened_by_url_reads_what_the_directory_reads(s3_server, pack):
     remote.will_need("mix", 0)  # in memory: nothing to announce, and no error
 
 
-def test_a_pack_by_url_is_checked_as_a_directory_is(s3_server, pack):
-    url = _url("checked/train")
-    copy_pack(str(pack), url, progress=False)
+def test_a_pack_by_url_is_checked_as_a_directory_is(s3_server, store_pack):
+    url = publish(store_pack, "checked/train")
     remote = open_pack(url)
     files = remote.files
     samples = bytearray(files.read_bytes("columns/samples.npy"))
@@ -137,7 +125,7 @@ def test_an_asd_pack_by_url_reads_its_data_streams(s3_server, tmp_path):
     from factories.asd_inputs import make_asd_pack
 
     local = open_pack(make_asd_pack(tmp_path / "a"))
-    url = _url("asd-open/train")
+    url = s3_url("asd-open/train")
     copy_pack(local.path, url, progress=False)
     remote = open_pack(url)
     for index in range(len(local)):
@@ -171,13 +159,11 @@ def test_without_the_s3_extra_a_url_says_what_to_install(monkeypatch):
 
 
 def test_cue_banks_from_a_store_are_refused_with_a_way_out(s3_server, tse_split, tmp_path):
-    from factories.cue_split import build_with_cues
+    from factories.cue_split import build_split_pack
 
-    case, cues_path, root, _ = tse_split
     local = tmp_path / "pack"
-    build_with_cues(case, local, cues_path, root=str(root))
-    url = _url("cues-open/train")
-    copy_pack(str(local), url, progress=False)
+    build_split_pack(tse_split, local)
+    url = publish(local, "cues-open/train")
     with pytest.raises(PackFormatError, match=f"{url}: cue banks are read from a local directory only; stage the "
                                               f"pack first"):
         open_pack(url)

@@ -23,7 +23,7 @@ from speechpack.packer.validate.pack import validate_packs
 from speechpack.schemas.errors import SpeechpackError
 from factories import Mix, mixture_line, pack_files
 # The cue split of test_cues_build (real speech, a real talking-face video): its fixture, not a copy.
-from factories.cue_split import build_with_cues
+from factories.cue_split import build_split_pack
 
 #: 0.5 s mixtures of two speakers at 16 kHz: 3 segments x 8000 x 2 bytes = 48 kB a sample, 2 samples a shard.
 SHARD_BYTES = "100000"
@@ -226,15 +226,14 @@ def test_a_shard_whose_every_sample_is_skipped_keeps_its_number(real_audio, wese
 
 
 def test_cues_are_built_by_slice_zero_and_checked_by_finalize(tse_split, tmp_path):
-    case, cues_path, root, _ = tse_split
     reference, sliced = tmp_path / "one", tmp_path / "sliced"
-    build_with_cues(case, reference, cues_path, root=str(root), shard_bytes=100_000)
+    build_split_pack(tse_split, reference, shard_bytes=100_000)
     assert len(json.loads((reference / "dataset.json").read_text())["shards"]) > 1
-    summary = build_with_cues(case, sliced, cues_path, root=str(root), shard_bytes=100_000, shards=ShardSlice(1, 2))
+    summary = build_split_pack(tse_split, sliced, shard_bytes=100_000, shards=ShardSlice(1, 2))
     assert summary.manifest is None and not (sliced / "cues").exists()
     result = finalize_cli(sliced)
     assert result.exit_code == 1 and "cues: missing or without a receipt" in result.output
-    build_with_cues(case, sliced, cues_path, root=str(root), shard_bytes=100_000, shards=ShardSlice(0, 2))
+    build_split_pack(tse_split, sliced, shard_bytes=100_000, shards=ShardSlice(0, 2))
     cue_file = next(p for p in sorted((sliced / "cues").rglob("*.npy")))
     original = cue_file.read_bytes()
     cue_file.write_bytes(original[:-1] + bytes([original[-1] ^ 1]))

@@ -4,12 +4,10 @@ the model gets rows, no bar for padding that is not there, packs named by name."
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
 import pytest
-import soundfile
 
 from factories.asd_tracks import TRACKS, write_asd_pack
 from speechpack.loader.asd.levels import asd_level_report, levels_figure, pack_labels
@@ -29,27 +27,22 @@ except ImportError:  # scripts/test.sh installs the extra: in CI its absence is 
 
 
 @pytest.fixture
-def generated_wavs(tmp_path) -> list[str]:
+def generated_wavs(make_wav) -> list[str]:
     """Two seconds of noise per file, at two levels (so the level panel has a spread to fit)."""
     rng = np.random.default_rng(0)
-    paths = []
-    for i, level in enumerate((0.05, 0.05, 0.2, 0.2)):
-        path = tmp_path / f"w{i}.wav"
-        soundfile.write(path, (level * rng.standard_normal(32000)).clip(-1, 1).astype(np.float32), 16000)
-        paths.append(str(path))
-    return paths
+    return [make_wav(f"w{i}.wav", data=(level * rng.standard_normal(32000)).clip(-1, 1).astype(np.float32))
+            for i, level in enumerate((0.05, 0.05, 0.2, 0.2))]
 
 
 @pytest.fixture
-def tse_pack(generated_wavs, tmp_path) -> str:
+def tse_pack(generated_wavs, write_list, tmp_path) -> str:
     """Mixtures of two and three speakers: more rows than items per batch."""
     lines = []
     for i, speakers in enumerate(((0, 1), (1, 2, 3), (2, 3), (0, 3))):
         spk = [f"s{s}" for s in speakers]
-        lines.append(json.dumps({"key": f"m{i}", "spk": spk, "mix": {"default": [generated_wavs[speakers[0]]]},
-                                 "src": {name: [generated_wavs[s]] for name, s in zip(spk, speakers)}}))
-    list_path = tmp_path / "raw.list"
-    list_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        lines.append({"key": f"m{i}", "spk": spk, "mix": {"default": [generated_wavs[speakers[0]]]},
+                      "src": {name: [generated_wavs[s]] for name, s in zip(spk, speakers)}})
+    list_path = write_list(lines, "raw.list")
     build_wesep(str(list_path), BuildOptions(out=str(tmp_path / "tse"), progress=False))
     return str(tmp_path / "tse")
 

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
-import soundfile
 from click.testing import CliRunner
 
 from speechpack.cli import main
@@ -17,16 +14,14 @@ pytestmark = pytest.mark.fast
 
 
 @pytest.fixture
-def four_items(tmp_path) -> str:
+def four_items(make_wav, write_list, tmp_path) -> str:
     """A sources pack of four single-speaker utterances (generated audio)."""
     rng = np.random.default_rng(0)
     lines = []
     for i in range(4):
-        path = tmp_path / f"u{i}.wav"
-        soundfile.write(path, (0.1 * rng.standard_normal(8000)).astype(np.float32), 16000)
-        lines.append(json.dumps({"key": f"u{i}", "spk": [f"s{i}"], "src": {f"s{i}": [str(path)]}}))
-    list_path = tmp_path / "sources.list"
-    list_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        path = make_wav(f"u{i}.wav", data=(0.1 * rng.standard_normal(8000)).astype(np.float32))
+        lines.append({"key": f"u{i}", "spk": [f"s{i}"], "src": {f"s{i}": [path]}})
+    list_path = write_list(lines, "sources.list")
     build_wesep(str(list_path), BuildOptions(out=str(tmp_path / "pack"), progress=False))
     return str(tmp_path / "pack")
 

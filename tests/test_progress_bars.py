@@ -7,7 +7,6 @@ import json
 
 import numpy as np
 import pytest
-import soundfile
 from click.testing import CliRunner
 
 from speechpack.cli import main
@@ -18,16 +17,13 @@ UTTERANCES = 5
 
 
 @pytest.fixture
-def sources_list(tmp_path):
+def sources_list(make_wav, write_list):
     rng = np.random.default_rng(0)
     lines = []
     for i in range(UTTERANCES):
-        path = tmp_path / f"u{i}.wav"
-        soundfile.write(path, (0.1 * rng.standard_normal(8000 + 800 * i)).astype(np.float32), 16000)
-        lines.append(json.dumps({"key": f"u{i}", "spk": [f"s{i % 2}"], "src": {f"s{i % 2}": [str(path)]}}))
-    list_path = tmp_path / "sources.list"
-    list_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return list_path
+        path = make_wav(f"u{i}.wav", data=(0.1 * rng.standard_normal(8000 + 800 * i)).astype(np.float32))
+        lines.append({"key": f"u{i}", "spk": [f"s{i % 2}"], "src": {f"s{i % 2}": [path]}})
+    return write_list(lines, "sources.list")
 
 
 def _final_states(stderr: str) -> list[str]:

@@ -12,7 +12,7 @@ import fsspec
 import pytest
 
 from factories import Mix
-from factories.s3 import BUCKET
+from factories.s3 import BUCKET, s3_url
 import speechpack.packer.copy.publish as publish_module
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
@@ -20,10 +20,6 @@ from speechpack.packer.copy.store_prefix import LOCK_NAME, PrefixLock, PrefixLoc
 from speechpack.packer.copy.publish import RemotePack
 from speechpack.packer.copy.to_directory import copy_pack
 from speechpack.packer.validate.pack import validate_pack as validate_remote_pack
-
-
-def _url(name: str) -> str:
-    return f"s3://{BUCKET}/{name}"
 
 
 @pytest.fixture
@@ -50,7 +46,7 @@ def _slow_uploads(monkeypatch, seconds: float) -> None:
 
 def test_two_concurrent_publishes_of_different_packs_to_one_prefix_never_interleave(
         s3_server, store_pack, other_pack, monkeypatch):
-    url = _url("contended/train")
+    url = s3_url("contended/train")
     _slow_uploads(monkeypatch, 0.05)
     monkeypatch.setattr("speechpack.packer.copy.store_prefix.POLL_SECONDS", 0.1)
     logs: dict[str, list[str]] = {"a": [], "b": []}
@@ -79,7 +75,7 @@ def test_two_concurrent_publishes_of_different_packs_to_one_prefix_never_interle
 
 
 def test_a_second_writer_that_will_not_wait_is_refused_naming_the_holder(s3_server, store_pack):
-    remote = RemotePack(_url("held/train"))
+    remote = RemotePack(s3_url("held/train"))
     with PrefixLock(remote, "/somewhere/else/pack"):
         with pytest.raises(PrefixLockError, match=r"another publish holds this prefix \(.* pid \d+ .*publishing "
                                                   r"/somewhere/else/pack, lease ends in \d+ s\)"):
@@ -90,7 +86,7 @@ def test_a_second_writer_that_will_not_wait_is_refused_naming_the_holder(s3_serv
 
 
 def test_a_lock_whose_lease_ran_out_is_taken_over(s3_server, store_pack):
-    url = _url("stale/train")
+    url = s3_url("stale/train")
     stale = {"writer": {"host": "gone", "pid": 1, "id": "dead"}, "source": "/killed", "lease_until": time.time() - 5}
     RemotePack(url).write_bytes(LOCK_NAME, json.dumps(stale).encode())
     logs: list[str] = []
@@ -100,7 +96,7 @@ def test_a_lock_whose_lease_ran_out_is_taken_over(s3_server, store_pack):
 
 
 def test_a_writer_whose_lock_was_taken_over_does_not_publish(s3_server, store_pack):
-    remote = RemotePack(_url("lost/train"))
+    remote = RemotePack(s3_url("lost/train"))
     lock = PrefixLock(remote, str(store_pack))
     lock.acquire()
     remote.write_bytes(LOCK_NAME, json.dumps({"writer": {"id": "other", "host": "h", "pid": 2}}).encode())
@@ -124,7 +120,7 @@ def _open_uploads(prefix: str) -> set[str]:
 
 
 def test_uploads_a_killed_publish_left_are_aborted_by_the_next_publish(s3_server, store_pack):
-    url = _url("killed/train")
+    url = s3_url("killed/train")
     mix = next(p for p in sorted(store_pack.glob("shard-*/mix.npy"))).relative_to(store_pack).as_posix()
     for rel in (mix, "columns/samples.npy", "dataset.json", "notes/users-own-upload.bin"):
         _start_upload(f"killed/train/{rel}")

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import pickle
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -21,8 +19,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from moto.server import ThreadedMotoServer
 
+from factories.batches import assert_batches_equal
+from factories.s3 import SECRET, publish, stream_bytes
 from factories.wesep_lists import Mix
 from speechpack.loader import build_loader
 from speechpack.loader.cache import CacheFullError, NodeCache
@@ -31,53 +30,9 @@ from speechpack.loader.pack import ObjectStoreError, ObjectStorePackFiles, open_
 from speechpack.loader.plan.planning_report import plan_report
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
-from speechpack.packer.copy.to_directory import copy_pack
 
-SECRET = "speechpack-cache-secret-8d2a71"
-BUCKET = "speechpack-cache"
 ARGS = {"batch_size": 2, "chunk_len": 1000}
 TESTS = Path(__file__).parent
-
-
-class Store:
-    """A moto S3 server on a fixed loopback port that can be stopped and started again (its data lives in this
-    process's moto backends, so it survives a restart)."""
-
-    def __init__(self):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        self.server = None
-
-    def start(self):
-        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
-        self.server.start()
-
-    def stop(self):
-        self.server.stop()
-
-
-@pytest.fixture(scope="module")
-def store():
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = Store()
-    server.start()
-    patch = pytest.MonkeyPatch()
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "SPEECHPACK_CACHE_DIR"):
-        patch.delenv(name, raising=False)
-    for name, value in {"AWS_ACCESS_KEY_ID": "speechpack-test-key", "AWS_SECRET_ACCESS_KEY": SECRET,
-                        "AWS_DEFAULT_REGION": "us-east-1", "AWS_CONFIG_FILE": os.devnull,
-                        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-                        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{server.port}"}.items():
-        patch.setenv(name, value)
-    try:
-        import fsspec
-
-        fsspec.filesystem("s3", skip_instance_cache=True).mkdir(BUCKET)
-        yield server
-    finally:
-        patch.undo()
-        server.stop()
 
 
 @pytest.fixture
@@ -92,16 +47,6 @@ def local_pack(tmp_path, wesep_list, real_audio):
     return out
 
 
-def publish(local: Path, name: str) -> str:
-    url = f"s3://{BUCKET}/{name}"
-    copy_pack(str(local), url, progress=False)
-    return url
-
-
-def stream_bytes(local: Path) -> int:
-    return sum(f.size for shard in open_pack(local).manifest.shards for f in shard.files.values())
-
-
 def config(path: str, cache: dict | None = None, **args) -> dict:
     return {"packs": [{"path": path}], "dataset_args": {**ARGS, **args}, **({"cache": cache} if cache else {})}
 
@@ -113,17 +58,6 @@ def plain(batch: dict) -> dict:
 def local_batches(local: Path, rank: int = 0, world_size: int = 1, seed: int = 3, **args) -> list[dict]:
     return [plain(b) for b in build_loader(config(str(local), **args), "train", rank=rank, world_size=world_size,
                                            seed=seed)]
-
-
-def assert_same_batches(got: list[dict], expected: list[dict]) -> None:
-    assert len(got) == len(expected)
-    for i, (a, b) in enumerate(zip(got, expected)):
-        assert a.keys() == b.keys()
-        for name in a:
-            if isinstance(a[name], np.ndarray):
-                assert a[name].dtype == b[name].dtype and np.array_equal(a[name], b[name]), f"batch {i}: {name}"
-            else:
-                assert a[name] == b[name], f"batch {i}: {name} differs"
 
 
 def valid_pairs(batches: list[dict]) -> list[tuple[str, str]]:
@@ -154,8 +88,8 @@ def assert_cache_sound(cache_dir: Path) -> None:
             assert hashlib.sha256(data.read_bytes()).hexdigest() == sha, f"{data.name} is not what its key says"
 
 
-def test_two_ranks_share_a_quarter_cache_and_deal_the_local_copys_batches(store, local_pack, tmp_path):
-    url = publish(local_pack, "two-ranks/train")
+def test_two_ranks_share_a_quarter_cache_and_deal_the_local_copys_batches(s3_store, local_pack, tmp_path):
+    url = publish(local_pack, "training/two-ranks/train")
     limit = stream_bytes(local_pack) // 4
     cache = {"dir": str(tmp_path / "cache"), "limit": limit, "ahead": 2, "open_files": 4}
     runs = []
@@ -165,7 +99,7 @@ def test_two_ranks_share_a_quarter_cache_and_deal_the_local_copys_batches(store,
         runs.append((start_rank(spec, tmp_path / f"rank{rank}.pkl", LOCAL_WORLD_SIZE="2"), tmp_path / f"rank{rank}.pkl"))
     results = [finish(process, out, timeout=120) for process, out in runs]
     for rank, result in enumerate(results):
-        assert_same_batches(result["batches"], local_batches(local_pack, rank, 2))
+        assert_batches_equal(result["batches"], local_batches(local_pack, rank, 2))
     pairs = valid_pairs(results[0]["batches"]) + valid_pairs(results[1]["batches"])
     expected = valid_pairs(local_batches(local_pack))
     assert sorted(pairs) == sorted(expected) and len(set(pairs)) == len(pairs), "every item exactly once"
@@ -175,8 +109,8 @@ def test_two_ranks_share_a_quarter_cache_and_deal_the_local_copys_batches(store,
 
 
 def test_a_rank_killed_mid_fetch_leaves_nothing_that_looks_complete_and_the_rerun_reuses_what_was_verified(
-        store, local_pack, tmp_path):
-    url = publish(local_pack, "killed/train")
+        s3_store, local_pack, tmp_path):
+    url = publish(local_pack, "training/killed/train")
     cache = {"dir": str(tmp_path / "cache"), "ahead": 4}
     spec = {"config": config(url, cache), "rank": 0, "world_size": 1, "num_workers": 0, "seed": 3,
             "block_delay": 0.01}
@@ -191,28 +125,28 @@ def test_a_rank_killed_mid_fetch_leaves_nothing_that_looks_complete_and_the_reru
     complete = len(list((tmp_path / "cache" / "objects").glob("*.owned")))
     assert complete >= 12
     rerun = finish(start_rank({**spec, "block_delay": 0}, tmp_path / "rerun.pkl"), tmp_path / "rerun.pkl")
-    assert_same_batches(rerun["batches"], local_batches(local_pack))
+    assert_batches_equal(rerun["batches"], local_batches(local_pack))
     total = sum(p.stat().st_size for p in local_pack.rglob("*.npy"))
     assert rerun["fetched"] < total, "the rerun fetched everything again instead of reusing verified files"
     assert not list((tmp_path / "cache" / "tmp").glob("*.part")), "a killed fetch's .part outlived the rerun"
     assert_cache_sound(tmp_path / "cache")
 
 
-def test_two_jobs_on_one_cache_fetch_each_file_once(store, local_pack, tmp_path):
-    url = publish(local_pack, "two-jobs/train")
+def test_two_jobs_on_one_cache_fetch_each_file_once(s3_store, local_pack, tmp_path):
+    url = publish(local_pack, "training/two-jobs/train")
     cache = {"dir": str(tmp_path / "cache")}
     jobs = [(start_rank({"config": config(url, cache), "rank": 0, "world_size": 1, "num_workers": 0, "seed": seed},
                         tmp_path / f"job{seed}.pkl"), tmp_path / f"job{seed}.pkl") for seed in (3, 4)]
     results = [finish(process, out) for process, out in jobs]
-    assert_same_batches(results[0]["batches"], local_batches(local_pack, seed=3))
-    assert_same_batches(results[1]["batches"], local_batches(local_pack, seed=4))
+    assert_batches_equal(results[0]["batches"], local_batches(local_pack, seed=3))
+    assert_batches_equal(results[1]["batches"], local_batches(local_pack, seed=4))
     held = NodeCache(str(tmp_path / "cache")).usage()  # no limit: every file either job read, once
     assert results[0]["fetched"] + results[1]["fetched"] == held, "one fetch per file per node"
     assert held > stream_bytes(local_pack) // 2
 
 
-def test_a_cache_smaller_than_a_batch_needs_is_an_error_at_start(store, local_pack, tmp_path):
-    url = publish(local_pack, "small/train")
+def test_a_cache_smaller_than_a_batch_needs_is_an_error_at_start(s3_store, local_pack, tmp_path):
+    url = publish(local_pack, "training/small/train")
     largest = max(f.size for shard in open_pack(local_pack).manifest.shards for f in shard.files.values())
     started = time.monotonic()
     with pytest.raises(CacheFullError, match="is smaller than 8 batches built together need"):
@@ -220,8 +154,8 @@ def test_a_cache_smaller_than_a_batch_needs_is_an_error_at_start(store, local_pa
     assert time.monotonic() - started < 30
 
 
-def test_a_corrupted_object_is_fetched_once_more_then_named(store, local_pack, tmp_path, monkeypatch):
-    url = publish(local_pack, "corrupt/train")
+def test_a_corrupted_object_is_fetched_once_more_then_named(s3_store, local_pack, tmp_path, monkeypatch):
+    url = publish(local_pack, "training/corrupt/train")
     pack = open_pack(local_pack)
     first = pack.keys.tolist().index(local_batches(local_pack)[0]["key"][0])
     rel = f"{pack.manifest.shards[int(pack.shard[first])].directory}/{pack.manifest.stream('mix').file}"
@@ -243,8 +177,8 @@ def test_a_corrupted_object_is_fetched_once_more_then_named(store, local_pack, t
     assert_cache_sound(tmp_path / "cache")
 
 
-def test_a_transfer_corrupted_once_is_fetched_again_and_training_goes_on(store, local_pack, tmp_path, monkeypatch):
-    url = publish(local_pack, "flaky/train")
+def test_a_transfer_corrupted_once_is_fetched_again_and_training_goes_on(s3_store, local_pack, tmp_path, monkeypatch):
+    url = publish(local_pack, "training/flaky/train")
     read_bytes = ObjectStorePackFiles.read_bytes
     corrupted = set()
 
@@ -259,40 +193,41 @@ def test_a_transfer_corrupted_once_is_fetched_again_and_training_goes_on(store, 
     # the cache given as build_loader's argument (the public speechpack.loader.build_loader passes it on)
     batches = [plain(b) for b in build_loader(config(url), "train", seed=3, cache={"dir": str(tmp_path / "cache")})]
     assert len(corrupted) >= 12
-    assert_same_batches(batches, local_batches(local_pack))
+    assert_batches_equal(batches, local_batches(local_pack))
 
 
-def test_the_store_down_for_seconds_mid_epoch_is_retried_and_a_lasting_outage_is_named(store, local_pack, tmp_path):
-    url = publish(local_pack, "outage/train")
+def test_the_store_down_for_seconds_mid_epoch_is_retried_and_a_lasting_outage_is_named(s3_store, local_pack,
+                                                                                        tmp_path):
+    url = publish(local_pack, "training/outage/train")
     cache = {"dir": str(tmp_path / "cache"), "ahead": 0, "retry_seconds": 30}
     loader = build_loader(config(url, cache), "train", seed=3)
     batches = iter(loader)
     got = [plain(next(batches))]
-    store.stop()
-    restart = threading.Timer(3.0, store.start)
+    s3_store.stop()
+    restart = threading.Timer(3.0, s3_store.start)
     restart.start()
     try:
         got += [plain(b) for b in batches]
     finally:
         restart.join()
-    assert_same_batches(got, local_batches(local_pack))
+    assert_batches_equal(got, local_batches(local_pack))
 
     lasting = build_loader(config(url, {"dir": str(tmp_path / "cache2"), "ahead": 0, "retry_seconds": 1.5}),
                            "train", seed=3)
     batches = iter(lasting)
     next(batches)
-    store.stop()
+    s3_store.stop()
     try:
         with pytest.raises(ObjectStoreError) as caught:
             list(batches)
     finally:
-        store.start()
+        s3_store.start()
     message = str(caught.value)
     assert url in message and "gave up after" in message and SECRET not in message
 
 
-def test_the_shard_aware_order_fetches_each_file_once_per_epoch_and_plan_reports_it(store, local_pack, tmp_path):
-    url = publish(local_pack, "shard-order/train")
+def test_the_shard_aware_order_fetches_each_file_once_per_epoch_and_plan_reports_it(s3_store, local_pack, tmp_path):
+    url = publish(local_pack, "training/shard-order/train")
     limit = stream_bytes(local_pack) // 4
     plain_cache = {"dir": str(tmp_path / "plain"), "limit": limit}
     shard_cache = {**plain_cache, "dir": str(tmp_path / "ordered"), "shard_order": True}
@@ -315,11 +250,11 @@ def test_the_shard_aware_order_fetches_each_file_once_per_epoch_and_plan_reports
     assert loader.dataset.feed.caches[0].fetched_bytes == once.distinct == once.fetched, "each file once per epoch"
 
 
-def test_an_asd_pack_by_url_trains_as_its_local_copy(store, tmp_path):
+def test_an_asd_pack_by_url_trains_as_its_local_copy(s3_store, tmp_path):
     from factories.asd_inputs import make_asd_pack
 
     local = make_asd_pack(tmp_path / "asd")
-    url = publish(Path(local), "asd/train")
+    url = publish(Path(local), "training/asd/train")
     args = {"train_window": 40, "hist_frames": 10, "frame_budget": 60, "min_batch": 1}
 
     def asd(path, cache=None):
@@ -328,7 +263,7 @@ def test_an_asd_pack_by_url_trains_as_its_local_copy(store, tmp_path):
 
     expected = [plain(b) for b in build_loader(asd(local), "train", seed=2)]
     got = [plain(b) for b in build_loader(asd(url, {"dir": str(tmp_path / "cache")}), "train", seed=2)]
-    assert_same_batches(got, expected)
+    assert_batches_equal(got, expected)
     assert "cache (no limit)" in plan_report(asd(url, {"dir": str(tmp_path / "cache")})).describe()
 
 
@@ -362,12 +297,12 @@ def reference_batch_bytes(batches, sizes, together):
                 for b in range(max(len(batches) - together + 1, 1))), default=0)
 
 
-def test_the_vectorised_schedule_is_the_per_item_loops(store, local_pack, tmp_path):
+def test_the_vectorised_schedule_is_the_per_item_loops(s3_store, local_pack, tmp_path):
     from speechpack.loader.cache.cached_files import open_cached_pack
     from speechpack.loader.cache.schedule import FileSchedule
     from speechpack.loader.plan.static_plan import EpochPlan, make_epoch_plan
 
-    url = publish(local_pack, "vectorised/train")
+    url = publish(local_pack, "training/vectorised/train")
     packs = [open_cached_pack(url, {"dir": str(tmp_path / "cache")}), open_pack(local_pack)]
     rng = np.random.default_rng(5)
     count = 90

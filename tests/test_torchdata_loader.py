@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from factories import Mix
+from factories.batches import assert_batches_equal
 from speechpack.loader import build_loader
 from speechpack.loader.torch import ResumeError
 from speechpack.packer.adapters.asr_jsonl import build_asr_jsonl
@@ -55,19 +56,6 @@ def asr_config(real_audio, tmp_path) -> dict:
             "dataset_args": {"batching_strategy": "STATIC", "batch_size": 2}}
 
 
-def assert_same_batches(got: list[dict], expected: list[dict]) -> None:
-    """Bit-identical: the same fields, tensors of the same dtype and shape with equal bits, lists equal."""
-    assert len(got) == len(expected)
-    for a, b in zip(got, expected):
-        assert a.keys() == b.keys()
-        for name in a:
-            if isinstance(b[name], torch.Tensor):
-                assert isinstance(a[name], torch.Tensor) and a[name].dtype == b[name].dtype, name
-                assert torch.equal(a[name], b[name]), name
-            else:
-                assert a[name] == b[name], name
-
-
 def resume_mid_epoch(config: dict, workers: int, k: int, tmp_path, snapshot_every_n_steps: int = 1,
                      resume_workers: int | None = None) -> None:
     reference = build_loader(config, "train", num_workers=0, seed=7)
@@ -82,15 +70,15 @@ def resume_mid_epoch(config: dict, workers: int, k: int, tmp_path, snapshot_ever
     head = [next(iterator) for _ in range(k)]
     torch.save(loader.state_dict(), tmp_path / "state.pt")
     state = torch.load(tmp_path / "state.pt", weights_only=True)  # plain data: no pickled objects needed
-    assert_same_batches(head, expected[:k])
+    assert_batches_equal(head, expected[:k])
     fresh = stateful_dataloader(config, "train", num_workers=workers if resume_workers is None else resume_workers,
                                 seed=7)
     fresh.load_state_dict(state)
-    assert_same_batches(list(fresh), expected[k:])
+    assert_batches_equal(list(fresh), expected[k:])
     # The next epoch starts from its first batch, as the SpeechLoader's does.
     fresh.set_epoch(2)
     reference.set_epoch(2)
-    assert_same_batches(list(fresh), list(reference))
+    assert_batches_equal(list(fresh), list(reference))
 
 
 @pytest.mark.parametrize("workers", [0, 2])

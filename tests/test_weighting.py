@@ -21,7 +21,8 @@ from speechpack.loader.config import ConfigError, LoaderConfig
 from speechpack.loader.plan.plan import make_epoch_plan
 from speechpack.loader.torch import ResumeError
 from speechpack.loader.plan.weighting import epoch_items, hours_beta_weights, largest_remainder, pack_counts
-from factories.tse import assert_batches_equal, build, take
+from factories.batches import assert_batches_equal
+from factories.tse import build, take
 
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
 

@@ -17,7 +17,8 @@ import yaml
 from click.testing import CliRunner
 
 from factories.recordings import REAL_CORPORA, require, require_recording
-from factories.tse import assert_batches_equal, take
+from factories.batches import assert_batches_equal
+from factories.tse import take
 from factories.wesep_mainline import EMBED_DIM, librimix_split, online_split
 from speechpack.cli import main as cli
 from speechpack.loader import build_loader

@@ -21,7 +21,7 @@ from speechpack.loader.recipe import deep_merge, read_recipe
 from speechpack.loader.tse.online import NO_OVERLAP_RATIO
 from factories.cue_corpus import VIDEO_FPS, cue
 from factories.online_mix import mixtures
-from factories.tse import assert_batches_equal
+from factories.batches import assert_batches_equal
 
 TRAINER = """
 model: TSE_BSRNN

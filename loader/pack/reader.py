@@ -41,6 +41,7 @@ from speechpack.schemas.constants import (
     SPEAKERS_FILE,
     STREAM_TYPES,
     attr_file,
+    stream_column_file,
 )
 from speechpack.schemas.cues import CuesConfig
 from speechpack.schemas.errors import PackFormatError
@@ -184,7 +185,7 @@ class Pack:
         self.speaker_count = np.ascontiguousarray(samples["speaker_count"])
         self.streams: dict[str, SegmentTable | DataSegmentTable] = {
             name: (SegmentTable if STREAM_TYPES[name].audio else DataSegmentTable).from_columns(
-                columns[f"{name}.npy"], samples[f"{name}_first"], samples[f"{name}_count"])
+                columns[stream_column_file(name)], samples[f"{name}_first"], samples[f"{name}_count"])
             for name in STREAMS_BY_KIND[self.kind]}
         self.attrs: dict[str, np.ndarray | StringColumn] = {
             name: StringColumn(columns[attr_file(name)]) if kind is str else np.ascontiguousarray(columns[attr_file(name)])

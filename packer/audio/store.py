@@ -17,7 +17,7 @@ import soxr
 from speechpack.packer.audio.decode import Audio, AudioError
 from speechpack.schemas.constants import AUDIO_DTYPE, AUDIO_FULL_SCALE
 from speechpack.schemas.errors import InternalError, SpeechpackError
-from speechpack.schemas.units import MAX_RESAMPLE_RATIO
+from speechpack.schemas.units import resample_ratio_problem
 
 #: Largest magnitude an int16 holds on both sides; a peak above it (after rounding) needs a scale factor.
 _INT16_MAX = 32767
@@ -42,18 +42,6 @@ def resampled_frames(frames: int, rate: int, new_rate: int, name: str | None) ->
     if length == 0:
         raise AudioError(name, f"empty after resampling: {frames} sample(s) at {rate} Hz are 0 at {new_rate} Hz")
     return length
-
-
-def resample_ratio_problem(rate: int, new_rate: int) -> str | None:
-    """Why soxr should not resample from ``rate`` to ``new_rate`` Hz, or ``None``: both must be positive and
-    within ``MAX_RESAMPLE_RATIO`` of each other (far beyond any real pair of rates; a huge ratio allocates the
-    output at once and has crashed soxr, issue 13, item 8)."""
-    if rate <= 0 or new_rate <= 0:
-        return f"cannot resample from {rate} Hz to {new_rate} Hz: rates must be positive"
-    if max(rate, new_rate) > MAX_RESAMPLE_RATIO * min(rate, new_rate):
-        return (f"cannot resample from {rate} Hz to {new_rate} Hz: the ratio is beyond 1:{MAX_RESAMPLE_RATIO} "
-                f"(a file header with a wrong rate?)")
-    return None
 
 
 def resample(audio: Audio, sample_rate: int) -> Audio:
@@ -170,5 +158,5 @@ def int16_statistics(stored: np.ndarray, scale: float) -> tuple[float, float, fl
     return mean_int * unit, float(np.sqrt(max(variance_int, 0.0))) * unit, peak_int * unit
 
 
-__all__ = ["StoredAudio", "int16_statistics", "measured", "quantise", "resample", "resample_ratio_problem",
-           "resampled_frames", "resampled_length", "to_stored"]
+__all__ = ["StoredAudio", "int16_statistics", "measured", "quantise", "resample", "resampled_frames",
+           "resampled_length", "to_stored"]

@@ -13,6 +13,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import soundfile
 
@@ -93,11 +94,13 @@ def write_jsonl_manifest(path: Path, lines: list[dict]) -> Path:
     return path
 
 
-def librivox_span_pack(root: Path, count: int, seed: int, seconds: tuple[float, float], words: int,
-                       key: str = "span{:02d}") -> str:
+def librivox_span_pack(root: Path, count: int, seed: int, seconds: tuple[float, float],
+                       words: int | Callable[[float], int], key: str = "span{:02d}", corpus: str = "librivox",
+                       language: str = "en") -> str:
     """An ``asr`` pack of ``count`` spans cut from the librivox clips (offset/duration lines of
     ``speechpack build asr-jsonl``), lengths drawn uniformly from ``seconds``, each transcribed by the first
-    ``words`` words of its clip; returns the pack's path."""
+    ``words`` words of its clip (or ``words(length)``, of the span's drawn length in seconds), labelled ``corpus``
+    and ``language``; returns the pack's path."""
     import numpy as np
 
     from speechpack.packer.adapters.asr_jsonl import build_asr_jsonl
@@ -110,8 +113,9 @@ def librivox_span_pack(root: Path, count: int, seed: int, seconds: tuple[float, 
         clip = clips[i % len(clips)]
         length = float(rng.uniform(*seconds))
         offset = float(rng.uniform(0, clip.frames / 16000 - length))
+        count_words = words(length) if callable(words) else words
         lines.append({"key": key.format(i), "audio_filepath": clip.path, "offset": round(offset, 3),
-                      "duration": round(length, 3), "text": " ".join(clip.text.split()[:words]), "language": "en",
-                      "corpus": "librivox"})
+                      "duration": round(length, 3), "text": " ".join(clip.text.split()[:count_words]),
+                      "language": language, "corpus": corpus})
     manifest = write_jsonl_manifest(root / "spans.jsonl", lines)
     return build_asr_jsonl(str(manifest), BuildOptions(out=str(root / "pack"), progress=False)).out

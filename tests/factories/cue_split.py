@@ -1,6 +1,7 @@
 """A real tse split with every cue kind for the cue build tests: two mixtures of real speech, waveform enrollments
 (one at 48 kHz), the real talking-face movie and an H.264 mp4 made here, spatial fields and textual cues, and speaker
-labels (``CUES_YAML``).  The builder behind the ``tse_split`` fixture (tests/conftest.py) lives here.
+labels (``CUES_YAML``).  The builder behind the ``tse_split`` fixture (tests/conftest.py) lives here, and
+``build_split_pack``, that split built into a pack with every cue.
 """
 
 from __future__ import annotations
@@ -43,6 +44,13 @@ def build_with_cues(case, out: Path, cues: Path, **options):
     options.setdefault("progress", False)
     return build_wesep(str(case.list_path), BuildOptions(out=str(out), **options), root=root, cues=str(cues),
                        allow_pickle=allow_pickle)
+
+
+def build_split_pack(tse_split, out: Path, **options):
+    """The pack of the ``tse_split`` fixture's split (:func:`make_tse_split`) with every cue, built at ``out`` with
+    ``options``: the build's summary."""
+    case, cues_path, root, _facts = tse_split
+    return build_with_cues(case, out, cues_path, root=str(root), **options)
 
 
 CUES_YAML = """\

@@ -19,6 +19,8 @@ from typing import Callable
 
 import torch
 
+from factories.batches import field_differences
+
 #: What ``origin`` answers for, given a batch's position: ``describe(rank, batch_index) -> str``.
 Describe = Callable[[int, int], str]
 
@@ -86,18 +88,11 @@ def batch_differences(batches: list[dict], reference: list[dict], describe: Call
         return [f"{len(batches)} batches, expected {len(reference)}"]
     problems = []
     for index, (got, want) in enumerate(zip(batches, reference)):
-        fields = [name for name in want if name not in got or not _same(got[name], want[name])]
-        fields += [name for name in got if name not in want]
+        fields = list(field_differences(got, want))
         if fields:
             problems.append(f"{describe(index)}: {', '.join(fields)} differ; valid rows {_valid_rows(got)}, "
                             f"expected {_valid_rows(want)}")
     return problems
-
-
-def _same(a, b) -> bool:
-    if isinstance(b, torch.Tensor):
-        return isinstance(a, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
-    return a == b
 
 
 __all__ = ["batch_differences", "exactly_once_problems", "origin", "worker_of"]

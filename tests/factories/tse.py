@@ -10,7 +10,6 @@ import zlib
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from speechpack import loader
 from factories.recordings import FULL_SCALE
@@ -95,18 +94,6 @@ def config(*packs: str, **dataset_args) -> dict:
 
 def build(cfg: dict, state: str = "train", **kwargs):
     return loader.build_loader(cfg, state, **kwargs)
-
-
-def assert_batches_equal(a: list[dict], b: list[dict]) -> None:
-    assert len(a) == len(b), f"{len(a)} batches != {len(b)}"
-    for i, (x, y) in enumerate(zip(a, b)):
-        assert x.keys() == y.keys()
-        for name in x:
-            if isinstance(x[name], torch.Tensor):
-                assert x[name].dtype == y[name].dtype, f"batch {i} {name}"
-                assert torch.equal(x[name], y[name]), f"batch {i}: {name} differs"
-            else:
-                assert x[name] == y[name], f"batch {i}: {name} differs"
 
 
 def frames_list(n: int, low: int, high: int, seed: int) -> list[int]:
