@@ -1,9 +1,8 @@
 """``ADAPTERS``: one entry per input family, naming its ``build_<family>`` function and its own options.
 
 The options are plain data (``packer.adapters.option_spec.OptionSpec``); ``cli.py`` alone turns them into click
-parameters and makes one ``speechpack build NAME`` subcommand per entry: the entry's options, then the options
-every build shares (``--out``, ``--shard-size``, ``--workers``, ``--shards``..., declared once, below:
-``shared_build_options``).  The command turns the shared options into the entry's ``options`` class
+parameters and makes one ``speechpack build NAME`` subcommand per entry: the entry's options, then the shared ones
+(below).  The command turns the shared options into the entry's ``options`` class
 (``BuildOptions``, or ``AsdBuildOptions`` for the asd families) and calls ``build(options=..., **fixed, **family
 option values)``: so each family option's name is the name of a ``build`` argument.  Adding an input family is its
 adapter module and one entry here (docs/extending.md).
@@ -11,10 +10,10 @@ adapter module and one entry here (docs/extending.md).
 This module imports every adapter (and their decoders) to reference their functions and defaults; importing one
 adapter (a worker process does) does not import it.
 
-**Shared options.**  The options every ``speechpack build`` subcommand (and ``speechpack import``) shares, declared
-once as plain data (``OptionSpec``): their names are the fields of the adapter's options class (``BuildOptions`` /
-``AsdBuildOptions``; see docs/building.md).  ``cli.py`` adds them to each command it makes from ``ADAPTERS``; the
-library checks every value again (``schemas.units``), so the ranges here only make the usage error come early.
+**Shared options** (``--out``, ``--shard-size``, ``--workers``, ``--shards``...; ``shared_build_options``): what every
+``speechpack build`` subcommand (and ``speechpack import``) shares, declared once; their names are the fields of the
+options class (``BuildOptions`` / ``AsdBuildOptions``; docs/building.md).  The library checks every value again
+(``schemas.units``), so the ranges here only make the usage error come early.
 """
 
 from __future__ import annotations
@@ -198,7 +197,8 @@ ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (
         build=lhotse_adapter.build_lhotse,
         help="Pack Lhotse manifests (any Lhotse recipe's output) into an `asr` pack (one supervision with text per "
              "cut) or a `sources` pack (single-speaker mono cuts); audio is read by Lhotse itself (files, cuts of "
-             "longer recordings, multi-channel, Shar tars read member by member as cuts are decoded; URLs refused).  Needs speechpack[lhotse].",
+             "longer recordings, multi-channel, Shar tars read member by member as cuts are decoded; URLs refused).  "
+             "Needs speechpack[lhotse].",
         params=(
             option("--cuts", type=Path(dir_okay=False),
                    help="A CutSet in JSON lines (cuts.jsonl.gz), one cut per line."),
