@@ -151,7 +151,7 @@ def test_loader_state_round_trips_through_the_lightning_wrapper(packs):
     assert [b["key"] for b in fresh] == rest
 
 
-def test_defect12_lightning_wrapper_refuses_a_bad_state_and_changes_nothing(packs):
+def test_lightning_wrapper_refuses_a_bad_state_and_changes_nothing(packs):
     """PackedASDDataModule's loaders resume through ``LightningLoader.load_state_dict``: a refused state is a
     ``ResumeError`` and leaves the loader at its epoch (before: moved to the state's epoch, or a bare error)."""
     from speechpack.loader.asd.datamodule import PackedASDDataModule

@@ -47,7 +47,7 @@ def cfg(task: str = "tse", entries: list | None = None, weighting: dict | None =
     ({"batch_size": 10 ** 21}, "batch_size"),
     ({"batching": {"type": "budget", "max_frames": 10 ** 26}}, "batching.max_frames"),
 ])
-def test_defect8_plan_dry_run_names_the_key(tmp_path, dataset_args, key):
+def test_plan_dry_run_names_the_key(tmp_path, dataset_args, key):
     import yaml
 
     path = tmp_path / "cfg.yaml"
@@ -71,12 +71,12 @@ def test_defect8_plan_dry_run_names_the_key(tmp_path, dataset_args, key):
     ([{"hours_beta": True}, {"hours_beta": True}], {"beta_corpus": 1e30}, "config.weighting.beta_corpus"),
     ([{"hours_beta": True}, {"hours_beta": True}], {"beta_language": math.inf}, "config.weighting.beta_language"),
 ])
-def test_defect8_generic_config_ranges(entries, weighting, match):
+def test_generic_config_ranges(entries, weighting, match):
     with pytest.raises(ConfigError, match=match):
         LoaderConfig.from_dict(cfg(entries=entries, weighting=weighting))
 
 
-def test_defect8_repeat_times_pack_size_is_bounded_before_allocating():
+def test_repeat_times_pack_size_is_bounded_before_allocating():
     with pytest.raises(ConfigError, match="items per epoch, more than"):
         pack_counts([10 ** 6, 5], repeats=[1e6, None], chooses=[None, None])
 
@@ -121,7 +121,7 @@ def test_generic_objects_built_directly_are_checked():
     ("audio_mix_snr", [0, math.inf], "expected finite"),
     ("audio_mix_prob", math.nan, "must be in"),
 ])
-def test_defect8_asd_ranges(key, value, match):
+def test_asd_ranges(key, value, match):
     with pytest.raises(ConfigError, match=rf"d\.{key}: {match}"):
         parse_asd({key: value}, "d")
 
@@ -146,7 +146,7 @@ def test_asd_args_built_directly_are_checked():
     ("spec_aug_freq_mask_param", 10 ** 21), ("spec_aug_time_mask_param", 10 ** 21),
     ("filter_long_text_threshold", 10 ** 21),
 ])
-def test_defect8_asr_ranges(key, value):
+def test_asr_ranges(key, value):
     with pytest.raises(ConfigError, match=rf"d\.{key}: must be at most"):
         parse_asr({key: value}, "d")
 
@@ -213,6 +213,6 @@ class _Static:
     sync = None
 
 
-def test_defect8_batch_size_times_world_size_is_bounded_in_the_plan():
+def test_batch_size_times_world_size_is_bounded_in_the_plan():
     with pytest.raises(PlanError, match=f"over {MAX_ROUND_ROWS} rows per round"):
         plan_epoch(_Static(), 0, 0, 0, 1 << 10, num_units=10)

@@ -692,7 +692,7 @@ def loader_at_epoch_2(packs) -> tuple:
     return l, l.state_dict()
 
 
-def test_defect12_refused_state_leaves_the_loader_where_it_was(two_packs):
+def test_refused_state_leaves_the_loader_where_it_was(two_packs):
     """Before: a state refused for its batches_consumed had already moved the loader from epoch 2 to epoch 9."""
     packs, _ = two_packs
     l, before = loader_at_epoch_2(packs)
@@ -706,7 +706,7 @@ def test_defect12_refused_state_leaves_the_loader_where_it_was(two_packs):
 
 @pytest.mark.parametrize("key", ["epoch", "batches_consumed"])
 @pytest.mark.parametrize("value", ["abc", None, 1e30, 10 ** 30, 2.9, 12.7, 1.0, True, -1, [1]])
-def test_defect12_bad_values_raise_resume_error_and_change_nothing(two_packs, key, value):
+def test_bad_values_raise_resume_error_and_change_nothing(two_packs, key, value):
     """Before: "abc", None and 1e30 raised bare ValueError/TypeError/OverflowError, 2.9 and 12.7 were truncated."""
     packs, _ = two_packs
     l, before = loader_at_epoch_2(packs)
@@ -716,7 +716,7 @@ def test_defect12_bad_values_raise_resume_error_and_change_nothing(two_packs, ke
 
 
 @pytest.mark.parametrize("state", ["abc", None, [1, 2], 3])
-def test_defect12_a_state_that_is_not_a_dict_is_refused(two_packs, state):
+def test_a_state_that_is_not_a_dict_is_refused(two_packs, state):
     packs, _ = two_packs
     l, before = loader_at_epoch_2(packs)
     with pytest.raises(ResumeError, match="loader state must be a dict"):
@@ -726,7 +726,7 @@ def test_defect12_a_state_that_is_not_a_dict_is_refused(two_packs, state):
 
 @pytest.mark.parametrize("key, value", [("seed", 9.0), ("seed", True), ("world_size", "2"), ("state_version", 1.0),
                                         ("fingerprint", None)])
-def test_defect12_matched_keys_compare_types_too(two_packs, key, value):
+def test_matched_keys_compare_types_too(two_packs, key, value):
     packs, _ = two_packs
     l, before = loader_at_epoch_2(packs)
     with pytest.raises(ResumeError, match=key):
@@ -734,7 +734,7 @@ def test_defect12_matched_keys_compare_types_too(two_packs, key, value):
     assert l.state_dict() == before
 
 
-def test_defect12_set_epoch_refuses_non_integers(two_packs):
+def test_set_epoch_refuses_non_integers(two_packs):
     packs, _ = two_packs
     l, before = loader_at_epoch_2(packs)
     for bad in (2.9, "3", None, 1e30, True, -1):
@@ -745,7 +745,7 @@ def test_defect12_set_epoch_refuses_non_integers(two_packs):
     assert l.epoch == 3 and type(l.state_dict()["epoch"]) is int
 
 
-def test_defect12_a_valid_state_still_resumes_the_remaining_batches(two_packs):
+def test_a_valid_state_still_resumes_the_remaining_batches(two_packs):
     packs, _ = two_packs
     _, state = loader_at_epoch_2(packs)
     reference = build(config(*packs, **RESUME_ARGS), world_size=2, seed=9)

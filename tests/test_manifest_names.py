@@ -86,7 +86,7 @@ CRAFTS = ("directory", "absolute", "file", "cues", "backslash")
 
 
 @pytest.mark.parametrize("craft", CRAFTS)
-def test_defect07_copy_refuses_traversal(real_pack, tmp_path, craft):
+def test_copy_refuses_traversal(real_pack, tmp_path, craft):
     src, field = _crafted(real_pack, tmp_path, craft)
     dst = tmp_path / "d1" / "d2" / "d3" / "dst"
     before = _tree(tmp_path)
@@ -99,7 +99,7 @@ def test_defect07_copy_refuses_traversal(real_pack, tmp_path, craft):
 
 
 @pytest.mark.parametrize("craft", CRAFTS)
-def test_defect07_validate_open_pack_and_inspect_refuse_traversal(real_pack, tmp_path, craft):
+def test_validate_open_pack_and_inspect_refuse_traversal(real_pack, tmp_path, craft):
     src, field = _crafted(real_pack, tmp_path, craft)
     with pytest.raises(PackFormatError, match=f"dataset.json.*{re.escape(field)}"):
         open_pack(src)
@@ -110,14 +110,14 @@ def test_defect07_validate_open_pack_and_inspect_refuse_traversal(real_pack, tmp
         assert result.exit_code != 0 and field in result.output, (command, result.output)
 
 
-def test_defect07_a_shard_not_named_by_its_position_is_refused(real_pack):
+def test_a_shard_not_named_by_its_position_is_refused(real_pack):
     """A safe but wrong name (shard 1 called shard-000000) is refused too: shard k is shard_dir_name(k)."""
     _edit_manifest(real_pack, lambda m: m["shards"][1].update(directory="shard-000000"))
     with pytest.raises(PackFormatError, match=r"shards\[1\]\.directory: expected 'shard-000001'"):
         open_pack(real_pack)
 
 
-def test_defect07_skipped_file_is_named_by_the_format_only(real_pack):
+def test_skipped_file_is_named_by_the_format_only(real_pack):
     _edit_manifest(real_pack, lambda m: m["skipped"].update(count=1, file={"name": "../x", "size": 1,
                                                                            "sha256": "0" * 64}))
     with pytest.raises(PackFormatError, match=r"skipped\.file\.name: expected 'skipped\.json'"):
@@ -126,19 +126,19 @@ def test_defect07_skipped_file_is_named_by_the_format_only(real_pack):
 
 @pytest.mark.parametrize("name", ["..", ".", "", "../x", "a/b", "/etc/passwd", "a\\b", ".tmp-x", ".hidden",
                                   "a\x00b", "x" * 256, "caf\u00e9", 7, None])
-def test_defect07_unsafe_components_are_refused(name):
+def test_unsafe_components_are_refused(name):
     with pytest.raises(PackFormatError, match="where"):
         check_component(name, "where")
 
 
 @pytest.mark.parametrize("name", ["shard-00001", "shard-0000001", "shard-00000a", "../shard-000000", "shard-000000/",
                                   "/shard-000000", "Shard-000000", "shard-\u0661\u0662\u0663\u0664\u0665\u0666"])
-def test_defect07_shard_directories_follow_the_pattern(name):
+def test_shard_directories_follow_the_pattern(name):
     with pytest.raises(PackFormatError, match="not a shard directory name"):
         check_shard_directory(name, "where")
 
 
-def test_defect07_accepted_names():
+def test_accepted_names():
     assert check_shard_directory("shard-000042", "w") == "shard-000042"
     assert check_shard_directory("shard-1234567", "w") == "shard-1234567"
     assert check_component("index.json", "w") == "index.json"
@@ -148,7 +148,7 @@ def test_defect07_accepted_names():
             check_relative_path(bad, "w")
 
 
-def test_defect07_build_receipts_are_read_with_the_same_checks():
+def test_build_receipts_are_read_with_the_same_checks():
     """``finalize`` reads each shard's receipt as a ``ShardEntry``: the same name rules apply there."""
     entry = {"size": 1, "sha256": "0" * 64}
     with pytest.raises(PackFormatError, match=r"receipt\.directory"):

@@ -77,7 +77,7 @@ EDITS = {
 
 
 @pytest.mark.parametrize("edit", sorted(EDITS))
-def test_defect04_an_edited_column_is_refused_at_open_naming_the_file(real_pack, edit):
+def test_an_edited_column_is_refused_at_open_naming_the_file(real_pack, edit):
     name, change, _ = EDITS[edit]
     open_pack(real_pack)  # the pack as built opens
     _edit_column(real_pack, name, change)
@@ -86,7 +86,7 @@ def test_defect04_an_edited_column_is_refused_at_open_naming_the_file(real_pack,
 
 
 @pytest.mark.parametrize("edit", sorted(e for e, (_, _, says) in EDITS.items() if says))
-def test_defect04_an_edited_column_with_a_matching_hash_is_refused_by_its_bounds(real_pack, edit):
+def test_an_edited_column_with_a_matching_hash_is_refused_by_its_bounds(real_pack, edit):
     name, change, says = EDITS[edit]
     _edit_column(real_pack, name, change)
     _rehash(real_pack, name)
@@ -94,7 +94,7 @@ def test_defect04_an_edited_column_with_a_matching_hash_is_refused_by_its_bounds
         open_pack(real_pack)
 
 
-def test_defect04_a_segment_beyond_its_stream_file_is_refused_at_open(real_pack):
+def test_a_segment_beyond_its_stream_file_is_refused_at_open(real_pack):
     """The last segment of a shard made longer: contiguous offsets, but more rows than the shard's file holds."""
     pack = open_pack(real_pack)
     last = int(np.flatnonzero(pack.streams["mix"].shard == pack.streams["mix"].shard[-1])[-1])
@@ -104,7 +104,7 @@ def test_defect04_a_segment_beyond_its_stream_file_is_refused_at_open(real_pack)
         open_pack(real_pack)
 
 
-def test_defect04_a_stream_file_of_another_size_is_refused_when_mapped(real_pack):
+def test_a_stream_file_of_another_size_is_refused_when_mapped(real_pack):
     pack = open_pack(real_pack)
     path = real_pack / "shard-000000" / "mix.npy"
     with open(path, "ab") as fp:
@@ -113,7 +113,7 @@ def test_defect04_a_stream_file_of_another_size_is_refused_when_mapped(real_pack
         pack.sample(0)
 
 
-def test_defect04_a_stream_file_with_another_row_count_is_refused_when_mapped(real_pack):
+def test_a_stream_file_with_another_row_count_is_refused_when_mapped(real_pack):
     """Same size, same dtype, but a header promising fewer rows: a reader bounds-checks against the file's rows."""
     pack = open_pack(real_pack)
     path = real_pack / "shard-000000" / "mix.npy"
@@ -137,7 +137,7 @@ def _replace(how: str, pack_path: Path, other_case, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("how", ["build --overwrite", "copy"])
-def test_defect03_a_pack_replaced_under_a_reader_is_an_error_never_the_new_audio(tmp_path, wesep_list, real_audio,
+def test_a_pack_replaced_under_a_reader_is_an_error_never_the_new_audio(tmp_path, wesep_list, real_audio,
                                                                                  how):
     librivox = real_audio("pocketsphinx", 5)
     codec2 = real_audio("codec2", 4)
@@ -165,14 +165,14 @@ def test_defect03_a_pack_replaced_under_a_reader_is_an_error_never_the_new_audio
     assert open_pack(pack_path).keys[0] == "b0"  # reopened, the new pack reads fine
 
 
-def test_defect03_a_removed_pack_is_named_as_gone(real_pack):
+def test_a_removed_pack_is_named_as_gone(real_pack):
     pack = open_pack(real_pack)
     (real_pack / "dataset.json").unlink()
     with pytest.raises(PackFormatError, match=r"pack changed since it was opened \(.*dataset\.json is gone\)"):
         pack.sample(0)
 
 
-def test_defect03_the_same_pack_staged_again_keeps_reading(real_pack, tmp_path):
+def test_the_same_pack_staged_again_keeps_reading(real_pack, tmp_path):
     """A ``dataset.json`` with a new inode but the opened bytes describes the same files (a pack staged again by
     ``copy``, or a Pack unpickled where its own verified copy lives): reading goes on, with the same audio."""
     pack = open_pack(real_pack)
