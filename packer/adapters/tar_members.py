@@ -140,7 +140,7 @@ def read_small(tar: tarfile.TarFile, info: tarfile.TarInfo, where: str) -> bytes
     ``MAX_SMALL_MEMBER_BYTES``, without reading it."""
     reason = too_large(info.size, MAX_SMALL_MEMBER_BYTES)
     if reason is not None:
-        raise ValueError(f"{where}: {reason} as metadata")
+        raise ValueError(f"{where}: {reason} for metadata")
     with tar.extractfile(info) as fp:
         return fp.read()
 

@@ -195,7 +195,7 @@ def _groups_of(tar_path: str, held: HeldBytes) -> list[_Group]:
                 current.faults.append(f"member {member.name} appears twice")
             reason = too_large(member.size, MAX_SMALL_MEMBER_BYTES)
             if reason is not None:
-                current.faults.append(f"member {member.name}: {reason} as a speaker id")
+                current.faults.append(f"member {member.name}: {reason} for a speaker id")
                 continue
             current.speaker_ids[index] = member.read_bytes()  # in memory: read with the tar's index
             continue
