@@ -195,3 +195,28 @@ def test_a_sparse_map_outside_its_member_is_refused(tmp_path):
         TarMember(str(tar_path), "y.wav", 512, 5000).open()
     assert MAX_MEMBER_BYTES == 1_000_000_000  # the bound docs/wesep.md states
     assert HeldBytes().bound == tar_members.MAX_HELD_BYTES == 2_000_000_000
+
+
+def test_a_wav_header_chunk_size_is_never_what_is_read():
+    """The WAV header reader (run on every tar member and file) reads the fields of a ``fmt `` chunk, not the 4 GB
+    its size field may claim."""
+    import struct
+
+    from speechpack.packer.audio.wav_header import declared_frames
+
+    class Reads(io.BytesIO):
+        asked: list[int] = []
+
+        def read(self, size=-1):
+            self.asked.append(size)
+            return super().read(size)
+
+    fmt = struct.pack("<HHIIHH", 1, 1, 16000, 32000, 2, 16)
+    samples = bytes(2000)
+    for claimed in (0xFFFFFFF0, 16):
+        body = b"WAVE" + b"fmt " + struct.pack("<I", claimed) + fmt + b"data" + struct.pack("<I", 2000) + samples
+        fp = Reads(b"RIFF" + struct.pack("<I", len(body)) + body)
+        Reads.asked = []
+        found = declared_frames(fp)
+        assert max(Reads.asked) <= 64, Reads.asked
+        assert found == (1000 if claimed == 16 else None)
