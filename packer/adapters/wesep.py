@@ -3,7 +3,9 @@
 - Mixture lines give a ``tse`` sample: ``mix.default`` files concatenated along channels (they must share rate
   and length), and one target per speaker, the first channel of the first file of ``src[spk]`` (same rate and
   length as the mixture).
-- Single-speaker lines (no ``mix``) give a ``sources`` sample: one mono file.
+- Single-speaker lines (no ``mix``) give a ``sources`` sample: one mono file.  Mainline WeSep's
+  ``{key, wav, spk}`` lines are such lines (``schemas.wesep_list``), and give the pack their tar form
+  (``make_shard_online.py``'s ``key.spk`` + ``key.wav``) gives.
 
 Unlike WeSep, which logged and dropped unreadable samples, every problem is reported with its line and key.
 A line's audio is a file path or, for tar shards (``packer.adapters.wesep_shards``), a ``TarMember``
@@ -79,6 +81,12 @@ def read_wesep_list(list_path: str, root: str | None = None) -> WesepList:
         first_line_of_key[parsed.key] = number
         lines.append(_resolve(parsed, root) if root else parsed)
     return one_kind(lines, problems, "line")
+
+
+def single_spk_form(listed: WesepList) -> bool:
+    """Whether every usable line of ``listed`` is mainline WeSep's ``{key, wav, spk}`` line
+    (``schemas.wesep_list``): such a list takes mainline's enrollment files, as its tar form does."""
+    return bool(listed.lines) and all("wav" in parsed.provenance for parsed in listed.lines)
 
 
 def one_kind(lines: list[WesepLine], problems: list[LineProblem], unit: str) -> WesepList:

@@ -276,8 +276,8 @@ def write_shards(list_path: str, out_dir: str, samples_per_shard: int = 1000, pr
     """WeSep-style tar shards of a raw list (what ``tools/make_shards_from_samples.py`` writes): files stored
     byte for byte, ``{prefix}_{i:09d}.tar`` in ``out_dir``; return the path of the ``shard.list`` written there.
 
-    ``online`` writes single-speaker lines as ``{key}.spk`` + ``{key}.{ext}``; by default it is chosen when every
-    line lacks ``mix``.  ``compress`` writes gzip-compressed ``.tar.gz`` shards instead.  Paths of the raw list are
+    ``online`` writes single-speaker lines (the contract's, or mainline's ``{key, wav, spk}``) as ``{key}.spk`` +
+    ``{key}.{ext}``, as ``make_shard_online.py`` does; by default it is chosen when every line lacks ``mix``.  ``compress`` writes gzip-compressed ``.tar.gz`` shards instead.  Paths of the raw list are
     opened as written (relative to the current directory).
     """
     with open(list_path, encoding="utf-8") as fp:
@@ -315,6 +315,10 @@ def _sample_members(record: dict, online: bool) -> list[tuple[str, bytes]]:
         with open(path, "rb") as fp:
             return fp.read()
 
+    if "wav" in record:  # mainline's single-speaker line: {key, wav, spk}
+        if not online:
+            raise SpeechpackError(f"{key}: a single-speaker line (key, wav, spk) is written as an online shard")
+        return [(f"{key}.spk", speakers.encode("utf-8")), (f"{key}.{ext(record['wav'])}", data(record["wav"]))]
     if online:
         path = record["src"][speakers[0]][0]
         return [(f"{key}.spk", speakers[0].encode("utf-8")), (f"{key}.{ext(path)}", data(path))]
