@@ -302,12 +302,12 @@ def gnu_sparse_tar(real_audio, folder: Path) -> tuple[Path, Path]:
     second, _ = soundfile.read(b, dtype="int16")
     folder.mkdir()
     dense = folder / "dense.wav"
-    soundfile.write(dense, np.concatenate([first[:rate], np.zeros(12 * rate, np.int16), second[:rate]]), rate,
+    soundfile.write(dense, np.concatenate([first[:rate], np.zeros(3 * rate, np.int16), second[:rate]]), rate,
                     subtype="PCM_16")
     # holes where the zeros are, so that tar really stores the member sparse
     subprocess.run(["cp", "--sparse=always", str(dense), str(folder / "utt1.wav")], check=True)
     dense.unlink()
-    soundfile.write(folder / "utt2.wav", second[rate:2 * rate], rate, subtype="PCM_16")
+    soundfile.write(folder / "utt2.wav", second[:4 * rate], rate, subtype="PCM_16")  # longer than the holes
     (folder / "utt1.spk").write_text("spkA")
     (folder / "utt2.spk").write_text("spkB")
     tar_path = folder / "shard.tar"

@@ -104,6 +104,9 @@ def _add_member(index: TarIndex, tar: tarfile.TarFile, info: tarfile.TarInfo, he
         try:
             entry.meta = read_small(tar, info, f"{index.path}:{info.name}")
         except ValueError as err:
+            if held is not None:  # skipping it would mean decompressing all of it
+                raise SpeechpackError(f"{err} (a compressed tar is read through in order: nothing after this "
+                                      f"member is read)") from None
             entry.meta_problem = str(err)
     elif held is not None:
         entry.audio = held.take(tar, info, index.path)
