@@ -335,3 +335,30 @@ def test_a_gnu_sparse_member_packs_as_tar_extracts_it(real_audio, tmp_path):
     build_wesep(str(raw), options(tmp_path / "raw"))
     build_wesep_shards(str(tmp_path / "shard.list"), options(tmp_path / "shards"))
     same_audio_files(tmp_path / "raw", tmp_path / "shards")
+
+
+def test_members_decode_from_the_tar_like_files(real_audio, tmp_path):
+    """A plain tar's member is decoded from its reader (``TarMember.open``, never read whole): libsndfile and PyAV
+    formats give what the file gives."""
+    import numpy as np
+    import soundfile
+
+    from speechpack.packer.adapters.tar_members import member_of
+    from speechpack.packer.adapters.wesep import probe_source, read_source
+    from speechpack.packer.audio import probe_audio, read_audio
+
+    [path] = real_audio("pocketsphinx", 1)
+    data, rate = soundfile.read(path, dtype="int16")
+    soundfile.write(tmp_path / "a.flac", data, rate)
+    soundfile.write(tmp_path / "a.ogg", data.astype(np.float32) / 32768, rate)
+    (tmp_path / "a.wav").write_bytes(Path(path).read_bytes())
+    (tmp_path / "a.m4a").write_bytes((tmp_path / "a.flac").read_bytes())  # the extension picks PyAV
+    with tarfile.open(tmp_path / "t.tar", "w") as tar:
+        for name in ("a.wav", "a.flac", "a.ogg", "a.m4a"):
+            tar.add(tmp_path / name, arcname=name)
+    with tarfile.open(tmp_path / "t.tar") as tar:
+        members = [member_of(str(tmp_path / "t.tar"), m) for m in tar.getmembers()]
+    for member in members:
+        file = str(tmp_path / member.name)
+        assert probe_source(member) == probe_audio(file)
+        np.testing.assert_array_equal(read_source(member, int16_at=rate).data, read_audio(file, int16_at=rate).data)
