@@ -25,8 +25,7 @@ from factories.lhotse_cuts import stored, transcribed_cut, transcripts
 from speechpack.loader import open_pack
 from speechpack.packer.adapters.lhotse import load_lhotse_cut, make_items
 from speechpack.packer.adapters.lhotse_shar import read_shar
-from speechpack.packer.adapters.wesep import TarMember
-from speechpack.packer.adapters.wesep_shards import InMemoryTarMember
+from speechpack.packer.adapters.tar_members import InMemoryTarMember, TarMember
 from speechpack.packer.build.state import KILL_AT_ENV
 from speechpack.packer.validate.pack import validate_pack
 from speechpack.schemas.constants import KIND_ASR, STREAM_AUDIO

@@ -82,7 +82,8 @@ def test_offline_shards_pack_like_the_raw_list(real_audio, wesep_list, tmp_path)
 def test_gzip_shards_pack_like_the_raw_list(real_audio, wesep_list, tmp_path):
     """``.tar.gz`` and ``.tgz`` shards are streamed once and read in memory: the same pack as the raw list, with
     one process or several (the members' bytes travel to the workers)."""
-    from speechpack.packer.adapters.wesep_shards import InMemoryTarMember, is_gzip
+    from speechpack.packer.adapters.tar_members import InMemoryTarMember
+    from speechpack.packer.adapters.wesep_shards import is_gzip
 
     a, b, c = real_audio("pocketsphinx", 3)
     case = wesep_list([Mix("mixA", (a, b)), Mix("mixB", (b, c), layout="two_files", start=0.4),
