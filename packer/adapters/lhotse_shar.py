@@ -9,7 +9,8 @@ without audio.  Other fields' tars (``features``, custom arrays) are not read: a
 **Memory.**  Lhotse's ``CutSet.from_shar`` reads every data member into its cut.  Here each tar is indexed
 instead: its headers are read (``tarfile`` seeks over the data) and so are the small ``.json`` members; each cut
 keeps a ``TarMember`` (``packer.adapters.tar_members``: the tar's path, the member's name, offset, size and sparse
-map: a few dozen bytes that pickle into a worker as cheaply as a file path).  The bytes are read when the build decodes the cut, handed to Lhotse as an
+map: a few dozen bytes that pickle into a worker as cheaply as a file path).  The bytes are read when the build
+decodes the cut (as ``tarfile`` extracts them: a GNU sparse member's holes are zeros), handed to Lhotse as an
 in-memory source (``with_shar_audio``: what ``from_shar`` would have attached, so the pack is byte for byte the
 same) and dropped with the decoded sample, so the audio held at any moment is what is being decoded, whatever
 the size of the directory.  The one exception is a gzip-compressed tar (``recording.NNNNNN.tar.gz``, which

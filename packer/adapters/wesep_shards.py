@@ -277,8 +277,9 @@ def write_shards(list_path: str, out_dir: str, samples_per_shard: int = 1000, pr
     byte for byte, ``{prefix}_{i:09d}.tar`` in ``out_dir``; return the path of the ``shard.list`` written there.
 
     ``online`` writes single-speaker lines (the contract's, or mainline's ``{key, wav, spk}``) as ``{key}.spk`` +
-    ``{key}.{ext}``, as ``make_shard_online.py`` does; by default it is chosen when every line lacks ``mix``.  ``compress`` writes gzip-compressed ``.tar.gz`` shards instead.  Paths of the raw list are
-    opened as written (relative to the current directory).
+    ``{key}.{ext}``, as ``make_shard_online.py`` does; by default it is chosen when every line lacks ``mix``.
+    ``compress`` writes gzip-compressed ``.tar.gz`` shards instead.  Paths of the raw list are opened as written
+    (relative to the current directory).
     """
     with open(list_path, encoding="utf-8") as fp:
         records = [parse_json(text, f"{list_path}:{n}") for n, text in enumerate(fp, start=1) if text.strip()]
