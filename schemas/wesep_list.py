@@ -8,6 +8,14 @@ A mixture line::
 ``spk`` orders the target slots; ``mix.default`` files are concatenated along channels; each target is the
 first channel of the first file of ``src[spk]``.  A single-speaker line has no ``mix``, exactly one speaker and
 exactly one source file (WeSep's online-mixing input).  Other keys are kept as provenance, never interpreted.
+
+Mainline WeSep's single-speaker line (``parse_raw_single_spk``: the raw form of ``make_shard_online.py``'s tars,
+one utterance and its speaker id) is read too, as the single-speaker line it means::
+
+    {"key": "utt1", "wav": "/a.wav", "spk": "s1"}
+
+``wav`` is one path and ``spk`` one speaker id, both non-empty strings (mainline loads ``wav`` as it is and
+compares ``spk`` as a string); a line with ``wav`` has no ``src`` or ``mix``.
 """
 
 from __future__ import annotations
@@ -22,6 +30,8 @@ from speechpack.schemas.names import check_name, encoding_problem
 
 #: Keys of a list line that the packer interprets; any other key is kept verbatim under ``provenance.extra``.
 _INTERPRETED_KEYS = frozenset({"key", "spk", "mix", "src"})
+#: The keys of mainline WeSep's single-speaker line (``{key, wav, spk}``), all required.
+SINGLE_SPK_KEYS = ("key", "wav", "spk")
 
 
 @dataclass(frozen=True)
@@ -99,6 +109,8 @@ def parse_wesep_line(text: str, line: int) -> WesepLine:
     if not isinstance(key, str) or not key:
         raise ValueError(f"key 'key' must be a non-empty string, got {key!r}")
     check_name(key, "key")
+    if "wav" in obj:
+        return _single_spk_line(obj, key, line)
     if "spk" not in obj:
         raise ValueError("missing key 'spk'")
     speakers = _string_list(obj["spk"], "key 'spk'")
@@ -140,6 +152,29 @@ def parse_wesep_line(text: str, line: int) -> WesepLine:
         target_paths=tuple(src[spk][0] for spk in speakers),
         provenance=provenance,
     )
+
+
+def _single_spk_line(obj: dict, key: str, line: int) -> WesepLine:
+    """Mainline's ``{key, wav, spk}`` line (module docstring) as the single-speaker line it means."""
+    mixed = [name for name in ("src", "mix") if name in obj]
+    if mixed:
+        raise ValueError(f"a line with 'wav' is mainline's single-speaker line ({', '.join(SINGLE_SPK_KEYS)}) and "
+                         f"has no {' or '.join(repr(m) for m in mixed)}")
+    for name in ("wav", "spk"):
+        if name not in obj:
+            raise ValueError(f"missing key {name!r} (a single-speaker line holds {', '.join(SINGLE_SPK_KEYS)})")
+        value = obj[name]
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"key {name!r} of a single-speaker line ({', '.join(SINGLE_SPK_KEYS)}) must be a "
+                             f"non-empty string, got {value!r}")
+    speaker, wav = obj["spk"], obj["wav"]
+    check_name(speaker, "speaker")
+    provenance = {"wav": wav}
+    extra = {name: value for name, value in obj.items() if name not in SINGLE_SPK_KEYS}
+    if extra:
+        provenance["extra"] = extra
+    return WesepLine(line=line, key=key, speakers=(speaker,), mix_paths=(), target_paths=(wav,),
+                     provenance=provenance)
 
 
 def best_effort_key(text: str) -> str | None:

@@ -25,8 +25,7 @@ from factories.lhotse_cuts import stored, transcribed_cut, transcripts
 from speechpack.loader import open_pack
 from speechpack.packer.adapters.lhotse import load_lhotse_cut, make_items
 from speechpack.packer.adapters.lhotse_shar import read_shar
-from speechpack.packer.adapters.wesep import TarMember
-from speechpack.packer.adapters.wesep_shards import InMemoryTarMember
+from speechpack.packer.adapters.tar_members import InMemoryTarMember, TarMember
 from speechpack.packer.build.state import KILL_AT_ENV
 from speechpack.packer.validate.pack import validate_pack
 from speechpack.schemas.constants import KIND_ASR, STREAM_AUDIO
@@ -200,3 +199,34 @@ def test_killed_shar_build_resumes_to_the_same_pack(tmp_path, real_audio):
     assert resumed.returncode == 0, resumed.stderr
     assert "kept 1 verified shard(s) of an earlier run" in resumed.stdout
     assert pack_files(tmp_path / "pack") == pack_files(tmp_path / "ref")
+
+
+def test_a_gnu_sparse_audio_member_packs_as_tar_extracts_it(tmp_path, real_audio):
+    """A Shar recording tar rewritten by GNU tar with ``--sparse``: the first cut's wav (real speech around a long
+    run of zeros) is stored as a sparse member, and packs to exactly its samples; the cut after it to its own."""
+    first, second = real_audio("pocketsphinx", 2)
+    speech, rate = soundfile.read(first, dtype="int16")
+    dense = tmp_path / "dense.wav"
+    soundfile.write(dense, np.concatenate([speech[:rate], np.zeros(3 * rate, np.int16), speech[rate:2 * rate]]),
+                    rate, subtype="PCM_16")
+    holed = tmp_path / "holed.wav"
+    subprocess.run(["cp", "--sparse=always", str(dense), str(holed)], check=True)
+    cuts = CutSet.from_cuts([transcribed_cut(str(holed), "a pause", corpus="librivox"),
+                             transcribed_cut(second, "after it", corpus="librivox")])
+    (tmp_path / "shar").mkdir()
+    cuts.to_shar(str(tmp_path / "shar"), fields={"recording": "wav"}, shard_size=2)
+    tar_path = tmp_path / "shar" / "recording.000000.tar"
+    members = tmp_path / "members"
+    with tarfile.open(tar_path) as tar:
+        names = tar.getnames()
+        tar.extractall(members, filter="data")
+    wav_name = f"{cuts[0].id}.wav"
+    subprocess.run(["cp", "--sparse=always", str(members / wav_name), str(members / "sparse")], check=True)
+    os.replace(members / "sparse", members / wav_name)
+    subprocess.run(["tar", "--sparse", "--format=gnu", "-cf", str(tar_path), "-C", str(members), *names], check=True)
+    assert _member(tar_path, wav_name).issparse()
+    result = build("--shar", str(tmp_path / "shar"), "--out", str(tmp_path / "pack"))
+    assert result.exit_code == 0, result.output
+    pack = open_pack(str(tmp_path / "pack"))
+    np.testing.assert_array_equal(stored(pack, STREAM_AUDIO, 0)[0], soundfile.read(dense, dtype="int16")[0])
+    np.testing.assert_array_equal(stored(pack, STREAM_AUDIO, 1)[0], soundfile.read(second, dtype="int16")[0])

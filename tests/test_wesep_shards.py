@@ -82,7 +82,8 @@ def test_offline_shards_pack_like_the_raw_list(real_audio, wesep_list, tmp_path)
 def test_gzip_shards_pack_like_the_raw_list(real_audio, wesep_list, tmp_path):
     """``.tar.gz`` and ``.tgz`` shards are streamed once and read in memory: the same pack as the raw list, with
     one process or several (the members' bytes travel to the workers)."""
-    from speechpack.packer.adapters.wesep_shards import InMemoryTarMember, is_gzip
+    from speechpack.packer.adapters.tar_members import InMemoryTarMember
+    from speechpack.packer.adapters.wesep_shards import is_gzip
 
     a, b, c = real_audio("pocketsphinx", 3)
     case = wesep_list([Mix("mixA", (a, b)), Mix("mixB", (b, c), layout="two_files", start=0.4),
@@ -286,3 +287,79 @@ def test_members_decode_in_memory_like_files(real_audio, tmp_path):
     assert np.allclose(via_pyav.data, read_audio(str(flac)).data, atol=1e-6)
     with pytest.raises(Exception, match="t.tar:b.wav: cannot decode"):
         read_audio_bytes(b"junk", "t.tar:b.wav")
+
+
+def gnu_sparse_tar(real_audio, folder: Path) -> tuple[Path, Path]:
+    """An online shard written by GNU tar (``--sparse --format=gnu``) whose first wav, real speech around a long run
+    of zero samples, is stored as a sparse member, followed by another sample; and the raw list of the same files."""
+    import shutil
+    import subprocess
+
+    import numpy as np
+    import soundfile
+
+    a, b = real_audio("pocketsphinx", 2)
+    first, rate = soundfile.read(a, dtype="int16")
+    second, _ = soundfile.read(b, dtype="int16")
+    folder.mkdir()
+    dense = folder / "dense.wav"
+    soundfile.write(dense, np.concatenate([first[:rate], np.zeros(3 * rate, np.int16), second[:rate]]), rate,
+                    subtype="PCM_16")
+    # holes where the zeros are, so that tar really stores the member sparse
+    subprocess.run(["cp", "--sparse=always", str(dense), str(folder / "utt1.wav")], check=True)
+    dense.unlink()
+    soundfile.write(folder / "utt2.wav", second[:4 * rate], rate, subtype="PCM_16")  # longer than the holes
+    (folder / "utt1.spk").write_text("spkA")
+    (folder / "utt2.spk").write_text("spkB")
+    tar_path = folder / "shard.tar"
+    assert shutil.which("tar"), "GNU tar is needed to write a sparse member"
+    subprocess.run(["tar", "--sparse", "--format=gnu", "-cf", str(tar_path), "-C", str(folder),
+                    "utt1.spk", "utt1.wav", "utt2.spk", "utt2.wav"], check=True)
+    with tarfile.open(tar_path) as tar:
+        assert tar.getmember("utt1.wav").issparse()
+    raw = folder / "raw.list"
+    raw.write_text("".join(json.dumps({"key": key, "spk": [spk], "src": {spk: [str(folder / f"{key}.wav")]}}) + "\n"
+                           for key, spk in (("utt1", "spkA"), ("utt2", "spkB"))))
+    return tar_path, raw
+
+
+def test_a_gnu_sparse_member_packs_as_tar_extracts_it(real_audio, tmp_path):
+    """A member GNU tar stored sparse (its data regions only; the holes read as zeros) packs to exactly the audio
+    of the file it was made from, and the member after it to its own: the same pack as the raw list of the files."""
+    tar_path, raw = gnu_sparse_tar(real_audio, tmp_path / "in")
+    (tmp_path / "shard.list").write_text(f"{tar_path}\n")
+    shards = read_wesep_shards(str(tmp_path / "shard.list"))
+    assert not shards.problems
+    member = shards.lines[0].target_paths[0]
+    with tarfile.open(tar_path) as tar:
+        assert member.read_bytes() == tar.extractfile("utt1.wav").read()
+    build_wesep(str(raw), options(tmp_path / "raw"))
+    build_wesep_shards(str(tmp_path / "shard.list"), options(tmp_path / "shards"))
+    same_audio_files(tmp_path / "raw", tmp_path / "shards")
+
+
+def test_members_decode_from_the_tar_like_files(real_audio, tmp_path):
+    """A plain tar's member is decoded from its reader (``TarMember.open``, never read whole): libsndfile and PyAV
+    formats give what the file gives."""
+    import numpy as np
+    import soundfile
+
+    from speechpack.packer.adapters.tar_members import member_of
+    from speechpack.packer.adapters.wesep import probe_source, read_source
+    from speechpack.packer.audio import probe_audio, read_audio
+
+    [path] = real_audio("pocketsphinx", 1)
+    data, rate = soundfile.read(path, dtype="int16")
+    soundfile.write(tmp_path / "a.flac", data, rate)
+    soundfile.write(tmp_path / "a.ogg", data.astype(np.float32) / 32768, rate)
+    (tmp_path / "a.wav").write_bytes(Path(path).read_bytes())
+    (tmp_path / "a.m4a").write_bytes((tmp_path / "a.flac").read_bytes())  # the extension picks PyAV
+    with tarfile.open(tmp_path / "t.tar", "w") as tar:
+        for name in ("a.wav", "a.flac", "a.ogg", "a.m4a"):
+            tar.add(tmp_path / name, arcname=name)
+    with tarfile.open(tmp_path / "t.tar") as tar:
+        members = [member_of(str(tmp_path / "t.tar"), m) for m in tar.getmembers()]
+    for member in members:
+        file = str(tmp_path / member.name)
+        assert probe_source(member) == probe_audio(file)
+        np.testing.assert_array_equal(read_source(member, int16_at=rate).data, read_audio(file, int16_at=rate).data)

@@ -7,6 +7,7 @@ it.  The families: WeSep (``wesep`` raw lists, ``wesep_shards`` tar shards, ``we
 and ``--data-dir``, whose files ``wesep_mainline_files`` reads); ASR (``asr_jsonl``, ``asr_parquet``); Lhotse
 (``lhotse``, over ``lhotse_read`` manifests and ``lhotse_shar`` directories); ASD (``ava``, ``avcc``,
 ``msdwild``); augmentation banks (``audio_bank``, with ``noise_lmdb`` for WeSep's noise LMDB).  Shared code:
+``tar_members`` (audio inside tars, read where it lies, for WeSep shards and Lhotse Shar);
 ``asd_common`` (the canonical face track and the build every asd family runs) and ``asr_common`` (the asr
 sample).
 

@@ -39,7 +39,7 @@ import numpy as np
 from speechpack.packer.adapters.asr_common import asr_plan, asr_sample, check_label, check_text
 from speechpack.packer.adapters.lhotse_read import CutLine, read_cuts, read_recordings_supervisions, span_problem
 from speechpack.packer.adapters.lhotse_shar import read_shar, with_shar_audio
-from speechpack.packer.adapters.wesep import TarMember
+from speechpack.packer.adapters.tar_members import TarMember
 from speechpack.packer.audio.decode import path_problem
 from speechpack.packer.audio import Audio, AudioError, resample, resampled_frames, to_stored
 from speechpack.packer.files import hash_file

@@ -8,13 +8,15 @@ without audio.  Other fields' tars (``features``, custom arrays) are not read: a
 
 **Memory.**  Lhotse's ``CutSet.from_shar`` reads every data member into its cut.  Here each tar is indexed
 instead: its headers are read (``tarfile`` seeks over the data) and so are the small ``.json`` members; each cut
-keeps a ``TarMember`` (the tar's path, the member's name, offset and size: a few dozen bytes that pickle into a
-worker as cheaply as a file path).  The bytes are read when the build decodes the cut, handed to Lhotse as an
+keeps a ``TarMember`` (``packer.adapters.tar_members``: the tar's path, the member's name, offset, size and sparse
+map: a few dozen bytes that pickle into a worker as cheaply as a file path).  The bytes are read when the build
+decodes the cut (as ``tarfile`` extracts them: a GNU sparse member's holes are zeros), handed to Lhotse as an
 in-memory source (``with_shar_audio``: what ``from_shar`` would have attached, so the pack is byte for byte the
 same) and dropped with the decoded sample, so the audio held at any moment is what is being decoded, whatever
 the size of the directory.  The one exception is a gzip-compressed tar (``recording.NNNNNN.tar.gz``, which
 Lhotse's writer never produces): it has no offset to seek to, so it is read through once and its members are kept
-in memory until the build ends (decompress such tars to stream them).
+in memory until the build ends (decompress such tars to stream them).  Members larger than the bounds of
+``packer.adapters.tar_members`` are refused by name.
 
 **Problems.**  A cut is paired with its members by name, as Lhotse checks them.  A cut whose members are
 missing, whose audio member runs past the end of the tar (a truncated copy), or whose ``.json`` Lhotse cannot read
@@ -31,8 +33,8 @@ import zlib
 from dataclasses import dataclass, field
 
 from speechpack.packer.adapters.lhotse_read import CutLine, ReadCuts, collect_lines, reason_of, require_lhotse
-from speechpack.packer.adapters.wesep import TarMember
-from speechpack.packer.adapters.wesep_shards import InMemoryTarMember, is_gzip
+from speechpack.packer.adapters.tar_members import HeldBytes, TarMember, member_of, read_small
+from speechpack.packer.adapters.wesep_shards import is_gzip
 from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.wesep_list import LineProblem
 
@@ -54,6 +56,7 @@ class _Entry:
     audio: TarMember | None = None
     meta: bytes | None = None
     meta_name: str | None = None
+    meta_problem: str | None = None  # why ``meta`` was not read
     no_data: bool = False
 
 
@@ -72,34 +75,44 @@ def _stem(name: str) -> str:
     return name.rpartition(".")[0] or name
 
 
-def index_recording_tar(tar_path: str) -> TarIndex:
+def index_recording_tar(tar_path: str, held: HeldBytes | None = None) -> TarIndex:
     """Index ``tar_path``: audio members as ``TarMember`` (uncompressed tar) or ``InMemoryTarMember``
     (gzip-compressed), metadata members read.  A tar that breaks off (or cannot be opened) keeps what came before,
-    and ``ended`` says why: the cuts it lacks are problems of their lines, not of the whole build."""
+    and ``ended`` says why: the cuts it lacks are problems of their lines, not of the whole build.  ``held``: the
+    build's bound on what compressed tars hold in memory (``packer.adapters.tar_members``)."""
     index = TarIndex(tar_path)
+    held = HeldBytes() if held is None else held
     try:
         compressed = is_gzip(tar_path)
         index.size = os.path.getsize(tar_path)
         with tarfile.open(tar_path, mode="r|gz" if compressed else "r:") as tar:
             for info in tar:
                 if info.isfile():
-                    _add_member(index, tar, info, compressed)
+                    _add_member(index, tar, info, held if compressed else None)
     except (tarfile.TarError, OSError, EOFError, zlib.error) as err:
         index.ended = reason_of(err)
     return index
 
 
-def _add_member(index: TarIndex, tar: tarfile.TarFile, info: tarfile.TarInfo, compressed: bool) -> None:
+def _add_member(index: TarIndex, tar: tarfile.TarFile, info: tarfile.TarInfo, held: HeldBytes | None) -> None:
+    """Record one member: ``held`` is None for a plain tar (audio left where it lies), else the bound on what a
+    compressed tar's members hold in memory."""
     entry = index.entries.setdefault(_stem(info.name), _Entry())
     if info.name.endswith(NO_DATA_SUFFIXES):
         entry.no_data = True
     elif info.name.endswith(META_SUFFIX):
-        entry.meta, entry.meta_name = tar.extractfile(info).read(), info.name
-    elif compressed:
-        entry.audio = InMemoryTarMember(index.path, info.name, info.offset_data, info.size,
-                                        tar.extractfile(info).read())
+        entry.meta_name = info.name
+        try:
+            entry.meta = read_small(tar, info, f"{index.path}:{info.name}")
+        except ValueError as err:
+            if held is not None:  # skipping it would mean decompressing all of it
+                raise SpeechpackError(f"{err} (a compressed tar is read through in order: nothing after this "
+                                      f"member is read)") from None
+            entry.meta_problem = str(err)
+    elif held is not None:
+        entry.audio = held.take(tar, info, index.path)
     else:
-        entry.audio = TarMember(index.path, info.name, info.offset_data, info.size)
+        entry.audio = member_of(index.path, info)
 
 
 def _recording_of(entry: _Entry, index: TarIndex):
@@ -132,9 +145,11 @@ def _paired(entry: CutLine, index: TarIndex) -> CutLine:
     if found is None or found.audio is None:
         raise ValueError(f"{index.path}: no audio member {cut.id}.<format> for this cut{cut_short}")
     member = found.audio
-    if not isinstance(member, InMemoryTarMember) and member.offset + member.size > index.size:
-        raise ValueError(f"{member}: truncated tar member ({max(index.size - member.offset, 0)} of {member.size} "
-                         f"bytes in the tar)")
+    problem = member.problem(index.size)
+    if problem is not None:
+        raise ValueError(f"{member}: {problem}")
+    if found.meta_problem is not None:
+        raise ValueError(found.meta_problem)
     if found.meta is None:
         raise ValueError(f"{member}: no {cut.id}{META_SUFFIX} member after it{cut_short}")
     if not hasattr(cut, "recording"):
@@ -166,6 +181,7 @@ def read_shar(shar_dir: str) -> ReadCuts:
     if not cut_files:
         raise SpeechpackError(f"{shar_dir}: not a Lhotse Shar directory (no cuts.NNNNNN.jsonl.gz)")
     cuts, problems = [], []
+    held = HeldBytes()
     for cut_file in cut_files:
         stem = os.path.basename(cut_file).split(".")[1]
         recording_tars = sorted(glob.glob(os.path.join(shar_dir, f"{RECORDING_FIELD}.{stem}.tar*")))
@@ -174,7 +190,7 @@ def read_shar(shar_dir: str) -> ReadCuts:
                                   f"with fields={{'recording': ...}}: speechpack reads the audio Lhotse stored)")
         parsed, shard_problems = collect_lines(cut_file, Cut, "cut")
         problems += shard_problems
-        index = index_recording_tar(recording_tars[0])
+        index = index_recording_tar(recording_tars[0], held)
         for entry in parsed:
             try:
                 cuts.append(_paired(entry, index))

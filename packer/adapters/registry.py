@@ -132,8 +132,8 @@ ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (
              "shard.list or wav.scp (with utt2spk beside it) and its enrollment files are read as they are.",
         params=(
             option("--list", "list_path", type=Path(dir_okay=False),
-                   help="WeSep raw list (JSON lines: key, spk, mix.default, src), or mainline WeSep's shard.list "
-                        "or wav.scp (utt2spk beside it)."),
+                   help="WeSep raw list (JSON lines: key, spk, mix.default, src), mainline WeSep's single-speaker "
+                        "JSON lines (key, wav, spk), or its shard.list or wav.scp (utt2spk beside it)."),
             option("--data-dir", type=Path(file_okay=False),
                    help="A WeSep split directory (data/train): its samples.jsonl, raw.list or shard.list, with "
                         "its cues.yaml and spk2label.json, instead of --list and --cues."),
@@ -161,10 +161,11 @@ ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (
         name="wesep-shards",
         build=wesep_shards.build_wesep_shards,
         help="Pack WeSep tar shards (offline: key.spk<i>, key.<ext>, key_spk<i>.<ext>; online: key.spk, key.<ext>); "
-             "the same samples as a raw list give the same shards.  Members are read in memory, never extracted.",
+             "the same samples as a raw list give the same shards.  Members are read from the tar (GNU sparse ones "
+             "too), never extracted; a member over 1 GB is refused by name.",
         params=(
-            _list_option("WeSep shard list: one tar path per line, plain or gzip-compressed (.tar.gz/.tgz, read in "
-                         "memory); relative to the current directory."),
+            _list_option("WeSep shard list: one tar path per line, plain or gzip-compressed (.tar.gz/.tgz, held in "
+                         "memory, 2 GB at most); relative to the current directory."),
         ),
     ),
     Adapter(

@@ -3,11 +3,13 @@
 - Mixture lines give a ``tse`` sample: ``mix.default`` files concatenated along channels (they must share rate
   and length), and one target per speaker, the first channel of the first file of ``src[spk]`` (same rate and
   length as the mixture).
-- Single-speaker lines (no ``mix``) give a ``sources`` sample: one mono file.
+- Single-speaker lines (no ``mix``) give a ``sources`` sample: one mono file.  Mainline WeSep's
+  ``{key, wav, spk}`` lines are such lines (``schemas.wesep_list``), and give the pack their tar form
+  (``make_shard_online.py``'s ``key.spk`` + ``key.wav``) gives.
 
 Unlike WeSep, which logged and dropped unreadable samples, every problem is reported with its line and key.
-A line's audio is a file path or, for tar shards (``packer.adapters.wesep_shards``), a ``TarMember`` read in
-memory; both go through the same probe, decode and checks.
+A line's audio is a file path or, for tar shards (``packer.adapters.wesep_shards``), a ``TarMember``
+(``packer.adapters.tar_members``) read where it lies in its tar; both go through the same probe, decode and checks.
 """
 
 from __future__ import annotations
@@ -24,13 +26,14 @@ from speechpack.packer.audio import (
     AudioError,
     AudioInfo,
     probe_audio,
-    probe_audio_bytes,
+    probe_audio_file,
     read_audio,
-    read_audio_bytes,
+    read_audio_file,
     resample,
     resampled_frames,
     to_stored,
 )
+from speechpack.packer.adapters.tar_members import TarMember
 from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
 from speechpack.packer.cues import prepare_cues
 from speechpack.packer.build.plan import PackedSample, SamplePlan
@@ -80,6 +83,12 @@ def read_wesep_list(list_path: str, root: str | None = None) -> WesepList:
     return one_kind(lines, problems, "line")
 
 
+def single_spk_form(listed: WesepList) -> bool:
+    """Whether every usable line of ``listed`` is mainline WeSep's ``{key, wav, spk}`` line
+    (``schemas.wesep_list``): such a list takes mainline's enrollment files, as its tar form does."""
+    return bool(listed.lines) and all("wav" in parsed.provenance for parsed in listed.lines)
+
+
 def one_kind(lines: list[WesepLine], problems: list[LineProblem], unit: str) -> WesepList:
     """Keep the lines of the majority kind; report the others (a pack holds one kind) with every problem, in order."""
     kind = _majority_kind(lines)
@@ -107,42 +116,19 @@ def _resolve(parsed: WesepLine, root: str) -> WesepLine:
                      provenance=parsed.provenance)
 
 
-@dataclass(frozen=True)
-class TarMember:
-    """An audio file stored in a tar shard, read in memory (never extracted): where its bytes are, so a worker
-    process reopens the tar and seeks to them.  ``str()`` is ``tar:member``, the name errors give."""
-
-    tar_path: str
-    name: str
-    offset: int  # of the member's data in the (uncompressed) tar
-    size: int
-
-    def __str__(self) -> str:
-        return f"{self.tar_path}:{self.name}"
-
-    def read_bytes(self) -> bytes:
-        try:
-            with open(self.tar_path, "rb") as fp:
-                fp.seek(self.offset)
-                data = fp.read(self.size)
-        except OSError as err:
-            raise AudioError(str(self), f"cannot read the tar member ({err.strerror or err})") from None
-        if len(data) != self.size:
-            raise AudioError(str(self), f"truncated tar member ({len(data)} of {self.size} bytes)")
-        return data
-
-
 def probe_source(source: str | TarMember) -> AudioInfo:
     """Header facts of a file path or a tar member (one set of checks serves both)."""
     if isinstance(source, TarMember):
-        return probe_audio_bytes(source.read_bytes(), str(source))
+        with source.open() as fp:
+            return probe_audio_file(fp, str(source))
     return probe_audio(source)
 
 
 def read_source(source: str | TarMember, int16_at: int | None = None) -> Audio:
     """Decode a file path or a tar member."""
     if isinstance(source, TarMember):
-        return read_audio_bytes(source.read_bytes(), str(source), int16_at=int16_at)
+        with source.open() as fp:
+            return read_audio_file(fp, str(source), int16_at=int16_at)
     return read_audio(source, int16_at=int16_at)
 
 

@@ -44,7 +44,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import yaml
 
-from speechpack.packer.adapters.wesep import build_wesep, one_kind, speaker_slots, wesep_steps
+from speechpack.packer.adapters.wesep import (
+    build_wesep,
+    one_kind,
+    read_wesep_list,
+    single_spk_form,
+    speaker_slots,
+    wesep_steps,
+)
 from speechpack.packer.adapters.wesep_mainline_files import (
     UTT2SPK,
     MainlineInputs,
@@ -242,11 +249,14 @@ def build_mainline(inputs: MainlineInputs, options: BuildOptions, root: str | No
     ``list_format``, when the caller has read it already."""
     fmt = fmt or list_format(inputs.list_path)
     if fmt == "raw":
-        if inputs.enroll or inputs.fixed_enroll or inputs.spk_embeds:
+        if not (inputs.enroll or inputs.fixed_enroll or inputs.spk_embeds):
+            return build_wesep(inputs.list_path, options, root=root)
+        listed = read_wesep_list(inputs.list_path, root)  # mainline's {key, wav, spk} lines take its enrollments
+        if not single_spk_form(listed):
             raise OptionError(f"{inputs.list_path} is a contract raw list (JSON lines): its enrollments come from "
                               f"--cues cues.yaml, not --enroll/--fixed-enroll/--spk-embeds")
-        return build_wesep(inputs.list_path, options, root=root)
-    if fmt == "shard":
+        lines, problems, kind = listed.lines, listed.problems, listed.kind
+    elif fmt == "shard":
         shards = read_wesep_shards(inputs.list_path)
         lines, problems, kind = shards.lines, shards.problems, shards.kind
     else:

@@ -6,13 +6,14 @@ several, in order) and ``{key}_spk{i}.{ext}`` for each file of ``src[spk_i]``.  
 and one mono ``{key}.{ext}``.  ``ext`` is one of ``AUDIO_EXTENSIONS``.
 
 A shard is a plain tar or a gzip-compressed one (``.tar.gz``/``.tgz``, told by its first bytes).  A plain tar's
-members are indexed and later read at their offsets; a compressed one is read through once in ``tarfile`` stream
-mode and its members stay in memory until the build ends, so compressed shards cost their uncompressed size in
-memory (keep corpora larger than memory in plain tars).
+members are indexed and later read where they lie (GNU sparse members as ``tarfile`` extracts them); a compressed
+one is read through once in ``tarfile`` stream mode and its members stay in memory until the build ends, so
+compressed shards cost their uncompressed size in memory, up to a bound (``packer.adapters.tar_members``: the
+bounds on a member's size and on what compressed shards hold; keep larger corpora in plain tars).
 
 Members are grouped like WeSep's reader (name split at the last dot; consecutive members with the same parsed
 key make one sample) and turned into ``WesepLine``s whose audio are ``TarMember``s, so the raw-list adapter's
-checks, decoding and policy apply unchanged.  Members are read in memory, never extracted.  Differences from
+checks, decoding and policy apply unchanged.  Members are read from the tar, never extracted.  Differences from
 WeSep: a bad sample is reported (``LineProblem``: ``line`` is the sample's 1-based ordinal over the whole shard
 list, ``path`` is ``tar:member``) instead of dropped silently; and a mixture key ending in ``_spk<n>``, which
 WeSep's reader misparses as a source member, is read correctly (its ``{key}.{ext}`` member is recognised as the
@@ -28,7 +29,15 @@ import tarfile
 import zlib
 from dataclasses import dataclass, field
 
-from speechpack.packer.adapters.wesep import TarMember, WesepList, one_kind, wesep_steps
+from speechpack.packer.adapters.tar_members import (
+    MAX_SMALL_MEMBER_BYTES,
+    HeldBytes,
+    InMemoryTarMember,
+    TarMember,
+    member_of,
+    too_large,
+)
+from speechpack.packer.adapters.wesep import WesepList, one_kind, wesep_steps
 from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
 from speechpack.schemas.documents import parse_json, read_lines
 from speechpack.schemas.errors import SpeechpackError
@@ -86,8 +95,9 @@ def read_wesep_shards(list_path: str) -> WesepList:
     """Group every tar's members into samples and check them as ``read_wesep_list`` checks lines (structure,
     duplicate keys, one kind per pack); audio is only probed and decoded later, by the build."""
     groups: list[_Group] = []
+    held = HeldBytes()
     for tar_path in read_shard_list(list_path):
-        groups.extend(_groups_of(tar_path))
+        groups.extend(_groups_of(tar_path, held))
     lines: list[WesepLine] = []
     problems: list[LineProblem] = []
     first_of_key: dict[str, int] = {}
@@ -106,28 +116,16 @@ def read_wesep_shards(list_path: str) -> WesepList:
     return one_kind(lines, problems, "sample")
 
 
-@dataclass(frozen=True)
-class InMemoryTarMember(TarMember):
-    """A tar member with its bytes: every member of a gzip-compressed shard (a compressed tar has no offset a
-    worker could seek to, so the shard is streamed once, in ``tarfile`` stream mode, and its members are kept
-    until the build ends), and the few bytes of a plain tar's speaker-id members, read while the tar is open.
-    ``offset`` is the member's offset in the (decompressed) tar stream."""
-
-    data: bytes = field(repr=False, compare=False)
-
-    def read_bytes(self) -> bytes:
-        return self.data
-
-
 def is_gzip(path: str) -> bool:
     """Whether ``path`` starts with the gzip magic bytes (whatever its name: ``.tar.gz``, ``.tgz``, ``.tar``)."""
     with open(path, "rb") as fp:
         return fp.read(len(GZIP_MAGIC)) == GZIP_MAGIC
 
 
-def _tar_entries(tar_path: str) -> list[TarMember]:
-    """Every regular file of a shard, in order.  A plain tar is indexed (audio members are read later, at their
-    offsets; speaker ids now); a gzip-compressed one is read through once, in stream mode, and held in memory."""
+def _tar_entries(tar_path: str, held: HeldBytes) -> list[TarMember]:
+    """Every regular file of a shard, in order.  A plain tar is indexed (audio members are read later, where they
+    lie: ``packer.adapters.tar_members``; speaker ids now); a gzip-compressed one is read through once, in stream
+    mode, and held in memory (``held``: the build's bound on what compressed shards hold)."""
     try:
         compressed = is_gzip(tar_path)
     except OSError as err:
@@ -135,15 +133,22 @@ def _tar_entries(tar_path: str) -> list[TarMember]:
     try:
         if not compressed:
             with tarfile.open(tar_path, mode="r:") as tar:
-                return [InMemoryTarMember(tar_path, m.name, m.offset_data, m.size, tar.extractfile(m).read())
-                        if _is_speaker_id(m.name) else TarMember(tar_path, m.name, m.offset_data, m.size)
+                return [_speaker_id_member(tar, m, tar_path) if _is_speaker_id(m.name) else member_of(tar_path, m)
                         for m in tar.getmembers() if m.isfile()]
         with tarfile.open(tar_path, mode="r|gz") as tar:
-            return [InMemoryTarMember(tar_path, m.name, m.offset_data, m.size, tar.extractfile(m).read())
-                    for m in tar if m.isfile()]
+            return [held.take(tar, m, tar_path) for m in tar if m.isfile()]
     except (tarfile.TarError, OSError, EOFError, zlib.error) as err:
         what = "gzip-compressed" if compressed else "uncompressed"
         raise SpeechpackError(f"{tar_path}: not a readable {what} tar ({str(err) or type(err).__name__})") from None
+
+
+def _speaker_id_member(tar: tarfile.TarFile, info: tarfile.TarInfo, tar_path: str) -> TarMember:
+    """A speaker-id member of a plain tar with its bytes, read while the tar is open; one too large to be a speaker
+    id is left unread (its sample reports it)."""
+    if too_large(info.size, MAX_SMALL_MEMBER_BYTES) is not None:
+        return member_of(tar_path, info)
+    with tar.extractfile(info) as fp:
+        return InMemoryTarMember(tar_path, info.name, info.offset_data, info.size, data=fp.read())
 
 
 def _is_speaker_id(name: str) -> bool:
@@ -152,9 +157,9 @@ def _is_speaker_id(name: str) -> bool:
     return postfix == "spk" or _SPK_ID.fullmatch(postfix) is not None
 
 
-def _groups_of(tar_path: str) -> list[_Group]:
+def _groups_of(tar_path: str, held: HeldBytes) -> list[_Group]:
     """WeSep's grouping of one tar, offline or online (decided by its spk-id members)."""
-    members = _tar_entries(tar_path)
+    members = _tar_entries(tar_path, held)
     postfixes = {m.name.rpartition(".")[2] for m in members if "." in m.name}
     online = "spk" in postfixes and not any(_SPK_ID.fullmatch(p) for p in postfixes)
     groups: list[_Group] = []
@@ -188,6 +193,10 @@ def _groups_of(tar_path: str) -> list[_Group]:
             index = 0 if online else int(_SPK_ID.fullmatch(postfix).group(1))
             if index in current.speaker_ids:
                 current.faults.append(f"member {member.name} appears twice")
+            reason = too_large(member.size, MAX_SMALL_MEMBER_BYTES)
+            if reason is not None:
+                current.faults.append(f"member {member.name}: {reason} for a speaker id")
+                continue
             current.speaker_ids[index] = member.read_bytes()  # in memory: read with the tar's index
             continue
         if slot is None:
@@ -267,9 +276,10 @@ def write_shards(list_path: str, out_dir: str, samples_per_shard: int = 1000, pr
     """WeSep-style tar shards of a raw list (what ``tools/make_shards_from_samples.py`` writes): files stored
     byte for byte, ``{prefix}_{i:09d}.tar`` in ``out_dir``; return the path of the ``shard.list`` written there.
 
-    ``online`` writes single-speaker lines as ``{key}.spk`` + ``{key}.{ext}``; by default it is chosen when every
-    line lacks ``mix``.  ``compress`` writes gzip-compressed ``.tar.gz`` shards instead.  Paths of the raw list are
-    opened as written (relative to the current directory).
+    ``online`` writes single-speaker lines (the contract's, or mainline's ``{key, wav, spk}``) as ``{key}.spk`` +
+    ``{key}.{ext}``, as ``make_shard_online.py`` does; by default it is chosen when every line lacks ``mix``.
+    ``compress`` writes gzip-compressed ``.tar.gz`` shards instead.  Paths of the raw list are opened as written
+    (relative to the current directory).
     """
     with open(list_path, encoding="utf-8") as fp:
         records = [parse_json(text, f"{list_path}:{n}") for n, text in enumerate(fp, start=1) if text.strip()]
@@ -306,6 +316,10 @@ def _sample_members(record: dict, online: bool) -> list[tuple[str, bytes]]:
         with open(path, "rb") as fp:
             return fp.read()
 
+    if "wav" in record:  # mainline's single-speaker line: {key, wav, spk}
+        if not online:
+            raise SpeechpackError(f"{key}: a single-speaker line (key, wav, spk) is written as an online shard")
+        return [(f"{key}.spk", speakers.encode("utf-8")), (f"{key}.{ext(record['wav'])}", data(record["wav"]))]
     if online:
         path = record["src"][speakers[0]][0]
         return [(f"{key}.spk", speakers[0].encode("utf-8")), (f"{key}.{ext(path)}", data(path))]

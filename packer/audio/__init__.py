@@ -10,8 +10,10 @@ from speechpack.packer.audio.decode import (
     AudioInfo,
     probe_audio,
     probe_audio_bytes,
+    probe_audio_file,
     read_audio,
     read_audio_bytes,
+    read_audio_file,
 )
 from speechpack.packer.audio.store import (
     StoredAudio,
@@ -26,5 +28,6 @@ from speechpack.packer.audio.store import (
 from speechpack.schemas.units import resample_ratio_problem
 
 __all__ = ["SOUNDFILE_EXTENSIONS", "Audio", "AudioError", "AudioInfo", "StoredAudio", "int16_statistics", "measured",
-           "probe_audio", "probe_audio_bytes", "quantise", "read_audio", "read_audio_bytes", "resample",
+           "probe_audio", "probe_audio_bytes", "probe_audio_file", "quantise", "read_audio", "read_audio_bytes",
+           "read_audio_file", "resample",
            "resample_ratio_problem", "resampled_frames", "resampled_length", "to_stored"]

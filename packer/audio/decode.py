@@ -23,6 +23,7 @@ import io
 import os
 import stat
 from dataclasses import dataclass
+from typing import BinaryIO
 
 import numpy as np
 import soundfile
@@ -214,13 +215,19 @@ def probe_audio(path: str) -> AudioInfo:
 
 
 def probe_audio_bytes(data: bytes, name: str) -> AudioInfo:
-    """:func:`probe_audio` for an encoded file held in memory (a tar member): ``name`` picks the decoder by its
-    extension and names the file in errors."""
+    """:func:`probe_audio` for an encoded file held in memory: ``name`` picks the decoder by its extension and
+    names the file in errors."""
     return _probe(io.BytesIO(data), name)
 
 
+def probe_audio_file(fp: BinaryIO, name: str) -> AudioInfo:
+    """:func:`probe_audio` for an open, seekable binary file (a tar member's reader): only the header is read
+    (PyAV formats excepted, as for paths); ``name`` as in :func:`probe_audio_bytes`."""
+    return _probe(fp, name)
+
+
 def _probe(source, name: str) -> AudioInfo:
-    """``source``: a path, a descriptor of the file ``name`` (``_open_once``), or an in-memory file."""
+    """``source``: a path, a descriptor of the file ``name`` (``_open_once``), or a binary file object."""
     if _uses_soundfile(name):
         try:
             with _sound_file(source) as sound:  # cheaper than soundfile.info, which formats descriptions
@@ -256,9 +263,14 @@ def read_audio(path: str, int16_at: int | None = None) -> Audio:
 
 
 def read_audio_bytes(data: bytes, name: str, int16_at: int | None = None) -> Audio:
-    """:func:`read_audio` for an encoded file held in memory (a tar member); ``name`` as in
-    :func:`probe_audio_bytes`."""
+    """:func:`read_audio` for an encoded file held in memory; ``name`` as in :func:`probe_audio_bytes`."""
     return _read(io.BytesIO(data), name, int16_at)
+
+
+def read_audio_file(fp: BinaryIO, name: str, int16_at: int | None = None) -> Audio:
+    """:func:`read_audio` for an open, seekable binary file (a tar member's reader), decoded in bounded blocks
+    as a path is (``schemas.sound_blocks``); ``name`` as in :func:`probe_audio_bytes`."""
+    return _read(fp, name, int16_at)
 
 
 def _read(source, name: str, int16_at: int | None) -> Audio:
@@ -299,18 +311,18 @@ def _read_soundfile(source, name: str, int16_at: int | None) -> tuple[Audio, boo
 
 
 def _sound_file(source) -> soundfile.SoundFile:
-    """libsndfile's reader of a path, an in-memory file, or a descriptor (left open: its owner closes it)."""
+    """libsndfile's reader of a path, a binary file object, or a descriptor (left open: its owner closes it)."""
     if isinstance(source, int):
         return soundfile.SoundFile(source, closefd=False)
     return soundfile.SoundFile(source)
 
 
 def _check_not_truncated(source, name: str, frames: int) -> None:
-    """Raise ``AudioError`` when the WAV header of ``source`` (a path, a descriptor or an in-memory file) declares
+    """Raise ``AudioError`` when the WAV header of ``source`` (a path, a descriptor or a file object) declares
     more frames than the file holds: libsndfile reads such a file at its readable length without complaint
     (``packer.audio.wav_header``)."""
     try:
-        if isinstance(source, io.BytesIO):
+        if not isinstance(source, (str, int)):
             source.seek(0)
             declared = declared_frames(source)
         elif isinstance(source, int):
@@ -348,4 +360,5 @@ def _read_pyav(source, name: str) -> Audio:
 
 __all__ = ["DESCRIPTOR_EXTENSIONS", "HEADER_BYTES", "NOT_FOUND", "SOUNDFILE_EXTENSIONS", "Audio", "AudioError",
            "AudioInfo", "MissingFile", "NotRegularFile", "by_descriptor", "declared_frames_of", "open_regular",
-           "path_problem", "probe_audio", "probe_audio_bytes", "read_audio", "read_audio_bytes"]
+           "path_problem", "probe_audio", "probe_audio_bytes", "probe_audio_file", "read_audio", "read_audio_bytes",
+           "read_audio_file"]

@@ -52,6 +52,20 @@ class WavLayout:
         return None if self.data_size is None else self.data_size // self.block_align
 
 
+#: Bytes of a ``fmt `` or ``ds64`` chunk read (their fields fit in 40 and 28): a size the header claims is never
+#: what is allocated.
+_CHUNK_BODY_BYTES = 64
+
+
+def _chunk_body(fp: BinaryIO, size: int) -> bytes:
+    """The first ``_CHUNK_BODY_BYTES`` of a chunk of ``size`` bytes, leaving ``fp`` after the chunk (as reading it
+    whole would)."""
+    body = fp.read(min(size, _CHUNK_BODY_BYTES))
+    if size > len(body) and len(body) == _CHUNK_BODY_BYTES:
+        fp.seek(size - len(body), 1)
+    return body
+
+
 def read_layout(fp: BinaryIO) -> WavLayout | None:
     """The layout of the WAV file open in ``fp`` (positioned at its start), or ``None`` when it is not a WAV of a
     layout and coding above, or its header is cut short.  Reads only the header chunks (seeks past the others)."""
@@ -69,7 +83,7 @@ def read_layout(fp: BinaryIO) -> WavLayout | None:
             return None
         chunk_id, size = chunk[:4], struct.unpack(order + "I", chunk[4:])[0]
         if chunk_id == b"fmt ":
-            body = fp.read(size)
+            body = _chunk_body(fp, size)
             if len(body) < 16:
                 return None
             tag, channels, rate, _rate_bytes, block_align, bits = struct.unpack(order + "HHIIHH", body[:16])
@@ -82,7 +96,7 @@ def read_layout(fp: BinaryIO) -> WavLayout | None:
             if size & 1:
                 fp.read(1)
         elif chunk_id == b"ds64" and wide:
-            body = fp.read(size)
+            body = _chunk_body(fp, size)
             if len(body) < 16:
                 return None
             data_size64 = struct.unpack("<Q", body[8:16])[0]
