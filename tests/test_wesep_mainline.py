@@ -35,7 +35,7 @@ CHUNK = 8000
 
 @pytest.fixture(scope="module")
 def packs(tmp_path_factory, real_audio_paths):
-    require("kaldiio", "wesep")
+    require("kaldiio", "dev")
     root = tmp_path_factory.mktemp("mainline")
     facts = librimix_split(root / "data", real_audio_paths, mixtures=6)
     online_split(root / "vox", real_audio_paths)
