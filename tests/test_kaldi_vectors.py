@@ -75,7 +75,8 @@ CRAFTED = {
     # name: (file bytes or a size to zero-fill, the offset, what the answer says)
     "zeros": (100_000_000, 0, "no Kaldi vector at byte 0"),
     "open bracket and zeros": (b"[", 0, "no closing ']'"),
-    "vector of dimension 2^31-1": (b"\0BFV \x04" + struct.pack("<i", 2**31 - 1) + b"\0" * 64, 0, "dimension 2147483647"),
+    "vector of dimension 2^31-1": (b"\0BFV \x04" + struct.pack("<i", 2**31 - 1) + b"\0" * 64, 0,
+                                   "dimension 2147483647"),
     "2^31 x 2^31 matrix": (b"\0BFM \x04" + struct.pack("<I", 2**31) + b"\x04" + struct.pack("<I", 2**31), 0,
                            "a matrix of -2147483648 rows"),
     "several rows": (b"\0BFM \x04" + struct.pack("<i", 3) + b"\x04" + struct.pack("<i", 2) + b"\0" * 24, 0,

@@ -155,7 +155,8 @@ def test_finalize_needs_a_build_in_progress(corpus, tmp_path):
 
 
 @pytest.mark.parametrize("value, message", [("2/2", "need 0 <= i < n"), ("1", "expected i/n"), ("a/b", "expected i/n"),
-                                            ("1/99999999999", "at most 1048576"), ("0/" + "9" * 5000, "at most 1048576")])
+                                            ("1/99999999999", "at most 1048576"),
+                                            ("0/" + "9" * 5000, "at most 1048576")])
 def test_bad_shards_values_are_usage_errors(corpus, tmp_path, value, message):
     result = build_cli(corpus.list_path, tmp_path / "pack", "--shards", value)
     assert result.exit_code == 2 and message in result.output
