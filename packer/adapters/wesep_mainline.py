@@ -29,8 +29,12 @@ mainline input                                    audio cue written (``cues.yaml
 
 The translated ``cues.yaml`` and resources are written to a temporary directory, read by the cue build like any
 split's (``packer.cues.prepare_cues``), and removed; the pack keeps ``cues.yaml`` (relative resource names) and
-every bank.  Enrollment paths are resolved against ``--root``, else the current directory, as mainline's
-``soundfile.read`` resolves them.
+every bank.  A problem the cue build finds names the user's file and line (``embed.scp:14``, ``single.wav.scp:3``,
+``spk2enroll.json``), never a staged file.  Enrollment paths are resolved against ``--root``, else the current
+directory, as mainline's ``soundfile.read`` resolves them.
+
+Fixed enrollments follow mainline's ``sample_fix_spk_enrollment``: slot 1 from the first file (``spk1.enroll``),
+every later slot from its own file when there is one, else from the second (``spk2.enroll``; ``slot_file``).
 """
 
 from __future__ import annotations
@@ -151,8 +155,9 @@ class _Staging:
 
     def named(self, problem):
         """``problem`` naming the user's file instead of a staged one (other problems unchanged)."""
-        origin = self.origins.get(os.path.normpath(problem.path)) if isinstance(problem, CueProblem) and \
-            problem.path else None
+        if not isinstance(problem, CueProblem) or not problem.path:
+            return problem
+        origin = self.origins.get(os.path.normpath(problem.path))
         if origin is None:
             return problem
         reason = problem.reason
