@@ -16,7 +16,7 @@ import torch
 import yaml
 from click.testing import CliRunner
 
-from factories.recordings import REAL_CORPORA, require, require_recording
+from factories.recordings import REAL_CORPORA, pack_files, require, require_recording
 from factories.batches import assert_batches_equal
 from factories.tse import take
 from factories.wesep_mainline import EMBED_DIM, librimix_split, online_split, three_speaker_split
@@ -428,3 +428,18 @@ def test_a_gap_in_the_fixed_enrollment_files_is_refused(packs, tmp_path):
     (split / "spk2.enroll").unlink()
     result = _build("--data-dir", split, "--spk-embeds", split / "embed.scp", "--out", tmp_path / "p")
     assert result.exit_code == 1 and "spk1.enroll, spk3.enroll without spk2.enroll" in result.output
+
+
+def test_embedding_packs_are_reproducible_and_name_their_kaldi_sources(packs, tmp_path):
+    """The embeddings are staged in a temporary directory while packing; the pack names each one's ark:offset, so
+    two builds of the same files are byte-identical."""
+    _, _, root = packs
+    data = root / "data"
+    for name in ("a", "b"):
+        result = _build("--list", data / "shard.list", "--spk-embeds", data / "embed.scp", "--utt2spk",
+                        data / "single.utt2spk", "--out", tmp_path / name)
+        assert result.exit_code == 0, result.output
+    assert pack_files(tmp_path / "a") == pack_files(tmp_path / "b")
+    sources = json.loads((tmp_path / "a" / "cues" / "audio" / "sources.json").read_text())["items"]
+    listed = {line.split()[1] for line in (data / "embed.scp").read_text().splitlines()}
+    assert sources and {item["path"] for item in sources} <= listed

@@ -59,10 +59,12 @@ _SPACE = b" \t\r\n"
 
 @dataclass(frozen=True)
 class ScpVector:
-    """One vector of an scp: the line naming it, and its values (float32 ``[D]``)."""
+    """One vector of an scp: the line naming it, its values (float32 ``[D]``), and where they are (``source``:
+    the absolute ``ark:offset``, or the file, as the line names it)."""
 
     line: int
     vector: np.ndarray
+    source: str
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,12 @@ class _Entry:
     key: str
     path: str
     offset: int
+    whole_file: bool = False  # the line names a file, no offset
+
+    @property
+    def source(self) -> str:
+        path = os.path.abspath(self.path)
+        return path if self.whole_file else f"{path}:{self.offset}"
 
 
 class _Refused(Exception):
@@ -107,7 +115,7 @@ def _parse_line(text: str, number: int) -> _Entry:
         raise _Refused(problem)
     match = _OFFSET.fullmatch(value)
     if match is None:
-        return _Entry(number, key, value, 0)
+        return _Entry(number, key, value, 0, whole_file=True)
     digits = match.group(2)
     if len(digits) > _MAX_OFFSET_DIGITS:
         raise _Refused(f"an offset of {len(digits)} digits is past the end of any file")
@@ -300,7 +308,7 @@ def read_vector_scp(scp_path: str) -> dict[str, ScpVector]:
     if problems:
         raise SpeechpackError(f"{scp_path}: {len(problems)} bad line(s):\n  "
                               + "\n  ".join(f"{scp_path}:{line}: {reason}" for line, reason in sorted(problems)))
-    return {key: ScpVector(entry.line, found[entry.line]) for key, entry in entries.items()}
+    return {key: ScpVector(entry.line, found[entry.line], entry.source) for key, entry in entries.items()}
 
 
 __all__ = ["MAX_DIM", "MAX_TEXT_BYTES", "ScpVector", "read_vector_scp", "rxfilename_problem"]

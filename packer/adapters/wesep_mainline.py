@@ -49,6 +49,7 @@ import numpy as np
 import yaml
 
 from speechpack.packer.adapters.wesep import build_wesep, one_kind, speaker_slots, wesep_steps
+from speechpack.packer.adapters.kaldi_vectors import ScpVector
 from speechpack.packer.adapters.wesep_mainline_files import (
     UTT2SPK,
     MainlineInputs,
@@ -129,6 +130,7 @@ class _Staging:
         self.root = tempfile.mkdtemp(prefix="speechpack-wesep-mainline-")
         self.embeddings = 0
         self.origins: dict[str, str] = {}
+        self.sources: dict[str, dict] = {}  # the sources.json record of each staged file (CueBuild.sources)
 
     def _origin(self, path: str, origin: str) -> None:
         self.origins.setdefault(os.path.normpath(os.path.join(self.root, path)), origin)
@@ -139,12 +141,14 @@ class _Staging:
         self._origin(name, origin)
         return name
 
-    def embedding(self, vector: np.ndarray, origin: str) -> str:
+    def embedding(self, vector: ScpVector, origin: str) -> str:
+        """A staged ``.npy`` of ``vector``; the pack's ``sources.json`` names its Kaldi source (``ark:offset``)."""
         os.makedirs(os.path.join(self.root, "embeddings"), exist_ok=True)
         name = f"embeddings/{self.embeddings:09d}.npy"
         self.embeddings += 1
-        np.save(os.path.join(self.root, name), vector)
+        np.save(os.path.join(self.root, name), vector.vector)
         self._origin(name, origin)
+        self.sources[os.path.normpath(os.path.join(self.root, name))] = {"path": vector.source}
         return name
 
     def audio(self, path: str, origin: str) -> str:
@@ -230,7 +234,7 @@ def stage_enrollments(inputs: MainlineInputs, lines: list[WesepLine], root: str 
 
         def staged(utt: str, where: str | None = None) -> str:
             line = f"{inputs.spk_embeds}:{vectors[utt].line} (embedding {utt!r}"
-            return staging.embedding(vectors[utt].vector, line + (f", fixed by {where})" if where else ")"))
+            return staging.embedding(vectors[utt], line + (f", fixed by {where})" if where else ")"))
 
         if fixed:
             resource, problems = _fixed_resource(inputs.fixed_enroll, lines, vectors,
@@ -315,7 +319,8 @@ def build_mainline(inputs: MainlineInputs, options: BuildOptions, root: str | No
         yaml_path = stage_enrollments(inputs, lines, root, staging)
         cue_build = None
         if yaml_path is not None:
-            cue_build = prepare_cues(yaml_path, list(speaker_slots(lines)), staging.root, options.sample_rate, False)
+            cue_build = replace(prepare_cues(yaml_path, list(speaker_slots(lines)), staging.root,
+                                             options.sample_rate, False), sources=staging.sources)
             recorded["mainline"] = {name: os.path.abspath(path) for name, path in (
                 ("enroll", inputs.enroll), ("spk_embeds", inputs.spk_embeds), ("utt2spk", inputs.utt2spk))
                 if path}
