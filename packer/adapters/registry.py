@@ -150,11 +150,11 @@ ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (
                         "audio of the --fixed-enroll ids)."),
             option("--fixed-enroll", multiple=True, type=Path(dir_okay=False),
                    help="Mainline WeSep fixed enrollments, in slot order: --fixed-enroll spk1.enroll "
-                        "--fixed-enroll spk2.enroll; as in mainline, a slot without a file of its own reads the "
-                        "second."),
+                        "--fixed-enroll spk2.enroll; as in mainline, a later slot without a file of its own reads "
+                        "the second (spk2.enroll)."),
             option("--spk-embeds", type=Path(dir_okay=False),
-                   help="Mainline WeSep pre-extracted Kaldi embeddings (embed.scp: ark:offset or file lines; never "
-                        "a command or stdin)."),
+                   help="Mainline WeSep pre-extracted Kaldi embeddings (embed.scp, lines 'key embed.ark:offset' or "
+                        "'key file'; never a command or stdin)."),
             option("--utt2spk", type=Path(dir_okay=False),
                    help="single.utt2spk: the speaker of each --spk-embeds embedding (training draws; only with "
                         "--spk-embeds)."),
