@@ -148,12 +148,14 @@ def test_every_bad_line_is_named_at_once(tmp_path):
     ark.write_bytes(b"\0BFV \x04" + struct.pack("<i", 2) + np.ones(2, np.float32).tobytes())
     scp = tmp_path / "embed.scp"
     scp.write_bytes(b"a " + str(ark).encode() + b":0\nonlykey\nb \xff" + str(ark).encode() + b":0\n"
-                    b"a " + str(ark).encode() + b":0\nc " + str(ark).encode() + b":" + b"9" * 5000 + b"\n")
+                    b"a " + str(ark).encode() + b":0\nc " + str(ark).encode() + b":" + b"9" * 5000 + b"\n"
+                    b"d " + str(ark).encode() + b"\0x:0\n")
     with pytest.raises(SpeechpackError) as err:
         read_vector_scp(str(scp))
     text = str(err.value)
-    assert f"{scp}: 4 bad line(s)" in text
+    assert f"{scp}: 5 bad line(s)" in text
     assert f"{scp}:2: expected a key and a file" in text
     assert f"{scp}:3: not UTF-8 text (byte 0xff" in text
     assert f"{scp}:4: key 'a' appears twice (first at line 1)" in text
     assert f"{scp}:5: an offset of 5000 digits" in text
+    assert f"{scp}:6: " in text and "holds no NUL byte" in text

@@ -100,6 +100,8 @@ def rxfilename_problem(value: str) -> str | None:
     if _RSPECIFIER.match(text):
         return (f"{bounded_repr(text)} is an rspecifier (ark:/scp:), not a file: an scp line names a file, "
                 f"path or path:offset")
+    if "\0" in text:
+        return f"{bounded_repr(text)}: a file name holds no NUL byte"
     if text.endswith("]") and "[" in text:
         return f"{bounded_repr(text)}: [...] slices are not read; name the whole vector (path:offset)"
     return None
