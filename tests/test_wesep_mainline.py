@@ -443,3 +443,15 @@ def test_embedding_packs_are_reproducible_and_name_their_kaldi_sources(packs, tm
     sources = json.loads((tmp_path / "a" / "cues" / "audio" / "sources.json").read_text())["items"]
     listed = {line.split()[1] for line in (data / "embed.scp").read_text().splitlines()}
     assert sources and {item["path"] for item in sources} <= listed
+
+
+@pytest.mark.parametrize("name", ["wav.scp", "single.wav.scp"])
+def test_a_nul_byte_in_a_mainline_table_is_named_by_file_and_line(packs, tmp_path, name):
+    _, _, root = packs
+    split = _split_copy(root, tmp_path / "dev")
+    lines = (split / name).read_bytes().split(b"\n")
+    lines[2] = lines[2][:-4] + b"\0" + lines[2][-4:]
+    (split / name).write_bytes(b"\n".join(lines))
+    result = _build("--data-dir", split, "--out", tmp_path / "p")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert f"{split / name}:3: a NUL byte at byte {len(lines[2]) - 4} of the line" in result.output

@@ -17,7 +17,7 @@
   by speaker through ``single.utt2spk`` (``utt_id speaker``); ``packer.adapters.kaldi_vectors`` reads them
   (never a command or standard input, every read bounded).
 
-Every reader reports each bad line (file and line number) at once, a byte that is not UTF-8 included; a speaker
+Every reader reports each bad line (file and line number) at once, a byte that is not UTF-8 or NUL included; a speaker
 listed twice in ``spk2enroll.json`` is refused with both places.
 """
 
@@ -62,10 +62,12 @@ class Table(dict):
 
 def _table_lines(path: str):
     """``(line number, text, fields, problem)`` of a whitespace-separated text table, blank lines skipped; a line
-    that is not UTF-8 comes with ``problem`` saying so (and no text)."""
+    that is not UTF-8, or holds a NUL byte, comes with ``problem`` saying so (and no text)."""
     if not os.path.isfile(path):
         raise SpeechpackError(f"{path}: file not found")
     for number, text, problem in read_lines(path):
+        if problem is None and "\0" in text:  # no file name or id holds one (and os calls refuse it)
+            problem = f"a NUL byte at byte {text.index(chr(0)) + 1} of the line"
         if problem is not None:
             yield number, None, None, f"{path}:{number}: {problem}"
             continue
