@@ -455,3 +455,15 @@ def test_a_nul_byte_in_a_mainline_table_is_named_by_file_and_line(packs, tmp_pat
     result = _build("--data-dir", split, "--out", tmp_path / "p")
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert f"{split / name}:3: a NUL byte at byte {len(lines[2]) - 4} of the line" in result.output
+
+
+def test_a_nul_byte_in_spk2enroll_is_named_by_speaker(packs, tmp_path):
+    _, facts, root = packs
+    pool = json.loads(json.dumps(facts["spk2enroll"]))
+    speaker = list(pool)[1]
+    pool[speaker][0][1] += "\0.wav"
+    path = tmp_path / "spk2enroll.json"
+    path.write_text(json.dumps(pool))
+    result = _build("--list", root / "data" / "shard.list", "--enroll", path, "--out", tmp_path / "p")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert f"{path}: speaker {speaker!r}: an utterance id or path holds a NUL byte" in result.output

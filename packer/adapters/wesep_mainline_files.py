@@ -183,6 +183,9 @@ def read_spk2enroll(path: str) -> dict[str, list[tuple[str, str]]]:
                 isinstance(e, list) and len(e) == 2 and all(isinstance(v, str) for v in e) for e in entries):
             problems.append(f"{path}: speaker {speaker!r}: expected a non-empty list of [utt_id, wav_path] pairs")
             continue
+        if any("\0" in value for entry in entries for value in entry):
+            problems.append(f"{path}: speaker {speaker!r}: an utterance id or path holds a NUL byte")
+            continue
         result[speaker] = [(utt, wav) for utt, wav in entries]
     if problems:
         raise SpeechpackError("\n".join(problems))
