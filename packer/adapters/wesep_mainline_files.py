@@ -152,16 +152,21 @@ def _top_level_key_lines(raw: bytes) -> list[int]:
     return lines
 
 
+#: Places of one repeated speaker a message lists before it counts the rest.
+_PLACES_SHOWN = 10
+
+
 def _repeated_speakers(path: str, repeated: dict[str, list[int]]) -> list[str]:
     """One problem per speaker listed more than once, naming every place (the lines, else the positions)."""
     with open(path, "rb") as fp:
         lines = _top_level_key_lines(fp.read())
     problems = []
     for speaker, positions in repeated.items():
+        more = f" and {len(positions) - _PLACES_SHOWN} more" if len(positions) > _PLACES_SHOWN else ""
         if all(position < len(lines) for position in positions):
-            places = "lines " + ", ".join(str(lines[position]) for position in positions)
+            places = "lines " + ", ".join(str(lines[p]) for p in positions[:_PLACES_SHOWN]) + more
         else:
-            places = "keys " + ", ".join(str(position + 1) for position in positions) + " of the object"
+            places = "keys " + ", ".join(str(p + 1) for p in positions[:_PLACES_SHOWN]) + more + " of the object"
         problems.append(f"{path}: speaker {speaker!r} appears {len(positions)} times ({places}); JSON keeps only "
                         f"the last: merge its enrollments into one list")
     return problems
