@@ -467,3 +467,16 @@ def test_a_nul_byte_in_spk2enroll_is_named_by_speaker(packs, tmp_path):
     result = _build("--list", root / "data" / "shard.list", "--enroll", path, "--out", tmp_path / "p")
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert f"{path}: speaker {speaker!r}: an utterance id or path holds a NUL byte" in result.output
+
+
+@pytest.mark.parametrize("name", ["wav.scp", "single.wav.scp"])
+def test_wav_scp_pipe_lines_are_refused_by_line(packs, tmp_path, name):
+    _, _, root = packs
+    split = _split_copy(root, tmp_path / "dev")
+    marker = tmp_path / "MARKER"
+    lines = (split / name).read_text().splitlines()
+    lines[1] = f"{lines[1].split()[0]} touch {marker} |"
+    (split / name).write_text("\n".join(lines) + "\n")
+    result = _build("--data-dir", split, "--out", tmp_path / "p")
+    assert result.exit_code == 1 and not marker.exists()
+    assert f"{split / name}:2: 'touch {marker} |' is a shell command" in result.output

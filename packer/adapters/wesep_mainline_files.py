@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from speechpack.packer.adapters.wesep_shards import AUDIO_EXTENSIONS
 from speechpack.packer.adapters.kaldi_vectors import ScpVector, read_vector_scp
-from speechpack.schemas.documents import read_json, read_lines
+from speechpack.schemas.documents import bounded_repr, read_json, read_lines
 from speechpack.schemas.errors import SpeechpackError
 
 #: The names mainline's prep gives these files inside ``data/<noise_type>/<split>/``.
@@ -98,7 +98,8 @@ def read_table(path: str, min_fields: int = 2, max_fields: int | None = None) ->
 
 def read_wav_scp(path: str) -> Table:
     """``wav.scp``: key -> its paths.  Several fields that each end in an audio extension are a mixture line
-    (mixture, then sources); otherwise the rest of the line is one path (``make_shard_online.py`` keeps spaces)."""
+    (mixture, then sources); otherwise the rest of the line is one path (``make_shard_online.py`` keeps spaces).
+    Kaldi's pipe form (``key sox ... |``) is refused by line: no command is run from a list."""
     table = Table(path)
     problems = []
     for number, text, fields, problem in _table_lines(path):
@@ -108,6 +109,9 @@ def read_wav_scp(path: str) -> Table:
             problems.append(f"{path}:{number}: expected a key and at least one path")
         elif fields[0] in table:
             problems.append(f"{path}:{number}: key {fields[0]!r} appears twice")
+        elif fields[1].startswith("|") or fields[-1].endswith("|"):
+            problems.append(f"{path}:{number}: {bounded_repr(text.split(maxsplit=1)[1])} is a shell command "
+                            f"(Kaldi's pipe form); a list file never runs one here: list the audio files' paths")
         elif len(fields) > 2 and all(os.path.splitext(p)[1].lstrip(".").lower() in AUDIO_EXTENSIONS
                                      for p in fields[1:]):
             table.add(fields[0], fields[1:], number)
