@@ -397,26 +397,32 @@ def test_enrollment_and_embedding_problems_name_the_users_file_and_line(packs, t
         in result.output
 
 
+@pytest.mark.parametrize("cue", ["embeddings", "audio"])
 @pytest.mark.parametrize("own_third_file", [False, True])
-def test_later_fixed_slots_read_spk2_enroll_as_mainline_does(packs, tmp_path, own_third_file):
+def test_later_fixed_slots_read_spk2_enroll_as_mainline_does(packs, tmp_path, own_third_file, cue):
     """mainline's ``sample_fix_spk_enrollment``: slot 1 from spk1.enroll, every later slot from spk2.enroll; a slot
     with a file of its own (spk3.enroll) reads that."""
     _, facts, root = packs
     split = tmp_path / "dev3"
     third = three_speaker_split(split, root / "data", own_third_file=own_third_file)
-    result = _build("--data-dir", split, "--spk-embeds", split / "embed.scp", "--out", tmp_path / "p")
+    embeddings = ("--spk-embeds", split / "embed.scp") if cue == "embeddings" else ()
+    result = _build("--data-dir", split, *embeddings, "--out", tmp_path / "p")
     assert result.exit_code == 0, result.output
-    loader = build_loader(recipe(str(tmp_path / "p"), joint=False), "val", seed=5)
+    loader = build_loader(recipe(str(tmp_path / "p"), joint=cue == "audio"), "val", seed=5)
     seen = 0
     for batch in loader:
-        for key, spk, vector in zip(batch["key"], batch["spk"], batch["spk_embeds"].numpy()):
+        for key, spk, value in zip(batch["key"], batch["spk"], batch["spk_embeds"].numpy()):
             slot = facts["utt2spk"][key].index(spk) + 1 if spk in facts["utt2spk"][key] else 3
             assert slot != 3 or spk == third[key][0]
             if slot == 3 and own_third_file:
                 enroll = third[key][1]
             else:
                 enroll = facts["enroll"][min(slot, 2)][key]
-            np.testing.assert_array_equal(vector, facts["embeds"][enroll])
+            if cue == "embeddings":
+                np.testing.assert_array_equal(value, facts["embeds"][enroll])
+            else:
+                audio = soundfile.read(facts["single"][enroll], dtype="float32")[0]
+                np.testing.assert_allclose(value, audio[:len(value)], atol=1e-4)
             seen += slot == 3
     assert seen == len(third)
 
