@@ -455,4 +455,4 @@ def build_wesep_command(options, list_path: str | None = None, data_dir: str | N
 
 
 __all__ = ["WesepDirBuild", "WesepSplit", "build_mainline", "build_wesep_command", "build_wesep_dir", "find_split",
-           "list_format", "read_scp_lines", "stage_enrollments"]
+           "list_format", "read_scp_lines", "slot_file", "stage_enrollments"]

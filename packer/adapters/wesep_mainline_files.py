@@ -293,5 +293,5 @@ def find_mainline_split(data_dir: str, embeddings: bool | None = None) -> Mainli
     return MainlineInputs(list_path=list_path, enroll=enroll, fixed_enroll=fixed, notes=tuple(notes))
 
 
-__all__ = ["MainlineInputs", "find_mainline_split", "is_mainline_split", "read_embeddings", "read_spk2enroll",
-           "read_table", "read_wav_scp"]
+__all__ = ["MainlineInputs", "Table", "find_mainline_split", "is_mainline_split", "read_embeddings",
+           "read_spk2enroll", "read_table", "read_wav_scp"]
