@@ -16,7 +16,7 @@ import torch
 import yaml
 from click.testing import CliRunner
 
-from factories.recordings import REAL_CORPORA, pack_files, require, require_recording
+from factories.recordings import pack_files, require
 from factories.batches import assert_batches_equal
 from factories.tse import take
 from factories.wesep_mainline import EMBED_DIM, librimix_split, online_split, three_speaker_split
@@ -59,9 +59,9 @@ def packs(tmp_path_factory, real_audio_paths):
 
 
 @pytest.fixture(scope="module")
-def real_audio_paths():
-    package, _, paths = REAL_CORPORA["pocketsphinx"]
-    return [require_recording(package, path) for path in paths[:4]]
+def real_audio_paths(real_audio):
+    """Through the session fixture, so that every test of the module is marked ``real_data`` (docs/testing.md)."""
+    return real_audio("pocketsphinx", 4)
 
 
 def recipe(pack: str, joint: bool = True, speaker_feat: bool = False, batch_size: int = 2, multi_task: bool = False,
