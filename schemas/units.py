@@ -120,6 +120,8 @@ SHARD_BYTES = Range("--shard-size", 1000, 10**12, "bytes")
 #: Processes (or threads) of one build, finalize or copy.
 WORKERS = Range("--workers", 1, 1024)
 JOBS = Range("--jobs", 1, 1024)
+#: ``--shards i/n``: jobs of one array build; 2**20 is the loader's largest world size, beyond any scheduler's array.
+SHARD_SLICES = Range("--shards n", 1, 1 << 20)
 #: ``build audio-bank --simulate N`` and its seed (numpy's generators take any non-negative integer; 64 bits).
 SIMULATE = Range("--simulate", 1, 10**7)
 SEED = Range("--seed", 0, 2**64 - 1)

@@ -154,7 +154,9 @@ def test_finalize_needs_a_build_in_progress(corpus, tmp_path):
     assert result.exit_code == 1 and f"no {PLAN_FILE}" in result.output
 
 
-@pytest.mark.parametrize("value, message", [("2/2", "need 0 <= i < n"), ("1", "expected i/n"), ("a/b", "expected i/n")])
+@pytest.mark.parametrize("value, message", [("2/2", "need 0 <= i < n"), ("1", "expected i/n"), ("a/b", "expected i/n"),
+                                            ("1/99999999999", "at most 1048576"),
+                                            ("0/" + "9" * 5000, "at most 1048576")])
 def test_bad_shards_values_are_usage_errors(corpus, tmp_path, value, message):
     result = build_cli(corpus.list_path, tmp_path / "pack", "--shards", value)
     assert result.exit_code == 2 and message in result.output
@@ -171,6 +173,13 @@ def test_slice_selection_is_round_robin():
     assert ShardSlice(5, 6).select(4) == []
     with pytest.raises(SpeechpackError, match="need 0 <= i < n"):
         ShardSlice(0, 0)
+
+
+def test_slice_count_is_at_most_the_largest_array():
+    assert ShardSlice.parse("0/1048576").select(2) == [0]
+    for text in ("0/1048577", "1/99999999999", "1/" + "9" * 5000, "9" * 5000 + "/3"):
+        with pytest.raises(SpeechpackError, match="--shards"):
+            ShardSlice.parse(text)
 
 
 @pytest.fixture

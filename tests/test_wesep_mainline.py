@@ -16,10 +16,10 @@ import torch
 import yaml
 from click.testing import CliRunner
 
-from factories.recordings import REAL_CORPORA, require, require_recording
+from factories.recordings import pack_files, require
 from factories.batches import assert_batches_equal
 from factories.tse import take
-from factories.wesep_mainline import EMBED_DIM, librimix_split, online_split
+from factories.wesep_mainline import EMBED_DIM, librimix_split, online_split, three_speaker_split
 from speechpack.cli import main as cli
 from speechpack.loader import build_loader
 from speechpack.loader.config_checks import ConfigError
@@ -35,7 +35,7 @@ CHUNK = 8000
 
 @pytest.fixture(scope="module")
 def packs(tmp_path_factory, real_audio_paths):
-    require("kaldiio", "wesep")
+    require("kaldiio", "dev")
     root = tmp_path_factory.mktemp("mainline")
     facts = librimix_split(root / "data", real_audio_paths, mixtures=6)
     online_split(root / "vox", real_audio_paths)
@@ -59,9 +59,9 @@ def packs(tmp_path_factory, real_audio_paths):
 
 
 @pytest.fixture(scope="module")
-def real_audio_paths():
-    package, _, paths = REAL_CORPORA["pocketsphinx"]
-    return [require_recording(package, path) for path in paths[:4]]
+def real_audio_paths(real_audio):
+    """Through the session fixture, so that every test of the module is marked ``real_data`` (docs/testing.md)."""
+    return real_audio("pocketsphinx", 4)
 
 
 def recipe(pack: str, joint: bool = True, speaker_feat: bool = False, batch_size: int = 2, multi_task: bool = False,
@@ -281,3 +281,208 @@ def test_single_wav_scp_paths_keep_their_spaces(packs, tmp_path):
                             fixed_enroll=(str(data / "spk1.enroll"), str(data / "spk2.enroll")))
     summary = build_mainline(inputs, BuildOptions(out=str(tmp_path / "p"), workers=1, progress=False))
     assert summary.manifest is not None and summary.manifest.totals["samples"] > 0 and not summary.skipped
+
+
+def _build(*args: str):
+    return CliRunner().invoke(cli, ["build", "wesep", *map(str, args), "--workers", "1", "--no-progress"],
+                              input="s1/x.wav ark:/dev/null:0\n")
+
+
+def _split_copy(root: Path, out: Path, names=("wav.scp", "utt2spk", "single.wav.scp", "single.utt2spk",
+                                            "spk1.enroll", "spk2.enroll", "embed.scp", "spk2enroll.json")) -> Path:
+    """The split's text files in ``out`` (their audio and ark paths are absolute: they still resolve)."""
+    out.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (out / name).write_bytes((root / "data" / name).read_bytes())
+    return out
+
+
+@pytest.mark.parametrize("form", ["{key} touch {marker} |", "{key} | touch {marker}", "{key} ark:touch {marker} |",
+                                  "{key} ark,t:-", "{key} -", "{key} ark:{ark}:31"])
+def test_embed_scp_lines_never_run_a_command_nor_read_stdin(packs, tmp_path, form):
+    _, _, root = packs
+    data = root / "data"
+    marker = tmp_path / "MARKER"
+    lines = (data / "embed.scp").read_text().splitlines()
+    key = lines[3].split()[0]
+    lines[3] = form.format(key=key, marker=marker, ark=data / "embed.ark")
+    scp = tmp_path / "embed.scp"
+    scp.write_text("\n".join(lines) + "\n")
+    result = _build("--list", data / "shard.list", "--spk-embeds", scp, "--utt2spk", data / "single.utt2spk",
+                    "--out", tmp_path / "p")
+    assert not marker.exists()
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert f"{scp}: 1 bad line(s)" in result.output and f"{scp}:4: " in result.output
+
+
+@pytest.mark.parametrize("name", ["wav.scp", "utt2spk", "spk1.enroll", "single.wav.scp", "single.utt2spk",
+                                  "embed.scp"])
+def test_bytes_that_are_not_utf8_are_named_by_file_and_line(packs, tmp_path, name):
+    _, _, root = packs
+    split = _split_copy(root, tmp_path / "dev")
+    if name in ("single.utt2spk", "embed.scp"):  # the embeddings' files: training draws by speaker
+        (split / "spk1.enroll").unlink(), (split / "spk2.enroll").unlink(), (split / "single.wav.scp").unlink()
+        (split / "spk2enroll.json").unlink()
+    lines = (split / name).read_bytes().split(b"\n")
+    lines[1] = lines[1][:3] + b"\xe9" + lines[1][3:]
+    (split / name).write_bytes(b"\n".join(lines))
+    result = _build("--data-dir", split, "--out", tmp_path / "p")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert f"{split / name}:2: not UTF-8 text (byte 0xe9 at byte 4 of the line)" in result.output
+
+
+def test_a_speaker_listed_twice_in_spk2enroll_is_refused_naming_both_places(packs, tmp_path):
+    out, facts, root = packs
+    pool = list(facts["spk2enroll"].items())
+    first, second = pool[0], pool[1]
+    entries = [first, second, (first[0], first[1][:1]), *pool[2:]]
+    text = "{\n" + ",\n".join(f" {json.dumps(spk)}: {json.dumps(utts)}" for spk, utts in entries) + "\n}\n"
+    path = tmp_path / "spk2enroll.json"
+    path.write_text(text)
+    result = _build("--list", root / "data" / "shard.list", "--enroll", path, "--out", tmp_path / "p")
+    assert result.exit_code == 1
+    assert f"{path}: speaker {first[0]!r} appears 2 times (lines 2, 4)" in result.output
+
+
+@pytest.mark.parametrize("extra", [(), ("--enroll", "spk2enroll.json")])
+def test_utt2spk_without_spk_embeds_is_a_usage_error(packs, tmp_path, extra):
+    _, _, root = packs
+    data = root / "data"
+    extra = [str(data / value) if value.endswith(".json") else value for value in extra]
+    result = _build("--list", data / "shard.list", "--utt2spk", data / "single.utt2spk", *extra,
+                    "--out", tmp_path / "p")
+    assert result.exit_code == 2 and "--utt2spk" in result.output and "--spk-embeds" in result.output
+    assert not (tmp_path / "p").exists()
+
+
+def test_enrollment_and_embedding_problems_name_the_users_file_and_line(packs, tmp_path):
+    import kaldiio
+
+    _, facts, root = packs
+    data = root / "data"
+    vectors = dict(facts["embeds"])
+    keys = list(vectors)
+    vectors[keys[2]] = np.full(EMBED_DIM, np.nan, np.float32)
+    vectors[keys[5]] = np.ones(EMBED_DIM - 3, np.float32)
+    scp = tmp_path / "embed.scp"
+    kaldiio.save_ark(str(tmp_path / "embed.ark"), vectors, scp=str(scp))
+    for how in (("--utt2spk", data / "single.utt2spk"),
+                ("--fixed-enroll", data / "spk1.enroll", "--fixed-enroll", data / "spk2.enroll")):
+        result = _build("--list", data / "shard.list", "--spk-embeds", scp, *how, "--out", tmp_path / "p")
+        assert result.exit_code == 1
+        assert "speechpack-wesep-mainline" not in result.output
+        assert f"file {scp}:3 (embedding {keys[2]!r}" in result.output and "NaN" in result.output
+        assert f"file {scp}:6 (embedding {keys[5]!r}" in result.output
+    # a speaker the pool lacks: the user's spk2enroll.json, not the staged resource
+    pool = dict(facts["spk2enroll"])
+    absent = next(iter(pool))
+    del pool[absent]
+    path = tmp_path / "spk2enroll.json"
+    path.write_text(json.dumps(pool))
+    result = _build("--list", data / "shard.list", "--enroll", path, "--out", tmp_path / "p")
+    assert result.exit_code == 1 and "speechpack-wesep-mainline" not in result.output
+    assert f"key {absent!r}, file {path}" in result.output and "has no enrollment there" in result.output
+    # fixed enrollment audio that does not decode: the wav, and the single.wav.scp and spk1.enroll lines naming it
+    single = (data / "single.wav.scp").read_text().splitlines()
+    enroll_id = (data / "spk1.enroll").read_text().splitlines()[0].split()[1]
+    number = next(n for n, line in enumerate(single, start=1) if line.split()[0] == enroll_id)
+    broken = tmp_path / "broken.wav"
+    broken.write_bytes(b"RIFF\x10\x00\x00\x00WAVEjunkjunk")
+    single[number - 1] = f"{enroll_id} {broken}"
+    (tmp_path / "single.wav.scp").write_text("\n".join(single) + "\n")
+    result = _build("--list", data / "wav.scp", "--enroll", tmp_path / "single.wav.scp", "--fixed-enroll",
+                    data / "spk1.enroll", "--fixed-enroll", data / "spk2.enroll", "--out", tmp_path / "p")
+    assert result.exit_code == 1 and "speechpack-wesep-mainline" not in result.output
+    assert f"file {broken} ({tmp_path / 'single.wav.scp'}:{number}, fixed by {data / 'spk1.enroll'}:1)" \
+        in result.output
+
+
+@pytest.mark.parametrize("cue", ["embeddings", "audio"])
+@pytest.mark.parametrize("own_third_file", [False, True])
+def test_later_fixed_slots_read_spk2_enroll_as_mainline_does(packs, tmp_path, own_third_file, cue):
+    """mainline's ``sample_fix_spk_enrollment``: slot 1 from spk1.enroll, every later slot from spk2.enroll; a slot
+    with a file of its own (spk3.enroll) reads that."""
+    _, facts, root = packs
+    split = tmp_path / "dev3"
+    third = three_speaker_split(split, root / "data", own_third_file=own_third_file)
+    embeddings = ("--spk-embeds", split / "embed.scp") if cue == "embeddings" else ()
+    result = _build("--data-dir", split, *embeddings, "--out", tmp_path / "p")
+    assert result.exit_code == 0, result.output
+    loader = build_loader(recipe(str(tmp_path / "p"), joint=cue == "audio"), "val", seed=5)
+    seen = 0
+    for batch in loader:
+        for key, spk, value in zip(batch["key"], batch["spk"], batch["spk_embeds"].numpy()):
+            slot = facts["utt2spk"][key].index(spk) + 1 if spk in facts["utt2spk"][key] else 3
+            assert slot != 3 or spk == third[key][0]
+            if slot == 3 and own_third_file:
+                enroll = third[key][1]
+            else:
+                enroll = facts["enroll"][min(slot, 2)][key]
+            if cue == "embeddings":
+                np.testing.assert_array_equal(value, facts["embeds"][enroll])
+            else:
+                audio = soundfile.read(facts["single"][enroll], dtype="float32")[0]
+                np.testing.assert_allclose(value, audio[:len(value)], atol=1e-4)
+            seen += slot == 3
+    assert seen == len(third)
+
+
+def test_a_gap_in_the_fixed_enrollment_files_is_refused(packs, tmp_path):
+    _, _, root = packs
+    split = tmp_path / "dev3"
+    three_speaker_split(split, root / "data", own_third_file=True)
+    (split / "spk2.enroll").unlink()
+    result = _build("--data-dir", split, "--spk-embeds", split / "embed.scp", "--out", tmp_path / "p")
+    assert result.exit_code == 1 and "spk1.enroll, spk3.enroll without spk2.enroll" in result.output
+
+
+def test_embedding_packs_are_reproducible_and_name_their_kaldi_sources(packs, tmp_path):
+    """The embeddings are staged in a temporary directory while packing; the pack names each one's ark:offset, so
+    two builds of the same files are byte-identical."""
+    _, _, root = packs
+    data = root / "data"
+    for name in ("a", "b"):
+        result = _build("--list", data / "shard.list", "--spk-embeds", data / "embed.scp", "--utt2spk",
+                        data / "single.utt2spk", "--out", tmp_path / name)
+        assert result.exit_code == 0, result.output
+    assert pack_files(tmp_path / "a") == pack_files(tmp_path / "b")
+    sources = json.loads((tmp_path / "a" / "cues" / "audio" / "sources.json").read_text())["items"]
+    listed = {line.split()[1] for line in (data / "embed.scp").read_text().splitlines()}
+    assert sources and {item["path"] for item in sources} <= listed
+
+
+@pytest.mark.parametrize("name", ["wav.scp", "single.wav.scp"])
+def test_a_nul_byte_in_a_mainline_table_is_named_by_file_and_line(packs, tmp_path, name):
+    _, _, root = packs
+    split = _split_copy(root, tmp_path / "dev")
+    lines = (split / name).read_bytes().split(b"\n")
+    lines[2] = lines[2][:-4] + b"\0" + lines[2][-4:]
+    (split / name).write_bytes(b"\n".join(lines))
+    result = _build("--data-dir", split, "--out", tmp_path / "p")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert f"{split / name}:3: a NUL byte at byte {len(lines[2]) - 4} of the line" in result.output
+
+
+def test_a_nul_byte_in_spk2enroll_is_named_by_speaker(packs, tmp_path):
+    _, facts, root = packs
+    pool = json.loads(json.dumps(facts["spk2enroll"]))
+    speaker = list(pool)[1]
+    pool[speaker][0][1] += "\0.wav"
+    path = tmp_path / "spk2enroll.json"
+    path.write_text(json.dumps(pool))
+    result = _build("--list", root / "data" / "shard.list", "--enroll", path, "--out", tmp_path / "p")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert f"{path}: speaker {speaker!r}: an utterance id or path holds a NUL byte" in result.output
+
+
+@pytest.mark.parametrize("name", ["wav.scp", "single.wav.scp"])
+def test_wav_scp_pipe_lines_are_refused_by_line(packs, tmp_path, name):
+    _, _, root = packs
+    split = _split_copy(root, tmp_path / "dev")
+    marker = tmp_path / "MARKER"
+    lines = (split / name).read_text().splitlines()
+    lines[1] = f"{lines[1].split()[0]} touch {marker} |"
+    (split / name).write_text("\n".join(lines) + "\n")
+    result = _build("--data-dir", split, "--out", tmp_path / "p")
+    assert result.exit_code == 1 and not marker.exists()
+    assert f"{split / name}:2: 'touch {marker} |' is a shell command" in result.output

@@ -149,12 +149,15 @@ ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (
                    help="Mainline WeSep enrollments: spk2enroll.json (training draws) or single.wav.scp (the "
                         "audio of the --fixed-enroll ids)."),
             option("--fixed-enroll", multiple=True, type=Path(dir_okay=False),
-                   help="Mainline WeSep fixed enrollments, one file per slot, in order: --fixed-enroll "
-                        "spk1.enroll --fixed-enroll spk2.enroll."),
+                   help="Mainline WeSep fixed enrollments, in slot order: --fixed-enroll spk1.enroll "
+                        "--fixed-enroll spk2.enroll; as in mainline, a later slot without a file of its own reads "
+                        "the second (spk2.enroll)."),
             option("--spk-embeds", type=Path(dir_okay=False),
-                   help="Mainline WeSep pre-extracted Kaldi embeddings (embed.scp; needs speechpack[wesep])."),
+                   help="Mainline WeSep pre-extracted Kaldi embeddings (embed.scp, lines 'key embed.ark:offset' or "
+                        "'key file'; never a command or stdin)."),
             option("--utt2spk", type=Path(dir_okay=False),
-                   help="single.utt2spk: the speaker of each --spk-embeds embedding (training draws)."),
+                   help="single.utt2spk: the speaker of each --spk-embeds embedding (training draws; only with "
+                        "--spk-embeds)."),
         ),
     ),
     Adapter(

@@ -29,8 +29,12 @@ mainline input                                    audio cue written (``cues.yaml
 
 The translated ``cues.yaml`` and resources are written to a temporary directory, read by the cue build like any
 split's (``packer.cues.prepare_cues``), and removed; the pack keeps ``cues.yaml`` (relative resource names) and
-every bank.  Enrollment paths are resolved against ``--root``, else the current directory, as mainline's
-``soundfile.read`` resolves them.
+every bank.  A problem the cue build finds names the user's file and line (``embed.scp:14``, ``single.wav.scp:3``,
+``spk2enroll.json``), never a staged file.  Enrollment paths are resolved against ``--root``, else the current
+directory, as mainline's ``soundfile.read`` resolves them.
+
+Fixed enrollments follow mainline's ``sample_fix_spk_enrollment``: slot 1 from the first file (``spk1.enroll``),
+every later slot from its own file when there is one, else from the second (``spk2.enroll``; ``slot_file``).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import yaml
@@ -52,6 +56,7 @@ from speechpack.packer.adapters.wesep import (
     speaker_slots,
     wesep_steps,
 )
+from speechpack.packer.adapters.kaldi_vectors import ScpVector
 from speechpack.packer.adapters.wesep_mainline_files import (
     UTT2SPK,
     MainlineInputs,
@@ -64,10 +69,10 @@ from speechpack.packer.adapters.wesep_mainline_files import (
 )
 from speechpack.packer.adapters.wesep_shards import build_wesep_shards, read_wesep_shards
 from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
-from speechpack.packer.cues import prepare_cues
+from speechpack.packer.cues import CueProblem, prepare_cues
 from speechpack.schemas.cues import MIX_SPK_SEPARATOR
 from speechpack.schemas.documents import DocumentError
-from speechpack.schemas.errors import OptionError, SpeechpackError
+from speechpack.schemas.errors import BuildError, OptionError, SpeechpackError
 from speechpack.schemas.wesep_list import LineProblem, WesepLine, resolve_path
 from speechpack.schemas.yaml_document import read_yaml
 
@@ -124,50 +129,93 @@ def read_scp_lines(wav_scp: str, root: str | None) -> tuple[list[WesepLine], lis
 
 
 class _Staging:
-    """The translated ``cues.yaml``, resources and embedding files, in a temporary directory."""
+    """The translated ``cues.yaml``, resources and embedding files, in a temporary directory, and where in the
+    user's files each came from (``origins``): a cue problem names the user's file and line, never the temporary
+    file (``named``)."""
 
     def __init__(self) -> None:
         self.root = tempfile.mkdtemp(prefix="speechpack-wesep-mainline-")
         self.embeddings = 0
+        self.origins: dict[str, str] = {}
+        self.sources: dict[str, dict] = {}  # the sources.json record of each staged file (CueBuild.sources)
 
-    def json(self, name: str, obj) -> str:
+    def _origin(self, path: str, origin: str) -> None:
+        self.origins.setdefault(os.path.normpath(os.path.join(self.root, path)), origin)
+
+    def json(self, name: str, obj, origin: str) -> str:
         with open(os.path.join(self.root, name), "w", encoding="utf-8") as fp:
             json.dump(obj, fp, ensure_ascii=False, indent=1, sort_keys=True)
+        self._origin(name, origin)
         return name
 
-    def embedding(self, vector: np.ndarray) -> str:
+    def embedding(self, vector: ScpVector, origin: str) -> str:
+        """A staged ``.npy`` of ``vector``; the pack's ``sources.json`` names its Kaldi source (``ark:offset``)."""
         os.makedirs(os.path.join(self.root, "embeddings"), exist_ok=True)
         name = f"embeddings/{self.embeddings:09d}.npy"
         self.embeddings += 1
-        np.save(os.path.join(self.root, name), vector)
+        np.save(os.path.join(self.root, name), vector.vector)
+        self._origin(name, origin)
+        self.sources[os.path.normpath(os.path.join(self.root, name))] = {"path": vector.source}
         return name
+
+    def audio(self, path: str, origin: str) -> str:
+        """An enrollment file of the user's, as the resource names it (absolute), and where it is listed."""
+        path = os.path.abspath(path)
+        self._origin(path, f"{path} ({origin})")
+        return path
+
+    def named(self, problem):
+        """``problem`` naming the user's file instead of a staged one (other problems unchanged)."""
+        if not isinstance(problem, CueProblem) or not problem.path:
+            return problem
+        origin = self.origins.get(os.path.normpath(problem.path))
+        if origin is None:
+            return problem
+        reason = problem.reason
+        if reason.startswith(_MISSING):  # the staged resource JSON: say it in the user's terms
+            reason = "has no enrollment there" + reason[len(_MISSING):]
+        return replace(problem, path=origin, reason=reason)
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+#: How the cue build says that a guaranteed cue's resource lacks a key (``packer.cues.banks._missing_keys``).
+_MISSING = "missing from the resource"
+
+
+def slot_file(slot: int, count: int) -> int | None:
+    """Which of ``count`` fixed-enrollment files serves ``slot`` (0-based), as mainline's
+    ``sample_fix_spk_enrollment`` reads them: slot 1 from the first (``spk1.enroll``), every later slot from its
+    own file when there is one, else from the second (``spk2.enroll``); None when there is no second."""
+    if slot < count:
+        return slot
+    return 1 if count >= 2 else None
+
+
 def _fixed_resource(paths: tuple[str, ...], lines: list[WesepLine], found, missing: str,
                     path_of) -> tuple[dict[str, list[dict]], list[str]]:
-    """The fixed-policy resource ``{key::speaker: [{utt_id, path}]}``: the enrollment id of each slot from
-    ``spk<i>.enroll`` (file ``i`` serves slot ``i``), looked up in ``found`` (``path_of(id)`` is its path), and
-    what is missing (an id not in ``found`` is ``"{missing} {id!r} ..."``)."""
+    """The fixed-policy resource ``{key::speaker: [{utt_id, path}]}``: the enrollment id of each slot from the
+    file ``slot_file`` names, looked up in ``found`` (``path_of(id, where)`` is its path, ``where`` the
+    ``spk<i>.enroll:line`` naming it), and what is missing (an id not in ``found`` is ``"{missing} {id!r} ..."``)."""
     tables = [read_table(p, 2, 2) for p in paths]
     ids, problems = {}, []
     for parsed in lines:
-        if len(parsed.speakers) > len(tables):
+        files = [slot_file(slot, len(tables)) for slot in range(len(parsed.speakers))]
+        if None in files:
             problems.append(f"{parsed.key}: {len(parsed.speakers)} speakers, but only {len(tables)} "
                             f"--fixed-enroll file(s) (one per slot: spk1.enroll, spk2.enroll, ...)")
             continue
-        for slot, speaker in enumerate(parsed.speakers):
-            row = tables[slot].get(parsed.key)
+        for index, speaker in zip(files, parsed.speakers):
+            row = tables[index].get(parsed.key)
             if row is None:
-                problems.append(f"{paths[slot]}: no line for mixture {parsed.key!r}")
+                problems.append(f"{paths[index]}: no line for mixture {parsed.key!r}")
             else:
-                ids[f"{parsed.key}{MIX_SPK_SEPARATOR}{speaker}"] = row[0]
+                ids[f"{parsed.key}{MIX_SPK_SEPARATOR}{speaker}"] = (row[0], tables[index].where(parsed.key))
     resource = {}
-    for lookup, utt in ids.items():
+    for lookup, (utt, where) in ids.items():
         if utt in found:
-            resource[lookup] = [{"utt_id": utt, "path": path_of(utt)}]
+            resource[lookup] = [{"utt_id": utt, "path": path_of(utt, where)}]
         else:
             problems.append(f"{missing} {utt!r} (fixed enrollment of {lookup})")
     return resource, problems
@@ -180,44 +228,56 @@ def stage_enrollments(inputs: MainlineInputs, lines: list[WesepLine], root: str 
     if inputs.enroll and inputs.spk_embeds:
         raise OptionError("--enroll and --spk-embeds: a pack holds one audio cue; build the embedding pack and "
                           "the enrollment-audio pack separately (joint_training picks which one a recipe reads)")
+    if inputs.utt2spk and not inputs.spk_embeds:
+        raise OptionError(f"--utt2spk {inputs.utt2spk}: it names the speaker of each --spk-embeds embedding; give "
+                          f"--spk-embeds embed.scp too (enrollment audio is grouped by --enroll spk2enroll.json)")
     fixed = bool(inputs.fixed_enroll)
     problems: list[str] = []
     labels = None
     if inputs.spk_embeds:
         vectors = read_embeddings(inputs.spk_embeds)
         representation = {"type": "npy", "format": "spk_embedding"}
+        origin = f"{inputs.spk_embeds}, {', '.join(inputs.fixed_enroll) if fixed else inputs.utt2spk}"
+
+        def staged(utt: str, where: str | None = None) -> str:
+            line = f"{inputs.spk_embeds}:{vectors[utt].line} (embedding {utt!r}"
+            return staging.embedding(vectors[utt], line + (f", fixed by {where})" if where else ")"))
+
         if fixed:
             resource, problems = _fixed_resource(inputs.fixed_enroll, lines, vectors,
-                                                 f"{inputs.spk_embeds}: no embedding",
-                                                 lambda utt: staging.embedding(vectors[utt]))
+                                                 f"{inputs.spk_embeds}: no embedding", staged)
         else:
             if not inputs.utt2spk:
                 raise OptionError("--spk-embeds needs --utt2spk (single.utt2spk: the speaker of each embedding) "
                                   "or --fixed-enroll (spk1.enroll, spk2.enroll)")
             utt2spk = read_table(inputs.utt2spk, 2, 2)
             resource = {}
-            for utt, vector in vectors.items():
+            for utt in vectors:
                 if utt not in utt2spk:
                     problems.append(f"{inputs.utt2spk}: no speaker for embedding {utt!r}")
                     continue
-                resource.setdefault(utt2spk[utt][0], []).append({"utt_id": utt, "path": staging.embedding(vector)})
+                resource.setdefault(utt2spk[utt][0], []).append({"utt_id": utt, "path": staged(utt)})
     elif inputs.enroll:
         representation = {"type": "wav", "format": "waveform"}
         is_json = inputs.enroll.endswith(".json")
+        origin = inputs.enroll
         if fixed:
             if is_json:
                 raise OptionError(f"--fixed-enroll resolves enrollment ids through single.wav.scp: give "
                                   f"--enroll single.wav.scp, not {inputs.enroll}")
             scp = read_wav_scp(inputs.enroll)  # the rest of a line is the path, spaces kept as written
-            resource, problems = _fixed_resource(inputs.fixed_enroll, lines, scp,
-                                                 f"{inputs.enroll}: no line for enrollment",
-                                                 lambda utt: os.path.abspath(resolve_path(" ".join(scp[utt]), root)))
+            origin = ", ".join(inputs.fixed_enroll)
+            resource, problems = _fixed_resource(
+                inputs.fixed_enroll, lines, scp, f"{inputs.enroll}: no line for enrollment",
+                lambda utt, where: staging.audio(resolve_path(" ".join(scp[utt]), root),
+                                                 f"{scp.where(utt)}, fixed by {where}"))
         else:
             if not is_json:
                 raise OptionError(f"--enroll {inputs.enroll}: without --fixed-enroll it takes spk2enroll.json "
                                   f"(the pool of training draws); single.wav.scp resolves --fixed-enroll ids")
             pool = read_spk2enroll(inputs.enroll)
-            resource = {spk: [{"utt_id": utt, "path": os.path.abspath(resolve_path(path, root))}
+            resource = {spk: [{"utt_id": utt, "path": staging.audio(resolve_path(path, root),
+                                                                      f"{inputs.enroll}, utterance {utt!r}")}
                               for utt, path in entries] for spk, entries in pool.items()}
             labels = {spk: index for index, spk in enumerate(pool)}  # multi_task: index in key order
     else:
@@ -229,10 +289,10 @@ def stage_enrollments(inputs: MainlineInputs, lines: list[WesepLine], root: str 
         raise SpeechpackError(f"{len(problems)} enrollment problem(s):\n  " + "\n  ".join(problems))
     cue = {**representation, "scope": "speaker", "guaranteed": True,
            "policy": {"type": "fixed" if fixed else "random", "key": "mix_spk_id" if fixed else "spk_id",
-                      "resource": staging.json("audio.json", resource)}}
+                      "resource": staging.json("audio.json", resource, origin)}}
     document = {"cues": {"audio": cue}}
     if labels is not None:
-        document["labels"] = {"speaker_label": {"resource": staging.json("spk2label.json", labels)}}
+        document["labels"] = {"speaker_label": {"resource": staging.json("spk2label.json", labels, inputs.enroll)}}
     path = os.path.join(staging.root, "cues.yaml")
     with open(path, "w", encoding="utf-8") as fp:
         fp.write("# written by speechpack build wesep from mainline WeSep's files: "
@@ -269,15 +329,19 @@ def build_mainline(inputs: MainlineInputs, options: BuildOptions, root: str | No
         yaml_path = stage_enrollments(inputs, lines, root, staging)
         cue_build = None
         if yaml_path is not None:
-            cue_build = prepare_cues(yaml_path, list(speaker_slots(lines)), staging.root, options.sample_rate, False)
+            cue_build = replace(prepare_cues(yaml_path, list(speaker_slots(lines)), staging.root,
+                                             options.sample_rate, False), sources=staging.sources)
             recorded["mainline"] = {name: os.path.abspath(path) for name, path in (
                 ("enroll", inputs.enroll), ("spk_embeds", inputs.spk_embeds), ("utt2spk", inputs.utt2spk))
                 if path}
             if inputs.fixed_enroll:
                 recorded["mainline"]["fixed_enroll"] = [os.path.abspath(p) for p in inputs.fixed_enroll]
-        return run_build(cues=cue_build, items=lines, problems=problems, **wesep_steps(options.sample_rate),
-                         kind=kind, input_path=inputs.list_path, command="build wesep", recorded_options=recorded,
-                         options=options)
+        try:
+            return run_build(cues=cue_build, items=lines, problems=problems, **wesep_steps(options.sample_rate),
+                             kind=kind, input_path=inputs.list_path, command="build wesep",
+                             recorded_options=recorded, options=options)
+        except BuildError as err:  # name the user's files, not the staged ones (gone once this returns)
+            raise BuildError(str(err), [staging.named(problem) for problem in err.problems]) from None
     finally:
         staging.close()
 
@@ -401,4 +465,4 @@ def build_wesep_command(options, list_path: str | None = None, data_dir: str | N
 
 
 __all__ = ["WesepDirBuild", "WesepSplit", "build_mainline", "build_wesep_command", "build_wesep_dir", "find_split",
-           "list_format", "read_scp_lines", "stage_enrollments"]
+           "list_format", "read_scp_lines", "slot_file", "stage_enrollments"]

@@ -10,20 +10,26 @@
 - ``spk2enroll.json``: ``{speaker: [[utt_id, path], ...]}``, the enrollment pool of training draws; its key order
   numbers the speakers for ``multi_task`` (``spk_label``);
 - ``spk1.enroll``/``spk2.enroll``: ``mix_key enroll_id``: the fixed enrollment of slot 1/2 of each dev/test
-  mixture, resolved through ``single.wav.scp`` (``enroll_id path``) or, for embeddings, ``embed.scp``;
+  mixture, resolved through ``single.wav.scp`` (``enroll_id path``) or, for embeddings, ``embed.scp``; as in
+  mainline's ``sample_fix_spk_enrollment``, every slot after the first reads ``spk2.enroll`` unless it has a file
+  of its own (``spk3.enroll``, speechpack's addition);
 - ``embed.scp`` (+ ``embed.ark``): Kaldi vectors of pre-extracted speaker embeddings keyed by utterance, grouped
-  by speaker through ``single.utt2spk`` (``utt_id speaker``).
+  by speaker through ``single.utt2spk`` (``utt_id speaker``); ``packer.adapters.kaldi_vectors`` reads them
+  (never a command or standard input, every read bounded).
 
-Every reader reports each bad line (file and line number) at once.
+Every reader reports each bad line (file and line number) at once, a byte that is not UTF-8 or NUL included; a speaker
+listed twice in ``spk2enroll.json`` is refused with both places.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 
 from speechpack.packer.adapters.wesep_shards import AUDIO_EXTENSIONS
-from speechpack.schemas.documents import read_json
+from speechpack.packer.adapters.kaldi_vectors import ScpVector, read_vector_scp
+from speechpack.schemas.documents import bounded_repr, read_json, read_lines
 from speechpack.schemas.errors import SpeechpackError
 
 #: The names mainline's prep gives these files inside ``data/<noise_type>/<split>/``.
@@ -37,67 +43,157 @@ EMBED_SCP = "embed.scp"
 FIXED_ENROLL = ("spk1.enroll", "spk2.enroll", "spk3.enroll")
 
 
+class Table(dict):
+    """A Kaldi-style table, ``key -> the other fields``, that knows where each key is: ``where(key)`` is
+    ``path:line`` (messages name the user's file and line)."""
+
+    def __init__(self, path: str):
+        super().__init__()
+        self.path = path
+        self.lines: dict[str, int] = {}
+
+    def add(self, key: str, value: list[str], line: int) -> None:
+        self[key] = value
+        self.lines[key] = line
+
+    def where(self, key: str) -> str:
+        return f"{self.path}:{self.lines[key]}"
+
+
 def _table_lines(path: str):
-    """``(line number, fields)`` of a whitespace-separated text table, blank lines skipped."""
+    """``(line number, text, fields, problem)`` of a whitespace-separated text table, blank lines skipped; a line
+    that is not UTF-8, or holds a NUL byte, comes with ``problem`` saying so (and no text)."""
     if not os.path.isfile(path):
         raise SpeechpackError(f"{path}: file not found")
-    with open(path, encoding="utf-8") as fp:
-        for number, text in enumerate(fp, start=1):
-            fields = text.split()
-            if fields:
-                yield number, text.strip(), fields
+    for number, text, problem in read_lines(path):
+        if problem is None and "\0" in text:  # no file name or id holds one (and os calls refuse it)
+            problem = f"a NUL byte at byte {text.index(chr(0)) + 1} of the line"
+        if problem is not None:
+            yield number, None, None, f"{path}:{number}: {problem}"
+            continue
+        fields = text.split()
+        if fields:
+            yield number, text.strip(), fields, None
 
 
-def read_table(path: str, min_fields: int = 2, max_fields: int | None = None) -> dict[str, list[str]]:
-    """``key -> the other fields`` of a Kaldi-style table; duplicate keys and short lines are errors (all of
-    them, in one message)."""
-    table: dict[str, list[str]] = {}
+def read_table(path: str, min_fields: int = 2, max_fields: int | None = None) -> Table:
+    """``key -> the other fields`` of a Kaldi-style table; duplicate keys, short lines and bytes that are not UTF-8
+    are errors (all of them, in one message)."""
+    table = Table(path)
     problems = []
-    for number, _, fields in _table_lines(path):
-        if len(fields) < min_fields or (max_fields is not None and len(fields) > max_fields):
+    for number, _, fields, problem in _table_lines(path):
+        if problem is not None:
+            problems.append(problem)
+        elif len(fields) < min_fields or (max_fields is not None and len(fields) > max_fields):
             wanted = f"{min_fields}" if max_fields == min_fields else f"at least {min_fields}"
             problems.append(f"{path}:{number}: expected {wanted} fields, got {len(fields)}")
         elif fields[0] in table:
             problems.append(f"{path}:{number}: key {fields[0]!r} appears twice")
         else:
-            table[fields[0]] = fields[1:]
+            table.add(fields[0], fields[1:], number)
     if problems:
         raise SpeechpackError("\n".join(problems))
     return table
 
 
-def read_wav_scp(path: str) -> dict[str, list[str]]:
+def read_wav_scp(path: str) -> Table:
     """``wav.scp``: key -> its paths.  Several fields that each end in an audio extension are a mixture line
-    (mixture, then sources); otherwise the rest of the line is one path (``make_shard_online.py`` keeps spaces)."""
-    table: dict[str, list[str]] = {}
+    (mixture, then sources); otherwise the rest of the line is one path (``make_shard_online.py`` keeps spaces).
+    Kaldi's pipe form (``key sox ... |``) is refused by line: no command is run from a list."""
+    table = Table(path)
     problems = []
-    for number, text, fields in _table_lines(path):
-        if len(fields) < 2:
+    for number, text, fields, problem in _table_lines(path):
+        if problem is not None:
+            problems.append(problem)
+        elif len(fields) < 2:
             problems.append(f"{path}:{number}: expected a key and at least one path")
         elif fields[0] in table:
             problems.append(f"{path}:{number}: key {fields[0]!r} appears twice")
+        elif fields[1].startswith("|") or fields[-1].endswith("|"):
+            problems.append(f"{path}:{number}: {bounded_repr(text.split(maxsplit=1)[1])} is a shell command "
+                            f"(Kaldi's pipe form); a list file never runs one here: list the audio files' paths")
         elif len(fields) > 2 and all(os.path.splitext(p)[1].lstrip(".").lower() in AUDIO_EXTENSIONS
                                      for p in fields[1:]):
-            table[fields[0]] = fields[1:]
+            table.add(fields[0], fields[1:], number)
         else:
-            table[fields[0]] = [text.split(maxsplit=1)[1]]
+            table.add(fields[0], [text.split(maxsplit=1)[1]], number)
     if problems:
         raise SpeechpackError("\n".join(problems))
     return table
 
 
+class _JsonObject(dict):
+    """A JSON object that remembers the keys it held more than once (``json`` keeps the last, silently):
+    ``repeated`` maps each to its positions among the object's keys (0-based)."""
+
+    def __init__(self, pairs: list[tuple[str, object]]):
+        super().__init__(pairs)
+        self.repeated: dict[str, list[int]] = {}
+        if len(self) < len(pairs):
+            positions: dict[str, list[int]] = {}
+            for position, (key, _) in enumerate(pairs):
+                positions.setdefault(key, []).append(position)
+            self.repeated = {key: found for key, found in positions.items() if len(found) > 1}
+
+
+#: A JSON string token (``"..."`` with its escapes), a key when ``:`` follows it, or a bracket.
+_JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"(\s*:)?|[][{}]')
+
+
+def _top_level_key_lines(raw: bytes) -> list[int]:
+    """The line of each key of the top-level object of the JSON document ``raw``, in order."""
+    lines, depth, line, last = [], 0, 1, 0
+    for match in _JSON_TOKEN.finditer(raw):
+        token = match.group()
+        if token in (b"{", b"["):
+            depth += 1
+        elif token in (b"}", b"]"):
+            depth -= 1
+        elif depth == 1 and match.group(1) is not None:
+            line += raw.count(b"\n", last, match.start())
+            last = match.start()
+            lines.append(line)
+    return lines
+
+
+#: Places of one repeated speaker a message lists before it counts the rest.
+_PLACES_SHOWN = 10
+
+
+def _repeated_speakers(path: str, repeated: dict[str, list[int]]) -> list[str]:
+    """One problem per speaker listed more than once, naming every place (the lines, else the positions)."""
+    with open(path, "rb") as fp:
+        lines = _top_level_key_lines(fp.read())
+    problems = []
+    for speaker, positions in repeated.items():
+        more = f" and {len(positions) - _PLACES_SHOWN} more" if len(positions) > _PLACES_SHOWN else ""
+        if all(position < len(lines) for position in positions):
+            places = "lines " + ", ".join(str(lines[p]) for p in positions[:_PLACES_SHOWN]) + more
+        else:
+            places = "keys " + ", ".join(str(p + 1) for p in positions[:_PLACES_SHOWN]) + more + " of the object"
+        problems.append(f"{path}: speaker {speaker!r} appears {len(positions)} times ({places}); JSON keeps only "
+                        f"the last: merge its enrollments into one list")
+    return problems
+
+
 def read_spk2enroll(path: str) -> dict[str, list[tuple[str, str]]]:
-    """``spk2enroll.json``: speaker -> ``[(utt_id, path), ...]``, key order kept (it numbers ``spk_label``)."""
+    """``spk2enroll.json``: speaker -> ``[(utt_id, path), ...]``, key order kept (it numbers ``spk_label``).  A
+    speaker listed twice is refused (naming both places): mainline's ``json.load`` would keep the last."""
     if not os.path.isfile(path):
         raise SpeechpackError(f"{path}: file not found")
-    obj = read_json(path)  # bounded, every decoding failure named (schemas.documents)
+    obj = read_json(path, object_pairs_hook=_JsonObject)  # bounded, every decoding failure named
     if not isinstance(obj, dict):
         raise SpeechpackError(f"{path}: expected {{speaker: [[utt_id, wav_path], ...]}}, got {type(obj).__name__}")
     result, problems = {}, []
+    if obj.repeated:
+        problems += _repeated_speakers(path, obj.repeated)
     for speaker, entries in obj.items():
         if not isinstance(entries, list) or not entries or not all(
                 isinstance(e, list) and len(e) == 2 and all(isinstance(v, str) for v in e) for e in entries):
             problems.append(f"{path}: speaker {speaker!r}: expected a non-empty list of [utt_id, wav_path] pairs")
+            continue
+        if any("\0" in value for entry in entries for value in entry):
+            problems.append(f"{path}: speaker {speaker!r}: an utterance id or path holds a NUL byte")
             continue
         result[speaker] = [(utt, wav) for utt, wav in entries]
     if problems:
@@ -105,28 +201,10 @@ def read_spk2enroll(path: str) -> dict[str, list[tuple[str, str]]]:
     return result
 
 
-def read_embeddings(scp_path: str) -> dict:
-    """``embed.scp``: utterance -> float32 vector ``[D]`` (Kaldi ark/scp read with ``kaldiio``)."""
-    try:
-        import kaldiio
-    except ImportError:
-        raise SpeechpackError("reading Kaldi embeddings (--spk-embeds) needs kaldiio: pip install "
-                              "'speechpack[wesep]'") from None
-    import numpy as np
-
-    if not os.path.isfile(scp_path):
-        raise SpeechpackError(f"{scp_path}: file not found")
-    vectors = {}
-    try:
-        for key, vec in kaldiio.load_scp_sequential(scp_path):
-            vec = np.asarray(vec, dtype=np.float32)
-            vectors[key] = vec.reshape(-1) if vec.ndim == 2 and vec.shape[0] == 1 else vec
-    except (OSError, ValueError, KeyError) as err:
-        raise SpeechpackError(f"{scp_path}: cannot read the Kaldi embeddings ({err})") from None
-    bad = [key for key, vec in vectors.items() if vec.ndim != 1]
-    if bad:
-        raise SpeechpackError(f"{scp_path}: embeddings must be vectors; {len(bad)} are not (e.g. {bad[0]!r})")
-    return vectors
+def read_embeddings(scp_path: str) -> dict[str, ScpVector]:
+    """``embed.scp``: utterance -> its line and float32 vector ``[D]``, read by ``packer.adapters.kaldi_vectors``
+    (bounded reads; never a command, never stdin)."""
+    return read_vector_scp(scp_path)
 
 
 @dataclass(frozen=True)
@@ -148,8 +226,8 @@ class MainlineInputs:
 
 def _draws_on_the_fly(path: str) -> bool:
     """``prepare_librimix_enroll.py --train True`` writes ``mix *utt spk`` lines: no fixed enrollment."""
-    for _, _, fields in _table_lines(path):
-        return len(fields) > 1 and fields[1].startswith("*")
+    for _, _, fields, problem in _table_lines(path):
+        return problem is None and len(fields) > 1 and fields[1].startswith("*")
     return False
 
 
@@ -188,6 +266,11 @@ def find_mainline_split(data_dir: str, embeddings: bool | None = None) -> Mainli
         notes.append(f"{', '.join(map(os.path.basename, fixed))}: not used (the '*utt spk' lines of a training "
                      f"split: enrollments are drawn from {SPK2ENROLL})")
         fixed = ()
+    if fixed and tuple(map(os.path.basename, fixed)) != FIXED_ENROLL[:len(fixed)]:
+        absent = next(n for n in FIXED_ENROLL if not present(n))
+        raise SpeechpackError(f"{data_dir}: {', '.join(map(os.path.basename, fixed))} without {absent}: slot 1 "
+                              f"reads spk1.enroll and every later slot its own file or else spk2.enroll, so the "
+                              f"files go from spk1.enroll up without a gap")
     if embeddings:
         if not present(EMBED_SCP):
             raise SpeechpackError(f"{data_dir}: --spk-embeds asked for, but there is no {EMBED_SCP}")
@@ -210,5 +293,5 @@ def find_mainline_split(data_dir: str, embeddings: bool | None = None) -> Mainli
     return MainlineInputs(list_path=list_path, enroll=enroll, fixed_enroll=fixed, notes=tuple(notes))
 
 
-__all__ = ["MainlineInputs", "find_mainline_split", "is_mainline_split", "read_embeddings", "read_spk2enroll",
-           "read_table", "read_wav_scp"]
+__all__ = ["MainlineInputs", "Table", "find_mainline_split", "is_mainline_split", "read_embeddings",
+           "read_spk2enroll", "read_table", "read_wav_scp"]

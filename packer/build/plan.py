@@ -28,6 +28,7 @@ import numpy as np
 
 from speechpack.packer.audio.decode import AudioError
 from speechpack.packer.audio.store import StoredAudio
+from speechpack.schemas import units
 from speechpack.schemas.constants import STREAM_TYPES
 from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.names import name_problem
@@ -212,6 +213,8 @@ class BuildPlan:
 
 
 _SLICE = re.compile(r"(\d+)/(\d+)")
+#: Longest i or n of ``--shards`` read as a number (far more digits than ``units.SHARD_SLICES`` allows).
+_SLICE_DIGITS = 12
 
 
 @dataclass(frozen=True)
@@ -229,12 +232,20 @@ class ShardSlice:
     def __post_init__(self) -> None:
         if self.count < 1 or not 0 <= self.index < self.count:
             raise SpeechpackError(f"--shards {self.index}/{self.count}: need 0 <= i < n")
+        if self.count > units.SHARD_SLICES.high:
+            raise SpeechpackError(f"--shards {self.index}/{self.count}: n is the number of array jobs, at most "
+                                  f"{units.SHARD_SLICES.high}")
 
     @classmethod
     def parse(cls, text: str) -> "ShardSlice":
         match = _SLICE.fullmatch(text.strip())
         if match is None:
             raise SpeechpackError(f"--shards {text!r}: expected i/n, e.g. 0/8 (the first of 8 array jobs)")
+        if len(match.group(2)) > _SLICE_DIGITS:  # int() of thousands of digits raises ValueError
+            raise SpeechpackError(f"--shards: n of {len(match.group(2))} digits; n is the number of array jobs, at "
+                                  f"most {units.SHARD_SLICES.high}")
+        if len(match.group(1)) > _SLICE_DIGITS:
+            raise SpeechpackError(f"--shards: i of {len(match.group(1))} digits; need 0 <= i < n")
         return cls(int(match.group(1)), int(match.group(2)))
 
     def select(self, num_shards: int) -> list[int]:

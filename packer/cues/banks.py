@@ -19,8 +19,8 @@ from __future__ import annotations
 import functools
 import itertools
 import os
-from dataclasses import dataclass
-from typing import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 from tqdm import tqdm
@@ -122,9 +122,10 @@ def bytes_array(values: list[bytes]) -> np.ndarray:
 
 
 def write_bank(directory: str, spec: CueSpec, resource: Resource, loaded: Iterable,
-               context: LoadContext) -> list[CueProblem]:
+               context: LoadContext, sources: Mapping[str, dict] | None = None) -> list[CueProblem]:
     """Write the bank of ``spec`` into ``directory`` from ``loaded``: the ``load_item`` results of the items
-    that exist (``loadable_items``), in item order.
+    that exist (``loadable_items``), in item order.  ``sources``: the ``sources.json`` record of items whose file
+    an adapter translated from the user's (``CueBuild.sources``), by item path.
 
     Items go on being added after a failure, so each bad item is reported (a dimension that differs from the
     first embedding's, too); a bank with a bad or missing item is left unfinished (the build fails and removes it).
@@ -161,7 +162,8 @@ def write_bank(directory: str, spec: CueSpec, resource: Resource, loaded: Iterab
     }
     for name, array in arrays.items():
         save_npy(os.path.join(directory, name), array)
-    write_json_atomic(os.path.join(directory, SOURCES_NAME), {"items": [writes.provenance(s) for s in resource.items]})
+    records = [(sources or {}).get(s.path) or writes.provenance(s) for s in resource.items]
+    write_json_atomic(os.path.join(directory, SOURCES_NAME), {"items": records})
     meta.update({"type": spec.type, "format": spec.format, "keys": len(resource.keys),
                  "entries": len(resource.entry_items), "items": len(resource.items),
                  "resource": {"path": spec.resource, "sha256": resource.sha256}})
@@ -219,6 +221,9 @@ class CueBuild:
     labels: dict[str, int] | None
     problems: tuple[CueProblem, ...]
     context: LoadContext
+    #: ``sources.json`` records by item path, for items an adapter translated into temporary files (mainline
+    #: WeSep's Kaldi embeddings): the pack names the user's source, never a file that is gone after the build.
+    sources: Mapping[str, dict] = field(default_factory=dict)
 
     def recorded(self) -> dict:
         """Provenance options: where cues.yaml came from (its bytes are in the pack) and whether pickles were
@@ -325,7 +330,8 @@ def write_cues(build: CueBuild, pack_dir: str, workers: int, progress: bool = Fa
                                        pool=pool), bar)
         for spec, resource in banks:
             problems += write_bank(os.path.join(temp, spec.name), spec, resource,
-                                   itertools.islice(loaded, len(loadable_items(resource))), build.context)
+                                   itertools.islice(loaded, len(loadable_items(resource))), build.context,
+                                   build.sources)
     if build.labels is not None:
         write_labels(os.path.join(temp, LABELS_DIR), build.labels)
     if problems:

@@ -128,3 +128,28 @@ def online_split(out: Path, recordings: list[str], utts_per_speaker: int = 3, se
     _lines(out / "shard.list", [(_tar(out / "shards" / "shards_000000000.tar", members),)])
     (out / "spk2enroll.json").write_text(json.dumps(spk2enroll), encoding="utf-8")
     return {"spk2enroll": spk2enroll}
+
+
+def three_speaker_split(out: Path, librimix: Path, own_third_file: bool = False) -> dict:
+    """A dev split of three-speaker mixtures made from ``librimix_split``'s files in ``librimix``: each mixture of
+    it gains a third source (another mixture's source of a speaker it lacks), keys kept, so its ``spk1.enroll``,
+    ``spk2.enroll``, ``single.wav.scp`` and ``embed.scp`` apply unchanged.  ``own_third_file`` also writes
+    ``spk3.enroll`` (the third source's own single key).  Returns ``{key: (speaker 3, its single key)}``."""
+    out.mkdir(parents=True, exist_ok=True)
+    rows = [line.split() for line in (librimix / "wav.scp").read_text().splitlines()]
+    speakers = {row[0]: row[1:] for row in (line.split() for line in (librimix / "utt2spk").read_text().splitlines())}
+    wav_scp, utt2spk, enroll3, third = [], [], [], {}
+    for key, mix, s1, s2 in rows:
+        other = next((k, slot) for k, *_ in rows for slot in (0, 1) if speakers[k][slot] not in speakers[key])
+        source = rows[[r[0] for r in rows].index(other[0])][2 + other[1]]
+        wav_scp.append((key, mix, s1, s2, source))
+        utt2spk.append((key, *speakers[key], speakers[other[0]][other[1]]))
+        third[key] = (speakers[other[0]][other[1]], f"s{other[1] + 1}/{other[0]}.wav")
+        enroll3.append((key, third[key][1]))
+    _lines(out / "wav.scp", wav_scp)
+    _lines(out / "utt2spk", utt2spk)
+    for name in ("spk1.enroll", "spk2.enroll", "single.wav.scp", "single.utt2spk", "embed.scp"):
+        (out / name).write_bytes((librimix / name).read_bytes())
+    if own_third_file:
+        _lines(out / "spk3.enroll", enroll3)
+    return third
