@@ -22,7 +22,7 @@ import torch
 from factories.asr import librivox_span_pack
 from factories.cue_corpus import cue, make_cue_corpus
 from factories.online_mix import augment_packs
-from factories.recordings import REAL_CORPORA, require, require_recording
+from factories.recordings import REAL_CORPORA, require_recording
 from factories.tse import real_mixtures_config
 from factories.wesep_mainline import librimix_split
 from speechpack.loader import build_loader
@@ -118,7 +118,6 @@ def test_online_mix_with_reverb_and_noise_batches_are_unchanged(real_audio, wese
 
 
 def test_mainline_recipe_batches_are_unchanged(tmp_path):
-    require("kaldiio", "wesep")
     package, _, paths = REAL_CORPORA["pocketsphinx"]
     recordings = [require_recording(package, path) for path in paths[:4]]
     data = tmp_path / "data"
