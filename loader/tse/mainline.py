@@ -50,6 +50,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 import copy
+import dataclasses
 import functools
 import math
 
@@ -68,6 +69,11 @@ KNOWN_KEYS = ("resample_rate", "shuffle", "shuffle_args", "chunk_len", "sample_n
               "fbank_args", "noise_prob", "noise_lmdb_file", "reverb_prob", "noise_enroll_prob",
               "reverb_enroll_prob", "specaug_enroll_prob", "SSA_enroll_prob", "online_mix", "num_speakers",
               "online_buffer_size", "use_random_snr", "filter_len", "filter_args", "filter_len_args")
+#: speechpack's own ``dataset_args`` keys in a mainline recipe (mainline's ``Dataset`` reads keys with ``.get``, so
+#: it runs on the same file): ``contract_keys: true`` keeps the contract's batch keys beside mainline's.
+SPEECHPACK_KEYS = ("contract_keys",)
+#: The keys of mainline's ``tse_collate_fn`` batch, the only ones a mainline batch has without ``contract_keys``.
+BATCH_KEYS = ("wav_mix", "wav_targets", "spk_embeds", "length_spk_embeds", "spk", "key", "spk_label")
 AUGMENT_KEYS = ("noise_prob", "reverb_prob", "noise_enroll_prob", "reverb_enroll_prob", "specaug_enroll_prob")
 
 
@@ -78,6 +84,8 @@ class MainlineArgs:
     joint_training: bool = False
     multi_task: bool = False
     speaker_feat: bool = False
+    #: ``dataset_args.contract_keys``: the contract's keys (``wav_target``, ``audio_aux``, ``valid``, ...) too.
+    contract_keys: bool = False
     num_mel_bins: int = 80
     frame_length: float = 25.0
     frame_shift: float = 10.0
@@ -138,8 +146,12 @@ def translate(obj: dict, state: str, where: str = "config") -> dict:
     joint = bool(model.get("joint_training", False))
     train = state == "train"
     for key in args:
-        if key not in KNOWN_KEYS:
-            _refusal(problems, at, key, f"not a key of mainline WeSep's dataset_args (it reads {', '.join(KNOWN_KEYS)})")
+        if key not in KNOWN_KEYS and key not in SPEECHPACK_KEYS:
+            _refusal(problems, at, key, f"not a key of mainline WeSep's dataset_args (it reads {', '.join(KNOWN_KEYS)}; "
+                                        f"speechpack adds {', '.join(SPEECHPACK_KEYS)})")
+    contract_keys = args.get("contract_keys", False)
+    if not isinstance(contract_keys, bool):
+        _refusal(problems, at, "contract_keys", f"expected true or false, got {contract_keys!r}")
     out: dict[str, Any] = {}
     for key in ("resample_rate", "chunk_len", "shuffle_args", "online_buffer_size"):
         if args.get(key) is not None:
@@ -147,7 +159,8 @@ def translate(obj: dict, state: str, where: str = "config") -> dict:
     out["shuffle"] = args.get("shuffle", False)  # mainline's Dataset defaults to no shuffling
     if args.get("sample_num_per_epoch") is not None:
         out["sample_num_per_epoch"] = args["sample_num_per_epoch"]
-    out["whole_utt"] = bool(obj.get("whole_utt", False))
+    # train.py reads whole_utt with the default false (train and val), infer.py with true (test)
+    out["whole_utt"] = bool(obj.get("whole_utt", state == "test"))
     if args.get("filter_len") and train:
         out["filter_len"] = True
         limits = args.get("filter_args") or args.get("filter_len_args")
@@ -203,7 +216,8 @@ def translate(obj: dict, state: str, where: str = "config") -> dict:
                           + "\n".join(problems))
     out["cues"] = {"audio": {"use": True}}
     out["mainline"] = {"joint_training": joint, "multi_task": bool(model.get("multi_task", False)) and joint,
-                       "speaker_feat": speaker_feat, "num_mel_bins": int(fbank["num_mel_bins"]),
+                       "speaker_feat": speaker_feat, "contract_keys": contract_keys is True,
+                       "num_mel_bins": int(fbank["num_mel_bins"]),
                        "frame_length": float(fbank["frame_length"]), "frame_shift": float(fbank["frame_shift"]),
                        "dither": float(fbank["dither"]) if train else 0.0}
     translated = {key: copy.deepcopy(value) for key, value in obj.items()
@@ -280,6 +294,28 @@ class MainlineBatchBuilder:
             raise AttributeError(name)
         return getattr(self.inner, name)
 
+    @property
+    def plan_args(self):
+        """Val as mainline's ``train.py`` runs it: ``val_iter = mixtures // world_size // batch_size`` full batches
+        per rank (its val data repeats and ``executor.cv`` stops at ``val_iter``), in the same order every epoch.
+        That is the plan with the last incomplete batch and round left out, whatever ``drop_last`` says, and
+        without shuffling (mainline's val order is fixed: its sampler's epoch stays -1)."""
+        args = self.inner.plan_args
+        if self.state != "val":
+            return args
+        return dataclasses.replace(args, shuffle=False, tail="drop", sync="drop")
+
+    def check_plan(self, plan, world_size: int) -> None:
+        """A dev set too small for one full val batch per rank is refused at start: mainline's ``val_iter`` is
+        then 0 and its ``executor.cv`` fails (``UnboundLocalError``) or never ends."""
+        if self.state != "val" or len(plan):
+            return
+        mixtures, batch_size = self.inner.num_units(), self.inner.args.batch_size
+        raise ConfigError(f"val: mainline WeSep validates on val_iter = {mixtures} dev mixture(s) // world_size "
+                          f"{world_size} // batch_size {batch_size} = 0 full batches (wesep/bin/train.py), and its "
+                          f"executor.cv fails on none: the dev packs need at least batch_size x world_size = "
+                          f"{batch_size * world_size} mixtures, or lower dataloader_args.batch_size")
+
     def build(self, item_ids: np.ndarray, valid: np.ndarray, epoch: int, global_batch: int) -> dict:
         return self._mainline(self.inner.build(item_ids, valid, epoch, global_batch), epoch, global_batch)
 
@@ -300,11 +336,12 @@ class MainlineBatchBuilder:
             values = [np.asarray(v, dtype=np.float32).reshape(-1) for v in rows]
         lengths = [len(v) for v in values]
         shortest = min(lengths)
-        out = dict(batch)
+        out = dict(batch) if self.mainline.contract_keys else {}
         out["wav_mix"] = np.ascontiguousarray(batch["wav_mix"][:, 0])
         out["wav_targets"] = np.ascontiguousarray(batch["wav_target"][:, 0])
         out["spk_embeds"] = np.stack([v[:shortest] for v in values])
         out["length_spk_embeds"] = lengths
+        out["spk"], out["key"] = batch["spk"], batch["key"]
         if self.mainline.multi_task and self.state == "train":
             out["spk_label"] = np.asarray(batch["speaker_label"], dtype=np.int64)
         else:
@@ -312,5 +349,5 @@ class MainlineBatchBuilder:
         return out
 
 
-__all__ = ["CONTRACT", "MAINLINE", "MainlineArgs", "MainlineBatchBuilder", "dialect", "fixed_speakers", "kaldi_fbank",
+__all__ = ["BATCH_KEYS", "CONTRACT", "MAINLINE", "MainlineArgs", "MainlineBatchBuilder", "dialect", "fixed_speakers", "kaldi_fbank",
            "mel_banks", "translate"]
