@@ -281,3 +281,178 @@ def test_single_wav_scp_paths_keep_their_spaces(packs, tmp_path):
                             fixed_enroll=(str(data / "spk1.enroll"), str(data / "spk2.enroll")))
     summary = build_mainline(inputs, BuildOptions(out=str(tmp_path / "p"), workers=1, progress=False))
     assert summary.manifest is not None and summary.manifest.totals["samples"] > 0 and not summary.skipped
+
+
+def _whole_rows(cfg: dict, state: str) -> dict:
+    """``(key, spk)`` -> (mixture, target) rows of whole utterances (the recipe with top-level ``whole_utt``)."""
+    whole = dict(cfg, whole_utt=True)
+    rows = {}
+    for batch in build_loader(whole, state, seed=1):
+        for key, spk, mix, target in zip(batch["key"], batch["spk"], batch["wav_mix"], batch["wav_targets"]):
+            rows[(key, spk)] = (mix.numpy(), target.numpy())
+    return rows
+
+
+def _start_in(whole: np.ndarray, window: np.ndarray) -> list[int]:
+    """Every start at which ``window`` is ``whole``'s samples."""
+    return [s for s in range(len(whole) - len(window) + 1) if np.array_equal(whole[s:s + len(window)], window)]
+
+
+def test_val_is_cut_to_chunk_len_in_windows_the_same_every_epoch(packs):
+    out, _, _ = packs
+    cfg = recipe(out["dev"])
+    whole = _whole_rows(cfg, "val")
+    loader = build_loader(cfg, "val", seed=9)
+    epochs = []
+    for epoch in range(2):
+        loader.set_epoch(epoch)
+        epochs.append(list(loader))
+    assert_batches_equal(epochs[0], epochs[1])
+    assert_batches_equal(list(build_loader(cfg, "val", seed=9, num_workers=2)), epochs[0])
+    starts = set()
+    for batch in epochs[0]:
+        assert batch["wav_mix"].shape == (4, CHUNK)
+        for key, spk, mix, target in zip(batch["key"], batch["spk"], batch["wav_mix"], batch["wav_targets"]):
+            full_mix, full_target = whole[(key, spk)]
+            at = _start_in(full_mix, mix.numpy())
+            assert at and at == _start_in(full_target, target.numpy())[:len(at)]  # one window for both
+            starts.add(at[0])
+    assert len(starts) > 1  # drawn per mixture, not always 0
+    # a mixture's window is its own: the same in batches of another size
+    other = {(k, s): m.numpy() for b in build_loader(recipe(out["dev"], batch_size=3), "val", seed=9)
+             for k, s, m in zip(b["key"], b["spk"], b["wav_mix"])}
+    mine = {(k, s): m.numpy() for b in epochs[0] for k, s, m in zip(b["key"], b["spk"], b["wav_mix"])}
+    assert all(np.array_equal(other[key], row) for key, row in mine.items() if key in other)
+
+
+@pytest.mark.parametrize("world_size,batch_size", [(1, 2), (1, 4), (2, 2), (3, 2)])
+def test_val_runs_mainlines_val_iter_full_batches(packs, world_size, batch_size):
+    out, facts, _ = packs
+    mixtures = len(facts["keys"])
+    val_iter = 2 * mixtures // 2 // world_size // batch_size  # train.py: single.wav.scp lines // 2 // world // batch
+    seen = set()
+    for rank in range(world_size):
+        loader = build_loader(recipe(out["dev"], batch_size=batch_size), "val", seed=2, rank=rank,
+                              world_size=world_size)
+        batches = list(loader)
+        assert len(loader) == len(batches) == val_iter
+        assert all(b["wav_mix"].shape == (2 * batch_size, CHUNK) for b in batches)
+        seen |= {key for b in batches for key in b["key"]}
+    assert len(seen) == val_iter * batch_size * world_size  # full batches of distinct mixtures
+
+
+def test_a_dev_set_too_small_for_one_val_batch_is_refused_at_start(packs):
+    out, facts, _ = packs
+    with pytest.raises(ConfigError) as err:
+        build_loader(recipe(out["dev"], batch_size=4), "val", seed=0, world_size=2)
+    text = str(err.value)
+    assert f"{len(facts['keys'])} dev mixture(s)" in text and "world_size 2" in text and "batch_size 4" in text
+    assert "8 mixtures" in text
+    build_loader(recipe(out["train"], batch_size=4), "train", seed=0, world_size=2)  # train is not refused
+
+
+@pytest.mark.parametrize("state", ["train", "val"])
+def test_short_chunks_are_tiled_as_mainline_does(packs, state):
+    out, _, _ = packs
+    long_chunk = 24000  # the mixtures are 16000 samples
+    cfg = recipe(out["train" if state == "train" else "dev"], chunk_len=long_chunk)
+    whole = _whole_rows(cfg, state)
+    rows = 0
+    for batch in build_loader(cfg, state, seed=4):
+        assert batch["wav_mix"].shape[1] == long_chunk
+        for key, spk, mix, target in zip(batch["key"], batch["spk"], batch["wav_mix"], batch["wav_targets"]):
+            full_mix, full_target = whole[(key, spk)]
+            assert len(full_mix) < long_chunk
+            np.testing.assert_array_equal(mix.numpy(), np.resize(full_mix, long_chunk))  # repeated from the start
+            np.testing.assert_array_equal(target.numpy(), np.resize(full_target, long_chunk))
+            rows += 1
+    assert rows
+
+
+def test_windows_are_redrawn_while_a_target_is_silent(tmp_path, real_audio_paths):
+    require("kaldiio", "wesep")
+    data = tmp_path / "data"
+    librimix_split(data, real_audio_paths, mixtures=6, seconds=1.0, silent_tail=0.8)  # s2 ends in 0.8 s of zeros
+    pack = str(tmp_path / "pack")
+    build_mainline(MainlineInputs(list_path=str(data / "shard.list"), enroll=str(data / "spk2enroll.json")),
+                   BuildOptions(out=pack, sample_rate=16000, workers=1, progress=False))
+    loader = build_loader(recipe(pack), "train", seed=1)
+    rows = 0
+    for epoch in range(12):
+        loader.set_epoch(epoch)
+        for batch in loader:
+            targets = batch["wav_targets"]
+            assert (targets.abs().amax(dim=1) > 0).all()  # no silent target row
+            for m in range(0, len(targets), 2):  # one window for a mixture and its targets: mix = (s1 + s2) / 2
+                mix = batch["wav_mix"][m]
+                assert torch.allclose(mix, (targets[m] + targets[m + 1]) / 2, atol=1e-3)
+            rows += len(targets)
+    contract = {"packs": [{"path": pack}], "dataset_args": {"chunk_len": CHUNK, "batch_size": 2, "shuffle": True,
+                                                              "cues": {"audio": {"use": True}}}}
+    silent = 0
+    ld = build_loader(contract, "train", seed=1)
+    for epoch in range(12):
+        ld.set_epoch(epoch)
+        silent += sum(int((b["wav_target"].abs().amax(dim=(1, 2)) == 0).sum()) for b in ld)
+    assert rows and silent  # the contract dialect keeps a window where only the mixture sounds
+
+
+def test_sounding_start_is_bounded_and_falls_back_to_an_exact_choice():
+    from speechpack.loader.tse.windows import MAINLINE_WINDOW_DRAWS, sounding_start
+
+    length, total = 100, 1000
+    mix = np.ones((1, total), dtype=np.int16)
+    target = np.zeros((1, total), dtype=np.int16)
+    target[0, 900:905] = 7  # sounds only in windows starting in [801, 900]
+    late = np.full(MAINLINE_WINDOW_DRAWS, 0.01)  # every uniform draw misses
+    picks = set()
+    for last in np.linspace(0, 0.999, 50):
+        late[-1] = last
+        start = sounding_start([mix, target], length, late)
+        assert 801 <= start <= 900 and target[0, start:start + length].any()
+        picks.add(start)
+    assert len(picks) > 40  # uniform over the sounding starts
+    silent = np.zeros((1, total), dtype=np.int16)  # a target silent throughout: where the mixture sounds
+    assert sounding_start([mix, silent], length, late) == int(late[-1] * (total - length + 1))
+    assert sounding_start([silent, silent], length, late) == int(late[0] * (total - length + 1))  # nothing sounds
+
+
+def test_online_mixes_are_at_mainlines_levels_with_tiled_sources(packs):
+    out, _, _ = packs
+    for use_random_snr, chunk in ((False, CHUNK), (True, CHUNK), (False, 24000)):  # 24000: longer than the sources
+        cfg = recipe(out["vox"], online_mix=True, num_speakers=2, use_random_snr=use_random_snr, chunk_len=chunk)
+        loader = build_loader(cfg, "train", seed=2)
+        snrs = []
+        for epoch in range(8):
+            loader.set_epoch(epoch)
+            for batch in loader:
+                mix, targets = batch["wav_mix"], batch["wav_targets"]
+                assert mix.shape[1] == chunk
+                for g in range(0, len(targets), 2):
+                    target, interferer = targets[g].double(), targets[g + 1].double()
+                    snrs.append(float(10 * torch.log10((target ** 2).sum() / (interferer ** 2).sum())))
+                    peak = max(float(mix[g].abs().max()), float(target.abs().max()), float(interferer.abs().max()))
+                    assert abs(peak - 1.0) < 1e-6  # mixture and sources scaled by one factor to a peak of 1
+                    torch.testing.assert_close(mix[g].double(), target + interferer, atol=1e-5, rtol=0)
+                    if chunk == 24000:  # each 19200-sample source tiled from its start
+                        for row in (target, interferer):
+                            assert torch.equal(row[19200:], row[:24000 - 19200])
+        if use_random_snr:
+            assert min(snrs) >= -10.001 and max(snrs) <= 10.001 and max(snrs) - min(snrs) > 5
+        else:
+            assert max(abs(s) for s in snrs) < 1e-3  # interferers at the target's energy
+
+
+def test_batches_hold_mainlines_keys_only_unless_contract_keys_is_set(packs):
+    out, _, _ = packs
+    for state, pack in (("train", out["train"]), ("val", out["dev"])):
+        batch = next(iter(build_loader(recipe(pack, contract_keys=True), state, seed=1)))
+        assert tuple(batch)[:2] == ("wav_mix", "wav_target") and set(BATCH_KEYS) <= set(batch)
+        assert {"audio_aux", "valid", "lengths", "speaker_label"} <= set(batch)
+        assert torch.equal(batch["wav_targets"], batch["wav_target"][:, 0])
+        plain = next(iter(build_loader(recipe(pack), state, seed=1)))
+        assert tuple(plain) == BATCH_KEYS
+        for key in BATCH_KEYS:
+            assert str(plain[key]) == str(batch[key])
+    with pytest.raises(ConfigError, match="contract_keys: expected true or false"):
+        build_loader(recipe(out["train"], contract_keys="yes"), "train", seed=1)
