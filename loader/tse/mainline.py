@@ -20,10 +20,16 @@ name no ``joint_training``, whose default there is false: embeddings).  What mai
 - ``speaker_feat`` + ``fbank_args``: Kaldi fbank of the enrollment (``loader.tse.mainline``);
 - ``model_args.tse_model.joint_training``: enrollment audio (true) or embeddings (false) from the pack's audio
   cue; ``multi_task``: ``spk_label`` in training;
-- ``repeat_dataset``: accepted (epochs are planned exactly; docs/wesep.md); ``SSA_enroll_prob``: accepted, unread
-  by mainline too.
+- ``repeat_dataset``: accepted (training epochs are planned exactly; docs/wesep.md); ``SSA_enroll_prob``: accepted,
+  unread by mainline too;
+- ``contract_keys`` (speechpack's own; mainline's ``Dataset`` ignores it): the contract's batch keys too.
 
-Val and test turn every augmentation and online mixing off, as mainline's ``train.py`` builds its val set.
+Val and test turn every augmentation and online mixing off, as mainline's ``train.py`` builds its val set.  Mainline's
+data semantics hold in every state (``loader.tse.windows.Chunking.mainline``): train and val are cut to ``chunk_len``
+(test, as its ``infer.py``, only with ``whole_utt: false``), short mixtures tiled, windows re-drawn while a target is
+silent; val windows are keyed by (seed, mixture) (``loader.tse.task.window_draws``), and val runs mainline's
+``val_iter`` full batches, refusing at start a dev set too small for one (``MainlineBatchBuilder.plan_args``,
+``check_plan``).
 
 The batch of mainline WeSep's ``tse_collate_fn`` (github.com/wenet-e2e/wesep, ``wesep/dataset/dataset.py``), so
 its ``train.py`` loop runs unchanged on a speechpack loader (docs/wesep.md, "Coming from mainline WeSep").
@@ -40,8 +46,8 @@ its ``train.py`` loop runs unchanged on a speechpack loader (docs/wesep.md, "Com
 - ``spk``, ``key``: lists; ``spk_label``: the speaker's index in ``spk2enroll.json`` order in training with
   ``multi_task``, else an empty tensor (mainline's val set has no labels).
 
-The contract names stay: ``wav_target``, ``audio_aux``, ``speaker_label``, ``valid``, ``lengths`` and the rest
-(``wav_mix`` is mainline's).  Dither noise is drawn from a generator keyed by (seed, epoch, batch), so a batch is the
+Those keys only (``BATCH_KEYS``), unless ``contract_keys``: then the contract's stay beside them (``wav_target``,
+``audio_aux``, ``speaker_label``, ``valid``, ``lengths`` and the rest; ``wav_mix`` is mainline's).  Dither noise is drawn from a generator keyed by (seed, epoch, batch), so a batch is the
 same with any number of workers; val has no dither (mainline dithers val enrollments too).
 """
 

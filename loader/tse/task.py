@@ -10,7 +10,8 @@ and ``tse_collate_fn``:
 - train (not ``whole_utt``): one window of ``chunk_len`` samples shared by the mixture and all its targets;
   its start is drawn from the batch's counter-based generator, re-drawn up to 3 times while the mixture chunk is
   all zeros; shorter items are right-padded with zeros (``pad``) or kept whole (``keep``) (``loader.tse.windows``);
-- val/test, or ``whole_utt``: whole utterances;
+- val/test, or ``whole_utt``: whole utterances (a mainline WeSep recipe cuts val too, tiles short items and keys
+  val windows by mixture: ``loader.tse.mainline``);
 - rows (``Row``) are one per target speaker, mixture-major (m1s1, m1s2, m2s1, ...), decoded once into the batch,
   aligned to the longest row with zeros (or cropped to the shortest with ``collate.<field>.align: min``): the
   batch's windows gathered as one table and copied in one loop into recycled arrays (``loader.tse.table``), or,
