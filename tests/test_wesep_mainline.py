@@ -332,8 +332,9 @@ def test_val_runs_mainlines_val_iter_full_batches(packs, world_size, batch_size)
     val_iter = 2 * mixtures // 2 // world_size // batch_size  # train.py: single.wav.scp lines // 2 // world // batch
     seen = set()
     for rank in range(world_size):
-        loader = build_loader(recipe(out["dev"], batch_size=batch_size), "val", seed=2, rank=rank,
-                              world_size=world_size)
+        # sample_num_per_epoch sizes training epochs only, as in train.py
+        loader = build_loader(recipe(out["dev"], batch_size=batch_size, sample_num_per_epoch=4), "val", seed=2,
+                              rank=rank, world_size=world_size)
         batches = list(loader)
         assert len(loader) == len(batches) == val_iter
         assert all(b["wav_mix"].shape == (2 * batch_size, CHUNK) for b in batches)

@@ -163,7 +163,7 @@ def translate(obj: dict, state: str, where: str = "config") -> dict:
         if args.get(key) is not None:
             out[key] = args[key]
     out["shuffle"] = args.get("shuffle", False)  # mainline's Dataset defaults to no shuffling
-    if args.get("sample_num_per_epoch") is not None:
+    if args.get("sample_num_per_epoch") is not None and train:  # train.py sizes training epochs with it, not val
         out["sample_num_per_epoch"] = args["sample_num_per_epoch"]
     # train.py reads whole_utt with the default false (train and val), infer.py with true (test)
     out["whole_utt"] = bool(obj.get("whole_utt", state == "test"))
