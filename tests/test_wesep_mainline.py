@@ -457,3 +457,23 @@ def test_batches_hold_mainlines_keys_only_unless_contract_keys_is_set(packs):
             assert str(plain[key]) == str(batch[key])
     with pytest.raises(ConfigError, match="contract_keys: expected true or false"):
         build_loader(recipe(out["train"], contract_keys="yes"), "train", seed=1)
+
+
+def test_peek_refuses_a_val_too_small_and_saves_a_mainline_batchs_wavs(packs, tmp_path):
+    out, facts, _ = packs
+    path = tmp_path / "bsrnn.yaml"
+    cfg = recipe(out["dev"], batch_size=8)
+    del cfg["packs"]
+    path.write_text(yaml.safe_dump(cfg))
+    result = CliRunner().invoke(cli, ["peek", str(path), "--pack", out["dev"], "--state", "val"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert f"val_iter = {len(facts['keys'])} dev mixture(s) // world_size 1 // batch_size 8 = 0" in result.output
+    cfg["dataloader_args"]["batch_size"] = 2
+    path.write_text(yaml.safe_dump(cfg))
+    result = CliRunner().invoke(cli, ["peek", str(path), "--pack", out["dev"], "--state", "val", "--save-wavs",
+                                      str(tmp_path / "wavs")])
+    assert result.exit_code == 0, result.output
+    written = sorted(p.name for p in (tmp_path / "wavs").iterdir())
+    assert len(written) == 8 and all(name.endswith(("_mix.wav", "_target.wav")) for name in written)
+    audio, rate = soundfile.read(tmp_path / "wavs" / written[0])
+    assert rate == 16000 and len(audio) == CHUNK
