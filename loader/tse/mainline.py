@@ -47,8 +47,9 @@ its ``train.py`` loop runs unchanged on a speechpack loader (docs/wesep.md, "Com
   ``multi_task``, else an empty tensor (mainline's val set has no labels).
 
 Those keys only (``BATCH_KEYS``), unless ``contract_keys``: then the contract's stay beside them (``wav_target``,
-``audio_aux``, ``speaker_label``, ``valid``, ``lengths`` and the rest; ``wav_mix`` is mainline's).  Dither noise is drawn from a generator keyed by (seed, epoch, batch), so a batch is the
-same with any number of workers; val has no dither (mainline dithers val enrollments too).
+``audio_aux``, ``speaker_label``, ``valid``, ``lengths`` and the rest; ``wav_mix`` is mainline's).  Dither noise is
+drawn from a generator keyed by (seed, epoch, batch), so a batch is the same with any number of workers; val has no
+dither (mainline dithers val enrollments too).
 """
 
 from __future__ import annotations
@@ -153,8 +154,8 @@ def translate(obj: dict, state: str, where: str = "config") -> dict:
     train = state == "train"
     for key in args:
         if key not in KNOWN_KEYS and key not in SPEECHPACK_KEYS:
-            _refusal(problems, at, key, f"not a key of mainline WeSep's dataset_args (it reads {', '.join(KNOWN_KEYS)}; "
-                                        f"speechpack adds {', '.join(SPEECHPACK_KEYS)})")
+            _refusal(problems, at, key, f"not a key of mainline WeSep's dataset_args (it reads "
+                                        f"{', '.join(KNOWN_KEYS)}; speechpack adds {', '.join(SPEECHPACK_KEYS)})")
     contract_keys = args.get("contract_keys", False)
     if not isinstance(contract_keys, bool):
         _refusal(problems, at, "contract_keys", f"expected true or false, got {contract_keys!r}")
@@ -355,5 +356,5 @@ class MainlineBatchBuilder:
         return out
 
 
-__all__ = ["BATCH_KEYS", "CONTRACT", "MAINLINE", "MainlineArgs", "MainlineBatchBuilder", "dialect", "fixed_speakers", "kaldi_fbank",
-           "mel_banks", "translate"]
+__all__ = ["BATCH_KEYS", "CONTRACT", "MAINLINE", "MainlineArgs", "MainlineBatchBuilder", "SPEECHPACK_KEYS", "dialect",
+           "fixed_speakers", "kaldi_fbank", "mel_banks", "translate"]
