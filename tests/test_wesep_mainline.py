@@ -477,3 +477,66 @@ def test_peek_refuses_a_val_too_small_and_saves_a_mainline_batchs_wavs(packs, tm
     assert len(written) == 8 and all(name.endswith(("_mix.wav", "_target.wav")) for name in written)
     audio, rate = soundfile.read(tmp_path / "wavs" / written[0])
     assert rate == 16000 and len(audio) == CHUNK
+
+
+#: The data settings of mainline's 12 recipe configs at cf8ee7f (``examples/*/confs/*.yaml``): batch_size,
+#: chunk_len, model_args.tse_model.joint_training (None: not given, a GAN recipe), speaker_feat, multi_task,
+#: online_mix.
+MAINLINE_CONFS = {
+    "v1/bsrnn": (16, 48000, False, None, None, False), "v1/dpcc_init_gan": (4, 48000, None, None, None, False),
+    "v1/dpccn": (4, 48000, False, None, None, False), "v1/tfgridnet": (4, 16000, False, None, None, False),
+    "v2/bsrnn": (8, 48000, True, True, False, False), "v2/bsrnn_feats": (4, 48000, True, False, False, False),
+    "v2/bsrnn_multi_optim": (8, 48000, True, False, False, False),
+    "v2/dpcc_init_gan": (4, 48000, None, None, None, False), "v2/dpccn": (6, 48000, True, True, False, False),
+    "v2/spexplus": (8, 48000, True, None, True, False), "v2/tfgridnet": (1, 48000, True, True, False, False),
+    "voxceleb1/bsrnn_online": (8, 48000, True, True, False, True),
+}
+
+
+@pytest.fixture(scope="module")
+def sixteen(tmp_path_factory, real_audio_paths):
+    """Packs of a 16-mixture split (enough for the largest recipe batch) and VoxCeleb-like sources."""
+    require("kaldiio", "wesep")
+    root = tmp_path_factory.mktemp("sixteen")
+    data = root / "data"
+    librimix_split(data, real_audio_paths, mixtures=16, utts_per_speaker=4)
+    online_split(root / "vox", real_audio_paths, utts_per_speaker=4)
+    fixed = (str(data / "spk1.enroll"), str(data / "spk2.enroll"))
+    inputs = {
+        "train": MainlineInputs(list_path=str(data / "shard.list"), enroll=str(data / "spk2enroll.json")),
+        "dev": MainlineInputs(list_path=str(data / "wav.scp"), enroll=str(data / "single.wav.scp"),
+                              fixed_enroll=fixed),
+        "train_emb": MainlineInputs(list_path=str(data / "shard.list"), spk_embeds=str(data / "embed.scp"),
+                                    utt2spk=str(data / "single.utt2spk")),
+        "dev_emb": MainlineInputs(list_path=str(data / "shard.list"), spk_embeds=str(data / "embed.scp"),
+                                  fixed_enroll=fixed),
+        "vox": find_mainline_split(str(root / "vox")),
+    }
+    out = {}
+    for name, found in inputs.items():
+        out[name] = str(root / "packs" / name)
+        build_mainline(found, BuildOptions(out=out[name], sample_rate=16000, workers=1, progress=False))
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(MAINLINE_CONFS))
+def test_mainlines_recipe_configs_give_its_batch_shapes_in_train_and_val(sixteen, name):
+    batch_size, chunk, joint, speaker_feat, multi_task, online = MAINLINE_CONFS[name]
+    extra = {"online_mix": True, "num_speakers": 2, "use_random_snr": True} if online else {}
+    for state in ("train", "val"):
+        pack = sixteen["vox"] if online and state == "train" else sixteen[
+            ("train" if state == "train" else "dev") + ("" if joint else "_emb")]
+        cfg = recipe(pack, joint=bool(joint), speaker_feat=bool(speaker_feat), batch_size=batch_size,
+                     multi_task=bool(multi_task), chunk_len=chunk, **extra)
+        if joint is None:  # a GAN recipe: no joint_training, a discriminator
+            del cfg["model_args"]["tse_model"]["joint_training"], cfg["model_args"]["tse_model"]["spk_feat"]
+            cfg["model_args"]["discriminator"] = {}
+        loader = build_loader(cfg, state, seed=1)
+        batches = list(loader)
+        assert batches
+        if state == "val":
+            assert len(batches) == 16 // batch_size  # val_iter: 32 single.wav.scp lines // 2 // 1 // batch_size
+        for batch in batches:
+            assert tuple(batch) == BATCH_KEYS
+            assert batch["wav_mix"].shape == batch["wav_targets"].shape == (2 * batch_size, chunk)
+            assert batch["spk_embeds"].shape[0] == 2 * batch_size
