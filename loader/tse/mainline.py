@@ -280,8 +280,9 @@ def kaldi_fbank(wave: np.ndarray, sample_rate: int, args: MainlineArgs, rng: np.
 
 class MainlineBatchBuilder:
     """The TSE builder, its batches in mainline's collate shape (module docstring).  Every hook of the builder
-    protocol (``loader.tasks.BatchBuilder``) is the wrapped builder's, but ``build`` and ``build_block``: it is not
-    a ``BatchBuilder`` subclass, so no class default shadows ``__getattr__``'s forwarding."""
+    protocol (``loader.tasks.BatchBuilder``) is the wrapped builder's, but ``build``, ``build_block`` and, for val,
+    ``plan_args`` and ``check_plan``: it is not a ``BatchBuilder`` subclass, so no class default shadows
+    ``__getattr__``'s forwarding."""
 
     def __init__(self, inner, args: MainlineArgs, state: str, seed: int):
         self.inner, self.mainline, self.state, self.seed = inner, args, state, seed
