@@ -135,8 +135,10 @@ def _save_tse(batch: dict, sample_rate: int, out_dir: str) -> list[str]:
     written = []
     for row, (key, speaker) in enumerate(zip(batch["key"], batch["spk"])):
         stem = os.path.join(out_dir, f"{row:03d}_{_UNSAFE.sub('_', key)}_{_UNSAFE.sub('_', speaker)}")
-        for field in ("wav_mix", "wav_target"):
-            path = f"{stem}_{field.split('_')[1]}.wav"
+        # a mainline WeSep batch has wav_targets [rows, T] (and no contract keys unless asked)
+        target = "wav_target" if "wav_target" in batch else "wav_targets"
+        for field, name in (("wav_mix", "mix"), (target, "target")):
+            path = f"{stem}_{name}.wav"
             soundfile.write(path, batch[field][row].numpy().T, sample_rate, subtype="FLOAT")
             written.append(path)
         enroll = batch.get("audio_aux")

@@ -23,6 +23,9 @@ stream                      w0    w1                  w2             w3         
 ``cycle_rng(s, pack, k)``   0     k                   pack           2**63      weighting: cycle ``k`` of a pack
 ``dither_rng(s, e, b)``     0     0x6D61696E          b + 1          e          mainline WeSep's fbank dither
                                                                                 (``loader.tse.mainline``)
+``window_rng(s, p, i)``     0     i + 1               p              0x76616C   mainline WeSep's val windows: one
+                                                                     << 40      stream per (pack, sample), the
+                                                                                same every epoch
 ==========================  ====  ==================  =============  =========  =================================
 
 Philox advances w0 first, so two streams whose starts differ in w1..w3 meet only after 2**64 draws of one of them.
@@ -48,6 +51,9 @@ CYCLE_STREAM_WORD = 1 << 63
 #: Counter word 1 of the dither stream of mainline WeSep's enrollment fbank ("main" in ASCII): far above any
 #: item position, so it never meets ``item_rng``.
 DITHER_STREAM_WORD = 0x6D61696E
+#: Counter word 3 of mainline WeSep's val windows ("val" in ASCII, shifted): above any epoch, below the weighting's
+#: top bit, so it never meets a batch's, an item's or a cycle's stream.
+WINDOW_STREAM_WORD = 0x76616C << 40
 #: Bits of a room's key taken from one uniform draw (a float64 has 53).
 ROOM_KEY_BITS = 53
 
@@ -91,6 +97,14 @@ def cycle_rng(seed: int, pack: int, cycle: int) -> np.random.Generator:
 def dither_rng(seed: int, epoch: int, global_batch: int) -> np.random.Generator:
     """The batch's dither generator (counter (0, 0x6D61696E, batch + 1, epoch))."""
     return _philox(seed, [0, DITHER_STREAM_WORD, global_batch + 1, epoch])
+
+
+def window_rng(seed: int, pack: int, sample: int) -> np.random.Generator:
+    """The val window generator of sample ``sample`` of pack ``pack`` (counter (0, sample + 1, pack, 0x76616C << 40)):
+    keyed by the mixture alone, so its window is the same every epoch and in any batch."""
+    if seed < 0 or pack < 0 or sample < 0:
+        raise PlanError(f"seed, pack and sample must be non-negative, got {seed}, {pack}, {sample}")
+    return _philox(seed, [0, sample + 1, pack, WINDOW_STREAM_WORD])
 
 
 def room_generator(draw: float) -> np.random.Generator:
@@ -157,6 +171,6 @@ class ItemGenerators:
         self.__init__(state["seed"])
 
 
-__all__ = ["AUGMENT_STREAM_WORD", "CYCLE_STREAM_WORD", "DITHER_STREAM_WORD", "ROOM_KEY_BITS", "BatchGenerator",
-           "ItemGenerators", "at_counter", "augment_rng", "batch_rng", "cycle_rng", "dither_rng", "item_rng",
-           "jitter_rng", "room_generator"]
+__all__ = ["AUGMENT_STREAM_WORD", "CYCLE_STREAM_WORD", "DITHER_STREAM_WORD", "ROOM_KEY_BITS", "WINDOW_STREAM_WORD",
+           "BatchGenerator", "ItemGenerators", "at_counter", "augment_rng", "batch_rng", "cycle_rng", "dither_rng",
+           "item_rng", "jitter_rng", "room_generator", "window_rng"]

@@ -207,6 +207,11 @@ class BatchBuilder:
         mixtures with different channel counts.)"""
         return None
 
+    def check_plan(self, plan, world_size: int) -> None:
+        """A check of the first epoch's plan (``loader.plan.EpochPlan`` of this rank) when a loader starts: raise a
+        ``SpeechpackError`` for a plan the task's trainer cannot use, so it fails at start, not after an epoch.
+        Default: none.  (A mainline WeSep recipe: a val plan without a full batch.)"""
+
     def augment_batch(self, batch: dict) -> dict:
         """What the training process applies to a delivered batch, on whatever device it has moved it to
         (``SpeechLoader.augment``).  Default: the batch as it is.  (TSE with ``augment_on: batch``: online

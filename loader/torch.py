@@ -230,6 +230,7 @@ class SpeechLoader:
         self.dataset = _PlannedBatches(self.builder, seed, rank, world_size, self.weighting, self.memory_ceiling)
         self.dataset.shard_order = shard_windows(packs, self.builder, self.weighting is not None)
         first = self.dataset.plan(0)  # checks rank/world_size and the plan's memory now, not in a worker
+        self.builder.check_plan(first, world_size)  # the task's own refusal of a plan its trainer cannot use
         feed = PlanFeed(packs, self.builder, self.dataset.plan_of, rank, world_size)
         self.dataset.feed = feed if feed.active else None  # only packs read through the node cache need one
         self._fingerprint = loader_fingerprint(config, state, packs, window_identity(self.dataset.shard_order))

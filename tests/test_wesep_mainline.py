@@ -23,7 +23,7 @@ from factories.wesep_mainline import EMBED_DIM, librimix_split, online_split, th
 from speechpack.cli import main as cli
 from speechpack.loader import build_loader
 from speechpack.loader.config_checks import ConfigError
-from speechpack.loader.tse.mainline import MainlineArgs
+from speechpack.loader.tse.mainline import BATCH_KEYS, MainlineArgs
 from speechpack.loader.tse.mainline import kaldi_fbank
 from speechpack.packer.adapters.wesep_mainline import build_mainline
 from speechpack.packer.adapters.wesep_mainline_files import MainlineInputs, find_mainline_split
@@ -108,7 +108,8 @@ def test_librimix_recipes_give_mainline_batches_in_train_and_val(packs, name):
         assert loader.report().dialect == "wesep-mainline"
         batch = next(iter(loader))
         rows = 4  # 2 mixtures x 2 targets
-        assert batch["wav_mix"].shape[0] == rows and batch["wav_mix"].ndim == 2
+        assert tuple(batch) == BATCH_KEYS  # mainline's keys only, in its collate's order
+        assert batch["wav_mix"].shape == (rows, CHUNK)  # val is cut to chunk_len too
         assert batch["wav_targets"].shape == batch["wav_mix"].shape
         assert len(batch["spk"]) == len(batch["key"]) == len(batch["length_spk_embeds"]) == rows
         embeds = batch["spk_embeds"]
@@ -123,7 +124,6 @@ def test_librimix_recipes_give_mainline_batches_in_train_and_val(packs, name):
             assert batch["spk_label"].tolist() == [order.index(spk) for spk in batch["spk"]]
         else:
             assert batch["spk_label"].numel() == 0
-        assert "wav_target" in batch and "valid" in batch  # the contract names stay
 
 
 def test_v1_embeddings_are_drawn_from_the_speakers_list_and_fixed_in_val(packs):
@@ -486,3 +486,262 @@ def test_wav_scp_pipe_lines_are_refused_by_line(packs, tmp_path, name):
     result = _build("--data-dir", split, "--out", tmp_path / "p")
     assert result.exit_code == 1 and not marker.exists()
     assert f"{split / name}:2: 'touch {marker} |' is a shell command" in result.output
+
+
+def _whole_rows(cfg: dict, state: str) -> dict:
+    """``(key, spk)`` -> (mixture, target) rows of whole utterances (the recipe with top-level ``whole_utt``)."""
+    whole = dict(cfg, whole_utt=True)
+    rows = {}
+    for batch in build_loader(whole, state, seed=1):
+        for key, spk, mix, target in zip(batch["key"], batch["spk"], batch["wav_mix"], batch["wav_targets"]):
+            rows[(key, spk)] = (mix.numpy(), target.numpy())
+    return rows
+
+
+def _start_in(whole: np.ndarray, window: np.ndarray) -> list[int]:
+    """Every start at which ``window`` is ``whole``'s samples."""
+    return [s for s in range(len(whole) - len(window) + 1) if np.array_equal(whole[s:s + len(window)], window)]
+
+
+def test_val_is_cut_to_chunk_len_in_windows_the_same_every_epoch(packs):
+    out, _, _ = packs
+    cfg = recipe(out["dev"])
+    whole = _whole_rows(cfg, "val")
+    loader = build_loader(cfg, "val", seed=9)
+    epochs = []
+    for epoch in range(2):
+        loader.set_epoch(epoch)
+        epochs.append(list(loader))
+    assert_batches_equal(epochs[0], epochs[1])
+    assert_batches_equal(list(build_loader(cfg, "val", seed=9, num_workers=2)), epochs[0])
+    starts = set()
+    for batch in epochs[0]:
+        assert batch["wav_mix"].shape == (4, CHUNK)
+        for key, spk, mix, target in zip(batch["key"], batch["spk"], batch["wav_mix"], batch["wav_targets"]):
+            full_mix, full_target = whole[(key, spk)]
+            at = _start_in(full_mix, mix.numpy())
+            assert at and at == _start_in(full_target, target.numpy())[:len(at)]  # one window for both
+            starts.add(at[0])
+    assert len(starts) > 1  # drawn per mixture, not always 0
+    # a mixture's window is its own: the same in batches of another size
+    other = {(k, s): m.numpy() for b in build_loader(recipe(out["dev"], batch_size=3), "val", seed=9)
+             for k, s, m in zip(b["key"], b["spk"], b["wav_mix"])}
+    mine = {(k, s): m.numpy() for b in epochs[0] for k, s, m in zip(b["key"], b["spk"], b["wav_mix"])}
+    assert all(np.array_equal(other[key], row) for key, row in mine.items() if key in other)
+
+
+@pytest.mark.parametrize("world_size,batch_size", [(1, 2), (1, 4), (2, 2), (3, 2)])
+def test_val_runs_mainlines_val_iter_full_batches(packs, world_size, batch_size):
+    out, facts, _ = packs
+    mixtures = len(facts["keys"])
+    val_iter = 2 * mixtures // 2 // world_size // batch_size  # train.py: single.wav.scp lines // 2 // world // batch
+    seen = set()
+    for rank in range(world_size):
+        # sample_num_per_epoch sizes training epochs only, as in train.py
+        loader = build_loader(recipe(out["dev"], batch_size=batch_size, sample_num_per_epoch=4), "val", seed=2,
+                              rank=rank, world_size=world_size)
+        batches = list(loader)
+        assert len(loader) == len(batches) == val_iter
+        assert all(b["wav_mix"].shape == (2 * batch_size, CHUNK) for b in batches)
+        seen |= {key for b in batches for key in b["key"]}
+    assert len(seen) == val_iter * batch_size * world_size  # full batches of distinct mixtures
+
+
+def test_a_dev_set_too_small_for_one_val_batch_is_refused_at_start(packs):
+    out, facts, _ = packs
+    with pytest.raises(ConfigError) as err:
+        build_loader(recipe(out["dev"], batch_size=4), "val", seed=0, world_size=2)
+    text = str(err.value)
+    assert f"{len(facts['keys'])} dev mixture(s)" in text and "world_size 2" in text and "batch_size 4" in text
+    assert "8 mixtures" in text
+    build_loader(recipe(out["train"], batch_size=4), "train", seed=0, world_size=2)  # train is not refused
+
+
+@pytest.mark.parametrize("state", ["train", "val"])
+def test_short_chunks_are_tiled_as_mainline_does(packs, state):
+    out, _, _ = packs
+    long_chunk = 24000  # the mixtures are 16000 samples
+    cfg = recipe(out["train" if state == "train" else "dev"], chunk_len=long_chunk)
+    whole = _whole_rows(cfg, state)
+    rows = 0
+    for batch in build_loader(cfg, state, seed=4):
+        assert batch["wav_mix"].shape[1] == long_chunk
+        for key, spk, mix, target in zip(batch["key"], batch["spk"], batch["wav_mix"], batch["wav_targets"]):
+            full_mix, full_target = whole[(key, spk)]
+            assert len(full_mix) < long_chunk
+            np.testing.assert_array_equal(mix.numpy(), np.resize(full_mix, long_chunk))  # repeated from the start
+            np.testing.assert_array_equal(target.numpy(), np.resize(full_target, long_chunk))
+            rows += 1
+    assert rows
+
+
+def test_windows_are_redrawn_while_a_target_is_silent(tmp_path, real_audio_paths):
+    require("kaldiio", "dev")
+    data = tmp_path / "data"
+    librimix_split(data, real_audio_paths, mixtures=6, seconds=1.0, silent_tail=0.8)  # s2 ends in 0.8 s of zeros
+    pack = str(tmp_path / "pack")
+    build_mainline(MainlineInputs(list_path=str(data / "shard.list"), enroll=str(data / "spk2enroll.json")),
+                   BuildOptions(out=pack, sample_rate=16000, workers=1, progress=False))
+    loader = build_loader(recipe(pack), "train", seed=1)
+    rows = 0
+    for epoch in range(12):
+        loader.set_epoch(epoch)
+        for batch in loader:
+            targets = batch["wav_targets"]
+            assert (targets.abs().amax(dim=1) > 0).all()  # no silent target row
+            for m in range(0, len(targets), 2):  # one window for a mixture and its targets: mix = (s1 + s2) / 2
+                mix = batch["wav_mix"][m]
+                assert torch.allclose(mix, (targets[m] + targets[m + 1]) / 2, atol=1e-3)
+            rows += len(targets)
+    contract = {"packs": [{"path": pack}], "dataset_args": {"chunk_len": CHUNK, "batch_size": 2, "shuffle": True,
+                                                              "cues": {"audio": {"use": True}}}}
+    silent = 0
+    ld = build_loader(contract, "train", seed=1)
+    for epoch in range(12):
+        ld.set_epoch(epoch)
+        silent += sum(int((b["wav_target"].abs().amax(dim=(1, 2)) == 0).sum()) for b in ld)
+    assert rows and silent  # the contract dialect keeps a window where only the mixture sounds
+
+
+def test_sounding_start_is_bounded_and_falls_back_to_an_exact_choice():
+    from speechpack.loader.tse.windows import MAINLINE_WINDOW_DRAWS, sounding_start
+
+    length, total = 100, 1000
+    mix = np.ones((1, total), dtype=np.int16)
+    target = np.zeros((1, total), dtype=np.int16)
+    target[0, 900:905] = 7  # sounds only in windows starting in [801, 900]
+    late = np.full(MAINLINE_WINDOW_DRAWS, 0.01)  # every uniform draw misses
+    picks = set()
+    for last in np.linspace(0, 0.999, 50):
+        late[-1] = last
+        start = sounding_start([mix, target], length, late)
+        assert 801 <= start <= 900 and target[0, start:start + length].any()
+        picks.add(start)
+    assert len(picks) > 40  # uniform over the sounding starts
+    silent = np.zeros((1, total), dtype=np.int16)  # a target silent throughout: where the mixture sounds
+    assert sounding_start([mix, silent], length, late) == int(late[-1] * (total - length + 1))
+    assert sounding_start([silent, silent], length, late) == int(late[0] * (total - length + 1))  # nothing sounds
+
+
+def test_online_mixes_are_at_mainlines_levels_with_tiled_sources(packs):
+    out, _, _ = packs
+    for use_random_snr, chunk in ((False, CHUNK), (True, CHUNK), (False, 24000)):  # 24000: longer than the sources
+        cfg = recipe(out["vox"], online_mix=True, num_speakers=2, use_random_snr=use_random_snr, chunk_len=chunk)
+        loader = build_loader(cfg, "train", seed=2)
+        snrs = []
+        for epoch in range(8):
+            loader.set_epoch(epoch)
+            for batch in loader:
+                mix, targets = batch["wav_mix"], batch["wav_targets"]
+                assert mix.shape[1] == chunk
+                for g in range(0, len(targets), 2):
+                    target, interferer = targets[g].double(), targets[g + 1].double()
+                    snrs.append(float(10 * torch.log10((target ** 2).sum() / (interferer ** 2).sum())))
+                    peak = max(float(mix[g].abs().max()), float(target.abs().max()), float(interferer.abs().max()))
+                    assert abs(peak - 1.0) < 1e-6  # mixture and sources scaled by one factor to a peak of 1
+                    torch.testing.assert_close(mix[g].double(), target + interferer, atol=1e-5, rtol=0)
+                    if chunk == 24000:  # each 19200-sample source tiled from its start
+                        for row in (target, interferer):
+                            assert torch.equal(row[19200:], row[:24000 - 19200])
+        if use_random_snr:
+            assert min(snrs) >= -10.001 and max(snrs) <= 10.001 and max(snrs) - min(snrs) > 5
+        else:
+            assert max(abs(s) for s in snrs) < 1e-3  # interferers at the target's energy
+
+
+def test_batches_hold_mainlines_keys_only_unless_contract_keys_is_set(packs):
+    out, _, _ = packs
+    for state, pack in (("train", out["train"]), ("val", out["dev"])):
+        batch = next(iter(build_loader(recipe(pack, contract_keys=True), state, seed=1)))
+        assert tuple(batch)[:2] == ("wav_mix", "wav_target") and set(BATCH_KEYS) <= set(batch)
+        assert {"audio_aux", "valid", "lengths", "speaker_label"} <= set(batch)
+        assert torch.equal(batch["wav_targets"], batch["wav_target"][:, 0])
+        plain = next(iter(build_loader(recipe(pack), state, seed=1)))
+        assert tuple(plain) == BATCH_KEYS
+        for key in BATCH_KEYS:
+            assert str(plain[key]) == str(batch[key])
+    with pytest.raises(ConfigError, match="contract_keys: expected true or false"):
+        build_loader(recipe(out["train"], contract_keys="yes"), "train", seed=1)
+
+
+def test_peek_refuses_a_val_too_small_and_saves_a_mainline_batchs_wavs(packs, tmp_path):
+    out, facts, _ = packs
+    path = tmp_path / "bsrnn.yaml"
+    cfg = recipe(out["dev"], batch_size=8)
+    del cfg["packs"]
+    path.write_text(yaml.safe_dump(cfg))
+    result = CliRunner().invoke(cli, ["peek", str(path), "--pack", out["dev"], "--state", "val"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert f"val_iter = {len(facts['keys'])} dev mixture(s) // world_size 1 // batch_size 8 = 0" in result.output
+    cfg["dataloader_args"]["batch_size"] = 2
+    path.write_text(yaml.safe_dump(cfg))
+    result = CliRunner().invoke(cli, ["peek", str(path), "--pack", out["dev"], "--state", "val", "--save-wavs",
+                                      str(tmp_path / "wavs")])
+    assert result.exit_code == 0, result.output
+    written = sorted(p.name for p in (tmp_path / "wavs").iterdir())
+    assert len(written) == 8 and all(name.endswith(("_mix.wav", "_target.wav")) for name in written)
+    audio, rate = soundfile.read(tmp_path / "wavs" / written[0])
+    assert rate == 16000 and len(audio) == CHUNK
+
+
+#: The data settings of mainline's 12 recipe configs at cf8ee7f (``examples/*/confs/*.yaml``): batch_size,
+#: chunk_len, model_args.tse_model.joint_training (None: not given, a GAN recipe), speaker_feat, multi_task,
+#: online_mix.
+MAINLINE_CONFS = {
+    "v1/bsrnn": (16, 48000, False, None, None, False), "v1/dpcc_init_gan": (4, 48000, None, None, None, False),
+    "v1/dpccn": (4, 48000, False, None, None, False), "v1/tfgridnet": (4, 16000, False, None, None, False),
+    "v2/bsrnn": (8, 48000, True, True, False, False), "v2/bsrnn_feats": (4, 48000, True, False, False, False),
+    "v2/bsrnn_multi_optim": (8, 48000, True, False, False, False),
+    "v2/dpcc_init_gan": (4, 48000, None, None, None, False), "v2/dpccn": (6, 48000, True, True, False, False),
+    "v2/spexplus": (8, 48000, True, None, True, False), "v2/tfgridnet": (1, 48000, True, True, False, False),
+    "voxceleb1/bsrnn_online": (8, 48000, True, True, False, True),
+}
+
+
+@pytest.fixture(scope="module")
+def sixteen(tmp_path_factory, real_audio_paths):
+    """Packs of a 16-mixture split (enough for the largest recipe batch) and VoxCeleb-like sources."""
+    require("kaldiio", "dev")
+    root = tmp_path_factory.mktemp("sixteen")
+    data = root / "data"
+    librimix_split(data, real_audio_paths, mixtures=16, utts_per_speaker=4)
+    online_split(root / "vox", real_audio_paths, utts_per_speaker=4)
+    fixed = (str(data / "spk1.enroll"), str(data / "spk2.enroll"))
+    inputs = {
+        "train": MainlineInputs(list_path=str(data / "shard.list"), enroll=str(data / "spk2enroll.json")),
+        "dev": MainlineInputs(list_path=str(data / "wav.scp"), enroll=str(data / "single.wav.scp"),
+                              fixed_enroll=fixed),
+        "train_emb": MainlineInputs(list_path=str(data / "shard.list"), spk_embeds=str(data / "embed.scp"),
+                                    utt2spk=str(data / "single.utt2spk")),
+        "dev_emb": MainlineInputs(list_path=str(data / "shard.list"), spk_embeds=str(data / "embed.scp"),
+                                  fixed_enroll=fixed),
+        "vox": find_mainline_split(str(root / "vox")),
+    }
+    out = {}
+    for name, found in inputs.items():
+        out[name] = str(root / "packs" / name)
+        build_mainline(found, BuildOptions(out=out[name], sample_rate=16000, workers=1, progress=False))
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(MAINLINE_CONFS))
+def test_mainlines_recipe_configs_give_its_batch_shapes_in_train_and_val(sixteen, name):
+    batch_size, chunk, joint, speaker_feat, multi_task, online = MAINLINE_CONFS[name]
+    extra = {"online_mix": True, "num_speakers": 2, "use_random_snr": True} if online else {}
+    for state in ("train", "val"):
+        pack = sixteen["vox"] if online and state == "train" else sixteen[
+            ("train" if state == "train" else "dev") + ("" if joint else "_emb")]
+        cfg = recipe(pack, joint=bool(joint), speaker_feat=bool(speaker_feat), batch_size=batch_size,
+                     multi_task=bool(multi_task), chunk_len=chunk, **extra)
+        if joint is None:  # a GAN recipe: no joint_training, a discriminator
+            del cfg["model_args"]["tse_model"]["joint_training"], cfg["model_args"]["tse_model"]["spk_feat"]
+            cfg["model_args"]["discriminator"] = {}
+        loader = build_loader(cfg, state, seed=1)
+        batches = list(loader)
+        assert batches
+        if state == "val":
+            assert len(batches) == 16 // batch_size  # val_iter: 32 single.wav.scp lines // 2 // 1 // batch_size
+        for batch in batches:
+            assert tuple(batch) == BATCH_KEYS
+            assert batch["wav_mix"].shape == batch["wav_targets"].shape == (2 * batch_size, chunk)
+            assert batch["spk_embeds"].shape[0] == 2 * batch_size

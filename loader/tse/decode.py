@@ -36,7 +36,7 @@ from speechpack.loader.normalize import MUVAP, muvap_gain
 from speechpack.loader.pack import Pack
 from speechpack.loader.pack.readahead import will_need_views
 from speechpack.loader.transport import batch_arrays
-from speechpack.loader.tse.windows import Window
+from speechpack.loader.tse.windows import Window, tile_row
 from speechpack.schemas.errors import SpeechpackError
 
 
@@ -114,9 +114,10 @@ def aligned_length(lengths: np.ndarray | list[int], align: str) -> int:
 
 
 def collate_rows(sources: list[Audio], windows: list[Window], lengths: np.ndarray, align: str,
-                 mixture_of: list[int] | None = None) -> np.ndarray:
-    """Decode every row once into a ``[rows, C, T]`` float32 array (T by ``align``), zero-padded on the right.
-    ``mixture_of``: each row's mixture; a row repeating the previous row's mixture is copied, not decoded."""
+                 mixture_of: list[int] | None = None, tile: bool = False) -> np.ndarray:
+    """Decode every row once into a ``[rows, C, T]`` float32 array (T by ``align``), zero-padded on the right
+    (``tile``: tiled, mainline's short chunks; ``loader.tse.windows.tile_row``).  ``mixture_of``: each row's
+    mixture; a row repeating the previous row's mixture is copied, not decoded."""
     out_len = aligned_length(lengths, align)
     channels = sources[0][0].shape[0] if sources else 1
     out = batch_arrays.empty((len(sources), channels, out_len), np.float32)
@@ -137,15 +138,18 @@ def collate_rows(sources: list[Audio], windows: list[Window], lengths: np.ndarra
         dest *= np.float32(factor * gain)
         if mean and gain:
             dest -= np.float32(mean * gain)
-        out[r, :, take:] = 0.0  # zero only the padding: the rest is written once
+        if tile and take < out_len:
+            tile_row(out[r], take)
+        else:
+            out[r, :, take:] = 0.0  # zero only the padding: the rest is written once
         previous = r
     return out
 
 
-def decode_into(row: np.ndarray, audio: Audio, window: Window) -> None:
+def decode_into(row: np.ndarray, audio: Audio, window: Window, tile: bool = False) -> None:
     """Channel 0 of ``audio``'s window decoded into ``row`` (int16 to float32, scaled, normalised), zero-padded to
-    the row's length.  A cast copy then an in-place multiply: the same floats as one mixed-type multiply, which
-    numpy runs through a cast buffer, and faster."""
+    the row's length (``tile``: tiled, ``loader.tse.windows.tile_row``).  A cast copy then an in-place multiply:
+    the same floats as one mixed-type multiply, which numpy runs through a cast buffer, and faster."""
     data, factor, mean, gain = audio
     take = window.take
     signal = row[:take]
@@ -154,7 +158,10 @@ def decode_into(row: np.ndarray, audio: Audio, window: Window) -> None:
     if mean and gain:
         signal -= np.float32(mean * gain)
     if take < len(row):
-        row[take:] = 0.0
+        if tile:
+            tile_row(row, take)
+        else:
+            row[take:] = 0.0
 
 
 ALIGNS = ("max", "min", None)

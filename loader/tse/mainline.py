@@ -20,10 +20,16 @@ name no ``joint_training``, whose default there is false: embeddings).  What mai
 - ``speaker_feat`` + ``fbank_args``: Kaldi fbank of the enrollment (``loader.tse.mainline``);
 - ``model_args.tse_model.joint_training``: enrollment audio (true) or embeddings (false) from the pack's audio
   cue; ``multi_task``: ``spk_label`` in training;
-- ``repeat_dataset``: accepted (epochs are planned exactly; docs/wesep.md); ``SSA_enroll_prob``: accepted, unread
-  by mainline too.
+- ``repeat_dataset``: accepted (training epochs are planned exactly; docs/wesep.md); ``SSA_enroll_prob``: accepted,
+  unread by mainline too;
+- ``contract_keys`` (speechpack's own; mainline's ``Dataset`` ignores it): the contract's batch keys too.
 
-Val and test turn every augmentation and online mixing off, as mainline's ``train.py`` builds its val set.
+Val and test turn every augmentation and online mixing off, as mainline's ``train.py`` builds its val set.  Mainline's
+data semantics hold in every state (``loader.tse.windows.Chunking.mainline``): train and val are cut to ``chunk_len``
+(test, as its ``infer.py``, only with ``whole_utt: false``), short mixtures tiled, windows re-drawn while a target is
+silent; val windows are keyed by (seed, mixture) (``loader.tse.task.window_draws``), and val runs mainline's
+``val_iter`` full batches, refusing at start a dev set too small for one (``MainlineBatchBuilder.plan_args``,
+``check_plan``).
 
 The batch of mainline WeSep's ``tse_collate_fn`` (github.com/wenet-e2e/wesep, ``wesep/dataset/dataset.py``), so
 its ``train.py`` loop runs unchanged on a speechpack loader (docs/wesep.md, "Coming from mainline WeSep").
@@ -40,9 +46,10 @@ its ``train.py`` loop runs unchanged on a speechpack loader (docs/wesep.md, "Com
 - ``spk``, ``key``: lists; ``spk_label``: the speaker's index in ``spk2enroll.json`` order in training with
   ``multi_task``, else an empty tensor (mainline's val set has no labels).
 
-The contract names stay: ``wav_target``, ``audio_aux``, ``speaker_label``, ``valid``, ``lengths`` and the rest
-(``wav_mix`` is mainline's).  Dither noise is drawn from a generator keyed by (seed, epoch, batch), so a batch is the
-same with any number of workers; val has no dither (mainline dithers val enrollments too).
+Those keys only (``BATCH_KEYS``), unless ``contract_keys``: then the contract's stay beside them (``wav_target``,
+``audio_aux``, ``speaker_label``, ``valid``, ``lengths`` and the rest; ``wav_mix`` is mainline's).  Dither noise is
+drawn from a generator keyed by (seed, epoch, batch), so a batch is the same with any number of workers; val has no
+dither (mainline dithers val enrollments too).
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 import copy
+import dataclasses
 import functools
 import math
 
@@ -68,6 +76,11 @@ KNOWN_KEYS = ("resample_rate", "shuffle", "shuffle_args", "chunk_len", "sample_n
               "fbank_args", "noise_prob", "noise_lmdb_file", "reverb_prob", "noise_enroll_prob",
               "reverb_enroll_prob", "specaug_enroll_prob", "SSA_enroll_prob", "online_mix", "num_speakers",
               "online_buffer_size", "use_random_snr", "filter_len", "filter_args", "filter_len_args")
+#: speechpack's own ``dataset_args`` keys in a mainline recipe (mainline's ``Dataset`` reads keys with ``.get``, so
+#: it runs on the same file): ``contract_keys: true`` keeps the contract's batch keys beside mainline's.
+SPEECHPACK_KEYS = ("contract_keys",)
+#: The keys of mainline's ``tse_collate_fn`` batch, the only ones a mainline batch has without ``contract_keys``.
+BATCH_KEYS = ("wav_mix", "wav_targets", "spk_embeds", "length_spk_embeds", "spk", "key", "spk_label")
 AUGMENT_KEYS = ("noise_prob", "reverb_prob", "noise_enroll_prob", "reverb_enroll_prob", "specaug_enroll_prob")
 
 
@@ -78,6 +91,8 @@ class MainlineArgs:
     joint_training: bool = False
     multi_task: bool = False
     speaker_feat: bool = False
+    #: ``dataset_args.contract_keys``: the contract's keys (``wav_target``, ``audio_aux``, ``valid``, ...) too.
+    contract_keys: bool = False
     num_mel_bins: int = 80
     frame_length: float = 25.0
     frame_shift: float = 10.0
@@ -138,16 +153,21 @@ def translate(obj: dict, state: str, where: str = "config") -> dict:
     joint = bool(model.get("joint_training", False))
     train = state == "train"
     for key in args:
-        if key not in KNOWN_KEYS:
-            _refusal(problems, at, key, f"not a key of mainline WeSep's dataset_args (it reads {', '.join(KNOWN_KEYS)})")
+        if key not in KNOWN_KEYS and key not in SPEECHPACK_KEYS:
+            _refusal(problems, at, key, f"not a key of mainline WeSep's dataset_args (it reads "
+                                        f"{', '.join(KNOWN_KEYS)}; speechpack adds {', '.join(SPEECHPACK_KEYS)})")
+    contract_keys = args.get("contract_keys", False)
+    if not isinstance(contract_keys, bool):
+        _refusal(problems, at, "contract_keys", f"expected true or false, got {contract_keys!r}")
     out: dict[str, Any] = {}
     for key in ("resample_rate", "chunk_len", "shuffle_args", "online_buffer_size"):
         if args.get(key) is not None:
             out[key] = args[key]
     out["shuffle"] = args.get("shuffle", False)  # mainline's Dataset defaults to no shuffling
-    if args.get("sample_num_per_epoch") is not None:
+    if args.get("sample_num_per_epoch") is not None and train:  # train.py sizes training epochs with it, not val
         out["sample_num_per_epoch"] = args["sample_num_per_epoch"]
-    out["whole_utt"] = bool(obj.get("whole_utt", False))
+    # train.py reads whole_utt with the default false (train and val), infer.py with true (test)
+    out["whole_utt"] = bool(obj.get("whole_utt", state == "test"))
     if args.get("filter_len") and train:
         out["filter_len"] = True
         limits = args.get("filter_args") or args.get("filter_len_args")
@@ -203,7 +223,8 @@ def translate(obj: dict, state: str, where: str = "config") -> dict:
                           + "\n".join(problems))
     out["cues"] = {"audio": {"use": True}}
     out["mainline"] = {"joint_training": joint, "multi_task": bool(model.get("multi_task", False)) and joint,
-                       "speaker_feat": speaker_feat, "num_mel_bins": int(fbank["num_mel_bins"]),
+                       "speaker_feat": speaker_feat, "contract_keys": contract_keys is True,
+                       "num_mel_bins": int(fbank["num_mel_bins"]),
                        "frame_length": float(fbank["frame_length"]), "frame_shift": float(fbank["frame_shift"]),
                        "dither": float(fbank["dither"]) if train else 0.0}
     translated = {key: copy.deepcopy(value) for key, value in obj.items()
@@ -259,8 +280,9 @@ def kaldi_fbank(wave: np.ndarray, sample_rate: int, args: MainlineArgs, rng: np.
 
 class MainlineBatchBuilder:
     """The TSE builder, its batches in mainline's collate shape (module docstring).  Every hook of the builder
-    protocol (``loader.tasks.BatchBuilder``) is the wrapped builder's, but ``build`` and ``build_block``: it is not
-    a ``BatchBuilder`` subclass, so no class default shadows ``__getattr__``'s forwarding."""
+    protocol (``loader.tasks.BatchBuilder``) is the wrapped builder's, but ``build``, ``build_block`` and, for val,
+    ``plan_args`` and ``check_plan``: it is not a ``BatchBuilder`` subclass, so no class default shadows
+    ``__getattr__``'s forwarding."""
 
     def __init__(self, inner, args: MainlineArgs, state: str, seed: int):
         self.inner, self.mainline, self.state, self.seed = inner, args, state, seed
@@ -279,6 +301,28 @@ class MainlineBatchBuilder:
         if name == "inner":  # not set yet (unpickling in a spawned worker): no recursion
             raise AttributeError(name)
         return getattr(self.inner, name)
+
+    @property
+    def plan_args(self):
+        """Val as mainline's ``train.py`` runs it: ``val_iter = mixtures // world_size // batch_size`` full batches
+        per rank (its val data repeats and ``executor.cv`` stops at ``val_iter``), in the same order every epoch.
+        That is the plan with the last incomplete batch and round left out, whatever ``drop_last`` says, and
+        without shuffling (mainline's val order is fixed: its sampler's epoch stays -1)."""
+        args = self.inner.plan_args
+        if self.state != "val":
+            return args
+        return dataclasses.replace(args, shuffle=False, tail="drop", sync="drop")
+
+    def check_plan(self, plan, world_size: int) -> None:
+        """A dev set too small for one full val batch per rank is refused at start: mainline's ``val_iter`` is
+        then 0 and its ``executor.cv`` fails (``UnboundLocalError``) or never ends."""
+        if self.state != "val" or len(plan):
+            return
+        mixtures, batch_size = self.inner.num_units(), self.inner.args.batch_size
+        raise ConfigError(f"val: mainline WeSep validates on val_iter = {mixtures} dev mixture(s) // world_size "
+                          f"{world_size} // batch_size {batch_size} = 0 full batches (wesep/bin/train.py), and its "
+                          f"executor.cv fails on none: the dev packs need at least batch_size x world_size = "
+                          f"{batch_size * world_size} mixtures, or lower dataloader_args.batch_size")
 
     def build(self, item_ids: np.ndarray, valid: np.ndarray, epoch: int, global_batch: int) -> dict:
         return self._mainline(self.inner.build(item_ids, valid, epoch, global_batch), epoch, global_batch)
@@ -300,11 +344,12 @@ class MainlineBatchBuilder:
             values = [np.asarray(v, dtype=np.float32).reshape(-1) for v in rows]
         lengths = [len(v) for v in values]
         shortest = min(lengths)
-        out = dict(batch)
+        out = dict(batch) if self.mainline.contract_keys else {}
         out["wav_mix"] = np.ascontiguousarray(batch["wav_mix"][:, 0])
         out["wav_targets"] = np.ascontiguousarray(batch["wav_target"][:, 0])
         out["spk_embeds"] = np.stack([v[:shortest] for v in values])
         out["length_spk_embeds"] = lengths
+        out["spk"], out["key"] = batch["spk"], batch["key"]
         if self.mainline.multi_task and self.state == "train":
             out["spk_label"] = np.asarray(batch["speaker_label"], dtype=np.int64)
         else:
@@ -312,5 +357,5 @@ class MainlineBatchBuilder:
         return out
 
 
-__all__ = ["CONTRACT", "MAINLINE", "MainlineArgs", "MainlineBatchBuilder", "dialect", "fixed_speakers", "kaldi_fbank",
-           "mel_banks", "translate"]
+__all__ = ["BATCH_KEYS", "CONTRACT", "MAINLINE", "MainlineArgs", "MainlineBatchBuilder", "SPEECHPACK_KEYS", "dialect",
+           "fixed_speakers", "kaldi_fbank", "mel_banks", "translate"]

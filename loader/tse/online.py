@@ -51,7 +51,7 @@ from speechpack.loader.tse.mixing import (
     snr_scales,
 )
 from speechpack.loader.rng import ItemGenerators
-from speechpack.loader.tse.windows import ZERO_CHUNK_REDRAWS, Chunking, Window
+from speechpack.loader.tse.windows import Chunking, Window
 from speechpack.schemas.constants import KIND_SOURCES, STREAM_SOURCE
 
 #: ``overlap_ratio_2spk`` of a row whose mixture does not have two speakers (a number, not NaN, so batches compare
@@ -169,7 +169,7 @@ class OnlineMixer:
         key = str(pack.keys[sample])
         if audio.data.shape[0] != 1:
             raise MixError(f"online_mix: source {key} has {audio.data.shape[0]} channels; WeSep mixes mono sources")
-        window = self.chunking.window(audio.data, rng.random(ZERO_CHUNK_REDRAWS + 1), redraw_silence=False)
+        window = self.chunking.window(audio.data, rng.random(self.chunking.draws_per_window), redraw_silence=False)
         return Member(audio, window, pack.speakers[int(pack.speaker_first[sample])], key, pack_id)
 
     def draft(self, item: int, rng: np.random.Generator) -> Draft:
@@ -199,7 +199,7 @@ class OnlineMixer:
             draft = drafts[g]
             rows = dry[row:row + count, :draft.length]
             for target, member in zip(rows, draft.members):
-                decode_into(target, member.audio, member.window)
+                decode_into(target, member.audio, member.window, self.chunking.tile)
             if self.timeline is not None:
                 apply_timeline(rows, draft.segments)
             row += count
@@ -228,7 +228,7 @@ class OnlineMixer:
                 sources = (self.scratch.rows(WORK_ROWS + count, draft.length)[WORK_ROWS:] if in_scratch
                            else np.empty((count, draft.length), dtype=np.float32))
                 for row, member in zip(sources, draft.members):
-                    decode_into(row, member.audio, member.window)
+                    decode_into(row, member.audio, member.window, self.chunking.tile)
                 if self.timeline is not None:
                     apply_timeline(sources, draft.segments)
                 dry = None
@@ -307,7 +307,8 @@ class OnlineMixer:
         for g, group in enumerate(groups):
             members, length = group.draft.members, group.draft.length
             key = "mix_" + "_".join(m.key for m in members)
-            longest_take = max(m.window.take for m in members)
+            # real samples per row: the longest source's (a tiled source fills its row)
+            longest_take = max((m.window.length if self.chunking.tile else m.window.take) for m in members)
             segments = group.draft.segments.tolist()
             ratio = two_speaker_overlap(group.draft.segments)
             for i, member in enumerate(members):

@@ -233,8 +233,10 @@ class TableRows:
         if batches[0][2] is None:
             draws = np.concatenate([b[1] for b in batches]) if len(batches) > 1 else batches[0][1]
             chunk = self.chunking.chunk_len
+            signals = (_signals(table, mix_arrays, self.target_arrays.of(table.target))
+                       if self.chunking.mainline and self.chunking.chunk else None)
             return self.chunking.windows(table.mix.length, draws, _audible(mix_arrays, table.mix, chunk),
-                                         _surely_audible(mix_arrays, table.mix, chunk))
+                                         _surely_audible(mix_arrays, table.mix, chunk), signals)
         units = np.concatenate([b[2] for b in batches]) if len(batches) > 1 else batches[0][2]
         start = self.windows.fed_start[units]
         take = self.windows.stop[units] - start
@@ -273,13 +275,15 @@ class TableRows:
                    window_ranges(array_addresses(target_sources), target_sources[0].itemsize, table.target, row_start,
                                  target_take))
         faults = major_faults()
+        tile = self.chunking.tile
         decode_windows(wav_mix, mix_arrays, mix, start, mix_take, table.item_row.tolist(),
-                       [count - 1 for count in num_speaker])
-        decode_windows(wav_target, target_sources, table.target, row_start, target_take)
+                       [count - 1 for count in num_speaker], tile=tile)
+        decode_windows(wav_target, target_sources, table.target, row_start, target_take, tile=tile)
         self.advice.copied(advised, major_faults() - faults)
         ratios = [window.chunk_ratio() for window in windows]
-        return DecodedRows(rows, wav_mix, wav_target, row_take.astype(np.int64, copy=False),
-                           [ratios[i].copy() for i in item_of_row])
+        # a tiled row has no padding: its real length is the row's
+        real = np.asarray(lengths, dtype=np.int64) if tile else row_take.astype(np.int64, copy=False)
+        return DecodedRows(rows, wav_mix, wav_target, real, [ratios[i].copy() for i in item_of_row])
 
     def _strings(self, groups: Groups, index: np.ndarray, column: str) -> list[str]:
         """Entries ``index`` of each pack's ``keys`` or ``speakers`` column (``groups``: which entry is in which
@@ -302,6 +306,22 @@ def _audible(arrays: list[np.ndarray], mix: Segments, chunk: int):
                         or np.count_nonzero(array[begin:begin + chunk]))
         return sounds(window_view(arrays[i], offsets[i], channels[i], lengths[i], start, chunk))
     return audible
+
+
+def _signals(table: BatchTable, mix_arrays: list[np.ndarray], target_arrays: list[np.ndarray]):
+    """``signals(i)`` for ``Chunking.windows`` (mainline): mixture ``i`` and each of its target rows, whole, as
+    ``[C, T]`` views of the stored int16 samples (a sample is zero there exactly where it decodes to zero)."""
+    mix, target = table.mix, table.target
+    bounds = table.row_bounds()
+
+    def signals(i: int) -> list[np.ndarray]:
+        views = [window_view(mix_arrays[i], int(mix.offset[i]), int(mix.channels[i]), int(mix.length[i]), 0,
+                             int(mix.length[i]))]
+        for r in range(bounds[i], bounds[i + 1]):
+            views.append(window_view(target_arrays[r], int(target.offset[r]), int(target.channels[r]),
+                                     int(target.length[r]), 0, int(target.length[r])))
+        return views
+    return signals
 
 
 def _surely_audible(arrays: list[np.ndarray], mix: Segments, chunk: int):

@@ -10,7 +10,8 @@ and ``tse_collate_fn``:
 - train (not ``whole_utt``): one window of ``chunk_len`` samples shared by the mixture and all its targets;
   its start is drawn from the batch's counter-based generator, re-drawn up to 3 times while the mixture chunk is
   all zeros; shorter items are right-padded with zeros (``pad``) or kept whole (``keep``) (``loader.tse.windows``);
-- val/test, or ``whole_utt``: whole utterances;
+- val/test, or ``whole_utt``: whole utterances (a mainline WeSep recipe cuts val too, tiles short items and keys
+  val windows by mixture: ``loader.tse.mainline``);
 - rows (``Row``) are one per target speaker, mixture-major (m1s1, m1s2, m2s1, ...), decoded once into the batch,
   aligned to the longest row with zeros (or cropped to the shortest with ``collate.<field>.align: min``): the
   batch's windows gathered as one table and copied in one loop into recycled arrays (``loader.tse.table``), or,
@@ -34,7 +35,7 @@ import numpy as np
 from speechpack.loader.pack import Pack
 from speechpack.loader.plan.train_windows import Windows, tile_windows
 from speechpack.loader.config_checks import ConfigError
-from speechpack.loader.rng import BatchGenerator, augment_rng
+from speechpack.loader.rng import BatchGenerator, augment_rng, window_rng
 from speechpack.loader.tasks import BatchBuilder, index_samples, LoaderTask, Prepared
 from speechpack.loader.tse.args import DatasetArgs, parse_dataset_args
 from speechpack.loader.tse.mix_args import AugmentArgs
@@ -45,7 +46,7 @@ from speechpack.loader.tse.items import ItemIndex, length_filter, tse_items
 from speechpack.loader.tse.items import check_batch_channels, unit_channels, unit_rows
 from speechpack.loader.tse.online import OnlineMixer
 from speechpack.loader.tse.table import DecodedRows, TableRows
-from speechpack.loader.tse.windows import Chunking, ZERO_CHUNK_REDRAWS, scored_mask, unit_window
+from speechpack.loader.tse.windows import Chunking, scored_mask, unit_window
 from speechpack.schemas.constants import KIND_SOURCES, KIND_TSE, STREAM_MIX, STREAM_SOURCE, STREAM_TARGET
 from speechpack.schemas.errors import SpeechpackError
 from speechpack.loader.tse.mainline import MainlineBatchBuilder
@@ -74,8 +75,13 @@ class TseBatchBuilder(BatchBuilder):
             warnings.warn(f"resampling at load time to {self.rate} Hz (packs are at "
                           f"{sorted({p.sample_rate for p in packs})} Hz): packing at the training rate is much faster",
                           stacklevel=2)
-        self.chunking = Chunking(chunk=not args.whole_utt and state == "train", chunk_len=args.chunk_samples(self.rate),
-                                 random_start=args.chunk_random_start, short_policy=args.chunk_short_policy)
+        # a mainline recipe cuts val (and, as its infer.py, test without whole_utt) too (loader.tse.mainline)
+        mainline = args.mainline is not None
+        self.chunking = Chunking(chunk=not args.whole_utt and (state == "train" or mainline),
+                                 chunk_len=args.chunk_samples(self.rate), random_start=args.chunk_random_start,
+                                 short_policy=args.chunk_short_policy, mainline=mainline)
+        #: Mainline val and test windows come from the mixture's own stream, the same every epoch.
+        self.fixed_windows = mainline and state != "train"
         # train_window (train only): the plan's units are chunks of items, not items.
         self.windows: Windows | None = None
         if args.train_window is not None and state == "train":
@@ -149,7 +155,10 @@ class TseBatchBuilder(BatchBuilder):
             return
         planned = []
         for item_ids, _valid, epoch, global_batch in batches:
-            draws = self.batch_rng(epoch, global_batch).random((len(item_ids), ZERO_CHUNK_REDRAWS + 1))
+            if self.fixed_windows:
+                draws = window_draws(self.seed, self.items, item_ids, self.chunking.draws_per_window)
+            else:
+                draws = self.batch_rng(epoch, global_batch).random((len(item_ids), self.chunking.draws_per_window))
             units = None
             if self.windows is not None:
                 units, item_ids = item_ids, self.windows.item[item_ids]
@@ -197,8 +206,8 @@ class TseBatchBuilder(BatchBuilder):
             mix, targets, speakers, key = self.decoder.sample(pack_id, int(self.items.sample[item]),
                                                               int(self.items.slot[item]), self.mix_stream,
                                                               self.target_stream)
-            window = (self.chunking.window(mix.data, draws[position]) if units is None
-                      else unit_window(self.windows, int(units[position]), mix.data.shape[-1]))
+            window = (self.chunking.window(mix.data, draws[position], targets=[t.data for t in targets])
+                      if units is None else unit_window(self.windows, int(units[position]), mix.data.shape[-1]))
             for target, speaker in zip(targets, speakers):
                 rows.append(Row(position, mix, target, speaker, key, len(targets), window, pack_id))
         channels = {row.mix.data.shape[0] for row in rows}
@@ -208,11 +217,13 @@ class TseBatchBuilder(BatchBuilder):
                                   f"({', '.join(keys[:4])}...): pack them separately")
         windows = [row.window for row in rows]
         lengths = np.asarray([w.length for w in windows], dtype=np.int64)
+        tile = self.chunking.tile
         wav_mix = collate_rows([row.mix for row in rows], windows, lengths, self.args.align_of("wav_mix"),
-                               mixture_of=[row.item for row in rows])
-        wav_target = collate_rows([row.target for row in rows], windows, lengths, self.args.align_of("wav_target"))
-        return DecodedRows(rows, wav_mix, wav_target, np.asarray([w.take for w in windows], dtype=np.int64),
-                           [w.chunk_ratio() for w in windows])
+                               mixture_of=[row.item for row in rows], tile=tile)
+        wav_target = collate_rows([row.target for row in rows], windows, lengths, self.args.align_of("wav_target"),
+                                  tile=tile)
+        real = lengths if tile else np.asarray([w.take for w in windows], dtype=np.int64)
+        return DecodedRows(rows, wav_mix, wav_target, real, [w.chunk_ratio() for w in windows])
 
     def _add_noise(self, rows: list[Row], wav_mix: np.ndarray, draws: np.ndarray) -> None:
         """WeSep's ``add_noise`` on pre-mixed training: per mixture, with ``noise_prob``, noise over its chunk
@@ -296,9 +307,20 @@ class TseBatchBuilder(BatchBuilder):
                           for r, v in enumerate(values)]
             if self.args.mainline is not None:  # mainline's collate cuts the rows itself (loader.tse.mainline)
                 batch[f"{cue.field.name}_rows"] = values
+                if not self.args.mainline.contract_keys:  # mainline's keys only: the contract's field unused
+                    continue
             batch[cue.field.name], present = collate_field(values, cue.field, batch["key"])
             if cue.field.emit_present:
                 batch[f"{cue.field.name}_present"] = present
+
+
+def window_draws(seed: int, items: ItemIndex, item_ids: np.ndarray, width: int) -> np.ndarray:
+    """``[items, width]`` window draws, each item's from its own stream (``loader.rng.window_rng``): a mainline
+    val window depends on the mixture alone, not on the epoch or the batch it is in."""
+    draws = np.empty((len(item_ids), width), dtype=np.float64)
+    for row, item in enumerate(np.asarray(item_ids).tolist()):
+        draws[row] = window_rng(seed, int(items.pack[item]), int(items.sample[item])).random(width)
+    return draws
 
 
 def prepare(config, state: str, packs: list, seed: int) -> Prepared:
@@ -347,4 +369,4 @@ _NO_AUGMENT = {k: v for k, v in dataclasses.asdict(AugmentArgs()).items() if k !
 TASK = TseTask()
 
 
-__all__ = ["TASK", "TseBatchBuilder", "TseTask", "parse_dataset_args", "prepare"]
+__all__ = ["TASK", "TseBatchBuilder", "TseTask", "parse_dataset_args", "prepare", "window_draws"]

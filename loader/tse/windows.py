@@ -25,6 +25,10 @@ from speechpack.loader.plan.train_windows import Windows
 
 #: WeSep re-draws a training window at most this many times while the mixture chunk is silent.
 ZERO_CHUNK_REDRAWS = 3
+#: Mainline WeSep's windows (``Chunking.mainline``): uniform draws tried before the exact choice among the starts
+#: where every signal sounds (its ``get_random_chunk`` re-draws without a bound), plus the one that choice uses.
+MAINLINE_REDRAWS = 7
+MAINLINE_WINDOW_DRAWS = MAINLINE_REDRAWS + 1
 #: Stride of the first look for a non-zero sample in a window (any hit proves it is not silent).
 SOUND_PROBE_STRIDE = 512
 
@@ -55,51 +59,78 @@ class Window(NamedTuple):
 class Chunking:
     """How rows are cut in one state: ``chunk`` (train, not ``whole_utt``) windows of ``chunk_len`` samples,
     starting at random (``random_start``) or at 0; shorter items ``pad``-ded to ``chunk_len`` or kept
-    (``short_policy``); otherwise whole utterances."""
+    (``short_policy``); otherwise whole utterances.
+
+    ``mainline``: mainline WeSep's ``get_random_chunk`` (a mainline recipe, ``loader.tse.mainline``): a shorter item
+    is tiled (repeated from its start up to ``chunk_len``; ``tile_row``), and a window is re-drawn while the
+    mixture or any target in it is all zeros (``sounding_start``), so every row is ``chunk_len`` long and no
+    target row is silent where the data allows it."""
 
     chunk: bool
     chunk_len: int
     random_start: bool
     short_policy: str
+    mainline: bool = False
 
-    def window(self, mix: np.ndarray, draws: np.ndarray, redraw_silence: bool = True) -> Window:
+    @property
+    def draws_per_window(self) -> int:
+        """Uniform draws one window takes from its generator."""
+        return MAINLINE_WINDOW_DRAWS if self.mainline else ZERO_CHUNK_REDRAWS + 1
+
+    @property
+    def tile(self) -> bool:
+        """Whether a short item is tiled rather than padded or kept (mainline)."""
+        return self.mainline
+
+    def window(self, mix: np.ndarray, draws: np.ndarray, redraw_silence: bool = True,
+               targets: list[np.ndarray] = ()) -> Window:
         """WeSep's ``random_chunk`` window of ``mix`` ``[C, T]``.  ``redraw_silence``: re-draw (up to 3 times)
         while the chunk is all zeros — WeSep does this only when a sample has a mixture, so online-mixing sources
-        skip it (a silent group is redrawn after mixing instead)."""
+        skip it (a silent group is redrawn after mixing instead).  Mainline: ``sounding_start`` over ``mix`` and
+        ``targets`` (each ``[C, T]``; an online source is its own mixture, and mainline re-draws it too)."""
         total = mix.shape[1]
         length = self.chunk_len
         if not self.chunk:
             return Window(0, total, total, total)
         if total >= length:
             start = 0
-            if self.random_start:
+            if self.random_start and self.mainline:
+                start = sounding_start([mix, *targets], length, draws)
+            elif self.random_start:
                 for attempt in range(ZERO_CHUNK_REDRAWS + 1):
                     start = int(draws[attempt] * (total - length + 1))
                     if not redraw_silence or sounds(mix[:, start:start + length]):
                         break
             return Window(start, length, length, total)
-        if self.short_policy == "pad":
+        if self.short_policy == "pad" or self.tile:
             return Window(0, total, length, total)
         return Window(0, total, total, total)
 
     def windows(self, totals: np.ndarray, draws: np.ndarray, audible: Callable[[int, int], bool],
-                surely_audible: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
+                surely_audible: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+                signals: Callable[[int], list[np.ndarray]] | None = None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``window`` for a whole batch of mixtures at once: ``(start, take, length)`` arrays for mixtures of
         ``totals`` samples, the same values ``window`` gives each; ``audible(i, start)`` tells whether mixture
         ``i``'s chunk at ``start`` has a non-zero sample (asked only where a random start may be re-drawn).
         ``surely_audible(index, start)``, where given, answers for the first draws of all those mixtures at once
         (True: audible; False: ask ``audible``): one numpy gather instead of a call per mixture, which was a
-        tenth of a short batch's fixed cost (docs/performance.md, "Against the pack-based peers")."""
+        tenth of a short batch's fixed cost (docs/performance.md, "Against the pack-based peers").  Mainline:
+        ``signals(i)`` gives mixture ``i``'s whole mixture and targets (``[C, T]`` each) for ``sounding_start``."""
         totals = np.asarray(totals, dtype=np.int64)
         if not self.chunk:
             return np.zeros(len(totals), dtype=np.int64), totals, totals
         length = self.chunk_len
         long = totals >= length
         take = np.where(long, length, totals)
-        rows = np.where(long | (self.short_policy == "pad"), length, totals)
+        rows = np.where(long | (self.short_policy == "pad") | self.tile, length, totals)
         if not self.random_start:
             return np.zeros(len(totals), dtype=np.int64), take, rows
+        if self.mainline:  # every signal of the mixture looked at (``signals``): item by item
+            starts = np.zeros(len(totals), dtype=np.int64)
+            for i in np.flatnonzero(long).tolist():
+                starts[i] = sounding_start(signals(i), length, draws[i])
+            return starts, take, rows
         products = (draws * (totals - length + 1)[:, None]).astype(np.int64)  # int() of each product
         candidates = products.tolist()
         starts = np.zeros(len(totals), dtype=np.int64)
@@ -118,14 +149,14 @@ class Chunking:
 
     @property
     def fixed_length(self) -> bool:
-        """Whether every row is exactly ``chunk_len`` long (train chunks, ``pad``)."""
-        return self.chunk and self.short_policy == "pad"
+        """Whether every row is exactly ``chunk_len`` long (train chunks, ``pad``; mainline's tiles)."""
+        return self.chunk and (self.short_policy == "pad" or self.tile)
 
     def row_lengths(self, whole: np.ndarray) -> np.ndarray:
         """The row length of items of ``whole`` samples (at the loader's rate)."""
         if not self.chunk:
             return whole
-        if self.short_policy == "pad":
+        if self.short_policy == "pad" or self.tile:
             return np.full(len(whole), self.chunk_len, dtype=np.int64)
         return np.minimum(whole, self.chunk_len)
 
@@ -143,6 +174,57 @@ def scored_mask(windows: Windows, units: list[int], length: int) -> np.ndarray:
         lo = int(windows.start[unit] - windows.fed_start[unit])
         scored[r, lo:lo + int(windows.stop[unit] - windows.start[unit])] = True
     return scored
+
+
+def audible_starts(signals: list[np.ndarray], length: int) -> np.ndarray:
+    """``[T - length + 1]`` bool (``T`` the first signal's length): where a window of ``length`` samples has a
+    non-zero sample in every one of ``signals`` (``[C, T']`` each; past a signal's end it is silent), from running
+    counts of non-zero samples: one pass per signal."""
+    positions = max(signals[0].shape[-1] - length + 1, 0)
+    ok = np.ones(positions, dtype=bool)
+    for signal in signals:
+        nonzero = np.count_nonzero(signal.reshape(-1, signal.shape[-1]), axis=0) > 0
+        running = np.concatenate([[0], np.cumsum(nonzero, dtype=np.int64)])
+        here = np.zeros(positions, dtype=bool)
+        reach = min(positions, max(len(running) - length, 0))
+        here[:reach] = running[length:length + reach] > running[:reach]
+        ok &= here
+    return ok
+
+
+def sounding_start(signals: list[np.ndarray], length: int, draws: np.ndarray) -> int:
+    """Mainline WeSep's window start over ``signals`` (the mixture first, then its targets; ``[C, T]`` each, ``T >=
+    length``): a uniform start, re-drawn while any signal's window is all zeros, as its ``get_random_chunk`` does.
+    Its loop has no bound; here ``MAINLINE_REDRAWS`` draws are tried, then the last draw picks uniformly among
+    the starts where every signal sounds (``audible_starts``): the same distribution, in bounded time.  Where no
+    start makes every signal sound (a target silent throughout), the starts where the mixture sounds are used,
+    and where it never does, the first draw."""
+    positions = signals[0].shape[-1] - length + 1
+    for u in draws[:MAINLINE_REDRAWS].tolist():
+        start = int(u * positions)
+        if all(sounds(signal[..., start:start + length]) for signal in signals):
+            return start
+    ok = audible_starts(signals, length)
+    if not ok.any():
+        ok = audible_starts(signals[:1], length)
+    if not ok.any():
+        return int(draws[0] * positions)
+    choices = np.flatnonzero(ok)
+    return int(choices[min(int(draws[MAINLINE_REDRAWS] * len(choices)), len(choices) - 1)])
+
+
+def tile_row(row: np.ndarray, take: int) -> None:
+    """Mainline's tiling, in place: ``row[..., take:]`` filled by repeating ``row[..., :take]`` from its start
+    (``[C, T]`` or ``[T]``; ``take`` 0 leaves zeros)."""
+    width = row.shape[-1]
+    if take <= 0:
+        row[..., :] = 0.0
+        return
+    filled = take
+    while filled < width:
+        step = min(filled, width - filled)
+        row[..., filled:filled + step] = row[..., :step]
+        filled += step
 
 
 def sounds(chunk: np.ndarray) -> bool:
@@ -242,10 +324,11 @@ def advise(*ranges: np.ndarray) -> None:
 
 
 def decode_windows(out: np.ndarray, arrays: list[np.ndarray], segments: Segments, start: np.ndarray,
-                   take: np.ndarray, dest_rows: list[int] | None = None, repeats: list[int] | None = None) -> None:
+                   take: np.ndarray, dest_rows: list[int] | None = None, repeats: list[int] | None = None,
+                   tile: bool = False) -> None:
     """Decode entry ``e``'s window into row ``dest_rows[e]`` of ``out`` ``[rows, C, T]`` (row ``e`` when None),
-    zero-padded on the right, then copy it into the ``repeats[e]`` rows that follow (a mixture's other targets).
-    ``take`` is already cut to ``T``."""
+    zero-padded on the right (``tile``: tiled, ``tile_row``), then copy it into the ``repeats[e]`` rows that follow
+    (a mixture's other targets).  ``take`` is already cut to ``T``."""
     width = out.shape[-1]
     single = out.shape[1] == 1
     count = len(arrays)
@@ -267,11 +350,15 @@ def decode_windows(out: np.ndarray, arrays: list[np.ndarray], segments: Segments
         if shift:
             dest -= shift
         if n < width:
-            out[r, :, n:] = 0.0
+            if tile:
+                tile_row(out[r], n)
+            else:
+                out[r, :, n:] = 0.0
         for copy in range(r + 1, r + 1 + repeat):
             out[copy] = out[r]
 
 
-__all__ = ["Chunking", "KEPT_STREAM_ARRAYS", "SOUND_PROBE_STRIDE", "Segments", "StreamArrays", "Window",
-           "ZERO_CHUNK_REDRAWS", "advise", "array_addresses", "decode_windows", "scored_mask", "sounds", "unit_window",
-           "window_ranges", "window_view"]
+__all__ = ["Chunking", "KEPT_STREAM_ARRAYS", "MAINLINE_REDRAWS", "MAINLINE_WINDOW_DRAWS", "SOUND_PROBE_STRIDE",
+           "Segments", "StreamArrays", "Window", "ZERO_CHUNK_REDRAWS", "advise", "array_addresses", "audible_starts",
+           "decode_windows", "scored_mask", "sounding_start", "sounds", "tile_row", "unit_window", "window_ranges",
+           "window_view"]

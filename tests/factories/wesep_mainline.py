@@ -50,14 +50,17 @@ def _lines(path: Path, rows) -> None:
 
 
 def librimix_split(out: Path, recordings: list[str], mixtures: int, utts_per_speaker: int = 3,
-                   seconds: float = 1.0, per_shard: int = 2) -> dict:
-    """A LibriMix-like split in ``out`` (module docstring); returns facts the tests check against."""
+                   seconds: float = 1.0, per_shard: int = 2, silent_tail: float = 0.0) -> dict:
+    """A LibriMix-like split in ``out`` (module docstring); returns facts the tests check against.
+    ``silent_tail``: seconds of exact zeros ending every second source, which is that much shorter than the
+    first (LibriMix's ``max`` mode pads the shorter source so)."""
     out.mkdir(parents=True, exist_ok=True)
     speakers = [f"{100 + i}" for i in range(len(recordings))]
     utts = {}  # utt id -> (speaker, audio)
     for spk, recording in zip(speakers, recordings):
         for n in range(utts_per_speaker):
-            utts[f"{spk}-7{n}-{n:04d}"] = (spk, _crop(recording, 0.2 + 0.6 * n, seconds))
+            utts[f"{spk}-7{n}-{n:04d}"] = (spk, _crop(recording, 0.2 + 0.6 * n, seconds + silent_tail))
+    tail = int(silent_tail * RATE)
     ids = list(utts)
     pairs = []
     for m in range(mixtures):
@@ -69,6 +72,8 @@ def librimix_split(out: Path, recordings: list[str], mixtures: int, utts_per_spe
     for a, b in pairs:
         key = f"{a}_{b}"
         s1, s2 = utts[a][1], utts[b][1]
+        if tail:
+            s2 = np.concatenate([s2[:len(s2) - tail], np.zeros(tail)])
         paths = [_write(out / "mix" / f"{key}.wav", (s1 + s2) / 2), _write(out / "s1" / f"{key}.wav", s1),
                  _write(out / "s2" / f"{key}.wav", s2)]
         wav_scp.append((key, *paths))
