@@ -322,5 +322,5 @@ class KeyTable:
         return decorate
 
 
-__all__ = ["ALWAYS", "Bool", "FINGERPRINT_ROLES", "Int", "Key", "KeyTable", "NEVER", "Nested", "OneOf", "Nullable",
+__all__ = ["ALWAYS", "Bool", "FINGERPRINT_ROLES", "Int", "Key", "KeyTable", "NEVER", "Nested", "Nullable", "OneOf",
            "Probability", "Range", "VERSION_FIELD", "WHEN_SET", "doc_value"]
