@@ -3,7 +3,7 @@
 ``open_pack`` (the reader floor, ``pack/``) is the read path the tools share (numpy only); ``build_loader`` is what
 training code imports (it pulls in torch on first use, so ``import speechpack.loader`` stays light for packing and
 validation).  The generic loader: ``config`` and ``recipe`` (what a config or a recipe asks; ``config_checks``:
-shared value checks), ``tasks`` (the task registry and the builder protocol), ``rng`` (every counter-based
+shared value checks; ``config_keys``: each key declared once), ``tasks`` (the task registry and the builder protocol), ``rng`` (every counter-based
 generator), ``resume`` (the resume state and its checks), ``plan/`` (the epoch plan), ``transport/`` (batches from
 workers), ``cache/`` (packs by URL), ``memory_limit``, ``normalize``, ``torch`` (the DataLoader glue),
 ``datamodule`` and ``stateful_loader`` (Lightning, torchdata), ``peek`` and ``demo``.  One package per task:

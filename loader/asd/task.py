@@ -46,7 +46,7 @@ import warnings
 
 import numpy as np
 
-from speechpack.loader.asd.args import AsdArgs, parse_dataset_args
+from speechpack.loader.asd.args import DATASET_ARGS, AsdArgs, parse_dataset_args
 from speechpack.loader.asd.augment import AugmentError, DonorIndex, apply_visual, draw_visual, fit_donor, mix_at_snr
 from speechpack.loader.asd.timeline import jitter_windows, muvap_windows, read_audio_frames, source_frame_index
 from speechpack.loader.normalize import muvap_gain
@@ -294,6 +294,10 @@ class AsdTask(LoaderTask):
 
     def prepare(self, config, state: str, packs: list, seed: int) -> Prepared:
         return prepare(config, state, packs, seed)
+
+    def fingerprint_args(self, args: dict) -> dict:
+        """What each key's declaration says the fingerprint hashes (``loader.asd.args.DATASET_ARGS``)."""
+        return DATASET_ARGS.fingerprint(args)
 
 
 TASK = AsdTask()

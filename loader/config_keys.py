@@ -1,0 +1,326 @@
+"""Config keys declared once: a ``Key`` holds everything about one key, a ``KeyTable`` does everything with them.
+
+Grain's ``options.py`` declares each option once, next to its default and its check; here a task's (or a stage's)
+``dataset_args`` is one ``KeyTable`` of ``Key`` s, and what used to be written per key in four places follows from
+that one line: ``KeyTable.parse`` (a config mapping: unknown keys refused, defaults filled, a config's other
+spellings read, every value checked), ``KeyTable.check`` (the same checks, run again when the args dataclass is
+built in code: ``KeyTable.args_class`` makes that dataclass from the table), ``KeyTable.markdown`` (the docs' key
+table; a test keeps the docs equal to it) and ``KeyTable.fingerprint`` (what the resume fingerprint hashes).
+
+A key's check is a small object (``Int``, ``Bool``, ``OneOf``, ``Probability``, ``Range``, ``Nullable``,
+``Nested``): called as ``check(value, where)`` it returns the value held (``1`` -> ``1.0`` for a probability) or
+raises ``ConfigError`` naming ``where`` (the shared checks of ``loader.config_checks``, so messages read the same
+for every task), and it says in words what it takes (the docs' type column), so a range is written once.  A check
+must accept what it returns (a value held is checked again on construction).  ``Nested`` is a key whose value is
+a mapping of its own table (TSE's ``filter_len_args: {min_num_seconds, max_num_seconds}``).
+
+The fingerprint is explicit (MosaicML Streaming's ``state_dict`` lists its fields): every key says whether a plan
+depends on it (``Key.fingerprint``):
+
+- ``ALWAYS``: hashed with its value;
+- ``WHEN_SET``: hashed only while truthy, so a key added after states were saved, with a falsy default, leaves
+  their fingerprints as they were until it is set;
+- ``NEVER``: it changes how batches are fetched, not which (worker counts, prefetch), so any setting resumes.
+
+``KeyTable.fingerprint_version`` is the version of that list: 1 is hashed without its number (every state saved
+before versions were declared); bumping it, on purpose, makes every older state of the table refuse to resume.
+
+A tool whose recipes spell a key differently (WeSep, Omnilingual, MuVAP) names it in ``Key.dialects``;
+``KeyTable.translate`` renames a recipe's keys before ``parse``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Mapping
+
+from speechpack.loader.config_checks import (
+    MAX_COUNT,
+    ConfigError,
+    check_choice,
+    check_type,
+    positive_int,
+    probability,
+    take_known,
+    value_range,
+)
+
+#: ``Key.fingerprint`` roles (module docstring).
+ALWAYS, WHEN_SET, NEVER = "always", "when_set", "never"
+FINGERPRINT_ROLES = (ALWAYS, WHEN_SET, NEVER)
+#: Where a ``fingerprint_version`` above 1 is hashed.
+VERSION_FIELD = "fingerprint_version"
+
+
+def _number(x: float) -> str:
+    """A bound as the docs write it: ``2^40`` for large powers of two, ``0.5``, ``-5``."""
+    if isinstance(x, int) and x >= 1024 and x & (x - 1) == 0:
+        return f"2^{x.bit_length() - 1}"
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+def doc_value(value: Any) -> str:
+    """A default as a config writes it: ``true``, ``null``, ``[-5, 5]``, ``0.5``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(doc_value(x) for x in value) + "]"
+    return str(value)
+
+
+# -- checks: value + where -> the value held, and what they take in words ---------------------------------------
+
+@dataclass(frozen=True)
+class Int:
+    """An int (not a bool) in ``[lo, hi]`` (``config_checks.positive_int``)."""
+
+    lo: int = 1
+    hi: int = MAX_COUNT
+    annotation = int
+
+    def __call__(self, value: Any, where: str) -> int:
+        return positive_int(value, where, self.lo, self.hi)
+
+    @property
+    def doc(self) -> str:
+        return f"int in [{_number(self.lo)}, {_number(self.hi)}]"
+
+
+@dataclass(frozen=True)
+class Bool:
+    """``true`` or ``false`` (no 0/1)."""
+
+    annotation = bool
+    doc = "bool"
+
+    def __call__(self, value: Any, where: str) -> bool:
+        return check_type(value, bool, where)
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """One of ``choices`` (a tuple of strings, in the order errors and docs list them)."""
+
+    choices: tuple[str, ...]
+    annotation = str
+
+    def __call__(self, value: Any, where: str) -> str:
+        return check_choice(value, self.choices, where)
+
+    @property
+    def doc(self) -> str:
+        return ", ".join(self.choices)
+
+
+@dataclass(frozen=True)
+class Probability:
+    """A number in ``[0, 1]``, held as a float."""
+
+    annotation = float
+    doc = "number in [0, 1]"
+
+    def __call__(self, value: Any, where: str) -> float:
+        return probability(value, where)
+
+
+@dataclass(frozen=True)
+class Range:
+    """A ``[low, high]`` pair of finite numbers within ``[lo, hi]`` (in ``unit``), held as a tuple of floats."""
+
+    lo: float
+    hi: float
+    unit: str = ""
+    annotation = tuple[float, float]
+
+    def __call__(self, value: Any, where: str) -> tuple[float, float]:
+        return value_range(value, where, self.lo, self.hi)
+
+    @property
+    def doc(self) -> str:
+        unit = f" {self.unit}" if self.unit else ""
+        return f"[low, high]{unit} within [{_number(self.lo)}, {_number(self.hi)}]"
+
+
+@dataclass(frozen=True)
+class Nullable:
+    """``null`` (None), or what ``check`` takes."""
+
+    check: Any
+
+    def __call__(self, value: Any, where: str) -> Any:
+        return None if value is None else self.check(value, where)
+
+    @property
+    def annotation(self) -> Any:
+        return self.check.annotation | None
+
+    @property
+    def doc(self) -> str:
+        return f"{self.check.doc}, or null"
+
+
+@dataclass(frozen=True)
+class Nested:
+    """A mapping whose keys are ``table`` 's (null: every default), held as a dict of checked values; its keys are
+    named ``key.sub`` in errors and docs, and fingerprinted by their own roles."""
+
+    table: KeyTable
+    annotation = dict
+    doc = "mapping"
+
+    def __call__(self, value: Any, where: str) -> dict:
+        return self.table.parse(value, where)
+
+
+# -- declarations -----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Key:
+    """One config key, declared once.
+
+    ``check`` turns a value into the one held (raising ``ConfigError`` naming the key's path); ``doc`` is the docs'
+    one line; ``default_doc`` how the default reads there when the plain value would mislead (a derived one);
+    ``derive`` computes a held ``None`` from the other held values (``val_frame_budget``: 4 x ``frame_budget``);
+    ``read`` maps a config's other spellings to the one ``check`` takes (``normalize: true``; config mappings only:
+    an object built in code holds the canonical value); ``fingerprint`` its role (module docstring); ``dialects``
+    the key's name in a tool's recipes where that tool spells it differently (``{"wesep": "..."}``)."""
+
+    name: str
+    default: Any
+    check: Any
+    doc: str
+    fingerprint: str = ALWAYS
+    default_doc: str | None = None
+    derive: Callable[[dict], Any] | None = None
+    read: Callable[[Any, str], Any] | None = None
+    dialects: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.fingerprint not in FINGERPRINT_ROLES:
+            raise ValueError(f"key {self.name}: fingerprint must be one of {', '.join(FINGERPRINT_ROLES)}")
+
+
+@dataclass(frozen=True)
+class KeyTable:
+    """The keys of one mapping, in order (the order of checks, fields and doc rows), and what spans several keys:
+    ``relate(held, where)``, run after the per-key checks, raises ``ConfigError`` where two values contradict."""
+
+    keys: tuple[Key, ...]
+    relate: Callable[[dict, str], None] | None = None
+    fingerprint_version: int = 1
+
+    def __post_init__(self) -> None:
+        names = [k.name for k in self.keys]
+        if len(set(names)) != len(names):
+            raise ValueError(f"keys declared twice: {sorted({n for n in names if names.count(n) > 1})}")
+
+    def defaults(self) -> dict:
+        """Every key's default, unchecked (what an absent key means)."""
+        return {k.name: k.default for k in self.keys}
+
+    def parse(self, obj: Any, where: str) -> dict:
+        """A config mapping (or None) -> every key's held value; unknown keys, wrong types and out-of-range values
+        raise ``ConfigError`` naming ``where.key``."""
+        values = take_known(obj, where, self.defaults())
+        for k in self.keys:
+            if k.read is not None:
+                values[k.name] = k.read(values[k.name], f"{where}.{k.name}")
+        return self.check(values, where)
+
+    def check(self, values: Mapping[str, Any], where: str) -> dict:
+        """``values`` (one per key) checked key by key, then across keys, derived defaults filled: the held values."""
+        held = {k.name: k.check(values[k.name], f"{where}.{k.name}") for k in self.keys}
+        if self.relate is not None:
+            self.relate(held, where)
+        for k in self.keys:
+            if k.derive is not None and held[k.name] is None:
+                held[k.name] = k.derive(held)
+        return held
+
+    def fingerprint(self, values: Mapping[str, Any]) -> dict:
+        """The held ``values`` the resume fingerprint hashes: each key by its role, nested tables by theirs, the
+        version when above 1."""
+        out = {}
+        for k in self.keys:
+            value = values[k.name]
+            if k.fingerprint == NEVER or (k.fingerprint == WHEN_SET and not value):
+                continue
+            if isinstance(k.check, Nested) and isinstance(value, Mapping):
+                value = k.check.table.fingerprint(value)
+            out[k.name] = value
+        if self.fingerprint_version > 1:
+            out[VERSION_FIELD] = self.fingerprint_version
+        return out
+
+    def translate(self, obj: Any, dialect: str, where: str) -> Any:
+        """``obj`` with ``dialect`` 's names of keys replaced by ours; a key given in both spellings is an error.
+        Anything but a mapping is left for ``parse`` to refuse."""
+        if not isinstance(obj, dict):
+            return obj
+        ours = {k.dialects[dialect]: k.name for k in self.keys if dialect in k.dialects}
+        out = dict(obj)
+        for theirs, name in ours.items():
+            if theirs in out:
+                if name in out:
+                    raise ConfigError(f"{where}: {theirs} ({dialect}) and {name} are one key: give one")
+                out[name] = out.pop(theirs)
+        return out
+
+    def rows(self, prefix: str = "") -> list[tuple[Key, str]]:
+        """``(key, dotted name)`` of every key, a nested table's keys after their parent."""
+        out = []
+        for k in self.keys:
+            out.append((k, prefix + k.name))
+            if isinstance(k.check, Nested):
+                out.extend(k.check.table.rows(f"{prefix}{k.name}."))
+        return out
+
+    def markdown(self) -> str:
+        """The docs' key table: key, type, default, meaning, and a column per dialect that renames a key."""
+        rows = self.rows()
+        dialects = sorted({d for k, _ in rows for d in k.dialects})
+        head = ["key", "type", "default", "meaning", *(f"{d} name" for d in dialects)]
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for k, name in rows:
+            default = k.default_doc if k.default_doc is not None else doc_value(k.default)
+            cells = [f"`{name}`", k.check.doc, default, k.doc,
+                     *(f"`{k.dialects[d]}`" if d in k.dialects else "" for d in dialects)]
+            lines.append("| " + " | ".join(cells) + " |")
+        return "\n".join(lines)
+
+    def held(self, cls: type, values: Mapping[str, Any]) -> Any:
+        """An instance of ``cls`` (an ``args_class``) holding ``values`` as ``parse`` returned them, without checking
+        them again: once per config, named by the config's path (a derived value is never a given one)."""
+        if set(values) != {k.name for k in self.keys}:
+            raise ValueError(f"{cls.__name__}: values for {sorted(values)}, keys {[k.name for k in self.keys]}")
+        obj = object.__new__(cls)
+        for name, value in values.items():
+            object.__setattr__(obj, name, value)
+        return obj
+
+    def args_class(self, where: str = "dataset_args") -> Callable[[type], type]:
+        """A class decorator: the class becomes a frozen dataclass with one field per key (its default), checked on
+        construction as ``parse`` checks a config (errors under ``where``), holding the checked values."""
+        table = self
+
+        def __post_init__(obj: Any) -> None:
+            held = table.check({f.name: getattr(obj, f.name) for f in fields(obj)}, where)
+            for name, value in held.items():
+                object.__setattr__(obj, name, value)
+
+        def decorate(cls: type) -> type:
+            cls.__annotations__ = {k.name: k.check.annotation for k in table.keys}
+            for k in table.keys:
+                setattr(cls, k.name, k.default)
+            cls.__post_init__ = __post_init__
+            return dataclass(frozen=True)(cls)
+
+        return decorate
+
+
+__all__ = ["ALWAYS", "Bool", "FINGERPRINT_ROLES", "Int", "Key", "KeyTable", "NEVER", "Nested", "Nullable", "OneOf",
+           "Probability", "Range", "VERSION_FIELD", "WHEN_SET", "doc_value"]
