@@ -175,9 +175,9 @@ def make_budget_plan(lengths: np.ndarray, args: BudgetArgs, seed: int, epoch: in
     chosen = batch_order[mine % count].astype(np.int64) if count else mine
     my_sizes = sizes_a[chosen]
     if max_rows is not None and int(my_sizes.sum()) > max_rows:
-        raise PlanError(f"the pass deals {int(my_sizes.sum())} rows in {plural(len(mine), 'batch')} (world size "
-                        f"{world_size}), over the {max_rows} rows memory_limit "
-                        f"allows; plan a smaller world size, or raise memory_limit")
+        raise PlanError(f"the pass of all {plural(world_size, 'rank')} deals {int(my_sizes.sum())} rows in "
+                        f"{plural(len(mine), 'batch')}, over the {max_rows} rows memory_limit allows a plan of "
+                        f"every rank; plan fewer ranks, or raise memory_limit")
     rows = _rows(offsets, chosen)
     my_valid = valid[rows] & np.repeat(mine < count, my_sizes)
     # Counts of the pass: rows it deals that are not valid, and items no batch up to its end holds valid.

@@ -35,6 +35,7 @@ from speechpack.loader.plan.batching import make_budget_plan
 from speechpack.loader.plan.train_windows import Windows
 from speechpack.loader.plan.static_plan import EVERY_RANK, EpochPlan, epoch_permutation, make_epoch_plan, pass_end
 from speechpack.schemas.errors import PlanError
+from speechpack.schemas.units import plural
 
 #: Largest world size a plan is made for.
 MAX_WORLD_SIZE = 1 << 20
@@ -52,9 +53,9 @@ def _check_pass_rows(count: int, args: Any, world_size: int, sync: str | None, g
     batches = -(-count // args.batch_size) if args.tail == "pad" else count // args.batch_size
     dealt = pass_end(batches, global_start, world_size, args.tail if sync is None else sync) - global_start
     if dealt * args.batch_size > max_rows:
-        raise PlanError(f"the pass deals {dealt * args.batch_size} rows in {dealt} batches of {args.batch_size} "
-                        f"(world size {world_size}), over the {max_rows} rows memory_limit "
-                        f"allows; plan a smaller world size, or raise memory_limit")
+        raise PlanError(f"the pass of all {plural(world_size, 'rank')} deals {dealt * args.batch_size} rows in "
+                        f"{plural(dealt, 'batch')} of {args.batch_size}, over the {max_rows} rows memory_limit allows "
+                        f"a plan of every rank; plan fewer ranks, or raise memory_limit")
 
 
 def needs_lengths(args: Any) -> bool:

@@ -317,7 +317,7 @@ def _check_figure_memory(first: EpochStats, epochs: int, world_size: int, ceilin
     """Refuse, after the first epoch, a dry run whose figures for ``epochs`` epochs would pass the memory limit."""
     per_epoch = len(first.items) * FIGURE_BYTES_PER_BATCH + world_size * FIGURE_BYTES_PER_RANK
     if per_epoch * epochs > ceiling.limit:
-        raise PlanError(f"{plural(epochs, 'epoch')} of {plural(len(first.items), 'batch')} over "
+        raise PlanError(f"{plural(epochs, 'epoch', 'epochs')} of {plural(len(first.items), 'batch')} over "
                         f"{plural(world_size, 'rank')} keep about {format_bytes(per_epoch * epochs)} of figures, over "
                         f"{ceiling}; plan fewer epochs")
 
