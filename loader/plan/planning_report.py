@@ -12,9 +12,11 @@ one target with ``expand_targets``) or, with ``train_window``, one chunk.
 A batch the loader would refuse (the builder's ``planned_batch_check``: TSE mixtures of different channel counts)
 fails the dry run with the loader's reason, so ``plan`` reporting success means the epochs it planned can be built.
 
-The picture (``speechpack plan --plot``, ``plot_plan``): the dry run's batches as two histograms, the rows of each batch (what the model gets:
-a TSE mixture gives one row per target speaker; items where a task has one row per item) and the fraction of each
-batch that is padding (or, for builders that crop to the shortest item, the fraction cropped).
+The picture (``speechpack plan --plot``, ``plot_plan``): six panels of what ``describe`` prints.  The dry run's
+batches as two histograms, the rows of each batch (what the model gets: a TSE mixture gives one row per target
+speaker; items where a task has one row per item) and the fraction of each batch that is padding (or, for builders
+that crop to the shortest item, the fraction cropped); what the plan did with the items (dealt, padding repeats,
+dropped, filtered out); valid items and utilisation per rank; epochs consumed per pack.
 
 Both axes are drawn as what they are: counts are whole numbers, one bar per count; a fraction runs from 0 to 1,
 whatever the data.  Batches with no padding at all are counted in the title, not drawn as a bar that would read as
@@ -111,7 +113,7 @@ class PlanReport:
         return "\n".join(lines)
 
     def plot(self, path: str) -> None:
-        """Histograms of items per batch and of the padded (or cropped) fraction per batch, all epochs, to a PNG
+        """The plan's six panels (batch sizes, padding, what was dropped, per rank, per pack), all epochs, to a PNG
         (``plot_plan`` below; needs the ``plot`` extra)."""
 
         plot_plan(self, path)
@@ -331,16 +333,40 @@ def plot_plan(report, path: str) -> None:
     save_figure(plan_figure(report), path, "plan --plot")
 
 
+#: Up to this many ranks, the rank panels draw one bar per rank; beyond, a histogram of the ranks.
+RANK_BARS = 32
+
+
 def plan_figure(report):
-    """The matplotlib figure of ``report``'s histograms (the caller saves and closes it)."""
+    """The matplotlib figure of ``report`` (the caller saves and closes it): six panels, all epochs together.
+
+    Top: rows per batch, the padded (or cropped) fraction of each batch, and what the plan did with the items
+    (dealt, padding repeats, dropped by the tail rule, removed by the filters).  Bottom: valid items per rank and
+    utilisation per rank (a bar per rank up to ``RANK_BARS`` ranks, else how many ranks have each figure), and the
+    epochs consumed of each pack per planned epoch: the figures ``describe`` prints."""
     plt = pyplot("plan --plot")
+    epochs = len(report.epochs)
     items = np.concatenate([e.items for e in report.epochs])
     with_rows = all(e.rows is not None for e in report.epochs)
     rows = np.concatenate([e.rows for e in report.epochs]) if with_rows else items
     longest = np.concatenate([e.longest for e in report.epochs])
     fill = np.concatenate([e.fill if e.fill is not None else np.ones(len(e.items)) for e in report.epochs])
     cropped = any(e.cropped for e in report.epochs)
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, ((a, b, c), (d, u, f)) = plt.subplots(2, 3, figsize=(16, 8.5))
+    _sizes_panel(a, items, rows, with_rows)
+    _padding_panel(b, fill, cropped)
+    _outcome_panel(c, report, epochs)
+    _rank_panels(d, u, report)
+    _pack_panel(f, report, epochs)
+    fig.suptitle(f"{report.state}: {plural(len(items), 'batch')} over {plural(epochs, 'epoch', 'epochs')}, "
+                 f"{plural(report.world_size, 'rank')}, longest item "
+                 f"{int(longest.max()) if len(longest) else 0} samples")
+    fig.tight_layout()
+    return fig
+
+
+def _sizes_panel(a, items: np.ndarray, rows: np.ndarray, with_rows: bool) -> None:
+    """Rows (or items) per batch: one bar per count."""
     sizes, counts = np.unique(rows, return_counts=True)
     a.bar(sizes, counts, width=0.8)
     low, high = (int(sizes.min()), int(sizes.max())) if len(sizes) else (0, 1)
@@ -352,6 +378,10 @@ def plan_figure(report):
           title=f"batch sizes ({per_batch})" if with_rows else "batch sizes")
     integer_axis(a.xaxis)
     integer_axis(a.yaxis)
+
+
+def _padding_panel(b, fill: np.ndarray, cropped: bool) -> None:
+    """The padded (or cropped) fraction of each batch on [0, 1]; batches with none counted in the title."""
     what = "cropped" if cropped else "padded"
     fraction = np.clip(1 - fill, 0.0, 1.0)
     some = fraction[fraction > 0]
@@ -364,10 +394,81 @@ def plan_figure(report):
           title=("cropping" if cropped else "padding") + (f" ({plural(none, 'batch')} with none)" if some.size and
                                                           none else ""))
     integer_axis(b.yaxis)
-    fig.suptitle(f"{report.state}: {plural(len(items), 'batch')} over {plural(len(report.epochs), 'epoch')}, "
-                 f"longest item {int(longest.max()) if len(longest) else 0} samples")
-    fig.tight_layout()
-    return fig
+
+
+def _labelled_bars(ax, labels: list[str], values: list[float], text: list[str], colors=None,
+                   at_least: float = 0.0) -> None:
+    """Horizontal bars, first at the top, each with its figure written at its end (room left for the text); the
+    axis reaches ``at_least`` whatever the values."""
+    positions = np.arange(len(labels))[::-1]
+    ax.barh(positions, values, color=colors)
+    ax.set_yticks(positions, labels)
+    top = max(max(values, default=0), at_least) or 1
+    for y, value, label in zip(positions, values, text):
+        ax.text(value + 0.015 * top, y, label, va="center", fontsize="small")
+    ax.set_xlim(0, top * 1.4)
+
+
+def _outcome_panel(c, report, epochs: int) -> None:
+    """What the plan did with the units: dealt once, repeated as padding, dropped by the tail rule, and the items
+    the filters removed before planning (once, not per epoch)."""
+    dealt = sum(int(e.rank_items.sum()) if e.rank_items is not None else 0 for e in report.epochs)
+    padded = sum(e.padded_items for e in report.epochs)
+    dropped = sum(e.dropped_items for e in report.epochs)
+    unit = report.unit_name
+    labels = [f"dealt ({unit}s in a batch)", "padding rows (repeats)", "dropped (tail: drop)",
+              "filtered out (before planning)"]
+    values = [dealt, padded, dropped, report.filtered]
+    _labelled_bars(c, labels, values, [f"{v:,}" for v in values],
+                   colors=["tab:blue", "tab:orange", "tab:red", "tab:gray"])
+    c.set(xlabel=f"{unit}s" + (f", {epochs} epochs together" if epochs > 1 else ""),
+          title="what the plan did with the items")
+    integer_axis(c.xaxis)
+
+
+def _rank_panels(d, u, report) -> None:
+    """Valid items and utilisation per rank, over all epochs: a bar per rank, or a histogram of many ranks."""
+    world = report.world_size
+    have = [e for e in report.epochs if e.rank_items is not None]
+    items = np.sum([e.rank_items for e in have], axis=0) if have else np.zeros(world)
+    used = np.mean([e.rank_utilisation for e in have], axis=0) if have else np.ones(world)
+    idle = int(np.count_nonzero(items == 0))
+    if world <= RANK_BARS:
+        d.bar(np.arange(world), items, width=0.8)
+        u.bar(np.arange(world), 100 * used, width=0.8, color="tab:green")
+        for ax in (d, u):
+            ax.set_xlabel("rank")
+            ax.set_xticks(np.arange(world)) if world <= 16 else integer_axis(ax.xaxis)
+        d.set(ylabel="valid items")
+        u.set(ylabel="utilisation, %", ylim=(0, 105))
+    else:
+        values, counts = np.unique(items, return_counts=True)
+        d.bar(values, counts, width=0.8)
+        d.set(xlabel="valid items of a rank", ylabel="ranks")
+        integer_axis(d.xaxis)
+        u.hist(100 * used, bins=FRACTION_BINS, range=(0.0, 100.0), color="tab:green")
+        u.set(xlabel="utilisation of a rank, %", ylabel="ranks", xlim=(0, 100))
+    integer_axis(d.yaxis)
+    together = f", {len(have)} epochs together" if len(have) > 1 else ""
+    d.set_title(f"valid items per rank ({plural(idle, 'rank')} only padding{together})" if idle
+                else f"valid items per rank{f' ({together[2:]})' if together else ''}")
+    low, high = 100 * float(used.min()), 100 * float(used.max())
+    u.set_title(f"utilisation per rank ({low:.1f}%" + (f"-{high:.1f}%" if round(low, 1) != round(high, 1) else "")
+                + (", mean of the epochs)" if len(have) > 1 else ")"))
+
+
+def _pack_panel(f, report, epochs: int) -> None:
+    """Epochs consumed of each pack per planned epoch (1.0: every unit once), the value written at each bar."""
+    from speechpack.loader.asd.levels import pack_labels
+
+    packs = list(report.epochs[0].pack_epochs) if report.epochs else []
+    means = [float(np.mean([e.pack_epochs[p] for e in report.epochs])) for p in packs]
+    units = [report.pack_items.get(p, 0) for p in packs]
+    _labelled_bars(f, pack_labels(packs), means, [f"{m:.3f} of {plural(n, report.unit_name)}"
+                                                  for m, n in zip(means, units)], at_least=1.0)
+    f.axvline(1.0, color="gray", linestyle=":", linewidth=1)
+    f.set(xlabel="epochs of the pack consumed" + (" per epoch (mean)" if epochs > 1 else ""),
+          title="per pack")
 
 
 __all__ = ["MAX_PLAN_EPOCHS", "PlanReport", "plan_figure", "plan_report", "plot_plan"]
