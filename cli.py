@@ -267,7 +267,8 @@ def copy_command() -> click.Command:
 @main.command("inspect")
 @click.argument("pack", type=click.Path(file_okay=False))
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
-              help="Write duration, level, speaker and shard histograms to this PNG (needs speechpack[plot]).")
+              help="Write duration, level, speaker and shard histograms to this PNG, and for a pack with cues the "
+                   "speakers and slots each cue covers and the enrollments per speaker (needs speechpack[plot]).")
 @click.option("--json", "as_json", is_flag=True, help="Print every figure as JSON instead of text.")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=1), help="Speakers listed by hours.")
 def inspect_command(pack, plot_path, as_json, top):
