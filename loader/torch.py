@@ -235,11 +235,11 @@ class SpeechLoader:
         self.dataset = _PlannedBatches(self.builder, seed, rank, world_size, self.weighting, self.memory_ceiling)
         self.dataset.shard_order = shard_windows(packs, self.builder, self.weighting is not None)
         first = self.dataset.plan(0)  # checks rank/world_size and the plan's memory now, not in a worker
-        if len(first) == 0:  # an empty loader is legal (a tiny dev set), but never silent
-            warnings.warn(no_batch_message(state, self._no_batch(first)), stacklevel=3)
         feed = PlanFeed(packs, self.builder, self.dataset.plan_of, rank, world_size)
         self.dataset.feed = feed if feed.active else None  # only packs read through the node cache need one
         self._fingerprint = loader_fingerprint(config, state, packs, window_identity(self.dataset.shard_order))
+        if len(first) == 0:  # an empty loader is legal (a tiny dev set), but never silent
+            warnings.warn(no_batch_message(state, self._no_batch(first)), stacklevel=3)
         self._epoch = 0
         #: The pass: the global batch it is dealt from and the batches handed out (``loader.resume.Position``).
         self._global_start = 0

@@ -10,7 +10,14 @@ realised selection per pack, corpus and language (``PackWeighting.report``).  A 
 one target with ``expand_targets``) or, with ``train_window``, one chunk.
 
 A batch the loader would refuse (the builder's ``planned_batch_check``: TSE mixtures of different channel counts)
-fails the dry run with the loader's reason, so ``plan`` reporting success means the epochs it planned can be built.
+fails the dry run with the loader's reason, so ``plan`` reporting success means the epochs it planned can be built;
+each distinct batch is checked once.  A plan with no batch fails with the counts and the setting that emptied it
+(``loader.plan.no_batch``).
+
+Cost: each epoch is planned once for every rank (``loader.plan.plan_epoch`` with ``EVERY_RANK``) and its figures are
+array reductions, so a dry run is linear in the batches and the ranks (the largest world size, 2^20, answers in
+seconds).  ``--epochs`` is at most ``MAX_PLAN_EPOCHS``; a pass or figures over ``memory_limit`` are refused.
+The ranks are summarised in one line (valid items per rank, the ranks that get only padding, utilisation per rank).
 
 The picture (``speechpack plan --plot``, ``plot_plan``): six panels of what ``describe`` prints.  The dry run's
 batches as two histograms, the rows of each batch (what the model gets: a TSE mixture gives one row per target
@@ -40,7 +47,7 @@ from speechpack.loader.plan.plan import EVERY_RANK, MAX_WORLD_SIZE, EpochPlan, p
 from speechpack.loader.recipe import ignored_line
 from speechpack.loader.tasks import prepare
 from speechpack.schemas.errors import PlanError, SpeechpackError
-from speechpack.schemas.plotting import integer_axis, pyplot, save_figure
+from speechpack.schemas.plotting import integer_axis, path_labels, pyplot, save_figure
 from speechpack.schemas.units import format_bytes, plural
 
 
@@ -226,6 +233,9 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
                           lengths=lengths, windows=windows, weighting=prepared.weighting, memory_limit=ceiling)
         if check is not None:
             _check_batches(plan, check, epoch, world_size)
+        start_check = getattr(builder, "check_plan", None)  # a task's refusal at start (BatchBuilder.check_plan)
+        if epoch == 0 and start_check is not None:
+            start_check(plan.rank_view(0, world_size), world_size)
         stats = _epoch_stats(plan, epoch, world_size, np.asarray(lengths), builder.crops_to_shortest, unit_pack,
                              rows_of_unit, packs, per_pack)
         if prepared.weighting is not None:
@@ -459,12 +469,10 @@ def _rank_panels(d, u, report) -> None:
 
 def _pack_panel(f, report, epochs: int) -> None:
     """Epochs consumed of each pack per planned epoch (1.0: every unit once), the value written at each bar."""
-    from speechpack.loader.asd.levels import pack_labels
-
     packs = list(report.epochs[0].pack_epochs) if report.epochs else []
     means = [float(np.mean([e.pack_epochs[p] for e in report.epochs])) for p in packs]
     units = [report.pack_items.get(p, 0) for p in packs]
-    _labelled_bars(f, pack_labels(packs), means, [f"{m:.3f} of {plural(n, report.unit_name)}"
+    _labelled_bars(f, path_labels(packs), means, [f"{m:.3f} of {plural(n, report.unit_name)}"
                                                   for m, n in zip(means, units)], at_least=1.0)
     f.axvline(1.0, color="gray", linestyle=":", linewidth=1)
     f.set(xlabel="epochs of the pack consumed" + (" per epoch (mean)" if epochs > 1 else ""),
