@@ -295,7 +295,8 @@ SEED_HELP = "The loader's seed (build_loader(seed=...)): the same seed gives the
 
 @main.lazy_command("peek")
 def peek_command() -> click.Command:
-    """Print one model-ready batch of a loader CONFIG (YAML): field, shape, dtype, range."""
+    """Print one model-ready batch of a loader CONFIG (YAML): field, shape, dtype, range; a plan with no batch is
+    an error saying why (the counts and the setting that dropped them)."""
     from speechpack.loader.config import STATES
     from speechpack.loader.peek import peek_config
 
