@@ -172,8 +172,11 @@ def pack_identity(path: str) -> tuple:
     local = path.split("://", 1)[1] if scheme == "file" else path
     try:
         info = os.stat(local)
-    except (OSError, ValueError):
-        return ("path", os.path.realpath(local))
+    except (OSError, ValueError):  # absent, unreadable, or a name no file can have (a NUL byte)
+        try:
+            return ("path", os.path.realpath(local))
+        except (OSError, ValueError):
+            return ("path", local)
     return ("inode", info.st_dev, info.st_ino)
 
 

@@ -90,3 +90,9 @@ def test_plan_refuses_a_pack_given_twice_on_the_command_line(pack, tmp_path):
     result = CliRunner().invoke(main, ["plan", str(recipe), "--pack", pack, "--pack", pack + "/"])
     assert result.exit_code == 1
     assert "error: config.packs[0] and config.packs[1] are the same pack" in result.output
+
+
+def test_paths_that_cannot_be_looked_up_are_compared_as_written():
+    """A name no file can have (a NUL byte) or an absent directory is no traceback: compared by its spelling."""
+    assert pack_identity("a\0b") == pack_identity("a\0b") != pack_identity("a\0c")
+    assert pack_identity("/nowhere/x/") == pack_identity("/nowhere/x")
