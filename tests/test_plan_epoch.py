@@ -138,3 +138,20 @@ def test_every_rank_plan_refuses_a_pass_over_the_memory_limit_before_making_it(b
     args = Args(batch_size=64, batching=batching)
     with pytest.raises(PlanError, match=r"the pass of all 1048576 ranks deals .* rows .*memory_limit"):
         plan_epoch(args, 0, 0, EVERY_RANK, MAX_WORLD_SIZE, num_units=41, lengths=LENGTHS, memory_limit=1 << 26)
+
+
+@pytest.mark.parametrize("batching", [None, BudgetArgs(budget=6000)])
+def test_the_dry_run_checks_each_distinct_batch_once_earliest_first(batching):
+    """``speechpack plan`` applies a task's batch check to every batch of every rank; a batch whose units repeat
+    an earlier one (padding, at a large world size) is checked once, at its first global position."""
+    from speechpack.loader.plan.planning_report import _check_batches
+
+    plan = plan_epoch(Args(batching=batching), 3, 0, EVERY_RANK, 64, num_units=41, lengths=LENGTHS)
+    seen = []
+    _check_batches(plan, lambda units, **where: seen.append((tuple(units.tolist()), where)), 0, 64)
+    batches = [tuple(plan.batch(g)[0].tolist()) for g in range(len(plan))]
+    assert [units for units, _ in seen] == list(dict.fromkeys(batches))  # each distinct batch, in global order
+    for units, where in seen:
+        g = batches.index(units)
+        assert where == {"epoch": 0, "rank": g % 64, "batch": g // 64, "batches": len(plan) // 64}
+    assert len(seen) < len(batches)

@@ -316,13 +316,21 @@ def _check_batches(plan: EpochPlan, check, epoch: int, world_size: int) -> None:
             which = np.flatnonzero(sizes == size)
             rows = plan.offsets[which][:, None] + np.arange(size, dtype=np.int64)
             groups.append((which, plan.items[rows]))
-    firsts = []
-    for which, table in groups:
-        _, first = np.unique(table, axis=0, return_index=True)
-        firsts.append(which[first])
+    firsts = [which[_first_of_each(table)] for which, table in groups]
     for g in np.sort(np.concatenate(firsts)) if firsts else []:
         units, _valid = plan.batch(int(g))
         check(units, epoch=epoch, rank=int(g) % world_size, batch=int(g) // world_size, batches=per_rank)
+
+
+def _first_of_each(table: np.ndarray) -> np.ndarray:
+    """Row indices of ``table``'s first occurrence of each distinct row (a stable sort by every column: equal rows
+    keep their order, so the first of a run is the earliest; several times faster than ``np.unique(axis=0)``)."""
+    if len(table) == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.lexsort(table.T[::-1])
+    ordered = table[order]
+    starts = np.concatenate([[True], np.any(ordered[1:] != ordered[:-1], axis=1)])
+    return order[starts]
 
 
 def _check_figure_memory(first: EpochStats, epochs: int, world_size: int, ceiling: MemoryCeiling) -> None:
