@@ -130,11 +130,11 @@ def test_plan_picture_draws_a_bar_per_rank_or_a_histogram_of_many_ranks(tse_pack
     few = plan_figure(plan_report(config, "train", world_size=3))
     items = _panel(few, "valid items per rank")
     assert [p.get_height() for p in items.patches] == [2, 1, 1] and items.get_xlabel() == "rank"
-    assert _panel(few, "utilisation per rank").get_title() == "utilisation per rank (50.0%-100.0%)"
+    assert _panel(few, "utilisation per rank").get_title() == "utilisation per rank\n(50.0%-100.0%)"
     plt.close(few)
     many = plan_figure(plan_report(config, "train", world_size=40))
     items = _panel(many, "valid items per rank")
-    assert items.get_title() == "valid items per rank (36 ranks only padding)"
+    assert items.get_title() == "valid items per rank\n(36 ranks only padding)"
     assert items.get_xlabel() == "valid items of a rank"
     assert sorted((int(round(p.get_x() + p.get_width() / 2)), p.get_height()) for p in items.patches) == [(0, 36),
                                                                                                           (1, 4)]

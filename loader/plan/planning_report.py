@@ -353,6 +353,23 @@ def plot_plan(report, path: str) -> None:
 
 #: Up to this many ranks, the rank panels draw one bar per rank; beyond, a histogram of the ranks.
 RANK_BARS = 32
+#: A rank histogram whose tallest bar is more than this many times its shortest is drawn on a log scale.
+LOG_SPREAD = 100
+
+
+def _counted(count: int, noun: str) -> str:
+    """``plural`` with thousands separators, for pictures (``1,048,574 ranks``)."""
+    return plural(int(count), noun).replace(str(int(count)), f"{int(count):,}", 1)
+
+
+def count_ticks(axis, most: int | None = None) -> None:
+    """Counts written whole, with thousands separators (2,097,152, never "2.1 1e6"); at most ``most`` ticks (an
+    axis along which such labels run)."""
+    from matplotlib.ticker import MaxNLocator, StrMethodFormatter
+
+    if most is not None:
+        axis.set_major_locator(MaxNLocator(most, integer=True))
+    axis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
 
 
 def plan_figure(report):
@@ -376,8 +393,8 @@ def plan_figure(report):
     _outcome_panel(c, report, epochs)
     _rank_panels(d, u, report)
     _pack_panel(f, report, epochs)
-    fig.suptitle(f"{report.state}: {plural(len(items), 'batch')} over {plural(epochs, 'epoch', 'epochs')}, "
-                 f"{plural(report.world_size, 'rank')}, longest item "
+    fig.suptitle(f"{report.state}: {_counted(len(items), 'batch')} over {plural(epochs, 'epoch', 'epochs')}, "
+                 f"{_counted(report.world_size, 'rank')}, longest item "
                  f"{int(longest.max()) if len(longest) else 0} samples")
     fig.tight_layout()
     return fig
@@ -396,6 +413,7 @@ def _sizes_panel(a, items: np.ndarray, rows: np.ndarray, with_rows: bool) -> Non
           title=f"batch sizes ({per_batch})" if with_rows else "batch sizes")
     integer_axis(a.xaxis)
     integer_axis(a.yaxis)
+    count_ticks(a.yaxis)
 
 
 def _padding_panel(b, fill: np.ndarray, cropped: bool) -> None:
@@ -412,6 +430,7 @@ def _padding_panel(b, fill: np.ndarray, cropped: bool) -> None:
           title=("cropping" if cropped else "padding") + (f" ({plural(none, 'batch')} with none)" if some.size and
                                                           none else ""))
     integer_axis(b.yaxis)
+    count_ticks(b.yaxis)
 
 
 def _labelled_bars(ax, labels: list[str], values: list[float], text: list[str], colors=None,
@@ -424,7 +443,7 @@ def _labelled_bars(ax, labels: list[str], values: list[float], text: list[str], 
     top = max(max(values, default=0), at_least) or 1
     for y, value, label in zip(positions, values, text):
         ax.text(value + 0.015 * top, y, label, va="center", fontsize="small")
-    ax.set_xlim(0, top * 1.4)
+    ax.set_xlim(0, top * 1.5)
 
 
 def _outcome_panel(c, report, epochs: int) -> None:
@@ -442,6 +461,7 @@ def _outcome_panel(c, report, epochs: int) -> None:
     c.set(xlabel=f"{unit}s" + (f", {epochs} epochs together" if epochs > 1 else ""),
           title="what the plan did with the items")
     integer_axis(c.xaxis)
+    count_ticks(c.xaxis, most=3)
 
 
 def _rank_panels(d, u, report) -> None:
@@ -458,21 +478,29 @@ def _rank_panels(d, u, report) -> None:
             ax.set_xlabel("rank")
             ax.set_xticks(np.arange(world)) if world <= 16 else integer_axis(ax.xaxis)
         d.set(ylabel="valid items")
-        u.set(ylabel="utilisation, %", ylim=(0, 105))
+        u.set(ylabel="utilisation, %", ylim=(0, 100), yticks=[0, 25, 50, 75, 100])
     else:
         values, counts = np.unique(items, return_counts=True)
         d.bar(values, counts, width=0.8)
         d.set(xlabel="valid items of a rank", ylabel="ranks")
         integer_axis(d.xaxis)
-        u.hist(100 * used, bins=FRACTION_BINS, range=(0.0, 100.0), color="tab:green")
+        shares, _edges, _bars = u.hist(100 * used, bins=FRACTION_BINS, range=(0.0, 100.0), color="tab:green")
         u.set(xlabel="utilisation of a rank, %", ylabel="ranks", xlim=(0, 100))
-    integer_axis(d.yaxis)
-    together = f", {len(have)} epochs together" if len(have) > 1 else ""
-    d.set_title(f"valid items per rank ({plural(idle, 'rank')} only padding{together})" if idle
-                else f"valid items per rank{f' ({together[2:]})' if together else ''}")
+        for ax, heights in ((d, counts), (u, shares)):  # a few ranks beside a million: a log scale shows both
+            heights = np.asarray(heights)[np.asarray(heights) > 0]
+            if len(heights) and heights.max() > LOG_SPREAD * heights.min():
+                ax.set_yscale("log")
+    for ax in (d, u) if world > RANK_BARS else (d,):
+        if ax.get_yscale() != "log":
+            integer_axis(ax.yaxis)
+            count_ticks(ax.yaxis)
+    together = f"{len(have)} epochs together" if len(have) > 1 else ""
+    notes = [f"{_counted(idle, 'rank')} only padding"] * bool(idle) + [together] * bool(together)
+    d.set_title("valid items per rank" + (f"\n({'; '.join(notes)})" if notes else ""))
     low, high = 100 * float(used.min()), 100 * float(used.max())
-    u.set_title(f"utilisation per rank ({low:.1f}%" + (f"-{high:.1f}%" if round(low, 1) != round(high, 1) else "")
-                + (", mean of the epochs)" if len(have) > 1 else ")"))
+    u.set_title("utilisation per rank" + f"\n({low:.1f}%" + (f"-{high:.1f}%" if round(low, 1) != round(high, 1)
+                                                            else "")
+                + ("; mean of the epochs)" if len(have) > 1 else ")"))
 
 
 def _pack_panel(f, report, epochs: int) -> None:
