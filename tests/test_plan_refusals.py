@@ -145,3 +145,18 @@ def test_figures_of_many_epochs_over_the_memory_limit_are_refused(four_items, tm
     result = CliRunner().invoke(main, ["plan", str(config), "--epochs", "1000"])
     assert result.exit_code == 1
     assert "error: 1000 epochs of 4 batches over 1 rank keep about" in result.output and "plan fewer epochs" in result.output
+
+
+def test_items_the_filters_remove_are_reported_beside_the_plan(make_wav, write_list, tmp_path):
+    rng = np.random.default_rng(1)
+    lines = []
+    for i, samples in enumerate((8000, 8000, 24000)):
+        path = make_wav(f"v{i}.wav", data=(0.1 * rng.standard_normal(samples)).astype(np.float32))
+        lines.append({"key": f"v{i}", "spk": [f"s{i}"], "src": {f"s{i}": [path]}})
+    build_wesep(str(write_list(lines, "varied.list")), BuildOptions(out=str(tmp_path / "varied"), progress=False))
+    config = tmp_path / "filtered.yaml"
+    config.write_text(f"packs: [{{path: {tmp_path / 'varied'}}}]\ndataset_args: {{whole_utt: true, filter_len: true, "
+                      f"filter_len_args: {{min_num_seconds: 1, max_num_seconds: 100}}}}\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["plan", str(config)])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("train: 1 item, world size 1; 2 filtered out (filter_len 2)\n"), result.output
