@@ -402,5 +402,6 @@ def dataloader_settings(config: LoaderConfig, num_workers: int | None = None,
             "prefetch_from": prefetch_source}
 
 
-__all__ = ["MAX_BETA", "PREFETCH_PER_WORKER", "STATES", "VERIFY_BOOLEANS", "WEIGHT_KEYS", "ConfigError", "LoaderConfig", "PackSource",
-           "Weighting", "dataloader_settings", "loader_fingerprint", "pack_identity", "verify_mode"]
+__all__ = ["MAX_BETA", "PREFETCH_PER_WORKER", "STATES", "VERIFY_BOOLEANS", "WEIGHT_KEYS", "ConfigError",
+           "LoaderConfig", "PackSource", "Weighting", "dataloader_settings", "loader_fingerprint", "pack_identity",
+           "verify_mode"]

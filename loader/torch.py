@@ -239,7 +239,7 @@ class SpeechLoader:
         self.dataset.feed = feed if feed.active else None  # only packs read through the node cache need one
         self._fingerprint = loader_fingerprint(config, state, packs, window_identity(self.dataset.shard_order))
         if len(first) == 0:  # an empty loader is legal (a tiny dev set), but never silent
-            warnings.warn(no_batch_message(state, self._no_batch(first)), stacklevel=3)
+            warnings.warn(no_batch_message(state, self._no_batch(first)), stacklevel=4)  # the caller of build_loader
         self._epoch = 0
         #: The pass: the global batch it is dealt from and the batches handed out (``loader.resume.Position``).
         self._global_start = 0

@@ -258,6 +258,6 @@ def _source_of(batches: np.ndarray, source: np.ndarray, count: int) -> np.ndarra
     return np.where(batches < count, source[np.minimum(batches, max(count - 1, 0))], batches)
 
 
-__all__ = ["EVERY_RANK", "EpochPlan", "NO_SHUFFLE", "check_rank", "SYNC_DROP", "SYNC_PAD", "ShuffleWindows", "TAIL_POLICIES", "WHOLE",
-           "dealt_batches", "epoch_permutation", "make_epoch_plan", "pass_end", "pass_steps", "rank_batches", "resume_point",
-           "window_order"]
+__all__ = ["EVERY_RANK", "EpochPlan", "NO_SHUFFLE", "SYNC_DROP", "SYNC_PAD", "ShuffleWindows", "TAIL_POLICIES",
+           "WHOLE", "check_rank", "dealt_batches", "epoch_permutation", "make_epoch_plan", "pass_end", "pass_steps",
+           "rank_batches", "resume_point", "window_order"]
