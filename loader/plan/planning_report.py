@@ -33,6 +33,7 @@ whatever the data.  Batches with no padding at all are counted in the title, not
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from numbers import Integral
 
 import numpy as np
 
@@ -46,7 +47,7 @@ from speechpack.loader.plan.no_batch import no_batch_message, no_batch_reason
 from speechpack.loader.plan.plan import EVERY_RANK, MAX_WORLD_SIZE, EpochPlan, plan_epoch
 from speechpack.loader.recipe import ignored_line
 from speechpack.loader.tasks import prepare
-from speechpack.schemas.errors import PlanError, SpeechpackError
+from speechpack.schemas.errors import PlanError
 from speechpack.schemas.plotting import integer_axis, path_labels, pyplot, save_figure
 from speechpack.schemas.units import format_bytes, plural
 
@@ -201,10 +202,11 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
     loader runs, without torch's DataLoader.  Each epoch is planned once for all ranks (``EVERY_RANK``: the pass in
     global order, rank ``r``'s batches at offsets ``r, r + world_size, ...``) and its figures are computed over
     arrays, so the cost is linear in the batches and the world size, not in their product."""
-    if (isinstance(world_size, bool) or not isinstance(world_size, int) or not 1 <= world_size <= MAX_WORLD_SIZE
-            or isinstance(epochs, bool) or not isinstance(epochs, int) or not 1 <= epochs <= MAX_PLAN_EPOCHS):
+    if (isinstance(world_size, bool) or not isinstance(world_size, Integral) or not 1 <= world_size <= MAX_WORLD_SIZE
+            or isinstance(epochs, bool) or not isinstance(epochs, Integral) or not 1 <= epochs <= MAX_PLAN_EPOCHS):
         raise PlanError(f"world size must be in [1, {MAX_WORLD_SIZE}] and epochs in [1, {MAX_PLAN_EPOCHS}], got "
                         f"{world_size!r}, {epochs!r}")
+    world_size, epochs = int(world_size), int(epochs)
     if not isinstance(config, LoaderConfig):
         config = LoaderConfig.from_dict(config, state=state)
     with cache_in_use(config.cache):  # banks and tokenizer packs a task opens by URL go through the same cache
