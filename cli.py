@@ -267,7 +267,8 @@ def copy_command() -> click.Command:
 @main.command("inspect")
 @click.argument("pack", type=click.Path(file_okay=False))
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
-              help="Write duration, level, speaker and shard histograms to this PNG (needs speechpack[plot]).")
+              help="Write duration, level, speaker and shard histograms to this PNG, and for a pack with cues the "
+                   "speakers and slots each cue covers and the enrollments per speaker (needs speechpack[plot]).")
 @click.option("--json", "as_json", is_flag=True, help="Print every figure as JSON instead of text.")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=1), help="Speakers listed by hours.")
 def inspect_command(pack, plot_path, as_json, top):
@@ -294,7 +295,8 @@ SEED_HELP = "The loader's seed (build_loader(seed=...)): the same seed gives the
 
 @main.lazy_command("peek")
 def peek_command() -> click.Command:
-    """Print one model-ready batch of a loader CONFIG (YAML): field, shape, dtype, range."""
+    """Print one model-ready batch of a loader CONFIG (YAML): field, shape, dtype, range; a plan with no batch is
+    an error saying why (the counts and the setting that dropped them)."""
     from speechpack.loader.config import STATES
     from speechpack.loader.peek import peek_config
 
@@ -312,19 +314,26 @@ def peek_command() -> click.Command:
 
 @main.lazy_command("plan")
 def plan_command() -> click.Command:
-    """Dry-run the epoch plan of a loader CONFIG (YAML), reading no audio: batches, padding, utilisation."""
+    """Dry-run the epoch plan of a loader CONFIG (YAML), reading no audio: batches, padding, utilisation, per rank
+    and per pack; a plan with no batch is an error saying why."""
     from speechpack.loader.config import STATES
     from speechpack.loader.peek import load_config
-    from speechpack.loader.plan.planning_report import plan_report
+    from speechpack.loader.plan.plan import MAX_WORLD_SIZE
+    from speechpack.loader.plan.planning_report import MAX_PLAN_EPOCHS, plan_report
 
     @click.command("plan", help=plan_command.__doc__)
     @click.argument("config_path", metavar="CONFIG", type=click.Path(dir_okay=False, exists=True))
-    @click.option("--state", type=click.Choice(STATES), default=STATES[0], show_default=True, help=STATE_HELP)
-    @click.option("--world-size", default=1, show_default=True, type=click.IntRange(min=1), help="Ranks to plan for.")
-    @click.option("--epochs", default=1, show_default=True, type=click.IntRange(min=1), help="Epochs to plan.")
+    @click.option("--state", type=click.Choice(STATES), default=STATES[0], show_default=True,
+                  help=STATE_HELP + " val and test are planned as the loader deals them (a WeSep recipe as it is: "
+                                    "with --pack).")
+    @click.option("--world-size", default=1, show_default=True, type=click.IntRange(1, MAX_WORLD_SIZE),
+                  help="Ranks to plan for (every rank is planned; the report summarises them).")
+    @click.option("--epochs", default=1, show_default=True, type=click.IntRange(1, MAX_PLAN_EPOCHS),
+                  help="Epochs to plan, each in full.")
     @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help=SEED_HELP)
     @click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
-                  help="Write batch-size and padding histograms to this PNG (needs matplotlib: speechpack[plot]).")
+                  help="Write the plan as a PNG: batch sizes, padding, what was dropped, per rank and per pack "
+                       "(needs matplotlib: speechpack[plot]).")
     @_pack_option
     def plan(config_path, state, world_size, epochs, seed, plot_path, packs):
         report = plan_report(load_config(config_path, packs), state, world_size=world_size, epochs=epochs, seed=seed)

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import posixpath
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -35,7 +37,8 @@ from speechpack.loader.config_checks import (
 from speechpack.loader.memory_limit import MemoryLimitError, memory_limit_bytes
 from speechpack.loader.cache.settings import CacheSettings
 from speechpack.loader.pack import Pack
-from speechpack.loader.pack.content_check import DEFAULT_VERIFY, VERIFY_MODES
+from speechpack.loader.pack.files import url_scheme
+from speechpack.loader.pack.content_check import DEFAULT_VERIFY, VERIFY_MODES, VERIFY_OFF
 from speechpack.loader.recipe import MAX_PREFETCH, MAX_WORKERS, DataLoaderArgs, check_state, read_recipe
 from speechpack.loader.tasks import DEFAULT_TASK, FOREIGN_RECIPES, STATES
 from speechpack.loader.tasks import task as task_of
@@ -158,10 +161,44 @@ class Weighting:
                    epoch_items=v["epoch_items"])
 
 
+def pack_identity(path: str) -> tuple:
+    """What names a pack whatever its spelling: a local directory's (device, inode), so a trailing slash, ``..``
+    or a symlink is the same pack; a URL's scheme and normalised path (``s3://b/p/`` is ``s3://b/p``).  A local
+    path that cannot be stat'ed is compared by its real path (opening it later says what is wrong)."""
+    scheme = url_scheme(path)
+    if scheme not in (None, "file"):
+        rest = path.split("://", 1)[1]
+        return ("url", scheme, posixpath.normpath("/" + rest))
+    local = path.split("://", 1)[1] if scheme == "file" else path
+    try:
+        info = os.stat(local)
+    except (OSError, ValueError):  # absent, unreadable, or a name no file can have (a NUL byte)
+        try:
+            return ("path", os.path.realpath(local))
+        except (OSError, ValueError):
+            return ("path", local)
+    return ("inode", info.st_dev, info.st_ino)
+
+
+def _refuse_repeated_packs(packs: tuple, where: str) -> None:
+    """The same pack in two ``packs`` entries would give each of its items twice an epoch while every report
+    counted it once: refused, naming both entries, with the key that asks for it (``repeat: 2``)."""
+    seen: dict[tuple, int] = {}
+    for i, source in enumerate(packs):
+        first = seen.setdefault(pack_identity(source.path), i)
+        if first != i:
+            spelled = (f"{packs[first].path!r}" if packs[first].path == source.path
+                       else f"{packs[first].path!r} and {source.path!r}")
+            raise ConfigError(f"{where}.packs[{first}] and {where}.packs[{i}] are the same pack ({spelled}): "
+                              f"listed twice, each of its items would come twice an epoch; list it once, with "
+                              f"repeat: 2 to read it twice an epoch")
+
+
 def _check_packs_weighting(packs: Any, weighting: Weighting, where: str) -> None:
     """``packs`` is a non-empty sequence of ``PackSource`` whose weighting modes agree with ``weighting``."""
     if not isinstance(packs, tuple) or not packs or not all(isinstance(p, PackSource) for p in packs):
         raise ConfigError(f"{where}.packs: a non-empty list of {{path: ...}} is required")
+    _refuse_repeated_packs(packs, where)
     if not isinstance(weighting, Weighting):
         raise ConfigError(f"{where}.weighting: expected a Weighting, got {type(weighting).__name__}")
     modes = {"weight" if p.weight is not None else "hours_beta" if p.hours_beta
@@ -206,7 +243,8 @@ class LoaderConfig:
     #: The WeSep dialect a recipe was read as (``wesep-mainline``, ``wesep-contract``); None for a loader config.
     dialect: str | None = None
     #: ``verify_streams``: how the packs' stream files are checked against their sha256 when mapped
-    #: (``loader.pack.content_check``: ``first-map``, ``every-open`` or ``off``).
+    #: (``loader.pack.content_check``: ``first-map``, ``every-open`` or ``off``; in a config also YAML's booleans,
+    #: ``off``/``false`` for ``off`` and ``on``/``true`` for the default: ``verify_mode``).
     verify_streams: str = DEFAULT_VERIFY
     #: ``memory_limit``: the most bytes an epoch plan, or the batches in flight, may take (``loader.memory_limit``);
     #: None: half of the memory available when the loader starts.
@@ -261,7 +299,7 @@ class LoaderConfig:
         return cls(packs=sources, dataset_args=dataset_args, weighting=weighting, task=task_name,
                    dataloader=recipe.dataloader, sample_num_per_epoch=recipe.sample_num_per_epoch,
                    ignored=recipe.ignored, states=recipe.states, dialect=recipe.dialect,
-                   verify_streams=check_choice(values["verify_streams"], VERIFY_MODES, f"{where}.verify_streams"),
+                   verify_streams=verify_mode(values["verify_streams"], f"{where}.verify_streams"),
                    memory_limit=_memory_limit(values["memory_limit"], f"{where}.memory_limit"),
                    cache=None if values["cache"] is None else CacheSettings.from_dict(values["cache"], f"{where}.cache"))
 
@@ -271,6 +309,19 @@ def _check_per_epoch(packs: tuple[PackSource, ...], per_epoch: int, where: str) 
     if per_epoch and any(p.weighted for p in packs):
         raise ConfigError(f"{where}.sample_num_per_epoch: {per_epoch} with weighted packs entries; set the epoch "
                           f"size with weighting.epoch_items (weight/hours_beta) or choose/repeat instead")
+
+
+#: ``verify_streams`` written as a YAML boolean: YAML 1.1 (PyYAML) reads ``off``/``no``/``false`` as False and
+#: ``on``/``yes``/``true`` as True, so the unquoted ``off`` of docs/loader.md arrives as False.  True turns the
+#: check on as the default does.
+VERIFY_BOOLEANS = {False: VERIFY_OFF, True: DEFAULT_VERIFY}
+
+
+def verify_mode(value: Any, where: str) -> str:
+    """``verify_streams`` as one of ``VERIFY_MODES``: a mode's name, or a YAML boolean (``VERIFY_BOOLEANS``)."""
+    if isinstance(value, bool):
+        return VERIFY_BOOLEANS[value]
+    return check_choice(value, VERIFY_MODES, where)
 
 
 def _memory_limit(value: Any, where: str) -> int | None:
@@ -351,5 +402,6 @@ def dataloader_settings(config: LoaderConfig, num_workers: int | None = None,
             "prefetch_from": prefetch_source}
 
 
-__all__ = ["MAX_BETA", "PREFETCH_PER_WORKER", "STATES", "WEIGHT_KEYS", "ConfigError", "LoaderConfig", "PackSource",
-           "Weighting", "dataloader_settings", "loader_fingerprint"]
+__all__ = ["MAX_BETA", "PREFETCH_PER_WORKER", "STATES", "VERIFY_BOOLEANS", "WEIGHT_KEYS", "ConfigError",
+           "LoaderConfig", "PackSource", "Weighting", "dataloader_settings", "loader_fingerprint", "pack_identity",
+           "verify_mode"]

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 import soundfile
 
 from speechpack.loader import build_loader
+from speechpack.loader.plan.no_batch import no_batch_message
 from speechpack.loader.recipe import ignored_line
 from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.yaml_document import read_yaml
@@ -119,11 +121,13 @@ def peek_config(config_path: str, state: str, seed: int = 0, save_wavs: str | No
     """``speechpack peek CONFIG``: build the loader of a YAML config for ``state`` (with ``packs`` for a WeSep
     recipe that has none, ``load_config``), take its first batch, describe it and, with ``save_wavs``, write its
     audio there (``save_batch_wavs``).  One batch needs no worker processes, whatever ``dataloader_args`` say."""
-    loader = build_loader(load_config(config_path, packs), state, seed=seed, num_workers=0)
+    with warnings.catch_warnings():  # an empty plan is the error below, said once
+        warnings.filterwarnings("ignore", message=r".* plan holds no batch: ")
+        loader = build_loader(load_config(config_path, packs), state, seed=seed, num_workers=0)
     report = loader.report()
     batch = next(iter(loader), None)
     if batch is None:
-        raise SpeechpackError(f"{config_path}: the {state} plan holds no batch")
+        raise SpeechpackError(no_batch_message(state, report.no_batch or "it deals none", where=config_path))
     wavs = save_batch_wavs(batch, loader.builder.sample_rate, save_wavs) if save_wavs else []
     return PeekReport(state=state, items=report.items, filtered=report.filtered, batches=len(loader),
                       padded_items=report.padded_items, dropped_items=report.dropped_items,

@@ -22,6 +22,7 @@ How the pieces fit:
 from __future__ import annotations
 
 import gc
+import warnings
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -38,6 +39,7 @@ from speechpack.loader.cache.settings import cache_in_use
 from speechpack.loader.config import LoaderConfig, dataloader_settings, loader_fingerprint
 from speechpack.loader.memory_limit import MemoryCeiling, bytes_per_row_sample, check_batch_memory, largest_batch_rows
 from speechpack.loader.pack import Pack
+from speechpack.loader.plan.no_batch import no_batch_message, no_batch_reason
 from speechpack.loader.plan.static_plan import resume_point
 from speechpack.loader.plan.plan import EpochPlan, needs_lengths, plan_epoch
 from speechpack.loader.resume import Position, ResumeError, make_state, read_state
@@ -88,6 +90,9 @@ class LoaderReport:
     dataloader: dict | None = None
     #: The WeSep dialect the recipe was read as (``wesep-mainline``: mainline's batch keys; ``wesep-contract``).
     dialect: str | None = None
+    #: Why this epoch's plan holds no batch (the counts and the setting: ``loader.plan.no_batch``); None when it
+    #: holds some.
+    no_batch: str | None = None
 
 
 class _PlannedBatches(Dataset):
@@ -234,6 +239,8 @@ class SpeechLoader:
         feed = PlanFeed(packs, self.builder, self.dataset.plan_of, rank, world_size)
         self.dataset.feed = feed if feed.active else None  # only packs read through the node cache need one
         self._fingerprint = loader_fingerprint(config, state, packs, window_identity(self.dataset.shard_order))
+        if len(first) == 0:  # an empty loader is legal (a tiny dev set), but never silent
+            warnings.warn(no_batch_message(state, self._no_batch(first)), stacklevel=4)  # the caller of build_loader
         self._epoch = 0
         #: The pass: the global batch it is dealt from and the batches handed out (``loader.resume.Position``).
         self._global_start = 0
@@ -292,6 +299,15 @@ class SpeechLoader:
         """Where the current (or last) pass stands."""
         return Position(self._epoch, self._global_start, self._consumed, self.world_size)
 
+    def _no_batch(self, plan: EpochPlan) -> str | None:
+        """Why ``plan`` (a pass of this loader) holds no batch, or None."""
+        if len(plan):
+            return None
+        return no_batch_reason(self.dataset.args, self.builder.num_units(), self.world_size, dropped=plan.dropped,
+                               unit_name="item" if self.builder.windows is None else "train-window chunk",
+                               filtered=self.filtered, filter_report=self.filter_report,
+                               weighted=self.weighting is not None)
+
     def report(self) -> LoaderReport:
         plan = self.dataset.plan(self._epoch, self._global_start)
         weighting = (None if self.weighting is None
@@ -300,7 +316,7 @@ class SpeechLoader:
                             batches_per_rank=len(plan),
                             padded_items=plan.padded, dropped_items=plan.dropped, weighting=weighting,
                             ignored=self.config.ignored, dataloader=dict(self.dataloader_settings),
-                            dialect=self.config.dialect)
+                            dialect=self.config.dialect, no_batch=self._no_batch(plan))
 
     def __iter__(self) -> Iterator[dict]:
         if not self._resuming:  # a whole epoch

@@ -11,7 +11,9 @@ Every kind is covered: audio streams report levels, data streams (faces, labels,
 the per-kind figures are added where a kind has them (``asr``: hours per corpus and language, transcript lengths,
 character vocabulary; ``asd``: clips, frame rates, face frames, speaking fraction).
 
-``speechpack inspect --plot`` draws the figures as one PNG of six panels (matplotlib, the ``plot`` extra, imported only then).
+``speechpack inspect --plot`` draws the figures as one PNG of six panels (matplotlib, the ``plot`` extra, imported only then),
+eight when the pack has cues: which share of its speakers and speaker slots each cue covers, and how many
+speakers have 0, 1, 2 ... enrollments (entries).
 
 Drawn to be read at a glance on any pack, from the demo's 18 samples to a corpus of thousands of speakers:
 counts (samples, speakers, shards) get whole-number ticks; speaker time is shown in the unit its size reads best
@@ -181,16 +183,22 @@ def _cue_figures(pack: Pack) -> dict:
         if bank.spec.policy_key == "spk_id":
             speaker_has = np.isin(unique_speakers, bank.keys)
             slot_has = np.isin(slot_speakers, bank.keys)
+            entries, per = bank.entries_of(unique_speakers), "speaker"
         else:  # mix_spk_id: "<key>::<speaker>" per slot; a speaker is covered when any of its slots is
             sample_keys = np.repeat(pack.keys.raw, pack.speaker_count)
             lookups = np.array([lookup_key(bank.spec.policy_key, k.decode("utf-8"), s.decode("utf-8")).encode("utf-8")
                                 for k, s in zip(sample_keys, slot_speakers)])
             slot_has = np.isin(lookups, bank.keys) if len(lookups) else np.zeros(0, dtype=bool)
             speaker_has = np.isin(unique_speakers, slot_speakers[slot_has])
+            entries, per = bank.entries_of(lookups), "slot"
+        counts, how_many = np.unique(entries, return_counts=True)
         figures[name] = {"representation": bank.representation, "policy_key": bank.spec.policy_key,
                          "keys": int(len(bank.keys)), "items": int(bank.num_items),
                          "speakers_covered": int(speaker_has.sum()), "speakers": int(len(unique_speakers)),
-                         "slots_covered": int(slot_has.sum()), "slots": int(len(slot_speakers))}
+                         "slots_covered": int(slot_has.sum()), "slots": int(len(slot_speakers)),
+                         # how many of the pack's speakers (spk_id) or slots (mix_spk_id) have n entries each
+                         "entries_per": per,
+                         "entries": {str(int(n)): int(c) for n, c in zip(counts, how_many)}}
     return figures
 
 
@@ -331,8 +339,14 @@ def inspect_figure(report: InspectReport):
     plt = pyplot("inspect --plot")
     from matplotlib.ticker import MaxNLocator
     f = report.figures
-    fig, axes = plt.subplots(2, 3, figsize=(15, 8))
-    (dur, lev, spk), (dist, shard, extra) = axes
+    cues = f.get("cues") or {}
+    if cues:  # two more panels: which speakers and slots each cue covers, and how many entries they have
+        fig, axes = plt.subplots(2, 4, figsize=(20, 8))
+        (dur, lev, spk, cover), (dist, shard, extra, entries) = axes
+        _cue_panels(cover, entries, cues)
+    else:
+        fig, axes = plt.subplots(2, 3, figsize=(15, 8))
+        (dur, lev, spk), (dist, shard, extra) = axes
     dur.hist(report.durations, bins=_edges(f["durations_s"], report.durations))
     dur.set(xlabel="duration, s", ylabel="samples", title="durations")
     integer_axis(dur.yaxis)
@@ -379,6 +393,42 @@ def inspect_figure(report: InspectReport):
     fig.suptitle(f"{p['path']}: {p['kind']}, {plural(p['samples'], 'sample')}, {duration_text(3600.0 * p['hours'])}")
     fig.tight_layout()
     return fig
+
+
+def _cue_panels(cover, entries, cues: dict) -> None:
+    """Per cue, the share of the pack's speakers and speaker slots its bank covers (the counts written at the
+    bars), and how many speakers (or slots, for a ``mix_spk_id`` cue) have 0, 1, 2 ... entries (enrollments):
+    the bar at 0 is what a model would train without, drawn red."""
+    names = list(cues)
+    positions = np.arange(len(names))[::-1]
+    height = 0.38
+    speakers = [100 * c["speakers_covered"] / max(c["speakers"], 1) for c in cues.values()]
+    slots = [100 * c["slots_covered"] / max(c["slots"], 1) for c in cues.values()]
+    cover.barh(positions + height / 2, speakers, height, label="speakers")
+    cover.barh(positions - height / 2, slots, height, label="speaker slots")
+    for y, c, a, b in zip(positions, cues.values(), speakers, slots):
+        cover.text(a + 1, y + height / 2, f"{c['speakers_covered']}/{c['speakers']}", va="center", fontsize="small")
+        cover.text(b + 1, y - height / 2, f"{c['slots_covered']}/{c['slots']}", va="center", fontsize="small")
+    cover.set_yticks(positions, [f"{n}\n({c['representation']}, {c['policy_key']})" for n, c in cues.items()])
+    cover.set(xlim=(0, 118), xlabel="% covered (an entry in the cue's bank)", title="cue coverage")
+    cover.legend(loc="lower right", fontsize="small")
+    width = 0.8 / len(names)
+    per = {c.get("entries_per", "speaker") for c in cues.values()}
+    for i, (name, c) in enumerate(cues.items()):
+        counts = {int(n): int(k) for n, k in c.get("entries", {}).items()}
+        xs = np.asarray(sorted(counts), dtype=np.float64)
+        offset = (i - (len(names) - 1) / 2) * width
+        bars = entries.bar(xs + offset, [counts[int(x)] for x in xs], width * 0.95, label=name)
+        for bar, x in zip(bars, xs):
+            if x == 0:
+                bar.set_color("tab:red")
+    who = per.pop() if len(per) == 1 else "speaker or slot"
+    entries.set(xlabel=f"entries (enrollments) per {who}", ylabel=f"{who}s",
+                title=f"entries per {who} (red: none)")
+    integer_axis(entries.xaxis)
+    integer_axis(entries.yaxis)
+    if len(names) > 1:
+        entries.legend(fontsize="small")
 
 
 __all__ = ["InspectReport", "distribution", "inspect_figure", "inspect_pack", "plot_inspect"]

@@ -9,6 +9,7 @@ functions: matplotlib is never loaded by packing or training.
 from __future__ import annotations
 
 import importlib.util
+import os
 from typing import Any
 
 from speechpack.schemas.errors import SpeechpackError
@@ -79,5 +80,16 @@ def fitted_edges(arrays: list, bins: int, margin: float, default: tuple[float, f
     return np.linspace(min(a.min() for a in finite) - margin, max(a.max() for a in finite) + margin, bins + 1)
 
 
-__all__ = ["PLOT_INSTALL", "duration_text", "duration_unit", "fitted_edges", "integer_axis", "plotting_available",
+def path_labels(paths: list[str]) -> list[str]:
+    """Each path's name on a plot: its last part, with as many parent directories as it takes to tell the paths
+    apart (``/data/a/train`` and ``/data/b/train``: ``a/train``, ``b/train``); the paths as given when nothing does."""
+    parts = [os.path.normpath(str(p)).strip(os.sep).split(os.sep) for p in paths]
+    for depth in range(1, max((len(p) for p in parts), default=1) + 1):
+        labels = ["/".join(p[-depth:]) for p in parts]
+        if len(set(labels)) == len(labels):
+            return labels
+    return [str(p) for p in paths]
+
+
+__all__ = ["PLOT_INSTALL", "duration_text", "duration_unit", "fitted_edges", "integer_axis", "path_labels", "plotting_available",
            "pyplot", "save_figure"]

@@ -17,6 +17,10 @@ Bounds, enforced while the document is composed, before any value is built:
 - **integers**: at most ``schemas.documents.MAX_INT_DIGITS`` digits, however written (decimal, hexadecimal,
   sexagesimal): a longer one cannot be converted to text, so no message or ``json.dumps`` could show it.
 
+**Duplicate keys** are refused in every mapping at every level, naming the key and both lines: PyYAML keeps the
+last value silently, so a second ``dataset_args:`` (or a second ``chunk_len`` inside one) would drop the first
+without a word.  Keys a merge (``<<: *base``) brings in are not duplicates: overriding them is what a merge is for.
+
 Any other failure of the loader (a bad timestamp, a ``!!float`` that is not a number) is a named problem too.
 """
 
@@ -43,7 +47,8 @@ _MAX_INT_BITS = MAX_INT_DIGITS * math.log2(10)
 
 
 class _Refusal(Exception):
-    """A bound of this module crossed at ``node`` (constructing) or ``mark`` (composing)."""
+    """A bound of this module crossed at ``node`` (constructing) or ``mark`` (composing); with both, ``mark`` gives
+    the line and ``node`` the key."""
 
     def __init__(self, reason: str, mark=None, node=None):
         super().__init__(reason)
@@ -113,6 +118,11 @@ class BoundedSafeLoader(yaml.SafeLoader):
             raise _Refusal(f"not valid YAML (cannot read {node.tag.rpartition(':')[2]} value {value!r}: "
                            f"{type(err).__name__}: {err})", node=node) from None
 
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, MappingNode):
+            _refuse_duplicate_keys(self, node)
+        return super().construct_mapping(node, deep)
+
     def construct_yaml_int(self, node):
         text = self.construct_scalar(node)
         digits = sum(c.isdigit() for c in text) if len(text) > MAX_INT_DIGITS else 0
@@ -125,6 +135,27 @@ class BoundedSafeLoader(yaml.SafeLoader):
 
 
 BoundedSafeLoader.add_constructor("tag:yaml.org,2002:int", BoundedSafeLoader.construct_yaml_int)
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+def _refuse_duplicate_keys(loader: BoundedSafeLoader, node: MappingNode) -> None:
+    """A key written twice in the mapping ``node`` itself (merged keys left out) is a ``_Refusal`` at its second
+    value, naming the key and both lines.  Keys compare as the values they construct (``1`` and ``0x1`` are one
+    key, as they are in the dict); an unhashable key is left to PyYAML's own error."""
+    first: dict = {}
+    for key_node, value_node in node.value:
+        if key_node.tag == _MERGE_TAG:
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            earlier = first.setdefault(key, key_node)
+        except TypeError:
+            continue
+        if earlier is not key_node:
+            raise _Refusal(f"key {str(key)[:80]!r} appears twice in one mapping (lines {_line(earlier.start_mark)} "
+                           f"and {_line(key_node.start_mark)}): YAML would keep only the last value and drop the "
+                           f"first silently; keep one", key_node.start_mark, value_node)
 
 
 def _node_path(root, target) -> str | None:
@@ -167,7 +198,7 @@ def parse_yaml(data: bytes | str, path: str, *, error: type[Exception] = Documen
         return loader.construct_document(root) if root is not None else None
     except _Refusal as err:
         node = err.node
-        mark = err.mark if node is None else node.start_mark
+        mark = err.mark if err.mark is not None or node is None else node.start_mark
         key = _node_path(root, node) if node is not None and root is not None else None
         raise refuse(error, path, err.reason, _line(mark), key) from None
     except yaml.MarkedYAMLError as err:

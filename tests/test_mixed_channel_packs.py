@@ -69,7 +69,7 @@ def test_plan_picture_counts_in_whole_numbers(mixed_channels_pack):
 
     report = plan_report({"packs": [{"path": mixed_channels_pack}], "dataset_args": {"batch_size": 1}}, "train")
     fig = plan_figure(report)
-    sizes, padding = fig.axes
+    sizes, padding = fig.axes[:2]
     assert all(float(t).is_integer() for t in sizes.get_xticks())
     assert all(float(t).is_integer() for t in sizes.get_yticks())
     assert padding.get_xlim() == (0.0, 1.0)  # no padding: a bar at 0, not an axis running negative

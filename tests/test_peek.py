@@ -67,3 +67,35 @@ def test_peek_seed_changes_the_training_windows(config_path):
     outputs = [CliRunner().invoke(main, ["peek", str(config_path), "--seed", str(seed)]).output for seed in (0, 0, 7)]
     ratios = [next(line for line in text.splitlines() if line.startswith("chunk_ratio")) for text in outputs]
     assert ratios[0] == ratios[1] and ratios[0] != ratios[2]
+
+
+def _empty_val(tmp_path, config_path) -> tuple[dict, str]:
+    """The config as a WeSep recipe whose dev set (2 mixtures) is smaller than one batch with drop_last."""
+    config = yaml.safe_load(config_path.read_text())
+    config["dataset_args"].pop("batch_size")
+    config["dataloader_args"] = {"batch_size": 8, "drop_last": True}
+    path = tmp_path / "empty-val.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return config, str(path)
+
+
+WHY = ("2 items, all 2 dropped as an incomplete round (drop_last: true / tail: drop; a round takes batch_size 8 x "
+       "world size 1); lower the batch size or set drop_last: false (tail: pad)")
+
+
+def test_peek_says_why_the_val_plan_holds_no_batch(tmp_path, config_path):
+    _config, path = _empty_val(tmp_path, config_path)
+    result = CliRunner().invoke(main, ["peek", path, "--state", "val"])
+    assert result.exit_code == 1
+    assert f"error: {path}: the val plan holds no batch: {WHY}" in result.output, result.output
+    assert "Warning" not in result.output  # said once, as the error
+
+
+def test_the_loader_warns_when_its_plan_holds_no_batch_and_reports_why(tmp_path, config_path):
+    from speechpack.loader import build_loader
+
+    config, _path = _empty_val(tmp_path, config_path)
+    with pytest.warns(UserWarning, match=r"^the val plan holds no batch: 2 items, all 2 dropped"):
+        loader = build_loader(config, "val")
+    assert len(loader) == 0 and loader.report().no_batch == WHY
+    assert build_loader({**config, "dataloader_args": {"batch_size": 1}}, "val").report().no_batch is None

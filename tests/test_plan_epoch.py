@@ -13,7 +13,14 @@ import pytest
 
 from speechpack.loader.plan.batching import BudgetArgs, make_budget_plan
 from speechpack.loader.plan.train_windows import tile_windows
-from speechpack.loader.plan.plan import MAX_WORLD_SIZE, PlanError, make_epoch_plan, needs_lengths, plan_epoch
+from speechpack.loader.plan.plan import (
+    EVERY_RANK,
+    MAX_WORLD_SIZE,
+    PlanError,
+    make_epoch_plan,
+    needs_lengths,
+    plan_epoch,
+)
 from speechpack.loader.plan.weighting import PackWeighting
 
 pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
@@ -99,3 +106,52 @@ def test_plan_and_planning_report_import_no_torch():
             "speechpack.loader.tasks; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
+
+
+def _same_plan(a, b) -> None:
+    assert len(a) == len(b) and (a.padded, a.dropped) == (b.padded, b.dropped)
+    np.testing.assert_array_equal(a.global_batch, b.global_batch)
+    for i in range(len(a)):
+        for x, y in zip(a.batch(i), b.batch(i)):
+            np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("batching", [None, BudgetArgs(budget=6000, multiple_of=2)])
+@pytest.mark.parametrize("tail", ["pad", "drop"])
+@pytest.mark.parametrize("world_size", [1, 2, 3, 7, 50])
+def test_every_rank_plan_is_each_ranks_plan_in_global_order(batching, tail, world_size):
+    """``EVERY_RANK`` plans the pass once; rank ``r``'s view of it is the plan rank ``r`` makes on its own."""
+    args = Args(batching=batching, tail=tail)
+    for chosen in (None, weighting()):
+        every = plan_epoch(args, 3, 1, EVERY_RANK, world_size, num_units=41, lengths=LENGTHS, weighting=chosen)
+        np.testing.assert_array_equal(every.global_batch, np.arange(len(every)))
+        assert len(every) % world_size == 0
+        for rank in range(world_size):
+            alone = plan_epoch(args, 3, 1, rank, world_size, num_units=41, lengths=LENGTHS, weighting=chosen)
+            _same_plan(every.rank_view(rank, world_size), alone)
+
+
+@pytest.mark.parametrize("batching", [None, BudgetArgs(budget=6000)])
+def test_every_rank_plan_refuses_a_pass_over_the_memory_limit_before_making_it(batching):
+    """A million ranks, each dealt at least one batch (padding): millions of rows for the dry run, refused under a
+    64 MB limit."""
+    args = Args(batch_size=64, batching=batching)
+    with pytest.raises(PlanError, match=r"the pass of all 1048576 ranks deals .* rows .*memory_limit"):
+        plan_epoch(args, 0, 0, EVERY_RANK, MAX_WORLD_SIZE, num_units=41, lengths=LENGTHS, memory_limit=1 << 26)
+
+
+@pytest.mark.parametrize("batching", [None, BudgetArgs(budget=6000)])
+def test_the_dry_run_checks_each_distinct_batch_once_earliest_first(batching):
+    """``speechpack plan`` applies a task's batch check to every batch of every rank; a batch whose units repeat
+    an earlier one (padding, at a large world size) is checked once, at its first global position."""
+    from speechpack.loader.plan.planning_report import _check_batches
+
+    plan = plan_epoch(Args(batching=batching), 3, 0, EVERY_RANK, 64, num_units=41, lengths=LENGTHS)
+    seen = []
+    _check_batches(plan, lambda units, **where: seen.append((tuple(units.tolist()), where)), 0, 64)
+    batches = [tuple(plan.batch(g)[0].tolist()) for g in range(len(plan))]
+    assert [units for units, _ in seen] == list(dict.fromkeys(batches))  # each distinct batch, in global order
+    for units, where in seen:
+        g = batches.index(units)
+        assert where == {"epoch": 0, "rank": g % 64, "batch": g // 64, "batches": len(plan) // 64}
+    assert len(seen) < len(batches)

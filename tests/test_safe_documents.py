@@ -75,6 +75,34 @@ def test_yaml_recursive_alias_is_refused():
         parse_yaml("dataset_args: &x {chunk_len: 4, again: *x}\n", "r.yaml")
 
 
+@pytest.mark.parametrize("text, key, lines", [
+    ("packs: [{path: a}]\ndataset_args: {chunk_len: 4}\ntask: tse\ndataset_args: {batch_size: 2}\n",
+     "dataset_args", (2, 4)),
+    ("dataset_args:\n  chunk_len: 4000\n  batch_size: 2\n  chunk_len: 8000\n", "dataset_args.chunk_len", (2, 4)),
+    ("packs:\n  - {path: a, weight: 1, weight: 2}\n", "packs[0].weight", (2, 2)),
+    ("a:\n  b:\n    c: {d: 1}\n    c: {d: 2}\n", "a.b.c", (3, 4)),
+    ("1: one\n0x1: also one\n", "0x1", (1, 2)),
+])
+def test_yaml_duplicate_key_at_any_level_names_the_key_and_both_lines(text, key, lines):
+    with pytest.raises(DocumentError) as err:
+        parse_yaml(text, "r.yaml")
+    assert err.value.key == key and err.value.line == lines[1]
+    assert f"appears twice in one mapping (lines {lines[0]} and {lines[1]})" in err.value.reason
+
+
+def test_yaml_keys_a_merge_brings_in_may_be_overridden():
+    text = "base: &b {x: 1, y: 2}\nother:\n  <<: *b\n  x: 3\n"
+    assert parse_yaml(text, "r.yaml") == {"base": {"x": 1, "y": 2}, "other": {"x": 3, "y": 2}}
+
+
+def test_plan_refuses_a_config_with_a_duplicate_top_level_key(real_pack, tmp_path):
+    result, _, cfg = _plan(tmp_path, f"packs:\n  - path: {real_pack}\ndataset_args: {{chunk_len: 8000}}\n"
+                                     f"dataset_args: {{chunk_len: 16000}}\n")
+    assert result.exit_code == 1
+    assert (f"error: {cfg}: key 'dataset_args' appears twice in one mapping (lines 3 and 4)" in result.output
+            and "(line 4, key dataset_args)" in result.output), result.output
+
+
 @pytest.mark.parametrize("value", [LONG, "0x" + "f" * 4000, ":".join(["59"] * 3000)])
 def test_yaml_long_integer_in_any_notation_names_line_and_key(value):
     with pytest.raises(DocumentError) as err:

@@ -109,6 +109,15 @@ class CueBank:
     def num_items(self) -> int:
         return len(next(iter(self._items.values())))
 
+    def entries_of(self, lookups: np.ndarray) -> np.ndarray:
+        """How many entries each of ``lookups`` (encoded lookup keys, ``|S``) has; 0 for a key the resource lacks
+        (``speechpack inspect``'s enrollments per speaker)."""
+        lookups = np.asarray(lookups)
+        if not len(self.keys) or not len(lookups):
+            return np.zeros(len(lookups), dtype=np.int64)
+        rows = np.minimum(np.searchsorted(self.keys, lookups), len(self.keys) - 1)
+        return np.where(self.keys[rows] == lookups, np.asarray(self._count, dtype=np.int64)[rows], 0)
+
     def find(self, key: str) -> range:
         """The entry rows of lookup ``key``; empty when the resource has no such key."""
         row = _find(self.keys, key)

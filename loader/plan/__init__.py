@@ -10,7 +10,8 @@ torch.
 - ``train_windows``: items cut into chunks (MuVAP's train windows);
 - ``weighting``: how many items each pack gives an epoch;
 - ``planning_report``: the dry run (``speechpack plan``) and its picture (a task's own checks of
-  planned batches are its builder's ``planned_batch_check``).
+  planned batches are its builder's ``planned_batch_check``);
+- ``no_batch``: why a plan holds no batch, in the words ``plan``, ``peek`` and the loader share.
 
 ``plan_epoch``, ``EpochPlan`` and ``PlanError`` are re-exported here.
 """

@@ -38,12 +38,14 @@ from speechpack.loader.plan.static_plan import (
     TAIL_POLICIES,
     EpochPlan,
     ShuffleWindows,
+    check_rank,
+    dealt_batches as pass_batches,
     pass_end,
-    rank_batches,
     window_order,
 )
 from speechpack.loader.rng import batch_rng
 from speechpack.schemas.errors import PlanError
+from speechpack.schemas.units import plural
 
 BATCH_TYPES = ("static", "budget")
 COSTS = ("linear", "quadratic")
@@ -100,14 +102,15 @@ def _cut(order: np.ndarray, costs: np.ndarray, args: BudgetArgs, sizes: list, le
     return i
 
 
-def make_budget_plan(lengths: np.ndarray, args: BudgetArgs, seed: int, epoch: int, rank: int, world_size: int,
-                     shuffle: bool, tail: str, *, windows: ShuffleWindows | None = None,
-                     sync: str | None = None, global_start: int = 0) -> EpochPlan:
+def make_budget_plan(lengths: np.ndarray, args: BudgetArgs, seed: int, epoch: int, rank: int | None,
+                     world_size: int, shuffle: bool, tail: str, *, windows: ShuffleWindows | None = None,
+                     sync: str | None = None, global_start: int = 0, max_rows: int | None = None) -> EpochPlan:
     """Rank ``rank``'s ragged batches of ``epoch`` (see the module docstring).  ``windows`` replaces the whole-epoch
     shuffles of steps 1 and 4 by fairseq2 shuffle windows (``loader.plan.static_plan``); ``sync`` (``pad`` or
-    ``drop``, default: ``tail``) is the rule of step 4 that evens the batch count across ranks."""
-    if world_size < 1 or not 0 <= rank < world_size:
-        raise PlanError(f"rank must be in [0, {world_size - 1}] for world_size {world_size}, got {rank}")
+    ``drop``, default: ``tail``) is the rule of step 4 that evens the batch count across ranks.  ``rank``
+    ``EVERY_RANK``: every rank's batches at once, in global order; ``max_rows``: a ``PlanError`` before the rows
+    are gathered when the batches dealt hold more."""
+    check_rank(rank, world_size)
     sync = tail if sync is None else sync
     if tail not in TAIL_POLICIES or sync not in TAIL_POLICIES:
         raise PlanError(f"tail and sync must be 'pad' or 'drop', got {tail!r} and {sync!r}")
@@ -168,10 +171,14 @@ def make_budget_plan(lengths: np.ndarray, args: BudgetArgs, seed: int, epoch: in
     # The global sequence (loader.plan.static_plan): the batches in ``batch_order``; a padding batch ``g >= count``
     # repeats batch ``batch_order[g % count]``, every row invalid.
     count = len(sizes_a)
-    mine = rank_batches(count, global_start, rank, world_size, sync)
+    mine = pass_batches(count, global_start, rank, world_size, sync)
     chosen = batch_order[mine % count].astype(np.int64) if count else mine
-    rows = _rows(offsets, chosen)
     my_sizes = sizes_a[chosen]
+    if max_rows is not None and int(my_sizes.sum()) > max_rows:
+        raise PlanError(f"the pass of all {plural(world_size, 'rank')} deals {int(my_sizes.sum())} rows in "
+                        f"{plural(len(mine), 'batch')}, over the {max_rows} rows memory_limit allows a plan of "
+                        f"every rank; plan fewer ranks, or raise memory_limit")
+    rows = _rows(offsets, chosen)
     my_valid = valid[rows] & np.repeat(mine < count, my_sizes)
     # Counts of the pass: rows it deals that are not valid, and items no batch up to its end holds valid.
     end = pass_end(count, global_start, world_size, sync)

@@ -25,11 +25,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from speechpack.loader.memory_limit import MemoryCeiling, check_plan_memory
+from speechpack.loader.memory_limit import (
+    BUDGET_PLAN_BYTES_PER_UNIT,
+    PLAN_BYTES_PER_UNIT,
+    MemoryCeiling,
+    check_plan_memory,
+)
 from speechpack.loader.plan.batching import make_budget_plan
 from speechpack.loader.plan.train_windows import Windows
-from speechpack.loader.plan.static_plan import EpochPlan, epoch_permutation, make_epoch_plan
+from speechpack.loader.plan.static_plan import EVERY_RANK, EpochPlan, epoch_permutation, make_epoch_plan, pass_end
 from speechpack.schemas.errors import PlanError
+from speechpack.schemas.units import plural
 
 #: Largest world size a plan is made for.
 MAX_WORLD_SIZE = 1 << 20
@@ -38,6 +44,18 @@ MAX_ROUND_ROWS = 1 << 26
 
 if TYPE_CHECKING:  # annotation only: the plan calls ``weighting.items(seed, epoch)`` and nothing else
     from speechpack.loader.plan.weighting import PackWeighting
+
+
+def _check_pass_rows(count: int, args: Any, world_size: int, sync: str | None, global_start: int,
+                     max_rows: int) -> None:
+    """A static pass of every rank holds ``batch_size`` rows per batch dealt: refused before it is made when that
+    is more than ``max_rows``."""
+    batches = -(-count // args.batch_size) if args.tail == "pad" else count // args.batch_size
+    dealt = pass_end(batches, global_start, world_size, args.tail if sync is None else sync) - global_start
+    if dealt * args.batch_size > max_rows:
+        raise PlanError(f"the pass of all {plural(world_size, 'rank')} deals {dealt * args.batch_size} rows in "
+                        f"{plural(dealt, 'batch')} of {args.batch_size}, over the {max_rows} rows memory_limit allows "
+                        f"a plan of every rank; plan fewer ranks, or raise memory_limit")
 
 
 def needs_lengths(args: Any) -> bool:
@@ -60,10 +78,13 @@ def plan_epoch(args: Any, seed: int, epoch: int, rank: int, world_size: int, *, 
     started, or bytes (None: ``loader.memory_limit``'s default, read at this call).
     ``global_start``: the global batch the pass deals from (``loader.plan.static_plan``): 0 for a whole epoch, where
     the ranks had got to for a resumed pass.
+    ``rank`` ``EVERY_RANK``: the pass of every rank at once, in global order (the dry run; ``EpochPlan.rank_view``
+    takes one rank's out), refused when its rows would take more than ``memory_limit``.
     """
     if isinstance(world_size, bool) or not isinstance(world_size, Integral) or not 1 <= world_size <= MAX_WORLD_SIZE:
         raise PlanError(f"world_size must be an integer in [1, {MAX_WORLD_SIZE}], got {world_size!r}")
-    if isinstance(rank, bool) or not isinstance(rank, Integral) or not 0 <= rank < world_size:
+    if rank is not EVERY_RANK and (isinstance(rank, bool) or not isinstance(rank, Integral)
+                                   or not 0 <= rank < world_size):
         raise PlanError(f"rank must be in [0, {world_size - 1}] for world_size {world_size}, got {rank!r}")
     if isinstance(global_start, bool) or not isinstance(global_start, Integral) or global_start < 0:
         raise PlanError(f"global_start must be a non-negative integer, got {global_start!r}")
@@ -82,18 +103,24 @@ def plan_epoch(args: Any, seed: int, epoch: int, rank: int, world_size: int, *, 
     if chosen is not None and windows is not None:
         chosen = windows.units_of(chosen)
     windows, sync = args.shuffle_windows, args.sync  # fairseq2 shuffle windows, a rank-evening rule (ASR)
+    max_rows = None
+    if rank is EVERY_RANK:  # the pass of every rank: its rows are what the memory limit bounds, not the units
+        per_row = BUDGET_PLAN_BYTES_PER_UNIT if args.batching is not None else PLAN_BYTES_PER_UNIT
+        max_rows = MemoryCeiling.of(memory_limit).limit // per_row
     if args.batching is None:
         count = num_units if chosen is None else len(chosen)
+        if max_rows is not None:
+            _check_pass_rows(count, args, world_size, sync, global_start, max_rows)
         plan = make_epoch_plan(count, args.batch_size, seed, epoch, rank, world_size, args.shuffle, args.tail,
                                windows=windows, sync=sync, global_start=global_start)
     else:
         planned = lengths if chosen is None else lengths[chosen]
         plan = make_budget_plan(planned, args.batching, seed, epoch, rank, world_size, args.shuffle, args.tail,
-                                windows=windows, sync=sync, global_start=global_start)
+                                windows=windows, sync=sync, global_start=global_start, max_rows=max_rows)
     if chosen is not None:
         plan = replace(plan, items=chosen[plan.items])
     return plan
 
 
-__all__ = ["MAX_ROUND_ROWS", "MAX_WORLD_SIZE", "EpochPlan", "PlanError", "epoch_permutation",
+__all__ = ["EVERY_RANK", "MAX_ROUND_ROWS", "MAX_WORLD_SIZE", "EpochPlan", "PlanError", "epoch_permutation",
            "make_epoch_plan", "needs_lengths", "plan_epoch"]

@@ -10,11 +10,20 @@ realised selection per pack, corpus and language (``PackWeighting.report``).  A 
 one target with ``expand_targets``) or, with ``train_window``, one chunk.
 
 A batch the loader would refuse (the builder's ``planned_batch_check``: TSE mixtures of different channel counts)
-fails the dry run with the loader's reason, so ``plan`` reporting success means the epochs it planned can be built.
+fails the dry run with the loader's reason, so ``plan`` reporting success means the epochs it planned can be built;
+each distinct batch is checked once.  A plan with no batch fails with the counts and the setting that emptied it
+(``loader.plan.no_batch``).
 
-The picture (``speechpack plan --plot``, ``plot_plan``): the dry run's batches as two histograms, the rows of each batch (what the model gets:
-a TSE mixture gives one row per target speaker; items where a task has one row per item) and the fraction of each
-batch that is padding (or, for builders that crop to the shortest item, the fraction cropped).
+Cost: each epoch is planned once for every rank (``loader.plan.plan_epoch`` with ``EVERY_RANK``) and its figures are
+array reductions, so a dry run is linear in the batches and the ranks (the largest world size, 2^20, answers in
+seconds).  ``--epochs`` is at most ``MAX_PLAN_EPOCHS``; a pass or figures over ``memory_limit`` are refused.
+The ranks are summarised in one line (valid items per rank, the ranks that get only padding, utilisation per rank).
+
+The picture (``speechpack plan --plot``, ``plot_plan``): six panels of what ``describe`` prints.  The dry run's
+batches as two histograms, the rows of each batch (what the model gets: a TSE mixture gives one row per target
+speaker; items where a task has one row per item) and the fraction of each batch that is padding (or, for builders
+that crop to the shortest item, the fraction cropped); what the plan did with the items (dealt, padding repeats,
+dropped, filtered out); valid items and utilisation per rank; epochs consumed per pack.
 
 Both axes are drawn as what they are: counts are whole numbers, one bar per count; a fraction runs from 0 to 1,
 whatever the data.  Batches with no padding at all are counted in the title, not drawn as a bar that would read as
@@ -24,6 +33,7 @@ whatever the data.  Batches with no padding at all are counted in the title, not
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from numbers import Integral
 
 import numpy as np
 
@@ -33,11 +43,12 @@ from speechpack.loader.cache.schedule import CacheSimulation, FileSchedule, simu
 from speechpack.loader.cache.settings import cache_in_use
 from speechpack.loader.cache.shard_order import PlanningView, shard_windows
 from speechpack.loader.memory_limit import MemoryCeiling
-from speechpack.loader.plan.plan import EpochPlan, plan_epoch
+from speechpack.loader.plan.no_batch import no_batch_message, no_batch_reason
+from speechpack.loader.plan.plan import EVERY_RANK, MAX_WORLD_SIZE, EpochPlan, plan_epoch
 from speechpack.loader.recipe import ignored_line
 from speechpack.loader.tasks import prepare
-from speechpack.schemas.errors import PlanError, SpeechpackError
-from speechpack.schemas.plotting import integer_axis, pyplot, save_figure
+from speechpack.schemas.errors import PlanError
+from speechpack.schemas.plotting import integer_axis, path_labels, pyplot, save_figure
 from speechpack.schemas.units import format_bytes, plural
 
 
@@ -62,6 +73,9 @@ class EpochStats:
     rows: np.ndarray | None = None
     #: Packs by URL: what the node cache (every rank on one node) does this epoch at the config's limit.
     cache: CacheSimulation | None = None
+    #: Per rank: the valid items its batches hold, and its utilisation (as ``utilisation``, over its batches).
+    rank_items: np.ndarray | None = None
+    rank_utilisation: np.ndarray | None = None
 
     @property
     def utilisation(self) -> float:
@@ -79,15 +93,25 @@ class PlanReport:
     epochs: list[EpochStats] = field(default_factory=list)
     #: A WeSep recipe's trainer sections, ignored by the loader.
     ignored: tuple[str, ...] = ()
+    #: Items the task's filters removed before planning (``filter_report``: per reason).
+    filtered: int = 0
+    filter_report: dict = field(default_factory=dict)
+    #: Planning units per pack (the denominators of "epochs consumed").
+    pack_items: dict[str, int] = field(default_factory=dict)
 
     def describe(self) -> str:
         lines = [f"{self.state}: {plural(self.units, self.unit_name)}, world size {self.world_size}"]
+        if self.filtered:
+            reasons = ", ".join(f"{reason} {count}" for reason, count in self.filter_report.items())
+            lines[0] += f"; {self.filtered} filtered out" + (f" ({reasons})" if reasons else "")
         if self.ignored:
             lines.append(ignored_line(self.ignored))
         for e in self.epochs:
             lines.append(f"epoch {e.epoch}: {plural(e.batches_per_rank, 'batch')} per rank; " + _per_batch(e)
                          + f"; utilisation {100 * e.utilisation:.3f}% " + _utilisation_detail(e)
                          + f"; {e.padded_items} padded, {e.dropped_items} dropped")
+            if self.world_size > 1 and e.rank_items is not None:
+                lines.append(_rank_line(e))
             for pack, used in e.pack_epochs.items():
                 lines.append(f"  pack {pack}: {used:.3f} epochs consumed")
             if e.weighting:
@@ -97,7 +121,7 @@ class PlanReport:
         return "\n".join(lines)
 
     def plot(self, path: str) -> None:
-        """Histograms of items per batch and of the padded (or cropped) fraction per batch, all epochs, to a PNG
+        """The plan's six panels (batch sizes, padding, what was dropped, per rank, per pack), all epochs, to a PNG
         (``plot_plan`` below; needs the ``plot`` extra)."""
 
         plot_plan(self, path)
@@ -129,6 +153,18 @@ def _utilisation_detail(e: EpochStats) -> str:
     return f"({e.real} real / {e.padded_elements} padded elements); {largest}"
 
 
+def _rank_line(e: EpochStats) -> str:
+    """The ranks of a pass, summarised (a million ranks in one line): valid items and utilisation per rank, the
+    lowest rank named, and how many ranks get only padding."""
+    items, used = e.rank_items, e.rank_utilisation
+    idle = int(np.count_nonzero(items == 0))
+    low = int(np.argmin(used))
+    idle_note = f"{plural(idle, 'rank')} only padding" if idle else ""
+    spread = (f"{100 * float(used.min()):.1f}%" if float(used.min()) == float(used.max())
+              else f"{100 * float(used.min()):.1f}%-{100 * float(used.max()):.1f}% (lowest: rank {low})")
+    return f"  ranks: valid items per rank {_range_text(items, idle_note)}; utilisation per rank {spread}"
+
+
 def _cache_line(c: CacheSimulation) -> str:
     """The node cache's epoch: fetched bytes at the limit, the once-per-epoch limit, the hit rate."""
     limit = "no limit" if c.limit is None else f"limit {format_bytes(c.limit)}"
@@ -152,12 +188,25 @@ def _weighting_lines(report: dict) -> list[str]:
     return lines or [f"  weighting: {report}"]
 
 
+#: Most epochs one dry run plans (``speechpack plan --epochs``): each is planned whole, every rank, so a larger count
+#: only takes longer and keeps more figures, while a thousand epochs already show every cycle a weighting makes.
+MAX_PLAN_EPOCHS = 1000
+#: What the report keeps per batch (items, rows, longest, fill, rank) and per rank (valid items, utilisation),
+#: in bytes: ``plan_report`` refuses epochs whose figures would take more than the memory limit.
+FIGURE_BYTES_PER_BATCH, FIGURE_BYTES_PER_RANK = 40, 16
+
+
 def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size: int = 1, epochs: int = 1,
                 seed: int = 0) -> PlanReport:
     """Plan ``epochs`` epochs of every rank, reading only the packs' indexes: the same ``plan_epoch`` the training
-    loader runs, without torch's DataLoader."""
-    if world_size < 1 or epochs < 1:
-        raise SpeechpackError(f"world size and epochs must be at least 1, got {world_size}, {epochs}")
+    loader runs, without torch's DataLoader.  Each epoch is planned once for all ranks (``EVERY_RANK``: the pass in
+    global order, rank ``r``'s batches at offsets ``r, r + world_size, ...``) and its figures are computed over
+    arrays, so the cost is linear in the batches and the world size, not in their product."""
+    if (isinstance(world_size, bool) or not isinstance(world_size, Integral) or not 1 <= world_size <= MAX_WORLD_SIZE
+            or isinstance(epochs, bool) or not isinstance(epochs, Integral) or not 1 <= epochs <= MAX_PLAN_EPOCHS):
+        raise PlanError(f"world size must be in [1, {MAX_WORLD_SIZE}] and epochs in [1, {MAX_PLAN_EPOCHS}], got "
+                        f"{world_size!r}, {epochs!r}")
+    world_size, epochs = int(world_size), int(epochs)
     if not isinstance(config, LoaderConfig):
         config = LoaderConfig.from_dict(config, state=state)
     with cache_in_use(config.cache):  # banks and tokenizer packs a task opens by URL go through the same cache
@@ -169,7 +218,6 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
     args = builder.plan_args if order is None else PlanningView(builder.plan_args, order)
     caches = [p.files.cache for p in opened if hasattr(p.files, "cache")]
     limits = [c.limit for c in caches if c.limit is not None]
-    cropped = builder.crops_to_shortest
     windows = builder.windows
     unit_pack = prepared.item_pack if windows is None else prepared.item_pack[windows.item]
     packs = [source.path for source in config.packs]
@@ -178,65 +226,122 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
     units = builder.unit_samples() if caches else None  # (pack, sample) per unit, for the cache's replay
     ceiling = MemoryCeiling.of(config.memory_limit)  # read once, as the loader does when it starts
     report = PlanReport(state=state, world_size=world_size, units=builder.num_units(),
-                        unit_name="item" if windows is None else "train-window chunk", ignored=config.ignored)
+                        unit_name="item" if windows is None else "train-window chunk", ignored=config.ignored,
+                        filtered=prepared.filtered, filter_report=dict(prepared.filter_report),
+                        pack_items={p: int(n) for p, n in zip(packs, per_pack)})
     for epoch in range(epochs):
         lengths = builder.unit_lengths(epoch)  # the same every epoch, unless lengths_by_epoch (ASD jitter)
-        plans: list[EpochPlan] = [
-            plan_epoch(args, seed, epoch, rank, world_size, num_units=builder.num_units(), lengths=lengths,
-                       windows=windows, weighting=prepared.weighting, memory_limit=ceiling)
-            for rank in range(world_size)]
-        rows, batch_rows, longest, fills, used = [], [], [], [], np.zeros(len(packs))
-        real = offered = 0
-        for rank, plan in enumerate(plans):
-            for b in range(len(plan)):
-                items, valid = plan.batch(b)
-                if check is not None:
-                    check(items, epoch=epoch, rank=rank, batch=b, batches=len(plan))
-                lens = lengths[items]
-                rows.append(len(items))
-                if rows_of_unit is not None:
-                    batch_rows.append(int(rows_of_unit[items].sum()))
-                if cropped:  # every row is cut to the shortest: what survives of the valid rows' frames
-                    longest.append(int(lens.min()) if len(lens) else 0)
-                    offered_b = int(lens[valid].sum())
-                    real_b = int(valid.sum()) * longest[-1]
-                    offered += offered_b
-                    fills.append(real_b / max(offered_b, 1))
-                else:
-                    longest.append(int(lens.max()) if len(lens) else 0)
-                    real_b = int(lens[valid].sum())
-                    fills.append(real_b / max(rows[-1] * longest[-1], 1))
-                real += real_b
-                used += np.bincount(unit_pack[items[valid]], minlength=len(packs))
-        rows_a, longest_a = np.asarray(rows, dtype=np.int64), np.asarray(longest, dtype=np.int64)
-        weighting = None
+        plan = plan_epoch(args, seed, epoch, EVERY_RANK, world_size, num_units=builder.num_units(),
+                          lengths=lengths, windows=windows, weighting=prepared.weighting, memory_limit=ceiling)
+        if check is not None:
+            _check_batches(plan, check, epoch, world_size)
+        start_check = getattr(builder, "check_plan", None)  # a task's refusal at start (BatchBuilder.check_plan)
+        if epoch == 0 and start_check is not None:
+            start_check(plan.rank_view(0, world_size), world_size)
+        stats = _epoch_stats(plan, epoch, world_size, np.asarray(lengths), builder.crops_to_shortest, unit_pack,
+                             rows_of_unit, packs, per_pack)
         if prepared.weighting is not None:
-            weighting = prepared.weighting.report(prepared.weighting.items(seed, epoch))
-        stats = EpochStats(epoch=epoch, batches_per_rank=len(plans[0]), items=rows_a, longest=longest_a, real=real,
-                           padded_elements=int((rows_a * longest_a).sum()), padded_items=plans[0].padded,
-                           dropped_items=plans[0].dropped,
-                           pack_epochs={p: float(used[i] / per_pack[i]) if per_pack[i] else 0.0
-                                        for i, p in enumerate(packs)}, weighting=weighting,
-                           fill=np.asarray(fills), cropped=cropped, offered=offered,
-                           rows=np.asarray(batch_rows, dtype=np.int64) if rows_of_unit is not None else None)
+            stats.weighting = prepared.weighting.report(prepared.weighting.items(seed, epoch))
         if units is not None:  # every rank on one node: the cache's whole load
+            plans = [plan.rank_view(rank, world_size) for rank in range(world_size)]
             stats.cache = simulate(FileSchedule.of(opened, plans, units), min(limits, default=None))
+        if epoch == 0:
+            _check_figure_memory(stats, epochs, world_size, ceiling)
         report.epochs.append(stats)
         if stats.batches_per_rank == 0:
-            raise PlanError(_no_batch(report, builder.args, epoch, stats.dropped_items))
+            raise PlanError(no_batch_message(report.state, no_batch_reason(
+                args, report.units, world_size, dropped=stats.dropped_items, unit_name=report.unit_name,
+                filtered=report.filtered, filter_report=report.filter_report, weighted=prepared.weighting is not None),
+                epoch=epoch))
     return report
 
 
-def _no_batch(report: PlanReport, args, epoch: int, dropped: int) -> str:
-    """Why an epoch plans nothing to train on, and what would give it batches (the loader would yield none)."""
-    units = plural(report.units, report.unit_name)
-    size = getattr(args, "batch_size", None)
-    if dropped and getattr(args, "tail", None) == "drop":
-        needed = f"batch_size {size} x world size {report.world_size}" if size else f"world size {report.world_size}"
-        return (f"{report.state}: epoch {epoch} has no batch to train on: {units}, all {dropped} dropped as an "
-                f"incomplete round (drop_last: true / tail: drop; a round takes {needed}); lower the batch size "
-                f"or set drop_last: false (tail: pad)")
-    return f"{report.state}: epoch {epoch} has no batch to train on ({units})"
+def _epoch_stats(plan: EpochPlan, epoch: int, world_size: int, lengths: np.ndarray, cropped: bool,
+                 unit_pack: np.ndarray, rows_of_unit: np.ndarray | None, packs: list[str],
+                 per_pack: np.ndarray) -> EpochStats:
+    """The figures of one epoch's pass of every rank, over arrays: per batch its items, rows, padded length (or,
+    cropping, its width) and fill; per rank its valid items and utilisation; per pack the epochs consumed."""
+    sizes = plan.sizes()
+    batches = len(sizes)
+    items, valid = np.asarray(plan.items).reshape(-1), np.asarray(plan.valid).reshape(-1)
+    lens = lengths[items] if len(items) else np.zeros(0, np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64) if batches else sizes
+    filled = sizes > 0
+
+    def per_batch(values: np.ndarray, reduce) -> np.ndarray:
+        out = np.zeros(batches, dtype=np.int64)
+        if filled.any():
+            out[filled] = reduce.reduceat(values, starts[filled])
+        return out
+
+    valid_n = per_batch(valid.astype(np.int64), np.add)
+    offered_b = per_batch(np.where(valid, lens, 0).astype(np.int64), np.add)
+    if cropped:  # every row is cut to the shortest: what survives of the valid rows' frames
+        longest = per_batch(lens, np.minimum)
+        real_b = valid_n * longest
+        fill = real_b / np.maximum(offered_b, 1)
+        cells = offered_b
+    else:
+        longest = per_batch(lens, np.maximum)
+        real_b = offered_b
+        fill = real_b / np.maximum(sizes * longest, 1)
+        cells = sizes * longest
+    rank_of = np.arange(batches, dtype=np.int64) % world_size
+    rank_items = np.bincount(rank_of, weights=valid_n, minlength=world_size).astype(np.int64)
+    rank_real = np.bincount(rank_of, weights=real_b, minlength=world_size)
+    rank_cells = np.bincount(rank_of, weights=cells, minlength=world_size)
+    used = np.bincount(unit_pack[items[valid]], minlength=len(packs)) if len(items) else np.zeros(len(packs))
+    rows = None
+    if rows_of_unit is not None:
+        rows = per_batch(np.asarray(rows_of_unit, dtype=np.int64)[items], np.add) if len(items) else sizes
+    return EpochStats(epoch=epoch, batches_per_rank=batches // world_size, items=sizes, longest=longest,
+                      real=int(real_b.sum()), padded_elements=int((sizes * longest).sum()),
+                      padded_items=plan.padded, dropped_items=plan.dropped,
+                      pack_epochs={p: float(used[i] / per_pack[i]) if per_pack[i] else 0.0
+                                   for i, p in enumerate(packs)},
+                      fill=fill, cropped=cropped, offered=int(offered_b.sum()) if cropped else 0, rows=rows,
+                      rank_items=rank_items,
+                      rank_utilisation=np.where(rank_cells > 0, rank_real / np.maximum(rank_cells, 1), 1.0)
+                      .astype(np.float32))
+
+
+def _check_batches(plan: EpochPlan, check, epoch: int, world_size: int) -> None:
+    """The builder's check of every batch of the pass, each distinct batch once (a padding batch repeats units an
+    earlier batch holds, so at a large world size most are the same), earliest global batch first."""
+    sizes = plan.sizes()
+    per_rank = len(sizes) // world_size
+    if plan.offsets is None:
+        groups = [(np.arange(len(sizes)), np.asarray(plan.items))] if len(sizes) else []
+    else:
+        groups = []
+        for size in np.unique(sizes):
+            which = np.flatnonzero(sizes == size)
+            rows = plan.offsets[which][:, None] + np.arange(size, dtype=np.int64)
+            groups.append((which, plan.items[rows]))
+    firsts = [which[_first_of_each(table)] for which, table in groups]
+    for g in np.sort(np.concatenate(firsts)) if firsts else []:
+        units, _valid = plan.batch(int(g))
+        check(units, epoch=epoch, rank=int(g) % world_size, batch=int(g) // world_size, batches=per_rank)
+
+
+def _first_of_each(table: np.ndarray) -> np.ndarray:
+    """Row indices of ``table``'s first occurrence of each distinct row (a stable sort by every column: equal rows
+    keep their order, so the first of a run is the earliest; several times faster than ``np.unique(axis=0)``)."""
+    if len(table) == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.lexsort(table.T[::-1])
+    ordered = table[order]
+    starts = np.concatenate([[True], np.any(ordered[1:] != ordered[:-1], axis=1)])
+    return order[starts]
+
+
+def _check_figure_memory(first: EpochStats, epochs: int, world_size: int, ceiling: MemoryCeiling) -> None:
+    """Refuse, after the first epoch, a dry run whose figures for ``epochs`` epochs would pass the memory limit."""
+    per_epoch = len(first.items) * FIGURE_BYTES_PER_BATCH + world_size * FIGURE_BYTES_PER_RANK
+    if per_epoch * epochs > ceiling.limit:
+        raise PlanError(f"{plural(epochs, 'epoch', 'epochs')} of {plural(len(first.items), 'batch')} over "
+                        f"{plural(world_size, 'rank')} keep about {format_bytes(per_epoch * epochs)} of figures, over "
+                        f"{ceiling}; plan fewer epochs")
 
 
 #: Bins of the padding histogram over [0, 1].
@@ -248,16 +353,57 @@ def plot_plan(report, path: str) -> None:
     save_figure(plan_figure(report), path, "plan --plot")
 
 
+#: Up to this many ranks, the rank panels draw one bar per rank; beyond, a histogram of the ranks.
+RANK_BARS = 32
+#: A rank histogram whose tallest bar is more than this many times its shortest is drawn on a log scale.
+LOG_SPREAD = 100
+
+
+def _counted(count: int, noun: str) -> str:
+    """``plural`` with thousands separators, for pictures (``1,048,574 ranks``)."""
+    return plural(int(count), noun).replace(str(int(count)), f"{int(count):,}", 1)
+
+
+def count_ticks(axis, most: int | None = None) -> None:
+    """Counts written whole, with thousands separators (2,097,152, never "2.1 1e6"); at most ``most`` ticks (an
+    axis along which such labels run)."""
+    from matplotlib.ticker import MaxNLocator, StrMethodFormatter
+
+    if most is not None:
+        axis.set_major_locator(MaxNLocator(most, integer=True))
+    axis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
+
+
 def plan_figure(report):
-    """The matplotlib figure of ``report``'s histograms (the caller saves and closes it)."""
+    """The matplotlib figure of ``report`` (the caller saves and closes it): six panels, all epochs together.
+
+    Top: rows per batch, the padded (or cropped) fraction of each batch, and what the plan did with the items
+    (dealt, padding repeats, dropped by the tail rule, removed by the filters).  Bottom: valid items per rank and
+    utilisation per rank (a bar per rank up to ``RANK_BARS`` ranks, else how many ranks have each figure), and the
+    epochs consumed of each pack per planned epoch: the figures ``describe`` prints."""
     plt = pyplot("plan --plot")
+    epochs = len(report.epochs)
     items = np.concatenate([e.items for e in report.epochs])
     with_rows = all(e.rows is not None for e in report.epochs)
     rows = np.concatenate([e.rows for e in report.epochs]) if with_rows else items
     longest = np.concatenate([e.longest for e in report.epochs])
     fill = np.concatenate([e.fill if e.fill is not None else np.ones(len(e.items)) for e in report.epochs])
     cropped = any(e.cropped for e in report.epochs)
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, ((a, b, c), (d, u, f)) = plt.subplots(2, 3, figsize=(16, 8.5))
+    _sizes_panel(a, items, rows, with_rows)
+    _padding_panel(b, fill, cropped)
+    _outcome_panel(c, report, epochs)
+    _rank_panels(d, u, report)
+    _pack_panel(f, report, epochs)
+    fig.suptitle(f"{report.state}: {_counted(len(items), 'batch')} over {plural(epochs, 'epoch', 'epochs')}, "
+                 f"{_counted(report.world_size, 'rank')}, longest item "
+                 f"{int(longest.max()) if len(longest) else 0} samples")
+    fig.tight_layout()
+    return fig
+
+
+def _sizes_panel(a, items: np.ndarray, rows: np.ndarray, with_rows: bool) -> None:
+    """Rows (or items) per batch: one bar per count."""
     sizes, counts = np.unique(rows, return_counts=True)
     a.bar(sizes, counts, width=0.8)
     low, high = (int(sizes.min()), int(sizes.max())) if len(sizes) else (0, 1)
@@ -269,6 +415,11 @@ def plan_figure(report):
           title=f"batch sizes ({per_batch})" if with_rows else "batch sizes")
     integer_axis(a.xaxis)
     integer_axis(a.yaxis)
+    count_ticks(a.yaxis)
+
+
+def _padding_panel(b, fill: np.ndarray, cropped: bool) -> None:
+    """The padded (or cropped) fraction of each batch on [0, 1]; batches with none counted in the title."""
     what = "cropped" if cropped else "padded"
     fraction = np.clip(1 - fill, 0.0, 1.0)
     some = fraction[fraction > 0]
@@ -281,10 +432,89 @@ def plan_figure(report):
           title=("cropping" if cropped else "padding") + (f" ({plural(none, 'batch')} with none)" if some.size and
                                                           none else ""))
     integer_axis(b.yaxis)
-    fig.suptitle(f"{report.state}: {plural(len(items), 'batch')} over {plural(len(report.epochs), 'epoch')}, "
-                 f"longest item {int(longest.max()) if len(longest) else 0} samples")
-    fig.tight_layout()
-    return fig
+    count_ticks(b.yaxis)
 
 
-__all__ = ["PlanReport", "plan_figure", "plan_report", "plot_plan"]
+def _labelled_bars(ax, labels: list[str], values: list[float], text: list[str], colors=None,
+                   at_least: float = 0.0) -> None:
+    """Horizontal bars, first at the top, each with its figure written at its end (room left for the text); the
+    axis reaches ``at_least`` whatever the values."""
+    positions = np.arange(len(labels))[::-1]
+    ax.barh(positions, values, color=colors)
+    ax.set_yticks(positions, labels)
+    top = max(max(values, default=0), at_least) or 1
+    for y, value, label in zip(positions, values, text):
+        ax.text(value + 0.015 * top, y, label, va="center", fontsize="small")
+    ax.set_xlim(0, top * 1.5)
+
+
+def _outcome_panel(c, report, epochs: int) -> None:
+    """What the plan did with the units: dealt once, repeated as padding, dropped by the tail rule, and the items
+    the filters removed before planning (once, not per epoch)."""
+    dealt = sum(int(e.rank_items.sum()) if e.rank_items is not None else 0 for e in report.epochs)
+    padded = sum(e.padded_items for e in report.epochs)
+    dropped = sum(e.dropped_items for e in report.epochs)
+    unit = report.unit_name
+    labels = [f"dealt ({unit}s in a batch)", "padding rows (repeats)", "dropped (tail: drop)",
+              "filtered out (before planning)"]
+    values = [dealt, padded, dropped, report.filtered]
+    _labelled_bars(c, labels, values, [f"{v:,}" for v in values],
+                   colors=["tab:blue", "tab:orange", "tab:red", "tab:gray"])
+    c.set(xlabel=f"{unit}s" + (f", {epochs} epochs together" if epochs > 1 else ""),
+          title="what the plan did with the items")
+    integer_axis(c.xaxis)
+    count_ticks(c.xaxis, most=3)
+
+
+def _rank_panels(d, u, report) -> None:
+    """Valid items and utilisation per rank, over all epochs: a bar per rank, or a histogram of many ranks."""
+    world = report.world_size
+    have = [e for e in report.epochs if e.rank_items is not None]
+    items = np.sum([e.rank_items for e in have], axis=0) if have else np.zeros(world)
+    used = np.mean([e.rank_utilisation for e in have], axis=0) if have else np.ones(world)
+    idle = int(np.count_nonzero(items == 0))
+    if world <= RANK_BARS:
+        d.bar(np.arange(world), items, width=0.8)
+        u.bar(np.arange(world), 100 * used, width=0.8, color="tab:green")
+        for ax in (d, u):
+            ax.set_xlabel("rank")
+            ax.set_xticks(np.arange(world)) if world <= 16 else integer_axis(ax.xaxis)
+        d.set(ylabel="valid items")
+        u.set(ylabel="utilisation, %", ylim=(0, 100), yticks=[0, 25, 50, 75, 100])
+    else:
+        values, counts = np.unique(items, return_counts=True)
+        d.bar(values, counts, width=0.8)
+        d.set(xlabel="valid items of a rank", ylabel="ranks")
+        integer_axis(d.xaxis)
+        shares, _edges, _bars = u.hist(100 * used, bins=FRACTION_BINS, range=(0.0, 100.0), color="tab:green")
+        u.set(xlabel="utilisation of a rank, %", ylabel="ranks", xlim=(0, 100))
+        for ax, heights in ((d, counts), (u, shares)):  # a few ranks beside a million: a log scale shows both
+            heights = np.asarray(heights)[np.asarray(heights) > 0]
+            if len(heights) and heights.max() > LOG_SPREAD * heights.min():
+                ax.set_yscale("log")
+    for ax in (d, u) if world > RANK_BARS else (d,):
+        if ax.get_yscale() != "log":
+            integer_axis(ax.yaxis)
+            count_ticks(ax.yaxis)
+    together = f"{len(have)} epochs together" if len(have) > 1 else ""
+    notes = [f"{_counted(idle, 'rank')} only padding"] * bool(idle) + [together] * bool(together)
+    d.set_title("valid items per rank" + (f"\n({'; '.join(notes)})" if notes else ""))
+    low, high = 100 * float(used.min()), 100 * float(used.max())
+    u.set_title("utilisation per rank" + f"\n({low:.1f}%" + (f"-{high:.1f}%" if round(low, 1) != round(high, 1)
+                                                            else "")
+                + ("; mean of the epochs)" if len(have) > 1 else ")"))
+
+
+def _pack_panel(f, report, epochs: int) -> None:
+    """Epochs consumed of each pack per planned epoch (1.0: every unit once), the value written at each bar."""
+    packs = list(report.epochs[0].pack_epochs) if report.epochs else []
+    means = [float(np.mean([e.pack_epochs[p] for e in report.epochs])) for p in packs]
+    units = [report.pack_items.get(p, 0) for p in packs]
+    _labelled_bars(f, path_labels(packs), means, [f"{m:.3f} of {plural(n, report.unit_name)}"
+                                                  for m, n in zip(means, units)], at_least=1.0)
+    f.axvline(1.0, color="gray", linestyle=":", linewidth=1)
+    f.set(xlabel="epochs of the pack consumed" + (" per epoch (mean)" if epochs > 1 else ""),
+          title="per pack")
+
+
+__all__ = ["MAX_PLAN_EPOCHS", "PlanReport", "plan_figure", "plan_report", "plot_plan"]

@@ -120,6 +120,24 @@ def rank_batches(count: int, global_start: int, rank: int, world_size: int, sync
     return global_start + rank + world_size * np.arange(steps, dtype=np.int64)
 
 
+#: ``rank`` of a planner that plans every rank at once: the whole pass, its batches in global order (the dry run,
+#: ``loader.plan.planning_report``, which would otherwise plan the same epoch once per rank).
+EVERY_RANK = None
+
+
+def dealt_batches(count: int, global_start: int, rank: int | None, world_size: int, sync: str) -> np.ndarray:
+    """``rank_batches`` of one rank, or with ``rank`` ``EVERY_RANK`` every batch of the pass in global order:
+    ``global_start .. pass_end - 1``, where rank ``r`` has those at offsets ``r, r + world_size, ...``."""
+    if rank is EVERY_RANK:
+        return np.arange(global_start, pass_end(count, global_start, world_size, sync), dtype=np.int64)
+    return rank_batches(count, global_start, rank, world_size, sync)
+
+
+def check_rank(rank: int | None, world_size: int) -> None:
+    if world_size < 1 or (rank is not EVERY_RANK and not 0 <= rank < world_size):
+        raise PlanError(f"rank must be in [0, {world_size - 1}] for world_size {world_size}, got {rank}")
+
+
 def resume_point(position: int, world_size: int) -> tuple[int, int]:
     """Where a pass at ``world_size`` resumes the global position ``position``: ``(global_start, steps done)``.
 
@@ -163,6 +181,27 @@ class EpochPlan:
         lo, hi = int(self.offsets[b]), int(self.offsets[b + 1])
         return self.items[lo:hi], self.valid[lo:hi]
 
+    def sizes(self) -> np.ndarray:
+        """Rows of each batch."""
+        if self.offsets is None:
+            return np.full(len(self), self.items.shape[1] if self.items.ndim == 2 else 0, dtype=np.int64)
+        return np.diff(self.offsets).astype(np.int64)
+
+    def rank_view(self, rank: int, world_size: int) -> "EpochPlan":
+        """Of a plan of every rank (``EVERY_RANK``: the pass in global order), the plan rank ``rank`` has: its
+        batches are those at offsets ``rank, rank + world_size, ...``; ``padded`` and ``dropped`` are the pass's."""
+        if self.offsets is None:
+            return EpochPlan(items=self.items[rank::world_size], valid=self.valid[rank::world_size],
+                             global_batch=self.global_batch[rank::world_size], padded=self.padded,
+                             dropped=self.dropped)
+        mine = np.arange(rank, len(self), world_size, dtype=np.int64)
+        sizes = self.sizes()[mine]
+        starts = np.repeat(self.offsets[mine] - (np.cumsum(sizes) - sizes), sizes)
+        rows = starts + np.arange(int(sizes.sum()), dtype=np.int64)
+        return EpochPlan(items=self.items[rows], valid=self.valid[rows], global_batch=self.global_batch[mine],
+                         padded=self.padded, dropped=self.dropped,
+                         offsets=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64))
+
 
 def epoch_permutation(num_items: int, seed: int, epoch: int, shuffle: bool) -> np.ndarray:
     """The epoch's order of ``range(num_items)``: a fresh permutation per (seed, epoch), or the identity."""
@@ -171,7 +210,7 @@ def epoch_permutation(num_items: int, seed: int, epoch: int, shuffle: bool) -> n
     return batch_rng(seed, epoch, -1).permutation(num_items).astype(np.int64)
 
 
-def make_epoch_plan(num_items: int, batch_size: int, seed: int, epoch: int, rank: int, world_size: int,
+def make_epoch_plan(num_items: int, batch_size: int, seed: int, epoch: int, rank: int | None, world_size: int,
                     shuffle: bool, tail: str, *, windows=None, sync: str | None = None,
                     global_start: int = 0) -> EpochPlan:
     """Rank ``rank``'s batches of ``epoch`` (see the module docstring for the rules).
@@ -180,9 +219,9 @@ def make_epoch_plan(num_items: int, batch_size: int, seed: int, epoch: int, rank
     shuffle windows over the items and then over the batches.  ``sync`` (default: ``tail``) evens the batch count
     across ranks on its own: ``pad`` adds batches of repeats (rows invalid), ``drop`` leaves the surplus batches
     out, while ``tail`` then only decides the last, incomplete batch (padded, or dropped).  ``global_start``: the
-    global batch the pass deals from (module docstring, "Dealing"; a resumed pass)."""
-    if world_size < 1 or not 0 <= rank < world_size:
-        raise PlanError(f"rank must be in [0, {world_size - 1}] for world_size {world_size}, got {rank}")
+    global batch the pass deals from (module docstring, "Dealing"; a resumed pass).  ``rank`` ``EVERY_RANK``: every
+    rank's batches at once, in global order (``EpochPlan.rank_view`` takes one rank's out)."""
+    check_rank(rank, world_size)
     if batch_size < 1:
         raise PlanError(f"batch_size must be at least 1, got {batch_size}")
     sync = tail if sync is None else sync
@@ -202,7 +241,7 @@ def make_epoch_plan(num_items: int, batch_size: int, seed: int, epoch: int, rank
     source = np.arange(max(count, 1), dtype=np.int64)  # global batch -> the real batch it is (cut order)
     if windows is not None and shuffle and count:
         source = window_order(count, windows.batch, rng)
-    mine = rank_batches(count, global_start, rank, world_size, sync)
+    mine = dealt_batches(count, global_start, rank, world_size, sync)
     rows = _source_of(mine, source, count)[:, None] * batch_size + np.arange(batch_size, dtype=np.int64)
     items = order[rows % real] if real else np.zeros((0, batch_size), np.int64)
     end = pass_end(count, global_start, world_size, sync)
@@ -219,6 +258,6 @@ def _source_of(batches: np.ndarray, source: np.ndarray, count: int) -> np.ndarra
     return np.where(batches < count, source[np.minimum(batches, max(count - 1, 0))], batches)
 
 
-__all__ = ["EpochPlan", "NO_SHUFFLE", "SYNC_DROP", "SYNC_PAD", "ShuffleWindows", "TAIL_POLICIES", "WHOLE",
-           "epoch_permutation", "make_epoch_plan", "pass_end", "pass_steps", "rank_batches", "resume_point",
-           "window_order"]
+__all__ = ["EVERY_RANK", "EpochPlan", "NO_SHUFFLE", "SYNC_DROP", "SYNC_PAD", "ShuffleWindows", "TAIL_POLICIES",
+           "WHOLE", "check_rank", "dealt_batches", "epoch_permutation", "make_epoch_plan", "pass_end", "pass_steps",
+           "rank_batches", "resume_point", "window_order"]
