@@ -120,6 +120,25 @@ def test_length_batches_keep_the_budget_and_the_multiple(spans_pack, parquet_pac
         build_loader(config(parquet_pack, max_num_elements=int(lengths.max()) - 1), "train")
 
 
+def test_length_budget_is_rounded_down_to_a_multiple_of_max_audio_len(spans_pack):
+    # Omnilingual's add_length_batching: 170,000 with max_audio_len 40,000 is 160,000 (a warning there, the rule here)
+    loader = build_loader(config(spans_pack, max_num_elements=170_000, num_seqs_multiple_of=1, max_audio_len=40_000),
+                          "train", seed=3)
+    assert loader.builder.args.length_budget == 160_000
+    lengths = loader.builder.unit_lengths()
+    plan = loader.dataset.plan(0)
+    costs = [len(items) * int(lengths[items].max()) for items in (plan.batch(b)[0] for b in range(len(plan)))]
+    assert max(costs) <= 160_000
+    unrounded = build_loader(config(spans_pack, max_num_elements=170_000, num_seqs_multiple_of=1,
+                                    max_audio_len=42_000), "train", seed=3)  # 170,000 // 42,000 = 4: 168,000
+    plan = unrounded.dataset.plan(0)
+    assert unrounded.builder.args.length_budget == 168_000
+    assert max(len(items) * int(lengths[items].max()) for items in (plan.batch(b)[0] for b in range(len(plan)))) \
+        > 160_000
+    # below max_audio_len Omnilingual's rounding would leave 0 (fairseq2 refuses): the budget is kept as given
+    assert parse_dataset_args({"max_num_elements": 200_000}, "d").length_budget == 200_000
+
+
 def test_static_batches_and_drop_remainder(spans_pack):
     loader = build_loader(config(spans_pack, batching_strategy="static", batch_size=6, drop_remainder=True),
                           "train")

@@ -232,7 +232,7 @@ def _check_budget(args: AsrArgs, lengths: np.ndarray) -> None:
     if args.batching is None or not len(lengths):
         return
     longest = int(lengths.max())
-    if longest > args.max_num_elements:
+    if longest > args.length_budget:
         raise ConfigError(f"dataset_args.max_num_elements: {args.max_num_elements} cannot hold the longest kept "
                           f"utterance ({longest} samples); lower max_audio_len to at most {args.max_num_elements} "
                           f"or raise max_num_elements")
