@@ -281,6 +281,44 @@ def test_loader_applies_the_group_weighting_of_asr_packs(parquet_pack):
     assert len(selected) == sum(weighting.counts)
 
 
+@pytest.fixture(scope="module")
+def two_corpora(tmp_path_factory):
+    """Corpus a: 24 spans of 0.5-2.5 s; corpus b: 16 spans of 2.0-3.0 s (LibriVox speech, one language each)."""
+    a = librivox_span_pack(tmp_path_factory.mktemp("a"), 24, seed=1, seconds=(0.5, 2.5), words=2, corpus="a", language="en")
+    b = librivox_span_pack(tmp_path_factory.mktemp("b"), 16, seed=2, seconds=(2.0, 3.0), words=2, corpus="b", language="fr")
+    return a, b
+
+
+def test_group_shares_follow_the_weights_times_the_rows_the_filters_keep(two_corpora):
+    # Omnilingual samples a partition's rows by weight, then filters them: a group that loses half its rows to
+    # min_audio_len gets half its weighted share of the kept items (the seed's stream measured this: docs/asr.md)
+    cfg = config(*two_corpora, hours_beta=True, min_audio_len=24_000, batching_strategy="STATIC",
+                 weighting={"beta_corpus": 0.5, "beta_language": 0.5, "epoch_items": 1000})
+    loader = build_loader(cfg, "train")
+    weighting = loader.builder.weighting
+    frames = [open_pack(p).num_frames for p in two_corpora]
+    keep = np.array([np.mean(f >= 24_000) for f in frames])
+    assert 0.2 < keep[0] < 0.8 and keep[1] == 1.0
+    expected = np.array(weighting.targets) * keep
+    np.testing.assert_allclose(np.array(weighting.counts) / 1000, expected / expected.sum(), atol=1e-3)
+    report = loader.report().weighting
+    assert report["corpora"]["a"]["items"] == weighting.counts[0] and sum(weighting.counts) == 1000
+
+
+def test_val_reads_every_utterance_once_without_weighting_or_partition_filters(two_corpora):
+    # Omnilingual weighs and applies partition_filters to the training stream only (held-out corpora validate)
+    cfg = config(*two_corpora, hours_beta=True, batching_strategy="STATIC", batch_size=4,
+                 partition_filters='pc.field("corpus") == "a"',
+                 weighting={"beta_corpus": 0.5, "beta_language": 0.5, "epoch_items": 1000})
+    train = build_loader(cfg, "train")
+    assert set(train.builder.items.groups[g] for g in train.builder.items.group) == {("a", "en")}
+    val = build_loader(cfg, "val")
+    keys = [k for batch in val for k, v in zip(batch["key"], batch["valid"].tolist()) if v]
+    everything = [k for p in two_corpora for k in open_pack(p).keys.tolist()]
+    assert sorted(keys) == sorted(everything) and len(keys) == 40
+    assert val.report().weighting["corpora"]["b"]["items"] == 16
+
+
 def test_per_pack_weighting_keeps_pack_order(parquet_pack, spans_pack):
     loader = build_loader(config(parquet_pack, spans_pack, batching_strategy="STATIC") | {
         "packs": [{"path": parquet_pack, "choose": 2}, {"path": spans_pack, "repeat": 0.5}]}, "train")

@@ -10,7 +10,10 @@
 3. with ``hours_beta: true`` on the ``packs`` entries, weighs (corpus, language) groups by Omnilingual's rule
    from the packs' ``hours_by_corpus`` (or Omnilingual's stats TSV, ``dataset_summary_path``) and the top-level
    ``weighting`` betas (``PackWeighting.from_groups``): ASR packs hold several corpora and languages, so the
-   groups, not the packs, are weighed;
+   groups, not the packs, are weighed.  Omnilingual samples a partition's rows by its weight and filters them
+   afterwards, so a group's share of the epoch's kept items is its weight times the fraction of its rows the
+   filters keep (renormalised).  It weighs the training stream only: a ``val`` or ``test`` loader reads every
+   kept utterance once;
 4. checks that LENGTH batches can keep their budget: an utterance longer than ``max_num_elements`` would force
    a batch over it, so that is a configuration error.
 
@@ -45,6 +48,8 @@ fairseq2 trainer reads it as it is):
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import torch
 
@@ -57,7 +62,7 @@ from speechpack.loader.asr.tokenizer import CharTokenizer, SentencePieceTokenize
 from speechpack.loader.asr.features import normalize_rows
 from speechpack.loader.cache import open_cached_pack
 from speechpack.loader.pack import Pack
-from speechpack.loader.plan.weighting import PackWeighting
+from speechpack.loader.plan.weighting import PackWeighting, largest_remainder
 from speechpack.loader.config_checks import ConfigError
 from speechpack.loader.rng import BatchGenerator
 from speechpack.loader.tasks import BatchBuilder, index_samples, LoaderTask, PlanArgs, Prepared
@@ -213,17 +218,37 @@ def summary_hours(path: str, split: str, groups: tuple[tuple[str, str], ...]) ->
     return np.array([table[g] for g in groups], dtype=np.float64)
 
 
-def group_weighting(config, packs: list[Pack], items) -> PackWeighting:
-    """Corpus/language weighting of ``items`` (numbered group after group; module docstring, step 3)."""
+def group_weighting(config, packs: list[Pack], items, selected: np.ndarray | None = None) -> PackWeighting:
+    """Corpus/language weighting of ``items`` (numbered group after group; module docstring, step 3).  ``selected``:
+    each group's items before filtering (``FilterResult.group_sizes``); the epoch's counts follow the weights
+    times the fraction kept (Omnilingual filters after sampling), while ``targets`` stay the weights."""
     args: AsrArgs = config.dataset_args
     sizes = np.bincount(items.group, minlength=len(items.groups))
     corpora = [c for c, _ in items.groups]
     languages = [l for _, l in items.groups]
     hours = (group_hours(packs, items.groups) if args.dataset_summary_path is None
              else summary_hours(args.dataset_summary_path, args.dataset_summary_split, items.groups))
-    return PackWeighting.from_groups(sizes, hours, corpora, languages,
-                                     config.weighting.beta_corpus, config.weighting.beta_language,
-                                     config.weighting.epoch_items, config.dataset_args.shuffle)
+    weighting = PackWeighting.from_groups(sizes, hours, corpora, languages,
+                                          config.weighting.beta_corpus, config.weighting.beta_language,
+                                          config.weighting.epoch_items, config.dataset_args.shuffle)
+    if selected is None:
+        return weighting
+    selected = np.asarray(selected, dtype=np.float64)
+    kept = np.divide(sizes, selected, out=np.zeros(len(sizes)), where=selected > 0)
+    counts = largest_remainder(np.asarray(weighting.targets) * kept, sum(weighting.counts))
+    return replace(weighting, counts=tuple(int(c) for c in counts))
+
+
+def every_item_once(config, items) -> PackWeighting:
+    """The groups of a ``val``/``test`` loader at their natural sizes: Omnilingual weighs the training stream only,
+    and this keeps the loader from weighing the packs instead (``loader.tasks.prepare``)."""
+    sizes = np.bincount(items.group, minlength=len(items.groups))
+    total = max(int(sizes.sum()), 1)
+    return PackWeighting(sizes=tuple(int(n) for n in sizes), counts=tuple(int(n) for n in sizes),
+                         targets=tuple(float(n) / total for n in sizes),
+                         paths=tuple(f"{c}/{l}" for c, l in items.groups),
+                         corpora=tuple(c for c, _ in items.groups), languages=tuple(l for _, l in items.groups),
+                         shuffle=config.dataset_args.shuffle)
 
 
 def _check_budget(args: AsrArgs, lengths: np.ndarray) -> None:
@@ -250,7 +275,10 @@ def prepare(config, state: str, packs: list[Pack], seed: int) -> Prepared:
         read_summary(args.dataset_summary_path, args.dataset_summary_split)
     items, result = asr_items(packs, tokenizer, args.filters, by_group=by_group, selection=selection)
     _check_budget(args, items.num_frames)
-    weighting = group_weighting(config, chosen, items) if by_group else None
+    weighting = None
+    if by_group:
+        weighting = (group_weighting(config, chosen, items, result.group_sizes) if state == "train"
+                     else every_item_once(config, items))
     builder = AsrBatchBuilder(packs, items, args, state, seed, tokenizer, weighting=weighting,
                               unknown_tokens_removed=result.unknown_tokens_removed)
     filtered = int((~result.keep).sum())
@@ -282,5 +310,5 @@ class AsrTask(LoaderTask):
 TASK = AsrTask()
 
 
-__all__ = ["AsrBatchBuilder", "AsrTask", "TASK", "group_hours", "group_weighting", "make_tokenizer",
+__all__ = ["AsrBatchBuilder", "AsrTask", "TASK", "every_item_once", "group_hours", "group_weighting", "make_tokenizer",
            "parse_dataset_args", "prepare", "summary_hours", "weighs_groups"]
