@@ -278,7 +278,46 @@ def run_seed(work: str) -> None:
             if budget is not None and seen >= budget:
                 break
         print(f"seed {run}: {len(out.runs.get(run, []))} batches, {seen} rows", flush=True)
-    out.save(work, "seed", {})
+    out.save(work, "seed", {"probes": seed_probes(work, tokenizer, gangs)})
+
+
+def seed_probes(work: str, tokenizer, gangs) -> dict:
+    """What the seed does with settings the runs avoid, and where its SpecAugment masks land: the masks drawn on a
+    spectrogram of ones ``[201 bins, 300 frames]``, as ``apply_spec_augment`` calls them on a mono waveform."""
+    import random
+
+    import torch
+    from omnilingual_asr.datasets.storage.mixture_parquet_storage import (MixtureParquetStorage,
+                                                                          MixtureParquetStorageConfig)
+    from omnilingual_asr.datasets.tasks.asr_task import AsrTask, AsrTaskConfig
+    from omnilingual_asr.datasets.utils.audio import apply_freq_mask, apply_time_mask
+
+    probes = {}
+    for name, keys in (("remove_unknown", {"remove_unknown": True, "example_shuffle_window": 1}),
+                       ("example_shuffle_window_0",
+                                                                       {"example_shuffle_window": 0})):
+        storage = MixtureParquetStorage(path=os.path.join(work, "data"), config=MixtureParquetStorageConfig())
+        try:
+            builder = storage.create_raw_data_pipeline("dev", gangs)
+            AsrTask(AsrTaskConfig(**keys)).apply_processing_pipeline(builder, gangs, tokenizer=tokenizer,
+                                                                     dtype=torch.float32)
+            probes[name] = "ok"
+        except Exception as err:  # the seed's own error, recorded as it is
+            probes[name] = f"{type(err).__name__}: {err}"
+    random.seed(1)
+    rows, cols, widths = [], [], []
+    for _ in range(200):
+        spec = torch.ones(201, 300)
+        masked = apply_time_mask(apply_freq_mask(spec, freq_mask_param=60), time_mask_param=30)
+        rows.append(int((masked == 0).all(dim=1).sum()))
+        cols.append(int((masked == 0).all(dim=0).sum()))
+        first = apply_freq_mask(torch.ones(201, 300), freq_mask_param=60)
+        zeroed = (first == 0).all(dim=0).nonzero().flatten().tolist()
+        widths.append((min(zeroed), max(zeroed)) if zeroed else None)
+    probes["masks"] = {"bins_zeroed_max": max(rows), "frames_zeroed_mean": float(np.mean(cols)),
+                       "frames_zeroed_max": max(cols),
+                       "freq_mask_frames_span": [min(w[0] for w in widths if w), max(w[1] for w in widths if w)]}
+    return probes
 
 
 def _list(values) -> list[int]:
@@ -335,7 +374,12 @@ def run_speechpack(work: str) -> None:
                       batch["valid"].tolist(), batch["source_seqs"].numpy(), batch["target_seqs"].numpy(),
                       batch["target_seq_lens"].tolist(), keep_arrays=run not in ("epoch", "weighted"))
         print(f"speechpack {run}: {len(out.runs.get(run, []))} batches, {report.items} items", flush=True)
-    out.save(work, "speechpack", {"kept": kept, "reports": reports})
+    from speechpack.loader import open_pack
+
+    pack = open_pack(packs["train"])
+    groups = [f"{c}/{l}" for c, l in zip(pack.attrs["corpus"], pack.attrs["language"])]
+    rows = {g: groups.count(g) for g in sorted(set(groups))}
+    out.save(work, "speechpack", {"kept": kept, "reports": reports, "group_rows": rows})
 
 
 def _lengths(loader, batch) -> list[int]:
@@ -387,13 +431,19 @@ def _batching(batches: list) -> str:
             f"elements max {max(elements)} total {sum(elements)}, padding {1 - audio / sum(elements):.1%}")
 
 
-def _masked(wave: np.ndarray) -> tuple[float, float]:
-    """Fractions of STFT frames and of frequency bins (400-point, hop 200) that are zero everywhere in ``wave``."""
-    n = len(wave) // 200 * 200
-    frames = np.lib.stride_tricks.sliding_window_view(np.pad(wave[:n], 200), 400)[::200] * np.hanning(400)
-    power = np.abs(np.fft.rfft(frames, axis=1)) ** 2
-    floor = 1e-6 * np.median(power)
-    return float((power.max(axis=1) < floor).mean()), float((power.max(axis=0) < floor).mean())
+def _stft_power(wave: np.ndarray, frames: int) -> np.ndarray:
+    """``[frames, 201]`` power of a 400-point Hann STFT, hop 200 (the masks' grid), over the first frames."""
+    padded = np.pad(wave, (200, 200 + max(0, 200 * frames - len(wave))))
+    window = np.hanning(401)[:-1]
+    chunks = np.lib.stride_tricks.sliding_window_view(padded, 400)[::200][:frames] * window
+    return np.abs(np.fft.rfft(chunks, axis=1)) ** 2
+
+
+def _masked(aug: np.ndarray, clean: np.ndarray) -> tuple[float, float]:
+    """Fractions of STFT frames and of frequency bins whose energy the augmentation cut by over 90 %."""
+    frames = min(len(aug), len(clean)) // 200
+    a, c = _stft_power(aug, frames), _stft_power(clean, frames)
+    return float((a.sum(axis=1) < 0.1 * c.sum(axis=1)).mean()), float((a.sum(axis=0) < 0.1 * c.sum(axis=0)).mean())
 
 
 def compare(work: str) -> None:
@@ -431,7 +481,7 @@ def compare(work: str) -> None:
             m = min(len(clean), len(aug))
             changed.append(float((np.abs(aug[:m] - clean[:m]) > 1e-3).mean()))
             energy.append(1 - float(np.square(aug).sum() / np.square(clean).sum()))
-            f, k = _masked(aug)
+            f, k = _masked(aug, clean)
             frames.append(f)
             bins.append(k)
         print(f"[specaug] {side}: {n} rows; samples cut off: {sorted(short)}; samples changed {np.mean(changed):.1%}; "
@@ -451,10 +501,21 @@ def compare(work: str) -> None:
         total = sum(counts.values())
         print(f"[weighted] {side}: {total} rows, shares " +
               ", ".join(f"{g} {c / total:.3f}" for g, c in sorted(counts.items())))
-    print(f"[weighted] expected (TSV hours, betas 0.5): {expected_shares(work)}")
+    weights = expected_shares(work)
+    print("[weighted] weights (TSV hours, betas 0.5): " + ", ".join(f"{g} {w:.3f}" for g, w in sorted(weights.items())))
+    kept = {}
+    for b in ours["runs"]["epoch"]:
+        for r, v in enumerate(b["valid"]):
+            if v:
+                g = f"{b['corpus'][r]}/{b['language'][r]}"
+                kept[g] = kept.get(g, 0) + 1
+    rate = {g: weights[g] * kept.get(g, 0) / n for g, n in ours["group_rows"].items()}
+    print("[weighted] weights x fraction kept: " + ", ".join(f"{g} {w / sum(rate.values()):.3f}"
+                                                             for g, w in sorted(rate.items())))
+    print(f"[seed probes] {json.dumps(seed['probes'])}")
 
 
-def expected_shares(work: str) -> str:
+def expected_shares(work: str) -> dict:
     hours = {}
     with open(summary_path(work), encoding="utf-8") as fp:
         next(fp)
@@ -469,7 +530,7 @@ def expected_shares(work: str) -> str:
     for (c, l), h in hours.items():
         lw = {ll: (hh / corpora[c]) ** 0.5 for (cc, ll), hh in hours.items() if cc == c}
         out[f"{c}/{l}"] = cw[c] * lw[l] / sum(lw.values())
-    return ", ".join(f"{g} {w:.3f}" for g, w in sorted(out.items()))
+    return out
 
 
 if __name__ == "__main__":
