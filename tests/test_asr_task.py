@@ -211,6 +211,16 @@ def test_normalised_audio_and_fbank_features(parquet_pack):
     assert feats["source_seq_lens"].tolist() == frames.tolist()
 
 
+def test_fbank_features_ignore_normalize_audio_as_omnilingual_does(parquet_pack):
+    # Omnilingual's fbank path (add_fbank_processing) computes the features from the decoded waveform as it is
+    base = dict(batching_strategy="STATIC", batch_size=5, shuffle=False, use_fbank=True)
+    raw = next(iter(build_loader(config(parquet_pack, batching_strategy="STATIC", batch_size=5, shuffle=False),
+                                 "val")))
+    feats = next(iter(build_loader(config(parquet_pack, normalize_audio=True, **base), "val")))
+    expected, _ = fbank(raw["source_seqs"], raw["source_seq_lens"], RATE)
+    torch.testing.assert_close(feats["source_seqs"], expected, rtol=0, atol=0)
+
+
 def test_spec_augment_is_drawn_per_batch_and_train_only(parquet_pack):
     args = dict(batching_strategy="STATIC", batch_size=5, shuffle=False, use_fbank=True, spec_aug_p=1.0,
                 spec_aug_freq_mask_param=27, spec_aug_time_mask_param=50)

@@ -11,6 +11,7 @@ filter_long_text_threshold    None       more target tokens: filtered out (None:
 remove_unknown                False      delete unknown tokens from the targets (an item left empty is filtered)
 normalize                     none       ``utterance``: zero mean, unit variance per utterance (``loader.normalize``)
 normalize_audio               False      Omnilingual's key for the same: ``true`` is ``normalize: utterance``
+                                         (waveforms only: with ``use_fbank`` it has no effect, as in Omnilingual)
 use_fbank                     False      80-bin Kaldi log-mel filterbank, standardised (``source_seqs`` [B, T, 80])
 spec_aug_p                    None       SpecAugment probability per utterance, train only (None: off)
 spec_aug_freq_mask_param      80         frequency mask width is below this (bins)

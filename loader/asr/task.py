@@ -27,7 +27,9 @@ For one planned batch, in Omnilingual's order:
 
 1. each utterance is read from its shard view, mixed to mono (mean over channels) and written into a zero-padded
    float32 ``[B, T]`` array (``T``: the batch's longest utterance);
-2. ``normalize_audio``: zero mean, unit variance per utterance (``loader.asr.features``);
+2. ``normalize_audio``: zero mean, unit variance per utterance (``loader.asr.features``), on waveforms only:
+   with ``use_fbank`` the features are computed from the waveform as read, as Omnilingual's fbank path does
+   (``add_fbank_processing`` never normalises; the features are standardised anyway);
 3. SpecAugment (train only, when ``spec_aug_p`` is set): on the features with ``use_fbank``, else through the
    STFT round trip on the waveform (``loader.asr.features``);
 4. ``use_fbank``: 80-bin Kaldi log-mel features, standardised (``loader.asr.features``), ``[B, F, 80]``.
@@ -152,8 +154,8 @@ class AsrBatchBuilder(BatchBuilder):
         items = np.asarray(items, dtype=np.int64)
         waves_np, lengths_np = self._waveforms(items)
         waves, lengths = torch.from_numpy(waves_np), torch.from_numpy(lengths_np)
-        if self.args.normalize_audio:
-            final = not (self.args.use_fbank or self.spec_augment)  # then the normalised rows are the output
+        if self.args.normalize_audio and not self.args.use_fbank:  # Omnilingual's fbank path never normalises
+            final = not self.spec_augment  # then the normalised rows are the output
             out = torch.from_numpy(batch_arrays.empty(waves.shape, np.float32)) if final else None
             waves = normalize_rows(waves, lengths, out=out)
         rng = self.batch_rng(epoch, global_batch)
