@@ -20,7 +20,7 @@ rows of unknown characters only, of text too fast for the audio, one empty and o
 
 **Runs** (the recipe ``dataset:`` block below; one per question, the same on both sides): ``epoch`` (train split,
 ``sync_mode: UNTIL_LAST``, no betas: the seed reads every row once), ``dev`` (valid split, waveforms normalised),
-``fbank`` (dev, ``use_fbank``), ``specaug`` (dev rows, ``spec_aug_p: 1``; speechpack masks train batches only, so
+``epoch_drop`` (the same with ``drop_remainder``), ``fbank`` (dev, ``use_fbank``), ``specaug`` (dev rows, ``spec_aug_p: 1``; speechpack masks train batches only, so
 its run reads the dev pack as train), ``fbank_specaug`` and ``weighted`` (train, ``UNTIL_FIRST``, betas 0.5 and the
 TSV: the seed streams, ``WEIGHTED_EPOCHS`` epochs' worth of rows are counted).  Each side writes
 ``<side>.json`` (per run: the batches' rows, lengths, keys by length, groups) and ``<side>.npz`` (per run and
@@ -65,6 +65,7 @@ RECIPE = {
 }
 RUNS = {
     "epoch": ("train", {}, {}),
+    "epoch_drop": ("train", {"drop_remainder": True}, {}),
     "dev": ("dev", {}, {}),
     "fbank": ("dev", {"use_fbank": True}, {}),
     "specaug": ("dev", {"spec_aug_p": 1.0, "spec_aug_freq_mask_param": 60, "spec_aug_time_mask_param": 30}, {}),
@@ -273,7 +274,7 @@ def run_seed(work: str) -> None:
             lengths = _list(ex["length"])
             out.batch(run, lengths, _list(batch.source_seq_lens), ex["corpus"], ex["lang"],
                       [True] * len(lengths), batch.source_seqs.float().numpy(), batch.target_seqs.numpy(),
-                      _list(batch.target_seq_lens), keep_arrays=run not in ("epoch", "weighted"))
+                      _list(batch.target_seq_lens), keep_arrays=run not in ("epoch", "epoch_drop", "weighted"))
             seen += len(lengths)
             if budget is not None and seen >= budget:
                 break
@@ -372,7 +373,7 @@ def run_speechpack(work: str) -> None:
             for batch in loader:
                 out.batch(run, _lengths(loader, batch), batch["source_seq_lens"].tolist(), batch["corpus"], batch["language"],
                       batch["valid"].tolist(), batch["source_seqs"].numpy(), batch["target_seqs"].numpy(),
-                      batch["target_seq_lens"].tolist(), keep_arrays=run not in ("epoch", "weighted"))
+                      batch["target_seq_lens"].tolist(), keep_arrays=run not in ("epoch", "epoch_drop", "weighted"))
         print(f"speechpack {run}: {len(out.runs.get(run, []))} batches, {report.items} items", flush=True)
     from speechpack.loader import open_pack
 
@@ -449,16 +450,17 @@ def _masked(aug: np.ndarray, clean: np.ndarray) -> tuple[float, float]:
 def compare(work: str) -> None:
     seed, seed_arrays = _load(work, "seed")
     ours, our_arrays = _load(work, "speechpack")
-    for run in ("epoch", "dev"):
-        a, b = _rows(seed["runs"][run]), _rows(ours["runs"][run])
+    for run in ("epoch", "epoch_drop", "dev"):
+        a, b = _rows(seed["runs"].get(run, [])), _rows(ours["runs"].get(run, []))
         print(f"[{run}] kept: seed {len(a)}, speechpack {len(b)}; only seed {sorted(set(a) - set(b))}, "
               f"only speechpack {sorted(set(b) - set(a))}; speechpack's filter report "
               f"{ours['reports'][run]['filter_report']}")
         same = [n for n in a if n in b]
         print(f"[{run}] targets equal for {sum(a[n]['targets'] == b[n]['targets'] for n in same)}/{len(same)}, "
               f"groups equal for {sum(a[n]['group'] == tuple(b[n]['group']) for n in same)}/{len(same)}")
-        print(f"[{run}] LENGTH batching: seed {_batching(seed['runs'][run])}")
-        print(f"[{run}] LENGTH batching: speechpack {_batching(ours['runs'][run])}")
+        for side, summary in (("seed", seed), ("speechpack", ours)):
+            batches = summary["runs"].get(run, [])
+            print(f"[{run}] LENGTH batching: {side} {_batching(batches) if batches else 'no batch'}")
     for run, what in (("dev", "normalised waveforms"), ("fbank", "fbank")):
         diffs, shapes = [], 0
         for key, x in seed_arrays.items():

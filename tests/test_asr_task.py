@@ -139,6 +139,22 @@ def test_length_budget_is_rounded_down_to_a_multiple_of_max_audio_len(spans_pack
     assert parse_dataset_args({"max_num_elements": 200_000}, "d").length_budget == 200_000
 
 
+def test_length_epoch_remainder_is_a_short_batch_or_dropped(spans_pack):
+    # Omnilingual's bucket_by_length flushes a partly filled bucket as a short batch, and drops it with
+    # drop_remainder: the epoch's remainder (fewer than the multiple) is served alone, every row valid, or dropped
+    args = dict(max_num_elements=320_000, max_audio_len=40_000, min_audio_len=9_000, num_seqs_multiple_of=8)
+    served = build_loader(config(spans_pack, **args), "train", seed=3)
+    kept = served.report().items
+    assert kept % 8
+    batches = epoch(served)
+    assert sorted(b["source_seqs"].shape[0] % 8 for b in batches) == [0] * (len(batches) - 1) + [kept % 8]
+    assert all(b["valid"].all() for b in batches) and sum(len(b["valid"]) for b in batches) == kept
+    dropped = build_loader(config(spans_pack, drop_remainder=True, **args), "train", seed=3)
+    batches = epoch(dropped)
+    assert all(b["source_seqs"].shape[0] % 8 == 0 and b["valid"].all() for b in batches)
+    assert dropped.report().dropped_items == kept % 8
+
+
 def test_static_batches_and_drop_remainder(spans_pack):
     loader = build_loader(config(spans_pack, batching_strategy="static", batch_size=6, drop_remainder=True),
                           "train")

@@ -21,7 +21,8 @@ max_num_elements              3200000    LENGTH: rows x longest row (samples) pe
                                          to a multiple of ``max_audio_len``, as Omnilingual does)
 num_seqs_multiple_of          8          LENGTH: rows per batch are a multiple of this
 batch_size                    8          STATIC: rows per batch
-drop_remainder                False      drop the epoch's incomplete last batch (else pad it, rows invalid)
+drop_remainder                False      drop the epoch's incomplete last batch (else LENGTH serves it short, as
+                                         fairseq2 does; STATIC pads it, rows invalid)
 tokenizer                     char       ``char``, ``{char: PACK or [PACKS]}`` or ``{sentencepiece: MODEL}``
 shuffle                       True       a new order every epoch (from the seed)
 dataset_summary_path          None       Omnilingual's stats TSV: hours for weighting (default: the packs')
