@@ -19,10 +19,12 @@ rows of unknown characters only, of text too fast for the audio, one empty and o
 ``audio_size`` is distinct: the seed's batches carry no key, so rows are matched by length.
 
 **Runs** (the recipe ``dataset:`` block below; one per question, the same on both sides): ``epoch`` (train split,
-``sync_mode: UNTIL_LAST``, no betas: the seed reads every row once), ``dev`` (valid split, waveforms normalised),
-``epoch_drop`` (the same with ``drop_remainder``), ``fbank`` (dev, ``use_fbank``), ``specaug`` (dev rows, ``spec_aug_p: 1``; speechpack masks train batches only, so
-its run reads the dev pack as train), ``fbank_specaug`` and ``weighted`` (train, ``UNTIL_FIRST``, betas 0.5 and the
-TSV: the seed streams, ``WEIGHTED_EPOCHS`` epochs' worth of rows are counted).  Each side writes
+``sync_mode: UNTIL_LAST``, no betas: the seed reads every row once), ``epoch_drop`` (the same with
+``drop_remainder``), ``dev`` (valid split, waveforms normalised), ``fbank`` (dev, ``use_fbank``), ``specaug`` (dev
+rows, ``spec_aug_p: 1``; speechpack masks train batches only, so its run reads the dev pack as train),
+``fbank_specaug`` and ``weighted`` (train, ``UNTIL_FIRST``, betas 0.5 and the TSV: the seed streams,
+``WEIGHTED_EPOCHS`` epochs' worth of rows are counted).  ``seed`` also records probes: what the seed does with
+``remove_unknown`` and ``example_shuffle_window: 0``, and where its SpecAugment masks land.  Each side writes
 ``<side>.json`` (per run: the batches' rows, lengths, keys by length, groups) and ``<side>.npz`` (per run and
 length: the row's ``source_seqs``), which ``compare`` reads.
 """
@@ -141,9 +143,8 @@ def make_rows(seed: int = 0) -> dict:
                     line = f"{line} {FRENCH[r % len(FRENCH)]}"
                 if language == "fr" and kind == 5:
                     line = UNKNOWN_ONLY  # unknown characters only
-                if language == "fr" and kind == 7:  # LONG_TEXT + 2 characters, 2 of them unknown
-                    line = (" ".join(text.split() * 2))[:LONG_TEXT - 2].rstrip() + " été"
-                    line = line[:LONG_TEXT - 4] + " été" if len(line) > LONG_TEXT + 2 else line
+                if language == "fr" and kind == 7:  # LONG_TEXT + 2 characters, 2 of them unknown: too long
+                    line = " ".join([text] * 2)[:LONG_TEXT - 2] + " été"
                 if (corpus, language, split, r) == ("librivox", "en", "train", 4):
                     line = ""  # empty: the seed filters it, speechpack's build refuses it (--skip-bad)
                 if (corpus, language, split, r) == ("austen", "en", "train", 4):
