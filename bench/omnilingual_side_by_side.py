@@ -20,7 +20,7 @@ rows of unknown characters only, of text too fast for the audio, one empty and o
 
 **Runs** (the recipe ``dataset:`` block below; one per question, the same on both sides): ``epoch`` (train split,
 ``sync_mode: UNTIL_LAST``, no betas: the seed reads every row once), ``epoch_drop`` (the same with
-``drop_remainder``), ``dev`` (valid split, waveforms normalised), ``fbank`` (dev, ``use_fbank``), ``specaug`` (dev
+``drop_remainder``), ``dev`` (valid split, waveforms normalised), ``static`` (dev, STATIC batches of 4), ``fbank`` (dev, ``use_fbank``), ``specaug`` (dev
 rows, ``spec_aug_p: 1``; speechpack masks train batches only, so its run reads the dev pack as train),
 ``fbank_specaug`` and ``weighted`` (train, ``UNTIL_FIRST``, betas 0.5 and the TSV: the seed streams,
 ``WEIGHTED_EPOCHS`` epochs' worth of rows are counted).  ``seed`` also records probes: what the seed does with
@@ -69,6 +69,7 @@ RUNS = {
     "epoch": ("train", {}, {}),
     "epoch_drop": ("train", {"drop_remainder": True}, {}),
     "dev": ("dev", {}, {}),
+    "static": ("dev", {"batching_strategy": "STATIC", "batch_size": 4}, {}),
     "fbank": ("dev", {"use_fbank": True}, {}),
     "specaug": ("dev", {"spec_aug_p": 1.0, "spec_aug_freq_mask_param": 60, "spec_aug_time_mask_param": 30}, {}),
     "fbank_specaug": ("dev", {"use_fbank": True, "spec_aug_p": 1.0, "spec_aug_freq_mask_param": 27,
@@ -261,8 +262,8 @@ def run_seed(work: str) -> None:
         storage_keys["sync_mode"] = SyncMode[storage_keys["sync_mode"]]
         storage_config = MixtureParquetStorageConfig(**storage_keys)
         task_keys = dict(config["dataset"]["asr_task_config"])
+        task_keys["batching_strategy"] = BatchingStrategy[task_keys.get("batching_strategy", "LENGTH")]
         task_config = AsrTaskConfig(**task_keys)
-        task_config.batching_strategy = BatchingStrategy.LENGTH
         storage = MixtureParquetStorage(path=os.path.join(work, "data"), config=storage_config)
         builder = storage.create_raw_data_pipeline(split, gangs)
         builder = AsrTask(task_config).apply_processing_pipeline(builder, gangs, tokenizer=tokenizer,
@@ -451,7 +452,7 @@ def _masked(aug: np.ndarray, clean: np.ndarray) -> tuple[float, float]:
 def compare(work: str) -> None:
     seed, seed_arrays = _load(work, "seed")
     ours, our_arrays = _load(work, "speechpack")
-    for run in ("epoch", "epoch_drop", "dev"):
+    for run in ("epoch", "epoch_drop", "dev", "static"):
         a, b = _rows(seed["runs"].get(run, [])), _rows(ours["runs"].get(run, []))
         print(f"[{run}] kept: seed {len(a)}, speechpack {len(b)}; only seed {sorted(set(a) - set(b))}, "
               f"only speechpack {sorted(set(b) - set(a))}; speechpack's filter report "
@@ -461,7 +462,7 @@ def compare(work: str) -> None:
               f"groups equal for {sum(a[n]['group'] == tuple(b[n]['group']) for n in same)}/{len(same)}")
         for side, summary in (("seed", seed), ("speechpack", ours)):
             batches = summary["runs"].get(run, [])
-            print(f"[{run}] LENGTH batching: {side} {_batching(batches) if batches else 'no batch'}")
+            print(f"[{run}] batching: {side} {_batching(batches) if batches else 'no batch'}")
     for run, what in (("dev", "normalised waveforms"), ("fbank", "fbank")):
         diffs, shapes = [], 0
         for key, x in seed_arrays.items():
