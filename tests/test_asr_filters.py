@@ -30,16 +30,24 @@ def test_first_failing_reason_wins_and_defaults_keep_everything_reasonable():
     assert asr_filter([16000], [50], [50], FilterArgs()).keep.all()  # no text threshold by default
 
 
-def test_unknown_only_sequences_are_always_dropped_and_long_text_counts_after_removal():
-    # items: all unknown, half unknown, clean; 3 tokens each, threshold 2
+def test_unknown_only_sequences_are_always_dropped_and_long_text_counts_unknown_tokens():
+    # items: all unknown, half unknown, clean; 3 tokens each, threshold 2.  Omnilingual filters long text before
+    # remove_unknown deletes the unknown tokens, so the half-unknown item is too long either way.
     audio, chars, tokens, unknown = [16000] * 3, [3] * 3, [3] * 3, [3, 2, 0]
     for remove in (False, True):
         args = FilterArgs(filter_long_text_threshold=2, remove_unknown=remove)
         result = asr_filter(audio, chars, tokens, args, num_unknown=unknown)
         assert result.report["unknown_only"] == 1 and not result.keep[0]
-        # without removal the half-unknown item has 3 tokens (too long); with it, 1 token (kept)
-        assert result.keep.tolist() == [False, remove, False]
-        assert result.report["text_too_long"] == (1 if remove else 2)
+        assert result.keep.tolist() == [False, False, False]
+        assert result.report["text_too_long"] == 2
+
+
+def test_the_speaking_rate_is_checked_before_the_tokens():
+    # too fast and too long at once: Omnilingual's filter_fast_speech runs before encoding, so it is too_fast
+    result = asr_filter([1000], [20], [20], FilterArgs(filter_long_text_threshold=10))
+    assert result.report["too_fast"] == 1 and result.report["text_too_long"] == 0
+    assert list(FILTER_REASONS) == ["audio_too_short", "audio_too_long", "empty_text", "too_fast", "unknown_only",
+                                    "text_too_long"]
 
 
 def test_drop_tokens_deletes_unknowns_and_fixes_offsets():

@@ -120,6 +120,41 @@ def test_length_batches_keep_the_budget_and_the_multiple(spans_pack, parquet_pac
         build_loader(config(parquet_pack, max_num_elements=int(lengths.max()) - 1), "train")
 
 
+def test_length_budget_is_rounded_down_to_a_multiple_of_max_audio_len(spans_pack):
+    # Omnilingual's add_length_batching: 170,000 with max_audio_len 40,000 is 160,000 (a warning there, the rule here)
+    loader = build_loader(config(spans_pack, max_num_elements=170_000, num_seqs_multiple_of=1, max_audio_len=40_000),
+                          "train", seed=3)
+    assert loader.builder.args.length_budget == 160_000
+    lengths = loader.builder.unit_lengths()
+    plan = loader.dataset.plan(0)
+    costs = [len(items) * int(lengths[items].max()) for items in (plan.batch(b)[0] for b in range(len(plan)))]
+    assert max(costs) <= 160_000
+    unrounded = build_loader(config(spans_pack, max_num_elements=170_000, num_seqs_multiple_of=1,
+                                    max_audio_len=42_000), "train", seed=3)  # 170,000 // 42,000 = 4: 168,000
+    plan = unrounded.dataset.plan(0)
+    assert unrounded.builder.args.length_budget == 168_000
+    assert max(len(items) * int(lengths[items].max()) for items in (plan.batch(b)[0] for b in range(len(plan)))) \
+        > 160_000
+    # below max_audio_len Omnilingual's rounding would leave 0 (fairseq2 refuses): the budget is kept as given
+    assert parse_dataset_args({"max_num_elements": 200_000}, "d").length_budget == 200_000
+
+
+def test_length_epoch_remainder_is_a_short_batch_or_dropped(spans_pack):
+    # Omnilingual's bucket_by_length flushes a partly filled bucket as a short batch, and drops it with
+    # drop_remainder: the epoch's remainder (fewer than the multiple) is served alone, every row valid, or dropped
+    args = dict(max_num_elements=320_000, max_audio_len=40_000, min_audio_len=9_000, num_seqs_multiple_of=8)
+    served = build_loader(config(spans_pack, **args), "train", seed=3)
+    kept = served.report().items
+    assert kept % 8
+    batches = epoch(served)
+    assert sorted(b["source_seqs"].shape[0] % 8 for b in batches) == [0] * (len(batches) - 1) + [kept % 8]
+    assert all(b["valid"].all() for b in batches) and sum(len(b["valid"]) for b in batches) == kept
+    dropped = build_loader(config(spans_pack, drop_remainder=True, **args), "train", seed=3)
+    batches = epoch(dropped)
+    assert all(b["source_seqs"].shape[0] % 8 == 0 and b["valid"].all() for b in batches)
+    assert dropped.report().dropped_items == kept % 8
+
+
 def test_static_batches_and_drop_remainder(spans_pack):
     loader = build_loader(config(spans_pack, batching_strategy="static", batch_size=6, drop_remainder=True),
                           "train")
@@ -132,7 +167,7 @@ def test_filters_count_every_removed_item_by_reason(parquet_pack, spans_pack, cl
     pack = open_pack(spans_pack)
     frames = pack.num_frames
     texts = [pack.sample(i).data["text"].tobytes().decode() for i in range(len(pack))]
-    args = dict(min_audio_len=12_000, max_audio_len=36_000, min_samples_per_char=700,
+    args = dict(min_audio_len=12_000, max_audio_len=36_000, min_samples_per_char=2000,
                 filter_long_text_threshold=8, shuffle=False)
     report = build_loader(config(spans_pack, batching_strategy="STATIC", **args), "train").report()
     expected = Counter()
@@ -141,13 +176,14 @@ def test_filters_count_every_removed_item_by_reason(parquet_pack, spans_pack, cl
             expected["audio_too_short"] += 1
         elif n > 36_000:
             expected["audio_too_long"] += 1
+        elif n < 2000 * len(text):  # Omnilingual's order: the speaking rate before the token count
+            expected["too_fast"] += 1
         elif len(text) > 8:
             expected["text_too_long"] += 1
-        elif n < 700 * len(text):
-            expected["too_fast"] += 1
-    assert report.filter_report == {reason: expected[reason] for reason in
-                                    ("audio_too_short", "audio_too_long", "empty_text", "unknown_only",
-                                     "text_too_long", "too_fast")}
+    assert list(report.filter_report) == ["audio_too_short", "audio_too_long", "empty_text", "too_fast",
+                                          "unknown_only", "text_too_long"]
+    assert report.filter_report == {reason: expected[reason] for reason in report.filter_report}
+    assert expected["too_fast"] > 0 and expected["text_too_long"] > 0, expected
     assert report.filtered == sum(expected.values()) and report.items == 40 - report.filtered
     assert report.filtered > 0 and report.items > 0
 
@@ -189,6 +225,16 @@ def test_normalised_audio_and_fbank_features(parquet_pack):
     assert feats["source_seqs"].shape[2] == 80
     torch.testing.assert_close(feats["source_seqs"], expected)
     assert feats["source_seq_lens"].tolist() == frames.tolist()
+
+
+def test_fbank_features_ignore_normalize_audio_as_omnilingual_does(parquet_pack):
+    # Omnilingual's fbank path (add_fbank_processing) computes the features from the decoded waveform as it is
+    base = dict(batching_strategy="STATIC", batch_size=5, shuffle=False, use_fbank=True)
+    raw = next(iter(build_loader(config(parquet_pack, batching_strategy="STATIC", batch_size=5, shuffle=False),
+                                 "val")))
+    feats = next(iter(build_loader(config(parquet_pack, normalize_audio=True, **base), "val")))
+    expected, _ = fbank(raw["source_seqs"], raw["source_seq_lens"], RATE)
+    torch.testing.assert_close(feats["source_seqs"], expected, rtol=0, atol=0)
 
 
 def test_spec_augment_is_drawn_per_batch_and_train_only(parquet_pack):
@@ -259,6 +305,44 @@ def test_loader_applies_the_group_weighting_of_asr_packs(parquet_pack):
     assert sum(group["items"] for group in report["packs"].values()) == sum(weighting.counts)
     selected = weighting.items(0, 0)
     assert len(selected) == sum(weighting.counts)
+
+
+@pytest.fixture(scope="module")
+def two_corpora(tmp_path_factory):
+    """Corpus a: 24 spans of 0.5-2.5 s; corpus b: 16 spans of 2.0-3.0 s (LibriVox speech, one language each)."""
+    a = librivox_span_pack(tmp_path_factory.mktemp("a"), 24, seed=1, seconds=(0.5, 2.5), words=2, corpus="a", language="en")
+    b = librivox_span_pack(tmp_path_factory.mktemp("b"), 16, seed=2, seconds=(2.0, 3.0), words=2, corpus="b", language="fr")
+    return a, b
+
+
+def test_group_shares_follow_the_weights_times_the_rows_the_filters_keep(two_corpora):
+    # Omnilingual samples a partition's rows by weight, then filters them: a group that loses half its rows to
+    # min_audio_len gets half its weighted share of the kept items (the seed's stream measured this: docs/asr.md)
+    cfg = config(*two_corpora, hours_beta=True, min_audio_len=24_000, batching_strategy="STATIC",
+                 weighting={"beta_corpus": 0.5, "beta_language": 0.5, "epoch_items": 1000})
+    loader = build_loader(cfg, "train")
+    weighting = loader.builder.weighting
+    frames = [open_pack(p).num_frames for p in two_corpora]
+    keep = np.array([np.mean(f >= 24_000) for f in frames])
+    assert 0.2 < keep[0] < 0.8 and keep[1] == 1.0
+    expected = np.array(weighting.targets) * keep
+    np.testing.assert_allclose(np.array(weighting.counts) / 1000, expected / expected.sum(), atol=1e-3)
+    report = loader.report().weighting
+    assert report["corpora"]["a"]["items"] == weighting.counts[0] and sum(weighting.counts) == 1000
+
+
+def test_val_reads_every_utterance_once_without_weighting_or_partition_filters(two_corpora):
+    # Omnilingual weighs and applies partition_filters to the training stream only (held-out corpora validate)
+    cfg = config(*two_corpora, hours_beta=True, batching_strategy="STATIC", batch_size=4,
+                 partition_filters='pc.field("corpus") == "a"',
+                 weighting={"beta_corpus": 0.5, "beta_language": 0.5, "epoch_items": 1000})
+    train = build_loader(cfg, "train")
+    assert set(train.builder.items.groups[g] for g in train.builder.items.group) == {("a", "en")}
+    val = build_loader(cfg, "val")
+    keys = [k for batch in val for k, v in zip(batch["key"], batch["valid"].tolist()) if v]
+    everything = [k for p in two_corpora for k in open_pack(p).keys.tolist()]
+    assert sorted(keys) == sorted(everything) and len(keys) == 40
+    assert val.report().weighting["corpora"]["b"]["items"] == 16
 
 
 def test_per_pack_weighting_keeps_pack_order(parquet_pack, spans_pack):

@@ -11,15 +11,18 @@ filter_long_text_threshold    None       more target tokens: filtered out (None:
 remove_unknown                False      delete unknown tokens from the targets (an item left empty is filtered)
 normalize                     none       ``utterance``: zero mean, unit variance per utterance (``loader.normalize``)
 normalize_audio               False      Omnilingual's key for the same: ``true`` is ``normalize: utterance``
+                                         (waveforms only: with ``use_fbank`` it has no effect, as in Omnilingual)
 use_fbank                     False      80-bin Kaldi log-mel filterbank, standardised (``source_seqs`` [B, T, 80])
 spec_aug_p                    None       SpecAugment probability per utterance, train only (None: off)
 spec_aug_freq_mask_param      80         frequency mask width is below this (bins)
 spec_aug_time_mask_param      80         time mask width is below this (frames)
 batching_strategy             LENGTH     LENGTH: ``max_num_elements`` budget; STATIC: ``batch_size`` rows
-max_num_elements              3200000    LENGTH: rows x longest row (samples) per batch, at most
+max_num_elements              3200000    LENGTH: rows x longest row (samples) per batch, at most (rounded down
+                                         to a multiple of ``max_audio_len``, as Omnilingual does)
 num_seqs_multiple_of          8          LENGTH: rows per batch are a multiple of this
 batch_size                    8          STATIC: rows per batch
-drop_remainder                False      drop the epoch's incomplete last batch (else pad it, rows invalid)
+drop_remainder                False      drop the epoch's incomplete last batch (else LENGTH serves it short, as
+                                         fairseq2 does; STATIC pads it, rows invalid)
 tokenizer                     char       ``char``, ``{char: PACK or [PACKS]}`` or ``{sentencepiece: MODEL}``
 shuffle                       True       a new order every epoch (from the seed)
 dataset_summary_path          None       Omnilingual's stats TSV: hours for weighting (default: the packs')
@@ -169,11 +172,20 @@ class AsrArgs:
         return UTTERANCE if self.normalize_audio else NONE
 
     @property
+    def length_budget(self) -> int:
+        """The elements a LENGTH batch may hold: ``max_num_elements`` rounded down to a multiple of
+        ``max_audio_len``, as Omnilingual's ``add_length_batching`` rounds it (3,200,000 with 960,000 gives
+        2,880,000).  Below ``max_audio_len``, where Omnilingual's rounding leaves 0 and fairseq2 refuses, it is
+        ``max_num_elements`` as given (the loader then checks it against the longest kept utterance)."""
+        budget, longest = self.max_num_elements, self.max_audio_len
+        return budget // longest * longest if 0 < longest <= budget else budget
+
+    @property
     def batching(self) -> BudgetArgs | None:
         """LENGTH: the plan's budget (linear cost: rows x longest row); STATIC: None (fixed ``batch_size``)."""
         if self.batching_strategy != "LENGTH":
             return None
-        return BudgetArgs(budget=self.max_num_elements, cost="linear", multiple_of=self.num_seqs_multiple_of,
+        return BudgetArgs(budget=self.length_budget, cost="linear", multiple_of=self.num_seqs_multiple_of,
                           keep_small=True)
 
     @property

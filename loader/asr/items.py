@@ -12,15 +12,17 @@ Which ASR items an epoch keeps: Omnilingual's ``AsrTask`` filters, vectorised ov
 
 Every item removed is counted under exactly one reason, the first it fails in this order (so the counts add up
 to the items removed, and the loader reports them instead of losing them from the epoch count silently).  The
-order is Omnilingual's: audio length first, then, once the text is tokenized, empty text, sequences of unknown
-tokens only, and long text; the speaking-rate check comes last:
+order is that of Omnilingual's ``AsrTask`` (``filter_by_audio_length``, then ``add_tokenization_pipeline``): audio
+length, empty text, the speaking rate, then, once the text is tokenized, sequences of unknown tokens only and
+long text:
 
 ``audio_too_short``  fewer than ``min_audio_len`` samples (per channel, at the pack's rate)
 ``audio_too_long``   more than ``max_audio_len`` samples
 ``empty_text``       an empty transcript (no character, or no token)
-``unknown_only``     every token is the tokenizer's unknown id: always dropped, whatever ``remove_unknown`` says
-``text_too_long``    more than ``filter_long_text_threshold`` tokens (counted after ``remove_unknown``), when set
 ``too_fast``         fewer than ``min_samples_per_char`` samples per character of the transcript
+``unknown_only``     every token is the tokenizer's unknown id: always dropped, whatever ``remove_unknown`` says
+``text_too_long``    more than ``filter_long_text_threshold`` tokens, unknown ones included (Omnilingual filters
+                     long text before ``remove_unknown`` deletes them), when set
 
 ``remove_unknown`` (Omnilingual's "remove unknown tokens from the text in place") deletes the tokenizer's unknown
 id from the targets of the items that keep some other token; the tokens it removes are counted
@@ -30,7 +32,7 @@ id from the targets of the items that keep some other token; the tokens it remov
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -155,6 +157,7 @@ def asr_items(packs: list[Pack], tokenizer, filters: FilterArgs, by_group: bool 
     everything = AsrItems(np.concatenate(pack_col), np.concatenate(sample_col), frames,
                           group.reshape(-1).astype(np.int32), ids, token_offsets,
                           tuple((str(c), str(l)) for c, l in unique.tolist()))
+    result = replace(result, group_sizes=np.bincount(everything.group, minlength=len(everything.groups)))
     kept = np.flatnonzero(result.keep)
     if by_group:  # group after group; pack, then storage order inside a group
         kept = kept[np.argsort(everything.group[kept], kind="stable")]
@@ -166,7 +169,7 @@ def segment_of(pack: Pack, sample: int) -> int:
     return int(pack.streams[STREAM_AUDIO].first[sample])
 
 
-FILTER_REASONS = ("audio_too_short", "audio_too_long", "empty_text", "unknown_only", "text_too_long", "too_fast")
+FILTER_REASONS = ("audio_too_short", "audio_too_long", "empty_text", "too_fast", "unknown_only", "text_too_long")
 
 
 @dataclass(frozen=True)
@@ -187,6 +190,9 @@ class FilterResult:
     report: dict[str, int]
     #: unknown tokens deleted by ``remove_unknown`` (in kept and removed items alike)
     unknown_tokens_removed: int
+    #: selected items per (corpus, language) group before filtering (``asr_items``; None from ``asr_filter``):
+    #: what Omnilingual's weighting samples from (``loader.asr.task.group_weighting``)
+    group_sizes: np.ndarray | None = None
 
 
 def drop_tokens(ids: np.ndarray, offsets: np.ndarray, token: int) -> tuple[np.ndarray, np.ndarray, int]:
@@ -200,21 +206,20 @@ def drop_tokens(ids: np.ndarray, offsets: np.ndarray, token: int) -> tuple[np.nd
 
 def asr_filter(audio_len: np.ndarray, num_chars: np.ndarray, num_tokens: np.ndarray, args: FilterArgs,
                unknown_tokens_removed: int = 0, num_unknown: np.ndarray | None = None) -> FilterResult:
-    """Keep-mask and per-reason counts (module docstring).  ``num_tokens`` are counted before ``remove_unknown``;
-    ``num_unknown`` (default: none) is each item's count of unknown tokens."""
+    """Keep-mask and per-reason counts (module docstring).  ``num_tokens`` are counted before ``remove_unknown``
+    (as ``text_too_long`` counts them); ``num_unknown`` (default: none) is each item's count of unknown tokens."""
     audio_len = np.asarray(audio_len, dtype=np.int64)
     num_chars = np.asarray(num_chars, dtype=np.int64)
     num_tokens = np.asarray(num_tokens, dtype=np.int64)
     num_unknown = np.zeros(len(num_tokens), np.int64) if num_unknown is None else np.asarray(num_unknown, np.int64)
     if not len(audio_len) == len(num_chars) == len(num_tokens) == len(num_unknown):
         raise ValueError("asr_filter: one audio length, character, token and unknown count per item")
-    kept_tokens = num_tokens - num_unknown if args.remove_unknown else num_tokens
     failing = {
         "audio_too_short": audio_len < args.min_audio_len,
         "audio_too_long": audio_len > args.max_audio_len,
         "empty_text": (num_tokens == 0) | (num_chars == 0),
         "unknown_only": num_unknown >= num_tokens,
-        "text_too_long": (kept_tokens > args.filter_long_text_threshold
+        "text_too_long": (num_tokens > args.filter_long_text_threshold
                           if args.filter_long_text_threshold is not None else np.zeros(len(audio_len), bool)),
         "too_fast": audio_len < args.min_samples_per_char * num_chars,
     }

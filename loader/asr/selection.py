@@ -9,9 +9,11 @@ A split name is resolved the way Omnilingual's ``MixtureParquetStorage`` allows:
 - otherwise ``<split>_<corpus>`` (``train_librispeech``) selects the packs of ``<split>`` and, in them, only the
   utterances of corpus ``<corpus>``.
 
-``partition_filters`` (below) then keeps the utterances whose corpus and language it
-accepts.  Utterances outside the selection are not part of the split: they are neither batched nor counted as
-filtered.  With neither split nor filter every utterance of every pack is selected, as before.
+``partition_filters`` (below) then keeps the utterances whose corpus and language it accepts, in a ``train``
+loader only: Omnilingual applies them to the training stream alone, "to be able to validate on held-out corpora"
+(``MixtureParquetStorage.fix_partition_filters``), so ``val`` and ``test`` read their whole split.  Utterances
+outside the selection are not part of the split: they are neither batched nor counted as filtered.  With neither
+split nor filter every utterance of every pack is selected, as before.
 
 **Partition filters.**  ``partition_filters``: the pyarrow expressions of fairseq2's ``FragmentStreamingConfig``,
 read without ``eval``.
@@ -86,7 +88,9 @@ def pack_split(source, pack) -> str | None:
 
 def select(args, state: str, sources, packs) -> Selection:
     """The selection of ``state`` (module docstring) for the ``packs`` opened from the config's ``sources``."""
-    partition = parse_partition_filters(args.partition_filters, "dataset_args.partition_filters")
+    partition = parse_partition_filters(args.partition_filters, "dataset_args.partition_filters")  # checked always
+    if state != "train":  # the training stream's filter only (module docstring)
+        partition = None
     key = SPLIT_KEYS.get(state)
     name = getattr(args, key) if key is not None else None
     if name is None:

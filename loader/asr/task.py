@@ -10,7 +10,10 @@
 3. with ``hours_beta: true`` on the ``packs`` entries, weighs (corpus, language) groups by Omnilingual's rule
    from the packs' ``hours_by_corpus`` (or Omnilingual's stats TSV, ``dataset_summary_path``) and the top-level
    ``weighting`` betas (``PackWeighting.from_groups``): ASR packs hold several corpora and languages, so the
-   groups, not the packs, are weighed;
+   groups, not the packs, are weighed.  Omnilingual samples a partition's rows by its weight and filters them
+   afterwards, so a group's share of the epoch's kept items is its weight times the fraction of its rows the
+   filters keep (renormalised).  It weighs the training stream only: a ``val`` or ``test`` loader reads every
+   kept utterance once;
 4. checks that LENGTH batches can keep their budget: an utterance longer than ``max_num_elements`` would force
    a batch over it, so that is a configuration error.
 
@@ -24,7 +27,9 @@ For one planned batch, in Omnilingual's order:
 
 1. each utterance is read from its shard view, mixed to mono (mean over channels) and written into a zero-padded
    float32 ``[B, T]`` array (``T``: the batch's longest utterance);
-2. ``normalize_audio``: zero mean, unit variance per utterance (``loader.asr.features``);
+2. ``normalize_audio``: zero mean, unit variance per utterance (``loader.asr.features``), on waveforms only:
+   with ``use_fbank`` the features are computed from the waveform as read, as Omnilingual's fbank path does
+   (``add_fbank_processing`` never normalises; the features are standardised anyway);
 3. SpecAugment (train only, when ``spec_aug_p`` is set): on the features with ``use_fbank``, else through the
    STFT round trip on the waveform (``loader.asr.features``);
 4. ``use_fbank``: 80-bin Kaldi log-mel features, standardised (``loader.asr.features``), ``[B, F, 80]``.
@@ -45,6 +50,8 @@ fairseq2 trainer reads it as it is):
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import torch
 
@@ -57,7 +64,7 @@ from speechpack.loader.asr.tokenizer import CharTokenizer, SentencePieceTokenize
 from speechpack.loader.asr.features import normalize_rows
 from speechpack.loader.cache import open_cached_pack
 from speechpack.loader.pack import Pack
-from speechpack.loader.plan.weighting import PackWeighting
+from speechpack.loader.plan.weighting import PackWeighting, largest_remainder
 from speechpack.loader.config_checks import ConfigError
 from speechpack.loader.rng import BatchGenerator
 from speechpack.loader.tasks import BatchBuilder, index_samples, LoaderTask, PlanArgs, Prepared
@@ -147,8 +154,8 @@ class AsrBatchBuilder(BatchBuilder):
         items = np.asarray(items, dtype=np.int64)
         waves_np, lengths_np = self._waveforms(items)
         waves, lengths = torch.from_numpy(waves_np), torch.from_numpy(lengths_np)
-        if self.args.normalize_audio:
-            final = not (self.args.use_fbank or self.spec_augment)  # then the normalised rows are the output
+        if self.args.normalize_audio and not self.args.use_fbank:  # Omnilingual's fbank path never normalises
+            final = not self.spec_augment  # then the normalised rows are the output
             out = torch.from_numpy(batch_arrays.empty(waves.shape, np.float32)) if final else None
             waves = normalize_rows(waves, lengths, out=out)
         rng = self.batch_rng(epoch, global_batch)
@@ -213,17 +220,37 @@ def summary_hours(path: str, split: str, groups: tuple[tuple[str, str], ...]) ->
     return np.array([table[g] for g in groups], dtype=np.float64)
 
 
-def group_weighting(config, packs: list[Pack], items) -> PackWeighting:
-    """Corpus/language weighting of ``items`` (numbered group after group; module docstring, step 3)."""
+def group_weighting(config, packs: list[Pack], items, selected: np.ndarray | None = None) -> PackWeighting:
+    """Corpus/language weighting of ``items`` (numbered group after group; module docstring, step 3).  ``selected``:
+    each group's items before filtering (``FilterResult.group_sizes``); the epoch's counts follow the weights
+    times the fraction kept (Omnilingual filters after sampling), while ``targets`` stay the weights."""
     args: AsrArgs = config.dataset_args
     sizes = np.bincount(items.group, minlength=len(items.groups))
     corpora = [c for c, _ in items.groups]
     languages = [l for _, l in items.groups]
     hours = (group_hours(packs, items.groups) if args.dataset_summary_path is None
              else summary_hours(args.dataset_summary_path, args.dataset_summary_split, items.groups))
-    return PackWeighting.from_groups(sizes, hours, corpora, languages,
-                                     config.weighting.beta_corpus, config.weighting.beta_language,
-                                     config.weighting.epoch_items, config.dataset_args.shuffle)
+    weighting = PackWeighting.from_groups(sizes, hours, corpora, languages,
+                                          config.weighting.beta_corpus, config.weighting.beta_language,
+                                          config.weighting.epoch_items, config.dataset_args.shuffle)
+    if selected is None:
+        return weighting
+    selected = np.asarray(selected, dtype=np.float64)
+    kept = np.divide(sizes, selected, out=np.zeros(len(sizes)), where=selected > 0)
+    counts = largest_remainder(np.asarray(weighting.targets) * kept, sum(weighting.counts))
+    return replace(weighting, counts=tuple(int(c) for c in counts))
+
+
+def every_item_once(config, items) -> PackWeighting:
+    """The groups of a ``val``/``test`` loader at their natural sizes: Omnilingual weighs the training stream only,
+    and this keeps the loader from weighing the packs instead (``loader.tasks.prepare``)."""
+    sizes = np.bincount(items.group, minlength=len(items.groups))
+    total = max(int(sizes.sum()), 1)
+    return PackWeighting(sizes=tuple(int(n) for n in sizes), counts=tuple(int(n) for n in sizes),
+                         targets=tuple(float(n) / total for n in sizes),
+                         paths=tuple(f"{c}/{l}" for c, l in items.groups),
+                         corpora=tuple(c for c, _ in items.groups), languages=tuple(l for _, l in items.groups),
+                         shuffle=config.dataset_args.shuffle)
 
 
 def _check_budget(args: AsrArgs, lengths: np.ndarray) -> None:
@@ -232,7 +259,7 @@ def _check_budget(args: AsrArgs, lengths: np.ndarray) -> None:
     if args.batching is None or not len(lengths):
         return
     longest = int(lengths.max())
-    if longest > args.max_num_elements:
+    if longest > args.length_budget:
         raise ConfigError(f"dataset_args.max_num_elements: {args.max_num_elements} cannot hold the longest kept "
                           f"utterance ({longest} samples); lower max_audio_len to at most {args.max_num_elements} "
                           f"or raise max_num_elements")
@@ -250,7 +277,10 @@ def prepare(config, state: str, packs: list[Pack], seed: int) -> Prepared:
         read_summary(args.dataset_summary_path, args.dataset_summary_split)
     items, result = asr_items(packs, tokenizer, args.filters, by_group=by_group, selection=selection)
     _check_budget(args, items.num_frames)
-    weighting = group_weighting(config, chosen, items) if by_group else None
+    weighting = None
+    if by_group:
+        weighting = (group_weighting(config, chosen, items, result.group_sizes) if state == "train"
+                     else every_item_once(config, items))
     builder = AsrBatchBuilder(packs, items, args, state, seed, tokenizer, weighting=weighting,
                               unknown_tokens_removed=result.unknown_tokens_removed)
     filtered = int((~result.keep).sum())
@@ -282,5 +312,5 @@ class AsrTask(LoaderTask):
 TASK = AsrTask()
 
 
-__all__ = ["AsrBatchBuilder", "AsrTask", "TASK", "group_hours", "group_weighting", "make_tokenizer",
+__all__ = ["AsrBatchBuilder", "AsrTask", "TASK", "every_item_once", "group_hours", "group_weighting", "make_tokenizer",
            "parse_dataset_args", "prepare", "summary_hours", "weighs_groups"]

@@ -11,10 +11,13 @@ Budget batching (``make_budget_plan``), every step drawn from ``loader.rng.batch
    (or with ``num_seqs_multiple_of - 1`` others, the smallest size allowed): the only way the budget is exceeded,
    besides a ``min_batch`` larger than what fits, which wins over the budget.  With ``keep_small`` (fairseq2's
    rule, the ASR task's) a batch of which fewer than ``num_seqs_multiple_of`` rows fit holds only what fits
-   (one 60 s utterance under a 60 s budget), and only larger batches are rounded to the multiple;
+   (one 60 s utterance under a 60 s budget), and only larger batches are rounded to the multiple (what fits the
+   budget decides, not how many items a window has left);
 3. a window's last batch may be short; when it is not a multiple of ``num_seqs_multiple_of`` its items are left
    over and cut again, all windows' leftovers together, at the end; the final remainder (fewer than the multiple)
    is padded with repeats of its own items flagged ``valid = False`` (``tail: pad``) or dropped (``tail: drop``);
+   with ``keep_small`` (fairseq2's rules), ``tail: pad`` serves it as a short batch of valid rows instead, as
+   fairseq2's ``bucket_by_length`` flushes a partly filled bucket;
 4. the batches are shuffled (``windows``: fairseq2 shuffle windows in steps 1 and 4 instead, see
    ``loader.plan.static_plan``): the epoch's global sequence, the same at every world size.  Their count is
    made a multiple of the world size (rule ``sync``, default ``tail``): ``pad`` appends repeats of the first
@@ -64,7 +67,8 @@ class BudgetArgs:
     max_batch: int | None = None
     multiple_of: int = 1
     #: fairseq2's rule (``create_bucket_sizes``): when fewer than ``multiple_of`` rows of a batch's longest unit fit
-    #: the budget, the batch holds what fits rather than being rounded up to ``multiple_of`` over the budget.
+    #: the budget, the batch holds what fits rather than being rounded up to ``multiple_of`` over the budget; and
+    #: with ``tail: pad`` the epoch's remainder is a short batch of valid rows (a flushed bucket), not padded.
     keep_small: bool = False
     window_items: int = DEFAULT_WINDOW_ITEMS
 
@@ -78,14 +82,16 @@ def _cut(order: np.ndarray, costs: np.ndarray, args: BudgetArgs, sizes: list, le
     """Greedy cut of one window (``order`` sorted by cost, largest first): batch sizes appended to ``sizes``, a
     last batch that is not a multiple appended to ``leftovers``; returns the items cut into batches."""
     n = len(order)
-    fits = np.maximum(args.budget // np.maximum(costs[order], 1), 1)
+    budget_fits = np.maximum(args.budget // np.maximum(costs[order], 1), 1)
     cap = n if args.max_batch is None else args.max_batch
-    fits = np.clip(fits, args.min_batch, cap)
+    fits = np.clip(budget_fits, args.min_batch, cap)
     m = args.multiple_of
     small = np.zeros(n, dtype=bool)
     if m > 1 and args.keep_small:
-        small = fits < m
-        fits = np.where(small, fits, fits // m * m)
+        # Small: fewer than the multiple fit the budget.  Fewer left in the window is no reason (the epoch's last
+        # few items would pass as a short batch of valid rows): those are left over, then padded or dropped.
+        small = np.clip(budget_fits, args.min_batch, args.max_batch) < m
+        fits = np.where(small, fits, np.maximum(fits // m * m, m))
     elif m > 1:
         fits = np.maximum(fits // m * m, m)
     fits, small = fits.tolist(), small.tolist()
@@ -153,7 +159,12 @@ def make_budget_plan(lengths: np.ndarray, args: BudgetArgs, seed: int, epoch: in
                 valid_flat.append(np.ones(whole, dtype=bool))
                 sizes.append(whole)
                 last = last[whole:]
-            if tail == "pad":  # (with ``drop`` its items are simply in no batch: counted in ``dropped`` below)
+            if tail == "pad" and args.keep_small and len(last):
+                # fairseq2's bucketing flushes a partly filled bucket as it is: a short batch, every row valid
+                pieces.append(last)
+                valid_flat.append(np.ones(len(last), dtype=bool))
+                sizes.append(len(last))
+            elif tail == "pad":  # (with ``drop`` its items are simply in no batch: counted in ``dropped`` below)
                 pieces.append(np.resize(last, args.multiple_of))
                 valid_flat.append(np.arange(args.multiple_of) < len(last))
                 sizes.append(args.multiple_of)
