@@ -6,7 +6,10 @@ Layout (docs/loader.md, "Node cache (packs by URL)"), all under ``<dir>/``:
   ``dataset.json`` records them, so two versions of a pack never share an entry, and a file one version shares
   with the next is fetched once.
 - ``objects/<sha256>-<size>.owned``: the ledger entry written after the bytes were verified and renamed into
-  place.  An entry is complete only with both; the cache evicts and deletes only entries it has a ledger entry
+  place: the object's URL (for people), then the *record* of the verified bytes, the identity of the data file as
+  it stood then (``loader.pack.content_check.ContentIdentity``: device, inode, size, mtime, ctime) with the sha256
+  (``verified_as``), so a reader knows whether the file it maps is still the one verified without hashing it
+  (``loader.cache.cached_files``, "Checking the cache's copies").  An entry is complete only with both; the cache evicts and deletes only entries it has a ledger entry
   for, so a file it did not fetch (a local pack is never in here; anything copied in by hand) is never deleted.
 - ``objects/<sha256>-<size>.lock``: ``fcntl.flock`` lock file of the entry: whoever fetches holds it exclusively,
   so one fetch per file per node; the others wait on it and then map what was fetched.
@@ -29,18 +32,22 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, Iterator
 
+from speechpack.loader.pack.content_check import ContentIdentity, read_small_file, record_sha256
 from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.units import format_bytes
 
 #: Seconds an admission waits for other processes to release pinned entries before the limit is an error.
 SPACE_WAIT_SECONDS = 120.0
 _DATA, _LEDGER, _LOCK, _PART = ".bin", ".owned", ".lock", ".part"
+#: Largest ledger entry read (a URL and a record): anything larger is not one of ours and is never trusted.
+MAX_LEDGER_BYTES = 1 << 16
 
 
 class CacheFullError(SpeechpackError):
@@ -115,9 +122,11 @@ class NodeCache:
         self.protected: Callable[[], set[str]] | None = None
         #: Bytes this process fetched from the store (for reports and tests).
         self.fetched_bytes = 0
+        #: Process-local: the data files this process verified and recorded (entry name -> identity).
+        self.written: dict[str, ContentIdentity] = {}
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "next_use": None, "protected": None, "fetched_bytes": 0}
+        return {**self.__dict__, "next_use": None, "protected": None, "fetched_bytes": 0, "written": {}}
 
     def __repr__(self) -> str:
         return f"NodeCache({self.root!r}, limit={self.limit})"
@@ -165,7 +174,7 @@ class NodeCache:
                     os.fsync(fp.fileno())
                 os.replace(part, self._path(key, _DATA))
                 _fsync_dir(self.objects)
-                self._write_ledger(key, source)
+                self._write_ledger(key, source, self._identity_of(key))
             except BaseException:
                 try:
                     os.unlink(part)
@@ -175,14 +184,52 @@ class NodeCache:
             self.fetched_bytes += key.size
             return self._path(key, _DATA)
 
-    def _write_ledger(self, key: EntryKey, source: str) -> None:
+    def _identity_of(self, key: EntryKey) -> ContentIdentity:
+        return ContentIdentity.of(os.stat(self._path(key, _DATA)))
+
+    def _write_ledger(self, key: EntryKey, source: str, identity: ContentIdentity | None) -> None:
+        """The ledger entry of ``key``: ``source`` (for people: where the bytes came from, a URL, never
+        credentials) and the record of the data file ``identity`` describes, verified to hold ``key``'s bytes."""
         tmp = os.path.join(self.tmp, f"{key.name}.{os.getpid()}{_LEDGER}")
+        record = "" if identity is None else json.dumps(identity.record(key.sha256), sort_keys=True) + "\n"
         with open(tmp, "w", encoding="utf-8") as fp:
-            fp.write(source + "\n")  # for people: where the bytes came from (a URL; never credentials)
+            fp.write(source.replace("\n", " ") + "\n" + record)
             fp.flush()
             os.fsync(fp.fileno())
         os.replace(tmp, self._path(key, _LEDGER))
+        if identity is not None:
+            self.written[key.name] = identity
         _fsync_dir(self.objects)
+
+    def verified_as(self, key: EntryKey, identity: ContentIdentity) -> bool:
+        """Whether the ledger entry of ``key`` records the data file of ``identity`` as verified (by whichever
+        process fetched or checked it): same device, inode, size, mtime and ctime.  A ledger entry that is not a
+        small regular file, has no record (an earlier version's) or records another file answers False."""
+        raw = read_small_file(self._path(key, _LEDGER), MAX_LEDGER_BYTES)
+        if raw is None:
+            return False
+        _source, _, record = raw.partition(b"\n")
+        return record_sha256(record.strip(), identity) == key.sha256
+
+    def record_verified(self, key: EntryKey, identity: ContentIdentity, source: str) -> None:
+        """The data file of ``identity`` was hashed and holds ``key``'s bytes: record it in the ledger entry (under
+        the entry's lock; nothing when the entry was evicted meanwhile)."""
+        with self._locked(self._path(key, _LOCK)):
+            if os.path.exists(self._path(key, _LEDGER)):
+                self._write_ledger(key, source, identity)
+
+    def discard(self, key: EntryKey) -> None:
+        """Remove the owned entry ``key`` (its data no longer holds its bytes), so the next use fetches it again;
+        mappings of it keep their bytes (POSIX ``unlink``)."""
+        with self._locked(self._path(key, _LOCK)):
+            if not os.path.exists(self._path(key, _LEDGER)):
+                return  # evicted or discarded meanwhile; never delete data the cache has no ledger entry for
+            for suffix in (_LEDGER, _DATA):  # the ledger first, as eviction does
+                try:
+                    os.unlink(self._path(key, suffix))
+                except FileNotFoundError:
+                    pass
+            self.written.pop(key.name, None)
 
     def _adopt(self, key: EntryKey, source: str) -> str | None:
         """Data renamed into place by a process killed before it wrote the ledger entry: reused when its hash is
@@ -190,8 +237,9 @@ class NodeCache:
         data = self._path(key, _DATA)
         if not os.path.exists(data):
             return None
-        if os.path.getsize(data) == key.size and hash_file(data) == key.sha256:
-            self._write_ledger(key, source)
+        identity = self._identity_of(key)
+        if identity.size == key.size and hash_file(data) == key.sha256:
+            self._write_ledger(key, source, identity)
             return data
         os.replace(data, f"{data}.unverified-{time.time_ns()}")
         return None
