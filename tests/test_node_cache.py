@@ -126,3 +126,165 @@ def test_a_copy_that_changes_again_after_its_second_fetch_is_named(s3_store, loc
                                                       r"cache\.dir") as caught:
             batches(config(url, {"dir": str(cache_dir)}))
     assert str(cache_dir) in str(caught.value) and url in str(caught.value)
+
+
+# --- the cache directory itself -------------------------------------------------------------------------------
+
+
+def peek(cfg: dict, tmp_path: Path):
+    """``speechpack peek`` of ``cfg`` (written as YAML)."""
+    import yaml
+    from click.testing import CliRunner
+
+    from speechpack.cli import main
+
+    path = tmp_path / "peek.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return CliRunner().invoke(main, ["peek", str(path)])
+
+
+def one_line(result) -> str:
+    assert result.exit_code != 0, result.output
+    assert "Traceback" not in result.output and "OSError" not in result.output, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, result.output
+    return lines[0]
+
+
+@pytest.mark.parametrize("place", ["dev-null", "objects-a-file", "proc-self"])
+def test_a_cache_dir_that_cannot_be_a_directory_is_one_line_naming_it(s3_store, local_pack, tmp_path, place):
+    url = publish(local_pack, f"node-cache/dir-{place}/train")
+    if place == "dev-null":
+        directory = "/dev/null"
+    elif place == "proc-self":
+        directory = "/proc/self"
+    else:
+        directory = str(tmp_path / "cache")
+        os.makedirs(directory)
+        Path(directory, "objects").write_text("a user's file\n")
+    line = one_line(peek(config(url, {"dir": directory}), tmp_path))
+    assert directory in line and "cache.dir" in line, line
+    with pytest.raises(Exception) as caught:
+        build_loader(config(url, {"dir": directory}), "train")
+    assert type(caught.value).__name__ == "CacheDirError" and directory in str(caught.value)
+    if place == "objects-a-file":
+        assert Path(directory, "objects").read_text() == "a user's file\n"  # never removed
+
+
+def _failing(monkeypatch, number: int, when) -> None:
+    """``os`` calls of the node cache raise ``OSError(number)`` where ``when(name, args)`` says (a full or read-only
+    disk, a tmp/ on another file system: simulated where no tmpfs mount is available)."""
+    from speechpack.loader.cache import node_cache
+
+    real_open, real_replace = open, os.replace
+
+    def opening(path, *args, **kwargs):
+        if when("open", path):
+            raise OSError(number, os.strerror(number), str(path))
+        return real_open(path, *args, **kwargs)
+
+    def replacing(src, dst):
+        if when("replace", src):
+            raise OSError(number, os.strerror(number), str(src), None, str(dst))
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(node_cache, "open", opening, raising=False)
+    monkeypatch.setattr(node_cache.os, "replace", replacing)
+
+
+def test_a_full_disk_during_a_fetch_says_how_much_space_the_limit_needs(s3_store, local_pack, tmp_path, monkeypatch):
+    url = publish(local_pack, "node-cache/full/train")
+    from speechpack.loader.cache import cached_files as cf
+
+    fetch_once = cf._fetch_once
+
+    def full_disk(store, rel, size, fp, retry):
+        if rel.endswith("mix.npy"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return fetch_once(store, rel, size, fp, retry)
+
+    monkeypatch.setattr(cf, "_fetch_once", full_disk)
+    cache = {"dir": str(tmp_path / "cache"), "limit": "50MB"}
+    line = one_line(peek(config(url, cache), tmp_path))
+    assert str(tmp_path / "cache") in line and "the disk is full" in line and "cache.limit 50.00 MB" in line, line
+    assert "free space on that disk" in line
+    assert not list((tmp_path / "cache" / "tmp").glob("*.part")), "the failed fetch's .part is removed"
+
+
+@pytest.mark.parametrize("number, said", [(errno.EROFS, "read-only file system"),
+                                          (errno.EACCES, "may not write there"),
+                                          (errno.EXDEV, "different file systems")])
+def test_a_read_only_or_split_cache_dir_is_one_line_naming_it(s3_store, local_pack, tmp_path, monkeypatch, number,
+                                                              said):
+    url = publish(local_pack, f"node-cache/fault-{number}/train")
+    if number == errno.EXDEV:
+        _failing(monkeypatch, number, lambda call, path: call == "replace" and str(path).endswith(".part"))
+    else:
+        _failing(monkeypatch, number, lambda call, path: call == "open" and str(path).endswith(".part"))
+    cache_dir = tmp_path / "cache"
+    line = one_line(peek(config(url, {"dir": str(cache_dir)}), tmp_path))
+    assert str(cache_dir) in line and said in line and "cache.dir" in line, line
+    assert not list((cache_dir / "tmp").glob("*.part"))
+
+
+def test_an_absent_object_is_still_the_stores_error_not_the_directorys(s3_store, local_pack, tmp_path):
+    import fsspec
+
+    url = publish(local_pack, "node-cache/absent/train")
+    fs = fsspec.filesystem("s3", skip_instance_cache=True)
+    for path in fs.glob(f"{url}/shard-*/mix.npy"):
+        fs.rm(path)
+    with pytest.raises(Exception) as caught:
+        batches(config(url, {"dir": str(tmp_path / "cache")}))
+    assert type(caught.value).__name__ != "CacheDirError", caught.value
+
+
+# --- what the cache directory holds ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("limit", [[], {"a": 1}, 1.5, "1.5", True, "12 parsecs"])
+def test_a_cache_limit_that_is_not_a_size_is_a_named_config_error(limit):
+    with pytest.raises(ConfigError, match=r"^cache\.limit: "):
+        CacheSettings.from_dict({"limit": limit})
+
+
+def test_a_cache_limit_is_exact_and_bounded():
+    assert CacheSettings.from_dict({"limit": 10**15 + 1}).limit == 10**15 + 1
+    assert CacheSettings.from_dict({"limit": "1.5GiB"}).limit == 3 << 29
+    with pytest.raises(ConfigError, match="more than the largest allowed"):
+        CacheSettings.from_dict({"limit": 99999999999999999999999})
+
+
+@pytest.mark.parametrize("name", ["-\u00b2.owned", "-\u00b2.bin", "-12.owned.bak", "-0x10.owned", "- 12.owned"])
+def test_foreign_names_in_objects_are_ignored_and_never_deleted(tmp_path, name):
+    sha = "ab" * 32
+    cache = NodeCache(str(tmp_path / "cache"), limit=1000)
+    planted = tmp_path / "cache" / "objects" / (sha + name)
+    planted.write_text("not the cache's\n")
+    assert cache.entries() == {}
+    cache.ensure(EntryKey("cd" * 32, 10), lambda fp: fp.write(b"0123456789"), "test")
+    assert planted.read_text() == "not the cache's\n"
+
+
+def test_an_unlocked_part_is_not_a_live_fetch_and_a_foreign_part_is_left_alone(tmp_path):
+    sha = "ab" * 32
+    cache = NodeCache(str(tmp_path / "cache"), limit=3_500_000)
+    tmp = tmp_path / "cache" / "tmp"
+    planted = [tmp / f"{sha}-99999999999.1.part", tmp / f"{sha}-\u00b2.1.part", tmp / f"{sha}-5.x.part"]
+    for path in planted:
+        path.write_bytes(b"")
+    data = bytes(range(256)) * 2
+    key = EntryKey(hashlib.sha256(data).hexdigest(), len(data))
+    path = cache.ensure(key, lambda fp: fp.write(data), "test")  # was: "cache limit 3.50 MB cannot take 512 B more"
+    assert Path(path).read_bytes() == data
+    assert cache.free_bytes() == 3_500_000 - len(data)
+    assert all(p.exists() for p in planted), "a file the cache did not make is never deleted"
+
+
+def test_a_stale_part_of_a_killed_fetch_is_still_removed(tmp_path):
+    cache = NodeCache(str(tmp_path / "cache"), limit=1000)
+    key = EntryKey("ef" * 32, 10)
+    Path(cache._path(key, ".lock")).write_bytes(b"")  # the fetcher made its lock, then was killed
+    stale = tmp_path / "cache" / "tmp" / f"{key.name}.4242.part"
+    stale.write_bytes(b"01234")
+    assert cache.free_bytes() == 1000 and not stale.exists()

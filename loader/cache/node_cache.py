@@ -30,10 +30,12 @@ first.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
 import os
+import re
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -46,12 +48,36 @@ from speechpack.schemas.units import format_bytes
 #: Seconds an admission waits for other processes to release pinned entries before the limit is an error.
 SPACE_WAIT_SECONDS = 120.0
 _DATA, _LEDGER, _LOCK, _PART = ".bin", ".owned", ".lock", ".part"
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_SIZE = re.compile(r"(?:0|[1-9][0-9]{0,18})")  # ASCII only: "²".isdigit() is true, int("²") fails
+#: A fetch's ``.part`` in ``tmp/``: ``<entry name>.<pid>.part``.
+_PART_NAME = re.compile(r"([0-9a-f]{64}-[0-9]+)\.[0-9]{1,10}\.part")
 #: Largest ledger entry read (a URL and a record): anything larger is not one of ours and is never trusted.
 MAX_LEDGER_BYTES = 1 << 16
 
 
 class CacheFullError(SpeechpackError):
     """The cache limit cannot hold what the plan needs at once (raised at start, or after waiting for others)."""
+
+
+class CacheDirError(SpeechpackError):
+    """The cache directory cannot hold the cache (not a directory, read-only, not ours to write, full, split over
+    two file systems): one line naming it and what to do, never a bare ``OSError``."""
+
+
+#: ``OSError`` numbers that say the cache directory cannot be used as one (``cache_dir_error``); any other (a
+#: store's failure: ``ObjectStoreError`` is an ``OSError`` too) passes through as it is.
+_DIR_FAULTS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
+                         errno.EEXIST, errno.EISDIR, errno.EXDEV, errno.ENOENT, errno.ELOOP, errno.EMLINK,
+                         errno.ENAMETOOLONG, errno.EIO})
+
+
+def _free_bytes(path: str) -> int | None:
+    try:
+        info = os.statvfs(path)
+    except OSError:
+        return None
+    return info.f_bavail * info.f_frsize
 
 
 @dataclass(frozen=True)
@@ -67,8 +93,10 @@ class EntryKey:
 
     @classmethod
     def from_name(cls, name: str) -> "EntryKey | None":
+        """The key an entry's file name spells (``<sha256>-<size>``: 64 lower-case hex digits, ASCII decimal
+        digits); None for any other name (a file the cache did not make: ignored, never deleted)."""
         sha, _, size = name.partition("-")
-        if len(sha) != 64 or not size.isdigit():
+        if not (_SHA256.fullmatch(sha) and _SIZE.fullmatch(size)):
             return None
         return cls(sha, int(size))
 
@@ -114,8 +142,14 @@ class NodeCache:
         self.space_wait = space_wait
         self.objects = os.path.join(self.root, "objects")
         self.tmp = os.path.join(self.root, "tmp")
-        os.makedirs(self.objects, exist_ok=True)
-        os.makedirs(self.tmp, exist_ok=True)
+        for directory in (self.objects, self.tmp):
+            try:
+                os.makedirs(directory, exist_ok=True)
+            except OSError as err:
+                raise self.dir_error(err, "make its directories") from None
+            if not os.path.isdir(directory):  # makedirs accepts a symbolic link to a non-directory on some systems
+                raise self.dir_error(NotADirectoryError(errno.ENOTDIR, "not a directory", directory),
+                                     "make its directories")
         #: Process-local, set by ``loader.cache.schedule``: an entry's next use in the plan (inf: none), and the
         #: entries that must stay (the next batches' files).
         self.next_use: Callable[[str], float] | None = None
@@ -153,14 +187,66 @@ class NodeCache:
         finally:
             os.close(fd)
 
+    def dir_error(self, err: OSError, doing: str, key: "EntryKey | None" = None) -> "CacheDirError | OSError":
+        """``err``, met while the cache did ``doing``, as one line naming the directory and what to do; an error that
+        is not the directory's fault (a store's) is returned as it is."""
+        if isinstance(err, SpeechpackError) or err.errno not in _DIR_FAULTS:
+            return err
+        where = err.filename if isinstance(err.filename, str) else self.root
+        reason = err.strerror or str(err)
+        fix = "point cache.dir (or $SPEECHPACK_CACHE_DIR) at a writable directory on a local disk"
+        if err.errno in (errno.ENOSPC, errno.EDQUOT):
+            free = _free_bytes(self.root)
+            free_text = "unknown" if free is None else format_bytes(free)
+            need = (f"the cache needs room for its limit, cache.limit {format_bytes(self.limit)}, and has "
+                    f"{format_bytes(self.usage_or_zero())} of it; free space on that disk: {free_text}"
+                    if self.limit is not None else
+                    f"cache.limit is not set, so the cache grows with every file the plan reads; free space on "
+                    f"that disk: {free_text}")
+            what = f"{format_bytes(key.size)} " if key is not None else ""
+            return CacheDirError(f"{self.root}: the disk is full ({reason}) while the cache did {doing}, "
+                                 f"{what}more needed; {need}: set cache.limit to what the disk can hold, free space "
+                                 f"there, or {fix}")
+        if err.errno == errno.EROFS:
+            return CacheDirError(f"{self.root}: the cache directory is on a read-only file system (while the cache "
+                                 f"did {doing}); {fix}")
+        if err.errno in (errno.EACCES, errno.EPERM):
+            return CacheDirError(f"{self.root}: this user may not write there ({reason}: {where}, while the cache "
+                                 f"did {doing}); {fix}")
+        if err.errno == errno.EXDEV:
+            return CacheDirError(f"{self.root}: {self.tmp} and {self.objects} are on different file systems (a "
+                                 f"fetch is renamed from tmp/ into objects/); keep the whole cache directory on one "
+                                 f"file system, or {fix}")
+        if err.errno in (errno.ENOTDIR, errno.EEXIST, errno.EISDIR):
+            return CacheDirError(f"{where}: not a directory the cache can use ({reason}, while the cache did "
+                                 f"{doing}; it needs {self.objects} and {self.tmp} as directories); {fix}")
+        return CacheDirError(f"{where}: the cache cannot {doing} there ({reason}); {fix}")
+
+    def usage_or_zero(self) -> int:
+        try:
+            return self.usage()
+        except OSError:
+            return 0
+
     def ensure(self, key: EntryKey, fetch: Callable[[BinaryIO], None], source: str, wait: bool = True) -> str:
         """The data path of ``key``, fetched first when the node has no complete copy: ``fetch(fp)`` writes the
         verified bytes to ``fp`` (and raises when it cannot).  One process fetches; the others wait on the entry's
         lock and return the path it completed.  ``wait`` False: raise ``CacheFullError`` at once when the entry does
-        not fit now (a fetch ahead of need)."""
+        not fit now (a fetch ahead of need).  A directory that cannot hold the entry (full, read-only, ...) is a
+        ``CacheDirError`` naming it."""
         found = self.lookup(key)
         if found is not None:
             return found
+        in_fetch = [False]  # the store's own errors (an absent object: FileNotFoundError) pass through
+        try:
+            return self._ensure_locked(key, fetch, source, wait, in_fetch)
+        except OSError as err:
+            if in_fetch[0] and err.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            raise self.dir_error(err, f"fetch {source}", key) from None
+
+    def _ensure_locked(self, key: EntryKey, fetch: Callable[[BinaryIO], None], source: str, wait: bool,
+                       in_fetch: list) -> str:
         with self._locked(self._path(key, _LOCK)):
             found = self.lookup(key) or self._adopt(key, source)
             if found is not None:
@@ -168,7 +254,9 @@ class NodeCache:
             part = self._reserve(key, wait)
             try:
                 with open(part, "r+b") as fp:
+                    in_fetch[0] = True
                     fetch(fp)
+                    in_fetch[0] = False
                     fp.truncate()
                     fp.flush()
                     os.fsync(fp.fileno())
@@ -214,22 +302,30 @@ class NodeCache:
     def record_verified(self, key: EntryKey, identity: ContentIdentity, source: str) -> None:
         """The data file of ``identity`` was hashed and holds ``key``'s bytes: record it in the ledger entry (under
         the entry's lock; nothing when the entry was evicted meanwhile)."""
-        with self._locked(self._path(key, _LOCK)):
-            if os.path.exists(self._path(key, _LEDGER)):
-                self._write_ledger(key, source, identity)
+        try:
+            with self._locked(self._path(key, _LOCK)):
+                if os.path.exists(self._path(key, _LEDGER)):
+                    self._write_ledger(key, source, identity)
+        except OSError as err:
+            if err.errno not in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT):
+                raise self.dir_error(err, "record a checked file") from None
+            # a cache that cannot be written is still read: the file is hashed again next time
 
     def discard(self, key: EntryKey) -> None:
         """Remove the owned entry ``key`` (its data no longer holds its bytes), so the next use fetches it again;
         mappings of it keep their bytes (POSIX ``unlink``)."""
-        with self._locked(self._path(key, _LOCK)):
-            if not os.path.exists(self._path(key, _LEDGER)):
-                return  # evicted or discarded meanwhile; never delete data the cache has no ledger entry for
-            for suffix in (_LEDGER, _DATA):  # the ledger first, as eviction does
-                try:
-                    os.unlink(self._path(key, suffix))
-                except FileNotFoundError:
-                    pass
-            self.written.pop(key.name, None)
+        try:
+            with self._locked(self._path(key, _LOCK)):
+                if not os.path.exists(self._path(key, _LEDGER)):
+                    return  # evicted or discarded meanwhile; never delete data the cache has no ledger entry for
+                for suffix in (_LEDGER, _DATA):  # the ledger first, as eviction does
+                    try:
+                        os.unlink(self._path(key, suffix))
+                    except FileNotFoundError:
+                        pass
+                self.written.pop(key.name, None)
+        except OSError as err:
+            raise self.dir_error(err, f"remove the changed copy {self._path(key, _DATA)}") from None
 
     def _adopt(self, key: EntryKey, source: str) -> str | None:
         """Data renamed into place by a process killed before it wrote the ledger entry: reused when its hash is
@@ -273,13 +369,14 @@ class NodeCache:
         return owned
 
     def _in_flight(self) -> int:
-        """Bytes of live fetches (``.part`` files whose entry lock is held); stale ones are removed."""
+        """Bytes of live fetches (``.part`` files whose entry lock is held); stale ones are removed.  A ``.part``
+        whose entry has no lock file was never made by a fetch (a fetcher creates the lock first, and lock files
+        stay): not a fetch, ignored and left alone, as is any name the cache does not spell."""
         total = 0
         for name in os.listdir(self.tmp):
-            if not name.endswith(_PART):
-                continue
-            key = EntryKey.from_name(name.split(".", 1)[0])
-            if key is None:
+            match = _PART_NAME.fullmatch(name)
+            key = None if match is None else EntryKey.from_name(match.group(1))
+            if key is None or not os.path.exists(self._path(key, _LOCK)):
                 continue
             fd = _try_lock(self._path(key, _LOCK), fcntl.LOCK_EX)
             if fd is None:
@@ -380,4 +477,4 @@ class NodeCache:
         return sum(self.entries().values())
 
 
-__all__ = ["CacheFullError", "EntryKey", "NodeCache", "hash_file"]
+__all__ = ["CacheDirError", "CacheFullError", "EntryKey", "NodeCache", "hash_file"]
