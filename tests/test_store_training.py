@@ -323,3 +323,26 @@ def test_the_vectorised_schedule_is_the_per_item_loops(s3_store, local_pack, tmp
         assert got.uses.keys() == again.uses.keys()
         for name, at in got.uses.items():
             assert at.tolist() == [b for b, batch in enumerate(expected) if name in batch]
+
+
+@pytest.mark.parametrize("kind", ["build_loader", "stateful_dataloader"])
+def test_a_store_failure_in_a_worker_reaches_training_as_its_own_type(s3_store, local_pack, tmp_path, kind):
+    """Code that catches ``ObjectStoreError`` (or ``SpeechpackError``) sees the worker's error as itself, with the
+    worker's message, not torch's ``RuntimeError: Caught ObjectStoreError in DataLoader worker process 1``."""
+    from speechpack.loader.stateful_loader import stateful_dataloader
+    from speechpack.schemas.errors import SpeechpackError
+
+    url = publish(local_pack, f"training/worker-error-{kind}/train")
+    cfg = config(url, {"dir": str(tmp_path / "cache"), "ahead": 0, "retry_seconds": 1})
+    make = build_loader if kind == "build_loader" else stateful_dataloader
+    loader = make(cfg, "train", seed=3, num_workers=2, batches_per_message=1)
+    s3_store.stop()
+    try:
+        with pytest.raises(ObjectStoreError) as caught:
+            list(loader)
+    finally:
+        s3_store.start()
+    assert isinstance(caught.value, SpeechpackError)
+    message = str(caught.value)
+    assert url in message and "gave up after" in message and "Caught" not in message and SECRET not in message
+    assert any("DataLoader worker process" in note for note in caught.value.__notes__)

@@ -11,8 +11,8 @@ file once.  ``settings`` parses the config's ``cache:`` block.
 """
 
 from speechpack.loader.cache.cached_files import CachedPackFiles, open_cached_pack, pack_source_files
-from speechpack.loader.cache.node_cache import CacheFullError, NodeCache
+from speechpack.loader.cache.node_cache import CacheDirError, CacheFullError, NodeCache
 from speechpack.loader.cache.settings import CACHE_DIR_ENV, CacheSettings
 
-__all__ = ["CACHE_DIR_ENV", "CacheFullError", "CacheSettings", "CachedPackFiles", "NodeCache", "open_cached_pack",
+__all__ = ["CACHE_DIR_ENV", "CacheDirError", "CacheFullError", "CacheSettings", "CachedPackFiles", "NodeCache", "open_cached_pack",
            "pack_source_files"]
