@@ -346,3 +346,21 @@ def test_a_store_failure_in_a_worker_reaches_training_as_its_own_type(s3_store, 
     message = str(caught.value)
     assert url in message and "gave up after" in message and "Caught" not in message and SECRET not in message
     assert any("DataLoader worker process" in note for note in caught.value.__notes__)
+
+
+def test_another_cache_limit_that_gives_the_same_shard_order_resumes_its_state(s3_store, local_pack, tmp_path):
+    """The fingerprint holds the window the plan uses, not the limit it came from (docs: the limit is not part of
+    the state): two limits above the pack give the one order, and a state saved under one resumes under the other."""
+    url = publish(local_pack, "training/shard-order-resume/train")
+    whole = stream_bytes(local_pack)
+    one = build_loader(config(url, {"dir": str(tmp_path / "a"), "limit": 4 * whole, "shard_order": True}), "train",
+                       seed=3)
+    other = build_loader(config(url, {"dir": str(tmp_path / "b"), "limit": 8 * whole, "shard_order": True}),
+                         "train", seed=3)
+    assert one.dataset.shard_order.window == other.dataset.shard_order.window
+    batches = iter(one)
+    [next(batches) for _ in range(2)]
+    state = one.state_dict()
+    rest = [plain(b) for b in batches]
+    other.load_state_dict(state)
+    assert_batches_equal([plain(b) for b in other], rest)
