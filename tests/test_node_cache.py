@@ -288,3 +288,21 @@ def test_a_stale_part_of_a_killed_fetch_is_still_removed(tmp_path):
     stale = tmp_path / "cache" / "tmp" / f"{key.name}.4242.part"
     stale.write_bytes(b"01234")
     assert cache.free_bytes() == 1000 and not stale.exists()
+
+
+def test_a_url_without_a_manifest_is_not_a_pack_in_the_same_words_for_the_cache_and_copy(s3_store, tmp_path):
+    import fsspec
+
+    from factories.s3 import s3_url
+    from speechpack.loader.cache import open_cached_pack
+    from speechpack.packer.copy.staging import read_source
+    from speechpack.schemas.errors import PackFormatError
+
+    url = s3_url("node-cache/not-a-pack/train")
+    fsspec.filesystem("s3", skip_instance_cache=True).pipe_file(f"{url}/columns/samples.npy", b"x")
+    said = []
+    for read in (lambda: open_cached_pack(url, {"dir": str(tmp_path / "cache")}), lambda: read_source(url)):
+        with pytest.raises(PackFormatError) as caught:
+            read()
+        said.append(str(caught.value))
+    assert said[0] == said[1] == f"{url}: not a pack (no dataset.json; an unfinished build leaves none)"

@@ -61,7 +61,7 @@ from speechpack.loader.pack.reader import Pack, open_pack
 from speechpack.schemas.constants import COLUMNS_DIR, MANIFEST_NAME
 from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.format import FileEntry
-from speechpack.schemas.manifest_file import ManifestFile, parse_manifest
+from speechpack.schemas.manifest_file import ManifestFile, manifest_from
 
 T = TypeVar("T")
 
@@ -193,6 +193,14 @@ def run_all(pool: ThreadPoolExecutor, calls: Iterable[Callable[[], T]]) -> list[
     return results
 
 
+class _StoreFailed(Exception):
+    """Carries a store's ``ObjectStoreError`` through ``manifest_from`` (which words local read errors) unchanged."""
+
+    def __init__(self, error: ObjectStoreError):
+        super().__init__(str(error))
+        self.error = error
+
+
 class CachedPackFiles(PackFiles):
     """The files of the pack at ``store`` (an ``ObjectStorePackFiles``), served from the node cache ``settings``
     describe.  ``max_open_streams`` bounds the mappings a ``Pack`` keeps (each pins its entry).  ``verify`` is how
@@ -222,18 +230,26 @@ class CachedPackFiles(PackFiles):
         return with_retries(request, self.settings.retry_seconds)
 
     def read_manifest(self) -> ManifestFile:
-        """``dataset.json`` from the store (retried); fixes the version every other file is read at."""
-        where = self.where(MANIFEST_NAME)
+        """``dataset.json`` from the store (retried) through the one manifest reader (``manifest_from``: an absent
+        one is "not a pack", worded as for every other source); fixes the version every other file is read at.  A
+        store that keeps failing stays an ``ObjectStoreError``."""
+
+        def identity_and_bytes() -> tuple[str, bytes]:
+            try:
+                raw = self._retried(lambda: self.store.read_bytes(MANIFEST_NAME))
+            except ObjectStoreError as err:
+                raise _StoreFailed(err) from None
+            return hashlib.sha256(raw).hexdigest(), raw
+
         try:
-            raw = self._retried(lambda: self.store.read_bytes(MANIFEST_NAME))
-        except FileNotFoundError:
-            raise PackFormatError(f"{self.location}: not a pack (no {MANIFEST_NAME}; an unfinished build leaves "
-                                  f"none)") from None
-        manifest = parse_manifest(raw, where)
+            manifest_file = manifest_from(identity_and_bytes, self.location, self.where(MANIFEST_NAME))
+        except _StoreFailed as failed:
+            raise failed.error from None
+        manifest = manifest_file.manifest
         self.entries = manifest.file_entries()
-        self.manifest_sha256 = hashlib.sha256(raw).hexdigest()
+        self.manifest_sha256 = manifest_file.identity
         self.fetch_many([f"{COLUMNS_DIR}/{name}" for name in manifest.columns])
-        return ManifestFile(path=where, manifest=manifest, raw=raw, identity=self.manifest_sha256)
+        return manifest_file
 
     def key(self, rel: str) -> EntryKey | None:
         """The cache key of file ``rel`` (None for a file the manifest does not list)."""
