@@ -318,3 +318,30 @@ def _open_and_check(pack_dir: Path, mode: str) -> str:
     except PackFormatError as err:
         return "refused" if "does not match" in str(err) else str(err)
     return "served"
+
+
+def test_records_of_packs_that_are_gone_are_pruned_and_nothing_else(real_pack, tmp_path, wesep_list, real_audio):
+    import shutil
+
+    root = tmp_path / "cache" / "speechpack" / "verified"
+    other = tmp_path / "other"
+    build_wesep(str(wesep_list([Mix("o1", tuple(real_audio("pocketsphinx", 2)), seconds=0.5)], name="o.list")
+                    .list_path), BuildOptions(out=str(other), shard_bytes=100_000, progress=False))
+    for path in (real_pack, other):
+        pack = open_pack(path)
+        _read_all(pack)
+        assert pack.checks.wait(30)
+    directories = {(d / content_check.PACK_FILE).read_text(): d for d in root.iterdir() if d.is_dir()}
+    assert set(directories) == {os.path.realpath(real_pack), os.path.realpath(other)}
+    earlier = root / ("0" * 32)  # an earlier version's directory: no pack named, kept
+    earlier.mkdir()
+    (earlier / "shard-000000.mix.npy.json").write_text("{}")
+    shutil.rmtree(other)
+    assert content_check.prune_records(str(root)) == []  # pruned at most once a day: not yet
+    assert content_check.prune_records(str(root), every=0) == [str(directories[os.path.realpath(other)])]
+    assert directories[os.path.realpath(real_pack)].is_dir() and earlier.is_dir()
+    shutil.rmtree(real_pack)
+    kept = directories[os.path.realpath(real_pack)] / "notes.txt"
+    kept.write_text("a user's file")
+    assert content_check.prune_records(str(root), every=0) == []
+    assert kept.read_text() == "a user's file" and not list(kept.parent.glob("*.json"))

@@ -29,6 +29,12 @@ symbolic link, read only when it is a regular file of at most ``MAX_RECORD_BYTES
 (a FIFO, a link to ``/dev/zero``, a huge file, a directory) is ignored, never trusted, and replaced by a new record
 when the file is hashed.
 
+Records of packs that are gone are pruned (``prune_records``): each pack's directory of records holds the pack's
+real path (``PACK_FILE``), and at most once a day (``PRUNE_SECONDS``, a stamp in the records' root) a process that
+writes a record removes the directories whose pack no longer has a ``dataset.json``, their records only (a file
+there that a reader did not write is left, with its directory).  Directories without the path (written by an
+earlier version) are kept.
+
 Modes (``open_pack(verify=...)``, the loader config's ``verify_streams``): ``off``; ``first-map`` (the default:
 as above); ``every-open`` (records are not trusted: each open hashes each file before its first read, and a
 mismatch is an error before any of its bytes are used).  A pack read from an object store has no node record (its
@@ -65,6 +71,11 @@ DEFAULT_VERIFY = VERIFY_FIRST_MAP
 RECORD_VERSION = 1
 #: Largest record read (a record is about 250 bytes): anything larger at a record's name is not a record.
 MAX_RECORD_BYTES = 4096
+#: The file in a pack's directory of records that names the pack (its real path), for ``prune_records``.
+PACK_FILE = "pack"
+#: Seconds between prunings of the records of packs that are gone (``prune_records``).
+PRUNE_SECONDS = 86400.0
+_PRUNE_STAMP = ".pruned"
 #: Bytes hashed per step: large enough that hashlib releases the GIL for most of the work, small enough that the
 #: read-ahead advice for the next step is a modest request.
 _HASH_STEP = 8 << 20
@@ -207,6 +218,7 @@ class RecordPlace:
         fd = None
         try:
             os.makedirs(self.directory, exist_ok=True)
+            self._name_the_pack()
             fd = _open_record(os.path.join(self.directory, self.record_name(rel)))
         except OSError as err:
             if err.errno not in _CANNOT_WRITE and not isinstance(err, (FileExistsError, NotADirectoryError,
@@ -221,6 +233,81 @@ class RecordPlace:
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)  # explicit: a forked child may still hold a copy of the descriptor
             os.close(fd)
+
+
+    def _name_the_pack(self) -> None:
+        """Write ``PACK_FILE`` (the pack's real path) once, and prune the records of packs that are gone now and
+        then (``prune_records``)."""
+        named = os.path.join(self.directory, PACK_FILE)
+        if read_small_file(named, MAX_RECORD_BYTES) is None:
+            real = os.path.realpath(self.pack_root).encode("utf-8", "surrogateescape")
+            tmp = f"{named}.{os.getpid()}.tmp"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            try:
+                os.write(fd, real)
+            finally:
+                os.close(fd)
+            os.replace(tmp, named)
+        prune_records(os.path.dirname(self.directory))
+
+
+def prune_records(root: str, every: float = PRUNE_SECONDS, now: float | None = None) -> list[str]:
+    """Remove the records of packs that are gone from the records' directory ``root`` (module docstring), when the
+    last pruning is ``every`` seconds old or more; the directories removed."""
+    now = time.time() if now is None else now
+    stamp = os.path.join(root, _PRUNE_STAMP)
+    try:
+        if now - os.lstat(stamp).st_mtime < every:
+            return []
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return []
+    try:
+        with open(stamp, "wb"):
+            pass
+        os.utime(stamp, (now, now))
+        names = os.listdir(root)
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        directory = os.path.join(root, name)
+        try:
+            if not stat_mode.S_ISDIR(os.lstat(directory).st_mode):
+                continue
+        except OSError:
+            continue
+        raw = read_small_file(os.path.join(directory, PACK_FILE), MAX_RECORD_BYTES)
+        if raw is None or not raw:
+            continue  # an earlier version's directory, or not ours: kept
+        pack = raw.decode("utf-8", "surrogateescape")
+        if os.path.isfile(os.path.join(pack, MANIFEST_NAME)):
+            continue
+        if _remove_records(directory):
+            removed.append(directory)
+    return removed
+
+
+def _remove_records(directory: str) -> bool:
+    """Remove the records (``*.json``) and ``PACK_FILE`` of ``directory``, then the directory if nothing else is
+    there; True when it is gone."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return False
+    for name in names:
+        if not (name.endswith(".json") or name == PACK_FILE):
+            continue
+        try:
+            os.unlink(os.path.join(directory, name))  # a record, or whatever was planted at its name: never followed
+        except OSError:
+            pass
+    try:
+        os.rmdir(directory)
+    except OSError:
+        return False
+    return True
 
 
 class _HeldRecord:
@@ -413,5 +500,5 @@ class StreamChecks:
 
 
 __all__ = ["DEFAULT_VERIFY", "MAX_RECORD_BYTES", "RECORD_VERSION", "ContentIdentity", "VERIFY_EVERY_OPEN", "VERIFY_FIRST_MAP", "VERIFY_MODES", "VERIFY_OFF",
-           "RecordPlace", "StreamCheck", "StreamChecks", "cache_root", "check_verify_mode", "hash_buffer", "read_small_file",
+           "RecordPlace", "StreamCheck", "StreamChecks", "cache_root", "check_verify_mode", "hash_buffer", "prune_records", "read_small_file",
            "record_sha256"]
