@@ -264,12 +264,11 @@ def prune_records(root: str, every: float = PRUNE_SECONDS, now: float | None = N
     except OSError:
         return []
     try:
-        with open(stamp, "wb"):
-            pass
-        os.utime(stamp, (now, now))
+        os.close(os.open(stamp, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644))
+        os.utime(stamp, (now, now), follow_symlinks=False)
         names = os.listdir(root)
     except OSError:
-        return []
+        return []  # a stamp that is not ours (a link, a FIFO): no pruning rather than touching what it names
     removed = []
     for name in names:
         directory = os.path.join(root, name)
