@@ -306,3 +306,13 @@ def test_a_url_without_a_manifest_is_not_a_pack_in_the_same_words_for_the_cache_
             read()
         said.append(str(caught.value))
     assert said[0] == said[1] == f"{url}: not a pack (no dataset.json; an unfinished build leaves none)"
+
+
+def test_a_planted_ledger_entry_without_data_claims_nothing_against_the_limit(tmp_path):
+    cache = NodeCache(str(tmp_path / "cache"), limit=1000)
+    planted = tmp_path / "cache" / "objects" / f"{'ab' * 32}-99999999999.owned"
+    planted.write_text("s3://somewhere\n")
+    (tmp_path / "cache" / "objects" / f"{'cd' * 32}-5.owned").symlink_to("/dev/zero")
+    assert cache.usage() == 0 and cache.free_bytes() == 1000
+    cache.ensure(EntryKey("ef" * 32, 10), lambda fp: fp.write(b"0123456789"), "test")
+    assert cache.usage() == 10 and planted.exists()

@@ -359,13 +359,21 @@ class NodeCache:
             time.sleep(0.2)
 
     def entries(self) -> dict[str, int]:
-        """Complete entries this cache owns (ledger present): name -> size."""
+        """Complete entries this cache owns (a ledger entry that is a regular file, beside its data): name -> size.
+        A ledger entry without data was not written by the cache (it removes the ledger entry first, and writes it
+        last): it claims nothing against the limit, whatever size its name spells."""
+        ledgers, data = set(), set()
+        with os.scandir(self.objects) as listing:
+            for item in listing:
+                if item.name.endswith(_LEDGER) and item.is_file(follow_symlinks=False):
+                    ledgers.add(item.name[:-len(_LEDGER)])
+                elif item.name.endswith(_DATA):
+                    data.add(item.name[:-len(_DATA)])
         owned = {}
-        for name in os.listdir(self.objects):
-            if name.endswith(_LEDGER):
-                key = EntryKey.from_name(name[:-len(_LEDGER)])
-                if key is not None:
-                    owned[key.name] = key.size
+        for name in ledgers & data:
+            key = EntryKey.from_name(name)
+            if key is not None:
+                owned[key.name] = key.size
         return owned
 
     def _in_flight(self) -> int:
