@@ -454,4 +454,4 @@ def build_loader(config: dict | LoaderConfig, state: str, *, rank: int = 0, worl
                             batches_per_message=batches_per_message)
 
 
-__all__ = ["LoaderReport", "ResumeError", "SpeechLoader", "build_loader"]
+__all__ = ["LoaderReport", "ResumeError", "SpeechLoader", "WorkerFailure", "build_loader", "reraise_failures"]
