@@ -18,9 +18,11 @@ are ``number`` and ``value_range`` under that name); a directly built object nam
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from decimal import Decimal, InvalidOperation
 from numbers import Integral
 from typing import Any
 
@@ -42,6 +44,11 @@ MAX_EPOCH = (1 << 31) - 1
 MAX_DB = 100.0
 #: A window, chunk or history of at most 2**28 samples (about 4.7 hours at 16 kHz; 1 GiB as float32 per row).
 MAX_SAMPLES = 2 ** 28
+
+#: The units ``byte_size`` reads (``schemas.units.parse_size``'s: decimal and binary).
+_SIZE_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "PB": 10**15,
+               "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40, "PIB": 2**50}
+_SIZE = re.compile(r"^\s*(\d{1,30}(?:\.\d{1,30})?)\s*([A-Za-z]{0,3})\s*$")
 
 _WHERE: ContextVar[str] = ContextVar("dataset_args_where", default="dataset_args")
 
@@ -86,6 +93,36 @@ def positive_int(value: Any, where: str, minimum: int = 1, maximum: int = MAX_CO
     if value > maximum:
         raise ConfigError(f"{where}: must be at most {maximum}, got {bounded_repr(value)}")
     return value
+
+
+def byte_size(value: Any, where: str, maximum: int) -> int:
+    """A config's size in bytes, exactly: an integer count of bytes, or text with a unit (``200GB``, ``1.5GiB``;
+    a fraction of a unit is rounded half up to whole bytes), in ``[1, maximum]``.  A fractional byte count (``1.5``,
+    ``1.5B``) and a float (YAML's ``1.5``, ``1e9``: never exact) are refused, as are values of other types."""
+    unit = 1
+    if isinstance(value, Integral) and not isinstance(value, bool):
+        size = int(value)
+    elif isinstance(value, str) and (match := _SIZE.match(value)) and match.group(2).upper() in _SIZE_UNITS:
+        unit = _SIZE_UNITS[match.group(2).upper()]
+        try:
+            exact = Decimal(match.group(1)) * unit
+        except InvalidOperation:  # pragma: no cover - the pattern admits only digits
+            exact = Decimal(-1)
+        if unit == 1 and exact != exact.to_integral_value():
+            raise ConfigError(f"{where}: {bounded_repr(value)} is not a whole number of bytes")
+        size = int((exact + Decimal("0.5")).to_integral_value(rounding="ROUND_FLOOR"))
+    elif isinstance(value, float):
+        raise ConfigError(f"{where}: expected a whole number of bytes or a size such as 48GiB, got the float "
+                          f"{bounded_repr(value)} (write it as an integer, or with a unit)")
+    else:
+        raise ConfigError(f"{where}: expected a number of bytes or a size such as 48GiB (units: "
+                          f"{', '.join(u for u in _SIZE_UNITS if u)}), got {bounded_repr(value)}")
+    if size < 1:
+        raise ConfigError(f"{where}: must be at least 1 byte, got {bounded_repr(value)}")
+    if size > maximum:
+        raise ConfigError(f"{where}: {bounded_repr(value)} is {size} bytes, more than the largest allowed "
+                          f"({maximum} bytes)")
+    return size
 
 
 def integer(value: Any, where: str, lo: int, hi: int) -> int:
@@ -166,5 +203,5 @@ def check_pair(value: Any, key: str, lo: float, hi: float) -> tuple[float, float
 
 
 __all__ = ["MAX_BATCH_ROWS", "MAX_COUNT", "MAX_DB", "MAX_EPOCH", "MAX_EPOCH_ITEMS", "MAX_SAMPLES", "MAX_SEED",
-           "ConfigError", "at", "check_choice", "check_finite", "check_int", "check_pair", "check_type", "db_range",
+           "ConfigError", "at", "byte_size", "check_choice", "check_finite", "check_int", "check_pair", "check_type", "db_range",
            "integer", "number", "positive_int", "probability", "take_known", "value_range", "where_set"]

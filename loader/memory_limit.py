@@ -8,7 +8,8 @@ means minutes of work before a ``MemoryError``, or a process the kernel kills (`
 succeed and fail only when written).  So the loader estimates both from the config and the packs, which costs
 nothing, and refuses with the figures.
 
-The ceiling is the config's top-level ``memory_limit`` (bytes, or a size such as ``48GiB``), by default half of
+The ceiling is the config's top-level ``memory_limit`` (an integer count of bytes, or a size such as ``48GiB``:
+exact, at most ``MAX_MEMORY_LIMIT``; ``1.5`` bytes or a float are refused), by default half of
 the memory available when the loader starts (``MemAvailable`` of ``/proc/meminfo``), read once then
 (``MemoryCeiling.of``) and carried with the loader to its workers: a plan accepted at start is judged against the
 same figure in every later epoch, worker and rank, not against what other processes leave free hours later.  A batch
@@ -22,8 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from speechpack.loader.config_checks import ConfigError, byte_size
 from speechpack.schemas.errors import SpeechpackError
-from speechpack.schemas.units import format_bytes, parse_size
+from speechpack.schemas.units import format_bytes
 
 #: Peak bytes per planned unit while ``plan_epoch`` makes a plan (tracemalloc, 2M units, numpy 2): static batches
 #: 18.5 (27 with a weighting's selection), budget batches 46 (62).  Rounded up; a plan holds about 10 per unit.
@@ -31,6 +33,8 @@ PLAN_BYTES_PER_UNIT = 32
 BUDGET_PLAN_BYTES_PER_UNIT = 64
 #: Share of the available memory the default ceiling allows.
 DEFAULT_SHARE = 0.5
+#: Largest ``memory_limit``: 1 PiB, more than any machine's memory; a larger figure is a mistake, refused by name.
+MAX_MEMORY_LIMIT = 1 << 50
 #: The ceiling where the available memory cannot be read (no ``/proc/meminfo``).
 FALLBACK_LIMIT = 8 << 30
 
@@ -58,14 +62,15 @@ def default_memory_limit() -> int:
 
 
 def memory_limit_bytes(value: Any, where: str = "memory_limit") -> int | None:
-    """A config's ``memory_limit`` (an int of bytes, or ``48GiB``/``500MB``) in bytes; None stays None (the
+    """A config's ``memory_limit`` (an integer count of bytes, or ``48GiB``/``500MB``) in exact bytes, at most
+    ``MAX_MEMORY_LIMIT`` (``loader.config_checks.byte_size``: no fractional bytes, no float); None stays None (the
     default, decided when the loader starts)."""
     if value is None:
         return None
     try:
-        return parse_size(value if isinstance(value, (str, int)) and not isinstance(value, bool) else repr(value))
-    except SpeechpackError as err:
-        raise MemoryLimitError(f"{where}: {err}") from None
+        return byte_size(value, where, MAX_MEMORY_LIMIT)
+    except ConfigError as err:
+        raise MemoryLimitError(str(err)) from None
 
 
 @dataclass(frozen=True)
@@ -143,6 +148,6 @@ def check_batch_memory(rows: int, samples: int, bytes_per_row_sample: int, in_fl
                                f"memory_limit")
 
 
-__all__ = ["BUDGET_PLAN_BYTES_PER_UNIT", "DEFAULT_SHARE", "FALLBACK_LIMIT", "PLAN_BYTES_PER_UNIT", "MemoryCeiling",
+__all__ = ["BUDGET_PLAN_BYTES_PER_UNIT", "DEFAULT_SHARE", "FALLBACK_LIMIT", "MAX_MEMORY_LIMIT", "PLAN_BYTES_PER_UNIT", "MemoryCeiling",
            "MemoryLimitError", "available_memory", "bytes_per_row_sample", "check_batch_memory", "check_plan_memory",
            "default_memory_limit", "largest_batch_rows", "memory_limit_bytes"]

@@ -35,7 +35,7 @@ from typing import Iterator
 from speechpack.loader.config_checks import MAX_EPOCH, ConfigError, integer
 from speechpack.loader.resume import Position, ResumeError
 from speechpack.loader.transport.message_groups import unpack
-from speechpack.loader.torch import SpeechLoader, as_tensors, build_loader
+from speechpack.loader.torch import SpeechLoader, as_tensors, build_loader, reraise_failures
 from speechpack.schemas.errors import SpeechpackError
 
 #: The ``DataLoader`` settings a ``SpeechLoader`` chose that the ``StatefulDataLoader`` takes over as they are.
@@ -197,7 +197,8 @@ def stateful_class() -> type:
         def __iter__(self) -> Iterator[dict]:
             self._handed = None
             global_start, world = self.sampler.next_global_start, self.speech_loader.world_size
-            for epoch, number, batch in unpack(super().__iter__(), self.speech_loader.message_sizes):
+            for epoch, number, batch in unpack(reraise_failures(super().__iter__()),
+                                               self.speech_loader.message_sizes):
                 self._handed = Position(epoch, global_start, number + 1, world)
                 yield as_tensors(batch)
 

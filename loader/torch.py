@@ -13,7 +13,7 @@ How the pieces fit:
   from the plan, which they recompute from (seed, epoch) on first use: nothing about the epoch lives in worker
   state, so persistent workers follow ``set_epoch`` and any ``num_workers`` gives the same batches;
 - ``SpeechLoader`` hands the batches out one by one and counts them, which is the whole resume state
-  (``loader.resume``);
+  (``loader.resume``); a speechpack error in a worker reaches the training loop as itself (``WorkerFailure``);
 - a worker builds each message's batches into a slot of shared memory it reuses (``loader.transport.batch_ring``; its
   lifetime rule says how long a batch's tensors stay valid: as long as they are referenced), and the training
   process wraps the slot in place: no per-batch shared-memory segment, no copy.
@@ -22,6 +22,7 @@ How the pieces fit:
 from __future__ import annotations
 
 import gc
+import pickle
 import warnings
 from dataclasses import dataclass
 from typing import Iterator
@@ -44,6 +45,7 @@ from speechpack.loader.plan.static_plan import resume_point
 from speechpack.loader.plan.plan import EpochPlan, needs_lengths, plan_epoch
 from speechpack.loader.resume import Position, ResumeError, make_state, read_state
 from speechpack.loader.tasks import prepare
+from speechpack.schemas.errors import SpeechpackError
 from speechpack.loader.plan.weighting import PackWeighting
 
 #: Shared-memory slots per worker beyond its prefetch (``loader.transport.batch_ring``; one slot per message): the message
@@ -162,7 +164,16 @@ class _PlannedBatches(Dataset):
         batches = [(*plan.batch(b), epoch, int(plan.global_batch[b])) for b in range(start, stop)]
         return self.builder.build_block(batches)
 
-    def __getitem__(self, key: tuple[int, int, int, int]) -> message_groups.BatchGroup:
+    def __getitem__(self, key: tuple[int, int, int, int]) -> "message_groups.BatchGroup | WorkerFailure":
+        try:
+            return self._group(key)
+        except Exception as err:  # noqa: BLE001 - carried to the training process as itself (WorkerFailure)
+            failure = WorkerFailure.of(err)
+            if failure is None:
+                raise
+            return failure
+
+    def _group(self, key: tuple[int, int, int, int]) -> message_groups.BatchGroup:
         epoch, start, stop, global_start = key
         meter = message_groups.Meter()
         block = self.arrays(epoch, start, stop, global_start)
@@ -177,6 +188,52 @@ class _PlannedBatches(Dataset):
             name: torch.from_numpy(value) if isinstance(value, np.ndarray) and value.nbytes >= _SHARED_MIN else value
             for name, value in build().items()} for build in builds])
 
+
+
+class WorkerFailure:
+    """A speechpack error raised in a DataLoader worker, returned as the message instead of raised, so the
+    training process raises it as its own type with its own message (``reraise_failures``).
+
+    Why: torch re-raises a worker's error as ``exc_type(message)`` and, where that constructor does not take one
+    string (``ObjectStoreError``'s takes three), as ``RuntimeError: Caught ObjectStoreError in DataLoader worker
+    process 1``, which code catching ``ObjectStoreError`` or ``SpeechpackError`` misses.  Only speechpack's errors
+    and ``OSError`` s (a store's, a disk's) travel so, and only those that pickle back as themselves; any other
+    (a bug) keeps torch's report with the worker's traceback."""
+
+    __slots__ = ("pickled", "worker")
+
+    def __init__(self, pickled: bytes, worker: int | None):
+        self.pickled = pickled
+        self.worker = worker
+
+    @classmethod
+    def of(cls, err: BaseException) -> "WorkerFailure | None":
+        """The failure carrying ``err`` from this worker; None outside a worker, or for an error torch reports
+        better (see the class docstring)."""
+        worker = get_worker_info()
+        if worker is None or not isinstance(err, (SpeechpackError, OSError)):
+            return None
+        try:
+            pickled = pickle.dumps(err)
+            back = pickle.loads(pickled)
+        except Exception:  # noqa: BLE001 - an error that does not travel is left to torch
+            return None
+        if type(back) is not type(err) or str(back) != str(err):
+            return None
+        return cls(pickled, worker.id)
+
+    def error(self) -> BaseException:
+        err = pickle.loads(self.pickled)  # made by this loader's own worker, never read from data
+        err.add_note(f"(raised in DataLoader worker process {self.worker})")
+        return err
+
+
+def reraise_failures(groups):
+    """The DataLoader's messages, a worker's ``WorkerFailure`` raised here as the worker's error."""
+    for group in groups:
+        if isinstance(group, WorkerFailure):
+            raise group.error() from None
+        yield group
 
 
 def as_tensors(batch) -> dict:
@@ -330,7 +387,7 @@ class SpeechLoader:
         in_process = self.dataloader_settings["num_workers"] == 0
         pin = in_process and self.dataloader.pin_memory and _pinnable()
         for batch in (self._in_process() if in_process
-                      else message_groups.batches_of(self.dataloader, self.message_sizes)):
+                      else message_groups.batches_of(reraise_failures(self.dataloader), self.message_sizes)):
             self._consumed += 1
             batch = as_tensors(batch)
             yield {k: v.pin_memory() if isinstance(v, torch.Tensor) else v for k, v in batch.items()} if pin else batch
@@ -414,4 +471,4 @@ def build_loader(config: dict | LoaderConfig, state: str, *, rank: int = 0, worl
                             batches_per_message=batches_per_message)
 
 
-__all__ = ["LoaderReport", "ResumeError", "SpeechLoader", "build_loader"]
+__all__ = ["LoaderReport", "ResumeError", "SpeechLoader", "WorkerFailure", "build_loader", "reraise_failures"]

@@ -92,3 +92,19 @@ def test_the_default_ceiling_is_read_once_when_the_loader_starts(real_pack, monk
     assert len(reads) == 1
     plan_report(cfg, world_size=2, epochs=3)
     assert len(reads) == 2
+
+
+def test_memory_limit_is_a_whole_exact_number_of_bytes_within_bounds(real_pack):
+    cfg = _config(real_pack)
+    for fractional in (1.5, "1.5", "1.5B", 2.0, 1e9):
+        cfg["memory_limit"] = fractional
+        with pytest.raises(ConfigError, match=r"config\.memory_limit: .*(whole number of bytes|float)"):
+            LoaderConfig.from_dict(cfg)
+    cfg["memory_limit"] = 99999999999999999999999
+    with pytest.raises(ConfigError, match=r"config\.memory_limit: 99999999999999999999999 is .* more than the largest "
+                                          r"allowed \(1125899906842624 bytes\)"):
+        LoaderConfig.from_dict(cfg)
+    cfg["memory_limit"] = (1 << 40) + 1  # exact, never through a float
+    assert LoaderConfig.from_dict(cfg).memory_limit == (1 << 40) + 1
+    cfg["memory_limit"] = "1.5GiB"
+    assert LoaderConfig.from_dict(cfg).memory_limit == 3 << 29

@@ -323,3 +323,44 @@ def test_the_vectorised_schedule_is_the_per_item_loops(s3_store, local_pack, tmp
         assert got.uses.keys() == again.uses.keys()
         for name, at in got.uses.items():
             assert at.tolist() == [b for b, batch in enumerate(expected) if name in batch]
+
+
+@pytest.mark.parametrize("kind", ["build_loader", "stateful_dataloader"])
+def test_a_store_failure_in_a_worker_reaches_training_as_its_own_type(s3_store, local_pack, tmp_path, kind):
+    """Code that catches ``ObjectStoreError`` (or ``SpeechpackError``) sees the worker's error as itself, with the
+    worker's message, not torch's ``RuntimeError: Caught ObjectStoreError in DataLoader worker process 1``."""
+    from speechpack.loader.stateful_loader import stateful_dataloader
+    from speechpack.schemas.errors import SpeechpackError
+
+    url = publish(local_pack, f"training/worker-error-{kind}/train")
+    cfg = config(url, {"dir": str(tmp_path / "cache"), "ahead": 0, "retry_seconds": 1})
+    make = build_loader if kind == "build_loader" else stateful_dataloader
+    loader = make(cfg, "train", seed=3, num_workers=2, batches_per_message=1)
+    s3_store.stop()
+    try:
+        with pytest.raises(ObjectStoreError) as caught:
+            list(loader)
+    finally:
+        s3_store.start()
+    assert isinstance(caught.value, SpeechpackError)
+    message = str(caught.value)
+    assert url in message and "gave up after" in message and "Caught" not in message and SECRET not in message
+    assert any("DataLoader worker process" in note for note in caught.value.__notes__)
+
+
+def test_another_cache_limit_that_gives_the_same_shard_order_resumes_its_state(s3_store, local_pack, tmp_path):
+    """The fingerprint holds the window the plan uses, not the limit it came from (docs: the limit is not part of
+    the state): two limits above the pack give the one order, and a state saved under one resumes under the other."""
+    url = publish(local_pack, "training/shard-order-resume/train")
+    whole = stream_bytes(local_pack)
+    one = build_loader(config(url, {"dir": str(tmp_path / "a"), "limit": 4 * whole, "shard_order": True}), "train",
+                       seed=3)
+    other = build_loader(config(url, {"dir": str(tmp_path / "b"), "limit": 8 * whole, "shard_order": True}),
+                         "train", seed=3)
+    assert one.dataset.shard_order.window == other.dataset.shard_order.window
+    batches = iter(one)
+    [next(batches) for _ in range(2)]
+    state = one.state_dict()
+    rest = [plain(b) for b in batches]
+    other.load_state_dict(state)
+    assert_batches_equal([plain(b) for b in other], rest)

@@ -233,3 +233,115 @@ def test_stream_arrays_kept_between_batches_stop_once_the_check_fails(real_pack)
     assert pack.checks.wait(30)
     with pytest.raises(PackFormatError, match="does not match"):
         arrays.of(segments)
+
+
+def test_an_edit_in_place_whose_mtime_is_put_back_is_hashed_again_and_refused(real_pack):
+    """``os.utime`` sets mtime back; ctime, part of the record's key, cannot be."""
+    pack = open_pack(real_pack)
+    _read_all(pack)
+    assert pack.checks.wait(30) and not pack.checks.unsettled
+    target = real_pack / "shard-000000" / "mix.npy"
+    before = os.stat(target)
+    _zero_in_place(target)
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert os.stat(target).st_mtime_ns == before.st_mtime_ns
+    later = open_pack(real_pack)
+    later.sample(0)
+    assert later.checks.wait(30)
+    with pytest.raises(PackFormatError, match="does not match"):
+        later.sample(0)
+
+
+def test_a_record_without_a_ctime_is_not_trusted_and_is_rewritten(real_pack, tmp_path, monkeypatch):
+    pack = open_pack(real_pack)
+    _read_all(pack)
+    assert pack.checks.wait(30)
+    records = _cached_records(tmp_path)
+    for path in records:  # as an earlier version wrote them
+        record = json.loads(path.read_text())
+        del record["ctime_ns"]
+        path.write_text(json.dumps(record))
+    calls = _hashes(monkeypatch)
+    again = open_pack(real_pack)
+    _read_all(again)
+    assert again.checks.wait(30) and not again.checks.unsettled
+    assert len(calls) == len(records)
+    assert all("ctime_ns" in json.loads(path.read_text()) for path in records)
+
+
+def _plant(kind: str, path: Path) -> None:
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "huge":
+        with open(path, "wb") as fp:
+            fp.truncate(2 << 30)  # sparse: 2 GiB claimed, nothing written
+    elif kind == "directory":
+        path.mkdir()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero", "huge", "directory"])
+def test_a_planted_record_is_ignored_never_followed_and_replaced(real_pack, tmp_path, monkeypatch, kind):
+    """A FIFO, a link to /dev/zero, a 2 GiB file or a directory at a record's name: read in bounded time and
+    memory, not trusted (the file is hashed, an edit still found), and replaced by a real record where it can be."""
+    import resource
+    import threading
+
+    pack = open_pack(real_pack)
+    _read_all(pack)
+    assert pack.checks.wait(30)
+    record = next(r for r in _cached_records(tmp_path) if r.name == "shard-000000.mix.npy.json")
+    _plant(kind, record)
+    _zero_in_place(real_pack / "shard-000000" / "mix.npy")
+    for mode in ("first-map", "every-open"):
+        done = []
+        worker = threading.Thread(target=lambda: done.append(_open_and_check(real_pack, mode)), daemon=True)
+        worker.start()
+        worker.join(30)
+        assert done == ["refused"], f"{kind}, {mode}: {done or 'blocked'}"
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss < 2 << 20  # KiB: never read 2 GiB
+    if kind == "directory":
+        assert record.is_dir()  # left alone: the file is then hashed without a record
+    else:
+        assert record.is_file() and not record.is_symlink()
+        assert json.loads(record.read_text())["sha256"] != ""
+
+
+def _open_and_check(pack_dir: Path, mode: str) -> str:
+    pack = open_pack(pack_dir, verify=mode)
+    try:
+        pack.sample(0)
+        pack.checks.wait(30)
+        pack.sample(0)
+    except PackFormatError as err:
+        return "refused" if "does not match" in str(err) else str(err)
+    return "served"
+
+
+def test_records_of_packs_that_are_gone_are_pruned_and_nothing_else(real_pack, tmp_path, wesep_list, real_audio):
+    import shutil
+
+    root = tmp_path / "cache" / "speechpack" / "verified"
+    other = tmp_path / "other"
+    build_wesep(str(wesep_list([Mix("o1", tuple(real_audio("pocketsphinx", 2)), seconds=0.5)], name="o.list")
+                    .list_path), BuildOptions(out=str(other), shard_bytes=100_000, progress=False))
+    for path in (real_pack, other):
+        pack = open_pack(path)
+        _read_all(pack)
+        assert pack.checks.wait(30)
+    directories = {(d / content_check.PACK_FILE).read_text(): d for d in root.iterdir() if d.is_dir()}
+    assert set(directories) == {os.path.realpath(real_pack), os.path.realpath(other)}
+    earlier = root / ("0" * 32)  # an earlier version's directory: no pack named, kept
+    earlier.mkdir()
+    (earlier / "shard-000000.mix.npy.json").write_text("{}")
+    shutil.rmtree(other)
+    assert content_check.prune_records(str(root)) == []  # pruned at most once a day: not yet
+    assert content_check.prune_records(str(root), every=0) == [str(directories[os.path.realpath(other)])]
+    assert directories[os.path.realpath(real_pack)].is_dir() and earlier.is_dir()
+    shutil.rmtree(real_pack)
+    kept = directories[os.path.realpath(real_pack)] / "notes.txt"
+    kept.write_text("a user's file")
+    assert content_check.prune_records(str(root), every=0) == []
+    assert kept.read_text() == "a user's file" and not list(kept.parent.glob("*.json"))

@@ -20,6 +20,17 @@ whole file's hash is the manifest's: a file is the cache's unit of fetch, verifi
 shards keep files to a size a node's cache holds many of: ``build --shard-bytes``).  A mismatch is fetched once
 more (a corrupted transfer), then it is an error naming the object and both hashes.
 
+**Checking the cache's copies** (``verify_streams``, as for a local pack: docs/loader.md).  The cache's files lie
+on a node's disk, where anything may change them after their fetch (a user, a tool, a failing disk), so a copy's
+bytes are checked again when they are read, at no cost in the steady state: the ledger entry records the identity
+of the data file its fetcher verified (``node_cache``: device, inode, size, mtime, ctime), and a copy whose
+``fstat`` still shows that identity is the verified file; one that does not (edited in place, even with its mtime
+put back) is hashed before any of its bytes are used.  ``every-open`` hashes each copy at each open (except those
+this process fetched itself); ``off`` checks only the size and the ledger.  Column files are checked this way in
+every mode (a local pack's columns are hashed at every open).  A copy whose bytes are not its key's is removed from
+the cache with a warning naming it, and fetched again (the fetch verifies what the store sends); a copy that is
+wrong again after that is an error naming it (``CacheIntegrityError``).
+
 **Retries** (``with_retries``).  Throttling (``SlowDown``, 503), timeouts and dropped connections are transient on
 any object store, so one failed request must not stop a training run; a failure that outlasts the budget stops it,
 naming the object and the store's reason (``ObjectStoreError``), and never skips a sample.  Backoff is exponential
@@ -35,20 +46,22 @@ import os
 import random
 import threading
 import time
+import warnings
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import BinaryIO, Callable, Iterable, TypeVar
 
 from speechpack.loader.cache.node_cache import EntryKey, NodeCache
 from speechpack.loader.cache.settings import CacheSettings, settings_in_use
-from speechpack.loader.pack.content_check import DEFAULT_VERIFY
+from speechpack.loader.pack.content_check import (DEFAULT_VERIFY, VERIFY_EVERY_OPEN, VERIFY_OFF, ContentIdentity,
+                                                  check_verify_mode, hash_buffer)
 from speechpack.loader.pack.files import MappedStream, PackFiles, is_remote, map_stream
 from speechpack.loader.pack.object_store import ObjectStoreError, ObjectStorePackFiles
 from speechpack.loader.pack.reader import Pack, open_pack
 from speechpack.schemas.constants import COLUMNS_DIR, MANIFEST_NAME
 from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.format import FileEntry
-from speechpack.schemas.manifest_file import ManifestFile, parse_manifest
+from speechpack.schemas.manifest_file import ManifestFile, manifest_from
 
 T = TypeVar("T")
 
@@ -180,21 +193,35 @@ def run_all(pool: ThreadPoolExecutor, calls: Iterable[Callable[[], T]]) -> list[
     return results
 
 
+class _StoreFailed(Exception):
+    """Carries a store's ``ObjectStoreError`` through ``manifest_from`` (which words local read errors) unchanged."""
+
+    def __init__(self, error: ObjectStoreError):
+        super().__init__(str(error))
+        self.error = error
+
+
 class CachedPackFiles(PackFiles):
     """The files of the pack at ``store`` (an ``ObjectStorePackFiles``), served from the node cache ``settings``
-    describe.  ``max_open_streams`` bounds the mappings a ``Pack`` keeps (each pins its entry)."""
+    describe.  ``max_open_streams`` bounds the mappings a ``Pack`` keeps (each pins its entry).  ``verify`` is how
+    the cache's copies of stream files are checked when mapped (``verify_streams``; module docstring)."""
 
-    #: Every listed file is read from the cache's copy, verified against its sha256 when it was fetched.
+    #: Every listed file is read from the cache's copy, verified against its sha256 when it was fetched and checked
+    #: again here when read or mapped (module docstring): the reader does not hash it a second time.
     hashes_checked = True
 
-    def __init__(self, store: ObjectStorePackFiles, settings: CacheSettings):
+    def __init__(self, store: ObjectStorePackFiles, settings: CacheSettings, verify: str = DEFAULT_VERIFY):
         self.store = store
         self.location = store.location
         self.settings = settings
+        self.verify = check_verify_mode(verify)
         self.cache = NodeCache(settings.dir, settings.limit)
         self.max_open_streams = settings.open_files
         self.entries: dict[str, FileEntry] = {}
         self.manifest_sha256: str | None = None
+        #: Copies this open has checked (entry name -> identity of the file then): a mapping the LRU let go and
+        #: made again is not hashed again while the file is the same.
+        self._checked: dict[str, ContentIdentity] = {}
 
     def where(self, rel: str) -> str:
         return self.store.where(rel)
@@ -203,18 +230,26 @@ class CachedPackFiles(PackFiles):
         return with_retries(request, self.settings.retry_seconds)
 
     def read_manifest(self) -> ManifestFile:
-        """``dataset.json`` from the store (retried); fixes the version every other file is read at."""
-        where = self.where(MANIFEST_NAME)
+        """``dataset.json`` from the store (retried) through the one manifest reader (``manifest_from``: an absent
+        one is "not a pack", worded as for every other source); fixes the version every other file is read at.  A
+        store that keeps failing stays an ``ObjectStoreError``."""
+
+        def identity_and_bytes() -> tuple[str, bytes]:
+            try:
+                raw = self._retried(lambda: self.store.read_bytes(MANIFEST_NAME))
+            except ObjectStoreError as err:
+                raise _StoreFailed(err) from None
+            return hashlib.sha256(raw).hexdigest(), raw
+
         try:
-            raw = self._retried(lambda: self.store.read_bytes(MANIFEST_NAME))
-        except FileNotFoundError:
-            raise PackFormatError(f"{self.location}: not a pack (no {MANIFEST_NAME}; an unfinished build leaves "
-                                  f"none)") from None
-        manifest = parse_manifest(raw, where)
+            manifest_file = manifest_from(identity_and_bytes, self.location, self.where(MANIFEST_NAME))
+        except _StoreFailed as failed:
+            raise failed.error from None
+        manifest = manifest_file.manifest
         self.entries = manifest.file_entries()
-        self.manifest_sha256 = hashlib.sha256(raw).hexdigest()
+        self.manifest_sha256 = manifest_file.identity
         self.fetch_many([f"{COLUMNS_DIR}/{name}" for name in manifest.columns])
-        return ManifestFile(path=where, manifest=manifest, raw=raw, identity=self.manifest_sha256)
+        return manifest_file
 
     def key(self, rel: str) -> EntryKey | None:
         """The cache key of file ``rel`` (None for a file the manifest does not list)."""
@@ -241,25 +276,89 @@ class CachedPackFiles(PackFiles):
     def listing(self) -> dict[str, int]:
         return self._retried(self.store.listing)
 
+    def _holds_its_bytes(self, key: EntryKey, identity: ContentIdentity, digest: Callable[[], str], rel: str,
+                         mode: str) -> bool:
+        """Whether the cache's copy of ``key`` (``identity``: ``fstat`` of the descriptor read) holds the bytes its
+        key names (module docstring): known from this open, this process's own fetch or (unless ``every-open``)
+        the ledger's record; else ``digest()`` says, and a match is recorded."""
+        if self._checked.get(key.name) == identity or self.cache.written.get(key.name) == identity:
+            return True
+        if mode != VERIFY_EVERY_OPEN and self.cache.verified_as(key, identity):
+            self._checked[key.name] = identity
+            return True
+        if digest() != key.sha256:
+            return False
+        self.cache.record_verified(key, identity, self.where(rel))
+        self._checked[key.name] = identity
+        return True
+
+    def _changed_copy(self, key: EntryKey, path: str, rel: str, attempt: int) -> None:
+        """The copy at ``path`` no longer holds ``key``'s bytes: removed from the cache (fetched again next), with
+        a warning; the second time, an error."""
+        self.cache.discard(key)
+        self._checked.pop(key.name, None)
+        what = (f"{path} (the node cache's copy of {self.where(rel)}): its bytes changed on disk after it was fetched "
+                f"(sha256 is not {key.sha256}, {MANIFEST_NAME}'s)")
+        if attempt + 1 >= FETCH_ATTEMPTS:
+            raise CacheIntegrityError(f"{what}, again after it was fetched once more: something under cache.dir "
+                                      f"({self.cache.root}) keeps changing the cache's files (a failing disk, a "
+                                      f"tool writing there); remove it from the cache directory and run again")
+        warnings.warn(f"{what}; removed it from the cache and fetching it again", stacklevel=3)
+
+    def _read_checked(self, rel: str, read: Callable[[BinaryIO], bytes]) -> bytes | None:
+        """``read(fp)`` of the cache's copy of listed file ``rel``, once the copy is checked (module docstring;
+        columns and whole reads are checked in every mode, by record or by hash); None for an unlisted file."""
+        key = self.key(rel)
+        if key is None:
+            return None
+        mode = VERIFY_EVERY_OPEN if self.verify == VERIFY_EVERY_OPEN else DEFAULT_VERIFY
+        for attempt in range(FETCH_ATTEMPTS):
+            path = self.local_path(rel)
+            try:
+                fp = open(path, "rb")
+            except FileNotFoundError:  # evicted between the fetch and the open: fetch again
+                continue
+            with fp:
+                identity = ContentIdentity.of(os.fstat(fp.fileno()))
+                if self._holds_its_bytes(key, identity, lambda: _hash_open_file(fp), rel, mode):
+                    fp.seek(0)
+                    return read(fp)
+            self._changed_copy(key, path, rel, attempt)
+        raise CacheIntegrityError(f"{self.where(rel)}: the node cache's copy was removed while it was being read, "
+                                  f"twice; is another process deleting files under {self.cache.root}?")
+
     def read_bytes(self, rel: str) -> bytes:
-        path = self.local_path(rel)
-        if path is None:
+        data = self._read_checked(rel, lambda fp: fp.read())
+        if data is None:
             return self._retried(lambda: self.store.read_bytes(rel))
-        with open(path, "rb") as fp:
-            return fp.read()
+        return data
 
     def read_range(self, rel: str, start: int, stop: int) -> bytes:
-        path = self.local_path(rel)
-        if path is None:
-            return self._retried(lambda: self.store.read_range(rel, start, stop))
-        with open(path, "rb") as fp:
+        def ranged(fp: BinaryIO) -> bytes:
             fp.seek(start)
             return fp.read(max(stop - start, 0))
+
+        data = self._read_checked(rel, ranged)
+        if data is None:
+            return self._retried(lambda: self.store.read_range(rel, start, stop))
+        return data
 
     def stream(self, rel: str, dtype: str, row_shape: tuple[int, ...]) -> MappedStream:
         key = self.key(rel)
         if key is None:
             raise PackFormatError(f"{self.where(rel)}: not a file of {MANIFEST_NAME}")
+        for attempt in range(FETCH_ATTEMPTS):
+            mapped, path = self._pinned_mapping(rel, key, dtype, row_shape)
+            if self.verify == VERIFY_OFF or self._holds_its_bytes(
+                    key, mapped.identity, lambda: hash_buffer(mapped.source), rel, self.verify):
+                return mapped
+            del mapped  # its pin goes with the mapping
+            self._changed_copy(key, path, rel, attempt)
+        raise AssertionError("unreachable: the last attempt raises")
+
+    def _pinned_mapping(self, rel: str, key: EntryKey, dtype: str, row_shape: tuple[int, ...]
+                        ) -> tuple[MappedStream, str]:
+        """The cache's copy of ``rel`` mapped, its entry pinned for as long as the mapping lives."""
         while True:
             self.local_path(rel)
             pinned = self.cache.pin(key)
@@ -272,7 +371,7 @@ class CachedPackFiles(PackFiles):
             os.close(fd)
             raise
         weakref.finalize(mapped.mapping, os.close, fd)  # the pin lives as long as the mapping (and its views)
-        return mapped
+        return mapped, path
 
     def identity(self, rel: str):
         """The opened manifest's hash for ``dataset.json`` (the version is fixed at open), a listed file's hash."""
@@ -283,23 +382,32 @@ class CachedPackFiles(PackFiles):
 
 
 def pack_source_files(location: str | os.PathLike, cache: CacheSettings | dict | None = None,
-                      endpoint_url: str | None = None) -> str | PackFiles:
+                      endpoint_url: str | None = None, verify: str = DEFAULT_VERIFY) -> str | PackFiles:
     """What ``open_pack`` should open for a config's pack path: a URL through the node cache (``cache``, else the
-    loader's being built, else the defaults: ``loader.cache.settings``), a local path as it is."""
+    loader's being built, else the defaults: ``loader.cache.settings``; its copies checked as ``verify`` says), a
+    local path as it is."""
     location = os.fspath(location)
     if not is_remote(location):
         return location
     settings = CacheSettings.from_dict(cache if cache is not None else settings_in_use())
-    return CachedPackFiles(ObjectStorePackFiles(location, endpoint_url=endpoint_url), settings)
+    return CachedPackFiles(ObjectStorePackFiles(location, endpoint_url=endpoint_url), settings, verify)
 
 
 def open_cached_pack(location: str | os.PathLike, cache: CacheSettings | dict | None = None,
                      endpoint_url: str | None = None, verify: str = DEFAULT_VERIFY) -> Pack:
-    """``open_pack`` for a loader: a URL pack through the node cache, a local one as before.  ``verify`` is how a
-    local pack's stream files are checked when mapped (``loader.pack.content_check``); a cached file was checked
-    against its sha256 as it arrived (``CachedPackFiles.hashes_checked``), so the reader does not hash the cache's
-    copies again."""
-    return open_pack(pack_source_files(location, cache, endpoint_url), verify=verify)
+    """``open_pack`` for a loader: a URL pack through the node cache, a local one as before.  ``verify`` is how
+    stream files are checked when mapped: a local pack's by ``loader.pack.content_check``, the cache's copies by
+    ``CachedPackFiles`` (its ``hashes_checked``: the reader does not hash them a second time)."""
+    return open_pack(pack_source_files(location, cache, endpoint_url, verify), verify=verify)
+
+
+def _hash_open_file(fp: BinaryIO) -> str:
+    """sha256 of an open file from its start, read in large blocks."""
+    digest = hashlib.sha256()
+    fp.seek(0)
+    while block := fp.read(1 << 22):
+        digest.update(block)
+    return digest.hexdigest()
 
 
 __all__ = ["BLOCK_BYTES", "CacheIntegrityError", "CachedPackFiles", "fetch_pool", "fetch_verified", "is_permanent",

@@ -6,7 +6,10 @@ Layout (docs/loader.md, "Node cache (packs by URL)"), all under ``<dir>/``:
   ``dataset.json`` records them, so two versions of a pack never share an entry, and a file one version shares
   with the next is fetched once.
 - ``objects/<sha256>-<size>.owned``: the ledger entry written after the bytes were verified and renamed into
-  place.  An entry is complete only with both; the cache evicts and deletes only entries it has a ledger entry
+  place: the object's URL (for people), then the *record* of the verified bytes, the identity of the data file as
+  it stood then (``loader.pack.content_check.ContentIdentity``: device, inode, size, mtime, ctime) with the sha256
+  (``verified_as``), so a reader knows whether the file it maps is still the one verified without hashing it
+  (``loader.cache.cached_files``, "Checking the cache's copies").  An entry is complete only with both; the cache evicts and deletes only entries it has a ledger entry
   for, so a file it did not fetch (a local pack is never in here; anything copied in by hand) is never deleted.
 - ``objects/<sha256>-<size>.lock``: ``fcntl.flock`` lock file of the entry: whoever fetches holds it exclusively,
   so one fetch per file per node; the others wait on it and then map what was fetched.
@@ -27,24 +30,54 @@ first.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
+import json
 import os
+import re
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, Iterator
 
+from speechpack.loader.pack.content_check import ContentIdentity, read_small_file, record_sha256
 from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.units import format_bytes
 
 #: Seconds an admission waits for other processes to release pinned entries before the limit is an error.
 SPACE_WAIT_SECONDS = 120.0
 _DATA, _LEDGER, _LOCK, _PART = ".bin", ".owned", ".lock", ".part"
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_SIZE = re.compile(r"(?:0|[1-9][0-9]{0,18})")  # ASCII only: "²".isdigit() is true, int("²") fails
+#: A fetch's ``.part`` in ``tmp/``: ``<entry name>.<pid>.part``.
+_PART_NAME = re.compile(r"([0-9a-f]{64}-[0-9]+)\.[0-9]{1,10}\.part")
+#: Largest ledger entry read (a URL and a record): anything larger is not one of ours and is never trusted.
+MAX_LEDGER_BYTES = 1 << 16
 
 
 class CacheFullError(SpeechpackError):
     """The cache limit cannot hold what the plan needs at once (raised at start, or after waiting for others)."""
+
+
+class CacheDirError(SpeechpackError):
+    """The cache directory cannot hold the cache (not a directory, read-only, not ours to write, full, split over
+    two file systems): one line naming it and what to do, never a bare ``OSError``."""
+
+
+#: ``OSError`` numbers that say the cache directory cannot be used as one (``cache_dir_error``); any other (a
+#: store's failure: ``ObjectStoreError`` is an ``OSError`` too) passes through as it is.
+_DIR_FAULTS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
+                         errno.EEXIST, errno.EISDIR, errno.EXDEV, errno.ENOENT, errno.ELOOP, errno.EMLINK,
+                         errno.ENAMETOOLONG, errno.EIO})
+
+
+def _free_bytes(path: str) -> int | None:
+    try:
+        info = os.statvfs(path)
+    except OSError:
+        return None
+    return info.f_bavail * info.f_frsize
 
 
 @dataclass(frozen=True)
@@ -60,8 +93,10 @@ class EntryKey:
 
     @classmethod
     def from_name(cls, name: str) -> "EntryKey | None":
+        """The key an entry's file name spells (``<sha256>-<size>``: 64 lower-case hex digits, ASCII decimal
+        digits); None for any other name (a file the cache did not make: ignored, never deleted)."""
         sha, _, size = name.partition("-")
-        if len(sha) != 64 or not size.isdigit():
+        if not (_SHA256.fullmatch(sha) and _SIZE.fullmatch(size)):
             return None
         return cls(sha, int(size))
 
@@ -107,17 +142,25 @@ class NodeCache:
         self.space_wait = space_wait
         self.objects = os.path.join(self.root, "objects")
         self.tmp = os.path.join(self.root, "tmp")
-        os.makedirs(self.objects, exist_ok=True)
-        os.makedirs(self.tmp, exist_ok=True)
+        for directory in (self.objects, self.tmp):
+            try:
+                os.makedirs(directory, exist_ok=True)
+            except OSError as err:
+                raise self.dir_error(err, "make its directories") from None
+            if not os.path.isdir(directory):  # makedirs accepts a symbolic link to a non-directory on some systems
+                raise self.dir_error(NotADirectoryError(errno.ENOTDIR, "not a directory", directory),
+                                     "make its directories")
         #: Process-local, set by ``loader.cache.schedule``: an entry's next use in the plan (inf: none), and the
         #: entries that must stay (the next batches' files).
         self.next_use: Callable[[str], float] | None = None
         self.protected: Callable[[], set[str]] | None = None
         #: Bytes this process fetched from the store (for reports and tests).
         self.fetched_bytes = 0
+        #: Process-local: the data files this process verified and recorded (entry name -> identity).
+        self.written: dict[str, ContentIdentity] = {}
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "next_use": None, "protected": None, "fetched_bytes": 0}
+        return {**self.__dict__, "next_use": None, "protected": None, "fetched_bytes": 0, "written": {}}
 
     def __repr__(self) -> str:
         return f"NodeCache({self.root!r}, limit={self.limit})"
@@ -144,14 +187,66 @@ class NodeCache:
         finally:
             os.close(fd)
 
+    def dir_error(self, err: OSError, doing: str, key: "EntryKey | None" = None) -> "CacheDirError | OSError":
+        """``err``, met while the cache did ``doing``, as one line naming the directory and what to do; an error that
+        is not the directory's fault (a store's) is returned as it is."""
+        if isinstance(err, SpeechpackError) or err.errno not in _DIR_FAULTS:
+            return err
+        where = err.filename if isinstance(err.filename, str) else self.root
+        reason = err.strerror or str(err)
+        fix = "point cache.dir (or $SPEECHPACK_CACHE_DIR) at a writable directory on a local disk"
+        if err.errno in (errno.ENOSPC, errno.EDQUOT):
+            free = _free_bytes(self.root)
+            free_text = "unknown" if free is None else format_bytes(free)
+            need = (f"the cache needs room for its limit, cache.limit {format_bytes(self.limit)}, and has "
+                    f"{format_bytes(self.usage_or_zero())} of it; free space on that disk: {free_text}"
+                    if self.limit is not None else
+                    f"cache.limit is not set, so the cache grows with every file the plan reads; free space on "
+                    f"that disk: {free_text}")
+            what = f"{format_bytes(key.size)} " if key is not None else ""
+            return CacheDirError(f"{self.root}: the disk is full ({reason}) while the cache did {doing}, "
+                                 f"{what}more needed; {need}: set cache.limit to what the disk can hold, free space "
+                                 f"there, or {fix}")
+        if err.errno == errno.EROFS:
+            return CacheDirError(f"{self.root}: the cache directory is on a read-only file system (while the cache "
+                                 f"did {doing}); {fix}")
+        if err.errno in (errno.EACCES, errno.EPERM):
+            return CacheDirError(f"{self.root}: this user may not write there ({reason}: {where}, while the cache "
+                                 f"did {doing}); {fix}")
+        if err.errno == errno.EXDEV:
+            return CacheDirError(f"{self.root}: {self.tmp} and {self.objects} are on different file systems (a "
+                                 f"fetch is renamed from tmp/ into objects/); keep the whole cache directory on one "
+                                 f"file system, or {fix}")
+        if err.errno in (errno.ENOTDIR, errno.EEXIST, errno.EISDIR):
+            return CacheDirError(f"{where}: not a directory the cache can use ({reason}, while the cache did "
+                                 f"{doing}; it needs {self.objects} and {self.tmp} as directories); {fix}")
+        return CacheDirError(f"{where}: the cache cannot {doing} there ({reason}); {fix}")
+
+    def usage_or_zero(self) -> int:
+        try:
+            return self.usage()
+        except OSError:
+            return 0
+
     def ensure(self, key: EntryKey, fetch: Callable[[BinaryIO], None], source: str, wait: bool = True) -> str:
         """The data path of ``key``, fetched first when the node has no complete copy: ``fetch(fp)`` writes the
         verified bytes to ``fp`` (and raises when it cannot).  One process fetches; the others wait on the entry's
         lock and return the path it completed.  ``wait`` False: raise ``CacheFullError`` at once when the entry does
-        not fit now (a fetch ahead of need)."""
+        not fit now (a fetch ahead of need).  A directory that cannot hold the entry (full, read-only, ...) is a
+        ``CacheDirError`` naming it."""
         found = self.lookup(key)
         if found is not None:
             return found
+        in_fetch = [False]  # the store's own errors (an absent object: FileNotFoundError) pass through
+        try:
+            return self._ensure_locked(key, fetch, source, wait, in_fetch)
+        except OSError as err:
+            if in_fetch[0] and err.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            raise self.dir_error(err, f"fetch {source}", key) from None
+
+    def _ensure_locked(self, key: EntryKey, fetch: Callable[[BinaryIO], None], source: str, wait: bool,
+                       in_fetch: list) -> str:
         with self._locked(self._path(key, _LOCK)):
             found = self.lookup(key) or self._adopt(key, source)
             if found is not None:
@@ -159,13 +254,15 @@ class NodeCache:
             part = self._reserve(key, wait)
             try:
                 with open(part, "r+b") as fp:
+                    in_fetch[0] = True
                     fetch(fp)
+                    in_fetch[0] = False
                     fp.truncate()
                     fp.flush()
                     os.fsync(fp.fileno())
                 os.replace(part, self._path(key, _DATA))
                 _fsync_dir(self.objects)
-                self._write_ledger(key, source)
+                self._write_ledger(key, source, self._identity_of(key))
             except BaseException:
                 try:
                     os.unlink(part)
@@ -175,14 +272,60 @@ class NodeCache:
             self.fetched_bytes += key.size
             return self._path(key, _DATA)
 
-    def _write_ledger(self, key: EntryKey, source: str) -> None:
+    def _identity_of(self, key: EntryKey) -> ContentIdentity:
+        return ContentIdentity.of(os.stat(self._path(key, _DATA)))
+
+    def _write_ledger(self, key: EntryKey, source: str, identity: ContentIdentity | None) -> None:
+        """The ledger entry of ``key``: ``source`` (for people: where the bytes came from, a URL, never
+        credentials) and the record of the data file ``identity`` describes, verified to hold ``key``'s bytes."""
         tmp = os.path.join(self.tmp, f"{key.name}.{os.getpid()}{_LEDGER}")
+        record = "" if identity is None else json.dumps(identity.record(key.sha256), sort_keys=True) + "\n"
         with open(tmp, "w", encoding="utf-8") as fp:
-            fp.write(source + "\n")  # for people: where the bytes came from (a URL; never credentials)
+            fp.write(source.replace("\n", " ") + "\n" + record)
             fp.flush()
             os.fsync(fp.fileno())
         os.replace(tmp, self._path(key, _LEDGER))
+        if identity is not None:
+            self.written[key.name] = identity
         _fsync_dir(self.objects)
+
+    def verified_as(self, key: EntryKey, identity: ContentIdentity) -> bool:
+        """Whether the ledger entry of ``key`` records the data file of ``identity`` as verified (by whichever
+        process fetched or checked it): same device, inode, size, mtime and ctime.  A ledger entry that is not a
+        small regular file, has no record (an earlier version's) or records another file answers False."""
+        raw = read_small_file(self._path(key, _LEDGER), MAX_LEDGER_BYTES)
+        if raw is None:
+            return False
+        _source, _, record = raw.partition(b"\n")
+        return record_sha256(record.strip(), identity) == key.sha256
+
+    def record_verified(self, key: EntryKey, identity: ContentIdentity, source: str) -> None:
+        """The data file of ``identity`` was hashed and holds ``key``'s bytes: record it in the ledger entry (under
+        the entry's lock; nothing when the entry was evicted meanwhile)."""
+        try:
+            with self._locked(self._path(key, _LOCK)):
+                if os.path.exists(self._path(key, _LEDGER)):
+                    self._write_ledger(key, source, identity)
+        except OSError as err:
+            if err.errno not in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT):
+                raise self.dir_error(err, "record a checked file") from None
+            # a cache that cannot be written is still read: the file is hashed again next time
+
+    def discard(self, key: EntryKey) -> None:
+        """Remove the owned entry ``key`` (its data no longer holds its bytes), so the next use fetches it again;
+        mappings of it keep their bytes (POSIX ``unlink``)."""
+        try:
+            with self._locked(self._path(key, _LOCK)):
+                if not os.path.exists(self._path(key, _LEDGER)):
+                    return  # evicted or discarded meanwhile; never delete data the cache has no ledger entry for
+                for suffix in (_LEDGER, _DATA):  # the ledger first, as eviction does
+                    try:
+                        os.unlink(self._path(key, suffix))
+                    except FileNotFoundError:
+                        pass
+                self.written.pop(key.name, None)
+        except OSError as err:
+            raise self.dir_error(err, f"remove the changed copy {self._path(key, _DATA)}") from None
 
     def _adopt(self, key: EntryKey, source: str) -> str | None:
         """Data renamed into place by a process killed before it wrote the ledger entry: reused when its hash is
@@ -190,8 +333,9 @@ class NodeCache:
         data = self._path(key, _DATA)
         if not os.path.exists(data):
             return None
-        if os.path.getsize(data) == key.size and hash_file(data) == key.sha256:
-            self._write_ledger(key, source)
+        identity = self._identity_of(key)
+        if identity.size == key.size and hash_file(data) == key.sha256:
+            self._write_ledger(key, source, identity)
             return data
         os.replace(data, f"{data}.unverified-{time.time_ns()}")
         return None
@@ -215,23 +359,32 @@ class NodeCache:
             time.sleep(0.2)
 
     def entries(self) -> dict[str, int]:
-        """Complete entries this cache owns (ledger present): name -> size."""
+        """Complete entries this cache owns (a ledger entry that is a regular file, beside its data): name -> size.
+        A ledger entry without data was not written by the cache (it removes the ledger entry first, and writes it
+        last): it claims nothing against the limit, whatever size its name spells."""
+        ledgers, data = set(), set()
+        with os.scandir(self.objects) as listing:
+            for item in listing:
+                if item.name.endswith(_LEDGER) and item.is_file(follow_symlinks=False):
+                    ledgers.add(item.name[:-len(_LEDGER)])
+                elif item.name.endswith(_DATA):
+                    data.add(item.name[:-len(_DATA)])
         owned = {}
-        for name in os.listdir(self.objects):
-            if name.endswith(_LEDGER):
-                key = EntryKey.from_name(name[:-len(_LEDGER)])
-                if key is not None:
-                    owned[key.name] = key.size
+        for name in ledgers & data:
+            key = EntryKey.from_name(name)
+            if key is not None:
+                owned[key.name] = key.size
         return owned
 
     def _in_flight(self) -> int:
-        """Bytes of live fetches (``.part`` files whose entry lock is held); stale ones are removed."""
+        """Bytes of live fetches (``.part`` files whose entry lock is held); stale ones are removed.  A ``.part``
+        whose entry has no lock file was never made by a fetch (a fetcher creates the lock first, and lock files
+        stay): not a fetch, ignored and left alone, as is any name the cache does not spell."""
         total = 0
         for name in os.listdir(self.tmp):
-            if not name.endswith(_PART):
-                continue
-            key = EntryKey.from_name(name.split(".", 1)[0])
-            if key is None:
+            match = _PART_NAME.fullmatch(name)
+            key = None if match is None else EntryKey.from_name(match.group(1))
+            if key is None or not os.path.exists(self._path(key, _LOCK)):
                 continue
             fd = _try_lock(self._path(key, _LOCK), fcntl.LOCK_EX)
             if fd is None:
@@ -332,4 +485,4 @@ class NodeCache:
         return sum(self.entries().values())
 
 
-__all__ = ["CacheFullError", "EntryKey", "NodeCache", "hash_file"]
+__all__ = ["CacheDirError", "CacheFullError", "EntryKey", "NodeCache", "hash_file"]

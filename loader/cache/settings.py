@@ -2,7 +2,7 @@
 
 ``cache: {dir: /local/cache, limit: 200GB, ahead: 8, fetches: 8}`` in a loader config, the same keys as
 ``build_loader(..., cache=...)``.  ``dir`` defaults to ``$SPEECHPACK_CACHE_DIR``, else ``~/.cache/speechpack``;
-``limit`` (``schemas.units.parse_size``: ``200GB``, ``512MiB``) defaults to none: the cache then keeps every file it
+``limit`` (an integer count of bytes or a size: ``200GB``, ``512MiB``; ``loader.config_checks.byte_size``) defaults to none: the cache then keeps every file it
 fetches.  None of these change which batches are dealt, so none is part of a resume state's fingerprint
 (``loader.config.loader_fingerprint``); ``shard_order`` does (it is a plan option: ``loader.cache.shard_order``).
 """
@@ -15,9 +15,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from speechpack.loader.config_checks import ConfigError, check_type, positive_int, take_known
-from speechpack.schemas.errors import SpeechpackError
-from speechpack.schemas.units import parse_size
+from speechpack.loader.config_checks import ConfigError, byte_size, check_type, positive_int, take_known
 
 #: The environment variable that names the default cache directory (one per node; shared by ranks and jobs).
 CACHE_DIR_ENV = "SPEECHPACK_CACHE_DIR"
@@ -31,6 +29,8 @@ DEFAULT_RETRY_SECONDS = 60.0
 #: Files one process fetches from the store at once (a pack's columns at open, the next batches' files): a
 #: store's per-request latency (tens of ms) is then paid once per round, not once per file.
 DEFAULT_FETCHES = 8
+#: Largest ``limit``: 1 EiB, beyond any node's disk (a larger figure is a mistake, refused by name).
+MAX_LIMIT = 1 << 60
 #: Largest fetch-ahead distance (batches).
 MAX_AHEAD = 1 << 16
 
@@ -71,12 +71,7 @@ class CacheSettings:
         directory = v["dir"] if v["dir"] is not None else default_cache_dir()
         if not isinstance(directory, str) or not directory:
             raise ConfigError(f"{where}.dir: expected a directory, got {directory!r}")
-        limit = None
-        if v["limit"] is not None:
-            try:
-                limit = parse_size(v["limit"])
-            except SpeechpackError as err:
-                raise ConfigError(f"{where}.limit: {err}") from None
+        limit = None if v["limit"] is None else byte_size(v["limit"], f"{where}.limit", MAX_LIMIT)
         retry = check_type(v["retry_seconds"], (int, float), f"{where}.retry_seconds")
         if not 0 <= retry <= 86400:
             raise ConfigError(f"{where}.retry_seconds: must be in [0, 86400], got {retry}")

@@ -8,7 +8,9 @@ kept), so every rank works through the same window at the same time and a window
 epoch (the block shuffles of MosaicML Streaming's ``py1b``/``py1br`` follow the same idea).  The order is a
 permutation of the units, so exactly-once and equal steps per rank hold as with the plain shuffle.
 
-It is part of the plan, so its window is part of a resume state's fingerprint (``window_identity``).  It applies
+It is part of the plan, so its window is part of a resume state's fingerprint (``window_identity``): the window
+the plan uses (at most the shard count), never the limit it came from, so another ``cache.limit`` that gives the
+same plan resumes the same states.  It applies
 to unweighted epochs (a weighted epoch draws items, repeats included, before the order exists).
 """
 
@@ -75,8 +77,11 @@ def shard_windows(packs: list, builder, weighted: bool) -> ShardWindows | None:
     shard_bytes = max((sum(f.size for f in shard.files.values()) for p in packs for shard in p.manifest.shards),
                       default=1)
     limits = [s.limit for s in settings if s.limit is not None]
-    window = int(first[-1]) if not limits else max(1, min(limits) // 2 // max(shard_bytes, 1))
-    return ShardWindows(unit_shard=unit_shard.astype(np.int64), window=max(1, window))
+    shards = int(first[-1])
+    window = shards if not limits else max(1, min(limits) // 2 // max(shard_bytes, 1))
+    # A window of every shard or more is one order: clamped, so limits that give the same plan give one window
+    # (and one fingerprint: ``window_identity``).
+    return ShardWindows(unit_shard=unit_shard.astype(np.int64), window=max(1, min(window, shards)))
 
 
 def window_identity(windows: ShardWindows | None) -> dict:

@@ -7,8 +7,8 @@ file at every open would cost a full read of the pack per job; hashing it once p
 costs one read the first time and nothing after.
 
 How.  The first time a process maps a stream file, the reader looks for a *record* of that file: its identity
-(device, inode, size, mtime, from the ``fstat`` of the descriptor it was mapped from) and the sha256 computed from
-those bytes.  A record with the same identity is trusted: its sha256 is compared with ``dataset.json`` at once and
+(``ContentIdentity``: device, inode, size, mtime and ctime, from the ``fstat`` of the descriptor it was mapped from)
+and the sha256 computed from those bytes.  A record with the same identity is trusted: its sha256 is compared with ``dataset.json`` at once and
 nothing is read.  Without one, the file's mapped bytes are hashed on a background thread (one per process, off the
 batch path; the batch reads the mapping meanwhile), the record is written, and a sha256 other than
 ``dataset.json``'s stops every later read of that file with a ``PackFormatError`` naming it.  Records live in the
@@ -19,8 +19,21 @@ delete).  Packs that earlier versions wrote records into keep their ``.verified/
 (``schemas.constants.VERIFIED_DIR``; the pack's manifest owns it, so ``copy`` and ``build --overwrite`` remove it
 with the pack); those records are still read.  Each record file is ``flock``-ed while its file is hashed, so the
 DataLoader workers of a node hash a file once between them: the others wait (in their background thread) and
-read the record.  A file rewritten in place gets a new mtime, so its record no longer applies and it is hashed
-again.
+read the record.  A file rewritten in place gets a new mtime and ctime, so its record no longer applies and it is
+hashed again; mtime alone is not enough (``os.utime`` puts it back), ctime is (the kernel sets it on every change and
+no call sets it back).  A record without a ctime (written by an earlier version) is not trusted: the file is hashed
+again and the record rewritten.
+
+Records are data anyone with write access to the cache directory can plant: each is opened without following a
+symbolic link, read only when it is a regular file of at most ``MAX_RECORD_BYTES``, and anything else at its name
+(a FIFO, a link to ``/dev/zero``, a huge file, a directory) is ignored, never trusted, and replaced by a new record
+when the file is hashed.
+
+Records of packs that are gone are pruned (``prune_records``): each pack's directory of records holds the pack's
+real path (``PACK_FILE``), and at most once a day (``PRUNE_SECONDS``, a stamp in the records' root) a process that
+writes a record removes the directories whose pack no longer has a ``dataset.json``, their records only (a file
+there that a reader did not write is left, with its directory).  Directories without the path (written by an
+earlier version) are kept.
 
 Modes (``open_pack(verify=...)``, the loader config's ``verify_streams``): ``off``; ``first-map`` (the default:
 as above); ``every-open`` (records are not trusted: each open hashes each file before its first read, and a
@@ -32,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import stat as stat_mode
 import fcntl
 import hashlib
 import json
@@ -45,7 +59,6 @@ from typing import Callable, Hashable, Iterator
 
 from speechpack.schemas.constants import MANIFEST_NAME, VERIFIED_DIR
 from speechpack.schemas.errors import PackFormatError
-from speechpack.schemas.manifest_file import FileIdentity
 
 VERIFY_OFF = "off"
 VERIFY_FIRST_MAP = "first-map"
@@ -56,12 +69,88 @@ DEFAULT_VERIFY = VERIFY_FIRST_MAP
 
 #: Version of a record's JSON; a record of another version is ignored (the file is hashed again).
 RECORD_VERSION = 1
+#: Largest record read (a record is about 250 bytes): anything larger at a record's name is not a record.
+MAX_RECORD_BYTES = 4096
+#: The file in a pack's directory of records that names the pack (its real path), for ``prune_records``.
+PACK_FILE = "pack"
+#: Seconds between prunings of the records of packs that are gone (``prune_records``).
+PRUNE_SECONDS = 86400.0
+_PRUNE_STAMP = ".pruned"
 #: Bytes hashed per step: large enough that hashlib releases the GIL for most of the work, small enough that the
 #: read-ahead advice for the next step is a modest request.
 _HASH_STEP = 8 << 20
 #: Errors of a cache directory that cannot be written (read-only home, permissions): files are then hashed
 #: without a record.
 _CANNOT_WRITE = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+@dataclass(frozen=True)
+class ContentIdentity:
+    """What identifies one version of a file's content on this node, from one ``fstat``: a writer that replaces the
+    file gives a new inode, one that rewrites it in place a new mtime and ctime.  ctime is what ``os.utime`` cannot
+    set back (``schemas.manifest_file.FileIdentity``, a manifest's identity, leaves it out: a ``chmod`` or a hard
+    link must not make a pack look replaced; for a content record it only costs one more hash)."""
+
+    device: int
+    inode: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+
+    @classmethod
+    def of(cls, stat: os.stat_result) -> "ContentIdentity":
+        return cls(device=stat.st_dev, inode=stat.st_ino, size=stat.st_size, mtime_ns=stat.st_mtime_ns,
+                   ctime_ns=stat.st_ctime_ns)
+
+    def record(self, sha256: str) -> dict:
+        """The record of these bytes (what ``record_sha256`` reads back)."""
+        return {"version": RECORD_VERSION, "device": self.device, "inode": self.inode, "size": self.size,
+                "mtime_ns": self.mtime_ns, "ctime_ns": self.ctime_ns, "sha256": sha256}
+
+
+def read_small_file(path: str, limit: int = MAX_RECORD_BYTES) -> bytes | None:
+    """The bytes of ``path`` when it is a regular file (not followed through a symbolic link) of at most ``limit``
+    bytes; None for anything else (absent, a link, a FIFO, a device, a directory, larger).  Never blocks: a FIFO is
+    opened without waiting for a writer and then refused."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat_mode.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        raw = os.read(fd, limit + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return raw if len(raw) <= limit else None
+
+
+def _open_record(path: str) -> int | None:
+    """A read-write descriptor of the regular record file ``path``, created if need be.  Whatever else is at that
+    name (a symbolic link, a FIFO, a device: planted, never written by a reader) is removed first, so the record is
+    rewritten rather than trusted or followed; None when that is impossible (a directory there)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    for _attempt in range(3):
+        try:
+            fd = os.open(path, flags, 0o644)
+        except OSError as err:
+            if err.errno != errno.ELOOP:  # a symbolic link at the name: removed below
+                raise
+            fd = None
+        if fd is not None:
+            if stat_mode.S_ISREG(os.fstat(fd).st_mode):
+                return fd
+            os.close(fd)
+        try:
+            os.unlink(path)
+        except IsADirectoryError:
+            return None
+        except FileNotFoundError:
+            pass
+    return None
 
 
 def check_verify_mode(mode: object, where: str = "verify") -> str:
@@ -111,15 +200,12 @@ class RecordPlace:
         """``shard-000003/mix.npy`` -> ``shard-000003.mix.npy.json`` (one flat directory of records)."""
         return rel.replace("/", ".") + ".json"
 
-    def lookup(self, rel: str, identity: FileIdentity) -> str | None:
+    def lookup(self, rel: str, identity: ContentIdentity) -> str | None:
         """The sha256 a record holds for this version of file ``rel``; None without a usable record.  Read without
         a lock: a record being rewritten reads as damaged, and the background check then takes the lock."""
         for directory in self.read_dirs:
-            try:
-                with open(os.path.join(directory, self.record_name(rel)), "rb") as fp:
-                    found = _record_sha256(fp.read(), identity)
-            except OSError:
-                continue
+            raw = read_small_file(os.path.join(directory, self.record_name(rel)))
+            found = None if raw is None else record_sha256(raw, identity)
             if found is not None:
                 return found
         return None
@@ -132,10 +218,11 @@ class RecordPlace:
         fd = None
         try:
             os.makedirs(self.directory, exist_ok=True)
-            fd = os.open(os.path.join(self.directory, self.record_name(rel)), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
-                         0o644)
+            self._name_the_pack()
+            fd = _open_record(os.path.join(self.directory, self.record_name(rel)))
         except OSError as err:
-            if err.errno not in _CANNOT_WRITE and not isinstance(err, (FileExistsError, NotADirectoryError)):
+            if err.errno not in _CANNOT_WRITE and not isinstance(err, (FileExistsError, NotADirectoryError,
+                                                                       IsADirectoryError)):
                 raise
         if fd is None:
             yield None
@@ -148,32 +235,108 @@ class RecordPlace:
             os.close(fd)
 
 
+    def _name_the_pack(self) -> None:
+        """Write ``PACK_FILE`` (the pack's real path) once, and prune the records of packs that are gone now and
+        then (``prune_records``)."""
+        named = os.path.join(self.directory, PACK_FILE)
+        if read_small_file(named, MAX_RECORD_BYTES) is None:
+            real = os.path.realpath(self.pack_root).encode("utf-8", "surrogateescape")
+            tmp = f"{named}.{os.getpid()}.tmp"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            try:
+                os.write(fd, real)
+            finally:
+                os.close(fd)
+            os.replace(tmp, named)
+        prune_records(os.path.dirname(self.directory))
+
+
+def prune_records(root: str, every: float = PRUNE_SECONDS, now: float | None = None) -> list[str]:
+    """Remove the records of packs that are gone from the records' directory ``root`` (module docstring), when the
+    last pruning is ``every`` seconds old or more; the directories removed."""
+    now = time.time() if now is None else now
+    stamp = os.path.join(root, _PRUNE_STAMP)
+    try:
+        if now - os.lstat(stamp).st_mtime < every:
+            return []
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return []
+    try:
+        os.close(os.open(stamp, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644))
+        os.utime(stamp, (now, now), follow_symlinks=False)
+        names = os.listdir(root)
+    except OSError:
+        return []  # a stamp that is not ours (a link, a FIFO): no pruning rather than touching what it names
+    removed = []
+    for name in names:
+        directory = os.path.join(root, name)
+        try:
+            if not stat_mode.S_ISDIR(os.lstat(directory).st_mode):
+                continue
+        except OSError:
+            continue
+        raw = read_small_file(os.path.join(directory, PACK_FILE), MAX_RECORD_BYTES)
+        if raw is None or not raw:
+            continue  # an earlier version's directory, or not ours: kept
+        pack = raw.decode("utf-8", "surrogateescape")
+        if os.path.isfile(os.path.join(pack, MANIFEST_NAME)):
+            continue
+        if _remove_records(directory):
+            removed.append(directory)
+    return removed
+
+
+def _remove_records(directory: str) -> bool:
+    """Remove the records (``*.json``) and ``PACK_FILE`` of ``directory``, then the directory if nothing else is
+    there; True when it is gone."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return False
+    for name in names:
+        if not (name.endswith(".json") or name == PACK_FILE):
+            continue
+        try:
+            os.unlink(os.path.join(directory, name))  # a record, or whatever was planted at its name: never followed
+        except OSError:
+            pass
+    try:
+        os.rmdir(directory)
+    except OSError:
+        return False
+    return True
+
+
 class _HeldRecord:
     """A record file held under its lock: read it, or replace its content."""
 
     def __init__(self, fd: int):
         self.fd = fd
 
-    def sha256(self, identity: FileIdentity) -> str | None:
-        os.lseek(self.fd, 0, os.SEEK_SET)
-        return _record_sha256(os.read(self.fd, 1 << 16), identity)
+    def sha256(self, identity: ContentIdentity) -> str | None:
+        raw = os.pread(self.fd, MAX_RECORD_BYTES + 1, 0)
+        return None if len(raw) > MAX_RECORD_BYTES else record_sha256(raw, identity)
 
-    def write(self, identity: FileIdentity, sha256: str) -> None:
-        record = {"version": RECORD_VERSION, "device": identity.device, "inode": identity.inode,
-                  "size": identity.size, "mtime_ns": identity.mtime_ns, "sha256": sha256}
+    def write(self, identity: ContentIdentity, sha256: str) -> None:
         os.ftruncate(self.fd, 0)
-        os.pwrite(self.fd, json.dumps(record, sort_keys=True).encode("ascii"), 0)
+        os.pwrite(self.fd, json.dumps(identity.record(sha256), sort_keys=True).encode("ascii"), 0)
 
 
-def _record_sha256(raw: bytes, identity: FileIdentity) -> str | None:
+_IDENTITY_KEYS = ("device", "inode", "size", "mtime_ns", "ctime_ns")
+
+
+def record_sha256(raw: bytes, identity: ContentIdentity) -> str | None:
+    """The sha256 a record's bytes hold for the file of ``identity``; None when they are not a record of that very
+    file (damaged, another version, or without a ctime: written by an earlier version, so not trusted)."""
     try:
         record = json.loads(raw.decode("ascii"))
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):
         return None
     if not isinstance(record, dict) or record.get("version") != RECORD_VERSION:
         return None
-    if [record.get(k) for k in ("device", "inode", "size", "mtime_ns")] != [
-            identity.device, identity.inode, identity.size, identity.mtime_ns]:
+    if [record.get(k) for k in _IDENTITY_KEYS] != [getattr(identity, k) for k in _IDENTITY_KEYS]:
         return None
     sha256 = record.get("sha256")
     return sha256 if isinstance(sha256, str) and len(sha256) == 64 else None
@@ -189,7 +352,7 @@ class StreamCheck:
     rel: str
     expected: str
     source: object  # the file's whole bytes: the mmap (kept alive while hashing) or bytes read from a store
-    identity: FileIdentity | None
+    identity: ContentIdentity | None
     records: RecordPlace | None
     pid: int
     done: bool = False
@@ -283,7 +446,8 @@ class StreamChecks:
         """Pickled (a Pack sent to a spawned worker): the mode and where records are, no check in flight."""
         return {"mode": self.mode, "records": self.records, "_checks": {}, "unsettled": set()}
 
-    def mapped(self, key: Hashable, rel: str, where: str, expected: str, source, identity: FileIdentity | None) -> None:
+    def mapped(self, key: Hashable, rel: str, where: str, expected: str, source,
+               identity: ContentIdentity | None) -> None:
         """File ``rel`` was just mapped (``source``: its whole bytes; ``identity``: of the mapped descriptor)."""
         if self.mode == VERIFY_OFF:
             return
@@ -334,5 +498,6 @@ class StreamChecks:
         return True
 
 
-__all__ = ["DEFAULT_VERIFY", "RECORD_VERSION", "VERIFY_EVERY_OPEN", "VERIFY_FIRST_MAP", "VERIFY_MODES", "VERIFY_OFF",
-           "RecordPlace", "StreamCheck", "StreamChecks", "cache_root", "check_verify_mode", "hash_buffer"]
+__all__ = ["DEFAULT_VERIFY", "MAX_RECORD_BYTES", "RECORD_VERSION", "ContentIdentity", "VERIFY_EVERY_OPEN", "VERIFY_FIRST_MAP", "VERIFY_MODES", "VERIFY_OFF",
+           "RecordPlace", "StreamCheck", "StreamChecks", "cache_root", "check_verify_mode", "hash_buffer", "prune_records", "read_small_file",
+           "record_sha256"]

@@ -30,6 +30,7 @@ from typing import Hashable
 
 import numpy as np
 
+from speechpack.loader.pack.content_check import ContentIdentity
 from speechpack.schemas.constants import MANIFEST_NAME
 from speechpack.schemas.errors import NpyHeaderError, PackFormatError
 from speechpack.schemas.manifest_file import FileIdentity, ManifestFile, manifest_from, read_manifest_file
@@ -56,12 +57,13 @@ class MappedStream:
     costs more than the copy of a short chunk) viewing ``mapping``, the read-only ``mmap`` of the file, or viewing
     bytes held in memory (``mapping`` None: a file read from a store; read-ahead advice is then moot).  ``source``
     is the whole file's bytes (the mapping or the bytes read) and ``identity`` the mapped file's
-    ``FileIdentity`` (None from a store): what ``loader.pack.content_check`` hashes and keys its record by."""
+    ``ContentIdentity`` (device, inode, size, mtime, ctime; None from a store): what ``loader.pack.content_check``
+    hashes and keys its record by."""
 
     __slots__ = ("array", "mapping", "data_offset", "row_bytes", "file_size", "source", "identity")
 
     def __init__(self, array: np.ndarray, mapping: mmap.mmap | None, data_offset: int, row_bytes: int,
-                 file_size: int, source=None, identity: FileIdentity | None = None):
+                 file_size: int, source=None, identity: ContentIdentity | None = None):
         self.array = array
         self.mapping = mapping
         self.data_offset = data_offset
@@ -91,7 +93,7 @@ def _checked_header(where: str, header: NpyHeader, size: int, dtype: str, row_sh
 
 
 def _stream_over(buffer, header: NpyHeader, row_shape: tuple[int, ...], mapping: mmap.mmap | None,
-                 size: int, identity: FileIdentity | None = None) -> MappedStream:
+                 size: int, identity: ContentIdentity | None = None) -> MappedStream:
     array = np.frombuffer(buffer, dtype=header.dtype, count=math.prod(header.shape), offset=header.data_offset)
     row_bytes = math.prod(row_shape) * header.dtype.itemsize
     return MappedStream(array.reshape(header.shape), mapping, header.data_offset, row_bytes, size, buffer, identity)
@@ -113,7 +115,7 @@ def map_stream(path: str, dtype: str, row_shape: tuple[int, ...]) -> MappedStrea
         size = stat.st_size
         _checked_header(path, header, size, dtype, row_shape)
         mapping = mmap.mmap(fp.fileno(), 0, access=mmap.ACCESS_READ)  # the mapping outlives the descriptor
-    return _stream_over(mapping, header, row_shape, mapping, size, FileIdentity.of(stat))
+    return _stream_over(mapping, header, row_shape, mapping, size, ContentIdentity.of(stat))
 
 
 def stream_from_bytes(where: str, data: bytes, dtype: str, row_shape: tuple[int, ...]) -> MappedStream:

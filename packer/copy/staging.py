@@ -27,9 +27,9 @@ from speechpack.packer.ownership import (
     walk,
 )
 from speechpack.schemas.constants import MANIFEST_NAME, TEMP_PREFIX
-from speechpack.schemas.errors import PackFormatError, SpeechpackError
+from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.format import FileEntry
-from speechpack.schemas.manifest_file import parse_manifest, read_manifest_file
+from speechpack.schemas.manifest_file import read_manifest_file
 
 
 @dataclass(frozen=True)
@@ -65,12 +65,9 @@ def read_source(src: str, endpoint_url: str | None = None) -> CopySource:
         manifest_file = read_manifest_file(src)
         return CopySource(path=src, manifest_bytes=manifest_file.raw, files=manifest_file.manifest.file_entries())
     remote = ObjectStorePackFiles(src, endpoint_url)
-    try:
-        raw = remote.read_bytes(MANIFEST_NAME)
-    except FileNotFoundError:
-        raise PackFormatError(f"{src}: not a pack (no {MANIFEST_NAME}; an unfinished upload leaves none)") from None
-    manifest = parse_manifest(raw, remote.where(MANIFEST_NAME))
-    return CopySource(path=remote.location, manifest_bytes=raw, files=manifest.file_entries(), remote=remote)
+    manifest_file = remote.read_manifest()  # the one reader: "not a pack" worded as for a directory
+    return CopySource(path=remote.location, manifest_bytes=manifest_file.raw,
+                      files=manifest_file.manifest.file_entries(), remote=remote)
 
 
 class Staging:
