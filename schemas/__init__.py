@@ -4,7 +4,8 @@ The pack format (``format``: its docstring is the specification; the manifest fi
 columnar index and its checks ``columns``; ``.npy`` headers ``npyfile``), one row per pack kind (``kinds``)
 and per cue representation (``cue_banks``; ``cues`` is the ``cues.yaml`` contract), names and values
 (``constants``, ``units``: conversions and every option's range, ``names``: what a pack may name, ``timebase``:
-ASD's 25 Hz frames), input manifests (``wesep_list``, ``noise_lmdb``), untrusted documents read with bounds
+ASD's 25 Hz frames), input manifests (``wesep_list``, ``noise_lmdb``), a refused input line (``line_problems``: one
+type for every reader), untrusted documents read with bounds
 (``documents``: JSON and input lines, ``yaml_document``), decoding in bounded blocks (``sound_blocks``),
 pictures' shared axis rules (``plotting``) and the error types (``errors``).
 

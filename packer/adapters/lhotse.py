@@ -48,7 +48,7 @@ from speechpack.packer.build.plan import PackedSample, SamplePlan
 from speechpack.schemas.constants import KIND_ASR, KIND_SOURCES, STREAM_SOURCE, UNKNOWN_SPEAKER
 from speechpack.schemas.errors import OptionError
 from speechpack.schemas.names import check_name
-from speechpack.schemas.wesep_list import LineProblem
+from speechpack.schemas.line_problems import LineProblem
 
 #: ``--kind`` choices; ``auto`` decides from the cuts (see the module doc).
 KINDS = ("auto", KIND_ASR, KIND_SOURCES)

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 from speechpack.schemas.documents import decode_line, parse_json_line
 from speechpack.schemas.errors import SpeechpackError
-from speechpack.schemas.wesep_list import LineProblem
+from speechpack.schemas.line_problems import LineProblem
 
 #: Lhotse's default tolerance between a recording's declared duration and ``num_samples / sampling_rate``
 #: (``lhotse.audio.utils.get_audio_duration_mismatch_tolerance``), in seconds.

@@ -36,7 +36,7 @@ from speechpack.packer.adapters.lhotse_read import CutLine, ReadCuts, collect_li
 from speechpack.packer.adapters.tar_members import HeldBytes, TarMember, member_of, read_small
 from speechpack.packer.adapters.wesep_shards import is_gzip
 from speechpack.schemas.errors import SpeechpackError
-from speechpack.schemas.wesep_list import LineProblem
+from speechpack.schemas.line_problems import LineProblem
 
 #: Keys ``CutSet.from_shar`` adds to a cut's ``custom`` (where Lhotse read it from, not a property of the cut):
 #: dropped, also from cuts files written from such cuts.

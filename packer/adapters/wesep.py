@@ -41,7 +41,8 @@ from speechpack.schemas.constants import AUDIO_FULL_SCALE, KIND_SOURCES, KIND_TS
 from speechpack.schemas.cues import SpeakerSlot
 from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.documents import read_lines
-from speechpack.schemas.wesep_list import LineProblem, WesepLine, best_effort_key, parse_wesep_line, resolve_path
+from speechpack.schemas.line_problems import LineProblem
+from speechpack.schemas.wesep_list import WesepLine, best_effort_key, parse_wesep_line, resolve_path
 
 
 @dataclass(frozen=True)

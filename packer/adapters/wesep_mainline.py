@@ -73,7 +73,8 @@ from speechpack.packer.cues import CueProblem, prepare_cues
 from speechpack.schemas.cues import MIX_SPK_SEPARATOR
 from speechpack.schemas.documents import DocumentError
 from speechpack.schemas.errors import BuildError, OptionError, SpeechpackError
-from speechpack.schemas.wesep_list import LineProblem, WesepLine, resolve_path
+from speechpack.schemas.line_problems import LineProblem
+from speechpack.schemas.wesep_list import WesepLine, resolve_path
 from speechpack.schemas.yaml_document import read_yaml
 
 TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz")

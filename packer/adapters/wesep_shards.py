@@ -42,7 +42,8 @@ from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
 from speechpack.schemas.documents import parse_json, read_lines
 from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.names import check_name, name_problem
-from speechpack.schemas.wesep_list import LineProblem, WesepLine
+from speechpack.schemas.line_problems import LineProblem
+from speechpack.schemas.wesep_list import WesepLine
 
 #: Audio extensions WeSep's shard writer and reader accept.
 AUDIO_EXTENSIONS = ("wav", "flac", "mp3", "ogg", "opus", "m4a", "wma")

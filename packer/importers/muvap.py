@@ -53,7 +53,7 @@ from speechpack.packer.importers.muvap_layout import (
 from speechpack.packer.build.plan import PackedSample, SamplePlan, StoredArray
 from speechpack.schemas.constants import ASD_SAMPLE_RATE, KIND_ASD, STREAM_AUDIO, STREAM_FACES, STREAM_LABELS
 from speechpack.schemas.errors import BuildError, SpeechpackError
-from speechpack.schemas.wesep_list import LineProblem
+from speechpack.schemas.line_problems import LineProblem
 
 #: One int16 step at MuVAP's quantisation scale (``x * 32767``): the rounding each stored value carries.
 STATS_ABS_TOL = 1.0 / 32767

@@ -54,7 +54,7 @@ from speechpack.schemas.documents import parse_json
 from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.names import name_problem
 from speechpack.schemas.timebase import audio_sample_count, model_frame_count
-from speechpack.schemas.wesep_list import LineProblem
+from speechpack.schemas.line_problems import LineProblem
 
 MUVAP_FORMAT = "muvap-asd-mmap"
 #: MuVAP's ``SUPPORTED_VERSIONS``.
