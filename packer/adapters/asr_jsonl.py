@@ -38,7 +38,7 @@ from speechpack.schemas.constants import KIND_ASR
 from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.documents import parse_json_line, read_lines
 from speechpack.schemas.names import check_name
-from speechpack.schemas.sound_blocks import read_frames
+from speechpack.media.sound_blocks import read_frames
 from speechpack.schemas.units import seconds_to_samples
 from speechpack.schemas.line_problems import LineProblem
 
