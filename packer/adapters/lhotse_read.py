@@ -221,7 +221,7 @@ JSONL_SUFFIXES = (".jsonl", ".jsonl.gz")
 @dataclass(frozen=True)
 class CutLine:
     """A cut and where it came from: ``path`` (the manifest file) and its 1-based ``line``.  ``audio`` is the tar
-    member holding a Shar cut's audio (``packer.adapters.wesep.TarMember``), read when the build decodes the cut;
+    member holding a Shar cut's audio (``packer.adapters.tar_members.TarMember``), read when the build decodes the cut;
     ``None`` for every other input."""
 
     line: int

@@ -48,14 +48,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import yaml
 
-from speechpack.packer.adapters.wesep import (
-    build_wesep,
-    one_kind,
-    read_wesep_list,
-    single_spk_form,
-    speaker_slots,
-    wesep_steps,
-)
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.adapters.wesep_lines import one_kind, read_wesep_list, single_spk_form, speaker_slots, wesep_steps
 from speechpack.packer.adapters.kaldi_vectors import ScpVector
 from speechpack.packer.adapters.wesep_mainline_files import (
     UTT2SPK,

@@ -37,7 +37,7 @@ from speechpack.packer.adapters.tar_members import (
     member_of,
     too_large,
 )
-from speechpack.packer.adapters.wesep import WesepList, one_kind, wesep_steps
+from speechpack.packer.adapters.wesep_lines import WesepList, one_kind, wesep_steps
 from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
 from speechpack.schemas.documents import parse_json, read_lines
 from speechpack.schemas.errors import SpeechpackError
