@@ -25,8 +25,7 @@ from speechpack.loader import build_loader
 from speechpack.loader.config_checks import ConfigError
 from speechpack.loader.tse.mainline import BATCH_KEYS, MainlineArgs
 from speechpack.loader.tse.mainline import kaldi_fbank
-from speechpack.packer.adapters.wesep_mainline import build_mainline
-from speechpack.packer.adapters.wesep_mainline_files import MainlineInputs, find_mainline_split
+from speechpack.packer.adapters.wesep_mainline import MainlineInputs, build_mainline, find_mainline_split
 from speechpack.packer.build.run import BuildOptions
 from speechpack.schemas.errors import SpeechpackError
 

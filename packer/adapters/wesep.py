@@ -30,8 +30,14 @@ import os
 from dataclasses import dataclass, field
 
 from speechpack.packer.adapters.wesep_lines import read_wesep_list, speaker_slots, wesep_steps
-from speechpack.packer.adapters.wesep_mainline import build_mainline, has_enrollments, list_format
-from speechpack.packer.adapters.wesep_mainline_files import MainlineInputs, find_mainline_split, is_mainline_split
+from speechpack.packer.adapters.wesep_mainline import (
+    MainlineInputs,
+    build_mainline,
+    find_mainline_split,
+    has_enrollments,
+    is_mainline_split,
+    list_format,
+)
 from speechpack.packer.adapters.wesep_shards import build_wesep_shards
 from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
 from speechpack.packer.cues import prepare_cues
