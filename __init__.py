@@ -2,8 +2,9 @@
 speed.
 
 The installed package maps the repository's top level (see ``pyproject.toml``): ``speechpack.schemas`` (the
-contracts), ``speechpack.packer`` (from sources to packs), ``speechpack.loader`` (from packs to batches) and
-``speechpack.cli`` (the ``speechpack`` command).  Training code imports ``from speechpack.loader import
+contracts), ``speechpack.media`` (foreign media both sides decode: WeSep's noise LMDB, bounded libsndfile reads),
+``speechpack.packer`` (from sources to packs), ``speechpack.loader`` (from packs to batches) and ``speechpack.cli``
+(the ``speechpack`` command).  Training code imports ``from speechpack.loader import
 build_loader``.  Importing this package imports nothing else, so every command starts light.
 """
 

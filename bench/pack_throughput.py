@@ -301,7 +301,7 @@ def phase_breakdown(list_path: str, out: str, lines: list[list[str]], shard_byte
 
     A real build overlaps the writer thread with decoding, so its wall time is less than the sum printed here.
     """
-    from speechpack.packer.adapters.wesep import load_wesep_sample, plan_wesep_sample, read_wesep_list
+    from speechpack.packer.adapters.wesep_lines import load_wesep_sample, plan_wesep_sample, read_wesep_list
     from speechpack.packer.build.plan import plan_shards
     from speechpack.packer.build.writer import PackWriter
 

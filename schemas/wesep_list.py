@@ -25,56 +25,13 @@ from dataclasses import dataclass
 
 from speechpack.schemas.constants import KIND_SOURCES, KIND_TSE
 from speechpack.schemas.documents import parse_json_line
-from speechpack.schemas.names import check_name, encoding_problem
+from speechpack.schemas.names import check_name
 
 
 #: Keys of a list line that the packer interprets; any other key is kept verbatim under ``provenance.extra``.
 _INTERPRETED_KEYS = frozenset({"key", "spk", "mix", "src"})
 #: The keys of mainline WeSep's single-speaker line (``{key, wav, spk}``), all required.
 SINGLE_SPK_KEYS = ("key", "wav", "spk")
-
-
-@dataclass(frozen=True)
-class LineProblem:
-    """One offending input line: where it is and why it was refused.
-
-    A key or path that UTF-8 cannot encode (a lone surrogate, or a file name that is not UTF-8, which Python
-    decodes to surrogates) is kept with those characters escaped (``\\udcff``), so the problem can always be
-    printed and recorded in ``skipped.json``."""
-
-    line: int
-    key: str | None
-    path: str | None
-    reason: str
-
-    def __post_init__(self) -> None:
-        for name in ("key", "path", "reason"):
-            value = getattr(self, name)
-            if isinstance(value, str) and encoding_problem(value) is not None:
-                object.__setattr__(self, name, value.encode("utf-8", "backslashreplace").decode("utf-8"))
-
-    def to_dict(self) -> dict:
-        return {"line": self.line, "key": self.key, "path": self.path, "reason": self.reason}
-
-    @classmethod
-    def from_dict(cls, obj: dict) -> "LineProblem":
-        """A problem back from its ``to_dict()`` form (build plans and shard receipts store them as JSON)."""
-        return cls(line=obj["line"], key=obj["key"], path=obj["path"], reason=obj["reason"])
-
-    def __str__(self) -> str:
-        """The problem as a failed build lists it under its message: ``line 3: key 'a', file x.wav: reason`` (a
-        line that is not JSON has no key to name)."""
-        named = ", ".join(([f"key {self.key!r}"] if self.key is not None else [])
-                          + ([f"file {self.path}"] if self.path else []))
-        return f"line {self.line}: " + (f"{named}: " if named else "") + self.reason
-
-    def describe(self, list_path: str) -> str:
-        where = f"{list_path}:{self.line}"
-        if self.key is not None:
-            where += f" key {self.key!r}"
-        if self.path is not None:
-            where += f" file {self.path}"
-        return f"{where}: {self.reason}"
 
 
 @dataclass(frozen=True)

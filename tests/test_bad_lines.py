@@ -388,17 +388,17 @@ def test_skip_bad_after_decoding_shortens_the_planned_shard(make_wav, write_list
 
 
 def test_a_header_that_disagrees_with_the_decoded_audio_is_reported(make_wav, write_list, tmp_path, monkeypatch):
-    import speechpack.packer.adapters.wesep as wesep
+    import speechpack.packer.adapters.wesep_lines as wesep_lines
     from speechpack.packer.audio import AudioInfo
 
     path = make_wav("liar.wav", seconds=0.5)
-    real_probe = wesep.probe_audio
+    real_probe = wesep_lines.probe_audio
 
     def lying_probe(p):
         info = real_probe(p)
         return AudioInfo(info.sample_rate, info.frames + 10, info.channels, info.pcm16) if p == path else info
 
-    monkeypatch.setattr(wesep, "probe_audio", lying_probe)
+    monkeypatch.setattr(wesep_lines, "probe_audio", lying_probe)
     lst = write_list([source_line("s1", "a", path), source_line("s2", "b", make_wav("fine.wav"))])
     with pytest.raises(BuildError) as caught:
         build_wesep(str(lst), options(tmp_path / "pack"))

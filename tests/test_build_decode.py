@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import soundfile
 
-from speechpack.packer.adapters.wesep import build_wesep, load_wesep_sample, read_wesep_list
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.adapters.wesep_lines import load_wesep_sample, read_wesep_list
 from speechpack.packer.audio import AudioError, StoredAudio, int16_statistics, probe_audio, read_audio
 from speechpack.packer.build.run import BuildOptions
 from speechpack.packer.build.shards import decode_measured

@@ -14,7 +14,7 @@ from speechpack.cli import main
 from factories import Mix, pack_files
 from speechpack.loader import build_loader, open_pack
 from speechpack.packer.adapters.wesep import build_wesep
-from speechpack.packer.adapters.wesep_mainline import find_split
+from speechpack.packer.adapters.wesep import find_split
 from speechpack.packer.adapters.wesep_shards import write_shards
 from speechpack.packer.build.run import BuildOptions
 from speechpack.schemas.errors import SpeechpackError

@@ -25,7 +25,7 @@ from speechpack.packer.adapters.option_spec import Path, option
 from speechpack.packer.audio import probe_audio, read_audio
 from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
 from speechpack.schemas.constants import KIND_ASR
-from speechpack.schemas.wesep_list import LineProblem
+from speechpack.schemas.line_problems import LineProblem
 
 pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
 

@@ -12,7 +12,8 @@ from speechpack.schemas.errors import PackFormatError, SpeechpackError
 from speechpack.schemas.format import FileEntry, Manifest, ShardEntry, StreamSpec, check_shard_index
 from speechpack.schemas.kinds import column_files
 from speechpack.schemas.units import format_bytes, parse_size, seconds_to_samples
-from speechpack.schemas.wesep_list import LineProblem, best_effort_key, parse_wesep_line
+from speechpack.schemas.line_problems import LineProblem
+from speechpack.schemas.wesep_list import best_effort_key, parse_wesep_line
 
 pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
 

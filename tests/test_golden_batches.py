@@ -26,8 +26,7 @@ from factories.recordings import REAL_CORPORA, require_recording
 from factories.tse import real_mixtures_config
 from factories.wesep_mainline import librimix_split
 from speechpack.loader import build_loader
-from speechpack.packer.adapters.wesep_mainline import build_mainline
-from speechpack.packer.adapters.wesep_mainline_files import MainlineInputs
+from speechpack.packer.adapters.wesep_mainline import MainlineInputs, build_mainline
 from speechpack.packer.build.run import BuildOptions
 
 GOLDEN = Path(__file__).parent / "data" / "golden_batches.json"

@@ -1,10 +1,13 @@
-"""The layers of docs/architecture.md, checked: schemas (contracts) <- packer (writes) and loader (reads) <- cli.
+"""The layers of docs/architecture.md, checked: schemas (contracts) <- media (foreign media both sides decode) <-
+packer (writes) and loader (reads) <- cli.
 
 - every project module imports on its own, in a fresh interpreter (an import that only works after some other
   module was imported first is a hidden cycle or a missing import);
 - no import cycle among project modules: over module-level imports (what runs when a module is imported), nor
   closed by an import inside a function (a lazy import that dodges a cycle is still one);
-- ``schemas/`` imports nothing from ``packer/``, ``loader/`` or the CLI, at any level (it is what both sides share);
+- ``schemas/`` imports nothing from ``media/``, ``packer/``, ``loader/`` or the CLI, at any level (it is what both sides
+  share), and holds contracts only: no decoder, storage client or torch (``SCHEMAS_NEVER_IMPORT``), at any level;
+- ``media/`` imports of the project only ``schemas/`` (``packer/`` and ``loader/`` both read what it decodes);
 - ``packer/`` reads packs only through the pack reader: of ``loader/`` it imports ``PACK_READER`` and nothing else;
 - the pack reader (``loader/pack/``) imports no task package (``loader/tse``, ``loader/asd``, ``loader/asr``), not
   even through the modules it imports;
@@ -33,9 +36,11 @@ import sys
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PACKAGES = ("schemas", "packer", "loader")
+PACKAGES = ("schemas", "media", "packer", "loader")
 TOP_MODULES = ("cli",)
 
+#: Third-party libraries ``schemas/`` never imports (at any level): it holds contracts, and decoding lives in ``media/``.
+SCHEMAS_NEVER_IMPORT = ("soundfile", "soxr", "av", "cv2", "lmdb", "fsspec", "torch")
 #: What ``packer/`` may import from ``loader/``: the pack reader (``loader.pack``, cue banks included) and its package.
 PACK_READER = frozenset({"speechpack.loader", "speechpack.loader.pack"})
 #: packer's top modules (``packer/*.py``) that ``packer/build`` stands on: the file helpers and a destination's lock
@@ -221,6 +226,8 @@ def _found_violations() -> set[tuple]:
             target_layer = _layer(target)
             if layer == "schemas" and target_layer != "schemas":
                 found.add(("layer", (name, target)))
+            elif layer == "media" and target_layer not in ("schemas", "media"):
+                found.add(("layer", (name, target)))
             elif layer == "packer" and target_layer in ("loader", "cli") and not _is_pack_reader(target):
                 found.add(("layer", (name, target)))
             elif layer == "loader" and target_layer in ("packer", "cli"):
@@ -309,6 +316,20 @@ def _third_party_imports(path: str, package: str) -> bool:
         if any(n == package or n.startswith(package + ".") for n in names):
             return True
     return False
+
+
+def test_schemas_import_no_decoder_storage_client_or_torch():
+    """``schemas/`` is the contracts both sides share: whatever reads media or storage is a layer above it."""
+    importing = sorted((name, package) for name, path in MODULES.items() if _layer(name) == "schemas"
+                       for package in SCHEMAS_NEVER_IMPORT if _third_party_imports(path, package))
+    assert not importing, f"schemas/ imports a decoder, storage client or torch (move it to media/): {importing}"
+
+
+def test_the_media_layer_is_checked():
+    """The walker sees ``media/``: its modules are project modules, and a loader module imports one."""
+    assert "speechpack.media.noise_lmdb" in MODULES
+    assert "speechpack.media.noise_lmdb" in _imports("speechpack.loader.tse.augment", module_level=True)
+    assert _layer("speechpack.media.sound_blocks") == "media"
 
 
 def test_click_is_imported_only_by_the_cli():

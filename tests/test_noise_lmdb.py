@@ -1,4 +1,4 @@
-"""WeSep's noise LMDB: read as it is (``schemas/noise_lmdb.py``) and converted once into a noise pack
+"""WeSep's noise LMDB: read as it is (``media/noise_lmdb.py``) and converted once into a noise pack
 (``speechpack build audio-bank --kind noise --lmdb``), from an LMDB made exactly as WeSep's ``tools/make_lmdb.py``
 makes one (keys -> the bytes of real recordings, ``__keys__`` -> the pickled key list)."""
 
@@ -21,7 +21,7 @@ from factories.noise_lmdb import RECORDINGS, make_lmdb
 from speechpack.loader import open_pack
 from speechpack.packer.validate.pack import validate_pack
 from speechpack.schemas.constants import KIND_NOISE, SKIPPED_NAME, STREAM_AUDIO
-from speechpack.schemas.noise_lmdb import (
+from speechpack.media.noise_lmdb import (
     NOISE_SNR_DB,
     SPEECH_SNR_DB,
     NoiseLmdb,

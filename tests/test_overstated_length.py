@@ -1,6 +1,6 @@
 """An audio file whose header overstates its length (a FLAC whose STREAMINFO says ``total_samples = 2**35`` over
 16,000 real frames) is a named problem of its line, skippable with ``--skip-bad``, decoded in bounded blocks: never
-a 64 GiB allocation that takes the whole build down (``schemas/sound_blocks.py``).  The FLAC is a real recording
+a 64 GiB allocation that takes the whole build down (``media/sound_blocks.py``).  The FLAC is a real recording
 with its STREAMINFO patched."""
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.audio import AudioError, read_audio
 from speechpack.packer.build.run import BuildOptions
 from speechpack.schemas.errors import BuildError
-from speechpack.schemas.noise_lmdb import NoiseLmdbError, decode_noise
-from speechpack.schemas.sound_blocks import read_frames
+from speechpack.media.noise_lmdb import NoiseLmdbError, decode_noise
+from speechpack.media.sound_blocks import read_frames
 
 OVERSTATED = 1 << 35
 REAL_FRAMES = 16_000
@@ -77,7 +77,7 @@ def test_decoding_an_overstated_flac_is_a_named_problem_in_bounded_memory(record
 
 
 def test_read_frames_joins_blocks_of_a_long_file(recordings, monkeypatch):
-    from speechpack.schemas import sound_blocks
+    from speechpack.media import sound_blocks
 
     good, _ = recordings
     monkeypatch.setattr(sound_blocks, "DIRECT_BYTES", 4096)  # blocks of 2048 frames

@@ -113,7 +113,7 @@ def explode(item):
 
 
 def test_a_failing_task_fails_the_build_with_its_error(local_ray, corpus, tmp_path):
-    from speechpack.packer.adapters.wesep import plan_wesep_sample, read_wesep_list
+    from speechpack.packer.adapters.wesep_lines import plan_wesep_sample, read_wesep_list
     from speechpack.packer.build.run import run_build
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # tests/ is not importable in Ray's workers

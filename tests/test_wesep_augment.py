@@ -13,7 +13,7 @@ from speechpack.loader.tse.augment import RirSource
 from speechpack.loader.tse.convolve import trim_rir
 from speechpack.loader.tse.mix_args import AugmentArgs
 from speechpack.loader.tse.room_sim import RoomConfig, simulate_room
-from speechpack.schemas.noise_lmdb import ENROLL_NOISE_SNR_DB, NOISE_SNR_DB, SPEECH_SNR_DB
+from speechpack.media.noise_lmdb import ENROLL_NOISE_SNR_DB, NOISE_SNR_DB, SPEECH_SNR_DB
 from factories.cue_corpus import cue
 from factories import require_recording
 from factories.noise_lmdb import RECORDINGS, make_lmdb

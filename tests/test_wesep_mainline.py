@@ -25,8 +25,7 @@ from speechpack.loader import build_loader
 from speechpack.loader.config_checks import ConfigError
 from speechpack.loader.tse.mainline import BATCH_KEYS, MainlineArgs
 from speechpack.loader.tse.mainline import kaldi_fbank
-from speechpack.packer.adapters.wesep_mainline import build_mainline
-from speechpack.packer.adapters.wesep_mainline_files import MainlineInputs, find_mainline_split
+from speechpack.packer.adapters.wesep_mainline import MainlineInputs, build_mainline, find_mainline_split
 from speechpack.packer.build.run import BuildOptions
 from speechpack.schemas.errors import SpeechpackError
 
@@ -745,3 +744,14 @@ def test_mainlines_recipe_configs_give_its_batch_shapes_in_train_and_val(sixteen
             assert tuple(batch) == BATCH_KEYS
             assert batch["wav_mix"].shape == batch["wav_targets"].shape == (2 * batch_size, chunk)
             assert batch["spk_embeds"].shape[0] == 2 * batch_size
+
+
+def test_a_raw_list_without_enrollments_is_left_to_the_raw_list_build(tmp_path):
+    """``build_mainline`` packs mainline's inputs; a JSON-lines list naming no enrollment file is a plain raw list,
+    which the ``wesep`` command packs with ``build_wesep`` (so ``build_mainline`` refuses it, naming the list)."""
+    listed = tmp_path / "raw.list"
+    listed.write_text(json.dumps({"key": "u1", "wav": "u1.wav", "spk": "s1"}) + "\n")
+    with pytest.raises(SpeechpackError, match="without mainline's enrollments: build_wesep packs it") as err:
+        build_mainline(MainlineInputs(list_path=str(listed)), BuildOptions(out=str(tmp_path / "p"), progress=False))
+    assert str(listed) in str(err.value)
+    assert not (tmp_path / "p").exists()

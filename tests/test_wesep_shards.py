@@ -345,7 +345,7 @@ def test_members_decode_from_the_tar_like_files(real_audio, tmp_path):
     import soundfile
 
     from speechpack.packer.adapters.tar_members import member_of
-    from speechpack.packer.adapters.wesep import probe_source, read_source
+    from speechpack.packer.adapters.wesep_lines import probe_source, read_source
     from speechpack.packer.audio import probe_audio, read_audio
 
     [path] = real_audio("pocketsphinx", 1)

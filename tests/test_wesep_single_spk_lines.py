@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from factories.recordings import pack_files
 from factories.wesep_mainline import online_split
 from speechpack.cli import main
-from speechpack.packer.adapters.wesep import read_wesep_list
+from speechpack.packer.adapters.wesep_lines import read_wesep_list
 from speechpack.packer.adapters.wesep_shards import write_shards
 
 

@@ -51,7 +51,7 @@ from speechpack.loader.tse.mixing import MixError
 from speechpack.loader.tse.mixing import energies, fit_noise
 from speechpack.loader.tse.room_sim import draw_room, rooms_rirs
 from speechpack.schemas.constants import KIND_NOISE, KIND_RIR, STREAM_AUDIO
-from speechpack.schemas.noise_lmdb import NoiseLmdb, enroll_noise_snr_range, noise_snr_range
+from speechpack.media.noise_lmdb import NoiseLmdb, enroll_noise_snr_range, noise_snr_range
 
 #: WeSep peak-normalises a reverberated enrollment to this.
 ENROLL_PEAK = 0.9

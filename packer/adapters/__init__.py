@@ -3,10 +3,11 @@ entry point that hands them to ``packer.build.run.run_build``.
 
 ``ADAPTERS`` (``packer.adapters.registry``) maps the name used by ``speechpack build NAME`` to the family's build
 function and its options, declared as plain data (``option_spec``); the CLI makes its ``build`` subcommands from
-it.  The families: WeSep (``wesep`` raw lists, ``wesep_shards`` tar shards, ``wesep_mainline`` mainline's data
-and ``--data-dir``, whose files ``wesep_mainline_files`` reads, its Kaldi embeddings through ``kaldi_vectors``);
-ASR (``asr_jsonl``, ``asr_parquet``); Lhotse (``lhotse``, over ``lhotse_read`` manifests and ``lhotse_shar``
-directories); ASD (``ava``, ``avcc``, ``msdwild``); augmentation banks (``audio_bank``, with ``noise_lmdb``
+it.  The families: WeSep (``wesep``, the command: raw lists, split directories, and mainline WeSep's data, read
+and packed by ``wesep_mainline``, its Kaldi embeddings through ``kaldi_vectors``; ``wesep_shards`` tar shards;
+``wesep_lines``, the lines and samples every WeSep reader shares); ASR (``asr_jsonl``, ``asr_parquet``); Lhotse
+(``lhotse``, cuts to samples, over ``lhotse_manifests``, the manifest lines every Lhotse input reads, and
+``lhotse_shar``, Shar directories); ASD (``ava``, ``avcc``, ``msdwild``); augmentation banks (``audio_bank``, with ``noise_lmdb``
 for WeSep's noise LMDB).  Shared code: ``tar_members`` (audio inside tars, read where it lies, for WeSep shards
 and Lhotse Shar); ``asd_common`` (the canonical face track and the build every asd family runs) and
 ``asr_common`` (the asr sample).

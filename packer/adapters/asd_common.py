@@ -36,7 +36,7 @@ from speechpack.schemas.documents import parse_json
 from speechpack.schemas.errors import BuildError, ManifestError, NpyHeaderError, SpeechpackError
 from speechpack.schemas.npyfile import read_npy_header
 from speechpack.schemas.timebase import audio_sample_count, model_frame_count, track_start_sample
-from speechpack.schemas.wesep_list import LineProblem
+from speechpack.schemas.line_problems import LineProblem
 
 #: Where an asd pack goes by default, beside its corpus: ``<dataset root>/packed/<split>`` (MuVAP's ``--output``
 #: default; each adapter says what its dataset root and split are).

@@ -38,9 +38,9 @@ from speechpack.schemas.constants import KIND_ASR
 from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.documents import parse_json_line, read_lines
 from speechpack.schemas.names import check_name
-from speechpack.schemas.sound_blocks import read_frames
+from speechpack.media.sound_blocks import read_frames
 from speechpack.schemas.units import seconds_to_samples
-from speechpack.schemas.wesep_list import LineProblem
+from speechpack.schemas.line_problems import LineProblem
 
 #: Fields of a manifest line the adapter interprets; any other is kept under ``provenance.extra``.
 _INTERPRETED = frozenset({"key", "audio_filepath", "text", "language", "corpus", "speaker", "offset", "duration"})

@@ -37,7 +37,7 @@ from speechpack.packer.build.plan import PackedSample, SamplePlan
 from speechpack.schemas.constants import KIND_ASR
 from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.names import name_problem
-from speechpack.schemas.wesep_list import LineProblem
+from speechpack.schemas.line_problems import LineProblem
 
 #: LangASRSchema's column names.
 AUDIO_COLUMN = "audio_bytes"

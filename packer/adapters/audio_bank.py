@@ -41,7 +41,7 @@ from speechpack.schemas.errors import OptionError, SpeechpackError
 from speechpack.schemas.documents import decode_line
 from speechpack.schemas.units import DISTANCE, ROOM_SIZE, RT60, SEED, SIMULATE
 from speechpack.schemas.names import name_problem
-from speechpack.schemas.wesep_list import LineProblem
+from speechpack.schemas.line_problems import LineProblem
 
 BANK_KINDS = (KIND_NOISE, KIND_RIR)
 #: Files a directory scan takes: what libsndfile reads, plus the containers PyAV decodes that hold audio.

@@ -38,7 +38,7 @@ from speechpack.packer.adapters.asd_common import (
 )
 from speechpack.packer.build.run import BuildSummary
 from speechpack.schemas.errors import ManifestError, SpeechpackError
-from speechpack.schemas.wesep_list import LineProblem
+from speechpack.schemas.line_problems import LineProblem
 
 #: AVA's annotation names and the label each packs to (``SPEAKING_NOT_AUDIBLE`` is negative; see the docstring).
 AVA_LABEL_NAMES = {"NOT_SPEAKING": 0, "SPEAKING_AUDIBLE": 1, "SPEAKING_NOT_AUDIBLE": 0}

@@ -37,7 +37,7 @@ from speechpack.packer.adapters.asd_common import (
 )
 from speechpack.packer.build.run import BuildSummary
 from speechpack.schemas.errors import ManifestError, SpeechpackError
-from speechpack.schemas.wesep_list import LineProblem
+from speechpack.schemas.line_problems import LineProblem
 
 #: Columns of the AVCC TSV: required, then optional.
 REQUIRED_COLUMNS = ("sample_id", "visual_path", "audio_path", "source_fps", "labels")

@@ -1,7 +1,7 @@
 """Lhotse cuts to an ``asr`` or ``sources`` pack (``speechpack build lhotse``).
 
 Lhotse prepares a hundred public corpora into manifests; this adapter makes any of them a pack.  The manifests are
-read by ``packer.adapters.lhotse_read`` (cuts, recordings + supervisions) or ``packer.adapters.lhotse_shar`` (a
+read by ``packer.adapters.lhotse_manifests`` (cuts, recordings + supervisions) or ``packer.adapters.lhotse_shar`` (a
 Shar directory); here each cut becomes a sample, and its audio is read by Lhotse itself (``Cut.load_audio``), so every source type Lhotse loads
 works: files (any format its backends decode), several files per recording (one per channel), in-memory audio
 (Shar: a tar member's bytes, read only when the cut is decoded, see ``packer.adapters.lhotse_shar``), cuts of
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from speechpack.packer.adapters.asr_common import asr_plan, asr_sample, check_label, check_text
-from speechpack.packer.adapters.lhotse_read import CutLine, read_cuts, read_recordings_supervisions, span_problem
+from speechpack.packer.adapters.lhotse_manifests import CutLine, read_cuts, read_recordings_supervisions, span_problem
 from speechpack.packer.adapters.lhotse_shar import read_shar, with_shar_audio
 from speechpack.packer.adapters.tar_members import TarMember
 from speechpack.packer.audio.decode import path_problem
@@ -48,7 +48,7 @@ from speechpack.packer.build.plan import PackedSample, SamplePlan
 from speechpack.schemas.constants import KIND_ASR, KIND_SOURCES, STREAM_SOURCE, UNKNOWN_SPEAKER
 from speechpack.schemas.errors import OptionError
 from speechpack.schemas.names import check_name
-from speechpack.schemas.wesep_list import LineProblem
+from speechpack.schemas.line_problems import LineProblem
 
 #: ``--kind`` choices; ``auto`` decides from the cuts (see the module doc).
 KINDS = ("auto", KIND_ASR, KIND_SOURCES)

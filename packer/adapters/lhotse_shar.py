@@ -6,6 +6,9 @@ A Shar directory holds, per shard ``NNNNNN``, ``cuts.NNNNNN.jsonl(.gz)`` (one cu
 member ``<cut id>.json`` (the recording manifest Lhotse's reader attaches), or ``.nodata``/``.nometa`` for a cut
 without audio.  Other fields' tars (``features``, custom arrays) are not read: a pack stores audio.
 
+Apart from the manifest reader (``packer.adapters.lhotse_manifests``, whose line reading it uses for the cuts files)
+because a Shar directory is another layout: tars of members paired with cuts by name, indexed and read later.
+
 **Memory.**  Lhotse's ``CutSet.from_shar`` reads every data member into its cut.  Here each tar is indexed
 instead: its headers are read (``tarfile`` seeks over the data) and so are the small ``.json`` members; each cut
 keeps a ``TarMember`` (``packer.adapters.tar_members``: the tar's path, the member's name, offset, size and sparse
@@ -32,11 +35,11 @@ import tarfile
 import zlib
 from dataclasses import dataclass, field
 
-from speechpack.packer.adapters.lhotse_read import CutLine, ReadCuts, collect_lines, reason_of, require_lhotse
+from speechpack.packer.adapters.lhotse_manifests import CutLine, ReadCuts, collect_lines, reason_of, require_lhotse
 from speechpack.packer.adapters.tar_members import HeldBytes, TarMember, member_of, read_small
 from speechpack.packer.adapters.wesep_shards import is_gzip
 from speechpack.schemas.errors import SpeechpackError
-from speechpack.schemas.wesep_list import LineProblem
+from speechpack.schemas.line_problems import LineProblem
 
 #: Keys ``CutSet.from_shar`` adds to a cut's ``custom`` (where Lhotse read it from, not a property of the cut):
 #: dropped, also from cuts files written from such cuts.

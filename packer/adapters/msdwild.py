@@ -46,7 +46,7 @@ from speechpack.packer.faces import Box, FaceError, crop_square
 from speechpack.schemas.constants import FACE_SHAPE
 from speechpack.schemas.errors import ManifestError, SpeechpackError
 from speechpack.schemas.units import OVERLAP_SECONDS, WINDOW_SECONDS
-from speechpack.schemas.wesep_list import LineProblem
+from speechpack.schemas.line_problems import LineProblem
 
 DEFAULT_WINDOW_SEC = 30.0
 DEFAULT_OVERLAP_SEC = 10.0

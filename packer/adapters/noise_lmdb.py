@@ -4,7 +4,7 @@
 Every entry is one sample, packed like a file of an audio bank (``packer.adapters.audio_bank``): all channels,
 resampled with soxr to the pack's rate, quantised to int16, nothing normalised, its one "speaker" ``noise``.  The
 sample keys are the LMDB keys, unchanged, so WeSep's SNR rule for ``speech*`` keys
-(``schemas.noise_lmdb.noise_snr_range``) applies to the pack as it did to the LMDB.  Keys come from a cursor walk
+(``media.noise_lmdb.noise_snr_range``) applies to the pack as it did to the LMDB.  Keys come from a cursor walk
 (``__keys__``, a pickle, is never read); line numbers in problems are positions in that walk (1-based), and every
 problem names its key.  The input hash covers every key and every entry's bytes.
 """
@@ -20,7 +20,7 @@ from speechpack.packer.audio import Audio, AudioError, resample, resampled_frame
 from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
 from speechpack.packer.build.plan import PackedSample, SamplePlan
 from speechpack.schemas.constants import KIND_NOISE, STREAM_AUDIO
-from speechpack.schemas.noise_lmdb import NoiseLmdb, NoiseLmdbError, decode_noise, probe_noise
+from speechpack.media.noise_lmdb import NoiseLmdb, NoiseLmdbError, decode_noise, probe_noise
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from speechpack.packer.adapters import (
     avcc,
     lhotse as lhotse_adapter,
     msdwild,
-    wesep_mainline,
+    wesep,
     wesep_shards,
 )
 from speechpack.packer.adapters.asd_common import AsdBuildOptions
@@ -126,7 +126,7 @@ def _range_option(flag: str, arity: int, metavar: str, default: tuple, unit: str
 ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (
     Adapter(
         name="wesep",
-        build=wesep_mainline.build_wesep_command,
+        build=wesep.build_wesep_command,
         help="Pack a WeSep raw list: mixture lines make a `tse` pack, single-speaker lines a `sources` pack.  "
              "--data-dir packs a WeSep split directory as its recipes lay it out, in one command.  Mainline WeSep's "
              "shard.list or wav.scp (with utt2spk beside it) and its enrollment files are read as they are.",

@@ -8,7 +8,7 @@ data as audio.  ``TarMember`` keeps the sparse map ``tarfile`` parsed and reads 
 it (a hole is zeros), checking the map first (regions in order, inside the member).
 
 **Bounded memory and time.**  A member is read through a seekable reader of its bytes (``TarMember.open``), so
-probing reads only the header and decoding runs in the decoder's blocks (``schemas.sound_blocks``), as a file on
+probing reads only the header and decoding runs in the decoder's blocks (``media.sound_blocks``), as a file on
 disk does.  What a tar claims costs its writer nothing (a sparse member or a gzip stream can declare 100 GiB in a
 few bytes), so members larger than ``MAX_MEMBER_BYTES`` are refused by name: a plain tar's such member is a
 problem of its sample (it is skipped by seeking); a compressed tar's ends the read of that tar at once (skipping it

@@ -1,246 +1,55 @@
-"""WeSep raw lists (``raw.list``/``samples.jsonl``) to samples, under WeSep's strict waveform policy.
+"""``speechpack build wesep``: WeSep's data in whichever form a recipe holds it, to a ``tse`` pack (mixtures) or a
+``sources`` pack (single-speaker data), in one command.
 
-- Mixture lines give a ``tse`` sample: ``mix.default`` files concatenated along channels (they must share rate
-  and length), and one target per speaker, the first channel of the first file of ``src[spk]`` (same rate and
-  length as the mixture).
-- Single-speaker lines (no ``mix``) give a ``sources`` sample: one mono file.  Mainline WeSep's
-  ``{key, wav, spk}`` lines are such lines (``schemas.wesep_list``), and give the pack their tar form
-  (``make_shard_online.py``'s ``key.spk`` + ``key.wav``) gives.
+- ``--list raw.list`` (or ``samples.jsonl``): a WeSep raw list, with the split's cues (``--cues cues.yaml``;
+  ``build_wesep``).  The lines are read and each sample planned and decoded by ``packer.adapters.wesep_lines``
+  (WeSep's strict waveform policy, shared with tar shards and mainline's lists); here the list becomes a pack: its
+  relative paths checked against where they are read from, its cue resources prepared (``packer.cues``), the build
+  run.
+- ``--data-dir data/train``: ``find_split`` looks for what a split holds and says what it found; ``build_wesep_dir``
+  builds from it with the raw-list or tar-shard reader (``packer.adapters.wesep_shards``):
 
-Unlike WeSep, which logged and dropped unreadable samples, every problem is reported with its line and key.
-A line's audio is a file path or, for tar shards (``packer.adapters.wesep_shards``), a ``TarMember``
-(``packer.adapters.tar_members``) read where it lies in its tar; both go through the same probe, decode and checks.
+  - the list: ``samples.jsonl``, else ``raw.list``, else ``shard.list`` (the raw list first: it is the same samples,
+    and cue resources are packed only from a raw list);
+  - ``cues.yaml`` is packed with the list (``--cues``); its relative resource paths resolve as WeSep resolves them,
+    against ``--root`` (default: the current directory, the recipe's directory in WeSep);
+  - ``spk2label.json`` reaches the pack through ``cues.yaml`` ``labels.speaker_label``, as in WeSep; a
+    ``spk2label.json`` that ``cues.yaml`` does not name is reported, not packed (WeSep would not read it either).
+
+- mainline WeSep's data: a split without ``cues.yaml`` but with mainline's files, a ``--list`` that is not JSON lines
+  (``shard.list``, ``wav.scp``), or mainline's ``--enroll``/``--fixed-enroll``/``--spk-embeds``: packed by
+  ``packer.adapters.wesep_mainline`` (``build_mainline``), its enrollments as the pack's audio cue.
+
+``build_wesep_command`` is the command (``packer.adapters.registry``): it checks which of these it was given and
+dispatches.
 """
 
 from __future__ import annotations
 
-import functools
 import os
-from dataclasses import dataclass
-from typing import Iterator
+from dataclasses import dataclass, field
 
-import numpy as np
-
-from speechpack.packer.audio import (
-    Audio,
-    AudioError,
-    AudioInfo,
-    probe_audio,
-    probe_audio_file,
-    read_audio,
-    read_audio_file,
-    resample,
-    resampled_frames,
-    to_stored,
+from speechpack.packer.adapters.wesep_lines import read_wesep_list, speaker_slots, wesep_steps
+from speechpack.packer.adapters.wesep_mainline import (
+    MainlineInputs,
+    build_mainline,
+    find_mainline_split,
+    has_enrollments,
+    is_mainline_split,
+    list_format,
 )
-from speechpack.packer.adapters.tar_members import TarMember
+from speechpack.packer.adapters.wesep_shards import build_wesep_shards
 from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
 from speechpack.packer.cues import prepare_cues
-from speechpack.packer.build.plan import PackedSample, SamplePlan
-from speechpack.schemas.constants import AUDIO_FULL_SCALE, KIND_SOURCES, KIND_TSE, STREAM_MIX, STREAM_SOURCE, STREAM_TARGET
-from speechpack.schemas.cues import SpeakerSlot
-from speechpack.schemas.errors import SpeechpackError
-from speechpack.schemas.documents import read_lines
-from speechpack.schemas.wesep_list import LineProblem, WesepLine, best_effort_key, parse_wesep_line, resolve_path
+from speechpack.schemas.documents import DocumentError
+from speechpack.schemas.errors import OptionError, SpeechpackError
+from speechpack.schemas.wesep_list import WesepLine
+from speechpack.schemas.yaml_document import read_yaml
 
-
-@dataclass(frozen=True)
-class WesepList:
-    """A read list: the usable lines, the problems found without decoding audio, and the pack kind."""
-
-    lines: list[WesepLine]
-    problems: list[LineProblem]
-    kind: str
-
-
-def read_wesep_list(list_path: str, root: str | None = None) -> WesepList:
-    """Parse every line of ``list_path``; collect all problems instead of stopping at the first.
-
-    Relative audio paths are resolved against ``root`` when given, else against the current directory (what
-    WeSep's ``torchaudio.load`` does).  Blank lines are ignored but still counted, so line numbers match an editor.
-    Each line is decoded and parsed on its own (``schemas.documents``): whatever it holds is a problem of that line.
-    """
-    lines: list[WesepLine] = []
-    problems: list[LineProblem] = []
-    first_line_of_key: dict[str, int] = {}
-    for number, text, undecodable in read_lines(list_path):
-        if undecodable is not None:
-            problems.append(LineProblem(number, None, None, undecodable))
-            continue
-        if not text.strip():
-            continue
-        try:
-            parsed = parse_wesep_line(text, number)
-        except ValueError as err:
-            problems.append(LineProblem(number, best_effort_key(text), None, str(err)))
-            continue
-        if parsed.key in first_line_of_key:
-            problems.append(LineProblem(number, parsed.key, None,
-                                        f"duplicate key (first on line {first_line_of_key[parsed.key]})"))
-            continue
-        first_line_of_key[parsed.key] = number
-        lines.append(_resolve(parsed, root) if root else parsed)
-    return one_kind(lines, problems, "line")
-
-
-def single_spk_form(listed: WesepList) -> bool:
-    """Whether every usable line of ``listed`` is mainline WeSep's ``{key, wav, spk}`` line
-    (``schemas.wesep_list``): such a list takes mainline's enrollment files, as its tar form does."""
-    return bool(listed.lines) and all("wav" in parsed.provenance for parsed in listed.lines)
-
-
-def one_kind(lines: list[WesepLine], problems: list[LineProblem], unit: str) -> WesepList:
-    """Keep the lines of the majority kind; report the others (a pack holds one kind) with every problem, in order."""
-    kind = _majority_kind(lines)
-    usable = []
-    for parsed in lines:
-        if parsed.kind == kind:
-            usable.append(parsed)
-        else:
-            problems.append(LineProblem(parsed.line, parsed.key, None,
-                                        f"a {parsed.kind} {unit} in a list of {kind} {unit}s: a pack holds one kind"))
-    problems.sort(key=lambda p: p.line)
-    return WesepList(lines=usable, problems=problems, kind=kind)
-
-
-def _majority_kind(lines: list[WesepLine]) -> str:
-    """The kind most lines have (mixtures win a tie), so the odd lines out are the ones reported."""
-    mixtures = sum(1 for parsed in lines if parsed.kind == KIND_TSE)
-    return KIND_TSE if mixtures * 2 >= len(lines) and mixtures else KIND_SOURCES
-
-
-def _resolve(parsed: WesepLine, root: str) -> WesepLine:
-    return WesepLine(line=parsed.line, key=parsed.key, speakers=parsed.speakers,
-                     mix_paths=tuple(resolve_path(p, root) for p in parsed.mix_paths),
-                     target_paths=tuple(resolve_path(p, root) for p in parsed.target_paths),
-                     provenance=parsed.provenance)
-
-
-def probe_source(source: str | TarMember) -> AudioInfo:
-    """Header facts of a file path or a tar member (one set of checks serves both)."""
-    if isinstance(source, TarMember):
-        with source.open() as fp:
-            return probe_audio_file(fp, str(source))
-    return probe_audio(source)
-
-
-def read_source(source: str | TarMember, int16_at: int | None = None) -> Audio:
-    """Decode a file path or a tar member."""
-    if isinstance(source, TarMember):
-        with source.open() as fp:
-            return read_audio_file(fp, str(source), int16_at=int16_at)
-    return read_audio(source, int16_at=int16_at)
-
-
-def speaker_slots(lines: list[WesepLine]) -> Iterator[SpeakerSlot]:
-    """Every slot of every line, in list order.  A mixture's slots use its key (WeSep's ``key::spk``); a
-    sources line's key is the source key its online mixtures look cues up with (``source_key_spk{i}::spk``)."""
-    for parsed in lines:
-        for speaker in parsed.speakers:
-            yield SpeakerSlot(parsed.line, parsed.key, speaker)
-
-
-def plan_wesep_sample(parsed: WesepLine, sample_rate: int) -> SamplePlan:
-    """Check a line against WeSep's strict policy from file headers only, and size its sample.
-
-    ``mix_paths`` and ``target_paths`` may hold ``TarMember`` sources as well as paths (``wesep_shards``)."""
-    if parsed.mix_paths:
-        reference_path = parsed.mix_paths[0]
-        reference = probe_source(reference_path)
-        channels = reference.channels
-        for path in parsed.mix_paths[1:]:
-            info = probe_source(path)
-            _check_same_shape(info, reference, path, reference_path, "mixture file")
-            channels += info.channels
-        for path in parsed.target_paths:
-            _check_same_shape(probe_source(path), reference, path, reference_path, "source")
-        frames = resampled_frames(reference.frames, reference.sample_rate, sample_rate, str(reference_path))
-        elements = {STREAM_MIX: channels * frames, STREAM_TARGET: len(parsed.target_paths) * frames}
-    else:
-        path = parsed.target_paths[0]
-        info = probe_source(path)
-        _check_mono(info, path)
-        frames = resampled_frames(info.frames, info.sample_rate, sample_rate, str(path))
-        elements = {STREAM_SOURCE: frames}
-    return SamplePlan(line=parsed.line, key=parsed.key, num_frames=frames, elements=elements)
-
-
-def load_wesep_sample(parsed: WesepLine, sample_rate: int) -> PackedSample:
-    """Decode, check, resample and quantise one line; raise ``AudioError`` naming the offending file."""
-    if parsed.mix_paths:
-        return _load_mixture(parsed, sample_rate)
-    return _load_source(parsed, sample_rate)
-
-
-def _read(path: str | TarMember, sample_rate: int) -> Audio:
-    """Decode; 16-bit PCM already at the pack's rate is read as int16 and stored untouched (no float round
-    trip, same bytes)."""
-    return read_source(path, int16_at=sample_rate)
-
-
-def _load_mixture(parsed: WesepLine, sample_rate: int) -> PackedSample:
-    reference_path = parsed.mix_paths[0]
-    mix_parts = []
-    reference: Audio | None = None
-    for path in parsed.mix_paths:
-        audio = _read(path, sample_rate)
-        if reference is None:
-            reference = audio
-        else:
-            _check_same_shape(audio, reference, path, reference_path, "mixture file")
-        mix_parts.append(audio.data)
-    if len({part.dtype for part in mix_parts}) > 1:  # some files int16, some float: decode all as float
-        mix_parts = [p if p.dtype == np.float32 else p.astype(np.float32) / np.float32(AUDIO_FULL_SCALE)
-                     for p in mix_parts]
-    mix = Audio(np.concatenate(mix_parts, axis=0) if len(mix_parts) > 1 else mix_parts[0], reference.sample_rate)
-    targets = []
-    for path in parsed.target_paths:
-        audio = _read(path, sample_rate)
-        _check_same_shape(audio, reference, path, reference_path, "source")
-        targets.append(Audio(np.ascontiguousarray(audio.data[:1]), audio.sample_rate))
-    mix = resample(mix, sample_rate)
-    return _packed(parsed, reference.sample_rate, {
-        STREAM_MIX: [to_stored(mix)],
-        STREAM_TARGET: [to_stored(resample(t, sample_rate)) for t in targets],
-    })
-
-
-def _packed(parsed: WesepLine, orig_sample_rate: int, streams: dict) -> PackedSample:
-    return PackedSample(key=parsed.key, speakers=parsed.speakers, line=parsed.line,
-                        orig_sample_rate=orig_sample_rate, num_frames=streams[next(iter(streams))][0].length,
-                        provenance=parsed.provenance, streams=streams)
-
-
-def _check_same_shape(audio: Audio | AudioInfo, reference: Audio | AudioInfo, path: str | TarMember,
-                      reference_path: str | TarMember, what: str) -> None:
-    """WeSep's strict policy: every file of a sample shares the mixture's sample rate and length."""
-    path = str(path)
-    frames, reference_frames = audio.frames, reference.frames
-    if audio.sample_rate != reference.sample_rate:
-        raise AudioError(path, f"{what} sample rate {audio.sample_rate} Hz differs from the mixture's "
-                               f"{reference.sample_rate} Hz ({reference_path})")
-    if frames != reference_frames:
-        raise AudioError(path, f"{what} length {frames} samples differs from the mixture's "
-                               f"{reference_frames} ({reference_path})")
-
-
-def _check_mono(audio: Audio | AudioInfo, path: str | TarMember) -> None:
-    path = str(path)
-    if audio.channels != 1:
-        raise AudioError(path, f"a single-speaker source must be mono, got {audio.channels} channels")
-
-
-def _load_source(parsed: WesepLine, sample_rate: int) -> PackedSample:
-    path = parsed.target_paths[0]
-    audio = _read(path, sample_rate)
-    _check_mono(audio, path)
-    return _packed(parsed, audio.sample_rate, {STREAM_SOURCE: [to_stored(resample(audio, sample_rate))]})
-
-
-def wesep_steps(sample_rate: int) -> dict:
-    """The plan and load steps of a WeSep sample, whether it comes from a raw list or from tar shards."""
-    return {"plan": functools.partial(plan_wesep_sample, sample_rate=sample_rate),
-            "load": functools.partial(load_wesep_sample, sample_rate=sample_rate)}
+#: The files of a WeSep split directory, in the order the list is chosen.
+LIST_NAMES = ("samples.jsonl", "raw.list", "shard.list")
+CUES_NAME = "cues.yaml"
+LABELS_NAME = "spk2label.json"
 
 
 def _check_relative_paths(list_path: str, lines: list[WesepLine]) -> None:
@@ -296,3 +105,133 @@ def build_wesep(list_path: str, options: BuildOptions, root: str | None = None, 
         recorded_options=recorded,
         options=options,
     )
+
+
+@dataclass(frozen=True)
+class WesepSplit:
+    """What a split directory holds: the list used (and its kind, ``raw`` or ``shard``), ``cues.yaml``,
+    ``spk2label.json``, and notes on what is left out."""
+
+    data_dir: str
+    list_path: str
+    list_kind: str
+    cues: str | None = None
+    labels: str | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def describe(self) -> str:
+        lines = [f"{self.data_dir}: found {os.path.basename(self.list_path)} ({self.list_kind} list)"
+                 + (f", {CUES_NAME}" if self.cues else f", no {CUES_NAME} (no cues packed)")
+                 + (f", {LABELS_NAME}" if self.labels else "")]
+        lines.extend(f"  {note}" for note in self.notes)
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class WesepDirBuild:
+    """``build_wesep_dir``'s result: what was found (a contract split, or mainline WeSep's files), and the
+    build's summary."""
+
+    split: WesepSplit | MainlineInputs
+    summary: object
+
+    def describe(self) -> str:
+        return f"{self.split.describe()}\n{self.summary.describe()}"
+
+
+def _labels_named(cues_path: str) -> str | None:
+    """The ``labels.speaker_label.resource`` of a cues.yaml (None when absent or unreadable: the cue build reports
+    a broken cues.yaml itself, naming the file)."""
+    try:
+        document = read_yaml(cues_path)
+        return document["labels"]["speaker_label"]["resource"]
+    except (OSError, DocumentError, KeyError, TypeError):
+        return None
+
+
+def find_split(data_dir: str) -> WesepSplit:
+    """The list, cues.yaml and spk2label.json of a WeSep split directory; an error names what is missing."""
+    if not os.path.isdir(data_dir):
+        raise SpeechpackError(f"{data_dir}: not a directory (--data-dir takes a WeSep split such as data/train)")
+    present = {name: os.path.join(data_dir, name) for name in (*LIST_NAMES, CUES_NAME, LABELS_NAME)
+               if os.path.isfile(os.path.join(data_dir, name))}
+    lists = [name for name in LIST_NAMES if name in present]
+    if not lists:
+        raise SpeechpackError(f"{data_dir}: holds none of {', '.join(LIST_NAMES)} (a WeSep split directory has "
+                              f"samples.jsonl, or raw.list, or shard.list)")
+    chosen = lists[0]
+    notes = []
+    if chosen != "shard.list" and "shard.list" in present:
+        notes.append(f"shard.list: not used ({chosen} holds the same samples)")
+    cues = present.get(CUES_NAME)
+    if chosen == "shard.list" and cues:
+        raise SpeechpackError(f"{data_dir}: cues.yaml with only shard.list; cue resources are packed from the raw "
+                              f"list (samples.jsonl or raw.list): add it, or pack without cues with "
+                              f"`speechpack build wesep-shards --list {present['shard.list']}`")
+    labels = present.get(LABELS_NAME)
+    if labels:
+        named = _labels_named(cues) if cues else None
+        if named is None:
+            notes.append(f"{LABELS_NAME}: not packed ({CUES_NAME} names no labels.speaker_label resource, and WeSep "
+                         f"reads speaker labels only from there)")
+            labels = None
+        else:
+            notes.append(f"{LABELS_NAME}: packed through {CUES_NAME} labels.speaker_label ({named})")
+    return WesepSplit(data_dir=data_dir, list_path=present[chosen], list_kind="shard" if chosen == "shard.list"
+                      else "raw", cues=cues, labels=labels, notes=tuple(notes))
+
+
+def build_wesep_dir(data_dir: str, options, root: str | None = None, allow_pickle: bool = False) -> WesepDirBuild:
+    """Pack the split in ``data_dir`` (``find_split``) with its cues, as ``build wesep`` / ``build wesep-shards``
+    would from the same files."""
+    split = find_split(data_dir)
+    if split.list_kind == "shard":
+        summary = build_wesep_shards(split.list_path, options)
+    else:
+        summary = build_wesep(split.list_path, options, root=root, cues=split.cues, allow_pickle=allow_pickle)
+    return WesepDirBuild(split=split, summary=summary)
+
+
+def build_wesep_command(options, list_path: str | None = None, data_dir: str | None = None, root: str | None = None,
+                        cues: str | None = None, allow_pickle: bool = False, enroll: str | None = None,
+                        fixed_enroll: tuple[str, ...] = (), spk_embeds: str | None = None,
+                        utt2spk: str | None = None):
+    """``speechpack build wesep``: ``--list`` (with ``--cues``, or mainline's ``--enroll``, ``--fixed-enroll``,
+    ``--spk-embeds``) or ``--data-dir``, exactly one.  A list that is not JSON lines (``shard.list``, ``wav.scp``)
+    and a split directory without ``cues.yaml`` but with mainline's files are mainline WeSep's
+    (``build_mainline``)."""
+    if (list_path is None) == (data_dir is None):
+        raise OptionError("give one of --list and --data-dir")
+    fixed_enroll = tuple(fixed_enroll or ())
+    given = {"enroll": enroll, "fixed_enroll": fixed_enroll, "spk_embeds": spk_embeds, "utt2spk": utt2spk}
+    asked = any(given.values())
+    if cues is not None and asked:
+        raise OptionError("--cues (a contract cues.yaml) and mainline's --enroll/--fixed-enroll/--spk-embeds: give "
+                          "one of them")
+    if data_dir is not None:
+        if cues is not None:
+            raise OptionError("--data-dir uses the split's cues.yaml; --cues is for --list")
+        if not (asked or is_mainline_split(data_dir)):
+            return build_wesep_dir(data_dir, options, root=root, allow_pickle=allow_pickle)
+        found = find_mainline_split(data_dir, embeddings=True if spk_embeds else None)
+        if asked:  # what the command line names wins over what the directory holds
+            found = MainlineInputs(list_path=found.list_path, notes=found.notes, **{
+                **{k: getattr(found, k) for k in given}, **{k: v for k, v in given.items() if v}})
+        return WesepDirBuild(split=found, summary=_build_mainline_inputs(found, options, root,
+                                                                         list_format(found.list_path)))
+    fmt = list_format(list_path)
+    if asked or fmt != "raw":
+        return _build_mainline_inputs(MainlineInputs(list_path=list_path, **given), options, root, fmt)
+    return build_wesep(list_path, options, root=root, cues=cues, allow_pickle=allow_pickle)
+
+
+def _build_mainline_inputs(inputs: MainlineInputs, options: BuildOptions, root: str | None, fmt: str) -> BuildSummary:
+    """Mainline's inputs packed by ``build_mainline``; a raw list that names no enrollment file is a plain raw list
+    (``build_wesep``, without cues)."""
+    if fmt == "raw" and not has_enrollments(inputs):
+        return build_wesep(inputs.list_path, options, root=root)
+    return build_mainline(inputs, options, root=root, fmt=fmt)
+
+
+__all__ = ["CUES_NAME", "LABELS_NAME", "LIST_NAMES", "WesepDirBuild", "WesepSplit", "build_wesep", "build_wesep_command",
+           "build_wesep_dir", "find_split"]

@@ -37,12 +37,13 @@ from speechpack.packer.adapters.tar_members import (
     member_of,
     too_large,
 )
-from speechpack.packer.adapters.wesep import WesepList, one_kind, wesep_steps
+from speechpack.packer.adapters.wesep_lines import WesepList, one_kind, wesep_steps
 from speechpack.packer.build.run import BuildOptions, BuildSummary, run_build
 from speechpack.schemas.documents import parse_json, read_lines
 from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.names import check_name, name_problem
-from speechpack.schemas.wesep_list import LineProblem, WesepLine
+from speechpack.schemas.line_problems import LineProblem
+from speechpack.schemas.wesep_list import WesepLine
 
 #: Audio extensions WeSep's shard writer and reader accept.
 AUDIO_EXTENSIONS = ("wav", "flac", "mp3", "ogg", "opus", "m4a", "wma")

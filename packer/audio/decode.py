@@ -29,7 +29,7 @@ import numpy as np
 import soundfile
 
 from speechpack.packer.audio.wav_header import declared_frames
-from speechpack.schemas.sound_blocks import overstated, read_frames
+from speechpack.media.sound_blocks import overstated, read_frames
 
 #: Extensions libsndfile reads; anything else goes to PyAV (m4a, wma, aac, g722, mp4 ...).
 SOUNDFILE_EXTENSIONS = {"." + fmt.lower() for fmt in soundfile.available_formats()} | {".oga", ".opus", ".aif"}
@@ -269,7 +269,7 @@ def read_audio_bytes(data: bytes, name: str, int16_at: int | None = None) -> Aud
 
 def read_audio_file(fp: BinaryIO, name: str, int16_at: int | None = None) -> Audio:
     """:func:`read_audio` for an open, seekable binary file (a tar member's reader), decoded in bounded blocks
-    as a path is (``schemas.sound_blocks``); ``name`` as in :func:`probe_audio_bytes`."""
+    as a path is (``media.sound_blocks``); ``name`` as in :func:`probe_audio_bytes`."""
     return _read(fp, name, int16_at)
 
 
@@ -295,7 +295,7 @@ def _read_soundfile(source, name: str, int16_at: int | None) -> tuple[Audio, boo
             integer_coded = subtype in _INTEGER_SUBTYPES
             dtype = "int16" if subtype == "PCM_16" and rate == int16_at else "float32"
             # what sound.read(dtype=dtype, always_2d=True) returns, without its per-call checks and copies, and
-            # in bounded blocks when the header's length is large (schemas.sound_blocks)
+            # in bounded blocks when the header's length is large (media.sound_blocks)
             data = read_frames(sound, dtype)
             wav = sound.format in _WAV_FORMATS
             problem = overstated(sound, data.shape[0])

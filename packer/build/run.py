@@ -63,7 +63,7 @@ from speechpack.schemas.cues import CUES_DIR, LABELS_DIR
 from speechpack.schemas.errors import BuildError, SpeechpackError
 from speechpack.schemas.format import FileEntry, Manifest
 from speechpack.schemas.units import SAMPLE_RATE, SHARD_BYTES, WORKERS, format_bytes, plural
-from speechpack.schemas.wesep_list import LineProblem
+from speechpack.schemas.line_problems import LineProblem
 
 @dataclass(frozen=True)
 class BuildSummary:

@@ -46,7 +46,7 @@ from speechpack.packer.build.writer import PackWriter
 from speechpack.schemas.constants import STREAM_TYPES
 from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.format import ShardEntry
-from speechpack.schemas.wesep_list import LineProblem
+from speechpack.schemas.line_problems import LineProblem
 
 
 def guarded(fn: Callable, item):

@@ -46,7 +46,7 @@ from speechpack.loader.pack import open_pack
 from speechpack.packer.export.output_dir import claim_export_dir
 from speechpack.packer.export.record import CUTS_FILE, ExportRecord, audio_rel, temp_name
 from speechpack.packer.adapters.lhotse import CORPUS_FIELD
-from speechpack.packer.adapters.lhotse_read import require_lhotse
+from speechpack.packer.adapters.lhotse_manifests import require_lhotse
 from speechpack.schemas.constants import (AUDIO_FULL_SCALE, KIND_ASR, KIND_NOISE, KIND_RIR, KIND_SOURCES, STREAM_TEXT,
                                UNKNOWN_SPEAKER)
 from speechpack.schemas.documents import read_json

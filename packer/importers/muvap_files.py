@@ -12,6 +12,10 @@ Arrays are read twice: their headers when the pack is checked, their rows when t
 worker).  The check records each array's identity (``FileIdentity``: device, inode, size and header); the copy
 opens the file again the same way, refuses anything that is not the same file with the same header, and maps the
 rows from that descriptor (``mmap``), never by path.
+
+Apart from ``packer.importers.muvap`` (what a MuVAP pack holds and how it is imported) because it is another
+concern: how any file of an untrusted directory is reached, whatever it holds.  It knows no MuVAP field, only
+descriptors, file types and identities (its messages name the MuVAP pack, its one user).
 """
 
 from __future__ import annotations

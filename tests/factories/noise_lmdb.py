@@ -5,7 +5,7 @@ from __future__ import annotations
 import pickle
 
 from factories.recordings import require
-from speechpack.schemas.noise_lmdb import KEYS_ENTRY
+from speechpack.media.noise_lmdb import KEYS_ENTRY
 
 _QABCS = "/usr/share/qabcs/abcs/all/noises/{}.ogg"
 

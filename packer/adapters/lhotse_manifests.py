@@ -12,6 +12,10 @@ Three inputs, each what Lhotse's recipes and tools write (https://lhotse.readthe
   bytes are read only when the build decodes it (memory stays bounded by what is being decoded); a cut's line is
   its line in its shard's cuts file.
 
+Apart from ``packer.adapters.lhotse`` (cuts to samples, the build) because reading manifest lines is what every
+Lhotse input shares: the plain manifests here, a Shar directory's cuts files (``packer.adapters.lhotse_shar``, which
+adds their tar members), and ``speechpack export lhotse`` (``require_lhotse``).
+
 Every line is parsed on its own with Lhotse's deserialiser, so a bad line is a problem of that line (file, line,
 key), never a traceback for the whole build; every problem is collected.  Lhotse is imported here, lazily: it is
 the optional extra ``speechpack[lhotse]``.
@@ -47,7 +51,7 @@ from dataclasses import dataclass
 
 from speechpack.schemas.documents import decode_line, parse_json_line
 from speechpack.schemas.errors import SpeechpackError
-from speechpack.schemas.wesep_list import LineProblem
+from speechpack.schemas.line_problems import LineProblem
 
 #: Lhotse's default tolerance between a recording's declared duration and ``num_samples / sampling_rate``
 #: (``lhotse.audio.utils.get_audio_duration_mismatch_tolerance``), in seconds.
@@ -212,7 +216,7 @@ def span_problem(start: float, duration: float, audio: float, what: str) -> str 
     return None
 
 
-#: The field check of each kind of manifest line (``packer.adapters.lhotse_read``), run before Lhotse's deserialiser.
+#: The field check of each kind of manifest line (``packer.adapters.lhotse_manifests``), run before Lhotse's deserialiser.
 FIELD_CHECKS = {"cut": cut_problem, "recording": recording_problem, "supervision": supervision_problem}
 #: What a manifest file name must end with: Lhotse's JSON-lines manifests (recipes write ``.jsonl.gz``).
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz")
@@ -221,7 +225,7 @@ JSONL_SUFFIXES = (".jsonl", ".jsonl.gz")
 @dataclass(frozen=True)
 class CutLine:
     """A cut and where it came from: ``path`` (the manifest file) and its 1-based ``line``.  ``audio`` is the tar
-    member holding a Shar cut's audio (``packer.adapters.wesep.TarMember``), read when the build decodes the cut;
+    member holding a Shar cut's audio (``packer.adapters.tar_members.TarMember``), read when the build decodes the cut;
     ``None`` for every other input."""
 
     line: int

@@ -12,6 +12,10 @@ is and for a noise pack converted from it (``speechpack build audio-bank --kind 
 The environment is opened read-only without a lock file (``readonly=True, lock=False``: the reader never writes,
 and the LMDB may sit on a read-only file system).  An open environment must not cross a ``fork``: a
 :class:`NoiseLmdb` opens it on first use and pickles as its path, so each worker process opens its own.
+
+Why in ``media/``: both sides read it (the packer converts it, the loader draws from it while training), and it
+decodes, which no contract in ``schemas/`` does; the loader may import nothing of the packer (``media``'s package
+docstring).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import soundfile
 import soxr
 
 from speechpack.schemas.errors import SpeechpackError
-from speechpack.schemas.sound_blocks import overstated, read_frames
+from speechpack.media.sound_blocks import overstated, read_frames
 from speechpack.schemas.units import resample_ratio_problem
 
 #: The entry make_lmdb.py writes the pickled key list under; never read.
