@@ -8,7 +8,7 @@ reverberates each source of an online mixture with its own RIR (``add_reverb``),
 - noise: the user's WeSep noise LMDB as it is (``noise_lmdb_file``; keys by cursor, entries decoded and resampled
   at each draw) or noise packs (``noise_banks``, e.g. the LMDB converted once with ``speechpack build audio-bank
   --kind noise --lmdb``: mapped int16, nothing to decode).  Either way the SNR follows WeSep's key rule
-  (``schemas.noise_lmdb``: ``speech*`` keys U[10, 30] dB, others U[-5, 25]; enrollments U[0, 25] for non-speech),
+  (``media.noise_lmdb``: ``speech*`` keys U[10, 30] dB, others U[-5, 25]; enrollments U[0, 25] for non-speech),
   unless ``noise_snr`` fixes one range;
 - RIRs: one simulated room per mixture (``reverb_conf``, ``loader.tse.room_sim``), its generator keyed by one
   uniform draw of the mixture's stream, or RIR packs (``rir_banks``).  Simulated RIRs are cut where their

@@ -210,7 +210,7 @@ class AugmentArgs:
     noise_lmdb_file: str | None = None
     noise_banks: tuple[str, ...] = ()
     #: dB, mixture over noise, for every noise; ``None``: WeSep's rule by key (``speech*`` U[10, 30], others
-    #: U[-5, 25]; ``schemas.noise_lmdb.noise_snr_range``).
+    #: U[-5, 25]; ``media.noise_lmdb.noise_snr_range``).
     noise_snr: tuple[float, float] | None = None
     #: ``cue_processing.audio``: P(a waveform enrollment is reverberated / gets noise).
     reverb_enroll_prob: float = 0.0
