@@ -63,19 +63,15 @@ recipe key                                             speechpack
 ``dataset.name``, ``path``, ``family``                 informational (the data is ``packs:``)
 ``dataset.storage_mode``                               ``MIXTURE_PARQUET`` (the source ``build parquet`` reads)
 ``dataset.task_mode``                                  ``ASR``: ``task: asr``
-``dataset.train_split`` / ``valid_split``              ``dataset_args`` of the same name (``loader.asr.selection``)
-``asr_task_config.*``                                  ``dataset_args.*`` (same names and meanings)
+every key of the table above's last column             the ``dataset_args`` key of its row (``omnilingual_keys``)
 ``mixture_parquet_storage_config.beta_corpus``,        top-level ``weighting`` and ``hours_beta: true`` on every
 ``beta_language``                                      ``packs`` entry (a None beta: 1, hours as they are)
-``.dataset_summary_path``                              ``dataset_args.dataset_summary_path`` (hours for weighting)
-``.sync_mode``, ``.sync_batches``                      ``dataset_args`` of the same name (ranks' equal steps)
-``.fragment_streaming.fragment_shuffle_window``        ``dataset_args.fragment_shuffle_window`` (in the plan)
-``.fragment_streaming.partition_filters``              ``dataset_args.partition_filters`` (parsed, never evaluated)
 ``.fragment_streaming.seed``, ``nb_epochs``            checked; the run's seed is ``build_loader(seed=)`` and the
                                                        epochs are the training loop's ``set_epoch`` calls
 ``.fragment_streaming.parquet_path`` and the rest,     checked, no effect: a pack is memory-mapped, so there is
 ``.fragment_loading.*``                                nothing to cache, prefetch or read in parallel
-``tokenizer.name``                                     a SentencePiece model file: ``{sentencepiece: FILE}``
+``tokenizer.name``                                     a SentencePiece model file: ``tokenizer: {sentencepiece:
+                                                       FILE}``
 =====================================================  =========================================================
 
 Other sections of a fairseq2 recipe (``model``, ``trainer``, ``optimizer``...) are fairseq2's and are skipped.
@@ -569,5 +565,6 @@ def from_recipe(obj: dict, where: str = "config") -> dict:
     return config
 
 
-__all__ = ["ASR_TASK_KEYS", "BATCHING_STRATEGIES", "MAX_WORKERS", "NORMALIZE_CHOICES", "OTHER_SECTIONS", "RECIPE_KEY",
-           "SYNC_MODES", "AsrArgs", "from_recipe", "parse_dataset_args"]
+__all__ = ["ASR_TASK_KEYS", "BATCHING_STRATEGIES", "DATASET_ARGS", "MAX_WORKERS", "NORMALIZE_CHOICES", "NORMALIZE_KEY",
+           "OMNILINGUAL", "OTHER_SECTIONS", "RECIPE_KEY", "SYNC_MODES", "AsrArgs", "from_recipe", "omnilingual_keys",
+           "parse_dataset_args"]
