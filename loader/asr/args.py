@@ -545,7 +545,8 @@ def from_recipe(obj: dict, where: str = "config") -> dict:
     storage = take_known(dataset["mixture_parquet_storage_config"], storage_where, _STORAGE)
     task_where = f"{here}.asr_task_config"
     task = take_known(dataset["asr_task_config"], task_where, {key: None for key in ASR_TASK_KEYS})
-    args = {key: value for key, value in task.items() if key in (dataset["asr_task_config"] or {})}
+    given = dataset["asr_task_config"] or {}  # only these: a task config's absent key is dataset_args' default
+    args = {k.name: task[name] for name, k in omnilingual_keys(_TASK_SECTION).items() if name in given}
     args.update(_streaming(storage["fragment_streaming"], f"{storage_where}.fragment_streaming"))
     take_known(storage["fragment_loading"], f"{storage_where}.fragment_loading", _LOADING)
     args.update(_given("dataset", dataset))
