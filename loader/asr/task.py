@@ -55,7 +55,7 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from speechpack.loader.asr.args import AsrArgs, from_recipe, parse_dataset_args
+from speechpack.loader.asr.args import DATASET_ARGS, AsrArgs, from_recipe, parse_dataset_args
 from speechpack.loader.asr.features import fbank
 from speechpack.loader.asr.items import AsrItems, asr_items, read_summary, segment_of
 from speechpack.loader.asr.selection import select
@@ -303,6 +303,11 @@ class AsrTask(LoaderTask):
     def translate_config(self, obj: dict, where: str) -> dict:
         """Omnilingual's ``dataset:`` block, key by key (``loader.asr.args``)."""
         return from_recipe(obj, where)
+
+    def fingerprint_args(self, args: dict) -> dict:
+        """What each key's declaration says the fingerprint hashes (``loader.asr.args.DATASET_ARGS``): every key
+        but ``npc`` and ``num_prefetch``, as every saved state was hashed."""
+        return DATASET_ARGS.fingerprint(args)
 
     def dataloader_defaults(self, args: AsrArgs):
         """fairseq2's ``npc`` (parallel calls: the workers) and ``num_prefetch`` (batches waiting in total)."""
