@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from factories.asd_tracks import TRACKS, write_asd_pack
-from speechpack.loader.asd.levels import asd_level_report, levels_figure, pack_labels
+from speechpack.loader.asd.levels import asd_level_report, levels_figure
+from speechpack.schemas.plotting import path_labels
 from speechpack.loader.plan.planning_report import plan_figure
 from speechpack.loader.plan.planning_report import plan_report
 from speechpack.packer.adapters.wesep import build_wesep
@@ -98,8 +99,8 @@ def test_levels_name_the_packs(generated_wavs, tmp_path):
     for name in ("AVA", "WASD"):
         paths.append(str(tmp_path / name / "packed" / "train"))
         write_asd_pack(paths[-1], [t for t in TRACKS if t.frames > 1][:3], generated_wavs)
-    assert pack_labels(paths) == ["AVA/packed/train", "WASD/packed/train"]
-    assert pack_labels(["/a/ava_train", "/b/wasd_val"]) == ["ava_train", "wasd_val"]
+    assert path_labels(paths) == ["AVA/packed/train", "WASD/packed/train"]
+    assert path_labels(["/a/ava_train", "/b/wasd_val"]) == ["ava_train", "wasd_val"]
     fig = levels_figure(asd_level_report(paths))
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["AVA/packed/train", "WASD/packed/train"]
     plt.close(fig)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 
 import numpy as np
 
@@ -31,6 +30,7 @@ from speechpack.loader.normalize import NORMALIZE_MAX_GAIN_DB, NORMALIZE_PEAK_LI
 from speechpack.loader.pack import Pack, open_pack
 from speechpack.schemas.constants import KIND_ASD, STREAM_AUDIO, STREAM_LABELS
 from speechpack.schemas.errors import SpeechpackError
+from speechpack.schemas.plotting import path_labels
 
 #: Percentiles reported per metric (MuVAP's validate report uses the same).
 PERCENTILES = (0, 1, 50, 95, 99, 100)
@@ -161,18 +161,6 @@ def plot_validated_levels(report: dict | None, path: str) -> None:
     plot_levels(report, path)
 
 
-def pack_labels(paths: list[str]) -> list[str]:
-    """Each pack's name on the plot: its directory's name, with as many parent directories as it takes to tell the
-    packs apart (``/data/ava_train`` and ``/data/wasd_val``: ``ava_train``, ``wasd_val``; ``/x/AVA/packed/train`` and
-    ``/x/WASD/packed/train``: ``AVA/packed/train``, ``WASD/packed/train``)."""
-    parts = [os.path.normpath(str(p)).strip(os.sep).split(os.sep) for p in paths]
-    for depth in range(1, max((len(p) for p in parts), default=1) + 1):
-        labels = ["/".join(p[-depth:]) for p in parts]
-        if len(set(labels)) == len(labels):
-            return labels
-    return [str(p) for p in paths]
-
-
 def plot_levels(report: dict, path: str) -> None:
     """One panel per metric, one column per pack: the p0-p100 range (thin), p1-p99 (thick) and the median (dot),
     to a PNG at ``path``.  Needs the ``plot`` extra (matplotlib)."""
@@ -188,7 +176,7 @@ def levels_figure(report: dict):
     plt = pyplot("plotting levels")
     metrics = report["metrics"]
     packs = report["packs"]
-    labels = pack_labels([entry["path"] for entry in packs])  # the packs' names, not 0, 1, ...
+    labels = path_labels([entry["path"] for entry in packs])  # the packs' names, not 0, 1, ...
     cols = 3
     rows = -(-len(metrics) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3.2 * rows), squeeze=False)
@@ -211,5 +199,5 @@ def levels_figure(report: dict):
 
 
 __all__ = ["METRICS", "PERCENTILES", "asd_level_report", "compare_validated_levels", "format_level_table",
-           "level_report_json", "levels_figure", "pack_labels", "pack_level_summary", "plot_levels",
+           "level_report_json", "levels_figure", "pack_level_summary", "plot_levels",
            "plot_validated_levels", "speaking_ratio", "track_levels"]
