@@ -34,11 +34,18 @@ CHUNK = 8000
 
 @pytest.fixture(scope="module")
 def packs(tmp_path_factory, real_audio_paths):
-    require("kaldiio", "dev")
     root = tmp_path_factory.mktemp("mainline")
-    facts = librimix_split(root / "data", real_audio_paths, mixtures=6)
-    online_split(root / "vox", real_audio_paths)
+    out, facts = mainline_packs(root, real_audio_paths, mixtures=6)
+    return out, facts, root
+
+
+def mainline_packs(root: Path, recordings: list[str], mixtures: int, utts_per_speaker: int = 3) -> tuple[dict, dict]:
+    """A split of ``mixtures`` as mainline's prep writes it and VoxCeleb-like sources, packed every way a recipe
+    reads them (train/dev, with enrollment audio or embeddings, online sources): (pack paths by name, facts)."""
+    require("kaldiio", "dev")
     data = root / "data"
+    facts = librimix_split(data, recordings, mixtures=mixtures, utts_per_speaker=utts_per_speaker)
+    online_split(root / "vox", recordings, utts_per_speaker=utts_per_speaker)
     fixed = (str(data / "spk1.enroll"), str(data / "spk2.enroll"))
     inputs = {
         "train": MainlineInputs(list_path=str(data / "shard.list"), enroll=str(data / "spk2enroll.json")),
@@ -54,7 +61,7 @@ def packs(tmp_path_factory, real_audio_paths):
     for name, found in inputs.items():
         out[name] = str(root / "packs" / name)
         build_mainline(found, BuildOptions(out=out[name], sample_rate=16000, workers=1, progress=False))
-    return out, facts, root
+    return out, facts
 
 
 @pytest.fixture(scope="module")
@@ -700,27 +707,7 @@ MAINLINE_CONFS = {
 @pytest.fixture(scope="module")
 def sixteen(tmp_path_factory, real_audio_paths):
     """Packs of a 16-mixture split (enough for the largest recipe batch) and VoxCeleb-like sources."""
-    require("kaldiio", "dev")
-    root = tmp_path_factory.mktemp("sixteen")
-    data = root / "data"
-    librimix_split(data, real_audio_paths, mixtures=16, utts_per_speaker=4)
-    online_split(root / "vox", real_audio_paths, utts_per_speaker=4)
-    fixed = (str(data / "spk1.enroll"), str(data / "spk2.enroll"))
-    inputs = {
-        "train": MainlineInputs(list_path=str(data / "shard.list"), enroll=str(data / "spk2enroll.json")),
-        "dev": MainlineInputs(list_path=str(data / "wav.scp"), enroll=str(data / "single.wav.scp"),
-                              fixed_enroll=fixed),
-        "train_emb": MainlineInputs(list_path=str(data / "shard.list"), spk_embeds=str(data / "embed.scp"),
-                                    utt2spk=str(data / "single.utt2spk")),
-        "dev_emb": MainlineInputs(list_path=str(data / "shard.list"), spk_embeds=str(data / "embed.scp"),
-                                  fixed_enroll=fixed),
-        "vox": find_mainline_split(str(root / "vox")),
-    }
-    out = {}
-    for name, found in inputs.items():
-        out[name] = str(root / "packs" / name)
-        build_mainline(found, BuildOptions(out=out[name], sample_rate=16000, workers=1, progress=False))
-    return out
+    return mainline_packs(tmp_path_factory.mktemp("sixteen"), real_audio_paths, mixtures=16, utts_per_speaker=4)[0]
 
 
 @pytest.mark.parametrize("name", sorted(MAINLINE_CONFS))
