@@ -52,7 +52,6 @@ from speechpack.loader.config_keys import (
     KeyTable,
     Nested,
     Nullable,
-    Number,
     OneOf,
     Parsed,
     Then,
@@ -142,9 +141,8 @@ def _count(minimum: int) -> Callable[[Any, str], int]:
 _SAMPLES = Within(1, MAX_SAMPLES, " samples")
 _HIST = Within(0, MAX_SAMPLES, " samples")
 _BUFFER = Nullable(Int(hi=MAX_BUFFER_ITEMS))
-_LATER = "; checked with the keys it goes with"
 
-_SECONDS = Parsed(_seconds, Number(0.0, MAX_SECONDS, "s").doc, float)
+_SECONDS = Parsed(_seconds, "number in [0, a year] s", float)
 #: ``filter_len_args``: WeSep's ``filter_len`` bounds (seconds), held as ``DatasetArgs.min_num_seconds`` and
 #: ``max_num_seconds``.
 FILTER_LEN_ARGS = KeyTable((
@@ -217,7 +215,7 @@ DATASET_ARGS = KeyTable((
         "`false`/`null` mean `none`, `true` the task's own (`muvap` here)", read=_read_normalize,
         fingerprint_value=_normalize_as_hashed),
     Key("collate", None, Unchecked("mapping", dict), "`collate.<field>.align` (`wav_mix`, `wav_target`: max, min) "
-        "and the per-row fields' collation ([Cues](#cues))" + _LATER, field=False),
+        "and the per-row fields' collation ([Cues](#cues))", field=False),
     Key("align", (("wav_mix", "max"), ("wav_target", "max")),
         Parsed(_check_aligns, "", tuple[tuple[str, str], ...]), "", build=lambda v: v["collate"][0]),
     Key("cues", (), Parsed(_check_cues, "mapping", tuple[CueRequest, ...]), "speaker cues to read "
@@ -227,9 +225,9 @@ DATASET_ARGS = KeyTable((
         build=lambda v: v["collate"][1], fingerprint=WHEN_SET),
     Key("online_mix", False, Bool(), f"{_MIX} of `sources` packs in train", field=False),
     Key("num_speakers", None, Unchecked("mapping"), "online mixing: `{distribution: [p1, p2, p3], max_speakers: "
-        "N}`" + _LATER, field=False),
-    Key("timeline", None, Unchecked("mapping"), "online mixing: the speakers' activity" + _LATER, field=False),
-    Key("mix_snr", None, Unchecked("mapping"), "online mixing: `{range, gain}` (dB)" + _LATER,
+        "N}`", field=False),
+    Key("timeline", None, Unchecked("mapping"), "online mixing: the speakers' activity", field=False),
+    Key("mix_snr", None, Unchecked("mapping"), "online mixing: `{range, gain}` (dB)",
         default_doc="WeSep's", field=False),
     Key("mix", None, Unchecked("", MixArgs | None), "", build=lambda v: v["mix"], fingerprint=WHEN_SET),
     Key("cue_processing", None, Unchecked("mapping"), "`audio.{reverb_enroll_prob, noise_enroll_prob}`: enrollment "
@@ -253,7 +251,7 @@ DATASET_ARGS = KeyTable((
     Key("augment", None, Unchecked("", AugmentArgs | None), "", build=lambda v: v["augment"], fingerprint=WHEN_SET,
         fingerprint_value=_no_augment_unset),
     Key("batching", None, Unchecked("mapping", Any), "`{type: static, batch_size}` (same as `batch_size`) or "
-        "`{type: budget, ...}`: length-aware batches ([Batching](#batching))" + _LATER, default_doc="static",
+        "`{type: budget, ...}`: length-aware batches ([Batching](#batching))", default_doc="static",
         fingerprint=WHEN_SET),
     Key("train_window", None, Nullable(Parsed(_count(1), _SAMPLES.doc, int)), "train: items longer than this "
         "tiled into near-equal chunks ([Batching](#batching))", field_check=Nullable(_SAMPLES),
