@@ -1,15 +1,19 @@
-"""``dataset_args`` of a TSE loader config (``task: tse``, the default): WeSep's names and defaults, checked key by key.
+"""``dataset_args`` of a TSE loader config (``task: tse``, the default): WeSep's names and defaults, every key
+declared once, in ``DATASET_ARGS`` (``loader.config_keys``).
 
-``DatasetArgs.from_dict`` turns the ``dataset_args`` mapping into frozen dataclasses and refuses any key it does
-not know, naming it, so a typo never silently becomes a default.  Defaults follow WeSep where WeSep has the key
-(``chunk_len`` = 3 s, ``chunk_short_policy`` = ``pad``, ``filter_len_args`` 1-1000 s), so a WeSep ``dataset_args``
-block means the same thing here; docs/loader.md has the table.
+The table gives each key its default, check (once per key, errors naming the config path: ``config.dataset_args
+.chunk_len``), doc row (docs/loader.md's table is ``DATASET_ARGS.markdown()``, a test keeps them equal) and
+fingerprint role, and makes ``DatasetArgs`` (``args_class``: one field per field of the table, checked on
+construction, named under ``dataset_args``).  A config writes some keys in another shape than ``DatasetArgs``
+holds them: ``filter_len_args`` becomes ``min_num_seconds``/``max_num_seconds``, ``collate`` ``align`` and
+``field_collate``, the online mixing keys ``mix``, the augmentation keys ``augment``; ``_combine`` checks what spans
+those keys.  Unknown keys are refused, naming them, so a typo never silently becomes a default.  Defaults follow
+WeSep where WeSep has the key (``chunk_len`` = 3 s, ``chunk_short_policy`` = ``pad``, ``filter_len_args``
+1-1000 s), so a WeSep ``dataset_args`` block means the same thing here.
 
-Every numeric value has a range, checked in ``__post_init__``, so an args object built directly is checked too, and
-a value far outside it (``resample_rate: 1e9`` used to crash inside soxr, ``batch_size: 1e18`` ran out of memory
-while planning) is a ``ConfigError`` naming the key before any pack is opened.  The ranges are generous: they
-exist to stop nonsense, not to second-guess an experiment.  ``from_dict`` names keys under its ``where``
-(``config.dataset_args.chunk_len``); a directly built object under ``dataset_args``.
+Every numeric value has a range, so a value far outside it (``resample_rate: 1e9`` used to crash inside soxr,
+``batch_size: 1e18`` ran out of memory while planning) is a ``ConfigError`` naming the key before any pack is
+opened.  The ranges are generous: they exist to stop nonsense, not to second-guess an experiment.
 
 The online mixing keys (``MixArgs``, ``TimelineArgs``) and reverberation, noise and enrollment augmentation
 (``AugmentArgs``) are parsed in ``loader.tse.mix_args``, the cue and collate keys (``CueRequest``) in
