@@ -8,7 +8,8 @@ built in code: ``KeyTable.args_class`` makes that dataclass from the table), ``K
 table; a test keeps the docs equal to it) and ``KeyTable.fingerprint`` (what the resume fingerprint hashes).
 
 A key's check is a small object (``Int``, ``Within``, ``Number``, ``Bool``, ``OneOf``, ``Probability``,
-``Range``, ``Nullable``, ``Nested``, ``Then``; ``Parsed`` for a shape only a parser reads): called as ``check(value, where)`` it returns the value held (``1`` -> ``1.0`` for a probability) or
+``Range``, ``Nullable``, ``Nested``, ``Then``; ``Parsed`` for a shape only a parser reads, ``Flat`` for a field
+made of several of the parent's keys): called as ``check(value, where)`` it returns the value held (``1`` -> ``1.0`` for a probability) or
 raises ``ConfigError`` naming ``where`` (the shared checks of ``loader.config_checks``, so messages read the same
 for every task), and it says in words what it takes (the docs' type column), so a range is written once.  A check
 must accept what it returns (a value held is checked again on construction).  ``Nested`` is a key whose value is
@@ -179,6 +180,23 @@ class Nested:
 
 
 @dataclass(frozen=True)
+class Flat:
+    """A field made of several keys of the parent mapping, not of a mapping of its own (TSE's ``mix``: the keys
+    ``num_speakers``, ``mix_snr``, ``timeline``): ``table`` 's config keys are the parent's (taken, documented and
+    translated with them), and ``parse(values, where, held)`` makes the field from their values, checking them
+    (``table.check_config``) where they apply; ``held`` are the parent's keys checked before it.  Built in code,
+    the field is held as given (its class checks itself)."""
+
+    table: KeyTable
+    parse: Callable[[dict, str, dict], Any]
+    annotation: Any = Any
+    doc = ""
+
+    def __call__(self, value: Any, where: str) -> Any:
+        return value
+
+
+@dataclass(frozen=True)
 class Within:
     """An int (not a bool) in ``[lo, hi]`` (in ``unit``), refused as ``must be in [lo, hi] unit`` (TSE's samples
     and rates; ``Int`` says ``at least`` / ``at most``)."""
@@ -305,8 +323,8 @@ class Key:
 
     @property
     def in_config(self) -> bool:
-        """Whether a config writes this key (a built field is none)."""
-        return self.build is None
+        """Whether a config writes this key (a built field and a ``Flat`` one are none)."""
+        return self.build is None and not isinstance(self.check, Flat)
 
 
 @dataclass(frozen=True)
@@ -315,12 +333,14 @@ class KeyTable:
     ``relate(held, where)``, run on the fields after the per-key checks, raises ``ConfigError`` where two values
     contradict; ``combine(held, where)``, run on a config's held values before the fields are made (``parse``
     only), checks what spans keys a config writes and returns the held values with those it resolved (TSE's
-    ``batching`` and ``batch_size``)."""
+    ``batching`` and ``batch_size``); ``relate_built``, where given, replaces ``relate`` for args built in code
+    (a config's values were related key by key, by its nested tables, with the messages a config reads)."""
 
     keys: tuple[Key, ...]
     relate: Callable[[dict, str], None] | None = None
     fingerprint_version: int = 1
     combine: Callable[[dict, str], dict] | None = None
+    relate_built: Callable[[dict, str], None] | None = None
 
     def __post_init__(self) -> None:
         for kind, names in (("keys", [k.name for k in self.config_keys]),
@@ -330,8 +350,14 @@ class KeyTable:
 
     @property
     def config_keys(self) -> tuple[Key, ...]:
-        """The keys a config writes, in order."""
-        return tuple(k for k in self.keys if k.in_config)
+        """The keys a config writes, in order (a ``Flat`` field's in its place)."""
+        out: list[Key] = []
+        for k in self.keys:
+            if isinstance(k.check, Flat):
+                out.extend(k.check.table.config_keys)
+            elif k.in_config:
+                out.append(k)
+        return tuple(out)
 
     @property
     def field_keys(self) -> tuple[Key, ...]:
@@ -349,22 +375,36 @@ class KeyTable:
         for k in self.config_keys:
             if k.read is not None:
                 values[k.name] = k.read(values[k.name], f"{where}.{k.name}")
-        held = {k.name: k.check(values[k.name], f"{where}.{k.name}") for k in self.config_keys}
+        held: dict = {}
+        for k in self.keys:  # in order: a Flat field sees the keys checked before it
+            if isinstance(k.check, Flat):
+                held[k.name] = k.check.parse({c.name: values[c.name] for c in k.check.table.config_keys}, where,
+                                             held)
+            elif k.in_config:
+                held[k.name] = k.check(values[k.name], f"{where}.{k.name}")
+        return self.hold(held, where)
+
+    def check_config(self, values: Mapping[str, Any], where: str) -> dict:
+        """A config's ``values`` of this table's config keys (taken, read), each checked: the held values."""
+        return {k.name: k.check(values[k.name], f"{where}.{k.name}") for k in self.config_keys}
+
+    def hold(self, held: dict, where: str) -> dict:
+        """A config's held values -> every field's: ``combine``, the built fields, ``relate``, derived defaults."""
         if self.combine is not None:
             held = self.combine(held, where)
         fields_held = {k.name: held[k.name] if k.build is None else k.build(held) for k in self.field_keys}
-        return self._finish(fields_held, where)
+        return self._finish(fields_held, where, self.relate)
 
     def check(self, values: Mapping[str, Any], where: str) -> dict:
         """``values`` (one per field) checked field by field, then across fields, derived defaults filled: the held
         values (an args object built in code)."""
         held = {k.name: (k.field_check or k.check)(values[k.name], f"{where}.{k.path or k.name}")
                 for k in self.field_keys}
-        return self._finish(held, where)
+        return self._finish(held, where, self.relate_built or self.relate)
 
-    def _finish(self, held: dict, where: str) -> dict:
-        if self.relate is not None:
-            self.relate(held, where)
+    def _finish(self, held: dict, where: str, relate: Callable[[dict, str], None] | None) -> dict:
+        if relate is not None:
+            relate(held, where)
         for k in self.field_keys:
             if k.derive is not None and held[k.name] is None:
                 held[k.name] = k.derive(held)
@@ -404,10 +444,18 @@ class KeyTable:
     def rows(self, prefix: str = "") -> list[tuple[Key, str]]:
         """``(key, dotted name)`` of every config key, a nested table's keys after their parent."""
         out = []
-        for k in self.config_keys:
+        for k in self.keys:
+            if isinstance(k.check, Flat):
+                out.extend(k.check.table.rows(prefix))
+                continue
+            if not k.in_config:
+                continue
             out.append((k, prefix + k.name))
-            if isinstance(k.check, Nested):
-                out.extend(k.check.table.rows(f"{prefix}{k.name}."))
+            nested = k.check
+            while isinstance(nested, (Nullable, Then)):
+                nested = nested.check if isinstance(nested, Nullable) else nested.then
+            if isinstance(nested, Nested):
+                out.extend(nested.table.rows(f"{prefix}{k.name}."))
         return out
 
     def markdown(self) -> str:
@@ -453,6 +501,6 @@ class KeyTable:
         return decorate
 
 
-__all__ = ["ALWAYS", "Bool", "FINGERPRINT_ROLES", "Int", "Key", "KeyTable", "NEVER", "Nested", "Nullable", "Number",
+__all__ = ["ALWAYS", "Bool", "FINGERPRINT_ROLES", "Flat", "Int", "Key", "KeyTable", "NEVER", "Nested", "Nullable", "Number",
            "OneOf", "Parsed", "Probability", "Range", "Then", "Unchecked", "VERSION_FIELD", "WHEN_SET", "Within",
            "doc_value"]

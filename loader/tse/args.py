@@ -51,6 +51,7 @@ from speechpack.loader.config_checks import (
 from speechpack.loader.config_keys import (
     WHEN_SET,
     Bool,
+    Flat,
     Int,
     Key,
     KeyTable,
@@ -65,7 +66,7 @@ from speechpack.loader.config_keys import (
 from speechpack.loader.normalize import MUVAP, NONE, parse_normalize
 from speechpack.loader.plan.static_plan import TAIL_POLICIES
 from speechpack.loader.tse.cues.request import ALIGNS, CueRequest, parse_collate, parse_cues
-from speechpack.loader.tse.mix_args import AugmentArgs, MixArgs, TimelineArgs, parse_augment, parse_mix
+from speechpack.loader.tse.mix_args import AUGMENT, MIX, AugmentArgs, MixArgs, TimelineArgs, parse_augment, parse_mix
 from speechpack.loader.tse.mainline import MainlineArgs, fixed_speakers
 
 
@@ -161,10 +162,8 @@ SHUFFLE_ARGS = KeyTable((
 
 
 def _combine(v: dict, where: str) -> dict:
-    """What spans keys a config writes: online mixing, augmentation, collation (it names cues), batching (it sets
-    the batch size) and train windows (alternatives to chunks)."""
-    v["mix"] = parse_mix(v, where)
-    v["augment"] = parse_augment(v, where, v["online_mix"])
+    """What spans keys a config writes: collation (it names cues), batching (it sets the batch size) and train
+    windows (alternatives to chunks).  Online mixing and augmentation are ``Flat`` fields (``loader.tse.mix_args``)."""
     v["collate"] = parse_collate(v["collate"], f"{where}.collate", v["cues"])
     given = v["batching"] is not None
     v["batch_size"], v["batching"] = _batching(v["batching"], v["batch_size"], f"{where}.batching")
@@ -228,31 +227,8 @@ DATASET_ARGS = KeyTable((
     Key("field_collate", (), Unchecked("", tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]), "",
         build=lambda v: v["collate"][1], fingerprint=WHEN_SET),
     Key("online_mix", False, Bool(), f"{_MIX} of `sources` packs in train", field=False),
-    Key("num_speakers", None, Unchecked("mapping"), "online mixing: `{distribution: [p1, p2, p3], max_speakers: "
-        "N}`", field=False),
-    Key("timeline", None, Unchecked("mapping"), "online mixing: the speakers' activity", field=False),
-    Key("mix_snr", None, Unchecked("mapping"), "online mixing: `{range, gain}` (dB)",
-        default_doc="WeSep's", field=False),
-    Key("mix", None, Unchecked("", MixArgs | None), "", build=lambda v: v["mix"], fingerprint=WHEN_SET),
-    Key("cue_processing", None, Unchecked("mapping"), "`audio.{reverb_enroll_prob, noise_enroll_prob}`: enrollment "
-        "augmentation; `visual`/`spatial`/`textual` are accepted empty (WeSep has no options for them) " + _AUG,
-        field=False),
-    Key("reverb_prob", 0, Unchecked("number in [0, 1]"), f"online mixtures' reverberation {_AUG}", field=False),
-    Key("reverb_conf", None, Unchecked("mapping"), "rooms simulated for reverberation", default_doc="WeSep's rooms",
-        field=False),
-    Key("rir_banks", None, Unchecked("list"), "RIR packs to draw from instead of simulating rooms", field=False),
-    Key("reverb_keep_dry", False, Unchecked("bool"), "targets stay dry (only the mixture is reverberant)",
-        field=False),
-    Key("noise_prob", 0, Unchecked("number in [0, 1]"), f"mixture noise {_AUG}", field=False),
-    Key("noise_lmdb_file", None, Unchecked("path"), "WeSep's noise LMDB", field=False),
-    Key("noise_banks", None, Unchecked("list"), "noise packs", field=False),
-    Key("noise_snr", None, Unchecked("[low, high] dB"), "SNR of every noise", default_doc="WeSep's rule",
-        field=False),
-    Key("augment_on", None, Unchecked("worker, batch"), "where online mixtures are reverberated, noised and mixed: "
-        "while the batch is built, or in torch on the collated batch where training runs "
-        "([below](#augmentation-where-training-runs-augment_on-batch)); the same draws either way",
-        default_doc="worker", field=False),
-    Key("augment", None, Unchecked("", AugmentArgs | None), "", build=lambda v: v["augment"], fingerprint=WHEN_SET,
+    Key("mix", None, Flat(MIX, parse_mix, MixArgs | None), "", fingerprint=WHEN_SET),
+    Key("augment", None, Flat(AUGMENT, parse_augment, AugmentArgs | None), "", fingerprint=WHEN_SET,
         fingerprint_value=_no_augment_unset),
     Key("batching", None, Unchecked("mapping", Any), "`{type: static, batch_size}` (same as `batch_size`) or "
         "`{type: budget, ...}`: length-aware batches ([Batching](#batching))", default_doc="static",
