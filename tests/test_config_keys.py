@@ -317,3 +317,53 @@ def test_tse_args_are_the_declarations_fields():
         DatasetArgs(min_num_seconds=-1)  # built in code: the field's check, named by the config's path
     with pytest.raises(ConfigError, match=r"^dataset_args\.batch_size: must be in \[1, 1048576\], got 0$"):
         DatasetArgs(batch_size=0)
+
+
+def _shaped_table() -> KeyTable:
+    """A config in another shape than its args: a nested mapping held as two fields, a field made of two of the
+    parent's keys (``Flat``), a key whose config check is a parser's and whose field check is not."""
+    bounds = KeyTable((Key("lo", 0, Int(lo=0), "low"), Key("hi", 9, Int(lo=0), "high")))
+    pair = KeyTable((Key("on", False, Bool(), "mixing on", field=False),
+                     Key("level", 1, Int(), "mixing level", field=False),
+                     Key("mix", None, Int(), "", build=lambda v: v["level"] if v["on"] else None)))
+
+    def mix(values: dict, where: str, held: dict) -> int | None:
+        return pair.hold(pair.check_config(values, where), where)["mix"]
+
+    def ordered(v: dict, where: str) -> None:
+        if v["lo"] > v["hi"]:
+            raise ConfigError(f"{where}.span: lo {v['lo']} > hi {v['hi']}")
+
+    from speechpack.loader.config_keys import Flat, Parsed, Within
+    return KeyTable((
+        Key("span", None, Nested(bounds), "the bounds", field=False),
+        Key("lo", 0, Int(lo=0), "", build=lambda v: v["span"]["lo"], path="span.lo"),
+        Key("hi", 9, Int(lo=0), "", build=lambda v: v["span"]["hi"], path="span.hi"),
+        Key("mix", None, Flat(pair, mix), "", fingerprint=WHEN_SET),
+        Key("rows", 2, Parsed(lambda v, w: int(str(v)), "int as text"), "rows", field_check=Within(1, 8)),
+    ), relate=ordered)
+
+
+def test_a_config_shape_is_declared_with_its_keys():
+    table = _shaped_table()
+
+    @table.args_class("d")
+    class Args:
+        """The held shape."""
+
+    assert [k.name for k in table.config_keys] == ["span", "on", "level", "rows"]
+    assert [k.name for k in table.field_keys] == ["lo", "hi", "mix", "rows"]
+    held = table.held(Args, table.parse({"span": {"hi": 5}, "on": True, "level": 3, "rows": "4"}, "c"))
+    assert (held.lo, held.hi, held.mix, held.rows) == (0, 5, 3, 4)
+    assert table.parse(None, "c")["mix"] is None and table.fingerprint(table.parse(None, "c")) == {
+        "lo": 0, "hi": 9, "rows": 2}
+    with pytest.raises(ConfigError, match=r"^c\.span: lo 6 > hi 5$"):  # relate, on the fields
+        table.parse({"span": {"lo": 6, "hi": 5}}, "c")
+    with pytest.raises(ConfigError, match=r"^c\.level: expected int, got 'x'$"):  # a Flat field's keys, checked
+        table.parse({"on": True, "level": "x"}, "c")
+    with pytest.raises(ConfigError, match=r"^d\.span\.lo: must be at least 0, got -1$"):  # built in code: its path
+        Args(lo=-1)
+    with pytest.raises(ConfigError, match=r"^d\.rows: must be in \[1, 8\], got 9$"):  # the field's own check
+        Args(rows=9)
+    names = [line.split(" | ")[0] for line in table.markdown().split("\n")[2:]]
+    assert names == ["| `span`", "| `span.lo`", "| `span.hi`", "| `on`", "| `level`", "| `rows`"]

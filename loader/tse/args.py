@@ -282,7 +282,7 @@ class DatasetArgs:
     @classmethod
     def from_dict(cls, obj: Any, where: str = "dataset_args") -> "DatasetArgs":
         check_legacy(obj, where)  # an older pipeline's key: name its replacement, not just "unknown key"
-        with where_set(where):  # MixArgs, AugmentArgs and RoomConfig name their keys under it
+        with where_set(where):  # the batching checks (check_int) name their keys under it
             return DATASET_ARGS.held(cls, DATASET_ARGS.parse(obj, where))
 
 

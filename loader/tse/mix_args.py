@@ -1,8 +1,10 @@
 """``dataset_args`` keys of online mixing (``online_mix: true``): ``num_speakers``, ``mix_snr`` and ``timeline``,
 in WeSep's names and units (docs/loader.md "Online mixing"); reverberation and noise are further down.
 
-The dataclasses hold each default next to its field and check their ranges in ``__post_init__`` (keys named by
-their config path, see ``loader.config_checks.where_set``); ``parse_mix`` reads the config's shapes into them.
+Each key is declared once, in a ``loader.config_keys.KeyTable``: ``MIX`` (its mappings ``NUM_SPEAKERS``,
+``MIX_SNR`` and ``TIMELINE``/``TWO_SPEAKER``) makes ``MixArgs`` and ``TimelineArgs``; the tables give each key its
+default, its check (run once, errors naming the config path) and its docs row (``loader.tse.args.DATASET_ARGS``
+holds them as ``Flat`` fields, so they are ``dataset_args`` keys of their own).  ``parse_mix`` says when they apply.
 
 ``dataset_args`` keys of augmentation: reverberation, noise and enrollment augmentation, in WeSep's names.
 
@@ -12,8 +14,9 @@ waveform enrollments (``cue_processing.audio.{reverb_enroll_prob, noise_enroll_p
 keys, plus its own sources: ``rir_banks`` (pre-simulated or recorded RIRs, instead of simulating rooms) and
 ``noise_banks`` (noise packs, e.g. an LMDB converted once with ``speechpack build audio-bank --lmdb``).
 
-``AugmentArgs`` holds them, each default next to its field and its range checked in ``__post_init__``;
-``parse_augment`` reads the config's shapes into it.  docs/loader.md has the table.
+``AUGMENT`` (with ``CUE_PROCESSING``) declares them and makes ``AugmentArgs``; ``parse_augment`` says when they
+apply (none given: no augmentation, nothing checked, as before).  An args object built in code is checked by the
+same declarations (named under ``dataset_args``).  docs/loader.md has the table.
 """
 
 from __future__ import annotations
