@@ -367,3 +367,16 @@ def test_a_config_shape_is_declared_with_its_keys():
         Args(rows=9)
     names = [line.split(" | ")[0] for line in table.markdown().split("\n")[2:]]
     assert names == ["| `span`", "| `span.lo`", "| `span.hi`", "| `on`", "| `level`", "| `rows`"]
+
+
+def test_tse_mainline_spellings_are_declared_and_read():
+    from speechpack.loader.tse import mainline
+    renamed = {k.dialects[mainline.MAINLINE]: k.name for k in TSE_ARGS.config_keys if mainline.MAINLINE in k.dialects}
+    assert renamed == {"filter_args": "filter_len_args"}
+    recipe = {"whole_utt": False, "dataset_args": {"filter_len": True, "filter_args": {"max_num_seconds": 20}}}
+    for theirs, ours in renamed.items():
+        assert theirs in mainline.KNOWN_KEYS
+        translated = mainline.translate(recipe, "train")["dataset_args"]
+        assert theirs not in translated and translated[ours] == {"max_num_seconds": 20}
+    held = DatasetArgs.from_dict(mainline.translate(recipe, "train")["dataset_args"])
+    assert (held.min_num_seconds, held.max_num_seconds) == (1.0, 20.0)

@@ -67,7 +67,7 @@ from speechpack.loader.normalize import MUVAP, NONE, parse_normalize
 from speechpack.loader.plan.static_plan import TAIL_POLICIES
 from speechpack.loader.tse.cues.request import ALIGNS, CueRequest, parse_collate, parse_cues
 from speechpack.loader.tse.mix_args import AUGMENT, MIX, AugmentArgs, MixArgs, TimelineArgs, parse_augment, parse_mix
-from speechpack.loader.tse.mainline import MainlineArgs, fixed_speakers
+from speechpack.loader.tse.mainline import MAINLINE, MainlineArgs, fixed_speakers
 
 
 if TYPE_CHECKING:  # loader.plan.batching imports loader.config; the real import is inside _batching
@@ -198,7 +198,8 @@ DATASET_ARGS = KeyTable((
         "`chunk_len`, or keep its length"),
     Key("filter_len", False, Bool(), "with `whole_utt` in train: leave out utterances outside `filter_len_args` "
         "(counted in `report().filtered`)"),
-    Key("filter_len_args", None, Nested(FILTER_LEN_ARGS), "WeSep's length filter bounds", field=False),
+    Key("filter_len_args", None, Nested(FILTER_LEN_ARGS), "WeSep's length filter bounds", field=False,
+        dialects={MAINLINE: "filter_args"}),
     Key("min_num_seconds", 1.0, Parsed(_seconds_field, "", float), "", build=lambda v: v["filter_len_args"]["min_num_seconds"],
         path="filter_len_args.min_num_seconds"),
     Key("max_num_seconds", 1000.0, Parsed(_seconds_field, "", float), "", build=lambda v: v["filter_len_args"]["max_num_seconds"],
