@@ -9,7 +9,7 @@ table; a test keeps the docs equal to it) and ``KeyTable.fingerprint`` (what the
 
 A key's check is a small object (``Int``, ``Within``, ``Number``, ``Bool``, ``OneOf``, ``Probability``,
 ``Range``, ``Nullable``, ``Nested``, ``Then``; ``Parsed`` for a shape only a parser reads, ``Flat`` for a field
-made of several of the parent's keys): called as ``check(value, where)`` it returns the value held (``1`` -> ``1.0`` for a probability) or
+made of several of the parent's keys, ``Variant`` for a mapping whose ``type`` picks its table): called as ``check(value, where)`` it returns the value held (``1`` -> ``1.0`` for a probability) or
 raises ``ConfigError`` naming ``where`` (the shared checks of ``loader.config_checks``, so messages read the same
 for every task), and it says in words what it takes (the docs' type column), so a range is written once.  A check
 must accept what it returns (a value held is checked again on construction).  ``Nested`` is a key whose value is
@@ -32,7 +32,7 @@ A tool whose recipes spell a key differently (WeSep, Omnilingual, MuVAP) names i
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Mapping
 
 from speechpack.schemas.documents import bounded_repr
@@ -194,6 +194,31 @@ class Flat:
 
     def __call__(self, value: Any, where: str) -> Any:
         return value
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A mapping whose ``tag`` key says which table its other keys are (TSE's ``batching``: ``type: static`` or
+    ``type: budget``), held as that table's values with the tag.  The tables' keys are plain (no ``read``, no
+    ``Flat``); the docs list each table's keys under the key, marked with their tag."""
+
+    tag: str
+    tables: Mapping[str, KeyTable]
+    annotation = dict
+
+    def __call__(self, value: Any, where: str) -> dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a mapping with {self.tag}: {' or '.join(self.tables)}, got "
+                              f"{type(value).__name__}")
+        kind = check_choice(value.get(self.tag), tuple(self.tables), f"{where}.{self.tag}")
+        table = self.tables[kind]
+        values = take_known(value, where, {self.tag: None, **table.defaults()})
+        del values[self.tag]
+        return {self.tag: kind, **table.hold(table.check_config(values, where), where)}
+
+    @property
+    def doc(self) -> str:
+        return f"mapping by `{self.tag}`"
 
 
 @dataclass(frozen=True)
@@ -456,6 +481,10 @@ class KeyTable:
                 nested = nested.check if isinstance(nested, Nullable) else nested.then
             if isinstance(nested, Nested):
                 out.extend(nested.table.rows(f"{prefix}{k.name}."))
+            elif isinstance(nested, Variant):
+                for kind, table in nested.tables.items():
+                    out.extend((replace(sub, doc=f"`{nested.tag}: {kind}`: {sub.doc}"), name)
+                               for sub, name in table.rows(f"{prefix}{k.name}."))
         return out
 
     def markdown(self) -> str:
@@ -502,5 +531,5 @@ class KeyTable:
 
 
 __all__ = ["ALWAYS", "Bool", "FINGERPRINT_ROLES", "Flat", "Int", "Key", "KeyTable", "NEVER", "Nested", "Nullable", "Number",
-           "OneOf", "Parsed", "Probability", "Range", "Then", "Unchecked", "VERSION_FIELD", "WHEN_SET", "Within",
+           "OneOf", "Parsed", "Probability", "Range", "Then", "Unchecked", "VERSION_FIELD", "Variant", "WHEN_SET", "Within",
            "doc_value"]

@@ -31,7 +31,7 @@ error naming its replacement (docs/wesep.md "Bring your recipe").
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any, Callable, TYPE_CHECKING
+from typing import Any, Callable
 
 from speechpack.loader.config_checks import (
     MAX_BATCH_ROWS,
@@ -41,11 +41,9 @@ from speechpack.loader.config_checks import (
     at,
     check_choice,
     check_finite,
-    check_int,
     check_type,
     number,
     positive_int,
-    take_known,
     where_set,
 )
 from speechpack.loader.config_keys import (
@@ -61,17 +59,17 @@ from speechpack.loader.config_keys import (
     Parsed,
     Then,
     Unchecked,
+    Variant,
     Within,
 )
 from speechpack.loader.normalize import MUVAP, NONE, parse_normalize
+from speechpack.loader.plan.batching import COSTS, DEFAULT_WINDOW_ITEMS, BudgetArgs
 from speechpack.loader.plan.static_plan import TAIL_POLICIES
 from speechpack.loader.tse.cues.request import ALIGNS, CueRequest, parse_collate, parse_cues
 from speechpack.loader.tse.mix_args import AUGMENT, MIX, AugmentArgs, MixArgs, TimelineArgs, parse_augment, parse_mix
 from speechpack.loader.tse.mainline import MAINLINE, MainlineArgs, fixed_speakers
 
 
-if TYPE_CHECKING:  # loader.plan.batching imports loader.config; the real import is inside _batching
-    from speechpack.loader.plan.batching import BudgetArgs
 
 SHORT_POLICIES = ("pad", "keep")
 #: ``normalize`` values the TSE task builds (``loader.normalize``), in the order its errors list them.
@@ -165,10 +163,7 @@ def _combine(v: dict, where: str) -> dict:
     """What spans keys a config writes: collation (it names cues), batching (it sets the batch size) and train
     windows (alternatives to chunks).  Online mixing and augmentation are ``Flat`` fields (``loader.tse.mix_args``)."""
     v["collate"] = parse_collate(v["collate"], f"{where}.collate", v["cues"])
-    given = v["batching"] is not None
     v["batch_size"], v["batching"] = _batching(v["batching"], v["batch_size"], f"{where}.batching")
-    if not given:
-        Within(1, MAX_BATCH_ROWS)(v["batch_size"], f"{where}.batch_size")
     v["train_window"], v["hist_frames"] = _train_window(v, v["mix"], where)
     return v
 
@@ -177,6 +172,37 @@ def _relate(v: dict, where: str) -> None:
     if v["min_num_seconds"] > v["max_num_seconds"]:
         raise ConfigError(f"{where}.filter_len_args: min_num_seconds {v['min_num_seconds']} > "
                           f"max_num_seconds {v['max_num_seconds']}")
+
+
+def _static_relate(v: dict, where: str) -> None:
+    if v["batch_size"] is None:
+        raise ConfigError(f"{where}.batch_size: static batching needs a batch size")
+
+
+def _budget_relate(v: dict, where: str) -> None:
+    if (v["max_frames"] is None) == (v["max_num_elements"] is None):
+        raise ConfigError(f"{where}: budget batching needs exactly one of max_frames, max_num_elements")
+    if v["max_batch"] is not None and (v["max_batch"] < v["min_batch"] or v["max_batch"] < v["num_seqs_multiple_of"]):
+        raise ConfigError(f"{where}.max_batch: {v['max_batch']} is below min_batch {v['min_batch']} or "
+                          f"num_seqs_multiple_of {v['num_seqs_multiple_of']}")
+
+
+_ROWS = Within(1, MAX_BATCH_ROWS)
+#: ``batching: {type: static, batch_size}``: ``batch_size``'s other spelling.
+STATIC_BATCHING = KeyTable((
+    Key("batch_size", None, Nullable(_ROWS), "mixtures per batch", default_doc="required"),
+), relate=_static_relate)
+#: ``batching: {type: budget, ...}``: length-aware batches (``loader.plan.batching.make_budget_plan``).
+BUDGET_BATCHING = KeyTable((
+    Key("max_frames", None, Nullable(Within(1, MAX_COUNT)), "a batch holds about this many samples (one of "
+        "`max_frames`, `max_num_elements`)"),
+    Key("max_num_elements", None, Nullable(Within(1, MAX_COUNT)), "the same budget under fairseq2's name"),
+    Key("cost", "linear", OneOf(COSTS), "a row costs its length, or its length squared"),
+    Key("min_batch", 1, _ROWS, "fewest rows of a batch"),
+    Key("max_batch", None, Nullable(_ROWS), "most rows of a batch", default_doc="none"),
+    Key("num_seqs_multiple_of", 1, _ROWS, "rows a multiple of this"),
+    Key("sort_window", DEFAULT_WINDOW_ITEMS, Within(1, MAX_SORT_WINDOW), "items sorted by length together"),
+), relate=_budget_relate)
 
 
 _MIX = "online mixing ([Online mixing](#online-mixing))"
@@ -231,8 +257,9 @@ DATASET_ARGS = KeyTable((
     Key("mix", None, Flat(MIX, parse_mix, MixArgs | None), "", fingerprint=WHEN_SET),
     Key("augment", None, Flat(AUGMENT, parse_augment, AugmentArgs | None), "", fingerprint=WHEN_SET,
         fingerprint_value=_no_augment_unset),
-    Key("batching", None, Unchecked("mapping", Any), "`{type: static, batch_size}` (same as `batch_size`) or "
-        "`{type: budget, ...}`: length-aware batches ([Batching](#batching))", default_doc="static",
+    Key("batching", None, Nullable(Variant("type", {"static": STATIC_BATCHING, "budget": BUDGET_BATCHING})),
+        "`{type: static, batch_size}` (same as `batch_size`) or `{type: budget, ...}`: length-aware batches "
+        "([Batching](#batching))", default_doc="static", field_check=Unchecked("", BudgetArgs | None),
         fingerprint=WHEN_SET),
     Key("train_window", None, Nullable(Parsed(_count(1), _SAMPLES.doc, int)), "train: items longer than this "
         "tiled into near-equal chunks ([Batching](#batching))", field_check=Nullable(_SAMPLES),
@@ -283,47 +310,26 @@ class DatasetArgs:
     @classmethod
     def from_dict(cls, obj: Any, where: str = "dataset_args") -> "DatasetArgs":
         check_legacy(obj, where)  # an older pipeline's key: name its replacement, not just "unknown key"
-        with where_set(where):  # the batching checks (check_int) name their keys under it
+        with where_set(where):  # CueRequest names its keys under it
             return DATASET_ARGS.held(cls, DATASET_ARGS.parse(obj, where))
 
 
-def _batching(obj: Any, batch_size: int, where: str) -> tuple[int, "BudgetArgs | None"]:
-    """``batching``: ``{type: static, batch_size}`` or ``{type: budget, max_frames | max_num_elements, cost,
-    min_batch, max_batch, num_seqs_multiple_of, sort_window}`` (see ``loader.plan.batching``)."""
-    from speechpack.loader.plan.batching import BATCH_TYPES, COSTS, DEFAULT_WINDOW_ITEMS, BudgetArgs
-    if obj is None:
-        return batch_size, None
-    if not isinstance(obj, dict):
-        raise ConfigError(f"{where}: expected a mapping with type: static or budget, got {type(obj).__name__}")
-    kind = check_choice(obj.get("type"), BATCH_TYPES, f"{where}.type")
-    if kind == "static":
-        v = take_known(obj, where, {"type": None, "batch_size": None})
-        if v["batch_size"] is None:
-            raise ConfigError(f"{where}.batch_size: static batching needs a batch size")
-        size = check_int(v["batch_size"], "batching.batch_size", 1, MAX_BATCH_ROWS)
-        if batch_size not in (1, size):
-            raise ConfigError(f"{where}.batch_size: {size} differs from dataset_args.batch_size {batch_size}; "
-                              f"set one of them")
-        return size, None
-    v = take_known(obj, where, {"type": None, "max_frames": None, "max_num_elements": None, "cost": "linear",
-                                "min_batch": 1, "max_batch": None, "num_seqs_multiple_of": 1,
-                                "sort_window": DEFAULT_WINDOW_ITEMS})
-    if (v["max_frames"] is None) == (v["max_num_elements"] is None):
-        raise ConfigError(f"{where}: budget batching needs exactly one of max_frames, max_num_elements")
-    key = "max_frames" if v["max_frames"] is not None else "max_num_elements"
-    budget = check_int(v[key], f"batching.{key}", 1, MAX_COUNT)
-    min_batch = check_int(v["min_batch"], "batching.min_batch", 1, MAX_BATCH_ROWS)
-    max_batch = None if v["max_batch"] is None else check_int(v["max_batch"], "batching.max_batch", 1, MAX_BATCH_ROWS)
-    multiple = check_int(v["num_seqs_multiple_of"], "batching.num_seqs_multiple_of", 1, MAX_BATCH_ROWS)
-    if max_batch is not None and (max_batch < min_batch or max_batch < multiple):
-        raise ConfigError(f"{where}.max_batch: {max_batch} is below min_batch {min_batch} or "
-                          f"num_seqs_multiple_of {multiple}")
+def _batching(b: dict | None, batch_size: int, where: str) -> tuple[int, BudgetArgs | None]:
+    """The batch size and budget of ``batching`` (held by ``BATCHING``) and ``batch_size``: one of them sets the
+    size."""
+    if b is None:
+        return _ROWS(batch_size, f"{where.rsplit('.', 1)[0]}.batch_size"), None
+    if b["type"] == "static":
+        if batch_size not in (1, b["batch_size"]):
+            raise ConfigError(f"{where}.batch_size: {b['batch_size']} differs from dataset_args.batch_size "
+                              f"{batch_size}; set one of them")
+        return b["batch_size"], None
     if batch_size != 1:
         raise ConfigError(f"{where}: dataset_args.batch_size {batch_size} is set too; budget batching sizes its "
                           f"own batches")
-    return 1, BudgetArgs(budget=budget, cost=check_choice(v["cost"], COSTS, f"{where}.cost"), min_batch=min_batch,
-                         max_batch=max_batch, multiple_of=multiple,
-                         window_items=check_int(v["sort_window"], "batching.sort_window", 1, MAX_SORT_WINDOW))
+    budget = b["max_frames"] if b["max_frames"] is not None else b["max_num_elements"]
+    return 1, BudgetArgs(budget=budget, cost=b["cost"], min_batch=b["min_batch"], max_batch=b["max_batch"],
+                         multiple_of=b["num_seqs_multiple_of"], window_items=b["sort_window"])
 
 
 def _train_window(v: dict, mix: MixArgs | None, where: str) -> tuple[int | None, int]:
