@@ -1,5 +1,6 @@
 """Config keys declared once (``loader.config_keys``): one declaration gives a key its parsing, check, default, doc
-row and fingerprint; the docs' key tables are the declarations; ASD's fingerprints are those of every saved state."""
+row and fingerprint; the docs' key tables are the declarations; ASD's and TSE's fingerprints are those of every saved
+state."""
 
 from __future__ import annotations
 
@@ -380,3 +381,21 @@ def test_tse_mainline_spellings_are_declared_and_read():
         assert theirs not in translated and translated[ours] == {"max_num_seconds": 20}
     held = DatasetArgs.from_dict(mainline.translate(recipe, "train")["dataset_args"])
     assert (held.min_num_seconds, held.max_num_seconds) == (1.0, 20.0)
+
+
+def test_a_variant_mapping_picks_its_table_by_its_tag():
+    from speechpack.loader.config_keys import Variant
+    small = KeyTable((Key("rows", None, Nullable(Int(hi=8)), "rows"),))
+    large = KeyTable((Key("budget", 100, Int(), "budget"), Key("cap", 2, Int(), "cap")))
+    table = KeyTable((Key("batching", None, Nullable(Variant("type", {"small": small, "large": large})), "how"),))
+    assert table.parse({"batching": {"type": "large", "cap": 3}}, "d")["batching"] == {
+        "type": "large", "budget": 100, "cap": 3}
+    with pytest.raises(ConfigError, match=r"^d\.batching\.type: 'huge' is not one of small, large$"):
+        table.parse({"batching": {"type": "huge"}}, "d")
+    with pytest.raises(ConfigError, match=r"^d\.batching: unknown key\(s\) cap \(known: rows, type\)$"):
+        table.parse({"batching": {"type": "small", "cap": 1}}, "d")
+    with pytest.raises(ConfigError, match=r"^d\.batching: expected a mapping with type: small or large, got int$"):
+        table.parse({"batching": 3}, "d")
+    rows = [line.split(" | ")[0] for line in table.markdown().split("\n")[2:]]
+    assert rows == ["| `batching`", "| `batching.rows`", "| `batching.budget`", "| `batching.cap`"]
+    assert "`type: large`: cap" in table.markdown()
