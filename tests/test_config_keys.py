@@ -399,3 +399,23 @@ def test_a_variant_mapping_picks_its_table_by_its_tag():
     rows = [line.split(" | ")[0] for line in table.markdown().split("\n")[2:]]
     assert rows == ["| `batching`", "| `batching.rows`", "| `batching.budget`", "| `batching.cap`"]
     assert "`type: large`: cap" in table.markdown()
+
+
+def test_tse_choices_are_checked_once_per_key(monkeypatch):
+    from speechpack.loader import config_keys
+    from speechpack.loader.tse.cues import request
+    seen: list[str] = []
+
+    def counted(check):
+        def wrapper(value, choices, where):
+            seen.append(where)
+            return check(value, choices, where)
+        return wrapper
+
+    monkeypatch.setattr(config_keys, "check_choice", counted(config_keys.check_choice))
+    monkeypatch.setattr(request, "check_choice", counted(request.check_choice))
+    DatasetArgs.from_dict({**_ONLINE, "chunk_short_policy": "keep", "tail": "drop", "augment_on": "batch",
+                           "reverb_prob": 0.5, "collate": {"wav_mix": {"align": "min"}},
+                           "batching": {"type": "budget", "max_frames": 100, "cost": "quadratic"}}, "c")
+    assert "c.chunk_short_policy" in seen and "c.batching.cost" in seen
+    assert sorted(seen) == sorted(set(seen)), seen

@@ -118,7 +118,8 @@ def _normalize_as_hashed(value: Any) -> Any:
 
 
 def _read_normalize(value: Any, where: str) -> str:
-    """The one ``normalize`` vocabulary (``true``: ``muvap``; ``false``/``null``: ``none``; ``{type: X}``)."""
+    """The one ``normalize`` vocabulary (``true``: ``muvap``; ``false``/``null``: ``none``; ``{type: X}``), its
+    choice checked there (once)."""
     return parse_normalize(value, where, NORMALIZE_CHOICES, MUVAP)
 
 
@@ -240,9 +241,9 @@ DATASET_ARGS = KeyTable((
         "`valid = False`, or dropped"),
     Key("expand_targets", False, Bool(), "one item per (mixture, target): every row has `num_speaker` 1 "
         "(evaluation, inference)"),
-    Key("normalize", NONE, OneOf(NORMALIZE_CHOICES), "MuVAP's loudness normalisation from whole-recording "
+    Key("normalize", NONE, Parsed(_read_normalize, OneOf(NORMALIZE_CHOICES).doc, str), "MuVAP's loudness normalisation from whole-recording "
         "statistics ([below](#normalisation-normalize-muvap)); the words every task shares (`loader/normalize.py`): "
-        "`false`/`null` mean `none`, `true` the task's own (`muvap` here)", read=_read_normalize,
+        "`false`/`null` mean `none`, `true` the task's own (`muvap` here)", field_check=OneOf(NORMALIZE_CHOICES),
         fingerprint_value=_normalize_as_hashed),
     Key("collate", None, Unchecked("mapping", dict), "`collate.<field>.align` (`wav_mix`, `wav_target`: max, min) "
         "and the per-row fields' collation ([Cues](#cues))", field=False),
