@@ -16,8 +16,8 @@ Every numeric value has a range, so a value far outside it (``resample_rate: 1e9
 opened.  The ranges are generous: they exist to stop nonsense, not to second-guess an experiment.
 
 The online mixing keys (``MixArgs``, ``TimelineArgs``) and reverberation, noise and enrollment augmentation
-(``AugmentArgs``) are parsed in ``loader.tse.mix_args``, the cue and collate keys (``CueRequest``) in
-``loader.tse.cues.request``.
+(``AugmentArgs``) are declared in ``loader.tse.mix_args``; the cue and collate keys (``CueRequest``) keep their
+parsers (``loader.tse.cues.request``) as their checks.
 
 ``check_legacy``: keys of older WeSep configs (the earlier public pipeline and its forks) are refused, each naming
 what replaces it now.
@@ -38,9 +38,7 @@ from speechpack.loader.config_checks import (
     MAX_COUNT,
     MAX_SAMPLES,
     ConfigError,
-    at,
     check_choice,
-    check_finite,
     check_type,
     number,
     positive_int,
@@ -57,7 +55,6 @@ from speechpack.loader.config_keys import (
     Nullable,
     OneOf,
     Parsed,
-    Then,
     Unchecked,
     Variant,
     Within,
@@ -68,8 +65,6 @@ from speechpack.loader.plan.static_plan import TAIL_POLICIES
 from speechpack.loader.tse.cues.request import ALIGNS, CueRequest, parse_collate, parse_cues
 from speechpack.loader.tse.mix_args import AUGMENT, MIX, AugmentArgs, MixArgs, TimelineArgs, parse_augment, parse_mix
 from speechpack.loader.tse.mainline import MAINLINE, MainlineArgs, fixed_speakers
-
-
 
 SHORT_POLICIES = ("pad", "keep")
 #: ``normalize`` values the TSE task builds (``loader.normalize``), in the order its errors list them.
@@ -82,7 +77,7 @@ MIN_RATE, MAX_RATE = 1_000, 384_000
 MAX_SORT_WINDOW = 2 ** 31
 #: ``filter_len_args`` bound (seconds): a year.
 MAX_SECONDS = 365 * 24 * 3600.0
-#: ``shuffle_args.shuffle_size`` and ``online_buffer_size`` bound (items): accepted, not used (module docstring).
+#: ``shuffle_args.shuffle_size`` and ``online_buffer_size`` bound (items): accepted, not used (``SHUFFLE_ARGS``).
 MAX_BUFFER_ITEMS = 2 ** 31
 
 
@@ -125,6 +120,8 @@ def _read_normalize(value: Any, where: str) -> str:
 
 #: ``AugmentArgs`` that augment nothing, as the fingerprint sees them (``augment_on`` left out).
 _NO_AUGMENT = {k: v for k, v in asdict(AugmentArgs()).items() if k != "augment_on"}
+
+
 def _seconds(value: Any, where: str) -> float:
     """A ``filter_len_args`` bound in a config: a number, held as a float, then in range."""
     return number(float(check_type(value, (int, float), where)), where, 0.0, MAX_SECONDS)
@@ -145,7 +142,6 @@ def _count(minimum: int) -> Callable[[Any, str], int]:
 _SAMPLES = Within(1, MAX_SAMPLES, " samples")
 _HIST = Within(0, MAX_SAMPLES, " samples")
 _BUFFER = Nullable(Int(hi=MAX_BUFFER_ITEMS))
-
 _SECONDS = Parsed(_seconds, "number in [0, a year] s", float)
 #: ``filter_len_args``: WeSep's ``filter_len`` bounds (seconds), held as ``DatasetArgs.min_num_seconds`` and
 #: ``max_num_seconds``.
