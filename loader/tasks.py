@@ -105,10 +105,6 @@ def prepare(config, state: str, packs: list, seed: int) -> Prepared:
     return prepared
 
 
-#: Keys of ``dataset_args`` added after the first release: a state hashed without them still resumes when they
-#: are unset (``LoaderTask.fingerprint_args``).
-_UNSET_LEFT_OUT = ("cues", "field_collate", "mix", "augment", "batching", "train_window", "hist_frames",
-                   "mainline")
 #: Keys of ``dataset_args`` that change how batches are fetched, not which: any worker count resumes.
 _FETCH_ONLY = ("npc", "num_prefetch")
 
@@ -267,12 +263,10 @@ class LoaderTask:
         return obj
 
     def fingerprint_args(self, args: dict) -> dict:
-        """``dataset_args`` (as a dict) as the resume fingerprint hashes them: keys added after the first release
-        left out while unset, keys that only change how batches are fetched left out always.  A task whose
-        values were once spelt differently maps them back here, so older states still resume."""
-        for key in _UNSET_LEFT_OUT:
-            if key in args and not args[key]:
-                del args[key]
+        """``dataset_args`` (as a dict) as the resume fingerprint hashes them.  Default: every key but those that
+        only change how batches are fetched (ASR's).  A task whose keys are declared returns its table's
+        ``fingerprint(args)`` (``loader.config_keys``: keys added later hashed while set, older spellings kept), as
+        TSE and ASD do."""
         for key in _FETCH_ONLY:
             args.pop(key, None)
         return args

@@ -1,6 +1,6 @@
 """Config keys declared once (``loader.config_keys``): one declaration gives a key its parsing, check, default, doc
-row and fingerprint; the docs' key tables are the declarations; ASD's and ASR's fingerprints are those of every
-saved state."""
+row and fingerprint; the docs' key tables are the declarations; ASD's, ASR's and TSE's fingerprints are those of
+every saved state."""
 
 from __future__ import annotations
 
@@ -35,6 +35,9 @@ from speechpack.loader.config_keys import (
     Range,
 )
 from speechpack.loader.resume import read_state
+from speechpack.loader.tse.args import DATASET_ARGS as TSE_ARGS
+from speechpack.loader.tse.args import DatasetArgs
+from speechpack.loader.tse.task import TASK as TSE_TASK
 
 pytestmark = pytest.mark.fast
 
@@ -50,8 +53,9 @@ def _table_under(text: str, heading: str) -> str:
     return "\n".join(lines[start:stop])
 
 
-#: (docs file, the heading its key table follows, the table).  TSE joins as its keys move onto tables.
-DOC_TABLES = [("docs/asd.md", "### `dataset_args`", DATASET_ARGS), ("docs/asr.md", "### `dataset_args`", ASR_ARGS)]
+#: (docs file, the heading its key table follows, the table).
+DOC_TABLES = [("docs/asd.md", "### `dataset_args`", DATASET_ARGS), ("docs/asr.md", "### `dataset_args`", ASR_ARGS),
+              ("docs/loader.md", "## Config", TSE_ARGS)]
 
 
 @pytest.mark.parametrize("path, heading, table", DOC_TABLES, ids=[p for p, _, _ in DOC_TABLES])
@@ -371,3 +375,184 @@ def test_asr_keys_are_read_where_omnilingual_recipes_set_them():
         LoaderConfig.from_dict(_recipe_with(declared["sync_batches"], False))
     assert "| `npc` | int in [1, 2^10], or null | null |" in ASR_ARGS.markdown()
     assert ASR_ARGS.markdown().split("\n")[0] == "| key | type | default | meaning | omnilingual name |"
+
+
+# -- TSE: the table of a task whose args hold a config in another shape -------------------------------------------
+
+_ONLINE = {"online_mix": True, "num_speakers": {"distribution": [0, 1, 0], "max_speakers": 2}}
+#: A packless TSE config -> (train, val) fingerprints as the loader computed them before the keys were declared
+#: (``TseTask.fingerprint_args``' patches over ``asdict`` and the generic lists of ``loader.tasks``).
+TSE_FINGERPRINTS = [
+    ({"dataset_args": {}}, ("6ae98fcfa29bfbea", "b64ffc7c1bed28ae")),
+    ({"dataset_args": {"normalize": "muvap", "tail": "drop", "chunk_len": 32000, "shuffle": False}},
+     ("27f086544f3828c3", "5a1c707144816e0d")),
+    ({"dataset_args": {**_ONLINE, "mix_snr": {"range": [-5, 5], "gain": [-6, 0]},
+                       "timeline": {"two_speaker": {"overlap_ratio": [0.2, 0.8]}}}},
+     ("4138e032b5db36fc", "cffae1cb8838a676")),
+    ({"dataset_args": {**_ONLINE, "augment_on": "batch"}}, ("d8069c4ac5a3fd8f", "e8b0af4a70377062")),
+    ({"dataset_args": {**_ONLINE, "reverb_prob": 0.5, "reverb_conf": {}, "noise_prob": 0.3,
+                       "noise_lmdb_file": "n.lmdb", "cues": {"audio": {"use": True}},
+                       "cue_processing": {"audio": {"reverb_enroll_prob": 0.2}}}},
+     ("dc4873821b2b60b5", "64bd2223c5f031ae")),
+    ({"dataset_args": {"cues": {"audio": {"use": True}, "spatial": {"use": False}},
+                       "collate": {"audio_aux": {"align": "max", "pad_mode": "edge"}, "wav_mix": {"align": "min"}}}},
+     ("25d618d34c61dad9", "f3c0ee00f1844b86")),
+    ({"dataset_args": {"batching": {"type": "budget", "max_frames": 64000, "min_batch": 2, "max_batch": 16}}},
+     ("2802932a4fa2ed6e", "a8383b5d6d7ce765")),
+    ({"dataset_args": {"batching": {"type": "static", "batch_size": 6}}}, ("43bf73437a021fc4", "ead7379eaf972521")),
+    ({"dataset_args": {"train_window": 32000, "hist_frames": 8000}}, ("272a6df76935f7dd", "aa0b25379f8f858d")),
+    ({"dataset_args": {"whole_utt": True, "filter_len": True, "filter_len_args": {"min_num_seconds": 2}}},
+     ("e273e69cdcef4ed4", "cbbe33e122734870")),
+    ({"model_args": {"tse_model": {"joint_training": True, "multi_task": True}},  # a mainline WeSep recipe
+      "dataset_args": {"chunk_len": 48000, "num_speakers": 2, "online_mix": True, "use_random_snr": True,
+                       "speaker_feat": True, "fbank_args": {"num_mel_bins": 40}, "filter_len": True,
+                       "filter_args": {"min_num_seconds": 1, "max_num_seconds": 30}}},
+     ("2d67a674ee393f20", "c4e93ae01b5568ab")),
+    ({"whole_utt": False, "model_args": {"tse_model": {"joint_training": False}}, "dataset_args": {"shuffle": True}},
+     ("a9b00ee7698f54d4", "1bf1837603d484b4")),
+]
+
+
+@pytest.mark.parametrize("config, expected", TSE_FINGERPRINTS)
+def test_tse_fingerprints_are_those_of_saved_states(config, expected):
+    got = tuple(loader_fingerprint(LoaderConfig.from_dict({**config, "packs": [{"path": "x"}]}, state=state),
+                                   state, []) for state in ("train", "val"))
+    assert got == expected
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_tse_states_of_both_versions_still_resume(version):
+    state = {"state_version": version, "epoch": 1, "batches_consumed": 2, "seed": 0, "world_size": 1,
+             "fingerprint": TSE_FINGERPRINTS[3][1][0], "rank": 0}
+    if version == 2:
+        state["global_start"] = 0
+    config = LoaderConfig.from_dict({**TSE_FINGERPRINTS[3][0], "packs": [{"path": "x"}]})
+    assert read_state(state, seed=0, fingerprint=loader_fingerprint(config, "train", [])).consumed == 2
+
+
+def test_tse_fingerprint_roles_are_declared_with_the_fields():
+    held = asdict(DatasetArgs.from_dict({**_ONLINE, "augment_on": "batch"}))
+    hashed = TSE_TASK.fingerprint_args(held)
+    assert "augment" not in hashed and "cues" not in hashed and hashed["normalize"] is None  # unset / older spelling
+    assert hashed["mix"]["max_speakers"] == 2  # set: hashed
+    roles = {k.name: k.fingerprint for k in TSE_ARGS.field_keys}
+    assert {name for name, role in roles.items() if role == WHEN_SET} == {
+        "cues", "field_collate", "mix", "augment", "batching", "train_window", "hist_frames", "mainline"}
+
+
+def test_tse_args_are_the_declarations_fields():
+    assert [k.name for k in TSE_ARGS.field_keys] == list(asdict(DatasetArgs()))
+    assert DatasetArgs.from_dict(None) == DatasetArgs()
+    config_only = [k.name for k in TSE_ARGS.config_keys if not k.field]
+    assert "filter_len_args" in config_only and "online_mix" in config_only  # a config's shape, not a field
+    held = DatasetArgs.from_dict({"filter_len_args": {"min_num_seconds": 2}, "batching": {"type": "static",
+                                                                                          "batch_size": 6}})
+    assert (held.min_num_seconds, held.max_num_seconds, held.batch_size, held.batching) == (2.0, 1000.0, 6, None)
+    with pytest.raises(ConfigError, match=r"^c\.filter_len_args\.min_num_seconds: must be a number in \[0\.0, "
+                                          r"31536000\.0\], got -1\.0$"):
+        DatasetArgs.from_dict({"filter_len_args": {"min_num_seconds": -1}}, "c")
+    with pytest.raises(ConfigError, match=r"^dataset_args\.filter_len_args\.min_num_seconds: must be a number"):
+        DatasetArgs(min_num_seconds=-1)  # built in code: the field's check, named by the config's path
+    with pytest.raises(ConfigError, match=r"^dataset_args\.batch_size: must be in \[1, 1048576\], got 0$"):
+        DatasetArgs(batch_size=0)
+
+
+def _shaped_table() -> KeyTable:
+    """A config in another shape than its args: a nested mapping held as two fields, a field made of two of the
+    parent's keys (``Flat``), a key whose config check is a parser's and whose field check is not."""
+    bounds = KeyTable((Key("lo", 0, Int(lo=0), "low"), Key("hi", 9, Int(lo=0), "high")))
+    pair = KeyTable((Key("on", False, Bool(), "mixing on", field=False),
+                     Key("level", 1, Int(), "mixing level", field=False),
+                     Key("mix", None, Int(), "", build=lambda v: v["level"] if v["on"] else None)))
+
+    def mix(values: dict, where: str, held: dict) -> int | None:
+        return pair.hold(pair.check_config(values, where), where)["mix"]
+
+    def ordered(v: dict, where: str) -> None:
+        if v["lo"] > v["hi"]:
+            raise ConfigError(f"{where}.span: lo {v['lo']} > hi {v['hi']}")
+
+    from speechpack.loader.config_keys import Flat, Parsed, Within
+    return KeyTable((
+        Key("span", None, Nested(bounds), "the bounds", field=False),
+        Key("lo", 0, Int(lo=0), "", build=lambda v: v["span"]["lo"], path="span.lo"),
+        Key("hi", 9, Int(lo=0), "", build=lambda v: v["span"]["hi"], path="span.hi"),
+        Key("mix", None, Flat(pair, mix), "", fingerprint=WHEN_SET),
+        Key("rows", 2, Parsed(lambda v, w: int(str(v)), "int as text"), "rows", field_check=Within(1, 8)),
+    ), relate=ordered)
+
+
+def test_a_config_shape_is_declared_with_its_keys():
+    table = _shaped_table()
+
+    @table.args_class("d")
+    class Args:
+        """The held shape."""
+
+    assert [k.name for k in table.config_keys] == ["span", "on", "level", "rows"]
+    assert [k.name for k in table.field_keys] == ["lo", "hi", "mix", "rows"]
+    held = table.held(Args, table.parse({"span": {"hi": 5}, "on": True, "level": 3, "rows": "4"}, "c"))
+    assert (held.lo, held.hi, held.mix, held.rows) == (0, 5, 3, 4)
+    assert table.parse(None, "c")["mix"] is None and table.fingerprint(table.parse(None, "c")) == {
+        "lo": 0, "hi": 9, "rows": 2}
+    with pytest.raises(ConfigError, match=r"^c\.span: lo 6 > hi 5$"):  # relate, on the fields
+        table.parse({"span": {"lo": 6, "hi": 5}}, "c")
+    with pytest.raises(ConfigError, match=r"^c\.level: expected int, got 'x'$"):  # a Flat field's keys, checked
+        table.parse({"on": True, "level": "x"}, "c")
+    with pytest.raises(ConfigError, match=r"^d\.span\.lo: must be at least 0, got -1$"):  # built in code: its path
+        Args(lo=-1)
+    with pytest.raises(ConfigError, match=r"^d\.rows: must be in \[1, 8\], got 9$"):  # the field's own check
+        Args(rows=9)
+    names = [line.split(" | ")[0] for line in table.markdown().split("\n")[2:]]
+    assert names == ["| `span`", "| `span.lo`", "| `span.hi`", "| `on`", "| `level`", "| `rows`"]
+
+
+def test_tse_mainline_spellings_are_declared_and_read():
+    from speechpack.loader.tse import mainline
+    renamed = {k.dialects[mainline.MAINLINE]: k.name for k in TSE_ARGS.config_keys if mainline.MAINLINE in k.dialects}
+    assert renamed == {"filter_args": "filter_len_args"}
+    recipe = {"whole_utt": False, "dataset_args": {"filter_len": True, "filter_args": {"max_num_seconds": 20}}}
+    for theirs, ours in renamed.items():
+        assert theirs in mainline.KNOWN_KEYS
+        translated = mainline.translate(recipe, "train")["dataset_args"]
+        assert theirs not in translated and translated[ours] == {"max_num_seconds": 20}
+    held = DatasetArgs.from_dict(mainline.translate(recipe, "train")["dataset_args"])
+    assert (held.min_num_seconds, held.max_num_seconds) == (1.0, 20.0)
+
+
+def test_a_variant_mapping_picks_its_table_by_its_tag():
+    from speechpack.loader.config_keys import Variant
+    small = KeyTable((Key("rows", None, Nullable(Int(hi=8)), "rows"),))
+    large = KeyTable((Key("budget", 100, Int(), "budget"), Key("cap", 2, Int(), "cap")))
+    table = KeyTable((Key("batching", None, Nullable(Variant("type", {"small": small, "large": large})), "how"),))
+    assert table.parse({"batching": {"type": "large", "cap": 3}}, "d")["batching"] == {
+        "type": "large", "budget": 100, "cap": 3}
+    with pytest.raises(ConfigError, match=r"^d\.batching\.type: 'huge' is not one of small, large$"):
+        table.parse({"batching": {"type": "huge"}}, "d")
+    with pytest.raises(ConfigError, match=r"^d\.batching: unknown key\(s\) cap \(known: rows, type\)$"):
+        table.parse({"batching": {"type": "small", "cap": 1}}, "d")
+    with pytest.raises(ConfigError, match=r"^d\.batching: expected a mapping with type: small or large, got int$"):
+        table.parse({"batching": 3}, "d")
+    rows = [line.split(" | ")[0] for line in table.markdown().split("\n")[2:]]
+    assert rows == ["| `batching`", "| `batching.rows`", "| `batching.budget`", "| `batching.cap`"]
+    assert "`type: large`: cap" in table.markdown()
+
+
+def test_tse_choices_are_checked_once_per_key(monkeypatch):
+    from speechpack.loader import config_keys
+    from speechpack.loader.tse.cues import request
+    seen: list[str] = []
+
+    def counted(check):
+        def wrapper(value, choices, where):
+            seen.append(where)
+            return check(value, choices, where)
+        return wrapper
+
+    monkeypatch.setattr(config_keys, "check_choice", counted(config_keys.check_choice))
+    monkeypatch.setattr(request, "check_choice", counted(request.check_choice))
+    DatasetArgs.from_dict({**_ONLINE, "chunk_short_policy": "keep", "tail": "drop", "augment_on": "batch",
+                           "reverb_prob": 0.5, "collate": {"wav_mix": {"align": "min"}},
+                           "batching": {"type": "budget", "max_frames": 100, "cost": "quadratic"}}, "c")
+    assert "c.chunk_short_policy" in seen and "c.batching.cost" in seen
+    assert sorted(seen) == sorted(set(seen)), seen

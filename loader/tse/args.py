@@ -1,19 +1,23 @@
-"""``dataset_args`` of a TSE loader config (``task: tse``, the default): WeSep's names and defaults, checked key by key.
+"""``dataset_args`` of a TSE loader config (``task: tse``, the default): WeSep's names and defaults, every key
+declared once, in ``DATASET_ARGS`` (``loader.config_keys``).
 
-``DatasetArgs.from_dict`` turns the ``dataset_args`` mapping into frozen dataclasses and refuses any key it does
-not know, naming it, so a typo never silently becomes a default.  Defaults follow WeSep where WeSep has the key
-(``chunk_len`` = 3 s, ``chunk_short_policy`` = ``pad``, ``filter_len_args`` 1-1000 s), so a WeSep ``dataset_args``
-block means the same thing here; docs/loader.md has the table.
+The table gives each key its default, check (once per key, errors naming the config path: ``config.dataset_args
+.chunk_len``), doc row (docs/loader.md's table is ``DATASET_ARGS.markdown()``, a test keeps them equal) and
+fingerprint role, and makes ``DatasetArgs`` (``args_class``: one field per field of the table, checked on
+construction, named under ``dataset_args``).  A config writes some keys in another shape than ``DatasetArgs``
+holds them: ``filter_len_args`` becomes ``min_num_seconds``/``max_num_seconds``, ``collate`` ``align`` and
+``field_collate``, the online mixing keys ``mix``, the augmentation keys ``augment``; ``_combine`` checks what spans
+those keys.  Unknown keys are refused, naming them, so a typo never silently becomes a default.  Defaults follow
+WeSep where WeSep has the key (``chunk_len`` = 3 s, ``chunk_short_policy`` = ``pad``, ``filter_len_args``
+1-1000 s), so a WeSep ``dataset_args`` block means the same thing here.
 
-Every numeric value has a range, checked in ``__post_init__``, so an args object built directly is checked too, and
-a value far outside it (``resample_rate: 1e9`` used to crash inside soxr, ``batch_size: 1e18`` ran out of memory
-while planning) is a ``ConfigError`` naming the key before any pack is opened.  The ranges are generous: they
-exist to stop nonsense, not to second-guess an experiment.  ``from_dict`` names keys under its ``where``
-(``config.dataset_args.chunk_len``); a directly built object under ``dataset_args``.
+Every numeric value has a range, so a value far outside it (``resample_rate: 1e9`` used to crash inside soxr,
+``batch_size: 1e18`` ran out of memory while planning) is a ``ConfigError`` naming the key before any pack is
+opened.  The ranges are generous: they exist to stop nonsense, not to second-guess an experiment.
 
 The online mixing keys (``MixArgs``, ``TimelineArgs``) and reverberation, noise and enrollment augmentation
-(``AugmentArgs``) are parsed in ``loader.tse.mix_args``, the cue and collate keys (``CueRequest``) in
-``loader.tse.cues.request``.
+(``AugmentArgs``) are declared in ``loader.tse.mix_args``; the cue and collate keys (``CueRequest``) keep their
+parsers (``loader.tse.cues.request``) as their checks.
 
 ``check_legacy``: keys of older WeSep configs (the earlier public pipeline and its forks) are refused, each naming
 what replaces it now.
@@ -26,32 +30,41 @@ error naming its replacement (docs/wesep.md "Bring your recipe").
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, TYPE_CHECKING
+from dataclasses import asdict
+from typing import Any, Callable
 
 from speechpack.loader.config_checks import (
     MAX_BATCH_ROWS,
     MAX_COUNT,
     MAX_SAMPLES,
     ConfigError,
-    at,
     check_choice,
-    check_finite,
-    check_int,
     check_type,
+    number,
     positive_int,
-    take_known,
     where_set,
 )
+from speechpack.loader.config_keys import (
+    WHEN_SET,
+    Bool,
+    Flat,
+    Int,
+    Key,
+    KeyTable,
+    Nested,
+    Nullable,
+    OneOf,
+    Parsed,
+    Unchecked,
+    Variant,
+    Within,
+)
 from speechpack.loader.normalize import MUVAP, NONE, parse_normalize
+from speechpack.loader.plan.batching import COSTS, DEFAULT_WINDOW_ITEMS, BudgetArgs
 from speechpack.loader.plan.static_plan import TAIL_POLICIES
 from speechpack.loader.tse.cues.request import ALIGNS, CueRequest, parse_collate, parse_cues
-from speechpack.loader.tse.mix_args import AugmentArgs, MixArgs, TimelineArgs, parse_augment, parse_mix
-from speechpack.loader.tse.mainline import MainlineArgs, fixed_speakers
-
-
-if TYPE_CHECKING:  # loader.plan.batching imports loader.config; the real import is inside _batching
-    from speechpack.loader.plan.batching import BudgetArgs
+from speechpack.loader.tse.mix_args import AUGMENT, MIX, AugmentArgs, MixArgs, TimelineArgs, parse_augment, parse_mix
+from speechpack.loader.tse.mainline import MAINLINE, MainlineArgs, fixed_speakers
 
 SHORT_POLICIES = ("pad", "keep")
 #: ``normalize`` values the TSE task builds (``loader.normalize``), in the order its errors list them.
@@ -64,79 +77,212 @@ MIN_RATE, MAX_RATE = 1_000, 384_000
 MAX_SORT_WINDOW = 2 ** 31
 #: ``filter_len_args`` bound (seconds): a year.
 MAX_SECONDS = 365 * 24 * 3600.0
-#: ``shuffle_args.shuffle_size`` and ``online_buffer_size`` bound (items): accepted, not used (module docstring).
+#: ``shuffle_args.shuffle_size`` and ``online_buffer_size`` bound (items): accepted, not used (``SHUFFLE_ARGS``).
 MAX_BUFFER_ITEMS = 2 ** 31
 
 
-@dataclass(frozen=True)
+def _check_aligns(value: Any, where: str) -> tuple[tuple[str, str], ...]:
+    """``align`` built in code: each field's ``collate.<field>.align`` one of ``ALIGNS``."""
+    for name, align in value:
+        check_choice(align, ALIGNS, f"{where.rsplit('.', 1)[0]}.collate.{name}.align")
+    return value
+
+
+def _check_cues(value: Any, where: str) -> tuple[CueRequest, ...]:
+    """``cues`` (``loader.tse.cues.request.parse_cues``); the default, no cue, held as it is."""
+    return value if value == () else parse_cues(value, where)
+
+
+def _int(value: Any, where: str) -> int:
+    """An int; its range is checked once ``batching`` says which key sets the batch size (``_combine``)."""
+    return check_type(value, int, where)
+
+
+def _no_augment_unset(value: Any) -> Any:
+    """``augment`` as the fingerprint hashes it: where augmentation runs changes no draw (a state resumes on either
+    side), and settings that augment nothing are as good as none."""
+    if not value:
+        return value
+    value = {k: v for k, v in value.items() if k != "augment_on"}
+    return None if value == _NO_AUGMENT else value
+
+
+def _normalize_as_hashed(value: Any) -> Any:
+    """``none`` was spelt None before ``normalize`` had one vocabulary: older states still resume."""
+    return None if value == NONE else value
+
+
+def _read_normalize(value: Any, where: str) -> str:
+    """The one ``normalize`` vocabulary (``true``: ``muvap``; ``false``/``null``: ``none``; ``{type: X}``), its
+    choice checked there (once)."""
+    return parse_normalize(value, where, NORMALIZE_CHOICES, MUVAP)
+
+
+#: ``AugmentArgs`` that augment nothing, as the fingerprint sees them (``augment_on`` left out).
+_NO_AUGMENT = {k: v for k, v in asdict(AugmentArgs()).items() if k != "augment_on"}
+
+
+def _seconds(value: Any, where: str) -> float:
+    """A ``filter_len_args`` bound in a config: a number, held as a float, then in range."""
+    return number(float(check_type(value, (int, float), where)), where, 0.0, MAX_SECONDS)
+
+
+def _seconds_field(value: Any, where: str) -> Any:
+    """A ``filter_len_args`` bound built in code: in range, held as given."""
+    number(value, where, 0.0, MAX_SECONDS)
+    return value
+
+
+def _count(minimum: int) -> Callable[[Any, str], int]:
+    """An int of at least ``minimum``; its range in samples is checked once it is known to be used
+    (``_train_window``)."""
+    return lambda value, where: positive_int(value, where, minimum=minimum)
+
+
+_SAMPLES = Within(1, MAX_SAMPLES, " samples")
+_HIST = Within(0, MAX_SAMPLES, " samples")
+_BUFFER = Nullable(Int(hi=MAX_BUFFER_ITEMS))
+_SECONDS = Parsed(_seconds, "number in [0, a year] s", float)
+#: ``filter_len_args``: WeSep's ``filter_len`` bounds (seconds), held as ``DatasetArgs.min_num_seconds`` and
+#: ``max_num_seconds``.
+FILTER_LEN_ARGS = KeyTable((
+    Key("min_num_seconds", 1.0, _SECONDS, "with `filter_len`: shortest item kept"),
+    Key("max_num_seconds", 1000.0, _SECONDS, "with `filter_len`: longest item kept"),
+))
+#: ``shuffle_args``: accepted for WeSep configs; the loader shuffles the whole epoch (and draws interferers from the
+#: whole pack), so the buffer size has no role (docs/loader.md "Shuffling").
+SHUFFLE_ARGS = KeyTable((
+    Key("shuffle_size", None, _BUFFER, "accepted for WeSep recipes, not used ([Shuffling](#shuffling))"),
+))
+
+
+def _combine(v: dict, where: str) -> dict:
+    """What spans keys a config writes: collation (it names cues), batching (it sets the batch size) and train
+    windows (alternatives to chunks).  Online mixing and augmentation are ``Flat`` fields (``loader.tse.mix_args``)."""
+    v["collate"] = parse_collate(v["collate"], f"{where}.collate", v["cues"])
+    v["batch_size"], v["batching"] = _batching(v["batching"], v["batch_size"], f"{where}.batching")
+    v["train_window"], v["hist_frames"] = _train_window(v, v["mix"], where)
+    return v
+
+
+def _relate(v: dict, where: str) -> None:
+    if v["min_num_seconds"] > v["max_num_seconds"]:
+        raise ConfigError(f"{where}.filter_len_args: min_num_seconds {v['min_num_seconds']} > "
+                          f"max_num_seconds {v['max_num_seconds']}")
+
+
+def _static_relate(v: dict, where: str) -> None:
+    if v["batch_size"] is None:
+        raise ConfigError(f"{where}.batch_size: static batching needs a batch size")
+
+
+def _budget_relate(v: dict, where: str) -> None:
+    if (v["max_frames"] is None) == (v["max_num_elements"] is None):
+        raise ConfigError(f"{where}: budget batching needs exactly one of max_frames, max_num_elements")
+    if v["max_batch"] is not None and (v["max_batch"] < v["min_batch"] or v["max_batch"] < v["num_seqs_multiple_of"]):
+        raise ConfigError(f"{where}.max_batch: {v['max_batch']} is below min_batch {v['min_batch']} or "
+                          f"num_seqs_multiple_of {v['num_seqs_multiple_of']}")
+
+
+_ROWS = Within(1, MAX_BATCH_ROWS)
+#: ``batching: {type: static, batch_size}``: ``batch_size``'s other spelling.
+STATIC_BATCHING = KeyTable((
+    Key("batch_size", None, Nullable(_ROWS), "mixtures per batch", default_doc="required"),
+), relate=_static_relate)
+#: ``batching: {type: budget, ...}``: length-aware batches (``loader.plan.batching.make_budget_plan``).
+BUDGET_BATCHING = KeyTable((
+    Key("max_frames", None, Nullable(Within(1, MAX_COUNT)), "a batch holds about this many samples (one of "
+        "`max_frames`, `max_num_elements`)"),
+    Key("max_num_elements", None, Nullable(Within(1, MAX_COUNT)), "the same budget under fairseq2's name"),
+    Key("cost", "linear", OneOf(COSTS), "a row costs its length, or its length squared"),
+    Key("min_batch", 1, _ROWS, "fewest rows of a batch"),
+    Key("max_batch", None, Nullable(_ROWS), "most rows of a batch", default_doc="none"),
+    Key("num_seqs_multiple_of", 1, _ROWS, "rows a multiple of this"),
+    Key("sort_window", DEFAULT_WINDOW_ITEMS, Within(1, MAX_SORT_WINDOW), "items sorted by length together"),
+), relate=_budget_relate)
+
+
+_MIX = "online mixing ([Online mixing](#online-mixing))"
+_AUG = "([Augmentation](#augmentation-noise-rooms-enrollments))"
+
+#: Every key of TSE's ``dataset_args``, each declared once, in the order they are checked, the order of
+#: ``DatasetArgs`` 's fields and of the docs' rows.  A config key that is no field of its own says ``field=False``
+#: (``_combine`` reads it with the keys it goes with); a field that no config key of its name gives has a
+#: ``build``.  Keys added after the first release (cues, collate overrides, online mixing, augmentation, budget
+#: batching, train windows, mainline recipes) are hashed only while set.
+DATASET_ARGS = KeyTable((
+    Key("resample_rate", None, Nullable(Within(MIN_RATE, MAX_RATE, " Hz")), "rate of the batches; if it differs "
+        "from a pack's rate, audio is resampled with soxr at load time (a warning says so: packing at the right "
+        "rate is much faster)", default_doc="pack rate"),
+    Key("whole_utt", False, Bool(), "train on whole utterances instead of chunks"),
+    Key("chunk_len", None, Nullable(_SAMPLES), "training window", default_doc=f"{DEFAULT_CHUNK_SECONDS} s"),
+    Key("chunk_random_start", True, Bool(), "random window start (else the start of the utterance)"),
+    Key("chunk_short_policy", "pad", OneOf(SHORT_POLICIES), "an utterance shorter than `chunk_len`: zero-pad it to "
+        "`chunk_len`, or keep its length"),
+    Key("filter_len", False, Bool(), "with `whole_utt` in train: leave out utterances outside `filter_len_args` "
+        "(counted in `report().filtered`)"),
+    Key("filter_len_args", None, Nested(FILTER_LEN_ARGS), "WeSep's length filter bounds", field=False,
+        dialects={MAINLINE: "filter_args"}),
+    Key("min_num_seconds", 1.0, Parsed(_seconds_field, "", float), "", build=lambda v: v["filter_len_args"]["min_num_seconds"],
+        path="filter_len_args.min_num_seconds"),
+    Key("max_num_seconds", 1000.0, Parsed(_seconds_field, "", float), "", build=lambda v: v["filter_len_args"]["max_num_seconds"],
+        path="filter_len_args.max_num_seconds"),
+    Key("shuffle", True, Bool(), "a new order every epoch (in every state, as in WeSep)"),
+    Key("shuffle_args", None, Nested(SHUFFLE_ARGS), "WeSep's shuffle buffer", field=False),
+    Key("online_buffer_size", None, _BUFFER, "accepted for WeSep recipes, not used ([Shuffling](#shuffling))",
+        field=False),
+    Key("batch_size", 1, Parsed(_int, Within(1, MAX_BATCH_ROWS).doc, int),
+        "mixtures per batch", field_check=Within(1, MAX_BATCH_ROWS)),
+    Key("tail", "pad", OneOf(TAIL_POLICIES), "the last incomplete round of batches: padded with repeats flagged "
+        "`valid = False`, or dropped"),
+    Key("expand_targets", False, Bool(), "one item per (mixture, target): every row has `num_speaker` 1 "
+        "(evaluation, inference)"),
+    Key("normalize", NONE, Parsed(_read_normalize, OneOf(NORMALIZE_CHOICES).doc, str), "MuVAP's loudness normalisation from whole-recording "
+        "statistics ([below](#normalisation-normalize-muvap)); the words every task shares (`loader/normalize.py`): "
+        "`false`/`null` mean `none`, `true` the task's own (`muvap` here)", field_check=OneOf(NORMALIZE_CHOICES),
+        fingerprint_value=_normalize_as_hashed),
+    Key("collate", None, Unchecked("mapping", dict), "`collate.<field>.align` (`wav_mix`, `wav_target`: max, min) "
+        "and the per-row fields' collation ([Cues](#cues))", field=False),
+    Key("align", (("wav_mix", "max"), ("wav_target", "max")),
+        Parsed(_check_aligns, "", tuple[tuple[str, str], ...]), "", build=lambda v: v["collate"][0]),
+    Key("cues", (), Parsed(_check_cues, "mapping", tuple[CueRequest, ...]), "speaker cues to read "
+        "([Cues](#cues))", default_doc="none", field_check=Unchecked("", tuple[CueRequest, ...]),
+        fingerprint=WHEN_SET),
+    Key("field_collate", (), Unchecked("", tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]), "",
+        build=lambda v: v["collate"][1], fingerprint=WHEN_SET),
+    Key("online_mix", False, Bool(), f"{_MIX} of `sources` packs in train", field=False),
+    Key("mix", None, Flat(MIX, parse_mix, MixArgs | None), "", fingerprint=WHEN_SET),
+    Key("augment", None, Flat(AUGMENT, parse_augment, AugmentArgs | None), "", fingerprint=WHEN_SET,
+        fingerprint_value=_no_augment_unset),
+    Key("batching", None, Nullable(Variant("type", {"static": STATIC_BATCHING, "budget": BUDGET_BATCHING})),
+        "`{type: static, batch_size}` (same as `batch_size`) or `{type: budget, ...}`: length-aware batches "
+        "([Batching](#batching))", default_doc="static", field_check=Unchecked("", BudgetArgs | None),
+        fingerprint=WHEN_SET),
+    Key("train_window", None, Nullable(Parsed(_count(1), _SAMPLES.doc, int)), "train: items longer than this "
+        "tiled into near-equal chunks ([Batching](#batching))", field_check=Nullable(_SAMPLES),
+        fingerprint=WHEN_SET),
+    Key("hist_frames", 0, Parsed(_count(0), _HIST.doc, int), "with `train_window`: samples of unscored context "
+        "fed before each chunk", field_check=_HIST, fingerprint=WHEN_SET),
+    Key("mainline", None, Parsed(lambda v, w: None if v is None else MainlineArgs.from_dict(v), "mapping",
+                                 MainlineArgs | None),
+        "set by a mainline WeSep recipe's translation (`loader.tse.mainline`), not by a config",
+        field_check=Unchecked("", MainlineArgs | None), fingerprint=WHEN_SET),
+), relate=_relate, combine=_combine)
+
+
+@DATASET_ARGS.args_class("dataset_args")
 class DatasetArgs:
-    """``dataset_args``: what is read, how it is cut, normalised, batched and collated.
+    """``dataset_args``: what is read, how it is cut, normalised, batched and collated; one field per field of
+    ``DATASET_ARGS``, checked on construction.
 
     ``tail`` says what happens to the last, incomplete round of batches: ``pad`` fills it with repeats flagged
     ``valid = False`` (every sample is seen, training code masks the repeats), ``drop`` leaves the tail out
     (reported).  Checks that need the packs (the cue exists, ``required`` against ``guaranteed``) happen when the
-    loader is built (``loader.tse.cues.resolve.resolve_cues``).
+    loader is built (``loader.tse.cues.resolve.resolve_cues``).  ``chunk_len`` ``None`` is
+    ``DEFAULT_CHUNK_SECONDS`` (3 s), resolved by ``chunk_samples`` once the rate is known; ``mix`` is ``None``
+    without online mixing, ``augment`` without augmentation, ``batching`` with static batches, ``mainline`` but
+    for a mainline WeSep recipe (``loader.tse.mainline``).
     """
-
-    #: Hz of the batches; ``None``: the packs' rate (they must agree).  Another rate resamples at load (slow).
-    resample_rate: int | None = None
-    whole_utt: bool = False
-    #: Training window in samples at the loader's rate (WeSep's unit); ``None``: ``DEFAULT_CHUNK_SECONDS`` (3 s),
-    #: resolved by ``chunk_samples`` once the rate is known.
-    chunk_len: int | None = None
-    chunk_random_start: bool = True
-    chunk_short_policy: str = "pad"
-    #: WeSep's ``filter_len`` (train, ``whole_utt``): keep items of ``[min_num_seconds, max_num_seconds]``.
-    filter_len: bool = False
-    min_num_seconds: float = 1.0
-    max_num_seconds: float = 1000.0
-    shuffle: bool = True
-    batch_size: int = 1
-    tail: str = "pad"
-    expand_targets: bool = False
-    #: ``none`` or ``muvap`` (``loader.normalize``).
-    normalize: str = NONE
-    align: tuple[tuple[str, str], ...] = (("wav_mix", "max"), ("wav_target", "max"))
-    #: ``cues``: every ``dataset_args.cues.<name>`` entry, in config order (used or not).
-    cues: tuple[CueRequest, ...] = ()
-    #: ``collate.<field>`` overrides of the per-row fields (cue fields, ``speaker_label``):
-    #: ``((field, ((key, value), ...)), ...)``.
-    field_collate: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
-    #: ``online_mix: true``: the online mixing settings (``None`` when off); see ``MixArgs``.
-    mix: MixArgs | None = None
-    #: Reverberation, noise and enrollment augmentation (``None``: none given); see ``AugmentArgs``.
-    augment: AugmentArgs | None = None
-    #: ``batching`` with ``type: budget`` (``None``: static batches of ``batch_size``); see ``loader.plan.batching``.
-    batching: "BudgetArgs | None" = None
-    #: ``train_window``: train items longer than this many samples are tiled into near-equal chunks, each fed
-    #: with ``hist_frames`` samples of unscored context before it (``loader.plan.train_windows.tile_windows``).
-    train_window: int | None = None
-    hist_frames: int = 0
-    #: Set when the config is a mainline WeSep recipe (``loader.tse.mainline``): its batch keys and enrollment
-    #: features (``loader.tse.mainline``).
-    mainline: MainlineArgs | None = None
-
-    def __post_init__(self) -> None:
-        if self.resample_rate is not None:
-            check_int(self.resample_rate, "resample_rate", MIN_RATE, MAX_RATE, unit=" Hz")
-        if self.chunk_len is not None:
-            check_int(self.chunk_len, "chunk_len", 1, MAX_SAMPLES, unit=" samples")
-        for key in ("whole_utt", "chunk_random_start", "filter_len", "shuffle", "expand_targets"):
-            check_type(getattr(self, key), bool, at(key))
-        check_choice(self.chunk_short_policy, SHORT_POLICIES, at("chunk_short_policy"))
-        check_choice(self.tail, TAIL_POLICIES, at("tail"))
-        check_choice(self.normalize, NORMALIZE_CHOICES, at("normalize"))
-        for key in ("min_num_seconds", "max_num_seconds"):
-            check_finite(getattr(self, key), f"filter_len_args.{key}", 0.0, MAX_SECONDS)
-        if self.min_num_seconds > self.max_num_seconds:
-            raise ConfigError(f"{at('filter_len_args')}: min_num_seconds {self.min_num_seconds} > "
-                              f"max_num_seconds {self.max_num_seconds}")
-        check_int(self.batch_size, "batch_size", 1, MAX_BATCH_ROWS)
-        for name, align in self.align:
-            check_choice(align, ALIGNS, at(f"collate.{name}.align"))
-        if self.train_window is not None:
-            check_int(self.train_window, "train_window", 1, MAX_SAMPLES, unit=" samples")
-        check_int(self.hist_frames, "hist_frames", 0, MAX_SAMPLES, unit=" samples")
 
     @property
     def online_mix(self) -> bool:
@@ -161,122 +307,42 @@ class DatasetArgs:
     @classmethod
     def from_dict(cls, obj: Any, where: str = "dataset_args") -> "DatasetArgs":
         check_legacy(obj, where)  # an older pipeline's key: name its replacement, not just "unknown key"
-        v = take_known(obj, where, {
-            "resample_rate": None, "whole_utt": False, "chunk_len": None, "chunk_random_start": True,
-            "chunk_short_policy": "pad", "filter_len": False, "filter_len_args": None, "shuffle": True,
-            # Accepted for WeSep configs: the loader shuffles the whole epoch (and draws interferers from the
-            # whole pack), so the buffer sizes have no role (docs/loader.md "Shuffling").
-            "shuffle_args": None, "online_buffer_size": None,
-            "batch_size": 1, "tail": "pad", "expand_targets": False, "normalize": None, "collate": None,
-            "cues": None,
-            "online_mix": False, "num_speakers": None, "timeline": None, "mix_snr": None,
-            "cue_processing": None, "reverb_prob": 0, "reverb_conf": None, "rir_banks": None,
-            "reverb_keep_dry": False, "noise_prob": 0, "noise_lmdb_file": None, "noise_banks": None,
-            "noise_snr": None, "augment_on": None,
-            "batching": None, "train_window": None, "hist_frames": 0, "mainline": None,
-        })
-        with where_set(where):
-            for key in ("whole_utt", "chunk_random_start", "filter_len", "shuffle", "expand_targets", "online_mix"):
-                check_type(v[key], bool, f"{where}.{key}")
-            mix = parse_mix(v, where)
-            for key in ("resample_rate", "chunk_len"):
-                if v[key] is not None:
-                    check_type(v[key], int, f"{where}.{key}")
-            check_type(v["batch_size"], int, f"{where}.batch_size")
-            filter_args = take_known(v["filter_len_args"], f"{where}.filter_len_args",
-                                     {"min_num_seconds": 1.0, "max_num_seconds": 1000.0})
-            for key, value in filter_args.items():
-                check_type(value, (int, float), f"{where}.filter_len_args.{key}")
-            size = take_known(v["shuffle_args"], f"{where}.shuffle_args", {"shuffle_size": None})["shuffle_size"]
-            for key, value in (("shuffle_args.shuffle_size", size), ("online_buffer_size", v["online_buffer_size"])):
-                if value is not None:
-                    positive_int(value, f"{where}.{key}", maximum=MAX_BUFFER_ITEMS)
-            augment = parse_augment(v, where, v["online_mix"])
-            cues = parse_cues(v["cues"], f"{where}.cues")
-            align, field_collate = parse_collate(v["collate"], f"{where}.collate", cues)
-            batch_size, batching = _batching(v["batching"], v["batch_size"], f"{where}.batching")
-            train_window, hist = _train_window(v, mix, where)
-            return cls(
-                resample_rate=v["resample_rate"],
-                whole_utt=v["whole_utt"],
-                chunk_len=v["chunk_len"],
-                chunk_random_start=v["chunk_random_start"],
-                chunk_short_policy=check_choice(v["chunk_short_policy"], SHORT_POLICIES,
-                                                f"{where}.chunk_short_policy"),
-                filter_len=v["filter_len"],
-                min_num_seconds=float(filter_args["min_num_seconds"]),
-                max_num_seconds=float(filter_args["max_num_seconds"]),
-                shuffle=v["shuffle"],
-                batch_size=batch_size,
-                tail=check_choice(v["tail"], TAIL_POLICIES, f"{where}.tail"),
-                expand_targets=v["expand_targets"],
-                normalize=parse_normalize(v["normalize"], f"{where}.normalize", NORMALIZE_CHOICES, MUVAP),
-                align=align,
-                cues=cues,
-                field_collate=field_collate,
-                mix=mix,
-                augment=augment,
-                batching=batching,
-                train_window=train_window,
-                hist_frames=hist,
-                mainline=None if v["mainline"] is None else MainlineArgs.from_dict(v["mainline"]),
-            )
+        with where_set(where):  # CueRequest names its keys under it
+            return DATASET_ARGS.held(cls, DATASET_ARGS.parse(obj, where))
 
 
-def _batching(obj: Any, batch_size: int, where: str) -> tuple[int, "BudgetArgs | None"]:
-    """``batching``: ``{type: static, batch_size}`` or ``{type: budget, max_frames | max_num_elements, cost,
-    min_batch, max_batch, num_seqs_multiple_of, sort_window}`` (see ``loader.plan.batching``)."""
-    from speechpack.loader.plan.batching import BATCH_TYPES, COSTS, DEFAULT_WINDOW_ITEMS, BudgetArgs
-    if obj is None:
-        return batch_size, None
-    if not isinstance(obj, dict):
-        raise ConfigError(f"{where}: expected a mapping with type: static or budget, got {type(obj).__name__}")
-    kind = check_choice(obj.get("type"), BATCH_TYPES, f"{where}.type")
-    if kind == "static":
-        v = take_known(obj, where, {"type": None, "batch_size": None})
-        if v["batch_size"] is None:
-            raise ConfigError(f"{where}.batch_size: static batching needs a batch size")
-        size = check_int(v["batch_size"], "batching.batch_size", 1, MAX_BATCH_ROWS)
-        if batch_size not in (1, size):
-            raise ConfigError(f"{where}.batch_size: {size} differs from dataset_args.batch_size {batch_size}; "
-                              f"set one of them")
-        return size, None
-    v = take_known(obj, where, {"type": None, "max_frames": None, "max_num_elements": None, "cost": "linear",
-                                "min_batch": 1, "max_batch": None, "num_seqs_multiple_of": 1,
-                                "sort_window": DEFAULT_WINDOW_ITEMS})
-    if (v["max_frames"] is None) == (v["max_num_elements"] is None):
-        raise ConfigError(f"{where}: budget batching needs exactly one of max_frames, max_num_elements")
-    key = "max_frames" if v["max_frames"] is not None else "max_num_elements"
-    budget = check_int(v[key], f"batching.{key}", 1, MAX_COUNT)
-    min_batch = check_int(v["min_batch"], "batching.min_batch", 1, MAX_BATCH_ROWS)
-    max_batch = None if v["max_batch"] is None else check_int(v["max_batch"], "batching.max_batch", 1, MAX_BATCH_ROWS)
-    multiple = check_int(v["num_seqs_multiple_of"], "batching.num_seqs_multiple_of", 1, MAX_BATCH_ROWS)
-    if max_batch is not None and (max_batch < min_batch or max_batch < multiple):
-        raise ConfigError(f"{where}.max_batch: {max_batch} is below min_batch {min_batch} or "
-                          f"num_seqs_multiple_of {multiple}")
+def _batching(b: dict | None, batch_size: int, where: str) -> tuple[int, BudgetArgs | None]:
+    """The batch size and budget of ``batching`` (held by ``BATCHING``) and ``batch_size``: one of them sets the
+    size."""
+    if b is None:
+        return _ROWS(batch_size, f"{where.rsplit('.', 1)[0]}.batch_size"), None
+    if b["type"] == "static":
+        if batch_size not in (1, b["batch_size"]):
+            raise ConfigError(f"{where}.batch_size: {b['batch_size']} differs from dataset_args.batch_size "
+                              f"{batch_size}; set one of them")
+        return b["batch_size"], None
     if batch_size != 1:
         raise ConfigError(f"{where}: dataset_args.batch_size {batch_size} is set too; budget batching sizes its "
                           f"own batches")
-    return 1, BudgetArgs(budget=budget, cost=check_choice(v["cost"], COSTS, f"{where}.cost"), min_batch=min_batch,
-                         max_batch=max_batch, multiple_of=multiple,
-                         window_items=check_int(v["sort_window"], "batching.sort_window", 1, MAX_SORT_WINDOW))
+    budget = b["max_frames"] if b["max_frames"] is not None else b["max_num_elements"]
+    return 1, BudgetArgs(budget=budget, cost=b["cost"], min_batch=b["min_batch"], max_batch=b["max_batch"],
+                         multiple_of=b["num_seqs_multiple_of"], window_items=b["sort_window"])
 
 
 def _train_window(v: dict, mix: MixArgs | None, where: str) -> tuple[int | None, int]:
-    """``train_window`` and ``hist_frames`` (samples at the loader rate for TSE packs)."""
-    hist = positive_int(v["hist_frames"], f"{where}.hist_frames", minimum=0)
+    """``train_window`` and ``hist_frames`` (samples at the loader rate for TSE packs), each already in range:
+    what they contradict."""
     if v["train_window"] is None:
-        if hist:
+        if v["hist_frames"]:
             raise ConfigError(f"{where}.hist_frames: only used with train_window")
         return None, 0
-    window = positive_int(v["train_window"], f"{where}.train_window")
     if v["chunk_len"] is not None:
         raise ConfigError(f"{where}.train_window: an alternative to chunk_len (random windows); set one of them")
     if v["whole_utt"]:
         raise ConfigError(f"{where}.train_window: whole_utt: true feeds whole utterances; unset one of them")
     if mix is not None:
         raise ConfigError(f"{where}.train_window: not supported with online_mix yet")
-    return window, hist
+    return _SAMPLES(v["train_window"], f"{where}.train_window"), _HIST(v["hist_frames"], f"{where}.hist_frames")
 
 
 def parse_dataset_args(obj: Any, where: str) -> DatasetArgs:

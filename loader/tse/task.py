@@ -26,7 +26,6 @@ The item universe is ``loader.tse.items``; the builder holds numpy columns only 
 from __future__ import annotations
 
 from typing import Iterator
-import dataclasses
 import functools
 import warnings
 
@@ -37,8 +36,7 @@ from speechpack.loader.plan.train_windows import Windows, tile_windows
 from speechpack.loader.config_checks import ConfigError
 from speechpack.loader.rng import BatchGenerator, augment_rng, window_rng
 from speechpack.loader.tasks import BatchBuilder, index_samples, LoaderTask, Prepared
-from speechpack.loader.tse.args import DatasetArgs, parse_dataset_args
-from speechpack.loader.tse.mix_args import AugmentArgs
+from speechpack.loader.tse.args import DATASET_ARGS, DatasetArgs, parse_dataset_args
 from speechpack.loader.tse.augment import ENROLL_DRAWS, EnrollAugment, NOISE_DRAWS, NoiseSource, noisy_mixture
 from speechpack.loader.tse.cues.resolve import ChunkInfo, DRAWS_PER_CUE, label_field, resolve_cues
 from speechpack.loader.tse.decode import Decoder, Row, collate_field, collate_rows
@@ -353,18 +351,10 @@ class TseTask(LoaderTask):
         return prepare(config, state, packs, seed)
 
     def fingerprint_args(self, args: dict) -> dict:
-        augment = args.get("augment")
-        if augment:  # where augmentation runs changes no draw: a state resumes on either side
-            augment.pop("augment_on", None)
-            if augment == _NO_AUGMENT:
-                args["augment"] = None
-        if args.get("normalize") == "none":
-            args["normalize"] = None  # spelt None before normalize had one vocabulary: older states still resume
-        return super().fingerprint_args(args)
+        """What each field's declaration says the fingerprint hashes (``loader.tse.args.DATASET_ARGS``: later keys
+        while set, ``augment`` without where it runs, ``normalize: none`` as older states spelt it)."""
+        return DATASET_ARGS.fingerprint(args)
 
-
-#: ``AugmentArgs`` that augment nothing, as the fingerprint sees them (``augment_on`` left out).
-_NO_AUGMENT = {k: v for k, v in dataclasses.asdict(AugmentArgs()).items() if k != "augment_on"}
 
 TASK = TseTask()
 
