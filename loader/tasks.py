@@ -105,10 +105,6 @@ def prepare(config, state: str, packs: list, seed: int) -> Prepared:
     return prepared
 
 
-#: Keys of ``dataset_args`` that change how batches are fetched, not which: any worker count resumes.
-_FETCH_ONLY = ("npc", "num_prefetch")
-
-
 @dataclass(frozen=True)
 class PlanArgs:
     """A task's planning view (``BatchBuilder.plan_args``), what ``loader.plan.plan_epoch`` reads.
@@ -263,12 +259,9 @@ class LoaderTask:
         return obj
 
     def fingerprint_args(self, args: dict) -> dict:
-        """``dataset_args`` (as a dict) as the resume fingerprint hashes them.  Default: every key but those that
-        only change how batches are fetched (ASR's).  A task whose keys are declared returns its table's
-        ``fingerprint(args)`` (``loader.config_keys``: keys added later hashed while set, older spellings kept), as
-        TSE and ASD do."""
-        for key in _FETCH_ONLY:
-            args.pop(key, None)
+        """``dataset_args`` (as a dict) as the resume fingerprint hashes them.  Default: every key.  A task whose
+        keys are declared returns its table's ``fingerprint(args)`` (``loader.config_keys``: keys added later hashed
+        while set, fetch-only keys never, older spellings kept), as TSE, ASD and ASR do."""
         return args
 
     def dataloader_defaults(self, args: Any) -> tuple[tuple[int | None, str], tuple[int | None, str]]:
