@@ -22,6 +22,8 @@ from speechpack.packer.validate.pack import validate_packs
 from speechpack.packer.voices import make_voices, synthesize_utterance
 from speechpack.schemas.errors import SpeechpackError
 
+import factories.paths
+
 #: Speakers per one-microphone mixture: the demo's tse pack (the two-microphone ones are in tse-2mic).
 ONE_MIC = MIXTURE_SPEAKERS[:len(MIXTURE_SPEAKERS) - TWO_MIC_MIXTURES]
 
@@ -119,7 +121,7 @@ def test_demo_draws_its_pictures(demo):
 
 def _readme_block(after: str, language: str) -> str:
     """The first ``language`` code block of README.md after the line containing ``after``."""
-    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md"),
+    with open(os.path.join(factories.paths.REPO, "README.md"),
               encoding="utf-8") as fp:
         text = fp.read()
     start = text.index(f"```{language}\n", text.index(after)) + len(language) + 4

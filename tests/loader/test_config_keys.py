@@ -30,9 +30,11 @@ from speechpack.loader.config_keys import (
 )
 from speechpack.loader.resume import read_state
 
+import factories.paths
+
 pytestmark = pytest.mark.fast
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = str(factories.paths.REPO)
 
 
 def _table_under(text: str, heading: str) -> str:

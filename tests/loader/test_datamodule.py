@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
+import factories.paths
 from factories import Mix
 from speechpack.loader.config_checks import ConfigError
 from speechpack.loader.datamodule import TRAIN_STATE_KEY, LightningLoader, rank_and_world
@@ -311,7 +312,7 @@ def test_missing_lightning_is_a_clear_error(monkeypatch):
 # The worked examples of docs/integrations.md ("Lightning"): the files under docs/examples/, run on real packs
 # ---------------------------------------------------------------------------------------------------------------
 
-EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "examples")
+EXAMPLES = os.path.join(factories.paths.REPO, "docs", "examples")
 
 
 def example(name: str):

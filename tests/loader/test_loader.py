@@ -244,7 +244,7 @@ def test_foreign_state_is_refused_naming_the_key(two_packs, tse_pack):
     state = l.state_dict()
     with pytest.raises(ResumeError, match="seed"):
         build(cfg, world_size=2, seed=10).load_state_dict(state)
-    build(cfg, world_size=3, seed=9).load_state_dict(state)  # another world size resumes (tests/test_resume_world.py)
+    build(cfg, world_size=3, seed=9).load_state_dict(state)  # another world size resumes (test_resume_world.py)
     with pytest.raises(ResumeError, match="fingerprint"):  # another config
         build(config(*packs, batch_size=2, chunk_len=1000), world_size=2, seed=9).load_state_dict(state)
     with pytest.raises(ResumeError, match="fingerprint"):  # another state

@@ -10,6 +10,7 @@ import os
 import pytest
 import torch
 
+import factories.paths
 from factories import Mix
 from factories.batches import assert_batches_equal
 from speechpack.loader import build_loader
@@ -136,7 +137,7 @@ def test_the_torchdata_example_loop_resumes_where_it_stopped(tse_config, tmp_pat
     checkpoint, are the 12 batches of one uninterrupted run, across the epoch boundary (8 batches an epoch)."""
     import importlib.util
 
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "examples",
+    path = os.path.join(factories.paths.REPO, "docs", "examples",
                         "torchdata_loop.py")
     spec = importlib.util.spec_from_file_location("example_torchdata_loop", path)
     module = importlib.util.module_from_spec(spec)

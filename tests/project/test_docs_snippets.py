@@ -12,7 +12,7 @@ A block that cannot run as written says why in a marker on the line before it, a
 - ``<!-- snippet: not run: REASON -->``: a template with placeholders (``[--workers N]``, ``ava|wasd``), a
   command for a cluster, object store or corpus a test machine has not got, a long benchmark, a formula;
 - ``<!-- snippet: excerpt of PATH -->``: a quotation of the library's code, checked line by line against PATH;
-- ``<!-- example: docs/examples/NAME.py -->``: a whole example file, which tests/test_datamodule.py checks is the
+- ``<!-- example: docs/examples/NAME.py -->``: a whole example file, which tests/loader/test_datamodule.py checks is the
   file and the example's own test runs.
 """
 
@@ -33,7 +33,9 @@ from click.testing import CliRunner
 
 from speechpack.cli import main
 
-REPO = Path(__file__).resolve().parents[1]
+import factories.paths
+
+REPO = factories.paths.REPO
 DOCUMENTS = ["README.md", *sorted(f"docs/{name}" for name in os.listdir(REPO / "docs") if name.endswith(".md"))]
 MARKER = re.compile(r"<!-- (snippet|example): (.+?) -->\s*$")
 FENCE = re.compile(r"^```(\w*)\s*$")

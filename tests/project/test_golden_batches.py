@@ -5,7 +5,7 @@ A refactor must leave what training sees bit-identical; these digests say so for
 (TSE pre-mixed, with cues, online mixing with reverb and noise, mainline WeSep recipes; ASR length-budget and
 static batching with fbank and SpecAugment; ASD with jitter), all on packs built here from real recordings.  A
 digest that changes is a change in what a model sees: if it is meant, record the new value deliberately with
-``SPEECHPACK_RECORD_GOLDEN_BATCHES=1 python -m pytest tests/test_golden_batches.py`` and say why in the commit.
+``SPEECHPACK_RECORD_GOLDEN_BATCHES=1 python -m pytest tests/project/test_golden_batches.py`` and say why in the commit.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+import factories.paths
 from factories.asr import librivox_span_pack
 from factories.cue_corpus import cue, make_cue_corpus
 from factories.online_mix import augment_packs
@@ -30,7 +30,7 @@ from speechpack.packer.adapters.wesep_mainline import build_mainline
 from speechpack.packer.adapters.wesep_mainline_files import MainlineInputs
 from speechpack.packer.build.run import BuildOptions
 
-GOLDEN = Path(__file__).parent / "data" / "golden_batches.json"
+GOLDEN = factories.paths.DATA / "golden_batches.json"
 RECORD = os.environ.get("SPEECHPACK_RECORD_GOLDEN_BATCHES") == "1"
 EPOCHS = 2
 WORKERS = (0, 2)

@@ -21,7 +21,9 @@ from speechpack.packer.files import dump_json
 from speechpack.schemas.constants import (ASD_SAMPLE_RATE, AUDIO_FULL_SCALE, KINDS, MINOR_BANKS, MINOR_CUES,
                                           MINOR_TRACKS)
 
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+import factories.paths
+
+DATA = str(factories.paths.DATA)
 sys.path.insert(0, DATA)
 import make_golden  # noqa: E402
 

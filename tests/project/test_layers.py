@@ -32,7 +32,9 @@ import sys
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import factories.paths
+
+REPO = str(factories.paths.REPO)
 PACKAGES = ("schemas", "packer", "loader")
 TOP_MODULES = ("cli",)
 
@@ -247,7 +249,7 @@ def test_no_cycles_and_each_layer_imports_only_what_it_may():
     unexpected = sorted(found - set(EXPECTED))
     fixed = sorted(set(EXPECTED) - found)
     assert not unexpected, f"import cycles or layer violations (docs/architecture.md): {unexpected}"
-    assert not fixed, f"fixed, so remove them from EXPECTED in tests/test_layers.py: {fixed}"
+    assert not fixed, f"fixed, so remove them from EXPECTED in tests/project/test_layers.py: {fixed}"
 
 
 def test_the_generic_loader_compares_nothing_with_a_task_name():

@@ -23,9 +23,10 @@ import numpy as np
 import pytest
 import soundfile
 
+import factories.paths
 from factories.wheel import build_wheel, declared_packages
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = str(factories.paths.REPO)
 PACKAGE = "speechpack"
 #: Repository folders that are not part of the package (tests, documents, tools) and build or cache output.
 NOT_PACKAGED = {"tests", "docs", "bench", "scripts", "build", "dist", "demo-out", "__pycache__"}

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
+import factories.paths
+
 pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = factories.paths.REPO
 SETUP = REPO / "scripts" / "setup.sh"
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import factories.paths
 from factories.batches import assert_batches_equal
 from factories.s3 import SECRET, publish, stream_bytes
 from factories.wesep_lists import Mix
@@ -32,7 +33,7 @@ from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
 
 ARGS = {"batch_size": 2, "chunk_len": 1000}
-TESTS = Path(__file__).parent
+TESTS = factories.paths.TESTS
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """``PackFiles``, the storage interface the pack reader reads through: a local directory and an object store (a real
-S3-protocol server on loopback, ``tests/test_remote.py``'s fixture) give the same files, the same bytes and the
+S3-protocol server on loopback, ``test_remote.py``'s fixture) give the same files, the same bytes and the
 same stream arrays; names that leave the pack are refused before any path or request is made; and ``open_pack``
 reads a pack by URL with every check it makes on a directory.
 """

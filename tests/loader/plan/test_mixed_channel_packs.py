@@ -2,7 +2,8 @@
 loader would refuse and counts items and rows in the loader's words; the plan and inspect pictures count in whole
 numbers and keep fractions in [0, 1]; ``validate --plot`` on a kind it cannot plot exits on validity alone.
 
-(Relative list paths: tests/test_list_paths.py; singular and plural in messages: tests/test_plural_messages.py.)"""
+(Relative list paths: tests/packer/adapters/test_list_paths.py; singular and plural in messages:
+tests/cli/test_plural_messages.py.)"""
 
 from __future__ import annotations
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import subprocess
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,9 +22,11 @@ from speechpack.loader.plan.plan import (
 )
 from speechpack.loader.plan.weighting import PackWeighting
 
+import factories.paths
+
 pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = factories.paths.REPO
 
 
 @dataclass(frozen=True)

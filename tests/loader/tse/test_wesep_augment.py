@@ -120,7 +120,7 @@ def test_lmdb_and_its_converted_pack_give_the_same_snr_rule(sources_pack, lmdbs,
 def test_same_room_reverb_replaces_the_dry_targets(sources_pack):  # noqa: F811
     """``reverb_prob: 1`` with ``reverb_conf``: the same groups and windows as dry, the mixture the sum of its
     reverberant targets (they replace the dry ones, as WeSep), each target not a scaled copy of its dry source.
-    The room's physics (RT60, direct-path delay, one room per mixture) is tests/test_room_sim.py's."""
+    The room's physics (RT60, direct-path delay, one room per mixture) is tests/loader/tse/test_room_sim.py's."""
     path, _case = sources_pack()
     conf = {"min_max_room": [[3, 3, 2.5], [10, 6, 4]], "rt60": [0.3, 0.6], "mic_dist": [0.5, 3.0]}
     dry = collect(build_loader(mix_config(path), "train", seed=4))

@@ -20,6 +20,7 @@ from click.testing import CliRunner
 from lhotse import CutSet
 
 from speechpack.cli import main
+import factories.paths
 from factories import pack_files
 from factories.lhotse_cuts import stored, transcribed_cut, transcripts
 from speechpack.loader import open_pack
@@ -30,7 +31,7 @@ from speechpack.packer.build.state import KILL_AT_ENV
 from speechpack.packer.validate.pack import validate_pack
 from speechpack.schemas.constants import KIND_ASR, STREAM_AUDIO
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = str(factories.paths.REPO)
 #: The audio formats Lhotse's Shar writer stores (``original``: the source file's own bytes), lossless first.
 SHAR_FORMATS = ("wav", "flac", "original", "mp3", "opus")
 LOSSLESS = ("wav", "flac", "original")

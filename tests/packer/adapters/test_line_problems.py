@@ -3,7 +3,7 @@ skippable with ``--skip-bad``): names the fixed-width columns would merge (a tra
 truncated WAVs, rates far from the pack's, audio empty after resampling, malformed lines (bytes that are not UTF-8,
 deep nesting, lone surrogates).
 
-Audio is cropped from real recordings (``real_audio``).  Numeric options out of range: tests/test_option_ranges.py.
+Audio is cropped from real recordings (``real_audio``).  Numeric options out of range: tests/cli/test_option_ranges.py.
 """
 
 from __future__ import annotations

@@ -24,7 +24,9 @@ from speechpack.packer.adapters.wesep_shards import read_wesep_shards
 from speechpack.packer.audio import AudioError
 from speechpack.schemas.errors import SpeechpackError
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import factories.paths
+
+REPO = str(factories.paths.REPO)
 #: The child's address space: far below what any claimed size would need, well above what a build uses.
 ADDRESS_SPACE = 6 << 30
 #: Peak resident memory a refused build may reach (a build of a few samples needs about 200 MB).

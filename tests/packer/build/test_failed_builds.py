@@ -19,10 +19,11 @@ import pytest
 from click.testing import CliRunner
 
 from speechpack.cli import main
+import factories.paths
 from factories import pack_files, source_line
 from speechpack.packer.build.state import FAULT_ENV, KILL_AT_ENV, PLAN_FILE, RECEIPTS_DIR
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = str(factories.paths.REPO)
 #: 48 kB samples (0.5 s, mix + 2 targets at 16 kHz), one per shard: six shards, so that two workers run
 #: whole-shard tasks (``packer.build.shards.SHARD_TASKS_FROM``).
 ONE_PER_SHARD = "50000"

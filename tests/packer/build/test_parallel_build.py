@@ -21,6 +21,7 @@ from speechpack.packer.build.state import PLAN_FILE, RECEIPTS_DIR
 from speechpack.packer.build.plan import ShardSlice
 from speechpack.packer.validate.pack import validate_packs
 from speechpack.schemas.errors import SpeechpackError
+import factories.paths
 from factories import Mix, mixture_line, pack_files
 # The cue split of test_cues_build (real speech, a real talking-face video): its fixture, not a copy.
 from factories.cue_split import build_split_pack
@@ -258,7 +259,7 @@ def test_array_jobs_running_at_the_same_time(corpus, tmp_path):
     checks against it, and finalize gives the one-build pack."""
     reference, out = tmp_path / "one", tmp_path / "sliced"
     assert build_cli(corpus.list_path, reference).exit_code == 0
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    repo = str(factories.paths.REPO)
     jobs = [subprocess.Popen([sys.executable, "-m", "speechpack.cli", "build", "wesep", "--list", str(corpus.list_path),
                               "--out", str(out), "--shard-size", SHARD_BYTES, "--no-progress", "--shards", f"{i}/2"],
                              cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]

@@ -5,7 +5,6 @@ runs, and which forkserver exists, are properties of the whole process."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -13,7 +12,9 @@ import pytest
 
 from speechpack.packer.build import executor
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import factories.paths
+
+REPO = str(factories.paths.REPO)
 
 #: Prints, for a pool of 2 made while ``THREAD`` (set by the caller) is or is not running: whether every worker is a
 #: child of this process, whether a forkserver was started, whether the workers hold every preloaded module, and

@@ -1,20 +1,21 @@
 """A build's process pool starts its workers with what a build task needs already imported
 (``packer.build.executor.FORKSERVER_PRELOAD``): forked from the build process itself where that is safe, else
-from a forkserver that imported them (tests/test_pool_fork.py tests which one is chosen), so no worker pays the
+from a forkserver that imported them (test_pool_fork.py tests which one is chosen), so no worker pays the
 imports again; while a forkserver starts, the build process probes headers itself (``map_while_starting``).  Run
 in a fresh interpreter: a forkserver is started once per process, with the preload list it had then."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
 import pytest
 
+import factories.paths
+
 pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = str(factories.paths.REPO)
 
 _CHECK = """
 import os

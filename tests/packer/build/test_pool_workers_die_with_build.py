@@ -15,7 +15,9 @@ import pytest
 
 from speechpack.packer.build.state import FAULT_ENV, KILL_AT_ENV
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import factories.paths
+
+REPO = str(factories.paths.REPO)
 #: How long the killed build's workers may take to go: the kernel's signal is immediate; the fallback polls every
 #: ``PARENT_POLL_SECONDS`` (0.5 s); a loaded 2-core machine gets the rest.
 SURVIVAL_BOUND_SECONDS = 5.0

@@ -14,10 +14,11 @@ import pytest
 from click.testing import CliRunner
 
 from speechpack.cli import main
+import factories.paths
 from factories import pack_files
 from speechpack.packer.build.state import KILL_AT_ENV, PLAN_FILE, RECEIPTS_DIR
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = str(factories.paths.REPO)
 #: 48 kB samples (0.5 s, mix + 2 targets at 16 kHz): two per shard, three shards.
 SHARD_BYTES = "100000"
 

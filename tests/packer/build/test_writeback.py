@@ -8,13 +8,14 @@ import os
 import subprocess
 import sys
 
+import factories.paths
 from factories import pack_files
 from speechpack.packer.build import streams
 from speechpack.packer.build.state import KILL_AT_ENV
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = str(factories.paths.REPO)
 #: Small enough that every stream file of the corpus is written back several times before it is closed.
 SMALL_WRITEBACK = 4096
 #: Two samples per shard (0.5 s mixtures, mix + 2 targets at 16 kHz are 48 kB), three shards.

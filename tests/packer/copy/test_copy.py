@@ -19,6 +19,7 @@ from click.testing import CliRunner
 import speechpack.packer.copy.to_directory as copy_module
 import speechpack.packer.copy.staging as staging_module
 from speechpack.cli import main
+import factories.paths
 from factories import Mix
 from speechpack.loader.pack import open_pack
 from speechpack.packer.adapters.audio_bank import build_audio_bank
@@ -29,7 +30,7 @@ from speechpack.packer.ownership import LOCK_SUFFIX, DestinationLock, record_mat
 from speechpack.packer.validate.pack import validate_pack
 from speechpack.schemas.errors import PackFormatError, SpeechpackError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = factories.paths.REPO
 
 
 @pytest.fixture

@@ -98,7 +98,7 @@ def test_export_refusals(tmp_path, real_audio):
     build("wesep", "--list", str(tmp_path / "raw.list"), "--out", str(tmp_path / "tse"))
     with pytest.raises(SpeechpackError, match="a tse pack cannot be exported"):
         export_lhotse(str(tmp_path / "tse"), str(tmp_path / "out"))
-    assert not (tmp_path / "out").exists()  # a directory holding a user's files: tests/test_lhotse_export_resume.py
+    assert not (tmp_path / "out").exists()  # a directory holding a user's files: test_lhotse_export_resume.py
 
 
 def test_noise_bank_exports_cuts_without_supervisions(tmp_path, real_audio):

@@ -14,13 +14,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import factories.paths
 from factories.muvap_packs import edit_index, muvap_avcc_corpus, shard_count
 from speechpack.packer.build.run import BuildOptions
 from speechpack.packer.importers.muvap import STATS_ABS_TOL, import_muvap
 from speechpack.packer.validate.pack import validate_packs
 from speechpack.schemas.errors import BuildError, PackFormatError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = factories.paths.REPO
 #: Small training settings, so three tracks of 2.7-3.7 s make several chunks and batches.
 ARGS = dict(train_window=40, hist_frames=10, frame_budget=120, min_batch=2, max_batch=3, audio_mix_prob=0.0,
             val_frame_budget=90)
