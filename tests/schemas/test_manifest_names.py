@@ -23,6 +23,8 @@ from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.format import ShardEntry
 from speechpack.schemas.names import check_component, check_relative_path, check_shard_directory
 
+FAST_MODULE = True  # imports without torch: its tests marked fast join the tier (docs/testing.md)
+
 
 @pytest.fixture
 def real_pack(tmp_path, wesep_list, real_audio):
@@ -124,6 +126,7 @@ def test_skipped_file_is_named_by_the_format_only(real_pack):
         open_pack(real_pack)
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("name", ["..", ".", "", "../x", "a/b", "/etc/passwd", "a\\b", ".tmp-x", ".hidden",
                                   "a\x00b", "x" * 256, "caf\u00e9", 7, None])
 def test_unsafe_components_are_refused(name):
@@ -131,6 +134,7 @@ def test_unsafe_components_are_refused(name):
         check_component(name, "where")
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("name", ["shard-00001", "shard-0000001", "shard-00000a", "../shard-000000", "shard-000000/",
                                   "/shard-000000", "Shard-000000", "shard-\u0661\u0662\u0663\u0664\u0665\u0666"])
 def test_shard_directories_follow_the_pattern(name):
@@ -138,6 +142,7 @@ def test_shard_directories_follow_the_pattern(name):
         check_shard_directory(name, "where")
 
 
+@pytest.mark.fast
 def test_accepted_names():
     assert check_shard_directory("shard-000042", "w") == "shard-000042"
     assert check_shard_directory("shard-1234567", "w") == "shard-1234567"
@@ -148,6 +153,7 @@ def test_accepted_names():
             check_relative_path(bad, "w")
 
 
+@pytest.mark.fast
 def test_build_receipts_are_read_with_the_same_checks():
     """``finalize`` reads each shard's receipt as a ``ShardEntry``: the same name rules apply there."""
     entry = {"size": 1, "sha256": "0" * 64}

@@ -17,6 +17,8 @@ from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.manifest_file import parse_manifest
 from speechpack.schemas.yaml_document import MAX_ALIAS_NODES, parse_yaml
 
+FAST_MODULE = True  # imports without torch: its tests marked fast join the tier (docs/testing.md)
+
 LONG = "9" * 5000
 DEEP_JSON = "[" * 100_000 + "]" * 100_000
 
@@ -32,6 +34,7 @@ def laughs(levels: int, key: str = "chunk_len", under: str = "dataset_args") -> 
 # ------------------------------------------------------------------------------------------------- the layer
 
 
+@pytest.mark.fast
 def test_json_integer_past_the_digit_limit_names_file_line_and_key():
     with pytest.raises(DocumentError) as err:
         parse_json(f'{{"samples": [\n{{"duration": 1}},\n{{"duration": {LONG}}}]}}', "x.json")
@@ -39,6 +42,7 @@ def test_json_integer_past_the_digit_limit_names_file_line_and_key():
     assert str(err.value).startswith("x.json: an integer of 5000 digits (at most 4300")
 
 
+@pytest.mark.fast
 def test_json_nested_100000_deep_is_refused_before_parsing_with_its_line():
     started = time.monotonic()
     with pytest.raises(PackFormatError, match=rf"d.json: nested more than {MAX_DEPTH} levels deep \(line 2\)"):
@@ -46,17 +50,20 @@ def test_json_nested_100000_deep_is_refused_before_parsing_with_its_line():
     assert time.monotonic() - started < 5
 
 
+@pytest.mark.fast
 def test_json_brackets_and_escaped_quotes_inside_strings_do_not_nest():
     text = json.dumps({"a\"[": "[" * 500, "b": [[["\\", "]]"]]]})
     assert parse_json(text, "s.json") == json.loads(text)
 
 
+@pytest.mark.fast
 def test_json_decoding_failures_are_named():
     for raw, reason in [(b'{"a": 1,}', "not valid JSON"), (b"\xff{}", "not UTF-8 text"), (b"", "not valid JSON")]:
         with pytest.raises(DocumentError, match=f"^f.json: {reason}"):
             parse_json(raw, "f.json")
 
 
+@pytest.mark.fast
 def test_yaml_billion_laughs_is_refused_while_loading():
     started = time.monotonic()
     with pytest.raises(DocumentError, match=rf"aliases expand to more than {MAX_ALIAS_NODES} nodes"):
@@ -64,17 +71,20 @@ def test_yaml_billion_laughs_is_refused_while_loading():
     assert time.monotonic() - started < 5
 
 
+@pytest.mark.fast
 def test_yaml_aliases_that_real_configs_use_still_load():
     text = "base: &b {x: 1, y: [1, 2]}\nuse: *b\nmerged: {<<: *b, z: 3}\n"
     assert parse_yaml(text, "r.yaml") == {"base": {"x": 1, "y": [1, 2]}, "use": {"x": 1, "y": [1, 2]},
                                           "merged": {"x": 1, "y": [1, 2], "z": 3}}
 
 
+@pytest.mark.fast
 def test_yaml_recursive_alias_is_refused():
     with pytest.raises(DocumentError, match=r"alias \*x refers to a node that contains it .*\(line 1\)"):
         parse_yaml("dataset_args: &x {chunk_len: 4, again: *x}\n", "r.yaml")
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("text, key, lines", [
     ("packs: [{path: a}]\ndataset_args: {chunk_len: 4}\ntask: tse\ndataset_args: {batch_size: 2}\n",
      "dataset_args", (2, 4)),
@@ -90,6 +100,7 @@ def test_yaml_duplicate_key_at_any_level_names_the_key_and_both_lines(text, key,
     assert f"appears twice in one mapping (lines {lines[0]} and {lines[1]})" in err.value.reason
 
 
+@pytest.mark.fast
 def test_yaml_keys_a_merge_brings_in_may_be_overridden():
     text = "base: &b {x: 1, y: 2}\nother:\n  <<: *b\n  x: 3\n"
     assert parse_yaml(text, "r.yaml") == {"base": {"x": 1, "y": 2}, "other": {"x": 3, "y": 2}}
@@ -103,6 +114,7 @@ def test_plan_refuses_a_config_with_a_duplicate_top_level_key(real_pack, tmp_pat
             and "(line 4, key dataset_args)" in result.output), result.output
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("value", [LONG, "0x" + "f" * 4000, ":".join(["59"] * 3000)])
 def test_yaml_long_integer_in_any_notation_names_line_and_key(value):
     with pytest.raises(DocumentError) as err:
@@ -116,6 +128,7 @@ def test_yaml_nested_100000_deep_is_refused():
         parse_yaml(DEEP_JSON, "r.yaml")
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("text, message", [
     ("x: 2001-13-01\n", r"cannot read timestamp value '2001-13-01'.*\(line 1, key x\)"),
     ("x: !!float abc\n", r"cannot read float value 'abc'"),
@@ -128,6 +141,7 @@ def test_yaml_decoding_failures_are_named(text, message):
         parse_yaml(text, "r.yaml")
 
 
+@pytest.mark.fast
 def test_bounded_repr_never_exceeds_its_limit():
     shared = ["lol"] * 10
     for _ in range(8):
@@ -186,6 +200,7 @@ def test_recursive_aliases_in_dataset_args_and_val_dataset_args_are_named(real_p
     assert result.exit_code == 1 and "refers to a node that contains it" in result.output
 
 
+@pytest.mark.fast
 def test_deep_merge_of_a_mapping_that_contains_itself_is_refused():
     from speechpack.loader.config_checks import ConfigError
     from speechpack.loader.recipe import deep_merge
@@ -206,6 +221,7 @@ def test_dataset_json_with_a_long_integer_is_named_by_every_command(real_pack, t
     assert "dataset.json: an integer of 5000 digits" in result.output and "key huge" in result.output
 
 
+@pytest.mark.fast
 def test_object_store_manifest_reader_names_deep_nesting_and_long_integers():
     """``parse_manifest`` is what ``copy`` and ``validate`` use on ``s3://`` bytes."""
     with pytest.raises(PackFormatError, match=r"s3://b/p/dataset.json: nested more than"):
@@ -222,6 +238,7 @@ def test_validate_reports_a_shard_index_nested_100000_deep(real_pack):
     assert "index.json" in result.output and f"nested more than {MAX_DEPTH} levels deep" in result.output
 
 
+@pytest.mark.fast
 def test_cues_yaml_with_a_long_integer_is_named(tmp_path):
     from speechpack.packer.cues.banks import _read_config
 

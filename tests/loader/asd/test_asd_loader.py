@@ -47,6 +47,8 @@ from speechpack.schemas.timebase import (
     model_frame_count,
 )
 
+FAST_MODULE = True  # imports without torch: its tests marked fast join the tier (docs/testing.md)
+
 #: The pack below has one track without a model frame on purpose; the warning about it is tested once.
 pytestmark = pytest.mark.filterwarnings("ignore:.*no 25 Hz model frame:UserWarning")
 
@@ -67,6 +69,7 @@ def asd_pack(tmp_path, real_audio):
 # ---------------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("frames, fps, model, audio", [(30, 30.0, 25, 16000), (30, 23.976, 31, 20020),
                                                        (31, 29.97, 25, 16550), (1, 30.0, 0, 533)])
 def test_timeline_conformance(frames, fps, model, audio):
@@ -74,10 +77,12 @@ def test_timeline_conformance(frames, fps, model, audio):
     assert int(audio_sample_count(frames, fps)) == audio
 
 
+@pytest.mark.fast
 def test_samples_per_model_frame_derives_from_the_rates():
     assert SAMPLES_PER_MODEL_FRAME == 640 == ASD_SAMPLE_RATE // ASD_MODEL_FPS
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("frames, fps", [(30, 30.0), (31, 29.97), (520, 23.976), (45, 15.0), (7, 60.0), (300, 25.0)])
 def test_one_index_for_faces_and_labels_and_its_inverse(frames, fps):
     m = int(model_frame_count(frames, fps))
@@ -92,6 +97,7 @@ def test_one_index_for_faces_and_labels_and_its_inverse(frames, fps):
     np.testing.assert_array_equal(source_frame_index(3, m, frames, fps), index[3:])
 
 
+@pytest.mark.fast
 def test_native_frame_scores_need_exactly_the_model_frames():
     scores = np.arange(25, dtype=np.float32)
     native = native_frame_scores(scores, 31, 29.97)
@@ -104,6 +110,7 @@ def test_native_frame_scores_need_exactly_the_model_frames():
         model_frame_count(10, 0.0)
 
 
+@pytest.mark.fast
 def test_audio_reads_are_clamped_and_zero_padded_after_normalising():
     stored = np.arange(1, 1001, dtype=np.int16)  # 1000 samples: 1 frame and 360 samples of a second
     out = np.full(3 * SAMPLES_PER_MODEL_FRAME, np.nan, dtype=np.float32)
@@ -117,6 +124,7 @@ def test_audio_reads_are_clamped_and_zero_padded_after_normalising():
         read_audio_frames(stored, 1.0, 0.0, 1.0, 0, 2, np.zeros(10, np.float32))
 
 
+@pytest.mark.fast
 def test_chunks_conformance():
     w = muvap_windows(np.array([450, 401, 201]), train_window=250, hist_frames=50)
     spans = [(int(a), int(b - a)) for a, b in zip(w.start, w.stop)]
@@ -126,6 +134,7 @@ def test_chunks_conformance():
     assert spans[6:] == [(0, 100), (100, 101)] and w.fed_length[6:].tolist() == [100, 151]
 
 
+@pytest.mark.fast
 def test_chunks_match_numpy_round_half_to_even_everywhere():
     lengths = np.arange(1, 2500)
     w = muvap_windows(lengths, 250, 50)
@@ -138,6 +147,7 @@ def test_chunks_match_numpy_round_half_to_even_everywhere():
         np.testing.assert_array_equal(w.fed_start[mine], np.maximum(w.start[mine] - 50, 0))
 
 
+@pytest.mark.fast
 def test_tile_windows_rounds_ties_to_even_as_numpy():
     """The shared tiling itself matches MuVAP's round(linspace(0, M, n + 1)), ties included (M = 201, n = 2)."""
     lengths = np.arange(1, 1200)
@@ -150,6 +160,7 @@ def test_tile_windows_rounds_ties_to_even_as_numpy():
         np.testing.assert_array_equal(windows.stop[chunks], edges[1:])
 
 
+@pytest.mark.fast
 def test_scored_span_must_leave_frames_to_score():
     assert scored_span(250, 50) == 200
     with pytest.raises(ConfigError, match="hist_frames 250 leaves no scored frame"):
@@ -158,12 +169,14 @@ def test_scored_span_must_leave_frames_to_score():
         parse_dataset_args({"train_window": 250, "hist_frames": 300})
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("rms, peak, gain", [(0.1, 0.5, 0.5623413), (0.001, 0.01, 10.0), (0.05, 0.98, 0.99 / 0.98),
                                              (0.0, 0.0, 1.0)])
 def test_gain_conformance(rms, peak, gain):
     assert float(muvap_gain(rms, peak)) == pytest.approx(gain, rel=1e-6)
 
 
+@pytest.mark.fast
 def test_ddp_conformance_ten_batches_over_four_ranks():
     lengths = np.full(10, 2048)  # one chunk per batch at a 2048-frame budget: 10 batches
     args = BudgetArgs(budget=2048, min_batch=1, max_batch=16)
@@ -178,6 +191,7 @@ def test_ddp_conformance_ten_batches_over_four_ranks():
 # ---------------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_dataset_args_defaults_are_muvaps_and_unknown_keys_are_named():
     args = parse_dataset_args(None)
     assert args == AsdArgs()
@@ -355,6 +369,7 @@ def test_mixing_needs_two_clips(tmp_path, real_audio):
     build_loader(asd_config(path), "val")  # validation never mixes
 
 
+@pytest.mark.fast
 def test_donor_draws_cover_every_other_clip_uniformly():
     clips = np.array([3, 1, 3, 2, 1, 3, 7])
     donors = DonorIndex(clips)
@@ -368,6 +383,7 @@ def test_donor_draws_cover_every_other_clip_uniformly():
         assert counts.max() - counts.min() <= 1
 
 
+@pytest.mark.fast
 def test_donor_fit_and_snr():
     donor = np.arange(10, dtype=np.float32)
     np.testing.assert_array_equal(fit_donor(donor, 4, 0.0), [0, 1, 2, 3])
@@ -383,6 +399,7 @@ def test_donor_fit_and_snr():
     assert snr == pytest.approx(3.0, abs=0.01)
 
 
+@pytest.mark.fast
 def test_visual_augmentations_apply_to_the_whole_chunk():
     rng = np.random.default_rng(0)
     frame = rng.integers(0, 256, FACE_SHAPE, dtype=np.uint8)
@@ -466,6 +483,7 @@ def test_real_video_pack_on_the_model_timeline(video_pack):
         assert np.abs(a["audio"]).max() <= 1.0
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("frames", [1, 3, 700])
 def test_visual_augmentations_equal_opencv_frame_by_frame(frames):
     """Frames go through OpenCV in groups, as channels of one image: the same as one call per frame."""

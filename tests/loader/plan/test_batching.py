@@ -21,6 +21,8 @@ from speechpack.loader.config import ConfigError
 from speechpack.loader.tse.args import DatasetArgs
 from factories.tse import build, config, frames_list, mixture
 
+FAST_MODULE = True  # imports without torch: its tests marked fast join the tier (docs/testing.md)
+
 WORLD_SIZES = (1, 2, 3, 8)
 
 
@@ -33,6 +35,7 @@ def plans(lengths, args, world_size, seed=3, epoch=0, tail="pad", shuffle=True):
     return [make_budget_plan(lengths, args, seed, epoch, r, world_size, shuffle, tail) for r in range(world_size)]
 
 
+@pytest.mark.fast
 def test_tiling_covers_every_sample_once():
     lengths = np.array([0, 1, 5, 10, 11, 1000, 1025, 4096])
     w = tile_windows(lengths, 5, hist=2)
@@ -70,6 +73,7 @@ def test_utilisation_and_every_frame_scored_once():
     assert np.array_equal(scored, lengths)
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("world_size", WORLD_SIZES)
 @pytest.mark.parametrize("multiple", (1, 4))
 @pytest.mark.parametrize("tail", ("pad", "drop"))
@@ -94,6 +98,7 @@ def test_equal_counts_exactly_once_budget_and_multiple(world_size, multiple, tai
         assert np.all(pl[over, 0] == multiple) and np.all(4096 // pl[over, 1] < multiple)
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("tail", ("pad", "drop"))
 def test_a_final_remainder_larger_than_the_multiple_is_batched_not_lost(tail):
     """The leftovers, cut again at the end, may leave more than ``num_seqs_multiple_of`` items (here 4 with a
@@ -113,6 +118,7 @@ def test_a_final_remainder_larger_than_the_multiple_is_batched_not_lost(tail):
             assert rank_plans[0].dropped < 3
 
 
+@pytest.mark.fast
 def test_quadratic_cost_respects_budget():
     lengths = ava_lengths(5000, seed=2)
     args = BudgetArgs(budget=1 << 20, cost="quadratic")
@@ -122,6 +128,7 @@ def test_quadratic_cost_respects_budget():
     assert np.all(fits | (pl[:, 0] == 1))
 
 
+@pytest.mark.fast
 def test_composition_changes_per_epoch_and_repeats_per_seed():
     lengths = ava_lengths(5000, seed=3)
     args = BudgetArgs(budget=2048, window_items=1024)
@@ -135,6 +142,7 @@ def test_composition_changes_per_epoch_and_repeats_per_seed():
     assert batches(5, 0) != batches(6, 0)
 
 
+@pytest.mark.fast
 def test_config_keys_and_conflicts():
     args = DatasetArgs.from_dict({"batching": {"type": "budget", "max_num_elements": 1000, "cost": "quadratic",
                                                "num_seqs_multiple_of": 8, "max_batch": 64},
@@ -221,6 +229,7 @@ def test_cli_plan(window_packs, tmp_path):
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.fast
 def test_cli_plan_plot_without_matplotlib_names_the_extra(window_packs, tmp_path, monkeypatch):
     pack, _ = window_packs
     cfg = tmp_path / "cfg.yaml"
@@ -231,6 +240,7 @@ def test_cli_plan_plot_without_matplotlib_names_the_extra(window_packs, tmp_path
     assert result.exit_code != 0 and "matplotlib" in result.output
 
 
+@pytest.mark.fast
 def test_cli_plan_with_pack_weights(tse_pack, tmp_path):
     """Budget batching and train windows over the weighting's selection: the realised shares are reported."""
     a, _ = tse_pack("qa", [mixture(f"a{i}", f, 1) for i, f in enumerate(frames_list(6, 300, 2600, 1))])
