@@ -121,8 +121,7 @@ def test_demo_draws_its_pictures(demo):
 
 def _readme_block(after: str, language: str) -> str:
     """The first ``language`` code block of README.md after the line containing ``after``."""
-    with open(os.path.join(factories.paths.REPO, "README.md"),
-              encoding="utf-8") as fp:
+    with open(os.path.join(factories.paths.REPO, "README.md"), encoding="utf-8") as fp:
         text = fp.read()
     start = text.index(f"```{language}\n", text.index(after)) + len(language) + 4
     return text[start:text.index("```", start)]
