@@ -10,7 +10,7 @@ At module level this file imports click and light declarations (``schemas.errors
 types); a command whose options need a library constant (a default, a set of choices) is registered as a factory
 on a ``_LazyGroup``, made only when it runs or its help is asked, and each command imports its library call
 inside its body.  ``speechpack --help`` lists commands from their help text without making them
-(tests/test_startup_imports.py checks what stays unimported; bench/startup.py times it).
+(tests/project/test_startup_imports.py checks what stays unimported; bench/startup.py times it).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 (``loader.tasks.prepare``) in a DataLoader, caching one epoch's plan per process.  Besides this module, only the
 ASR modules that compute in torch (``loader/asr/``: ``features`` and ``task``) and TSE's augmentation where training
 runs (``loader.tse.batch_augment``) import it; ``schemas/``, ``packer/`` and the rest of ``loader/`` never do
-(tests/test_layers.py checks it).
+(tests/project/test_layers.py checks it).
 
 How the pieces fit:
 - a sampler in the main process yields ``(epoch, start, stop, global_start)`` keys, consecutive batches of the

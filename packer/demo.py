@@ -48,7 +48,7 @@ MARKER_NAME = ".speechpack-demo"
 #: The packs the demo builds, in ``packs/`` (each with the ``.lock`` its build leaves beside it).
 PACK_NAMES = ("tse", "tse-2mic", "sources", "asr")
 #: The loading half's files (``loader/demo.py``: the training configs and plan's picture), named here because the
-#: packing half clears the directory; ``tests/test_demo.py`` checks this list against what a demo leaves.
+#: packing half clears the directory; ``tests/cli/test_demo.py`` checks this list against what a demo leaves.
 LOADER_OUTPUTS = ("train.yaml", "both-mics.yaml", "plan.png")
 NUM_VOICES = 6
 #: Utterance ``u`` of voice ``v`` is recorded at ``RATES[(v + u) % 3]``: every voice has one file at every rate.

@@ -261,7 +261,7 @@ _ROWS = (
         extra_arrays=(BankArray(WORDS_NAME, WORD_DTYPE), BankArray(KEYWORDS_NAME, INDEX_DTYPE))),
 )
 #: The table: representation name (its format) -> its row, in the order messages list them.  Everything reads it
-#: when it runs (no copies made at import), so a test can add a toy row (tests/test_extending_cue.py).
+#: when it runs (no copies made at import), so a test can add a toy row (tests/packer/cues/test_extending_cue.py).
 REPRESENTATION_SPECS: dict[str, RepresentationSpec] = {row.name: row for row in _ROWS}
 
 

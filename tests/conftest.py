@@ -13,6 +13,7 @@ import atexit
 import importlib.abc
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -44,15 +45,23 @@ _REAL_FIXTURES = ("real_audio", "real_video")
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
     """Mark every test that uses real recordings ``real_data`` (before ``-m`` selects), wherever it lives; a test
-    marked ``fast`` must not use them (the fast tier runs where they are not installed)."""
-    misplaced = []
+    marked ``fast`` must not use them (the fast tier runs where they are not installed), and must sit in a module
+    the tier imports (``_joins_fast_tier``), or ``-m fast`` would never see it."""
+    misplaced, unseen = [], []
     for item in items:
         if any(name in getattr(item, "fixturenames", ()) for name in _REAL_FIXTURES):
             item.add_marker(pytest.mark.real_data)
-        if item.get_closest_marker("real_data") is not None and item.get_closest_marker("fast") is not None:
+        if item.get_closest_marker("fast") is None:
+            continue
+        if item.get_closest_marker("real_data") is not None:
             misplaced.append(item.nodeid)
+        if not _joins_fast_tier(Path(item.path)):
+            unseen.append(item.nodeid)
     if misplaced:
         raise pytest.UsageError(f"marked fast but using real recordings: {', '.join(misplaced)}")
+    if unseen:
+        raise pytest.UsageError(f"marked fast in a module without the line {FAST_MODULE_LINE!r}, which -m fast never "
+                                f"imports: {', '.join(unseen)}")
 
 
 class _WithoutTorch(importlib.abc.MetaPathFinder):
@@ -64,9 +73,21 @@ class _WithoutTorch(importlib.abc.MetaPathFinder):
         return None
 
 
-#: How a test module joins the fast tier: this line at module level (the tier is chosen per module, by text, so that
-#: ``-m fast`` never imports the other modules, which may import torch).
+#: A test module the fast tier may import says so with this line at module level: it imports without torch.  Its
+#: tests join the tier one by one, by ``@pytest.mark.fast``; ``-m fast`` reads the line as text, so that it never
+#: imports the other modules, which may import torch.
+FAST_MODULE_LINE = "FAST_MODULE = True"
+#: A module whose every test is fast says so once (``pytestmark``); that line implies ``FAST_MODULE_LINE``.
 FAST_MODULE_MARK = "pytestmark = pytest.mark.fast"
+_FAST_LINES = re.compile(rf"^(?:{re.escape(FAST_MODULE_LINE)}|{re.escape(FAST_MODULE_MARK)})\b", re.MULTILINE)
+_FAST_MODULES: dict[Path, bool] = {}
+
+
+def _joins_fast_tier(path: Path) -> bool:
+    """Whether ``-m fast`` imports the test module at ``path`` (it holds one of the two lines at module level)."""
+    if path not in _FAST_MODULES:
+        _FAST_MODULES[path] = bool(_FAST_LINES.search(path.read_text(encoding="utf-8")))
+    return _FAST_MODULES[path]
 
 
 def _fast_only(config) -> bool:
@@ -81,9 +102,10 @@ def pytest_configure(config):
 
 
 def pytest_ignore_collect(collection_path, config):
-    """With ``-m fast``, a test module without ``FAST_MODULE_MARK`` is not collected (nor imported) at all."""
+    """With ``-m fast``, a test module that does not join the tier (``_joins_fast_tier``) is not collected (nor
+    imported) at all; in the modules that do, ``-m`` selects the tests marked ``fast``."""
     if _fast_only(config) and collection_path.suffix == ".py" and collection_path.name.startswith("test_"):
-        return FAST_MODULE_MARK not in collection_path.read_text(encoding="utf-8")
+        return not _joins_fast_tier(Path(collection_path))
     return None
 
 

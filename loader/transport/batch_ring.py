@@ -277,7 +277,7 @@ def _release(free, receiver: int) -> None:
     child to release the slot when its copy of a lease dies (garbage not yet collected at the fork, collected in
     the child), the training process would release it a second time when its own copy dies; if the worker has
     claimed the slot again in between, that second release frees it under a batch the training loop still holds,
-    and the worker's next batch overwrites it (tests/test_batch_ring.py, the forked-child test)."""
+    and the worker's next batch overwrites it (tests/loader/transport/test_batch_ring.py, the forked-child test)."""
     if os.getpid() == receiver:
         free.release()
 

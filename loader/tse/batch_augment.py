@@ -7,7 +7,7 @@ Why here: with ``reverb_prob: 1`` the FFT convolution is most of a worker's time
 augmentation"); on an accelerator the whole batch is three batched FFT calls.  The worker has made every draw
 (rooms and their RIRs, SNRs, gain, noise segments) from the same counter-based streams as ``augment_on: worker``,
 so a seed gives the same rooms, SNRs and noise segments on either side, and the batches agree within float32
-round-off (tests/test_batch_augment.py).
+round-off (tests/loader/tse/test_batch_augment.py).
 
 What is computed is WeSep's, as ``loader.tse.online.OnlineMixer.render`` computes it, vectorised over the batch:
 

@@ -35,7 +35,7 @@ and of ``speechpack export lhotse`` (``packer.export.output_dir``; ``I`` a sampl
 ``export-cuts``    every audio file is journaled and ``.tmp-cuts.jsonl.gz`` written, nothing committed yet
 ``export-commit``  ``cuts.jsonl.gz`` and ``speechpack-export.json`` are in place, the plan and journal not yet removed
 
-``SPEECHPACK_FAULT`` chooses what happens there instead of SIGKILL (tests/test_failed_builds.py):
+``SPEECHPACK_FAULT`` chooses what happens there instead of SIGKILL (tests/packer/build/test_failed_builds.py):
 
 ``interrupt``  SIGINT to the whole process group, as Ctrl-C at a terminal sends it (run the build in its own
                session so that the test runner is not part of the group)

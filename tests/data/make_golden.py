@@ -3,7 +3,7 @@ version that the current writer produces, built from a small generated input.
 
 Run it ONLY when a new format minor version (or a new kind) is added, to add that version's golden packs:
 ``python tests/data/make_golden.py`` from the repository root, then commit the new pack directories.  Never run
-it to "fix" a failing ``tests/test_golden_packs.py``: those packs stand for packs already written by released
+it to "fix" a failing ``tests/project/test_golden_packs.py``: those packs stand for packs already written by released
 code, which the reader must keep opening and the builder must keep reproducing byte for byte.  A failure there
 means a change broke old packs or changed the bytes a build writes.
 

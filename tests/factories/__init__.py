@@ -27,6 +27,7 @@ imported from their module:
 - ``store_rank``: one rank of a training run from an object store, run as its own process
   (``python -m factories.store_rank``);
 - ``wheel``: the speechpack wheel built offline from a copy of the tree;
+- ``paths``: where the repository, tests/ and tests/data/ lie, and every test module, for modules at any depth;
 - ``lightning_asd``: a tiny Lightning model (imports ``lightning``).
 """
 

@@ -1,6 +1,7 @@
-"""What the fuzz tests of input lines share (tests/test_fuzz_list_lines.py, tests/test_fuzz_muvap_lhotse.py): their
-hypothesis settings, any JSON value a little nested, a value as one input line, and the one outcome a build of a
-fuzzed input may have: a clean pack, or exit 1 naming the bad lines by number, never a traceback.
+"""What the fuzz tests of input lines share (tests/packer/adapters/test_fuzz_list_lines.py,
+tests/packer/importers/test_fuzz_muvap_lhotse.py): their hypothesis settings, any JSON value a little nested, a
+value as one input line, and the one outcome a build of a fuzzed input may have: a clean pack, or exit 1 naming the
+bad lines by number, never a traceback.
 
 Every example is a whole build, so ``max_examples`` stays small and the draws are derandomised (the same examples
 on every run and machine: a failure reproduces).

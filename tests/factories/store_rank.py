@@ -1,5 +1,5 @@
 """One rank (or one job) of a training run from an object store, as its own process: the multi-process tests of
-tests/test_store_training.py start it with ``python -m factories.store_rank SPEC OUT``.
+tests/loader/cache/test_store_training.py start it with ``python -m factories.store_rank SPEC OUT``.
 
 ``SPEC`` is JSON: ``config`` (a loader config with ``packs`` by URL and ``cache``), ``rank``, ``world_size``,
 ``num_workers``, ``seed`` and optionally ``batches_per_message`` and ``block_delay`` (seconds slept before every range request, with small
