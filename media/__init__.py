@@ -11,5 +11,5 @@ Why a layer of its own, between ``schemas/`` and the two sides: ``schemas/`` hol
 and a reader agree on; numpy and PyYAML, no decoder), the loader imports nothing from the packer, and the pack
 reader (``loader/pack/``) reads packs, not foreign inputs.  So a reader of foreign media that both sides use lives
 here: it imports nothing of the project but ``schemas/``, and ``packer/`` and ``loader/`` may import it
-(tests/test_layers.py; docs/architecture.md).
+(tests/project/test_layers.py; docs/architecture.md).
 """

@@ -10,6 +10,6 @@ shared axis rules (``plotting``) and the error types (``errors``).
 
 Contracts only, and nothing heavy, so readers, writers and validators can all depend on it: numpy, plus PyYAML for
 YAML documents (``yaml_document``); matplotlib only inside ``plotting``'s functions, when a picture is drawn.  No
-decoder, no storage client, no torch (tests/test_layers.py checks it): decoding foreign media that both sides read
-lives in ``speechpack.media``.
+decoder, no storage client, no torch (tests/project/test_layers.py checks it): decoding foreign media that both
+sides read lives in ``speechpack.media``.
 """
