@@ -45,6 +45,7 @@ from speechpack.loader.tse.decode import Decoder, Row, collate_field, collate_ro
 from speechpack.loader.tse.items import ItemIndex, length_filter, tse_items
 from speechpack.loader.tse.items import check_batch_channels, unit_channels, unit_rows
 from speechpack.loader.tse.online import OnlineMixer
+from speechpack.loader.tse.samples import check_one_channel_count
 from speechpack.loader.tse.table import DecodedRows, TableRows
 from speechpack.loader.tse.windows import Chunking, scored_mask, unit_window
 from speechpack.schemas.constants import KIND_SOURCES, KIND_TSE, STREAM_MIX, STREAM_SOURCE, STREAM_TARGET
@@ -103,7 +104,8 @@ class TseBatchBuilder(BatchBuilder):
         self.enroll_augment = (EnrollAugment(train_augment, self.rate) if train_augment is not None
                                and (train_augment.reverb_enroll_prob > 0 or train_augment.noise_enroll_prob > 0)
                                else None)
-        self.table = TableRows(packs, items, self.mix_stream, self.target_stream, self.decoder.muvap, self.chunking,
+        self.table = TableRows(packs, items, self.mix_stream, self.target_stream, self.decoder.normalizer,
+                               self.chunking,
                                self.windows, (args.align_of("wav_mix"), args.align_of("wav_target")))
         self.online = (OnlineMixer(packs, items, args, self.kind, self.rate, self.chunking, self.decoder, seed)
                        if args.online_mix and state == "train" else None)
@@ -210,11 +212,7 @@ class TseBatchBuilder(BatchBuilder):
                       if units is None else unit_window(self.windows, int(units[position]), mix.data.shape[-1]))
             for target, speaker in zip(targets, speakers):
                 rows.append(Row(position, mix, target, speaker, key, len(targets), window, pack_id))
-        channels = {row.mix.data.shape[0] for row in rows}
-        if len(channels) > 1:
-            keys = sorted({row.key for row in rows})
-            raise SpeechpackError(f"mixtures with different channel counts {sorted(channels)} in one batch "
-                                  f"({', '.join(keys[:4])}...): pack them separately")
+        check_one_channel_count([row.mix.data.shape[0] for row in rows], [row.key for row in rows])
         windows = [row.window for row in rows]
         lengths = np.asarray([w.length for w in windows], dtype=np.int64)
         tile = self.chunking.tile
