@@ -168,8 +168,8 @@ def gather_table(mix_columns: StreamColumns, target_columns: StreamColumns, spea
 
 class TableRows:
     """The rows and audio of pre-mixed batches at the loader's rate, through the batch's table: ``rows`` is the
-    builder's item-by-item ``_decoded_rows`` (``loader.tse.task``), same output, with the per-row work vectorised.
-    ``align`` is the (``wav_mix``, ``wav_target``) alignment, ``windows`` the train-window units (or None)."""
+    ``decode`` stage's item-by-item ``item_rows`` (``loader.tse.stages.decode``), same output, with the per-row
+    work vectorised.  ``align`` is the (``wav_mix``, ``wav_target``) alignment, ``windows`` the train-window units (or None)."""
 
     def __init__(self, packs: list[Pack], items: ItemIndex, mix_stream: str, target_stream: str,
                  normalizer: Normalizer,
