@@ -195,3 +195,21 @@ def test_a_batch_of_mixtures_with_different_channel_counts_is_refused_in_one_pla
     check_one_channel_count([2, 2], ["a", "b"])
     with pytest.raises(MixedChannels, match=r"different channel counts \[1, 2\] in one batch \(a, b\.\.\.\)"):
         check_one_channel_count([1, 2, 1], ["b", "a", "b"])
+
+
+def test_a_builder_gives_build_or_build_block_and_the_other_follows():
+    """``BatchBuilder.build`` defaults to ``build_block``'s one batch (TSE gives ``build_block`` only), and
+    ``build_block`` to ``build`` each; a builder with neither says so."""
+    from speechpack.loader.tasks import BatchBuilder
+
+    class Blocks(BatchBuilder):
+        def build_block(self, batches):
+            return ({"units": units, "epoch": epoch} for units, _valid, epoch, _batch in batches)
+
+    class Nothing(BatchBuilder):
+        pass
+
+    units = np.arange(3)
+    assert Blocks().build(units, np.ones(3, bool), 2, 0) == {"units": units, "epoch": 2}
+    with pytest.raises(NotImplementedError, match="neither build nor build_block"):
+        Nothing().build(units, np.ones(3, bool), 0, 0)

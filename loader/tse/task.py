@@ -105,8 +105,7 @@ class TseBatchBuilder(BatchBuilder):
                                and (train_augment.reverb_enroll_prob > 0 or train_augment.noise_enroll_prob > 0)
                                else None)
         self.table = TableRows(packs, items, self.mix_stream, self.target_stream, self.decoder.normalizer,
-                               self.chunking,
-                               self.windows, (args.align_of("wav_mix"), args.align_of("wav_target")))
+                               self.chunking, self.windows, (args.align_of("wav_mix"), args.align_of("wav_target")))
         self.online = (OnlineMixer(packs, items, args, self.kind, self.rate, self.chunking, self.decoder, seed)
                        if args.online_mix and state == "train" else None)
         self.pipeline = build_pipeline(self)  # the stages, in order (loader.tse.stages.pipeline.STAGES)
@@ -166,14 +165,10 @@ class TseBatchBuilder(BatchBuilder):
                           f"executor.cv fails on none: the dev packs need at least batch_size x world_size = "
                           f"{batch_size * world_size} mixtures, or lower dataloader_args.batch_size")
 
-    def build(self, item_ids: np.ndarray, valid: np.ndarray, epoch: int, global_batch: int) -> dict:
-        """Collated numpy arrays and lists for one batch (see ``docs/loader.md`` for the fields)."""
-        (batch,) = self.build_block([(item_ids, valid, epoch, global_batch)])
-        return batch
-
     def build_block(self, batches: list[tuple[np.ndarray, np.ndarray, int, int]]) -> Iterator[dict]:
-        """``build`` for several batches (``(item_ids, valid, epoch, global_batch)`` each), yielded one by one:
-        the pipeline's stages in order (``loader.tse.stages``); pre-mixed batches share one table (the ``decode``
+        """Collated numpy arrays and lists (see ``docs/loader.md`` for the fields) for several batches
+        (``(item_ids, valid, epoch, global_batch)`` each; ``build``, one batch, is the default made of it), yielded
+        one by one: the pipeline's stages in order (``loader.tse.stages``); pre-mixed batches share one table (the ``decode``
         stage), each batch decoded when it is asked for; the batches are the same as built one at a time."""
         return self.pipeline.run(batches)
 
