@@ -213,3 +213,19 @@ def test_a_builder_gives_build_or_build_block_and_the_other_follows():
     assert Blocks().build(units, np.ones(3, bool), 2, 0) == {"units": units, "epoch": 2}
     with pytest.raises(NotImplementedError, match="neither build nor build_block"):
         Nothing().build(units, np.ones(3, bool), 0, 0)
+
+
+def test_a_bank_entry_decodes_through_the_one_path_as_the_pack_reader_reads_it(noise_bank):
+    """Noise and RIR bank entries (``loader.tse.augment.Bank``) are read through ``loader.tse.samples.decoded``,
+    bit for bit the floats of the pack reader's ``read_segment``."""
+    from speechpack.loader.pack import open_pack
+    from speechpack.loader.tse.samples import decoded
+    from speechpack.schemas.constants import STREAM_AUDIO
+
+    pack = open_pack(noise_bank)
+    segments = len(pack.streams[STREAM_AUDIO].length)
+    assert segments >= 1
+    for segment in range(segments):
+        ours = decoded(pack, STREAM_AUDIO, segment)
+        assert ours.dtype == np.float32 and ours.shape[1] > 1000
+        np.testing.assert_array_equal(ours, pack.read_segment(STREAM_AUDIO, segment))

@@ -2,7 +2,7 @@
 
 Every window a TSE batch holds passes here: the pre-mixed table (``loader.tse.table``, a whole batch's segments
 at once), the item-by-item rows of packs resampled at load time and the sources of online mixing (both through
-``loader.tse.decode.Decoder``).  Three things are decided here and nowhere else:
+``loader.tse.decode.Decoder``), and the entries of noise and RIR banks (``decoded``, not normalised).  Three things are decided here and nowhere else:
 
 - ``scaling``: a segment's float32 multiplier (``scale / 32768``, times the normalisation's gain) and subtrahend
   (``mean * gain``), from the stored statistics, under the ``loader.normalize.Normalizer`` chosen once per loader;
@@ -21,7 +21,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 import soxr
 
-from speechpack.loader.normalize import Normalizer
+from speechpack.loader.normalize import NONE, NORMALIZERS, Normalizer
 from speechpack.loader.pack import Pack
 from speechpack.schemas.constants import AUDIO_FULL_SCALE
 from speechpack.schemas.errors import SpeechpackError
@@ -95,6 +95,17 @@ def copy_window(dest: np.ndarray, source: np.ndarray, scale: float, shift: float
         dest -= shift
 
 
+def decoded(pack: Pack, stream: str, segment: int) -> np.ndarray:
+    """Segment ``segment`` of ``stream`` decoded whole, at the pack's rate and not normalised: float32 ``[C, T]``
+    (what a noise or RIR bank entry is read as, ``loader.tse.augment.Bank``)."""
+    stored, _ = stored_audio(pack, stream, segment, pack.sample_rate)
+    pack.will_need(stream, segment, 0, stored.shape[1])
+    scale, _, _ = scaling(NORMALIZERS[NONE], lambda name: getattr(pack.streams[stream], name)[segment:segment + 1])
+    out = np.empty(stored.shape, dtype=np.float32)
+    copy_window(out, stored, float(scale[0]), 0.0)
+    return out
+
+
 def check_one_channel_count(channels: list[int], keys: list[str]) -> None:
     """Raise ``MixedChannels`` when a batch's mixtures (their ``channels``, ``keys``) have different channel
     counts: their rows cannot share one ``[rows, C, T]`` array."""
@@ -104,4 +115,4 @@ def check_one_channel_count(channels: list[int], keys: list[str]) -> None:
                             f"({', '.join(named[:4])}...): pack them separately")
 
 
-__all__ = ["Audio", "MixedChannels", "check_one_channel_count", "copy_window", "scaling", "segment_audio", "stored_audio", "stored_audio"]
+__all__ = ["Audio", "MixedChannels", "check_one_channel_count", "copy_window", "decoded", "scaling", "segment_audio", "stored_audio", "stored_audio"]
