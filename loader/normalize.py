@@ -77,7 +77,7 @@ def muvap_gain(rms: np.ndarray | float, peak: np.ndarray | float) -> np.ndarray:
 
 class Normalizer:
     """A normalisation that works from a recording's stored statistics (``rms``, ``peak``, ``mean``), chosen once
-    from ``normalize`` (``normalizer``) and used by every decode path of a task (``loader.tse.samples``), so a new
+    from ``normalize`` (``normalizer``) and used by every decode path of a task (``loader.samples``), so a new
     one reaches every path or none.  ``gains(rms, peak)``: the gain per recording (None: gain 1, nothing read);
     ``centres``: whether ``mean * gain`` is subtracted."""
 

@@ -220,6 +220,7 @@ class ItemGenerators:
         self.__init__(state["seed"])
 
 
-__all__ = ["AUGMENT_STREAM_WORD", "CYCLE_STREAM_WORD", "DITHER_STREAM_WORD", "ROOM_KEY_BITS", "STAGE_STREAM_WORD", "WINDOW_STREAM_WORD",
+__all__ = ["AUGMENT_STREAM_WORD", "CYCLE_STREAM_WORD", "DITHER_STREAM_WORD", "ROOM_KEY_BITS", "STAGE_STREAM_WORD",
+           "WINDOW_STREAM_WORD",
            "BatchGenerator", "ItemGenerators", "at_counter", "augment_rng", "batch_rng", "cycle_rng", "dither_rng",
            "item_rng", "jitter_rng", "room_generator", "stage_rng", "stream_at", "window_rng"]

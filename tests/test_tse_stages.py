@@ -1,6 +1,6 @@
 """The TSE pipeline of stages (``loader.tse.stages``): its order per configuration, a stage added by one module and
 one registration (the toy ``RandomGain`` of tests/factories/gain_stage.py) that changes no other stage's output,
-the stages' own streams (``loader.rng``), and the one decode path (``loader.tse.samples``) that every path
+the stages' own streams (``loader.rng``), and the one decode path (``loader.samples``) that every path
 takes, with the normaliser chosen once."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from speechpack import loader
 from speechpack.loader.normalize import NORMALIZERS, Normalizer
 from speechpack.loader.rng import augment_rng, batch_rng, dither_rng, item_rng, stage_rng, stream_at
 from speechpack.loader.tse.decode import Decoder
-from speechpack.loader.tse.samples import MixedChannels, check_one_channel_count
+from speechpack.loader.samples import MixedChannels, check_one_channel_count
 from speechpack.loader.tse.stages.pipeline import STAGES, register_stage, unregister_stage
 from speechpack.loader.tse.stages.protocol import BatchState
 from speechpack.loader.tse.table import TableRows
@@ -216,10 +216,10 @@ def test_a_builder_gives_build_or_build_block_and_the_other_follows():
 
 
 def test_a_bank_entry_decodes_through_the_one_path_as_the_pack_reader_reads_it(noise_bank):
-    """Noise and RIR bank entries (``loader.tse.augment.Bank``) are read through ``loader.tse.samples.decoded``,
+    """Noise and RIR bank entries (``loader.tse.augment.Bank``) are read through ``loader.samples.decoded``,
     bit for bit the floats of the pack reader's ``read_segment``."""
     from speechpack.loader.pack import open_pack
-    from speechpack.loader.tse.samples import decoded
+    from speechpack.loader.samples import decoded
     from speechpack.schemas.constants import STREAM_AUDIO
 
     pack = open_pack(noise_bank)

@@ -50,7 +50,7 @@ from speechpack.loader.tse.convolve import (
 from speechpack.loader.tse.mixing import MixError
 from speechpack.loader.tse.mixing import energies, fit_noise
 from speechpack.loader.tse.room_sim import draw_room, rooms_rirs
-from speechpack.loader.tse.samples import decoded
+from speechpack.loader.samples import decoded
 from speechpack.schemas.constants import KIND_NOISE, KIND_RIR, STREAM_AUDIO
 from speechpack.schemas.noise_lmdb import NoiseLmdb, enroll_noise_snr_range, noise_snr_range
 

@@ -1,7 +1,7 @@
 """Audio of a TSE batch segment by segment, and the collation of its per-row fields.
 
-A segment is first described (``loader.tse.samples.Audio``: the mapped view, its float32 scale and shift), then
-decoded once, into its destination, through the one decode path (``loader.tse.samples``: scaling, normalisation
+A segment is first described (``loader.samples.Audio``: the mapped view, its float32 scale and shift), then
+decoded once, into its destination, through the one decode path (``loader.samples``: scaling, normalisation
 and the copy are decided there for every path).  A mixture repeated for each of its targets is decoded once and
 copied.  Packs at another rate than the loader's are resampled with soxr when described (slow; the loader warns).
 
@@ -33,7 +33,7 @@ from speechpack.loader.normalize import Normalizer, normalizer
 from speechpack.loader.pack import Pack
 from speechpack.loader.pack.readahead import will_need_views
 from speechpack.loader.transport import batch_arrays
-from speechpack.loader.tse.samples import Audio, copy_window, segment_audio
+from speechpack.loader.samples import Audio, copy_window, segment_audio
 from speechpack.loader.tse.windows import Window, tile_row
 from speechpack.schemas.errors import SpeechpackError
 
@@ -41,7 +41,7 @@ from speechpack.schemas.errors import SpeechpackError
 class Decoder:
     """Segments of ``packs`` ready to decode at the loader's ``rate`` under the loader's normalisation (a
     ``normalize`` value or its ``loader.normalize.Normalizer``), through the one decode path
-    (``loader.tse.samples``)."""
+    (``loader.samples``)."""
 
     def __init__(self, packs: list[Pack], rate: int, normalize: "str | Normalizer"):
         self.packs = packs
@@ -119,7 +119,7 @@ def collate_rows(sources: list[Audio], windows: list[Window], lengths: np.ndarra
 
 
 def decode_into(row: np.ndarray, audio: Audio, window: Window, tile: bool = False) -> None:
-    """Channel 0 of ``audio``'s window decoded into ``row`` (``loader.tse.samples.copy_window``), zero-padded to
+    """Channel 0 of ``audio``'s window decoded into ``row`` (``loader.samples.copy_window``), zero-padded to
     the row's length (``tile``: tiled, ``loader.tse.windows.tile_row``)."""
     data, scale, shift = audio
     take = window.take

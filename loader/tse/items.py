@@ -26,7 +26,7 @@ import numpy as np
 
 from speechpack.loader.pack import Pack
 from speechpack.loader.tse.args import DatasetArgs
-from speechpack.loader.tse.samples import MixedChannels
+from speechpack.loader.samples import MixedChannels
 from speechpack.schemas.units import plural
 
 

@@ -35,7 +35,7 @@ from speechpack.loader.tse.batch_records import draw_records
 from speechpack.loader.tse.mix_args import AugmentArgs
 from speechpack.loader.tse.buffers import RIR_CACHE_BYTES, ByteBudgetCache, Scratch
 from speechpack.loader.tse.decode import Decoder, Row, aligned_length, decode_into
-from speechpack.loader.tse.samples import Audio
+from speechpack.loader.samples import Audio
 from speechpack.loader.tse.mixing import MixError
 from speechpack.loader.tse.items import ItemIndex
 from speechpack.loader.tse.mixing import (

@@ -10,7 +10,7 @@ Each mixture is decoded once, into its first row, and copied to the rows of its 
 costs besides its copies is measured in docs/performance.md ("Against the pack-based peers").
 
 The floats are exactly those of the per-item path (``loader.tse.decode.collate_rows``, still used when packs are
-resampled at load time): both scale and copy through the one decode path (``loader.tse.samples``: ``scaling``
+resampled at load time): both scale and copy through the one decode path (``loader.samples``: ``scaling``
 vectorised here, per segment there; ``copy_window``), a mixture decoded once and copied to its other targets'
 rows.
 """
@@ -29,7 +29,7 @@ from speechpack.loader.pack.readahead import AdaptiveAdvice, major_faults
 from speechpack.loader.tse.buffers import BufferPool
 from speechpack.loader.tse.decode import Row, aligned_length
 from speechpack.loader.tse.items import ItemIndex
-from speechpack.loader.tse.samples import check_one_channel_count, scaling
+from speechpack.loader.samples import check_one_channel_count, scaling
 from speechpack.loader.tse.windows import (Segments, StreamArrays, advise, array_addresses, decode_windows,
                                      window_ranges, window_view)
 from speechpack.loader.tse.windows import SOUND_PROBE_STRIDE, Chunking, Window, sounds
@@ -129,7 +129,7 @@ def _take(groups: Groups, columns: list[np.ndarray], index: np.ndarray) -> np.nd
 
 def _segments(columns: StreamColumns, groups: Groups, pack: np.ndarray, segment: np.ndarray,
               gain: np.ndarray | None, normalizer: Normalizer) -> tuple[Segments, np.ndarray | None]:
-    """``Segments`` of (``pack``, ``segment``) pairs, scaled by the one decode path (``loader.tse.samples.scaling``;
+    """``Segments`` of (``pack``, ``segment``) pairs, scaled by the one decode path (``loader.samples.scaling``;
     ``gain``: the mixture's, for its targets, else each segment's own); returns the gains too (None: gain 1)."""
     scale, shift, gain = scaling(normalizer, lambda name: columns.take(name, groups, segment), gain)
     return Segments(pack, columns.take("shard", groups, segment), columns.take("offset", groups, segment),
@@ -169,7 +169,8 @@ def gather_table(mix_columns: StreamColumns, target_columns: StreamColumns, spea
 class TableRows:
     """The rows and audio of pre-mixed batches at the loader's rate, through the batch's table: ``rows`` is the
     ``decode`` stage's item-by-item ``item_rows`` (``loader.tse.stages.decode``), same output, with the per-row
-    work vectorised.  ``align`` is the (``wav_mix``, ``wav_target``) alignment, ``windows`` the train-window units (or None)."""
+    work vectorised.  ``align`` is the (``wav_mix``, ``wav_target``) alignment, ``windows`` the train-window
+    units (or None)."""
 
     def __init__(self, packs: list[Pack], items: ItemIndex, mix_stream: str, target_stream: str,
                  normalizer: Normalizer,

@@ -18,7 +18,7 @@ when mixing online), each stage one module with its own stream of draws (``loade
   aligned to the longest row with zeros (or cropped to the shortest with ``collate.<field>.align: min``): the
   batch's windows gathered as one table and copied in one loop into recycled arrays (``loader.tse.table``), or,
   for packs resampled at load time, item by item (``loader.tse.decode``), both through the one decode path
-  (``loader.tse.samples``);
+  (``loader.samples``);
 - ``online_mix`` in train: mixtures made from sources packs (``loader.tse.online``);
 - ``speaker_label`` from the packs' labels, then the used speaker cues per row (``loader.tse.cues.resolve``),
   collated by WeSep's table (``loader.tse.decode``); a batch without cues or labels skips both.
@@ -168,8 +168,9 @@ class TseBatchBuilder(BatchBuilder):
     def build_block(self, batches: list[tuple[np.ndarray, np.ndarray, int, int]]) -> Iterator[dict]:
         """Collated numpy arrays and lists (see ``docs/loader.md`` for the fields) for several batches
         (``(item_ids, valid, epoch, global_batch)`` each; ``build``, one batch, is the default made of it), yielded
-        one by one: the pipeline's stages in order (``loader.tse.stages``); pre-mixed batches share one table (the ``decode``
-        stage), each batch decoded when it is asked for; the batches are the same as built one at a time."""
+        one by one: the pipeline's stages in order (``loader.tse.stages``); pre-mixed batches share one table (the
+        ``decode`` stage), each batch decoded when it is asked for; the batches are the same as built one at a
+        time."""
         return self.pipeline.run(batches)
 
     def augment_batch(self, batch: dict) -> dict:

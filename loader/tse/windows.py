@@ -21,7 +21,7 @@ import numpy as np
 from speechpack.loader.pack import Pack
 from speechpack.loader.pack.readahead import will_need_ranges
 from speechpack.loader.plan.train_windows import Windows
-from speechpack.loader.tse.samples import copy_window
+from speechpack.loader.samples import copy_window
 
 
 #: WeSep re-draws a training window at most this many times while the mixture chunk is silent.

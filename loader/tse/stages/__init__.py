@@ -5,7 +5,7 @@
 - ``pipeline``: the TSE stages in order (``STAGES``) and ``register_stage``, which adds one;
 - ``windows``: the batch's window draws (pre-mixed);
 - ``decode``: the block of batches gathered as one table and decoded (``loader.tse.table``), or item by item
-  for packs resampled at load time; both through the one decode path, ``loader.tse.samples``;
+  for packs resampled at load time; both through the one decode path, ``loader.samples``;
 - ``online_mix``: mixtures made from sources packs (``loader.tse.online``), in place of the two above;
 - ``noise``: offline noise over pre-mixed training mixtures;
 - ``cues``: ``speaker_label`` and the used cues per row (enrollments augmented in training);

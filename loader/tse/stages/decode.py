@@ -3,7 +3,7 @@
 At the loader's rate the block's batches are gathered as one table and copied in one loop into recycled arrays
 (``loader.tse.table.TableRows.rows_block``: the vectorised gather, kept whole so the speed stays), each batch
 decoded when it is asked for; packs resampled at load time are read item by item (``item_rows``).  Both go
-through the one decode path (``loader.tse.samples``), so they give the same floats.  Draws nothing: the windows
+through the one decode path (``loader.samples``), so they give the same floats.  Draws nothing: the windows
 come from the ``windows`` stage's draws.
 """
 
@@ -16,7 +16,7 @@ import numpy as np
 from speechpack.loader.plan.train_windows import Windows
 from speechpack.loader.tse.decode import Decoder, Row, collate_rows
 from speechpack.loader.tse.items import ItemIndex
-from speechpack.loader.tse.samples import check_one_channel_count
+from speechpack.loader.samples import check_one_channel_count
 from speechpack.loader.tse.stages.protocol import BatchState, Stage
 from speechpack.loader.tse.table import DecodedRows, TableRows
 from speechpack.loader.tse.windows import Chunking, unit_window

@@ -1,8 +1,10 @@
-"""The one decode path of TSE audio: where a stream's stored samples become float32 samples, scaled and normalised.
+"""The one decode path of the loader's audio: where a stream's stored samples become float32 samples, scaled and
+normalised.  In the generic loader (no task's code), so every task can read through it; the TSE task does.
 
 Every window a TSE batch holds passes here: the pre-mixed table (``loader.tse.table``, a whole batch's segments
 at once), the item-by-item rows of packs resampled at load time and the sources of online mixing (both through
-``loader.tse.decode.Decoder``), and the entries of noise and RIR banks (``decoded``, not normalised).  Three things are decided here and nowhere else:
+``loader.tse.decode.Decoder``), and the entries of noise and RIR banks (``decoded``, not normalised).  Three
+things are decided here and nowhere else:
 
 - ``scaling``: a segment's float32 multiplier (``scale / 32768``, times the normalisation's gain) and subtrahend
   (``mean * gain``), from the stored statistics, under the ``loader.normalize.Normalizer`` chosen once per loader;
@@ -115,4 +117,5 @@ def check_one_channel_count(channels: list[int], keys: list[str]) -> None:
                             f"({', '.join(named[:4])}...): pack them separately")
 
 
-__all__ = ["Audio", "MixedChannels", "check_one_channel_count", "copy_window", "decoded", "scaling", "segment_audio", "stored_audio", "stored_audio"]
+__all__ = ["Audio", "MixedChannels", "check_one_channel_count", "copy_window", "decoded", "scaling", "segment_audio",
+           "stored_audio"]
