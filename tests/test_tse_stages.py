@@ -229,3 +229,19 @@ def test_a_bank_entry_decodes_through_the_one_path_as_the_pack_reader_reads_it(n
         ours = decoded(pack, STREAM_AUDIO, segment)
         assert ours.dtype == np.float32 and ours.shape[1] > 1000
         np.testing.assert_array_equal(ours, pack.read_segment(STREAM_AUDIO, segment))
+
+
+def test_every_built_in_stage_has_its_stream_written_in_the_rng_table():
+    """``loader.rng``'s table of TSE stages names every built-in stage, and each stage declares the streams it
+    draws from by the names of ``loader.rng``'s generators."""
+    from speechpack.loader import rng
+    from speechpack.loader.tse.stages import collate, cues, decode, mainline, noise, online_mix, windows
+
+    classes = [windows.WindowDraws, decode.DecodeRows, online_mix.OnlineMix, noise.OfflineNoise, cues.Cues,
+               collate.Collate, mainline.MainlineCollate]
+    assert [cls.name for cls in classes] == [name for name, _ in STAGES]
+    for cls in classes:
+        assert f"``{cls.name}``" in rng.__doc__
+        for stream in filter(None, (part.strip() for part in cls.stream.split(","))):
+            assert callable(getattr(rng, f"{stream}_rng")), f"{cls.name}: no stream {stream}"
+    assert "``stage_rng(s, name, e, b)``" in rng.__doc__
