@@ -5,9 +5,9 @@ training code imports (it pulls in torch on first use, so ``import speechpack.lo
 validation).  The generic loader: ``config`` and ``recipe`` (what a config or a recipe asks; ``config_checks``:
 shared value checks; ``config_keys``: each key declared once), ``tasks`` (the task registry and the builder protocol), ``rng`` (every counter-based
 generator), ``resume`` (the resume state and its checks), ``plan/`` (the epoch plan), ``transport/`` (batches from
-workers), ``cache/`` (packs by URL), ``memory_limit``, ``normalize``, ``torch`` (the DataLoader glue),
-``datamodule`` and ``stateful_loader`` (Lightning, torchdata), ``peek`` and ``demo``.  One package per task:
-``tse/``, ``asd/``, ``asr/``.
+workers), ``cache/`` (packs by URL), ``memory_limit``, ``normalize``, ``samples`` (the one decode path),
+``torch`` (the DataLoader glue), ``datamodule`` and ``stateful_loader`` (Lightning, torchdata), ``peek`` and
+``demo``.  One package per task: ``tse/``, ``asd/``, ``asr/``.
 """
 
 from speechpack.loader.pack import Pack, Sample, open_pack

@@ -73,3 +73,31 @@ def muvap_gain(rms: np.ndarray | float, peak: np.ndarray | float) -> np.ndarray:
             NORMALIZE_PEAK_LIMIT / np.where(silent, 1.0, peak),
         ])
     return np.where(silent, 1.0, gain)
+
+
+class Normalizer:
+    """A normalisation that works from a recording's stored statistics (``rms``, ``peak``, ``mean``), chosen once
+    from ``normalize`` (``normalizer``) and used by every decode path of a task (``loader.samples``), so a new
+    one reaches every path or none.  ``gains(rms, peak)``: the gain per recording (None: gain 1, nothing read);
+    ``centres``: whether ``mean * gain`` is subtracted."""
+
+    def __init__(self, name: str, gains=None, centres: bool = False):
+        self.name = name
+        self.gains = gains
+        self.centres = centres
+
+    def __repr__(self) -> str:
+        return f"Normalizer({self.name!r})"
+
+
+#: The stored-statistics normalisations, by ``normalize`` value (``utterance`` works on the decoded utterance
+#: instead: ``loader.asr.features.normalize_rows``).
+NORMALIZERS = {NONE: Normalizer(NONE), MUVAP: Normalizer(MUVAP, muvap_gain, centres=True)}
+
+
+def normalizer(name: str) -> Normalizer:
+    """The ``Normalizer`` of ``normalize: name`` (an already parsed value)."""
+    if name not in NORMALIZERS:
+        raise ConfigError(f"normalize: {name!r} is not one of {', '.join(NORMALIZERS)} (decoded from stored "
+                          f"statistics)")
+    return NORMALIZERS[name]

@@ -26,7 +26,35 @@ stream                      w0    w1                  w2             w3         
 ``window_rng(s, p, i)``     0     i + 1               p              0x76616C   mainline WeSep's val windows: one
                                                                      << 40      stream per (pack, sample), the
                                                                                 same every epoch
+``stage_rng(s, n, e, b)``   0     0x5354 << 48        b + 1          e          a TSE stage added after these
+                                  | crc32(n)                                    (``loader.tse.stages``): stage
+                                                                                ``n``'s own stream
 ==========================  ====  ==================  =============  =========  =================================
+
+The TSE stages (``loader.tse.stages``) and the streams they draw from.  Each existing stage keeps exactly the
+positions it drew before the stages were apart, so batches stay bit for bit what they were; a stage added later
+draws from a stream of its own (``stage_rng``), which no other stage reads, so it shifts nobody's draws:
+
+===============  ============================================  ==================================================
+stage            stream                                        positions (per batch; ``n`` items, ``r`` rows,
+                                                                ``c`` cues, ``d`` = ``Chunking.draws_per_window``)
+===============  ============================================  ==================================================
+``windows``      ``batch_rng(s, e, b)``; mainline val/test:    ``[0, n d)``; each mixture ``[0, d)``
+                 ``window_rng(s, pack, sample)``
+``decode``       none
+``online_mix``   ``item_rng(s, e, b, p)`` per position;        the whole stream of each position
+                 ``room_generator`` of one of its draws
+``noise``        ``augment_rng(s, e, b)``                      ``[0, n NOISE_DRAWS)``
+``cues``         ``batch_rng(s, e, b)``; enrollments:          ``[n d, n d + r c DRAWS_PER_CUE)`` (online:
+                 ``augment_rng(s, e, b)``                      from 0); ``[k, k + r c ENROLL_DRAWS)``, ``k`` =
+                                                               ``n NOISE_DRAWS`` when ``noise`` runs, else 0
+``collate``      none
+``mainline``     ``dither_rng(s, e, b)``                       the whole stream (train only)
+a new stage      ``stage_rng(s, name, e, b)``                  the whole stream
+===============  ============================================  ==================================================
+
+``stream_at`` starts a stream at a declared position (it draws the positions before it), which is how ``cues``
+begins where the table says.
 
 Philox advances w0 first, so two streams whose starts differ in w1..w3 meet only after 2**64 draws of one of them.
 A room's generator (``room_generator``) is the exception: keyed by the bits of one uniform draw of its mixture's
@@ -38,6 +66,8 @@ their counters instead (``at_counter``, about 1-4 µs), drawing the same streams
 """
 
 from __future__ import annotations
+
+import zlib
 
 import numpy as np
 
@@ -54,6 +84,9 @@ DITHER_STREAM_WORD = 0x6D61696E
 #: Counter word 3 of mainline WeSep's val windows ("val" in ASCII, shifted): above any epoch, below the weighting's
 #: top bit, so it never meets a batch's, an item's or a cycle's stream.
 WINDOW_STREAM_WORD = 0x76616C << 40
+#: Counter word 1 of a TSE stage's own stream ("ST" in ASCII, shifted), ored with the crc32 of its name: far above
+#: any item position and below the augmentation stream's top bit, so it meets no other stream.
+STAGE_STREAM_WORD = 0x5354 << 48
 #: Bits of a room's key taken from one uniform draw (a float64 has 53).
 ROOM_KEY_BITS = 53
 
@@ -105,6 +138,22 @@ def window_rng(seed: int, pack: int, sample: int) -> np.random.Generator:
     if seed < 0 or pack < 0 or sample < 0:
         raise PlanError(f"seed, pack and sample must be non-negative, got {seed}, {pack}, {sample}")
     return _philox(seed, [0, sample + 1, pack, WINDOW_STREAM_WORD])
+
+
+def stage_rng(seed: int, name: str, epoch: int, global_batch: int) -> np.random.Generator:
+    """The own stream of TSE stage ``name`` for one batch (counter (0, 0x5354 << 48 | crc32(name), batch + 1,
+    epoch)): a stage added to the pipeline draws here, so no other stage's draws move."""
+    if seed < 0 or epoch < 0 or global_batch < 0:
+        raise PlanError(f"seed, epoch and batch must be non-negative, got {seed}, {epoch}, {global_batch}")
+    return _philox(seed, [0, STAGE_STREAM_WORD | zlib.crc32(name.encode("utf-8")), global_batch + 1, epoch])
+
+
+def stream_at(generator: np.random.Generator, position: int) -> np.random.Generator:
+    """``generator`` moved past its next ``position`` uniform draws: a stage whose declared positions start
+    there (the table above) draws from ``position`` on, whichever stage drew before it."""
+    if position:
+        generator.random(position)
+    return generator
 
 
 def room_generator(draw: float) -> np.random.Generator:
@@ -171,6 +220,7 @@ class ItemGenerators:
         self.__init__(state["seed"])
 
 
-__all__ = ["AUGMENT_STREAM_WORD", "CYCLE_STREAM_WORD", "DITHER_STREAM_WORD", "ROOM_KEY_BITS", "WINDOW_STREAM_WORD",
+__all__ = ["AUGMENT_STREAM_WORD", "CYCLE_STREAM_WORD", "DITHER_STREAM_WORD", "ROOM_KEY_BITS", "STAGE_STREAM_WORD",
+           "WINDOW_STREAM_WORD",
            "BatchGenerator", "ItemGenerators", "at_counter", "augment_rng", "batch_rng", "cycle_rng", "dither_rng",
-           "item_rng", "jitter_rng", "room_generator", "window_rng"]
+           "item_rng", "jitter_rng", "room_generator", "stage_rng", "stream_at", "window_rng"]

@@ -124,7 +124,14 @@ class PlanArgs:
 
 class BatchBuilder:
     """What the generic loader calls on a task's batch builder.  Required: ``args``, ``packs``, ``num_units``,
-    ``unit_lengths`` and ``build``; every other hook has the default written here.
+    ``unit_lengths`` and ``build`` or ``build_block`` (each defaults to the other); every other hook has the
+    default written here.
+
+    Two sides, called at different times: what a plan needs (the epoch plan, the dry run, the node cache's
+    schedule; no audio read): ``args``/``plan_args``, ``packs``, ``num_units``, ``unit_lengths``,
+    ``lengths_by_epoch``, ``crops_to_shortest``, ``windows``, ``unit_rows``, ``unit_samples``,
+    ``planned_batch_check``, ``check_plan``; and what a batch needs (the workers, the training process):
+    ``build_block`` (or ``build``), ``augment_batch``, ``sample_rate``, ``tokenizer``.
 
     A builder is pickled to each DataLoader worker: keep what it holds picklable (open packs are), and let reused
     scratch memory pickle empty.
@@ -157,15 +164,19 @@ class BatchBuilder:
         raise NotImplementedError
 
     def build(self, items: np.ndarray, valid: np.ndarray, epoch: int, global_batch: int) -> dict:
-        """Required: one collated batch (numpy arrays, carved with ``loader.transport.batch_arrays`` to travel in
-        the worker's shared memory, and lists) of the units ``items``; ``valid`` flags real rows (False: a tail
-        repeat); ``global_batch`` keys the batch's random streams."""
-        raise NotImplementedError
+        """Required unless ``build_block`` is given (then: its one batch): one collated batch (numpy arrays, carved
+        with ``loader.transport.batch_arrays`` to travel in the worker's shared memory, and lists) of the units
+        ``items``; ``valid`` flags real rows (False: a tail repeat); ``global_batch`` keys the batch's random
+        streams."""
+        if type(self).build_block is BatchBuilder.build_block:
+            raise NotImplementedError(f"{type(self).__name__} defines neither build nor build_block")
+        (batch,) = self.build_block([(items, valid, epoch, global_batch)])
+        return batch
 
     def build_block(self, batches: list[tuple[np.ndarray, np.ndarray, int, int]]) -> Iterator[dict]:
         """Several consecutive batches (``build``'s arguments each), yielded one by one as they are asked for.
-        Default: ``build`` each.  A task that can share work across batches overrides it (TSE plans their window
-        table together); the batches must be the same as built one at a time."""
+        Default: ``build`` each.  A task that can share work across batches gives this instead of ``build`` (TSE
+        gathers their window table together); the batches must be the same as built one at a time."""
         return (self.build(*batch) for batch in batches)
 
     @property

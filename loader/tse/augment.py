@@ -50,6 +50,7 @@ from speechpack.loader.tse.convolve import (
 from speechpack.loader.tse.mixing import MixError
 from speechpack.loader.tse.mixing import energies, fit_noise
 from speechpack.loader.tse.room_sim import draw_room, rooms_rirs
+from speechpack.loader.samples import decoded
 from speechpack.schemas.constants import KIND_NOISE, KIND_RIR, STREAM_AUDIO
 from speechpack.media.noise_lmdb import NoiseLmdb, enroll_noise_snr_range, noise_snr_range
 
@@ -96,7 +97,7 @@ class Bank:
         """Channel 0 of entry ``entry``, float64 at ``rate``."""
         pack_id, segment, _ = self.rows[entry]
         pack = self.packs[int(pack_id)]
-        audio = pack.read_segment(STREAM_AUDIO, int(segment))[0].astype(np.float64)
+        audio = decoded(pack, STREAM_AUDIO, int(segment))[0].astype(np.float64)  # the one decode path
         if pack.sample_rate != rate:
             audio = soxr.resample(audio, pack.sample_rate, rate)
         return audio

@@ -1,10 +1,9 @@
-"""Audio of a TSE batch: stored int16 segments decoded straight from the mapping into the batch's rows.
+"""Audio of a TSE batch segment by segment, and the collation of its per-row fields.
 
-A segment is first described (``Audio``: the mapped view, its scale, and the normalisation's mean and gain), then
-decoded once, into its destination: the decode, the scaling and MuVAP's normalisation are one pass, and a
-mixture repeated for each of its targets is decoded once and copied.  Packs at another rate than the loader's
-are resampled with soxr when described (slow; the loader warns).  MuVAP's gain comes from the mixture's
-whole-recording statistics (``loader.normalize``), shared by its targets so the mixture stays their sum.
+A segment is first described (``loader.samples.Audio``: the mapped view, its float32 scale and shift), then
+decoded once, into its destination, through the one decode path (``loader.samples``: scaling, normalisation
+and the copy are decided there for every path).  A mixture repeated for each of its targets is decoded once and
+copied.  Packs at another rate than the loader's are resampled with soxr when described (slow; the loader warns).
 
 Segment by segment is how online mixing reads its sources and how pre-mixed packs resampled at load time are read;
 pre-mixed batches at the loader's rate go through ``loader.tse.table``, which gives the same floats for a whole
@@ -30,48 +29,28 @@ from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 import numpy as np
-import soxr
-
-from speechpack.loader.normalize import MUVAP, muvap_gain
+from speechpack.loader.normalize import Normalizer, normalizer
 from speechpack.loader.pack import Pack
 from speechpack.loader.pack.readahead import will_need_views
 from speechpack.loader.transport import batch_arrays
+from speechpack.loader.samples import Audio, copy_window, segment_audio
 from speechpack.loader.tse.windows import Window, tile_row
 from speechpack.schemas.errors import SpeechpackError
 
 
-class Audio(NamedTuple):
-    """One segment ready to decode: ``data`` ``[C, T]`` (an int16 view of the mapping, or float32 when
-    resampled), ``factor`` (int16 to float), and the normalisation's ``mean`` and ``gain`` (0 and 1: none)."""
-
-    data: np.ndarray
-    factor: float
-    mean: float
-    gain: float
-
-
 class Decoder:
-    """Describes segments of ``packs`` at the loader's ``rate`` under ``normalize`` (``none`` or ``muvap``)."""
+    """Segments of ``packs`` ready to decode at the loader's ``rate`` under the loader's normalisation (a
+    ``normalize`` value or its ``loader.normalize.Normalizer``), through the one decode path
+    (``loader.samples``)."""
 
-    def __init__(self, packs: list[Pack], rate: int, normalize: str):
+    def __init__(self, packs: list[Pack], rate: int, normalize: "str | Normalizer"):
         self.packs = packs
         self.rate = rate
-        self.muvap = normalize == MUVAP
+        self.normalizer = normalizer(normalize) if isinstance(normalize, str) else normalize
 
-    def gain(self, pack: Pack, stream: str, segment: int) -> float:
-        """MuVAP's gain of a recording from its stored statistics (1 without normalisation)."""
-        if not self.muvap:
-            return 1.0
-        table = pack.streams[stream]
-        return float(muvap_gain(table.rms[segment], table.peak[segment]))
-
-    def audio(self, pack: Pack, stream: str, segment: int, gain: float) -> Audio:
-        stored, factor = pack.stored_segment(stream, segment)
-        mean = float(pack.streams[stream].mean[segment]) if self.muvap else 0.0
-        if pack.sample_rate != self.rate:
-            decoded = soxr.resample(np.ascontiguousarray((stored * np.float32(factor)).T), pack.sample_rate, self.rate)
-            return Audio(np.ascontiguousarray(decoded.T, dtype=np.float32), 1.0, mean, gain)
-        return Audio(stored, factor, mean, gain)
+    def audio(self, pack: Pack, stream: str, segment: int, gain: np.ndarray | None = None) -> Audio:
+        """One segment, with its own gain (or ``gain``, its mixture's)."""
+        return segment_audio(self.normalizer, pack, stream, segment, self.rate, gain)[0]
 
     def sample(self, pack_id: int, sample: int, slot: int, mix_stream: str, target_stream: str
                ) -> tuple[Audio, list[Audio], list[str], str]:
@@ -83,8 +62,7 @@ class Decoder:
         if slot >= 0:
             target_segs, speakers = [target_segs[slot]], [speakers[slot]]
         # Mixture and targets share the mixture's gain, so the mixture stays the sum of its targets.
-        gain = self.gain(pack, mix_stream, mix_seg)
-        mix = self.audio(pack, mix_stream, mix_seg, gain)
+        mix, gain = segment_audio(self.normalizer, pack, mix_stream, mix_seg, self.rate)
         targets = [self.audio(pack, target_stream, j, gain) for j in target_segs]
         return mix, targets, speakers, str(pack.keys[sample])
 
@@ -126,18 +104,12 @@ def collate_rows(sources: list[Audio], windows: list[Window], lengths: np.ndarra
                      for r, ((audio, *_scaling), window) in enumerate(zip(sources, windows))
                      if mixture_of is None or r == 0 or mixture_of[r] != mixture_of[r - 1]])
     previous = None
-    for r, ((audio, factor, mean, gain), window) in enumerate(zip(sources, windows)):
+    for r, ((audio, scale, shift), window) in enumerate(zip(sources, windows)):
         if mixture_of is not None and previous is not None and mixture_of[r] == mixture_of[r - 1]:
             out[r] = out[r - 1]  # the same mixture repeated for its next target
             continue
         take = min(window.take, out_len)
-        dest = out[r, :, :take]
-        # A cast copy, then an in-place multiply: the same floats as one mixed-type multiply (which numpy runs
-        # through a cast buffer), about 1.5x faster.
-        dest[...] = audio[:, window.start:window.start + take]
-        dest *= np.float32(factor * gain)
-        if mean and gain:
-            dest -= np.float32(mean * gain)
+        copy_window(out[r, :, :take], audio[:, window.start:window.start + take], scale, shift)
         if tile and take < out_len:
             tile_row(out[r], take)
         else:
@@ -147,16 +119,11 @@ def collate_rows(sources: list[Audio], windows: list[Window], lengths: np.ndarra
 
 
 def decode_into(row: np.ndarray, audio: Audio, window: Window, tile: bool = False) -> None:
-    """Channel 0 of ``audio``'s window decoded into ``row`` (int16 to float32, scaled, normalised), zero-padded to
-    the row's length (``tile``: tiled, ``loader.tse.windows.tile_row``).  A cast copy then an in-place multiply:
-    the same floats as one mixed-type multiply, which numpy runs through a cast buffer, and faster."""
-    data, factor, mean, gain = audio
+    """Channel 0 of ``audio``'s window decoded into ``row`` (``loader.samples.copy_window``), zero-padded to
+    the row's length (``tile``: tiled, ``loader.tse.windows.tile_row``)."""
+    data, scale, shift = audio
     take = window.take
-    signal = row[:take]
-    signal[...] = data[0, window.start:window.start + take]
-    signal *= np.float32(factor * gain)
-    if mean and gain:
-        signal -= np.float32(mean * gain)
+    copy_window(row[:take], data[0, window.start:window.start + take], scale, shift)
     if take < len(row):
         if tile:
             tile_row(row, take)

@@ -26,7 +26,7 @@ import numpy as np
 
 from speechpack.loader.pack import Pack
 from speechpack.loader.tse.args import DatasetArgs
-from speechpack.schemas.errors import SpeechpackError
+from speechpack.loader.samples import MixedChannels
 from speechpack.schemas.units import plural
 
 
@@ -126,10 +126,6 @@ def unit_keys(builder: Any, units: np.ndarray) -> list[str]:
     item = _item_of_unit(builder)
     ids = units if item is None else item[units]
     return [str(builder.packs[int(builder.items.pack[i])].keys[int(builder.items.sample[i])]) for i in ids]
-
-
-class MixedChannels(SpeechpackError):
-    """A planned batch holds mixtures with different channel counts, which the loader refuses."""
 
 
 def check_batch_channels(builder: Any, channels: np.ndarray, units: np.ndarray, *, epoch: int, rank: int,

@@ -27,14 +27,15 @@ name no ``joint_training``, whose default there is false: embeddings).  What mai
 Val and test turn every augmentation and online mixing off, as mainline's ``train.py`` builds its val set.  Mainline's
 data semantics hold in every state (``loader.tse.windows.Chunking.mainline``): train and val are cut to ``chunk_len``
 (test, as its ``infer.py``, only with ``whole_utt: false``), short mixtures tiled, windows re-drawn while a target is
-silent; val windows are keyed by (seed, mixture) (``loader.tse.task.window_draws``), and val runs mainline's
-``val_iter`` full batches, refusing at start a dev set too small for one (``MainlineBatchBuilder.plan_args``,
-``check_plan``).
+silent; val windows are keyed by (seed, mixture) (``loader.tse.stages.windows.window_draws``), and val runs
+mainline's ``val_iter`` full batches, refusing at start a dev set too small for one
+(``loader.tse.task.TseBatchBuilder.plan_args``, ``check_plan``).
 
 The batch of mainline WeSep's ``tse_collate_fn`` (github.com/wenet-e2e/wesep, ``wesep/dataset/dataset.py``), so
 its ``train.py`` loop runs unchanged on a speechpack loader (docs/wesep.md, "Coming from mainline WeSep").
 
-``MainlineBatchBuilder`` wraps the TSE builder (same plan, rows, draws) and renames and reshapes its batch:
+The TSE pipeline's last stage, ``mainline`` (``loader.tse.stages.mainline``), makes it from the contract batch
+(same plan, rows, draws), renamed and reshaped:
 
 - ``wav_mix``, ``wav_targets``: ``[rows, T]`` float32, one row per (mixture, target), the first channel (mainline's
   chunking keeps channel 0);
@@ -57,14 +58,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 import copy
-import dataclasses
 import functools
 import math
 
 import numpy as np
 
 from speechpack.loader.config_checks import ConfigError
-from speechpack.loader.rng import dither_rng
 
 
 MAINLINE = "wesep-mainline"
@@ -278,84 +277,5 @@ def kaldi_fbank(wave: np.ndarray, sample_rate: int, args: MainlineArgs, rng: np.
     return np.log(np.maximum(energies, np.finfo(np.float32).eps)).astype(np.float32)
 
 
-class MainlineBatchBuilder:
-    """The TSE builder, its batches in mainline's collate shape (module docstring).  Every hook of the builder
-    protocol (``loader.tasks.BatchBuilder``) is the wrapped builder's, but ``build``, ``build_block`` and, for val,
-    ``plan_args`` and ``check_plan``: it is not a ``BatchBuilder`` subclass, so no class default shadows
-    ``__getattr__``'s forwarding."""
-
-    def __init__(self, inner, args: MainlineArgs, state: str, seed: int):
-        self.inner, self.mainline, self.state, self.seed = inner, args, state, seed
-        cues = [cue for cue in inner.cues if cue.field.name == "audio_aux"]
-        if not cues:
-            raise ConfigError("a mainline WeSep recipe needs packs with an enrollment cue: build them with "
-                              "`speechpack build wesep --enroll spk2enroll.json` (or --fixed-enroll, --spk-embeds)")
-        wanted = "waveform" if args.joint_training else "spk_embedding"
-        if cues[0].representation != wanted:
-            raise ConfigError(f"model_args.tse_model.joint_training: {str(args.joint_training).lower()} reads "
-                              f"{'enrollment audio' if args.joint_training else 'speaker embeddings'}, but the "
-                              f"packs' audio cue holds {cues[0].representation}: build them with "
-                              f"{'--enroll' if args.joint_training else '--spk-embeds'}")
-
-    def __getattr__(self, name):  # every protocol hook but build/build_block: args, packs, num_units, ...
-        if name == "inner":  # not set yet (unpickling in a spawned worker): no recursion
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
-    @property
-    def plan_args(self):
-        """Val as mainline's ``train.py`` runs it: ``val_iter = mixtures // world_size // batch_size`` full batches
-        per rank (its val data repeats and ``executor.cv`` stops at ``val_iter``), in the same order every epoch.
-        That is the plan with the last incomplete batch and round left out, whatever ``drop_last`` says, and
-        without shuffling (mainline's val order is fixed: its sampler's epoch stays -1)."""
-        args = self.inner.plan_args
-        if self.state != "val":
-            return args
-        return dataclasses.replace(args, shuffle=False, tail="drop", sync="drop")
-
-    def check_plan(self, plan, world_size: int) -> None:
-        """A dev set too small for one full val batch per rank is refused at start: mainline's ``val_iter`` is
-        then 0 and its ``executor.cv`` fails (``UnboundLocalError``) or never ends."""
-        if self.state != "val" or len(plan):
-            return
-        mixtures, batch_size = self.inner.num_units(), self.inner.args.batch_size
-        raise ConfigError(f"val: mainline WeSep validates on val_iter = {mixtures} dev mixture(s) // world_size "
-                          f"{world_size} // batch_size {batch_size} = 0 full batches (wesep/bin/train.py), and its "
-                          f"executor.cv fails on none: the dev packs need at least batch_size x world_size = "
-                          f"{batch_size * world_size} mixtures, or lower dataloader_args.batch_size")
-
-    def build(self, item_ids: np.ndarray, valid: np.ndarray, epoch: int, global_batch: int) -> dict:
-        return self._mainline(self.inner.build(item_ids, valid, epoch, global_batch), epoch, global_batch)
-
-    def build_block(self, batches):
-        for batch, (_, _, epoch, global_batch) in zip(self.inner.build_block(batches), batches):
-            yield self._mainline(batch, epoch, global_batch)
-
-    def _mainline(self, batch: dict, epoch: int, global_batch: int) -> dict:
-        rows = batch.pop("audio_aux_rows")
-        rate = self.inner.rate
-        if self.mainline.joint_training:
-            values = [np.asarray(v[0], dtype=np.float32) for v in rows]  # channel 0: mainline reads mono files
-            if self.mainline.speaker_feat:
-                rng = dither_rng(self.seed, epoch, global_batch) if self.state == "train" else None
-                feats = [kaldi_fbank(v * np.float32(WAVEFORM_SCALE), rate, self.mainline, rng) for v in values]
-                values = [f - f.mean(axis=0, keepdims=True) if len(f) else f for f in feats]
-        else:
-            values = [np.asarray(v, dtype=np.float32).reshape(-1) for v in rows]
-        lengths = [len(v) for v in values]
-        shortest = min(lengths)
-        out = dict(batch) if self.mainline.contract_keys else {}
-        out["wav_mix"] = np.ascontiguousarray(batch["wav_mix"][:, 0])
-        out["wav_targets"] = np.ascontiguousarray(batch["wav_target"][:, 0])
-        out["spk_embeds"] = np.stack([v[:shortest] for v in values])
-        out["length_spk_embeds"] = lengths
-        out["spk"], out["key"] = batch["spk"], batch["key"]
-        if self.mainline.multi_task and self.state == "train":
-            out["spk_label"] = np.asarray(batch["speaker_label"], dtype=np.int64)
-        else:
-            out["spk_label"] = np.zeros(0, dtype=np.float32)
-        return out
-
-
-__all__ = ["BATCH_KEYS", "CONTRACT", "MAINLINE", "MainlineArgs", "MainlineBatchBuilder", "SPEECHPACK_KEYS", "dialect",
+__all__ = ["BATCH_KEYS", "CONTRACT", "MAINLINE", "MainlineArgs", "SPEECHPACK_KEYS", "dialect",
            "fixed_speakers", "kaldi_fbank", "mel_banks", "translate"]

@@ -34,7 +34,8 @@ from speechpack.loader.tse.augment import Bank, NoiseSource, Reverberator, RirSo
 from speechpack.loader.tse.batch_records import draw_records
 from speechpack.loader.tse.mix_args import AugmentArgs
 from speechpack.loader.tse.buffers import RIR_CACHE_BYTES, ByteBudgetCache, Scratch
-from speechpack.loader.tse.decode import Audio, Decoder, Row, aligned_length, decode_into
+from speechpack.loader.tse.decode import Decoder, Row, aligned_length, decode_into
+from speechpack.loader.samples import Audio
 from speechpack.loader.tse.mixing import MixError
 from speechpack.loader.tse.items import ItemIndex
 from speechpack.loader.tse.mixing import (
@@ -165,7 +166,7 @@ class OnlineMixer:
         pack_id, sample = int(self.items.pack[item]), int(self.items.sample[item])
         pack = self.packs[pack_id]
         segment = int(pack.streams[STREAM_SOURCE].first[sample])
-        audio = self.decoder.audio(pack, STREAM_SOURCE, segment, self.decoder.gain(pack, STREAM_SOURCE, segment))
+        audio = self.decoder.audio(pack, STREAM_SOURCE, segment)
         key = str(pack.keys[sample])
         if audio.data.shape[0] != 1:
             raise MixError(f"online_mix: source {key} has {audio.data.shape[0]} channels; WeSep mixes mono sources")

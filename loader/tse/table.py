@@ -10,8 +10,9 @@ Each mixture is decoded once, into its first row, and copied to the rows of its 
 costs besides its copies is measured in docs/performance.md ("Against the pack-based peers").
 
 The floats are exactly those of the per-item path (``loader.tse.decode.collate_rows``, still used when packs are
-resampled at load time): the same ``float32(scale / 32768 * gain)`` and ``float32(mean * gain)`` per segment, the
-same cast copy then in-place multiply, a mixture decoded once and copied to its other targets' rows.
+resampled at load time): both scale and copy through the one decode path (``loader.samples``: ``scaling``
+vectorised here, per segment there; ``copy_window``), a mixture decoded once and copied to its other targets'
+rows.
 """
 
 from __future__ import annotations
@@ -22,17 +23,16 @@ from typing import Iterator, NamedTuple
 import numpy as np
 
 from speechpack.loader.plan.train_windows import Windows
-from speechpack.loader.normalize import muvap_gain
+from speechpack.loader.normalize import Normalizer
 from speechpack.loader.pack import Pack
 from speechpack.loader.pack.readahead import AdaptiveAdvice, major_faults
 from speechpack.loader.tse.buffers import BufferPool
 from speechpack.loader.tse.decode import Row, aligned_length
 from speechpack.loader.tse.items import ItemIndex
+from speechpack.loader.samples import check_one_channel_count, scaling
 from speechpack.loader.tse.windows import (Segments, StreamArrays, advise, array_addresses, decode_windows,
                                      window_ranges, window_view)
 from speechpack.loader.tse.windows import SOUND_PROBE_STRIDE, Chunking, Window, sounds
-from speechpack.schemas.constants import AUDIO_FULL_SCALE
-from speechpack.schemas.errors import SpeechpackError
 
 
 @dataclass(frozen=True)
@@ -128,33 +128,25 @@ def _take(groups: Groups, columns: list[np.ndarray], index: np.ndarray) -> np.nd
 
 
 def _segments(columns: StreamColumns, groups: Groups, pack: np.ndarray, segment: np.ndarray,
-              gain: np.ndarray | None, muvap: bool) -> tuple[Segments, np.ndarray | None]:
-    """``Segments`` of (``pack``, ``segment``) pairs, decoded with ``gain`` (None: computed from each segment's own
-    statistics under MuVAP); returns the gains too (None without MuVAP), for the targets that share their
-    mixture's."""
-    factor = columns.take("scale", groups, segment) / AUDIO_FULL_SCALE
-    shift = None
-    if muvap:
-        if gain is None:
-            gain = muvap_gain(columns.take("rms", groups, segment), columns.take("peak", groups, segment))
-        mean = columns.take("mean", groups, segment)
-        shift = np.where((mean != 0) & (gain != 0), mean * gain, 0.0).astype(np.float32)
-        factor = factor * gain
-    # without MuVAP the gain is 1, which changes no float: factor * 1.0 == factor
+              gain: np.ndarray | None, normalizer: Normalizer) -> tuple[Segments, np.ndarray | None]:
+    """``Segments`` of (``pack``, ``segment``) pairs, scaled by the one decode path (``loader.samples.scaling``;
+    ``gain``: the mixture's, for its targets, else each segment's own); returns the gains too (None: gain 1)."""
+    scale, shift, gain = scaling(normalizer, lambda name: columns.take(name, groups, segment), gain)
     return Segments(pack, columns.take("shard", groups, segment), columns.take("offset", groups, segment),
                     columns.take("channels", groups, segment), columns.take("length", groups, segment),
-                    factor.astype(np.float32), shift), gain
+                    scale, shift), gain
 
 
 def gather_table(mix_columns: StreamColumns, target_columns: StreamColumns, speaker_first: list[np.ndarray],
-                 items: ItemIndex, item_ids: np.ndarray, muvap: bool) -> BatchTable:
+                 items: ItemIndex, item_ids: np.ndarray, normalizer: Normalizer) -> BatchTable:
     """The batch's table for ``item_ids``: every target of each mixture (or its ``slot`` only), mixture-major, the
-    targets sharing their mixture's gain (so the mixture stays their sum under MuVAP)."""
+    targets sharing their mixture's gain (so the mixture stays their sum when normalised)."""
     pack = items.pack[item_ids]
     sample = items.sample[item_ids]
     slot = items.slot[item_ids]
     groups = _groups(pack)
-    mix, gain = _segments(mix_columns, groups, pack, mix_columns.take("first", groups, sample), None, muvap)
+    mix, gain = _segments(mix_columns, groups, pack, mix_columns.take("first", groups, sample), None,
+                          normalizer)
     counts = target_columns.take("count", groups, sample)
     single = slot >= 0
     any_single = bool(single.any())
@@ -170,20 +162,22 @@ def gather_table(mix_columns: StreamColumns, target_columns: StreamColumns, spea
     speaker_at = _take(groups, speaker_first, sample)[row_item] + speaker
     target_segment = target_columns.take("first", groups, sample)[row_item] + speaker
     target, _ = _segments(target_columns, row_groups, pack[row_item], target_segment,
-                          None if gain is None else gain[row_item], muvap)
+                          None if gain is None else gain[row_item], normalizer)
     return BatchTable(sample, mix, row_item, speaker, speaker_at, target, item_row, rows_per_item, groups, row_groups)
 
 
 class TableRows:
     """The rows and audio of pre-mixed batches at the loader's rate, through the batch's table: ``rows`` is the
-    builder's item-by-item ``_decoded_rows`` (``loader.tse.task``), same output, with the per-row work vectorised.
-    ``align`` is the (``wav_mix``, ``wav_target``) alignment, ``windows`` the train-window units (or None)."""
+    ``decode`` stage's item-by-item ``item_rows`` (``loader.tse.stages.decode``), same output, with the per-row
+    work vectorised.  ``align`` is the (``wav_mix``, ``wav_target``) alignment, ``windows`` the train-window
+    units (or None)."""
 
-    def __init__(self, packs: list[Pack], items: ItemIndex, mix_stream: str, target_stream: str, muvap: bool,
+    def __init__(self, packs: list[Pack], items: ItemIndex, mix_stream: str, target_stream: str,
+                 normalizer: Normalizer,
                  chunking: Chunking, windows: Windows | None, align: tuple[str, str]):
         self.packs = packs
         self.items = items
-        self.muvap = muvap
+        self.normalizer = normalizer
         self.chunking = chunking
         self.windows = windows
         self.align = align
@@ -212,7 +206,7 @@ class TableRows:
         bounds = np.cumsum([0] + [len(item_ids) for item_ids, _, _ in batches]).tolist()
         item_ids = np.concatenate([b[0] for b in batches]) if len(batches) > 1 else batches[0][0]
         table = gather_table(self.mix_columns, self.target_columns, self.speaker_first, self.items, item_ids,
-                             self.muvap)
+                             self.normalizer)
         mix = table.mix
         keys = self._strings(table.groups, table.sample, "keys")
         speakers = self._strings(table.row_groups, table.row_speaker_at, "speakers")
@@ -249,11 +243,7 @@ class TableRows:
         decoded into recycled arrays."""
         mix = table.mix
         channels = mix.channels.tolist()  # Python sets and max/min: a handful of rows costs less than numpy's calls
-        if len(set(channels)) > 1:
-            channels = sorted(set(channels))
-            named = sorted(set(keys))
-            raise SpeechpackError(f"mixtures with different channel counts {channels} in one batch "
-                                  f"({', '.join(named[:4])}...): pack them separately")
+        check_one_channel_count(channels, keys)
         row_item = table.row_item
         item_of_row = row_item.tolist()
         num_speaker = table.rows_per_item.tolist()

@@ -76,7 +76,8 @@ def _both_paths(builder, plan, b: int, epoch: int):
     units = None
     if builder.windows is not None:
         units, items = items, builder.windows.item[items]
-    return builder.table.rows(items, draws, units)[:3], builder._decoded_rows(items, draws, units)[:3]
+    return (builder.table.rows(items, draws, units)[:3],
+            builder.pipeline.stage("decode").item_rows(items, draws, units)[:3])
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))

@@ -1,0 +1,121 @@
+"""The one decode path of the loader's audio: where a stream's stored samples become float32 samples, scaled and
+normalised.  In the generic loader (no task's code), so every task can read through it; the TSE task does.
+
+Every window a TSE batch holds passes here: the pre-mixed table (``loader.tse.table``, a whole batch's segments
+at once), the item-by-item rows of packs resampled at load time and the sources of online mixing (both through
+``loader.tse.decode.Decoder``), and the entries of noise and RIR banks (``decoded``, not normalised).  Three
+things are decided here and nowhere else:
+
+- ``scaling``: a segment's float32 multiplier (``scale / 32768``, times the normalisation's gain) and subtrahend
+  (``mean * gain``), from the stored statistics, under the ``loader.normalize.Normalizer`` chosen once per loader;
+  a mixture's targets take their mixture's gain, so the mixture stays their sum;
+- ``copy_window``: the samples written into their batch row (a cast copy, an in-place multiply, a subtraction);
+- ``check_one_channel_count``: the refusal of a batch whose mixtures have different channel counts.
+
+``stored_audio`` is where a segment's stored samples are read (and resampled with soxr when the pack is at another
+rate than the loader's): the place a compressed codec's decoder plugs in.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import numpy as np
+import soxr
+
+from speechpack.loader.normalize import NONE, NORMALIZERS, Normalizer
+from speechpack.loader.pack import Pack
+from speechpack.schemas.constants import AUDIO_FULL_SCALE
+from speechpack.schemas.errors import SpeechpackError
+
+
+class MixedChannels(SpeechpackError):
+    """A batch holds mixtures with different channel counts, which the loader refuses."""
+
+
+def scaling(normalizer: Normalizer, take: Callable[[str], np.ndarray], gain: np.ndarray | None = None
+            ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """``(scale, shift, gain)`` of segments whose stored columns ``take(name)`` gives (``scale``, and ``rms``,
+    ``peak``, ``mean`` only when the normalisation reads them): ``scale`` the float32 multiplier, ``shift`` the
+    float32 subtrahend (None: nothing to subtract), ``gain`` the normalisation's (None: 1), given for targets that
+    share their mixture's.  A gain of 1 changes no float (``factor * 1.0 == factor``), so none is applied."""
+    factor = take("scale") / AUDIO_FULL_SCALE
+    shift = None
+    if normalizer.gains is not None:
+        if gain is None:
+            gain = normalizer.gains(take("rms"), take("peak"))
+        factor = factor * gain
+        if normalizer.centres:
+            mean = take("mean")
+            shift = np.where((mean != 0) & (gain != 0), mean * gain, 0.0).astype(np.float32)
+    return factor.astype(np.float32), shift, gain
+
+
+class Audio(NamedTuple):
+    """One segment ready to decode: ``data`` ``[C, T]`` (an int16 view of the mapping, or float32 when
+    resampled), its float32 ``scale`` and ``shift`` (``copy_window``; 1 and 0: nothing to do)."""
+
+    data: np.ndarray
+    scale: float
+    shift: float
+
+
+def segment_audio(normalizer: Normalizer, pack: Pack, stream: str, segment: int, rate: int,
+                  gain: np.ndarray | None = None) -> tuple[Audio, np.ndarray | None]:
+    """Segment ``segment`` of ``stream`` ready to decode at ``rate`` (``stored_audio``) and its gain (``scaling``;
+    ``gain``: the mixture's, for its targets).  Resampled samples are already float: their scale is the gain."""
+    table = pack.streams[stream]
+    data, is_float = stored_audio(pack, stream, segment, rate)
+
+    def take(name: str) -> np.ndarray:
+        column = getattr(table, name)[segment:segment + 1]
+        return np.full(1, AUDIO_FULL_SCALE, dtype=np.float64) if is_float and name == "scale" else column
+
+    scale, shift, gain = scaling(normalizer, take, gain)
+    return Audio(data, float(scale[0]), 0.0 if shift is None else float(shift[0])), gain
+
+
+def stored_audio(pack: Pack, stream: str, segment: int, rate: int) -> tuple[np.ndarray, bool]:
+    """Segment ``segment`` of ``stream`` as ``[C, T]`` samples at ``rate``: the stored int16 view (no copy), or,
+    for a pack at another rate, float32 resampled whole with soxr (slow; the loader warns).  The flag says
+    whether the samples are already float (scaled by the pack's factor; the gain still to apply)."""
+    stored, factor = pack.stored_segment(stream, segment)
+    if pack.sample_rate == rate:
+        return stored, False
+    decoded = soxr.resample(np.ascontiguousarray((stored * np.float32(factor)).T), pack.sample_rate, rate)
+    return np.ascontiguousarray(decoded.T, dtype=np.float32), True
+
+
+def copy_window(dest: np.ndarray, source: np.ndarray, scale: float, shift: float) -> None:
+    """``source`` (stored int16, or float) decoded into ``dest`` (same shape, float32).  A cast copy, then an
+    in-place multiply: the same floats as one mixed-type multiply (which numpy runs through a cast buffer), about
+    1.5x faster; ``scale`` and ``shift`` are float32 values (a Python float holds one exactly, and numpy keeps
+    float32 arithmetic with it)."""
+    dest[...] = source
+    dest *= scale
+    if shift:
+        dest -= shift
+
+
+def decoded(pack: Pack, stream: str, segment: int) -> np.ndarray:
+    """Segment ``segment`` of ``stream`` decoded whole, at the pack's rate and not normalised: float32 ``[C, T]``
+    (what a noise or RIR bank entry is read as, ``loader.tse.augment.Bank``)."""
+    stored, _ = stored_audio(pack, stream, segment, pack.sample_rate)
+    pack.will_need(stream, segment, 0, stored.shape[1])
+    scale, _, _ = scaling(NORMALIZERS[NONE], lambda name: getattr(pack.streams[stream], name)[segment:segment + 1])
+    out = np.empty(stored.shape, dtype=np.float32)
+    copy_window(out, stored, float(scale[0]), 0.0)
+    return out
+
+
+def check_one_channel_count(channels: list[int], keys: list[str]) -> None:
+    """Raise ``MixedChannels`` when a batch's mixtures (their ``channels``, ``keys``) have different channel
+    counts: their rows cannot share one ``[rows, C, T]`` array."""
+    if len(set(channels)) > 1:
+        named = sorted(set(keys))
+        raise MixedChannels(f"mixtures with different channel counts {sorted(set(channels))} in one batch "
+                            f"({', '.join(named[:4])}...): pack them separately")
+
+
+__all__ = ["Audio", "MixedChannels", "check_one_channel_count", "copy_window", "decoded", "scaling", "segment_audio",
+           "stored_audio"]
