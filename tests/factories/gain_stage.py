@@ -1,6 +1,6 @@
 """A toy TSE stage: each training mixture's ``wav_mix`` rows scaled by one random gain, drawn from the stage's own
 stream (``loader.rng.stage_rng``), so no other stage's draws move.  docs/extending.md ("Adding a stage") shows
-the same stage; tests/test_tse_stages.py registers it."""
+the same stage; tests/loader/tse/test_tse_stages.py registers it."""
 
 from __future__ import annotations
 
