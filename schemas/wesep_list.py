@@ -96,7 +96,15 @@ class WesepLine:
 def _string_list(value, what: str) -> list[str]:
     if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
         raise ValueError(f"{what} must be a non-empty list of non-empty strings, got {value!r}")
+    for path in value:
+        _check_path(path, what)
     return value
+
+
+def _check_path(path: str, what: str) -> None:
+    """A file name holds no NUL byte: no system call can open one (the line is refused, not the build)."""
+    if "\0" in path:
+        raise ValueError(f"{what}: the file name {path!r} holds a NUL byte")
 
 
 def parse_wesep_line(text: str, line: int) -> WesepLine:
@@ -169,6 +177,7 @@ def _single_spk_line(obj: dict, key: str, line: int) -> WesepLine:
                              f"non-empty string, got {value!r}")
     speaker, wav = obj["spk"], obj["wav"]
     check_name(speaker, "speaker")
+    _check_path(wav, "key 'wav'")
     provenance = {"wav": wav}
     extra = {name: value for name, value in obj.items() if name not in SINGLE_SPK_KEYS}
     if extra:
