@@ -96,8 +96,6 @@ class WesepLine:
 def _string_list(value, what: str) -> list[str]:
     if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
         raise ValueError(f"{what} must be a non-empty list of non-empty strings, got {value!r}")
-    for path in value:
-        _check_path(path, what)
     return value
 
 
@@ -132,13 +130,16 @@ def parse_wesep_line(text: str, line: int) -> WesepLine:
     for spk in speakers:
         if spk not in src:
             raise ValueError(f"speaker {spk!r} in 'spk' has no entry in 'src'")
-        _string_list(src[spk], f"key 'src.{spk}'")
+        for path in _string_list(src[spk], f"key 'src.{spk}'"):
+            _check_path(path, f"key 'src.{spk}'")
     mix_paths: list[str] = []
     if "mix" in obj:
         mix = obj["mix"]
         if not isinstance(mix, dict) or "default" not in mix:
             raise ValueError(f"key 'mix' must be an object with a 'default' list, got {mix!r}")
         mix_paths = _string_list(mix["default"], "key 'mix.default'")
+        for path in mix_paths:
+            _check_path(path, "key 'mix.default'")
     else:
         if len(speakers) != 1:
             raise ValueError(f"a line without 'mix' is a single-speaker source and needs exactly one speaker, "
