@@ -355,6 +355,18 @@ def test_utt2spk_without_spk_embeds_is_a_usage_error(packs, tmp_path, extra):
     assert not (tmp_path / "p").exists()
 
 
+def test_utt2spk_with_fixed_enrollment_embeddings_is_a_usage_error(packs, tmp_path):
+    """Fixed enrollments name each mixture's embedding: a --utt2spk would be read by nothing, so it is refused."""
+    _, _, root = packs
+    data = root / "data"
+    result = _build("--list", data / "shard.list", "--spk-embeds", data / "embed.scp", "--fixed-enroll",
+                    data / "spk1.enroll", "--fixed-enroll", data / "spk2.enroll", "--utt2spk",
+                    data / "single.utt2spk", "--out", tmp_path / "p")
+    assert result.exit_code == 2, result.output
+    assert "--utt2spk" in result.output and "--fixed-enroll" in result.output
+    assert not (tmp_path / "p").exists()
+
+
 def test_enrollment_and_embedding_problems_name_the_users_file_and_line(packs, tmp_path):
     import kaldiio
 
