@@ -20,7 +20,7 @@ from speechpack.loader import open_pack
 from speechpack.packer.adapters.asr_jsonl import build_asr_jsonl
 from speechpack.packer.adapters.noise_lmdb import build_noise_lmdb
 from speechpack.packer.adapters.wesep import build_wesep
-from speechpack.packer.audio import AudioError, read_audio
+from speechpack.packer.audio import AudioError, probe_audio, read_audio, read_audio_bytes
 from speechpack.packer.build.run import BuildOptions
 from speechpack.schemas.errors import BuildError
 from speechpack.schemas.noise_lmdb import NoiseLmdbError, decode_noise
@@ -128,3 +128,41 @@ def test_build_audio_bank_lmdb_names_the_key_and_skip_bad_skips_it(recordings, t
     assert problem.key == "overstated" and str(OVERSTATED) in problem.reason
     kept = build_noise_lmdb(str(path), BuildOptions(out=str(tmp_path / "kept"), progress=False, skip_bad=True))
     assert open_pack(kept.out).keys.tolist() == ["good"]
+
+
+def _patch_mp4_durations(data: bytes, divisor: int) -> bytes:
+    """``data`` with the movie's and the track's stated durations (``mvhd``, ``mdhd``, version 0) cut by
+    ``divisor``: the packets, and so the decoded audio, stay as they are."""
+    patched = bytearray(data)
+    for atom in (b"mvhd", b"mdhd"):
+        at = patched.find(atom) + 4 + 4 + 8 + 4  # version/flags, creation and modification times, time scale
+        duration = int.from_bytes(patched[at:at + 4], "big")
+        patched[at:at + 4] = (duration // divisor).to_bytes(4, "big")
+    return bytes(patched)
+
+
+@pytest.mark.real_data
+def test_pyav_decode_is_bounded_by_the_containers_stated_duration(real_audio, tmp_path):
+    """A PyAV-decoded file may decode to at most twice the duration its container states plus 10 s: an M4A of
+    24 s of real speech whose header states 1.2 s is refused by name, the same file with its own header is read."""
+    import av
+
+    speech, rate = soundfile.read(real_audio("pocketsphinx", 1)[0], dtype="float32")
+    speech = np.tile(speech, -(-24 * rate // len(speech)))[:24 * rate]
+    honest = tmp_path / "speech.m4a"
+    with av.open(str(honest), "w") as container:
+        stream = container.add_stream("aac", rate=rate, layout="mono")
+        for start in range(0, len(speech), 1024):
+            frame = av.AudioFrame.from_ndarray(speech[None, start:start + 1024], format="fltp", layout="mono")
+            frame.sample_rate = rate
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    assert abs(read_audio(str(honest)).num_frames - len(speech)) <= 4096
+    lying = tmp_path / "lying.m4a"
+    lying.write_bytes(_patch_mp4_durations(honest.read_bytes(), 20))
+    for reader in (lambda: read_audio(str(lying)), lambda: probe_audio(str(lying)),
+                   lambda: read_audio_bytes(lying.read_bytes(), "t.tar:lying.m4a")):
+        with pytest.raises(AudioError, match=r"decodes to more than \d+ frames \(its container states 1\.2"):
+            reader()
