@@ -220,3 +220,36 @@ def test_a_wav_header_chunk_size_is_never_what_is_read():
         found = declared_frames(fp)
         assert max(Reads.asked) <= 64, Reads.asked
         assert found == (1000 if claimed == 16 else None)
+
+
+def header_bomb(path: Path, kind: bytes, claimed: int) -> None:
+    """A ``.tar.gz`` whose first header is a GNU long name (``L``) or a PAX extended header (``x``) of ``claimed``
+    zero bytes that its deflate data really expands to (as ``gzip_bomb``), then a speaker id."""
+    header = tarfile.TarInfo("././@LongLink")
+    header.type, header.size = kind, claimed
+    spk = tarfile.TarInfo("bomb.spk")
+    spk.size = 4
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    block = 16 << 20
+    with open(path, "wb") as fp:
+        fp.write(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03")
+        fp.write(compressor.compress(header.tobuf(tarfile.GNU_FORMAT)) + compressor.flush(zlib.Z_FULL_FLUSH))
+        zeros = compressor.compress(bytes(block)) + compressor.flush(zlib.Z_FULL_FLUSH)
+        for _ in range(claimed // block):
+            fp.write(zeros)
+        fp.write(compressor.compress(spk.tobuf(tarfile.GNU_FORMAT) + b"spkZ".ljust(512, b"\0")))
+        fp.write(compressor.flush())
+
+
+@pytest.mark.parametrize("kind", [tarfile.GNUTYPE_LONGNAME, tarfile.XHDTYPE])
+def test_a_long_name_or_pax_header_is_bounded_before_it_is_read(tmp_path, kind):
+    """A 2 MB ``.tar.gz`` whose long-name or PAX header expands to 2 GiB: refused by name (a header holds a name
+    and a few records, ``MAX_HEADER_BYTES`` at most) without holding it, as a member claiming as much is."""
+    bomb = tmp_path / "bomb.tar.gz"
+    header_bomb(bomb, kind, 2 << 30)
+    (tmp_path / "shard.list").write_text(f"{bomb}\n")
+    status, output, seconds, rss = measured_build(tmp_path / "shard.list", tmp_path / "pack")
+    assert status != 0
+    assert f"{bomb}: not a readable gzip-compressed tar" in output and f"header of {2 << 30} bytes" in output, output
+    assert "Traceback" not in output
+    assert seconds < SECONDS and rss < PEAK_RSS, (seconds, rss)

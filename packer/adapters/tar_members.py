@@ -15,7 +15,8 @@ problem of its sample (it is skipped by seeking); a compressed tar's ends the re
 would mean decompressing all of it).  A gzip-compressed tar has no offset to seek to: it is read through once and
 its members are held in memory until the build ends, ``MAX_HELD_BYTES`` at most over the whole build (decompress
 larger ones: a plain tar is read at its offsets).  Small metadata members (speaker ids, Lhotse's ``.json``) are read
-whole, ``MAX_SMALL_MEMBER_BYTES`` at most.
+whole, ``MAX_SMALL_MEMBER_BYTES`` at most, and a GNU long-name or PAX header ``MAX_HEADER_BYTES`` at most
+(``BoundedTarInfo``: ``tarfile`` reads one whole before the member it describes).
 """
 
 from __future__ import annotations
@@ -36,6 +37,12 @@ MAX_MEMBER_BYTES = 1_000_000_000
 MAX_HELD_BYTES = 2_000_000_000
 #: Largest metadata member read whole, 1 MB (a speaker id, a Lhotse recording manifest).
 MAX_SMALL_MEMBER_BYTES = 1_000_000
+#: Largest GNU long-name or PAX extended header read, 1 MB: it holds a name and a few records (``tarfile`` reads one
+#: whole into memory, however large its header says it is).
+MAX_HEADER_BYTES = 1_000_000
+#: Header types whose data ``tarfile`` reads into memory as the header of the next member.
+_HEADER_TYPES = {tarfile.GNUTYPE_LONGNAME: "GNU long-name", tarfile.GNUTYPE_LONGLINK: "GNU long-link",
+                 tarfile.XHDTYPE: "PAX extended", tarfile.XGLTYPE: "PAX global", tarfile.SOLARIS_XHDTYPE: "PAX"}
 #: Read-ahead of the buffered reader ``TarMember.open`` returns (libsndfile asks for a few KiB at a time).
 _READ_AHEAD = 1 << 16
 
@@ -127,6 +134,19 @@ class InMemoryTarMember(TarMember):
 
     def read_bytes(self) -> bytes:
         return self.data
+
+
+class BoundedTarInfo(tarfile.TarInfo):
+    """``tarfile``'s header reader, refusing a long-name or PAX header over ``MAX_HEADER_BYTES`` before reading it
+    (a ``tarfile.ReadError`` naming its size and offset): pass as ``tarfile.open(..., tarinfo=BoundedTarInfo)``."""
+
+    def _proc_member(self, tar):
+        kind = _HEADER_TYPES.get(self.type)
+        if kind is not None and self.size > MAX_HEADER_BYTES:
+            raise tarfile.ReadError(f"a {kind} header of {self.size} bytes at byte {self.offset} (a header holds a "
+                                    f"name and a few records: speechpack reads {format_bytes(MAX_HEADER_BYTES)} "
+                                    f"at most)")
+        return super()._proc_member(tar)
 
 
 def member_of(tar_path: str, info: tarfile.TarInfo) -> TarMember:
@@ -248,5 +268,5 @@ class _MemberReader(io.RawIOBase):
         super().close()
 
 
-__all__ = ["MAX_HELD_BYTES", "MAX_MEMBER_BYTES", "MAX_SMALL_MEMBER_BYTES", "HeldBytes", "InMemoryTarMember",
-           "TarMember", "member_of", "read_small", "too_large"]
+__all__ = ["MAX_HEADER_BYTES", "MAX_HELD_BYTES", "MAX_MEMBER_BYTES", "MAX_SMALL_MEMBER_BYTES", "BoundedTarInfo",
+           "HeldBytes", "InMemoryTarMember", "TarMember", "member_of", "read_small", "too_large"]

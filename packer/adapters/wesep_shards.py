@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from speechpack.packer.adapters.tar_members import (
     MAX_SMALL_MEMBER_BYTES,
+    BoundedTarInfo,
     HeldBytes,
     InMemoryTarMember,
     TarMember,
@@ -132,10 +133,10 @@ def _tar_entries(tar_path: str, held: HeldBytes) -> list[TarMember]:
         raise SpeechpackError(f"{tar_path}: cannot read the tar ({err.strerror or err})") from None
     try:
         if not compressed:
-            with tarfile.open(tar_path, mode="r:") as tar:
+            with tarfile.open(tar_path, mode="r:", tarinfo=BoundedTarInfo) as tar:
                 return [_speaker_id_member(tar, m, tar_path) if _is_speaker_id(m.name) else member_of(tar_path, m)
                         for m in tar.getmembers() if m.isfile()]
-        with tarfile.open(tar_path, mode="r|gz") as tar:
+        with tarfile.open(tar_path, mode="r|gz", tarinfo=BoundedTarInfo) as tar:
             return [held.take(tar, m, tar_path) for m in tar if m.isfile()]
     except (tarfile.TarError, OSError, EOFError, zlib.error) as err:
         what = "gzip-compressed" if compressed else "uncompressed"
