@@ -35,6 +35,7 @@ from speechpack.packer.adapters.tar_members import (
     HeldBytes,
     InMemoryTarMember,
     TarMember,
+    compressed_tar,
     member_of,
     too_large,
 )
@@ -136,8 +137,9 @@ def _tar_entries(tar_path: str, held: HeldBytes) -> list[TarMember]:
             with tarfile.open(tar_path, mode="r:", tarinfo=BoundedTarInfo) as tar:
                 return [_speaker_id_member(tar, m, tar_path) if _is_speaker_id(m.name) else member_of(tar_path, m)
                         for m in tar.getmembers() if m.isfile()]
-        with tarfile.open(tar_path, mode="r|gz", tarinfo=BoundedTarInfo) as tar:
-            return [held.take(tar, m, tar_path) for m in tar if m.isfile()]
+        with compressed_tar(tar_path) as tar:
+            members = [held.take(tar, m, tar_path) for m in tar if m.isfile()]
+        return members
     except (tarfile.TarError, OSError, EOFError, zlib.error) as err:
         what = "gzip-compressed" if compressed else "uncompressed"
         raise SpeechpackError(f"{tar_path}: not a readable {what} tar ({str(err) or type(err).__name__})") from None
