@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from speechpack.cli import main
+from speechpack.loader.config_checks import MAX_SEED
 from speechpack.loader.plan.plan import MAX_WORLD_SIZE
 from speechpack.loader.plan.planning_report import MAX_PLAN_EPOCHS
 from speechpack.packer.adapters.wesep import build_wesep
@@ -129,6 +130,16 @@ def test_epochs_and_world_size_past_their_maximum_are_usage_errors(four_items, t
     result = _plan(tmp_path, four_items, "{batch_size: 2}", option, str(value))
     assert result.exit_code == 2 and "is not in the range" in result.output, result.output
     assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("command", ["plan", "peek"])
+def test_a_seed_past_the_loaders_maximum_is_a_usage_error(four_items, tmp_path, command):
+    config = tmp_path / "train.yaml"
+    config.write_text(f"packs: [{{path: {four_items}}}]\ndataset_args: {{chunk_len: 4000, batch_size: 2}}\n",
+                      encoding="utf-8")
+    result = CliRunner().invoke(main, [command, str(config), "--seed", str(MAX_SEED + 1)])
+    assert result.exit_code == 2 and "Invalid value for '--seed'" in result.output, result.output
+    assert CliRunner().invoke(main, ["plan", str(config), "--seed", str(MAX_SEED)]).exit_code == 0
 
 
 def test_the_most_epochs_plan_in_bounded_time_and_memory(four_items, tmp_path):
