@@ -166,3 +166,42 @@ def test_pyav_decode_is_bounded_by_the_containers_stated_duration(real_audio, tm
                    lambda: read_audio_bytes(lying.read_bytes(), "t.tar:lying.m4a")):
         with pytest.raises(AudioError, match=r"decodes to more than \d+ frames \(its container states 1\.2"):
             reader()
+
+
+def _adts(speech: np.ndarray, rate: int, layout: str) -> bytes:
+    """``speech`` encoded as a raw AAC (ADTS) stream: self-framed, so two of them joined end to end decode as one
+    file whose rate or channel count changes where the second begins."""
+    import av
+
+    channels = 2 if layout == "stereo" else 1
+    buffer = io.BytesIO()
+    with av.open(buffer, "w", format="adts") as container:
+        stream = container.add_stream("aac", rate=rate, layout=layout)
+        for start in range(0, len(speech), 1024):
+            frame = av.AudioFrame.from_ndarray(np.tile(speech[None, start:start + 1024], (channels, 1)),
+                                               format="fltp", layout=layout)
+            frame.sample_rate = rate
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    return buffer.getvalue()
+
+
+@pytest.mark.real_data
+def test_a_pyav_stream_whose_rate_or_channels_change_midway_is_refused_by_name(real_audio, tmp_path):
+    """Real speech as 16 kHz mono AAC, then the same at 48 kHz (it would be read at 48 kHz whole: the first part
+    three times too fast), or in stereo (the parts' shapes do not join): refused naming the file and the change."""
+    speech, rate = soundfile.read(real_audio("pocketsphinx", 1)[0], dtype="float32")
+    speech = speech[:rate]
+    first = _adts(speech, rate, "mono")
+    path = tmp_path / "one.aac"
+    path.write_bytes(first)
+    assert read_audio(str(path)).sample_rate == rate
+    for name, second, change in [("rate", _adts(speech, 48000, "mono"), f"{rate} Hz, 1 channel to 48000 Hz, 1 channel"),
+                                 ("channels", _adts(speech, rate, "stereo"), f"{rate} Hz, 1 channel to {rate} Hz, 2 channels")]:
+        joined = tmp_path / f"{name}.aac"
+        joined.write_bytes(first + second)
+        for reader in (read_audio, probe_audio):
+            with pytest.raises(AudioError, match=f"{joined}: the audio changes from {change} after"):
+                reader(str(joined))

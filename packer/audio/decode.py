@@ -34,6 +34,7 @@ import soundfile
 
 from speechpack.packer.audio.wav_header import declared_frames
 from speechpack.schemas.sound_blocks import overstated, read_frames
+from speechpack.schemas.units import plural
 
 #: Extensions libsndfile reads; anything else goes to PyAV (m4a, wma, aac, g722, mp4 ...).
 SOUNDFILE_EXTENSIONS = {"." + fmt.lower() for fmt in soundfile.available_formats()} | {".oga", ".opus", ".aif"}
@@ -372,7 +373,15 @@ def _read_pyav(source, name: str) -> Audio:
             limit, decoded = _pyav_limit(container, stream), 0
             # swresample converts any sample format to float planar with libsndfile's scaling (s16 / 32768).
             to_float = av.AudioResampler(format="fltp")
+            first = None  # (rate, channels) of the first frame: a stream that changes them is refused
             for frame in container.decode(stream):
+                shape = (int(frame.sample_rate), len(frame.layout.channels))
+                if first is None:
+                    first = shape
+                elif shape != first:
+                    raise AudioError(name, f"the audio changes from {first[0]} Hz, {plural(first[1], 'channel')} to "
+                                           f"{shape[0]} Hz, {plural(shape[1], 'channel')} after {decoded} frames "
+                                           f"(streams joined end to end): one file holds one rate and channel count")
                 planes.extend(out.to_ndarray() for out in to_float.resample(frame))
                 decoded += frame.samples
                 if decoded > limit:
@@ -383,7 +392,7 @@ def _read_pyav(source, name: str) -> Audio:
                                            f"most twice its stated duration plus 10 s, and to at most "
                                            f"{MAX_PYAV_VALUES} values)")
             planes.extend(out.to_ndarray() for out in to_float.resample(None))
-            rate = stream.codec_context.sample_rate
+            rate = first[0] if first is not None else stream.codec_context.sample_rate
     except av.error.FFmpegError as err:
         raise AudioError(name, f"cannot decode audio ({err})") from None
     if not planes:
