@@ -255,6 +255,15 @@ def test_a_cache_limit_is_exact_and_bounded():
         CacheSettings.from_dict({"limit": 99999999999999999999999})
 
 
+def test_a_cache_limit_of_any_length_is_refused_in_a_bounded_message():
+    """An integer limit thousands of digits long (one Python code can pass) is named in a few words: its digits are
+    never printed (``str`` of an int past 4,300 digits fails)."""
+    for limit in (10**400, 10**5000):
+        with pytest.raises(ConfigError) as err:
+            CacheSettings.from_dict({"limit": limit})
+        assert "more than the largest allowed" in str(err.value) and len(str(err.value)) < 300, str(err.value)[:300]
+
+
 @pytest.mark.parametrize("name", ["-\u00b2.owned", "-\u00b2.bin", "-12.owned.bak", "-0x10.owned", "- 12.owned"])
 def test_foreign_names_in_objects_are_ignored_and_never_deleted(tmp_path, name):
     sha = "ab" * 32
