@@ -325,3 +325,24 @@ def test_a_planted_ledger_entry_without_data_claims_nothing_against_the_limit(tm
     assert cache.usage() == 0 and cache.free_bytes() == 1000
     cache.ensure(EntryKey("ef" * 32, 10), lambda fp: fp.write(b"0123456789"), "test")
     assert cache.usage() == 10 and planted.exists()
+
+
+def test_an_entry_whose_ledger_is_a_link_is_not_the_caches_and_its_data_is_never_deleted(tmp_path):
+    """A ledger entry that is a symbolic link was not written by the cache (it writes regular files, renamed into
+    place), as ``entries`` already says: the entry is not complete, its data is moved aside rather than deleted,
+    and the fetch replaces the link, never writing where it points."""
+    data = bytes(range(200))
+    key = EntryKey(hashlib.sha256(data).hexdigest(), len(data))
+    cache = NodeCache(str(tmp_path / "cache"), limit=10_000)
+    elsewhere = tmp_path / "someones.owned"
+    elsewhere.write_text("someone's file\n")
+    Path(cache._path(key, ".owned")).symlink_to(elsewhere)
+    planted = Path(cache._path(key, ".bin"))
+    planted.write_bytes(b"x" * len(data))
+    assert cache.lookup(key) is None and cache.pin(key) is None
+    cache.discard(key)
+    assert planted.read_bytes() == b"x" * len(data)
+    path = cache.ensure(key, lambda fp: fp.write(data), "test")
+    assert Path(path).read_bytes() == data and elsewhere.read_text() == "someone's file\n"
+    assert not Path(cache._path(key, ".owned")).is_symlink()
+    assert [p.read_bytes() for p in planted.parent.glob(f"{key.name}.bin.unverified-*")] == [b"x" * len(data)]

@@ -36,6 +36,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -168,11 +169,18 @@ class NodeCache:
     def _path(self, key: EntryKey, suffix: str) -> str:
         return os.path.join(self.objects, key.name + suffix)
 
+    def _has_ledger(self, key: EntryKey) -> bool:
+        """Whether ``key`` has a ledger entry the cache wrote: a regular file, not a link (as ``entries`` counts)."""
+        try:
+            return stat.S_ISREG(os.lstat(self._path(key, _LEDGER)).st_mode)
+        except OSError:
+            return False
+
     def lookup(self, key: EntryKey) -> str | None:
         """The data path of a complete entry (ledger entry present, data of the recorded size), else None."""
         data = self._path(key, _DATA)
         try:
-            if os.path.getsize(data) == key.size and os.path.exists(self._path(key, _LEDGER)):
+            if os.path.getsize(data) == key.size and self._has_ledger(key):
                 return data
         except FileNotFoundError:
             pass
@@ -304,7 +312,7 @@ class NodeCache:
         the entry's lock; nothing when the entry was evicted meanwhile)."""
         try:
             with self._locked(self._path(key, _LOCK)):
-                if os.path.exists(self._path(key, _LEDGER)):
+                if self._has_ledger(key):
                     self._write_ledger(key, source, identity)
         except OSError as err:
             if err.errno not in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT):
@@ -316,7 +324,7 @@ class NodeCache:
         mappings of it keep their bytes (POSIX ``unlink``)."""
         try:
             with self._locked(self._path(key, _LOCK)):
-                if not os.path.exists(self._path(key, _LEDGER)):
+                if not self._has_ledger(key):
                     return  # evicted or discarded meanwhile; never delete data the cache has no ledger entry for
                 for suffix in (_LEDGER, _DATA):  # the ledger first, as eviction does
                     try:
@@ -468,7 +476,7 @@ class NodeCache:
         except FileNotFoundError:
             return None
         fcntl.flock(fd, fcntl.LOCK_SH)  # waits out an eviction in progress, which then removed the ledger entry
-        if not os.path.exists(self._path(key, _LEDGER)):
+        if not self._has_ledger(key):
             os.close(fd)
             return None
         return path, fd
