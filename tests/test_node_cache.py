@@ -346,3 +346,27 @@ def test_an_entry_whose_ledger_is_a_link_is_not_the_caches_and_its_data_is_never
     assert Path(path).read_bytes() == data and elsewhere.read_text() == "someone's file\n"
     assert not Path(cache._path(key, ".owned")).is_symlink()
     assert [p.read_bytes() for p in planted.parent.glob(f"{key.name}.bin.unverified-*")] == [b"x" * len(data)]
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+def test_data_that_is_not_a_regular_file_is_never_an_entry_and_is_moved_aside(tmp_path, kind):
+    """Something planted at an entry's data name that is not a regular file (a directory of the entry's size, a
+    FIFO for an empty file), even beside a ledger entry: never served nor hashed (a FIFO would block), moved aside
+    as unverified data is, and the file is fetched."""
+    cache = NodeCache(str(tmp_path / "cache"), limit=100_000)
+    planted = tmp_path / "cache" / "objects" / "planted"
+    if kind == "directory":
+        planted.mkdir()
+        data = bytes(os.stat(planted).st_size)
+    else:
+        os.mkfifo(planted)
+        data = b""
+    key = EntryKey(hashlib.sha256(data).hexdigest(), len(data))
+    planted.rename(cache._path(key, ".bin"))
+    Path(cache._path(key, ".owned")).write_text("s3://somewhere\n")
+    assert cache.lookup(key) is None and cache.pin(key) is None
+    Path(cache._path(key, ".owned")).unlink()
+    path = cache.ensure(key, lambda fp: fp.write(data), "test")
+    assert Path(path).is_file() and Path(path).read_bytes() == data
+    [aside] = Path(cache.objects).glob(f"{key.name}.bin.unverified-*")
+    assert aside.is_dir() if kind == "directory" else aside.is_fifo()

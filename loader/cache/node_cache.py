@@ -177,13 +177,15 @@ class NodeCache:
             return False
 
     def lookup(self, key: EntryKey) -> str | None:
-        """The data path of a complete entry (ledger entry present, data of the recorded size), else None."""
+        """The data path of a complete entry (ledger entry present, data a regular file of the recorded size), else
+        None."""
         data = self._path(key, _DATA)
         try:
-            if os.path.getsize(data) == key.size and self._has_ledger(key):
-                return data
-        except FileNotFoundError:
-            pass
+            info = os.stat(data)
+        except OSError:
+            return None
+        if stat.S_ISREG(info.st_mode) and info.st_size == key.size and self._has_ledger(key):
+            return data
         return None
 
     @contextmanager
@@ -336,13 +338,16 @@ class NodeCache:
             raise self.dir_error(err, f"remove the changed copy {self._path(key, _DATA)}") from None
 
     def _adopt(self, key: EntryKey, source: str) -> str | None:
-        """Data renamed into place by a process killed before it wrote the ledger entry: reused when its hash is
-        the key's, else moved aside (never deleted: the cache may not have written it) so the name is free."""
+        """Data renamed into place by a process killed before it wrote the ledger entry: reused when it is a regular
+        file whose hash is the key's, else moved aside (never deleted: the cache may not have written it; never
+        hashed when it is not a regular file: a FIFO would block) so the name is free."""
         data = self._path(key, _DATA)
-        if not os.path.exists(data):
+        try:
+            info = os.stat(data)
+        except FileNotFoundError:
             return None
-        identity = self._identity_of(key)
-        if identity.size == key.size and hash_file(data) == key.sha256:
+        identity = ContentIdentity.of(info)
+        if stat.S_ISREG(info.st_mode) and identity.size == key.size and hash_file(data) == key.sha256:
             self._write_ledger(key, source, identity)
             return data
         os.replace(data, f"{data}.unverified-{time.time_ns()}")
