@@ -184,3 +184,15 @@ def test_values_must_be_finite_float32_decimals(tmp_path):
     lines = lines[5:6]
     np.testing.assert_array_equal(read_vector_scp(str(_scp(tmp_path, lines)))["good"].vector,
                                   np.array([1.5e-3, -2, 0.5], dtype=np.float32))
+
+
+def test_every_vector_of_one_scp_has_the_first_lines_dimension(tmp_path):
+    ark, lines = bytearray(), []
+    for key, dim in [("a", 4), ("b", 4), ("c", 3), ("d", 5)]:
+        lines.append(f"{key} {tmp_path}/e.ark:{len(ark)}")
+        ark += b"\0BFV \x04" + struct.pack("<i", dim) + np.ones(dim, "<f4").tobytes()
+    (tmp_path / "e.ark").write_bytes(bytes(ark))
+    message = _refusal(tmp_path / "embed.scp", lines)
+    assert "2 bad line(s)" in message
+    assert "embed.scp:3: an embedding of dimension 3, line 1's has 4" in message
+    assert "embed.scp:4: an embedding of dimension 5, line 1's has 4" in message

@@ -13,7 +13,8 @@ before any file is opened.  Relative paths are opened from the current directory
 as the byte 4 and a little-endian int32, then the values) or text (``[ v1 v2 ... ]``).  Compressed matrices
 (``CM``) and matrices of several rows are refused: a speaker embedding is one vector.  Its values must be finite
 float32 numbers (NaN, infinities and doubles beyond float32's range are refused by line), written in decimal
-in a text object (``1.5e-3``; ``nan``, ``inf`` and Python's ``1_0`` are not numbers here).
+in a text object (``1.5e-3``; ``nan``, ``inf`` and Python's ``1_0`` are not numbers here), and every vector of
+one scp has the dimension of its first line's.
 
 **Bounds** (each checked before the bytes it concerns are read):
 
@@ -318,6 +319,11 @@ def read_vector_scp(scp_path: str) -> dict[str, ScpVector]:
     found: dict[int, np.ndarray] = {}
     for file_entries in by_file.values():
         found.update(_read_file(file_entries[0].path, file_entries, problems))
+    first = min(found, default=None)  # the first line read gives the dimension every embedding must have
+    for line in sorted(found):
+        if found[line].shape != found[first].shape:
+            problems.append((line, f"an embedding of dimension {found[line].shape[0]}, line {first}'s has "
+                                   f"{found[first].shape[0]}: one scp holds embeddings of one dimension"))
     if problems:
         raise SpeechpackError(f"{scp_path}: {len(problems)} bad line(s):\n  "
                               + "\n  ".join(f"{scp_path}:{line}: {reason}" for line, reason in sorted(problems)))
