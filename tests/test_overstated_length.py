@@ -205,3 +205,17 @@ def test_a_pyav_stream_whose_rate_or_channels_change_midway_is_refused_by_name(r
         for reader in (read_audio, probe_audio):
             with pytest.raises(AudioError, match=f"{joined}: the audio changes from {change} after"):
                 reader(str(joined))
+
+
+@pytest.mark.real_data
+def test_a_pyav_path_is_the_file_it_names_never_an_ffmpeg_protocol(real_audio, tmp_path, monkeypatch):
+    """A relative list path that starts like one of FFmpeg's protocols (``cache:``, ``pipe:``, ``http:`` with a
+    directory of that name) is the file of that name: FFmpeg would read another file (``cache:a.m4a`` is
+    ``a.m4a``), standard input or the network."""
+    speech, rate = soundfile.read(real_audio("pocketsphinx", 1)[0], dtype="float32")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "speech.aac").write_bytes(_adts(speech[:rate], rate, "mono"))
+    (tmp_path / "cache:speech.aac").write_bytes(_adts(speech[:rate // 2], rate, "mono"))
+    whole, named = read_audio("speech.aac"), read_audio("cache:speech.aac")
+    assert abs(whole.num_frames - rate) <= 2048 and abs(named.num_frames - rate // 2) <= 2048
+    assert probe_audio("cache:speech.aac").frames == named.num_frames

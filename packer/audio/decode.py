@@ -365,6 +365,8 @@ def _read_pyav(source, name: str) -> Audio:
     import av  # imported lazily: most corpora are WAV/FLAC and never need FFmpeg
 
     planes = []
+    if isinstance(source, str):  # FFmpeg reads "cache:x", "pipe:0", "http:..." as protocols: a path is a file
+        source = os.path.abspath(source)
     try:
         with av.open(source) as container:
             if not container.streams.audio:
