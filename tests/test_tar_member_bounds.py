@@ -253,3 +253,23 @@ def test_a_long_name_or_pax_header_is_bounded_before_it_is_read(tmp_path, kind):
     assert f"{bomb}: not a readable gzip-compressed tar" in output and f"header of {2 << 30} bytes" in output, output
     assert "Traceback" not in output
     assert seconds < SECONDS and rss < PEAK_RSS, (seconds, rss)
+
+
+def test_a_gnu_sparse_header_whose_extension_is_cut_short_is_a_named_unreadable_tar(tmp_path):
+    """A GNU sparse member (``S``) that says an extension block follows, in a tar that ends first: ``tarfile``
+    indexes past the short block (``IndexError``); the shard is named as an unreadable tar instead."""
+    header = tarfile.TarInfo("a.wav")
+    header.size, header.type = 1000, tarfile.GNUTYPE_SPARSE
+    block = bytearray(header.tobuf(tarfile.GNU_FORMAT))
+    block[386:410] = b"%011o\0" % 0 + b"%011o\0" % 10  # one region: 10 bytes at 0
+    block[482] = 1  # an extension block follows
+    block[483:495] = b"%011o\0" % 1000
+    block[148:156] = b" " * 8
+    block[148:156] = b"%06o\0 " % sum(block[:512])
+    spk = tarfile.TarInfo("a.spk")
+    spk.size = 2
+    shard = tmp_path / "cut.tar"
+    shard.write_bytes(spk.tobuf(tarfile.GNU_FORMAT) + b"s1".ljust(512, b"\0") + bytes(block) + bytes(100))
+    (tmp_path / "shard.list").write_text(f"{shard}\n")
+    with pytest.raises(SpeechpackError, match=f"{shard}: not a readable uncompressed tar \\(a GNU sparse header"):
+        read_wesep_shards(str(tmp_path / "shard.list"))

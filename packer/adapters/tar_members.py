@@ -144,7 +144,8 @@ class InMemoryTarMember(TarMember):
 
 class BoundedTarInfo(tarfile.TarInfo):
     """``tarfile``'s header reader, refusing a long-name or PAX header over ``MAX_HEADER_BYTES`` before reading it
-    (a ``tarfile.ReadError`` naming its size and offset): pass as ``tarfile.open(..., tarinfo=BoundedTarInfo)``."""
+    (a ``tarfile.ReadError`` naming its size and offset), and a GNU sparse header cut short (where ``tarfile``
+    raises ``IndexError``): pass as ``tarfile.open(..., tarinfo=BoundedTarInfo)``."""
 
     def _proc_member(self, tar):
         kind = _HEADER_TYPES.get(self.type)
@@ -153,6 +154,13 @@ class BoundedTarInfo(tarfile.TarInfo):
                                     f"name and a few records: speechpack reads {format_bytes(MAX_HEADER_BYTES)} "
                                     f"at most)")
         return super()._proc_member(tar)
+
+    def _proc_sparse(self, tar):
+        try:
+            return super()._proc_sparse(tar)
+        except (IndexError, ValueError):  # tarfile indexes a short extension block: the tar ends inside the header
+            raise tarfile.ReadError(f"a GNU sparse header at byte {self.offset} whose extension blocks are cut "
+                                    f"short (the tar ends inside its header)") from None
 
 
 @contextlib.contextmanager
