@@ -298,12 +298,13 @@ def peek_command() -> click.Command:
     """Print one model-ready batch of a loader CONFIG (YAML): field, shape, dtype, range; a plan with no batch is
     an error saying why (the counts and the setting that dropped them)."""
     from speechpack.loader.config import STATES
+    from speechpack.loader.config_checks import MAX_SEED
     from speechpack.loader.peek import peek_config
 
     @click.command("peek", help=peek_command.__doc__)
     @click.argument("config_path", metavar="CONFIG", type=click.Path(dir_okay=False, exists=True))
     @click.option("--state", type=click.Choice(STATES), default=STATES[0], show_default=True, help=STATE_HELP)
-    @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help=SEED_HELP)
+    @click.option("--seed", default=0, show_default=True, type=click.IntRange(0, MAX_SEED), help=SEED_HELP)
     @click.option("--save-wavs", type=click.Path(file_okay=False), help="Write the batch's rows as WAV files here.")
     @_pack_option
     def peek(config_path, state, seed, save_wavs, packs):
@@ -319,6 +320,7 @@ def plan_command() -> click.Command:
     from speechpack.loader.config import STATES
     from speechpack.loader.peek import load_config
     from speechpack.loader.plan.plan import MAX_WORLD_SIZE
+    from speechpack.loader.config_checks import MAX_SEED
     from speechpack.loader.plan.planning_report import MAX_PLAN_EPOCHS, plan_report
 
     @click.command("plan", help=plan_command.__doc__)
@@ -330,7 +332,7 @@ def plan_command() -> click.Command:
                   help="Ranks to plan for (every rank is planned; the report summarises them).")
     @click.option("--epochs", default=1, show_default=True, type=click.IntRange(1, MAX_PLAN_EPOCHS),
                   help="Epochs to plan, each in full.")
-    @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help=SEED_HELP)
+    @click.option("--seed", default=0, show_default=True, type=click.IntRange(0, MAX_SEED), help=SEED_HELP)
     @click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
                   help="Write the plan as a PNG: batch sizes, padding, what was dropped, per rank and per pack "
                        "(needs matplotlib: speechpack[plot]).")

@@ -26,7 +26,7 @@ from decimal import Decimal, InvalidOperation
 from numbers import Integral
 from typing import Any
 
-from speechpack.schemas.documents import bounded_repr
+from speechpack.schemas.documents import bounded_repr, key_list
 from speechpack.schemas.errors import SpeechpackError
 
 #: Rows of one batch (``batch_size``, ``min_batch``, ``max_batch``, ``num_seqs_multiple_of`` ...).  A plan pads
@@ -63,9 +63,9 @@ def take_known(obj: Any, where: str, known: dict[str, Any]) -> dict:
         obj = {}
     if not isinstance(obj, dict):
         raise ConfigError(f"{where}: expected a mapping, got {type(obj).__name__}")
-    unknown = sorted(set(obj) - set(known))
+    unknown = set(obj) - set(known)
     if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        raise ConfigError(f"{where}: unknown key(s) {key_list(unknown)} (known: {', '.join(sorted(known))})")
     return {key: obj.get(key, default) for key, default in known.items()}
 
 
@@ -120,8 +120,9 @@ def byte_size(value: Any, where: str, maximum: int) -> int:
     if size < 1:
         raise ConfigError(f"{where}: must be at least 1 byte, got {bounded_repr(value)}")
     if size > maximum:
-        raise ConfigError(f"{where}: {bounded_repr(value)} is {size} bytes, more than the largest allowed "
-                          f"({maximum} bytes)")
+        counted = "" if unit == 1 else f" is {size} bytes,"  # a count of bytes is named once, bounded
+        raise ConfigError(f"{where}: {bounded_repr(value)}{counted} more than the largest allowed ({maximum} "
+                          f"bytes)")
     return size
 
 

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from speechpack.loader.config_checks import ConfigError
+from speechpack.schemas.documents import key_list
 
 #: MuVAP's loudness normalisation: target RMS (dBFS), gain cap (dB), peak cap (linear); below ``_SILENCE`` (rms
 #: or peak) the gain is 1.
@@ -50,9 +51,9 @@ def parse_normalize(value: Any, where: str, supported: tuple[str, ...], default_
     elif value is True:
         value = default_on
     elif isinstance(value, dict):
-        unknown = sorted(set(value) - {"type"})
+        unknown = set(value) - {"type"}
         if unknown:
-            raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (known: type)")
+            raise ConfigError(f"{where}: unknown key(s) {key_list(unknown)} (known: type)")
         value = value.get("type", default_on)
     if value not in supported:
         built = (f" ({value} is not built for this task)" if isinstance(value, str) and value in NORMALIZATIONS

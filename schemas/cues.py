@@ -48,6 +48,7 @@ from speechpack.schemas.cue_banks import (
     representation_spec,
     representations_for,
 )
+from speechpack.schemas.documents import key_list
 from speechpack.schemas.errors import ManifestError
 
 CUES_DIR = "cues"
@@ -71,11 +72,11 @@ def _take(obj: Any, where: str, required: set[str], optional: set[str]) -> dict:
     if not isinstance(obj, dict):
         raise ManifestError(f"{where}: expected a mapping, got {type(obj).__name__}")
     missing = sorted(required - set(obj))
-    unknown = sorted(set(obj) - required - optional)
+    unknown = set(obj) - required - optional
     if missing:
         raise ManifestError(f"{where}: missing key(s) {', '.join(missing)}")
     if unknown:
-        raise ManifestError(f"{where}: unknown key(s) {', '.join(unknown)}")
+        raise ManifestError(f"{where}: unknown key(s) {key_list(unknown)}")
     return obj
 
 

@@ -52,7 +52,7 @@ import re
 import reprlib
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -270,6 +270,16 @@ def bounded_repr(value: Any, limit: int = MAX_SHOWN) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+def key_list(keys: Iterable) -> str:
+    """Keys for a message, sorted and comma-separated: a string as it is; any other key (YAML reads an unquoted
+    ``on``, ``yes``, ``1`` or ``~`` as a boolean, a number or null) as its repr and type, so the user sees what to
+    quote.  Never fails on keys of mixed types, which ``sorted`` alone cannot order."""
+    kinds = {bool: "a boolean", int: "a number", float: "a number", type(None): "null"}
+    return ", ".join(sorted(key if isinstance(key, str) else f"{bounded_repr(key)} "
+                            f"({kinds.get(type(key), 'a ' + type(key).__name__)} key: quote it to mean the text)"
+                            for key in keys))
+
+
 #: Deepest nesting a line may have.  A list line is a flat record; its value is also stored nested a few levels
 #: deeper in ``index.json`` (under ``provenance.extra``), which every reader must still be able to parse.
 MAX_LINE_DEPTH = 32
@@ -325,5 +335,5 @@ def _value_problem(value) -> str | None:
     return None
 
 
-__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "MAX_SHOWN", "DocumentError", "bounded_repr", "decode_line", "key_path",
-           "long_integer_reason", "parse_json", "parse_json_line", "read_json", "read_lines", "refuse"]
+__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "MAX_SHOWN", "DocumentError", "bounded_repr", "decode_line", "key_list",
+           "key_path", "long_integer_reason", "parse_json", "parse_json_line", "read_json", "read_lines", "refuse"]

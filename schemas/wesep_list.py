@@ -56,6 +56,12 @@ def _string_list(value, what: str) -> list[str]:
     return value
 
 
+def _check_path(path: str, what: str) -> None:
+    """A file name holds no NUL byte: no system call can open one (the line is refused, not the build)."""
+    if "\0" in path:
+        raise ValueError(f"{what}: the file name {path!r} holds a NUL byte")
+
+
 def parse_wesep_line(text: str, line: int) -> WesepLine:
     """Parse one list line; raise ``ValueError`` with the reason (the caller adds file and line).  Keys and
     speakers must be names a pack can store (``schemas.names``)."""
@@ -81,13 +87,16 @@ def parse_wesep_line(text: str, line: int) -> WesepLine:
     for spk in speakers:
         if spk not in src:
             raise ValueError(f"speaker {spk!r} in 'spk' has no entry in 'src'")
-        _string_list(src[spk], f"key 'src.{spk}'")
+        for path in _string_list(src[spk], f"key 'src.{spk}'"):
+            _check_path(path, f"key 'src.{spk}'")
     mix_paths: list[str] = []
     if "mix" in obj:
         mix = obj["mix"]
         if not isinstance(mix, dict) or "default" not in mix:
             raise ValueError(f"key 'mix' must be an object with a 'default' list, got {mix!r}")
         mix_paths = _string_list(mix["default"], "key 'mix.default'")
+        for path in mix_paths:
+            _check_path(path, "key 'mix.default'")
     else:
         if len(speakers) != 1:
             raise ValueError(f"a line without 'mix' is a single-speaker source and needs exactly one speaker, "
@@ -126,6 +135,7 @@ def _single_spk_line(obj: dict, key: str, line: int) -> WesepLine:
                              f"non-empty string, got {value!r}")
     speaker, wav = obj["spk"], obj["wav"]
     check_name(speaker, "speaker")
+    _check_path(wav, "key 'wav'")
     provenance = {"wav": wav}
     extra = {name: value for name, value in obj.items() if name not in SINGLE_SPK_KEYS}
     if extra:

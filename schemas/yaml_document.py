@@ -19,7 +19,8 @@ Bounds, enforced while the document is composed, before any value is built:
 
 **Duplicate keys** are refused in every mapping at every level, naming the key and both lines: PyYAML keeps the
 last value silently, so a second ``dataset_args:`` (or a second ``chunk_len`` inside one) would drop the first
-without a word.  Keys a merge (``<<: *base``) brings in are not duplicates: overriding them is what a merge is for.
+without a word.  Keys a merge (``<<: *base``) brings in are not duplicates: overriding them is what a merge is for;
+a key written twice inside a merged mapping (``<<: {x: 1, x: 2}``) is one.
 
 Any other failure of the loader (a bad timestamp, a ``!!float`` that is not a number) is a named problem too.
 """
@@ -145,7 +146,11 @@ def _refuse_duplicate_keys(loader: BoundedSafeLoader, node: MappingNode) -> None
     key, as they are in the dict); an unhashable key is left to PyYAML's own error."""
     first: dict = {}
     for key_node, value_node in node.value:
-        if key_node.tag == _MERGE_TAG:
+        if key_node.tag == _MERGE_TAG:  # what it merges is never built as a mapping of its own: checked here
+            merged = value_node.value if isinstance(value_node, SequenceNode) else [value_node]
+            for part in merged:
+                if isinstance(part, MappingNode):
+                    _refuse_duplicate_keys(loader, part)
             continue
         key = loader.construct_object(key_node, deep=True)
         try:

@@ -32,6 +32,7 @@ import os
 
 from speechpack.loader.config_checks import ConfigError
 from speechpack.loader.datamodule import EpochForwarder, LightningLoader, datamodule_class, lightning
+from speechpack.schemas.documents import key_list
 from speechpack.schemas.yaml_document import read_yaml
 
 #: Splits a ``packed_asd`` mapping may name, and the loader state each one runs in.
@@ -75,9 +76,9 @@ def _datamodule_class() -> type:
             packed_asd = splits_of(packed_asd)
             if not isinstance(packed_asd, dict) or not packed_asd:
                 raise ConfigError("packed_asd: expected a mapping of split (train, val, test) to pack lists")
-            unknown = sorted(set(packed_asd) - set(SPLIT_STATES))
+            unknown = set(packed_asd) - set(SPLIT_STATES)
             if unknown:
-                raise ConfigError(f"packed_asd: unknown split(s) {', '.join(unknown)} (known: train, val, test)")
+                raise ConfigError(f"packed_asd: unknown split(s) {key_list(unknown)} (known: train, val, test)")
             configs: dict[str, dict] = {}
             for split, packs in packed_asd.items():
                 config = loader_config(packs, dataset_args, f"packed_asd.{split}")

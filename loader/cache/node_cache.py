@@ -36,6 +36,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -168,14 +169,23 @@ class NodeCache:
     def _path(self, key: EntryKey, suffix: str) -> str:
         return os.path.join(self.objects, key.name + suffix)
 
+    def _has_ledger(self, key: EntryKey) -> bool:
+        """Whether ``key`` has a ledger entry the cache wrote: a regular file, not a link (as ``entries`` counts)."""
+        try:
+            return stat.S_ISREG(os.lstat(self._path(key, _LEDGER)).st_mode)
+        except OSError:
+            return False
+
     def lookup(self, key: EntryKey) -> str | None:
-        """The data path of a complete entry (ledger entry present, data of the recorded size), else None."""
+        """The data path of a complete entry (ledger entry present, data a regular file of the recorded size), else
+        None."""
         data = self._path(key, _DATA)
         try:
-            if os.path.getsize(data) == key.size and os.path.exists(self._path(key, _LEDGER)):
-                return data
-        except FileNotFoundError:
-            pass
+            info = os.stat(data)
+        except OSError:
+            return None
+        if stat.S_ISREG(info.st_mode) and info.st_size == key.size and self._has_ledger(key):
+            return data
         return None
 
     @contextmanager
@@ -304,7 +314,7 @@ class NodeCache:
         the entry's lock; nothing when the entry was evicted meanwhile)."""
         try:
             with self._locked(self._path(key, _LOCK)):
-                if os.path.exists(self._path(key, _LEDGER)):
+                if self._has_ledger(key):
                     self._write_ledger(key, source, identity)
         except OSError as err:
             if err.errno not in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT):
@@ -316,7 +326,7 @@ class NodeCache:
         mappings of it keep their bytes (POSIX ``unlink``)."""
         try:
             with self._locked(self._path(key, _LOCK)):
-                if not os.path.exists(self._path(key, _LEDGER)):
+                if not self._has_ledger(key):
                     return  # evicted or discarded meanwhile; never delete data the cache has no ledger entry for
                 for suffix in (_LEDGER, _DATA):  # the ledger first, as eviction does
                     try:
@@ -328,13 +338,16 @@ class NodeCache:
             raise self.dir_error(err, f"remove the changed copy {self._path(key, _DATA)}") from None
 
     def _adopt(self, key: EntryKey, source: str) -> str | None:
-        """Data renamed into place by a process killed before it wrote the ledger entry: reused when its hash is
-        the key's, else moved aside (never deleted: the cache may not have written it) so the name is free."""
+        """Data renamed into place by a process killed before it wrote the ledger entry: reused when it is a regular
+        file whose hash is the key's, else moved aside (never deleted: the cache may not have written it; never
+        hashed when it is not a regular file: a FIFO would block) so the name is free."""
         data = self._path(key, _DATA)
-        if not os.path.exists(data):
+        try:
+            info = os.stat(data)
+        except FileNotFoundError:
             return None
-        identity = self._identity_of(key)
-        if identity.size == key.size and hash_file(data) == key.sha256:
+        identity = ContentIdentity.of(info)
+        if stat.S_ISREG(info.st_mode) and identity.size == key.size and hash_file(data) == key.sha256:
             self._write_ledger(key, source, identity)
             return data
         os.replace(data, f"{data}.unverified-{time.time_ns()}")
@@ -468,7 +481,7 @@ class NodeCache:
         except FileNotFoundError:
             return None
         fcntl.flock(fd, fcntl.LOCK_SH)  # waits out an eviction in progress, which then removed the ledger entry
-        if not os.path.exists(self._path(key, _LEDGER)):
+        if not self._has_ledger(key):
             os.close(fd)
             return None
         return path, fd

@@ -291,17 +291,23 @@ def prune_records(root: str, every: float = PRUNE_SECONDS, now: float | None = N
 def _remove_records(directory: str) -> bool:
     """Remove the records (``*.json``) and ``PACK_FILE`` of ``directory``, then the directory if nothing else is
     there; True when it is gone."""
-    try:
-        names = os.listdir(directory)
+    try:  # opened once, never through a link: a directory swapped for one after the caller's check is not entered
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return False
-    for name in names:
-        if not (name.endswith(".json") or name == PACK_FILE):
-            continue
-        try:
-            os.unlink(os.path.join(directory, name))  # a record, or whatever was planted at its name: never followed
-        except OSError:
-            pass
+    try:
+        names = os.listdir(fd)
+        for name in names:
+            if not (name.endswith(".json") or name == PACK_FILE):
+                continue
+            try:
+                os.unlink(name, dir_fd=fd)  # a record, or whatever was planted at its name: never followed
+            except OSError:
+                pass
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
     try:
         os.rmdir(directory)
     except OSError:

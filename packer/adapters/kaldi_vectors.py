@@ -11,7 +11,10 @@ before any file is opened.  Relative paths are opened from the current directory
 **What an object may be.**  A float or double vector, or a matrix of one row (``[1, D]``, what mainline's
 ``read_vec_scp_file`` makes of a vector), binary (``\\0B``, then ``FV ``/``DV ``/``FM ``/``DM ``, then each size
 as the byte 4 and a little-endian int32, then the values) or text (``[ v1 v2 ... ]``).  Compressed matrices
-(``CM``) and matrices of several rows are refused: a speaker embedding is one vector.
+(``CM``) and matrices of several rows are refused: a speaker embedding is one vector.  Its values must be finite
+float32 numbers (NaN, infinities and doubles beyond float32's range are refused by line), written in decimal
+in a text object (``1.5e-3``; ``nan``, ``inf`` and Python's ``1_0`` are not numbers here), and every vector of
+one scp has the dimension of its first line's.
 
 **Bounds** (each checked before the bytes it concerns are read):
 
@@ -53,6 +56,8 @@ _MAX_OFFSET_DIGITS = 19
 _RSPECIFIER = re.compile(r"(ark|scp)(,[a-z]+)*:", re.IGNORECASE)
 #: Bytes of a binary object's header read at once: ``\0B``, a type token, two sizes.
 _HEAD_BYTES = 24
+#: A value of a text vector: a decimal number as Kaldi writes one (Python's ``float`` takes more: ``1_0``, ``nan``).
+_DECIMAL = re.compile(rb"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 #: Whitespace Kaldi's text reader skips before ``[``.
 _SPACE = b" \t\r\n"
 
@@ -182,7 +187,11 @@ def _binary(fd: int, size: int, offset: int) -> tuple[np.ndarray, int]:
     if start + nbytes > size:
         raise _Refused(f"truncated: {dim} values need {nbytes} bytes from byte {start}, the file has {size}")
     values = np.frombuffer(_read(fd, size, start, nbytes), dtype=dtype)
-    return values.astype(np.float32), start + nbytes
+    try:
+        return _finite(values), start + nbytes
+    except _Refused as err:
+        err.end = start + nbytes
+        raise
 
 
 def _text(fd: int, size: int, offset: int) -> tuple[np.ndarray, int]:
@@ -214,20 +223,23 @@ def _text(fd: int, size: int, offset: int) -> tuple[np.ndarray, int]:
         raise _Refused("an empty vector")
     if len(tokens) > MAX_DIM:
         raise _Refused(f"{len(tokens)} values: a speaker embedding has at most {MAX_DIM}")
-    try:
-        values = np.array([float(token) for token in tokens], dtype=np.float64)
-    except ValueError:
-        bad = next(t for t in tokens if not _is_float(t))
-        raise _Refused(f"not a number in the text vector: {bounded_repr(bad.decode('latin-1'))}") from None
-    return values.astype(np.float32), offset + close + 1
+    bad = next((token for token in tokens if not _DECIMAL.fullmatch(token)), None)
+    if bad is not None:
+        raise _Refused(f"not a number in the text vector: {bounded_repr(bad.decode('latin-1'))}")
+    return _finite(np.array([float(token) for token in tokens], dtype=np.float64)), offset + close + 1
 
 
-def _is_float(token: bytes) -> bool:
-    try:
-        float(token)
-    except ValueError:
-        return False
-    return True
+def _finite(values: np.ndarray) -> np.ndarray:
+    """``values`` as float32, refused when one is NaN or infinite, or beyond float32's range (``1e999``, a double
+    of ``1e300``): an embedding holding one would poison every batch it joins."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        result = values.astype(np.float32)
+    finite = np.isfinite(result)
+    if not finite.all():
+        first = int(np.argmin(finite))
+        raise _Refused(f"{int(finite.size - np.count_nonzero(finite))} value(s) NaN, infinite or beyond float32's "
+                       f"range (the first, at index {first}, is {float(values[first])!r})")
+    return result
 
 
 def _read_object(fd: int, size: int, offset: int) -> tuple[np.ndarray, int]:
@@ -307,6 +319,11 @@ def read_vector_scp(scp_path: str) -> dict[str, ScpVector]:
     found: dict[int, np.ndarray] = {}
     for file_entries in by_file.values():
         found.update(_read_file(file_entries[0].path, file_entries, problems))
+    first = min(found, default=None)  # the first line read gives the dimension every embedding must have
+    for line in sorted(found):
+        if found[line].shape != found[first].shape:
+            problems.append((line, f"an embedding of dimension {found[line].shape[0]}, line {first}'s has "
+                                   f"{found[first].shape[0]}: one scp holds embeddings of one dimension"))
     if problems:
         raise SpeechpackError(f"{scp_path}: {len(problems)} bad line(s):\n  "
                               + "\n  ".join(f"{scp_path}:{line}: {reason}" for line, reason in sorted(problems)))

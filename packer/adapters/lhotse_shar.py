@@ -36,7 +36,7 @@ import zlib
 from dataclasses import dataclass, field
 
 from speechpack.packer.adapters.lhotse_manifests import CutLine, ReadCuts, collect_lines, reason_of, require_lhotse
-from speechpack.packer.adapters.tar_members import HeldBytes, TarMember, member_of, read_small
+from speechpack.packer.adapters.tar_members import BoundedTarInfo, HeldBytes, TarMember, member_of, read_small
 from speechpack.packer.adapters.wesep_shards import is_gzip
 from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.line_problems import LineProblem
@@ -88,7 +88,7 @@ def index_recording_tar(tar_path: str, held: HeldBytes | None = None) -> TarInde
     try:
         compressed = is_gzip(tar_path)
         index.size = os.path.getsize(tar_path)
-        with tarfile.open(tar_path, mode="r|gz" if compressed else "r:") as tar:
+        with tarfile.open(tar_path, mode="r|gz" if compressed else "r:", tarinfo=BoundedTarInfo) as tar:
             for info in tar:
                 if info.isfile():
                     _add_member(index, tar, info, held if compressed else None)

@@ -104,7 +104,7 @@ def _window_frames(video: str, first: int, count: int) -> list[np.ndarray] | Non
     import av
 
     out: list[np.ndarray] = []
-    with av.open(video) as container:
+    with av.open(os.path.abspath(video)) as container:  # a path, never an FFmpeg protocol
         stream = container.streams.video[0]
         fps, base, origin = float(stream.average_rate or 0), stream.time_base, stream.start_time or 0
         if fps <= 0 or base is None:
@@ -133,7 +133,7 @@ def _counted_frames(video: str, first: int, count: int) -> list[np.ndarray]:
     import av
 
     out: list[np.ndarray] = []
-    with av.open(video) as container:
+    with av.open(os.path.abspath(video)) as container:  # a path, never an FFmpeg protocol
         for index, frame in enumerate(container.decode(video=0)):
             if index >= first:
                 out.append(frame.to_ndarray(format="gray"))
@@ -217,7 +217,7 @@ def video_timing(path: str) -> tuple[float, int]:
     import av
 
     try:
-        with av.open(path) as container:
+        with av.open(os.path.abspath(path)) as container:  # a path, never an FFmpeg protocol
             stream = container.streams.video[0]
             fps = float(stream.average_rate or 0)
             frames = int(stream.frames or 0)

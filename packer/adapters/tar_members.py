@@ -15,12 +15,16 @@ problem of its sample (it is skipped by seeking); a compressed tar's ends the re
 would mean decompressing all of it).  A gzip-compressed tar has no offset to seek to: it is read through once and
 its members are held in memory until the build ends, ``MAX_HELD_BYTES`` at most over the whole build (decompress
 larger ones: a plain tar is read at its offsets).  Small metadata members (speaker ids, Lhotse's ``.json``) are read
-whole, ``MAX_SMALL_MEMBER_BYTES`` at most.
+whole, ``MAX_SMALL_MEMBER_BYTES`` at most, and a GNU long-name or PAX header ``MAX_HEADER_BYTES`` at most
+(``BoundedTarInfo``: ``tarfile`` reads one whole before the member it describes).  A compressed tar's gzip
+trailer (CRC and length) is checked once it is read (``compressed_tar``).
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
+import gzip
 import io
 import os
 import tarfile
@@ -36,6 +40,15 @@ MAX_MEMBER_BYTES = 1_000_000_000
 MAX_HELD_BYTES = 2_000_000_000
 #: Largest metadata member read whole, 1 MB (a speaker id, a Lhotse recording manifest).
 MAX_SMALL_MEMBER_BYTES = 1_000_000
+#: Largest GNU long-name or PAX extended header read, 1 MB: it holds a name and a few records (``tarfile`` reads one
+#: whole into memory, however large its header says it is).
+MAX_HEADER_BYTES = 1_000_000
+#: Most decompressed bytes read after a compressed tar's end-of-archive blocks to reach its gzip trailer (``tar``
+#: pads an archive to its 10 KB records; a blocking factor of a few MB is the most any writer uses).
+MAX_TRAILING_BYTES = 16 << 20
+#: Header types whose data ``tarfile`` reads into memory as the header of the next member.
+_HEADER_TYPES = {tarfile.GNUTYPE_LONGNAME: "GNU long-name", tarfile.GNUTYPE_LONGLINK: "GNU long-link",
+                 tarfile.XHDTYPE: "PAX extended", tarfile.XGLTYPE: "PAX global", tarfile.SOLARIS_XHDTYPE: "PAX"}
 #: Read-ahead of the buffered reader ``TarMember.open`` returns (libsndfile asks for a few KiB at a time).
 _READ_AHEAD = 1 << 16
 
@@ -127,6 +140,45 @@ class InMemoryTarMember(TarMember):
 
     def read_bytes(self) -> bytes:
         return self.data
+
+
+class BoundedTarInfo(tarfile.TarInfo):
+    """``tarfile``'s header reader, refusing a long-name or PAX header over ``MAX_HEADER_BYTES`` before reading it
+    (a ``tarfile.ReadError`` naming its size and offset), and a GNU sparse header cut short (where ``tarfile``
+    raises ``IndexError``): pass as ``tarfile.open(..., tarinfo=BoundedTarInfo)``."""
+
+    def _proc_member(self, tar):
+        kind = _HEADER_TYPES.get(self.type)
+        if kind is not None and self.size > MAX_HEADER_BYTES:
+            raise tarfile.ReadError(f"a {kind} header of {self.size} bytes at byte {self.offset} (a header holds a "
+                                    f"name and a few records: speechpack reads {format_bytes(MAX_HEADER_BYTES)} "
+                                    f"at most)")
+        return super()._proc_member(tar)
+
+    def _proc_sparse(self, tar):
+        try:
+            return super()._proc_sparse(tar)
+        except (IndexError, ValueError):  # tarfile indexes a short extension block: the tar ends inside the header
+            raise tarfile.ReadError(f"a GNU sparse header at byte {self.offset} whose extension blocks are cut "
+                                    f"short (the tar ends inside its header)") from None
+
+
+@contextlib.contextmanager
+def compressed_tar(tar_path: str):
+    """A gzip-compressed tar, read through once in stream mode; when the caller has read it without failing, the
+    rest of the gzip stream is read and its trailer checked (``tarfile``'s own stream mode never checks the CRC and
+    length, so a corrupt ``.tar.gz`` would be packed as it decodes).  A bad trailer raises ``gzip.BadGzipFile`` (an
+    ``OSError``), a stream cut short ``EOFError``; more than ``MAX_TRAILING_BYTES`` after the end of the archive a
+    ``tarfile.ReadError``."""
+    with gzip.open(tar_path, "rb") as stream:
+        with tarfile.open(fileobj=stream, mode="r|", tarinfo=BoundedTarInfo) as tar:
+            yield tar
+        trailing = 0
+        while chunk := stream.read(1 << 20):
+            trailing += len(chunk)
+            if trailing > MAX_TRAILING_BYTES:
+                raise tarfile.ReadError(f"more than {format_bytes(MAX_TRAILING_BYTES)} of data after the end of the "
+                                        f"archive")
 
 
 def member_of(tar_path: str, info: tarfile.TarInfo) -> TarMember:
@@ -248,5 +300,6 @@ class _MemberReader(io.RawIOBase):
         super().close()
 
 
-__all__ = ["MAX_HELD_BYTES", "MAX_MEMBER_BYTES", "MAX_SMALL_MEMBER_BYTES", "HeldBytes", "InMemoryTarMember",
-           "TarMember", "member_of", "read_small", "too_large"]
+__all__ = ["MAX_HEADER_BYTES", "MAX_HELD_BYTES", "MAX_MEMBER_BYTES", "MAX_SMALL_MEMBER_BYTES", "MAX_TRAILING_BYTES",
+           "BoundedTarInfo", "HeldBytes", "InMemoryTarMember", "TarMember", "compressed_tar", "member_of", "read_small",
+           "too_large"]

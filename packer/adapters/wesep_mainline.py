@@ -485,6 +485,9 @@ def stage_enrollments(inputs: MainlineInputs, lines: list[WesepLine], root: str 
     if inputs.utt2spk and not inputs.spk_embeds:
         raise OptionError(f"--utt2spk {inputs.utt2spk}: it names the speaker of each --spk-embeds embedding; give "
                           f"--spk-embeds embed.scp too (enrollment audio is grouped by --enroll spk2enroll.json)")
+    if inputs.utt2spk and inputs.fixed_enroll:
+        raise OptionError(f"--utt2spk {inputs.utt2spk} and --fixed-enroll: fixed enrollments name each mixture's "
+                          f"embedding, so single.utt2spk would be read by nothing; give one of them")
     fixed = bool(inputs.fixed_enroll)
     problems: list[str] = []
     labels = None

@@ -31,9 +31,11 @@ from dataclasses import dataclass, field
 
 from speechpack.packer.adapters.tar_members import (
     MAX_SMALL_MEMBER_BYTES,
+    BoundedTarInfo,
     HeldBytes,
     InMemoryTarMember,
     TarMember,
+    compressed_tar,
     member_of,
     too_large,
 )
@@ -133,11 +135,12 @@ def _tar_entries(tar_path: str, held: HeldBytes) -> list[TarMember]:
         raise SpeechpackError(f"{tar_path}: cannot read the tar ({err.strerror or err})") from None
     try:
         if not compressed:
-            with tarfile.open(tar_path, mode="r:") as tar:
+            with tarfile.open(tar_path, mode="r:", tarinfo=BoundedTarInfo) as tar:
                 return [_speaker_id_member(tar, m, tar_path) if _is_speaker_id(m.name) else member_of(tar_path, m)
                         for m in tar.getmembers() if m.isfile()]
-        with tarfile.open(tar_path, mode="r|gz") as tar:
-            return [held.take(tar, m, tar_path) for m in tar if m.isfile()]
+        with compressed_tar(tar_path) as tar:
+            members = [held.take(tar, m, tar_path) for m in tar if m.isfile()]
+        return members
     except (tarfile.TarError, OSError, EOFError, zlib.error) as err:
         what = "gzip-compressed" if compressed else "uncompressed"
         raise SpeechpackError(f"{tar_path}: not a readable {what} tar ({str(err) or type(err).__name__})") from None

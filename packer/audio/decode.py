@@ -15,6 +15,10 @@ libsndfile recognises from their first bytes are opened this way (``DESCRIPTOR_E
 recognises some headerless ones (``.raw``, ``.vox``, ``.gsm``...) by their file name, which a descriptor does not
 carry.  Anything unusual goes the path's way, which says what it always said: an ``open`` that fails for another
 reason than a missing file, and a file libsndfile refuses, whose message names the path.
+
+**Bounded PyAV decodes.**  A compressed file can decode to far more audio than its size suggests; a PyAV decode
+stops, naming the file, past twice its container's stated duration plus 10 s (``PYAV_DURATION_SLACK``) or
+``MAX_PYAV_VALUES``, as ``media.sound_blocks`` bounds libsndfile's by what decoding produced.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import soundfile
 
 from speechpack.packer.audio.wav_header import declared_frames
 from speechpack.media.sound_blocks import overstated, read_frames
+from speechpack.schemas.units import plural
 
 #: Extensions libsndfile reads; anything else goes to PyAV (m4a, wma, aac, g722, mp4 ...).
 SOUNDFILE_EXTENSIONS = {"." + fmt.lower() for fmt in soundfile.available_formats()} | {".oga", ".opus", ".aif"}
@@ -336,21 +341,60 @@ def _check_not_truncated(source, name: str, frames: int) -> None:
         raise AudioError(name, f"truncated WAV: the header declares {declared} frames, the file holds {frames}")
 
 
+#: How far PyAV's decode may run past the duration its container states (a factor, plus seconds: codec priming
+#: and padding, and a duration FFmpeg estimated from the bitrate of a VBR file's first frames).  A container that
+#: states 1 s and decodes to an hour is refused as it decodes, before the hour is held.
+PYAV_DURATION_SLACK = (2.0, 10.0)
+#: Most values (frames times channels) a PyAV decode yields when its container states no duration, or a longer
+#: one: 2^30 float32 values (4 GiB; 9 hours of 16 kHz stereo, 3 hours of 48 kHz stereo).
+MAX_PYAV_VALUES = 1 << 30
+
+
+def _pyav_limit(container, stream) -> int:
+    """The most frames ``stream`` may decode to (``PYAV_DURATION_SLACK``, ``MAX_PYAV_VALUES``)."""
+    rate, channels = int(stream.codec_context.sample_rate or 0), max(1, int(stream.codec_context.channels or 1))
+    limit = MAX_PYAV_VALUES // channels
+    stated = container.duration  # microseconds, or None when the container says nothing
+    if stated is not None and stated > 0 and rate > 0:
+        factor, seconds = PYAV_DURATION_SLACK
+        limit = min(limit, int((stated / 1e6 * factor + seconds) * rate))
+    return limit
+
+
 def _read_pyav(source, name: str) -> Audio:
     import av  # imported lazily: most corpora are WAV/FLAC and never need FFmpeg
 
     planes = []
+    if isinstance(source, str):  # FFmpeg reads "cache:x", "pipe:0", "http:..." as protocols: a path is a file
+        source = os.path.abspath(source)
     try:
         with av.open(source) as container:
             if not container.streams.audio:
                 raise AudioError(name, "no audio stream")
             stream = container.streams.audio[0]
+            limit, decoded = _pyav_limit(container, stream), 0
             # swresample converts any sample format to float planar with libsndfile's scaling (s16 / 32768).
             to_float = av.AudioResampler(format="fltp")
+            first = None  # (rate, channels) of the first frame: a stream that changes them is refused
             for frame in container.decode(stream):
+                shape = (int(frame.sample_rate), len(frame.layout.channels))
+                if first is None:
+                    first = shape
+                elif shape != first:
+                    raise AudioError(name, f"the audio changes from {first[0]} Hz, {plural(first[1], 'channel')} to "
+                                           f"{shape[0]} Hz, {plural(shape[1], 'channel')} after {decoded} frames "
+                                           f"(streams joined end to end): one file holds one rate and channel count")
                 planes.extend(out.to_ndarray() for out in to_float.resample(frame))
+                decoded += frame.samples
+                if decoded > limit:
+                    stated = container.duration
+                    said = (f"its container states {stated / 1e6:.3f} s" if stated and stated > 0
+                            else "its container states no duration")
+                    raise AudioError(name, f"decodes to more than {limit} frames ({said}; a file decodes to at "
+                                           f"most twice its stated duration plus 10 s, and to at most "
+                                           f"{MAX_PYAV_VALUES} values)")
             planes.extend(out.to_ndarray() for out in to_float.resample(None))
-            rate = stream.codec_context.sample_rate
+            rate = first[0] if first is not None else stream.codec_context.sample_rate
     except av.error.FFmpegError as err:
         raise AudioError(name, f"cannot decode audio ({err})") from None
     if not planes:

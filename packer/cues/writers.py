@@ -266,7 +266,7 @@ class RawVideoWriter(FlatWriter):
 
         frames = []
         try:
-            with av.open(source.path) as container:
+            with av.open(os.path.abspath(source.path)) as container:  # a path, never an FFmpeg protocol (cache:)
                 if not container.streams.video:
                     raise CueInputError("no video stream")
                 stream = container.streams.video[0]

@@ -100,6 +100,20 @@ def test_yaml_duplicate_key_at_any_level_names_the_key_and_both_lines(text, key,
     assert f"appears twice in one mapping (lines {lines[0]} and {lines[1]})" in err.value.reason
 
 
+@pytest.mark.parametrize("text, line", [
+    ("dataset_args:\n  <<: {chunk_len: 4000, chunk_len: 8000}\n  batch_size: 2\n", 2),
+    ("dataset_args:\n  <<: [{batch_size: 2}, {chunk_len: 4000, chunk_len: 8000}]\n", 2),
+    ("dataset_args:\n  <<: &base\n    chunk_len: 4000\n    chunk_len: 8000\n", 4),
+    ("dataset_args:\n  <<: {<<: {chunk_len: 4000, chunk_len: 8000}}\n", 2),
+])
+def test_yaml_duplicate_key_inside_a_merged_mapping_is_refused(text, line):
+    """A mapping written only as a merge's value (``<<: {...}``, in a list of them, anchored there) is never
+    built on its own, yet YAML drops one of its twice-written keys just as silently."""
+    with pytest.raises(DocumentError) as err:
+        parse_yaml(text, "r.yaml")
+    assert err.value.line == line and "key 'chunk_len' appears twice in one mapping" in err.value.reason
+
+
 @pytest.mark.fast
 def test_yaml_keys_a_merge_brings_in_may_be_overridden():
     text = "base: &b {x: 1, y: 2}\nother:\n  <<: *b\n  x: 3\n"

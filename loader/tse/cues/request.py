@@ -14,6 +14,7 @@ from typing import Any
 from speechpack.loader.config_checks import MAX_SAMPLES, ConfigError, at, check_choice, check_type, take_known
 from speechpack.loader.tse.decode import ALIGNS as FIELD_ALIGNS
 from speechpack.loader.tse.decode import BASE_FIELDS, CUE_FIELDS, OVERRIDE_KEYS, PAD_MODES
+from speechpack.schemas.documents import key_list
 
 #: ``collate.<field>.align`` of ``wav_mix`` and ``wav_target``.
 ALIGNS = ("max", "min")
@@ -123,9 +124,9 @@ def parse_collate(obj: Any, where: str, cues: tuple[CueRequest, ...]
                               f"dataset_args.cues.{cue}.use: true)")
         if not isinstance(fields[name], dict):
             raise ConfigError(f"{at}: expected a mapping, got {type(fields[name]).__name__}")
-        unknown = sorted(set(fields[name]) - set(OVERRIDE_KEYS))
+        unknown = set(fields[name]) - set(OVERRIDE_KEYS)
         if unknown:
-            raise ConfigError(f"{at}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(OVERRIDE_KEYS))})")
+            raise ConfigError(f"{at}: unknown key(s) {key_list(unknown)} (known: {', '.join(sorted(OVERRIDE_KEYS))})")
         given = dict(fields[name])
         if "align" in given:
             if given["align"] not in FIELD_ALIGNS:

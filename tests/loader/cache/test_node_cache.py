@@ -255,6 +255,15 @@ def test_a_cache_limit_is_exact_and_bounded():
         CacheSettings.from_dict({"limit": 99999999999999999999999})
 
 
+def test_a_cache_limit_of_any_length_is_refused_in_a_bounded_message():
+    """An integer limit thousands of digits long (one Python code can pass) is named in a few words: its digits are
+    never printed (``str`` of an int past 4,300 digits fails)."""
+    for limit in (10**400, 10**5000):
+        with pytest.raises(ConfigError) as err:
+            CacheSettings.from_dict({"limit": limit})
+        assert "more than the largest allowed" in str(err.value) and len(str(err.value)) < 300, str(err.value)[:300]
+
+
 @pytest.mark.parametrize("name", ["-\u00b2.owned", "-\u00b2.bin", "-12.owned.bak", "-0x10.owned", "- 12.owned"])
 def test_foreign_names_in_objects_are_ignored_and_never_deleted(tmp_path, name):
     sha = "ab" * 32
@@ -316,3 +325,48 @@ def test_a_planted_ledger_entry_without_data_claims_nothing_against_the_limit(tm
     assert cache.usage() == 0 and cache.free_bytes() == 1000
     cache.ensure(EntryKey("ef" * 32, 10), lambda fp: fp.write(b"0123456789"), "test")
     assert cache.usage() == 10 and planted.exists()
+
+
+def test_an_entry_whose_ledger_is_a_link_is_not_the_caches_and_its_data_is_never_deleted(tmp_path):
+    """A ledger entry that is a symbolic link was not written by the cache (it writes regular files, renamed into
+    place), as ``entries`` already says: the entry is not complete, its data is moved aside rather than deleted,
+    and the fetch replaces the link, never writing where it points."""
+    data = bytes(range(200))
+    key = EntryKey(hashlib.sha256(data).hexdigest(), len(data))
+    cache = NodeCache(str(tmp_path / "cache"), limit=10_000)
+    elsewhere = tmp_path / "someones.owned"
+    elsewhere.write_text("someone's file\n")
+    Path(cache._path(key, ".owned")).symlink_to(elsewhere)
+    planted = Path(cache._path(key, ".bin"))
+    planted.write_bytes(b"x" * len(data))
+    assert cache.lookup(key) is None and cache.pin(key) is None
+    cache.discard(key)
+    assert planted.read_bytes() == b"x" * len(data)
+    path = cache.ensure(key, lambda fp: fp.write(data), "test")
+    assert Path(path).read_bytes() == data and elsewhere.read_text() == "someone's file\n"
+    assert not Path(cache._path(key, ".owned")).is_symlink()
+    assert [p.read_bytes() for p in planted.parent.glob(f"{key.name}.bin.unverified-*")] == [b"x" * len(data)]
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+def test_data_that_is_not_a_regular_file_is_never_an_entry_and_is_moved_aside(tmp_path, kind):
+    """Something planted at an entry's data name that is not a regular file (a directory of the entry's size, a
+    FIFO for an empty file), even beside a ledger entry: never served nor hashed (a FIFO would block), moved aside
+    as unverified data is, and the file is fetched."""
+    cache = NodeCache(str(tmp_path / "cache"), limit=100_000)
+    planted = tmp_path / "cache" / "objects" / "planted"
+    if kind == "directory":
+        planted.mkdir()
+        data = bytes(os.stat(planted).st_size)
+    else:
+        os.mkfifo(planted)
+        data = b""
+    key = EntryKey(hashlib.sha256(data).hexdigest(), len(data))
+    planted.rename(cache._path(key, ".bin"))
+    Path(cache._path(key, ".owned")).write_text("s3://somewhere\n")
+    assert cache.lookup(key) is None and cache.pin(key) is None
+    Path(cache._path(key, ".owned")).unlink()
+    path = cache.ensure(key, lambda fp: fp.write(data), "test")
+    assert Path(path).is_file() and Path(path).read_bytes() == data
+    [aside] = Path(cache.objects).glob(f"{key.name}.bin.unverified-*")
+    assert aside.is_dir() if kind == "directory" else aside.is_fifo()

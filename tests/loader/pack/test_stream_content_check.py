@@ -347,3 +347,31 @@ def test_records_of_packs_that_are_gone_are_pruned_and_nothing_else(real_pack, t
     kept.write_text("a user's file")
     assert content_check.prune_records(str(root), every=0) == []
     assert kept.read_text() == "a user's file" and not list(kept.parent.glob("*.json"))
+
+
+def test_pruning_never_follows_a_records_directory_swapped_for_a_link(tmp_path, monkeypatch):
+    """A records directory replaced by a link to another directory between pruning's check and its removal (a race
+    anyone who can write the records root can run) removes nothing there: the directory is opened once, without
+    following a link, and its records are removed through that descriptor."""
+    root = tmp_path / "verified"
+    records = root / ("1" * 32)
+    records.mkdir(parents=True)
+    (records / content_check.PACK_FILE).write_text(str(tmp_path / "gone"))  # a pack that is gone: pruned
+    (records / "shard-000000.mix.npy.json").write_text("{}")
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "settings.json").write_text("a user's file")
+    (victim / content_check.PACK_FILE).write_text("a user's file")
+    read = content_check.read_small_file
+
+    def swap_then_read(path, limit=content_check.MAX_RECORD_BYTES):
+        raw = read(path, limit)
+        if os.path.dirname(path) == str(records) and records.is_dir() and not records.is_symlink():
+            records.rename(root / "moved")
+            records.symlink_to(victim, target_is_directory=True)
+        return raw
+
+    monkeypatch.setattr(content_check, "read_small_file", swap_then_read)
+    assert content_check.prune_records(str(root), every=0) == []
+    assert (victim / "settings.json").read_text() == "a user's file"
+    assert (victim / content_check.PACK_FILE).read_text() == "a user's file"

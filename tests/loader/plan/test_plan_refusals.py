@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from speechpack.cli import main
+from speechpack.loader.config_checks import MAX_SEED
 from speechpack.loader.plan.plan import MAX_WORLD_SIZE
 from speechpack.loader.plan.planning_report import MAX_PLAN_EPOCHS
 from speechpack.packer.adapters.wesep import build_wesep
@@ -131,6 +132,16 @@ def test_epochs_and_world_size_past_their_maximum_are_usage_errors(four_items, t
     assert time.monotonic() - started < 5
 
 
+@pytest.mark.parametrize("command", ["plan", "peek"])
+def test_a_seed_past_the_loaders_maximum_is_a_usage_error(four_items, tmp_path, command):
+    config = tmp_path / "train.yaml"
+    config.write_text(f"packs: [{{path: {four_items}}}]\ndataset_args: {{chunk_len: 4000, batch_size: 2}}\n",
+                      encoding="utf-8")
+    result = CliRunner().invoke(main, [command, str(config), "--seed", str(MAX_SEED + 1)])
+    assert result.exit_code == 2 and "Invalid value for '--seed'" in result.output, result.output
+    assert CliRunner().invoke(main, ["plan", str(config), "--seed", str(MAX_SEED)]).exit_code == 0
+
+
 def test_the_most_epochs_plan_in_bounded_time_and_memory(four_items, tmp_path):
     started = time.monotonic()
     result = _plan(tmp_path, four_items, "{batch_size: 2}", "--epochs", str(MAX_PLAN_EPOCHS))
@@ -160,3 +171,15 @@ def test_items_the_filters_remove_are_reported_beside_the_plan(make_wav, write_l
     result = CliRunner().invoke(main, ["plan", str(config)])
     assert result.exit_code == 0, result.output
     assert result.output.startswith("train: 1 item, world size 1; 2 filtered out (filter_len 2)\n"), result.output
+
+
+def test_keys_yaml_reads_as_booleans_numbers_or_null_are_named_as_unknown_keys(four_items, tmp_path):
+    """``on:``, ``2:`` and ``~:`` are a boolean, a number and null to YAML: unknown keys named with what to quote,
+    beside a misspelt text key, never a ``TypeError`` from sorting or joining keys of mixed types."""
+    config = tmp_path / "train.yaml"
+    config.write_text(f"packs: [{{path: {four_items}}}]\n"
+                      f"dataset_args: {{chunk_len: 4000, on: 1, 2: 2, ~: 3, chunk_lne: 4}}\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["plan", str(config)])
+    assert result.exit_code == 1 and not isinstance(result.exception, TypeError), result.output
+    assert ("config.dataset_args: unknown key(s) 2 (a number key: quote it to mean the text), None (null key: quote "
+            "it to mean the text), True (a boolean key: quote it to mean the text), chunk_lne (known: ") in result.output

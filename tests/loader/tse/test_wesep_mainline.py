@@ -361,6 +361,18 @@ def test_utt2spk_without_spk_embeds_is_a_usage_error(packs, tmp_path, extra):
     assert not (tmp_path / "p").exists()
 
 
+def test_utt2spk_with_fixed_enrollment_embeddings_is_a_usage_error(packs, tmp_path):
+    """Fixed enrollments name each mixture's embedding: a --utt2spk would be read by nothing, so it is refused."""
+    _, _, root = packs
+    data = root / "data"
+    result = _build("--list", data / "shard.list", "--spk-embeds", data / "embed.scp", "--fixed-enroll",
+                    data / "spk1.enroll", "--fixed-enroll", data / "spk2.enroll", "--utt2spk",
+                    data / "single.utt2spk", "--out", tmp_path / "p")
+    assert result.exit_code == 2, result.output
+    assert "--utt2spk" in result.output and "--fixed-enroll" in result.output
+    assert not (tmp_path / "p").exists()
+
+
 def test_enrollment_and_embedding_problems_name_the_users_file_and_line(packs, tmp_path):
     import kaldiio
 
@@ -377,8 +389,8 @@ def test_enrollment_and_embedding_problems_name_the_users_file_and_line(packs, t
         result = _build("--list", data / "shard.list", "--spk-embeds", scp, *how, "--out", tmp_path / "p")
         assert result.exit_code == 1
         assert "speechpack-wesep-mainline" not in result.output
-        assert f"file {scp}:3 (embedding {keys[2]!r}" in result.output and "NaN" in result.output
-        assert f"file {scp}:6 (embedding {keys[5]!r}" in result.output
+        assert f"{scp}:3: " in result.output and "NaN" in result.output  # read by kaldi_vectors, both at once
+        assert f"{scp}:6: " in result.output and f"dimension {EMBED_DIM - 3}, line 1's has {EMBED_DIM}" in result.output
     # a speaker the pool lacks: the user's spk2enroll.json, not the staged resource
     pool = dict(facts["spk2enroll"])
     absent = next(iter(pool))

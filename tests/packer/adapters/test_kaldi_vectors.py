@@ -159,3 +159,40 @@ def test_every_bad_line_is_named_at_once(tmp_path):
     assert f"{scp}:4: key 'a' appears twice (first at line 1)" in text
     assert f"{scp}:5: an offset of 5000 digits" in text
     assert f"{scp}:6: " in text and "holds no NUL byte" in text
+
+
+def test_values_must_be_finite_float32_decimals(tmp_path):
+    """NaN, infinities, doubles beyond float32's range and what only Python's ``float`` reads (``1_0``,
+    ``Infinity``) are refused by line; a plain decimal vector beside them is read."""
+    binary = {"FV": ("<f4", [1.0, np.nan]), "DV": ("<f8", [1e300, 2.0])}
+    ark, lines = bytearray(), []
+    for key, text in [("nan", b"[ 1 nan ]"), ("inf", b"[ -inf 2 ]"), ("big", b"[ 1e999 ]"), ("under", b"[ 1_0 2 ]"),
+                      ("word", b"[ Infinity ]"), ("good", b"[ 1.5e-3 -2 .5 ]")]:
+        lines.append(f"{key} {tmp_path}/e.ark:{len(ark)}")
+        ark += text + b"\n"
+    for token, (dtype, values) in binary.items():
+        lines.append(f"{token} {tmp_path}/e.ark:{len(ark)}")
+        ark += f"\0B{token} \x04".encode() + struct.pack("<i", 2) + np.array(values, dtype=dtype).tobytes()
+    (tmp_path / "e.ark").write_bytes(bytes(ark))
+    message = _refusal(tmp_path / "embed.scp", lines)
+    assert "7 bad line(s)" in message and "embed.scp:6:" not in message
+    for line, reason in [(1, "not a number in the text vector: 'nan'"), (2, "not a number in the text vector: '-inf'"),
+                         (3, "beyond float32's range (the first, at index 0, is inf)"),
+                         (4, "not a number in the text vector: '1_0'"), (5, "not a number in the text vector"),
+                         (7, "at index 1, is nan"), (8, "at index 0, is 1e+300")]:
+        assert any(f"embed.scp:{line}: " in row and reason in row for row in message.splitlines()), (line, message)
+    lines = lines[5:6]
+    np.testing.assert_array_equal(read_vector_scp(str(_scp(tmp_path, lines)))["good"].vector,
+                                  np.array([1.5e-3, -2, 0.5], dtype=np.float32))
+
+
+def test_every_vector_of_one_scp_has_the_first_lines_dimension(tmp_path):
+    ark, lines = bytearray(), []
+    for key, dim in [("a", 4), ("b", 4), ("c", 3), ("d", 5)]:
+        lines.append(f"{key} {tmp_path}/e.ark:{len(ark)}")
+        ark += b"\0BFV \x04" + struct.pack("<i", dim) + np.ones(dim, "<f4").tobytes()
+    (tmp_path / "e.ark").write_bytes(bytes(ark))
+    message = _refusal(tmp_path / "embed.scp", lines)
+    assert "2 bad line(s)" in message
+    assert "embed.scp:3: an embedding of dimension 3, line 1's has 4" in message
+    assert "embed.scp:4: an embedding of dimension 5, line 1's has 4" in message

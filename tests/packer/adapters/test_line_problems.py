@@ -276,3 +276,18 @@ def test_audio_bank_list_with_a_non_utf8_line(speech, tmp_path):
         build_audio_bank(str(listed), "noise", options(tmp_path / "pack"))
     [problem] = err.value.problems
     assert problem.line == 2 and "not UTF-8" in problem.reason
+
+
+def test_source_path_with_nul_is_a_problem_of_its_line(speech, tmp_path):
+    single = {"key": "c", "wav": speech[2] + "\x00.wav", "spk": "s3"}
+    mixture = {"key": "d", "spk": ["s1"], "src": {"s1": [speech[0]]}, "mix": {"default": ["m\x00.wav"]}}
+    listed = write_lines(tmp_path / "raw.list", [source("a", "s1", speech[0]), source("b", "s2", "x\x00y.wav"),
+                                                  single, mixture])
+    with pytest.raises(BuildError) as err:
+        build_wesep(str(listed), options(tmp_path / "pack"))
+    problems = {p.line: p.reason for p in err.value.problems}
+    assert sorted(problems) == [2, 3, 4] and all("NUL byte" in r for r in problems.values())
+    result = CliRunner().invoke(main, ["build", "wesep", "--list", str(listed), "--out", str(tmp_path / "cli"),
+                                       "--skip-bad", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert list(open_pack(str(tmp_path / "cli")).keys) == ["a"]

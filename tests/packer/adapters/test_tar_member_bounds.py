@@ -225,3 +225,56 @@ def test_a_wav_header_chunk_size_is_never_what_is_read():
         found = declared_frames(fp)
         assert max(Reads.asked) <= 64, Reads.asked
         assert found == (1000 if claimed == 16 else None)
+
+
+def header_bomb(path: Path, kind: bytes, claimed: int) -> None:
+    """A ``.tar.gz`` whose first header is a GNU long name (``L``) or a PAX extended header (``x``) of ``claimed``
+    zero bytes that its deflate data really expands to (as ``gzip_bomb``), then a speaker id."""
+    header = tarfile.TarInfo("././@LongLink")
+    header.type, header.size = kind, claimed
+    spk = tarfile.TarInfo("bomb.spk")
+    spk.size = 4
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    block = 16 << 20
+    with open(path, "wb") as fp:
+        fp.write(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03")
+        fp.write(compressor.compress(header.tobuf(tarfile.GNU_FORMAT)) + compressor.flush(zlib.Z_FULL_FLUSH))
+        zeros = compressor.compress(bytes(block)) + compressor.flush(zlib.Z_FULL_FLUSH)
+        for _ in range(claimed // block):
+            fp.write(zeros)
+        fp.write(compressor.compress(spk.tobuf(tarfile.GNU_FORMAT) + b"spkZ".ljust(512, b"\0")))
+        fp.write(compressor.flush())
+
+
+@pytest.mark.parametrize("kind", [tarfile.GNUTYPE_LONGNAME, tarfile.XHDTYPE])
+def test_a_long_name_or_pax_header_is_bounded_before_it_is_read(tmp_path, kind):
+    """A 2 MB ``.tar.gz`` whose long-name or PAX header expands to 2 GiB: refused by name (a header holds a name
+    and a few records, ``MAX_HEADER_BYTES`` at most) without holding it, as a member claiming as much is."""
+    bomb = tmp_path / "bomb.tar.gz"
+    header_bomb(bomb, kind, 2 << 30)
+    (tmp_path / "shard.list").write_text(f"{bomb}\n")
+    status, output, seconds, rss = measured_build(tmp_path / "shard.list", tmp_path / "pack")
+    assert status != 0
+    assert f"{bomb}: not a readable gzip-compressed tar" in output and f"header of {2 << 30} bytes" in output, output
+    assert "Traceback" not in output
+    assert seconds < SECONDS and rss < PEAK_RSS, (seconds, rss)
+
+
+def test_a_gnu_sparse_header_whose_extension_is_cut_short_is_a_named_unreadable_tar(tmp_path):
+    """A GNU sparse member (``S``) that says an extension block follows, in a tar that ends first: ``tarfile``
+    indexes past the short block (``IndexError``); the shard is named as an unreadable tar instead."""
+    header = tarfile.TarInfo("a.wav")
+    header.size, header.type = 1000, tarfile.GNUTYPE_SPARSE
+    block = bytearray(header.tobuf(tarfile.GNU_FORMAT))
+    block[386:410] = b"%011o\0" % 0 + b"%011o\0" % 10  # one region: 10 bytes at 0
+    block[482] = 1  # an extension block follows
+    block[483:495] = b"%011o\0" % 1000
+    block[148:156] = b" " * 8
+    block[148:156] = b"%06o\0 " % sum(block[:512])
+    spk = tarfile.TarInfo("a.spk")
+    spk.size = 2
+    shard = tmp_path / "cut.tar"
+    shard.write_bytes(spk.tobuf(tarfile.GNU_FORMAT) + b"s1".ljust(512, b"\0") + bytes(block) + bytes(100))
+    (tmp_path / "shard.list").write_text(f"{shard}\n")
+    with pytest.raises(SpeechpackError, match=f"{shard}: not a readable uncompressed tar \\(a GNU sparse header"):
+        read_wesep_shards(str(tmp_path / "shard.list"))

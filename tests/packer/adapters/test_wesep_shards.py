@@ -130,6 +130,30 @@ def test_gzip_shard_problems_are_reported(real_audio, wesep_list, tmp_path):
         build_wesep_shards(str(tmp_path / "truncated.list"), options(tmp_path / "pack2"))
 
 
+def test_a_compressed_shards_gzip_trailer_is_checked(real_audio, wesep_list, tmp_path):
+    """A ``.tar.gz`` whose CRC or length does not match what it decodes to, or whose trailer is cut off, fails the
+    build with its path (tarfile's stream mode never looks at the trailer); the same shard intact packs."""
+    a, b = real_audio("pocketsphinx", 2)
+    case = wesep_list([Mix("m1", (a, b))])
+    shard_list = write_shards(str(case.list_path), str(tmp_path / "tars"), compress=True)
+    good = Path(open(shard_list).read().split()[0]).read_bytes()
+    crc = bytearray(good)
+    crc[-8] ^= 0xFF
+    length = bytearray(good)
+    length[-1] ^= 0x01
+    for name, data, reason in [("crc", crc, "CRC check failed"), ("length", length, "Incorrect length"),
+                               ("cut", good[:-8], "end-of-stream marker")]:
+        shard = tmp_path / f"{name}.tar.gz"
+        shard.write_bytes(bytes(data))
+        (tmp_path / f"{name}.list").write_text(f"{shard}\n")
+        with pytest.raises(SpeechpackError, match=f"{shard}: not a readable gzip-compressed tar") as err:
+            build_wesep_shards(str(tmp_path / f"{name}.list"), options(tmp_path / f"pack-{name}"))
+        assert reason in str(err.value), str(err.value)
+    (tmp_path / "good.tar.gz").write_bytes(good)
+    (tmp_path / "good.list").write_text(f"{tmp_path / 'good.tar.gz'}\n")
+    assert build_wesep_shards(str(tmp_path / "good.list"), options(tmp_path / "pack")).manifest.totals["samples"] == 1
+
+
 def test_resampled_shards_match_the_raw_list(real_audio, wesep_list, tmp_path):
     a, b = real_audio("alsa", 2)
     case = wesep_list([Mix("m48", (a, b), seconds=1.0)])
