@@ -209,7 +209,7 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
     world_size, epochs = int(world_size), int(epochs)
     if not isinstance(config, LoaderConfig):
         config = LoaderConfig.from_dict(config, state=state)
-    with cache_in_use(config.cache):  # banks and tokenizer packs a task opens by URL go through the same cache
+    with cache_in_use(config.cache):  # TSE's noise and RIR banks by URL go through the same cache (as build_loader)
         opened = [open_cached_pack(source.path, config.cache, verify=config.verify_streams)
                   for source in config.packs]
         prepared = prepare(config, state, opened, seed)
