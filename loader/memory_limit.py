@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from speechpack.loader.config_checks import ConfigError, byte_size
+from speechpack.schemas.constants import STREAM_TYPES
 from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.units import format_bytes
 
@@ -129,8 +130,8 @@ def bytes_per_row_sample(packs: list) -> int:
     """What one planned unit's batch rows take per sample, at most: float32 input and output rows (a mixture and its
     target, the audio and its features) for every speaker a sample holds and every channel (the packs' largest)."""
     speakers = max((int(p.speaker_count.max()) for p in packs if len(p)), default=1)
-    channels = max((int(t.channels.max()) for p in packs for t in p.streams.values()
-                    if hasattr(t, "channels") and len(t.channels)), default=1)
+    channels = max((int(t.channels.max()) for p in packs for name, t in p.streams.items()
+                    if STREAM_TYPES[name].audio and len(t.channels)), default=1)  # audio: a SegmentTable
     return 4 * 2 * max(speakers, 1) * max(channels, 1)
 
 

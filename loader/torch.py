@@ -24,7 +24,7 @@ from __future__ import annotations
 import gc
 import pickle
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterator
 
 import numpy as np
@@ -463,8 +463,10 @@ def build_loader(config: dict | LoaderConfig, state: str, *, rank: int = 0, worl
     over the config's ``cache:`` (docs/integrations.md, "Object storage")."""
     if not isinstance(config, LoaderConfig):
         config = LoaderConfig.from_dict(config, state=state)
-    cache = config.cache if cache is None else CacheSettings.from_dict(cache, "cache")
-    with cache_in_use(cache):
+    if cache is not None:  # what the task reads too (``config.cache``: an ASR tokenizer's packs)
+        config = replace(config, cache=CacheSettings.from_dict(cache, "cache"))
+    cache = config.cache
+    with cache_in_use(cache):  # TSE's noise and RIR banks (loader.cache.settings.cache_in_use)
         packs = [open_cached_pack(source.path, cache, verify=config.verify_streams) for source in config.packs]
         return SpeechLoader(config, state, packs, rank=rank, world_size=world_size, num_workers=num_workers,
                             seed=seed, pin_memory=pin_memory, prefetch_factor=prefetch_factor,

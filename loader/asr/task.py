@@ -62,7 +62,7 @@ from speechpack.loader.asr.selection import select
 from speechpack.loader.asr.features import spec_augment_features, spec_augment_waveforms
 from speechpack.loader.asr.tokenizer import CharTokenizer, SentencePieceTokenizer, TokenizerSpec
 from speechpack.loader.asr.features import normalize_rows
-from speechpack.loader.cache import open_cached_pack
+from speechpack.loader.cache import CacheSettings, open_cached_pack
 from speechpack.loader.pack import Pack
 from speechpack.loader.plan.weighting import PackWeighting, largest_remainder
 from speechpack.loader.config_checks import ConfigError
@@ -186,11 +186,12 @@ class AsrBatchBuilder(BatchBuilder):
         }
 
 
-def make_tokenizer(spec: TokenizerSpec, packs: list[Pack]):
-    """The tokenizer ``spec`` names (module docstring, step 1)."""
+def make_tokenizer(spec: TokenizerSpec, packs: list[Pack], cache: CacheSettings | None = None):
+    """The tokenizer ``spec`` names (module docstring, step 1); packs it names by URL are read through the node
+    cache ``cache`` (the loader config's, ``LoaderConfig.cache``; None: the defaults)."""
     if spec.kind == "sentencepiece":
         return SentencePieceTokenizer(spec.model)
-    sources = packs if not spec.packs else [open_cached_pack(path) for path in spec.packs]
+    sources = packs if not spec.packs else [open_cached_pack(path, cache) for path in spec.packs]
     for pack in sources:
         if pack.kind != KIND_ASR:
             raise SpeechpackError(f"{pack.path}: the character vocabulary comes from asr packs, this one is "
@@ -270,7 +271,7 @@ def prepare(config, state: str, packs: list[Pack], seed: int) -> Prepared:
     args: AsrArgs = config.dataset_args
     selection = select(args, state, config.packs, packs)
     chosen = [pack for pack, keep in zip(packs, selection.packs) if keep]
-    tokenizer = make_tokenizer(args.tokenizer, packs)  # every split's packs: train and val ids agree
+    tokenizer = make_tokenizer(args.tokenizer, packs, config.cache)  # every split's packs: train and val ids agree
     by_group = weighs_groups(config)
     if args.dataset_summary_path is not None and not by_group:
         # Unused without hours_beta, but a summary that was named and cannot be read is a mistake to report.

@@ -215,7 +215,7 @@ class CachedPackFiles(PackFiles):
         self.location = store.location
         self.settings = settings
         self.verify = check_verify_mode(verify)
-        self.cache = NodeCache(settings.dir, settings.limit)
+        self.node_cache = NodeCache(settings.dir, settings.limit)
         self.max_open_streams = settings.open_files
         self.entries: dict[str, FileEntry] = {}
         self.manifest_sha256: str | None = None
@@ -262,7 +262,7 @@ class CachedPackFiles(PackFiles):
         key = self.key(rel)
         if key is None:
             return None
-        return self.cache.ensure(key, lambda fp: fetch_verified(self.store, rel, key.size, key.sha256, fp,
+        return self.node_cache.ensure(key, lambda fp: fetch_verified(self.store, rel, key.size, key.sha256, fp,
                                                                 self.settings.retry_seconds), self.where(rel), wait)
 
     def fetch_many(self, rels: list[str], wait: bool = True) -> list[str | None]:
@@ -281,27 +281,27 @@ class CachedPackFiles(PackFiles):
         """Whether the cache's copy of ``key`` (``identity``: ``fstat`` of the descriptor read) holds the bytes its
         key names (module docstring): known from this open, this process's own fetch or (unless ``every-open``)
         the ledger's record; else ``digest()`` says, and a match is recorded."""
-        if self._checked.get(key.name) == identity or self.cache.written.get(key.name) == identity:
+        if self._checked.get(key.name) == identity or self.node_cache.written.get(key.name) == identity:
             return True
-        if mode != VERIFY_EVERY_OPEN and self.cache.verified_as(key, identity):
+        if mode != VERIFY_EVERY_OPEN and self.node_cache.verified_as(key, identity):
             self._checked[key.name] = identity
             return True
         if digest() != key.sha256:
             return False
-        self.cache.record_verified(key, identity, self.where(rel))
+        self.node_cache.record_verified(key, identity, self.where(rel))
         self._checked[key.name] = identity
         return True
 
     def _changed_copy(self, key: EntryKey, path: str, rel: str, attempt: int) -> None:
         """The copy at ``path`` no longer holds ``key``'s bytes: removed from the cache (fetched again next), with
         a warning; the second time, an error."""
-        self.cache.discard(key)
+        self.node_cache.discard(key)
         self._checked.pop(key.name, None)
         what = (f"{path} (the node cache's copy of {self.where(rel)}): its bytes changed on disk after it was fetched "
                 f"(sha256 is not {key.sha256}, {MANIFEST_NAME}'s)")
         if attempt + 1 >= FETCH_ATTEMPTS:
             raise CacheIntegrityError(f"{what}, again after it was fetched once more: something under cache.dir "
-                                      f"({self.cache.root}) keeps changing the cache's files (a failing disk, a "
+                                      f"({self.node_cache.root}) keeps changing the cache's files (a failing disk, a "
                                       f"tool writing there); remove it from the cache directory and run again")
         warnings.warn(f"{what}; removed it from the cache and fetching it again", stacklevel=3)
 
@@ -325,7 +325,7 @@ class CachedPackFiles(PackFiles):
                     return read(fp)
             self._changed_copy(key, path, rel, attempt)
         raise CacheIntegrityError(f"{self.where(rel)}: the node cache's copy was removed while it was being read, "
-                                  f"twice; is another process deleting files under {self.cache.root}?")
+                                  f"twice; is another process deleting files under {self.node_cache.root}?")
 
     def read_bytes(self, rel: str) -> bytes:
         data = self._read_checked(rel, lambda fp: fp.read())
@@ -361,7 +361,7 @@ class CachedPackFiles(PackFiles):
         """The cache's copy of ``rel`` mapped, its entry pinned for as long as the mapping lives."""
         while True:
             self.local_path(rel)
-            pinned = self.cache.pin(key)
+            pinned = self.node_cache.pin(key)
             if pinned is not None:  # else evicted between the fetch and the pin: fetch again
                 break
         path, fd = pinned

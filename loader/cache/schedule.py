@@ -264,7 +264,7 @@ class PlanFeed:
         cached = [p.files for p in packs if isinstance(p.files, CachedPackFiles)]
         self.ahead = max((f.settings.ahead for f in cached), default=0)
         self.fetches = max((f.settings.fetches for f in cached), default=1)
-        self.caches = [f.cache for f in cached]
+        self.caches = [f.node_cache for f in cached]
         #: One cache per directory (and limit): the packs of a loader share one, and counting its room lists it.
         self._distinct_caches = list({(c.root, c.limit): c for c in self.caches}.values())
         #: (pack id, sample) of every planning unit (the builder's ``unit_samples`` hook), taken once: None when no

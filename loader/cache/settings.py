@@ -83,13 +83,17 @@ class CacheSettings:
                    shard_order=check_type(v["shard_order"], bool, f"{where}.shard_order"))
 
 
+#: The settings of :func:`cache_in_use`.  What a task opens takes the config's ``cache`` explicitly
+#: (``LoaderConfig.cache``: an ASR tokenizer's packs, ``loader.asr.task.make_tokenizer``); the one reader left is
+#: TSE's noise and RIR banks (``loader.tse.augment.Bank``), which open their packs by path alone.  Once they take
+#: ``config.cache`` too, this variable and :func:`cache_in_use` go.
 _IN_USE: ContextVar["CacheSettings | None"] = ContextVar("speechpack_cache_settings", default=None)
 
 
 @contextmanager
 def cache_in_use(settings: "CacheSettings | None") -> Iterator[None]:
-    """While a loader is built: the cache every URL pack it opens goes through, those its task opens itself too
-    (noise and RIR banks, an ASR tokenizer's packs), without threading the settings through every task."""
+    """While a loader is built (``build_loader``, ``plan_report``): the cache a URL pack opened without settings
+    goes through (:func:`settings_in_use`; TSE's noise and RIR banks, see ``_IN_USE``)."""
     token = _IN_USE.set(settings)
     try:
         yield

@@ -9,7 +9,7 @@ costs one read the first time and nothing after.
 How.  The first time a process maps a stream file, the reader looks for a *record* of that file: its identity
 (``ContentIdentity``: device, inode, size, mtime and ctime, from the ``fstat`` of the descriptor it was mapped from)
 and the sha256 computed from those bytes.  A record with the same identity is trusted: its sha256 is compared with ``dataset.json`` at once and
-nothing is read.  Without one, the file's mapped bytes are hashed on a background thread (one per process, off the
+nothing is read.  Without one, the file's mapped bytes are hashed on a background thread (``CheckingThread``: one per process, off the
 batch path; the batch reads the mapping meanwhile), the record is written, and a sha256 other than
 ``dataset.json``'s stops every later read of that file with a ``PackFormatError`` naming it.  Records live in the
 user's cache directory (``$XDG_CACHE_HOME/speechpack/verified/``, a directory per pack), never in the pack: a
@@ -53,6 +53,7 @@ import mmap
 import os
 import threading
 import time
+import weakref
 from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Hashable, Iterator
@@ -390,50 +391,67 @@ class StreamCheck:
             self.source = None  # let the mapping go once hashed
 
 
-class _Hasher:
-    """One daemon thread per process that runs ``StreamCheck`` s in order (a process exiting does not wait for
-    it).  Recreated in a forked child, where the parent's thread does not exist."""
+class CheckingThread:
+    """The thread that runs this process's ``StreamCheck`` s, in order, off the batch path (a daemon: a process
+    exiting does not wait for it).  ``StreamChecks`` submits to the one it is given, by default
+    :data:`CHECKING_THREAD`.
+
+    Why one per process rather than one per loader: checks come from every ``Pack`` a process maps (the loader's,
+    a task's banks and tokenizer packs, ``validate``), and a ``Pack`` travels by pickle to DataLoader workers, where
+    its checks must run in the worker.  One thread per process keeps hashing to one core per process however many
+    packs and loaders it holds, and the records' ``flock`` already makes one process's hash serve the node; an owner
+    per loader would have to be threaded through every path that opens a pack and would only add threads.  So a
+    ``CheckingThread`` pickles as the receiving process's :data:`CHECKING_THREAD` (a thread does not cross).
+
+    Lifetime: the thread starts with the first check submitted in a process and runs until the process exits.  In a
+    child made by ``fork`` the parent's thread does not exist: :meth:`after_fork` (each instance registers it with
+    ``os.register_at_fork``) empties the queue and the next check starts a new thread; checks the parent had
+    queued are started again by ``StreamChecks.settle`` in the child."""
 
     def __init__(self):
+        self._lock = threading.Lock()  # guards starting the thread
         self._queue: deque[Callable[[], None]] = deque()
         self._ready = threading.Condition()
-        self._thread = threading.Thread(target=self._loop, name="speechpack-stream-check", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
+        forget = weakref.WeakMethod(self.after_fork)  # the hook must not keep a discarded instance alive
+        os.register_at_fork(after_in_child=lambda: (method := forget()) is not None and method())
+
+    def __reduce__(self):
+        return _this_process_thread, ()
 
     def submit(self, task: Callable[[], None]) -> None:
+        """Run ``task`` on this thread (started now if it has not run in this process yet)."""
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="speechpack-stream-check", daemon=True)
+                self._thread.start()
         with self._ready:
             self._queue.append(task)
             self._ready.notify()
 
+    def after_fork(self) -> None:
+        """In a forked child: forget the parent's thread, queue and locks (the next ``submit`` starts anew)."""
+        self._lock = threading.Lock()
+        self._queue = deque()
+        self._ready = threading.Condition()
+        self._thread = None
+
     def _loop(self) -> None:
+        queue, ready = self._queue, self._ready  # this thread's own, even after a fork replaced the attributes
         while True:
-            with self._ready:
-                while not self._queue:
-                    self._ready.wait()
-                task = self._queue.popleft()
+            with ready:
+                while not queue:
+                    ready.wait()
+                task = queue.popleft()
             task()
 
 
-_hasher: _Hasher | None = None
-_hasher_lock = threading.Lock()
+#: This process's checking thread (see ``CheckingThread`` for why there is one per process, and its lifetime).
+CHECKING_THREAD = CheckingThread()
 
 
-def _forget_hasher() -> None:
-    global _hasher, _hasher_lock
-    _hasher, _hasher_lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_hasher)
-
-
-def background(task: Callable[[], None]) -> None:
-    """Run ``task`` on this process's checking thread."""
-    global _hasher
-    with _hasher_lock:
-        if _hasher is None:
-            _hasher = _Hasher()
-        hasher = _hasher
-    hasher.submit(task)
+def _this_process_thread() -> CheckingThread:
+    return CHECKING_THREAD
 
 
 class StreamChecks:
@@ -441,16 +459,18 @@ class StreamChecks:
     consulted while ``unsettled`` is not empty (once every mapped file is known good, the batch path checks one
     empty set)."""
 
-    def __init__(self, mode: str, records: RecordPlace | None):
+    def __init__(self, mode: str, records: RecordPlace | None, thread: CheckingThread | None = None):
         self.mode = check_verify_mode(mode)
         self.records = records
+        #: Where background checks run (``CheckingThread``; this process's by default).
+        self.thread = CHECKING_THREAD if thread is None else thread
         self._checks: dict[Hashable, StreamCheck] = {}
         #: Keys of mapped files not yet known good (their check runs, or failed).
         self.unsettled: set[Hashable] = set()
 
     def __getstate__(self) -> dict:
         """Pickled (a Pack sent to a spawned worker): the mode and where records are, no check in flight."""
-        return {"mode": self.mode, "records": self.records, "_checks": {}, "unsettled": set()}
+        return {"mode": self.mode, "records": self.records, "thread": self.thread, "_checks": {}, "unsettled": set()}
 
     def mapped(self, key: Hashable, rel: str, where: str, expected: str, source,
                identity: ContentIdentity | None) -> None:
@@ -473,7 +493,7 @@ class StreamChecks:
         self._checks[key] = check
         if not check.done:
             self.unsettled.add(key)
-            background(lambda: check.run(trust_record=True))
+            self.thread.submit(lambda: check.run(trust_record=True))
         elif check.failure is not None:
             self.unsettled.add(key)
         self.settle(key)
@@ -491,7 +511,7 @@ class StreamChecks:
             self.unsettled.discard(key)
         elif check.pid != os.getpid():
             check.pid = os.getpid()
-            background(lambda: check.run(trust_record=True))
+            self.thread.submit(lambda: check.run(trust_record=True))
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until every check started so far is done (tests, benchmarks); True when they all are."""
@@ -504,6 +524,6 @@ class StreamChecks:
         return True
 
 
-__all__ = ["DEFAULT_VERIFY", "MAX_RECORD_BYTES", "RECORD_VERSION", "ContentIdentity", "VERIFY_EVERY_OPEN", "VERIFY_FIRST_MAP", "VERIFY_MODES", "VERIFY_OFF",
-           "RecordPlace", "StreamCheck", "StreamChecks", "cache_root", "check_verify_mode", "hash_buffer", "prune_records", "read_small_file",
+__all__ = ["CHECKING_THREAD", "DEFAULT_VERIFY", "MAX_RECORD_BYTES", "RECORD_VERSION", "ContentIdentity", "VERIFY_EVERY_OPEN", "VERIFY_FIRST_MAP", "VERIFY_MODES", "VERIFY_OFF",
+           "CheckingThread", "RecordPlace", "StreamCheck", "StreamChecks", "cache_root", "check_verify_mode", "hash_buffer", "prune_records", "read_small_file",
            "record_sha256"]

@@ -140,6 +140,13 @@ class PackFiles(ABC):
     #: checked against its sha256 (the node cache verifies every file as it arrives): the reader then hashes neither
     #: a column nor a stream file a second time (``verify_streams`` does not apply).
     hashes_checked: bool = False
+    #: The most stream files one process may keep mapped from this pack (``Pack``'s mapping LRU keeps
+    #: ``min(max_open_files, max_open_streams)``); None: no bound of the storage's own.  The node cache sets it: each
+    #: mapping pins its cache entry against eviction (``loader.cache.cached_files``).
+    max_open_streams: int | None = None
+    #: The node cache the files are read through (``loader.cache.node_cache.NodeCache``), None when there is none:
+    #: the planner and the cache's fetch schedule read its limit and replay its load (``loader.cache.schedule``).
+    node_cache = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.location!r})"

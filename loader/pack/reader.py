@@ -192,7 +192,8 @@ class Pack:
             for name, kind in ATTRIBUTES_BY_KIND.get(self.kind, {}).items()}
         self._maps: collections.OrderedDict[tuple[int, str], MappedStream] = collections.OrderedDict()
         # A store's node cache bounds the mappings it lets one process pin (loader.cache.cached_files).
-        self._max_open = min(max_open_files, getattr(self.files, "max_open_streams", max_open_files))
+        bound = self.files.max_open_streams
+        self._max_open = max_open_files if bound is None else min(max_open_files, bound)
         cues = cues or PackCues(config=None, banks={}, labels=None)
         self.cues: dict[str, CueBank] = cues.banks
         self.cues_config: CuesConfig | None = cues.config

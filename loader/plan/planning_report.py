@@ -209,14 +209,14 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
     world_size, epochs = int(world_size), int(epochs)
     if not isinstance(config, LoaderConfig):
         config = LoaderConfig.from_dict(config, state=state)
-    with cache_in_use(config.cache):  # banks and tokenizer packs a task opens by URL go through the same cache
+    with cache_in_use(config.cache):  # TSE's noise and RIR banks by URL go through the same cache (as build_loader)
         opened = [open_cached_pack(source.path, config.cache, verify=config.verify_streams)
                   for source in config.packs]
         prepared = prepare(config, state, opened, seed)
     builder = prepared.builder
     order = shard_windows(opened, builder, prepared.weighting is not None)
     args = builder.plan_args if order is None else PlanningView(builder.plan_args, order)
-    caches = [p.files.cache for p in opened if hasattr(p.files, "cache")]
+    caches = [p.files.node_cache for p in opened if p.files.node_cache is not None]
     limits = [c.limit for c in caches if c.limit is not None]
     windows = builder.windows
     unit_pack = prepared.item_pack if windows is None else prepared.item_pack[windows.item]
@@ -235,9 +235,8 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
                           lengths=lengths, windows=windows, weighting=prepared.weighting, memory_limit=ceiling)
         if check is not None:
             _check_batches(plan, check, epoch, world_size)
-        start_check = getattr(builder, "check_plan", None)  # a task's refusal at start (BatchBuilder.check_plan)
-        if epoch == 0 and start_check is not None:
-            start_check(plan.rank_view(0, world_size), world_size)
+        if epoch == 0:  # a task's refusal at start (BatchBuilder.check_plan), as the loader makes it
+            builder.check_plan(plan.rank_view(0, world_size), world_size)
         stats = _epoch_stats(plan, epoch, world_size, np.asarray(lengths), builder.crops_to_shortest, unit_pack,
                              rows_of_unit, packs, per_pack)
         if prepared.weighting is not None:

@@ -60,9 +60,6 @@ MIN_SLOT_BYTES = 2 << 20
 #: Array kinds that travel in the slot (bool, ints, floats, complex); others (strings, objects) are pickled.
 _NUMERIC_KINDS = "biufc"
 
-#: The rings of this process by token, so an arriving message finds its ring (and the ring's mappings).
-_RINGS: "weakref.WeakValueDictionary[str, BatchRing]" = weakref.WeakValueDictionary()
-_TOKENS = itertools.count()
 
 
 def supported() -> bool:
@@ -119,13 +116,47 @@ class _Slot:
             self.huge_upto = huge_pages.collapse(self.mapping, self.huge_upto, self.arena.used)
 
 
+class RingDirectory:
+    """The batch rings of this process by token: how an arriving message finds its ring.
+
+    Why process-wide, not owned by a loader: a worker's message is rebuilt by pickle inside the DataLoader's result
+    queue (torch's code, in the training process), which calls ``_arrive`` with the pickled fields and nothing
+    else; no object a caller owns reaches that call, so the ring (its semaphores and the slots it keeps mapped,
+    which stay in the training process) is looked up by the token the message carries.  A token names the process
+    that made the ring (pid and a counter), so a ring's copy in a worker or a forked child never answers for
+    another.
+
+    Lifetime: a ring is listed from its creation until it is garbage collected (weak references: the directory
+    never keeps a ring, nor its shared memory, alive); a message for a ring already gone is an error saying so."""
+
+    def __init__(self):
+        self._rings: "weakref.WeakValueDictionary[str, BatchRing]" = weakref.WeakValueDictionary()
+        self._tokens = itertools.count()
+
+    def add(self, ring: "BatchRing") -> str:
+        """List ``ring``; its token (what its messages carry)."""
+        token = f"{os.getpid()}:{next(self._tokens)}"
+        self._rings[token] = ring
+        return token
+
+    def find(self, token: str) -> "BatchRing":
+        """The ring of ``token``; ``RuntimeError`` when it is gone from this process."""
+        ring = self._rings.get(token)
+        if ring is None:
+            raise RuntimeError("a batch arrived for a loader that no longer exists in this process")
+        return ring
+
+
+#: This process's rings (``RingDirectory``: why one per process, and how long a ring stays listed).
+RINGS = RingDirectory()
+
+
 class BatchRing:
     """Per DataLoader: ``slots`` shared-memory slots per worker and their free/claimed semaphores (module
     docstring).  Created in the training process before the workers start; each worker uses its own row."""
 
     def __init__(self, num_workers: int, slots: int, received: type | None = None, context=None, reserve: int = 0):
         context = context or multiprocessing.get_context()
-        self.token = f"{os.getpid()}:{next(_TOKENS)}"
         self.slots = slots
         #: A slot that grows is made at least this large (``GROWTH`` times): address space only, since a memfd's
         #: pages are allocated when first written.  Messages of several batches (``loader.transport.message_groups``) vary
@@ -140,7 +171,8 @@ class BatchRing:
         self._maps: dict[tuple[int, int], tuple[int, int, huge_pages.SharedMapping, int]] = {}
         self._owner: int | None = None  # worker side: the process the slots below belong to
         self._mine: list[_Slot] = []
-        _RINGS[self.token] = self
+        #: What this ring's messages carry to find it in the training process (``RINGS``).
+        self.token = RINGS.add(self)
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__, _maps={}, _owner=None, _mine=[])
@@ -295,10 +327,7 @@ class _Message:
 
 
 def _arrive(token: str, *fields) -> "ReceivedBatch | list[ReceivedBatch]":
-    ring = _RINGS.get(token)
-    if ring is None:
-        raise RuntimeError("a batch arrived for a loader that no longer exists in this process")
-    return ring.receive(*fields)
+    return RINGS.find(token).receive(*fields)
 
 
 class ReceivedBatch:
@@ -323,4 +352,4 @@ class ReceivedBatch:
         return out
 
 
-__all__ = ["BatchRing", "GROWTH", "MIN_SLOT_BYTES", "ReceivedBatch", "supported"]
+__all__ = ["BatchRing", "GROWTH", "MIN_SLOT_BYTES", "RINGS", "ReceivedBatch", "RingDirectory", "supported"]

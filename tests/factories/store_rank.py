@@ -37,7 +37,7 @@ def main(spec_json: str, out: str) -> None:
                           batches_per_message=spec.get("batches_per_message"))
     batches = [{name: value.numpy().copy() if hasattr(value, "numpy") else value for name, value in batch.items()}
                for batch in loader]
-    fetched = sum({id(p.files.cache): p.files.cache.fetched_bytes for p in loader.dataset.feed.packs}.values())
+    fetched = sum({id(p.files.node_cache): p.files.node_cache.fetched_bytes for p in loader.dataset.feed.packs}.values())
     with open(out + ".tmp", "wb") as fp:
         pickle.dump({"batches": batches, "fetched": fetched}, fp)
     os.replace(out + ".tmp", out)

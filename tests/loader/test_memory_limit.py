@@ -108,3 +108,30 @@ def test_memory_limit_is_a_whole_exact_number_of_bytes_within_bounds(real_pack):
     assert LoaderConfig.from_dict(cfg).memory_limit == (1 << 40) + 1
     cfg["memory_limit"] = "1.5GiB"
     assert LoaderConfig.from_dict(cfg).memory_limit == 3 << 29
+
+
+def test_bytes_per_row_sample_counts_the_channels_of_audio_streams_only():
+    """The per-sample row cost takes the most speakers and the most channels of any audio stream (``SegmentTable``);
+    data streams (faces, labels, text) have no channels and count for none."""
+    import numpy as np
+
+    from speechpack.loader.memory_limit import bytes_per_row_sample
+    from speechpack.loader.pack.reader import DataSegmentTable, SegmentTable
+
+    empty = np.zeros(0, dtype=np.int64)
+
+    def audio(channels):
+        return SegmentTable(*(np.asarray(channels) if name == "channels" else empty
+                              for name in SegmentTable.__dataclass_fields__))
+
+    class Pack:
+        def __init__(self, speakers, streams):
+            self.speaker_count, self.streams = np.asarray(speakers), streams
+
+        def __len__(self):
+            return len(self.speaker_count)
+
+    faces = DataSegmentTable(*(empty for _ in DataSegmentTable.__dataclass_fields__))
+    packs = [Pack([1, 2], {"audio": audio([1, 3, 2]), "faces": faces}), Pack([1], {"mix": audio([2])})]
+    assert bytes_per_row_sample(packs) == 4 * 2 * 2 * 3
+    assert bytes_per_row_sample([Pack([1], {"audio": audio([]), "faces": faces})]) == 4 * 2

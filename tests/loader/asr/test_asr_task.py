@@ -466,3 +466,21 @@ def test_group_weighting_report_names_corpus_language_groups(parquet_pack):
     weighting = loader.builder.weighting
     assert set(report["packs"]) == set(weighting.paths)
     assert all("/" in name for name in report["packs"])  # groups are named corpus/language, not pack paths
+
+
+def test_a_char_tokenizers_packs_by_url_are_read_through_the_cache_it_is_given(s3_store, tmp_path):
+    """The tokenizer's packs named by URL go through the node cache the loader config names (``config.cache``),
+    handed to ``make_tokenizer`` explicitly: no ambient setting is needed."""
+    from pathlib import Path
+
+    from factories.s3 import publish
+    from speechpack.loader.asr.task import make_tokenizer
+    from speechpack.loader.asr.tokenizer import TokenizerSpec
+    from speechpack.loader.cache import CacheSettings
+
+    local = librivox_span_pack(tmp_path, 3, 0, (1.0, 2.0), 3)
+    url = publish(Path(local), "tokenizer/asr")
+    cache = CacheSettings.from_dict({"dir": str(tmp_path / "node-cache")})
+    by_url = make_tokenizer(TokenizerSpec(packs=(url,)), [], cache)
+    assert by_url.characters == make_tokenizer(TokenizerSpec(packs=(local,)), []).characters
+    assert any(p.is_file() for p in (tmp_path / "node-cache").rglob("*"))

@@ -21,6 +21,7 @@ from speechpack.loader.pack import (
     open_pack,
     pack_files,
 )
+from speechpack.loader.pack.reader import MAX_OPEN_STREAM_FILES
 from speechpack.packer.copy.to_directory import copy_pack
 from speechpack.schemas.errors import PackFormatError, SpeechpackError
 from speechpack.schemas.manifest_file import FileIdentity
@@ -167,3 +168,21 @@ def test_cue_banks_from_a_store_are_refused_with_a_way_out(s3_server, tse_split,
     with pytest.raises(PackFormatError, match=f"{url}: cue banks are read from a local directory only; stage the "
                                               f"pack first"):
         open_pack(url)
+
+
+def test_every_storage_declares_its_node_cache_and_its_bound_on_mappings(store_pack):
+    """The reader and the planner call the hooks ``PackFiles`` declares (never ``getattr``/``hasattr``): a directory
+    has no node cache and no bound of its own; a storage that sets ``max_open_streams`` caps ``Pack``'s mapping LRU."""
+    files = pack_files(store_pack)
+    assert files.node_cache is None and files.max_open_streams is None
+    assert open_pack(files)._max_open == MAX_OPEN_STREAM_FILES
+
+    class OneMapping(DirectoryPackFiles):
+        max_open_streams = 1
+
+    pack = open_pack(OneMapping(store_pack))
+    streams = list(pack.streams)
+    assert len(streams) >= 2
+    for name in streams:
+        pack.stream_array(0, name)
+    assert len(pack._maps) == 1

@@ -375,3 +375,24 @@ def test_pruning_never_follows_a_records_directory_swapped_for_a_link(tmp_path, 
     assert content_check.prune_records(str(root), every=0) == []
     assert (victim / "settings.json").read_text() == "a user's file"
     assert (victim / content_check.PACK_FILE).read_text() == "a user's file"
+
+
+def test_checks_run_on_the_thread_they_are_given_and_a_pickled_one_uses_its_process_thread():
+    """``StreamChecks`` hands its background checks to the ``CheckingThread`` it holds (this process's by default);
+    pickled (a Pack sent to a spawned worker), it holds the receiving process's thread, never a copy of a thread."""
+    import hashlib
+    import pickle
+
+    submitted = []
+
+    class Counting(content_check.CheckingThread):
+        def submit(self, task):
+            submitted.append(task)
+            super().submit(task)
+
+    data = b"stream bytes"
+    checks = content_check.StreamChecks(content_check.VERIFY_FIRST_MAP, None, thread=Counting())
+    checks.mapped((0, "mix"), "shard-000000/mix.npy", "mix.npy", hashlib.sha256(data).hexdigest(), data, None)
+    assert len(submitted) == 1 and checks.wait(timeout=30) and not checks.unsettled
+    assert content_check.StreamChecks(content_check.VERIFY_OFF, None).thread is content_check.CHECKING_THREAD
+    assert pickle.loads(pickle.dumps(checks)).thread is content_check.CHECKING_THREAD

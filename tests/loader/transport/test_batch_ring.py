@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gc
 import multiprocessing
+import os
 import pickle
 
 import numpy as np
@@ -227,3 +228,19 @@ def test_real_asr_batches_through_two_workers_equal_one_process(asr_spans, norma
     assert_batches_equal(streamed, reference)
     widths = {b["source_seqs"].shape[1] for b in reference}
     assert len(widths) > 1
+
+
+def test_a_message_finds_its_ring_by_token_and_one_for_a_ring_gone_says_so():
+    """Messages are rebuilt by pickle in the training process and find their ring through ``RINGS`` by the token
+    they carry; the directory holds rings weakly, so a ring dropped is gone and its late message is refused."""
+    ring = batch_ring.BatchRing(1, 2)
+    assert batch_ring.RINGS.find(ring.token) is ring and ring.token.startswith(f"{os.getpid()}:")
+    assert batch_ring.BatchRing(1, 1).token != ring.token
+    message = pickle.dumps(ring.pack(0, ring.claim(0), {"lengths": np.arange(3, dtype=np.int64)}))
+    token = ring.token
+    del ring
+    gc.collect()
+    with pytest.raises(RuntimeError, match="no longer exists in this process"):
+        batch_ring.RINGS.find(token)
+    with pytest.raises(RuntimeError, match="no longer exists in this process"):
+        pickle.loads(message)
