@@ -36,7 +36,6 @@ from speechpack.loader.config_checks import MAX_EPOCH, integer
 from speechpack.loader.cache import CacheSettings, open_cached_pack
 from speechpack.loader.cache.schedule import PlanFeed
 from speechpack.loader.cache.shard_order import PlanningView, shard_windows, window_identity
-from speechpack.loader.cache.settings import cache_in_use
 from speechpack.loader.config import LoaderConfig, dataloader_settings, loader_fingerprint
 from speechpack.loader.memory_limit import MemoryCeiling, bytes_per_row_sample, check_batch_memory, largest_batch_rows
 from speechpack.loader.pack import Pack
@@ -463,14 +462,12 @@ def build_loader(config: dict | LoaderConfig, state: str, *, rank: int = 0, worl
     over the config's ``cache:`` (docs/integrations.md, "Object storage")."""
     if not isinstance(config, LoaderConfig):
         config = LoaderConfig.from_dict(config, state=state)
-    if cache is not None:  # what the task reads too (``config.cache``: an ASR tokenizer's packs)
+    if cache is not None:  # what the task reads too (``config.cache``: an ASR tokenizer's packs, TSE's banks)
         config = replace(config, cache=CacheSettings.from_dict(cache, "cache"))
-    cache = config.cache
-    with cache_in_use(cache):  # TSE's noise and RIR banks (loader.cache.settings.cache_in_use)
-        packs = [open_cached_pack(source.path, cache, verify=config.verify_streams) for source in config.packs]
-        return SpeechLoader(config, state, packs, rank=rank, world_size=world_size, num_workers=num_workers,
-                            seed=seed, pin_memory=pin_memory, prefetch_factor=prefetch_factor,
-                            batches_per_message=batches_per_message)
+    packs = [open_cached_pack(source.path, config.cache, verify=config.verify_streams) for source in config.packs]
+    return SpeechLoader(config, state, packs, rank=rank, world_size=world_size, num_workers=num_workers,
+                        seed=seed, pin_memory=pin_memory, prefetch_factor=prefetch_factor,
+                        batches_per_message=batches_per_message)
 
 
 __all__ = ["LoaderReport", "ResumeError", "SpeechLoader", "WorkerFailure", "build_loader", "reraise_failures"]

@@ -52,7 +52,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import BinaryIO, Callable, Iterable, TypeVar
 
 from speechpack.loader.cache.node_cache import EntryKey, NodeCache
-from speechpack.loader.cache.settings import CacheSettings, settings_in_use
+from speechpack.loader.cache.settings import CacheSettings
 from speechpack.loader.pack.content_check import (DEFAULT_VERIFY, VERIFY_EVERY_OPEN, VERIFY_OFF, ContentIdentity,
                                                   check_verify_mode, hash_buffer)
 from speechpack.loader.pack.files import MappedStream, PackFiles, is_remote, map_stream
@@ -384,12 +384,12 @@ class CachedPackFiles(PackFiles):
 def pack_source_files(location: str | os.PathLike, cache: CacheSettings | dict | None = None,
                       endpoint_url: str | None = None, verify: str = DEFAULT_VERIFY) -> str | PackFiles:
     """What ``open_pack`` should open for a config's pack path: a URL through the node cache (``cache``, else the
-    loader's being built, else the defaults: ``loader.cache.settings``; its copies checked as ``verify`` says), a
+    defaults: ``loader.cache.settings``; its copies checked as ``verify`` says), a
     local path as it is."""
     location = os.fspath(location)
     if not is_remote(location):
         return location
-    settings = CacheSettings.from_dict(cache if cache is not None else settings_in_use())
+    settings = CacheSettings.from_dict(cache)
     return CachedPackFiles(ObjectStorePackFiles(location, endpoint_url=endpoint_url), settings, verify)
 
 

@@ -10,10 +10,8 @@ fetches.  None of these change which batches are dealt, so none is part of a res
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from speechpack.loader.config_checks import ConfigError, byte_size, check_type, positive_int, take_known
 
@@ -83,27 +81,4 @@ class CacheSettings:
                    shard_order=check_type(v["shard_order"], bool, f"{where}.shard_order"))
 
 
-#: The settings of :func:`cache_in_use`.  What a task opens takes the config's ``cache`` explicitly
-#: (``LoaderConfig.cache``: an ASR tokenizer's packs, ``loader.asr.task.make_tokenizer``); the one reader left is
-#: TSE's noise and RIR banks (``loader.tse.augment.Bank``), which open their packs by path alone.  Once they take
-#: ``config.cache`` too, this variable and :func:`cache_in_use` go.
-_IN_USE: ContextVar["CacheSettings | None"] = ContextVar("speechpack_cache_settings", default=None)
-
-
-@contextmanager
-def cache_in_use(settings: "CacheSettings | None") -> Iterator[None]:
-    """While a loader is built (``build_loader``, ``plan_report``): the cache a URL pack opened without settings
-    goes through (:func:`settings_in_use`; TSE's noise and RIR banks, see ``_IN_USE``)."""
-    token = _IN_USE.set(settings)
-    try:
-        yield
-    finally:
-        _IN_USE.reset(token)
-
-
-def settings_in_use() -> "CacheSettings | None":
-    """The settings of :func:`cache_in_use` (None outside it: the defaults apply)."""
-    return _IN_USE.get()
-
-
-__all__ = ["CACHE_DIR_ENV", "DEFAULT_FETCHES", "CacheSettings", "cache_in_use", "default_cache_dir", "settings_in_use"]
+__all__ = ["CACHE_DIR_ENV", "DEFAULT_FETCHES", "CacheSettings", "default_cache_dir"]

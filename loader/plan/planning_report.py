@@ -40,7 +40,6 @@ import numpy as np
 from speechpack.loader.config import LoaderConfig
 from speechpack.loader.cache import open_cached_pack
 from speechpack.loader.cache.schedule import CacheSimulation, FileSchedule, simulate
-from speechpack.loader.cache.settings import cache_in_use
 from speechpack.loader.cache.shard_order import PlanningView, shard_windows
 from speechpack.loader.memory_limit import MemoryCeiling
 from speechpack.loader.plan.no_batch import no_batch_message, no_batch_reason
@@ -209,10 +208,8 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
     world_size, epochs = int(world_size), int(epochs)
     if not isinstance(config, LoaderConfig):
         config = LoaderConfig.from_dict(config, state=state)
-    with cache_in_use(config.cache):  # TSE's noise and RIR banks by URL go through the same cache (as build_loader)
-        opened = [open_cached_pack(source.path, config.cache, verify=config.verify_streams)
-                  for source in config.packs]
-        prepared = prepare(config, state, opened, seed)
+    opened = [open_cached_pack(source.path, config.cache, verify=config.verify_streams) for source in config.packs]
+    prepared = prepare(config, state, opened, seed)
     builder = prepared.builder
     order = shard_windows(opened, builder, prepared.weighting is not None)
     args = builder.plan_args if order is None else PlanningView(builder.plan_args, order)

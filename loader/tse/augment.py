@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 import soxr
 
-from speechpack.loader.cache import open_cached_pack
+from speechpack.loader.cache import CacheSettings, open_cached_pack
 from speechpack.loader.pack import Pack
 from speechpack.loader.tse.mix_args import AugmentArgs
 from speechpack.loader.rng import room_generator
@@ -65,11 +65,11 @@ ENROLL_DRAWS = 6
 class Bank:
     """A noise or RIR bank: its packs and its entries as ``[(pack, audio segment, sample)]`` rows (channel 0)."""
 
-    def __init__(self, paths: tuple[str, ...], kind: str):
+    def __init__(self, paths: tuple[str, ...], kind: str, cache: CacheSettings | None = None):
         self.packs: list[Pack] = []
         entries = []
         for path in paths:
-            pack = open_cached_pack(path)
+            pack = open_cached_pack(path, cache)  # a bank by URL through the loader's node cache
             if pack.kind != kind:
                 raise MixError(f"{path}: a {kind} bank is needed here, this pack is {pack.kind}")
             table = pack.streams[STREAM_AUDIO]
@@ -107,9 +107,9 @@ class NoiseSource:
     """Noise from a WeSep LMDB (``noise_lmdb_file``) or noise packs (``noise_banks``); ``draw`` gives a noise
     fitted to a length and its SNR.  The LMDB's key list is read by cursor once per process (pickles as paths)."""
 
-    def __init__(self, augment: AugmentArgs):
+    def __init__(self, augment: AugmentArgs, cache: CacheSettings | None = None):
         self.lmdb = NoiseLmdb(augment.noise_lmdb_file) if augment.noise_lmdb_file is not None else None
-        self.bank = Bank(augment.noise_banks, KIND_NOISE)
+        self.bank = Bank(augment.noise_banks, KIND_NOISE, cache)
         self.snr = augment.noise_snr
         self._keys: list[str] | None = None
         if self.lmdb is not None:
@@ -152,9 +152,9 @@ class NoiseSource:
 class RirSource:
     """RIRs from simulated rooms (``reverb_conf``, trimmed at ``RIR_TRIM_DB``) or RIR packs (``rir_banks``)."""
 
-    def __init__(self, augment: AugmentArgs):
+    def __init__(self, augment: AugmentArgs, cache: CacheSettings | None = None):
         self.room = augment.reverb_conf
-        self.bank = Bank(augment.rir_banks, KIND_RIR)
+        self.bank = Bank(augment.rir_banks, KIND_RIR, cache)
 
     @property
     def simulated(self) -> bool:
@@ -206,12 +206,12 @@ class EnrollAugment:
     """``cue_processing.audio``: reverberate (then peak-normalise to ``ENROLL_PEAK``, as WeSep) and/or add noise
     to a waveform enrollment, from the same rooms or banks and noise sources as the mixtures."""
 
-    def __init__(self, augment: AugmentArgs, rate: int):
+    def __init__(self, augment: AugmentArgs, rate: int, cache: CacheSettings | None = None):
         self.reverb_prob = augment.reverb_enroll_prob
         self.noise_prob = augment.noise_enroll_prob
         self.rate = rate
-        self.rirs = RirSource(augment) if self.reverb_prob > 0 else None
-        self.noise = NoiseSource(augment) if self.noise_prob > 0 else None
+        self.rirs = RirSource(augment, cache) if self.reverb_prob > 0 else None
+        self.noise = NoiseSource(augment, cache) if self.noise_prob > 0 else None
 
     def __call__(self, audio: np.ndarray, draws: np.ndarray) -> np.ndarray:
         """``audio`` ``[C, T]`` float32 augmented by ``draws`` (``ENROLL_DRAWS`` uniforms)."""

@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from speechpack.loader.cache import CacheSettings
 from speechpack.loader.pack import Pack, will_need_view
 from speechpack.loader.tse.args import DatasetArgs
 from speechpack.loader.tse.augment import Bank, NoiseSource, Reverberator, RirSource
@@ -139,7 +140,7 @@ class OnlineMixer:
     banks' indexes and a reused work area; the RIR cache and generators refill in each worker."""
 
     def __init__(self, packs: list[Pack], items: ItemIndex, args: DatasetArgs, kind: str, rate: int,
-                 chunking: Chunking, decoder: Decoder, seed: int):
+                 chunking: Chunking, decoder: Decoder, seed: int, cache: CacheSettings | None = None):
         self.packs = packs
         self.items = items
         self.args = args
@@ -149,9 +150,9 @@ class OnlineMixer:
         self.chunking = chunking
         self.decoder = decoder
         self.speaker_index = speaker_index(packs, items, kind)
-        self.rirs = RirSource(self.augment)
+        self.rirs = RirSource(self.augment, cache)
         # the LMDB or noise packs are opened only when noise is used (recipes name an LMDB with noise_prob: 0)
-        self.noise = NoiseSource(self.augment) if self.augment.noise_prob > 0 else None
+        self.noise = NoiseSource(self.augment, cache) if self.augment.noise_prob > 0 else None
         # the timeline applies to chunks, not whole utterances (WeSep)
         self.timeline = args.mix.timeline if not args.whole_utt else None
         self.scratch = Scratch()  # the work area, reused from group to group

@@ -35,6 +35,7 @@ import warnings
 
 import numpy as np
 
+from speechpack.loader.cache import CacheSettings
 from speechpack.loader.pack import Pack
 from speechpack.loader.plan.train_windows import Windows, tile_windows
 from speechpack.loader.config_checks import ConfigError
@@ -56,7 +57,9 @@ from speechpack.schemas.errors import SpeechpackError
 class TseBatchBuilder(BatchBuilder):
     """Builds collated TSE batches from planned item ids (``loader.tasks.BatchBuilder``)."""
 
-    def __init__(self, packs: list[Pack], items: ItemIndex, args: DatasetArgs, state: str, seed: int):
+    def __init__(self, packs: list[Pack], items: ItemIndex, args: DatasetArgs, state: str, seed: int,
+                 cache: CacheSettings | None = None):
+        """``cache``: the node cache of noise and RIR banks given by URL (the config's ``cache``)."""
         kinds = {p.kind for p in packs}
         if not kinds <= {KIND_TSE, KIND_SOURCES} or len(kinds) != 1:
             raise SpeechpackError(f"the TSE loader reads packs of one kind, tse or sources; got {sorted(kinds)}")
@@ -98,14 +101,14 @@ class TseBatchBuilder(BatchBuilder):
                               for p in packs)
         train_augment = args.augment if state == "train" else None  # WeSep augments training batches only
         # offline (pre-mixed) noise; online mixing adds its own noise while mixing
-        self.offline_noise = (NoiseSource(train_augment) if train_augment is not None and train_augment.noise_prob > 0
+        self.offline_noise = (NoiseSource(train_augment, cache) if train_augment is not None and train_augment.noise_prob > 0
                               and not (args.online_mix and state == "train") else None)
-        self.enroll_augment = (EnrollAugment(train_augment, self.rate) if train_augment is not None
+        self.enroll_augment = (EnrollAugment(train_augment, self.rate, cache) if train_augment is not None
                                and (train_augment.reverb_enroll_prob > 0 or train_augment.noise_enroll_prob > 0)
                                else None)
         self.table = TableRows(packs, items, self.mix_stream, self.target_stream, self.decoder.normalizer,
                                self.chunking, self.windows, (args.align_of("wav_mix"), args.align_of("wav_target")))
-        self.online = (OnlineMixer(packs, items, args, self.kind, self.rate, self.chunking, self.decoder, seed)
+        self.online = (OnlineMixer(packs, items, args, self.kind, self.rate, self.chunking, self.decoder, seed, cache)
                        if args.online_mix and state == "train" else None)
         self.pipeline = build_pipeline(self)  # the stages, in order (loader.tse.stages.pipeline.STAGES)
 
@@ -189,7 +192,7 @@ def prepare(config, state: str, packs: list, seed: int) -> Prepared:
     keep = length_filter(items, packs, args, state)
     kept = items.subset(keep)
     filtered = int(len(keep) - keep.sum())
-    builder = TseBatchBuilder(packs, kept, args, state, seed)
+    builder = TseBatchBuilder(packs, kept, args, state, seed, config.cache)
     return Prepared(builder=builder, item_pack=kept.pack, filtered=filtered,
                     filter_report={"filter_len": filtered} if filtered else {})
 
