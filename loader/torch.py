@@ -148,7 +148,7 @@ class _PlannedBatches(Dataset):
         if needs_lengths(args) and (self._lengths is None or self.builder.lengths_by_epoch):
             self._lengths = self.builder.unit_lengths(epoch)
         return plan_epoch(args, self.seed, epoch, rank, world_size, num_units=self.builder.num_units(),
-                          lengths=self._lengths, windows=self.builder.windows, weighting=self.weighting,
+                          lengths=self._lengths, train_windows=self.builder.windows, weighting=self.weighting,
                           memory_limit=self.memory_limit, global_start=global_start)
 
     def __len__(self) -> int:  # the DataLoader never asks: the sampler defines the length

@@ -18,7 +18,7 @@ from speechpack.schemas.errors import PlanError
 
 
 @dataclass(frozen=True)
-class Windows:
+class TrainWindows:
     """Train-window chunks as parallel arrays: chunk ``c`` feeds samples ``[fed_start, stop)`` of item
     ``item[c]`` and scores ``[start, stop)``."""
 
@@ -50,7 +50,7 @@ def _round_half_even(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarr
     return quotient + up
 
 
-def tile_windows(lengths: np.ndarray, window: int, hist: int = 0) -> Windows:
+def tile_windows(lengths: np.ndarray, window: int, hist: int = 0) -> TrainWindows:
     """Chunks of every item (see the module docstring); an item no longer than ``window`` is one chunk."""
     if window < 1 or hist < 0:
         raise PlanError(f"train window must be >= 1 and hist >= 0, got window={window}, hist={hist}")
@@ -69,8 +69,11 @@ def tile_windows(lengths: np.ndarray, window: int, hist: int = 0) -> Windows:
         m, n = np.repeat(lengths[multi], c), np.repeat(c, c)
         start[rows] = _round_half_even(k * m, n)
         stop[rows] = _round_half_even((k + 1) * m, n)
-    return Windows(item=item, start=start, stop=stop, fed_start=np.maximum(start - hist, 0),
-                   first=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
+    return TrainWindows(item=item, start=start, stop=stop, fed_start=np.maximum(start - hist, 0),
+                        first=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
 
 
-__all__ = ["Windows", "tile_windows"]
+#: The old name of ``TrainWindows``, still imported by ``loader.tse`` (to go when its imports say ``TrainWindows``).
+Windows = TrainWindows
+
+__all__ = ["TrainWindows", "Windows", "tile_windows"]
