@@ -418,14 +418,14 @@ class SpeechLoader:
         """The state of this loader at ``position`` (torchdata's loader saves the batches it handed out)."""
         return make_state(position, seed=self.seed, rank=self.rank, fingerprint=self._fingerprint)
 
-    def load_state_dict(self, state: dict) -> None:
-        """Resume: the next pass yields the batches of ``state["epoch"]`` after the global position the state
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Resume: the next pass yields the batches of ``state_dict["epoch"]`` after the global position the state
         saved, dealt over this loader's ranks (``loader.plan.static_plan.resume_point``), whatever the world size and
         ``num_workers`` that saved it.
 
         The whole state is checked before anything changes: a refused state (``ResumeError``, naming the key)
         leaves the loader exactly as it was.  Counts must be integers; a float is refused, never truncated."""
-        saved = read_state(state, seed=self.seed, fingerprint=self._fingerprint)
+        saved = read_state(state_dict, seed=self.seed, fingerprint=self._fingerprint)
         batches = self.dataset.pass_length(saved.epoch, saved.global_start, saved.world_size)
         if saved.consumed > batches:
             raise ResumeError(f"batches_consumed {saved.consumed} is outside [0, {batches}] (epoch {saved.epoch}, "
