@@ -42,7 +42,7 @@ from speechpack.loader.memory_limit import MemoryCeiling, bytes_per_row_sample, 
 from speechpack.loader.pack import Pack
 from speechpack.loader.plan.no_batch import no_batch_message, no_batch_reason
 from speechpack.loader.plan.static_plan import resume_point
-from speechpack.loader.plan.plan import EpochPlan, needs_lengths, plan_epoch
+from speechpack.loader.plan.epoch_plan import EpochPlan, needs_lengths, plan_epoch
 from speechpack.loader.resume import Position, ResumeError, make_state, read_state
 from speechpack.loader.tasks import prepare
 from speechpack.schemas.errors import SpeechpackError

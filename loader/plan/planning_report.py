@@ -44,7 +44,7 @@ from speechpack.loader.cache.settings import cache_in_use
 from speechpack.loader.cache.shard_order import PlanningView, shard_windows
 from speechpack.loader.memory_limit import MemoryCeiling
 from speechpack.loader.plan.no_batch import no_batch_message, no_batch_reason
-from speechpack.loader.plan.plan import EVERY_RANK, MAX_WORLD_SIZE, EpochPlan, plan_epoch
+from speechpack.loader.plan.epoch_plan import EVERY_RANK, MAX_WORLD_SIZE, EpochPlan, plan_epoch
 from speechpack.loader.recipe import ignored_line
 from speechpack.loader.tasks import prepare
 from speechpack.schemas.errors import PlanError

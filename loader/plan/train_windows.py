@@ -5,7 +5,7 @@ chunks with edges ``k * M / n`` rounded half to even (MuVAP's ``round(linspace(0
 integers), so the chunks tile every sample exactly once.  With ``hist`` each chunk is fed with up to ``hist``
 samples before it as unscored context (none before the item's start): the fed length is
 ``stop - max(0, start - hist)``, and that is the length the batcher plans with.  With train windows the plan's
-units are chunks (``loader.plan.plan.plan_epoch``).
+units are chunks (``loader.plan.epoch_plan.plan_epoch``).
 """
 
 from __future__ import annotations

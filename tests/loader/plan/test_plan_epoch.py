@@ -12,7 +12,7 @@ import pytest
 
 from speechpack.loader.plan.batching import BudgetArgs, make_budget_plan
 from speechpack.loader.plan.train_windows import tile_windows
-from speechpack.loader.plan.plan import (
+from speechpack.loader.plan.epoch_plan import (
     EVERY_RANK,
     MAX_WORLD_SIZE,
     PlanError,
