@@ -8,7 +8,7 @@ How the pieces fit:
 - a sampler in the main process yields ``(epoch, start, stop, global_start)`` keys, consecutive batches of the
   epoch starting where a resumed run left off, several per key when workers build them
   (``loader.transport.message_groups``: why and how many); ``global_start`` is the global batch the pass is dealt
-  from (0 unless it resumed a state of another world size: ``loader.resume``);
+  from (0 unless it resumed a resume state saved at another world size: ``loader.resume``);
 - DataLoader workers receive the keys round-robin (``batch_size=None``: batch-level fetch) and build the batches
   from the plan, which they recompute from (seed, epoch) on first use: nothing about the epoch lives in worker
   state, so persistent workers follow ``set_epoch`` and any ``num_workers`` gives the same batches;

@@ -25,8 +25,8 @@ from the generator it is given, so the order is the same on every rank and worke
 ``window_order`` costs one Python step per element for ``n > 1`` (a few tenths of a second per million), which the
 plan pays once per epoch and process.
 
-**Dealing** (``pass_end``, ``rank_batches``, ``resume_point``): what lets a state saved at one world size resume at
-another (docs/loader.md, "Resume").  Every planner first makes the epoch's *global* sequence: ``count`` real
+**Dealing** (``pass_end``, ``rank_batches``, ``resume_point``): what lets a resume state saved at one world size
+resume at another (docs/loader.md, "Resume").  Every planner first makes the epoch's *global* sequence: ``count`` real
 batches, numbered ``0 .. count - 1``, a pure function of (units, config, seed, epoch) that does not depend on the
 world size.  Beyond ``count`` the sequence goes on with padding batches (repeats, every row ``valid = False``), each
 also a function of its number alone.  The world size only decides how that sequence is dealt and where it stops:
