@@ -319,7 +319,7 @@ def plan_command() -> click.Command:
     and per pack; a plan with no batch is an error saying why."""
     from speechpack.loader.config import STATES
     from speechpack.loader.peek import load_config
-    from speechpack.loader.plan.plan import MAX_WORLD_SIZE
+    from speechpack.loader.plan.epoch_plan import MAX_WORLD_SIZE
     from speechpack.loader.config_checks import MAX_SEED
     from speechpack.loader.plan.planning_report import MAX_PLAN_EPOCHS, plan_report
 

@@ -93,8 +93,8 @@ class LightningLoader:
     def state_dict(self) -> dict:
         return self.loader.state_dict()
 
-    def load_state_dict(self, state: dict) -> None:
-        self.loader.load_state_dict(state)
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.loader.load_state_dict(state_dict)
 
 
 def lightning(user: str):
@@ -159,40 +159,41 @@ def datamodule_class() -> type:
             self.batches_per_message = batches_per_message
             #: The loaders made so far, by name (``train``, ``val``, ``val/0``, ``val/dev`` ...).
             self.loaders: dict[str, LightningLoader] = {}
-            self._pending_state: dict | None = None
+            #: A resume state loaded before the training loader was made (applied when it is).
+            self._pending_resume: dict | None = None
 
-        def _config(self, state: str, name: str):
-            split = self.splits.get(state)
+        def _config(self, split_name: str, name: str):
+            split = self.splits.get(split_name)
             if split is None:
-                raise ConfigError(f"{state}: no loader config given for this split")
+                raise ConfigError(f"{split_name}: no loader config given for this split")
             return split.configs[name]
 
-        def _loader(self, state: str, name: str) -> LightningLoader:
-            config = self._config(state, name)
+        def _loader(self, split_name: str, name: str) -> LightningLoader:
+            config = self._config(split_name, name)
             rank, world = rank_and_world(self.trainer)
             current = self.loaders.get(name)
             if current is None or (current.loader.rank, current.loader.world_size) != (rank, world):
-                loader = build_loader(config, state, rank=rank, world_size=world, num_workers=self.num_workers,
+                loader = build_loader(config, split_name, rank=rank, world_size=world, num_workers=self.num_workers,
                                       seed=self.seed, pin_memory=self.pin_memory,
                                       prefetch_factor=self.prefetch_factor,
                                       batches_per_message=self.batches_per_message)
                 current = self.loaders[name] = LightningLoader(loader)
-                if state == "train" and self._pending_state is not None:
-                    current.load_state_dict(self._pending_state)
-                    self._pending_state = None
+                if split_name == "train" and self._pending_resume is not None:
+                    current.load_state_dict(self._pending_resume)
+                    self._pending_resume = None
             return current
 
-        def _evaluation(self, state: str):
+        def _evaluation(self, split_name: str):
             """One loader, a list or a mapping, as the split was given; no split: an empty list (Lightning: none)."""
-            split = self.splits.get(state)
+            split = self.splits.get(split_name)
             if split is None:
                 return []
-            loaders = {name: self._loader(state, name) for name in split.names()}
+            loaders = {name: self._loader(split_name, name) for name in split.names()}
             if split.shape == MAPPING:
                 return {name.split("/", 1)[1]: loader for name, loader in loaders.items()}
             if split.shape == LIST:
                 return list(loaders.values())
-            return loaders[state]
+            return loaders[split_name]
 
         def train_dataloader(self) -> LightningLoader:
             return self._loader("train", "train")
@@ -217,19 +218,19 @@ def datamodule_class() -> type:
             loader = self.loaders.get("train")
             if loader is not None:
                 return {TRAIN_STATE_KEY: loader.state_dict()}
-            return {} if self._pending_state is None else {TRAIN_STATE_KEY: dict(self._pending_state)}
+            return {} if self._pending_resume is None else {TRAIN_STATE_KEY: dict(self._pending_resume)}
 
-        def load_state_dict(self, state: dict) -> None:
+        def load_state_dict(self, state_dict: dict) -> None:
             """Resume the training loader from a ``state_dict()`` (applied now, or when the loader is made: Lightning
             restores the DataModule before it asks for loaders), at any world size. A state from other data, config
             or seed is refused (``loader.resume.ResumeError``)."""
-            if not isinstance(state, dict) or TRAIN_STATE_KEY not in state:
+            if not isinstance(state_dict, dict) or TRAIN_STATE_KEY not in state_dict:
                 raise ResumeError(f"DataModule state lacks {TRAIN_STATE_KEY} (SpeechDataModule.state_dict())")
             loader = self.loaders.get("train")
             if loader is not None:
-                loader.load_state_dict(state[TRAIN_STATE_KEY])
+                loader.load_state_dict(state_dict[TRAIN_STATE_KEY])
             else:
-                self._pending_state = state[TRAIN_STATE_KEY]
+                self._pending_resume = state_dict[TRAIN_STATE_KEY]
 
         def __str__(self) -> str:
             """The splits and their packs, without making a loader.  Lightning's own ``__str__`` calls every
@@ -237,7 +238,7 @@ def datamodule_class() -> type:
             ``DataLoader`` s; ours are ``LightningLoader`` s, which it iterates as if they were lists of loaders."""
             lines = [f"{type(self).__name__}(seed={self.seed}, num_workers="
                      f"{'from the config' if self.num_workers is None else self.num_workers})"]
-            for state, split in self.splits.items():
+            for split in self.splits.values():
                 for name in split.names():
                     made = self.loaders.get(name)
                     batches = f", {len(made)} batches per rank" if made is not None else ""
@@ -265,7 +266,7 @@ class Split:
     """The loader configs of one split, by name (``train``, ``val``, ``val/0``, ``val/dev-clean`` ...), in order,
     and the shape Lightning gets them back in (``ONE`` loader, a ``LIST`` or a ``MAPPING`` of loaders)."""
 
-    state: str
+    split_name: str
     shape: str
     configs: dict[str, Any]
 
@@ -321,39 +322,40 @@ def _entry(spec: Any, base: dict | LoaderConfig | None, where: str) -> dict | Lo
     return read_config(spec, where)
 
 
-def evaluation_split(spec: Any, state: str, base: dict | LoaderConfig | None) -> Split | None:
-    """The ``val`` or ``test`` split (``state``) from what the user gave (None: no such split)."""
+def evaluation_split(spec: Any, split_name: str, base: dict | LoaderConfig | None) -> Split | None:
+    """The ``val`` or ``test`` split (``split_name``) from what the user gave (None: no such split)."""
     if spec is None:
         return None
     if isinstance(spec, (list, tuple)) and not spec:
-        raise ConfigError(f"{state}: an empty list; leave it out for no {state} split")
+        raise ConfigError(f"{split_name}: an empty list; leave it out for no {split_name} split")
     # A mapping of named sets, not one config (a config has packs, or is another tool's recipe).
     if isinstance(spec, dict) and "packs" not in spec and not any(key in spec for key in FOREIGN_RECIPES):
         if not spec:
-            raise ConfigError(f"{state}: an empty mapping; leave it out for no {state} split")
+            raise ConfigError(f"{split_name}: an empty mapping; leave it out for no {split_name} split")
         configs = {}
         for name, entry in spec.items():
             if not isinstance(name, str) or not name or "/" in name:
-                raise ConfigError(f"{state}: set names must be non-empty strings without '/', got {name!r}")
-            configs[f"{state}/{name}"] = _entry(entry, base, f"{state}.{name}")
-        return Split(state, MAPPING, configs)
+                raise ConfigError(f"{split_name}: set names must be non-empty strings without '/', got {name!r}")
+            configs[f"{split_name}/{name}"] = _entry(entry, base, f"{split_name}.{name}")
+        return Split(split_name, MAPPING, configs)
     if isinstance(spec, (list, tuple)) and not all(_is_pack(p) for p in spec):
-        return Split(state, LIST, {f"{state}/{i}": _entry(entry, base, f"{state}[{i}]")
-                                   for i, entry in enumerate(spec)})
-    return Split(state, ONE, {state: _entry(spec, base, state)})
+        return Split(split_name, LIST, {f"{split_name}/{i}": _entry(entry, base, f"{split_name}[{i}]")
+                                        for i, entry in enumerate(spec)})
+    return Split(split_name, ONE, {split_name: _entry(spec, base, split_name)})
 
 
 def splits(train: Any, val: Any, test: Any) -> dict[str, Split]:
-    """Every split given, by state; at least one is required."""
+    """Every split given, by name (``train``, ``val``, ``test``: a loader's ``state``); at least one is
+    required."""
     result: dict[str, Split] = {}
     base = None
     if train is not None:
         base = read_config(train, "train")
         result["train"] = Split("train", ONE, {"train": base})
-    for state, spec in (("val", val), ("test", test)):
-        split = evaluation_split(spec, state, base)
+    for split_name, spec in (("val", val), ("test", test)):
+        split = evaluation_split(spec, split_name, base)
         if split is not None:
-            result[state] = split
+            result[split_name] = split
     if not result:
         raise ConfigError(f"no split given: pass at least one of {', '.join(STATES)}")
     return result

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from numbers import Integral
 
 from speechpack.loader.config_checks import MAX_COUNT, MAX_EPOCH, ConfigError, integer
-from speechpack.loader.plan.plan import MAX_WORLD_SIZE
+from speechpack.loader.plan.epoch_plan import MAX_WORLD_SIZE
 from speechpack.schemas.errors import SpeechpackError
 
 #: Version of ``SpeechLoader.state_dict()``; bump it when its meaning changes.

@@ -72,9 +72,9 @@ class _EpochIterator:
         loader = self.sampler.loader
         return loader.state_for(Position(self.epoch, self.global_start, self.position, loader.world_size))
 
-    def load_state_dict(self, state: dict) -> None:
-        """Continue after the global position of ``state``; checked in full first."""
-        self.epoch, self.global_start, self.position = self.sampler.checked(state)
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Continue after the global position of ``state_dict`` (a resume state); checked in full first."""
+        self.epoch, self.global_start, self.position = self.sampler.checked(state_dict)
         self.sampler.epoch = self.epoch
         self.count = self.sampler.pass_length(self.epoch, self.global_start)
 
@@ -96,17 +96,17 @@ class EpochBatchSampler:
             self._start = (0, 0)
         self.epoch = epoch
 
-    def checked(self, state: dict) -> tuple[int, int, int]:
+    def checked(self, saved: dict) -> tuple[int, int, int]:
         """``(epoch, global_start, batches_consumed)`` where this rank resumes an iterator state, after the
         ``SpeechLoader``'s checks (same data, config and seed; counts in range; any world size): a refused state is a
         ``ResumeError`` naming the key."""
-        self.loader.load_state_dict(state)  # changes nothing when it refuses
+        self.loader.load_state_dict(saved)  # changes nothing when it refuses
         position = self.loader.position
         return position.epoch, position.global_start, position.consumed
 
-    def resume(self, state: dict) -> None:
-        """The next pass continues after the global position ``state`` saved."""
-        self.epoch, *self._start = self.checked(state)
+    def resume(self, saved: dict) -> None:
+        """The next pass continues after the global position the resume state ``saved`` holds."""
+        self.epoch, *self._start = self.checked(saved)
 
     @property
     def next_global_start(self) -> int:
@@ -131,17 +131,17 @@ class EpochBatchSampler:
     def state_dict(self) -> dict:
         return {"epoch": self.epoch}
 
-    def load_state_dict(self, state: dict) -> None:
-        if not isinstance(state, dict) or "epoch" not in state:
+    def load_state_dict(self, state_dict: dict) -> None:
+        if not isinstance(state_dict, dict) or "epoch" not in state_dict:
             raise ResumeError(f"sampler state must be a dict with epoch (EpochBatchSampler.state_dict()), got "
-                              f"{state!r:.80}")
+                              f"{state_dict!r:.80}")
         try:
-            self.set_epoch(state["epoch"])
+            self.set_epoch(state_dict["epoch"])
         except ConfigError as err:
             raise ResumeError(f"sampler state: {err}") from None
 
 
-def position_state(state: dict) -> dict:
+def position_state(loader_state: dict) -> dict:
     """The sampler iterator's state (``_EpochIterator.state_dict``) that a ``StatefulDataLoader`` state holds, at the
     batches handed out: the exact position the loader added (``POSITION_KEY``) when it has one; else (a pass that
     has handed nothing out yet, or a state saved before groups) kept as it is without workers, and with workers
@@ -150,17 +150,18 @@ def position_state(state: dict) -> dict:
     from torchdata.stateful_dataloader.stateful_dataloader import (
         _SAMPLER_ITER_STATE, _StatefulMultiProcessingDataLoaderIter as Workers)
 
-    if not isinstance(state, dict):
-        raise ResumeError(f"loader state must be a dict (StatefulDataLoader.state_dict()), got {type(state).__name__}")
-    if isinstance(state.get(POSITION_KEY), dict):
-        return state[POSITION_KEY]
-    if Workers._SNAPSHOT in state:
-        snapshot = state[Workers._SNAPSHOT]
+    if not isinstance(loader_state, dict):
+        raise ResumeError(f"loader state must be a dict (StatefulDataLoader.state_dict()), got "
+                          f"{type(loader_state).__name__}")
+    if isinstance(loader_state.get(POSITION_KEY), dict):
+        return loader_state[POSITION_KEY]
+    if Workers._SNAPSHOT in loader_state:
+        snapshot = loader_state[Workers._SNAPSHOT]
         inner = snapshot.get(Workers._MAIN_SNAPSHOT, {}).get(_SAMPLER_ITER_STATE) if isinstance(snapshot, dict) \
             else None
-        since = state.get(Workers._STEPS_SINCE_SNAPSHOT, 0)
+        since = loader_state.get(Workers._STEPS_SINCE_SNAPSHOT, 0)
     else:
-        inner, since = state.get(_SAMPLER_ITER_STATE), 0
+        inner, since = loader_state.get(_SAMPLER_ITER_STATE), 0
     if not isinstance(inner, dict) or "batches_consumed" not in inner:
         raise ResumeError("loader state holds no speechpack position: not a state of stateful_dataloader's loader")
     consumed = inner["batches_consumed"]
@@ -204,19 +205,20 @@ def stateful_class() -> type:
 
         def state_dict(self) -> dict:
             """torchdata's state, plus the exact position once the current pass has handed out a batch."""
-            state = super().state_dict()
+            loader_state = super().state_dict()
             if self._handed is not None:
-                state[POSITION_KEY] = self.speech_loader.state_for(self._handed)
-            return state
+                loader_state[POSITION_KEY] = self.speech_loader.state_for(self._handed)
+            return loader_state
 
-        def load_state_dict(self, state: dict) -> None:
-            """The next pass continues after the batches ``state`` had handed out, whatever ``num_workers`` saved it.
+        def load_state_dict(self, state_dict: dict) -> None:
+            """The next pass continues after the batches ``state_dict`` had handed out, whatever ``num_workers``
+            saved it.
 
             Checked now (a refused state is a ``ResumeError`` and changes nothing). Only the position is restored:
             batches are built from (seed, epoch, batch number), so workers hold nothing a resume needs."""
-            if state == {}:  # torchdata's "no state"
+            if state_dict == {}:  # torchdata's "no state"
                 return
-            self.sampler.resume(position_state(state))
+            self.sampler.resume(position_state(state_dict))
             self._handed = None
             super().load_state_dict({})  # drops the current pass, as torchdata's own restore does
 

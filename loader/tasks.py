@@ -142,7 +142,7 @@ class BatchBuilder:
     args: Any
     #: Required: the opened packs, in the config's order (``Prepared.item_pack`` indexes them).
     packs: list
-    #: Train-window chunks (``loader.plan.train_windows.Windows``) when the plan's units are chunks of items;
+    #: Train-window chunks (``loader.plan.train_windows.TrainWindows``) when the plan's units are chunks of items;
     #: None when units are items.
     windows: Any = None
     #: Whether ``unit_lengths(epoch)`` differs from epoch to epoch (ASD chunks with MuVAP's ``jitter``): the loader

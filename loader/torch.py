@@ -8,7 +8,7 @@ How the pieces fit:
 - a sampler in the main process yields ``(epoch, start, stop, global_start)`` keys, consecutive batches of the
   epoch starting where a resumed run left off, several per key when workers build them
   (``loader.transport.message_groups``: why and how many); ``global_start`` is the global batch the pass is dealt
-  from (0 unless it resumed a state of another world size: ``loader.resume``);
+  from (0 unless it resumed a resume state saved at another world size: ``loader.resume``);
 - DataLoader workers receive the keys round-robin (``batch_size=None``: batch-level fetch) and build the batches
   from the plan, which they recompute from (seed, epoch) on first use: nothing about the epoch lives in worker
   state, so persistent workers follow ``set_epoch`` and any ``num_workers`` gives the same batches;
@@ -41,7 +41,7 @@ from speechpack.loader.memory_limit import MemoryCeiling, bytes_per_row_sample, 
 from speechpack.loader.pack import Pack
 from speechpack.loader.plan.no_batch import no_batch_message, no_batch_reason
 from speechpack.loader.plan.static_plan import resume_point
-from speechpack.loader.plan.plan import EpochPlan, needs_lengths, plan_epoch
+from speechpack.loader.plan.epoch_plan import EpochPlan, needs_lengths, plan_epoch
 from speechpack.loader.resume import Position, ResumeError, make_state, read_state
 from speechpack.loader.tasks import prepare
 from speechpack.schemas.errors import SpeechpackError
@@ -147,7 +147,7 @@ class _PlannedBatches(Dataset):
         if needs_lengths(args) and (self._lengths is None or self.builder.lengths_by_epoch):
             self._lengths = self.builder.unit_lengths(epoch)
         return plan_epoch(args, self.seed, epoch, rank, world_size, num_units=self.builder.num_units(),
-                          lengths=self._lengths, windows=self.builder.windows, weighting=self.weighting,
+                          lengths=self._lengths, train_windows=self.builder.windows, weighting=self.weighting,
                           memory_limit=self.memory_limit, global_start=global_start)
 
     def __len__(self) -> int:  # the DataLoader never asks: the sampler defines the length
@@ -417,14 +417,14 @@ class SpeechLoader:
         """The state of this loader at ``position`` (torchdata's loader saves the batches it handed out)."""
         return make_state(position, seed=self.seed, rank=self.rank, fingerprint=self._fingerprint)
 
-    def load_state_dict(self, state: dict) -> None:
-        """Resume: the next pass yields the batches of ``state["epoch"]`` after the global position the state
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Resume: the next pass yields the batches of ``state_dict["epoch"]`` after the global position the state
         saved, dealt over this loader's ranks (``loader.plan.static_plan.resume_point``), whatever the world size and
         ``num_workers`` that saved it.
 
         The whole state is checked before anything changes: a refused state (``ResumeError``, naming the key)
         leaves the loader exactly as it was.  Counts must be integers; a float is refused, never truncated."""
-        saved = read_state(state, seed=self.seed, fingerprint=self._fingerprint)
+        saved = read_state(state_dict, seed=self.seed, fingerprint=self._fingerprint)
         batches = self.dataset.pass_length(saved.epoch, saved.global_start, saved.world_size)
         if saved.consumed > batches:
             raise ResumeError(f"batches_consumed {saved.consumed} is outside [0, {batches}] (epoch {saved.epoch}, "

@@ -51,7 +51,7 @@ from speechpack.loader.asd.augment import AugmentError, DonorIndex, apply_visual
 from speechpack.loader.asd.timeline import jitter_windows, muvap_windows, read_audio_frames, source_frame_index
 from speechpack.loader.normalize import muvap_gain
 from speechpack.loader.pack import Pack
-from speechpack.loader.plan.train_windows import Windows
+from speechpack.loader.plan.train_windows import TrainWindows
 from speechpack.loader.rng import item_rng
 from speechpack.loader.tasks import BatchBuilder, index_samples, LoaderTask, Prepared
 from speechpack.loader.transport import batch_arrays
@@ -86,7 +86,7 @@ class AsdBatchBuilder(BatchBuilder):
         self.state = state
         self.seed = seed
         self.train = state == "train"
-        self.windows: Windows | None = None
+        self.windows: TrainWindows | None = None
         if self.train and args.train_window is not None and len(tracks):
             self.windows = muvap_windows(tracks.model_frames, args.train_window, args.hist_frames)
         # Per-track normalisation from the packs' whole-recording statistics.
@@ -110,7 +110,7 @@ class AsdBatchBuilder(BatchBuilder):
                                f"{key}: 0")
         #: MuVAP's jitter: the chunks move every epoch, so their lengths do too (``unit_lengths(epoch)``).
         self.lengths_by_epoch = self.windows is not None and args.jitter
-        self._epoch_windows: tuple[int, Windows] | None = None
+        self._epoch_windows: tuple[int, TrainWindows] | None = None
 
     # -- what the planner needs ----------------------------------------------------------------------------
 
@@ -133,7 +133,7 @@ class AsdBatchBuilder(BatchBuilder):
             return self.tracks.model_frames.copy()
         return self.windows_of(epoch).fed_length
 
-    def windows_of(self, epoch: int | None) -> Windows:
+    def windows_of(self, epoch: int | None) -> TrainWindows:
         """The training chunks of ``epoch``: ``windows``, or with ``jitter`` their moved copy (cached per epoch)."""
         if not self.lengths_by_epoch:
             return self.windows

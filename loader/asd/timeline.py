@@ -43,7 +43,7 @@ from __future__ import annotations
 import numpy as np
 
 from speechpack.loader.config_checks import ConfigError
-from speechpack.loader.plan.train_windows import Windows, tile_windows
+from speechpack.loader.plan.train_windows import TrainWindows, tile_windows
 from speechpack.loader.rng import jitter_rng
 from speechpack.schemas.timebase import (
     ASD_MODEL_FPS,
@@ -111,7 +111,7 @@ def scored_span(train_window: int, hist_frames: int) -> int:
     return train_window - hist_frames
 
 
-def muvap_windows(model_frames: np.ndarray, train_window: int, hist_frames: int) -> Windows:
+def muvap_windows(model_frames: np.ndarray, train_window: int, hist_frames: int) -> TrainWindows:
     """Chunks of every track (``model_frames`` all positive), MuVAP's edges exactly."""
     lengths = np.asarray(model_frames, dtype=np.int64)
     if np.any(lengths < 1):
@@ -120,15 +120,16 @@ def muvap_windows(model_frames: np.ndarray, train_window: int, hist_frames: int)
     return tile_windows(lengths, scored_span(train_window, hist_frames), hist_frames)
 
 
-def jitter_windows(windows: Windows, model_frames: np.ndarray, hist_frames: int, seed: int, epoch: int) -> Windows:
+def jitter_windows(windows: TrainWindows, model_frames: np.ndarray, hist_frames: int, seed: int,
+                   epoch: int) -> TrainWindows:
     """``windows`` with every chunk's scored span moved to a random start in its track (see the module docstring):
     one uniform draw per chunk, in chunk order."""
     span = windows.stop - windows.start
     room = np.asarray(model_frames, dtype=np.int64)[windows.item] - span + 1
     u = jitter_rng(seed, epoch).random(len(windows))
     start = np.minimum((u * room).astype(np.int64), room - 1)
-    return Windows(item=windows.item, start=start, stop=start + span,
-                   fed_start=np.maximum(start - hist_frames, 0), first=windows.first)
+    return TrainWindows(item=windows.item, start=start, stop=start + span,
+                        fed_start=np.maximum(start - hist_frames, 0), first=windows.first)
 
 
 __all__ = ["jitter_windows", "model_frame_index", "muvap_windows", "native_frame_scores", "read_audio_frames",

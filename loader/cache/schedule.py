@@ -1,6 +1,6 @@
-"""The cache knows the plan: which cached files each batch of the epoch reads (``FileSchedule``), per process where
-the loader is in it (``PlanFeed``: fetch ahead in plan order, evict the file used farthest in the future), and what
-a cache of a given limit does over it (``simulate``, what ``speechpack plan`` reports).
+"""The cache knows the epoch plan: which cached files each batch of the epoch reads (``FileSchedule``), per
+process where the loader is in it (``PlanFeed``: fetch ahead in plan order, evict the file used farthest in the
+future), and what a cache of a given limit does over it (``simulate``, what ``speechpack plan`` reports).
 
 The epoch plan is a pure function of (seed, epoch, rank, world size), so the files every batch needs are known
 before the epoch starts.  A schedule holds, for each batch position, the cache entries its items live in, merged
@@ -252,10 +252,10 @@ def local_ranks(rank: int, world_size: int) -> list[int]:
 
 
 class PlanFeed:
-    """One process's view of the cache's plan (see the module docstring).  ``plan_of(epoch_pass, rank)`` returns an
-    ``EpochPlan``; ``epoch_pass`` is the loader's key of a pass, ``(epoch, global_start)`` (a resumed pass is dealt
-    from a global batch: ``loader.plan.static_plan``), and batch positions count within it; ``ahead`` and the limit
-    come from the packs' cache settings."""
+    """One process's view of the file schedule of the epoch plan (see the module docstring).
+    ``plan_of(epoch_pass, rank)`` returns an ``EpochPlan``; ``epoch_pass`` is the loader's key of a pass,
+    ``(epoch, global_start)`` (a resumed pass is dealt from a global batch: ``loader.plan.static_plan``), and batch
+    positions count within it; ``ahead`` and the limit come from the packs' cache settings."""
 
     def __init__(self, packs: list, builder, plan_of, rank: int, world_size: int):
         self.packs = packs

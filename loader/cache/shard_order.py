@@ -49,9 +49,9 @@ class ShardWindows:
 class PlanningView:
     """A task's planning view (``args``) with ``shuffle_windows`` replaced, everything else read through."""
 
-    def __init__(self, args, windows: ShardWindows):
+    def __init__(self, args, shard_order: ShardWindows):
         self._args = args
-        self.shuffle_windows = windows
+        self.shuffle_windows = shard_order
 
     def __getattr__(self, name):
         return getattr(self._args, name)
@@ -84,9 +84,9 @@ def shard_windows(packs: list, builder, weighted: bool) -> ShardWindows | None:
     return ShardWindows(unit_shard=unit_shard.astype(np.int64), window=max(1, min(window, shards)))
 
 
-def window_identity(windows: ShardWindows | None) -> dict:
+def window_identity(shard_order: ShardWindows | None) -> dict:
     """What a resume state's fingerprint records of the order (empty without it: older states still resume)."""
-    return {} if windows is None else {"shard_order_window": windows.window}
+    return {} if shard_order is None else {"shard_order_window": shard_order.window}
 
 
 __all__ = ["PlanningView", "ShardWindows", "shard_windows", "window_identity"]

@@ -3,8 +3,8 @@ are the planning units' (items, or train-window chunks: ``loader.plan.train_wind
 
 Budget batching (``make_budget_plan``), every step drawn from ``loader.rng.batch_rng(seed, epoch, -1)``:
 
-1. shuffle the items (the same permutation ``make_epoch_plan`` uses), cut the order into windows of
-   ``window_items`` items and sort each window by length, longest first;
+1. shuffle the items (the same permutation ``make_epoch_plan`` uses), cut the order into sort windows
+   of ``window_items`` items and sort each window by length, longest first;
 2. cut each window greedily: a batch starting at an item of length ``T`` (the batch's longest) takes
    ``budget // cost(T)`` items (``cost`` = ``T`` or ``T**2``), clamped to ``[min_batch, max_batch]`` and
    rounded down to a multiple of ``num_seqs_multiple_of`` (the multiple wins over ``min_batch``).  An item longer than the budget forms a batch alone
@@ -18,7 +18,7 @@ Budget batching (``make_budget_plan``), every step drawn from ``loader.rng.batch
    is padded with repeats of its own items flagged ``valid = False`` (``tail: pad``) or dropped (``tail: drop``);
    with ``keep_small`` (fairseq2's rules), ``tail: pad`` serves it as a short batch of valid rows instead, as
    fairseq2's ``bucket_by_length`` flushes a partly filled bucket;
-4. the batches are shuffled (``windows``: fairseq2 shuffle windows in steps 1 and 4 instead, see
+4. the batches are shuffled (``shuffle_windows``: fairseq2 shuffle windows in steps 1 and 4 instead, see
    ``loader.plan.static_plan``): the epoch's global sequence, the same at every world size.  Their count is
    made a multiple of the world size (rule ``sync``, default ``tail``): ``pad`` appends repeats of the first
    batches, all rows ``valid = False``; ``drop`` leaves the last batches out (their items counted in
@@ -109,10 +109,11 @@ def _cut(order: np.ndarray, costs: np.ndarray, args: BudgetArgs, sizes: list, le
 
 
 def make_budget_plan(lengths: np.ndarray, args: BudgetArgs, seed: int, epoch: int, rank: int | None,
-                     world_size: int, shuffle: bool, tail: str, *, windows: ShuffleWindows | None = None,
+                     world_size: int, shuffle: bool, tail: str, *,
+                     shuffle_windows: ShuffleWindows | None = None,
                      sync: str | None = None, global_start: int = 0, max_rows: int | None = None) -> EpochPlan:
-    """Rank ``rank``'s ragged batches of ``epoch`` (see the module docstring).  ``windows`` replaces the whole-epoch
-    shuffles of steps 1 and 4 by fairseq2 shuffle windows (``loader.plan.static_plan``); ``sync`` (``pad`` or
+    """Rank ``rank``'s ragged batches of ``epoch`` (see the module docstring).  ``shuffle_windows`` replaces the
+    whole-epoch shuffles of steps 1 and 4 by fairseq2 shuffle windows (``loader.plan.static_plan``); ``sync`` (``pad`` or
     ``drop``, default: ``tail``) is the rule of step 4 that evens the batch count across ranks.  ``rank``
     ``EVERY_RANK``: every rank's batches at once, in global order; ``max_rows``: a ``PlanError`` before the rows
     are gathered when the batches dealt hold more."""
@@ -125,12 +126,12 @@ def make_budget_plan(lengths: np.ndarray, args: BudgetArgs, seed: int, epoch: in
     rng = batch_rng(seed, epoch, -1)
     if not shuffle:
         order = np.arange(num_items, dtype=np.int64)
-    elif windows is not None:
-        order = windows.item_order(num_items, rng)
+    elif shuffle_windows is not None:
+        order = shuffle_windows.item_order(num_items, rng)
     else:
         order = rng.permutation(num_items).astype(np.int64)
     costs = _cost(lengths, args.cost)
-    # Sort within windows, longest first: one argsort per window (ties in shuffled order).
+    # Sort within sort windows, longest first: one argsort per window (ties in shuffled order).
     for w0 in range(0, num_items, args.window_items):
         part = order[w0:w0 + args.window_items]
         order[w0:w0 + args.window_items] = part[np.argsort(-costs[part], kind="stable")]
@@ -175,8 +176,8 @@ def make_budget_plan(lengths: np.ndarray, args: BudgetArgs, seed: int, epoch: in
     # Shuffle the batch order, then equalise the count across ranks.
     if not shuffle:
         batch_order = np.arange(len(sizes_a))
-    elif windows is not None:
-        batch_order = window_order(len(sizes_a), windows.batch, rng)
+    elif shuffle_windows is not None:
+        batch_order = window_order(len(sizes_a), shuffle_windows.batch, rng)
     else:
         batch_order = rng.permutation(len(sizes_a))
     # The global sequence (loader.plan.static_plan): the batches in ``batch_order``; a padding batch ``g >= count``

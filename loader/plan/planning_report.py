@@ -43,7 +43,7 @@ from speechpack.loader.cache.schedule import CacheSimulation, FileSchedule, simu
 from speechpack.loader.cache.shard_order import PlanningView, shard_windows
 from speechpack.loader.memory_limit import MemoryCeiling
 from speechpack.loader.plan.no_batch import no_batch_message, no_batch_reason
-from speechpack.loader.plan.plan import EVERY_RANK, MAX_WORLD_SIZE, EpochPlan, plan_epoch
+from speechpack.loader.plan.epoch_plan import EVERY_RANK, MAX_WORLD_SIZE, EpochPlan, plan_epoch
 from speechpack.loader.recipe import ignored_line
 from speechpack.loader.tasks import prepare
 from speechpack.schemas.errors import PlanError
@@ -215,21 +215,22 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
     args = builder.plan_args if order is None else PlanningView(builder.plan_args, order)
     caches = [p.files.node_cache for p in opened if p.files.node_cache is not None]
     limits = [c.limit for c in caches if c.limit is not None]
-    windows = builder.windows
-    unit_pack = prepared.item_pack if windows is None else prepared.item_pack[windows.item]
+    train_windows = builder.windows
+    unit_pack = prepared.item_pack if train_windows is None else prepared.item_pack[train_windows.item]
     packs = [source.path for source in config.packs]
     per_pack = np.bincount(unit_pack, minlength=len(packs))
     rows_of_unit, check = builder.unit_rows(), builder.planned_batch_check()
     units = builder.unit_samples() if caches else None  # (pack, sample) per unit, for the cache's replay
     ceiling = MemoryCeiling.of(config.memory_limit)  # read once, as the loader does when it starts
     report = PlanReport(state=state, world_size=world_size, units=builder.num_units(),
-                        unit_name="item" if windows is None else "train-window chunk", ignored=config.ignored,
+                        unit_name="item" if train_windows is None else "train-window chunk", ignored=config.ignored,
                         filtered=prepared.filtered, filter_report=dict(prepared.filter_report),
                         pack_items={p: int(n) for p, n in zip(packs, per_pack)})
     for epoch in range(epochs):
         lengths = builder.unit_lengths(epoch)  # the same every epoch, unless lengths_by_epoch (ASD jitter)
         plan = plan_epoch(args, seed, epoch, EVERY_RANK, world_size, num_units=builder.num_units(),
-                          lengths=lengths, windows=windows, weighting=prepared.weighting, memory_limit=ceiling)
+                          lengths=lengths, train_windows=train_windows, weighting=prepared.weighting,
+                          memory_limit=ceiling)
         if check is not None:
             _check_batches(plan, check, epoch, world_size)
         if epoch == 0:  # a task's refusal at start (BatchBuilder.check_plan), as the loader makes it

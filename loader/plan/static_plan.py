@@ -25,8 +25,8 @@ from the generator it is given, so the order is the same on every rank and worke
 ``window_order`` costs one Python step per element for ``n > 1`` (a few tenths of a second per million), which the
 plan pays once per epoch and process.
 
-**Dealing** (``pass_end``, ``rank_batches``, ``resume_point``): what lets a state saved at one world size resume at
-another (docs/loader.md, "Resume").  Every planner first makes the epoch's *global* sequence: ``count`` real
+**Dealing** (``pass_end``, ``rank_batches``, ``resume_point``): what lets a resume state saved at one world size
+resume at another (docs/loader.md, "Resume").  Every planner first makes the epoch's *global* sequence: ``count`` real
 batches, numbered ``0 .. count - 1``, a pure function of (units, config, seed, epoch) that does not depend on the
 world size.  Beyond ``count`` the sequence goes on with padding batches (repeats, every row ``valid = False``), each
 also a function of its number alone.  The world size only decides how that sequence is dealt and where it stops:
@@ -211,11 +211,11 @@ def epoch_permutation(num_items: int, seed: int, epoch: int, shuffle: bool) -> n
 
 
 def make_epoch_plan(num_items: int, batch_size: int, seed: int, epoch: int, rank: int | None, world_size: int,
-                    shuffle: bool, tail: str, *, windows=None, sync: str | None = None,
+                    shuffle: bool, tail: str, *, shuffle_windows=None, sync: str | None = None,
                     global_start: int = 0) -> EpochPlan:
     """Rank ``rank``'s batches of ``epoch`` (see the module docstring for the rules).
 
-    ``windows`` (a ``ShuffleWindows``) replaces the whole-epoch permutation by fairseq2
+    ``shuffle_windows`` (a ``ShuffleWindows``) replaces the whole-epoch permutation by fairseq2
     shuffle windows over the items and then over the batches.  ``sync`` (default: ``tail``) evens the batch count
     across ranks on its own: ``pad`` adds batches of repeats (rows invalid), ``drop`` leaves the surplus batches
     out, while ``tail`` then only decides the last, incomplete batch (padded, or dropped).  ``global_start``: the
@@ -227,20 +227,20 @@ def make_epoch_plan(num_items: int, batch_size: int, seed: int, epoch: int, rank
     sync = tail if sync is None else sync
     if tail not in TAIL_POLICIES or sync not in TAIL_POLICIES:
         raise PlanError(f"tail and sync must be 'pad' or 'drop', got {tail!r} and {sync!r}")
-    rng = batch_rng(seed, epoch, -1)  # with windows, the item order and then the batch order are drawn from it
-    if windows is not None and shuffle:
-        order = windows.item_order(num_items, rng)
+    rng = batch_rng(seed, epoch, -1)  # with shuffle windows, the item order and then the batch order are drawn from it
+    if shuffle_windows is not None and shuffle:
+        order = shuffle_windows.item_order(num_items, rng)
     else:
         order = epoch_permutation(num_items, seed, epoch, shuffle)
     # The global sequence (module docstring, "Dealing"): ``count`` real batches cut from the order, the last one
     # completed with repeats (``tail: pad``); row ``j`` of real batch ``k`` is position ``k * batch_size + j`` of the
     # order repeated cyclically, and a padding batch ``g >= count`` is positions ``g * batch_size + j``: repeats of
-    # the epoch's first items, invalid.  With windows the real batches are shuffled among themselves.
+    # the epoch's first items, invalid.  With shuffle windows the real batches are shuffled among themselves.
     count = -(-num_items // batch_size) if tail == "pad" else num_items // batch_size
     real = min(num_items, count * batch_size)
     source = np.arange(max(count, 1), dtype=np.int64)  # global batch -> the real batch it is (cut order)
-    if windows is not None and shuffle and count:
-        source = window_order(count, windows.batch, rng)
+    if shuffle_windows is not None and shuffle and count:
+        source = window_order(count, shuffle_windows.batch, rng)
     mine = dealt_batches(count, global_start, rank, world_size, sync)
     rows = _source_of(mine, source, count)[:, None] * batch_size + np.arange(batch_size, dtype=np.int64)
     items = order[rows % real] if real else np.zeros((0, batch_size), np.int64)

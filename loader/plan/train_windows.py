@@ -5,7 +5,7 @@ chunks with edges ``k * M / n`` rounded half to even (MuVAP's ``round(linspace(0
 integers), so the chunks tile every sample exactly once.  With ``hist`` each chunk is fed with up to ``hist``
 samples before it as unscored context (none before the item's start): the fed length is
 ``stop - max(0, start - hist)``, and that is the length the batcher plans with.  With train windows the plan's
-units are chunks (``loader.plan.plan.plan_epoch``).
+units are chunks (``loader.plan.epoch_plan.plan_epoch``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from speechpack.schemas.errors import PlanError
 
 
 @dataclass(frozen=True)
-class Windows:
+class TrainWindows:
     """Train-window chunks as parallel arrays: chunk ``c`` feeds samples ``[fed_start, stop)`` of item
     ``item[c]`` and scores ``[start, stop)``."""
 
@@ -50,7 +50,7 @@ def _round_half_even(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarr
     return quotient + up
 
 
-def tile_windows(lengths: np.ndarray, window: int, hist: int = 0) -> Windows:
+def tile_windows(lengths: np.ndarray, window: int, hist: int = 0) -> TrainWindows:
     """Chunks of every item (see the module docstring); an item no longer than ``window`` is one chunk."""
     if window < 1 or hist < 0:
         raise PlanError(f"train window must be >= 1 and hist >= 0, got window={window}, hist={hist}")
@@ -69,8 +69,8 @@ def tile_windows(lengths: np.ndarray, window: int, hist: int = 0) -> Windows:
         m, n = np.repeat(lengths[multi], c), np.repeat(c, c)
         start[rows] = _round_half_even(k * m, n)
         stop[rows] = _round_half_even((k + 1) * m, n)
-    return Windows(item=item, start=start, stop=stop, fed_start=np.maximum(start - hist, 0),
-                   first=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
+    return TrainWindows(item=item, start=start, stop=stop, fed_start=np.maximum(start - hist, 0),
+                        first=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
 
 
-__all__ = ["Windows", "tile_windows"]
+__all__ = ["TrainWindows", "tile_windows"]

@@ -22,7 +22,7 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 
-from speechpack.loader.plan.train_windows import Windows
+from speechpack.loader.plan.train_windows import TrainWindows
 from speechpack.loader.normalize import Normalizer
 from speechpack.loader.pack import Pack
 from speechpack.loader.pack.readahead import AdaptiveAdvice, major_faults
@@ -174,7 +174,7 @@ class TableRows:
 
     def __init__(self, packs: list[Pack], items: ItemIndex, mix_stream: str, target_stream: str,
                  normalizer: Normalizer,
-                 chunking: Chunking, windows: Windows | None, align: tuple[str, str]):
+                 chunking: Chunking, windows: TrainWindows | None, align: tuple[str, str]):
         self.packs = packs
         self.items = items
         self.normalizer = normalizer

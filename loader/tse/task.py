@@ -37,7 +37,7 @@ import numpy as np
 
 from speechpack.loader.cache import CacheSettings
 from speechpack.loader.pack import Pack
-from speechpack.loader.plan.train_windows import Windows, tile_windows
+from speechpack.loader.plan.train_windows import TrainWindows, tile_windows
 from speechpack.loader.config_checks import ConfigError
 from speechpack.loader.tasks import BatchBuilder, index_samples, LoaderTask, PlanArgs, Prepared
 from speechpack.loader.tse.args import DATASET_ARGS, DatasetArgs, parse_dataset_args
@@ -86,7 +86,7 @@ class TseBatchBuilder(BatchBuilder):
         #: Mainline val and test windows come from the mixture's own stream, the same every epoch.
         self.fixed_windows = mainline and state != "train"
         # train_window (train only): the plan's units are chunks of items, not items.
-        self.windows: Windows | None = None
+        self.windows: TrainWindows | None = None
         if args.train_window is not None and state == "train":
             if self.needs_resample:
                 raise SpeechpackError("dataset_args.train_window needs packs at the loader's rate (pack at "

@@ -20,7 +20,7 @@ import numpy as np
 
 from speechpack.loader.pack import Pack
 from speechpack.loader.pack.readahead import will_need_ranges
-from speechpack.loader.plan.train_windows import Windows
+from speechpack.loader.plan.train_windows import TrainWindows
 from speechpack.loader.samples import copy_window
 
 
@@ -162,13 +162,13 @@ class Chunking:
         return np.minimum(whole, self.chunk_len)
 
 
-def unit_window(windows: Windows, unit: int, total: int) -> Window:
+def unit_window(windows: TrainWindows, unit: int, total: int) -> Window:
     """The fed span (history and chunk) of train-window unit ``unit`` of an item of ``total`` samples."""
     fed, stop = int(windows.fed_start[unit]), int(windows.stop[unit])
     return Window(fed, stop - fed, stop - fed, total)
 
 
-def scored_mask(windows: Windows, units: list[int], length: int) -> np.ndarray:
+def scored_mask(windows: TrainWindows, units: list[int], length: int) -> np.ndarray:
     """``scored`` ``[rows, length]``: True on each row's chunk, False on its history and the padding."""
     scored = np.zeros((len(units), length), dtype=bool)
     for r, unit in enumerate(units):

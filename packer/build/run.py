@@ -106,19 +106,19 @@ _LISTED = 20
 DEFAULT_JOBS = 4
 
 
-def commit_build(pack_dir: str, plan: BuildPlan, shards: Sequence[VerifiedShard], problems: Sequence[LineProblem],
-                 cue_files: dict[str, FileEntry], stateful: bool) -> Manifest:
+def commit_build(pack_dir: str, build_plan: BuildPlan, shards: Sequence[VerifiedShard],
+                 problems: Sequence[LineProblem], cue_files: dict[str, FileEntry], stateful: bool) -> Manifest:
     """Write ``columns/``, ``skipped.json`` and ``dataset.json`` for ``shards`` (every shard of the plan, in
     order); then remove the build state if there is one.  Raises ``BuildError`` when every line was bad."""
-    if len(shards) != plan.num_shards:
-        raise SpeechpackError(f"{pack_dir}: committing {len(shards)} of {plan.num_shards} planned shards")
-    totals = PackTotals(plan.kind, plan.sample_rate)
+    if len(shards) != build_plan.num_shards:
+        raise SpeechpackError(f"{pack_dir}: committing {len(shards)} of {build_plan.num_shards} planned shards")
+    totals = PackTotals(build_plan.kind, build_plan.sample_rate)
     for shard in shards:
         totals.add_shard(pack_dir, shard.entry, shard.records)
     ordered = sorted(problems, key=lambda p: p.line)
     if totals.samples == 0:
-        raise BuildError(f"{plan.provenance['input']['path']}: every line was bad; nothing to pack", ordered)
-    manifest = commit_pack(pack_dir, totals, plan.provenance, [p.to_dict() for p in ordered], cue_files)
+        raise BuildError(f"{build_plan.provenance['input']['path']}: every line was bad; nothing to pack", ordered)
+    manifest = commit_pack(pack_dir, totals, build_plan.provenance, [p.to_dict() for p in ordered], cue_files)
     checkpoint("manifest")
     if stateful:
         clear_state(pack_dir)
@@ -140,14 +140,14 @@ def verify_cues(pack_dir: str, fingerprint: str, check_hashes: bool = True) -> d
     return files
 
 
-def verify_all(pack_dir: str, plan: BuildPlan, fingerprint: str, shard_ids: Sequence[int], check_hashes: bool,
+def verify_all(pack_dir: str, build_plan: BuildPlan, fingerprint: str, shard_ids: Sequence[int], check_hashes: bool,
                progress: bool = False, jobs: int = 1) -> tuple[dict[int, VerifiedShard], list[str]]:
     """Verify the given planned shards, ``jobs`` at a time (threads: hashing and reading release the GIL, and
     a shared filesystem serves several readers faster than one); return the ones that verify and a message for
     each that does not, in shard order."""
     def verify(shard_id: int) -> VerifiedShard | str:
         try:
-            return verify_shard(pack_dir, shard_id, plan, fingerprint, check_hashes)
+            return verify_shard(pack_dir, shard_id, build_plan, fingerprint, check_hashes)
         except ShardMismatch as err:
             return str(err)
 
@@ -171,11 +171,11 @@ def finalize_pack(pack_dir: str, check_hashes: bool = True, progress: bool = Fal
 
 
 def _finalize(pack_dir: str, check_hashes: bool, progress: bool, jobs: int, started: float) -> BuildSummary:
-    plan, fingerprint = load_plan(pack_dir)
-    verified, failures = verify_all(pack_dir, plan, fingerprint, range(plan.num_shards), check_hashes, progress,
-                                    jobs)
+    build_plan, fingerprint = load_plan(pack_dir)
+    verified, failures = verify_all(pack_dir, build_plan, fingerprint, range(build_plan.num_shards), check_hashes,
+                                    progress, jobs)
     cue_files: dict[str, FileEntry] = {}
-    if plan.cues:
+    if build_plan.cues:
         try:
             cue_files = verify_cues(pack_dir, fingerprint, check_hashes)
         except ShardMismatch as err:
@@ -183,16 +183,17 @@ def _finalize(pack_dir: str, check_hashes: bool, progress: bool, jobs: int, star
     if failures:
         listed = failures[:_LISTED] + ([f"... and {len(failures) - _LISTED} more"] if len(failures) > _LISTED else [])
         raise SpeechpackError(f"{pack_dir}: cannot finalize: {len(failures)} problem(s) with the planned "
-                              f"{plan.num_shards} shard(s); rerun the jobs that build them (they keep what "
+                              f"{build_plan.num_shards} shard(s); rerun the jobs that build them (they keep what "
                               f"verifies):\n  " + "\n  ".join(listed))
-    problems = [LineProblem.from_dict(p) for p in plan.problems]
-    problems += [LineProblem.from_dict(p) for shard_id in range(plan.num_shards) for p in verified[shard_id].problems]
-    if problems and not plan.skip_bad:
+    problems = [LineProblem.from_dict(p) for p in build_plan.problems]
+    problems += [LineProblem.from_dict(p) for shard_id in range(build_plan.num_shards)
+                 for p in verified[shard_id].problems]
+    if problems and not build_plan.skip_bad:
         raise BuildError(f"{pack_dir}: {len(problems)} bad line(s) and the plan does not skip them", problems)
     if os.path.exists(os.path.join(pack_dir, MANIFEST_NAME)):
         os.remove(os.path.join(pack_dir, MANIFEST_NAME))  # a finalize killed after writing it: write it again
-    manifest = commit_build(pack_dir, plan, [verified[k] for k in range(plan.num_shards)], problems, cue_files,
-                            stateful=True)
+    manifest = commit_build(pack_dir, build_plan, [verified[k] for k in range(build_plan.num_shards)], problems,
+                            cue_files, stateful=True)
     return BuildSummary(out=pack_dir, manifest=manifest, skipped=sorted(problems, key=lambda p: p.line),
                         seconds=time.monotonic() - started)
 
@@ -247,8 +248,8 @@ def run_build(*, items: Sequence, problems: Sequence[LineProblem], plan: Callabl
     """Check and size every item from headers, plan the shards, decode and write; commit, or raise
     ``BuildError`` and leave no pack behind.
 
-    ``items`` need ``line`` and ``key`` attributes; ``plan`` and ``load`` must be picklable and raise
-    ``AudioError`` for bad input; a plan whose ``prepared`` is set hands that to ``load`` instead of the item.
+    ``items`` need ``line`` and ``key`` attributes; ``plan`` (an item's ``SamplePlan``, its part of the build plan)
+    and ``load`` must be picklable and raise ``AudioError`` for bad input; a plan whose ``prepared`` is set hands that to ``load`` instead of the item.
     By default every problem is collected (decoding goes on after the first, to find the problems only decoding
     shows) and nothing is published; with ``skip_bad`` the good items are packed and the problems recorded in
     ``skipped.json``.  ``cues`` are written after the shards, before

@@ -22,7 +22,7 @@ from speechpack.loader.asr.args import AsrArgs
 from speechpack.loader.asr.args import parse_dataset_args as parse_asr
 from speechpack.loader.config import LoaderConfig, PackSource, Weighting
 from speechpack.loader.config_checks import MAX_BATCH_ROWS, MAX_COUNT, MAX_DB, MAX_EPOCH_ITEMS, ConfigError, check_int, integer, number, positive_int, value_range
-from speechpack.loader.plan.plan import MAX_ROUND_ROWS, PlanError, plan_epoch
+from speechpack.loader.plan.epoch_plan import MAX_ROUND_ROWS, PlanError, plan_epoch
 from speechpack.loader.plan.weighting import pack_counts
 
 pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")

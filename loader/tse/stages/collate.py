@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from speechpack.loader.plan.train_windows import Windows
+from speechpack.loader.plan.train_windows import TrainWindows
 from speechpack.loader.tse.stages.protocol import BatchState, Stage
 from speechpack.loader.tse.windows import scored_mask
 
@@ -19,7 +19,7 @@ class Collate(Stage):
 
     name = "collate"
 
-    def __init__(self, windows: Windows | None):
+    def __init__(self, windows: TrainWindows | None):
         self.windows = windows
 
     def step(self, state: BatchState) -> None:

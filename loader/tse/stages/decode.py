@@ -13,7 +13,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from speechpack.loader.plan.train_windows import Windows
+from speechpack.loader.plan.train_windows import TrainWindows
 from speechpack.loader.tse.decode import Decoder, Row, collate_rows
 from speechpack.loader.tse.items import ItemIndex
 from speechpack.loader.samples import check_one_channel_count
@@ -28,7 +28,7 @@ class DecodeRows(Stage):
     name = "decode"
 
     def __init__(self, table: TableRows | None, decoder: Decoder, items: ItemIndex, chunking: Chunking,
-                 windows: Windows | None, streams: tuple[str, str], align: tuple[str, str]):
+                 windows: TrainWindows | None, streams: tuple[str, str], align: tuple[str, str]):
         self.table, self.decoder, self.items, self.chunking = table, decoder, items, chunking
         self.windows, self.streams, self.align = windows, streams, align
 

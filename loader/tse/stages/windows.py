@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from speechpack.loader.plan.train_windows import Windows
+from speechpack.loader.plan.train_windows import TrainWindows
 from speechpack.loader.rng import BatchGenerator, window_rng
 from speechpack.loader.tse.items import ItemIndex
 from speechpack.loader.tse.stages.protocol import BatchState, Stage
@@ -21,7 +21,7 @@ class WindowDraws(Stage):
     name = "windows"
     stream = "batch"
 
-    def __init__(self, seed: int, items: ItemIndex, width: int, windows: Windows | None, fixed: bool):
+    def __init__(self, seed: int, items: ItemIndex, width: int, windows: TrainWindows | None, fixed: bool):
         self.seed, self.items, self.width, self.windows, self.fixed = seed, items, width, windows, fixed
         self.batch_rng = BatchGenerator(seed)
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from speechpack.loader.plan.plan import EpochPlan, PlanError, epoch_permutation, make_epoch_plan
+from speechpack.loader.plan.epoch_plan import EpochPlan, PlanError, epoch_permutation, make_epoch_plan
 from speechpack.loader.rng import batch_rng
 
 pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")

@@ -12,7 +12,7 @@ import pytest
 
 from speechpack.loader.plan.batching import BudgetArgs, make_budget_plan
 from speechpack.loader.plan.train_windows import tile_windows
-from speechpack.loader.plan.plan import (
+from speechpack.loader.plan.epoch_plan import (
     EVERY_RANK,
     MAX_WORLD_SIZE,
     PlanError,
@@ -86,7 +86,7 @@ def test_weighted_windows_plan_the_selected_items_chunks():
     windows = tile_windows(LENGTHS, 700, 50)
     w = weighting()
     args = Args(batch_size=1, batching=BudgetArgs(budget=3000))
-    plans = [plan_epoch(args, 5, 0, r, 3, num_units=len(windows), lengths=windows.fed_length, windows=windows,
+    plans = [plan_epoch(args, 5, 0, r, 3, num_units=len(windows), lengths=windows.fed_length, train_windows=windows,
                         weighting=w) for r in range(3)]
     np.testing.assert_array_equal(valid_units(plans), np.sort(windows.units_of(w.items(5, 0))))
 

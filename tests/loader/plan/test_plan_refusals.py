@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from speechpack.cli import main
 from speechpack.loader.config_checks import MAX_SEED
-from speechpack.loader.plan.plan import MAX_WORLD_SIZE
+from speechpack.loader.plan.epoch_plan import MAX_WORLD_SIZE
 from speechpack.loader.plan.planning_report import MAX_PLAN_EPOCHS
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions

@@ -54,17 +54,17 @@ def test_plans_with_windows_serve_each_item_once_and_are_deterministic(windows):
     for world in (1, 3):
         served = []
         for rank in range(world):
-            plan = make_budget_plan(lengths, args, 0, 1, rank, world, True, "pad", windows=windows)
-            again = make_budget_plan(lengths, args, 0, 1, rank, world, True, "pad", windows=windows)
+            plan = make_budget_plan(lengths, args, 0, 1, rank, world, True, "pad", shuffle_windows=windows)
+            again = make_budget_plan(lengths, args, 0, 1, rank, world, True, "pad", shuffle_windows=windows)
             assert np.array_equal(plan.items, again.items)
             served += plan.items[plan.valid].tolist()
         assert sorted(served) == list(range(103))
-        static = [make_epoch_plan(103, 8, 0, 1, r, world, True, "pad", windows=windows) for r in range(world)]
+        static = [make_epoch_plan(103, 8, 0, 1, r, world, True, "pad", shuffle_windows=windows) for r in range(world)]
         assert sorted(i for p in static for i in p.items[p.valid].tolist()) == list(range(103))
 
 
 def test_no_shuffle_windows_read_in_storage_order():
-    plan = make_epoch_plan(20, 4, 0, 0, 0, 1, True, "pad", windows=ShuffleWindows(1, 1, 1))
+    plan = make_epoch_plan(20, 4, 0, 0, 0, 1, True, "pad", shuffle_windows=ShuffleWindows(1, 1, 1))
     assert plan.items.reshape(-1).tolist() == list(range(20))
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from speechpack.loader import open_pack
 from speechpack.loader.config import ConfigError, LoaderConfig
-from speechpack.loader.plan.plan import make_epoch_plan
+from speechpack.loader.plan.epoch_plan import make_epoch_plan
 from speechpack.loader.torch import ResumeError
 from speechpack.loader.plan.weighting import epoch_items, hours_beta_weights, largest_remainder, pack_counts
 from factories.batches import assert_batches_equal

@@ -4,8 +4,8 @@
 
 1. weighting (``loader.plan.weighting``): when the packs are weighted, the epoch's selected items (repeats allowed)
    replace the item universe; the plan runs over positions in that selection and maps back to item ids at the end;
-2. train windows (``loader.plan.train_windows.Windows``): with ``train_window`` the planning units are chunks of items, so
-   selected items become their chunks;
+2. train windows (``loader.plan.train_windows.TrainWindows``): with ``train_window`` the planning units are chunks
+   of items, so selected items become their chunks;
 3. the plan itself: static batches of ``batch_size`` (``loader.plan.static_plan.make_epoch_plan``) or, with
    ``batching: budget``, ragged batches of similar-length units (``loader.plan.batching.make_budget_plan``); either
    is a global sequence of batches that does not depend on the world size, dealt round-robin to the ranks from a
@@ -32,7 +32,7 @@ from speechpack.loader.memory_limit import (
     check_plan_memory,
 )
 from speechpack.loader.plan.batching import make_budget_plan
-from speechpack.loader.plan.train_windows import Windows
+from speechpack.loader.plan.train_windows import TrainWindows
 from speechpack.loader.plan.static_plan import EVERY_RANK, EpochPlan, epoch_permutation, make_epoch_plan, pass_end
 from speechpack.schemas.errors import PlanError
 from speechpack.schemas.units import plural
@@ -65,14 +65,14 @@ def needs_lengths(args: Any) -> bool:
 
 
 def plan_epoch(args: Any, seed: int, epoch: int, rank: int, world_size: int, *, num_units: int,
-               lengths: np.ndarray | None = None, windows: Windows | None = None,
+               lengths: np.ndarray | None = None, train_windows: TrainWindows | None = None,
                weighting: "PackWeighting | None" = None, memory_limit: MemoryCeiling | int | None = None,
                global_start: int = 0) -> EpochPlan:
     """Rank ``rank``'s batches of ``epoch`` (see the module docstring for the steps).
 
     ``args`` is a task's planning view (``loader.tasks.PlanArgs``: ``batch_size``, ``batching``, ``shuffle``,
     ``tail``, ``shuffle_windows`` and ``sync``; a builder's ``plan_args``).  ``num_units``
-    counts the planning units (items, or chunks with ``windows``); ``lengths`` are their lengths, required when
+    counts the planning units (items, or chunks with ``train_windows``); ``lengths`` are their lengths, required when
     ``needs_lengths(args)``.  The plan's ``items`` are unit ids.  A plan whose making would take more than
     ``memory_limit`` bytes is refused before anything is allocated: the ``MemoryCeiling`` the loader fixed when it
     started, or bytes (None: ``loader.memory_limit``'s default, read at this call).
@@ -97,12 +97,12 @@ def plan_epoch(args: Any, seed: int, epoch: int, rank: int, world_size: int, *, 
         check_plan_memory(num_units, args.batching is not None, memory_limit, "the packs' items")
     else:
         selected = sum(weighting.counts)
-        units = selected if windows is None else -(-selected * num_units // max(sum(weighting.sizes), 1))
+        units = selected if train_windows is None else -(-selected * num_units // max(sum(weighting.sizes), 1))
         check_plan_memory(units, args.batching is not None, memory_limit, "the weighting's items per epoch")
     chosen = None if weighting is None else weighting.items(seed, epoch)
-    if chosen is not None and windows is not None:
-        chosen = windows.units_of(chosen)
-    windows, sync = args.shuffle_windows, args.sync  # fairseq2 shuffle windows, a rank-evening rule (ASR)
+    if chosen is not None and train_windows is not None:
+        chosen = train_windows.units_of(chosen)
+    shuffle_windows, sync = args.shuffle_windows, args.sync  # fairseq2's shuffles, a rank-evening rule (ASR)
     max_rows = None
     if rank is EVERY_RANK:  # the pass of every rank: its rows are what the memory limit bounds, not the units
         per_row = BUDGET_PLAN_BYTES_PER_UNIT if args.batching is not None else PLAN_BYTES_PER_UNIT
@@ -112,11 +112,12 @@ def plan_epoch(args: Any, seed: int, epoch: int, rank: int, world_size: int, *, 
         if max_rows is not None:
             _check_pass_rows(count, args, world_size, sync, global_start, max_rows)
         plan = make_epoch_plan(count, args.batch_size, seed, epoch, rank, world_size, args.shuffle, args.tail,
-                               windows=windows, sync=sync, global_start=global_start)
+                               shuffle_windows=shuffle_windows, sync=sync, global_start=global_start)
     else:
         planned = lengths if chosen is None else lengths[chosen]
         plan = make_budget_plan(planned, args.batching, seed, epoch, rank, world_size, args.shuffle, args.tail,
-                                windows=windows, sync=sync, global_start=global_start, max_rows=max_rows)
+                                shuffle_windows=shuffle_windows, sync=sync, global_start=global_start,
+                                max_rows=max_rows)
     if chosen is not None:
         plan = replace(plan, items=chosen[plan.items])
     return plan
