@@ -42,28 +42,14 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench.recordings import librivox  # noqa: E402
 from bench.workdir import bench_workdir  # noqa: E402
 from speechpack.loader import build_loader  # noqa: E402
 from speechpack.packer.adapters.asr_parquet import build_parquet, parquet_files  # noqa: E402
 from speechpack.packer.build.run import BuildOptions  # noqa: E402
 
-LIBRIVOX = "/usr/share/pocketsphinx/test/data/librivox"
 RATE = 16000
 PARTITIONS = (("librivox", "en"), ("librivox", "fr"), ("austen", "en"), ("austen", "fr"))
-
-
-def librivox() -> list[tuple[np.ndarray, str]]:
-    """(int16 audio, transcript) of the five clips; exits with a message when the package is missing."""
-    path = os.path.join(LIBRIVOX, "transcription")
-    if not os.path.isfile(path):
-        sys.exit(f"{path} is missing: apt-get install -y --no-install-recommends pocketsphinx-testdata")
-    clips = []
-    with open(path, encoding="utf-8") as fp:
-        for line in fp:
-            text, _, ident = line.strip().removeprefix("<s>").rpartition("</s>")
-            wav = os.path.join(LIBRIVOX, ident.strip(" ()") + ".wav")
-            clips.append((soundfile.read(wav, dtype="int16")[0], text.strip()))
-    return clips
 
 
 def make_corpus(root: str, count: int, seed: int = 0) -> str:

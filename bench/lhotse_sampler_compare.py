@@ -48,7 +48,7 @@ from bench.workdir import bench_workdir  # noqa: E402
 from speechpack.loader import build_loader  # noqa: E402
 from speechpack.packer.adapters.lhotse import build_lhotse  # noqa: E402
 from speechpack.packer.build.run import BuildOptions  # noqa: E402
-from bench.asr_loader_throughput import librivox  # noqa: E402  (the five LibriVox clips and their transcripts)
+from bench.recordings import librivox  # noqa: E402  (the five LibriVox clips and their transcripts)
 
 RATE = 16000
 NUM_BUCKETS = 10

@@ -41,7 +41,10 @@ import sys
 
 import numpy as np
 
-LIBRIVOX = "/usr/share/pocketsphinx/test/data/librivox"
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench.recordings import librivox  # noqa: E402  (the five LibriVox clips and their transcripts)
+
 RATE = 16000
 #: (corpus, language) -> (train rows, dev rows): unequal hours, so beta weighting changes the shares.
 PARTITIONS = {("librivox", "en"): (48, 6), ("librivox", "fr"): (16, 6), ("austen", "en"): (24, 6),
@@ -95,24 +98,9 @@ def summary_path(work: str) -> str:
 
 # --- data -------------------------------------------------------------------------------------------------------
 
-def librivox() -> list[tuple[np.ndarray, str]]:
-    import soundfile
-
-    path = os.path.join(LIBRIVOX, "transcription")
-    if not os.path.isfile(path):
-        sys.exit(f"{path} is missing: apt-get install -y --no-install-recommends pocketsphinx-testdata")
-    clips = []
-    with open(path, encoding="utf-8") as fp:
-        for line in fp:
-            text, _, ident = line.strip().removeprefix("<s>").rpartition("</s>")
-            wav = os.path.join(LIBRIVOX, ident.strip(" ()") + ".wav")
-            clips.append((soundfile.read(wav, dtype="int16")[0], text.strip().lower()))
-    return clips
-
-
 def make_rows(seed: int = 0) -> dict:
     """{(corpus, language, split): [(int16 audio, text)]} (module docstring)."""
-    clips = librivox()
+    clips = [(audio, text.lower()) for audio, text in librivox()]
     rng = np.random.default_rng(seed)
     used: set[int] = set()
     out = {}
