@@ -155,7 +155,8 @@ class NodeCache:
         #: entries that must stay (the next batches' files).
         self.next_use: Callable[[str], float] | None = None
         self.protected: Callable[[], set[str]] | None = None
-        #: Bytes this process fetched from the store (for reports and tests).
+        #: Bytes this process fetched from the store (for reports and tests): each fetched file counted once its
+        #: bytes are in, before its entry is complete, so nobody sees a complete entry whose fetch is not counted.
         self.fetched_bytes = 0
         #: Process-local: the data files this process verified and recorded (entry name -> identity).
         self.written: dict[str, ContentIdentity] = {}
@@ -267,6 +268,9 @@ class NodeCache:
                     in_fetch[0] = True
                     fetch(fp)
                     in_fetch[0] = False
+                    # counted now, before the entry is complete: a reader's ``lookup`` takes no lock, so it may
+                    # use the entry (and its process report what it fetched) while this thread still syncs
+                    self.fetched_bytes += key.size
                     fp.truncate()
                     fp.flush()
                     os.fsync(fp.fileno())
@@ -279,7 +283,6 @@ class NodeCache:
                 except FileNotFoundError:
                     pass
                 raise
-            self.fetched_bytes += key.size
             return self._path(key, _DATA)
 
     def _identity_of(self, key: EntryKey) -> ContentIdentity:

@@ -370,3 +370,41 @@ def test_data_that_is_not_a_regular_file_is_never_an_entry_and_is_moved_aside(tm
     assert Path(path).is_file() and Path(path).read_bytes() == data
     [aside] = Path(cache.objects).glob(f"{key.name}.bin.unverified-*")
     assert aside.is_dir() if kind == "directory" else aside.is_fifo()
+
+
+def test_a_fetch_is_counted_before_any_thread_can_see_its_entry_complete(tmp_path, monkeypatch):
+    """A reader that finds an entry complete (``lookup`` takes no lock) may end the epoch and report at once, while
+    the thread that fetched it is still in the ``fsync`` after its ledger entry (slow on a loaded machine): the
+    bytes must already be counted in ``fetched_bytes`` by then, or a job's report misses a file it fetched."""
+    import threading
+
+    from speechpack.loader.cache import node_cache
+
+    data = bytes(range(256)) * 3
+    key = EntryKey(hashlib.sha256(data).hexdigest(), len(data))
+    cache = NodeCache(str(tmp_path / "cache"))
+    visible, release = threading.Event(), threading.Event()
+    fsync_dir = node_cache._fsync_dir
+
+    def slow_fsync_dir(path):
+        fsync_dir(path)
+        if os.path.exists(cache._path(key, ".owned")):  # the ledger is in place: the entry is complete
+            visible.set()
+            assert release.wait(30)
+
+    monkeypatch.setattr(node_cache, "_fsync_dir", slow_fsync_dir)
+    fetcher = threading.Thread(target=cache.ensure, args=(key, lambda fp: fp.write(data), "test"))
+    fetcher.start()
+    try:
+        assert visible.wait(30)
+
+        def fetch_again(fp):
+            raise AssertionError("the complete entry was fetched a second time")
+
+        path = cache.ensure(key, fetch_again, "test")
+        assert Path(path).read_bytes() == data
+        assert cache.fetched_bytes == len(data), "an entry was complete before its fetch was counted"
+    finally:
+        release.set()
+        fetcher.join(30)
+    assert cache.fetched_bytes == len(data) == cache.usage()
