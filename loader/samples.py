@@ -1,19 +1,24 @@
 """The one decode path of the loader's audio: where a stream's stored samples become float32 samples, scaled and
-normalised.  In the generic loader (no task's code), so every task can read through it; the TSE task does.
+normalised.  In the generic loader (no task's code), so every task reads through it: TSE, ASD and ASR.
 
 Every window a TSE batch holds passes here: the pre-mixed table (``loader.tse.table``, a whole batch's segments
 at once), the item-by-item rows of packs resampled at load time and the sources of online mixing (both through
-``loader.tse.decode.Decoder``), and the entries of noise and RIR banks (``decoded``, not normalised).  Three
-things are decided here and nowhere else:
+``loader.tse.decode.Decoder``), and the entries of noise and RIR banks (``decoded``, not normalised).  ASD's rows and
+donor voices and ASR's utterances are windows read by ``read_window`` (ASD with the gain and shift of
+``normalization``, under the normaliser its ``normalize`` chose; ASR as stored, normalised per utterance later).
+Four things are decided here and nowhere else:
 
 - ``scaling``: a segment's float32 multiplier (``scale / 32768``, times the normalisation's gain) and subtrahend
   (``mean * gain``), from the stored statistics, under the ``loader.normalize.Normalizer`` chosen once per loader;
   a mixture's targets take their mixture's gain, so the mixture stays their sum;
 - ``copy_window``: the samples written into their batch row (a cast copy, an in-place multiply, a subtraction);
+- ``decode_window``: a mono window written into its row in one pass (channels mixed down by their mean, one
+  float32 multiplier, a subtraction), clamped to the stored length and zero past it;
 - ``check_one_channel_count``: the refusal of a batch whose mixtures have different channel counts.
 
-``stored_audio`` is where a segment's stored samples are read (and resampled with soxr when the pack is at another
-rate than the loader's): the place a compressed codec's decoder plugs in.
+``stored_audio`` and ``read_window`` are where a segment's stored samples are read (``stored_audio`` resampling them
+with soxr when the pack is at another rate than the loader's): the places a compressed codec's decoder plugs in.
+No task module reads a stream's stored audio itself (tests/loader/test_samples.py checks ASD's and ASR's).
 """
 
 from __future__ import annotations
@@ -40,15 +45,25 @@ def scaling(normalizer: Normalizer, take: Callable[[str], np.ndarray], gain: np.
     float32 subtrahend (None: nothing to subtract), ``gain`` the normalisation's (None: 1), given for targets that
     share their mixture's.  A gain of 1 changes no float (``factor * 1.0 == factor``), so none is applied."""
     factor = take("scale") / AUDIO_FULL_SCALE
+    gain, shift = normalization(normalizer, take, gain)
+    if normalizer.gains is not None:
+        factor = factor * gain
+    return factor.astype(np.float32), shift, gain
+
+
+def normalization(normalizer: Normalizer, take: Callable[[str], np.ndarray], gain: np.ndarray | None = None
+                  ) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """``(gain, shift)`` of segments whose stored columns ``take(name)`` gives: the normalisation's float64 gain
+    (``gain`` when given; None: 1) and float32 subtrahend ``mean * gain`` (None: nothing to subtract), what
+    ``scaling`` folds into its multiplier and what ``read_window`` takes."""
     shift = None
     if normalizer.gains is not None:
         if gain is None:
             gain = normalizer.gains(take("rms"), take("peak"))
-        factor = factor * gain
         if normalizer.centres:
             mean = take("mean")
             shift = np.where((mean != 0) & (gain != 0), mean * gain, 0.0).astype(np.float32)
-    return factor.astype(np.float32), shift, gain
+    return gain, shift
 
 
 class Audio(NamedTuple):
@@ -97,6 +112,34 @@ def copy_window(dest: np.ndarray, source: np.ndarray, scale: float, shift: float
         dest -= shift
 
 
+def read_window(out: np.ndarray, pack: Pack, stream: str, segment: int, start: int = 0, gain: float = 1.0,
+                shift: float = 0.0) -> None:
+    """Samples ``[start, start + len(out))`` of segment ``segment`` of ``stream`` decoded into the float32 row
+    ``out``, mono (``decode_window``): the one place a window of a segment's stored samples is read at the pack's
+    rate, where a compressed codec's decoder plugs in."""
+    stored, factor = pack.stored_segment(stream, segment)
+    decode_window(out, stored, factor, start, gain, shift)
+
+
+def decode_window(out: np.ndarray, stored: np.ndarray, factor: float, start: int = 0, gain: float = 1.0,
+                  shift: float = 0.0) -> None:
+    """Samples ``[start, start + len(out))`` of ``stored`` (int16 ``[C, T]``, decode factor ``factor``) into the
+    float32 row ``out`` in one pass: channels mixed down by their mean, times one float32 multiplier
+    (``factor * gain / C``), minus ``shift`` (float32; 0: nothing subtracted).  Reads are clamped to ``T`` and
+    the rest of ``out`` is zero: normalising before padding keeps the padding at 0."""
+    channels, length = stored.shape
+    take = max(0, min(start + len(out), length) - start)
+    dest = out[:take]
+    multiplier = np.float32(factor * gain / channels)
+    if channels == 1:
+        np.multiply(stored[0, start:start + take], multiplier, out=dest, casting="unsafe")
+    else:  # mono by channel mean, scaled in the same pass
+        np.multiply(stored[:, start:start + take].sum(axis=0, dtype=np.float32), multiplier, out=dest)
+    if shift:
+        dest -= np.float32(shift)
+    out[take:] = 0.0
+
+
 def decoded(pack: Pack, stream: str, segment: int) -> np.ndarray:
     """Segment ``segment`` of ``stream`` decoded whole, at the pack's rate and not normalised: float32 ``[C, T]``
     (what a noise or RIR bank entry is read as, ``loader.tse.augment.Bank``)."""
@@ -117,5 +160,5 @@ def check_one_channel_count(channels: list[int], keys: list[str]) -> None:
                             f"({', '.join(named[:4])}...): pack them separately")
 
 
-__all__ = ["Audio", "MixedChannels", "check_one_channel_count", "copy_window", "decoded", "scaling", "segment_audio",
-           "stored_audio"]
+__all__ = ["Audio", "MixedChannels", "check_one_channel_count", "copy_window", "decode_window", "decoded",
+           "normalization", "read_window", "scaling", "segment_audio", "stored_audio"]

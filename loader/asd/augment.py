@@ -134,9 +134,14 @@ def fit_donor(donor: np.ndarray, length: int, u: float) -> np.ndarray:
     if not len(donor):
         return np.zeros(length, dtype=np.float32)
     if len(donor) >= length:
-        start = min(int(u * (len(donor) - length + 1)), len(donor) - length)
+        start = donor_start(len(donor), length, u)
         return donor[start:start + length]
     return np.resize(donor, length)
+
+
+def donor_start(available: int, length: int, u: float) -> int:
+    """Where ``fit_donor`` cuts ``length`` samples from a donor of ``available >= length``, drawn from ``u``."""
+    return min(int(u * (available - length + 1)), available - length)
 
 
 def mix_at_snr(speech: np.ndarray, donor: np.ndarray, snr_db: float) -> None:
@@ -150,4 +155,4 @@ def mix_at_snr(speech: np.ndarray, donor: np.ndarray, snr_db: float) -> None:
 
 
 __all__ = ["AugmentError", "CROP_SCALE", "DonorIndex", "ROTATE_DEGREES", "SNR_POWER_FLOOR", "VISUAL_AUGMENTS",
-           "VisualDraw", "apply_visual", "draw_visual", "fit_donor", "mix_at_snr"]
+           "VisualDraw", "apply_visual", "donor_start", "draw_visual", "fit_donor", "mix_at_snr"]

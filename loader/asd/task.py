@@ -10,7 +10,7 @@ ASD batches on the 25 Hz model timeline, built straight from the mapped shards.
 ``AsdBatchBuilder.build`` turns one planned batch into numpy arrays:
 
 - ``audio`` ``[B, 1, T * 640]`` float32: normalised (MuVAP's whole-recording gain) in the same pass that decodes
-  the int16 mapping, zero past the stored audio;
+  the int16 mapping (``loader.samples.read_window``), zero past the stored audio;
 - ``faces`` ``[B, T, 112, 112]`` **uint8**: faces stay bytes until the model, which scales them on the GPU
   (``faces.float() / 255`` after the transfer): 4x less memory, copying and worker-to-trainer traffic than
   MuVAP's float32 widening in the workers;
@@ -47,12 +47,14 @@ import warnings
 import numpy as np
 
 from speechpack.loader.asd.args import DATASET_ARGS, AsdArgs, parse_dataset_args
-from speechpack.loader.asd.augment import AugmentError, DonorIndex, apply_visual, draw_visual, fit_donor, mix_at_snr
-from speechpack.loader.asd.timeline import jitter_windows, muvap_windows, read_audio_frames, source_frame_index
-from speechpack.loader.normalize import muvap_gain
+from speechpack.loader.asd.augment import (AugmentError, DonorIndex, apply_visual, donor_start, draw_visual, fit_donor,
+                                           mix_at_snr)
+from speechpack.loader.asd.timeline import jitter_windows, muvap_windows, source_frame_index
+from speechpack.loader.normalize import normalizer
 from speechpack.loader.pack import Pack
 from speechpack.loader.plan.train_windows import TrainWindows
 from speechpack.loader.rng import item_rng
+from speechpack.loader.samples import normalization, read_window
 from speechpack.loader.tasks import BatchBuilder, index_samples, LoaderTask, Prepared
 from speechpack.loader.transport import batch_arrays
 from speechpack.schemas.constants import (
@@ -89,16 +91,20 @@ class AsdBatchBuilder(BatchBuilder):
         self.windows: TrainWindows | None = None
         if self.train and args.train_window is not None and len(tracks):
             self.windows = muvap_windows(tracks.model_frames, args.train_window, args.hist_frames)
-        # Per-track normalisation from the packs' whole-recording statistics.
+        # Per-track normalisation from the packs' whole-recording statistics (``loader.samples.normalization``,
+        # under the normaliser chosen once): the float64 gain and the float32 ``mean * gain`` subtracted.
         self.gain = np.ones(len(tracks), dtype=np.float64)
-        self.mean = np.zeros(len(tracks), dtype=np.float64)
-        if args.normalize == "muvap":
-            for pack_id, pack in enumerate(packs):
-                mine = np.flatnonzero(tracks.pack == pack_id)
-                table = pack.streams[STREAM_AUDIO]
-                segments = tracks.audio_segment[mine]
-                self.gain[mine] = muvap_gain(table.rms[segments], table.peak[segments])
-                self.mean[mine] = table.mean[segments]
+        self.shift = np.zeros(len(tracks), dtype=np.float32)
+        chosen = normalizer(args.normalize)
+        for pack_id, pack in enumerate(packs):
+            mine = np.flatnonzero(tracks.pack == pack_id)
+            table = pack.streams[STREAM_AUDIO]
+            segments = tracks.audio_segment[mine]
+            gain, shift = normalization(chosen, lambda name: getattr(table, name)[segments])
+            if gain is not None:
+                self.gain[mine] = gain
+            if shift is not None:
+                self.shift[mine] = shift
         self.mixing = self.train and args.audio_mix_prob > 0
         self.substituting = self.train and args.substitute_audio_prob > 0
         self.donors = DonorIndex(tracks.clip) if self.mixing or self.substituting else None
@@ -146,11 +152,16 @@ class AsdBatchBuilder(BatchBuilder):
 
     # -- reading -------------------------------------------------------------------------------------------
 
-    def _audio(self, track: int) -> tuple[np.ndarray, float]:
-        """The track's stored int16 samples (a view) and decode factor."""
+    def _read_audio(self, track: int, start: int, out: np.ndarray) -> None:
+        """Samples ``[start, start + len(out))`` of the track's audio into ``out``, normalised, zero past the stored
+        audio (``loader.samples.read_window``)."""
+        read_window(out, self.packs[int(self.tracks.pack[track])], STREAM_AUDIO, int(self.tracks.audio_segment[track]),
+                    start, float(self.gain[track]), float(self.shift[track]))
+
+    def _audio_length(self, track: int) -> int:
+        """Stored samples of the track's audio."""
         pack = self.packs[int(self.tracks.pack[track])]
-        stored, factor = pack.stored_segment(STREAM_AUDIO, int(self.tracks.audio_segment[track]))
-        return stored[0], factor
+        return int(pack.streams[STREAM_AUDIO].length[int(self.tracks.audio_segment[track])])
 
     def _will_need(self, track: int, start: int, length: int) -> None:
         """Ask the kernel for exactly the rows and samples ``_fill_row`` will copy (on a cold page cache, plain mmap
@@ -176,9 +187,7 @@ class AsdBatchBuilder(BatchBuilder):
         np.take(face_rows, index, axis=0, out=faces[:length])
         label_rows = pack.read_rows(STREAM_LABELS, int(self.tracks.labels_segment[track]))
         np.take(label_rows, index, out=labels[:length])
-        stored, factor = self._audio(track)
-        read_audio_frames(stored, factor, float(self.mean[track]), float(self.gain[track]), start, start + length,
-                          audio[:length * SAMPLES_PER_MODEL_FRAME])
+        self._read_audio(track, start * SAMPLES_PER_MODEL_FRAME, audio[:length * SAMPLES_PER_MODEL_FRAME])
 
     # -- the batch -----------------------------------------------------------------------------------------
 
@@ -233,12 +242,14 @@ class AsdBatchBuilder(BatchBuilder):
     def _donor_audio(self, track: int, length: int, u_donor: float, u_start: float) -> np.ndarray:
         """``length`` normalised samples of a donor track from a clip other than ``track``'s (own gain and mean)."""
         donor = self.donors.draw(track, u_donor)
-        stored, factor = self._audio(donor)
-        cut = fit_donor(stored, length, u_start)
-        donor_audio = cut.astype(np.float32) * np.float32(factor * self.gain[donor])
-        if self.mean[donor] and self.gain[donor]:
-            donor_audio -= np.float32(self.mean[donor] * self.gain[donor])
-        return donor_audio
+        available = self._audio_length(donor)
+        if available >= length:  # the window fit_donor cuts, read alone
+            donor_audio = np.empty(length, dtype=np.float32)
+            self._read_audio(donor, donor_start(available, length, u_start), donor_audio)
+            return donor_audio
+        whole = np.empty(available, dtype=np.float32)  # shorter than the row: tiled (elementwise decoding commutes)
+        self._read_audio(donor, 0, whole)
+        return fit_donor(whole, length, u_start)
 
     def _augment(self, r: int, track: int, audio: np.ndarray, faces: np.ndarray, labels: np.ndarray,
                  rng: np.random.Generator) -> None:

@@ -9,7 +9,8 @@ are contracts, defined in ``schemas.timebase``; this module maps batches between
 - ``model_frame_index``: the inverse, for scoring every native frame: native frame ``j`` takes the score of model
   frame ``clip(floor((j + 0.5) / fps * 25), 0, M - 1)``;
 - audio is never resampled: model frame ``k`` is samples ``[k * 640, (k + 1) * 640)`` (``16000 / 25``); reads
-  are clamped to the stored audio and right-zero-padded, so ``T`` frames always give exactly ``T * 640`` samples.
+  (``loader.samples.read_window``) are clamped to the stored audio and right-zero-padded, so ``T`` frames always
+  give exactly ``T * 640`` samples.
 
 A track with ``M == 0`` (one frame at 30 fps) cannot be fed to the model at all; the task reports such tracks
 (MuVAP drops them silently).
@@ -47,7 +48,6 @@ from speechpack.loader.plan.train_windows import TrainWindows, tile_windows
 from speechpack.loader.rng import jitter_rng
 from speechpack.schemas.timebase import (
     ASD_MODEL_FPS,
-    SAMPLES_PER_MODEL_FRAME,
     TimelineError,
     check_timing as _check,
     model_frame_count,
@@ -84,23 +84,6 @@ def native_frame_scores(model_scores: np.ndarray, source_frames: int, source_fps
     return scores[index]
 
 
-def read_audio_frames(stored: np.ndarray, factor: float, mean: float, gain: float, start: int, stop: int,
-                      out: np.ndarray) -> None:
-    """Write model frames ``[start, stop)`` of a mono stored int16 track into ``out`` (``(stop - start) * 640``
-    float32 samples): decoded (``* factor``), DC removed and scaled (``(x - mean) * gain``) in one pass, reads
-    clamped to the stored length and the rest zero.  Normalising before padding keeps the padding at 0 (MuVAP pads
-    first, so its padding becomes ``-mean * gain``)."""
-    lo, hi = start * SAMPLES_PER_MODEL_FRAME, stop * SAMPLES_PER_MODEL_FRAME
-    if len(out) != hi - lo:
-        raise TimelineError(f"output holds {len(out)} samples, frames [{start}, {stop}) need {hi - lo}")
-    take = max(0, min(hi, len(stored)) - lo)
-    dest = out[:take]
-    np.multiply(stored[lo:lo + take], np.float32(factor * gain), out=dest, casting="unsafe")
-    if mean and gain:
-        dest -= np.float32(mean * gain)
-    out[take:] = 0.0
-
-
 def scored_span(train_window: int, hist_frames: int) -> int:
     """Scored frames per chunk: what is left of the fed window after its history."""
     if train_window < 1 or hist_frames < 0:
@@ -132,5 +115,5 @@ def jitter_windows(windows: TrainWindows, model_frames: np.ndarray, hist_frames:
                         fed_start=np.maximum(start - hist_frames, 0), first=windows.first)
 
 
-__all__ = ["jitter_windows", "model_frame_index", "muvap_windows", "native_frame_scores", "read_audio_frames",
-           "scored_span", "source_frame_index"]
+__all__ = ["jitter_windows", "model_frame_index", "muvap_windows", "native_frame_scores", "scored_span",
+           "source_frame_index"]

@@ -26,7 +26,7 @@ ASR batches (Omnilingual's ``Seq2SeqBatch``) built from planned item ids, straig
 For one planned batch, in Omnilingual's order:
 
 1. each utterance is read from its shard view, mixed to mono (mean over channels) and written into a zero-padded
-   float32 ``[B, T]`` array (``T``: the batch's longest utterance);
+   float32 ``[B, T]`` array (``T``: the batch's longest utterance) by ``loader.samples.read_window``;
 2. ``normalize_audio``: zero mean, unit variance per utterance (``loader.asr.features``), on waveforms only:
    with ``use_fbank`` the features are computed from the waveform as read, as Omnilingual's fbank path does
    (``add_fbank_processing`` never normalises; the features are standardised anyway);
@@ -67,6 +67,7 @@ from speechpack.loader.pack import Pack
 from speechpack.loader.plan.weighting import PackWeighting, largest_remainder
 from speechpack.loader.config_checks import ConfigError
 from speechpack.loader.rng import BatchGenerator
+from speechpack.loader.samples import read_window
 from speechpack.loader.tasks import BatchBuilder, index_samples, LoaderTask, PlanArgs, Prepared
 from speechpack.loader.transport import batch_arrays
 from speechpack.schemas.constants import KIND_ASR, STREAM_AUDIO
@@ -133,14 +134,8 @@ class AsrBatchBuilder(BatchBuilder):
         segments = [(pack, segment_of(pack, sample)) for pack, sample in segments]
         for pack, segment in segments:  # request every read of the batch before the first copy waits on a cold disk
             pack.will_need(STREAM_AUDIO, segment)
-        for row, (pack, segment) in enumerate(segments):
-            stored, factor = pack.stored_segment(STREAM_AUDIO, segment)
-            out = waves[row, :stored.shape[1]]
-            if stored.shape[0] == 1:
-                np.multiply(stored[0], np.float32(factor), out=out, casting="unsafe")
-            else:  # mono by channel mean, scaled in the same pass
-                np.multiply(stored.sum(axis=0, dtype=np.float32), np.float32(factor / stored.shape[0]), out=out)
-            waves[row, stored.shape[1]:] = 0.0
+        for row, (pack, segment) in enumerate(segments):  # mono by channel mean, zero past the utterance
+            read_window(waves[row], pack, STREAM_AUDIO, segment)
         return waves, lengths.astype(np.int64)
 
     def _targets(self, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -29,7 +29,6 @@ from speechpack.loader.asd.timeline import muvap_windows, scored_span
 from speechpack.loader.asd.timeline import (
     model_frame_index,
     native_frame_scores,
-    read_audio_frames,
     source_frame_index,
 )
 from speechpack.loader.plan.batching import BudgetArgs, make_budget_plan
@@ -108,20 +107,6 @@ def test_native_frame_scores_need_exactly_the_model_frames():
         model_frame_index(1, 30.0)
     with pytest.raises(TimelineError, match="source_fps must be finite and positive"):
         model_frame_count(10, 0.0)
-
-
-@pytest.mark.fast
-def test_audio_reads_are_clamped_and_zero_padded_after_normalising():
-    stored = np.arange(1, 1001, dtype=np.int16)  # 1000 samples: 1 frame and 360 samples of a second
-    out = np.full(3 * SAMPLES_PER_MODEL_FRAME, np.nan, dtype=np.float32)
-    read_audio_frames(stored, 1 / 32768, mean=0.01, gain=2.0, start=0, stop=3, out=out)
-    np.testing.assert_allclose(out[:1000], (stored / 32768 - 0.01) * 2.0, atol=1e-7)
-    assert np.all(out[1000:] == 0.0)  # padding stays 0 (MuVAP's would be -mean * gain)
-    out = np.full(2 * SAMPLES_PER_MODEL_FRAME, np.nan, dtype=np.float32)
-    read_audio_frames(stored, 1 / 32768, 0.0, 1.0, start=5, stop=7, out=out)  # wholly past the end
-    assert np.all(out == 0.0)
-    with pytest.raises(TimelineError, match="need 1280"):
-        read_audio_frames(stored, 1.0, 0.0, 1.0, 0, 2, np.zeros(10, np.float32))
 
 
 @pytest.mark.fast
