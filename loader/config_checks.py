@@ -120,8 +120,8 @@ def byte_size(value: Any, where: str, maximum: int) -> int:
     if size < 1:
         raise ConfigError(f"{where}: must be at least 1 byte, got {bounded_repr(value)}")
     if size > maximum:
-        counted = "" if unit == 1 else f" is {size} bytes,"  # a count of bytes is named once, bounded
-        raise ConfigError(f"{where}: {bounded_repr(value)}{counted} more than the largest allowed ({maximum} "
+        counted = "is" if unit == 1 else f"is {size} bytes,"  # a count of bytes is named once, bounded
+        raise ConfigError(f"{where}: {bounded_repr(value)} {counted} more than the largest allowed ({maximum} "
                           f"bytes)")
     return size
 
