@@ -247,6 +247,21 @@ def tse_pack(make_wav, write_list, tmp_path):
 
 
 @pytest.fixture
+def four_items(make_wav, write_list, tmp_path) -> str:
+    """A sources pack of four single-speaker utterances (generated audio: no recordings, no torch)."""
+    from speechpack.packer.adapters.wesep import build_wesep
+    from speechpack.packer.build.run import BuildOptions
+
+    rng = np.random.default_rng(0)
+    lines = []
+    for i in range(4):
+        path = make_wav(f"u{i}.wav", data=(0.1 * rng.standard_normal(8000)).astype(np.float32))
+        lines.append({"key": f"u{i}", "spk": [f"s{i}"], "src": {f"s{i}": [path]}})
+    build_wesep(str(write_list(lines, "sources.list")), BuildOptions(out=str(tmp_path / "pack"), progress=False))
+    return str(tmp_path / "pack")
+
+
+@pytest.fixture
 def two_packs(tse_pack):
     """Two packs of uneven sizes (7 and 4 mixtures, 1-3 speakers, 600-2400 frames): 11 mixtures, 22 targets."""
     from factories.tse import make_two_packs

@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from speechpack.cli import main
 from speechpack.loader.config import ConfigError, LoaderConfig, PackSource, pack_identity
-from speechpack.packer.adapters.wesep import build_wesep
-from speechpack.packer.build.run import BuildOptions
 from speechpack.schemas.yaml_document import parse_yaml
 
 pytestmark = pytest.mark.fast  # no torch, no recordings (docs/testing.md, "The fast tier")
@@ -34,18 +31,6 @@ def test_verify_streams_still_refuses_other_values():
             LoaderConfig.from_dict({"packs": [{"path": "/nowhere/p"}], "verify_streams": value})
 
 
-@pytest.fixture
-def pack(make_wav, write_list, tmp_path) -> str:
-    """A sources pack of four single-speaker utterances (generated audio)."""
-    rng = np.random.default_rng(0)
-    lines = []
-    for i in range(4):
-        path = make_wav(f"u{i}.wav", data=(0.1 * rng.standard_normal(8000)).astype(np.float32))
-        lines.append({"key": f"u{i}", "spk": [f"s{i}"], "src": {f"s{i}": [path]}})
-    build_wesep(str(write_list(lines, "sources.list")), BuildOptions(out=str(tmp_path / "pack"), progress=False))
-    return str(tmp_path / "pack")
-
-
 def _spellings(pack: str, tmp_path) -> list[str]:
     """Other paths of ``pack``: a trailing slash, a detour through ``..``, a relative path and a symlink."""
     link = tmp_path / "link"
@@ -55,18 +40,18 @@ def _spellings(pack: str, tmp_path) -> list[str]:
             str(link)]
 
 
-def test_the_same_pack_listed_twice_is_refused_naming_both_entries(pack, tmp_path):
-    for other in [pack, *_spellings(pack, tmp_path)]:
+def test_the_same_pack_listed_twice_is_refused_naming_both_entries(four_items, tmp_path):
+    for other in [four_items, *_spellings(four_items, tmp_path)]:
         with pytest.raises(ConfigError) as caught:
-            LoaderConfig.from_dict({"packs": [{"path": pack}, {"path": "/nowhere/else"}, {"path": other}]})
+            LoaderConfig.from_dict({"packs": [{"path": four_items}, {"path": "/nowhere/else"}, {"path": other}]})
         message = str(caught.value)
         assert message.startswith("config.packs[0] and config.packs[2] are the same pack"), message
         assert repr(other) in message and "repeat: 2" in message
 
 
-def test_objects_built_directly_refuse_a_repeated_pack_too(pack, tmp_path):
+def test_objects_built_directly_refuse_a_repeated_pack_too(four_items, tmp_path):
     with pytest.raises(ConfigError, match=r"LoaderConfig.packs\[0\] and LoaderConfig.packs\[1\] are the same pack"):
-        LoaderConfig(packs=(PackSource(pack), PackSource(_spellings(pack, tmp_path)[-1])))
+        LoaderConfig(packs=(PackSource(four_items), PackSource(_spellings(four_items, tmp_path)[-1])))
 
 
 def test_urls_that_differ_only_in_spelling_are_one_pack():
@@ -75,19 +60,20 @@ def test_urls_that_differ_only_in_spelling_are_one_pack():
     assert pack_identity("s3://bucket/p") != pack_identity("gs://bucket/p")
 
 
-def test_distinct_packs_and_repeat_still_plan(pack, tmp_path, make_wav, write_list):
+def test_distinct_packs_and_repeat_still_plan(four_items, tmp_path, make_wav, write_list):
     """``repeat: 2`` is how a pack is read twice an epoch, and ``plan`` counts it so."""
     config = tmp_path / "train.yaml"
-    config.write_text(f"packs: [{{path: {pack}, repeat: 2}}]\ndataset_args: {{chunk_len: 4000}}\n", encoding="utf-8")
+    config.write_text(f"packs: [{{path: {four_items}, repeat: 2}}]\ndataset_args: {{chunk_len: 4000}}\n",
+                      encoding="utf-8")
     result = CliRunner().invoke(main, ["plan", str(config)])
     assert result.exit_code == 0, result.output
     assert "2.000 epochs consumed" in result.output
 
 
-def test_plan_refuses_a_pack_given_twice_on_the_command_line(pack, tmp_path):
+def test_plan_refuses_a_pack_given_twice_on_the_command_line(four_items, tmp_path):
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text("dataset_args: {chunk_len: 4000}\nmodel: BSRNN\n", encoding="utf-8")
-    result = CliRunner().invoke(main, ["plan", str(recipe), "--pack", pack, "--pack", pack + "/"])
+    result = CliRunner().invoke(main, ["plan", str(recipe), "--pack", four_items, "--pack", four_items + "/"])
     assert result.exit_code == 1
     assert "error: config.packs[0] and config.packs[1] are the same pack" in result.output
 

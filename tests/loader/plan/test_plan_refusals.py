@@ -19,19 +19,6 @@ from speechpack.packer.build.run import BuildOptions
 pytestmark = pytest.mark.fast
 
 
-@pytest.fixture
-def four_items(make_wav, write_list, tmp_path) -> str:
-    """A sources pack of four single-speaker utterances (generated audio)."""
-    rng = np.random.default_rng(0)
-    lines = []
-    for i in range(4):
-        path = make_wav(f"u{i}.wav", data=(0.1 * rng.standard_normal(8000)).astype(np.float32))
-        lines.append({"key": f"u{i}", "spk": [f"s{i}"], "src": {f"s{i}": [path]}})
-    list_path = write_list(lines, "sources.list")
-    build_wesep(str(list_path), BuildOptions(out=str(tmp_path / "pack"), progress=False))
-    return str(tmp_path / "pack")
-
-
 def _plan(tmp_path, pack: str, loader_args: str, *options: str):
     config = tmp_path / "train.yaml"
     config.write_text(f"packs: [{{path: {pack}}}]\ndataset_args: {{chunk_len: 4000}}\n"
