@@ -21,17 +21,15 @@ decode, or that decodes to another frame count, channel count or rate than the i
 
 from __future__ import annotations
 
-import hashlib
 import io
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from speechpack.schemas.constants import DIGEST_SIZE as DIGEST_BYTES
+from speechpack.schemas.digests import piece_digest
 from speechpack.schemas.errors import PackFormatError
-
-#: Bytes of one block digest (``blake2b(piece, digest_size=16)``; docs/format.md, "Digests").
-DIGEST_BYTES = 16
 
 
 class CorruptBlock(PackFormatError):
@@ -115,7 +113,7 @@ def piece_rows(kinds: list[tuple[np.ndarray, np.ndarray | None]], shards: int) -
 
 def check_digest(data, expected: np.ndarray) -> bool:
     """Whether ``data``'s ``blake2b-128`` is ``expected`` (16 uint8)."""
-    return hashlib.blake2b(data, digest_size=DIGEST_BYTES).digest() == expected.tobytes()
+    return piece_digest(data) == expected.tobytes()
 
 
 def _decode_with_codec(codec: str, data: bytes, sample_rate: int) -> np.ndarray:

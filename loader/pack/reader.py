@@ -40,14 +40,18 @@ from speechpack.loader.pack.blocks import BlockSamples, BlockTable, CorruptBlock
 from speechpack.schemas.constants import (
     AUDIO_FULL_SCALE,
     COLUMNS_DIR,
+    DIGESTS_NAME,
     KEYS_FILE,
     MANIFEST_NAME,
     SAMPLES_FILE,
     SPEAKERS_FILE,
     STREAM_TYPES,
     attr_file,
+    blocks_column_file,
     stream_column_file,
 )
+from speechpack.schemas.columns import digest_piece_counts
+from speechpack.schemas.digests import check_digests_header
 from speechpack.schemas.cues import CuesConfig
 from speechpack.schemas.errors import NpyHeaderError, PackFormatError
 from speechpack.schemas.npyfile import read_npy_header_from
@@ -196,12 +200,6 @@ class Pack:
         self.attrs: dict[str, np.ndarray | StringColumn] = {
             name: StringColumn(columns[attr_file(name)]) if kind is str else np.ascontiguousarray(columns[attr_file(name)])
             for name, kind in ATTRIBUTES_BY_KIND.get(self.kind, {}).items()}
-        #: The block tables of compressed audio streams (``loader.pack.blocks``; a pcm16 stream has none).
-        self.blocks: dict[str, BlockTable] = _block_tables(manifest, self.streams, columns, self.files)
-        self._digests: dict[int, np.ndarray] = {}
-        self._pieces_per_shard = None
-        if getattr(manifest, "digests", None):
-            self.blocks, self._pieces_per_shard = _with_pieces(manifest, self.streams, self.blocks)
         self._maps: collections.OrderedDict[tuple[int, str], MappedStream] = collections.OrderedDict()
         # A store's node cache bounds the mappings it lets one process pin (loader.cache.cached_files).
         bound = self.files.max_open_streams
@@ -212,7 +210,14 @@ class Pack:
         self.speaker_labels: SpeakerLabels | None = cues.labels
         #: The columns' values checked, and what each stream file must be when it is mapped (``OpenedPack``).
         self.opened = OpenedPack.of(self.files, manifest, self.shard, self.speaker_first, self.speaker_count,
-                                    len(self.speakers), self.streams, manifest_identity, manifest_sha256)
+                                    len(self.speakers), self.streams, manifest_identity, manifest_sha256,
+                                    {name: columns[blocks_column_file(name)] for name in manifest.block_frames})
+        #: The block tables of compressed audio streams (``loader.pack.blocks``; a pcm16 stream has none).
+        self.blocks: dict[str, BlockTable] = _block_tables(manifest, self.streams, columns, self.files)
+        self._digests: dict[int, np.ndarray] = {}
+        self._pieces_per_shard = None
+        if manifest.digests is not None:
+            self.blocks, self._pieces_per_shard = _with_pieces(manifest, self.streams, self.blocks)
         #: The content checks of mapped stream files (``loader.pack.content_check``; ``verify`` chooses the mode).
         #: Files whose bytes were checked against their sha256 before they are read (``PackFiles.hashes_checked``:
         #: the node cache's copies) are not hashed again.
@@ -404,47 +409,18 @@ class Pack:
                       data=data or None)
 
 
-def blocks_column_file(stream: str) -> str:
-    """The name of a compressed stream's blocks column under ``columns/`` (docs/format.md)."""
-    return f"{stream}_blocks.npy"
-
-
-#: A shard's block digests (docs/format.md, "Digests").
-DIGESTS_FILE = "digests.npy"
-
-
 def _block_tables(manifest: Manifest, streams: dict, columns: dict[str, np.ndarray], files: PackFiles
                   ) -> dict[str, BlockTable]:
-    """The ``BlockTable`` of every compressed audio stream, from its blocks column."""
+    """The ``BlockTable`` of every compressed audio stream, from its blocks column (checked with the other columns
+    by ``schemas.columns.check_column_values``)."""
     tables = {}
     for spec in manifest.streams:
-        codec = getattr(spec, "codec", None)
-        if codec is None:
-            continue
-        table = streams[spec.name]
-        name = blocks_column_file(spec.name)
-        where = files.where(f"{COLUMNS_DIR}/{name}")
-        if name not in columns:
-            raise PackFormatError(f"{where}: missing (stream {spec.name!r} is {codec})")
-        tables[spec.name] = BlockTable.of(codec, int(spec.block_frames), table.offset, table.length, columns[name],
-                                          where)
-        _check_no_gaps(manifest, spec, table, tables[spec.name], where)
+        if spec.codec is not None:
+            name = blocks_column_file(spec.name)
+            tables[spec.name] = BlockTable.of(spec.codec, spec.block_frames, streams[spec.name].offset,
+                                              streams[spec.name].length, columns[name],
+                                              files.where(f"{COLUMNS_DIR}/{name}"))
     return tables
-
-
-def _check_no_gaps(manifest: Manifest, spec, table: SegmentTable, blocks: BlockTable, where: str) -> None:
-    """Each shard's segments of a compressed stream lie back to back from byte 0 (the no-gap rule, in bytes; the
-    stream file's size is checked against their sum when it is mapped): a segment's blocks then never read into
-    another's.  The segments of a shard are consecutive (``schemas.columns`` checks the storage order)."""
-    nbytes = blocks.segment_bytes()
-    before = np.cumsum(nbytes) - nbytes  # bytes of every earlier segment of the pack
-    shard_first = np.searchsorted(table.shard, np.arange(len(manifest.shards)))
-    expect = before - before[np.minimum(shard_first, max(len(before) - 1, 0))][table.shard] if len(before) else before
-    bad = np.flatnonzero(table.offset != expect)
-    if len(bad):
-        row = int(bad[0])
-        raise PackFormatError(f"{where}: segment {row} of {spec.name!r} at byte {int(table.offset[row])}, its "
-                              f"blocks put it at {int(expect[row])} (segments lie back to back)")
 
 
 def _with_pieces(manifest: Manifest, streams: dict, blocks: dict[str, BlockTable]
@@ -452,7 +428,8 @@ def _with_pieces(manifest: Manifest, streams: dict, blocks: dict[str, BlockTable
     """``blocks`` with each block's row in its shard's ``digests.npy``, and every shard's piece count."""
     kinds = [(streams[spec.name].shard, blocks[spec.name].first if spec.name in blocks else None)
              for spec in manifest.streams]
-    rows, per_shard = piece_rows(kinds, len(manifest.shards))
+    rows, _ = piece_rows(kinds, len(manifest.shards))
+    per_shard = digest_piece_counts(manifest, streams)  # the rows each digests.npy must have
     placed = {spec.name: blocks[spec.name].with_pieces(row)
               for spec, row in zip(manifest.streams, rows) if spec.name in blocks}
     return placed, per_shard
@@ -461,12 +438,9 @@ def _with_pieces(manifest: Manifest, streams: dict, blocks: dict[str, BlockTable
 def _read_digests(files: PackFiles, manifest: Manifest, shard: int, pieces: int) -> np.ndarray:
     """``shard-k/digests.npy`` read whole and checked (size, sha256, ``uint8 [pieces, 16]``)."""
     entry_of = manifest.shards[shard]
-    rel = f"{entry_of.directory}/{DIGESTS_FILE}"
+    rel = f"{entry_of.directory}/{DIGESTS_NAME}"
     where = files.where(rel)
-    entry = entry_of.files.get(DIGESTS_FILE)
-    if entry is None:
-        raise PackFormatError(f"{where}: {MANIFEST_NAME} lists no {DIGESTS_FILE} for shard {shard}, yet the pack has "
-                              f"digests")
+    entry = entry_of.files[DIGESTS_NAME]  # listed in every shard of a pack with digests (schemas.format)
     try:
         data = files.read_bytes(rel)
     except OSError as err:
@@ -478,10 +452,10 @@ def _read_digests(files: PackFiles, manifest: Manifest, shard: int, pieces: int)
         header = read_npy_header_from(io.BytesIO(data), where)
     except NpyHeaderError as err:
         raise PackFormatError(f"{where}: cannot read digests ({err.reason})") from None
-    if (header.dtype != np.uint8 or tuple(header.shape) != (pieces, DIGEST_BYTES) or header.fortran_order
-            or len(data) < header.data_offset + pieces * DIGEST_BYTES):
-        raise PackFormatError(f"{where}: holds {header.dtype.str} {list(header.shape)}, the shard's pieces need "
-                              f"|u1 [{pieces}, {DIGEST_BYTES}]")
+    check_digests_header(header, pieces, where)
+    if len(data) < header.data_offset + pieces * DIGEST_BYTES:
+        raise PackFormatError(f"{where}: {len(data)} bytes, its header promises "
+                              f"{header.data_offset + pieces * DIGEST_BYTES} (the file is truncated)")
     return np.frombuffer(data, dtype=np.uint8, count=pieces * DIGEST_BYTES,
                          offset=header.data_offset).reshape(pieces, DIGEST_BYTES)
 
