@@ -347,16 +347,18 @@ class Pack:
         data = array[start:start + size]
         index = block - int(blocks.first[segment])
         frames = min(blocks.block_frames, int(table.length[segment]) - index * blocks.block_frames)
+        if len(data) != size:
+            raise CorruptBlock(f"the stream file ends at byte {len(array)}, before the block's end at {start + size} "
+                               f"(validate the pack)", index, self._block_place(stream, segment, index))
+        if blocks.piece is not None and not check_digest(data, self.block_digests(shard)[blocks.piece[block]]):
+            raise CorruptBlock("its bytes differ from their digest in digests.npy (the file changed after the pack "
+                               "was written; validate the pack)", index, self._block_place(stream, segment, index))
         try:
-            if len(data) != size:
-                raise ValueError(f"the stream file ends at byte {len(array)}, the block ends at {start + size}")
-            if blocks.piece is not None and not check_digest(data, self.block_digests(shard)[blocks.piece[block]]):
-                raise ValueError("its bytes differ from their digest in digests.npy (the file changed after the "
-                                 "pack was written)")
             decoded = block_codec.decode_block(blocks.codec, data.tobytes(), int(table.channels[segment]), frames,
                                                self.sample_rate)
-        except (ValueError, RuntimeError) as err:  # libsndfile's failures are RuntimeErrors
-            raise CorruptBlock(self._block_place(stream, segment, index) + f": {err} (validate the pack)") from None
+        except CorruptBlock as err:
+            raise CorruptBlock(f"{err.reason} (validate the pack)", index,
+                               self._block_place(stream, segment, index)) from None
         decoded.flags.writeable = False
         return decoded
 
@@ -368,7 +370,7 @@ class Pack:
         sample = int(np.searchsorted(table.first, segment, side="right")) - 1
         key = self.keys[sample] if 0 <= sample < len(self) else "?"
         byte = int(self.blocks[stream].start[int(self.blocks[stream].first[segment]) + index])
-        return f"{self.files.where(rel)}: {stream} segment {segment} (sample {key!r}) block {index} (byte {byte})"
+        return f"{self.files.where(rel)}: {stream} segment {segment} (sample {key!r}, byte {byte})"
 
     def block_digests(self, shard: int) -> np.ndarray:
         """``shard-k/digests.npy`` (uint8 ``[pieces, 16]``): read once per process, checked against its size and

@@ -2,8 +2,8 @@
 time that takes at the decoders' measured speed (``speechpack plan``'s ``decode`` line).
 
 Why.  A compressed pack (format 1.4, ``flac`` or ``opus``) trades bytes for decoding in the loader's workers, and
-whether the workers keep up is a question of these two figures against the training step: a FLAC epoch costs a
-few core-seconds per hour of audio read, an Opus epoch about ten times more.
+whether the workers keep up is a question of these two figures against the training step: a FLAC epoch costs
+about 4 core-seconds per hour of audio decoded, an Opus epoch about seven times more.
 
 How.  A batch decodes the blocks under its windows (``loader.pack.blocks``): a window of ``w`` seconds at a
 random place in a segment touches ``w / b + 1`` blocks of ``b`` seconds on average, so it decodes about ``w + b``
@@ -22,9 +22,10 @@ import numpy as np
 
 from speechpack.schemas.constants import STREAM_TYPES
 
-#: Decoding speed per core, in times real time, measured with libsndfile 1.2 on real 16 kHz speech in 1 s blocks
-#: (docs/performance.md, "Compressed packs"): what the core-seconds of the estimate divide by.
-DECODE_SPEED = {"flac": 4000.0, "opus": 480.0}
+#: Decoding speed per core, in times real time, measured with libsndfile 1.2 through ``media.codecs`` on real
+#: 16 kHz speech in 1 s blocks, on a loaded machine (docs/performance.md, "Compressed packs": a block costs about
+#: 1.5x its share of a whole file's decode, the file opened per block): conservative figures to divide by.
+DECODE_SPEED = {"flac": 1000.0, "opus": 140.0}
 
 
 @dataclass(frozen=True)

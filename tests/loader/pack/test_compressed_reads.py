@@ -136,7 +136,8 @@ def test_a_truncated_block_is_a_named_error_not_audio(mixtures, tmp_path, codec)
     first_block = open_pack(pack).read_segment("mix", 0, 0, 5000)
     _pack_with_block_replaced(pack, truncated)
     opened = open_pack(pack, verify="every-open")
-    with pytest.raises(CorruptBlock, match=r"shard-000000/mix\.npy: mix segment 0 \(sample 'm0'\) block 1"):
+    with pytest.raises(CorruptBlock, match=r"shard-000000/mix\.npy: mix segment 0 \(sample 'm0', byte \d+\): block 1: "
+                                           r"does not decode"):
         opened.sample(0)
     assert np.array_equal(opened.read_segment("mix", 0, 0, 5000), first_block)  # the other blocks still read
 
@@ -150,7 +151,7 @@ def test_a_flipped_byte_is_caught_by_its_digest_before_decoding(mixtures, tmp_pa
     opened = open_pack(pack, verify="off")  # no content check: the digest alone stops it
     counted = DecodedFrames(monkeypatch)
     last = len(opened.streams["mix"].length) - 1
-    with pytest.raises(CorruptBlock, match=r"mix segment 3 \(sample 'm3'\) block \d+ \(byte \d+\): its bytes differ "
+    with pytest.raises(CorruptBlock, match=r"mix segment 3 \(sample 'm3', byte \d+\): block \d+: its bytes differ "
                                            r"from their digest"):
         opened.read_segment("mix", last)
     assert counted.frames < int(opened.streams["mix"].length[last])  # the corrupt block was never decoded

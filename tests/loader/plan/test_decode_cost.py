@@ -35,4 +35,4 @@ def test_plan_counts_a_window_and_a_block_per_segment_of_a_mixture(real_audio, w
     report = plan_report(config, "train")
     # six mixtures of two speakers: three segments each, a 0.5 s chunk plus a 0.25 s block of each
     assert np.isclose(report.epochs[0].decode.seconds["opus"], 6 * 3 * 0.75)
-    assert "decode: about 13.5 s of opus at 480x real time per epoch" in report.describe()
+    assert "decode: about 13.5 s of opus at 140x real time per epoch" in report.describe()
