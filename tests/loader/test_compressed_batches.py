@@ -187,3 +187,32 @@ def test_workers_decode_and_the_training_process_does_not(real_audio, wesep_list
     assert decoded == []  # every block was decoded in a worker (their counts stay in their processes)
     assert list(build_loader(config, "train", seed=SEED, num_workers=0))
     assert sum(decoded) > 0
+
+
+@pytest.mark.parametrize("codec", ["flac", "opus"])
+def test_a_pack_built_with_a_codec_trains_as_its_pcm16_build(real_audio, wesep_list, tmp_path, codec):
+    from factories.wesep_lists import Mix
+    from speechpack.loader.pack import open_pack
+    from speechpack.packer.adapters.wesep import build_wesep
+    from speechpack.packer.build.run import BuildOptions
+
+    p = real_audio("pocketsphinx", 4)
+    case = wesep_list([Mix(f"m{i}", (p[i % 4], p[(i + 1) % 4]), seconds=1.0 + 0.4 * i, start=0.1 * i)
+                       for i in range(5)])
+    built = {}
+    for name, options in (("pcm16", {}), (codec, {"codec": codec, "block_seconds": 0.25})):
+        built[name] = str(tmp_path / name)
+        build_wesep(str(case.list_path), BuildOptions(out=built[name], sample_rate=16000, progress=False, **options))
+    assert open_pack(built[codec]).blocks["mix"].codec == codec
+    config = {"packs": [{"path": built["pcm16"]}], "dataset_args": {"batch_size": 2, "chunk_len": 8000,
+                                                                    "shuffle": True}}
+    coded = {**config, "packs": [{"path": built[codec]}]}
+    if codec == "flac":
+        for state in ("train", "val"):
+            want = batches_digest(config, state, 0)
+            assert batches_digest(coded, state, 0) == want and batches_digest(coded, state, 2) == want
+        return
+    for want, got in zip(build_loader(config, "val", seed=SEED), build_loader(coded, "val", seed=SEED)):
+        assert got["key"] == want["key"] and got["wav_mix"].shape == want["wav_mix"].shape
+        a, b = want["wav_target"].numpy(), got["wav_target"].numpy()
+        assert 10 * np.log10((a ** 2).sum() / ((a - b) ** 2).sum()) >= 10.0
