@@ -174,6 +174,15 @@ class BlockSamples:
         window = self.window(start, max(stop, start))
         return window[rows, ::step] if step != 1 else window[rows]
 
+    @property
+    def T(self) -> np.ndarray:  # noqa: N802 - numpy's name
+        """The whole segment decoded, ``[T, C]`` (writers that hand frames to soundfile)."""
+        return np.asarray(self).T
+
+    def astype(self, dtype) -> np.ndarray:
+        """The whole segment decoded, cast to ``dtype``."""
+        return np.asarray(self).astype(dtype)
+
     def reshape(self, *shape) -> np.ndarray:
         """The whole segment decoded, reshaped (``audible_starts`` looks at whole signals)."""
         return np.asarray(self).reshape(*shape)

@@ -97,7 +97,7 @@ def test_flac_reads_equal_pcm16_reads_through_every_api(mixtures, tmp_path):
             assert isinstance(stored, BlockSamples)
             view, same = pcm.stored_segment(stream, j)
             assert factor == same and stored.shape == view.shape
-            assert np.array_equal(np.asarray(stored), view)
+            assert np.array_equal(np.asarray(stored), view) and np.array_equal(stored.T, view.T)
             assert np.array_equal(stored[:, 4999:10001], view[:, 4999:10001])
             assert np.array_equal(stored[0, ::512], view[0, ::512])
             assert np.array_equal(decoded(flac, stream, j), decoded(pcm, stream, j))
