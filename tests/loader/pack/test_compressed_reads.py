@@ -182,3 +182,25 @@ def test_opus_keeps_lengths_and_alignment_within_the_documented_loss(mixtures, t
             assert lags[int(np.argmax(scores))] == 0
         # the mixture is still the sum of its targets, to within the codec's loss
         assert snr_db(b.mix[0], b.targets.sum(axis=0)) >= OPUS_MIN_SNR_DB - 3
+
+
+def test_a_training_batch_of_a_long_mixture_decodes_its_windows_only(tmp_path, real_audio, write_list, monkeypatch):
+    from speechpack.loader import build_loader
+
+    pieces = [soundfile.read(p, dtype="int16")[0] for p in real_audio("pocketsphinx")]
+    speech = np.concatenate(pieces * 3)
+    a, b = speech[:60 * RATE], speech[7 * RATE:67 * RATE]
+    paths = {}
+    for name, audio in (("a", a), ("b", b), ("mix", (a.astype(np.int32) + b) // 2)):
+        paths[name] = str(tmp_path / f"{name}.wav")
+        soundfile.write(paths[name], audio.astype(np.int16), RATE, subtype="PCM_16")
+    line = {"key": "long", "spk": ["a", "b"], "mix": {"default": [paths["mix"]]},
+            "src": {"a": [paths["a"]], "b": [paths["b"]]}}
+    build_wesep(str(write_list([line], "long.list")), BuildOptions(out=str(tmp_path / "pcm"), progress=False))
+    flac = recode(tmp_path / "pcm", tmp_path / "flac", "flac", block_frames=RATE)
+    config = {"packs": [{"path": flac}], "dataset_args": {"batch_size": 1, "chunk_len": 2 * RATE, "shuffle": True}}
+    counted = DecodedFrames(monkeypatch)
+    (batch,) = list(build_loader(config, "train", seed=1, num_workers=0))
+    assert batch["wav_mix"].shape[-1] == 2 * RATE
+    # the mixture's window and each of its two targets' (one row per target): 3 blocks of 1 s each, at most
+    assert 0 < counted.frames <= 3 * 3 * RATE
