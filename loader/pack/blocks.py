@@ -21,7 +21,6 @@ decode, or that decodes to another frame count, channel count or rate than the i
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,6 +29,7 @@ from speechpack.media.codecs import CorruptBlock
 from speechpack.media.codecs import codec as codec_row
 from speechpack.schemas.constants import DIGEST_SIZE as DIGEST_BYTES
 from speechpack.schemas.digests import piece_digest
+from speechpack.schemas.errors import PackFormatError
 
 
 @dataclass(frozen=True)

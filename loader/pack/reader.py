@@ -3,6 +3,12 @@ stream files lazily (read-only) the first time a sample needs them.  Every file 
 (``loader.pack.files``): a local directory, or an object store by URL (``loader.pack.object_store``), whose stream
 files are read into memory instead of mapped; the ``Pack`` and the batch code are the same for both.
 
+Compressed audio streams (format 1.4, ``flac``/``opus``): the uint8 stream file is mapped and checked as any other;
+``Pack.blocks`` holds each compressed stream's ``BlockTable`` (block offsets by a cumulative sum of
+``columns/<stream>_blocks.npy``), ``stored_segment`` hands out a ``BlockSamples`` that decodes the blocks under a
+slice, and ``decode_block`` checks a block against its digest (``shard-k/digests.npy``) before decoding it
+(``loader.pack.blocks``).
+
 No per-sample Python objects are kept: keys, speakers, offsets and statistics are numpy arrays, so DataLoader
 workers forked from a process holding a ``Pack`` do not dirty copy-on-write pages by touching refcounts
 (pytorch/pytorch#13246).  This module imports numpy only; the torch glue lives elsewhere in ``loader/``.
