@@ -95,6 +95,13 @@ def test_tse_premixed_flac_batches_equal_pcm16(real_audio, wesep_list, tmp_path)
     same_batches(config, tmp_path / "keep", states=("train",))
 
 
+def test_tse_resampled_at_load_time_flac_batches_equal_pcm16(real_audio, wesep_list, tmp_path):
+    config = real_mixtures_config(real_audio, wesep_list, tmp_path / "tse", count=5, seconds=0.8, seconds_step=0.3,
+                                  seconds_cycle=3, start_step=0.1, partner=1)
+    config["dataset_args"].update(resample_rate=8000, chunk_len=4000)  # the item-by-item path, soxr on decoded audio
+    same_batches(config, tmp_path, states=("train",), block_frames=3000)
+
+
 def test_tse_cue_flac_batches_equal_pcm16(tmp_path, wesep_list, real_audio):
     corpus = make_cue_corpus(tmp_path, wesep_list, real_audio)
     pack = corpus.build("cues", {"audio": cue(corpus.resources["by_speaker"], "random", "spk_id"),
