@@ -233,3 +233,38 @@ def test_inspect_reports_bytes_per_hour_by_codec(six_line_corpus, tmp_path):
     assert mix["codec"] == "pcm16" and mix["bytes_per_hour"] == pytest.approx(mix["bytes"] / hours)
     assert 1.0 < mix["of_pcm16"] < 1.01  # the stored int16 plus each shard file's .npy header
     assert "mix      " in report.describe() and "pcm16: " in report.describe() and "x pcm16)" in report.describe()
+
+
+def _same_audio(pcm16_pack, flac_pack, stream):
+    pairs = list(zip(segments(flac_pack, stream), segments(pcm16_pack, stream), strict=True))
+    assert pairs
+    for (rec, seg, decoded), (pcm_rec, pcm_seg, stored) in pairs:
+        assert rec["key"] == pcm_rec["key"] and np.array_equal(decoded, stored)
+        assert [seg[k] for k in ("scale", "mean", "rms", "peak")] == [pcm_seg[k] for k in ("scale", "mean", "rms", "peak")]
+
+
+def test_an_audio_bank_and_an_asr_pack_store_flac_as_their_pcm16_twins(real_audio, tmp_path):
+    from factories.asr import librivox_clips, write_jsonl_manifest
+
+    bank = tmp_path / "noise"
+    bank.mkdir()
+    for path in real_audio("alsa", 3):  # 48 kHz files, resampled to the pack's 16 kHz
+        (bank / os.path.basename(path)).write_bytes(open(path, "rb").read())
+    clips = librivox_clips()
+    manifest = write_jsonl_manifest(tmp_path / "train.jsonl", [
+        {"audio_filepath": clip.path, "text": clip.text, "language": "en", "corpus": "librivox"} for clip in clips[:3]])
+    for codec in ("pcm16", "flac"):
+        result = CliRunner().invoke(main, ["build", "audio-bank", str(bank), "--kind", "noise", "--out",
+                                           str(tmp_path / f"bank-{codec}"), "--no-progress", "--codec", codec])
+        assert result.exit_code == 0, result.output
+        result = CliRunner().invoke(main, ["build", "asr-jsonl", "--list", str(manifest), "--language", "en", "--out",
+                                           str(tmp_path / f"asr-{codec}"), "--no-progress", "--codec", codec])
+        assert result.exit_code == 0, result.output
+    _same_audio(tmp_path / "bank-pcm16", tmp_path / "bank-flac", "audio")
+    _same_audio(tmp_path / "asr-pcm16", tmp_path / "asr-flac", "audio")
+    asr = json.loads((tmp_path / "asr-flac" / "dataset.json").read_text())
+    assert [s.get("codec") for s in asr["streams"]] == ["flac", None]  # text is never compressed
+    assert asr["char_counts"] == json.loads((tmp_path / "asr-pcm16" / "dataset.json").read_text())["char_counts"]
+    for pack in ("bank-flac", "asr-flac"):
+        result = CliRunner().invoke(main, ["validate", str(tmp_path / pack)])
+        assert result.exit_code == 0, result.output
