@@ -42,6 +42,7 @@ from speechpack.loader.pack.files import DirectoryPackFiles, MappedStream, PackF
 from speechpack.loader.pack.object_store import ObjectStorePackFiles
 from speechpack.loader.pack.readahead import view_ranges, will_need_ranges
 from speechpack.loader.pack.cues import CueBank, PackCues, SpeakerLabels, open_cues
+from speechpack.loader.pack import blocks as block_codec  # its decode_block by attribute: tests count decodes
 from speechpack.loader.pack.blocks import BlockSamples, BlockTable, CorruptBlock, DIGEST_BYTES, check_digest, piece_rows
 from speechpack.schemas.constants import (
     AUDIO_FULL_SCALE,
@@ -344,8 +345,6 @@ class Pack:
         """Block row ``block`` (of segment ``segment``) of compressed stream ``stream``, decoded to read-only int16
         ``[C, frames]``; its bytes are checked against their digest first when the pack has digests.
         ``CorruptBlock`` names what does not decode to what the index records."""
-        from speechpack.loader.pack import blocks as block_codec  # the module attribute: tests count decodes
-
         table, blocks = self.streams[stream], self.blocks[stream]
         shard = int(table.shard[segment])
         array = self.stream_array(shard, stream)
