@@ -204,3 +204,13 @@ def test_a_training_batch_of_a_long_mixture_decodes_its_windows_only(tmp_path, r
     assert batch["wav_mix"].shape[-1] == 2 * RATE
     # the mixture's window and each of its two targets' (one row per target): 3 blocks of 1 s each, at most
     assert 0 < counted.frames <= 3 * 3 * RATE
+
+
+def test_a_changed_digests_file_is_named_before_any_block_is_trusted(mixtures, tmp_path):
+    pack = recode(mixtures, tmp_path / "flac", "flac", block_frames=5000)
+    path = Path(pack) / "shard-000000" / "digests.npy"
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF  # same size: only its sha256 tells
+    path.write_bytes(bytes(data))
+    with pytest.raises(PackFormatError, match=r"shard-000000/digests\.npy: .*sha256"):
+        open_pack(pack, verify="off").read_segment("mix", 0, 0, 10)
