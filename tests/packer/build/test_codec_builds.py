@@ -124,8 +124,13 @@ def test_flac_is_at_most_0_6x_pcm16_on_real_speech(real_audio, wesep_list, tmp_p
 @pytest.mark.parametrize("codec", ["flac", "opus"])
 def test_compressed_packs_are_byte_identical_across_workers(six_line_corpus, tmp_path, codec):
     build(six_line_corpus.list_path, tmp_path / "one", "--codec", codec)
-    build(six_line_corpus.list_path, tmp_path / "three", "--codec", codec, "--workers", "3")
+    build(six_line_corpus.list_path, tmp_path / "three", "--codec", codec, "--workers", "3")  # streamed samples
     assert pack_files(tmp_path / "one") == pack_files(tmp_path / "three")
+    # one sample per shard: six shards, so two workers write whole shards in their own processes
+    build(six_line_corpus.list_path, tmp_path / "one_each", "--codec", codec, "--shard-size", "50000")
+    build(six_line_corpus.list_path, tmp_path / "two", "--codec", codec, "--shard-size", "50000", "--workers", "2")
+    assert len(list((tmp_path / "two").glob("shard-*"))) == 6
+    assert pack_files(tmp_path / "one_each") == pack_files(tmp_path / "two")
 
 
 def _run(list_path, out, *extra, kill_at=None):
