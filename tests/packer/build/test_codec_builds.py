@@ -22,6 +22,7 @@ from factories.wesep_lists import Source
 from speechpack.cli import main
 from speechpack.media.codecs import decode_run
 from speechpack.packer.build.state import KILL_AT_ENV
+from speechpack.packer.validate.pack import validate_pack
 from speechpack.schemas.constants import MINOR_BLOCKS
 
 REPO = str(factories.paths.REPO)
@@ -44,12 +45,15 @@ def records(pack):
 
 def segments(pack, stream):
     """``(record, segment, int16 [C, T])`` of every segment of ``stream``: read as stored (pcm16) or decoded
-    from its blocks with ``media.codecs`` (a flac or opus stream)."""
+    from its blocks with ``media.codecs`` (a flac or opus stream); a data stream's segment is its rows."""
     manifest = json.loads((pack / "dataset.json").read_text())
     spec = next(s for s in manifest["streams"] if s["name"] == stream)
     for directory, record in records(pack):
         array = np.load(pack / directory / f"{stream}.npy", mmap_mode="r")
         for seg in record["streams"][stream]:
+            if "channels" not in seg:  # a data stream: rows
+                yield record, seg, np.asarray(array[seg["offset"]:seg["offset"] + seg["length"]])
+                continue
             if "codec" not in spec:
                 size = seg["channels"] * seg["length"]
                 yield record, seg, np.asarray(array[seg["offset"]:seg["offset"] + size]).reshape(seg["channels"], -1)
@@ -273,3 +277,35 @@ def test_an_audio_bank_and_an_asr_pack_store_flac_as_their_pcm16_twins(real_audi
     for pack in ("bank-flac", "asr-flac"):
         result = CliRunner().invoke(main, ["validate", str(tmp_path / pack)])
         assert result.exit_code == 0, result.output
+
+
+def test_asd_builds_and_the_muvap_import_compress_audio_and_keep_faces_and_labels(tmp_path):
+    """The asd families and ``import muvap`` take the codec options too; faces and labels are never compressed."""
+    from factories.asd_inputs import write_ava
+    from factories.muvap_packs import muvap_avcc_corpus
+
+    inputs = write_ava(tmp_path / "AVA")
+    corpus = muvap_avcc_corpus(tmp_path / "muvap")
+    for codec in ("pcm16", "flac"):
+        result = CliRunner().invoke(main, ["build", "ava", "--loader", str(inputs.loader_csv), "--visual-root",
+                                           str(inputs.visual_root), "--audio-root", str(inputs.audio_root),
+                                           "--split", "train", "--out", str(tmp_path / f"ava-{codec}"),
+                                           "--no-progress", "--codec", codec])
+        assert result.exit_code == 0, result.output
+        result = CliRunner().invoke(main, ["import", "muvap", str(corpus.muvap), "--out",
+                                           str(tmp_path / f"muvap-{codec}"), "--no-progress", "--codec", codec])
+        assert result.exit_code == 0, result.output
+    for name in ("ava", "muvap"):
+        _same_audio(tmp_path / f"{name}-pcm16", tmp_path / f"{name}-flac", "audio")
+        flac = json.loads((tmp_path / f"{name}-flac" / "dataset.json").read_text())
+        assert [s.get("codec") for s in flac["streams"]] == ["flac", None, None]
+        for stream in ("faces", "labels"):
+            for (_, _, a), (_, _, b) in zip(segments(tmp_path / f"{name}-flac", stream),
+                                            segments(tmp_path / f"{name}-pcm16", stream), strict=True):
+                assert np.array_equal(a, b)
+        # validate_pack: every check of the pack itself (the CLI's asd level comparison reads through the loader)
+        report = validate_pack(str(tmp_path / f"{name}-flac"))
+        assert report.ok, report.describe()
+    wrong = CliRunner().invoke(main, ["import", "muvap", str(corpus.muvap), "--out", str(tmp_path / "x"),
+                                      "--codec", "flac", "--no-digests"])
+    assert wrong.exit_code == 2 and "--no-digests cannot be combined with --codec flac" in wrong.output
