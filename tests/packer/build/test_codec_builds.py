@@ -309,3 +309,23 @@ def test_asd_builds_and_the_muvap_import_compress_audio_and_keep_faces_and_label
     wrong = CliRunner().invoke(main, ["import", "muvap", str(corpus.muvap), "--out", str(tmp_path / "x"),
                                       "--codec", "flac", "--no-digests"])
     assert wrong.exit_code == 2 and "--no-digests cannot be combined with --codec flac" in wrong.output
+
+
+def test_audio_the_codec_cannot_store_is_a_problem_of_its_line(real_audio, tmp_path):
+    import soundfile
+
+    bank = tmp_path / "bank"
+    bank.mkdir()
+    speech, rate = soundfile.read(real_audio("pocketsphinx", 1)[0], dtype="int16")
+    soundfile.write(bank / "mono.wav", speech[:8000], rate, subtype="PCM_16")
+    soundfile.write(bank / "nine.wav", np.stack([np.roll(speech[:8000], 50 * c) for c in range(9)], axis=1), rate,
+                    subtype="PCM_16")
+    common = ["build", "audio-bank", str(bank), "--kind", "noise", "--no-progress", "--codec", "flac"]
+    failed = CliRunner().invoke(main, [*common, "--out", str(tmp_path / "failed")])
+    assert failed.exit_code == 1 and "--codec flac stores at most 8 channels, this audio has 9" in failed.output
+    assert not (tmp_path / "failed" / "dataset.json").exists()
+    skipped = CliRunner().invoke(main, [*common, "--out", str(tmp_path / "skipped"), "--skip-bad"])
+    assert skipped.exit_code == 0, skipped.output
+    assert [r["key"] for _, r in records(tmp_path / "skipped")] == ["mono.wav"]
+    opus = CliRunner().invoke(main, [*common[:-1], "opus", "--out", str(tmp_path / "opus")])
+    assert opus.exit_code == 0, opus.output  # Ogg Opus maps up to 255 channels
