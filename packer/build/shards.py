@@ -37,6 +37,7 @@ from typing import Callable, Sequence
 
 from tqdm import tqdm
 
+from speechpack.media.codecs import EncodeError
 from speechpack.packer.audio.decode import AudioError
 from speechpack.packer.audio.store import StoredAudio, measured
 from speechpack.packer.build.state import ShardReceipt, checkpoint, write_receipt
@@ -63,7 +64,12 @@ def encoded(load: Callable, encoding: Encoding, sample_rate: int, item):
     (``packer.build.encoding.encode_sample``, which measures what a reader will decode).  What a compressed build
     runs where it decodes: the encode scales with ``--workers``, never on the writer thread."""
     result = guarded(load, item)
-    return encode_sample(result, encoding, sample_rate) if isinstance(result, PackedSample) else result
+    if not isinstance(result, PackedSample):
+        return result
+    try:
+        return encode_sample(result, encoding, sample_rate)
+    except EncodeError as err:  # audio the codec cannot store: a problem of the sample's line
+        return LineProblem(result.line, result.key, None, str(err))
 
 
 def decode_measured(load: Callable, item):

@@ -11,6 +11,7 @@ from speechpack.media.codecs import (
     DEFAULT_OPUS_BITRATE,
     REGISTRY,
     CorruptBlock,
+    EncodeError,
     block_range,
     check_encoding,
     codec,
@@ -151,3 +152,11 @@ def test_blocks_of_another_shape_are_refused(speech):
         REGISTRY["flac"].decode(block, RATE, 2, 8000)
     with pytest.raises(CorruptBlock, match=r"a FLAC/PCM_16 file, expected OGG/OPUS"):
         REGISTRY["opus"].decode(block, RATE, 1, 8000)
+
+
+@pytest.mark.fast
+def test_audio_a_codec_cannot_store_is_an_encode_error():
+    nine = np.zeros((9, 100), dtype=np.int16)
+    with pytest.raises(EncodeError, match=r"--codec flac stores at most 8 channels, this audio has 9"):
+        encode_segment("flac", nine, RATE, 100)
+    assert encode_segment("opus", nine, RATE, 100).decoded.shape == (9, 100)  # Ogg Opus maps up to 255
