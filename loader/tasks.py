@@ -96,7 +96,7 @@ def prepare(config, state: str, packs: list, seed: int) -> Prepared:
         raise ConfigError(f"state must be one of {', '.join(STATES)}, got {state!r}")
     seed = integer(seed, "seed", 0, MAX_SEED)
     config.check_state(state)
-    loader_task = task(config.task)
+    loader_task = config.loader_task
     prepared = loader_task.prepare(config, state, packs, seed)
     if prepared.weighting is None and config.weighted:
         sizes = np.bincount(prepared.item_pack, minlength=len(packs))
