@@ -42,7 +42,6 @@ from speechpack.loader.config_checks import (
     check_type,
     number,
     positive_int,
-    where_set,
 )
 from speechpack.loader.config_keys import (
     WHEN_SET,
@@ -307,8 +306,7 @@ class DatasetArgs:
     @classmethod
     def from_dict(cls, obj: Any, where: str = "dataset_args") -> "DatasetArgs":
         check_legacy(obj, where)  # an older pipeline's key: name its replacement, not just "unknown key"
-        with where_set(where):  # CueRequest names its keys under it
-            return DATASET_ARGS.held(cls, DATASET_ARGS.parse(obj, where))
+        return DATASET_ARGS.held(cls, DATASET_ARGS.parse(obj, where))
 
 
 def _batching(b: dict | None, batch_size: int, where: str) -> tuple[int, BudgetArgs | None]:
