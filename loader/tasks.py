@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from speechpack.loader.config_checks import MAX_SEED, ConfigError, integer
+from speechpack.loader.transport.batch_arrays import NUMPY, BatchArrays
 from speechpack.loader.plan.weighting import PackWeighting
 
 #: What a loader is built for (``build_loader(config, state)``).
@@ -163,21 +164,25 @@ class BatchBuilder:
         reports it).  The same every epoch unless ``lengths_by_epoch``."""
         raise NotImplementedError
 
-    def build(self, items: np.ndarray, valid: np.ndarray, epoch: int, global_batch: int) -> dict:
-        """Required unless ``build_block`` is given (then: its one batch): one collated batch (numpy arrays, carved
-        with ``loader.transport.batch_arrays`` to travel in the worker's shared memory, and lists) of the units
-        ``items``; ``valid`` flags real rows (False: a tail repeat); ``global_batch`` keys the batch's random
-        streams."""
+    def build(self, items: np.ndarray, valid: np.ndarray, epoch: int, global_batch: int,
+              arrays: BatchArrays = NUMPY) -> dict:
+        """Required unless ``build_block`` is given (then: its one batch): one collated batch (numpy arrays and
+        lists) of the units ``items``; ``valid`` flags real rows (False: a tail repeat); ``global_batch`` keys the
+        batch's random streams.  The arrays the batch returns are made by ``arrays``
+        (``loader.transport.batch_arrays.BatchArrays``: a DataLoader worker's shared-memory slot, the batch then
+        travels without a copy; ``NUMPY`` in one process)."""
         if type(self).build_block is BatchBuilder.build_block:
             raise NotImplementedError(f"{type(self).__name__} defines neither build nor build_block")
-        (batch,) = self.build_block([(items, valid, epoch, global_batch)])
+        (batch,) = self.build_block([(items, valid, epoch, global_batch)], arrays)
         return batch
 
-    def build_block(self, batches: list[tuple[np.ndarray, np.ndarray, int, int]]) -> Iterator[dict]:
-        """Several consecutive batches (``build``'s arguments each), yielded one by one as they are asked for.
-        Default: ``build`` each.  A task that can share work across batches gives this instead of ``build`` (TSE
-        gathers their window table together); the batches must be the same as built one at a time."""
-        return (self.build(*batch) for batch in batches)
+    def build_block(self, batches: list[tuple[np.ndarray, np.ndarray, int, int]],
+                    arrays: BatchArrays = NUMPY) -> Iterator[dict]:
+        """Several consecutive batches (``build``'s first arguments each), their arrays made by ``arrays``, yielded
+        one by one as they are asked for.  Default: ``build`` each.  A task that can share work across batches
+        gives this instead of ``build`` (TSE gathers their window table together); the batches must be the same as
+        built one at a time."""
+        return (self.build(*batch, arrays) for batch in batches)
 
     @property
     def plan_args(self) -> PlanArgs:

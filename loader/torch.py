@@ -32,6 +32,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
 from speechpack.loader.transport import batch_ring, message_groups
+from speechpack.loader.transport.batch_arrays import NUMPY, BatchArrays
 from speechpack.loader.config_checks import MAX_EPOCH, integer
 from speechpack.loader.cache import CacheSettings, open_cached_pack
 from speechpack.loader.cache.schedule import PlanFeed
@@ -153,15 +154,16 @@ class _PlannedBatches(Dataset):
     def __len__(self) -> int:  # the DataLoader never asks: the sampler defines the length
         raise TypeError("indexed by (epoch, start, stop); ask the SpeechLoader for its length")
 
-    def arrays(self, epoch: int, start: int, stop: int, global_start: int = 0) -> Iterator[dict]:
+    def arrays(self, epoch: int, start: int, stop: int, global_start: int = 0,
+               out: BatchArrays = NUMPY) -> Iterator[dict]:
         """Batches ``start`` to ``stop - 1`` of the pass over ``epoch`` from ``global_start`` as the builder makes them
-        (numpy arrays and lists), yielded one by one (``BatchBuilder.build_block``: TSE plans them together, each
-        built when asked for)."""
+        (numpy arrays and lists, the arrays made by ``out``: a worker's slot, or plain numpy), yielded one by one
+        (``BatchBuilder.build_block``: TSE plans them together, each built when asked for)."""
         plan = self.plan(epoch, global_start)
         if self.feed is not None:
             self.feed.at((epoch, global_start), start, stop)
         batches = [(*plan.batch(b), epoch, int(plan.global_batch[b])) for b in range(start, stop)]
-        return self.builder.build_block(batches)
+        return self.builder.build_block(batches, out)
 
     def __getitem__(self, key: tuple[int, int, int, int]) -> "message_groups.BatchGroup | WorkerFailure":
         try:
@@ -175,17 +177,20 @@ class _PlannedBatches(Dataset):
     def _group(self, key: tuple[int, int, int, int]) -> message_groups.BatchGroup:
         epoch, start, stop, global_start = key
         meter = message_groups.Meter()
-        block = self.arrays(epoch, start, stop, global_start)
-        builds = [meter.timed(lambda: next(block)) for _ in range(start, stop)]
+
+        def builds(out: BatchArrays) -> list:
+            block = self.arrays(epoch, start, stop, global_start, out)
+            return [meter.timed(lambda: next(block)) for _ in range(start, stop)]
+
         worker = get_worker_info()
         slot = self.ring.claim(worker.id) if self.ring is not None and worker is not None else None
-        if slot is not None:
+        if slot is not None:  # the batches built into the slot's arrays
             return meter.group(epoch, start, self.ring.build_group_in(worker.id, slot, builds))
         # No slot (one process, or every slot still held by the consumer): audio becomes tensors here (a worker
         # sends them through torch's shared memory, cheaper than pickling); small arrays travel pickled as numpy.
         return meter.group(epoch, start, [{
             name: torch.from_numpy(value) if isinstance(value, np.ndarray) and value.nbytes >= _SHARED_MIN else value
-            for name, value in build().items()} for build in builds])
+            for name, value in build().items()} for build in builds(NUMPY)])
 
 
 

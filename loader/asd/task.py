@@ -56,7 +56,7 @@ from speechpack.loader.plan.train_windows import TrainWindows
 from speechpack.loader.rng import item_rng
 from speechpack.loader.samples import normalization, read_window
 from speechpack.loader.tasks import BatchBuilder, index_samples, LoaderTask, Prepared
-from speechpack.loader.transport import batch_arrays
+from speechpack.loader.transport.batch_arrays import NUMPY, BatchArrays
 from speechpack.schemas.constants import (
     FACE_SHAPE,
     STREAM_AUDIO,
@@ -191,7 +191,8 @@ class AsdBatchBuilder(BatchBuilder):
 
     # -- the batch -----------------------------------------------------------------------------------------
 
-    def build(self, unit_ids: np.ndarray, valid: np.ndarray, epoch: int, global_batch: int) -> dict:
+    def build(self, unit_ids: np.ndarray, valid: np.ndarray, epoch: int, global_batch: int,
+              arrays: BatchArrays = NUMPY) -> dict:
         """Collated numpy arrays and lists for one batch (see the module docstring for the fields)."""
         unit_ids = np.asarray(unit_ids, dtype=np.int64)
         if self.windows is not None:
@@ -208,11 +209,11 @@ class AsdBatchBuilder(BatchBuilder):
         rows = len(unit_ids)
         # Train crops to the shortest row (no padding mask in the model); val/test pads to the longest.
         width = int(fed_len.min() if self.train else fed_len.max()) if rows else 0
-        # The outputs, in the worker's shared-memory slot when it has one (``loader.transport.batch_arrays``).
-        audio = batch_arrays.empty((rows, 1, width * SAMPLES_PER_MODEL_FRAME), np.float32)
-        faces = batch_arrays.empty((rows, width, *FACE_SHAPE), np.uint8)
-        labels = batch_arrays.empty((rows, width), np.uint8)
-        scored = batch_arrays.zeros((rows, width), bool)
+        # The outputs, in the worker's shared-memory slot when the loader gives one (``arrays``).
+        audio = arrays.empty((rows, 1, width * SAMPLES_PER_MODEL_FRAME), np.float32)
+        faces = arrays.empty((rows, width, *FACE_SHAPE), np.uint8)
+        labels = arrays.empty((rows, width), np.uint8)
+        scored = arrays.zeros((rows, width), bool)
         for r in range(rows):  # every read of the batch is requested before the first copy waits on the disk
             self._will_need(int(tracks[r]), int(fed_start[r]), min(int(fed_len[r]), width))
         for r in range(rows):

@@ -50,6 +50,7 @@ from speechpack.loader.tse.online import OnlineMixer
 from speechpack.loader.tse.stages.pipeline import build_pipeline
 from speechpack.loader.tse.table import TableRows
 from speechpack.loader.tse.windows import Chunking
+from speechpack.loader.transport.batch_arrays import NUMPY, BatchArrays
 from speechpack.schemas.constants import KIND_SOURCES, KIND_TSE, STREAM_MIX, STREAM_SOURCE, STREAM_TARGET
 from speechpack.schemas.errors import SpeechpackError
 
@@ -167,13 +168,14 @@ class TseBatchBuilder(BatchBuilder):
                           f"executor.cv fails on none: the dev packs need at least batch_size x world_size = "
                           f"{batch_size * world_size} mixtures, or lower dataloader_args.batch_size")
 
-    def build_block(self, batches: list[tuple[np.ndarray, np.ndarray, int, int]]) -> Iterator[dict]:
+    def build_block(self, batches: list[tuple[np.ndarray, np.ndarray, int, int]],
+                    arrays: BatchArrays = NUMPY) -> Iterator[dict]:
         """Collated numpy arrays and lists (see ``docs/loader.md`` for the fields) for several batches
         (``(item_ids, valid, epoch, global_batch)`` each; ``build``, one batch, is the default made of it), yielded
         one by one: the pipeline's stages in order (``loader.tse.stages``); pre-mixed batches share one table (the
         ``decode`` stage), each batch decoded when it is asked for; the batches are the same as built one at a
-        time."""
-        return self.pipeline.run(batches)
+        time.  ``arrays`` makes the arrays the batches return (``BatchBuilder.build``)."""
+        return self.pipeline.run(batches, arrays)
 
     def augment_batch(self, batch: dict) -> dict:
         """``augment_on: batch``: the batch's ``wav_mix`` and ``wav_target`` made from its records in torch, on

@@ -20,7 +20,7 @@ class OnlineMix(Stage):
         self.mixer = mixer
 
     def step(self, state: BatchState) -> None:
-        mixed = self.mixer.build(state.units, state.epoch, state.global_batch)
+        mixed = self.mixer.build(state.units, state.epoch, state.global_batch, state.arrays)
         if mixed.records is not None:  # augment_on: batch: the records take the audio's place until augment_batch
             state.audio, state.target_len = mixed.records, int(mixed.records["aug_out_len"][1])
         else:

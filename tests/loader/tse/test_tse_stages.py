@@ -201,16 +201,17 @@ def test_a_builder_gives_build_or_build_block_and_the_other_follows():
     """``BatchBuilder.build`` defaults to ``build_block``'s one batch (TSE gives ``build_block`` only), and
     ``build_block`` to ``build`` each; a builder with neither says so."""
     from speechpack.loader.tasks import BatchBuilder
+    from speechpack.loader.transport.batch_arrays import NUMPY
 
     class Blocks(BatchBuilder):
-        def build_block(self, batches):
-            return ({"units": units, "epoch": epoch} for units, _valid, epoch, _batch in batches)
+        def build_block(self, batches, arrays):
+            return ({"units": units, "epoch": epoch, "arrays": arrays} for units, _valid, epoch, _batch in batches)
 
     class Nothing(BatchBuilder):
         pass
 
     units = np.arange(3)
-    assert Blocks().build(units, np.ones(3, bool), 2, 0) == {"units": units, "epoch": 2}
+    assert Blocks().build(units, np.ones(3, bool), 2, 0) == {"units": units, "epoch": 2, "arrays": NUMPY}
     with pytest.raises(NotImplementedError, match="neither build nor build_block"):
         Nothing().build(units, np.ones(3, bool), 0, 0)
 
@@ -245,3 +246,24 @@ def test_every_built_in_stage_has_its_stream_written_in_the_rng_table():
         for stream in filter(None, (part.strip() for part in cls.stream.split(","))):
             assert callable(getattr(rng, f"{stream}_rng")), f"{cls.name}: no stream {stream}"
     assert "``stage_rng(s, name, e, b)``" in rng.__doc__
+
+
+def test_a_batch_is_built_into_the_arrays_the_loader_gives_and_equals_one_built_with_numpy(cue_pack, noise_bank):
+    """The arrays a worker's slot carves (``BatchArrays`` over an arena) reach every stage that makes an output
+    array as an argument (no module global): the batch's audio and collated fields live in the arena, and equal
+    the batch built with plain numpy."""
+    from speechpack.loader.transport.batch_arrays import Arena, BatchArrays
+
+    builder = loader.build_loader(_premixed(cue_pack, noise_bank), "train", seed=SEED).dataset.builder
+    units, valid = np.arange(2), np.ones(2, bool)
+    arena = Arena(np.zeros(8 << 20, dtype=np.uint8))
+    carved = builder.build(units, valid, 0, 0, BatchArrays(arena))
+    for name in ("wav_mix", "wav_target", "speaker_label", "spk_embed"):
+        if name in carved:
+            assert arena.offset_of(carved[name]) is not None, name
+    plain = builder.build(units, valid, 0, 0)
+    assert arena.offset_of(plain["wav_mix"]) is None
+    assert carved.keys() == plain.keys()
+    for name, value in plain.items():
+        if isinstance(value, np.ndarray):
+            np.testing.assert_array_equal(carved[name], value, err_msg=name)
