@@ -145,10 +145,10 @@ class _PlannedBatches(Dataset):
 
     def _plan_at(self, epoch: int, global_start: int, rank: int, world_size: int) -> EpochPlan:
         args = self.args
-        if needs_lengths(args) and (self._lengths is None or self.builder.lengths_by_epoch):
-            self._lengths = self.builder.unit_lengths(epoch)
-        return plan_epoch(args, self.seed, epoch, rank, world_size, num_units=self.builder.num_units(),
-                          lengths=self._lengths, train_windows=self.builder.windows, weighting=self.weighting,
+        if needs_lengths(args) and (self._lengths is None or self.builder.units.lengths_by_epoch):
+            self._lengths = self.builder.units.lengths(epoch)
+        return plan_epoch(args, self.seed, epoch, rank, world_size, num_units=self.builder.units.count,
+                          lengths=self._lengths, train_windows=self.builder.units.train_windows, weighting=self.weighting,
                           memory_limit=self.memory_limit, global_start=global_start)
 
     def __len__(self) -> int:  # the DataLoader never asks: the sampler defines the length
@@ -310,7 +310,7 @@ class SpeechLoader:
         self._resuming = False
         self.dataloader_settings = dataloader_settings(config, num_workers, prefetch_factor)
         num_workers = self.dataloader_settings["num_workers"]
-        rows, samples = largest_batch_rows(first, self.builder.unit_lengths(0))
+        rows, samples = largest_batch_rows(first, self.builder.units.lengths(0))
         in_flight = num_workers * (self.dataloader_settings["prefetch_factor"] or 1) if num_workers else 1
         check_batch_memory(rows, samples, bytes_per_row_sample(packs), in_flight, self.memory_ceiling,
                            f"epoch 0, rank {rank}")
@@ -364,8 +364,8 @@ class SpeechLoader:
         """Why ``plan`` (a pass of this loader) holds no batch, or None."""
         if len(plan):
             return None
-        return no_batch_reason(self.dataset.args, self.builder.num_units(), self.world_size, dropped=plan.dropped,
-                               unit_name="item" if self.builder.windows is None else "train-window chunk",
+        return no_batch_reason(self.dataset.args, self.builder.units.count, self.world_size, dropped=plan.dropped,
+                               unit_name="item" if self.builder.units.train_windows is None else "train-window chunk",
                                filtered=self.filtered, filter_report=self.filter_report,
                                weighted=self.weighting is not None)
 

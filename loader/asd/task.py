@@ -55,7 +55,7 @@ from speechpack.loader.pack import Pack
 from speechpack.loader.plan.train_windows import TrainWindows
 from speechpack.loader.rng import item_rng
 from speechpack.loader.samples import normalization, read_window
-from speechpack.loader.tasks import BatchBuilder, index_samples, LoaderTask, Prepared
+from speechpack.loader.tasks import BatchBuilder, DryRunView, index_samples, LoaderTask, PlanUnits, Prepared
 from speechpack.loader.transport.batch_arrays import NUMPY, BatchArrays
 from speechpack.schemas.constants import (
     FACE_SHAPE,
@@ -88,9 +88,9 @@ class AsdBatchBuilder(BatchBuilder):
         self.state = state
         self.seed = seed
         self.train = state == "train"
-        self.windows: TrainWindows | None = None
+        self.train_windows: TrainWindows | None = None
         if self.train and args.train_window is not None and len(tracks):
-            self.windows = muvap_windows(tracks.model_frames, args.train_window, args.hist_frames)
+            self.train_windows = muvap_windows(tracks.model_frames, args.train_window, args.hist_frames)
         # Per-track normalisation from the packs' whole-recording statistics (``loader.samples.normalization``,
         # under the normaliser chosen once): the float64 gain and the float32 ``mean * gain`` subtracted.
         self.gain = np.ones(len(tracks), dtype=np.float64)
@@ -115,38 +115,42 @@ class AsdBatchBuilder(BatchBuilder):
                                f"comes from a different clip); these packs have {self.donors.num_clips}: set "
                                f"{key}: 0")
         #: MuVAP's jitter: the chunks move every epoch, so their lengths do too (``unit_lengths(epoch)``).
-        self.lengths_by_epoch = self.windows is not None and args.jitter
+        self.lengths_by_epoch = self.train_windows is not None and args.jitter
         self._epoch_windows: tuple[int, TrainWindows] | None = None
 
     # -- what the planner needs ----------------------------------------------------------------------------
 
-    def num_units(self) -> int:
-        return len(self.tracks) if self.windows is None else len(self.windows)
-
     @property
-    def crops_to_shortest(self) -> bool:
+    def units(self) -> PlanUnits:
+        """Tracks, or training chunks (``train_window``), whose lengths move every epoch with ``jitter``."""
+        windows = self.train_windows
+        return PlanUnits(count=len(self.tracks) if windows is None else len(windows), lengths=self.unit_lengths,
+                         lengths_by_epoch=self.lengths_by_epoch, train_windows=windows, samples=self.unit_samples)
+
+    def dry_run(self) -> DryRunView:
         """Training batches are cut to their shortest row (the model has no padding mask); ``speechpack plan``
         measures utilisation accordingly."""
-        return self.train
+        return DryRunView(crops_to_shortest=self.train)
 
     def unit_samples(self) -> tuple[np.ndarray, np.ndarray]:
-        return index_samples(self.tracks.pack, self.tracks.sample, self.windows)
+        return index_samples(self.tracks.pack, self.tracks.sample, self.train_windows)
 
     def unit_lengths(self, epoch: int | None = None) -> np.ndarray:
         """Fed model frames per unit: the chunk with its history (train; with ``jitter``, as moved in ``epoch``,
         which is then required), or the whole track."""
-        if self.windows is None:
+        if self.train_windows is None:
             return self.tracks.model_frames.copy()
         return self.windows_of(epoch).fed_length
 
     def windows_of(self, epoch: int | None) -> TrainWindows:
-        """The training chunks of ``epoch``: ``windows``, or with ``jitter`` their moved copy (cached per epoch)."""
+        """The training chunks of ``epoch``: ``train_windows``, or with ``jitter`` their moved copy (cached per
+        epoch)."""
         if not self.lengths_by_epoch:
-            return self.windows
+            return self.train_windows
         if epoch is None:
             raise ValueError("with jitter the chunks change every epoch: pass the epoch")
         if self._epoch_windows is None or self._epoch_windows[0] != epoch:
-            moved = jitter_windows(self.windows, self.tracks.model_frames, self.asd_args.hist_frames, self.seed, epoch)
+            moved = jitter_windows(self.train_windows, self.tracks.model_frames, self.asd_args.hist_frames, self.seed, epoch)
             self._epoch_windows = (epoch, moved)
         return self._epoch_windows[1]
 
@@ -195,7 +199,7 @@ class AsdBatchBuilder(BatchBuilder):
               arrays: BatchArrays = NUMPY) -> dict:
         """Collated numpy arrays and lists for one batch (see the module docstring for the fields)."""
         unit_ids = np.asarray(unit_ids, dtype=np.int64)
-        if self.windows is not None:
+        if self.train_windows is not None:
             windows = self.windows_of(epoch)
             tracks = windows.item[unit_ids]
             fed_start = windows.fed_start[unit_ids]

@@ -68,7 +68,7 @@ from speechpack.loader.plan.weighting import PackWeighting, largest_remainder
 from speechpack.loader.config_checks import ConfigError
 from speechpack.loader.rng import BatchGenerator
 from speechpack.loader.samples import read_window
-from speechpack.loader.tasks import BatchBuilder, index_samples, LoaderTask, PlanArgs, Prepared
+from speechpack.loader.tasks import BatchBuilder, index_samples, LoaderTask, PlanArgs, PlanUnits, Prepared
 from speechpack.loader.transport.batch_arrays import NUMPY, BatchArrays
 from speechpack.schemas.constants import KIND_ASR, STREAM_AUDIO
 from speechpack.schemas.errors import SpeechpackError
@@ -102,8 +102,10 @@ class AsrBatchBuilder(BatchBuilder):
         self.unknown_tokens_removed = unknown_tokens_removed
         self._waves_are_output = not (args.normalize_audio or args.use_fbank or self.spec_augment)
 
-    def num_units(self) -> int:
-        return len(self.items)
+    @property
+    def units(self) -> PlanUnits:
+        """Utterances, each whole."""
+        return PlanUnits(count=len(self.items), lengths=self.unit_lengths, samples=self.unit_samples)
 
     @property
     def sample_rate(self) -> int:
@@ -117,7 +119,7 @@ class AsrBatchBuilder(BatchBuilder):
                         shuffle_windows=args.shuffle_windows, sync=args.sync)
 
     def unit_samples(self) -> tuple[np.ndarray, np.ndarray]:
-        return index_samples(self.items.pack, self.items.sample, self.windows)
+        return index_samples(self.items.pack, self.items.sample)
 
     def unit_lengths(self, epoch: int = 0) -> np.ndarray:
         """Samples per utterance (per channel): what LENGTH batching budgets (rows x longest row)."""

@@ -26,14 +26,14 @@ Factory = Callable[[Any], "Stage | None"]
 
 
 def _windows(b) -> Stage | None:
-    return None if b.online is not None else WindowDraws(b.seed, b.items, b.chunking.draws_per_window, b.windows,
+    return None if b.online is not None else WindowDraws(b.seed, b.items, b.chunking.draws_per_window, b.train_windows,
                                                          b.fixed_windows)
 
 
 def _decode(b) -> Stage | None:
     if b.online is not None:
         return None
-    return DecodeRows(None if b.needs_resample else b.table, b.decoder, b.items, b.chunking, b.windows,
+    return DecodeRows(None if b.needs_resample else b.table, b.decoder, b.items, b.chunking, b.train_windows,
                       (b.mix_stream, b.target_stream), (b.args.align_of("wav_mix"), b.args.align_of("wav_target")))
 
 
@@ -53,7 +53,7 @@ def _cues(b) -> Stage | None:
 
 
 def _collate(b) -> Stage | None:
-    return Collate(b.windows)
+    return Collate(b.train_windows)
 
 
 def _mainline(b) -> Stage | None:

@@ -74,8 +74,8 @@ def _both_paths(builder, plan, b: int, epoch: int):
     items, _valid = plan.batch(b)
     draws = batch_rng(builder.seed, epoch, int(plan.global_batch[b])).random((len(items), ZERO_CHUNK_REDRAWS + 1))
     units = None
-    if builder.windows is not None:
-        units, items = items, builder.windows.item[items]
+    if builder.train_windows is not None:
+        units, items = items, builder.train_windows.item[items]
     return (builder.table.rows(items, draws, units)[:3],
             builder.pipeline.stage("decode").item_rows(items, draws, units)[:3])
 
