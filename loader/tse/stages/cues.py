@@ -27,6 +27,7 @@ class Cues(Stage):
 
     name = "cues"
     stream = "batch, augment"
+    keys = ("cues", "field_collate", "augment", "mainline")
 
     def __init__(self, seed: int, packs: list, cues: list, label_spec: FieldSpec, has_labels: bool,
                  enroll_augment: EnrollAugment | None, rate: int, window_width: int, noise: bool, mainline):

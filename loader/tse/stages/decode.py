@@ -27,6 +27,7 @@ class DecodeRows(Stage):
     """The rows and audio of pre-mixed batches (module docstring); ``table`` None: item by item."""
 
     name = "decode"
+    keys = ("resample_rate", "normalize", "align", "whole_utt", "chunk_len", "chunk_short_policy", "train_window")
 
     def __init__(self, table: TableRows | None, decoder: Decoder, items: ItemIndex, chunking: Chunking,
                  windows: TrainWindows | None, streams: tuple[str, str], align: tuple[str, str]):

@@ -15,6 +15,8 @@ class OnlineMix(Stage):
 
     name = "online_mix"
     stream = "item"
+    keys = ("resample_rate", "normalize", "align", "whole_utt", "chunk_len", "chunk_random_start",
+            "chunk_short_policy", "mix", "augment")
 
     def __init__(self, mixer: OnlineMixer):
         self.mixer = mixer

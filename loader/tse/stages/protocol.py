@@ -49,11 +49,15 @@ class BatchState:
 
 class Stage:
     """One step of a task's batch: ``name`` (unique in its pipeline), ``stream`` (the name of its stream in
-    ``loader.rng``'s table; ``""``: it draws nothing), and ``step(state)``, which fills ``state`` in place.
-    ``apply`` maps ``step`` over the block's states lazily; a stage that works on the whole block overrides it."""
+    ``loader.rng``'s table; ``""``: it draws nothing), ``keys`` (the ``dataset_args`` fields it reads, each declared
+    once: in ``loader.tse.args.DATASET_ARGS``, or for an added stage by ``register_stage(..., keys=)``; what it
+    contributes to the resume fingerprint: ``loader.tse.stages.pipeline.stage_fingerprint``), and ``step(state)``,
+    which fills ``state`` in place.  ``apply`` maps ``step`` over the block's states lazily; a stage that works on
+    the whole block overrides it."""
 
     name: str = ""
     stream: str = ""
+    keys: tuple[str, ...] = ()
 
     def step(self, state: BatchState) -> None:
         raise NotImplementedError
