@@ -11,8 +11,10 @@ training loader (``loader.torch``) and the dry run (``loader.plan.planning_repor
 torch.  A new task is registered with ``register_task`` (docs/extending.md, "A loader task").
 
 The two contracts between the generic loader and a task: ``BatchBuilder`` (what the loader calls on a task's
-batch builder) and ``LoaderTask`` (what it calls on the task itself), each hook with its default, documented here
-once (docs/extending.md, "A loader task").
+batch builder: what a plan needs, ``plan_args``, ``units`` (``PlanUnits``), ``check_plan``, ``dry_run``
+(``DryRunView``); what a batch needs, ``build``/``build_block``, ``augment_batch``, ``sample_rate``, ``tokenizer``) and
+``LoaderTask`` (what it calls on the task itself), each hook with its default, documented here once
+(docs/extending.md, "A loader task").
 
 In the spirit of Grain's ``Map``/``RandomMap`` transforms (one base class, one required method, the rest optional
 with a stated default): a task subclasses both, overrides what it needs, and the generic modules
