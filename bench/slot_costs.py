@@ -36,6 +36,7 @@ import numpy as np  # noqa: E402
 
 from speechpack.loader import build_loader  # noqa: E402
 from speechpack.loader.transport import batch_ring, huge_pages  # noqa: E402
+from speechpack.loader.transport.batch_arrays import NUMPY, BatchArrays  # noqa: E402
 from workdir import bench_workdir  # noqa: E402
 from worker_scaling import tse_config  # noqa: E402
 
@@ -62,10 +63,10 @@ def main(argv: list[str] | None = None) -> int:
         plan = dataset.plan(0)
         builder = dataset.builder
 
-        def build(i: int) -> dict:
+        def build(i: int, arrays: BatchArrays = NUMPY) -> dict:
             b = i % len(plan)
             items, valid = plan.batch(b)
-            return builder.build(items, valid, 0, int(plan.global_batch[b]))
+            return builder.build(items, valid, 0, int(plan.global_batch[b]), arrays)
 
         def heap_dropped() -> None:
             for i in range(args.batches):
@@ -89,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
                 held = []
                 for i in range(args.batches):
                     slot = ring.claim(0)
-                    ring.build_group_in(0, slot, [lambda: build(i)])
+                    ring.build_group_in(0, slot, lambda arrays: [lambda: build(i, arrays)])
                     held.append(slot)
                     if len(held) == count:
                         ring.abandon(0, held.pop(0))

@@ -19,7 +19,7 @@ import hashlib
 import json
 import os
 import posixpath
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 # ConfigError (loader.config_checks) and STATES (loader.tasks) are re-exported: callers that read configs import
@@ -53,6 +53,18 @@ MAX_BETA = 10.0
 def _values(obj: Any) -> dict[str, Any]:
     """A dataclass's field values by name (what ``__post_init__`` checks)."""
     return {name: getattr(obj, name) for name in obj.__dataclass_fields__}
+
+
+def _held(cls: type, **values: Any) -> Any:
+    """An instance of the frozen dataclass ``cls`` holding ``values`` (one per field) that ``from_dict`` has
+    checked already, naming the config's paths: built without ``__post_init__``, so a config is checked once."""
+    names = {f.name for f in fields(cls)}
+    if set(values) != names:
+        raise ValueError(f"{cls.__name__}: values for {sorted(values)}, fields {sorted(names)}")
+    obj = object.__new__(cls)
+    for name, value in values.items():
+        object.__setattr__(obj, name, value)
+    return obj
 
 
 def _check_pack_entry(v: dict[str, Any], where: str) -> None:
@@ -120,8 +132,8 @@ class PackSource:
         defaults = {"path": None, "weight": None, "hours_beta": False, "repeat": None, "choose": None,
                     "corpus": None, "language": None, "split": None}
         values = {**defaults, **take_known(obj, where, defaults if weighting else {"path": None})}
-        _check_pack_entry(values, where)  # first, so the message names the config path
-        return cls(path=values["path"],
+        _check_pack_entry(values, where)  # once, naming the config path
+        return _held(cls, path=values["path"],
                    weight=None if values["weight"] is None else float(values["weight"]),
                    hours_beta=values["hours_beta"],
                    repeat=None if values["repeat"] is None else float(values["repeat"]),
@@ -157,7 +169,7 @@ class Weighting:
     def from_dict(cls, obj: Any, where: str) -> "Weighting":
         v = take_known(obj, where, {"beta_corpus": 0.5, "beta_language": 0.5, "epoch_items": None})
         _check_weighting(v, where)
-        return cls(beta_corpus=float(v["beta_corpus"]), beta_language=float(v["beta_language"]),
+        return _held(cls, beta_corpus=float(v["beta_corpus"]), beta_language=float(v["beta_language"]),
                    epoch_items=v["epoch_items"])
 
 
@@ -253,7 +265,8 @@ class LoaderConfig:
     cache: CacheSettings | None = None
 
     def __post_init__(self) -> None:
-        task_of(check_type(self.task, str, "LoaderConfig.task"), "LoaderConfig.task")
+        object.__setattr__(self, "_task", task_of(check_type(self.task, str, "LoaderConfig.task"),
+                                                  "LoaderConfig.task"))
         _check_packs_weighting(self.packs, self.weighting, "LoaderConfig")
         positive_int(self.sample_num_per_epoch, "LoaderConfig.sample_num_per_epoch", minimum=0,
                      maximum=MAX_EPOCH_ITEMS)
@@ -261,6 +274,11 @@ class LoaderConfig:
         check_choice(self.verify_streams, VERIFY_MODES, "LoaderConfig.verify_streams")
         if self.memory_limit is not None:
             positive_int(self.memory_limit, "LoaderConfig.memory_limit", maximum=1 << 62)
+
+    @property
+    def loader_task(self):
+        """The task's ``LoaderTask`` (``loader.tasks``), looked up once, when the config was made."""
+        return self._task
 
     def check_state(self, state: str) -> None:
         """``state`` is one this config was read for (its ``val_dataset_args`` merged or not as ``state`` needs)."""
@@ -276,18 +294,22 @@ class LoaderConfig:
     def from_dict(cls, obj: Any, where: str = "config", state: str = "train") -> "LoaderConfig":
         """``obj`` read for ``state`` (``val_dataset_args`` applies to ``val`` and ``test``).  Another tool's
         recipe (a top-level key of ``loader.tasks.FOREIGN_RECIPES``: Omnilingual's ``dataset:`` block) is translated
-        key by key first, by its task (``LoaderTask.translate_config``)."""
+        key by key first, by its task (``LoaderTask.translate_config``).  Every key is checked once, here (the
+        config is built without checking it again); the task is looked up once."""
+        translator = None
         if isinstance(obj, dict):
             for key, name in FOREIGN_RECIPES.items():
                 if key in obj:
-                    obj = task_of(name).translate_config(obj, where)
+                    translator = task_of(name)
+                    obj = translator.translate_config(obj, where)
                     break
         recipe = read_recipe(obj, state, where)
         values = take_known(recipe.config, where, {"packs": None, "dataset_args": None, "weighting": None,
                                                    "task": DEFAULT_TASK, "verify_streams": DEFAULT_VERIFY,
                                                    "memory_limit": None, "cache": None})
         task_name = check_type(values["task"], str, f"{where}.task")
-        loader_task = task_of(task_name, f"{where}.task")
+        loader_task = (translator if translator is not None and translator.name == task_name
+                       else task_of(task_name, f"{where}.task"))
         packs = values["packs"]
         if not isinstance(packs, list) or not packs:
             raise ConfigError(f"{where}.packs: a non-empty list of {{path: ...}} is required")
@@ -296,12 +318,15 @@ class LoaderConfig:
         weighting = Weighting.from_dict(values["weighting"], f"{where}.weighting")
         _check_packs_weighting(sources, weighting, where)
         _check_per_epoch(sources, recipe.sample_num_per_epoch, f"{where}.dataset_args")
-        return cls(packs=sources, dataset_args=dataset_args, weighting=weighting, task=task_name,
-                   dataloader=recipe.dataloader, sample_num_per_epoch=recipe.sample_num_per_epoch,
-                   ignored=recipe.ignored, states=recipe.states, dialect=recipe.dialect,
-                   verify_streams=verify_mode(values["verify_streams"], f"{where}.verify_streams"),
-                   memory_limit=_memory_limit(values["memory_limit"], f"{where}.memory_limit"),
-                   cache=None if values["cache"] is None else CacheSettings.from_dict(values["cache"], f"{where}.cache"))
+        config = _held(cls, packs=sources, dataset_args=dataset_args, weighting=weighting, task=task_name,
+                       dataloader=recipe.dataloader, sample_num_per_epoch=recipe.sample_num_per_epoch,
+                       ignored=recipe.ignored, states=recipe.states, dialect=recipe.dialect,
+                       verify_streams=verify_mode(values["verify_streams"], f"{where}.verify_streams"),
+                       memory_limit=_memory_limit(values["memory_limit"], f"{where}.memory_limit"),
+                       cache=(None if values["cache"] is None
+                              else CacheSettings.from_dict(values["cache"], f"{where}.cache")))
+        object.__setattr__(config, "_task", loader_task)
+        return config
 
 
 def _check_per_epoch(packs: tuple[PackSource, ...], per_epoch: int, where: str) -> None:
@@ -345,7 +370,7 @@ def loader_fingerprint(config: LoaderConfig, state: str, packs: list[Pack], orde
     shard-aware order, ``loader.cache.shard_order.window_identity``); empty or None leaves the hash as before.
     """
     digest = hashlib.sha256()
-    loader_task = task_of(config.task)
+    loader_task = config.loader_task
     args = loader_task.fingerprint_args(asdict(config.dataset_args))  # keys added later left out while unset
     identity = {"dataset_args": args, "state": state}
     if loader_task.fingerprint_names_task:
@@ -375,7 +400,7 @@ def dataloader_settings(config: LoaderConfig, num_workers: int | None = None,
     batches waiting in total, so ``ceil(total / workers)`` per worker); else 0 workers and
     ``PREFETCH_PER_WORKER``.  Without workers nothing is prefetched: batches are built in the training process."""
     loader_args = config.dataloader
-    (task_workers, workers_key), (task_prefetch, prefetch_key) = task_of(config.task).dataloader_defaults(
+    (task_workers, workers_key), (task_prefetch, prefetch_key) = config.loader_task.dataloader_defaults(
         config.dataset_args)
     if num_workers is not None:
         workers, source = num_workers, "num_workers"

@@ -9,19 +9,15 @@ a huge ``batch_size`` or budget would otherwise surface much later as a ``Memory
 inside planning, even in a dry run.  The limits are far above any real setting and far below what overflows
 64-bit arithmetic or memory; they are the only place these bounds are written.
 
-An args dataclass (TSE's ``dataset_args``) checks its values in ``__post_init__``, so it has no ``where`` of its
-own: ``where_set`` lets ``from_dict`` say under which path the keys are named (``config.dataset_args``) while it
-builds the objects, and ``check_int``, ``check_finite`` and ``check_pair`` name a key by it (``at``; the last two
-are ``number`` and ``value_range`` under that name); a directly built object names them under ``dataset_args``.
+Every check takes the key's path as an argument (``where``): nothing here is ambient.  A config's parser names
+keys under the config's path (``config.dataset_args.chunk_len``); an args object built in code checks itself in
+``__post_init__`` and names its keys under ``dataset_args``.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from decimal import Decimal, InvalidOperation
 from numbers import Integral
 from typing import Any
@@ -49,8 +45,6 @@ MAX_SAMPLES = 2 ** 28
 _SIZE_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "PB": 10**15,
                "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40, "PIB": 2**50}
 _SIZE = re.compile(r"^\s*(\d{1,30}(?:\.\d{1,30})?)\s*([A-Za-z]{0,3})\s*$")
-
-_WHERE: ContextVar[str] = ContextVar("dataset_args_where", default="dataset_args")
 
 
 class ConfigError(SpeechpackError):
@@ -170,39 +164,14 @@ def db_range(value: Any, where: str) -> tuple[float, float]:
     return value_range(value, where, -MAX_DB, MAX_DB)
 
 
-@contextmanager
-def where_set(where: str) -> Iterator[None]:
-    """Within the block, range errors name keys under ``where``."""
-    token = _WHERE.set(where)
-    try:
-        yield
-    finally:
-        _WHERE.reset(token)
-
-
-def at(key: str) -> str:
-    """The full path of ``key`` (``config.dataset_args.chunk_len``)."""
-    return f"{_WHERE.get()}.{key}"
-
-
-def check_int(value: Any, key: str, lo: int, hi: int, unit: str = "") -> int:
-    """``value`` if it is an int in ``[lo, hi]``; else a ``ConfigError`` naming ``key`` and the range."""
-    check_type(value, int, at(key))
+def check_int(value: Any, where: str, lo: int, hi: int, unit: str = "") -> int:
+    """``value`` if it is an int in ``[lo, hi]``; else a ``ConfigError`` naming ``where`` and the range."""
+    check_type(value, int, where)
     if not lo <= value <= hi:
-        raise ConfigError(f"{at(key)}: must be in [{lo}, {hi}]{unit}, got {bounded_repr(value)}")
+        raise ConfigError(f"{where}: must be in [{lo}, {hi}]{unit}, got {bounded_repr(value)}")
     return value
 
 
-def check_finite(value: Any, key: str, lo: float, hi: float) -> float:
-    """``number`` for the key ``key`` (named by ``at``)."""
-    return number(value, at(key), lo, hi)
-
-
-def check_pair(value: Any, key: str, lo: float, hi: float) -> tuple[float, float]:
-    """``value_range`` within ``[lo, hi]`` for the key ``key`` (named by ``at``)."""
-    return value_range(value, at(key), lo, hi)
-
-
 __all__ = ["MAX_BATCH_ROWS", "MAX_COUNT", "MAX_DB", "MAX_EPOCH", "MAX_EPOCH_ITEMS", "MAX_SAMPLES", "MAX_SEED",
-           "ConfigError", "at", "byte_size", "check_choice", "check_finite", "check_int", "check_pair", "check_type", "db_range",
-           "integer", "number", "positive_int", "probability", "take_known", "value_range", "where_set"]
+           "ConfigError", "byte_size", "check_choice", "check_int", "check_type", "db_range",
+           "integer", "number", "positive_int", "probability", "take_known", "value_range"]

@@ -109,7 +109,7 @@ def _both_mics(config_path: str, tse_2mic_pack: str, out: str, echo: Callable[[s
         yaml.safe_dump(config, fp, sort_keys=False)
     try:
         plan_report(config, "train")
-    except SpeechpackError as err:  # the TSE builder's planned_batch_check (MixedChannels)
+    except SpeechpackError as err:  # the TSE builder's dry-run batch check (MixedChannels)
         if "different channel counts" not in str(err):
             raise
         echo(f"   with the two-microphone pack added ({BOTH_MICS_CONFIG}), `speechpack plan` refuses it:")

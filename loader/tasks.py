@@ -11,8 +11,10 @@ training loader (``loader.torch``) and the dry run (``loader.plan.planning_repor
 torch.  A new task is registered with ``register_task`` (docs/extending.md, "A loader task").
 
 The two contracts between the generic loader and a task: ``BatchBuilder`` (what the loader calls on a task's
-batch builder) and ``LoaderTask`` (what it calls on the task itself), each hook with its default, documented here
-once (docs/extending.md, "A loader task").
+batch builder: what a plan needs, ``plan_args``, ``units`` (``PlanUnits``), ``check_plan``, ``dry_run``
+(``DryRunView``); what a batch needs, ``build``/``build_block``, ``augment_batch``, ``sample_rate``, ``tokenizer``) and
+``LoaderTask`` (what it calls on the task itself), each hook with its default, documented here once
+(docs/extending.md, "A loader task").
 
 In the spirit of Grain's ``Map``/``RandomMap`` transforms (one base class, one required method, the rest optional
 with a stated default): a task subclasses both, overrides what it needs, and the generic modules
@@ -35,6 +37,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from speechpack.loader.config_checks import MAX_SEED, ConfigError, integer
+from speechpack.loader.transport.batch_arrays import NUMPY, BatchArrays
 from speechpack.loader.plan.weighting import PackWeighting
 
 #: What a loader is built for (``build_loader(config, state)``).
@@ -96,7 +99,7 @@ def prepare(config, state: str, packs: list, seed: int) -> Prepared:
         raise ConfigError(f"state must be one of {', '.join(STATES)}, got {state!r}")
     seed = integer(seed, "seed", 0, MAX_SEED)
     config.check_state(state)
-    loader_task = task(config.task)
+    loader_task = config.loader_task
     prepared = loader_task.prepare(config, state, packs, seed)
     if prepared.weighting is None and config.weighted:
         sizes = np.bincount(prepared.item_pack, minlength=len(packs))
@@ -122,62 +125,87 @@ class PlanArgs:
     sync: str | None = None
 
 
-class BatchBuilder:
-    """What the generic loader calls on a task's batch builder.  Required: ``args``, ``packs``, ``num_units``,
-    ``unit_lengths`` and ``build`` or ``build_block`` (each defaults to the other); every other hook has the
-    default written here.
+def _no_samples() -> None:
+    """``PlanUnits.samples`` of a task that does not say which pack samples its units read."""
+    return None
 
-    Two sides, called at different times: what a plan needs (the epoch plan, the dry run, the node cache's
-    schedule; no audio read): ``args``/``plan_args``, ``packs``, ``num_units``, ``unit_lengths``,
-    ``lengths_by_epoch``, ``crops_to_shortest``, ``windows``, ``unit_rows``, ``unit_samples``,
-    ``planned_batch_check``, ``check_plan``; and what a batch needs (the workers, the training process):
-    ``build_block`` (or ``build``), ``augment_batch``, ``sample_rate``, ``tokenizer``.
+
+@dataclass(frozen=True)
+class PlanUnits:
+    """What an epoch plan deals (``BatchBuilder.units``), known before any audio is read.
+
+    ``count``: the units (items, or train-window chunks); ``lengths(epoch)``: per unit, the row length its batch will
+    have (budget batching plans with it; the dry run reports it), the same every epoch unless ``lengths_by_epoch``
+    (ASD chunks with MuVAP's ``jitter``: the loader then asks each epoch instead of keeping the first answer);
+    ``train_windows``: the chunks (``loader.plan.train_windows.TrainWindows``) when the units are chunks of items,
+    else None; ``samples()``: ``(pack id, sample)`` of every unit, so the node cache (``loader.cache.schedule``)
+    knows the files each planned batch needs before the epoch starts (None: it fetches on demand and evicts the
+    oldest entries first; a task with an item index gives ``index_samples(index.pack, index.sample,
+    train_windows)``)."""
+
+    count: int
+    lengths: Callable[[int], np.ndarray]
+    lengths_by_epoch: bool = False
+    train_windows: Any = None
+    samples: Callable[[], tuple[np.ndarray, np.ndarray] | None] = _no_samples
+
+
+@dataclass(frozen=True)
+class DryRunView:
+    """What the dry run (``speechpack plan``, ``loader.plan.planning_report``) reads of a task beyond its plan
+    (``BatchBuilder.dry_run``): ``rows``, per unit the rows the loader yields for it (None: one row per unit; TSE: a
+    mixture gives one row per target speaker); ``crops_to_shortest``, whether a batch crops its rows to the shortest
+    (ASD training) rather than padding them to the longest, so utilisation counts the frames kept; ``batch_check``,
+    a check of each planned batch before any audio is read, so ``speechpack plan`` fails where training would:
+    called as ``check(units, epoch=, rank=, batch=, batches=)``, it raises a ``SpeechpackError`` naming the batch
+    (None: every planned batch can be built; TSE: mixtures of different channel counts)."""
+
+    rows: np.ndarray | None = None
+    crops_to_shortest: bool = False
+    batch_check: Callable[..., None] | None = None
+
+
+class BatchBuilder:
+    """What the generic loader calls on a task's batch builder: what a plan needs and what a batch needs.
+
+    What a plan needs (the epoch plan, the dry run, the node cache's schedule; no audio read): ``plan_args`` (the
+    planning view), ``units`` (a ``PlanUnits``: required), ``check_plan`` and ``dry_run`` (a ``DryRunView``).
+    What a batch needs (the workers, the training process): ``build_block`` or ``build`` (required: each defaults
+    to the other), ``augment_batch``, ``sample_rate`` and ``tokenizer``.  Every hook but the required ones has the
+    default written here; ``plan_args`` 's reads the builder's ``args`` (the task's ``dataset_args`` for the state,
+    with ``batch_size``, ``batching``, ``shuffle`` and ``tail``) and ``sample_rate`` 's its ``packs``.
 
     A builder is pickled to each DataLoader worker: keep what it holds picklable (open packs are), and let reused
     scratch memory pickle empty.
     """
 
-    #: Required: the task's ``dataset_args`` for the state, with ``batch_size``, ``batching`` (None or a
-    #: ``BudgetArgs``), ``shuffle`` and ``tail``: what ``plan_args`` is made from.
-    args: Any
-    #: Required: the opened packs, in the config's order (``Prepared.item_pack`` indexes them).
-    packs: list
-    #: Train-window chunks (``loader.plan.train_windows.TrainWindows``) when the plan's units are chunks of items;
-    #: None when units are items.
-    windows: Any = None
-    #: Whether ``unit_lengths(epoch)`` differs from epoch to epoch (ASD chunks with MuVAP's ``jitter``): the loader
-    #: then asks again each epoch instead of keeping the first answer.
-    lengths_by_epoch: bool = False
-    #: Whether a batch crops its rows to the shortest (ASD training) rather than padding them to the longest: the
-    #: dry run's utilisation counts frames kept instead of padding.
-    crops_to_shortest: bool = False
     #: The tokenizer batches' token ids come from (``SpeechLoader.tokenizer``); None for tasks without text.
     tokenizer: Any = None
 
-    def num_units(self) -> int:
-        """Required: how many units the plan deals (items, or train-window chunks)."""
-        raise NotImplementedError
+    @property
+    def units(self) -> PlanUnits:
+        """Required: what the plan deals (``PlanUnits``)."""
+        raise NotImplementedError(f"{type(self).__name__} does not say what its plan deals (units)")
 
-    def unit_lengths(self, epoch: int) -> np.ndarray:
-        """Required: per unit, the row length its batch will have (budget batching plans with it; the dry run
-        reports it).  The same every epoch unless ``lengths_by_epoch``."""
-        raise NotImplementedError
-
-    def build(self, items: np.ndarray, valid: np.ndarray, epoch: int, global_batch: int) -> dict:
-        """Required unless ``build_block`` is given (then: its one batch): one collated batch (numpy arrays, carved
-        with ``loader.transport.batch_arrays`` to travel in the worker's shared memory, and lists) of the units
-        ``items``; ``valid`` flags real rows (False: a tail repeat); ``global_batch`` keys the batch's random
-        streams."""
+    def build(self, items: np.ndarray, valid: np.ndarray, epoch: int, global_batch: int,
+              arrays: BatchArrays = NUMPY) -> dict:
+        """Required unless ``build_block`` is given (then: its one batch): one collated batch (numpy arrays and
+        lists) of the units ``items``; ``valid`` flags real rows (False: a tail repeat); ``global_batch`` keys the
+        batch's random streams.  The arrays the batch returns are made by ``arrays``
+        (``loader.transport.batch_arrays.BatchArrays``: a DataLoader worker's shared-memory slot, the batch then
+        travels without a copy; ``NUMPY`` in one process)."""
         if type(self).build_block is BatchBuilder.build_block:
             raise NotImplementedError(f"{type(self).__name__} defines neither build nor build_block")
-        (batch,) = self.build_block([(items, valid, epoch, global_batch)])
+        (batch,) = self.build_block([(items, valid, epoch, global_batch)], arrays)
         return batch
 
-    def build_block(self, batches: list[tuple[np.ndarray, np.ndarray, int, int]]) -> Iterator[dict]:
-        """Several consecutive batches (``build``'s arguments each), yielded one by one as they are asked for.
-        Default: ``build`` each.  A task that can share work across batches gives this instead of ``build`` (TSE
-        gathers their window table together); the batches must be the same as built one at a time."""
-        return (self.build(*batch) for batch in batches)
+    def build_block(self, batches: list[tuple[np.ndarray, np.ndarray, int, int]],
+                    arrays: BatchArrays = NUMPY) -> Iterator[dict]:
+        """Several consecutive batches (``build``'s first arguments each), their arrays made by ``arrays``, yielded
+        one by one as they are asked for.  Default: ``build`` each.  A task that can share work across batches
+        gives this instead of ``build`` (TSE gathers their window table together); the batches must be the same as
+        built one at a time."""
+        return (self.build(*batch, arrays) for batch in batches)
 
     @property
     def plan_args(self) -> PlanArgs:
@@ -186,34 +214,20 @@ class BatchBuilder:
         args = self.args
         return PlanArgs(batch_size=args.batch_size, batching=args.batching, shuffle=args.shuffle, tail=args.tail)
 
-    @property
-    def sample_rate(self) -> int:
-        """The rate of the batches' audio (``speechpack peek --save-wavs``).  Default: the first pack's."""
-        return int(self.packs[0].sample_rate)
-
-    def unit_rows(self) -> np.ndarray | None:
-        """Per unit, the rows the loader yields for it (the dry run's rows per batch).  Default None: one row per
-        unit.  (TSE: a mixture gives one row per target speaker.)"""
-        return None
-
-    def unit_samples(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """``(pack id, sample)`` of every planning unit: which pack sample each unit reads, so the node cache
-        (``loader.cache.schedule``) knows the files each planned batch needs before the epoch starts.  Default None:
-        the cache then fetches on demand and evicts the oldest entries first.  A task with an item index returns
-        ``index_samples(index.pack, index.sample, self.windows)``."""
-        return None
-
-    def planned_batch_check(self) -> Callable[..., None] | None:
-        """A check the dry run applies to each planned batch before any audio is read, so ``speechpack plan``
-        fails where training would: called as ``check(units, epoch=, rank=, batch=, batches=)``, it raises a
-        ``SpeechpackError`` naming the batch.  Default None: every planned batch can be built.  (TSE: a batch of
-        mixtures with different channel counts.)"""
-        return None
-
     def check_plan(self, plan, world_size: int) -> None:
         """A check of the first epoch's plan (``loader.plan.EpochPlan`` of this rank) when a loader starts: raise a
         ``SpeechpackError`` for a plan the task's trainer cannot use, so it fails at start, not after an epoch.
         Default: none.  (A mainline WeSep recipe: a val plan without a full batch.)"""
+
+    def dry_run(self) -> DryRunView:
+        """What the dry run reads beyond the plan (``DryRunView``).  Default: one row per unit, padded batches,
+        every planned batch buildable."""
+        return DryRunView()
+
+    @property
+    def sample_rate(self) -> int:
+        """The rate of the batches' audio (``speechpack peek --save-wavs``).  Default: the first pack's."""
+        return int(self.packs[0].sample_rate)
 
     def augment_batch(self, batch: dict) -> dict:
         """What the training process applies to a delivered batch, on whatever device it has moved it to
@@ -222,12 +236,12 @@ class BatchBuilder:
         return batch
 
 
-def index_samples(pack: np.ndarray, sample: np.ndarray, windows: Any = None) -> tuple[np.ndarray, np.ndarray]:
-    """``BatchBuilder.unit_samples`` of an item index (per item: its pack and sample), through train-window chunks
-    (each chunk reads its item) when the plan deals chunks."""
+def index_samples(pack: np.ndarray, sample: np.ndarray, train_windows: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    """``PlanUnits.samples`` of an item index (per item: its pack and sample), through train-window chunks (each
+    chunk reads its item) when the plan deals chunks."""
     pack, sample = np.asarray(pack, dtype=np.int64), np.asarray(sample, dtype=np.int64)
-    if windows is not None:
-        pack, sample = pack[windows.item], sample[windows.item]
+    if train_windows is not None:
+        pack, sample = pack[train_windows.item], sample[train_windows.item]
     return pack, sample
 
 
@@ -282,6 +296,6 @@ class LoaderTask:
         return (None, ""), (None, "")
 
 
-__all__ = ["BatchBuilder", "DEFAULT_TASK", "LoaderTask", "PlanArgs", "Prepared", "DIALECT_READERS", "FOREIGN_RECIPES",
+__all__ = ["BatchBuilder", "DEFAULT_TASK", "DryRunView", "LoaderTask", "PlanArgs", "PlanUnits", "Prepared", "DIALECT_READERS", "FOREIGN_RECIPES",
            "STATES", "TASK_MODULES", "index_samples", "prepare", "read_dialect", "register_task", "task",
            "task_module"]

@@ -32,6 +32,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
 from speechpack.loader.transport import batch_ring, message_groups
+from speechpack.loader.transport.batch_arrays import NUMPY, BatchArrays
 from speechpack.loader.config_checks import MAX_EPOCH, integer
 from speechpack.loader.cache import CacheSettings, open_cached_pack
 from speechpack.loader.cache.schedule import PlanFeed
@@ -144,24 +145,25 @@ class _PlannedBatches(Dataset):
 
     def _plan_at(self, epoch: int, global_start: int, rank: int, world_size: int) -> EpochPlan:
         args = self.args
-        if needs_lengths(args) and (self._lengths is None or self.builder.lengths_by_epoch):
-            self._lengths = self.builder.unit_lengths(epoch)
-        return plan_epoch(args, self.seed, epoch, rank, world_size, num_units=self.builder.num_units(),
-                          lengths=self._lengths, train_windows=self.builder.windows, weighting=self.weighting,
+        if needs_lengths(args) and (self._lengths is None or self.builder.units.lengths_by_epoch):
+            self._lengths = self.builder.units.lengths(epoch)
+        return plan_epoch(args, self.seed, epoch, rank, world_size, num_units=self.builder.units.count,
+                          lengths=self._lengths, train_windows=self.builder.units.train_windows, weighting=self.weighting,
                           memory_limit=self.memory_limit, global_start=global_start)
 
     def __len__(self) -> int:  # the DataLoader never asks: the sampler defines the length
         raise TypeError("indexed by (epoch, start, stop); ask the SpeechLoader for its length")
 
-    def arrays(self, epoch: int, start: int, stop: int, global_start: int = 0) -> Iterator[dict]:
+    def arrays(self, epoch: int, start: int, stop: int, global_start: int = 0,
+               out: BatchArrays = NUMPY) -> Iterator[dict]:
         """Batches ``start`` to ``stop - 1`` of the pass over ``epoch`` from ``global_start`` as the builder makes them
-        (numpy arrays and lists), yielded one by one (``BatchBuilder.build_block``: TSE plans them together, each
-        built when asked for)."""
+        (numpy arrays and lists, the arrays made by ``out``: a worker's slot, or plain numpy), yielded one by one
+        (``BatchBuilder.build_block``: TSE plans them together, each built when asked for)."""
         plan = self.plan(epoch, global_start)
         if self.feed is not None:
             self.feed.at((epoch, global_start), start, stop)
         batches = [(*plan.batch(b), epoch, int(plan.global_batch[b])) for b in range(start, stop)]
-        return self.builder.build_block(batches)
+        return self.builder.build_block(batches, out)
 
     def __getitem__(self, key: tuple[int, int, int, int]) -> "message_groups.BatchGroup | WorkerFailure":
         try:
@@ -175,17 +177,20 @@ class _PlannedBatches(Dataset):
     def _group(self, key: tuple[int, int, int, int]) -> message_groups.BatchGroup:
         epoch, start, stop, global_start = key
         meter = message_groups.Meter()
-        block = self.arrays(epoch, start, stop, global_start)
-        builds = [meter.timed(lambda: next(block)) for _ in range(start, stop)]
+
+        def builds(out: BatchArrays) -> list:
+            block = self.arrays(epoch, start, stop, global_start, out)
+            return [meter.timed(lambda: next(block)) for _ in range(start, stop)]
+
         worker = get_worker_info()
         slot = self.ring.claim(worker.id) if self.ring is not None and worker is not None else None
-        if slot is not None:
+        if slot is not None:  # the batches built into the slot's arrays
             return meter.group(epoch, start, self.ring.build_group_in(worker.id, slot, builds))
         # No slot (one process, or every slot still held by the consumer): audio becomes tensors here (a worker
         # sends them through torch's shared memory, cheaper than pickling); small arrays travel pickled as numpy.
         return meter.group(epoch, start, [{
             name: torch.from_numpy(value) if isinstance(value, np.ndarray) and value.nbytes >= _SHARED_MIN else value
-            for name, value in build().items()} for build in builds])
+            for name, value in build().items()} for build in builds(NUMPY)])
 
 
 
@@ -305,7 +310,7 @@ class SpeechLoader:
         self._resuming = False
         self.dataloader_settings = dataloader_settings(config, num_workers, prefetch_factor)
         num_workers = self.dataloader_settings["num_workers"]
-        rows, samples = largest_batch_rows(first, self.builder.unit_lengths(0))
+        rows, samples = largest_batch_rows(first, self.builder.units.lengths(0))
         in_flight = num_workers * (self.dataloader_settings["prefetch_factor"] or 1) if num_workers else 1
         check_batch_memory(rows, samples, bytes_per_row_sample(packs), in_flight, self.memory_ceiling,
                            f"epoch 0, rank {rank}")
@@ -359,8 +364,8 @@ class SpeechLoader:
         """Why ``plan`` (a pass of this loader) holds no batch, or None."""
         if len(plan):
             return None
-        return no_batch_reason(self.dataset.args, self.builder.num_units(), self.world_size, dropped=plan.dropped,
-                               unit_name="item" if self.builder.windows is None else "train-window chunk",
+        return no_batch_reason(self.dataset.args, self.builder.units.count, self.world_size, dropped=plan.dropped,
+                               unit_name="item" if self.builder.units.train_windows is None else "train-window chunk",
                                filtered=self.filtered, filter_report=self.filter_report,
                                weighted=self.weighting is not None)
 

@@ -55,8 +55,8 @@ from speechpack.loader.pack import Pack
 from speechpack.loader.plan.train_windows import TrainWindows
 from speechpack.loader.rng import item_rng
 from speechpack.loader.samples import normalization, read_window
-from speechpack.loader.tasks import BatchBuilder, index_samples, LoaderTask, Prepared
-from speechpack.loader.transport import batch_arrays
+from speechpack.loader.tasks import BatchBuilder, DryRunView, index_samples, LoaderTask, PlanUnits, Prepared
+from speechpack.loader.transport.batch_arrays import NUMPY, BatchArrays
 from speechpack.schemas.constants import (
     FACE_SHAPE,
     STREAM_AUDIO,
@@ -88,9 +88,9 @@ class AsdBatchBuilder(BatchBuilder):
         self.state = state
         self.seed = seed
         self.train = state == "train"
-        self.windows: TrainWindows | None = None
+        self.train_windows: TrainWindows | None = None
         if self.train and args.train_window is not None and len(tracks):
-            self.windows = muvap_windows(tracks.model_frames, args.train_window, args.hist_frames)
+            self.train_windows = muvap_windows(tracks.model_frames, args.train_window, args.hist_frames)
         # Per-track normalisation from the packs' whole-recording statistics (``loader.samples.normalization``,
         # under the normaliser chosen once): the float64 gain and the float32 ``mean * gain`` subtracted.
         self.gain = np.ones(len(tracks), dtype=np.float64)
@@ -115,38 +115,42 @@ class AsdBatchBuilder(BatchBuilder):
                                f"comes from a different clip); these packs have {self.donors.num_clips}: set "
                                f"{key}: 0")
         #: MuVAP's jitter: the chunks move every epoch, so their lengths do too (``unit_lengths(epoch)``).
-        self.lengths_by_epoch = self.windows is not None and args.jitter
+        self.lengths_by_epoch = self.train_windows is not None and args.jitter
         self._epoch_windows: tuple[int, TrainWindows] | None = None
 
     # -- what the planner needs ----------------------------------------------------------------------------
 
-    def num_units(self) -> int:
-        return len(self.tracks) if self.windows is None else len(self.windows)
-
     @property
-    def crops_to_shortest(self) -> bool:
+    def units(self) -> PlanUnits:
+        """Tracks, or training chunks (``train_window``), whose lengths move every epoch with ``jitter``."""
+        windows = self.train_windows
+        return PlanUnits(count=len(self.tracks) if windows is None else len(windows), lengths=self.unit_lengths,
+                         lengths_by_epoch=self.lengths_by_epoch, train_windows=windows, samples=self.unit_samples)
+
+    def dry_run(self) -> DryRunView:
         """Training batches are cut to their shortest row (the model has no padding mask); ``speechpack plan``
         measures utilisation accordingly."""
-        return self.train
+        return DryRunView(crops_to_shortest=self.train)
 
     def unit_samples(self) -> tuple[np.ndarray, np.ndarray]:
-        return index_samples(self.tracks.pack, self.tracks.sample, self.windows)
+        return index_samples(self.tracks.pack, self.tracks.sample, self.train_windows)
 
     def unit_lengths(self, epoch: int | None = None) -> np.ndarray:
         """Fed model frames per unit: the chunk with its history (train; with ``jitter``, as moved in ``epoch``,
         which is then required), or the whole track."""
-        if self.windows is None:
+        if self.train_windows is None:
             return self.tracks.model_frames.copy()
         return self.windows_of(epoch).fed_length
 
     def windows_of(self, epoch: int | None) -> TrainWindows:
-        """The training chunks of ``epoch``: ``windows``, or with ``jitter`` their moved copy (cached per epoch)."""
+        """The training chunks of ``epoch``: ``train_windows``, or with ``jitter`` their moved copy (cached per
+        epoch)."""
         if not self.lengths_by_epoch:
-            return self.windows
+            return self.train_windows
         if epoch is None:
             raise ValueError("with jitter the chunks change every epoch: pass the epoch")
         if self._epoch_windows is None or self._epoch_windows[0] != epoch:
-            moved = jitter_windows(self.windows, self.tracks.model_frames, self.asd_args.hist_frames, self.seed, epoch)
+            moved = jitter_windows(self.train_windows, self.tracks.model_frames, self.asd_args.hist_frames, self.seed, epoch)
             self._epoch_windows = (epoch, moved)
         return self._epoch_windows[1]
 
@@ -191,10 +195,11 @@ class AsdBatchBuilder(BatchBuilder):
 
     # -- the batch -----------------------------------------------------------------------------------------
 
-    def build(self, unit_ids: np.ndarray, valid: np.ndarray, epoch: int, global_batch: int) -> dict:
+    def build(self, unit_ids: np.ndarray, valid: np.ndarray, epoch: int, global_batch: int,
+              arrays: BatchArrays = NUMPY) -> dict:
         """Collated numpy arrays and lists for one batch (see the module docstring for the fields)."""
         unit_ids = np.asarray(unit_ids, dtype=np.int64)
-        if self.windows is not None:
+        if self.train_windows is not None:
             windows = self.windows_of(epoch)
             tracks = windows.item[unit_ids]
             fed_start = windows.fed_start[unit_ids]
@@ -208,11 +213,11 @@ class AsdBatchBuilder(BatchBuilder):
         rows = len(unit_ids)
         # Train crops to the shortest row (no padding mask in the model); val/test pads to the longest.
         width = int(fed_len.min() if self.train else fed_len.max()) if rows else 0
-        # The outputs, in the worker's shared-memory slot when it has one (``loader.transport.batch_arrays``).
-        audio = batch_arrays.empty((rows, 1, width * SAMPLES_PER_MODEL_FRAME), np.float32)
-        faces = batch_arrays.empty((rows, width, *FACE_SHAPE), np.uint8)
-        labels = batch_arrays.empty((rows, width), np.uint8)
-        scored = batch_arrays.zeros((rows, width), bool)
+        # The outputs, in the worker's shared-memory slot when the loader gives one (``arrays``).
+        audio = arrays.empty((rows, 1, width * SAMPLES_PER_MODEL_FRAME), np.float32)
+        faces = arrays.empty((rows, width, *FACE_SHAPE), np.uint8)
+        labels = arrays.empty((rows, width), np.uint8)
+        scored = arrays.zeros((rows, width), bool)
         for r in range(rows):  # every read of the batch is requested before the first copy waits on the disk
             self._will_need(int(tracks[r]), int(fed_start[r]), min(int(fed_len[r]), width))
         for r in range(rows):

@@ -68,8 +68,8 @@ from speechpack.loader.plan.weighting import PackWeighting, largest_remainder
 from speechpack.loader.config_checks import ConfigError
 from speechpack.loader.rng import BatchGenerator
 from speechpack.loader.samples import read_window
-from speechpack.loader.tasks import BatchBuilder, index_samples, LoaderTask, PlanArgs, Prepared
-from speechpack.loader.transport import batch_arrays
+from speechpack.loader.tasks import BatchBuilder, index_samples, LoaderTask, PlanArgs, PlanUnits, Prepared
+from speechpack.loader.transport.batch_arrays import NUMPY, BatchArrays
 from speechpack.schemas.constants import KIND_ASR, STREAM_AUDIO
 from speechpack.schemas.errors import SpeechpackError
 
@@ -102,8 +102,10 @@ class AsrBatchBuilder(BatchBuilder):
         self.unknown_tokens_removed = unknown_tokens_removed
         self._waves_are_output = not (args.normalize_audio or args.use_fbank or self.spec_augment)
 
-    def num_units(self) -> int:
-        return len(self.items)
+    @property
+    def units(self) -> PlanUnits:
+        """Utterances, each whole."""
+        return PlanUnits(count=len(self.items), lengths=self.unit_lengths, samples=self.unit_samples)
 
     @property
     def sample_rate(self) -> int:
@@ -117,18 +119,18 @@ class AsrBatchBuilder(BatchBuilder):
                         shuffle_windows=args.shuffle_windows, sync=args.sync)
 
     def unit_samples(self) -> tuple[np.ndarray, np.ndarray]:
-        return index_samples(self.items.pack, self.items.sample, self.windows)
+        return index_samples(self.items.pack, self.items.sample)
 
     def unit_lengths(self, epoch: int = 0) -> np.ndarray:
         """Samples per utterance (per channel): what LENGTH batching budgets (rows x longest row)."""
         return self.items.num_frames
 
-    def _waveforms(self, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _waveforms(self, items: np.ndarray, arrays: BatchArrays) -> tuple[np.ndarray, np.ndarray]:
         lengths = self.items.num_frames[items]
         # The waveforms are the batch's output only without normalisation, fbank and SpecAugment: then they go
-        # straight into the worker's shared-memory slot (``loader.transport.batch_arrays``); otherwise they are scratch.
+        # straight into the worker's shared-memory slot (``arrays``); otherwise they are scratch.
         # Each row is written once: its samples, then zeros past them (no zeroing of the whole batch first).
-        empty = batch_arrays.empty if self._waves_are_output else np.empty
+        empty = arrays.empty if self._waves_are_output else np.empty
         waves = empty((len(items), int(lengths.max()) if len(items) else 0), np.float32)
         segments = [(self.packs[int(self.items.pack[item])], int(self.items.sample[item])) for item in items.tolist()]
         segments = [(pack, segment_of(pack, sample)) for pack, sample in segments]
@@ -138,20 +140,21 @@ class AsrBatchBuilder(BatchBuilder):
             read_window(waves[row], pack, STREAM_AUDIO, segment)
         return waves, lengths.astype(np.int64)
 
-    def _targets(self, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _targets(self, items: np.ndarray, arrays: BatchArrays) -> tuple[np.ndarray, np.ndarray]:
         lengths = self.items.num_tokens[items].astype(np.int64)
-        targets = batch_arrays.full((len(items), int(lengths.max()) if len(items) else 0), self.pad_id, np.int64)
+        targets = arrays.full((len(items), int(lengths.max()) if len(items) else 0), self.pad_id, np.int64)
         for row, item in enumerate(items.tolist()):
             targets[row, :lengths[row]] = self.items.targets(item)
         return targets, lengths
 
-    def build(self, items: np.ndarray, valid: np.ndarray, epoch: int, global_batch: int) -> dict:
+    def build(self, items: np.ndarray, valid: np.ndarray, epoch: int, global_batch: int,
+              arrays: BatchArrays = NUMPY) -> dict:
         items = np.asarray(items, dtype=np.int64)
-        waves_np, lengths_np = self._waveforms(items)
+        waves_np, lengths_np = self._waveforms(items, arrays)
         waves, lengths = torch.from_numpy(waves_np), torch.from_numpy(lengths_np)
         if self.args.normalize_audio and not self.args.use_fbank:  # Omnilingual's fbank path never normalises
             final = not self.spec_augment  # then the normalised rows are the output
-            out = torch.from_numpy(batch_arrays.empty(waves.shape, np.float32)) if final else None
+            out = torch.from_numpy(arrays.empty(waves.shape, np.float32)) if final else None
             waves = normalize_rows(waves, lengths, out=out)
         rng = self.batch_rng(epoch, global_batch)
         args = self.args
@@ -165,7 +168,7 @@ class AsrBatchBuilder(BatchBuilder):
             if self.spec_augment:
                 source, _ = spec_augment_waveforms(source, lengths_np, rng, args.spec_aug_p,
                                                    args.spec_aug_freq_mask_param, args.spec_aug_time_mask_param)
-        targets, target_lengths = self._targets(items)
+        targets, target_lengths = self._targets(items, arrays)
         packs = self.items.pack[items].tolist()
         samples = self.items.sample[items].tolist()
         groups = [self.items.groups[g] for g in self.items.group[items].tolist()]

@@ -269,7 +269,7 @@ class PlanFeed:
         self._distinct_caches = list({(c.root, c.limit): c for c in self.caches}.values())
         #: (pack id, sample) of every planning unit (the builder's ``unit_samples`` hook), taken once: None when no
         #: pack is cached or the task has no item index (the feed then does nothing).
-        self.units = builder.unit_samples() if self.caches else None
+        self.units = builder.units.samples() if self.caches else None
         self._schedule: tuple[int, FileSchedule] | None = None
         self._position = 0
         self._building = 1

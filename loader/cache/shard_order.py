@@ -66,7 +66,7 @@ def shard_windows(packs: list, builder, weighted: bool) -> ShardWindows | None:
     if weighted:
         raise ConfigError("cache.shard_order: applies to unweighted epochs (no weight, hours_beta, repeat, choose "
                           "or sample_num_per_epoch)")
-    units = builder.unit_samples()
+    units = builder.units.samples()
     if units is None:
         raise ConfigError("cache.shard_order: this task's builder has no item index to order by shard")
     unit_pack, unit_sample = units

@@ -10,7 +10,7 @@ torch.
 - ``train_windows``: items cut into chunks (MuVAP's train windows);
 - ``weighting``: how many items each pack gives an epoch;
 - ``planning_report``: the dry run (``speechpack plan``) and its picture (a task's own checks of
-  planned batches are its builder's ``planned_batch_check``);
+  planned batches are its builder's ``dry_run().batch_check``);
 - ``decode_cost``: the audio the workers decode per epoch from compressed packs, and its core time (``plan``'s
   ``decode`` line);
 - ``no_batch``: why a plan holds no batch, in the words ``speechpack plan``, ``peek`` and the loader share.

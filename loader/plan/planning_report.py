@@ -10,7 +10,7 @@ realised selection per pack, corpus and language (``PackWeighting.report``), and
 workers decode and its core time (``loader.plan.decode_cost``).  A unit is an item (one mixture, or
 one target with ``expand_targets``) or, with ``train_window``, one chunk.
 
-A batch the loader would refuse (the builder's ``planned_batch_check``: TSE mixtures of different channel counts)
+A batch the loader would refuse (the builder's ``dry_run().batch_check``: TSE mixtures of different channel counts)
 fails the dry run with the loader's reason, so ``plan`` reporting success means the epochs it planned can be built;
 each distinct batch is checked once.  A plan with no batch fails with the counts and the setting that emptied it
 (``loader.plan.no_batch``).
@@ -221,28 +221,29 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
     args = builder.plan_args if order is None else PlanningView(builder.plan_args, order)
     caches = [p.files.node_cache for p in opened if p.files.node_cache is not None]
     limits = [c.limit for c in caches if c.limit is not None]
-    train_windows = builder.windows
+    train_windows = builder.units.train_windows
     unit_pack = prepared.item_pack if train_windows is None else prepared.item_pack[train_windows.item]
     packs = [source.path for source in config.packs]
     per_pack = np.bincount(unit_pack, minlength=len(packs))
-    rows_of_unit, check = builder.unit_rows(), builder.planned_batch_check()
+    dry_run = builder.dry_run()  # what the dry run reads beyond the plan (BatchBuilder.dry_run)
+    rows_of_unit, check = dry_run.rows, dry_run.batch_check
     compressed = any(p.blocks for p in opened)
-    units = builder.unit_samples() if caches or compressed else None  # (pack, sample) per unit: cache, decode
+    units = builder.units.samples() if caches or compressed else None  # (pack, sample) per unit: cache, decode
     ceiling = MemoryCeiling.of(config.memory_limit)  # read once, as the loader does when it starts
-    report = PlanReport(state=state, world_size=world_size, units=builder.num_units(),
+    report = PlanReport(state=state, world_size=world_size, units=builder.units.count,
                         unit_name="item" if train_windows is None else "train-window chunk", ignored=config.ignored,
                         filtered=prepared.filtered, filter_report=dict(prepared.filter_report),
                         pack_items={p: int(n) for p, n in zip(packs, per_pack)})
     for epoch in range(epochs):
-        lengths = builder.unit_lengths(epoch)  # the same every epoch, unless lengths_by_epoch (ASD jitter)
-        plan = plan_epoch(args, seed, epoch, EVERY_RANK, world_size, num_units=builder.num_units(),
+        lengths = builder.units.lengths(epoch)  # the same every epoch, unless lengths_by_epoch (ASD jitter)
+        plan = plan_epoch(args, seed, epoch, EVERY_RANK, world_size, num_units=builder.units.count,
                           lengths=lengths, train_windows=train_windows, weighting=prepared.weighting,
                           memory_limit=ceiling)
         if check is not None:
             _check_batches(plan, check, epoch, world_size)
         if epoch == 0:  # a task's refusal at start (BatchBuilder.check_plan), as the loader makes it
             builder.check_plan(plan.rank_view(0, world_size), world_size)
-        stats = _epoch_stats(plan, epoch, world_size, np.asarray(lengths), builder.crops_to_shortest, unit_pack,
+        stats = _epoch_stats(plan, epoch, world_size, np.asarray(lengths), dry_run.crops_to_shortest, unit_pack,
                              rows_of_unit, packs, per_pack)
         if prepared.weighting is not None:
             stats.weighting = prepared.weighting.report(prepared.weighting.items(seed, epoch))

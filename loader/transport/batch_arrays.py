@@ -1,23 +1,22 @@
-"""Where a batch builder's output arrays live: ``empty``, ``zeros`` and ``full`` as numpy's, unless a DataLoader
-worker has handed the build an ``Arena``, a slot of shared memory the batch will travel in.
+"""Where a batch builder's output arrays live: ``BatchArrays.empty``, ``zeros`` and ``full`` as numpy's, unless a
+DataLoader worker has handed the build the arrays of an ``Arena``, a slot of shared memory the batch will travel in.
 
 Why: a batch built in a worker must reach the training process.  Built in private memory, it is copied into a
 fresh shared-memory segment per tensor per batch (torch's transport), which on a VM costs more than building it
 (docs/performance.md, "Scaling with workers").  Built straight into a slot that the worker reuses
-(``loader.transport.batch_ring``), it crosses with no copy at all.  Builders call these functions for the arrays they
-return (audio, faces, labels, collated fields) and plain numpy for their scratch; the values are the same
-wherever the memory is, so batches stay bit-identical with and without workers.
+(``loader.transport.batch_ring``), it crosses with no copy at all.  A build is given its ``BatchArrays`` (an
+argument, never a module global: ``BatchBuilder.build(..., arrays)``) and allocates the arrays it returns (audio,
+faces, labels, collated fields) through them, and its scratch with plain numpy; the values are the same wherever
+the memory is, so batches stay bit-identical with and without workers.
 
-Without an arena (one process, or a worker whose slots are all still in use) these are ``np.empty`` /
+Without an arena (``NUMPY``: one process, or a worker whose slots are all still in use) these are ``np.empty`` /
 ``np.zeros`` / ``np.full``.  An arena that is full also falls back to numpy; the transport then copies the
 array into a slot it grows for the next batch.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-from typing import Iterator
 
 import numpy as np
 
@@ -70,50 +69,65 @@ class Arena:
         return None
 
 
-_arena: Arena | None = None
+class BatchArrays:
+    """Where a build puts the arrays it returns: ``empty``, ``zeros`` and ``full`` as numpy's, carved from
+    ``arena`` when there is one and the array fits (None, or full: plain numpy).
+
+    Passed explicitly by its owner: the loader hands a build the arrays of the worker's slot
+    (``loader.transport.batch_ring``: the slot keeps ``arena`` its current memory as it grows) or ``NUMPY``, and a
+    builder hands them on to whatever allocates its outputs (``BatchBuilder.build(..., arrays)``)."""
+
+    __slots__ = ("arena",)
+
+    def __init__(self, arena: Arena | None = None):
+        self.arena = arena
+
+    def take(self, shape, dtype) -> np.ndarray | None:
+        """An uninitialised array carved from the arena; None when there is none or it is full (the caller then
+        allocates as it would without workers, e.g. from its own reused buffers: ``loader.tse.buffers``)."""
+        return self.arena.take(shape, dtype) if self.arena is not None else None
+
+    def empty(self, shape, dtype) -> np.ndarray:
+        """``np.empty(shape, dtype)``, in the arena when there is one and it fits."""
+        out = self.take(shape, dtype)
+        return out if out is not None else np.empty(shape, dtype=dtype)
+
+    def zeros(self, shape, dtype) -> np.ndarray:
+        """``np.zeros(shape, dtype)``, in the arena when there is one and it fits."""
+        if self.arena is None:
+            return np.zeros(shape, dtype=dtype)
+        out = self.empty(shape, dtype)
+        out.fill(0)
+        return out
+
+    def full(self, shape, fill_value, dtype) -> np.ndarray:
+        """``np.full(shape, fill_value, dtype)``, in the arena when there is one and it fits (the same checks as
+        numpy's: a value the dtype cannot hold raises as ``np.full`` does)."""
+        if self.arena is None:
+            return np.full(shape, fill_value, dtype=dtype)
+        value = np.full((), fill_value, dtype=dtype)
+        out = self.empty(shape, dtype)
+        out.fill(value)
+        return out
 
 
-@contextlib.contextmanager
-def allocating_in(arena: Arena | None) -> Iterator[None]:
-    """Within the block, ``empty``/``zeros``/``full`` carve from ``arena`` (None: plain numpy)."""
-    global _arena
-    previous, _arena = _arena, arena
-    try:
-        yield
-    finally:
-        _arena = previous
+class _Numpy(BatchArrays):
+    """``NUMPY``: always plain numpy (it holds no arena, and takes none)."""
+
+    __slots__ = ()
+
+    def __init__(self):
+        object.__setattr__(self, "arena", None)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("NUMPY holds no arena: make a BatchArrays(arena)")
+
+    def __reduce__(self):
+        return "NUMPY"
 
 
-def from_arena(shape, dtype) -> np.ndarray | None:
-    """An uninitialised array carved from the current arena; None when there is none or it is full (the caller
-    then allocates as it would without workers, e.g. from its own reused buffers: ``loader.tse.buffers``)."""
-    return _arena.take(shape, dtype) if _arena is not None else None
+#: Plain numpy arrays: a build in one process, or in a worker without a free slot.
+NUMPY = _Numpy()
 
 
-def empty(shape, dtype) -> np.ndarray:
-    """``np.empty(shape, dtype)``, in the current arena when there is one and it fits."""
-    out = from_arena(shape, dtype)
-    return out if out is not None else np.empty(shape, dtype=dtype)
-
-
-def zeros(shape, dtype) -> np.ndarray:
-    """``np.zeros(shape, dtype)``, in the current arena when there is one and it fits."""
-    if _arena is None:
-        return np.zeros(shape, dtype=dtype)
-    out = empty(shape, dtype)
-    out.fill(0)
-    return out
-
-
-def full(shape, fill_value, dtype) -> np.ndarray:
-    """``np.full(shape, fill_value, dtype)``, in the current arena when there is one and it fits (the same checks
-    as numpy's: a value the dtype cannot hold raises as ``np.full`` does)."""
-    if _arena is None:
-        return np.full(shape, fill_value, dtype=dtype)
-    value = np.full((), fill_value, dtype=dtype)
-    out = empty(shape, dtype)
-    out.fill(value)
-    return out
-
-
-__all__ = ["ALIGN", "Arena", "aligned", "allocating_in", "empty", "from_arena", "full", "zeros"]
+__all__ = ["ALIGN", "Arena", "BatchArrays", "NUMPY", "aligned"]

@@ -51,7 +51,7 @@ from typing import Callable
 import numpy as np
 
 from speechpack.loader.transport import huge_pages
-from speechpack.loader.transport.batch_arrays import Arena, aligned, allocating_in
+from speechpack.loader.transport.batch_arrays import Arena, BatchArrays, aligned
 
 #: A slot that must grow becomes this many times the batch that did not fit (batches vary a little in size).
 GROWTH = 1.25
@@ -85,7 +85,16 @@ class _Slot:
         self.mapping: huge_pages.SharedMapping | None = None
         #: Bytes from the slot's start that were asked into huge pages (``huge_pages.collapse``), this generation.
         self.huge_upto = 0
-        self.arena = Arena(np.empty(0, dtype=np.uint8))
+        #: Where the slot's batches are built: its current arena (``grow`` replaces it), handed to each build.
+        self.arrays = BatchArrays(Arena(np.empty(0, dtype=np.uint8)))
+
+    @property
+    def arena(self) -> Arena:
+        return self.arrays.arena
+
+    @arena.setter
+    def arena(self, arena: Arena) -> None:
+        self.arrays.arena = arena
 
     def grow(self, nbytes: int) -> None:
         """Replace the memory by a bigger one, keeping the bytes carved so far (their offsets stay valid)."""
@@ -205,16 +214,14 @@ class BatchRing:
         """Give a claimed slot back unsent (its build failed)."""
         self._free[worker][slot.index].release()
 
-    def build_group_in(self, worker: int, slot: _Slot, builds: list[Callable[[], dict]]) -> "_Message":
-        """Several batches built one after another into one slot (their arrays carved in turn from its arena), in
-        one message that arrives as a list of batches sharing the slot: it is released when the last of them
-        dies (``loader.transport.message_groups``).  The slot is given back if any build fails."""
+    def build_group_in(self, worker: int, slot: _Slot, make_builds: Callable[[BatchArrays], list[Callable[[], dict]]]
+                       ) -> "_Message":
+        """Several batches built one after another into one slot: ``make_builds(slot.arrays)`` gives the builds,
+        whose arrays are carved in turn from the slot's arena (it passes them to the builder), in one message that
+        arrives as a list of batches sharing the slot: it is released when the last of them dies
+        (``loader.transport.message_groups``).  The slot is given back if any build fails."""
         try:
-            parts = []
-            for build in builds:
-                with allocating_in(slot.arena):
-                    batch = build()
-                parts.append(self._place(slot, batch))
+            parts = [self._place(slot, build()) for build in make_builds(slot.arrays)]
             return self._message(worker, slot, parts, single=False)
         except BaseException:
             self.abandon(worker, slot)

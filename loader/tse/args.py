@@ -17,7 +17,9 @@ opened.  The ranges are generous: they exist to stop nonsense, not to second-gue
 
 The online mixing keys (``MixArgs``, ``TimelineArgs``) and reverberation, noise and enrollment augmentation
 (``AugmentArgs``) are declared in ``loader.tse.mix_args``; the cue and collate keys (``CueRequest``) keep their
-parsers (``loader.tse.cues.request``) as their checks.
+parsers (``loader.tse.cues.request``) as their checks.  The keys of stages added with ``register_stage(...,
+keys=)`` are declared in the stage's module and held in ``stage_args`` (``loader.tse.stages.keys``; a stage
+reads them with ``DatasetArgs.stage_arg``); which fields each built-in stage reads is its ``Stage.keys``.
 
 ``check_legacy``: keys of older WeSep configs (the earlier public pipeline and its forks) are refused, each naming
 what replaces it now.
@@ -42,7 +44,6 @@ from speechpack.loader.config_checks import (
     check_type,
     number,
     positive_int,
-    where_set,
 )
 from speechpack.loader.config_keys import (
     WHEN_SET,
@@ -65,6 +66,7 @@ from speechpack.loader.plan.static_plan import TAIL_POLICIES
 from speechpack.loader.tse.cues.request import ALIGNS, CueRequest, parse_collate, parse_cues
 from speechpack.loader.tse.mix_args import AUGMENT, MIX, AugmentArgs, MixArgs, TimelineArgs, parse_augment, parse_mix
 from speechpack.loader.tse.mainline import MAINLINE, MainlineArgs, fixed_speakers
+from speechpack.loader.tse.stages.keys import fingerprint_of, stage_key, stage_table
 
 SHORT_POLICIES = ("pad", "keep")
 #: ``normalize`` values the TSE task builds (``loader.normalize``), in the order its errors list them.
@@ -202,6 +204,40 @@ BUDGET_BATCHING = KeyTable((
 ), relate=_budget_relate)
 
 
+class _StageKeys:
+    """The table of ``stage_args``: the keys of the stages registered when a config is parsed
+    (``loader.tse.stages.keys``), read then, so a stage registered later adds its keys to the configs parsed after
+    it."""
+
+    @property
+    def config_keys(self) -> tuple[Key, ...]:
+        return stage_table().config_keys
+
+    def rows(self, prefix: str = "") -> list:
+        return stage_table().rows(prefix)
+
+
+def _parse_stage_args(values: dict, where: str, held: dict) -> tuple[tuple[str, Any], ...]:
+    """The registered stages' keys of a config, each checked by its declaration, in registration order."""
+    return tuple(stage_table().check_config(values, where).items())
+
+
+def _check_stage_args(value: Any, where: str) -> tuple[tuple[str, Any], ...]:
+    """``stage_args`` built in code: ``(name, value)`` pairs (or a mapping) of registered stages' keys, each
+    checked by its declaration."""
+    pairs = tuple(value.items()) if isinstance(value, dict) else value
+    if not isinstance(pairs, tuple) or not all(isinstance(p, tuple) and len(p) == 2 for p in pairs):
+        raise ConfigError(f"{where}: expected (key, value) pairs of registered stages' keys, got "
+                          f"{type(value).__name__}")
+    held = []
+    for name, item in pairs:
+        key = stage_key(name)
+        if key is None:
+            raise ConfigError(f"{where}: {name!r} is no registered stage's key")
+        held.append((name, key.check(item, f"{where.rsplit('.', 1)[0]}.{name}")))
+    return tuple(held)
+
+
 _MIX = "online mixing ([Online mixing](#online-mixing))"
 _AUG = "([Augmentation](#augmentation-noise-rooms-enrollments))"
 
@@ -267,6 +303,9 @@ DATASET_ARGS = KeyTable((
                                  MainlineArgs | None),
         "set by a mainline WeSep recipe's translation (`loader.tse.mainline`), not by a config",
         field_check=Unchecked("", MainlineArgs | None), fingerprint=WHEN_SET),
+    Key("stage_args", (), Flat(_StageKeys(), _parse_stage_args, tuple[tuple[str, Any], ...]), "",
+        field_check=Parsed(_check_stage_args, "", tuple[tuple[str, Any], ...]), fingerprint=WHEN_SET,
+        fingerprint_value=fingerprint_of),
 ), relate=_relate, combine=_combine)
 
 
@@ -300,6 +339,17 @@ class DatasetArgs:
         """The cues the experiment consumes (``use: true``), in ``dataset_args.cues`` order."""
         return tuple(cue for cue in self.cues if cue.use)
 
+    def stage_arg(self, name: str) -> Any:
+        """The value of a registered stage's key ``name`` (``register_stage(..., keys=...)``): as the config gave
+        it, else its declared default."""
+        held = dict(self.stage_args)
+        if name in held:
+            return held[name]
+        key = stage_key(name)
+        if key is None:
+            raise KeyError(f"{name!r} is no registered stage's key")
+        return key.check(key.default, f"dataset_args.{name}")
+
     def collate_of(self, field_name: str) -> dict[str, Any]:
         """The ``collate.<field>`` keys given for a per-row field (empty when none)."""
         return dict(dict(self.field_collate).get(field_name, ()))
@@ -307,8 +357,7 @@ class DatasetArgs:
     @classmethod
     def from_dict(cls, obj: Any, where: str = "dataset_args") -> "DatasetArgs":
         check_legacy(obj, where)  # an older pipeline's key: name its replacement, not just "unknown key"
-        with where_set(where):  # CueRequest names its keys under it
-            return DATASET_ARGS.held(cls, DATASET_ARGS.parse(obj, where))
+        return DATASET_ARGS.held(cls, DATASET_ARGS.parse(obj, where))
 
 
 def _batching(b: dict | None, batch_size: int, where: str) -> tuple[int, BudgetArgs | None]:

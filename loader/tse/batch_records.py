@@ -41,7 +41,7 @@ from typing import Sequence
 
 import numpy as np
 
-from speechpack.loader.transport import batch_arrays
+from speechpack.loader.transport.batch_arrays import NUMPY, BatchArrays
 
 #: Every record field begins with this; the batch side removes them all once applied.
 RECORD_PREFIX = "aug_"
@@ -50,21 +50,22 @@ DRY_FIELD = "aug_dry"
 
 
 def draw_records(groups: Sequence, kernels: np.ndarray | None, out_lengths: tuple[int, int],
-                 keep_dry: bool) -> dict[str, np.ndarray]:
+                 keep_dry: bool, arrays: BatchArrays = NUMPY) -> dict[str, np.ndarray]:
     """The record fields of a batch's ``groups`` (``loader.tse.online.Group`` with dry ``sources``), in row
     order.  ``kernels``: one RIR row per source of the reverberated groups, in their order (``None`` when none
-    is); ``out_lengths``: the lengths of ``wav_mix`` and ``wav_target``."""
+    is); ``out_lengths``: the lengths of ``wav_mix`` and ``wav_target``; ``arrays`` makes the fields
+    (``loader.transport.batch_arrays``)."""
     sizes = np.asarray([g.size for g in groups], dtype=np.int64)
     lengths = np.asarray([g.draft.length for g in groups], dtype=np.int64)
     rows, count, longest = int(sizes.sum()), len(groups), int(lengths.max())
-    dry = batch_arrays.zeros((rows, longest), np.float32)
-    snr = batch_arrays.empty((rows,), np.float64)
-    reverb = batch_arrays.zeros((rows,), np.bool_)
-    gain = batch_arrays.empty((count,), np.float64)
-    noise = batch_arrays.zeros((count, longest), np.float32)
-    noise_on = batch_arrays.zeros((count,), np.bool_)
-    noise_snr = batch_arrays.zeros((count,), np.float64)
-    rir = batch_arrays.zeros((rows, 1 if kernels is None else kernels.shape[1]), np.float32)
+    dry = arrays.zeros((rows, longest), np.float32)
+    snr = arrays.empty((rows,), np.float64)
+    reverb = arrays.zeros((rows,), np.bool_)
+    gain = arrays.empty((count,), np.float64)
+    noise = arrays.zeros((count, longest), np.float32)
+    noise_on = arrays.zeros((count,), np.bool_)
+    noise_snr = arrays.zeros((count,), np.float64)
+    rir = arrays.zeros((rows, 1 if kernels is None else kernels.shape[1]), np.float32)
     row = kernel_row = 0
     for g, group in enumerate(groups):
         size, length = group.size, group.draft.length

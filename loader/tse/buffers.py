@@ -25,7 +25,7 @@ import sys
 
 import numpy as np
 
-from speechpack.loader.transport.batch_arrays import from_arena
+from speechpack.loader.transport.batch_arrays import NUMPY, BatchArrays
 
 
 #: Bytes of decoded RIRs and RIR spectra one loader process keeps for reuse (about two hundred RIR spectra at a
@@ -121,21 +121,25 @@ _POOL_REFS = _pool_refs()
 
 class BufferPool:
     """Arrays for batch fields, recycled (see the module docstring).  Not shared: a pickled pool (a DataLoader
-    worker started by spawn) arrives empty."""
+    worker started by spawn) arrives empty.  ``arrays``: where a batch's arrays are carved first, set by the pool's
+    owner for the batches it builds next (the ``decode`` stage, from the loader's ``BatchArrays``)."""
+
+    #: ``NUMPY`` (recycled buffers only) until the owner gives the pool a worker slot's arrays.
+    arrays: BatchArrays = NUMPY
 
     def __init__(self, max_buffers: int = MAX_BUFFERS):
         self.max_buffers = max_buffers
         self._buffers: list[np.ndarray] = []
 
     def __getstate__(self) -> dict:
-        return {"max_buffers": self.max_buffers, "_buffers": []}
+        return {"max_buffers": self.max_buffers, "_buffers": []}  # and the arrays of no slot
 
     def empty(self, shape: tuple[int, ...], dtype: np.dtype | type = np.float32) -> np.ndarray:
         """An uninitialised C-contiguous array of ``shape``: carved from the DataLoader worker's shared-memory slot
-        when the batch is built in one (``loader.transport.batch_arrays``: it then travels without a copy), else a view of a
-        free buffer, or of a new one."""
+        when the batch is built in one (``arrays``: it then travels without a copy), else a view of a free buffer,
+        or of a new one."""
         dtype = np.dtype(dtype)
-        carved = from_arena(shape, dtype)
+        carved = self.arrays.take(shape, dtype)
         if carved is not None:
             return carved
         nbytes = math.prod(shape) * dtype.itemsize

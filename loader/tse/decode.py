@@ -32,7 +32,7 @@ import numpy as np
 from speechpack.loader.normalize import Normalizer, normalizer
 from speechpack.loader.pack import Pack
 from speechpack.loader.pack.readahead import will_need_views
-from speechpack.loader.transport import batch_arrays
+from speechpack.loader.transport.batch_arrays import NUMPY, BatchArrays
 from speechpack.loader.samples import Audio, copy_window, segment_audio
 from speechpack.loader.tse.windows import Window, tile_row
 from speechpack.schemas.errors import SpeechpackError
@@ -92,13 +92,14 @@ def aligned_length(lengths: np.ndarray | list[int], align: str) -> int:
 
 
 def collate_rows(sources: list[Audio], windows: list[Window], lengths: np.ndarray, align: str,
-                 mixture_of: list[int] | None = None, tile: bool = False) -> np.ndarray:
+                 mixture_of: list[int] | None = None, tile: bool = False, arrays: BatchArrays = NUMPY) -> np.ndarray:
     """Decode every row once into a ``[rows, C, T]`` float32 array (T by ``align``), zero-padded on the right
     (``tile``: tiled, mainline's short chunks; ``loader.tse.windows.tile_row``).  ``mixture_of``: each row's
-    mixture; a row repeating the previous row's mixture is copied, not decoded."""
+    mixture; a row repeating the previous row's mixture is copied, not decoded.  ``arrays`` makes the output
+    (``loader.transport.batch_arrays``)."""
     out_len = aligned_length(lengths, align)
     channels = sources[0][0].shape[0] if sources else 1
-    out = batch_arrays.empty((len(sources), channels, out_len), np.float32)
+    out = arrays.empty((len(sources), channels, out_len), np.float32)
     # Cold cache: the batch's ranges announced at once, in one system call (a repeated mixture is copied).
     will_need_views([audio[:, window.start:window.start + min(window.take, out_len)]
                      for r, ((audio, *_scaling), window) in enumerate(zip(sources, windows))
@@ -211,9 +212,10 @@ def _full(shape: tuple[int, ...], fill_value: Any, dtype: np.dtype, name: str) -
                            f"({err})") from None
 
 
-def collate_field(values: list[np.ndarray | None], spec: FieldSpec, keys: list[str] | None = None
-                  ) -> tuple[np.ndarray, np.ndarray]:
-    """Stack one field's rows (``None`` = missing) into ``[rows, ...]``; also return the ``present`` flags.
+def collate_field(values: list[np.ndarray | None], spec: FieldSpec, keys: list[str] | None = None,
+                  arrays: BatchArrays = NUMPY) -> tuple[np.ndarray, np.ndarray]:
+    """Stack one field's rows (``None`` = missing) into ``[rows, ...]`` (made by ``arrays``); also return the
+    ``present`` flags.
 
     ``keys`` (the rows' mixture keys) only serve error messages.
     """
@@ -250,7 +252,7 @@ def collate_field(values: list[np.ndarray | None], spec: FieldSpec, keys: list[s
         out_shape = (len(values), *row_shape[:-1], length) if row_shape else (len(values),)
     else:
         out_shape = (len(values), *row_shape)
-    out = batch_arrays.empty(out_shape, dtype)
+    out = arrays.empty(out_shape, dtype)
     fill_row = None
     for r, value in enumerate(values):
         if value is None:

@@ -5,7 +5,7 @@ without copy-on-write growth (docs/loader.md "What one epoch is", step 1).
 
 What the dry run (``speechpack plan``) needs to know about TSE batches beyond their lengths, read from the
 packs' columns (no audio): how many rows the loader yields per planned item, and which batches it would refuse
-(the TSE builder's ``unit_rows`` and ``planned_batch_check``, ``loader.tasks.BatchBuilder``).
+(the TSE builder's ``dry_run``: its rows and batch check, ``loader.tasks.DryRunView``).
 
 The words (docs/loader.md, "Dry run"): an *item* is what the plan places in a batch (one mixture; one (mixture,
 target) pair with ``expand_targets``; one chunk with ``train_window``; one utterance or track for asr and asd); a
@@ -89,7 +89,7 @@ def _premixed_items(builder: Any):
 def _item_of_unit(builder: Any) -> np.ndarray | None:
     """Per planned unit, its item (``train_window`` chunks map to the item they cut); ``None`` when they are the
     same."""
-    return None if builder.windows is None else builder.windows.item
+    return None if builder.train_windows is None else builder.train_windows.item
 
 
 def unit_rows(builder: Any) -> np.ndarray | None:

@@ -33,6 +33,7 @@ from speechpack.loader.pack import Pack, will_need_view
 from speechpack.loader.tse.args import DatasetArgs
 from speechpack.loader.tse.augment import Bank, NoiseSource, Reverberator, RirSource
 from speechpack.loader.tse.batch_records import draw_records
+from speechpack.loader.transport.batch_arrays import NUMPY, BatchArrays
 from speechpack.loader.tse.mix_args import AugmentArgs
 from speechpack.loader.tse.buffers import RIR_CACHE_BYTES, ByteBudgetCache, Scratch
 from speechpack.loader.tse.decode import Decoder, Row, aligned_length, decode_into
@@ -251,7 +252,7 @@ class OnlineMixer:
         raise MixError(f"online_mix: no group with energy in every source for target {key} after {GROUP_ATTEMPTS} "
                        f"attempts (is the utterance silent?)")
 
-    def build(self, item_ids: np.ndarray, epoch: int, global_batch: int) -> OnlineBatch:
+    def build(self, item_ids: np.ndarray, epoch: int, global_batch: int, arrays: BatchArrays = NUMPY) -> OnlineBatch:
         """One mixture per planned source utterance (its target), rows one per speaker, mixture-major.
 
         Every group's draws come first (``draft``), so the batch's rows are known before any audio is decoded.
@@ -266,7 +267,7 @@ class OnlineMixer:
                 window = member.window
                 will_need_view(member.audio.data[0, window.start:window.start + window.take])
         if self.on_batch:
-            return self.dry_batch(item_ids, rngs, drafts)
+            return self.dry_batch(item_ids, rngs, drafts, arrays)
         prepared = self.reverberate(drafts)
         if self.chunking.fixed_length:
             sizes = [len(d.members) for d in drafts]
@@ -291,7 +292,8 @@ class OnlineMixer:
                 row += group.size
         return self.batch_of(groups, wav_mix, wav_target)
 
-    def dry_batch(self, item_ids: np.ndarray, rngs: list[np.random.Generator], drafts: list[Draft]) -> OnlineBatch:
+    def dry_batch(self, item_ids: np.ndarray, rngs: list[np.random.Generator], drafts: list[Draft],
+                  arrays: BatchArrays = NUMPY) -> OnlineBatch:
         """``augment_on: batch``: every group realised dry (the same draws as ``build`` makes), its RIRs simulated
         or read, and the batch's records made for the training process to mix (``loader.tse.batch_records``)."""
         groups = [self.realise(int(item), rng, draft, in_scratch=False, wet=False)
@@ -300,7 +302,8 @@ class OnlineMixer:
         kernels = self.reverb.kernels(reverberated) if reverberated else None
         lengths = [g.draft.length for g in groups]
         out = tuple(aligned_length(lengths, self.args.align_of(name)) for name in ("wav_mix", "wav_target"))
-        return self.batch_of(groups, None, None, draw_records(groups, kernels, out, self.augment.reverb_keep_dry))
+        return self.batch_of(groups, None, None, draw_records(groups, kernels, out, self.augment.reverb_keep_dry,
+                                                                    arrays))
 
     def batch_of(self, groups: list[Group], wav_mix: np.ndarray | None, wav_target: np.ndarray | None,
                  records: dict | None = None) -> OnlineBatch:

@@ -39,7 +39,7 @@ from speechpack.loader.cache import CacheSettings
 from speechpack.loader.pack import Pack
 from speechpack.loader.plan.train_windows import TrainWindows, tile_windows
 from speechpack.loader.config_checks import ConfigError
-from speechpack.loader.tasks import BatchBuilder, index_samples, LoaderTask, PlanArgs, Prepared
+from speechpack.loader.tasks import BatchBuilder, DryRunView, index_samples, LoaderTask, PlanArgs, PlanUnits, Prepared
 from speechpack.loader.tse.args import DATASET_ARGS, DatasetArgs, parse_dataset_args
 from speechpack.loader.tse.augment import EnrollAugment, NoiseSource
 from speechpack.loader.tse.cues.resolve import label_field, resolve_cues
@@ -50,6 +50,7 @@ from speechpack.loader.tse.online import OnlineMixer
 from speechpack.loader.tse.stages.pipeline import build_pipeline
 from speechpack.loader.tse.table import TableRows
 from speechpack.loader.tse.windows import Chunking
+from speechpack.loader.transport.batch_arrays import NUMPY, BatchArrays
 from speechpack.schemas.constants import KIND_SOURCES, KIND_TSE, STREAM_MIX, STREAM_SOURCE, STREAM_TARGET
 from speechpack.schemas.errors import SpeechpackError
 
@@ -86,12 +87,12 @@ class TseBatchBuilder(BatchBuilder):
         #: Mainline val and test windows come from the mixture's own stream, the same every epoch.
         self.fixed_windows = mainline and state != "train"
         # train_window (train only): the plan's units are chunks of items, not items.
-        self.windows: TrainWindows | None = None
+        self.train_windows: TrainWindows | None = None
         if args.train_window is not None and state == "train":
             if self.needs_resample:
                 raise SpeechpackError("dataset_args.train_window needs packs at the loader's rate (pack at "
                                       f"{self.rate} Hz, or unset resample_rate)")
-            self.windows = tile_windows(items.num_frames, args.train_window, args.hist_frames)
+            self.train_windows = tile_windows(items.num_frames, args.train_window, args.hist_frames)
         self.mix_stream = STREAM_MIX if self.kind == KIND_TSE else STREAM_SOURCE
         self.target_stream = STREAM_TARGET if self.kind == KIND_TSE else STREAM_SOURCE
         self.decoder = Decoder(packs, self.rate, args.normalize)
@@ -107,23 +108,27 @@ class TseBatchBuilder(BatchBuilder):
                                and (train_augment.reverb_enroll_prob > 0 or train_augment.noise_enroll_prob > 0)
                                else None)
         self.table = TableRows(packs, items, self.mix_stream, self.target_stream, self.decoder.normalizer,
-                               self.chunking, self.windows, (args.align_of("wav_mix"), args.align_of("wav_target")))
+                               self.chunking, self.train_windows,
+                               (args.align_of("wav_mix"), args.align_of("wav_target")))
         self.online = (OnlineMixer(packs, items, args, self.kind, self.rate, self.chunking, self.decoder, seed, cache)
                        if args.online_mix and state == "train" else None)
         self.pipeline = build_pipeline(self)  # the stages, in order (loader.tse.stages.pipeline.STAGES)
 
-    def num_units(self) -> int:
-        """Size of the plan's universe: items, or train-window chunks."""
-        return len(self.items) if self.windows is None else len(self.windows)
+    @property
+    def units(self) -> PlanUnits:
+        """The plan deals items, or train-window chunks (``train_window``)."""
+        windows = self.train_windows
+        return PlanUnits(count=len(self.items) if windows is None else len(windows), lengths=self.unit_lengths,
+                         train_windows=windows, samples=self.unit_samples)
 
     def unit_samples(self) -> tuple[np.ndarray, np.ndarray]:
-        return index_samples(self.items.pack, self.items.sample, self.windows)
+        return index_samples(self.items.pack, self.items.sample, self.train_windows)
 
     def unit_lengths(self, epoch: int = 0) -> np.ndarray:
         """Per plan unit, the row length the batch will have (samples at the loader's rate): the fed chunk
         (train_window), ``chunk_len`` (train, ``pad``), ``min(length, chunk_len)`` (``keep``), else whole."""
-        if self.windows is not None:
-            return self.windows.fed_length
+        if self.train_windows is not None:
+            return self.train_windows.fed_length
         rates = np.asarray([p.sample_rate for p in self.packs], dtype=np.float64)[self.items.pack]
         whole = np.round(self.items.num_frames * (self.rate / rates)).astype(np.int64)
         return self.chunking.row_lengths(whole)
@@ -133,16 +138,12 @@ class TseBatchBuilder(BatchBuilder):
         """The batches' rate: ``resample_rate``, else the packs' (one rate)."""
         return int(self.rate)
 
-    def unit_rows(self) -> np.ndarray | None:
-        """One row per target speaker of a pre-mixed mixture (``loader.tse.items.unit_rows``)."""
-        return unit_rows(self)
-
-    def planned_batch_check(self):
-        """Pre-mixed batches refuse mixtures of different channel counts (``loader.tse.items``)."""
+    def dry_run(self) -> DryRunView:
+        """One row per target speaker of a pre-mixed mixture (``loader.tse.items.unit_rows``); pre-mixed batches
+        refuse mixtures of different channel counts (``loader.tse.items``)."""
         channels = unit_channels(self)
-        if channels is None:
-            return None
-        return functools.partial(check_batch_channels, self, channels)
+        return DryRunView(rows=unit_rows(self), batch_check=None if channels is None
+                          else functools.partial(check_batch_channels, self, channels))
 
     @property
     def plan_args(self) -> PlanArgs:
@@ -161,19 +162,20 @@ class TseBatchBuilder(BatchBuilder):
         ``val_iter`` is then 0 and its ``executor.cv`` fails (``UnboundLocalError``) or never ends."""
         if self.args.mainline is None or self.state != "val" or len(plan):
             return
-        mixtures, batch_size = self.num_units(), self.args.batch_size
+        mixtures, batch_size = self.units.count, self.args.batch_size
         raise ConfigError(f"val: mainline WeSep validates on val_iter = {mixtures} dev mixture(s) // world_size "
                           f"{world_size} // batch_size {batch_size} = 0 full batches (wesep/bin/train.py), and its "
                           f"executor.cv fails on none: the dev packs need at least batch_size x world_size = "
                           f"{batch_size * world_size} mixtures, or lower dataloader_args.batch_size")
 
-    def build_block(self, batches: list[tuple[np.ndarray, np.ndarray, int, int]]) -> Iterator[dict]:
+    def build_block(self, batches: list[tuple[np.ndarray, np.ndarray, int, int]],
+                    arrays: BatchArrays = NUMPY) -> Iterator[dict]:
         """Collated numpy arrays and lists (see ``docs/loader.md`` for the fields) for several batches
         (``(item_ids, valid, epoch, global_batch)`` each; ``build``, one batch, is the default made of it), yielded
         one by one: the pipeline's stages in order (``loader.tse.stages``); pre-mixed batches share one table (the
         ``decode`` stage), each batch decoded when it is asked for; the batches are the same as built one at a
-        time."""
-        return self.pipeline.run(batches)
+        time.  ``arrays`` makes the arrays the batches return (``BatchBuilder.build``)."""
+        return self.pipeline.run(batches, arrays)
 
     def augment_batch(self, batch: dict) -> dict:
         """``augment_on: batch``: the batch's ``wav_mix`` and ``wav_target`` made from its records in torch, on

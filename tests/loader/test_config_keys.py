@@ -304,7 +304,7 @@ def test_tse_fingerprint_roles_are_declared_with_the_fields():
     assert hashed["mix"]["max_speakers"] == 2  # set: hashed
     roles = {k.name: k.fingerprint for k in TSE_ARGS.field_keys}
     assert {name for name, role in roles.items() if role == WHEN_SET} == {
-        "cues", "field_collate", "mix", "augment", "batching", "train_window", "hist_frames", "mainline"}
+        "cues", "field_collate", "mix", "augment", "batching", "train_window", "hist_frames", "mainline", "stage_args"}
 
 
 def test_tse_args_are_the_declarations_fields():

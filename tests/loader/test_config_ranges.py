@@ -187,20 +187,18 @@ def test_an_int_too_long_to_print_is_a_config_error_naming_the_key():
                                           r"<an integer of about 5001 digits>"):
         LoaderConfig.from_dict(cfg(resample_rate=10 ** 5000))
     with pytest.raises(ConfigError, match="dataset_args.batch_size: must be in .* got -7$"):
-        check_int(-7, "batch_size", 1, MAX_BATCH_ROWS)
+        check_int(-7, "dataset_args.batch_size", 1, MAX_BATCH_ROWS)
 
 
-def test_a_pair_named_by_key_is_a_value_range_with_a_bounded_message():
-    """A TSE args key checked by name (``check_pair``) reads as any ``[low, high]`` key, and a huge non-pair value
+def test_a_pair_is_a_value_range_named_by_its_path_with_a_bounded_message():
+    """A TSE args pair reads as any ``[low, high]`` key, named by the path it is given, and a huge non-pair value
     is shown cut short, not whole."""
-    from speechpack.loader.config_checks import check_pair, where_set
-
-    with where_set("cfg.dataset_args"):
-        assert check_pair([-3, 5.5], "mix_snr.range", -MAX_DB, MAX_DB) == (-3.0, 5.5)
-        with pytest.raises(ConfigError, match=r"cfg\.dataset_args\.mix_snr\.range: must lie within") as caught:
-            check_pair([-1e30, 5], "mix_snr.range", -MAX_DB, MAX_DB)
-        with pytest.raises(ConfigError, match=r"mix_snr\.range: expected \[low, high\]") as caught:
-            check_pair(list(range(100_000)), "mix_snr.range", -MAX_DB, MAX_DB)
+    where = "cfg.dataset_args.mix_snr.range"
+    assert value_range([-3, 5.5], where, -MAX_DB, MAX_DB) == (-3.0, 5.5)
+    with pytest.raises(ConfigError, match=r"cfg\.dataset_args\.mix_snr\.range: must lie within") as caught:
+        value_range([-1e30, 5], where, -MAX_DB, MAX_DB)
+    with pytest.raises(ConfigError, match=r"mix_snr\.range: expected \[low, high\]") as caught:
+        value_range(list(range(100_000)), where, -MAX_DB, MAX_DB)
     assert len(str(caught.value)) < 500
 
 

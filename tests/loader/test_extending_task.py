@@ -19,8 +19,8 @@ from factories.tse import mixture
 from speechpack.cli import main
 from speechpack.loader import build_loader
 from speechpack.loader.config_checks import check_type, positive_int, take_known
-from speechpack.loader.tasks import TASK_MODULES, BatchBuilder, LoaderTask, Prepared, register_task
-from speechpack.loader.transport import batch_arrays
+from speechpack.loader.tasks import TASK_MODULES, BatchBuilder, LoaderTask, PlanUnits, Prepared, register_task
+from speechpack.loader.transport.batch_arrays import NUMPY, BatchArrays
 
 # -- the task module (docs/extending.md, point 1) -------------------------------------------------------------------
 
@@ -45,14 +45,13 @@ class ToyBuilder(BatchBuilder):
         self.sample = np.concatenate([np.arange(len(p), dtype=np.int64) for p in packs])
         self.lengths = np.concatenate([np.asarray(p.num_frames, dtype=np.int64) for p in packs])
 
-    def num_units(self) -> int:
-        return len(self.pack)
+    @property
+    def units(self) -> PlanUnits:
+        return PlanUnits(count=len(self.pack), lengths=lambda epoch: self.lengths)
 
-    def unit_lengths(self, epoch: int) -> np.ndarray:
-        return self.lengths
-
-    def build(self, items: np.ndarray, valid: np.ndarray, epoch: int, global_batch: int) -> dict:
-        length = batch_arrays.empty((len(items),), np.int64)
+    def build(self, items: np.ndarray, valid: np.ndarray, epoch: int, global_batch: int,
+              arrays: BatchArrays = NUMPY) -> dict:
+        length = arrays.empty((len(items),), np.int64)
         length[:] = self.lengths[items]
         keys = [str(self.packs[int(self.pack[i])].keys[int(self.sample[i])]) for i in items]
         return {"key": keys, "length": length, "valid": np.asarray(valid, dtype=bool)}

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from speechpack.loader.config_checks import MAX_SAMPLES, ConfigError, at, check_choice, check_type, take_known
+from speechpack.loader.config_checks import MAX_SAMPLES, ConfigError, check_choice, check_type, take_known
 from speechpack.loader.tse.decode import ALIGNS as FIELD_ALIGNS
 from speechpack.loader.tse.decode import BASE_FIELDS, CUE_FIELDS, OVERRIDE_KEYS, PAD_MODES
 from speechpack.schemas.documents import key_list
@@ -30,6 +30,8 @@ class CueRequest:
 
     ``required`` ``None`` means "as the data promises" (the packs' ``cues.yaml`` ``guaranteed``); the other
     ``None`` values mean "not set here" (the cue's ``cues.yaml`` collate block or WeSep's base table decides).
+    Built in code it checks itself, naming its keys under ``dataset_args`` (``parse_cues`` checks a config's,
+    naming them under the config's path, before it builds one).
     """
 
     name: str
@@ -41,7 +43,7 @@ class CueRequest:
 
     def __post_init__(self) -> None:
         if self.default_shape is not None:
-            check_shape(self.default_shape, at(f"cues.{self.name}.default_shape"))
+            check_shape(self.default_shape, f"dataset_args.cues.{self.name}.default_shape")
 
     @property
     def field(self) -> str:

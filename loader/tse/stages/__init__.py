@@ -2,7 +2,8 @@
 
 - ``protocol``: what a stage takes and gives (``BatchState`` in, ``BatchState`` out; ``Stage``), and the order
   it runs in (``Pipeline``);
-- ``pipeline``: the TSE stages in order (``STAGES``) and ``register_stage``, which adds one;
+- ``pipeline``: the TSE stages in order (``STAGES``) and ``register_stage``, which adds one (with its config keys:
+  ``keys``, the keys of added stages, which ``dataset_args`` reads while they are registered);
 - ``windows``: the batch's window draws (pre-mixed);
 - ``decode``: the block of batches gathered as one table and decoded (``loader.tse.table``), or item by item
   for packs resampled at load time; both through the one decode path, ``loader.samples``;

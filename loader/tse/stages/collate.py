@@ -18,6 +18,7 @@ class Collate(Stage):
     """The contract batch (module docstring); ``windows``: train-window units, whose rows get a ``scored`` mask."""
 
     name = "collate"
+    keys = ("train_window", "hist_frames")
 
     def __init__(self, windows: TrainWindows | None):
         self.windows = windows

@@ -27,6 +27,7 @@ class Cues(Stage):
 
     name = "cues"
     stream = "batch, augment"
+    keys = ("cues", "field_collate", "augment", "mainline")
 
     def __init__(self, seed: int, packs: list, cues: list, label_spec: FieldSpec, has_labels: bool,
                  enroll_augment: EnrollAugment | None, rate: int, window_width: int, noise: bool, mainline):
@@ -37,11 +38,11 @@ class Cues(Stage):
 
     def step(self, state: BatchState) -> None:
         keys = [row.key for row in state.rows]
-        self._labels(state.rows, keys, state.fields)
+        self._labels(state.rows, keys, state.fields, state.arrays)
         if self.cues:
             self._cues(state, keys)
 
-    def _labels(self, rows: list, keys: list[str], fields: dict) -> None:
+    def _labels(self, rows: list, keys: list[str], fields: dict, arrays) -> None:
         """``speaker_label`` from the packs' labels (``-100``, or the configured fill, where there is none)."""
         spec = self.label_spec
         if not self.has_labels and not spec.emit_present:
@@ -52,7 +53,7 @@ class Cues(Stage):
         for row in rows:
             label = self.packs[row.pack].speaker_label(row.speaker) if self.has_labels else None
             values.append(None if label is None else np.asarray(label, dtype=np.int64))
-        fields["speaker_label"], present = collate_field(values, spec, keys)
+        fields["speaker_label"], present = collate_field(values, spec, keys, arrays)
         if spec.emit_present:
             fields["speaker_label_present"] = present
 
@@ -78,7 +79,7 @@ class Cues(Stage):
                 fields[f"{cue.field.name}_rows"] = values
                 if not self.mainline.contract_keys:  # mainline's keys only: the contract's field unused
                     continue
-            fields[cue.field.name], present = collate_field(values, cue.field, keys)
+            fields[cue.field.name], present = collate_field(values, cue.field, keys, state.arrays)
             if cue.field.emit_present:
                 fields[f"{cue.field.name}_present"] = present
 

@@ -20,12 +20,14 @@ from speechpack.loader.samples import check_one_channel_count
 from speechpack.loader.tse.stages.protocol import BatchState, Stage
 from speechpack.loader.tse.table import DecodedRows, TableRows
 from speechpack.loader.tse.windows import Chunking, unit_window
+from speechpack.loader.transport.batch_arrays import NUMPY, BatchArrays
 
 
 class DecodeRows(Stage):
     """The rows and audio of pre-mixed batches (module docstring); ``table`` None: item by item."""
 
     name = "decode"
+    keys = ("resample_rate", "normalize", "align", "whole_utt", "chunk_len", "chunk_short_policy", "train_window")
 
     def __init__(self, table: TableRows | None, decoder: Decoder, items: ItemIndex, chunking: Chunking,
                  windows: TrainWindows | None, streams: tuple[str, str], align: tuple[str, str]):
@@ -34,14 +36,18 @@ class DecodeRows(Stage):
 
     def apply(self, states: Iterable[BatchState]) -> Iterator[BatchState]:
         states = list(states)  # the block's tables are gathered together
+        if self.table is not None and states:  # its pool carves the block's audio where the loader says
+            self.table.buffers.arrays = states[0].arrays
         planned = [(state.item_ids, state.draws, state.chunks) for state in states]
-        decoded = ((self.item_rows(*p) for p in planned) if self.table is None else self.table.rows_block(planned))
+        decoded = ((self.item_rows(*p, state.arrays) for p, state in zip(planned, states)) if self.table is None
+                   else self.table.rows_block(planned))
         for state, (rows, wav_mix, wav_target, real, chunk_ratio) in zip(states, decoded):
             state.rows, state.audio = rows, {"wav_mix": wav_mix, "wav_target": wav_target}
             state.target_len, state.real, state.chunk_ratio = wav_target.shape[-1], real, chunk_ratio
             yield state
 
-    def item_rows(self, item_ids: np.ndarray, draws: np.ndarray, chunks: np.ndarray | None) -> DecodedRows:
+    def item_rows(self, item_ids: np.ndarray, draws: np.ndarray, chunks: np.ndarray | None,
+                  arrays: BatchArrays = NUMPY) -> DecodedRows:
         """Rows, ``wav_mix`` and ``wav_target`` item by item, through the ``Decoder``: packs resampled at load
         time (each segment is resampled whole before its window is cut)."""
         rows = []
@@ -59,8 +65,9 @@ class DecodeRows(Stage):
         lengths = np.asarray([w.length for w in windows], dtype=np.int64)
         tile = self.chunking.tile
         wav_mix = collate_rows([row.mix for row in rows], windows, lengths, self.align[0],
-                               mixture_of=[row.item for row in rows], tile=tile)
-        wav_target = collate_rows([row.target for row in rows], windows, lengths, self.align[1], tile=tile)
+                               mixture_of=[row.item for row in rows], tile=tile, arrays=arrays)
+        wav_target = collate_rows([row.target for row in rows], windows, lengths, self.align[1], tile=tile,
+                                  arrays=arrays)
         real = lengths if tile else np.asarray([w.take for w in windows], dtype=np.int64)
         return DecodedRows(rows, wav_mix, wav_target, real, [w.chunk_ratio() for w in windows])
 

@@ -23,6 +23,7 @@ class MainlineCollate(Stage):
 
     name = "mainline"
     stream = "dither"
+    keys = ("mainline",)
 
     def __init__(self, args: MainlineArgs, cues: list, state: str, seed: int, rate: int):
         self.mainline, self.state, self.seed, self.rate = args, state, seed, rate

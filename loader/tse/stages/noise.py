@@ -18,6 +18,7 @@ class OfflineNoise(Stage):
 
     name = "noise"
     stream = "augment"
+    keys = ("augment",)
 
     def __init__(self, seed: int, source: NoiseSource, prob: float, rate: int):
         self.seed, self.source, self.prob, self.rate = seed, source, prob, rate

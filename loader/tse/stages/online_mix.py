@@ -15,12 +15,14 @@ class OnlineMix(Stage):
 
     name = "online_mix"
     stream = "item"
+    keys = ("resample_rate", "normalize", "align", "whole_utt", "chunk_len", "chunk_random_start",
+            "chunk_short_policy", "mix", "augment")
 
     def __init__(self, mixer: OnlineMixer):
         self.mixer = mixer
 
     def step(self, state: BatchState) -> None:
-        mixed = self.mixer.build(state.units, state.epoch, state.global_batch)
+        mixed = self.mixer.build(state.units, state.epoch, state.global_batch, state.arrays)
         if mixed.records is not None:  # augment_on: batch: the records take the audio's place until augment_batch
             state.audio, state.target_len = mixed.records, int(mixed.records["aug_out_len"][1])
         else:

@@ -15,6 +15,8 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
+from speechpack.loader.transport.batch_arrays import NUMPY, BatchArrays
+
 
 @dataclass
 class BatchState:
@@ -23,12 +25,14 @@ class BatchState:
     ``draws`` (window draws), ``rows`` (``loader.tse.decode.Row``, mixture-major), ``audio`` (``wav_mix`` and
     ``wav_target``, or the records that make them), ``target_len``, ``real``, ``chunk_ratio``, ``source_keys``,
     ``fields`` (per-row fields after the audio and row metadata: labels, cues), ``extra`` (fields after the
-    contract's last), and ``batch``, the collated dict."""
+    contract's last), and ``batch``, the collated dict.  ``arrays``: where the stages make the arrays the batch
+    returns (``loader.transport.batch_arrays.BatchArrays``, given by the loader that runs the pipeline)."""
 
     units: np.ndarray
     valid: np.ndarray
     epoch: int
     global_batch: int
+    arrays: BatchArrays = NUMPY
     item_ids: np.ndarray | None = None
     chunks: np.ndarray | None = None
     draws: np.ndarray | None = None
@@ -45,11 +49,15 @@ class BatchState:
 
 class Stage:
     """One step of a task's batch: ``name`` (unique in its pipeline), ``stream`` (the name of its stream in
-    ``loader.rng``'s table; ``""``: it draws nothing), and ``step(state)``, which fills ``state`` in place.
-    ``apply`` maps ``step`` over the block's states lazily; a stage that works on the whole block overrides it."""
+    ``loader.rng``'s table; ``""``: it draws nothing), ``keys`` (the ``dataset_args`` fields it reads, each declared
+    once: in ``loader.tse.args.DATASET_ARGS``, or for an added stage by ``register_stage(..., keys=)``; what it
+    contributes to the resume fingerprint: ``loader.tse.stages.pipeline.stage_fingerprint``), and ``step(state)``,
+    which fills ``state`` in place.  ``apply`` maps ``step`` over the block's states lazily; a stage that works on
+    the whole block overrides it."""
 
     name: str = ""
     stream: str = ""
+    keys: tuple[str, ...] = ()
 
     def step(self, state: BatchState) -> None:
         raise NotImplementedError
@@ -73,9 +81,10 @@ class Pipeline:
     def names(self) -> list[str]:
         return [stage.name for stage in self.stages]
 
-    def run(self, batches: list[tuple[np.ndarray, np.ndarray, int, int]]) -> Iterator[dict]:
-        """The collated batches of ``(units, valid, epoch, global_batch)`` each."""
-        states: Iterable[BatchState] = (BatchState(*batch) for batch in batches)
+    def run(self, batches: list[tuple[np.ndarray, np.ndarray, int, int]],
+            arrays: BatchArrays = NUMPY) -> Iterator[dict]:
+        """The collated batches of ``(units, valid, epoch, global_batch)`` each, their arrays made by ``arrays``."""
+        states: Iterable[BatchState] = (BatchState(*batch, arrays) for batch in batches)
         for stage in self.stages:
             states = stage.apply(states)
         for state in states:

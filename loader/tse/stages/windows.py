@@ -20,6 +20,8 @@ class WindowDraws(Stage):
 
     name = "windows"
     stream = "batch"
+    keys = ("whole_utt", "chunk_len", "chunk_random_start", "chunk_short_policy", "train_window", "hist_frames",
+            "mainline")
 
     def __init__(self, seed: int, items: ItemIndex, width: int, windows: TrainWindows | None, fixed: bool):
         self.seed, self.items, self.width, self.windows, self.fixed = seed, items, width, windows, fixed

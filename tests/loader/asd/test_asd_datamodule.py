@@ -112,7 +112,7 @@ def test_ranks_get_equal_batch_counts_from_the_loader_itself(packs):
     assert len(set(lengths)) == 1
     # Every chunk exactly once over the three ranks (repeats are flagged invalid).
     dm = PackedASDDataModule({"train": [packs["ava"], packs["wasd"]]}, dataset_args=SMALL, num_workers=0)
-    assert len(keys) == len(dm.train_dataloader().loader.builder.windows)
+    assert len(keys) == len(dm.train_dataloader().loader.builder.train_windows)
 
 
 def test_mid_epoch_checkpoint_resumes_with_the_remaining_batches(packs, tmp_path):

@@ -284,7 +284,7 @@ def test_scored_mask_is_false_on_the_history_prefix(asd_pack):
     cfg = asd_config(asd_pack, train_window=60, hist_frames=20, frame_budget=60, min_batch=1, max_batch=1,
                      audio_mix_prob=0.0, visual_aug=False)
     loader = build_loader(cfg, "train", seed=0)
-    windows = loader.builder.windows
+    windows = loader.builder.train_windows
     seen = 0
     for batch in loader:
         (start,) = batch["start"].tolist()
@@ -456,7 +456,7 @@ def test_real_video_pack_on_the_model_timeline(video_pack):
                      audio_mix_prob=1.0)
     train = batches(cfg, "train", seed=2)[0]
     builder = build_loader(cfg, "train").builder
-    w = builder.windows
+    w = builder.train_windows
     fed = {(str(pack.keys[int(builder.tracks.sample[w.item[u]])]), int(w.fed_start[u])): int(w.fed_length[u])
            for u in range(len(w))}
     assert train
@@ -500,7 +500,7 @@ def test_several_packs_with_weighting(tmp_path, real_audio):
     cfg = {"task": "asd", "packs": [{"path": paths[0]}, {"path": paths[1], "repeat": 2}],
            "dataset_args": dict(train_window=60, hist_frames=20, frame_budget=240, audio_mix_prob=0.5)}
     loader = build_loader(cfg, "train", seed=4)
-    windows, tracks = loader.builder.windows, loader.builder.tracks
+    windows, tracks = loader.builder.train_windows, loader.builder.tracks
     expected = {}
     for unit in range(len(windows)):
         key = (int(tracks.pack[windows.item[unit]]), int(tracks.sample[windows.item[unit]]))

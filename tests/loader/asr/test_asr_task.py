@@ -105,7 +105,7 @@ def test_length_batches_keep_the_budget_and_the_multiple(spans_pack, parquet_pac
             assert len(items) * lengths[items].max() <= budget
             if e == 0:
                 valid_items.update(items[valid].tolist())
-    assert sorted(valid_items) == list(range(loader.builder.num_units())) and set(valid_items.values()) == {1}
+    assert sorted(valid_items) == list(range(loader.builder.units.count)) and set(valid_items.values()) == {1}
     batch = next(iter(loader))
     assert batch["source_seqs"].shape[0] % multiple == 0
     assert batch["source_seqs"].shape[0] * batch["source_seqs"].shape[1] <= budget

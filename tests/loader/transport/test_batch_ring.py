@@ -25,8 +25,8 @@ from factories import Mix
 from factories.asr import librivox_span_pack
 from factories.batches import assert_batches_equal
 from speechpack.loader import build_loader
-from speechpack.loader.transport import batch_arrays, batch_ring
-from speechpack.loader.transport.batch_arrays import ALIGN, Arena, allocating_in
+from speechpack.loader.transport import batch_ring
+from speechpack.loader.transport.batch_arrays import ALIGN, NUMPY, Arena, BatchArrays
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
 
@@ -36,13 +36,13 @@ pytestmark = [pytest.mark.filterwarnings("ignore:This DataLoader will create:Use
 
 def test_arena_arrays_equal_numpys_and_fall_back_when_full():
     arena = Arena(np.zeros(4096, dtype=np.uint8))
-    with allocating_in(arena):
-        empty = batch_arrays.empty((3, 5), np.float32)
-        zeros = batch_arrays.zeros((7,), bool)
-        full = batch_arrays.full((2, 3), -100, np.int64)
-        big = batch_arrays.zeros((4096,), np.uint8)  # does not fit: plain numpy
-        with pytest.raises(OverflowError):
-            batch_arrays.full((2,), 300, np.uint8)  # what np.full raises
+    arrays = BatchArrays(arena)
+    empty = arrays.empty((3, 5), np.float32)
+    zeros = arrays.zeros((7,), bool)
+    full = arrays.full((2, 3), -100, np.int64)
+    big = arrays.zeros((4096,), np.uint8)  # does not fit: plain numpy
+    with pytest.raises(OverflowError):
+        arrays.full((2,), 300, np.uint8)  # what np.full raises
     for array in (empty, zeros, full):
         assert arena.offset_of(array) is not None and arena.offset_of(array) % ALIGN == 0
         assert array.flags.c_contiguous
@@ -50,7 +50,23 @@ def test_arena_arrays_equal_numpys_and_fall_back_when_full():
     np.testing.assert_array_equal(zeros, np.zeros(7, bool))
     np.testing.assert_array_equal(full, np.full((2, 3), -100, np.int64))
     assert arena.offset_of(big) is None and not big.any()
-    assert batch_arrays.empty((2,), np.float32).base is None  # outside the block: numpy's own
+    assert NUMPY.empty((2,), np.float32).base is None  # without an arena: numpy's own
+    assert NUMPY.full((2,), 3, np.int8).tolist() == [3, 3] and not NUMPY.zeros((2,), bool).any()
+
+
+def test_numpy_arrays_hold_no_arena_and_pickle_as_themselves():
+    with pytest.raises(AttributeError):
+        NUMPY.arena = Arena(np.zeros(64, dtype=np.uint8))
+    assert pickle.loads(pickle.dumps(NUMPY)) is NUMPY and NUMPY.take((2,), np.float32) is None
+
+
+def test_a_slot_hands_builds_its_current_arena_as_it_grows():
+    ring = batch_ring.BatchRing(1, 1)
+    slot = ring.claim(0)
+    arrays = slot.arrays
+    slot.grow(1 << 20)
+    assert arrays.arena is slot.arena and arrays.arena.capacity >= 1 << 20
+    assert slot.arena.offset_of(arrays.empty((10,), np.float32)) is not None
 
 
 def _round_trip(ring, slot, batch):
@@ -62,8 +78,7 @@ def test_slot_is_released_when_the_last_view_dies():
     ring = batch_ring.BatchRing(1, 2)
     free = ring._free[0]
     slot = ring.claim(0)
-    with allocating_in(slot.arena):
-        audio = batch_arrays.empty((4, 1, 300), np.float32)
+    audio = slot.arrays.empty((4, 1, 300), np.float32)
     audio[...] = np.arange(1200, dtype=np.float32).reshape(4, 1, 300)
     outside = np.arange(10, dtype=np.int64)  # built without the arena: copied in
     received = _round_trip(ring, slot, {"audio": audio, "key": ["a", "b"], "lengths": outside})
@@ -121,8 +136,7 @@ def test_slot_grows_and_keeps_its_bytes():
     del first
     gc.collect()
     slot = ring.claim(0)  # the same slot again: no memory crosses this time
-    with allocating_in(slot.arena):
-        inside = batch_arrays.full((50,), 7, np.int16)
+    inside = slot.arrays.full((50,), 7, np.int16)
     big = np.random.default_rng(0).standard_normal(capacity // 4 + 10).astype(np.float32)  # does not fit
     message = ring.pack(0, slot, {"inside": inside, "big": big})
     assert slot.generation == generation + 1 and slot.arena.capacity >= big.nbytes
@@ -191,12 +205,12 @@ def test_a_failed_build_gives_its_slot_back():
     ring = batch_ring.BatchRing(1, 1)
     slot = ring.claim(0)
 
-    def broken():
-        batch_arrays.empty((4,), np.float32)
+    def broken(arrays):
+        arrays.empty((4,), np.float32)
         raise ValueError("bad row")
 
     with pytest.raises(ValueError, match="bad row"):
-        ring.build_group_in(0, slot, [broken])
+        ring.build_group_in(0, slot, lambda arrays: [lambda: broken(arrays)])
     assert ring.claim(0) is slot
 
 

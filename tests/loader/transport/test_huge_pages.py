@@ -15,8 +15,7 @@ import pickle
 import numpy as np
 import pytest
 
-from speechpack.loader.transport import batch_arrays, batch_ring, huge_pages
-from speechpack.loader.transport.batch_arrays import allocating_in
+from speechpack.loader.transport import batch_ring, huge_pages
 
 pytestmark = pytest.mark.skipif(not batch_ring.supported(), reason="memfd_create is Linux only")
 
@@ -59,8 +58,7 @@ def test_a_slot_written_by_a_worker_is_on_huge_pages_in_both_processes():
         pytest.skip("this kernel does not grant MADV_COLLAPSE on shared memory")
     ring = batch_ring.BatchRing(1, 2, reserve=64 * MB)
     slot = ring.claim(0)
-    with allocating_in(slot.arena):
-        audio = batch_arrays.empty((8, 1, MB // 2), np.float32)  # 16 MB
+    audio = slot.arrays.empty((8, 1, MB // 2), np.float32)  # 16 MB
     audio[...] = np.arange(MB // 2, dtype=np.float32)
     received = pickle.loads(pickle.dumps(ring.pack(0, slot, {"audio": audio})))
     arrays = received.arrays()

@@ -14,6 +14,8 @@ What is pinned:
 
 from __future__ import annotations
 
+import functools
+
 import gc
 import pickle
 import weakref
@@ -25,7 +27,7 @@ import torch
 from factories.batches import assert_batches_equal
 from factories.tse import real_mixtures_config
 from speechpack.loader import build_loader
-from speechpack.loader.transport import batch_arrays, batch_ring
+from speechpack.loader.transport import batch_ring
 from speechpack.loader.transport.message_groups import (MAX_BATCHES_PER_MESSAGE, MESSAGE_BYTES, MESSAGE_SECONDS, MESSAGES_PER_WORKER,
                                    BatchGroup, MessageSizes, group_keys, unpack)
 
@@ -130,11 +132,16 @@ def test_a_group_pins_each_of_its_batches():
 # -- the batch ring side -------------------------------------------------------------------------------------------
 
 def _filled(value: float, size: int = 300):
-    def build():
-        out = batch_arrays.empty((size,), np.float32)
+    def build(arrays):
+        out = arrays.empty((size,), np.float32)
         out.fill(value)
         return {"audio": out, "lengths": np.arange(3), "key": [f"k{value}"]}
     return build
+
+
+def _builds(*builds):
+    """``build_group_in`` 's ``make_builds``: each build made for the slot's arrays."""
+    return lambda arrays: [functools.partial(build, arrays) for build in builds]
 
 
 @ring_only
@@ -142,7 +149,7 @@ def test_a_grouped_message_holds_its_slot_until_its_last_batch_dies():
     ring = batch_ring.BatchRing(1, 2)
     free = ring._free[0]
     slot = ring.claim(0)
-    message = ring.build_group_in(0, slot, [_filled(1.0), _filled(2.0, 5000), _filled(3.0)])
+    message = ring.build_group_in(0, slot, _builds(_filled(1.0), _filled(2.0, 5000), _filled(3.0)))
     first, second, third = pickle.loads(pickle.dumps(message))
     arrays = [b.arrays() for b in (first, second, third)]
     for value, batch in zip((1.0, 2.0, 3.0), arrays):
@@ -162,11 +169,11 @@ def test_a_failed_build_in_a_group_gives_the_slot_back():
     ring = batch_ring.BatchRing(1, 1)
     slot = ring.claim(0)
 
-    def broken():
+    def broken(arrays):
         raise ValueError("bad row")
 
     with pytest.raises(ValueError, match="bad row"):
-        ring.build_group_in(0, slot, [_filled(1.0), broken])
+        ring.build_group_in(0, slot, _builds(_filled(1.0), broken))
     assert ring.claim(0) is slot
 
 
@@ -176,11 +183,11 @@ def test_a_slot_reserves_room_for_larger_messages():
     again (each growth pays fresh pages and a copy)."""
     ring = batch_ring.BatchRing(1, 1, reserve=8 << 20)
     slot = ring.claim(0)
-    pickle.loads(pickle.dumps(ring.build_group_in(0, slot, [_filled(1.0)])))
+    pickle.loads(pickle.dumps(ring.build_group_in(0, slot, _builds(_filled(1.0)))))
     generation = slot.generation
     gc.collect()
     slot = ring.claim(0)
-    pickle.loads(pickle.dumps(ring.build_group_in(0, slot, [_filled(float(v), 200_000) for v in range(6)])))
+    pickle.loads(pickle.dumps(ring.build_group_in(0, slot, _builds(*(_filled(float(v), 200_000) for v in range(6))))))
     assert slot.generation == generation and slot.arena.capacity >= 8 << 20
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from factories.cue_corpus import cue, make_cue_corpus
-from factories.gain_stage import RandomGain, gain_stage
+from factories.gain_stage import KEYS, RandomGain, gain_stage
 from factories.online_mix import augment_packs, mix_config
 from speechpack import loader
 from speechpack.loader.normalize import NORMALIZERS, Normalizer
@@ -37,7 +37,7 @@ def noise_bank(tmp_path, wesep_list, real_audio):
 
 @pytest.fixture
 def with_gain():
-    register_stage("gain", gain_stage, after="noise")
+    register_stage("gain", gain_stage, after="noise", keys=KEYS)
     yield
     unregister_stage("gain")
 
@@ -80,7 +80,7 @@ def test_the_pipeline_runs_its_stages_in_order_for_each_configuration(cue_pack, 
 def test_a_registered_stage_runs_where_registered_and_changes_no_other_stage_output(cue_pack, noise_bank):
     config = _premixed(cue_pack, noise_bank)
     before = _batches(config)
-    register_stage("gain", gain_stage, after="noise")
+    register_stage("gain", gain_stage, after="noise", keys=KEYS)
     try:
         ld = loader.build_loader(config, "train", seed=SEED)
         assert ld.dataset.builder.pipeline.names == ["windows", "decode", "noise", "gain", "cues", "collate"]
@@ -115,7 +115,7 @@ def test_the_toy_stage_scales_each_mixture_by_its_own_stream_draw(cue_pack, nois
     try:
         plain = loader.build_loader(config, "train", seed=SEED).dataset.builder.build(units, valid, 0, global_batch)
     finally:
-        register_stage("gain", gain_stage, after="noise")
+        register_stage("gain", gain_stage, after="noise", keys=KEYS)
     factors = RandomGain(SEED).gains(BatchState(units, valid, 0, global_batch, item_ids=units))
     expected = np.array(plain["wav_mix"])
     item_of_row = [i for i, n in enumerate(_mixtures(plain)) for _ in range(n)]
@@ -201,16 +201,17 @@ def test_a_builder_gives_build_or_build_block_and_the_other_follows():
     """``BatchBuilder.build`` defaults to ``build_block``'s one batch (TSE gives ``build_block`` only), and
     ``build_block`` to ``build`` each; a builder with neither says so."""
     from speechpack.loader.tasks import BatchBuilder
+    from speechpack.loader.transport.batch_arrays import NUMPY
 
     class Blocks(BatchBuilder):
-        def build_block(self, batches):
-            return ({"units": units, "epoch": epoch} for units, _valid, epoch, _batch in batches)
+        def build_block(self, batches, arrays):
+            return ({"units": units, "epoch": epoch, "arrays": arrays} for units, _valid, epoch, _batch in batches)
 
     class Nothing(BatchBuilder):
         pass
 
     units = np.arange(3)
-    assert Blocks().build(units, np.ones(3, bool), 2, 0) == {"units": units, "epoch": 2}
+    assert Blocks().build(units, np.ones(3, bool), 2, 0) == {"units": units, "epoch": 2, "arrays": NUMPY}
     with pytest.raises(NotImplementedError, match="neither build nor build_block"):
         Nothing().build(units, np.ones(3, bool), 0, 0)
 
@@ -245,3 +246,110 @@ def test_every_built_in_stage_has_its_stream_written_in_the_rng_table():
         for stream in filter(None, (part.strip() for part in cls.stream.split(","))):
             assert callable(getattr(rng, f"{stream}_rng")), f"{cls.name}: no stream {stream}"
     assert "``stage_rng(s, name, e, b)``" in rng.__doc__
+
+
+def test_a_batch_is_built_into_the_arrays_the_loader_gives_and_equals_one_built_with_numpy(cue_pack, noise_bank):
+    """The arrays a worker's slot carves (``BatchArrays`` over an arena) reach every stage that makes an output
+    array as an argument (no module global): the batch's audio and collated fields live in the arena, and equal
+    the batch built with plain numpy."""
+    from speechpack.loader.transport.batch_arrays import Arena, BatchArrays
+
+    builder = loader.build_loader(_premixed(cue_pack, noise_bank), "train", seed=SEED).dataset.builder
+    units, valid = np.arange(2), np.ones(2, bool)
+    arena = Arena(np.zeros(8 << 20, dtype=np.uint8))
+    carved = builder.build(units, valid, 0, 0, BatchArrays(arena))
+    for name in ("wav_mix", "wav_target", "speaker_label", "spk_embed"):
+        if name in carved:
+            assert arena.offset_of(carved[name]) is not None, name
+    plain = builder.build(units, valid, 0, 0)
+    assert arena.offset_of(plain["wav_mix"]) is None
+    assert carved.keys() == plain.keys()
+    for name, value in plain.items():
+        if isinstance(value, np.ndarray):
+            np.testing.assert_array_equal(carved[name], value, err_msg=name)
+
+
+def test_a_stage_key_is_one_declaration_parsed_checked_defaulted_documented_and_fingerprinted(cue_pack, noise_bank):
+    """The toy gain stage's ``gain_db`` (``KEYS`` in tests/factories/gain_stage.py, one ``Key``) is, while the stage
+    is registered, a ``dataset_args`` key like any other: read from a config, checked naming its path, defaulted,
+    a row of the docs' table, hashed by the resume fingerprint; unregistered, it is an unknown key again and every
+    config's fingerprint is what it was."""
+    from dataclasses import asdict
+
+    from speechpack.loader.config import ConfigError, LoaderConfig, loader_fingerprint
+    from speechpack.loader.tse.args import DATASET_ARGS, DatasetArgs
+
+    config = _premixed(cue_pack, noise_bank)
+    quieter = {**config, "dataset_args": {**config["dataset_args"], "gain_db": [-12, -6]}}
+    plain_fingerprint = DATASET_ARGS.fingerprint(asdict(DatasetArgs.from_dict(config["dataset_args"])))
+    with pytest.raises(ConfigError, match="gain_db"):
+        LoaderConfig.from_dict(quieter)
+    register_stage("gain", gain_stage, after="noise", keys=KEYS)
+    try:
+        default = DatasetArgs.from_dict(config["dataset_args"], "config.dataset_args")
+        assert default.stage_arg("gain_db") == (-6.0, 0.0) and DatasetArgs().stage_arg("gain_db") == (-6.0, 0.0)
+        set_ = DatasetArgs.from_dict(quieter["dataset_args"], "config.dataset_args")
+        assert set_.stage_arg("gain_db") == (-12.0, -6.0)
+        with pytest.raises(ConfigError, match=r"config\.dataset_args\.gain_db: .*within"):
+            LoaderConfig.from_dict({**config, "dataset_args": {**config["dataset_args"], "gain_db": [-90, 0]}})
+        with pytest.raises(ConfigError, match=r"dataset_args\.gain_db"):
+            DatasetArgs(stage_args=(("gain_db", (0, 90)),))
+        assert ("| `gain_db` | [low, high] dB within [-40, 40] | [-6, 0] | the toy gain stage's range of gains |"
+                in DATASET_ARGS.markdown())
+        hashed = [DATASET_ARGS.fingerprint(asdict(args)) for args in (default, set_)]
+        assert hashed[0]["stage_args"] == {"gain_db": (-6.0, 0.0)}
+        assert hashed[0] != hashed[1] != plain_fingerprint
+        builder = loader.build_loader(quieter, "train", seed=SEED).dataset.builder
+        assert builder.pipeline.stage("gain").gain_db == (-12.0, -6.0)
+        with pytest.raises(ValueError, match="declared already"):
+            register_stage("louder", gain_stage, after="gain", keys=KEYS)
+        with pytest.raises(ValueError, match="declared already"):
+            from speechpack.loader.config_keys import Bool, Key
+
+            register_stage("louder", gain_stage, after="gain", keys=(Key("shuffle", True, Bool(), "taken"),))
+    finally:
+        unregister_stage("gain")
+    assert DATASET_ARGS.fingerprint(asdict(DatasetArgs.from_dict(config["dataset_args"]))) == plain_fingerprint
+    assert "stage_args" not in plain_fingerprint and "gain_db" not in DATASET_ARGS.markdown()
+
+
+def _stage_classes():
+    from speechpack.loader.tse.stages.collate import Collate
+    from speechpack.loader.tse.stages.cues import Cues
+    from speechpack.loader.tse.stages.decode import DecodeRows
+    from speechpack.loader.tse.stages.mainline import MainlineCollate
+    from speechpack.loader.tse.stages.noise import OfflineNoise
+    from speechpack.loader.tse.stages.online_mix import OnlineMix
+    from speechpack.loader.tse.stages.windows import WindowDraws
+
+    return (WindowDraws, DecodeRows, OnlineMix, OfflineNoise, Cues, Collate, MainlineCollate)
+
+
+@pytest.mark.parametrize("dataset_args", [
+    {}, {"batch_size": 4, "chunk_len": 800, "cues": {"audio": {"use": True}}, "noise_prob": 0.5,
+         "noise_banks": [{"path": "/nowhere/noise"}], "normalize": True},
+    {"online_mix": True, "num_speakers": {"distribution": [0, 1, 0], "max_speakers": 2}, "reverb_prob": 0.3},
+    {"train_window": 1000, "hist_frames": 100, "batching": {"type": "budget", "max_frames": 5000}},
+    {"mainline": {"joint_training": True}},
+])
+def test_every_key_has_a_reader_and_the_stages_fingerprints_make_up_the_whole(dataset_args):
+    """Every ``dataset_args`` field is read by a stage (``Stage.keys``) or by the plan (``PLAN_KEYS``), each declared
+    in ``DATASET_ARGS``; the fields each contributes to the resume fingerprint (``stage_fingerprint``), with the
+    plan's, are the whole fingerprint."""
+    from dataclasses import asdict
+
+    from speechpack.loader.tse.args import DATASET_ARGS, DatasetArgs
+    from speechpack.loader.tse.stages.pipeline import PLAN_KEYS, stage_fingerprint
+
+    classes = _stage_classes()
+    assert {cls.name for cls in classes} == {name for name, _ in STAGES}
+    fields = {k.name for k in DATASET_ARGS.field_keys}
+    read = set(PLAN_KEYS).union(*(cls.keys for cls in classes))
+    assert read <= fields and fields - read == {"stage_args"}  # stage_args: the added stages' own keys
+    args = DatasetArgs.from_dict(dataset_args)
+    whole = DATASET_ARGS.fingerprint(asdict(args))
+    parts = {}
+    for cls in classes:
+        parts.update(stage_fingerprint(cls, args))
+    parts.update({name: whole[name] for name in PLAN_KEYS if name in whole})
+    assert parts == whole

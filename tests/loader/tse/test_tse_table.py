@@ -22,7 +22,7 @@ import torch
 from speechpack import loader
 from factories import Mix
 from speechpack.loader.rng import batch_rng
-from speechpack.loader.transport.batch_arrays import Arena, allocating_in
+from speechpack.loader.transport.batch_arrays import Arena, BatchArrays
 from speechpack.loader.pack.readahead import PROBE_EVERY, AdaptiveAdvice
 from speechpack.loader.tse import windows as window_reads
 from speechpack.loader.tse.buffers import MAX_BUFFERS, BufferPool
@@ -74,8 +74,8 @@ def _both_paths(builder, plan, b: int, epoch: int):
     items, _valid = plan.batch(b)
     draws = batch_rng(builder.seed, epoch, int(plan.global_batch[b])).random((len(items), ZERO_CHUNK_REDRAWS + 1))
     units = None
-    if builder.windows is not None:
-        units, items = items, builder.windows.item[items]
+    if builder.train_windows is not None:
+        units, items = items, builder.train_windows.item[items]
     return (builder.table.rows(items, draws, units)[:3],
             builder.pipeline.stage("decode").item_rows(items, draws, units)[:3])
 
@@ -253,9 +253,10 @@ def test_in_a_worker_slot_the_batch_audio_is_carved_from_the_slot_not_the_pool()
     outside a slot, or when the slot is full, the pool's reused buffers serve."""
     pool = BufferPool()
     arena = Arena(np.zeros(1 << 16, dtype=np.uint8))
-    with allocating_in(arena):
-        carved = pool.empty((2, 1, 1000))
-        too_big = pool.empty((2, 1, 1 << 16))
+    pool.arrays = BatchArrays(arena)  # what the decode stage gives the pool for a block built in a slot
+    carved = pool.empty((2, 1, 1000))
+    too_big = pool.empty((2, 1, 1 << 16))
+    del pool.arrays  # the pool's default again: no slot
     assert arena.offset_of(carved) is not None
     assert arena.offset_of(too_big) is None and too_big.shape == (2, 1, 1 << 16)
     assert arena.offset_of(pool.empty((2, 1, 1000))) is None
