@@ -329,3 +329,12 @@ def test_audio_the_codec_cannot_store_is_a_problem_of_its_line(real_audio, tmp_p
     assert [r["key"] for _, r in records(tmp_path / "skipped")] == ["mono.wav"]
     opus = CliRunner().invoke(main, [*common[:-1], "opus", "--out", str(tmp_path / "opus")])
     assert opus.exit_code == 0, opus.output  # Ogg Opus maps up to 255 channels
+
+
+def test_array_job_slices_of_a_compressed_build_finalize_to_the_single_build(six_line_corpus, tmp_path):
+    build(six_line_corpus.list_path, tmp_path / "one", "--codec", "flac")
+    for part in ("0/2", "1/2"):
+        build(six_line_corpus.list_path, tmp_path / "sliced", "--codec", "flac", "--shards", part)
+    result = CliRunner().invoke(main, ["finalize", str(tmp_path / "sliced"), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert pack_files(tmp_path / "sliced") == pack_files(tmp_path / "one")
