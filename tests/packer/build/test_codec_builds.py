@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 import factories.paths
 from factories import pack_files
+from factories.format_rules import v13_refusals
 from factories.wesep_lists import Source
 from speechpack.cli import main
 from speechpack.media.codecs import decode_run
@@ -76,6 +77,7 @@ def test_flac_pack_decodes_to_the_pcm16_packs_int16_with_equal_statistics(six_li
     build(six_line_corpus.list_path, out, "--codec", "flac", "--block-seconds", "0.2")
     manifest = json.loads((out / "dataset.json").read_text())
     assert manifest["format_minor"] == MINOR_BLOCKS and manifest["digests"] == "blake2b-128"
+    assert v13_refusals(manifest) and not v13_refusals(json.loads((pcm16_pack / "dataset.json").read_text()))
     assert [s["codec"] for s in manifest["streams"]] == ["flac", "flac"]
     assert [s["block_frames"] for s in manifest["streams"]] == [3200, 3200]
     assert manifest["provenance"]["options"]["codec"] == "flac"
@@ -164,6 +166,8 @@ def test_pcm16_with_digests_adds_digests_npy_and_keeps_every_stream_byte(six_lin
     manifest = json.loads((out / "dataset.json").read_text())
     assert manifest["format_minor"] == MINOR_BLOCKS and manifest["digests"] == "blake2b-128"
     assert "codec" not in manifest["streams"][0] and manifest["provenance"]["options"]["digests"] is True
+    assert v13_refusals(manifest) == ["unknown key(s) ['digests']"] + [
+        "shard files ['digests.npy', 'index.json', 'mix.npy', 'target.npy']"] * len(manifest["shards"])
     for shard in manifest["shards"]:
         directory = shard["directory"]
         for name in ("mix.npy", "target.npy", "index.json"):
