@@ -31,6 +31,7 @@ from typing import Callable, Sequence
 import numpy as np
 import soundfile
 
+from speechpack.media.sound_blocks import read_frames
 from speechpack.schemas.constants import (
     CODEC_FLAC,
     CODEC_OPUS,
@@ -141,9 +142,9 @@ def _decoder(file_format: str, subtype: str, title: str) -> Callable[[bytes, int
                 if sound.samplerate != sample_rate or sound.channels != channels:
                     raise CorruptBlock(f"{sound.channels} channel(s) at {sound.samplerate} Hz, the segment has "
                                        f"{channels} at {sample_rate} Hz")
-                # One frame more than expected is read, so a block holding more is seen, and the allocation is
-                # bounded by the segment's count, never by the block's header.
-                decoded = sound.read(frames + 1, dtype="int16", always_2d=True)
+                # One frame more than expected is read, so a block holding more is seen; read in bounded pieces
+                # (media.sound_blocks), so memory follows what the block holds, not the count a manifest claims.
+                decoded = read_frames(sound, "int16", frames + 1)
         except CorruptBlock:
             raise
         except (RuntimeError, ValueError, TypeError, EOFError) as err:  # LibsndfileError is a RuntimeError
@@ -277,18 +278,18 @@ def decode_run(name: str, pieces: Sequence[bytes], sample_rate: int, channels: i
     count = block_count(length, block_frames)
     if first_block < 0 or first_block + len(pieces) > count:
         raise ValueError(f"blocks [{first_block}, {first_block + len(pieces)}) of a segment that has {count}")
-    start = first_block * block_frames
-    stop = min((first_block + len(pieces)) * block_frames, length)
-    out = np.empty((channels, max(stop - start, 0)), dtype=np.int16)
+    decoded = []  # joined at the end: memory follows what the blocks decoded to, never a claimed length
     for i, data in enumerate(pieces):
         block = first_block + i
         begin = block * block_frames
         end = min(begin + block_frames, length)
         try:
-            out[:, begin - start:end - start] = row.decode(bytes(data), sample_rate, channels, end - begin)
+            decoded.append(row.decode(bytes(data), sample_rate, channels, end - begin))
         except CorruptBlock as err:
             raise CorruptBlock(err.reason, block) from None
-    return out
+    if len(decoded) == 1:
+        return decoded[0]
+    return np.concatenate(decoded, axis=1) if decoded else np.empty((channels, 0), dtype=np.int16)
 
 
 # -- Ogg framing ---------------------------------------------------------------------------------------------------
