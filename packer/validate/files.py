@@ -421,7 +421,7 @@ class StoreCueFiles(CueFiles):
 
     def _stream_payload(self, name: str) -> None:
         """Fetch ``data.npy`` ``name`` range by range: size-checked and hashed as any object is, its header read
-        from the first range, a float payload's NaN/Inf counted as the ranges pass (never all in memory)."""
+        as the first ranges arrive, a float payload's NaN/Inf counted as the ranges pass (never all in memory)."""
         rel, where = f"{CUES_DIR}/{name}", self.where(name)
         if rel not in self.store.listing:
             self.report.error(where, "object missing")
@@ -429,7 +429,7 @@ class StoreCueFiles(CueFiles):
         size = self.store.listing[rel]
         digest = hashlib.sha256() if self.checked.check_hashes else None
         header: NpyHeader | NpyHeaderError | None = None
-        carry, nonfinite, position = b"", 0, 0
+        head, carry, nonfinite, position = b"", b"", 0, 0
         try:
             while position < size:
                 block = self.store.files.read_range(rel, position, min(position + PAYLOAD_RANGE_BYTES, size))
@@ -438,12 +438,16 @@ class StoreCueFiles(CueFiles):
                 position += len(block)
                 if digest is not None:
                     digest.update(block)
-                start = 0
-                if header is None:  # the first range holds the whole header (numpy's are at most 10 kB)
-                    header = _header_or_error(block, where)
-                    start = header.data_offset if isinstance(header, NpyHeader) else 0
+                if header is None:  # the bytes before the payload, until the whole header is in
+                    head += block
+                    need = _header_bytes(head)
+                    if (need is None or len(head) < need) and position < size:
+                        continue
+                    header = _header_or_error(head, where)
+                    block = head[header.data_offset:] if isinstance(header, NpyHeader) else b""
+                    head = b""
                 if isinstance(header, NpyHeader) and header.dtype.kind == "f" and not header.fortran_order:
-                    data = carry + block[start:]
+                    data = carry + block
                     whole = len(data) - len(data) % header.dtype.itemsize
                     nonfinite += count_nonfinite(np.frombuffer(data[:whole], dtype=header.dtype))
                     carry = data[whole:]
@@ -451,7 +455,7 @@ class StoreCueFiles(CueFiles):
             self.report.error(where, f"cannot read ({describe_error(err)})")
             return
         self.store.check_bytes(rel, position, None if digest is None else digest.hexdigest())
-        self.payloads[name] = (header if header is not None else _header_or_error(b"", where), position, nonfinite)
+        self.payloads[name] = (header if header is not None else _header_or_error(head, where), position, nonfinite)
 
     def _bytes(self, name: str) -> bytes:
         if name not in self.kept:
@@ -469,6 +473,19 @@ class StoreCueFiles(CueFiles):
 
     def nonfinite(self, name: str) -> int:
         return self.payloads[name][2]
+
+
+#: The longest ``.npy`` header waited for while a payload streams in (numpy reads none past 10000 bytes).
+NPY_HEAD_BYTES = 16 << 10
+
+
+def _header_bytes(head: bytes) -> int | None:
+    """Bytes of the ``.npy`` header that ``head`` starts (magic, version, length, text), at most
+    ``NPY_HEAD_BYTES``; None until its length field is in."""
+    if len(head) < 12:
+        return None
+    length = int.from_bytes(head[8:10], "little") + 10 if head[6] == 1 else int.from_bytes(head[8:12], "little") + 12
+    return min(length, NPY_HEAD_BYTES)
 
 
 def _header_or_error(data: bytes, where: str) -> NpyHeader | NpyHeaderError:
