@@ -315,7 +315,10 @@ class StoredCueFiles:
         return self.files.where(f"{CUES_DIR}/{name}")
 
     def read(self, name: str) -> bytes:
-        """Cue file ``name`` whole, verified; ``PackFormatError`` naming it when it is absent or differs."""
+        """Cue file ``name`` whole, verified; ``PackFormatError`` naming it when it is absent, unlisted (nothing to
+        verify it by) or differs."""
+        if name not in self.entries:
+            raise PackFormatError(f"{self.where(name)}: not listed in {MANIFEST_NAME}, so it cannot be verified")
         try:
             data = self.files.read_bytes(f"{CUES_DIR}/{name}")
         except FileNotFoundError:
@@ -444,8 +447,11 @@ def _open_stored_cues(files: PackFiles, manifest: Manifest) -> PackCues:
     """``open_cues`` of a pack that is not a local directory: the index files fetched together, each verified as it
     is read; ``data.npy`` left for the first read (``StoredCueFiles.payload``)."""
     stored = StoredCueFiles(files, manifest.cues)
-    files.prefetch([f"{CUES_DIR}/{name}" for name in sorted(manifest.cues)
-                    if name.rsplit("/", 1)[-1] not in _NOT_OPENED])
+    try:
+        files.prefetch([f"{CUES_DIR}/{name}" for name in sorted(manifest.cues)
+                        if name.rsplit("/", 1)[-1] not in _NOT_OPENED])
+    except FileNotFoundError:
+        pass  # an absent object is named by the read below
     config_bytes = stored.read(CUES_YAML)
     config = read_cues_config(files.location, lambda: config_bytes)
     banks = {}

@@ -15,6 +15,7 @@ from speechpack.loader import build_loader
 from speechpack.loader.cache import NodeCache
 from speechpack.loader.cache.cached_files import CacheIntegrityError
 from speechpack.loader.pack import ObjectStorePackFiles, open_pack
+from speechpack.schemas.errors import PackFormatError
 
 
 def every_kind(corpus) -> dict[str, tuple[dict, bool]]:
@@ -117,4 +118,15 @@ def test_a_corrupted_cue_index_on_the_store_is_named_at_open(s3_store, corpus, t
     url = publish(local, "cue-training/corrupt-index")
     flip_object_byte(url, "cues/visual/items.npy")
     with pytest.raises(CacheIntegrityError, match=rf"{url}/cues/visual/items.npy: sha256 .* does not match"):
+        build_loader(config(url, ["audio"], {"dir": str(tmp_path / "cache")}), "train", seed=2)
+
+
+def test_a_cue_object_missing_from_the_store_is_named_at_open(s3_store, corpus, tmp_path):
+    import fsspec
+
+    cues, labels = every_kind(corpus)["wave_video_track_text"]
+    local = corpus.build("missing", cues, labels=labels)
+    url = publish(local, "cue-training/missing")
+    fsspec.filesystem("s3", skip_instance_cache=True).rm_file(f"{url}/cues/textual/keywords.npy")
+    with pytest.raises(PackFormatError, match=rf"{url}/cues/textual/keywords.npy: missing \(dataset.json lists it\)"):
         build_loader(config(url, ["audio"], {"dir": str(tmp_path / "cache")}), "train", seed=2)
