@@ -6,9 +6,16 @@ uses the cue, verified, once per node; a corrupted cue object is fetched once mo
 
 from __future__ import annotations
 
-import pytest
-import torch
+import json
+import os
+import pickle
+import subprocess
+import sys
 
+import pytest
+
+import factories.paths
+from factories.batches import assert_batches_equal
 from factories.cue_corpus import cue
 from factories.s3 import SECRET, flip_object_byte, publish
 from speechpack.loader import build_loader
@@ -49,14 +56,8 @@ def epochs(loader, count: int = 2) -> list[dict]:
 
 
 def assert_same_batches(local: list[dict], remote: list[dict]) -> None:
-    assert len(local) == len(remote) > 0
-    for n, (one, two) in enumerate(zip(local, remote)):
-        assert one.keys() == two.keys(), n
-        for name, value in one.items():
-            if isinstance(value, torch.Tensor):
-                assert value.dtype == two[name].dtype and torch.equal(value, two[name]), (n, name)
-            else:
-                assert value == two[name], (n, name)
+    assert len(local) > 0
+    assert_batches_equal(remote, local)
 
 
 def cue_payload_key(local: str, cue_name: str) -> str:
@@ -130,3 +131,35 @@ def test_a_cue_object_missing_from_the_store_is_named_at_open(s3_store, corpus, 
     fsspec.filesystem("s3", skip_instance_cache=True).rm_file(f"{url}/cues/textual/keywords.npy")
     with pytest.raises(PackFormatError, match=rf"{url}/cues/textual/keywords.npy: missing \(dataset.json lists it\)"):
         build_loader(config(url, ["audio"], {"dir": str(tmp_path / "cache")}), "train", seed=2)
+
+
+def test_two_rank_processes_share_one_cache_and_fetch_each_cue_payload_once(s3_store, corpus, tmp_path):
+    """Two ranks (separate processes, one node, one cache): each deals its local rank's batches, and the node fetches
+    every file once, cue payloads included (the bytes both fetched are the cache's distinct entries)."""
+    cues, labels = every_kind(corpus)["wave_video_track_text"]
+    local = corpus.build("ranks", cues, labels=labels)
+    url = publish(local, "cue-training/ranks")
+    environ = {**os.environ, "PYTHONPATH": os.pathsep.join([str(factories.paths.TESTS), *sys.path]),
+               "LOCAL_WORLD_SIZE": "2"}
+    processes = []
+    for rank in range(2):
+        spec = {"config": config(url, list(cues), {"dir": str(tmp_path / "cache")}), "rank": rank, "world_size": 2,
+                "num_workers": 0, "seed": 4}
+        out = tmp_path / f"rank{rank}.pkl"
+        processes.append((subprocess.Popen([sys.executable, "-m", "factories.store_rank", json.dumps(spec), str(out)],
+                                           env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True),
+                          out))
+    results = []
+    for process, out in processes:
+        output, _ = process.communicate(timeout=300)
+        assert process.returncode == 0, output
+        assert SECRET not in output
+        with open(out, "rb") as fp:
+            results.append(pickle.load(fp))
+    for rank, result in enumerate(results):
+        expected = list(build_loader(config(local, list(cues)), "train", rank=rank, world_size=2, seed=4))
+        assert_same_batches([{k: v.numpy() if hasattr(v, "numpy") else v for k, v in b.items()} for b in expected],
+                            result["batches"])
+    held = NodeCache(str(tmp_path / "cache")).entries()
+    assert {cue_payload_key(local, c) for c in cues} <= set(held)
+    assert sum(result["fetched"] for result in results) == sum(held.values()), "one fetch per file per node"
