@@ -56,19 +56,23 @@ Payloads, per representation (item ``i`` is ``items[i]``):
 **Checks** (what ``open_pack`` refuses and ``speechpack validate`` reports; each issue names its file): what every
 bank shares, once (:func:`bank_issues`); what differs per representation (dtypes, extra files, payload bounds, the
 sample rate in ``meta.json``), read from its row.  Vectorised, so a million cue items open fast.  numpy only.
+The checks read a bank through a :class:`BankSource` (a directory, or the verified bytes of objects on a store), so
+a bank on object storage is checked where it lies; a bank opened without its ``data.npy`` (a store's: the payload
+is fetched when first used) has its payload checked when it is mapped (:func:`payload_issues`).
 """
 
 from __future__ import annotations
 
+import io
 import math
 import os
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import BinaryIO, Callable, Protocol
 
 import numpy as np
 
-from speechpack.schemas.documents import read_json
-from speechpack.schemas.npyfile import read_npy_header
+from speechpack.schemas.documents import parse_json
+from speechpack.schemas.npyfile import NpyHeader, read_npy_header, read_npy_header_from
 
 #: The files every bank has (``cues/<cue>/``); a row's ``extra_arrays`` add to them.
 META_NAME = "meta.json"
@@ -297,47 +301,103 @@ class BankedCue(Protocol):
 
 @dataclass(frozen=True)
 class BankFiles:
-    """A bank's small files, loaded, and the header of its ``data.npy``."""
+    """A bank's small files, loaded, and the header of its ``data.npy`` (``data_shape`` None: not read yet, the
+    payload is checked when it is mapped, ``payload_issues``)."""
 
     meta: dict
     arrays: dict[str, np.ndarray]  # file name -> array, for every .npy but data.npy
-    data_shape: tuple[int, ...]
+    data_shape: tuple[int, ...] | None
 
 
-def read_bank(directory: str, spec: BankedCue, sample_rate: int) -> tuple[BankFiles | None, list[Issue]]:
-    """Load a bank's index files and check them (``bank_issues``); None when a file cannot be read at all."""
+class BankSource(Protocol):
+    """Where a bank's files are read from, by their names in the bank (``meta.json``, ``data.npy``): a directory
+    (:class:`BankDirectory`), or the verified bytes of a pack's objects (the loader's and ``validate``'s readers of a
+    store).  Failures are ``OSError`` (or, for a header, ``NpyHeaderError``)."""
+
+    def open(self, name: str) -> BinaryIO:
+        """The whole file, open for reading."""
+
+    def npy_header(self, name: str) -> tuple[NpyHeader, int]:
+        """A ``.npy`` file's header and the file's size (``data.npy``, whose payload is not read here)."""
+
+
+class BankDirectory:
+    """A bank in a local directory: the files under ``directory``."""
+
+    def __init__(self, directory: str):
+        self.directory = directory
+
+    def open(self, name: str) -> BinaryIO:
+        return open(os.path.join(self.directory, name), "rb")
+
+    def npy_header(self, name: str) -> tuple[NpyHeader, int]:
+        path = os.path.join(self.directory, name)
+        return read_npy_header(path), os.path.getsize(path)
+
+
+def data_header_issues(path: str, spec: BankedCue, header: NpyHeader, size: int) -> list[Issue]:
+    """``data.npy``'s header (of a file of ``size`` bytes) against the representation's payload dtype."""
+    expected = spec.representation_spec.payload_dtype
+    if header.fortran_order:
+        return [(path, "cannot read .npy (Fortran-ordered array)")]
+    if header.dtype != expected:
+        return [(path, f"dtype {header.dtype.str}, expected {expected.str}")]
+    if size != header.expected_size:
+        return [(path, f"header promises {header.expected_size} bytes, the file has {size}")]
+    return []
+
+
+def read_bank(directory: str, spec: BankedCue, sample_rate: int, source: BankSource | None = None,
+              with_data: bool = True) -> tuple[BankFiles | None, list[Issue]]:
+    """Load a bank's index files and check them (``bank_issues``); None when a file cannot be read at all.
+    ``directory`` is where messages say the bank is (a path or a URL); ``source`` reads its files (default: the
+    directory's).  ``with_data`` False: ``data.npy`` is not read (a pack on a store fetches it when first used), so
+    its header and the payload bounds are left to :func:`payload_issues`."""
+    source = source if source is not None else BankDirectory(directory)
     issues: list[Issue] = []
     meta_path = os.path.join(directory, META_NAME)
     try:
-        meta = read_json(meta_path, error=ValueError)
+        with source.open(META_NAME) as fp:
+            meta = parse_json(fp.read(), meta_path, error=ValueError)
         if not isinstance(meta, dict):
             raise ValueError(f"expected an object, got {type(meta).__name__}")
     except (OSError, UnicodeDecodeError, ValueError) as err:
         return None, [(meta_path, f"cannot read ({err})")]
     arrays = {}
-    data_shape: tuple[int, ...] = ()
+    data_shape: tuple[int, ...] | None = None
     for name in spec.representation_spec.files:
         path = os.path.join(directory, name)
-        if name in (META_NAME, SOURCES_NAME):
+        if name in (META_NAME, SOURCES_NAME) or name == DATA_NAME and not with_data:
             continue
         try:
             if name == DATA_NAME:  # its header only: the payload is mapped when read
-                header = read_npy_header(path)
-                data_shape, size, expected = header.shape, header.expected_size, spec.representation_spec.payload_dtype
-                if header.fortran_order:
-                    raise ValueError("Fortran-ordered array")
-                if header.dtype != expected:
-                    issues.append((path, f"dtype {header.dtype.str}, expected {expected.str}"))
-                elif os.path.getsize(path) != size:
-                    issues.append((path, f"header promises {size} bytes, the file has {os.path.getsize(path)}"))
+                header, size = source.npy_header(name)
+                data_shape = tuple(header.shape)
+                issues += data_header_issues(path, spec, header, size)
             else:
-                arrays[name] = np.load(path, allow_pickle=False)
+                with source.open(name) as fp:
+                    arrays[name] = np.load(fp, allow_pickle=False)
         except Exception as err:  # noqa: BLE001 - a corrupt .npy header raises ValueError, SyntaxError, TokenError...
             issues.append((path, f"cannot read .npy ({err})"))
     if issues:
         return None, issues
-    files = BankFiles(meta=meta, arrays=arrays, data_shape=tuple(data_shape))
+    files = BankFiles(meta=meta, arrays=arrays, data_shape=data_shape)
     return files, bank_issues(directory, spec, files, sample_rate)
+
+
+def payload_issues(directory: str, spec: BankedCue, files: BankFiles, header: NpyHeader, size: int) -> list[Issue]:
+    """What :func:`read_bank` checks of ``data.npy`` when it reads it: its header (of a file of ``size`` bytes) and
+    every item's payload inside it; for a bank opened without it (``with_data`` False), run when it is mapped."""
+    found = data_header_issues(os.path.join(directory, DATA_NAME), spec, header, size)
+    if found:
+        return found
+    at = {name: os.path.join(directory, name) for name in spec.representation_spec.files}
+    return spec.representation_spec.payload_check(at, files.meta, files.arrays, tuple(header.shape))
+
+
+def npy_header_of(data: bytes, where: str) -> NpyHeader:
+    """The header of the ``.npy`` file whose first bytes are ``data`` (``NpyHeaderError`` naming ``where``)."""
+    return read_npy_header_from(io.BytesIO(data), where)
 
 
 def _dtype_issues(directory: str, spec: BankedCue, arrays: dict[str, np.ndarray]) -> list[Issue]:
@@ -391,10 +451,11 @@ def bank_issues(directory: str, spec: BankedCue, files: BankFiles, sample_rate: 
         issues.append((at[LOOKUP_FIRST_NAME], f"a key's entries fall outside the {len(entries)} entries"))
     if len(entries) and ((entries < 0) | (entries >= len(items))).any():
         issues.append((at[ENTRIES_NAME], f"an entry points outside the {len(items)} items"))
-    issues += row.payload_check(at, meta, arrays, files.data_shape)
+    if files.data_shape is not None:
+        issues += row.payload_check(at, meta, arrays, files.data_shape)
     return issues
 
 
-__all__ = ["FIELD_VALUE_DTYPE", "INDEX_DTYPE", "REPRESENTATION_SPECS", "WORD_DTYPE", "BankFiles", "Issue",
-           "RepresentationSpec", "outside", "read_bank", "representation_of", "representation_spec",
-           "representations_for"]
+__all__ = ["FIELD_VALUE_DTYPE", "INDEX_DTYPE", "REPRESENTATION_SPECS", "WORD_DTYPE", "BankDirectory", "BankFiles",
+           "BankSource", "Issue", "RepresentationSpec", "data_header_issues", "npy_header_of", "outside",
+           "payload_issues", "read_bank", "representation_of", "representation_spec", "representations_for"]

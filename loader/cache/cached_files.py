@@ -273,6 +273,10 @@ class CachedPackFiles(PackFiles):
         pool = fetch_pool(self.settings.fetches)
         return run_all(pool, [lambda rel=rel: self.local_path(rel, wait) for rel in rels])
 
+    def prefetch(self, rels: list[str]) -> None:
+        """The listed files of ``rels`` fetched together (``fetch_many``): the cue banks' index files at open."""
+        self.fetch_many([rel for rel in rels if self.key(rel) is not None])
+
     def listing(self) -> dict[str, int]:
         return self._retried(self.store.listing)
 

@@ -7,6 +7,14 @@ mapped read-only on first ``read``, and the mapping is not pickled, so DataLoade
 Opening checks the structure (``schemas.cue_banks``: sorted keys, entries and payloads in bounds); ``speechpack
 validate`` runs the same checks and hashes every file.
 
+A pack that is not a local directory (a URL: the node cache's copies in training, or objects read in place) is read
+through its ``PackFiles`` (:class:`StoredCueFiles`), every cue file verified against its sha256 in ``dataset.json``
+before any of its bytes are used: the node cache verifies what it fetches (and checks its copies again when read:
+``loader.cache.cached_files``), and objects read in place are hashed here.  Opening reads the index files only
+(fetched together); a bank's ``data.npy``, the bulk of it, is fetched when the bank is first read, so cues the
+experiment does not use are never fetched, and its header and payload bounds are checked then, before the mapping
+is handed out.
+
 What an item *is* differs per representation: :data:`READERS` holds one small read function per row of
 ``schemas.cue_banks.REPRESENTATION_SPECS`` (a new representation adds its function here; docs/extending.md).  What
 a training batch makes of an item (cut to the row's chunk, resampled, selected) is the TSE task's
@@ -15,15 +23,18 @@ a training batch makes of an item (cut to the row's chunk, resampled, selected) 
 
 from __future__ import annotations
 
+import hashlib
+import io
 import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, BinaryIO, Callable
 
 import numpy as np
 
-from speechpack.schemas.constants import AUDIO_FULL_SCALE
+from speechpack.loader.pack.files import DirectoryPackFiles, PackFiles, stream_from_bytes
+from speechpack.schemas.constants import AUDIO_FULL_SCALE, MANIFEST_NAME
 from speechpack.schemas.cue_banks import (
     DATA_NAME,
     ENTRIES_NAME,
@@ -33,10 +44,13 @@ from speechpack.schemas.cue_banks import (
     LOOKUP_COUNT_NAME,
     LOOKUP_FIRST_NAME,
     LOOKUP_KEYS_NAME,
+    SOURCES_NAME,
     VALUES_NAME,
     WORDS_NAME,
     BankFiles,
     Issue,
+    npy_header_of,
+    payload_issues,
     read_bank,
 )
 from speechpack.schemas.cues import (
@@ -49,8 +63,9 @@ from speechpack.schemas.cues import (
     CueSpec,
     label_issues,
 )
-from speechpack.schemas.errors import InternalError, ManifestError, PackFormatError
-from speechpack.schemas.format import Manifest
+from speechpack.schemas.errors import InternalError, ManifestError, NpyHeaderError, PackFormatError
+from speechpack.schemas.format import FileEntry, Manifest
+from speechpack.schemas.npyfile import NpyHeader
 from speechpack.schemas.yaml_document import parse_yaml
 
 
@@ -73,7 +88,9 @@ class CueBank:
     is never handed out.
     """
 
-    def __init__(self, directory: str, spec: CueSpec, files: BankFiles, sample_rate: int):
+    def __init__(self, directory: str, spec: CueSpec, files: BankFiles, sample_rate: int,
+                 stored: "StoredCueFiles | None" = None):
+        #: Where the bank is, as messages name it (a directory, or the bank's URL prefix on a store).
         self.directory = directory
         self.name = spec.name
         self.spec = spec
@@ -96,6 +113,10 @@ class CueBank:
         #: The row's extra arrays by file name (``words.npy``, ``keywords.npy``, ``values.npy``...).
         self.extra: dict[str, np.ndarray] = {array.name: arrays[array.name] for array in row.extra_arrays}
         self._data: np.ndarray | None = None
+        #: A bank not in a local directory: its files, and its index as opened (``data.npy`` is checked against it
+        #: when it is mapped).
+        self._stored = stored
+        self._opened = files if stored is not None else None
 
     def __repr__(self) -> str:
         return (f"CueBank({self.name!r}, {self.representation}, keys={len(self.keys)}, entries={len(self._entries)}, "
@@ -133,7 +154,10 @@ class CueBank:
         return self._utt_ids[entry].decode("utf-8")
 
     def data(self) -> np.ndarray:
-        """``data.npy``, mapped read-only on first use (a plain ndarray view; the mapping stays alive with it)."""
+        """``data.npy``, mapped read-only on first use (a plain ndarray view; the mapping stays alive with it).  From a
+        store: fetched (verified) first, its header and payload bounds checked (module docstring)."""
+        if self._data is None and self._stored is not None:
+            self._data = self._stored.payload(self.name, self.spec, self._opened)
         if self._data is None:
             path = os.path.join(self.directory, DATA_NAME)
             try:
@@ -258,14 +282,109 @@ class PackCues:
     labels: SpeakerLabels | None
 
 
-def read_cues_config(path: str) -> CuesConfig:
-    """Parse the ``cues.yaml`` a pack keeps."""
+def read_cues_config(path: str, read: Callable[[], bytes] | None = None) -> CuesConfig:
+    """Parse the ``cues.yaml`` a pack keeps: under the pack directory ``path``, or (``read``) the bytes ``read()``
+    gives, ``path`` then naming the pack in messages."""
     yaml_path = os.path.join(path, CUES_DIR, CUES_YAML)
     try:
-        with open(yaml_path, "rb") as fp:
-            return CuesConfig.from_dict(parse_yaml(fp.read(), yaml_path, error=PackFormatError), where=yaml_path)
+        if read is None:
+            with open(yaml_path, "rb") as fp:
+                data = fp.read()
+        else:
+            data = read()
+        return CuesConfig.from_dict(parse_yaml(data, yaml_path, error=PackFormatError), where=yaml_path)
     except (OSError, ManifestError) as err:
         raise PackFormatError(f"{yaml_path}: cannot read the pack's cues.yaml ({err})") from None
+
+
+#: Bytes read for a ``data.npy`` header: numpy refuses headers past 10000 bytes, so this holds any it reads.
+NPY_HEAD_BYTES = 16 << 10
+
+
+class StoredCueFiles:
+    """The cue files of a pack that is not a local directory, read through its ``PackFiles`` (module docstring):
+    every file verified against its ``dataset.json`` entry before its bytes are used, by the node cache (``files``
+    whose ``hashes_checked`` is set) or here.  A ``BankSource`` for one bank (``bank``).  Pickled with the pack (its
+    ``PackFiles`` is), holding no bytes."""
+
+    def __init__(self, files: PackFiles, entries: Mapping[str, FileEntry]):
+        self.files = files
+        self.entries = dict(entries)  # dataset.json's ``cues`` files: name under cues/ -> entry
+
+    def where(self, name: str) -> str:
+        return self.files.where(f"{CUES_DIR}/{name}")
+
+    def read(self, name: str) -> bytes:
+        """Cue file ``name`` whole, verified; ``PackFormatError`` naming it when it is absent, unlisted (nothing to
+        verify it by) or differs."""
+        if name not in self.entries:
+            raise PackFormatError(f"{self.where(name)}: not listed in {MANIFEST_NAME}, so it cannot be verified")
+        try:
+            data = self.files.read_bytes(f"{CUES_DIR}/{name}")
+        except FileNotFoundError:
+            raise PackFormatError(f"{self.where(name)}: missing ({MANIFEST_NAME} lists it)") from None
+        if not self.files.hashes_checked:
+            self._check(name, data)
+        return data
+
+    def _check(self, name: str, data: bytes) -> None:
+        entry = self.entries[name]
+        if len(data) != entry.size:
+            raise PackFormatError(f"{self.where(name)}: {len(data)} bytes, {MANIFEST_NAME} records {entry.size}")
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != entry.sha256:
+            raise PackFormatError(f"{self.where(name)}: sha256 {digest} does not match {MANIFEST_NAME} "
+                                  f"({entry.sha256}): the object changed after the pack was written (validate it: "
+                                  f"speechpack validate {self.files.location})")
+
+    def bank(self, cue: str, names: tuple[str, ...]) -> "_StoredBank":
+        """Bank ``cue``'s files ``names`` (its index: every file but ``data.npy``), read and verified now, so that a
+        store's failure is raised as it is, never taken for a bank problem."""
+        return _StoredBank({name: self.read(f"{cue}/{name}") for name in names})
+
+    def payload(self, cue: str, spec: CueSpec, opened: BankFiles) -> np.ndarray:
+        """Bank ``cue``'s ``data.npy`` as an array: fetched and verified, its header and every item's payload bounds
+        checked against the bank ``opened`` (``schemas.cue_banks.payload_issues``), then mapped read-only (the node
+        cache's copy, pinned while the array lives) or viewed in the verified bytes."""
+        name = f"{cue}/{DATA_NAME}"
+        rel, where = f"{CUES_DIR}/{name}", self.where(name)
+        size = self.entries[name].size
+        data = None
+        try:
+            if self.files.hashes_checked:  # the cache's verified copy: the header from its first bytes
+                head = self.files.read_range(rel, 0, min(size, NPY_HEAD_BYTES))
+            else:
+                head = data = self.read(name)
+            header = npy_header_of(head, where)
+        except FileNotFoundError:
+            raise PackFormatError(f"{where}: missing ({MANIFEST_NAME} lists it)") from None
+        except NpyHeaderError as err:
+            raise PackFormatError(f"{where}: cannot read .npy ({err.reason})") from None
+        found = payload_issues(self.where(cue), spec, opened, header, size)
+        if found:
+            _raise(found)
+        row_shape = tuple(header.shape[1:])
+        dtype = spec.representation_spec.payload_dtype.str
+        if data is None:
+            mapped = self.files.stream(rel, dtype, row_shape)
+        else:
+            mapped = stream_from_bytes(where, data, dtype, row_shape)
+        array = mapped.array
+        array.flags.writeable = False
+        return array
+
+
+class _StoredBank:
+    """One bank's index files, verified (``StoredCueFiles.bank``), as a ``schemas.cue_banks.BankSource``."""
+
+    def __init__(self, data: dict[str, bytes]):
+        self.data = data
+
+    def open(self, name: str) -> BinaryIO:
+        return io.BytesIO(self.data[name])
+
+    def npy_header(self, name: str) -> tuple[NpyHeader, int]:
+        raise InternalError("a stored bank is opened without its data.npy (StoredCueFiles.payload checks it)")
 
 
 def _raise(issues: list[Issue]) -> None:
@@ -274,11 +393,17 @@ def _raise(issues: list[Issue]) -> None:
                           f"(speechpack validate reports everything)")
 
 
-def open_cues(path: str, manifest: Manifest) -> PackCues:
-    """Open ``PACK/cues/`` (nothing when the manifest lists no cues), checking every file's size against the
-    manifest and each bank's structure; raise ``PackFormatError`` naming the file."""
+def open_cues(path: str | PackFiles, manifest: Manifest) -> PackCues:
+    """Open ``PACK/cues/`` (nothing when the manifest lists no cues) of the pack directory ``path`` or the pack a
+    ``PackFiles`` reaches, checking every file against the manifest (a directory's by size; elsewhere each file as
+    it is read, by its sha256: module docstring) and each bank's structure; raise ``PackFormatError`` naming the
+    file."""
     if not manifest.cues:
         return PackCues(config=None, banks={}, labels=None)
+    if isinstance(path, DirectoryPackFiles):
+        path = path.root
+    if isinstance(path, PackFiles):
+        return _open_stored_cues(path, manifest)
     root = os.path.join(path, CUES_DIR)
     issues = []
     for name, entry in sorted(manifest.cues.items()):
@@ -313,4 +438,47 @@ def open_cues(path: str, manifest: Manifest) -> PackCues:
     return PackCues(config=config, banks=banks, labels=labels)
 
 
-__all__ = ["READERS", "CueBank", "PackCues", "ReadFunction", "SpeakerLabels", "open_cues", "read_cues_config", "reader"]
+#: Bank files ``open_cues`` does not read from a store: the payload (fetched when first read) and ``sources.json``
+#: (for people and ``inspect``; it can be large).
+_NOT_OPENED = (DATA_NAME, SOURCES_NAME)
+
+
+def _open_stored_cues(files: PackFiles, manifest: Manifest) -> PackCues:
+    """``open_cues`` of a pack that is not a local directory: the index files fetched together, each verified as it
+    is read; ``data.npy`` left for the first read (``StoredCueFiles.payload``)."""
+    stored = StoredCueFiles(files, manifest.cues)
+    try:
+        files.prefetch([f"{CUES_DIR}/{name}" for name in sorted(manifest.cues)
+                        if name.rsplit("/", 1)[-1] not in _NOT_OPENED])
+    except FileNotFoundError:
+        pass  # an absent object is named by the read below
+    config_bytes = stored.read(CUES_YAML)
+    config = read_cues_config(files.location, lambda: config_bytes)
+    banks = {}
+    for spec in config.cues:
+        directory = stored.where(spec.name)
+        unlisted = [f for f in spec.representation_spec.files if f"{spec.name}/{f}" not in manifest.cues]
+        if unlisted:
+            _raise([(directory, f"{', '.join(unlisted)} not listed in dataset.json")])
+        index = stored.bank(spec.name, tuple(f for f in spec.representation_spec.files if f not in _NOT_OPENED))
+        bank_files, found = read_bank(directory, spec, manifest.sample_rate, index, with_data=False)
+        if found:
+            _raise(found)
+        banks[spec.name] = CueBank(directory, spec, bank_files, manifest.sample_rate, stored)
+    labels = None
+    if config.speaker_label_resource is not None:
+        directory = stored.where(LABELS_DIR)
+        raw = [stored.read(f"{LABELS_DIR}/{name}") for name in (LABEL_SPEAKERS_NAME, LABEL_VALUES_NAME)]
+        try:
+            speakers, values = (np.load(io.BytesIO(data), allow_pickle=False) for data in raw)
+        except Exception as err:  # noqa: BLE001 - a corrupt .npy header raises ValueError, SyntaxError...
+            raise PackFormatError(f"{directory}: cannot read the speaker labels ({err})") from None
+        found = label_issues(directory, speakers, values)
+        if found:
+            _raise(found)
+        labels = SpeakerLabels(speakers, values)
+    return PackCues(config=config, banks=banks, labels=labels)
+
+
+__all__ = ["READERS", "CueBank", "PackCues", "ReadFunction", "SpeakerLabels", "StoredCueFiles", "open_cues",
+           "read_cues_config", "reader"]

@@ -180,6 +180,10 @@ class PackFiles(ABC):
     def identity(self, rel: str) -> Hashable | None:
         """A value that changes when file ``rel`` is replaced or rewritten; None when the file is gone."""
 
+    def prefetch(self, rels: list[str]) -> None:
+        """Files ``rels`` are about to be read, one after another: a storage that can fetch them together does it
+        now (the node cache, ``fetches`` at once); nothing by default."""
+
     def read_manifest(self) -> ManifestFile:
         """``dataset.json`` read and checked (``schemas.manifest_file``), with its identity taken *before* its
         bytes, so a manifest replaced in between is seen as changed later, never as the one read."""

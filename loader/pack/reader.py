@@ -492,8 +492,8 @@ def open_pack(location: str | os.PathLike | PackFiles, *, endpoint_url: str | No
 
     Start-up reads ``dataset.json``, the column files (hashed as they are read) and the cue banks' index files only
     (a fraction of a second for a million samples); the shard indexes are for people and for ``speechpack
-    validate``.  From an object store, stream files are read whole into memory when first used (cue banks are not
-    read from a store yet: stage such a pack with ``speechpack copy``).
+    validate``.  From an object store, stream files are read whole into memory when first used, and so is a cue
+    bank's payload (each cue file hashed against ``dataset.json`` before use: ``loader.pack.cues``).
 
     ``verify`` checks each stream file's content against its sha256 (``loader.pack.content_check``):
     ``first-map`` (default: hashed once per node in the background, remembered by file identity), ``every-open``
@@ -504,12 +504,6 @@ def open_pack(location: str | os.PathLike | PackFiles, *, endpoint_url: str | No
     manifest_file = files.read_manifest()
     manifest = manifest_file.manifest
     columns = read_columns(files, manifest)
-    if isinstance(files, DirectoryPackFiles):
-        cues = open_cues(files.root, manifest)
-    elif manifest.cues:
-        raise PackFormatError(f"{files.location}: cue banks are read from a local directory only; stage the pack "
-                              f"first (speechpack copy {files.location} DIR)")
-    else:
-        cues = None
+    cues = open_cues(files, manifest)  # a store's verified as read (loader.pack.cues)
     return Pack(files.location, manifest, columns, cues=cues, manifest_identity=manifest_file.identity,
                 manifest_sha256=manifest_file.sha256, files=files, verify=verify)

@@ -12,28 +12,32 @@ arrive differs, and that is all the two classes here hold:
   and size-checked as it arrives, and kept in memory as the array a map would give while its shard is checked
   (memory: about one shard's stream files, ``--shard-size``).  Objects under the prefix that ``dataset.json`` does
   not list are errors, as files are in a directory; leftovers of an interrupted upload (``.tmp-`` names) warnings.
+
+The cue checks read ``cues/`` through :class:`CueFiles` the same way (``CheckedFiles.cue_files``): from a directory
+as files; from a store as objects, the banks' index files kept in memory and each ``data.npy`` streamed in ranges
+(hashed, its header kept, a float payload scanned for NaN/Inf as it passes), so memory stays about one range
+whatever a bank's size, and nothing is written to disk.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
-import contextlib
 import io
-import shutil
-import tempfile
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from typing import ContextManager, Iterator
+from typing import BinaryIO
 
 import numpy as np
 
 from speechpack.loader.pack import DirectoryPackFiles, PackFiles
+from speechpack.loader.pack.cues import read_cues_config
 from speechpack.loader.pack.object_store import describe_error, store_errors
 from speechpack.packer.files import hash_file
 from speechpack.packer.validate.report import PackReport
 from speechpack.schemas.constants import COLUMNS_DIR, MANIFEST_NAME, SHARD_DIR_PREFIX, TEMP_PREFIX
-from speechpack.schemas.cues import CUES_DIR
+from speechpack.schemas.cue_banks import DATA_NAME, BankDirectory, BankSource, npy_header_of
+from speechpack.schemas.cues import CUES_DIR, CUES_YAML, CuesConfig
 from speechpack.schemas.errors import NpyHeaderError
 from speechpack.schemas.format import FileEntry, Manifest, StreamSpec
 from speechpack.schemas.npyfile import NpyHeader, read_npy_header, read_npy_header_from
@@ -71,16 +75,6 @@ def stream_header_problem(header: NpyHeader, spec: StreamSpec, size: int, holder
         return (f"header promises {header.expected_size} bytes, {holder} has {size} "
                 f"({'truncated' if size < header.expected_size else 'trailing bytes'})")
     return None
-
-
-@dataclass
-class StagedCues:
-    """Where the cue checks read a pack's banks (``root``, holding ``cues/``), the report their problems go to, and
-    whether they still hash each file."""
-
-    root: str
-    report: PackReport
-    check_hashes: bool
 
 
 class CheckedFiles(ABC):
@@ -151,9 +145,8 @@ class CheckedFiles(ABC):
         """A column's array (raises when it cannot be read; None: not fetched, the reason already reported)."""
 
     @abstractmethod
-    def cue_directory(self) -> ContextManager[StagedCues | None]:
-        """A directory holding the pack's ``cues/`` for the bank checks (``packer.validate.pack.check_cues``), or
-        None when the manifest lists no cues and there is nothing more to check."""
+    def cue_files(self) -> "CueFiles":
+        """The pack's ``cues/`` as the cue checks read it (``packer.validate.pack.check_cues``)."""
 
 
 class DirectoryFiles(CheckedFiles):
@@ -219,9 +212,8 @@ class DirectoryFiles(CheckedFiles):
     def load_column(self, rel: str):
         return np.load(self.where(rel), allow_pickle=False)
 
-    @contextlib.contextmanager
-    def cue_directory(self) -> Iterator[StagedCues]:
-        yield StagedCues(self.root, self.report, self.check_hashes)
+    def cue_files(self) -> "DirectoryCueFiles":
+        return DirectoryCueFiles(self)
 
 
 class StoreFiles(CheckedFiles):
@@ -260,12 +252,22 @@ class StoreFiles(CheckedFiles):
         except store_errors() as err:
             self.report.error(where, f"cannot read ({describe_error(err)})")
             return None
-        expected = self.entries[rel]
-        if len(data) != expected.size:
-            self.report.error(where, f"size {len(data)} bytes, {MANIFEST_NAME} records {expected.size}")
-        elif self.check_hashes:
-            _check_hash(where, hashlib.sha256(data).hexdigest(), expected, self.holder, self.report)
+        self.check_bytes(rel, len(data), hashlib.sha256(data).hexdigest() if self.check_hashes else None)
         return data
+
+    def check_bytes(self, rel: str, size: int, sha256: str | None) -> None:
+        """Report what an object of ``size`` bytes whose content hashed to ``sha256`` (None: not hashed) breaks of
+        its entry."""
+        where, expected = self.where(rel), self.entries[rel]
+        if size != expected.size:
+            self.report.error(where, f"size {size} bytes, {MANIFEST_NAME} records {expected.size}")
+        elif sha256 is not None:
+            _check_hash(where, sha256, expected, self.holder, self.report)
+
+    def fetch(self, rel: str) -> bytes | None:
+        """Listed object ``rel`` whole, checked against its entry (problems reported); None when it is missing or
+        unreadable."""
+        return self._fetch(rel)
 
     def check(self, rel: str) -> None:
         self._fetch(rel)
@@ -303,32 +305,214 @@ class StoreFiles(CheckedFiles):
         data = self._columns.get(rel)
         return None if data is None else np.load(io.BytesIO(data), allow_pickle=False)
 
-    @contextlib.contextmanager
-    def cue_directory(self) -> Iterator[StagedCues | None]:
-        """The cue objects, each hashed and size-checked as it is fetched, written to a temporary directory for the
-        time of the bank checks (``schemas.cue_banks`` reads a bank directory; cue banks are small next to the
-        audio); their messages are given back under the objects' URLs."""
-        if not self.manifest.cues:
-            yield None
+    def cue_files(self) -> "StoreCueFiles":
+        return StoreCueFiles(self)
+
+
+class CueFiles(ABC):
+    """A pack's ``cues/`` as the cue checks read it (module docstring), each problem reported under the file's path
+    or URL; ``where(name)`` names a file by its name under ``cues/`` (``audio/data.npy``)."""
+
+    def __init__(self, checked: CheckedFiles):
+        self.checked = checked
+        self.report = checked.report
+        self.directory = checked.where(CUES_DIR)
+
+    def where(self, name: str) -> str:
+        return os.path.join(self.directory, *name.split("/"))
+
+    @abstractmethod
+    def check_layout(self, manifest: Manifest) -> bool:
+        """What the listing says about ``cues/`` as a whole (reported); False when there are no banks to check."""
+
+    @abstractmethod
+    def check(self, name: str) -> None:
+        """Listed cue file ``name``: present, of its size and (unless ``--no-hash``) hash."""
+
+    @abstractmethod
+    def config(self) -> CuesConfig:
+        """The pack's ``cues.yaml``, parsed (``PackFormatError`` when it cannot be)."""
+
+    @abstractmethod
+    def bank(self, cue: str) -> BankSource:
+        """The files of bank ``cue`` for ``schemas.cue_banks.read_bank``."""
+
+    @abstractmethod
+    def open(self, name: str) -> BinaryIO:
+        """A (small) cue file whole, open for reading (the speaker labels)."""
+
+    @abstractmethod
+    def nonfinite(self, name: str) -> int:
+        """NaN and Inf values in the float payload of ``data.npy`` ``name`` (whose header passed the bank checks)."""
+
+
+#: Elements per chunk when scanning a float payload for NaN/Inf (bounds the temporary mask).
+SCAN_CHUNK = 1 << 24
+
+
+def count_nonfinite(values: np.ndarray) -> int:
+    """NaN and Inf values of a flat float array, scanned in chunks."""
+    chunks = (values[start:start + SCAN_CHUNK] for start in range(0, len(values), SCAN_CHUNK))
+    return sum(int(len(chunk) - np.count_nonzero(np.isfinite(chunk))) for chunk in chunks)
+
+
+class DirectoryCueFiles(CueFiles):
+    """``cues/`` of a pack in a directory: its files on disk, payloads mapped."""
+
+    def check_layout(self, manifest: Manifest) -> bool:
+        directory = self.directory
+        if not manifest.cues:
+            if os.path.exists(directory):
+                self.report.error(directory, f"cues directory present, but {MANIFEST_NAME} lists no cues")
+            return False
+        if not os.path.isdir(directory):
+            self.report.error(directory, "cues directory missing")
+            return False
+        on_disk = {os.path.relpath(os.path.join(root, name), directory).replace(os.sep, "/")
+                   for root, _dirs, names in os.walk(directory) for name in names}
+        for name in sorted(on_disk - set(manifest.cues)):
+            self.report.error(self.where(name), f"file not listed in {MANIFEST_NAME}")
+        return True
+
+    def check(self, name: str) -> None:
+        check_file(self.where(name), self.checked.manifest.cues[name], self.report, self.checked.check_hashes)
+
+    def config(self) -> CuesConfig:
+        return read_cues_config(self.checked.files.location)
+
+    def bank(self, cue: str) -> BankSource:
+        return BankDirectory(self.where(cue))
+
+    def open(self, name: str) -> BinaryIO:
+        return open(self.where(name), "rb")
+
+    def nonfinite(self, name: str) -> int:
+        return count_nonfinite(np.load(self.where(name), mmap_mode="r", allow_pickle=False).reshape(-1))
+
+
+#: Bytes per range request when a cue payload is streamed from a store.
+PAYLOAD_RANGE_BYTES = 8 << 20
+
+
+class StoreCueFiles(CueFiles):
+    """``cues/`` of a pack on object storage (module docstring): index files kept in memory, each ``data.npy``
+    streamed once in ranges; objects nobody listed are the pack's ``check_layout``'s."""
+
+    def __init__(self, checked: "StoreFiles"):
+        super().__init__(checked)
+        self.store: StoreFiles = checked
+        self.kept: dict[str, bytes] = {}  # index files, as fetched (checked against their entries, reported)
+        #: Per payload: its header (or why it has none) and size, and the NaN/Inf count of a float payload.
+        self.payloads: dict[str, tuple[NpyHeader | NpyHeaderError, int, int]] = {}
+
+    def where(self, name: str) -> str:
+        return self.checked.where(f"{CUES_DIR}/{name}")
+
+    def check_layout(self, manifest: Manifest) -> bool:
+        return bool(manifest.cues)  # an object under cues/ that no record lists: StoreFiles.check_layout
+
+    def check(self, name: str) -> None:
+        if name.rsplit("/", 1)[-1] == DATA_NAME:
+            self._stream_payload(name)
             return
-        staging = tempfile.mkdtemp(prefix="speechpack-cues-")
+        data = self.store.fetch(f"{CUES_DIR}/{name}")
+        if data is not None:
+            self.kept[name] = data
+
+    def _stream_payload(self, name: str) -> None:
+        """Fetch ``data.npy`` ``name`` range by range: size-checked and hashed as any object is, its header read
+        as the first ranges arrive, a float payload's NaN/Inf counted as the ranges pass (never all in memory)."""
+        rel, where = f"{CUES_DIR}/{name}", self.where(name)
+        if rel not in self.store.listing:
+            self.report.error(where, "object missing")
+            return
+        size = self.store.listing[rel]
+        digest = hashlib.sha256() if self.checked.check_hashes else None
+        header: NpyHeader | NpyHeaderError | None = None
+        head, carry, nonfinite, position = b"", b"", 0, 0
         try:
-            for name in sorted(self.manifest.cues):
-                data = self._fetch(f"{CUES_DIR}/{name}")
-                if data is None:
-                    continue
-                path = os.path.join(staging, CUES_DIR, *name.split("/"))
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                with open(path, "wb") as fp:
-                    fp.write(data)
-            staged = StagedCues(staging, PackReport(staging), check_hashes=False)  # hashed above, as fetched
-            yield staged
-            for issue in staged.report.errors:
-                self.report.error(issue.file.replace(staging, self.files.location, 1), issue.message)
-            for issue in staged.report.warnings:
-                self.report.warn(issue.file.replace(staging, self.files.location, 1), issue.message)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+            while position < size:
+                block = self.store.files.read_range(rel, position, min(position + PAYLOAD_RANGE_BYTES, size))
+                if not block:
+                    break
+                position += len(block)
+                if digest is not None:
+                    digest.update(block)
+                if header is None:  # the bytes before the payload, until the whole header is in
+                    head += block
+                    need = _header_bytes(head)
+                    if (need is None or len(head) < need) and position < size:
+                        continue
+                    header = _header_or_error(head, where)
+                    block = head[header.data_offset:] if isinstance(header, NpyHeader) else b""
+                    head = b""
+                if isinstance(header, NpyHeader) and header.dtype.kind == "f" and not header.fortran_order:
+                    data = carry + block
+                    whole = len(data) - len(data) % header.dtype.itemsize
+                    nonfinite += count_nonfinite(np.frombuffer(data[:whole], dtype=header.dtype))
+                    carry = data[whole:]
+        except store_errors() as err:
+            self.report.error(where, f"cannot read ({describe_error(err)})")
+            return
+        self.store.check_bytes(rel, position, None if digest is None else digest.hexdigest())
+        self.payloads[name] = (header if header is not None else _header_or_error(head, where), position, nonfinite)
+
+    def _bytes(self, name: str) -> bytes:
+        if name not in self.kept:
+            raise FileNotFoundError(errno.ENOENT, "not read from the store (reported above)", self.where(name))
+        return self.kept[name]
+
+    def config(self) -> CuesConfig:
+        return read_cues_config(self.checked.files.location, lambda: self._bytes(CUES_YAML))
+
+    def bank(self, cue: str) -> BankSource:
+        return _StoreBank(self, cue)
+
+    def open(self, name: str) -> BinaryIO:
+        return io.BytesIO(self._bytes(name))
+
+    def nonfinite(self, name: str) -> int:
+        return self.payloads[name][2]
+
+
+#: The longest ``.npy`` header waited for while a payload streams in (numpy reads none past 10000 bytes).
+NPY_HEAD_BYTES = 16 << 10
+
+
+def _header_bytes(head: bytes) -> int | None:
+    """Bytes of the ``.npy`` header that ``head`` starts (magic, version, length, text), at most
+    ``NPY_HEAD_BYTES``; None until its length field is in."""
+    if len(head) < 12:
+        return None
+    length = int.from_bytes(head[8:10], "little") + 10 if head[6] == 1 else int.from_bytes(head[8:12], "little") + 12
+    return min(length, NPY_HEAD_BYTES)
+
+
+def _header_or_error(data: bytes, where: str) -> NpyHeader | NpyHeaderError:
+    try:
+        return npy_header_of(data, where)
+    except NpyHeaderError as err:
+        return err
+
+
+class _StoreBank:
+    """One bank of :class:`StoreCueFiles` as a ``schemas.cue_banks.BankSource``."""
+
+    def __init__(self, cues: StoreCueFiles, cue: str):
+        self.cues, self.cue = cues, cue
+
+    def open(self, name: str) -> BinaryIO:
+        return self.cues.open(f"{self.cue}/{name}")
+
+    def npy_header(self, name: str) -> tuple[NpyHeader, int]:
+        found = self.cues.payloads.get(f"{self.cue}/{name}")
+        if found is None:
+            raise FileNotFoundError(errno.ENOENT, "not read from the store (reported above)",
+                                    self.cues.where(f"{self.cue}/{name}"))
+        header, size, _nonfinite = found
+        if isinstance(header, NpyHeaderError):
+            raise header
+        return header, size
 
 
 def checked_files(files: PackFiles, manifest: Manifest, report: PackReport, check_hashes: bool,
@@ -339,5 +523,5 @@ def checked_files(files: PackFiles, manifest: Manifest, report: PackReport, chec
     return StoreFiles(files, manifest, report, check_hashes, listing if listing is not None else files.listing())
 
 
-__all__ = ["CheckedFiles", "DirectoryFiles", "StagedCues", "StoreFiles", "check_file", "checked_files",
-           "stream_header_problem"]
+__all__ = ["CheckedFiles", "CueFiles", "DirectoryCueFiles", "DirectoryFiles", "StoreCueFiles", "StoreFiles",
+           "check_file", "checked_files", "count_nonfinite", "stream_header_problem"]

@@ -13,24 +13,22 @@ has every piece's blake2b-128 recomputed and compared with ``digests.npy`` (nami
 block).  Speaker cues: every file of
 ``cues/`` listed, of its size and hash, and each bank as ``schemas/cue_banks.py`` specifies it (``.npy`` headers,
 sorted unique keys, entries and payloads in bounds, no NaN/Inf in float payloads; ``check_cues``, run on the pack's
-directory or on the cue objects of a pack on object storage staged by ``packer.validate.files.StoreFiles``).  The
-report itself (``PackReport``, its summary) is ``packer.validate.report``.
+directory or on the cue objects of a pack on object storage where they lie: ``packer.validate.files.CueFiles``).
+The report itself (``PackReport``, its summary) is ``packer.validate.report``.
 """
 
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 from tqdm import tqdm
 
 from speechpack.loader.pack import DirectoryPackFiles, pack_files
-from speechpack.loader.pack.cues import read_cues_config
 from speechpack.media.codecs import CorruptBlock, codec, decode_run
 from speechpack.packer.audio.store import int16_statistics
 from speechpack.packer.validate.asd import asd_issues
-from speechpack.packer.validate.files import CheckedFiles, check_file, checked_files
+from speechpack.packer.validate.files import CheckedFiles, CueFiles, checked_files
 from speechpack.packer.validate.report import PackReport, ValidationReport, pack_summary
 from speechpack.schemas.columns import ColumnBuilder
 from speechpack.schemas.constants import (
@@ -47,8 +45,7 @@ from speechpack.schemas.constants import (
     stream_file_name,
 )
 from speechpack.schemas.cue_banks import DATA_NAME, read_bank
-from speechpack.schemas.cues import (CUES_DIR, CUES_YAML, LABEL_SPEAKERS_NAME, LABEL_VALUES_NAME, LABELS_DIR,
-                                     label_issues)
+from speechpack.schemas.cues import CUES_YAML, LABEL_SPEAKERS_NAME, LABEL_VALUES_NAME, LABELS_DIR, label_issues
 from speechpack.schemas.digests import check_digests_header, piece_digest
 from speechpack.schemas.documents import parse_json
 from speechpack.schemas.errors import PackFormatError
@@ -61,8 +58,6 @@ _STAT_RTOL = 1e-9
 #: Checks only one kind has, beyond what ``KIND_SPECS`` describes: ``check(location, manifest, records_by_shard,
 #: labels_of=...)`` yields ``(file, message)`` errors.
 _KIND_CHECKS = {KIND_ASD: asd_issues}
-#: Elements per chunk when scanning a float payload for NaN/Inf (bounds the temporary mask).
-_SCAN_CHUNK = 1 << 24
 
 
 def validate_pack(location: str, check_hashes: bool = True, endpoint_url: str | None = None,
@@ -131,8 +126,7 @@ def validate_pack(location: str, check_hashes: bool = True, endpoint_url: str | 
             report.error(file, message)
     _check_columns(checked, columns)
     _check_totals(at, manifest, len(keys), speakers, frames, report)
-    with checked.cue_directory() as staged:
-        cues = {} if staged is None else check_cues(staged.root, manifest, staged.report, staged.check_hashes)
+    cues = check_cues(checked.cue_files(), manifest, report)
     report.summary = pack_summary(manifest, durations, levels, check_hashes)
     if cues:
         report.summary["cues"] = cues
@@ -400,38 +394,27 @@ def _check_totals(at: str, manifest: Manifest, samples: int, speakers: set[str],
         report.error(at, f"totals.bytes {totals['bytes']}, the shard files add up to {recorded_bytes}")
 
 
-def check_cues(path: str, manifest: Manifest, report: PackReport, check_hashes: bool) -> dict:
+def check_cues(cues: CueFiles, manifest: Manifest, report: PackReport) -> dict:
     """Every file of ``cues/`` listed and intact, then each bank's structure; returns a per-cue summary."""
-    directory = os.path.join(path, CUES_DIR)
-    if not manifest.cues:
-        if os.path.exists(directory):
-            report.error(directory, f"cues directory present, but {MANIFEST_NAME} lists no cues")
+    if not cues.check_layout(manifest):
         return {}
-    if not os.path.isdir(directory):
-        report.error(directory, "cues directory missing")
-        return {}
-    on_disk = {os.path.relpath(os.path.join(root, name), directory).replace(os.sep, "/")
-               for root, _dirs, names in os.walk(directory) for name in names}
-    for name in sorted(on_disk - set(manifest.cues)):
-        report.error(os.path.join(directory, name), f"file not listed in {MANIFEST_NAME}")
-    for name, entry in sorted(manifest.cues.items()):
-        check_file(os.path.join(directory, name), entry, report, check_hashes)
+    for name in sorted(manifest.cues):
+        cues.check(name)
     try:
-        config = read_cues_config(path)
+        config = cues.config()
     except PackFormatError as err:
-        report.error(os.path.join(directory, CUES_YAML), str(err).split(": ", 1)[-1])
+        report.error(cues.where(CUES_YAML), str(err).split(": ", 1)[-1])
         return {}
     expected = {CUES_YAML} | {f"{spec.name}/{name}" for spec in config.cues for name in spec.representation_spec.files}
     if config.speaker_label_resource is not None:
         expected |= {f"{LABELS_DIR}/{LABEL_SPEAKERS_NAME}", f"{LABELS_DIR}/{LABEL_VALUES_NAME}"}
     for name in sorted(expected - set(manifest.cues)):
-        report.error(os.path.join(directory, name), f"part of the cues, but not listed in {MANIFEST_NAME}")
+        report.error(cues.where(name), f"part of the cues, but not listed in {MANIFEST_NAME}")
     for name in sorted(set(manifest.cues) - expected):
-        report.error(os.path.join(directory, name), f"listed in {MANIFEST_NAME}, but no part of the cues.yaml's banks")
+        report.error(cues.where(name), f"listed in {MANIFEST_NAME}, but no part of the cues.yaml's banks")
     summary = {}
     for spec in config.cues:
-        bank_dir = os.path.join(directory, spec.name)
-        files, issues = read_bank(bank_dir, spec, manifest.sample_rate)
+        files, issues = read_bank(cues.where(spec.name), spec, manifest.sample_rate, cues.bank(spec.name))
         for file_path, message in issues:
             report.error(file_path, message)
         if files is None:
@@ -439,12 +422,15 @@ def check_cues(path: str, manifest: Manifest, report: PackReport, check_hashes: 
         summary[spec.name] = {"representation": spec.representation,
                               **{key: files.meta.get(key) for key in ("keys", "entries", "items")}}
         if not issues and spec.representation_spec.payload_dtype.kind == "f":
-            _check_finite(os.path.join(bank_dir, DATA_NAME), report)
+            data = f"{spec.name}/{DATA_NAME}"
+            bad = cues.nonfinite(data)
+            if bad:
+                report.error(cues.where(data), f"{bad} NaN/Inf value(s) in a float cue payload")
     if config.speaker_label_resource is not None:
-        labels_dir = os.path.join(directory, LABELS_DIR)
+        labels_dir = cues.where(LABELS_DIR)
         try:
-            speakers, labels = (np.load(os.path.join(labels_dir, name), allow_pickle=False)
-                                for name in (LABEL_SPEAKERS_NAME, LABEL_VALUES_NAME))
+            speakers, labels = (_load_npy(cues, f"{LABELS_DIR}/{name}") for name in (LABEL_SPEAKERS_NAME,
+                                                                                   LABEL_VALUES_NAME))
         except Exception as err:  # noqa: BLE001 - a corrupt .npy header raises ValueError, SyntaxError, TokenError...
             report.error(labels_dir, f"cannot read the speaker labels ({err})")
         else:
@@ -453,12 +439,9 @@ def check_cues(path: str, manifest: Manifest, report: PackReport, check_hashes: 
     return summary
 
 
-def _check_finite(file_path: str, report: PackReport) -> None:
-    data = np.load(file_path, mmap_mode="r", allow_pickle=False).reshape(-1)
-    bad = sum(int(data.size - np.count_nonzero(np.isfinite(data[start:start + _SCAN_CHUNK])))
-              for start in range(0, data.size, _SCAN_CHUNK))
-    if bad:
-        report.error(file_path, f"{bad} NaN/Inf value(s) in a float cue payload")
+def _load_npy(cues: CueFiles, name: str) -> np.ndarray:
+    with cues.open(name) as fp:
+        return np.load(fp, allow_pickle=False)
 
 
 def validate_packs(paths: list[str], check_hashes: bool = True, endpoint_url: str | None = None,

@@ -106,3 +106,37 @@ def make_tse_split(tmp_path, wesep_list, real_audio, real_video):
     facts = {"speakers": (speaker_a, speaker_b, speaker_c), "audio": audio, "visual": visual, "spatial": spatial,
              "textual": textual, "labels": labels, "alsa": alsa, "synthetic": synthetic, "movie": real_video}
     return case, cues_path, root, facts
+
+
+def assert_same_cue_item(one, two, where: str = "item") -> None:
+    """Two reads of a cue item (``CueBank.read``: arrays, tuples and lists of them, dicts of fields, floats) equal,
+    values and dtypes."""
+    if isinstance(one, np.ndarray):
+        assert isinstance(two, np.ndarray) and one.dtype == two.dtype, where
+        np.testing.assert_array_equal(one, two, err_msg=where)
+    elif isinstance(one, (tuple, list)):
+        assert type(one) is type(two) and len(one) == len(two), where
+        for n, (a, b) in enumerate(zip(one, two)):
+            assert_same_cue_item(a, b, f"{where}[{n}]")
+    elif isinstance(one, dict):
+        assert one.keys() == two.keys(), where
+        for key in one:
+            assert_same_cue_item(one[key], two[key], f"{where}[{key!r}]")
+    else:
+        assert one == two or (one != one and two != two), where  # NaN durations read as NaN
+
+
+def assert_same_cues(local_pack, other_pack) -> None:
+    """Two opened packs hold the same cue banks (every item read from each) and speaker labels."""
+    assert local_pack.cues_config == other_pack.cues_config
+    assert local_pack.cues.keys() == other_pack.cues.keys()
+    for name, bank in local_pack.cues.items():
+        other = other_pack.cues[name]
+        assert bank.num_items == other.num_items and bank.num_items > 0
+        for key in bank.keys:
+            assert list(bank.find(key.decode())) == list(other.find(key.decode()))
+        for item in range(bank.num_items):
+            assert_same_cue_item(bank.read(item), other.read(item), f"{name} item {item}")
+    assert (local_pack.speaker_labels is None) == (other_pack.speaker_labels is None)
+    if local_pack.speaker_labels is not None:
+        assert dict(local_pack.speaker_labels) == dict(other_pack.speaker_labels)

@@ -103,3 +103,14 @@ def make_store_test_pack(tmp_path, wesep_list, real_audio):
     out = tmp_path / "src"
     build_wesep(str(case.list_path), BuildOptions(out=str(out), shard_bytes=150_000, skip_bad=True, progress=False))
     return out
+
+
+def flip_object_byte(url: str, rel: str, at: int | None = None) -> None:
+    """Flip one bit of object ``rel`` of the pack at ``url`` on the store (its middle byte by default): a file
+    corrupted where it lies, its size unchanged."""
+    import fsspec
+
+    fs = fsspec.filesystem("s3", skip_instance_cache=True)
+    data = bytearray(fs.cat_file(f"{url}/{rel}"))
+    data[len(data) // 2 if at is None else at] ^= 0x01
+    fs.pipe_file(f"{url}/{rel}", bytes(data))

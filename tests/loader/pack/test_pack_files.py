@@ -159,14 +159,34 @@ def test_without_the_s3_extra_a_url_says_what_to_install(monkeypatch):
         open_pack("s3://bucket/packs/train")
 
 
-def test_cue_banks_from_a_store_are_refused_with_a_way_out(s3_server, tse_split, tmp_path):
-    from factories.cue_split import build_split_pack
+def test_cue_banks_are_read_in_place_from_a_store_each_file_hashed_before_use(s3_server, tse_split, tmp_path,
+                                                                               monkeypatch):
+    """``open_pack(url)`` of a pack with every cue kind: the banks read as the local copy's, item for item; only the
+    index files are read at open (each payload when its bank is first read); a corrupted cue object is named with
+    both hashes, an index file at open, a payload when its bank is read."""
+    from factories.cue_split import assert_same_cues, build_split_pack
+    from factories.s3 import flip_object_byte
 
     local = tmp_path / "pack"
     build_split_pack(tse_split, local)
     url = publish(local, "cues-open/train")
-    with pytest.raises(PackFormatError, match=f"{url}: cue banks are read from a local directory only; stage the "
-                                              f"pack first"):
+    reads = []
+    read_bytes = ObjectStorePackFiles.read_bytes
+    monkeypatch.setattr(ObjectStorePackFiles, "read_bytes", lambda self, rel: reads.append(rel) or read_bytes(self, rel))
+    remote = open_pack(url)
+    assert not [rel for rel in reads if rel.endswith("/data.npy") or rel.endswith("/sources.json")], reads
+    assert {rel for rel in reads if rel.startswith("cues/")} == {
+        f"cues/{name}" for name in remote.manifest.cues if name.rsplit("/", 1)[-1] not in ("data.npy", "sources.json")}
+    assert_same_cues(open_pack(local), remote)
+    assert pickle.loads(pickle.dumps(remote)).cues["audio"].read(0).shape == remote.cues["audio"].read(0).shape
+
+    flip_object_byte(url, "cues/audio/data.npy")
+    opened = open_pack(url)  # the index is intact: the payload is hashed when the bank is first read
+    with pytest.raises(PackFormatError, match=rf"{url}/cues/audio/data.npy: sha256 [0-9a-f]{{64}} does not match "
+                                              rf"dataset.json \([0-9a-f]{{64}}\)"):
+        opened.cues["audio"].read(0)
+    flip_object_byte(url, "cues/visual/lookup_keys.npy")
+    with pytest.raises(PackFormatError, match=rf"{url}/cues/visual/lookup_keys.npy: sha256 .* does not match"):
         open_pack(url)
 
 
