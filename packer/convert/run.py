@@ -1,0 +1,185 @@
+"""Running a convert: the source pack's samples through the build's executor and shard writer into ``--out``.
+
+The pieces are the build's own (``packer.build``): ``claim_output`` takes ``--out`` (its lock; a directory holding
+anything no speechpack record lists is refused; a finished pack is replaced only with ``--overwrite``), the
+``BuildPlan`` is recorded before the first shard (so a rerun after a kill resumes, keeping every shard that
+verifies against its receipt), ``run_shard_jobs`` writes the shards in the same order whatever ``--workers`` is,
+and ``commit_build`` writes ``columns/`` and ``dataset.json`` last.  What differs from a build: the plan is read
+from the source's index records instead of probed from headers, the shard cuts are the source's (so sample ``i``
+stays in the shard it was in), and ``cues/`` is the source's, copied file by file and checked against the hashes
+its ``dataset.json`` lists, with a receipt like a build's cue banks.  Provenance names the source pack (path and
+the sha256 of its ``dataset.json``), the convert's options and the source's own provenance.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import time
+from dataclasses import dataclass
+
+from speechpack.packer.build.executor import stop_pool, worker_pool
+from speechpack.packer.build.output_dir import claim_output
+from speechpack.packer.build.plan import BuildPlan
+from speechpack.packer.build.run import BuildSummary, _keep_verified, commit_build, verify_cues
+from speechpack.packer.build.shards import run_shard_jobs, shard_jobs
+from speechpack.packer.build.state import ShardMismatch, VerifiedShard, checkpoint, write_cues_receipt
+from speechpack.packer.convert.source import load_item, open_source, pack_items, plan_item
+from speechpack.packer.files import fresh_temp_dir, fsync_dir
+from speechpack.schemas import units
+from speechpack.schemas.constants import TOOL_NAME, tool_version
+from speechpack.schemas.cues import CUES_DIR
+from speechpack.schemas.errors import BuildError, OptionError, PackFormatError, SpeechpackError
+from speechpack.schemas.format import FileEntry
+from speechpack.schemas.line_problems import LineProblem
+
+#: The codecs a convert writes (``media.codecs`` holds how each is encoded).
+CODECS = ("pcm16", "flac", "opus")
+LOSSLESS = ("pcm16", "flac")
+#: What ``dataset.json``'s provenance says ran.
+COMMAND = "convert"
+
+
+@dataclass(frozen=True)
+class ConvertOptions:
+    """``speechpack convert``'s options.  ``codec``, ``opus_bitrate``, ``block_seconds`` and ``digests`` shape the
+    bytes (recorded in provenance); ``workers``, ``overwrite`` and ``progress`` only how it runs."""
+
+    out: str
+    codec: str = "pcm16"
+    opus_bitrate: int | None = None
+    block_seconds: float = 1.0
+    digests: bool = True
+    workers: int = 1
+    overwrite: bool = False
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        units.WORKERS.check(self.workers)
+        if self.codec not in CODECS:
+            raise OptionError(f"--codec must be one of {', '.join(CODECS)}, got {self.codec!r}")
+        if self.codec != "opus" and self.opus_bitrate is not None:
+            raise OptionError("--opus-bitrate only applies with --codec opus")
+        if not self.block_seconds > 0:
+            raise OptionError(f"--block-seconds must be more than 0, got {self.block_seconds!r}")
+        if self.codec != "pcm16" and not self.digests:
+            raise OptionError(f"--no-digests: a {self.codec} pack always has block digests (docs/format.md)")
+
+    def recorded(self) -> dict:
+        """The options that shape the converted pack's bytes."""
+        options: dict = {"codec": self.codec, "digests": self.digests or self.codec != "pcm16"}
+        if self.codec != "pcm16":
+            options["block_seconds"] = self.block_seconds
+        if self.codec == "opus":
+            options["opus_bitrate"] = self.opus_bitrate
+        return options
+
+
+def check_apart(source: str, out: str) -> None:
+    """``--out`` must be neither the source pack nor inside it, nor hold it: a convert replaces what is in
+    ``--out`` and must never touch its input."""
+    if "://" in source:
+        return
+    src, dst = os.path.realpath(source), os.path.realpath(out)
+    if src == dst:
+        where = "is the source pack"
+    elif dst.startswith(src + os.sep):
+        where = "is inside the source pack"
+    elif src.startswith(dst + os.sep):
+        where = "holds the source pack"
+    else:
+        return
+    raise SpeechpackError(f"{out}: {where} {source}; choose another --out (a convert never writes into its input)")
+
+
+def copy_cues(pack, out: str) -> dict[str, FileEntry]:
+    """Copy the source's ``cues/`` into ``out`` under a temporary name, each file checked against the size and
+    sha256 the source's ``dataset.json`` lists, then rename it into place; return the files as the manifest lists
+    them."""
+    temp, final = fresh_temp_dir(out, CUES_DIR)
+    for name, entry in sorted(pack.manifest.cues.items()):
+        rel = f"{CUES_DIR}/{name}"
+        raw = pack.files.read_bytes(rel)
+        if len(raw) != entry.size or hashlib.sha256(raw).hexdigest() != entry.sha256:
+            raise PackFormatError(f"{pack.files.where(rel)}: differs from the size and sha256 dataset.json lists "
+                                  f"(changed or corrupt since the pack was written)")
+        path = os.path.join(temp, *name.split("/"))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as fp:
+            fp.write(raw)
+            fp.flush()
+            os.fsync(fp.fileno())
+    for directory, _subdirs, _names in os.walk(temp):
+        fsync_dir(directory)
+    os.replace(temp, final)
+    fsync_dir(out)
+    return dict(sorted(pack.manifest.cues.items()))
+
+
+def convert_pack(source: str, options: ConvertOptions) -> BuildSummary:
+    """Write the pack ``source`` into ``options.out`` with ``options.codec`` (see the module docstring); commit, or
+    raise and leave what a rerun resumes from."""
+    started = time.monotonic()
+    check_apart(source, options.out)
+    pack = open_source(source)
+    by_shard = pack_items(pack)
+    plans = [[plan_item(item) for item in items] for items in by_shard]
+    provenance = {
+        "input": {"path": by_shard[0][0].source if by_shard and by_shard[0] else os.path.abspath(source),
+                  "sha256": pack.opened.manifest_sha256},
+        "tool": TOOL_NAME,
+        "tool_version": tool_version(),
+        "command": COMMAND,
+        "options": {**options.recorded(), "source_format_minor": pack.manifest.format_minor,
+                    "source_provenance": pack.manifest.provenance},
+    }
+    build_plan = BuildPlan(kind=pack.kind, sample_rate=pack.sample_rate,
+                           shards=tuple(tuple(shard) for shard in plans), provenance=provenance,
+                           cues=bool(pack.manifest.cues))
+    load = functools.partial(load_item, keep_statistics=options.codec in LOSSLESS)
+    # the pool first, as a build makes it: its workers fork before any thread exists and before the lock is taken
+    with worker_pool(options.workers) as pool, \
+            claim_output(options.out, options.overwrite, resume=False) as claim:
+        try:
+            return _convert(pack, build_plan, by_shard, load, options, claim, pool, started)
+        except BaseException as err:
+            if pool is not None:
+                stop_pool(pool, terminate=isinstance(err, KeyboardInterrupt))
+            failure = claim.failed(err)
+            if failure is err:
+                raise
+            raise failure from err
+
+
+def _convert(pack, build_plan: BuildPlan, by_shard, load, options: ConvertOptions, claim, pool,
+             started: float) -> BuildSummary:
+    fingerprint = claim.prepare(build_plan)
+    every = range(build_plan.num_shards)
+    kept = _keep_verified(options.out, build_plan, fingerprint, every, options.progress, options.workers)
+    building = [k for k in every if k not in kept]
+    claim.building = building
+    jobs = shard_jobs(options.out, build_plan.kind, build_plan.sample_rate, building, by_shard, build_plan.shards,
+                      load, False, fingerprint)
+    outcomes = run_shard_jobs(jobs, "local", options.workers, None, options.progress,
+                              desc=f"{TOOL_NAME} {COMMAND}: packing", pool=pool)
+    problems: list[LineProblem] = sorted((p for o in outcomes for p in o.problems), key=lambda p: p.line)
+    if problems:
+        raise BuildError(f"{pack.path}: {len(problems)} sample(s) could not be read; nothing was converted",
+                         problems)
+    cue_files: dict[str, FileEntry] = {}
+    if build_plan.cues:
+        try:
+            cue_files = verify_cues(options.out, fingerprint)
+        except ShardMismatch:
+            cue_files = copy_cues(pack, options.out)
+            write_cues_receipt(options.out, fingerprint, cue_files)
+    checkpoint("convert-cues")
+    shards = dict(kept)
+    shards.update((o.shard_id, VerifiedShard(o.entry, o.records, ())) for o in outcomes)
+    manifest = commit_build(options.out, build_plan, [shards[k] for k in every], [], cue_files, stateful=True)
+    return BuildSummary(out=options.out, manifest=manifest, seconds=time.monotonic() - started,
+                        built=len(outcomes), kept=len(kept), planned=build_plan.num_shards)
+
+
+__all__ = ["CODECS", "ConvertOptions", "check_apart", "convert_pack", "copy_cues"]
