@@ -58,7 +58,8 @@ def shard_records(pack: Pack, shard: int) -> list[dict]:
     if len(raw) != expected.size or hashlib.sha256(raw).hexdigest() != expected.sha256:
         raise PackFormatError(f"{where}: differs from the size and sha256 dataset.json lists (changed or corrupt "
                               f"since the pack was written); nothing converted")
-    records = check_shard_index(parse_json(raw, where, error=PackFormatError), pack.kind, where)
+    records = check_shard_index(parse_json(raw, where, error=PackFormatError), pack.kind, where,
+                                pack.manifest.block_frames)
     if len(records) != entry.samples:
         raise PackFormatError(f"{where}: {len(records)} samples, dataset.json says {entry.samples}")
     return records
