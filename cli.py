@@ -370,7 +370,9 @@ def convert_command() -> click.Command:
     """Write PACK again with another audio codec (pcm16, flac, opus), or with block digests added, from the pack
     alone: atomic, resumable after a kill (run the same command again), the same bytes whatever --workers is
     (docs/building.md, "Converting a pack")."""
-    from speechpack.packer.convert.run import CODECS, ConvertOptions, convert_pack
+    from speechpack.media.codecs import DEFAULT_BLOCK_SECONDS, DEFAULT_OPUS_BITRATE, OPUS_MAX_BITRATE, OPUS_MIN_BITRATE
+    from speechpack.packer.convert.run import ConvertOptions, convert_pack
+    from speechpack.schemas.constants import CODECS
 
     @click.command("convert", help=convert_command.__doc__)
     @click.argument("pack", type=click.Path(file_okay=False, exists=True))
@@ -380,9 +382,11 @@ def convert_command() -> click.Command:
     @click.option("--out", "out", required=True, type=click.Path(file_okay=False),
                   help="Directory to write: absent, empty, or an unfinished convert of the same PACK and options "
                        "(finished where it stopped).")
-    @click.option("--opus-bitrate", type=click.IntRange(min=1), default=None, metavar="BPS",
-                  help="Opus bit rate in bits per second (--codec opus; default: the build's default).")
-    @click.option("--block-seconds", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+    @click.option("--opus-bitrate", type=click.IntRange(OPUS_MIN_BITRATE, OPUS_MAX_BITRATE), default=None,
+                  metavar="BPS", help=f"Opus bit rate, bits per second per channel (--codec opus; default "
+                                      f"{DEFAULT_OPUS_BITRATE}, transparent for 16 kHz speech).")
+    @click.option("--block-seconds", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_BLOCK_SECONDS,
+                  show_default=True,
                   help="Seconds per independently decodable block of a flac or opus stream.")
     @click.option("--digests/--no-digests", default=True, show_default=True,
                   help="Write per-block digests (a flac or opus pack always has them).")
@@ -395,9 +399,10 @@ def convert_command() -> click.Command:
         try:
             options = ConvertOptions(out=out, codec=codec, opus_bitrate=opus_bitrate, block_seconds=block_seconds,
                                      digests=digests, workers=workers, overwrite=overwrite, progress=progress)
+            summary = convert_pack(pack, options)
         except OptionError as err:
             raise click.UsageError(str(err)) from None
-        click.echo(convert_pack(pack, options).describe())
+        click.echo(summary.describe())
 
     return convert
 

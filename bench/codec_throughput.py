@@ -162,14 +162,17 @@ def convert(source: str, out: str, codec: str) -> float:
 def encode_limit(corpus: dict, codec: str) -> float:
     """Seconds soundfile takes to encode every stored segment of ``corpus`` in blocks of ``BLOCK_SECONDS``."""
     import soundfile
+    from speechpack.media.codecs import DEFAULT_OPUS_BITRATE, opus_compression_level
     block = int(round(BLOCK_SECONDS * RATE))
-    fmt = {"flac": ("FLAC", "PCM_16"), "opus": ("OGG", "OPUS")}[codec]
+    fmt, subtype, level = {"flac": ("FLAC", "PCM_16", None),
+                           "opus": ("OGG", "OPUS", opus_compression_level(DEFAULT_OPUS_BITRATE))}[codec]
     audio = [soundfile.read(p, dtype="int16")[0] for row in corpus["rows"] for p in row_paths(row)]
     started = time.perf_counter()
     for signal in audio:
         for first in range(0, len(signal), block):
-            buffer = io.BytesIO()
-            soundfile.write(buffer, signal[first:first + block], RATE, format=fmt[0], subtype=fmt[1])
+            with soundfile.SoundFile(io.BytesIO(), "w", samplerate=RATE, channels=1, format=fmt, subtype=subtype,
+                                     compression_level=level) as sound:
+                sound.write(signal[first:first + block])
     return time.perf_counter() - started
 
 

@@ -26,17 +26,15 @@ from speechpack.packer.build.run import BuildSummary, _keep_verified, commit_bui
 from speechpack.packer.build.shards import run_shard_jobs, shard_jobs
 from speechpack.packer.build.state import ShardMismatch, VerifiedShard, checkpoint, write_cues_receipt
 from speechpack.packer.convert.source import load_item, open_source, pack_items, plan_item
+from speechpack.media.codecs import DEFAULT_BLOCK_SECONDS, block_frames_of, check_encoding, codec
 from speechpack.packer.files import fresh_temp_dir, fsync_dir
 from speechpack.schemas import units
-from speechpack.schemas.constants import TOOL_NAME, tool_version
+from speechpack.schemas.constants import CODEC_OPUS, CODEC_PCM16, CODECS, TOOL_NAME, tool_version
 from speechpack.schemas.cues import CUES_DIR
 from speechpack.schemas.errors import BuildError, OptionError, PackFormatError, SpeechpackError
 from speechpack.schemas.format import FileEntry
 from speechpack.schemas.line_problems import LineProblem
 
-#: The codecs a convert writes (``media.codecs`` holds how each is encoded).
-CODECS = ("pcm16", "flac", "opus")
-LOSSLESS = ("pcm16", "flac")
 #: What ``dataset.json``'s provenance says ran.
 COMMAND = "convert"
 
@@ -47,9 +45,9 @@ class ConvertOptions:
     bytes (recorded in provenance); ``workers``, ``overwrite`` and ``progress`` only how it runs."""
 
     out: str
-    codec: str = "pcm16"
+    codec: str = CODEC_PCM16
     opus_bitrate: int | None = None
-    block_seconds: float = 1.0
+    block_seconds: float = DEFAULT_BLOCK_SECONDS
     digests: bool = True
     workers: int = 1
     overwrite: bool = False
@@ -57,21 +55,29 @@ class ConvertOptions:
 
     def __post_init__(self) -> None:
         units.WORKERS.check(self.workers)
-        if self.codec not in CODECS:
-            raise OptionError(f"--codec must be one of {', '.join(CODECS)}, got {self.codec!r}")
-        if self.codec != "opus" and self.opus_bitrate is not None:
+        row = codec(self.codec)  # an unknown name is an OptionError naming the codecs
+        if self.codec != CODEC_OPUS and self.opus_bitrate is not None:
             raise OptionError("--opus-bitrate only applies with --codec opus")
         if not self.block_seconds > 0:
             raise OptionError(f"--block-seconds must be more than 0, got {self.block_seconds!r}")
-        if self.codec != "pcm16" and not self.digests:
+        if row.blocked and not self.digests:
             raise OptionError(f"--no-digests: a {self.codec} pack always has block digests (docs/format.md)")
+
+    @property
+    def lossless(self) -> bool:
+        return codec(self.codec).lossless
+
+    def check(self, sample_rate: int) -> None:
+        """Refuse, as usage errors, options the source pack's rate cannot take (Opus's rates, a block of no
+        frame), before anything is written."""
+        check_encoding(self.codec, sample_rate, block_frames_of(self.block_seconds, sample_rate), self.opus_bitrate)
 
     def recorded(self) -> dict:
         """The options that shape the converted pack's bytes."""
-        options: dict = {"codec": self.codec, "digests": self.digests or self.codec != "pcm16"}
-        if self.codec != "pcm16":
+        options: dict = {"codec": self.codec, "digests": self.digests or codec(self.codec).blocked}
+        if codec(self.codec).blocked:
             options["block_seconds"] = self.block_seconds
-        if self.codec == "opus":
+        if self.codec == CODEC_OPUS:
             options["opus_bitrate"] = self.opus_bitrate
         return options
 
@@ -123,6 +129,7 @@ def convert_pack(source: str, options: ConvertOptions) -> BuildSummary:
     started = time.monotonic()
     check_apart(source, options.out)
     pack = open_source(source)
+    options.check(pack.sample_rate)
     by_shard = pack_items(pack)
     plans = [[plan_item(item) for item in items] for items in by_shard]
     provenance = {
@@ -137,7 +144,7 @@ def convert_pack(source: str, options: ConvertOptions) -> BuildSummary:
     build_plan = BuildPlan(kind=pack.kind, sample_rate=pack.sample_rate,
                            shards=tuple(tuple(shard) for shard in plans), provenance=provenance,
                            cues=bool(pack.manifest.cues))
-    load = functools.partial(load_item, keep_statistics=options.codec in LOSSLESS)
+    load = functools.partial(load_item, keep_statistics=options.lossless)
     # the pool first, as a build makes it: its workers fork before any thread exists and before the lock is taken
     with worker_pool(options.workers) as pool, \
             claim_output(options.out, options.overwrite, resume=False) as claim:

@@ -186,3 +186,12 @@ def test_every_kind_converts_with_its_data_streams_as_stored(tmp_path, real_audi
         convert(source, out, "--codec", "pcm16")
         assert stream_and_index_files(out) == stream_and_index_files(source), source
         assert json.loads((out / "dataset.json").read_text())["kind"] == open_pack(source).kind
+
+
+def test_a_flac_pack_converts_back_to_the_pcm16_pack_it_came_from(source, tmp_path):
+    from factories.compressed import recode
+
+    flac = recode(source, tmp_path / "flac", "flac", block_frames=4000)
+    out = tmp_path / "back"
+    convert(flac, out, "--codec", "pcm16", "--no-digests")
+    assert stream_and_index_files(out) == stream_and_index_files(source)
