@@ -19,6 +19,7 @@ import os
 import time
 from dataclasses import dataclass
 
+from speechpack.packer.build.encoding import Encoding
 from speechpack.packer.build.executor import stop_pool, worker_pool
 from speechpack.packer.build.output_dir import claim_output
 from speechpack.packer.build.plan import BuildPlan
@@ -26,10 +27,10 @@ from speechpack.packer.build.run import BuildSummary, _keep_verified, commit_bui
 from speechpack.packer.build.shards import run_shard_jobs, shard_jobs
 from speechpack.packer.build.state import ShardMismatch, VerifiedShard, checkpoint, write_cues_receipt
 from speechpack.packer.convert.source import load_item, open_source, pack_items, plan_item
-from speechpack.media.codecs import DEFAULT_BLOCK_SECONDS, block_frames_of, check_encoding, codec
+from speechpack.media.codecs import DEFAULT_BLOCK_SECONDS, codec
 from speechpack.packer.files import fresh_temp_dir, fsync_dir
 from speechpack.schemas import units
-from speechpack.schemas.constants import CODEC_OPUS, CODEC_PCM16, CODECS, TOOL_NAME, tool_version
+from speechpack.schemas.constants import CODEC_OPUS, CODEC_PCM16, TOOL_NAME, tool_version
 from speechpack.schemas.cues import CUES_DIR
 from speechpack.schemas.errors import BuildError, OptionError, PackFormatError, SpeechpackError
 from speechpack.schemas.format import FileEntry
@@ -55,31 +56,20 @@ class ConvertOptions:
 
     def __post_init__(self) -> None:
         units.WORKERS.check(self.workers)
-        row = codec(self.codec)  # an unknown name is an OptionError naming the codecs
+        codec(self.codec)  # an unknown name is an OptionError naming the codecs
         if self.codec != CODEC_OPUS and self.opus_bitrate is not None:
             raise OptionError("--opus-bitrate only applies with --codec opus")
-        if not self.block_seconds > 0:
-            raise OptionError(f"--block-seconds must be more than 0, got {self.block_seconds!r}")
-        if row.blocked and not self.digests:
-            raise OptionError(f"--no-digests: a {self.codec} pack always has block digests (docs/format.md)")
 
-    @property
-    def lossless(self) -> bool:
-        return codec(self.codec).lossless
+    def encoding(self, sample_rate: int) -> Encoding:
+        """How the converted pack stores its audio at the source's rate (``packer.build.encoding``); options that
+        cannot work there (Opus's rates, a bit rate out of range, ``--no-digests`` with a codec) are
+        ``OptionError`` s, raised before anything is written."""
+        return Encoding.of(self.codec, sample_rate, self.block_seconds, self.opus_bitrate, self.digests)
 
-    def check(self, sample_rate: int) -> None:
-        """Refuse, as usage errors, options the source pack's rate cannot take (Opus's rates, a block of no
-        frame), before anything is written."""
-        check_encoding(self.codec, sample_rate, block_frames_of(self.block_seconds, sample_rate), self.opus_bitrate)
-
-    def recorded(self) -> dict:
-        """The options that shape the converted pack's bytes."""
-        options: dict = {"codec": self.codec, "digests": self.digests or codec(self.codec).blocked}
-        if codec(self.codec).blocked:
-            options["block_seconds"] = self.block_seconds
-        if self.codec == CODEC_OPUS:
-            options["opus_bitrate"] = self.opus_bitrate
-        return options
+    def recorded(self, sample_rate: int) -> dict:
+        """The options that shape the converted pack's bytes (the build's own record of its encoding)."""
+        return {"codec": self.codec, "digests": self.encoding(sample_rate).digests,
+                **self.encoding(sample_rate).recorded(self.block_seconds)}
 
 
 def check_apart(source: str, out: str) -> None:
@@ -129,7 +119,7 @@ def convert_pack(source: str, options: ConvertOptions) -> BuildSummary:
     started = time.monotonic()
     check_apart(source, options.out)
     pack = open_source(source)
-    options.check(pack.sample_rate)
+    encoding = options.encoding(pack.sample_rate)
     by_shard = pack_items(pack)
     plans = [[plan_item(item) for item in items] for items in by_shard]
     provenance = {
@@ -138,13 +128,13 @@ def convert_pack(source: str, options: ConvertOptions) -> BuildSummary:
         "tool": TOOL_NAME,
         "tool_version": tool_version(),
         "command": COMMAND,
-        "options": {**options.recorded(), "source_format_minor": pack.manifest.format_minor,
+        "options": {**options.recorded(pack.sample_rate), "source_format_minor": pack.manifest.format_minor,
                     "source_provenance": pack.manifest.provenance},
     }
     build_plan = BuildPlan(kind=pack.kind, sample_rate=pack.sample_rate,
                            shards=tuple(tuple(shard) for shard in plans), provenance=provenance,
                            cues=bool(pack.manifest.cues))
-    load = functools.partial(load_item, keep_statistics=options.lossless)
+    load = functools.partial(load_item, keep_statistics=codec(options.codec).lossless)
     # the pool first, as a build makes it: its workers fork before any thread exists and before the lock is taken
     with worker_pool(options.workers) as pool, \
             claim_output(options.out, options.overwrite, resume=False) as claim:
@@ -167,7 +157,7 @@ def _convert(pack, build_plan: BuildPlan, by_shard, load, options: ConvertOption
     building = [k for k in every if k not in kept]
     claim.building = building
     jobs = shard_jobs(options.out, build_plan.kind, build_plan.sample_rate, building, by_shard, build_plan.shards,
-                      load, False, fingerprint)
+                      load, False, fingerprint, encoding=build_plan.encoding)
     outcomes = run_shard_jobs(jobs, "local", options.workers, None, options.progress,
                               desc=f"{TOOL_NAME} {COMMAND}: packing", pool=pool)
     problems: list[LineProblem] = sorted((p for o in outcomes for p in o.problems), key=lambda p: p.line)

@@ -129,10 +129,10 @@ def test_convert_never_writes_into_its_source(source, tmp_path, where):
 
 def test_a_finished_pack_in_out_is_replaced_only_with_overwrite(source, tmp_path):
     out = tmp_path / "converted"
-    convert(source, out, "--codec", "pcm16")
-    result = convert(source, out, "--codec", "pcm16", expect=1)
+    convert(source, out, "--codec", "flac")
+    result = convert(source, out, "--codec", "pcm16", "--no-digests", expect=1)
     assert "--overwrite" in result.output
-    convert(source, out, "--codec", "pcm16", "--overwrite")
+    convert(source, out, "--codec", "pcm16", "--no-digests", "--overwrite")
     assert stream_and_index_files(out) == stream_and_index_files(source)
 
 
@@ -158,14 +158,14 @@ def test_cue_banks_are_carried_into_the_converted_pack(tse_split, tmp_path):
     source = tmp_path / "cued"
     build_split_pack(tse_split, source)
     out = tmp_path / "converted"
-    convert(source, out, "--codec", "pcm16")
+    convert(source, out, "--codec", "pcm16", "--no-digests")
     assert stream_and_index_files(out) == stream_and_index_files(source)
     converted, reference = open_pack(out), open_pack(source)
     assert sorted(converted.cues) == sorted(reference.cues)
     assert converted.manifest.cues == reference.manifest.cues
 
 
-def test_every_kind_converts_with_its_data_streams_as_stored(tmp_path, real_audio):
+def test_every_kind_goes_to_flac_and_back_with_its_data_streams_as_stored(tmp_path, real_audio, wesep_list):
     from factories.asd_inputs import make_asd_pack
     from factories.asr import librivox_span_pack
     from speechpack.packer.adapters.audio_bank import build_audio_bank
@@ -175,18 +175,25 @@ def test_every_kind_converts_with_its_data_streams_as_stored(tmp_path, real_audi
     asr = Path(librivox_span_pack(tmp_path / "asr", 4, seed=1, seconds=(0.6, 1.2), words=3))
     (tmp_path / "asd").mkdir()
     asd = Path(make_asd_pack(tmp_path / "asd"))
-    bank_dir = tmp_path / "noise_files"
+    bank_dir = tmp_path / "bank_files"
     bank_dir.mkdir()
     for path in real_audio("pocketsphinx", 2):
         os.symlink(path, bank_dir / os.path.basename(path))
-    noise = tmp_path / "noise"
-    build_audio_bank(str(bank_dir), "noise", BuildOptions(out=str(noise), progress=False))
-    for source in (asr, asd, noise):
-        out = tmp_path / f"{source.parent.name}-{source.name}-converted"
-        convert(source, out, "--codec", "pcm16")
-        assert stream_and_index_files(out) == stream_and_index_files(source), source
-        assert json.loads((out / "dataset.json").read_text())["kind"] == open_pack(source).kind
-
+    banks = []
+    for kind in ("noise", "rir"):
+        banks.append(tmp_path / kind)
+        build_audio_bank(str(bank_dir), kind, BuildOptions(out=str(banks[-1]), progress=False))
+    speakers = real_audio("pocketsphinx", 3)
+    case = wesep_list([{"key": f"utt{i}", "spk": [f"s{i}"], "src": {f"s{i}": [path]}}
+                       for i, path in enumerate(speakers)], name="sources.list")
+    sources = build(case.list_path, tmp_path / "sources")
+    for source in (asr, asd, *banks, sources):
+        flac = tmp_path / f"{source.parent.name}-{source.name}-flac"
+        back = tmp_path / f"{source.parent.name}-{source.name}-back"
+        convert(source, flac, "--codec", "flac")
+        assert json.loads((flac / "dataset.json").read_text())["kind"] == open_pack(source).kind
+        convert(flac, back, "--codec", "pcm16", "--no-digests")
+        assert stream_and_index_files(back) == stream_and_index_files(source), source
 
 def test_a_flac_pack_converts_back_to_the_pcm16_pack_it_came_from(source, tmp_path):
     from factories.compressed import recode
@@ -195,3 +202,53 @@ def test_a_flac_pack_converts_back_to_the_pcm16_pack_it_came_from(source, tmp_pa
     out = tmp_path / "back"
     convert(flac, out, "--codec", "pcm16", "--no-digests")
     assert stream_and_index_files(out) == stream_and_index_files(source)
+
+
+def test_pcm16_to_flac_to_pcm16_gives_back_the_same_stream_files_and_index_records(source, tmp_path):
+    flac, back = tmp_path / "flac", tmp_path / "back"
+    convert(source, flac, "--codec", "flac")
+    manifest = json.loads((flac / "dataset.json").read_text())
+    assert {s["name"]: s.get("codec") for s in manifest["streams"]} == {"mix": "flac", "target": "flac"}
+    assert manifest["digests"] == "blake2b-128"
+    assert sum(f["size"] for shard in manifest["shards"] for f in shard["files"].values()) < \
+        0.8 * sum(f["size"] for shard in json.loads((source / "dataset.json").read_text())["shards"]
+                  for f in shard["files"].values())
+    convert(flac, back, "--codec", "pcm16", "--no-digests")
+    assert stream_and_index_files(back) == stream_and_index_files(source)
+
+
+def test_a_flac_convert_writes_what_a_flac_build_writes(six_line_corpus, source, tmp_path):
+    built = build(six_line_corpus.list_path, tmp_path / "built", "--codec", "flac")
+    converted = tmp_path / "converted"
+    convert(source, converted, "--codec", "flac", "--workers", "2")
+    assert {rel: data for rel, data in pack_files(converted).items() if rel.startswith("shard-")} == \
+        {rel: data for rel, data in pack_files(built).items() if rel.startswith("shard-")}
+
+
+def test_an_opus_convert_keeps_every_length_and_stays_close_to_the_source(source, tmp_path):
+    out = tmp_path / "opus"
+    convert(source, out, "--codec", "opus", "--opus-bitrate", "32000")
+    opus, reference = open_pack(out), open_pack(source)
+    assert json.loads((out / "dataset.json").read_text())["provenance"]["options"]["opus_bitrate"] == 32000
+    for index in range(len(reference)):
+        got, want = opus.sample(index).targets, reference.sample(index).targets
+        assert got.shape == want.shape
+        error = np.sqrt(np.mean((got - want) ** 2)) / np.sqrt(np.mean(want ** 2))
+        assert error < 0.5, (index, error)
+
+
+def test_an_older_pack_is_given_block_digests_and_its_stream_files_kept(source, tmp_path):
+    out = tmp_path / "digests"
+    convert(source, out, "--codec", "pcm16")  # --digests is the default
+    manifest = json.loads((out / "dataset.json").read_text())
+    assert manifest["digests"] == "blake2b-128" and manifest["format_minor"] == 4
+    for shard in manifest["shards"]:
+        assert "digests.npy" in shard["files"]
+        for name in ("mix.npy", "target.npy", "index.json"):
+            assert (out / shard["directory"] / name).read_bytes() == (source / shard["directory"] / name).read_bytes()
+
+
+def test_codec_options_the_source_cannot_take_are_usage_errors(source, tmp_path):
+    result = convert(source, tmp_path / "o", "--codec", "flac", "--no-digests", expect=2)
+    assert "digests" in result.output
+    assert not (tmp_path / "o").exists()
