@@ -56,6 +56,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from speechpack.packer.build.encoding import Encoding
 from speechpack.packer.build.plan import PLAN_VERSION, BuildPlan
 from speechpack.packer.files import fsync_dir, hash_file, write_json_atomic
 from speechpack.packer.ownership import PlanOwnership
@@ -116,7 +117,8 @@ class RecordedPlan:
         return describe_plan(self.kind, sum(self.cuts), self.num_shards, self.provenance)
 
     def ownership(self) -> PlanOwnership:
-        return PlanOwnership(kind=self.kind, num_shards=self.num_shards, cues=self.cues)
+        return PlanOwnership(kind=self.kind, num_shards=self.num_shards, cues=self.cues,
+                             digests=Encoding.from_options(self.provenance.get("options", {})).digests)
 
     def to_dict(self, full: bool) -> dict:
         """The file's content: the whole plan (``full``) or its fingerprint, cuts and description."""
