@@ -91,18 +91,21 @@ def test_convert_gives_the_same_bytes_for_any_number_of_workers(source, tmp_path
     assert pack_files(one) == pack_files(three)
 
 
-@pytest.mark.parametrize("kill_at", ["sample:utt0", "sample:utt3", "shard:1", "receipt:1", "columns", "manifest"])
-def test_killed_convert_run_again_gives_the_uninterrupted_bytes(source, tmp_path, kill_at):
+@pytest.mark.parametrize("codec, kill_at", [
+    *(("pcm16", point) for point in ("sample:utt0", "sample:utt3", "shard:1", "receipt:1", "columns", "manifest")),
+    ("flac", "sample:utt3"), ("flac", "receipt:1"), ("flac", "columns"),
+])
+def test_killed_convert_run_again_gives_the_uninterrupted_bytes(source, tmp_path, codec, kill_at):
     reference = tmp_path / "reference"
-    assert run_convert(source, reference, "--codec", "pcm16").returncode == 0
+    assert run_convert(source, reference, "--codec", codec).returncode == 0
     out = tmp_path / "converted"
-    killed = run_convert(source, out, "--codec", "pcm16", kill_at=kill_at)
+    killed = run_convert(source, out, "--codec", codec, kill_at=kill_at)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert (out / PLAN_FILE).exists()
     if kill_at != "manifest":
         with pytest.raises(Exception):
             open_pack(out)  # nothing half-written looks complete
-    resumed = run_convert(source, out, "--codec", "pcm16")
+    resumed = run_convert(source, out, "--codec", codec)
     assert resumed.returncode == 0, resumed.stderr
     assert pack_files(out) == pack_files(reference)
 
@@ -157,8 +160,10 @@ def test_cue_banks_are_carried_into_the_converted_pack(tse_split, tmp_path):
 
     source = tmp_path / "cued"
     build_split_pack(tse_split, source)
-    out = tmp_path / "converted"
-    convert(source, out, "--codec", "pcm16", "--no-digests")
+    flac, out = tmp_path / "flac", tmp_path / "converted"
+    convert(source, flac, "--codec", "flac")
+    assert open_pack(flac).manifest.cues == open_pack(source).manifest.cues
+    convert(flac, out, "--codec", "pcm16", "--no-digests")
     assert stream_and_index_files(out) == stream_and_index_files(source)
     converted, reference = open_pack(out), open_pack(source)
     assert sorted(converted.cues) == sorted(reference.cues)
