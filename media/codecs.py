@@ -39,7 +39,7 @@ from speechpack.schemas.constants import (
     OPUS_SAMPLE_RATES,
     block_count,
 )
-from speechpack.schemas.errors import OptionError, PackFormatError
+from speechpack.schemas.errors import OptionError, PackFormatError, SpeechpackError
 
 #: ``--opus-bitrate`` bounds, bits per second per channel: what libsndfile's compression level can express.
 OPUS_MIN_BITRATE = 6000
@@ -49,8 +49,16 @@ OPUS_MAX_BITRATE = 256000
 DEFAULT_OPUS_BITRATE = 24000
 #: Default ``--block-seconds``: the unit of random access inside an utterance (a 2 s window decodes 2-3 blocks).
 DEFAULT_BLOCK_SECONDS = 1.0
+#: The FLAC format's channel limit, and Ogg Opus's (RFC 7845 channel mapping family 255).
+FLAC_MAX_CHANNELS = 8
+OPUS_MAX_CHANNELS = 255
 #: The Ogg serial number of every Opus block (libsndfile draws a random one; any constant is valid).
 OGG_SERIAL = 0x73706B31  # "spk1"
+
+
+class EncodeError(SpeechpackError):
+    """Audio a codec cannot store (FLAC holds at most 8 channels) or that libsndfile failed to encode: a problem
+    of the input's line (a build reports it, or leaves the line out with ``--skip-bad``)."""
 
 
 class CorruptBlock(PackFormatError):
@@ -79,6 +87,7 @@ class Codec:
     ``blocked``       stored in blocks (``dataset.json`` names it); ``pcm16`` is the flat int16 layout of every
                       older pack.
     ``sample_rates``  the only rates it encodes, or None for any.
+    ``max_channels``  the most channels a block may have, or None for any.
     ``encode(block, sample_rate, bitrate)``  int16 ``[C, T]`` -> bytes (``bitrate``: bits/s per channel, opus).
     ``decode(data, sample_rate, channels, frames)``  bytes -> int16 ``[C, frames]``, or :class:`CorruptBlock`.
     """
@@ -87,6 +96,7 @@ class Codec:
     lossless: bool
     blocked: bool
     sample_rates: tuple[int, ...] | None
+    max_channels: int | None
     encode: Callable[[np.ndarray, int, int | None], bytes]
     decode: Callable[[bytes, int, int, int], np.ndarray]
 
@@ -154,12 +164,13 @@ def _int16_block(block: np.ndarray) -> np.ndarray:
 
 #: The registry, in ``schemas.constants.CODECS`` order.
 REGISTRY: dict[str, Codec] = {
-    CODEC_PCM16: Codec(CODEC_PCM16, lossless=True, blocked=False, sample_rates=None, encode=_encode_pcm16,
-                       decode=_decode_pcm16),
-    CODEC_FLAC: Codec(CODEC_FLAC, lossless=True, blocked=True, sample_rates=None, encode=_encode_flac,
-                      decode=_decoder("FLAC", "PCM_16", "FLAC")),
+    CODEC_PCM16: Codec(CODEC_PCM16, lossless=True, blocked=False, sample_rates=None, max_channels=None,
+                       encode=_encode_pcm16, decode=_decode_pcm16),
+    CODEC_FLAC: Codec(CODEC_FLAC, lossless=True, blocked=True, sample_rates=None, max_channels=FLAC_MAX_CHANNELS,
+                      encode=_encode_flac, decode=_decoder("FLAC", "PCM_16", "FLAC")),
     CODEC_OPUS: Codec(CODEC_OPUS, lossless=False, blocked=True, sample_rates=OPUS_SAMPLE_RATES,
-                      encode=_encode_opus, decode=_decoder("OGG", "OPUS", "Ogg Opus")),
+                      max_channels=OPUS_MAX_CHANNELS, encode=_encode_opus,
+                      decode=_decoder("OGG", "OPUS", "Ogg Opus")),
 }
 if tuple(REGISTRY) != CODECS:  # pragma: no cover - a codec added to one list and not the other
     raise ImportError(f"codec registry {tuple(REGISTRY)} and CODECS {CODECS} differ")
@@ -228,8 +239,14 @@ def encode_segment(name: str, audio: np.ndarray, sample_rate: int, block_frames:
     row = codec(name)
     audio = _int16_block(audio)
     channels, length = audio.shape
-    blocks = [row.encode(audio[:, start:start + block_frames], sample_rate, bitrate)
-              for start in range(0, length, block_frames)]
+    if row.max_channels is not None and channels > row.max_channels:
+        raise EncodeError(f"--codec {row.name} stores at most {row.max_channels} channels, this audio has {channels}")
+    try:
+        blocks = [row.encode(audio[:, start:start + block_frames], sample_rate, bitrate)
+                  for start in range(0, length, block_frames)]
+    except (RuntimeError, ValueError) as err:  # libsndfile's own failures (LibsndfileError is a RuntimeError)
+        reason = getattr(err, "error_string", None) or str(err)
+        raise EncodeError(f"libsndfile could not encode it as {row.name} ({reason.strip()})") from None
     if row.lossless:
         return EncodedSegment(blocks, audio)
     decoded = np.empty_like(audio)
@@ -332,6 +349,6 @@ def _lacing(size: int) -> bytes:
 
 
 __all__ = ["DEFAULT_BLOCK_SECONDS", "DEFAULT_OPUS_BITRATE", "OPUS_MAX_BITRATE", "OPUS_MIN_BITRATE", "REGISTRY",
-           "Codec", "CorruptBlock", "EncodedSegment", "block_frames_of", "block_range", "check_encoding",
+           "Codec", "CorruptBlock", "EncodeError", "EncodedSegment", "block_frames_of", "block_range", "check_encoding",
            "check_opus_bitrate", "check_opus_rate", "codec", "decode_run", "encode_segment",
            "opus_compression_level"]

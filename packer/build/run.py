@@ -245,7 +245,8 @@ class BuildOptions:
         if self.shards is not None and self.overwrite:
             raise SpeechpackError("--overwrite cannot be combined with --shards: each array job would delete the "
                                   "others' shards; empty the directory before starting the jobs")
-        self.encoding  # noqa: B018 - refuses codec options that cannot work, now
+        Encoding.of(self.codec, self.sample_rate, self.block_seconds, self.opus_bitrate, self.digests)  # refuses
+        # codec options that cannot work now, before any input is read
 
     @property
     def encoding(self) -> Encoding:

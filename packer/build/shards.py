@@ -37,6 +37,7 @@ from typing import Callable, Sequence
 
 from tqdm import tqdm
 
+from speechpack.media.codecs import EncodeError
 from speechpack.packer.audio.decode import AudioError
 from speechpack.packer.audio.store import StoredAudio, measured
 from speechpack.packer.build.state import ShardReceipt, checkpoint, write_receipt
@@ -58,17 +59,17 @@ def guarded(fn: Callable, item):
         return LineProblem(item.line, item.key, err.path, err.reason)
 
 
-def encoded(load: Callable, encoding: Encoding, sample_rate: int, measure: bool, item):
+def encoded(load: Callable, encoding: Encoding, sample_rate: int, item):
     """``guarded(load, item)`` with a decoded sample's audio encoded for ``encoding``'s codec
-    (``packer.build.encoding.encode_sample``, which measures what a reader will decode), or, for pcm16, measured
-    when ``measure`` (``decode_measured``).  What every build runs where it decodes: the encode scales with
-    ``--workers``, never on the writer thread."""
+    (``packer.build.encoding.encode_sample``, which measures what a reader will decode).  What a compressed build
+    runs where it decodes: the encode scales with ``--workers``, never on the writer thread."""
     result = guarded(load, item)
     if not isinstance(result, PackedSample):
         return result
-    if encoding.compressed:
+    try:
         return encode_sample(result, encoding, sample_rate)
-    return measured_sample(result) if measure else result
+    except EncodeError as err:  # audio the codec cannot store: a problem of the sample's line
+        return LineProblem(result.line, result.key, None, str(err))
 
 
 def decode_measured(load: Callable, item):
@@ -273,8 +274,10 @@ def _stream_locally(jobs: Sequence[ShardJob], workers: int, pool: ProcessPoolExe
             consumer = BackgroundConsumer(lambda r: writer.add(r) if isinstance(r, PackedSample) else writer.skip(r))
             writing = first.publish
             try:
-                # measured where decoded when workers stream to this writer (see decode_measured); encoded there always
-                step = functools.partial(encoded, first.load, first.encoding, first.sample_rate, workers > 1)
+                if first.encoding.compressed:  # encoded (and measured) where decoded, in every case
+                    step = functools.partial(encoded, first.load, first.encoding, first.sample_rate)
+                else:  # measured where decoded when workers stream to this writer (see decode_measured)
+                    step = functools.partial(decode_measured if workers > 1 else guarded, first.load)
                 decoded = map_in_order(step, items, workers, pool=pool)
                 for plan, result in zip(plans, decoded):
                     result = check_decoded(result, plan)
@@ -364,6 +367,6 @@ def _stop(ray, pending: list) -> None:
         ray.wait(pending, num_returns=len(pending), timeout=STOP_TIMEOUT_SECONDS)
 
 
-__all__ = ["ShardJob", "ShardOutcome", "build_shard", "check_decoded", "decode_measured", "guarded", "import_ray",
+__all__ = ["ShardJob", "ShardOutcome", "build_shard", "check_decoded", "decode_measured", "encoded", "guarded", "import_ray",
            "measured_sample", "record_receipt", "run_shard_jobs", "run_shard_jobs_on_ray", "shard_jobs",
            "size_mismatch", "submit_decoded"]

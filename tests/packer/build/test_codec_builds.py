@@ -22,6 +22,7 @@ from factories.wesep_lists import Source
 from speechpack.cli import main
 from speechpack.media.codecs import decode_run
 from speechpack.packer.build.state import KILL_AT_ENV
+from speechpack.packer.validate.pack import validate_pack
 from speechpack.schemas.constants import MINOR_BLOCKS
 
 REPO = str(factories.paths.REPO)
@@ -44,12 +45,15 @@ def records(pack):
 
 def segments(pack, stream):
     """``(record, segment, int16 [C, T])`` of every segment of ``stream``: read as stored (pcm16) or decoded
-    from its blocks with ``media.codecs`` (a flac or opus stream)."""
+    from its blocks with ``media.codecs`` (a flac or opus stream); a data stream's segment is its rows."""
     manifest = json.loads((pack / "dataset.json").read_text())
     spec = next(s for s in manifest["streams"] if s["name"] == stream)
     for directory, record in records(pack):
         array = np.load(pack / directory / f"{stream}.npy", mmap_mode="r")
         for seg in record["streams"][stream]:
+            if "channels" not in seg:  # a data stream: rows
+                yield record, seg, np.asarray(array[seg["offset"]:seg["offset"] + seg["length"]])
+                continue
             if "codec" not in spec:
                 size = seg["channels"] * seg["length"]
                 yield record, seg, np.asarray(array[seg["offset"]:seg["offset"] + size]).reshape(seg["channels"], -1)
@@ -124,8 +128,13 @@ def test_flac_is_at_most_0_6x_pcm16_on_real_speech(real_audio, wesep_list, tmp_p
 @pytest.mark.parametrize("codec", ["flac", "opus"])
 def test_compressed_packs_are_byte_identical_across_workers(six_line_corpus, tmp_path, codec):
     build(six_line_corpus.list_path, tmp_path / "one", "--codec", codec)
-    build(six_line_corpus.list_path, tmp_path / "three", "--codec", codec, "--workers", "3")
+    build(six_line_corpus.list_path, tmp_path / "three", "--codec", codec, "--workers", "3")  # streamed samples
     assert pack_files(tmp_path / "one") == pack_files(tmp_path / "three")
+    # one sample per shard: six shards, so two workers write whole shards in their own processes
+    build(six_line_corpus.list_path, tmp_path / "one_each", "--codec", codec, "--shard-size", "50000")
+    build(six_line_corpus.list_path, tmp_path / "two", "--codec", codec, "--shard-size", "50000", "--workers", "2")
+    assert len(list((tmp_path / "two").glob("shard-*"))) == 6
+    assert pack_files(tmp_path / "one_each") == pack_files(tmp_path / "two")
 
 
 def _run(list_path, out, *extra, kill_at=None):
@@ -233,3 +242,90 @@ def test_inspect_reports_bytes_per_hour_by_codec(six_line_corpus, tmp_path):
     assert mix["codec"] == "pcm16" and mix["bytes_per_hour"] == pytest.approx(mix["bytes"] / hours)
     assert 1.0 < mix["of_pcm16"] < 1.01  # the stored int16 plus each shard file's .npy header
     assert "mix      " in report.describe() and "pcm16: " in report.describe() and "x pcm16)" in report.describe()
+
+
+def _same_audio(pcm16_pack, flac_pack, stream):
+    pairs = list(zip(segments(flac_pack, stream), segments(pcm16_pack, stream), strict=True))
+    assert pairs
+    for (rec, seg, decoded), (pcm_rec, pcm_seg, stored) in pairs:
+        assert rec["key"] == pcm_rec["key"] and np.array_equal(decoded, stored)
+        assert [seg[k] for k in ("scale", "mean", "rms", "peak")] == [pcm_seg[k] for k in ("scale", "mean", "rms", "peak")]
+
+
+def test_an_audio_bank_and_an_asr_pack_store_flac_as_their_pcm16_twins(real_audio, tmp_path):
+    from factories.asr import librivox_clips, write_jsonl_manifest
+
+    bank = tmp_path / "noise"
+    bank.mkdir()
+    for path in real_audio("alsa", 3):  # 48 kHz files, resampled to the pack's 16 kHz
+        (bank / os.path.basename(path)).write_bytes(open(path, "rb").read())
+    clips = librivox_clips()
+    manifest = write_jsonl_manifest(tmp_path / "train.jsonl", [
+        {"audio_filepath": clip.path, "text": clip.text, "language": "en", "corpus": "librivox"} for clip in clips[:3]])
+    for codec in ("pcm16", "flac"):
+        result = CliRunner().invoke(main, ["build", "audio-bank", str(bank), "--kind", "noise", "--out",
+                                           str(tmp_path / f"bank-{codec}"), "--no-progress", "--codec", codec])
+        assert result.exit_code == 0, result.output
+        result = CliRunner().invoke(main, ["build", "asr-jsonl", "--list", str(manifest), "--language", "en", "--out",
+                                           str(tmp_path / f"asr-{codec}"), "--no-progress", "--codec", codec])
+        assert result.exit_code == 0, result.output
+    _same_audio(tmp_path / "bank-pcm16", tmp_path / "bank-flac", "audio")
+    _same_audio(tmp_path / "asr-pcm16", tmp_path / "asr-flac", "audio")
+    asr = json.loads((tmp_path / "asr-flac" / "dataset.json").read_text())
+    assert [s.get("codec") for s in asr["streams"]] == ["flac", None]  # text is never compressed
+    assert asr["char_counts"] == json.loads((tmp_path / "asr-pcm16" / "dataset.json").read_text())["char_counts"]
+    for pack in ("bank-flac", "asr-flac"):
+        result = CliRunner().invoke(main, ["validate", str(tmp_path / pack)])
+        assert result.exit_code == 0, result.output
+
+
+def test_asd_builds_and_the_muvap_import_compress_audio_and_keep_faces_and_labels(tmp_path):
+    """The asd families and ``import muvap`` take the codec options too; faces and labels are never compressed."""
+    from factories.asd_inputs import write_ava
+    from factories.muvap_packs import muvap_avcc_corpus
+
+    inputs = write_ava(tmp_path / "AVA")
+    corpus = muvap_avcc_corpus(tmp_path / "muvap")
+    for codec in ("pcm16", "flac"):
+        result = CliRunner().invoke(main, ["build", "ava", "--loader", str(inputs.loader_csv), "--visual-root",
+                                           str(inputs.visual_root), "--audio-root", str(inputs.audio_root),
+                                           "--split", "train", "--out", str(tmp_path / f"ava-{codec}"),
+                                           "--no-progress", "--codec", codec])
+        assert result.exit_code == 0, result.output
+        result = CliRunner().invoke(main, ["import", "muvap", str(corpus.muvap), "--out",
+                                           str(tmp_path / f"muvap-{codec}"), "--no-progress", "--codec", codec])
+        assert result.exit_code == 0, result.output
+    for name in ("ava", "muvap"):
+        _same_audio(tmp_path / f"{name}-pcm16", tmp_path / f"{name}-flac", "audio")
+        flac = json.loads((tmp_path / f"{name}-flac" / "dataset.json").read_text())
+        assert [s.get("codec") for s in flac["streams"]] == ["flac", None, None]
+        for stream in ("faces", "labels"):
+            for (_, _, a), (_, _, b) in zip(segments(tmp_path / f"{name}-flac", stream),
+                                            segments(tmp_path / f"{name}-pcm16", stream), strict=True):
+                assert np.array_equal(a, b)
+        # validate_pack: every check of the pack itself (the CLI's asd level comparison reads through the loader)
+        report = validate_pack(str(tmp_path / f"{name}-flac"))
+        assert report.ok, report.describe()
+    wrong = CliRunner().invoke(main, ["import", "muvap", str(corpus.muvap), "--out", str(tmp_path / "x"),
+                                      "--codec", "flac", "--no-digests"])
+    assert wrong.exit_code == 2 and "--no-digests cannot be combined with --codec flac" in wrong.output
+
+
+def test_audio_the_codec_cannot_store_is_a_problem_of_its_line(real_audio, tmp_path):
+    import soundfile
+
+    bank = tmp_path / "bank"
+    bank.mkdir()
+    speech, rate = soundfile.read(real_audio("pocketsphinx", 1)[0], dtype="int16")
+    soundfile.write(bank / "mono.wav", speech[:8000], rate, subtype="PCM_16")
+    soundfile.write(bank / "nine.wav", np.stack([np.roll(speech[:8000], 50 * c) for c in range(9)], axis=1), rate,
+                    subtype="PCM_16")
+    common = ["build", "audio-bank", str(bank), "--kind", "noise", "--no-progress", "--codec", "flac"]
+    failed = CliRunner().invoke(main, [*common, "--out", str(tmp_path / "failed")])
+    assert failed.exit_code == 1 and "--codec flac stores at most 8 channels, this audio has 9" in failed.output
+    assert not (tmp_path / "failed" / "dataset.json").exists()
+    skipped = CliRunner().invoke(main, [*common, "--out", str(tmp_path / "skipped"), "--skip-bad"])
+    assert skipped.exit_code == 0, skipped.output
+    assert [r["key"] for _, r in records(tmp_path / "skipped")] == ["mono.wav"]
+    opus = CliRunner().invoke(main, [*common[:-1], "opus", "--out", str(tmp_path / "opus")])
+    assert opus.exit_code == 0, opus.output  # Ogg Opus maps up to 255 channels
