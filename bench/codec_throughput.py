@@ -58,7 +58,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 from loader_throughput import speaker_streams, warm_files  # noqa: E402
-from peers import BATCH, CHUNK, CHUNK_SECONDS, INT16_SCALE, RATE, collate, collate_float  # noqa: E402
+from peers import BATCH, CHUNK, RATE, collate, collate_float  # noqa: E402
 from workdir import bench_workdir  # noqa: E402
 
 CODECS = ("pcm16", "flac", "opus")

@@ -25,14 +25,14 @@ from speechpack.packer.build.output_dir import claim_output
 from speechpack.packer.build.plan import BuildPlan
 from speechpack.packer.build.run import BuildSummary, _keep_verified, commit_build, verify_cues
 from speechpack.packer.build.shards import run_shard_jobs, shard_jobs
-from speechpack.packer.build.state import ShardMismatch, VerifiedShard, checkpoint, write_cues_receipt
+from speechpack.packer.build.state import ShardMismatch, VerifiedShard, write_cues_receipt
 from speechpack.packer.convert.source import load_item, open_source, pack_items, plan_item
 from speechpack.media.codecs import DEFAULT_BLOCK_SECONDS, codec
 from speechpack.packer.files import fresh_temp_dir, fsync_dir
 from speechpack.schemas import units
 from speechpack.schemas.constants import CODEC_OPUS, CODEC_PCM16, TOOL_NAME, tool_version
 from speechpack.schemas.cues import CUES_DIR
-from speechpack.schemas.errors import BuildError, OptionError, PackFormatError, SpeechpackError
+from speechpack.schemas.errors import BuildError, InternalError, OptionError, PackFormatError, SpeechpackError
 from speechpack.schemas.format import FileEntry
 from speechpack.schemas.line_problems import LineProblem
 
@@ -119,7 +119,7 @@ def convert_pack(source: str, options: ConvertOptions) -> BuildSummary:
     started = time.monotonic()
     check_apart(source, options.out)
     pack = open_source(source)
-    encoding = options.encoding(pack.sample_rate)
+    encoding = options.encoding(pack.sample_rate)  # options the source's rate cannot take: refused before writing
     by_shard = pack_items(pack)
     plans = [[plan_item(item) for item in items] for items in by_shard]
     provenance = {
@@ -134,6 +134,8 @@ def convert_pack(source: str, options: ConvertOptions) -> BuildSummary:
     build_plan = BuildPlan(kind=pack.kind, sample_rate=pack.sample_rate,
                            shards=tuple(tuple(shard) for shard in plans), provenance=provenance,
                            cues=bool(pack.manifest.cues))
+    if build_plan.encoding != encoding:  # the writer reads the encoding back from the recorded options
+        raise InternalError(f"convert recorded {build_plan.encoding}, asked for {encoding}")
     load = functools.partial(load_item, keep_statistics=codec(options.codec).lossless)
     # the pool first, as a build makes it: its workers fork before any thread exists and before the lock is taken
     with worker_pool(options.workers) as pool, \
@@ -171,7 +173,6 @@ def _convert(pack, build_plan: BuildPlan, by_shard, load, options: ConvertOption
         except ShardMismatch:
             cue_files = copy_cues(pack, options.out)
             write_cues_receipt(options.out, fingerprint, cue_files)
-    checkpoint("convert-cues")
     shards = dict(kept)
     shards.update((o.shard_id, VerifiedShard(o.entry, o.records, ())) for o in outcomes)
     manifest = commit_build(options.out, build_plan, [shards[k] for k in every], [], cue_files, stateful=True)
@@ -179,4 +180,4 @@ def _convert(pack, build_plan: BuildPlan, by_shard, load, options: ConvertOption
                         built=len(outcomes), kept=len(kept), planned=build_plan.num_shards)
 
 
-__all__ = ["CODECS", "ConvertOptions", "check_apart", "convert_pack", "copy_cues"]
+__all__ = ["ConvertOptions", "check_apart", "convert_pack", "copy_cues"]
