@@ -375,8 +375,8 @@ ENCODING_OPTIONS = [
                 "bytes of pcm16 on speech) or opus (lossy, about 0.1x at the default bitrate; 8/12/16/24/48 kHz "
                 "packs only).  flac and opus store blocks that decode on their own (--block-seconds)."),
     option("--opus-bitrate", type=Number.within(units.OPUS_BITRATE), default=None, metavar="BPS",
-           help=f"Opus bits per second per channel (default {DEFAULT_OPUS_BITRATE}: transparent for 16 kHz "
-                f"speech, about 26 kbit/s on disk with the blocks' framing).  Only with --codec opus."),
+           help=f"Opus bits per second per channel (default {DEFAULT_OPUS_BITRATE}, for 16 kHz speech: about 26 "
+                f"kbit/s on disk with the blocks' framing).  Only with --codec opus."),
     option("--block-seconds", type=Number.within(units.BLOCK_SECONDS), default=DEFAULT_BLOCK_SECONDS,
            show_default=True, help="Length of a flac/opus block: the unit a reader decodes (a window decodes the "
                                    "blocks it touches)."),

@@ -14,6 +14,7 @@ imported from their module:
   and the online-mixing config;
 - ``cue_split`` / ``cue_corpus``: a real split with every cue kind (build tests) / every cue resource (loader tests);
 - ``pack_reads``: a real multi-shard pack and numpy's own view of it;
+- ``format_rules``: what a format 1.3 reader required of a manifest (why it refuses a 1.4 pack);
 - ``asd_tracks`` / ``asd_inputs`` / ``muvap_packs``: ASD packs from generated tracks / corpus inputs of a real
   talking-face video / MuVAP-layout packs;
 - ``asr``: librivox clips as a parquet dataset and a JSON-lines manifest;

@@ -160,3 +160,13 @@ def test_audio_a_codec_cannot_store_is_an_encode_error():
     with pytest.raises(EncodeError, match=r"--codec flac stores at most 8 channels, this audio has 9"):
         encode_segment("flac", nine, RATE, 100)
     assert encode_segment("opus", nine, RATE, 100).decoded.shape == (9, 100)  # Ogg Opus maps up to 255
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("name", ["flac", "opus"])
+def test_a_claimed_length_far_past_the_block_allocates_what_the_block_holds(name):
+    """A manifest may claim any frame count (blocks of 2**40 frames); decoding reads in bounded pieces and refuses
+    the block, instead of allocating the claim."""
+    block = encode_segment(name, np.zeros((1, 160), dtype=np.int16), RATE, 160).blocks[0]
+    with pytest.raises(CorruptBlock, match=r"block 0: decodes to 160 frames, the segment says 1099511627776"):
+        decode_run(name, [block], RATE, 1, 2 ** 41, 2 ** 40)

@@ -10,6 +10,7 @@ import types
 import numpy as np
 import pytest
 
+from factories.format_rules import v13_refusals
 from speechpack.schemas.columns import (
     ColumnBuilder,
     check_column_types,
@@ -159,36 +160,12 @@ def test_lowest_minor_is_4_with_blocks_and_unchanged_without():
     assert lowest_minor("asd", True, has_blocks=True) == MINOR_BLOCKS
 
 
-#: What a 1.3 reader required (its ``schemas/format.py``): exact top-level keys (plus ``cues`` and the asr keys),
-#: exact catalogue entry keys, the ``<i2`` dtype of audio streams, and exactly index.json plus the stream files in
-#: each shard.
-_V13_TOP = {"format", "format_version", "format_minor", "kind", "sample_rate", "streams", "shards", "totals",
-            "provenance", "columns", "skipped"}
-_V13_OPTIONAL = {"cues", "hours_by_corpus", "char_counts"}
-_V13_STREAM_KEYS = {"name", "dtype", "row_shape", "file"}
-
-
-def _v13_refusals(obj: dict) -> list[str]:
-    found = []
-    if set(obj) - _V13_TOP - _V13_OPTIONAL:
-        found.append(f"unknown key(s) {sorted(set(obj) - _V13_TOP - _V13_OPTIONAL)}")
-    for spec in obj["streams"]:
-        if set(spec) != _V13_STREAM_KEYS:
-            found.append(f"stream keys {sorted(spec)}")
-        if spec["name"] in ("mix", "target", "source", "audio") and spec["dtype"] != "<i2":
-            found.append(f"dtype {spec['dtype']}")
-    for shard in obj["shards"]:
-        if set(shard["files"]) != {"index.json"} | {spec["file"] for spec in obj["streams"]}:
-            found.append(f"shard files {sorted(shard['files'])}")
-    return found
-
-
 @pytest.mark.parametrize("compressed", [True, False])
 def test_a_1_3_reader_refuses_every_1_4_pack(compressed):
     """Both kinds of 1.4 pack (a codec stream; pcm16 with digests) break rules a 1.3 reader enforced, and an
     older pack (pcm16, no digests) breaks none of them, so 1.3 readers keep reading what they read."""
-    assert _v13_refusals(make_manifest(compressed=compressed, digests=True).to_dict())
-    assert not _v13_refusals(make_manifest(compressed=False, digests=False).to_dict())
+    assert v13_refusals(make_manifest(compressed=compressed, digests=True).to_dict())
+    assert not v13_refusals(make_manifest(compressed=False, digests=False).to_dict())
 
 
 # -- index.json ---------------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 import factories.paths
 from factories import pack_files
+from factories.format_rules import v13_refusals
 from factories.wesep_lists import Source
 from speechpack.cli import main
 from speechpack.media.codecs import decode_run
@@ -76,6 +77,7 @@ def test_flac_pack_decodes_to_the_pcm16_packs_int16_with_equal_statistics(six_li
     build(six_line_corpus.list_path, out, "--codec", "flac", "--block-seconds", "0.2")
     manifest = json.loads((out / "dataset.json").read_text())
     assert manifest["format_minor"] == MINOR_BLOCKS and manifest["digests"] == "blake2b-128"
+    assert v13_refusals(manifest) and not v13_refusals(json.loads((pcm16_pack / "dataset.json").read_text()))
     assert [s["codec"] for s in manifest["streams"]] == ["flac", "flac"]
     assert [s["block_frames"] for s in manifest["streams"]] == [3200, 3200]
     assert manifest["provenance"]["options"]["codec"] == "flac"
@@ -164,6 +166,8 @@ def test_pcm16_with_digests_adds_digests_npy_and_keeps_every_stream_byte(six_lin
     manifest = json.loads((out / "dataset.json").read_text())
     assert manifest["format_minor"] == MINOR_BLOCKS and manifest["digests"] == "blake2b-128"
     assert "codec" not in manifest["streams"][0] and manifest["provenance"]["options"]["digests"] is True
+    assert v13_refusals(manifest) == ["unknown key(s) ['digests']"] + [
+        "shard files ['digests.npy', 'index.json', 'mix.npy', 'target.npy']"] * len(manifest["shards"])
     for shard in manifest["shards"]:
         directory = shard["directory"]
         for name in ("mix.npy", "target.npy", "index.json"):
@@ -329,3 +333,12 @@ def test_audio_the_codec_cannot_store_is_a_problem_of_its_line(real_audio, tmp_p
     assert [r["key"] for _, r in records(tmp_path / "skipped")] == ["mono.wav"]
     opus = CliRunner().invoke(main, [*common[:-1], "opus", "--out", str(tmp_path / "opus")])
     assert opus.exit_code == 0, opus.output  # Ogg Opus maps up to 255 channels
+
+
+def test_array_job_slices_of_a_compressed_build_finalize_to_the_single_build(six_line_corpus, tmp_path):
+    build(six_line_corpus.list_path, tmp_path / "one", "--codec", "flac")
+    for part in ("0/2", "1/2"):
+        build(six_line_corpus.list_path, tmp_path / "sliced", "--codec", "flac", "--shards", part)
+    result = CliRunner().invoke(main, ["finalize", str(tmp_path / "sliced"), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert pack_files(tmp_path / "sliced") == pack_files(tmp_path / "one")
