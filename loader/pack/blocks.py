@@ -21,20 +21,15 @@ decode, or that decodes to another frame count, channel count or rate than the i
 
 from __future__ import annotations
 
-import io
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from speechpack.media.codecs import CorruptBlock
+from speechpack.media.codecs import codec as codec_row
 from speechpack.schemas.constants import DIGEST_SIZE as DIGEST_BYTES
 from speechpack.schemas.digests import piece_digest
 from speechpack.schemas.errors import PackFormatError
-
-
-class CorruptBlock(PackFormatError):
-    """A block of a compressed stream does not decode to what the pack's index records (or differs from its
-    digest): the message names the stream file, the stream, the segment, its sample and the block."""
 
 
 @dataclass(frozen=True)
@@ -116,25 +111,11 @@ def check_digest(data, expected: np.ndarray) -> bool:
     return piece_digest(data) == expected.tobytes()
 
 
-def _decode_with_codec(codec: str, data: bytes, sample_rate: int) -> np.ndarray:
-    # TEMPORARY until media.codecs lands on wt-codec
-    import soundfile
-    with soundfile.SoundFile(io.BytesIO(data)) as sound:
-        if sound.samplerate != sample_rate:
-            raise ValueError(f"a block at {sound.samplerate} Hz in a pack at {sample_rate} Hz")
-        return np.ascontiguousarray(sound.read(dtype="int16", always_2d=True).T)
-
-
 def decode_block(codec: str, data: bytes, channels: int, frames: int, sample_rate: int) -> np.ndarray:
-    """One block's ``data`` decoded to int16 ``[channels, frames]`` (``media.codecs``); ``ValueError`` with the
-    reason when it cannot be decoded or does not decode to that shape at that rate.  Module-level, so a test can
-    count the frames a read decodes."""
-    decoded = _decode_with_codec(codec, data, sample_rate)
-    if decoded.ndim != 2 or decoded.shape != (channels, frames):
-        got = decoded.shape if decoded.ndim == 2 else (1, len(decoded))
-        raise ValueError(f"decodes to {got[1]} frames of {got[0]} channels, the index records {frames} of "
-                         f"{channels}")
-    return decoded
+    """One block's ``data`` decoded to int16 ``[channels, frames]`` through its codec's registry row
+    (``media.codecs``: libsndfile); ``CorruptBlock`` when it does not decode to exactly that at that rate.
+    Module-level, so a test can count the frames a read decodes."""
+    return codec_row(codec).decode(data, sample_rate, channels, frames)
 
 
 class BlockSamples:
@@ -192,6 +173,15 @@ class BlockSamples:
             return np.asarray(self)[rows, cols]
         window = self.window(start, max(stop, start))
         return window[rows, ::step] if step != 1 else window[rows]
+
+    @property
+    def T(self) -> np.ndarray:  # noqa: N802 - numpy's name
+        """The whole segment decoded, ``[T, C]`` (writers that hand frames to soundfile)."""
+        return np.asarray(self).T
+
+    def astype(self, dtype) -> np.ndarray:
+        """The whole segment decoded, cast to ``dtype``."""
+        return np.asarray(self).astype(dtype)
 
     def reshape(self, *shape) -> np.ndarray:
         """The whole segment decoded, reshaped (``audible_starts`` looks at whole signals)."""

@@ -3,6 +3,12 @@ stream files lazily (read-only) the first time a sample needs them.  Every file 
 (``loader.pack.files``): a local directory, or an object store by URL (``loader.pack.object_store``), whose stream
 files are read into memory instead of mapped; the ``Pack`` and the batch code are the same for both.
 
+Compressed audio streams (format 1.4, ``flac``/``opus``): the uint8 stream file is mapped and checked as any other;
+``Pack.blocks`` holds each compressed stream's ``BlockTable`` (block offsets by a cumulative sum of
+``columns/<stream>_blocks.npy``), ``stored_segment`` hands out a ``BlockSamples`` that decodes the blocks under a
+slice, and ``decode_block`` checks a block against its digest (``shard-k/digests.npy``) before decoding it
+(``loader.pack.blocks``).
+
 No per-sample Python objects are kept: keys, speakers, offsets and statistics are numpy arrays, so DataLoader
 workers forked from a process holding a ``Pack`` do not dirty copy-on-write pages by touching refcounts
 (pytorch/pytorch#13246).  This module imports numpy only; the torch glue lives elsewhere in ``loader/``.
@@ -36,6 +42,7 @@ from speechpack.loader.pack.files import DirectoryPackFiles, MappedStream, PackF
 from speechpack.loader.pack.object_store import ObjectStorePackFiles
 from speechpack.loader.pack.readahead import view_ranges, will_need_ranges
 from speechpack.loader.pack.cues import CueBank, PackCues, SpeakerLabels, open_cues
+from speechpack.loader.pack import blocks as block_codec  # its decode_block by attribute: tests count decodes
 from speechpack.loader.pack.blocks import BlockSamples, BlockTable, CorruptBlock, DIGEST_BYTES, check_digest, piece_rows
 from speechpack.schemas.constants import (
     AUDIO_FULL_SCALE,
@@ -338,8 +345,6 @@ class Pack:
         """Block row ``block`` (of segment ``segment``) of compressed stream ``stream``, decoded to read-only int16
         ``[C, frames]``; its bytes are checked against their digest first when the pack has digests.
         ``CorruptBlock`` names what does not decode to what the index records."""
-        from speechpack.loader.pack import blocks as block_codec  # the module attribute: tests count decodes
-
         table, blocks = self.streams[stream], self.blocks[stream]
         shard = int(table.shard[segment])
         array = self.stream_array(shard, stream)
@@ -347,16 +352,18 @@ class Pack:
         data = array[start:start + size]
         index = block - int(blocks.first[segment])
         frames = min(blocks.block_frames, int(table.length[segment]) - index * blocks.block_frames)
+        if len(data) != size:
+            raise CorruptBlock(f"the stream file ends at byte {len(array)}, before the block's end at {start + size} "
+                               f"(validate the pack)", index, self._block_place(stream, segment, index))
+        if blocks.piece is not None and not check_digest(data, self.block_digests(shard)[blocks.piece[block]]):
+            raise CorruptBlock("its bytes differ from their digest in digests.npy (the file changed after the pack "
+                               "was written; validate the pack)", index, self._block_place(stream, segment, index))
         try:
-            if len(data) != size:
-                raise ValueError(f"the stream file ends at byte {len(array)}, the block ends at {start + size}")
-            if blocks.piece is not None and not check_digest(data, self.block_digests(shard)[blocks.piece[block]]):
-                raise ValueError("its bytes differ from their digest in digests.npy (the file changed after the "
-                                 "pack was written)")
             decoded = block_codec.decode_block(blocks.codec, data.tobytes(), int(table.channels[segment]), frames,
                                                self.sample_rate)
-        except (ValueError, RuntimeError) as err:  # libsndfile's failures are RuntimeErrors
-            raise CorruptBlock(self._block_place(stream, segment, index) + f": {err} (validate the pack)") from None
+        except CorruptBlock as err:
+            raise CorruptBlock(f"{err.reason} (validate the pack)", index,
+                               self._block_place(stream, segment, index)) from None
         decoded.flags.writeable = False
         return decoded
 
@@ -368,7 +375,7 @@ class Pack:
         sample = int(np.searchsorted(table.first, segment, side="right")) - 1
         key = self.keys[sample] if 0 <= sample < len(self) else "?"
         byte = int(self.blocks[stream].start[int(self.blocks[stream].first[segment]) + index])
-        return f"{self.files.where(rel)}: {stream} segment {segment} (sample {key!r}) block {index} (byte {byte})"
+        return f"{self.files.where(rel)}: {stream} segment {segment} (sample {key!r}, byte {byte})"
 
     def block_digests(self, shard: int) -> np.ndarray:
         """``shard-k/digests.npy`` (uint8 ``[pieces, 16]``): read once per process, checked against its size and

@@ -6,7 +6,8 @@ yields), frame utilisation (real / padded elements, where a batch's padded size 
 the loader's samples; for a builder that crops a batch to its shortest row instead, ``crops_to_shortest`` (ASD
 training), the frames kept / the frames offered, MuVAP's ``sum |b| * min L / sum L``), the largest batch, the
 items padded or dropped, epochs consumed per pack (valid units of a pack / its units) and, with weighting, the
-realised selection per pack, corpus and language (``PackWeighting.report``).  A unit is an item (one mixture, or
+realised selection per pack, corpus and language (``PackWeighting.report``), and with compressed packs the audio the
+workers decode and its core time (``loader.plan.decode_cost``).  A unit is an item (one mixture, or
 one target with ``expand_targets``) or, with ``train_window``, one chunk.
 
 A batch the loader would refuse (the builder's ``planned_batch_check``: TSE mixtures of different channel counts)
@@ -42,6 +43,7 @@ from speechpack.loader.cache import open_cached_pack
 from speechpack.loader.cache.schedule import CacheSimulation, FileSchedule, simulate
 from speechpack.loader.cache.shard_order import PlanningView, shard_windows
 from speechpack.loader.memory_limit import MemoryCeiling
+from speechpack.loader.plan.decode_cost import DecodeCost, decode_cost
 from speechpack.loader.plan.no_batch import no_batch_message, no_batch_reason
 from speechpack.loader.plan.epoch_plan import EVERY_RANK, MAX_WORLD_SIZE, EpochPlan, plan_epoch
 from speechpack.loader.recipe import ignored_line
@@ -75,6 +77,8 @@ class EpochStats:
     #: Per rank: the valid items its batches hold, and its utilisation (as ``utilisation``, over its batches).
     rank_items: np.ndarray | None = None
     rank_utilisation: np.ndarray | None = None
+    #: Compressed packs: the audio the workers decode this epoch (``loader.plan.decode_cost``); None: none is.
+    decode: DecodeCost | None = None
 
     @property
     def utilisation(self) -> float:
@@ -117,6 +121,8 @@ class PlanReport:
                 lines.extend(_weighting_lines(e.weighting))
             if e.cache is not None:
                 lines.append(_cache_line(e.cache))
+            if e.decode is not None:
+                lines.append(e.decode.describe())
         return "\n".join(lines)
 
     def plot(self, path: str) -> None:
@@ -220,7 +226,8 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
     packs = [source.path for source in config.packs]
     per_pack = np.bincount(unit_pack, minlength=len(packs))
     rows_of_unit, check = builder.unit_rows(), builder.planned_batch_check()
-    units = builder.unit_samples() if caches else None  # (pack, sample) per unit, for the cache's replay
+    compressed = any(p.blocks for p in opened)
+    units = builder.unit_samples() if caches or compressed else None  # (pack, sample) per unit: cache, decode
     ceiling = MemoryCeiling.of(config.memory_limit)  # read once, as the loader does when it starts
     report = PlanReport(state=state, world_size=world_size, units=builder.num_units(),
                         unit_name="item" if train_windows is None else "train-window chunk", ignored=config.ignored,
@@ -239,7 +246,10 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
                              rows_of_unit, packs, per_pack)
         if prepared.weighting is not None:
             stats.weighting = prepared.weighting.report(prepared.weighting.items(seed, epoch))
-        if units is not None:  # every rank on one node: the cache's whole load
+        if compressed:
+            stats.decode = decode_cost(opened, *units, plan.items, plan.valid, lengths,
+                                       getattr(builder, "sample_rate", None))
+        if units is not None and caches:  # every rank on one node: the cache's whole load
             plans = [plan.rank_view(rank, world_size) for rank in range(world_size)]
             stats.cache = simulate(FileSchedule.of(opened, plans, units), min(limits, default=None))
         if epoch == 0:

@@ -188,6 +188,8 @@ class TableRows:
         self.raw_strings = {column: [getattr(p, column).raw for p in packs] for column in ("keys", "speakers")}
         self.mix_arrays = StreamArrays(packs, mix_stream)
         self.target_arrays = StreamArrays(packs, target_stream)
+        #: Whether any pack's mixture or target stream is compressed (their entries are ``BlockSamples``).
+        self.compressed = any(self.mix_arrays.compressed) or any(self.target_arrays.compressed)
         self.buffers = BufferPool()  # the batch's audio arrays, reused once the training loop drops them
         self.advice = AdaptiveAdvice()  # announce a batch's windows only while the pack reads as cold
 
@@ -231,7 +233,7 @@ class TableRows:
             signals = (_signals(table, mix_arrays, self.target_arrays.of(table.target))
                        if self.chunking.mainline and self.chunking.chunk else None)
             return self.chunking.windows(table.mix.length, draws, _audible(mix_arrays, table.mix, chunk),
-                                         _surely_audible(mix_arrays, table.mix, chunk), signals)
+                                         _surely_audible(mix_arrays, table.mix, chunk, self.compressed), signals)
         units = np.concatenate([b[2] for b in batches]) if len(batches) > 1 else batches[0][2]
         start = self.windows.fed_start[units]
         take = self.windows.stop[units] - start
@@ -262,7 +264,12 @@ class TableRows:
         target_take = np.minimum(row_take, wav_target.shape[-1])
         advised = bool(mix_arrays) and self.advice.wanted()
         if advised:
-            _advise(mix_arrays, mix, start, mix_take, target_sources, table.target, row_start, target_take)
+            if self.compressed:
+                _advise_blocks(mix_arrays, start, mix_take, target_sources, row_start, target_take)
+            else:
+                advise(window_ranges(array_addresses(mix_arrays), mix_arrays[0].itemsize, mix, start, mix_take),
+                       window_ranges(array_addresses(target_sources), target_sources[0].itemsize, table.target,
+                                     row_start, target_take))
         faults = major_faults()
         tile = self.chunking.tile
         decode_windows(wav_mix, mix_arrays, mix, start, mix_take, table.item_row.tolist(),
@@ -281,20 +288,13 @@ class TableRows:
         return [value.decode("utf-8") for value in values]
 
 
-def _advise(mix_arrays: list, mix: Segments, start: np.ndarray, mix_take: np.ndarray, target_sources: list,
-            target: Segments, row_start: np.ndarray, target_take: np.ndarray) -> None:
-    """Announce the batch's windows: every window's mapped range in one system call, or, where the batch holds
-    compressed segments, the bytes of the blocks under those windows (``Pack.will_need``; the others' advice is
-    then left out: batches mixing a pcm16 and a compressed pack are rare, and advice only changes speed)."""
-    compressed = compressed_entries(mix_arrays), compressed_entries(target_sources)
-    if not (compressed[0] or compressed[1]):
-        advise(window_ranges(array_addresses(mix_arrays), mix_arrays[0].itemsize, mix, start, mix_take),
-               window_ranges(array_addresses(target_sources), target_sources[0].itemsize, target, row_start,
-                             target_take))
-        return
-    for arrays, entries, begin, take in ((mix_arrays, compressed[0], start, mix_take),
-                                         (target_sources, compressed[1], row_start, target_take)):
-        for e in entries:
+def _advise_blocks(mix_arrays: list, start: np.ndarray, mix_take: np.ndarray, target_sources: list,
+                   row_start: np.ndarray, target_take: np.ndarray) -> None:
+    """Announce the bytes of the blocks under a batch's windows where its packs are compressed
+    (``Pack.will_need``).  The mapped entries of a batch that mixes a pcm16 and a compressed pack go unannounced:
+    such batches are rare, and advice only changes speed."""
+    for arrays, begin, take in ((mix_arrays, start, mix_take), (target_sources, row_start, target_take)):
+        for e in compressed_entries(arrays):
             samples = arrays[e]
             samples.pack.will_need(samples.stream, samples.segment, int(begin[e]), int(begin[e] + take[e]))
 
@@ -334,17 +334,17 @@ def _signals(table: BatchTable, mix_arrays: list[np.ndarray], target_arrays: lis
     return signals
 
 
-def _surely_audible(arrays: list[np.ndarray], mix: Segments, chunk: int):
+def _surely_audible(arrays: list[np.ndarray], mix: Segments, chunk: int, compressed: bool = False):
     """``surely_audible(index, start)`` for ``Chunking.windows``: ``_audible``'s first look (every
     ``SOUND_PROBE_STRIDE``-th sample of the chunk) at the chunks of many mono mixtures in one gather per stream
     array; True where a look saw a non-zero sample, False where ``_audible`` must decide (it looks again, then
-    scans the chunk; multi-channel mixtures are always left to it)."""
+    scans the chunk; multi-channel mixtures are always left to it, and so are compressed segments where the
+    batch's packs have any: ``compressed``)."""
     probe = np.arange(0, chunk, SOUND_PROBE_STRIDE)
-    compressed = compressed_entries(arrays)  # left to ``_audible`` (it decodes the chunk's blocks)
     mapped = None
-    if compressed:
+    if compressed:  # compressed segments are left to ``_audible`` (it decodes the chunk's blocks)
         mapped = np.ones(len(arrays), dtype=bool)
-        mapped[compressed] = False
+        mapped[compressed_entries(arrays)] = False
 
     def surely_audible(index: np.ndarray, start: np.ndarray) -> np.ndarray:
         sure = np.zeros(len(index), dtype=bool)

@@ -22,11 +22,16 @@ import soundfile
 from speechpack.packer.audio.store import int16_statistics
 from speechpack.schemas.constants import STREAM_TYPES
 
-_FORMATS = {"flac": ("FLAC", "PCM_16"), "opus": ("OGG", "OPUS")}
+_FORMATS = {"flac": ("FLAC", "PCM_16")}
 
 
 def encode_block(codec: str, block: np.ndarray, rate: int) -> bytes:
-    """``block`` int16 ``[C, n]`` as one complete file of ``codec``."""
+    """``block`` int16 ``[C, n]`` as one complete file of ``codec`` (Opus at the writer's default bitrate, through
+    its registry row: libsndfile sets Opus's bitrate only through a compression level, ``media.codecs``)."""
+    if codec == "opus":
+        from speechpack.media.codecs import codec as codec_row
+
+        return codec_row("opus").encode(np.ascontiguousarray(block), rate, None)
     fmt, subtype = _FORMATS[codec]
     buffer = io.BytesIO()
     soundfile.write(buffer, np.ascontiguousarray(block.T), rate, format=fmt, subtype=subtype)

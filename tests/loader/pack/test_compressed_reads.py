@@ -97,7 +97,7 @@ def test_flac_reads_equal_pcm16_reads_through_every_api(mixtures, tmp_path):
             assert isinstance(stored, BlockSamples)
             view, same = pcm.stored_segment(stream, j)
             assert factor == same and stored.shape == view.shape
-            assert np.array_equal(np.asarray(stored), view)
+            assert np.array_equal(np.asarray(stored), view) and np.array_equal(stored.T, view.T)
             assert np.array_equal(stored[:, 4999:10001], view[:, 4999:10001])
             assert np.array_equal(stored[0, ::512], view[0, ::512])
             assert np.array_equal(decoded(flac, stream, j), decoded(pcm, stream, j))
@@ -136,7 +136,8 @@ def test_a_truncated_block_is_a_named_error_not_audio(mixtures, tmp_path, codec)
     first_block = open_pack(pack).read_segment("mix", 0, 0, 5000)
     _pack_with_block_replaced(pack, truncated)
     opened = open_pack(pack, verify="every-open")
-    with pytest.raises(CorruptBlock, match=r"shard-000000/mix\.npy: mix segment 0 \(sample 'm0'\) block 1"):
+    with pytest.raises(CorruptBlock, match=r"shard-000000/mix\.npy: mix segment 0 \(sample 'm0', byte \d+\): block 1: "
+                                           r"does not decode"):
         opened.sample(0)
     assert np.array_equal(opened.read_segment("mix", 0, 0, 5000), first_block)  # the other blocks still read
 
@@ -150,7 +151,7 @@ def test_a_flipped_byte_is_caught_by_its_digest_before_decoding(mixtures, tmp_pa
     opened = open_pack(pack, verify="off")  # no content check: the digest alone stops it
     counted = DecodedFrames(monkeypatch)
     last = len(opened.streams["mix"].length) - 1
-    with pytest.raises(CorruptBlock, match=r"mix segment 3 \(sample 'm3'\) block \d+ \(byte \d+\): its bytes differ "
+    with pytest.raises(CorruptBlock, match=r"mix segment 3 \(sample 'm3', byte \d+\): block \d+: its bytes differ "
                                            r"from their digest"):
         opened.read_segment("mix", last)
     assert counted.frames < int(opened.streams["mix"].length[last])  # the corrupt block was never decoded
@@ -181,3 +182,35 @@ def test_opus_keeps_lengths_and_alignment_within_the_documented_loss(mixtures, t
             assert lags[int(np.argmax(scores))] == 0
         # the mixture is still the sum of its targets, to within the codec's loss
         assert snr_db(b.mix[0], b.targets.sum(axis=0)) >= OPUS_MIN_SNR_DB - 3
+
+
+def test_a_training_batch_of_a_long_mixture_decodes_its_windows_only(tmp_path, real_audio, write_list, monkeypatch):
+    from speechpack.loader import build_loader
+
+    pieces = [soundfile.read(p, dtype="int16")[0] for p in real_audio("pocketsphinx")]
+    speech = np.concatenate(pieces * 3)
+    a, b = speech[:60 * RATE], speech[7 * RATE:67 * RATE]
+    paths = {}
+    for name, audio in (("a", a), ("b", b), ("mix", (a.astype(np.int32) + b) // 2)):
+        paths[name] = str(tmp_path / f"{name}.wav")
+        soundfile.write(paths[name], audio.astype(np.int16), RATE, subtype="PCM_16")
+    line = {"key": "long", "spk": ["a", "b"], "mix": {"default": [paths["mix"]]},
+            "src": {"a": [paths["a"]], "b": [paths["b"]]}}
+    build_wesep(str(write_list([line], "long.list")), BuildOptions(out=str(tmp_path / "pcm"), progress=False))
+    flac = recode(tmp_path / "pcm", tmp_path / "flac", "flac", block_frames=RATE)
+    config = {"packs": [{"path": flac}], "dataset_args": {"batch_size": 1, "chunk_len": 2 * RATE, "shuffle": True}}
+    counted = DecodedFrames(monkeypatch)
+    (batch,) = list(build_loader(config, "train", seed=1, num_workers=0))
+    assert batch["wav_mix"].shape[-1] == 2 * RATE
+    # the mixture's window and each of its two targets' (one row per target): 3 blocks of 1 s each, at most
+    assert 0 < counted.frames <= 3 * 3 * RATE
+
+
+def test_a_changed_digests_file_is_named_before_any_block_is_trusted(mixtures, tmp_path):
+    pack = recode(mixtures, tmp_path / "flac", "flac", block_frames=5000)
+    path = Path(pack) / "shard-000000" / "digests.npy"
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF  # same size: only its sha256 tells
+    path.write_bytes(bytes(data))
+    with pytest.raises(PackFormatError, match=r"shard-000000/digests\.npy: .*sha256"):
+        open_pack(pack, verify="off").read_segment("mix", 0, 0, 10)
