@@ -4,6 +4,9 @@ read the same FLAC or Opus audio, and build and convert time against the encode 
     python bench/codec_throughput.py [--quick] [--workers 0 2] [--repeats 3] [--short-lines N] [--long-lines N]
                                      [--tmp-dir DIR] [--keep]
 
+The peers are benchmark-only installs, as for ``bench/peers.py``: ``pip install webdataset==1.0.2 lhotse==1.33.0``
+(Lhotse is also speechpack's optional ``lhotse`` extra); speechpack never imports them.
+
 ``--quick`` (about a minute): a small corpus, one repeat, ``num_workers=0`` only, and no Opus on the long lines
 (libsndfile encodes Opus at 15-40x real time on one core, so Opus dominates the run's time).  Every ratio is taken
 against a baseline measured in the same run, on the same audio.
