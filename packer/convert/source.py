@@ -116,9 +116,11 @@ def _opened(item: PackItem) -> Pack:
 
 
 def stored_int16(pack: Pack, stream: str, segment: int) -> np.ndarray:
-    """The int16 ``[C, T]`` values segment ``segment`` of ``stream`` stores (a copy, C-contiguous)."""
+    """The int16 ``[C, T]`` values segment ``segment`` of ``stream`` stores, C-contiguous: a pcm16 segment's
+    read-only view of the mapping (no copy: the view keeps its mapping alive, and the writer only reads it; a pool
+    worker's sample is pickled, which copies it once), a compressed one's decoded blocks."""
     view, _factor = pack.stored_segment(stream, segment)
-    return np.ascontiguousarray(view, dtype=np.int16).copy()
+    return np.ascontiguousarray(np.asarray(view), dtype=np.int16)
 
 
 def load_item(item: PackItem, keep_statistics: bool = True) -> PackedSample:
