@@ -371,6 +371,48 @@ def import_muvap_command() -> click.Command:
                          help=import_muvap_command.__doc__)
 
 
+@main.lazy_command("convert")
+def convert_command() -> click.Command:
+    """Write PACK again with another audio codec (pcm16, flac, opus), or with block digests added, from the pack
+    alone: atomic, resumable after a kill (run the same command again), the same bytes whatever --workers is
+    (docs/building.md, "Converting a pack")."""
+    from speechpack.media.codecs import DEFAULT_BLOCK_SECONDS, DEFAULT_OPUS_BITRATE, OPUS_MAX_BITRATE, OPUS_MIN_BITRATE
+    from speechpack.packer.convert.run import ConvertOptions, convert_pack
+    from speechpack.schemas.constants import CODECS
+
+    @click.command("convert", help=convert_command.__doc__)
+    @click.argument("pack", type=click.Path(file_okay=False, exists=True))
+    @click.option("--codec", type=click.Choice(CODECS), required=True,
+                  help="Audio codec of the converted pack: pcm16 (int16, fastest to read), flac (lossless, about "
+                       "0.6x the bytes), opus (lossy, about 0.1x).")
+    @click.option("--out", "out", required=True, type=click.Path(file_okay=False),
+                  help="Directory to write: absent, empty, or an unfinished convert of the same PACK and options "
+                       "(finished where it stopped).")
+    @click.option("--opus-bitrate", type=click.IntRange(OPUS_MIN_BITRATE, OPUS_MAX_BITRATE), default=None,
+                  metavar="BPS", help=f"Opus bit rate, bits per second per channel (--codec opus; default "
+                                      f"{DEFAULT_OPUS_BITRATE}, transparent for 16 kHz speech).")
+    @click.option("--block-seconds", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_BLOCK_SECONDS,
+                  show_default=True,
+                  help="Seconds per independently decodable block of a flac or opus stream.")
+    @click.option("--digests/--no-digests", default=True, show_default=True,
+                  help="Write per-block digests (a flac or opus pack always has them).")
+    @click.option("--workers", default=1, show_default=True, type=_click_type(Number.within(units.WORKERS)),
+                  help="Processes that read and encode (the output is the same for any number).")
+    @click.option("--overwrite", is_flag=True, help="Replace a finished pack in --out (files no speechpack record "
+                                                    "lists are never deleted).")
+    @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
+    def convert(pack, codec, out, opus_bitrate, block_seconds, digests, workers, overwrite, progress):
+        try:
+            options = ConvertOptions(out=out, codec=codec, opus_bitrate=opus_bitrate, block_seconds=block_seconds,
+                                     digests=digests, workers=workers, overwrite=overwrite, progress=progress)
+            summary = convert_pack(pack, options)
+        except OptionError as err:
+            raise click.UsageError(str(err)) from None
+        click.echo(summary.describe())
+
+    return convert
+
+
 @main.group("export")
 def export_group() -> None:
     """Write a pack in another tool's format, so its samples can leave speechpack."""

@@ -1,12 +1,21 @@
 """A pack to a Lhotse CutSet (``speechpack export lhotse PACK --out DIR``): the way back from ``build lhotse``.
 
-**Audio is re-encoded, one file per sample** (``DIR/audio/NNNNN/NNNNNNNN.flac``), not pointed into the pack's
+**Audio is written one file per sample** (``DIR/audio/NNNNN/NNNNNNNN.flac``), not pointed into the pack's
 shard ``.npy`` files: Lhotse reads audio through its ``AudioSource`` types (file, url, memory, command, shar), and
 none of them reads a range of a raw ``.npy`` array without a custom source class, which every user of the export
 would then need to import.  A sample stored at scale 1 (every int16 input, most others) is written as 16-bit FLAC,
 lossless: Lhotse loads the stored values exactly (``v / 32768``).  A sample the writer rescaled (float audio above
 full scale; ``scale`` in docs/format.md) is written as 32-bit float WAV of its decoded values, which FLAC cannot
-hold.  Paths in the manifest are absolute, so the CutSet loads from any directory (Lhotse's
+hold.
+
+**Compressed packs** (format 1.4): a segment at scale 1 that is one block (a sample no longer than the pack's
+``block_frames``; ``speechpack convert --block-seconds`` sets it) is exported as that block's bytes, not
+re-encoded: a FLAC block is a complete FLAC file and an Opus block a complete Ogg Opus file (``.opus``), and Lhotse
+reads both (FLAC to exactly the samples the pack stores; Opus to the decoder's float samples, whose int16 rounding
+is what the pack stores, so within one int16 step of them).  Several blocks cannot be joined into one file without
+rewriting every frame header (Lhotse's several ``AudioSource`` s of a recording are channels, not spans of time), so
+a longer segment is decoded once and written as one FLAC file of its stored values: lossless for FLAC, and for Opus
+no second lossy generation (what Lhotse loads is what the pack's reader returns).  Paths in the manifest are absolute, so the CutSet loads from any directory (Lhotse's
 ``CutSet.with_recording_path_prefix`` re-roots a moved copy).
 
 **The manifest** ``DIR/cuts.jsonl.gz`` (written last, under a temporary name then renamed, as a pack's
@@ -62,6 +71,26 @@ def _index_records(pack):
     """Each sample's index record (for its provenance), in pack order, one shard's ``index.json`` at a time."""
     for shard in pack.manifest.shards:
         yield from read_json(os.path.join(pack.path, shard.directory, "index.json"), error=PackFormatError)["samples"]
+
+
+#: The file name ending of a block exported as it is, by codec.
+_BLOCK_EXTENSIONS = {"flac": ".flac", "opus": ".opus"}
+
+
+def _verbatim_block(pack, stream: str, segment: int, factor: float) -> tuple[bytes, str] | None:
+    """The bytes and file ending of a compressed segment's only block when it can be exported as it is (one block,
+    scale 1), checked against its digest and decoded once to the recorded shape; else ``None``."""
+    blocks = pack.blocks.get(stream)
+    if blocks is None or factor * AUDIO_FULL_SCALE != 1.0:
+        return None
+    first, stop = int(blocks.first[segment]), int(blocks.first[segment + 1])
+    if stop - first != 1:
+        return None
+    pack.decode_block(stream, segment, first)  # a corrupt block is a named error here, never exported
+    table = pack.streams[stream]
+    array = pack.stream_array(int(table.shard[segment]), stream)
+    start = int(blocks.start[first])
+    return bytes(array[start:start + int(blocks.size[first])]), _BLOCK_EXTENSIONS[blocks.codec]
 
 
 def _audio_extension(factor: float) -> str:
@@ -176,10 +205,13 @@ def export_lhotse(pack_path: str, out: str, overwrite: bool = False,
     with claim_export_dir(out, record, overwrite, log) as claim:
         with _cuts_writer(temp_name(os.path.join(out, CUTS_FILE))) as write_cut:
             for index, provenance in enumerate(_index_records(pack)):
-                stored, factor = pack.stored_segment(stream, pack.segments_of(stream, index)[0])
-                rel = audio_rel(index, _audio_extension(factor))
+                segment = pack.segments_of(stream, index)[0]
+                stored, factor = pack.stored_segment(stream, segment)
+                verbatim = _verbatim_block(pack, stream, segment, factor)
+                rel = audio_rel(index, verbatim[1] if verbatim else _audio_extension(factor))
                 if not claim.reuse(rel):
-                    claim.write_audio(index, rel, _encode_audio(stored, factor, pack.sample_rate))
+                    data = verbatim[0] if verbatim else _encode_audio(np.asarray(stored), factor, pack.sample_rate)
+                    claim.write_audio(index, rel, data)
                 write_cut(_cut(pack, index, provenance, claim.path(rel)))
         claim.commit()
     return ExportSummary(cuts=len(pack), kept=claim.kept, out=named)

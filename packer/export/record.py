@@ -14,7 +14,7 @@ its own records lists (the rule of ``packer.ownership``, applied here to the exp
     a finished export being removed (``--overwrite``): ``speechpack-export.json`` renamed, removed last.
 
 Each record owns, from the sample count alone: ``cuts.jsonl.gz``, ``audio/``, the ``audio/NNNNN/`` directories of
-the pack's sample numbers (``FILES_PER_DIR`` to a directory) and ``audio/NNNNN/NNNNNNNN.flac`` or ``.wav`` for each,
+the pack's sample numbers (``FILES_PER_DIR`` to a directory) and ``audio/NNNNN/NNNNNNNN.flac``, ``.wav`` or ``.opus`` for each,
 with the ``.tmp-`` names of all of these.  The plan also owns the journal and ``speechpack-export.json``.  A plan
 cut short while being written (a kill before any audio) owns nothing and is removed.
 
@@ -44,7 +44,7 @@ AUDIO_DIR = "audio"
 #: Audio files per subdirectory of ``DIR/audio``.
 FILES_PER_DIR = 1000
 #: Extensions an audio file may have (FLAC at scale 1, float WAV otherwise: ``packer.export.lhotse``).
-AUDIO_EXTENSIONS = (".flac", ".wav")
+AUDIO_EXTENSIONS = (".flac", ".wav", ".opus")
 #: The record of an export in progress.
 PLAN_FILE = f"{TEMP_PREFIX}export-plan.json"
 #: The record a finished export keeps.
