@@ -178,8 +178,10 @@ class FileSchedule:
 
 @dataclass(frozen=True)
 class CacheSimulation:
-    """One epoch of a node cache: ``fetched`` bytes of ``distinct`` bytes read at all, ``hits`` of ``accesses``
-    (a file a batch position reads counts once), and ``once_limit``, the smallest limit that fetches each file once."""
+    """One epoch of a node cache: ``fetched`` bytes of ``distinct`` bytes read at all, in ``requests`` fetches
+    (one per file fetched: a pack without block digests is fetched a whole file at a time), ``hits`` of
+    ``accesses`` (a file a batch position reads counts once), and ``once_limit``, the smallest limit that fetches
+    each file, so each byte, once."""
 
     limit: int | None
     fetched: int
@@ -187,6 +189,7 @@ class CacheSimulation:
     accesses: int
     hits: int
     once_limit: int
+    requests: int = 0
 
     @property
     def hit_rate(self) -> float:
@@ -238,7 +241,7 @@ def simulate(schedule: FileSchedule, limit: int | None) -> CacheSimulation:
             cached[name] = schedule.next_use(name, position + 1)
             heapq.heappush(farthest, (-cached[name], name))
     return CacheSimulation(limit=limit, fetched=fetched, distinct=sum(schedule.sizes[n] for n in schedule.uses),
-                           accesses=accesses, hits=hits, once_limit=once_limit(schedule))
+                           accesses=accesses, hits=hits, once_limit=once_limit(schedule), requests=accesses - hits)
 
 
 def local_ranks(rank: int, world_size: int) -> list[int]:
@@ -298,16 +301,24 @@ class PlanFeed:
 
     def check(self, epoch_pass: tuple[int, int], together: int = 1) -> None:
         """A limit smaller than what the batches built together (``together``: a block of the loader without
-        workers) need is an error now, never a wait later."""
+        workers) need is an error now, never a wait later.  The message explains the minimum: the schedule's unit
+        is a whole stream file (a pack without block digests is fetched so), and a shuffled batch touches one per
+        sample; the two ways out keep the batches as they are (a larger limit) or choose another order, the same
+        wherever the pack lies (``dataset_args.shard_window``)."""
         if not self.active:
             return
         need = self.schedule(epoch_pass).batch_bytes(together)
         what = "one batch needs" if together == 1 else f"{together} batches built together need"
         for cache in self.caches:
             if cache.limit is not None and need > cache.limit:
-                raise CacheFullError(f"{cache.root}: cache limit {format_bytes(cache.limit)} is smaller than {what} "
-                                     f"({format_bytes(need)} of stream files for the node's ranks at once); raise "
-                                     f"cache.limit to at least that, several times it to fetch ahead")
+                raise CacheFullError(
+                    f"{cache.root}: cache limit {format_bytes(cache.limit)} is smaller than {what} "
+                    f"({format_bytes(need)} of stream files for the node's ranks at once): this pack is fetched a "
+                    f"whole stream file at a time (it has no block digests; `speechpack convert` adds them, then a "
+                    f"batch reads only its samples' ranges) and a shuffled batch touches a file per sample.  Raise "
+                    f"cache.limit to at least that (several times it to fetch ahead), or set "
+                    f"dataset_args.shard_window (an order of windows of shards, the same batches on every copy of "
+                    f"the pack); `speechpack plan` reports the limit each order needs")
 
     def at(self, epoch_pass: tuple[int, int], batch: int, stop: int | None = None) -> None:
         """This process is about to build batches ``batch`` to ``stop - 1`` of the pass ``epoch_pass`` (one when
