@@ -316,7 +316,8 @@ class SpeechLoader:
         if batches_per_message is not None:
             batches_per_message = integer(batches_per_message, "batches_per_message", 1, message_groups.MAX_EXPLICIT)
         # A cache limit too small for the batches built together is an error now, never a hang.
-        feed.check((0, 0), IN_PROCESS_BLOCK if not num_workers else batches_per_message or 1)
+        feed.check((0, 0), IN_PROCESS_BLOCK if not num_workers else batches_per_message or 1,
+                   config.dataset_args.shard_window)
         #: How many batches each DataLoader message carries (``loader.transport.message_groups``; shared with torchdata's).
         self.message_sizes = message_groups.MessageSizes(num_workers, batches_per_message)
         self._sampler = message_groups.EpochKeys(self.message_sizes)

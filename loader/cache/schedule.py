@@ -299,26 +299,30 @@ class PlanFeed:
             self._schedule = (epoch_pass, FileSchedule.of(self.packs, plans, self.units))
         return self._schedule[1]
 
-    def check(self, epoch_pass: tuple[int, int], together: int = 1) -> None:
+    def check(self, epoch_pass: tuple[int, int], together: int = 1, shard_window: int | None = None) -> None:
         """A limit smaller than what the batches built together (``together``: a block of the loader without
         workers) need is an error now, never a wait later.  The message explains the minimum: the schedule's unit
         is a whole stream file (a pack without block digests is fetched so), and a shuffled batch touches one per
         sample; the two ways out keep the batches as they are (a larger limit) or choose another order, the same
-        wherever the pack lies (``dataset_args.shard_window``)."""
+        wherever the pack lies (``dataset_args.shard_window``; ``shard_window``: the one the plan uses)."""
         if not self.active:
             return
         need = self.schedule(epoch_pass).batch_bytes(together)
         what = "one batch needs" if together == 1 else f"{together} batches built together need"
         for cache in self.caches:
             if cache.limit is not None and need > cache.limit:
+                order = (f"the batches of a window of {shard_window} shards read them" if shard_window is not None
+                         else "a shuffled batch touches a file per sample")
+                way_out = ("" if shard_window is not None else
+                           ", or set dataset_args.shard_window (an order of windows of shards, the same batches on "
+                           "every copy of the pack)")
                 raise CacheFullError(
                     f"{cache.root}: cache limit {format_bytes(cache.limit)} is smaller than {what} "
                     f"({format_bytes(need)} of stream files for the node's ranks at once): this pack is fetched a "
                     f"whole stream file at a time (it has no block digests; `speechpack convert` adds them, then a "
-                    f"batch reads only its samples' ranges) and a shuffled batch touches a file per sample.  Raise "
-                    f"cache.limit to at least that (several times it to fetch ahead), or set "
-                    f"dataset_args.shard_window (an order of windows of shards, the same batches on every copy of "
-                    f"the pack); `speechpack plan` reports the limit each order needs")
+                    f"batch reads only its samples' ranges) and {order}.  Raise cache.limit to at least that "
+                    f"(several times it to fetch ahead){way_out}; `speechpack plan` reports the limit each order "
+                    f"needs")
 
     def at(self, epoch_pass: tuple[int, int], batch: int, stop: int | None = None) -> None:
         """This process is about to build batches ``batch`` to ``stop - 1`` of the pass ``epoch_pass`` (one when

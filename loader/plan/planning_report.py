@@ -5,8 +5,12 @@ docs/loader.md's, "Dry run": an item is what the plan places in a batch, a row o
 yields), frame utilisation (real / padded elements, where a batch's padded size is items x its longest item, in
 the loader's samples; for a builder that crops a batch to its shortest row instead, ``crops_to_shortest`` (ASD
 training), the frames kept / the frames offered, MuVAP's ``sum |b| * min L / sum L``), the largest batch, the
-items padded or dropped, epochs consumed per pack (valid units of a pack / its units) and, with weighting, the
-realised selection per pack, corpus and language (``PackWeighting.report``).  A unit is an item (one mixture, or
+items padded or dropped, epochs consumed per pack (valid units of a pack / its units), with weighting the
+realised selection per pack, corpus and language (``PackWeighting.report``), and for packs by URL what the node
+cache does at the config's limit (``loader.cache.schedule.simulate``): bytes and requests per epoch and the smallest
+limit that fetches each byte once, in the config's order and, for the first epoch, in the other one (the default
+shuffle, or the shard windows ``loader.cache.shard_order.window_for_limit`` suggests), so a user sees what
+``dataset_args.shard_window`` would change before choosing it.  A unit is an item (one mixture, or
 one target with ``expand_targets``) or, with ``train_window``, one chunk.
 
 A batch the loader would refuse (the builder's ``planned_batch_check``: TSE mixtures of different channel counts)
