@@ -40,7 +40,8 @@ the ratio to the local copy, and the bytes the proxy sent during each epoch over
 
 **--first-batch**: a ``sources`` pack of ``--samples`` tiny samples (``loader_throughput.build_tiny_pack``) on the
 store; the time from ``build_loader`` on its URL, with an empty cache, to the first batch (best and median of
-``--repeats`` fresh processes).  Figures and their reading: ``docs/performance.md``, "Streaming from object storage".
+``--repeats`` fresh processes; ``--pack DIR`` builds the pack there once and reuses it).  Figures and their
+reading: ``docs/performance.md``, "Streaming from object storage".
 """
 
 from __future__ import annotations
@@ -189,22 +190,27 @@ def _start_store(workdir: str, args):
     from factories.s3 import s3_server_running
     from throttled_proxy import ByteCounter
     server = s3_server_running()
-    endpoint = server.__enter__()
-    path = os.path.join(workdir, "fetched.bin")
-    proxy = subprocess.Popen([sys.executable, os.path.join(BENCH, "throttled_proxy.py"), "--upstream-port",
-                              endpoint.rsplit(":", 1)[1], "--latency-ms", str(args.latency_ms), "--connect-ms",
-                              str(args.connect_ms), "--bandwidth-mbs", str(args.bandwidth_mbs), "--counter", path],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    port = int(proxy.stdout.readline().split()[1])
-    counter = ByteCounter(path)
-    env = {**os.environ, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "S3_ENDPOINT_URL": f"http://127.0.0.1:{port}",
-           "AWS_ALLOW_HTTP": "true",  # obstore (LitData) refuses a plain-http endpoint otherwise
-           "PYTHONUNBUFFERED": "1"}
-    _log(f"store: moto S3 server at {endpoint}, readers through the proxy on port {port} "
-         f"({args.latency_ms:g} ms per request, {args.connect_ms:g} ms per connection, {args.bandwidth_mbs:g} MB/s "
-         f"shared)")
-    _calibrate(endpoint, f"http://127.0.0.1:{port}", counter)
-    return server, proxy, counter, env
+    try:  # a failure before the caller holds the server stops it (its thread would keep this process alive)
+        endpoint = server.__enter__().endpoint  # the running ``S3Server``
+        path = os.path.join(workdir, "fetched.bin")
+        proxy = subprocess.Popen([sys.executable, os.path.join(BENCH, "throttled_proxy.py"), "--upstream-port",
+                                  endpoint.rsplit(":", 1)[1], "--latency-ms", str(args.latency_ms), "--connect-ms",
+                                  str(args.connect_ms), "--bandwidth-mbs", str(args.bandwidth_mbs), "--counter", path],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        port = int(proxy.stdout.readline().split()[1])
+        counter = ByteCounter(path)
+        proxied = f"http://127.0.0.1:{port}"
+        env = {**os.environ, "AWS_ENDPOINT_URL": proxied, "S3_ENDPOINT_URL": proxied,
+               "AWS_ALLOW_HTTP": "true",  # obstore (LitData) refuses a plain-http endpoint otherwise
+               "PYTHONUNBUFFERED": "1"}
+        _log(f"store: moto S3 server at {endpoint}, readers through the proxy on port {port} "
+             f"({args.latency_ms:g} ms per request, {args.connect_ms:g} ms per connection, {args.bandwidth_mbs:g} MB/s "
+             f"shared)")
+        _calibrate(endpoint, f"http://127.0.0.1:{port}", counter)
+        return server, proxy, counter, env
+    except BaseException:
+        server.__exit__(None, None, None)
+        raise
 
 
 def _calibrate(direct: str, proxied: str, counter) -> None:
@@ -344,11 +350,15 @@ def report(rows: list[dict], args) -> str:
 
 def run_first_batch(args, workdir: str) -> None:
     from loader_throughput import CHUNK_LEN, build_tiny_pack
-    pack = os.path.join(workdir, "first")
-    seconds = build_tiny_pack(pack, args.samples, args.seed, int(args.shard_mb * 1e6))
-    size = peers.dir_bytes(pack)
-    _log(f"pack: {args.samples:,} tiny samples, {size / 1e6:.0f} MB in shards of {args.shard_mb:g} MB "
-         f"(written in {seconds:.1f} s)")
+    pack = args.pack or os.path.join(workdir, "first")
+    if args.pack and os.path.isfile(os.path.join(pack, "dataset.json")):
+        size = peers.dir_bytes(pack)
+        _log(f"pack: {pack} as built before ({size / 1e6:.0f} MB; --pack)")
+    else:
+        seconds = build_tiny_pack(pack, args.samples, args.seed, int(args.shard_mb * 1e6))
+        size = peers.dir_bytes(pack)
+        _log(f"pack: {args.samples:,} tiny samples, {size / 1e6:.0f} MB in shards of {args.shard_mb:g} MB "
+             f"(written in {seconds:.1f} s)")
     server, proxy, counter, env = _start_store(workdir, args)
     try:
         from factories.s3 import BUCKET
@@ -394,6 +404,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first-batch", action="store_true", help="only the time to the first batch, 1M samples")
     parser.add_argument("--samples", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=3, help="--first-batch: fresh processes")
+    parser.add_argument("--pack", help="--first-batch: the tiny pack's directory, built there once and reused by later "
+                                       "runs (building 1M samples takes minutes)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per job")
     parser.add_argument("--tmp-dir")

@@ -34,6 +34,7 @@ import numpy as np
 
 from speechpack.loader.cache.cached_files import CachedPackFiles, fetch_pool, run_all
 from speechpack.loader.cache.node_cache import CacheFullError
+from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.kinds import STREAMS_BY_KIND
 from speechpack.schemas.units import format_bytes
 
@@ -344,6 +345,26 @@ class PlanFeed:
                     f"batch reads only its samples' ranges) and {order}.  Raise cache.limit to at least that "
                     f"(several times it to fetch ahead){way_out}; `speechpack plan` reports the limit each order "
                     f"needs")
+
+    def prefetch(self, epoch_pass: tuple[int, int], batch: int) -> None:
+        """Fetch batch position ``batch``'s files now, in this process, while the caches have room for all of them
+        (a full cache is left to the eviction rules of the processes that build the batches).  The training
+        process does so for a pass's first batch before its workers start, so that neither a worker's store client
+        (a few tenths of a second to make) nor its fetch stands before the first batch.  A failure here is left to
+        the process that builds the batch: it fetches the file again and raises what it meets there (a worker's
+        error reaches the training loop as itself: ``loader.torch.WorkerFailure``)."""
+        if not self.active:
+            return
+        schedule = self.schedule(epoch_pass)
+        if not 0 <= batch < schedule.count:
+            return
+        needed = sum(schedule.sizes[name] for name in schedule.batch(batch))
+        if any(free is not None and free < needed for free in (c.free_bytes() for c in self._distinct_caches)):
+            return
+        try:
+            self._fetch_batch(schedule, batch)
+        except (SpeechpackError, OSError):  # room taken meanwhile, the store failing: the batch's builder's to meet
+            pass
 
     def at(self, epoch_pass: tuple[int, int], batch: int, stop: int | None = None) -> None:
         """This process is about to build batches ``batch`` to ``stop - 1`` of the pass ``epoch_pass`` (one when
