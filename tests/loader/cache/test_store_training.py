@@ -439,3 +439,35 @@ def test_a_store_failure_in_a_worker_reaches_training_as_its_own_type(s3_store, 
     message = str(caught.value)
     assert url in message and "gave up after" in message and "Caught" not in message and SECRET not in message
     assert any("DataLoader worker process" in note for note in caught.value.__notes__)
+
+
+def test_the_first_pass_schedule_is_built_once_before_the_workers_and_its_first_batch_fetched_there(
+        s3_store, local_pack, tmp_path, monkeypatch):
+    """The workers inherit the pass's file schedule (none builds its own) and find the first batch's files in the
+    cache: the training process fetched them before they started."""
+    from speechpack.loader.cache import schedule
+
+    url = publish(local_pack, "training/first-pass/train")
+    builds = tmp_path / "builds.txt"
+    of = schedule.FileSchedule.of.__func__
+
+    def counted(cls, packs, plans, units):
+        with open(builds, "a") as fp:
+            fp.write(f"{os.getpid()}\n")
+        return of(cls, packs, plans, units)
+
+    monkeypatch.setattr(schedule.FileSchedule, "of", classmethod(counted))
+    loader = build_loader(config(url, {"dir": str(tmp_path / "cache"), "ahead": 0}), "train", seed=3, num_workers=2,
+                          batches_per_message=1)
+    loader.set_epoch(1)  # a pass other than the start-up check's (epoch 0)
+    cache = loader.dataset.feed.caches[0]
+    before = cache.fetched_bytes
+    first_files = loader.dataset.feed.schedule((1, 0)).batch(0)
+    batches = iter(loader)
+    got = [plain(next(batches))]
+    assert cache.fetched_bytes - before == sum(loader.dataset.feed.schedule((1, 0)).sizes[n] for n in first_files)
+    got += [plain(b) for b in batches]
+    expected = build_loader(config(str(local_pack)), "train", seed=3)
+    expected.set_epoch(1)
+    assert_batches_equal(got, [plain(b) for b in expected])
+    assert set(builds.read_text().split()) == {str(os.getpid())}, "a worker built a schedule of its own"
