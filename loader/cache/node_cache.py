@@ -43,22 +43,28 @@ from dataclasses import dataclass
 from typing import BinaryIO, Callable, Iterator
 
 from speechpack.loader.pack.content_check import ContentIdentity, read_small_file, record_sha256
-from speechpack.schemas.errors import SpeechpackError
+from speechpack.schemas.errors import PackFormatError, SpeechpackError
 from speechpack.schemas.units import format_bytes
 
 #: Seconds an admission waits for other processes to release pinned entries before the limit is an error.
 SPACE_WAIT_SECONDS = 120.0
 _DATA, _LEDGER, _LOCK, _PART = ".bin", ".owned", ".lock", ".part"
-_SHA256 = re.compile(r"[0-9a-f]{64}")
+#: An entry's content hash: a whole file's sha256 (64 hex digits), or a range entry's BLAKE2b-128 (32 hex digits:
+#: ``loader.cache.ranges``).
+_SHA256 = re.compile(r"[0-9a-f]{64}|[0-9a-f]{32}")
 _SIZE = re.compile(r"(?:0|[1-9][0-9]{0,18})")  # ASCII only: "²".isdigit() is true, int("²") fails
 #: A fetch's ``.part`` in ``tmp/``: ``<entry name>.<pid>.part``.
-_PART_NAME = re.compile(r"([0-9a-f]{64}-[0-9]+)\.[0-9]{1,10}\.part")
+_PART_NAME = re.compile(r"((?:[0-9a-f]{32}){1,2}-[0-9]+)\.[0-9]{1,10}\.part")
 #: Largest ledger entry read (a URL and a record): anything larger is not one of ours and is never trusted.
 MAX_LEDGER_BYTES = 1 << 16
 
 
 class CacheFullError(SpeechpackError):
     """The cache limit cannot hold what the plan needs at once (raised at start, or after waiting for others)."""
+
+
+class CacheIntegrityError(PackFormatError):
+    """Bytes from the store do not match what the pack records (a file's sha256, a piece's digest), twice."""
 
 
 class CacheDirError(SpeechpackError):
@@ -83,7 +89,9 @@ def _free_bytes(path: str) -> int | None:
 
 @dataclass(frozen=True)
 class EntryKey:
-    """One file of a pack as the cache knows it: its sha256 and size from ``dataset.json``."""
+    """One entry as the cache knows it: a file's sha256 and size from ``dataset.json``, or a segment's key and size
+    (``loader.cache.ranges``: 32 hex digits, the BLAKE2b-128 of its pieces' digests from the shard's
+    ``digests.npy``)."""
 
     sha256: str
     size: int
@@ -284,6 +292,34 @@ class NodeCache:
                     pass
                 raise
             return self._path(key, _DATA)
+
+    def claim(self, key: EntryKey, source: str) -> "str | Claim | None":
+        """Take ``key``'s entry lock without waiting, for a fetch that serves several entries with one request
+        (``loader.cache.ranges``): the data path when the entry is complete, a :class:`Claim` (this process now
+        fetches it: ``fill`` or ``release`` it), or None when another process holds the lock (it is fetching the
+        entry: wait for it with :meth:`ensure`)."""
+        found = self.lookup(key)
+        if found is not None:
+            return found
+        lock = self._path(key, _LOCK)
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            raise self.dir_error(err, f"fetch {source}", key) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        try:
+            found = self.lookup(key) or self._adopt(key, source)
+        except BaseException:
+            os.close(fd)
+            raise
+        if found is not None:
+            os.close(fd)
+            return found
+        return Claim(self, key, source, fd)
 
     def _identity_of(self, key: EntryKey) -> ContentIdentity:
         return ContentIdentity.of(os.stat(self._path(key, _DATA)))
@@ -501,4 +537,46 @@ class NodeCache:
         return sum(self.entries().values())
 
 
-__all__ = ["CacheDirError", "CacheFullError", "EntryKey", "NodeCache", "hash_file"]
+class Claim:
+    """The entry lock of one entry this process fetches (:meth:`NodeCache.claim`); the lock goes with the process,
+    so a killed fetcher leaves only a ``.part`` that the next fetcher of the entry removes."""
+
+    def __init__(self, cache: NodeCache, key: EntryKey, source: str, fd: int):
+        self.cache, self.key, self.source, self._fd = cache, key, source, fd
+
+    def fill(self, data) -> str:
+        """Make the entry of ``data`` (its verified bytes, ``key.size`` of them): room made under the limit (waiting
+        for it as a fetch does), written to a ``.part``, synced, renamed into place, then its ledger entry; the lock
+        is released.  Returns the data path."""
+        cache, key = self.cache, self.key
+        part = None
+        try:
+            part = cache._reserve(key, wait=True)
+            with open(part, "r+b") as fp:
+                fp.write(data)
+                cache.fetched_bytes += key.size
+                fp.flush()
+                os.fsync(fp.fileno())
+            os.replace(part, cache._path(key, _DATA))
+            part = None
+            _fsync_dir(cache.objects)
+            cache._write_ledger(key, self.source, cache._identity_of(key))
+        except OSError as err:
+            raise cache.dir_error(err, f"fetch {self.source}", key) from None
+        finally:
+            if part is not None:
+                try:
+                    os.unlink(part)
+                except FileNotFoundError:
+                    pass
+            self.release()
+        return cache._path(key, _DATA)
+
+    def release(self) -> None:
+        """Let the entry go unfetched (an error on the way); another process may take it."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+__all__ = ["CacheDirError", "CacheFullError", "CacheIntegrityError", "Claim", "EntryKey", "NodeCache", "hash_file"]
