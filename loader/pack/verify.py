@@ -21,7 +21,6 @@ from speechpack.schemas.columns import check_column_types, check_column_values
 from speechpack.schemas.constants import COLUMNS_DIR, MANIFEST_NAME
 from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.format import FileEntry, Manifest
-from speechpack.schemas.kinds import column_files
 from speechpack.schemas.npyfile import read_npy_header_from
 
 
@@ -99,7 +98,7 @@ class OpenedPack:
 def read_columns(files: PackFiles, manifest: Manifest) -> dict[str, np.ndarray]:
     """Load ``columns/*.npy`` (no pickles), each read once and checked against ``dataset.json``'s size and
     sha256 while it is parsed: a column edited after the build is refused at open, naming the file."""
-    names = column_files(manifest.kind)
+    names = manifest.column_file_names()
     with ThreadPoolExecutor(max_workers=min(_HASH_THREADS, len(names))) as pool:
         arrays = pool.map(lambda name: _read_column(files, f"{COLUMNS_DIR}/{name}", manifest.columns[name]), names)
         columns = dict(zip(names, arrays))
