@@ -90,8 +90,8 @@ def _free_bytes(path: str) -> int | None:
 @dataclass(frozen=True)
 class EntryKey:
     """One entry as the cache knows it: a file's sha256 and size from ``dataset.json``, or a segment's key and size
-    (``loader.cache.ranges``: 32 hex digits, the BLAKE2b-128 of its pieces' digests from the shard's
-    ``digests.npy``)."""
+    (``loader.cache.ranges.segment_key``: 32 hex digits naming a byte range of one version of a stream file, its
+    bytes checked against the shard's ``digests.npy`` whenever read)."""
 
     sha256: str
     size: int
@@ -282,9 +282,7 @@ class NodeCache:
                     fp.truncate()
                     fp.flush()
                     os.fsync(fp.fileno())
-                os.replace(part, self._path(key, _DATA))
-                _fsync_dir(self.objects)
-                self._write_ledger(key, source, self._identity_of(key))
+                self._complete(key, part, source)
             except BaseException:
                 try:
                     os.unlink(part)
@@ -320,6 +318,14 @@ class NodeCache:
             os.close(fd)
             return found
         return Claim(self, key, source, fd)
+
+    def _complete(self, key: EntryKey, part: str, source: str) -> None:
+        """Rename a fetched ``.part`` into place and write its ledger entry, under the space lock: between the two
+        the entry is neither in flight nor complete, and an admission counting the usage then would miss it."""
+        with self._locked(os.path.join(self.root, "space.lock")):
+            os.replace(part, self._path(key, _DATA))
+            _fsync_dir(self.objects)
+            self._write_ledger(key, source, self._identity_of(key))
 
     def _identity_of(self, key: EntryKey) -> ContentIdentity:
         return ContentIdentity.of(os.stat(self._path(key, _DATA)))
@@ -544,23 +550,21 @@ class Claim:
     def __init__(self, cache: NodeCache, key: EntryKey, source: str, fd: int):
         self.cache, self.key, self.source, self._fd = cache, key, source, fd
 
-    def fill(self, data) -> str:
+    def fill(self, data, wait: bool = True) -> str:
         """Make the entry of ``data`` (its verified bytes, ``key.size`` of them): room made under the limit (waiting
-        for it as a fetch does), written to a ``.part``, synced, renamed into place, then its ledger entry; the lock
+        for it as a fetch does; ``wait`` False: ``CacheFullError`` at once), written to a ``.part``, synced, renamed into place, then its ledger entry; the lock
         is released.  Returns the data path."""
         cache, key = self.cache, self.key
         part = None
         try:
-            part = cache._reserve(key, wait=True)
+            part = cache._reserve(key, wait)
             with open(part, "r+b") as fp:
                 fp.write(data)
                 cache.fetched_bytes += key.size
                 fp.flush()
                 os.fsync(fp.fileno())
-            os.replace(part, cache._path(key, _DATA))
+            cache._complete(key, part, self.source)
             part = None
-            _fsync_dir(cache.objects)
-            cache._write_ledger(key, self.source, cache._identity_of(key))
         except OSError as err:
             raise cache.dir_error(err, f"fetch {self.source}", key) from None
         finally:

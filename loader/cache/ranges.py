@@ -6,7 +6,7 @@ segment's block or any other segment whole; ``schemas.digests``).
 hold a file per sample in flight, so a node with a small disk cannot train the default order from a store (or the
 order must change with the disk).  A pack with digests lets a reader trust any piece it fetched on its own: a batch
 fetches only its samples' segments, each compared with its digest before a byte of it is used, and the cache's unit
-is a segment (``segment_key``: its size and the BLAKE2b-128 of its pieces' digests), so an epoch of the default
+is a segment (``segment_key``: named by its file's sha256 and its byte range), so an epoch of the default
 shuffle fetches each segment once, about 1.0x the pack's distinct bytes, with any limit that holds the batches in
 flight.
 
@@ -15,7 +15,7 @@ of every task, ``stored_segment``, ``read_rows``); :meth:`RangeReads.need` takes
 process, reads each from the node cache's entry (hashed again as it is read: a copy changed on disk is removed
 and fetched again) or claims it (``NodeCache.claim``: one fetch per node; a segment another process is fetching
 is waited for), and fetches the claimed ones from the store: segments that lie next to each other in one stream
-file coalesced into one range request (up to ``COALESCE_BYTES``, gaps up to ``COALESCE_GAP`` read and dropped),
+file coalesced into one range request (up to ``COALESCE_BYTES``; ``COALESCE_GAP``: none left between them),
 up to ``cache.fetches`` requests in flight (``fetch_pool``).  A piece whose digest does not match is fetched once
 more on its own; a second mismatch is a ``CacheIntegrityError`` naming the pack, shard, stream and segment.  The
 verified bytes become the segment's cache entry and are copied into the stream's array in this process.
@@ -60,9 +60,9 @@ from speechpack.schemas.npyfile import NpyHeaderError, read_npy_header_from
 
 #: Largest range request: neighbouring segments of one stream file are fetched together up to this many bytes.
 COALESCE_BYTES = 8 << 20
-#: Largest gap between two wanted segments that one request still spans (its bytes are read and dropped): a
-#: request's latency costs more than this many bytes at any store's bandwidth.
-COALESCE_GAP = 64 << 10
+#: Largest gap between two wanted segments that one request still spans (its bytes read and dropped): none, so an
+#: epoch fetches no byte it does not use (segments a batch reads together in a shard window are adjacent anyway).
+COALESCE_GAP = 0
 #: Bytes of segments one process keeps filled per pack beyond those of the current request (least recently asked
 #: for given back first).
 RESIDENT_BYTES = 64 << 20
@@ -76,9 +76,19 @@ _LIBC.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
 _LIBC.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
 
 
-def segment_key(digests: np.ndarray) -> str:
-    """A segment's content key: BLAKE2b-128 (hex) of its pieces' digests (rows of ``digests.npy``) in order."""
-    return hashlib.blake2b(np.ascontiguousarray(digests).tobytes(), digest_size=DIGEST_SIZE).hexdigest()
+def segment_key(file_sha256: str, start: int, size: int) -> EntryKey:
+    """The cache entry of bytes ``[start, start + size)`` of the stream file whose sha256 is ``file_sha256``: 32 hex
+    digits, the file's first 64 bits of sha256 and the start, with the size.  Known from the manifest and the
+    columns alone (no digest needs fetching to name, schedule or evict an entry), and vectorised for a plan's
+    millions (``segment_names``); an entry's bytes are checked against the digests whenever they are read, so a
+    name is an address, never a claim about content."""
+    return EntryKey(f"{file_sha256[:16]}{start:016x}", size)
+
+
+def segment_names(file_sha256: str, starts: np.ndarray, sizes: np.ndarray) -> list[str]:
+    """``segment_key(file_sha256, start, size).name`` of every start and size, at once."""
+    hexes = np.char.zfill(np.char.mod("%x", np.asarray(starts, dtype=np.int64)), 16)
+    return np.char.add(np.char.add(file_sha256[:16], hexes), np.char.add("-", np.asarray(sizes).astype(str))).tolist()
 
 
 @dataclass
@@ -91,6 +101,7 @@ class StreamLayout:
     rel: str
     shard: int
     stream: str
+    file_sha256: str
     segments: np.ndarray
     offset: np.ndarray
     start: np.ndarray
@@ -185,7 +196,7 @@ class ShardLayouts:
                                       f"bytes, the columns give {data_bytes}); validate the pack")
             piece_first = piece_base + np.cumsum(piece_count) - piece_count
             piece_base += int(piece_count.sum())
-            layouts[stream] = StreamLayout(rel, shard, stream, segments, offset, start + data_offset, size, piece_first,
+            layouts[stream] = StreamLayout(rel, shard, stream, entry_of.files[spec.file].sha256, segments, offset, start + data_offset, size, piece_first,
                                            piece_count, piece_sizes, piece_size_first, data_offset, data_bytes)
         return layouts
 
@@ -246,17 +257,18 @@ def _protect(address: int, length: int, prot: int) -> None:
         raise OSError(ctypes.get_errno(), "mprotect failed on a range-read buffer")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _Want:
-    """One segment to obtain: its buffer, index there and cache key."""
+    """One segment to obtain: its buffer (None: into the node cache only), index in its layout and cache key."""
 
-    buffer: RangeBuffer
+    buffer: RangeBuffer | None
     index: int
     key: EntryKey
+    stream_layout: StreamLayout | None = None
 
     @property
     def layout(self) -> StreamLayout:
-        return self.buffer.layout
+        return self.stream_layout if self.buffer is None else self.buffer.layout
 
 
 class RangeReads:
@@ -370,15 +382,37 @@ class RangeReads:
                 asked += [(shard, stream, i) for i in mine.tolist()]
                 missing = mine[~buffer.filled[mine]]
                 if len(missing):
-                    digests = self.digests(pack, shard)
+                    self.digests(pack, shard)  # on first touch of the shard, before any of its bytes
                     layout = buffer.layout
                     for i in missing.tolist():
-                        first, count = int(layout.piece_first[i]), int(layout.piece_count[i])
-                        wants.append(_Want(buffer, i, EntryKey(segment_key(digests[first:first + count]),
-                                                               int(layout.size[i]))))
+                        wants.append(_Want(buffer, i, segment_key(layout.file_sha256, int(layout.start[i]),
+                                                                  int(layout.size[i]))))
             if wants:
                 self._obtain(pack, wants)
             self._keep(asked)
+
+    def prefetch(self, shard: int, stream: str, i: int, wait: bool = True) -> str | None:
+        """Segment ``i`` of shard ``shard``'s ``stream`` layout into the node cache, not into this process's array
+        (the plan's fetch-ahead: ``segment_schedule``); its data path.  ``wait`` False: ``CacheFullError`` at once
+        when it does not fit now.  Nothing when reading through."""
+        if self.files.read_through:
+            return None
+        pack = self.pack
+        with self._lock:
+            layout = self.layouts(pack).of(shard)[stream]
+            self.digests(pack, shard)
+        key = segment_key(layout.file_sha256, int(layout.start[i]), int(layout.size[i]))
+        want = _Want(None, i, key, layout)
+        cache = self.files.node_cache
+        claimed = cache.claim(key, self._source(want))
+        if isinstance(claimed, Claim):
+            try:
+                return claimed.fill(self._fetch_one(pack, want), wait)
+            finally:
+                claimed.release()
+        if claimed is None:  # another process fetches it
+            return cache.ensure(key, lambda fp: fp.write(self._fetch_one(pack, want)), self._source(want), wait)
+        return claimed
 
     def need_at(self, pack, stream: str, shards, offsets) -> None:
         """:meth:`need` for the segments at element offsets ``offsets`` of shards ``shards`` (batch code that holds

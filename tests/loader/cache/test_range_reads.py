@@ -60,9 +60,12 @@ def test_the_default_shuffle_at_a_quarter_cache_deals_the_local_batches_fetching
     assert_batches_equal(batches, local_batches(digest_pack))
     files = loader.dataset.feed.packs[0].files
     assert files.range_reads is not None
-    fetched = files.node_cache.fetched_bytes
-    assert fetched <= audio_bytes(digest_pack), "a segment was fetched twice in one epoch"
-    assert 0 < NodeCache(str(tmp_path / "cache")).usage() <= limit
+    manifest = open_pack(digest_pack).manifest
+    whole = sum(f.size for f in manifest.columns.values()) + sum(s.files["digests.npy"].size for s in manifest.shards)
+    assert files.node_cache.fetched_bytes <= audio_bytes(digest_pack) + whole, "a segment was fetched twice"
+    assert files.range_reads.request_bytes <= 1.05 * audio_bytes(digest_pack)
+    cache = NodeCache(str(tmp_path / "cache"))
+    assert 0 < cache.usage() <= limit
 
 
 
@@ -72,16 +75,16 @@ def range_entries(local: Path) -> dict[str, bytes]:
     pack = open_pack(local)
     entries = {}
     for k, shard in enumerate(pack.manifest.shards):
-        digests = np.load(local / shard.directory / "digests.npy")
-        row = 0
         for spec in pack.manifest.streams:
             table = pack.streams[spec.name]
+            entry = shard.files[spec.file]
             mine = np.flatnonzero(np.asarray(table.shard) == k)
-            for segment in mine[np.argsort(np.asarray(table.offset)[mine], kind="stable")].tolist():
+            data_offset = entry.size - int((np.asarray(table.channels)[mine] * np.asarray(table.length)[mine]).sum()) * 2
+            for segment in mine.tolist():
                 stored, _ = pack.stored_segment(spec.name, segment)
                 data = np.ascontiguousarray(stored).tobytes()
-                entries[f"{segment_key(digests[row:row + 1])}-{len(data)}"] = data
-                row += 1
+                key = segment_key(entry.sha256, data_offset + int(table.offset[segment]) * 2, len(data))
+                entries[key.name] = data
     return entries
 
 
@@ -164,3 +167,29 @@ def test_a_rank_killed_mid_range_fetch_leaves_nothing_that_looks_complete_and_th
     assert_batches_equal(rerun["batches"], local_batches(digest_pack))
     assert not list((tmp_path / "cache" / "tmp").glob("*.part")), "a killed fetch's .part outlived the rerun"
     assert_range_cache_sound(tmp_path / "cache", digest_pack)
+
+
+def test_the_segment_schedule_fetches_each_segment_once_at_a_quarter_cache_and_fetches_ahead_into_the_cache(
+        s3_store, digest_pack, tmp_path):
+    from speechpack.loader.cache.schedule import simulate
+    from speechpack.loader.cache.segment_schedule import segment_schedule
+
+    url = publish(digest_pack, "ranges/schedule/train")
+    limit = stream_bytes(digest_pack) // 4
+    loader = build_loader(config(url, {"dir": str(tmp_path / "cache"), "limit": limit}), "train", seed=3)
+    feed = loader.dataset.feed
+    plans = [feed.plan_of((0, 0), 0)]
+    schedule = segment_schedule(feed.packs, plans, feed.units)
+    assert all(len(n.partition("-")[0]) == 32 for batch in schedule.batches for n in batch)
+    result = simulate(schedule, limit)
+    assert result.fetched == result.distinct, "the default shuffle reads each segment once per epoch"
+    assert schedule.batch_bytes(1) < limit < stream_bytes(digest_pack)
+    files = feed.packs[0].files
+    name = schedule.batches[0][0]
+    source, where = schedule.sources[name]
+    path = source.local_path(where, wait=False)  # the fetch-ahead's call
+    assert path is not None and Path(path).name == f"{name}.bin"
+    before = files.range_reads.requests
+    batches = [plain(b) for b in loader]
+    assert_batches_equal(batches, local_batches(digest_pack))
+    assert files.range_reads.requests < before + result.accesses, "the fetched-ahead segment was fetched again"
