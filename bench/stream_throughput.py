@@ -190,6 +190,7 @@ def _start_store(workdir: str, args):
     from throttled_proxy import ByteCounter
     server = s3_server_running()
     endpoint = server.__enter__()
+    endpoint = getattr(endpoint, "endpoint", endpoint)  # the factory yields its server (an S3Server) now
     path = os.path.join(workdir, "fetched.bin")
     proxy = subprocess.Popen([sys.executable, os.path.join(BENCH, "throttled_proxy.py"), "--upstream-port",
                               endpoint.rsplit(":", 1)[1], "--latency-ms", str(args.latency_ms), "--connect-ms",
@@ -486,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.scale, args.shard_mb, args.epochs = 0.25, 1.0, 1
         args.codecs, args.orders, args.cache_fractions, args.steps = ["pcm16"], ["default"], [0.25], [0.0]
-        args.jobs = [j for j in args.jobs if j.startswith("speechpack")]
+        args.jobs = [j for j in args.jobs if j in ("speechpack-local", "speechpack-store")]
     if args.cache_fraction is not None:
         args.cache_fractions = [args.cache_fraction]
     if args.step_ms is not None:
