@@ -95,12 +95,8 @@ def segment_schedule(packs: list, plans: list, units: tuple[np.ndarray, np.ndarr
     file_all = remap[file_all] if len(file_all) else file_all
     first = _first_in_batch(position_all, file_all, len(index))
     position_all, file_all = position_all[first], file_all[first]
-    name_list = list(index)
     count = max((len(p) for p in plans), default=0)
-    as_names = np.asarray(name_list, dtype=object)[file_all].tolist() if len(file_all) else []
-    bounds = np.searchsorted(position_all, np.arange(count + 1)).tolist()
-    batches = [as_names[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])]
-    return FileSchedule(batches, sizes, sources, name_list, position_all, file_all)
+    return FileSchedule(None, sizes, sources, list(index), position_all, file_all, count)
 
 
 __all__ = ["SegmentSource", "segment_schedule"]

@@ -5,7 +5,9 @@
 ``limit`` (an integer count of bytes or a size: ``200GB``, ``512MiB``; ``loader.config_checks.byte_size``) defaults to none: the cache then keeps every file it
 fetches; ``limit: 0`` reads through (every file and segment fetched into memory and verified there, nothing written
 to the node's disk).  None of these change which batches are dealt, so none is part of a resume state's fingerprint
-(``loader.config.loader_fingerprint``); ``shard_order`` does (it is a plan option: ``loader.cache.shard_order``).
+(``loader.config.loader_fingerprint``).  ``shard_order: true`` is the deprecated spelling of the plan option
+``dataset_args.shard_window: 16`` (``loader.cache.shard_order.with_shard_order_alias``: a warning, and the key's plan
+and fingerprint, whatever the limit).
 """
 
 from __future__ import annotations
@@ -54,7 +56,8 @@ class CacheSettings:
     open_files: int = DEFAULT_OPEN_FILES
     #: Seconds a failing store request is retried with backoff before it is an error.
     retry_seconds: float = DEFAULT_RETRY_SECONDS
-    #: Shard-aware epoch order (``loader.cache.shard_order``): items shuffled within a moving window of shards.
+    #: Deprecated: ``dataset_args.shard_window: 16`` (``loader.cache.shard_order.ALIAS_WINDOW``), read once by the
+    #: loader and the dry run, which then hold it as that key.
     shard_order: bool = False
 
     @classmethod
