@@ -266,16 +266,14 @@ def write_speechpack_variant(list_path: str, out: str, shard: int, codec: str, d
     options = {}
     if codec != "pcm16":
         if "codec" not in fields:
-            return f"this speechpack's build has no codec option (format 1.4 codecs: wt-codec)"
+            return "this speechpack's build has no codec option (format 1.4 codecs: wt-codec)"
         options["codec"] = codec
     elif digests and "digests" in fields:
         options["digests"] = True
+    elif digests:
+        return "this speechpack's build has no digests option (format 1.4: wt-codec)"
     from speechpack.packer.adapters.wesep import build_wesep
     build_wesep(list_path, BuildOptions(out=out, workers=1, progress=False, shard_bytes=shard, **options))
-    if codec == "pcm16" and digests and "digests" not in fields:  # the build cannot yet: added as convert would
-        sys.path.insert(0, os.path.join(REPO, "tests"))
-        from factories.digest_packs import add_digests
-        add_digests(out)
     return None
 
 

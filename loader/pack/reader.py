@@ -365,6 +365,7 @@ class Pack:
         ``CorruptBlock`` names what does not decode to what the index records."""
         table, blocks = self.streams[stream], self.blocks[stream]
         shard = int(table.shard[segment])
+        self.need(stream, (segment,))
         array = self.stream_array(shard, stream)
         start, size = int(blocks.start[block]), int(blocks.size[block])
         data = array[start:start + size]

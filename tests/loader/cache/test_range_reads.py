@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 from factories.batches import assert_batches_equal
-from factories.digest_packs import add_digests
 from factories.s3 import SECRET, publish, stream_bytes
 from factories.wesep_lists import Mix
 from speechpack.loader import build_loader
@@ -39,8 +38,20 @@ def digest_pack(tmp_path, wesep_list, real_audio):
     mixes = [Mix(f"m{i:02d}", (speech[i % 5], speech[(i + 2) % 5]), seconds=0.4 + 0.05 * (i % 4))
              for i in range(24)]
     out = tmp_path / "pack"
-    build_wesep(str(wesep_list(mixes).list_path), BuildOptions(out=str(out), shard_bytes=150_000, progress=False))
-    add_digests(out)
+    build_wesep(str(wesep_list(mixes).list_path), BuildOptions(out=str(out), shard_bytes=150_000, progress=False,
+                                                               digests=True))
+    return out
+
+
+@pytest.fixture
+def flac_pack(tmp_path, wesep_list, real_audio):
+    """The same kind of pack in FLAC blocks of 0.1 s (its digests are per block)."""
+    speech = real_audio("pocketsphinx", 5)
+    mixes = [Mix(f"m{i:02d}", (speech[i % 5], speech[(i + 2) % 5]), seconds=0.4 + 0.05 * (i % 4))
+             for i in range(24)]
+    out = tmp_path / "flac"
+    build_wesep(str(wesep_list(mixes).list_path), BuildOptions(out=str(out), shard_bytes=60_000, progress=False,
+                                                               codec="flac", block_seconds=0.1))
     return out
 
 
@@ -67,6 +78,20 @@ def test_the_default_shuffle_at_a_quarter_cache_deals_the_local_batches_fetching
     cache = NodeCache(str(tmp_path / "cache"))
     assert 0 < cache.usage() <= limit
 
+
+
+def test_a_flac_pack_at_a_quarter_cache_deals_its_local_batches_reading_blocks_verified(s3_store, flac_pack,
+                                                                                        tmp_path):
+    url = publish(flac_pack, "ranges/flac/train")
+    limit = stream_bytes(flac_pack) // 4
+    loader = build_loader(config(url, {"dir": str(tmp_path / "cache"), "limit": limit}), "train", seed=3)
+    batches = [plain(b) for b in loader]
+    assert_batches_equal(batches, local_batches(flac_pack))
+    files = loader.dataset.feed.packs[0].files
+    assert files.range_reads.requests > 0
+    assert files.range_reads.request_bytes <= sum(stream_sizes for stream_sizes in (
+        s.files[f].size for s in open_pack(flac_pack).manifest.shards for f in ("mix.npy", "target.npy")))
+    assert 0 < NodeCache(str(tmp_path / "cache")).usage() <= limit
 
 
 def range_entries(local: Path) -> dict[str, bytes]:
