@@ -3,7 +3,9 @@ LitData, side by side in one run, on the same samples, the same store behind the
 cache limit.
 
     flock /tmp/speechpack-bench.lock python bench/stream_throughput.py [--scale 1] [--latency-ms 20]
-        [--bandwidth-mbs 200] [--cache-fraction 0.25] [--shard-mb 16] [--workers 2] [--epochs 2] [--jobs ...]
+        [--bandwidth-mbs 200] [--cache-fractions 0.1 0.25 0] [--steps 0 50] [--orders default windows]
+        [--codecs pcm16 flac] [--shard-mb 16] [--workers 2] [--epochs 2] [--jobs ...]
+    flock /tmp/speechpack-bench.lock python bench/stream_throughput.py --quick
     flock /tmp/speechpack-bench.lock python bench/stream_throughput.py --first-batch [--samples 1000000]
         [--repeats 3]
 
@@ -22,11 +24,21 @@ samples are written as a speechpack ``tse`` pack, MDS shards and LitData chunks 
 all three cut at ``--shard-mb`` (Streaming refuses a cache limit under four shards, so at 25 % of a 320 MB pack
 shards must stay under 20 MB), and published to the store.
 
+**The matrix.**  For every training step of ``--steps`` (ms per batch), every speechpack pack of ``--codecs``
+(``pcm16`` with per-segment digests, ``flac``: both read a segment at a time from the store, ``loader.cache.ranges``;
+``--jobs ... speechpack-whole`` adds a pcm16 pack without digests, read a whole stream file at a time as before
+format 1.4) and every order of ``--orders`` (``default``: the whole-epoch shuffle; ``windows``: shard windows), the
+local copy once, then the store at every cache limit of ``--cache-fractions`` (of the pcm16 pack; 0: no cache, read
+through); MosaicML Streaming and LitData once per limit (they have one order and no codec).  Each row reports
+mixtures/s, the ratio to the local copy of the same pack, order and step, and the bytes and requests per epoch
+(the proxy counts both).  ``--quick``: a short configuration (``--scale 0.25 --shard-mb 1 --epochs 1``, pcm16, the
+default order, 25 %, no step, speechpack only) for a check during development.
+
 **Reading** (``peers.py``'s readers: shuffled epoch, a random 2 s window per line, TSE batches of 8 mixtures):
 
-- ``speechpack-store``: ``build_loader`` on ``s3://.../speechpack`` with ``cache: {dir, limit}`` (and
-  ``shard_order: true`` with ``--shard-order``) when this speechpack has the node cache (``speechpack.loader.cache``);
-  a speechpack without it cannot train from a URL, and the row says why it failed;
+- ``speechpack-store``: ``build_loader`` on ``s3://.../<pack>`` with ``cache: {dir, limit}`` (and the shard-window
+  order in the ``windows`` rows) when this speechpack has the node cache (``speechpack.loader.cache``); a
+  speechpack without it cannot train from a URL, and the row says why it failed;
 - ``speechpack-local``: the same loader on the local copy of the pack (the baseline of the ratios);
 - ``mds-store``: ``StreamingDataset(remote=, local=, cache_limit=)``;
 - ``litdata-store``: ``StreamingDataset(input_dir=url, cache_dir=, max_cache_size=)``.

@@ -218,3 +218,21 @@ def test_the_segment_schedule_fetches_each_segment_once_at_a_quarter_cache_and_f
     batches = [plain(b) for b in loader]
     assert_batches_equal(batches, local_batches(digest_pack))
     assert files.range_reads.requests < before + result.accesses, "the fetched-ahead segment was fetched again"
+
+
+def test_two_rank_processes_with_workers_share_a_quarter_cache_and_deal_the_local_batches(s3_store, digest_pack,
+                                                                                         tmp_path):
+    url = publish(digest_pack, "ranges/two-ranks/train")
+    limit = stream_bytes(digest_pack) // 4
+    cache = {"dir": str(tmp_path / "cache"), "limit": limit}
+    runs = []
+    for rank in range(2):
+        spec = {"config": config(url, cache), "rank": rank, "world_size": 2, "num_workers": 2, "seed": 3,
+                "batches_per_message": 1}
+        out = tmp_path / f"rank{rank}.pkl"
+        runs.append((start_rank(spec, out, LOCAL_WORLD_SIZE="2"), out))
+    results = [finish(process, out, timeout=180) for process, out in runs]
+    for rank, result in enumerate(results):
+        assert_batches_equal(result["batches"], local_batches(digest_pack, rank, 2))
+    assert 0 < NodeCache(str(tmp_path / "cache")).usage() <= limit
+    assert assert_range_cache_sound(tmp_path / "cache", digest_pack) > 0
