@@ -104,7 +104,7 @@ def _speechpack(spec: dict, location: str, config_extra: dict | None = None):
     if location.startswith("s3://") and has_node_cache():
         config["cache"] = {"dir": spec["cache_dir"], "limit": spec["cache_limit"]}
     if spec.get("shard_order"):  # shard windows: the same plan option on the local copy and from the store
-        config.setdefault("cache", {})["shard_order"] = True
+        config["dataset_args"] = {**config["dataset_args"], "shard_window": spec["window"]}
     loader = build_loader(config, "train", num_workers=spec["workers"], seed=spec["seed"])
 
     def epoch(number: int):
@@ -266,6 +266,7 @@ def _job_spec(args, workdir: str, job: str, counter, cache_limit: int, expected:
             "cache_dir": tempfile.mkdtemp(prefix=f"cache-{job}-", dir=workdir), "cache_limit": cache_limit,
             "workers": args.workers, "seed": args.seed, "epochs": args.epochs, "counter": counter.path,
             "expected": expected, "shard_order": order == "windows" and FORMAT[job] == "speechpack",
+            "window": args.window,
             "step_s": step_ms / 1000}
 
 
@@ -475,6 +476,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--orders", nargs="+", choices=("default", "windows"), default=["default", "windows"],
                         help="speechpack's epoch order: the default whole-epoch shuffle, or shard windows")
     parser.add_argument("--shard-order", action="store_true", help="as --orders windows")
+    parser.add_argument("--window", type=int, default=16, help="shards per window in the windows order "
+                        "(dataset_args.shard_window)")
     parser.add_argument("--codecs", nargs="+", choices=("pcm16", "flac"), default=["pcm16", "flac"],
                         help="speechpack packs to read (each with digests: sample-granular reads)")
     parser.add_argument("--no-digests", dest="digests", action="store_false",
