@@ -37,6 +37,7 @@ import json
 import os
 import re
 import stat
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -319,30 +320,37 @@ class NodeCache:
             return found
         return Claim(self, key, source, fd)
 
-    def _complete(self, key: EntryKey, part: str, source: str) -> None:
+    def _complete(self, key: EntryKey, part: str, source: str, durable: bool = True) -> None:
         """Rename a fetched ``.part`` into place and write its ledger entry, under the space lock: between the two
         the entry is neither in flight nor complete, and an admission counting the usage then would miss it."""
         with self._locked(os.path.join(self.root, "space.lock")):
             os.replace(part, self._path(key, _DATA))
-            _fsync_dir(self.objects)
-            self._write_ledger(key, source, self._identity_of(key))
+            if durable:
+                _fsync_dir(self.objects)
+                self._write_ledger(key, source, self._identity_of(key))
+            else:
+                self._write_ledger(key, source, self._identity_of(key), durable=False)
 
     def _identity_of(self, key: EntryKey) -> ContentIdentity:
         return ContentIdentity.of(os.stat(self._path(key, _DATA)))
 
-    def _write_ledger(self, key: EntryKey, source: str, identity: ContentIdentity | None) -> None:
+    def _write_ledger(self, key: EntryKey, source: str, identity: ContentIdentity | None,
+                      durable: bool = True) -> None:
         """The ledger entry of ``key``: ``source`` (for people: where the bytes came from, a URL, never
-        credentials) and the record of the data file ``identity`` describes, verified to hold ``key``'s bytes."""
-        tmp = os.path.join(self.tmp, f"{key.name}.{os.getpid()}{_LEDGER}")
+        credentials) and the record of the data file ``identity`` describes, verified to hold ``key``'s bytes.
+        ``durable`` False: not synced (a range entry, checked against its digests whenever read)."""
+        tmp = os.path.join(self.tmp, f"{key.name}.{os.getpid()}.{threading.get_ident()}{_LEDGER}")
         record = "" if identity is None else json.dumps(identity.record(key.sha256), sort_keys=True) + "\n"
         with open(tmp, "w", encoding="utf-8") as fp:
             fp.write(source.replace("\n", " ") + "\n" + record)
-            fp.flush()
-            os.fsync(fp.fileno())
+            if durable:
+                fp.flush()
+                os.fsync(fp.fileno())
         os.replace(tmp, self._path(key, _LEDGER))
         if identity is not None:
             self.written[key.name] = identity
-        _fsync_dir(self.objects)
+        if durable:
+            _fsync_dir(self.objects)
 
     def verified_as(self, key: EntryKey, identity: ContentIdentity) -> bool:
         """Whether the ledger entry of ``key`` records the data file of ``identity`` as verified (by whichever
@@ -414,6 +422,29 @@ class NodeCache:
                     f"{self.root}: cache limit {format_bytes(self.limit or 0)} cannot take "
                     f"{format_bytes(key.size)} more: {format_bytes(used)} held, {format_bytes(pinned)} of it needed by the "
                     f"next batches or being fetched; raise cache.limit or lower cache.ahead")
+            time.sleep(0.2)
+
+    def reserve_claims(self, claims: list["Claim"]) -> None:
+        """Make room for every claim at once (one count of the usage and one eviction pass, not one per entry: a
+        batch claims a segment per sample) and create their ``.part`` files, waiting as ``_reserve`` does."""
+        if not claims:
+            return
+        total = EntryKey(claims[0].key.sha256, sum(c.key.size for c in claims))
+        deadline = time.monotonic() + self.space_wait
+        while True:
+            with self._locked(os.path.join(self.root, "space.lock")):
+                used, pinned = self._make_room(total, True)
+                if self.limit is None or used + total.size <= self.limit:
+                    for claim in claims:
+                        claim.part = os.path.join(self.tmp, f"{claim.key.name}.{os.getpid()}{_PART}")
+                        with open(claim.part, "wb"):
+                            pass
+                    return
+            if total.size > (self.limit or 0) or time.monotonic() > deadline:
+                raise CacheFullError(
+                    f"{self.root}: cache limit {format_bytes(self.limit or 0)} cannot take "
+                    f"{format_bytes(total.size)} more for one batch's segments: {format_bytes(used)} held, "
+                    f"{format_bytes(pinned)} of it needed by the next batches or being fetched; raise cache.limit")
             time.sleep(0.2)
 
     def entries(self) -> dict[str, int]:
@@ -549,21 +580,24 @@ class Claim:
 
     def __init__(self, cache: NodeCache, key: EntryKey, source: str, fd: int):
         self.cache, self.key, self.source, self._fd = cache, key, source, fd
+        #: Its ``.part``, once room is made for it (``NodeCache.reserve_claims``, or ``fill``).
+        self.part: str | None = None
 
     def fill(self, data, wait: bool = True) -> str:
         """Make the entry of ``data`` (its verified bytes, ``key.size`` of them): room made under the limit (waiting
         for it as a fetch does; ``wait`` False: ``CacheFullError`` at once), written to a ``.part``, synced, renamed into place, then its ledger entry; the lock
         is released.  Returns the data path."""
         cache, key = self.cache, self.key
-        part = None
+        part, self.part = self.part, None
         try:
-            part = cache._reserve(key, wait)
+            if part is None:
+                part = cache._reserve(key, wait)
             with open(part, "r+b") as fp:
                 fp.write(data)
                 cache.fetched_bytes += key.size
-                fp.flush()
-                os.fsync(fp.fileno())
-            cache._complete(key, part, self.source)
+            # not synced: a range entry's bytes are checked against their digests whenever they are read, so what
+            # a crash of the machine leaves torn is fetched again, never used (a kill -9 loses nothing written)
+            cache._complete(key, part, self.source, durable=False)
             part = None
         except OSError as err:
             raise cache.dir_error(err, f"fetch {self.source}", key) from None
@@ -578,6 +612,12 @@ class Claim:
 
     def release(self) -> None:
         """Let the entry go unfetched (an error on the way); another process may take it."""
+        if self.part is not None:
+            try:
+                os.unlink(self.part)
+            except FileNotFoundError:
+                pass
+            self.part = None
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None

@@ -467,6 +467,8 @@ class RangeReads:
                     others.append(want)
                 elif not self._from_cache(pack, cache, want):
                     others.append(want)  # completed meanwhile, changed on disk: fetched again below
+            if claims:
+                cache.reserve_claims(list(claims.values()))
             groups = coalesce([(w.layout.rel, int(w.layout.start[w.index]), int(w.layout.size[w.index]), w)
                                for w in fetch])
             calls = [lambda group=group: self._fetch_group(pack, group, claims) for group in groups]
@@ -535,10 +537,10 @@ class RangeReads:
             piece = data[lo:lo + want.key.size]
             if self._mismatch(pack, want, piece) is not None:
                 piece = memoryview(self._fetch_one(pack, want, attempts=FETCH_ATTEMPTS - 1))
+            want.buffer.fill(want.index, piece)
             claim = claims.pop(want, None)
             if claim is not None:
                 claim.fill(piece)
-            want.buffer.fill(want.index, piece)
 
     def _fetch_one(self, pack, want: _Want, attempts: int = FETCH_ATTEMPTS) -> bytes:
         """Segment ``want`` alone from the store, verified; ``CacheIntegrityError`` naming it when its pieces
