@@ -282,6 +282,7 @@ class RangeReads:
         self._resident: OrderedDict[tuple[int, str, int], int] = OrderedDict()
         self._resident_bytes = 0
         self._lock = threading.RLock()
+        self._digest_lock = threading.Lock()
         self.pack = None
         self._shard_index: dict[str, int] | None = None
         #: Range requests this process sent and bytes they returned (reports, the benchmark, tests).
@@ -295,6 +296,7 @@ class RangeReads:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._lock = threading.RLock()
+        self._digest_lock = threading.Lock()
 
     # -- layout ------------------------------------------------------------------------------------------------
 
@@ -312,10 +314,11 @@ class RangeReads:
     def digests(self, pack, shard: int) -> np.ndarray:
         """Shard ``shard``'s ``digests.npy`` (fetched whole on first use, verified by its sha256), kept for the
         last 1024 shards used."""
-        found = self._digests.get(shard)
-        if found is not None:
-            self._digests.move_to_end(shard)
-            return found
+        with self._digest_lock:
+            found = self._digests.get(shard)
+            if found is not None:
+                self._digests.move_to_end(shard)
+                return found
         rel = f"{pack.manifest.shards[shard].directory}/{DIGESTS_NAME}"
         where = self.files.where(rel)
         data = self.files.read_bytes(rel)
@@ -326,9 +329,10 @@ class RangeReads:
         check_digests_header(header, self.layouts(pack).pieces_in(shard), where)
         found = np.frombuffer(data, dtype=np.uint8, count=header.shape[0] * DIGEST_SIZE,
                               offset=header.data_offset).reshape(header.shape)
-        self._digests[shard] = found
-        if len(self._digests) > 1024:
-            self._digests.popitem(last=False)
+        with self._digest_lock:
+            self._digests[shard] = found
+            if len(self._digests) > 1024:
+                self._digests.popitem(last=False)
         return found
 
     def buffer(self, pack, shard: int, stream: str) -> RangeBuffer:
@@ -382,7 +386,6 @@ class RangeReads:
                 asked += [(shard, stream, i) for i in mine.tolist()]
                 missing = mine[~buffer.filled[mine]]
                 if len(missing):
-                    self.digests(pack, shard)  # on first touch of the shard, before any of its bytes
                     layout = buffer.layout
                     for i in missing.tolist():
                         wants.append(_Want(buffer, i, segment_key(layout.file_sha256, int(layout.start[i]),
@@ -471,7 +474,12 @@ class RangeReads:
                 cache.reserve_claims(list(claims.values()))
             groups = coalesce([(w.layout.rel, int(w.layout.start[w.index]), int(w.layout.size[w.index]), w)
                                for w in fetch])
-            calls = [lambda group=group: self._fetch_group(pack, group, claims) for group in groups]
+            # each shard's digests.npy on its first touch, fetched beside the segments' requests (a request's
+            # pieces are compared with them as it returns, before any byte is used)
+            with self._digest_lock:
+                untouched = sorted({w.layout.shard for w in wants} - set(self._digests))
+            calls = [lambda shard=shard: self.digests(pack, shard) for shard in untouched]
+            calls += [lambda group=group: self._fetch_group(pack, group, claims) for group in groups]
             self.files.fetch_all(calls)
             for want in others:
                 path = cache.ensure(want.key, lambda fp, want=want: fp.write(self._fetch_one(pack, want)),
