@@ -65,6 +65,8 @@ def _click_param(spec: OptionSpec) -> click.Parameter:
         attrs["type"] = (value_type,) * spec.arity if spec.arity > 1 else value_type
     if spec.positional:
         return click.Argument([spec.name], **{**attrs, "required": spec.required})
+    if any("/" in flag for flag in spec.flags) and "default" not in attrs:
+        attrs["default"] = None  # an on/off pair left unset reads None (``--digests/--no-digests``), not off
     return click.Option([*spec.flags, spec.name], **attrs)
 
 
@@ -359,7 +361,11 @@ def import_muvap_command() -> click.Command:
     from speechpack.packer.importers.muvap import IMPORT_OPTIONS, import_muvap_options
 
     def muvap(**values):
-        click.echo(import_muvap_options(values).describe())
+        try:
+            summary = import_muvap_options(values)
+        except OptionError as err:  # options that cannot work together (a codec at a rate it cannot encode)
+            raise click.UsageError(str(err)) from None
+        click.echo(summary.describe())
 
     return click.Command("muvap", callback=muvap, params=[_click_param(spec) for spec in IMPORT_OPTIONS],
                          help=import_muvap_command.__doc__)

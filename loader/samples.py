@@ -17,7 +17,10 @@ Four things are decided here and nowhere else:
 - ``check_one_channel_count``: the refusal of a batch whose mixtures have different channel counts.
 
 ``stored_audio`` and ``read_window`` are where a segment's stored samples are read (``stored_audio`` resampling them
-with soxr when the pack is at another rate than the loader's): the places a compressed codec's decoder plugs in.
+with soxr when the pack is at another rate than the loader's).  A compressed stream's stored samples
+(``loader.pack.blocks.BlockSamples``, from ``Pack.stored_segment``) are sliced exactly like a pcm16 segment's int16
+view and decode only the blocks under the slice, to the int16 values a pcm16 pack would hold (FLAC): every path
+below then does the same float math on them, so a FLAC pack's batches are bit-identical to its pcm16 pack's.
 No task module reads a stream's stored audio itself (tests/loader/test_samples.py checks ASD's and ASR's).
 """
 
@@ -91,13 +94,15 @@ def segment_audio(normalizer: Normalizer, pack: Pack, stream: str, segment: int,
 
 
 def stored_audio(pack: Pack, stream: str, segment: int, rate: int) -> tuple[np.ndarray, bool]:
-    """Segment ``segment`` of ``stream`` as ``[C, T]`` samples at ``rate``: the stored int16 view (no copy), or,
-    for a pack at another rate, float32 resampled whole with soxr (slow; the loader warns).  The flag says
-    whether the samples are already float (scaled by the pack's factor; the gain still to apply)."""
+    """Segment ``segment`` of ``stream`` as ``[C, T]`` samples at ``rate``: the stored int16 view (no copy; a
+    compressed segment's ``BlockSamples``, decoded when sliced), or, for a pack at another rate, float32 resampled
+    whole with soxr (slow; the loader warns).  The flag says whether the samples are already float (scaled by the
+    pack's factor; the gain still to apply)."""
     stored, factor = pack.stored_segment(stream, segment)
     if pack.sample_rate == rate:
         return stored, False
-    decoded = soxr.resample(np.ascontiguousarray((stored * np.float32(factor)).T), pack.sample_rate, rate)
+    decoded = soxr.resample(np.ascontiguousarray((np.asarray(stored) * np.float32(factor)).T), pack.sample_rate,
+                            rate)
     return np.ascontiguousarray(decoded.T, dtype=np.float32), True
 
 
@@ -116,7 +121,7 @@ def read_window(out: np.ndarray, pack: Pack, stream: str, segment: int, start: i
                 shift: float = 0.0) -> None:
     """Samples ``[start, start + len(out))`` of segment ``segment`` of ``stream`` decoded into the float32 row
     ``out``, mono (``decode_window``): the one place a window of a segment's stored samples is read at the pack's
-    rate, where a compressed codec's decoder plugs in."""
+    rate (a compressed segment decodes the blocks under the window only)."""
     stored, factor = pack.stored_segment(stream, segment)
     decode_window(out, stored, factor, start, gain, shift)
 
@@ -147,7 +152,7 @@ def decoded(pack: Pack, stream: str, segment: int) -> np.ndarray:
     pack.will_need(stream, segment, 0, stored.shape[1])
     scale, _, _ = scaling(NORMALIZERS[NONE], lambda name: getattr(pack.streams[stream], name)[segment:segment + 1])
     out = np.empty(stored.shape, dtype=np.float32)
-    copy_window(out, stored, float(scale[0]), 0.0)
+    copy_window(out, np.asarray(stored), float(scale[0]), 0.0)
     return out
 
 

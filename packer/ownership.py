@@ -45,6 +45,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 from speechpack.packer.files import read_bytes
 from speechpack.schemas.constants import (
     COLUMNS_DIR,
+    DIGESTS_NAME,
     MANIFEST_NAME,
     SHARD_DIR_DIGITS,
     SHARD_DIR_PREFIX,
@@ -105,6 +106,8 @@ class PlanOwnership:
     kind: str
     num_shards: int
     cues: bool
+    #: The shards hold ``digests.npy`` (format 1.4).
+    digests: bool = False
 
 
 def _manifest_owner(record_name: str, manifest: Manifest) -> Callable[[str], bool]:
@@ -128,6 +131,8 @@ def _manifest_owner(record_name: str, manifest: Manifest) -> Callable[[str], boo
 
 def _plan_owner(plan: PlanOwnership, plan_file: str, receipts_dir: str) -> Callable[[str], bool]:
     shard_files = {stream_file_name(s) for s in STREAMS_BY_KIND.get(plan.kind, ())} | {SHARD_INDEX_NAME}
+    if plan.digests:
+        shard_files.add(DIGESTS_NAME)
     receipt = re.compile(r"(%s)?(shard-\d{%d,}|cues)\.json" % (re.escape(TEMP_PREFIX), SHARD_DIR_DIGITS))
     top_files = {plan_file, MANIFEST_NAME, SKIPPED_NAME}
 

@@ -15,6 +15,9 @@ Files (all plain ``.npy``, no pickled objects):
 ``<stream>.npy``  one row per segment.  Audio streams: ``shard``, ``offset``, ``channels``, ``length``,
                   ``scale``, ``mean``, ``rms``, ``peak``; data streams (faces, labels, text): ``shard``, ``offset``,
                   ``length`` (in rows).
+``<stream>_blocks.npy`` a compressed audio stream (format 1.4): ``<i8``, every block's byte size, segments in
+                  storage order (segment ``s`` owns ``ceil(length_s / block_frames)`` consecutive rows); the
+                  ``offset`` of such a stream's segments is in bytes.
 ``attr_<name>.npy`` kinds with per-sample attributes (``asd``, ``asr``; ``ATTRIBUTES_BY_KIND``): one value per
                   sample, ``<f8`` for numbers, UTF-8 ``|S<n>`` for strings.
 
@@ -32,23 +35,33 @@ sample's shard; segments of a stream follow each other with no gap from element 
 file holds exactly their total, which :func:`check_column_values` returns so that the reader can compare it with the
 file's ``.npy`` header when it maps the file (at open, only the size ``dataset.json`` records is known: it must be
 that total plus an aligned ``.npy`` header, which catches any segment beyond the file by more than the header's
-slack); ``scale`` is finite and at least 1 (it only ever grows to avoid clipping).
+slack); ``scale`` is finite and at least 1 (it only ever grows to avoid clipping).  A compressed stream follows
+the same rules in bytes: every block size is positive, each segment owns exactly ``ceil(length / block_frames)``
+blocks, its size is the sum of its blocks' sizes, and its segments follow each other with no gap from byte 0.
+
+Digests (format 1.4, ``shard-k/digests.npy``) hold one row per *piece* of a shard: every block of a compressed
+segment, every whole segment of any other stream, streams in catalogue order; :func:`digest_piece_counts` gives
+the row count each shard's file must have.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
 from speechpack.schemas.constants import (
+    BLOCK_SIZE_DTYPE,
+    COMPRESSED_DTYPE,
     KEYS_FILE,
     MANIFEST_NAME,
     SAMPLES_FILE,
     SPEAKERS_FILE,
     STREAM_TYPES,
     attr_file,
+    block_count,
+    blocks_column_file,
     stream_column_file,
 )
 from speechpack.schemas.errors import PackFormatError
@@ -82,14 +95,16 @@ def sample_dtype(kind: str) -> np.dtype:
 
 
 class ColumnBuilder:
-    """Accumulates sample records (``index.json`` form) and turns them into the column arrays."""
+    """Accumulates sample records (``index.json`` form) and turns them into the column arrays.  ``compressed``
+    names the streams with a codec: their segments' ``blocks`` go to ``<stream>_blocks.npy``."""
 
-    def __init__(self, kind: str):
+    def __init__(self, kind: str, compressed: Iterable[str] = ()):
         self.kind = kind
         self._samples: list[tuple] = []
         self._keys: list[bytes] = []
         self._speakers: list[bytes] = []
         self._segments: dict[str, list[tuple]] = {s: [] for s in STREAMS_BY_KIND[kind]}
+        self._blocks: dict[str, list[int]] = {s: [] for s in STREAMS_BY_KIND[kind] if s in set(compressed)}
         self._attrs: dict[str, list] = {name: [] for name in ATTRIBUTES_BY_KIND.get(kind, {})}
 
     def add(self, shard: int, record: dict) -> None:
@@ -100,6 +115,10 @@ class ColumnBuilder:
             row += [len(rows), len(segments)]
             fields = segment_fields(stream)
             rows.extend((shard, *(seg[f] for f in fields)) for seg in segments)
+            blocks = self._blocks.get(stream)
+            if blocks is not None:
+                for seg in segments:
+                    blocks.extend(seg["blocks"])
         for name, values in self._attrs.items():
             values.append(record["attrs"][name])
         self._samples.append(tuple(row))
@@ -115,6 +134,8 @@ class ColumnBuilder:
         }
         for stream, rows in self._segments.items():
             result[stream_column_file(stream)] = np.array(rows, dtype=segment_dtype(stream))
+        for stream, sizes in self._blocks.items():
+            result[blocks_column_file(stream)] = np.array(sizes, dtype=BLOCK_SIZE_DTYPE)
         for name, values in self._attrs.items():
             if ATTRIBUTES_BY_KIND[self.kind][name] is str:
                 result[attr_file(name)] = _bytes_array([v.encode("utf-8") for v in values])
@@ -158,16 +179,21 @@ def check_column_types(manifest: Manifest, columns: dict[str, np.ndarray], colum
     for stream in STREAMS_BY_KIND[kind]:
         file = stream_column_file(stream)
         _dtype(columns[file], segment_dtype(stream), os.path.join(columns_dir, file))
+    for stream in manifest.block_frames:
+        file = blocks_column_file(stream)
+        _dtype(columns[file], BLOCK_SIZE_DTYPE, os.path.join(columns_dir, file))
 
 
 def check_column_values(manifest: Manifest, sample_shard: np.ndarray, speaker_first: np.ndarray,
                         speaker_count: np.ndarray, speaker_rows: int, streams: dict[str, Any],
-                        columns_dir: str) -> dict[str, np.ndarray]:
+                        columns_dir: str, blocks: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """Check the columns' values against each other and the manifest, given as contiguous arrays (the reader's
     own, so that no field is copied twice): ``streams`` maps each stream to an object with the per-segment arrays
     ``shard``, ``offset``, ``length`` (and ``channels``, ``scale`` for audio) and the per-sample ``first`` and
-    ``count``.  Raise ``PackFormatError`` naming the column file, the row and both values.  Return, per stream, the
-    row count each shard's stream file must have (int64, one entry per shard)."""
+    ``count``.  ``blocks`` maps each compressed stream (format 1.4) to its ``<stream>_blocks.npy`` array; such a
+    stream's offsets and rows are in bytes.  Raise ``PackFormatError`` naming the column file, the row and both
+    values.  Return, per stream, the row count each shard's stream file must have (int64, one entry per shard;
+    bytes for a compressed stream)."""
     at = os.path.join(columns_dir, SAMPLES_FILE)
     shard = sample_shard
     _in_range(shard, len(manifest.shards), "shard", at)
@@ -193,16 +219,77 @@ def check_column_values(manifest: Manifest, sample_shard: np.ndarray, speaker_fi
             row = int(np.flatnonzero(table.shard != owner_shard)[0])
             raise PackFormatError(f"{where}: row {row}: shard {int(table.shard[row])}, but its sample is in "
                                   f"shard {int(owner_shard[row])}")
-        rows[stream] = _segment_rows(manifest, stream, table, where)
+        frames = manifest.block_frames.get(stream)
+        if frames is None:
+            rows[stream] = _segment_rows(manifest, stream, table, where)
+            continue
+        sizes = (blocks or {}).get(stream)
+        if sizes is None:
+            raise PackFormatError(f"{os.path.join(columns_dir, blocks_column_file(stream))}: the {stream} stream is "
+                                  f"compressed, its block sizes are needed to check its segments")
+        rows[stream] = _segment_rows(manifest, stream, table, where,
+                                     _block_bytes(manifest, stream, table, frames, sizes, columns_dir))
     return rows
 
 
-def _segment_rows(manifest: Manifest, stream: str, table: Any, where: str) -> np.ndarray:
-    """Check offsets, lengths, channels and scales of one stream's segments; return each shard file's row count."""
+def _block_bytes(manifest: Manifest, stream: str, table: Any, block_frames: int, sizes: np.ndarray,
+                 columns_dir: str) -> np.ndarray:
+    """Each segment's size in bytes, the sum of its blocks' (format 1.4), after checking the block column: every
+    size positive and no larger than the largest stream file, and exactly ``ceil(length / block_frames)`` blocks
+    per segment, segments in storage order."""
+    where = os.path.join(columns_dir, blocks_column_file(stream))
+    file_name = manifest.stream(stream).file
+    largest = max((entry.files[file_name].size for entry in manifest.shards), default=0)
+    bad = (sizes <= 0) | (sizes > largest)
+    if np.any(bad):
+        row = int(np.flatnonzero(bad)[0])
+        raise PackFormatError(f"{where}: row {row}: block size {int(sizes[row])} (a block has at least one byte and "
+                              f"fits in the largest {file_name} of the pack, {largest} bytes)")
+    length = table.length
+    if np.any(length < 0):
+        row = int(np.flatnonzero(length < 0)[0])
+        raise PackFormatError(f"{os.path.join(columns_dir, stream_column_file(stream))}: row {row}: negative length "
+                              f"{int(length[row])}")
+    counts = block_count(length.astype(np.int64), block_frames)
+    if np.any(counts > len(sizes)):  # bounds the sum below: no overflow
+        row = int(np.flatnonzero(counts > len(sizes))[0])
+        raise PackFormatError(f"{where}: segment {row} of {int(length[row])} frames needs {int(counts[row])} blocks "
+                              f"of {block_frames}, the column has {len(sizes)}")
+    ends = np.cumsum(counts, dtype=np.int64)
+    used = int(ends[-1]) if len(ends) else 0
+    if used != len(sizes):
+        raise PackFormatError(f"{where}: the {stream} segments need {used} blocks of {block_frames} frames "
+                              f"(ceil(length / block_frames) each), the column has {len(sizes)}")
+    if float(largest) * len(sizes) >= 2.0 ** 62 and float(np.sum(sizes, dtype=np.float64)) >= 2.0 ** 62:
+        raise PackFormatError(f"{where}: the block sizes add up to more than any pack holds")
+    cumulative = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+    return cumulative[ends] - cumulative[ends - counts]
+
+
+def digest_piece_counts(manifest: Manifest, streams: dict[str, Any]) -> np.ndarray:
+    """The rows each shard's ``digests.npy`` must have (int64, one per shard; format 1.4): a piece per block of a
+    compressed segment (``ceil(length / block_frames)``) and per segment of every other stream.  ``streams`` are
+    the tables :func:`check_column_values` checked."""
+    counts = np.zeros(len(manifest.shards), dtype=np.int64)
+    for stream in STREAMS_BY_KIND[manifest.kind]:
+        table = streams[stream]
+        frames = manifest.block_frames.get(stream)
+        weights = None if frames is None else block_count(table.length.astype(np.int64), frames)
+        if len(table.shard):
+            counts += np.bincount(table.shard, weights=weights, minlength=len(manifest.shards)).astype(np.int64)
+    return counts
+
+
+def _segment_rows(manifest: Manifest, stream: str, table: Any, where: str,
+                  segment_bytes: np.ndarray | None = None) -> np.ndarray:
+    """Check offsets, lengths, channels and scales of one stream's segments; return each shard file's row count.
+    ``segment_bytes``: a compressed stream's segment sizes (its rows are bytes, ``_block_bytes``)."""
+    compressed = segment_bytes is not None
+    row_bytes = COMPRESSED_DTYPE.itemsize if compressed else STREAM_TYPES[stream].row_bytes
     stream_type = STREAM_TYPES[stream]
     file_name = manifest.stream(stream).file
     recorded = np.array([entry.files[file_name].size for entry in manifest.shards], dtype=np.int64)
-    max_rows = recorded // stream_type.row_bytes  # no segment can be longer than its file
+    max_rows = recorded // row_bytes  # no segment can be longer than its file
     shard, offset, length = table.shard, table.offset, table.length
     for name, values in (("offset", offset), ("length", length)):
         if np.any(values < 0):
@@ -222,16 +309,22 @@ def _segment_rows(manifest: Manifest, stream: str, table: Any, where: str) -> np
     # Each segment fits in the largest file (one comparison with a scalar); its size channels * length then cannot
     # overflow int64 unless a file holds more than 2**31 rows, where the product is checked in float64.
     largest = int(max_rows.max(initial=0))
-    too_long = length > largest
-    if channels is not None:
-        too_long |= channels > largest
-    if largest > 2 ** 31 and channels is not None:
-        too_long |= channels.astype(np.float64) * length > largest
+    if compressed:  # frames are not bytes: the blocks bound a compressed segment (``_block_bytes``)
+        too_long = segment_bytes > largest
+    else:
+        too_long = length > largest
+        if channels is not None:
+            too_long |= channels > largest
+        if largest > 2 ** 31 and channels is not None:
+            too_long |= channels.astype(np.float64) * length > largest
     if np.any(too_long):
         row = int(np.flatnonzero(too_long)[0])
         raise PackFormatError(f"{where}: row {row}: a segment of length {int(length[row])} does not fit in any "
                               f"{file_name} of the pack (the largest has {largest} rows by {MANIFEST_NAME})")
-    sizes = channels.astype(np.int64) * length if channels is not None else length.astype(np.int64)
+    if compressed:
+        sizes = segment_bytes
+    else:
+        sizes = channels.astype(np.int64) * length if channels is not None else length.astype(np.int64)
     ends = np.cumsum(sizes)
     starts = ends - sizes
     boundaries = np.searchsorted(shard, np.arange(len(manifest.shards) + 1), side="left")
@@ -244,7 +337,7 @@ def _segment_rows(manifest: Manifest, stream: str, table: Any, where: str) -> np
                               f"(segments follow each other with no gap in "
                               f"{manifest.shards[int(shard[row])].directory}/{file_name})")
     rows = totals[boundaries[1:]] - totals[boundaries[:-1]]
-    header = recorded - rows * stream_type.row_bytes
+    header = recorded - rows * row_bytes
     bad = (header < _MIN_NPY_HEADER) | (header > _MAX_NPY_HEADER) | (header % _NPY_HEADER_ALIGN != 0)
     if np.any(bad):
         k = int(np.flatnonzero(bad)[0])
@@ -289,4 +382,4 @@ def _in_range(values: np.ndarray, limit: int, name: str, where: str) -> None:
 
 
 __all__ = ["DATA_SEGMENT_DTYPE", "SEGMENT_DTYPE", "ColumnBuilder", "check_column_types", "check_column_values",
-           "sample_dtype", "segment_dtype", "segment_fields"]
+           "digest_piece_counts", "sample_dtype", "segment_dtype", "segment_fields"]

@@ -24,6 +24,9 @@ MINOR_CUES = 1
 MINOR_BANKS = 2
 #: The minor version that introduced the ``asd`` and ``asr`` kinds (data streams, attributes).
 MINOR_TRACKS = 3
+#: The minor version that introduced codec streams (``flac``, ``opus``: audio in independently decodable blocks)
+#: and per-piece digests (``digests.npy``).
+MINOR_BLOCKS = 4
 
 #: The commit record of a pack; a directory without it is not a pack.
 MANIFEST_NAME = "dataset.json"
@@ -47,6 +50,13 @@ SAMPLES_FILE = "samples.npy"
 KEYS_FILE = "keys.npy"
 SPEAKERS_FILE = "speakers.npy"
 ATTR_PREFIX = "attr_"
+#: The column of a compressed audio stream's block sizes (``<stream>_blocks.npy``, format 1.4).
+BLOCKS_SUFFIX = "_blocks"
+#: Per-shard file of piece digests (format 1.4), present in every shard exactly when ``dataset.json`` has ``digests``.
+DIGESTS_NAME = "digests.npy"
+#: Value of ``dataset.json["digests"]``: ``hashlib.blake2b(piece, digest_size=16)``.
+DIGEST_ALGORITHM = "blake2b-128"
+DIGEST_SIZE = 16
 
 #: Pack kinds defined by format v1; what each kind holds is its row of ``schemas.kinds.KIND_SPECS``.
 KIND_TSE = "tse"  # fixed mixtures with one target per speaker
@@ -69,6 +79,20 @@ STREAM_TEXT = "text"
 #: Audio is stored as little-endian int16; a stored value v decodes to ``v / AUDIO_FULL_SCALE * scale``.
 AUDIO_DTYPE = np.dtype("<i2")
 AUDIO_FULL_SCALE = 32768.0
+
+#: Audio codecs (format 1.4): ``dataset.json`` ``streams[i]["codec"]``; absent means pcm16 (every older pack).
+CODEC_PCM16 = "pcm16"
+CODEC_FLAC = "flac"
+CODEC_OPUS = "opus"
+CODECS = (CODEC_PCM16, CODEC_FLAC, CODEC_OPUS)
+#: The codecs a catalogue names (pcm16 is the absence of the key).
+COMPRESSED_CODECS = (CODEC_FLAC, CODEC_OPUS)
+#: A compressed stream file: a flat uint8 array, the stream's blocks back to back.
+COMPRESSED_DTYPE = np.dtype("|u1")
+#: The only sample rates Opus encodes (RFC 6716); a pack at another rate cannot use it.
+OPUS_SAMPLE_RATES = (8000, 12000, 16000, 24000, 48000)
+#: Block sizes of compressed streams are 64-bit byte counts (``columns/<stream>_blocks.npy``).
+BLOCK_SIZE_DTYPE = np.dtype("<i8")
 
 #: The face crop of ``asd`` packs: square, grayscale, uint8 (the ASD community's geometry).  A pack written at one
 #: size cannot be read at another, so the reader checks the catalogue's row shape against this.
@@ -130,6 +154,17 @@ def stream_column_file(stream: str) -> str:
     """Column file of ``stream``'s segments (``columns/mix.npy``: shard, offset, length... of every segment), the
     column a reader finds each sample's bytes of that stream by."""
     return f"{stream}.npy"
+
+
+def blocks_column_file(stream: str) -> str:
+    """Column file of a compressed ``stream``'s block sizes (``mix_blocks.npy``: every block's bytes, segments in
+    storage order), from which a reader finds each block by a cumulative sum."""
+    return f"{stream}{BLOCKS_SUFFIX}.npy"
+
+
+def block_count(length: int, block_frames: int) -> int:
+    """Blocks of a compressed segment of ``length`` frames: ``ceil(length / block_frames)`` (exact integers)."""
+    return -(-length // block_frames)
 
 
 def attr_file(name: str) -> str:

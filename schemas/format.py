@@ -17,6 +17,7 @@ Layout
         index.json            one record per sample, in storage order
         mix.npy               one file per stream: a flat 1-D array
         target.npy
+        digests.npy           only in a pack with digests (1.4): one digest per piece of the shard
       shard-000001/
       ...
 
@@ -37,7 +38,10 @@ A JSON object with exactly these keys, plus the optional ones after them:
 ``sample_rate``    integer Hz of every audio stream.
 ``streams``        list of ``{"name", "dtype", "row_shape", "file"}``: the catalogue.  ``dtype`` is a numpy
                    dtype string (``"<i2"``), ``row_shape`` the shape of one element of axis 0 (``[]`` for flat
-                   audio, ``[112, 112]`` for faces), ``file`` the file name inside every shard directory.
+                   audio, ``[112, 112]`` for faces), ``file`` the file name inside every shard directory.  Since
+                   1.4 an audio stream's entry MAY also carry ``"codec"`` (``"flac"`` or ``"opus"``) and
+                   ``"block_frames"`` (int > 0), both or neither ("Compressed audio streams" below); absent means
+                   pcm16, as in every older pack.
 ``shards``         list of ``{"directory", "samples", "files"}`` in order; ``files`` maps every file of the
                    shard directory to ``{"size": bytes, "sha256": hex digest}``.  Shard ``k`` is the ``k``-th shard
                    of the build's plan, so its name never depends on what other shards hold: a shard whose every
@@ -57,6 +61,12 @@ and, since 1.1, optionally:
                    ``/``-separated path relative to that directory (``cues.yaml``, ``audio/data.npy``, ...).  Present
                    exactly when the pack has cues; the layout of ``cues/`` is specified in ``schemas/cues.py``.
 
+and, since 1.4, optionally:
+
+``digests``        the string ``"blake2b-128"``: every shard's ``files`` also lists ``digests.npy`` (and exactly
+                   then; "Digests" below).  REQUIRED when any stream has a codec (a compressed pack always has
+                   digests); a pcm16 pack has it when built with ``--digests``.
+
 and, in ``asr`` packs (1.3), required there and absent elsewhere:
 
 ``hours_by_corpus`` ``{corpus: {language: hours}}`` over the pack's samples: what corpus and language weighting
@@ -66,7 +76,8 @@ and, in ``asr`` packs (1.3), required there and absent elsewhere:
 
 A writer records the lowest minor version that describes the pack (as numpy's ``.npy`` writer picks format 1.0
 unless the array needs 2.0): a ``tse`` or ``sources`` pack without cues is 1.0, so its bytes do not change; with
-cues it is 1.1; a ``noise`` or ``rir`` pack is 1.2; an ``asd`` or ``asr`` pack is 1.3 (``lowest_minor``).
+cues it is 1.1; a ``noise`` or ``rir`` pack is 1.2; an ``asd`` or ``asr`` pack is 1.3; a pack with a codec stream
+or with digests is 1.4 (``lowest_minor``).
 
 Keys are sorted and the JSON is indented by one space, so equal packs have byte-identical manifests.
 
@@ -82,6 +93,29 @@ length)`` without copying.  Segments of one stream are stored in sample order wi
 
 A stored value ``v`` decodes to the float ``v / 32768 * scale``.  ``scale`` is 1.0 unless the audio would
 have clipped: then it is the smallest factor that keeps the peak representable, and a reader MUST apply it.
+
+Compressed audio streams (since 1.4)
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+An audio stream whose catalogue entry has ``codec`` has ``dtype`` ``"|u1"``, ``row_shape`` ``[]`` and the same file
+name ``<stream>.npy``: a 1-D uint8 ``.npy`` holding the stream's blocks back to back, segments in storage order
+with no gaps (the no-gap rule in bytes: the file holds exactly the sum of all its blocks' sizes).  A segment of
+``channels`` C and ``length`` T frames is cut into ``ceil(T / block_frames)`` blocks; block ``i`` holds frames
+``[i * B, min((i + 1) * B, T))`` of all C channels (``B`` = ``block_frames``).  Each block is one complete,
+independently decodable file:
+
+``flac``   a native FLAC stream (starts with ``fLaC``), 16 bits per sample, C channels, the pack's sample rate.
+           Lossless: it decodes to exactly the int16 values a pcm16 pack would store.
+``opus``   an Ogg Opus stream (RFC 7845), C channels, the pack's sample rate (which MUST be one of 8000, 12000,
+           16000, 24000, 48000), with pre-skip and end trimming by granule position so that it decodes to exactly
+           its frame count.  Decoded float samples are taken as int16 the way libsndfile's ``sf_readf_short``
+           gives them (soundfile ``read(..., dtype="int16")``).
+
+A decoded block with another frame or channel count than the segment says is corrupt, and a reader MUST refuse it.
+**The stored samples of a compressed segment are its decoded int16 values**: ``scale``, ``mean``, ``rms`` and
+``peak`` are defined on them exactly as for pcm16 (so a normalisation computed from any slice holds), and a reader
+decodes a value ``v`` to ``v / 32768 * scale`` as before.  For ``flac`` they equal the pcm16 pack's values bit for
+bit; for ``opus`` the writer encodes the int16 it would have stored, decodes each block again and records the
+statistics of what it decoded.  Data streams (``faces``, ``labels``, ``text``) never have a codec.
 
 Data streams (since 1.3) hold rows: ``faces`` ``|u1`` rows of ``[112, 112]`` (a grayscale face crop per native
 video frame), ``labels`` ``|u1`` ``[]`` (0 or 1, speaking, per native video frame), ``text`` ``|u1`` ``[]``
@@ -128,7 +162,10 @@ one compact record per line, where a record is::
 and an audio segment is ``{"offset", "channels", "length", "scale", "mean", "rms", "peak"}``: element offset into
 the stream file (64-bit), channel count, samples per channel, the decode scale, and statistics of the decoded
 audio over all its channels: ``mean``; then, after removing that mean, ``rms`` and ``peak`` (max absolute).  A data
-segment is ``{"offset", "length"}`` in rows.
+segment is ``{"offset", "length"}`` in rows.  A segment of a compressed audio stream (1.4) is ``{"offset",
+"channels", "length", "scale", "mean", "rms", "peak", "blocks"}``: ``offset`` is the **byte** offset of its first
+block in the stream file's data and ``blocks`` the list of its blocks' byte sizes in order (each at least 1, exactly
+``ceil(length / block_frames)`` of them); block ``i`` starts at byte ``offset + sum(blocks[:i])``.
 Statistics MUST be computed from the stored int16 exactly as a reader decodes it, so a reader can reproduce a
 whole-recording normalisation from any slice.
 
@@ -136,14 +173,29 @@ columns/
 --------
 The shard indexes again, as plain ``.npy`` arrays a reader loads in milliseconds; the dtypes are defined in
 ``schemas/columns.py``, the file list in ``schemas.kinds.column_files``.  They MUST equal what the shard indexes
-say; a reader MAY use either.
+say; a reader MAY use either.  The segment table ``<stream>.npy`` of a compressed stream keeps its dtype (its
+``offset`` in bytes), and such a stream adds ``columns/<stream>_blocks.npy`` (1.4): ``<i8``, every block's byte
+size, segments in storage order, segment ``s`` owning ``ceil(length_s / block_frames)`` consecutive rows; a reader
+finds block offsets by a cumulative sum.
+
+Digests
+-------
+In a pack with ``digests`` (1.4), ``shard-k/digests.npy`` is a uint8 ``[n, 16]`` array: row ``i`` is
+``hashlib.blake2b(piece_i, digest_size=16).digest()`` of the ``i``-th *piece* of the shard, in this order: for each
+stream of the catalogue in catalogue order, for each of the shard's segments of that stream in storage order,
+each block of a compressed audio segment, else the segment's whole bytes (pcm16: ``channels * length * 2`` bytes
+from element ``offset``; a data segment: its ``length`` rows).  A reader finds a segment's first piece by counting
+(a cumulative sum over the columns), reads a piece's bytes from wherever they lie and MUST compare them with its
+digest before using them.  The file is small (16 bytes per piece) and is verified by its sha256 in
+``dataset.json`` like every shard file.
 
 Names
 -----
 Every name in ``dataset.json`` becomes part of a path, so a reader MUST check it before using it
 (``schemas/names.py``): ``shards[k].directory`` MUST be ``shard_dir_name(k)``; the keys of ``shards[k].files`` MUST be
-exactly ``index.json`` and the catalogue's stream files; ``columns`` MUST name ``columns`` and exactly the kind's
-column files; ``skipped.file.name`` MUST be ``skipped.json``; every ``cues`` path MUST be ``/``-joined components.
+exactly ``index.json``, the catalogue's stream files and, exactly when the pack has ``digests``, ``digests.npy``;
+``columns`` MUST name ``columns`` and exactly the kind's column files plus ``<stream>_blocks.npy`` for each
+compressed stream; ``skipped.file.name`` MUST be ``skipped.json``; every ``cues`` path MUST be ``/``-joined components.
 Any name MUST be one path component of ASCII letters, digits, ``_``, ``-`` and ``.``, not starting with ``.`` (so no
 separator, no ``..``, no absolute path).  A reader refuses a manifest that breaks any of these, naming the field.
 
@@ -151,7 +203,8 @@ What a reader verifies
 ----------------------
 At open, a reader MUST compare every column file with its size and sha256 in ``dataset.json`` and SHOULD check the
 columns' internal consistency (``schemas/columns.py``): every index in range, every segment inside its
-shard's stream file.  When it maps a stream file it MUST check that the file's size is the recorded one and its
+shard's stream file; for a compressed stream, every block size positive, ``ceil(length / block_frames)`` blocks
+per segment and the no-gap rule in bytes.  When it maps a stream file it MUST check that the file's size is the recorded one and its
 ``.npy`` header has exactly the rows the segments need, and SHOULD check that ``dataset.json`` is still the file it
 opened (``loader/pack/verify.py``: a pack replaced under a reader is an error, never other audio).
 
@@ -163,29 +216,40 @@ Version history
 1.2  kinds ``noise`` and ``rir`` (stream ``audio``).  A 1.0 or 1.1 reader, which checks the kind, refuses them.
 1.3  kinds ``asd`` and ``asr``: data streams (``faces``, ``labels``, ``text``), per-sample ``attrs``, and the
      ``asr`` manifest keys ``hours_by_corpus`` and ``char_counts``.  Older readers refuse the kinds.
+1.4  compressed audio streams (catalogue ``codec`` ``flac`` or ``opus`` and ``block_frames``; segment ``blocks``;
+     ``columns/<stream>_blocks.npy``) and per-piece digests (``digests``, ``shard-k/digests.npy``).  A 1.3 reader,
+     which requires the exact catalogue keys, the exact shard file set and the ``<i2`` dtype of audio streams,
+     refuses such a pack.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 from speechpack.schemas.cues import CUES_DIR, CUES_YAML
 from speechpack.schemas.constants import (  # noqa: F401  (MINOR_*: the version history's names, re-exported)
     AUDIO_DTYPE,
+    CODEC_PCM16,
     COLUMNS_DIR,
+    COMPRESSED_CODECS,
+    COMPRESSED_DTYPE,
+    DIGEST_ALGORITHM,
+    DIGESTS_NAME,
     FORMAT_MINOR,
     FORMAT_NAME,
     FORMAT_VERSION,
     HASH_NAME,
     KINDS,
     MINOR_BANKS,
+    MINOR_BLOCKS,
     MINOR_CUES,
     MINOR_TRACKS,
     SHARD_INDEX_NAME,
     SKIPPED_NAME,
     STREAM_TYPES,
     SUPPORTED_MAJOR_VERSIONS,
+    block_count,
     shard_dir_name,
     stream_file_name,
 )
@@ -194,9 +258,11 @@ from speechpack.schemas.kinds import ATTRIBUTES_BY_KIND, EXTRA_MANIFEST_KEYS, KI
 from speechpack.schemas.names import check_component, check_relative_path, check_shard_directory
 
 
-def lowest_minor(kind: str, has_cues: bool) -> int:
-    """The lowest minor version that describes a pack of ``kind`` (with or without cues)."""
-    return max(FORMAT_MINOR, MINOR_CUES if has_cues else FORMAT_MINOR, KIND_SPECS[kind].since_minor)
+def lowest_minor(kind: str, has_cues: bool, has_blocks: bool = False) -> int:
+    """The lowest minor version that describes a pack of ``kind`` (with or without cues; ``has_blocks``: a stream
+    has a codec or the pack has digests, format 1.4)."""
+    return max(FORMAT_MINOR, MINOR_CUES if has_cues else FORMAT_MINOR, KIND_SPECS[kind].since_minor,
+               MINOR_BLOCKS if has_blocks else FORMAT_MINOR)
 
 
 def _require(obj: Any, keys: set[str], where: str, optional: set[str] = frozenset()) -> None:
@@ -241,30 +307,66 @@ def check_version(manifest: dict, where: str) -> None:
 
 @dataclass(frozen=True)
 class StreamSpec:
-    """One entry of the stream catalogue."""
+    """One entry of the stream catalogue.  ``codec`` and ``block_frames`` (format 1.4) are set together on a
+    compressed audio stream and None on every other (pcm16, data streams, every older pack)."""
 
     name: str
     dtype: str = AUDIO_DTYPE.str
     row_shape: tuple[int, ...] = ()
+    codec: str | None = None
+    block_frames: int | None = None
 
     @property
     def file(self) -> str:
         return stream_file_name(self.name)
 
+    @property
+    def compressed(self) -> bool:
+        return self.codec is not None
+
+    @property
+    def codec_name(self) -> str:
+        """The stream's codec by name, ``pcm16`` when the catalogue names none (data streams have no codec)."""
+        return self.codec or CODEC_PCM16
+
     def to_dict(self) -> dict:
-        return {"name": self.name, "dtype": self.dtype, "row_shape": list(self.row_shape), "file": self.file}
+        obj = {"name": self.name, "dtype": self.dtype, "row_shape": list(self.row_shape), "file": self.file}
+        if self.codec is not None:
+            obj["codec"] = self.codec
+            obj["block_frames"] = self.block_frames
+        return obj
 
     @classmethod
     def from_dict(cls, obj: Any, where: str) -> "StreamSpec":
-        _require(obj, {"name", "dtype", "row_shape", "file"}, where)
+        _require(obj, {"name", "dtype", "row_shape", "file"}, where, optional=set(_CODEC_KEYS))
+        present = _CODEC_KEYS & obj.keys()
+        if present and present != _CODEC_KEYS:
+            missing = sorted(_CODEC_KEYS - present)
+            raise PackFormatError(f"{where}: missing key(s) {', '.join(missing)} (a stream with a codec has both "
+                                  f"codec and block_frames)")
+        codec = block_frames = None
+        if present:
+            codec = _typed(obj, "codec", str, where)
+            if codec not in COMPRESSED_CODECS:
+                raise PackFormatError(f"{where}.codec: {codec!r} is not one of {', '.join(COMPRESSED_CODECS)} "
+                                      f"(pcm16 is written by leaving the key out)")
+            block_frames = _typed(obj, "block_frames", int, where)
+            if block_frames <= 0:
+                raise PackFormatError(f"{where}.block_frames: must be positive, got {block_frames}")
         spec = cls(
             name=_typed(obj, "name", str, where),
             dtype=_typed(obj, "dtype", str, where),
             row_shape=tuple(_typed(obj, "row_shape", list, where)),
+            codec=codec,
+            block_frames=block_frames,
         )
         if obj["file"] != spec.file:
             raise PackFormatError(f"{where}.file: expected {spec.file!r}, got {obj['file']!r}")
         return spec
+
+
+#: The catalogue keys of a compressed stream (format 1.4), present together or not at all.
+_CODEC_KEYS = frozenset({"codec", "block_frames"})
 
 
 @dataclass(frozen=True)
@@ -334,12 +436,14 @@ class Manifest:
     #: ``asr`` packs: ``{corpus: {language: hours}}`` and ``{character: count}``; None in other kinds.
     hours_by_corpus: dict[str, dict[str, float]] | None = None
     char_counts: dict[str, int] | None = None
+    #: ``"blake2b-128"`` when every shard has ``digests.npy`` (format 1.4; always with a codec stream), else None.
+    digests: str | None = None
 
     _KEYS = frozenset(
         {"format", "format_version", "format_minor", "kind", "sample_rate", "streams", "shards", "totals",
          "provenance", "columns", "skipped"}
     )
-    _OPTIONAL_KEYS = frozenset({"cues"})
+    _OPTIONAL_KEYS = frozenset({"cues", "digests"})
     _TOTALS = frozenset({"samples", "hours", "speakers", "bytes"})
     _PROVENANCE = frozenset({"input", "tool", "tool_version", "command", "options"})
 
@@ -352,6 +456,20 @@ class Manifest:
     @property
     def num_samples(self) -> int:
         return self.totals["samples"]
+
+    @property
+    def block_frames(self) -> dict[str, int]:
+        """Compressed streams (format 1.4), by name, with their frames per block; empty in a pcm16 pack."""
+        return {spec.name: spec.block_frames for spec in self.streams if spec.codec is not None}
+
+    @property
+    def has_blocks(self) -> bool:
+        """Whether the pack needs format 1.4: a stream has a codec or the shards have digests."""
+        return bool(self.block_frames) or self.digests is not None
+
+    def column_file_names(self) -> tuple[str, ...]:
+        """Every file of ``columns/``: the kind's, plus each compressed stream's block sizes."""
+        return column_files(self.kind, self.block_frames)
 
     def file_entries(self) -> dict[str, FileEntry]:
         """Every file of the pack except ``dataset.json`` by ``/``-separated relative path, with its size and hash:
@@ -384,6 +502,8 @@ class Manifest:
         if self.cues:
             obj["cues"] = {"directory": CUES_DIR,
                            "files": {name: entry.to_dict() for name, entry in sorted(self.cues.items())}}
+        if self.digests is not None:
+            obj["digests"] = self.digests
         for key in KIND_SPECS[self.kind].manifest_keys:
             obj[key] = getattr(self, key)
         return obj
@@ -416,15 +536,22 @@ class Manifest:
             )
         for i, spec in enumerate(streams):
             expected_type = STREAM_TYPES[spec.name]
-            if spec.dtype != expected_type.dtype.str or spec.row_shape != expected_type.row_shape:
+            if spec.codec is not None and not expected_type.audio:
+                raise PackFormatError(f"{where}.streams[{i}]: stream {spec.name!r} is a data stream; only audio "
+                                      f"streams have a codec")
+            dtype = COMPRESSED_DTYPE.str if spec.codec is not None else expected_type.dtype.str
+            row_shape = () if spec.codec is not None else expected_type.row_shape
+            if spec.dtype != dtype or spec.row_shape != row_shape:
+                what = f"a {spec.codec} stream" if spec.codec is not None else f"stream {spec.name!r}"
                 raise PackFormatError(
-                    f"{where}.streams[{i}]: stream {spec.name!r} must be dtype {expected_type.dtype.str!r} with "
-                    f"row_shape {list(expected_type.row_shape)}, got {spec.dtype!r} {list(spec.row_shape)}"
+                    f"{where}.streams[{i}]: {what} must be dtype {dtype!r} with row_shape {list(row_shape)}, got "
+                    f"{spec.dtype!r} {list(spec.row_shape)}"
                 )
+        digests = _digests(obj, streams, where)
         shards = tuple(
             ShardEntry.from_dict(s, f"{where}.shards[{i}]") for i, s in enumerate(_typed(obj, "shards", list, where))
         )
-        _check_shard_names(shards, streams, where)
+        _check_shard_names(shards, streams, digests is not None, where)
         totals = _typed(obj, "totals", dict, where)
         _require(totals, set(cls._TOTALS), f"{where}.totals")
         provenance = _typed(obj, "provenance", dict, where)
@@ -435,8 +562,9 @@ class Manifest:
             raise PackFormatError(f"{where}.columns.directory: expected {COLUMNS_DIR!r}, got {columns['directory']!r}")
         column_entries = {name: FileEntry.from_dict(entry, f"{where}.columns.files[{name!r}]")
                           for name, entry in _typed(columns, "files", dict, f"{where}.columns").items()}
-        if set(column_entries) != set(column_files(kind)):
-            raise PackFormatError(f"{where}.columns.files: expected {sorted(column_files(kind))}, "
+        expected_columns = column_files(kind, (spec.name for spec in streams if spec.codec is not None))
+        if set(column_entries) != set(expected_columns):
+            raise PackFormatError(f"{where}.columns.files: expected {sorted(expected_columns)}, "
                                   f"got {sorted(column_entries)}")
         skipped = _typed(obj, "skipped", dict, where)
         _check_skipped(skipped, f"{where}.skipped")
@@ -457,14 +585,32 @@ class Manifest:
             skipped=skipped,
             format_version=obj["format_version"],
             format_minor=_typed(obj, "format_minor", int, where),
+            digests=digests,
             **{key: parse(obj, where) for key, parse in _EXTRA_KEY_PARSERS.items() if key in extra_keys},
         )
 
 
-def _check_shard_names(shards: tuple[ShardEntry, ...], streams: tuple[StreamSpec, ...], where: str) -> None:
-    """Shard ``k`` is ``shard_dir_name(k)`` and holds exactly its index and one file per stream: the only names a
-    reader or a copy ever joins to the pack's path (``schemas.names`` has already refused anything unsafe)."""
-    expected_files = {SHARD_INDEX_NAME} | {spec.file for spec in streams}
+def _digests(obj: dict, streams: tuple[StreamSpec, ...], where: str) -> str | None:
+    """``dataset.json["digests"]`` (format 1.4): absent, or the one algorithm; required when a stream has a codec
+    (a compressed pack always has digests)."""
+    if "digests" not in obj:
+        compressed = [spec.name for spec in streams if spec.codec is not None]
+        if compressed:
+            raise PackFormatError(f"{where}: missing key digests (stream(s) {', '.join(compressed)} have a codec, "
+                                  f"and a compressed pack always has digests)")
+        return None
+    algorithm = _typed(obj, "digests", str, where)
+    if algorithm != DIGEST_ALGORITHM:
+        raise PackFormatError(f"{where}.digests: expected {DIGEST_ALGORITHM!r}, got {algorithm!r}")
+    return algorithm
+
+
+def _check_shard_names(shards: tuple[ShardEntry, ...], streams: tuple[StreamSpec, ...], digests: bool,
+                       where: str) -> None:
+    """Shard ``k`` is ``shard_dir_name(k)`` and holds exactly its index, one file per stream and, exactly when the
+    pack has digests, ``digests.npy``: the only names a reader or a copy ever joins to the pack's path
+    (``schemas.names`` has already refused anything unsafe)."""
+    expected_files = {SHARD_INDEX_NAME} | {spec.file for spec in streams} | ({DIGESTS_NAME} if digests else set())
     for i, shard in enumerate(shards):
         if shard.directory != shard_dir_name(i):
             raise PackFormatError(f"{where}.shards[{i}].directory: expected {shard_dir_name(i)!r}, got "
@@ -528,6 +674,8 @@ def _cue_files(obj: Any, where: str) -> dict[str, FileEntry]:
 
 
 SEGMENT_KEYS = frozenset({"offset", "channels", "length", "scale", "mean", "rms", "peak"})
+#: A segment of a compressed audio stream (format 1.4): ``offset`` in bytes, and its blocks' byte sizes.
+COMPRESSED_SEGMENT_KEYS = SEGMENT_KEYS | {"blocks"}
 DATA_SEGMENT_KEYS = frozenset({"offset", "length"})
 RECORD_KEYS = frozenset(
     {"key", "speakers", "num_frames", "duration", "orig_sample_rate", "line", "provenance", "streams"}
@@ -536,8 +684,11 @@ ATTRS_KEY = "attrs"
 SHARD_INDEX_KEYS = frozenset({"format_version", "shard", "samples"})
 
 
-def check_shard_index(obj: Any, kind: str, where: str) -> list[dict]:
-    """Check a shard's ``index.json`` structure and return its sample records."""
+def check_shard_index(obj: Any, kind: str, where: str, block_frames: Mapping[str, int] | None = None) -> list[dict]:
+    """Check a shard's ``index.json`` structure and return its sample records.  ``block_frames`` names the pack's
+    compressed streams with their frames per block (``Manifest.block_frames``; format 1.4): their segments carry
+    ``blocks``, one positive byte size per block, ``ceil(length / block_frames)`` of them."""
+    block_frames = block_frames or {}
     _require(obj, set(SHARD_INDEX_KEYS), where)
     if type(obj["format_version"]) is not int or obj["format_version"] not in SUPPORTED_MAJOR_VERSIONS:
         raise PackFormatError(f"{where}.format_version: {obj['format_version']!r} is not supported")
@@ -564,15 +715,31 @@ def check_shard_index(obj: Any, kind: str, where: str) -> list[dict]:
             if not isinstance(segs, list) or not segs:
                 raise PackFormatError(f"{at}.streams.{name}: expected a non-empty list of segments")
             audio = STREAM_TYPES[name].audio
+            frames = block_frames.get(name)
+            keys = (COMPRESSED_SEGMENT_KEYS if frames is not None else SEGMENT_KEYS) if audio else DATA_SEGMENT_KEYS
             for j, seg in enumerate(segs):
                 seg_at = f"{at}.streams.{name}[{j}]"
-                _require(seg, set(SEGMENT_KEYS if audio else DATA_SEGMENT_KEYS), seg_at)
+                _require(seg, set(keys), seg_at)
                 for key in ("offset", "channels", "length") if audio else ("offset", "length"):
                     if _typed(seg, key, int, seg_at) < 0:
                         raise PackFormatError(f"{seg_at}.{key}: negative value {seg[key]}")
                 for key in ("scale", "mean", "rms", "peak") if audio else ():
                     _typed(seg, key, (int, float), seg_at)
+                if frames is not None:
+                    _check_blocks(seg, frames, seg_at)
     return records
+
+
+def _check_blocks(seg: dict, block_frames: int, where: str) -> None:
+    """A compressed segment's ``blocks``: ``ceil(length / block_frames)`` positive byte sizes."""
+    blocks = _typed(seg, "blocks", list, where)
+    expected = block_count(seg["length"], block_frames)
+    if len(blocks) != expected:
+        raise PackFormatError(f"{where}.blocks: {len(blocks)} block(s), a segment of {seg['length']} frames in blocks "
+                              f"of {block_frames} has {expected}")
+    for size in blocks:
+        if type(size) is not int or size <= 0:
+            raise PackFormatError(f"{where}.blocks: {size!r} is not a positive byte size")
 
 
 def _check_attrs(attrs: Any, attributes: dict[str, type], where: str) -> None:

@@ -21,7 +21,7 @@ import collections
 import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -47,6 +47,7 @@ from speechpack.schemas.constants import (
     STREAM_TEXT,
     STREAM_TYPES,
     attr_file,
+    blocks_column_file,
     stream_column_file,
 )
 
@@ -217,9 +218,18 @@ ATTRIBUTES_BY_KIND: Mapping[str, Mapping[str, type]] = MappingProxyType(
 EXTRA_MANIFEST_KEYS = frozenset().union(*(spec.manifest_keys for spec in KIND_SPECS.values()))
 
 
-def column_files(kind: str) -> tuple[str, ...]:
-    """The file names of a pack's columns (``schemas.columns``), in a fixed order."""
-    return ((SAMPLES_FILE, KEYS_FILE, SPEAKERS_FILE) + tuple(stream_column_file(s) for s in STREAMS_BY_KIND[kind])
+def column_files(kind: str, compressed: Iterable[str] = ()) -> tuple[str, ...]:
+    """The file names of a pack's columns (``schemas.columns``), in a fixed order; ``compressed`` names the streams
+    with a codec (format 1.4), each of which adds its block sizes (``<stream>_blocks.npy``) after its table."""
+    compressed = frozenset(compressed)
+    streams = STREAMS_BY_KIND[kind]
+    unknown = compressed - set(streams)
+    if unknown:
+        raise ValueError(f"kind {kind!r} has no stream(s) {sorted(unknown)}")
+    return ((SAMPLES_FILE, KEYS_FILE, SPEAKERS_FILE)
+            + tuple(name for s in streams
+                    for name in ((stream_column_file(s), blocks_column_file(s)) if s in compressed
+                                 else (stream_column_file(s),)))
             + tuple(attr_file(name) for name in ATTRIBUTES_BY_KIND.get(kind, {})))
 
 

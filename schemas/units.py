@@ -130,6 +130,10 @@ ROOM_SIZE = Range("--room-min/--room-max", 0, 100, "m", low_open=True, integer=F
 RT60 = Range("--rt60", 0, 10, "s", low_open=True, integer=False)
 DISTANCE = Range("--distance", 0, 100, "m", low_open=True, integer=False)
 #: MSDWild windows (seconds): an hour is longer than any of its videos.
+#: ``--block-seconds``: the unit of random access of a compressed pack (format 1.4); a minute is far past any use.
+BLOCK_SECONDS = Range("--block-seconds", 0, 60, "s", low_open=True, integer=False)
+#: ``--opus-bitrate``, bits per second per channel: what libsndfile's Opus encoder can be set to.
+OPUS_BITRATE = Range("--opus-bitrate", 6000, 256000, "bit/s per channel")
 WINDOW_SECONDS = Range("--window", 0, 3600, "s", low_open=True, integer=False)
 OVERLAP_SECONDS = Range("--overlap", 0, 3600, "s", integer=False)
 #: Largest ratio between a file's rate and the pack's that ``packer.audio.resample`` accepts (8 kHz to 768 kHz is

@@ -2,7 +2,9 @@
 
 ``open_pack(path)`` checks the manifest, loads the columnar index into numpy and maps stream files lazily
 (``reader``); what it verifies at open and at each mapping is ``verify``, and the content of each mapped file,
-hashed once per node in the background, ``content_check``; a pack's speaker-cue banks are read by ``cues``; the
+hashed once per node in the background, ``content_check``; compressed audio streams (format 1.4, FLAC and Opus) are
+decoded a block at a time, only the blocks a read touches, by ``blocks``; a pack's speaker-cue banks are read by
+``cues``; the
 read-ahead advice for a batch's
 mapped ranges is ``readahead``.  Every file is reached through ``PackFiles`` (``files``: a local directory;
 ``object_store``: an fsspec URL such as ``s3://bucket/packs/train``), so one reader serves local and remote packs.

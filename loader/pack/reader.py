@@ -3,6 +3,12 @@ stream files lazily (read-only) the first time a sample needs them.  Every file 
 (``loader.pack.files``): a local directory, or an object store by URL (``loader.pack.object_store``), whose stream
 files are read into memory instead of mapped; the ``Pack`` and the batch code are the same for both.
 
+Compressed audio streams (format 1.4, ``flac``/``opus``): the uint8 stream file is mapped and checked as any other;
+``Pack.blocks`` holds each compressed stream's ``BlockTable`` (block offsets by a cumulative sum of
+``columns/<stream>_blocks.npy``), ``stored_segment`` hands out a ``BlockSamples`` that decodes the blocks under a
+slice, and ``decode_block`` checks a block against its digest (``shard-k/digests.npy``) before decoding it
+(``loader.pack.blocks``).
+
 No per-sample Python objects are kept: keys, speakers, offsets and statistics are numpy arrays, so DataLoader
 workers forked from a process holding a ``Pack`` do not dirty copy-on-write pages by touching refcounts
 (pytorch/pytorch#13246).  This module imports numpy only; the torch glue lives elsewhere in ``loader/``.
@@ -24,6 +30,8 @@ system call (about a microsecond).
 from __future__ import annotations
 
 import collections
+import hashlib
+import io
 import os
 from dataclasses import dataclass
 from typing import Hashable
@@ -34,17 +42,26 @@ from speechpack.loader.pack.files import DirectoryPackFiles, MappedStream, PackF
 from speechpack.loader.pack.object_store import ObjectStorePackFiles
 from speechpack.loader.pack.readahead import view_ranges, will_need_ranges
 from speechpack.loader.pack.cues import CueBank, PackCues, SpeakerLabels, open_cues
+from speechpack.loader.pack import blocks as block_codec  # its decode_block by attribute: tests count decodes
+from speechpack.loader.pack.blocks import BlockSamples, BlockTable, CorruptBlock, DIGEST_BYTES, check_digest, piece_rows
 from speechpack.schemas.constants import (
     AUDIO_FULL_SCALE,
+    COLUMNS_DIR,
+    DIGESTS_NAME,
     KEYS_FILE,
+    MANIFEST_NAME,
     SAMPLES_FILE,
     SPEAKERS_FILE,
     STREAM_TYPES,
     attr_file,
+    blocks_column_file,
     stream_column_file,
 )
+from speechpack.schemas.columns import digest_piece_counts
+from speechpack.schemas.digests import check_digests_header
 from speechpack.schemas.cues import CuesConfig
-from speechpack.schemas.errors import PackFormatError
+from speechpack.schemas.errors import NpyHeaderError, PackFormatError
+from speechpack.schemas.npyfile import read_npy_header_from
 from speechpack.schemas.format import Manifest
 from speechpack.schemas.kinds import ATTRIBUTES_BY_KIND, KIND_SPECS, STREAMS_BY_KIND
 from speechpack.loader.pack.verify import OpenedPack, read_columns
@@ -200,12 +217,21 @@ class Pack:
         self.speaker_labels: SpeakerLabels | None = cues.labels
         #: The columns' values checked, and what each stream file must be when it is mapped (``OpenedPack``).
         self.opened = OpenedPack.of(self.files, manifest, self.shard, self.speaker_first, self.speaker_count,
-                                    len(self.speakers), self.streams, manifest_identity, manifest_sha256)
+                                    len(self.speakers), self.streams, manifest_identity, manifest_sha256,
+                                    {name: columns[blocks_column_file(name)] for name in manifest.block_frames})
+        #: The block tables of compressed audio streams (``loader.pack.blocks``; a pcm16 stream has none).
+        self.blocks: dict[str, BlockTable] = _block_tables(manifest, self.streams, columns, self.files)
+        self._digests: dict[int, np.ndarray] = {}
+        self._pieces_per_shard = None
+        if manifest.digests is not None:
+            self.blocks, self._pieces_per_shard = _with_pieces(manifest, self.streams, self.blocks)
         #: The content checks of mapped stream files (``loader.pack.content_check``; ``verify`` chooses the mode).
         #: Files whose bytes were checked against their sha256 before they are read (``PackFiles.hashes_checked``:
         #: the node cache's copies) are not hashed again.
         self.checks = StreamChecks(VERIFY_OFF if self.files.hashes_checked else verify,
                                    RecordPlace(self.files.root) if isinstance(self.files, DirectoryPackFiles) else None)
+        if self.files.range_reads is not None:
+            self.files.range_reads.bind(self)
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -231,6 +257,7 @@ class Pack:
         """Pickling (DataLoader workers under spawn) carries the index, never open mappings."""
         state = self.__dict__.copy()
         state["_maps"] = collections.OrderedDict()
+        state["_digests"] = {}
         return state
 
     def stream_array(self, shard: int, stream: str) -> np.ndarray:
@@ -271,6 +298,20 @@ class Pack:
             self._maps.popitem(last=False)  # views handed out keep their mapping alive
         return cached
 
+    def need(self, stream: str, segments) -> None:
+        """Make the stored bytes of ``segments`` (ids) of ``stream`` present and verified before they are read: a
+        pack read by ranges from a store fetches them (``loader.cache.ranges``); for any other, nothing.  Batch code
+        that holds a stream file's array (``stream_array``) calls it (or ``need_at``) for every batch."""
+        ranges = self.files.range_reads
+        if ranges is not None and ranges.reads(stream):
+            ranges.need(self, stream, segments)
+
+    def need_at(self, stream: str, shards, offsets) -> None:
+        """:meth:`need` for the segments that start at element ``offsets`` of shards ``shards``."""
+        ranges = self.files.range_reads
+        if ranges is not None and ranges.reads(stream):
+            ranges.need_at(self, stream, shards, offsets)
+
     def will_need(self, stream: str, segment: int, start: int = 0, stop: int | None = None) -> None:
         """Start reading samples (audio, every channel) or rows (data streams) ``[start, stop)`` of one segment into
         the page cache, asynchronously: on a cold cache, call it for a batch's windows before copying them."""
@@ -280,19 +321,30 @@ class Pack:
         start = max(start, 0)
         if start >= stop:
             return
+        self.need(stream, (segment,))
         mapped = self._mapped(int(table.shard[segment]), stream)
         offset = int(table.offset[segment])
-        if isinstance(table, SegmentTable):
+        blocks = self.blocks.get(stream)
+        if blocks is not None:  # the bytes of the blocks holding the frames
+            rows = blocks.blocks_of(segment, start, stop)
+            first = int(blocks.start[rows.start])
+            mapped.will_need(first, int(blocks.start[rows.stop - 1] + blocks.size[rows.stop - 1]) - first)
+        elif isinstance(table, SegmentTable):
             for channel in range(int(table.channels[segment])):  # channel-major: one range per channel
                 mapped.will_need(offset + channel * length + start, stop - start)
         else:
             mapped.will_need(offset + start, stop - start)
 
-    def stored_segment(self, stream: str, segment: int) -> tuple[np.ndarray, float]:
+    def stored_segment(self, stream: str, segment: int) -> tuple[np.ndarray | BlockSamples, float]:
         """Segment ``segment`` of ``stream`` as the stored int16 ``[C, T]`` view (no copy) and its decode factor
-        (``scale / 32768``): ``view * factor`` is the audio."""
+        (``scale / 32768``): ``view * factor`` is the audio.  A compressed stream's segment is a
+        :class:`~loader.pack.blocks.BlockSamples`: sliced the same way, it decodes only the blocks under the
+        slice."""
         table = self.streams[stream]
+        if stream in self.blocks:
+            return BlockSamples(self, stream, segment), float(table.scale[segment]) / AUDIO_FULL_SCALE
         channels, length = int(table.channels[segment]), int(table.length[segment])
+        self.need(stream, (segment,))
         array = self.stream_array(int(table.shard[segment]), stream)
         offset = int(table.offset[segment])
         return array[offset:offset + channels * length].reshape(channels, length), float(table.scale[segment]) / AUDIO_FULL_SCALE
@@ -306,6 +358,52 @@ class Pack:
             raise IndexError(f"segment {segment} of {stream!r} has {length} samples; asked for [{start}, {stop})")
         self.will_need(stream, segment, start, stop)
         return stored[:, start:stop].astype(np.float32) * np.float32(factor)
+
+    def decode_block(self, stream: str, segment: int, block: int) -> np.ndarray:
+        """Block row ``block`` (of segment ``segment``) of compressed stream ``stream``, decoded to read-only int16
+        ``[C, frames]``; its bytes are checked against their digest first when the pack has digests.
+        ``CorruptBlock`` names what does not decode to what the index records."""
+        table, blocks = self.streams[stream], self.blocks[stream]
+        shard = int(table.shard[segment])
+        self.need(stream, (segment,))
+        array = self.stream_array(shard, stream)
+        start, size = int(blocks.start[block]), int(blocks.size[block])
+        data = array[start:start + size]
+        index = block - int(blocks.first[segment])
+        frames = min(blocks.block_frames, int(table.length[segment]) - index * blocks.block_frames)
+        if len(data) != size:
+            raise CorruptBlock(f"the stream file ends at byte {len(array)}, before the block's end at {start + size} "
+                               f"(validate the pack)", index, self._block_place(stream, segment, index))
+        if blocks.piece is not None and not check_digest(data, self.block_digests(shard)[blocks.piece[block]]):
+            raise CorruptBlock("its bytes differ from their digest in digests.npy (the file changed after the pack "
+                               "was written; validate the pack)", index, self._block_place(stream, segment, index))
+        try:
+            decoded = block_codec.decode_block(blocks.codec, data.tobytes(), int(table.channels[segment]), frames,
+                                               self.sample_rate)
+        except CorruptBlock as err:
+            raise CorruptBlock(f"{err.reason} (validate the pack)", index,
+                               self._block_place(stream, segment, index)) from None
+        decoded.flags.writeable = False
+        return decoded
+
+    def _block_place(self, stream: str, segment: int, index: int) -> str:
+        """Where block ``index`` of a segment is, as an error names it: file, stream, segment, sample, block."""
+        table = self.streams[stream]
+        shard = int(table.shard[segment])
+        rel = f"{self.manifest.shards[shard].directory}/{self.manifest.stream(stream).file}"
+        sample = int(np.searchsorted(table.first, segment, side="right")) - 1
+        key = self.keys[sample] if 0 <= sample < len(self) else "?"
+        byte = int(self.blocks[stream].start[int(self.blocks[stream].first[segment]) + index])
+        return f"{self.files.where(rel)}: {stream} segment {segment} (sample {key!r}, byte {byte})"
+
+    def block_digests(self, shard: int) -> np.ndarray:
+        """``shard-k/digests.npy`` (uint8 ``[pieces, 16]``): read once per process, checked against its size and
+        sha256 in ``dataset.json`` and against the shard's piece count."""
+        cached = self._digests.get(shard)
+        if cached is None:
+            cached = self._digests[shard] = _read_digests(self.files, self.manifest, shard,
+                                                          int(self._pieces_per_shard[shard]))
+        return cached
 
     def read_rows(self, stream: str, segment: int, start: int = 0, stop: int | None = None) -> np.ndarray:
         """Rows ``[start, stop)`` of one segment of a data stream, as a read-only view of the mapping (no copy)."""
@@ -335,6 +433,57 @@ class Pack:
         data = {name: self.read_rows(name, self.segments_of(name, index)[0]) for name in spec.data_streams}
         return Sample(key=self.keys[index], speakers=self.speakers_of(index), mix=mix, targets=targets,
                       data=data or None)
+
+
+def _block_tables(manifest: Manifest, streams: dict, columns: dict[str, np.ndarray], files: PackFiles
+                  ) -> dict[str, BlockTable]:
+    """The ``BlockTable`` of every compressed audio stream, from its blocks column (checked with the other columns
+    by ``schemas.columns.check_column_values``)."""
+    tables = {}
+    for spec in manifest.streams:
+        if spec.codec is not None:
+            name = blocks_column_file(spec.name)
+            tables[spec.name] = BlockTable.of(spec.codec, spec.block_frames, streams[spec.name].offset,
+                                              streams[spec.name].length, columns[name],
+                                              files.where(f"{COLUMNS_DIR}/{name}"))
+    return tables
+
+
+def _with_pieces(manifest: Manifest, streams: dict, blocks: dict[str, BlockTable]
+                 ) -> tuple[dict[str, BlockTable], np.ndarray]:
+    """``blocks`` with each block's row in its shard's ``digests.npy``, and every shard's piece count."""
+    kinds = [(streams[spec.name].shard, blocks[spec.name].first if spec.name in blocks else None)
+             for spec in manifest.streams]
+    rows, _ = piece_rows(kinds, len(manifest.shards))
+    per_shard = digest_piece_counts(manifest, streams)  # the rows each digests.npy must have
+    placed = {spec.name: blocks[spec.name].with_pieces(row)
+              for spec, row in zip(manifest.streams, rows) if spec.name in blocks}
+    return placed, per_shard
+
+
+def _read_digests(files: PackFiles, manifest: Manifest, shard: int, pieces: int) -> np.ndarray:
+    """``shard-k/digests.npy`` read whole and checked (size, sha256, ``uint8 [pieces, 16]``)."""
+    entry_of = manifest.shards[shard]
+    rel = f"{entry_of.directory}/{DIGESTS_NAME}"
+    where = files.where(rel)
+    entry = entry_of.files[DIGESTS_NAME]  # listed in every shard of a pack with digests (schemas.format)
+    try:
+        data = files.read_bytes(rel)
+    except OSError as err:
+        raise PackFormatError(f"{where}: cannot read digests ({err.strerror or err})") from None
+    if len(data) != entry.size or (not files.hashes_checked and hashlib.sha256(data).hexdigest() != entry.sha256):
+        raise PackFormatError(f"{where}: {len(data)} bytes differing from {MANIFEST_NAME}'s size {entry.size} or "
+                              f"sha256 (the file changed after the pack was written; validate the pack)")
+    try:
+        header = read_npy_header_from(io.BytesIO(data), where)
+    except NpyHeaderError as err:
+        raise PackFormatError(f"{where}: cannot read digests ({err.reason})") from None
+    check_digests_header(header, pieces, where)
+    if len(data) < header.data_offset + pieces * DIGEST_BYTES:
+        raise PackFormatError(f"{where}: {len(data)} bytes, its header promises "
+                              f"{header.data_offset + pieces * DIGEST_BYTES} (the file is truncated)")
+    return np.frombuffer(data, dtype=np.uint8, count=pieces * DIGEST_BYTES,
+                         offset=header.data_offset).reshape(pieces, DIGEST_BYTES)
 
 
 def pack_files(location: str | os.PathLike, endpoint_url: str | None = None) -> PackFiles:

@@ -21,7 +21,6 @@ from speechpack.schemas.columns import check_column_types, check_column_values
 from speechpack.schemas.constants import COLUMNS_DIR, MANIFEST_NAME
 from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.format import FileEntry, Manifest
-from speechpack.schemas.kinds import column_files
 from speechpack.schemas.npyfile import read_npy_header_from
 
 
@@ -53,12 +52,12 @@ class OpenedPack:
     @classmethod
     def of(cls, files: PackFiles, manifest: Manifest, shard: np.ndarray, speaker_first: np.ndarray,
            speaker_count: np.ndarray, num_speakers: int, streams: dict, identity: Hashable | None,
-           manifest_sha256: str | None = None) -> "OpenedPack":
+           manifest_sha256: str | None = None, blocks: dict[str, np.ndarray] | None = None) -> "OpenedPack":
         """Check a pack's columns (``schemas.columns``, on the pack's own contiguous arrays: ``streams`` maps
-        each stream to its segment table) and record ``identity``, the manifest's when it was read (None: the pack
+        each stream to its segment table, ``blocks`` each compressed stream to its block sizes) and record ``identity``, the manifest's when it was read (None: the pack
         was not read by ``open_pack``)."""
         rows = check_column_values(manifest, shard, speaker_first, speaker_count, num_speakers, streams,
-                                   files.where(COLUMNS_DIR))
+                                   files.where(COLUMNS_DIR), blocks)
         return cls(files=files, manifest=identity, stream_rows=rows, manifest_sha256=manifest_sha256)
 
     @property
@@ -99,7 +98,7 @@ class OpenedPack:
 def read_columns(files: PackFiles, manifest: Manifest) -> dict[str, np.ndarray]:
     """Load ``columns/*.npy`` (no pickles), each read once and checked against ``dataset.json``'s size and
     sha256 while it is parsed: a column edited after the build is refused at open, naming the file."""
-    names = column_files(manifest.kind)
+    names = manifest.column_file_names()
     with ThreadPoolExecutor(max_workers=min(_HASH_THREADS, len(names))) as pool:
         arrays = pool.map(lambda name: _read_column(files, f"{COLUMNS_DIR}/{name}", manifest.columns[name]), names)
         columns = dict(zip(names, arrays))

@@ -11,6 +11,8 @@ torch.
 - ``weighting``: how many items each pack gives an epoch;
 - ``planning_report``: the dry run (``speechpack plan``) and its picture (a task's own checks of
   planned batches are its builder's ``planned_batch_check``);
+- ``decode_cost``: the audio the workers decode per epoch from compressed packs, and its core time (``plan``'s
+  ``decode`` line);
 - ``no_batch``: why a plan holds no batch, in the words ``speechpack plan``, ``peek`` and the loader share.
 
 The names of the family's concepts (the epoch plan, train and shuffle windows) are docs/architecture.md's "Names".

@@ -10,7 +10,8 @@ realised selection per pack, corpus and language (``PackWeighting.report``), and
 cache does at the config's limit (``loader.cache.schedule.simulate``): bytes and requests per epoch and the smallest
 limit that fetches each byte once, in the config's order and, for the first epoch, in the other one (the default
 shuffle, or the shard windows ``loader.cache.shard_order.window_for_limit`` suggests), so a user sees what
-``dataset_args.shard_window`` would change before choosing it.  A unit is an item (one mixture, or
+``dataset_args.shard_window`` would change before choosing it; with compressed packs the audio the workers decode
+and its core time (``loader.plan.decode_cost``).  A unit is an item (one mixture, or
 one target with ``expand_targets``) or, with ``train_window``, one chunk.
 
 A batch the loader would refuse (the builder's ``planned_batch_check``: TSE mixtures of different channel counts)
@@ -46,6 +47,7 @@ from speechpack.loader.cache import open_cached_pack
 from speechpack.loader.cache.schedule import CacheSimulation, FileSchedule, simulate
 from speechpack.loader.cache.shard_order import planning_view, shard_windows, window_for_limit, with_shard_order_alias
 from speechpack.loader.memory_limit import MemoryCeiling
+from speechpack.loader.plan.decode_cost import DecodeCost, decode_cost
 from speechpack.loader.plan.no_batch import no_batch_message, no_batch_reason
 from speechpack.loader.plan.epoch_plan import EVERY_RANK, MAX_WORLD_SIZE, EpochPlan, plan_epoch
 from speechpack.loader.recipe import ignored_line
@@ -85,6 +87,8 @@ class EpochStats:
     #: Per rank: the valid items its batches hold, and its utilisation (as ``utilisation``, over its batches).
     rank_items: np.ndarray | None = None
     rank_utilisation: np.ndarray | None = None
+    #: Compressed packs: the audio the workers decode this epoch (``loader.plan.decode_cost``); None: none is.
+    decode: DecodeCost | None = None
 
     @property
     def utilisation(self) -> float:
@@ -129,6 +133,8 @@ class PlanReport:
                 lines.append(_cache_line(e.cache, e.order))
             if e.other_cache is not None:
                 lines.append(_cache_line(e.other_cache, e.other_order, other=True))
+            if e.decode is not None:
+                lines.append(e.decode.describe())
         return "\n".join(lines)
 
     def plot(self, path: str) -> None:
@@ -238,7 +244,8 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
     packs = [source.path for source in config.packs]
     per_pack = np.bincount(unit_pack, minlength=len(packs))
     rows_of_unit, check = builder.unit_rows(), builder.planned_batch_check()
-    units = builder.unit_samples() if caches else None  # (pack, sample) per unit, for the cache's replay
+    compressed = any(p.blocks for p in opened)
+    units = builder.unit_samples() if caches or compressed else None  # (pack, sample) per unit: cache, decode
     ceiling = MemoryCeiling.of(config.memory_limit)  # read once, as the loader does when it starts
     report = PlanReport(state=state, world_size=world_size, units=builder.num_units(),
                         unit_name="item" if train_windows is None else "train-window chunk", ignored=config.ignored,
@@ -257,7 +264,10 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
                              rows_of_unit, packs, per_pack)
         if prepared.weighting is not None:
             stats.weighting = prepared.weighting.report(prepared.weighting.items(seed, epoch))
-        if units is not None:  # every rank on one node: the cache's whole load
+        if compressed:
+            stats.decode = decode_cost(opened, *units, plan.items, plan.valid, lengths,
+                                       getattr(builder, "sample_rate", None))
+        if units is not None and caches:  # every rank on one node: the cache's whole load
             stats.cache = _simulate_pass(plan, opened, units, world_size, limit)
             stats.order = "default shuffle" if order is None else f"shard_window {window}"
             if epoch == 0 and (order is not None or not weighted):

@@ -30,8 +30,9 @@ from speechpack.loader.tse.buffers import BufferPool
 from speechpack.loader.tse.decode import Row, aligned_length
 from speechpack.loader.tse.items import ItemIndex
 from speechpack.loader.samples import check_one_channel_count, scaling
-from speechpack.loader.tse.windows import (Segments, StreamArrays, advise, array_addresses, decode_windows,
-                                     window_ranges, window_view)
+from speechpack.loader.pack.blocks import BlockSamples
+from speechpack.loader.tse.windows import (Segments, StreamArrays, advise, array_addresses, compressed_entries,
+                                           decode_windows, window_ranges, window_view)
 from speechpack.loader.tse.windows import SOUND_PROBE_STRIDE, Chunking, Window, sounds
 
 
@@ -134,7 +135,7 @@ def _segments(columns: StreamColumns, groups: Groups, pack: np.ndarray, segment:
     scale, shift, gain = scaling(normalizer, lambda name: columns.take(name, groups, segment), gain)
     return Segments(pack, columns.take("shard", groups, segment), columns.take("offset", groups, segment),
                     columns.take("channels", groups, segment), columns.take("length", groups, segment),
-                    scale, shift), gain
+                    scale, shift, segment), gain
 
 
 def gather_table(mix_columns: StreamColumns, target_columns: StreamColumns, speaker_first: list[np.ndarray],
@@ -261,9 +262,7 @@ class TableRows:
         target_take = np.minimum(row_take, wav_target.shape[-1])
         advised = bool(mix_arrays) and self.advice.wanted()
         if advised:
-            advise(window_ranges(array_addresses(mix_arrays), mix_arrays[0].itemsize, mix, start, mix_take),
-                   window_ranges(array_addresses(target_sources), target_sources[0].itemsize, table.target, row_start,
-                                 target_take))
+            _advise(mix_arrays, mix, start, mix_take, target_sources, table.target, row_start, target_take)
         faults = major_faults()
         tile = self.chunking.tile
         decode_windows(wav_mix, mix_arrays, mix, start, mix_take, table.item_row.tolist(),
@@ -282,6 +281,24 @@ class TableRows:
         return [value.decode("utf-8") for value in values]
 
 
+def _advise(mix_arrays: list, mix: Segments, start: np.ndarray, mix_take: np.ndarray, target_sources: list,
+            target: Segments, row_start: np.ndarray, target_take: np.ndarray) -> None:
+    """Announce the batch's windows: every window's mapped range in one system call, or, where the batch holds
+    compressed segments, the bytes of the blocks under those windows (``Pack.will_need``; the others' advice is
+    then left out: batches mixing a pcm16 and a compressed pack are rare, and advice only changes speed)."""
+    compressed = compressed_entries(mix_arrays), compressed_entries(target_sources)
+    if not (compressed[0] or compressed[1]):
+        advise(window_ranges(array_addresses(mix_arrays), mix_arrays[0].itemsize, mix, start, mix_take),
+               window_ranges(array_addresses(target_sources), target_sources[0].itemsize, target, row_start,
+                             target_take))
+        return
+    for arrays, entries, begin, take in ((mix_arrays, compressed[0], start, mix_take),
+                                         (target_sources, compressed[1], row_start, target_take)):
+        for e in entries:
+            samples = arrays[e]
+            samples.pack.will_need(samples.stream, samples.segment, int(begin[e]), int(begin[e] + take[e]))
+
+
 def _audible(arrays: list[np.ndarray], mix: Segments, chunk: int):
     """``audible(i, start)`` for ``Chunking.windows``: whether mixture ``i``'s chunk at ``start`` has a non-zero
     sample (``loader.tse.windows.sounds``: a look at every 512th sample, then the whole chunk only if that saw
@@ -289,6 +306,8 @@ def _audible(arrays: list[np.ndarray], mix: Segments, chunk: int):
     offsets, channels, lengths = mix.offset.tolist(), mix.channels.tolist(), mix.length.tolist()
 
     def audible(i: int, start: int) -> bool:
+        if isinstance(arrays[i], BlockSamples):  # the blocks under the chunk decoded (kept for the copy)
+            return sounds(arrays[i][:, start:start + chunk])
         begin = offsets[i] + start
         if channels[i] == 1:
             array = arrays[i]
@@ -304,13 +323,14 @@ def _signals(table: BatchTable, mix_arrays: list[np.ndarray], target_arrays: lis
     mix, target = table.mix, table.target
     bounds = table.row_bounds()
 
+    def whole(arrays: list, segments: Segments, e: int) -> np.ndarray:
+        if isinstance(arrays[e], BlockSamples):  # decoded whole: mainline looks at every sample
+            return np.asarray(arrays[e])
+        return window_view(arrays[e], int(segments.offset[e]), int(segments.channels[e]), int(segments.length[e]),
+                           0, int(segments.length[e]))
+
     def signals(i: int) -> list[np.ndarray]:
-        views = [window_view(mix_arrays[i], int(mix.offset[i]), int(mix.channels[i]), int(mix.length[i]), 0,
-                             int(mix.length[i]))]
-        for r in range(bounds[i], bounds[i + 1]):
-            views.append(window_view(target_arrays[r], int(target.offset[r]), int(target.channels[r]),
-                                     int(target.length[r]), 0, int(target.length[r])))
-        return views
+        return [whole(mix_arrays, mix, i), *(whole(target_arrays, target, r) for r in range(bounds[i], bounds[i + 1]))]
     return signals
 
 
@@ -320,14 +340,22 @@ def _surely_audible(arrays: list[np.ndarray], mix: Segments, chunk: int):
     array; True where a look saw a non-zero sample, False where ``_audible`` must decide (it looks again, then
     scans the chunk; multi-channel mixtures are always left to it)."""
     probe = np.arange(0, chunk, SOUND_PROBE_STRIDE)
+    compressed = compressed_entries(arrays)  # left to ``_audible`` (it decodes the chunk's blocks)
+    mapped = None
+    if compressed:
+        mapped = np.ones(len(arrays), dtype=bool)
+        mapped[compressed] = False
 
     def surely_audible(index: np.ndarray, start: np.ndarray) -> np.ndarray:
         sure = np.zeros(len(index), dtype=bool)
         mono = mix.channels[index] == 1
+        if mapped is not None:
+            mono &= mapped[index]
         begin = mix.offset[index] + start
         by_array: dict[int, list[int]] = {}
         for k, i in enumerate(index.tolist()):
-            by_array.setdefault(id(arrays[i]), []).append(k)
+            if mono[k] or mapped is None:
+                by_array.setdefault(id(arrays[i]), []).append(k)
         for ks in by_array.values():
             ks = np.asarray(ks)
             looked = arrays[int(index[ks[0]])][begin[ks][:, None] + probe]

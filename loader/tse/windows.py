@@ -19,6 +19,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from speechpack.loader.pack import Pack
+from speechpack.loader.pack.blocks import BlockSamples
 from speechpack.loader.pack.readahead import will_need_ranges
 from speechpack.loader.plan.train_windows import TrainWindows
 from speechpack.loader.samples import copy_window
@@ -238,9 +239,10 @@ def sounds(chunk: np.ndarray) -> bool:
 @dataclass(frozen=True)
 class Segments:
     """Where each entry's segment lies and how it decodes, as parallel arrays: in pack ``pack``, shard ``shard``,
-    elements ``offset : offset + channels * length`` of the stream file (channel-major); ``scale`` and ``shift``
-    are the float32 multiplier and subtrahend of the decode (``shift`` None: no normalisation, nothing to
-    subtract)."""
+    elements ``offset : offset + channels * length`` of the stream file (channel-major; a compressed stream's
+    ``offset`` is in bytes, its samples are read through ``segment``, the segment's row in its stream's table);
+    ``scale`` and ``shift`` are the float32 multiplier and subtrahend of the decode (``shift`` None: no
+    normalisation, nothing to subtract)."""
 
     pack: np.ndarray
     shard: np.ndarray
@@ -249,11 +251,13 @@ class Segments:
     length: np.ndarray
     scale: np.ndarray
     shift: np.ndarray | None
+    segment: np.ndarray | None = None
 
     def part(self, lo: int, hi: int) -> "Segments":
         """Entries ``lo`` to ``hi - 1`` (views)."""
         return Segments(self.pack[lo:hi], self.shard[lo:hi], self.offset[lo:hi], self.channels[lo:hi],
-                        self.length[lo:hi], self.scale[lo:hi], None if self.shift is None else self.shift[lo:hi])
+                        self.length[lo:hi], self.scale[lo:hi], None if self.shift is None else self.shift[lo:hi],
+                        None if self.segment is None else self.segment[lo:hi])
 
 
 #: Stream files a ``StreamArrays`` keeps at hand between batches; past this many it starts again (the pack's own
@@ -264,27 +268,37 @@ KEPT_STREAM_ARRAYS = 64
 class StreamArrays:
     """The mapped stream files a batch reads, per entry: looked up in the pack (which maps a file on first use)
     once, then kept at hand for the next batches, which mostly read the same shards.  Pickles empty, as the arrays
-    are mappings: a worker started by spawn looks them up again."""
+    are mappings: a worker started by spawn looks them up again.  An entry of a pack whose stream is compressed is
+    its segment's ``BlockSamples`` instead (``loader.pack.blocks``: its window's blocks decoded when sliced)."""
 
     def __init__(self, packs: list[Pack], stream: str):
         self.packs = packs
         self.stream = stream
         self._kept: dict[tuple[int, int], np.ndarray] = {}
+        self.compressed = [stream in pack.blocks for pack in packs]
 
     def __getstate__(self) -> dict:
-        return {"packs": self.packs, "stream": self.stream, "_kept": {}}
+        return {"packs": self.packs, "stream": self.stream, "_kept": {}, "compressed": self.compressed}
 
-    def of(self, segments: Segments) -> list[np.ndarray]:
-        """The stream array of every entry of ``segments``."""
+    def of(self, segments: Segments) -> list[np.ndarray | BlockSamples]:
+        """The stream array (or compressed segment) of every entry of ``segments``."""
         kept = self._kept
         arrays = []
-        for key in zip(segments.pack.tolist(), segments.shard.tolist()):
+        compressed = self.compressed if any(self.compressed) else None
+        for e, key in enumerate(zip(segments.pack.tolist(), segments.shard.tolist())):
+            if compressed is not None and compressed[key[0]]:
+                arrays.append(BlockSamples(self.packs[key[0]], self.stream, int(segments.segment[e])))
+                continue
             array = kept.get(key)
             if array is None:
                 if len(kept) >= KEPT_STREAM_ARRAYS:
                     kept.clear()
                 array = kept[key] = self.packs[key[0]].stream_array(key[1], self.stream)
             arrays.append(array)
+        for p, pack in enumerate(self.packs):  # a pack read by ranges fetches the batch's segments (Pack.need)
+            if pack.files.range_reads is not None:
+                mine = segments.pack == p
+                pack.need_at(self.stream, segments.shard[mine], segments.offset[mine])
         if any(pack.checks.unsettled for pack in self.packs):  # empty once every mapped file's content is checked
             for p, shard in set(zip(segments.pack.tolist(), segments.shard.tolist())):
                 self.packs[p].check_content(shard, self.stream)
@@ -299,6 +313,12 @@ def array_addresses(arrays: list[np.ndarray]) -> np.ndarray:
 def window_view(array: np.ndarray, offset: int, channels: int, length: int, start: int, take: int) -> np.ndarray:
     """Samples ``[start, start + take)`` of every channel of a channel-major segment, as a ``[C, take]`` view."""
     return array[offset:offset + channels * length].reshape(channels, length)[:, start:start + take]
+
+
+def compressed_entries(arrays: list) -> list[int]:
+    """The entries of a batch whose segment is compressed (``BlockSamples``): read ahead and probed by their
+    pack, not by addresses in a mapping."""
+    return [e for e, array in enumerate(arrays) if isinstance(array, BlockSamples)]
 
 
 def window_ranges(addresses: np.ndarray, itemsize: int, segments: Segments, start: np.ndarray,
@@ -338,7 +358,9 @@ def decode_windows(out: np.ndarray, arrays: list[np.ndarray], segments: Segments
                segments.channels.tolist(), segments.length.tolist(), start.tolist(), take.tolist(),
                segments.scale.tolist(), shifts, [0] * count if repeats is None else repeats)
     for r, array, offset, channels, length, begin, n, scale, shift, repeat in rows:
-        if single and channels == 1:
+        if isinstance(array, BlockSamples):  # a compressed segment: the blocks under its window decoded to int16
+            copy_window(out[r, :, :n], array[:, begin:begin + n], scale, shift)
+        elif single and channels == 1:
             copy_window(out[r, 0, :n], array[offset + begin:offset + begin + n], scale, shift)
         else:
             copy_window(out[r, :, :n], window_view(array, offset, channels, length, begin, n), scale, shift)
@@ -353,5 +375,6 @@ def decode_windows(out: np.ndarray, arrays: list[np.ndarray], segments: Segments
 
 __all__ = ["Chunking", "KEPT_STREAM_ARRAYS", "MAINLINE_REDRAWS", "MAINLINE_WINDOW_DRAWS", "SOUND_PROBE_STRIDE",
            "Segments", "StreamArrays", "Window", "ZERO_CHUNK_REDRAWS", "advise", "array_addresses", "audible_starts",
+           "compressed_entries",
            "decode_windows", "scored_mask", "sounding_start", "sounds", "tile_row", "unit_window", "window_ranges",
            "window_view"]

@@ -38,7 +38,8 @@ from speechpack.packer.adapters.option_spec import Choice, Number, OptionSpec, P
 from speechpack.packer.build.run import EXECUTORS, BuildOptions, BuildSummary
 from speechpack.packer.build.plan import ShardSlice
 from speechpack.schemas import units
-from speechpack.schemas.constants import DEFAULT_SAMPLE_RATE, DEFAULT_SHARD_BYTES, TOOL_NAME
+from speechpack.media.codecs import DEFAULT_BLOCK_SECONDS, DEFAULT_OPUS_BITRATE
+from speechpack.schemas.constants import CODEC_PCM16, CODECS, DEFAULT_SAMPLE_RATE, DEFAULT_SHARD_BYTES, TOOL_NAME
 from speechpack.schemas.errors import OptionError, SpeechpackError
 from speechpack.schemas.units import format_bytes, parse_size
 
@@ -341,7 +342,7 @@ def shared_build_options(adapter: Adapter) -> list[OptionSpec]:
         options.append(option("--skip-missing", is_flag=True,
                               help="Partial development copies: leave out tracks whose face or audio files are "
                                    "missing (recorded in skipped.json); any other problem still fails the build."))
-    return options + FINISHING_OPTIONS + SCALE_OPTIONS
+    return options + ENCODING_OPTIONS + FINISHING_OPTIONS + SCALE_OPTIONS
 
 
 #: ``--out``'s help where a command names no default directory.
@@ -365,6 +366,24 @@ def skip_bad_option(verb: str, item: str) -> OptionSpec:
     return option("--skip-bad", is_flag=True,
                   help=f"{verb} the good {item}s and record the bad ones in skipped.json instead of failing.")
 
+
+#: How a build or an import stores its audio (format 1.4, ``packer.build.encoding``): build options, recorded in
+#: the pack's provenance and part of the build's fingerprint.
+ENCODING_OPTIONS = [
+    option("--codec", type=Choice(CODECS), default=CODEC_PCM16, show_default=True,
+           help="How audio streams are stored: pcm16 (int16, the fastest read), flac (lossless, about 0.55x the "
+                "bytes of pcm16 on speech) or opus (lossy, about 0.1x at the default bitrate; 8/12/16/24/48 kHz "
+                "packs only).  flac and opus store blocks that decode on their own (--block-seconds)."),
+    option("--opus-bitrate", type=Number.within(units.OPUS_BITRATE), default=None, metavar="BPS",
+           help=f"Opus bits per second per channel (default {DEFAULT_OPUS_BITRATE}: transparent for 16 kHz "
+                f"speech, about 26 kbit/s on disk with the blocks' framing).  Only with --codec opus."),
+    option("--block-seconds", type=Number.within(units.BLOCK_SECONDS), default=DEFAULT_BLOCK_SECONDS,
+           show_default=True, help="Length of a flac/opus block: the unit a reader decodes (a window decodes the "
+                                   "blocks it touches)."),
+    option("--digests/--no-digests", default=None,
+           help="Store a blake2b-128 digest of every segment (and block) in each shard (digests.npy, format 1.4), "
+                "for verified range reads; default: with --codec flac/opus (always), not with pcm16."),
+]
 
 #: The last options of a build's or an import's own (``SCALE_OPTIONS`` follow).
 FINISHING_OPTIONS = [
@@ -401,6 +420,6 @@ def shard_bytes_of_gb(max_shard_gb: float, shard_size_given: bool = False) -> in
         raise OptionError(f"Invalid value for --max-shard-gb: {err}") from None
 
 
-__all__ = ["ADAPTERS", "FINISHING_OPTIONS", "OUT_HELP", "SCALE_OPTIONS", "SIZE", "SLICE", "Adapter", "parse_shard_size",
+__all__ = ["ADAPTERS", "ENCODING_OPTIONS", "FINISHING_OPTIONS", "OUT_HELP", "SCALE_OPTIONS", "SIZE", "SLICE", "Adapter", "parse_shard_size",
            "parse_shard_slice", "shard_bytes_of_gb", "shard_size_option", "shared_build_options", "skip_bad_option",
            "workers_option"]

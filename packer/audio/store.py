@@ -78,6 +78,11 @@ class StoredAudio:
     def length(self) -> int:
         return self.data.shape[1]
 
+    @property
+    def rows(self) -> int:
+        """Elements of its stream file: ``channels * length``."""
+        return int(self.data.size)
+
 
 def measured(stored: StoredAudio) -> StoredAudio:
     """``stored`` with its :func:`int16_statistics` (the same object when it has them already)."""

@@ -28,6 +28,7 @@ import numpy as np
 
 from speechpack.packer.audio.decode import AudioError
 from speechpack.packer.audio.store import StoredAudio
+from speechpack.packer.build.encoding import Encoding
 from speechpack.schemas import units
 from speechpack.schemas.constants import STREAM_TYPES
 from speechpack.schemas.errors import SpeechpackError
@@ -90,6 +91,10 @@ class StoredArray:
     def length(self) -> int:
         return self.data.shape[0]
 
+    @property
+    def rows(self) -> int:
+        return self.data.shape[0]
+
 
 @dataclass(frozen=True)
 class PackedSample:
@@ -97,7 +102,8 @@ class PackedSample:
 
     ``streams`` maps a stream name to its segments in slot order (one ``mix``; one ``target`` per speaker; one
     ``source``; an ``asd`` track's ``audio``, ``faces`` and ``labels``...): :class:`~packer.audio.StoredAudio` for
-    audio streams, :class:`StoredArray` for data streams.  Every audio segment of a sample has ``num_frames``
+    audio streams (``packer.build.encoding.EncodedAudio`` once encoded for a codec), :class:`StoredArray` for data
+    streams.  Every audio segment of a sample has ``num_frames``
     samples per channel.  ``attrs`` holds the kind's per-sample attributes (``schemas.kinds.ATTRIBUTES_BY_KIND``).
     """
 
@@ -120,8 +126,7 @@ class PackedSample:
     @property
     def elements(self) -> dict[str, int]:
         """Rows per stream, as :attr:`SamplePlan.elements` counts them."""
-        return {name: sum(seg.data.size if STREAM_TYPES[name].audio else seg.length for seg in segs)
-                for name, segs in self.streams.items()}
+        return {name: sum(seg.rows for seg in segs) for name, segs in self.streams.items()}
 
 
 #: Version of the serialised plan (``.tmp-plan.json``); a different one is refused, never guessed at.
@@ -173,6 +178,11 @@ class BuildPlan:
     @property
     def num_shards(self) -> int:
         return len(self.shards)
+
+    @property
+    def encoding(self) -> Encoding:
+        """How the build stores its audio (recorded in the provenance's options, so part of the fingerprint)."""
+        return Encoding.from_options(self.provenance.get("options", {}))
 
     def to_dict(self) -> dict:
         return {

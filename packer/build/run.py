@@ -30,6 +30,8 @@ from typing import Callable, Sequence
 
 from tqdm import tqdm
 
+from speechpack.media.codecs import DEFAULT_BLOCK_SECONDS
+from speechpack.packer.build.encoding import Encoding
 from speechpack.packer.build.executor import map_while_starting, stop_pool, worker_pool
 from speechpack.packer.build.output_dir import OutputClaim, claim_output, item_inputs
 from speechpack.packer.build.plan import BuildPlan, PackedSample, SamplePlan, ShardSlice, plan_shards
@@ -51,6 +53,7 @@ from speechpack.packer.cues import CueBuild, CueProblem, write_cues
 from speechpack.packer.files import hash_file
 from speechpack.packer.ownership import locked
 from speechpack.schemas.constants import (
+    CODEC_PCM16,
     DEFAULT_SAMPLE_RATE,
     DEFAULT_SHARD_BYTES,
     MANIFEST_NAME,
@@ -112,7 +115,7 @@ def commit_build(pack_dir: str, build_plan: BuildPlan, shards: Sequence[Verified
     order); then remove the build state if there is one.  Raises ``BuildError`` when every line was bad."""
     if len(shards) != build_plan.num_shards:
         raise SpeechpackError(f"{pack_dir}: committing {len(shards)} of {build_plan.num_shards} planned shards")
-    totals = PackTotals(build_plan.kind, build_plan.sample_rate)
+    totals = PackTotals(build_plan.kind, build_plan.sample_rate, build_plan.encoding)
     for shard in shards:
         totals.add_shard(pack_dir, shard.entry, shard.records)
     ordered = sorted(problems, key=lambda p: p.line)
@@ -211,6 +214,9 @@ class BuildOptions:
     builds one slice of the plan for a cluster array job and leaves the commit to ``speechpack finalize``;
     ``resume`` requires the directory to hold an unfinished build (or nothing).  Every build records its state
     (plan, receipts) while it is unfinished, so that a rerun keeps the shards that verify (``docs/building.md``).
+    ``codec``, ``opus_bitrate``, ``block_seconds`` and ``digests`` choose how the audio is stored (format 1.4,
+    ``packer.build.encoding``; ``digests`` None: only with a codec); options that cannot work are an
+    ``OptionError`` here, before any input is read.
     """
 
     out: str
@@ -224,6 +230,10 @@ class BuildOptions:
     ray_address: str | None = None
     shards: ShardSlice | None = None
     resume: bool = False
+    codec: str = CODEC_PCM16
+    opus_bitrate: int | None = None
+    block_seconds: float = DEFAULT_BLOCK_SECONDS
+    digests: bool | None = None
 
     def __post_init__(self) -> None:
         for limit, value in ((SAMPLE_RATE, self.sample_rate), (SHARD_BYTES, self.shard_bytes), (WORKERS, self.workers)):
@@ -235,10 +245,19 @@ class BuildOptions:
         if self.shards is not None and self.overwrite:
             raise SpeechpackError("--overwrite cannot be combined with --shards: each array job would delete the "
                                   "others' shards; empty the directory before starting the jobs")
+        Encoding.of(self.codec, self.sample_rate, self.block_seconds, self.opus_bitrate, self.digests)  # refuses
+        # codec options that cannot work now, before any input is read
+
+    @property
+    def encoding(self) -> Encoding:
+        """How the build stores its audio (``packer.build.encoding``)."""
+        return Encoding.of(self.codec, self.sample_rate, self.block_seconds, self.opus_bitrate, self.digests)
 
     def recorded(self) -> dict:
-        """The options that shape the bytes of the pack (provenance)."""
-        return {"sample_rate": self.sample_rate, "shard_bytes": self.shard_bytes, "skip_bad": self.skip_bad}
+        """The options that shape the bytes of the pack (provenance); the codec's only when it is not pcm16 (or
+        the pack has digests), so a pcm16 pack's manifest is what it always was."""
+        return {"sample_rate": self.sample_rate, "shard_bytes": self.shard_bytes, "skip_bad": self.skip_bad,
+                **self.encoding.recorded(self.block_seconds)}
 
 
 def run_build(*, items: Sequence, problems: Sequence[LineProblem], plan: Callable[[object], SamplePlan],
@@ -263,6 +282,8 @@ def run_build(*, items: Sequence, problems: Sequence[LineProblem], plan: Callabl
     """
     started = time.monotonic()
     problems = list(problems)
+    # the storage choice is recorded whatever the adapter recorded: the plan (and finalize) reads it from there
+    recorded_options = {**recorded_options, **options.encoding.recorded(options.block_seconds)}
     if not items and not problems:
         raise SpeechpackError(f"{input_path}: the list holds no samples")
     if options.executor == "ray":
@@ -304,7 +325,8 @@ def _plan_and_build(items: Sequence, problems: list, plan: Callable, load: Calla
     claim.building = [k for k in selected if k not in kept]
     jobs = shard_jobs(options.out, kind, options.sample_rate, [k for k in selected if k not in kept],
                       [[planned_items[i] for i in shard] for shard in ranges], build_plan.shards, load,
-                      options.skip_bad, fingerprint, publish=not problems or options.skip_bad)
+                      options.skip_bad, fingerprint, publish=not problems or options.skip_bad,
+                      encoding=build_plan.encoding)
     outcomes = run_shard_jobs(jobs, options.executor, options.workers, options.ray_address, options.progress,
                               desc=f"{TOOL_NAME} {command}: packing", pool=pool)
     problems += [p for outcome in outcomes for p in outcome.problems]

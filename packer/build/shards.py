@@ -37,10 +37,12 @@ from typing import Callable, Sequence
 
 from tqdm import tqdm
 
+from speechpack.media.codecs import EncodeError
 from speechpack.packer.audio.decode import AudioError
 from speechpack.packer.audio.store import StoredAudio, measured
 from speechpack.packer.build.state import ShardReceipt, checkpoint, write_receipt
 from speechpack.packer.build.executor import BackgroundConsumer, map_in_order, worker_pool
+from speechpack.packer.build.encoding import PCM16, Encoding, encode_sample
 from speechpack.packer.build.plan import PackedSample, SamplePlan
 from speechpack.packer.build.writer import PackWriter
 from speechpack.schemas.constants import STREAM_TYPES
@@ -55,6 +57,19 @@ def guarded(fn: Callable, item):
         return fn(item)
     except AudioError as err:
         return LineProblem(item.line, item.key, err.path, err.reason)
+
+
+def encoded(load: Callable, encoding: Encoding, sample_rate: int, item):
+    """``guarded(load, item)`` with a decoded sample's audio encoded for ``encoding``'s codec
+    (``packer.build.encoding.encode_sample``, which measures what a reader will decode).  What a compressed build
+    runs where it decodes: the encode scales with ``--workers``, never on the writer thread."""
+    result = guarded(load, item)
+    if not isinstance(result, PackedSample):
+        return result
+    try:
+        return encode_sample(result, encoding, sample_rate)
+    except EncodeError as err:  # audio the codec cannot store: a problem of the sample's line
+        return LineProblem(result.line, result.key, None, str(err))
 
 
 def decode_measured(load: Callable, item):
@@ -129,6 +144,7 @@ class ShardJob:
     skip_bad: bool
     fingerprint: str | None = None
     publish: bool = True
+    encoding: Encoding = PCM16
 
 
 @dataclass(frozen=True)
@@ -168,10 +184,10 @@ def build_shard(job: ShardJob) -> ShardOutcome:
 
 def shard_jobs(pack_dir: str, kind: str, sample_rate: int, shard_ids: Sequence[int], items_by_shard: Sequence,
                plans_by_shard: Sequence, load: Callable, skip_bad: bool, fingerprint: str | None,
-               publish: bool = True) -> list[ShardJob]:
+               publish: bool = True, encoding: Encoding = PCM16) -> list[ShardJob]:
     """One job per planned shard in ``shard_ids`` (``items_by_shard[k]``, ``plans_by_shard[k]``: shard k's)."""
     return [ShardJob(pack_dir, kind, sample_rate, k, tuple(items_by_shard[k]), tuple(plans_by_shard[k]), load,
-                     skip_bad, fingerprint, publish) for k in shard_ids]
+                     skip_bad, fingerprint, publish, encoding) for k in shard_ids]
 
 
 #: With at least this many shards per worker to build, the local executor runs whole-shard tasks in its pool
@@ -253,12 +269,16 @@ def _stream_locally(jobs: Sequence[ShardJob], workers: int, pool: ProcessPoolExe
     plans = [plan for job in jobs for plan in job.plans]
     try:
         with PackWriter(first.pack_dir, first.kind, first.sample_rate, [list(job.plans) for job in jobs],
-                        shard_ids=[job.shard_id for job in jobs], on_shard=published) as writer:
+                        shard_ids=[job.shard_id for job in jobs], on_shard=published,
+                        encoding=first.encoding) as writer:
             consumer = BackgroundConsumer(lambda r: writer.add(r) if isinstance(r, PackedSample) else writer.skip(r))
             writing = first.publish
             try:
-                step = decode_measured if workers > 1 else guarded  # see decode_measured
-                decoded = map_in_order(functools.partial(step, first.load), items, workers, pool=pool)
+                if first.encoding.compressed:  # encoded (and measured) where decoded, in every case
+                    step = functools.partial(encoded, first.load, first.encoding, first.sample_rate)
+                else:  # measured where decoded when workers stream to this writer (see decode_measured)
+                    step = functools.partial(decode_measured if workers > 1 else guarded, first.load)
+                decoded = map_in_order(step, items, workers, pool=pool)
                 for plan, result in zip(plans, decoded):
                     result = check_decoded(result, plan)
                     if isinstance(result, LineProblem):
@@ -347,6 +367,6 @@ def _stop(ray, pending: list) -> None:
         ray.wait(pending, num_returns=len(pending), timeout=STOP_TIMEOUT_SECONDS)
 
 
-__all__ = ["ShardJob", "ShardOutcome", "build_shard", "check_decoded", "decode_measured", "guarded", "import_ray",
+__all__ = ["ShardJob", "ShardOutcome", "build_shard", "check_decoded", "decode_measured", "encoded", "guarded", "import_ray",
            "measured_sample", "record_receipt", "run_shard_jobs", "run_shard_jobs_on_ray", "shard_jobs",
            "size_mismatch", "submit_decoded"]

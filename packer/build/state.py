@@ -56,12 +56,21 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from speechpack.packer.build.encoding import Encoding
 from speechpack.packer.build.plan import PLAN_VERSION, BuildPlan
 from speechpack.packer.files import fsync_dir, hash_file, write_json_atomic
 from speechpack.packer.ownership import PlanOwnership
-from speechpack.schemas.constants import SHARD_INDEX_NAME, STREAM_TYPES, TEMP_PREFIX, shard_dir_name, stream_file_name
+from speechpack.schemas.constants import (
+    DIGESTS_NAME,
+    SHARD_INDEX_NAME,
+    STREAM_TYPES,
+    TEMP_PREFIX,
+    shard_dir_name,
+    stream_file_name,
+)
+from speechpack.schemas.digests import check_digests_header
 from speechpack.schemas.documents import read_json
-from speechpack.schemas.errors import PackFormatError, SpeechpackError
+from speechpack.schemas.errors import NpyHeaderError, PackFormatError, SpeechpackError
 from speechpack.schemas.format import FileEntry, ShardEntry, check_shard_index
 from speechpack.schemas.kinds import STREAMS_BY_KIND
 from speechpack.schemas.npyfile import read_npy_header
@@ -108,7 +117,8 @@ class RecordedPlan:
         return describe_plan(self.kind, sum(self.cuts), self.num_shards, self.provenance)
 
     def ownership(self) -> PlanOwnership:
-        return PlanOwnership(kind=self.kind, num_shards=self.num_shards, cues=self.cues)
+        return PlanOwnership(kind=self.kind, num_shards=self.num_shards, cues=self.cues,
+                             digests=Encoding.from_options(self.provenance.get("options", {})).digests)
 
     def to_dict(self, full: bool) -> dict:
         """The file's content: the whole plan (``full``) or its fingerprint, cuts and description."""
@@ -274,10 +284,18 @@ class ShardMismatch(SpeechpackError):
 
 
 def segment_elements(stream: str, segment: dict) -> int:
-    """Elements a segment record occupies in its stream file: ``channels * length`` for audio, rows for data."""
+    """Elements a segment record holds, as its plan counts them: ``channels * length`` for audio, rows for data."""
     if STREAM_TYPES[stream].audio:
         return segment["channels"] * segment["length"]
     return segment["length"]
+
+
+def segment_rows(stream: str, segment: dict) -> int:
+    """Rows a segment record occupies in its stream file: its bytes for a compressed segment (format 1.4: the sum
+    of its blocks), else ``segment_elements``."""
+    if "blocks" in segment:
+        return sum(segment["blocks"])
+    return segment_elements(stream, segment)
 
 
 def check_recorded_file(path: str, recorded: FileEntry, check_hashes: bool = True) -> FileEntry:
@@ -318,19 +336,31 @@ def verify_shard(pack_dir: str, shard_id: int, plan: BuildPlan, fingerprint: str
         raise ShardMismatch(f"{receipt_path(pack_dir, name)}: written for another plan ({receipt.plan[:12]}..., "
                             f"the pack's is {fingerprint[:12]}...): a job ran with other input or options")
     streams = STREAMS_BY_KIND[plan.kind]
+    encoding = plan.encoding
     expected_files = {stream_file_name(s) for s in streams} | {SHARD_INDEX_NAME}
+    if encoding.digests:
+        expected_files.add(DIGESTS_NAME)
     present = set(os.listdir(shard_dir))
     if present != expected_files or set(receipt.shard.files) != expected_files:
         raise ShardMismatch(f"{shard_dir}: holds {sorted(present)}, expected {sorted(expected_files)}")
     index_path = os.path.join(shard_dir, SHARD_INDEX_NAME)
-    records = _read_index(index_path, plan.kind)
+    block_frames = {s: encoding.block_frames for s in encoding.compressed_streams(streams)}
+    records = _read_index(index_path, plan.kind, block_frames)
     _match_plan(index_path, records, plan.shards[shard_id], receipt, plan.skip_bad)
     for stream in streams:
         path = os.path.join(shard_dir, stream_file_name(stream))
-        rows = sum(segment_elements(stream, seg) for record in records for seg in record["streams"][stream])
+        rows = sum(segment_rows(stream, seg) for record in records for seg in record["streams"][stream])
         header = read_npy_header(path)
         if header.shape[0] != rows:
             raise ShardMismatch(f"{path}: holds {header.shape[0]} rows, its index says {rows}")
+    if encoding.digests:
+        path = os.path.join(shard_dir, DIGESTS_NAME)
+        pieces = sum(len(seg["blocks"]) if "blocks" in seg else 1
+                     for stream in streams for record in records for seg in record["streams"][stream])
+        try:
+            check_digests_header(read_npy_header(path), pieces, path)
+        except (PackFormatError, NpyHeaderError) as err:
+            raise ShardMismatch(str(err)) from None
     files = {file_name: check_recorded_file(os.path.join(shard_dir, file_name), recorded, check_hashes)
              for file_name, recorded in receipt.shard.files.items()}
     if receipt.shard.samples != len(records) or receipt.shard.directory != name:
@@ -340,13 +370,13 @@ def verify_shard(pack_dir: str, shard_id: int, plan: BuildPlan, fingerprint: str
                          records=records, problems=receipt.problems)
 
 
-def _read_index(index_path: str, kind: str) -> list[dict]:
+def _read_index(index_path: str, kind: str, block_frames: dict[str, int]) -> list[dict]:
     try:
         obj = read_json(index_path, error=ValueError)
     except ValueError as err:
         raise ShardMismatch(f"{index_path}: not JSON ({err})") from None
     try:
-        return check_shard_index(obj, kind, index_path)
+        return check_shard_index(obj, kind, index_path, block_frames)
     except PackFormatError as err:
         raise ShardMismatch(str(err)) from None
 

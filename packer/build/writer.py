@@ -5,6 +5,13 @@ its final ``.npy`` header first and is hashed as it streams out: no file is read
 shard never sits in memory), and data is flushed to disk as it goes, so closing a shard costs little.  The writer
 records each segment's statistics (``int16_statistics`` of exactly the stored values): measured where the sample
 was decoded (``packer.build.shards.decode_measured``), or here when a sample comes without them.
+
+A compressed build (format 1.4, ``packer.build.encoding``) gets its audio segments already encoded, with their
+statistics and block digests, from where they were decoded; the writer appends their bytes.  Their size is known
+only then, so a compressed stream file is written with a header for an unknown count, rewritten with the real one
+at close (the same length: numpy pads the header for it, and the writer checks), and hashed by reading it back;
+fsynced before its shard is renamed, as every file.  A pack with digests gets ``digests.npy`` per shard: the
+blake2b-128 of every piece (a block, or a whole segment of any other stream), in catalogue then storage order.
 """
 
 from __future__ import annotations
@@ -20,12 +27,15 @@ from typing import Callable, Sequence
 import numpy as np
 
 from speechpack.packer.audio.store import int16_statistics
+from speechpack.packer.build.encoding import PCM16, EncodedAudio, Encoding
 from speechpack.packer.build.state import checkpoint
 from speechpack.packer.build.plan import PackedSample, SamplePlan
 from speechpack.packer.build.streams import NpyStream, run_together
 from speechpack.packer.files import fresh_temp_dir, fsync_dir, hash_file, save_npy, write_json_atomic
 from speechpack.schemas.constants import (
     COLUMNS_DIR,
+    COMPRESSED_DTYPE,
+    DIGESTS_NAME,
     FORMAT_VERSION,
     MANIFEST_NAME,
     SHARD_INDEX_NAME,
@@ -36,8 +46,9 @@ from speechpack.schemas.constants import (
     stream_file_name,
 )
 from speechpack.schemas.columns import ColumnBuilder
+from speechpack.schemas.digests import digests_array, piece_digest
 from speechpack.schemas.errors import InternalError
-from speechpack.schemas.format import FileEntry, Manifest, ShardEntry, StreamSpec, lowest_minor
+from speechpack.schemas.format import FileEntry, Manifest, ShardEntry, lowest_minor
 from speechpack.schemas.kinds import ATTRIBUTES_BY_KIND, KIND_SPECS, STREAMS_BY_KIND
 
 
@@ -65,7 +76,8 @@ def write_columns(pack_dir: str, columns: ColumnBuilder) -> dict[str, FileEntry]
 class ShardWriter:
     """One shard directory, written under ``.tmp-shard-NNNNNN`` and renamed to ``shard-NNNNNN`` by ``finish``."""
 
-    def __init__(self, pack_dir: str, shard_id: int, kind: str, sample_rate: int, planned: dict[str, int]):
+    def __init__(self, pack_dir: str, shard_id: int, kind: str, sample_rate: int, planned: dict[str, int],
+                 encoding: Encoding = PCM16):
         self.name = shard_dir_name(shard_id)
         self.final_dir = os.path.join(pack_dir, self.name)
         self.temp_dir = os.path.join(pack_dir, TEMP_PREFIX + self.name)
@@ -75,11 +87,18 @@ class ShardWriter:
         os.makedirs(self.temp_dir)
         self.records: list[dict] = []
         self._attributes = ATTRIBUTES_BY_KIND.get(kind)
+        compressed = set(encoding.compressed_streams(STREAMS_BY_KIND[kind]))
         self._files = {
-            stream: NpyStream(os.path.join(self.temp_dir, stream_file_name(stream)), STREAM_TYPES[stream].dtype,
-                              planned[stream], STREAM_TYPES[stream].row_shape)
+            stream: NpyStream(os.path.join(self.temp_dir, stream_file_name(stream)), COMPRESSED_DTYPE, None)
+            if stream in compressed else
+            NpyStream(os.path.join(self.temp_dir, stream_file_name(stream)), STREAM_TYPES[stream].dtype,
+                      planned[stream], STREAM_TYPES[stream].row_shape)
             for stream in STREAMS_BY_KIND[kind]
         }
+        self._compressed = compressed
+        #: Per stream, the digest of every piece so far (``digests.npy``); None without digests.
+        self._digests: dict[str, list[bytes]] | None = (
+            {stream: [] for stream in STREAMS_BY_KIND[kind]} if encoding.digests else None)
 
     def __len__(self) -> int:
         return len(self.records)
@@ -95,8 +114,22 @@ class ShardWriter:
         for stream, segments in sample.streams.items():
             entries = []
             audio = STREAM_TYPES[stream].audio
+            if isinstance(segments[0], EncodedAudio) != (stream in self._compressed):
+                raise InternalError(f"sample {sample.key!r}: stream {stream!r} segments of type "
+                                    f"{type(segments[0]).__name__} in a shard that stores it "
+                                    f"{'compressed' if stream in self._compressed else 'as pcm16'}")
             for seg in segments:
                 offset = self._files[stream].append(seg.data)
+                if isinstance(seg, EncodedAudio):
+                    mean, rms, peak = seg.stats
+                    entries.append({"offset": offset, "channels": seg.channels, "length": seg.length,
+                                    "scale": seg.scale, "mean": mean, "rms": rms, "peak": peak,
+                                    "blocks": list(seg.sizes)})
+                    if self._digests is not None:
+                        self._digests[stream].extend(seg.digests)
+                    continue
+                if self._digests is not None:
+                    self._digests[stream].append(piece_digest(seg.data))
                 if audio:
                     mean, rms, peak = seg.stats if seg.stats is not None else int16_statistics(seg.data, seg.scale)
                     entries.append({"offset": offset, "channels": seg.channels, "length": seg.length,
@@ -121,8 +154,14 @@ class ShardWriter:
     def finish(self) -> ShardEntry:
         """Close every file, write ``index.json``, and rename the directory into place."""
         names = [stream_file_name(stream) for stream in self._files] + [SHARD_INDEX_NAME]
+        calls = [growing.close for growing in self._files.values()] + [self._write_index]
+        if self._digests is not None:
+            pieces = [digest for stream in self._files for digest in self._digests[stream]]  # catalogue order
+            names.append(DIGESTS_NAME)
+            calls.append(functools.partial(save_npy, os.path.join(self.temp_dir, DIGESTS_NAME),
+                                           digests_array(pieces)))
         # every file is fsynced before the rename below; their fsyncs overlap (packer.build.streams.run_together)
-        closed = run_together([growing.close for growing in self._files.values()] + [self._write_index])
+        closed = run_together(calls)
         files = dict(zip(names, closed))
         if os.path.exists(self.final_dir):
             shutil.rmtree(self.final_dir)
@@ -154,11 +193,12 @@ class PackTotals:
     the same manifest.
     """
 
-    def __init__(self, kind: str, sample_rate: int):
+    def __init__(self, kind: str, sample_rate: int, encoding: Encoding = PCM16):
         self.kind = kind
         self.sample_rate = sample_rate
+        self.encoding = encoding
         self.shards: list[ShardEntry] = []
-        self.columns = ColumnBuilder(kind)
+        self.columns = ColumnBuilder(kind, encoding.compressed_streams(STREAMS_BY_KIND[kind]))
         self.samples = 0
         self._speakers: set[str] = set()
         self._frames = 0
@@ -206,15 +246,15 @@ def commit_pack(pack_dir: str, totals: PackTotals, provenance: dict, skipped: li
     manifest = Manifest(
         kind=totals.kind,
         sample_rate=totals.sample_rate,
-        streams=tuple(StreamSpec(name, STREAM_TYPES[name].dtype.str, STREAM_TYPES[name].row_shape)
-                      for name in STREAMS_BY_KIND[totals.kind]),
+        streams=tuple(totals.encoding.stream_spec(name) for name in STREAMS_BY_KIND[totals.kind]),
         shards=tuple(totals.shards),
         totals=totals.totals(),
         provenance=provenance,
         columns=columns,
         skipped=skipped_entry,
         cues=dict(cues or {}),
-        format_minor=lowest_minor(totals.kind, bool(cues)),
+        format_minor=lowest_minor(totals.kind, bool(cues), totals.encoding.compressed or totals.encoding.digests),
+        digests=totals.encoding.digest_algorithm,
         **totals.extra_totals(),
     )
     fsync_dir(pack_dir)
@@ -240,10 +280,12 @@ class PackWriter:
     """
 
     def __init__(self, pack_dir: str, kind: str, sample_rate: int, shard_plans: list[list[SamplePlan]],
-                 shard_ids: Sequence[int] | None = None, on_shard: ShardCallback | None = None):
+                 shard_ids: Sequence[int] | None = None, on_shard: ShardCallback | None = None,
+                 encoding: Encoding = PCM16):
         self.pack_dir = pack_dir
         self.kind = kind
         self.sample_rate = sample_rate
+        self.encoding = encoding
         self._plans = shard_plans
         self._ids = list(range(len(shard_plans)) if shard_ids is None else shard_ids)
         if len(self._ids) != len(shard_plans):
@@ -280,7 +322,7 @@ class PackWriter:
     def _open_shard(self) -> ShardWriter:
         planned = {stream: sum(p.elements[stream] for p in self._plans[self._shard])
                    for stream in STREAMS_BY_KIND[self.kind]}
-        return ShardWriter(self.pack_dir, self._ids[self._shard], self.kind, self.sample_rate, planned)
+        return ShardWriter(self.pack_dir, self._ids[self._shard], self.kind, self.sample_rate, planned, self.encoding)
 
     def add(self, sample: PackedSample) -> None:
         plan = self._expect()
@@ -322,7 +364,7 @@ class PackWriter:
         if self._shard != len(self._plans) or self._ids != list(range(len(self._plans))):
             raise InternalError(f"finishing after {self._shard} of {len(self._plans)} planned shards "
                                 f"(numbers {self._ids[:5]}...)")
-        totals = PackTotals(self.kind, self.sample_rate)
+        totals = PackTotals(self.kind, self.sample_rate, self.encoding)
         for entry, records in self._published:
             totals.add_shard(self.pack_dir, entry, records)
         return commit_pack(self.pack_dir, totals, provenance, skipped, cues)

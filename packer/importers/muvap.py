@@ -69,6 +69,7 @@ import numpy as np
 
 from speechpack.packer.adapters.option_spec import Path, argument, option
 from speechpack.packer.adapters.registry import (
+    ENCODING_OPTIONS,
     FINISHING_OPTIONS,
     OUT_HELP,
     SCALE_OPTIONS,
@@ -560,6 +561,7 @@ IMPORT_OPTIONS = (
     option("--strict-stats", is_flag=True,
            help="Fail when MuVAP's recorded audio statistics or speaking ratio differ from the stored data "
                 "(default: report every mismatch and keep the recomputed values)."),
+    *ENCODING_OPTIONS,
     *FINISHING_OPTIONS,
     *SCALE_OPTIONS,
 )

@@ -6,7 +6,11 @@ Every problem is collected (not just the first) and names the file (or object UR
 pack: ``dataset.json`` against its schema; every shard file present, of the recorded size and (unless disabled)
 hash; ``.npy`` headers against the stream catalogue and the file size; ``index.json`` structure; segment offsets
 contiguous and in bounds; unique keys; statistics recomputed from the stored int16 and equal; totals; non-finite
-values in the index; samples at int16 full scale (reported as clipping, a warning).  Speaker cues: every file of
+values in the index; samples at int16 full scale (reported as clipping, a warning).  A compressed stream (format
+1.4) is decoded segment by segment, every block (``media.codecs``: a block that does not decode to its frames is
+an error naming the segment and block), and its statistics compared on the decoded int16; a pack with digests
+has every piece's blake2b-128 recomputed and compared with ``digests.npy`` (naming shard, stream, segment and
+block).  Speaker cues: every file of
 ``cues/`` listed, of its size and hash, and each bank as ``schemas/cue_banks.py`` specifies it (``.npy`` headers,
 sorted unique keys, entries and payloads in bounds, no NaN/Inf in float payloads; ``check_cues``, run on the pack's
 directory or on the cue objects of a pack on object storage staged by ``packer.validate.files.StoreFiles``).  The
@@ -23,6 +27,7 @@ from tqdm import tqdm
 
 from speechpack.loader.pack import DirectoryPackFiles, pack_files
 from speechpack.loader.pack.cues import read_cues_config
+from speechpack.media.codecs import CorruptBlock, codec, decode_run
 from speechpack.packer.audio.store import int16_statistics
 from speechpack.packer.validate.asd import asd_issues
 from speechpack.packer.validate.files import CheckedFiles, check_file, checked_files
@@ -31,6 +36,7 @@ from speechpack.schemas.columns import ColumnBuilder
 from speechpack.schemas.constants import (
     AUDIO_DTYPE,
     COLUMNS_DIR,
+    DIGESTS_NAME,
     KIND_ASD,
     MANIFEST_NAME,
     SHARD_INDEX_NAME,
@@ -43,6 +49,7 @@ from speechpack.schemas.constants import (
 from speechpack.schemas.cue_banks import DATA_NAME, read_bank
 from speechpack.schemas.cues import (CUES_DIR, CUES_YAML, LABEL_SPEAKERS_NAME, LABEL_VALUES_NAME, LABELS_DIR,
                                      label_issues)
+from speechpack.schemas.digests import check_digests_header, piece_digest
 from speechpack.schemas.documents import parse_json
 from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.format import Manifest, StreamSpec, check_shard_index
@@ -93,7 +100,8 @@ def validate_pack(location: str, check_hashes: bool = True, endpoint_url: str | 
     extra = KIND_SPECS[manifest.kind].totals
     extra_totals = extra() if extra is not None else None
     own_checks = _KIND_CHECKS.get(manifest.kind)
-    columns: ColumnBuilder | None = ColumnBuilder(manifest.kind)  # None once a shard index is unreadable
+    # None once a shard index is unreadable
+    columns: ColumnBuilder | None = ColumnBuilder(manifest.kind, manifest.block_frames)
     records_by_shard: dict[str, list[dict]] = {}  # what the kind's own checks read
     labels_by_shard: dict[str, np.ndarray | None] = {}
     shards = tqdm(manifest.shards, desc=f"{TOOL_NAME} validate {files.location}", unit="shard", disable=not progress)
@@ -153,10 +161,15 @@ def _check_shard_records(checked: CheckedFiles, shard_id: int, directory: str, r
         _check_record_shape(record, manifest, at, report)
     for spec in manifest.streams:
         file_path = checked.where(f"{directory}/{spec.file}")
-        if STREAM_TYPES[spec.name].audio:
+        if spec.codec is not None:
+            _check_compressed_stream(file_path, spec, manifest.sample_rate, records, arrays[spec.name],
+                                     levels[spec.name], report)
+        elif STREAM_TYPES[spec.name].audio:
             _check_stream(file_path, spec, records, arrays[spec.name], levels[spec.name], report)
         else:
             _check_data_stream(file_path, spec, records, arrays[spec.name], report)
+    if manifest.digests is not None:
+        _check_digests(checked, directory, records, arrays)
     if extra_totals is not None:
         extra_totals.add(records, arrays.get, lambda record, stream, message: report.error(
             f"{checked.where(f'{directory}/{stream_file_name(stream)}')} key {record['key']!r}", message))
@@ -181,7 +194,7 @@ def _read_index(checked: CheckedFiles, directory: str, manifest: Manifest, expec
         if data is None:
             return None  # missing or unreadable: reported
         raw = parse_json(data, index_path, error=PackFormatError)
-        records = check_shard_index(raw, manifest.kind, index_path)
+        records = check_shard_index(raw, manifest.kind, index_path, manifest.block_frames)
     except (OSError, PackFormatError) as err:
         report.error(index_path, str(err).replace(f"{index_path}: ", "").replace(index_path, "index"))
         return None
@@ -259,6 +272,96 @@ def _check_stream(file_path: str, spec: StreamSpec, records: list[dict], array: 
                     report.warn(at, f"{clipped} sample(s) at int16 full scale: the input itself was clipped")
     if array is not None and position != array.shape[0]:
         report.error(file_path, f"index covers {position} elements, the file holds {array.shape[0]}")
+
+
+def _check_compressed_stream(file_path: str, spec: StreamSpec, sample_rate: int, records: list[dict],
+                             array: np.ndarray | None, levels: dict, report: PackReport) -> None:
+    """Byte offsets contiguous and in bounds; every segment decoded, block by block, to exactly its frames, and
+    its statistics recomputed from the decoded int16 and equal (format 1.4: they describe what a reader
+    decodes)."""
+    position = 0
+    for record in records:
+        for slot, seg in enumerate(record["streams"][spec.name]):
+            at = f"{file_path} key {record['key']!r} {spec.name}[{slot}]"
+            size = sum(seg["blocks"])
+            if seg["offset"] != position:
+                report.error(at, f"offset {seg['offset']}, expected {position} (segments must be contiguous)")
+            position = seg["offset"] + size
+            if array is None:
+                continue
+            if position > array.shape[0]:
+                report.error(at, f"ends at byte {position}, the file holds {array.shape[0]}")
+                continue
+            starts = seg["offset"] + np.concatenate([[0], np.cumsum(seg["blocks"][:-1], dtype=np.int64)])
+            pieces = [array[int(start):int(start) + length] for start, length in zip(starts, seg["blocks"])]
+            try:
+                decoded = decode_run(spec.codec, pieces, sample_rate, seg["channels"], seg["length"],
+                                     spec.block_frames)
+            except CorruptBlock as err:
+                report.error(at, f"{spec.codec} {err}")
+                continue
+            mean, rms, peak = int16_statistics(decoded, seg["scale"])
+            for name, value in (("mean", mean), ("rms", rms), ("peak", peak)):
+                if not math.isclose(value, seg[name], rel_tol=_STAT_RTOL, abs_tol=1e-12):
+                    report.error(at, f"{name} recorded {seg[name]!r}, recomputed {value!r} from the decoded "
+                                     f"{spec.codec} blocks")
+            levels["rms"].append(rms)
+            levels["peak"].append(peak)
+            if seg["scale"] != 1.0:
+                levels["rescaled"] += 1
+            elif decoded.size and codec(spec.codec).lossless:  # a lossy codec's overshoot is no clipping of the input
+                clipped = int(np.count_nonzero((decoded == np.iinfo(AUDIO_DTYPE).max)
+                                               | (decoded == np.iinfo(AUDIO_DTYPE).min)))
+                if clipped:
+                    levels["full_scale"] += clipped
+                    report.warn(at, f"{clipped} sample(s) at int16 full scale: the input itself was clipped")
+    if array is not None and position != array.shape[0]:
+        report.error(file_path, f"index covers {position} bytes, the file holds {array.shape[0]}")
+
+
+def _check_digests(checked: CheckedFiles, directory: str, records: list[dict], arrays: dict) -> None:
+    """``digests.npy`` (format 1.4) holds the blake2b-128 of every piece of the shard, in catalogue then storage
+    order: each one recomputed from the stream files and compared."""
+    manifest, report = checked.manifest, checked.report
+    rel = f"{directory}/{DIGESTS_NAME}"
+    found = checked.npy_header(rel)
+    if found is None:
+        return
+    header, size = found
+    pieces = [(spec, record, slot, seg, block)
+              for spec in manifest.streams for record in records
+              for slot, seg in enumerate(record["streams"][spec.name])
+              for block in (range(len(seg["blocks"])) if spec.codec is not None else (None,))]
+    try:
+        check_digests_header(header, len(pieces), checked.where(rel))
+    except PackFormatError as err:
+        report.error(checked.where(rel), str(err).split(": ", 1)[-1])
+        return
+    if size != header.expected_size:
+        report.error(checked.where(rel), f"header promises {header.expected_size} bytes, the file has {size}")
+        return
+    stored = checked.array(rel, header)
+    for row, (spec, record, slot, seg, block) in enumerate(pieces):
+        array = arrays.get(spec.name)
+        if array is None:
+            continue  # the stream file itself is reported
+        start, stop = _piece_span(spec, seg, block)
+        if stop > array.shape[0]:
+            continue  # reported by the stream's own check
+        if piece_digest(np.ascontiguousarray(array[start:stop])) != bytes(stored[row]):
+            which = f" block {block}" if block is not None else ""
+            report.error(f"{checked.where(f'{directory}/{spec.file}')} key {record['key']!r} {spec.name}[{slot}]"
+                         f"{which}", f"bytes differ from their digest ({DIGESTS_NAME} row {row}): changed or "
+                                     f"corrupted since the pack was written")
+
+
+def _piece_span(spec: StreamSpec, seg: dict, block: int | None) -> tuple[int, int]:
+    """Rows ``[start, stop)`` of the stream file that hold one piece: a block, or the whole segment."""
+    if block is not None:
+        start = seg["offset"] + sum(seg["blocks"][:block])
+        return start, start + seg["blocks"][block]
+    rows = seg["channels"] * seg["length"] if STREAM_TYPES[spec.name].audio else seg["length"]
+    return seg["offset"], seg["offset"] + rows
 
 
 def _check_columns(checked: CheckedFiles, expected: ColumnBuilder | None) -> None:

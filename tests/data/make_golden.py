@@ -41,11 +41,12 @@ from speechpack.schemas.constants import ASD_SAMPLE_RATE, DEFAULT_SAMPLE_RATE, F
 GOLDEN = os.path.join(REPO, "tests", "data", "golden")
 SPEAKERS = ("spk-a", "spk-b", "spk-c")
 #: The golden packs by name: name -> pack kind.  One per kind, plus ``tse_cues`` (a tse pack with a cue bank of
-#: every representation that needs no video, and speaker labels: format 1.1).  Each records the lowest minor
-#: version that describes it (``schemas.format``), so the packs cover every minor from 1.0 to 1.3; its directory is
-#: ``<name>-1.<minor>``.
-PACKS = {"tse": KIND_TSE, "tse_cues": KIND_TSE, "sources": "sources", "noise": "noise", "rir": "rir", "asr": "asr",
-         "asd": "asd"}
+#: every representation that needs no video, and speaker labels: format 1.1) and ``tse_digests`` (a pcm16 tse pack
+#: built with ``--digests``: format 1.4; a flac or opus pack's bytes are libFLAC's and libopus's, which change with
+#: their versions, so no golden pack holds them).  Each records the lowest minor version that describes it
+#: (``schemas.format``), so the packs cover every minor from 1.0 to 1.4; its directory is ``<name>-1.<minor>``.
+PACKS = {"tse": KIND_TSE, "tse_cues": KIND_TSE, "tse_digests": KIND_TSE, "sources": "sources", "noise": "noise",
+         "rir": "rir", "asr": "asr", "asd": "asd"}
 #: Samples per generated file: 20 ms, so each pack is a few KB (mostly its manifest and column headers).
 FRAMES = 320
 
@@ -180,6 +181,8 @@ def build(name: str, root: str, out: str) -> None:
             build_wesep(f"{name}.list", options, root=".")
         elif name == "tse_cues":
             build_wesep("tse.list", options, root=".", cues="cues.yaml")
+        elif name == "tse_digests":
+            build_wesep("tse.list", BuildOptions(out=out, workers=1, progress=False, digests=True), root=".")
         elif name in ("noise", "rir"):
             build_audio_bank("wav", name, options)
         elif name == "asr":

@@ -18,8 +18,8 @@ import pytest
 from speechpack.loader.pack import open_pack
 from speechpack.packer.validate.pack import validate_packs
 from speechpack.packer.files import dump_json
-from speechpack.schemas.constants import (ASD_SAMPLE_RATE, AUDIO_FULL_SCALE, KINDS, MINOR_BANKS, MINOR_CUES,
-                                          MINOR_TRACKS)
+from speechpack.schemas.constants import (ASD_SAMPLE_RATE, AUDIO_FULL_SCALE, KINDS, MINOR_BANKS, MINOR_BLOCKS,
+                                          MINOR_CUES, MINOR_TRACKS)
 
 import factories.paths
 
@@ -36,7 +36,8 @@ PACKS = sorted(os.listdir(GOLDEN))
 def test_every_kind_and_format_minor_has_a_golden_pack():
     assert sorted(p.rsplit("-", 1)[0] for p in PACKS) == sorted(make_golden.PACKS)
     assert set(make_golden.PACKS.values()) == set(KINDS)
-    assert {p.rsplit("-", 1)[1] for p in PACKS} == {f"1.{m}" for m in (0, MINOR_CUES, MINOR_BANKS, MINOR_TRACKS)}
+    assert {p.rsplit("-", 1)[1] for p in PACKS} == {f"1.{m}" for m in (0, MINOR_CUES, MINOR_BANKS, MINOR_TRACKS,
+                                                                        MINOR_BLOCKS)}
 
 
 @pytest.mark.parametrize("name", PACKS)
@@ -80,6 +81,26 @@ def test_golden_values_read_back_exactly():
     texts = [bytes(asr.sample(i).data["text"]).decode("utf-8") for i in range(3)]
     assert texts == [f"golden {s} ünïcode {i}" for i, s in enumerate(make_golden.SPEAKERS)]
     np.testing.assert_array_equal(_int16(asr, "audio", 2)[0, :64], make_golden.samples(2)[:64])
+
+
+def test_golden_digests_pack_holds_the_tse_packs_streams_and_their_digests():
+    """``--digests`` (1.4) adds ``digests.npy`` and changes no stream byte: one blake2b-128 per segment, mix first."""
+    import hashlib
+
+    plain, digested = (os.path.join(GOLDEN, name, "shard-000000") for name in ("tse-1.0", "tse_digests-1.4"))
+    for name in ("mix.npy", "target.npy", "index.json"):
+        with open(os.path.join(plain, name), "rb") as a, open(os.path.join(digested, name), "rb") as b:
+            assert a.read() == b.read(), name
+    with open(os.path.join(plain, "index.json"), encoding="utf-8") as fp:
+        (record,) = json.load(fp)["samples"]
+    expected = []
+    for stream in ("mix", "target"):
+        array = np.load(os.path.join(plain, f"{stream}.npy"))
+        for seg in record["streams"][stream]:
+            piece = array[seg["offset"]:seg["offset"] + seg["channels"] * seg["length"]].tobytes()
+            expected.append(hashlib.blake2b(piece, digest_size=16).digest())
+    digests = np.load(os.path.join(digested, "digests.npy"))
+    assert digests.dtype == np.uint8 and [row.tobytes() for row in digests] == expected
 
 
 def test_golden_cue_banks_read_back_exactly():

@@ -135,7 +135,7 @@ MALFORMED = {
     "unknown provenance key": (_set(("provenance", "user"), "me"), r"provenance: unknown key\(s\) user"),
     "missing provenance.options": (_delete(("provenance", "options")), r"provenance: missing key\(s\) options"),
     "unknown skipped key": (_set(("skipped", "why"), []), r"skipped: unknown key\(s\) why"),
-    "unknown stream key": (_set(("streams", 0, "codec"), "pcm"), r"streams\[0\]: unknown key\(s\) codec"),
+    "unknown stream key": (_set(("streams", 0, "codecs"), "pcm"), r"streams\[0\]: unknown key\(s\) codecs"),
     "missing shard files": (_delete(("shards", 1, "files")), r"shards\[1\]: missing key\(s\) files"),
     "unknown file-entry key": (_set(("shards", 0, "files", "mix.npy", "md5"), "x"),
                                r"shards\[0\].files\['mix.npy'\]: unknown key\(s\) md5"),
