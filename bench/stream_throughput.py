@@ -3,7 +3,9 @@ LitData, side by side in one run, on the same samples, the same store behind the
 cache limit.
 
     flock /tmp/speechpack-bench.lock python bench/stream_throughput.py [--scale 1] [--latency-ms 20]
-        [--bandwidth-mbs 200] [--cache-fraction 0.25] [--shard-mb 16] [--workers 2] [--epochs 2] [--jobs ...]
+        [--bandwidth-mbs 200] [--cache-fractions 0.1 0.25 0] [--steps 0 50] [--orders default windows]
+        [--codecs pcm16 flac] [--shard-mb 16] [--workers 2] [--epochs 2] [--jobs ...]
+    flock /tmp/speechpack-bench.lock python bench/stream_throughput.py --quick
     flock /tmp/speechpack-bench.lock python bench/stream_throughput.py --first-batch [--samples 1000000]
         [--repeats 3]
 
@@ -22,11 +24,21 @@ samples are written as a speechpack ``tse`` pack, MDS shards and LitData chunks 
 all three cut at ``--shard-mb`` (Streaming refuses a cache limit under four shards, so at 25 % of a 320 MB pack
 shards must stay under 20 MB), and published to the store.
 
+**The matrix.**  For every training step of ``--steps`` (ms per batch), every speechpack pack of ``--codecs``
+(``pcm16`` with per-segment digests, ``flac``: both read a segment at a time from the store, ``loader.cache.ranges``;
+``--jobs ... speechpack-whole`` adds a pcm16 pack without digests, read a whole stream file at a time as before
+format 1.4) and every order of ``--orders`` (``default``: the whole-epoch shuffle; ``windows``: shard windows), the
+local copy once, then the store at every cache limit of ``--cache-fractions`` (of the pcm16 pack; 0: no cache, read
+through); MosaicML Streaming and LitData once per limit (they have one order and no codec).  Each row reports
+mixtures/s, the ratio to the local copy of the same pack, order and step, and the bytes and requests per epoch
+(the proxy counts both).  ``--quick``: a short configuration (``--scale 0.25 --shard-mb 1 --epochs 1``, pcm16, the
+default order, 25 %, no step, speechpack only) for a check during development.
+
 **Reading** (``peers.py``'s readers: shuffled epoch, a random 2 s window per line, TSE batches of 8 mixtures):
 
-- ``speechpack-store``: ``build_loader`` on ``s3://.../speechpack`` with ``cache: {dir, limit}`` (and
-  ``shard_order: true`` with ``--shard-order``) when this speechpack has the node cache (``speechpack.loader.cache``);
-  a speechpack without it cannot train from a URL, and the row says why it failed;
+- ``speechpack-store``: ``build_loader`` on ``s3://.../<pack>`` with ``cache: {dir, limit}`` (and the shard-window
+  order in the ``windows`` rows) when this speechpack has the node cache (``speechpack.loader.cache``); a
+  speechpack without it cannot train from a URL, and the row says why it failed;
 - ``speechpack-local``: the same loader on the local copy of the pack (the baseline of the ratios);
 - ``mds-store``: ``StreamingDataset(remote=, local=, cache_limit=)``;
 - ``litdata-store``: ``StreamingDataset(input_dir=url, cache_dir=, max_cache_size=)``.
@@ -40,7 +52,8 @@ the ratio to the local copy, and the bytes the proxy sent during each epoch over
 
 **--first-batch**: a ``sources`` pack of ``--samples`` tiny samples (``loader_throughput.build_tiny_pack``) on the
 store; the time from ``build_loader`` on its URL, with an empty cache, to the first batch (best and median of
-``--repeats`` fresh processes).  Figures and their reading: ``docs/performance.md``, "Streaming from object storage".
+``--repeats`` fresh processes; ``--pack DIR`` builds the pack there once and reuses it).  Figures and their
+reading: ``docs/performance.md``, "Streaming from object storage".
 """
 
 from __future__ import annotations
@@ -67,12 +80,12 @@ from peers import BATCH, SPEAKERS  # noqa: E402
 
 LINES_PER_SCALE = 960
 PIECE_SECONDS = (2.0, 5.0)
-JOBS = ("speechpack-local", "speechpack-store", "mds-store", "litdata-store")
+JOBS = ("speechpack-local", "speechpack-store", "mds-store", "litdata-store", "speechpack-whole")
 TARGET_RATIO = 0.9  # speechpack from the store against the local copy, cache at 25 % of the pack
 TARGET_FETCHED = 1.05  # bytes fetched per epoch over the pack's bytes
 TARGET_FIRST_BATCH_S = 2.0  # first batch from a cold cache, 1M samples
 FORMAT = {"speechpack-local": "speechpack", "speechpack-store": "speechpack", "mds-store": "mds",
-          "litdata-store": "litdata"}
+          "litdata-store": "litdata", "speechpack-whole": "speechpack"}
 
 
 def _log(text: str) -> None:
@@ -91,8 +104,8 @@ def _speechpack(spec: dict, location: str, config_extra: dict | None = None):
     config = {**peers.speechpack_config(location), **(config_extra or {})}
     if location.startswith("s3://") and has_node_cache():
         config["cache"] = {"dir": spec["cache_dir"], "limit": spec["cache_limit"]}
-        if spec.get("shard_order"):
-            config["cache"]["shard_order"] = True
+    if spec.get("shard_order"):  # shard windows: the same plan option on the local copy and from the store
+        config["dataset_args"] = {**config["dataset_args"], "shard_window": spec["window"]}
     loader = build_loader(config, "train", num_workers=spec["workers"], seed=spec["seed"])
 
     def epoch(number: int):
@@ -122,7 +135,7 @@ def child(spec: dict) -> dict:
     torch.set_num_threads(1)
     counter = ByteCounter(spec["counter"])
     job = spec["job"]
-    before = counter.value()
+    before, asked = counter.value(), counter.requests()
     started = time.perf_counter()
     if job == "speechpack-local":
         epoch = _speechpack(spec, spec["local"])
@@ -140,10 +153,10 @@ def child(spec: dict) -> dict:
     result.update(warmup_s=time.perf_counter() - started, warmup_bytes=counter.value() - before,
                   warmup_mixtures=rows // SPEAKERS, epochs=[])
     for number in range(2, spec["epochs"] + 2):
-        before, started = counter.value(), time.perf_counter()
+        before, asked, started = counter.value(), counter.requests(), time.perf_counter()
         rows = _consume(epoch(number), spec.get("step_s", 0.0))
         result["epochs"].append({"seconds": time.perf_counter() - started, "bytes": counter.value() - before,
-                                 "mixtures": rows // SPEAKERS})
+                                 "requests": counter.requests() - asked, "mixtures": rows // SPEAKERS})
     return result
 
 
@@ -189,22 +202,27 @@ def _start_store(workdir: str, args):
     from factories.s3 import s3_server_running
     from throttled_proxy import ByteCounter
     server = s3_server_running()
-    endpoint = server.__enter__()
-    path = os.path.join(workdir, "fetched.bin")
-    proxy = subprocess.Popen([sys.executable, os.path.join(BENCH, "throttled_proxy.py"), "--upstream-port",
-                              endpoint.rsplit(":", 1)[1], "--latency-ms", str(args.latency_ms), "--connect-ms",
-                              str(args.connect_ms), "--bandwidth-mbs", str(args.bandwidth_mbs), "--counter", path],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    port = int(proxy.stdout.readline().split()[1])
-    counter = ByteCounter(path)
-    env = {**os.environ, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "S3_ENDPOINT_URL": f"http://127.0.0.1:{port}",
-           "AWS_ALLOW_HTTP": "true",  # obstore (LitData) refuses a plain-http endpoint otherwise
-           "PYTHONUNBUFFERED": "1"}
-    _log(f"store: moto S3 server at {endpoint}, readers through the proxy on port {port} "
-         f"({args.latency_ms:g} ms per request, {args.connect_ms:g} ms per connection, {args.bandwidth_mbs:g} MB/s "
-         f"shared)")
-    _calibrate(endpoint, f"http://127.0.0.1:{port}", counter)
-    return server, proxy, counter, env
+    try:  # a failure before the caller holds the server stops it (its thread would keep this process alive)
+        endpoint = server.__enter__().endpoint  # the running ``S3Server``
+        path = os.path.join(workdir, "fetched.bin")
+        proxy = subprocess.Popen([sys.executable, os.path.join(BENCH, "throttled_proxy.py"), "--upstream-port",
+                                  endpoint.rsplit(":", 1)[1], "--latency-ms", str(args.latency_ms), "--connect-ms",
+                                  str(args.connect_ms), "--bandwidth-mbs", str(args.bandwidth_mbs), "--counter", path],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        port = int(proxy.stdout.readline().split()[1])
+        counter = ByteCounter(path)
+        proxied = f"http://127.0.0.1:{port}"
+        env = {**os.environ, "AWS_ENDPOINT_URL": proxied, "S3_ENDPOINT_URL": proxied,
+               "AWS_ALLOW_HTTP": "true",  # obstore (LitData) refuses a plain-http endpoint otherwise
+               "PYTHONUNBUFFERED": "1"}
+        _log(f"store: moto S3 server at {endpoint}, readers through the proxy on port {port} "
+             f"({args.latency_ms:g} ms per request, {args.connect_ms:g} ms per connection, {args.bandwidth_mbs:g} MB/s "
+             f"shared)")
+        _calibrate(endpoint, f"http://127.0.0.1:{port}", counter)
+        return server, proxy, counter, env
+    except BaseException:
+        server.__exit__(None, None, None)
+        raise
 
 
 def _calibrate(direct: str, proxied: str, counter) -> None:
@@ -246,12 +264,35 @@ def _upload(local: str, url: str) -> None:
 
 # ------------------------------------------------------------------------------------------ the two modes
 
-def _job_spec(args, workdir: str, job: str, counter, cache_limit: int, expected: int) -> dict:
+def _job_spec(args, workdir: str, job: str, counter, cache_limit: int, expected: int, pack: str, step_ms: float,
+              order: str) -> dict:
     from factories.s3 import BUCKET
-    return {"job": job, "url": f"s3://{BUCKET}/{FORMAT[job]}", "local": os.path.join(workdir, FORMAT[job]),
+    return {"job": job, "url": f"s3://{BUCKET}/{pack}", "local": os.path.join(workdir, pack),
             "cache_dir": tempfile.mkdtemp(prefix=f"cache-{job}-", dir=workdir), "cache_limit": cache_limit,
             "workers": args.workers, "seed": args.seed, "epochs": args.epochs, "counter": counter.path,
-            "expected": expected, "shard_order": args.shard_order, "step_s": args.step_ms / 1000}
+            "expected": expected, "shard_order": order == "windows" and FORMAT[job] == "speechpack",
+            "window": args.window,
+            "step_s": step_ms / 1000}
+
+
+def write_speechpack_variant(list_path: str, out: str, shard: int, codec: str, digests: bool) -> str | None:
+    """The bench's speechpack pack: pcm16 (with per-segment digests: sample-granular reads from a store) or a
+    compressed codec (always with digests).  None when written; else why this speechpack cannot write it."""
+    import dataclasses
+    from speechpack.packer.build.run import BuildOptions
+    fields = {f.name for f in dataclasses.fields(BuildOptions)}
+    options = {}
+    if codec != "pcm16":
+        if "codec" not in fields:
+            return "this speechpack's build has no codec option (format 1.4 codecs: wt-codec)"
+        options["codec"] = codec
+    elif digests and "digests" in fields:
+        options["digests"] = True
+    elif digests:
+        return "this speechpack's build has no digests option (format 1.4: wt-codec)"
+    from speechpack.packer.adapters.wesep import build_wesep
+    build_wesep(list_path, BuildOptions(out=out, workers=1, progress=False, shard_bytes=shard, **options))
+    return None
 
 
 def run_throughput(args, workdir: str) -> list[dict]:
@@ -261,38 +302,68 @@ def run_throughput(args, workdir: str) -> list[dict]:
     _log(f"corpus: {lines} lines of 2 speakers, {corpus['min_s']:.1f}-{corpus['max_s']:.1f} s "
          f"({corpus['hours'] * 60:.1f} min of mixtures, {corpus['unique_mixtures']} unique of "
          f"{corpus['recordings']} real recordings)")
-    items = peers.read_corpus(list_path)
     shard = int(args.shard_mb * 1e6)
-    writers = {"speechpack": lambda out: peers.write_speechpack(list_path, out, shard),
-               "mds": lambda out: peers.write_mds(items, out, shard),
-               "litdata": lambda out: peers.write_litdata(items, out, shard)}
-    needed = {FORMAT[job] for job in args.jobs} | {"speechpack"}
-    sizes = {}
-    for name in sorted(needed):
-        writers[name](os.path.join(workdir, name))
+    peers_wanted = [job for job in ("mds-store", "litdata-store") if job in args.jobs]
+    names = {}  # pack name on disk and store -> (codec, digests)
+    for codec in args.codecs:
+        names[f"speechpack-{codec}"] = (codec, codec != "pcm16" or args.digests)
+    if "speechpack-whole" in args.jobs:
+        names["speechpack-whole"] = ("pcm16", False)
+    sizes, refused = {}, {}
+    for name, (codec, digests) in names.items():
+        why = write_speechpack_variant(list_path, os.path.join(workdir, name), shard, codec, digests)
+        if why:
+            refused[name] = why
+            _log(f"  {name:<17} not written: {why}")
+            continue
         sizes[name] = peers.dir_bytes(os.path.join(workdir, name))
-        _log(f"  {name:<11} {sizes[name] / 1e6:7.1f} MB in shards of {args.shard_mb:g} MB")
-    del items
+        _log(f"  {name:<17} {sizes[name] / 1e6:7.1f} MB in shards of {args.shard_mb:g} MB")
+    if peers_wanted:
+        items = peers.read_corpus(list_path)
+        for name, write in (("mds", peers.write_mds), ("litdata", peers.write_litdata)):
+            if f"{name}-store" in peers_wanted:
+                write(items, os.path.join(workdir, name), shard)
+                sizes[name] = peers.dir_bytes(os.path.join(workdir, name))
+                _log(f"  {name:<17} {sizes[name] / 1e6:7.1f} MB in shards of {args.shard_mb:g} MB")
+        del items
     server, proxy, counter, env = _start_store(workdir, args)
+    rows = []
     try:
         from factories.s3 import BUCKET
-        for name in sorted(needed):
+        for name in sizes:
             _upload(os.path.join(workdir, name), f"s3://{BUCKET}/{name}")
-        limit = int(args.cache_fraction * sizes["speechpack"])
-        cache = "node cache (speechpack.loader.cache)" if has_node_cache() else \
-            "NO node cache in this speechpack (speechpack.loader.cache): build_loader may refuse the URL"
-        _log(f"cache limit {limit / 1e6:.1f} MB ({args.cache_fraction:.0%} of the speechpack pack) for every job; "
-             f"speechpack-store: {cache}")
-        rows = []
-        for job in args.jobs:
-            spec = _job_spec(args, workdir, job, counter, limit, lines)
-            got = run_child(spec, env, args.timeout)
-            got.update(job=job, pack_bytes=sizes[FORMAT[job]], lines=lines)
-            rows.append(got)
-            _log(_row_line(got) + (f"\n{got['log']}" if "error" in got and args.verbose else ""))
+        reference = sizes.get("speechpack-pcm16") or next(iter(sizes.values()))
+        for step_ms in args.steps:
+            for name in [n for n in names if n in sizes]:
+                codec = names[name][0]
+                for order in args.orders:
+                    if "speechpack-local" in args.jobs:
+                        rows.append(_run_job(args, workdir, "speechpack-local", counter, 0, lines, name, step_ms,
+                                             order, None, sizes[name], env))
+                    for fraction in args.cache_fractions:
+                        limit = int(fraction * reference)
+                        jobs = ["speechpack-store"] if name != "speechpack-whole" else ["speechpack-store"]
+                        if codec == args.codecs[0] and order == args.orders[0] and name != "speechpack-whole" \
+                                and fraction > 0:
+                            jobs += peers_wanted  # the peers have one order and no codec: once per limit
+                        for job in jobs:
+                            if "speechpack-store" not in args.jobs and job == "speechpack-store":
+                                continue
+                            pack = FORMAT[job] if job != "speechpack-store" else name
+                            rows.append(_run_job(args, workdir, job, counter, limit, lines, pack, step_ms, order,
+                                                 fraction, sizes[pack], env))
         return rows
     finally:
         _stop_store(server, proxy)
+
+
+def _run_job(args, workdir, job, counter, limit, lines, pack, step_ms, order, fraction, pack_bytes, env) -> dict:
+    spec = _job_spec(args, workdir, job, counter, limit, lines, pack, step_ms, order)
+    got = run_child(spec, env, args.timeout)
+    got.update(job=job, pack=pack, pack_bytes=pack_bytes, lines=lines, step_ms=step_ms,
+               order=order if FORMAT[job] == "speechpack" else "-", fraction=fraction)
+    _log(_row_line(got) + (f"\n{got['log']}" if "error" in got and args.verbose else ""))
+    return got
 
 
 def _stop_store(server, proxy) -> None:
@@ -301,59 +372,78 @@ def _stop_store(server, proxy) -> None:
     server.__exit__(None, None, None)
 
 
+def _label(row: dict) -> str:
+    where = "local copy" if row["job"] == "speechpack-local" else (
+        "no cache" if not row["fraction"] else f"cache {row['fraction']:.0%}")
+    return f"{row['job']} [{row['pack']}, {row['order']}, {where}, step {row['step_ms']:g} ms]"
+
+
+def _rate(row: dict) -> float:
+    return row["lines"] / statistics.median(e["seconds"] for e in row["epochs"])
+
+
 def _row_line(row: dict) -> str:
     if "error" in row:
-        return f"  {row['job']:<17} FAILED: {row['error']}"
-    secs = statistics.median(e["seconds"] for e in row["epochs"])
+        return f"  {_label(row)} FAILED: {row['error']}"
     fetched = [e["bytes"] / row["pack_bytes"] for e in row["epochs"]]
-    return (f"  {row['job']:<17} {row['lines'] / secs:9,.0f} mixtures/s (epochs "
+    return (f"  {_label(row)}: {_rate(row):,.0f} mixtures/s (epochs "
             f"{', '.join(format(e['seconds'], '.2f') for e in row['epochs'])} s); fetched per epoch "
-            f"{', '.join(format(f, '.2f') for f in fetched)}x the pack, warm-up {row['warmup_bytes'] / row['pack_bytes']:.2f}x; "
-            f"first batch {row['first_batch_s']:.2f} s; mixtures per epoch {row['epochs'][0]['mixtures']}")
+            f"{', '.join(format(f, '.2f') for f in fetched)}x the pack in "
+            f"{', '.join(str(e.get('requests', '-')) for e in row['epochs'])} requests, warm-up "
+            f"{row['warmup_bytes'] / row['pack_bytes']:.2f}x; first batch {row['first_batch_s']:.2f} s; mixtures "
+            f"per epoch {row['epochs'][0]['mixtures']}")
 
 
 def report(rows: list[dict], args) -> str:
-    local = next((r for r in rows if r["job"] == "speechpack-local" and "error" not in r), None)
-    local_rate = local and local["lines"] / statistics.median(e["seconds"] for e in local["epochs"])
-    link = rows[0]["pack_bytes"] / rows[0]["lines"]
-    out = [f"\n{args.latency_ms:g} ms, {args.bandwidth_mbs:g} MB/s, cache {args.cache_fraction:.0%} of the pack, "
-           f"{args.workers} workers, shards of {args.shard_mb:g} MB, training step {args.step_ms:g} ms per batch of "
-           f"{BATCH} (the link alone carries "
-           f"{args.bandwidth_mbs * 1e6 / link:,.0f} mixtures/s of this pack)",
-           "| job | mixtures/s | / local copy | fetched per epoch / pack | warm-up epoch / pack | first batch, cold cache |",
-           "|---|---|---|---|---|---|"]
+    out = [f"\n{args.latency_ms:g} ms, {args.bandwidth_mbs:g} MB/s, {args.workers} workers, shards of "
+           f"{args.shard_mb:g} MB, batches of {BATCH}; cache limits are fractions of the pcm16 speechpack pack",
+           "| job | pack | order | cache | step | mixtures/s | / local copy | fetched per epoch / pack | requests per "
+           "epoch | first batch |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    local = {(r["pack"], r["order"], r["step_ms"]): _rate(r) for r in rows
+             if r["job"] == "speechpack-local" and "error" not in r}
+    any_local = {r["step_ms"]: _rate(r) for r in rows if r["job"] == "speechpack-local" and "error" not in r
+                 and r["order"] == args.orders[0]}
+    verdicts = []
     for r in rows:
+        where = "local" if r["job"] == "speechpack-local" else ("none" if not r["fraction"] else f"{r['fraction']:.0%}")
         if "error" in r:
-            out.append(f"| {r['job']} | failed: {r['error']} | | | | |")
+            out.append(f"| {r['job']} | {r['pack']} | {r['order']} | {where} | {r['step_ms']:g} ms | failed: "
+                       f"{r['error']} | | | | |")
             continue
-        rate = r["lines"] / statistics.median(e["seconds"] for e in r["epochs"])
+        rate = _rate(r)
+        base = local.get((r["pack"], r["order"], r["step_ms"])) or any_local.get(r["step_ms"])
         fetched = statistics.median(e["bytes"] for e in r["epochs"]) / r["pack_bytes"]
-        ratio = f"{rate / local_rate:.2f}" if local_rate else "-"
-        out.append(f"| {r['job']} | {rate:,.0f} | {ratio} | {fetched:.2f}x | "
-                   f"{r['warmup_bytes'] / r['pack_bytes']:.2f}x | {r['first_batch_s']:.2f} s |")
-    store = next((r for r in rows if r["job"] == "speechpack-store" and "error" not in r), None)
-    if store and local_rate:
-        rate = store["lines"] / statistics.median(e["seconds"] for e in store["epochs"])
-        fetched = statistics.median(e["bytes"] for e in store["epochs"]) / store["pack_bytes"]
-        out.append(f"verdict: speechpack from the store at {rate / local_rate:.2f} of the local copy (target >= "
-                   f"{TARGET_RATIO}): {'PASS' if rate / local_rate >= TARGET_RATIO else 'BELOW TARGET'}; "
-                   f"fetched per epoch {fetched:.2f}x the pack (target <= {TARGET_FETCHED}x): "
-                   f"{'PASS' if fetched <= TARGET_FETCHED else 'ABOVE TARGET'}")
-    return "\n".join(out)
+        asked = statistics.median(e.get("requests", 0) for e in r["epochs"])
+        out.append(f"| {r['job']} | {r['pack']} | {r['order']} | {where} | {r['step_ms']:g} ms | {rate:,.0f} | "
+                   f"{rate / base:.2f} | {fetched:.2f}x | {asked:,.0f} | {r['first_batch_s']:.2f} s |"
+                   if base else f"| {r['job']} | {r['pack']} | {r['order']} | {where} | {r['step_ms']:g} ms | "
+                   f"{rate:,.0f} | - | {fetched:.2f}x | {asked:,.0f} | {r['first_batch_s']:.2f} s |")
+        if r["job"] == "speechpack-store" and r["order"] == "default" and r["fraction"] == 0.25 and base:
+            verdicts.append(f"verdict [{r['pack']}, step {r['step_ms']:g} ms]: default order from the store at 25 % "
+                            f"cache at {rate / base:.2f} of the local copy (target >= {TARGET_RATIO} with a step): "
+                            f"{'PASS' if rate / base >= TARGET_RATIO else 'BELOW TARGET'}; fetched per epoch "
+                            f"{fetched:.2f}x the pack (target <= {TARGET_FETCHED}x): "
+                            f"{'PASS' if fetched <= TARGET_FETCHED else 'ABOVE TARGET'}")
+    return "\n".join(out + verdicts)
 
 
 def run_first_batch(args, workdir: str) -> None:
     from loader_throughput import CHUNK_LEN, build_tiny_pack
-    pack = os.path.join(workdir, "first")
-    seconds = build_tiny_pack(pack, args.samples, args.seed, int(args.shard_mb * 1e6))
-    size = peers.dir_bytes(pack)
-    _log(f"pack: {args.samples:,} tiny samples, {size / 1e6:.0f} MB in shards of {args.shard_mb:g} MB "
-         f"(written in {seconds:.1f} s)")
+    pack = args.pack or os.path.join(workdir, "first")
+    if args.pack and os.path.isfile(os.path.join(pack, "dataset.json")):
+        size = peers.dir_bytes(pack)
+        _log(f"pack: {pack} as built before ({size / 1e6:.0f} MB; --pack)")
+    else:
+        seconds = build_tiny_pack(pack, args.samples, args.seed, int(args.shard_mb * 1e6))
+        size = peers.dir_bytes(pack)
+        _log(f"pack: {args.samples:,} tiny samples, {size / 1e6:.0f} MB in shards of {args.shard_mb:g} MB "
+             f"(written in {seconds:.1f} s)")
     server, proxy, counter, env = _start_store(workdir, args)
     try:
         from factories.s3 import BUCKET
         _upload(pack, f"s3://{BUCKET}/first")
-        limit = int(args.cache_fraction * size)
+        limit = int((args.cache_fraction if args.cache_fraction is not None else 0.25) * size)
         times = []
         for _ in range(args.repeats):
             spec = {"job": "first-batch", "url": f"s3://{BUCKET}/first", "workers": args.workers, "seed": args.seed,
@@ -382,18 +472,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connect-ms", type=float, default=0.0,
                         help="latency per new connection (moto closes every connection: see throttled_proxy.py)")
     parser.add_argument("--bandwidth-mbs", type=float, default=200.0)
-    parser.add_argument("--cache-fraction", type=float, default=0.25)
+    parser.add_argument("--cache-fractions", type=float, nargs="+", default=[0.1, 0.25, 0.0],
+                        help="cache limits as fractions of the pcm16 speechpack pack (0: no cache, speechpack reads "
+                             "through; the peers need one and skip it)")
+    parser.add_argument("--cache-fraction", type=float, help="one cache fraction (as --cache-fractions F)")
     parser.add_argument("--shard-mb", type=float, default=16.0)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--step-ms", type=float, default=0.0,
-                        help="training step per batch, slept in the training process (0: read as fast as possible)")
-    parser.add_argument("--shard-order", action="store_true",
-                        help="speechpack-store: the node cache's shard-aware epoch order (cache.shard_order)")
+    parser.add_argument("--steps", type=float, nargs="+", default=[0.0, 50.0],
+                        help="training steps per batch (ms), slept in the training process (0: read as fast as "
+                             "possible)")
+    parser.add_argument("--step-ms", type=float, help="one training step (as --steps MS)")
+    parser.add_argument("--orders", nargs="+", choices=("default", "windows"), default=["default", "windows"],
+                        help="speechpack's epoch order: the default whole-epoch shuffle, or shard windows")
+    parser.add_argument("--shard-order", action="store_true", help="as --orders windows")
+    parser.add_argument("--window", type=int, default=16, help="shards per window in the windows order "
+                        "(dataset_args.shard_window)")
+    parser.add_argument("--codecs", nargs="+", choices=("pcm16", "flac"), default=["pcm16", "flac"],
+                        help="speechpack packs to read (each with digests: sample-granular reads)")
+    parser.add_argument("--no-digests", dest="digests", action="store_false",
+                        help="the pcm16 pack without digests (whole stream files fetched, as before format 1.4)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a short run: --scale 0.25 --shard-mb 1 --epochs 1, pcm16, default order, 25 %% "
+                             "cache, no step, speechpack only")
     parser.add_argument("--epochs", type=int, default=2, help="timed epochs after the warm-up epoch")
     parser.add_argument("--jobs", nargs="+", choices=JOBS, default=list(JOBS))
     parser.add_argument("--first-batch", action="store_true", help="only the time to the first batch, 1M samples")
     parser.add_argument("--samples", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=3, help="--first-batch: fresh processes")
+    parser.add_argument("--pack", help="--first-batch: the tiny pack's directory, built there once and reused by later "
+                                       "runs (building 1M samples takes minutes)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per job")
     parser.add_argument("--tmp-dir")
@@ -401,6 +508,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verbose", action="store_true", help="print a failed job's error output")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.quick:
+        args.scale, args.shard_mb, args.epochs = 0.25, 1.0, 1
+        args.codecs, args.orders, args.cache_fractions, args.steps = ["pcm16"], ["default"], [0.25], [0.0]
+        args.jobs = [j for j in args.jobs if j in ("speechpack-local", "speechpack-store")]
+    if args.cache_fraction is not None:
+        args.cache_fractions = [args.cache_fraction]
+    if args.step_ms is not None:
+        args.steps = [args.step_ms]
+    if args.shard_order:
+        args.orders = ["windows"]
     if args.child:
         peers._stub_torchvision()
         with open(args.child, encoding="utf-8") as fp:

@@ -38,21 +38,26 @@ BURST_S = 0.004
 
 
 class ByteCounter:
-    """One unsigned 64-bit counter in a file, mapped shared: the proxy adds, any process reads."""
+    """Two unsigned 64-bit counters in a file, mapped shared: bytes sent (slot 0) and connections, which are
+    requests here (slot 1: moto closes every connection after its reply); the proxy adds, any process reads."""
 
     def __init__(self, path: str, create: bool = False):
         if create:
             with open(path, "wb") as fp:
-                fp.write(bytes(8))
+                fp.write(bytes(16))
         self._fd = os.open(path, os.O_RDWR if create else os.O_RDONLY)
-        self._map = mmap.mmap(self._fd, 8, access=mmap.ACCESS_WRITE if create else mmap.ACCESS_READ)
+        self._map = mmap.mmap(self._fd, 16, access=mmap.ACCESS_WRITE if create else mmap.ACCESS_READ)
         self.path = path
 
-    def add(self, count: int) -> None:
-        struct.pack_into("<Q", self._map, 0, self.value() + count)  # one writer: the proxy's event loop
+    def add(self, count: int, slot: int = 0) -> None:
+        struct.pack_into("<Q", self._map, 8 * slot, self.value(slot) + count)  # one writer: the proxy's event loop
 
-    def value(self) -> int:
-        return struct.unpack_from("<Q", self._map, 0)[0]
+    def value(self, slot: int = 0) -> int:
+        return struct.unpack_from("<Q", self._map, 8 * slot)[0]
+
+    def requests(self) -> int:
+        """Connections opened through the proxy so far (one per request against moto)."""
+        return self.value(1)
 
     def close(self) -> None:
         self._map.close()
@@ -102,6 +107,7 @@ class ThrottledProxy:
 
     async def _serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         self.connections += 1
+        self.counter.add(1, slot=1)
         try:
             await asyncio.sleep(self.connect_latency)
             server_r, server_w = await asyncio.open_connection("127.0.0.1", self.upstream_port, limit=CHUNK)

@@ -366,8 +366,8 @@ def loader_fingerprint(config: LoaderConfig, state: str, packs: list[Pack], orde
     """Hash of the packs' manifests and ``dataset_args``: a state only resumes the loader it came from.
 
     Pack paths are left out on purpose, so a state still resumes after the packs are copied to node-local disk
-    (or read from a store).  ``order`` is what a plan option outside ``dataset_args`` changes (the node cache's
-    shard-aware order, ``loader.cache.shard_order.window_identity``); empty or None leaves the hash as before.
+    (or read from a store).  ``order`` is what a plan option outside ``dataset_args`` would change (none does
+    now: the shard-window order is ``dataset_args.shard_window``); empty or None leaves the hash as before.
     """
     digest = hashlib.sha256()
     loader_task = config.loader_task

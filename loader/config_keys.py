@@ -530,6 +530,18 @@ class KeyTable:
         return decorate
 
 
+#: Most shards one shard window holds (beyond any pack's shard count: a window of every shard is the same order).
+MAX_SHARD_WINDOW = 1 << 30
+#: ``dataset_args.shard_window``: the shard-window epoch order (``loader.cache.shard_order``), a plan option every
+#: task's table declares with this one key.  The order depends on the window and the packs' contents only, never
+#: on where a pack lies or on ``cache.limit``; hashed only while set, so states saved before it still resume.
+SHARD_WINDOW = Key("shard_window", None, Nullable(Int(hi=MAX_SHARD_WINDOW)), "shuffle within windows of this many "
+                   "shards (the shards shuffled, then the items within each window; batches kept in that order) "
+                   "instead of the whole epoch: each byte fetched about once per epoch from a store with a cache "
+                   "of a window's shards ([Shard windows](integrations.md#shard-windows)); unweighted epochs only",
+                   default_doc="none (whole-epoch shuffle)", fingerprint=WHEN_SET)
+
+
 __all__ = ["ALWAYS", "Bool", "FINGERPRINT_ROLES", "Flat", "Int", "Key", "KeyTable", "NEVER", "Nested", "Nullable", "Number",
-           "OneOf", "Parsed", "Probability", "Range", "Then", "Unchecked", "VERSION_FIELD", "Variant", "WHEN_SET", "Within",
+           "OneOf", "Parsed", "Probability", "Range", "SHARD_WINDOW", "Then", "Unchecked", "VERSION_FIELD", "Variant", "WHEN_SET", "Within",
            "doc_value"]

@@ -36,7 +36,7 @@ from speechpack.loader.transport.batch_arrays import NUMPY, BatchArrays
 from speechpack.loader.config_checks import MAX_EPOCH, integer
 from speechpack.loader.cache import CacheSettings, open_cached_pack
 from speechpack.loader.cache.schedule import PlanFeed
-from speechpack.loader.cache.shard_order import PlanningView, shard_windows, window_identity
+from speechpack.loader.cache.shard_order import planning_view, shard_windows, with_shard_order_alias
 from speechpack.loader.config import LoaderConfig, dataloader_settings, loader_fingerprint
 from speechpack.loader.memory_limit import MemoryCeiling, bytes_per_row_sample, check_batch_memory, largest_batch_rows
 from speechpack.loader.pack import Pack
@@ -114,15 +114,16 @@ class _PlannedBatches(Dataset):
         self._lengths: np.ndarray | None = None
         #: Set by ``SpeechLoader`` when it has workers: the slots batches travel in (None: torch's transport).
         self.ring: batch_ring.BatchRing | None = None
-        #: Set by ``SpeechLoader`` for packs by URL: where this process is in the plan, for the node cache
-        #: (``loader.cache.schedule``), and the shard-aware order when asked for (``loader.cache.shard_order``).
+        #: Set by ``SpeechLoader``: for packs by URL, where this process is in the plan, for the node cache
+        #: (``loader.cache.schedule``); the shard-window order when the config asks for it
+        #: (``dataset_args.shard_window``: ``loader.cache.shard_order``), wherever the packs lie.
         self.feed: PlanFeed | None = None
         self.shard_order = None
 
     @property
     def args(self):
-        args = self.builder.plan_args
-        return args if self.shard_order is None else PlanningView(args, self.shard_order)
+        """The planning view ``plan_epoch`` reads: the builder's, with the shard windows when set."""
+        return planning_view(self.builder.plan_args, self.shard_order)
 
     def plan(self, epoch: int, global_start: int = 0) -> EpochPlan:
         """This rank's batches of the pass over ``epoch`` dealt from global batch ``global_start``."""
@@ -279,6 +280,7 @@ class SpeechLoader:
                  prefetch_factor: int | None = None, batches_per_message: int | None = None):
         # Explicit arguments win over the recipe's dataloader_args, which win over the defaults.
         pin_memory = _first(pin_memory, config.dataloader.pin_memory, torch.cuda.is_available())
+        config = with_shard_order_alias(config)  # build_loader resolved it already; a LoaderConfig given here too
         prepared = prepare(config, state, packs, seed)  # checks state and seed
         self.config = config
         self.state = state
@@ -294,12 +296,14 @@ class SpeechLoader:
         #: ``memory_limit``, its default read once here: every later plan (epochs, workers, ranks) uses this figure.
         self.memory_ceiling = MemoryCeiling.of(config.memory_limit)
         self.dataset = _PlannedBatches(self.builder, seed, rank, world_size, self.weighting, self.memory_ceiling)
-        self.dataset.shard_order = shard_windows(packs, self.builder, self.weighting is not None)
+        self.dataset.shard_order = shard_windows(packs, self.builder, config.dataset_args.shard_window,
+                                                 self.weighting is not None)
         first = self.dataset.plan(0)  # checks rank/world_size and the plan's memory now, not in a worker
         self.builder.check_plan(first, world_size)  # the task's own refusal of a plan its trainer cannot use
         feed = PlanFeed(packs, self.builder, self.dataset.plan_of, rank, world_size)
         self.dataset.feed = feed if feed.active else None  # only packs read through the node cache need one
-        self._fingerprint = loader_fingerprint(config, state, packs, window_identity(self.dataset.shard_order))
+        # ``shard_window`` is a dataset_args key (hashed while set): nothing of where the packs lie or of the cache
+        self._fingerprint = loader_fingerprint(config, state, packs)
         if len(first) == 0:  # an empty loader is legal (a tiny dev set), but never silent
             warnings.warn(no_batch_message(state, self._no_batch(first)), stacklevel=4)  # the caller of build_loader
         self._epoch = 0
@@ -308,6 +312,8 @@ class SpeechLoader:
         self._consumed = 0
         #: Whether the next pass continues the loaded state's position rather than starting the epoch.
         self._resuming = False
+        #: Whether the DataLoader's (persistent) workers have been started: they fork at the first pass.
+        self._workers_started = False
         self.dataloader_settings = dataloader_settings(config, num_workers, prefetch_factor)
         num_workers = self.dataloader_settings["num_workers"]
         rows, samples = largest_batch_rows(first, self.builder.units.lengths(0))
@@ -317,7 +323,8 @@ class SpeechLoader:
         if batches_per_message is not None:
             batches_per_message = integer(batches_per_message, "batches_per_message", 1, message_groups.MAX_EXPLICIT)
         # A cache limit too small for the batches built together is an error now, never a hang.
-        feed.check((0, 0), IN_PROCESS_BLOCK if not num_workers else batches_per_message or 1)
+        feed.check((0, 0), IN_PROCESS_BLOCK if not num_workers else batches_per_message or 1,
+                   config.dataset_args.shard_window)
         #: How many batches each DataLoader message carries (``loader.transport.message_groups``; shared with torchdata's).
         self.message_sizes = message_groups.MessageSizes(num_workers, batches_per_message)
         self._sampler = message_groups.EpochKeys(self.message_sizes)
@@ -389,6 +396,13 @@ class SpeechLoader:
         # Without workers the batches are built right here: the DataLoader would only add its per-batch profiler
         # scope and bookkeeping (about a tenth of a short TSE batch; docs/performance.md), and pin what it pins.
         in_process = self.dataloader_settings["num_workers"] == 0
+        if not in_process and not self._workers_started and self.dataset.feed is not None:
+            # The pass's file schedule built once, here, before the workers fork: each inherits it instead of
+            # building its own (0.3-0.5 s per million items, every worker at once, before the first batch); and the
+            # first batch's files fetched here too, so no worker's store client stands before it.
+            self.dataset.feed.schedule((self._epoch, self._global_start))
+            self.dataset.feed.prefetch((self._epoch, self._global_start), self._consumed)
+        self._workers_started = self._workers_started or not in_process
         pin = in_process and self.dataloader.pin_memory and _pinnable()
         for batch in (self._in_process() if in_process
                       else message_groups.batches_of(reraise_failures(self.dataloader), self.message_sizes)):
@@ -469,6 +483,7 @@ def build_loader(config: dict | LoaderConfig, state: str, *, rank: int = 0, worl
         config = LoaderConfig.from_dict(config, state=state)
     if cache is not None:  # what the task reads too (``config.cache``: an ASR tokenizer's packs, TSE's banks)
         config = replace(config, cache=CacheSettings.from_dict(cache, "cache"))
+    config = with_shard_order_alias(config)  # the deprecated cache.shard_order: one plan, one fingerprint
     packs = [open_cached_pack(source.path, config.cache, verify=config.verify_streams) for source in config.packs]
     return SpeechLoader(config, state, packs, rank=rank, world_size=world_size, num_workers=num_workers,
                         seed=seed, pin_memory=pin_memory, prefetch_factor=prefetch_factor,

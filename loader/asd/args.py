@@ -22,6 +22,7 @@ it and docs/asd.md equal to the declarations):
 | `visual_aug` | bool | true | training: one of orig / flip / crop / rotate per chunk |
 | `normalize` | muvap, none | muvap | `muvap`: MuVAP's whole-recording gain; `none`: the stored audio (`loader.normalize`; `true`/`false` too) |
 | `sort_window` | int in [1, 2^40] | 262144 | chunks sorted by length together before batches are cut (`loader.plan.batching`) |
+| `shard_window` | int in [1, 2^30], or null | none (whole-epoch shuffle) | shuffle within windows of this many shards (the shards shuffled, then the items within each window; batches kept in that order) instead of the whole epoch: each byte fetched about once per epoch from a store with a cache of a window's shards ([Shard windows](integrations.md#shard-windows)); unweighted epochs only |
 
 Besides each key's own range: ``hist_frames`` is below ``train_window`` (a chunk scores ``train_window -
 hist_frames`` frames) and ``max_batch`` is at least ``min_batch``.  An ``AsdArgs`` built directly is checked the
@@ -33,7 +34,8 @@ Validation and test ignore the training-only keys: whole tracks, no augmentation
 from __future__ import annotations
 
 from speechpack.loader.config_checks import MAX_BATCH_ROWS, MAX_DB, ConfigError
-from speechpack.loader.config_keys import WHEN_SET, Bool, Int, Key, KeyTable, Nullable, OneOf, Probability, Range
+from speechpack.loader.config_keys import (SHARD_WINDOW, WHEN_SET, Bool, Int, Key, KeyTable, Nullable, OneOf,
+                                           Probability, Range)
 from speechpack.loader.normalize import MUVAP, NONE, parse_normalize
 from speechpack.loader.plan.batching import DEFAULT_WINDOW_ITEMS, BudgetArgs
 from speechpack.loader.plan.static_plan import TAIL_POLICIES
@@ -91,6 +93,7 @@ DATASET_ARGS = KeyTable((
         "audio (`loader.normalize`; `true`/`false` too)", read=_read_normalize),
     Key("sort_window", DEFAULT_WINDOW_ITEMS, Int(), "chunks sorted by length together before batches are cut "
         "(`loader.plan.batching`)"),
+    SHARD_WINDOW,
 ), relate=_relate)
 
 

@@ -35,6 +35,7 @@ the declarations).  The last column is where an Omnilingual recipe sets the key 
 | `npc` | int in [1, 2^10], or null | null | parallel calls: the DataLoader's workers, unless `build_loader` sets them | `dataset.asr_task_config.npc` |
 | `sync_mode` | UNTIL_FIRST, UNTIL_LAST, or null | null | UNTIL_FIRST: surplus batches dropped so ranks are even; UNTIL_LAST: the short ranks padded (`null`: as `drop_remainder`) | `dataset.mixture_parquet_storage_config.sync_mode` |
 | `sync_batches` | true | true | every rank gets the same number of batches (`false` is refused) | `dataset.mixture_parquet_storage_config.sync_batches` |
+| `shard_window` | int in [1, 2^30], or null | none (whole-epoch shuffle) | shuffle within windows of this many shards (the shards shuffled, then the items within each window; batches kept in that order) instead of the whole epoch: each byte fetched about once per epoch from a store with a cache of a window's shards ([Shard windows](integrations.md#shard-windows)); unweighted epochs only |  |
 
 The shuffle windows have fairseq2's meaning (``loader.plan.static_plan``) and are applied in the plan, so the order
 is a pure function of (seed, epoch): the same on every worker and after a resume.  ``shuffle: false`` turns all
@@ -94,7 +95,7 @@ from speechpack.loader.config_checks import (
     positive_int,
     take_known,
 )
-from speechpack.loader.config_keys import NEVER, Bool, Int, Key, KeyTable, Nullable, OneOf, Probability
+from speechpack.loader.config_keys import NEVER, SHARD_WINDOW, Bool, Int, Key, KeyTable, Nullable, OneOf, Probability
 from speechpack.loader.normalize import NONE, UTTERANCE, parse_normalize
 from speechpack.loader.plan.batching import BudgetArgs
 from speechpack.loader.plan.static_plan import NO_SHUFFLE, WHOLE, ShuffleWindows
@@ -375,6 +376,7 @@ DATASET_ARGS = KeyTable((
         dialects={OMNILINGUAL: _STORAGE_CONFIG + "sync_mode"}),
     Key("sync_batches", True, _SyncBatches(), "every rank gets the same number of batches (`false` is refused)",
         dialects={OMNILINGUAL: _STORAGE_CONFIG + "sync_batches"}),
+    SHARD_WINDOW,
 ), relate=_relate)
 
 

@@ -42,6 +42,7 @@ raised at once.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import random
 import threading
@@ -51,11 +52,12 @@ import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import BinaryIO, Callable, Iterable, TypeVar
 
-from speechpack.loader.cache.node_cache import EntryKey, NodeCache
+from speechpack.loader.cache.node_cache import CacheIntegrityError, EntryKey, NodeCache
 from speechpack.loader.cache.settings import CacheSettings
 from speechpack.loader.pack.content_check import (DEFAULT_VERIFY, VERIFY_EVERY_OPEN, VERIFY_OFF, ContentIdentity,
                                                   check_verify_mode, hash_buffer)
-from speechpack.loader.pack.files import MappedStream, PackFiles, is_remote, map_stream
+from speechpack.loader.cache.ranges import RangeReads
+from speechpack.loader.pack.files import MappedStream, PackFiles, is_remote, map_stream, stream_from_bytes
 from speechpack.loader.pack.object_store import ObjectStoreError, ObjectStorePackFiles
 from speechpack.loader.pack.reader import Pack, open_pack
 from speechpack.schemas.constants import COLUMNS_DIR, MANIFEST_NAME
@@ -112,10 +114,6 @@ def with_retries(request: Callable[[], T], budget_seconds: float, *, sleep: Call
 BLOCK_BYTES = 16 << 20
 #: Fetches of a file whose hash does not match before it is an error (the first plus one more).
 FETCH_ATTEMPTS = 2
-
-
-class CacheIntegrityError(PackFormatError):
-    """A file's bytes from the store do not match ``dataset.json``, twice."""
 
 
 def _fetch_once(store: ObjectStorePackFiles, rel: str, size: int, fp: BinaryIO, retry_seconds: float) -> str:
@@ -217,7 +215,13 @@ class CachedPackFiles(PackFiles):
         self.verify = check_verify_mode(verify)
         self.node_cache = NodeCache(settings.dir, settings.limit)
         self.max_open_streams = settings.open_files
+        #: ``cache.limit: 0``: nothing is written to the node's disk; every file and segment is fetched into memory
+        #: and verified there (module docstring, "Reading through").
+        self.read_through = settings.limit == 0
         self.entries: dict[str, FileEntry] = {}
+        #: Stream files read by ranges (a pack with digests: ``loader.cache.ranges``), set by ``read_manifest``.
+        self.range_reads: RangeReads | None = None
+        self._range_files: frozenset[str] = frozenset()
         self.manifest_sha256: str | None = None
         #: Copies this open has checked (entry name -> identity of the file then): a mapping the LRU let go and
         #: made again is not hashed again while the file is the same.
@@ -248,18 +252,35 @@ class CachedPackFiles(PackFiles):
         manifest = manifest_file.manifest
         self.entries = manifest.file_entries()
         self.manifest_sha256 = manifest_file.identity
-        self.fetch_many([f"{COLUMNS_DIR}/{name}" for name in manifest.columns])
+        if manifest.digests is not None:
+            self.range_reads = RangeReads(self)
+            self._range_files = frozenset(f"{shard.directory}/{spec.file}" for shard in manifest.shards
+                                          for spec in manifest.streams if self.range_reads.reads(spec.name))
+        if not self.read_through:
+            self.fetch_many([f"{COLUMNS_DIR}/{name}" for name in manifest.columns])
         return manifest_file
 
+    def retried(self, request):
+        """``request()`` retried as every store request of this pack is (``cache.retry_seconds``)."""
+        return self._retried(request)
+
     def key(self, rel: str) -> EntryKey | None:
-        """The cache key of file ``rel`` (None for a file the manifest does not list)."""
+        """The cache entry of file ``rel`` that the plan schedules (``loader.cache.schedule``): None for a file the
+        manifest does not list, and for one never fetched whole (a stream file read by ranges, any file when
+        reading through)."""
+        if self.read_through or rel in self._range_files:
+            return None
+        return self._file_key(rel)
+
+    def _file_key(self, rel: str) -> EntryKey | None:
+        """The cache key of listed file ``rel`` (its sha256 and size; None for a file the manifest does not list)."""
         entry = self.entries.get(self.check_name(rel))
         return None if entry is None else EntryKey(entry.sha256, entry.size)
 
     def local_path(self, rel: str, wait: bool = True) -> str | None:
         """The cache's copy of ``rel``, fetched first if the node has none; None for an unlisted file.  ``wait``
         False: ``CacheFullError`` at once when it does not fit now."""
-        key = self.key(rel)
+        key = self._file_key(rel)
         if key is None:
             return None
         return self.node_cache.ensure(key, lambda fp: fetch_verified(self.store, rel, key.size, key.sha256, fp,
@@ -276,6 +297,12 @@ class CachedPackFiles(PackFiles):
     def prefetch(self, rels: list[str]) -> None:
         """The listed files of ``rels`` fetched together (``fetch_many``): the cue banks' index files at open."""
         self.fetch_many([rel for rel in rels if self.key(rel) is not None])
+
+    def fetch_all(self, calls: list[Callable[[], T]]) -> list[T]:
+        """Every call of ``calls`` (fetches), up to ``cache.fetches`` at once (``run_all``)."""
+        if len(calls) <= 1 or self.settings.fetches <= 1:
+            return [call() for call in calls]
+        return run_all(fetch_pool(self.settings.fetches), calls)
 
     def listing(self) -> dict[str, int]:
         return self._retried(self.store.listing)
@@ -312,9 +339,11 @@ class CachedPackFiles(PackFiles):
     def _read_checked(self, rel: str, read: Callable[[BinaryIO], bytes]) -> bytes | None:
         """``read(fp)`` of the cache's copy of listed file ``rel``, once the copy is checked (module docstring;
         columns and whole reads are checked in every mode, by record or by hash); None for an unlisted file."""
-        key = self.key(rel)
+        key = self._file_key(rel)
         if key is None:
             return None
+        if self.read_through:
+            return read(io.BytesIO(self._fetch_to_memory(rel, key)))
         mode = VERIFY_EVERY_OPEN if self.verify == VERIFY_EVERY_OPEN else DEFAULT_VERIFY
         for attempt in range(FETCH_ATTEMPTS):
             path = self.local_path(rel)
@@ -347,10 +376,20 @@ class CachedPackFiles(PackFiles):
             return self._retried(lambda: self.store.read_range(rel, start, stop))
         return data
 
+    def _fetch_to_memory(self, rel: str, key: EntryKey) -> bytes:
+        """File ``rel`` fetched whole into memory, verified as a cache fetch is (reading through)."""
+        buffer = io.BytesIO()
+        fetch_verified(self.store, rel, key.size, key.sha256, buffer, self.settings.retry_seconds)
+        return buffer.getvalue()
+
     def stream(self, rel: str, dtype: str, row_shape: tuple[int, ...]) -> MappedStream:
-        key = self.key(rel)
+        if rel in self._range_files:
+            return self.range_reads.stream(rel)
+        key = self._file_key(rel)
         if key is None:
             raise PackFormatError(f"{self.where(rel)}: not a file of {MANIFEST_NAME}")
+        if self.read_through:
+            return stream_from_bytes(self.where(rel), self._fetch_to_memory(rel, key), dtype, row_shape)
         for attempt in range(FETCH_ATTEMPTS):
             mapped, path = self._pinned_mapping(rel, key, dtype, row_shape)
             if self.verify == VERIFY_OFF or self._holds_its_bytes(
@@ -381,7 +420,7 @@ class CachedPackFiles(PackFiles):
         """The opened manifest's hash for ``dataset.json`` (the version is fixed at open), a listed file's hash."""
         if rel == MANIFEST_NAME:
             return self.manifest_sha256
-        key = self.key(rel)
+        key = self._file_key(rel)
         return None if key is None else key.name
 
 

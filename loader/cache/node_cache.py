@@ -37,28 +37,35 @@ import json
 import os
 import re
 import stat
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, Iterator
 
 from speechpack.loader.pack.content_check import ContentIdentity, read_small_file, record_sha256
-from speechpack.schemas.errors import SpeechpackError
+from speechpack.schemas.errors import PackFormatError, SpeechpackError
 from speechpack.schemas.units import format_bytes
 
 #: Seconds an admission waits for other processes to release pinned entries before the limit is an error.
 SPACE_WAIT_SECONDS = 120.0
 _DATA, _LEDGER, _LOCK, _PART = ".bin", ".owned", ".lock", ".part"
-_SHA256 = re.compile(r"[0-9a-f]{64}")
+#: An entry's content hash: a whole file's sha256 (64 hex digits), or a range entry's BLAKE2b-128 (32 hex digits:
+#: ``loader.cache.ranges``).
+_SHA256 = re.compile(r"[0-9a-f]{64}|[0-9a-f]{32}")
 _SIZE = re.compile(r"(?:0|[1-9][0-9]{0,18})")  # ASCII only: "²".isdigit() is true, int("²") fails
 #: A fetch's ``.part`` in ``tmp/``: ``<entry name>.<pid>.part``.
-_PART_NAME = re.compile(r"([0-9a-f]{64}-[0-9]+)\.[0-9]{1,10}\.part")
+_PART_NAME = re.compile(r"((?:[0-9a-f]{32}){1,2}-[0-9]+)\.[0-9]{1,10}\.part")
 #: Largest ledger entry read (a URL and a record): anything larger is not one of ours and is never trusted.
 MAX_LEDGER_BYTES = 1 << 16
 
 
 class CacheFullError(SpeechpackError):
     """The cache limit cannot hold what the plan needs at once (raised at start, or after waiting for others)."""
+
+
+class CacheIntegrityError(PackFormatError):
+    """Bytes from the store do not match what the pack records (a file's sha256, a piece's digest), twice."""
 
 
 class CacheDirError(SpeechpackError):
@@ -83,7 +90,9 @@ def _free_bytes(path: str) -> int | None:
 
 @dataclass(frozen=True)
 class EntryKey:
-    """One file of a pack as the cache knows it: its sha256 and size from ``dataset.json``."""
+    """One entry as the cache knows it: a file's sha256 and size from ``dataset.json``, or a segment's key and size
+    (``loader.cache.ranges.segment_key``: 32 hex digits naming a byte range of one version of a stream file, its
+    bytes checked against the shard's ``digests.npy`` whenever read)."""
 
     sha256: str
     size: int
@@ -274,9 +283,7 @@ class NodeCache:
                     fp.truncate()
                     fp.flush()
                     os.fsync(fp.fileno())
-                os.replace(part, self._path(key, _DATA))
-                _fsync_dir(self.objects)
-                self._write_ledger(key, source, self._identity_of(key))
+                self._complete(key, part, source)
             except BaseException:
                 try:
                     os.unlink(part)
@@ -285,22 +292,65 @@ class NodeCache:
                 raise
             return self._path(key, _DATA)
 
+    def claim(self, key: EntryKey, source: str) -> "str | Claim | None":
+        """Take ``key``'s entry lock without waiting, for a fetch that serves several entries with one request
+        (``loader.cache.ranges``): the data path when the entry is complete, a :class:`Claim` (this process now
+        fetches it: ``fill`` or ``release`` it), or None when another process holds the lock (it is fetching the
+        entry: wait for it with :meth:`ensure`)."""
+        found = self.lookup(key)
+        if found is not None:
+            return found
+        lock = self._path(key, _LOCK)
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            raise self.dir_error(err, f"fetch {source}", key) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        try:
+            found = self.lookup(key) or self._adopt(key, source)
+        except BaseException:
+            os.close(fd)
+            raise
+        if found is not None:
+            os.close(fd)
+            return found
+        return Claim(self, key, source, fd)
+
+    def _complete(self, key: EntryKey, part: str, source: str, durable: bool = True) -> None:
+        """Rename a fetched ``.part`` into place and write its ledger entry, under the space lock: between the two
+        the entry is neither in flight nor complete, and an admission counting the usage then would miss it."""
+        with self._locked(os.path.join(self.root, "space.lock")):
+            os.replace(part, self._path(key, _DATA))
+            if durable:
+                _fsync_dir(self.objects)
+                self._write_ledger(key, source, self._identity_of(key))
+            else:
+                self._write_ledger(key, source, self._identity_of(key), durable=False)
+
     def _identity_of(self, key: EntryKey) -> ContentIdentity:
         return ContentIdentity.of(os.stat(self._path(key, _DATA)))
 
-    def _write_ledger(self, key: EntryKey, source: str, identity: ContentIdentity | None) -> None:
+    def _write_ledger(self, key: EntryKey, source: str, identity: ContentIdentity | None,
+                      durable: bool = True) -> None:
         """The ledger entry of ``key``: ``source`` (for people: where the bytes came from, a URL, never
-        credentials) and the record of the data file ``identity`` describes, verified to hold ``key``'s bytes."""
-        tmp = os.path.join(self.tmp, f"{key.name}.{os.getpid()}{_LEDGER}")
+        credentials) and the record of the data file ``identity`` describes, verified to hold ``key``'s bytes.
+        ``durable`` False: not synced (a range entry, checked against its digests whenever read)."""
+        tmp = os.path.join(self.tmp, f"{key.name}.{os.getpid()}.{threading.get_ident()}{_LEDGER}")
         record = "" if identity is None else json.dumps(identity.record(key.sha256), sort_keys=True) + "\n"
         with open(tmp, "w", encoding="utf-8") as fp:
             fp.write(source.replace("\n", " ") + "\n" + record)
-            fp.flush()
-            os.fsync(fp.fileno())
+            if durable:
+                fp.flush()
+                os.fsync(fp.fileno())
         os.replace(tmp, self._path(key, _LEDGER))
         if identity is not None:
             self.written[key.name] = identity
-        _fsync_dir(self.objects)
+        if durable:
+            _fsync_dir(self.objects)
 
     def verified_as(self, key: EntryKey, identity: ContentIdentity) -> bool:
         """Whether the ledger entry of ``key`` records the data file of ``identity`` as verified (by whichever
@@ -372,6 +422,29 @@ class NodeCache:
                     f"{self.root}: cache limit {format_bytes(self.limit or 0)} cannot take "
                     f"{format_bytes(key.size)} more: {format_bytes(used)} held, {format_bytes(pinned)} of it needed by the "
                     f"next batches or being fetched; raise cache.limit or lower cache.ahead")
+            time.sleep(0.2)
+
+    def reserve_claims(self, claims: list["Claim"]) -> None:
+        """Make room for every claim at once (one count of the usage and one eviction pass, not one per entry: a
+        batch claims a segment per sample) and create their ``.part`` files, waiting as ``_reserve`` does."""
+        if not claims:
+            return
+        total = EntryKey(claims[0].key.sha256, sum(c.key.size for c in claims))
+        deadline = time.monotonic() + self.space_wait
+        while True:
+            with self._locked(os.path.join(self.root, "space.lock")):
+                used, pinned = self._make_room(total, True)
+                if self.limit is None or used + total.size <= self.limit:
+                    for claim in claims:
+                        claim.part = os.path.join(self.tmp, f"{claim.key.name}.{os.getpid()}{_PART}")
+                        with open(claim.part, "wb"):
+                            pass
+                    return
+            if total.size > (self.limit or 0) or time.monotonic() > deadline:
+                raise CacheFullError(
+                    f"{self.root}: cache limit {format_bytes(self.limit or 0)} cannot take "
+                    f"{format_bytes(total.size)} more for one batch's segments: {format_bytes(used)} held, "
+                    f"{format_bytes(pinned)} of it needed by the next batches or being fetched; raise cache.limit")
             time.sleep(0.2)
 
     def entries(self) -> dict[str, int]:
@@ -501,4 +574,53 @@ class NodeCache:
         return sum(self.entries().values())
 
 
-__all__ = ["CacheDirError", "CacheFullError", "EntryKey", "NodeCache", "hash_file"]
+class Claim:
+    """The entry lock of one entry this process fetches (:meth:`NodeCache.claim`); the lock goes with the process,
+    so a killed fetcher leaves only a ``.part`` that the next fetcher of the entry removes."""
+
+    def __init__(self, cache: NodeCache, key: EntryKey, source: str, fd: int):
+        self.cache, self.key, self.source, self._fd = cache, key, source, fd
+        #: Its ``.part``, once room is made for it (``NodeCache.reserve_claims``, or ``fill``).
+        self.part: str | None = None
+
+    def fill(self, data, wait: bool = True) -> str:
+        """Make the entry of ``data`` (its verified bytes, ``key.size`` of them): room made under the limit (waiting
+        for it as a fetch does; ``wait`` False: ``CacheFullError`` at once), written to a ``.part``, synced, renamed into place, then its ledger entry; the lock
+        is released.  Returns the data path."""
+        cache, key = self.cache, self.key
+        part, self.part = self.part, None
+        try:
+            if part is None:
+                part = cache._reserve(key, wait)
+            with open(part, "r+b") as fp:
+                fp.write(data)
+                cache.fetched_bytes += key.size
+            # not synced: a range entry's bytes are checked against their digests whenever they are read, so what
+            # a crash of the machine leaves torn is fetched again, never used (a kill -9 loses nothing written)
+            cache._complete(key, part, self.source, durable=False)
+            part = None
+        except OSError as err:
+            raise cache.dir_error(err, f"fetch {self.source}", key) from None
+        finally:
+            if part is not None:
+                try:
+                    os.unlink(part)
+                except FileNotFoundError:
+                    pass
+            self.release()
+        return cache._path(key, _DATA)
+
+    def release(self) -> None:
+        """Let the entry go unfetched (an error on the way); another process may take it."""
+        if self.part is not None:
+            try:
+                os.unlink(self.part)
+            except FileNotFoundError:
+                pass
+            self.part = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+__all__ = ["CacheDirError", "CacheFullError", "CacheIntegrityError", "Claim", "EntryKey", "NodeCache", "hash_file"]

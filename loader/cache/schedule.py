@@ -7,7 +7,9 @@ before the epoch starts.  A schedule holds, for each batch position, the cache e
 over the node's ranks (``LOCAL_WORLD_SIZE`` ranks from this one's node start: DDP ranks advance in lockstep, so
 position ``b`` of every local rank is needed at about the same time).  ``PlanFeed.at(epoch_pass, batch)`` is called
 where a batch is built (a DataLoader worker, or the training process without workers); it moves the position,
-and a thread of that process then fetches the next ``ahead`` batches' files in plan order.  Eviction
+and a thread of that process then fetches the next ``ahead`` batches' files in plan order.  The first pass's
+schedule is built once, in the training process before the workers fork (``loader.torch.SpeechLoader``), so the
+workers inherit it; a later epoch's is built by each process that builds its batches.  Eviction
 (``loader.cache.node_cache``) asks the feed for its order: files no batch uses again first, then by next use,
 farthest first (Belady's rule), never one of the next ``ahead`` batches.
 
@@ -32,6 +34,7 @@ import numpy as np
 
 from speechpack.loader.cache.cached_files import CachedPackFiles, fetch_pool, run_all
 from speechpack.loader.cache.node_cache import CacheFullError
+from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.kinds import STREAMS_BY_KIND
 from speechpack.schemas.units import format_bytes
 
@@ -69,30 +72,50 @@ def _first_in_batch(position: np.ndarray, value: np.ndarray, values: int) -> np.
     return np.sort(first)
 
 
-@dataclass
 class FileSchedule:
-    """Cache entry names per batch position (``batches[b]``), their sizes and where to fetch each.
+    """Cache entry names per batch position (``batch(b)``), their sizes and where to fetch each.
 
-    ``entry_position``/``entry_file`` hold the same as flat arrays (position, index into ``names``), row by row in
-    ``batches``' order: what ``uses`` and ``batch_bytes`` are computed from, without a Python loop per batch."""
+    Held as flat arrays, ``entry_position``/``entry_file`` (position, index into ``names``), row by row in position
+    order: what ``uses``, ``batch_bytes`` and ``batch`` are computed from, without a Python list per position (a
+    million items make tens of thousands of positions; ``batches``, the lists, is made only when asked for: the dry
+    run's replay).  Built from lists (``FileSchedule(batches, sizes, sources)``) as a caller may."""
 
-    batches: list[list[str]]
-    sizes: dict[str, int]
-    sources: dict[str, tuple[CachedPackFiles, str]]
-    names: list[str] | None = None
-    entry_position: np.ndarray | None = None
-    entry_file: np.ndarray | None = None
+    def __init__(self, batches: list[list[str]] | None, sizes: dict[str, int],
+                 sources: dict[str, tuple[CachedPackFiles, str]], names: list[str] | None = None,
+                 entry_position: np.ndarray | None = None, entry_file: np.ndarray | None = None,
+                 count: int | None = None):
+        self.sizes, self.sources = sizes, sources
+        if entry_position is None:
+            names = list(dict.fromkeys(n for batch in batches for n in batch))
+            index = {n: i for i, n in enumerate(names)}
+            entry_position = np.asarray([b for b, batch in enumerate(batches) for _ in batch], np.int64)
+            entry_file = np.asarray([index[n] for batch in batches for n in batch], np.int64)
+            count = len(batches)
+        self.names = names
+        self.entry_position, self.entry_file = entry_position, entry_file
+        #: Batch positions (every local rank's longest plan).
+        self.count = int(count if count is not None else len(batches))
+        self._batches = batches
+        self._bounds = np.searchsorted(entry_position, np.arange(self.count + 1))
+        by_file = np.argsort(entry_file, kind="stable")  # positions stay ascending within a file
+        files, starts = np.unique(entry_file[by_file], return_index=True)
+        at = np.split(entry_position[by_file], starts[1:]) if len(files) else []
+        self.uses = {names[f]: a for f, a in zip(files.tolist(), at)}
 
-    def __post_init__(self) -> None:
-        if self.entry_position is None:
-            self.names = list(dict.fromkeys(n for batch in self.batches for n in batch))
-            index = {n: i for i, n in enumerate(self.names)}
-            self.entry_position = np.asarray([b for b, batch in enumerate(self.batches) for _ in batch], np.int64)
-            self.entry_file = np.asarray([index[n] for batch in self.batches for n in batch], np.int64)
-        by_file = np.argsort(self.entry_file, kind="stable")  # positions stay ascending within a file
-        files, starts = np.unique(self.entry_file[by_file], return_index=True)
-        at = np.split(self.entry_position[by_file], starts[1:]) if len(files) else []
-        self.uses = {self.names[f]: a for f, a in zip(files.tolist(), at)}
+    def __len__(self) -> int:
+        return self.count
+
+    def batch(self, b: int) -> list[str]:
+        """The entry names batch position ``b`` reads, in the order its rows first reach them."""
+        lo, hi = int(self._bounds[b]), int(self._bounds[b + 1])
+        return [self.names[i] for i in self.entry_file[lo:hi].tolist()]
+
+    @property
+    def batches(self) -> list[list[str]]:
+        """Every position's ``batch(b)``, made on first use."""
+        if self._batches is None:
+            self._batches = [self.batch(b) for b in range(self.count)]
+        return self._batches
 
     @classmethod
     def of(cls, packs: list, plans: list, units: tuple[np.ndarray, np.ndarray]) -> "FileSchedule":
@@ -140,11 +163,7 @@ class FileSchedule:
         first = _first_in_batch(position, file, len(names))
         position, file = position[first], file[first]
         count = max((len(p) for p in plans), default=0)
-        name_list = list(names)
-        as_names = np.asarray(name_list, dtype=object)[file].tolist() if len(file) else []
-        bounds = np.searchsorted(position, np.arange(count + 1)).tolist()
-        batches = [as_names[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])]
-        return cls(batches, sizes, sources, name_list, position, file)
+        return cls(None, sizes, sources, list(names), position, file, count)
 
     def batch_bytes(self, together: int = 1) -> int:
         """The most bytes ``together`` consecutive batch positions read from the cache (every local rank's batches
@@ -152,7 +171,7 @@ class FileSchedule:
 
         A file used at position ``b`` and last before at ``p`` adds its size to every window that starts in
         ``(max(p, b - together), b]`` (a window counts a file once); a difference array sums them all."""
-        count = len(self.batches)
+        count = self.count
         if count == 0 or len(self.entry_file) == 0:
             return 0
         size = np.asarray([self.sizes[n] for n in self.names], dtype=np.int64)[self.entry_file]
@@ -178,8 +197,10 @@ class FileSchedule:
 
 @dataclass(frozen=True)
 class CacheSimulation:
-    """One epoch of a node cache: ``fetched`` bytes of ``distinct`` bytes read at all, ``hits`` of ``accesses``
-    (a file a batch position reads counts once), and ``once_limit``, the smallest limit that fetches each file once."""
+    """One epoch of a node cache: ``fetched`` bytes of ``distinct`` bytes read at all, in ``requests`` fetches
+    (one per file fetched: a pack without block digests is fetched a whole file at a time), ``hits`` of
+    ``accesses`` (a file a batch position reads counts once), and ``once_limit``, the smallest limit that fetches
+    each file, so each byte, once."""
 
     limit: int | None
     fetched: int
@@ -187,6 +208,7 @@ class CacheSimulation:
     accesses: int
     hits: int
     once_limit: int
+    requests: int = 0
 
     @property
     def hit_rate(self) -> float:
@@ -196,7 +218,7 @@ class CacheSimulation:
 def once_limit(schedule: FileSchedule) -> int:
     """The most bytes whose [first use, last use] spans overlap at one batch position (a sweep over first and last
     uses)."""
-    delta = [0] * (len(schedule.batches) + 1)
+    delta = [0] * (schedule.count + 1)
     for name, uses in schedule.uses.items():
         delta[int(uses[0])] += schedule.sizes[name]
         delta[int(uses[-1]) + 1] -= schedule.sizes[name]
@@ -212,7 +234,8 @@ def simulate(schedule: FileSchedule, limit: int | None) -> CacheSimulation:
     cached: dict[str, float] = {}  # name -> its next use when last touched
     farthest: list[tuple[float, str]] = []  # (-next use, name), stale entries skipped
     held = fetched = accesses = hits = 0
-    for position, names in enumerate(schedule.batches):
+    for position in range(schedule.count):
+        names = schedule.batch(position)
         now = set(names)
         for name in names:
             accesses += 1
@@ -238,7 +261,7 @@ def simulate(schedule: FileSchedule, limit: int | None) -> CacheSimulation:
             cached[name] = schedule.next_use(name, position + 1)
             heapq.heappush(farthest, (-cached[name], name))
     return CacheSimulation(limit=limit, fetched=fetched, distinct=sum(schedule.sizes[n] for n in schedule.uses),
-                           accesses=accesses, hits=hits, once_limit=once_limit(schedule))
+                           accesses=accesses, hits=hits, once_limit=once_limit(schedule), requests=accesses - hits)
 
 
 def local_ranks(rank: int, world_size: int) -> list[int]:
@@ -291,23 +314,57 @@ class PlanFeed:
         return self.units is not None
 
     def schedule(self, epoch_pass: tuple[int, int]) -> FileSchedule:
+        """The pass's schedule, built on first use in this process (or inherited from the process that forked it)
+        and kept until another pass asks."""
         if self._schedule is None or self._schedule[0] != epoch_pass:
             plans = [self.plan_of(epoch_pass, r) for r in local_ranks(self.rank, self.world_size)]
             self._schedule = (epoch_pass, FileSchedule.of(self.packs, plans, self.units))
         return self._schedule[1]
 
-    def check(self, epoch_pass: tuple[int, int], together: int = 1) -> None:
+    def check(self, epoch_pass: tuple[int, int], together: int = 1, shard_window: int | None = None) -> None:
         """A limit smaller than what the batches built together (``together``: a block of the loader without
-        workers) need is an error now, never a wait later."""
+        workers) need is an error now, never a wait later.  The message explains the minimum: the schedule's unit
+        is a whole stream file (a pack without block digests is fetched so), and a shuffled batch touches one per
+        sample; the two ways out keep the batches as they are (a larger limit) or choose another order, the same
+        wherever the pack lies (``dataset_args.shard_window``; ``shard_window``: the one the plan uses)."""
         if not self.active:
             return
         need = self.schedule(epoch_pass).batch_bytes(together)
         what = "one batch needs" if together == 1 else f"{together} batches built together need"
         for cache in self.caches:
             if cache.limit is not None and need > cache.limit:
-                raise CacheFullError(f"{cache.root}: cache limit {format_bytes(cache.limit)} is smaller than {what} "
-                                     f"({format_bytes(need)} of stream files for the node's ranks at once); raise "
-                                     f"cache.limit to at least that, several times it to fetch ahead")
+                order = (f"the batches of a window of {shard_window} shards read them" if shard_window is not None
+                         else "a shuffled batch touches a file per sample")
+                way_out = ("" if shard_window is not None else
+                           ", or set dataset_args.shard_window (an order of windows of shards, the same batches on "
+                           "every copy of the pack)")
+                raise CacheFullError(
+                    f"{cache.root}: cache limit {format_bytes(cache.limit)} is smaller than {what} "
+                    f"({format_bytes(need)} of stream files for the node's ranks at once): this pack is fetched a "
+                    f"whole stream file at a time (it has no block digests; `speechpack convert` adds them, then a "
+                    f"batch reads only its samples' ranges) and {order}.  Raise cache.limit to at least that "
+                    f"(several times it to fetch ahead){way_out}; `speechpack plan` reports the limit each order "
+                    f"needs")
+
+    def prefetch(self, epoch_pass: tuple[int, int], batch: int) -> None:
+        """Fetch batch position ``batch``'s files now, in this process, while the caches have room for all of them
+        (a full cache is left to the eviction rules of the processes that build the batches).  The training
+        process does so for a pass's first batch before its workers start, so that neither a worker's store client
+        (a few tenths of a second to make) nor its fetch stands before the first batch.  A failure here is left to
+        the process that builds the batch: it fetches the file again and raises what it meets there (a worker's
+        error reaches the training loop as itself: ``loader.torch.WorkerFailure``)."""
+        if not self.active:
+            return
+        schedule = self.schedule(epoch_pass)
+        if not 0 <= batch < schedule.count:
+            return
+        needed = sum(schedule.sizes[name] for name in schedule.batch(batch))
+        if any(free is not None and free < needed for free in (c.free_bytes() for c in self._distinct_caches)):
+            return
+        try:
+            self._fetch_batch(schedule, batch)
+        except (SpeechpackError, OSError):  # room taken meanwhile, the store failing: the batch's builder's to meet
+            pass
 
     def at(self, epoch_pass: tuple[int, int], batch: int, stop: int | None = None) -> None:
         """This process is about to build batches ``batch`` to ``stop - 1`` of the pass ``epoch_pass`` (one when
@@ -333,7 +390,8 @@ class PlanFeed:
         limit = min((c.limit for c in self.caches if c.limit is not None), default=None)
         keep: set[str] = set()
         held = 0
-        for b, names in enumerate(schedule.batches[start:start + self.ahead + 1]):
+        for b in range(min(self.ahead + 1, schedule.count - start)):
+            names = schedule.batch(start + b)
             more = [n for n in names if n not in keep]
             size = sum(schedule.sizes[n] for n in more)
             if b >= self._building and limit is not None and held + size > limit // 2:
@@ -350,10 +408,11 @@ class PlanFeed:
         """Fetch the files of batch position ``b``, up to ``fetches`` at once (``fetch_pool``) while the cache
         has room for all of them; one after another when it must evict to take them, so that a fetch ahead stops at
         the first file that does not fit instead of evicting for the files behind it."""
+        names = schedule.batch(b)
         calls = [lambda name=name: schedule.sources[name][0].local_path(schedule.sources[name][1], wait=False)
-                 for name in schedule.batches[b]]
+                 for name in names]
         room = [cache.free_bytes() for cache in self._distinct_caches]
-        needed = sum(schedule.sizes[name] for name in schedule.batches[b])
+        needed = sum(schedule.sizes[name] for name in names)
         if self.fetches <= 1 or len(calls) <= 1 or any(free is not None and free < needed for free in room):
             for call in calls:
                 call()
@@ -370,7 +429,7 @@ class PlanFeed:
                 while True:
                     schedule, start = self._current, self._position
                     last = fetched[1] if fetched[0] is schedule else start - 1
-                    target = min(start + self.ahead, len(schedule.batches) - 1)
+                    target = min(start + self.ahead, schedule.count - 1)
                     if last < target:
                         break
                     self._wake.wait()
@@ -384,7 +443,7 @@ class PlanFeed:
                     self.error = err
                     return
             fetched = (schedule, target)
-            if target < start + self.ahead and target < len(schedule.batches) - 1:
+            if target < start + self.ahead and target < schedule.count - 1:
                 with self._wake:  # no room now: wait for the position to move before trying again
                     if self._position == start and self._current is schedule:
                         self._wake.wait()

@@ -3,8 +3,11 @@
 ``cache: {dir: /local/cache, limit: 200GB, ahead: 8, fetches: 8}`` in a loader config, the same keys as
 ``build_loader(..., cache=...)``.  ``dir`` defaults to ``$SPEECHPACK_CACHE_DIR``, else ``~/.cache/speechpack``;
 ``limit`` (an integer count of bytes or a size: ``200GB``, ``512MiB``; ``loader.config_checks.byte_size``) defaults to none: the cache then keeps every file it
-fetches.  None of these change which batches are dealt, so none is part of a resume state's fingerprint
-(``loader.config.loader_fingerprint``); ``shard_order`` does (it is a plan option: ``loader.cache.shard_order``).
+fetches; ``limit: 0`` reads through (every file and segment fetched into memory and verified there, nothing written
+to the node's disk).  None of these change which batches are dealt, so none is part of a resume state's fingerprint
+(``loader.config.loader_fingerprint``).  ``shard_order: true`` is the deprecated spelling of the plan option
+``dataset_args.shard_window: 16`` (``loader.cache.shard_order.with_shard_order_alias``: a warning, and the key's plan
+and fingerprint, whatever the limit).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ class CacheSettings:
     """A checked ``cache:`` block (see the module docstring)."""
 
     dir: str
-    #: Bytes the cache may hold (None: no limit).
+    #: Bytes the cache may hold (None: no limit; 0: read through, nothing kept).
     limit: int | None = None
     #: Batches of the plan fetched ahead of the one being built.
     ahead: int = DEFAULT_AHEAD
@@ -53,7 +56,8 @@ class CacheSettings:
     open_files: int = DEFAULT_OPEN_FILES
     #: Seconds a failing store request is retried with backoff before it is an error.
     retry_seconds: float = DEFAULT_RETRY_SECONDS
-    #: Shard-aware epoch order (``loader.cache.shard_order``): items shuffled within a moving window of shards.
+    #: Deprecated: ``dataset_args.shard_window: 16`` (``loader.cache.shard_order.ALIAS_WINDOW``), read once by the
+    #: loader and the dry run, which then hold it as that key.
     shard_order: bool = False
 
     @classmethod
@@ -69,7 +73,12 @@ class CacheSettings:
         directory = v["dir"] if v["dir"] is not None else default_cache_dir()
         if not isinstance(directory, str) or not directory:
             raise ConfigError(f"{where}.dir: expected a directory, got {directory!r}")
-        limit = None if v["limit"] is None else byte_size(v["limit"], f"{where}.limit", MAX_LIMIT)
+        if v["limit"] is None:
+            limit = None
+        elif type(v["limit"]) is int and v["limit"] == 0:
+            limit = 0  # read through: nothing is kept on the node's disk (``loader.cache.cached_files``)
+        else:
+            limit = byte_size(v["limit"], f"{where}.limit", MAX_LIMIT)
         retry = check_type(v["retry_seconds"], (int, float), f"{where}.retry_seconds")
         if not 0 <= retry <= 86400:
             raise ConfigError(f"{where}.retry_seconds: must be in [0, 86400], got {retry}")

@@ -147,6 +147,9 @@ class PackFiles(ABC):
     #: The node cache the files are read through (``loader.cache.node_cache.NodeCache``), None when there is none:
     #: the planner and the cache's fetch schedule read its limit and replay its load (``loader.cache.schedule``).
     node_cache = None
+    #: What reads the pack's audio streams a segment at a time (``loader.cache.ranges.RangeReads``: a pack with
+    #: digests on a store), None when stream files are read whole: ``Pack.need`` asks it for a batch's segments.
+    range_reads = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.location!r})"

@@ -230,6 +230,8 @@ class Pack:
         #: the node cache's copies) are not hashed again.
         self.checks = StreamChecks(VERIFY_OFF if self.files.hashes_checked else verify,
                                    RecordPlace(self.files.root) if isinstance(self.files, DirectoryPackFiles) else None)
+        if self.files.range_reads is not None:
+            self.files.range_reads.bind(self)
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -296,6 +298,20 @@ class Pack:
             self._maps.popitem(last=False)  # views handed out keep their mapping alive
         return cached
 
+    def need(self, stream: str, segments) -> None:
+        """Make the stored bytes of ``segments`` (ids) of ``stream`` present and verified before they are read: a
+        pack read by ranges from a store fetches them (``loader.cache.ranges``); for any other, nothing.  Batch code
+        that holds a stream file's array (``stream_array``) calls it (or ``need_at``) for every batch."""
+        ranges = self.files.range_reads
+        if ranges is not None and ranges.reads(stream):
+            ranges.need(self, stream, segments)
+
+    def need_at(self, stream: str, shards, offsets) -> None:
+        """:meth:`need` for the segments that start at element ``offsets`` of shards ``shards``."""
+        ranges = self.files.range_reads
+        if ranges is not None and ranges.reads(stream):
+            ranges.need_at(self, stream, shards, offsets)
+
     def will_need(self, stream: str, segment: int, start: int = 0, stop: int | None = None) -> None:
         """Start reading samples (audio, every channel) or rows (data streams) ``[start, stop)`` of one segment into
         the page cache, asynchronously: on a cold cache, call it for a batch's windows before copying them."""
@@ -305,6 +321,7 @@ class Pack:
         start = max(start, 0)
         if start >= stop:
             return
+        self.need(stream, (segment,))
         mapped = self._mapped(int(table.shard[segment]), stream)
         offset = int(table.offset[segment])
         blocks = self.blocks.get(stream)
@@ -327,6 +344,7 @@ class Pack:
         if stream in self.blocks:
             return BlockSamples(self, stream, segment), float(table.scale[segment]) / AUDIO_FULL_SCALE
         channels, length = int(table.channels[segment]), int(table.length[segment])
+        self.need(stream, (segment,))
         array = self.stream_array(int(table.shard[segment]), stream)
         offset = int(table.offset[segment])
         return array[offset:offset + channels * length].reshape(channels, length), float(table.scale[segment]) / AUDIO_FULL_SCALE
@@ -347,6 +365,7 @@ class Pack:
         ``CorruptBlock`` names what does not decode to what the index records."""
         table, blocks = self.streams[stream], self.blocks[stream]
         shard = int(table.shard[segment])
+        self.need(stream, (segment,))
         array = self.stream_array(shard, stream)
         start, size = int(blocks.start[block]), int(blocks.size[block])
         data = array[start:start + size]

@@ -5,9 +5,13 @@ docs/loader.md's, "Dry run": an item is what the plan places in a batch, a row o
 yields), frame utilisation (real / padded elements, where a batch's padded size is items x its longest item, in
 the loader's samples; for a builder that crops a batch to its shortest row instead, ``crops_to_shortest`` (ASD
 training), the frames kept / the frames offered, MuVAP's ``sum |b| * min L / sum L``), the largest batch, the
-items padded or dropped, epochs consumed per pack (valid units of a pack / its units) and, with weighting, the
-realised selection per pack, corpus and language (``PackWeighting.report``), and with compressed packs the audio the
-workers decode and its core time (``loader.plan.decode_cost``).  A unit is an item (one mixture, or
+items padded or dropped, epochs consumed per pack (valid units of a pack / its units), with weighting the
+realised selection per pack, corpus and language (``PackWeighting.report``), and for packs by URL what the node
+cache does at the config's limit (``loader.cache.schedule.simulate``): bytes and requests per epoch and the smallest
+limit that fetches each byte once, in the config's order and, for the first epoch, in the other one (the default
+shuffle, or the shard windows ``loader.cache.shard_order.window_for_limit`` suggests), so a user sees what
+``dataset_args.shard_window`` would change before choosing it; with compressed packs the audio the workers decode
+and its core time (``loader.plan.decode_cost``).  A unit is an item (one mixture, or
 one target with ``expand_targets``) or, with ``train_window``, one chunk.
 
 A batch the loader would refuse (the builder's ``dry_run().batch_check``: TSE mixtures of different channel counts)
@@ -41,7 +45,7 @@ import numpy as np
 from speechpack.loader.config import LoaderConfig
 from speechpack.loader.cache import open_cached_pack
 from speechpack.loader.cache.schedule import CacheSimulation, FileSchedule, simulate
-from speechpack.loader.cache.shard_order import PlanningView, shard_windows
+from speechpack.loader.cache.shard_order import planning_view, shard_windows, window_for_limit, with_shard_order_alias
 from speechpack.loader.memory_limit import MemoryCeiling
 from speechpack.loader.plan.decode_cost import DecodeCost, decode_cost
 from speechpack.loader.plan.no_batch import no_batch_message, no_batch_reason
@@ -72,8 +76,14 @@ class EpochStats:
     offered: int = 0
     #: Per batch, the rows the loader yields (a TSE mixture gives one per target speaker); ``None``: one per item.
     rows: np.ndarray | None = None
-    #: Packs by URL: what the node cache (every rank on one node) does this epoch at the config's limit.
+    #: Packs by URL: what the node cache (every rank on one node) does this epoch at the config's limit, in the
+    #: config's order (``order``: ``default shuffle`` or ``shard_window N``) and, for the first epoch, in the other
+    #: order (``other_order``, ``other_cache``: the shard windows ``window_for_limit`` suggests, or the default
+    #: shuffle; None for a weighted epoch, which has no shard windows).
     cache: CacheSimulation | None = None
+    order: str = ""
+    other_order: str = ""
+    other_cache: CacheSimulation | None = None
     #: Per rank: the valid items its batches hold, and its utilisation (as ``utilisation``, over its batches).
     rank_items: np.ndarray | None = None
     rank_utilisation: np.ndarray | None = None
@@ -120,7 +130,9 @@ class PlanReport:
             if e.weighting:
                 lines.extend(_weighting_lines(e.weighting))
             if e.cache is not None:
-                lines.append(_cache_line(e.cache))
+                lines.append(_cache_line(e.cache, e.order))
+            if e.other_cache is not None:
+                lines.append(_cache_line(e.other_cache, e.other_order, other=True))
             if e.decode is not None:
                 lines.append(e.decode.describe())
         return "\n".join(lines)
@@ -170,12 +182,14 @@ def _rank_line(e: EpochStats) -> str:
     return f"  ranks: valid items per rank {_range_text(items, idle_note)}; utilisation per rank {spread}"
 
 
-def _cache_line(c: CacheSimulation) -> str:
-    """The node cache's epoch: fetched bytes at the limit, the once-per-epoch limit, the hit rate."""
+def _cache_line(c: CacheSimulation, order: str, other: bool = False) -> str:
+    """The node cache's epoch in one order: bytes and requests at the limit, the smallest limit that fetches each
+    byte once, the hit rate; ``other``: the order the config does not use, for comparison."""
     limit = "no limit" if c.limit is None else f"limit {format_bytes(c.limit)}"
-    return (f"  cache ({limit}): {format_bytes(c.fetched)} fetched of {format_bytes(c.distinct)} read "
-            f"({c.fetched / max(c.distinct, 1):.2f}x); each file fetched once from {format_bytes(c.once_limit)}; "
-            f"hit rate {100 * c.hit_rate:.1f}%")
+    which = f"{order}, not configured" if other else order
+    return (f"  cache ({limit}; {which}): {format_bytes(c.fetched)} fetched of {format_bytes(c.distinct)} read "
+            f"({c.fetched / max(c.distinct, 1):.2f}x) in {plural(c.requests, 'request')}; each byte fetched once "
+            f"from {format_bytes(c.once_limit)}; hit rate {100 * c.hit_rate:.1f}%")
 
 
 def _weighting_lines(report: dict) -> list[str]:
@@ -214,13 +228,17 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
     world_size, epochs = int(world_size), int(epochs)
     if not isinstance(config, LoaderConfig):
         config = LoaderConfig.from_dict(config, state=state)
+    config = with_shard_order_alias(config)  # the deprecated cache.shard_order, as the loader reads it
     opened = [open_cached_pack(source.path, config.cache, verify=config.verify_streams) for source in config.packs]
     prepared = prepare(config, state, opened, seed)
     builder = prepared.builder
-    order = shard_windows(opened, builder, prepared.weighting is not None)
-    args = builder.plan_args if order is None else PlanningView(builder.plan_args, order)
+    weighted = prepared.weighting is not None
+    window = config.dataset_args.shard_window
+    order = shard_windows(opened, builder, window, weighted)
+    args = planning_view(builder.plan_args, order)
     caches = [p.files.node_cache for p in opened if p.files.node_cache is not None]
     limits = [c.limit for c in caches if c.limit is not None]
+    limit = min(limits, default=None)
     train_windows = builder.units.train_windows
     unit_pack = prepared.item_pack if train_windows is None else prepared.item_pack[train_windows.item]
     packs = [source.path for source in config.packs]
@@ -251,8 +269,17 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
             stats.decode = decode_cost(opened, *units, plan.items, plan.valid, lengths,
                                        getattr(builder, "sample_rate", None))
         if units is not None and caches:  # every rank on one node: the cache's whole load
-            plans = [plan.rank_view(rank, world_size) for rank in range(world_size)]
-            stats.cache = simulate(FileSchedule.of(opened, plans, units), min(limits, default=None))
+            stats.cache = _simulate_pass(plan, opened, units, world_size, limit)
+            stats.order = "default shuffle" if order is None else f"shard_window {window}"
+            if epoch == 0 and (order is not None or not weighted):
+                other_window = window_for_limit(opened, limit) if order is None else None
+                other = plan_epoch(planning_view(builder.plan_args, shard_windows(opened, builder, other_window,
+                                                                                  weighted)),
+                                   seed, epoch, EVERY_RANK, world_size, num_units=builder.units.count,
+                                   lengths=lengths, train_windows=train_windows, weighting=prepared.weighting,
+                                   memory_limit=ceiling)
+                stats.other_cache = _simulate_pass(other, opened, units, world_size, limit)
+                stats.other_order = "default shuffle" if other_window is None else f"shard_window {other_window}"
         if epoch == 0:
             _check_figure_memory(stats, epochs, world_size, ceiling)
         report.epochs.append(stats)
@@ -262,6 +289,12 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
                 filtered=report.filtered, filter_report=report.filter_report, weighted=prepared.weighting is not None),
                 epoch=epoch))
     return report
+
+
+def _simulate_pass(plan: EpochPlan, packs: list, units, world_size: int, limit: int | None) -> CacheSimulation:
+    """One node cache holding every rank's files (``FileSchedule.of`` of the ranks' views of ``plan``)."""
+    plans = [plan.rank_view(rank, world_size) for rank in range(world_size)]
+    return simulate(FileSchedule.of(packs, plans, units), limit)
 
 
 def _epoch_stats(plan: EpochPlan, epoch: int, world_size: int, lengths: np.ndarray, cropped: bool,

@@ -46,6 +46,7 @@ from speechpack.loader.config_checks import (
     positive_int,
 )
 from speechpack.loader.config_keys import (
+    SHARD_WINDOW,
     WHEN_SET,
     Bool,
     Flat,
@@ -299,6 +300,7 @@ DATASET_ARGS = KeyTable((
         fingerprint=WHEN_SET),
     Key("hist_frames", 0, Parsed(_count(0), _HIST.doc, int), "with `train_window`: samples of unscored context "
         "fed before each chunk", field_check=_HIST, fingerprint=WHEN_SET),
+    SHARD_WINDOW,
     Key("mainline", None, Parsed(lambda v, w: None if v is None else MainlineArgs.from_dict(v), "mapping",
                                  MainlineArgs | None),
         "set by a mainline WeSep recipe's translation (`loader.tse.mainline`), not by a config",

@@ -295,6 +295,10 @@ class StreamArrays:
                     kept.clear()
                 array = kept[key] = self.packs[key[0]].stream_array(key[1], self.stream)
             arrays.append(array)
+        for p, pack in enumerate(self.packs):  # a pack read by ranges fetches the batch's segments (Pack.need)
+            if pack.files.range_reads is not None:
+                mine = segments.pack == p
+                pack.need_at(self.stream, segments.shard[mine], segments.offset[mine])
         if any(pack.checks.unsettled for pack in self.packs):  # empty once every mapped file's content is checked
             for p, shard in set(zip(segments.pack.tolist(), segments.shard.tolist())):
                 self.packs[p].check_content(shard, self.stream)

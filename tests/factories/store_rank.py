@@ -2,9 +2,11 @@
 tests/loader/cache/test_store_training.py start it with ``python -m factories.store_rank SPEC OUT``.
 
 ``SPEC`` is JSON: ``config`` (a loader config with ``packs`` by URL and ``cache``), ``rank``, ``world_size``,
-``num_workers``, ``seed`` and optionally ``batches_per_message`` and ``block_delay`` (seconds slept before every range request, with small
-fetch blocks, so a test can kill the process mid-fetch).  ``OUT`` receives the batches (numpy arrays and plain
-values, pickled) and the bytes this process fetched from the store, renamed into place when the epoch is done.
+``num_workers``, ``seed`` and optionally ``batches_per_message``, ``block_delay`` (seconds slept before every range request, with small
+fetch blocks, so a test can kill the process mid-fetch), ``state`` (a resume state loaded before the pass) and
+``save_after`` (the loader's state after that many batches is kept too).  ``OUT`` receives the batches (numpy arrays
+and plain values, pickled), the bytes this process fetched from the store and the state kept (or None), renamed
+into place when the epoch is done.
 """
 
 from __future__ import annotations
@@ -35,11 +37,19 @@ def main(spec_json: str, out: str) -> None:
     loader = build_loader(spec["config"], "train", rank=spec["rank"], world_size=spec["world_size"],
                           num_workers=spec["num_workers"], seed=spec["seed"],
                           batches_per_message=spec.get("batches_per_message"))
-    batches = [{name: value.numpy().copy() if hasattr(value, "numpy") else value for name, value in batch.items()}
-               for batch in loader]
-    fetched = sum({id(p.files.node_cache): p.files.node_cache.fetched_bytes for p in loader.dataset.feed.packs}.values())
+    if spec.get("state") is not None:
+        loader.load_state_dict(spec["state"])
+    batches, saved = [], None
+    for batch in loader:
+        batches.append({name: value.numpy().copy() if hasattr(value, "numpy") else value
+                        for name, value in batch.items()})
+        if len(batches) == spec.get("save_after"):
+            saved = loader.state_dict()
+    caches = {id(p.files.node_cache): p.files.node_cache for p in loader.builder.packs
+              if p.files.node_cache is not None}
+    fetched = sum(cache.fetched_bytes for cache in caches.values())
     with open(out + ".tmp", "wb") as fp:
-        pickle.dump({"batches": batches, "fetched": fetched}, fp)
+        pickle.dump({"batches": batches, "fetched": fetched, "state": saved}, fp)
     os.replace(out + ".tmp", out)
 
 

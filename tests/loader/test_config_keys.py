@@ -93,7 +93,8 @@ def _asd_config(dataset_args: dict) -> LoaderConfig:
 
 def _fingerprint_before_declarations(args: dict) -> dict:
     """The rule ASD's states were hashed with: ``asdict``, later keys dropped while falsy, fetch-only keys dropped."""
-    for key in ("cues", "field_collate", "mix", "augment", "batching", "train_window", "hist_frames", "mainline"):
+    for key in ("cues", "field_collate", "mix", "augment", "batching", "train_window", "hist_frames", "mainline",
+                "shard_window"):
         if key in args and not args[key]:
             del args[key]
     for key in ("npc", "num_prefetch"):
@@ -304,7 +305,8 @@ def test_tse_fingerprint_roles_are_declared_with_the_fields():
     assert hashed["mix"]["max_speakers"] == 2  # set: hashed
     roles = {k.name: k.fingerprint for k in TSE_ARGS.field_keys}
     assert {name for name, role in roles.items() if role == WHEN_SET} == {
-        "cues", "field_collate", "mix", "augment", "batching", "train_window", "hist_frames", "mainline", "stage_args"}
+        "cues", "field_collate", "mix", "augment", "batching", "train_window", "hist_frames", "mainline",
+        "shard_window", "stage_args"}
 
 
 def test_tse_args_are_the_declarations_fields():

@@ -150,9 +150,12 @@ def test_a_cache_smaller_than_a_batch_needs_is_an_error_at_start(s3_store, local
     url = publish(local_pack, "training/small/train")
     largest = max(f.size for shard in open_pack(local_pack).manifest.shards for f in shard.files.values())
     started = time.monotonic()
-    with pytest.raises(CacheFullError, match="is smaller than 8 batches built together need"):
+    with pytest.raises(CacheFullError, match="is smaller than 8 batches built together need") as caught:
         build_loader(config(url, {"dir": str(tmp_path / "cache"), "limit": largest + 1024}), "train", seed=3)
     assert time.monotonic() - started < 30
+    message = str(caught.value)  # why a pack without block digests needs that much, and the ways out
+    assert "a whole stream file at a time" in message and "speechpack convert" in message
+    assert "dataset_args.shard_window" in message and "speechpack plan" in message
 
 
 def test_a_corrupted_object_is_fetched_once_more_then_named(s3_store, local_pack, tmp_path, monkeypatch):
@@ -227,28 +230,117 @@ def test_the_store_down_for_seconds_mid_epoch_is_retried_and_a_lasting_outage_is
     assert url in message and "gave up after" in message and SECRET not in message
 
 
-def test_the_shard_aware_order_fetches_each_file_once_per_epoch_and_plan_reports_it(s3_store, local_pack, tmp_path):
+def test_shard_windows_fetch_each_file_once_per_epoch_and_plan_reports_both_orders(s3_store, local_pack, tmp_path):
     url = publish(local_pack, "training/shard-order/train")
     limit = stream_bytes(local_pack) // 4
-    plain_cache = {"dir": str(tmp_path / "plain"), "limit": limit}
-    shard_cache = {**plain_cache, "dir": str(tmp_path / "ordered"), "shard_order": True}
+    cache = {"dir": str(tmp_path / "plain"), "limit": limit}
     per_target = {"expand_targets": True}  # two items per mixture: a shard is read at two places of the epoch
-    shuffled = plan_report(config(url, plain_cache, **per_target), world_size=2).epochs[0].cache
-    ordered = plan_report(config(url, shard_cache, **per_target), world_size=2).epochs[0].cache
+    windowed = {**per_target, "shard_window": 2}  # 2 of 24 shards: as many of the largest as fit half the limit
+    shuffled_report = plan_report(config(url, cache, **per_target), world_size=2)
+    ordered_report = plan_report(config(url, cache, **windowed), world_size=2)
+    shuffled, ordered = shuffled_report.epochs[0].cache, ordered_report.epochs[0].cache
     assert shuffled.fetched > shuffled.distinct, "a whole-epoch shuffle refetches files at a quarter of the pack"
     assert ordered.fetched == ordered.distinct and ordered.once_limit <= limit
-    assert "each file fetched once from" in plan_report(config(url, shard_cache, **per_target)).describe()
+    assert ordered.requests < shuffled.requests, "a file fetched once is one request"
+    # each report shows the other order too, at the same limit: the shard windows the limit suggests, or the shuffle
+    assert shuffled_report.epochs[0].other_order == "shard_window 2"
+    assert shuffled_report.epochs[0].other_cache == ordered
+    assert ordered_report.epochs[0].other_order == "default shuffle"
+    assert ordered_report.epochs[0].other_cache == shuffled
+    text = ordered_report.describe()
+    assert "shard_window 2):" in text and "default shuffle, not configured)" in text
+    assert f"in {ordered.requests} requests; each byte fetched once from" in text
     # Without workers the loader builds 8 batches at a time (loader.torch.IN_PROCESS_BLOCK): half the pack holds them
     # (a quarter is refused at start, naming the 8 batches).
     with pytest.raises(CacheFullError, match="8 batches built together need"):
-        build_loader(config(url, shard_cache, **per_target), "train", seed=3)
-    shard_cache = {**shard_cache, "limit": 2 * limit, "ahead": 2}
-    loader = build_loader(config(url, shard_cache, **per_target), "train", seed=3)
+        build_loader(config(url, cache, **windowed), "train", seed=3)
+    cache = {**cache, "limit": 2 * limit, "ahead": 2}
+    loader = build_loader(config(url, cache, **windowed), "train", seed=3)
     batches = [plain(b) for b in loader]
-    assert sorted(valid_pairs(batches)) == sorted(valid_pairs(local_batches(local_pack, **per_target)))
-    once = plan_report(config(url, shard_cache, **per_target), seed=3).epochs[0].cache
+    assert_batches_equal(batches, local_batches(local_pack, **windowed))  # the local copy deals the same batches
+    once = plan_report(config(url, cache, **windowed), seed=3).epochs[0].cache
     # The columns are in the cache already (the plan reports fetched them): the epoch fetched stream files only.
     assert loader.dataset.feed.caches[0].fetched_bytes == once.distinct == once.fetched, "each file once per epoch"
+
+
+def test_shard_windows_deal_the_same_batches_on_the_local_copy_and_the_store_whatever_the_limit(
+        s3_store, local_pack, tmp_path):
+    """The order is a function of the config and the packs' contents: the limit and the pack's location never enter
+    it, nor the resume fingerprint."""
+    url = publish(local_pack, "training/shard-window-anywhere/train")
+    whole = stream_bytes(local_pack)
+    expected_loader = build_loader(config(str(local_pack), shard_window=4), "train", seed=3)
+    expected = [plain(b) for b in expected_loader]
+    for name, limit in (("three-quarters", 3 * whole // 4), ("twice", 2 * whole), ("none", None)):
+        cache = {"dir": str(tmp_path / name), **({"limit": limit} if limit else {})}
+        loader = build_loader(config(url, cache, shard_window=4), "train", seed=3)
+        assert loader.state_dict()["fingerprint"] == expected_loader.state_dict()["fingerprint"]
+        assert_batches_equal([plain(b) for b in loader], expected)
+    shuffled = build_loader(config(str(local_pack)), "train", seed=3)
+    assert [b["key"] for b in shuffled] != [b["key"] for b in expected], "the windows are an order of their own"
+
+
+def test_the_deprecated_shard_order_is_shard_window_16_on_every_copy_with_a_warning(s3_store, local_pack, tmp_path):
+    url = publish(local_pack, "training/shard-order-alias/train")
+    whole = stream_bytes(local_pack)
+    key = build_loader(config(str(local_pack), shard_window=16), "train", seed=3)
+    expected = [plain(b) for b in key]
+    for where, cache in ((str(local_pack), {"dir": str(tmp_path / "local"), "shard_order": True}),
+                         (url, {"dir": str(tmp_path / "a"), "limit": 4 * whole, "shard_order": True}),
+                         (url, {"dir": str(tmp_path / "b"), "limit": whole, "shard_order": True})):
+        with pytest.warns(FutureWarning, match=r"cache.shard_order is deprecated: it stands for "
+                                               r"dataset_args.shard_window: 16"):
+            alias = build_loader(config(where, cache), "train", seed=3)
+        assert alias.dataset.shard_order.window == 16
+        assert alias.state_dict()["fingerprint"] == key.state_dict()["fingerprint"]
+        assert_batches_equal([plain(b) for b in alias], expected)
+    with pytest.warns(FutureWarning, match="cache.shard_order is deprecated"):  # the dry run reads it alike
+        report = plan_report(config(url, {"dir": str(tmp_path / "a"), "limit": 4 * whole, "shard_order": True}))
+    assert report.epochs[0].order == "shard_window 16"
+
+
+@pytest.mark.parametrize("order", [{}, {"shard_window": 4}], ids=["default-shuffle", "shard-windows"])
+def test_a_state_saved_on_the_local_copy_resumes_from_the_store_and_back_at_other_world_sizes(
+        s3_store, local_pack, tmp_path, order):
+    """A quarter cache: saved on the local copy at world size 1, resumed by two rank processes reading the store (a
+    state saved there), and that state resumed on the local copy at world size 3, in either order."""
+    url = publish(local_pack, f"training/resume-anywhere-{len(order)}/train")
+
+    def config(path, cache=None):
+        return {"packs": [{"path": path}], "dataset_args": {**ARGS, **order}, **({"cache": cache} if cache else {})}
+
+    local = build_loader(config(str(local_pack)), "train", seed=3)
+    batches = iter(local)
+    head = [plain(next(batches)) for _ in range(3)]
+    saved_locally = local.state_dict()
+    cache = {"dir": str(tmp_path / "cache"), "limit": stream_bytes(local_pack) // 4, "ahead": 2, "open_files": 4}
+    runs = []
+    for rank in range(2):
+        spec = {"config": config(url, cache), "rank": rank, "world_size": 2, "num_workers": 2, "seed": 3,
+                "batches_per_message": 1, "state": saved_locally, "save_after": 2}
+        out = tmp_path / f"resumed{rank}.pkl"
+        runs.append((start_rank(spec, out, LOCAL_WORLD_SIZE="2"), out))
+    results = [finish(process, out, timeout=120) for process, out in runs]
+    for rank, result in enumerate(results):  # what the local copy resumes at world size 2, bit for bit
+        there = build_loader(config(str(local_pack)), "train", rank=rank, world_size=2, seed=3)
+        there.load_state_dict(saved_locally)
+        local_rest = [plain(b) for b in there]
+        assert_batches_equal(result["batches"], local_rest)
+        there = build_loader(config(str(local_pack)), "train", rank=rank, world_size=2, seed=3)
+        there.load_state_dict(saved_locally)
+        local_iter = iter(there)
+        [next(local_iter) for _ in range(2)]
+        assert result["state"] == there.state_dict(), "the store's state is the local copy's at that position"
+    # and back: the store's state resumes on the local copy at world size 3; with what was dealt before, every
+    # item of the epoch once
+    rest = []
+    for rank in range(3):
+        back = build_loader(config(str(local_pack)), "train", rank=rank, world_size=3, seed=3)
+        back.load_state_dict(results[0]["state"])
+        rest += [plain(b) for b in back]
+    dealt = head + [b for result in results for b in result["batches"][:2]]
+    pairs = valid_pairs(dealt) + valid_pairs(rest)
+    assert sorted(pairs) == sorted(valid_pairs(local_batches(local_pack, **order))) and len(set(pairs)) == len(pairs)
 
 
 def test_an_asd_pack_by_url_trains_as_its_local_copy(s3_store, tmp_path):
@@ -265,7 +357,7 @@ def test_an_asd_pack_by_url_trains_as_its_local_copy(s3_store, tmp_path):
     expected = [plain(b) for b in build_loader(asd(local), "train", seed=2)]
     got = [plain(b) for b in build_loader(asd(url, {"dir": str(tmp_path / "cache")}), "train", seed=2)]
     assert_batches_equal(got, expected)
-    assert "cache (no limit)" in plan_report(asd(url, {"dir": str(tmp_path / "cache")})).describe()
+    assert "cache (no limit; default shuffle)" in plan_report(asd(url, {"dir": str(tmp_path / "cache")})).describe()
 
 
 def reference_schedule(packs, plans, units):
@@ -349,19 +441,33 @@ def test_a_store_failure_in_a_worker_reaches_training_as_its_own_type(s3_store, 
     assert any("DataLoader worker process" in note for note in caught.value.__notes__)
 
 
-def test_another_cache_limit_that_gives_the_same_shard_order_resumes_its_state(s3_store, local_pack, tmp_path):
-    """The fingerprint holds the window the plan uses, not the limit it came from (docs: the limit is not part of
-    the state): two limits above the pack give the one order, and a state saved under one resumes under the other."""
-    url = publish(local_pack, "training/shard-order-resume/train")
-    whole = stream_bytes(local_pack)
-    one = build_loader(config(url, {"dir": str(tmp_path / "a"), "limit": 4 * whole, "shard_order": True}), "train",
-                       seed=3)
-    other = build_loader(config(url, {"dir": str(tmp_path / "b"), "limit": 8 * whole, "shard_order": True}),
-                         "train", seed=3)
-    assert one.dataset.shard_order.window == other.dataset.shard_order.window
-    batches = iter(one)
-    [next(batches) for _ in range(2)]
-    state = one.state_dict()
-    rest = [plain(b) for b in batches]
-    other.load_state_dict(state)
-    assert_batches_equal([plain(b) for b in other], rest)
+def test_the_first_pass_schedule_is_built_once_before_the_workers_and_its_first_batch_fetched_there(
+        s3_store, local_pack, tmp_path, monkeypatch):
+    """The workers inherit the pass's file schedule (none builds its own) and find the first batch's files in the
+    cache: the training process fetched them before they started."""
+    from speechpack.loader.cache import schedule
+
+    url = publish(local_pack, "training/first-pass/train")
+    builds = tmp_path / "builds.txt"
+    of = schedule.FileSchedule.of.__func__
+
+    def counted(cls, packs, plans, units):
+        with open(builds, "a") as fp:
+            fp.write(f"{os.getpid()}\n")
+        return of(cls, packs, plans, units)
+
+    monkeypatch.setattr(schedule.FileSchedule, "of", classmethod(counted))
+    loader = build_loader(config(url, {"dir": str(tmp_path / "cache"), "ahead": 0}), "train", seed=3, num_workers=2,
+                          batches_per_message=1)
+    loader.set_epoch(1)  # a pass other than the start-up check's (epoch 0)
+    cache = loader.dataset.feed.caches[0]
+    before = cache.fetched_bytes
+    first_files = loader.dataset.feed.schedule((1, 0)).batch(0)
+    batches = iter(loader)
+    got = [plain(next(batches))]
+    assert cache.fetched_bytes - before == sum(loader.dataset.feed.schedule((1, 0)).sizes[n] for n in first_files)
+    got += [plain(b) for b in batches]
+    expected = build_loader(config(str(local_pack)), "train", seed=3)
+    expected.set_epoch(1)
+    assert_batches_equal(got, [plain(b) for b in expected])
+    assert set(builds.read_text().split()) == {str(os.getpid())}, "a worker built a schedule of its own"

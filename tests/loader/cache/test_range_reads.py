@@ -1,0 +1,238 @@
+"""Sample-granular, verified reads of a pack with digests on object storage (``loader.cache.ranges``), against a
+real S3-protocol server on 127.0.0.1 with real recordings: the default whole-epoch shuffle at a quarter-pack cache
+deals the local copy's batches bit for bit while fetching each segment once, ``limit: 0`` reads through, a kill -9
+mid-range-fetch leaves nothing that looks complete, and a segment corrupted on the store is fetched once more then
+named.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from factories.batches import assert_batches_equal
+from factories.s3 import SECRET, publish, stream_bytes
+from factories.wesep_lists import Mix
+from speechpack.loader import build_loader
+from speechpack.loader.cache import NodeCache
+from speechpack.loader.cache.cached_files import CacheIntegrityError
+from speechpack.loader.pack import ObjectStorePackFiles, open_pack
+from speechpack.packer.adapters.wesep import build_wesep
+from speechpack.packer.build.run import BuildOptions
+
+from speechpack.loader.cache.ranges import segment_key
+from test_store_training import config, finish, local_batches, plain, start_rank
+
+pytestmark = pytest.mark.real_data
+
+
+@pytest.fixture
+def digest_pack(tmp_path, wesep_list, real_audio):
+    """24 real two-speaker mixtures in shards of about three mixtures, given digests: neighbouring segments to
+    coalesce, and a shuffled batch that touches a file per sample."""
+    speech = real_audio("pocketsphinx", 5)
+    mixes = [Mix(f"m{i:02d}", (speech[i % 5], speech[(i + 2) % 5]), seconds=0.4 + 0.05 * (i % 4))
+             for i in range(24)]
+    out = tmp_path / "pack"
+    build_wesep(str(wesep_list(mixes).list_path), BuildOptions(out=str(out), shard_bytes=150_000, progress=False,
+                                                               digests=True))
+    return out
+
+
+@pytest.fixture
+def flac_pack(tmp_path, wesep_list, real_audio):
+    """The same kind of pack in FLAC blocks of 0.1 s (its digests are per block)."""
+    speech = real_audio("pocketsphinx", 5)
+    mixes = [Mix(f"m{i:02d}", (speech[i % 5], speech[(i + 2) % 5]), seconds=0.4 + 0.05 * (i % 4))
+             for i in range(24)]
+    out = tmp_path / "flac"
+    build_wesep(str(wesep_list(mixes).list_path), BuildOptions(out=str(out), shard_bytes=60_000, progress=False,
+                                                               codec="flac", block_seconds=0.1))
+    return out
+
+
+def audio_bytes(local: Path) -> int:
+    """Bytes of the pack's audio segments (what range reads fetch of it in an epoch that reads every sample)."""
+    pack = open_pack(local)
+    return sum(int((np.asarray(t.channels, np.int64) * np.asarray(t.length, np.int64)).sum()) * 2
+               for t in pack.streams.values())
+
+
+def test_the_default_shuffle_at_a_quarter_cache_deals_the_local_batches_fetching_each_segment_once(
+        s3_store, digest_pack, tmp_path):
+    url = publish(digest_pack, "ranges/quarter/train")
+    limit = stream_bytes(digest_pack) // 4
+    loader = build_loader(config(url, {"dir": str(tmp_path / "cache"), "limit": limit}), "train", seed=3)
+    batches = [plain(b) for b in loader]
+    assert_batches_equal(batches, local_batches(digest_pack))
+    files = loader.dataset.feed.packs[0].files
+    assert files.range_reads is not None
+    manifest = open_pack(digest_pack).manifest
+    whole = sum(f.size for f in manifest.columns.values()) + sum(s.files["digests.npy"].size for s in manifest.shards)
+    assert files.node_cache.fetched_bytes <= audio_bytes(digest_pack) + whole, "a segment was fetched twice"
+    assert files.range_reads.request_bytes <= 1.05 * audio_bytes(digest_pack)
+    cache = NodeCache(str(tmp_path / "cache"))
+    assert 0 < cache.usage() <= limit
+
+
+
+def test_a_flac_pack_at_a_quarter_cache_deals_its_local_batches_reading_blocks_verified(s3_store, flac_pack,
+                                                                                        tmp_path):
+    url = publish(flac_pack, "ranges/flac/train")
+    limit = stream_bytes(flac_pack) // 4
+    loader = build_loader(config(url, {"dir": str(tmp_path / "cache"), "limit": limit}), "train", seed=3)
+    batches = [plain(b) for b in loader]
+    assert_batches_equal(batches, local_batches(flac_pack))
+    files = loader.dataset.feed.packs[0].files
+    assert files.range_reads.requests > 0
+    assert files.range_reads.request_bytes <= sum(stream_sizes for stream_sizes in (
+        s.files[f].size for s in open_pack(flac_pack).manifest.shards for f in ("mix.npy", "target.npy")))
+    assert 0 < NodeCache(str(tmp_path / "cache")).usage() <= limit
+
+
+def range_entries(local: Path) -> dict[str, bytes]:
+    """Every audio segment of the local pack by its range entry's name (``<key>-<size>``): what a sound cache may
+    hold of it."""
+    pack = open_pack(local)
+    entries = {}
+    for k, shard in enumerate(pack.manifest.shards):
+        for spec in pack.manifest.streams:
+            table = pack.streams[spec.name]
+            entry = shard.files[spec.file]
+            mine = np.flatnonzero(np.asarray(table.shard) == k)
+            data_offset = entry.size - int((np.asarray(table.channels)[mine] * np.asarray(table.length)[mine]).sum()) * 2
+            for segment in mine.tolist():
+                stored, _ = pack.stored_segment(spec.name, segment)
+                data = np.ascontiguousarray(stored).tobytes()
+                key = segment_key(entry.sha256, data_offset + int(table.offset[segment]) * 2, len(data))
+                entries[key.name] = data
+    return entries
+
+
+def assert_range_cache_sound(cache_dir: Path, local: Path) -> int:
+    """Every complete range entry holds exactly its segment's bytes; returns how many there are."""
+    expected = range_entries(local)
+    complete = 0
+    for ledger in (cache_dir / "objects").glob("*.owned"):
+        name = ledger.name[:-len(".owned")]
+        if len(name.partition("-")[0]) != 32:
+            continue  # a whole file (columns, digests.npy): sha256-named, checked by its own tests
+        assert (cache_dir / "objects" / f"{name}.bin").read_bytes() == expected[name], f"{name} is not its segment"
+        complete += 1
+    return complete
+
+
+def test_limit_zero_reads_through_and_writes_nothing_to_the_cache(s3_store, digest_pack, tmp_path):
+    url = publish(digest_pack, "ranges/through/train")
+    loader = build_loader(config(url, {"dir": str(tmp_path / "cache"), "limit": 0}), "train", seed=3)
+    batches = [plain(b) for b in loader]
+    assert_batches_equal(batches, local_batches(digest_pack))
+    files = loader.dataset.feed.packs[0].files
+    assert files.range_reads.requests > 0 and files.node_cache.fetched_bytes == 0
+    assert not [p for p in (tmp_path / "cache").rglob("*") if p.is_file() and not p.name.endswith(".lock")]
+
+
+def test_a_segment_corrupted_on_the_store_is_fetched_once_more_then_named(s3_store, digest_pack, tmp_path,
+                                                                          monkeypatch):
+    url = publish(digest_pack, "ranges/corrupt/train")
+    pack = open_pack(digest_pack)
+    first = pack.keys.tolist().index(local_batches(digest_pack)[0]["key"][0])
+    segment = int(pack.streams["mix"].first[first])
+    shard = pack.manifest.shards[int(pack.shard[first])]
+    rel = f"{shard.directory}/{pack.manifest.stream('mix').file}"
+    size = shard.files["mix.npy"].size
+    data_bytes = int(sum(np.asarray(pack.streams["mix"].length)[np.asarray(pack.streams["mix"].shard) ==
+                                                                  int(pack.shard[first])])) * 2
+    byte = size - data_bytes + int(pack.streams["mix"].offset[segment]) * 2 + 7  # inside the segment
+    import fsspec
+
+    fs = fsspec.filesystem("s3", skip_instance_cache=True)
+    data = bytearray(fs.cat_file(f"{url}/{rel}"))
+    data[byte] ^= 0xFF
+    fs.pipe_file(f"{url}/{rel}", bytes(data))
+    covering = []
+    read_range = ObjectStorePackFiles.read_range
+
+    def counted(self, name, start, stop):
+        if name == rel and start <= byte < stop:
+            covering.append((start, stop))
+        return read_range(self, name, start, stop)
+
+    monkeypatch.setattr(ObjectStorePackFiles, "read_range", counted)
+    loader = build_loader(config(url, {"dir": str(tmp_path / "cache")}), "train", seed=3)
+    with pytest.raises(CacheIntegrityError) as caught:
+        list(loader)
+    message = str(caught.value)
+    assert url in message and shard.directory in message and "'mix'" in message and f"segment {segment} " in message
+    assert SECRET not in message
+    assert len(covering) == 2, "a mismatch is fetched once more, then an error"
+    assert assert_range_cache_sound(tmp_path / "cache", digest_pack) >= 0
+
+
+def test_a_rank_killed_mid_range_fetch_leaves_nothing_that_looks_complete_and_the_rerun_deals_the_local_batches(
+        s3_store, digest_pack, tmp_path):
+    url = publish(digest_pack, "ranges/killed/train")
+    cache = {"dir": str(tmp_path / "cache"), "limit": stream_bytes(digest_pack) // 4}
+    spec = {"config": config(url, cache), "rank": 0, "world_size": 1, "num_workers": 0, "seed": 3,
+            "block_delay": 0.2}
+    process = start_rank(spec, tmp_path / "killed.pkl")
+    objects = tmp_path / "cache" / "objects"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and len([p for p in objects.glob("*.owned") if len(p.name) < 60]) < 4:
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.communicate(timeout=30)
+    assert not (tmp_path / "killed.pkl").exists()
+    assert assert_range_cache_sound(tmp_path / "cache", digest_pack) >= 4
+    rerun = finish(start_rank({**spec, "block_delay": 0}, tmp_path / "rerun.pkl"), tmp_path / "rerun.pkl")
+    assert_batches_equal(rerun["batches"], local_batches(digest_pack))
+    assert not list((tmp_path / "cache" / "tmp").glob("*.part")), "a killed fetch's .part outlived the rerun"
+    assert_range_cache_sound(tmp_path / "cache", digest_pack)
+
+
+def test_the_segment_schedule_fetches_each_segment_once_at_a_quarter_cache_and_fetches_ahead_into_the_cache(
+        s3_store, digest_pack, tmp_path):
+    from speechpack.loader.cache.schedule import simulate
+    from speechpack.loader.cache.segment_schedule import segment_schedule
+
+    url = publish(digest_pack, "ranges/schedule/train")
+    limit = stream_bytes(digest_pack) // 4
+    loader = build_loader(config(url, {"dir": str(tmp_path / "cache"), "limit": limit}), "train", seed=3)
+    feed = loader.dataset.feed
+    plans = [feed.plan_of((0, 0), 0)]
+    schedule = segment_schedule(feed.packs, plans, feed.units)
+    assert all(len(n.partition("-")[0]) == 32 for batch in schedule.batches for n in batch)
+    result = simulate(schedule, limit)
+    assert result.fetched == result.distinct, "the default shuffle reads each segment once per epoch"
+    assert schedule.batch_bytes(1) < limit < stream_bytes(digest_pack)
+    files = feed.packs[0].files
+    name = schedule.batches[0][0]
+    source, where = schedule.sources[name]
+    path = source.local_path(where, wait=False)  # the fetch-ahead's call
+    assert path is not None and Path(path).name == f"{name}.bin"
+    before = files.range_reads.requests
+    batches = [plain(b) for b in loader]
+    assert_batches_equal(batches, local_batches(digest_pack))
+    assert files.range_reads.requests < before + result.accesses, "the fetched-ahead segment was fetched again"
+
+
+def test_two_rank_processes_with_workers_share_a_quarter_cache_and_deal_the_local_batches(s3_store, digest_pack,
+                                                                                         tmp_path):
+    url = publish(digest_pack, "ranges/two-ranks/train")
+    limit = stream_bytes(digest_pack) // 4
+    cache = {"dir": str(tmp_path / "cache"), "limit": limit}
+    runs = []
+    for rank in range(2):
+        spec = {"config": config(url, cache), "rank": rank, "world_size": 2, "num_workers": 2, "seed": 3,
+                "batches_per_message": 1}
+        out = tmp_path / f"rank{rank}.pkl"
+        runs.append((start_rank(spec, out, LOCAL_WORLD_SIZE="2"), out))
+    results = [finish(process, out, timeout=180) for process, out in runs]
+    for rank, result in enumerate(results):
+        assert_batches_equal(result["batches"], local_batches(digest_pack, rank, 2))
+    assert 0 < NodeCache(str(tmp_path / "cache")).usage() <= limit
+    assert assert_range_cache_sound(tmp_path / "cache", digest_pack) > 0
