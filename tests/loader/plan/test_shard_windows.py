@@ -35,7 +35,7 @@ def _planned(cfg: dict, seed: int = 1, epoch: int = 0, world_size: int = 2):
     order = shard_windows(packs, prepared.builder, loader_config.dataset_args.shard_window,
                           prepared.weighting is not None)
     args = planning_view(prepared.builder.plan_args, order)
-    plan = plan_epoch(args, seed, epoch, EVERY_RANK, world_size, num_units=prepared.builder.num_units())
+    plan = plan_epoch(args, seed, epoch, EVERY_RANK, world_size, num_units=prepared.builder.units.count)
     return loader_config, packs, order, args, plan
 
 
