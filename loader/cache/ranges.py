@@ -438,8 +438,11 @@ class RangeReads:
         ids = []
         for shard in np.unique(shards).tolist():
             layout = self.layouts(pack).of(shard)[stream]
-            at = np.searchsorted(layout.offset, offsets[shards == shard])
-            ids.append(layout.segments[np.minimum(at, len(layout.segments) - 1)])
+            wanted = offsets[shards == shard]
+            at = np.minimum(np.searchsorted(layout.offset, wanted), max(len(layout.segments) - 1, 0))
+            if not len(layout.segments) or (layout.offset[at] != wanted).any():
+                raise ValueError(f"{self.files.where(layout.rel)}: an offset asked for is not a segment's start")
+            ids.append(layout.segments[at])
         if ids:
             self.need(pack, stream, np.concatenate(ids))
 
