@@ -12,7 +12,13 @@ batch, and one request after another would pay the store's latency once per file
 open: the manifest's identity is its hash, and every file is read by its hash, so a pack published again on the
 store under a running job is never mixed with the one opened (a changed file fails its hash and is named).
 
-**Why whole files are verified, not blocks.**  ``dataset.json`` records one sha256 per file, and that is the only
+**Packs with digests** (format 1.4) are read by segments instead (``loader.cache.ranges``, ``range_reads``): their
+audio stream files are never fetched whole and are not in the plan's file schedule (``key``); the rest of this
+docstring is about whole files (columns, ``digests.npy``, data streams, and every file of an older pack).
+**Reading through** (``cache.limit: 0``): every file is fetched into memory and verified there, as a fetch into
+the cache is, and nothing is written to the node's disk.
+
+**Why whole files are verified, not blocks** (a pack without digests).  ``dataset.json`` records one sha256 per file, and that is the only
 hash a reader can trust: a per-block hash computed when a block is first fetched would only confirm the bytes the
 store sent that time, corrupt or not.  So a stream file is fetched in large aligned ranges (``BLOCK_BYTES``; one
 request when it is smaller), hashed while the ranges arrive in order, and it becomes a cache entry only when the

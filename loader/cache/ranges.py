@@ -370,6 +370,19 @@ class RangeReads:
 
     def need(self, pack, stream: str, segments) -> None:
         """Make segments ``segments`` of ``stream`` present and verified in their arrays (module docstring)."""
+        if len(segments) == 1 and self._layouts is not None and stream in self._layouts.local:
+            # one segment (a stored_segment, a block's decode): present already is the common case, answered
+            # without numpy's set operations
+            segment = int(segments[0])
+            shard = int(pack.streams[stream].shard[segment])
+            buffer = self._buffers.get((shard, stream))
+            if buffer is not None:
+                i = int(self._layouts.local[stream][segment])
+                if buffer.filled[i]:
+                    item = (shard, stream, i)
+                    if item in self._resident:
+                        self._resident.move_to_end(item)
+                        return
         segments = np.unique(np.asarray(segments, dtype=np.int64).ravel())
         if not len(segments):
             return
@@ -425,8 +438,11 @@ class RangeReads:
         ids = []
         for shard in np.unique(shards).tolist():
             layout = self.layouts(pack).of(shard)[stream]
-            at = np.searchsorted(layout.offset, offsets[shards == shard])
-            ids.append(layout.segments[np.minimum(at, len(layout.segments) - 1)])
+            wanted = offsets[shards == shard]
+            at = np.minimum(np.searchsorted(layout.offset, wanted), max(len(layout.segments) - 1, 0))
+            if not len(layout.segments) or (layout.offset[at] != wanted).any():
+                raise ValueError(f"{self.files.where(layout.rel)}: an offset asked for is not a segment's start")
+            ids.append(layout.segments[at])
         if ids:
             self.need(pack, stream, np.concatenate(ids))
 
