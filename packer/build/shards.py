@@ -59,15 +59,16 @@ def guarded(fn: Callable, item):
         return LineProblem(item.line, item.key, err.path, err.reason)
 
 
-def encoded(load: Callable, encoding: Encoding, sample_rate: int, item):
+def encoded(load: Callable, encoding: Encoding, sample_rate: int, item, measure_later: bool = False):
     """``guarded(load, item)`` with a decoded sample's audio encoded for ``encoding``'s codec
     (``packer.build.encoding.encode_sample``, which measures what a reader will decode).  What a compressed build
-    runs where it decodes: the encode scales with ``--workers``, never on the writer thread."""
+    runs where it decodes: the encode scales with ``--workers``, never on the writer thread (``measure_later``, in
+    the writer's own process: the blocks' digests and statistics are, ``EncodedAudio``)."""
     result = guarded(load, item)
     if not isinstance(result, PackedSample):
         return result
     try:
-        return encode_sample(result, encoding, sample_rate)
+        return encode_sample(result, encoding, sample_rate, measure_later)
     except EncodeError as err:  # audio the codec cannot store: a problem of the sample's line
         return LineProblem(result.line, result.key, None, str(err))
 
@@ -275,7 +276,8 @@ def _stream_locally(jobs: Sequence[ShardJob], workers: int, pool: ProcessPoolExe
             writing = first.publish
             try:
                 if first.encoding.compressed:  # encoded (and measured) where decoded, in every case
-                    step = functools.partial(encoded, first.load, first.encoding, first.sample_rate)
+                    step = functools.partial(encoded, first.load, first.encoding, first.sample_rate,
+                                             measure_later=workers == 1)
                 else:  # measured where decoded when workers stream to this writer (see decode_measured)
                     step = functools.partial(decode_measured if workers > 1 else guarded, first.load)
                 decoded = map_in_order(step, items, workers, pool=pool)
