@@ -121,9 +121,9 @@ class EncodedAudio:
     each block's size and digest, and the scale and statistics of the int16 a reader decodes from it.
 
     Encoded in the writer's own process (``--workers 1``), the digests and statistics are left to the writer
-    thread (``digests`` and ``stats`` None, ``measure`` the int16 the statistics are of): that thread waits on
-    the encoding thread, so they cost it nothing there.  Whichever thread computes them, the pack's bytes are the
-    same."""
+    thread (``digests`` and ``stats`` None, ``measure`` the int16 the statistics are of), unless that thread is
+    behind (``packer.build.shards.submit_decoded`` then settles them first, as it measures pcm16 samples).
+    Whichever thread computes them, the pack's bytes are the same."""
 
     data: np.ndarray
     sizes: tuple[int, ...]
@@ -143,6 +143,12 @@ class EncodedAudio:
             out.append(piece_digest(view[begin:begin + size]))
             begin += size
         return tuple(out)
+
+    def settled(self) -> "EncodedAudio":
+        """This segment with its digests and statistics computed (the same object when it has them)."""
+        if self.digests is not None and self.stats is not None:
+            return self
+        return replace(self, digests=self.block_digests(), stats=self.statistics(), measure=None)
 
     def statistics(self) -> tuple[float, float, float]:
         """``(mean, rms, peak)`` of what a reader decodes (measured here when the encoder left them)."""

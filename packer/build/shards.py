@@ -42,7 +42,7 @@ from speechpack.packer.audio.decode import AudioError
 from speechpack.packer.audio.store import StoredAudio, measured
 from speechpack.packer.build.state import ShardReceipt, checkpoint, write_receipt
 from speechpack.packer.build.executor import BackgroundConsumer, map_in_order, worker_pool
-from speechpack.packer.build.encoding import PCM16, Encoding, encode_sample
+from speechpack.packer.build.encoding import PCM16, EncodedAudio, Encoding, encode_sample
 from speechpack.packer.build.plan import PackedSample, SamplePlan
 from speechpack.packer.build.writer import PackWriter
 from speechpack.schemas.constants import STREAM_TYPES
@@ -84,7 +84,8 @@ def decode_measured(load: Callable, item):
 
 def measured_sample(sample: PackedSample) -> PackedSample:
     """``sample`` with every audio segment measured (``measured``; the same values wherever they are computed)."""
-    streams = {name: [measured(seg) if isinstance(seg, StoredAudio) else seg for seg in segments]
+    streams = {name: [measured(seg) if isinstance(seg, StoredAudio) else
+                      seg.settled() if isinstance(seg, EncodedAudio) else seg for seg in segments]
                for name, segments in sample.streams.items()}
     return replace(sample, streams=streams)
 

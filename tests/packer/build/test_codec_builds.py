@@ -358,3 +358,5 @@ def test_an_in_process_encode_leaves_digests_and_statistics_to_the_writer_with_e
     assert later.digests is None and later.stats is None  # nothing measured on the encoding thread
     assert np.array_equal(later.data, now.data) and later.sizes == now.sizes
     assert later.block_digests() == now.digests and later.statistics() == now.stats
+    settled = later.settled()  # what the encoding thread does instead when the writer is behind
+    assert settled.digests == now.digests and settled.stats == now.stats and settled.measure is None
