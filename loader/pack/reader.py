@@ -6,8 +6,8 @@ files are read into memory instead of mapped; the ``Pack`` and the batch code ar
 Compressed audio streams (format 1.4, ``flac``/``opus``): the uint8 stream file is mapped and checked as any other;
 ``Pack.blocks`` holds each compressed stream's ``BlockTable`` (block offsets by a cumulative sum of
 ``columns/<stream>_blocks.npy``), ``stored_segment`` hands out a ``BlockSamples`` that decodes the blocks under a
-slice, and ``decode_block`` checks a block against its digest (``shard-k/digests.npy``) before decoding it
-(``loader.pack.blocks``).
+slice, and ``decode_block`` checks a block against its digest (``shard-k/digests.npy``) before decoding it, once
+per mapping of its stream file (``loader.pack.blocks``).
 
 No per-sample Python objects are kept: keys, speakers, offsets and statistics are numpy arrays, so DataLoader
 workers forked from a process holding a ``Pack`` do not dirty copy-on-write pages by touching refcounts
