@@ -2,7 +2,7 @@
 read the same FLAC or Opus audio, and build and convert time against the encode limit.
 
     python bench/codec_throughput.py [--quick] [--workers 0 2] [--repeats 3] [--short-lines N] [--long-lines N]
-                                     [--tmp-dir DIR] [--keep]
+                                     [--codecs flac [opus]] [--tmp-dir DIR] [--keep]
 
 The peers are benchmark-only installs, as for ``bench/peers.py``: ``pip install webdataset==1.0.2 lhotse==1.33.0``
 (Lhotse is also speechpack's optional ``lhotse`` extra); speechpack never imports them.
@@ -469,6 +469,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=None, help="timed epochs per job (default 3; 1 with --quick)")
     parser.add_argument("--short-lines", type=int, default=None, help="2-5 s lines (default 160; 8 with --quick)")
     parser.add_argument("--long-lines", type=int, default=None, help="60 s lines (default 8)")
+    parser.add_argument("--codecs", nargs="+", choices=COMPRESSED, default=None,
+                        help="compressed codecs measured (default flac opus; --codecs flac skips Opus's slow encode)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tmp-dir", default=None)
     parser.add_argument("--keep", action="store_true")
@@ -477,7 +479,10 @@ def main(argv: list[str] | None = None) -> int:
     repeats = args.repeats or (1 if args.quick else 3)
     short_lines = args.short_lines or (8 if args.quick else 160)
     long_lines = args.long_lines or 8
-    compressed = {"short": COMPRESSED, "long": ("flac",) if args.quick else COMPRESSED}
+    chosen = tuple(args.codecs or COMPRESSED)
+    if "flac" not in chosen:
+        parser.error("--codecs: flac is measured always (every ratio is taken against it)")
+    compressed = {"short": chosen, "long": tuple(c for c in chosen if c == "flac" or not args.quick)}
     import soundfile
     import torch
     torch.set_num_threads(1)
@@ -570,14 +575,14 @@ def main(argv: list[str] | None = None) -> int:
 
         # ---- ASR waveform batches
         asr = {"pcm16": build_asr_pack(corpora["short"], work)}
-        for codec in COMPRESSED:
+        for codec in chosen:
             asr[codec] = os.path.join(work, f"asr-{codec}")
             convert(asr["pcm16"], asr[codec], codec)
         count = len(corpora["short"]["rows"])
         for n_workers in workers:
-            jobs = {f"speechpack {c}": asr_epoch(asr[c], n_workers) for c in CODECS}
+            jobs = {f"speechpack {c}": asr_epoch(asr[c], n_workers) for c in ("pcm16", *chosen)}
             if n_workers == 0:
-                for codec in COMPRESSED:
+                for codec in chosen:
                     jobs[f"decode limit {codec}"] = asr_limit_epoch(asr[codec])
             times = measure(jobs, repeats, count)
             table(f"ASR waveform batches of {ASR_BATCH}, short lines, num_workers={n_workers} (utterances/s)", times,

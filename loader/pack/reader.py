@@ -6,8 +6,8 @@ files are read into memory instead of mapped; the ``Pack`` and the batch code ar
 Compressed audio streams (format 1.4, ``flac``/``opus``): the uint8 stream file is mapped and checked as any other;
 ``Pack.blocks`` holds each compressed stream's ``BlockTable`` (block offsets by a cumulative sum of
 ``columns/<stream>_blocks.npy``), ``stored_segment`` hands out a ``BlockSamples`` that decodes the blocks under a
-slice, and ``decode_block`` checks a block against its digest (``shard-k/digests.npy``) before decoding it
-(``loader.pack.blocks``).
+slice, and ``decode_block`` checks a block against its digest (``shard-k/digests.npy``) before decoding it, once
+per mapping of its stream file (``loader.pack.blocks``).
 
 No per-sample Python objects are kept: keys, speakers, offsets and statistics are numpy arrays, so DataLoader
 workers forked from a process holding a ``Pack`` do not dirty copy-on-write pages by touching refcounts
@@ -222,6 +222,9 @@ class Pack:
         #: The block tables of compressed audio streams (``loader.pack.blocks``; a pcm16 stream has none).
         self.blocks: dict[str, BlockTable] = _block_tables(manifest, self.streams, columns, self.files)
         self._digests: dict[int, np.ndarray] = {}
+        #: Block rows of each mapped stream file whose bytes matched their digest (checked once per mapping: a
+        #: block kept mapped is not hashed again on every window that decodes it; a new mapping starts empty).
+        self._verified: dict[tuple[int, str], set[int]] = {}
         self._pieces_per_shard = None
         if manifest.digests is not None:
             self.blocks, self._pieces_per_shard = _with_pieces(manifest, self.streams, self.blocks)
@@ -258,6 +261,7 @@ class Pack:
         state = self.__dict__.copy()
         state["_maps"] = collections.OrderedDict()
         state["_digests"] = {}
+        state["_verified"] = {}
         return state
 
     def stream_array(self, shard: int, stream: str) -> np.ndarray:
@@ -294,6 +298,7 @@ class Pack:
         entry = self.manifest.shards[shard].files[spec.file]
         self.checks.mapped((shard, stream), rel, file_path, entry.sha256, cached.source, cached.identity)
         self._maps[(shard, stream)] = cached
+        self._verified[(shard, stream)] = set()  # a file mapped afresh has its blocks checked afresh
         if len(self._maps) > self._max_open:
             self._maps.popitem(last=False)  # views handed out keep their mapping alive
         return cached
@@ -361,7 +366,8 @@ class Pack:
 
     def decode_block(self, stream: str, segment: int, block: int) -> np.ndarray:
         """Block row ``block`` (of segment ``segment``) of compressed stream ``stream``, decoded to read-only int16
-        ``[C, frames]``; its bytes are checked against their digest first when the pack has digests.
+        ``[C, frames]``; its bytes are checked against their digest first when the pack has digests (once per mapping
+        of its stream file: a block decoded again, by the next window or epoch, is not hashed again).
         ``CorruptBlock`` names what does not decode to what the index records."""
         table, blocks = self.streams[stream], self.blocks[stream]
         shard = int(table.shard[segment])
@@ -374,9 +380,14 @@ class Pack:
         if len(data) != size:
             raise CorruptBlock(f"the stream file ends at byte {len(array)}, before the block's end at {start + size} "
                                f"(validate the pack)", index, self._block_place(stream, segment, index))
-        if blocks.piece is not None and not check_digest(data, self.block_digests(shard)[blocks.piece[block]]):
-            raise CorruptBlock("its bytes differ from their digest in digests.npy (the file changed after the pack "
-                               "was written; validate the pack)", index, self._block_place(stream, segment, index))
+        if blocks.piece is not None:
+            verified = self._verified.setdefault((shard, stream), set())
+            if block not in verified:
+                if not check_digest(data, self.block_digests(shard)[blocks.piece[block]]):
+                    raise CorruptBlock("its bytes differ from their digest in digests.npy (the file changed after "
+                                       "the pack was written; validate the pack)", index,
+                                       self._block_place(stream, segment, index))
+                verified.add(block)
         try:
             decoded = block_codec.decode_block(blocks.codec, data.tobytes(), int(table.channels[segment]), frames,
                                                self.sample_rate)

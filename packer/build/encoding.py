@@ -118,15 +118,41 @@ PCM16 = Encoding()
 @dataclass(frozen=True)
 class EncodedAudio:
     """An audio segment as a compressed stream stores it: its blocks (``data``: their bytes back to back, uint8),
-    each block's size and digest, and the scale and statistics of the int16 a reader decodes from it."""
+    each block's size and digest, and the scale and statistics of the int16 a reader decodes from it.
+
+    Encoded in the writer's own process (``--workers 1``), the digests and statistics are left to the writer
+    thread (``digests`` and ``stats`` None, ``measure`` the int16 the statistics are of), unless that thread is
+    behind (``packer.build.shards.submit_decoded`` then settles them first, as it measures pcm16 samples).
+    Whichever thread computes them, the pack's bytes are the same."""
 
     data: np.ndarray
     sizes: tuple[int, ...]
-    digests: tuple[bytes, ...]
+    digests: tuple[bytes, ...] | None
     channels: int
     length: int
     scale: float
-    stats: tuple[float, float, float]
+    stats: tuple[float, float, float] | None
+    measure: np.ndarray | None = None
+
+    def block_digests(self) -> tuple[bytes, ...]:
+        """Each block's digest (computed here when the encoder left them to the writer)."""
+        if self.digests is not None:
+            return self.digests
+        view, begin, out = memoryview(self.data), 0, []
+        for size in self.sizes:
+            out.append(piece_digest(view[begin:begin + size]))
+            begin += size
+        return tuple(out)
+
+    def settled(self) -> "EncodedAudio":
+        """This segment with its digests and statistics computed (the same object when it has them)."""
+        if self.digests is not None and self.stats is not None:
+            return self
+        return replace(self, digests=self.block_digests(), stats=self.statistics(), measure=None)
+
+    def statistics(self) -> tuple[float, float, float]:
+        """``(mean, rms, peak)`` of what a reader decodes (measured here when the encoder left them)."""
+        return self.stats if self.stats is not None else int16_statistics(self.measure, self.scale)
 
     @property
     def rows(self) -> int:
@@ -134,24 +160,32 @@ class EncodedAudio:
         return self.channels * self.length
 
 
-def encode_audio(stored: StoredAudio, encoding: Encoding, sample_rate: int) -> EncodedAudio:
-    """One segment's blocks (module docstring)."""
+def encode_audio(stored: StoredAudio, encoding: Encoding, sample_rate: int,
+                 measure_later: bool = False) -> EncodedAudio:
+    """One segment's blocks (module docstring); ``measure_later``: digests and statistics left to the writer
+    thread of this process (``EncodedAudio``)."""
     encoded = encode_segment(encoding.codec, stored.data, sample_rate, encoding.block_frames, encoding.opus_bitrate)
+    data = np.frombuffer(b"".join(encoded.blocks), dtype=np.uint8)
+    sizes = tuple(len(b) for b in encoded.blocks)
     if stored.stats is not None and codec(encoding.codec).lossless:
         stats = stored.stats
+    elif measure_later:
+        return EncodedAudio(data=data, sizes=sizes, digests=None, channels=stored.channels, length=stored.length,
+                            scale=stored.scale, stats=None, measure=encoded.decoded)
     else:
         stats = int16_statistics(encoded.decoded, stored.scale)
-    data = np.frombuffer(b"".join(encoded.blocks), dtype=np.uint8)
-    return EncodedAudio(data=data, sizes=tuple(len(b) for b in encoded.blocks),
-                        digests=tuple(piece_digest(b) for b in encoded.blocks), channels=stored.channels,
-                        length=stored.length, scale=stored.scale, stats=stats)
+    digests = None if measure_later else tuple(piece_digest(b) for b in encoded.blocks)
+    return EncodedAudio(data=data, sizes=sizes, digests=digests, channels=stored.channels, length=stored.length,
+                        scale=stored.scale, stats=stats)
 
 
-def encode_sample(sample, encoding: Encoding, sample_rate: int):
-    """A ``PackedSample`` with every audio segment encoded (unchanged for pcm16)."""
+def encode_sample(sample, encoding: Encoding, sample_rate: int, measure_later: bool = False):
+    """A ``PackedSample`` with every audio segment encoded (unchanged for pcm16); ``measure_later``: see
+    ``encode_audio``."""
     if not encoding.compressed:
         return sample
-    streams = {name: [encode_audio(seg, encoding, sample_rate) if isinstance(seg, StoredAudio) else seg
+    streams = {name: [encode_audio(seg, encoding, sample_rate, measure_later) if isinstance(seg, StoredAudio)
+                      else seg
                       for seg in segments]
                for name, segments in sample.streams.items()}
     return replace(sample, streams=streams)

@@ -42,7 +42,7 @@ from speechpack.packer.audio.decode import AudioError
 from speechpack.packer.audio.store import StoredAudio, measured
 from speechpack.packer.build.state import ShardReceipt, checkpoint, write_receipt
 from speechpack.packer.build.executor import BackgroundConsumer, map_in_order, worker_pool
-from speechpack.packer.build.encoding import PCM16, Encoding, encode_sample
+from speechpack.packer.build.encoding import PCM16, EncodedAudio, Encoding, encode_sample
 from speechpack.packer.build.plan import PackedSample, SamplePlan
 from speechpack.packer.build.writer import PackWriter
 from speechpack.schemas.constants import STREAM_TYPES
@@ -59,15 +59,16 @@ def guarded(fn: Callable, item):
         return LineProblem(item.line, item.key, err.path, err.reason)
 
 
-def encoded(load: Callable, encoding: Encoding, sample_rate: int, item):
+def encoded(load: Callable, encoding: Encoding, sample_rate: int, item, measure_later: bool = False):
     """``guarded(load, item)`` with a decoded sample's audio encoded for ``encoding``'s codec
     (``packer.build.encoding.encode_sample``, which measures what a reader will decode).  What a compressed build
-    runs where it decodes: the encode scales with ``--workers``, never on the writer thread."""
+    runs where it decodes: the encode scales with ``--workers``, never on the writer thread (``measure_later``, in
+    the writer's own process: the blocks' digests and statistics are, ``EncodedAudio``)."""
     result = guarded(load, item)
     if not isinstance(result, PackedSample):
         return result
     try:
-        return encode_sample(result, encoding, sample_rate)
+        return encode_sample(result, encoding, sample_rate, measure_later)
     except EncodeError as err:  # audio the codec cannot store: a problem of the sample's line
         return LineProblem(result.line, result.key, None, str(err))
 
@@ -83,7 +84,8 @@ def decode_measured(load: Callable, item):
 
 def measured_sample(sample: PackedSample) -> PackedSample:
     """``sample`` with every audio segment measured (``measured``; the same values wherever they are computed)."""
-    streams = {name: [measured(seg) if isinstance(seg, StoredAudio) else seg for seg in segments]
+    streams = {name: [measured(seg) if isinstance(seg, StoredAudio) else
+                      seg.settled() if isinstance(seg, EncodedAudio) else seg for seg in segments]
                for name, segments in sample.streams.items()}
     return replace(sample, streams=streams)
 
@@ -275,7 +277,8 @@ def _stream_locally(jobs: Sequence[ShardJob], workers: int, pool: ProcessPoolExe
             writing = first.publish
             try:
                 if first.encoding.compressed:  # encoded (and measured) where decoded, in every case
-                    step = functools.partial(encoded, first.load, first.encoding, first.sample_rate)
+                    step = functools.partial(encoded, first.load, first.encoding, first.sample_rate,
+                                             measure_later=workers == 1)
                 else:  # measured where decoded when workers stream to this writer (see decode_measured)
                     step = functools.partial(decode_measured if workers > 1 else guarded, first.load)
                 decoded = map_in_order(step, items, workers, pool=pool)

@@ -121,12 +121,12 @@ class ShardWriter:
             for seg in segments:
                 offset = self._files[stream].append(seg.data)
                 if isinstance(seg, EncodedAudio):
-                    mean, rms, peak = seg.stats
+                    mean, rms, peak = seg.statistics()
                     entries.append({"offset": offset, "channels": seg.channels, "length": seg.length,
                                     "scale": seg.scale, "mean": mean, "rms": rms, "peak": peak,
                                     "blocks": list(seg.sizes)})
                     if self._digests is not None:
-                        self._digests[stream].extend(seg.digests)
+                        self._digests[stream].extend(seg.block_digests())
                     continue
                 if self._digests is not None:
                     self._digests[stream].append(piece_digest(seg.data))

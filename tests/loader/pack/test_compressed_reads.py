@@ -214,3 +214,22 @@ def test_a_changed_digests_file_is_named_before_any_block_is_trusted(mixtures, t
     path.write_bytes(bytes(data))
     with pytest.raises(PackFormatError, match=r"shard-000000/digests\.npy: .*sha256"):
         open_pack(pack, verify="off").read_segment("mix", 0, 0, 10)
+
+
+def test_a_block_is_checked_against_its_digest_once_per_mapping(mixtures, tmp_path, monkeypatch):
+    from speechpack.loader.pack import reader
+
+    pack = open_pack(recode(mixtures, tmp_path / "flac", "flac", block_frames=5000), verify="off")
+    checked = []
+    real = reader.check_digest
+
+    def counting(data, expected):
+        checked.append(len(data))
+        return real(data, expected)
+    monkeypatch.setattr(reader, "check_digest", counting)
+    first = pack.read_segment("mix", 0)
+    blocks = len(checked)
+    assert blocks == int(pack.blocks["mix"].first[1])  # every block of the segment, once
+    assert np.array_equal(pack.read_segment("mix", 0), first) and len(checked) == blocks  # not hashed again
+    pack._maps.clear()  # the stream file mapped afresh (as after the mappings' LRU let it go)
+    assert np.array_equal(pack.read_segment("mix", 0), first) and len(checked) == 2 * blocks

@@ -342,3 +342,21 @@ def test_array_job_slices_of_a_compressed_build_finalize_to_the_single_build(six
     result = CliRunner().invoke(main, ["finalize", str(tmp_path / "sliced"), "--no-progress"])
     assert result.exit_code == 0, result.output
     assert pack_files(tmp_path / "sliced") == pack_files(tmp_path / "one")
+
+
+@pytest.mark.parametrize("codec", ["flac", "opus"])
+def test_an_in_process_encode_leaves_digests_and_statistics_to_the_writer_with_equal_values(real_audio, codec):
+    import soundfile
+
+    from speechpack.packer.audio.store import StoredAudio
+    from speechpack.packer.build.encoding import Encoding, encode_audio
+
+    speech = soundfile.read(real_audio("pocketsphinx", 1)[0], dtype="int16")[0][:40000]
+    stored = StoredAudio(np.ascontiguousarray(speech[None, :]), 1.0)
+    encoding = Encoding(codec=codec, block_frames=16000, digests=True)
+    now, later = encode_audio(stored, encoding, 16000), encode_audio(stored, encoding, 16000, measure_later=True)
+    assert later.digests is None and later.stats is None  # nothing measured on the encoding thread
+    assert np.array_equal(later.data, now.data) and later.sizes == now.sizes
+    assert later.block_digests() == now.digests and later.statistics() == now.stats
+    settled = later.settled()  # what the encoding thread does instead when the writer is behind
+    assert settled.digests == now.digests and settled.stats == now.stats and settled.measure is None
