@@ -426,16 +426,22 @@ def open_cues(path: str | PackFiles, manifest: Manifest) -> PackCues:
     labels = None
     if config.speaker_label_resource is not None:
         directory = os.path.join(root, LABELS_DIR)
-        try:
-            speakers, values = (np.load(os.path.join(directory, name), allow_pickle=False)
-                                for name in (LABEL_SPEAKERS_NAME, LABEL_VALUES_NAME))
-        except Exception as err:  # noqa: BLE001 - a corrupt .npy header raises ValueError, SyntaxError...
-            raise PackFormatError(f"{directory}: cannot read the speaker labels ({err})") from None
-        found = label_issues(directory, speakers, values)
-        if found:
-            _raise(found)
-        labels = SpeakerLabels(speakers, values)
+        labels = _speaker_labels(directory, lambda name: os.path.join(directory, name))
     return PackCues(config=config, banks=banks, labels=labels)
+
+
+def _speaker_labels(directory: str, source: Callable[[str], Any]) -> SpeakerLabels:
+    """The speaker labels of ``directory`` (``np.load`` of ``source(name)``: a path, or a file object of bytes
+    read from a store), checked."""
+    try:
+        speakers, values = (np.load(source(name), allow_pickle=False)
+                            for name in (LABEL_SPEAKERS_NAME, LABEL_VALUES_NAME))
+    except Exception as err:  # noqa: BLE001 - a corrupt .npy header raises ValueError, SyntaxError...
+        raise PackFormatError(f"{directory}: cannot read the speaker labels ({err})") from None
+    found = label_issues(directory, speakers, values)
+    if found:
+        _raise(found)
+    return SpeakerLabels(speakers, values)
 
 
 #: Bank files ``open_cues`` does not read from a store: the payload (fetched when first read) and ``sources.json``
@@ -467,16 +473,8 @@ def _open_stored_cues(files: PackFiles, manifest: Manifest) -> PackCues:
         banks[spec.name] = CueBank(directory, spec, bank_files, manifest.sample_rate, stored)
     labels = None
     if config.speaker_label_resource is not None:
-        directory = stored.where(LABELS_DIR)
-        raw = [stored.read(f"{LABELS_DIR}/{name}") for name in (LABEL_SPEAKERS_NAME, LABEL_VALUES_NAME)]
-        try:
-            speakers, values = (np.load(io.BytesIO(data), allow_pickle=False) for data in raw)
-        except Exception as err:  # noqa: BLE001 - a corrupt .npy header raises ValueError, SyntaxError...
-            raise PackFormatError(f"{directory}: cannot read the speaker labels ({err})") from None
-        found = label_issues(directory, speakers, values)
-        if found:
-            _raise(found)
-        labels = SpeakerLabels(speakers, values)
+        raw = {name: stored.read(f"{LABELS_DIR}/{name}") for name in (LABEL_SPEAKERS_NAME, LABEL_VALUES_NAME)}
+        labels = _speaker_labels(stored.where(LABELS_DIR), lambda name: io.BytesIO(raw[name]))
     return PackCues(config=config, banks=banks, labels=labels)
 
 

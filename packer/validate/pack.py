@@ -249,23 +249,30 @@ def _check_stream(file_path: str, spec: StreamSpec, records: list[dict], array: 
             if position > array.shape[0]:
                 report.error(at, f"ends at element {position}, the file holds {array.shape[0]}")
                 continue
-            stored = array[seg["offset"]:position]
-            mean, rms, peak = int16_statistics(stored, seg["scale"])
-            for name, value in (("mean", mean), ("rms", rms), ("peak", peak)):
-                if not math.isclose(value, seg[name], rel_tol=_STAT_RTOL, abs_tol=1e-12):
-                    report.error(at, f"{name} recorded {seg[name]!r}, recomputed {value!r}")
-            levels["rms"].append(rms)
-            levels["peak"].append(peak)
-            if seg["scale"] != 1.0:
-                levels["rescaled"] += 1
-            elif stored.size:
-                clipped = int(np.count_nonzero((stored == np.iinfo(AUDIO_DTYPE).max)
-                                               | (stored == np.iinfo(AUDIO_DTYPE).min)))
-                if clipped:
-                    levels["full_scale"] += clipped
-                    report.warn(at, f"{clipped} sample(s) at int16 full scale: the input itself was clipped")
+            _check_levels(at, seg, array[seg["offset"]:position], levels, report)
     if array is not None and position != array.shape[0]:
         report.error(file_path, f"index covers {position} elements, the file holds {array.shape[0]}")
+
+
+def _check_levels(at: str, seg: dict, samples: np.ndarray, levels: dict, report: PackReport, source: str = "",
+                  count_clipping: bool = True) -> None:
+    """A segment's recorded statistics against those recomputed from its int16 ``samples`` (stored, or decoded:
+    ``source`` says so in the message), and its levels counted for the report (full-scale samples only where
+    ``count_clipping``)."""
+    mean, rms, peak = int16_statistics(samples, seg["scale"])
+    for name, value in (("mean", mean), ("rms", rms), ("peak", peak)):
+        if not math.isclose(value, seg[name], rel_tol=_STAT_RTOL, abs_tol=1e-12):
+            report.error(at, f"{name} recorded {seg[name]!r}, recomputed {value!r}{source}")
+    levels["rms"].append(rms)
+    levels["peak"].append(peak)
+    if seg["scale"] != 1.0:
+        levels["rescaled"] += 1
+    elif samples.size and count_clipping:
+        clipped = int(np.count_nonzero((samples == np.iinfo(AUDIO_DTYPE).max)
+                                       | (samples == np.iinfo(AUDIO_DTYPE).min)))
+        if clipped:
+            levels["full_scale"] += clipped
+            report.warn(at, f"{clipped} sample(s) at int16 full scale: the input itself was clipped")
 
 
 def _check_compressed_stream(file_path: str, spec: StreamSpec, sample_rate: int, records: list[dict],
@@ -294,21 +301,9 @@ def _check_compressed_stream(file_path: str, spec: StreamSpec, sample_rate: int,
             except CorruptBlock as err:
                 report.error(at, f"{spec.codec} {err}")
                 continue
-            mean, rms, peak = int16_statistics(decoded, seg["scale"])
-            for name, value in (("mean", mean), ("rms", rms), ("peak", peak)):
-                if not math.isclose(value, seg[name], rel_tol=_STAT_RTOL, abs_tol=1e-12):
-                    report.error(at, f"{name} recorded {seg[name]!r}, recomputed {value!r} from the decoded "
-                                     f"{spec.codec} blocks")
-            levels["rms"].append(rms)
-            levels["peak"].append(peak)
-            if seg["scale"] != 1.0:
-                levels["rescaled"] += 1
-            elif decoded.size and codec(spec.codec).lossless:  # a lossy codec's overshoot is no clipping of the input
-                clipped = int(np.count_nonzero((decoded == np.iinfo(AUDIO_DTYPE).max)
-                                               | (decoded == np.iinfo(AUDIO_DTYPE).min)))
-                if clipped:
-                    levels["full_scale"] += clipped
-                    report.warn(at, f"{clipped} sample(s) at int16 full scale: the input itself was clipped")
+            # a lossy codec's overshoot is no clipping of the input
+            _check_levels(at, seg, decoded, levels, report, f" from the decoded {spec.codec} blocks",
+                          count_clipping=codec(spec.codec).lossless)
     if array is not None and position != array.shape[0]:
         report.error(file_path, f"index covers {position} bytes, the file holds {array.shape[0]}")
 

@@ -10,22 +10,17 @@ digest that changes is a change in what a model sees: if it is meant, record the
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 
-import numpy as np
-import pytest
-import torch
-
 import factories.paths
+from factories.batch_digests import batches_digest as digest_of_batches
 from factories.asr import librivox_span_pack
 from factories.cue_corpus import cue, make_cue_corpus
 from factories.online_mix import augment_packs
 from factories.recordings import REAL_CORPORA, require_recording
 from factories.tse import real_mixtures_config
 from factories.wesep_mainline import librimix_split
-from speechpack.loader import build_loader
 from speechpack.packer.adapters.wesep_mainline import MainlineInputs, build_mainline
 from speechpack.packer.build.run import BuildOptions
 
@@ -36,40 +31,8 @@ WORKERS = (0, 2)
 SEED = 7
 
 
-def _feed(h, value) -> None:
-    """Hash one field value by type, dtype, shape and bytes (arrays), or by its repr (the rest)."""
-    if isinstance(value, torch.Tensor):
-        value = value.detach().cpu().numpy()
-    if isinstance(value, np.ndarray):
-        h.update(f"array {value.dtype.str} {value.shape}".encode())
-        h.update(np.ascontiguousarray(value).tobytes())
-    elif isinstance(value, dict):
-        h.update(b"dict")
-        for key in sorted(value):
-            h.update(repr(key).encode())
-            _feed(h, value[key])
-    elif isinstance(value, (list, tuple)):
-        h.update(f"{type(value).__name__} {len(value)}".encode())
-        for item in value:
-            _feed(h, item)
-    else:
-        h.update(f"{type(value).__name__} {value!r}".encode())
-
-
 def batches_digest(config: dict, state: str, workers: int) -> str:
-    loader = build_loader(config, state, seed=SEED, num_workers=workers)
-    h = hashlib.sha256()
-    for epoch in range(EPOCHS):
-        loader.set_epoch(epoch)
-        count = 0
-        for batch in loader:
-            h.update(f"epoch {epoch} batch {count}".encode())
-            for key in sorted(batch):
-                h.update(key.encode())
-                _feed(h, batch[key])
-            count += 1
-        assert count > 0, f"{state}: epoch {epoch} holds no batch"
-    return h.hexdigest()
+    return digest_of_batches(config, state, workers, SEED, EPOCHS)
 
 
 def check(name: str, config: dict, states=("train", "val")) -> None:
