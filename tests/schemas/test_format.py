@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from factories.manifest_edits import delete_at, set_at
 from speechpack.schemas.constants import FORMAT_MINOR, FORMAT_VERSION, SUPPORTED_MAJOR_VERSIONS
 from speechpack.schemas.errors import PackFormatError, SpeechpackError
 from speechpack.schemas.format import FileEntry, Manifest, ShardEntry, StreamSpec, check_shard_index
@@ -107,50 +108,32 @@ def _without(key):
     return edit
 
 
-def _set(path, value):
-    def edit(obj):
-        target = obj
-        for part in path[:-1]:
-            target = target[part]
-        target[path[-1]] = value
-    return edit
-
-
-def _delete(path):
-    def edit(obj):
-        target = obj
-        for part in path[:-1]:
-            target = target[part]
-        del target[path[-1]]
-    return edit
-
-
 # (edit, message): each malformed manifest is refused with a message naming the key or the value.
 MALFORMED = {
     "missing totals": (_without("totals"), r"dataset.json: missing key\(s\) totals"),
     "missing two keys": (lambda o: (o.pop("kind"), o.pop("shards")), r"missing key\(s\) kind, shards"),
-    "unknown key": (_set(("compression",), "zstd"), r"dataset.json: unknown key\(s\) compression"),
-    "missing totals.hours": (_delete(("totals", "hours")), r"dataset.json.totals: missing key\(s\) hours"),
-    "unknown totals key": (_set(("totals", "minutes"), 1), r"dataset.json.totals: unknown key\(s\) minutes"),
-    "unknown provenance key": (_set(("provenance", "user"), "me"), r"provenance: unknown key\(s\) user"),
-    "missing provenance.options": (_delete(("provenance", "options")), r"provenance: missing key\(s\) options"),
-    "unknown skipped key": (_set(("skipped", "why"), []), r"skipped: unknown key\(s\) why"),
-    "unknown stream key": (_set(("streams", 0, "codecs"), "pcm"), r"streams\[0\]: unknown key\(s\) codecs"),
-    "missing shard files": (_delete(("shards", 1, "files")), r"shards\[1\]: missing key\(s\) files"),
-    "unknown file-entry key": (_set(("shards", 0, "files", "mix.npy", "md5"), "x"),
+    "unknown key": (set_at(("compression",), "zstd"), r"dataset.json: unknown key\(s\) compression"),
+    "missing totals.hours": (delete_at(("totals", "hours")), r"dataset.json.totals: missing key\(s\) hours"),
+    "unknown totals key": (set_at(("totals", "minutes"), 1), r"dataset.json.totals: unknown key\(s\) minutes"),
+    "unknown provenance key": (set_at(("provenance", "user"), "me"), r"provenance: unknown key\(s\) user"),
+    "missing provenance.options": (delete_at(("provenance", "options")), r"provenance: missing key\(s\) options"),
+    "unknown skipped key": (set_at(("skipped", "why"), []), r"skipped: unknown key\(s\) why"),
+    "unknown stream key": (set_at(("streams", 0, "codecs"), "pcm"), r"streams\[0\]: unknown key\(s\) codecs"),
+    "missing shard files": (delete_at(("shards", 1, "files")), r"shards\[1\]: missing key\(s\) files"),
+    "unknown file-entry key": (set_at(("shards", 0, "files", "mix.npy", "md5"), "x"),
                                r"shards\[0\].files\['mix.npy'\]: unknown key\(s\) md5"),
-    "bad kind": (_set(("kind",), "video"), r"kind: 'video' is not one of tse, sources"),
-    "zero rate": (_set(("sample_rate",), 0), r"sample_rate: must be positive, got 0"),
-    "bool rate": (_set(("sample_rate",), True), r"sample_rate: expected int, got True"),
-    "string rate": (_set(("sample_rate",), "16000"), r"sample_rate: expected int, got '16000'"),
-    "streams of another kind": (_set(("streams",), [StreamSpec("source").to_dict()]),
+    "bad kind": (set_at(("kind",), "video"), r"kind: 'video' is not one of tse, sources"),
+    "zero rate": (set_at(("sample_rate",), 0), r"sample_rate: must be positive, got 0"),
+    "bool rate": (set_at(("sample_rate",), True), r"sample_rate: expected int, got True"),
+    "string rate": (set_at(("sample_rate",), "16000"), r"sample_rate: expected int, got '16000'"),
+    "streams of another kind": (set_at(("streams",), [StreamSpec("source").to_dict()]),
                                 r"kind 'tse' has streams \['mix', 'target'\], got \['source'\]"),
-    "wrong dtype": (_set(("streams", 1, "dtype"), "<f4"), r"stream 'target' must be dtype '<i2'"),
-    "wrong file name": (_set(("streams", 0, "file"), "mix.bin"), r"streams\[0\].file: expected 'mix.npy'"),
-    "short digest": (_set(("shards", 0, "files", "index.json", "sha256"), "abc"), r"bad size 100 or sha256 'abc'"),
-    "negative size": (_set(("shards", 0, "files", "index.json", "size"), -1), r"bad size -1"),
-    "totals disagree": (_set(("totals", "samples"), 7), r"shards hold 6 samples but totals.samples is 7"),
-    "shards not a list": (_set(("shards",), {}), r"shards: expected list, got \{\}"),
+    "wrong dtype": (set_at(("streams", 1, "dtype"), "<f4"), r"stream 'target' must be dtype '<i2'"),
+    "wrong file name": (set_at(("streams", 0, "file"), "mix.bin"), r"streams\[0\].file: expected 'mix.npy'"),
+    "short digest": (set_at(("shards", 0, "files", "index.json", "sha256"), "abc"), r"bad size 100 or sha256 'abc'"),
+    "negative size": (set_at(("shards", 0, "files", "index.json", "size"), -1), r"bad size -1"),
+    "totals disagree": (set_at(("totals", "samples"), 7), r"shards hold 6 samples but totals.samples is 7"),
+    "shards not a list": (set_at(("shards",), {}), r"shards: expected list, got \{\}"),
 }
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from factories.format_rules import v13_refusals
+from factories.manifest_edits import delete_at, set_at
 from speechpack.schemas.columns import (
     ColumnBuilder,
     check_column_types,
@@ -88,39 +89,21 @@ def test_a_pcm16_manifest_without_digests_has_no_new_keys():
     assert not Manifest.from_dict(obj).has_blocks
 
 
-def _set(path, value):
-    def edit(obj):
-        target = obj
-        for part in path[:-1]:
-            target = target[part]
-        target[path[-1]] = value
-    return edit
-
-
-def _delete(path):
-    def edit(obj):
-        target = obj
-        for part in path[:-1]:
-            target = target[part]
-        del target[path[-1]]
-    return edit
-
-
 MALFORMED = {
-    "codec without block_frames": (_delete(("streams", 0, "block_frames")),
+    "codec without block_frames": (delete_at(("streams", 0, "block_frames")),
                                    r"streams\[0\]: missing key\(s\) block_frames"),
-    "block_frames without codec": (_delete(("streams", 0, "codec")), r"streams\[0\]: missing key\(s\) codec"),
-    "unknown codec": (_set(("streams", 0, "codec"), "mp3"), r"streams\[0\].codec: 'mp3' is not one of flac, opus"),
-    "pcm16 named as a codec": (_set(("streams", 0, "codec"), "pcm16"), r"'pcm16' is not one of flac, opus"),
-    "zero block_frames": (_set(("streams", 0, "block_frames"), 0), r"block_frames: must be positive, got 0"),
-    "bool block_frames": (_set(("streams", 0, "block_frames"), True), r"block_frames: expected int, got True"),
-    "compressed stream as int16": (_set(("streams", 0, "dtype"), "<i2"),
+    "block_frames without codec": (delete_at(("streams", 0, "codec")), r"streams\[0\]: missing key\(s\) codec"),
+    "unknown codec": (set_at(("streams", 0, "codec"), "mp3"), r"streams\[0\].codec: 'mp3' is not one of flac, opus"),
+    "pcm16 named as a codec": (set_at(("streams", 0, "codec"), "pcm16"), r"'pcm16' is not one of flac, opus"),
+    "zero block_frames": (set_at(("streams", 0, "block_frames"), 0), r"block_frames: must be positive, got 0"),
+    "bool block_frames": (set_at(("streams", 0, "block_frames"), True), r"block_frames: expected int, got True"),
+    "compressed stream as int16": (set_at(("streams", 0, "dtype"), "<i2"),
                                    r"a flac stream must be dtype '\|u1' with row_shape \[\], got '<i2'"),
-    "missing digests": (_delete(("digests",)), r"missing key digests \(stream\(s\) source have a codec"),
-    "unknown digest algorithm": (_set(("digests",), "sha1"), r"digests: expected 'blake2b-128', got 'sha1'"),
-    "shard without digests.npy": (_delete(("shards", 1, "files", "digests.npy")),
+    "missing digests": (delete_at(("digests",)), r"missing key digests \(stream\(s\) source have a codec"),
+    "unknown digest algorithm": (set_at(("digests",), "sha1"), r"digests: expected 'blake2b-128', got 'sha1'"),
+    "shard without digests.npy": (delete_at(("shards", 1, "files", "digests.npy")),
                                   r"shards\[1\].files: expected \['digests.npy', 'index.json', 'source.npy'\]"),
-    "no blocks column": (_delete(("columns", "files", "source_blocks.npy")),
+    "no blocks column": (delete_at(("columns", "files", "source_blocks.npy")),
                          r"columns.files: expected .*'source_blocks.npy'"),
 }
 
