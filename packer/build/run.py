@@ -321,7 +321,7 @@ def _plan_and_build(items: Sequence, problems: list, plan: Callable, load: Calla
     selected = options.shards.select(build_plan.num_shards) if options.shards else range(build_plan.num_shards)
     # every build records its plan and receipts, so that any build can be resumed
     fingerprint = claim.prepare(build_plan)
-    kept = _keep_verified(options.out, build_plan, fingerprint, selected, options.progress, options.workers)
+    kept = keep_verified(options.out, build_plan, fingerprint, selected, options.progress, options.workers)
     claim.building = [k for k in selected if k not in kept]
     jobs = shard_jobs(options.out, kind, options.sample_rate, [k for k in selected if k not in kept],
                       [[planned_items[i] for i in shard] for shard in ranges], build_plan.shards, load,
@@ -376,8 +376,8 @@ def _probe(items: Sequence, plan: Callable, problems: list, options: BuildOption
     return planned_items, plans
 
 
-def _keep_verified(out: str, build_plan: BuildPlan, fingerprint: str, selected: Sequence[int], progress: bool,
-                   jobs: int) -> dict[int, VerifiedShard]:
+def keep_verified(out: str, build_plan: BuildPlan, fingerprint: str, selected: Sequence[int], progress: bool,
+                  jobs: int) -> dict[int, VerifiedShard]:
     """The selected shards already in ``out`` that verify against the plan (``jobs`` at a time); the others are
     removed (with their receipts) so they are built again."""
     present = [k for k in selected if os.path.isdir(os.path.join(out, shard_dir_name(k)))]
@@ -412,5 +412,6 @@ def _provenance(input_path: str, command: str, recorded_options: dict, input_sha
     }
 
 
-__all__ = ["DEFAULT_JOBS", "EXECUTORS", "BuildOptions", "BuildSummary", "commit_build", "finalize_pack", "run_build",
+__all__ = ["DEFAULT_JOBS", "EXECUTORS", "BuildOptions", "BuildSummary", "commit_build", "finalize_pack", "keep_verified",
+           "run_build",
            "verify_all", "verify_cues"]

@@ -23,7 +23,7 @@ from speechpack.packer.build.encoding import Encoding
 from speechpack.packer.build.executor import stop_pool, worker_pool
 from speechpack.packer.build.output_dir import claim_output
 from speechpack.packer.build.plan import BuildPlan
-from speechpack.packer.build.run import BuildSummary, _keep_verified, commit_build, verify_cues
+from speechpack.packer.build.run import BuildSummary, keep_verified, commit_build, verify_cues
 from speechpack.packer.build.shards import run_shard_jobs, shard_jobs
 from speechpack.packer.build.state import ShardMismatch, VerifiedShard, write_cues_receipt
 from speechpack.packer.convert.source import load_item, open_source, pack_items, plan_item
@@ -155,7 +155,7 @@ def _convert(pack, build_plan: BuildPlan, by_shard, load, options: ConvertOption
              started: float) -> BuildSummary:
     fingerprint = claim.prepare(build_plan)
     every = range(build_plan.num_shards)
-    kept = _keep_verified(options.out, build_plan, fingerprint, every, options.progress, options.workers)
+    kept = keep_verified(options.out, build_plan, fingerprint, every, options.progress, options.workers)
     building = [k for k in every if k not in kept]
     claim.building = building
     jobs = shard_jobs(options.out, build_plan.kind, build_plan.sample_rate, building, by_shard, build_plan.shards,
