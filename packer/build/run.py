@@ -412,6 +412,5 @@ def _provenance(input_path: str, command: str, recorded_options: dict, input_sha
     }
 
 
-__all__ = ["DEFAULT_JOBS", "EXECUTORS", "BuildOptions", "BuildSummary", "commit_build", "finalize_pack", "keep_verified",
-           "run_build",
-           "verify_all", "verify_cues"]
+__all__ = ["DEFAULT_JOBS", "EXECUTORS", "BuildOptions", "BuildSummary", "commit_build", "finalize_pack",
+           "keep_verified", "run_build", "verify_all", "verify_cues"]
