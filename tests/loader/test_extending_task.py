@@ -27,12 +27,14 @@ from speechpack.loader.transport.batch_arrays import NUMPY, BatchArrays
 
 @dataclass(frozen=True)
 class ToyArgs:
-    """``dataset_args`` of the toy task: the planning view's four keys."""
+    """``dataset_args`` of the toy task: the planning view's four keys, and the epoch order every task's args
+    carry (``shard_window``; None: the whole-epoch shuffle)."""
 
     batch_size: int = 2
     shuffle: bool = True
     tail: str = "pad"
     batching: None = None
+    shard_window: int | None = None
 
 
 class ToyBuilder(BatchBuilder):

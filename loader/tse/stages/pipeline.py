@@ -105,7 +105,7 @@ _BUILT_IN = frozenset(n for n, _ in STAGES)
 #: The ``dataset_args`` fields the plan reads (``TseBatchBuilder.units``, ``plan_args``, the item filters), not a
 #: stage: with the stages' ``keys``, every field of ``DATASET_ARGS`` has a reader.
 PLAN_KEYS = ("batch_size", "batching", "shuffle", "tail", "expand_targets", "filter_len", "min_num_seconds",
-             "max_num_seconds", "train_window", "hist_frames", "mainline")
+             "max_num_seconds", "train_window", "hist_frames", "mainline", "shard_window")
 
 
 def stage_fingerprint(stage: Stage, args) -> dict:

@@ -17,15 +17,14 @@ import pytest
 from factories.batches import assert_batches_equal
 from factories.s3 import SECRET, publish, stream_bytes
 from factories.wesep_lists import Mix
+from factories.store_training import config, finish, local_batches, plain, start_rank
 from speechpack.loader import build_loader
 from speechpack.loader.cache import NodeCache
 from speechpack.loader.cache.cached_files import CacheIntegrityError
 from speechpack.loader.pack import ObjectStorePackFiles, open_pack
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
-
 from speechpack.loader.cache.ranges import segment_key
-from test_store_training import config, finish, local_batches, plain, start_rank
 
 pytestmark = pytest.mark.real_data
 

@@ -7,12 +7,8 @@ limit too small for a batch, a corrupted object, and the store down for a few se
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import pickle
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -20,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import factories.paths
 from factories.batches import assert_batches_equal
 from factories.s3 import SECRET, publish, stream_bytes
+from factories.store_training import ARGS, config, finish, local_batches, plain, start_rank
 from factories.wesep_lists import Mix
 from speechpack.loader import build_loader
 from speechpack.loader.cache import CacheFullError, NodeCache
@@ -32,8 +28,6 @@ from speechpack.loader.plan.planning_report import plan_report
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
 
-ARGS = {"batch_size": 2, "chunk_len": 1000}
-TESTS = factories.paths.TESTS
 
 
 @pytest.fixture
@@ -48,35 +42,8 @@ def local_pack(tmp_path, wesep_list, real_audio):
     return out
 
 
-def config(path: str, cache: dict | None = None, **args) -> dict:
-    return {"packs": [{"path": path}], "dataset_args": {**ARGS, **args}, **({"cache": cache} if cache else {})}
-
-
-def plain(batch: dict) -> dict:
-    return {name: value.numpy().copy() if hasattr(value, "numpy") else value for name, value in batch.items()}
-
-
-def local_batches(local: Path, rank: int = 0, world_size: int = 1, seed: int = 3, **args) -> list[dict]:
-    return [plain(b) for b in build_loader(config(str(local), **args), "train", rank=rank, world_size=world_size,
-                                           seed=seed)]
-
-
 def valid_pairs(batches: list[dict]) -> list[tuple[str, str]]:
     return [(k, s) for b in batches for k, s, v in zip(b["key"], b["spk"], b["valid"].tolist()) if v]
-
-
-def start_rank(spec: dict, out: Path, **env) -> subprocess.Popen:
-    environ = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path]), **env}
-    return subprocess.Popen([sys.executable, "-m", "factories.store_rank", json.dumps(spec), str(out)], env=environ,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def finish(process: subprocess.Popen, out: Path, timeout: float = 180) -> dict:
-    output, _ = process.communicate(timeout=timeout)
-    assert process.returncode == 0, output
-    assert SECRET not in output
-    with open(out, "rb") as fp:
-        return pickle.load(fp)
 
 
 def assert_cache_sound(cache_dir: Path) -> None:
