@@ -59,7 +59,7 @@ def segment_schedule(packs: list, plans: list, units: tuple[np.ndarray, np.ndarr
     entry_position = [np.asarray(files.entry_position, dtype=np.int64)]
     entry_file = [np.asarray(files.entry_file, dtype=np.int64)]
     for pid, pack in enumerate(packs):
-        ranges = getattr(pack.files, "range_reads", None)
+        ranges = pack.files.range_reads
         if ranges is None or not len(position):
             continue
         mine = unit_pack[unit] == pid

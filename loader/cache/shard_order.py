@@ -63,7 +63,7 @@ def with_shard_order_alias(config):
     """``config`` (a ``LoaderConfig``) with the deprecated ``cache.shard_order: true`` written as
     ``dataset_args.shard_window: ALIAS_WINDOW`` (a ``FutureWarning`` says so), so the alias and the key give one
     plan and one fingerprint; a ``shard_window`` the config sets wins.  Any other config is returned as is."""
-    cache = getattr(config, "cache", None)
+    cache = config.cache
     if cache is None or not cache.shard_order:
         return config
     given = config.dataset_args.shard_window

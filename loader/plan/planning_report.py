@@ -267,7 +267,7 @@ def plan_report(config: dict | LoaderConfig, state: str = "train", *, world_size
             stats.weighting = prepared.weighting.report(prepared.weighting.items(seed, epoch))
         if compressed:
             stats.decode = decode_cost(opened, *units, plan.items, plan.valid, lengths,
-                                       getattr(builder, "sample_rate", None))
+                                       builder.sample_rate)
         if units is not None and caches:  # every rank on one node: the cache's whole load
             stats.cache = _simulate_pass(plan, opened, units, world_size, limit)
             stats.order = "default shuffle" if order is None else f"shard_window {window}"
