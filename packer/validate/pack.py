@@ -155,11 +155,9 @@ def _check_shard_records(checked: CheckedFiles, shard_id: int, directory: str, r
         _check_record_shape(record, manifest, at, report)
     for spec in manifest.streams:
         file_path = checked.where(f"{directory}/{spec.file}")
-        if spec.codec is not None:
-            _check_compressed_stream(file_path, spec, manifest.sample_rate, records, arrays[spec.name],
-                                     levels[spec.name], report)
-        elif STREAM_TYPES[spec.name].audio:
-            _check_stream(file_path, spec, records, arrays[spec.name], levels[spec.name], report)
+        if STREAM_TYPES[spec.name].audio:
+            _check_stream(file_path, spec, manifest.sample_rate, records, arrays[spec.name], levels[spec.name],
+                          report)
         else:
             _check_data_stream(file_path, spec, records, arrays[spec.name], report)
     if manifest.digests is not None:
@@ -233,25 +231,42 @@ def _check_data_stream(file_path: str, spec: StreamSpec, records: list[dict], ar
         report.error(file_path, f"index covers {position} rows, the file holds {array.shape[0]}")
 
 
-def _check_stream(file_path: str, spec: StreamSpec, records: list[dict], array: np.ndarray | None,
-                  levels: dict, report: PackReport) -> None:
-    """Offsets contiguous and in bounds; statistics recomputed from the stored data and equal."""
+def _check_stream(file_path: str, spec: StreamSpec, sample_rate: int, records: list[dict],
+                  array: np.ndarray | None, levels: dict, report: PackReport) -> None:
+    """Offsets contiguous and in bounds (elements of int16, or bytes of a compressed stream's blocks); statistics
+    recomputed from the samples a reader gets (stored, or every block decoded to exactly its frames: format 1.4)
+    and equal."""
+    compressed = spec.codec is not None
+    unit = "byte" if compressed else "element"
     position = 0
     for record in records:
         for slot, seg in enumerate(record["streams"][spec.name]):
             at = f"{file_path} key {record['key']!r} {spec.name}[{slot}]"
-            size = seg["channels"] * seg["length"]
+            size = sum(seg["blocks"]) if compressed else seg["channels"] * seg["length"]
             if seg["offset"] != position:
                 report.error(at, f"offset {seg['offset']}, expected {position} (segments must be contiguous)")
             position = seg["offset"] + size
             if array is None:
                 continue
             if position > array.shape[0]:
-                report.error(at, f"ends at element {position}, the file holds {array.shape[0]}")
+                report.error(at, f"ends at {unit} {position}, the file holds {array.shape[0]}")
                 continue
-            _check_levels(at, seg, array[seg["offset"]:position], levels, report)
+            if not compressed:
+                _check_levels(at, seg, array[seg["offset"]:position], levels, report)
+                continue
+            starts = seg["offset"] + np.concatenate([[0], np.cumsum(seg["blocks"][:-1], dtype=np.int64)])
+            pieces = [array[int(start):int(start) + length] for start, length in zip(starts, seg["blocks"])]
+            try:
+                decoded = decode_run(spec.codec, pieces, sample_rate, seg["channels"], seg["length"],
+                                     spec.block_frames)
+            except CorruptBlock as err:
+                report.error(at, f"{spec.codec} {err}")
+                continue
+            # a lossy codec's overshoot is no clipping of the input
+            _check_levels(at, seg, decoded, levels, report, f" from the decoded {spec.codec} blocks",
+                          count_clipping=codec(spec.codec).lossless)
     if array is not None and position != array.shape[0]:
-        report.error(file_path, f"index covers {position} elements, the file holds {array.shape[0]}")
+        report.error(file_path, f"index covers {position} {unit}s, the file holds {array.shape[0]}")
 
 
 def _check_levels(at: str, seg: dict, samples: np.ndarray, levels: dict, report: PackReport, source: str = "",
@@ -273,39 +288,6 @@ def _check_levels(at: str, seg: dict, samples: np.ndarray, levels: dict, report:
         if clipped:
             levels["full_scale"] += clipped
             report.warn(at, f"{clipped} sample(s) at int16 full scale: the input itself was clipped")
-
-
-def _check_compressed_stream(file_path: str, spec: StreamSpec, sample_rate: int, records: list[dict],
-                             array: np.ndarray | None, levels: dict, report: PackReport) -> None:
-    """Byte offsets contiguous and in bounds; every segment decoded, block by block, to exactly its frames, and
-    its statistics recomputed from the decoded int16 and equal (format 1.4: they describe what a reader
-    decodes)."""
-    position = 0
-    for record in records:
-        for slot, seg in enumerate(record["streams"][spec.name]):
-            at = f"{file_path} key {record['key']!r} {spec.name}[{slot}]"
-            size = sum(seg["blocks"])
-            if seg["offset"] != position:
-                report.error(at, f"offset {seg['offset']}, expected {position} (segments must be contiguous)")
-            position = seg["offset"] + size
-            if array is None:
-                continue
-            if position > array.shape[0]:
-                report.error(at, f"ends at byte {position}, the file holds {array.shape[0]}")
-                continue
-            starts = seg["offset"] + np.concatenate([[0], np.cumsum(seg["blocks"][:-1], dtype=np.int64)])
-            pieces = [array[int(start):int(start) + length] for start, length in zip(starts, seg["blocks"])]
-            try:
-                decoded = decode_run(spec.codec, pieces, sample_rate, seg["channels"], seg["length"],
-                                     spec.block_frames)
-            except CorruptBlock as err:
-                report.error(at, f"{spec.codec} {err}")
-                continue
-            # a lossy codec's overshoot is no clipping of the input
-            _check_levels(at, seg, decoded, levels, report, f" from the decoded {spec.codec} blocks",
-                          count_clipping=codec(spec.codec).lossless)
-    if array is not None and position != array.shape[0]:
-        report.error(file_path, f"index covers {position} bytes, the file holds {array.shape[0]}")
 
 
 def _check_digests(checked: CheckedFiles, directory: str, records: list[dict], arrays: dict) -> None:
