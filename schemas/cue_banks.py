@@ -12,7 +12,8 @@ representation").
 A bank is one directory ``PACK/cues/<cue>/``::
 
     meta.json          {"type", "format", "keys", "entries", "items", "resource": {"path", "sha256"},
-                        "sample_rate"? (at_pack_rate rows), "fields"? (fields: the field names, sorted)}
+                        "sample_rate"? (at_pack_rate rows), "fields"? (fields: the field names, sorted),
+                        "codec"?, "block_frames"?, "digests"? (compressed waveform banks, below)}
     lookup_keys.npy    |S<n>  the resource's lookup keys, sorted (UTF-8 bytes), unique
     lookup_first.npy   <i8    per key: its first row of entries
     lookup_count.npy   <i8    per key: its number of entries (1 for dict-valued resources)
@@ -37,11 +38,32 @@ key order (``lookup_first`` is the running sum of ``lookup_count``, every count 
 item below ``meta.items``; every item's payload lies inside ``data.npy``.  Items are numbered in the order they are
 first reached walking the sorted keys and their entries, so equal resources give byte-identical banks.
 
+**Compressed enrollment audio (format 1.4).**  A ``waveform`` bank (the only row whose ``compressible`` is set)
+may store its audio as blocks, exactly as docs/format.md's "Compressed audio streams" stores a pack's audio
+stream.  Then ``meta.json`` carries three more keys (all three or none; none = pcm16, every older bank):
+``"codec"`` (``"flac"`` or ``"opus"``), ``"block_frames"`` (int > 0, frames per channel in each block) and
+``"digests"`` (``"blake2b-128"``); ``data.npy`` is 1-D ``|u1``, the items' blocks back to back in item order; an
+item's ``offset`` is the **byte** offset of its first block; and the bank has two more files::
+
+    blocks.npy         <i8    every block's byte size, items in item order: item i owns the next
+                              ceil(length_i / block_frames) rows (block b of an item holds its frames
+                              [b * block_frames, min((b + 1) * block_frames, length)) of every channel)
+    digests.npy        |u1    [blocks, 16]: hashlib.blake2b(block, digest_size=16).digest() of each block, in the
+                              order of blocks.npy
+
+Each block is one complete, independently decodable file (a FLAC stream, 16-bit, or an Ogg Opus stream: the
+format's "Blocks"), of ``channels`` channels at ``meta.sample_rate``, decoding to exactly its frame count.  Items
+are contiguous: item 0 starts at byte 0, item ``i + 1`` where item ``i``'s blocks end, and ``data.npy`` holds
+exactly the sum of ``blocks.npy``.  The stored samples of a compressed item are its decoded int16 values (for
+flac those of the pcm16 bank, bit for bit), decoding as ``v / 32768 * scale`` as before.  A reader checks a
+block's digest before it decodes it.  A bank is compressed when its build or convert chose ``--codec flac|opus``
+(the pack is then format 1.4); its ``data.npy`` is still verified whole by its sha256 in ``dataset.json``.
+
 Payloads, per representation (item ``i`` is ``items[i]``):
 
 ``waveform``             ``data[offset : offset + channels * length]`` as ``[channels, length]`` int16 at the pack's
                          sample rate (``meta.sample_rate``), decoding as ``v / 32768 * scale``; every channel of the
-                         file is kept.
+                         file is kept.  Compressed (``meta.codec``): the item's blocks, decoded (above).
 ``spk_embedding``        ``data[row]``: float32 ``[D]`` (``data`` is ``[items, D]``; ``[1, D]`` inputs are squeezed).
 ``raw_video``            uint8 RGB ``[frames, height, width, 3]`` (decoded with PyAV at build time) and its average
                          frame rate ``fps``.
@@ -71,6 +93,7 @@ from typing import BinaryIO, Callable, Protocol
 
 import numpy as np
 
+from speechpack.schemas.constants import COMPRESSED_CODECS, COMPRESSED_DTYPE, DIGEST_ALGORITHM, DIGEST_SIZE
 from speechpack.schemas.documents import parse_json
 from speechpack.schemas.npyfile import NpyHeader, read_npy_header, read_npy_header_from
 
@@ -90,6 +113,11 @@ BANK_FILES = (META_NAME, LOOKUP_KEYS_NAME, LOOKUP_FIRST_NAME, LOOKUP_COUNT_NAME,
 WORDS_NAME = "words.npy"
 KEYWORDS_NAME = "keywords.npy"
 VALUES_NAME = "values.npy"
+#: The files a compressed waveform bank adds (``meta.json`` ``codec``): block sizes and block digests.
+BLOCKS_NAME = "blocks.npy"
+DIGESTS_NAME = "digests.npy"
+#: ``meta.json`` keys of a compressed bank: all of them or none.
+CODEC_META_KEYS = ("codec", "block_frames", "digests")
 
 #: Dtype of lookup_first, lookup_count, entries and keywords, and of ``cues/labels/labels.npy``.
 INDEX_DTYPE = np.dtype("<i8")
@@ -117,10 +145,46 @@ def flat_size(data_shape: tuple[int, ...]) -> int:
 
 def _check_waveform(at, meta, arrays, data_shape) -> list[Issue]:
     items = arrays[ITEMS_NAME]
+    if bank_codec(meta) is not None:
+        return _check_blocks(at, meta, arrays, data_shape)
     bad = ((items["channels"] < 1) | (items["length"] < 1) | ~(items["scale"] > 0) | ~np.isfinite(items["scale"])
            | outside(items["offset"], items["channels"].astype(np.float64) * items["length"], flat_size(data_shape)))
     return [(at[ITEMS_NAME], f"{int(bad.sum())} item(s) with a bad shape or scale, or outside data.npy")] if bad.any() \
         else []
+
+
+def _check_blocks(at, meta, arrays, data_shape) -> list[Issue]:
+    """A compressed waveform bank: item shapes, the blocks each item's length needs, their sizes summing to
+    ``data.npy``, items contiguous in item order, a digest per block (float64 sums: no overflow on corrupt
+    values)."""
+    items, sizes, digests = arrays[ITEMS_NAME], arrays[BLOCKS_NAME], arrays[DIGESTS_NAME]
+    bad = (items["channels"] < 1) | (items["length"] < 1) | ~(items["scale"] > 0) | ~np.isfinite(items["scale"])
+    if bad.any():
+        return [(at[ITEMS_NAME], f"{int(bad.sum())} item(s) with a bad shape or scale")]
+    counts = np.ceil(items["length"].astype(np.float64) / meta["block_frames"])
+    needed = float(counts.sum())
+    if needed != len(sizes):
+        return [(at[BLOCKS_NAME], f"{len(sizes)} block sizes, the items' lengths need {needed:.0f} "
+                                  f"(ceil(length / {meta['block_frames']}) each)")]
+    if len(sizes) and int(sizes.min()) <= 0:
+        row = int(np.flatnonzero(sizes <= 0)[0])
+        return [(at[BLOCKS_NAME], f"row {row}: block of {int(sizes[row])} bytes (a block is a whole encoded file)")]
+    total = float(sizes.astype(np.float64).sum())
+    if total != flat_size(data_shape):
+        return [(at[BLOCKS_NAME], f"the block sizes sum to {total:.0f} bytes, data.npy holds "
+                                  f"{flat_size(data_shape)}")]
+    before = np.zeros(len(sizes) + 1, dtype=np.float64)
+    np.cumsum(sizes.astype(np.float64), out=before[1:])
+    first = np.zeros(len(items), dtype=np.int64)
+    np.cumsum(counts[:-1].astype(np.int64), out=first[1:])
+    wrong = np.flatnonzero(items["offset"].astype(np.float64) != before[first])
+    if len(wrong):
+        return [(at[ITEMS_NAME], f"item {int(wrong[0])}: offset {int(items['offset'][wrong[0]])}, its blocks start "
+                                 f"at byte {before[first[wrong[0]]]:.0f} (items are stored contiguously, in order)")]
+    if digests.shape != (len(sizes), DIGEST_SIZE):
+        return [(at[DIGESTS_NAME], f"shape {list(digests.shape)}, expected [{len(sizes)}, {DIGEST_SIZE}] (one "
+                                   f"digest per block)")]
+    return []
 
 
 def _check_spk_embedding(at, meta, arrays, data_shape) -> list[Issue]:
@@ -214,6 +278,7 @@ class RepresentationSpec:
     ``extra_arrays``      its files beyond ``BANK_FILES``.
     ``dict_valued``       its resource maps a lookup key to one dict (one entry per key), not to a non-empty list.
     ``at_pack_rate``      its payload is audio stored at the pack's sample rate, which ``meta.json`` records.
+    ``codec_arrays``      the files a compressed bank adds (``meta.json`` ``codec``); empty: never compressed.
     """
 
     type: str
@@ -225,6 +290,7 @@ class RepresentationSpec:
     extra_arrays: tuple[BankArray, ...] = ()
     dict_valued: bool = False
     at_pack_rate: bool = False
+    codec_arrays: tuple[BankArray, ...] = ()
 
     @property
     def name(self) -> str:
@@ -232,13 +298,22 @@ class RepresentationSpec:
 
     @property
     def files(self) -> tuple[str, ...]:
-        """Every file of a bank of this representation."""
+        """Every file of a pcm16 bank of this representation."""
         return BANK_FILES + tuple(array.name for array in self.extra_arrays)
+
+    def files_of(self, meta: dict | None) -> tuple[str, ...]:
+        """Every file of the bank whose ``meta.json`` is ``meta``: a compressed bank's codec arrays too."""
+        return self.files + tuple(a.name for a in self.codec_arrays) if is_compressed(meta) else self.files
+
+    def payload_dtype_of(self, meta: dict | None) -> np.dtype:
+        """``data.npy``'s dtype in the bank whose ``meta.json`` is ``meta``."""
+        return COMPRESSED_DTYPE if is_compressed(meta) else self.payload_dtype
 
 
 _ROWS = (
     RepresentationSpec(
         "wav", "waveform", cues=("audio",), payload_check=_check_waveform, at_pack_rate=True,
+        codec_arrays=(BankArray(BLOCKS_NAME, INDEX_DTYPE), BankArray(DIGESTS_NAME, COMPRESSED_DTYPE, ndim=2)),
         item_dtype=np.dtype([("offset", "<i8"), ("channels", "<i4"), ("length", "<i8"), ("scale", "<f8"),
                              ("orig_sample_rate", "<i4")]),
         payload_dtype=np.dtype("<i2")),  # flat, channel-major; decodes as v / 32768 * scale
@@ -288,6 +363,39 @@ def representations_for(cue: str) -> list[RepresentationSpec]:
     return [row for row in REPRESENTATION_SPECS.values() if cue in row.cues]
 
 
+def is_compressed(meta: dict | None) -> bool:
+    """Whether ``meta.json`` declares compressed audio (any codec key present, checked by :func:`codec_issues`)."""
+    return isinstance(meta, dict) and any(key in meta for key in CODEC_META_KEYS)
+
+
+def bank_codec(meta: dict | None) -> str | None:
+    """The codec of a bank's audio (``flac``, ``opus``), or None for pcm16 (and for a bank without audio)."""
+    return meta.get("codec") if is_compressed(meta) else None
+
+
+def codec_issues(path: str, row: "RepresentationSpec", meta: dict) -> list[Issue]:
+    """``meta.json``'s codec keys (``path``: its file): all three or none, on a row that can be compressed, of
+    the values the format allows."""
+    if not is_compressed(meta):
+        return []
+    if not row.codec_arrays:
+        return [(path, f"a {row.name} bank has no codec (only waveform banks store compressed audio), got "
+                       f"{', '.join(k for k in CODEC_META_KEYS if k in meta)}")]
+    missing = [key for key in CODEC_META_KEYS if key not in meta]
+    if missing:
+        return [(path, f"a compressed bank declares codec, block_frames and digests; {', '.join(missing)} missing")]
+    issues = []
+    if meta["codec"] not in COMPRESSED_CODECS:
+        issues.append((path, f"codec is {meta['codec']!r}, expected one of {', '.join(COMPRESSED_CODECS)} (absent: "
+                             f"pcm16)"))
+    frames = meta["block_frames"]
+    if isinstance(frames, bool) or not isinstance(frames, int) or frames < 1:
+        issues.append((path, f"block_frames is {frames!r}, expected an integer > 0"))
+    if meta["digests"] != DIGEST_ALGORITHM:
+        issues.append((path, f"digests is {meta['digests']!r}, expected {DIGEST_ALGORITHM!r}"))
+    return issues
+
+
 class BankedCue(Protocol):
     """What the bank checks read of a cue: its ``cues.yaml`` pair and its row (``schemas.cues.CueSpec`` is one;
     naming the protocol here keeps this module below ``schemas.cues``, which reads the table above)."""
@@ -335,9 +443,13 @@ class BankDirectory:
         return read_npy_header(path), os.path.getsize(path)
 
 
-def data_header_issues(path: str, spec: BankedCue, header: NpyHeader, size: int) -> list[Issue]:
-    """``data.npy``'s header (of a file of ``size`` bytes) against the representation's payload dtype."""
-    expected = spec.representation_spec.payload_dtype
+def data_header_issues(path: str, spec: BankedCue, header: NpyHeader, size: int,
+                       meta: dict | None = None) -> list[Issue]:
+    """``data.npy``'s header (of a file of ``size`` bytes) against the payload dtype of the representation (of a
+    compressed bank, whose ``meta.json`` is ``meta``: ``|u1``, 1-D)."""
+    expected = spec.representation_spec.payload_dtype_of(meta)
+    if is_compressed(meta) and len(header.shape) != 1:
+        return [(path, f"shape {list(header.shape)}, a compressed bank's data.npy is 1-D (its blocks' bytes)")]
     if header.fortran_order:
         return [(path, "cannot read .npy (Fortran-ordered array)")]
     if header.dtype != expected:
@@ -363,9 +475,12 @@ def read_bank(directory: str, spec: BankedCue, sample_rate: int, source: BankSou
             raise ValueError(f"expected an object, got {type(meta).__name__}")
     except (OSError, UnicodeDecodeError, ValueError) as err:
         return None, [(meta_path, f"cannot read ({err})")]
+    issues += codec_issues(meta_path, spec.representation_spec, meta)
+    if issues:
+        return None, issues
     arrays = {}
     data_shape: tuple[int, ...] | None = None
-    for name in spec.representation_spec.files:
+    for name in spec.representation_spec.files_of(meta):
         path = os.path.join(directory, name)
         if name in (META_NAME, SOURCES_NAME) or name == DATA_NAME and not with_data:
             continue
@@ -373,7 +488,7 @@ def read_bank(directory: str, spec: BankedCue, sample_rate: int, source: BankSou
             if name == DATA_NAME:  # its header only: the payload is mapped when read
                 header, size = source.npy_header(name)
                 data_shape = tuple(header.shape)
-                issues += data_header_issues(path, spec, header, size)
+                issues += data_header_issues(path, spec, header, size, meta)
             else:
                 with source.open(name) as fp:
                     arrays[name] = np.load(fp, allow_pickle=False)
@@ -388,10 +503,10 @@ def read_bank(directory: str, spec: BankedCue, sample_rate: int, source: BankSou
 def payload_issues(directory: str, spec: BankedCue, files: BankFiles, header: NpyHeader, size: int) -> list[Issue]:
     """What :func:`read_bank` checks of ``data.npy`` when it reads it: its header (of a file of ``size`` bytes) and
     every item's payload inside it; for a bank opened without it (``with_data`` False), run when it is mapped."""
-    found = data_header_issues(os.path.join(directory, DATA_NAME), spec, header, size)
+    found = data_header_issues(os.path.join(directory, DATA_NAME), spec, header, size, files.meta)
     if found:
         return found
-    at = {name: os.path.join(directory, name) for name in spec.representation_spec.files}
+    at = {name: os.path.join(directory, name) for name in spec.representation_spec.files_of(files.meta)}
     return spec.representation_spec.payload_check(at, files.meta, files.arrays, tuple(header.shape))
 
 
@@ -404,7 +519,7 @@ def _dtype_issues(directory: str, spec: BankedCue, arrays: dict[str, np.ndarray]
     row = spec.representation_spec
     expected = {name: (INDEX_DTYPE, 1) for name in (LOOKUP_FIRST_NAME, LOOKUP_COUNT_NAME, ENTRIES_NAME)}
     expected[ITEMS_NAME] = (row.item_dtype, 1)
-    expected.update({array.name: (array.dtype, array.ndim) for array in row.extra_arrays})
+    expected.update({array.name: (array.dtype, array.ndim) for array in row.extra_arrays + row.codec_arrays})
     issues = []
     for name, array in arrays.items():
         if name in (LOOKUP_KEYS_NAME, ENTRY_UTT_IDS_NAME):
@@ -422,7 +537,7 @@ def bank_issues(directory: str, spec: BankedCue, files: BankFiles, sample_rate: 
     """The bank invariants of ``schemas/cue_banks.py``: meta, dtypes, sorted unique keys, entry runs, item bounds."""
     row = spec.representation_spec
     meta, arrays = files.meta, files.arrays
-    at = {name: os.path.join(directory, name) for name in row.files}
+    at = {name: os.path.join(directory, name) for name in row.files_of(meta)}
     issues = _dtype_issues(directory, spec, arrays)
     if issues:
         return issues
@@ -456,6 +571,7 @@ def bank_issues(directory: str, spec: BankedCue, files: BankFiles, sample_rate: 
     return issues
 
 
-__all__ = ["FIELD_VALUE_DTYPE", "INDEX_DTYPE", "REPRESENTATION_SPECS", "WORD_DTYPE", "BankDirectory", "BankFiles",
-           "BankSource", "Issue", "RepresentationSpec", "data_header_issues", "npy_header_of", "outside",
-           "payload_issues", "read_bank", "representation_of", "representation_spec", "representations_for"]
+__all__ = ["BLOCKS_NAME", "CODEC_META_KEYS", "DIGESTS_NAME", "FIELD_VALUE_DTYPE", "INDEX_DTYPE", "REPRESENTATION_SPECS",
+           "WORD_DTYPE", "BankDirectory", "BankFiles", "BankSource", "Issue", "RepresentationSpec", "bank_codec",
+           "codec_issues", "data_header_issues", "is_compressed", "npy_header_of", "outside", "payload_issues",
+           "read_bank", "representation_of", "representation_spec", "representations_for"]

@@ -19,6 +19,12 @@ What an item *is* differs per representation: :data:`READERS` holds one small re
 ``schemas.cue_banks.REPRESENTATION_SPECS`` (a new representation adds its function here; docs/extending.md).  What
 a training batch makes of an item (cut to the row's chunk, resampled, selected) is the TSE task's
 (``loader/tse/cues/values.py``).
+
+A waveform bank stored with a codec (format 1.4, ``schemas/cue_banks.py``, "Compressed enrollment audio") is read
+through the pack streams' block API (``loader.pack.blocks``: ``BlockTable`` for where each block lies,
+``decode_block`` for libsndfile): ``read`` decodes the item's blocks where it runs (the DataLoader's workers), each
+block's bytes checked against its digest first, so a flipped byte is a ``CorruptBlock`` naming the bank file,
+item and block, never garbage audio; FLAC gives the pcm16 bank's int16 bit for bit.
 """
 
 from __future__ import annotations
@@ -33,10 +39,13 @@ from typing import Any, BinaryIO, Callable
 
 import numpy as np
 
+from speechpack.loader.pack.blocks import BlockTable, CorruptBlock, check_digest, decode_block
 from speechpack.loader.pack.files import DirectoryPackFiles, PackFiles, stream_from_bytes
-from speechpack.schemas.constants import AUDIO_FULL_SCALE, MANIFEST_NAME
+from speechpack.schemas.constants import AUDIO_FULL_SCALE, CODEC_PCM16, MANIFEST_NAME
 from speechpack.schemas.cue_banks import (
+    BLOCKS_NAME,
     DATA_NAME,
+    DIGESTS_NAME,
     ENTRIES_NAME,
     ENTRY_UTT_IDS_NAME,
     ITEMS_NAME,
@@ -49,6 +58,7 @@ from speechpack.schemas.cue_banks import (
     WORDS_NAME,
     BankFiles,
     Issue,
+    bank_codec,
     npy_header_of,
     payload_issues,
     read_bank,
@@ -113,6 +123,16 @@ class CueBank:
         #: The row's extra arrays by file name (``words.npy``, ``keywords.npy``, ``values.npy``...).
         self.extra: dict[str, np.ndarray] = {array.name: arrays[array.name] for array in row.extra_arrays}
         self._data: np.ndarray | None = None
+        #: The codec of a compressed waveform bank (``flac``, ``opus``), else ``pcm16``; then ``blocks`` says where
+        #: each item's blocks lie in ``data.npy`` and ``digests`` is each block's digest.
+        self.codec = bank_codec(files.meta) or CODEC_PCM16
+        self.blocks: BlockTable | None = None
+        self.digests: np.ndarray | None = None
+        if self.codec != CODEC_PCM16:
+            self.blocks = BlockTable.of(self.codec, int(files.meta["block_frames"]), self._items["offset"],
+                                        self._items["length"], arrays[BLOCKS_NAME],
+                                        os.path.join(directory, BLOCKS_NAME))
+            self.digests = arrays[DIGESTS_NAME]
         #: A bank not in a local directory: its files, and its index as opened (``data.npy`` is checked against it
         #: when it is mapped).
         self._stored = stored
@@ -178,16 +198,40 @@ class CueBank:
         """Column ``name`` of ``items.npy`` at ``item`` (the read functions read through it)."""
         return self._items[name][item]
 
+    def stored_waveform(self, item: int) -> np.ndarray:
+        """Item ``item`` of a waveform bank as its stored int16 ``[C, T]``: a view of the mapping (pcm16), or its
+        blocks decoded, each checked against its digest first (compressed; module docstring)."""
+        if not 0 <= item < self.num_items:
+            raise IndexError(f"cue {self.name!r} has {self.num_items} items; asked for {item}")
+        data = self.data()
+        offset, channels, length = (int(self.field(n, item)) for n in ("offset", "channels", "length"))
+        if self.blocks is None:
+            return data[offset:offset + channels * length].reshape(channels, length)
+        table, rate = self.blocks, self.sample_rate
+        where = f"{os.path.join(self.directory, DATA_NAME)} item {item} (cue {self.name!r})"
+        parts = []
+        for block in range(int(table.first[item]), int(table.first[item + 1])):
+            start, size = int(table.start[block]), int(table.size[block])
+            piece = data[start:start + size]
+            index = block - int(table.first[item])
+            if not check_digest(piece, self.digests[block]):
+                raise CorruptBlock(f"bytes differ from their digest ({DIGESTS_NAME} row {block})", index, where)
+            frames = min(table.block_frames, length - index * table.block_frames)
+            try:
+                parts.append(decode_block(table.codec, piece.tobytes(), channels, frames, rate))
+            except CorruptBlock as err:
+                raise CorruptBlock(err.reason, index, where) from None
+        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+
 
 # ------------------------------------------------------------------------------------------------ read functions
 # One per representation: ``(bank, item, mapped data.npy) -> the item``, in WeSep's resource shape; the layouts are
 # specified in schemas/cue_banks.py.
 
 def read_waveform(bank: CueBank, item: int, data: np.ndarray) -> np.ndarray:
-    """The item's audio, float32 ``[C, T]`` at the bank's rate (a copy)."""
-    offset, channels, length = (int(bank.field(n, item)) for n in ("offset", "channels", "length"))
+    """The item's audio, float32 ``[C, T]`` at the bank's rate (a copy; a compressed bank's blocks decoded)."""
     factor = np.float32(float(bank.field("scale", item)) / AUDIO_FULL_SCALE)
-    return data[offset:offset + channels * length].reshape(channels, length).astype(np.float32) * factor
+    return bank.stored_waveform(item).astype(np.float32) * factor
 
 
 def read_spk_embedding(bank: CueBank, item: int, data: np.ndarray) -> np.ndarray:
@@ -364,7 +408,7 @@ class StoredCueFiles:
         if found:
             _raise(found)
         row_shape = tuple(header.shape[1:])
-        dtype = spec.representation_spec.payload_dtype.str
+        dtype = spec.representation_spec.payload_dtype_of(opened.meta).str
         if data is None:
             mapped = self.files.stream(rel, dtype, row_shape)
         else:
@@ -381,6 +425,8 @@ class _StoredBank:
         self.data = data
 
     def open(self, name: str) -> BinaryIO:
+        if name not in self.data:  # a file the bank's meta.json needs that dataset.json does not list
+            raise FileNotFoundError(f"{name}: not listed in {MANIFEST_NAME}")
         return io.BytesIO(self.data[name])
 
     def npy_header(self, name: str) -> tuple[NpyHeader, int]:
@@ -422,12 +468,20 @@ def open_cues(path: str | PackFiles, manifest: Manifest) -> PackCues:
         files, found = read_bank(directory, spec, manifest.sample_rate)
         if found:
             _raise(found)
+        _check_listed(directory, spec, files, manifest)
         banks[spec.name] = CueBank(directory, spec, files, manifest.sample_rate)
     labels = None
     if config.speaker_label_resource is not None:
         directory = os.path.join(root, LABELS_DIR)
         labels = _speaker_labels(directory, lambda name: os.path.join(directory, name))
     return PackCues(config=config, banks=banks, labels=labels)
+
+
+def _check_listed(directory: str, spec: CueSpec, files: BankFiles, manifest: Manifest) -> None:
+    """Every file the bank's ``meta.json`` makes part of it (a compressed bank's blocks and digests) is listed."""
+    unlisted = [f for f in spec.representation_spec.files_of(files.meta) if f"{spec.name}/{f}" not in manifest.cues]
+    if unlisted:
+        _raise([(directory, f"{', '.join(unlisted)} not listed in dataset.json")])
 
 
 def _speaker_labels(directory: str, source: Callable[[str], Any]) -> SpeakerLabels:
@@ -466,10 +520,14 @@ def _open_stored_cues(files: PackFiles, manifest: Manifest) -> PackCues:
         unlisted = [f for f in spec.representation_spec.files if f"{spec.name}/{f}" not in manifest.cues]
         if unlisted:
             _raise([(directory, f"{', '.join(unlisted)} not listed in dataset.json")])
-        index = stored.bank(spec.name, tuple(f for f in spec.representation_spec.files if f not in _NOT_OPENED))
+        row = spec.representation_spec
+        index = stored.bank(spec.name, tuple(f for f in row.files + tuple(a.name for a in row.codec_arrays)
+                                             if f not in _NOT_OPENED and (f in row.files
+                                                                          or f"{spec.name}/{f}" in manifest.cues)))
         bank_files, found = read_bank(directory, spec, manifest.sample_rate, index, with_data=False)
         if found:
             _raise(found)
+        _check_listed(directory, spec, bank_files, manifest)
         banks[spec.name] = CueBank(directory, spec, bank_files, manifest.sample_rate, stored)
     labels = None
     if config.speaker_label_resource is not None:

@@ -336,7 +336,8 @@ def _plan_and_build(items: Sequence, problems: list, plan: Callable, load: Calla
     if cues is not None and (options.shards is None or options.shards.builds_cues):
         # decoded even after bad lines, to report every problem in one pass
         cue_files, cue_problems = write_cues(cues, options.out, options.workers, options.progress,
-                                             desc=f"{TOOL_NAME} {command}: cues", pool=pool)
+                                             desc=f"{TOOL_NAME} {command}: cues", pool=pool,
+                                             encoding=build_plan.encoding)
         if fingerprint is not None and not cue_problems:
             write_cues_receipt(options.out, fingerprint, cue_files)
     if cue_problems or (problems and not options.skip_bad):

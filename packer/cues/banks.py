@@ -19,12 +19,13 @@ from __future__ import annotations
 import functools
 import itertools
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 from tqdm import tqdm
 
+from speechpack.packer.build.encoding import PCM16, Encoding
 from speechpack.packer.build.executor import map_in_order
 from speechpack.packer.cues.writers import (
     DaeKeywordPhonemeWriter,
@@ -309,12 +310,15 @@ def _counted(results, bar: tqdm):
 
 
 def write_cues(build: CueBuild, pack_dir: str, workers: int, progress: bool = False,
-               desc: str = "cues", pool=None) -> tuple[dict[str, FileEntry], list[CueProblem]]:
+               desc: str = "cues", pool=None, encoding: Encoding = PCM16) -> tuple[dict[str, FileEntry],
+                                                                           list[CueProblem]]:
     """Decode every item (in ``workers`` processes: the build's ``pool`` when given) and write ``PACK/cues/``
-    under a temporary name, renamed into place only when nothing was wrong.  Returns the manifest's file list
+    under a temporary name, renamed into place only when nothing was wrong; enrollment audio is stored with
+    ``encoding`` (the build's ``--codec``: encoded in the workers too).  Returns the manifest's file list
     (``/``-separated paths) and every problem, including ``build.problems``; with problems, the temporary
     directory is left for the caller's clean-up."""
     problems = list(build.problems)
+    build = replace(build, context=replace(build.context, encoding=encoding))
     temp, final = fresh_temp_dir(pack_dir, CUES_DIR)
     with open(os.path.join(temp, CUES_YAML), "wb") as fp:
         fp.write(build.yaml_bytes)  # verbatim: comments, order and all

@@ -12,7 +12,8 @@ A writer (one subclass per representation, registered in ``packer.cues.banks.WRI
 - ``load(source, context)``: read one item (runs in a worker process; raise ``CueInputError`` for bad input);
 - an instance per bank being written, ``Writer(directory, context)``: ``add(source, loaded)`` per item in bank
   order, then ``finish() -> dict`` (extra ``meta.json`` keys) or ``abort()``; :class:`FlatWriter` streams a flat
-  ``data.npy`` and writes ``items.npy`` from ``rows``;
+  ``data.npy`` and writes ``items.npy`` from ``rows`` (``data.npy`` of the row's payload dtype, or the one it is given: a compressed
+  waveform bank's bytes);
 - ``provenance(source) -> dict``: the item's ``sources.json`` record (default: its path).
 """
 
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from speechpack.packer.cues.resource import CueInputError, EntryContext, ItemSource, entry_path, entry_utt_id
+from speechpack.packer.build.encoding import PCM16, Encoding
 from speechpack.packer.build.streams import NpyStream
 from speechpack.packer.files import save_npy
 from speechpack.schemas.cue_banks import DATA_NAME, ITEMS_NAME, RepresentationSpec, representation_spec
@@ -35,6 +37,8 @@ class LoadContext:
 
     sample_rate: int  # Hz of stored waveforms: the pack's rate
     allow_pickle: bool  # unpickle spatial resources that are pickled dicts (--allow-pickle)
+    #: How enrollment audio is stored: the build's ``--codec`` (``packer.build.encoding``; set by ``write_cues``).
+    encoding: Encoding = PCM16
 
 
 def read_npy(path: str) -> np.ndarray:
@@ -102,9 +106,11 @@ class CueWriter:
 class FlatWriter(CueWriter):
     """``items.npy`` rows in memory, ``data.npy`` streamed: flat, or rows of ``row_shape``."""
 
-    def __init__(self, directory: str, context: LoadContext, row_shape: tuple[int, ...] = ()):
+    def __init__(self, directory: str, context: LoadContext, row_shape: tuple[int, ...] = (),
+                 dtype: np.dtype | None = None):
         super().__init__(directory, context)
-        self._data = NpyStream(os.path.join(directory, DATA_NAME), self.row.payload_dtype, None, row_shape)
+        self._data = NpyStream(os.path.join(directory, DATA_NAME), self.row.payload_dtype if dtype is None else dtype,
+                               None, row_shape)
 
     def append(self, array: np.ndarray) -> int:
         """Append to ``data.npy``; return the offset (in elements, or rows) where ``array`` starts."""

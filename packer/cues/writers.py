@@ -28,7 +28,9 @@ whether the item has it and where its values are.
 ``wav/waveform``: enrollment recordings, decoded, resampled to the pack's rate and stored as int16.  Resource value:
 a list of ``{"utt_id", "path"}``.  Decoding, resampling (soxr) and quantisation are the ones the pack's own audio
 goes through (``packer.audio``), so an enrollment reads back exactly like a target would.  Every channel of the
-file is kept (WeSep hands the processor ``[C, T]``).
+file is kept (WeSep hands the processor ``[C, T]``).  With the build's ``--codec flac|opus`` the int16 is encoded
+in blocks in the worker that decoded it (``packer.build.encoding.encode_audio``, the pack audio's own encoder), and
+the bank stores the blocks, their sizes and digests (``schemas/cue_banks.py``, "Compressed enrollment audio").
 
 ``mp4/raw_video``: face videos decoded once, at build time, to uint8 RGB frames.  Resource value: a list of
 ``{"utt_id", "path"}``.  WeSep decodes with ``torchvision.io.read_video`` in every epoch; here PyAV decodes each
@@ -55,7 +57,9 @@ import os
 import numpy as np
 from numpy.lib import format as npy_format
 
+from speechpack.media.codecs import EncodeError
 from speechpack.packer.audio import AudioError, StoredAudio, read_audio, resample, to_stored
+from speechpack.packer.build.encoding import EncodedAudio, encode_audio
 from speechpack.packer.build.streams import NpyStream
 from speechpack.packer.cues.payload import CueWriter, FlatWriter, LoadContext, as_float32, read_npy
 from speechpack.packer.cues.resource import (
@@ -67,8 +71,11 @@ from speechpack.packer.cues.resource import (
     entry_utt_id,
 )
 from speechpack.packer.files import save_npy
+from speechpack.schemas.constants import COMPRESSED_DTYPE, DIGEST_ALGORITHM
 from speechpack.schemas.cue_banks import (
+    BLOCKS_NAME,
     DATA_NAME,
+    DIGESTS_NAME,
     FIELD_VALUE_DTYPE,
     INDEX_DTYPE,
     KEYWORDS_NAME,
@@ -77,6 +84,8 @@ from speechpack.schemas.cue_banks import (
     WORD_DTYPE,
     representation_spec,
 )
+from speechpack.schemas.digests import digests_array
+from speechpack.schemas.errors import InternalError
 from speechpack.schemas.npyfile import read_npy_header
 
 _ZIP_MAGIC = b"PK\x03\x04"
@@ -235,25 +244,55 @@ class FieldsWriter(FlatWriter):
 
 
 class WaveformWriter(FlatWriter):
+    """pcm16: ``data.npy`` int16, offsets in samples.  Compressed (``context.encoding``): ``data.npy`` the blocks'
+    bytes, offsets in bytes, and ``blocks.npy``, ``digests.npy`` gathered as items arrive."""
+
     representation = "waveform"
 
+    def __init__(self, directory: str, context: LoadContext):
+        self.encoding = context.encoding
+        super().__init__(directory, context, dtype=COMPRESSED_DTYPE if self.encoding.compressed else None)
+        self._sizes: list[int] = []
+        self._digests: list[bytes] = []
+
     @staticmethod
-    def load(source: ItemSource, context: LoadContext) -> tuple[StoredAudio, int]:
-        """The stored audio and the file's original rate."""
+    def load(source: ItemSource, context: LoadContext) -> tuple[StoredAudio | EncodedAudio, int]:
+        """The stored audio (encoded, with a codec) and the file's original rate."""
         try:
             audio = read_audio(source.path, int16_at=context.sample_rate)
         except AudioError as err:
             raise CueInputError(err.reason) from None
-        return to_stored(resample(audio, context.sample_rate)), audio.sample_rate
+        return WaveformWriter.encode(to_stored(resample(audio, context.sample_rate)), context), audio.sample_rate
 
-    def add(self, source: ItemSource, loaded: tuple[StoredAudio, int]) -> None:
+    @staticmethod
+    def encode(stored: StoredAudio, context: LoadContext) -> StoredAudio | EncodedAudio:
+        """``stored`` as the bank keeps it: unchanged for pcm16, else its blocks (``speechpack convert`` re-encodes
+        a bank's items through here too)."""
+        if not context.encoding.compressed:
+            return stored
+        try:
+            return encode_audio(stored, context.encoding, context.sample_rate)
+        except EncodeError as err:
+            raise CueInputError(str(err)) from None
+
+    def add(self, source: ItemSource, loaded: tuple[StoredAudio | EncodedAudio, int]) -> None:
         stored, orig_rate = loaded
+        if isinstance(stored, EncodedAudio) != self.encoding.compressed:
+            raise InternalError(f"{self.directory}: a {type(stored).__name__} item in a {self.encoding.codec} bank")
         offset = self.append(stored.data)
+        if self.encoding.compressed:
+            self._sizes.extend(stored.sizes)
+            self._digests.extend(stored.block_digests())
         self.rows.append((offset, stored.channels, stored.length, stored.scale, orig_rate))
 
     def finish(self) -> dict:
         super().finish()
-        return {"sample_rate": self.context.sample_rate}
+        if not self.encoding.compressed:
+            return {"sample_rate": self.context.sample_rate}
+        save_npy(os.path.join(self.directory, BLOCKS_NAME), np.array(self._sizes, dtype=INDEX_DTYPE))
+        save_npy(os.path.join(self.directory, DIGESTS_NAME), digests_array(self._digests))
+        return {"sample_rate": self.context.sample_rate, "codec": self.encoding.codec,
+                "block_frames": self.encoding.block_frames, "digests": DIGEST_ALGORITHM}
 
 
 class RawVideoWriter(FlatWriter):

@@ -345,6 +345,11 @@ class CueFiles(ABC):
     def nonfinite(self, name: str) -> int:
         """NaN and Inf values in the float payload of ``data.npy`` ``name`` (whose header passed the bank checks)."""
 
+    @abstractmethod
+    def payload_bytes(self, name: str, start: int, stop: int) -> bytes:
+        """Bytes ``[start, stop)`` of the data of ``data.npy`` ``name`` (after its header, which passed the bank
+        checks): a compressed bank's items, read one at a time to be decoded."""
+
 
 #: Elements per chunk when scanning a float payload for NaN/Inf (bounds the temporary mask).
 SCAN_CHUNK = 1 << 24
@@ -388,6 +393,12 @@ class DirectoryCueFiles(CueFiles):
 
     def nonfinite(self, name: str) -> int:
         return count_nonfinite(np.load(self.where(name), mmap_mode="r", allow_pickle=False).reshape(-1))
+
+    def payload_bytes(self, name: str, start: int, stop: int) -> bytes:
+        path = self.where(name)
+        with open(path, "rb") as fp:
+            fp.seek(read_npy_header(path).data_offset + start)
+            return fp.read(stop - start)
 
 
 #: Bytes per range request when a cue payload is streamed from a store.
@@ -473,6 +484,10 @@ class StoreCueFiles(CueFiles):
 
     def nonfinite(self, name: str) -> int:
         return self.payloads[name][2]
+
+    def payload_bytes(self, name: str, start: int, stop: int) -> bytes:
+        offset = self.payloads[name][0].data_offset
+        return self.store.files.read_range(f"{CUES_DIR}/{name}", offset + start, offset + stop)
 
 
 #: The longest ``.npy`` header waited for while a payload streams in (numpy reads none past 10000 bytes).

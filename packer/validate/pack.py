@@ -13,7 +13,9 @@ has every piece's blake2b-128 recomputed and compared with ``digests.npy`` (nami
 block).  Speaker cues: every file of
 ``cues/`` listed, of its size and hash, and each bank as ``schemas/cue_banks.py`` specifies it (``.npy`` headers,
 sorted unique keys, entries and payloads in bounds, no NaN/Inf in float payloads; ``check_cues``, run on the pack's
-directory or on the cue objects of a pack on object storage where they lie: ``packer.validate.files.CueFiles``).
+directory or on the cue objects of a pack on object storage where they lie: ``packer.validate.files.CueFiles``);
+a compressed waveform bank has every block checked against its digest and decoded to its item's frames, an error
+naming the bank's ``data.npy``, item and block otherwise.
 The report itself (``PackReport``, its summary) is ``packer.validate.report``.
 """
 
@@ -25,6 +27,7 @@ import numpy as np
 from tqdm import tqdm
 
 from speechpack.loader.pack import DirectoryPackFiles, pack_files
+from speechpack.loader.pack.blocks import BlockTable
 from speechpack.media.codecs import CorruptBlock, codec, decode_run
 from speechpack.packer.audio.store import int16_statistics
 from speechpack.packer.validate.asd import asd_issues
@@ -44,7 +47,8 @@ from speechpack.schemas.constants import (
     TOOL_NAME,
     stream_file_name,
 )
-from speechpack.schemas.cue_banks import DATA_NAME, read_bank
+from speechpack.schemas.cue_banks import BLOCKS_NAME, DATA_NAME, ITEMS_NAME, META_NAME, bank_codec, read_bank
+from speechpack.schemas.cue_banks import DIGESTS_NAME as CUE_DIGESTS_NAME
 from speechpack.schemas.cues import CUES_YAML, LABEL_SPEAKERS_NAME, LABEL_VALUES_NAME, LABELS_DIR, label_issues
 from speechpack.schemas.digests import check_digests_header, piece_digest
 from speechpack.schemas.documents import parse_json
@@ -382,7 +386,8 @@ def check_cues(cues: CueFiles, manifest: Manifest, report: PackReport) -> dict:
     except PackFormatError as err:
         report.error(cues.where(CUES_YAML), str(err).split(": ", 1)[-1])
         return {}
-    expected = {CUES_YAML} | {f"{spec.name}/{name}" for spec in config.cues for name in spec.representation_spec.files}
+    expected = {CUES_YAML} | {f"{spec.name}/{name}" for spec in config.cues
+                              for name in spec.representation_spec.files_of(_bank_meta(cues, spec.name))}
     if config.speaker_label_resource is not None:
         expected |= {f"{LABELS_DIR}/{LABEL_SPEAKERS_NAME}", f"{LABELS_DIR}/{LABEL_VALUES_NAME}"}
     for name in sorted(expected - set(manifest.cues)):
@@ -398,6 +403,10 @@ def check_cues(cues: CueFiles, manifest: Manifest, report: PackReport) -> dict:
             continue
         summary[spec.name] = {"representation": spec.representation,
                               **{key: files.meta.get(key) for key in ("keys", "entries", "items")}}
+        if bank_codec(files.meta) is not None:
+            summary[spec.name]["codec"] = bank_codec(files.meta)
+            if not issues:
+                _check_cue_blocks(cues, spec.name, files, manifest.sample_rate, report)
         if not issues and spec.representation_spec.payload_dtype.kind == "f":
             data = f"{spec.name}/{DATA_NAME}"
             bad = cues.nonfinite(data)
@@ -414,6 +423,47 @@ def check_cues(cues: CueFiles, manifest: Manifest, report: PackReport) -> dict:
             for file_path, message in label_issues(labels_dir, speakers, labels):
                 report.error(file_path, message)
     return summary
+
+
+def _bank_meta(cues: CueFiles, cue: str) -> dict | None:
+    """Bank ``cue``'s ``meta.json`` (which files the bank has), or None when it cannot be read (``read_bank``
+    reports why)."""
+    try:
+        with cues.bank(cue).open(META_NAME) as fp:
+            meta = parse_json(fp.read(), cues.where(f"{cue}/{META_NAME}"), error=ValueError)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def _check_cue_blocks(cues: CueFiles, cue: str, files, sample_rate: int, report: PackReport) -> None:
+    """Every block of a compressed waveform bank (whose structure passed ``read_bank``): its bytes against its
+    digest, then decoded to its item's channels and frames; one item's bytes read at a time."""
+    name = f"{cue}/{DATA_NAME}"
+    where = cues.where(name)
+    items, digests = files.arrays[ITEMS_NAME], files.arrays[CUE_DIGESTS_NAME]
+    table = BlockTable.of(files.meta["codec"], files.meta["block_frames"], items["offset"], items["length"],
+                          files.arrays[BLOCKS_NAME], cues.where(f"{cue}/{BLOCKS_NAME}"))
+    ends = table.start + table.size
+    for item in range(len(items)):
+        first, stop = int(table.first[item]), int(table.first[item + 1])
+        begin, end = int(table.start[first]), int(ends[stop - 1])
+        try:
+            data = memoryview(cues.payload_bytes(name, begin, end))
+        except OSError as err:
+            report.error(where, f"item {item}: cannot read ({err})")
+            continue
+        pieces = [data[int(table.start[b]) - begin:int(ends[b]) - begin] for b in range(first, stop)]
+        bad = [b - first for b, piece in zip(range(first, stop), pieces) if piece_digest(piece) != digests[b].tobytes()]
+        if bad:
+            report.error(where, f"item {item}: block {bad[0]}: bytes differ from their digest "
+                                f"({CUE_DIGESTS_NAME} row {first + bad[0]})")
+            continue
+        try:
+            decode_run(table.codec, pieces, sample_rate, int(items["channels"][item]), int(items["length"][item]),
+                       table.block_frames)
+        except CorruptBlock as err:
+            report.error(where, f"item {item}: {err}")
 
 
 def _load_npy(cues: CueFiles, name: str) -> np.ndarray:

@@ -79,15 +79,16 @@ class CueCorpus:
         """The speaker's other slot (its other utterance)."""
         return next(s for s in self.occurrences(slot[1]) if s != slot)
 
-    def build(self, name: str, cues: dict, labels: bool = False) -> str:
-        """A pack of the list with ``cues`` (a ``cues.yaml`` ``cues`` mapping, resources by name)."""
+    def build(self, name: str, cues: dict, labels: bool = False, **options) -> str:
+        """A pack of the list with ``cues`` (a ``cues.yaml`` ``cues`` mapping, resources by name); ``options``:
+        more ``BuildOptions`` (``codec="flac"``)."""
         document = {"cues": cues}
         if labels:
             document["labels"] = {"speaker_label": {"resource": self.resources["labels"]}}
         path = self.root / f"{name}.cues.yaml"
         path.write_text(yaml.safe_dump(document), encoding="utf-8")
         out = self.root / name
-        build_wesep(str(self.case.list_path), BuildOptions(out=str(out), progress=False), cues=str(path))
+        build_wesep(str(self.case.list_path), BuildOptions(out=str(out), progress=False, **options), cues=str(path))
         return str(out)
 
 
