@@ -202,6 +202,7 @@ def _cue_figures(pack: Pack) -> dict:
             entries, per = bank.entries_of(lookups), "slot"
         counts, how_many = np.unique(entries, return_counts=True)
         figures[name] = {"representation": bank.representation, "policy_key": bank.spec.policy_key,
+                         **({"codec": bank.codec} if bank.spec.representation_spec.codec_arrays else {}),  # audio banks
                          "keys": int(len(bank.keys)), "items": int(bank.num_items),
                          "speakers_covered": int(speaker_has.sum()), "speakers": int(len(unique_speakers)),
                          "slots_covered": int(slot_has.sum()), "slots": int(len(slot_speakers)),
@@ -296,7 +297,8 @@ def _describe(f: dict) -> list[str]:
     lines.append(f"  shards: {sh['count']}; size {_percentile_text(sh['bytes'], fmt=format_bytes)}; "
                  f"samples {_percentile_text(sh['samples'], fmt='{:.0f}')}")
     for name, c in f.get("cues", {}).items():
-        lines.append(f"  cue {name}: {c['representation']} by {c['policy_key']}, {c['items']} items; speakers "
+        stored = f", {c['codec']}" if "codec" in c else ""
+        lines.append(f"  cue {name}: {c['representation']} by {c['policy_key']}, {c['items']} items{stored}; speakers "
                      f"{c['speakers_covered']}/{c['speakers']}, slots {c['slots_covered']}/{c['slots']}")
     if "asr" in f:
         a = f["asr"]

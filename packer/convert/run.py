@@ -7,14 +7,14 @@ verifies against its receipt), ``run_shard_jobs`` writes the shards in the same 
 and ``commit_build`` writes ``columns/`` and ``dataset.json`` last.  What differs from a build: the plan is read
 from the source's index records instead of probed from headers, the shard cuts are the source's (so sample ``i``
 stays in the shard it was in), and ``cues/`` is the source's, copied file by file and checked against the hashes
-its ``dataset.json`` lists, with a receipt like a build's cue banks.  Provenance names the source pack (path and
+its ``dataset.json`` lists, its enrollment audio stored again with the convert's codec (``packer.convert.cues``),
+with a receipt like a build's cue banks.  Provenance names the source pack (path and
 the sha256 of its ``dataset.json``), the convert's options and the source's own provenance.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import time
 from dataclasses import dataclass
@@ -26,13 +26,12 @@ from speechpack.packer.build.plan import BuildPlan
 from speechpack.packer.build.run import BuildSummary, keep_verified, commit_build, verify_cues
 from speechpack.packer.build.shards import run_shard_jobs, shard_jobs
 from speechpack.packer.build.state import ShardMismatch, VerifiedShard, write_cues_receipt
+from speechpack.packer.convert.cues import convert_cues
 from speechpack.packer.convert.source import load_item, open_source, pack_items, plan_item
 from speechpack.media.codecs import DEFAULT_BLOCK_SECONDS, codec
-from speechpack.packer.files import fresh_temp_dir, fsync_dir
 from speechpack.schemas import units
 from speechpack.schemas.constants import CODEC_OPUS, CODEC_PCM16, TOOL_NAME, tool_version
-from speechpack.schemas.cues import CUES_DIR
-from speechpack.schemas.errors import BuildError, InternalError, OptionError, PackFormatError, SpeechpackError
+from speechpack.schemas.errors import BuildError, InternalError, OptionError, SpeechpackError
 from speechpack.schemas.format import FileEntry
 from speechpack.schemas.line_problems import LineProblem
 
@@ -87,30 +86,6 @@ def check_apart(source: str, out: str) -> None:
     else:
         return
     raise SpeechpackError(f"{out}: {where} {source}; choose another --out (a convert never writes into its input)")
-
-
-def copy_cues(pack, out: str) -> dict[str, FileEntry]:
-    """Copy the source's ``cues/`` into ``out`` under a temporary name, each file checked against the size and
-    sha256 the source's ``dataset.json`` lists, then rename it into place; return the files as the manifest lists
-    them."""
-    temp, final = fresh_temp_dir(out, CUES_DIR)
-    for name, entry in sorted(pack.manifest.cues.items()):
-        rel = f"{CUES_DIR}/{name}"
-        raw = pack.files.read_bytes(rel)
-        if len(raw) != entry.size or hashlib.sha256(raw).hexdigest() != entry.sha256:
-            raise PackFormatError(f"{pack.files.where(rel)}: differs from the size and sha256 dataset.json lists "
-                                  f"(changed or corrupt since the pack was written)")
-        path = os.path.join(temp, *name.split("/"))
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as fp:
-            fp.write(raw)
-            fp.flush()
-            os.fsync(fp.fileno())
-    for directory, _subdirs, _names in os.walk(temp):
-        fsync_dir(directory)
-    os.replace(temp, final)
-    fsync_dir(out)
-    return dict(sorted(pack.manifest.cues.items()))
 
 
 def convert_pack(source: str, options: ConvertOptions) -> BuildSummary:
@@ -171,7 +146,7 @@ def _convert(pack, build_plan: BuildPlan, by_shard, load, options: ConvertOption
         try:
             cue_files = verify_cues(options.out, fingerprint)
         except ShardMismatch:
-            cue_files = copy_cues(pack, options.out)
+            cue_files = convert_cues(pack, options.out, build_plan.encoding)
             write_cues_receipt(options.out, fingerprint, cue_files)
     shards = dict(kept)
     shards.update((o.shard_id, VerifiedShard(o.entry, o.records, ())) for o in outcomes)
@@ -180,4 +155,4 @@ def _convert(pack, build_plan: BuildPlan, by_shard, load, options: ConvertOption
                         built=len(outcomes), kept=len(kept), planned=build_plan.num_shards)
 
 
-__all__ = ["ConvertOptions", "check_apart", "convert_pack", "copy_cues"]
+__all__ = ["ConvertOptions", "check_apart", "convert_pack"]

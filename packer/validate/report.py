@@ -66,7 +66,7 @@ class PackReport:
                          f"rescaled segments {levels['rescaled_segments']}")
         for name, bank in s.get("cues", {}).items():
             lines.append(f"     cue {name}: {bank['representation']}, {bank['keys']} keys, {bank['entries']} entries, "
-                         f"{bank['items']} items")
+                         f"{bank['items']} items" + (f", {bank['codec']}" if "codec" in bank else ""))
         if s.get("hashes_checked") is False:
             lines.append("     hashes not checked (--no-hash)")
         lines += [f"     error: {issue}" for issue in self.errors]

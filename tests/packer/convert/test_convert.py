@@ -155,19 +155,40 @@ def test_options_that_do_not_go_together_are_usage_errors(source, tmp_path):
     assert "--opus-bitrate" in result.output
 
 
-def test_cue_banks_are_carried_into_the_converted_pack(tse_split, tmp_path):
+def test_cue_banks_are_carried_into_the_converted_pack_their_enrollment_audio_re_encoded(tse_split, tmp_path):
+    """Every bank goes along; the waveform bank's audio is stored with the convert's codec (its enrollments read
+    back bit for bit from FLAC), the other banks' files are the source's; pcm16 -> flac -> pcm16 gives back the
+    source's cues byte for byte."""
     from factories.cue_split import build_split_pack
 
     source = tmp_path / "cued"
     build_split_pack(tse_split, source)
     flac, out = tmp_path / "flac", tmp_path / "converted"
-    convert(source, flac, "--codec", "flac")
-    assert open_pack(flac).manifest.cues == open_pack(source).manifest.cues
+    convert(source, flac, "--codec", "flac", "--block-seconds", "0.25")
+    compressed, reference = open_pack(flac), open_pack(source)
+    assert compressed.cues["audio"].codec == "flac" and reference.cues["audio"].codec == "pcm16"
+    bank, want = compressed.cues["audio"], reference.cues["audio"]
+    for item in range(want.num_items):
+        assert np.array_equal(bank.read(item), want.read(item))
+    for name, entry in reference.manifest.cues.items():
+        if not name.startswith("audio/") or name.endswith(("lookup_keys.npy", "entries.npy", "sources.json")):
+            assert compressed.manifest.cues[name] == entry, name
+    assert {"audio/blocks.npy", "audio/digests.npy"} <= set(compressed.manifest.cues)
+    assert (flac / "cues/audio/data.npy").stat().st_size < (source / "cues/audio/data.npy").stat().st_size
     convert(flac, out, "--codec", "pcm16", "--no-digests")
     assert stream_and_index_files(out) == stream_and_index_files(source)
-    converted, reference = open_pack(out), open_pack(source)
+    converted = open_pack(out)
     assert sorted(converted.cues) == sorted(reference.cues)
     assert converted.manifest.cues == reference.manifest.cues
+
+
+def test_a_pcm16_convert_copies_pcm16_cue_banks_as_they_are(tse_split, tmp_path):
+    from factories.cue_split import build_split_pack
+
+    source = tmp_path / "cued"
+    build_split_pack(tse_split, source)
+    convert(source, tmp_path / "digested", "--codec", "pcm16")  # digests added to the streams, cues as they were
+    assert open_pack(tmp_path / "digested").manifest.cues == open_pack(source).manifest.cues
 
 
 def test_every_kind_goes_to_flac_and_back_with_its_data_streams_as_stored(tmp_path, real_audio, wesep_list):
