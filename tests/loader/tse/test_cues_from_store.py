@@ -82,6 +82,24 @@ def test_a_cue_pack_trains_from_the_store_as_its_local_copy(s3_store, corpus, tm
     assert {cue_payload_key(local, c) for c in cues} <= set(held), "each payload is a verified cache entry"
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_cue_pack_with_flac_enrollment_audio_trains_from_the_store_as_the_pcm16_pack(s3_store, corpus, tmp_path,
+                                                                                      workers):
+    """Enrollment audio stored as FLAC blocks, fetched through the node cache and decoded in the workers: the
+    batches equal the pcm16 pack's, read locally."""
+    cues = {"audio": cue(corpus.resources["by_speaker"], "random", "spk_id"),
+            "spatial": cue(corpus.resources["track"], fields=["azimuth", "elevation"])}
+    pcm16 = corpus.build("pcm16", cues, labels=True)
+    flac = corpus.build("flac", cues, labels=True, codec="flac", block_seconds=0.25)
+    assert open_pack(flac).cues["audio"].codec == "flac"
+    url = publish(flac, f"cue-training/flac-{workers}")
+    expected = epochs(build_loader(config(pcm16, list(cues)), "train", seed=5))
+    got = epochs(build_loader(config(url, list(cues), {"dir": str(tmp_path / "cache")}), "train", seed=5,
+                              num_workers=workers))
+    assert_same_batches(expected, got)
+    assert cue_payload_key(flac, "audio") in NodeCache(str(tmp_path / "cache")).entries()
+
+
 def test_a_cue_the_experiment_does_not_use_is_never_fetched(s3_store, corpus, tmp_path):
     cues, labels = every_kind(corpus)["wave_video_track_text"]
     local = corpus.build("unused", cues, labels=labels)
