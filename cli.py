@@ -383,8 +383,8 @@ def convert_command() -> click.Command:
     @click.command("convert", help=convert_command.__doc__)
     @click.argument("pack", type=click.Path(file_okay=False, exists=True))
     @click.option("--codec", type=click.Choice(CODECS), required=True,
-                  help="Audio codec of the converted pack: pcm16 (int16, fastest to read), flac (lossless, about "
-                       "0.6x the bytes), opus (lossy, about 0.1x).")
+                  help="Audio codec of the converted pack, its cue banks' enrollment audio included: pcm16 "
+                       "(int16, fastest to read), flac (lossless, about 0.6x the bytes), opus (lossy, about 0.1x).")
     @click.option("--out", "out", required=True, type=click.Path(file_okay=False),
                   help="Directory to write: absent, empty, or an unfinished convert of the same PACK and options "
                        "(finished where it stopped).")

@@ -184,7 +184,8 @@ def _shard_figures(pack: Pack) -> dict:
 
 
 def _cue_figures(pack: Pack) -> dict:
-    """Per cue: its bank, and how many of the pack's speakers and speaker slots find an entry in it."""
+    """Per cue: its bank (an audio bank's codec too), and how many of the pack's speakers and speaker slots find an
+    entry in it."""
     slot_speakers = pack.speakers.raw
     unique_speakers = np.unique(slot_speakers)
     figures = {}
@@ -297,7 +298,7 @@ def _describe(f: dict) -> list[str]:
     lines.append(f"  shards: {sh['count']}; size {_percentile_text(sh['bytes'], fmt=format_bytes)}; "
                  f"samples {_percentile_text(sh['samples'], fmt='{:.0f}')}")
     for name, c in f.get("cues", {}).items():
-        stored = f", {c['codec']}" if "codec" in c else ""
+        stored = f", {c['codec']}" if c.get("codec", "pcm16") != "pcm16" else ""  # pcm16 banks: the text as before
         lines.append(f"  cue {name}: {c['representation']} by {c['policy_key']}, {c['items']} items{stored}; speakers "
                      f"{c['speakers_covered']}/{c['speakers']}, slots {c['slots_covered']}/{c['slots']}")
     if "asr" in f:

@@ -115,7 +115,9 @@ A decoded block with another frame or channel count than the segment says is cor
 ``peak`` are defined on them exactly as for pcm16 (so a normalisation computed from any slice holds), and a reader
 decodes a value ``v`` to ``v / 32768 * scale`` as before.  For ``flac`` they equal the pcm16 pack's values bit for
 bit; for ``opus`` the writer encodes the int16 it would have stored, decodes each block again and records the
-statistics of what it decoded.  Data streams (``faces``, ``labels``, ``text``) never have a codec.
+statistics of what it decoded.  Data streams (``faces``, ``labels``, ``text``) never have a codec.  A pack's
+cue banks of enrollment audio (``waveform``) are stored with the pack's codec, in blocks of the same kind, with
+their sizes and digests in the bank (``schemas/cue_banks.py``, "Compressed enrollment audio").
 
 Data streams (since 1.3) hold rows: ``faces`` ``|u1`` rows of ``[112, 112]`` (a grayscale face crop per native
 video frame), ``labels`` ``|u1`` ``[]`` (0 or 1, speaking, per native video frame), ``text`` ``|u1`` ``[]``
@@ -217,7 +219,8 @@ Version history
 1.3  kinds ``asd`` and ``asr``: data streams (``faces``, ``labels``, ``text``), per-sample ``attrs``, and the
      ``asr`` manifest keys ``hours_by_corpus`` and ``char_counts``.  Older readers refuse the kinds.
 1.4  compressed audio streams (catalogue ``codec`` ``flac`` or ``opus`` and ``block_frames``; segment ``blocks``;
-     ``columns/<stream>_blocks.npy``) and per-piece digests (``digests``, ``shard-k/digests.npy``).  A 1.3 reader,
+     ``columns/<stream>_blocks.npy``) and per-piece digests (``digests``, ``shard-k/digests.npy``); compressed
+     enrollment audio in waveform cue banks (``meta.json`` ``codec``, ``blocks.npy``, ``digests.npy``).  A 1.3 reader,
      which requires the exact catalogue keys, the exact shard file set and the ``<i2`` dtype of audio streams,
      refuses such a pack.
 """

@@ -371,9 +371,10 @@ def skip_bad_option(verb: str, item: str) -> OptionSpec:
 #: the pack's provenance and part of the build's fingerprint.
 ENCODING_OPTIONS = [
     option("--codec", type=Choice(CODECS), default=CODEC_PCM16, show_default=True,
-           help="How audio streams are stored: pcm16 (int16, the fastest read), flac (lossless, about 0.55x the "
-                "bytes of pcm16 on speech) or opus (lossy, about 0.1x at the default bitrate; 8/12/16/24/48 kHz "
-                "packs only).  flac and opus store blocks that decode on their own (--block-seconds)."),
+           help="How audio streams (and cue banks' enrollment audio) are stored: pcm16 (int16, the fastest read), "
+                "flac (lossless, about 0.55x the bytes of pcm16 on speech) or opus (lossy, about 0.1x at the "
+                "default bitrate; 8/12/16/24/48 kHz packs only).  flac and opus store blocks that decode on their "
+                "own (--block-seconds)."),
     option("--opus-bitrate", type=Number.within(units.OPUS_BITRATE), default=None, metavar="BPS",
            help=f"Opus bits per second per channel (default {DEFAULT_OPUS_BITRATE}, for 16 kHz speech: about 26 "
                 f"kbit/s on disk with the blocks' framing).  Only with --codec opus."),

@@ -229,3 +229,17 @@ def test_distribution_counts_out_of_range_values_in_the_end_bins():
     counts = dist["histogram"]["counts"]
     assert sum(counts) == 4 and counts[0] == 2 and counts[-1] == 1
     assert distribution(np.array([])) == {"count": 0}
+
+
+def test_the_codec_of_a_cue_banks_enrollment_audio_is_reported(corpus):
+    from factories.cue_corpus import cue
+
+    cues = {"audio": cue(corpus.resources["by_speaker"], "random", "spk_id"),
+            "spatial": cue(corpus.resources["track"], fields=["azimuth", "elevation"])}
+    pcm16, flac = corpus.build("pcm16", cues), corpus.build("flac", cues, codec="flac")
+    as_json = json.loads(CliRunner().invoke(main, ["inspect", flac, "--json"]).output)
+    assert as_json["cues"]["audio"]["codec"] == "flac" and "codec" not in as_json["cues"]["spatial"]
+    assert json.loads(CliRunner().invoke(main, ["inspect", pcm16, "--json"]).output)["cues"]["audio"]["codec"] == \
+        "pcm16"
+    text = CliRunner().invoke(main, ["inspect", flac]).output
+    assert "cue audio: waveform by spk_id, 8 items, flac; speakers" in text, text
