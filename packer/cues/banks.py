@@ -2,7 +2,8 @@
 (``prepare_cues``), then decoded and written as ``cues/`` just before ``dataset.json`` (``write_cues``).
 
 Items are read in ``--workers`` processes through the same ordered map as the audio, so ``cues/`` is
-byte-identical whatever the number of workers.
+byte-identical whatever the number of workers; enrollment audio is encoded there too, with the build's
+``--codec`` (``write_cues``'s ``encoding``: the build's recorded choice, so part of its fingerprint).
 
 Writing one cue bank (``cues/<cue>/``): the lookup arrays, the items as their representation's writer stores
 them, ``sources.json`` and ``meta.json``; and the speaker labels (``cues/labels/``).  The layout is specified in
