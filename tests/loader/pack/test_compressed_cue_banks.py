@@ -144,3 +144,34 @@ def test_a_pcm16_cue_bank_is_written_as_it_always_was(cue_packs):
     meta = json.loads((bank / "meta.json").read_text())
     assert not {"codec", "block_frames", "digests"} & set(meta)
     assert np.load(bank / "data.npy").dtype == np.int16
+
+
+def test_a_mainline_recipe_built_with_flac_enrollments_trains_as_its_pcm16_build(tmp_path):
+    """Mainline WeSep's enrollments (spk2enroll.json) become a waveform bank: built with --codec flac, the bank is
+    compressed and the recipe's batches equal the pcm16 build's."""
+    from factories.recordings import REAL_CORPORA, require_recording
+    from factories.wesep_mainline import librimix_split
+    from speechpack.packer.adapters.wesep_mainline import MainlineInputs, build_mainline
+    from speechpack.packer.build.run import BuildOptions
+
+    package, _, paths = REAL_CORPORA["pocketsphinx"]
+    data = tmp_path / "data"
+    librimix_split(data, [require_recording(package, path) for path in paths[:4]], mixtures=6)
+    inputs = MainlineInputs(list_path=str(data / "shard.list"), enroll=str(data / "spk2enroll.json"))
+    packs = {}
+    for codec in ("pcm16", "flac"):
+        packs[codec] = str(tmp_path / codec)
+        build_mainline(inputs, BuildOptions(out=packs[codec], sample_rate=16000, workers=1, progress=False,
+                                            codec=codec, block_seconds=0.5))
+    compressed = [bank for bank in open_pack(packs["flac"]).cues.values() if bank.representation == "waveform"]
+    assert compressed and all(bank.codec == "flac" for bank in compressed)
+
+    def recipe(pack: str) -> dict:
+        return {"packs": [{"path": pack}],
+                "dataloader_args": {"batch_size": 2, "drop_last": True, "num_workers": 0, "pin_memory": False},
+                "dataset_args": {"resample_rate": 16000, "sample_num_per_epoch": 0, "shuffle": True,
+                                 "shuffle_args": {"shuffle_size": 2500}, "chunk_len": 8000,
+                                 "cues": {"audio": {"use": True}}},
+                "model_args": {"tse_model": {"sr": 16000}}, "seed": 42}
+    assert batches_digest(recipe(packs["flac"]), "train", 2, 7, 2) == batches_digest(recipe(packs["pcm16"]), "train",
+                                                                                     0, 7, 2)
