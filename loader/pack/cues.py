@@ -1,6 +1,7 @@
 """Reading a pack's speaker cues (``PACK/cues/``: ``cues.yaml`` in ``schemas/cues.py``, the banks in
-``schemas/cue_banks.py``): one ``CueBank`` per cue, and the speaker labels.  numpy only: the pack reader opens the
-banks with the pack, so nothing here may pull in a task or a heavy library.
+``schemas/cue_banks.py``): one ``CueBank`` per cue, and the speaker labels.  numpy only (and the block decoder
+``loader.pack.blocks``, which the pack reader holds already): the pack reader opens the banks with the pack, so
+nothing here may pull in a task or a heavy library.
 
 A bank's index (lookup keys, entries, item rows, extra arrays) is loaded at open as numpy columns; ``data.npy`` is
 mapped read-only on first ``read``, and the mapping is not pickled, so DataLoader workers map it themselves.
@@ -39,7 +40,8 @@ from typing import Any, BinaryIO, Callable
 
 import numpy as np
 
-from speechpack.loader.pack.blocks import BlockTable, CorruptBlock, check_digest, decode_block
+from speechpack.loader.pack import blocks as block_codec  # its decode_block by attribute, as the reader calls it
+from speechpack.loader.pack.blocks import BlockTable, CorruptBlock, check_digest
 from speechpack.loader.pack.files import DirectoryPackFiles, PackFiles, stream_from_bytes
 from speechpack.schemas.constants import AUDIO_FULL_SCALE, CODEC_PCM16, MANIFEST_NAME
 from speechpack.schemas.cue_banks import (
@@ -218,7 +220,7 @@ class CueBank:
                 raise CorruptBlock(f"bytes differ from their digest ({DIGESTS_NAME} row {block})", index, where)
             frames = min(table.block_frames, length - index * table.block_frames)
             try:
-                parts.append(decode_block(table.codec, piece.tobytes(), channels, frames, rate))
+                parts.append(block_codec.decode_block(table.codec, piece.tobytes(), channels, frames, rate))
             except CorruptBlock as err:
                 raise CorruptBlock(err.reason, index, where) from None
         return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)

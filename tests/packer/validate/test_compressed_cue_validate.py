@@ -46,7 +46,7 @@ def test_a_compressed_cue_bank_validates_and_its_codec_is_summarised(corpus, cod
     assert "codec" not in report.summary["cues"]["spatial"]
     result = CliRunner().invoke(main, ["validate", str(pack)])
     assert result.exit_code == 0, result.output
-    assert f"cue audio: waveform" in result.output and f"items, {codec}" in result.output
+    assert "cue audio: waveform" in result.output and f"items, {codec}" in result.output
 
 
 @pytest.mark.parametrize("record_hash", [True, False])
