@@ -339,27 +339,49 @@ def test_click_is_imported_only_by_the_cli():
     assert importing == {"speechpack.cli"}
 
 
-#: Third-party imports done once before forking; torch only when installed (it is an optional extra).
-_PRELOAD = """
-import importlib.util, numpy, yaml, soundfile, soxr, click
-if importlib.util.find_spec("torch") is not None:
-    import torch
+def _third_party_at_module_level() -> list[str]:
+    """Every library a project module imports at module level (what a child would otherwise import again)."""
+    found = set()
+    for path in MODULES.values():
+        with open(path, encoding="utf-8") as fp:
+            tree = ast.parse(fp.read(), path)
+        for node in tree.body:
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if isinstance(node, ast.ImportFrom) and not node.level and node.module
+                     else [])
+            found.update(name.split(".")[0] for name in names)
+    return sorted(found - set(sys.stdlib_module_names) - {"speechpack", "__future__"})
+
+
+#: Third-party imports done once before forking, so that each child pays only for the project's own modules (a
+#: library that is not installed is left out: the child importing a module that needs it then fails, naming it).
+_PRELOAD = f"""
+import importlib, importlib.util
+for library in {_third_party_at_module_level()!r}:
+    if importlib.util.find_spec(library) is not None:
+        importlib.import_module(library)
 """
 _IMPORT_EACH = r"""
 import importlib, os, sys, traceback
-failed = []
-for name in sys.argv[1:]:
-    pid = os.fork()
-    if pid == 0:  # a child that has imported no project module yet
-        try:
-            importlib.import_module(name)
-        except BaseException:
-            traceback.print_exc()
-            os._exit(1)
-        os._exit(0)
-    if os.waitpid(pid, 0)[1] != 0:
-        failed.append(name)
-print("FAILED", " ".join(failed))
+failed, running, waiting = [], {}, list(sys.argv[1:])
+at_once = max(1, len(os.sched_getaffinity(0)))  # children are independent: one per core
+while waiting or running:
+    while waiting and len(running) < at_once:
+        name = waiting.pop(0)
+        pid = os.fork()
+        if pid == 0:  # a child that has imported no project module yet
+            try:
+                importlib.import_module(name)
+            except BaseException:
+                traceback.print_exc()
+                os._exit(1)
+            os._exit(0)
+        running[pid] = name
+    pid, status = os.wait()
+    if status != 0:
+        failed.append(running[pid])
+    del running[pid]
+print("FAILED", " ".join(sorted(failed)))
 sys.exit(1 if failed else 0)
 """
 
