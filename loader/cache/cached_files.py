@@ -7,8 +7,10 @@ this is); every file it lists (columns and stream files) is a node cache entry k
 (``loader.cache.node_cache``), fetched once per node and verified.  Columns are then read from the cache's copy,
 stream files mapped from it exactly as a local pack's are (``loader.pack.files.map_stream``), each mapping holding
 its entry against eviction for as long as it lives.  The column files are fetched together as the manifest is read
-(``cache.fetches`` at once, ``fetch_many``): at a million samples they are most of the bytes before the first
-batch, and one request after another would pay the store's latency once per file.  The pack's version is fixed at
+(``cache.fetches`` at once): at a million samples they are most of the bytes before the first batch, and one
+request after another would pay the store's latency once per file.  Each is hashed as its bytes arrive, and the
+bytes whose hash matched are handed to the reader as they are (``_fetch_column``), not read back from the copy just
+written; a column the node already holds is read from that copy, checked as below.  The pack's version is fixed at
 open: the manifest's identity is its hash, and every file is read by its hash, so a pack published again on the
 store under a running job is never mixed with the one opened (a changed file fails its hash and is named).
 
