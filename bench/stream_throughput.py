@@ -535,8 +535,8 @@ def run_first_batch(args, workdir: str) -> None:
                  f"{got.get('workers_cpu_s', float('nan')):.2f} s in its workers (load {load:.1f} at the start)")
             for name, start, end, cpu_start, cpu_end, thread in got.get("phases", []):
                 where = "" if thread == "MainThread" else f"  [{thread}]"
-                _log(f"    {start:6.3f}-{end:6.3f} s  ({end - start:5.3f} s; process CPU meanwhile {cpu_end - cpu_start:5.3f} s)  "
-                     f"{name}{where}")
+                _log(f"    {start:6.3f}-{end:6.3f} s  ({end - start:5.3f} s; process CPU meanwhile "
+                     f"{cpu_end - cpu_start:5.3f} s)  {name}{where}")
         best = min(times)
         _log(f"first batch from a cold cache, {args.samples:,} samples, {args.workers} workers, "
              f"{'node cache' if has_node_cache() else 'no node cache'}: best {best:.2f} s, median "
