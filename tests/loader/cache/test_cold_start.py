@@ -132,3 +132,33 @@ def test_the_first_batch_is_fetched_while_the_pass_schedule_is_built(s3_store, l
     expected = build_loader(config(str(local_pack)), "train", seed=3)
     expected.set_epoch(1)
     assert_batches_equal(got, [plain(b) for b in expected])
+
+
+def test_the_torchdata_loader_builds_the_pass_schedule_before_its_workers_and_fetches_its_first_batch_there(
+        s3_store, local_pack, tmp_path, monkeypatch):
+    """As ``build_loader``'s loader: no worker builds a schedule of its own, and the training process has fetched
+    the first batch's files before the workers start."""
+    from speechpack.loader.stateful_loader import stateful_dataloader
+
+    url = publish(local_pack, "cold/torchdata/train")
+    builds = tmp_path / "builds.txt"
+    of = schedule.FileSchedule.of.__func__
+
+    def counted(cls, packs, plans, units):
+        with open(builds, "a") as fp:
+            fp.write(f"{os.getpid()}\n")
+        return of(cls, packs, plans, units)
+
+    monkeypatch.setattr(schedule.FileSchedule, "of", classmethod(counted))
+    loader = stateful_dataloader(config(url, {"dir": str(tmp_path / "cache"), "ahead": 0}), "train", seed=3,
+                                 num_workers=2, batches_per_message=1)
+    feed = loader.speech_loader.dataset.feed
+    cache = feed.caches[0]
+    before = cache.fetched_bytes
+    first_files = feed.schedule((0, 0)).batch(0)
+    batches = iter(loader)
+    got = [plain(next(batches))]
+    assert cache.fetched_bytes - before == sum(feed.schedule((0, 0)).sizes[n] for n in first_files)
+    got += [plain(b) for b in batches]
+    assert_batches_equal(got, local_batches(local_pack))
+    assert set(builds.read_text().split()) == {str(os.getpid())}, "a worker built a schedule of its own"
