@@ -52,8 +52,11 @@ the ratio to the local copy, and the bytes the proxy sent during each epoch over
 
 **--first-batch**: a ``sources`` pack of ``--samples`` tiny samples (``loader_throughput.build_tiny_pack``) on the
 store; the time from ``build_loader`` on its URL, with an empty cache, to the first batch (best and median of
-``--repeats`` fresh processes; ``--pack DIR`` builds the pack there once and reuses it).  Figures and their
-reading: ``docs/performance.md``, "Streaming from object storage".
+``--repeats`` fresh processes; ``--pack DIR`` builds the pack there once and reuses it); each run also reports
+the training process's CPU time and its workers' (the load of a shared machine changes wall times much more than
+CPU times).  ``--phases`` adds the start-up steps, from the ``build_loader`` call (wall, and the training process's
+CPU, all its threads); it imports ``speechpack.loader`` before the clock starts, which a plain run times.  Figures
+and their reading: ``docs/performance.md``, "Streaming from object storage".
 """
 
 from __future__ import annotations
@@ -128,6 +131,51 @@ def _peer(spec: dict):
     return lambda _number: iter(loader)
 
 
+#: ``--phases``: the start-up steps timed in the child, (module, attribute, label); a label with ``{0}`` names the
+#: call's second argument (the file a fetch reads).
+PHASES = (
+    ("speechpack.loader.config:LoaderConfig", "from_dict", "config parsed (the task's modules imported)"),
+    ("speechpack.loader.pack.object_store:ObjectStorePackFiles", "_connect", "store client: s3fs imported, made"),
+    ("speechpack.loader.cache.cached_files:CachedPackFiles", "read_manifest",
+     "dataset.json (the client's session) and the columns fetched"),
+    ("speechpack.loader.cache.cached_files", "fetch_verified", "  fetch {0}"),
+    ("speechpack.loader.pack.reader", "read_columns", "columns handed to the reader"),
+    ("speechpack.loader.pack.reader:Pack", "__init__", "Pack: segment tables split, column values checked"),
+    ("speechpack.loader.torch", "prepare", "the task's items (prepare)"),
+    ("speechpack.loader.cache.schedule:PlanFeed", "check", "cache check: the schedule of epoch 0"),
+    ("speechpack.loader.cache.schedule:PlanFeed", "start_pass", "the pass's schedule, its first batch fetched"),
+    ("speechpack.loader.cache.schedule:PlanFeed", "prefetch", "the first batch's files fetched"),
+)
+
+
+def _timed_phases(marks: list) -> None:
+    """Wrap the ``PHASES`` calls so that each appends (label, start, end, process CPU at start and end, thread name)
+    to ``marks`` (this process only: a forked worker's calls are not sent back)."""
+    import functools
+    import importlib
+    import threading
+    pid = os.getpid()
+    for where, attr, label in PHASES:
+        module, _, owner = where.partition(":")
+        try:
+            obj = importlib.import_module(module)
+            obj = getattr(obj, owner) if owner else obj
+            original = getattr(obj, attr)
+        except (ImportError, AttributeError):
+            continue  # a speechpack without that step
+
+        def timed(*args, _f=original, _label=label, **kwargs):
+            start, cpu = time.perf_counter(), time.process_time()
+            try:
+                return _f(*args, **kwargs)
+            finally:
+                if os.getpid() == pid:
+                    name = _label.format(*(str(a) for a in args[1:2])) if "{0}" in _label else _label
+                    marks.append((name, start, time.perf_counter(), cpu, time.process_time(),
+                                  threading.current_thread().name))
+        setattr(obj, attr, functools.wraps(original)(timed))
+
+
 def child(spec: dict) -> dict:
     """Build the job's loader, time its first batch and epochs; the proxy's counter gives the bytes fetched."""
     import torch
@@ -135,8 +183,11 @@ def child(spec: dict) -> dict:
     torch.set_num_threads(1)
     counter = ByteCounter(spec["counter"])
     job = spec["job"]
+    marks: list = []
+    if spec.get("phases"):
+        _timed_phases(marks)
     before, asked = counter.value(), counter.requests()
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     if job == "speechpack-local":
         epoch = _speechpack(spec, spec["local"])
     elif job in ("speechpack-store", "first-batch"):
@@ -146,8 +197,11 @@ def child(spec: dict) -> dict:
         epoch = _peer(spec)
     batches = epoch(1)
     rows = len(next(batches)["key"])
-    result = {"first_batch_s": time.perf_counter() - started, "first_batch_bytes": counter.value() - before}
+    result = {"first_batch_s": time.perf_counter() - started, "first_batch_bytes": counter.value() - before,
+              "first_batch_cpu_s": time.process_time() - cpu_started, "workers_cpu_s": _children_cpu()}
     if job == "first-batch":
+        result["phases"] = [(name, a - started, b - started, c - cpu_started, d - cpu_started, thread)
+                            for name, a, b, c, d, thread in marks]
         return result
     rows += _consume(batches, spec.get("step_s", 0.0))
     result.update(warmup_s=time.perf_counter() - started, warmup_bytes=counter.value() - before,
@@ -158,6 +212,25 @@ def child(spec: dict) -> dict:
         result["epochs"].append({"seconds": time.perf_counter() - started, "bytes": counter.value() - before,
                                  "requests": counter.requests() - asked, "mixtures": rows // SPEAKERS})
     return result
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user and system) the live child processes of this one (the DataLoader workers) have used."""
+    total = 0.0
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/children") as fp:
+                pids = fp.read().split()
+        except OSError:
+            return float("nan")  # not Linux, or no /proc
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/stat") as fp:
+                    fields = fp.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def _consume(batches, step_s: float) -> int:
@@ -449,13 +522,21 @@ def run_first_batch(args, workdir: str) -> None:
             spec = {"job": "first-batch", "url": f"s3://{BUCKET}/first", "workers": args.workers, "seed": args.seed,
                     "cache_dir": tempfile.mkdtemp(prefix="cache-first-", dir=workdir), "cache_limit": limit,
                     "counter": counter.path,
-                    "dataset_args": {"chunk_len": CHUNK_LEN, "batch_size": BATCH, "shuffle": True}}
+                    "dataset_args": {"chunk_len": CHUNK_LEN, "batch_size": BATCH, "shuffle": True},
+                    "phases": args.phases}
+            load = os.getloadavg()[0]
             got = run_child(spec, env, args.timeout)
             if "error" in got:
                 _log(f"  first batch FAILED: {got['error']}\n{got['log']}")
                 return
             times.append(got["first_batch_s"])
-            _log(f"  first batch {got['first_batch_s']:.2f} s, {got['first_batch_bytes'] / 1e6:.1f} MB fetched")
+            _log(f"  first batch {got['first_batch_s']:.2f} s, {got['first_batch_bytes'] / 1e6:.1f} MB fetched; CPU "
+                 f"{got.get('first_batch_cpu_s', float('nan')):.2f} s in the training process, "
+                 f"{got.get('workers_cpu_s', float('nan')):.2f} s in its workers (load {load:.1f} at the start)")
+            for name, start, end, cpu_start, cpu_end, thread in got.get("phases", []):
+                where = "" if thread == "MainThread" else f"  [{thread}]"
+                _log(f"    {start:6.3f}-{end:6.3f} s  ({end - start:5.3f} s; process CPU meanwhile "
+                     f"{cpu_end - cpu_start:5.3f} s)  {name}{where}")
         best = min(times)
         _log(f"first batch from a cold cache, {args.samples:,} samples, {args.workers} workers, "
              f"{'node cache' if has_node_cache() else 'no node cache'}: best {best:.2f} s, median "
@@ -501,6 +582,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="--first-batch: fresh processes")
     parser.add_argument("--pack", help="--first-batch: the tiny pack's directory, built there once and reused by later "
                                        "runs (building 1M samples takes minutes)")
+    parser.add_argument("--phases", action="store_true",
+                        help="--first-batch: time each start-up step in the child (from build_loader; wall and the "
+                             "training process's CPU) and print them per run")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per job")
     parser.add_argument("--tmp-dir")

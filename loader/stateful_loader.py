@@ -18,7 +18,9 @@ batches handed to the caller, not the ones prefetched. ``stateful_dataloader`` g
 The loader hands the groups' batches out one by one, so ``len()`` and every position count batches.
 
 The DataLoader's settings (workers, prefetch, pinning, worker start-up) are the ``SpeechLoader``'s, so both loaders
-feed the same batches the same way; ``set_epoch`` moves to another epoch as ``SpeechLoader.set_epoch`` does.
+feed the same batches the same way; ``set_epoch`` moves to another epoch as ``SpeechLoader.set_epoch`` does.  From a
+store (the node cache), the first pass's file schedule is built before the workers fork, as ``SpeechLoader`` does,
+with its first batch's files fetched meanwhile (``loader.cache.schedule.PlanFeed.start_pass``).
 
 Saving is torchdata's own ``state_dict()`` with the exact position added (``POSITION_KEY``: the batches handed out,
 which torchdata, counting messages, cannot say in the middle of a group). Loading reads only the position out of it
@@ -113,6 +115,11 @@ class EpochBatchSampler:
         """The global batch the next pass is dealt from."""
         return self._start[0]
 
+    @property
+    def resume_consumed(self) -> int:
+        """The batches of its pass the next pass starts after (0 unless resuming)."""
+        return self._start[1]
+
     def started(self) -> None:
         """A pass has begun: the resume position is used. (A DataLoader may make an iterator it never advances,
         so the position is kept until one is advanced.)"""
@@ -188,6 +195,8 @@ def stateful_class() -> type:
             self.speech_loader = loader
             #: Where the current pass stands once it has handed out a batch, else None.
             self._handed: Position | None = None
+            #: Whether the (persistent) workers have been started: they fork at the first pass.
+            self._workers_started = False
 
         def set_epoch(self, epoch: int) -> None:
             before = self.sampler.epoch
@@ -198,6 +207,12 @@ def stateful_class() -> type:
         def __iter__(self) -> Iterator[dict]:
             self._handed = None
             global_start, world = self.sampler.next_global_start, self.speech_loader.world_size
+            feed = self.speech_loader.dataset.feed
+            if self.num_workers and not self._workers_started and feed is not None:
+                # as ``SpeechLoader.__iter__``: the pass's file schedule built here, before the workers fork (each
+                # inherits it), with its first batch's files fetched meanwhile (``PlanFeed.start_pass``)
+                feed.start_pass((self.sampler.epoch, global_start), self.sampler.resume_consumed)
+            self._workers_started = self._workers_started or bool(self.num_workers)
             for epoch, number, batch in unpack(reraise_failures(super().__iter__()),
                                                self.speech_loader.message_sizes):
                 self._handed = Position(epoch, global_start, number + 1, world)

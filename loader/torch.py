@@ -399,9 +399,9 @@ class SpeechLoader:
         if not in_process and not self._workers_started and self.dataset.feed is not None:
             # The pass's file schedule built once, here, before the workers fork: each inherits it instead of
             # building its own (0.3-0.5 s per million items, every worker at once, before the first batch); and the
-            # first batch's files fetched here too, so no worker's store client stands before it.
-            self.dataset.feed.schedule((self._epoch, self._global_start))
-            self.dataset.feed.prefetch((self._epoch, self._global_start), self._consumed)
+            # first batch's files fetched here too, while that schedule is built, so no worker's store client
+            # stands before it (``PlanFeed.start_pass``).
+            self.dataset.feed.start_pass((self._epoch, self._global_start), self._consumed)
         self._workers_started = self._workers_started or not in_process
         pin = in_process and self.dataloader.pin_memory and _pinnable()
         for batch in (self._in_process() if in_process

@@ -7,8 +7,10 @@ this is); every file it lists (columns and stream files) is a node cache entry k
 (``loader.cache.node_cache``), fetched once per node and verified.  Columns are then read from the cache's copy,
 stream files mapped from it exactly as a local pack's are (``loader.pack.files.map_stream``), each mapping holding
 its entry against eviction for as long as it lives.  The column files are fetched together as the manifest is read
-(``cache.fetches`` at once, ``fetch_many``): at a million samples they are most of the bytes before the first
-batch, and one request after another would pay the store's latency once per file.  The pack's version is fixed at
+(``cache.fetches`` at once): at a million samples they are most of the bytes before the first batch, and one
+request after another would pay the store's latency once per file.  Each is hashed as its bytes arrive, and the
+bytes whose hash matched are handed to the reader as they are (``_fetch_column``), not read back from the copy just
+written; a column the node already holds is read from that copy, checked as below.  The pack's version is fixed at
 open: the manifest's identity is its hash, and every file is read by its hash, so a pack published again on the
 store under a running job is never mixed with the one opened (a changed file fails its hash and is named).
 
@@ -205,6 +207,34 @@ class _StoreFailed(Exception):
         self.error = error
 
 
+class _Kept:
+    """The file a fetch writes (``fetch_verified``: ``seek(0)``, ``truncate``, ``write``, ``tell``), whose bytes
+    are also kept in memory as they are written (a fetch started again from byte 0 starts them again)."""
+
+    def __init__(self, fp: BinaryIO):
+        self.fp = fp
+        self.blocks: list[bytes] = []
+
+    def seek(self, offset: int) -> int:
+        if offset != 0:
+            raise ValueError("a fetch is kept from byte 0 only")
+        self.blocks = []
+        return self.fp.seek(0)
+
+    def truncate(self) -> int:
+        return self.fp.truncate()
+
+    def write(self, data: bytes) -> int:
+        self.blocks.append(data)
+        return self.fp.write(data)
+
+    def tell(self) -> int:
+        return self.fp.tell()
+
+    def value(self) -> bytes:
+        return self.blocks[0] if len(self.blocks) == 1 else b"".join(self.blocks)
+
+
 class CachedPackFiles(PackFiles):
     """The files of the pack at ``store`` (an ``ObjectStorePackFiles``), served from the node cache ``settings``
     describe.  ``max_open_streams`` bounds the mappings a ``Pack`` keeps (each pins its entry).  ``verify`` is how
@@ -232,6 +262,12 @@ class CachedPackFiles(PackFiles):
         #: Copies this open has checked (entry name -> identity of the file then): a mapping the LRU let go and
         #: made again is not hashed again while the file is the same.
         self._checked: dict[str, ContentIdentity] = {}
+        #: Column files this open fetched (name -> their bytes, verified against their sha256 as they arrived):
+        #: handed to the reader once (``read_bytes``) instead of read back from the copy just written.
+        self._arrived: dict[str, bytes] = {}
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_arrived": {}}  # a worker gets the opened Pack's arrays, not the bytes again
 
     def where(self, rel: str) -> str:
         return self.store.where(rel)
@@ -263,8 +299,22 @@ class CachedPackFiles(PackFiles):
             self._range_files = frozenset(f"{shard.directory}/{spec.file}" for shard in manifest.shards
                                           for spec in manifest.streams if self.range_reads.reads(spec.name))
         if not self.read_through:
-            self.fetch_many([f"{COLUMNS_DIR}/{name}" for name in manifest.columns])
+            self.fetch_all([lambda rel=f"{COLUMNS_DIR}/{name}": self._fetch_column(rel) for name in manifest.columns])
         return manifest_file
+
+    def _fetch_column(self, rel: str) -> None:
+        """Column file ``rel`` in the cache, its verified bytes kept for the reader when this call fetched them (a
+        copy the node already had is read from the cache as any other file)."""
+        key = self._file_key(rel)
+        kept: list[_Kept] = []
+
+        def fetch(fp: BinaryIO) -> None:
+            kept[:] = [_Kept(fp)]
+            fetch_verified(self.store, rel, key.size, key.sha256, kept[0], self.settings.retry_seconds)
+
+        self.node_cache.ensure(key, fetch, self.where(rel))
+        if kept:  # fetch_verified returned: the kept bytes are the ones whose sha256 matched
+            self._arrived[rel] = kept[0].value()
 
     def retried(self, request):
         """``request()`` retried as every store request of this pack is (``cache.retry_seconds``)."""
@@ -367,6 +417,9 @@ class CachedPackFiles(PackFiles):
                                   f"twice; is another process deleting files under {self.node_cache.root}?")
 
     def read_bytes(self, rel: str) -> bytes:
+        arrived = self._arrived.pop(rel, None)
+        if arrived is not None:  # verified as it arrived, in this process (``_fetch_column``)
+            return arrived
         data = self._read_checked(rel, lambda fp: fp.read())
         if data is None:
             return self._retried(lambda: self.store.read_bytes(rel))

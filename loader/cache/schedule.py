@@ -64,6 +64,26 @@ def _plan_rows(plans: list) -> tuple[np.ndarray, np.ndarray]:
     return position[order], unit[order]
 
 
+class _OneBatch:
+    """Position ``b`` of an ``EpochPlan`` as a plan of that one position (of none when the plan is shorter), in
+    the form ``_plan_rows`` reads (``items`` with ``offsets``, ``len``)."""
+
+    def __init__(self, plan, b: int):
+        self._len = int(0 <= b < len(plan))
+        if not self._len:
+            self.items, self.offsets = np.zeros(0, np.int64), np.zeros(1, np.int64)
+        elif plan.offsets is None:
+            self.items = np.asarray(plan.items, dtype=np.int64).reshape(len(plan), -1)[b]
+            self.offsets = np.asarray([0, len(self.items)], dtype=np.int64)
+        else:
+            lo, hi = int(plan.offsets[b]), int(plan.offsets[b + 1])
+            self.items = np.asarray(plan.items, dtype=np.int64)[lo:hi]
+            self.offsets = np.asarray([0, hi - lo], dtype=np.int64)
+
+    def __len__(self) -> int:
+        return self._len
+
+
 def _first_in_batch(position: np.ndarray, value: np.ndarray, values: int) -> np.ndarray:
     """Indices of the first row of each distinct (position, value), in row order (rows sorted by position)."""
     if len(position) == 0:
@@ -355,7 +375,10 @@ class PlanFeed:
         error reaches the training loop as itself: ``loader.torch.WorkerFailure``)."""
         if not self.active:
             return
-        schedule = self.schedule(epoch_pass)
+        self._prefetch_from(self.schedule(epoch_pass), batch)
+
+    def _prefetch_from(self, schedule: "FileSchedule", batch: int) -> None:
+        """``prefetch`` of position ``batch`` of ``schedule``."""
         if not 0 <= batch < schedule.count:
             return
         needed = sum(schedule.sizes[name] for name in schedule.batch(batch))
@@ -365,6 +388,36 @@ class PlanFeed:
             self._fetch_batch(schedule, batch)
         except (SpeechpackError, OSError):  # room taken meanwhile, the store failing: the batch's builder's to meet
             pass
+
+    def start_pass(self, epoch_pass: tuple[int, int], batch: int) -> None:
+        """``schedule(epoch_pass)`` built here while batch position ``batch``'s files are fetched (``prefetch``) in
+        a thread: that batch's files come from a schedule of it alone (the same names: positions are independent),
+        so the store's transfer runs during the pass's schedule (tenths of a second per million items) instead of
+        after it.  Both have ended when it returns: no fetch is in flight when the workers fork (a child inheriting
+        a held entry lock would keep it held).  An error other than the fetch's own (``prefetch``) is raised."""
+        if not self.active:
+            return
+        if self._schedule is not None and self._schedule[0] == epoch_pass:
+            self._prefetch_from(self._schedule[1], batch)
+            return
+        plans = [self.plan_of(epoch_pass, r) for r in local_ranks(self.rank, self.world_size)]
+        first = FileSchedule.of(self.packs, [_OneBatch(plan, batch) for plan in plans], self.units)
+        failed: list[BaseException] = []
+
+        def fetch() -> None:
+            try:
+                self._prefetch_from(first, 0)
+            except BaseException as err:  # noqa: BLE001 - raised in the caller's thread below
+                failed.append(err)
+
+        thread = threading.Thread(target=fetch, name="speechpack-first-batch", daemon=True)
+        thread.start()
+        try:
+            self._schedule = (epoch_pass, FileSchedule.of(self.packs, plans, self.units))
+        finally:
+            thread.join()
+        if failed:
+            raise failed[0]
 
     def at(self, epoch_pass: tuple[int, int], batch: int, stop: int | None = None) -> None:
         """This process is about to build batches ``batch`` to ``stop - 1`` of the pass ``epoch_pass`` (one when
