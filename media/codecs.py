@@ -2,8 +2,10 @@
 
 A row encodes one int16 block ``[C, T]`` to bytes and decodes bytes back to int16 ``[C, T]``; encoding and
 decoding go through soundfile (libsndfile's FLAC and Ogg/Opus), never a codec of our own.  The writer
-(``packer.build``) encodes a segment's blocks in its worker processes (:func:`encode_segment`); the reader and
-``speechpack validate`` decode the run of blocks a window touches (:func:`decode_run`).  A block that does not
+(``packer.build``) encodes a segment's blocks in its worker processes (:func:`encode_segment`); ``speechpack
+validate`` decodes every block whole (:func:`decode_run`), the loader only the part of each block a window needs
+(a row's ``decode`` with ``start``/``stop``: a FLAC block is sought to the frame holding the window's first
+sample, and any block's decoding stops at the window's end; ``loader.pack.blocks``).  A block that does not
 decode, or decodes to other frame or channel counts than its segment says, raises :class:`CorruptBlock`, which
 names the block; callers add the file and the segment (:meth:`CorruptBlock.at`).
 
@@ -91,7 +93,11 @@ class Codec:
     ``sample_rates``  the only rates it encodes, or None for any.
     ``max_channels``  the most channels a block may have, or None for any.
     ``encode(block, sample_rate, bitrate)``  int16 ``[C, T]`` -> bytes (``bitrate``: bits/s per channel, opus).
-    ``decode(data, sample_rate, channels, frames)``  bytes -> int16 ``[C, frames]``, or :class:`CorruptBlock`.
+    ``decode(data, sample_rate, channels, frames, start=0, stop=None)``  bytes -> int16 ``[C, frames]``, or
+                      :class:`CorruptBlock`; with ``start``/``stop``, frames ``[start, stop)`` of the block only.
+    ``seeks``         a decode of ``[start, stop)`` starts at ``start`` (FLAC: libFLAC seeks sample-exactly to the
+                      frame holding it); False: it decodes from the block's first frame (Opus: a decoder started
+                      later would give other samples than the block's stored ones, which are its whole decode).
     """
 
     name: str
@@ -100,17 +106,28 @@ class Codec:
     sample_rates: tuple[int, ...] | None
     max_channels: int | None
     encode: Callable[[np.ndarray, int, int | None], bytes]
-    decode: Callable[[bytes, int, int, int], np.ndarray]
+    decode: Callable[..., np.ndarray]
+    seeks: bool = False
 
 
 def _encode_pcm16(block: np.ndarray, sample_rate: int, bitrate: int | None = None) -> bytes:
     return np.ascontiguousarray(block, dtype="<i2").tobytes()
 
 
-def _decode_pcm16(data: bytes, sample_rate: int, channels: int, frames: int) -> np.ndarray:
+def _decode_pcm16(data: bytes, sample_rate: int, channels: int, frames: int, start: int = 0,
+                  stop: int | None = None) -> np.ndarray:
     if len(data) != channels * frames * 2:
         raise CorruptBlock(f"{len(data)} bytes, {channels} x {frames} int16 samples need {channels * frames * 2}")
-    return np.frombuffer(data, dtype="<i2").reshape(channels, frames)
+    start, stop = _span(frames, start, stop)
+    return np.frombuffer(data, dtype="<i2").reshape(channels, frames)[:, start:stop]
+
+
+def _span(frames: int, start: int, stop: int | None) -> tuple[int, int]:
+    """``[start, stop)`` of a block of ``frames`` (``stop`` None: its end); a span outside it is a caller's bug."""
+    stop = frames if stop is None else stop
+    if not 0 <= start < stop <= frames:
+        raise ValueError(f"frames [{start}, {stop}) of a block of {frames}")
+    return start, stop
 
 
 def _encode_sound(block: np.ndarray, sample_rate: int, file_format: str, subtype: str,
@@ -133,8 +150,11 @@ def _encode_opus(block: np.ndarray, sample_rate: int, bitrate: int | None = None
     return _settle_ogg(_encode_sound(block, sample_rate, "OGG", "OPUS", level))
 
 
-def _decoder(file_format: str, subtype: str, title: str) -> Callable[[bytes, int, int, int], np.ndarray]:
-    def decode(data: bytes, sample_rate: int, channels: int, frames: int) -> np.ndarray:
+def _decoder(file_format: str, subtype: str, title: str, seeks: bool) -> Callable[..., np.ndarray]:
+    def decode(data: bytes, sample_rate: int, channels: int, frames: int, start: int = 0,
+               stop: int | None = None) -> np.ndarray:
+        whole = start == 0 and stop is None
+        start, stop = _span(frames, start, stop)
         try:
             with soundfile.SoundFile(io.BytesIO(data)) as sound:
                 if sound.format != file_format or sound.subtype != subtype:
@@ -142,9 +162,23 @@ def _decoder(file_format: str, subtype: str, title: str) -> Callable[[bytes, int
                 if sound.samplerate != sample_rate or sound.channels != channels:
                     raise CorruptBlock(f"{sound.channels} channel(s) at {sound.samplerate} Hz, the segment has "
                                        f"{channels} at {sample_rate} Hz")
-                # One frame more than expected is read, so a block holding more is seen; read in bounded pieces
-                # (media.sound_blocks), so memory follows what the block holds, not the count a manifest claims.
-                decoded = read_frames(sound, "int16", frames + 1)
+                if whole:
+                    # One frame more than expected is read, so a block holding more is seen; read in bounded pieces
+                    # (media.sound_blocks), so memory follows what the block holds, not the count a manifest claims.
+                    decoded = read_frames(sound, "int16", frames + 1)
+                else:
+                    # Part of a block (a window's first or last): the header's length must be the block's (libsndfile
+                    # stops every read there), then only the frames asked for are decoded, from the FLAC frame
+                    # holding ``start`` where the codec seeks.
+                    if sound.frames != frames:
+                        raise CorruptBlock(f"its header declares {sound.frames} frames, the segment says {frames}")
+                    first = start if seeks else 0
+                    if first:
+                        sound.seek(first)
+                    decoded = read_frames(sound, "int16", stop - first)
+                    if decoded.shape[0] < stop - first:
+                        raise CorruptBlock(f"decodes to {first + decoded.shape[0]} frames, the segment says {frames}")
+                    return np.ascontiguousarray(decoded[start - first:].T)
         except CorruptBlock:
             raise
         except (RuntimeError, ValueError, TypeError, EOFError) as err:  # LibsndfileError is a RuntimeError
@@ -167,12 +201,12 @@ def _int16_block(block: np.ndarray) -> np.ndarray:
 #: The registry, in ``schemas.constants.CODECS`` order.
 REGISTRY: dict[str, Codec] = {
     CODEC_PCM16: Codec(CODEC_PCM16, lossless=True, blocked=False, sample_rates=None, max_channels=None,
-                       encode=_encode_pcm16, decode=_decode_pcm16),
+                       encode=_encode_pcm16, decode=_decode_pcm16, seeks=True),
     CODEC_FLAC: Codec(CODEC_FLAC, lossless=True, blocked=True, sample_rates=None, max_channels=FLAC_MAX_CHANNELS,
-                      encode=_encode_flac, decode=_decoder("FLAC", "PCM_16", "FLAC")),
+                      encode=_encode_flac, decode=_decoder("FLAC", "PCM_16", "FLAC", seeks=True), seeks=True),
     CODEC_OPUS: Codec(CODEC_OPUS, lossless=False, blocked=True, sample_rates=OPUS_SAMPLE_RATES,
                       max_channels=OPUS_MAX_CHANNELS, encode=_encode_opus,
-                      decode=_decoder("OGG", "OPUS", "Ogg Opus")),
+                      decode=_decoder("OGG", "OPUS", "Ogg Opus", seeks=False)),
 }
 if tuple(REGISTRY) != CODECS:  # pragma: no cover - a codec added to one list and not the other
     raise ImportError(f"codec registry {tuple(REGISTRY)} and CODECS {CODECS} differ")

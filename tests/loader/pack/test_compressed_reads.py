@@ -56,30 +56,35 @@ def mixtures(real_audio, wesep_list, tmp_path) -> str:
 
 
 class DecodedFrames:
-    """Counts the frames ``loader.pack.blocks.decode_block`` decodes."""
+    """Counts the frames ``loader.pack.blocks.decode_block`` is asked to decode (a block's ``[start, stop)``)."""
 
     def __init__(self, monkeypatch):
         self.frames = 0
+        self.spans = []
         real = block_codec.decode_block
 
-        def counting(codec, data, channels, frames, rate):
-            self.frames += frames
-            return real(codec, data, channels, frames, rate)
+        def counting(codec, data, channels, frames, rate, start=0, stop=None):
+            stop = frames if stop is None else stop
+            self.frames += stop - start
+            self.spans.append((start, stop))
+            return real(codec, data, channels, frames, rate, start, stop)
         monkeypatch.setattr(block_codec, "decode_block", counting)
 
 
-def test_a_window_of_a_long_utterance_decodes_only_its_blocks(long_utterance, tmp_path, monkeypatch):
+def test_a_window_of_a_long_utterance_decodes_only_the_frames_under_it(long_utterance, tmp_path, monkeypatch):
     flac = open_pack(recode(long_utterance, tmp_path / "flac", "flac", block_frames=RATE))
     pcm = open_pack(long_utterance)
     counted = DecodedFrames(monkeypatch)
     start = 17 * RATE + 4321  # a 2 s window across three 1 s blocks
     window = flac.read_segment("source", 0, start, start + 2 * RATE)
     assert np.array_equal(window, pcm.read_segment("source", 0, start, start + 2 * RATE))
-    assert counted.frames == 3 * RATE  # 3 s decoded of 60
+    # the first block from the window's first frame (libsndfile seeks), the middle one whole, the last to its end
+    assert counted.spans == [(4321, RATE), (0, RATE), (0, 4321)]
+    assert counted.frames == 2 * RATE  # 2 s decoded of 60
     counted.frames = 0
     out = np.empty(2 * RATE, dtype=np.float32)
     read_window(out, flac, "source", 0, start)
-    assert counted.frames == 3 * RATE
+    assert counted.frames == 2 * RATE
     want = np.empty_like(out)
     read_window(want, pcm, "source", 0, start)
     assert np.array_equal(out, want)
