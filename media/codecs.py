@@ -33,7 +33,7 @@ from typing import Callable, Sequence
 import numpy as np
 import soundfile
 
-from speechpack.media.sound_blocks import read_frames
+from speechpack.media.sound_blocks import DIRECT_BYTES, read_frames
 from speechpack.schemas.constants import (
     CODEC_FLAC,
     CODEC_OPUS,
@@ -163,9 +163,8 @@ def _decoder(file_format: str, subtype: str, title: str, seeks: bool) -> Callabl
                     raise CorruptBlock(f"{sound.channels} channel(s) at {sound.samplerate} Hz, the segment has "
                                        f"{channels} at {sample_rate} Hz")
                 if whole:
-                    # One frame more than expected is read, so a block holding more is seen; read in bounded pieces
-                    # (media.sound_blocks), so memory follows what the block holds, not the count a manifest claims.
-                    decoded = read_frames(sound, "int16", frames + 1)
+                    # One frame more than expected is read, so a block holding more is seen.
+                    decoded = _read_int16(sound, channels, frames + 1)
                 else:
                     # Part of a block (a window's first or last): the header's length must be the block's (libsndfile
                     # stops every read there), then only the frames asked for are decoded, from the FLAC frame
@@ -175,7 +174,7 @@ def _decoder(file_format: str, subtype: str, title: str, seeks: bool) -> Callabl
                     first = start if seeks else 0
                     if first:
                         sound.seek(first)
-                    decoded = read_frames(sound, "int16", stop - first)
+                    decoded = _read_int16(sound, channels, stop - first)
                     if decoded.shape[0] < stop - first:
                         raise CorruptBlock(f"decodes to {first + decoded.shape[0]} frames, the segment says {frames}")
                     return np.ascontiguousarray(decoded[start - first:].T)
@@ -190,6 +189,31 @@ def _decoder(file_format: str, subtype: str, title: str, seeks: bool) -> Callabl
             raise CorruptBlock(f"decodes to {decoded.shape[0]} frames, the segment says {frames}")
         return np.ascontiguousarray(decoded.T)
     return decode
+
+
+#: libsndfile's own ``sf_readf_short``, through soundfile's binding (None where a soundfile release lacks it).
+_SND = getattr(soundfile, "_snd", None)
+_FFI = getattr(soundfile, "_ffi", None)
+
+
+def _read_int16(sound: "soundfile.SoundFile", channels: int, count: int) -> np.ndarray:
+    """Up to ``count`` frames of ``sound`` from its position, int16 ``[T, C]`` (``T`` what it held).
+
+    Why not ``sound.read``: soundfile seeks back to the position a read has just reached after every read, to
+    keep its own count, and for FLAC that is a real libFLAC seek (a search and a frame decoded again: measured
+    here, as much as decoding a frame); a block is read once and closed, so the read calls libsndfile's
+    ``sf_readf_short`` on the open handle directly (the same function ``sound.read`` calls: the same samples).
+    A count past ``DIRECT_BYTES`` (a length the index or header claims) is read in bounded pieces
+    (``media.sound_blocks``), so memory follows what the block holds."""
+    handle = getattr(sound, "_file", None)
+    if _SND is None or _FFI is None or handle is None or count * channels * 2 > DIRECT_BYTES:
+        return read_frames(sound, "int16", count)
+    out = np.empty((count, channels), dtype=np.int16)
+    got = _SND.sf_readf_short(handle, _FFI.cast("short *", _FFI.from_buffer(out)), count)
+    error = _SND.sf_error(handle)
+    if error:
+        raise RuntimeError(_FFI.string(_SND.sf_error_number(error)).decode("utf-8", "replace"))
+    return out[:got]
 
 
 def _int16_block(block: np.ndarray) -> np.ndarray:
