@@ -18,8 +18,8 @@ two-speaker mixtures, mixture and both sources stored (a ``tse`` pack), PCM_16 W
 
 **Packs**: ``speechpack build wesep`` with ``--codec pcm16`` (the default), then ``speechpack convert`` of it to
 ``flac`` and ``opus`` (``--block-seconds``: the codecs' default unless given; opus at the default bit rate),
-timed; and, where the build writes codecs, ``build wesep --codec C`` timed too.  **Encode limit**: soundfile encoding the same segments
-alone, cut into the same blocks, into memory (one process; what a build cannot beat).
+timed; and, where the build writes codecs, ``build wesep --codec C`` timed too.  **Encode limit**: soundfile
+encoding the same segments alone, cut into the same blocks, into memory (one process; what a build cannot beat).
 
 **Loader jobs** (an epoch reads every mixture once in a shuffled order, one random 2 s window shared by the mixture
 and its sources, batches of 8 mixtures; ``--workers`` DataLoader workers):
@@ -27,8 +27,10 @@ and its sources, batches of 8 mixtures; ``--workers`` DataLoader workers):
 - **speechpack** ``build_loader`` (TSE ``chunk_len`` 32000, ``batch_size`` 8) on the pcm16, flac and opus packs.
 - **decode limit** (one process): soundfile decoding, for the same number of random windows of the same
   segments, exactly the part of each block of the compressed pack under each window (mixture and both sources; a
-  FLAC block sought to the window's first frame, every block read to the window's end), scaled into a float32
-  batch.  What any reader of that pack must at least do.
+  FLAC block sought to the window's first frame, every block read to the window's end with libsndfile's
+  ``sf_readf_short`` as the loader reads), scaled into a float32 batch.  What any reader of that pack must at least
+  do.  (The peers read through ``soundfile.read``, as their users do, which after each read seeks a FLAC file
+  back to where the read ended: a libFLAC seek.)
 - **Lhotse Shar** FLAC and Opus: the same mixtures as ``to_shar(fields={"recording": C, "s1": C, "s2": C})``, read
   as ``bench/peers.py`` reads Shar (``CutSet.from_shar``, ``truncate``, ``load_audio``).
 - **WebDataset** tars of FLAC files (members ``KEY.mix.flac``, ``KEY.s1.flac``, ``KEY.s2.flac``), each window read
@@ -306,7 +308,8 @@ def speechpack_epoch(pack: str, workers: int, seed: int = 0):
 class DecodeLimit:
     """soundfile decoding, per random window, only the part of each block of a compressed pack under it (mixture
     and both sources; a FLAC block sought to the window's first frame, an Opus block from its start, each read to
-    the window's end, as the loader does), scaled into float32 batches: the least any reader of that pack does."""
+    the window's end with libsndfile's ``sf_readf_short``, as the loader does: ``media.codecs.read_int16``),
+    scaled into float32 batches: the least any reader of that pack does."""
 
     def __init__(self, pack_dir: str, seed: int = 0):
         from speechpack.loader.pack import open_pack
@@ -329,6 +332,7 @@ class DecodeLimit:
 
     def window(self, stream: str, segment: int, shard: int, start: int) -> np.ndarray:
         import soundfile
+        from speechpack.media.codecs import read_int16
         table = self.blocks[stream]
         rows = table.blocks_of(segment, start, start + CHUNK)
         data = self.arrays[(shard, stream)]
@@ -343,7 +347,7 @@ class DecodeLimit:
                     sound.seek(first)
                 else:
                     first = 0
-                pieces.append(sound.read(last - first, dtype="int16")[max(start - origin, 0) - first:])
+                pieces.append(read_int16(sound, 1, last - first)[max(start - origin, 0) - first:, 0])
             origin += size
         return np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
 
@@ -419,6 +423,7 @@ def asr_epoch(pack: str, workers: int):
 def asr_limit_epoch(pack_dir: str):
     """soundfile decoding every block of every utterance, into padded float32 batches of ``ASR_BATCH``."""
     import soundfile
+    from speechpack.media.codecs import read_int16
     from speechpack.loader.pack import open_pack
     from speechpack.schemas.constants import STREAM_AUDIO
     pack = open_pack(pack_dir)
@@ -434,9 +439,11 @@ def asr_limit_epoch(pack_dir: str):
             for r, i in enumerate(chosen):
                 j = pack.segments_of(STREAM_AUDIO, int(i))[0]
                 data = arrays[int(table.shard[j])]
-                parts = [soundfile.read(io.BytesIO(data[int(blocks.start[b]):int(blocks.start[b] + blocks.size[b])]
-                                                   .tobytes()), dtype="int16")[0]
-                         for b in range(int(blocks.first[j]), int(blocks.first[j + 1]))]
+                parts = []
+                for b in range(int(blocks.first[j]), int(blocks.first[j + 1])):
+                    with soundfile.SoundFile(io.BytesIO(data[int(blocks.start[b]):int(blocks.start[b] + blocks.size[b])]
+                                                        .tobytes())) as sound:
+                        parts.append(read_int16(sound, 1, sound.frames)[:, 0])
                 signal = np.concatenate(parts)
                 batch[r, :len(signal)] = signal
                 batch[r, :len(signal)] *= np.float32(float(table.scale[j]) / 32768.0)

@@ -164,7 +164,7 @@ def _decoder(file_format: str, subtype: str, title: str, seeks: bool) -> Callabl
                                        f"{channels} at {sample_rate} Hz")
                 if whole:
                     # One frame more than expected is read, so a block holding more is seen.
-                    decoded = _read_int16(sound, channels, frames + 1)
+                    decoded = read_int16(sound, channels, frames + 1)
                 else:
                     # Part of a block (a window's first or last): the header's length must be the block's (libsndfile
                     # stops every read there), then only the frames asked for are decoded, from the FLAC frame
@@ -174,7 +174,7 @@ def _decoder(file_format: str, subtype: str, title: str, seeks: bool) -> Callabl
                     first = start if seeks else 0
                     if first:
                         sound.seek(first)
-                    decoded = _read_int16(sound, channels, stop - first)
+                    decoded = read_int16(sound, channels, stop - first)
                     if decoded.shape[0] < stop - first:
                         raise CorruptBlock(f"decodes to {first + decoded.shape[0]} frames, the segment says {frames}")
                     return np.ascontiguousarray(decoded[start - first:].T)
@@ -196,7 +196,7 @@ _SND = getattr(soundfile, "_snd", None)
 _FFI = getattr(soundfile, "_ffi", None)
 
 
-def _read_int16(sound: "soundfile.SoundFile", channels: int, count: int) -> np.ndarray:
+def read_int16(sound: "soundfile.SoundFile", channels: int, count: int) -> np.ndarray:
     """Up to ``count`` frames of ``sound`` from its position, int16 ``[T, C]`` (``T`` what it held).
 
     Why not ``sound.read``: soundfile seeks back to the position a read has just reached after every read, to
@@ -410,5 +410,5 @@ def _lacing(size: int) -> bytes:
 
 __all__ = ["DEFAULT_BLOCK_SECONDS", "DEFAULT_OPUS_BITRATE", "OPUS_MAX_BITRATE", "OPUS_MIN_BITRATE", "REGISTRY",
            "Codec", "CorruptBlock", "EncodeError", "EncodedSegment", "block_frames_of", "block_range", "check_encoding",
-           "check_opus_bitrate", "check_opus_rate", "codec", "decode_run", "encode_segment",
+           "check_opus_bitrate", "check_opus_rate", "codec", "decode_run", "encode_segment", "read_int16",
            "opus_compression_level"]
