@@ -2,7 +2,7 @@
 read the same FLAC or Opus audio, and build and convert time against the encode limit.
 
     python bench/codec_throughput.py [--quick] [--workers 0 2] [--repeats 3] [--short-lines N] [--long-lines N]
-                                     [--codecs flac [opus]] [--tmp-dir DIR] [--keep]
+                                     [--codecs flac [opus]] [--block-seconds S] [--tmp-dir DIR] [--keep]
 
 The peers are benchmark-only installs, as for ``bench/peers.py``: ``pip install webdataset==1.0.2 lhotse==1.33.0``
 (Lhotse is also speechpack's optional ``lhotse`` extra); speechpack never imports them.
@@ -17,17 +17,20 @@ two-speaker mixtures, mixture and both sources stored (a ``tse`` pack), PCM_16 W
 ``short`` = lines of 2-5 s, ``long`` = lines of 60 s.
 
 **Packs**: ``speechpack build wesep`` with ``--codec pcm16`` (the default), then ``speechpack convert`` of it to
-``flac`` and ``opus`` (``--block-seconds 1``, the default; opus at the default bit rate), timed; and, where the
-build writes codecs, ``build wesep --codec C`` timed too.  **Encode limit**: soundfile encoding the same segments
-alone, cut into the same blocks, into memory (one process; what a build cannot beat).
+``flac`` and ``opus`` (``--block-seconds``: the codecs' default unless given; opus at the default bit rate),
+timed; and, where the build writes codecs, ``build wesep --codec C`` timed too.  **Encode limit**: soundfile
+encoding the same segments alone, cut into the same blocks, into memory (one process; what a build cannot beat).
 
 **Loader jobs** (an epoch reads every mixture once in a shuffled order, one random 2 s window shared by the mixture
 and its sources, batches of 8 mixtures; ``--workers`` DataLoader workers):
 
 - **speechpack** ``build_loader`` (TSE ``chunk_len`` 32000, ``batch_size`` 8) on the pcm16, flac and opus packs.
 - **decode limit** (one process): soundfile decoding, for the same number of random windows of the same
-  segments, exactly the blocks of the compressed pack under each window (mixture and both sources), sliced and
-  scaled into a float32 batch.  What any reader of that pack must at least do.
+  segments, exactly the part of each block of the compressed pack under each window (mixture and both sources; a
+  FLAC block sought to the window's first frame, every block read to the window's end with libsndfile's
+  ``sf_readf_short`` as the loader reads), scaled into a float32 batch.  What any reader of that pack must at least
+  do.  (The peers read through ``soundfile.read``, as their users do, which after each read seeks a FLAC file
+  back to where the read ended: a libFLAC seek.)
 - **Lhotse Shar** FLAC and Opus: the same mixtures as ``to_shar(fields={"recording": C, "s1": C, "s2": C})``, read
   as ``bench/peers.py`` reads Shar (``CutSet.from_shar``, ``truncate``, ``load_audio``).
 - **WebDataset** tars of FLAC files (members ``KEY.mix.flac``, ``KEY.s1.flac``, ``KEY.s2.flac``), each window read
@@ -66,7 +69,7 @@ from workdir import bench_workdir  # noqa: E402
 
 CODECS = ("pcm16", "flac", "opus")
 COMPRESSED = ("flac", "opus")
-BLOCK_SECONDS = 1.0
+BLOCK_SECONDS = 1.0  # the codecs' default (media.codecs.DEFAULT_BLOCK_SECONDS) unless --block-seconds, set in main
 ASR_BATCH = 8
 #: Targets of issue 32 (docs/performance.md).
 TARGET_FLAC_BYTES = 0.6  # FLAC pack bytes at most this of pcm16
@@ -143,7 +146,7 @@ def build_pack(list_path: str, out: str, codec: str | None = None) -> float:
     """``build wesep`` (with ``--codec`` when given); seconds."""
     from speechpack.packer.adapters.wesep import build_wesep
     from speechpack.packer.build.run import BuildOptions
-    extra = {} if codec is None else {"codec": codec}
+    extra = {} if codec is None else {"codec": codec, "block_seconds": BLOCK_SECONDS}
     started = time.perf_counter()
     build_wesep(list_path, BuildOptions(out=out, workers=1, progress=False, **extra))
     return time.perf_counter() - started
@@ -303,15 +306,19 @@ def speechpack_epoch(pack: str, workers: int, seed: int = 0):
 
 
 class DecodeLimit:
-    """soundfile decoding, per random window, only the blocks of a compressed pack under it (mixture and both
-    sources), sliced and scaled into float32 batches: the least any reader of that pack does."""
+    """soundfile decoding, per random window, only the part of each block of a compressed pack under it (mixture
+    and both sources; a FLAC block sought to the window's first frame, an Opus block from its start, each read to
+    the window's end with libsndfile's ``sf_readf_short``, as the loader does: ``media.codecs.read_int16``),
+    scaled into float32 batches: the least any reader of that pack does."""
 
     def __init__(self, pack_dir: str, seed: int = 0):
         from speechpack.loader.pack import open_pack
+        from speechpack.media.codecs import codec as codec_row
         from speechpack.schemas.constants import STREAM_MIX, STREAM_TARGET
         pack = open_pack(pack_dir)
         self.seed = seed
         self.blocks = {s: pack.blocks[s] for s in (STREAM_MIX, STREAM_TARGET)}
+        self.seeks = {s: codec_row(pack.blocks[s].codec).seeks for s in (STREAM_MIX, STREAM_TARGET)}
         self.arrays = {(k, s): np.asarray(pack.stream_array(k, s)) for k in range(len(pack.manifest.shards))
                        for s in (STREAM_MIX, STREAM_TARGET)}
         self.samples = []  # per sample: [(stream, segment, shard, scale)] mixture first
@@ -325,14 +332,24 @@ class DecodeLimit:
 
     def window(self, stream: str, segment: int, shard: int, start: int) -> np.ndarray:
         import soundfile
+        from speechpack.media.codecs import read_int16
         table = self.blocks[stream]
         rows = table.blocks_of(segment, start, start + CHUNK)
         data = self.arrays[(shard, stream)]
-        pieces = [soundfile.read(io.BytesIO(data[int(table.start[b]):int(table.start[b] + table.size[b])].tobytes()),
-                                 dtype="int16")[0] for b in rows]
-        first = (rows.start - int(table.first[segment])) * table.block_frames
-        joined = np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
-        return joined[start - first:start - first + CHUNK]
+        size = table.block_frames
+        origin = (rows.start - int(table.first[segment])) * size
+        pieces = []
+        for b in rows:  # the part of each block under the window: sought to its first frame where the codec seeks
+            first, last = max(start - origin, 0), min(start + CHUNK - origin, size)
+            with soundfile.SoundFile(io.BytesIO(data[int(table.start[b]):int(table.start[b] + table.size[b])]
+                                                .tobytes())) as sound:
+                if first and self.seeks[stream]:
+                    sound.seek(first)
+                else:
+                    first = 0
+                pieces.append(read_int16(sound, 1, last - first)[max(start - origin, 0) - first:, 0])
+            origin += size
+        return np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
 
     def epoch(self, number: int) -> int:
         rng = np.random.default_rng((self.seed, number))
@@ -406,6 +423,7 @@ def asr_epoch(pack: str, workers: int):
 def asr_limit_epoch(pack_dir: str):
     """soundfile decoding every block of every utterance, into padded float32 batches of ``ASR_BATCH``."""
     import soundfile
+    from speechpack.media.codecs import read_int16
     from speechpack.loader.pack import open_pack
     from speechpack.schemas.constants import STREAM_AUDIO
     pack = open_pack(pack_dir)
@@ -421,9 +439,11 @@ def asr_limit_epoch(pack_dir: str):
             for r, i in enumerate(chosen):
                 j = pack.segments_of(STREAM_AUDIO, int(i))[0]
                 data = arrays[int(table.shard[j])]
-                parts = [soundfile.read(io.BytesIO(data[int(blocks.start[b]):int(blocks.start[b] + blocks.size[b])]
-                                                   .tobytes()), dtype="int16")[0]
-                         for b in range(int(blocks.first[j]), int(blocks.first[j + 1]))]
+                parts = []
+                for b in range(int(blocks.first[j]), int(blocks.first[j + 1])):
+                    with soundfile.SoundFile(io.BytesIO(data[int(blocks.start[b]):int(blocks.start[b] + blocks.size[b])]
+                                                        .tobytes())) as sound:
+                        parts.append(read_int16(sound, 1, sound.frames)[:, 0])
                 signal = np.concatenate(parts)
                 batch[r, :len(signal)] = signal
                 batch[r, :len(signal)] *= np.float32(float(table.scale[j]) / 32768.0)
@@ -471,10 +491,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--long-lines", type=int, default=None, help="60 s lines (default 8)")
     parser.add_argument("--codecs", nargs="+", choices=COMPRESSED, default=None,
                         help="compressed codecs measured (default flac opus; --codecs flac skips Opus's slow encode)")
+    parser.add_argument("--block-seconds", type=float, default=None,
+                        help="--block-seconds of the compressed packs (default: the codecs' default)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tmp-dir", default=None)
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args(argv)
+    global BLOCK_SECONDS
+    from speechpack.media.codecs import DEFAULT_BLOCK_SECONDS
+    BLOCK_SECONDS = DEFAULT_BLOCK_SECONDS if args.block_seconds is None else args.block_seconds
     workers = args.workers if args.workers is not None else ([0] if args.quick else [0, 2])
     repeats = args.repeats or (1 if args.quick else 3)
     short_lines = args.short_lines or (8 if args.quick else 160)
@@ -494,7 +519,7 @@ def main(argv: list[str] | None = None) -> int:
              f"{short_lines} lines of 2-5 s ({corpora['short']['mix_hours'] * 60:.1f} min), long = {long_lines} "
              f"lines of 60 s ({corpora['long']['mix_hours'] * 60:.1f} min); libsndfile "
              f"{soundfile.__libsndfile_version__}, torch {torch.__version__} (1 thread); workers {workers}, "
-             f"{repeats} repeat(s)")
+             f"{repeats} repeat(s); {BLOCK_SECONDS:g} s blocks; load average {os.getloadavg()[0]:.1f}")
         packs: dict[tuple[str, str], str] = {}
         timing: dict[str, float] = {}
         for name, corpus in corpora.items():
@@ -595,7 +620,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def summary(figures: dict, workers: list[int], compressed: dict[str, tuple[str, ...]]) -> None:
     """The targets of issue 32, one line each (what docs/performance.md's summary table holds)."""
-    _log("\n  summary (metric: value, baseline, ratio, verdict)")
+    _log(f"\n  summary (metric: value, baseline, ratio, verdict); load average now {os.getloadavg()[0]:.1f}")
     for name in ("short", "long"):
         sizes = figures[f"{name}_bytes"]
         ratio = sizes["speechpack flac"] / sizes["speechpack pcm16"]

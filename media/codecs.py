@@ -2,8 +2,10 @@
 
 A row encodes one int16 block ``[C, T]`` to bytes and decodes bytes back to int16 ``[C, T]``; encoding and
 decoding go through soundfile (libsndfile's FLAC and Ogg/Opus), never a codec of our own.  The writer
-(``packer.build``) encodes a segment's blocks in its worker processes (:func:`encode_segment`); the reader and
-``speechpack validate`` decode the run of blocks a window touches (:func:`decode_run`).  A block that does not
+(``packer.build``) encodes a segment's blocks in its worker processes (:func:`encode_segment`); ``speechpack
+validate`` decodes every block whole (:func:`decode_run`), the loader only the part of each block a window needs
+(a row's ``decode`` with ``start``/``stop``: a FLAC block is sought to the frame holding the window's first
+sample, and any block's decoding stops at the window's end; ``loader.pack.blocks``).  A block that does not
 decode, or decodes to other frame or channel counts than its segment says, raises :class:`CorruptBlock`, which
 names the block; callers add the file and the segment (:meth:`CorruptBlock.at`).
 
@@ -31,7 +33,7 @@ from typing import Callable, Sequence
 import numpy as np
 import soundfile
 
-from speechpack.media.sound_blocks import read_frames
+from speechpack.media.sound_blocks import DIRECT_BYTES, read_frames
 from speechpack.schemas.constants import (
     CODEC_FLAC,
     CODEC_OPUS,
@@ -91,7 +93,11 @@ class Codec:
     ``sample_rates``  the only rates it encodes, or None for any.
     ``max_channels``  the most channels a block may have, or None for any.
     ``encode(block, sample_rate, bitrate)``  int16 ``[C, T]`` -> bytes (``bitrate``: bits/s per channel, opus).
-    ``decode(data, sample_rate, channels, frames)``  bytes -> int16 ``[C, frames]``, or :class:`CorruptBlock`.
+    ``decode(data, sample_rate, channels, frames, start=0, stop=None)``  bytes -> int16 ``[C, frames]``, or
+                      :class:`CorruptBlock`; with ``start``/``stop``, frames ``[start, stop)`` of the block only.
+    ``seeks``         a decode of ``[start, stop)`` starts at ``start`` (FLAC: libFLAC seeks sample-exactly to the
+                      frame holding it); False: it decodes from the block's first frame (Opus: a decoder started
+                      later would give other samples than the block's stored ones, which are its whole decode).
     """
 
     name: str
@@ -100,17 +106,28 @@ class Codec:
     sample_rates: tuple[int, ...] | None
     max_channels: int | None
     encode: Callable[[np.ndarray, int, int | None], bytes]
-    decode: Callable[[bytes, int, int, int], np.ndarray]
+    decode: Callable[..., np.ndarray]
+    seeks: bool = False
 
 
 def _encode_pcm16(block: np.ndarray, sample_rate: int, bitrate: int | None = None) -> bytes:
     return np.ascontiguousarray(block, dtype="<i2").tobytes()
 
 
-def _decode_pcm16(data: bytes, sample_rate: int, channels: int, frames: int) -> np.ndarray:
+def _decode_pcm16(data: bytes, sample_rate: int, channels: int, frames: int, start: int = 0,
+                  stop: int | None = None) -> np.ndarray:
     if len(data) != channels * frames * 2:
         raise CorruptBlock(f"{len(data)} bytes, {channels} x {frames} int16 samples need {channels * frames * 2}")
-    return np.frombuffer(data, dtype="<i2").reshape(channels, frames)
+    start, stop = _span(frames, start, stop)
+    return np.frombuffer(data, dtype="<i2").reshape(channels, frames)[:, start:stop]
+
+
+def _span(frames: int, start: int, stop: int | None) -> tuple[int, int]:
+    """``[start, stop)`` of a block of ``frames`` (``stop`` None: its end); a span outside it is a caller's bug."""
+    stop = frames if stop is None else stop
+    if not 0 <= start < stop <= frames:
+        raise ValueError(f"frames [{start}, {stop}) of a block of {frames}")
+    return start, stop
 
 
 def _encode_sound(block: np.ndarray, sample_rate: int, file_format: str, subtype: str,
@@ -133,8 +150,11 @@ def _encode_opus(block: np.ndarray, sample_rate: int, bitrate: int | None = None
     return _settle_ogg(_encode_sound(block, sample_rate, "OGG", "OPUS", level))
 
 
-def _decoder(file_format: str, subtype: str, title: str) -> Callable[[bytes, int, int, int], np.ndarray]:
-    def decode(data: bytes, sample_rate: int, channels: int, frames: int) -> np.ndarray:
+def _decoder(file_format: str, subtype: str, title: str, seeks: bool) -> Callable[..., np.ndarray]:
+    def decode(data: bytes, sample_rate: int, channels: int, frames: int, start: int = 0,
+               stop: int | None = None) -> np.ndarray:
+        whole = start == 0 and stop is None
+        start, stop = _span(frames, start, stop)
         try:
             with soundfile.SoundFile(io.BytesIO(data)) as sound:
                 if sound.format != file_format or sound.subtype != subtype:
@@ -142,9 +162,22 @@ def _decoder(file_format: str, subtype: str, title: str) -> Callable[[bytes, int
                 if sound.samplerate != sample_rate or sound.channels != channels:
                     raise CorruptBlock(f"{sound.channels} channel(s) at {sound.samplerate} Hz, the segment has "
                                        f"{channels} at {sample_rate} Hz")
-                # One frame more than expected is read, so a block holding more is seen; read in bounded pieces
-                # (media.sound_blocks), so memory follows what the block holds, not the count a manifest claims.
-                decoded = read_frames(sound, "int16", frames + 1)
+                if whole:
+                    # One frame more than expected is read, so a block holding more is seen.
+                    decoded = read_int16(sound, channels, frames + 1)
+                else:
+                    # Part of a block (a window's first or last): the header's length must be the block's (libsndfile
+                    # stops every read there), then only the frames asked for are decoded, from the FLAC frame
+                    # holding ``start`` where the codec seeks.
+                    if sound.frames != frames:
+                        raise CorruptBlock(f"its header declares {sound.frames} frames, the segment says {frames}")
+                    first = start if seeks else 0
+                    if first:
+                        sound.seek(first)
+                    decoded = read_int16(sound, channels, stop - first)
+                    if decoded.shape[0] < stop - first:
+                        raise CorruptBlock(f"decodes to {first + decoded.shape[0]} frames, the segment says {frames}")
+                    return np.ascontiguousarray(decoded[start - first:].T)
         except CorruptBlock:
             raise
         except (RuntimeError, ValueError, TypeError, EOFError) as err:  # LibsndfileError is a RuntimeError
@@ -158,6 +191,31 @@ def _decoder(file_format: str, subtype: str, title: str) -> Callable[[bytes, int
     return decode
 
 
+#: libsndfile's own ``sf_readf_short``, through soundfile's binding (None where a soundfile release lacks it).
+_SND = getattr(soundfile, "_snd", None)
+_FFI = getattr(soundfile, "_ffi", None)
+
+
+def read_int16(sound: "soundfile.SoundFile", channels: int, count: int) -> np.ndarray:
+    """Up to ``count`` frames of ``sound`` from its position, int16 ``[T, C]`` (``T`` what it held).
+
+    Why not ``sound.read``: soundfile seeks back to the position a read has just reached after every read, to
+    keep its own count, and for FLAC that is a real libFLAC seek (a search and a frame decoded again: measured
+    here, as much as decoding a frame); a block is read once and closed, so the read calls libsndfile's
+    ``sf_readf_short`` on the open handle directly (the same function ``sound.read`` calls: the same samples).
+    A count past ``DIRECT_BYTES`` (a length the index or header claims) is read in bounded pieces
+    (``media.sound_blocks``), so memory follows what the block holds."""
+    handle = getattr(sound, "_file", None)
+    if _SND is None or _FFI is None or handle is None or count * channels * 2 > DIRECT_BYTES:
+        return read_frames(sound, "int16", count)
+    out = np.empty((count, channels), dtype=np.int16)
+    got = _SND.sf_readf_short(handle, _FFI.cast("short *", _FFI.from_buffer(out)), count)
+    error = _SND.sf_error(handle)
+    if error:
+        raise RuntimeError(_FFI.string(_SND.sf_error_number(error)).decode("utf-8", "replace"))
+    return out[:got]
+
+
 def _int16_block(block: np.ndarray) -> np.ndarray:
     if block.ndim != 2 or block.dtype != np.int16:
         raise TypeError(f"a block is int16 [channels, frames], got {block.dtype} {block.shape}")
@@ -167,12 +225,12 @@ def _int16_block(block: np.ndarray) -> np.ndarray:
 #: The registry, in ``schemas.constants.CODECS`` order.
 REGISTRY: dict[str, Codec] = {
     CODEC_PCM16: Codec(CODEC_PCM16, lossless=True, blocked=False, sample_rates=None, max_channels=None,
-                       encode=_encode_pcm16, decode=_decode_pcm16),
+                       encode=_encode_pcm16, decode=_decode_pcm16, seeks=True),
     CODEC_FLAC: Codec(CODEC_FLAC, lossless=True, blocked=True, sample_rates=None, max_channels=FLAC_MAX_CHANNELS,
-                      encode=_encode_flac, decode=_decoder("FLAC", "PCM_16", "FLAC")),
+                      encode=_encode_flac, decode=_decoder("FLAC", "PCM_16", "FLAC", seeks=True), seeks=True),
     CODEC_OPUS: Codec(CODEC_OPUS, lossless=False, blocked=True, sample_rates=OPUS_SAMPLE_RATES,
                       max_channels=OPUS_MAX_CHANNELS, encode=_encode_opus,
-                      decode=_decoder("OGG", "OPUS", "Ogg Opus")),
+                      decode=_decoder("OGG", "OPUS", "Ogg Opus", seeks=False)),
 }
 if tuple(REGISTRY) != CODECS:  # pragma: no cover - a codec added to one list and not the other
     raise ImportError(f"codec registry {tuple(REGISTRY)} and CODECS {CODECS} differ")
@@ -352,5 +410,5 @@ def _lacing(size: int) -> bytes:
 
 __all__ = ["DEFAULT_BLOCK_SECONDS", "DEFAULT_OPUS_BITRATE", "OPUS_MAX_BITRATE", "OPUS_MIN_BITRATE", "REGISTRY",
            "Codec", "CorruptBlock", "EncodeError", "EncodedSegment", "block_frames_of", "block_range", "check_encoding",
-           "check_opus_bitrate", "check_opus_rate", "codec", "decode_run", "encode_segment",
+           "check_opus_bitrate", "check_opus_rate", "codec", "decode_run", "encode_segment", "read_int16",
            "opus_compression_level"]

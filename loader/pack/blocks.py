@@ -2,14 +2,17 @@
 its samples decoded a block at a time.
 
 Why blocks.  A compressed segment is cut into independently decodable blocks of ``block_frames`` frames
-(docs/format.md), so a reader that needs a window decodes only the blocks the window touches: a 2 s training
-window of a 60 s utterance decodes 2-3 s, not 60.  ``BlockTable`` turns the ``columns/<stream>_blocks.npy``
-column (every block's byte size) into each block's byte offset in its shard's stream file (a cumulative sum), and
-each segment's first block.  ``BlockSamples`` is one segment's stored samples, ``[C, T]`` int16, as a reader sees
-them: sliced like the int16 view of a pcm16 segment (``samples[:, a:b]``, ``samples[0, a:b]``), it decodes the
-blocks under the slice (each at most once: they are kept while the object lives) and returns int16 exactly as a
-pcm16 pack would hold them (FLAC is lossless; an Opus block's decoded samples are its stored samples by
-definition).  ``Pack.stored_segment`` hands one out for a compressed stream, so every reader of stored audio
+(docs/format.md), so a reader that needs a window decodes only the blocks the window touches, and of those only
+the part under the window: a 2 s training window of a 60 s utterance decodes about 2 s, not 60.  ``BlockTable``
+turns the ``columns/<stream>_blocks.npy`` column (every block's byte size) into each block's byte offset in its
+shard's stream file (a cumulative sum), and each segment's first block.  ``BlockSamples`` is one segment's stored
+samples, ``[C, T]`` int16, as a reader sees them: sliced like the int16 view of a pcm16 segment (``samples[:, a:b]``,
+``samples[0, a:b]``), it decodes the part of each block under the slice (a FLAC block from the FLAC frame holding
+the slice's first sample, libsndfile seeking sample-exactly; an Opus block from its first frame; each block's
+decoding stops at the slice's end) and keeps what it decoded while the object lives, so the next slice of the same
+frames decodes nothing.  It returns int16 exactly as a pcm16 pack would hold them (FLAC is lossless; an Opus
+block's decoded samples are its stored samples by definition, and a decode stopped early gives their first
+frames).  ``Pack.stored_segment`` hands one out for a compressed stream, so every reader of stored audio
 (``loader.samples``, TSE's table and item paths, ASD, ASR, ``Pack.sample``) decodes through here, in whichever
 process builds the batch (the DataLoader's workers).
 
@@ -111,11 +114,14 @@ def check_digest(data, expected: np.ndarray) -> bool:
     return piece_digest(data) == expected.tobytes()
 
 
-def decode_block(codec: str, data: bytes, channels: int, frames: int, sample_rate: int) -> np.ndarray:
+def decode_block(codec: str, data: bytes, channels: int, frames: int, sample_rate: int, start: int = 0,
+                 stop: int | None = None) -> np.ndarray:
     """One block's ``data`` decoded to int16 ``[channels, frames]`` through its codec's registry row
-    (``media.codecs``: libsndfile); ``CorruptBlock`` when it does not decode to exactly that at that rate.
-    Module-level, so a test can count the frames a read decodes."""
-    return codec_row(codec).decode(data, sample_rate, channels, frames)
+    (``media.codecs``: libsndfile); ``CorruptBlock`` when it does not decode to exactly that at that rate.  With
+    ``start``/``stop``: frames ``[start, stop)`` of the block only (a codec that ``seeks``, FLAC, decodes from the
+    FLAC frame holding ``start``; any stops at ``stop``).  Module-level, so a test can count the frames a read
+    decodes."""
+    return codec_row(codec).decode(data, sample_rate, channels, frames, start, stop)
 
 
 class BlockSamples:
@@ -133,7 +139,9 @@ class BlockSamples:
         self.segment = segment
         self.shape = (int(table.channels[segment]), int(table.length[segment]))
         self.blocks: BlockTable = pack.blocks[stream]
-        self._decoded: dict[int, np.ndarray] = {}
+        self._seeks = codec_row(self.blocks.codec).seeks
+        #: block row -> (first frame decoded, int16 [C, frames decoded]) of the blocks sliced so far
+        self._decoded: dict[int, tuple[int, np.ndarray]] = {}
 
     def __repr__(self) -> str:
         return f"BlockSamples({self.stream!r}, segment={self.segment}, shape={self.shape}, codec={self.blocks.codec})"
@@ -146,16 +154,27 @@ class BlockSamples:
         return self.shape[0] * self.shape[1]
 
     def window(self, start: int, stop: int) -> np.ndarray:
-        """Frames ``[start, stop)`` of every channel (clamped to the segment), int16 ``[C, stop - start]``."""
+        """Frames ``[start, stop)`` of every channel (clamped to the segment), read-only int16 ``[C, stop - start]``.
+        Only the part of each block under the window is decoded (a FLAC block from the FLAC frame holding the
+        window's first sample; an Opus block from its start, see ``media.codecs``), and kept for the next slice of
+        the same frames (a batch probes a window's sound, then copies it)."""
         channels, length = self.shape
         start, stop = max(0, start), min(stop, length)
         if stop <= start:
             return np.zeros((channels, 0), dtype=np.int16)
-        rows = self.blocks.blocks_of(self.segment, start, stop)
-        base = (rows.start - int(self.blocks.first[self.segment])) * self.blocks.block_frames
-        parts = [self._block(b) for b in rows]
-        joined = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
-        return joined[:, start - base:stop - base]
+        blocks = self.blocks
+        size = blocks.block_frames
+        rows = blocks.blocks_of(self.segment, start, stop)
+        first_row = int(blocks.first[self.segment])
+        parts = []
+        for b in rows:
+            origin = (b - first_row) * size
+            parts.append(self._span(b, max(start, origin) - origin, min(stop, origin + size) - origin))
+        if len(parts) == 1:
+            return parts[0]
+        joined = np.concatenate(parts, axis=1)
+        joined.flags.writeable = False
+        return joined
 
     def __getitem__(self, key):
         if not isinstance(key, tuple):
@@ -191,11 +210,23 @@ class BlockSamples:
         whole = self.window(0, self.shape[1])
         return whole if dtype is None else whole.astype(dtype)
 
-    def _block(self, b: int) -> np.ndarray:
-        cached = self._decoded.get(b)
-        if cached is None:
-            cached = self._decoded[b] = self.pack.decode_block(self.stream, self.segment, b)
-        return cached
+    def _span(self, b: int, start: int, stop: int) -> np.ndarray:
+        """Frames ``[start, stop)`` of block row ``b`` (frames counted from the block's first), from what this view
+        decoded of the block before, or decoded now: a span that the kept one does not cover is decoded as one
+        with it (their union), so it stays one array per block."""
+        kept = self._decoded.get(b)
+        if kept is not None:
+            lo, array = kept
+            if lo <= start and stop <= lo + array.shape[1]:
+                return array[:, start - lo:stop - lo]
+            start_all, stop_all = min(start, lo), max(stop, lo + array.shape[1])
+        else:
+            start_all, stop_all = start, stop
+        if not self._seeks:
+            start_all = 0  # decoded from the block's first frame anyway: keep all of it
+        decoded = self.pack.decode_block(self.stream, self.segment, b, start_all, stop_all)
+        self._decoded[b] = (start_all, decoded)
+        return decoded[:, start - start_all:stop - start_all]
 
 
 __all__ = ["BlockSamples", "BlockTable", "CorruptBlock", "DIGEST_BYTES", "check_digest", "decode_block",

@@ -364,21 +364,23 @@ class Pack:
         self.will_need(stream, segment, start, stop)
         return stored[:, start:stop].astype(np.float32) * np.float32(factor)
 
-    def decode_block(self, stream: str, segment: int, block: int) -> np.ndarray:
+    def decode_block(self, stream: str, segment: int, block: int, start: int = 0,
+                     stop: int | None = None) -> np.ndarray:
         """Block row ``block`` (of segment ``segment``) of compressed stream ``stream``, decoded to read-only int16
-        ``[C, frames]``; its bytes are checked against their digest first when the pack has digests (once per mapping
-        of its stream file: a block decoded again, by the next window or epoch, is not hashed again).
+        ``[C, frames]`` (frames ``[start, stop)`` of the block only, when given: ``loader.pack.blocks``); its bytes
+        are checked against their digest first when the pack has digests (once per mapping of its stream file: a
+        block decoded again, by the next window or epoch, is not hashed again).
         ``CorruptBlock`` names what does not decode to what the index records."""
         table, blocks = self.streams[stream], self.blocks[stream]
         shard = int(table.shard[segment])
         self.need(stream, (segment,))
         array = self.stream_array(shard, stream)
-        start, size = int(blocks.start[block]), int(blocks.size[block])
-        data = array[start:start + size]
+        byte, size = int(blocks.start[block]), int(blocks.size[block])
+        data = array[byte:byte + size]
         index = block - int(blocks.first[segment])
         frames = min(blocks.block_frames, int(table.length[segment]) - index * blocks.block_frames)
         if len(data) != size:
-            raise CorruptBlock(f"the stream file ends at byte {len(array)}, before the block's end at {start + size} "
+            raise CorruptBlock(f"the stream file ends at byte {len(array)}, before the block's end at {byte + size} "
                                f"(validate the pack)", index, self._block_place(stream, segment, index))
         if blocks.piece is not None:
             verified = self._verified.setdefault((shard, stream), set())
@@ -390,7 +392,7 @@ class Pack:
                 verified.add(block)
         try:
             decoded = block_codec.decode_block(blocks.codec, data.tobytes(), int(table.channels[segment]), frames,
-                                               self.sample_rate)
+                                               self.sample_rate, start, stop)
         except CorruptBlock as err:
             raise CorruptBlock(f"{err.reason} (validate the pack)", index,
                                self._block_place(stream, segment, index)) from None

@@ -170,3 +170,66 @@ def test_a_claimed_length_far_past_the_block_allocates_what_the_block_holds(name
     block = encode_segment(name, np.zeros((1, 160), dtype=np.int16), RATE, 160).blocks[0]
     with pytest.raises(CorruptBlock, match=r"block 0: decodes to 160 frames, the segment says 1099511627776"):
         decode_run(name, [block], RATE, 1, 2 ** 41, 2 ** 40)
+
+
+def test_part_of_a_flac_block_decodes_to_those_frames_of_the_whole(speech):
+    """A FLAC block's ``[start, stop)`` (sought to the FLAC frame holding ``start``) equals the slice of the block
+    decoded whole, at FLAC frame edges, inside frames and at the block's ends, mono and stereo."""
+    row = codec("flac")
+    assert row.seeks and not codec("opus").seeks
+    stereo = np.stack([speech[0], np.roll(speech[0], 777)])
+    for audio in (speech, stereo):
+        channels = audio.shape[0]
+        for frames in (RATE, 4 * RATE, 4096 * 3 + 17):
+            block = row.encode(np.ascontiguousarray(audio[:, 3 * RATE:3 * RATE + frames]), RATE, None)
+            whole = row.decode(block, RATE, channels, frames)
+            assert np.array_equal(whole, audio[:, 3 * RATE:3 * RATE + frames])
+            edges = sorted({0, 1, 4095, 4096, 4097, 8192, frames // 2, frames - 4096, frames - 1})
+            for start in edges:
+                for stop in sorted({start + 1, min(start + 4096, frames), frames}):
+                    part = row.decode(block, RATE, channels, frames, start, stop)
+                    assert part.dtype == np.int16 and part.shape == (channels, stop - start)
+                    assert np.array_equal(part, whole[:, start:stop]), (frames, start, stop)
+
+
+def test_part_of_an_opus_block_decodes_to_those_frames_of_the_whole(speech):
+    """Opus decodes from the block's first frame (a decoder started later gives other samples), stopping at
+    ``stop``: the frames asked for are those of the whole block's decode."""
+    row = codec("opus")
+    for frames in (RATE, 16001, 2 * RATE + 311):
+        block = row.encode(np.ascontiguousarray(speech[:, :frames]), RATE, None)
+        whole = row.decode(block, RATE, 1, frames)
+        for start, stop in ((0, 1), (0, 5000), (4321, 9876), (frames - 960, frames), (1, frames)):
+            assert np.array_equal(row.decode(block, RATE, 1, frames, start, stop), whole[:, start:stop])
+
+
+def test_blocks_decode_to_what_soundfile_reads(speech):
+    """The blocks are read with libsndfile's ``sf_readf_short`` on the open handle; the samples are those
+    soundfile's own ``read(dtype="int16")`` gives, for FLAC and Opus, whole and in part."""
+    import io
+
+    for name in ("flac", "opus"):
+        row = codec(name)
+        block = row.encode(np.ascontiguousarray(speech[:, :RATE]), RATE, None)
+        with soundfile.SoundFile(io.BytesIO(block)) as sound:
+            expected = sound.read(dtype="int16", always_2d=True).T
+            sound.seek(5000)
+            tail = sound.read(dtype="int16", always_2d=True).T
+        assert np.array_equal(row.decode(block, RATE, 1, RATE), expected)
+        assert np.array_equal(row.decode(block, RATE, 1, RATE, 0, 7000), expected[:, :7000])
+        if row.seeks:
+            assert np.array_equal(row.decode(block, RATE, 1, RATE, 5000, RATE), tail)
+
+
+def test_a_part_of_a_block_whose_header_disagrees_is_a_named_corrupt_block(speech):
+    """A block whose header declares another length than the segment's, or that ends before the frames asked
+    for, raises ``CorruptBlock`` from a partial decode too (never a short or padded array)."""
+    for name in ("flac", "opus"):
+        row = codec(name)
+        block = row.encode(np.ascontiguousarray(speech[:, :RATE]), RATE, None)
+        with pytest.raises(CorruptBlock, match="header declares 16000 frames, the segment says 16001"):
+            row.decode(block, RATE, 1, RATE + 1, 100, 200)
+        with pytest.raises(CorruptBlock):
+            row.decode(block[: len(block) // 2], RATE, 1, RATE, 9000, RATE)
+    with pytest.raises(ValueError):
+        codec("flac").decode(b"", RATE, 1, RATE, 5, 5)  # an empty span is the caller's bug

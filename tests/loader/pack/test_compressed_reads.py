@@ -56,30 +56,35 @@ def mixtures(real_audio, wesep_list, tmp_path) -> str:
 
 
 class DecodedFrames:
-    """Counts the frames ``loader.pack.blocks.decode_block`` decodes."""
+    """Counts the frames ``loader.pack.blocks.decode_block`` is asked to decode (a block's ``[start, stop)``)."""
 
     def __init__(self, monkeypatch):
         self.frames = 0
+        self.spans = []
         real = block_codec.decode_block
 
-        def counting(codec, data, channels, frames, rate):
-            self.frames += frames
-            return real(codec, data, channels, frames, rate)
+        def counting(codec, data, channels, frames, rate, start=0, stop=None):
+            stop = frames if stop is None else stop
+            self.frames += stop - start
+            self.spans.append((start, stop))
+            return real(codec, data, channels, frames, rate, start, stop)
         monkeypatch.setattr(block_codec, "decode_block", counting)
 
 
-def test_a_window_of_a_long_utterance_decodes_only_its_blocks(long_utterance, tmp_path, monkeypatch):
+def test_a_window_of_a_long_utterance_decodes_only_the_frames_under_it(long_utterance, tmp_path, monkeypatch):
     flac = open_pack(recode(long_utterance, tmp_path / "flac", "flac", block_frames=RATE))
     pcm = open_pack(long_utterance)
     counted = DecodedFrames(monkeypatch)
     start = 17 * RATE + 4321  # a 2 s window across three 1 s blocks
     window = flac.read_segment("source", 0, start, start + 2 * RATE)
     assert np.array_equal(window, pcm.read_segment("source", 0, start, start + 2 * RATE))
-    assert counted.frames == 3 * RATE  # 3 s decoded of 60
+    # the first block from the window's first frame (libsndfile seeks), the middle one whole, the last to its end
+    assert counted.spans == [(4321, RATE), (0, RATE), (0, 4321)]
+    assert counted.frames == 2 * RATE  # 2 s decoded of 60
     counted.frames = 0
     out = np.empty(2 * RATE, dtype=np.float32)
     read_window(out, flac, "source", 0, start)
-    assert counted.frames == 3 * RATE
+    assert counted.frames == 2 * RATE
     want = np.empty_like(out)
     read_window(want, pcm, "source", 0, start)
     assert np.array_equal(out, want)
@@ -202,8 +207,31 @@ def test_a_training_batch_of_a_long_mixture_decodes_its_windows_only(tmp_path, r
     counted = DecodedFrames(monkeypatch)
     (batch,) = list(build_loader(config, "train", seed=1, num_workers=0))
     assert batch["wav_mix"].shape[-1] == 2 * RATE
-    # the mixture's window and each of its two targets' (one row per target): 3 blocks of 1 s each, at most
-    assert 0 < counted.frames <= 3 * 3 * RATE
+    # the mixture's window and each of its two targets' (one row per target): the 2 s under each, decoded once
+    # (the batch's look at the window's sound and its copy share what was decoded)
+    assert counted.frames == 3 * 2 * RATE
+
+
+@pytest.mark.parametrize("codec", ["flac", "opus"])
+def test_a_segment_view_decodes_a_frame_once_for_repeated_and_overlapping_slices(mixtures, tmp_path, monkeypatch,
+                                                                                 codec):
+    pcm = open_pack(mixtures)
+    coded = open_pack(recode(mixtures, tmp_path / codec, codec, block_frames=5000))
+    whole = np.asarray(coded.stored_segment("mix", 0)[0])  # what every slice must equal (opus: its decode)
+    if codec == "flac":
+        assert np.array_equal(whole, pcm.stored_segment("mix", 0)[0])
+    stored, _ = coded.stored_segment("mix", 0)
+    counted = DecodedFrames(monkeypatch)
+    assert np.array_equal(stored[:, 1200:7300], whole[:, 1200:7300])
+    first = 1200 if codec == "flac" else 0  # opus decodes a block from its first frame
+    assert counted.spans == [(first, 5000), (0, 2300)]
+    assert np.array_equal(stored[0, 1500:7000], whole[0, 1500:7000])
+    assert counted.spans == [(first, 5000), (0, 2300)]  # nothing decoded again
+    assert np.array_equal(stored[:, 7000:9000], whole[:, 7000:9000])
+    assert counted.spans[2:] == [(0, 4000)]  # the block's kept frames and the new ones, as one span
+    view = stored[:, 6000:6100]
+    assert not view.flags.writeable and np.array_equal(view, whole[:, 6000:6100])
+    assert len(counted.spans) == 3
 
 
 def test_a_changed_digests_file_is_named_before_any_block_is_trusted(mixtures, tmp_path):
