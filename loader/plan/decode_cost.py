@@ -5,12 +5,14 @@ Why.  A compressed pack (format 1.4, ``flac`` or ``opus``) trades bytes for deco
 whether the workers keep up is a question of these two figures against the training step: a FLAC epoch costs
 about 4 core-seconds per hour of audio decoded, an Opus epoch about seven times more.
 
-How.  A batch decodes the blocks under its windows (``loader.pack.blocks``): a window of ``w`` seconds at a
-random place in a segment touches ``w / b + 1`` blocks of ``b`` seconds on average, so it decodes about ``w + b``
-seconds, and never more than the segment.  Each valid unit of the epoch counts, for every compressed audio
-stream of its sample (a TSE mixture and each of its targets, an online source, an ASR utterance, an ASD clip),
-``min(segment, w + b)`` seconds; ``w`` is the unit's row length at the loader's rate, or the whole sample where the
-task's units are not audio samples (ASD's model frames): the figure is then an upper bound.  Noise and RIR bank
+How.  A batch decodes the part of each block under its windows (``loader.pack.blocks``): FLAC seeks to the frame
+holding a window's first sample (libsndfile writes frames of ``FLAC_FRAME`` samples, so about half a frame is
+decoded before it on average), Opus decodes from the first block's start (half a block before it on average); both
+stop at the window's end.  So a window of ``w`` seconds costs ``w`` plus that lead-in, and never more than the
+segment.  Each valid unit of the epoch counts, for every compressed audio stream of its sample (a TSE mixture and
+each of its targets, an online source, an ASR utterance, an ASD clip), that many seconds; ``w`` is the unit's row
+length at the loader's rate, or the whole sample where the task's units are not audio samples (ASD's model
+frames): the figure is then an upper bound.  Noise and RIR bank
 entries, decoded whole when drawn, are not counted.
 """
 
@@ -20,12 +22,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from speechpack.media.codecs import codec
 from speechpack.schemas.constants import STREAM_TYPES
 
 #: Decoding speed per core, in times real time, measured with libsndfile 1.2 through ``media.codecs`` on real
 #: 16 kHz speech in 1 s blocks, on a loaded machine (docs/performance.md, "Compressed packs": a block costs about
 #: 1.5x its share of a whole file's decode, the file opened per block): conservative figures to divide by.
 DECODE_SPEED = {"flac": 1000.0, "opus": 140.0}
+#: Samples per FLAC frame as libsndfile's encoder writes them (its default level), the unit a FLAC seek lands on.
+FLAC_FRAME = 4096
 
 
 @dataclass(frozen=True)
@@ -70,9 +75,10 @@ def decode_cost(packs: list, unit_pack: np.ndarray, unit_sample: np.ndarray, ite
             segment = np.repeat(first, count) + (np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count,
                                                                                          count))
             whole = table.length[segment] / pack.sample_rate
-            per_window = np.repeat(window, count) + blocks.block_frames / pack.sample_rate
+            lead_in = (FLAC_FRAME if codec(blocks.codec).seeks else blocks.block_frames) / 2 / pack.sample_rate
+            per_window = np.repeat(window, count) + lead_in
             seconds[blocks.codec] = seconds.get(blocks.codec, 0.0) + float(np.minimum(whole, per_window).sum())
     return DecodeCost(seconds, bounded=rate is None)
 
 
-__all__ = ["DECODE_SPEED", "DecodeCost", "decode_cost"]
+__all__ = ["DECODE_SPEED", "FLAC_FRAME", "DecodeCost", "decode_cost"]
