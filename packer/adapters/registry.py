@@ -352,7 +352,8 @@ OUT_HELP = "Pack directory to create (must be empty or absent, unless --overwrit
 def shard_size_option(item: str) -> OptionSpec:
     """``--shard-size``, in terms of what the pack holds (``item``: a sample, a track)."""
     return option("--shard-size", "shard_bytes", default=format_bytes(DEFAULT_SHARD_BYTES), show_default=True,
-                  type=SIZE, help=f"Close a shard when the next {item} would push its payload past this size.")
+                  type=SIZE, help=f"Close a shard when the next {item} would push its payload past this size (counted as "
+                       "int16 audio: a --codec flac or opus shard holds the same samples in fewer bytes).")
 
 
 def workers_option(work: str) -> OptionSpec:
