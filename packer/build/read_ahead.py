@@ -47,17 +47,18 @@ def result_bytes(result) -> int:
 
 class ReadAhead:
     """``fn(item)`` for every item, computed on a thread named ``name`` up to ``items_ahead`` results (and
-    ``bytes_ahead`` bytes, ``size(result)``) ahead of whoever iterates; iterate once, in a ``with`` block."""
+    ``bytes_ahead`` bytes, ``size(result)``; defaults ``READ_AHEAD_ITEMS``, ``READ_AHEAD_BYTES``) ahead of whoever
+    iterates; iterate once, in a ``with`` block."""
 
-    def __init__(self, fn: Callable, items: Iterable, items_ahead: int = READ_AHEAD_ITEMS,
-                 bytes_ahead: int = READ_AHEAD_BYTES, size: Callable[[object], int] = result_bytes,
+    def __init__(self, fn: Callable, items: Iterable, items_ahead: int | None = None,
+                 bytes_ahead: int | None = None, size: Callable[[object], int] = result_bytes,
                  name: str = "speechpack-reader"):
-        if items_ahead < 1:
-            raise ValueError(f"items_ahead must be at least 1, got {items_ahead}")
+        self._items_ahead = READ_AHEAD_ITEMS if items_ahead is None else items_ahead
+        self._bytes_ahead = READ_AHEAD_BYTES if bytes_ahead is None else bytes_ahead
+        if self._items_ahead < 1:
+            raise ValueError(f"items_ahead must be at least 1, got {self._items_ahead}")
         self._fn = fn
         self._items = items
-        self._items_ahead = items_ahead
-        self._bytes_ahead = bytes_ahead
         self._size = size
         self._lock = threading.Condition()
         self._ready: collections.deque = collections.deque()  # (result, bytes), in item order; _END last
