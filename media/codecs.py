@@ -5,7 +5,9 @@ decoding go through soundfile (libsndfile's FLAC and Ogg/Opus), never a codec of
 (``packer.build``) encodes a segment's blocks in its worker processes (:func:`encode_segment`); the reader and
 ``speechpack validate`` decode the run of blocks a window touches (:func:`decode_run`).  A block that does not
 decode, or decodes to other frame or channel counts than its segment says, raises :class:`CorruptBlock`, which
-names the block; callers add the file and the segment (:meth:`CorruptBlock.at`).
+names the block; callers add the file and the segment (:meth:`CorruptBlock.at`).  FLAC blocks are encoded by
+libsndfile into an in-memory file of the calling thread rather than through a ``BytesIO`` (the same bytes, without
+a call back into Python for each of libFLAC's writes: :func:`_encode_to_scratch`).
 
 Opus through libsndfile (1.2), measured here:
 

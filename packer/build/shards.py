@@ -187,7 +187,8 @@ def build_shard(job: ShardJob) -> ShardOutcome:
     ``--workers 1`` build (``_stream_locally`` with one worker): both release the GIL for most of their work, and
     the disk's waits (the fsyncs that close the shard, writeback under a busy disk) no longer stall decoding.
     With every core busy decoding other shards the thread only fills those waits; with a core to spare it overlaps
-    the writing too."""
+    the writing too.  A compressed shard is read a few samples ahead on a third thread (``_decoded``), so that
+    this one only encodes."""
     return _stream_locally([job], 1, None, lambda: None)[0]
 
 
