@@ -5,9 +5,7 @@ decoding go through soundfile (libsndfile's FLAC and Ogg/Opus), never a codec of
 (``packer.build``) encodes a segment's blocks in its worker processes (:func:`encode_segment`); the reader and
 ``speechpack validate`` decode the run of blocks a window touches (:func:`decode_run`).  A block that does not
 decode, or decodes to other frame or channel counts than its segment says, raises :class:`CorruptBlock`, which
-names the block; callers add the file and the segment (:meth:`CorruptBlock.at`).  FLAC blocks are encoded by
-libsndfile into an in-memory file of the calling thread rather than through a ``BytesIO`` (the same bytes, without
-a call back into Python for each of libFLAC's writes: :func:`_encode_to_scratch`).
+names the block; callers add the file and the segment (:meth:`CorruptBlock.at`).
 
 Opus through libsndfile (1.2), measured here:
 
@@ -21,6 +19,10 @@ Opus through libsndfile (1.2), measured here:
   bytes (byte-identical packs across ``--workers`` and resumed builds) and a block costs what it encodes.
 - Pre-skip and end trimming by granule position are written by libsndfile, and its decoder applies them: a block
   decodes to exactly the frames it was given (checked on every decode).
+
+FLAC blocks are encoded by libsndfile into an in-memory file of the calling thread rather than through a
+``BytesIO``: the same bytes, without a call back into Python for each of libFLAC's writes
+(:func:`_encode_to_scratch`).
 """
 
 from __future__ import annotations
