@@ -21,11 +21,18 @@ Opus through libsndfile (1.2), measured here:
   bytes (byte-identical packs across ``--workers`` and resumed builds) and a block costs what it encodes.
 - Pre-skip and end trimming by granule position are written by libsndfile, and its decoder applies them: a block
   decodes to exactly the frames it was given (checked on every decode).
+
+FLAC blocks are encoded by libsndfile into an in-memory file of the calling thread rather than through a
+``BytesIO``: the same bytes, without a call back into Python for each of libFLAC's writes
+(:func:`_encode_to_scratch`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
+import os
+import threading
 import zlib
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -133,11 +140,81 @@ def _span(frames: int, start: int, stop: int | None) -> tuple[int, int]:
 def _encode_sound(block: np.ndarray, sample_rate: int, file_format: str, subtype: str,
                   compression_level: float | None = None) -> bytes:
     block = _int16_block(block)
+    if compression_level is None and _SCRATCH_FILES:
+        return _encode_to_scratch(block, sample_rate, file_format, subtype)
     out = io.BytesIO()
     with soundfile.SoundFile(out, "w", samplerate=sample_rate, channels=block.shape[0], format=file_format,
                              subtype=subtype, compression_level=compression_level) as sound:
         sound.write(np.ascontiguousarray(block.T))
     return out.getvalue()
+
+
+# -- encoding into a scratch file: libsndfile's own I/O, no Python between its writes ----------------------------
+
+#: Whether blocks are encoded into a per-thread in-memory file (:func:`_encode_to_scratch`): Linux's
+#: ``memfd_create``, and soundfile's handle on libsndfile (``soundfile._snd``, ``_ffi``), which every soundfile
+#: release has had.  Elsewhere the ``BytesIO`` path above writes the same bytes.
+_SCRATCH_FILES = (hasattr(os, "memfd_create") and all(hasattr(soundfile, name) for name in ("_snd", "_ffi",
+                                                                                            "_format_int")))
+_scratch = threading.local()
+
+
+class _ScratchFile:
+    """An in-memory file (``memfd``) of one thread of one process, that libsndfile writes a block into."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.fd = os.memfd_create("speechpack-encode", os.MFD_CLOEXEC)
+
+    def __del__(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+
+def _scratch_file() -> _ScratchFile:
+    """This thread's scratch file; a forked child (a pool worker) makes its own instead of writing into the
+    parent's."""
+    held = getattr(_scratch, "file", None)
+    if held is None or held.pid != os.getpid():
+        held = _scratch.file = _ScratchFile()
+    return held
+
+
+def _encode_to_scratch(block: np.ndarray, sample_rate: int, file_format: str, subtype: str) -> bytes:
+    """What ``_encode_sound`` writes through soundfile into a ``BytesIO`` (the same libsndfile calls: open for
+    writing, clipping on, ``sf_writef_short``, close), but with libsndfile writing to a file descriptor itself.
+
+    Why: through a ``BytesIO`` every write libFLAC makes (a dozen per 1 s block) calls back into Python, and each
+    ``SoundFile`` opened that way makes its five callbacks afresh: about a fifth of a 1 s block's encode on this
+    machine, all of it under the GIL that the build's reader and writer threads need too.  Here the encode runs in
+    C from open to close without the GIL, and the bytes are read back with one ``pread``
+    (``tests/media/test_codecs_encode.py`` checks they equal the ``BytesIO`` path's)."""
+    snd, ffi = soundfile._snd, soundfile._ffi
+    frames = np.ascontiguousarray(block.T)  # [T, C] interleaved, as libsndfile takes it
+    scratch = _scratch_file()
+    os.ftruncate(scratch.fd, 0)
+    info = ffi.new("SF_INFO*")
+    info.samplerate = sample_rate
+    info.channels = block.shape[0]
+    info.format = soundfile._format_int(file_format, subtype, None)
+    handle = snd.sf_open_fd(scratch.fd, snd.SFM_WRITE, info, snd.SF_FALSE)
+    if handle == ffi.NULL:
+        raise RuntimeError(ffi.string(snd.sf_strerror(ffi.NULL)).decode("utf-8", "replace"))
+    try:
+        snd.sf_command(handle, snd.SFC_SET_CLIPPING, ffi.NULL, snd.SF_TRUE)
+        written = snd.sf_writef_short(handle, ffi.from_buffer("short[]", frames), frames.shape[0])
+        if written != frames.shape[0]:
+            raise RuntimeError(f"wrote {written} of {frames.shape[0]} frames: "
+                               f"{ffi.string(snd.sf_strerror(handle)).decode('utf-8', 'replace')}")
+    finally:
+        closed = snd.sf_close(handle)
+    if closed != 0:
+        raise RuntimeError(ffi.string(snd.sf_error_number(closed)).decode("utf-8", "replace"))
+    size = os.fstat(scratch.fd).st_size
+    data = os.pread(scratch.fd, size, 0)
+    if len(data) != size:
+        raise RuntimeError(f"read back {len(data)} of the {size} bytes encoded")
+    return data
 
 
 def _encode_flac(block: np.ndarray, sample_rate: int, bitrate: int | None = None) -> bytes:

@@ -44,6 +44,7 @@ from speechpack.packer.build.state import ShardReceipt, checkpoint, write_receip
 from speechpack.packer.build.executor import BackgroundConsumer, map_in_order, worker_pool
 from speechpack.packer.build.encoding import PCM16, EncodedAudio, Encoding, encode_sample
 from speechpack.packer.build.plan import PackedSample, SamplePlan
+from speechpack.packer.build.read_ahead import ReadAhead
 from speechpack.packer.build.writer import PackWriter
 from speechpack.schemas.constants import STREAM_TYPES
 from speechpack.schemas.errors import SpeechpackError
@@ -64,7 +65,13 @@ def encoded(load: Callable, encoding: Encoding, sample_rate: int, item, measure_
     (``packer.build.encoding.encode_sample``, which measures what a reader will decode).  What a compressed build
     runs where it decodes: the encode scales with ``--workers``, never on the writer thread (``measure_later``, in
     the writer's own process: the blocks' digests and statistics are, ``EncodedAudio``)."""
-    result = guarded(load, item)
+    return encode_result(encoding, sample_rate, guarded(load, item), measure_later)
+
+
+def encode_result(encoding: Encoding, sample_rate: int, result, measure_later: bool = False):
+    """The second half of ``encoded``: a decoded sample encoded (a ``LineProblem`` passes through, and audio the
+    codec cannot store becomes one).  Run apart from the decoding where a reader thread reads ahead
+    (``packer.build.read_ahead``)."""
     if not isinstance(result, PackedSample):
         return result
     try:
@@ -180,7 +187,8 @@ def build_shard(job: ShardJob) -> ShardOutcome:
     ``--workers 1`` build (``_stream_locally`` with one worker): both release the GIL for most of their work, and
     the disk's waits (the fsyncs that close the shard, writeback under a busy disk) no longer stall decoding.
     With every core busy decoding other shards the thread only fills those waits; with a core to spare it overlaps
-    the writing too."""
+    the writing too.  A compressed shard is read a few samples ahead on a third thread (``_decoded``), so that
+    this one only encodes."""
     return _stream_locally([job], 1, None, lambda: None)[0]
 
 
@@ -276,21 +284,17 @@ def _stream_locally(jobs: Sequence[ShardJob], workers: int, pool: ProcessPoolExe
             consumer = BackgroundConsumer(lambda r: writer.add(r) if isinstance(r, PackedSample) else writer.skip(r))
             writing = first.publish
             try:
-                if first.encoding.compressed:  # encoded (and measured) where decoded, in every case
-                    step = functools.partial(encoded, first.load, first.encoding, first.sample_rate,
-                                             measure_later=workers == 1)
-                else:  # measured where decoded when workers stream to this writer (see decode_measured)
-                    step = functools.partial(decode_measured if workers > 1 else guarded, first.load)
-                decoded = map_in_order(step, items, workers, pool=pool)
-                for plan, result in zip(plans, decoded):
-                    result = check_decoded(result, plan)
-                    if isinstance(result, LineProblem):
-                        problems.append(result)
-                        writing = writing and first.skip_bad
-                    if writing:
-                        submit_decoded(consumer, result)
-                    # else: the build will fail; keep decoding only to report every problem in one pass
-                    advance()
+                with contextlib.ExitStack() as reading:
+                    decoded = _decoded(first, items, workers, pool, reading)
+                    for plan, result in zip(plans, decoded):
+                        result = check_decoded(result, plan)
+                        if isinstance(result, LineProblem):
+                            problems.append(result)
+                            writing = writing and first.skip_bad
+                        if writing:
+                            submit_decoded(consumer, result)
+                        # else: the build will fail; keep decoding only to report every problem in one pass
+                        advance()
             except BaseException:
                 consumer.abandon()
                 raise
@@ -308,6 +312,24 @@ def _stream_locally(jobs: Sequence[ShardJob], workers: int, pool: ProcessPoolExe
             mine = [by_line[(p.line, p.key)] for p in job.plans if (p.line, p.key) in by_line]
             result.append(ShardOutcome(job.shard_id, None, [], mine))
     return result
+
+
+def _decoded(first: ShardJob, items: Sequence, workers: int, pool: ProcessPoolExecutor | None,
+             reading: contextlib.ExitStack):
+    """The jobs' samples, decoded (and encoded, for a codec) in order, for ``_stream_locally`` to write.
+
+    A compressed build in this process (``workers == 1``: ``--workers 1``, or one shard inside a pool worker or a
+    Ray task) reads ahead: a reader thread decodes the next samples while this thread encodes
+    (``packer.build.read_ahead``; ``reading`` stops it however the caller's block ends).  In a pool each worker
+    decodes and encodes its sample, and a pcm16 build's thread only decodes, so nothing would overlap."""
+    if first.encoding.compressed:  # encoded (and measured) where decoded, in every case
+        if workers == 1:
+            ahead = reading.enter_context(ReadAhead(functools.partial(guarded, first.load), items))
+            return (encode_result(first.encoding, first.sample_rate, result, measure_later=True) for result in ahead)
+        step = functools.partial(encoded, first.load, first.encoding, first.sample_rate)
+    else:  # measured where decoded when workers stream to this writer (see decode_measured)
+        step = functools.partial(decode_measured if workers > 1 else guarded, first.load)
+    return map_in_order(step, items, workers, pool=pool)
 
 
 def import_ray():
@@ -370,6 +392,6 @@ def _stop(ray, pending: list) -> None:
         ray.wait(pending, num_returns=len(pending), timeout=STOP_TIMEOUT_SECONDS)
 
 
-__all__ = ["ShardJob", "ShardOutcome", "build_shard", "check_decoded", "decode_measured", "encoded", "guarded", "import_ray",
-           "measured_sample", "record_receipt", "run_shard_jobs", "run_shard_jobs_on_ray", "shard_jobs",
-           "size_mismatch", "submit_decoded"]
+__all__ = ["ShardJob", "ShardOutcome", "build_shard", "check_decoded", "decode_measured", "encode_result", "encoded",
+           "guarded", "import_ray", "measured_sample", "record_receipt", "run_shard_jobs", "run_shard_jobs_on_ray",
+           "shard_jobs", "size_mismatch", "submit_decoded"]
