@@ -83,6 +83,7 @@ def pack_items(pack: Pack) -> list[list[PackItem]]:
         by_shard.append(items)
     if index != len(pack):
         raise PackFormatError(f"{pack.path}: the shard indexes list {index} samples, the columns {len(pack)}")
+    _use_source(source, pack)
     return by_shard
 
 
@@ -99,8 +100,16 @@ def plan_item(item: PackItem) -> SamplePlan:
                                 for stream, segments in record["streams"].items()})
 
 
-#: The source pack each worker process has open, by location (opened on the first sample it loads).
+#: The source pack each worker process has open, by location: the run's own (``pack_items`` puts the pack it
+#: lists there, and a worker forked later inherits it), else opened on the first sample a worker loads.
 _OPENED: dict[str, Pack] = {}
+
+
+def _use_source(location: str, pack: Pack) -> None:
+    """``pack``, just opened and checked, as the source of the samples loaded in this process from now on (so a
+    second convert in one process checks its source again, never reads through the first run's pack)."""
+    _OPENED.clear()
+    _OPENED[location] = pack
 
 
 def _opened(item: PackItem) -> Pack:

@@ -150,6 +150,19 @@ def test_a_corrupt_source_stream_file_fails_the_convert_and_leaves_no_pack(sourc
     assert not (out / "dataset.json").exists()
 
 
+def test_a_second_convert_in_the_same_process_checks_the_source_again(source, tmp_path):
+    """The worker's open source is the run's own: a stream file corrupted after a first convert in the same process
+    (a library user converting twice) fails the second one, naming the file."""
+    convert(source, tmp_path / "first", "--codec", "flac")
+    target = source / "shard-000001" / "target.npy"
+    data = bytearray(target.read_bytes())
+    data[-3] ^= 0xFF
+    target.write_bytes(bytes(data))
+    result = convert(source, tmp_path / "second", "--codec", "flac", expect=1)
+    assert "target.npy" in result.output
+    assert not (tmp_path / "second" / "dataset.json").exists()
+
+
 def test_options_that_do_not_go_together_are_usage_errors(source, tmp_path):
     result = convert(source, tmp_path / "o", "--codec", "pcm16", "--opus-bitrate", "24000", expect=2)
     assert "--opus-bitrate" in result.output
