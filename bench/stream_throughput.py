@@ -51,7 +51,7 @@ batch (a cold cache), the rest of that epoch (the warm-up), then ``--epochs`` ti
 the ratio to the local copy, and the bytes the proxy sent during each epoch over the job's own pack bytes.
 
 **--first-batch**: a ``sources`` pack of ``--samples`` tiny samples (``loader_throughput.build_tiny_pack``) on the
-store; the time from ``build_loader`` on its URL, with an empty cache, to the first batch (best and median of
+store; the time from ``build_loader`` on its URL, with an empty cache, to epoch 0's first batch (best and median of
 ``--repeats`` fresh processes; ``--pack DIR`` builds the pack there once and reuses it); each run also reports
 the training process's CPU time and its workers' (the load of a shared machine changes wall times much more than
 CPU times).  ``--phases`` adds the start-up steps, from the ``build_loader`` call (wall, and the training process's
@@ -195,7 +195,9 @@ def child(spec: dict) -> dict:
         epoch = _speechpack(spec, spec["url"], extra)
     else:
         epoch = _peer(spec)
-    batches = epoch(1)
+    # A training run's first batch is epoch 0's (the epoch whose schedule the loader's start-up check builds); the
+    # throughput jobs warm up on epoch 1 and time the epochs after it.
+    batches = epoch(0 if job == "first-batch" else 1)
     rows = len(next(batches)["key"])
     result = {"first_batch_s": time.perf_counter() - started, "first_batch_bytes": counter.value() - before,
               "first_batch_cpu_s": time.process_time() - cpu_started, "workers_cpu_s": _children_cpu()}
