@@ -235,3 +235,56 @@ def test_two_rank_processes_with_workers_share_a_quarter_cache_and_deal_the_loca
         assert_batches_equal(result["batches"], local_batches(digest_pack, rank, 2))
     assert 0 < NodeCache(str(tmp_path / "cache")).usage() <= limit
     assert assert_range_cache_sound(tmp_path / "cache", digest_pack) > 0
+
+
+class _NoWait:
+    """Stands for ``time`` in ``loader.cache.node_cache``: an admission that has to wait for room is a failure."""
+
+    monotonic = staticmethod(time.monotonic)
+    time_ns = staticmethod(time.time_ns)
+    time = staticmethod(time.time)
+
+    @staticmethod
+    def sleep(_seconds):
+        raise AssertionError("a batch's claim waited for room the fetch-ahead took")
+
+
+@pytest.mark.parametrize("fraction", [4, 10])
+def test_the_fetch_ahead_fills_the_cache_with_the_next_batches_segments_and_never_makes_a_batch_wait_for_room(
+        s3_store, digest_pack, tmp_path, monkeypatch, fraction):
+    from speechpack.loader.cache import node_cache
+    from speechpack.loader.cache.schedule import simulate
+    from speechpack.loader.cache.segment_schedule import segment_schedule
+
+    monkeypatch.setattr(node_cache, "time", _NoWait)
+    url = publish(digest_pack, f"ranges/ahead-{fraction}/train")
+    limit = stream_bytes(digest_pack) // fraction
+    cache_dir = tmp_path / "cache"
+    loader = build_loader(config(url, {"dir": str(cache_dir), "limit": limit, "ahead": 4}), "train", seed=3)
+    feed = loader.dataset.feed
+    schedule = segment_schedule(feed.packs, [feed.plan_of((0, 0), 0)], feed.units)
+    distinct = simulate(schedule, limit).distinct
+    files = feed.packs[0].files
+    batches = iter(loader)
+    got = [plain(next(batches))]
+    later = {n for b in range(1, min(5, len(schedule))) for n in schedule.batch(b)}
+    deadline = time.monotonic() + 30
+    held = set()
+    while time.monotonic() < deadline and not held:
+        held = {p.name[:-len(".owned")] for p in (cache_dir / "objects").glob("*.owned")} & later
+        time.sleep(0.05)
+    assert held, "no segment of the next batches was fetched before they were built"
+    for batch in batches:
+        got.append(plain(batch))
+        time.sleep(0.01)  # a training step: the fetch-ahead works meanwhile
+    assert_batches_equal(got, local_batches(digest_pack))
+    assert files.range_reads.request_bytes <= 1.05 * distinct, "an epoch fetched a segment twice"
+    assert 0 < NodeCache(str(cache_dir)).usage() <= limit
+    assert assert_range_cache_sound(cache_dir, digest_pack) > 0
+    loader.set_epoch(1)
+    before = files.range_reads.request_bytes
+    second = [plain(b) for b in loader]
+    local = build_loader(config(str(digest_pack)), "train", seed=3)
+    local.set_epoch(1)
+    assert_batches_equal(second, [plain(b) for b in local])
+    assert files.range_reads.request_bytes - before <= 1.05 * distinct
