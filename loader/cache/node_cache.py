@@ -164,9 +164,9 @@ class NodeCache:
         #: entries that must stay (the next batches' files).
         self.next_use: Callable[[str], float] | None = None
         self.protected: Callable[[], set[str]] | None = None
-        #: Process-local, set by ``loader.cache.schedule`` for a plan of range entries: the bytes a fetch ahead of
-        #: need leaves free under the limit for the batches being built (their claims never wait for fetch-ahead).
-        self.headroom: Callable[[], int] | None = None
+        #: Process-local, set by ``loader.cache.schedule`` for a plan of range entries: given the entries held, the
+        #: bytes a fetch ahead of need leaves free under the limit for what the batches being built still claim.
+        self.headroom: Callable[[set[str]], int] | None = None
         #: Bytes this process fetched from the store (for reports and tests): each fetched file counted once its
         #: bytes are in, before its entry is complete, so nobody sees a complete entry whose fetch is not counted.
         self.fetched_bytes = 0
@@ -418,7 +418,7 @@ class NodeCache:
             with self._locked(os.path.join(self.root, "space.lock")):
                 # a range entry needed now (``loader.cache.ranges``) may take protected range entries' room too
                 used, pinned = self._make_room(key, wait, last_resort=wait and len(key.sha256) == 32)
-                if self.limit is None or used + key.size <= self._admits(wait):
+                if self.limit is None or used + key.size <= self._admits(wait, self.entries()):
                     with open(part, "wb"):
                         pass
                     return part
@@ -462,7 +462,7 @@ class NodeCache:
         with self._locked(os.path.join(self.root, "space.lock")):
             total = EntryKey(claims[0].key.sha256, sum(c.key.size for c in claims))
             used, _ = self._make_room(total, False, needed_at=needed_at)
-            room = None if self.limit is None else self._admits(False) - used
+            room = None if self.limit is None else self._admits(False, self.entries()) - used
             admitted = []
             for claim in claims:
                 if room is not None:
@@ -475,11 +475,12 @@ class NodeCache:
                 admitted.append(claim)
             return admitted
 
-    def _admits(self, needed_now: bool) -> int:
-        """Bytes an admission may fill the cache to: the limit, less the headroom for a fetch ahead of need."""
+    def _admits(self, needed_now: bool, owned: dict[str, int]) -> int:
+        """Bytes an admission may fill the cache to (``owned``: the entries held): the limit, less the headroom
+        for a fetch ahead of need."""
         if needed_now or self.headroom is None:
             return self.limit
-        return max(0, self.limit - self.headroom())
+        return max(0, self.limit - self.headroom(set(owned)))
 
     def entries(self) -> dict[str, int]:
         """Complete entries this cache owns (a ledger entry that is a regular file, beside its data): name -> size.
@@ -538,7 +539,7 @@ class NodeCache:
         size = incoming.size
         owned = self.entries()
         used = sum(owned.values()) + self._in_flight()
-        limit = None if self.limit is None else self._admits(needed_now)
+        limit = None if self.limit is None else self._admits(needed_now, owned)
         if limit is None or used + size <= limit:
             return used, 0
         keep = self.protected() if self.protected is not None else set()

@@ -305,8 +305,6 @@ class PlanFeed:
         self._schedule: tuple[int, FileSchedule] | None = None
         self._position = 0
         self._building = 1
-        #: Per schedule (by id) its headroom: what the batches being built on the node may claim at once.
-        self._headroom: tuple[int, int] | None = None
         self._pid = -1
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -430,16 +428,20 @@ class PlanFeed:
             held += size
         return keep
 
-    def _headroom_bytes(self) -> int:
-        """What the batches being built on the node may claim at once: the most bytes of ``builders`` times the
-        batches of one message consecutive positions (each worker builds a message of them; the schedule merges the
-        node's ranks).  A fetch ahead of need fills the cache only to the limit less this, so a batch's own claims
-        find room without waiting on, or evicting, what was fetched for the batches after it."""
-        schedule = self._current
-        together = self.builders * self._building
-        if self._headroom is None or self._headroom[0] != (id(schedule), together):
-            self._headroom = ((id(schedule), together), schedule.batch_bytes(together))
-        return self._headroom[1]
+    def _headroom_bytes(self, held: set[str]) -> int:
+        """What the batches being built on the node still claim (``held``: the entries the cache holds): the
+        entries not held of ``builders`` times this process's batches from its position (each worker builds a
+        message of them; the schedule merges the node's ranks), and of those its rank's other builders may still be
+        reading (``_lag``); at most half the limit (a batch claims a round of half the limit at a time:
+        ``loader.cache.ranges.claim_rounds``).  A fetch ahead of need fills the cache only to the limit less this,
+        so a batch's own claims find room without waiting on, or evicting, what was fetched for the batches after
+        it."""
+        schedule, start = self._current, self._position
+        stop = min(schedule.count, start + self.builders * self._building)
+        missing = {n for b in range(max(0, start - self._lag()), stop) for n in schedule.batch(b) if n not in held}
+        need = sum(schedule.sizes[n] for n in missing)
+        limit = min((c.limit for c in self.caches if c.limit is not None), default=None)
+        return need if limit is None else min(need, limit // 2)
 
     def _lag(self) -> int:
         """Positions behind this process's that other builders of the rank may still be reading (a range entry
