@@ -31,7 +31,11 @@ ample for a batch's copies.
 
 **The plan** (``segment_schedule``).  The same per-batch schedule the node cache's fetch-ahead and Belady eviction
 use (``loader.cache.schedule.FileSchedule``), with segments as entries: what ``PlanFeed`` schedules for a pack
-read by ranges.
+read by ranges.  :meth:`RangeReads.fetch_ahead` fetches the next batches' segments into the node cache (claimed,
+coalesced, ``fetches`` requests at a time, each round admitted by ``NodeCache.reserve_ahead`` within the limit less
+the headroom of the batches being built); a batch's own claims are made in rounds of half the limit
+(``claim_rounds``) and may evict what was fetched ahead (``NodeCache._make_room``, ``last_resort``), so a fetch
+ahead never makes a batch's claim wait or fail.
 
 The stream file's ``.npy`` header is never read: its data starts at the file size less the stream's data bytes (the
 no-gap rule: the columns give every segment's size), and no byte outside a verified piece is ever used.

@@ -13,6 +13,11 @@ workers inherit it; a later epoch's is built by each process that builds its bat
 (``loader.cache.node_cache``) asks the feed for its order: files no batch uses again first, then by next use,
 farthest first (Belady's rule), never one of the next ``ahead`` batches.
 
+For a pack read by ranges (``loader.cache.ranges``) the loader's schedule is ``segment_schedule``'s: its entries
+are the audio segments each batch reads, fetched ahead a round of a few batches at a time (``_fetch_ranged``), the
+``ahead`` batches after those being built, within the limit less what the batches being built still claim
+(``_headroom_bytes``; ``NodeCache.reserve_ahead``).
+
 A unit of the plan maps to its pack sample through the builder's ``unit_samples`` hook (``loader.tasks``); a
 builder without one gets no schedule (the cache then fetches on demand and evicts the oldest entries first).
 
