@@ -418,12 +418,19 @@ class PlanFeed:
 
     def _protected(self) -> set[str]:
         """The files of the batches being built and of the next ``ahead`` ones, as many as fit half the limit."""
+        return self._window()[0]
+
+    def _window(self) -> tuple[set[str], int]:
+        """``_protected``'s entries, and the last position they reach (for range entries, where the fetch-ahead
+        stops: what it fetched is then never what a fetch for a later batch may evict)."""
         schedule, start = self._current, self._position
         limit = min((c.limit for c in self.caches if c.limit is not None), default=None)
         keep: set[str] = set()
         held = 0
         lag = min(self._lag(), start)  # range entries: the batches the rank's other builders may still read
-        for b in range(-lag, min(self.ahead + 1, schedule.count - start)):
+        extra = self._building - 1 if schedule.ranged else 0  # range entries: ``ahead`` after those being built
+        last = start - 1
+        for b in range(-lag, min(self.ahead + extra + 1, schedule.count - start)):
             names = schedule.batch(start + b)
             more = [n for n in names if n not in keep]
             size = sum(schedule.sizes[n] for n in more)
@@ -431,7 +438,8 @@ class PlanFeed:
                 break
             keep.update(more)
             held += size
-        return keep
+            last = start + b
+        return keep, last
 
     def _headroom_bytes(self, held: set[str]) -> int:
         """What the batches being built on the node still claim (``held``: the entries the cache holds): the
@@ -511,8 +519,10 @@ class PlanFeed:
                 while True:
                     schedule, start = self._current, self._position
                     last = fetched[1] if fetched[0] is schedule else start - 1
-                    beyond = self._building - 1 if schedule.ranged else 0
-                    target = min(start + beyond + self.ahead, schedule.count - 1)
+                    if schedule.ranged:  # as far as the protected window reaches (half the limit)
+                        target = self._window()[1]
+                    else:
+                        target = min(start + self.ahead, schedule.count - 1)
                     if last < target:
                         break
                     self._wake.wait()
