@@ -15,8 +15,8 @@ farthest first (Belady's rule), never one of the next ``ahead`` batches.
 
 For a pack read by ranges (``loader.cache.ranges``) the loader's schedule is ``segment_schedule``'s: its entries
 are the audio segments each batch reads, fetched ahead a round of a few batches at a time (``_fetch_ranged``), the
-``ahead`` batches after those being built, within the limit less what the batches being built still claim
-(``_headroom_bytes``; ``NodeCache.reserve_ahead``).
+``ahead`` batches after those being built as far as half the limit holds them (``_window``, the protected entries),
+within the limit less what the batches being built still claim (``_headroom_bytes``; ``NodeCache.reserve_ahead``).
 
 A unit of the plan maps to its pack sample through the builder's ``unit_samples`` hook (``loader.tasks``); a
 builder without one gets no schedule (the cache then fetches on demand and evicts the oldest entries first).
@@ -434,11 +434,13 @@ class PlanFeed:
             names = schedule.batch(start + b)
             more = [n for n in names if n not in keep]
             size = sum(schedule.sizes[n] for n in more)
-            if b >= self._building and limit is not None and held + size > limit // 2:
+            if (b < 0 or b >= self._building) and limit is not None and held + size > limit // 2:
+                if b < 0:
+                    continue  # behind: the other builders' batches, kept only while they fit
                 break
             keep.update(more)
             held += size
-            last = start + b
+            last = max(last, start + b)
         return keep, last
 
     def _headroom_bytes(self, held: set[str]) -> int:
@@ -459,7 +461,7 @@ class PlanFeed:
     def _lag(self) -> int:
         """Positions behind this process's that other builders of the rank may still be reading (a range entry
         fetched for them is not "used before now" to this process: ``_next_use``)."""
-        return (self.builders - 1) * self._building * 2 if self._current.ranged else 0
+        return (self.builders - 1) * self._building if self._current.ranged else 0
 
     def _next_use(self, name: str) -> float:
         """The batch position that next reads ``name`` (inf: none left this epoch), from the earliest position a
