@@ -310,6 +310,8 @@ class PlanFeed:
         self._schedule: tuple[int, FileSchedule] | None = None
         self._position = 0
         self._building = 1
+        #: The schedule the position is in (set by ``at``).
+        self._current: FileSchedule | None = None
         self._pid = -1
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -461,7 +463,8 @@ class PlanFeed:
     def _lag(self) -> int:
         """Positions behind this process's that other builders of the rank may still be reading (a range entry
         fetched for them is not "used before now" to this process: ``_next_use``)."""
-        return (self.builders - 1) * self._building if self._current.ranged else 0
+        current = self._current
+        return (self.builders - 1) * self._building if current is not None and current.ranged else 0
 
     def _next_use(self, name: str) -> float:
         """The batch position that next reads ``name`` (inf: none left this epoch), from the earliest position a
@@ -505,7 +508,8 @@ class PlanFeed:
             break
         for source, items in segments.values():
             items = [item for item in items if item[1] <= last]
-            refused = source.fetch_ahead(items, self.fetches)
+            # what the rank's other builders fetched for positions up to ``_lag`` beyond this one's reach stays
+            refused = source.fetch_ahead(items, self.fetches, self._lag())
             if refused is not None:
                 last = min(last, refused - 1)
         return last
