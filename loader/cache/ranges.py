@@ -451,14 +451,14 @@ class RangeReads:
             return cache.ensure(key, lambda fp: fp.write(self._fetch_one(pack, want)), self._source(want), wait)
         return claimed
 
-    def fetch_ahead(self, items: list[tuple[int, str, int, int]], fetches: int, spare: int = 0) -> int | None:
+    def fetch_ahead(self, items: list[tuple[int, str, int, int]], fetches: int, horizon: int = -1) -> int | None:
         """The plan's fetch-ahead of segments into the node cache (``loader.cache.schedule.PlanFeed``): ``items``
         ``(shard, stream, index in its layout, batch position)`` in plan order.  Segments present, being fetched by
         another process or thread, or known corrupt are passed over; the rest are claimed, coalesced into range
         requests as the batch's own reads are (``coalesce``), and sent ``fetches`` at a time in plan order, each
         admitted first under the fetch-ahead budget (``NodeCache.reserve_ahead``: the limit less the headroom of
-        the batches being built, evicting only entries used more than ``spare`` positions later: what the node's
-        other builders fetched for the batches just beyond this one's reach stays).  Returns the position of the first item not
+        the batches being built, evicting only entries used after position ``horizon`` and after the round's
+        first: what any builder of the node fetched ahead, up to the horizon, stays).  Returns the position of the first item not
         admitted (None: all were); the caller waits for the plan to move before trying it again.  Never waits for
         space or for another fetcher; a piece that never matches its digest is recorded for the batch that needs
         it (fetched once more, then named there: ``CacheIntegrityError``), and a store's error is raised."""
@@ -467,13 +467,13 @@ class RangeReads:
         pack, cache = self.pack, self.files.node_cache
         step = 2 * max(1, fetches)
         for lo in range(0, len(items), step):  # a round: claimed, admitted and fetched together
-            refused = self._fetch_ahead_round(pack, cache, items[lo:lo + step], fetches, spare)
+            refused = self._fetch_ahead_round(pack, cache, items[lo:lo + step], fetches, horizon)
             if refused is not None:
                 return refused
         return None
 
     def _fetch_ahead_round(self, pack, cache: NodeCache, items: list[tuple[int, str, int, int]],
-                           fetches: int, spare: int = 0) -> int | None:
+                           fetches: int, horizon: int = -1) -> int | None:
         claims: dict[_Want, Claim] = {}
         at: dict[_Want, int] = {}
         try:
@@ -495,7 +495,7 @@ class RangeReads:
             groups = coalesce([(w.layout.rel, int(w.layout.start[w.index]), w.key.size, w) for w in claims])
             groups.sort(key=lambda g: min(at[w] for w in g[3]))
             wanted = [claims[w] for g in groups for w in g[3]]
-            admitted = set(map(id, cache.reserve_ahead(wanted, min(at.values()) + spare)))
+            admitted = set(map(id, cache.reserve_ahead(wanted, max(min(at.values()), horizon))))
             sent, refused = [], None
             for group in groups:
                 if not all(id(claims[w]) in admitted for w in group[3]):

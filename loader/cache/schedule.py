@@ -486,11 +486,11 @@ class PlanFeed:
         else:
             run_all(fetch_pool(self.fetches), calls)
 
-    def _fetch_ranged(self, schedule: FileSchedule, first: int, last: int) -> int:
+    def _fetch_ranged(self, schedule: FileSchedule, first: int, last: int, horizon: int = -1) -> int:
         """Fetch ahead the entries of positions ``first`` to ``last`` of a schedule with range entries: whole files
         batch by batch as ``_fetch_batch`` does, the segments of each pack together (``SegmentSource.fetch_ahead``:
-        coalesced, ``fetches`` requests in flight, admitted under the fetch-ahead budget).  Returns the last
-        position wholly fetched or admitted (``first - 1``: none)."""
+        coalesced, ``fetches`` requests in flight, admitted under the fetch-ahead budget, evicting nothing used
+        up to position ``horizon``).  Returns the last position wholly fetched or admitted (``first - 1``: none)."""
         segments: dict[int, tuple[object, list]] = {}
         for b in range(first, last + 1):
             for name in schedule.batch(b):
@@ -508,8 +508,7 @@ class PlanFeed:
             break
         for source, items in segments.values():
             items = [item for item in items if item[1] <= last]
-            # what the rank's other builders fetched for positions up to ``_lag`` beyond this one's reach stays
-            refused = source.fetch_ahead(items, self.fetches, self._lag())
+            refused = source.fetch_ahead(items, self.fetches, horizon)
             if refused is not None:
                 last = min(last, refused - 1)
         return last
@@ -541,7 +540,9 @@ class PlanFeed:
                     while stop <= target and entries < 2 * self.fetches:
                         entries += len(schedule.batch(stop))
                         stop += 1
-                    done = self._fetch_ranged(schedule, b, stop - 1)
+                    # evicting nothing the node's builders fetched ahead: this window's end and the other
+                    # builders' reach beyond it (``_lag``: one message each)
+                    done = self._fetch_ranged(schedule, b, stop - 1, target + self._lag())
                 except BaseException as err:  # noqa: BLE001 - the batch that needs the segment fetches and raises
                     self.error = err
                     return

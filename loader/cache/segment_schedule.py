@@ -27,10 +27,10 @@ class SegmentSource:
     def local_path(self, where: tuple[int, str, int], wait: bool = True) -> str | None:
         return self.files.range_reads.prefetch(*where, wait=wait)
 
-    def fetch_ahead(self, items: list[tuple[tuple[int, str, int], int]], fetches: int, spare: int = 0) -> int | None:
+    def fetch_ahead(self, items: list[tuple[tuple[int, str, int], int]], fetches: int, horizon: int = -1) -> int | None:
         """Entries ``(where, batch position)`` fetched ahead together (``RangeReads.fetch_ahead``): the position
         of the first not admitted, None when all were."""
-        return self.files.range_reads.fetch_ahead([(*where, position) for where, position in items], fetches, spare)
+        return self.files.range_reads.fetch_ahead([(*where, position) for where, position in items], fetches, horizon)
 
 
 def _stream_entries(pack, stream: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
