@@ -164,6 +164,9 @@ class NodeCache:
         #: entries that must stay (the next batches' files).
         self.next_use: Callable[[str], float] | None = None
         self.protected: Callable[[], set[str]] | None = None
+        #: Process-local, set by ``loader.cache.schedule`` for a plan of range entries: given the entries held, the
+        #: bytes a fetch ahead of need leaves free under the limit for what the batches being built still claim.
+        self.headroom: Callable[[set[str]], int] | None = None
         #: Bytes this process fetched from the store (for reports and tests): each fetched file counted once its
         #: bytes are in, before its entry is complete, so nobody sees a complete entry whose fetch is not counted.
         self.fetched_bytes = 0
@@ -171,7 +174,8 @@ class NodeCache:
         self.written: dict[str, ContentIdentity] = {}
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "next_use": None, "protected": None, "fetched_bytes": 0, "written": {}}
+        return {**self.__dict__, "next_use": None, "protected": None, "headroom": None, "fetched_bytes": 0,
+                "written": {}}
 
     def __repr__(self) -> str:
         return f"NodeCache({self.root!r}, limit={self.limit})"
@@ -412,8 +416,9 @@ class NodeCache:
         part = os.path.join(self.tmp, f"{key.name}.{os.getpid()}{_PART}")
         while True:
             with self._locked(os.path.join(self.root, "space.lock")):
-                used, pinned = self._make_room(key, wait)
-                if self.limit is None or used + key.size <= self.limit:
+                # a range entry needed now (``loader.cache.ranges``) may take protected range entries' room too
+                used, pinned = self._make_room(key, wait, last_resort=wait and len(key.sha256) == 32)
+                if self.limit is None or used + key.size <= self._admits(wait, self.entries()):
                     with open(part, "wb"):
                         pass
                     return part
@@ -433,7 +438,7 @@ class NodeCache:
         deadline = time.monotonic() + self.space_wait
         while True:
             with self._locked(os.path.join(self.root, "space.lock")):
-                used, pinned = self._make_room(total, True)
+                used, pinned = self._make_room(total, True, last_resort=True)
                 if self.limit is None or used + total.size <= self.limit:
                     for claim in claims:
                         claim.part = os.path.join(self.tmp, f"{claim.key.name}.{os.getpid()}{_PART}")
@@ -446,6 +451,36 @@ class NodeCache:
                     f"{format_bytes(total.size)} more for one batch's segments: {format_bytes(used)} held, "
                     f"{format_bytes(pinned)} of it needed by the next batches or being fetched; raise cache.limit")
             time.sleep(0.2)
+
+    def reserve_ahead(self, claims: list["Claim"], needed_at: float) -> list["Claim"]:
+        """Make room for a fetch ahead of need (range entries first used at batch position ``needed_at``) without
+        waiting: under the space lock, entries used later than ``needed_at`` are evicted (Belady) until the claims
+        fit the limit less the headroom of the batches being built (``headroom``), and the longest prefix of
+        ``claims`` that fits gets its ``.part``; the caller releases the rest."""
+        if not claims:
+            return []
+        with self._locked(os.path.join(self.root, "space.lock")):
+            total = EntryKey(claims[0].key.sha256, sum(c.key.size for c in claims))
+            used, _ = self._make_room(total, False, needed_at=needed_at)
+            room = None if self.limit is None else self._admits(False, self.entries()) - used
+            admitted = []
+            for claim in claims:
+                if room is not None:
+                    if claim.key.size > room:
+                        break
+                    room -= claim.key.size
+                claim.part = os.path.join(self.tmp, f"{claim.key.name}.{os.getpid()}{_PART}")
+                with open(claim.part, "wb"):
+                    pass
+                admitted.append(claim)
+            return admitted
+
+    def _admits(self, needed_now: bool, owned: dict[str, int]) -> int:
+        """Bytes an admission may fill the cache to (``owned``: the entries held): the limit, less the headroom
+        for a fetch ahead of need."""
+        if needed_now or self.headroom is None:
+            return self.limit
+        return max(0, self.limit - self.headroom(set(owned)))
 
     def entries(self) -> dict[str, int]:
         """Complete entries this cache owns (a ledger entry that is a regular file, beside its data): name -> size.
@@ -487,30 +522,44 @@ class NodeCache:
                 os.close(fd)
         return total
 
-    def _make_room(self, incoming: EntryKey, needed_now: bool = True) -> tuple[int, int]:
+    def _make_room(self, incoming: EntryKey, needed_now: bool = True, needed_at: float | None = None,
+                   last_resort: bool = False) -> tuple[int, int]:
         """Evict until ``incoming`` fits (or nothing more may go); returns (bytes held, bytes protected).  With a
         plan, the entries used farthest in the future go first (Belady), and for a fetch ahead of need
-        (``needed_now`` False) only those used later than ``incoming``; without a plan, the oldest first.
+        (``needed_now`` False) only those used later than ``incoming`` (or than position ``needed_at``), within
+        the limit less the headroom (``_admits``); without a plan, the oldest first.
 
         Two passes over the victims: first entries nobody maps, then mapped ones the plan does not need soon.
         Removing a mapped file's name is safe (its mapping keeps the inode and every byte until unmapped, POSIX
         ``unlink``); its disk space returns when the mapping goes, so the limit may be passed by what processes
-        still map (at most ``open_files`` files each) until then."""
+        still map (at most ``open_files`` files each) until then.  ``last_resort`` (a batch's range claims, which
+        are needed now and must never fail for entries fetched ahead): a third pass over the protected range
+        entries too, farthest next use first (a range entry is never mapped: it is read and verified when used,
+        so one evicted is fetched again, never lost)."""
         size = incoming.size
         owned = self.entries()
         used = sum(owned.values()) + self._in_flight()
-        if self.limit is None or used + size <= self.limit:
+        limit = None if self.limit is None else self._admits(needed_now, owned)
+        if limit is None or used + size <= limit:
             return used, 0
         keep = self.protected() if self.protected is not None else set()
         if self.next_use is None:
             order = [n for n in self._oldest_first(owned) if n not in keep]
+            spared = [n for n in self._oldest_first(owned) if n in keep]
         else:
-            needed_at = self.next_use(incoming.name) if not needed_now else -1.0
-            later = {n: self.next_use(n) for n in owned if n not in keep}
-            order = sorted((n for n, at in later.items() if at > needed_at), key=lambda n: -later[n])
-        for mapped_too in (False, True):
-            for name in order:
-                if used + size <= self.limit:
+            if needed_now:
+                needed_at = -1.0
+            elif needed_at is None:
+                needed_at = self.next_use(incoming.name)
+            later = {n: self.next_use(n) for n in owned}
+            order = sorted((n for n, at in later.items() if at > needed_at and n not in keep), key=lambda n: -later[n])
+            spared = sorted((n for n in owned if n in keep), key=lambda n: -later[n])
+        passes = [(order, False), (order, True)]
+        if last_resort:
+            passes.append(([n for n in spared if len(n.partition("-")[0]) == 32], False))
+        for victims, mapped_too in passes:
+            for name in victims:
+                if used + size <= limit:
                     return used, 0
                 if name in owned and self._evict(EntryKey.from_name(name), mapped_too):
                     used -= owned.pop(name)

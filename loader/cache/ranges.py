@@ -31,7 +31,11 @@ ample for a batch's copies.
 
 **The plan** (``segment_schedule``).  The same per-batch schedule the node cache's fetch-ahead and Belady eviction
 use (``loader.cache.schedule.FileSchedule``), with segments as entries: what ``PlanFeed`` schedules for a pack
-read by ranges.
+read by ranges.  :meth:`RangeReads.fetch_ahead` fetches the next batches' segments into the node cache (claimed,
+coalesced, ``fetches`` requests at a time, each round admitted by ``NodeCache.reserve_ahead`` within the limit less
+the headroom of the batches being built); a batch's own claims are made in rounds of half the limit
+(``claim_rounds``) and may evict what was fetched ahead (``NodeCache._make_room``, ``last_resort``), so a fetch
+ahead never makes a batch's claim wait or fail.
 
 The stream file's ``.npy`` header is never read: its data starts at the file size less the stream's data bytes (the
 no-gap rule: the columns give every segment's size), and no byte outside a verified piece is ever used.
@@ -283,6 +287,10 @@ class RangeReads:
         self._resident_bytes = 0
         self._lock = threading.RLock()
         self._digest_lock = threading.Lock()
+        self._layout_lock = threading.RLock()
+        #: Segments whose pieces never matched when fetched ahead (cache key -> the error): the batch that needs
+        #: one raises it instead of fetching it twice more.
+        self._failed: dict[EntryKey, CacheIntegrityError] = {}
         self.pack = None
         self._shard_index: dict[str, int] | None = None
         #: Range requests this process sent and bytes they returned (reports, the benchmark, tests).
@@ -291,16 +299,27 @@ class RangeReads:
 
     def __getstate__(self) -> dict:
         return {"files": self.files, "pack": self.pack, "_shard_index": None, "_layouts": None, "_buffers": {}, "_digests": OrderedDict(),
-                "_resident": OrderedDict(), "_resident_bytes": 0, "requests": 0, "request_bytes": 0}
+                "_resident": OrderedDict(), "_resident_bytes": 0, "requests": 0, "request_bytes": 0, "_failed": {}}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._lock = threading.RLock()
         self._digest_lock = threading.Lock()
+        self._layout_lock = threading.RLock()
 
     # -- layout ------------------------------------------------------------------------------------------------
 
     def layouts(self, pack) -> ShardLayouts:
+        with self._layout_lock:
+            return self._layouts_of(pack)
+
+    def layout(self, pack, shard: int, stream: str) -> StreamLayout:
+        """Shard ``shard``'s layout of ``stream`` (computed once, under the layout lock: the fetch-ahead thread
+        and the batch's reads share it)."""
+        with self._layout_lock:
+            return self._layouts_of(pack).of(shard)[stream]
+
+    def _layouts_of(self, pack) -> ShardLayouts:
         if self._layouts is None or self._layouts.pack is not pack:
             blocks = {}
             for spec in pack.manifest.streams:
@@ -326,7 +345,9 @@ class RangeReads:
             header = read_npy_header_from(io.BytesIO(data), where)
         except NpyHeaderError as err:
             raise PackFormatError(f"{where}: not a digests file ({err.reason})") from None
-        check_digests_header(header, self.layouts(pack).pieces_in(shard), where)
+        with self._layout_lock:
+            pieces = self.layouts(pack).pieces_in(shard)
+        check_digests_header(header, pieces, where)
         found = np.frombuffer(data, dtype=np.uint8, count=header.shape[0] * DIGEST_SIZE,
                               offset=header.data_offset).reshape(header.shape)
         with self._digest_lock:
@@ -340,7 +361,7 @@ class RangeReads:
         found = self._buffers.get((shard, stream))
         if found is None:
             spec = pack.manifest.stream(stream)
-            layout = self.layouts(pack).of(shard)[stream]
+            layout = self.layout(pack, shard, stream)
             size = pack.manifest.shards[shard].files[spec.file].size
             found = self._buffers[(shard, stream)] = RangeBuffer(layout, spec.dtype, spec.row_shape, size)
         return found
@@ -387,8 +408,9 @@ class RangeReads:
         if not len(segments):
             return
         with self._lock:
-            layouts = self.layouts(pack)
-            layouts._sorted(stream)
+            with self._layout_lock:
+                layouts = self.layouts(pack)
+                layouts._sorted(stream)
             local = layouts.local[stream][segments]
             shards = np.asarray(pack.streams[stream].shard, dtype=np.int64)[segments]
             wants: list[_Want] = []
@@ -414,9 +436,8 @@ class RangeReads:
         if self.files.read_through:
             return None
         pack = self.pack
-        with self._lock:
-            layout = self.layouts(pack).of(shard)[stream]
-            self.digests(pack, shard)
+        layout = self.layout(pack, shard, stream)
+        self.digests(pack, shard)
         key = segment_key(layout.file_sha256, int(layout.start[i]), int(layout.size[i]))
         want = _Want(None, i, key, layout)
         cache = self.files.node_cache
@@ -430,6 +451,81 @@ class RangeReads:
             return cache.ensure(key, lambda fp: fp.write(self._fetch_one(pack, want)), self._source(want), wait)
         return claimed
 
+    def fetch_ahead(self, items: list[tuple[int, str, int, int]], fetches: int, horizon: int = -1) -> int | None:
+        """The plan's fetch-ahead of segments into the node cache (``loader.cache.schedule.PlanFeed``): ``items``
+        ``(shard, stream, index in its layout, batch position)`` in plan order.  Segments present, being fetched by
+        another process or thread, or known corrupt are passed over; the rest are claimed, coalesced into range
+        requests as the batch's own reads are (``coalesce``), and sent ``fetches`` at a time in plan order, each
+        admitted first under the fetch-ahead budget (``NodeCache.reserve_ahead``: the limit less the headroom of
+        the batches being built, evicting only entries used after position ``horizon`` and after the round's
+        first: what any builder of the node fetched ahead, up to the horizon, stays).  Returns the position of the first item not
+        admitted (None: all were); the caller waits for the plan to move before trying it again.  Never waits for
+        space or for another fetcher; a piece that never matches its digest is recorded for the batch that needs
+        it (fetched once more, then named there: ``CacheIntegrityError``), and a store's error is raised."""
+        if self.files.read_through or not items:
+            return None
+        pack, cache = self.pack, self.files.node_cache
+        step = 2 * max(1, fetches)
+        for lo in range(0, len(items), step):  # a round: claimed, admitted and fetched together
+            refused = self._fetch_ahead_round(pack, cache, items[lo:lo + step], fetches, horizon)
+            if refused is not None:
+                return refused
+        return None
+
+    def _fetch_ahead_round(self, pack, cache: NodeCache, items: list[tuple[int, str, int, int]],
+                           fetches: int, horizon: int = -1) -> int | None:
+        claims: dict[_Want, Claim] = {}
+        at: dict[_Want, int] = {}
+        try:
+            for shard, stream, i, position in items:
+                layout = self.layout(pack, shard, stream)
+                key = segment_key(layout.file_sha256, int(layout.start[i]), int(layout.size[i]))
+                if key in self._failed:
+                    continue
+                want = _Want(None, i, key, layout)
+                claimed = cache.claim(key, self._source(want))
+                if isinstance(claimed, Claim):
+                    claims[want], at[want] = claimed, position
+            if not claims:
+                return None
+            with self._digest_lock:
+                untouched = sorted({w.layout.shard for w in claims} - set(self._digests))
+            for shard in untouched:
+                self.digests(pack, shard)
+            groups = coalesce([(w.layout.rel, int(w.layout.start[w.index]), w.key.size, w) for w in claims])
+            groups.sort(key=lambda g: min(at[w] for w in g[3]))
+            wanted = [claims[w] for g in groups for w in g[3]]
+            admitted = set(map(id, cache.reserve_ahead(wanted, max(min(at.values()), horizon))))
+            sent, refused = [], None
+            for group in groups:
+                if not all(id(claims[w]) in admitted for w in group[3]):
+                    refused = min(at[w] for w in group[3])
+                    break
+                sent.append(group)
+            self.files.fetch_all([lambda group=group: self._fetch_ahead_group(pack, group, claims)
+                                  for group in sent])
+            return refused
+        finally:
+            for claim in claims.values():
+                claim.release()
+
+    def _fetch_ahead_group(self, pack, group: tuple[str, int, int, list], claims: dict) -> None:
+        """One coalesced request of the fetch-ahead: each segment verified, then its claim filled (its room was
+        made by ``reserve_ahead``); a segment that never matches is recorded, its claim let go."""
+        rel, start, stop, wants = group
+        data = memoryview(self._request(rel, start, stop))
+        for want in wants:
+            lo = int(want.layout.start[want.index]) - start
+            piece = data[lo:lo + want.key.size]
+            if self._mismatch(pack, want, piece) is not None:
+                try:
+                    piece = memoryview(self._fetch_one(pack, want, attempts=FETCH_ATTEMPTS - 1))
+                except CacheIntegrityError as err:
+                    self._failed[want.key] = err
+                    claims.pop(want).release()
+                    continue
+            claims.pop(want).fill(piece)
+
     def need_at(self, pack, stream: str, shards, offsets) -> None:
         """:meth:`need` for the segments at element offsets ``offsets`` of shards ``shards`` (batch code that holds
         offsets, not segment ids)."""
@@ -437,7 +533,7 @@ class RangeReads:
         offsets = np.asarray(offsets, dtype=np.int64)
         ids = []
         for shard in np.unique(shards).tolist():
-            layout = self.layouts(pack).of(shard)[stream]
+            layout = self.layout(pack, shard, stream)
             wanted = offsets[shards == shard]
             at = np.minimum(np.searchsorted(layout.offset, wanted), max(len(layout.segments) - 1, 0))
             if not len(layout.segments) or (layout.offset[at] != wanted).any():
@@ -473,6 +569,9 @@ class RangeReads:
         fetch: list[_Want] = []
         try:
             for want in wants:
+                failed = self._failed.get(want.key)
+                if failed is not None:
+                    raise failed
                 if cache is None:
                     fetch.append(want)
                     continue
@@ -486,17 +585,23 @@ class RangeReads:
                     others.append(want)
                 elif not self._from_cache(pack, cache, want):
                     others.append(want)  # completed meanwhile, changed on disk: fetched again below
-            if claims:
-                cache.reserve_claims(list(claims.values()))
-            groups = coalesce([(w.layout.rel, int(w.layout.start[w.index]), int(w.layout.size[w.index]), w)
-                               for w in fetch])
+            for want in fetch:  # the fetch-ahead may have met a corrupt piece while this process waited for it
+                if want.key in self._failed:
+                    raise self._failed[want.key]
             # each shard's digests.npy on its first touch, fetched beside the segments' requests (a request's
             # pieces are compared with them as it returns, before any byte is used)
             with self._digest_lock:
                 untouched = sorted({w.layout.shard for w in wants} - set(self._digests))
             calls = [lambda shard=shard: self.digests(pack, shard) for shard in untouched]
-            calls += [lambda group=group: self._fetch_group(pack, group, claims) for group in groups]
-            self.files.fetch_all(calls)
+            for part in claim_rounds(fetch, None if cache is None else cache.limit):
+                if claims:
+                    cache.reserve_claims([claims[w] for w in part])
+                groups = coalesce([(w.layout.rel, int(w.layout.start[w.index]), w.key.size, w) for w in part])
+                calls += [lambda group=group: self._fetch_group(pack, group, claims) for group in groups]
+                self.files.fetch_all(calls)
+                calls = []
+            if calls:
+                self.files.fetch_all(calls)
             for want in others:
                 path = cache.ensure(want.key, lambda fp, want=want: fp.write(self._fetch_one(pack, want)),
                                     self._source(want))
@@ -569,6 +674,9 @@ class RangeReads:
     def _fetch_one(self, pack, want: _Want, attempts: int = FETCH_ATTEMPTS) -> bytes:
         """Segment ``want`` alone from the store, verified; ``CacheIntegrityError`` naming it when its pieces
         never match."""
+        failed = self._failed.get(want.key)
+        if failed is not None:  # fetched ahead already, twice, in this process
+            raise failed
         layout = want.layout
         start = int(layout.start[want.index])
         piece = None
@@ -586,6 +694,25 @@ class RangeReads:
             f"does not match its digest in {DIGESTS_NAME} after {FETCH_ATTEMPTS} fetches: the object is corrupt on "
             f"the store, or the pack was replaced since it was opened (validate it: speechpack validate "
             f"{self.files.location})")
+
+
+def claim_rounds(wants: list[_Want], limit: int | None) -> list[list[_Want]]:
+    """``wants`` in file and byte order, cut into rounds of at most half the cache ``limit`` each (None: one
+    round): a block's segments are claimed, fetched and copied out a round at a time, so a limit smaller than a
+    block's segments still reads it (each round's entries may go once copied into this process)."""
+    ordered = sorted(wants, key=lambda w: (w.layout.rel, int(w.layout.start[w.index])))
+    if limit is None:
+        return [ordered] if ordered else []
+    budget = max(limit // 2, 1)
+    rounds: list[list[_Want]] = []
+    held = budget + 1
+    for want in ordered:
+        if held + want.key.size > budget:
+            rounds.append([])
+            held = 0
+        rounds[-1].append(want)
+        held += want.key.size
+    return rounds
 
 
 def coalesce(ranges: list[tuple[str, int, int, object]], most: int = COALESCE_BYTES,
@@ -613,4 +740,4 @@ def _npy_1d(data: bytes, where: str) -> np.ndarray:
 
 
 __all__ = ["COALESCE_BYTES", "COALESCE_GAP", "RESIDENT_BYTES", "RangeBuffer", "RangeReads", "ShardLayouts",
-           "StreamLayout", "coalesce", "segment_key"]
+           "StreamLayout", "claim_rounds", "coalesce", "segment_key"]

@@ -13,6 +13,11 @@ workers inherit it; a later epoch's is built by each process that builds its bat
 (``loader.cache.node_cache``) asks the feed for its order: files no batch uses again first, then by next use,
 farthest first (Belady's rule), never one of the next ``ahead`` batches.
 
+For a pack read by ranges (``loader.cache.ranges``) the loader's schedule is ``segment_schedule``'s: its entries
+are the audio segments each batch reads, fetched ahead a round of a few batches at a time (``_fetch_ranged``), the
+``ahead`` batches after those being built as far as half the limit holds them (``_window``, the protected entries),
+within the limit less what the batches being built still claim (``_headroom_bytes``; ``NodeCache.reserve_ahead``).
+
 A unit of the plan maps to its pack sample through the builder's ``unit_samples`` hook (``loader.tasks``); a
 builder without one gets no schedule (the cache then fetches on demand and evicts the oldest entries first).
 
@@ -121,6 +126,10 @@ class FileSchedule:
         files, starts = np.unique(entry_file[by_file], return_index=True)
         at = np.split(entry_position[by_file], starts[1:]) if len(files) else []
         self.uses = {names[f]: a for f, a in zip(files.tolist(), at)}
+
+    #: Whether some entries are segments of a pack read by ranges (``loader.cache.segment_schedule``), whose
+    #: sources fetch many entries at once (``fetch_ahead``) and whose entries are never mapped.
+    ranged = False
 
     def __len__(self) -> int:
         return self.count
@@ -300,8 +309,13 @@ class PlanFeed:
     ``(epoch, global_start)`` (a resumed pass is dealt from a global batch: ``loader.plan.static_plan``), and batch
     positions count within it; ``ahead`` and the limit come from the packs' cache settings."""
 
-    def __init__(self, packs: list, builder, plan_of, rank: int, world_size: int):
+    def __init__(self, packs: list, builder, plan_of, rank: int, world_size: int, schedule_of=None):
         self.packs = packs
+        #: ``(packs, plans, units) -> FileSchedule``: ``FileSchedule.of`` (whole files), or
+        #: ``loader.cache.segment_schedule.segment_schedule`` (segments of packs read by ranges too).
+        self.schedule_of = schedule_of or FileSchedule.of
+        #: Processes of this rank that build batches at once (DataLoader workers; 1 without): set by ``check``.
+        self.builders = 1
         self.plan_of = plan_of
         self.rank, self.world_size = rank, world_size
         cached = [p.files for p in packs if isinstance(p.files, CachedPackFiles)]
@@ -316,6 +330,8 @@ class PlanFeed:
         self._schedule: tuple[int, FileSchedule] | None = None
         self._position = 0
         self._building = 1
+        #: The schedule the position is in (set by ``at``).
+        self._current: FileSchedule | None = None
         self._pid = -1
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -338,20 +354,34 @@ class PlanFeed:
         and kept until another pass asks."""
         if self._schedule is None or self._schedule[0] != epoch_pass:
             plans = [self.plan_of(epoch_pass, r) for r in local_ranks(self.rank, self.world_size)]
-            self._schedule = (epoch_pass, FileSchedule.of(self.packs, plans, self.units))
+            self._schedule = (epoch_pass, self.schedule_of(self.packs, plans, self.units))
         return self._schedule[1]
 
-    def check(self, epoch_pass: tuple[int, int], together: int = 1, shard_window: int | None = None) -> None:
+    def check(self, epoch_pass: tuple[int, int], together: int = 1, shard_window: int | None = None,
+              builders: int = 1) -> None:
         """A limit smaller than what the batches built together (``together``: a block of the loader without
         workers) need is an error now, never a wait later.  The message explains the minimum: the schedule's unit
         is a whole stream file (a pack without block digests is fetched so), and a shuffled batch touches one per
         sample; the two ways out keep the batches as they are (a larger limit) or choose another order, the same
-        wherever the pack lies (``dataset_args.shard_window``; ``shard_window``: the one the plan uses)."""
+        wherever the pack lies (``dataset_args.shard_window``; ``shard_window``: the one the plan uses).  A
+        schedule with range entries needs one batch at a time (a batch's segments are copied into its process as
+        they are claimed: the batches after it claim theirs later).  ``builders``: the processes of this rank
+        that build batches at once (the fetch-ahead leaves room for their batches: ``_headroom_bytes``)."""
         if not self.active:
             return
-        need = self.schedule(epoch_pass).batch_bytes(together)
+        self.builders = max(1, builders)
+        schedule = self.schedule(epoch_pass)
+        if schedule.ranged:
+            together = 1
+        need = schedule.batch_bytes(together)
         what = "one batch needs" if together == 1 else f"{together} batches built together need"
         for cache in self.caches:
+            if cache.limit is not None and need > cache.limit and schedule.ranged:
+                raise CacheFullError(
+                    f"{cache.root}: cache limit {format_bytes(cache.limit)} is smaller than one batch needs "
+                    f"({format_bytes(need)} of segments and files for the node's ranks at one batch position): "
+                    f"raise cache.limit to at least that (several times it to fetch ahead), or set it to 0 to "
+                    f"read through; `speechpack plan` reports the limit each order needs")
             if cache.limit is not None and need > cache.limit:
                 order = (f"the batches of a window of {shard_window} shards read them" if shard_window is not None
                          else "a shuffled batch touches a file per sample")
@@ -385,7 +415,10 @@ class PlanFeed:
         if any(free is not None and free < needed for free in (c.free_bytes() for c in self._distinct_caches)):
             return
         try:
-            self._fetch_batch(schedule, batch)
+            if schedule.ranged:
+                self._fetch_ranged(schedule, batch, batch)
+            else:
+                self._fetch_batch(schedule, batch)
         except (SpeechpackError, OSError):  # room taken meanwhile, the store failing: the batch's builder's to meet
             pass
 
@@ -433,29 +466,63 @@ class PlanFeed:
             self._pid = os.getpid()
             for cache in self.caches:
                 cache.next_use, cache.protected = self._next_use, self._protected
+                cache.headroom = self._headroom_bytes if schedule.ranged else None
             if self.ahead:
                 self._thread = threading.Thread(target=self._fetch_ahead, name="speechpack-cache-ahead", daemon=True)
                 self._thread.start()
 
     def _protected(self) -> set[str]:
         """The files of the batches being built and of the next ``ahead`` ones, as many as fit half the limit."""
+        return self._window()[0]
+
+    def _window(self) -> tuple[set[str], int]:
+        """``_protected``'s entries, and the last position they reach (for range entries, where the fetch-ahead
+        stops: what it fetched is then never what a fetch for a later batch may evict)."""
         schedule, start = self._current, self._position
         limit = min((c.limit for c in self.caches if c.limit is not None), default=None)
         keep: set[str] = set()
         held = 0
-        for b in range(min(self.ahead + 1, schedule.count - start)):
+        lag = min(self._lag(), start)  # range entries: the batches the rank's other builders may still read
+        extra = self._building - 1 if schedule.ranged else 0  # range entries: ``ahead`` after those being built
+        last = start - 1
+        for b in range(-lag, min(self.ahead + extra + 1, schedule.count - start)):
             names = schedule.batch(start + b)
             more = [n for n in names if n not in keep]
             size = sum(schedule.sizes[n] for n in more)
-            if b >= self._building and limit is not None and held + size > limit // 2:
+            if (b < 0 or b >= self._building) and limit is not None and held + size > limit // 2:
+                if b < 0:
+                    continue  # behind: the other builders' batches, kept only while they fit
                 break
             keep.update(more)
             held += size
-        return keep
+            last = max(last, start + b)
+        return keep, last
+
+    def _headroom_bytes(self, held: set[str]) -> int:
+        """What the batches being built on the node still claim (``held``: the entries the cache holds): the
+        entries not held of ``builders`` times this process's batches from its position (each worker builds a
+        message of them; the schedule merges the node's ranks), and of those its rank's other builders may still be
+        reading (``_lag``); at most half the limit (a batch claims a round of half the limit at a time:
+        ``loader.cache.ranges.claim_rounds``).  A fetch ahead of need fills the cache only to the limit less this,
+        so a batch's own claims find room without waiting on, or evicting, what was fetched for the batches after
+        it."""
+        schedule, start = self._current, self._position
+        stop = min(schedule.count, start + self.builders * self._building)
+        missing = {n for b in range(max(0, start - self._lag()), stop) for n in schedule.batch(b) if n not in held}
+        need = sum(schedule.sizes[n] for n in missing)
+        limit = min((c.limit for c in self.caches if c.limit is not None), default=None)
+        return need if limit is None else min(need, limit // 2)
+
+    def _lag(self) -> int:
+        """Positions behind this process's that other builders of the rank may still be reading (a range entry
+        fetched for them is not "used before now" to this process: ``_next_use``)."""
+        current = self._current
+        return (self.builders - 1) * self._building if current is not None and current.ranged else 0
 
     def _next_use(self, name: str) -> float:
-        """The batch position that next reads ``name`` (inf: none left this epoch)."""
-        return self._current.next_use(name, self._position)
+        """The batch position that next reads ``name`` (inf: none left this epoch), from the earliest position a
+        builder of this rank may still be at."""
+        return self._current.next_use(name, max(0, self._position - self._lag()))
 
     def _fetch_batch(self, schedule: FileSchedule, b: int) -> None:
         """Fetch the files of batch position ``b``, up to ``fetches`` at once (``fetch_pool``) while the cache
@@ -472,20 +539,72 @@ class PlanFeed:
         else:
             run_all(fetch_pool(self.fetches), calls)
 
+    def _fetch_ranged(self, schedule: FileSchedule, first: int, last: int, horizon: int = -1) -> int:
+        """Fetch ahead the entries of positions ``first`` to ``last`` of a schedule with range entries: whole files
+        batch by batch as ``_fetch_batch`` does, the segments of each pack together (``SegmentSource.fetch_ahead``:
+        coalesced, ``fetches`` requests in flight, admitted under the fetch-ahead budget, evicting nothing used
+        up to position ``horizon``).  Returns the last position wholly fetched or admitted (``first - 1``: none)."""
+        segments: dict[int, tuple[object, list]] = {}
+        for b in range(first, last + 1):
+            for name in schedule.batch(b):
+                source, where = schedule.sources[name]
+                if isinstance(source, CachedPackFiles):
+                    try:
+                        source.local_path(where, wait=False)
+                    except CacheFullError:
+                        last = b - 1
+                        break
+                else:
+                    segments.setdefault(id(source), (source, []))[1].append((where, b))
+            else:
+                continue
+            break
+        for source, items in segments.values():
+            items = [item for item in items if item[1] <= last]
+            refused = source.fetch_ahead(items, self.fetches, horizon)
+            if refused is not None:
+                last = min(last, refused - 1)
+        return last
+
     def _fetch_ahead(self) -> None:
         """Fetch the files of the next ``ahead`` batches in plan order as the position moves, each batch's files
         together; a file that does not fit now is left to the batch that needs it (the thread never waits for
-        space)."""
+        space).  With range entries, the ``ahead`` batches after those being built, a round of a few batches'
+        segments at a time (``_fetch_ranged``)."""
         fetched: tuple[FileSchedule | None, int] = (None, -1)
         while True:
             with self._wake:
                 while True:
                     schedule, start = self._current, self._position
                     last = fetched[1] if fetched[0] is schedule else start - 1
-                    target = min(start + self.ahead, schedule.count - 1)
+                    if schedule.ranged:  # as far as the protected window reaches (half the limit)
+                        target = self._window()[1]
+                    else:
+                        target = min(start + self.ahead, schedule.count - 1)
                     if last < target:
                         break
                     self._wake.wait()
+            if schedule.ranged:
+                try:
+                    # a round: enough positions for ``fetches`` requests twice over (the pool kept busy), then
+                    # the position is read again
+                    b, entries = max(start, last + 1), 0
+                    stop = b
+                    while stop <= target and entries < 2 * self.fetches:
+                        entries += len(schedule.batch(stop))
+                        stop += 1
+                    # evicting nothing the node's builders fetched ahead: this window's end and the other
+                    # builders' reach beyond it (``_lag``: one message each)
+                    done = self._fetch_ranged(schedule, b, stop - 1, target + self._lag())
+                except BaseException as err:  # noqa: BLE001 - the batch that needs the segment fetches and raises
+                    self.error = err
+                    return
+                fetched = (schedule, done)
+                if done < stop - 1:
+                    with self._wake:  # no room now: wait for the position to move before trying again
+                        if self._position == start and self._current is schedule:
+                            self._wake.wait()
+                continue
             for b in range(max(start, last + 1), target + 1):
                 try:
                     self._fetch_batch(schedule, b)

@@ -27,12 +27,18 @@ class SegmentSource:
     def local_path(self, where: tuple[int, str, int], wait: bool = True) -> str | None:
         return self.files.range_reads.prefetch(*where, wait=wait)
 
+    def fetch_ahead(self, items: list[tuple[tuple[int, str, int], int]], fetches: int, horizon: int = -1) -> int | None:
+        """Entries ``(where, batch position)`` fetched ahead together (``RangeReads.fetch_ahead``): the position
+        of the first not admitted, None when all were."""
+        return self.files.range_reads.fetch_ahead([(*where, position) for where, position in items], fetches, horizon)
+
 
 def _stream_entries(pack, stream: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per segment of ``stream``: entry name, size, shard and index in its shard's layout (all segments at once)."""
     ranges = pack.files.range_reads
-    layouts = ranges.layouts(pack)
-    layouts._sorted(stream)
+    with ranges._layout_lock:  # shared with the fetch-ahead thread of a later epoch's process
+        layouts = ranges.layouts(pack)
+        layouts._sorted(stream)
     table = pack.streams[stream]
     shard = np.asarray(table.shard, dtype=np.int64)
     spec = pack.manifest.stream(stream)
@@ -40,7 +46,7 @@ def _stream_entries(pack, stream: str) -> tuple[np.ndarray, np.ndarray, np.ndarr
     sizes = np.zeros(len(shard), dtype=np.int64)
     prefixes = np.empty(len(shard), dtype="<U16")
     for k in np.unique(shard).tolist():  # one vectorised layout per shard the stream has segments in
-        layout = layouts.of(k)[stream]
+        layout = ranges.layout(pack, k, stream)
         starts[layout.segments], sizes[layout.segments] = layout.start, layout.size
         prefixes[layout.segments] = pack.manifest.shards[k].files[spec.file].sha256[:16]
     hexes = np.char.zfill(np.char.mod("%x", starts), 16)
@@ -60,7 +66,7 @@ def segment_schedule(packs: list, plans: list, units: tuple[np.ndarray, np.ndarr
     entry_file = [np.asarray(files.entry_file, dtype=np.int64)]
     for pid, pack in enumerate(packs):
         ranges = pack.files.range_reads
-        if ranges is None or not len(position):
+        if ranges is None or pack.files.read_through or not len(position):  # read through: nothing to schedule
             continue
         mine = unit_pack[unit] == pid
         at, sample = position[mine], unit_sample[unit[mine]]
@@ -96,7 +102,9 @@ def segment_schedule(packs: list, plans: list, units: tuple[np.ndarray, np.ndarr
     first = _first_in_batch(position_all, file_all, len(index))
     position_all, file_all = position_all[first], file_all[first]
     count = max((len(p) for p in plans), default=0)
-    return FileSchedule(None, sizes, sources, list(index), position_all, file_all, count)
+    schedule = FileSchedule(None, sizes, sources, list(index), position_all, file_all, count)
+    schedule.ranged = len(names) > len(files.names or [])
+    return schedule
 
 
 __all__ = ["SegmentSource", "segment_schedule"]

@@ -25,6 +25,7 @@ from speechpack.loader.pack import ObjectStorePackFiles, open_pack
 from speechpack.packer.adapters.wesep import build_wesep
 from speechpack.packer.build.run import BuildOptions
 from speechpack.loader.cache.ranges import segment_key
+from speechpack.loader.torch import IN_PROCESS_BLOCK
 
 pytestmark = pytest.mark.real_data
 
@@ -235,3 +236,72 @@ def test_two_rank_processes_with_workers_share_a_quarter_cache_and_deal_the_loca
         assert_batches_equal(result["batches"], local_batches(digest_pack, rank, 2))
     assert 0 < NodeCache(str(tmp_path / "cache")).usage() <= limit
     assert assert_range_cache_sound(tmp_path / "cache", digest_pack) > 0
+
+
+class _NoWait:
+    """Stands for ``time`` in ``loader.cache.node_cache``: an admission that has to wait for room is a failure."""
+
+    monotonic = staticmethod(time.monotonic)
+    time_ns = staticmethod(time.time_ns)
+    time = staticmethod(time.time)
+
+    @staticmethod
+    def sleep(_seconds):
+        raise AssertionError("a batch's claim waited for room the fetch-ahead took")
+
+
+def test_the_fetch_ahead_fetches_the_segments_of_the_batches_after_those_being_built(s3_store, digest_pack,
+                                                                                     tmp_path):
+    from speechpack.loader.cache.segment_schedule import segment_schedule
+
+    url = publish(digest_pack, "ranges/ahead/train")
+    cache_dir = tmp_path / "cache"
+    loader = build_loader(config(url, {"dir": str(cache_dir), "ahead": 4}), "train", seed=3)
+    feed = loader.dataset.feed
+    schedule = segment_schedule(feed.packs, [feed.plan_of((0, 0), 0)], feed.units)
+    # without workers a block of IN_PROCESS_BLOCK batches is read together: the fetch-ahead is what reaches beyond
+    assert len(schedule) > IN_PROCESS_BLOCK
+    later = {n for b in range(IN_PROCESS_BLOCK, min(IN_PROCESS_BLOCK + 4, len(schedule))) for n in schedule.batch(b)}
+    batches = iter(loader)
+    got = [plain(next(batches))]
+    deadline = time.monotonic() + 30
+    held = set()
+    while time.monotonic() < deadline and held != later:
+        held = {p.name[:-len(".owned")] for p in (cache_dir / "objects").glob("*.owned")} & later
+        time.sleep(0.05)
+    assert held == later, "the segments of the batches after the block were not fetched before they were built"
+    got += [plain(b) for b in batches]
+    assert_batches_equal(got, local_batches(digest_pack))
+
+
+@pytest.mark.parametrize("fraction", [4, 10])
+def test_the_fetch_ahead_never_makes_a_batch_wait_for_room_and_an_epoch_fetches_each_segment_once(
+        s3_store, digest_pack, tmp_path, monkeypatch, fraction):
+    from speechpack.loader.cache import node_cache
+    from speechpack.loader.cache.schedule import simulate
+    from speechpack.loader.cache.segment_schedule import segment_schedule
+
+    monkeypatch.setattr(node_cache, "time", _NoWait)
+    url = publish(digest_pack, f"ranges/ahead-{fraction}/train")
+    limit = stream_bytes(digest_pack) // fraction
+    cache_dir = tmp_path / "cache"
+    loader = build_loader(config(url, {"dir": str(cache_dir), "limit": limit, "ahead": 4}), "train", seed=3)
+    feed = loader.dataset.feed
+    schedule = segment_schedule(feed.packs, [feed.plan_of((0, 0), 0)], feed.units)
+    distinct = simulate(schedule, limit).distinct
+    files = feed.packs[0].files
+    got = []
+    for batch in loader:
+        got.append(plain(batch))
+        time.sleep(0.01)  # a training step: the fetch-ahead works meanwhile
+    assert_batches_equal(got, local_batches(digest_pack))
+    assert files.range_reads.request_bytes <= 1.05 * distinct, "an epoch fetched a segment twice"
+    assert 0 < NodeCache(str(cache_dir)).usage() <= limit
+    assert assert_range_cache_sound(cache_dir, digest_pack) > 0
+    loader.set_epoch(1)
+    before = files.range_reads.request_bytes
+    second = [plain(b) for b in loader]
+    local = build_loader(config(str(digest_pack)), "train", seed=3)
+    local.set_epoch(1)
+    assert_batches_equal(second, [plain(b) for b in local])
+    assert files.range_reads.request_bytes - before <= 1.05 * distinct
