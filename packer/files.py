@@ -97,6 +97,22 @@ def fresh_temp_dir(pack_dir: str, name: str) -> tuple[str, str]:
     return temp, final
 
 
+def commit_temp_dir(temp: str, final: str) -> dict[str, FileEntry]:
+    """Rename a directory ``fresh_temp_dir`` gave, once written, into place: every file hashed and every directory
+    fsynced first (so the rename publishes only durable bytes), then the parent fsynced.  Returns each file's
+    entry by its ``/``-separated path under the directory, sorted."""
+    files = {}
+    for directory, subdirs, names in os.walk(temp):
+        subdirs.sort()
+        for name in sorted(names):
+            path = os.path.join(directory, name)
+            files[os.path.relpath(path, temp).replace(os.sep, "/")] = hash_file(path)
+        fsync_dir(directory)
+    os.replace(temp, final)
+    fsync_dir(os.path.dirname(final))
+    return dict(sorted(files.items()))
+
+
 def hash_file(path: str) -> FileEntry:
     """Size and SHA-256 of a file, read in 4 MiB blocks."""
     digest = hashlib.sha256()
@@ -112,4 +128,5 @@ def read_bytes(path: str) -> bytes:
         return fp.read()
 
 
-__all__ = ["dump_json", "fresh_temp_dir", "fsync_dir", "hash_file", "make_directory", "read_bytes", "save_npy", "write_json_atomic"]
+__all__ = ["commit_temp_dir", "dump_json", "fresh_temp_dir", "fsync_dir", "hash_file", "make_directory", "read_bytes",
+           "save_npy", "write_json_atomic"]

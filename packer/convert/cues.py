@@ -23,7 +23,7 @@ from speechpack.packer.build.encoding import Encoding
 from speechpack.packer.cues.payload import LoadContext
 from speechpack.packer.cues.resource import CueInputError
 from speechpack.packer.cues.writers import WaveformWriter
-from speechpack.packer.files import fresh_temp_dir, fsync_dir, hash_file, write_json_atomic
+from speechpack.packer.files import commit_temp_dir, fresh_temp_dir, write_json_atomic
 from speechpack.schemas.constants import CODEC_PCM16
 from speechpack.schemas.cue_banks import BLOCKS_NAME, CODEC_META_KEYS, DATA_NAME, DIGESTS_NAME, ITEMS_NAME, META_NAME
 from speechpack.schemas.cues import CUES_DIR
@@ -87,16 +87,7 @@ def convert_cues(pack, out: str, encoding: Encoding) -> dict[str, FileEntry]:
         directory = os.path.join(temp, bank)
         os.makedirs(directory, exist_ok=True)
         recode_bank(pack.cues[bank], directory, encoding, pack.sample_rate)
-    files = {}
-    for directory, subdirs, names in os.walk(temp):
-        subdirs.sort()
-        for file_name in sorted(names):
-            path = os.path.join(directory, file_name)
-            files[os.path.relpath(path, temp).replace(os.sep, "/")] = hash_file(path)
-        fsync_dir(directory)
-    os.replace(temp, final)
-    fsync_dir(out)
-    return dict(sorted(files.items()))
+    return commit_temp_dir(temp, final)
 
 
 __all__ = ["WRITTEN", "convert_cues", "recode_bank", "recoded_banks"]

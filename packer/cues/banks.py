@@ -48,7 +48,7 @@ from speechpack.packer.cues.resource import (
     refuse_duplicates,
     utf8,
 )
-from speechpack.packer.files import fresh_temp_dir, fsync_dir, hash_file, save_npy, write_json_atomic
+from speechpack.packer.files import commit_temp_dir, fresh_temp_dir, save_npy, write_json_atomic
 from speechpack.schemas.cue_banks import (
     ENTRIES_NAME,
     ENTRY_UTT_IDS_NAME,
@@ -341,16 +341,7 @@ def write_cues(build: CueBuild, pack_dir: str, workers: int, progress: bool = Fa
         write_labels(os.path.join(temp, LABELS_DIR), build.labels)
     if problems:
         return {}, problems
-    files = {}
-    for directory, subdirs, names in os.walk(temp):
-        subdirs.sort()
-        for name in sorted(names):
-            path = os.path.join(directory, name)
-            files[os.path.relpath(path, temp).replace(os.sep, "/")] = hash_file(path)
-        fsync_dir(directory)
-    os.replace(temp, final)
-    fsync_dir(pack_dir)
-    return dict(sorted(files.items())), []
+    return commit_temp_dir(temp, final), []
 
 
 __all__ = ["WRITERS", "LoadFailure", "bytes_array", "load_item", "loadable_items", "read_labels", "write_bank",

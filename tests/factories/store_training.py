@@ -43,3 +43,18 @@ def finish(process: subprocess.Popen, out: Path, timeout: float = 180) -> dict:
     assert SECRET not in output
     with open(out, "rb") as fp:
         return pickle.load(fp)
+
+
+def record_schedule_builds(monkeypatch, builds: Path) -> None:
+    """Every ``FileSchedule.of`` call, in this process or a worker forked from it, appends its process id to
+    ``builds`` (a test reads which processes built a schedule)."""
+    from speechpack.loader.cache import schedule
+
+    of = schedule.FileSchedule.of.__func__
+
+    def counted(cls, packs, plans, units):
+        with open(builds, "a") as fp:
+            fp.write(f"{os.getpid()}\n")
+        return of(cls, packs, plans, units)
+
+    monkeypatch.setattr(schedule.FileSchedule, "of", classmethod(counted))

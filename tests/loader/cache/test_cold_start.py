@@ -13,7 +13,7 @@ import pytest
 
 from factories.batches import assert_batches_equal
 from factories.s3 import flip_object_byte, publish
-from factories.store_training import config, local_batches, plain
+from factories.store_training import config, local_batches, plain, record_schedule_builds
 from factories.wesep_lists import Mix
 from speechpack.loader import build_loader
 from speechpack.loader.cache import CacheSettings, cached_files, schedule
@@ -142,14 +142,7 @@ def test_the_torchdata_loader_builds_the_pass_schedule_before_its_workers_and_fe
 
     url = publish(local_pack, "cold/torchdata/train")
     builds = tmp_path / "builds.txt"
-    of = schedule.FileSchedule.of.__func__
-
-    def counted(cls, packs, plans, units):
-        with open(builds, "a") as fp:
-            fp.write(f"{os.getpid()}\n")
-        return of(cls, packs, plans, units)
-
-    monkeypatch.setattr(schedule.FileSchedule, "of", classmethod(counted))
+    record_schedule_builds(monkeypatch, builds)
     loader = stateful_dataloader(config(url, {"dir": str(tmp_path / "cache"), "ahead": 0}), "train", seed=3,
                                  num_workers=2, batches_per_message=1)
     feed = loader.speech_loader.dataset.feed

@@ -18,7 +18,7 @@ import pytest
 
 from factories.batches import assert_batches_equal
 from factories.s3 import SECRET, publish, stream_bytes
-from factories.store_training import ARGS, config, finish, local_batches, plain, start_rank
+from factories.store_training import ARGS, config, finish, local_batches, plain, record_schedule_builds, start_rank
 from factories.wesep_lists import Mix
 from speechpack.loader import build_loader
 from speechpack.loader.cache import CacheFullError, NodeCache
@@ -412,18 +412,9 @@ def test_the_first_pass_schedule_is_built_once_before_the_workers_and_its_first_
         s3_store, local_pack, tmp_path, monkeypatch):
     """The workers inherit the pass's file schedule (none builds its own) and find the first batch's files in the
     cache: the training process fetched them before they started."""
-    from speechpack.loader.cache import schedule
-
     url = publish(local_pack, "training/first-pass/train")
     builds = tmp_path / "builds.txt"
-    of = schedule.FileSchedule.of.__func__
-
-    def counted(cls, packs, plans, units):
-        with open(builds, "a") as fp:
-            fp.write(f"{os.getpid()}\n")
-        return of(cls, packs, plans, units)
-
-    monkeypatch.setattr(schedule.FileSchedule, "of", classmethod(counted))
+    record_schedule_builds(monkeypatch, builds)
     loader = build_loader(config(url, {"dir": str(tmp_path / "cache"), "ahead": 0}), "train", seed=3, num_workers=2,
                           batches_per_message=1)
     loader.set_epoch(1)  # a pass other than the start-up check's (epoch 0)
