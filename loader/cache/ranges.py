@@ -512,18 +512,11 @@ class RangeReads:
     def _fetch_ahead_group(self, pack, group: tuple[str, int, int, list], claims: dict) -> None:
         """One coalesced request of the fetch-ahead: each segment verified, then its claim filled (its room was
         made by ``reserve_ahead``); a segment that never matches is recorded, its claim let go."""
-        rel, start, stop, wants = group
-        data = memoryview(self._request(rel, start, stop))
-        for want in wants:
-            lo = int(want.layout.start[want.index]) - start
-            piece = data[lo:lo + want.key.size]
-            if self._mismatch(pack, want, piece) is not None:
-                try:
-                    piece = memoryview(self._fetch_one(pack, want, attempts=FETCH_ATTEMPTS - 1))
-                except CacheIntegrityError as err:
-                    self._failed[want.key] = err
-                    claims.pop(want).release()
-                    continue
+        for want, piece in self._group_pieces(pack, group):
+            if isinstance(piece, CacheIntegrityError):
+                self._failed[want.key] = piece
+                claims.pop(want).release()
+                continue
             claims.pop(want).fill(piece)
 
     def need_at(self, pack, stream: str, shards, offsets) -> None:
@@ -658,14 +651,26 @@ class RangeReads:
 
     _counter = threading.Lock()
 
-    def _fetch_group(self, pack, group: tuple[str, int, int, list], claims: dict) -> None:
+    def _group_pieces(self, pack, group: tuple[str, int, int, list]):
+        """Each segment of one coalesced request, verified, in order: ``(want, bytes)``, or ``(want, error)`` (a
+        ``CacheIntegrityError``) for one whose pieces still differ when fetched once more alone."""
         rel, start, stop, wants = group
         data = memoryview(self._request(rel, start, stop))
         for want in wants:
             lo = int(want.layout.start[want.index]) - start
             piece = data[lo:lo + want.key.size]
             if self._mismatch(pack, want, piece) is not None:
-                piece = memoryview(self._fetch_one(pack, want, attempts=FETCH_ATTEMPTS - 1))
+                try:
+                    piece = memoryview(self._fetch_one(pack, want, attempts=FETCH_ATTEMPTS - 1))
+                except CacheIntegrityError as err:
+                    yield want, err
+                    continue
+            yield want, piece
+
+    def _fetch_group(self, pack, group: tuple[str, int, int, list], claims: dict) -> None:
+        for want, piece in self._group_pieces(pack, group):
+            if isinstance(piece, CacheIntegrityError):
+                raise piece
             want.buffer.fill(want.index, piece)
             claim = claims.pop(want, None)
             if claim is not None:
