@@ -62,8 +62,11 @@ def audio_bytes(local: Path) -> int:
                for t in pack.streams.values())
 
 
-def test_the_default_shuffle_at_a_quarter_cache_deals_the_local_batches_fetching_each_segment_once(
+def test_the_default_shuffle_at_a_quarter_cache_deals_the_local_batches_fetching_about_each_segment_once(
         s3_store, digest_pack, tmp_path):
+    """At most 1.05x the distinct bytes (the issue's bound), not exactly once: when a batch's own claims find the
+    cache full of segments fetched ahead for the next batches, they evict one as a last resort (so that a batch
+    never waits for room), and that one is fetched again; how often depends on the threads' timing."""
     url = publish(digest_pack, "ranges/quarter/train")
     limit = stream_bytes(digest_pack) // 4
     loader = build_loader(config(url, {"dir": str(tmp_path / "cache"), "limit": limit}), "train", seed=3)
@@ -73,7 +76,7 @@ def test_the_default_shuffle_at_a_quarter_cache_deals_the_local_batches_fetching
     assert files.range_reads is not None
     manifest = open_pack(digest_pack).manifest
     whole = sum(f.size for f in manifest.columns.values()) + sum(s.files["digests.npy"].size for s in manifest.shards)
-    assert files.node_cache.fetched_bytes <= audio_bytes(digest_pack) + whole, "a segment was fetched twice"
+    assert files.node_cache.fetched_bytes <= 1.05 * audio_bytes(digest_pack) + whole, "segments fetched again"
     assert files.range_reads.request_bytes <= 1.05 * audio_bytes(digest_pack)
     cache = NodeCache(str(tmp_path / "cache"))
     assert 0 < cache.usage() <= limit
