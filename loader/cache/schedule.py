@@ -434,7 +434,7 @@ class PlanFeed:
             self._prefetch_from(self._schedule[1], batch)
             return
         plans = [self.plan_of(epoch_pass, r) for r in local_ranks(self.rank, self.world_size)]
-        first = FileSchedule.of(self.packs, [_OneBatch(plan, batch) for plan in plans], self.units)
+        first = self.schedule_of(self.packs, [_OneBatch(plan, batch) for plan in plans], self.units)
         failed: list[BaseException] = []
 
         def fetch() -> None:
@@ -446,7 +446,7 @@ class PlanFeed:
         thread = threading.Thread(target=fetch, name="speechpack-first-batch", daemon=True)
         thread.start()
         try:
-            self._schedule = (epoch_pass, FileSchedule.of(self.packs, plans, self.units))
+            self._schedule = (epoch_pass, self.schedule_of(self.packs, plans, self.units))
         finally:
             thread.join()
         if failed:

@@ -83,6 +83,26 @@ def test_the_default_shuffle_at_a_quarter_cache_deals_the_local_batches_fetching
 
 
 
+def test_a_later_epoch_from_the_store_is_scheduled_by_segments_as_the_first_is(s3_store, digest_pack, tmp_path):
+    """The pass the loader starts before its workers fork (``PlanFeed.start_pass``) is scheduled by the loader's own
+    schedule builder: a pack read by ranges gets segment entries in every epoch, not only in the one the start-up
+    check built."""
+    url = publish(digest_pack, "ranges/later-epoch/train")
+    limit = stream_bytes(digest_pack) // 4
+    loader = build_loader(config(url, {"dir": str(tmp_path / "cache"), "limit": limit}), "train", seed=3,
+                          num_workers=2)  # with workers: the pass's schedule is built before they fork
+    loader.set_epoch(1)
+    batches = [plain(b) for b in loader]
+    expected = build_loader(config(str(digest_pack)), "train", seed=3)
+    expected.set_epoch(1)
+    assert_batches_equal(batches, [plain(b) for b in expected])
+    feed = loader.dataset.feed
+    assert feed.schedule((1, 0)).ranged, "epoch 1 was scheduled by whole files"
+    manifest = open_pack(digest_pack).manifest
+    whole = sum(f.size for f in manifest.columns.values()) + sum(s.files["digests.npy"].size for s in manifest.shards)
+    assert feed.caches[0].fetched_bytes <= 1.05 * audio_bytes(digest_pack) + whole
+
+
 def test_a_flac_pack_at_a_quarter_cache_deals_its_local_batches_reading_blocks_verified(s3_store, flac_pack,
                                                                                         tmp_path):
     url = publish(flac_pack, "ranges/flac/train")
