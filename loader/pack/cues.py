@@ -1,7 +1,7 @@
 """Reading a pack's speaker cues (``PACK/cues/``: ``cues.yaml`` in ``schemas/cues.py``, the banks in
-``schemas/cue_banks.py``): one ``CueBank`` per cue, and the speaker labels.  numpy only (and the block decoder
-``loader.pack.blocks``, which the pack reader holds already): the pack reader opens the banks with the pack, so
-nothing here may pull in a task or a heavy library.
+``schemas/cue_banks.py``): one ``CueBank`` per cue, and the speaker labels.  numpy only (and the block
+tools of ``loader.pack.blocks`` and ``media.codecs``, which the pack reader holds already): the pack reader opens
+the banks with the pack, so nothing here may pull in a task or a heavy library.
 
 A bank's index (lookup keys, entries, item rows, extra arrays) is loaded at open as numpy columns; ``data.npy`` is
 mapped read-only on first ``read``, and the mapping is not pickled, so DataLoader workers map it themselves.
@@ -22,10 +22,11 @@ a training batch makes of an item (cut to the row's chunk, resampled, selected) 
 (``loader/tse/cues/values.py``).
 
 A waveform bank stored with a codec (format 1.4, ``schemas/cue_banks.py``, "Compressed enrollment audio") is read
-through the pack streams' block API (``loader.pack.blocks``: ``BlockTable`` for where each block lies,
-``decode_block`` for libsndfile): ``read`` decodes the item's blocks where it runs (the DataLoader's workers), each
-block's bytes checked against its digest first, so a flipped byte is a ``CorruptBlock`` naming the bank file,
-item and block, never garbage audio; FLAC gives the pcm16 bank's int16 bit for bit.
+with the pack streams' block tools (``loader.pack.blocks.BlockTable`` for where each block lies,
+``media.codecs.decode_run`` for libsndfile, as ``validate`` decodes a segment): ``read`` decodes the item's blocks
+where it runs (the DataLoader's workers), each block's bytes checked against its digest first, so a flipped byte
+is a ``CorruptBlock`` naming the bank file, item and block, never garbage audio; FLAC gives the pcm16 bank's int16
+bit for bit.
 """
 
 from __future__ import annotations
@@ -40,9 +41,9 @@ from typing import Any, BinaryIO, Callable
 
 import numpy as np
 
-from speechpack.loader.pack import blocks as block_codec  # its decode_block by attribute, as the reader calls it
 from speechpack.loader.pack.blocks import BlockTable, CorruptBlock, check_digest
 from speechpack.loader.pack.files import DirectoryPackFiles, PackFiles, stream_from_bytes
+from speechpack.media.codecs import decode_run
 from speechpack.schemas.constants import AUDIO_FULL_SCALE, CODEC_PCM16, MANIFEST_NAME
 from speechpack.schemas.cue_banks import (
     BLOCKS_NAME,
@@ -211,19 +212,17 @@ class CueBank:
             return data[offset:offset + channels * length].reshape(channels, length)
         table, rate = self.blocks, self.sample_rate
         where = f"{os.path.join(self.directory, DATA_NAME)} item {item} (cue {self.name!r})"
-        parts = []
-        for block in range(int(table.first[item]), int(table.first[item + 1])):
+        pieces = []
+        for index, block in enumerate(range(int(table.first[item]), int(table.first[item + 1]))):
             start, size = int(table.start[block]), int(table.size[block])
             piece = data[start:start + size]
-            index = block - int(table.first[item])
             if not check_digest(piece, self.digests[block]):
                 raise CorruptBlock(f"bytes differ from their digest ({DIGESTS_NAME} row {block})", index, where)
-            frames = min(table.block_frames, length - index * table.block_frames)
-            try:
-                parts.append(block_codec.decode_block(table.codec, piece.tobytes(), channels, frames, rate))
-            except CorruptBlock as err:
-                raise CorruptBlock(err.reason, index, where) from None
-        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+            pieces.append(piece)
+        try:
+            return decode_run(table.codec, pieces, rate, channels, length, table.block_frames)
+        except CorruptBlock as err:
+            raise err.at(where) from None
 
 
 # ------------------------------------------------------------------------------------------------ read functions
