@@ -151,11 +151,13 @@ def _encode_sound(block: np.ndarray, sample_rate: int, file_format: str, subtype
 
 # -- encoding into a scratch file: libsndfile's own I/O, no Python between its writes ----------------------------
 
+#: soundfile's handle on libsndfile (``soundfile._snd``, ``_ffi``), which every soundfile release has had; None
+#: where one lacks it (reads and encodes then take soundfile's public path: the same samples and bytes).
+_SND, _FFI = ((soundfile._snd, soundfile._ffi) if hasattr(soundfile, "_snd") and hasattr(soundfile, "_ffi")
+              else (None, None))
 #: Whether blocks are encoded into a per-thread in-memory file (:func:`_encode_to_scratch`): Linux's
-#: ``memfd_create``, and soundfile's handle on libsndfile (``soundfile._snd``, ``_ffi``), which every soundfile
-#: release has had.  Elsewhere the ``BytesIO`` path above writes the same bytes.
-_SCRATCH_FILES = (hasattr(os, "memfd_create") and all(hasattr(soundfile, name) for name in ("_snd", "_ffi",
-                                                                                            "_format_int")))
+#: ``memfd_create`` and that handle.  Elsewhere the ``BytesIO`` path above writes the same bytes.
+_SCRATCH_FILES = hasattr(os, "memfd_create") and _SND is not None and hasattr(soundfile, "_format_int")
 _scratch = threading.local()
 
 
@@ -189,7 +191,7 @@ def _encode_to_scratch(block: np.ndarray, sample_rate: int, file_format: str, su
     machine, all of it under the GIL that the build's reader and writer threads need too.  Here the encode runs in
     C from open to close without the GIL, and the bytes are read back with one ``pread``
     (``tests/media/test_codecs_encode.py`` checks they equal the ``BytesIO`` path's)."""
-    snd, ffi = soundfile._snd, soundfile._ffi
+    snd, ffi = _SND, _FFI
     frames = np.ascontiguousarray(block.T)  # [T, C] interleaved, as libsndfile takes it
     scratch = _scratch_file()
     os.ftruncate(scratch.fd, 0)
@@ -268,11 +270,6 @@ def _decoder(file_format: str, subtype: str, title: str, seeks: bool) -> Callabl
     return decode
 
 
-#: libsndfile's own ``sf_readf_short``, through soundfile's binding (None where a soundfile release lacks it).
-_SND = getattr(soundfile, "_snd", None)
-_FFI = getattr(soundfile, "_ffi", None)
-
-
 def read_int16(sound: "soundfile.SoundFile", channels: int, count: int) -> np.ndarray:
     """Up to ``count`` frames of ``sound`` from its position, int16 ``[T, C]`` (``T`` what it held).
 
@@ -299,15 +296,22 @@ def _int16_block(block: np.ndarray) -> np.ndarray:
     return block
 
 
+def _sound_codec(name: str, lossless: bool, sample_rates, max_channels, encode, file_format: str, subtype: str,
+                 title: str, seeks: bool) -> Codec:
+    """A row stored in blocks of a libsndfile format, its decoder and its ``seeks`` from one declaration."""
+    return Codec(name, lossless=lossless, blocked=True, sample_rates=sample_rates, max_channels=max_channels,
+                 encode=encode, decode=_decoder(file_format, subtype, title, seeks), seeks=seeks)
+
+
 #: The registry, in ``schemas.constants.CODECS`` order.
 REGISTRY: dict[str, Codec] = {
     CODEC_PCM16: Codec(CODEC_PCM16, lossless=True, blocked=False, sample_rates=None, max_channels=None,
                        encode=_encode_pcm16, decode=_decode_pcm16, seeks=True),
-    CODEC_FLAC: Codec(CODEC_FLAC, lossless=True, blocked=True, sample_rates=None, max_channels=FLAC_MAX_CHANNELS,
-                      encode=_encode_flac, decode=_decoder("FLAC", "PCM_16", "FLAC", seeks=True), seeks=True),
-    CODEC_OPUS: Codec(CODEC_OPUS, lossless=False, blocked=True, sample_rates=OPUS_SAMPLE_RATES,
-                      max_channels=OPUS_MAX_CHANNELS, encode=_encode_opus,
-                      decode=_decoder("OGG", "OPUS", "Ogg Opus", seeks=False)),
+    CODEC_FLAC: _sound_codec(CODEC_FLAC, lossless=True, sample_rates=None, max_channels=FLAC_MAX_CHANNELS,
+                             encode=_encode_flac, file_format="FLAC", subtype="PCM_16", title="FLAC", seeks=True),
+    CODEC_OPUS: _sound_codec(CODEC_OPUS, lossless=False, sample_rates=OPUS_SAMPLE_RATES,
+                             max_channels=OPUS_MAX_CHANNELS, encode=_encode_opus, file_format="OGG", subtype="OPUS",
+                             title="Ogg Opus", seeks=False),
 }
 if tuple(REGISTRY) != CODECS:  # pragma: no cover - a codec added to one list and not the other
     raise ImportError(f"codec registry {tuple(REGISTRY)} and CODECS {CODECS} differ")
