@@ -5,6 +5,7 @@ recorded length and the alignment of a mixture with its targets (loss measured i
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -110,8 +111,15 @@ def test_flac_reads_equal_pcm16_reads_through_every_api(mixtures, tmp_path):
 
 def _pack_with_block_replaced(pack: str, replace) -> tuple[str, int]:
     """``pack``'s mix stream file with its second block's bytes replaced by ``replace(block)`` (same length), and
-    every sha256 and digest made to match, as a writer that produced a bad block would leave it."""
+    every sha256 and digest made to match, as a writer that produced a bad block would leave it: each file replaced
+    by a new one, never rewritten in place (a mapping this process still holds, or the content check's thread
+    hashing it, would fault on a file truncated under it)."""
     import hashlib
+
+    def save(path: Path, array: np.ndarray) -> None:
+        with open(path.with_suffix(".tmp"), "wb") as fp:
+            np.save(fp, array)
+        os.replace(path.with_suffix(".tmp"), path)
 
     root = Path(pack)
     manifest = json.loads((root / "dataset.json").read_text())
@@ -120,11 +128,11 @@ def _pack_with_block_replaced(pack: str, replace) -> tuple[str, int]:
     array = np.load(path)
     start, size = int(sizes[0]), int(sizes[1])
     array[start:start + size] = np.frombuffer(replace(array[start:start + size].tobytes()), dtype=np.uint8)
-    np.save(path, array)
+    save(path, array)
     digests = np.load(root / "shard-000000" / "digests.npy")
     digests[1] = np.frombuffer(hashlib.blake2b(array[start:start + size].tobytes(), digest_size=16).digest(),
                                dtype=np.uint8)
-    np.save(root / "shard-000000" / "digests.npy", digests)
+    save(root / "shard-000000" / "digests.npy", digests)
     for name in ("mix.npy", "digests.npy"):
         data = (root / "shard-000000" / name).read_bytes()
         manifest["shards"][0]["files"][name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
