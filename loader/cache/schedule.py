@@ -33,12 +33,14 @@ from __future__ import annotations
 import heapq
 import os
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from speechpack.loader.cache.cached_files import CachedPackFiles, fetch_pool, run_all
 from speechpack.loader.cache.node_cache import CacheFullError
+from speechpack.loader.cache.schedule_entries import ScheduleEntries
 from speechpack.schemas.errors import SpeechpackError
 from speechpack.schemas.kinds import STREAMS_BY_KIND
 from speechpack.schemas.units import format_bytes
@@ -90,42 +92,104 @@ class _OneBatch:
 
 
 def _first_in_batch(position: np.ndarray, value: np.ndarray, values: int) -> np.ndarray:
-    """Indices of the first row of each distinct (position, value), in row order (rows sorted by position)."""
+    """Indices of the first row of each distinct (position, value), in row order (rows sorted by position).  A row
+    repeats only a row of its own position, so with few rows per position each is compared with the rows just
+    before it (a few vectorised passes); many rows per position take one sort instead."""
     if len(position) == 0:
         return np.zeros(0, np.int64)
+    starts = np.flatnonzero(np.concatenate([[True], position[1:] != position[:-1]]))
+    widest = int(np.diff(np.append(starts, len(position))).max())
+    if widest <= _COMPARED_ROWS:
+        repeat = np.zeros(len(position), dtype=bool)
+        for shift in range(1, widest):
+            repeat[shift:] |= (position[shift:] == position[:-shift]) & (value[shift:] == value[:-shift])
+        return np.flatnonzero(~repeat)
     _, first = np.unique(position * max(values, 1) + value, return_index=True)
     return np.sort(first)
 
 
+#: Rows per batch position up to which ``_first_in_batch`` compares neighbours rather than sorting.
+_COMPARED_ROWS = 16
+
+
+class _ByName(Mapping):
+    """A schedule's per-entry values by entry name (``sizes``, ``sources``, ``uses``), looked up through
+    ``ScheduleEntries.find``; it iterates over the entries some position uses."""
+
+    def __init__(self, schedule: "FileSchedule", value):
+        self._schedule, self._value = schedule, value
+
+    def __getitem__(self, name: str):
+        i = self._schedule.entries.find(name)
+        if i is None:
+            raise KeyError(name)
+        return self._value(i)
+
+    def __iter__(self):
+        entries = self._schedule.entries
+        return (entries.name(i) for i in self._schedule.used_entries().tolist())
+
+    def __len__(self) -> int:
+        return len(self._schedule.used_entries())
+
+
+class _Names(Sequence):
+    """Every entry's name, spelled when asked for."""
+
+    def __init__(self, entries: ScheduleEntries):
+        self._entries = entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self._entries.name(j) for j in range(*i.indices(len(self)))]
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        return self._entries.name(i % len(self))
+
+
 class FileSchedule:
-    """Cache entry names per batch position (``batch(b)``), their sizes and where to fetch each.
+    """Cache entries per batch position (``batch(b)``), their sizes and where to fetch each.
 
-    Held as flat arrays, ``entry_position``/``entry_file`` (position, index into ``names``), row by row in position
-    order: what ``uses``, ``batch_bytes`` and ``batch`` are computed from, without a Python list per position (a
-    million items make tens of thousands of positions; ``batches``, the lists, is made only when asked for: the dry
-    run's replay).  Built from lists (``FileSchedule(batches, sizes, sources)``) as a caller may."""
+    Held as flat arrays, ``entry_position``/``entry_file`` (position, entry id in ``entries``), row by row in
+    position order, and each entry's uses in position order (``_use_positions`` cut at ``_use_bounds``): what
+    ``uses``, ``batch_bytes`` and ``batch`` are computed from, without a Python object per position or entry (a
+    million items make tens of thousands of positions and, read by ranges, a million segment entries;
+    ``batches``, the lists, is made only when asked for: the dry run's replay).  By name, ``names``, ``sizes``,
+    ``sources`` and ``uses`` look entries up (``loader.cache.schedule_entries``).  ``from_batches`` builds one from
+    lists, as a caller may."""
 
-    def __init__(self, batches: list[list[str]] | None, sizes: dict[str, int],
-                 sources: dict[str, tuple[CachedPackFiles, str]], names: list[str] | None = None,
-                 entry_position: np.ndarray | None = None, entry_file: np.ndarray | None = None,
-                 count: int | None = None):
-        self.sizes, self.sources = sizes, sources
-        if entry_position is None:
-            names = list(dict.fromkeys(n for batch in batches for n in batch))
-            index = {n: i for i, n in enumerate(names)}
-            entry_position = np.asarray([b for b, batch in enumerate(batches) for _ in batch], np.int64)
-            entry_file = np.asarray([index[n] for batch in batches for n in batch], np.int64)
-            count = len(batches)
-        self.names = names
-        self.entry_position, self.entry_file = entry_position, entry_file
+    def __init__(self, entries: ScheduleEntries, entry_position: np.ndarray, entry_file: np.ndarray, count: int):
+        self.entries = entries
+        self.entry_position = np.asarray(entry_position, dtype=np.int64)
+        self.entry_file = np.asarray(entry_file, dtype=np.int64)
         #: Batch positions (every local rank's longest plan).
-        self.count = int(count if count is not None else len(batches))
-        self._batches = batches
-        self._bounds = np.searchsorted(entry_position, np.arange(self.count + 1))
-        by_file = np.argsort(entry_file, kind="stable")  # positions stay ascending within a file
-        files, starts = np.unique(entry_file[by_file], return_index=True)
-        at = np.split(entry_position[by_file], starts[1:]) if len(files) else []
-        self.uses = {names[f]: a for f, a in zip(files.tolist(), at)}
+        self.count = int(count)
+        self._batches: list[list[str]] | None = None
+        self._bounds = np.searchsorted(self.entry_position, np.arange(self.count + 1))
+        self._by_file = np.argsort(self.entry_file, kind="stable")  # positions stay ascending within a file
+        self._use_positions = self.entry_position[self._by_file]
+        self._use_bounds = np.searchsorted(self.entry_file[self._by_file], np.arange(len(entries) + 1))
+        self.names = _Names(entries)
+        self.sizes = _ByName(self, lambda i: int(entries.sizes[i]))
+        self.sources = _ByName(self, entries.source)
+        #: Each entry's batch positions, ascending.
+        self.uses = _ByName(self, self.uses_of)
+
+    @classmethod
+    def from_batches(cls, batches: list[list[str]], sizes: Mapping[str, int],
+                     sources: Mapping[str, tuple]) -> "FileSchedule":
+        """The schedule whose position ``b`` reads ``batches[b]``."""
+        names = list(dict.fromkeys(n for batch in batches for n in batch))
+        index = {n: i for i, n in enumerate(names)}
+        entries = ScheduleEntries(names, [sizes[n] for n in names], [sources[n] for n in names])
+        position = np.asarray([b for b, batch in enumerate(batches) for _ in batch], np.int64)
+        file = np.asarray([index[n] for batch in batches for n in batch], np.int64)
+        schedule = cls(entries, position, file, len(batches))
+        schedule._batches = batches
+        return schedule
 
     #: Whether some entries are segments of a pack read by ranges (``loader.cache.segment_schedule``), whose
     #: sources fetch many entries at once (``fetch_ahead``) and whose entries are never mapped.
@@ -134,10 +198,13 @@ class FileSchedule:
     def __len__(self) -> int:
         return self.count
 
+    def batch_ids(self, b: int) -> np.ndarray:
+        """The entry ids batch position ``b`` reads, in the order its rows first reach them."""
+        return self.entry_file[int(self._bounds[b]):int(self._bounds[b + 1])]
+
     def batch(self, b: int) -> list[str]:
         """The entry names batch position ``b`` reads, in the order its rows first reach them."""
-        lo, hi = int(self._bounds[b]), int(self._bounds[b + 1])
-        return [self.names[i] for i in self.entry_file[lo:hi].tolist()]
+        return [self.entries.name(i) for i in self.batch_ids(b).tolist()]
 
     @property
     def batches(self) -> list[list[str]]:
@@ -146,13 +213,22 @@ class FileSchedule:
             self._batches = [self.batch(b) for b in range(self.count)]
         return self._batches
 
+    def uses_of(self, i: int) -> np.ndarray:
+        """Entry ``i``'s batch positions, ascending."""
+        return self._use_positions[int(self._use_bounds[i]):int(self._use_bounds[i + 1])]
+
+    def used_entries(self) -> np.ndarray:
+        """The ids of the entries some position reads."""
+        return np.flatnonzero(np.diff(self._use_bounds) > 0)
+
     @classmethod
     def of(cls, packs: list, plans: list, units: tuple[np.ndarray, np.ndarray]) -> "FileSchedule":
         """The schedule of ``plans`` (one ``EpochPlan`` per local rank) over ``packs``' cached files: each batch
         position's files in the order its rows first reach them, local rank 0's rows first."""
         unit_pack, unit_sample = (np.asarray(a, dtype=np.int64) for a in units)
         names: dict[str, int] = {}
-        sizes, sources = {}, {}
+        sizes: list[int] = []
+        sources: list[tuple[CachedPackFiles, str]] = []
         pair_first = np.zeros(len(packs) + 1, dtype=np.int64)  # pair id of (pack, shard) = pair_first[pack] + shard
         pair_files: list[list[int]] = []
         for pid, pack in enumerate(packs):
@@ -164,10 +240,16 @@ class FileSchedule:
                     rel = f"{shard.directory}/{pack.manifest.stream(stream).file}"
                     key = files.key(rel)
                     if key is not None:
-                        ids.append(names.setdefault(key.name, len(names)))
-                        sizes[key.name], sources[key.name] = key.size, (files, rel)
+                        if key.name not in names:
+                            names[key.name] = len(names)
+                            sizes.append(key.size)
+                            sources.append((files, rel))
+                        ids.append(names[key.name])
                 pair_files.append(ids)
             pair_first[pid + 1] = pair_first[pid] + len(shards)
+        count = max((len(p) for p in plans), default=0)
+        if not names:  # every pack on local disk or read by ranges: no whole file to schedule
+            return cls(ScheduleEntries([], [], []), np.zeros(0, np.int64), np.zeros(0, np.int64), count)
         # the (pack, shard) pair of every unit; -1 for a unit of a pack read from local disk
         unit_pair = np.full(len(unit_pack), -1, dtype=np.int64)
         for pid, pack in enumerate(packs):
@@ -191,8 +273,7 @@ class FileSchedule:
         position = position[row_of]
         first = _first_in_batch(position, file, len(names))
         position, file = position[first], file[first]
-        count = max((len(p) for p in plans), default=0)
-        return cls(None, sizes, sources, list(names), position, file, count)
+        return cls(ScheduleEntries(list(names), sizes, sources), position, file, count)
 
     def batch_bytes(self, together: int = 1) -> int:
         """The most bytes ``together`` consecutive batch positions read from the cache (every local rank's batches
@@ -203,25 +284,26 @@ class FileSchedule:
         count = self.count
         if count == 0 or len(self.entry_file) == 0:
             return 0
-        size = np.asarray([self.sizes[n] for n in self.names], dtype=np.int64)[self.entry_file]
-        by_file = np.argsort(self.entry_file, kind="stable")
-        b = self.entry_position[by_file]
-        f = self.entry_file[by_file]
+        b = self._use_positions
+        f = self.entry_file[self._by_file]
         previous = np.full(len(b), -1, dtype=np.int64)
         same = f[1:] == f[:-1]
         previous[1:][same] = b[:-1][same]
         lo = np.maximum(previous + 1, b - together + 1)
-        weight = size[by_file].astype(np.float64)  # exact: sums stay far below 2**53 bytes
+        weight = self.entries.sizes[f].astype(np.float64)  # exact: sums stay far below 2**53 bytes
         delta = np.bincount(lo, weight, count + 1) - np.bincount(b + 1, weight, count + 1)
         windows = np.cumsum(delta)[:max(count - together + 1, 1)]
         return int(round(windows.max()))
 
+    def next_use_of(self, i: int, position: int) -> float:
+        """The first position from ``position`` on that reads entry ``i`` (inf: none)."""
+        at = self.uses_of(i)
+        j = int(np.searchsorted(at, position))
+        return float("inf") if j == len(at) else float(at[j])
+
     def next_use(self, name: str, position: int) -> float:
-        at = self.uses.get(name)
-        if at is None:
-            return float("inf")
-        i = int(np.searchsorted(at, position))
-        return float("inf") if i == len(at) else float(at[i])
+        i = self.entries.find(name)
+        return float("inf") if i is None else self.next_use_of(i, position)
 
 
 @dataclass(frozen=True)
@@ -247,29 +329,29 @@ class CacheSimulation:
 def once_limit(schedule: FileSchedule) -> int:
     """The most bytes whose [first use, last use] spans overlap at one batch position (a sweep over first and last
     uses)."""
-    delta = [0] * (schedule.count + 1)
-    for name, uses in schedule.uses.items():
-        delta[int(uses[0])] += schedule.sizes[name]
-        delta[int(uses[-1]) + 1] -= schedule.sizes[name]
-    held = peak = 0
-    for change in delta:
-        held += change
-        peak = max(peak, held)
-    return peak
+    used = schedule.used_entries()
+    if not len(used):
+        return 0
+    first = schedule._use_positions[schedule._use_bounds[used]]
+    last = schedule._use_positions[schedule._use_bounds[used + 1] - 1]
+    weight = schedule.entries.sizes[used].astype(np.float64)  # exact: sums stay far below 2**53 bytes
+    delta = (np.bincount(first, weight, schedule.count + 1) - np.bincount(last + 1, weight, schedule.count + 1))
+    return max(0, int(round(np.cumsum(delta).max())))
 
 
 def simulate(schedule: FileSchedule, limit: int | None) -> CacheSimulation:
     """Replay one epoch's schedule through a ``limit``-byte cache (None: unbounded); see the module docstring."""
-    cached: dict[str, float] = {}  # name -> its next use when last touched
-    farthest: list[tuple[float, str]] = []  # (-next use, name), stale entries skipped
+    sizes = schedule.entries.sizes.tolist()
+    cached: dict[int, float] = {}  # entry -> its next use when last touched
+    farthest: list[tuple[float, int]] = []  # (-next use, entry), stale entries skipped
     held = fetched = accesses = hits = 0
     for position in range(schedule.count):
-        names = schedule.batch(position)
-        now = set(names)
-        for name in names:
+        ids = schedule.batch_ids(position).tolist()
+        now = set(ids)
+        for i in ids:
             accesses += 1
-            size = schedule.sizes[name]
-            if name in cached:
+            size = sizes[i]
+            if i in cached:
                 hits += 1
             else:
                 fetched += size
@@ -283,14 +365,15 @@ def simulate(schedule: FileSchedule, limit: int | None) -> CacheSimulation:
                             kept.append((key, victim))
                             continue
                         del cached[victim]
-                        held -= schedule.sizes[victim]
+                        held -= sizes[victim]
                     for entry in kept:
                         heapq.heappush(farthest, entry)
                 held += size
-            cached[name] = schedule.next_use(name, position + 1)
-            heapq.heappush(farthest, (-cached[name], name))
-    return CacheSimulation(limit=limit, fetched=fetched, distinct=sum(schedule.sizes[n] for n in schedule.uses),
-                           accesses=accesses, hits=hits, once_limit=once_limit(schedule), requests=accesses - hits)
+            cached[i] = schedule.next_use_of(i, position + 1)
+            heapq.heappush(farthest, (-cached[i], i))
+    distinct = int(schedule.entries.sizes[schedule.used_entries()].sum())
+    return CacheSimulation(limit=limit, fetched=fetched, distinct=distinct, accesses=accesses, hits=hits,
+                           once_limit=once_limit(schedule), requests=accesses - hits)
 
 
 def local_ranks(rank: int, world_size: int) -> list[int]:

@@ -15,6 +15,7 @@ import numpy as np
 
 from speechpack.loader.cache.cached_files import CachedPackFiles
 from speechpack.loader.cache.schedule import FileSchedule, _first_in_batch, _plan_rows
+from speechpack.loader.cache.schedule_entries import SegmentEntries, SegmentGroup
 
 
 class SegmentSource:
@@ -33,25 +34,25 @@ class SegmentSource:
         return self.files.range_reads.fetch_ahead([(*where, position) for where, position in items], fetches, horizon)
 
 
-def _stream_entries(pack, stream: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per segment of ``stream``: entry name, size, shard and index in its shard's layout (all segments at once)."""
+def _stream_segments(pack, stream: str, source: SegmentSource, used: np.ndarray) -> SegmentGroup:
+    """The ``used`` segments of ``stream`` as schedule entries: their shard, byte start, size and index in their
+    shard's layout, from the layouts of the shards they lie in (each vectorised once)."""
     ranges = pack.files.range_reads
     with ranges._layout_lock:  # shared with the fetch-ahead thread of a later epoch's process
         layouts = ranges.layouts(pack)
         layouts._sorted(stream)
     table = pack.streams[stream]
-    shard = np.asarray(table.shard, dtype=np.int64)
-    spec = pack.manifest.stream(stream)
-    starts = np.zeros(len(shard), dtype=np.int64)
-    sizes = np.zeros(len(shard), dtype=np.int64)
-    prefixes = np.empty(len(shard), dtype="<U16")
-    for k in np.unique(shard).tolist():  # one vectorised layout per shard the stream has segments in
-        layout = ranges.layout(pack, k, stream)
-        starts[layout.segments], sizes[layout.segments] = layout.start, layout.size
-        prefixes[layout.segments] = pack.manifest.shards[k].files[spec.file].sha256[:16]
-    hexes = np.char.zfill(np.char.mod("%x", starts), 16)
-    names = np.char.add(np.char.add(prefixes, hexes), np.char.add("-", sizes.astype(str)))
-    return names, sizes, shard, layouts.local[stream]
+    shard = np.asarray(table.shard, dtype=np.int64)[used]
+    starts = np.zeros(len(used), dtype=np.int64)
+    sizes = np.zeros(len(used), dtype=np.int64)
+    local = layouts.local[stream][used]
+    bounds = np.flatnonzero(np.concatenate([[True], shard[1:] != shard[:-1], [True]]))  # used is in storage order
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        layout = ranges.layout(pack, int(shard[lo]), stream)
+        starts[lo:hi], sizes[lo:hi] = layout.start[local[lo:hi]], layout.size[local[lo:hi]]
+    file = pack.manifest.stream(stream).file
+    prefixes = [entry.files[file].sha256[:16] for entry in pack.manifest.shards]
+    return SegmentGroup(source, stream, prefixes, shard, starts, sizes, local)
 
 
 def segment_schedule(packs: list, plans: list, units: tuple[np.ndarray, np.ndarray]) -> FileSchedule:
@@ -60,10 +61,8 @@ def segment_schedule(packs: list, plans: list, units: tuple[np.ndarray, np.ndarr
     files = FileSchedule.of(packs, plans, units)
     unit_pack, unit_sample = (np.asarray(a, dtype=np.int64) for a in units)
     position, unit = _plan_rows(plans)
-    names: list[str] = list(files.names or [])
-    sizes, sources = dict(files.sizes), dict(files.sources)
-    entry_position = [np.asarray(files.entry_position, dtype=np.int64)]
-    entry_file = [np.asarray(files.entry_file, dtype=np.int64)]
+    groups: list[SegmentGroup] = []
+    rows: list[tuple[np.ndarray, np.ndarray]] = []  # per group: each row's position and index in its used segments
     for pid, pack in enumerate(packs):
         ranges = pack.files.range_reads
         if ranges is None or pack.files.read_through or not len(position):  # read through: nothing to schedule
@@ -81,29 +80,23 @@ def segment_schedule(packs: list, plans: list, units: tuple[np.ndarray, np.ndarr
             seg_at = np.repeat(at, count)
             keep = _first_in_batch(seg_at, segment, len(table.shard))
             seg_at, segment = seg_at[keep], segment[keep]
-            used, inverse = np.unique(segment, return_inverse=True)
-            all_names, all_sizes, shard, local = _stream_entries(pack, spec.name)
-            base = len(names)
-            used_names = all_names[used].tolist()
-            names += used_names
-            for name, seg, size in zip(used_names, used.tolist(), all_sizes[used].tolist()):
-                sizes[name] = size
-                sources[name] = (source, (int(shard[seg]), spec.name, int(local[seg])))
-            entry_position.append(seg_at)
-            entry_file.append(base + inverse.astype(np.int64))
-    position_all = np.concatenate(entry_position)
-    file_all = np.concatenate(entry_file)
+            reached = np.zeros(len(table.shard), dtype=bool)
+            reached[segment] = True
+            used = np.flatnonzero(reached)  # in storage order
+            groups.append(_stream_segments(pack, spec.name, source, used))
+            rows.append((seg_at, (np.cumsum(reached) - 1)[segment]))
+    segments = SegmentEntries(groups)
+    whole = files.entries.whole
+    position_all = np.concatenate([files.entry_position] + [at for at, _ in rows])
+    file_all = np.concatenate([files.entry_file] + [whole + segments.row_entry[g][inverse]
+                                                    for g, (_, inverse) in enumerate(rows)])
     order = np.argsort(position_all, kind="stable")  # whole files first within a position, then segments
     position_all, file_all = position_all[order], file_all[order]
-    # the same name reached through two packs' entries (one version of a file in two packs) is one entry
-    index: dict[str, int] = {}
-    remap = np.asarray([index.setdefault(n, len(index)) for n in names], dtype=np.int64)
-    file_all = remap[file_all] if len(file_all) else file_all
-    first = _first_in_batch(position_all, file_all, len(index))
-    position_all, file_all = position_all[first], file_all[first]
+    # one segment reached through two packs' entries (one version of a file in two packs) is one entry
+    first = _first_in_batch(position_all, file_all, whole + len(segments))
     count = max((len(p) for p in plans), default=0)
-    schedule = FileSchedule(None, sizes, sources, list(index), position_all, file_all, count)
-    schedule.ranged = len(names) > len(files.names or [])
+    schedule = FileSchedule(files.entries.with_segments(segments), position_all[first], file_all[first], count)
+    schedule.ranged = len(segments) > 0
     return schedule
 
 

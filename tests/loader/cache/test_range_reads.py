@@ -328,3 +328,90 @@ def test_the_fetch_ahead_never_makes_a_batch_wait_for_room_and_an_epoch_fetches_
     local.set_epoch(1)
     assert_batches_equal(second, [plain(b) for b in local])
     assert files.range_reads.request_bytes - before <= 1.05 * distinct
+
+
+def reference_segment_batches(packs, local: Path, plans, units) -> list[list[str]]:
+    """Each position's range entries by the per-row loop: the rows of each pack read by ranges, stream by stream,
+    their segments in row order, each name once per position (``range_entries`` gives the names)."""
+    from speechpack.loader.cache.schedule import _plan_rows
+
+    pack = open_pack(local)
+    names = {}
+    for k, shard in enumerate(pack.manifest.shards):
+        for spec in pack.manifest.streams:
+            table = pack.streams[spec.name]
+            entry = shard.files[spec.file]
+            mine = np.flatnonzero(np.asarray(table.shard) == k)
+            data_offset = entry.size - int((np.asarray(table.channels)[mine] * np.asarray(table.length)[mine]).sum()) * 2
+            for segment in mine.tolist():
+                size = int(table.channels[segment]) * int(table.length[segment]) * 2
+                names[spec.name, segment] = segment_key(entry.sha256, data_offset + int(table.offset[segment]) * 2,
+                                                        size).name
+    position, unit = _plan_rows(plans)
+    count = max((len(p) for p in plans), default=0)
+    batches = []
+    for b in range(count):
+        rows = unit[position == b].tolist()
+        batch = []
+        for pid, candidate in enumerate(packs):
+            if candidate.files.range_reads is None:
+                continue
+            for spec in candidate.manifest.streams:
+                table = candidate.streams[spec.name]
+                for u in (u for u in rows if int(units[0][u]) == pid):
+                    sample = int(units[1][u])
+                    first = int(table.first[sample])
+                    batch += [names[spec.name, s] for s in range(first, first + int(table.count[sample]))]
+        batches.append(list(dict.fromkeys(batch)))
+    return batches
+
+
+def test_the_segment_schedule_is_the_per_row_loop_and_finds_its_entries_by_name(s3_store, digest_pack, tmp_path):
+    """A million segments are scheduled in arrays and named only when asked for: the batches, sizes, sources and
+    uses by name are those of the per-row loop, and a pack given twice (one version of its files) is one entry per
+    segment."""
+    from speechpack.loader.cache.cached_files import open_cached_pack
+    from speechpack.loader.cache.schedule import FileSchedule, simulate
+    from speechpack.loader.cache.segment_schedule import segment_schedule
+    from speechpack.loader.plan.static_plan import EpochPlan, make_epoch_plan
+
+    url = publish(digest_pack, "ranges/vectorised/train")
+    packs = [open_cached_pack(url, {"dir": str(tmp_path / "cache")}), open_pack(digest_pack),
+             open_cached_pack(url, {"dir": str(tmp_path / "cache")})]
+    assert packs[0].files.range_reads is not None
+    rng = np.random.default_rng(11)
+    count = 60
+    units = (rng.integers(0, 3, count), rng.integers(0, len(packs[0]), count))
+    plans = [make_epoch_plan(count, 4, 7, 0, r, 2, True, "pad") for r in range(2)]
+    sizes = rng.integers(1, 30, 6)  # up to 29 rows at one position: the sort, not the neighbour comparisons
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    ragged = EpochPlan(items=rng.integers(0, count, offsets[-1]), valid=np.ones(offsets[-1], bool),
+                       global_batch=np.arange(6), padded=0, dropped=0, offsets=offsets)
+    for chosen in (plans, [ragged, plans[0]], [plans[1]], []):
+        got = segment_schedule(packs, chosen, units)
+        expected = reference_segment_batches(packs, digest_pack, chosen, units)
+        assert got.batches == expected
+        assert got.ranged == any(expected)
+        again = FileSchedule.from_batches(expected, got.sizes, got.sources)
+        assert got.uses.keys() == again.uses.keys()
+        for name, at in got.uses.items():
+            assert at.tolist() == [b for b, batch in enumerate(expected) if name in batch]
+            source, (shard, stream, local) = got.sources[name]
+            owner = next(pack for pack in packs if pack.files is source.files)  # either copy: the same bytes
+            layout = source.files.range_reads.layout(owner, shard, stream)
+            assert segment_key(layout.file_sha256, int(layout.start[local]), int(layout.size[local])).name == name
+            assert got.sizes[name] == int(layout.size[local])
+            assert got.next_use(name, 0) == at[0] and got.next_use(name, int(at[-1]) + 1) == float("inf")
+        for together in (1, 3, 50):
+            assert got.batch_bytes(together) == again.batch_bytes(together)
+        for limit in (None, got.batch_bytes(1)):
+            ours, theirs = simulate(got, limit), simulate(again, limit)
+            assert (ours.distinct, ours.once_limit, ours.accesses) == (theirs.distinct, theirs.once_limit,
+                                                                       theirs.accesses)
+        assert simulate(got, None).fetched == simulate(again, None).fetched == simulate(got, None).distinct
+        if expected and expected[0]:
+            name = expected[0][0]
+            for wrong in (name[:-1] + "x", name.replace("-", "+"), name[:31] + "-1", "0" * 64 + "-5", name + "0"):
+                assert got.next_use(wrong, 0) == float("inf")
+                with pytest.raises(KeyError):
+                    got.sizes[wrong]

@@ -376,7 +376,7 @@ def test_the_vectorised_schedule_is_the_per_item_loops(s3_store, local_pack, tmp
         got = FileSchedule.of(packs, chosen, units)
         expected = reference_schedule(packs, chosen, units)
         assert got.batches == expected
-        again = FileSchedule(expected, got.sizes, got.sources)  # built from lists, as a caller may
+        again = FileSchedule.from_batches(expected, got.sizes, got.sources)  # built from lists, as a caller may
         for together in (1, 2, 5, 40):
             assert got.batch_bytes(together) == again.batch_bytes(together) == reference_batch_bytes(
                 expected, got.sizes, together)
