@@ -494,7 +494,7 @@ class PlanFeed:
         """``prefetch`` of position ``batch`` of ``schedule``."""
         if not 0 <= batch < schedule.count:
             return
-        needed = sum(schedule.sizes[name] for name in schedule.batch(batch))
+        needed = int(schedule.entries.sizes[schedule.batch_ids(batch)].sum())
         if any(free is not None and free < needed for free in (c.free_bytes() for c in self._distinct_caches)):
             return
         try:
@@ -563,15 +563,15 @@ class PlanFeed:
         stops: what it fetched is then never what a fetch for a later batch may evict)."""
         schedule, start = self._current, self._position
         limit = min((c.limit for c in self.caches if c.limit is not None), default=None)
-        keep: set[str] = set()
+        sizes = schedule.entries.sizes
+        keep: set[int] = set()
         held = 0
         lag = min(self._lag(), start)  # range entries: the batches the rank's other builders may still read
         extra = self._building - 1 if schedule.ranged else 0  # range entries: ``ahead`` after those being built
         last = start - 1
         for b in range(-lag, min(self.ahead + extra + 1, schedule.count - start)):
-            names = schedule.batch(start + b)
-            more = [n for n in names if n not in keep]
-            size = sum(schedule.sizes[n] for n in more)
+            more = [i for i in schedule.batch_ids(start + b).tolist() if i not in keep]
+            size = int(sizes[more].sum())
             if (b < 0 or b >= self._building) and limit is not None and held + size > limit // 2:
                 if b < 0:
                     continue  # behind: the other builders' batches, kept only while they fit
@@ -579,7 +579,7 @@ class PlanFeed:
             keep.update(more)
             held += size
             last = max(last, start + b)
-        return keep, last
+        return {schedule.entries.name(i) for i in keep}, last
 
     def _headroom_bytes(self, held: set[str]) -> int:
         """What the batches being built on the node still claim (``held``: the entries the cache holds): the
@@ -591,8 +591,8 @@ class PlanFeed:
         it."""
         schedule, start = self._current, self._position
         stop = min(schedule.count, start + self.builders * self._building)
-        missing = {n for b in range(max(0, start - self._lag()), stop) for n in schedule.batch(b) if n not in held}
-        need = sum(schedule.sizes[n] for n in missing)
+        ids = {i for b in range(max(0, start - self._lag()), stop) for i in schedule.batch_ids(b).tolist()}
+        need = sum(int(schedule.entries.sizes[i]) for i in ids if schedule.entries.name(i) not in held)
         limit = min((c.limit for c in self.caches if c.limit is not None), default=None)
         return need if limit is None else min(need, limit // 2)
 
@@ -611,11 +611,11 @@ class PlanFeed:
         """Fetch the files of batch position ``b``, up to ``fetches`` at once (``fetch_pool``) while the cache
         has room for all of them; one after another when it must evict to take them, so that a fetch ahead stops at
         the first file that does not fit instead of evicting for the files behind it."""
-        names = schedule.batch(b)
-        calls = [lambda name=name: schedule.sources[name][0].local_path(schedule.sources[name][1], wait=False)
-                 for name in names]
+        ids = schedule.batch_ids(b)
+        sources = [schedule.entries.source(i) for i in ids.tolist()]
+        calls = [lambda source=source, where=where: source.local_path(where, wait=False) for source, where in sources]
         room = [cache.free_bytes() for cache in self._distinct_caches]
-        needed = sum(schedule.sizes[name] for name in names)
+        needed = int(schedule.entries.sizes[ids].sum())
         if self.fetches <= 1 or len(calls) <= 1 or any(free is not None and free < needed for free in room):
             for call in calls:
                 call()
@@ -629,8 +629,8 @@ class PlanFeed:
         up to position ``horizon``).  Returns the last position wholly fetched or admitted (``first - 1``: none)."""
         segments: dict[int, tuple[object, list]] = {}
         for b in range(first, last + 1):
-            for name in schedule.batch(b):
-                source, where = schedule.sources[name]
+            for i in schedule.batch_ids(b).tolist():
+                source, where = schedule.entries.source(i)
                 if isinstance(source, CachedPackFiles):
                     try:
                         source.local_path(where, wait=False)
@@ -674,7 +674,7 @@ class PlanFeed:
                     b, entries = max(start, last + 1), 0
                     stop = b
                     while stop <= target and entries < 2 * self.fetches:
-                        entries += len(schedule.batch(stop))
+                        entries += len(schedule.batch_ids(stop))
                         stop += 1
                     # evicting nothing the node's builders fetched ahead: this window's end and the other
                     # builders' reach beyond it (``_lag``: one message each)
