@@ -187,8 +187,8 @@ def check_column_types(manifest: Manifest, columns: dict[str, np.ndarray], colum
 def check_column_values(manifest: Manifest, sample_shard: np.ndarray, speaker_first: np.ndarray,
                         speaker_count: np.ndarray, speaker_rows: int, streams: dict[str, Any],
                         columns_dir: str, blocks: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
-    """Check the columns' values against each other and the manifest, given as contiguous arrays (the reader's
-    own, so that no field is copied twice): ``streams`` maps each stream to an object with the per-segment arrays
+    """Check the columns' values against each other and the manifest, given as the reader's own arrays
+    (views of the columns' fields: nothing is copied): ``streams`` maps each stream to an object with the per-segment arrays
     ``shard``, ``offset``, ``length`` (and ``channels``, ``scale`` for audio) and the per-sample ``first`` and
     ``count``.  ``blocks`` maps each compressed stream (format 1.4) to its ``<stream>_blocks.npy`` array; such a
     stream's offsets and rows are in bytes.  Raise ``PackFormatError`` naming the column file, the row and both

@@ -90,9 +90,10 @@ class SegmentTable:
 
     @classmethod
     def from_columns(cls, segments: np.ndarray, first: np.ndarray, count: np.ndarray) -> "SegmentTable":
-        """Split a ``columns/<stream>.npy`` table into contiguous per-field arrays (fast to index)."""
-        return cls(**{name: np.ascontiguousarray(segments[name]) for name in segments.dtype.names},
-                   first=np.ascontiguousarray(first), count=np.ascontiguousarray(count))
+        """A ``columns/<stream>.npy`` table as per-field arrays: views of the column's fields, not copies (a batch
+        indexes a few rows; copying every field of a million segments cost more at open than all of a pass's
+        lookups)."""
+        return cls(**{name: segments[name] for name in segments.dtype.names}, first=first, count=count)
 
 
 @dataclass(frozen=True)
@@ -195,11 +196,11 @@ class Pack:
         samples = columns[SAMPLES_FILE]
         self.keys = StringColumn(columns[KEYS_FILE])
         self.speakers = StringColumn(columns[SPEAKERS_FILE])
-        self.shard = np.ascontiguousarray(samples["shard"])
-        self.num_frames = np.ascontiguousarray(samples["num_frames"])
-        self.orig_sample_rate = np.ascontiguousarray(samples["orig_sample_rate"])
-        self.speaker_first = np.ascontiguousarray(samples["speaker_first"])
-        self.speaker_count = np.ascontiguousarray(samples["speaker_count"])
+        self.shard = samples["shard"]  # views of the column's fields, as the segment tables' (``from_columns``)
+        self.num_frames = samples["num_frames"]
+        self.orig_sample_rate = samples["orig_sample_rate"]
+        self.speaker_first = samples["speaker_first"]
+        self.speaker_count = samples["speaker_count"]
         self.streams: dict[str, SegmentTable | DataSegmentTable] = {
             name: (SegmentTable if STREAM_TYPES[name].audio else DataSegmentTable).from_columns(
                 columns[stream_column_file(name)], samples[f"{name}_first"], samples[f"{name}_count"])

@@ -53,7 +53,7 @@ class OpenedPack:
     def of(cls, files: PackFiles, manifest: Manifest, shard: np.ndarray, speaker_first: np.ndarray,
            speaker_count: np.ndarray, num_speakers: int, streams: dict, identity: Hashable | None,
            manifest_sha256: str | None = None, blocks: dict[str, np.ndarray] | None = None) -> "OpenedPack":
-        """Check a pack's columns (``schemas.columns``, on the pack's own contiguous arrays: ``streams`` maps
+        """Check a pack's columns (``schemas.columns``, on the pack's own arrays: ``streams`` maps
         each stream to its segment table, ``blocks`` each compressed stream to its block sizes) and record ``identity``, the manifest's when it was read (None: the pack
         was not read by ``open_pack``)."""
         rows = check_column_values(manifest, shard, speaker_first, speaker_count, num_speakers, streams,
