@@ -61,9 +61,9 @@ def speaking_ratio(pack: Pack) -> np.ndarray:
     """Mean label per track, from the labels stream (read shard by shard with one cumulative sum each)."""
     table = pack.streams[STREAM_LABELS]
     segments = np.asarray(table.first, dtype=np.int64)
-    shard = np.asarray(table.shard, dtype=np.int64)[segments]
-    offset = np.asarray(table.offset, dtype=np.int64)[segments]
-    length = np.asarray(table.length, dtype=np.int64)[segments]
+    shard = np.asarray(table.shard[segments], dtype=np.int64)
+    offset = np.asarray(table.offset[segments], dtype=np.int64)
+    length = np.asarray(table.length[segments], dtype=np.int64)
     ratio = np.full(len(segments), np.nan)
     for s in np.unique(shard):
         mine = np.flatnonzero(shard == s)

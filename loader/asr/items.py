@@ -55,7 +55,7 @@ def pack_texts(pack: Pack) -> tuple[np.ndarray, np.ndarray]:
     """Every transcript of ``pack`` (one text segment per sample) as flat UTF-8 bytes and byte offsets."""
     table = pack.streams[STREAM_TEXT]
     segments = np.asarray(table.first, dtype=np.int64)
-    lengths = np.asarray(table.length, dtype=np.int64)[segments]
+    lengths = np.asarray(table.length[segments], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     out = np.empty(int(offsets[-1]), dtype=np.uint8)
     shards = np.asarray(table.shard)[segments]

@@ -170,8 +170,8 @@ class ShardLayouts:
             table = pack.streams[stream]
             order, bounds = self._sorted(stream)
             segments = order[bounds[shard]:bounds[shard + 1]]
-            offset = np.asarray(table.offset, dtype=np.int64)[segments]
-            length = np.asarray(table.length, dtype=np.int64)[segments]
+            offset = np.asarray(table.offset[segments], dtype=np.int64)
+            length = np.asarray(table.length[segments], dtype=np.int64)
             rel = f"{entry_of.directory}/{spec.file}"
             piece_sizes = piece_size_first = None
             if spec.codec is not None:
@@ -187,7 +187,7 @@ class ShardLayouts:
                 piece_count = counts
             else:
                 item = np.dtype(spec.dtype).itemsize * math.prod(spec.row_shape)
-                elements = length * np.asarray(table.channels, dtype=np.int64)[segments] \
+                elements = length * np.asarray(table.channels[segments], dtype=np.int64) \
                     if STREAM_TYPES[stream].audio else length
                 size = elements * item
                 start = offset * item
@@ -412,7 +412,7 @@ class RangeReads:
                 layouts = self.layouts(pack)
                 layouts._sorted(stream)
             local = layouts.local[stream][segments]
-            shards = np.asarray(pack.streams[stream].shard, dtype=np.int64)[segments]
+            shards = np.asarray(pack.streams[stream].shard[segments], dtype=np.int64)
             wants: list[_Want] = []
             asked: list[tuple[int, str, int]] = []
             for shard in np.unique(shards).tolist():

@@ -42,7 +42,7 @@ def _stream_segments(pack, stream: str, source: SegmentSource, used: np.ndarray)
         layouts = ranges.layouts(pack)
         layouts._sorted(stream)
     table = pack.streams[stream]
-    shard = np.asarray(table.shard, dtype=np.int64)[used]
+    shard = np.asarray(table.shard[used], dtype=np.int64)
     starts = np.zeros(len(used), dtype=np.int64)
     sizes = np.zeros(len(used), dtype=np.int64)
     local = layouts.local[stream][used]
@@ -74,8 +74,8 @@ def segment_schedule(packs: list, plans: list, units: tuple[np.ndarray, np.ndarr
             if not ranges.reads(spec.name):
                 continue
             table = pack.streams[spec.name]
-            first = np.asarray(table.first, dtype=np.int64)[sample]
-            count = np.asarray(table.count, dtype=np.int64)[sample]
+            first = np.asarray(table.first[sample], dtype=np.int64)
+            count = np.asarray(table.count[sample], dtype=np.int64)
             segment = np.repeat(first, count) + (np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count))
             seg_at = np.repeat(at, count)
             keep = _first_in_batch(seg_at, segment, len(table.shard))
