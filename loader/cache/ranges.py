@@ -83,16 +83,26 @@ _LIBC.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
 def segment_key(file_sha256: str, start: int, size: int) -> EntryKey:
     """The cache entry of bytes ``[start, start + size)`` of the stream file whose sha256 is ``file_sha256``: 32 hex
     digits, the file's first 64 bits of sha256 and the start, with the size.  Known from the manifest and the
-    columns alone (no digest needs fetching to name, schedule or evict an entry), and vectorised for a plan's
-    millions (``segment_names``); an entry's bytes are checked against the digests whenever they are read, so a
-    name is an address, never a claim about content."""
-    return EntryKey(f"{file_sha256[:16]}{start:016x}", size)
+    columns alone (no digest needs fetching to name, schedule or evict an entry; the plan's millions are named only
+    when asked for: ``loader.cache.schedule_entries``); an entry's bytes are checked against the digests whenever
+    they are read, so a name is an address, never a claim about content."""
+    return EntryKey(f"{file_sha256[:_KEY_PREFIX]}{start:016x}", size)
 
 
-def segment_names(file_sha256: str, starts: np.ndarray, sizes: np.ndarray) -> list[str]:
-    """``segment_key(file_sha256, start, size).name`` of every start and size, at once."""
-    hexes = np.char.zfill(np.char.mod("%x", np.asarray(starts, dtype=np.int64)), 16)
-    return np.char.add(np.char.add(file_sha256[:16], hexes), np.char.add("-", np.asarray(sizes).astype(str))).tolist()
+def segment_key_parts(name: str) -> tuple[str, int, int] | None:
+    """``(file sha256 prefix, start, size)`` as the entry name ``name`` spells them (``segment_key``); None for a
+    name of another form.  Lenient as ``int`` is: a caller compares the name it rebuilds with ``name``."""
+    key, dash, size = name.partition("-")
+    if len(key) != _KEY_DIGITS or not dash:
+        return None
+    try:
+        return key[:_KEY_PREFIX], int(key[_KEY_PREFIX:], 16), int(size)
+    except ValueError:
+        return None
+
+
+#: Hex digits of a segment entry's key (``segment_key``), the first of them its stream file's sha256 prefix.
+_KEY_DIGITS, _KEY_PREFIX = 32, 16
 
 
 @dataclass
@@ -745,4 +755,4 @@ def _npy_1d(data: bytes, where: str) -> np.ndarray:
 
 
 __all__ = ["COALESCE_BYTES", "COALESCE_GAP", "RESIDENT_BYTES", "RangeBuffer", "RangeReads", "ShardLayouts",
-           "StreamLayout", "claim_rounds", "coalesce", "segment_key"]
+           "StreamLayout", "claim_rounds", "coalesce", "segment_key", "segment_key_parts"]

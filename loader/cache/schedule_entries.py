@@ -15,11 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from speechpack.loader.cache.ranges import segment_key, segment_key_parts
 from speechpack.schemas.errors import PackFormatError
-
-#: Hex digits of a stream file's sha256 that begin a segment's name (``ranges.segment_key``), then 16 of its start.
-_PREFIX = 16
-_NAME = _PREFIX + 16
 
 
 @dataclass(frozen=True)
@@ -82,24 +79,19 @@ class SegmentEntries:
 
     def name(self, i: int) -> str:
         file, start = divmod(int(self.key[i]), self.span)
-        return f"{self.prefixes[file]}{start:016x}-{int(self.size[i])}"
+        return segment_key(self.prefixes[file], start, int(self.size[i])).name
 
     def find(self, name: str) -> int | None:
         """The id of the entry ``name`` spells (None: not one of these)."""
-        if len(name) <= _NAME or name[_NAME] != "-":
+        parts = segment_key_parts(name)
+        file = None if parts is None else self._prefix_id.get(parts[0])
+        if file is None or not 0 <= parts[1] < self.span:
             return None
-        file = self._prefix_id.get(name[:_PREFIX])
-        try:
-            start, size = int(name[_PREFIX:_NAME], 16), int(name[_NAME + 1:])
-        except ValueError:
-            return None
-        if file is None or start >= self.span:
-            return None
-        key = file * self.span + start
+        key = file * self.span + parts[1]
         i = int(np.searchsorted(self.key, key))
         while i < len(self.key) and int(self.key[i]) == key:
-            if int(self.size[i]) == size:
-                return i
+            if int(self.size[i]) == parts[2]:
+                return i if self.name(i) == name else None
             i += 1
         return None
 

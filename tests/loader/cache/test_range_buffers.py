@@ -11,7 +11,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from speechpack.loader.cache.ranges import RangeBuffer, StreamLayout, coalesce, segment_key, segment_names
+from speechpack.loader.cache.ranges import RangeBuffer, StreamLayout, coalesce, segment_key, segment_key_parts
 
 pytestmark = pytest.mark.fast
 
@@ -25,11 +25,15 @@ def test_neighbouring_ranges_of_one_file_become_one_request_up_to_a_size_and_oth
     assert coalesce([("a", 0, 500, 1)], most=100, gap=0) == [("a", 0, 500, [1])], "a larger range alone"
 
 
-def test_segment_names_are_the_keys_of_their_byte_ranges():
+def test_segment_names_are_the_keys_of_their_byte_ranges_and_read_back():
     sha = "ab" * 32
-    starts, sizes = np.array([0, 4096, 1 << 40]), np.array([10, 0, 7])
-    assert segment_names(sha, starts, sizes) == [segment_key(sha, int(a), int(b)).name for a, b in zip(starts, sizes)]
+    for start, size in ((0, 10), (4096, 0), (1 << 40, 7)):
+        name = segment_key(sha, start, size).name
+        assert name == f"{sha[:16]}{start:016x}-{size}"
+        assert segment_key_parts(name) == (sha[:16], start, size)
     assert len(segment_key(sha, 1 << 40, 7).sha256) == 32
+    for other in (sha + "-5", "ab" * 16, "ab" * 16 + "-x", "zz" * 16 + "-5"):
+        assert segment_key_parts(other) is None
 
 
 def _layout(sizes: list[int], data_offset: int = 128) -> StreamLayout:
