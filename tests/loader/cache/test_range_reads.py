@@ -117,11 +117,11 @@ def test_a_flac_pack_at_a_quarter_cache_deals_its_local_batches_reading_blocks_v
     assert 0 < NodeCache(str(tmp_path / "cache")).usage() <= limit
 
 
-def range_entries(local: Path) -> dict[str, bytes]:
-    """Every audio segment of the local pack by its range entry's name (``<key>-<size>``): what a sound cache may
-    hold of it."""
+def segment_entry_names(local: Path) -> dict[tuple[str, int], str]:
+    """Every audio segment of the local pack, ``(stream, segment)``, by its range entry's name (``<key>-<size>``),
+    computed from the columns and the file sizes alone (pcm16: 2 bytes a sample)."""
     pack = open_pack(local)
-    entries = {}
+    names = {}
     for k, shard in enumerate(pack.manifest.shards):
         for spec in pack.manifest.streams:
             table = pack.streams[spec.name]
@@ -129,10 +129,21 @@ def range_entries(local: Path) -> dict[str, bytes]:
             mine = np.flatnonzero(np.asarray(table.shard) == k)
             data_offset = entry.size - int((np.asarray(table.channels)[mine] * np.asarray(table.length)[mine]).sum()) * 2
             for segment in mine.tolist():
-                stored, _ = pack.stored_segment(spec.name, segment)
-                data = np.ascontiguousarray(stored).tobytes()
-                key = segment_key(entry.sha256, data_offset + int(table.offset[segment]) * 2, len(data))
-                entries[key.name] = data
+                size = int(table.channels[segment]) * int(table.length[segment]) * 2
+                names[spec.name, segment] = segment_key(entry.sha256, data_offset + int(table.offset[segment]) * 2,
+                                                        size).name
+    return names
+
+
+def range_entries(local: Path) -> dict[str, bytes]:
+    """Every audio segment of the local pack by its range entry's name: what a sound cache may hold of it."""
+    pack = open_pack(local)
+    entries = {}
+    for (stream, segment), name in segment_entry_names(local).items():
+        stored, _ = pack.stored_segment(stream, segment)
+        data = np.ascontiguousarray(stored).tobytes()
+        assert name.endswith(f"-{len(data)}")
+        entries[name] = data
     return entries
 
 
@@ -332,21 +343,10 @@ def test_the_fetch_ahead_never_makes_a_batch_wait_for_room_and_an_epoch_fetches_
 
 def reference_segment_batches(packs, local: Path, plans, units) -> list[list[str]]:
     """Each position's range entries by the per-row loop: the rows of each pack read by ranges, stream by stream,
-    their segments in row order, each name once per position (``range_entries`` gives the names)."""
+    their segments in row order, each name once per position (``segment_entry_names`` gives the names)."""
     from speechpack.loader.cache.schedule import _plan_rows
 
-    pack = open_pack(local)
-    names = {}
-    for k, shard in enumerate(pack.manifest.shards):
-        for spec in pack.manifest.streams:
-            table = pack.streams[spec.name]
-            entry = shard.files[spec.file]
-            mine = np.flatnonzero(np.asarray(table.shard) == k)
-            data_offset = entry.size - int((np.asarray(table.channels)[mine] * np.asarray(table.length)[mine]).sum()) * 2
-            for segment in mine.tolist():
-                size = int(table.channels[segment]) * int(table.length[segment]) * 2
-                names[spec.name, segment] = segment_key(entry.sha256, data_offset + int(table.offset[segment]) * 2,
-                                                        size).name
+    names = segment_entry_names(local)
     position, unit = _plan_rows(plans)
     count = max((len(p) for p in plans), default=0)
     batches = []
