@@ -7,7 +7,9 @@ A pack given by URL (``s3://bucket/packs/train``) is read through :class:`Cached
 when read, by the identity their fetch recorded: ``verify_streams``), so the batch code never learns where a pack
 lives.  A pack with digests (format 1.4) has its audio streams read a segment at a time instead (``ranges``: byte
 ranges coalesced into requests, each piece checked against the shard's ``digests.npy`` before use, segments as
-the cache's entries; ``segment_schedule`` is the plan's schedule over them).  The loader tells the cache its plan (``schedule``): a thread fetches ahead in plan order and eviction
+the cache's entries; ``segment_schedule`` is the plan's schedule over them, its million entries held as arrays
+and named when asked for: ``schedule_entries``).  The loader tells the cache its plan (``schedule``): a thread
+fetches ahead in plan order and eviction
 removes the file whose next use is farthest away; ``speechpack plan`` replays the same schedule through a cache of
 the config's limit, and ``shard_order`` orders an epoch so that it reads each cached file once.  ``settings``
 parses the config's ``cache:`` block.

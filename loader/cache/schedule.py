@@ -33,7 +33,7 @@ from __future__ import annotations
 import heapq
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -133,23 +133,6 @@ class _ByName(Mapping):
         return len(self._schedule.used_entries())
 
 
-class _Names(Sequence):
-    """Every entry's name, spelled when asked for."""
-
-    def __init__(self, entries: ScheduleEntries):
-        self._entries = entries
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self._entries.name(j) for j in range(*i.indices(len(self)))]
-        if not -len(self) <= i < len(self):
-            raise IndexError(i)
-        return self._entries.name(i % len(self))
-
-
 class FileSchedule:
     """Cache entries per batch position (``batch(b)``), their sizes and where to fetch each.
 
@@ -157,8 +140,8 @@ class FileSchedule:
     position order, and each entry's uses in position order (``_use_positions`` cut at ``_use_bounds``): what
     ``uses``, ``batch_bytes`` and ``batch`` are computed from, without a Python object per position or entry (a
     million items make tens of thousands of positions and, read by ranges, a million segment entries;
-    ``batches``, the lists, is made only when asked for: the dry run's replay).  By name, ``names``, ``sizes``,
-    ``sources`` and ``uses`` look entries up (``loader.cache.schedule_entries``).  ``from_batches`` builds one from
+    ``batches``, the lists, is made only when asked for: the dry run's replay).  By name, ``sizes``, ``sources``
+    and ``uses`` look entries up (``loader.cache.schedule_entries``).  ``from_batches`` builds one from
     lists, as a caller may."""
 
     def __init__(self, entries: ScheduleEntries, entry_position: np.ndarray, entry_file: np.ndarray, count: int):
@@ -172,7 +155,6 @@ class FileSchedule:
         self._by_file = np.argsort(self.entry_file, kind="stable")  # positions stay ascending within a file
         self._use_positions = self.entry_position[self._by_file]
         self._use_bounds = np.searchsorted(self.entry_file[self._by_file], np.arange(len(entries) + 1))
-        self.names = _Names(entries)
         self.sizes = _ByName(self, lambda i: int(entries.sizes[i]))
         self.sources = _ByName(self, entries.source)
         #: Each entry's batch positions, ascending.
