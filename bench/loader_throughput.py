@@ -520,8 +520,9 @@ def _stored(data: np.ndarray):
     return audio_module.to_stored(audio_module.Audio(data, RATE))
 
 
-def _tiny_writer(out: str, samples: int, shard_bytes: int = DEFAULT_SHARD_BYTES):
-    """A PackWriter for ``samples`` tiny samples: planned up front where the writer takes shard plans."""
+def _tiny_writer(out: str, samples: int, shard_bytes: int = DEFAULT_SHARD_BYTES, digests: bool = False):
+    """A PackWriter for ``samples`` tiny samples: planned up front where the writer takes shard plans; ``digests``:
+    with block digests (format 1.4: read from a store by ranges)."""
     if "shard_plans" not in inspect.signature(PackWriter).parameters:
         return PackWriter(out, KIND_SOURCES, RATE, shard_bytes)
     from speechpack.packer.build.plan import plan_shards
@@ -529,26 +530,34 @@ def _tiny_writer(out: str, samples: int, shard_bytes: int = DEFAULT_SHARD_BYTES)
     plans = [sample_module.SamplePlan(line=i + 1, key=_tiny_key(i), num_frames=TINY_FRAMES,
                                       elements={STREAM_SOURCE: TINY_FRAMES}) for i in range(samples)]
     shards = plan_shards([2 * TINY_FRAMES] * samples, shard_bytes)
-    return PackWriter(out, KIND_SOURCES, RATE, [plans[r.start:r.stop] for r in shards])
+    if not digests:
+        return PackWriter(out, KIND_SOURCES, RATE, [plans[r.start:r.stop] for r in shards])
+    from speechpack.packer.build.encoding import Encoding
+
+    return PackWriter(out, KIND_SOURCES, RATE, [plans[r.start:r.stop] for r in shards],
+                      encoding=Encoding.of("pcm16", RATE, digests=True))
 
 
 def _tiny_key(i: int) -> str:
     return f"utt-{i:08d}"
 
 
-def build_tiny_pack(out: str, samples: int, seed: int, shard_bytes: int = DEFAULT_SHARD_BYTES) -> float:
+def build_tiny_pack(out: str, samples: int, seed: int, shard_bytes: int = DEFAULT_SHARD_BYTES,
+                    digests: bool = False) -> float:
     """A ``sources`` pack of ``samples`` 0.02 s samples, written directly with PackWriter (no WAV files), in shards
-    of ``shard_bytes``."""
+    of ``shard_bytes``; each sample one of ``TINY_DISTINCT`` segments drawn at random, so that no two shards hold
+    the same bytes (a cache would share their entries, as no real corpus lets it)."""
     rng = np.random.default_rng(seed)
     segments = [_stored((rng.standard_normal((1, TINY_FRAMES)) * 0.1).astype(np.float32))
                 for _ in range(TINY_DISTINCT)]
+    drawn = rng.integers(0, TINY_DISTINCT, samples).tolist()
     started = time.perf_counter()
     os.makedirs(out)
-    with _tiny_writer(out, samples, shard_bytes) as writer:
+    with _tiny_writer(out, samples, shard_bytes, digests) as writer:
         for i in range(samples):
             writer.add(PackedSample(key=_tiny_key(i), speakers=(f"spk{i % 997:03d}",), line=i + 1,
                                     orig_sample_rate=RATE, num_frames=TINY_FRAMES, provenance={},
-                                    streams={STREAM_SOURCE: [segments[i % TINY_DISTINCT]]}))
+                                    streams={STREAM_SOURCE: [segments[drawn[i]]]}))
         writer.finish(provenance={"input": {"path": "synthetic", "sha256": "0" * 64}, "tool": "speechpack",
                                   "tool_version": "bench", "command": "bench/loader_throughput.py memory",
                                   "options": {"samples": samples}}, skipped=[])

@@ -51,7 +51,8 @@ batch (a cold cache), the rest of that epoch (the warm-up), then ``--epochs`` ti
 the ratio to the local copy, and the bytes the proxy sent during each epoch over the job's own pack bytes.
 
 **--first-batch**: a ``sources`` pack of ``--samples`` tiny samples (``loader_throughput.build_tiny_pack``) on the
-store; the time from ``build_loader`` on its URL, with an empty cache, to epoch 0's first batch (best and median of
+store, with block digests (its batches read their samples' segments by ranges; ``--no-digests``: whole stream
+files); the time from ``build_loader`` on its URL, with an empty cache, to epoch 0's first batch (best and median of
 ``--repeats`` fresh processes; ``--pack DIR`` builds the pack there once and reuses it); each run also reports
 the training process's CPU time and its workers' (the load of a shared machine changes wall times much more than
 CPU times).  ``--phases`` adds the start-up steps, from the ``build_loader`` call (wall, and the training process's
@@ -510,9 +511,10 @@ def run_first_batch(args, workdir: str) -> None:
         size = peers.dir_bytes(pack)
         _log(f"pack: {pack} as built before ({size / 1e6:.0f} MB; --pack)")
     else:
-        seconds = build_tiny_pack(pack, args.samples, args.seed, int(args.shard_mb * 1e6))
+        seconds = build_tiny_pack(pack, args.samples, args.seed, int(args.shard_mb * 1e6), args.digests)
         size = peers.dir_bytes(pack)
-        _log(f"pack: {args.samples:,} tiny samples, {size / 1e6:.0f} MB in shards of {args.shard_mb:g} MB "
+        _log(f"pack: {args.samples:,} tiny samples{' with digests' if args.digests else ''}, {size / 1e6:.0f} MB in "
+             f"shards of {args.shard_mb:g} MB "
              f"(written in {seconds:.1f} s)")
     server, proxy, counter, env = _start_store(workdir, args)
     try:
