@@ -529,13 +529,11 @@ def _tiny_writer(out: str, samples: int, shard_bytes: int = DEFAULT_SHARD_BYTES,
 
     plans = [sample_module.SamplePlan(line=i + 1, key=_tiny_key(i), num_frames=TINY_FRAMES,
                                       elements={STREAM_SOURCE: TINY_FRAMES}) for i in range(samples)]
-    shards = plan_shards([2 * TINY_FRAMES] * samples, shard_bytes)
-    if not digests:
-        return PackWriter(out, KIND_SOURCES, RATE, [plans[r.start:r.stop] for r in shards])
     from speechpack.packer.build.encoding import Encoding
 
+    shards = plan_shards([2 * TINY_FRAMES] * samples, shard_bytes)
     return PackWriter(out, KIND_SOURCES, RATE, [plans[r.start:r.stop] for r in shards],
-                      encoding=Encoding.of("pcm16", RATE, digests=True))
+                      encoding=Encoding.of("pcm16", RATE, digests=digests))
 
 
 def _tiny_key(i: int) -> str:

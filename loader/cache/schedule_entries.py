@@ -45,34 +45,37 @@ class SegmentEntries:
                           dtype=np.int64) for group in self.groups]
         #: The stream file versions' sha256 prefixes, by file id.
         self.prefixes = list(self._prefix_id)
-        starts = [np.asarray(g.start, dtype=np.int64) for g in self.groups]
+
+        def joined(arrays) -> np.ndarray:  # every group's rows, one after another
+            return np.concatenate([np.zeros(0, np.int64)] + [np.asarray(a, dtype=np.int64) for a in arrays])
+
+        start, size = joined(g.start for g in self.groups), joined(g.size for g in self.groups)
+        shard, local = joined(g.shard for g in self.groups), joined(g.local for g in self.groups)
+        counts = [len(g.shard) for g in self.groups]
         #: A key orders (file version, start) as one integer: ``file * span + start``.
-        self.span = 1 + max((int(s.max()) for s in starts if len(s)), default=0)
+        self.span = 1 + int(start.max(initial=0))
         if len(self.prefixes) * self.span >= 2 ** 62:
             raise PackFormatError(f"the plan's packs hold {len(self.prefixes)} stream files of up to {self.span} "
                                   f"bytes: more than a schedule can number")
-        keys = [ids[g][np.asarray(group.shard, dtype=np.int64)] * self.span + starts[g]
-                for g, group in enumerate(self.groups)]
-        key = np.concatenate(keys) if keys else np.zeros(0, np.int64)
-        size = np.concatenate([np.asarray(g.size, dtype=np.int64) for g in self.groups]) if keys else key
+        key = joined(ids[g][np.asarray(group.shard, dtype=np.int64)] for g, group in enumerate(self.groups))
+        key = key * self.span + start
+        group = np.repeat(np.arange(len(self.groups), dtype=np.int64), counts)
         if np.all(key[1:] > key[:-1]):  # one pack's segments in storage order: already distinct and sorted
-            first = inverse = np.arange(len(key))
+            inverse = np.arange(len(key))
         else:  # an entry is (file version, start, size): a file two shards or packs hold is one entry per segment
             order = np.lexsort((size, key))
             new = np.concatenate([[True], (key[order][1:] != key[order][:-1]) | (size[order][1:] != size[order][:-1])])
             first = order[new]
             inverse = np.empty(len(key), dtype=np.int64)
             inverse[order] = np.cumsum(new) - 1
+            key, size, group, shard, local = key[first], size[first], group[first], shard[first], local[first]
         #: Sorted ascending (ties, one start given two sizes, by size).
-        self.key = key[first]
-        self.size = size[first]
-        group_of = np.concatenate([np.full(len(k), g, dtype=np.int64) for g, k in enumerate(keys)]) if keys else key
-        self.group = group_of[first]
-        self.shard = np.concatenate([np.asarray(g.shard, dtype=np.int64) for g in self.groups])[first] if keys else key
-        self.local = np.concatenate([np.asarray(g.local, dtype=np.int64) for g in self.groups])[first] if keys else key
-        bounds = np.cumsum([0] + [len(k) for k in keys])
+        self.key, self.size = key, size
+        #: Where the fetch-ahead gets each entry: its group's source, its shard and index in the shard's layout.
+        self.group, self.shard, self.local = group, shard, local
+        bounds = np.cumsum([0] + counts)
         #: Per group, the entry of each of its rows.
-        self.row_entry = [inverse.reshape(-1)[bounds[g]:bounds[g + 1]] for g in range(len(keys))]
+        self.row_entry = [inverse[bounds[g]:bounds[g + 1]] for g in range(len(self.groups))]
 
     def __len__(self) -> int:
         return len(self.key)
