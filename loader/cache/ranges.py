@@ -156,7 +156,12 @@ class ShardLayouts:
         if found is None:
             table = self.pack.streams[stream]
             shard = np.asarray(table.shard, dtype=np.int64)
-            order = np.lexsort((np.asarray(table.offset, dtype=np.int64), shard))
+            offset = np.asarray(table.offset, dtype=np.int64)
+            step = shard[1:] - shard[:-1]
+            if np.all((step > 0) | ((step == 0) & (offset[1:] > offset[:-1]))):  # as a build writes it
+                order = np.arange(len(shard))
+            else:
+                order = np.lexsort((offset, shard))
             bounds = np.searchsorted(shard[order], np.arange(len(self.pack.manifest.shards) + 1))
             local = np.empty(len(order), dtype=np.int64)
             local[order] = np.arange(len(order)) - np.repeat(bounds[:-1], np.diff(bounds))
@@ -500,8 +505,9 @@ class RangeReads:
                 return None
             with self._digest_lock:
                 untouched = sorted({w.layout.shard for w in claims} - set(self._digests))
-            for shard in untouched:
-                self.digests(pack, shard)
+            # each shard's digests.npy on its first touch, fetched together (a cold start's first round touches
+            # a shard per segment)
+            self.files.fetch_all([lambda shard=shard: self.digests(pack, shard) for shard in untouched])
             groups = coalesce([(w.layout.rel, int(w.layout.start[w.index]), w.key.size, w) for w in claims])
             groups.sort(key=lambda g: min(at[w] for w in g[3]))
             wanted = [claims[w] for g in groups for w in g[3]]

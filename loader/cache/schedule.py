@@ -152,9 +152,14 @@ class FileSchedule:
         self.count = int(count)
         self._batches: list[list[str]] | None = None
         self._bounds = np.searchsorted(self.entry_position, np.arange(self.count + 1))
-        self._by_file = np.argsort(self.entry_file, kind="stable")  # positions stay ascending within a file
+        uses = np.bincount(self.entry_file, minlength=len(entries))
+        self._use_bounds = np.concatenate([np.zeros(1, np.int64), np.cumsum(uses)])
+        if uses.max(initial=0) <= 1:  # each entry read once (a shuffled epoch's segments): placed, not sorted
+            self._by_file = np.empty(len(self.entry_file), dtype=np.int64)
+            self._by_file[self._use_bounds[self.entry_file]] = np.arange(len(self.entry_file))
+        else:
+            self._by_file = np.argsort(self.entry_file, kind="stable")  # positions stay ascending within a file
         self._use_positions = self.entry_position[self._by_file]
-        self._use_bounds = np.searchsorted(self.entry_file[self._by_file], np.arange(len(entries) + 1))
         self.sizes = _ByName(self, lambda i: int(entries.sizes[i]))
         self.sources = _ByName(self, entries.source)
         #: Each entry's batch positions, ascending.

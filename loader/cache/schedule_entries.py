@@ -46,8 +46,9 @@ class SegmentEntries:
         #: The stream file versions' sha256 prefixes, by file id.
         self.prefixes = list(self._prefix_id)
 
-        def joined(arrays) -> np.ndarray:  # every group's rows, one after another
-            return np.concatenate([np.zeros(0, np.int64)] + [np.asarray(a, dtype=np.int64) for a in arrays])
+        def joined(arrays) -> np.ndarray:  # every group's rows, one after another (one group's: not copied)
+            arrays = [np.asarray(a, dtype=np.int64) for a in arrays]
+            return arrays[0] if len(arrays) == 1 else np.concatenate([np.zeros(0, np.int64)] + arrays)
 
         start, size = joined(g.start for g in self.groups), joined(g.size for g in self.groups)
         shard, local = joined(g.shard for g in self.groups), joined(g.local for g in self.groups)

@@ -67,17 +67,24 @@ def segment_schedule(packs: list, plans: list, units: tuple[np.ndarray, np.ndarr
         ranges = pack.files.range_reads
         if ranges is None or pack.files.read_through or not len(position):  # read through: nothing to schedule
             continue
-        mine = unit_pack[unit] == pid
-        at, sample = position[mine], unit_sample[unit[mine]]
+        if len(packs) == 1:
+            at, sample = position, unit_sample[unit]
+        else:
+            mine = unit_pack[unit] == pid
+            at, sample = position[mine], unit_sample[unit[mine]]
         source = SegmentSource(pack.files)
         for spec in pack.manifest.streams:
             if not ranges.reads(spec.name):
                 continue
             table = pack.streams[spec.name]
-            first = np.asarray(table.first[sample], dtype=np.int64)
-            count = np.asarray(table.count[sample], dtype=np.int64)
-            segment = np.repeat(first, count) + (np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count))
-            seg_at = np.repeat(at, count)
+            segment = np.asarray(table.first[sample], dtype=np.int64)
+            per_sample = np.asarray(table.count[sample], dtype=np.int64)
+            if per_sample.min(initial=1) != 1 or per_sample.max(initial=1) != 1:  # a sample of several segments
+                segment = np.repeat(segment, per_sample) + (np.arange(int(per_sample.sum()))
+                                                            - np.repeat(np.cumsum(per_sample) - per_sample, per_sample))
+                seg_at = np.repeat(at, per_sample)
+            else:
+                seg_at = at
             keep = _first_in_batch(seg_at, segment, len(table.shard))
             seg_at, segment = seg_at[keep], segment[keep]
             reached = np.zeros(len(table.shard), dtype=bool)
@@ -87,15 +94,22 @@ def segment_schedule(packs: list, plans: list, units: tuple[np.ndarray, np.ndarr
             rows.append((seg_at, (np.cumsum(reached) - 1)[segment]))
     segments = SegmentEntries(groups)
     whole = files.entries.whole
-    position_all = np.concatenate([files.entry_position] + [at for at, _ in rows])
-    file_all = np.concatenate([files.entry_file] + [whole + segments.row_entry[g][inverse]
-                                                    for g, (_, inverse) in enumerate(rows)])
-    order = np.argsort(position_all, kind="stable")  # whole files first within a position, then segments
-    position_all, file_all = position_all[order], file_all[order]
-    # one segment reached through two packs' entries (one version of a file in two packs) is one entry
-    first = _first_in_batch(position_all, file_all, whole + len(segments))
     count = max((len(p) for p in plans), default=0)
-    schedule = FileSchedule(files.entries.with_segments(segments), position_all[first], file_all[first], count)
+    # fewer entries than segments: one version of a stream file in two shards or packs, a segment reached through
+    # both being one entry (which a position may then reach twice)
+    merged = len(segments) < sum(len(g.shard) for g in groups)
+    if whole == 0 and len(rows) == 1 and not merged:  # one stream's segments, each distinct in its position already
+        position_all, file_all = rows[0][0], segments.row_entry[0][rows[0][1]]
+    else:
+        position_all = np.concatenate([files.entry_position] + [at for at, _ in rows])
+        file_all = np.concatenate([files.entry_file] + [whole + segments.row_entry[g][inverse]
+                                                        for g, (_, inverse) in enumerate(rows)])
+        order = np.argsort(position_all, kind="stable")  # whole files first within a position, then segments
+        position_all, file_all = position_all[order], file_all[order]
+        if merged:
+            first = _first_in_batch(position_all, file_all, whole + len(segments))
+            position_all, file_all = position_all[first], file_all[first]
+    schedule = FileSchedule(files.entries.with_segments(segments), position_all, file_all, count)
     schedule.ranged = len(segments) > 0
     return schedule
 

@@ -11,7 +11,10 @@ import textwrap
 import numpy as np
 import pytest
 
-from speechpack.loader.cache.ranges import RangeBuffer, StreamLayout, coalesce, segment_key, segment_key_parts
+from types import SimpleNamespace
+
+from speechpack.loader.cache.ranges import (RangeBuffer, ShardLayouts, StreamLayout, coalesce, segment_key,
+                                            segment_key_parts)
 
 pytestmark = pytest.mark.fast
 
@@ -34,6 +37,22 @@ def test_segment_names_are_the_keys_of_their_byte_ranges_and_read_back():
     assert len(segment_key(sha, 1 << 40, 7).sha256) == 32
     for other in (sha + "-5", "ab" * 16, "ab" * 16 + "-x", "zz" * 16 + "-5"):
         assert segment_key_parts(other) is None
+
+
+def test_a_stream_table_in_any_row_order_gives_each_segment_its_place_in_its_shard():
+    """Segments listed as a build writes them (shard, then offset) keep their order; any other order (rows of
+    merged packs) is sorted by (shard, offset), ties impossible in a valid pack."""
+    def places(shard, offset):
+        table = SimpleNamespace(shard=np.asarray(shard, np.int64), offset=np.asarray(offset, np.int64))
+        pack = SimpleNamespace(streams={"mix": table}, manifest=SimpleNamespace(streams=[], shards=[0, 1, 2]))
+        layouts = ShardLayouts(pack, {})
+        order, bounds = layouts._sorted("mix")
+        return order.tolist(), bounds.tolist(), layouts.local["mix"].tolist()
+
+    assert places([0, 0, 1, 2, 2], [0, 9, 0, 0, 4]) == ([0, 1, 2, 3, 4], [0, 2, 3, 5], [0, 1, 0, 0, 1])
+    assert places([2, 0, 1, 0, 2], [4, 9, 0, 0, 0]) == ([3, 1, 2, 4, 0], [0, 2, 3, 5], [1, 1, 0, 0, 0])
+    assert places([0, 0], [5, 5])[0] == [0, 1], "equal offsets (no valid pack has them) are sorted, stably"
+    assert places([], []) == ([], [0, 0, 0, 0], [])
 
 
 def _layout(sizes: list[int], data_offset: int = 128) -> StreamLayout:

@@ -369,7 +369,8 @@ def reference_segment_batches(packs, local: Path, plans, units) -> list[list[str
 def test_the_segment_schedule_is_the_per_row_loop_and_finds_its_entries_by_name(s3_store, digest_pack, tmp_path):
     """A million segments are scheduled in arrays and named only when asked for: the batches, sizes, sources and
     uses by name are those of the per-row loop, and a pack given twice (one version of its files) is one entry per
-    segment."""
+    segment.  One pack alone takes the schedule's short paths (no merge of packs; an epoch reading each segment
+    once places its uses rather than sorting them), with the same answers."""
     from speechpack.loader.cache.cached_files import open_cached_pack
     from speechpack.loader.cache.schedule import FileSchedule, simulate
     from speechpack.loader.cache.segment_schedule import segment_schedule
@@ -387,9 +388,17 @@ def test_the_segment_schedule_is_the_per_row_loop_and_finds_its_entries_by_name(
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     ragged = EpochPlan(items=rng.integers(0, count, offsets[-1]), valid=np.ones(offsets[-1], bool),
                        global_batch=np.arange(6), padded=0, dropped=0, offsets=offsets)
-    for chosen in (plans, [ragged, plans[0]], [plans[1]], []):
-        got = segment_schedule(packs, chosen, units)
-        expected = reference_segment_batches(packs, digest_pack, chosen, units)
+    one = [packs[0]]
+    alone = (np.zeros(count, np.int64), units[1])
+    every = (np.zeros(len(packs[0]), np.int64), np.arange(len(packs[0])))  # each sample once in the epoch
+    once = [make_epoch_plan(len(packs[0]), 4, 7, 0, 0, 1, True, "drop")]
+    cases = [(packs, chosen, units) for chosen in (plans, [ragged, plans[0]], [plans[1]], [])]
+    cases += [(one, plans, alone), (one, [ragged], alone), (one, once, every)]
+    for chosen_packs, chosen, chosen_units in cases:
+        got = segment_schedule(chosen_packs, chosen, chosen_units)
+        expected = reference_segment_batches(chosen_packs, digest_pack, chosen, chosen_units)
+        if chosen is once:
+            assert len({name for batch in expected for name in batch}) == sum(map(len, expected))
         assert got.batches == expected
         assert got.ranged == any(expected)
         again = FileSchedule.from_batches(expected, got.sizes, got.sources)
@@ -397,7 +406,7 @@ def test_the_segment_schedule_is_the_per_row_loop_and_finds_its_entries_by_name(
         for name, at in got.uses.items():
             assert at.tolist() == [b for b, batch in enumerate(expected) if name in batch]
             source, (shard, stream, local) = got.sources[name]
-            owner = next(pack for pack in packs if pack.files is source.files)  # either copy: the same bytes
+            owner = next(pack for pack in chosen_packs if pack.files is source.files)  # either copy: the same bytes
             layout = source.files.range_reads.layout(owner, shard, stream)
             assert segment_key(layout.file_sha256, int(layout.start[local]), int(layout.size[local])).name == name
             assert got.sizes[name] == int(layout.size[local])
