@@ -503,7 +503,8 @@ def test_wav_scp_pipe_lines_are_refused_by_line(packs, tmp_path, name):
     (split / name).write_text("\n".join(lines) + "\n")
     result = _build("--data-dir", split, "--out", tmp_path / "p")
     assert result.exit_code == 1 and not marker.exists()
-    assert f"{split / name}:2: 'touch {marker} |' is a shell command" in result.output
+    # the line's value is quoted whole, or elided in its middle when long (a deep temporary directory)
+    assert f"{split / name}:2: 'touch " in result.output and "MARKER |' is a shell command" in result.output
 
 
 def _whole_rows(cfg: dict, state: str) -> dict:
