@@ -16,7 +16,7 @@ import pytest
 
 from factories.batches import assert_batches_equal
 from factories.s3 import SECRET, publish, stream_bytes
-from factories.wesep_lists import Mix
+from factories.wesep_lists import Mix, Source
 from factories.store_training import config, finish, local_batches, plain, start_rank
 from speechpack.loader import build_loader
 from speechpack.loader.cache import NodeCache
@@ -366,20 +366,50 @@ def reference_segment_batches(packs, local: Path, plans, units) -> list[list[str
     return batches
 
 
-def test_the_segment_schedule_is_the_per_row_loop_and_finds_its_entries_by_name(s3_store, digest_pack, tmp_path):
+def _sources_pack(tmp_path, wesep_list, real_audio, name: str, start) -> Path:
+    """20 real single-speaker utterances (a ``sources`` pack: one audio stream) in shards of about four, with
+    digests; utterance ``i`` is cropped from ``start(i)`` seconds."""
+    speech = real_audio("pocketsphinx", 5)
+    lines = [Source(f"s{i:02d}", speech[i % 5], seconds=0.3 + 0.05 * (i % 3), start=start(i)) for i in range(20)]
+    out = tmp_path / name
+    build_wesep(str(wesep_list(lines, f"{name}.list").list_path),
+                BuildOptions(out=str(out), shard_bytes=40_000, progress=False, digests=True))
+    return out
+
+
+@pytest.fixture
+def sources_digest_pack(tmp_path, wesep_list, real_audio):
+    """Every utterance a crop of its own (no two shards alike)."""
+    return _sources_pack(tmp_path, wesep_list, real_audio, "sources", lambda i: 0.1 + 0.01 * i)
+
+
+@pytest.fixture
+def repeating_sources_pack(tmp_path, wesep_list, real_audio):
+    """The same crops every 15 utterances, so that some shards' stream files are byte-identical (one version of a
+    file in two shards: their segments are one cache entry each)."""
+    return _sources_pack(tmp_path, wesep_list, real_audio, "repeating", lambda i: 0.25)
+
+
+@pytest.mark.parametrize("which", ["digest_pack", "sources_digest_pack", "repeating_sources_pack"])
+def test_the_segment_schedule_is_the_per_row_loop_and_finds_its_entries_by_name(s3_store, which, request, tmp_path):
     """A million segments are scheduled in arrays and named only when asked for: the batches, sizes, sources and
     uses by name are those of the per-row loop, and a pack given twice (one version of its files) is one entry per
     segment.  One pack alone takes the schedule's short paths (no merge of packs; an epoch reading each segment
-    once places its uses rather than sorting them), with the same answers."""
+    once places its uses rather than sorting them; a pack of one audio stream, the sources pack, keeps its rows'
+    order without a sort by position), with the same answers."""
+    digest_pack = request.getfixturevalue(which)
     from speechpack.loader.cache.cached_files import open_cached_pack
     from speechpack.loader.cache.schedule import FileSchedule, simulate
     from speechpack.loader.cache.segment_schedule import segment_schedule
     from speechpack.loader.plan.static_plan import EpochPlan, make_epoch_plan
 
-    url = publish(digest_pack, "ranges/vectorised/train")
+    url = publish(digest_pack, f"ranges/vectorised/{which}")
     packs = [open_cached_pack(url, {"dir": str(tmp_path / "cache")}), open_pack(digest_pack),
              open_cached_pack(url, {"dir": str(tmp_path / "cache")})]
     assert packs[0].files.range_reads is not None
+    assert len(packs[0].manifest.streams) == (2 if which == "digest_pack" else 1)
+    shard_files = [entry.files[packs[0].manifest.streams[0].file].sha256 for entry in packs[0].manifest.shards]
+    assert (len(set(shard_files)) < len(shard_files)) == (which == "repeating_sources_pack")
     rng = np.random.default_rng(11)
     count = 60
     units = (rng.integers(0, 3, count), rng.integers(0, len(packs[0]), count))
@@ -397,7 +427,7 @@ def test_the_segment_schedule_is_the_per_row_loop_and_finds_its_entries_by_name(
     for chosen_packs, chosen, chosen_units in cases:
         got = segment_schedule(chosen_packs, chosen, chosen_units)
         expected = reference_segment_batches(chosen_packs, digest_pack, chosen, chosen_units)
-        if chosen is once:
+        if chosen is once and which != "repeating_sources_pack":
             assert len({name for batch in expected for name in batch}) == sum(map(len, expected))
         assert got.batches == expected
         assert got.ranged == any(expected)
