@@ -79,7 +79,7 @@ def segment_schedule(packs: list, plans: list, units: tuple[np.ndarray, np.ndarr
             table = pack.streams[spec.name]
             segment = np.asarray(table.first[sample], dtype=np.int64)
             per_sample = np.asarray(table.count[sample], dtype=np.int64)
-            if per_sample.min(initial=1) != 1 or per_sample.max(initial=1) != 1:  # a sample of several segments
+            if np.any(per_sample != 1):  # a sample of several segments
                 segment = np.repeat(segment, per_sample) + (np.arange(int(per_sample.sum()))
                                                             - np.repeat(np.cumsum(per_sample) - per_sample, per_sample))
                 seg_at = np.repeat(at, per_sample)
