@@ -36,7 +36,7 @@ from speechpack.loader.transport.batch_arrays import NUMPY, BatchArrays
 from speechpack.loader.config_checks import MAX_EPOCH, integer
 from speechpack.loader.cache import CacheSettings, open_cached_pack
 from speechpack.loader.cache.schedule import PlanFeed
-from speechpack.loader.cache.segment_schedule import segment_schedule
+from speechpack.loader.cache.segment_schedule import segment_bound, segment_schedule
 from speechpack.loader.cache.shard_order import planning_view, shard_windows, with_shard_order_alias
 from speechpack.loader.config import LoaderConfig, dataloader_settings, loader_fingerprint
 from speechpack.loader.memory_limit import MemoryCeiling, bytes_per_row_sample, check_batch_memory, largest_batch_rows
@@ -301,7 +301,8 @@ class SpeechLoader:
                                                  self.weighting is not None)
         first = self.dataset.plan(0)  # checks rank/world_size and the plan's memory now, not in a worker
         self.builder.check_plan(first, world_size)  # the task's own refusal of a plan its trainer cannot use
-        feed = PlanFeed(packs, self.builder, self.dataset.plan_of, rank, world_size, segment_schedule)
+        feed = PlanFeed(packs, self.builder, self.dataset.plan_of, rank, world_size, segment_schedule,
+                        segment_bound)
         self.dataset.feed = feed if feed.active else None  # only packs read through the node cache need one
         # ``shard_window`` is a dataset_args key (hashed while set): nothing of where the packs lie or of the cache
         self._fingerprint = loader_fingerprint(config, state, packs)

@@ -147,6 +147,7 @@ class ShardLayouts:
         self.streams = [spec.name for spec in manifest.streams]
         self._by_shard: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._block_first: dict[str, np.ndarray] = {}
+        self._sizes: dict[str, np.ndarray] = {}
         self._layouts: dict[int, dict[str, StreamLayout]] = {}
         #: Per stream, each segment's index within its shard's layout.
         self.local: dict[str, np.ndarray] = {}
@@ -189,6 +190,7 @@ class ShardLayouts:
             length = np.asarray(table.length[segments], dtype=np.int64)
             rel = f"{entry_of.directory}/{spec.file}"
             piece_sizes = piece_size_first = None
+            size = self.sizes(stream)[segments]
             if spec.codec is not None:
                 counts = -(-length // spec.block_frames)
                 first_block = self._blocks_first(stream)[segments]
@@ -196,16 +198,10 @@ class ShardLayouts:
                                                           - np.repeat(np.cumsum(counts) - counts, counts))
                 piece_sizes = np.asarray(self.blocks[stream], dtype=np.int64)[rows]
                 piece_size_first = np.cumsum(counts) - counts
-                total = np.concatenate([[0], np.cumsum(piece_sizes)])
-                size = total[piece_size_first + counts] - total[piece_size_first]
                 start = offset
                 piece_count = counts
             else:
-                item = np.dtype(spec.dtype).itemsize * math.prod(spec.row_shape)
-                elements = length * np.asarray(table.channels[segments], dtype=np.int64) \
-                    if STREAM_TYPES[stream].audio else length
-                size = elements * item
-                start = offset * item
+                start = offset * _element_bytes(spec)
                 piece_count = np.ones(len(segments), dtype=np.int64)
             data_bytes = int(size.sum())
             file_size = entry_of.files[spec.file].size
@@ -218,6 +214,24 @@ class ShardLayouts:
             layouts[stream] = StreamLayout(rel, shard, stream, entry_of.files[spec.file].sha256, segments, offset, start + data_offset, size, piece_first,
                                            piece_count, piece_sizes, piece_size_first, data_offset, data_bytes)
         return layouts
+
+    def sizes(self, stream: str) -> np.ndarray:
+        """Every segment's stored bytes, for the whole table of ``stream`` (computed once): ``channels x length``
+        elements of a pcm stream, the sum of its blocks' sizes for a compressed one."""
+        found = self._sizes.get(stream)
+        if found is None:
+            spec = self.pack.manifest.stream(stream)
+            table = self.pack.streams[stream]
+            length = np.asarray(table.length, dtype=np.int64)
+            if spec.codec is not None:
+                first = self._blocks_first(stream)
+                total = np.concatenate([np.zeros(1, np.int64), np.cumsum(np.asarray(self.blocks[stream], np.int64))])
+                found = total[first + -(-length // spec.block_frames)] - total[first]
+            else:
+                elements = length * np.asarray(table.channels, dtype=np.int64) if STREAM_TYPES[stream].audio else length
+                found = elements * _element_bytes(spec)
+            self._sizes[stream] = found
+        return found
 
     def _blocks_first(self, stream: str) -> np.ndarray:
         found = self._block_first.get(stream)
@@ -232,6 +246,11 @@ class ShardLayouts:
 
     def pieces_in(self, shard: int) -> int:
         return sum(int(layout.piece_count.sum()) for layout in self.of(shard).values())
+
+
+def _element_bytes(spec) -> int:
+    """Bytes of one element of a pcm or data stream's file (a sample, or a row of ``row_shape``)."""
+    return np.dtype(spec.dtype).itemsize * math.prod(spec.row_shape)
 
 
 class RangeBuffer:

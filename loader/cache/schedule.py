@@ -47,6 +47,9 @@ from speechpack.schemas.units import format_bytes
 
 #: The environment variable that tells how many ranks share this node (torchrun sets it).
 LOCAL_WORLD_ENV = "LOCAL_WORLD_SIZE"
+#: Batch positions a window's schedule covers at least (``PlanFeed.windowed``): the fetch-ahead's reach, with room
+#: for the batches built while the whole pass's schedule is being built.
+WINDOW_POSITIONS = 256
 
 
 def _plan_rows(plans: list) -> tuple[np.ndarray, np.ndarray]:
@@ -71,21 +74,26 @@ def _plan_rows(plans: list) -> tuple[np.ndarray, np.ndarray]:
     return position[order], unit[order]
 
 
-class _OneBatch:
-    """Position ``b`` of an ``EpochPlan`` as a plan of that one position (of none when the plan is shorter), in
-    the form ``_plan_rows`` reads (``items`` with ``offsets``, ``len``)."""
+class _PlanWindow:
+    """Positions ``first`` to ``first + count - 1`` of an ``EpochPlan`` as a plan of those positions alone (of fewer
+    where the plan ends before), in the form ``_plan_rows`` reads (``items`` with ``offsets``, ``len``): a
+    schedule of it numbers them from 0 (``FileSchedule.shifted`` puts them back in place)."""
 
-    def __init__(self, plan, b: int):
-        self._len = int(0 <= b < len(plan))
-        if not self._len:
-            self.items, self.offsets = np.zeros(0, np.int64), np.zeros(1, np.int64)
-        elif plan.offsets is None:
-            self.items = np.asarray(plan.items, dtype=np.int64).reshape(len(plan), -1)[b]
-            self.offsets = np.asarray([0, len(self.items)], dtype=np.int64)
+    def __init__(self, plan, first: int, count: int = 1):
+        first = max(0, first)
+        stop = max(first, min(len(plan), first + count))
+        self._len = stop - first
+        if plan.offsets is None:
+            items = np.asarray(plan.items, dtype=np.int64).reshape(len(plan), -1) if len(plan) else np.zeros((0, 0))
+            width = items.shape[1]
+            self.items = np.asarray(items[first:stop], dtype=np.int64).reshape(-1)
+            self.offsets = np.arange(self._len + 1, dtype=np.int64) * width
         else:
-            lo, hi = int(plan.offsets[b]), int(plan.offsets[b + 1])
-            self.items = np.asarray(plan.items, dtype=np.int64)[lo:hi]
-            self.offsets = np.asarray([0, hi - lo], dtype=np.int64)
+            offsets = np.asarray(plan.offsets, dtype=np.int64)
+            lo = int(offsets[first]) if self._len else 0
+            self.items = np.asarray(plan.items, dtype=np.int64)[lo:int(offsets[stop])] if self._len else \
+                np.zeros(0, np.int64)
+            self.offsets = offsets[first:stop + 1] - lo if self._len else np.zeros(1, np.int64)
 
     def __len__(self) -> int:
         return self._len
@@ -282,6 +290,13 @@ class FileSchedule:
         windows = np.cumsum(delta)[:max(count - together + 1, 1)]
         return int(round(windows.max()))
 
+    def shifted(self, first: int) -> "FileSchedule":
+        """This schedule (of a ``_PlanWindow`` starting at ``first``) with its positions in place: position ``b`` here
+        is ``first + b`` there, the positions before ``first`` read nothing."""
+        moved = FileSchedule(self.entries, self.entry_position + first, self.entry_file, self.count + first)
+        moved.ranged = self.ranged
+        return moved
+
     def next_use_of(self, i: int, position: int) -> float:
         """The first position from ``position`` on that reads entry ``i`` (inf: none)."""
         at = self.uses_of(i)
@@ -379,11 +394,14 @@ class PlanFeed:
     ``(epoch, global_start)`` (a resumed pass is dealt from a global batch: ``loader.plan.static_plan``), and batch
     positions count within it; ``ahead`` and the limit come from the packs' cache settings."""
 
-    def __init__(self, packs: list, builder, plan_of, rank: int, world_size: int, schedule_of=None):
+    def __init__(self, packs: list, builder, plan_of, rank: int, world_size: int, schedule_of=None, bound_of=None):
         self.packs = packs
         #: ``(packs, plans, units) -> FileSchedule``: ``FileSchedule.of`` (whole files), or
         #: ``loader.cache.segment_schedule.segment_schedule`` (segments of packs read by ranges too).
         self.schedule_of = schedule_of or FileSchedule.of
+        #: ``(packs, plans, units) -> int | None``: an upper bound of one position's bytes without the schedule,
+        #: None where the schedule holds whole files (``segment_schedule.segment_bound``); None: no bound.
+        self.bound_of = bound_of
         #: Processes of this rank that build batches at once (DataLoader workers; 1 without): set by ``check``.
         self.builders = 1
         self.plan_of = plan_of
@@ -397,7 +415,12 @@ class PlanFeed:
         #: (pack id, sample) of every planning unit (the builder's ``unit_samples`` hook), taken once: None when no
         #: pack is cached or the task has no item index (the feed then does nothing).
         self.units = builder.units.samples() if self.caches else None
-        self._schedule: tuple[int, FileSchedule] | None = None
+        #: Whether a pass is scheduled a window of positions at a time (every entry a segment: a window's schedule
+        #: is a few rows' work, where the whole pass's takes tenths of a second per million items): the first
+        #: batches are fetched from a window's, and each builder's fetch-ahead thread builds the whole pass's.
+        self.windowed = bound_of is not None and self.active and bound_of(packs, [], self.units) is not None
+        #: (pass, its schedule, whether it is a window's): the one this process holds.
+        self._schedule: tuple[tuple[int, int], FileSchedule, bool] | None = None
         self._position = 0
         self._building = 1
         #: The schedule the position is in (set by ``at``).
@@ -420,12 +443,38 @@ class PlanFeed:
         return self.units is not None
 
     def schedule(self, epoch_pass: tuple[int, int]) -> FileSchedule:
-        """The pass's schedule, built on first use in this process (or inherited from the process that forked it)
-        and kept until another pass asks."""
-        if self._schedule is None or self._schedule[0] != epoch_pass:
-            plans = [self.plan_of(epoch_pass, r) for r in local_ranks(self.rank, self.world_size)]
-            self._schedule = (epoch_pass, self.schedule_of(self.packs, plans, self.units))
-        return self._schedule[1]
+        """The whole pass's schedule, built on first use in this process (or inherited from the process that forked
+        it) and kept until another pass asks."""
+        with self._wake:
+            held = self._schedule
+            if held is None or held[0] != epoch_pass or held[2]:
+                self._schedule = (epoch_pass, self.schedule_of(self.packs, self._plans(epoch_pass), self.units), False)
+            return self._schedule[1]
+
+    def _plans(self, epoch_pass: tuple[int, int]) -> list:
+        """The pass's plan of every local rank."""
+        return [self.plan_of(epoch_pass, r) for r in local_ranks(self.rank, self.world_size)]
+
+    def _schedule_at(self, epoch_pass: tuple[int, int], batch: int) -> FileSchedule:
+        """A schedule of the pass that reaches position ``batch``: the one held, else a window's from ``batch``
+        when the pass is scheduled a window at a time and a fetch-ahead thread will build the whole one
+        (``_fetch_ahead``), else the whole pass's."""
+        with self._wake:
+            held = self._schedule
+            if held is not None and held[0] == epoch_pass and (not held[2] or batch < held[1].count):
+                return held[1]
+            if not (self.windowed and self.ahead):
+                return self.schedule(epoch_pass)
+            window = self._window_of(epoch_pass, batch)
+            self._schedule = (epoch_pass, window, True)
+            return window
+
+    def _window_of(self, epoch_pass: tuple[int, int], batch: int, count: int | None = None) -> FileSchedule:
+        """The schedule of positions ``batch`` to ``batch + count - 1`` of the pass (``WINDOW_POSITIONS``, or more
+        where the fetch-ahead reaches farther), in place."""
+        count = count or max(WINDOW_POSITIONS, 4 * (self.ahead + 1) * self.builders)
+        windows = [_PlanWindow(plan, batch, count) for plan in self._plans(epoch_pass)]
+        return self.schedule_of(self.packs, windows, self.units).shifted(batch)
 
     def check(self, epoch_pass: tuple[int, int], together: int = 1, shard_window: int | None = None,
               builders: int = 1) -> None:
@@ -440,6 +489,10 @@ class PlanFeed:
         if not self.active:
             return
         self.builders = max(1, builders)
+        if self.windowed:  # every entry a segment: one batch at a time, and a bound that fits needs no schedule
+            bound = self.bound_of(self.packs, self._plans(epoch_pass), self.units)
+            if all(cache.limit is None or bound <= cache.limit for cache in self.caches):
+                return
         schedule = self.schedule(epoch_pass)
         if schedule.ranged:
             together = 1
@@ -475,7 +528,7 @@ class PlanFeed:
         error reaches the training loop as itself: ``loader.torch.WorkerFailure``)."""
         if not self.active:
             return
-        self._prefetch_from(self.schedule(epoch_pass), batch)
+        self._prefetch_from(self._schedule_at(epoch_pass, batch), batch)
 
     def _prefetch_from(self, schedule: "FileSchedule", batch: int) -> None:
         """``prefetch`` of position ``batch`` of ``schedule``."""
@@ -493,30 +546,32 @@ class PlanFeed:
             pass
 
     def start_pass(self, epoch_pass: tuple[int, int], batch: int) -> None:
-        """``schedule(epoch_pass)`` built here while batch position ``batch``'s files are fetched (``prefetch``) in
-        a thread: that batch's files come from a schedule of it alone (the same names: positions are independent),
+        """The pass's schedule built here while batch position ``batch``'s files are fetched (``prefetch``) in a
+        thread: that batch's files come from a schedule of it alone (the same names: positions are independent),
         so the store's transfer runs during the pass's schedule (tenths of a second per million items) instead of
-        after it.  Both have ended when it returns: no fetch is in flight when the workers fork (a child inheriting
+        after it.  A pass scheduled a window at a time (``windowed``) gets the window's schedule only, its first
+        batch fetched from it; each builder's fetch-ahead thread builds the whole pass's after the window's
+        fetches.  Both have ended when it returns: no fetch is in flight when the workers fork (a child inheriting
         a held entry lock would keep it held).  An error other than the fetch's own (``prefetch``) is raised."""
         if not self.active:
             return
-        if self._schedule is not None and self._schedule[0] == epoch_pass:
-            self._prefetch_from(self._schedule[1], batch)
+        held = self._schedule
+        if (held is not None and held[0] == epoch_pass) or (self.windowed and self.ahead):
+            self.prefetch(epoch_pass, batch)
             return
-        plans = [self.plan_of(epoch_pass, r) for r in local_ranks(self.rank, self.world_size)]
-        first = self.schedule_of(self.packs, [_OneBatch(plan, batch) for plan in plans], self.units)
+        first = self._window_of(epoch_pass, batch, 1)
         failed: list[BaseException] = []
 
         def fetch() -> None:
             try:
-                self._prefetch_from(first, 0)
+                self._prefetch_from(first, batch)
             except BaseException as err:  # noqa: BLE001 - raised in the caller's thread below
                 failed.append(err)
 
         thread = threading.Thread(target=fetch, name="speechpack-first-batch", daemon=True)
         thread.start()
         try:
-            self._schedule = (epoch_pass, self.schedule_of(self.packs, plans, self.units))
+            self.schedule(epoch_pass)
         finally:
             thread.join()
         if failed:
@@ -527,7 +582,7 @@ class PlanFeed:
         ``stop`` is None): move the position and wake the fetch-ahead."""
         if not self.active:
             return
-        schedule = self.schedule(epoch_pass)
+        schedule = self._schedule_at(epoch_pass, batch)
         with self._wake:
             self._position, self._current = batch, schedule
             self._building = max(1, (stop if stop is not None else batch + 1) - batch)
@@ -636,6 +691,21 @@ class PlanFeed:
                 last = min(last, refused - 1)
         return last
 
+    def _complete(self, epoch_pass: tuple[int, int], window: FileSchedule, fetched: tuple) -> tuple:
+        """Build the whole schedule of the pass whose window's schedule (``window``) this process holds, outside
+        the lock (the batches go on meanwhile), and put it in the window's place, where the position still is in
+        that pass; ``fetched`` (the fetch-ahead's progress) carries over to it."""
+        whole = self.schedule_of(self.packs, self._plans(epoch_pass), self.units)
+        with self._wake:
+            held = self._schedule
+            if held is not None and held[0] == epoch_pass and held[2]:
+                self._schedule = (epoch_pass, whole, False)
+                if self._current is held[1] or self._current is window:
+                    self._current = whole
+            if fetched[0] is window and self._current is whole:
+                fetched = (whole, fetched[1])
+        return fetched
+
     def _fetch_ahead(self) -> None:
         """Fetch the files of the next ``ahead`` batches in plan order as the position moves, each batch's files
         together; a file that does not fit now is left to the batch that needs it (the thread never waits for
@@ -643,6 +713,7 @@ class PlanFeed:
         segments at a time (``_fetch_ranged``)."""
         fetched: tuple[FileSchedule | None, int] = (None, -1)
         while True:
+            complete = None  # the pass whose window's schedule to complete where the thread would wait
             with self._wake:
                 while True:
                     schedule, start = self._current, self._position
@@ -653,9 +724,12 @@ class PlanFeed:
                         target = min(start + self.ahead, schedule.count - 1)
                     if last < target:
                         break
+                    complete = self._window_pass(schedule)
+                    if complete is not None:
+                        break
                     self._wake.wait()
-            if schedule.ranged:
-                try:
+            try:
+                if complete is None and schedule.ranged:
                     # a round: enough positions for ``fetches`` requests twice over (the pool kept busy), then
                     # the position is read again
                     b, entries = max(start, last + 1), 0
@@ -666,29 +740,40 @@ class PlanFeed:
                     # evicting nothing the node's builders fetched ahead: this window's end and the other
                     # builders' reach beyond it (``_lag``: one message each)
                     done = self._fetch_ranged(schedule, b, stop - 1, target + self._lag())
-                except BaseException as err:  # noqa: BLE001 - the batch that needs the segment fetches and raises
-                    self.error = err
-                    return
-                fetched = (schedule, done)
-                if done < stop - 1:
-                    with self._wake:  # no room now: wait for the position to move before trying again
-                        if self._position == start and self._current is schedule:
-                            self._wake.wait()
-                continue
-            for b in range(max(start, last + 1), target + 1):
-                try:
-                    self._fetch_batch(schedule, b)
-                except CacheFullError:
-                    target = b - 1
-                    break
-                except BaseException as err:  # noqa: BLE001 - the batch that needs the file fetches and raises
-                    self.error = err
-                    return
-            fetched = (schedule, target)
-            if target < start + self.ahead and target < schedule.count - 1:
-                with self._wake:  # no room now: wait for the position to move before trying again
-                    if self._position == start and self._current is schedule:
-                        self._wake.wait()
+                    fetched = (schedule, done)
+                    if done < stop - 1:
+                        complete = self._pause(schedule, start)
+                elif complete is None:
+                    for b in range(max(start, last + 1), target + 1):
+                        try:
+                            self._fetch_batch(schedule, b)
+                        except CacheFullError:
+                            target = b - 1
+                            break
+                    fetched = (schedule, target)
+                    if target < start + self.ahead and target < schedule.count - 1:
+                        complete = self._pause(schedule, start)
+                if complete is not None:
+                    fetched = self._complete(complete, schedule, fetched)
+            except BaseException as err:  # noqa: BLE001 - the batch that needs the entry fetches it and raises
+                self.error = err
+                return
 
+    def _window_pass(self, schedule: FileSchedule) -> tuple[int, int] | None:
+        """The pass whose window's schedule ``schedule`` is (``windowed``: the thread builds the whole one when it
+        has nothing to fetch), else None.  Called holding ``_wake``."""
+        held = self._schedule
+        return held[0] if held is not None and held[2] and held[1] is schedule else None
+
+    def _pause(self, schedule: FileSchedule, start: int) -> tuple[int, int] | None:
+        """No room now: wait for the position to move before trying again; where a window's schedule is held,
+        return its pass instead, to complete it meanwhile."""
+        with self._wake:
+            if self._position == start and self._current is schedule:
+                complete = self._window_pass(schedule)
+                if complete is None:
+                    self._wake.wait()
+                return complete
+        return None
 
 __all__ = ["CacheSimulation", "FileSchedule", "LOCAL_WORLD_ENV", "PlanFeed", "local_ranks", "once_limit", "simulate"]

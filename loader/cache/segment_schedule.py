@@ -46,8 +46,9 @@ def _stream_segments(pack, stream: str, source: SegmentSource, used: np.ndarray)
     starts = np.zeros(len(used), dtype=np.int64)
     sizes = np.zeros(len(used), dtype=np.int64)
     local = layouts.local[stream][used]
-    bounds = np.flatnonzero(np.concatenate([[True], shard[1:] != shard[:-1], [True]]))  # used is in storage order
-    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+    # used is in storage order: one run per shard (none when no segment is used: a window that reads none here)
+    bounds = np.flatnonzero(np.concatenate([[True], shard[1:] != shard[:-1], [True]])) if len(used) else []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
         layout = ranges.layout(pack, int(shard[lo]), stream)
         starts[lo:hi], sizes[lo:hi] = layout.start[local[lo:hi]], layout.size[local[lo:hi]]
     file = pack.manifest.stream(stream).file
@@ -114,4 +115,47 @@ def segment_schedule(packs: list, plans: list, units: tuple[np.ndarray, np.ndarr
     return schedule
 
 
-__all__ = ["SegmentSource", "segment_schedule"]
+def segment_bound(packs: list, plans: list, units: tuple[np.ndarray, np.ndarray]) -> int | None:
+    """An upper bound of the bytes any batch position of ``plans`` reads from the node cache, where every entry
+    of these packs' schedule is a segment (None where some is a whole file: a pack without block digests, a data
+    stream's file, which only the schedule itself counts once per position): the most rows one position holds
+    (every local rank's batch at it) times the most bytes one sample's segments take.  What
+    ``FileSchedule.batch_bytes(1)`` of the schedule is at most, from a few passes over the plans and the columns in
+    storage order, without the schedule (``PlanFeed.check``: a batch's samples lie anywhere in the columns, and
+    gathering a million of them costs most of what the schedule does)."""
+    largest = 0
+    for pack in packs:
+        files = pack.files
+        if not isinstance(files, CachedPackFiles) or files.read_through:
+            continue  # a local pack, or one read through: nothing of it is scheduled
+        ranges = files.range_reads
+        if ranges is None or not all(ranges.reads(spec.name) for spec in pack.manifest.streams):
+            return None
+        with ranges._layout_lock:  # shared with the fetch-ahead thread
+            layouts = ranges.layouts(pack)
+            largest = max(largest, sum(_largest_sample(pack.streams[spec.name], layouts.sizes(spec.name))
+                                       for spec in pack.manifest.streams))
+    rows = 0
+    for plan in plans:
+        if not len(plan):
+            continue
+        if plan.offsets is None:
+            rows += int(np.asarray(plan.items).reshape(len(plan), -1).shape[1])
+        else:
+            rows += int(np.diff(np.asarray(plan.offsets, dtype=np.int64)).max())
+    return rows * largest
+
+
+def _largest_sample(table, sizes: np.ndarray) -> int:
+    """The most bytes one sample's segments of ``table`` take (``sizes``: every segment's)."""
+    count = np.asarray(table.count, dtype=np.int64)
+    if not len(count):
+        return 0
+    if np.all(count == 1):
+        return int(sizes.max(initial=0))
+    total = np.concatenate([np.zeros(1, np.int64), np.cumsum(sizes)])
+    first = np.asarray(table.first, dtype=np.int64)
+    return int((total[first + count] - total[first]).max())
+
+
+__all__ = ["SegmentSource", "segment_bound", "segment_schedule"]

@@ -7,6 +7,7 @@ named.
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from pathlib import Path
@@ -19,7 +20,7 @@ from factories.s3 import SECRET, publish, stream_bytes
 from factories.wesep_lists import Mix, Source
 from factories.store_training import config, finish, local_batches, plain, start_rank
 from speechpack.loader import build_loader
-from speechpack.loader.cache import NodeCache
+from speechpack.loader.cache import CacheFullError, NodeCache
 from speechpack.loader.cache.cached_files import CacheIntegrityError
 from speechpack.loader.pack import ObjectStorePackFiles, open_pack
 from speechpack.packer.adapters.wesep import build_wesep
@@ -101,6 +102,59 @@ def test_a_later_epoch_from_the_store_is_scheduled_by_segments_as_the_first_is(s
     manifest = open_pack(digest_pack).manifest
     whole = sum(f.size for f in manifest.columns.values()) + sum(s.files["digests.npy"].size for s in manifest.shards)
     assert feed.caches[0].fetched_bytes <= 1.05 * audio_bytes(digest_pack) + whole
+
+
+def test_a_pack_read_by_ranges_starts_from_a_window_of_its_schedule_and_each_worker_completes_it(
+        s3_store, digest_pack, tmp_path, monkeypatch):
+    """Every entry a segment: the start-up check needs no schedule (its bound fits the limit), the training process
+    schedules only a window of the pass (its first batch fetched from it before the workers fork), and each worker's
+    fetch-ahead thread builds the whole pass's schedule; the batches are the local copy's.  A limit the bound does
+    not fit is checked against the schedule: one batch less a byte is refused, one batch exactly starts."""
+    import threading
+
+    from speechpack.loader import torch as loader_torch
+    from speechpack.loader.cache.schedule import _PlanWindow
+
+    url = publish(digest_pack, "ranges/window/train")
+    builds = tmp_path / "builds.txt"
+    of = loader_torch.segment_schedule
+
+    def recorded(packs, plans, units):
+        kind = "window" if plans and isinstance(plans[0], _PlanWindow) else "pass"
+        with open(builds, "a") as fp:
+            fp.write(f"{os.getpid()} {threading.current_thread().name} {kind}\n")
+        return of(packs, plans, units)
+
+    monkeypatch.setattr(loader_torch, "segment_schedule", recorded)
+    limit = stream_bytes(digest_pack) // 4
+    loader = build_loader(config(url, {"dir": str(tmp_path / "cache"), "limit": limit}), "train", seed=3,
+                          num_workers=2, batches_per_message=1)
+    assert loader.dataset.feed.windowed
+    assert not builds.exists(), "the start-up check built a schedule"
+    batches = [plain(b) for b in loader]
+    assert_batches_equal(batches, local_batches(digest_pack))
+    deadline = time.monotonic() + 30  # the workers' threads build it once the window's batches are fetched, which
+    while True:  # may be after this short epoch ended (the workers persist)
+        rows = [line.split() for line in builds.read_text().splitlines()]
+        workers = {(pid, thread) for pid, thread, kind in rows if pid != str(os.getpid()) and kind == "pass"}
+        if len({pid for pid, _ in workers}) == 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    here = [kind for pid, _thread, kind in rows if pid == str(os.getpid())]
+    assert here == ["window"], "the training process scheduled more than the window of its first batch"
+    assert len({pid for pid, _ in workers}) == 2 and {thread for _, thread in workers} == {"speechpack-cache-ahead"}
+    assert 0 < NodeCache(str(tmp_path / "cache")).usage() <= limit
+
+    feed = loader.dataset.feed
+    whole = of(feed.packs, [feed.plan_of((0, 0), 0)], feed.units)
+    need = whole.batch_bytes(1)
+    assert need < feed.bound_of(feed.packs, [feed.plan_of((0, 0), 0)], feed.units) < limit
+    builds.unlink()
+    with pytest.raises(CacheFullError, match="smaller than one batch needs"):  # over the bound: the exact check
+        build_loader(config(url, {"dir": str(tmp_path / "small"), "limit": need - 1}), "train", seed=3)
+    assert "pass" in builds.read_text(), "a bound over the limit was not checked against the schedule"
+    tight = build_loader(config(url, {"dir": str(tmp_path / "tight"), "limit": need}), "train", seed=3)
+    assert_batches_equal([plain(b) for b in tight], local_batches(digest_pack))
 
 
 def test_a_flac_pack_at_a_quarter_cache_deals_its_local_batches_reading_blocks_verified(s3_store, flac_pack,
@@ -396,11 +450,14 @@ def test_the_segment_schedule_is_the_per_row_loop_and_finds_its_entries_by_name(
     uses by name are those of the per-row loop, and a pack given twice (one version of its files) is one entry per
     segment.  One pack alone takes the schedule's short paths (no merge of packs; an epoch reading each segment
     once places its uses rather than sorting them; a pack of one audio stream, the sources pack, keeps its rows'
-    order without a sort by position), with the same answers."""
+    order without a sort by position), with the same answers.  The start-up check's bound (``segment_bound``) is
+    at least the schedule's one-batch bytes, and a window's schedule (``PlanFeed.windowed``) is the whole one's
+    within the window."""
     digest_pack = request.getfixturevalue(which)
     from speechpack.loader.cache.cached_files import open_cached_pack
     from speechpack.loader.cache.schedule import FileSchedule, simulate
-    from speechpack.loader.cache.segment_schedule import segment_schedule
+    from speechpack.loader.cache.schedule import _PlanWindow
+    from speechpack.loader.cache.segment_schedule import segment_bound, segment_schedule
     from speechpack.loader.plan.static_plan import EpochPlan, make_epoch_plan
 
     url = publish(digest_pack, f"ranges/vectorised/{which}")
@@ -448,6 +505,17 @@ def test_the_segment_schedule_is_the_per_row_loop_and_finds_its_entries_by_name(
             assert (ours.distinct, ours.once_limit, ours.accesses) == (theirs.distinct, theirs.once_limit,
                                                                        theirs.accesses)
         assert simulate(got, None).fetched == simulate(again, None).fetched == simulate(got, None).distinct
+        bound = segment_bound(chosen_packs, chosen, chosen_units)  # the start-up check's, without a schedule
+        assert bound >= got.batch_bytes(1)
+        windows = [(first, length) for first, length in ((0, 1), (2, 3), (len(got) - 1, 5)) if 0 <= first < len(got)]
+        for first, length in windows:  # a window's schedule, in place
+            window = segment_schedule(chosen_packs, [_PlanWindow(p, first, length) for p in chosen],
+                                      chosen_units).shifted(first)
+            reach = min(first + length, len(got))
+            assert window.count == reach and window.ranged == any(expected[first:reach])
+            assert [window.batch(b) for b in range(window.count)] == [[]] * first + expected[first:reach]
+            for name in window.uses:
+                assert window.uses[name].tolist() == [b for b in got.uses[name].tolist() if first <= b < reach]
         if expected and expected[0]:
             name = expected[0][0]
             for wrong in (name[:-1] + "x", name.replace("-", "+"), name[:31] + "-1", "0" * 64 + "-5", name + "0"):
