@@ -140,11 +140,14 @@ PHASES = (
     ("speechpack.loader.cache.cached_files:CachedPackFiles", "read_manifest",
      "dataset.json (the client's session) and the columns fetched"),
     ("speechpack.loader.cache.cached_files", "fetch_verified", "  fetch {0}"),
+    ("speechpack.loader.cache.cached_files", "fetch_inflated", "  fetch and inflate {0}"),
     ("speechpack.loader.pack.reader", "read_columns", "columns handed to the reader"),
     ("speechpack.loader.pack.reader:Pack", "__init__", "Pack: segment tables split, column values checked"),
     ("speechpack.loader.torch", "prepare", "the task's items (prepare)"),
-    ("speechpack.loader.cache.schedule:PlanFeed", "check", "cache check: the schedule of epoch 0"),
-    ("speechpack.loader.cache.schedule:PlanFeed", "start_pass", "the pass's schedule, its first batch fetched"),
+    ("speechpack.loader.cache.schedule:PlanFeed", "check",
+     "cache check: a bound of one batch (segments), else the schedule of epoch 0"),
+    ("speechpack.loader.cache.schedule:PlanFeed", "start_pass",
+     "the pass's schedule (a window's, read by ranges), its first batch fetched"),
     ("speechpack.loader.cache.schedule:PlanFeed", "prefetch", "the first batch's files fetched"),
 )
 

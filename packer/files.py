@@ -77,7 +77,11 @@ def save_npy(path: str, array: np.ndarray) -> FileEntry:
     """``np.save`` to ``path`` (fsynced), returning its size and hash computed from the bytes written."""
     buffer = io.BytesIO()
     np.save(buffer, array, allow_pickle=False)
-    data = buffer.getvalue()
+    return save_bytes(path, buffer.getvalue())
+
+
+def save_bytes(path: str, data: bytes) -> FileEntry:
+    """``data`` written to ``path`` (fsynced), returning its size and hash."""
     with open(path, "wb") as fp:
         fp.write(data)
         fp.flush()

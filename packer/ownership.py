@@ -57,6 +57,7 @@ from speechpack.schemas.constants import (
     stream_file_name,
 )
 from speechpack.schemas.cues import CUES_DIR
+from speechpack.schemas.deflated_columns import DEFLATED_SUFFIX
 from speechpack.schemas.documents import parse_json
 from speechpack.schemas.errors import PackFormatError, SpeechpackError
 from speechpack.schemas.format import Manifest
@@ -145,8 +146,9 @@ def _plan_owner(plan: PlanOwnership, plan_file: str, receipts_dir: str) -> Calla
             return True
         if top == receipts_dir:
             return len(parts) == 1 or (len(parts) == 2 and receipt.fullmatch(parts[1]) is not None)
-        if bare == COLUMNS_DIR:
-            return len(parts) == 1 or (len(parts) == 2 and parts[1].endswith(".npy"))
+        if bare == COLUMNS_DIR:  # the columns, and with digests their deflated copies (format 1.5)
+            return len(parts) == 1 or (len(parts) == 2 and (parts[1].endswith(".npy") or (
+                plan.digests and parts[1].endswith(".npy" + DEFLATED_SUFFIX))))
         if bare == CUES_DIR:
             return plan.cues
         match = _SHARD_NAME.fullmatch(bare)

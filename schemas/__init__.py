@@ -1,8 +1,8 @@
 """The contracts of speechpack: what a writer and a reader must agree on, once.
 
 The pack format (``format``: its docstring is the specification; the manifest file ``manifest_file``; the
-columnar index and its checks ``columns``; ``.npy`` headers ``npyfile``; per-piece digests ``digests``, format
-1.4), one row per pack kind (``kinds``)
+columnar index and its checks ``columns``, and its deflated copies for stores ``deflated_columns``, format 1.5;
+``.npy`` headers ``npyfile``; per-piece digests ``digests``, format 1.4), one row per pack kind (``kinds``)
 and per cue representation (``cue_banks``; ``cues`` is the ``cues.yaml`` contract), names and values
 (``constants``, ``units``: conversions and every option's range, ``names``: what a pack may name, ``timebase``:
 ASD's 25 Hz frames), input manifests (``wesep_list``), a refused input line (``line_problems``: one type for every

@@ -27,6 +27,8 @@ MINOR_TRACKS = 3
 #: The minor version that introduced codec streams (``flac``, ``opus``: audio in independently decodable blocks)
 #: and per-piece digests (``digests.npy``).
 MINOR_BLOCKS = 4
+#: The minor version that introduced deflated copies of the column files (``columns/<name>.zlib``).
+MINOR_DEFLATED_COLUMNS = 5
 
 #: The commit record of a pack; a directory without it is not a pack.
 MANIFEST_NAME = "dataset.json"

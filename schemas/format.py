@@ -53,6 +53,9 @@ A JSON object with exactly these keys, plus the optional ones after them:
                    packed file's relative path and size, one per line), and a simulated RIR bank has the path
                    ``"<simulate N>"`` and hashes its simulation options (``options.simulate``).
 ``columns``        ``{"directory": "columns", "files": {name: {"size", "sha256"}}}``: the columnar index (below).
+                   Since 1.5 it MAY also hold ``"deflated": {name: {"size", "sha256"}}``: ``columns/<name>.zlib``,
+                   a zlib stream of column ``name`` (one of ``files``), for readers that fetch the columns from a
+                   store (``schemas/deflated_columns.py``); a pack with digests has one for every column.
 ``skipped``        ``{"count": n}`` plus ``"file": {"name": "skipped.json", "size", "sha256"}`` when ``n > 0``.
 
 and, since 1.1, optionally:
@@ -77,7 +80,7 @@ and, in ``asr`` packs (1.3), required there and absent elsewhere:
 A writer records the lowest minor version that describes the pack (as numpy's ``.npy`` writer picks format 1.0
 unless the array needs 2.0): a ``tse`` or ``sources`` pack without cues is 1.0, so its bytes do not change; with
 cues it is 1.1; a ``noise`` or ``rir`` pack is 1.2; an ``asd`` or ``asr`` pack is 1.3; a pack with a codec stream
-or with digests is 1.4 (``lowest_minor``).
+or with digests is 1.4, and with deflated columns (every pack built with digests since) 1.5 (``lowest_minor``).
 
 Keys are sorted and the JSON is indented by one space, so equal packs have byte-identical manifests.
 
@@ -223,6 +226,8 @@ Version history
      enrollment audio in waveform cue banks (``meta.json`` ``codec``, ``blocks.npy``, ``digests.npy``).  A 1.3 reader,
      which requires the exact catalogue keys, the exact shard file set and the ``<i2`` dtype of audio streams,
      refuses such a pack.
+1.5  deflated copies of the column files (``columns.deflated``, ``columns/<name>.zlib``), written with digests.  A
+     1.4 reader, which requires the exact keys of ``columns``, refuses such a pack.
 """
 
 from __future__ import annotations
@@ -247,6 +252,7 @@ from speechpack.schemas.constants import (  # noqa: F401  (MINOR_*: the version 
     MINOR_BANKS,
     MINOR_BLOCKS,
     MINOR_CUES,
+    MINOR_DEFLATED_COLUMNS,
     MINOR_TRACKS,
     SHARD_INDEX_NAME,
     SKIPPED_NAME,
@@ -256,16 +262,17 @@ from speechpack.schemas.constants import (  # noqa: F401  (MINOR_*: the version 
     shard_dir_name,
     stream_file_name,
 )
+from speechpack.schemas.deflated_columns import deflated_name
 from speechpack.schemas.errors import PackFormatError
 from speechpack.schemas.kinds import ATTRIBUTES_BY_KIND, EXTRA_MANIFEST_KEYS, KIND_SPECS, STREAMS_BY_KIND, column_files
 from speechpack.schemas.names import check_component, check_relative_path, check_shard_directory
 
 
-def lowest_minor(kind: str, has_cues: bool, has_blocks: bool = False) -> int:
+def lowest_minor(kind: str, has_cues: bool, has_blocks: bool = False, has_deflated: bool = False) -> int:
     """The lowest minor version that describes a pack of ``kind`` (with or without cues; ``has_blocks``: a stream
-    has a codec or the pack has digests, format 1.4)."""
+    has a codec or the pack has digests, format 1.4; ``has_deflated``: deflated copies of the columns, 1.5)."""
     return max(FORMAT_MINOR, MINOR_CUES if has_cues else FORMAT_MINOR, KIND_SPECS[kind].since_minor,
-               MINOR_BLOCKS if has_blocks else FORMAT_MINOR)
+               MINOR_BLOCKS if has_blocks else FORMAT_MINOR, MINOR_DEFLATED_COLUMNS if has_deflated else FORMAT_MINOR)
 
 
 def _require(obj: Any, keys: set[str], where: str, optional: set[str] = frozenset()) -> None:
@@ -441,6 +448,8 @@ class Manifest:
     char_counts: dict[str, int] | None = None
     #: ``"blake2b-128"`` when every shard has ``digests.npy`` (format 1.4; always with a codec stream), else None.
     digests: str | None = None
+    #: Deflated copies of columns (format 1.5), by the column's name: ``columns/<name>.zlib``; empty without.
+    deflated_columns: dict[str, FileEntry] = field(default_factory=dict)
 
     _KEYS = frozenset(
         {"format", "format_version", "format_minor", "kind", "sample_rate", "streams", "shards", "totals",
@@ -480,6 +489,7 @@ class Manifest:
         cache fetches by)."""
         entries = {f"{shard.directory}/{name}": entry for shard in self.shards for name, entry in shard.files.items()}
         entries.update({f"{COLUMNS_DIR}/{name}": entry for name, entry in self.columns.items()})
+        entries.update({f"{COLUMNS_DIR}/{deflated_name(name)}": entry for name, entry in self.deflated_columns.items()})
         entries.update({f"{CUES_DIR}/{name}": entry for name, entry in self.cues.items()})
         skipped = self.skipped.get("file")
         if skipped is not None:
@@ -499,7 +509,9 @@ class Manifest:
             "totals": dict(self.totals),
             "provenance": self.provenance,
             "columns": {"directory": COLUMNS_DIR,
-                        "files": {name: entry.to_dict() for name, entry in sorted(self.columns.items())}},
+                        "files": {name: entry.to_dict() for name, entry in sorted(self.columns.items())},
+                        **({"deflated": {name: entry.to_dict() for name, entry in sorted(self.deflated_columns.items())}}
+                           if self.deflated_columns else {})},
             "skipped": dict(self.skipped),
         }
         if self.cues:
@@ -560,7 +572,7 @@ class Manifest:
         provenance = _typed(obj, "provenance", dict, where)
         _require(provenance, set(cls._PROVENANCE), f"{where}.provenance")
         columns = _typed(obj, "columns", dict, where)
-        _require(columns, {"directory", "files"}, f"{where}.columns")
+        _require(columns, {"directory", "files"}, f"{where}.columns", optional={"deflated"})
         if columns["directory"] != COLUMNS_DIR:
             raise PackFormatError(f"{where}.columns.directory: expected {COLUMNS_DIR!r}, got {columns['directory']!r}")
         column_entries = {name: FileEntry.from_dict(entry, f"{where}.columns.files[{name!r}]")
@@ -569,6 +581,12 @@ class Manifest:
         if set(column_entries) != set(expected_columns):
             raise PackFormatError(f"{where}.columns.files: expected {sorted(expected_columns)}, "
                                   f"got {sorted(column_entries)}")
+        deflated = {name: FileEntry.from_dict(entry, f"{where}.columns.deflated[{name!r}]")
+                    for name, entry in _typed(columns, "deflated", dict, f"{where}.columns").items()} \
+            if "deflated" in columns else {}
+        if not set(deflated) <= set(column_entries):
+            raise PackFormatError(f"{where}.columns.deflated: {sorted(set(deflated) - set(column_entries))} are not "
+                                  f"columns (columns: {sorted(column_entries)})")
         skipped = _typed(obj, "skipped", dict, where)
         _check_skipped(skipped, f"{where}.skipped")
         if sum(shard.samples for shard in shards) != totals["samples"]:
@@ -589,6 +607,7 @@ class Manifest:
             format_version=obj["format_version"],
             format_minor=_typed(obj, "format_minor", int, where),
             digests=digests,
+            deflated_columns=deflated,
             **{key: parse(obj, where) for key, parse in _EXTRA_KEY_PARSERS.items() if key in extra_keys},
         )
 

@@ -31,7 +31,7 @@ from speechpack.packer.build.encoding import PCM16, EncodedAudio, Encoding
 from speechpack.packer.build.state import checkpoint
 from speechpack.packer.build.plan import PackedSample, SamplePlan
 from speechpack.packer.build.streams import NpyStream, run_together
-from speechpack.packer.files import fresh_temp_dir, fsync_dir, hash_file, save_npy, write_json_atomic
+from speechpack.packer.files import fresh_temp_dir, fsync_dir, hash_file, save_bytes, save_npy, write_json_atomic
 from speechpack.schemas.constants import (
     COLUMNS_DIR,
     COMPRESSED_DTYPE,
@@ -46,6 +46,7 @@ from speechpack.schemas.constants import (
     stream_file_name,
 )
 from speechpack.schemas.columns import ColumnBuilder
+from speechpack.schemas.deflated_columns import deflate, deflated_name
 from speechpack.schemas.digests import digests_array, piece_digest
 from speechpack.schemas.errors import InternalError
 from speechpack.schemas.format import FileEntry, Manifest, ShardEntry, lowest_minor
@@ -61,16 +62,29 @@ def dump_shard_index(shard: str, records: list[dict], fp) -> None:
     fp.write("\n]}\n")
 
 
-def write_columns(pack_dir: str, columns: ColumnBuilder) -> dict[str, FileEntry]:
-    """Write ``columns/`` under a temporary name, then rename it into place."""
+def write_columns(pack_dir: str, columns: ColumnBuilder, deflated: bool = False
+                  ) -> tuple[dict[str, FileEntry], dict[str, FileEntry]]:
+    """Write ``columns/`` under a temporary name, then rename it into place; with ``deflated``, each column's
+    deflated copy too (format 1.5, ``schemas.deflated_columns``).  Returns the columns' entries and the copies'."""
     temp, final = fresh_temp_dir(pack_dir, COLUMNS_DIR)
     arrays = columns.arrays()
     # each file fsynced before the rename; the fsyncs overlap (packer.build.streams.run_together)
     saved = run_together([functools.partial(save_npy, os.path.join(temp, name), array)
                           for name, array in arrays.items()])
     entries = dict(zip(arrays, saved))
+    copies = {}
+    if deflated:  # zlib releases the GIL: the columns deflate side by side
+        saved = run_together([functools.partial(_save_deflated, os.path.join(temp, name)) for name in arrays])
+        copies = dict(zip(arrays, saved))
     os.replace(temp, final)
-    return entries
+    return entries, copies
+
+
+def _save_deflated(column_path: str) -> FileEntry:
+    with open(column_path, "rb") as fp:
+        data = fp.read()
+    directory, name = os.path.split(column_path)
+    return save_bytes(os.path.join(directory, deflated_name(name)), deflate(data))
 
 
 class ShardWriter:
@@ -242,7 +256,8 @@ def commit_pack(pack_dir: str, totals: PackTotals, provenance: dict, skipped: li
         skipped_path = os.path.join(pack_dir, SKIPPED_NAME)
         write_json_atomic(skipped_path, {"skipped": skipped})
         skipped_entry["file"] = {"name": SKIPPED_NAME, **hash_file(skipped_path).to_dict()}
-    columns = write_columns(pack_dir, totals.columns)
+    # a pack with digests is the format for stores, whose readers fetch the columns: they get the deflated copies
+    columns, deflated = write_columns(pack_dir, totals.columns, deflated=totals.encoding.digests)
     manifest = Manifest(
         kind=totals.kind,
         sample_rate=totals.sample_rate,
@@ -253,8 +268,10 @@ def commit_pack(pack_dir: str, totals: PackTotals, provenance: dict, skipped: li
         columns=columns,
         skipped=skipped_entry,
         cues=dict(cues or {}),
-        format_minor=lowest_minor(totals.kind, bool(cues), totals.encoding.compressed or totals.encoding.digests),
+        format_minor=lowest_minor(totals.kind, bool(cues), totals.encoding.compressed or totals.encoding.digests,
+                                  bool(deflated)),
         digests=totals.encoding.digest_algorithm,
+        deflated_columns=deflated,
         **totals.extra_totals(),
     )
     fsync_dir(pack_dir)

@@ -38,6 +38,7 @@ from speechpack.packer.validate.report import PackReport
 from speechpack.schemas.constants import COLUMNS_DIR, MANIFEST_NAME, SHARD_DIR_PREFIX, TEMP_PREFIX
 from speechpack.schemas.cue_banks import DATA_NAME, BankDirectory, BankSource, npy_header_of
 from speechpack.schemas.cues import CUES_DIR, CUES_YAML, CuesConfig
+from speechpack.schemas.deflated_columns import Inflater, deflated_name
 from speechpack.schemas.errors import NpyHeaderError
 from speechpack.schemas.format import FileEntry, Manifest, StreamSpec
 from speechpack.schemas.npyfile import NpyHeader, read_npy_header, read_npy_header_from
@@ -140,6 +141,16 @@ class CheckedFiles(ABC):
     def check_columns(self) -> bool:
         """The listed column files checked (and nobody else's there); False when there are none to compare."""
 
+    def check_deflated(self, name: str, data: bytes) -> None:
+        """Column ``name``'s deflated copy (format 1.5; ``data``, its bytes) inflates to exactly the column."""
+        column = self.manifest.columns[name]
+        inflater = Inflater(column.size, column.sha256)
+        inflater.feed(data)
+        if not inflater.finish():
+            self.report.error(self.where(f"{COLUMNS_DIR}/{deflated_name(name)}"),
+                              f"does not inflate to {COLUMNS_DIR}/{name} ({column.size} bytes, sha256 "
+                              f"{column.sha256}): a reader from a store would refuse the pack")
+
     @abstractmethod
     def load_column(self, rel: str):
         """A column's array (raises when it cannot be read; None: not fetched, the reason already reported)."""
@@ -203,10 +214,19 @@ class DirectoryFiles(CheckedFiles):
         if not os.path.isdir(directory):
             self.report.error(directory, "columns directory missing")
             return False
-        for name in sorted(set(os.listdir(directory)) - set(self.manifest.columns)):
+        copies = {deflated_name(name) for name in self.manifest.deflated_columns}
+        for name in sorted(set(os.listdir(directory)) - set(self.manifest.columns) - copies):
             self.report.error(os.path.join(directory, name), f"file not listed in {MANIFEST_NAME}")
         for name in sorted(self.manifest.columns):
             self.check(f"{COLUMNS_DIR}/{name}")
+        for name in sorted(self.manifest.deflated_columns):
+            rel = f"{COLUMNS_DIR}/{deflated_name(name)}"
+            self.check(rel)
+            try:
+                data = self.read(rel)
+            except OSError:
+                continue  # missing or unreadable: reported by ``check``
+            self.check_deflated(name, data)
         return True
 
     def load_column(self, rel: str):
@@ -299,6 +319,10 @@ class StoreFiles(CheckedFiles):
     def check_columns(self) -> bool:
         self._columns = {f"{COLUMNS_DIR}/{name}": self._fetch(f"{COLUMNS_DIR}/{name}")
                          for name in sorted(self.manifest.columns)}
+        for name in sorted(self.manifest.deflated_columns):
+            data = self._fetch(f"{COLUMNS_DIR}/{deflated_name(name)}")
+            if data is not None:
+                self.check_deflated(name, data)
         return True
 
     def load_column(self, rel: str):

@@ -24,7 +24,7 @@ from speechpack.cli import main
 from speechpack.media.codecs import decode_run
 from speechpack.packer.build.state import KILL_AT_ENV
 from speechpack.packer.validate.pack import validate_pack
-from speechpack.schemas.constants import MINOR_BLOCKS
+from speechpack.schemas.constants import MINOR_DEFLATED_COLUMNS
 
 REPO = str(factories.paths.REPO)
 SHARD_BYTES = "100000"  # six_line_corpus: two samples per shard, three shards
@@ -76,7 +76,7 @@ def test_flac_pack_decodes_to_the_pcm16_packs_int16_with_equal_statistics(six_li
     out = tmp_path / "flac"
     build(six_line_corpus.list_path, out, "--codec", "flac", "--block-seconds", "0.2")
     manifest = json.loads((out / "dataset.json").read_text())
-    assert manifest["format_minor"] == MINOR_BLOCKS and manifest["digests"] == "blake2b-128"
+    assert manifest["format_minor"] == MINOR_DEFLATED_COLUMNS and manifest["digests"] == "blake2b-128"
     assert v13_refusals(manifest) and not v13_refusals(json.loads((pcm16_pack / "dataset.json").read_text()))
     assert [s["codec"] for s in manifest["streams"]] == ["flac", "flac"]
     assert [s["block_frames"] for s in manifest["streams"]] == [3200, 3200]
@@ -164,7 +164,7 @@ def test_pcm16_with_digests_adds_digests_npy_and_keeps_every_stream_byte(six_lin
     out = tmp_path / "digests"
     build(six_line_corpus.list_path, out, "--digests")
     manifest = json.loads((out / "dataset.json").read_text())
-    assert manifest["format_minor"] == MINOR_BLOCKS and manifest["digests"] == "blake2b-128"
+    assert manifest["format_minor"] == MINOR_DEFLATED_COLUMNS and manifest["digests"] == "blake2b-128"
     assert "codec" not in manifest["streams"][0] and manifest["provenance"]["options"]["digests"] is True
     assert v13_refusals(manifest) == ["unknown key(s) ['digests']"] + [
         "shard files ['digests.npy', 'index.json', 'mix.npy', 'target.npy']"] * len(manifest["shards"])

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -276,11 +277,14 @@ def test_an_opus_convert_keeps_every_length_and_stays_close_to_the_source(source
         assert error < 0.5, (index, error)
 
 
-def test_an_older_pack_is_given_block_digests_and_its_stream_files_kept(source, tmp_path):
+def test_an_older_pack_is_given_block_digests_and_deflated_columns_and_its_stream_files_kept(source, tmp_path):
     out = tmp_path / "digests"
     convert(source, out, "--codec", "pcm16")  # --digests is the default
     manifest = json.loads((out / "dataset.json").read_text())
-    assert manifest["digests"] == "blake2b-128" and manifest["format_minor"] == 4
+    assert manifest["digests"] == "blake2b-128" and manifest["format_minor"] == 5
+    assert set(manifest["columns"]["deflated"]) == set(manifest["columns"]["files"])  # for readers from a store
+    for name in manifest["columns"]["files"]:
+        assert zlib.decompress((out / "columns" / f"{name}.zlib").read_bytes()) == (out / "columns" / name).read_bytes()
     for shard in manifest["shards"]:
         assert "digests.npy" in shard["files"]
         for name in ("mix.npy", "target.npy", "index.json"):

@@ -14,6 +14,7 @@ from factories import pack_files
 from factories.cue_corpus import cue
 from speechpack.cli import main
 from speechpack.loader.pack import open_pack
+from speechpack.schemas.constants import MINOR_DEFLATED_COLUMNS
 
 
 def cues(corpus) -> dict:
@@ -29,7 +30,7 @@ def test_compressed_cue_banks_are_byte_identical_whatever_the_workers(corpus, co
     assert {"cues/audio/blocks.npy", "cues/audio/digests.npy"} <= set(first)
     assert first == {rel: data for rel, data in pack_files(two).items() if rel.startswith("cues/")}
     manifest = json.loads((one / "dataset.json").read_text())
-    assert manifest["format_minor"] == 4
+    assert manifest["format_minor"] == MINOR_DEFLATED_COLUMNS  # a codec: digests, so deflated columns too
     options = manifest["provenance"]["options"]
     assert (options["codec"], options["block_frames"]) == (codec, 4800)
 
