@@ -549,15 +549,15 @@ class PlanFeed:
         """The pass's schedule built here while batch position ``batch``'s files are fetched (``prefetch``) in a
         thread: that batch's files come from a schedule of it alone (the same names: positions are independent),
         so the store's transfer runs during the pass's schedule (tenths of a second per million items) instead of
-        after it.  A pass scheduled a window at a time (``windowed``) gets the window's schedule only, its first
-        batch fetched from it; each builder's fetch-ahead thread builds the whole pass's after the window's
-        fetches.  Both have ended when it returns: no fetch is in flight when the workers fork (a child inheriting
+        after it.  A pass scheduled a window at a time (``windowed``) gets the window's schedule only (the fetch
+        then runs during the window's: hundredths of a second); each builder's fetch-ahead thread builds the whole
+        pass's after the window's fetches.  Both have ended when it returns: no fetch is in flight when the workers fork (a child inheriting
         a held entry lock would keep it held).  An error other than the fetch's own (``prefetch``) is raised."""
         if not self.active:
             return
         held = self._schedule
-        if (held is not None and held[0] == epoch_pass) or (self.windowed and self.ahead):
-            self.prefetch(epoch_pass, batch)
+        if held is not None and held[0] == epoch_pass and (not held[2] or batch < held[1].count):
+            self._prefetch_from(held[1], batch)
             return
         first = self._window_of(epoch_pass, batch, 1)
         failed: list[BaseException] = []
@@ -571,7 +571,7 @@ class PlanFeed:
         thread = threading.Thread(target=fetch, name="speechpack-first-batch", daemon=True)
         thread.start()
         try:
-            self.schedule(epoch_pass)
+            self._schedule_at(epoch_pass, batch)  # the pass's, or a window's
         finally:
             thread.join()
         if failed:

@@ -56,6 +56,10 @@ def _stream_segments(pack, stream: str, source: SegmentSource, used: np.ndarray)
     return SegmentGroup(source, stream, prefixes, shard, starts, sizes, local)
 
 
+#: A stream's segments are found by sorting the rows' when the rows are fewer than 1 in this many of them.
+_FEW = 16
+
+
 def segment_schedule(packs: list, plans: list, units: tuple[np.ndarray, np.ndarray]) -> FileSchedule:
     """``FileSchedule.of(packs, plans, units)`` with the audio segments of packs read by ranges as entries (each
     batch position's segments in the order its rows first reach them, after its whole files)."""
@@ -88,11 +92,14 @@ def segment_schedule(packs: list, plans: list, units: tuple[np.ndarray, np.ndarr
                 seg_at = at
             keep = _first_in_batch(seg_at, segment, len(table.shard))
             seg_at, segment = seg_at[keep], segment[keep]
-            reached = np.zeros(len(table.shard), dtype=bool)
-            reached[segment] = True
-            used = np.flatnonzero(reached)  # in storage order
-            groups.append(_stream_segments(pack, spec.name, source, used))
-            rows.append((seg_at, (np.cumsum(reached) - 1)[segment]))
+            if len(segment) * _FEW < len(table.shard):  # a window's few rows: a sort of them, not a pass over all
+                used, index = np.unique(segment, return_inverse=True)
+            else:
+                reached = np.zeros(len(table.shard), dtype=bool)
+                reached[segment] = True
+                used, index = np.flatnonzero(reached), (np.cumsum(reached) - 1)[segment]
+            groups.append(_stream_segments(pack, spec.name, source, used))  # used: in storage order
+            rows.append((seg_at, index.reshape(-1)))
     segments = SegmentEntries(groups)
     whole = files.entries.whole
     count = max((len(p) for p in plans), default=0)

@@ -7,6 +7,7 @@ named.
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import time
@@ -140,8 +141,8 @@ def test_a_pack_read_by_ranges_starts_from_a_window_of_its_schedule_and_each_wor
         if len({pid for pid, _ in workers}) == 2 or time.monotonic() > deadline:
             break
         time.sleep(0.1)
-    here = [kind for pid, _thread, kind in rows if pid == str(os.getpid())]
-    assert here == ["window"], "the training process scheduled more than the window of its first batch"
+    here = {kind for pid, _thread, kind in rows if pid == str(os.getpid())}
+    assert here == {"window"}, "the training process scheduled more than the window of its first batch"
     assert len({pid for pid, _ in workers}) == 2 and {thread for _, thread in workers} == {"speechpack-cache-ahead"}
     assert 0 < NodeCache(str(tmp_path / "cache")).usage() <= limit
 
@@ -445,7 +446,8 @@ def repeating_sources_pack(tmp_path, wesep_list, real_audio):
 
 
 @pytest.mark.parametrize("which", ["digest_pack", "sources_digest_pack", "repeating_sources_pack"])
-def test_the_segment_schedule_is_the_per_row_loop_and_finds_its_entries_by_name(s3_store, which, request, tmp_path):
+def test_the_segment_schedule_is_the_per_row_loop_and_finds_its_entries_by_name(s3_store, which, request, tmp_path,
+                                                                                 monkeypatch):
     """A million segments are scheduled in arrays and named only when asked for: the batches, sizes, sources and
     uses by name are those of the per-row loop, and a pack given twice (one version of its files) is one entry per
     segment.  One pack alone takes the schedule's short paths (no merge of packs; an epoch reading each segment
@@ -457,6 +459,7 @@ def test_the_segment_schedule_is_the_per_row_loop_and_finds_its_entries_by_name(
     from speechpack.loader.cache.cached_files import open_cached_pack
     from speechpack.loader.cache.schedule import FileSchedule, simulate
     from speechpack.loader.cache.schedule import _PlanWindow
+    from speechpack.loader.cache import segment_schedule as segment_schedule_module
     from speechpack.loader.cache.segment_schedule import segment_bound, segment_schedule
     from speechpack.loader.plan.static_plan import EpochPlan, make_epoch_plan
 
@@ -508,7 +511,8 @@ def test_the_segment_schedule_is_the_per_row_loop_and_finds_its_entries_by_name(
         bound = segment_bound(chosen_packs, chosen, chosen_units)  # the start-up check's, without a schedule
         assert bound >= got.batch_bytes(1)
         windows = [(first, length) for first, length in ((0, 1), (2, 3), (len(got) - 1, 5)) if 0 <= first < len(got)]
-        for first, length in windows:  # a window's schedule, in place
+        for (first, length), few in itertools.product(windows, (1, 10 ** 9)):  # a window's schedule, in place
+            monkeypatch.setattr(segment_schedule_module, "_FEW", few)  # its segments by a pass, then by a sort
             window = segment_schedule(chosen_packs, [_PlanWindow(p, first, length) for p in chosen],
                                       chosen_units).shifted(first)
             reach = min(first + length, len(got))
