@@ -19,6 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import factories  # noqa: F401  first: it pins the numeric kernels before numpy loads (factories.kernels)
 import numpy as np
 import pytest
 import soundfile

@@ -13,12 +13,14 @@ bytes whose hash matched are handed to the reader as they are (``_fetch_column``
 written; a column the node already holds is read from that copy, checked as below.  A column with a deflated copy
 (format 1.5, ``schemas.deflated_columns``) is fetched as that copy and inflated as it arrives (``fetch_inflated``):
 the inflated bytes are checked against the column's sha256 and become its entry, a fifth to three fifths of the
-bytes fetched (25 MB for the bench's 122 MB of a million samples' columns).  The pack's version is fixed at open: the manifest's identity is its hash, and every file is read by its hash, so a pack published again on the
-store under a running job is never mixed with the one opened (a changed file fails its hash and is named).
+bytes fetched (25 MB for the bench's 122 MB of a million samples' columns).  The pack's version is fixed at open:
+the manifest's identity is its hash, and every file is read by its hash, so a pack published again on the store
+under a running job is never mixed with the one opened (a changed file fails its hash and is named).
 
-**Packs with digests** (format 1.4) are read by segments instead (``loader.cache.ranges``, ``range_reads``): their
-audio stream files are never fetched whole and are not in the plan's file schedule (``key``); the rest of this
-docstring is about whole files (columns, ``digests.npy``, data streams, and every file of an older pack).
+**Packs with digests** (format 1.4 and later) are read by segments instead (``loader.cache.ranges``,
+``range_reads``): their audio stream files are never fetched whole and are not in the plan's file schedule
+(``key``); the rest of this docstring is about whole files (columns, ``digests.npy``, data streams, and every
+file of an older pack).
 **Reading through** (``cache.limit: 0``): every file is fetched into memory and verified there, as a fetch into
 the cache is, and nothing is written to the node's disk.
 

@@ -28,11 +28,17 @@ imported from their module:
 - ``store_rank``: one rank of a training run from an object store, run as its own process
   (``python -m factories.store_rank``);
 - ``wheel``: the speechpack wheel built offline from a copy of the tree;
+- ``kernels``: the one level of numeric kernels the suite runs (importing ``factories`` pins it first);
 - ``paths``: where the repository, tests/ and tests/data/ lie, and every test module, for modules at any depth;
 - ``lightning_asd``: a tiny Lightning model (imports ``lightning``).
 """
 
-from factories.recordings import (
+# First, before anything below loads numpy, torch or OpenCV: the suite's numeric kernels (``factories.kernels``).
+from factories.kernels import pin_kernels
+
+pin_kernels()
+
+from factories.recordings import (  # noqa: E402
     FULL_SCALE,
     REAL_CORPORA,
     at_rate,

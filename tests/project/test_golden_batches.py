@@ -6,6 +6,10 @@ A refactor must leave what training sees bit-identical; these digests say so for
 static batching with fbank and SpecAugment; ASD with jitter), all on packs built here from real recordings.  A
 digest that changes is a change in what a model sees: if it is meant, record the new value deliberately with
 ``SPEECHPACK_RECORD_GOLDEN_BATCHES=1 python -m pytest tests/project/test_golden_batches.py`` and say why in the commit.
+
+The float features are the same bits on every machine only with the same numeric kernels: the suite runs the AVX2
+ones of OpenBLAS, MKL, ATen, NumPy and OpenCV on every x86-64 CPU (``factories.kernels``), and each test first
+checks that this process does.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import factories.paths
 from factories.batch_digests import batches_digest as digest_of_batches
 from factories.asr import librivox_span_pack
 from factories.cue_corpus import cue, make_cue_corpus
+from factories.kernels import unpinned
 from factories.online_mix import augment_packs
 from factories.recordings import REAL_CORPORA, require_recording
 from factories.tse import real_mixtures_config
@@ -37,6 +42,9 @@ def batches_digest(config: dict, state: str, workers: int) -> str:
 
 def check(name: str, config: dict, states=("train", "val")) -> None:
     """Each state's digest, the same with every worker count, equals the recorded one (or is recorded)."""
+    other_kernels = unpinned()
+    assert not other_kernels, (f"{name}: the digests are recorded with the AVX2 kernels (factories.kernels), and this "
+                               f"process runs others: {'; '.join(other_kernels)}")
     golden = json.loads(GOLDEN.read_text(encoding="utf-8")) if GOLDEN.exists() else {}
     for state in states:
         digests = {workers: batches_digest(config, state, workers) for workers in WORKERS}
