@@ -552,7 +552,8 @@ class PlanFeed:
         after it.  A pass scheduled a window at a time (``windowed``) gets the window's schedule only (the fetch
         then runs during the window's: hundredths of a second); each builder's fetch-ahead thread builds the whole
         pass's after the window's fetches.  Both have ended when it returns: no fetch is in flight when the workers
-        fork (a child inheriting a held entry lock would keep it held).  An error other than the fetch's own (``prefetch``) is raised."""
+        fork (a child inheriting a held entry lock would keep it held).  An error other than the fetch's own
+        (``prefetch``) is raised."""
         if not self.active:
             return
         held = self._schedule

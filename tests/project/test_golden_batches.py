@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import factories.paths
 from factories.batch_digests import batches_digest as digest_of_batches
@@ -128,3 +130,14 @@ def test_asd_jitter_batches_are_unchanged(tmp_path, real_video):
     pack = make_asd_pack(tmp_path / "asd")
     check("asd-jitter", {"task": "asd", "packs": [{"path": pack}], "dataset_args": {
         "train_window": 40, "hist_frames": 10, "frame_budget": 80, "min_batch": 1, "jitter": True}})
+
+
+def test_a_process_with_other_numeric_kernels_is_named():
+    """The check the golden tests start with names a library that runs other kernels (here OpenBLAS told to use its
+    Sandybridge ones, which any AVX2 CPU runs) rather than letting the digests fail without a reason."""
+    probe = "from factories.kernels import unpinned; print(unpinned())"
+    env = {**os.environ, "OPENBLAS_CORETYPE": "Sandybridge"}
+    out = subprocess.run([sys.executable, "-c", probe], cwd=factories.paths.TESTS, env=env, capture_output=True,
+                         text=True, timeout=120, check=True).stdout
+    assert "OPENBLAS_CORETYPE='Sandybridge', not 'Haswell'" in out and "runs its Sandybridge kernels" in out, out
+    assert unpinned() == [], "this process, pinned by conftest, runs other kernels too"
